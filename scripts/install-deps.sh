@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package podprof needs to build, test and run.
+# Idempotent; run as root. Uses apt-get only: nothing else is downloaded.
+set -euo pipefail
+
+packages=(
+  # Toolchain and build.
+  build-essential cmake ninja-build ccache pkg-config clang clang-format
+  # RPC and serialisation.
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  # Status/StatusOr and friends (the Abseil that gRPC links).
+  libabsl-dev
+  # Storage, compression, HTTP, service integration.
+  libsqlite3-dev libzstd-dev zlib1g-dev libboost-dev libsystemd-dev
+  # Config, CLI, JSON, logging.
+  libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libspdlog-dev
+  # Tests and benchmarks.
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+    missing+=("$p")
+  fi
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing packages (${missing[*]}); run as root" >&2
+  exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "install-deps: installed ${missing[*]}"

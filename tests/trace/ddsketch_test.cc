@@ -1,0 +1,110 @@
+#include "trace/ddsketch.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace podprof::trace {
+namespace {
+
+double ExactQuantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))];
+}
+
+std::vector<double> LogNormalDurations(int n, uint32_t seed) {
+  std::mt19937_64 rng(seed);
+  // Kernel-like durations: around 50 us, spread over several orders of magnitude, in ps.
+  std::lognormal_distribution<double> dist(std::log(50e6), 1.5);
+  std::vector<double> v(n);
+  for (double& x : v) x = std::round(dist(rng)) + 1;
+  return v;
+}
+
+TEST(DDSketchTest, RelativeErrorIsAboutHalfAPercent) {
+  EXPECT_NEAR(DDSketch::kRelativeError, 0.0054, 0.0001);
+}
+
+TEST(DDSketchTest, QuantilesWithinPromisedRelativeError) {
+  for (uint32_t seed : {1u, 2u, 3u}) {
+    std::vector<double> values = LogNormalDurations(20000, seed);
+    DDSketch sketch;
+    for (double v : values) sketch.Add(v);
+    ASSERT_EQ(sketch.count(), values.size());
+    for (double q : {0.0, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 0.999, 1.0}) {
+      double exact = ExactQuantile(values, q);
+      double got = sketch.Quantile(q);
+      EXPECT_LE(std::abs(got - exact) / exact, DDSketch::kRelativeError + 1e-12)
+          << "q=" << q << " exact=" << exact << " got=" << got << " seed=" << seed;
+    }
+  }
+}
+
+TEST(DDSketchTest, SmallAndRepeatedValues) {
+  DDSketch sketch;
+  sketch.Add(1000, 3);
+  sketch.Add(0);
+  EXPECT_EQ(sketch.count(), 4u);
+  EXPECT_EQ(sketch.Quantile(0), 0);  // The zero bucket sorts first.
+  EXPECT_NEAR(sketch.Quantile(0.5), 1000, 1000 * DDSketch::kRelativeError);
+  EXPECT_NEAR(sketch.Quantile(1), 1000, 1000 * DDSketch::kRelativeError);
+  EXPECT_EQ(DDSketch().Quantile(0.5), 0);
+}
+
+TEST(DDSketchTest, MergeOrderDoesNotMatter) {
+  std::vector<double> values = LogNormalDurations(5000, 7);
+  std::vector<DDSketch> parts(5);
+  for (size_t i = 0; i < values.size(); ++i) parts[i % parts.size()].Add(values[i]);
+  DDSketch whole;
+  for (double v : values) whole.Add(v);
+
+  std::vector<int> order = {0, 1, 2, 3, 4};
+  int permutations = 0;
+  do {
+    DDSketch merged;
+    for (int i : order) merged.Merge(parts[i]);
+    EXPECT_EQ(merged, whole);
+    EXPECT_EQ(merged.Serialize(), whole.Serialize());
+    ++permutations;
+  } while (std::next_permutation(order.begin(), order.end()));
+  EXPECT_EQ(permutations, 120);
+
+  // Tree-shaped merges agree with flat ones too.
+  DDSketch left = parts[0], right = parts[3];
+  left.Merge(parts[1]);
+  right.Merge(parts[4]);
+  right.Merge(parts[2]);
+  right.Merge(left);
+  EXPECT_EQ(right.Serialize(), whole.Serialize());
+}
+
+TEST(DDSketchTest, SerializeRoundTripIsCompact) {
+  std::vector<double> values = LogNormalDurations(10000, 11);
+  DDSketch sketch;
+  for (double v : values) sketch.Add(v);
+  sketch.Add(0, 2);
+  std::string blob = sketch.Serialize();
+  EXPECT_LT(blob.size(), 2048u);
+  auto back = DDSketch::Deserialize(blob);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, sketch);
+  EXPECT_EQ(back->count(), sketch.count());
+  EXPECT_EQ(back->Quantile(0.9), sketch.Quantile(0.9));
+}
+
+TEST(DDSketchTest, DeserializeRejectsDamage) {
+  DDSketch sketch;
+  sketch.Add(12345);
+  std::string blob = sketch.Serialize();
+  EXPECT_FALSE(DDSketch::Deserialize("").ok());
+  EXPECT_FALSE(DDSketch::Deserialize("\x07").ok());
+  EXPECT_FALSE(DDSketch::Deserialize(blob.substr(0, blob.size() - 1)).ok());
+  EXPECT_FALSE(DDSketch::Deserialize(blob + "x").ok());
+  EXPECT_FALSE(DDSketch::Deserialize(std::string("\x01\x00\x00\xff\xff\xff\xff\x0f", 8)).ok());
+}
+
+}  // namespace
+}  // namespace podprof::trace

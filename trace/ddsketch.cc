@@ -1,0 +1,147 @@
+#include "trace/ddsketch.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace podprof::trace {
+namespace {
+
+constexpr uint8_t kVersion = 1;
+
+void PutVarint(uint64_t v, std::string* out) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>(v | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
+}
+
+bool GetVarint(absl::string_view* in, uint64_t* v) {
+  uint64_t r = 0;
+  for (int i = 0; i < 10 && !in->empty(); ++i) {
+    uint8_t b = static_cast<uint8_t>((*in)[0]);
+    in->remove_prefix(1);
+    r |= static_cast<uint64_t>(b & 0x7F) << (7 * i);
+    if (b < 0x80) {
+      *v = r;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+const double DDSketch::kGamma = std::exp2(1.0 / 64.0);
+const double DDSketch::kRelativeError = (DDSketch::kGamma - 1) / (DDSketch::kGamma + 1);
+
+int32_t DDSketch::IndexOf(double value) {
+  return static_cast<int32_t>(std::ceil(std::log2(value) * kIndexScale));
+}
+
+double DDSketch::ValueOf(int32_t index) {
+  // The point of bucket (gamma^(i-1), gamma^i] equally far, relatively, from both ends.
+  return 2.0 * std::exp2(index / kIndexScale) / (kGamma + 1.0);
+}
+
+void DDSketch::EnsureIndex(int32_t index) {
+  if (bins_.empty()) {
+    min_index_ = index;
+    bins_.assign(1, 0);
+    return;
+  }
+  if (index < min_index_) {
+    bins_.insert(bins_.begin(), static_cast<size_t>(min_index_ - index), 0);
+    min_index_ = index;
+  } else if (index >= min_index_ + static_cast<int32_t>(bins_.size())) {
+    bins_.resize(static_cast<size_t>(index - min_index_) + 1, 0);
+  }
+}
+
+void DDSketch::Add(double value, uint64_t count) {
+  if (count == 0) return;
+  count_ += count;
+  if (!(value > 0) || !std::isfinite(value)) {
+    zero_count_ += count;
+    return;
+  }
+  int32_t index = IndexOf(value);
+  EnsureIndex(index);
+  bins_[static_cast<size_t>(index - min_index_)] += count;
+}
+
+void DDSketch::Merge(const DDSketch& other) {
+  count_ += other.count_;
+  zero_count_ += other.zero_count_;
+  if (other.bins_.empty()) return;
+  EnsureIndex(other.min_index_);
+  EnsureIndex(other.min_index_ + static_cast<int32_t>(other.bins_.size()) - 1);
+  size_t shift = static_cast<size_t>(other.min_index_ - min_index_);
+  for (size_t i = 0; i < other.bins_.size(); ++i) bins_[shift + i] += other.bins_[i];
+}
+
+double DDSketch::Quantile(double q) const {
+  if (count_ == 0) return 0;
+  q = std::clamp(q, 0.0, 1.0);
+  uint64_t rank = static_cast<uint64_t>(q * static_cast<double>(count_ - 1));
+  if (rank < zero_count_) return 0;
+  uint64_t seen = zero_count_;
+  for (size_t i = 0; i < bins_.size(); ++i) {
+    seen += bins_[i];
+    if (seen > rank) return ValueOf(min_index_ + static_cast<int32_t>(i));
+  }
+  return ValueOf(min_index_ + static_cast<int32_t>(bins_.size()) - 1);
+}
+
+std::pair<int32_t, std::vector<uint64_t>> DDSketch::Normalized() const {
+  size_t first = 0, last = bins_.size();
+  while (first < last && bins_[first] == 0) ++first;
+  while (last > first && bins_[last - 1] == 0) --last;
+  return {first < last ? min_index_ + static_cast<int32_t>(first) : 0,
+          std::vector<uint64_t>(bins_.begin() + first, bins_.begin() + last)};
+}
+
+std::string DDSketch::Serialize() const {
+  auto [first, bins] = Normalized();
+  std::string out;
+  out.push_back(static_cast<char>(kVersion));
+  PutVarint(zero_count_, &out);
+  PutVarint((static_cast<uint64_t>(first) << 1) ^ static_cast<uint64_t>(first >> 31), &out);
+  PutVarint(bins.size(), &out);
+  for (uint64_t c : bins) PutVarint(c, &out);
+  return out;
+}
+
+absl::StatusOr<DDSketch> DDSketch::Deserialize(absl::string_view blob) {
+  if (blob.empty() || static_cast<uint8_t>(blob[0]) != kVersion) {
+    return absl::InvalidArgumentError(
+        blob.empty() ? "sketch blob is empty"
+                     : absl::StrCat("sketch blob has unknown version ",
+                                    static_cast<int>(static_cast<uint8_t>(blob[0]))));
+  }
+  blob.remove_prefix(1);
+  DDSketch s;
+  uint64_t zz, n;
+  if (!GetVarint(&blob, &s.zero_count_) || !GetVarint(&blob, &zz) || !GetVarint(&blob, &n)) {
+    return absl::InvalidArgumentError("sketch blob is truncated in its header");
+  }
+  // Each bucket takes at least one byte, so a count beyond the blob's size is damage.
+  if (n > blob.size() || zz > 0xFFFFFFFFu) {
+    return absl::InvalidArgumentError("sketch blob header is inconsistent");
+  }
+  s.min_index_ = static_cast<int32_t>((zz >> 1) ^ (~(zz & 1) + 1));
+  s.bins_.resize(n);
+  s.count_ = s.zero_count_;
+  for (uint64_t i = 0; i < n; ++i) {
+    if (!GetVarint(&blob, &s.bins_[i])) {
+      return absl::InvalidArgumentError(absl::StrCat("sketch blob is truncated at bucket ", i));
+    }
+    s.count_ += s.bins_[i];
+  }
+  if (!blob.empty()) return absl::InvalidArgumentError("sketch blob has trailing bytes");
+  return s;
+}
+
+}  // namespace podprof::trace

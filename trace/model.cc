@@ -1,0 +1,46 @@
+#include "trace/model.h"
+
+namespace podprof::trace {
+namespace {
+
+template <typename T>
+size_t VectorBytes(const std::vector<T>& v) {
+  return v.capacity() * sizeof(T);
+}
+
+size_t StringBytes(const std::string& s) {
+  // Short strings live inside the object (SSO) and cost nothing extra.
+  return s.capacity() > 15 ? s.capacity() + 1 : 0;
+}
+
+}  // namespace
+
+size_t HostCapture::KeptBytes() const {
+  size_t bytes = sizeof(*this) + StringBytes(host.name) + VectorBytes(host.chips);
+  for (const Chip& c : host.chips) bytes += StringBytes(c.generation) + StringBytes(c.device_type);
+  bytes += VectorBytes(kernels);
+  for (const KernelDef& k : kernels) {
+    bytes += StringBytes(k.module) + StringBytes(k.name) + StringBytes(k.category) +
+             StringBytes(k.source);
+  }
+  bytes += VectorBytes(blocks);
+  for (const EventBlock& b : blocks) {
+    bytes += StringBytes(b.line) + VectorBytes(b.start_ps) + VectorBytes(b.duration_ps) +
+             VectorBytes(b.kernel) + VectorBytes(b.collective);
+  }
+  bytes += VectorBytes(counters);
+  for (const CounterSeries& c : counters) {
+    bytes += StringBytes(c.name) + VectorBytes(c.time_ns) + VectorBytes(c.value);
+  }
+  bytes += VectorBytes(warnings);
+  for (const std::string& w : warnings) bytes += StringBytes(w);
+  return bytes;
+}
+
+size_t HostCapture::EventCount() const {
+  size_t n = 0;
+  for (const EventBlock& b : blocks) n += b.size();
+  return n;
+}
+
+}  // namespace podprof::trace

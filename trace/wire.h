@@ -1,0 +1,182 @@
+// Protobuf wire-format decoding for the streaming XSpace reader.
+//
+// Two levels: a Cursor walks a message region of a ByteSource field by field through a
+// Window (so a plane of many GB never needs to be in memory, and offsets are 64-bit), and a
+// Span decodes a small message (an XEvent, an XStat) that the Window made contiguous. Every
+// length is checked against the end of the enclosing message before anything is read, so
+// damaged input yields a Status naming the byte offset, never an out-of-bounds read.
+#ifndef PODPROF_TRACE_WIRE_H_
+#define PODPROF_TRACE_WIRE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "trace/byte_source.h"
+
+namespace podprof::trace::wire {
+
+enum WireType : uint32_t {
+  kVarint = 0,
+  kFixed64 = 1,
+  kLengthDelimited = 2,
+  kStartGroup = 3,
+  kEndGroup = 4,
+  kFixed32 = 5,
+};
+
+// Builds the error for damaged input: "malformed XSpace at byte offset N: <what>".
+absl::Status MalformedAt(int64_t offset, absl::string_view what);
+
+// Hands out contiguous views of a ByteSource. In-memory sources are viewed in place; files go
+// through one buffer that grows only as far as the largest single view asked for.
+// Not thread-safe.
+class Window {
+ public:
+  explicit Window(ByteSource* source);
+  // Returns a pointer to bytes [offset, offset + n), valid until the next call. The caller
+  // has checked that the range lies inside the source.
+  absl::Status View(int64_t offset, size_t n, const uint8_t** out) {
+    if (offset >= buf_start_ && offset + static_cast<int64_t>(n) <= buf_start_ + buf_len_) {
+      *out = buf_ + (offset - buf_start_);
+      return absl::OkStatus();
+    }
+    return Refill(offset, n, out);
+  }
+  int64_t size() const { return size_; }
+  ByteSource& source() const { return *source_; }
+
+ private:
+  absl::Status Refill(int64_t offset, size_t n, const uint8_t** out);
+
+  ByteSource* const source_;
+  const int64_t size_;
+  std::vector<char> storage_;
+  const uint8_t* buf_ = nullptr;
+  int64_t buf_start_ = 0;
+  int64_t buf_len_ = 0;
+};
+
+// A contiguous, bounds-checked view of one small message. Methods return false on damaged
+// input; offset() then tells where.
+class Span {
+ public:
+  Span() = default;
+  Span(const uint8_t* begin, const uint8_t* end, int64_t base_offset)
+      : p_(begin), begin_(begin), end_(end), base_(base_offset) {}
+
+  bool done() const { return p_ >= end_; }
+  int64_t offset() const { return base_ + (p_ - begin_); }
+
+  bool ReadVarint(uint64_t* v) {
+    if (p_ < end_ && *p_ < 0x80) {  // Most values (tags, small ids) fit in one byte.
+      *v = *p_++;
+      return true;
+    }
+    return ReadVarintSlow(v);
+  }
+  bool ReadTag(uint32_t* field, WireType* wt) {
+    uint64_t tag;
+    if (!ReadVarint(&tag) || tag > 0xFFFFFFFFu) return false;
+    *field = static_cast<uint32_t>(tag >> 3);
+    *wt = static_cast<WireType>(tag & 7);
+    return *field != 0;
+  }
+  bool ReadFixed64(uint64_t* v) {
+    if (end_ - p_ < 8) return false;
+    uint64_t x = 0;
+    for (int i = 7; i >= 0; --i) x = (x << 8) | p_[i];
+    p_ += 8;
+    *v = x;
+    return true;
+  }
+  // Reads a length prefix and the bytes after it.
+  bool ReadBytes(absl::string_view* out) {
+    uint64_t len;
+    if (!ReadVarint(&len) || len > static_cast<uint64_t>(end_ - p_)) return false;
+    *out = absl::string_view(reinterpret_cast<const char*>(p_), len);
+    p_ += len;
+    return true;
+  }
+  bool ReadSub(Span* sub) {
+    uint64_t len;
+    if (!ReadVarint(&len) || len > static_cast<uint64_t>(end_ - p_)) return false;
+    *sub = Span(p_, p_ + len, offset());
+    p_ += len;
+    return true;
+  }
+  bool Skip(WireType wt);
+
+ private:
+  bool ReadVarintSlow(uint64_t* v);
+
+  const uint8_t* p_ = nullptr;
+  const uint8_t* begin_ = nullptr;
+  const uint8_t* end_ = nullptr;
+  int64_t base_ = 0;
+};
+
+// Walks the fields of one message region [pos, end) of a Window's source.
+class Cursor {
+ public:
+  // `what` names the message for error messages ("XPlane"); it must outlive the cursor.
+  Cursor(Window* window, int64_t pos, int64_t end, const char* what)
+      : window_(window), pos_(pos), end_(end), what_(what) {}
+
+  bool done() const { return pos_ >= end_; }
+  int64_t pos() const { return pos_; }
+  int64_t end() const { return end_; }
+  const char* what() const { return what_; }
+  // Moves to an absolute offset inside the region (used to revisit recorded fields).
+  void Seek(int64_t pos) { pos_ = pos; }
+
+  absl::Status ReadTag(uint32_t* field, WireType* wt);
+  absl::Status ReadVarint(uint64_t* v);
+  absl::Status ReadFixed64(uint64_t* v);
+  // Reads a length prefix; fails if the length runs past the end of this message.
+  absl::Status ReadLength(int64_t* len);
+  // Reads a length-delimited field as a child region and moves past it.
+  absl::Status ReadSub(const char* what, Cursor* child);
+  // Reads a length-delimited field into a contiguous Span (valid until the next Window use).
+  absl::Status ReadSpan(Span* span);
+  // Copies a length-delimited field.
+  absl::Status ReadString(std::string* out);
+  // Skips the value of a field of wire type `wt`. Groups are rejected (XSpace has none).
+  absl::Status Skip(WireType wt);
+  // Error for damaged input at the current position.
+  absl::Status Error(absl::string_view msg) const;
+  // Fails unless `wt` is `want` for field `field`.
+  absl::Status Expect(uint32_t field, WireType wt, WireType want) const;
+
+ private:
+  Window* window_;
+  int64_t pos_;
+  int64_t end_;
+  const char* what_;
+};
+
+// Skips an unknown field's value inside a Span (same rules as Cursor::Skip).
+inline bool Span::Skip(WireType wt) {
+  uint64_t v;
+  absl::string_view s;
+  switch (wt) {
+    case kVarint:
+      return ReadVarint(&v);
+    case kFixed64:
+      return ReadFixed64(&v);
+    case kLengthDelimited:
+      return ReadBytes(&s);
+    case kFixed32:
+      if (end_ - p_ < 4) return false;
+      p_ += 4;
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace podprof::trace::wire
+
+#endif  // PODPROF_TRACE_WIRE_H_

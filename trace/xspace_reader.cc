@@ -1,0 +1,936 @@
+#include "trace/xspace_reader.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "common/status_macros.h"
+#include "trace/chip_catalog.h"
+#include "trace/hash.h"
+#include "trace/wire.h"
+
+namespace podprof::trace {
+namespace {
+
+using wire::Cursor;
+using wire::Span;
+using wire::WireType;
+
+// Field numbers, from the XSpace schema (proto/xplane.proto).
+namespace f {
+constexpr uint32_t kSpacePlanes = 1, kSpaceErrors = 2, kSpaceWarnings = 3, kSpaceHostnames = 4;
+constexpr uint32_t kPlaneName = 2, kPlaneLines = 3, kPlaneEventMetadata = 4, kPlaneStatMetadata = 5,
+                   kPlaneStats = 6;
+constexpr uint32_t kLineName = 2, kLineTimestampNs = 3, kLineEvents = 4;
+constexpr uint32_t kEventMetadataId = 1, kEventOffsetPs = 2, kEventDurationPs = 3, kEventStats = 4,
+                   kEventNumOccurrences = 5;
+constexpr uint32_t kStatMetadataId = 1, kStatDouble = 2, kStatUint64 = 3, kStatInt64 = 4,
+                   kStatStr = 5, kStatBytes = 6, kStatRef = 7, kStatCompressed = 8;
+constexpr uint32_t kMapKey = 1, kMapValue = 2;
+constexpr uint32_t kEventMetaName = 2, kEventMetaDisplayName = 4, kEventMetaStats = 5;
+constexpr uint32_t kStatMetaName = 2;
+constexpr uint32_t kCoreDetailsGlobalChipId = 5;
+}  // namespace f
+
+// Line timestamps below this are relative to the profile start (post-processed captures);
+// above it they are already ns since the epoch (older captures). 1e17 ns is early 1973.
+constexpr int64_t kAbsoluteTimestampNs = 100'000'000'000'000'000;
+
+// The stats podprof reads, by name.
+enum class StatKind : uint8_t {
+  kOther,
+  kDeviceDurationPs,
+  kAllReduceUniqueId,
+  kCounterValue,
+  kHloCategory,
+  kProgramId,
+  kFlops,
+  kBytesAccessed,
+  kSource,
+  kDeviceTypeString,
+  kPeakTeraflops,
+  kPeakHbmBw,
+  kCoreDetails,
+  kProfileStartTime,
+  kProfileStopTime,
+};
+
+StatKind StatKindOf(absl::string_view name) {
+  static const auto* const kByName = new absl::flat_hash_map<std::string, StatKind>{
+      {"device_duration_ps", StatKind::kDeviceDurationPs},
+      {"all_reduce_unique_id", StatKind::kAllReduceUniqueId},
+      {"counter_value", StatKind::kCounterValue},
+      {"hlo_category", StatKind::kHloCategory},
+      {"program_id", StatKind::kProgramId},
+      {"flops", StatKind::kFlops},
+      {"bytes_accessed", StatKind::kBytesAccessed},
+      {"source", StatKind::kSource},
+      {"device_type_string", StatKind::kDeviceTypeString},
+      {"peak_teraflops_per_second", StatKind::kPeakTeraflops},
+      {"peak_hbm_bw_gigabytes_per_second", StatKind::kPeakHbmBw},
+      {"core_details", StatKind::kCoreDetails},
+      {"profile_start_time", StatKind::kProfileStartTime},
+      {"profile_stop_time", StatKind::kProfileStopTime},
+  };
+  auto it = kByName->find(name);
+  return it == kByName->end() ? StatKind::kOther : it->second;
+}
+
+// One XStat as found on the wire, before its metadata is known.
+struct RawStat {
+  int64_t metadata_id = 0;
+  enum class Type : uint8_t { kNone, kDouble, kUint64, kInt64, kString, kRef, kCompressed };
+  Type type = Type::kNone;
+  union {
+    double d;
+    uint64_t u;
+    int64_t i;
+  } num = {0};
+  std::string str;  // kString, kCompressed (still compressed)
+};
+
+bool ParseRawStat(Span stat, RawStat* out) {
+  uint32_t field;
+  WireType wt;
+  absl::string_view bytes;
+  uint64_t v;
+  while (!stat.done()) {
+    if (!stat.ReadTag(&field, &wt)) return false;
+    switch (field) {
+      case f::kStatMetadataId:
+        if (wt != wire::kVarint || !stat.ReadVarint(&v)) return false;
+        out->metadata_id = static_cast<int64_t>(v);
+        break;
+      case f::kStatDouble:
+        if (wt != wire::kFixed64 || !stat.ReadFixed64(&v)) return false;
+        out->type = RawStat::Type::kDouble;
+        std::memcpy(&out->num.d, &v, sizeof(double));
+        break;
+      case f::kStatUint64:
+      case f::kStatInt64:
+      case f::kStatRef:
+        if (wt != wire::kVarint || !stat.ReadVarint(&v)) return false;
+        out->type = field == f::kStatUint64  ? RawStat::Type::kUint64
+                    : field == f::kStatInt64 ? RawStat::Type::kInt64
+                                             : RawStat::Type::kRef;
+        out->num.u = v;
+        break;
+      case f::kStatStr:
+      case f::kStatBytes:
+      case f::kStatCompressed:
+        if (wt != wire::kLengthDelimited || !stat.ReadBytes(&bytes)) return false;
+        out->type =
+            field == f::kStatCompressed ? RawStat::Type::kCompressed : RawStat::Type::kString;
+        out->str.assign(bytes.data(), bytes.size());
+        break;
+      default:
+        if (!stat.Skip(wt)) return false;
+    }
+  }
+  return true;
+}
+
+absl::Status Inflate(absl::string_view in, size_t max_out, std::string* out) {
+  z_stream zs;
+  std::memset(&zs, 0, sizeof(zs));
+  // 15 + 32: accept gzip or zlib headers.
+  if (inflateInit2(&zs, 15 + 32) != Z_OK) return absl::InternalError("zlib init failed");
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  zs.avail_in = static_cast<uInt>(in.size());
+  out->clear();
+  char chunk[16384];
+  int rc;
+  do {
+    zs.next_out = reinterpret_cast<Bytef*>(chunk);
+    zs.avail_out = sizeof(chunk);
+    rc = inflate(&zs, Z_NO_FLUSH);
+    if (rc != Z_OK && rc != Z_STREAM_END) {
+      inflateEnd(&zs);
+      return absl::DataLossError("compressed_str_value is not valid gzip data");
+    }
+    out->append(chunk, sizeof(chunk) - zs.avail_out);
+    if (out->size() > max_out) {
+      inflateEnd(&zs);
+      return absl::ResourceExhaustedError(
+          absl::StrCat("compressed_str_value inflates past ", max_out, " bytes"));
+    }
+  } while (rc != Z_STREAM_END && (zs.avail_in > 0 || zs.avail_out == 0));
+  inflateEnd(&zs);
+  if (rc != Z_STREAM_END) return absl::DataLossError("compressed_str_value is truncated");
+  return absl::OkStatus();
+}
+
+// Stat metadata of one plane: names by id, and the kind of each id for the hot path.
+class StatTable {
+ public:
+  void Add(int64_t id, std::string name) {
+    StatKind kind = StatKindOf(name);
+    if (id >= 0 && id < kDenseLimit) {
+      if (dense_.size() <= static_cast<size_t>(id)) dense_.resize(id + 1, StatKind::kOther);
+      dense_[id] = kind;
+    } else if (kind != StatKind::kOther) {
+      sparse_[id] = kind;
+    }
+    names_[id] = std::move(name);
+  }
+  StatKind Kind(int64_t id) const {
+    if (id >= 0 && id < static_cast<int64_t>(dense_.size())) return dense_[id];
+    if (sparse_.empty()) return StatKind::kOther;
+    auto it = sparse_.find(id);
+    return it == sparse_.end() ? StatKind::kOther : it->second;
+  }
+  const std::string* Name(int64_t id) const {
+    auto it = names_.find(id);
+    return it == names_.end() ? nullptr : &it->second;
+  }
+
+ private:
+  static constexpr int64_t kDenseLimit = 1 << 16;
+  std::vector<StatKind> dense_;
+  absl::flat_hash_map<int64_t, StatKind> sparse_;
+  absl::flat_hash_map<int64_t, std::string> names_;
+};
+
+// What podprof keeps of one XEventMetadata until events refer to it.
+struct EventMeta {
+  std::string name;  // display_name if set, else name
+  uint64_t full_name_hash = 0;
+  std::vector<RawStat> stats;
+};
+
+// A length-delimited field recorded during a plane's first pass.
+struct Extent {
+  int64_t pos;  // offset of the field's length prefix
+};
+
+enum class PlaneKind { kSkip, kTpu, kGpu, kTaskEnvironment };
+
+bool ParseDeviceOrdinal(absl::string_view name, absl::string_view prefix, int* ordinal) {
+  if (!absl::StartsWith(name, prefix)) return false;
+  absl::string_view digits = name.substr(prefix.size());
+  if (digits.empty() || digits.size() > 9) return false;
+  for (char c : digits) {
+    if (!absl::ascii_isdigit(c)) return false;
+  }
+  return absl::SimpleAtoi(digits, ordinal);
+}
+
+PlaneKind ClassifyPlane(absl::string_view name, int* ordinal) {
+  if (ParseDeviceOrdinal(name, "/device:TPU:", ordinal)) return PlaneKind::kTpu;
+  if (ParseDeviceOrdinal(name, "/device:GPU:", ordinal)) return PlaneKind::kGpu;
+  if (name == "Task Environment") return PlaneKind::kTaskEnvironment;
+  return PlaneKind::kSkip;
+}
+
+// Which lines of a device plane podprof keeps; false for the rest.
+bool ClassifyLine(PlaneKind plane, absl::string_view name, LineKind* kind, bool* counters) {
+  *counters = false;
+  if (name == "Steps") {
+    *kind = LineKind::kSteps;
+    return true;
+  }
+  if (plane == PlaneKind::kTpu) {
+    if (name == "XLA Ops") {
+      *kind = LineKind::kOps;
+      return true;
+    }
+    if (name == "XLA Modules") {
+      *kind = LineKind::kModules;
+      return true;
+    }
+    if (name == "_counters_") {
+      *counters = true;
+      return true;
+    }
+    return false;
+  }
+  if (absl::StartsWith(name, "Stream #")) {
+    *kind = LineKind::kGpuStream;
+    return true;
+  }
+  return false;
+}
+
+// Category of a GPU kernel, from its stream line ("Stream #7(MemcpyH2D)") and name.
+std::string GpuCategory(absl::string_view line, absl::string_view kernel) {
+  if (absl::StrContains(line, "Memcpy") || absl::StartsWith(kernel, "Memcpy")) {
+    return "memcpy";
+  }
+  if (absl::StrContains(line, "Memset") || absl::StartsWith(kernel, "Memset")) {
+    return "memset";
+  }
+  return "gpu kernel";
+}
+
+class Reader {
+ public:
+  Reader(ByteSource& source, const ReadOptions& options) : window_(&source), options_(options) {}
+
+  absl::StatusOr<HostCapture> Read();
+
+ private:
+  struct PlaneScan {
+    PlaneKind kind = PlaneKind::kSkip;
+    bool named = false;
+    int ordinal = 0;
+    std::vector<Extent> lines, event_metadata, stat_metadata, stats;
+  };
+
+  // State of the plane being read.
+  struct PlaneState {
+    PlaneKind kind = PlaneKind::kSkip;
+    int chip = -1;  // index into capture_.host.chips
+    StatTable stat_table;
+    absl::flat_hash_map<int64_t, EventMeta> metas;
+    // Kernel index per (line kind, metadata id), filled as events refer to them.
+    absl::flat_hash_map<int64_t, uint32_t> kernel_of[4];
+    absl::flat_hash_map<int64_t, size_t> counter_of;  // metadata id -> capture_.counters index
+    std::string line_name;                            // of the line being read (for GPU categories)
+  };
+
+  absl::Status ReadPlane(Cursor plane);
+  absl::Status ReadDevicePlane(const PlaneScan& scan, int64_t plane_end);
+  absl::Status ReadStatMetadataEntry(Cursor entry, StatTable* table);
+  absl::Status ReadEventMetadataEntry(Cursor entry, PlaneState* plane);
+  absl::Status ReadStatList(Cursor* c, std::vector<RawStat>* out);
+  absl::Status ReadLine(Cursor line, PlaneState* plane);
+  absl::Status ScanLineHeader(Cursor rest, std::string* name, int64_t* timestamp_ns);
+  absl::StatusOr<uint32_t> KernelFor(PlaneState* plane, LineKind kind, int64_t metadata_id);
+  absl::Status StatString(const PlaneState& plane, const RawStat& stat, std::string* out);
+  static double StatNumber(const RawStat& stat);
+  static uint64_t StatUint(const RawStat& stat);
+  void Finish();
+
+  wire::Window window_;
+  const ReadOptions& options_;
+  HostCapture capture_;
+  absl::flat_hash_map<std::string, uint32_t> kernel_index_;  // dedup key -> kernels index
+  absl::flat_hash_map<uint64_t, std::string> module_of_program_;
+  // Counter samples keep the line's timestamp until the profile start is known.
+  std::vector<int64_t> counter_line_ns_;
+  std::vector<int64_t> skipped_planes_;
+};
+
+absl::StatusOr<HostCapture> Reader::Read() {
+  if (window_.size() == 0) {
+    return absl::InvalidArgumentError("empty file: no XSpace in it");
+  }
+  Cursor space(&window_, 0, window_.size(), "XSpace");
+  while (!space.done()) {
+    uint32_t field;
+    WireType wt;
+    RETURN_IF_ERROR(space.ReadTag(&field, &wt));
+    switch (field) {
+      case f::kSpacePlanes: {
+        RETURN_IF_ERROR(space.Expect(field, wt, wire::kLengthDelimited));
+        Cursor plane(nullptr, 0, 0, "");
+        RETURN_IF_ERROR(space.ReadSub("XPlane", &plane));
+        RETURN_IF_ERROR(ReadPlane(plane));
+        break;
+      }
+      case f::kSpaceErrors:
+      case f::kSpaceWarnings:
+      case f::kSpaceHostnames: {
+        RETURN_IF_ERROR(space.Expect(field, wt, wire::kLengthDelimited));
+        std::string s;
+        RETURN_IF_ERROR(space.ReadString(&s));
+        if (field == f::kSpaceHostnames) {
+          if (capture_.host.name.empty()) capture_.host.name = std::move(s);
+        } else {
+          capture_.warnings.push_back(absl::StrCat(
+              field == f::kSpaceErrors ? "profiler error: " : "profiler warning: ", s));
+        }
+        break;
+      }
+      default:
+        RETURN_IF_ERROR(space.Skip(wt));
+    }
+  }
+  Finish();
+  return std::move(capture_);
+}
+
+absl::Status Reader::ReadPlane(Cursor plane) {
+  // First pass: the plane's name decides whether it is kept, and its metadata (fields 4-6,
+  // written after the lines) must be known before events can be interpreted, so record where
+  // each part is and come back.
+  PlaneScan scan;
+  while (!plane.done()) {
+    uint32_t field;
+    WireType wt;
+    RETURN_IF_ERROR(plane.ReadTag(&field, &wt));
+    if (field == f::kPlaneName) {
+      RETURN_IF_ERROR(plane.Expect(field, wt, wire::kLengthDelimited));
+      std::string name;
+      RETURN_IF_ERROR(plane.ReadString(&name));
+      scan.kind = ClassifyPlane(name, &scan.ordinal);
+      scan.named = true;
+      if (scan.kind == PlaneKind::kSkip) return absl::OkStatus();  // e.g. /host:CPU: skip whole.
+      continue;
+    }
+    std::vector<Extent>* extents = nullptr;
+    switch (field) {
+      case f::kPlaneLines:
+        extents = &scan.lines;
+        break;
+      case f::kPlaneEventMetadata:
+        extents = &scan.event_metadata;
+        break;
+      case f::kPlaneStatMetadata:
+        extents = &scan.stat_metadata;
+        break;
+      case f::kPlaneStats:
+        extents = &scan.stats;
+        break;
+      default:
+        break;
+    }
+    if (extents != nullptr) {
+      RETURN_IF_ERROR(plane.Expect(field, wt, wire::kLengthDelimited));
+      extents->push_back({plane.pos()});
+    }
+    RETURN_IF_ERROR(plane.Skip(wt));
+  }
+  if (!scan.named || scan.kind == PlaneKind::kSkip) return absl::OkStatus();
+  return ReadDevicePlane(scan, plane.end());
+}
+
+absl::Status Reader::ReadDevicePlane(const PlaneScan& scan, int64_t plane_end) {
+  PlaneState state;
+  state.kind = scan.kind;
+  Cursor c(&window_, 0, plane_end, "XPlane");
+  for (const Extent& e : scan.stat_metadata) {
+    c.Seek(e.pos);
+    Cursor entry(nullptr, 0, 0, "");
+    RETURN_IF_ERROR(c.ReadSub("XPlane.stat_metadata entry", &entry));
+    RETURN_IF_ERROR(ReadStatMetadataEntry(entry, &state.stat_table));
+  }
+  std::vector<RawStat> plane_stats;
+  for (const Extent& e : scan.stats) {
+    c.Seek(e.pos);
+    Span span;
+    RETURN_IF_ERROR(c.ReadSpan(&span));
+    RawStat stat;
+    if (!ParseRawStat(span, &stat))
+      return wire::MalformedAt(span.offset(), "bad XStat in XPlane.stats");
+    plane_stats.push_back(std::move(stat));
+  }
+
+  if (scan.kind == PlaneKind::kTaskEnvironment) {
+    for (const RawStat& s : plane_stats) {
+      StatKind kind = state.stat_table.Kind(s.metadata_id);
+      if (kind == StatKind::kProfileStartTime) {
+        capture_.host.profile_start_ns = static_cast<int64_t>(StatUint(s));
+      } else if (kind == StatKind::kProfileStopTime) {
+        capture_.host.profile_stop_ns = static_cast<int64_t>(StatUint(s));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  Chip chip;
+  chip.kind = scan.kind == PlaneKind::kTpu ? DeviceKind::kTpu : DeviceKind::kGpu;
+  chip.ordinal = scan.ordinal;
+  for (const RawStat& s : plane_stats) {
+    switch (state.stat_table.Kind(s.metadata_id)) {
+      case StatKind::kDeviceTypeString:
+        RETURN_IF_ERROR(StatString(state, s, &chip.device_type));
+        break;
+      case StatKind::kPeakTeraflops:
+        chip.peak_tflops = StatNumber(s);
+        break;
+      case StatKind::kPeakHbmBw:
+        chip.peak_hbm_gbps = StatNumber(s);
+        break;
+      case StatKind::kCoreDetails: {
+        // A small CoreDetails message; only its global chip id matters here.
+        Span cd(reinterpret_cast<const uint8_t*>(s.str.data()),
+                reinterpret_cast<const uint8_t*>(s.str.data()) + s.str.size(), 0);
+        uint32_t field;
+        WireType wt;
+        uint64_t v;
+        chip.global_id = 0;  // Present but zero-valued fields are omitted on the wire.
+        while (!cd.done() && cd.ReadTag(&field, &wt)) {
+          if (field == f::kCoreDetailsGlobalChipId && wt == wire::kVarint && cd.ReadVarint(&v)) {
+            chip.global_id = static_cast<int64_t>(v);
+          } else if (!cd.Skip(wt)) {
+            break;
+          }
+        }
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  if (const ChipGeneration* g = FindGenerationByDeviceType(chip.device_type);
+      g != nullptr && chip.kind == DeviceKind::kTpu) {
+    chip.generation = g->name;
+    if (chip.peak_tflops <= 0) chip.peak_tflops = g->peak_tflops;
+    if (chip.peak_hbm_gbps <= 0) chip.peak_hbm_gbps = g->peak_hbm_gbps;
+  }
+  state.chip = static_cast<int>(capture_.host.chips.size());
+  capture_.host.chips.push_back(std::move(chip));
+
+  for (const Extent& e : scan.event_metadata) {
+    c.Seek(e.pos);
+    Cursor entry(nullptr, 0, 0, "");
+    RETURN_IF_ERROR(c.ReadSub("XPlane.event_metadata entry", &entry));
+    RETURN_IF_ERROR(ReadEventMetadataEntry(entry, &state));
+  }
+  for (const Extent& e : scan.lines) {
+    c.Seek(e.pos);
+    Cursor line(nullptr, 0, 0, "");
+    RETURN_IF_ERROR(c.ReadSub("XLine", &line));
+    RETURN_IF_ERROR(ReadLine(line, &state));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Reader::ReadStatMetadataEntry(Cursor entry, StatTable* table) {
+  int64_t key = 0;
+  std::string name;
+  while (!entry.done()) {
+    uint32_t field;
+    WireType wt;
+    RETURN_IF_ERROR(entry.ReadTag(&field, &wt));
+    if (field == f::kMapKey) {
+      RETURN_IF_ERROR(entry.Expect(field, wt, wire::kVarint));
+      uint64_t v;
+      RETURN_IF_ERROR(entry.ReadVarint(&v));
+      key = static_cast<int64_t>(v);
+    } else if (field == f::kMapValue) {
+      RETURN_IF_ERROR(entry.Expect(field, wt, wire::kLengthDelimited));
+      Cursor value(nullptr, 0, 0, "");
+      RETURN_IF_ERROR(entry.ReadSub("XStatMetadata", &value));
+      while (!value.done()) {
+        RETURN_IF_ERROR(value.ReadTag(&field, &wt));
+        if (field == f::kStatMetaName) {
+          RETURN_IF_ERROR(value.Expect(field, wt, wire::kLengthDelimited));
+          RETURN_IF_ERROR(value.ReadString(&name));
+        } else {
+          RETURN_IF_ERROR(value.Skip(wt));
+        }
+      }
+    } else {
+      RETURN_IF_ERROR(entry.Skip(wt));
+    }
+  }
+  // The map key is authoritative: some writers leave XStatMetadata.id unset.
+  table->Add(key, std::move(name));
+  return absl::OkStatus();
+}
+
+absl::Status Reader::ReadStatList(Cursor* c, std::vector<RawStat>* out) {
+  Span span;
+  RETURN_IF_ERROR(c->ReadSpan(&span));
+  RawStat stat;
+  if (!ParseRawStat(span, &stat)) return wire::MalformedAt(span.offset(), "bad XStat");
+  out->push_back(std::move(stat));
+  return absl::OkStatus();
+}
+
+absl::Status Reader::ReadEventMetadataEntry(Cursor entry, PlaneState* plane) {
+  int64_t key = 0;
+  EventMeta meta;
+  std::string name, display_name;
+  while (!entry.done()) {
+    uint32_t field;
+    WireType wt;
+    RETURN_IF_ERROR(entry.ReadTag(&field, &wt));
+    if (field == f::kMapKey) {
+      RETURN_IF_ERROR(entry.Expect(field, wt, wire::kVarint));
+      uint64_t v;
+      RETURN_IF_ERROR(entry.ReadVarint(&v));
+      key = static_cast<int64_t>(v);
+    } else if (field == f::kMapValue) {
+      RETURN_IF_ERROR(entry.Expect(field, wt, wire::kLengthDelimited));
+      Cursor value(nullptr, 0, 0, "");
+      RETURN_IF_ERROR(entry.ReadSub("XEventMetadata", &value));
+      while (!value.done()) {
+        RETURN_IF_ERROR(value.ReadTag(&field, &wt));
+        switch (field) {
+          case f::kEventMetaName:
+            RETURN_IF_ERROR(value.Expect(field, wt, wire::kLengthDelimited));
+            RETURN_IF_ERROR(value.ReadString(&name));
+            break;
+          case f::kEventMetaDisplayName:
+            RETURN_IF_ERROR(value.Expect(field, wt, wire::kLengthDelimited));
+            RETURN_IF_ERROR(value.ReadString(&display_name));
+            break;
+          case f::kEventMetaStats:
+            RETURN_IF_ERROR(value.Expect(field, wt, wire::kLengthDelimited));
+            RETURN_IF_ERROR(ReadStatList(&value, &meta.stats));
+            break;
+          default:  // `metadata` (serialized HLO) and child ids: skipped without copying.
+            RETURN_IF_ERROR(value.Skip(wt));
+        }
+      }
+    } else {
+      RETURN_IF_ERROR(entry.Skip(wt));
+    }
+  }
+  meta.full_name_hash = Fnv1a64(name);
+  meta.name = display_name.empty() ? std::move(name) : std::move(display_name);
+  plane->metas[key] = std::move(meta);
+  return absl::OkStatus();
+}
+
+absl::Status Reader::ScanLineHeader(Cursor rest, std::string* name, int64_t* timestamp_ns) {
+  while (!rest.done()) {
+    uint32_t field;
+    WireType wt;
+    RETURN_IF_ERROR(rest.ReadTag(&field, &wt));
+    if (field == f::kLineName && wt == wire::kLengthDelimited) {
+      RETURN_IF_ERROR(rest.ReadString(name));
+    } else if (field == f::kLineTimestampNs && wt == wire::kVarint) {
+      uint64_t v;
+      RETURN_IF_ERROR(rest.ReadVarint(&v));
+      *timestamp_ns = static_cast<int64_t>(v);
+    } else {
+      RETURN_IF_ERROR(rest.Skip(wt));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Reader::ReadLine(Cursor line, PlaneState* plane) {
+  std::string name;
+  int64_t timestamp_ns = 0;
+  bool header_done = false;
+  bool keep = false, counters = false;
+  LineKind kind = LineKind::kOps;
+  EventBlock* block = nullptr;
+  const int chip = plane->chip;
+  while (!line.done()) {
+    uint32_t field;
+    WireType wt;
+    RETURN_IF_ERROR(line.ReadTag(&field, &wt));
+    if (field == f::kLineName && !header_done) {
+      RETURN_IF_ERROR(line.Expect(field, wt, wire::kLengthDelimited));
+      RETURN_IF_ERROR(line.ReadString(&name));
+      continue;
+    }
+    if (field == f::kLineTimestampNs && !header_done) {
+      RETURN_IF_ERROR(line.Expect(field, wt, wire::kVarint));
+      uint64_t v;
+      RETURN_IF_ERROR(line.ReadVarint(&v));
+      timestamp_ns = static_cast<int64_t>(v);
+      continue;
+    }
+    if (field != f::kLineEvents) {
+      RETURN_IF_ERROR(line.Skip(wt));
+      continue;
+    }
+    RETURN_IF_ERROR(line.Expect(field, wt, wire::kLengthDelimited));
+    if (!header_done) {
+      // Writers put the name and timestamp before the events; if one did not, find them in
+      // the rest of the line before interpreting any event.
+      Cursor rest = line;
+      RETURN_IF_ERROR(rest.Skip(wt));
+      RETURN_IF_ERROR(ScanLineHeader(rest, &name, &timestamp_ns));
+      header_done = true;
+      keep = ClassifyLine(plane->kind, name, &kind, &counters);
+      if (!keep) return absl::OkStatus();
+      plane->line_name = name;
+      if (!counters) {
+        capture_.blocks.emplace_back();
+        block = &capture_.blocks.back();
+        block->chip = chip;
+        block->line = name;
+        block->kind = kind;
+        block->base_ns = timestamp_ns;
+      }
+    }
+    Span ev;
+    RETURN_IF_ERROR(line.ReadSpan(&ev));
+    int64_t metadata_id = 0, offset_ps = 0, duration_ps = 0, device_duration_ps = -1;
+    uint64_t collective = 0;
+    double counter = 0;
+    bool has_counter = false;
+    uint64_t v = 0;
+    while (!ev.done()) {
+      if (!ev.ReadTag(&field, &wt)) return wire::MalformedAt(ev.offset(), "bad field in XEvent");
+      bool ok = true;
+      switch (field) {
+        case f::kEventMetadataId:
+          ok = wt == wire::kVarint && ev.ReadVarint(&v);
+          metadata_id = static_cast<int64_t>(v);
+          break;
+        case f::kEventOffsetPs:
+          ok = wt == wire::kVarint && ev.ReadVarint(&v);
+          offset_ps = static_cast<int64_t>(v);
+          break;
+        case f::kEventDurationPs:
+          ok = wt == wire::kVarint && ev.ReadVarint(&v);
+          duration_ps = static_cast<int64_t>(v);
+          break;
+        case f::kEventStats: {
+          Span st;
+          ok = wt == wire::kLengthDelimited && ev.ReadSub(&st);
+          int64_t stat_id = 0;
+          uint64_t raw = 0;
+          uint32_t value_field = 0;
+          while (ok && !st.done()) {
+            ok = st.ReadTag(&field, &wt);
+            if (!ok) break;
+            if (field == f::kStatMetadataId && wt == wire::kVarint) {
+              ok = st.ReadVarint(&v);
+              stat_id = static_cast<int64_t>(v);
+            } else if ((field == f::kStatUint64 || field == f::kStatInt64) && wt == wire::kVarint) {
+              ok = st.ReadVarint(&raw);
+              value_field = field;
+            } else if (field == f::kStatDouble && wt == wire::kFixed64) {
+              ok = st.ReadFixed64(&raw);
+              value_field = field;
+            } else {
+              ok = st.Skip(wt);
+            }
+          }
+          if (!ok) return wire::MalformedAt(st.offset(), "bad XStat in XEvent");
+          if (value_field == 0) break;
+          switch (plane->stat_table.Kind(stat_id)) {
+            case StatKind::kDeviceDurationPs:
+              if (value_field != f::kStatDouble) device_duration_ps = static_cast<int64_t>(raw);
+              break;
+            case StatKind::kAllReduceUniqueId:
+              if (value_field != f::kStatDouble) collective = raw;
+              break;
+            case StatKind::kCounterValue:
+              has_counter = true;
+              if (value_field == f::kStatDouble) {
+                std::memcpy(&counter, &raw, sizeof(double));
+              } else if (value_field == f::kStatInt64) {
+                counter = static_cast<double>(static_cast<int64_t>(raw));
+              } else {
+                counter = static_cast<double>(raw);
+              }
+              break;
+            default:
+              break;
+          }
+          break;
+        }
+        case f::kEventNumOccurrences:  // Aggregated events carry no time of their own.
+        default:
+          ok = ev.Skip(wt);
+      }
+      if (!ok) return wire::MalformedAt(ev.offset(), "bad field in XEvent");
+    }
+    if (counters) {
+      if (!has_counter) continue;
+      auto [it, inserted] = plane->counter_of.try_emplace(metadata_id, capture_.counters.size());
+      if (inserted) {
+        CounterSeries series;
+        series.chip = chip;
+        auto meta = plane->metas.find(metadata_id);
+        series.name =
+            meta == plane->metas.end() ? absl::StrCat("counter_", metadata_id) : meta->second.name;
+        capture_.counters.push_back(std::move(series));
+        counter_line_ns_.push_back(timestamp_ns);
+      }
+      CounterSeries& series = capture_.counters[it->second];
+      series.time_ns.push_back(offset_ps / 1000);  // Line start added in Finish().
+      series.value.push_back(counter);
+      continue;
+    }
+    ASSIGN_OR_RETURN(uint32_t kernel, KernelFor(plane, kind, metadata_id));
+    // Device-measured durations are exact; the event's own duration went through the
+    // device-to-host clock mapping.
+    block->start_ps.push_back(offset_ps);
+    block->duration_ps.push_back(device_duration_ps >= 0 ? device_duration_ps : duration_ps);
+    block->kernel.push_back(kernel);
+    block->collective.push_back(collective);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint32_t> Reader::KernelFor(PlaneState* plane, LineKind kind, int64_t metadata_id) {
+  auto& cache = plane->kernel_of[static_cast<int>(kind)];
+  auto hit = cache.find(metadata_id);
+  if (hit != cache.end()) return hit->second;
+
+  KernelDef def;
+  auto meta_it = plane->metas.find(metadata_id);
+  if (meta_it == plane->metas.end()) {
+    // Events must refer to metadata of their plane; keep the event under a placeholder name
+    // rather than dropping time, and tell the user.
+    def.name = absl::StrCat("<unknown metadata ", metadata_id, ">");
+    capture_.warnings.push_back(
+        absl::StrCat("plane of chip ", capture_.host.chips[plane->chip].ordinal,
+                     ": event refers to missing metadata id ", metadata_id));
+  } else {
+    const EventMeta& meta = meta_it->second;
+    def.name = meta.name;
+    def.hlo_hash = meta.full_name_hash;
+    for (const RawStat& s : meta.stats) {
+      switch (plane->stat_table.Kind(s.metadata_id)) {
+        case StatKind::kHloCategory:
+          RETURN_IF_ERROR(StatString(*plane, s, &def.category));
+          break;
+        case StatKind::kProgramId:
+          def.program_id = StatUint(s);
+          break;
+        case StatKind::kFlops:
+          def.flops = static_cast<int64_t>(StatNumber(s));
+          break;
+        case StatKind::kBytesAccessed:
+          def.bytes_accessed = static_cast<int64_t>(StatNumber(s));
+          break;
+        case StatKind::kSource:
+          RETURN_IF_ERROR(StatString(*plane, s, &def.source));
+          break;
+        default:
+          break;
+      }
+    }
+  }
+  switch (kind) {
+    case LineKind::kModules: {
+      def.category = "xla module";
+      // Module events are named "<module>(<program id>)".
+      size_t open = def.name.rfind('(');
+      uint64_t id;
+      if (open != std::string::npos && def.name.back() == ')' &&
+          absl::SimpleAtoi(absl::string_view(def.name).substr(open + 1, def.name.size() - open - 2),
+                           &id)) {
+        def.program_id = id;
+        def.module = def.name.substr(0, open);
+        module_of_program_.try_emplace(id, def.module);
+      } else {
+        def.module = def.name;
+      }
+      break;
+    }
+    case LineKind::kSteps:
+      def.category = "step";
+      break;
+    case LineKind::kGpuStream:
+      if (def.category.empty()) def.category = GpuCategory(plane->line_name, def.name);
+      break;
+    case LineKind::kOps:
+      if (def.category.empty()) def.category = "unknown";
+      break;
+  }
+
+  std::string key = absl::StrCat(static_cast<int>(kind), "|", def.program_id, "|", def.hlo_hash,
+                                 "|", def.name, "|", def.category);
+  auto [it, inserted] = kernel_index_.try_emplace(key, capture_.kernels.size());
+  if (inserted) capture_.kernels.push_back(std::move(def));
+  cache.emplace(metadata_id, it->second);
+  return it->second;
+}
+
+absl::Status Reader::StatString(const PlaneState& plane, const RawStat& stat, std::string* out) {
+  switch (stat.type) {
+    case RawStat::Type::kString:
+      *out = stat.str;
+      return absl::OkStatus();
+    case RawStat::Type::kRef:
+      if (const std::string* name = plane.stat_table.Name(static_cast<int64_t>(stat.num.u))) {
+        *out = *name;
+        return absl::OkStatus();
+      }
+      return absl::DataLossError(
+          absl::StrCat("malformed XSpace: ref_value ", stat.num.u, " names no stat metadata"));
+    case RawStat::Type::kCompressed:
+      return Inflate(stat.str, options_.max_inflated_bytes, out);
+    case RawStat::Type::kDouble:
+      *out = absl::StrCat(stat.num.d);
+      return absl::OkStatus();
+    case RawStat::Type::kUint64:
+      *out = absl::StrCat(stat.num.u);
+      return absl::OkStatus();
+    case RawStat::Type::kInt64:
+      *out = absl::StrCat(stat.num.i);
+      return absl::OkStatus();
+    case RawStat::Type::kNone:
+      out->clear();
+      return absl::OkStatus();
+  }
+  return absl::OkStatus();
+}
+
+double Reader::StatNumber(const RawStat& stat) {
+  switch (stat.type) {
+    case RawStat::Type::kDouble:
+      return stat.num.d;
+    case RawStat::Type::kUint64:
+      return static_cast<double>(stat.num.u);
+    case RawStat::Type::kInt64:
+      return static_cast<double>(stat.num.i);
+    default:
+      return 0;
+  }
+}
+
+uint64_t Reader::StatUint(const RawStat& stat) {
+  switch (stat.type) {
+    case RawStat::Type::kDouble:
+      return stat.num.d > 0 ? static_cast<uint64_t>(stat.num.d) : 0;
+    case RawStat::Type::kUint64:
+    case RawStat::Type::kInt64:
+      return stat.num.u;
+    default:
+      return 0;
+  }
+}
+
+void Reader::Finish() {
+  Host& host = capture_.host;
+  if (host.name.empty()) host.name = options_.host_name;
+  // Post-processed captures store line times relative to the profile start; make them
+  // absolute. Older captures already hold absolute times and have no Task Environment.
+  auto absolute = [&](int64_t line_ns) {
+    return host.profile_start_ns > 0 && line_ns < kAbsoluteTimestampNs
+               ? host.profile_start_ns + line_ns
+               : line_ns;
+  };
+  for (EventBlock& b : capture_.blocks) b.base_ns = absolute(b.base_ns);
+  for (size_t i = 0; i < capture_.counters.size(); ++i) {
+    int64_t base = absolute(counter_line_ns_[i]);
+    for (int64_t& t : capture_.counters[i].time_ns) t += base;
+  }
+  for (KernelDef& k : capture_.kernels) {
+    if (!k.module.empty() || k.program_id == 0) continue;
+    auto it = module_of_program_.find(k.program_id);
+    if (it != module_of_program_.end()) k.module = it->second;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<HostCapture> ReadXSpace(ByteSource& source, const ReadOptions& options) {
+  Reader reader(source, options);
+  return reader.Read();
+}
+
+absl::StatusOr<HostCapture> ReadXSpaceFile(const std::string& path, ReadOptions options) {
+  auto source = FileSource::Open(path);
+  if (!source.ok()) return source.status();
+  if (options.host_name.empty()) options.host_name = HostNameFromPath(path);
+  absl::StatusOr<HostCapture> capture = ReadXSpace(**source, options);
+  if (!capture.ok()) {
+    return absl::Status(capture.status().code(),
+                        absl::StrCat(path, ": ", capture.status().message()));
+  }
+  return capture;
+}
+
+std::string HostNameFromPath(absl::string_view path) {
+  size_t slash = path.rfind('/');
+  absl::string_view base = slash == absl::string_view::npos ? path : path.substr(slash + 1);
+  absl::ConsumeSuffix(&base, ".xplane.pb");
+  return std::string(base);
+}
+
+}  // namespace podprof::trace

@@ -1,0 +1,44 @@
+// Streaming reader for XSpace captures (`<host>.xplane.pb`).
+//
+// Walks the protobuf wire format directly instead of materialising the XSpace message: it keeps
+// the device planes' kernel, module, step and counter timelines, the chips' plane stats and the
+// `Task Environment` window, and skips everything else (host threads, HLO protos) without copying
+// it. Memory is the kept data plus one read buffer; offsets are 64-bit, so files larger than
+// protobuf's 2 GiB message limit read as well as small ones. The format notes are in
+// trace/README.md.
+#ifndef PODPROF_TRACE_XSPACE_READER_H_
+#define PODPROF_TRACE_XSPACE_READER_H_
+
+#include <cstddef>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "trace/byte_source.h"
+#include "trace/model.h"
+
+namespace podprof::trace {
+
+struct ReadOptions {
+  // Host name to use when the XSpace names none (XSpace.hostnames is often empty).
+  std::string host_name;
+  // Largest string a `compressed_str_value` may inflate to; larger ones are an error rather
+  // than an unbounded allocation.
+  size_t max_inflated_bytes = size_t{64} << 20;
+};
+
+// Reads one XSpace from `source`. Damaged input fails with DataLoss "malformed XSpace at byte
+// offset N: ..."; an empty source fails with InvalidArgument. Never reads outside the source.
+absl::StatusOr<HostCapture> ReadXSpace(ByteSource& source, const ReadOptions& options = {});
+
+// Opens and reads `path`. Every error message starts with the path. The host name defaults to
+// HostNameFromPath(path).
+absl::StatusOr<HostCapture> ReadXSpaceFile(const std::string& path, ReadOptions options = {});
+
+// The host a capture file names, as XProf reads it: the file name without directories and
+// without the `.xplane.pb` suffix ("/r/run1/10.0.0.7_9999.xplane.pb" -> "10.0.0.7_9999").
+std::string HostNameFromPath(absl::string_view path);
+
+}  // namespace podprof::trace
+
+#endif  // PODPROF_TRACE_XSPACE_READER_H_
