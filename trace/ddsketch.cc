@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 
@@ -37,8 +38,50 @@ bool GetVarint(absl::string_view* in, uint64_t* v) {
 const double DDSketch::kGamma = std::exp2(1.0 / 64.0);
 const double DDSketch::kRelativeError = (DDSketch::kGamma - 1) / (DDSketch::kGamma + 1);
 
+namespace {
+
+// Bucket boundaries inside one octave: kBoundary[j] is the mantissa (52 bits) of 2^(j/64),
+// and kFirstCandidate[t] the first boundary at or above mantissas whose top 8 bits are t.
+// Indexing by table instead of log2() makes Add() several times cheaper; the two agree
+// except within an ulp of a boundary, where either bucket keeps the error bound.
+struct OctaveTables {
+  uint64_t boundary[65];
+  uint8_t first_candidate[256];
+  OctaveTables() {
+    for (int j = 0; j <= 64; ++j) {
+      double b = std::exp2(j / 64.0);  // in [1, 2]
+      uint64_t bits;
+      std::memcpy(&bits, &b, sizeof(bits));
+      boundary[j] = j == 64 ? (uint64_t{1} << 52) : (bits & ((uint64_t{1} << 52) - 1));
+    }
+    for (int t = 0; t < 256; ++t) {
+      uint64_t lo = static_cast<uint64_t>(t) << 44;
+      int j = 0;
+      while (boundary[j] < lo) ++j;
+      first_candidate[t] = static_cast<uint8_t>(j);
+    }
+  }
+};
+
+const OctaveTables& Tables() {
+  static const OctaveTables* const kTables = new OctaveTables();
+  return *kTables;
+}
+
+}  // namespace
+
 int32_t DDSketch::IndexOf(double value) {
-  return static_cast<int32_t>(std::ceil(std::log2(value) * kIndexScale));
+  uint64_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  const int exponent = static_cast<int>((bits >> 52) & 0x7FF);
+  if (exponent == 0) {  // Subnormal: far below any duration; take the slow, exact path.
+    return static_cast<int32_t>(std::ceil(std::log2(value) * kIndexScale));
+  }
+  const uint64_t mantissa = bits & ((uint64_t{1} << 52) - 1);
+  const OctaveTables& t = Tables();
+  int j = t.first_candidate[mantissa >> 44];
+  while (mantissa > t.boundary[j]) ++j;
+  return static_cast<int32_t>((exponent - 1023) * 64 + j);
 }
 
 double DDSketch::ValueOf(int32_t index) {

@@ -75,6 +75,21 @@ class Span {
       *v = *p_++;
       return true;
     }
+    if (end_ - p_ >= 10) {  // Room for the longest varint: decode without bounds checks.
+      const uint8_t* p = p_;
+      uint64_t r = *p++ & 0x7F;
+      for (int shift = 7; shift < 70; shift += 7) {
+        uint8_t b = *p++;
+        if (shift == 63 && b > 1) return false;  // Would overflow 64 bits.
+        r |= static_cast<uint64_t>(b & 0x7F) << shift;
+        if (b < 0x80) {
+          p_ = p;
+          *v = r;
+          return true;
+        }
+      }
+      return false;
+    }
     return ReadVarintSlow(v);
   }
   bool ReadTag(uint32_t* field, WireType* wt) {

@@ -45,6 +45,10 @@ constexpr uint32_t kCoreDetailsGlobalChipId = 5;
 // above it they are already ns since the epoch (older captures). 1e17 ns is early 1973.
 constexpr int64_t kAbsoluteTimestampNs = 100'000'000'000'000'000;
 
+// Metadata ids below this are looked up in dense tables on the per-event path.
+constexpr int64_t kDenseIds = 1 << 16;
+constexpr uint32_t kNoKernel = ~uint32_t{0};
+
 // The stats podprof reads, by name.
 enum class StatKind : uint8_t {
   kOther,
@@ -293,6 +297,8 @@ class Reader {
     absl::flat_hash_map<int64_t, EventMeta> metas;
     // Kernel index per (line kind, metadata id), filled as events refer to them.
     absl::flat_hash_map<int64_t, uint32_t> kernel_of[4];
+    // The same for small ids, read on every event without hashing.
+    std::vector<uint32_t> dense_kernel_of[4];
     absl::flat_hash_map<int64_t, size_t> counter_of;  // metadata id -> capture_.counters index
     std::string line_name;                            // of the line being read (for GPU categories)
   };
@@ -302,7 +308,16 @@ class Reader {
   absl::Status ReadStatMetadataEntry(Cursor entry, StatTable* table);
   absl::Status ReadEventMetadataEntry(Cursor entry, PlaneState* plane);
   absl::Status ReadStatList(Cursor* c, std::vector<RawStat>* out);
+  // The line being read.
+  struct LineContext {
+    LineKind kind = LineKind::kOps;
+    bool counters = false;
+    int64_t timestamp_ns = 0;
+    EventBlock* block = nullptr;  // null for counter lines
+  };
+
   absl::Status ReadLine(Cursor line, PlaneState* plane);
+  absl::Status ReadEvent(Span ev, PlaneState* plane, LineContext* ctx);
   absl::Status ScanLineHeader(Cursor rest, std::string* name, int64_t* timestamp_ns);
   absl::StatusOr<uint32_t> KernelFor(PlaneState* plane, LineKind kind, int64_t metadata_id);
   absl::Status StatString(const PlaneState& plane, const RawStat& stat, std::string* out);
@@ -604,153 +619,213 @@ absl::Status Reader::ScanLineHeader(Cursor rest, std::string* name, int64_t* tim
 }
 
 absl::Status Reader::ReadLine(Cursor line, PlaneState* plane) {
-  std::string name;
+  LineContext ctx;
   int64_t timestamp_ns = 0;
-  bool header_done = false;
-  bool keep = false, counters = false;
-  LineKind kind = LineKind::kOps;
-  EventBlock* block = nullptr;
-  const int chip = plane->chip;
+  std::string name;
+  // The header: writers put the name and timestamp before the events.
+  int64_t first_event = -1;
   while (!line.done()) {
+    const int64_t at = line.pos();
     uint32_t field;
     WireType wt;
     RETURN_IF_ERROR(line.ReadTag(&field, &wt));
-    if (field == f::kLineName && !header_done) {
+    if (field == f::kLineName) {
       RETURN_IF_ERROR(line.Expect(field, wt, wire::kLengthDelimited));
       RETURN_IF_ERROR(line.ReadString(&name));
-      continue;
-    }
-    if (field == f::kLineTimestampNs && !header_done) {
+    } else if (field == f::kLineTimestampNs) {
       RETURN_IF_ERROR(line.Expect(field, wt, wire::kVarint));
       uint64_t v;
       RETURN_IF_ERROR(line.ReadVarint(&v));
       timestamp_ns = static_cast<int64_t>(v);
-      continue;
-    }
-    if (field != f::kLineEvents) {
+    } else if (field == f::kLineEvents) {
+      first_event = at;
+      line.Seek(at);
+      break;
+    } else {
       RETURN_IF_ERROR(line.Skip(wt));
-      continue;
     }
-    RETURN_IF_ERROR(line.Expect(field, wt, wire::kLengthDelimited));
-    if (!header_done) {
-      // Writers put the name and timestamp before the events; if one did not, find them in
-      // the rest of the line before interpreting any event.
-      Cursor rest = line;
-      RETURN_IF_ERROR(rest.Skip(wt));
-      RETURN_IF_ERROR(ScanLineHeader(rest, &name, &timestamp_ns));
-      header_done = true;
-      keep = ClassifyLine(plane->kind, name, &kind, &counters);
-      if (!keep) return absl::OkStatus();
-      plane->line_name = name;
-      if (!counters) {
-        capture_.blocks.emplace_back();
-        block = &capture_.blocks.back();
-        block->chip = chip;
-        block->line = name;
-        block->kind = kind;
-        block->base_ns = timestamp_ns;
+  }
+  if (first_event < 0) return absl::OkStatus();  // No events.
+  if (name.empty()) {
+    // Standard writers emit fields in number order (name, timestamp, events); if one put the
+    // name after the events, find it (and the timestamp) before interpreting any event.
+    Cursor rest = line;
+    uint32_t field;
+    WireType wt;
+    RETURN_IF_ERROR(rest.ReadTag(&field, &wt));
+    RETURN_IF_ERROR(rest.Expect(field, wt, wire::kLengthDelimited));
+    RETURN_IF_ERROR(rest.Skip(wt));
+    RETURN_IF_ERROR(ScanLineHeader(rest, &name, &timestamp_ns));
+  }
+  if (!ClassifyLine(plane->kind, name, &ctx.kind, &ctx.counters)) return absl::OkStatus();
+  ctx.timestamp_ns = timestamp_ns;
+  plane->line_name = name;
+  if (!ctx.counters) {
+    capture_.blocks.emplace_back();
+    ctx.block = &capture_.blocks.back();
+    ctx.block->chip = plane->chip;
+    ctx.block->line = name;
+    ctx.block->kind = ctx.kind;
+    ctx.block->base_ns = timestamp_ns;
+  }
+
+  // Events: decode straight from the window a chunk at a time; a field that does not fit in
+  // a chunk (or is damaged) goes through the Cursor, which grows the window or reports where
+  // the damage is.
+  constexpr int64_t kChunkBytes = 1 << 20;
+  while (!line.done()) {
+    const int64_t avail = std::min<int64_t>(line.end() - line.pos(), kChunkBytes);
+    const uint8_t* p;
+    RETURN_IF_ERROR(window_.View(line.pos(), static_cast<size_t>(avail), &p));
+    Span chunk(p, p + avail, line.pos());
+    while (!chunk.done()) {
+      const Span save = chunk;
+      uint32_t field;
+      WireType wt;
+      if (!chunk.ReadTag(&field, &wt)) {
+        chunk = save;
+        break;
       }
-    }
-    Span ev;
-    RETURN_IF_ERROR(line.ReadSpan(&ev));
-    int64_t metadata_id = 0, offset_ps = 0, duration_ps = 0, device_duration_ps = -1;
-    uint64_t collective = 0;
-    double counter = 0;
-    bool has_counter = false;
-    uint64_t v = 0;
-    while (!ev.done()) {
-      if (!ev.ReadTag(&field, &wt)) return wire::MalformedAt(ev.offset(), "bad field in XEvent");
-      bool ok = true;
-      switch (field) {
-        case f::kEventMetadataId:
-          ok = wt == wire::kVarint && ev.ReadVarint(&v);
-          metadata_id = static_cast<int64_t>(v);
-          break;
-        case f::kEventOffsetPs:
-          ok = wt == wire::kVarint && ev.ReadVarint(&v);
-          offset_ps = static_cast<int64_t>(v);
-          break;
-        case f::kEventDurationPs:
-          ok = wt == wire::kVarint && ev.ReadVarint(&v);
-          duration_ps = static_cast<int64_t>(v);
-          break;
-        case f::kEventStats: {
-          Span st;
-          ok = wt == wire::kLengthDelimited && ev.ReadSub(&st);
-          int64_t stat_id = 0;
-          uint64_t raw = 0;
-          uint32_t value_field = 0;
-          while (ok && !st.done()) {
-            ok = st.ReadTag(&field, &wt);
-            if (!ok) break;
-            if (field == f::kStatMetadataId && wt == wire::kVarint) {
-              ok = st.ReadVarint(&v);
-              stat_id = static_cast<int64_t>(v);
-            } else if ((field == f::kStatUint64 || field == f::kStatInt64) && wt == wire::kVarint) {
-              ok = st.ReadVarint(&raw);
-              value_field = field;
-            } else if (field == f::kStatDouble && wt == wire::kFixed64) {
-              ok = st.ReadFixed64(&raw);
-              value_field = field;
-            } else {
-              ok = st.Skip(wt);
-            }
-          }
-          if (!ok) return wire::MalformedAt(st.offset(), "bad XStat in XEvent");
-          if (value_field == 0) break;
-          switch (plane->stat_table.Kind(stat_id)) {
-            case StatKind::kDeviceDurationPs:
-              if (value_field != f::kStatDouble) device_duration_ps = static_cast<int64_t>(raw);
-              break;
-            case StatKind::kAllReduceUniqueId:
-              if (value_field != f::kStatDouble) collective = raw;
-              break;
-            case StatKind::kCounterValue:
-              has_counter = true;
-              if (value_field == f::kStatDouble) {
-                std::memcpy(&counter, &raw, sizeof(double));
-              } else if (value_field == f::kStatInt64) {
-                counter = static_cast<double>(static_cast<int64_t>(raw));
-              } else {
-                counter = static_cast<double>(raw);
-              }
-              break;
-            default:
-              break;
-          }
+      if (field == f::kLineEvents && wt == wire::kLengthDelimited) {
+        Span ev;
+        if (!chunk.ReadSub(&ev)) {
+          chunk = save;
           break;
         }
-        case f::kEventNumOccurrences:  // Aggregated events carry no time of their own.
-        default:
-          ok = ev.Skip(wt);
+        RETURN_IF_ERROR(ReadEvent(ev, plane, &ctx));
+      } else if (!chunk.Skip(wt)) {
+        chunk = save;
+        break;
       }
-      if (!ok) return wire::MalformedAt(ev.offset(), "bad field in XEvent");
     }
-    if (counters) {
-      if (!has_counter) continue;
-      auto [it, inserted] = plane->counter_of.try_emplace(metadata_id, capture_.counters.size());
-      if (inserted) {
-        CounterSeries series;
-        series.chip = chip;
-        auto meta = plane->metas.find(metadata_id);
-        series.name =
-            meta == plane->metas.end() ? absl::StrCat("counter_", metadata_id) : meta->second.name;
-        capture_.counters.push_back(std::move(series));
-        counter_line_ns_.push_back(timestamp_ns);
-      }
-      CounterSeries& series = capture_.counters[it->second];
-      series.time_ns.push_back(offset_ps / 1000);  // Line start added in Finish().
-      series.value.push_back(counter);
+    const int64_t consumed = chunk.offset() - line.pos();
+    if (consumed > 0) {
+      line.Seek(line.pos() + consumed);
       continue;
     }
-    ASSIGN_OR_RETURN(uint32_t kernel, KernelFor(plane, kind, metadata_id));
-    // Device-measured durations are exact; the event's own duration went through the
-    // device-to-host clock mapping.
-    block->start_ps.push_back(offset_ps);
-    block->duration_ps.push_back(device_duration_ps >= 0 ? device_duration_ps : duration_ps);
-    block->kernel.push_back(kernel);
-    block->collective.push_back(collective);
+    uint32_t field;
+    WireType wt;
+    RETURN_IF_ERROR(line.ReadTag(&field, &wt));
+    if (field == f::kLineEvents) {
+      RETURN_IF_ERROR(line.Expect(field, wt, wire::kLengthDelimited));
+      Span ev;
+      RETURN_IF_ERROR(line.ReadSpan(&ev));
+      RETURN_IF_ERROR(ReadEvent(ev, plane, &ctx));
+    } else {
+      RETURN_IF_ERROR(line.Skip(wt));
+    }
   }
+  return absl::OkStatus();
+}
+
+absl::Status Reader::ReadEvent(Span ev, PlaneState* plane, LineContext* ctx) {
+  int64_t metadata_id = 0, offset_ps = 0, duration_ps = 0, device_duration_ps = -1;
+  uint64_t collective = 0;
+  double counter = 0;
+  bool has_counter = false;
+  uint64_t v = 0;
+  uint32_t field;
+  WireType wt;
+  while (!ev.done()) {
+    if (!ev.ReadTag(&field, &wt)) return wire::MalformedAt(ev.offset(), "bad field in XEvent");
+    bool ok = true;
+    switch (field) {
+      case f::kEventMetadataId:
+        ok = wt == wire::kVarint && ev.ReadVarint(&v);
+        metadata_id = static_cast<int64_t>(v);
+        break;
+      case f::kEventOffsetPs:
+        ok = wt == wire::kVarint && ev.ReadVarint(&v);
+        offset_ps = static_cast<int64_t>(v);
+        break;
+      case f::kEventDurationPs:
+        ok = wt == wire::kVarint && ev.ReadVarint(&v);
+        duration_ps = static_cast<int64_t>(v);
+        break;
+      case f::kEventStats: {
+        Span st;
+        ok = wt == wire::kLengthDelimited && ev.ReadSub(&st);
+        int64_t stat_id = 0;
+        uint64_t raw = 0;
+        uint32_t value_field = 0;
+        while (ok && !st.done()) {
+          ok = st.ReadTag(&field, &wt);
+          if (!ok) break;
+          if (field == f::kStatMetadataId && wt == wire::kVarint) {
+            ok = st.ReadVarint(&v);
+            stat_id = static_cast<int64_t>(v);
+          } else if ((field == f::kStatUint64 || field == f::kStatInt64) && wt == wire::kVarint) {
+            ok = st.ReadVarint(&raw);
+            value_field = field;
+          } else if (field == f::kStatDouble && wt == wire::kFixed64) {
+            ok = st.ReadFixed64(&raw);
+            value_field = field;
+          } else {
+            ok = st.Skip(wt);
+          }
+        }
+        if (!ok) return wire::MalformedAt(st.offset(), "bad XStat in XEvent");
+        if (value_field == 0) break;
+        switch (plane->stat_table.Kind(stat_id)) {
+          case StatKind::kDeviceDurationPs:
+            if (value_field != f::kStatDouble) device_duration_ps = static_cast<int64_t>(raw);
+            break;
+          case StatKind::kAllReduceUniqueId:
+            if (value_field != f::kStatDouble) collective = raw;
+            break;
+          case StatKind::kCounterValue:
+            has_counter = true;
+            if (value_field == f::kStatDouble) {
+              std::memcpy(&counter, &raw, sizeof(double));
+            } else if (value_field == f::kStatInt64) {
+              counter = static_cast<double>(static_cast<int64_t>(raw));
+            } else {
+              counter = static_cast<double>(raw);
+            }
+            break;
+          default:
+            break;
+        }
+        break;
+      }
+      case f::kEventNumOccurrences:  // Aggregated events carry no time of their own.
+      default:
+        ok = ev.Skip(wt);
+    }
+    if (!ok) return wire::MalformedAt(ev.offset(), "bad field in XEvent");
+  }
+  if (ctx->counters) {
+    if (!has_counter) return absl::OkStatus();
+    auto [it, inserted] = plane->counter_of.try_emplace(metadata_id, capture_.counters.size());
+    if (inserted) {
+      CounterSeries series;
+      series.chip = plane->chip;
+      auto meta = plane->metas.find(metadata_id);
+      series.name = meta == plane->metas.end() ? absl::StrCat("counter_", metadata_id)
+                                               : meta->second.name;
+      capture_.counters.push_back(std::move(series));
+      counter_line_ns_.push_back(ctx->timestamp_ns);
+    }
+    CounterSeries& series = capture_.counters[it->second];
+    series.time_ns.push_back(offset_ps / 1000);  // Line start added in Finish().
+    series.value.push_back(counter);
+    return absl::OkStatus();
+  }
+  uint32_t kernel;
+  std::vector<uint32_t>& dense = plane->dense_kernel_of[static_cast<int>(ctx->kind)];
+  if (metadata_id >= 0 && metadata_id < static_cast<int64_t>(dense.size()) &&
+      dense[metadata_id] != kNoKernel) {
+    kernel = dense[metadata_id];
+  } else {
+    ASSIGN_OR_RETURN(kernel, KernelFor(plane, ctx->kind, metadata_id));
+  }
+  EventBlock* block = ctx->block;
+  // Device-measured durations are exact; the event's own duration went through the
+  // device-to-host clock mapping.
+  block->start_ps.push_back(offset_ps);
+  block->duration_ps.push_back(device_duration_ps >= 0 ? device_duration_ps : duration_ps);
+  block->kernel.push_back(kernel);
+  block->collective.push_back(collective);
   return absl::OkStatus();
 }
 
@@ -827,6 +902,11 @@ absl::StatusOr<uint32_t> Reader::KernelFor(PlaneState* plane, LineKind kind, int
   auto [it, inserted] = kernel_index_.try_emplace(key, capture_.kernels.size());
   if (inserted) capture_.kernels.push_back(std::move(def));
   cache.emplace(metadata_id, it->second);
+  if (metadata_id >= 0 && metadata_id < kDenseIds) {
+    std::vector<uint32_t>& dense = plane->dense_kernel_of[static_cast<int>(kind)];
+    if (dense.size() <= static_cast<size_t>(metadata_id)) dense.resize(metadata_id + 1, kNoKernel);
+    dense[metadata_id] = it->second;
+  }
   return it->second;
 }
 

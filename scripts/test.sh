@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs dependencies, builds, and runs the whole test suite:
+#   1. the main build (GCC): unit, malformed-input, CLI tests (ctest labels unit, malformed, cli);
+#   2. the sanitizer build (clang, AddressSanitizer + UBSan) of common/ and trace/ with the
+#      reader's malformed-input tests and a bounded libFuzzer run (labels malformed, fuzz).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+bash scripts/build.sh
+jobs=$(nproc 2>/dev/null || echo 2)
+(cd build && ctest --output-on-failure -j "$jobs")
+
+if [ ! -f build-asan/build.ninja ]; then
+  CC=clang CXX=clang++ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+    -DPODPROF_MINIMAL=ON -DPODPROF_SANITIZE=ON
+fi
+cmake --build build-asan -j "$jobs"
+(cd build-asan && ctest --output-on-failure -j "$jobs")
