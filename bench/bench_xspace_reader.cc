@@ -49,9 +49,15 @@ std::string MakeSyntheticXSpace(int mb, int chips) {
     auto* plane = space.add_planes();
     plane->set_id(c + 1);
     plane->set_name("/device:TPU:" + std::to_string(c));
-    const char* stat_names[] = {"device_offset_ps", "device_duration_ps", "all_reduce_unique_id",
-                                "hlo_category",     "flops",              "bytes_accessed",
-                                "program_id",       "device_type_string", "peak_teraflops_per_second"};
+    const char* stat_names[] = {"device_offset_ps",
+                                "device_duration_ps",
+                                "all_reduce_unique_id",
+                                "hlo_category",
+                                "flops",
+                                "bytes_accessed",
+                                "program_id",
+                                "device_type_string",
+                                "peak_teraflops_per_second"};
     for (int i = 0; i < 9; ++i) {
       auto& sm = (*plane->mutable_stat_metadata())[i + 1];
       sm.set_id(i + 1);
@@ -172,10 +178,12 @@ double Compare(const char* label, const std::string& bytes, int reps) {
   Timing reader = Best(reps, [&] { return RunReader(bytes); });
   Timing full = Best(reps, [&] { return RunFullParse(bytes); });
   const double mb = static_cast<double>(bytes.size()) / 1e6;
-  std::printf("%-10s %8.1f MB  reader:     %8.1f MB/s %12.0f kept events/s (%zu events, stats included)\n",
-              label, mb, mb / reader.seconds, reader.events / reader.seconds, reader.events);
-  std::printf("%-10s %8.1f MB  full parse: %8.1f MB/s %12.0f events/s      (%zu events, all planes)\n",
-              label, mb, mb / full.seconds, full.events / full.seconds, full.events);
+  std::printf(
+      "%-10s %8.1f MB  reader:     %8.1f MB/s %12.0f kept events/s (%zu events, stats included)\n",
+      label, mb, mb / reader.seconds, reader.events / reader.seconds, reader.events);
+  std::printf(
+      "%-10s %8.1f MB  full parse: %8.1f MB/s %12.0f events/s      (%zu events, all planes)\n",
+      label, mb, mb / full.seconds, full.events / full.seconds, full.events);
   double speedup = full.seconds / reader.seconds;
   std::printf("%-10s speedup %.2fx\n", label, speedup);
   return speedup;

@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 
 namespace podprof::trace {
 namespace {
@@ -53,7 +54,9 @@ void KernelStats::Merge(const KernelStats& other) {
 KernelRates ComputeRates(const KernelStats& stats, const KernelDef& def, double peak_tflops,
                          double peak_hbm_gbps) {
   KernelRates r;
-  if (stats.total_ps <= 0) return r;
+  // An async `*-start` op only issues work; its bytes move while the matching `*-done` waits,
+  // so rates over the start op's own time would be meaningless (millions of percent).
+  if (stats.total_ps <= 0 || absl::EndsWith(def.category, "-start")) return r;
   const double total_ps = static_cast<double>(stats.total_ps);
   // FLOP per ps is TFLOP/s; bytes per ps is TB/s, so x1000 for GB/s.
   r.achieved_tflops = static_cast<double>(def.flops) * stats.count / total_ps;

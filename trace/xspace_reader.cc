@@ -206,7 +206,8 @@ class StatTable {
 
 // What podprof keeps of one XEventMetadata until events refer to it.
 struct EventMeta {
-  std::string name;  // display_name if set, else name
+  int64_t offset = 0;  // of the map entry, for error messages
+  std::string name;    // display_name if set, else name
   uint64_t full_name_hash = 0;
   std::vector<RawStat> stats;
 };
@@ -557,6 +558,7 @@ absl::Status Reader::ReadStatList(Cursor* c, std::vector<RawStat>* out) {
 absl::Status Reader::ReadEventMetadataEntry(Cursor entry, PlaneState* plane) {
   int64_t key = 0;
   EventMeta meta;
+  meta.offset = entry.pos();
   std::string name, display_name;
   while (!entry.done()) {
     uint32_t field;
@@ -801,8 +803,8 @@ absl::Status Reader::ReadEvent(Span ev, PlaneState* plane, LineContext* ctx) {
       CounterSeries series;
       series.chip = plane->chip;
       auto meta = plane->metas.find(metadata_id);
-      series.name = meta == plane->metas.end() ? absl::StrCat("counter_", metadata_id)
-                                               : meta->second.name;
+      series.name =
+          meta == plane->metas.end() ? absl::StrCat("counter_", metadata_id) : meta->second.name;
       capture_.counters.push_back(std::move(series));
       counter_line_ns_.push_back(ctx->timestamp_ns);
     }
@@ -848,9 +850,15 @@ absl::StatusOr<uint32_t> Reader::KernelFor(PlaneState* plane, LineKind kind, int
     def.name = meta.name;
     def.hlo_hash = meta.full_name_hash;
     for (const RawStat& s : meta.stats) {
+      auto string_stat = [&](std::string* out) -> absl::Status {
+        absl::Status st = StatString(*plane, s, out);
+        if (st.ok()) return st;
+        return wire::MalformedAt(
+            meta.offset, absl::StrCat("in the metadata of event ", def.name, ": ", st.message()));
+      };
       switch (plane->stat_table.Kind(s.metadata_id)) {
         case StatKind::kHloCategory:
-          RETURN_IF_ERROR(StatString(*plane, s, &def.category));
+          RETURN_IF_ERROR(string_stat(&def.category));
           break;
         case StatKind::kProgramId:
           def.program_id = StatUint(s);
@@ -862,7 +870,7 @@ absl::StatusOr<uint32_t> Reader::KernelFor(PlaneState* plane, LineKind kind, int
           def.bytes_accessed = static_cast<int64_t>(StatNumber(s));
           break;
         case StatKind::kSource:
-          RETURN_IF_ERROR(StatString(*plane, s, &def.source));
+          RETURN_IF_ERROR(string_stat(&def.source));
           break;
         default:
           break;
@@ -920,8 +928,7 @@ absl::Status Reader::StatString(const PlaneState& plane, const RawStat& stat, st
         *out = *name;
         return absl::OkStatus();
       }
-      return absl::DataLossError(
-          absl::StrCat("malformed XSpace: ref_value ", stat.num.u, " names no stat metadata"));
+      return absl::DataLossError(absl::StrCat("ref_value ", stat.num.u, " names no stat metadata"));
     case RawStat::Type::kCompressed:
       return Inflate(stat.str, options_.max_inflated_bytes, out);
     case RawStat::Type::kDouble:

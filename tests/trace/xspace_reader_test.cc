@@ -1,6 +1,8 @@
 // The streaming reader against protobuf's generated full parse of the same real captures.
 #include "trace/xspace_reader.h"
 
+#include <zlib.h>
+
 #include <map>
 #include <set>
 #include <tuple>
@@ -17,6 +19,10 @@ namespace {
 
 using podprof::testing::FixturePath;
 using podprof::testing::ReadFileBytes;
+
+std::string LengthFieldForTest(uint32_t field, const std::string& body) {
+  return podprof::testing::LengthField(field, body);
+}
 
 struct Totals {
   int64_t count = 0;
@@ -192,6 +198,147 @@ TEST(XSpaceReaderTest, GpuHostHasEightChipsAndKernelCategories) {
   for (const KernelDef& k : c->kernels) categories.insert(k.category);
   EXPECT_TRUE(categories.count("gpu kernel"));
   EXPECT_TRUE(categories.count("memcpy"));
+}
+
+// gzip, as the profiler writes compressed_str_value.
+std::string Gzip(const std::string& in) {
+  z_stream zs{};
+  EXPECT_EQ(deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY),
+            Z_OK);
+  std::string out(deflateBound(&zs, in.size()) + 32, '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  zs.avail_in = static_cast<uInt>(in.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return out;
+}
+
+// A small TPU capture built with the generated classes, exercising what the real fixtures do
+// not: ref_value and compressed strings, counters, Steps, and a line whose name follows its
+// events.
+TEST(XSpaceReaderTest, RefValuesCompressedStringsCountersAndFieldOrder) {
+  tensorflow::profiler::XSpace space;
+  auto* plane = space.add_planes();
+  plane->set_name("/device:TPU:2");
+  const char* stats[] = {"",
+                         "hlo_category",
+                         "source",
+                         "flops",
+                         "counter_value",
+                         "convolution fusion",
+                         "device_duration_ps"};
+  for (int i = 1; i <= 6; ++i) (*plane->mutable_stat_metadata())[i].set_name(stats[i]);
+  auto& conv = (*plane->mutable_event_metadata())[1];
+  conv.set_name("%fusion.7 = bf16[8,8] fusion(...)");
+  conv.set_display_name("fusion.7");
+  auto* cat = conv.add_stats();
+  cat->set_metadata_id(1);
+  cat->set_ref_value(5);  // -> "convolution fusion"
+  auto* src = conv.add_stats();
+  src->set_metadata_id(2);
+  src->set_compressed_str_value(Gzip("model.py:42"));
+  auto* flops = conv.add_stats();
+  flops->set_metadata_id(3);
+  flops->set_uint64_value(4096);
+  (*plane->mutable_event_metadata())[2].set_name("mxu_busy");
+  (*plane->mutable_event_metadata())[3].set_name("step 17");
+
+  // Proto3 serializes in field order; emulate a writer that does not by building the line
+  // bytes by hand: events first, name last.
+  tensorflow::profiler::XLine ops;
+  for (int i = 0; i < 3; ++i) {
+    auto* ev = ops.add_events();
+    ev->set_metadata_id(1);
+    ev->set_offset_ps(1000 * i);
+    ev->set_duration_ps(500);
+    auto* dd = ev->add_stats();
+    dd->set_metadata_id(6);
+    dd->set_uint64_value(400 + i);
+  }
+  tensorflow::profiler::XLine name_only;
+  name_only.set_name("XLA Ops");
+  name_only.set_timestamp_ns(250);
+  std::string line_bytes = ops.SerializeAsString() + name_only.SerializeAsString();
+
+  auto* counters = plane->add_lines();
+  counters->set_name("_counters_");
+  for (int i = 0; i < 4; ++i) {
+    auto* ev = counters->add_events();
+    ev->set_metadata_id(2);
+    ev->set_offset_ps(2'000'000 * i);
+    auto* v = ev->add_stats();
+    v->set_metadata_id(4);
+    v->set_double_value(0.25 * i);
+  }
+  auto* steps = plane->add_lines();
+  steps->set_name("Steps");
+  auto* step = steps->add_events();
+  step->set_metadata_id(3);
+  step->set_duration_ps(9000);
+
+  auto* env = space.add_planes();
+  env->set_name("Task Environment");
+  (*env->mutable_stat_metadata())[1].set_name("profile_start_time");
+  auto* start = env->add_stats();
+  start->set_metadata_id(1);
+  start->set_uint64_value(1'700'000'000'000'000'000);
+
+  // Append the hand-made line to the plane: concatenated fields merge on the wire.
+  std::string plane_bytes = plane->SerializeAsString();
+  plane_bytes += LengthFieldForTest(3, line_bytes);
+  std::string bytes =
+      LengthFieldForTest(1, plane_bytes) + LengthFieldForTest(1, env->SerializeAsString());
+
+  MemorySource src_bytes(bytes);
+  auto c = ReadXSpace(src_bytes);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->host.chips.size(), 1u);
+  EXPECT_EQ(c->host.chips[0].ordinal, 2);
+  const EventBlock* op_block = nullptr;
+  const EventBlock* step_block = nullptr;
+  for (const EventBlock& b : c->blocks) {
+    if (b.kind == LineKind::kOps) op_block = &b;
+    if (b.kind == LineKind::kSteps) step_block = &b;
+  }
+  ASSERT_NE(op_block, nullptr);
+  ASSERT_NE(step_block, nullptr);
+  EXPECT_EQ(op_block->line, "XLA Ops");
+  EXPECT_EQ(op_block->base_ns, 1'700'000'000'000'000'250);
+  EXPECT_EQ(op_block->duration_ps, (std::vector<int64_t>{400, 401, 402}));
+  const KernelDef& k = c->kernels[op_block->kernel[0]];
+  EXPECT_EQ(k.name, "fusion.7");
+  EXPECT_EQ(k.category, "convolution fusion");
+  EXPECT_EQ(k.source, "model.py:42");
+  EXPECT_EQ(k.flops, 4096);
+  EXPECT_EQ(c->kernels[step_block->kernel[0]].category, "step");
+  ASSERT_EQ(c->counters.size(), 1u);
+  EXPECT_EQ(c->counters[0].name, "mxu_busy");
+  EXPECT_EQ(c->counters[0].value, (std::vector<double>{0, 0.25, 0.5, 0.75}));
+  EXPECT_EQ(c->counters[0].time_ns[1], 1'700'000'000'000'002'000);
+}
+
+TEST(XSpaceReaderTest, BadGzipIsAnErrorNotACrash) {
+  tensorflow::profiler::XSpace space;
+  auto* plane = space.add_planes();
+  plane->set_name("/device:TPU:0");
+  (*plane->mutable_stat_metadata())[1].set_name("hlo_category");
+  auto& m = (*plane->mutable_event_metadata())[1];
+  m.set_name("op");
+  auto* st = m.add_stats();
+  st->set_metadata_id(1);
+  st->set_compressed_str_value("not gzip at all");
+  auto* line = plane->add_lines();
+  line->set_name("XLA Ops");
+  line->add_events()->set_metadata_id(1);
+  std::string bytes = space.SerializeAsString();
+  MemorySource src(bytes);
+  auto c = ReadXSpace(src);
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(absl::StrContains(c.status().message(), "gzip")) << c.status();
+  EXPECT_TRUE(absl::StrContains(c.status().message(), "byte offset")) << c.status();
 }
 
 TEST(XSpaceReaderTest, HostNameFromPath) {
