@@ -512,9 +512,13 @@ absl::Status Reader::ReadDevicePlane(const PlaneScan& scan, int64_t plane_end) {
   return absl::OkStatus();
 }
 
-absl::Status Reader::ReadStatMetadataEntry(Cursor entry, StatTable* table) {
-  int64_t key = 0;
-  std::string name;
+// Reads one entry of a `map<int64, Message>`: returns its key and calls `read_field(value,
+// field, wire type)` for each field of the value message. The map key is authoritative: some
+// writers leave the value's own id unset.
+template <typename ReadField>
+absl::Status ReadMapEntry(Cursor entry, const char* value_what, int64_t* key,
+                          ReadField read_field) {
+  *key = 0;
   while (!entry.done()) {
     uint32_t field;
     WireType wt;
@@ -523,25 +527,31 @@ absl::Status Reader::ReadStatMetadataEntry(Cursor entry, StatTable* table) {
       RETURN_IF_ERROR(entry.Expect(field, wt, wire::kVarint));
       uint64_t v;
       RETURN_IF_ERROR(entry.ReadVarint(&v));
-      key = static_cast<int64_t>(v);
+      *key = static_cast<int64_t>(v);
     } else if (field == f::kMapValue) {
       RETURN_IF_ERROR(entry.Expect(field, wt, wire::kLengthDelimited));
       Cursor value(nullptr, 0, 0, "");
-      RETURN_IF_ERROR(entry.ReadSub("XStatMetadata", &value));
+      RETURN_IF_ERROR(entry.ReadSub(value_what, &value));
       while (!value.done()) {
         RETURN_IF_ERROR(value.ReadTag(&field, &wt));
-        if (field == f::kStatMetaName) {
-          RETURN_IF_ERROR(value.Expect(field, wt, wire::kLengthDelimited));
-          RETURN_IF_ERROR(value.ReadString(&name));
-        } else {
-          RETURN_IF_ERROR(value.Skip(wt));
-        }
+        RETURN_IF_ERROR(read_field(value, field, wt));
       }
     } else {
       RETURN_IF_ERROR(entry.Skip(wt));
     }
   }
-  // The map key is authoritative: some writers leave XStatMetadata.id unset.
+  return absl::OkStatus();
+}
+
+absl::Status Reader::ReadStatMetadataEntry(Cursor entry, StatTable* table) {
+  int64_t key;
+  std::string name;
+  RETURN_IF_ERROR(ReadMapEntry(entry, "XStatMetadata", &key,
+                               [&](Cursor& value, uint32_t field, WireType wt) -> absl::Status {
+                                 if (field != f::kStatMetaName) return value.Skip(wt);
+                                 RETURN_IF_ERROR(value.Expect(field, wt, wire::kLengthDelimited));
+                                 return value.ReadString(&name);
+                               }));
   table->Add(key, std::move(name));
   return absl::OkStatus();
 }
@@ -556,46 +566,27 @@ absl::Status Reader::ReadStatList(Cursor* c, std::vector<RawStat>* out) {
 }
 
 absl::Status Reader::ReadEventMetadataEntry(Cursor entry, PlaneState* plane) {
-  int64_t key = 0;
+  int64_t key;
   EventMeta meta;
   meta.offset = entry.pos();
   std::string name, display_name;
-  while (!entry.done()) {
-    uint32_t field;
-    WireType wt;
-    RETURN_IF_ERROR(entry.ReadTag(&field, &wt));
-    if (field == f::kMapKey) {
-      RETURN_IF_ERROR(entry.Expect(field, wt, wire::kVarint));
-      uint64_t v;
-      RETURN_IF_ERROR(entry.ReadVarint(&v));
-      key = static_cast<int64_t>(v);
-    } else if (field == f::kMapValue) {
-      RETURN_IF_ERROR(entry.Expect(field, wt, wire::kLengthDelimited));
-      Cursor value(nullptr, 0, 0, "");
-      RETURN_IF_ERROR(entry.ReadSub("XEventMetadata", &value));
-      while (!value.done()) {
-        RETURN_IF_ERROR(value.ReadTag(&field, &wt));
+  RETURN_IF_ERROR(ReadMapEntry(
+      entry, "XEventMetadata", &key,
+      [&](Cursor& value, uint32_t field, WireType wt) -> absl::Status {
         switch (field) {
           case f::kEventMetaName:
             RETURN_IF_ERROR(value.Expect(field, wt, wire::kLengthDelimited));
-            RETURN_IF_ERROR(value.ReadString(&name));
-            break;
+            return value.ReadString(&name);
           case f::kEventMetaDisplayName:
             RETURN_IF_ERROR(value.Expect(field, wt, wire::kLengthDelimited));
-            RETURN_IF_ERROR(value.ReadString(&display_name));
-            break;
+            return value.ReadString(&display_name);
           case f::kEventMetaStats:
             RETURN_IF_ERROR(value.Expect(field, wt, wire::kLengthDelimited));
-            RETURN_IF_ERROR(ReadStatList(&value, &meta.stats));
-            break;
+            return ReadStatList(&value, &meta.stats);
           default:  // `metadata` (serialized HLO) and child ids: skipped without copying.
-            RETURN_IF_ERROR(value.Skip(wt));
+            return value.Skip(wt);
         }
-      }
-    } else {
-      RETURN_IF_ERROR(entry.Skip(wt));
-    }
-  }
+      }));
   meta.full_name_hash = Fnv1a64(name);
   meta.name = display_name.empty() ? std::move(name) : std::move(display_name);
   plane->metas[key] = std::move(meta);

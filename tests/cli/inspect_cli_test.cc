@@ -1,5 +1,6 @@
 // `podprof inspect` run as a real child process on the real captures.
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -29,8 +30,11 @@ struct Result {
 
 // Runs build/bin/podprof with `args` (shell-quoted by the caller) and captures its output.
 Result RunPodprof(const std::string& args) {
-  std::string dir = ::testing::TempDir();
-  std::string out_path = dir + "/podprof.out", err_path = dir + "/podprof.err";
+  // ctest runs tests in parallel: each gets its own output files.
+  std::string stem = ::testing::TempDir() + "/podprof_" +
+                     ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" +
+                     std::to_string(::getpid());
+  std::string out_path = stem + ".out", err_path = stem + ".err";
   std::string cmd =
       std::string(PODPROF_BIN_DIR) + "/podprof " + args + " >" + out_path + " 2>" + err_path;
   int status = std::system(cmd.c_str());
@@ -38,6 +42,8 @@ Result RunPodprof(const std::string& args) {
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   r.out = testing::ReadFileBytes(out_path);
   r.err = testing::ReadFileBytes(err_path);
+  std::remove(out_path.c_str());
+  std::remove(err_path.c_str());
   return r;
 }
 
@@ -143,7 +149,7 @@ TEST(InspectCliTest, TableIsReadable) {
 
 TEST(InspectCliTest, TruncatedFileIsOneLineErrorWithPathAndOffsetExitTwo) {
   std::string bytes = testing::ReadFileBytes(FixturePath(testing::kTpuFixture));
-  std::string path = ::testing::TempDir() + "/cut.xplane.pb";
+  std::string path = ::testing::TempDir() + "/cut_" + std::to_string(::getpid()) + ".xplane.pb";
   std::ofstream(path, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
   Result r = RunPodprof("inspect '" + path + "'");
   EXPECT_EQ(r.exit_code, 2);

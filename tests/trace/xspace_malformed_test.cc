@@ -88,7 +88,8 @@ TEST(XSpaceMalformedTest, TruncatedAtManyOffsets) {
 
 TEST(XSpaceMalformedTest, TruncatedFileNamesPathAndOffset) {
   const std::string bytes = ReadFileBytes(FixturePath(kTpuFixture));
-  std::string path = ::testing::TempDir() + "/truncated.xplane.pb";
+  std::string path =
+      ::testing::TempDir() + "/truncated_" + std::to_string(::getpid()) + ".xplane.pb";
   FILE* f = std::fopen(path.c_str(), "wb");
   ASSERT_NE(f, nullptr);
   std::fwrite(bytes.data(), 1, 5000, f);
@@ -196,7 +197,7 @@ TEST(XSpaceLargeFileTest, ReadsPlanesPastTwoGiB) {
   PutVarint(name.size() + lines_tag.size() + kHole, &header);
   header += name + lines_tag;
 
-  std::string path = ::testing::TempDir() + "/large.xplane.pb";
+  std::string path = ::testing::TempDir() + "/large_" + std::to_string(::getpid()) + ".xplane.pb";
   int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::pwrite(fd, header.data(), header.size(), 0), static_cast<ssize_t>(header.size()));
