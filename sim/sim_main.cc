@@ -1,25 +1,162 @@
 #include "sim/sim_main.h"
 
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <fstream>
 #include <iostream>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/clock.h"
+#include "common/logging.h"
+#include "nlohmann/json.hpp"
+#include "sim/services.h"
+#include "sim/sim_host.h"
 
 namespace podprof::sim {
+namespace {
+
+constexpr int kExitBadFlags = 2;
+
+int Fail(const std::string& message) {
+  std::cerr << "podprof-simhost: " << message << "\n";
+  return kExitBadFlags;
+}
+
+// Blocks SIGTERM and SIGINT in every thread (set before gRPC starts its threads) and waits
+// for one of them here, so shutdown happens on the main thread.
+int WaitForTermination(const sigset_t& signals) {
+  int sig = 0;
+  sigwait(&signals, &sig);
+  return sig;
+}
+
+}  // namespace
+
+absl::StatusOr<Straggler> ParseStraggler(const std::string& text) {
+  std::vector<std::string> parts = absl::StrSplit(text, ':');
+  Straggler s;
+  if (parts.size() != 3 || !absl::SimpleAtoi(parts[0], &s.host) ||
+      !absl::SimpleAtoi(parts[1], &s.chip) || !absl::SimpleAtod(parts[2], &s.factor)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--straggler \"", text, "\" is not host:chip:factor (e.g. 1:3:1.5)"));
+  }
+  return s;
+}
 
 int SimHostMain(int argc, char** argv) {
-  CLI::App app{"podprof-simhost: a simulated TPU host serving the profiler and metric protocols"};
+  CLI::App app{
+      "podprof-simhost: a simulated TPU host. Serves tensorflow.ProfilerService (Profile writes "
+      "a modelled XSpace) and tpu.monitoring.runtime.RuntimeMetricService, as a JAX/libtpu "
+      "workload does."};
   app.name("podprof-simhost");
-  std::string config;
-  app.add_option("--config", config, "TOML configuration file");
+  SimHostOptions options;
+  int profiler_port = 9999, metrics_port = 8431;
+  std::string bind = "127.0.0.1", clock_offset = "0", device_offset = "0", ready_file;
+  std::vector<std::string> stragglers;
+  app.add_option("--profiler-port", profiler_port, "Port of the profiler service (0 = any)");
+  app.add_option("--metrics-port", metrics_port, "Port of the runtime metric service (0 = any)");
+  app.add_option("--bind", bind, "Address to listen on");
+  app.add_option("--generation", options.pod.generation, "TPU generation: v4, v5e, v5p, v6e");
+  app.add_option("--chips", options.pod.chips, "Chips on this host (default: the generation's)");
+  app.add_option("--hosts", options.pod.hosts, "Hosts in the pod");
+  app.add_option("--host-index", options.pod.host_index, "This host's index in the pod");
+  app.add_option("--pod-seed", options.pod.pod_seed, "Seed shared by every host of the pod");
+  app.add_option("--straggler", stragglers, "A slow chip, host:chip:factor (repeatable)");
+  app.add_flag("--counters", options.counters, "Emit _counters_ hardware counter events");
+  app.add_option("--clock-offset", clock_offset, "Host clock error, e.g. -37.5ms");
+  app.add_option("--clock-drift-ppm", options.clock_drift_ppm, "Host clock drift, ppm");
+  app.add_option("--device-clock-offset", device_offset,
+                 "Extra error of device timestamps only, e.g. 120us");
+  app.add_option("--host-name", options.host_name, "Host name written into captures");
+  app.add_option("--truth-file", options.truth_file, "Write the ground truth here as JSON");
+  app.add_option("--replay", options.replay_path, "Answer Profile with this recorded capture");
+  app.add_option("--ready-file", ready_file,
+                 "Once listening, write {\"profiler_port\", \"metrics_port\", \"pid\"} here");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    int code = app.exit(e);
+    return code == 0 ? 0 : kExitBadFlags;
   }
-  // The daemon itself is not part of this release; say so instead of pretending to run.
-  std::cerr << "podprof-simhost: not available in this release; see --help\n";
-  return 1;
+  absl::StatusOr<int64_t> offset = ParseDurationNs(clock_offset);
+  if (!offset.ok()) return Fail(absl::StrCat("--clock-offset: ", offset.status().message()));
+  absl::StatusOr<int64_t> dev = ParseDurationNs(device_offset);
+  if (!dev.ok()) return Fail(absl::StrCat("--device-clock-offset: ", dev.status().message()));
+  options.clock_offset_ns = *offset;
+  options.device_clock_offset_ns = *dev;
+  if (std::abs(options.clock_drift_ppm) > 1e5) {
+    return Fail(absl::StrCat("--clock-drift-ppm ", options.clock_drift_ppm, " is not plausible"));
+  }
+  for (const std::string& s : stragglers) {
+    absl::StatusOr<Straggler> parsed = ParseStraggler(s);
+    if (!parsed.ok()) return Fail(std::string(parsed.status().message()));
+    options.pod.stragglers.push_back(*parsed);
+  }
+  if (options.host_name.empty())
+    options.host_name = absl::StrCat("simhost-", options.pod.host_index);
+
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  RealClock clock;
+  absl::StatusOr<std::unique_ptr<SimHost>> host = SimHost::Create(options, clock);
+  if (!host.ok()) return Fail(std::string(host.status().message()));
+
+  ProfilerServiceImpl profiler(host->get());
+  MetricServiceImpl metrics(host->get());
+  int bound_profiler = 0, bound_metrics = 0;
+  grpc::ServerBuilder profiler_builder, metrics_builder;
+  // Two servers, as in a real workload: the profiler and libtpu's metrics are separate.
+  profiler_builder.AddListeningPort(absl::StrCat(bind, ":", profiler_port),
+                                    grpc::InsecureServerCredentials(), &bound_profiler);
+  profiler_builder.RegisterService(&profiler);
+  profiler_builder.SetMaxReceiveMessageSize(4 << 20);
+  metrics_builder.AddListeningPort(absl::StrCat(bind, ":", metrics_port),
+                                   grpc::InsecureServerCredentials(), &bound_metrics);
+  metrics_builder.RegisterService(&metrics);
+  std::unique_ptr<grpc::Server> profiler_server = profiler_builder.BuildAndStart();
+  if (profiler_server == nullptr || bound_profiler == 0) {
+    return Fail(absl::StrCat("cannot listen on ", bind, ":", profiler_port, " (profiler)"));
+  }
+  std::unique_ptr<grpc::Server> metrics_server = metrics_builder.BuildAndStart();
+  if (metrics_server == nullptr || bound_metrics == 0) {
+    return Fail(absl::StrCat("cannot listen on ", bind, ":", metrics_port, " (metrics)"));
+  }
+  PODPROF_LOG(INFO) << "simulated " << (*host)->model().generation().device_type << " host "
+                    << options.host_name << " (" << (*host)->model().chips() << " chips, host "
+                    << options.pod.host_index << " of " << options.pod.hosts << "): profiler on "
+                    << bind << ":" << bound_profiler << ", metrics on " << bind << ":"
+                    << bound_metrics;
+  if (!ready_file.empty()) {
+    nlohmann::json j = {{"profiler_port", bound_profiler},
+                        {"metrics_port", bound_metrics},
+                        {"pid", static_cast<int64_t>(getpid())}};
+    std::string tmp = ready_file + ".tmp";
+    std::ofstream(tmp) << j.dump() << "\n";
+    std::rename(tmp.c_str(), ready_file.c_str());
+  }
+
+  int sig = WaitForTermination(signals);
+  PODPROF_LOG(INFO) << "signal " << sig << ": stopping";
+  (*host)->Shutdown();
+  // In-flight sessions were just stopped; give handlers 2 s to write their answers.
+  const std::chrono::system_clock::time_point deadline{
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(
+          std::chrono::nanoseconds(clock.NowNs() + 2'000'000'000))};
+  profiler_server->Shutdown(deadline);
+  metrics_server->Shutdown(deadline);
+  return 0;
 }
 
 }  // namespace podprof::sim

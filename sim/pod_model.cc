@@ -1,0 +1,223 @@
+#include "sim/pod_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace podprof::sim {
+namespace {
+
+uint64_t SplitMix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Uniform in (0, 1) from a hash.
+double Uniform(uint64_t h) { return (static_cast<double>(h >> 11) + 0.5) / 9007199254740992.0; }
+
+// Multiplicative noise with a median of 1: log-normal, sigma 3%.
+double Noise(uint64_t h) {
+  double u1 = Uniform(h), u2 = Uniform(SplitMix(h));
+  double gauss = std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2);
+  return std::exp(0.03 * gauss);
+}
+
+// Inter-chip link bandwidth used for collectives, GB/s (the same order as ICI on these chips).
+constexpr double kLinkGbps = 400;
+// Launch gap between consecutive kernels on a chip, ps.
+constexpr int64_t kLaunchGapPs = 150'000;
+
+}  // namespace
+
+uint64_t MixHash(uint64_t a, uint64_t b, uint64_t c, uint64_t d, uint64_t e) {
+  uint64_t h = SplitMix(a);
+  h = SplitMix(h ^ b);
+  h = SplitMix(h ^ c);
+  h = SplitMix(h ^ d);
+  return SplitMix(h ^ e);
+}
+
+absl::StatusOr<PodModel> PodModel::Create(const PodConfig& config) {
+  PodModel m;
+  m.config_ = config;
+  m.generation_ = trace::FindGenerationByName(config.generation);
+  if (m.generation_ == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown TPU generation \"", config.generation,
+                                                   "\" (use v4, v5e, v5p or v6e)"));
+  }
+  m.chips_ = config.chips > 0 ? config.chips : m.generation_->chips_per_host;
+  if (config.chips < 0 || m.chips_ > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chips per host must be 1..64, got ", config.chips));
+  }
+  if (config.hosts < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("hosts must be at least 1, got ", config.hosts));
+  }
+  if (config.host_index < 0 || config.host_index >= config.hosts) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("host index ", config.host_index, " is outside 0..", config.hosts - 1));
+  }
+  for (const Straggler& s : config.stragglers) {
+    if (s.host < 0 || s.host >= config.hosts || s.chip < 0 || s.chip >= m.chips_ ||
+        !(s.factor > 0)) {
+      return absl::InvalidArgumentError(absl::StrCat("straggler ", s.host, ":", s.chip, ":",
+                                                     s.factor,
+                                                     " names no chip of the pod or has "
+                                                     "a factor that is not positive"));
+    }
+  }
+  m.program_id_ = MixHash(config.pod_seed, 0x70726f67) | 1;
+  m.module_name_ = "jit_train_step";
+
+  // A transformer-like step: per layer a forward matmul fusion, an elementwise fusion and an
+  // all-gather of the next layer's weights; then backward matmuls with a reduce-scatter of the
+  // gradients; finally an all-reduce of the loss and the optimizer update. Costs are chosen as
+  // target times on this generation so the roofline decides which bound each kernel hits.
+  const double peak_flops = m.generation_->peak_tflops * 1e12;   // FLOP/s
+  const double peak_bytes = m.generation_->peak_hbm_gbps * 1e9;  // B/s
+  auto compute = [&](std::string name, std::string category, double flop_us, double byte_us,
+                     double eff, int line) {
+    OpTemplate op;
+    op.name = name;
+    op.category = std::move(category);
+    op.flops = static_cast<int64_t>(flop_us * 1e-6 * peak_flops);
+    op.bytes = static_cast<int64_t>(byte_us * 1e-6 * peak_bytes);
+    op.efficiency = eff;
+    op.hlo_text = absl::StrCat("%", name,
+                               " = bf16[8192,4096]{1,0:T(8,128)(2,1)} fusion(bf16[8192,"
+                               "4096]{1,0} %param.",
+                               line % 7, "), kind=kOutput, calls=%", name, ".computation");
+    op.source = absl::StrCat("train.py:", line);
+    m.ops_.push_back(std::move(op));
+  };
+  auto collective = [&](std::string name, std::string category, double mbytes, int line) {
+    OpTemplate op;
+    op.name = name;
+    op.category = category;
+    op.bytes = static_cast<int64_t>(mbytes * 1e6);
+    op.flops = category == "all-reduce" || category == "reduce-scatter" ? op.bytes / 2 : 0;
+    op.collective = true;
+    op.efficiency = 0.8;
+    op.hlo_text = absl::StrCat("%", name, " = bf16[", static_cast<int64_t>(mbytes * 5e5), "]{0} ",
+                               category, "(bf16[...] %fusion), replica_groups={}");
+    op.source = absl::StrCat("train.py:", line);
+    m.ops_.push_back(std::move(op));
+  };
+  int fusion = 0;
+  for (int layer = 0; layer < 4; ++layer) {
+    compute(absl::StrCat("fusion.", ++fusion), "convolution fusion", 180, 40, 0.72, 40 + layer);
+    compute(absl::StrCat("loop_fusion.", layer), "loop fusion", 2, 30, 0.85, 41 + layer);
+    collective(absl::StrCat("all-gather.", layer), "all-gather", 6, 42 + layer);
+    compute(absl::StrCat("copy.", layer), "copy", 0, 8, 0.9, 43 + layer);
+  }
+  for (int layer = 3; layer >= 0; --layer) {
+    compute(absl::StrCat("fusion.", ++fusion), "convolution fusion", 240, 60, 0.7, 60 + layer);
+    collective(absl::StrCat("reduce-scatter.", layer), "reduce-scatter", 8, 61 + layer);
+  }
+  collective("all-reduce.0", "all-reduce", 0.5, 80);
+  compute("loop_fusion.opt", "loop fusion", 1, 90, 0.85, 81);
+
+  if (config.step_period_ns > 0) {
+    m.step_period_ns_ = config.step_period_ns;
+  } else {
+    // Nominal busy time of one step on a healthy chip, then headroom for noise, waiting on
+    // stragglers and the idle gap real input pipelines leave.
+    double busy_ps = 0;
+    for (int i = 0; i < static_cast<int>(m.ops_.size()); ++i) {
+      busy_ps += m.ComputeDurationPs(-1, -1, 0, i) + kLaunchGapPs;
+    }
+    double worst = 1;
+    for (const Straggler& s : config.stragglers) worst = std::max(worst, s.factor);
+    m.step_period_ns_ = static_cast<int64_t>(busy_ps / 1000 * 1.3 * worst * 1.1);
+  }
+  return m;
+}
+
+double PodModel::StragglerFactor(int host, int chip) const {
+  double f = 1;
+  for (const Straggler& s : config_.stragglers) {
+    if (s.host == host && s.chip == chip) f *= s.factor;
+  }
+  return f;
+}
+
+int64_t PodModel::ComputeDurationPs(int host, int chip, int64_t step, int op) const {
+  const OpTemplate& t = ops_[op];
+  double seconds;
+  if (t.collective) {
+    // Transfer time only; the wait for other chips is added by Step().
+    seconds = static_cast<double>(t.bytes) / (kLinkGbps * 1e9) / t.efficiency;
+  } else {
+    double compute_s = static_cast<double>(t.flops) / (generation_->peak_tflops * 1e12);
+    double memory_s = static_cast<double>(t.bytes) / (generation_->peak_hbm_gbps * 1e9);
+    seconds = std::max(compute_s, memory_s) / t.efficiency;
+  }
+  double factor = 1;
+  if (host >= 0) {  // host < 0 asks for the nominal time.
+    factor =
+        Noise(MixHash(config_.pod_seed, static_cast<uint64_t>(host), static_cast<uint64_t>(chip),
+                      static_cast<uint64_t>(step), static_cast<uint64_t>(op)));
+    if (!t.collective) factor *= StragglerFactor(host, chip);
+  }
+  return std::max<int64_t>(1000, std::llround(seconds * 1e12 * factor));
+}
+
+std::vector<ChipStep> PodModel::Step(int64_t step) const {
+  const int hosts = config_.hosts;
+  const int n = hosts * chips_;
+  // Clocks of every chip in the pod (relative to the step start, ps): the collectives need
+  // the slowest arrival anywhere.
+  std::vector<int64_t> t(n, 0);
+  std::vector<ChipStep> out(chips_);
+  for (int c = 0; c < chips_; ++c) {
+    out[c].step = step;
+    out[c].start_ns = step * step_period_ns_;
+  }
+  const int me = config_.host_index;
+  for (int op = 0; op < static_cast<int>(ops_.size()); ++op) {
+    if (!ops_[op].collective) {
+      for (int i = 0; i < n; ++i) {
+        int64_t d = ComputeDurationPs(i / chips_, i % chips_, step, op);
+        if (i / chips_ == me) out[i % chips_].runs.push_back({op, t[i], d, 0});
+        t[i] += d + kLaunchGapPs;
+      }
+      continue;
+    }
+    const int64_t slowest = *std::max_element(t.begin(), t.end());
+    // The transfer of one collective is one pod-wide quantity: draw it once (host -1 would
+    // be nominal; use the pod-level stream instead).
+    const int64_t transfer = ComputeDurationPs(0, 0, step, op);
+    const int64_t end = slowest + transfer;
+    const uint64_t id =
+        MixHash(config_.pod_seed, 0xc011, static_cast<uint64_t>(step), static_cast<uint64_t>(op)) >>
+            1 |
+        1;
+    for (int i = 0; i < n; ++i) {
+      if (i / chips_ == me) out[i % chips_].runs.push_back({op, t[i], end - t[i], id});
+      t[i] = end + kLaunchGapPs;
+    }
+  }
+  for (int c = 0; c < chips_; ++c) {
+    const OpRun& last = out[c].runs.back();
+    out[c].busy_end_ps = last.start_ps + last.duration_ps;
+  }
+  return out;
+}
+
+int64_t PodModel::StepAt(int64_t true_ns) const {
+  int64_t s = true_ns / step_period_ns_;
+  if (true_ns < 0 && true_ns % step_period_ns_ != 0) --s;
+  return s;
+}
+
+int64_t PodModel::HbmUsageBytes(int chip) const {
+  double fraction = 0.55 + 0.3 * Uniform(MixHash(config_.pod_seed, 0x4b4d,
+                                                 static_cast<uint64_t>(config_.host_index),
+                                                 static_cast<uint64_t>(chip)));
+  return static_cast<int64_t>(fraction * static_cast<double>(generation_->hbm_bytes));
+}
+
+}  // namespace podprof::sim

@@ -1,0 +1,113 @@
+// The model of a TPU pod running a training job, shared by every simulated host.
+//
+// Every simhost of one pod (same pod seed, host count, generation and chips) computes the same
+// schedule independently: a step begins on every chip at the same true instant (a multiple of
+// the step period since the Unix epoch); each chip runs the step's kernels with roofline
+// durations and seeded noise; at every collective the chips wait for the slowest arrival in the
+// whole pod, and the collective ends at the same true instant on all of them. Nothing depends on
+// when a capture is taken, so two processes agree on every kernel without talking.
+// Immutable after construction; safe to share between threads.
+#ifndef PODPROF_SIM_POD_MODEL_H_
+#define PODPROF_SIM_POD_MODEL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "trace/chip_catalog.h"
+
+namespace podprof::sim {
+
+// A chip that runs slow: its compute kernels take `factor` times as long.
+struct Straggler {
+  int host = 0;
+  int chip = 0;
+  double factor = 1;
+};
+
+struct PodConfig {
+  std::string generation = "v6e";
+  // Chips per host; 0 = the generation's usual count.
+  int chips = 0;
+  int hosts = 1;
+  int host_index = 0;
+  uint64_t pod_seed = 1;
+  std::vector<Straggler> stragglers;
+  // Step period, ns; 0 = derived from the step's roofline time with headroom.
+  int64_t step_period_ns = 0;
+};
+
+// One kernel of the training step, the same on every chip.
+struct OpTemplate {
+  std::string name;      // short op name, e.g. "fusion.3"
+  std::string hlo_text;  // the full HLO instruction
+  std::string category;  // hlo_category, e.g. "convolution fusion", "all-reduce"
+  int64_t flops = 0;     // per execution
+  int64_t bytes = 0;     // HBM bytes accessed per execution
+  bool collective = false;
+  // Fraction of the roofline the kernel reaches (compute) or of the link bandwidth (collectives).
+  double efficiency = 1;
+  std::string source;  // model source line
+};
+
+// One kernel execution on one chip, in true time.
+struct OpRun {
+  int op = 0;            // index into PodModel::ops()
+  int64_t start_ps = 0;  // relative to the step's start
+  int64_t duration_ps = 0;
+  uint64_t collective_id = 0;  // all_reduce_unique_id; 0 for compute kernels
+};
+
+// One step on one chip.
+struct ChipStep {
+  int64_t step = 0;
+  int64_t start_ns = 0;     // true time, ns since the epoch
+  int64_t busy_end_ps = 0;  // end of the step's last kernel, relative to start_ns
+  std::vector<OpRun> runs;
+};
+
+class PodModel {
+ public:
+  // Validates the configuration (known generation, indices in range, positive factors).
+  static absl::StatusOr<PodModel> Create(const PodConfig& config);
+
+  const PodConfig& config() const { return config_; }
+  const trace::ChipGeneration& generation() const { return *generation_; }
+  int chips() const { return chips_; }
+  int64_t step_period_ns() const { return step_period_ns_; }
+  const std::vector<OpTemplate>& ops() const { return ops_; }
+  // The XLA program id of the training step (the same on every host of the pod).
+  uint64_t program_id() const { return program_id_; }
+  const std::string& module_name() const { return module_name_; }
+  // Pod-wide id of chip `chip` of this host.
+  int64_t GlobalChipId(int chip) const { return int64_t{config_.host_index} * chips_ + chip; }
+  // HBM in use on `chip`, bytes: the job's working set, fixed per chip.
+  int64_t HbmUsageBytes(int chip) const;
+
+  // The step with index `step` on every chip of this host (index = chip).
+  std::vector<ChipStep> Step(int64_t step) const;
+  // Index of the step running (or last started) at true time `true_ns`.
+  int64_t StepAt(int64_t true_ns) const;
+
+ private:
+  PodModel() = default;
+  // Duration of compute op `op` on (host, chip) in `step`, ps.
+  int64_t ComputeDurationPs(int host, int chip, int64_t step, int op) const;
+  double StragglerFactor(int host, int chip) const;
+
+  PodConfig config_;
+  const trace::ChipGeneration* generation_ = nullptr;
+  int chips_ = 0;
+  int64_t step_period_ns_ = 0;
+  uint64_t program_id_ = 0;
+  std::string module_name_;
+  std::vector<OpTemplate> ops_;
+};
+
+// Deterministic hash of a few integers (SplitMix64 finalizer chain); the source of all noise.
+uint64_t MixHash(uint64_t a, uint64_t b, uint64_t c = 0, uint64_t d = 0, uint64_t e = 0);
+
+}  // namespace podprof::sim
+
+#endif  // PODPROF_SIM_POD_MODEL_H_

@@ -1,0 +1,259 @@
+#include "sim/sim_host.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "common/errno_status.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "nlohmann/json.hpp"
+#include "sim/xspace_builder.h"
+
+namespace podprof::sim {
+namespace {
+
+// Longest wait between checks of a cancelled client: bounds how long a gone client holds
+// the session.
+constexpr int64_t kPollNs = 20'000'000;
+
+absl::Status MakeDirs(const std::string& path) {
+  std::string partial;
+  for (size_t i = 0; i <= path.size(); ++i) {
+    if (i == path.size() || (path[i] == '/' && i > 0)) {
+      partial = path.substr(0, i);
+      if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
+        return ErrnoToStatus(errno, absl::StrCat("mkdir ", partial));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Writes `bytes` to `path` through a temporary file and a rename, so readers never see a
+// partial file.
+template <typename WriteFn>
+absl::Status WriteAtomically(const std::string& path, WriteFn write) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return ErrnoToStatus(errno, absl::StrCat("open ", tmp));
+    if (!write(out)) return absl::InternalError(absl::StrCat("cannot serialize into ", tmp));
+    out.flush();
+    if (!out) return ErrnoToStatus(errno, absl::StrCat("write ", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return ErrnoToStatus(errno, absl::StrCat("rename to ", path));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SimHost>> SimHost::Create(const SimHostOptions& options,
+                                                         Clock& truth) {
+  ASSIGN_OR_RETURN(PodModel model, PodModel::Create(options.pod));
+  std::unique_ptr<SimHost> host(new SimHost(options, truth, std::move(model)));
+  if (!options.replay_path.empty()) {
+    ASSIGN_OR_RETURN(Replay replay, Replay::Load(options.replay_path));
+    host->replay_ = std::move(replay);
+  }
+  RETURN_IF_ERROR(host->WriteTruth());
+  return host;
+}
+
+SimHost::SimHost(const SimHostOptions& options, Clock& truth, PodModel model)
+    : options_(options),
+      truth_(truth),
+      host_clock_(truth, options.clock_offset_ns, options.clock_drift_ppm),
+      model_(std::move(model)) {}
+
+bool SimHost::WaitUntil(int64_t host_ns, absl::Notification* stop,
+                        const std::function<bool()>& cancelled) {
+  while (true) {
+    if (stop->HasBeenNotified() || cancelled()) return false;
+    const int64_t now = host_clock_.NowNs();
+    if (now >= host_ns) return true;
+    if (!host_clock_.SleepUntilNs(std::min(host_ns, now + kPollNs), stop)) return false;
+  }
+}
+
+absl::StatusOr<SessionResult> SimHost::RunSession(const SessionRequest& request,
+                                                  const std::function<bool()>& cancelled) {
+  if (request.repository_root.empty()) {
+    return absl::InvalidArgumentError("repository_root is empty: nowhere to write the trace");
+  }
+  if (request.session_id.empty() || request.session_id.find('/') != std::string::npos ||
+      request.session_id == "." || request.session_id == "..") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("session_id \"", request.session_id, "\" is not a directory name"));
+  }
+  if (request.duration_ms <= 0 || request.duration_ms > 3'600'000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("duration_ms must be 1..3600000, got ", request.duration_ms));
+  }
+  if (request.file_host.empty() || request.file_host.find('/') != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("host name \"", request.file_host, "\" cannot name a file"));
+  }
+  std::shared_ptr<absl::Notification> stop;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) return absl::UnavailableError("the host is shutting down");
+    if (!active_session_.empty()) {
+      return absl::AlreadyExistsError(absl::StrCat("another profiling session (\"", active_session_,
+                                                   "\") is running; one at a time"));
+    }
+    active_session_ = request.session_id;
+    stop_ = stop = std::make_shared<absl::Notification>();
+  }
+  auto release = [&] {
+    absl::MutexLock lock(&mu_);
+    active_session_.clear();
+    stop_.reset();
+  };
+
+  SessionResult result;
+  if (request.start_host_ns > 0) {
+    if (!WaitUntil(request.start_host_ns, stop.get(), cancelled) && !stop->HasBeenNotified()) {
+      release();
+      return absl::CancelledError("the client went away before the session started");
+    }
+  }
+  result.true_start_ns = truth_.NowNs();
+  result.host_start_ns = host_clock_.ToHost(result.true_start_ns);
+  if (request.start_host_ns > 0 && result.host_start_ns > request.start_host_ns) {
+    result.late_by_ns = result.host_start_ns - request.start_host_ns;
+    // Only a real lateness is worth a log line; waking a little after the instant is normal.
+    if (result.late_by_ns > 1'000'000) {
+      PODPROF_LOG(WARNING) << "session " << request.session_id << ": profiling is late by "
+                           << result.late_by_ns << " ns";
+    }
+  }
+  const int64_t end_host = result.host_start_ns + request.duration_ms * 1'000'000;
+  bool completed = !stop->HasBeenNotified() && WaitUntil(end_host, stop.get(), cancelled);
+  result.terminated = !completed && stop->HasBeenNotified();
+  if (!completed && !result.terminated) {
+    release();
+    return absl::CancelledError("the client went away during the session");
+  }
+  result.true_end_ns = truth_.NowNs();
+  const int64_t host_end = host_clock_.ToHost(result.true_end_ns);
+
+  std::string dir = absl::StrCat(request.repository_root, "/", request.session_id);
+  result.path =
+      absl::StrCat(dir, "/", absl::StrReplaceAll(request.file_host, {{":", "_"}}), ".xplane.pb");
+  absl::Status written = MakeDirs(dir);
+  if (written.ok()) {
+    if (replay_.has_value()) {
+      tensorflow::profiler::XSpace space =
+          replay_->Rebase(options_.host_name, result.host_start_ns, host_end);
+      result.kernel_events = replay_->device_events();
+      written = WriteAtomically(result.path,
+                                [&](std::ostream& out) { return space.SerializeToOstream(&out); });
+    } else {
+      SessionWindow window;
+      window.true_start_ns = result.true_start_ns;
+      window.true_end_ns = result.true_end_ns;
+      window.device_offset_ns = options_.device_clock_offset_ns;
+      window.counters = options_.counters;
+      window.host_name = options_.host_name;
+      BuildResult built = BuildXSpace(model_, host_clock_, window);
+      result.kernel_events = built.kernel_events;
+      written = WriteAtomically(
+          result.path, [&](std::ostream& out) { return built.space.SerializeToOstream(&out); });
+    }
+  }
+  result.empty_trace = result.kernel_events == 0;
+  {
+    absl::MutexLock lock(&mu_);
+    history_.emplace_back(request, result);
+  }
+  release();
+  if (!written.ok()) return written;
+  absl::Status truth = WriteTruth();
+  if (!truth.ok()) PODPROF_LOG(ERROR) << "cannot record ground truth: " << truth.message();
+  return result;
+}
+
+absl::Status SimHost::Terminate(const std::string& session_id) {
+  absl::MutexLock lock(&mu_);
+  if (active_session_.empty() || active_session_ != session_id) {
+    return absl::NotFoundError(absl::StrCat("no running session \"", session_id, "\""));
+  }
+  if (!stop_->HasBeenNotified()) stop_->Notify();
+  return absl::OkStatus();
+}
+
+void SimHost::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  shutting_down_ = true;
+  if (stop_ && !stop_->HasBeenNotified()) stop_->Notify();
+}
+
+std::vector<ChipActivity> SimHost::Activity() {
+  const int64_t now = truth_.NowNs();
+  const int64_t s = model_.StepAt(now);
+  std::vector<ChipStep> current = model_.Step(s), previous = model_.Step(s - 1);
+  std::vector<ChipActivity> out(model_.chips());
+  const int64_t period_ps = model_.step_period_ns() * 1000;
+  for (int c = 0; c < model_.chips(); ++c) {
+    ChipActivity& a = out[c];
+    a.chip = c;
+    a.hbm_total_bytes = model_.generation().hbm_bytes;
+    a.hbm_usage_bytes = model_.HbmUsageBytes(c);
+    int64_t busy = 0;
+    for (const OpRun& r : previous[c].runs) {
+      busy += r.duration_ps;
+      a.kernel_us.push_back(static_cast<double>(r.duration_ps) / 1e6);
+    }
+    a.duty_cycle_percent = 100.0 * static_cast<double>(busy) / static_cast<double>(period_ps);
+    const int64_t rel_ps = (now - current[c].start_ns) * 1000;
+    for (const OpRun& r : current[c].runs) {
+      if (r.start_ps + r.duration_ps > rel_ps) ++a.queued_kernels;
+    }
+    if (rel_ps > current[c].busy_end_ps) {
+      a.idle_seconds = static_cast<double>(rel_ps - current[c].busy_end_ps) / 1e12;
+    }
+  }
+  return out;
+}
+
+absl::Status SimHost::WriteTruth() {
+  if (options_.truth_file.empty()) return absl::OkStatus();
+  nlohmann::json j;
+  j["host_name"] = options_.host_name;
+  j["host_index"] = options_.pod.host_index;
+  j["clock_offset_ns"] = host_clock_.offset_ns();
+  j["clock_drift_ppm"] = host_clock_.drift_ppm();
+  j["clock_epoch_ns"] = host_clock_.epoch_ns();
+  j["device_clock_offset_ns"] = options_.device_clock_offset_ns;
+  j["step_period_ns"] = model_.step_period_ns();
+  j["program_id"] = model_.program_id();
+  j["sessions"] = nlohmann::json::array();
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [req, res] : history_) {
+      j["sessions"].push_back({{"session_id", req.session_id},
+                               {"requested_start_host_ns", req.start_host_ns},
+                               {"late_by_ns", res.late_by_ns},
+                               {"true_start_ns", res.true_start_ns},
+                               {"true_end_ns", res.true_end_ns},
+                               {"host_start_ns", res.host_start_ns},
+                               {"terminated", res.terminated},
+                               {"kernel_events", res.kernel_events},
+                               {"path", res.path}});
+    }
+  }
+  return WriteAtomically(options_.truth_file, [&](std::ostream& out) {
+    out << j.dump(2) << "\n";
+    return true;
+  });
+}
+
+}  // namespace podprof::sim

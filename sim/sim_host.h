@@ -1,0 +1,119 @@
+// One simulated TPU host: runs profiling sessions against the pod model (or a replayed
+// recording), writes their XSpace files, answers runtime-metric queries, and records its ground
+// truth (clock errors, each session's true start) for tests.
+#ifndef PODPROF_SIM_SIM_HOST_H_
+#define PODPROF_SIM_SIM_HOST_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "common/clock.h"
+#include "sim/pod_model.h"
+#include "sim/replay.h"
+#include "sim/skewed_clock.h"
+
+namespace podprof::sim {
+
+struct SimHostOptions {
+  PodConfig pod;
+  // The host clock's error against true time.
+  int64_t clock_offset_ns = 0;
+  double clock_drift_ppm = 0;
+  // Extra shift of device timestamps only.
+  int64_t device_clock_offset_ns = 0;
+  bool counters = false;
+  // Name the host writes into its XSpace; files are named by the request, as the real server.
+  std::string host_name;
+  // Where to keep the ground truth as JSON (empty: nowhere).
+  std::string truth_file;
+  // A recorded capture to answer with instead of the model (empty: the model).
+  std::string replay_path;
+};
+
+struct SessionRequest {
+  std::string session_id;
+  std::string repository_root;
+  // `override_hostname` if set, else the request's host name; names the file.
+  std::string file_host;
+  // Requested start on the host clock, ns since the epoch; 0 = now.
+  int64_t start_host_ns = 0;
+  int64_t duration_ms = 0;
+};
+
+struct SessionResult {
+  std::string path;
+  bool empty_trace = true;
+  bool terminated = false;
+  int64_t late_by_ns = 0;  // how far past the requested start the session began
+  int64_t true_start_ns = 0;
+  int64_t true_end_ns = 0;
+  int64_t host_start_ns = 0;
+  int64_t kernel_events = 0;
+};
+
+// A point-in-time view of one chip for the metric service.
+struct ChipActivity {
+  int chip = 0;
+  double duty_cycle_percent = 0;  // busy share of the last complete step
+  double idle_seconds = 0;        // since the chip's last kernel ended; 0 while busy
+  int queued_kernels = 0;         // kernels of the current step not yet finished
+  int64_t hbm_usage_bytes = 0;
+  int64_t hbm_total_bytes = 0;
+  std::vector<double> kernel_us;  // durations of the last complete step's kernels, us
+};
+
+// Thread-safe: gRPC handlers call it concurrently. One profiling session runs at a time.
+class SimHost {
+ public:
+  // `truth` is true time; it must outlive the host.
+  static absl::StatusOr<std::unique_ptr<SimHost>> Create(const SimHostOptions& options,
+                                                         Clock& truth);
+
+  // Waits for the requested start on the host clock, profiles for the duration, writes
+  // `<root>/<session>/<file_host with ':' as '_'>.xplane.pb`. Fails with AlreadyExists while
+  // another session runs, InvalidArgument for bad requests, Cancelled when `cancelled()` turns
+  // true or the host shuts down. Terminate() ends the session early (normally).
+  absl::StatusOr<SessionResult> RunSession(const SessionRequest& request,
+                                           const std::function<bool()>& cancelled);
+  // Ends the running session `session_id` early; NotFound if no such session runs.
+  absl::Status Terminate(const std::string& session_id);
+  // Stops any running session (for shutdown).
+  void Shutdown();
+
+  std::vector<ChipActivity> Activity();
+  const PodModel& model() const { return model_; }
+  SkewedClock& host_clock() { return host_clock_; }
+  Clock& truth() { return truth_; }
+  bool replaying() const { return replay_.has_value(); }
+
+ private:
+  SimHost(const SimHostOptions& options, Clock& truth, PodModel model);
+  absl::Status WriteTruth() ABSL_LOCKS_EXCLUDED(mu_);
+  // Sleeps until the host clock reads `host_ns`; false if stopped early.
+  bool WaitUntil(int64_t host_ns, absl::Notification* stop, const std::function<bool()>& cancelled);
+
+  const SimHostOptions options_;
+  Clock& truth_;
+  SkewedClock host_clock_;
+  const PodModel model_;
+  std::optional<Replay> replay_;
+
+  absl::Mutex mu_;
+  // Guarded by mu_.
+  std::string active_session_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<absl::Notification> stop_ ABSL_GUARDED_BY(mu_);
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::pair<SessionRequest, SessionResult>> history_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace podprof::sim
+
+#endif  // PODPROF_SIM_SIM_HOST_H_

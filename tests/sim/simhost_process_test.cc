@@ -1,0 +1,350 @@
+// podprof-simhost as a real child process, driven over gRPC on loopback.
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/clock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "proto/profiler_service.grpc.pb.h"
+#include "proto/tpu_metric_service.grpc.pb.h"
+#include "proto/xplane.pb.h"
+#include "trace/xspace_reader.h"
+
+namespace podprof::sim {
+namespace {
+
+namespace fs = std::filesystem;
+namespace rt = tpu::monitoring::runtime;
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A running podprof-simhost. Stops it with SIGTERM on destruction.
+class SimProcess {
+ public:
+  SimProcess(const std::string& name, std::vector<std::string> args) {
+    dir_ = fs::path(::testing::TempDir()) / absl::StrCat("simhost_", name, "_", getpid());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    truth_ = (dir_ / "truth.json").string();
+    std::string ready = (dir_ / "ready.json").string();
+    args.insert(args.begin(), {std::string(PODPROF_BIN_DIR) + "/podprof-simhost",
+                               "--profiler-port=0", "--metrics-port=0", "--bind=127.0.0.1",
+                               "--ready-file=" + ready, "--truth-file=" + truth_});
+    pid_ = fork();
+    if (pid_ == 0) {
+      std::vector<char*> argv;
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    RealClock clock;
+    const int64_t deadline = clock.MonotonicNs() + 20'000'000'000;
+    while (!fs::exists(ready) && clock.MonotonicNs() < deadline) {
+      int status;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (!fs::exists(ready)) return;
+    nlohmann::json j = nlohmann::json::parse(Slurp(ready));
+    auto channel = [](int port) {
+      return grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                                 grpc::InsecureChannelCredentials());
+    };
+    profiler_ = tensorflow::ProfilerService::NewStub(channel(j["profiler_port"]));
+    metrics_ = rt::RuntimeMetricService::NewStub(channel(j["metrics_port"]));
+  }
+  ~SimProcess() {
+    profiler_.reset();
+    metrics_.reset();
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      int status;
+      waitpid(pid_, &status, 0);
+    }
+    fs::remove_all(dir_);
+  }
+  bool ok() const { return profiler_ != nullptr; }
+  tensorflow::ProfilerService::Stub& profiler() { return *profiler_; }
+  rt::RuntimeMetricService::Stub& metrics() { return *metrics_; }
+  std::string root() const { return (dir_ / "repo").string(); }
+  nlohmann::json Truth() const { return nlohmann::json::parse(Slurp(truth_)); }
+
+ private:
+  fs::path dir_;
+  std::string truth_;
+  pid_t pid_ = -1;
+  std::unique_ptr<tensorflow::ProfilerService::Stub> profiler_;
+  std::unique_ptr<rt::RuntimeMetricService::Stub> metrics_;
+};
+
+tensorflow::ProfileRequest Request(const SimProcess& p, const std::string& session,
+                                   int64_t start_host_ns, int duration_ms) {
+  tensorflow::ProfileRequest r;
+  r.set_repository_root(p.root());
+  r.set_session_id(session);
+  r.set_host_name("10.0.0.1:9999");
+  r.set_duration_ms(duration_ms);
+  r.mutable_opts()->set_duration_ms(duration_ms);
+  r.mutable_opts()->set_start_timestamp_ns(static_cast<uint64_t>(start_host_ns));
+  r.mutable_opts()->set_version(1);
+  return r;
+}
+
+grpc::Status Call(SimProcess& p, const tensorflow::ProfileRequest& req,
+                  tensorflow::ProfileResponse* resp, int timeout_s = 30) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(timeout_s));
+  return p.profiler().Profile(&ctx, req, resp);
+}
+
+TEST(SimHostProcessTest, ProfileHonoursStartTimeAndWritesTheSessionLayout) {
+  SimProcess p("start", {"--generation=v5e", "--chips=8", "--clock-offset=-37.5ms"});
+  ASSERT_TRUE(p.ok());
+  RealClock clock;
+  const int64_t offset = -37'500'000;
+  const int64_t start_host = clock.NowNs() + offset + 400'000'000;
+  tensorflow::ProfileResponse resp;
+  grpc::Status s = Call(p, Request(p, "run1", start_host, 250), &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_FALSE(resp.empty_trace());
+
+  std::string path = p.root() + "/run1/10.0.0.1_9999.xplane.pb";
+  ASSERT_TRUE(fs::exists(path));
+  nlohmann::json truth = p.Truth();
+  ASSERT_EQ(truth["sessions"].size(), 1u);
+  const auto& session = truth["sessions"][0];
+  const int64_t true_start = session["true_start_ns"];
+  // Started on the host's (wrong) clock, at the requested instant, within a few ms.
+  EXPECT_GE(true_start, start_host - offset);
+  EXPECT_LT(true_start, start_host - offset + 5'000'000);
+  EXPECT_EQ(session["host_start_ns"].get<int64_t>() - true_start, offset);
+
+  auto capture = trace::ReadXSpaceFile(path);
+  ASSERT_TRUE(capture.ok()) << capture.status();
+  EXPECT_EQ(capture->host.chips.size(), 8u);
+  EXPECT_EQ(capture->host.chips[0].device_type, "TPU v5 Lite");
+  EXPECT_EQ(capture->host.profile_start_ns, session["host_start_ns"].get<int64_t>());
+  EXPECT_EQ(static_cast<int64_t>(capture->EventCount()) > 1000, true);
+}
+
+TEST(SimHostProcessTest, LateStartBeginsAtOnceAndSaysBy) {
+  SimProcess p("late", {"--chips=2"});
+  ASSERT_TRUE(p.ok());
+  RealClock clock;
+  tensorflow::ProfileResponse resp;
+  ASSERT_TRUE(Call(p, Request(p, "late", clock.NowNs() - 2'000'000'000, 100), &resp).ok());
+  int64_t late = p.Truth()["sessions"][0]["late_by_ns"];
+  EXPECT_GE(late, 2'000'000'000);
+  EXPECT_LT(late, 3'000'000'000);
+}
+
+TEST(SimHostProcessTest, OneSessionAtATimeAndTerminateEndsEarly) {
+  SimProcess p("busy", {"--chips=2"});
+  ASSERT_TRUE(p.ok());
+  RealClock clock;
+  tensorflow::ProfileResponse first_resp;
+  grpc::Status first_status;
+  std::thread first([&] { first_status = Call(p, Request(p, "long", 0, 20'000), &first_resp); });
+  // Wait until the long session is running, then try a second one.
+  grpc::Status second;
+  for (int i = 0; i < 100; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    tensorflow::ProfileResponse r;
+    second = Call(p, Request(p, "second", 0, 100), &r);
+    if (second.error_code() == grpc::StatusCode::ALREADY_EXISTS) break;
+  }
+  EXPECT_EQ(second.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_NE(second.error_message().find("long"), std::string::npos) << second.error_message();
+
+  const int64_t t0 = clock.MonotonicNs();
+  grpc::ClientContext ctx;
+  tensorflow::TerminateRequest term;
+  term.set_session_id("long");
+  tensorflow::TerminateResponse term_resp;
+  ASSERT_TRUE(p.profiler().Terminate(&ctx, term, &term_resp).ok());
+  first.join();
+  EXPECT_TRUE(first_status.ok()) << first_status.error_message();
+  EXPECT_LT(clock.MonotonicNs() - t0, 3'000'000'000);
+  EXPECT_TRUE(p.Truth()["sessions"][0]["terminated"].get<bool>());
+  EXPECT_TRUE(fs::exists(p.root() + "/long/10.0.0.1_9999.xplane.pb"));
+
+  grpc::ClientContext ctx2;
+  term.set_session_id("nothing-running");
+  EXPECT_EQ(p.profiler().Terminate(&ctx2, term, &term_resp).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
+TEST(SimHostProcessTest, BadRequestsAreRejectedClearly) {
+  SimProcess p("bad", {"--chips=1"});
+  ASSERT_TRUE(p.ok());
+  tensorflow::ProfileResponse resp;
+  tensorflow::ProfileRequest r = Request(p, "x", 0, 100);
+  r.set_repository_root("");
+  grpc::Status s = Call(p, r, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("repository_root"), std::string::npos);
+  r = Request(p, "../escape", 0, 100);
+  EXPECT_EQ(Call(p, r, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST(SimHostProcessTest, MetricsPerDeviceWithFiltersAndNotFound) {
+  SimProcess p("metrics", {"--generation=v6e", "--chips=4"});
+  ASSERT_TRUE(p.ok());
+  {
+    grpc::ClientContext ctx;
+    rt::ListSupportedMetricsRequest req;
+    req.set_filter("hbm");
+    rt::ListSupportedMetricsResponse resp;
+    ASSERT_TRUE(p.metrics().ListSupportedMetrics(&ctx, req, &resp).ok());
+    std::set<std::string> names;
+    for (const auto& m : resp.supported_metric()) names.insert(m.metric_name());
+    EXPECT_EQ(names, (std::set<std::string>{"tpu.runtime.hbm.memory.usage.bytes",
+                                            "tpu.runtime.hbm.memory.total.bytes"}));
+  }
+  auto get = [&](const std::string& name, rt::MetricResponse* resp) {
+    grpc::ClientContext ctx;
+    rt::MetricRequest req;
+    req.set_metric_name(name);
+    return p.metrics().GetRuntimeMetric(&ctx, req, resp);
+  };
+  rt::MetricResponse total, usage, duty, timing, queue;
+  ASSERT_TRUE(get("tpu.runtime.hbm.memory.total.bytes", &total).ok());
+  ASSERT_TRUE(get("tpu.runtime.hbm.memory.usage.bytes", &usage).ok());
+  ASSERT_TRUE(get("tpu.runtime.tensorcore.dutycycle.percent", &duty).ok());
+  ASSERT_TRUE(get("hlo.execution.timing.distribution.microseconds", &timing).ok());
+  ASSERT_TRUE(get("hlo.queue.size.gauge", &queue).ok());
+  ASSERT_EQ(total.metric().metrics_size(), 4);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(total.metric().metrics(i).attribute().value().int_attr(), i);
+    EXPECT_EQ(total.metric().metrics(i).gauge().as_int(), int64_t{32} << 30);
+    EXPECT_GT(usage.metric().metrics(i).gauge().as_int(), 0);
+    EXPECT_LT(usage.metric().metrics(i).gauge().as_int(), int64_t{32} << 30);
+    double d = duty.metric().metrics(i).gauge().as_double();
+    EXPECT_GT(d, 30);
+    EXPECT_LT(d, 100);
+    const auto& dist = timing.metric().metrics(i).distribution();
+    EXPECT_EQ(dist.count(), 26);  // the kernels of one step
+    EXPECT_EQ(dist.bucket_options().exponential_buckets().growth_factor(), 2);
+    int64_t in_buckets = 0;
+    for (int64_t c : dist.bucket_counts()) in_buckets += c;
+    EXPECT_EQ(in_buckets, dist.count());
+    EXPECT_LE(queue.metric().metrics(i).gauge().as_int(), 26);
+  }
+  rt::MetricResponse none;
+  EXPECT_EQ(get("tpu.runtime.no.such.metric", &none).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+// Two processes of one pod, each with its own clock error, capture the same true window.
+TEST(SimHostProcessTest, TwoHostsOfOnePodAgreeOnCollectivesInTrueTime) {
+  const int64_t offsets[2] = {-37'500'000, 12'000'000};
+  SimProcess a("pod0", {"--hosts=2", "--host-index=0", "--pod-seed=11", "--chips=4",
+                        "--clock-offset=-37.5ms"});
+  SimProcess b("pod1", {"--hosts=2", "--host-index=1", "--pod-seed=11", "--chips=4",
+                        "--clock-offset=12ms", "--device-clock-offset=120us"});
+  ASSERT_TRUE(a.ok() && b.ok());
+  RealClock clock;
+  const int64_t true_start = clock.NowNs() + 400'000'000;
+  tensorflow::ProfileResponse ra, rb;
+  grpc::Status sa, sb;
+  std::thread ta([&] { sa = Call(a, Request(a, "pod", true_start + offsets[0], 300), &ra); });
+  std::thread tb([&] { sb = Call(b, Request(b, "pod", true_start + offsets[1], 300), &rb); });
+  ta.join();
+  tb.join();
+  ASSERT_TRUE(sa.ok() && sb.ok());
+
+  // Collective id -> true end time (ps), per host, from each file and its ground truth.
+  std::map<uint64_t, int64_t> ends[2];
+  SimProcess* procs[2] = {&a, &b};
+  for (int h = 0; h < 2; ++h) {
+    nlohmann::json truth = procs[h]->Truth();
+    const int64_t shift_ns =
+        truth["clock_offset_ns"].get<int64_t>() + truth["device_clock_offset_ns"].get<int64_t>();
+    auto c = trace::ReadXSpaceFile(procs[h]->root() + "/pod/10.0.0.1_9999.xplane.pb");
+    ASSERT_TRUE(c.ok()) << c.status();
+    for (const trace::EventBlock& blk : c->blocks) {
+      if (blk.kind != trace::LineKind::kOps) continue;
+      for (size_t i = 0; i < blk.size(); ++i) {
+        if (blk.collective[i] == 0) continue;
+        int64_t end_ps = (blk.base_ns - shift_ns) * 1000 + blk.start_ps[i] + blk.duration_ps[i];
+        auto [it, inserted] = ends[h].emplace(blk.collective[i], end_ps);
+        if (!inserted) {
+          EXPECT_EQ(it->second, end_ps) << "chips of one host disagree";
+        }
+      }
+    }
+  }
+  int common = 0;
+  for (const auto& [id, end] : ends[0]) {
+    auto it = ends[1].find(id);
+    if (it == ends[1].end()) continue;
+    ++common;
+    EXPECT_EQ(it->second, end) << "collective " << id;
+  }
+  EXPECT_GT(common, 20);
+}
+
+TEST(SimHostProcessTest, DeviceClockOffsetShowsOnlyOnDevicePlanes) {
+  SimProcess p("device", {"--chips=2", "--device-clock-offset=120us", "--clock-offset=3ms"});
+  ASSERT_TRUE(p.ok());
+  tensorflow::ProfileResponse resp;
+  ASSERT_TRUE(Call(p, Request(p, "dev", 0, 300), &resp).ok());
+  tensorflow::profiler::XSpace space;
+  ASSERT_TRUE(space.ParseFromString(Slurp(p.root() + "/dev/10.0.0.1_9999.xplane.pb")));
+  // Each step starts on the device when the host launches it: in the file the device's
+  // Steps events sit exactly 120 us after the host's launch events.
+  std::vector<int64_t> host_launch, device_steps;
+  for (const auto& plane : space.planes()) {
+    for (const auto& line : plane.lines()) {
+      if (plane.name() == "/host:CPU") {
+        for (const auto& e : line.events()) host_launch.push_back(e.offset_ps());
+      } else if (plane.name() == "/device:TPU:0" && line.name() == "Steps") {
+        for (const auto& e : line.events()) device_steps.push_back(e.offset_ps());
+      }
+    }
+  }
+  ASSERT_FALSE(host_launch.empty());
+  ASSERT_EQ(host_launch.size(), device_steps.size());
+  for (size_t i = 0; i < host_launch.size(); ++i) {
+    EXPECT_EQ(device_steps[i] - host_launch[i], 120'000'000);
+  }
+}
+
+TEST(SimHostProcessTest, ReplayAnswersWithTheRecordedCapture) {
+  std::string fixture = std::string(PODPROF_FIXTURES_DIR) + "/tpu_v6e_4chip_host_offload.xplane.pb";
+  SimProcess p("replay", {"--replay=" + fixture, "--host-name=replayed"});
+  ASSERT_TRUE(p.ok());
+  tensorflow::ProfileResponse resp;
+  ASSERT_TRUE(Call(p, Request(p, "rp", 0, 100), &resp).ok());
+  EXPECT_FALSE(resp.empty_trace());
+  auto replayed = trace::ReadXSpaceFile(p.root() + "/rp/10.0.0.1_9999.xplane.pb");
+  auto original = trace::ReadXSpaceFile(fixture);
+  ASSERT_TRUE(replayed.ok() && original.ok());
+  EXPECT_EQ(replayed->host.name, "replayed");
+  EXPECT_EQ(replayed->EventCount(), original->EventCount());
+  EXPECT_EQ(replayed->host.profile_start_ns,
+            p.Truth()["sessions"][0]["host_start_ns"].get<int64_t>());
+}
+
+}  // namespace
+}  // namespace podprof::sim
