@@ -163,5 +163,50 @@ TEST(XSpaceBuilderTest, ReaderSeesChipsKernelsAndExactClockErrors) {
   EXPECT_EQ(stats.size(), m->ops().size());
 }
 
+TEST(SkewedClockTest, OffsetAndDriftAreExact) {
+  FakeClock truth(1'700'000'000'000'000'000);
+  SkewedClock host(truth, -37'500'000, 50.0);  // 50 ppm fast
+  EXPECT_EQ(host.NowNs(), truth.NowNs() - 37'500'000);
+  truth.AdvanceNs(10'000'000'000);  // 10 s later the drift adds 500 us
+  EXPECT_EQ(host.NowNs(), truth.NowNs() - 37'500'000 + 500'000);
+  EXPECT_EQ(host.ToTrue(host.NowNs()), truth.NowNs());
+  EXPECT_EQ(host.HostIntervalPs(1'000'000'000'000), 1'000'050'000'000);
+}
+
+TEST(XSpaceBuilderTest, DriftStretchesHostTimeButNotDeviceDurations) {
+  auto m = PodModel::Create(Pod(1, 0));
+  ASSERT_TRUE(m.ok());
+  FakeClock truth(1'800'000'000'000'000'000);
+  SkewedClock host(truth, 0, 100.0);
+  SessionWindow w;
+  w.true_start_ns = truth.NowNs() + 1'000'000'000;  // 1 s after the clock's epoch: +100 us
+  w.true_end_ns = w.true_start_ns + 100'000'000;
+  BuildResult built = BuildXSpace(*m, host, w);
+  std::string bytes = built.space.SerializeAsString();
+  trace::MemorySource src(bytes);
+  auto c = trace::ReadXSpace(src);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->host.profile_start_ns, w.true_start_ns + 100'000);
+  EXPECT_EQ(c->host.profile_stop_ns - c->host.profile_start_ns, 100'010'000);
+  // Kernel durations are device-measured (device_duration_ps): the true ones.
+  const int64_t s = m->StepAt(w.true_start_ns) + 1;
+  const std::vector<ChipStep> step = m->Step(s);
+  int matched = 0;
+  for (const trace::EventBlock& b : c->blocks) {
+    if (b.kind != trace::LineKind::kOps || b.chip != 0) continue;
+    for (size_t i = 0; i < b.size(); ++i) {
+      for (const OpRun& r : step[0].runs) {
+        int64_t true_ps = step[0].start_ns * 1000 + r.start_ps;
+        int64_t host_ps = (b.base_ns - c->host.profile_start_ns) * 1000 + b.start_ps[i];
+        if (host_ps == host.HostIntervalPs(true_ps - w.true_start_ns * 1000)) {
+          EXPECT_EQ(b.duration_ps[i], r.duration_ps);
+          ++matched;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(matched, static_cast<int>(step[0].runs.size()));
+}
+
 }  // namespace
 }  // namespace podprof::sim

@@ -155,6 +155,11 @@ TEST(SimHostProcessTest, LateStartBeginsAtOnceAndSaysBy) {
   tensorflow::ProfileResponse resp;
   ASSERT_TRUE(Call(p, Request(p, "late", clock.NowNs() - 2'000'000'000, 100), &resp).ok());
   int64_t late = p.Truth()["sessions"][0]["late_by_ns"];
+  // override_hostname names the file, with ':' written '_'.
+  tensorflow::ProfileRequest r = Request(p, "named", 0, 50);
+  r.mutable_opts()->set_override_hostname("worker:7");
+  ASSERT_TRUE(Call(p, r, &resp).ok());
+  EXPECT_TRUE(fs::exists(p.root() + "/named/worker_7.xplane.pb"));
   EXPECT_GE(late, 2'000'000'000);
   EXPECT_LT(late, 3'000'000'000);
 }
@@ -251,6 +256,14 @@ TEST(SimHostProcessTest, MetricsPerDeviceWithFiltersAndNotFound) {
     EXPECT_EQ(in_buckets, dist.count());
     EXPECT_LE(queue.metric().metrics(i).gauge().as_int(), 26);
   }
+  {
+    grpc::ClientContext ctx;
+    tensorflow::MonitorRequest req;
+    tensorflow::MonitorResponse resp;
+    ASSERT_TRUE(p.profiler().Monitor(&ctx, req, &resp).ok());
+    EXPECT_GT(resp.monitor_result().step_time_ms_avg(), 0);
+    EXPECT_NE(resp.data().find("TPU v6 Lite"), std::string::npos) << resp.data();
+  }
   rt::MetricResponse none;
   EXPECT_EQ(get("tpu.runtime.no.such.metric", &none).error_code(), grpc::StatusCode::NOT_FOUND);
 }
@@ -328,6 +341,18 @@ TEST(SimHostProcessTest, DeviceClockOffsetShowsOnlyOnDevicePlanes) {
   for (size_t i = 0; i < host_launch.size(); ++i) {
     EXPECT_EQ(device_steps[i] - host_launch[i], 120'000'000);
   }
+}
+
+TEST(SimHostProcessTest, BadFlagsExitTwoWithAClearMessage) {
+  std::string bin = std::string(PODPROF_BIN_DIR) + "/podprof-simhost";
+  std::string err = ::testing::TempDir() + "/simhost_flags_" + std::to_string(getpid());
+  int status = std::system((bin + " --generation v9 2>" + err).c_str());
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  EXPECT_NE(Slurp(err).find("v9"), std::string::npos) << Slurp(err);
+  status = std::system((bin + " --straggler 1:x 2>" + err).c_str());
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  EXPECT_NE(Slurp(err).find("host:chip:factor"), std::string::npos) << Slurp(err);
+  std::remove(err.c_str());
 }
 
 TEST(SimHostProcessTest, ReplayAnswersWithTheRecordedCapture) {
