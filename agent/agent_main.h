@@ -4,8 +4,9 @@
 
 namespace podprof::agent {
 
-// Parses flags and runs the program; returns the process exit code. Lives in the library, not
-// in main.cc, so integration tests can run it.
+// Parses flags and the config file, serves until SIGTERM/SIGINT (SIGHUP reloads), and returns
+// the process exit code: 0 after a clean drain, 2 for bad configuration, 1 when a listening
+// address cannot be bound. Lives in the library, not in main.cc, so tests can run it.
 int AgentMain(int argc, char** argv);
 
 }  // namespace podprof::agent

@@ -1,0 +1,332 @@
+#include "agent/agent.h"
+
+#include <grpcpp/grpcpp.h>
+#include <sys/timex.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "trace/chip_catalog.h"
+
+namespace podprof::agent {
+namespace {
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+std::chrono::system_clock::time_point Deadline(Clock& clock, int64_t from_now_ns) {
+  return std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(
+          std::chrono::nanoseconds(clock.NowNs() + from_now_ns)));
+}
+
+// Writes chunks to the gRPC stream.
+class StreamSink final : public ChunkSink {
+ public:
+  explicit StreamSink(grpc::ServerWriter<podprof::v1::CaptureChunk>* writer) : writer_(writer) {}
+  bool Write(const podprof::v1::CaptureChunk& chunk) override { return writer_->Write(chunk); }
+
+ private:
+  grpc::ServerWriter<podprof::v1::CaptureChunk>* const writer_;
+};
+
+std::string LocalHostName() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
+  return buf;
+}
+
+}  // namespace
+
+const char* const kAgentVersion = "podprof-agent 0.1.0";
+
+int64_t NextBackoffNs(int64_t last_ns, int64_t max_ns) {
+  return std::min(max_ns, last_ns <= 0 ? int64_t{1'000'000'000} : last_ns * 2);
+}
+
+podprof::v1::ClockSourceState ReadClockSource() {
+  podprof::v1::ClockSourceState out;
+  struct timex tx = {};
+  int state = adjtimex(&tx);
+  if (state < 0) {
+    out.set_error_message("adjtimex failed");
+    return out;
+  }
+  out.set_synchronized(state != TIME_ERROR && (tx.status & STA_UNSYNC) == 0);
+  out.set_estimated_error_ns(static_cast<int64_t>(tx.esterror) * 1000);  // us -> ns
+  out.set_max_error_ns(static_cast<int64_t>(tx.maxerror) * 1000);
+  return out;
+}
+
+Agent::Agent(const AgentConfig& config, Clock& clock)
+    : clock_(clock), start_ns_(clock.NowNs()), config_(config) {}
+
+absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(const AgentConfig& config, Clock& clock) {
+  std::unique_ptr<Agent> agent(new Agent(config, clock));
+  if (agent->config_.host_name.empty()) agent->config_.host_name = LocalHostName();
+  absl::StatusOr<std::vector<DiscoveredChip>> chips = DiscoverChips(config.sysfs_root);
+  if (!chips.ok()) return chips.status();
+  agent->discovered_ = *chips;
+  Workload& w = agent->workload_;
+  w.profiler_address = config.workload_profiler.front();
+  w.profiler = tensorflow::ProfilerService::NewStub(
+      grpc::CreateChannel(w.profiler_address, grpc::InsecureChannelCredentials()));
+  for (const std::string& a : config.workload_metrics) {
+    // libtpu's metric service accepts local connections only.
+    w.metrics_addresses.push_back(a);
+    w.metrics.push_back(tpu::monitoring::runtime::RuntimeMetricService::NewStub(
+        grpc::CreateChannel(a, grpc::InsecureChannelCredentials())));
+  }
+  return agent;
+}
+
+absl::Status Agent::BeginCapture(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  if (draining_) return absl::UnavailableError("the agent is shutting down");
+  if (!active_.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("host is busy with capture \"", active_, "\"; one capture at a time"));
+  }
+  active_ = id;
+  return absl::OkStatus();
+}
+
+void Agent::EndCapture() {
+  absl::MutexLock lock(&mu_);
+  active_.clear();
+}
+
+void Agent::StartDraining() {
+  absl::MutexLock lock(&mu_);
+  draining_ = true;
+}
+
+std::string Agent::active_capture() {
+  absl::MutexLock lock(&mu_);
+  return active_;
+}
+
+AgentConfig Agent::config() {
+  absl::MutexLock lock(&mu_);
+  return config_;
+}
+
+RunnerLimits Agent::Limits() {
+  absl::MutexLock lock(&mu_);
+  RunnerLimits l;
+  l.counter_interval_ns = config_.counter_interval_ns;
+  l.max_capture_duration_ns = config_.max_capture_duration_ns;
+  l.max_chunk_bytes = static_cast<size_t>(config_.max_inflight_bytes);
+  l.workload_timeout_ns = config_.workload_timeout_ns;
+  l.temp_dir = !config_.temp_dir.empty() ? config_.temp_dir
+               : std::getenv("TMPDIR") != nullptr ? std::getenv("TMPDIR")
+                                                   : "/tmp";
+  return l;
+}
+
+std::vector<std::string> Agent::Reload(const AgentConfig& fresh) {
+  absl::MutexLock lock(&mu_);
+  return ApplyReloadable(fresh, &config_);
+}
+
+void Agent::LearnChips(const std::vector<trace::Chip>& chips) {
+  absl::MutexLock lock(&mu_);
+  if (discovered_.empty()) learned_ = chips;
+}
+
+podprof::v1::HostInfo Agent::HostInfo() {
+  absl::MutexLock lock(&mu_);
+  podprof::v1::HostInfo h;
+  h.set_host_name(config_.host_name);
+  std::string advertise = config_.advertise;
+  if (advertise.empty()) {
+    advertise = absl::StrCat(config_.host_name, config_.listen.substr(config_.listen.rfind(':')));
+  }
+  h.set_agent_address(advertise);
+  for (const auto& [k, v] : config_.labels) (*h.mutable_labels())[k] = v;
+  h.set_agent_version(kAgentVersion);
+  for (size_t i = 0; i < discovered_.size(); ++i) {
+    auto* c = h.add_chips();
+    c->set_ordinal(static_cast<int32_t>(i));
+    c->set_global_chip_id(-1);
+    c->set_generation(discovered_[i].generation);
+    c->set_pci_address(discovered_[i].pci_address);
+    if (const trace::ChipGeneration* g = trace::FindGenerationByName(discovered_[i].generation)) {
+      c->set_device_type_string(g->device_type);
+      c->set_peak_tflops(g->peak_tflops);
+      c->set_peak_hbm_gbps(g->peak_hbm_gbps);
+      c->set_hbm_bytes(static_cast<uint64_t>(g->hbm_bytes));
+    }
+  }
+  if (discovered_.empty()) {
+    for (const trace::Chip& chip : learned_) {
+      auto* c = h.add_chips();
+      c->set_ordinal(chip.ordinal);
+      c->set_global_chip_id(static_cast<int32_t>(chip.global_id));
+      c->set_generation(chip.generation);
+      c->set_device_type_string(chip.device_type);
+      c->set_peak_tflops(chip.peak_tflops);
+      c->set_peak_hbm_gbps(chip.peak_hbm_gbps);
+      if (const trace::ChipGeneration* g = trace::FindGenerationByName(chip.generation)) {
+        c->set_hbm_bytes(static_cast<uint64_t>(g->hbm_bytes));
+      }
+    }
+  }
+  return h;
+}
+
+std::vector<podprof::v1::WorkloadEndpoint> Agent::CheckWorkload() {
+  std::vector<podprof::v1::WorkloadEndpoint> out;
+  auto check = [&](podprof::v1::WorkloadService kind, const std::string& address, auto& stub_call) {
+    podprof::v1::WorkloadEndpoint e;
+    e.set_service(kind);
+    e.set_address(address);
+    grpc::Status s = stub_call();
+    // UNIMPLEMENTED still proves a server answers there.
+    e.set_reachable(s.ok() || s.error_code() == grpc::StatusCode::UNIMPLEMENTED);
+    if (!e.reachable()) e.set_error_message(s.error_message());
+    e.set_checked_ns(clock_.NowNs());
+    out.push_back(e);
+  };
+  auto monitor = [&] {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(Deadline(clock_, 500'000'000));
+    tensorflow::MonitorRequest req;
+    tensorflow::MonitorResponse resp;
+    return workload_.profiler->Monitor(&ctx, req, &resp);
+  };
+  check(podprof::v1::WORKLOAD_SERVICE_PROFILER, workload_.profiler_address, monitor);
+  for (size_t i = 0; i < workload_.metrics.size(); ++i) {
+    auto list = [&] {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(Deadline(clock_, 500'000'000));
+      tpu::monitoring::runtime::ListSupportedMetricsRequest req;
+      tpu::monitoring::runtime::ListSupportedMetricsResponse resp;
+      return workload_.metrics[i]->ListSupportedMetrics(&ctx, req, &resp);
+    };
+    check(podprof::v1::WORKLOAD_SERVICE_RUNTIME_METRICS, workload_.metrics_addresses[i], list);
+  }
+  return out;
+}
+
+grpc::Status AgentService::Capture(grpc::ServerContext* context,
+                                   const podprof::v1::CaptureRequest* request,
+                                   grpc::ServerWriter<podprof::v1::CaptureChunk>* writer) {
+  if (request->capture_id().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "capture_id is empty");
+  }
+  absl::Status claim = agent_->BeginCapture(request->capture_id());
+  if (!claim.ok()) return ToGrpc(claim);
+  PODPROF_LOG(INFO) << "capture " << request->capture_id() << ": " << request->duration_ms()
+                    << " ms from " << request->start_ns();
+  CaptureRunner runner(agent_->clock(), agent_->workload());
+  StreamSink sink(writer);
+  CaptureOutcome outcome;
+  absl::Status s = runner.Run(*request, agent_->HostInfo(), agent_->Limits(),
+                              [context] { return context->IsCancelled(); }, &sink, &outcome);
+  agent_->LearnChips(outcome.chips);
+  agent_->EndCapture();
+  if (!s.ok()) {
+    PODPROF_LOG(WARNING) << "capture " << request->capture_id() << " failed: " << s.message();
+  } else {
+    PODPROF_LOG(INFO) << "capture " << request->capture_id() << ": " << outcome.counts.events
+                      << " events, " << outcome.counts.kernels << " kernels in "
+                      << outcome.counts.chunks << " chunks";
+  }
+  return ToGrpc(s);
+}
+
+grpc::Status AgentService::Ping(grpc::ServerContext*, const podprof::v1::PingRequest* request,
+                                podprof::v1::PingResponse* response) {
+  response->set_agent_receive_ns(agent_->clock().NowNs());
+  response->set_client_send_ns(request->client_send_ns());
+  // Read the clock as late as possible: the offset bound is half the round trip.
+  response->set_agent_send_ns(agent_->clock().NowNs());
+  return grpc::Status::OK;
+}
+
+grpc::Status AgentService::Info(grpc::ServerContext*, const podprof::v1::InfoRequest*,
+                                podprof::v1::InfoResponse* response) {
+  *response->mutable_host() = agent_->HostInfo();
+  for (auto& e : agent_->CheckWorkload()) *response->add_workload_endpoints() = e;
+  response->set_active_capture_id(agent_->active_capture());
+  response->set_agent_start_ns(agent_->start_ns());
+  *response->mutable_clock_source() = ReadClockSource();
+  return grpc::Status::OK;
+}
+
+grpc::Status ProfilerProxy::Profile(grpc::ServerContext* context,
+                                    const tensorflow::ProfileRequest* request,
+                                    tensorflow::ProfileResponse* response) {
+  // The facade shares the host with podprof's own captures: one session at a time.
+  absl::Status claim = agent_->BeginCapture(absl::StrCat("xprof:", request->session_id()));
+  if (!claim.ok()) {
+    return grpc::Status(grpc::StatusCode::ALREADY_EXISTS, std::string(claim.message()));
+  }
+  std::unique_ptr<grpc::ClientContext> ctx = grpc::ClientContext::FromServerContext(*context);
+  grpc::Status s = agent_->workload().profiler->Profile(ctx.get(), *request, response);
+  agent_->EndCapture();
+  return s;
+}
+
+grpc::Status ProfilerProxy::Terminate(grpc::ServerContext* context,
+                                      const tensorflow::TerminateRequest* request,
+                                      tensorflow::TerminateResponse* response) {
+  std::unique_ptr<grpc::ClientContext> ctx = grpc::ClientContext::FromServerContext(*context);
+  return agent_->workload().profiler->Terminate(ctx.get(), *request, response);
+}
+
+grpc::Status ProfilerProxy::Monitor(grpc::ServerContext* context,
+                                    const tensorflow::MonitorRequest* request,
+                                    tensorflow::MonitorResponse* response) {
+  std::unique_ptr<grpc::ClientContext> ctx = grpc::ClientContext::FromServerContext(*context);
+  return agent_->workload().profiler->Monitor(ctx.get(), *request, response);
+}
+
+int64_t Registrar::Tick() {
+  const AgentConfig config = agent_->config();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline(agent_->clock(), 2'000'000'000));
+  grpc::Status s;
+  int64_t interval = config.heartbeat_interval_ns;
+  if (!registered_) {
+    podprof::v1::RegisterRequest req;
+    *req.mutable_host() = agent_->HostInfo();
+    req.set_agent_start_ns(agent_->start_ns());
+    podprof::v1::RegisterResponse resp;
+    s = stub_->Register(&ctx, req, &resp);
+    if (s.ok()) {
+      registered_ = true;
+      PODPROF_LOG(INFO) << "registered with the aggregator at " << address_;
+      if (resp.heartbeat_interval_ms() > 0) interval = resp.heartbeat_interval_ms() * 1'000'000LL;
+    }
+  } else {
+    podprof::v1::HeartbeatRequest req;
+    req.set_host_name(config.host_name);
+    req.set_active_capture_id(agent_->active_capture());
+    podprof::v1::HeartbeatResponse resp;
+    s = stub_->Heartbeat(&ctx, req, &resp);
+    if (s.ok() && resp.reregister()) registered_ = false;
+    if (s.ok() && resp.heartbeat_interval_ms() > 0) {
+      interval = resp.heartbeat_interval_ms() * 1'000'000LL;
+    }
+  }
+  if (s.ok()) {
+    backoff_ns_ = 0;
+    return registered_ ? interval : 0;
+  }
+  if (backoff_ns_ == 0) {
+    PODPROF_LOG(WARNING) << "aggregator at " << address_ << " unreachable: " << s.error_message()
+                         << "; retrying with backoff";
+  }
+  registered_ = false;
+  backoff_ns_ = NextBackoffNs(backoff_ns_, config.heartbeat_max_backoff_ns);
+  return backoff_ns_;
+}
+
+}  // namespace podprof::agent

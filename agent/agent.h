@@ -1,0 +1,128 @@
+// The agent: its state (configuration, chips, the one running capture) and the gRPC services
+// it serves: podprof.v1.Agent and the tensorflow.ProfilerService facade for XProf.
+#ifndef PODPROF_AGENT_AGENT_H_
+#define PODPROF_AGENT_AGENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "agent/capture_runner.h"
+#include "agent/config.h"
+#include "agent/discovery.h"
+#include "common/clock.h"
+#include "proto/podprof_agent.grpc.pb.h"
+#include "proto/podprof_aggregator.grpc.pb.h"
+#include "proto/profiler_service.grpc.pb.h"
+
+namespace podprof::agent {
+
+extern const char* const kAgentVersion;
+
+// Shared by the service handlers (any gRPC thread), the registration timer and the signal
+// handlers. Guarded by mu_ where noted; the workload stubs are thread-safe.
+class Agent {
+ public:
+  // `clock` must outlive the agent. Builds workload channels; discovers chips.
+  static absl::StatusOr<std::unique_ptr<Agent>> Create(const AgentConfig& config, Clock& clock);
+
+  // Claims the host for capture `id`; FailedPrecondition naming the running capture if busy,
+  // Unavailable while draining.
+  absl::Status BeginCapture(const std::string& id);
+  void EndCapture();
+  // From now on new captures are refused (SIGTERM); running ones finish.
+  void StartDraining();
+
+  podprof::v1::HostInfo HostInfo();
+  std::vector<podprof::v1::WorkloadEndpoint> CheckWorkload();
+  std::string active_capture();
+  RunnerLimits Limits();
+  AgentConfig config();
+  // Applies the reloadable keys of `fresh`; returns what changed.
+  std::vector<std::string> Reload(const AgentConfig& fresh);
+  // Remembers chips seen in a capture when sysfs shows none.
+  void LearnChips(const std::vector<trace::Chip>& chips);
+
+  Clock& clock() { return clock_; }
+  const Workload& workload() const { return workload_; }
+  int64_t start_ns() const { return start_ns_; }
+
+ private:
+  Agent(const AgentConfig& config, Clock& clock);
+
+  Clock& clock_;
+  Workload workload_;
+  const int64_t start_ns_;
+  absl::Mutex mu_;
+  AgentConfig config_ ABSL_GUARDED_BY(mu_);
+  std::vector<DiscoveredChip> discovered_ ABSL_GUARDED_BY(mu_);
+  std::vector<trace::Chip> learned_ ABSL_GUARDED_BY(mu_);
+  std::string active_ ABSL_GUARDED_BY(mu_);
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// podprof.v1.Agent. Handlers are thin; the work is in CaptureRunner.
+class AgentService final : public podprof::v1::Agent::Service {
+ public:
+  explicit AgentService(Agent* agent) : agent_(agent) {}
+  grpc::Status Capture(grpc::ServerContext* context, const podprof::v1::CaptureRequest* request,
+                       grpc::ServerWriter<podprof::v1::CaptureChunk>* writer) override;
+  grpc::Status Ping(grpc::ServerContext* context, const podprof::v1::PingRequest* request,
+                    podprof::v1::PingResponse* response) override;
+  grpc::Status Info(grpc::ServerContext* context, const podprof::v1::InfoRequest* request,
+                    podprof::v1::InfoResponse* response) override;
+
+ private:
+  Agent* const agent_;
+};
+
+// tensorflow.ProfilerService that forwards to the workload, so XProf's capture button or
+// `jax.collect_profile` pointed at the agent captures the workload, writing files where the
+// request says.
+class ProfilerProxy final : public tensorflow::ProfilerService::Service {
+ public:
+  explicit ProfilerProxy(Agent* agent) : agent_(agent) {}
+  grpc::Status Profile(grpc::ServerContext* context, const tensorflow::ProfileRequest* request,
+                       tensorflow::ProfileResponse* response) override;
+  grpc::Status Terminate(grpc::ServerContext* context, const tensorflow::TerminateRequest* request,
+                         tensorflow::TerminateResponse* response) override;
+  grpc::Status Monitor(grpc::ServerContext* context, const tensorflow::MonitorRequest* request,
+                       tensorflow::MonitorResponse* response) override;
+
+ private:
+  Agent* const agent_;
+};
+
+// Registration with the aggregator: Register until it works, then Heartbeat; the caller's
+// timer calls Tick() and waits the delay it returns.
+class Registrar {
+ public:
+  Registrar(Agent* agent, std::unique_ptr<podprof::v1::Aggregator::StubInterface> stub,
+            std::string address)
+      : agent_(agent), stub_(std::move(stub)), address_(std::move(address)) {}
+  // One registration or heartbeat attempt; returns ns until the next one (the interval, or a
+  // doubling backoff capped at heartbeat.max_backoff while the aggregator is away).
+  int64_t Tick();
+  bool registered() const { return registered_; }
+
+ private:
+  Agent* const agent_;
+  std::unique_ptr<podprof::v1::Aggregator::StubInterface> stub_;
+  const std::string address_;
+  bool registered_ = false;
+  int64_t backoff_ns_ = 0;
+};
+
+// Next retry delay: double the last one (starting at 1 s), never above `max_ns`.
+int64_t NextBackoffNs(int64_t last_ns, int64_t max_ns);
+
+// The kernel's clock discipline state (adjtimex), for Info.
+podprof::v1::ClockSourceState ReadClockSource();
+
+}  // namespace podprof::agent
+
+#endif  // PODPROF_AGENT_AGENT_H_

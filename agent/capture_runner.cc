@@ -1,0 +1,304 @@
+#include "agent/capture_runner.h"
+
+#include <grpcpp/grpcpp.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "common/errno_status.h"
+#include "common/logging.h"
+#include "trace/xspace_reader.h"
+
+namespace podprof::agent {
+namespace {
+
+namespace fs = std::filesystem;
+namespace rt = tpu::monitoring::runtime;
+
+// A start instant this far in the past when the request arrives is a late start: the
+// window would not be the one the aggregator asked for.
+constexpr int64_t kLateToleranceNs = 50'000'000;
+// How often a running session checks whether its client is gone.
+constexpr int64_t kCancelPollNs = 50'000'000;
+
+// Runtime metrics sampled during a capture, with their units.
+const std::pair<const char*, const char*> kSampledMetrics[] = {
+    {"tpu.runtime.tensorcore.dutycycle.percent", "percent"},
+    {"tpu.runtime.hbm.memory.usage.bytes", "bytes"},
+};
+
+std::chrono::system_clock::time_point Deadline(Clock& clock, int64_t from_now_ns) {
+  return std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(
+          std::chrono::nanoseconds(clock.NowNs() + from_now_ns)));
+}
+
+// Removes a directory tree when it goes out of scope.
+class TempDir {
+ public:
+  static absl::StatusOr<std::unique_ptr<TempDir>> Make(const std::string& parent) {
+    std::string pattern = parent + "/podprof-capture-XXXXXX";
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      return ErrnoToStatus(errno, absl::StrCat("cannot make a temporary directory in ", parent));
+    }
+    return std::unique_ptr<TempDir>(new TempDir(pattern));
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  explicit TempDir(std::string path) : path_(std::move(path)) {}
+  std::string path_;
+};
+
+absl::Status FromWorkload(const grpc::Status& s, const std::string& address, int64_t deadline_ns) {
+  switch (s.error_code()) {
+    case grpc::StatusCode::UNAVAILABLE:
+      return absl::UnavailableError(absl::StrCat("workload profiler at ", address,
+                                                 " is unreachable: ", s.error_message()));
+    case grpc::StatusCode::ALREADY_EXISTS:
+      return absl::AlreadyExistsError(absl::StrCat("workload profiler at ", address,
+                                                   " is busy: ", s.error_message()));
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return absl::DeadlineExceededError(
+          absl::StrCat("workload profiler at ", address, " did not answer within ",
+                       deadline_ns / 1'000'000'000, " s"));
+    default:
+      return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                          absl::StrCat("workload profiler at ", address, ": ", s.error_message()));
+  }
+}
+
+// Samples the runtime metrics every interval on its own thread until stopped.
+class MetricSampler {
+ public:
+  MetricSampler(Clock& clock, const Workload& workload, int64_t interval_ns, int64_t start_ns,
+                int64_t end_ns)
+      : clock_(clock), workload_(workload) {
+    if (workload.metrics.empty()) return;
+    thread_ = std::thread([this, interval_ns, start_ns, end_ns] { Loop(interval_ns, start_ns, end_ns); });
+  }
+  ~MetricSampler() { Stop(); }
+
+  void Stop() {
+    if (!stop_.HasBeenNotified()) stop_.Notify();
+    if (thread_.joinable()) thread_.join();
+  }
+  // After Stop(): the series (one per chip and metric) and what went wrong.
+  std::vector<podprof::v1::CounterSeries> Series() const {
+    std::vector<podprof::v1::CounterSeries> out;
+    for (const auto& [key, s] : series_) out.push_back(s);
+    return out;
+  }
+  const std::string& error() const { return error_; }
+
+ private:
+  void Loop(int64_t interval_ns, int64_t start_ns, int64_t end_ns) {
+    int64_t next = std::max(start_ns, clock_.NowNs());
+    while (next <= end_ns) {
+      if (!clock_.SleepUntilNs(next, &stop_)) return;
+      SampleOnce();
+      next += interval_ns;
+    }
+  }
+  void SampleOnce() {
+    for (size_t i = 0; i < workload_.metrics.size(); ++i) {
+      for (const auto& [name, unit] : kSampledMetrics) {
+        grpc::ClientContext ctx;
+        ctx.set_deadline(Deadline(clock_, 500'000'000));
+        rt::MetricRequest req;
+        req.set_metric_name(name);
+        rt::MetricResponse resp;
+        grpc::Status s = workload_.metrics[i]->GetRuntimeMetric(&ctx, req, &resp);
+        const int64_t t = clock_.NowNs();
+        if (!s.ok()) {
+          if (error_.empty()) {
+            error_ = absl::StrCat("runtime metrics at ", workload_.metrics_addresses[i],
+                                  " unavailable (", name, "): ", s.error_message());
+          }
+          continue;
+        }
+        for (const rt::Metric& m : resp.metric().metrics()) {
+          int32_t device = static_cast<int32_t>(m.attribute().value().int_attr());
+          double v = m.gauge().value_case() == rt::Gauge::kAsDouble
+                         ? m.gauge().as_double()
+                         : static_cast<double>(m.gauge().as_int());
+          auto& series = series_[{device, name}];
+          if (series.name().empty()) {
+            series.set_chip_ordinal(device);
+            series.set_name(name);
+            series.set_unit(unit);
+          }
+          series.add_timestamp_ns(t);
+          series.add_value(v);
+        }
+      }
+    }
+  }
+
+  Clock& clock_;
+  const Workload& workload_;
+  absl::Notification stop_;
+  std::thread thread_;
+  // Written by the sampler thread only; read after Stop() joined it.
+  std::map<std::pair<int32_t, std::string>, podprof::v1::CounterSeries> series_;
+  std::string error_;
+};
+
+}  // namespace
+
+std::string SessionIdFor(const std::string& capture_id) {
+  std::string s;
+  for (char c : capture_id) {
+    s.push_back(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ? c : '_');
+  }
+  return s.empty() ? "capture" : s.substr(0, 100);
+}
+
+absl::Status CaptureRunner::Run(const podprof::v1::CaptureRequest& request,
+                                const podprof::v1::HostInfo& host, const RunnerLimits& limits,
+                                const std::function<bool()>& cancelled, ChunkSink* sink,
+                                CaptureOutcome* outcome) {
+  const int64_t duration_ns = static_cast<int64_t>(request.duration_ms()) * 1'000'000;
+  if (duration_ns <= 0 || duration_ns > limits.max_capture_duration_ns) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("duration_ms must be 1..", limits.max_capture_duration_ns / 1'000'000,
+                     ", got ", request.duration_ms()));
+  }
+  const int64_t now = clock_.NowNs();
+  if (request.start_ns() > 0 && now > request.start_ns() + kLateToleranceNs) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "late start: the start instant passed ", (now - request.start_ns()) / 1'000'000,
+        " ms before the request arrived"));
+  }
+  const int64_t start_ns = request.start_ns() > 0 ? request.start_ns() : now;
+  absl::StatusOr<std::unique_ptr<TempDir>> repo = TempDir::Make(limits.temp_dir);
+  if (!repo.ok()) return repo.status();
+  const std::string session = SessionIdFor(request.capture_id());
+
+  tensorflow::ProfileRequest preq;
+  preq.set_repository_root((*repo)->path());
+  preq.set_session_id(session);
+  preq.set_host_name("podprof-agent");
+  preq.set_duration_ms(request.duration_ms());
+  auto* opts = preq.mutable_opts();
+  opts->set_version(1);
+  opts->set_session_id(session);
+  opts->set_duration_ms(request.duration_ms());
+  opts->set_start_timestamp_ns(static_cast<uint64_t>(start_ns));
+  opts->set_host_tracer_level(request.options().host_tracer_level() != 0
+                                  ? request.options().host_tracer_level()
+                                  : 2);
+  opts->set_device_tracer_level(1);
+  opts->set_device_type(tensorflow::ProfileOptions::TPU);
+
+  // As XProf's client: max(60 s, 2 x duration) after the start (60 s configurable).
+  const int64_t wait_ns = std::max<int64_t>(limits.workload_timeout_ns, 2 * duration_ns) +
+                          std::max<int64_t>(0, start_ns - now);
+  MetricSampler sampler(clock_, workload_, limits.counter_interval_ns, start_ns,
+                        start_ns + duration_ns);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline(clock_, wait_ns));
+  tensorflow::ProfileResponse presp;
+  std::atomic<bool> terminated{false};
+  absl::Notification done;
+  std::thread watcher([&] {
+    // Cancellation must reach the workload, or its session would run on unobserved.
+    while (!done.HasBeenNotified()) {
+      if (cancelled() && !terminated.exchange(true)) {
+        grpc::ClientContext tctx;
+        tctx.set_deadline(Deadline(clock_, 2'000'000'000));
+        tensorflow::TerminateRequest treq;
+        treq.set_session_id(session);
+        tensorflow::TerminateResponse tresp;
+        workload_.profiler->Terminate(&tctx, treq, &tresp);
+      }
+      done.WaitForNotificationWithTimeout(absl::Nanoseconds(kCancelPollNs));
+    }
+  });
+  grpc::Status ps = workload_.profiler->Profile(&ctx, preq, &presp);
+  done.Notify();
+  watcher.join();
+  sampler.Stop();
+  if (terminated) return absl::CancelledError("capture cancelled; the workload's session was terminated");
+  if (!ps.ok()) return FromWorkload(ps, workload_.profiler_address, wait_ns);
+
+  // The profiler names the file after the request's host; take whatever it wrote.
+  std::string path;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(fs::path((*repo)->path()) / session, ec)) {
+    if (e.path().string().size() > 10 &&
+        e.path().string().compare(e.path().string().size() - 10, 10, ".xplane.pb") == 0) {
+      path = e.path().string();
+    }
+  }
+  if (path.empty()) {
+    if (presp.empty_trace()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "empty trace: the workload profiler at ", workload_.profiler_address, " captured nothing"));
+    }
+    return absl::DataLossError(absl::StrCat("the workload profiler at ", workload_.profiler_address,
+                                            " wrote no .xplane.pb file"));
+  }
+  outcome->xspace_bytes = fs::file_size(path, ec);
+  trace::ReadOptions ropts;
+  ropts.host_name = host.host_name();
+  absl::StatusOr<trace::HostCapture> capture = trace::ReadXSpaceFile(path, ropts);
+  if (!capture.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("unreadable XSpace from the workload: ", capture.status().message()));
+  }
+  if (capture->EventCount() == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "empty trace: the workload profiler at ", workload_.profiler_address,
+        " recorded no device events (is the TPU busy with this workload?)"));
+  }
+  outcome->chips = capture->host.chips;
+  outcome->warnings = capture->warnings;
+  if (!sampler.error().empty()) outcome->warnings.push_back(sampler.error());
+  outcome->actual_start_ns = capture->host.profile_start_ns;
+  outcome->actual_end_ns = capture->host.profile_stop_ns;
+
+  podprof::v1::HostInfo info = host;
+  if (info.chips().empty()) {
+    // No chips in sysfs (simulation, containers): describe them from the capture.
+    for (const trace::Chip& c : capture->host.chips) {
+      auto* ci = info.add_chips();
+      ci->set_ordinal(c.ordinal);
+      ci->set_global_chip_id(static_cast<int32_t>(c.global_id));
+      ci->set_generation(c.generation);
+      ci->set_device_type_string(c.device_type);
+      ci->set_peak_tflops(c.peak_tflops);
+      ci->set_peak_hbm_gbps(c.peak_hbm_gbps);
+    }
+  }
+  if (!StreamCapture(*capture, info, sampler.Series(), limits.max_chunk_bytes, sink,
+                     &outcome->counts)) {
+    return absl::CancelledError("the client went away while chunks were streaming");
+  }
+  podprof::v1::CaptureChunk trailer_chunk;
+  auto* trailer = trailer_chunk.mutable_trailer();
+  for (const std::string& w : outcome->warnings) trailer->add_warnings(w);
+  trailer->set_event_count(outcome->counts.events);
+  trailer->set_kernel_count(outcome->counts.kernels);
+  trailer->set_counter_sample_count(outcome->counts.counter_samples);
+  trailer->set_actual_start_ns(outcome->actual_start_ns);
+  trailer->set_actual_end_ns(outcome->actual_end_ns);
+  trailer->set_empty_trace(presp.empty_trace());
+  trailer->set_xspace_bytes(outcome->xspace_bytes);
+  if (!sink->Write(trailer_chunk)) {
+    return absl::CancelledError("the client went away before the trailer");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace podprof::agent

@@ -1,0 +1,74 @@
+// One capture on this host: asks the workload's profiler for a session at the requested
+// instant, samples the runtime metrics meanwhile, reads the resulting XSpace with the streaming
+// reader and streams it as chunks.
+#ifndef PODPROF_AGENT_CAPTURE_RUNNER_H_
+#define PODPROF_AGENT_CAPTURE_RUNNER_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "agent/chunker.h"
+#include "common/clock.h"
+#include "proto/podprof_agent.pb.h"
+#include "proto/profiler_service.grpc.pb.h"
+#include "proto/tpu_metric_service.grpc.pb.h"
+#include "trace/model.h"
+
+namespace podprof::agent {
+
+// The workload's services as the runner uses them. Stubs are thread-safe.
+struct Workload {
+  std::string profiler_address;
+  std::unique_ptr<tensorflow::ProfilerService::StubInterface> profiler;
+  std::vector<std::string> metrics_addresses;
+  std::vector<std::unique_ptr<tpu::monitoring::runtime::RuntimeMetricService::StubInterface>>
+      metrics;
+};
+
+struct RunnerLimits {
+  int64_t counter_interval_ns = 100'000'000;
+  int64_t max_capture_duration_ns = 300'000'000'000;
+  size_t max_chunk_bytes = 4 << 20;
+  int64_t workload_timeout_ns = 60'000'000'000;
+  std::string temp_dir = "/tmp";
+};
+
+struct CaptureOutcome {
+  ChunkCounts counts;
+  std::vector<std::string> warnings;
+  int64_t actual_start_ns = 0;
+  int64_t actual_end_ns = 0;
+  uint64_t xspace_bytes = 0;
+  // The capture as read (chips learned from it when sysfs shows none).
+  std::vector<trace::Chip> chips;
+};
+
+// Stateless between captures; one Run() per capture. Thread-compatible: the caller ensures one
+// capture at a time per host.
+class CaptureRunner {
+ public:
+  // `clock` and `workload` must outlive the runner.
+  CaptureRunner(Clock& clock, const Workload& workload) : clock_(clock), workload_(workload) {}
+
+  // Runs the capture and streams every chunk, the trailer last. Errors name the cause:
+  // Unavailable (workload unreachable), AlreadyExists (profiler busy), FailedPrecondition (late
+  // start, empty trace), DeadlineExceeded (workload hung), DataLoss (unreadable XSpace),
+  // Cancelled (`cancelled()` became true; the workload's session is terminated).
+  absl::Status Run(const podprof::v1::CaptureRequest& request, const podprof::v1::HostInfo& host,
+                   const RunnerLimits& limits, const std::function<bool()>& cancelled,
+                   ChunkSink* sink, CaptureOutcome* outcome);
+
+ private:
+  Clock& clock_;
+  const Workload& workload_;
+};
+
+// A session id the workload can use as a directory name, from a capture id.
+std::string SessionIdFor(const std::string& capture_id);
+
+}  // namespace podprof::agent
+
+#endif  // PODPROF_AGENT_CAPTURE_RUNNER_H_

@@ -1,0 +1,119 @@
+#include "agent/config.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/config.h"
+#include "common/status_macros.h"
+
+namespace podprof::agent {
+namespace {
+
+absl::Status CheckAddress(const std::string& key, const std::string& value, bool may_be_empty) {
+  if (value.empty()) {
+    if (may_be_empty) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(key, " is empty; expected host:port"));
+  }
+  size_t colon = value.rfind(':');
+  int port;
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(value.substr(colon + 1), &port) || port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(key, " \"", value, "\" is not host:port with a port in 0..65535"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path) {
+  AgentConfig c;
+  ASSIGN_OR_RETURN(ConfigFile f, ConfigFile::Load(path));
+  RETURN_IF_ERROR(f.CheckKnownKeys(
+      {"listen", "aggregator", "advertise", "profiler_service_listen", "host_name",
+       "workload.profiler", "workload.metrics", "workload.counter_interval",
+       "discovery.sysfs_root", "labels.*", "limits.max_capture_duration",
+       "limits.max_inflight_bytes", "limits.workload_timeout", "heartbeat.interval", "heartbeat.max_backoff",
+       "drain_timeout", "temp_dir", "tls.cert", "tls.key", "tls.ca"}));
+  RETURN_IF_ERROR(f.GetString("listen", &c.listen));
+  RETURN_IF_ERROR(f.GetString("aggregator", &c.aggregator));
+  RETURN_IF_ERROR(f.GetString("advertise", &c.advertise));
+  RETURN_IF_ERROR(f.GetString("profiler_service_listen", &c.profiler_service_listen));
+  RETURN_IF_ERROR(f.GetString("host_name", &c.host_name));
+  RETURN_IF_ERROR(f.GetStringList("workload.profiler", &c.workload_profiler));
+  RETURN_IF_ERROR(f.GetStringList("workload.metrics", &c.workload_metrics));
+  RETURN_IF_ERROR(f.GetDurationNs("workload.counter_interval", &c.counter_interval_ns));
+  RETURN_IF_ERROR(f.GetString("discovery.sysfs_root", &c.sysfs_root));
+  RETURN_IF_ERROR(f.GetStringMap("labels", &c.labels));
+  RETURN_IF_ERROR(f.GetDurationNs("limits.max_capture_duration", &c.max_capture_duration_ns));
+  RETURN_IF_ERROR(f.GetInt("limits.max_inflight_bytes", &c.max_inflight_bytes));
+  RETURN_IF_ERROR(f.GetDurationNs("limits.workload_timeout", &c.workload_timeout_ns));
+  RETURN_IF_ERROR(f.GetDurationNs("heartbeat.interval", &c.heartbeat_interval_ns));
+  RETURN_IF_ERROR(f.GetDurationNs("heartbeat.max_backoff", &c.heartbeat_max_backoff_ns));
+  RETURN_IF_ERROR(f.GetDurationNs("drain_timeout", &c.drain_timeout_ns));
+  RETURN_IF_ERROR(f.GetString("temp_dir", &c.temp_dir));
+  RETURN_IF_ERROR(f.GetString("tls.cert", &c.tls_cert));
+  RETURN_IF_ERROR(f.GetString("tls.key", &c.tls_key));
+  RETURN_IF_ERROR(f.GetString("tls.ca", &c.tls_ca));
+  absl::Status s = ValidateAgentConfig(c);
+  if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
+  return c;
+}
+
+absl::Status ValidateAgentConfig(const AgentConfig& c) {
+  RETURN_IF_ERROR(CheckAddress("listen", c.listen, false));
+  RETURN_IF_ERROR(CheckAddress("aggregator", c.aggregator, true));
+  RETURN_IF_ERROR(CheckAddress("advertise", c.advertise, true));
+  RETURN_IF_ERROR(CheckAddress("profiler_service_listen", c.profiler_service_listen, true));
+  if (c.workload_profiler.empty()) {
+    return absl::InvalidArgumentError("workload.profiler lists no address");
+  }
+  for (const std::string& a : c.workload_profiler) {
+    RETURN_IF_ERROR(CheckAddress("workload.profiler", a, false));
+  }
+  for (const std::string& a : c.workload_metrics) {
+    RETURN_IF_ERROR(CheckAddress("workload.metrics", a, false));
+  }
+  if (c.counter_interval_ns < 1'000'000 || c.counter_interval_ns > 60'000'000'000) {
+    return absl::InvalidArgumentError("workload.counter_interval must be between 1ms and 60s");
+  }
+  if (c.max_capture_duration_ns < 1'000'000 || c.max_capture_duration_ns > 3'600'000'000'000) {
+    return absl::InvalidArgumentError("limits.max_capture_duration must be between 1ms and 1h");
+  }
+  if (c.max_inflight_bytes < (64 << 10) || c.max_inflight_bytes > (int64_t{1} << 30)) {
+    return absl::InvalidArgumentError("limits.max_inflight_bytes must be between 64 KiB and 1 GiB");
+  }
+  if (c.heartbeat_interval_ns < 100'000'000 ||
+      c.heartbeat_max_backoff_ns < c.heartbeat_interval_ns) {
+    return absl::InvalidArgumentError(
+        "heartbeat.interval must be at least 100ms and heartbeat.max_backoff at least the interval");
+  }
+  if (c.workload_timeout_ns < 100'000'000) {
+    return absl::InvalidArgumentError("limits.workload_timeout must be at least 100ms");
+  }
+  if (c.drain_timeout_ns < 0) return absl::InvalidArgumentError("drain_timeout is negative");
+  if (c.tls_cert.empty() != c.tls_key.empty()) {
+    return absl::InvalidArgumentError("tls.cert and tls.key must be given together");
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> ApplyReloadable(const AgentConfig& from, AgentConfig* to) {
+  std::vector<std::string> changed;
+  auto apply = [&](const char* key, auto& dst, const auto& src) {
+    if (dst != src) {
+      dst = src;
+      changed.push_back(key);
+    }
+  };
+  apply("labels", to->labels, from.labels);
+  apply("workload.counter_interval", to->counter_interval_ns, from.counter_interval_ns);
+  apply("limits.max_capture_duration", to->max_capture_duration_ns, from.max_capture_duration_ns);
+  apply("limits.max_inflight_bytes", to->max_inflight_bytes, from.max_inflight_bytes);
+  apply("limits.workload_timeout", to->workload_timeout_ns, from.workload_timeout_ns);
+  apply("heartbeat.interval", to->heartbeat_interval_ns, from.heartbeat_interval_ns);
+  apply("heartbeat.max_backoff", to->heartbeat_max_backoff_ns, from.heartbeat_max_backoff_ns);
+  return changed;
+}
+
+}  // namespace podprof::agent

@@ -1,0 +1,68 @@
+// The agent's configuration: one plain struct with documented defaults, loaded from TOML
+// (deploy/agent.toml is the annotated example), overridden by flags, validated once.
+#ifndef PODPROF_AGENT_CONFIG_H_
+#define PODPROF_AGENT_CONFIG_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace podprof::agent {
+
+struct AgentConfig {
+  // podprof.v1.Agent listens here.
+  std::string listen = "0.0.0.0:7101";
+  // The aggregator to register with; empty runs the agent standalone.
+  std::string aggregator;
+  // The address the aggregator should dial; empty = this host's name with the listen port.
+  std::string advertise;
+  // The tensorflow.ProfilerService facade for XProf; empty disables it.
+  std::string profiler_service_listen = "0.0.0.0:7102";
+  // Host name reported to the aggregator; empty = gethostname().
+  std::string host_name;
+  // The workload's profiler service(s); the first one answers captures.
+  std::vector<std::string> workload_profiler = {"localhost:9999"};
+  // libtpu's runtime metric services (one per process sharing the host, as
+  // TPU_RUNTIME_METRICS_PORTS lists them).
+  std::vector<std::string> workload_metrics = {"localhost:8431"};
+  // How often runtime metrics are sampled during a capture.
+  int64_t counter_interval_ns = 100'000'000;
+  // Root of the sysfs tree chips are discovered in.
+  std::string sysfs_root = "/sys";
+  // Labels reported to the aggregator (pod, slice, job, ...).
+  std::map<std::string, std::string> labels;
+  // Longest capture accepted.
+  int64_t max_capture_duration_ns = 300'000'000'000;
+  // The least time a Profile call may take past its start before the workload counts as hung
+  // (XProf's client waits max(60 s, 2 x duration)).
+  int64_t workload_timeout_ns = 60'000'000'000;
+  // Largest chunk the agent streams, bytes; bounds memory in flight per capture.
+  int64_t max_inflight_bytes = 4 << 20;
+  // Heartbeat period and the cap of the retry backoff while the aggregator is away.
+  int64_t heartbeat_interval_ns = 10'000'000'000;
+  int64_t heartbeat_max_backoff_ns = 30'000'000'000;
+  // How long SIGTERM waits for a running capture to finish.
+  int64_t drain_timeout_ns = 30'000'000'000;
+  // Where private capture repositories are made; empty = $TMPDIR or /tmp.
+  std::string temp_dir;
+  // TLS material (mutual TLS with the aggregator); empty = plaintext.
+  std::string tls_cert, tls_key, tls_ca;
+};
+
+// Loads `path` over the defaults. Unknown keys, wrong types and bad values fail with a message
+// naming the file and the key.
+absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path);
+
+// Checks values that do not depend on the file (addresses, ranges); names the key.
+absl::Status ValidateAgentConfig(const AgentConfig& config);
+
+// Applies the keys that may change while running (SIGHUP): labels, counter interval, limits,
+// heartbeat timing. Returns the names of the keys that changed.
+std::vector<std::string> ApplyReloadable(const AgentConfig& from, AgentConfig* to);
+
+}  // namespace podprof::agent
+
+#endif  // PODPROF_AGENT_CONFIG_H_
