@@ -123,9 +123,9 @@ RunnerLimits Agent::Limits() {
   l.max_capture_duration_ns = config_.max_capture_duration_ns;
   l.max_chunk_bytes = static_cast<size_t>(config_.max_inflight_bytes);
   l.workload_timeout_ns = config_.workload_timeout_ns;
-  l.temp_dir = !config_.temp_dir.empty() ? config_.temp_dir
+  l.temp_dir = !config_.temp_dir.empty()          ? config_.temp_dir
                : std::getenv("TMPDIR") != nullptr ? std::getenv("TMPDIR")
-                                                   : "/tmp";
+                                                  : "/tmp";
   return l;
 }
 
@@ -227,8 +227,9 @@ grpc::Status AgentService::Capture(grpc::ServerContext* context,
   CaptureRunner runner(agent_->clock(), agent_->workload());
   StreamSink sink(writer);
   CaptureOutcome outcome;
-  absl::Status s = runner.Run(*request, agent_->HostInfo(), agent_->Limits(),
-                              [context] { return context->IsCancelled(); }, &sink, &outcome);
+  absl::Status s = runner.Run(
+      *request, agent_->HostInfo(), agent_->Limits(), [context] { return context->IsCancelled(); },
+      &sink, &outcome);
   agent_->LearnChips(outcome.chips);
   agent_->EndCapture();
   if (!s.ok()) {
@@ -293,7 +294,9 @@ int64_t Registrar::Tick() {
   grpc::ClientContext ctx;
   ctx.set_deadline(Deadline(agent_->clock(), 2'000'000'000));
   grpc::Status s;
-  int64_t interval = config.heartbeat_interval_ns;
+  // The aggregator may set the period; until it does, the configured one applies.
+  int64_t interval =
+      aggregator_interval_ns_ > 0 ? aggregator_interval_ns_ : config.heartbeat_interval_ns;
   if (!registered_) {
     podprof::v1::RegisterRequest req;
     *req.mutable_host() = agent_->HostInfo();
@@ -303,7 +306,9 @@ int64_t Registrar::Tick() {
     if (s.ok()) {
       registered_ = true;
       PODPROF_LOG(INFO) << "registered with the aggregator at " << address_;
-      if (resp.heartbeat_interval_ms() > 0) interval = resp.heartbeat_interval_ms() * 1'000'000LL;
+      if (resp.heartbeat_interval_ms() > 0) {
+        interval = aggregator_interval_ns_ = resp.heartbeat_interval_ms() * 1'000'000LL;
+      }
     }
   } else {
     podprof::v1::HeartbeatRequest req;
@@ -313,7 +318,7 @@ int64_t Registrar::Tick() {
     s = stub_->Heartbeat(&ctx, req, &resp);
     if (s.ok() && resp.reregister()) registered_ = false;
     if (s.ok() && resp.heartbeat_interval_ms() > 0) {
-      interval = resp.heartbeat_interval_ms() * 1'000'000LL;
+      interval = aggregator_interval_ns_ = resp.heartbeat_interval_ms() * 1'000'000LL;
     }
   }
   if (s.ok()) {

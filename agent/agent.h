@@ -115,6 +115,7 @@ class Registrar {
   const std::string address_;
   bool registered_ = false;
   int64_t backoff_ns_ = 0;
+  int64_t aggregator_interval_ns_ = 0;
 };
 
 // Next retry delay: double the last one (starting at 1 s), never above `max_ns`.

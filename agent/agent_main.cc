@@ -69,7 +69,8 @@ absl::StatusOr<AgentConfig> BuildConfig(const Flags& flags, bool config_given) {
   if (!flags.counter_interval.empty()) {
     absl::StatusOr<int64_t> ns = ParseDurationNs(flags.counter_interval);
     if (!ns.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("--counter-interval: ", ns.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--counter-interval: ", ns.status().message()));
     }
     config.counter_interval_ns = *ns;
   }
@@ -104,8 +105,9 @@ bool Healthy(podprof::v1::Agent::Stub& self, Clock& clock) {
 }  // namespace
 
 int AgentMain(int argc, char** argv) {
-  CLI::App app{"podprof-agent: captures kernel timelines and counters from this host's TPU "
-               "workload on demand and streams them to the aggregator"};
+  CLI::App app{
+      "podprof-agent: captures kernel timelines and counters from this host's TPU "
+      "workload on demand and streams them to the aggregator"};
   app.name("podprof-agent");
   Flags flags;
   CLI::Option* config_opt =
@@ -172,10 +174,9 @@ int AgentMain(int argc, char** argv) {
     std::ofstream(tmp) << j.dump() << "\n";
     std::rename(tmp.c_str(), flags.ready_file.c_str());
   }
-  const std::string status =
-      absl::StrCat("listening on port ", agent_port, "; workload ",
-                   (*agent)->workload().profiler_address, "; ",
-                   config->aggregator.empty() ? "standalone" : "aggregator " + config->aggregator);
+  const std::string status = absl::StrCat(
+      "listening on port ", agent_port, "; workload ", (*agent)->workload().profiler_address, "; ",
+      config->aggregator.empty() ? "standalone" : "aggregator " + config->aggregator);
   PODPROF_LOG(INFO) << status;
   absl::Status ready = notifier.Ready(status);
   if (!ready.ok()) PODPROF_LOG(WARNING) << ready.message();
@@ -194,11 +195,11 @@ int AgentMain(int argc, char** argv) {
     });
   };
   if (!config->aggregator.empty()) {
-    registrar = std::make_unique<Registrar>(
-        agent->get(),
-        podprof::v1::Aggregator::NewStub(
-            grpc::CreateChannel(config->aggregator, grpc::InsecureChannelCredentials())),
-        config->aggregator);
+    registrar =
+        std::make_unique<Registrar>(agent->get(),
+                                    podprof::v1::Aggregator::NewStub(grpc::CreateChannel(
+                                        config->aggregator, grpc::InsecureChannelCredentials())),
+                                    config->aggregator);
     schedule_heartbeat(0);
   }
 

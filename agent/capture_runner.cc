@@ -63,15 +63,15 @@ class TempDir {
 absl::Status FromWorkload(const grpc::Status& s, const std::string& address, int64_t deadline_ns) {
   switch (s.error_code()) {
     case grpc::StatusCode::UNAVAILABLE:
-      return absl::UnavailableError(absl::StrCat("workload profiler at ", address,
-                                                 " is unreachable: ", s.error_message()));
+      return absl::UnavailableError(
+          absl::StrCat("workload profiler at ", address, " is unreachable: ", s.error_message()));
     case grpc::StatusCode::ALREADY_EXISTS:
-      return absl::AlreadyExistsError(absl::StrCat("workload profiler at ", address,
-                                                   " is busy: ", s.error_message()));
+      return absl::AlreadyExistsError(
+          absl::StrCat("workload profiler at ", address, " is busy: ", s.error_message()));
     case grpc::StatusCode::DEADLINE_EXCEEDED:
-      return absl::DeadlineExceededError(
-          absl::StrCat("workload profiler at ", address, " did not answer within ",
-                       deadline_ns / 1'000'000'000, " s"));
+      return absl::DeadlineExceededError(absl::StrCat("workload profiler at ", address,
+                                                      " did not answer within ",
+                                                      deadline_ns / 1'000'000'000, " s"));
     default:
       return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
                           absl::StrCat("workload profiler at ", address, ": ", s.error_message()));
@@ -85,7 +85,8 @@ class MetricSampler {
                 int64_t end_ns)
       : clock_(clock), workload_(workload) {
     if (workload.metrics.empty()) return;
-    thread_ = std::thread([this, interval_ns, start_ns, end_ns] { Loop(interval_ns, start_ns, end_ns); });
+    thread_ =
+        std::thread([this, interval_ns, start_ns, end_ns] { Loop(interval_ns, start_ns, end_ns); });
   }
   ~MetricSampler() { Stop(); }
 
@@ -170,15 +171,15 @@ absl::Status CaptureRunner::Run(const podprof::v1::CaptureRequest& request,
                                 CaptureOutcome* outcome) {
   const int64_t duration_ns = static_cast<int64_t>(request.duration_ms()) * 1'000'000;
   if (duration_ns <= 0 || duration_ns > limits.max_capture_duration_ns) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("duration_ms must be 1..", limits.max_capture_duration_ns / 1'000'000,
-                     ", got ", request.duration_ms()));
+    return absl::InvalidArgumentError(absl::StrCat("duration_ms must be 1..",
+                                                   limits.max_capture_duration_ns / 1'000'000,
+                                                   ", got ", request.duration_ms()));
   }
   const int64_t now = clock_.NowNs();
   if (request.start_ns() > 0 && now > request.start_ns() + kLateToleranceNs) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "late start: the start instant passed ", (now - request.start_ns()) / 1'000'000,
-        " ms before the request arrived"));
+    return absl::FailedPreconditionError(absl::StrCat("late start: the start instant passed ",
+                                                      (now - request.start_ns()) / 1'000'000,
+                                                      " ms before the request arrived"));
   }
   const int64_t start_ns = request.start_ns() > 0 ? request.start_ns() : now;
   absl::StatusOr<std::unique_ptr<TempDir>> repo = TempDir::Make(limits.temp_dir);
@@ -195,9 +196,8 @@ absl::Status CaptureRunner::Run(const podprof::v1::CaptureRequest& request,
   opts->set_session_id(session);
   opts->set_duration_ms(request.duration_ms());
   opts->set_start_timestamp_ns(static_cast<uint64_t>(start_ns));
-  opts->set_host_tracer_level(request.options().host_tracer_level() != 0
-                                  ? request.options().host_tracer_level()
-                                  : 2);
+  opts->set_host_tracer_level(
+      request.options().host_tracer_level() != 0 ? request.options().host_tracer_level() : 2);
   opts->set_device_tracer_level(1);
   opts->set_device_type(tensorflow::ProfileOptions::TPU);
 
@@ -229,7 +229,8 @@ absl::Status CaptureRunner::Run(const podprof::v1::CaptureRequest& request,
   done.Notify();
   watcher.join();
   sampler.Stop();
-  if (terminated) return absl::CancelledError("capture cancelled; the workload's session was terminated");
+  if (terminated)
+    return absl::CancelledError("capture cancelled; the workload's session was terminated");
   if (!ps.ok()) return FromWorkload(ps, workload_.profiler_address, wait_ns);
 
   // The profiler names the file after the request's host; take whatever it wrote.
@@ -243,8 +244,9 @@ absl::Status CaptureRunner::Run(const podprof::v1::CaptureRequest& request,
   }
   if (path.empty()) {
     if (presp.empty_trace()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "empty trace: the workload profiler at ", workload_.profiler_address, " captured nothing"));
+      return absl::FailedPreconditionError(absl::StrCat("empty trace: the workload profiler at ",
+                                                        workload_.profiler_address,
+                                                        " captured nothing"));
     }
     return absl::DataLossError(absl::StrCat("the workload profiler at ", workload_.profiler_address,
                                             " wrote no .xplane.pb file"));
@@ -258,9 +260,9 @@ absl::Status CaptureRunner::Run(const podprof::v1::CaptureRequest& request,
         absl::StrCat("unreadable XSpace from the workload: ", capture.status().message()));
   }
   if (capture->EventCount() == 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "empty trace: the workload profiler at ", workload_.profiler_address,
-        " recorded no device events (is the TPU busy with this workload?)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("empty trace: the workload profiler at ", workload_.profiler_address,
+                     " recorded no device events (is the TPU busy with this workload?)"));
   }
   outcome->chips = capture->host.chips;
   outcome->warnings = capture->warnings;

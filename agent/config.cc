@@ -29,12 +29,26 @@ absl::Status CheckAddress(const std::string& key, const std::string& value, bool
 absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path) {
   AgentConfig c;
   ASSIGN_OR_RETURN(ConfigFile f, ConfigFile::Load(path));
-  RETURN_IF_ERROR(f.CheckKnownKeys(
-      {"listen", "aggregator", "advertise", "profiler_service_listen", "host_name",
-       "workload.profiler", "workload.metrics", "workload.counter_interval",
-       "discovery.sysfs_root", "labels.*", "limits.max_capture_duration",
-       "limits.max_inflight_bytes", "limits.workload_timeout", "heartbeat.interval", "heartbeat.max_backoff",
-       "drain_timeout", "temp_dir", "tls.cert", "tls.key", "tls.ca"}));
+  RETURN_IF_ERROR(f.CheckKnownKeys({"listen",
+                                    "aggregator",
+                                    "advertise",
+                                    "profiler_service_listen",
+                                    "host_name",
+                                    "workload.profiler",
+                                    "workload.metrics",
+                                    "workload.counter_interval",
+                                    "discovery.sysfs_root",
+                                    "labels.*",
+                                    "limits.max_capture_duration",
+                                    "limits.max_inflight_bytes",
+                                    "limits.workload_timeout",
+                                    "heartbeat.interval",
+                                    "heartbeat.max_backoff",
+                                    "drain_timeout",
+                                    "temp_dir",
+                                    "tls.cert",
+                                    "tls.key",
+                                    "tls.ca"}));
   RETURN_IF_ERROR(f.GetString("listen", &c.listen));
   RETURN_IF_ERROR(f.GetString("aggregator", &c.aggregator));
   RETURN_IF_ERROR(f.GetString("advertise", &c.advertise));
@@ -86,7 +100,8 @@ absl::Status ValidateAgentConfig(const AgentConfig& c) {
   if (c.heartbeat_interval_ns < 100'000'000 ||
       c.heartbeat_max_backoff_ns < c.heartbeat_interval_ns) {
     return absl::InvalidArgumentError(
-        "heartbeat.interval must be at least 100ms and heartbeat.max_backoff at least the interval");
+        "heartbeat.interval must be at least 100ms and heartbeat.max_backoff at least the "
+        "interval");
   }
   if (c.workload_timeout_ns < 100'000'000) {
     return absl::InvalidArgumentError("limits.workload_timeout must be at least 100ms");

@@ -68,9 +68,11 @@ absl::StatusOr<std::vector<DiscoveredChip>> DiscoverChips(const std::string& sys
     chip.generation = GenerationOf(*device);
     chips.push_back(std::move(chip));
   }
-  if (ec) return absl::UnavailableError(absl::StrCat("cannot list ", dir.string(), ": ", ec.message()));
-  std::sort(chips.begin(), chips.end(),
-            [](const DiscoveredChip& a, const DiscoveredChip& b) { return a.pci_address < b.pci_address; });
+  if (ec)
+    return absl::UnavailableError(absl::StrCat("cannot list ", dir.string(), ": ", ec.message()));
+  std::sort(chips.begin(), chips.end(), [](const DiscoveredChip& a, const DiscoveredChip& b) {
+    return a.pci_address < b.pci_address;
+  });
   return chips;
 }
 

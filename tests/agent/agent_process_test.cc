@@ -1,0 +1,503 @@
+// podprof-agent and podprof-simhost as real processes on loopback, driven over gRPC.
+#include <grpcpp/grpcpp.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "gtest/gtest.h"
+#include "proto/podprof_agent.grpc.pb.h"
+#include "proto/podprof_aggregator.grpc.pb.h"
+#include "proto/profiler_service.grpc.pb.h"
+#include "sim/pod_model.h"
+#include "sim/skewed_clock.h"
+#include "sim/xspace_builder.h"
+#include "tests/util/child_process.h"
+#include "trace/kernel_stats.h"
+#include "trace/xspace_reader.h"
+
+namespace podprof::agent {
+namespace {
+
+namespace fs = std::filesystem;
+using podprof::testing::ChildProcess;
+using podprof::testing::SlurpFile;
+
+std::string Bin(const std::string& name) { return std::string(PODPROF_BIN_DIR) + "/" + name; }
+
+// A scratch directory per test.
+class Scratch {
+ public:
+  explicit Scratch(const std::string& name)
+      : dir_(fs::path(::testing::TempDir()) / absl::StrCat("agent_", name, "_", getpid())) {
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "nosys");
+    fs::create_directories(dir_ / "tmp");
+  }
+  ~Scratch() { fs::remove_all(dir_); }
+  std::string operator/(const std::string& f) const { return (dir_ / f).string(); }
+
+ private:
+  fs::path dir_;
+};
+
+std::unique_ptr<ChildProcess> StartSimhost(const Scratch& s, std::vector<std::string> extra) {
+  std::vector<std::string> args = {Bin("podprof-simhost"),
+                                   "--profiler-port=0",
+                                   "--metrics-port=0",
+                                   "--generation=v5e",
+                                   "--chips=4",
+                                   "--ready-file=" + s / "sim.ready",
+                                   "--truth-file=" + s / "truth.json"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return std::make_unique<ChildProcess>(args, s / "sim.ready");
+}
+
+std::unique_ptr<ChildProcess> StartAgent(const Scratch& s, std::vector<std::string> extra,
+                                         std::vector<std::string> env = {}) {
+  std::vector<std::string> args = {Bin("podprof-agent"),      "--config=" + s / "absent.toml",
+                                   "--listen=127.0.0.1:0",    "--profiler-service-listen=none",
+                                   "--host-name=host-a",      "--sysfs-root=" + s / "nosys",
+                                   "--temp-dir=" + s / "tmp", "--ready-file=" + s / "agent.ready"};
+  // The config file is optional for these tests: write an empty one.
+  std::ofstream(s / "absent.toml") << "";
+  // A flag in `extra` replaces the default of the same name.
+  for (const std::string& e : extra) {
+    std::string name = e.substr(0, e.find('='));
+    args.erase(std::remove_if(args.begin() + 1, args.end(),
+                              [&](const std::string& a) { return a.rfind(name + "=", 0) == 0; }),
+               args.end());
+  }
+  args.insert(args.end(), extra.begin(), extra.end());
+  return std::make_unique<ChildProcess>(args, s / "agent.ready", env);
+}
+
+std::string SimProfiler(const ChildProcess& sim) {
+  return absl::StrCat("--workload-profiler=127.0.0.1:", sim.info()["profiler_port"].get<int>());
+}
+std::string SimMetrics(const ChildProcess& sim) {
+  return absl::StrCat("--workload-metrics=127.0.0.1:", sim.info()["metrics_port"].get<int>());
+}
+
+std::unique_ptr<podprof::v1::Agent::Stub> AgentStub(const ChildProcess& agent) {
+  return podprof::v1::Agent::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", agent.info()["agent_port"].get<int>()),
+                          grpc::InsecureChannelCredentials()));
+}
+
+struct CaptureResult {
+  grpc::Status status;
+  std::vector<podprof::v1::CaptureChunk> chunks;
+};
+
+CaptureResult Capture(podprof::v1::Agent::Stub& stub, const std::string& id, int64_t start_ns,
+                      int duration_ms) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  podprof::v1::CaptureRequest req;
+  req.set_capture_id(id);
+  req.set_start_ns(start_ns);
+  req.set_duration_ms(duration_ms);
+  CaptureResult r;
+  auto reader = stub.Capture(&ctx, req);
+  podprof::v1::CaptureChunk chunk;
+  while (reader->Read(&chunk)) r.chunks.push_back(chunk);
+  r.status = reader->Finish();
+  return r;
+}
+
+bool Ping(podprof::v1::Agent::Stub& stub) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  podprof::v1::PingRequest req;
+  podprof::v1::PingResponse resp;
+  return stub.Ping(&ctx, req, &resp).ok() && resp.agent_send_ns() >= resp.agent_receive_ns();
+}
+
+using Totals = std::map<std::pair<int, std::string>, std::pair<int64_t, int64_t>>;
+
+TEST(AgentProcessTest, CaptureStreamsExactlyTheKernelsTheWorkloadWrote) {
+  Scratch s("exact");
+  auto sim = StartSimhost(s, {});
+  ASSERT_TRUE(sim->ready());
+  auto agent = StartAgent(s, {SimProfiler(*sim), SimMetrics(*sim), "--counter-interval=50ms"});
+  ASSERT_TRUE(agent->ready());
+  auto stub = AgentStub(*agent);
+  RealClock clock;
+  const int64_t start = clock.NowNs() + 300'000'000;
+  CaptureResult r = Capture(*stub, "cap-1", start, 300);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  ASSERT_GE(r.chunks.size(), 4u);
+  ASSERT_TRUE(r.chunks.front().has_host_info());
+  EXPECT_EQ(r.chunks.front().host_info().host_name(), "host-a");
+  EXPECT_EQ(r.chunks.front().host_info().chips_size(), 4);  // learned from the capture
+  ASSERT_TRUE(r.chunks.back().has_trailer());
+
+  // The start instant is honoured.
+  nlohmann::json truth = nlohmann::json::parse(SlurpFile(s / "truth.json"));
+  const auto& session = truth["sessions"][0];
+  EXPECT_GE(session["true_start_ns"].get<int64_t>(), start);
+  EXPECT_LT(session["true_start_ns"].get<int64_t>(), start + 5'000'000);
+  EXPECT_EQ(r.chunks.back().trailer().actual_start_ns(), session["host_start_ns"].get<int64_t>());
+
+  // What the chunks carry...
+  std::map<uint64_t, std::string> names;
+  Totals got;
+  uint64_t events = 0;
+  std::map<std::string, int> counter_series;
+  for (const auto& c : r.chunks) {
+    if (c.has_kernel_defs()) {
+      for (const auto& k : c.kernel_defs().kernels()) names[k.kernel_id()] = k.op_name();
+    }
+    if (c.has_counter_series()) counter_series[c.counter_series().name()]++;
+    if (!c.has_event_block()) continue;
+    events += c.event_block().kernel_id_size();
+    if (c.event_block().line_name() != "XLA Ops") continue;
+    for (int i = 0; i < c.event_block().kernel_id_size(); ++i) {
+      auto& t = got[{c.event_block().chip_ordinal(), names.at(c.event_block().kernel_id(i))}];
+      t.first++;
+      t.second += c.event_block().duration_ps(i);
+    }
+  }
+  EXPECT_EQ(events, r.chunks.back().trailer().event_count());
+  EXPECT_EQ(counter_series["tpu.runtime.tensorcore.dutycycle.percent"], 4);
+  EXPECT_EQ(counter_series["tpu.runtime.hbm.memory.usage.bytes"], 4);
+
+  // ...against the XSpace the simhost wrote, regenerated from its ground truth.
+  sim::PodConfig pod;
+  pod.generation = "v5e";
+  pod.chips = 4;
+  auto model = sim::PodModel::Create(pod);
+  ASSERT_TRUE(model.ok());
+  FakeClock fake(session["true_start_ns"].get<int64_t>());
+  sim::SkewedClock host(fake, 0, 0);
+  sim::SessionWindow w;
+  w.true_start_ns = session["true_start_ns"];
+  w.true_end_ns = session["true_end_ns"];
+  std::string bytes = sim::BuildXSpace(*model, host, w).space.SerializeAsString();
+  trace::MemorySource src(bytes);
+  auto expected_capture = trace::ReadXSpace(src);
+  ASSERT_TRUE(expected_capture.ok());
+  Totals want;
+  for (const auto& st : trace::ComputeKernelStats(*expected_capture)) {
+    auto& t = want[{expected_capture->host.chips[st.chip].ordinal,
+                    expected_capture->kernels[st.kernel].name}];
+    t.first += st.count;
+    t.second += st.total_ps;
+  }
+  ASSERT_FALSE(want.empty());
+  EXPECT_EQ(got, want);
+
+  // The private repository is gone.
+  EXPECT_TRUE(fs::is_empty(s / "tmp"));
+}
+
+TEST(AgentProcessTest, WorkloadDownIsUnavailableAndTheAgentStaysHealthy) {
+  Scratch s("down");
+  auto agent = StartAgent(s, {"--workload-profiler=127.0.0.1:1", "--workload-metrics=none"});
+  ASSERT_TRUE(agent->ready());
+  auto stub = AgentStub(*agent);
+  CaptureResult r = Capture(*stub, "cap-down", 0, 100);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_TRUE(absl::StrContains(r.status.error_message(), "127.0.0.1:1"))
+      << r.status.error_message();
+  EXPECT_TRUE(Ping(*stub));
+  // Info reports the workload unreachable.
+  grpc::ClientContext ctx;
+  podprof::v1::InfoResponse info;
+  ASSERT_TRUE(stub->Info(&ctx, podprof::v1::InfoRequest(), &info).ok());
+  ASSERT_EQ(info.workload_endpoints_size(), 1);
+  EXPECT_FALSE(info.workload_endpoints(0).reachable());
+}
+
+TEST(AgentProcessTest, BusyProfilerAndOneCaptureAtATime) {
+  Scratch s("busy");
+  auto sim = StartSimhost(s, {});
+  ASSERT_TRUE(sim->ready());
+  auto agent = StartAgent(s, {SimProfiler(*sim), "--workload-metrics=none"});
+  ASSERT_TRUE(agent->ready());
+  auto stub = AgentStub(*agent);
+  RealClock clock;
+  CaptureResult first;
+  std::thread t([&] { first = Capture(*stub, "long", 0, 1500); });
+  // While "long" runs, the agent refuses a second capture...
+  CaptureResult second;
+  for (int i = 0; i < 50; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    second = Capture(*stub, "second", 0, 100);
+    if (second.status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) break;
+  }
+  EXPECT_EQ(second.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_TRUE(absl::StrContains(second.status.error_message(), "long"));
+  t.join();
+  EXPECT_TRUE(first.status.ok()) << first.status.error_message();
+
+  // ...and a workload busy with someone else's session is reported as busy.
+  auto sim_stub = tensorflow::ProfilerService::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", sim->info()["profiler_port"].get<int>()),
+                          grpc::InsecureChannelCredentials()));
+  std::thread other([&] {
+    grpc::ClientContext ctx;
+    tensorflow::ProfileRequest req;
+    req.set_repository_root(s / "other");
+    req.set_session_id("other");
+    req.set_host_name("x");
+    req.mutable_opts()->set_duration_ms(1500);
+    tensorflow::ProfileResponse resp;
+    sim_stub->Profile(&ctx, req, &resp);
+  });
+  CaptureResult busy;
+  for (int i = 0; i < 50; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    busy = Capture(*stub, "busy", 0, 100);
+    if (busy.status.error_code() == grpc::StatusCode::ALREADY_EXISTS) break;
+  }
+  other.join();
+  EXPECT_EQ(busy.status.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_TRUE(absl::StrContains(busy.status.error_message(), "busy"))
+      << busy.status.error_message();
+  EXPECT_TRUE(Ping(*stub));
+}
+
+TEST(AgentProcessTest, LateStartIsRefused) {
+  Scratch s("late");
+  auto sim = StartSimhost(s, {});
+  auto agent = StartAgent(s, {SimProfiler(*sim), "--workload-metrics=none"});
+  ASSERT_TRUE(sim->ready() && agent->ready());
+  auto stub = AgentStub(*agent);
+  RealClock clock;
+  CaptureResult r = Capture(*stub, "late", clock.NowNs() - 2'000'000'000, 100);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_TRUE(absl::StrContains(r.status.error_message(), "late start"));
+}
+
+// A workload whose profiler misbehaves in a chosen way.
+class FakeProfiler final : public tensorflow::ProfilerService::Service {
+ public:
+  enum class Mode { kHang, kCorrupt };
+  explicit FakeProfiler(Mode mode) : mode_(mode) {}
+  grpc::Status Profile(grpc::ServerContext* ctx, const tensorflow::ProfileRequest* req,
+                       tensorflow::ProfileResponse*) override {
+    if (mode_ == Mode::kHang) {
+      while (!ctx->IsCancelled()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return grpc::Status::CANCELLED;
+    }
+    fs::create_directories(fs::path(req->repository_root()) / req->session_id());
+    std::ofstream(fs::path(req->repository_root()) / req->session_id() / "w.xplane.pb")
+        << std::string("\x0a\xff\xff\x03garbage", 11);
+    return grpc::Status::OK;
+  }
+
+ private:
+  const Mode mode_;
+};
+
+struct FakeWorkload {
+  explicit FakeWorkload(FakeProfiler::Mode mode) : service(mode) {
+    grpc::ServerBuilder b;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    b.RegisterService(&service);
+    server = b.BuildAndStart();
+  }
+  ~FakeWorkload() { server->Shutdown(std::chrono::system_clock::now()); }
+  FakeProfiler service;
+  int port = 0;
+  std::unique_ptr<grpc::Server> server;
+};
+
+TEST(AgentProcessTest, HangingWorkloadHitsTheDeadline) {
+  Scratch s("hang");
+  FakeWorkload hung(FakeProfiler::Mode::kHang);
+  std::ofstream(s / "agent.toml") << "[limits]\nworkload_timeout = \"1s\"\n";
+  auto agent = StartAgent(s, {absl::StrCat("--workload-profiler=127.0.0.1:", hung.port),
+                              "--workload-metrics=none", "--config=" + s / "agent.toml"});
+  ASSERT_TRUE(agent->ready());
+  auto stub = AgentStub(*agent);
+  CaptureResult r = Capture(*stub, "hang", 0, 100);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_TRUE(absl::StrContains(r.status.error_message(), "did not answer"))
+      << r.status.error_message();
+  EXPECT_TRUE(Ping(*stub));
+}
+
+TEST(AgentProcessTest, CorruptXSpaceIsDataLossWithTheOffset) {
+  Scratch s("corrupt");
+  FakeWorkload bad(FakeProfiler::Mode::kCorrupt);
+  auto agent = StartAgent(
+      s, {absl::StrCat("--workload-profiler=127.0.0.1:", bad.port), "--workload-metrics=none"});
+  ASSERT_TRUE(agent->ready());
+  auto stub = AgentStub(*agent);
+  CaptureResult r = Capture(*stub, "bad", 0, 100);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::DATA_LOSS);
+  EXPECT_TRUE(absl::StrContains(r.status.error_message(), "byte offset"))
+      << r.status.error_message();
+  EXPECT_TRUE(Ping(*stub));
+  EXPECT_TRUE(fs::is_empty(s / "tmp"));
+}
+
+TEST(AgentProcessTest, SigtermDuringACaptureDrains) {
+  Scratch s("drain");
+  auto sim = StartSimhost(s, {});
+  auto agent = StartAgent(s, {SimProfiler(*sim), "--workload-metrics=none"});
+  ASSERT_TRUE(sim->ready() && agent->ready());
+  auto stub = AgentStub(*agent);
+  CaptureResult r;
+  std::thread t([&] { r = Capture(*stub, "drain", 0, 1000); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  agent->Signal(SIGTERM);
+  t.join();
+  EXPECT_TRUE(r.status.ok()) << r.status.error_message();
+  ASSERT_FALSE(r.chunks.empty());
+  EXPECT_TRUE(r.chunks.back().has_trailer());
+  int status = agent->Wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+// Reads sd_notify datagrams on a real unix socket.
+class NotifySocket {
+ public:
+  explicit NotifySocket(const std::string& path) : path_(path) {
+    fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr = {};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
+    unlink(path.c_str());
+    bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    timeval tv = {0, 200'000};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  }
+  ~NotifySocket() {
+    close(fd_);
+    unlink(path_.c_str());
+  }
+  // Messages received until `want` shows up in one (or 10 s pass).
+  std::vector<std::string> ReadUntil(const std::string& want) {
+    for (int i = 0; i < 50; ++i) {
+      char buf[4096];
+      ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+      if (n <= 0) continue;
+      all_.emplace_back(buf, n);
+      if (absl::StrContains(all_.back(), want)) break;
+    }
+    return all_;
+  }
+
+ private:
+  std::string path_;
+  int fd_;
+  std::vector<std::string> all_;
+};
+
+TEST(AgentProcessTest, SdNotifyReadyReloadWatchdogStoppingInOrder) {
+  Scratch s("notify");
+  NotifySocket sock(s / "notify.sock");
+  auto agent = StartAgent(s, {"--workload-profiler=127.0.0.1:1", "--workload-metrics=none"},
+                          {"NOTIFY_SOCKET=" + s / "notify.sock", "WATCHDOG_USEC=200000"});
+  ASSERT_TRUE(agent->ready());
+  std::vector<std::string> msgs = sock.ReadUntil("WATCHDOG=1");
+  ASSERT_GE(msgs.size(), 2u);
+  EXPECT_TRUE(absl::StartsWith(msgs[0], "READY=1\nSTATUS=listening on port")) << msgs[0];
+  agent->Signal(SIGHUP);
+  msgs = sock.ReadUntil("READY=1");
+  agent->Signal(SIGTERM);
+  msgs = sock.ReadUntil("STOPPING=1");
+  int status = agent->Wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  // READY first, RELOADING before the second READY, STOPPING last.
+  auto index = [&](const std::string& what, size_t from = 0) {
+    for (size_t i = from; i < msgs.size(); ++i) {
+      if (absl::StrContains(msgs[i], what)) return static_cast<int>(i);
+    }
+    return -1;
+  };
+  int ready = index("READY=1"), watchdog = index("WATCHDOG=1"), reloading = index("RELOADING=1");
+  int ready_again = index("READY=1", reloading + 1), stopping = index("STOPPING=1");
+  EXPECT_EQ(ready, 0);
+  EXPECT_GT(watchdog, ready);
+  EXPECT_GT(reloading, ready);
+  EXPECT_GT(ready_again, reloading);
+  EXPECT_GT(stopping, ready_again);
+  EXPECT_EQ(stopping, static_cast<int>(msgs.size()) - 1);
+}
+
+// The aggregator's side of registration, recording what agents send.
+class FakeAggregator final : public podprof::v1::Aggregator::Service {
+ public:
+  grpc::Status Register(grpc::ServerContext*, const podprof::v1::RegisterRequest* req,
+                        podprof::v1::RegisterResponse* resp) override {
+    absl::MutexLock l(&mu);
+    registered.push_back(req->host());
+    resp->set_heartbeat_interval_ms(200);
+    return grpc::Status::OK;
+  }
+  grpc::Status Heartbeat(grpc::ServerContext*, const podprof::v1::HeartbeatRequest* req,
+                         podprof::v1::HeartbeatResponse*) override {
+    absl::MutexLock l(&mu);
+    heartbeats.push_back(req->host_name());
+    return grpc::Status::OK;
+  }
+  absl::Mutex mu;
+  std::vector<podprof::v1::HostInfo> registered;
+  std::vector<std::string> heartbeats;
+};
+
+TEST(AgentProcessTest, RegistersAndHeartbeatsWithLabels) {
+  Scratch s("register");
+  FakeAggregator agg;
+  int port = 0;
+  grpc::ServerBuilder b;
+  b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  b.RegisterService(&agg);
+  auto server = b.BuildAndStart();
+  auto agent = StartAgent(s, {"--workload-profiler=127.0.0.1:1", "--workload-metrics=none",
+                              absl::StrCat("--aggregator=127.0.0.1:", port), "--label=pod=p7"});
+  ASSERT_TRUE(agent->ready());
+  for (int i = 0; i < 100; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    absl::MutexLock l(&agg.mu);
+    if (agg.heartbeats.size() >= 3) break;
+  }
+  {
+    absl::MutexLock l(&agg.mu);
+    ASSERT_EQ(agg.registered.size(), 1u);
+    EXPECT_EQ(agg.registered[0].host_name(), "host-a");
+    EXPECT_EQ(agg.registered[0].labels().at("pod"), "p7");
+    EXPECT_EQ(agg.registered[0].agent_version(), "podprof-agent 0.1.0");
+    EXPECT_GE(agg.heartbeats.size(), 3u);
+  }
+  agent->Stop();
+  server->Shutdown(std::chrono::system_clock::now());
+}
+
+TEST(AgentProcessTest, XprofFacadeProxiesToTheWorkload) {
+  Scratch s("facade");
+  auto sim = StartSimhost(s, {});
+  ASSERT_TRUE(sim->ready());
+  auto agent = StartAgent(
+      s, {SimProfiler(*sim), "--workload-metrics=none", "--profiler-service-listen=127.0.0.1:0"});
+  ASSERT_TRUE(agent->ready());
+  auto facade = tensorflow::ProfilerService::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", agent->info()["profiler_service_port"].get<int>()),
+      grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  tensorflow::ProfileRequest req;
+  req.set_repository_root(s / "xprof");
+  req.set_session_id("2026_11_29_12_00_00");
+  req.set_host_name("10.1.2.3:7102");
+  req.mutable_opts()->set_duration_ms(200);
+  tensorflow::ProfileResponse resp;
+  grpc::Status st = facade->Profile(&ctx, req, &resp);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_TRUE(fs::exists(s / "xprof/2026_11_29_12_00_00/10.1.2.3_7102.xplane.pb"));
+}
+
+}  // namespace
+}  // namespace podprof::agent

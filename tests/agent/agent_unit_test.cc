@@ -1,0 +1,177 @@
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "agent/agent.h"
+#include "agent/chunker.h"
+#include "agent/config.h"
+#include "agent/discovery.h"
+#include "gtest/gtest.h"
+
+namespace podprof::agent {
+namespace {
+
+std::string DataDir() { return std::string(PODPROF_SOURCE_DIR) + "/tests/data"; }
+
+std::string WriteConfig(const std::string& name, const std::string& text) {
+  std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(AgentConfigTest, TheExampleFileLoadsWithTheDefaults) {
+  auto c = LoadAgentConfig(std::string(PODPROF_SOURCE_DIR) + "/deploy/agent.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  AgentConfig defaults;
+  EXPECT_EQ(c->listen, defaults.listen);
+  EXPECT_EQ(c->workload_profiler, defaults.workload_profiler);
+  EXPECT_EQ(c->counter_interval_ns, defaults.counter_interval_ns);
+  EXPECT_EQ(c->max_inflight_bytes, defaults.max_inflight_bytes);
+  EXPECT_EQ(c->heartbeat_max_backoff_ns, defaults.heartbeat_max_backoff_ns);
+}
+
+TEST(AgentConfigTest, ValuesAndLabelsAreRead) {
+  auto c = LoadAgentConfig(WriteConfig("a.toml", R"(
+listen = "127.0.0.1:9101"
+aggregator = "agg:7100"
+[workload]
+metrics = ["localhost:8431", "localhost:8432"]
+counter_interval = "250ms"
+[labels]
+pod = "p1"
+)"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->listen, "127.0.0.1:9101");
+  EXPECT_EQ(c->workload_metrics.size(), 2u);
+  EXPECT_EQ(c->counter_interval_ns, 250'000'000);
+  EXPECT_EQ(c->labels.at("pod"), "p1");
+}
+
+TEST(AgentConfigTest, BadKeysAndValuesNameFileAndKey) {
+  std::string path = WriteConfig("bad1.toml", "lisen = \"0.0.0.0:1\"\n");
+  auto unknown = LoadAgentConfig(path);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_TRUE(absl::StrContains(unknown.status().message(), path)) << unknown.status();
+  EXPECT_TRUE(absl::StrContains(unknown.status().message(), "lisen")) << unknown.status();
+
+  auto type = LoadAgentConfig(WriteConfig("bad2.toml", "[workload]\ncounter_interval = 5\n"));
+  ASSERT_FALSE(type.ok());
+  EXPECT_TRUE(absl::StrContains(type.status().message(), "workload.counter_interval"))
+      << type.status();
+
+  auto value = LoadAgentConfig(WriteConfig("bad3.toml", "listen = \"nowhere\"\n"));
+  ASSERT_FALSE(value.ok());
+  EXPECT_TRUE(absl::StrContains(value.status().message(), "listen")) << value.status();
+  EXPECT_TRUE(absl::StrContains(value.status().message(), "bad3.toml")) << value.status();
+}
+
+TEST(AgentConfigTest, ReloadChangesOnlyReloadableKeys) {
+  AgentConfig running, fresh;
+  fresh.listen = "1.2.3.4:1";
+  fresh.labels["job"] = "x";
+  fresh.counter_interval_ns = 200'000'000;
+  std::vector<std::string> changed = ApplyReloadable(fresh, &running);
+  EXPECT_EQ(changed, (std::vector<std::string>{"labels", "workload.counter_interval"}));
+  EXPECT_EQ(running.listen, AgentConfig().listen);
+  EXPECT_EQ(running.labels.at("job"), "x");
+}
+
+TEST(DiscoveryTest, FindsTpuChipsByPciVendorInOrder) {
+  auto chips = DiscoverChips(DataDir() + "/sysfs/v6e_4chip");
+  ASSERT_TRUE(chips.ok()) << chips.status();
+  ASSERT_EQ(chips->size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ((*chips)[i].pci_address, "0000:00:0" + std::to_string(4 + i) + ".0");
+    EXPECT_EQ((*chips)[i].generation, "v6e");
+    EXPECT_EQ((*chips)[i].device_id, 0x006f);
+  }
+}
+
+TEST(DiscoveryTest, NoTreeIsNoChipsAndDamageIsNamed) {
+  auto none = DiscoverChips(DataDir() + "/sysfs/does_not_exist");
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+  auto bad = DiscoverChips(DataDir() + "/sysfs/bad_vendor");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "vendor")) << bad.status();
+}
+
+class CollectSink final : public ChunkSink {
+ public:
+  bool Write(const podprof::v1::CaptureChunk& c) override {
+    chunks.push_back(c);
+    return chunks.size() < limit;
+  }
+  std::vector<podprof::v1::CaptureChunk> chunks;
+  size_t limit = SIZE_MAX;
+};
+
+trace::HostCapture BigCapture(int events) {
+  trace::HostCapture c;
+  c.host.chips.resize(1);
+  c.host.chips[0].ordinal = 3;
+  c.kernels.resize(2);
+  c.kernels[0].name = "fusion.1";
+  c.kernels[1].name = "all-reduce";
+  trace::EventBlock b;
+  b.line = "XLA Ops";
+  b.base_ns = 1'700'000'000'000'000'000;
+  for (int i = 0; i < events; ++i) {
+    b.start_ps.push_back(int64_t{i} * 5'000'000);
+    b.duration_ps.push_back(1'000'000 + i);
+    b.kernel.push_back(i % 2);
+    b.collective.push_back(i % 2 ? 1000 + i : 0);
+  }
+  c.blocks.push_back(b);
+  return c;
+}
+
+TEST(ChunkerTest, SplitsBlocksUnderTheLimitAndRoundTrips) {
+  trace::HostCapture c = BigCapture(100'000);
+  podprof::v1::HostInfo host;
+  host.set_host_name("h");
+  CollectSink sink;
+  ChunkCounts counts;
+  const size_t limit = 256 << 10;
+  ASSERT_TRUE(StreamCapture(c, host, {}, limit, &sink, &counts));
+  EXPECT_EQ(counts.events, 100'000u);
+  EXPECT_EQ(counts.kernels, 2u);
+  ASSERT_TRUE(sink.chunks[0].has_host_info());
+  ASSERT_TRUE(sink.chunks[1].has_kernel_defs());
+  EXPECT_EQ(sink.chunks[1].kernel_defs().kernels(1).kernel_id(), 2u);
+  std::vector<int64_t> starts;
+  int blocks = 0;
+  for (const auto& ch : sink.chunks) {
+    EXPECT_LE(ch.ByteSizeLong(), limit);
+    if (!ch.has_event_block()) continue;
+    ++blocks;
+    EXPECT_EQ(ch.event_block().chip_ordinal(), 3);
+    int64_t t = 0;
+    for (int i = 0; i < ch.event_block().start_ps_size(); ++i) {
+      t += ch.event_block().start_ps(i);
+      starts.push_back(t);
+    }
+  }
+  EXPECT_GT(blocks, 10);
+  ASSERT_EQ(starts.size(), 100'000u);
+  EXPECT_EQ(starts, c.blocks[0].start_ps);
+}
+
+TEST(ChunkerTest, StopsWhenTheSinkBreaks) {
+  trace::HostCapture c = BigCapture(100'000);
+  CollectSink sink;
+  sink.limit = 3;
+  ChunkCounts counts;
+  EXPECT_FALSE(StreamCapture(c, {}, {}, 64 << 10, &sink, &counts));
+  EXPECT_EQ(sink.chunks.size(), 3u);
+}
+
+TEST(RegistrarTest, BackoffDoublesFromOneSecondUpToTheCap) {
+  int64_t b = 0;
+  std::vector<int64_t> seen;
+  for (int i = 0; i < 7; ++i) seen.push_back(b = NextBackoffNs(b, 30'000'000'000));
+  EXPECT_EQ(seen, (std::vector<int64_t>{1'000'000'000, 2'000'000'000, 4'000'000'000, 8'000'000'000,
+                                        16'000'000'000, 30'000'000'000, 30'000'000'000}));
+}
+
+}  // namespace
+}  // namespace podprof::agent
