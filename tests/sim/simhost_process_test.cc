@@ -20,6 +20,7 @@
 #include "proto/profiler_service.grpc.pb.h"
 #include "proto/tpu_metric_service.grpc.pb.h"
 #include "proto/xplane.pb.h"
+#include "tests/util/child_process.h"
 #include "trace/xspace_reader.h"
 
 namespace podprof::sim {
@@ -28,18 +29,13 @@ namespace {
 namespace fs = std::filesystem;
 namespace rt = tpu::monitoring::runtime;
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string Slurp(const std::string& path) { return podprof::testing::SlurpFile(path); }
 
-// A running podprof-simhost. Stops it with SIGTERM on destruction.
+// A running podprof-simhost with clients for both of its services.
 class SimProcess {
  public:
-  SimProcess(const std::string& name, std::vector<std::string> args) {
-    dir_ = fs::path(::testing::TempDir()) / absl::StrCat("simhost_", name, "_", getpid());
+  SimProcess(const std::string& name, std::vector<std::string> args)
+      : dir_(fs::path(::testing::TempDir()) / absl::StrCat("simhost_", name, "_", getpid())) {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     truth_ = (dir_ / "truth.json").string();
@@ -47,41 +43,20 @@ class SimProcess {
     args.insert(args.begin(), {std::string(PODPROF_BIN_DIR) + "/podprof-simhost",
                                "--profiler-port=0", "--metrics-port=0", "--bind=127.0.0.1",
                                "--ready-file=" + ready, "--truth-file=" + truth_});
-    pid_ = fork();
-    if (pid_ == 0) {
-      std::vector<char*> argv;
-      for (std::string& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    RealClock clock;
-    const int64_t deadline = clock.MonotonicNs() + 20'000'000'000;
-    while (!fs::exists(ready) && clock.MonotonicNs() < deadline) {
-      int status;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    if (!fs::exists(ready)) return;
-    nlohmann::json j = nlohmann::json::parse(Slurp(ready));
+    process_ = std::make_unique<podprof::testing::ChildProcess>(args, ready);
+    if (!process_->ready()) return;
     auto channel = [](int port) {
       return grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
                                  grpc::InsecureChannelCredentials());
     };
-    profiler_ = tensorflow::ProfilerService::NewStub(channel(j["profiler_port"]));
-    metrics_ = rt::RuntimeMetricService::NewStub(channel(j["metrics_port"]));
+    profiler_ = tensorflow::ProfilerService::NewStub(channel(process_->info()["profiler_port"]));
+    metrics_ = rt::RuntimeMetricService::NewStub(channel(process_->info()["metrics_port"]));
   }
   ~SimProcess() {
+    // Close the channels first: open connections would hold up the server's shutdown.
     profiler_.reset();
     metrics_.reset();
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      int status;
-      waitpid(pid_, &status, 0);
-    }
+    process_.reset();
     fs::remove_all(dir_);
   }
   bool ok() const { return profiler_ != nullptr; }
@@ -93,7 +68,7 @@ class SimProcess {
  private:
   fs::path dir_;
   std::string truth_;
-  pid_t pid_ = -1;
+  std::unique_ptr<podprof::testing::ChildProcess> process_;
   std::unique_ptr<tensorflow::ProfilerService::Stub> profiler_;
   std::unique_ptr<rt::RuntimeMetricService::Stub> metrics_;
 };
