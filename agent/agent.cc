@@ -136,10 +136,38 @@ std::vector<std::string> Agent::Reload(const AgentConfig& fresh) {
 
 void Agent::LearnChips(const std::vector<trace::Chip>& chips) {
   absl::MutexLock lock(&mu_);
-  if (discovered_.empty()) learned_ = chips;
+  // A capture describes chips fully; a metric reply only names them: never downgrade.
+  if (discovered_.empty() && !chips.empty() &&
+      (learned_.empty() || !chips.front().device_type.empty())) {
+    learned_ = chips;
+  }
+}
+
+void Agent::LearnChipsFromMetrics() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!discovered_.empty() || !learned_.empty()) return;
+  }
+  // Before any capture, libtpu's metric service tells which devices the workload holds.
+  std::vector<trace::Chip> chips;
+  for (auto& stub : workload_.metrics) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(Deadline(clock_, 300'000'000));
+    tpu::monitoring::runtime::MetricRequest req;
+    req.set_metric_name("tpu.runtime.hbm.memory.total.bytes");
+    tpu::monitoring::runtime::MetricResponse resp;
+    if (!stub->GetRuntimeMetric(&ctx, req, &resp).ok()) continue;
+    for (const auto& m : resp.metric().metrics()) {
+      trace::Chip chip;
+      chip.ordinal = static_cast<int>(m.attribute().value().int_attr());
+      chips.push_back(chip);
+    }
+  }
+  LearnChips(chips);
 }
 
 podprof::v1::HostInfo Agent::HostInfo() {
+  LearnChipsFromMetrics();
   absl::MutexLock lock(&mu_);
   podprof::v1::HostInfo h;
   h.set_host_name(config_.host_name);

@@ -46,6 +46,9 @@ class Agent {
   std::vector<std::string> Reload(const AgentConfig& fresh);
   // Remembers chips seen in a capture when sysfs shows none.
   void LearnChips(const std::vector<trace::Chip>& chips);
+  // With no chips from sysfs or a capture yet, asks the runtime metric service which devices
+  // the workload holds.
+  void LearnChipsFromMetrics();
 
   Clock& clock() { return clock_; }
   const Workload& workload() const { return workload_; }

@@ -499,5 +499,66 @@ TEST(AgentProcessTest, XprofFacadeProxiesToTheWorkload) {
   EXPECT_TRUE(fs::exists(s / "xprof/2026_11_29_12_00_00/10.1.2.3_7102.xplane.pb"));
 }
 
+TEST(AgentProcessTest, ChipsFromMetricsBeforeAnyCaptureAndMetricsDownIsAWarning) {
+  Scratch s("metrics");
+  auto sim = StartSimhost(s, {});
+  ASSERT_TRUE(sim->ready());
+  {
+    auto agent = StartAgent(s, {SimProfiler(*sim), SimMetrics(*sim)});
+    ASSERT_TRUE(agent->ready());
+    auto stub = AgentStub(*agent);
+    grpc::ClientContext ctx;
+    podprof::v1::InfoResponse info;
+    ASSERT_TRUE(stub->Info(&ctx, podprof::v1::InfoRequest(), &info).ok());
+    EXPECT_EQ(info.host().chips_size(), 4);
+    EXPECT_EQ(info.workload_endpoints_size(), 2);
+    for (const auto& e : info.workload_endpoints()) EXPECT_TRUE(e.reachable()) << e.address();
+  }
+  fs::remove(s / "agent.ready");
+  auto agent = StartAgent(s, {SimProfiler(*sim), "--workload-metrics=127.0.0.1:1"});
+  ASSERT_TRUE(agent->ready());
+  auto stub = AgentStub(*agent);
+  CaptureResult r = Capture(*stub, "no-metrics", 0, 200);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  ASSERT_TRUE(r.chunks.back().has_trailer());
+  bool warned = false;
+  for (const auto& w : r.chunks.back().trailer().warnings()) {
+    warned |= absl::StrContains(w, "runtime metrics at 127.0.0.1:1 unavailable");
+  }
+  EXPECT_TRUE(warned);
+}
+
+TEST(AgentProcessTest, ClientGoneTerminatesTheWorkloadSession) {
+  Scratch s("cancel");
+  auto sim = StartSimhost(s, {});
+  auto agent = StartAgent(s, {SimProfiler(*sim), "--workload-metrics=none"});
+  ASSERT_TRUE(sim->ready() && agent->ready());
+  auto stub = AgentStub(*agent);
+  RealClock clock;
+  grpc::ClientContext ctx;
+  podprof::v1::CaptureRequest req;
+  req.set_capture_id("cancel-me");
+  req.set_duration_ms(20'000);
+  auto reader = stub->Capture(&ctx, req);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const int64_t t0 = clock.MonotonicNs();
+  ctx.TryCancel();
+  reader->Finish();
+  // The workload's session ends long before its 20 s: the agent terminated it.
+  nlohmann::json truth;
+  for (int i = 0; i < 150; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    truth = nlohmann::json::parse(SlurpFile(s / "truth.json"));
+    if (!truth["sessions"].empty()) break;
+  }
+  ASSERT_EQ(truth["sessions"].size(), 1u);
+  EXPECT_TRUE(truth["sessions"][0]["terminated"].get<bool>());
+  EXPECT_LT(clock.MonotonicNs() - t0, 3'000'000'000);
+  EXPECT_TRUE(Ping(*stub));
+  // And the host is free again.
+  CaptureResult again = Capture(*stub, "after", 0, 100);
+  EXPECT_TRUE(again.status.ok()) << again.status.error_message();
+}
+
 }  // namespace
 }  // namespace podprof::agent

@@ -1,0 +1,183 @@
+// podprof-agent's overhead: CPU and memory of an idle agent process (next to a simulated
+// workload), and the cost of converting a capture into chunks against the streaming reader
+// alone on the same file, measured in the same run.
+//
+//   bench_agent_overhead [--idle-seconds 10] [--capture-seconds 10]
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "agent/chunker.h"
+#include "common/clock.h"
+#include "nlohmann/json.hpp"
+#include "sim/pod_model.h"
+#include "sim/skewed_clock.h"
+#include "sim/xspace_builder.h"
+#include "trace/xspace_reader.h"
+
+namespace podprof {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// utime + stime of `pid`, in clock ticks.
+long CpuTicks(pid_t pid) {
+  std::string stat = Slurp("/proc/" + std::to_string(pid) + "/stat");
+  size_t close = stat.rfind(')');
+  std::istringstream in(stat.substr(close + 2));
+  std::string field;
+  long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && in >> field; ++i) {
+    if (i == 14) utime = std::atol(field.c_str());
+    if (i == 15) stime = std::atol(field.c_str());
+  }
+  return utime + stime;
+}
+
+long RssKb(pid_t pid) {
+  std::istringstream in(Slurp("/proc/" + std::to_string(pid) + "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+  }
+  return 0;
+}
+
+pid_t Spawn(std::vector<std::string> args) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+bool WaitFor(const std::string& path) {
+  for (int i = 0; i < 500 && !fs::exists(path); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return fs::exists(path);
+}
+
+// Serializes every chunk, as the gRPC stream would.
+class SerializingSink final : public agent::ChunkSink {
+ public:
+  bool Write(const podprof::v1::CaptureChunk& c) override {
+    buffer_.clear();
+    c.SerializeToString(&buffer_);
+    bytes += buffer_.size();
+    return true;
+  }
+  uint64_t bytes = 0;
+
+ private:
+  std::string buffer_;
+};
+
+int Main(int argc, char** argv) {
+  double idle_seconds = 10, capture_seconds = 10;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string a = argv[i];
+    if (a == "--idle-seconds") idle_seconds = std::atof(argv[i + 1]);
+    if (a == "--capture-seconds") capture_seconds = std::atof(argv[i + 1]);
+  }
+  const std::string bin = fs::path(fs::read_symlink("/proc/self/exe")).parent_path().string();
+  const std::string dir = "/tmp/bench_agent_" + std::to_string(getpid());
+  fs::create_directories(dir + "/nosys");
+  RealClock clock;
+
+  // 1. Idle agent beside an idle simulated workload.
+  pid_t sim = Spawn({bin + "/podprof-simhost", "--profiler-port=0", "--metrics-port=0",
+                     "--ready-file=" + dir + "/sim.json"});
+  if (!WaitFor(dir + "/sim.json")) return 1;
+  nlohmann::json sj = nlohmann::json::parse(Slurp(dir + "/sim.json"));
+  std::ofstream(dir + "/empty.toml") << "";
+  pid_t agent =
+      Spawn({bin + "/podprof-agent", "--config=" + dir + "/empty.toml", "--listen=127.0.0.1:0",
+             "--profiler-service-listen=none", "--sysfs-root=" + dir + "/nosys",
+             "--workload-profiler=127.0.0.1:" + std::to_string(sj["profiler_port"].get<int>()),
+             "--workload-metrics=127.0.0.1:" + std::to_string(sj["metrics_port"].get<int>()),
+             "--ready-file=" + dir + "/agent.json"});
+  if (!WaitFor(dir + "/agent.json")) return 1;
+  int status;
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // let start-up settle
+  const long ticks0 = CpuTicks(agent);
+  const int64_t t0 = clock.MonotonicNs();
+  std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(idle_seconds * 1000)));
+  const double wall = (clock.MonotonicNs() - t0) / 1e9;
+  const double cpu = (CpuTicks(agent) - ticks0) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  const long rss = RssKb(agent);
+  kill(agent, SIGTERM);
+  kill(sim, SIGTERM);
+  waitpid(agent, &status, 0);
+  waitpid(sim, &status, 0);
+  std::printf("idle agent over %.1f s: cpu %.3f%% of one core, rss %.1f MB\n", wall,
+              100 * cpu / wall, rss / 1024.0);
+  std::printf("idle_cpu_percent=%.3f (target < 0.2)\nidle_rss_mb=%.1f (target < 40)\n",
+              100 * cpu / wall, rss / 1024.0);
+
+  // 2. Conversion of a large capture: reader alone vs reader + chunks, same file.
+  sim::PodConfig pod;
+  pod.chips = 8;
+  auto model = sim::PodModel::Create(pod);
+  sim::SkewedClock host(clock, 0, 0);
+  sim::SessionWindow w;
+  w.true_start_ns = clock.NowNs();
+  w.true_end_ns = w.true_start_ns + static_cast<int64_t>(capture_seconds * 1e9);
+  std::string path = dir + "/capture.xplane.pb";
+  {
+    std::ofstream out(path, std::ios::binary);
+    sim::BuildXSpace(*model, host, w).space.SerializeToOstream(&out);
+  }
+  const double mb = fs::file_size(path) / 1e6;
+  double best_read = 1e300, best_convert = 1e300;
+  uint64_t events = 0, chunk_bytes = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    int64_t a = clock.MonotonicNs();
+    auto c1 = trace::ReadXSpaceFile(path);
+    int64_t b = clock.MonotonicNs();
+    auto c2 = trace::ReadXSpaceFile(path);
+    SerializingSink sink;
+    agent::ChunkCounts counts;
+    agent::StreamCapture(*c2, {}, {}, 4 << 20, &sink, &counts);
+    int64_t c = clock.MonotonicNs();
+    best_read = std::min(best_read, (b - a) / 1e9);
+    best_convert = std::min(best_convert, (c - b) / 1e9);
+    events = counts.events;
+    chunk_bytes = sink.bytes;
+  }
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  std::printf(
+      "capture %.1f MB, %llu events: reader %.1f MB/s, reader+chunks %.1f MB/s, "
+      "%.1f MB of chunks, peak rss %.1f MB\n",
+      mb, static_cast<unsigned long long>(events), mb / best_read, mb / best_convert,
+      chunk_bytes / 1e6, ru.ru_maxrss / 1024.0);
+  std::printf("conversion_over_reader=%.2f\n", best_convert / best_read);
+  fs::remove_all(dir);
+  return 0;
+}
+
+}  // namespace
+}  // namespace podprof
+
+int main(int argc, char** argv) { return podprof::Main(argc, argv); }
