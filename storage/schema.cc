@@ -1,0 +1,151 @@
+#include "storage/schema.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace podprof::storage {
+namespace {
+
+// Migration N takes a database from version N-1 to N. Append only: never edit a released one.
+const std::vector<const char*>& Migrations() {
+  static const auto* const kMigrations = new std::vector<const char*>{
+      // 1: the tables.
+      R"sql(
+CREATE TABLE hosts (
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE
+);
+CREATE TABLE captures (
+  id TEXT PRIMARY KEY,
+  start_ns INTEGER NOT NULL,
+  end_ns INTEGER NOT NULL,
+  status TEXT NOT NULL,
+  options TEXT NOT NULL DEFAULT '{}',
+  labels TEXT NOT NULL DEFAULT '{}',
+  created_ns INTEGER NOT NULL,
+  events INTEGER NOT NULL DEFAULT 0,
+  kernel_count INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX captures_by_start ON captures (start_ns);
+CREATE TABLE capture_hosts (
+  capture_id TEXT NOT NULL REFERENCES captures (id) ON DELETE CASCADE,
+  host_id INTEGER NOT NULL REFERENCES hosts (id),
+  status TEXT NOT NULL,
+  error TEXT NOT NULL DEFAULT '',
+  clock_offset_ns INTEGER NOT NULL DEFAULT 0,
+  clock_uncertainty_ns INTEGER NOT NULL DEFAULT 0,
+  events INTEGER NOT NULL DEFAULT 0,
+  bytes INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (capture_id, host_id)
+) WITHOUT ROWID;
+CREATE TABLE chips (
+  id INTEGER PRIMARY KEY,
+  capture_id TEXT NOT NULL REFERENCES captures (id) ON DELETE CASCADE,
+  host_id INTEGER NOT NULL REFERENCES hosts (id),
+  ordinal INTEGER NOT NULL,
+  global_id INTEGER NOT NULL,
+  generation TEXT NOT NULL,
+  device_type TEXT NOT NULL,
+  peak_tflops REAL NOT NULL,
+  peak_hbm_gbps REAL NOT NULL
+);
+CREATE INDEX chips_by_capture ON chips (capture_id);
+CREATE TABLE kernels (
+  id INTEGER PRIMARY KEY,
+  module TEXT NOT NULL,
+  op_name TEXT NOT NULL,
+  category TEXT NOT NULL,
+  program_id INTEGER NOT NULL,
+  hlo_hash INTEGER NOT NULL,
+  flops INTEGER NOT NULL,
+  bytes_accessed INTEGER NOT NULL,
+  source TEXT NOT NULL,
+  UNIQUE (module, op_name, category, program_id, hlo_hash, flops, bytes_accessed)
+);
+CREATE INDEX kernels_by_name ON kernels (op_name, module);
+CREATE TABLE kernel_stats (
+  capture_id TEXT NOT NULL REFERENCES captures (id) ON DELETE CASCADE,
+  chip_id INTEGER NOT NULL REFERENCES chips (id) ON DELETE CASCADE,
+  kernel_id INTEGER NOT NULL REFERENCES kernels (id),
+  count INTEGER NOT NULL,
+  total_ps INTEGER NOT NULL,
+  min_ps INTEGER NOT NULL,
+  max_ps INTEGER NOT NULL,
+  sketch BLOB NOT NULL,
+  PRIMARY KEY (capture_id, chip_id, kernel_id)
+) WITHOUT ROWID;
+CREATE TABLE kernel_rollups (
+  capture_id TEXT NOT NULL REFERENCES captures (id) ON DELETE CASCADE,
+  kernel_id INTEGER NOT NULL REFERENCES kernels (id),
+  count INTEGER NOT NULL,
+  total_ps INTEGER NOT NULL,
+  min_ps INTEGER NOT NULL,
+  max_ps INTEGER NOT NULL,
+  p50_ps INTEGER NOT NULL,
+  p99_ps INTEGER NOT NULL,
+  chips INTEGER NOT NULL,
+  sketch BLOB NOT NULL,
+  PRIMARY KEY (capture_id, kernel_id)
+) WITHOUT ROWID;
+CREATE INDEX rollups_by_kernel ON kernel_rollups (kernel_id, capture_id);
+CREATE TABLE counter_series (
+  capture_id TEXT NOT NULL REFERENCES captures (id) ON DELETE CASCADE,
+  chip_id INTEGER NOT NULL REFERENCES chips (id) ON DELETE CASCADE,
+  name TEXT NOT NULL,
+  samples INTEGER NOT NULL,
+  data BLOB NOT NULL
+);
+CREATE INDEX counters_by_capture ON counter_series (capture_id);
+CREATE TABLE timeline_blocks (
+  capture_id TEXT NOT NULL REFERENCES captures (id) ON DELETE CASCADE,
+  chip_id INTEGER NOT NULL REFERENCES chips (id) ON DELETE CASCADE,
+  line TEXT NOT NULL,
+  base_ns INTEGER NOT NULL,
+  events INTEGER NOT NULL,
+  data BLOB NOT NULL
+);
+CREATE INDEX timelines_by_capture ON timeline_blocks (capture_id);
+)sql",
+      // 2: where a capture came from (a pod capture, an import), for listing.
+      R"sql(
+ALTER TABLE captures ADD COLUMN source TEXT NOT NULL DEFAULT 'capture';
+)sql",
+  };
+  return *kMigrations;
+}
+
+}  // namespace
+
+int LatestSchemaVersion() { return static_cast<int>(Migrations().size()); }
+
+absl::StatusOr<int> SchemaVersion(Connection& db) {
+  ASSIGN_OR_RETURN(auto stmt, Statement::Prepare(db, "PRAGMA user_version"));
+  ASSIGN_OR_RETURN(bool row, stmt->Step());
+  return row ? static_cast<int>(stmt->Int(0)) : 0;
+}
+
+absl::Status Migrate(Connection& db, int target) {
+  if (target < 0) target = LatestSchemaVersion();
+  ASSIGN_OR_RETURN(int version, SchemaVersion(db));
+  if (version > LatestSchemaVersion()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "database ", db.path(), " has schema version ", version, ", newer than this podprof (",
+        LatestSchemaVersion(), "): upgrade podprof or use another file"));
+  }
+  for (int v = version + 1; v <= target; ++v) {
+    RETURN_IF_ERROR(db.Exec("BEGIN IMMEDIATE"));
+    absl::Status s = db.Exec(Migrations()[v - 1]);
+    if (s.ok()) s = db.Exec(absl::StrCat("PRAGMA user_version = ", v));
+    if (!s.ok()) {
+      db.Exec("ROLLBACK").IgnoreError();
+      return absl::Status(s.code(),
+                          absl::StrCat("migration to schema version ", v, ": ", s.message()));
+    }
+    RETURN_IF_ERROR(db.Exec("COMMIT"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace podprof::storage

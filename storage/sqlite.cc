@@ -1,0 +1,208 @@
+#include "storage/sqlite.h"
+
+#include <regex>
+
+#include "absl/strings/str_cat.h"
+#include "trace/ddsketch.h"
+
+namespace podprof::storage {
+
+absl::Status SqliteStatus(sqlite3* db, int rc, absl::string_view context) {
+  const char* text = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  std::string msg = absl::StrCat(context, ": ", text);
+  switch (rc & 0xFF) {
+    case SQLITE_OK:
+    case SQLITE_ROW:
+    case SQLITE_DONE:
+      return absl::OkStatus();
+    case SQLITE_FULL:
+      return absl::ResourceExhaustedError(
+          absl::StrCat(msg, " (the disk or the database's size limit is full)"));
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return absl::UnavailableError(msg);
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      return absl::DataLossError(msg);
+    case SQLITE_CONSTRAINT:
+      return absl::FailedPreconditionError(msg);
+    case SQLITE_CANTOPEN:
+      return absl::NotFoundError(msg);
+    default:
+      return absl::InternalError(msg);
+  }
+}
+
+absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(const std::string& path, bool create) {
+  sqlite3* db = nullptr;
+  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (create ? SQLITE_OPEN_CREATE : 0);
+  int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
+  if (rc != SQLITE_OK) {
+    absl::Status s = SqliteStatus(db, rc, absl::StrCat("open database ", path));
+    sqlite3_close(db);
+    return s;
+  }
+  std::unique_ptr<Connection> c(new Connection(db, path));
+  // Readers wait briefly for a checkpoint rather than failing.
+  sqlite3_busy_timeout(db, 5000);
+  absl::Status s = RegisterFunctions(db);
+  if (!s.ok()) return s;
+  s = c->Exec("PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;");
+  if (!s.ok()) return s;
+  return c;
+}
+
+Connection::~Connection() { sqlite3_close_v2(db_); }
+
+absl::Status Connection::Exec(absl::string_view sql) {
+  char* err = nullptr;
+  std::string text(sql);
+  int rc = sqlite3_exec(db_, text.c_str(), nullptr, nullptr, &err);
+  if (err != nullptr) sqlite3_free(err);
+  if (rc != SQLITE_OK) return SqliteStatus(db_, rc, absl::StrCat("database ", path_));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Statement>> Statement::Prepare(Connection& db,
+                                                              absl::string_view sql) {
+  sqlite3_stmt* stmt = nullptr;
+  int rc = sqlite3_prepare_v2(db.get(), sql.data(), static_cast<int>(sql.size()), &stmt, nullptr);
+  if (rc != SQLITE_OK) return SqliteStatus(db.get(), rc, absl::StrCat("prepare on ", db.path()));
+  return std::unique_ptr<Statement>(new Statement(db, stmt));
+}
+
+Statement::~Statement() { sqlite3_finalize(stmt_); }
+
+Statement& Statement::Bind(int i, int64_t v) {
+  sqlite3_bind_int64(stmt_, i, v);
+  return *this;
+}
+Statement& Statement::Bind(int i, double v) {
+  sqlite3_bind_double(stmt_, i, v);
+  return *this;
+}
+Statement& Statement::Bind(int i, absl::string_view text) {
+  sqlite3_bind_text(stmt_, i, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
+  return *this;
+}
+Statement& Statement::BindBlob(int i, absl::string_view blob) {
+  sqlite3_bind_blob(stmt_, i, blob.data(), static_cast<int>(blob.size()), SQLITE_TRANSIENT);
+  return *this;
+}
+Statement& Statement::BindNull(int i) {
+  sqlite3_bind_null(stmt_, i);
+  return *this;
+}
+
+absl::StatusOr<bool> Statement::Step() {
+  int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  return SqliteStatus(db_.get(), rc, absl::StrCat("database ", db_.path()));
+}
+
+absl::Status Statement::Run() {
+  absl::StatusOr<bool> r = Step();
+  sqlite3_reset(stmt_);
+  return r.status();
+}
+
+void Statement::Reset() {
+  sqlite3_reset(stmt_);
+  sqlite3_clear_bindings(stmt_);
+}
+
+std::string Statement::Text(int col) const {
+  const unsigned char* t = sqlite3_column_text(stmt_, col);
+  return t == nullptr ? std::string() : std::string(reinterpret_cast<const char*>(t));
+}
+
+std::string Statement::Blob(int col) const {
+  const void* b = sqlite3_column_blob(stmt_, col);
+  int n = sqlite3_column_bytes(stmt_, col);
+  return b == nullptr ? std::string() : std::string(static_cast<const char*>(b), n);
+}
+
+namespace {
+
+void MergeStep(sqlite3_context* ctx, int, sqlite3_value** argv) {
+  auto** acc =
+      static_cast<trace::DDSketch**>(sqlite3_aggregate_context(ctx, sizeof(trace::DDSketch*)));
+  if (acc == nullptr) return;
+  if (*acc == nullptr) *acc = new trace::DDSketch();
+  if (sqlite3_value_type(argv[0]) == SQLITE_NULL) return;
+  absl::string_view blob(static_cast<const char*>(sqlite3_value_blob(argv[0])),
+                         sqlite3_value_bytes(argv[0]));
+  absl::StatusOr<trace::DDSketch> s = trace::DDSketch::Deserialize(blob);
+  if (!s.ok()) {
+    sqlite3_result_error(ctx, std::string(s.status().message()).c_str(), -1);
+    return;
+  }
+  (*acc)->Merge(*s);
+}
+
+void MergeFinal(sqlite3_context* ctx) {
+  auto** acc = static_cast<trace::DDSketch**>(sqlite3_aggregate_context(ctx, 0));
+  if (acc == nullptr || *acc == nullptr) {
+    sqlite3_result_null(ctx);
+    return;
+  }
+  std::string blob = (*acc)->Serialize();
+  delete *acc;
+  sqlite3_result_blob(ctx, blob.data(), static_cast<int>(blob.size()), SQLITE_TRANSIENT);
+}
+
+void Quantile(sqlite3_context* ctx, int, sqlite3_value** argv) {
+  if (sqlite3_value_type(argv[0]) == SQLITE_NULL) {
+    sqlite3_result_null(ctx);
+    return;
+  }
+  absl::string_view blob(static_cast<const char*>(sqlite3_value_blob(argv[0])),
+                         sqlite3_value_bytes(argv[0]));
+  absl::StatusOr<trace::DDSketch> s = trace::DDSketch::Deserialize(blob);
+  if (!s.ok()) {
+    sqlite3_result_error(ctx, std::string(s.status().message()).c_str(), -1);
+    return;
+  }
+  sqlite3_result_double(ctx, s->Quantile(sqlite3_value_double(argv[1])));
+}
+
+// `text REGEXP pattern` calls regexp(pattern, text). The compiled pattern is cached per
+// statement as auxiliary data, so a query compiles it once.
+void Regexp(sqlite3_context* ctx, int, sqlite3_value** argv) {
+  const char* text = reinterpret_cast<const char*>(sqlite3_value_text(argv[1]));
+  auto* cached = static_cast<std::regex*>(sqlite3_get_auxdata(ctx, 0));
+  if (cached != nullptr) {
+    sqlite3_result_int(ctx, text != nullptr && std::regex_search(text, *cached) ? 1 : 0);
+    return;
+  }
+  const char* pattern = reinterpret_cast<const char*>(sqlite3_value_text(argv[0]));
+  std::regex* re;
+  try {
+    re = new std::regex(pattern == nullptr ? "" : pattern);
+  } catch (const std::regex_error& e) {
+    sqlite3_result_error(ctx, absl::StrCat("bad regex: ", e.what()).c_str(), -1);
+    return;
+  }
+  sqlite3_result_int(ctx, text != nullptr && std::regex_search(text, *re) ? 1 : 0);
+  // SQLite owns it from here, and may free it at once.
+  sqlite3_set_auxdata(ctx, 0, re, [](void* p) { delete static_cast<std::regex*>(p); });
+}
+
+}  // namespace
+
+absl::Status RegisterFunctions(sqlite3* db) {
+  int rc = sqlite3_create_function(db, "dds_merge", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, nullptr,
+                                   nullptr, MergeStep, MergeFinal);
+  if (rc == SQLITE_OK) {
+    rc = sqlite3_create_function(db, "dds_quantile", 2, SQLITE_UTF8 | SQLITE_DETERMINISTIC, nullptr,
+                                 Quantile, nullptr, nullptr);
+  }
+  if (rc == SQLITE_OK) {
+    rc = sqlite3_create_function(db, "regexp", 2, SQLITE_UTF8 | SQLITE_DETERMINISTIC, nullptr,
+                                 Regexp, nullptr, nullptr);
+  }
+  return rc == SQLITE_OK ? absl::OkStatus() : SqliteStatus(db, rc, "register SQL functions");
+}
+
+}  // namespace podprof::storage

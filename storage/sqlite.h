@@ -1,0 +1,79 @@
+// Thin RAII wrappers over SQLite's C API, and the one place SQLite result codes become Status.
+#ifndef PODPROF_STORAGE_SQLITE_H_
+#define PODPROF_STORAGE_SQLITE_H_
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace podprof::storage {
+
+// Converts a SQLite result code: SQLITE_FULL -> ResourceExhausted, SQLITE_BUSY/LOCKED ->
+// Unavailable, SQLITE_CORRUPT/NOTADB -> DataLoss, SQLITE_CONSTRAINT -> FailedPrecondition,
+// SQLITE_CANTOPEN -> NotFound, else Internal; the message names `context` and SQLite's text.
+absl::Status SqliteStatus(sqlite3* db, int rc, absl::string_view context);
+
+// One connection. Not thread-safe: one thread uses a connection at a time.
+class Connection {
+ public:
+  // Opens (creating if `create`) the database file and registers podprof's SQL functions.
+  static absl::StatusOr<std::unique_ptr<Connection>> Open(const std::string& path, bool create);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Runs one or more statements without results.
+  absl::Status Exec(absl::string_view sql);
+  sqlite3* get() const { return db_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  Connection(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  sqlite3* const db_;
+  const std::string path_;
+};
+
+// A prepared statement; bind from index 1 as SQLite does. Not thread-safe.
+class Statement {
+ public:
+  static absl::StatusOr<std::unique_ptr<Statement>> Prepare(Connection& db, absl::string_view sql);
+  ~Statement();
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  Statement& Bind(int i, int64_t v);
+  Statement& Bind(int i, double v);
+  Statement& Bind(int i, absl::string_view text);
+  Statement& BindBlob(int i, absl::string_view blob);
+  Statement& BindNull(int i);
+  // Advances: true with a row, false when done; errors as SqliteStatus.
+  absl::StatusOr<bool> Step();
+  // Steps to completion of a statement without rows.
+  absl::Status Run();
+  void Reset();
+
+  int64_t Int(int col) const { return sqlite3_column_int64(stmt_, col); }
+  double Double(int col) const { return sqlite3_column_double(stmt_, col); }
+  std::string Text(int col) const;
+  std::string Blob(int col) const;
+  bool IsNull(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
+
+ private:
+  Statement(Connection& db, sqlite3_stmt* stmt) : db_(db), stmt_(stmt) {}
+  Connection& db_;
+  sqlite3_stmt* const stmt_;
+};
+
+// Registers dds_merge(blob) (aggregate), dds_quantile(blob, q) and regexp(pattern, text) (for
+// `text REGEXP pattern`) on a connection.
+absl::Status RegisterFunctions(sqlite3* db);
+
+}  // namespace podprof::storage
+
+#endif  // PODPROF_STORAGE_SQLITE_H_

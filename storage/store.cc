@@ -1,0 +1,761 @@
+#include "storage/store.h"
+
+#include <zstd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <future>
+#include <regex>
+#include <tuple>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/status_macros.h"
+#include "nlohmann/json.hpp"
+#include "storage/schema.h"
+#include "trace/kernel_stats.h"
+
+namespace podprof::storage {
+namespace {
+
+void PutVarint(uint64_t v, std::string* out) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>(v | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
+}
+bool GetVarint(absl::string_view* in, uint64_t* v) {
+  uint64_t r = 0;
+  for (int i = 0; i < 10 && !in->empty(); ++i) {
+    uint8_t b = static_cast<uint8_t>((*in)[0]);
+    in->remove_prefix(1);
+    r |= static_cast<uint64_t>(b & 0x7F) << (7 * i);
+    if (b < 0x80) {
+      *v = r;
+      return true;
+    }
+  }
+  return false;
+}
+uint64_t ZigZag(int64_t v) {
+  return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
+}
+int64_t UnZigZag(uint64_t v) { return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1); }
+
+std::string Compress(const std::string& raw) {
+  std::string out(ZSTD_compressBound(raw.size()), '\0');
+  size_t n = ZSTD_compress(out.data(), out.size(), raw.data(), raw.size(), 3);
+  out.resize(ZSTD_isError(n) ? 0 : n);
+  return out;
+}
+
+absl::StatusOr<std::string> Decompress(absl::string_view blob) {
+  unsigned long long size = ZSTD_getFrameContentSize(blob.data(), blob.size());
+  if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN || size > (1ull << 32)) {
+    return absl::DataLossError("timeline block is not a zstd frame");
+  }
+  std::string out(size, '\0');
+  size_t n = ZSTD_decompress(out.data(), out.size(), blob.data(), blob.size());
+  if (ZSTD_isError(n)) return absl::DataLossError(ZSTD_getErrorName(n));
+  return out;
+}
+
+// Block encoding (before zstd): varint count, then per event zigzag start delta, duration,
+// global kernel id, collective id.
+std::string EncodeBlock(const trace::EventBlock& b, const std::vector<int64_t>& kernel_ids) {
+  std::string raw;
+  PutVarint(b.size(), &raw);
+  int64_t prev = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    PutVarint(ZigZag(b.start_ps[i] - prev), &raw);
+    prev = b.start_ps[i];
+    PutVarint(ZigZag(b.duration_ps[i]), &raw);
+    PutVarint(static_cast<uint64_t>(kernel_ids[b.kernel[i]]), &raw);
+    PutVarint(b.collective[i], &raw);
+  }
+  return Compress(raw);
+}
+
+std::string EncodeCounters(const trace::CounterSeries& s) {
+  std::string raw;
+  PutVarint(s.value.size(), &raw);
+  int64_t prev = 0;
+  for (size_t i = 0; i < s.value.size(); ++i) {
+    PutVarint(ZigZag(s.time_ns[i] - prev), &raw);
+    prev = s.time_ns[i];
+    char bytes[8];
+    std::memcpy(bytes, &s.value[i], 8);
+    raw.append(bytes, 8);
+  }
+  return Compress(raw);
+}
+
+std::string LabelsJson(const std::map<std::string, std::string>& labels) {
+  return nlohmann::json(labels).dump();
+}
+
+std::map<std::string, std::string> ParseLabels(const std::string& text) {
+  std::map<std::string, std::string> out;
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_object()) {
+    for (auto& [k, v] : j.items()) {
+      if (v.is_string()) out[k] = v.get<std::string>();
+    }
+  }
+  return out;
+}
+
+absl::Status CheckRegex(const std::string& re) {
+  try {
+    std::regex r(re);
+  } catch (const std::regex_error& e) {
+    return absl::InvalidArgumentError(absl::StrCat("bad kernel regex \"", re, "\": ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+// Runs `body` in a transaction on `c`; rolls back on failure.
+absl::Status Transaction(Connection& c, const std::function<absl::Status()>& body) {
+  RETURN_IF_ERROR(c.Exec("BEGIN IMMEDIATE"));
+  absl::Status s = body();
+  if (s.ok()) s = c.Exec("COMMIT");
+  if (!s.ok()) c.Exec("ROLLBACK").IgnoreError();
+  return s;
+}
+
+absl::Status WriteCaptureRows(Connection& c, const CaptureWrite& w) {
+  ASSIGN_OR_RETURN(auto exists, Statement::Prepare(c, "SELECT 1 FROM captures WHERE id = ?"));
+  exists->Bind(1, w.id);
+  ASSIGN_OR_RETURN(bool dup, exists->Step());
+  if (dup) return absl::AlreadyExistsError(absl::StrCat("capture ", w.id, " is already stored"));
+
+  ASSIGN_OR_RETURN(auto ins_capture,
+                   Statement::Prepare(c,
+                                      "INSERT INTO captures (id, start_ns, end_ns, status, "
+                                      "options, labels, created_ns, source) VALUES "
+                                      "(?,?,?,?,?,?,?,?)"));
+  ins_capture->Bind(1, w.id).Bind(2, w.start_ns).Bind(3, w.end_ns).Bind(4, w.status);
+  ins_capture->Bind(5, w.options_json).Bind(6, LabelsJson(w.labels)).Bind(7, w.created_ns);
+  ins_capture->Bind(8, w.source);
+  RETURN_IF_ERROR(ins_capture->Run());
+
+  ASSIGN_OR_RETURN(auto ins_host,
+                   Statement::Prepare(c, "INSERT OR IGNORE INTO hosts (name) VALUES (?)"));
+  ASSIGN_OR_RETURN(auto get_host, Statement::Prepare(c, "SELECT id FROM hosts WHERE name = ?"));
+  ASSIGN_OR_RETURN(auto ins_ch,
+                   Statement::Prepare(c,
+                                      "INSERT INTO capture_hosts (capture_id, host_id, status, "
+                                      "error, clock_offset_ns, clock_uncertainty_ns, events, "
+                                      "bytes) VALUES (?,?,?,?,?,?,?,?)"));
+  ASSIGN_OR_RETURN(auto ins_chip,
+                   Statement::Prepare(c,
+                                      "INSERT INTO chips (capture_id, host_id, ordinal, "
+                                      "global_id, generation, device_type, peak_tflops, "
+                                      "peak_hbm_gbps) VALUES (?,?,?,?,?,?,?,?)"));
+  ASSIGN_OR_RETURN(auto ins_kernel,
+                   Statement::Prepare(c,
+                                      "INSERT OR IGNORE INTO kernels (module, op_name, "
+                                      "category, program_id, hlo_hash, flops, bytes_accessed, "
+                                      "source) VALUES (?,?,?,?,?,?,?,?)"));
+  ASSIGN_OR_RETURN(auto get_kernel,
+                   Statement::Prepare(c,
+                                      "SELECT id FROM kernels WHERE module = ? AND op_name = ? "
+                                      "AND category = ? AND program_id = ? AND hlo_hash = ? AND "
+                                      "flops = ? AND bytes_accessed = ?"));
+  ASSIGN_OR_RETURN(auto ins_stat,
+                   Statement::Prepare(c,
+                                      "INSERT INTO kernel_stats (capture_id, chip_id, kernel_id, "
+                                      "count, total_ps, min_ps, max_ps, sketch) VALUES "
+                                      "(?,?,?,?,?,?,?,?)"));
+  ASSIGN_OR_RETURN(auto ins_block,
+                   Statement::Prepare(c,
+                                      "INSERT INTO timeline_blocks (capture_id, chip_id, line, "
+                                      "base_ns, events, data) VALUES (?,?,?,?,?,?)"));
+  ASSIGN_OR_RETURN(auto ins_counter,
+                   Statement::Prepare(c,
+                                      "INSERT INTO counter_series (capture_id, chip_id, name, "
+                                      "samples, data) VALUES (?,?,?,?,?)"));
+
+  // Roll-ups over every chip of every host, by stored kernel id.
+  std::map<int64_t, std::pair<trace::KernelStats, int64_t>> rollups;
+  absl::flat_hash_map<std::string, int64_t> kernel_cache;
+  int64_t events = 0;
+  for (const HostWrite& h : w.hosts) {
+    ins_host->Bind(1, h.host);
+    RETURN_IF_ERROR(ins_host->Run());
+    get_host->Reset();
+    get_host->Bind(1, h.host);
+    ASSIGN_OR_RETURN(bool found, get_host->Step());
+    if (!found) return absl::InternalError("host row vanished");
+    const int64_t host_id = get_host->Int(0);
+    get_host->Reset();
+    const int64_t host_events = h.capture ? static_cast<int64_t>(h.capture->EventCount()) : 0;
+    events += host_events;
+    ins_ch->Reset();
+    ins_ch->Bind(1, w.id).Bind(2, host_id).Bind(3, h.status).Bind(4, h.error);
+    ins_ch->Bind(5, h.clock_offset_ns).Bind(6, h.clock_uncertainty_ns).Bind(7, host_events);
+    ins_ch->Bind(8, static_cast<int64_t>(h.bytes));
+    RETURN_IF_ERROR(ins_ch->Run());
+    if (!h.capture) continue;
+    const trace::HostCapture& cap = *h.capture;
+
+    std::vector<int64_t> chip_ids;
+    for (const trace::Chip& chip : cap.host.chips) {
+      ins_chip->Reset();
+      ins_chip->Bind(1, w.id).Bind(2, host_id).Bind(3, int64_t{chip.ordinal});
+      ins_chip->Bind(4, chip.global_id).Bind(5, chip.generation).Bind(6, chip.device_type);
+      ins_chip->Bind(7, chip.peak_tflops).Bind(8, chip.peak_hbm_gbps);
+      RETURN_IF_ERROR(ins_chip->Run());
+      chip_ids.push_back(sqlite3_last_insert_rowid(c.get()));
+    }
+    std::vector<int64_t> kernel_ids;
+    for (const trace::KernelDef& k : cap.kernels) {
+      std::string key =
+          absl::StrCat(k.module, "\x1f", k.name, "\x1f", k.category, "\x1f", k.program_id, "\x1f",
+                       k.hlo_hash, "\x1f", k.flops, "\x1f", k.bytes_accessed);
+      auto it = kernel_cache.find(key);
+      if (it != kernel_cache.end()) {
+        kernel_ids.push_back(it->second);
+        continue;
+      }
+      auto bind = [&](Statement& s) {
+        s.Reset();
+        s.Bind(1, k.module).Bind(2, k.name).Bind(3, k.category);
+        s.Bind(4, static_cast<int64_t>(k.program_id)).Bind(5, static_cast<int64_t>(k.hlo_hash));
+        s.Bind(6, k.flops).Bind(7, k.bytes_accessed);
+      };
+      bind(*ins_kernel);
+      ins_kernel->Bind(8, k.source);
+      RETURN_IF_ERROR(ins_kernel->Run());
+      bind(*get_kernel);
+      ASSIGN_OR_RETURN(bool got, get_kernel->Step());
+      if (!got) return absl::InternalError("kernel row vanished");
+      kernel_ids.push_back(get_kernel->Int(0));
+      kernel_cache.emplace(key, kernel_ids.back());
+    }
+    for (const trace::KernelStats& s : trace::ComputeKernelStats(cap)) {
+      const int64_t kid = kernel_ids[s.kernel];
+      ins_stat->Reset();
+      ins_stat->Bind(1, w.id).Bind(2, chip_ids[s.chip]).Bind(3, kid).Bind(4, s.count);
+      ins_stat->Bind(5, s.total_ps).Bind(6, s.min_ps).Bind(7, s.max_ps);
+      ins_stat->BindBlob(8, s.sketch.Serialize());
+      RETURN_IF_ERROR(ins_stat->Run());
+      auto& r = rollups[kid];
+      r.first.Merge(s);
+      r.second++;
+    }
+    for (const trace::EventBlock& b : cap.blocks) {
+      if (b.size() == 0) continue;
+      ins_block->Reset();
+      ins_block->Bind(1, w.id).Bind(2, chip_ids[b.chip]).Bind(3, b.line).Bind(4, b.base_ns);
+      ins_block->Bind(5, static_cast<int64_t>(b.size())).BindBlob(6, EncodeBlock(b, kernel_ids));
+      RETURN_IF_ERROR(ins_block->Run());
+    }
+    for (const trace::CounterSeries& s : cap.counters) {
+      ins_counter->Reset();
+      ins_counter->Bind(1, w.id).Bind(2, chip_ids[s.chip]).Bind(3, s.name);
+      ins_counter->Bind(4, static_cast<int64_t>(s.value.size())).BindBlob(5, EncodeCounters(s));
+      RETURN_IF_ERROR(ins_counter->Run());
+    }
+  }
+  ASSIGN_OR_RETURN(auto ins_rollup,
+                   Statement::Prepare(c,
+                                      "INSERT INTO kernel_rollups (capture_id, kernel_id, "
+                                      "count, total_ps, min_ps, max_ps, p50_ps, p99_ps, chips, "
+                                      "sketch) VALUES (?,?,?,?,?,?,?,?,?,?)"));
+  for (const auto& [kid, r] : rollups) {
+    ins_rollup->Reset();
+    ins_rollup->Bind(1, w.id).Bind(2, kid).Bind(3, r.first.count).Bind(4, r.first.total_ps);
+    ins_rollup->Bind(5, r.first.min_ps).Bind(6, r.first.max_ps);
+    ins_rollup->Bind(7, r.first.QuantilePs(0.5)).Bind(8, r.first.QuantilePs(0.99));
+    ins_rollup->Bind(9, r.second).BindBlob(10, r.first.sketch.Serialize());
+    RETURN_IF_ERROR(ins_rollup->Run());
+  }
+  ASSIGN_OR_RETURN(
+      auto upd,
+      Statement::Prepare(c, "UPDATE captures SET events = ?, kernel_count = ? WHERE id = ?"));
+  upd->Bind(1, events).Bind(2, static_cast<int64_t>(rollups.size())).Bind(3, w.id);
+  return upd->Run();
+}
+
+// Reads one StatRow from a query whose columns are: host, chip ordinal, kernel id, module,
+// op, category, program id, hlo hash, flops, bytes, count, total, min, max, sketch, chips,
+// peak tflops, peak gbps.
+absl::StatusOr<StatRow> ReadStatRow(const Statement& s) {
+  StatRow r;
+  r.host = s.Text(0);
+  r.chip = s.IsNull(1) ? -1 : static_cast<int>(s.Int(1));
+  r.kernel.id = s.Int(2);
+  r.kernel.module = s.Text(3);
+  r.kernel.op_name = s.Text(4);
+  r.kernel.category = s.Text(5);
+  r.kernel.program_id = static_cast<uint64_t>(s.Int(6));
+  r.kernel.hlo_hash = static_cast<uint64_t>(s.Int(7));
+  r.kernel.flops = s.Int(8);
+  r.kernel.bytes_accessed = s.Int(9);
+  r.count = s.Int(10);
+  r.total_ps = s.Int(11);
+  r.min_ps = s.Int(12);
+  r.max_ps = s.Int(13);
+  ASSIGN_OR_RETURN(r.sketch, trace::DDSketch::Deserialize(s.Blob(14)));
+  r.chips = s.Int(15);
+  r.peak_tflops = s.Double(16);
+  r.peak_hbm_gbps = s.Double(17);
+  return r;
+}
+
+}  // namespace
+
+double RelativeChange(double baseline, double candidate) {
+  if (baseline <= 0 || candidate <= 0) return 0;
+  return candidate / baseline - 1;
+}
+
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path,
+                                                   const StoreOptions& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Connection> writer, Connection::Open(path, true));
+  ASSIGN_OR_RETURN(int version, SchemaVersion(*writer));
+  if (version == 0) {
+    // Must precede the first table for retention to be able to give space back.
+    RETURN_IF_ERROR(writer->Exec("PRAGMA auto_vacuum = INCREMENTAL"));
+  }
+  RETURN_IF_ERROR(writer->Exec("PRAGMA journal_mode = WAL"));
+  RETURN_IF_ERROR(Migrate(*writer));
+  if (options.max_page_count > 0) {
+    RETURN_IF_ERROR(writer->Exec(absl::StrCat("PRAGMA max_page_count = ", options.max_page_count)));
+  }
+  return std::unique_ptr<Store>(new Store(path, std::move(writer)));
+}
+
+Store::Store(std::string path, std::unique_ptr<Connection> writer)
+    : path_(std::move(path)), writer_(std::move(writer)) {
+  writer_thread_ = std::thread([this] { WriterLoop(); });
+}
+
+Store::~Store() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  writer_thread_.join();
+}
+
+void Store::WriterLoop() {
+  while (true) {
+    std::vector<std::function<void(Connection&)>> tasks;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](Store* s)
+               ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) { return s->stopping_ || !s->queue_.empty(); },
+          this));
+      if (queue_.empty() && stopping_) return;
+      tasks.swap(queue_);
+    }
+    for (auto& t : tasks) t(*writer_);
+  }
+}
+
+absl::Status Store::OnWriter(std::function<absl::Status(Connection&)> task) {
+  std::promise<absl::Status> done;
+  std::future<absl::Status> result = done.get_future();
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return absl::UnavailableError("the store is closing");
+    queue_.push_back([&](Connection& c) { done.set_value(task(c)); });
+  }
+  return result.get();
+}
+
+absl::StatusOr<std::unique_ptr<Connection>> Store::TakeReader() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!idle_readers_.empty()) {
+      std::unique_ptr<Connection> c = std::move(idle_readers_.back());
+      idle_readers_.pop_back();
+      return c;
+    }
+  }
+  return Connection::Open(path_, false);
+}
+
+void Store::ReturnReader(std::unique_ptr<Connection> c) {
+  absl::MutexLock lock(&mu_);
+  if (idle_readers_.size() < 8) idle_readers_.push_back(std::move(c));
+}
+
+// Borrows a reader connection for one query.
+#define PODPROF_WITH_READER(name)                                           \
+  ASSIGN_OR_RETURN(std::unique_ptr<Connection> name##_owned, TakeReader()); \
+  Connection& name = *name##_owned;                                         \
+  struct name##Return {                                                     \
+    Store* s;                                                               \
+    std::unique_ptr<Connection>* c;                                         \
+    ~name##Return() { s->ReturnReader(std::move(*c)); }                     \
+  } name##_return {                                                         \
+    this, &name##_owned                                                     \
+  }
+
+absl::Status Store::WriteCapture(const CaptureWrite& capture) {
+  if (capture.id.empty()) return absl::InvalidArgumentError("capture id is empty");
+  return OnWriter(
+      [&](Connection& c) { return Transaction(c, [&] { return WriteCaptureRows(c, capture); }); });
+}
+
+absl::Status Store::RequireCapture(Connection& c, const std::string& id) {
+  ASSIGN_OR_RETURN(auto s, Statement::Prepare(c, "SELECT 1 FROM captures WHERE id = ?"));
+  s->Bind(1, id);
+  ASSIGN_OR_RETURN(bool found, s->Step());
+  if (!found) return absl::NotFoundError(absl::StrCat("no capture with id \"", id, "\""));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<CaptureRow>> Store::ListCaptures(const CaptureQuery& q,
+                                                            std::string* next_page_token) {
+  if (q.until_ns < q.since_ns) {
+    return absl::InvalidArgumentError("the time range is inverted (until before since)");
+  }
+  int64_t token_start = INT64_MAX;
+  std::string token_id;
+  if (!q.page_token.empty()) {
+    std::vector<std::string> parts = absl::StrSplit(q.page_token, absl::MaxSplits(':', 1));
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &token_start)) {
+      return absl::InvalidArgumentError(absl::StrCat("bad page token \"", q.page_token, "\""));
+    }
+    token_id = parts[1];
+  }
+  PODPROF_WITH_READER(c);
+  std::string sql =
+      "SELECT c.id, c.start_ns, c.end_ns, c.status, c.labels, c.source, c.events, "
+      "c.kernel_count, (SELECT COUNT(*) FROM capture_hosts h WHERE h.capture_id = c.id), "
+      "(SELECT COUNT(*) FROM chips x WHERE x.capture_id = c.id) FROM captures c "
+      "WHERE c.start_ns >= ?1 AND c.start_ns <= ?2 AND (?3 = '' OR c.status = ?3) AND "
+      "(c.start_ns < ?4 OR (c.start_ns = ?4 AND c.id < ?5))";
+  int param = 6;
+  for (size_t i = 0; i < q.labels.size(); ++i) {
+    sql += absl::StrCat(" AND json_extract(c.labels, ?", param, ") = ?", param + 1);
+    param += 2;
+  }
+  sql += absl::StrCat(" ORDER BY c.start_ns DESC, c.id DESC LIMIT ?", param);
+  ASSIGN_OR_RETURN(auto s, Statement::Prepare(c, sql));
+  s->Bind(1, q.since_ns).Bind(2, q.until_ns).Bind(3, q.status).Bind(4, token_start);
+  s->Bind(5, q.page_token.empty() ? std::string("\xff\xff") : token_id);
+  param = 6;
+  for (const auto& [k, v] : q.labels) {
+    s->Bind(param, absl::StrCat("$.\"", k, "\"")).Bind(param + 1, v);
+    param += 2;
+  }
+  const int limit = q.limit > 0 ? q.limit : 100;
+  s->Bind(param, int64_t{limit} + 1);
+  std::vector<CaptureRow> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, s->Step());
+    if (!row) break;
+    CaptureRow r;
+    r.id = s->Text(0);
+    r.start_ns = s->Int(1);
+    r.end_ns = s->Int(2);
+    r.status = s->Text(3);
+    r.labels = ParseLabels(s->Text(4));
+    r.source = s->Text(5);
+    r.events = s->Int(6);
+    r.kernels = s->Int(7);
+    r.hosts = s->Int(8);
+    r.chips = s->Int(9);
+    out.push_back(std::move(r));
+  }
+  next_page_token->clear();
+  if (static_cast<int>(out.size()) > limit) {
+    out.resize(limit);
+    *next_page_token = absl::StrCat(out.back().start_ns, ":", out.back().id);
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<StatRow>> Store::KernelStats(const StatsQuery& q) {
+  if (!q.op_regex.empty()) RETURN_IF_ERROR(CheckRegex(q.op_regex));
+  PODPROF_WITH_READER(c);
+  RETURN_IF_ERROR(RequireCapture(c, q.capture_id));
+  const bool filtered_by_place = !q.host.empty() || q.chip.has_value();
+  std::string sql;
+  if (q.group_by == Grouping::kKernel && !filtered_by_place) {
+    // The stored roll-up: no sketch merging at query time.
+    sql =
+        "SELECT '', NULL, k.id, k.module, k.op_name, k.category, k.program_id, k.hlo_hash, "
+        "k.flops, k.bytes_accessed, r.count AS cnt, r.total_ps AS total, r.min_ps, r.max_ps, "
+        "r.sketch AS sk, r.chips, "
+        "(SELECT AVG(peak_tflops) FROM chips WHERE capture_id = ?1), "
+        "(SELECT AVG(peak_hbm_gbps) FROM chips WHERE capture_id = ?1) "
+        "FROM kernel_rollups r JOIN kernels k ON k.id = r.kernel_id WHERE r.capture_id = ?1 "
+        "AND (?2 = '' OR k.op_name REGEXP ?2) AND (?3 = '' OR k.category = ?3)";
+  } else {
+    const char* host_col =
+        q.group_by == Grouping::kChip || q.group_by == Grouping::kHost ? "h.name" : "''";
+    const char* chip_col = q.group_by == Grouping::kChip ? "c.ordinal" : "NULL";
+    const bool category = q.group_by == Grouping::kCategory;
+    sql = absl::StrCat(
+        "SELECT ", host_col, ", ", chip_col, ", ",
+        category ? "0, '', '', k.category, 0, 0, 0, 0, "
+                 : "k.id, k.module, k.op_name, k.category, k.program_id, k.hlo_hash, k.flops, "
+                   "k.bytes_accessed, ",
+        "SUM(s.count) AS cnt, SUM(s.total_ps) AS total, MIN(s.min_ps), MAX(s.max_ps), "
+        "dds_merge(s.sketch) AS sk, "
+        "COUNT(DISTINCT s.chip_id), AVG(c.peak_tflops), AVG(c.peak_hbm_gbps) "
+        "FROM kernel_stats s JOIN chips c ON c.id = s.chip_id JOIN hosts h ON h.id = c.host_id "
+        "JOIN kernels k ON k.id = s.kernel_id WHERE s.capture_id = ?1 "
+        "AND (?2 = '' OR k.op_name REGEXP ?2) AND (?3 = '' OR k.category = ?3) "
+        "AND (?4 = '' OR h.name = ?4) AND (?5 < 0 OR c.ordinal = ?5) GROUP BY ",
+        q.group_by == Grouping::kChip   ? "s.chip_id, s.kernel_id"
+        : q.group_by == Grouping::kHost ? "c.host_id, s.kernel_id"
+        : category                      ? "k.category"
+                                        : "s.kernel_id");
+  }
+  const char* order = q.order == Order::kCount  ? "cnt DESC"
+                      : q.order == Order::kMean ? "(total * 1.0 / cnt) DESC"
+                      : q.order == Order::kP99  ? "dds_quantile(sk, 0.99) DESC"
+                                                : "total DESC";
+  // Ties by name keep the order stable.
+  sql += absl::StrCat(" ORDER BY ", order, ", 5, 4");
+  if (q.top > 0) sql += absl::StrCat(" LIMIT ", q.top);
+  ASSIGN_OR_RETURN(auto s, Statement::Prepare(c, sql));
+  s->Bind(1, q.capture_id).Bind(2, q.op_regex).Bind(3, q.category);
+  if (!(q.group_by == Grouping::kKernel && !filtered_by_place)) {
+    s->Bind(4, q.host).Bind(5, int64_t{q.chip.value_or(-1)});
+  }
+  std::vector<StatRow> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, s->Step());
+    if (!row) break;
+    ASSIGN_OR_RETURN(StatRow r, ReadStatRow(*s));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<HistorySeries>> Store::KernelHistory(const HistoryQuery& q) {
+  if (q.op_regex.empty()) return absl::InvalidArgumentError("a kernel name or regex is required");
+  RETURN_IF_ERROR(CheckRegex(q.op_regex));
+  if (q.until_ns < q.since_ns) {
+    return absl::InvalidArgumentError("the time range is inverted (until before since)");
+  }
+  PODPROF_WITH_READER(c);
+  ASSIGN_OR_RETURN(
+      auto s,
+      Statement::Prepare(
+          c,
+          "SELECT k.module, k.op_name, k.category, r.capture_id, cap.start_ns, r.count, "
+          "r.total_ps, r.sketch, r.chips, k.flops FROM kernels k "
+          "JOIN kernel_rollups r ON r.kernel_id = k.id JOIN captures cap ON cap.id = r.capture_id "
+          "WHERE k.op_name REGEXP ?1 AND (?2 = '' OR k.module = ?2) AND cap.start_ns >= ?3 AND "
+          "cap.start_ns <= ?4 ORDER BY k.module, k.op_name, cap.start_ns, r.capture_id"));
+  s->Bind(1, q.op_regex).Bind(2, q.module).Bind(3, q.since_ns).Bind(4, q.until_ns);
+  std::vector<HistorySeries> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, s->Step());
+    if (!row) break;
+    std::string module = s->Text(0), op = s->Text(1);
+    if (out.empty() || out.back().module != module || out.back().op_name != op) {
+      if (static_cast<int>(out.size()) >= std::max(1, q.max_kernels)) break;
+      out.push_back({module, op, s->Text(2), {}});
+    }
+    auto& points = out.back().points;
+    const std::string capture = s->Text(3);
+    // Recompiles give one (module, op) several kernel rows in one capture: merge them.
+    if (points.empty() || points.back().capture_id != capture) {
+      points.push_back({});
+      points.back().capture_id = capture;
+      points.back().start_ns = s->Int(4);
+    }
+    HistoryPoint& p = points.back();
+    p.count += s->Int(5);
+    p.total_ps += s->Int(6);
+    ASSIGN_OR_RETURN(trace::DDSketch sk, trace::DDSketch::Deserialize(s->Blob(7)));
+    p.sketch.Merge(sk);
+    p.chips = std::max(p.chips, s->Int(8));
+    if (p.total_ps > 0) {
+      p.achieved_tflops += static_cast<double>(s->Int(9)) * static_cast<double>(s->Int(5)) /
+                           static_cast<double>(p.total_ps);
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<KernelDeltaRow>> Store::Compare(const std::string& baseline,
+                                                           const std::string& candidate,
+                                                           const std::string& op_regex,
+                                                           double threshold) {
+  std::map<std::pair<std::string, std::string>, KernelDeltaRow> rows;
+  for (int side = 0; side < 2; ++side) {
+    StatsQuery q;
+    q.capture_id = side == 0 ? baseline : candidate;
+    q.op_regex = op_regex;
+    ASSIGN_OR_RETURN(std::vector<StatRow> stats, KernelStats(q));
+    for (StatRow& r : stats) {
+      KernelDeltaRow& d = rows[{r.kernel.module, r.kernel.op_name}];
+      d.module = r.kernel.module;
+      d.op_name = r.kernel.op_name;
+      d.category = r.kernel.category;
+      std::optional<StatRow>& slot = side == 0 ? d.baseline : d.candidate;
+      if (slot) {  // Two kernel rows for one (module, op): merge.
+        slot->count += r.count;
+        slot->total_ps += r.total_ps;
+        slot->min_ps = std::min(slot->min_ps, r.min_ps);
+        slot->max_ps = std::max(slot->max_ps, r.max_ps);
+        slot->sketch.Merge(r.sketch);
+      } else {
+        slot = std::move(r);
+      }
+    }
+  }
+  // Noise: the sketch's own error is 2 x 0.54%; a shift must also leave the baseline's
+  // spread (its p90) to count.
+  const double floor = std::max(threshold, 2 * trace::DDSketch::kRelativeError);
+  std::vector<KernelDeltaRow> out;
+  for (auto& [key, d] : rows) {
+    if (d.baseline && d.candidate) {
+      const auto mean = [](const StatRow& r) {
+        return r.count > 0 ? static_cast<double>(r.total_ps) / r.count : 0.0;
+      };
+      d.mean_change = RelativeChange(mean(*d.baseline), mean(*d.candidate));
+      const double b50 = d.baseline->sketch.Quantile(0.5), c50 = d.candidate->sketch.Quantile(0.5);
+      d.p50_change = RelativeChange(b50, c50);
+      d.p99_change =
+          RelativeChange(d.baseline->sketch.Quantile(0.99), d.candidate->sketch.Quantile(0.99));
+      d.regression = d.p50_change > floor && c50 > d.baseline->sketch.Quantile(0.9);
+    }
+    out.push_back(std::move(d));
+  }
+  std::sort(out.begin(), out.end(), [](const KernelDeltaRow& a, const KernelDeltaRow& b) {
+    auto total = [](const KernelDeltaRow& d) {
+      return std::max(d.baseline ? d.baseline->total_ps : 0,
+                      d.candidate ? d.candidate->total_ps : 0);
+    };
+    return std::make_tuple(!a.regression, -total(a), a.op_name) <
+           std::make_tuple(!b.regression, -total(b), b.op_name);
+  });
+  return out;
+}
+
+absl::StatusOr<std::vector<trace::EventBlock>> Store::Timelines(const std::string& capture_id) {
+  PODPROF_WITH_READER(c);
+  RETURN_IF_ERROR(RequireCapture(c, capture_id));
+  ASSIGN_OR_RETURN(auto s, Statement::Prepare(c,
+                                              "SELECT x.ordinal, t.line, t.base_ns, t.data "
+                                              "FROM timeline_blocks t JOIN chips x ON x.id = "
+                                              "t.chip_id WHERE t.capture_id = ? ORDER BY t.rowid"));
+  s->Bind(1, capture_id);
+  std::vector<trace::EventBlock> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, s->Step());
+    if (!row) break;
+    trace::EventBlock b;
+    b.chip = static_cast<int>(s->Int(0));  // the chip's ordinal
+    b.line = s->Text(1);
+    b.base_ns = s->Int(2);
+    ASSIGN_OR_RETURN(std::string raw, Decompress(s->Blob(3)));
+    absl::string_view in(raw);
+    uint64_t n, v;
+    if (!GetVarint(&in, &n)) return absl::DataLossError("timeline block header");
+    int64_t prev = 0;
+    for (uint64_t i = 0; i < n; ++i) {
+      uint64_t start, dur, kernel, coll;
+      if (!GetVarint(&in, &start) || !GetVarint(&in, &dur) || !GetVarint(&in, &kernel) ||
+          !GetVarint(&in, &coll)) {
+        return absl::DataLossError("timeline block is truncated");
+      }
+      prev += UnZigZag(start);
+      b.start_ps.push_back(prev);
+      b.duration_ps.push_back(UnZigZag(dur));
+      b.kernel.push_back(static_cast<uint32_t>(kernel));
+      b.collective.push_back(coll);
+    }
+    (void)v;
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+absl::StatusOr<int64_t> Store::UsedBytes() {
+  PODPROF_WITH_READER(c);
+  ASSIGN_OR_RETURN(
+      auto s, Statement::Prepare(
+                  c,
+                  "SELECT (SELECT page_count FROM pragma_page_count()) - (SELECT freelist_count "
+                  "FROM pragma_freelist_count()), (SELECT page_size FROM pragma_page_size())"));
+  ASSIGN_OR_RETURN(bool row, s->Step());
+  return row ? s->Int(0) * s->Int(1) : 0;
+}
+
+absl::Status Store::CheckIntegrity() {
+  PODPROF_WITH_READER(c);
+  ASSIGN_OR_RETURN(auto s, Statement::Prepare(c, "PRAGMA integrity_check"));
+  ASSIGN_OR_RETURN(bool row, s->Step());
+  if (!row || s->Text(0) != "ok") {
+    return absl::DataLossError(
+        absl::StrCat("integrity check of ", path_, ": ", row ? s->Text(0) : "no answer"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RetentionResult> Store::ApplyRetention(const RetentionPolicy& p, int64_t now_ns) {
+  RetentionResult result;
+  const int batch = std::max(1, p.batch);
+  // Each batch is its own transaction: a long retention pass never holds the writer for long.
+  auto delete_batch = [&](const std::string& select_ids, int64_t bound, const char* what,
+                          int limit) -> absl::StatusOr<int64_t> {
+    int64_t n = 0;
+    absl::Status s = OnWriter([&](Connection& c) {
+      return Transaction(c, [&]() -> absl::Status {
+        ASSIGN_OR_RETURN(auto st, Statement::Prepare(c, absl::StrCat(what, " (", select_ids,
+                                                                     " LIMIT ", limit, ")")));
+        st->Bind(1, bound);
+        RETURN_IF_ERROR(st->Run());
+        n = sqlite3_changes(c.get());
+        return absl::OkStatus();
+      });
+    });
+    if (!s.ok()) return s;
+    return n;
+  };
+  if (p.keep_timelines_ns > 0) {
+    while (true) {
+      ASSIGN_OR_RETURN(int64_t n,
+                       delete_batch("SELECT DISTINCT t.capture_id FROM timeline_blocks t JOIN "
+                                    "captures c ON c.id = t.capture_id WHERE c.start_ns < ?1",
+                                    now_ns - p.keep_timelines_ns,
+                                    "DELETE FROM timeline_blocks WHERE capture_id IN", batch));
+      if (n == 0) break;
+      result.timelines_dropped += n;
+    }
+  }
+  if (p.max_age_ns > 0) {
+    while (true) {
+      ASSIGN_OR_RETURN(
+          int64_t n,
+          delete_batch("SELECT id FROM captures WHERE start_ns < ?1 ORDER BY start_ns",
+                       now_ns - p.max_age_ns, "DELETE FROM captures WHERE id IN", batch));
+      if (n == 0) break;
+      result.captures_deleted += n;
+    }
+  }
+  if (p.max_bytes > 0) {
+    while (true) {
+      RETURN_IF_ERROR(OnWriter([](Connection& c) { return c.Exec("PRAGMA incremental_vacuum"); }));
+      ASSIGN_OR_RETURN(int64_t used, UsedBytes());
+      if (used <= p.max_bytes) break;
+      // Oldest first, one capture at a time: the size test runs between deletions.
+      ASSIGN_OR_RETURN(int64_t n,
+                       delete_batch("SELECT id FROM captures WHERE ?1 = ?1 ORDER BY start_ns", 0,
+                                    "DELETE FROM captures WHERE id IN", 1));
+      if (n == 0) break;
+      result.captures_deleted += n;
+    }
+  }
+  RETURN_IF_ERROR(OnWriter([](Connection& c) { return c.Exec("PRAGMA incremental_vacuum"); }));
+  return result;
+}
+
+}  // namespace podprof::storage

@@ -1,0 +1,205 @@
+// The kernel-statistics store: one SQLite file (WAL) holding every capture's hosts, chips,
+// kernel statistics with their sketches, roll-ups, counters and compressed timelines.
+//
+// Writes go through one writer thread, one transaction per capture, so a capture becomes
+// visible atomically; reads use their own connections and never block the writer. Thread-safe.
+#ifndef PODPROF_STORAGE_STORE_H_
+#define PODPROF_STORAGE_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "storage/sqlite.h"
+#include "trace/ddsketch.h"
+#include "trace/model.h"
+
+namespace podprof::storage {
+
+struct StoreOptions {
+  // SQLite's page limit for the file (PRAGMA max_page_count); 0 = none. Tests use it to
+  // simulate a full disk.
+  int64_t max_page_count = 0;
+};
+
+// One host's part of a capture to store.
+struct HostWrite {
+  std::string host;
+  std::string status = "complete";  // complete | failed
+  std::string error;
+  int64_t clock_offset_ns = 0;
+  int64_t clock_uncertainty_ns = 0;
+  uint64_t bytes = 0;
+  std::optional<trace::HostCapture> capture;  // absent when the host delivered nothing
+};
+
+struct CaptureWrite {
+  std::string id;
+  int64_t start_ns = 0;  // aggregator clock
+  int64_t end_ns = 0;
+  std::string status = "complete";  // complete | partial | failed
+  std::map<std::string, std::string> labels;
+  std::string options_json = "{}";
+  std::string source = "capture";  // capture | import
+  int64_t created_ns = 0;
+  std::vector<HostWrite> hosts;
+};
+
+struct CaptureRow {
+  std::string id;
+  int64_t start_ns = 0, end_ns = 0;
+  std::string status, source;
+  std::map<std::string, std::string> labels;
+  int64_t hosts = 0, chips = 0, kernels = 0, events = 0;
+};
+
+struct CaptureQuery {
+  int64_t since_ns = 0;
+  int64_t until_ns = INT64_MAX;
+  std::string status;  // empty = any
+  std::map<std::string, std::string> labels;
+  int limit = 100;
+  std::string page_token;
+};
+
+enum class Grouping { kKernel, kChip, kHost, kCategory };
+enum class Order { kTotal, kMean, kP99, kCount };
+
+struct KernelKey {
+  int64_t id = 0;
+  std::string module, op_name, category, source;
+  uint64_t program_id = 0, hlo_hash = 0;
+  int64_t flops = 0, bytes_accessed = 0;
+};
+
+struct StatsQuery {
+  std::string capture_id;
+  Grouping group_by = Grouping::kKernel;
+  std::string op_regex;  // ECMAScript, partial match; empty = all
+  std::string category;
+  std::string host;
+  std::optional<int> chip;
+  Order order = Order::kTotal;
+  int top = 0;  // 0 = all
+};
+
+struct StatRow {
+  std::string host;  // empty when merged over hosts
+  int chip = -1;     // -1 when merged over chips
+  KernelKey kernel;  // for kCategory only `category` is set
+  int64_t count = 0, total_ps = 0, min_ps = 0, max_ps = 0;
+  trace::DDSketch sketch;
+  int64_t chips = 0;
+  double peak_tflops = 0, peak_hbm_gbps = 0;  // mean over the rows' chips
+};
+
+struct HistoryQuery {
+  std::string module;  // empty = any
+  std::string op_regex;
+  int64_t since_ns = 0;
+  int64_t until_ns = INT64_MAX;
+  int max_kernels = 20;
+};
+
+struct HistoryPoint {
+  std::string capture_id;
+  int64_t start_ns = 0;
+  int64_t count = 0, total_ps = 0, chips = 0;
+  trace::DDSketch sketch;
+  double achieved_tflops = 0;
+};
+
+// One kernel identity across recompiles: (module, op name).
+struct HistorySeries {
+  std::string module, op_name, category;
+  std::vector<HistoryPoint> points;
+};
+
+struct KernelDeltaRow {
+  std::string module, op_name, category;
+  std::optional<StatRow> baseline, candidate;
+  double mean_change = 0, p50_change = 0, p99_change = 0;
+  bool regression = false;
+};
+
+struct RetentionPolicy {
+  int64_t max_age_ns = 0;         // 0 = keep forever
+  int64_t max_bytes = 0;          // 0 = no size cap
+  int64_t keep_timelines_ns = 0;  // 0 = as long as the capture
+  int batch = 50;                 // captures deleted per transaction
+};
+
+struct RetentionResult {
+  int64_t captures_deleted = 0;
+  int64_t timelines_dropped = 0;
+};
+
+class Store {
+ public:
+  // Opens or creates the database, migrating it to this build's schema.
+  static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& path,
+                                                     const StoreOptions& options = {});
+  ~Store();
+
+  // Stores a whole capture in one transaction on the writer thread; blocks until committed.
+  // AlreadyExists for a duplicate id; ResourceExhausted when the disk is full (nothing of the
+  // capture is stored, reads go on).
+  absl::Status WriteCapture(const CaptureWrite& capture);
+  // Deletes by age and size (oldest first, in bounded batches), timelines earlier.
+  absl::StatusOr<RetentionResult> ApplyRetention(const RetentionPolicy& policy, int64_t now_ns);
+
+  // Newest first; sets *next_page_token when more match.
+  absl::StatusOr<std::vector<CaptureRow>> ListCaptures(const CaptureQuery& query,
+                                                       std::string* next_page_token);
+  // NotFound for an unknown capture; InvalidArgument for a bad regex.
+  absl::StatusOr<std::vector<StatRow>> KernelStats(const StatsQuery& query);
+  absl::StatusOr<std::vector<HistorySeries>> KernelHistory(const HistoryQuery& query);
+  // Per kernel (module, op) in either capture; regression when the median moved beyond
+  // `threshold` and beyond the baseline's own p90 (see SCHEMA.md).
+  absl::StatusOr<std::vector<KernelDeltaRow>> Compare(const std::string& baseline,
+                                                      const std::string& candidate,
+                                                      const std::string& op_regex,
+                                                      double threshold);
+  // The stored timeline blocks of a capture, decompressed (for exports and tests).
+  absl::StatusOr<std::vector<trace::EventBlock>> Timelines(const std::string& capture_id);
+
+  // Bytes of the database in use (pages not on the free list).
+  absl::StatusOr<int64_t> UsedBytes();
+  // PRAGMA integrity_check == "ok".
+  absl::Status CheckIntegrity();
+  const std::string& path() const { return path_; }
+
+ private:
+  Store(std::string path, std::unique_ptr<Connection> writer);
+  // Runs `task` on the writer thread and waits for it.
+  absl::Status OnWriter(std::function<absl::Status(Connection&)> task);
+  void WriterLoop();
+  absl::StatusOr<std::unique_ptr<Connection>> TakeReader();
+  void ReturnReader(std::unique_ptr<Connection> c);
+  absl::Status RequireCapture(Connection& c, const std::string& id);
+
+  const std::string path_;
+  std::unique_ptr<Connection> writer_;  // used only on writer_thread_
+  std::thread writer_thread_;
+
+  absl::Mutex mu_;
+  // Guarded by mu_.
+  std::vector<std::function<void(Connection&)>> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::unique_ptr<Connection>> idle_readers_ ABSL_GUARDED_BY(mu_);
+};
+
+// The change of `candidate` over `baseline`, as a fraction (0.1 = 10% slower); 0 if either is 0.
+double RelativeChange(double baseline, double candidate);
+
+}  // namespace podprof::storage
+
+#endif  // PODPROF_STORAGE_STORE_H_

@@ -1,0 +1,417 @@
+#include "storage/store.h"
+
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "storage/schema.h"
+#include "storage/sqlite.h"
+#include "tests/trace/test_util.h"
+#include "trace/kernel_stats.h"
+#include "trace/xspace_reader.h"
+
+namespace podprof::storage {
+namespace {
+
+namespace fs = std::filesystem;
+using podprof::testing::FixturePath;
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = ::testing::TempDir() + "/store_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" +
+            std::to_string(getpid()) + ".db";
+    Remove();
+  }
+  void TearDown() override { Remove(); }
+  void Remove() {
+    for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(path_ + suffix);
+  }
+  std::unique_ptr<Store> Open(StoreOptions o = {}) {
+    auto s = Store::Open(path_, o);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+  std::string path_;
+};
+
+CaptureWrite FromFile(const std::string& id, const std::string& file, int64_t start_ns) {
+  CaptureWrite w;
+  w.id = id;
+  w.start_ns = start_ns;
+  w.end_ns = start_ns + 1'000'000'000;
+  w.source = "import";
+  w.labels["job"] = "fixture";
+  HostWrite h;
+  auto c = trace::ReadXSpaceFile(FixturePath(file));
+  EXPECT_TRUE(c.ok());
+  h.host = c->host.name;
+  h.capture = std::move(*c);
+  w.hosts.push_back(std::move(h));
+  return w;
+}
+
+// A one-chip capture of `kernel` in `module` (program `program`) running `n` times for `ps`.
+CaptureWrite Synthetic(const std::string& id, int64_t start_ns, const std::string& kernel,
+                       uint64_t program, int n, int64_t ps, int64_t jitter = 0) {
+  trace::HostCapture c;
+  c.host.name = "h0";
+  c.host.chips.resize(1);
+  c.host.chips[0].peak_tflops = 100;
+  trace::KernelDef k;
+  k.module = "jit_step";
+  k.name = kernel;
+  k.category = "convolution fusion";
+  k.program_id = program;
+  k.flops = 1'000'000;
+  c.kernels.push_back(k);
+  trace::KernelDef other = k;
+  other.name = "copy.1";
+  other.category = "copy";
+  c.kernels.push_back(other);
+  trace::EventBlock b;
+  b.line = "XLA Ops";
+  for (int i = 0; i < n; ++i) {
+    b.start_ps.push_back(i * 10 * ps);
+    b.duration_ps.push_back(ps + (i % 7) * jitter);
+    b.kernel.push_back(0);
+    b.collective.push_back(0);
+    b.start_ps.push_back(i * 10 * ps + 2 * ps);
+    b.duration_ps.push_back(1000);
+    b.kernel.push_back(1);
+    b.collective.push_back(0);
+  }
+  c.blocks.push_back(b);
+  CaptureWrite w;
+  w.id = id;
+  w.start_ns = start_ns;
+  w.end_ns = start_ns + 1000;
+  HostWrite h;
+  h.host = "h0";
+  h.capture = std::move(c);
+  w.hosts.push_back(std::move(h));
+  return w;
+}
+
+TEST_F(StoreTest, ImportedFixturesGiveTheSameStatisticsAsInspect) {
+  auto store = Open();
+  for (const char* f : {podprof::testing::kTpuFixture, podprof::testing::kGpuFixture}) {
+    ASSERT_TRUE(store->WriteCapture(FromFile(f, f, 1000)).ok());
+    auto cap = trace::ReadXSpaceFile(FixturePath(f));
+    std::map<std::pair<int, std::string>, std::pair<int64_t, int64_t>> want, got;
+    for (const auto& s : trace::ComputeKernelStats(*cap)) {
+      auto& t = want[{cap->host.chips[s.chip].ordinal, cap->kernels[s.kernel].name}];
+      t.first += s.count;
+      t.second += s.total_ps;
+    }
+    StatsQuery q;
+    q.capture_id = f;
+    q.group_by = Grouping::kChip;
+    auto rows = store->KernelStats(q);
+    ASSERT_TRUE(rows.ok()) << rows.status();
+    for (const StatRow& r : *rows) {
+      auto& t = got[{r.chip, r.kernel.op_name}];
+      t.first += r.count;
+      t.second += r.total_ps;
+      EXPECT_EQ(r.host, cap->host.name);
+    }
+    EXPECT_EQ(got, want) << f;
+  }
+  std::string next;
+  auto list = store->ListCaptures({}, &next);
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[0].labels.at("job"), "fixture");
+  EXPECT_EQ((*list)[0].source, "import");
+  EXPECT_TRUE(store->CheckIntegrity().ok());
+}
+
+TEST_F(StoreTest, RollupsAndGroupings) {
+  auto store = Open();
+  ASSERT_TRUE(store->WriteCapture(FromFile("tpu", podprof::testing::kTpuFixture, 1)).ok());
+  StatsQuery q;
+  q.capture_id = "tpu";
+  q.top = 3;
+  auto top = store->KernelStats(q);
+  ASSERT_TRUE(top.ok()) << top.status();
+  ASSERT_EQ(top->size(), 3u);
+  EXPECT_GE((*top)[0].total_ps, (*top)[1].total_ps);
+  EXPECT_EQ((*top)[0].chips, 4);
+  EXPECT_NEAR((*top)[0].peak_tflops, 918, 1e-9);
+  q.top = 0;
+  q.op_regex = "^all-reduce$";
+  auto ar = store->KernelStats(q);
+  ASSERT_TRUE(ar.ok());
+  ASSERT_EQ(ar->size(), 1u);
+  EXPECT_EQ((*ar)[0].count, 12);
+  q.op_regex.clear();
+  q.group_by = Grouping::kCategory;
+  auto cats = store->KernelStats(q);
+  ASSERT_TRUE(cats.ok()) << cats.status();
+  int64_t total = 0;
+  for (const auto& r : *cats) total += r.count;
+  EXPECT_EQ(
+      total, 6427 - 4 * 0 - [&] {  // every kernel event, across categories
+        int64_t modules = 0;
+        auto c = trace::ReadXSpaceFile(FixturePath(podprof::testing::kTpuFixture));
+        for (const auto& b : c->blocks) {
+          if (!trace::IsKernelLine(b.kind)) modules += b.size();
+        }
+        return modules;
+      }());
+  q.group_by = Grouping::kChip;
+  q.chip = 2;
+  q.host = "tpu_v6e_4chip_host_offload";
+  auto chip2 = store->KernelStats(q);
+  ASSERT_TRUE(chip2.ok());
+  for (const auto& r : *chip2) EXPECT_EQ(r.chip, 2);
+  q.order = Order::kP99;
+  EXPECT_TRUE(store->KernelStats(q).ok());
+}
+
+TEST_F(StoreTest, BadQueriesAreClear) {
+  auto store = Open();
+  StatsQuery q;
+  q.capture_id = "nope";
+  auto missing = store->KernelStats(q);
+  EXPECT_TRUE(absl::IsNotFound(missing.status())) << missing.status();
+  EXPECT_TRUE(absl::StrContains(missing.status().message(), "nope"));
+  ASSERT_TRUE(store->WriteCapture(Synthetic("a", 10, "fusion.1", 1, 10, 1000)).ok());
+  q.capture_id = "a";
+  q.op_regex = "([";
+  EXPECT_TRUE(absl::IsInvalidArgument(store->KernelStats(q).status()));
+  HistoryQuery h;
+  h.op_regex = "fusion";
+  h.since_ns = 10;
+  h.until_ns = 5;
+  EXPECT_TRUE(absl::IsInvalidArgument(store->KernelHistory(h).status()));
+  EXPECT_TRUE(absl::IsAlreadyExists(store->WriteCapture(Synthetic("a", 10, "f", 1, 1, 1))));
+  CaptureQuery cq;
+  cq.page_token = "garbage";
+  std::string next;
+  EXPECT_TRUE(absl::IsInvalidArgument(store->ListCaptures(cq, &next).status()));
+}
+
+TEST_F(StoreTest, HistoryFollowsAKernelAcrossRecompiles) {
+  auto store = Open();
+  for (int i = 0; i < 5; ++i) {
+    // Program ids change with every recompile; the (module, op) identity does not.
+    ASSERT_TRUE(store
+                    ->WriteCapture(Synthetic("c" + std::to_string(i), 1000 * (i + 1), "fusion.1",
+                                             100 + i, 20, 1'000'000 * (i + 1)))
+                    .ok());
+  }
+  HistoryQuery q;
+  q.op_regex = "^fusion\\.1$";
+  auto h = store->KernelHistory(q);
+  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_EQ(h->size(), 1u);
+  ASSERT_EQ((*h)[0].points.size(), 5u);
+  for (int i = 0; i < 5; ++i) {
+    const HistoryPoint& p = (*h)[0].points[i];
+    EXPECT_EQ(p.capture_id, "c" + std::to_string(i));
+    EXPECT_EQ(p.count, 20);
+    EXPECT_NEAR(p.sketch.Quantile(0.5), 1e6 * (i + 1), 1e6 * (i + 1) * 0.006);
+  }
+  q.since_ns = 2500;
+  q.until_ns = 4500;
+  auto window = store->KernelHistory(q);
+  ASSERT_TRUE(window.ok());
+  EXPECT_EQ((*window)[0].points.size(), 2u);
+}
+
+TEST_F(StoreTest, CompareFlagsOnlyRealShifts) {
+  auto store = Open();
+  ASSERT_TRUE(store->WriteCapture(Synthetic("base", 1, "fusion.1", 1, 200, 1'000'000, 5000)).ok());
+  ASSERT_TRUE(store->WriteCapture(Synthetic("slow", 2, "fusion.1", 2, 200, 1'200'000, 5000)).ok());
+  ASSERT_TRUE(store->WriteCapture(Synthetic("same", 3, "fusion.1", 3, 200, 1'001'000, 5000)).ok());
+  auto slow = store->Compare("base", "slow", "", 0.05);
+  ASSERT_TRUE(slow.ok()) << slow.status();
+  ASSERT_EQ(slow->size(), 2u);
+  EXPECT_EQ((*slow)[0].op_name, "fusion.1");
+  EXPECT_TRUE((*slow)[0].regression);
+  EXPECT_NEAR((*slow)[0].mean_change, 0.2, 0.01);
+  EXPECT_FALSE((*slow)[1].regression);  // copy.1 did not change
+  auto same = store->Compare("base", "same", "", 0.05);
+  ASSERT_TRUE(same.ok());
+  for (const auto& d : *same) EXPECT_FALSE(d.regression) << d.op_name;
+  EXPECT_TRUE(absl::IsNotFound(store->Compare("base", "nope", "", 0.05).status()));
+}
+
+TEST_F(StoreTest, PaginationNewestFirst) {
+  auto store = Open();
+  for (int i = 0; i < 7; ++i) {
+    ASSERT_TRUE(
+        store->WriteCapture(Synthetic("p" + std::to_string(i), 100 + i, "f", 1, 1, 10)).ok());
+  }
+  CaptureQuery q;
+  q.limit = 3;
+  std::vector<std::string> seen;
+  std::string next;
+  do {
+    q.page_token = next;
+    auto page = store->ListCaptures(q, &next);
+    ASSERT_TRUE(page.ok()) << page.status();
+    for (const auto& c : *page) seen.push_back(c.id);
+  } while (!next.empty());
+  EXPECT_EQ(seen, (std::vector<std::string>{"p6", "p5", "p4", "p3", "p2", "p1", "p0"}));
+}
+
+TEST_F(StoreTest, TimelinesRoundTrip) {
+  auto store = Open();
+  CaptureWrite w = FromFile("tpu", podprof::testing::kTpuFixture, 1);
+  const trace::HostCapture original = *w.hosts[0].capture;
+  ASSERT_TRUE(store->WriteCapture(w).ok());
+  auto blocks = store->Timelines("tpu");
+  ASSERT_TRUE(blocks.ok()) << blocks.status();
+  ASSERT_EQ(blocks->size(), original.blocks.size());
+  for (size_t i = 0; i < blocks->size(); ++i) {
+    EXPECT_EQ((*blocks)[i].start_ps, original.blocks[i].start_ps);
+    EXPECT_EQ((*blocks)[i].duration_ps, original.blocks[i].duration_ps);
+    EXPECT_EQ((*blocks)[i].collective, original.blocks[i].collective);
+    EXPECT_EQ((*blocks)[i].base_ns, original.blocks[i].base_ns);
+  }
+}
+
+TEST_F(StoreTest, RetentionByAgeSizeAndTimelines) {
+  auto store = Open();
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_TRUE(store
+                    ->WriteCapture(FromFile("r" + std::to_string(i), podprof::testing::kTpuFixture,
+                                            int64_t{i} * 1'000'000'000))
+                    .ok());
+  }
+  RetentionPolicy timelines;
+  timelines.keep_timelines_ns = 3'000'000'000;
+  auto r1 = store->ApplyRetention(timelines, 6'000'000'000);
+  ASSERT_TRUE(r1.ok()) << r1.status();
+  EXPECT_TRUE(store->Timelines("r0")->empty());
+  EXPECT_FALSE(store->Timelines("r5")->empty());
+  StatsQuery q;
+  q.capture_id = "r0";
+  EXPECT_FALSE(store->KernelStats(q)->empty());  // statistics outlive timelines
+
+  RetentionPolicy age;
+  age.max_age_ns = 4'500'000'000;
+  age.batch = 1;
+  auto r2 = store->ApplyRetention(age, 6'000'000'000);
+  ASSERT_TRUE(r2.ok());
+  EXPECT_EQ(r2->captures_deleted, 2);  // r0 and r1
+  std::string next;
+  EXPECT_EQ(store->ListCaptures({}, &next)->size(), 4u);
+
+  auto used = store->UsedBytes();
+  ASSERT_TRUE(used.ok());
+  RetentionPolicy size;
+  size.max_bytes = *used * 3 / 4;
+  auto r3 = store->ApplyRetention(size, 6'000'000'000);
+  ASSERT_TRUE(r3.ok()) << r3.status();
+  EXPECT_GE(r3->captures_deleted, 1);
+  auto left = store->ListCaptures({}, &next);
+  ASSERT_FALSE(left->empty());
+  EXPECT_EQ(left->front().id, "r5");  // the newest survive
+  EXPECT_LE(*store->UsedBytes(), *used * 3 / 4);
+  EXPECT_TRUE(store->CheckIntegrity().ok());
+}
+
+TEST_F(StoreTest, MigratesAnOlderSchemaAndRefusesANewerOne) {
+  {
+    auto c = Connection::Open(path_, true);
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE(Migrate(**c, 1).ok());
+    ASSERT_TRUE((*c)->Exec("INSERT INTO captures (id, start_ns, end_ns, status, created_ns) "
+                           "VALUES ('old', 5, 6, 'complete', 7)")
+                    .ok());
+  }
+  {
+    auto store = Open();
+    std::string next;
+    auto list = store->ListCaptures({}, &next);
+    ASSERT_TRUE(list.ok()) << list.status();
+    ASSERT_EQ(list->size(), 1u);
+    EXPECT_EQ((*list)[0].source, "capture");  // the column version 2 added, defaulted
+  }
+  {
+    auto c = Connection::Open(path_, false);
+    ASSERT_TRUE((*c)->Exec("PRAGMA user_version = 99").ok());
+  }
+  auto newer = Store::Open(path_);
+  ASSERT_FALSE(newer.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(newer.status()));
+  EXPECT_TRUE(absl::StrContains(newer.status().message(), "newer")) << newer.status();
+}
+
+TEST_F(StoreTest, FullDiskFailsTheWriteAndKeepsTheDatabaseServing) {
+  {
+    auto store = Open();
+    ASSERT_TRUE(store->WriteCapture(Synthetic("small", 1, "f", 1, 10, 1000)).ok());
+  }
+  StoreOptions tight;
+  tight.max_page_count = 30;
+  auto store = Open(tight);
+  absl::Status s = store->WriteCapture(FromFile("big", podprof::testing::kGpuFixture, 2));
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "full")) << s;
+  EXPECT_TRUE(store->CheckIntegrity().ok());
+  std::string next;
+  auto list = store->ListCaptures({}, &next);
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);  // nothing of "big" is visible
+  EXPECT_EQ((*list)[0].id, "small");
+  StatsQuery q;
+  q.capture_id = "small";
+  EXPECT_TRUE(store->KernelStats(q).ok());
+}
+
+TEST_F(StoreTest, ReadersSeeWholeCapturesDuringWrites) {
+  auto store = Open();
+  auto cap = trace::ReadXSpaceFile(FixturePath(podprof::testing::kTpuFixture));
+  const int64_t kernels =
+      static_cast<int64_t>(trace::RollUpByKernel(trace::ComputeKernelStats(*cap)).size());
+  std::atomic<bool> done{false};
+  std::atomic<int> reads{0}, partial{0};
+  std::thread reader([&] {
+    while (!done) {
+      std::string next;
+      auto list = store->ListCaptures({}, &next);
+      if (!list.ok()) continue;
+      for (const auto& c : *list) {
+        // A visible capture always has all its roll-ups.
+        if (c.kernels != kernels) partial++;
+      }
+      reads++;
+    }
+  });
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(
+        store->WriteCapture(FromFile("w" + std::to_string(i), podprof::testing::kTpuFixture, i))
+            .ok());
+  }
+  done = true;
+  reader.join();
+  EXPECT_GT(reads.load(), 0);
+  EXPECT_EQ(partial.load(), 0);
+}
+
+TEST_F(StoreTest, SketchFunctionsWorkInSql) {
+  auto store = Open();
+  ASSERT_TRUE(store->WriteCapture(FromFile("tpu", podprof::testing::kTpuFixture, 1)).ok());
+  auto c = Connection::Open(path_, false);
+  ASSERT_TRUE(c.ok());
+  auto st = Statement::Prepare(**c,
+                               "SELECT dds_quantile(dds_merge(s.sketch), 0.5), SUM(s.count) FROM "
+                               "kernel_stats s JOIN kernels k ON k.id = s.kernel_id WHERE "
+                               "k.op_name = 'all-reduce'");
+  ASSERT_TRUE(st.ok()) << st.status();
+  ASSERT_TRUE(*(*st)->Step());
+  EXPECT_EQ((*st)->Int(1), 12);
+  EXPECT_NEAR((*st)->Double(0), 121.69e9, 121.69e9 * 0.01);
+}
+
+}  // namespace
+}  // namespace podprof::storage
