@@ -1,25 +1,150 @@
 #include "aggregator/aggregator_main.h"
 
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
 #include <iostream>
-#include <string>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "aggregator/service.h"
+#include "common/clock.h"
+#include "common/config.h"
+#include "common/logging.h"
+#include "common/sd_notify.h"
+#include "common/status_macros.h"
+#include "nlohmann/json.hpp"
+#include "storage/store.h"
 
 namespace podprof::aggregator {
+namespace {
+
+constexpr char kDefaultConfig[] = "/etc/podprof/aggregator.toml";
+
+}  // namespace
+
+absl::StatusOr<AggregatorConfig> LoadAggregatorConfig(const std::string& path) {
+  AggregatorConfig c;
+  ASSIGN_OR_RETURN(ConfigFile f, ConfigFile::Load(path));
+  RETURN_IF_ERROR(
+      f.CheckKnownKeys({"listen", "db", "retention.max_age", "retention.max_bytes",
+                        "retention.keep_timelines", "retention.interval", "import.spool_dir"}));
+  RETURN_IF_ERROR(f.GetString("listen", &c.listen));
+  RETURN_IF_ERROR(f.GetString("db", &c.db));
+  RETURN_IF_ERROR(f.GetDurationNs("retention.max_age", &c.retention_max_age_ns));
+  RETURN_IF_ERROR(f.GetInt("retention.max_bytes", &c.retention_max_bytes));
+  RETURN_IF_ERROR(f.GetDurationNs("retention.keep_timelines", &c.retention_keep_timelines_ns));
+  RETURN_IF_ERROR(f.GetDurationNs("retention.interval", &c.retention_interval_ns));
+  RETURN_IF_ERROR(f.GetString("import.spool_dir", &c.spool_dir));
+  if (c.retention_interval_ns < 1'000'000'000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": retention.interval must be at least 1s"));
+  }
+  if (c.retention_max_bytes < 0 || c.retention_max_age_ns < 0 ||
+      c.retention_keep_timelines_ns < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": retention values cannot be negative"));
+  }
+  return c;
+}
 
 int AggregatorMain(int argc, char** argv) {
-  CLI::App app{"podprof-aggregator: the pod-wide capture and statistics daemon"};
+  CLI::App app{"podprof-aggregator: keeps every capture's kernel statistics and answers queries"};
   app.name("podprof-aggregator");
-  std::string config;
-  app.add_option("--config", config, "TOML configuration file");
+  std::string config_path = kDefaultConfig, listen, db, ready_file;
+  CLI::Option* config_opt = app.add_option("--config", config_path, "TOML configuration file");
+  app.add_option("--listen", listen, "podprof.v1.Aggregator address (default 0.0.0.0:7100)");
+  app.add_option("--db", db, "SQLite database file (default /var/lib/podprof/podprof.db)");
+  app.add_option("--ready-file", ready_file, "Once listening, write the bound port as JSON here");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return app.exit(e) == 0 ? 0 : 2;
   }
-  // The daemon itself is not part of this release; say so instead of pretending to run.
-  std::cerr << "podprof-aggregator: not available in this release; see --help\n";
-  return 1;
+  AggregatorConfig config;
+  if (config_opt->count() > 0 || std::filesystem::exists(config_path)) {
+    absl::StatusOr<AggregatorConfig> loaded = LoadAggregatorConfig(config_path);
+    if (!loaded.ok()) {
+      std::cerr << "podprof-aggregator: " << loaded.status().message() << "\n";
+      return 2;
+    }
+    config = *loaded;
+  }
+  if (!listen.empty()) config.listen = listen;
+  if (!db.empty()) config.db = db;
+
+  RealClock clock;
+  ServiceNotifier notifier;
+  absl::StatusOr<std::unique_ptr<storage::Store>> store = storage::Store::Open(config.db);
+  if (!store.ok()) {
+    std::cerr << "podprof-aggregator: " << store.status().message() << "\n";
+    return 1;
+  }
+  ImportLimits limits;
+  limits.spool_dir = config.spool_dir;
+  AggregatorService service(store->get(), &clock, limits);
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  builder.SetMaxReceiveMessageSize(16 << 20);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    std::cerr << "podprof-aggregator: cannot listen on " << config.listen << "\n";
+    return 1;
+  }
+  if (!ready_file.empty()) {
+    std::string tmp = ready_file + ".tmp";
+    std::ofstream(tmp)
+        << nlohmann::json({{"port", port}, {"pid", static_cast<int64_t>(getpid())}}).dump() << "\n";
+    std::rename(tmp.c_str(), ready_file.c_str());
+  }
+  const std::string status = absl::StrCat("listening on port ", port, "; database ", config.db);
+  PODPROF_LOG(INFO) << status;
+  notifier.Ready(status).IgnoreError();
+
+  boost::asio::io_context io;
+  boost::asio::signal_set signals(io, SIGTERM, SIGINT);
+  boost::asio::steady_timer retention(io);
+  std::function<void()> schedule_retention = [&] {
+    retention.expires_after(std::chrono::nanoseconds(config.retention_interval_ns));
+    retention.async_wait([&](const boost::system::error_code& ec) {
+      if (ec) return;
+      storage::RetentionPolicy p;
+      p.max_age_ns = config.retention_max_age_ns;
+      p.max_bytes = config.retention_max_bytes;
+      p.keep_timelines_ns = config.retention_keep_timelines_ns;
+      absl::StatusOr<storage::RetentionResult> r = (*store)->ApplyRetention(p, clock.NowNs());
+      if (!r.ok()) {
+        PODPROF_LOG(ERROR) << "retention: " << r.status().message();
+      } else if (r->captures_deleted > 0 || r->timelines_dropped > 0) {
+        PODPROF_LOG(INFO) << "retention deleted " << r->captures_deleted << " captures and "
+                          << r->timelines_dropped << " timeline blocks";
+      }
+      schedule_retention();
+    });
+  };
+  if (config.retention_max_age_ns > 0 || config.retention_max_bytes > 0 ||
+      config.retention_keep_timelines_ns > 0) {
+    schedule_retention();
+  }
+  signals.async_wait([&](const boost::system::error_code& ec, int sig) {
+    if (ec) return;
+    PODPROF_LOG(INFO) << "signal " << sig << ": draining";
+    notifier.Stopping("draining").IgnoreError();
+    io.stop();
+  });
+  io.run();
+  server->Shutdown(std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(
+          std::chrono::nanoseconds(clock.NowNs() + 10'000'000'000))));
+  return 0;
 }
 
 }  // namespace podprof::aggregator

@@ -472,6 +472,22 @@ absl::StatusOr<std::vector<CaptureRow>> Store::ListCaptures(const CaptureQuery& 
     out.resize(limit);
     *next_page_token = absl::StrCat(out.back().start_ns, ":", out.back().id);
   }
+  ASSIGN_OR_RETURN(auto hosts, Statement::Prepare(c,
+                                                  "SELECT h.name, x.status, x.error, "
+                                                  "x.clock_offset_ns, x.clock_uncertainty_ns, "
+                                                  "x.events FROM capture_hosts x JOIN hosts h "
+                                                  "ON h.id = x.host_id WHERE x.capture_id = ? "
+                                                  "ORDER BY h.name"));
+  for (CaptureRow& r : out) {
+    hosts->Reset();
+    hosts->Bind(1, r.id);
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, hosts->Step());
+      if (!row) break;
+      r.host_rows.push_back({hosts->Text(0), hosts->Text(1), hosts->Text(2), hosts->Int(3),
+                             hosts->Int(4), hosts->Int(5)});
+    }
+  }
   return out;
 }
 

@@ -53,7 +53,13 @@ struct CaptureWrite {
   std::vector<HostWrite> hosts;
 };
 
+struct HostRow {
+  std::string host, status, error;
+  int64_t clock_offset_ns = 0, clock_uncertainty_ns = 0, events = 0;
+};
+
 struct CaptureRow {
+  std::vector<HostRow> host_rows;
   std::string id;
   int64_t start_ns = 0, end_ns = 0;
   std::string status, source;

@@ -1,0 +1,426 @@
+#include "aggregator/service.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/errno_status.h"
+#include "common/logging.h"
+#include "trace/kernel_stats.h"
+#include "trace/xspace_reader.h"
+
+namespace podprof::aggregator {
+namespace {
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+podprof::v1::CaptureStatus StatusEnum(const std::string& s) {
+  if (s == "complete") return podprof::v1::CAPTURE_STATUS_COMPLETE;
+  if (s == "partial") return podprof::v1::CAPTURE_STATUS_PARTIAL;
+  if (s == "failed") return podprof::v1::CAPTURE_STATUS_FAILED;
+  if (s == "cancelled") return podprof::v1::CAPTURE_STATUS_CANCELLED;
+  if (s == "running") return podprof::v1::CAPTURE_STATUS_RUNNING;
+  return podprof::v1::CAPTURE_STATUS_UNSPECIFIED;
+}
+
+std::string StatusName(podprof::v1::CaptureStatus s) {
+  switch (s) {
+    case podprof::v1::CAPTURE_STATUS_COMPLETE:
+      return "complete";
+    case podprof::v1::CAPTURE_STATUS_PARTIAL:
+      return "partial";
+    case podprof::v1::CAPTURE_STATUS_FAILED:
+      return "failed";
+    case podprof::v1::CAPTURE_STATUS_CANCELLED:
+      return "cancelled";
+    case podprof::v1::CAPTURE_STATUS_RUNNING:
+      return "running";
+    default:
+      return "";
+  }
+}
+
+void FillKernelDef(const storage::KernelKey& k, podprof::v1::KernelDef* d) {
+  d->set_kernel_id(static_cast<uint64_t>(k.id));
+  d->set_module(k.module);
+  d->set_op_name(k.op_name);
+  d->set_category(k.category);
+  d->set_program_id(k.program_id);
+  d->set_hlo_text_hash(k.hlo_hash);
+  d->set_flops(k.flops);
+  d->set_bytes_accessed(k.bytes_accessed);
+}
+
+void FillSummary(const storage::CaptureRow& r, podprof::v1::CaptureSummary* s) {
+  s->set_capture_id(r.id);
+  s->set_start_ns(r.start_ns);
+  s->set_end_ns(r.end_ns);
+  s->set_status(StatusEnum(r.status));
+  s->set_kernel_count(static_cast<uint64_t>(r.kernels));
+  s->set_event_count(static_cast<uint64_t>(r.events));
+  s->set_chip_count(static_cast<uint32_t>(r.chips));
+  for (const auto& [k, v] : r.labels) (*s->mutable_labels())[k] = v;
+  for (const storage::HostRow& h : r.host_rows) {
+    auto* hr = s->add_hosts();
+    hr->set_host_name(h.host);
+    hr->set_status(StatusEnum(h.status));
+    hr->set_error_message(h.error);
+    hr->set_clock_offset_ns(h.clock_offset_ns);
+    hr->set_clock_uncertainty_ns(h.clock_uncertainty_ns);
+    hr->set_event_count(static_cast<uint64_t>(h.events));
+  }
+}
+
+absl::StatusOr<storage::Order> OrderOf(podprof::v1::KernelOrder o) {
+  switch (o) {
+    case podprof::v1::KERNEL_ORDER_UNSPECIFIED:
+    case podprof::v1::KERNEL_ORDER_TOTAL_TIME:
+      return storage::Order::kTotal;
+    case podprof::v1::KERNEL_ORDER_COUNT:
+      return storage::Order::kCount;
+    case podprof::v1::KERNEL_ORDER_MEAN:
+      return storage::Order::kMean;
+    case podprof::v1::KERNEL_ORDER_P99:
+      return storage::Order::kP99;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("ordering ", podprof::v1::KernelOrder_Name(o),
+                                                     " is not supported; use total, count, "
+                                                     "mean or p99"));
+  }
+}
+
+// Spools one uploaded file to disk so memory stays bounded by a chunk.
+class Spool {
+ public:
+  explicit Spool(const std::string& dir) {
+    path_ = dir + "/podprof-import-XXXXXX";
+    fd_ = ::mkstemp(path_.data());
+  }
+  ~Spool() {
+    if (fd_ >= 0) ::close(fd_);
+    ::unlink(path_.c_str());
+  }
+  bool ok() const { return fd_ >= 0; }
+  bool Append(const std::string& data) {
+    size_t done = 0;
+    while (done < data.size()) {
+      ssize_t n = ::write(fd_, data.data() + done, data.size() - done);
+      if (n <= 0) return false;
+      done += static_cast<size_t>(n);
+    }
+    bytes_ += static_cast<int64_t>(data.size());
+    return true;
+  }
+  const std::string& path() const { return path_; }
+  int64_t bytes() const { return bytes_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  int64_t bytes_ = 0;
+};
+
+}  // namespace
+
+podprof::v1::KernelStats ToProto(const storage::StatRow& r) {
+  podprof::v1::KernelStats k;
+  k.set_host_name(r.host);
+  k.set_chip_ordinal(r.chip);
+  FillKernelDef(r.kernel, k.mutable_kernel());
+  k.set_count(static_cast<uint64_t>(r.count));
+  k.set_total_ps(r.total_ps);
+  k.set_min_ps(r.min_ps);
+  k.set_max_ps(r.max_ps);
+  k.set_mean_ps(r.count > 0 ? static_cast<double>(r.total_ps) / r.count : 0);
+  auto q = [&](double p) {
+    return std::clamp<int64_t>(std::llround(r.sketch.Quantile(p)), r.min_ps, r.max_ps);
+  };
+  k.set_p50_ps(q(0.5));
+  k.set_p90_ps(q(0.9));
+  k.set_p99_ps(q(0.99));
+  k.set_total_flops(r.kernel.flops * r.count);
+  k.set_total_bytes_accessed(r.kernel.bytes_accessed * r.count);
+  trace::KernelStats ks;
+  ks.count = r.count;
+  ks.total_ps = r.total_ps;
+  trace::KernelDef def;
+  def.flops = r.kernel.flops;
+  def.bytes_accessed = r.kernel.bytes_accessed;
+  def.category = r.kernel.category;
+  trace::KernelRates rates = trace::ComputeRates(ks, def, r.peak_tflops, r.peak_hbm_gbps);
+  k.set_achieved_tflops(rates.achieved_tflops);
+  k.set_achieved_hbm_gbps(rates.achieved_hbm_gbps);
+  k.set_fraction_of_peak_flops(rates.fraction_of_peak_flops);
+  k.set_fraction_of_peak_hbm(rates.fraction_of_peak_hbm);
+  k.set_sketch(r.sketch.Serialize());
+  k.set_chip_count(static_cast<uint32_t>(r.chips));
+  return k;
+}
+
+grpc::Status AggregatorService::ListCaptures(grpc::ServerContext*,
+                                             const podprof::v1::ListCapturesRequest* req,
+                                             podprof::v1::ListCapturesResponse* resp) {
+  storage::CaptureQuery q;
+  q.since_ns = req->since_ns();
+  q.until_ns = req->until_ns() > 0 ? req->until_ns() : INT64_MAX;
+  q.status = StatusName(req->status());
+  q.labels = {req->label_selector().begin(), req->label_selector().end()};
+  q.limit = req->limit() > 0 ? static_cast<int>(std::min<uint32_t>(req->limit(), 1000)) : 100;
+  q.page_token = req->page_token();
+  std::string next;
+  absl::StatusOr<std::vector<storage::CaptureRow>> rows = store_->ListCaptures(q, &next);
+  if (!rows.ok()) return ToGrpc(rows.status());
+  for (const auto& r : *rows) FillSummary(r, resp->add_captures());
+  resp->set_next_page_token(next);
+  return grpc::Status::OK;
+}
+
+grpc::Status AggregatorService::GetKernelStats(grpc::ServerContext*,
+                                               const podprof::v1::GetKernelStatsRequest* req,
+                                               podprof::v1::GetKernelStatsResponse* resp) {
+  if (req->capture_id().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "capture_id is empty");
+  }
+  storage::StatsQuery q;
+  q.capture_id = req->capture_id();
+  switch (req->group_by()) {
+    case podprof::v1::KERNEL_GROUPING_CHIP:
+      q.group_by = storage::Grouping::kChip;
+      break;
+    case podprof::v1::KERNEL_GROUPING_HOST:
+      q.group_by = storage::Grouping::kHost;
+      break;
+    case podprof::v1::KERNEL_GROUPING_CATEGORY:
+      q.group_by = storage::Grouping::kCategory;
+      break;
+    case podprof::v1::KERNEL_GROUPING_KERNEL:
+      q.group_by = storage::Grouping::kKernel;
+      break;
+    default:
+      q.group_by = req->per_chip() ? storage::Grouping::kChip : storage::Grouping::kKernel;
+  }
+  q.op_regex = req->filter().op_regex();
+  if (q.op_regex.empty() && !req->filter().op_name().empty()) {
+    // A plain name filter is a substring match.
+    for (char c : req->filter().op_name()) {
+      if (std::string("\\^$.|?*+()[]{}").find(c) != std::string::npos) q.op_regex += '\\';
+      q.op_regex += c;
+    }
+  }
+  q.category = req->filter().category();
+  q.host = req->host_name();
+  if (req->filter().has_chip_ordinal()) q.chip = req->filter().chip_ordinal();
+  absl::StatusOr<storage::Order> order = OrderOf(req->order());
+  if (!order.ok()) return ToGrpc(order.status());
+  q.order = *order;
+  absl::StatusOr<std::vector<storage::StatRow>> rows = store_->KernelStats(q);
+  if (!rows.ok()) return ToGrpc(rows.status());
+  resp->set_capture_id(req->capture_id());
+  resp->set_matched_count(static_cast<uint32_t>(rows->size()));
+  size_t n = req->top_n() > 0 ? std::min<size_t>(req->top_n(), rows->size()) : rows->size();
+  for (size_t i = 0; i < n; ++i) *resp->add_stats() = ToProto((*rows)[i]);
+  return grpc::Status::OK;
+}
+
+grpc::Status AggregatorService::KernelHistory(grpc::ServerContext*,
+                                              const podprof::v1::KernelHistoryRequest* req,
+                                              podprof::v1::KernelHistoryResponse* resp) {
+  storage::HistoryQuery q;
+  q.op_regex =
+      !req->filter().op_regex().empty() ? req->filter().op_regex() : req->filter().op_name();
+  q.module = req->filter().module();
+  q.since_ns = req->since_ns();
+  q.until_ns = req->until_ns() > 0 ? req->until_ns() : INT64_MAX;
+  q.max_kernels = req->max_kernels() > 0 ? static_cast<int>(req->max_kernels()) : 20;
+  absl::StatusOr<std::vector<storage::HistorySeries>> series = store_->KernelHistory(q);
+  if (!series.ok()) return ToGrpc(series.status());
+  for (const storage::HistorySeries& s : *series) {
+    auto* out = resp->add_series();
+    out->mutable_kernel()->set_module(s.module);
+    out->mutable_kernel()->set_op_name(s.op_name);
+    out->mutable_kernel()->set_category(s.category);
+    size_t first = 0;
+    if (req->max_points() > 0 && s.points.size() > req->max_points()) {
+      first = s.points.size() - req->max_points();  // the most recent points
+    }
+    for (size_t i = first; i < s.points.size(); ++i) {
+      const storage::HistoryPoint& p = s.points[i];
+      auto* pt = out->add_points();
+      pt->set_capture_id(p.capture_id);
+      pt->set_capture_start_ns(p.start_ns);
+      pt->set_count(static_cast<uint64_t>(p.count));
+      pt->set_mean_ps(p.count > 0 ? static_cast<double>(p.total_ps) / p.count : 0);
+      pt->set_p50_ps(std::llround(p.sketch.Quantile(0.5)));
+      pt->set_p90_ps(std::llround(p.sketch.Quantile(0.9)));
+      pt->set_p99_ps(std::llround(p.sketch.Quantile(0.99)));
+      pt->set_chip_count(static_cast<uint32_t>(p.chips));
+      pt->set_total_ps(p.total_ps);
+      pt->set_achieved_tflops(p.achieved_tflops);
+    }
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status AggregatorService::CompareCaptures(grpc::ServerContext*,
+                                                const podprof::v1::CompareCapturesRequest* req,
+                                                podprof::v1::CompareCapturesResponse* resp) {
+  if (req->baseline_capture_id().empty() || req->candidate_capture_id().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "both baseline_capture_id and candidate_capture_id are required");
+  }
+  const double threshold = req->regression_threshold() > 0 ? req->regression_threshold() : 0.05;
+  absl::StatusOr<std::vector<storage::KernelDeltaRow>> rows = store_->Compare(
+      req->baseline_capture_id(), req->candidate_capture_id(), req->filter().op_regex(), threshold);
+  if (!rows.ok()) return ToGrpc(rows.status());
+  uint32_t regressions = 0;
+  size_t n = 0;
+  for (const storage::KernelDeltaRow& d : *rows) {
+    if (d.regression) ++regressions;
+    if (req->top_n() > 0 && n >= req->top_n()) continue;
+    ++n;
+    auto* out = resp->add_deltas();
+    out->mutable_kernel()->set_module(d.module);
+    out->mutable_kernel()->set_op_name(d.op_name);
+    out->mutable_kernel()->set_category(d.category);
+    if (d.baseline) *out->mutable_baseline() = ToProto(*d.baseline);
+    if (d.candidate) *out->mutable_candidate() = ToProto(*d.candidate);
+    out->set_mean_change(d.mean_change);
+    out->set_p50_change(d.p50_change);
+    out->set_p99_change(d.p99_change);
+    out->set_total_ps_change((d.candidate ? d.candidate->total_ps : 0) -
+                             (d.baseline ? d.baseline->total_ps : 0));
+    out->set_regression(d.regression);
+  }
+  resp->set_regression_count(regressions);
+  return grpc::Status::OK;
+}
+
+grpc::Status AggregatorService::ImportXSpace(
+    grpc::ServerContext*, grpc::ServerReader<podprof::v1::ImportXSpaceChunk>* reader,
+    podprof::v1::ImportXSpaceResponse* response) {
+  std::string dir = limits_.spool_dir;
+  if (dir.empty()) dir = std::getenv("TMPDIR") != nullptr ? std::getenv("TMPDIR") : "/tmp";
+  storage::CaptureWrite w;
+  w.source = "import";
+  w.created_ns = clock_->NowNs();
+  std::set<std::string> seen;
+  std::vector<std::string> errors;
+
+  // Parses the spooled file of one host into the capture, or records why it could not.
+  auto finish_file = [&](const std::string& host, Spool& spool) {
+    if (!spool.ok()) {
+      errors.push_back(absl::StrCat(host, ": cannot spool the upload in ", dir));
+      return;
+    }
+    trace::ReadOptions opts;
+    opts.host_name = host;
+    absl::StatusOr<trace::HostCapture> cap = trace::ReadXSpaceFile(spool.path(), opts);
+    if (!cap.ok()) {
+      // The spool path means nothing to the user: name the host's file instead.
+      std::string msg(cap.status().message());
+      if (msg.rfind(spool.path(), 0) == 0) msg = msg.substr(spool.path().size() + 2);
+      errors.push_back(absl::StrCat(host, ".xplane.pb: ", msg));
+      return;
+    }
+    if (cap->EventCount() == 0) {
+      errors.push_back(absl::StrCat(host, ".xplane.pb: no device events (not a TPU/GPU capture?)"));
+      return;
+    }
+    storage::HostWrite h;
+    h.host = host;  // the file's name, as XProf names hosts
+    h.bytes = static_cast<uint64_t>(spool.bytes());
+    h.capture = std::move(*cap);
+    w.hosts.push_back(std::move(h));
+  };
+
+  podprof::v1::ImportXSpaceChunk chunk;
+  std::string host;
+  std::unique_ptr<Spool> spool;
+  bool first = true;
+  bool too_big = false;
+  while (reader->Read(&chunk)) {
+    if (first) {
+      w.labels = {chunk.labels().begin(), chunk.labels().end()};
+      first = false;
+    }
+    if (!chunk.host_name().empty() && chunk.host_name() != host) {
+      if (spool) finish_file(host, *spool);
+      host = chunk.host_name();
+      if (!seen.insert(host).second) {
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            absl::StrCat("host ", host, " appears twice in one import"));
+      }
+      spool = std::make_unique<Spool>(dir);
+      too_big = false;
+    }
+    if (!spool) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "the first chunk of an import must name its host");
+    }
+    if (too_big) continue;
+    if (spool->bytes() + static_cast<int64_t>(chunk.data().size()) > limits_.max_file_bytes) {
+      errors.push_back(absl::StrCat(host, ".xplane.pb: larger than the import limit of ",
+                                    limits_.max_file_bytes, " bytes"));
+      too_big = true;
+      seen.erase(host);
+      continue;
+    }
+    if (spool->ok() && !spool->Append(chunk.data())) {
+      return ToGrpc(ErrnoToStatus(errno, absl::StrCat("spooling the upload of ", host)));
+    }
+  }
+  if (spool && !too_big) finish_file(host, *spool);
+  spool.reset();
+  for (const std::string& e : errors) response->add_file_errors(e);
+  if (w.hosts.empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        errors.empty() ? "the import held no files"
+                                       : absl::StrCat("no file could be imported: ", errors[0]));
+  }
+  // Imports keep the hosts' own clocks; the capture spans their profile windows.
+  w.start_ns = INT64_MAX;
+  w.end_ns = 0;
+  for (const storage::HostWrite& h : w.hosts) {
+    w.start_ns = std::min(w.start_ns, h.capture->host.profile_start_ns);
+    w.end_ns = std::max(w.end_ns, h.capture->host.profile_stop_ns);
+  }
+  if (w.start_ns <= 0 || w.start_ns == INT64_MAX) w.start_ns = w.created_ns;
+  if (w.end_ns < w.start_ns) w.end_ns = w.start_ns;
+  w.status = errors.empty() ? "complete" : "partial";
+  w.id = absl::StrFormat("imp-%d-%04x", w.created_ns / 1'000'000,
+                         static_cast<unsigned>(w.created_ns % 65536));
+  absl::Status s = store_->WriteCapture(w);
+  if (!s.ok()) return ToGrpc(s);
+  PODPROF_LOG(INFO) << "imported " << w.hosts.size() << " host(s) as " << w.id
+                    << (errors.empty() ? "" : absl::StrCat(", ", errors.size(), " file(s) failed"));
+  response->set_capture_id(w.id);
+  storage::CaptureQuery q;
+  q.since_ns = w.start_ns;
+  q.until_ns = w.start_ns;
+  std::string next;
+  absl::StatusOr<std::vector<storage::CaptureRow>> rows = store_->ListCaptures(q, &next);
+  if (rows.ok()) {
+    for (const auto& r : *rows) {
+      if (r.id == w.id) FillSummary(r, response->mutable_summary());
+    }
+  }
+  storage::StatsQuery top;
+  top.capture_id = w.id;
+  top.top = 10;
+  absl::StatusOr<std::vector<storage::StatRow>> stats = store_->KernelStats(top);
+  if (stats.ok()) {
+    for (const auto& r : *stats) *response->add_top_kernels() = ToProto(r);
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace podprof::aggregator

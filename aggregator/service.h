@@ -1,0 +1,55 @@
+// podprof.v1.Aggregator over the store: capture listing, kernel statistics, history,
+// comparison and import of existing captures. The pod-capture RPCs answer UNIMPLEMENTED until
+// the capture orchestrator exists. Handlers are thin adapters over storage::Store.
+#ifndef PODPROF_AGGREGATOR_SERVICE_H_
+#define PODPROF_AGGREGATOR_SERVICE_H_
+
+#include <string>
+
+#include "common/clock.h"
+#include "proto/podprof_aggregator.grpc.pb.h"
+#include "storage/store.h"
+
+namespace podprof::aggregator {
+
+struct ImportLimits {
+  // Largest single file accepted, bytes.
+  int64_t max_file_bytes = int64_t{8} << 30;
+  // Where uploads are spooled while they arrive (bounded memory); empty = $TMPDIR or /tmp.
+  std::string spool_dir;
+};
+
+// Thread-safe (the store is). `store` and `clock` must outlive the service.
+class AggregatorService final : public podprof::v1::Aggregator::Service {
+ public:
+  AggregatorService(storage::Store* store, Clock* clock, ImportLimits limits)
+      : store_(store), clock_(clock), limits_(std::move(limits)) {}
+
+  grpc::Status ListCaptures(grpc::ServerContext* context,
+                            const podprof::v1::ListCapturesRequest* request,
+                            podprof::v1::ListCapturesResponse* response) override;
+  grpc::Status GetKernelStats(grpc::ServerContext* context,
+                              const podprof::v1::GetKernelStatsRequest* request,
+                              podprof::v1::GetKernelStatsResponse* response) override;
+  grpc::Status KernelHistory(grpc::ServerContext* context,
+                             const podprof::v1::KernelHistoryRequest* request,
+                             podprof::v1::KernelHistoryResponse* response) override;
+  grpc::Status CompareCaptures(grpc::ServerContext* context,
+                               const podprof::v1::CompareCapturesRequest* request,
+                               podprof::v1::CompareCapturesResponse* response) override;
+  grpc::Status ImportXSpace(grpc::ServerContext* context,
+                            grpc::ServerReader<podprof::v1::ImportXSpaceChunk>* reader,
+                            podprof::v1::ImportXSpaceResponse* response) override;
+
+ private:
+  storage::Store* const store_;
+  Clock* const clock_;
+  const ImportLimits limits_;
+};
+
+// A stored row as the API's KernelStats (rates against the row's mean chip peaks).
+podprof::v1::KernelStats ToProto(const storage::StatRow& row);
+
+}  // namespace podprof::aggregator
+
+#endif  // PODPROF_AGGREGATOR_SERVICE_H_

@@ -1,0 +1,229 @@
+// podprof-aggregator as a real process with a real SQLite file, driven over gRPC.
+#include <grpcpp/grpcpp.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "proto/podprof_aggregator.grpc.pb.h"
+#include "tests/trace/test_util.h"
+#include "tests/util/child_process.h"
+#include "trace/kernel_stats.h"
+#include "trace/xspace_reader.h"
+
+namespace podprof::aggregator {
+namespace {
+
+namespace fs = std::filesystem;
+using podprof::testing::ChildProcess;
+using podprof::testing::FixturePath;
+namespace v1 = podprof::v1;
+
+class AggregatorProcessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(::testing::TempDir()) /
+           absl::StrCat("agg_", ::testing::UnitTest::GetInstance()->current_test_info()->name(),
+                        "_", getpid());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    std::ofstream(dir_ / "none.toml") << "";  // an explicit, empty config: all defaults
+    Start();
+  }
+  void TearDown() override {
+    stub_.reset();
+    process_.reset();
+    fs::remove_all(dir_);
+  }
+  void Start() {
+    stub_.reset();
+    process_.reset();
+    fs::remove(dir_ / "ready.json");
+    process_ = std::make_unique<ChildProcess>(
+        std::vector<std::string>{std::string(PODPROF_BIN_DIR) + "/podprof-aggregator",
+                                 "--config=" + (dir_ / "none.toml").string(),
+                                 "--listen=127.0.0.1:0", "--db=" + (dir_ / "podprof.db").string(),
+                                 "--ready-file=" + (dir_ / "ready.json").string()},
+        (dir_ / "ready.json").string());
+    ASSERT_TRUE(process_->ready());
+    stub_ = v1::Aggregator::NewStub(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", process_->info()["port"].get<int>()),
+                            grpc::InsecureChannelCredentials()));
+  }
+  // Uploads files as one import: (host, bytes) pairs.
+  grpc::Status Import(const std::vector<std::pair<std::string, std::string>>& files,
+                      v1::ImportXSpaceResponse* resp) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    auto writer = stub_->ImportXSpace(&ctx, resp);
+    bool first = true;
+    for (const auto& [host, bytes] : files) {
+      for (size_t off = 0; off < bytes.size() || off == 0; off += 256 << 10) {
+        v1::ImportXSpaceChunk chunk;
+        chunk.set_host_name(host);
+        chunk.set_data(bytes.substr(off, 256 << 10));
+        if (first) (*chunk.mutable_labels())["job"] = "import-test";
+        first = false;
+        writer->Write(chunk);
+        if (bytes.empty()) break;
+      }
+    }
+    writer->WritesDone();
+    return writer->Finish();
+  }
+  fs::path dir_;
+  std::unique_ptr<ChildProcess> process_;
+  std::unique_ptr<v1::Aggregator::Stub> stub_;
+};
+
+std::string Fixture(const char* name) { return podprof::testing::ReadFileBytes(FixturePath(name)); }
+
+TEST_F(AggregatorProcessTest, ImportStoresWhatTheReaderComputesAndReportsBadFiles) {
+  v1::ImportXSpaceResponse resp;
+  std::string bad = Fixture(podprof::testing::kTpuFixture).substr(0, 5000);
+  grpc::Status s = Import({{"tpu-host", Fixture(podprof::testing::kTpuFixture)},
+                           {"broken-host", bad},
+                           {"gpu-host", Fixture(podprof::testing::kGpuFixture)}},
+                          &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(resp.file_errors_size(), 1);
+  EXPECT_TRUE(absl::StartsWith(resp.file_errors(0), "broken-host.xplane.pb: "))
+      << resp.file_errors(0);
+  EXPECT_TRUE(absl::StrContains(resp.file_errors(0), "byte offset")) << resp.file_errors(0);
+  EXPECT_EQ(resp.summary().status(), v1::CAPTURE_STATUS_PARTIAL);
+  EXPECT_EQ(resp.summary().hosts_size(), 2);
+  EXPECT_EQ(resp.summary().labels().at("job"), "import-test");
+  EXPECT_EQ(resp.top_kernels_size(), 10);
+
+  for (const auto& [host, file] : std::vector<std::pair<std::string, const char*>>{
+           {"tpu-host", podprof::testing::kTpuFixture},
+           {"gpu-host", podprof::testing::kGpuFixture}}) {
+    grpc::ClientContext ctx;
+    v1::GetKernelStatsRequest req;
+    req.set_capture_id(resp.capture_id());
+    req.set_group_by(v1::KERNEL_GROUPING_CHIP);
+    req.set_host_name(host);
+    v1::GetKernelStatsResponse stats;
+    ASSERT_TRUE(stub_->GetKernelStats(&ctx, req, &stats).ok());
+    auto cap = trace::ReadXSpaceFile(FixturePath(file));
+    std::map<std::pair<int, std::string>, std::tuple<int64_t, int64_t, int64_t, int64_t>> want, got;
+    for (const auto& k : trace::ComputeKernelStats(*cap)) {
+      auto& t = want[{cap->host.chips[k.chip].ordinal, cap->kernels[k.kernel].name}];
+      std::get<0>(t) += k.count;
+      std::get<1>(t) += k.total_ps;
+      std::get<2>(t) = k.min_ps;
+      std::get<3>(t) = k.QuantilePs(0.5);
+    }
+    for (const auto& k : stats.stats()) {
+      EXPECT_EQ(k.host_name(), host);
+      auto& t = got[{k.chip_ordinal(), k.kernel().op_name()}];
+      std::get<0>(t) += k.count();
+      std::get<1>(t) += k.total_ps();
+      std::get<2>(t) = k.min_ps();
+      std::get<3>(t) = k.p50_ps();
+    }
+    // Per-chip rows are single kernels except where a name repeats; compare totals exactly.
+    ASSERT_EQ(got.size(), want.size()) << host;
+    for (const auto& [key, w] : want) {
+      EXPECT_EQ(std::get<0>(got[key]), std::get<0>(w)) << key.second;
+      EXPECT_EQ(std::get<1>(got[key]), std::get<1>(w)) << key.second;
+    }
+  }
+}
+
+TEST_F(AggregatorProcessTest, HistoryCompareAndListAcrossImports) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) {
+    v1::ImportXSpaceResponse resp;
+    ASSERT_TRUE(Import({{"tpu-host", Fixture(podprof::testing::kTpuFixture)}}, &resp).ok());
+    ids.push_back(resp.capture_id());
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // distinct ids
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::ListCapturesRequest req;
+    req.set_limit(2);
+    v1::ListCapturesResponse resp;
+    ASSERT_TRUE(stub_->ListCaptures(&ctx, req, &resp).ok());
+    EXPECT_EQ(resp.captures_size(), 2);
+    EXPECT_FALSE(resp.next_page_token().empty());
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::KernelHistoryRequest req;
+    req.mutable_filter()->set_op_regex("^all-reduce$");
+    v1::KernelHistoryResponse resp;
+    ASSERT_TRUE(stub_->KernelHistory(&ctx, req, &resp).ok());
+    ASSERT_EQ(resp.series_size(), 1);
+    EXPECT_EQ(resp.series(0).kernel().module(), "jit__psum");
+    // The same file thrice: three points at the same instant, 12 runs each.
+    ASSERT_EQ(resp.series(0).points_size(), 3);
+    for (const auto& p : resp.series(0).points()) EXPECT_EQ(p.count(), 12u);
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::CompareCapturesRequest req;
+    req.set_baseline_capture_id(ids[0]);
+    req.set_candidate_capture_id(ids[1]);
+    v1::CompareCapturesResponse resp;
+    ASSERT_TRUE(stub_->CompareCaptures(&ctx, req, &resp).ok());
+    EXPECT_EQ(resp.regression_count(), 0u);  // identical captures
+    EXPECT_GT(resp.deltas_size(), 5);
+  }
+}
+
+TEST_F(AggregatorProcessTest, BadRequestsGetClearStatusesAndTheServerStaysUp) {
+  v1::GetKernelStatsResponse stats;
+  {
+    grpc::ClientContext ctx;
+    v1::GetKernelStatsRequest req;
+    req.set_capture_id("no-such-capture");
+    grpc::Status s = stub_->GetKernelStats(&ctx, req, &stats);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_TRUE(absl::StrContains(s.error_message(), "no-such-capture"));
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::KernelHistoryRequest req;
+    req.mutable_filter()->set_op_regex("([");
+    v1::KernelHistoryResponse resp;
+    EXPECT_EQ(stub_->KernelHistory(&ctx, req, &resp).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::ListCapturesRequest req;
+    req.set_since_ns(100);
+    req.set_until_ns(50);
+    v1::ListCapturesResponse resp;
+    EXPECT_EQ(stub_->ListCaptures(&ctx, req, &resp).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  {
+    v1::ImportXSpaceResponse resp;
+    grpc::Status s = Import({{"junk", "not an xspace at all"}}, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_TRUE(absl::StrContains(s.error_message(), "junk.xplane.pb")) << s.error_message();
+  }
+  v1::ImportXSpaceResponse ok;
+  EXPECT_TRUE(Import({{"tpu-host", Fixture(podprof::testing::kTpuFixture)}}, &ok).ok());
+}
+
+TEST_F(AggregatorProcessTest, DataSurvivesARestart) {
+  v1::ImportXSpaceResponse resp;
+  ASSERT_TRUE(Import({{"tpu-host", Fixture(podprof::testing::kTpuFixture)}}, &resp).ok());
+  Start();
+  grpc::ClientContext ctx;
+  v1::GetKernelStatsRequest req;
+  req.set_capture_id(resp.capture_id());
+  v1::GetKernelStatsResponse stats;
+  ASSERT_TRUE(stub_->GetKernelStats(&ctx, req, &stats).ok());
+  EXPECT_GT(stats.stats_size(), 5);
+}
+
+}  // namespace
+}  // namespace podprof::aggregator
