@@ -2,17 +2,77 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "cli/aggregator_commands.h"
 #include "cli/inspect.h"
+#include "common/clock.h"
 
 namespace podprof::cli {
+namespace {
+
+const std::map<std::string, OutputFormat> kFormats = {
+    {"table", OutputFormat::kTable}, {"json", OutputFormat::kJson}, {"csv", OutputFormat::kCsv}};
+
+void AddFormatFlag(CLI::App* cmd, OutputFormat& format) {
+  cmd->add_option("--format", format, "Output format: table, json or csv")
+      ->transform(CLI::CheckedTransformer(kFormats, CLI::ignore_case))
+      ->option_text("table|json|csv");
+}
+
+// Turns a positive duration ("30s", "1.5h") into its ns, so that the option binds an int64_t.
+CLI::Validator PositiveDuration() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        absl::StatusOr<int64_t> ns = ParseDurationNs(text);
+        if (!ns.ok()) return std::string(ns.status().message());
+        if (*ns <= 0) return absl::StrCat("duration \"", text, "\" must be positive");
+        text = absl::StrCat(*ns);
+        return "";
+      },
+      "DURATION");
+}
+
+// Turns a capture status name into the enum's number, so that the option binds the enum.
+CLI::Validator CaptureStatusValidator() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        absl::StatusOr<v1::CaptureStatus> status = ParseCaptureStatus(text);
+        if (!status.ok()) return std::string(status.status().message());
+        text = absl::StrCat(static_cast<int>(*status));
+        return "";
+      },
+      "STATUS");
+}
+
+// The flags every aggregator command has: where the aggregator is, the deadline, the format.
+void AddAggregatorFlags(CLI::App* cmd, AggregatorTarget& target, OutputFormat& format) {
+  cmd->add_option("--aggregator", target.address, "Aggregator address, host:port")
+      ->capture_default_str();
+  cmd->add_option("--timeout", target.timeout_ns,
+                  "Deadline of each call to the aggregator, e.g. 30s, 2m (default 30s); for "
+                  "import it covers the whole upload")
+      ->transform(PositiveDuration())
+      ->option_text("DURATION");
+  AddFormatFlag(cmd, format);
+}
+
+// Prints the one-line error of `podprof <command>` and returns `exit_code`.
+int Fail(std::ostream& err, const char* command, const absl::Status& status, int exit_code) {
+  err << "podprof " << command << ": " << status.message() << "\n";
+  return exit_code;
+}
+
+}  // namespace
 
 int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
   CLI::App app{"podprof: profile TPU pods: capture kernel timelines, keep kernel statistics"};
   app.name("podprof");
   app.require_subcommand(1);
 
+  // ---- inspect
   InspectOptions inspect;
   std::string by;
   CLI::App* inspect_cmd =
@@ -26,10 +86,153 @@ int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
                    "Rows per chip and kernel (chip) or per kernel across chips (kernel); "
                    "default kernel for the table, chip for csv and json")
       ->check(CLI::IsMember({"chip", "kernel"}));
-  const std::map<std::string, OutputFormat> formats = {
-      {"table", OutputFormat::kTable}, {"json", OutputFormat::kJson}, {"csv", OutputFormat::kCsv}};
-  inspect_cmd->add_option("--format", inspect.format, "Output format: table, json or csv")
-      ->transform(CLI::CheckedTransformer(formats, CLI::ignore_case));
+  AddFormatFlag(inspect_cmd, inspect.format);
+
+  // Only one subcommand is parsed, so the aggregator commands share these.
+  AggregatorTarget target;
+  OutputFormat format = OutputFormat::kTable;
+  std::vector<std::string> label_flags;
+  int64_t since_ago_ns = 0;
+
+  // ---- captures
+  CapturesOptions captures;
+  CLI::App* captures_cmd =
+      app.add_subcommand("captures", "List captures stored by the aggregator, newest first");
+  AddAggregatorFlags(captures_cmd, target, format);
+  CLI::Option* captures_since =
+      captures_cmd
+          ->add_option("--since", since_ago_ns,
+                       "Only captures that started at most this long ago, e.g. 2h")
+          ->transform(PositiveDuration())
+          ->option_text("DURATION");
+  captures_cmd
+      ->add_option("--since-ns", captures.since_ns,
+                   "Only captures that started at or after this instant, ns since the Unix epoch")
+      ->excludes(captures_since);
+  captures_cmd->add_option("--until-ns", captures.until_ns,
+                           "Only captures that started before this instant, ns since the Unix "
+                           "epoch");
+  captures_cmd->add_option("--limit", captures.limit,
+                           "Captures per call (default: the aggregator's, 100)");
+  captures_cmd
+      ->add_option("--status", captures.status,
+                   "Only captures in this state: pending, running, complete, partial, failed, "
+                   "cancelled")
+      ->transform(CaptureStatusValidator())
+      ->option_text("STATUS");
+  // One value per --label, so that `import --label k=v PATH` leaves PATH to the positional.
+  captures_cmd
+      ->add_option("--label", label_flags, "Only captures with this label, key=value; repeatable")
+      ->allow_extra_args(false);
+  captures_cmd->add_flag("--all", captures.all, "Follow the pages until every capture is listed");
+
+  // ---- stats
+  StatsOptions stats;
+  StatsGrouping stats_by = StatsGrouping::kKernel;
+  int32_t stats_chip = 0;
+  CLI::App* stats_cmd =
+      app.add_subcommand("stats", "Print kernel statistics of one stored capture");
+  AddAggregatorFlags(stats_cmd, target, format);
+  stats_cmd->add_option("capture", stats.capture_id, "Capture id")->required();
+  CLI::Option* stats_by_opt =
+      stats_cmd
+          ->add_option("--by", stats_by,
+                       "Rows per kernel, per (host, chip, kernel), per (host, kernel) or per HLO "
+                       "category; default kernel for the table, chip for csv and json")
+          ->transform(CLI::CheckedTransformer(
+              std::map<std::string, StatsGrouping>{{"kernel", StatsGrouping::kKernel},
+                                                   {"chip", StatsGrouping::kChip},
+                                                   {"host", StatsGrouping::kHost},
+                                                   {"category", StatsGrouping::kCategory}},
+              CLI::ignore_case))
+          ->option_text("kernel|chip|host|category");
+  stats_cmd->add_option("--kernel", stats.kernel_regex,
+                        "Only kernels whose op name matches this regular expression");
+  stats_cmd->add_option("--category", stats.category, "Only kernels of this HLO category");
+  stats_cmd->add_option("--host", stats.host, "Only chips of this host");
+  CLI::Option* stats_chip_opt =
+      stats_cmd->add_option("--chip", stats_chip, "Only this chip ordinal");
+  stats_cmd
+      ->add_option("--sort", stats.order,
+                   "Order of the rows: total (default), count, mean, p50, p99, max or name")
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, v1::KernelOrder>{{"total", v1::KERNEL_ORDER_TOTAL_TIME},
+                                                 {"count", v1::KERNEL_ORDER_COUNT},
+                                                 {"mean", v1::KERNEL_ORDER_MEAN},
+                                                 {"p50", v1::KERNEL_ORDER_P50},
+                                                 {"p99", v1::KERNEL_ORDER_P99},
+                                                 {"max", v1::KERNEL_ORDER_MAX},
+                                                 {"name", v1::KERNEL_ORDER_NAME}},
+          CLI::ignore_case))
+      ->option_text("total|count|mean|p50|p99|max|name");
+  stats_cmd->add_option("--top", stats.top,
+                        "Show only the first N rows (0 = all; default 25 for the table, all for "
+                        "csv and json)");
+
+  // ---- history
+  HistoryOptions history;
+  CLI::App* history_cmd =
+      app.add_subcommand("history", "Print how matching kernels behaved over the stored captures");
+  AddAggregatorFlags(history_cmd, target, format);
+  history_cmd
+      ->add_option("kernel", history.kernel_regex,
+                   "Regular expression matched against op names (e.g. 'fusion\\.1[0-9]')")
+      ->required();
+  history_cmd->add_option("--module", history.module,
+                          "Only kernels whose module name contains this");
+  CLI::Option* history_since =
+      history_cmd
+          ->add_option("--since", since_ago_ns,
+                       "Only captures that started at most this long ago, e.g. 168h")
+          ->transform(PositiveDuration())
+          ->option_text("DURATION");
+  history_cmd
+      ->add_option("--since-ns", history.since_ns,
+                   "Only captures that started at or after this instant, ns since the Unix epoch")
+      ->excludes(history_since);
+  history_cmd->add_option("--until-ns", history.until_ns,
+                          "Only captures that started before this instant, ns since the Unix "
+                          "epoch");
+  history_cmd->add_option("--max-kernels", history.max_kernels,
+                          "Most kernels, those with the largest total time (default: the "
+                          "aggregator's, 20)");
+
+  // ---- diff
+  DiffOptions diff;
+  bool fail_on_regression = false;
+  CLI::App* diff_cmd =
+      app.add_subcommand("diff", "Compare the kernels of two captures and flag regressions");
+  AddAggregatorFlags(diff_cmd, target, format);
+  diff_cmd->add_option("baseline", diff.baseline_capture_id, "Capture id of the reference")
+      ->required();
+  diff_cmd->add_option("candidate", diff.candidate_capture_id, "Capture id to judge")->required();
+  diff_cmd->add_option("--kernel", diff.kernel_regex,
+                       "Only kernels whose op name matches this regular expression");
+  diff_cmd
+      ->add_option("--threshold", diff.threshold,
+                   "Relative p50 slowdown that counts as a regression (0.05 = 5%)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  diff_cmd->add_option("--top", diff.top,
+                       "Show only the N kernels whose total time changed most (0 = all; "
+                       "default 25 for the table, all for csv and json)");
+  diff_cmd->add_flag("--fail-on-regression", fail_on_regression,
+                     "Exit with status 3 when a kernel regressed");
+
+  // ---- import
+  ImportOptions import;
+  std::vector<std::string> import_paths;
+  CLI::App* import_cmd = app.add_subcommand(
+      "import", "Upload .xplane.pb files (one per host) to the aggregator as a new capture");
+  AddAggregatorFlags(import_cmd, target, format);
+  import_cmd
+      ->add_option("path", import_paths,
+                   ".xplane.pb files, or XProf session directories whose *.xplane.pb files "
+                   "are all imported")
+      ->required();
+  import_cmd
+      ->add_option("--label", label_flags, "Label stored with the capture, key=value; repeatable")
+      ->allow_extra_args(false);
 
   try {
     app.parse(argc, argv);
@@ -44,10 +247,53 @@ int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
       inspect.by = by == "chip" ? GroupBy::kChip : GroupBy::kKernel;
     }
     absl::Status s = RunInspect(inspect, out);
-    if (!s.ok()) {
-      err << "podprof inspect: " << s.message() << "\n";
-      return kExitBadInput;
+    return s.ok() ? 0 : Fail(err, "inspect", s, kExitBadInput);
+  }
+
+  RealClock clock;
+  AggregatorClient client(target, clock);
+  absl::StatusOr<std::map<std::string, std::string>> labels = ParseLabels(label_flags);
+
+  if (captures_cmd->parsed()) {
+    if (!labels.ok()) return Fail(err, "captures", labels.status(), kExitUsage);
+    captures.labels = *labels;
+    if (captures_since->count() > 0) captures.since_ago_ns = since_ago_ns;
+    captures.format = format;
+    absl::Status s = RunCaptures(client, captures, out);
+    return s.ok() ? 0 : Fail(err, "captures", s, kExitBadInput);
+  }
+  if (stats_cmd->parsed()) {
+    if (stats_by_opt->count() > 0) stats.by = stats_by;
+    if (stats_chip_opt->count() > 0) stats.chip = stats_chip;
+    stats.format = format;
+    absl::Status s = RunStats(client, stats, out);
+    return s.ok() ? 0 : Fail(err, "stats", s, kExitBadInput);
+  }
+  if (history_cmd->parsed()) {
+    if (history_since->count() > 0) history.since_ago_ns = since_ago_ns;
+    history.format = format;
+    absl::Status s = RunHistory(client, history, out);
+    return s.ok() ? 0 : Fail(err, "history", s, kExitBadInput);
+  }
+  if (diff_cmd->parsed()) {
+    diff.format = format;
+    absl::StatusOr<uint32_t> regressions = RunDiff(client, diff, out);
+    if (!regressions.ok()) return Fail(err, "diff", regressions.status(), kExitBadInput);
+    return fail_on_regression && *regressions > 0 ? kExitRegression : 0;
+  }
+  if (import_cmd->parsed()) {
+    if (!labels.ok()) return Fail(err, "import", labels.status(), kExitUsage);
+    // Everything is checked before the first byte is sent, so a bad path uploads nothing.
+    absl::StatusOr<std::vector<ImportFile>> files = ExpandImportPaths(import_paths);
+    if (!files.ok()) return Fail(err, "import", files.status(), kExitBadInput);
+    if (absl::Status s = CheckDistinctHosts(*files); !s.ok()) {
+      return Fail(err, "import", s, kExitUsage);
     }
+    import.files = *std::move(files);
+    import.labels = *labels;
+    import.format = format;
+    absl::Status s = RunImport(client, import, out, err);
+    return s.ok() ? 0 : Fail(err, "import", s, kExitBadInput);
   }
   return 0;
 }

@@ -7,9 +7,11 @@
 namespace podprof::cli {
 
 // Exit codes: 0 success, 1 a usage error, 2 the input could not be used (unreadable or
-// damaged file, bad values).
+// damaged file, bad values) or the aggregator could not be reached or answered an error,
+// 3 `diff --fail-on-regression` found a regression.
 constexpr int kExitUsage = 1;
 constexpr int kExitBadInput = 2;
+constexpr int kExitRegression = 3;
 
 // Runs `podprof` with the given arguments, writing results to `out` and errors to `err`.
 // Returns the process exit code.

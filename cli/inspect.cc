@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "cli/format.h"
 #include "common/clock.h"
 #include "nlohmann/json.hpp"
 #include "trace/xspace_reader.h"
@@ -22,17 +23,6 @@ std::string ChipLabel(const HostCapture& c, const KernelStats& s) {
   return s.chip == KernelStats::kAllChips ? "*" : absl::StrCat(c.host.chips[s.chip].ordinal);
 }
 
-// RFC 4180 quoting: GPU kernel names contain commas and quotes.
-std::string CsvField(const std::string& s) {
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char ch : s) {
-    if (ch == '"') out += '"';
-    out += ch;
-  }
-  return out + "\"";
-}
-
 // Peaks to judge a row against: its chip's, or for a roll-up the first chip's when all
 // chips agree (a host has one generation), else unknown.
 std::pair<double, double> PeaksFor(const HostCapture& c, const KernelStats& s) {
@@ -47,14 +37,6 @@ std::pair<double, double> PeaksFor(const HostCapture& c, const KernelStats& s) {
     }
   }
   return {first.peak_tflops, first.peak_hbm_gbps};
-}
-
-std::string Truncate(const std::string& s, size_t n) {
-  return s.size() <= n ? s : s.substr(0, n - 3) + "...";
-}
-
-std::string Percent(double fraction) {
-  return fraction > 0 ? absl::StrFormat("%.1f%%", fraction * 100) : "-";
 }
 
 }  // namespace
@@ -191,9 +173,7 @@ absl::Status RunInspect(const InspectOptions& options, std::ostream& out) {
       WriteStatsTable(*capture, stats, total_rows, out);
       break;
   }
-  out.flush();
-  if (!out) return absl::UnavailableError("could not write the output (is stdout closed?)");
-  return absl::OkStatus();
+  return FlushOutput(out);
 }
 
 }  // namespace podprof::cli

@@ -6,12 +6,12 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "cli/format.h"
 #include "trace/kernel_stats.h"
 #include "trace/model.h"
 
 namespace podprof::cli {
 
-enum class OutputFormat { kTable, kJson, kCsv };
 enum class GroupBy { kChip, kKernel };
 
 struct InspectOptions {

@@ -141,18 +141,19 @@ absl::Status WriteCaptureRows(Connection& c, const CaptureWrite& w) {
   ins_capture->Bind(5, w.options_json).Bind(6, LabelsJson(w.labels)).Bind(7, w.created_ns);
   ins_capture->Bind(8, w.source);
   RETURN_IF_ERROR(ins_capture->Run());
+  const int64_t seq = sqlite3_last_insert_rowid(c.get());
 
   ASSIGN_OR_RETURN(auto ins_host,
                    Statement::Prepare(c, "INSERT OR IGNORE INTO hosts (name) VALUES (?)"));
   ASSIGN_OR_RETURN(auto get_host, Statement::Prepare(c, "SELECT id FROM hosts WHERE name = ?"));
   ASSIGN_OR_RETURN(auto ins_ch,
                    Statement::Prepare(c,
-                                      "INSERT INTO capture_hosts (capture_id, host_id, status, "
+                                      "INSERT INTO capture_hosts (capture, host_id, status, "
                                       "error, clock_offset_ns, clock_uncertainty_ns, events, "
                                       "bytes) VALUES (?,?,?,?,?,?,?,?)"));
   ASSIGN_OR_RETURN(auto ins_chip,
                    Statement::Prepare(c,
-                                      "INSERT INTO chips (capture_id, host_id, ordinal, "
+                                      "INSERT INTO chips (capture, host_id, ordinal, "
                                       "global_id, generation, device_type, peak_tflops, "
                                       "peak_hbm_gbps) VALUES (?,?,?,?,?,?,?,?)"));
   ASSIGN_OR_RETURN(auto ins_kernel,
@@ -167,16 +168,16 @@ absl::Status WriteCaptureRows(Connection& c, const CaptureWrite& w) {
                                       "flops = ? AND bytes_accessed = ?"));
   ASSIGN_OR_RETURN(auto ins_stat,
                    Statement::Prepare(c,
-                                      "INSERT INTO kernel_stats (capture_id, chip_id, kernel_id, "
+                                      "INSERT INTO kernel_stats (capture, chip_id, kernel_id, "
                                       "count, total_ps, min_ps, max_ps, sketch) VALUES "
                                       "(?,?,?,?,?,?,?,?)"));
   ASSIGN_OR_RETURN(auto ins_block,
                    Statement::Prepare(c,
-                                      "INSERT INTO timeline_blocks (capture_id, chip_id, line, "
+                                      "INSERT INTO timeline_blocks (capture, chip_id, line, "
                                       "base_ns, events, data) VALUES (?,?,?,?,?,?)"));
   ASSIGN_OR_RETURN(auto ins_counter,
                    Statement::Prepare(c,
-                                      "INSERT INTO counter_series (capture_id, chip_id, name, "
+                                      "INSERT INTO counter_series (capture, chip_id, name, "
                                       "samples, data) VALUES (?,?,?,?,?)"));
 
   // Roll-ups over every chip of every host, by stored kernel id.
@@ -195,7 +196,7 @@ absl::Status WriteCaptureRows(Connection& c, const CaptureWrite& w) {
     const int64_t host_events = h.capture ? static_cast<int64_t>(h.capture->EventCount()) : 0;
     events += host_events;
     ins_ch->Reset();
-    ins_ch->Bind(1, w.id).Bind(2, host_id).Bind(3, h.status).Bind(4, h.error);
+    ins_ch->Bind(1, seq).Bind(2, host_id).Bind(3, h.status).Bind(4, h.error);
     ins_ch->Bind(5, h.clock_offset_ns).Bind(6, h.clock_uncertainty_ns).Bind(7, host_events);
     ins_ch->Bind(8, static_cast<int64_t>(h.bytes));
     RETURN_IF_ERROR(ins_ch->Run());
@@ -205,7 +206,7 @@ absl::Status WriteCaptureRows(Connection& c, const CaptureWrite& w) {
     std::vector<int64_t> chip_ids;
     for (const trace::Chip& chip : cap.host.chips) {
       ins_chip->Reset();
-      ins_chip->Bind(1, w.id).Bind(2, host_id).Bind(3, int64_t{chip.ordinal});
+      ins_chip->Bind(1, seq).Bind(2, host_id).Bind(3, int64_t{chip.ordinal});
       ins_chip->Bind(4, chip.global_id).Bind(5, chip.generation).Bind(6, chip.device_type);
       ins_chip->Bind(7, chip.peak_tflops).Bind(8, chip.peak_hbm_gbps);
       RETURN_IF_ERROR(ins_chip->Run());
@@ -236,10 +237,17 @@ absl::Status WriteCaptureRows(Connection& c, const CaptureWrite& w) {
       kernel_ids.push_back(get_kernel->Int(0));
       kernel_cache.emplace(key, kernel_ids.back());
     }
-    for (const trace::KernelStats& s : trace::ComputeKernelStats(cap)) {
+    std::vector<trace::KernelStats> stats = trace::ComputeKernelStats(cap);
+    // In key order, every row appends to the end of the clustered b-tree.
+    std::sort(stats.begin(), stats.end(),
+              [&](const trace::KernelStats& a, const trace::KernelStats& b) {
+                return std::make_pair(chip_ids[a.chip], kernel_ids[a.kernel]) <
+                       std::make_pair(chip_ids[b.chip], kernel_ids[b.kernel]);
+              });
+    for (const trace::KernelStats& s : stats) {
       const int64_t kid = kernel_ids[s.kernel];
       ins_stat->Reset();
-      ins_stat->Bind(1, w.id).Bind(2, chip_ids[s.chip]).Bind(3, kid).Bind(4, s.count);
+      ins_stat->Bind(1, seq).Bind(2, chip_ids[s.chip]).Bind(3, kid).Bind(4, s.count);
       ins_stat->Bind(5, s.total_ps).Bind(6, s.min_ps).Bind(7, s.max_ps);
       ins_stat->BindBlob(8, s.sketch.Serialize());
       RETURN_IF_ERROR(ins_stat->Run());
@@ -250,25 +258,25 @@ absl::Status WriteCaptureRows(Connection& c, const CaptureWrite& w) {
     for (const trace::EventBlock& b : cap.blocks) {
       if (b.size() == 0) continue;
       ins_block->Reset();
-      ins_block->Bind(1, w.id).Bind(2, chip_ids[b.chip]).Bind(3, b.line).Bind(4, b.base_ns);
+      ins_block->Bind(1, seq).Bind(2, chip_ids[b.chip]).Bind(3, b.line).Bind(4, b.base_ns);
       ins_block->Bind(5, static_cast<int64_t>(b.size())).BindBlob(6, EncodeBlock(b, kernel_ids));
       RETURN_IF_ERROR(ins_block->Run());
     }
     for (const trace::CounterSeries& s : cap.counters) {
       ins_counter->Reset();
-      ins_counter->Bind(1, w.id).Bind(2, chip_ids[s.chip]).Bind(3, s.name);
+      ins_counter->Bind(1, seq).Bind(2, chip_ids[s.chip]).Bind(3, s.name);
       ins_counter->Bind(4, static_cast<int64_t>(s.value.size())).BindBlob(5, EncodeCounters(s));
       RETURN_IF_ERROR(ins_counter->Run());
     }
   }
   ASSIGN_OR_RETURN(auto ins_rollup,
                    Statement::Prepare(c,
-                                      "INSERT INTO kernel_rollups (capture_id, kernel_id, "
+                                      "INSERT INTO kernel_rollups (capture, kernel_id, "
                                       "count, total_ps, min_ps, max_ps, p50_ps, p99_ps, chips, "
                                       "sketch) VALUES (?,?,?,?,?,?,?,?,?,?)"));
   for (const auto& [kid, r] : rollups) {
     ins_rollup->Reset();
-    ins_rollup->Bind(1, w.id).Bind(2, kid).Bind(3, r.first.count).Bind(4, r.first.total_ps);
+    ins_rollup->Bind(1, seq).Bind(2, kid).Bind(3, r.first.count).Bind(4, r.first.total_ps);
     ins_rollup->Bind(5, r.first.min_ps).Bind(6, r.first.max_ps);
     ins_rollup->Bind(7, r.first.QuantilePs(0.5)).Bind(8, r.first.QuantilePs(0.99));
     ins_rollup->Bind(9, r.second).BindBlob(10, r.first.sketch.Serialize());
@@ -401,16 +409,22 @@ void Store::ReturnReader(std::unique_ptr<Connection> c) {
 
 absl::Status Store::WriteCapture(const CaptureWrite& capture) {
   if (capture.id.empty()) return absl::InvalidArgumentError("capture id is empty");
-  return OnWriter(
-      [&](Connection& c) { return Transaction(c, [&] { return WriteCaptureRows(c, capture); }); });
+  return OnWriter([&](Connection& c) {
+    // Every reference this transaction writes points at a row it wrote itself or looked up:
+    // skip the per-row foreign-key lookups. Deletes keep them on, for the cascades.
+    RETURN_IF_ERROR(c.Exec("PRAGMA foreign_keys = OFF"));
+    absl::Status s = Transaction(c, [&] { return WriteCaptureRows(c, capture); });
+    absl::Status on = c.Exec("PRAGMA foreign_keys = ON");
+    return s.ok() ? on : s;
+  });
 }
 
-absl::Status Store::RequireCapture(Connection& c, const std::string& id) {
-  ASSIGN_OR_RETURN(auto s, Statement::Prepare(c, "SELECT 1 FROM captures WHERE id = ?"));
+absl::StatusOr<int64_t> Store::RequireCapture(Connection& c, const std::string& id) {
+  ASSIGN_OR_RETURN(auto s, Statement::Prepare(c, "SELECT seq FROM captures WHERE id = ?"));
   s->Bind(1, id);
   ASSIGN_OR_RETURN(bool found, s->Step());
   if (!found) return absl::NotFoundError(absl::StrCat("no capture with id \"", id, "\""));
-  return absl::OkStatus();
+  return s->Int(0);
 }
 
 absl::StatusOr<std::vector<CaptureRow>> Store::ListCaptures(const CaptureQuery& q,
@@ -430,8 +444,8 @@ absl::StatusOr<std::vector<CaptureRow>> Store::ListCaptures(const CaptureQuery& 
   PODPROF_WITH_READER(c);
   std::string sql =
       "SELECT c.id, c.start_ns, c.end_ns, c.status, c.labels, c.source, c.events, "
-      "c.kernel_count, (SELECT COUNT(*) FROM capture_hosts h WHERE h.capture_id = c.id), "
-      "(SELECT COUNT(*) FROM chips x WHERE x.capture_id = c.id) FROM captures c "
+      "c.kernel_count, (SELECT COUNT(*) FROM capture_hosts h WHERE h.capture = c.seq), "
+      "(SELECT COUNT(*) FROM chips x WHERE x.capture = c.seq) FROM captures c "
       "WHERE c.start_ns >= ?1 AND c.start_ns <= ?2 AND (?3 = '' OR c.status = ?3) AND "
       "(c.start_ns < ?4 OR (c.start_ns = ?4 AND c.id < ?5))";
   int param = 6;
@@ -476,7 +490,8 @@ absl::StatusOr<std::vector<CaptureRow>> Store::ListCaptures(const CaptureQuery& 
                                                   "SELECT h.name, x.status, x.error, "
                                                   "x.clock_offset_ns, x.clock_uncertainty_ns, "
                                                   "x.events FROM capture_hosts x JOIN hosts h "
-                                                  "ON h.id = x.host_id WHERE x.capture_id = ? "
+                                                  "ON h.id = x.host_id JOIN captures c ON c.seq = "
+                                                  "x.capture WHERE c.id = ? "
                                                   "ORDER BY h.name"));
   for (CaptureRow& r : out) {
     hosts->Reset();
@@ -494,7 +509,7 @@ absl::StatusOr<std::vector<CaptureRow>> Store::ListCaptures(const CaptureQuery& 
 absl::StatusOr<std::vector<StatRow>> Store::KernelStats(const StatsQuery& q) {
   if (!q.op_regex.empty()) RETURN_IF_ERROR(CheckRegex(q.op_regex));
   PODPROF_WITH_READER(c);
-  RETURN_IF_ERROR(RequireCapture(c, q.capture_id));
+  ASSIGN_OR_RETURN(const int64_t seq, RequireCapture(c, q.capture_id));
   const bool filtered_by_place = !q.host.empty() || q.chip.has_value();
   std::string sql;
   if (q.group_by == Grouping::kKernel && !filtered_by_place) {
@@ -503,9 +518,9 @@ absl::StatusOr<std::vector<StatRow>> Store::KernelStats(const StatsQuery& q) {
         "SELECT '', NULL, k.id, k.module, k.op_name, k.category, k.program_id, k.hlo_hash, "
         "k.flops, k.bytes_accessed, r.count AS cnt, r.total_ps AS total, r.min_ps, r.max_ps, "
         "r.sketch AS sk, r.chips, "
-        "(SELECT AVG(peak_tflops) FROM chips WHERE capture_id = ?1), "
-        "(SELECT AVG(peak_hbm_gbps) FROM chips WHERE capture_id = ?1) "
-        "FROM kernel_rollups r JOIN kernels k ON k.id = r.kernel_id WHERE r.capture_id = ?1 "
+        "(SELECT AVG(peak_tflops) FROM chips WHERE capture = ?1), "
+        "(SELECT AVG(peak_hbm_gbps) FROM chips WHERE capture = ?1) "
+        "FROM kernel_rollups r JOIN kernels k ON k.id = r.kernel_id WHERE r.capture = ?1 "
         "AND (?2 = '' OR k.op_name REGEXP ?2) AND (?3 = '' OR k.category = ?3)";
   } else {
     const char* host_col =
@@ -521,7 +536,7 @@ absl::StatusOr<std::vector<StatRow>> Store::KernelStats(const StatsQuery& q) {
         "dds_merge(s.sketch) AS sk, "
         "COUNT(DISTINCT s.chip_id), AVG(c.peak_tflops), AVG(c.peak_hbm_gbps) "
         "FROM kernel_stats s JOIN chips c ON c.id = s.chip_id JOIN hosts h ON h.id = c.host_id "
-        "JOIN kernels k ON k.id = s.kernel_id WHERE s.capture_id = ?1 "
+        "JOIN kernels k ON k.id = s.kernel_id WHERE s.capture = ?1 "
         "AND (?2 = '' OR k.op_name REGEXP ?2) AND (?3 = '' OR k.category = ?3) "
         "AND (?4 = '' OR h.name = ?4) AND (?5 < 0 OR c.ordinal = ?5) GROUP BY ",
         q.group_by == Grouping::kChip   ? "s.chip_id, s.kernel_id"
@@ -537,7 +552,7 @@ absl::StatusOr<std::vector<StatRow>> Store::KernelStats(const StatsQuery& q) {
   sql += absl::StrCat(" ORDER BY ", order, ", 5, 4");
   if (q.top > 0) sql += absl::StrCat(" LIMIT ", q.top);
   ASSIGN_OR_RETURN(auto s, Statement::Prepare(c, sql));
-  s->Bind(1, q.capture_id).Bind(2, q.op_regex).Bind(3, q.category);
+  s->Bind(1, seq).Bind(2, q.op_regex).Bind(3, q.category);
   if (!(q.group_by == Grouping::kKernel && !filtered_by_place)) {
     s->Bind(4, q.host).Bind(5, int64_t{q.chip.value_or(-1)});
   }
@@ -562,11 +577,11 @@ absl::StatusOr<std::vector<HistorySeries>> Store::KernelHistory(const HistoryQue
       auto s,
       Statement::Prepare(
           c,
-          "SELECT k.module, k.op_name, k.category, r.capture_id, cap.start_ns, r.count, "
+          "SELECT k.module, k.op_name, k.category, cap.id, cap.start_ns, r.count, "
           "r.total_ps, r.sketch, r.chips, k.flops FROM kernels k "
-          "JOIN kernel_rollups r ON r.kernel_id = k.id JOIN captures cap ON cap.id = r.capture_id "
+          "JOIN kernel_rollups r ON r.kernel_id = k.id JOIN captures cap ON cap.seq = r.capture "
           "WHERE k.op_name REGEXP ?1 AND (?2 = '' OR k.module = ?2) AND cap.start_ns >= ?3 AND "
-          "cap.start_ns <= ?4 ORDER BY k.module, k.op_name, cap.start_ns, r.capture_id"));
+          "cap.start_ns <= ?4 ORDER BY k.module, k.op_name, cap.start_ns, cap.seq"));
   s->Bind(1, q.op_regex).Bind(2, q.module).Bind(3, q.since_ns).Bind(4, q.until_ns);
   std::vector<HistorySeries> out;
   while (true) {
@@ -657,12 +672,12 @@ absl::StatusOr<std::vector<KernelDeltaRow>> Store::Compare(const std::string& ba
 
 absl::StatusOr<std::vector<trace::EventBlock>> Store::Timelines(const std::string& capture_id) {
   PODPROF_WITH_READER(c);
-  RETURN_IF_ERROR(RequireCapture(c, capture_id));
+  ASSIGN_OR_RETURN(const int64_t seq, RequireCapture(c, capture_id));
   ASSIGN_OR_RETURN(auto s, Statement::Prepare(c,
                                               "SELECT x.ordinal, t.line, t.base_ns, t.data "
                                               "FROM timeline_blocks t JOIN chips x ON x.id = "
-                                              "t.chip_id WHERE t.capture_id = ? ORDER BY t.rowid"));
-  s->Bind(1, capture_id);
+                                              "t.chip_id WHERE t.capture = ? ORDER BY t.rowid"));
+  s->Bind(1, seq);
   std::vector<trace::EventBlock> out;
   while (true) {
     ASSIGN_OR_RETURN(bool row, s->Step());
@@ -739,10 +754,10 @@ absl::StatusOr<RetentionResult> Store::ApplyRetention(const RetentionPolicy& p, 
   if (p.keep_timelines_ns > 0) {
     while (true) {
       ASSIGN_OR_RETURN(int64_t n,
-                       delete_batch("SELECT DISTINCT t.capture_id FROM timeline_blocks t JOIN "
-                                    "captures c ON c.id = t.capture_id WHERE c.start_ns < ?1",
+                       delete_batch("SELECT DISTINCT t.capture FROM timeline_blocks t JOIN "
+                                    "captures c ON c.seq = t.capture WHERE c.start_ns < ?1",
                                     now_ns - p.keep_timelines_ns,
-                                    "DELETE FROM timeline_blocks WHERE capture_id IN", batch));
+                                    "DELETE FROM timeline_blocks WHERE capture IN", batch));
       if (n == 0) break;
       result.timelines_dropped += n;
     }

@@ -190,7 +190,8 @@ class Store {
   void WriterLoop();
   absl::StatusOr<std::unique_ptr<Connection>> TakeReader();
   void ReturnReader(std::unique_ptr<Connection> c);
-  absl::Status RequireCapture(Connection& c, const std::string& id);
+  // The capture's row number; NotFound naming the id if there is none.
+  absl::StatusOr<int64_t> RequireCapture(Connection& c, const std::string& id);
 
   const std::string path_;
   std::unique_ptr<Connection> writer_;  // used only on writer_thread_

@@ -1,11 +1,9 @@
 // `podprof inspect` run as a real child process on the real captures.
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -14,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/cli/run_podprof.h"
 #include "tests/trace/test_util.h"
 #include "trace/kernel_stats.h"
 #include "trace/xspace_reader.h"
@@ -21,35 +20,10 @@
 namespace podprof {
 namespace {
 
+using Result = testing::PodprofResult;
 using testing::FixturePath;
-
-struct Result {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-// Runs build/bin/podprof with `args` (shell-quoted by the caller) and captures its output.
-Result RunPodprof(const std::string& args) {
-  // ctest runs tests in parallel: each gets its own output files.
-  std::string stem = ::testing::TempDir() + "/podprof_" +
-                     ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" +
-                     std::to_string(::getpid());
-  std::string out_path = stem + ".out", err_path = stem + ".err";
-  std::string cmd =
-      std::string(PODPROF_BIN_DIR) + "/podprof " + args + " >" + out_path + " 2>" + err_path;
-  int status = std::system(cmd.c_str());
-  Result r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = testing::ReadFileBytes(out_path);
-  r.err = testing::ReadFileBytes(err_path);
-  std::remove(out_path.c_str());
-  std::remove(err_path.c_str());
-  return r;
-}
-
-std::vector<std::string> Lines(const std::string& s) {
-  return absl::StrSplit(s, '\n', absl::SkipEmpty());
-}
+using testing::Lines;
+using testing::RunPodprof;
 
 TEST(InspectCliTest, CsvHasExactColumnsAndOneRowPerChipAndKernel) {
   std::string path = FixturePath(testing::kTpuFixture);

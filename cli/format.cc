@@ -1,0 +1,101 @@
+#include "cli/format.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+
+namespace podprof::cli {
+namespace {
+
+bool IsUtf8Continuation(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
+
+size_t Utf8Length(absl::string_view s) {
+  return std::count_if(s.begin(), s.end(), [](char c) { return !IsUtf8Continuation(c); });
+}
+
+// Cuts `s` to at most `n` characters, never inside a multi-byte character.
+std::string TruncateChars(absl::string_view s, size_t n) {
+  if (Utf8Length(s) <= n) return std::string(s);
+  const size_t keep = n > 3 ? n - 3 : 0;
+  size_t end = 0;
+  for (size_t chars = 0; end < s.size(); ++end) {
+    if (!IsUtf8Continuation(s[end]) && chars++ == keep) break;
+  }
+  return absl::StrCat(s.substr(0, end), "...");
+}
+
+}  // namespace
+
+std::string CsvField(absl::string_view s) {
+  if (s.find_first_of(",\"\n\r") == absl::string_view::npos) return std::string(s);
+  std::string out = "\"";
+  for (char ch : s) {
+    if (ch == '"') out += '"';
+    out += ch;
+  }
+  return out + "\"";
+}
+
+std::string Truncate(absl::string_view s, size_t n) {
+  return s.size() <= n ? std::string(s) : absl::StrCat(s.substr(0, n - 3), "...");
+}
+
+std::string Percent(double fraction) {
+  return fraction > 0 ? absl::StrFormat("%.1f%%", fraction * 100) : "-";
+}
+
+std::string FormatTimestampNs(int64_t ns) {
+  if (ns == 0) return "-";
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixNanos(ns), absl::UTCTimeZone());
+}
+
+absl::Status FlushOutput(std::ostream& out) {
+  out.flush();
+  if (!out) return absl::UnavailableError("could not write the output (is stdout closed?)");
+  return absl::OkStatus();
+}
+
+TextTable::TextTable(std::vector<Column> columns) : columns_(std::move(columns)) {}
+
+void TextTable::AddRow(std::vector<std::string> cells) {
+  cells.resize(columns_.size());
+  for (size_t i = 0; i < cells.size(); ++i) {
+    if (columns_[i].max_width > 0) cells[i] = TruncateChars(cells[i], columns_[i].max_width);
+  }
+  rows_.push_back(std::move(cells));
+}
+
+void TextTable::Write(std::ostream& out) const {
+  std::vector<size_t> widths(columns_.size());
+  for (size_t i = 0; i < columns_.size(); ++i) {
+    widths[i] = Utf8Length(columns_[i].header);
+    for (const std::vector<std::string>& row : rows_) {
+      widths[i] = std::max(widths[i], Utf8Length(row[i]));
+    }
+  }
+  auto write_line = [&](const std::vector<absl::string_view>& cells) {
+    std::string line;
+    for (size_t i = 0; i < cells.size(); ++i) {
+      const std::string pad(widths[i] - Utf8Length(cells[i]), ' ');
+      if (i > 0) line += "  ";
+      if (columns_[i].align == Align::kRight) {
+        absl::StrAppend(&line, pad, cells[i]);
+      } else {
+        absl::StrAppend(&line, cells[i], pad);
+      }
+    }
+    line.erase(line.find_last_not_of(' ') + 1);
+    out << line << "\n";
+  };
+  std::vector<absl::string_view> header;
+  for (const Column& c : columns_) header.push_back(c.header);
+  write_line(header);
+  for (const std::vector<std::string>& row : rows_) {
+    write_line(std::vector<absl::string_view>(row.begin(), row.end()));
+  }
+}
+
+}  // namespace podprof::cli

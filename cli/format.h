@@ -1,0 +1,71 @@
+// Output helpers shared by the `podprof` subcommands: the output formats, RFC 4180 CSV
+// fields, timestamps and aligned text tables.
+#ifndef PODPROF_CLI_FORMAT_H_
+#define PODPROF_CLI_FORMAT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace podprof::cli {
+
+// What a subcommand writes to stdout: an aligned table for people, JSON or CSV for scripts.
+enum class OutputFormat { kTable, kJson, kCsv };
+
+// Returns `s` as one CSV field: unchanged unless it holds a comma, a quote or a line break,
+// else quoted with inner quotes doubled (RFC 4180). Kernel names contain commas and quotes.
+std::string CsvField(absl::string_view s);
+
+// Returns `s` cut to at most `n` bytes, ending in "..." when cut. `n` must be at least 3.
+std::string Truncate(absl::string_view s, size_t n);
+
+// Formats a fraction as a percentage with one decimal ("12.5%"), or "-" when it is not
+// positive (unknown peak, no work).
+std::string Percent(double fraction);
+
+// Formats `ns` since the Unix epoch as UTC ISO-8601 with milliseconds,
+// "2024-05-01T12:00:00.123Z"; 0 (unknown) is "-".
+std::string FormatTimestampNs(int64_t ns);
+
+// Flushes `out` and reports whether everything written to it arrived. Fails with Unavailable
+// when it did not (stdout closed, disk full).
+absl::Status FlushOutput(std::ostream& out);
+
+// A table for people: each column padded to its widest cell, columns separated by two spaces.
+// Widths count UTF-8 characters, not bytes, so headers such as "ΔMEAN%" line up. Not
+// thread-safe.
+class TextTable {
+ public:
+  enum class Align { kLeft, kRight };
+  struct Column {
+    std::string header;
+    Align align = Align::kLeft;
+    // Longest cell shown, in characters; longer cells are cut and end in "...". 0: no limit.
+    size_t max_width = 0;
+  };
+
+  explicit TextTable(std::vector<Column> columns);
+
+  // Adds a row. `cells` must hold one string per column; missing cells are empty and extra
+  // cells are dropped.
+  void AddRow(std::vector<std::string> cells);
+
+  // Number of rows added so far.
+  size_t rows() const { return rows_.size(); }
+
+  // Writes the header line and the rows, each ending in "\n", without trailing spaces.
+  void Write(std::ostream& out) const;
+
+ private:
+  std::vector<Column> columns_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+}  // namespace podprof::cli
+
+#endif  // PODPROF_CLI_FORMAT_H_

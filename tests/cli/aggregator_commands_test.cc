@@ -1,0 +1,824 @@
+// The aggregator subcommands: writers on canned answers, flag-value parsing and import path
+// expansion as pure functions; the Run* functions against a fake aggregator served on
+// 127.0.0.1:0; and the real `podprof` binary as a child process for exit codes and stderr.
+#include "cli/aggregator_commands.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "cli/inspect.h"
+#include "common/clock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/cli/run_podprof.h"
+
+namespace podprof::cli {
+namespace {
+
+using testing::Lines;
+using testing::PodprofResult;
+using testing::RunPodprof;
+
+constexpr int64_t kStartNs = 1714564800123000000;  // 2024-05-01T12:00:00.123Z
+
+// A fresh directory under the test temp dir, removed with the object.
+class TempDir {
+ public:
+  TempDir()
+      : path_(::testing::TempDir() + "/aggregator_commands_" +
+              ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" +
+              std::to_string(::getpid())) {
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+  std::string Write(const std::string& name, const std::string& bytes) const {
+    std::string p = path_ + "/" + name;
+    std::ofstream(p, std::ios::binary) << bytes;
+    return p;
+  }
+
+ private:
+  std::string path_;
+};
+
+// ---- Canned answers
+
+v1::ListCapturesResponse TwoCaptures() {
+  v1::ListCapturesResponse r;
+  v1::CaptureSummary* c = r.add_captures();
+  c->set_capture_id("cap-2");
+  c->set_start_ns(kStartNs);
+  c->set_end_ns(kStartNs + 2'000'000'000);
+  c->set_status(v1::CAPTURE_STATUS_COMPLETE);
+  c->add_hosts()->set_host_name("h0");
+  c->add_hosts()->set_host_name("h1");
+  c->set_chip_count(8);
+  c->set_kernel_count(120);
+  c->set_event_count(34567);
+  (*c->mutable_labels())["run"] = "a,b";
+  (*c->mutable_labels())["job"] = "train";
+  c = r.add_captures();
+  c->set_capture_id("cap-1");
+  c->set_start_ns(kStartNs - 100'123'000'000);
+  c->set_status(v1::CAPTURE_STATUS_PARTIAL);
+  c->add_hosts()->set_host_name("h0");
+  c->set_chip_count(4);
+  return r;
+}
+
+v1::KernelDef Kernel(const std::string& op, const std::string& module, const std::string& category,
+                     int64_t flops = 0, int64_t bytes = 0) {
+  v1::KernelDef k;
+  k.set_op_name(op);
+  k.set_module(module);
+  k.set_category(category);
+  k.set_flops(flops);
+  k.set_bytes_accessed(bytes);
+  return k;
+}
+
+v1::GetKernelStatsResponse TwoStatsRows() {
+  v1::GetKernelStatsResponse r;
+  r.set_capture_id("cap-2");
+  r.set_matched_count(40);
+  v1::KernelStats* s = r.add_stats();  // A roll-up over hosts and chips.
+  s->set_chip_ordinal(-1);
+  *s->mutable_kernel() = Kernel("fusion.12", "jit_step", "convolution fusion", 1000, 2000);
+  s->set_count(3);
+  s->set_total_ps(3000);
+  s->set_min_ps(900);
+  s->set_max_ps(1200);
+  s->set_mean_ps(1000.5);
+  s->set_p50_ps(1000);
+  s->set_p90_ps(1100);
+  s->set_p99_ps(1190);
+  s->set_total_flops(3000);
+  s->set_achieved_tflops(1000.0);
+  s->set_fraction_of_peak_flops(0.5);
+  s = r.add_stats();  // One chip.
+  s->set_host_name("h0");
+  s->set_chip_ordinal(2);
+  *s->mutable_kernel() = Kernel("void k<a, b>(\"x\")", "", "custom");
+  s->set_count(1);
+  s->set_total_ps(5);
+  s->set_min_ps(5);
+  s->set_max_ps(5);
+  s->set_mean_ps(5);
+  s->set_p50_ps(5);
+  s->set_p90_ps(5);
+  s->set_p99_ps(5);
+  return r;
+}
+
+v1::KernelHistoryResponse OneSeries() {
+  v1::KernelHistoryResponse r;
+  v1::KernelHistorySeries* series = r.add_series();
+  *series->mutable_kernel() = Kernel("fusion.12", "jit_step", "convolution fusion");
+  v1::KernelHistoryPoint* p = series->add_points();
+  p->set_capture_id("cap-1");
+  p->set_capture_start_ns(kStartNs);
+  p->set_count(4);
+  p->set_mean_ps(250.4);
+  p->set_p50_ps(240);
+  p->set_p90_ps(300);
+  p->set_p99_ps(310);
+  p->set_total_ps(1001);
+  p->set_achieved_tflops(1.5);
+  return r;
+}
+
+v1::CompareCapturesResponse TwoDeltas() {
+  v1::CompareCapturesResponse r;
+  r.set_regression_count(1);
+  v1::KernelDelta* d = r.add_deltas();
+  *d->mutable_kernel() = Kernel("fusion.12", "jit_step", "convolution fusion");
+  d->mutable_baseline()->set_mean_ps(1000);
+  d->mutable_baseline()->set_p99_ps(1200);
+  d->mutable_candidate()->set_mean_ps(1100);
+  d->mutable_candidate()->set_p99_ps(1500);
+  d->set_mean_change(0.1);
+  d->set_p50_change(0.08);
+  d->set_p99_change(0.25);
+  d->set_regression(true);
+  d = r.add_deltas();  // Ran only in the candidate.
+  *d->mutable_kernel() = Kernel("copy.3", "jit_step", "copy");
+  d->mutable_candidate()->set_mean_ps(50.6);
+  d->mutable_candidate()->set_p99_ps(60);
+  return r;
+}
+
+v1::CompareCapturesRequest DiffRequest() {
+  v1::CompareCapturesRequest r;
+  r.set_baseline_capture_id("cap-1");
+  r.set_candidate_capture_id("cap-2");
+  return r;
+}
+
+// ---- Writers
+
+TEST(WriteCapturesTest, CsvRowsHaveSortedQuotedLabels) {
+  std::ostringstream out;
+  WriteCaptures(TwoCaptures(), OutputFormat::kCsv, out);
+  EXPECT_EQ(out.str(),
+            "capture,start_ns,end_ns,status,hosts,chips,kernels,events,labels\n"
+            "cap-2,1714564800123000000,1714564802123000000,complete,2,8,120,34567,"
+            "\"job=train;run=a,b\"\n"
+            "cap-1,1714564700000000000,0,partial,1,4,0,0,\n");
+}
+
+TEST(WriteCapturesTest, TableShowsUtcStartWithMillisAndDuration) {
+  v1::ListCapturesResponse r = TwoCaptures();
+  r.set_next_page_token("more");
+  std::ostringstream out;
+  WriteCaptures(r, OutputFormat::kTable, out);
+  std::vector<std::string> lines = Lines(out.str());
+  ASSERT_EQ(lines.size(), 4u) << out.str();
+  EXPECT_TRUE(absl::StartsWith(lines[0], "CAPTURE  START")) << lines[0];
+  EXPECT_TRUE(absl::StrContains(lines[1], "2024-05-01T12:00:00.123Z")) << lines[1];
+  EXPECT_TRUE(absl::StrContains(lines[1], "2.00 s")) << lines[1];
+  EXPECT_TRUE(absl::StrContains(lines[1], "job=train;run=a,b")) << lines[1];
+  EXPECT_TRUE(absl::StrContains(lines[2], "2024-05-01T11:58:20.000Z")) << lines[2];
+  EXPECT_TRUE(absl::StrContains(lines[3], "--all")) << lines[3];
+}
+
+TEST(WriteCapturesTest, JsonIsAnArrayOfObjects) {
+  std::ostringstream out;
+  WriteCaptures(TwoCaptures(), OutputFormat::kJson, out);
+  nlohmann::json j = nlohmann::json::parse(out.str());
+  ASSERT_TRUE(j.is_array());
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[0]["capture"], "cap-2");
+  EXPECT_EQ(j[0]["status"], "complete");
+  EXPECT_EQ(j[0]["hosts"], 2);
+  EXPECT_EQ(j[0]["labels"]["run"], "a,b");
+  EXPECT_EQ(j[1]["start_ns"], kStartNs - 100'123'000'000);
+}
+
+TEST(WriteKernelStatsTest, CsvHeaderIsInspectsWithCaptureFirst) {
+  EXPECT_EQ(std::string(kStatsCsvHeader), absl::StrCat("capture,", kInspectCsvHeader));
+}
+
+TEST(WriteKernelStatsTest, CsvRowsStarRollUpsAndGivePerCallCosts) {
+  std::ostringstream out;
+  WriteKernelStats(TwoStatsRows(), StatsGrouping::kChip, OutputFormat::kCsv, out);
+  EXPECT_EQ(out.str(),
+            "capture,host,chip,kernel,category,count,total_ps,min_ps,max_ps,mean_ps,p50_ps,p90_ps,"
+            "p99_ps,flops,bytes_accessed\n"
+            "cap-2,*,*,fusion.12,convolution fusion,3,3000,900,1200,1001,1000,1100,1190,1000,2000\n"
+            "cap-2,h0,2,\"void k<a, b>(\"\"x\"\")\",custom,1,5,5,5,5,5,5,5,0,0\n");
+}
+
+TEST(WriteKernelStatsTest, TableHasInspectsColumnsAndHintsAtMoreRows) {
+  std::ostringstream out;
+  WriteKernelStats(TwoStatsRows(), StatsGrouping::kChip, OutputFormat::kTable, out);
+  std::vector<std::string> lines = Lines(out.str());
+  ASSERT_EQ(lines.size(), 5u) << out.str();
+  EXPECT_EQ(lines[0], "capture cap-2: 40 rows by chip");
+  for (const char* column : {"HOST", "CHIP", "KERNEL", "MODULE", "CATEGORY", "COUNT", "TOTAL",
+                             "MEAN", "P50", "P99", "MAX", "TFLOP/S", "%PEAK", "GB/S", "%HBM"}) {
+    EXPECT_TRUE(absl::StrContains(lines[1], column)) << column;
+  }
+  EXPECT_TRUE(absl::StrContains(lines[2], "1000.00")) << lines[2];
+  EXPECT_TRUE(absl::StrContains(lines[2], "50.0%")) << lines[2];
+  EXPECT_TRUE(absl::StrContains(lines[2], "3.00 ns")) << lines[2];
+  EXPECT_EQ(lines[4], "... 38 more rows (--top 0 shows all)");
+
+  std::ostringstream by_kernel;
+  WriteKernelStats(TwoStatsRows(), StatsGrouping::kKernel, OutputFormat::kTable, by_kernel);
+  EXPECT_TRUE(absl::StartsWith(Lines(by_kernel.str())[1], "KERNEL")) << by_kernel.str();
+}
+
+TEST(WriteKernelStatsTest, JsonIsObjectWithCaptureAndRows) {
+  std::ostringstream out;
+  WriteKernelStats(TwoStatsRows(), StatsGrouping::kChip, OutputFormat::kJson, out);
+  nlohmann::json j = nlohmann::json::parse(out.str());
+  EXPECT_EQ(j["capture"], "cap-2");
+  ASSERT_EQ(j["rows"].size(), 2u);
+  EXPECT_EQ(j["rows"][0]["chip"], "*");
+  EXPECT_EQ(j["rows"][0]["host"], "*");
+  EXPECT_EQ(j["rows"][1]["chip"], 2);
+  EXPECT_EQ(j["rows"][1]["kernel"], "void k<a, b>(\"x\")");
+}
+
+TEST(WriteKernelHistoryTest, CsvOneRowPerPoint) {
+  std::ostringstream out;
+  WriteKernelHistory(OneSeries(), OutputFormat::kCsv, out);
+  EXPECT_EQ(out.str(),
+            "kernel,module,capture,start_ns,count,mean_ps,p50_ps,p90_ps,p99_ps,total_ps,"
+            "achieved_tflops\n"
+            "fusion.12,jit_step,cap-1,1714564800123000000,4,250,240,300,310,1001,1.5\n");
+}
+
+TEST(WriteKernelHistoryTest, TableHasOneBlockPerKernel) {
+  std::ostringstream out;
+  WriteKernelHistory(OneSeries(), OutputFormat::kTable, out);
+  std::vector<std::string> lines = Lines(out.str());
+  ASSERT_EQ(lines.size(), 3u) << out.str();
+  EXPECT_EQ(lines[0], "fusion.12 (module jit_step, convolution fusion): 1 capture");
+  EXPECT_TRUE(absl::StartsWith(lines[1], "CAPTURE")) << lines[1];
+  EXPECT_TRUE(absl::StrContains(lines[2], "2024-05-01T12:00:00.123Z")) << lines[2];
+  EXPECT_TRUE(absl::StrContains(lines[2], "1.50")) << lines[2];
+}
+
+TEST(WriteCaptureDiffTest, CsvLeavesAbsentSidesEmpty) {
+  std::ostringstream out;
+  WriteCaptureDiff(DiffRequest(), TwoDeltas(), OutputFormat::kCsv, out);
+  EXPECT_EQ(out.str(),
+            "kernel,module,baseline_mean_ps,candidate_mean_ps,mean_change,baseline_p99_ps,"
+            "candidate_p99_ps,p99_change,regression\n"
+            "fusion.12,jit_step,1000,1100,0.1,1200,1500,0.25,true\n"
+            "copy.3,jit_step,,51,,,60,,false\n");
+}
+
+TEST(WriteCaptureDiffTest, TableFlagsRegressionsAndCountsThem) {
+  std::ostringstream out;
+  WriteCaptureDiff(DiffRequest(), TwoDeltas(), OutputFormat::kTable, out);
+  std::vector<std::string> lines = Lines(out.str());
+  ASSERT_EQ(lines.size(), 5u) << out.str();
+  EXPECT_EQ(lines[0], "baseline cap-1 vs candidate cap-2");
+  EXPECT_TRUE(absl::StrContains(lines[1], "ΔMEAN%")) << lines[1];
+  EXPECT_TRUE(absl::StrContains(lines[2], "+10.0%")) << lines[2];
+  EXPECT_TRUE(absl::StrContains(lines[2], "+25.0%")) << lines[2];
+  EXPECT_TRUE(absl::EndsWith(lines[2], "REGRESSION")) << lines[2];
+  EXPECT_TRUE(absl::StrContains(lines[3], "new")) << lines[3];
+  EXPECT_FALSE(absl::StrContains(lines[3], "REGRESSION")) << lines[3];
+  EXPECT_EQ(lines[4], "1 regression (p50 slower by more than 5%)");
+  // "Δ" is two bytes but one column: ΔMEAN% ends where its values end.
+  auto chars_before = [](const std::string& s, size_t bytes) {
+    size_t n = 0;
+    for (size_t i = 0; i < bytes; ++i) n += (static_cast<unsigned char>(s[i]) & 0xC0) != 0x80;
+    return n;
+  };
+  EXPECT_EQ(chars_before(lines[1], lines[1].find("ΔMEAN%") + std::string("ΔMEAN%").size()),
+            chars_before(lines[2], lines[2].find("+10.0%") + 6));
+}
+
+TEST(WriteImportResultTest, FileErrorsAreWarningsOnStderr) {
+  v1::ImportXSpaceResponse r;
+  r.set_capture_id("cap-new");
+  r.mutable_summary()->set_status(v1::CAPTURE_STATUS_PARTIAL);
+  r.mutable_summary()->add_hosts()->set_host_name("h0");
+  r.mutable_summary()->set_kernel_count(7);
+  *r.add_top_kernels() = TwoStatsRows().stats(0);
+  r.add_file_errors("h1: malformed XSpace at byte offset 12");
+  std::ostringstream out, err;
+  WriteImportResult(r, OutputFormat::kTable, out, err);
+  EXPECT_EQ(err.str(), "warning: h1: malformed XSpace at byte offset 12\n");
+  EXPECT_TRUE(absl::StartsWith(out.str(), "imported capture cap-new: partial, 1 host, 0 chips"))
+      << out.str();
+  EXPECT_TRUE(absl::StrContains(out.str(), "fusion.12")) << out.str();
+
+  std::ostringstream csv, csv_err;
+  WriteImportResult(r, OutputFormat::kCsv, csv, csv_err);
+  EXPECT_EQ(Lines(csv.str())[1],
+            "cap-new,*,*,fusion.12,convolution fusion,3,3000,900,1200,1001,1000,1100,1190,1000,"
+            "2000");
+}
+
+TEST(TextTableTest, PadsByCharactersAndCutsLongCells) {
+  TextTable table({{"ΔX", TextTable::Align::kRight}, {"NAME", TextTable::Align::kLeft, 6}});
+  table.AddRow({"abc", "short"});
+  table.AddRow({"d", "much-too-long"});
+  std::ostringstream out;
+  table.Write(out);
+  EXPECT_EQ(out.str(),
+            " ΔX  NAME\n"
+            "abc  short\n"
+            "  d  muc...\n");
+}
+
+TEST(FormatTest, TimestampAndCsvField) {
+  EXPECT_EQ(FormatTimestampNs(kStartNs), "2024-05-01T12:00:00.123Z");
+  EXPECT_EQ(FormatTimestampNs(0), "-");
+  EXPECT_EQ(CsvField("plain"), "plain");
+  EXPECT_EQ(CsvField("a,\"b\""), "\"a,\"\"b\"\"\"");
+}
+
+// ---- Flag values
+
+TEST(ParseLabelsTest, PairsAndErrors) {
+  absl::StatusOr<std::map<std::string, std::string>> labels =
+      ParseLabels({"job=train", "expr=a=b", "empty="});
+  ASSERT_TRUE(labels.ok()) << labels.status();
+  EXPECT_EQ(*labels,
+            (std::map<std::string, std::string>{{"job", "train"}, {"expr", "a=b"}, {"empty", ""}}));
+  EXPECT_TRUE(ParseLabels({}).ok());
+  for (const char* bad : {"novalue", "=v"}) {
+    absl::StatusOr<std::map<std::string, std::string>> r = ParseLabels({bad});
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_TRUE(absl::StrContains(r.status().message(), bad)) << r.status();
+  }
+  absl::StatusOr<std::map<std::string, std::string>> twice = ParseLabels({"k=1", "k=2"});
+  EXPECT_EQ(twice.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(twice.status().message(), "twice")) << twice.status();
+}
+
+TEST(CaptureStatusTest, NamesRoundTrip) {
+  EXPECT_EQ(CaptureStatusName(v1::CAPTURE_STATUS_CANCELLED), "cancelled");
+  EXPECT_EQ(CaptureStatusName(v1::CAPTURE_STATUS_UNSPECIFIED), "unspecified");
+  EXPECT_EQ(*ParseCaptureStatus("Complete"), v1::CAPTURE_STATUS_COMPLETE);
+  EXPECT_EQ(*ParseCaptureStatus("partial"), v1::CAPTURE_STATUS_PARTIAL);
+  absl::StatusOr<v1::CaptureStatus> bad = ParseCaptureStatus("done");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "failed")) << bad.status();
+}
+
+// ---- Import paths and chunks
+
+TEST(ExpandImportPathsTest, SessionDirGivesItsXPlaneFilesSortedByName) {
+  TempDir dir;
+  dir.Write("10.0.0.2_9999.xplane.pb", "b");
+  dir.Write("10.0.0.1_9999.xplane.pb", "a");
+  dir.Write("notes.txt", "not a capture");
+  std::filesystem::create_directory(dir.path() + "/nested.xplane.pb");
+  absl::StatusOr<std::vector<ImportFile>> files = ExpandImportPaths({dir.path()});
+  ASSERT_TRUE(files.ok()) << files.status();
+  ASSERT_EQ(files->size(), 2u);
+  EXPECT_EQ((*files)[0].host_name, "10.0.0.1_9999");
+  EXPECT_EQ((*files)[0].path, dir.path() + "/10.0.0.1_9999.xplane.pb");
+  EXPECT_EQ((*files)[1].host_name, "10.0.0.2_9999");
+}
+
+TEST(ExpandImportPathsTest, FilesKeepTheirOrder) {
+  TempDir dir;
+  std::string b = dir.Write("b.xplane.pb", "b");
+  std::string a = dir.Write("a.xplane.pb", "a");
+  absl::StatusOr<std::vector<ImportFile>> files = ExpandImportPaths({b, a});
+  ASSERT_TRUE(files.ok()) << files.status();
+  ASSERT_EQ(files->size(), 2u);
+  EXPECT_EQ((*files)[0].host_name, "b");
+  EXPECT_EQ((*files)[1].path, a);
+}
+
+TEST(ExpandImportPathsTest, ErrorsNameThePath) {
+  TempDir dir;
+  std::string missing = dir.path() + "/missing.xplane.pb";
+  absl::StatusOr<std::vector<ImportFile>> r = ExpandImportPaths({missing});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(absl::StrContains(r.status().message(), missing)) << r.status();
+
+  std::string empty_dir = dir.path() + "/empty";
+  std::filesystem::create_directory(empty_dir);
+  dir.Write("empty/readme.txt", "x");
+  r = ExpandImportPaths({empty_dir});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(r.status().message(), empty_dir)) << r.status();
+
+  std::string stray = dir.Write("trace.json", "{}");
+  r = ExpandImportPaths({stray});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(r.status().message(), stray)) << r.status();
+}
+
+TEST(CheckDistinctHostsTest, SameHostTwiceNamesBothPaths) {
+  EXPECT_TRUE(CheckDistinctHosts({{"h0", "/a/h0.xplane.pb"}, {"h1", "/a/h1.xplane.pb"}}).ok());
+  absl::Status s = CheckDistinctHosts({{"h0", "/a/h0.xplane.pb"}, {"h0", "/b/h0.xplane.pb"}});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(s.message(), "/a/h0.xplane.pb")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "/b/h0.xplane.pb")) << s;
+}
+
+TEST(ForEachImportChunkTest, ChunksCarryHostAndOnlyTheFirstCarriesLabels) {
+  TempDir dir;
+  std::string big(2 * kImportChunkBytes + 12345, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 7);
+  std::vector<ImportFile> files = {{"h0", dir.Write("h0.xplane.pb", big)},
+                                   {"h1", dir.Write("h1.xplane.pb", "")}};
+  std::vector<v1::ImportXSpaceChunk> chunks;
+  absl::Status s = ForEachImportChunk(files, {{"job", "train"}}, kImportChunkBytes,
+                                      [&](const v1::ImportXSpaceChunk& c) {
+                                        chunks.push_back(c);
+                                        return true;
+                                      });
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_EQ(chunks.size(), 4u);
+  std::string h0;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(chunks[i].host_name(), "h0");
+    EXPECT_LE(chunks[i].data().size(), kImportChunkBytes);
+    EXPECT_EQ(chunks[i].labels_size(), i == 0 ? 1 : 0);
+    h0 += chunks[i].data();
+  }
+  EXPECT_EQ(h0, big);
+  EXPECT_EQ(chunks[0].labels().at("job"), "train");
+  EXPECT_EQ(chunks[3].host_name(), "h1");
+  EXPECT_TRUE(chunks[3].data().empty());
+  EXPECT_EQ(chunks[3].labels_size(), 0);
+}
+
+TEST(ForEachImportChunkTest, StopsWhenTheStreamBreaks) {
+  TempDir dir;
+  std::vector<ImportFile> files = {{"h0", dir.Write("h0.xplane.pb", std::string(100, 'x'))},
+                                   {"h1", dir.Write("h1.xplane.pb", "y")}};
+  int sent = 0;
+  absl::Status s =
+      ForEachImportChunk(files, {}, 10, [&](const v1::ImportXSpaceChunk&) { return ++sent < 3; });
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(sent, 3);
+}
+
+// ---- Against a fake aggregator
+
+// Serves canned answers and records what it was asked. gRPC calls the handlers on its own
+// threads; everything recorded is guarded by mu_.
+class FakeAggregator final : public v1::Aggregator::Service {
+ public:
+  grpc::Status ListCaptures(grpc::ServerContext* context, const v1::ListCapturesRequest* request,
+                            v1::ListCapturesResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    list_requests_.push_back(*request);
+    deadlines_.push_back(context->deadline());
+    // Page 1 is cap-2, page 2 (token "p2") is cap-1; a server that loops repeats "p2".
+    v1::ListCapturesResponse all = TwoCaptures();
+    if (request->page_token().empty()) {
+      *response->add_captures() = all.captures(0);
+      response->set_next_page_token("p2");
+    } else {
+      *response->add_captures() = all.captures(1);
+      if (repeat_token_) response->set_next_page_token("p2");
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetKernelStats(grpc::ServerContext* context,
+                              const v1::GetKernelStatsRequest* request,
+                              v1::GetKernelStatsResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    stats_requests_.push_back(*request);
+    deadlines_.push_back(context->deadline());
+    if (request->capture_id() == "missing") {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "no capture \"missing\"");
+    }
+    *response = TwoStatsRows();
+    return grpc::Status::OK;
+  }
+
+  grpc::Status KernelHistory(grpc::ServerContext* context, const v1::KernelHistoryRequest* request,
+                             v1::KernelHistoryResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    history_requests_.push_back(*request);
+    deadlines_.push_back(context->deadline());
+    *response = OneSeries();
+    return grpc::Status::OK;
+  }
+
+  grpc::Status CompareCaptures(grpc::ServerContext* context,
+                               const v1::CompareCapturesRequest* request,
+                               v1::CompareCapturesResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    diff_requests_.push_back(*request);
+    deadlines_.push_back(context->deadline());
+    *response = TwoDeltas();
+    return grpc::Status::OK;
+  }
+
+  grpc::Status ImportXSpace(grpc::ServerContext* context,
+                            grpc::ServerReader<v1::ImportXSpaceChunk>* reader,
+                            v1::ImportXSpaceResponse* response) override {
+    std::vector<v1::ImportXSpaceChunk> chunks;
+    v1::ImportXSpaceChunk chunk;
+    while (reader->Read(&chunk)) chunks.push_back(chunk);
+    absl::MutexLock lock(&mu_);
+    import_chunks_ = std::move(chunks);
+    deadlines_.push_back(context->deadline());
+    response->set_capture_id("cap-new");
+    response->mutable_summary()->set_status(v1::CAPTURE_STATUS_PARTIAL);
+    response->mutable_summary()->add_hosts()->set_host_name("a");
+    *response->add_top_kernels() = TwoStatsRows().stats(0);
+    response->add_file_errors("b: not an XSpace");
+    return grpc::Status::OK;
+  }
+
+  absl::Mutex mu_;
+  // Guarded by mu_.
+  bool repeat_token_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<v1::ListCapturesRequest> list_requests_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::GetKernelStatsRequest> stats_requests_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::KernelHistoryRequest> history_requests_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::CompareCapturesRequest> diff_requests_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::ImportXSpaceChunk> import_chunks_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::chrono::system_clock::time_point> deadlines_ ABSL_GUARDED_BY(mu_);
+};
+
+constexpr int64_t kTimeoutNs = int64_t{20} * 1'000'000'000;
+
+class AggregatorCommandsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(&fake_);
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    ASSERT_GT(port, 0);
+    address_ = absl::StrCat("127.0.0.1:", port);
+    client_ = std::make_unique<AggregatorClient>(AggregatorTarget{address_, kTimeoutNs}, clock_);
+  }
+  void TearDown() override {
+    if (server_) server_->Shutdown();
+  }
+
+  // Every call carried a deadline about kTimeoutNs after it started.
+  void ExpectDeadlines(size_t calls) {
+    absl::MutexLock lock(&fake_.mu_);
+    ASSERT_EQ(fake_.deadlines_.size(), calls);
+    const auto now = std::chrono::system_clock::now();
+    for (const auto& deadline : fake_.deadlines_) {
+      EXPECT_GT(deadline, now + std::chrono::seconds(10));
+      EXPECT_LE(deadline, now + std::chrono::seconds(21));
+    }
+  }
+
+  FakeAggregator fake_;
+  std::unique_ptr<grpc::Server> server_;
+  std::string address_;
+  // Deadlines are absolute wall times, so the fake clock starts at the real time (and stays).
+  FakeClock clock_{RealClock().NowNs()};
+  std::unique_ptr<AggregatorClient> client_;
+};
+
+TEST_F(AggregatorCommandsTest, CapturesAllFollowsPagesWithADeadlineOnEachCall) {
+  CapturesOptions options;
+  options.all = true;
+  options.limit = 1;
+  options.format = OutputFormat::kCsv;
+  std::ostringstream out;
+  ASSERT_TRUE(RunCaptures(*client_, options, out).ok());
+  std::ostringstream want;
+  WriteCaptures(TwoCaptures(), OutputFormat::kCsv, want);
+  EXPECT_EQ(out.str(), want.str());
+  {
+    absl::MutexLock lock(&fake_.mu_);
+    ASSERT_EQ(fake_.list_requests_.size(), 2u);
+    EXPECT_EQ(fake_.list_requests_[0].page_token(), "");
+    EXPECT_EQ(fake_.list_requests_[1].page_token(), "p2");
+    EXPECT_EQ(fake_.list_requests_[1].limit(), 1u);
+  }
+  ExpectDeadlines(2);
+}
+
+TEST_F(AggregatorCommandsTest, CapturesSendsFiltersAndSinceRelativeToTheClock) {
+  CapturesOptions options;
+  options.since_ago_ns = int64_t{3600} * 1'000'000'000;
+  options.until_ns = 77;
+  options.status = v1::CAPTURE_STATUS_FAILED;
+  options.labels = {{"job", "train"}};
+  std::ostringstream out;
+  ASSERT_TRUE(RunCaptures(*client_, options, out).ok());
+  absl::MutexLock lock(&fake_.mu_);
+  ASSERT_EQ(fake_.list_requests_.size(), 1u) << "without --all, one page";
+  const v1::ListCapturesRequest& r = fake_.list_requests_[0];
+  EXPECT_EQ(r.since_ns(), clock_.NowNs() - *options.since_ago_ns);
+  EXPECT_EQ(r.until_ns(), 77);
+  EXPECT_EQ(r.status(), v1::CAPTURE_STATUS_FAILED);
+  EXPECT_EQ(r.label_selector().at("job"), "train");
+  EXPECT_TRUE(absl::StrContains(out.str(), "--all")) << out.str();
+}
+
+TEST_F(AggregatorCommandsTest, CapturesStopsWhenAPageTokenRepeats) {
+  {
+    absl::MutexLock lock(&fake_.mu_);
+    fake_.repeat_token_ = true;
+  }
+  CapturesOptions options;
+  options.all = true;
+  std::ostringstream out;
+  absl::Status s = RunCaptures(*client_, options, out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
+  EXPECT_TRUE(out.str().empty());
+  absl::MutexLock lock(&fake_.mu_);
+  EXPECT_EQ(fake_.list_requests_.size(), 2u);
+}
+
+TEST_F(AggregatorCommandsTest, StatsMapsOptionsOntoTheRequest) {
+  StatsOptions options;
+  options.capture_id = "cap-2";
+  options.by = StatsGrouping::kHost;
+  options.kernel_regex = "fusion\\.1.*";
+  options.category = "convolution fusion";
+  options.host = "h0";
+  options.chip = 3;
+  options.order = v1::KERNEL_ORDER_P99;
+  std::ostringstream out;
+  ASSERT_TRUE(RunStats(*client_, options, out).ok());
+  options = StatsOptions{};
+  options.capture_id = "cap-2";
+  options.format = OutputFormat::kCsv;
+  ASSERT_TRUE(RunStats(*client_, options, out).ok());
+
+  absl::MutexLock lock(&fake_.mu_);
+  ASSERT_EQ(fake_.stats_requests_.size(), 2u);
+  const v1::GetKernelStatsRequest& table = fake_.stats_requests_[0];
+  EXPECT_EQ(table.group_by(), v1::KERNEL_GROUPING_HOST);
+  EXPECT_EQ(table.filter().op_regex(), "fusion\\.1.*");
+  EXPECT_EQ(table.filter().category(), "convolution fusion");
+  EXPECT_EQ(table.host_name(), "h0");
+  ASSERT_TRUE(table.filter().has_chip_ordinal());
+  EXPECT_EQ(table.filter().chip_ordinal(), 3);
+  EXPECT_EQ(table.order(), v1::KERNEL_ORDER_P99);
+  EXPECT_EQ(table.top_n(), 25u) << "the table shows 25 rows unless told";
+  const v1::GetKernelStatsRequest& csv = fake_.stats_requests_[1];
+  EXPECT_EQ(csv.group_by(), v1::KERNEL_GROUPING_CHIP) << "csv defaults to per-chip rows";
+  EXPECT_TRUE(csv.per_chip());
+  EXPECT_FALSE(csv.filter().has_chip_ordinal());
+  EXPECT_EQ(csv.top_n(), 0u);
+}
+
+TEST_F(AggregatorCommandsTest, AnAnswerFromTheAggregatorIsItsMessageNotUnreachable) {
+  StatsOptions options;
+  options.capture_id = "missing";
+  std::ostringstream out;
+  absl::Status s = RunStats(*client_, options, out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(s.message(), "no capture \"missing\"");
+  EXPECT_TRUE(out.str().empty());
+}
+
+TEST_F(AggregatorCommandsTest, HistorySendsRegexModuleAndBounds) {
+  HistoryOptions options;
+  options.kernel_regex = "fusion";
+  options.module = "jit_step";
+  options.since_ns = 5;
+  options.until_ns = 9;
+  options.max_kernels = 3;
+  options.format = OutputFormat::kCsv;
+  std::ostringstream out;
+  ASSERT_TRUE(RunHistory(*client_, options, out).ok());
+  EXPECT_EQ(Lines(out.str()).size(), 2u) << out.str();
+  absl::MutexLock lock(&fake_.mu_);
+  ASSERT_EQ(fake_.history_requests_.size(), 1u);
+  const v1::KernelHistoryRequest& r = fake_.history_requests_[0];
+  EXPECT_EQ(r.filter().op_regex(), "fusion");
+  EXPECT_EQ(r.filter().module(), "jit_step");
+  EXPECT_EQ(r.since_ns(), 5);
+  EXPECT_EQ(r.until_ns(), 9);
+  EXPECT_EQ(r.max_kernels(), 3u);
+}
+
+TEST_F(AggregatorCommandsTest, DiffReturnsTheRegressionCount) {
+  DiffOptions options;
+  options.baseline_capture_id = "cap-1";
+  options.candidate_capture_id = "cap-2";
+  options.kernel_regex = "fusion";
+  options.threshold = 0.1;
+  options.top = 7;
+  std::ostringstream out;
+  absl::StatusOr<uint32_t> regressions = RunDiff(*client_, options, out);
+  ASSERT_TRUE(regressions.ok()) << regressions.status();
+  EXPECT_EQ(*regressions, 1u);
+  EXPECT_TRUE(absl::StrContains(out.str(), "1 regression (p50 slower by more than 10%)"))
+      << out.str();
+  absl::MutexLock lock(&fake_.mu_);
+  ASSERT_EQ(fake_.diff_requests_.size(), 1u);
+  EXPECT_EQ(fake_.diff_requests_[0].filter().op_regex(), "fusion");
+  EXPECT_DOUBLE_EQ(fake_.diff_requests_[0].regression_threshold(), 0.1);
+  EXPECT_EQ(fake_.diff_requests_[0].top_n(), 7u);
+}
+
+TEST_F(AggregatorCommandsTest, ImportStreamsEveryFileAndWarnsAboutFileErrors) {
+  TempDir dir;
+  std::string a(kImportChunkBytes + 10, 'a');
+  dir.Write("a.xplane.pb", a);
+  dir.Write("b.xplane.pb", "bb");
+  absl::StatusOr<std::vector<ImportFile>> files = ExpandImportPaths({dir.path()});
+  ASSERT_TRUE(files.ok()) << files.status();
+  ImportOptions options;
+  options.files = *files;
+  options.labels = {{"job", "train"}};
+  std::ostringstream out, err;
+  absl::Status s = RunImport(*client_, options, out, err);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_TRUE(absl::StartsWith(out.str(), "imported capture cap-new")) << out.str();
+  EXPECT_EQ(err.str(), "warning: b: not an XSpace\n");
+  {
+    absl::MutexLock lock(&fake_.mu_);
+    ASSERT_EQ(fake_.import_chunks_.size(), 3u);
+    EXPECT_EQ(fake_.import_chunks_[0].host_name(), "a");
+    EXPECT_EQ(fake_.import_chunks_[0].labels().at("job"), "train");
+    EXPECT_EQ(fake_.import_chunks_[0].data() + fake_.import_chunks_[1].data(), a);
+    EXPECT_EQ(fake_.import_chunks_[1].labels_size(), 0);
+    EXPECT_EQ(fake_.import_chunks_[2].host_name(), "b");
+    EXPECT_EQ(fake_.import_chunks_[2].data(), "bb");
+  }
+  ExpectDeadlines(1);
+}
+
+TEST_F(AggregatorCommandsTest, BinaryDiffExitsThreeOnRegressionOnlyWhenAsked) {
+  PodprofResult plain = RunPodprof("diff cap-1 cap-2 --aggregator " + address_);
+  EXPECT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_TRUE(absl::StrContains(plain.out, "REGRESSION")) << plain.out;
+  PodprofResult strict =
+      RunPodprof("diff cap-1 cap-2 --fail-on-regression --format csv --aggregator " + address_);
+  EXPECT_EQ(strict.exit_code, 3) << strict.err;
+  EXPECT_EQ(Lines(strict.out)[0], kDiffCsvHeader);
+}
+
+TEST_F(AggregatorCommandsTest, BinaryReportsTheAggregatorsErrorOnOneLine) {
+  PodprofResult r = RunPodprof("stats missing --aggregator " + address_);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "podprof stats: no capture \"missing\"\n");
+  EXPECT_TRUE(r.out.empty());
+}
+
+// ---- The binary without an aggregator
+
+TEST(AggregatorCliTest, UnreachableAggregatorIsOneLineAndExitTwo) {
+  TempDir dir;
+  std::string file = dir.Write("h0.xplane.pb", "x");
+  for (const std::string& command :
+       {std::string("captures"), std::string("stats cap-1"), std::string("history fusion"),
+        std::string("diff cap-1 cap-2"), "import '" + file + "'"}) {
+    PodprofResult r = RunPodprof(command + " --aggregator 127.0.0.1:1 --timeout 10s");
+    EXPECT_EQ(r.exit_code, 2) << command << ": " << r.err;
+    std::vector<std::string> lines = Lines(r.err);
+    ASSERT_EQ(lines.size(), 1u) << command << ": " << r.err;
+    const std::string name = command.substr(0, command.find(' '));
+    EXPECT_TRUE(
+        absl::StartsWith(lines[0], "podprof " + name + ": aggregator at 127.0.0.1:1 unreachable: "))
+        << lines[0];
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+}
+
+TEST(AggregatorCliTest, ImportChecksPathsBeforeSending) {
+  TempDir dir;
+  std::string missing = dir.path() + "/gone";
+  // An unroutable aggregator: a path error must come first, without a connection attempt.
+  PodprofResult r = RunPodprof("import '" + missing + "' --aggregator 127.0.0.1:1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "podprof import: " + missing + ": no such file or directory\n");
+
+  std::string h0 = dir.Write("h0.xplane.pb", "x");
+  std::filesystem::create_directory(dir.path() + "/session");
+  dir.Write("session/h0.xplane.pb", "y");
+  r = RunPodprof("import '" + h0 + "' '" + dir.path() + "/session' --aggregator 127.0.0.1:1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(Lines(r.err).size(), 1u) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "appears twice")) << r.err;
+}
+
+TEST(AggregatorCliTest, BadFlagValuesAreUsageErrors) {
+  for (const char* args :
+       {"captures --label novalue", "captures --status done", "captures --timeout 0s",
+        "stats cap --by module", "captures --since 1h --since-ns 5", "diff onlyone"}) {
+    PodprofResult r = RunPodprof(std::string(args) + " --aggregator 127.0.0.1:1");
+    EXPECT_EQ(r.exit_code, 1) << args << ": " << r.err;
+    EXPECT_FALSE(r.err.empty()) << args;
+  }
+}
+
+}  // namespace
+}  // namespace podprof::cli

@@ -1,0 +1,50 @@
+// Runs the real `podprof` binary as a child process, for the tests of its subcommands.
+#ifndef PODPROF_TESTS_CLI_RUN_PODPROF_H_
+#define PODPROF_TESTS_CLI_RUN_PODPROF_H_
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "tests/trace/test_util.h"
+
+namespace podprof::testing {
+
+struct PodprofResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+// Runs build/bin/podprof with `args` (shell-quoted by the caller) and captures its output.
+inline PodprofResult RunPodprof(const std::string& args) {
+  // ctest runs tests in parallel: each gets its own output files.
+  std::string stem = ::testing::TempDir() + "/podprof_" +
+                     ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" +
+                     std::to_string(::getpid());
+  std::string out_path = stem + ".out", err_path = stem + ".err";
+  std::string cmd =
+      std::string(PODPROF_BIN_DIR) + "/podprof " + args + " >" + out_path + " 2>" + err_path;
+  int status = std::system(cmd.c_str());
+  PodprofResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = ReadFileBytes(out_path);
+  r.err = ReadFileBytes(err_path);
+  std::remove(out_path.c_str());
+  std::remove(err_path.c_str());
+  return r;
+}
+
+// The non-empty lines of `s`.
+inline std::vector<std::string> Lines(const std::string& s) {
+  return absl::StrSplit(s, '\n', absl::SkipEmpty());
+}
+
+}  // namespace podprof::testing
+
+#endif  // PODPROF_TESTS_CLI_RUN_PODPROF_H_
