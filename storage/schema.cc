@@ -27,7 +27,9 @@ CREATE TABLE captures (
   labels TEXT NOT NULL DEFAULT '{}',
   created_ns INTEGER NOT NULL,
   events INTEGER NOT NULL DEFAULT 0,
-  kernel_count INTEGER NOT NULL DEFAULT 0
+  kernel_count INTEGER NOT NULL DEFAULT 0,
+  stats_first INTEGER NOT NULL DEFAULT 0,
+  stats_last INTEGER NOT NULL DEFAULT -1
 );
 CREATE INDEX captures_by_start ON captures (start_ns);
 CREATE TABLE capture_hosts (
@@ -66,19 +68,20 @@ CREATE TABLE kernels (
   UNIQUE (module, op_name, category, program_id, hlo_hash, flops, bytes_accessed)
 );
 CREATE INDEX kernels_by_name ON kernels (op_name, module);
--- Clustered on an integer key: a capture's rows arrive in key order and go to the end of
--- one b-tree, nearly the cost of a bare insert.
+-- A plain rowid table with no index and no foreign keys: a capture's rows are written in one
+-- transaction, so they hold one contiguous rowid range, recorded in captures.stats_first and
+-- stats_last. Queries scan that range; retention deletes it. Inserting is then an append to one
+-- b-tree, as cheap as SQLite gets.
 CREATE TABLE kernel_stats (
-  capture INTEGER NOT NULL REFERENCES captures (seq) ON DELETE CASCADE,
-  chip_id INTEGER NOT NULL REFERENCES chips (id) ON DELETE CASCADE,
-  kernel_id INTEGER NOT NULL REFERENCES kernels (id),
+  capture INTEGER NOT NULL,
+  chip_id INTEGER NOT NULL,
+  kernel_id INTEGER NOT NULL,
   count INTEGER NOT NULL,
   total_ps INTEGER NOT NULL,
   min_ps INTEGER NOT NULL,
   max_ps INTEGER NOT NULL,
-  sketch BLOB NOT NULL,
-  PRIMARY KEY (capture, chip_id, kernel_id)
-) WITHOUT ROWID;
+  sketch BLOB NOT NULL
+);
 CREATE TABLE kernel_rollups (
   capture INTEGER NOT NULL REFERENCES captures (seq) ON DELETE CASCADE,
   kernel_id INTEGER NOT NULL REFERENCES kernels (id),

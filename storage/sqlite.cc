@@ -108,8 +108,8 @@ absl::Status Statement::Run() {
 }
 
 void Statement::Reset() {
+  // Bindings stay: every caller binds all parameters again, and clearing costs per row.
   sqlite3_reset(stmt_);
-  sqlite3_clear_bindings(stmt_);
 }
 
 std::string Statement::Text(int col) const {

@@ -56,6 +56,7 @@ class Statement {
   absl::StatusOr<bool> Step();
   // Steps to completion of a statement without rows.
   absl::Status Run();
+  // Rewinds the statement for new bindings (old ones stay until rebound).
   void Reset();
 
   int64_t Int(int col) const { return sqlite3_column_int64(stmt_, col); }

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -184,6 +185,7 @@ absl::Status WriteCaptureRows(Connection& c, const CaptureWrite& w) {
   std::map<int64_t, std::pair<trace::KernelStats, int64_t>> rollups;
   absl::flat_hash_map<std::string, int64_t> kernel_cache;
   int64_t events = 0;
+  int64_t stats_first = -1, stats_last = -1;
   for (const HostWrite& h : w.hosts) {
     ins_host->Bind(1, h.host);
     RETURN_IF_ERROR(ins_host->Run());
@@ -237,13 +239,7 @@ absl::Status WriteCaptureRows(Connection& c, const CaptureWrite& w) {
       kernel_ids.push_back(get_kernel->Int(0));
       kernel_cache.emplace(key, kernel_ids.back());
     }
-    std::vector<trace::KernelStats> stats = trace::ComputeKernelStats(cap);
-    // In key order, every row appends to the end of the clustered b-tree.
-    std::sort(stats.begin(), stats.end(),
-              [&](const trace::KernelStats& a, const trace::KernelStats& b) {
-                return std::make_pair(chip_ids[a.chip], kernel_ids[a.kernel]) <
-                       std::make_pair(chip_ids[b.chip], kernel_ids[b.kernel]);
-              });
+    const std::vector<trace::KernelStats> stats = trace::ComputeKernelStats(cap);
     for (const trace::KernelStats& s : stats) {
       const int64_t kid = kernel_ids[s.kernel];
       ins_stat->Reset();
@@ -251,6 +247,9 @@ absl::Status WriteCaptureRows(Connection& c, const CaptureWrite& w) {
       ins_stat->Bind(5, s.total_ps).Bind(6, s.min_ps).Bind(7, s.max_ps);
       ins_stat->BindBlob(8, s.sketch.Serialize());
       RETURN_IF_ERROR(ins_stat->Run());
+      const int64_t rowid = sqlite3_last_insert_rowid(c.get());
+      if (stats_first < 0) stats_first = rowid;
+      stats_last = rowid;
       auto& r = rollups[kid];
       r.first.Merge(s);
       r.second++;
@@ -282,10 +281,12 @@ absl::Status WriteCaptureRows(Connection& c, const CaptureWrite& w) {
     ins_rollup->Bind(9, r.second).BindBlob(10, r.first.sketch.Serialize());
     RETURN_IF_ERROR(ins_rollup->Run());
   }
-  ASSIGN_OR_RETURN(
-      auto upd,
-      Statement::Prepare(c, "UPDATE captures SET events = ?, kernel_count = ? WHERE id = ?"));
-  upd->Bind(1, events).Bind(2, static_cast<int64_t>(rollups.size())).Bind(3, w.id);
+  ASSIGN_OR_RETURN(auto upd, Statement::Prepare(c,
+                                                "UPDATE captures SET events = ?, "
+                                                "kernel_count = ?, stats_first = ?, "
+                                                "stats_last = ? WHERE seq = ?"));
+  upd->Bind(1, events).Bind(2, static_cast<int64_t>(rollups.size()));
+  upd->Bind(3, stats_first < 0 ? int64_t{0} : stats_first).Bind(4, stats_last).Bind(5, seq);
   return upd->Run();
 }
 
@@ -419,12 +420,14 @@ absl::Status Store::WriteCapture(const CaptureWrite& capture) {
   });
 }
 
-absl::StatusOr<int64_t> Store::RequireCapture(Connection& c, const std::string& id) {
-  ASSIGN_OR_RETURN(auto s, Statement::Prepare(c, "SELECT seq FROM captures WHERE id = ?"));
+absl::StatusOr<Store::CaptureRef> Store::RequireCapture(Connection& c, const std::string& id) {
+  ASSIGN_OR_RETURN(
+      auto s,
+      Statement::Prepare(c, "SELECT seq, stats_first, stats_last FROM captures WHERE id = ?"));
   s->Bind(1, id);
   ASSIGN_OR_RETURN(bool found, s->Step());
   if (!found) return absl::NotFoundError(absl::StrCat("no capture with id \"", id, "\""));
-  return s->Int(0);
+  return CaptureRef{s->Int(0), s->Int(1), s->Int(2)};
 }
 
 absl::StatusOr<std::vector<CaptureRow>> Store::ListCaptures(const CaptureQuery& q,
@@ -509,7 +512,8 @@ absl::StatusOr<std::vector<CaptureRow>> Store::ListCaptures(const CaptureQuery& 
 absl::StatusOr<std::vector<StatRow>> Store::KernelStats(const StatsQuery& q) {
   if (!q.op_regex.empty()) RETURN_IF_ERROR(CheckRegex(q.op_regex));
   PODPROF_WITH_READER(c);
-  ASSIGN_OR_RETURN(const int64_t seq, RequireCapture(c, q.capture_id));
+  ASSIGN_OR_RETURN(const CaptureRef ref, RequireCapture(c, q.capture_id));
+  const int64_t seq = ref.seq;
   const bool filtered_by_place = !q.host.empty() || q.chip.has_value();
   std::string sql;
   if (q.group_by == Grouping::kKernel && !filtered_by_place) {
@@ -536,7 +540,7 @@ absl::StatusOr<std::vector<StatRow>> Store::KernelStats(const StatsQuery& q) {
         "dds_merge(s.sketch) AS sk, "
         "COUNT(DISTINCT s.chip_id), AVG(c.peak_tflops), AVG(c.peak_hbm_gbps) "
         "FROM kernel_stats s JOIN chips c ON c.id = s.chip_id JOIN hosts h ON h.id = c.host_id "
-        "JOIN kernels k ON k.id = s.kernel_id WHERE s.capture = ?1 "
+        "JOIN kernels k ON k.id = s.kernel_id WHERE s.rowid BETWEEN ?6 AND ?7 "
         "AND (?2 = '' OR k.op_name REGEXP ?2) AND (?3 = '' OR k.category = ?3) "
         "AND (?4 = '' OR h.name = ?4) AND (?5 < 0 OR c.ordinal = ?5) GROUP BY ",
         q.group_by == Grouping::kChip   ? "s.chip_id, s.kernel_id"
@@ -555,6 +559,7 @@ absl::StatusOr<std::vector<StatRow>> Store::KernelStats(const StatsQuery& q) {
   s->Bind(1, seq).Bind(2, q.op_regex).Bind(3, q.category);
   if (!(q.group_by == Grouping::kKernel && !filtered_by_place)) {
     s->Bind(4, q.host).Bind(5, int64_t{q.chip.value_or(-1)});
+    s->Bind(6, ref.stats_first).Bind(7, ref.stats_last);
   }
   std::vector<StatRow> out;
   while (true) {
@@ -672,7 +677,8 @@ absl::StatusOr<std::vector<KernelDeltaRow>> Store::Compare(const std::string& ba
 
 absl::StatusOr<std::vector<trace::EventBlock>> Store::Timelines(const std::string& capture_id) {
   PODPROF_WITH_READER(c);
-  ASSIGN_OR_RETURN(const int64_t seq, RequireCapture(c, capture_id));
+  ASSIGN_OR_RETURN(const CaptureRef ref, RequireCapture(c, capture_id));
+  const int64_t seq = ref.seq;
   ASSIGN_OR_RETURN(auto s, Statement::Prepare(c,
                                               "SELECT x.ordinal, t.line, t.base_ns, t.data "
                                               "FROM timeline_blocks t JOIN chips x ON x.id = "
@@ -740,8 +746,26 @@ absl::StatusOr<RetentionResult> Store::ApplyRetention(const RetentionPolicy& p, 
     int64_t n = 0;
     absl::Status s = OnWriter([&](Connection& c) {
       return Transaction(c, [&]() -> absl::Status {
-        ASSIGN_OR_RETURN(auto st, Statement::Prepare(c, absl::StrCat(what, " (", select_ids,
-                                                                     " LIMIT ", limit, ")")));
+        const std::string ids = absl::StrCat("(", select_ids, " LIMIT ", limit, ")");
+        if (absl::StrContains(what, "FROM captures")) {
+          // Per-chip statistics have no cascade (see the schema): delete their rowid ranges.
+          ASSIGN_OR_RETURN(auto del, Statement::Prepare(c,
+                                                        "DELETE FROM kernel_stats WHERE rowid "
+                                                        "BETWEEN ?1 AND ?2"));
+          ASSIGN_OR_RETURN(auto ranges,
+                           Statement::Prepare(c, absl::StrCat("SELECT stats_first, stats_last "
+                                                              "FROM captures WHERE id IN ",
+                                                              ids)));
+          ranges->Bind(1, bound);
+          while (true) {
+            ASSIGN_OR_RETURN(bool row, ranges->Step());
+            if (!row) break;
+            del->Reset();
+            del->Bind(1, ranges->Int(0)).Bind(2, ranges->Int(1));
+            RETURN_IF_ERROR(del->Run());
+          }
+        }
+        ASSIGN_OR_RETURN(auto st, Statement::Prepare(c, absl::StrCat(what, " ", ids)));
         st->Bind(1, bound);
         RETURN_IF_ERROR(st->Run());
         n = sqlite3_changes(c.get());

@@ -190,8 +190,12 @@ class Store {
   void WriterLoop();
   absl::StatusOr<std::unique_ptr<Connection>> TakeReader();
   void ReturnReader(std::unique_ptr<Connection> c);
-  // The capture's row number; NotFound naming the id if there is none.
-  absl::StatusOr<int64_t> RequireCapture(Connection& c, const std::string& id);
+  // A stored capture's row number and the rowid range of its per-chip statistics.
+  struct CaptureRef {
+    int64_t seq, stats_first, stats_last;
+  };
+  // NotFound naming the id if there is no such capture.
+  absl::StatusOr<CaptureRef> RequireCapture(Connection& c, const std::string& id);
 
   const std::string path_;
   std::unique_ptr<Connection> writer_;  // used only on writer_thread_
