@@ -1,6 +1,7 @@
 // podprof-aggregator as a real process with a real SQLite file, driven over gRPC.
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -10,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
+#include "tests/cli/run_podprof.h"
 #include "tests/trace/test_util.h"
 #include "tests/util/child_process.h"
 #include "trace/kernel_stats.h"
@@ -223,6 +225,53 @@ TEST_F(AggregatorProcessTest, DataSurvivesARestart) {
   v1::GetKernelStatsResponse stats;
   ASSERT_TRUE(stub_->GetKernelStats(&ctx, req, &stats).ok());
   EXPECT_GT(stats.stats_size(), 5);
+}
+
+// The CLI end to end: `podprof import` the real captures, then `podprof stats --format csv`
+// must give exactly the rows `podprof inspect --format csv` gives for the same files.
+TEST_F(AggregatorProcessTest, CliImportThenStatsEqualsInspect) {
+  const std::string agg =
+      absl::StrCat("--aggregator 127.0.0.1:", process_->info()["port"].get<int>());
+  for (const char* fixture : {podprof::testing::kTpuFixture, podprof::testing::kGpuFixture}) {
+    const std::string path = FixturePath(fixture);
+    auto imported =
+        podprof::testing::RunPodprof(absl::StrCat("import ", agg, " --format json '", path, "'"));
+    ASSERT_EQ(imported.exit_code, 0) << imported.err;
+    std::string id = nlohmann::json::parse(imported.out)["capture"];
+    ASSERT_FALSE(id.empty()) << imported.out;
+
+    auto stats = podprof::testing::RunPodprof(
+        absl::StrCat("stats ", agg, " ", id, " --by chip --format csv --top 0"));
+    ASSERT_EQ(stats.exit_code, 0) << stats.err;
+    auto inspect = podprof::testing::RunPodprof(absl::StrCat("inspect --format csv '", path, "'"));
+    ASSERT_EQ(inspect.exit_code, 0) << inspect.err;
+
+    // Same rows, with `capture` first; hosts are named by file on import (as XProf names
+    // them), so compare from the chip column on.
+    auto tail = [](const std::string& line, int skip) {
+      size_t at = 0;
+      for (int i = 0; i < skip; ++i) at = line.find(',', at) + 1;
+      return line.substr(at);
+    };
+    std::vector<std::string> want, got;
+    auto inspect_lines = podprof::testing::Lines(inspect.out);
+    auto stats_lines = podprof::testing::Lines(stats.out);
+    ASSERT_EQ(stats_lines[0], "capture," + inspect_lines[0]);
+    for (size_t i = 1; i < inspect_lines.size(); ++i) want.push_back(tail(inspect_lines[i], 1));
+    for (size_t i = 1; i < stats_lines.size(); ++i) {
+      EXPECT_TRUE(absl::StartsWith(stats_lines[i], id + ",")) << stats_lines[i];
+      got.push_back(tail(stats_lines[i], 2));
+    }
+    std::sort(want.begin(), want.end());
+    std::sort(got.begin(), got.end());
+    EXPECT_EQ(got, want) << fixture;
+  }
+  auto listed = podprof::testing::RunPodprof(absl::StrCat("captures ", agg, " --format csv"));
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  EXPECT_EQ(podprof::testing::Lines(listed.out).size(), 3u);
+  auto unknown = podprof::testing::RunPodprof(absl::StrCat("stats ", agg, " no-such-capture"));
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(unknown.err, "no-such-capture")) << unknown.err;
 }
 
 }  // namespace
