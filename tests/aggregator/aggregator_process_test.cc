@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "aggregator/aggregator_main.h"
 #include "gtest/gtest.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
 #include "tests/cli/run_podprof.h"
@@ -272,6 +273,19 @@ TEST_F(AggregatorProcessTest, CliImportThenStatsEqualsInspect) {
   auto unknown = podprof::testing::RunPodprof(absl::StrCat("stats ", agg, " no-such-capture"));
   EXPECT_EQ(unknown.exit_code, 2);
   EXPECT_TRUE(absl::StrContains(unknown.err, "no-such-capture")) << unknown.err;
+}
+
+TEST(AggregatorConfigTest, TheExampleLoadsAndBadKeysAreNamed) {
+  auto c = LoadAggregatorConfig(std::string(PODPROF_SOURCE_DIR) + "/deploy/aggregator.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->listen, AggregatorConfig().listen);
+  EXPECT_EQ(c->retention_interval_ns, 3'600'000'000'000);
+  std::string path = ::testing::TempDir() + "/agg_bad.toml";
+  std::ofstream(path) << "[retention]\nmax_agee = \"1h\"\n";
+  auto bad = LoadAggregatorConfig(path);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "retention.max_agee")) << bad.status();
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), path)) << bad.status();
 }
 
 }  // namespace
