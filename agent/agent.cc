@@ -9,21 +9,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "proto/grpc_status.h"
 #include "trace/chip_catalog.h"
 
 namespace podprof::agent {
 namespace {
-
-grpc::Status ToGrpc(const absl::Status& s) {
-  if (s.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
-}
-
-std::chrono::system_clock::time_point Deadline(Clock& clock, int64_t from_now_ns) {
-  return std::chrono::system_clock::time_point(
-      std::chrono::duration_cast<std::chrono::system_clock::duration>(
-          std::chrono::nanoseconds(clock.NowNs() + from_now_ns)));
-}
 
 // Writes chunks to the gRPC stream.
 class StreamSink final : public ChunkSink {
@@ -152,7 +142,7 @@ void Agent::LearnChipsFromMetrics() {
   std::vector<trace::Chip> chips;
   for (auto& stub : workload_.metrics) {
     grpc::ClientContext ctx;
-    ctx.set_deadline(Deadline(clock_, 300'000'000));
+    ctx.set_deadline(DeadlineAt(clock_.NowNs(), 300'000'000));
     tpu::monitoring::runtime::MetricRequest req;
     req.set_metric_name("tpu.runtime.hbm.memory.total.bytes");
     tpu::monitoring::runtime::MetricResponse resp;
@@ -223,7 +213,7 @@ std::vector<podprof::v1::WorkloadEndpoint> Agent::CheckWorkload() {
   };
   auto monitor = [&] {
     grpc::ClientContext ctx;
-    ctx.set_deadline(Deadline(clock_, 500'000'000));
+    ctx.set_deadline(DeadlineAt(clock_.NowNs(), 500'000'000));
     tensorflow::MonitorRequest req;
     tensorflow::MonitorResponse resp;
     return workload_.profiler->Monitor(&ctx, req, &resp);
@@ -232,7 +222,7 @@ std::vector<podprof::v1::WorkloadEndpoint> Agent::CheckWorkload() {
   for (size_t i = 0; i < workload_.metrics.size(); ++i) {
     auto list = [&] {
       grpc::ClientContext ctx;
-      ctx.set_deadline(Deadline(clock_, 500'000'000));
+      ctx.set_deadline(DeadlineAt(clock_.NowNs(), 500'000'000));
       tpu::monitoring::runtime::ListSupportedMetricsRequest req;
       tpu::monitoring::runtime::ListSupportedMetricsResponse resp;
       return workload_.metrics[i]->ListSupportedMetrics(&ctx, req, &resp);
@@ -320,7 +310,7 @@ grpc::Status ProfilerProxy::Monitor(grpc::ServerContext* context,
 int64_t Registrar::Tick() {
   const AgentConfig config = agent_->config();
   grpc::ClientContext ctx;
-  ctx.set_deadline(Deadline(agent_->clock(), 2'000'000'000));
+  ctx.set_deadline(DeadlineAt(agent_->clock().NowNs(), 2'000'000'000));
   grpc::Status s;
   // The aggregator may set the period; until it does, the configured one applies.
   int64_t interval =

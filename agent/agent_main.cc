@@ -21,6 +21,7 @@
 #include "common/logging.h"
 #include "common/sd_notify.h"
 #include "nlohmann/json.hpp"
+#include "proto/grpc_status.h"
 
 namespace podprof::agent {
 namespace {
@@ -86,16 +87,10 @@ absl::StatusOr<AgentConfig> BuildConfig(const Flags& flags, bool config_given) {
   return config;
 }
 
-std::chrono::system_clock::time_point Deadline(Clock& clock, int64_t from_now_ns) {
-  return std::chrono::system_clock::time_point(
-      std::chrono::duration_cast<std::chrono::system_clock::duration>(
-          std::chrono::nanoseconds(clock.NowNs() + from_now_ns)));
-}
-
 // The health check behind WATCHDOG=1: the agent's own gRPC server answers a Ping.
 bool Healthy(podprof::v1::Agent::Stub& self, Clock& clock) {
   grpc::ClientContext ctx;
-  ctx.set_deadline(Deadline(clock, 1'000'000'000));
+  ctx.set_deadline(DeadlineAt(clock.NowNs(), 1'000'000'000));
   podprof::v1::PingRequest req;
   req.set_client_send_ns(clock.NowNs());
   podprof::v1::PingResponse resp;
@@ -250,8 +245,8 @@ int AgentMain(int argc, char** argv) {
 
   // Running captures finish (or hit the drain deadline); new ones were refused above.
   const int64_t drain_ns = (*agent)->config().drain_timeout_ns;
-  if (proxy_server) proxy_server->Shutdown(Deadline(clock, drain_ns));
-  server->Shutdown(Deadline(clock, drain_ns));
+  if (proxy_server) proxy_server->Shutdown(DeadlineAt(clock.NowNs(), drain_ns));
+  server->Shutdown(DeadlineAt(clock.NowNs(), drain_ns));
   PODPROF_LOG(INFO) << "stopped";
   return 0;
 }

@@ -13,6 +13,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/errno_status.h"
 #include "common/logging.h"
+#include "proto/grpc_status.h"
 #include "trace/xspace_reader.h"
 
 namespace podprof::agent {
@@ -32,12 +33,6 @@ const std::pair<const char*, const char*> kSampledMetrics[] = {
     {"tpu.runtime.tensorcore.dutycycle.percent", "percent"},
     {"tpu.runtime.hbm.memory.usage.bytes", "bytes"},
 };
-
-std::chrono::system_clock::time_point Deadline(Clock& clock, int64_t from_now_ns) {
-  return std::chrono::system_clock::time_point(
-      std::chrono::duration_cast<std::chrono::system_clock::duration>(
-          std::chrono::nanoseconds(clock.NowNs() + from_now_ns)));
-}
 
 // Removes a directory tree when it goes out of scope.
 class TempDir {
@@ -115,7 +110,7 @@ class MetricSampler {
     for (size_t i = 0; i < workload_.metrics.size(); ++i) {
       for (const auto& [name, unit] : kSampledMetrics) {
         grpc::ClientContext ctx;
-        ctx.set_deadline(Deadline(clock_, 500'000'000));
+        ctx.set_deadline(DeadlineAt(clock_.NowNs(), 500'000'000));
         rt::MetricRequest req;
         req.set_metric_name(name);
         rt::MetricResponse resp;
@@ -207,7 +202,7 @@ absl::Status CaptureRunner::Run(const podprof::v1::CaptureRequest& request,
   MetricSampler sampler(clock_, workload_, limits.counter_interval_ns, start_ns,
                         start_ns + duration_ns);
   grpc::ClientContext ctx;
-  ctx.set_deadline(Deadline(clock_, wait_ns));
+  ctx.set_deadline(DeadlineAt(clock_.NowNs(), wait_ns));
   tensorflow::ProfileResponse presp;
   std::atomic<bool> terminated{false};
   absl::Notification done;
@@ -216,7 +211,7 @@ absl::Status CaptureRunner::Run(const podprof::v1::CaptureRequest& request,
     while (!done.HasBeenNotified()) {
       if (cancelled() && !terminated.exchange(true)) {
         grpc::ClientContext tctx;
-        tctx.set_deadline(Deadline(clock_, 2'000'000'000));
+        tctx.set_deadline(DeadlineAt(clock_.NowNs(), 2'000'000'000));
         tensorflow::TerminateRequest treq;
         treq.set_session_id(session);
         tensorflow::TerminateResponse tresp;

@@ -21,6 +21,7 @@
 #include "common/sd_notify.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "proto/grpc_status.h"
 #include "storage/store.h"
 
 namespace podprof::aggregator {
@@ -141,9 +142,8 @@ int AggregatorMain(int argc, char** argv) {
     io.stop();
   });
   io.run();
-  server->Shutdown(std::chrono::system_clock::time_point(
-      std::chrono::duration_cast<std::chrono::system_clock::duration>(
-          std::chrono::nanoseconds(clock.NowNs() + 10'000'000'000))));
+  // In-flight queries and imports get 10 s to finish.
+  server->Shutdown(DeadlineAt(clock.NowNs(), 10'000'000'000));
   return 0;
 }
 

@@ -12,16 +12,12 @@
 #include "absl/strings/str_format.h"
 #include "common/errno_status.h"
 #include "common/logging.h"
+#include "proto/grpc_status.h"
 #include "trace/kernel_stats.h"
 #include "trace/xspace_reader.h"
 
 namespace podprof::aggregator {
 namespace {
-
-grpc::Status ToGrpc(const absl::Status& s) {
-  if (s.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
-}
 
 podprof::v1::CaptureStatus StatusEnum(const std::string& s) {
   if (s == "complete") return podprof::v1::CAPTURE_STATUS_COMPLETE;

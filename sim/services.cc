@@ -55,11 +55,6 @@ void FillDistribution(const std::vector<double>& us, rt::Distribution* d) {
 
 }  // namespace
 
-grpc::Status ToGrpc(const absl::Status& s) {
-  if (s.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
-}
-
 const std::vector<std::string>& SupportedMetricNames() {
   static const auto* const kNames =
       new std::vector<std::string>{kHbmUsage, kHbmTotal, kDutyCycle, kIdle, kQueue, kTiming};

@@ -3,6 +3,7 @@
 #ifndef PODPROF_SIM_SERVICES_H_
 #define PODPROF_SIM_SERVICES_H_
 
+#include "proto/grpc_status.h"
 #include "proto/profiler_service.grpc.pb.h"
 #include "proto/tpu_metric_service.grpc.pb.h"
 #include "sim/sim_host.h"
@@ -45,9 +46,6 @@ class MetricServiceImpl final : public tpu::monitoring::runtime::RuntimeMetricSe
 
 // The metric names the simulated runtime serves, in ListSupportedMetrics order.
 const std::vector<std::string>& SupportedMetricNames();
-
-// absl::Status -> grpc::Status, code and message kept.
-grpc::Status ToGrpc(const absl::Status& status);
 
 }  // namespace podprof::sim
 

@@ -151,9 +151,7 @@ int SimHostMain(int argc, char** argv) {
   PODPROF_LOG(INFO) << "signal " << sig << ": stopping";
   (*host)->Shutdown();
   // In-flight sessions were just stopped; give handlers 2 s to write their answers.
-  const std::chrono::system_clock::time_point deadline{
-      std::chrono::duration_cast<std::chrono::system_clock::duration>(
-          std::chrono::nanoseconds(clock.NowNs() + 2'000'000'000))};
+  const auto deadline = DeadlineAt(clock.NowNs(), 2'000'000'000);
   profiler_server->Shutdown(deadline);
   metrics_server->Shutdown(deadline);
   return 0;

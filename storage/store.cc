@@ -17,34 +17,15 @@
 #include "nlohmann/json.hpp"
 #include "storage/schema.h"
 #include "trace/kernel_stats.h"
+#include "trace/varint.h"
 
 namespace podprof::storage {
 namespace {
 
-void PutVarint(uint64_t v, std::string* out) {
-  while (v >= 0x80) {
-    out->push_back(static_cast<char>(v | 0x80));
-    v >>= 7;
-  }
-  out->push_back(static_cast<char>(v));
-}
-bool GetVarint(absl::string_view* in, uint64_t* v) {
-  uint64_t r = 0;
-  for (int i = 0; i < 10 && !in->empty(); ++i) {
-    uint8_t b = static_cast<uint8_t>((*in)[0]);
-    in->remove_prefix(1);
-    r |= static_cast<uint64_t>(b & 0x7F) << (7 * i);
-    if (b < 0x80) {
-      *v = r;
-      return true;
-    }
-  }
-  return false;
-}
-uint64_t ZigZag(int64_t v) {
-  return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
-}
-int64_t UnZigZag(uint64_t v) { return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1); }
+using trace::GetVarint;
+using trace::PutVarint;
+using trace::UnZigZag;
+using trace::ZigZag;
 
 std::string Compress(const std::string& raw) {
   std::string out(ZSTD_compressBound(raw.size()), '\0');

@@ -5,33 +5,12 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "trace/varint.h"
 
 namespace podprof::trace {
 namespace {
 
 constexpr uint8_t kVersion = 1;
-
-void PutVarint(uint64_t v, std::string* out) {
-  while (v >= 0x80) {
-    out->push_back(static_cast<char>(v | 0x80));
-    v >>= 7;
-  }
-  out->push_back(static_cast<char>(v));
-}
-
-bool GetVarint(absl::string_view* in, uint64_t* v) {
-  uint64_t r = 0;
-  for (int i = 0; i < 10 && !in->empty(); ++i) {
-    uint8_t b = static_cast<uint8_t>((*in)[0]);
-    in->remove_prefix(1);
-    r |= static_cast<uint64_t>(b & 0x7F) << (7 * i);
-    if (b < 0x80) {
-      *v = r;
-      return true;
-    }
-  }
-  return false;
-}
 
 }  // namespace
 
