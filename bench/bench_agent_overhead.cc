@@ -20,7 +20,7 @@
 #include "common/clock.h"
 #include "nlohmann/json.hpp"
 #include "sim/pod_model.h"
-#include "sim/skewed_clock.h"
+#include "common/skewed_clock.h"
 #include "sim/xspace_builder.h"
 #include "trace/xspace_reader.h"
 
@@ -139,7 +139,7 @@ int Main(int argc, char** argv) {
   sim::PodConfig pod;
   pod.chips = 8;
   auto model = sim::PodModel::Create(pod);
-  sim::SkewedClock host(clock, 0, 0);
+  SkewedClock host(clock, 0, 0);
   sim::SessionWindow w;
   w.true_start_ns = clock.NowNs();
   w.true_end_ns = w.true_start_ns + static_cast<int64_t>(capture_seconds * 1e9);

@@ -9,7 +9,7 @@
 
 #include "common/clock.h"
 #include "sim/pod_model.h"
-#include "sim/skewed_clock.h"
+#include "common/skewed_clock.h"
 #include "sim/xspace_builder.h"
 
 namespace podprof::sim {

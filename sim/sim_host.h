@@ -18,7 +18,7 @@
 #include "common/clock.h"
 #include "sim/pod_model.h"
 #include "sim/replay.h"
-#include "sim/skewed_clock.h"
+#include "common/skewed_clock.h"
 
 namespace podprof::sim {
 

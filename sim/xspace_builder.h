@@ -8,7 +8,7 @@
 
 #include "proto/xplane.pb.h"
 #include "sim/pod_model.h"
-#include "sim/skewed_clock.h"
+#include "common/skewed_clock.h"
 
 namespace podprof::sim {
 

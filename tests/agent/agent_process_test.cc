@@ -17,7 +17,7 @@
 #include "proto/podprof_aggregator.grpc.pb.h"
 #include "proto/profiler_service.grpc.pb.h"
 #include "sim/pod_model.h"
-#include "sim/skewed_clock.h"
+#include "common/skewed_clock.h"
 #include "sim/xspace_builder.h"
 #include "tests/util/child_process.h"
 #include "trace/kernel_stats.h"
@@ -177,7 +177,7 @@ TEST(AgentProcessTest, CaptureStreamsExactlyTheKernelsTheWorkloadWrote) {
   auto model = sim::PodModel::Create(pod);
   ASSERT_TRUE(model.ok());
   FakeClock fake(session["true_start_ns"].get<int64_t>());
-  sim::SkewedClock host(fake, 0, 0);
+  SkewedClock host(fake, 0, 0);
   sim::SessionWindow w;
   w.true_start_ns = session["true_start_ns"];
   w.true_end_ns = session["true_end_ns"];

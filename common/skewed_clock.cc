@@ -1,8 +1,8 @@
-#include "sim/skewed_clock.h"
+#include "common/skewed_clock.h"
 
 #include <cmath>
 
-namespace podprof::sim {
+namespace podprof {
 
 SkewedClock::SkewedClock(Clock& truth, int64_t offset_ns, double drift_ppm)
     : truth_(truth), offset_ns_(offset_ns), drift_ppm_(drift_ppm), epoch_ns_(truth.NowNs()) {}
@@ -22,4 +22,4 @@ int64_t SkewedClock::HostIntervalPs(int64_t true_ps) const {
   return true_ps + std::llround(static_cast<double>(true_ps) * drift_ppm_ * 1e-6);
 }
 
-}  // namespace podprof::sim
+}  // namespace podprof

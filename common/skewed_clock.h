@@ -1,12 +1,12 @@
-// A host clock that is wrong in a known way: the simulated host's view of time.
-#ifndef PODPROF_SIM_SKEWED_CLOCK_H_
-#define PODPROF_SIM_SKEWED_CLOCK_H_
+// A clock that is wrong in a known way: how simulated hosts (and agents under test) see time.
+#ifndef PODPROF_COMMON_SKEWED_CLOCK_H_
+#define PODPROF_COMMON_SKEWED_CLOCK_H_
 
 #include <cstdint>
 
 #include "common/clock.h"
 
-namespace podprof::sim {
+namespace podprof {
 
 // host(t) = t + offset + drift * (t - epoch), where t is the true time of `truth` and `epoch`
 // the true time at construction. Everything the simulated host stamps or waits for goes
@@ -39,6 +39,6 @@ class SkewedClock final : public Clock {
   const int64_t epoch_ns_;
 };
 
-}  // namespace podprof::sim
+}  // namespace podprof
 
-#endif  // PODPROF_SIM_SKEWED_CLOCK_H_
+#endif  // PODPROF_COMMON_SKEWED_CLOCK_H_
