@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "proto/grpc_status.h"
@@ -91,6 +92,11 @@ void Agent::EndCapture() {
   active_.clear();
 }
 
+void Agent::SetBoundPort(int port) {
+  absl::MutexLock lock(&mu_);
+  bound_port_ = port;
+}
+
 void Agent::StartDraining() {
   absl::MutexLock lock(&mu_);
   draining_ = true;
@@ -161,9 +167,14 @@ podprof::v1::HostInfo Agent::HostInfo() {
   absl::MutexLock lock(&mu_);
   podprof::v1::HostInfo h;
   h.set_host_name(config_.host_name);
-  std::string advertise = config_.advertise;
-  if (advertise.empty()) {
-    advertise = absl::StrCat(config_.host_name, config_.listen.substr(config_.listen.rfind(':')));
+  // The address the aggregator dials: `advertise`, else this host's name; port 0 (or none)
+  // means the port actually bound.
+  std::string advertise = config_.advertise.empty()
+                              ? absl::StrCat(config_.host_name, config_.listen.substr(
+                                                                    config_.listen.rfind(':')))
+                              : config_.advertise;
+  if (bound_port_ > 0 && absl::EndsWith(advertise, ":0")) {
+    advertise = absl::StrCat(advertise.substr(0, advertise.size() - 1), bound_port_);
   }
   h.set_agent_address(advertise);
   for (const auto& [k, v] : config_.labels) (*h.mutable_labels())[k] = v;

@@ -50,6 +50,10 @@ class Agent {
   // the workload holds.
   void LearnChipsFromMetrics();
 
+  // The port podprof.v1.Agent actually listens on (when `listen` asked for port 0), used in
+  // the advertised address when that names no port of its own.
+  void SetBoundPort(int port);
+
   Clock& clock() { return clock_; }
   const Workload& workload() const { return workload_; }
   int64_t start_ns() const { return start_ns_; }
@@ -65,6 +69,7 @@ class Agent {
   std::vector<DiscoveredChip> discovered_ ABSL_GUARDED_BY(mu_);
   std::vector<trace::Chip> learned_ ABSL_GUARDED_BY(mu_);
   std::string active_ ABSL_GUARDED_BY(mu_);
+  int bound_port_ ABSL_GUARDED_BY(mu_) = 0;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -19,6 +19,7 @@
 #include "agent/agent.h"
 #include "common/clock.h"
 #include "common/logging.h"
+#include "common/skewed_clock.h"
 #include "common/sd_notify.h"
 #include "nlohmann/json.hpp"
 #include "proto/grpc_status.h"
@@ -39,7 +40,8 @@ int Fail(const std::string& message) {
 struct Flags {
   std::string config = kDefaultConfig;
   std::string listen, aggregator, advertise, profiler_service_listen, host_name, sysfs_root,
-      temp_dir, counter_interval, ready_file;
+      temp_dir, counter_interval, ready_file, clock_offset = "0";
+  double clock_drift_ppm = 0;
   std::vector<std::string> workload_profiler, workload_metrics, labels;
 };
 
@@ -121,6 +123,12 @@ int AgentMain(int argc, char** argv) {
   app.add_option("--temp-dir", flags.temp_dir, "Where private capture repositories go");
   app.add_option("--counter-interval", flags.counter_interval, "Metric sampling interval");
   app.add_option("--label", flags.labels, "A label key=value (repeatable)");
+  // For simulated pods: the agent shares its simulated host's wrong clock, as a real agent
+  // shares its host's clock with the workload.
+  app.add_option("--clock-offset", flags.clock_offset,
+                 "Simulate a host clock off by this much (testing), e.g. -37.5ms");
+  app.add_option("--clock-drift-ppm", flags.clock_drift_ppm,
+                 "Simulate a host clock drifting this much (testing), ppm");
   app.add_option("--ready-file", flags.ready_file,
                  "Once listening, write the bound ports as JSON here (for tests and scripts)");
   try {
@@ -132,7 +140,10 @@ int AgentMain(int argc, char** argv) {
   absl::StatusOr<AgentConfig> config = BuildConfig(flags, config_given);
   if (!config.ok()) return Fail(std::string(config.status().message()));
 
-  RealClock clock;
+  absl::StatusOr<int64_t> clock_offset = ParseDurationNs(flags.clock_offset);
+  if (!clock_offset.ok()) return Fail(absl::StrCat("--clock-offset: ", clock_offset.status().message()));
+  RealClock real_clock;
+  SkewedClock clock(real_clock, *clock_offset, flags.clock_drift_ppm);
   ServiceNotifier notifier;
   absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(*config, clock);
   if (!agent.ok()) return Fail(std::string(agent.status().message()));
@@ -148,6 +159,7 @@ int AgentMain(int argc, char** argv) {
     std::cerr << "podprof-agent: cannot listen on " << config->listen << "\n";
     return kExitListen;
   }
+  (*agent)->SetBoundPort(agent_port);
   std::unique_ptr<grpc::Server> proxy_server;
   if (!config->profiler_service_listen.empty()) {
     grpc::ServerBuilder pb;

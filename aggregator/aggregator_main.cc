@@ -11,9 +11,12 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <thread>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "aggregator/registry.h"
 #include "aggregator/service.h"
 #include "common/clock.h"
 #include "common/config.h"
@@ -44,6 +47,14 @@ absl::StatusOr<AggregatorConfig> LoadAggregatorConfig(const std::string& path) {
   RETURN_IF_ERROR(f.GetDurationNs("retention.keep_timelines", &c.retention_keep_timelines_ns));
   RETURN_IF_ERROR(f.GetDurationNs("retention.interval", &c.retention_interval_ns));
   RETURN_IF_ERROR(f.GetString("import.spool_dir", &c.spool_dir));
+  RETURN_IF_ERROR(f.GetDurationNs("agents.heartbeat_interval", &c.heartbeat_interval_ns));
+  RETURN_IF_ERROR(f.GetDurationNs("agents.probe_interval", &c.probe_interval_ns));
+  if (c.heartbeat_interval_ns < 100'000'000 || c.probe_interval_ns < 100'000'000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path,
+                     ": agents.heartbeat_interval and agents.probe_interval must be at "
+                     "least 100ms"));
+  }
   if (c.retention_interval_ns < 1'000'000'000) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": retention.interval must be at least 1s"));
@@ -89,7 +100,16 @@ int AggregatorMain(int argc, char** argv) {
   }
   ImportLimits limits;
   limits.spool_dir = config.spool_dir;
-  AggregatorService service(store->get(), &clock, limits);
+  Registry registry(clock, config.heartbeat_interval_ns, config.probe_interval_ns);
+  AggregatorService service(store->get(), &registry, &clock, limits);
+  // Clock probes run on their own thread so a slow agent never delays an RPC.
+  absl::Notification stop_probing;
+  std::thread prober([&] {
+    constexpr int kBurst = 8;
+    while (clock.SleepUntilNs(clock.NowNs() + 200'000'000, &stop_probing)) {
+      registry.ProbeDue(kBurst);
+    }
+  });
   int port = 0;
   grpc::ServerBuilder builder;
   builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(), &port);
@@ -142,6 +162,8 @@ int AggregatorMain(int argc, char** argv) {
     io.stop();
   });
   io.run();
+  stop_probing.Notify();
+  prober.join();
   // In-flight queries and imports get 10 s to finish.
   server->Shutdown(DeadlineAt(clock.NowNs(), 10'000'000'000));
   return 0;

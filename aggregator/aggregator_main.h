@@ -24,6 +24,9 @@ struct AggregatorConfig {
   int64_t retention_interval_ns = 3'600'000'000'000;
   // Where uploads are spooled during an import; empty = $TMPDIR or /tmp.
   std::string spool_dir;
+  // Heartbeat period asked of agents, and how often each agent's clock is probed.
+  int64_t heartbeat_interval_ns = 10'000'000'000;
+  int64_t probe_interval_ns = 10'000'000'000;
 };
 
 // Loads `path` over the defaults; errors name the file and key.

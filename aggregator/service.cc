@@ -162,6 +162,38 @@ podprof::v1::KernelStats ToProto(const storage::StatRow& r) {
   return k;
 }
 
+grpc::Status AggregatorService::Register(grpc::ServerContext*,
+                                         const podprof::v1::RegisterRequest* req,
+                                         podprof::v1::RegisterResponse* resp) {
+  if (req->host().host_name().empty() || req->host().agent_address().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "a registration needs the host name and the agent's address");
+  }
+  registry_->Register(*req);
+  resp->set_heartbeat_interval_ms(
+      static_cast<uint32_t>(registry_->heartbeat_interval_ns() / 1'000'000));
+  resp->set_aggregator_version("podprof-aggregator 0.1.0");
+  return grpc::Status::OK;
+}
+
+grpc::Status AggregatorService::Heartbeat(grpc::ServerContext*,
+                                          const podprof::v1::HeartbeatRequest* req,
+                                          podprof::v1::HeartbeatResponse* resp) {
+  resp->set_reregister(!registry_->Heartbeat(*req));
+  resp->set_heartbeat_interval_ms(
+      static_cast<uint32_t>(registry_->heartbeat_interval_ns() / 1'000'000));
+  return grpc::Status::OK;
+}
+
+grpc::Status AggregatorService::ListAgents(grpc::ServerContext*,
+                                           const podprof::v1::ListAgentsRequest* req,
+                                           podprof::v1::ListAgentsResponse* resp) {
+  std::map<std::string, std::string> selector(req->label_selector().begin(),
+                                              req->label_selector().end());
+  for (auto& a : registry_->List(selector)) *resp->add_agents() = std::move(a);
+  return grpc::Status::OK;
+}
+
 grpc::Status AggregatorService::ListCaptures(grpc::ServerContext*,
                                              const podprof::v1::ListCapturesRequest* req,
                                              podprof::v1::ListCapturesResponse* resp) {

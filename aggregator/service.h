@@ -1,11 +1,13 @@
-// podprof.v1.Aggregator over the store: capture listing, kernel statistics, history,
-// comparison and import of existing captures. The pod-capture RPCs answer UNIMPLEMENTED until
-// the capture orchestrator exists. Handlers are thin adapters over storage::Store.
+// podprof.v1.Aggregator: the agent registry, and over the store capture listing, kernel
+// statistics, history, comparison and import of existing captures. The pod-capture RPCs answer
+// UNIMPLEMENTED until the capture orchestrator exists. Handlers are thin adapters over
+// storage::Store.
 #ifndef PODPROF_AGGREGATOR_SERVICE_H_
 #define PODPROF_AGGREGATOR_SERVICE_H_
 
 #include <string>
 
+#include "aggregator/registry.h"
 #include "common/clock.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
 #include "storage/store.h"
@@ -22,8 +24,17 @@ struct ImportLimits {
 // Thread-safe (the store is). `store` and `clock` must outlive the service.
 class AggregatorService final : public podprof::v1::Aggregator::Service {
  public:
-  AggregatorService(storage::Store* store, Clock* clock, ImportLimits limits)
-      : store_(store), clock_(clock), limits_(std::move(limits)) {}
+  // `registry` must outlive the service too.
+  AggregatorService(storage::Store* store, Registry* registry, Clock* clock, ImportLimits limits)
+      : store_(store), registry_(registry), clock_(clock), limits_(std::move(limits)) {}
+
+  grpc::Status Register(grpc::ServerContext* context, const podprof::v1::RegisterRequest* request,
+                        podprof::v1::RegisterResponse* response) override;
+  grpc::Status Heartbeat(grpc::ServerContext* context, const podprof::v1::HeartbeatRequest* request,
+                         podprof::v1::HeartbeatResponse* response) override;
+  grpc::Status ListAgents(grpc::ServerContext* context,
+                          const podprof::v1::ListAgentsRequest* request,
+                          podprof::v1::ListAgentsResponse* response) override;
 
   grpc::Status ListCaptures(grpc::ServerContext* context,
                             const podprof::v1::ListCapturesRequest* request,
@@ -43,6 +54,7 @@ class AggregatorService final : public podprof::v1::Aggregator::Service {
 
  private:
   storage::Store* const store_;
+  Registry* const registry_;
   Clock* const clock_;
   const ImportLimits limits_;
 };

@@ -275,6 +275,60 @@ TEST_F(AggregatorProcessTest, CliImportThenStatsEqualsInspect) {
   EXPECT_TRUE(absl::StrContains(unknown.err, "no-such-capture")) << unknown.err;
 }
 
+TEST_F(AggregatorProcessTest, AgentsRegisterAndTheirClockOffsetsAreRecovered) {
+  const int port = process_->info()["port"].get<int>();
+  const int64_t offsets[2] = {25'000'000, -40'000'000};
+  std::vector<std::unique_ptr<ChildProcess>> agents;
+  for (int i = 0; i < 2; ++i) {
+    fs::create_directories(dir_ / ("nosys" + std::to_string(i)));
+    std::ofstream(dir_ / "agent.toml") << "";
+    std::string ready = (dir_ / ("agent" + std::to_string(i) + ".json")).string();
+    agents.push_back(std::make_unique<ChildProcess>(
+        std::vector<std::string>{
+            std::string(PODPROF_BIN_DIR) + "/podprof-agent",
+            "--config=" + (dir_ / "agent.toml").string(), "--listen=127.0.0.1:0",
+            "--advertise=127.0.0.1:0", "--profiler-service-listen=none",
+            "--host-name=host-" + std::to_string(i),
+            "--sysfs-root=" + (dir_ / ("nosys" + std::to_string(i))).string(),
+            "--workload-profiler=127.0.0.1:1", "--workload-metrics=none",
+            absl::StrCat("--aggregator=127.0.0.1:", port), "--label=pod=p1",
+            absl::StrCat("--clock-offset=", offsets[i] / 1000, "us"), "--ready-file=" + ready},
+        ready));
+    ASSERT_TRUE(agents.back()->ready());
+  }
+  v1::ListAgentsResponse resp;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    grpc::ClientContext ctx;
+    v1::ListAgentsRequest req;
+    (*req.mutable_label_selector())["pod"] = "p1";
+    resp.Clear();
+    ASSERT_TRUE(stub_->ListAgents(&ctx, req, &resp).ok());
+    if (resp.agents_size() == 2 && resp.agents(0).clock().probe_count() > 0 &&
+        resp.agents(1).clock().probe_count() > 0) {
+      break;
+    }
+  }
+  ASSERT_EQ(resp.agents_size(), 2);
+  for (int i = 0; i < 2; ++i) {
+    const v1::AgentStatus& a = resp.agents(i);
+    EXPECT_EQ(a.host().host_name(), "host-" + std::to_string(i));
+    EXPECT_EQ(a.state(), v1::AGENT_STATE_ONLINE);
+    ASSERT_GT(a.clock().probe_count(), 0u);
+    // Loopback round trips are well under a millisecond: the offset is pinned tightly.
+    EXPECT_NEAR(static_cast<double>(a.clock().offset_ns()), static_cast<double>(offsets[i]),
+                500'000)
+        << a.host().host_name();
+    EXPECT_LE(std::llabs(a.clock().offset_ns() - offsets[i]), a.clock().uncertainty_ns() + 1000);
+  }
+  grpc::ClientContext ctx;
+  v1::ListAgentsRequest other;
+  (*other.mutable_label_selector())["pod"] = "p2";
+  v1::ListAgentsResponse none;
+  ASSERT_TRUE(stub_->ListAgents(&ctx, other, &none).ok());
+  EXPECT_EQ(none.agents_size(), 0);
+}
+
 TEST(AggregatorConfigTest, TheExampleLoadsAndBadKeysAreNamed) {
   auto c = LoadAggregatorConfig(std::string(PODPROF_SOURCE_DIR) + "/deploy/aggregator.toml");
   ASSERT_TRUE(c.ok()) << c.status();

@@ -1,0 +1,131 @@
+#include "aggregator/registry.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include "common/logging.h"
+#include "proto/grpc_status.h"
+
+namespace podprof::aggregator {
+
+void Registry::Register(const podprof::v1::RegisterRequest& req) {
+  const int64_t now = clock_.NowNs();
+  absl::MutexLock lock(&mu_);
+  Entry& e = agents_[req.host().host_name()];
+  const bool moved = e.host.agent_address() != req.host().agent_address();
+  e.host = req.host();
+  e.endpoints.assign(req.workload_endpoints().begin(), req.workload_endpoints().end());
+  e.registered_ns = now;
+  e.last_heartbeat_ns = now;
+  e.agent_start_ns = req.agent_start_ns();
+  if (moved || !e.stub) {
+    e.stub = podprof::v1::Agent::NewStub(
+        grpc::CreateChannel(e.host.agent_address(), grpc::InsecureChannelCredentials()));
+    e.clock = ClockModel();
+    e.last_probe_ns = 0;
+  }
+  PODPROF_LOG(INFO) << "agent " << e.host.host_name() << " registered from "
+                    << e.host.agent_address() << " with " << e.host.chips_size() << " chips";
+}
+
+bool Registry::Heartbeat(const podprof::v1::HeartbeatRequest& req) {
+  const int64_t now = clock_.NowNs();
+  absl::MutexLock lock(&mu_);
+  auto it = agents_.find(req.host_name());
+  if (it == agents_.end()) return false;
+  it->second.last_heartbeat_ns = now;
+  it->second.active_capture = req.active_capture_id();
+  if (req.workload_endpoints_size() > 0) {
+    it->second.endpoints.assign(req.workload_endpoints().begin(), req.workload_endpoints().end());
+  }
+  return true;
+}
+
+podprof::v1::AgentState Registry::StateOf(const Entry& e, int64_t now) const {
+  // Liveness by missed heartbeats: a few missed is a hiccup, many is gone.
+  const int64_t silent = now - e.last_heartbeat_ns;
+  if (silent <= 3 * heartbeat_interval_ns_) return podprof::v1::AGENT_STATE_ONLINE;
+  if (silent <= 10 * heartbeat_interval_ns_) return podprof::v1::AGENT_STATE_STALE;
+  return podprof::v1::AGENT_STATE_OFFLINE;
+}
+
+std::vector<podprof::v1::AgentStatus> Registry::List(
+    const std::map<std::string, std::string>& selector) {
+  const int64_t now = clock_.NowNs();
+  std::vector<podprof::v1::AgentStatus> out;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [name, e] : agents_) {
+    bool match = true;
+    for (const auto& [k, v] : selector) {
+      auto it = e.host.labels().find(k);
+      match = match && it != e.host.labels().end() && it->second == v;
+    }
+    if (!match) continue;
+    podprof::v1::AgentStatus s;
+    *s.mutable_host() = e.host;
+    s.set_state(StateOf(e, now));
+    s.set_registered_ns(e.registered_ns);
+    s.set_last_heartbeat_ns(e.last_heartbeat_ns);
+    for (const auto& ep : e.endpoints) *s.add_workload_endpoints() = ep;
+    s.set_active_capture_id(e.active_capture);
+    if (!e.clock.empty()) {
+      ClockEstimate est = e.clock.At(now);
+      auto* c = s.mutable_clock();
+      c->set_offset_ns(est.offset_ns);
+      c->set_uncertainty_ns(est.uncertainty_ns);
+      c->set_drift_ppb(est.drift_ppb);
+      c->set_min_rtt_ns(est.min_rtt_ns);
+      c->set_probe_count(static_cast<uint32_t>(est.probes));
+      c->set_updated_ns(e.last_probe_ns);
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+int Registry::ProbeDue(int burst, bool force) {
+  const int64_t now = clock_.NowNs();
+  std::vector<std::pair<std::string, std::shared_ptr<podprof::v1::Agent::Stub>>> due;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [name, e] : agents_) {
+      if (force || now - e.last_probe_ns >= probe_interval_ns_) due.emplace_back(name, e.stub);
+    }
+  }
+  int answered = 0;
+  for (auto& [name, stub] : due) {
+    std::vector<Probe> probes;
+    for (int i = 0; i < burst; ++i) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(DeadlineAt(clock_.NowNs(), 500'000'000));
+      podprof::v1::PingRequest req;
+      podprof::v1::PingResponse resp;
+      Probe p;
+      p.t1 = clock_.NowNs();
+      req.set_client_send_ns(p.t1);
+      grpc::Status s = stub->Ping(&ctx, req, &resp);
+      p.t4 = clock_.NowNs();
+      if (!s.ok()) break;  // An unreachable agent costs one timeout per burst, not eight.
+      p.t2 = resp.agent_receive_ns();
+      p.t3 = resp.agent_send_ns();
+      probes.push_back(p);
+    }
+    if (probes.empty()) continue;
+    ++answered;
+    absl::MutexLock lock(&mu_);
+    auto it = agents_.find(name);
+    if (it == agents_.end()) continue;
+    for (const Probe& p : probes) it->second.clock.AddProbe(p);
+    it->second.last_probe_ns = clock_.NowNs();
+  }
+  return answered;
+}
+
+bool Registry::Estimate(const std::string& host, int64_t at_ns, ClockEstimate* out) {
+  absl::MutexLock lock(&mu_);
+  auto it = agents_.find(host);
+  if (it == agents_.end() || it->second.clock.empty()) return false;
+  *out = it->second.clock.At(at_ns);
+  return true;
+}
+
+}  // namespace podprof::aggregator

@@ -1,0 +1,69 @@
+// The aggregator's registry of agents: what they registered, their heartbeats and liveness, and a
+// clock model per agent fed by bursts of Ping probes. Thread-safe (one mutex; probing happens
+// outside it).
+#ifndef PODPROF_AGGREGATOR_REGISTRY_H_
+#define PODPROF_AGGREGATOR_REGISTRY_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "aggregator/clock_model.h"
+#include "common/clock.h"
+#include "proto/podprof_agent.grpc.pb.h"
+#include "proto/podprof_aggregator.pb.h"
+
+namespace podprof::aggregator {
+
+class Registry {
+ public:
+  // `clock` (the aggregator's) must outlive the registry.
+  Registry(Clock& clock, int64_t heartbeat_interval_ns, int64_t probe_interval_ns)
+      : clock_(clock),
+        heartbeat_interval_ns_(heartbeat_interval_ns),
+        probe_interval_ns_(probe_interval_ns) {}
+
+  // Adds or refreshes an agent (a restarted agent keeps its clock model only if it kept its
+  // address).
+  void Register(const podprof::v1::RegisterRequest& request);
+  // False when the host is unknown (the agent must register again).
+  bool Heartbeat(const podprof::v1::HeartbeatRequest& request);
+  // Agents whose labels include every pair of `selector`, by host name.
+  std::vector<podprof::v1::AgentStatus> List(const std::map<std::string, std::string>& selector);
+
+  // Sends a burst of `burst` Ping probes to every agent whose last burst is older than the
+  // probe interval (or to all when `force`); returns how many agents answered.
+  int ProbeDue(int burst, bool force = false);
+  // The clock estimate of `host` at aggregator time `at_ns`; false if unknown or unprobed.
+  bool Estimate(const std::string& host, int64_t at_ns, ClockEstimate* out);
+
+  int64_t heartbeat_interval_ns() const { return heartbeat_interval_ns_; }
+
+ private:
+  struct Entry {
+    podprof::v1::HostInfo host;
+    std::vector<podprof::v1::WorkloadEndpoint> endpoints;
+    int64_t registered_ns = 0;
+    int64_t last_heartbeat_ns = 0;
+    int64_t agent_start_ns = 0;
+    int64_t last_probe_ns = 0;
+    std::string active_capture;
+    ClockModel clock;
+    std::shared_ptr<podprof::v1::Agent::Stub> stub;
+  };
+  podprof::v1::AgentState StateOf(const Entry& e, int64_t now) const;
+
+  Clock& clock_;
+  const int64_t heartbeat_interval_ns_;
+  const int64_t probe_interval_ns_;
+  absl::Mutex mu_;
+  std::map<std::string, Entry> agents_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace podprof::aggregator
+
+#endif  // PODPROF_AGGREGATOR_REGISTRY_H_
