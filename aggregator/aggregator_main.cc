@@ -39,7 +39,8 @@ absl::StatusOr<AggregatorConfig> LoadAggregatorConfig(const std::string& path) {
   ASSIGN_OR_RETURN(ConfigFile f, ConfigFile::Load(path));
   RETURN_IF_ERROR(
       f.CheckKnownKeys({"listen", "db", "retention.max_age", "retention.max_bytes",
-                        "retention.keep_timelines", "retention.interval", "import.spool_dir"}));
+                        "retention.keep_timelines", "retention.interval", "import.spool_dir",
+                        "agents.heartbeat_interval", "agents.probe_interval"}));
   RETURN_IF_ERROR(f.GetString("listen", &c.listen));
   RETURN_IF_ERROR(f.GetString("db", &c.db));
   RETURN_IF_ERROR(f.GetDurationNs("retention.max_age", &c.retention_max_age_ns));
