@@ -16,6 +16,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "aggregator/orchestrator.h"
 #include "aggregator/registry.h"
 #include "aggregator/service.h"
 #include "common/clock.h"
@@ -102,7 +103,8 @@ int AggregatorMain(int argc, char** argv) {
   ImportLimits limits;
   limits.spool_dir = config.spool_dir;
   Registry registry(clock, config.heartbeat_interval_ns, config.probe_interval_ns);
-  AggregatorService service(store->get(), &registry, &clock, limits);
+  Orchestrator orchestrator(&registry, store->get(), clock, OrchestratorLimits());
+  AggregatorService service(store->get(), &registry, &orchestrator, &clock, limits);
   // Clock probes run on their own thread so a slow agent never delays an RPC.
   absl::Notification stop_probing;
   std::thread prober([&] {

@@ -120,6 +120,36 @@ int Registry::ProbeDue(int burst, bool force) {
   return answered;
 }
 
+std::vector<Registry::Handle> Registry::Select(const std::vector<std::string>& hosts,
+                                               const std::map<std::string, std::string>& selector,
+                                               std::vector<std::string>* missing) {
+  const int64_t now = clock_.NowNs();
+  std::vector<Handle> out;
+  absl::MutexLock lock(&mu_);
+  auto matches = [&](const Entry& e) {
+    for (const auto& [k, v] : selector) {
+      auto it = e.host.labels().find(k);
+      if (it == e.host.labels().end() || it->second != v) return false;
+    }
+    return StateOf(e, now) == podprof::v1::AGENT_STATE_ONLINE;
+  };
+  if (hosts.empty()) {
+    for (const auto& [name, e] : agents_) {
+      if (matches(e)) out.push_back({name, e.stub});
+    }
+    return out;
+  }
+  for (const std::string& h : hosts) {
+    auto it = agents_.find(h);
+    if (it != agents_.end() && matches(it->second)) {
+      out.push_back({h, it->second.stub});
+    } else {
+      missing->push_back(h);
+    }
+  }
+  return out;
+}
+
 bool Registry::Estimate(const std::string& host, int64_t at_ns, ClockEstimate* out) {
   absl::MutexLock lock(&mu_);
   auto it = agents_.find(host);

@@ -41,6 +41,16 @@ class Registry {
   // The clock estimate of `host` at aggregator time `at_ns`; false if unknown or unprobed.
   bool Estimate(const std::string& host, int64_t at_ns, ClockEstimate* out);
 
+  struct Handle {
+    std::string host;
+    std::shared_ptr<podprof::v1::Agent::Stub> stub;
+  };
+  // Online agents named in `hosts` (all when empty) whose labels match `selector`; names in
+  // `hosts` that are not online are returned in *missing.
+  std::vector<Handle> Select(const std::vector<std::string>& hosts,
+                             const std::map<std::string, std::string>& selector,
+                             std::vector<std::string>* missing);
+
   int64_t heartbeat_interval_ns() const { return heartbeat_interval_ns_; }
 
  private:

@@ -194,6 +194,33 @@ grpc::Status AggregatorService::ListAgents(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
+grpc::Status AggregatorService::StartCapture(grpc::ServerContext*,
+                                             const podprof::v1::StartCaptureRequest* req,
+                                             podprof::v1::StartCaptureResponse* resp) {
+  absl::StatusOr<podprof::v1::StartCaptureResponse> r = orchestrator_->Start(*req);
+  if (!r.ok()) return ToGrpc(r.status());
+  *resp = std::move(*r);
+  return grpc::Status::OK;
+}
+
+grpc::Status AggregatorService::WatchCapture(
+    grpc::ServerContext* context, const podprof::v1::WatchCaptureRequest* req,
+    grpc::ServerWriter<podprof::v1::CaptureProgress>* writer) {
+  return ToGrpc(orchestrator_->Watch(
+      req->capture_id(),
+      [writer](const podprof::v1::CaptureProgress& p) { return writer->Write(p); },
+      [context] { return context->IsCancelled(); }));
+}
+
+grpc::Status AggregatorService::CancelCapture(grpc::ServerContext*,
+                                              const podprof::v1::CancelCaptureRequest* req,
+                                              podprof::v1::CancelCaptureResponse* resp) {
+  absl::StatusOr<podprof::v1::CaptureStatus> s = orchestrator_->Cancel(req->capture_id());
+  if (!s.ok()) return ToGrpc(s.status());
+  resp->set_status(*s);
+  return grpc::Status::OK;
+}
+
 grpc::Status AggregatorService::ListCaptures(grpc::ServerContext*,
                                              const podprof::v1::ListCapturesRequest* req,
                                              podprof::v1::ListCapturesResponse* resp) {

@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "aggregator/orchestrator.h"
 #include "aggregator/registry.h"
 #include "common/clock.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
@@ -25,8 +26,23 @@ struct ImportLimits {
 class AggregatorService final : public podprof::v1::Aggregator::Service {
  public:
   // `registry` must outlive the service too.
-  AggregatorService(storage::Store* store, Registry* registry, Clock* clock, ImportLimits limits)
-      : store_(store), registry_(registry), clock_(clock), limits_(std::move(limits)) {}
+  AggregatorService(storage::Store* store, Registry* registry, Orchestrator* orchestrator,
+                    Clock* clock, ImportLimits limits)
+      : store_(store),
+        registry_(registry),
+        orchestrator_(orchestrator),
+        clock_(clock),
+        limits_(std::move(limits)) {}
+
+  grpc::Status StartCapture(grpc::ServerContext* context,
+                            const podprof::v1::StartCaptureRequest* request,
+                            podprof::v1::StartCaptureResponse* response) override;
+  grpc::Status WatchCapture(grpc::ServerContext* context,
+                            const podprof::v1::WatchCaptureRequest* request,
+                            grpc::ServerWriter<podprof::v1::CaptureProgress>* writer) override;
+  grpc::Status CancelCapture(grpc::ServerContext* context,
+                             const podprof::v1::CancelCaptureRequest* request,
+                             podprof::v1::CancelCaptureResponse* response) override;
 
   grpc::Status Register(grpc::ServerContext* context, const podprof::v1::RegisterRequest* request,
                         podprof::v1::RegisterResponse* response) override;
@@ -55,6 +71,7 @@ class AggregatorService final : public podprof::v1::Aggregator::Service {
  private:
   storage::Store* const store_;
   Registry* const registry_;
+  Orchestrator* const orchestrator_;
   Clock* const clock_;
   const ImportLimits limits_;
 };

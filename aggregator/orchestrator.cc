@@ -1,0 +1,474 @@
+#include "aggregator/orchestrator.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/logging.h"
+#include "proto/grpc_status.h"
+
+namespace podprof::aggregator {
+namespace {
+
+namespace v1 = podprof::v1;
+
+// Device timestamps reach the host clock through the profiler's device-to-host mapping, which
+// can be off by up to a few hundred microseconds on its own; probes cannot see that, only
+// collectives can, so their refinement may exceed the probes' bounds by this much.
+constexpr int64_t kDeviceMappingSlackNs = 1'000'000;
+
+int64_t Median(std::vector<int64_t> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+trace::LineKind KindOf(const std::string& line) {
+  if (line == "XLA Modules") return trace::LineKind::kModules;
+  if (line == "Steps") return trace::LineKind::kSteps;
+  if (absl::StartsWith(line, "Stream #")) return trace::LineKind::kGpuStream;
+  return trace::LineKind::kOps;
+}
+
+// Rebuilds a HostCapture from an agent's chunks, one chunk at a time.
+class ChunkAssembler {
+ public:
+  // Returns false for a chunk that contradicts the earlier ones.
+  bool Add(const v1::CaptureChunk& c) {
+    if (c.has_host_info()) {
+      host_ = c.host_info();
+      for (const auto& chip : host_.chips()) ChipIndex(chip.ordinal(), &chip);
+    } else if (c.has_kernel_defs()) {
+      for (const auto& k : c.kernel_defs().kernels()) {
+        if (k.kernel_id() != capture_.kernels.size() + 1) return false;  // ids come in order
+        trace::KernelDef d;
+        d.module = k.module();
+        d.name = k.op_name();
+        d.hlo_hash = k.hlo_text_hash();
+        d.category = k.category();
+        d.program_id = k.program_id();
+        d.flops = k.flops();
+        d.bytes_accessed = k.bytes_accessed();
+        d.source = k.source();
+        capture_.kernels.push_back(std::move(d));
+      }
+    } else if (c.has_event_block()) {
+      const auto& e = c.event_block();
+      const int n = e.kernel_id_size();
+      if (e.start_ps_size() != n || e.duration_ps_size() != n || e.collective_id_size() != n) {
+        return false;
+      }
+      trace::EventBlock b;
+      b.chip = ChipIndex(e.chip_ordinal(), nullptr);
+      b.line = e.line_name();
+      b.kind = KindOf(b.line);
+      b.base_ns = e.base_ns();
+      int64_t t = 0;
+      for (int i = 0; i < n; ++i) {
+        if (e.kernel_id(i) == 0 || e.kernel_id(i) > capture_.kernels.size()) return false;
+        t += e.start_ps(i);
+        b.start_ps.push_back(t);
+        b.duration_ps.push_back(e.duration_ps(i));
+        b.kernel.push_back(e.kernel_id(i) - 1);
+        b.collective.push_back(e.collective_id(i));
+      }
+      events_ += static_cast<uint64_t>(n);
+      capture_.blocks.push_back(std::move(b));
+    } else if (c.has_trailer()) {
+      trailer_ = c.trailer();
+      for (const auto& w : trailer_.warnings()) capture_.warnings.push_back(w);
+      capture_.host.profile_start_ns = trailer_.actual_start_ns();
+      capture_.host.profile_stop_ns = trailer_.actual_end_ns();
+      done_ = true;
+    }
+    return true;
+  }
+  bool done() const { return done_; }
+  uint64_t events() const { return events_; }
+  trace::HostCapture& capture() { return capture_; }
+
+ private:
+  int ChipIndex(int ordinal, const v1::ChipInfo* info) {
+    for (size_t i = 0; i < capture_.host.chips.size(); ++i) {
+      if (capture_.host.chips[i].ordinal == ordinal) return static_cast<int>(i);
+    }
+    trace::Chip chip;
+    chip.ordinal = ordinal;
+    if (info != nullptr) {
+      chip.global_id = info->global_chip_id();
+      chip.generation = info->generation();
+      chip.device_type = info->device_type_string();
+      chip.peak_tflops = info->peak_tflops();
+      chip.peak_hbm_gbps = info->peak_hbm_gbps();
+    }
+    capture_.host.chips.push_back(chip);
+    return static_cast<int>(capture_.host.chips.size()) - 1;
+  }
+  v1::HostInfo host_;
+  v1::CaptureTrailer trailer_;
+  trace::HostCapture capture_;
+  uint64_t events_ = 0;
+  bool done_ = false;
+};
+
+// Collective id -> end time (host clock, ns), the median over the host's chips.
+std::map<uint64_t, int64_t> CollectiveEnds(const trace::HostCapture& c) {
+  std::map<uint64_t, std::vector<int64_t>> all;
+  for (const trace::EventBlock& b : c.blocks) {
+    if (!trace::IsKernelLine(b.kind)) continue;
+    for (size_t i = 0; i < b.size(); ++i) {
+      if (b.collective[i] == 0) continue;
+      all[b.collective[i]].push_back(b.base_ns + (b.start_ps[i] + b.duration_ps[i]) / 1000);
+    }
+  }
+  std::map<uint64_t, int64_t> out;
+  for (auto& [id, ends] : all) out[id] = Median(std::move(ends));
+  return out;
+}
+
+}  // namespace
+
+std::vector<HostCorrection> RefineWithCollectives(
+    const std::map<std::string, std::map<uint64_t, int64_t>>& ends,
+    std::vector<HostCorrection> probe) {
+  if (probe.size() < 2) return probe;
+  std::map<std::string, HostCorrection*> by_host;
+  for (HostCorrection& h : probe) by_host[h.host] = &h;
+  // The reference: the host sharing the most collectives with the others.
+  std::string ref;
+  size_t best = 0;
+  for (const auto& [host, mine] : ends) {
+    size_t shared = 0;
+    for (const auto& [other, theirs] : ends) {
+      if (other == host) continue;
+      for (const auto& [id, t] : mine) shared += theirs.count(id);
+    }
+    if (shared > best || ref.empty()) {
+      best = shared;
+      ref = host;
+    }
+  }
+  if (best == 0 || by_host.count(ref) == 0) return probe;
+  const HostCorrection& r = *by_host[ref];
+  const auto& ref_ends = ends.at(ref);
+  for (auto& [host, h] : by_host) {
+    if (host == ref || ends.count(host) == 0) continue;
+    // On the aggregator's clock every chip ends a collective at the same instant: the median
+    // disagreement of shared collectives is this host's error against the reference.
+    std::vector<int64_t> diffs;
+    for (const auto& [id, t] : ends.at(host)) {
+      auto it = ref_ends.find(id);
+      if (it == ref_ends.end()) continue;
+      diffs.push_back((t - h->probe_offset_ns) - (it->second - r.probe_offset_ns));
+    }
+    if (diffs.empty()) continue;
+    const int64_t error = Median(diffs);
+    h->collectives = static_cast<int>(diffs.size());
+    // Collectives are far more precise than probes, but a refinement outside what the probes
+    // allow means the ids did not match the same instants: keep the probes then.
+    if (std::llabs(error) <= h->uncertainty_ns + r.uncertainty_ns + kDeviceMappingSlackNs) {
+      h->offset_ns = h->probe_offset_ns + error;
+      h->refined = true;
+      // What is left is the spread of the differences, not the probes' bound.
+      int64_t spread = 0;
+      for (int64_t d : diffs) spread = std::max<int64_t>(spread, std::llabs(d - error));
+      h->uncertainty_ns = std::min(h->uncertainty_ns, std::max<int64_t>(spread, 1000));
+    }
+  }
+  by_host[ref]->refined = true;
+  return probe;
+}
+
+struct Orchestrator::Run {
+  std::string id;
+  v1::StartCaptureRequest request;
+  int64_t start_ns = 0;  // aggregator clock
+  std::vector<Registry::Handle> hosts;
+  absl::Mutex mu;
+  absl::CondVar cv;  // signalled on every new progress event and at the end
+  std::vector<v1::CaptureProgress> log ABSL_GUARDED_BY(mu);
+  bool done ABSL_GUARDED_BY(mu) = false;
+  std::atomic<bool> cancelled{false};
+  std::vector<std::shared_ptr<grpc::ClientContext>> contexts ABSL_GUARDED_BY(mu);
+
+  void Post(v1::CaptureProgress p, Clock& clock) {
+    p.set_capture_id(id);
+    p.set_time_ns(clock.NowNs());
+    absl::MutexLock lock(&mu);
+    log.push_back(std::move(p));
+    cv.SignalAll();
+  }
+};
+
+Orchestrator::~Orchestrator() {
+  std::vector<std::thread> threads;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [id, run] : runs_) {
+      run->cancelled = true;
+      absl::MutexLock l(&run->mu);
+      for (auto& ctx : run->contexts) ctx->TryCancel();
+    }
+    threads.swap(threads_);
+  }
+  for (auto& t : threads) t.join();
+}
+
+absl::StatusOr<v1::StartCaptureResponse> Orchestrator::Start(const v1::StartCaptureRequest& req) {
+  const int64_t duration_ns = static_cast<int64_t>(req.duration_ms()) * 1'000'000;
+  if (duration_ns <= 0 || duration_ns > limits_.max_duration_ns) {
+    return absl::InvalidArgumentError(absl::StrCat("duration_ms must be 1..",
+                                                   limits_.max_duration_ns / 1'000'000, ", got ",
+                                                   req.duration_ms()));
+  }
+  std::vector<std::string> missing;
+  std::vector<Registry::Handle> hosts =
+      registry_->Select({req.host_names().begin(), req.host_names().end()},
+                        {req.label_selector().begin(), req.label_selector().end()}, &missing);
+  if (!missing.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("host ", missing[0], " is not an online agent"));
+  }
+  if (hosts.empty()) return absl::FailedPreconditionError("no online agent matches the capture");
+  auto run = std::make_shared<Run>();
+  const int64_t now = clock_.NowNs();
+  run->id = absl::StrFormat("cap-%d-%04x", now / 1'000'000, static_cast<unsigned>(now % 65536));
+  run->request = req;
+  run->hosts = std::move(hosts);
+  // Far enough ahead for the slowest agent to hear about it, with room for the pre-probes.
+  int64_t lead = limits_.min_lead_ns;
+  for (const auto& h : run->hosts) {
+    ClockEstimate e;
+    if (registry_->Estimate(h.host, now, &e)) lead = std::max(lead, 20 * e.min_rtt_ns);
+  }
+  run->start_ns = now + std::max<int64_t>(lead, int64_t{req.delay_ms()} * 1'000'000);
+  v1::StartCaptureResponse resp;
+  resp.set_capture_id(run->id);
+  resp.set_start_ns(run->start_ns);
+  for (const auto& h : run->hosts) resp.add_host_names(h.host);
+  absl::MutexLock lock(&mu_);
+  runs_[run->id] = run;
+  threads_.emplace_back([this, run] { Execute(run); });
+  return resp;
+}
+
+void Orchestrator::Execute(std::shared_ptr<Run> run) {
+  const int64_t duration_ns = static_cast<int64_t>(run->request.duration_ms()) * 1'000'000;
+  registry_->ProbeDue(8, /*force=*/true);  // a fresh burst right before the window
+  struct HostOutcome {
+    std::string error;
+    ChunkAssembler assembler;
+  };
+  std::vector<HostOutcome> outcomes(run->hosts.size());
+  std::vector<std::thread> workers;
+  for (size_t i = 0; i < run->hosts.size(); ++i) {
+    workers.emplace_back([&, i] {
+      const Registry::Handle& h = run->hosts[i];
+      ClockEstimate est;
+      registry_->Estimate(h.host, run->start_ns, &est);
+      v1::CaptureRequest req;
+      req.set_capture_id(run->id);
+      req.set_start_ns(run->start_ns + est.offset_ns);  // the instant on the agent's clock
+      req.set_duration_ms(run->request.duration_ms());
+      req.set_counter_interval_ms(run->request.counter_interval_ms());
+      *req.mutable_options() = run->request.options();
+      auto ctx = std::make_shared<grpc::ClientContext>();
+      ctx->set_deadline(DeadlineAt(
+          clock_.NowNs(),
+          (run->start_ns - clock_.NowNs()) + std::max<int64_t>(60'000'000'000, 3 * duration_ns)));
+      {
+        absl::MutexLock lock(&run->mu);
+        run->contexts.push_back(ctx);
+      }
+      v1::CaptureProgress p;
+      p.mutable_host()->set_host_name(h.host);
+      p.mutable_host()->set_status(v1::CAPTURE_STATUS_RUNNING);
+      p.set_detail("capturing");
+      run->Post(p, clock_);
+      auto reader = h.stub->Capture(ctx.get(), req);
+      v1::CaptureChunk chunk;
+      bool streaming = false;
+      while (reader->Read(&chunk)) {
+        if (!outcomes[i].assembler.Add(chunk)) {
+          outcomes[i].error = "the agent sent an inconsistent chunk";
+          ctx->TryCancel();
+          break;
+        }
+        if (!streaming) {
+          streaming = true;
+          p.set_detail("streaming");
+          run->Post(p, clock_);
+        }
+      }
+      grpc::Status s = reader->Finish();
+      if (outcomes[i].error.empty() && !s.ok()) {
+        outcomes[i].error = run->cancelled ? "cancelled" : s.error_message();
+      }
+      if (outcomes[i].error.empty() && !outcomes[i].assembler.done()) {
+        outcomes[i].error = "the agent's stream ended without a trailer";
+      }
+      p.mutable_host()->set_status(outcomes[i].error.empty() ? v1::CAPTURE_STATUS_COMPLETE
+                                                             : v1::CAPTURE_STATUS_FAILED);
+      p.mutable_host()->set_error_message(outcomes[i].error);
+      p.mutable_host()->set_event_count(outcomes[i].assembler.events());
+      p.set_detail(outcomes[i].error.empty() ? "done" : "failed");
+      run->Post(p, clock_);
+    });
+  }
+  for (auto& w : workers) w.join();
+  registry_->ProbeDue(8, /*force=*/true);  // and right after it
+
+  // Probe-only corrections at the window's middle, then the collectives.
+  const int64_t mid = run->start_ns + duration_ns / 2;
+  std::vector<HostCorrection> probe;
+  std::map<std::string, std::map<uint64_t, int64_t>> ends;
+  for (size_t i = 0; i < run->hosts.size(); ++i) {
+    if (!outcomes[i].error.empty()) continue;
+    HostCorrection c;
+    c.host = run->hosts[i].host;
+    ClockEstimate est;
+    registry_->Estimate(c.host, mid, &est);
+    c.probe_offset_ns = c.offset_ns = est.offset_ns;
+    c.uncertainty_ns = est.uncertainty_ns;
+    c.drift_ppb = est.drift_ppb;
+    probe.push_back(c);
+    ends[c.host] = CollectiveEnds(outcomes[i].assembler.capture());
+  }
+  std::vector<HostCorrection> corrections = RefineWithCollectives(ends, probe);
+
+  storage::CaptureWrite w;
+  w.id = run->id;
+  w.start_ns = run->start_ns;
+  w.end_ns = run->start_ns + duration_ns;
+  w.created_ns = clock_.NowNs();
+  w.labels = {run->request.labels().begin(), run->request.labels().end()};
+  w.options_json = absl::StrCat("{\"duration_ms\":", run->request.duration_ms(), "}");
+  int ok = 0;
+  for (size_t i = 0; i < run->hosts.size(); ++i) {
+    storage::HostWrite hw;
+    hw.host = run->hosts[i].host;
+    if (!outcomes[i].error.empty()) {
+      hw.status = "failed";
+      hw.error = outcomes[i].error;
+      w.hosts.push_back(std::move(hw));
+      continue;
+    }
+    ++ok;
+    const HostCorrection* corr = nullptr;
+    for (const HostCorrection& c : corrections) {
+      if (c.host == hw.host) corr = &c;
+    }
+    trace::HostCapture cap = std::move(outcomes[i].assembler.capture());
+    // Onto the aggregator's clock: the offset at the window's middle, drift across it.
+    for (trace::EventBlock& b : cap.blocks) {
+      b.base_ns -= corr->offset_ns;
+      for (size_t e = 0; e < b.size(); ++e) {
+        const double since_mid_ns = static_cast<double>(b.base_ns - mid) + b.start_ps[e] / 1000.0;
+        b.start_ps[e] -= std::llround(corr->drift_ppb * 1e-9 * since_mid_ns * 1000.0);
+      }
+    }
+    for (trace::CounterSeries& s : cap.counters) {
+      for (int64_t& t : s.time_ns) t -= corr->offset_ns;
+    }
+    cap.host.name = hw.host;
+    hw.clock_offset_ns = corr->offset_ns;
+    hw.clock_uncertainty_ns = corr->uncertainty_ns;
+    hw.capture = std::move(cap);
+    w.hosts.push_back(std::move(hw));
+  }
+  w.status = ok == static_cast<int>(run->hosts.size()) ? "complete" : ok > 0 ? "partial" : "failed";
+  if (run->cancelled) w.status = "cancelled";
+  absl::Status stored = store_->WriteCapture(w);
+  v1::CaptureProgress last;
+  last.set_done(true);
+  last.set_percent_complete(100);
+  auto* summary = last.mutable_summary();
+  summary->set_capture_id(run->id);
+  summary->set_start_ns(w.start_ns);
+  summary->set_end_ns(w.end_ns);
+  for (const HostCorrection& c : corrections) {
+    auto* h = summary->add_hosts();
+    h->set_host_name(c.host);
+    h->set_status(v1::CAPTURE_STATUS_COMPLETE);
+    h->set_clock_offset_ns(c.offset_ns);
+    h->set_clock_uncertainty_ns(c.uncertainty_ns);
+    if (!c.refined) h->add_warnings("clock from probes only: no collective matched");
+  }
+  for (size_t i = 0; i < run->hosts.size(); ++i) {
+    if (outcomes[i].error.empty()) continue;
+    auto* h = summary->add_hosts();
+    h->set_host_name(run->hosts[i].host);
+    h->set_status(v1::CAPTURE_STATUS_FAILED);
+    h->set_error_message(outcomes[i].error);
+  }
+  v1::CaptureStatus status = w.status == "complete"    ? v1::CAPTURE_STATUS_COMPLETE
+                             : w.status == "partial"   ? v1::CAPTURE_STATUS_PARTIAL
+                             : w.status == "cancelled" ? v1::CAPTURE_STATUS_CANCELLED
+                                                       : v1::CAPTURE_STATUS_FAILED;
+  if (!stored.ok()) {
+    status = v1::CAPTURE_STATUS_FAILED;
+    summary->set_error_message(absl::StrCat("storing the capture failed: ", stored.message()));
+    PODPROF_LOG(ERROR) << "capture " << run->id << ": " << stored.message();
+  }
+  last.set_status(status);
+  summary->set_status(status);
+  run->Post(last, clock_);
+  PODPROF_LOG(INFO) << "capture " << run->id << " " << w.status << ": " << ok << "/"
+                    << run->hosts.size() << " hosts";
+  absl::MutexLock lock(&run->mu);
+  run->done = true;
+  run->cv.SignalAll();
+}
+
+absl::Status Orchestrator::Watch(const std::string& id,
+                                 const std::function<bool(const v1::CaptureProgress&)>& send,
+                                 const std::function<bool()>& cancelled) {
+  std::shared_ptr<Run> run;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = runs_.find(id);
+    if (it == runs_.end()) {
+      return absl::NotFoundError(absl::StrCat("no running or recent capture \"", id, "\""));
+    }
+    run = it->second;
+  }
+  size_t sent = 0;
+  while (true) {
+    std::vector<v1::CaptureProgress> batch;
+    bool done;
+    {
+      absl::MutexLock lock(&run->mu);
+      if (!run->done && run->log.size() <= sent)
+        run->cv.WaitWithTimeout(&run->mu, absl::Milliseconds(100));
+      batch.assign(run->log.begin() + static_cast<long>(sent), run->log.end());
+      done = run->done;
+    }
+    for (const auto& p : batch) {
+      if (!send(p)) return absl::CancelledError("the watcher went away");
+      ++sent;
+    }
+    if (done && batch.empty()) return absl::OkStatus();
+    if (cancelled()) return absl::CancelledError("the watcher went away");
+  }
+}
+
+absl::StatusOr<v1::CaptureStatus> Orchestrator::Cancel(const std::string& id) {
+  std::shared_ptr<Run> run;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = runs_.find(id);
+    if (it == runs_.end()) return absl::NotFoundError(absl::StrCat("no capture \"", id, "\""));
+    run = it->second;
+  }
+  run->cancelled = true;
+  absl::MutexLock lock(&run->mu);
+  if (run->done) return v1::CAPTURE_STATUS_COMPLETE;
+  for (auto& ctx : run->contexts) ctx->TryCancel();
+  return v1::CAPTURE_STATUS_CANCELLED;
+}
+
+}  // namespace podprof::aggregator

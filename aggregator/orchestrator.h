@@ -1,0 +1,85 @@
+// Pod-wide captures: picks the start instant, has every chosen agent capture at that instant
+// (translated into its clock), collects the chunks, puts every host on the aggregator's clock
+// (probe-based clock models, refined by collectives), stores the merged capture, and reports
+// progress. Thread-safe; each capture runs on its own threads.
+#ifndef PODPROF_AGGREGATOR_ORCHESTRATOR_H_
+#define PODPROF_AGGREGATOR_ORCHESTRATOR_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "aggregator/registry.h"
+#include "common/clock.h"
+#include "proto/podprof_aggregator.pb.h"
+#include "storage/store.h"
+#include "trace/model.h"
+
+namespace podprof::aggregator {
+
+struct OrchestratorLimits {
+  int64_t max_duration_ns = 300'000'000'000;
+  // The least lead time between StartCapture and the start instant.
+  int64_t min_lead_ns = 300'000'000;
+};
+
+// One host's clock correction: aggregator time = host time - offset_ns (at the window's middle,
+// with drift_ppb across it).
+struct HostCorrection {
+  std::string host;
+  int64_t probe_offset_ns = 0;  // from the clock model alone
+  int64_t offset_ns = 0;        // after collective refinement (= probe_offset_ns if none)
+  int64_t uncertainty_ns = 0;
+  double drift_ppb = 0;
+  int collectives = 0;  // synchronization points used
+  bool refined = false;
+};
+
+// Collective-based refinement. `ends` maps host -> (collective id -> end time in the host's
+// clock, ns, the median over its chips); `probe` holds each host's probe-only correction.
+// Hosts are pinned to the reference host (the one sharing the most collectives) by the median
+// difference of their shared collectives' end times; a refinement is accepted only inside the
+// two hosts' probe uncertainties (plus the slack a device-to-host mapping may add).
+std::vector<HostCorrection> RefineWithCollectives(
+    const std::map<std::string, std::map<uint64_t, int64_t>>& ends,
+    std::vector<HostCorrection> probe);
+
+class Orchestrator {
+ public:
+  Orchestrator(Registry* registry, storage::Store* store, Clock& clock, OrchestratorLimits limits)
+      : registry_(registry), store_(store), clock_(clock), limits_(limits) {}
+  ~Orchestrator();
+
+  // Validates, picks hosts and the start instant, and starts the capture in the background.
+  absl::StatusOr<podprof::v1::StartCaptureResponse> Start(
+      const podprof::v1::StartCaptureRequest& request);
+  // Streams progress (from the beginning) until the capture ends, `send` fails or `cancelled()`.
+  absl::Status Watch(const std::string& id,
+                     const std::function<bool(const podprof::v1::CaptureProgress&)>& send,
+                     const std::function<bool()>& cancelled);
+  // Stops a running capture everywhere; NotFound for an unknown id.
+  absl::StatusOr<podprof::v1::CaptureStatus> Cancel(const std::string& id);
+
+ private:
+  struct Run;
+  void Execute(std::shared_ptr<Run> run);
+
+  Registry* const registry_;
+  storage::Store* const store_;
+  Clock& clock_;
+  const OrchestratorLimits limits_;
+  absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<Run>> runs_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace podprof::aggregator
+
+#endif  // PODPROF_AGGREGATOR_ORCHESTRATOR_H_

@@ -1,0 +1,242 @@
+// A simulated pod end to end: podprof-simhost and podprof-agent processes per host (sharing
+// each host's wrong clock), one podprof-aggregator, a pod-wide capture over gRPC.
+#include <grpcpp/grpcpp.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "proto/podprof_aggregator.grpc.pb.h"
+#include "storage/store.h"
+#include "tests/util/child_process.h"
+
+namespace podprof::aggregator {
+namespace {
+
+namespace fs = std::filesystem;
+namespace v1 = podprof::v1;
+using podprof::testing::ChildProcess;
+using podprof::testing::SlurpFile;
+
+std::string Bin(const std::string& n) { return std::string(PODPROF_BIN_DIR) + "/" + n; }
+
+struct HostSpec {
+  int64_t clock_offset_ns;
+  int64_t device_offset_ns;
+  bool workload_up = true;
+};
+
+class PodTest : public ::testing::Test {
+ protected:
+  void StartPod(const std::vector<HostSpec>& hosts) {
+    dir_ = fs::path(::testing::TempDir()) /
+           absl::StrCat("pod_", ::testing::UnitTest::GetInstance()->current_test_info()->name(),
+                        "_", getpid());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "nosys");
+    std::ofstream(dir_ / "empty.toml") << "";
+    std::ofstream(dir_ / "agg.toml") << "[agents]\nheartbeat_interval = \"500ms\"\n"
+                                        "probe_interval = \"1s\"\n";
+    aggregator_ = std::make_unique<ChildProcess>(
+        std::vector<std::string>{Bin("podprof-aggregator"), "--config=" + P("agg.toml"),
+                                 "--listen=127.0.0.1:0", "--db=" + P("pod.db"),
+                                 "--ready-file=" + P("agg.json")},
+        P("agg.json"));
+    ASSERT_TRUE(aggregator_->ready());
+    const int agg_port = aggregator_->info()["port"];
+    for (size_t i = 0; i < hosts.size(); ++i) {
+      const std::string n = std::to_string(i);
+      const std::string offset = absl::StrCat(hosts[i].clock_offset_ns / 1000, "us");
+      std::vector<std::string> sim = {
+          Bin("podprof-simhost"),
+          "--profiler-port=0",
+          "--metrics-port=0",
+          "--chips=2",
+          "--generation=v5p",
+          absl::StrCat("--hosts=", hosts.size()),
+          "--host-index=" + n,
+          "--pod-seed=9",
+          "--clock-offset=" + offset,
+          absl::StrCat("--device-clock-offset=", hosts[i].device_offset_ns / 1000, "us"),
+          "--truth-file=" + P("truth" + n + ".json"),
+          "--ready-file=" + P("sim" + n + ".json")};
+      sims_.push_back(std::make_unique<ChildProcess>(sim, P("sim" + n + ".json")));
+      ASSERT_TRUE(sims_.back()->ready());
+      const int profiler =
+          hosts[i].workload_up ? sims_.back()->info()["profiler_port"].get<int>() : 1;
+      agents_.push_back(std::make_unique<ChildProcess>(
+          std::vector<std::string>{
+              Bin("podprof-agent"), "--config=" + P("empty.toml"), "--listen=127.0.0.1:0",
+              "--advertise=127.0.0.1:0", "--profiler-service-listen=none", "--host-name=host-" + n,
+              "--sysfs-root=" + P("nosys"),
+              absl::StrCat("--workload-profiler=127.0.0.1:", profiler),
+              absl::StrCat("--workload-metrics=127.0.0.1:",
+                           sims_.back()->info()["metrics_port"].get<int>()),
+              absl::StrCat("--aggregator=127.0.0.1:", agg_port), "--clock-offset=" + offset,
+              "--ready-file=" + P("agent" + n + ".json")},
+          P("agent" + n + ".json")));
+      ASSERT_TRUE(agents_.back()->ready());
+    }
+    stub_ = v1::Aggregator::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", agg_port),
+                                                        grpc::InsecureChannelCredentials()));
+    // Until every agent is registered and probed.
+    for (int i = 0; i < 200; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      grpc::ClientContext ctx;
+      v1::ListAgentsResponse resp;
+      ASSERT_TRUE(stub_->ListAgents(&ctx, v1::ListAgentsRequest(), &resp).ok());
+      int probed = 0;
+      for (const auto& a : resp.agents()) probed += a.clock().probe_count() > 0;
+      if (probed == static_cast<int>(hosts.size())) return;
+    }
+    FAIL() << "agents did not all register";
+  }
+  void TearDown() override {
+    stub_.reset();
+    agents_.clear();
+    sims_.clear();
+    aggregator_.reset();
+    fs::remove_all(dir_);
+  }
+  std::string P(const std::string& f) const { return (dir_ / f).string(); }
+
+  // Starts a capture and follows it to the end; returns the last progress event.
+  v1::CaptureProgress CaptureAndWatch(int duration_ms, std::string* id) {
+    grpc::ClientContext ctx;
+    v1::StartCaptureRequest req;
+    req.set_duration_ms(duration_ms);
+    v1::StartCaptureResponse started;
+    grpc::Status s = stub_->StartCapture(&ctx, req, &started);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    *id = started.capture_id();
+    grpc::ClientContext wctx;
+    v1::WatchCaptureRequest w;
+    w.set_capture_id(*id);
+    auto reader = stub_->WatchCapture(&wctx, w);
+    v1::CaptureProgress p, last;
+    while (reader->Read(&p)) last = p;
+    EXPECT_TRUE(reader->Finish().ok());
+    return last;
+  }
+
+  fs::path dir_;
+  std::unique_ptr<ChildProcess> aggregator_;
+  std::vector<std::unique_ptr<ChildProcess>> sims_, agents_;
+  std::unique_ptr<v1::Aggregator::Stub> stub_;
+};
+
+TEST_F(PodTest, FourHostCaptureAlignsClocksAndCollectives) {
+  StartPod({{-40'000'000, 0}, {25'000'000, 150'000}, {3'000'000, 0}, {-12'000'000, -90'000}});
+  std::string id;
+  v1::CaptureProgress last = CaptureAndWatch(400, &id);
+  ASSERT_TRUE(last.done());
+  EXPECT_EQ(last.status(), v1::CAPTURE_STATUS_COMPLETE) << last.summary().error_message();
+  ASSERT_EQ(last.summary().hosts_size(), 4);
+
+  // The true start instants of the four sessions (ground truth) lie within 2 ms.
+  std::vector<int64_t> starts;
+  for (int i = 0; i < 4; ++i) {
+    auto truth = nlohmann::json::parse(SlurpFile(P("truth" + std::to_string(i) + ".json")));
+    starts.push_back(truth["sessions"][0]["true_start_ns"]);
+  }
+  EXPECT_LT(*std::max_element(starts.begin(), starts.end()) -
+                *std::min_element(starts.begin(), starts.end()),
+            2'000'000);
+
+  // Read the stored, merged timelines: every collective ends at one instant on every host.
+  auto store = storage::Store::Open(P("pod.db"));
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto blocks = (*store)->Timelines(id);
+  ASSERT_TRUE(blocks.ok()) << blocks.status();
+  std::map<uint64_t, std::pair<int64_t, int64_t>> range;  // collective -> (min end, max end)
+  for (const auto& b : *blocks) {
+    if (b.line != "XLA Ops") continue;
+    for (size_t i = 0; i < b.size(); ++i) {
+      if (b.collective[i] == 0) continue;
+      int64_t end_ps = b.base_ns * 1000 + b.start_ps[i] + b.duration_ps[i];
+      auto [it, fresh] = range.try_emplace(b.collective[i], end_ps, end_ps);
+      it->second.first = std::min(it->second.first, end_ps);
+      it->second.second = std::max(it->second.second, end_ps);
+    }
+  }
+  ASSERT_GT(range.size(), 20u);
+  int64_t worst = 0;
+  for (const auto& [c, r] : range) worst = std::max(worst, r.second - r.first);
+  EXPECT_LT(worst, 5'000'000) << "collective end times disagree by " << worst / 1000 << " ns";
+
+  // Each host's correction against the ground truth (clock + device offset): within the
+  // reference host's own probe error, which loopback round trips keep small.
+  const int64_t truth[4] = {-40'000'000, 25'000'000 + 150'000, 3'000'000, -12'000'000 - 90'000};
+  for (const auto& h : last.summary().hosts()) {
+    const int i = h.host_name().back() - '0';
+    EXPECT_LT(std::llabs(h.clock_offset_ns() - truth[i]), 200'000)
+        << h.host_name() << " correction " << h.clock_offset_ns() << " truth " << truth[i];
+  }
+
+  // Per-host statistics equal what each host's workload recorded (4 hosts x 2 chips).
+  grpc::ClientContext ctx;
+  v1::GetKernelStatsRequest req;
+  req.set_capture_id(id);
+  req.set_group_by(v1::KERNEL_GROUPING_HOST);
+  v1::GetKernelStatsResponse stats;
+  ASSERT_TRUE(stub_->GetKernelStats(&ctx, req, &stats).ok());
+  std::set<std::string> hosts;
+  for (const auto& s : stats.stats()) hosts.insert(s.host_name());
+  EXPECT_EQ(hosts.size(), 4u);
+}
+
+TEST_F(PodTest, OneWorkloadDownMakesThePartialCaptureWithItsReason) {
+  StartPod({{0, 0}, {5'000'000, 0, /*workload_up=*/false}});
+  std::string id;
+  v1::CaptureProgress last = CaptureAndWatch(200, &id);
+  ASSERT_TRUE(last.done());
+  EXPECT_EQ(last.status(), v1::CAPTURE_STATUS_PARTIAL);
+  bool found = false;
+  for (const auto& h : last.summary().hosts()) {
+    if (h.host_name() == "host-1") {
+      found = true;
+      EXPECT_EQ(h.status(), v1::CAPTURE_STATUS_FAILED);
+      EXPECT_NE(h.error_message().find("unreachable"), std::string::npos) << h.error_message();
+    }
+  }
+  EXPECT_TRUE(found);
+  grpc::ClientContext ctx;
+  v1::ListCapturesResponse list;
+  ASSERT_TRUE(stub_->ListCaptures(&ctx, v1::ListCapturesRequest(), &list).ok());
+  ASSERT_EQ(list.captures_size(), 1);
+  EXPECT_EQ(list.captures(0).status(), v1::CAPTURE_STATUS_PARTIAL);
+}
+
+TEST_F(PodTest, CancelStopsTheCaptureEverywhere) {
+  StartPod({{0, 0}, {1'000'000, 0}});
+  grpc::ClientContext ctx;
+  v1::StartCaptureRequest req;
+  req.set_duration_ms(20'000);
+  v1::StartCaptureResponse started;
+  ASSERT_TRUE(stub_->StartCapture(&ctx, req, &started).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  grpc::ClientContext cctx;
+  v1::CancelCaptureRequest cancel;
+  cancel.set_capture_id(started.capture_id());
+  v1::CancelCaptureResponse cresp;
+  ASSERT_TRUE(stub_->CancelCapture(&cctx, cancel, &cresp).ok());
+  grpc::ClientContext wctx;
+  v1::WatchCaptureRequest w;
+  w.set_capture_id(started.capture_id());
+  auto reader = stub_->WatchCapture(&wctx, w);
+  v1::CaptureProgress p, last;
+  while (reader->Read(&p)) last = p;
+  EXPECT_TRUE(last.done());
+  EXPECT_EQ(last.status(), v1::CAPTURE_STATUS_CANCELLED);
+  // Unknown ids are NOT_FOUND.
+  grpc::ClientContext nctx;
+  cancel.set_capture_id("nope");
+  EXPECT_EQ(stub_->CancelCapture(&nctx, cancel, &cresp).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+}  // namespace
+}  // namespace podprof::aggregator
