@@ -134,7 +134,7 @@ std::map<uint64_t, int64_t> CollectiveEnds(const trace::HostCapture& c) {
 
 std::vector<HostCorrection> RefineWithCollectives(
     const std::map<std::string, std::map<uint64_t, int64_t>>& ends,
-    std::vector<HostCorrection> probe) {
+    std::vector<HostCorrection> probe, int64_t mid_ns) {
   if (probe.size() < 2) return probe;
   std::map<std::string, HostCorrection*> by_host;
   for (HostCorrection& h : probe) by_host[h.host] = &h;
@@ -147,39 +147,72 @@ std::vector<HostCorrection> RefineWithCollectives(
       if (other == host) continue;
       for (const auto& [id, t] : mine) shared += theirs.count(id);
     }
-    if (shared > best || ref.empty()) {
+    if (by_host.count(host) && (shared > best || ref.empty())) {
       best = shared;
       ref = host;
     }
   }
-  if (best == 0 || by_host.count(ref) == 0) return probe;
+  if (best == 0 || ref.empty()) return probe;
   const HostCorrection& r = *by_host[ref];
   const auto& ref_ends = ends.at(ref);
   for (auto& [host, h] : by_host) {
     if (host == ref || ends.count(host) == 0) continue;
-    // On the aggregator's clock every chip ends a collective at the same instant: the median
-    // disagreement of shared collectives is this host's error against the reference.
-    std::vector<int64_t> diffs;
+    // On the aggregator's clock every chip ends a collective at the same instant, so each
+    // shared collective measures this host's error against the reference at that instant.
+    // A line through them gives the offset at the window's middle and the drift across it.
+    std::vector<std::pair<double, double>> points;  // (t - mid, difference), ns
     for (const auto& [id, t] : ends.at(host)) {
       auto it = ref_ends.find(id);
       if (it == ref_ends.end()) continue;
-      diffs.push_back((t - h->probe_offset_ns) - (it->second - r.probe_offset_ns));
+      points.emplace_back(
+          static_cast<double>(it->second - r.probe_offset_ns - mid_ns),
+          static_cast<double>((t - h->probe_offset_ns) - (it->second - r.probe_offset_ns)));
     }
-    if (diffs.empty()) continue;
-    const int64_t error = Median(diffs);
-    h->collectives = static_cast<int>(diffs.size());
+    if (points.empty()) continue;
+    std::vector<int64_t> diffs;
+    for (const auto& p : points) diffs.push_back(std::llround(p.second));
+    double offset = static_cast<double>(Median(diffs)), slope = 0;
+    if (points.size() >= 8) {
+      double st = 0, sd = 0, stt = 0, std_ = 0;
+      for (const auto& [t, d] : points) {
+        st += t;
+        sd += d;
+        stt += t * t;
+        std_ += t * d;
+      }
+      const double n = static_cast<double>(points.size());
+      const double denom = n * stt - st * st;
+      if (denom > 0) {
+        slope = (n * std_ - st * sd) / denom;
+        offset = (sd - slope * st) / n;
+      }
+    }
+    h->collectives = static_cast<int>(points.size());
     // Collectives are far more precise than probes, but a refinement outside what the probes
-    // allow means the ids did not match the same instants: keep the probes then.
-    if (std::llabs(error) <= h->uncertainty_ns + r.uncertainty_ns + kDeviceMappingSlackNs) {
-      h->offset_ns = h->probe_offset_ns + error;
+    // (and the device mapping) allow means the ids did not match the same instants.
+    if (std::llabs(std::llround(offset)) <=
+        h->uncertainty_ns + r.uncertainty_ns + kDeviceMappingSlackNs) {
+      h->offset_ns = h->probe_offset_ns + std::llround(offset);
+      h->drift_ppb = r.drift_ppb + slope * 1e9;
       h->refined = true;
-      // What is left is the spread of the differences, not the probes' bound.
-      int64_t spread = 0;
-      for (int64_t d : diffs) spread = std::max<int64_t>(spread, std::llabs(d - error));
-      h->uncertainty_ns = std::min(h->uncertainty_ns, std::max<int64_t>(spread, 1000));
+      double spread = 0;
+      for (const auto& [t, d] : points) spread = std::max(spread, std::abs(d - offset - slope * t));
+      h->uncertainty_ns =
+          std::min<int64_t>(h->uncertainty_ns, std::max<int64_t>(std::llround(spread), 1000));
     }
   }
   by_host[ref]->refined = true;
+  // The hosts now agree with each other, all carrying the reference's probe error. Every host's
+  // probes are an independent estimate of that common error; their median (robust to hosts
+  // whose device mapping is off) removes most of it.
+  std::vector<int64_t> common;
+  for (const HostCorrection& h : probe) {
+    if (h.refined) common.push_back(h.probe_offset_ns - h.offset_ns);
+  }
+  const int64_t shift = Median(common);
+  for (HostCorrection& h : probe) {
+    if (h.refined) h.offset_ns += shift;
+  }
   return probe;
 }
 
@@ -338,7 +371,7 @@ void Orchestrator::Execute(std::shared_ptr<Run> run) {
     probe.push_back(c);
     ends[c.host] = CollectiveEnds(outcomes[i].assembler.capture());
   }
-  std::vector<HostCorrection> corrections = RefineWithCollectives(ends, probe);
+  std::vector<HostCorrection> corrections = RefineWithCollectives(ends, probe, mid);
 
   storage::CaptureWrite w;
   w.id = run->id;
@@ -396,6 +429,8 @@ void Orchestrator::Execute(std::shared_ptr<Run> run) {
     h->set_status(v1::CAPTURE_STATUS_COMPLETE);
     h->set_clock_offset_ns(c.offset_ns);
     h->set_clock_uncertainty_ns(c.uncertainty_ns);
+    h->set_probe_clock_offset_ns(c.probe_offset_ns);
+    h->set_collectives_matched(static_cast<uint32_t>(c.collectives));
     if (!c.refined) h->add_warnings("clock from probes only: no collective matched");
   }
   for (size_t i = 0; i < run->hosts.size(); ++i) {

@@ -47,9 +47,12 @@ struct HostCorrection {
 // Hosts are pinned to the reference host (the one sharing the most collectives) by the median
 // difference of their shared collectives' end times; a refinement is accepted only inside the
 // two hosts' probe uncertainties (plus the slack a device-to-host mapping may add).
+// `mid_ns` is the window's middle on the aggregator's clock: offsets are given there, drifts
+// across the window. Finally the common error all hosts inherit from the reference is estimated
+// by the median of every host's probe disagreement and removed.
 std::vector<HostCorrection> RefineWithCollectives(
     const std::map<std::string, std::map<uint64_t, int64_t>>& ends,
-    std::vector<HostCorrection> probe);
+    std::vector<HostCorrection> probe, int64_t mid_ns);
 
 class Orchestrator {
  public:

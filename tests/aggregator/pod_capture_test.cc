@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "aggregator/orchestrator.h"
 #include "gtest/gtest.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
 #include "storage/store.h"
@@ -236,6 +237,66 @@ TEST_F(PodTest, CancelStopsTheCaptureEverywhere) {
   grpc::ClientContext nctx;
   cancel.set_capture_id("nope");
   EXPECT_EQ(stub_->CancelCapture(&nctx, cancel, &cresp).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(PodTest, AnAgentKilledMidCaptureLeavesAPartialCapture) {
+  StartPod({{0, 0}, {2'000'000, 0}});
+  grpc::ClientContext ctx;
+  v1::StartCaptureRequest req;
+  req.set_duration_ms(2000);
+  v1::StartCaptureResponse started;
+  ASSERT_TRUE(stub_->StartCapture(&ctx, req, &started).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(900));
+  agents_[1]->Signal(SIGKILL);
+  agents_[1]->Wait();
+  grpc::ClientContext wctx;
+  v1::WatchCaptureRequest w;
+  w.set_capture_id(started.capture_id());
+  auto reader = stub_->WatchCapture(&wctx, w);
+  v1::CaptureProgress p, last;
+  while (reader->Read(&p)) last = p;
+  ASSERT_TRUE(last.done());
+  EXPECT_EQ(last.status(), v1::CAPTURE_STATUS_PARTIAL);
+  for (const auto& h : last.summary().hosts()) {
+    if (h.host_name() == "host-1") {
+      EXPECT_EQ(h.status(), v1::CAPTURE_STATUS_FAILED);
+      EXPECT_FALSE(h.error_message().empty());
+    }
+  }
+  // The aggregator keeps serving: the surviving host's statistics are there.
+  grpc::ClientContext sctx;
+  v1::GetKernelStatsRequest sreq;
+  sreq.set_capture_id(started.capture_id());
+  v1::GetKernelStatsResponse stats;
+  ASSERT_TRUE(stub_->GetKernelStats(&sctx, sreq, &stats).ok());
+  EXPECT_GT(stats.stats_size(), 0);
+}
+
+TEST(RefineTest, CollectivesPinHostsTogetherAndProbesFixTheCommonShift) {
+  // Three hosts whose true offsets are 0, +1 ms and -2 ms; probes err by +30, -10 and +5 us;
+  // collectives end at the same true instants on all of them.
+  const int64_t mid = 1'000'000'000;
+  const int64_t truth[3] = {0, 1'000'000, -2'000'000};
+  const int64_t probe_err[3] = {30'000, -10'000, 5'000};
+  std::map<std::string, std::map<uint64_t, int64_t>> ends;
+  std::vector<HostCorrection> probe;
+  for (int h = 0; h < 3; ++h) {
+    HostCorrection c;
+    c.host = "h" + std::to_string(h);
+    c.probe_offset_ns = c.offset_ns = truth[h] + probe_err[h];
+    c.uncertainty_ns = 60'000;
+    probe.push_back(c);
+    for (uint64_t id = 1; id <= 20; ++id) {
+      ends[c.host][id] = mid - 500'000'000 + static_cast<int64_t>(id) * 40'000'000 + truth[h];
+    }
+  }
+  std::vector<HostCorrection> out = RefineWithCollectives(ends, probe, mid);
+  ASSERT_EQ(out.size(), 3u);
+  for (int h = 0; h < 3; ++h) {
+    EXPECT_TRUE(out[h].refined);
+    // Relative offsets are exact; the common shift is the median probe error (+5 us).
+    EXPECT_EQ(out[h].offset_ns - truth[h], 5'000) << out[h].host;
+  }
 }
 
 }  // namespace

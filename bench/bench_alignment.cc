@@ -1,0 +1,213 @@
+// Clock alignment of a simulated pod against its ground truth, in one run: N hosts (default 8),
+// each a podprof-simhost and a podprof-agent sharing a wrong clock (offsets up to +-50 ms, drift
+// up to +-50 ppm; device offsets up to +-200 us on every other host), one podprof-aggregator, one
+// pod-wide capture. Prints each host's correction error for no correction, probes only, and
+// probes refined by collectives (p50/p99/max), the spread of every collective's merged end
+// times, the start skew, and last `alignment_max_error_us=<x>`.
+//
+//   bench_alignment [--hosts 8] [--duration-ms 1000] [--seed 1]
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/clock.h"
+#include "nlohmann/json.hpp"
+#include "proto/podprof_aggregator.grpc.pb.h"
+#include "storage/store.h"
+
+namespace podprof {
+namespace {
+
+namespace fs = std::filesystem;
+namespace v1 = podprof::v1;
+
+std::string Slurp(const std::string& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+pid_t Spawn(std::vector<std::string> args) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+nlohmann::json WaitJson(const std::string& path) {
+  for (int i = 0; i < 1000 && !fs::exists(path); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return nlohmann::json::parse(Slurp(path));
+}
+
+double Percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[static_cast<size_t>(q * (v.size() - 1))];
+}
+
+int Main(int argc, char** argv) {
+  int hosts = 8, duration_ms = 1000;
+  uint64_t seed = 1;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string a = argv[i];
+    if (a == "--hosts") hosts = std::atoi(argv[i + 1]);
+    if (a == "--duration-ms") duration_ms = std::atoi(argv[i + 1]);
+    if (a == "--seed") seed = std::strtoull(argv[i + 1], nullptr, 10);
+  }
+  const std::string bin = fs::read_symlink("/proc/self/exe").parent_path().string();
+  const std::string dir = "/tmp/bench_alignment_" + std::to_string(getpid());
+  fs::create_directories(dir + "/nosys");
+  std::ofstream(dir + "/empty.toml") << "";
+  std::ofstream(dir + "/agg.toml")
+      << "[agents]\nheartbeat_interval = \"1s\"\nprobe_interval = \"2s\"\n";
+  std::vector<pid_t> pids;
+  pids.push_back(
+      Spawn({bin + "/podprof-aggregator", "--config=" + dir + "/agg.toml", "--listen=127.0.0.1:0",
+             "--db=" + dir + "/pod.db", "--ready-file=" + dir + "/agg.json"}));
+  const int agg_port = WaitJson(dir + "/agg.json")["port"];
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> offset_ms(-50, 50), drift(-50, 50), dev_us(-200, 200);
+  for (int h = 0; h < hosts; ++h) {
+    const std::string n = std::to_string(h);
+    const std::string off = absl::StrFormat("%.3fms", offset_ms(rng));
+    const std::string dr = absl::StrFormat("%.3f", drift(rng));
+    const std::string dev = h % 2 ? absl::StrFormat("%.1fus", dev_us(rng)) : "0";
+    pids.push_back(
+        Spawn({bin + "/podprof-simhost", "--profiler-port=0", "--metrics-port=0", "--chips=4",
+               "--generation=v5p", absl::StrCat("--hosts=", hosts), "--host-index=" + n,
+               "--pod-seed=3", "--clock-offset=" + off, "--clock-drift-ppm=" + dr,
+               "--device-clock-offset=" + dev, "--truth-file=" + dir + "/truth" + n + ".json",
+               "--ready-file=" + dir + "/sim" + n + ".json"}));
+    nlohmann::json sim = WaitJson(dir + "/sim" + n + ".json");
+    pids.push_back(
+        Spawn({bin + "/podprof-agent", "--config=" + dir + "/empty.toml", "--listen=127.0.0.1:0",
+               "--advertise=127.0.0.1:0", "--profiler-service-listen=none", "--host-name=host-" + n,
+               "--sysfs-root=" + dir + "/nosys",
+               absl::StrCat("--workload-profiler=127.0.0.1:", sim["profiler_port"].get<int>()),
+               "--workload-metrics=none", absl::StrCat("--aggregator=127.0.0.1:", agg_port),
+               "--clock-offset=" + off, "--clock-drift-ppm=" + dr,
+               "--ready-file=" + dir + "/agent" + n + ".json"}));
+    WaitJson(dir + "/agent" + n + ".json");
+  }
+  auto stub = v1::Aggregator::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", agg_port),
+                                                          grpc::InsecureChannelCredentials()));
+  // Two probe bursts apart, so every clock model has a drift.
+  for (int i = 0; i < 400; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    grpc::ClientContext ctx;
+    v1::ListAgentsResponse resp;
+    stub->ListAgents(&ctx, v1::ListAgentsRequest(), &resp);
+    int ready = 0;
+    for (const auto& a : resp.agents()) ready += a.clock().probe_count() >= 2;
+    if (ready == hosts) break;
+  }
+  RealClock clock;
+  grpc::ClientContext sctx;
+  v1::StartCaptureRequest req;
+  req.set_duration_ms(duration_ms);
+  v1::StartCaptureResponse started;
+  grpc::Status s = stub->StartCapture(&sctx, req, &started);
+  if (!s.ok()) {
+    std::fprintf(stderr, "StartCapture: %s\n", s.error_message().c_str());
+    return 1;
+  }
+  const int64_t window_end = started.start_ns() + int64_t{duration_ms} * 1'000'000;
+  grpc::ClientContext wctx;
+  v1::WatchCaptureRequest w;
+  w.set_capture_id(started.capture_id());
+  auto reader = stub->WatchCapture(&wctx, w);
+  v1::CaptureProgress p, last;
+  while (reader->Read(&p)) last = p;
+  reader->Finish();
+  const double finish_s = (clock.NowNs() - window_end) / 1e9;
+
+  // Errors against the ground truth at the window's middle.
+  const int64_t mid = started.start_ns() + int64_t{duration_ms} * 500'000;
+  std::vector<double> none, probes, refined;
+  std::vector<int64_t> starts;
+  for (const auto& h : last.summary().hosts()) {
+    const std::string n = h.host_name().substr(5);
+    nlohmann::json t = nlohmann::json::parse(Slurp(dir + "/truth" + n + ".json"));
+    const double truth =
+        t["clock_offset_ns"].get<double>() +
+        t["clock_drift_ppm"].get<double>() * 1e-6 * (mid - t["clock_epoch_ns"].get<double>()) +
+        t["device_clock_offset_ns"].get<double>();
+    none.push_back(std::abs(truth) / 1000);
+    probes.push_back(std::abs(h.probe_clock_offset_ns() - truth) / 1000);
+    refined.push_back(std::abs(h.clock_offset_ns() - truth) / 1000);
+    starts.push_back(t["sessions"][0]["true_start_ns"]);
+  }
+  // The merged timelines: every collective's end on every chip of every host.
+  auto store = storage::Store::Open(dir + "/pod.db");
+  std::map<uint64_t, std::pair<int64_t, int64_t>> range;
+  uint64_t events = 0;
+  if (store.ok()) {
+    auto blocks = (*store)->Timelines(started.capture_id());
+    if (blocks.ok()) {
+      for (const auto& b : *blocks) {
+        events += b.size();
+        if (b.line != "XLA Ops") continue;
+        for (size_t i = 0; i < b.size(); ++i) {
+          if (!b.collective[i]) continue;
+          int64_t e = b.base_ns * 1000 + b.start_ps[i] + b.duration_ps[i];
+          auto [it, fresh] = range.try_emplace(b.collective[i], e, e);
+          it->second.first = std::min(it->second.first, e);
+          it->second.second = std::max(it->second.second, e);
+        }
+      }
+    }
+  }
+  std::vector<double> spread;
+  for (const auto& [id, r] : range) spread.push_back((r.second - r.first) / 1e6);
+  for (pid_t pid : pids) kill(pid, SIGTERM);
+  for (pid_t pid : pids) waitpid(pid, nullptr, 0);
+  fs::remove_all(dir);
+
+  std::printf(
+      "%d hosts x 4 chips, %d ms capture: status %s, %llu events, finished %.2f s after "
+      "the window\n",
+      hosts, duration_ms, v1::CaptureStatus_Name(last.status()).c_str(),
+      static_cast<unsigned long long>(events), finish_s);
+  auto row = [](const char* what, const std::vector<double>& v) {
+    std::printf("%-26s p50 %10.2f us  p99 %10.2f us  max %10.2f us\n", what, Percentile(v, 0.5),
+                Percentile(v, 0.99), v.empty() ? 0 : *std::max_element(v.begin(), v.end()));
+  };
+  row("no correction", none);
+  row("probes only", probes);
+  row("probes + collectives", refined);
+  row("collective end spread", spread);
+  std::printf("start skew %.3f ms over %zu hosts\n",
+              (*std::max_element(starts.begin(), starts.end()) -
+               *std::min_element(starts.begin(), starts.end())) /
+                  1e6,
+              starts.size());
+  std::printf("alignment_max_error_us=%.2f\n",
+              refined.empty() ? -1 : *std::max_element(refined.begin(), refined.end()));
+  return last.status() == v1::CAPTURE_STATUS_COMPLETE ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace podprof
+
+int main(int argc, char** argv) { return podprof::Main(argc, argv); }
