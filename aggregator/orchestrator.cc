@@ -1,6 +1,7 @@
 #include "aggregator/orchestrator.h"
 
 #include <grpcpp/grpcpp.h>
+#include <zstd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -11,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "common/logging.h"
 #include "proto/grpc_status.h"
+#include "trace/varint.h"
 
 namespace podprof::aggregator {
 namespace {
@@ -127,6 +129,82 @@ std::map<uint64_t, int64_t> CollectiveEnds(const trace::HostCapture& c) {
   }
   std::map<uint64_t, int64_t> out;
   for (auto& [id, ends] : all) out[id] = Median(std::move(ends));
+  return out;
+}
+
+// A finished host's events, packed and compressed while the other hosts are still streaming:
+// the pod's raw events are never all in memory, only this (a few bytes per event).
+std::string PackBlocks(std::vector<trace::EventBlock>* blocks) {
+  std::string raw;
+  trace::PutVarint(blocks->size(), &raw);
+  for (const trace::EventBlock& b : *blocks) {
+    trace::PutVarint(static_cast<uint64_t>(b.chip), &raw);
+    trace::PutVarint(static_cast<uint64_t>(b.kind), &raw);
+    trace::PutVarint(b.line.size(), &raw);
+    raw += b.line;
+    trace::PutVarint(trace::ZigZag(b.base_ns), &raw);
+    trace::PutVarint(b.size(), &raw);
+    int64_t prev = 0;
+    for (size_t i = 0; i < b.size(); ++i) {
+      trace::PutVarint(trace::ZigZag(b.start_ps[i] - prev), &raw);
+      prev = b.start_ps[i];
+      trace::PutVarint(trace::ZigZag(b.duration_ps[i]), &raw);
+      trace::PutVarint(b.kernel[i], &raw);
+      trace::PutVarint(b.collective[i], &raw);
+    }
+  }
+  blocks->clear();
+  blocks->shrink_to_fit();
+  std::string out(ZSTD_compressBound(raw.size()), '\0');
+  size_t n = ZSTD_compress(out.data(), out.size(), raw.data(), raw.size(), 1);
+  out.resize(ZSTD_isError(n) ? 0 : n);
+  return out;
+}
+
+absl::StatusOr<std::vector<trace::EventBlock>> UnpackBlocks(const std::string& packed) {
+  unsigned long long size = ZSTD_getFrameContentSize(packed.data(), packed.size());
+  if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN) {
+    return absl::InternalError("packed host events are damaged");
+  }
+  std::string raw(size, '\0');
+  if (ZSTD_isError(ZSTD_decompress(raw.data(), raw.size(), packed.data(), packed.size()))) {
+    return absl::InternalError("packed host events are damaged");
+  }
+  absl::string_view in(raw);
+  uint64_t nblocks = 0, v = 0;
+  std::vector<trace::EventBlock> out;
+  if (!trace::GetVarint(&in, &nblocks)) return absl::InternalError("packed host events: header");
+  for (uint64_t k = 0; k < nblocks; ++k) {
+    trace::EventBlock b;
+    uint64_t chip, kind, len, base, n;
+    if (!trace::GetVarint(&in, &chip) || !trace::GetVarint(&in, &kind) ||
+        !trace::GetVarint(&in, &len) || len > in.size()) {
+      return absl::InternalError("packed host events: block header");
+    }
+    b.chip = static_cast<int>(chip);
+    b.kind = static_cast<trace::LineKind>(kind);
+    b.line = std::string(in.substr(0, len));
+    in.remove_prefix(len);
+    if (!trace::GetVarint(&in, &base) || !trace::GetVarint(&in, &n)) {
+      return absl::InternalError("packed host events: block header");
+    }
+    b.base_ns = trace::UnZigZag(base);
+    int64_t t = 0;
+    for (uint64_t i = 0; i < n; ++i) {
+      uint64_t s, d, kernel, coll;
+      if (!trace::GetVarint(&in, &s) || !trace::GetVarint(&in, &d) ||
+          !trace::GetVarint(&in, &kernel) || !trace::GetVarint(&in, &coll)) {
+        return absl::InternalError("packed host events: truncated");
+      }
+      t += trace::UnZigZag(s);
+      b.start_ps.push_back(t);
+      b.duration_ps.push_back(trace::UnZigZag(d));
+      b.kernel.push_back(static_cast<uint32_t>(kernel));
+      b.collective.push_back(coll);
+    }
+    out.push_back(std::move(b));
+  }
+  (void)v;
   return out;
 }
 
@@ -295,6 +373,8 @@ void Orchestrator::Execute(std::shared_ptr<Run> run) {
   struct HostOutcome {
     std::string error;
     ChunkAssembler assembler;
+    std::map<uint64_t, int64_t> collective_ends;
+    std::string packed;  // the host's events once it is done (see PackBlocks)
   };
   std::vector<HostOutcome> outcomes(run->hosts.size());
   std::vector<std::thread> workers;
@@ -324,16 +404,17 @@ void Orchestrator::Execute(std::shared_ptr<Run> run) {
       run->Post(p, clock_);
       auto reader = h.stub->Capture(ctx.get(), req);
       v1::CaptureChunk chunk;
-      bool streaming = false;
+      uint64_t chunks = 0;
       while (reader->Read(&chunk)) {
         if (!outcomes[i].assembler.Add(chunk)) {
           outcomes[i].error = "the agent sent an inconsistent chunk";
           ctx->TryCancel();
           break;
         }
-        if (!streaming) {
-          streaming = true;
+        // Progress while streaming: at the first chunk, then every 64 chunks.
+        if (++chunks % 64 == 1) {
           p.set_detail("streaming");
+          p.mutable_host()->set_event_count(outcomes[i].assembler.events());
           run->Post(p, clock_);
         }
       }
@@ -343,6 +424,12 @@ void Orchestrator::Execute(std::shared_ptr<Run> run) {
       }
       if (outcomes[i].error.empty() && !outcomes[i].assembler.done()) {
         outcomes[i].error = "the agent's stream ended without a trailer";
+      }
+      if (outcomes[i].error.empty()) {
+        p.set_detail("converting");
+        run->Post(p, clock_);
+        outcomes[i].collective_ends = CollectiveEnds(outcomes[i].assembler.capture());
+        outcomes[i].packed = PackBlocks(&outcomes[i].assembler.capture().blocks);
       }
       p.mutable_host()->set_status(outcomes[i].error.empty() ? v1::CAPTURE_STATUS_COMPLETE
                                                              : v1::CAPTURE_STATUS_FAILED);
@@ -369,7 +456,7 @@ void Orchestrator::Execute(std::shared_ptr<Run> run) {
     c.uncertainty_ns = est.uncertainty_ns;
     c.drift_ppb = est.drift_ppb;
     probe.push_back(c);
-    ends[c.host] = CollectiveEnds(outcomes[i].assembler.capture());
+    ends[c.host] = outcomes[i].collective_ends;
   }
   std::vector<HostCorrection> corrections = RefineWithCollectives(ends, probe, mid);
 
@@ -395,22 +482,32 @@ void Orchestrator::Execute(std::shared_ptr<Run> run) {
     for (const HostCorrection& c : corrections) {
       if (c.host == hw.host) corr = &c;
     }
-    trace::HostCapture cap = std::move(outcomes[i].assembler.capture());
-    // Onto the aggregator's clock: the offset at the window's middle, drift across it.
-    for (trace::EventBlock& b : cap.blocks) {
-      b.base_ns -= corr->offset_ns;
-      for (size_t e = 0; e < b.size(); ++e) {
-        const double since_mid_ns = static_cast<double>(b.base_ns - mid) + b.start_ps[e] / 1000.0;
-        b.start_ps[e] -= std::llround(corr->drift_ppb * 1e-9 * since_mid_ns * 1000.0);
+    const HostCorrection correction = *corr;
+    hw.clock_offset_ns = correction.offset_ns;
+    hw.clock_uncertainty_ns = correction.uncertainty_ns;
+    HostOutcome* outcome = &outcomes[i];
+    const std::string host = hw.host;
+    // Unpacked only when the writer reaches this host, then corrected onto the aggregator's
+    // clock: the offset at the window's middle, the drift across it.
+    hw.load = [outcome, correction, mid, host]() -> absl::StatusOr<trace::HostCapture> {
+      trace::HostCapture cap = std::move(outcome->assembler.capture());
+      absl::StatusOr<std::vector<trace::EventBlock>> blocks = UnpackBlocks(outcome->packed);
+      if (!blocks.ok()) return blocks.status();
+      outcome->packed.clear();
+      cap.blocks = std::move(*blocks);
+      for (trace::EventBlock& b : cap.blocks) {
+        b.base_ns -= correction.offset_ns;
+        for (size_t e = 0; e < b.size(); ++e) {
+          const double since_mid_ns = static_cast<double>(b.base_ns - mid) + b.start_ps[e] / 1000.0;
+          b.start_ps[e] -= std::llround(correction.drift_ppb * 1e-9 * since_mid_ns * 1000.0);
+        }
       }
-    }
-    for (trace::CounterSeries& s : cap.counters) {
-      for (int64_t& t : s.time_ns) t -= corr->offset_ns;
-    }
-    cap.host.name = hw.host;
-    hw.clock_offset_ns = corr->offset_ns;
-    hw.clock_uncertainty_ns = corr->uncertainty_ns;
-    hw.capture = std::move(cap);
+      for (trace::CounterSeries& s : cap.counters) {
+        for (int64_t& t : s.time_ns) t -= correction.offset_ns;
+      }
+      cap.host.name = host;
+      return cap;
+    };
     w.hosts.push_back(std::move(hw));
   }
   w.status = ok == static_cast<int>(run->hosts.size()) ? "complete" : ok > 0 ? "partial" : "failed";

@@ -176,15 +176,21 @@ absl::Status WriteCaptureRows(Connection& c, const CaptureWrite& w) {
     if (!found) return absl::InternalError("host row vanished");
     const int64_t host_id = get_host->Int(0);
     get_host->Reset();
-    const int64_t host_events = h.capture ? static_cast<int64_t>(h.capture->EventCount()) : 0;
+    std::optional<trace::HostCapture> loaded;
+    if (!h.capture && h.load) {
+      ASSIGN_OR_RETURN(trace::HostCapture c, h.load());
+      loaded = std::move(c);
+    }
+    const std::optional<trace::HostCapture>& capture = h.capture ? h.capture : loaded;
+    const int64_t host_events = capture ? static_cast<int64_t>(capture->EventCount()) : 0;
     events += host_events;
     ins_ch->Reset();
     ins_ch->Bind(1, seq).Bind(2, host_id).Bind(3, h.status).Bind(4, h.error);
     ins_ch->Bind(5, h.clock_offset_ns).Bind(6, h.clock_uncertainty_ns).Bind(7, host_events);
     ins_ch->Bind(8, static_cast<int64_t>(h.bytes));
     RETURN_IF_ERROR(ins_ch->Run());
-    if (!h.capture) continue;
-    const trace::HostCapture& cap = *h.capture;
+    if (!capture) continue;
+    const trace::HostCapture& cap = *capture;
 
     std::vector<int64_t> chip_ids;
     for (const trace::Chip& chip : cap.host.chips) {

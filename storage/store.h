@@ -39,6 +39,9 @@ struct HostWrite {
   int64_t clock_uncertainty_ns = 0;
   uint64_t bytes = 0;
   std::optional<trace::HostCapture> capture;  // absent when the host delivered nothing
+  // Alternatively, produces the capture when the writer gets to this host (and not before), so
+  // a pod's hosts need not all be in memory at once. Used when `capture` is empty.
+  std::function<absl::StatusOr<trace::HostCapture>()> load;
 };
 
 struct CaptureWrite {
