@@ -272,6 +272,45 @@ TEST_F(PodTest, AnAgentKilledMidCaptureLeavesAPartialCapture) {
   EXPECT_GT(stats.stats_size(), 0);
 }
 
+TEST_F(PodTest, AnAgentThatRegistersLateJoinsTheNextCapture) {
+  StartPod({{0, 0}});
+  // A second host comes up after the pod: its own simulated workload and agent.
+  const int agg_port = aggregator_->info()["port"];
+  sims_.push_back(std::make_unique<ChildProcess>(
+      std::vector<std::string>{Bin("podprof-simhost"), "--profiler-port=0", "--metrics-port=0",
+                               "--chips=2", "--generation=v5p", "--pod-seed=9",
+                               "--ready-file=" + P("late_sim.json")},
+      P("late_sim.json")));
+  ASSERT_TRUE(sims_.back()->ready());
+  agents_.push_back(std::make_unique<ChildProcess>(
+      std::vector<std::string>{
+          Bin("podprof-agent"), "--config=" + P("empty.toml"), "--listen=127.0.0.1:0",
+          "--advertise=127.0.0.1:0", "--profiler-service-listen=none", "--host-name=late-host",
+          "--sysfs-root=" + P("nosys"),
+          absl::StrCat("--workload-profiler=127.0.0.1:",
+                       sims_.back()->info()["profiler_port"].get<int>()),
+          "--workload-metrics=none", absl::StrCat("--aggregator=127.0.0.1:", agg_port),
+          "--ready-file=" + P("late_agent.json")},
+      P("late_agent.json")));
+  ASSERT_TRUE(agents_.back()->ready());
+  for (int i = 0; i < 200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    grpc::ClientContext ctx;
+    v1::ListAgentsResponse resp;
+    ASSERT_TRUE(stub_->ListAgents(&ctx, v1::ListAgentsRequest(), &resp).ok());
+    int probed = 0;
+    for (const auto& a : resp.agents()) probed += a.clock().probe_count() > 0;
+    if (probed == 2) break;
+  }
+  std::string id;
+  v1::CaptureProgress last = CaptureAndWatch(200, &id);
+  ASSERT_TRUE(last.done());
+  EXPECT_EQ(last.status(), v1::CAPTURE_STATUS_COMPLETE);
+  std::set<std::string> hosts;
+  for (const auto& h : last.summary().hosts()) hosts.insert(h.host_name());
+  EXPECT_EQ(hosts, (std::set<std::string>{"host-0", "late-host"}));
+}
+
 TEST(RefineTest, CollectivesPinHostsTogetherAndProbesFixTheCommonShift) {
   // Three hosts whose true offsets are 0, +1 ms and -2 ms; probes err by +30, -10 and +5 us;
   // collectives end at the same true instants on all of them.
