@@ -58,6 +58,7 @@ void FillKernelDef(const storage::KernelKey& k, podprof::v1::KernelDef* d) {
 
 void FillSummary(const storage::CaptureRow& r, podprof::v1::CaptureSummary* s) {
   s->set_capture_id(r.id);
+  s->set_created_ns(r.created_ns);
   s->set_start_ns(r.start_ns);
   s->set_end_ns(r.end_ns);
   s->set_status(StatusEnum(r.status));

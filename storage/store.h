@@ -64,7 +64,7 @@ struct HostRow {
 struct CaptureRow {
   std::vector<HostRow> host_rows;
   std::string id;
-  int64_t start_ns = 0, end_ns = 0;
+  int64_t start_ns = 0, end_ns = 0, created_ns = 0;
   std::string status, source;
   std::map<std::string, std::string> labels;
   int64_t hosts = 0, chips = 0, kernels = 0, events = 0;

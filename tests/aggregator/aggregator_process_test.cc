@@ -98,6 +98,7 @@ TEST_F(AggregatorProcessTest, ImportStoresWhatTheReaderComputesAndReportsBadFile
       << resp.file_errors(0);
   EXPECT_TRUE(absl::StrContains(resp.file_errors(0), "byte offset")) << resp.file_errors(0);
   EXPECT_EQ(resp.summary().status(), v1::CAPTURE_STATUS_PARTIAL);
+  EXPECT_GT(resp.summary().created_ns(), 1'600'000'000'000'000'000);
   EXPECT_EQ(resp.summary().hosts_size(), 2);
   EXPECT_EQ(resp.summary().labels().at("job"), "import-test");
   EXPECT_EQ(resp.top_kernels_size(), 10);
