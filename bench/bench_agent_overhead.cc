@@ -17,10 +17,11 @@
 #include <thread>
 
 #include "agent/chunker.h"
+#include "bench/bench_util.h"
 #include "common/clock.h"
+#include "common/skewed_clock.h"
 #include "nlohmann/json.hpp"
 #include "sim/pod_model.h"
-#include "common/skewed_clock.h"
 #include "sim/xspace_builder.h"
 #include "trace/xspace_reader.h"
 
@@ -28,13 +29,8 @@ namespace podprof {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using bench::Slurp;
+using bench::Spawn;
 
 // utime + stime of `pid`, in clock ticks.
 long CpuTicks(pid_t pid) {
@@ -57,25 +53,6 @@ long RssKb(pid_t pid) {
     if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
   }
   return 0;
-}
-
-pid_t Spawn(std::vector<std::string> args) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-bool WaitFor(const std::string& path) {
-  for (int i = 0; i < 500 && !fs::exists(path); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return fs::exists(path);
 }
 
 // Serializes every chunk, as the gRPC stream would.
@@ -108,7 +85,7 @@ int Main(int argc, char** argv) {
   // 1. Idle agent beside an idle simulated workload.
   pid_t sim = Spawn({bin + "/podprof-simhost", "--profiler-port=0", "--metrics-port=0",
                      "--ready-file=" + dir + "/sim.json"});
-  if (!WaitFor(dir + "/sim.json")) return 1;
+  if (!bench::WaitForFile(dir + "/sim.json")) return 1;
   nlohmann::json sj = nlohmann::json::parse(Slurp(dir + "/sim.json"));
   std::ofstream(dir + "/empty.toml") << "";
   pid_t agent =
@@ -117,7 +94,7 @@ int Main(int argc, char** argv) {
              "--workload-profiler=127.0.0.1:" + std::to_string(sj["profiler_port"].get<int>()),
              "--workload-metrics=127.0.0.1:" + std::to_string(sj["metrics_port"].get<int>()),
              "--ready-file=" + dir + "/agent.json"});
-  if (!WaitFor(dir + "/agent.json")) return 1;
+  if (!bench::WaitForFile(dir + "/agent.json")) return 1;
   int status;
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // let start-up settle
   const long ticks0 = CpuTicks(agent);

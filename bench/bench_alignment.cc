@@ -24,6 +24,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench/bench_util.h"
 #include "common/clock.h"
 #include "nlohmann/json.hpp"
 #include "proto/podprof_aggregator.grpc.pb.h"
@@ -33,31 +34,12 @@ namespace podprof {
 namespace {
 
 namespace fs = std::filesystem;
+using bench::Slurp;
+using bench::Spawn;
 namespace v1 = podprof::v1;
 
-std::string Slurp(const std::string& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-pid_t Spawn(std::vector<std::string> args) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
-}
-
 nlohmann::json WaitJson(const std::string& path) {
-  for (int i = 0; i < 1000 && !fs::exists(path); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  bench::WaitForFile(path);
   return nlohmann::json::parse(Slurp(path));
 }
 

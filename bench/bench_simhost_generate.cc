@@ -8,8 +8,8 @@
 #include <string>
 
 #include "common/clock.h"
-#include "sim/pod_model.h"
 #include "common/skewed_clock.h"
+#include "sim/pod_model.h"
 #include "sim/xspace_builder.h"
 
 namespace podprof::sim {

@@ -84,17 +84,21 @@ class PodTest : public ::testing::Test {
     }
     stub_ = v1::Aggregator::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", agg_port),
                                                         grpc::InsecureChannelCredentials()));
-    // Until every agent is registered and probed.
+    ASSERT_TRUE(WaitForProbedAgents(static_cast<int>(hosts.size())))
+        << "agents did not all register";
+  }
+  // Until `n` agents are registered and their clocks probed (up to 10 s).
+  bool WaitForProbedAgents(int n) {
     for (int i = 0; i < 200; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       grpc::ClientContext ctx;
       v1::ListAgentsResponse resp;
-      ASSERT_TRUE(stub_->ListAgents(&ctx, v1::ListAgentsRequest(), &resp).ok());
+      if (!stub_->ListAgents(&ctx, v1::ListAgentsRequest(), &resp).ok()) return false;
       int probed = 0;
       for (const auto& a : resp.agents()) probed += a.clock().probe_count() > 0;
-      if (probed == static_cast<int>(hosts.size())) return;
+      if (probed == n) return true;
     }
-    FAIL() << "agents did not all register";
+    return false;
   }
   void TearDown() override {
     stub_.reset();
@@ -293,15 +297,7 @@ TEST_F(PodTest, AnAgentThatRegistersLateJoinsTheNextCapture) {
           "--ready-file=" + P("late_agent.json")},
       P("late_agent.json")));
   ASSERT_TRUE(agents_.back()->ready());
-  for (int i = 0; i < 200; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    grpc::ClientContext ctx;
-    v1::ListAgentsResponse resp;
-    ASSERT_TRUE(stub_->ListAgents(&ctx, v1::ListAgentsRequest(), &resp).ok());
-    int probed = 0;
-    for (const auto& a : resp.agents()) probed += a.clock().probe_count() > 0;
-    if (probed == 2) break;
-  }
+  ASSERT_TRUE(WaitForProbedAgents(2));
   std::string id;
   v1::CaptureProgress last = CaptureAndWatch(200, &id);
   ASSERT_TRUE(last.done());

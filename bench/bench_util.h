@@ -1,0 +1,47 @@
+// Helpers shared by the benchmarks that run podprof's daemons as real processes.
+#ifndef PODPROF_BENCH_BENCH_UTIL_H_
+#define PODPROF_BENCH_BENCH_UTIL_H_
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace podprof::bench {
+
+inline std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Starts `args` (args[0] is the binary) as a child process.
+inline pid_t Spawn(std::vector<std::string> args) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// Waits up to 20 s for a daemon's ready file.
+inline bool WaitForFile(const std::string& path) {
+  for (int i = 0; i < 1000 && !std::filesystem::exists(path); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return std::filesystem::exists(path);
+}
+
+}  // namespace podprof::bench
+
+#endif  // PODPROF_BENCH_BENCH_UTIL_H_
