@@ -207,10 +207,11 @@ void WriteStatsTable(const StatsRows& rows, StatsGrouping by, std::ostream& out)
     cells.push_back(FormatDurationPs(s.p50_ps()));
     cells.push_back(FormatDurationPs(s.p99_ps()));
     cells.push_back(FormatDurationPs(s.max_ps()));
-    cells.push_back(s.total_flops() > 0 ? absl::StrFormat("%.2f", s.achieved_tflops()) : "-");
+    // Rates are 0 where they mean nothing (unknown costs, async start/done ops): show "-".
+    cells.push_back(s.achieved_tflops() > 0 ? absl::StrFormat("%.2f", s.achieved_tflops()) : "-");
     cells.push_back(Percent(s.fraction_of_peak_flops()));
-    cells.push_back(s.total_bytes_accessed() > 0 ? absl::StrFormat("%.1f", s.achieved_hbm_gbps())
-                                                 : "-");
+    cells.push_back(s.achieved_hbm_gbps() > 0 ? absl::StrFormat("%.1f", s.achieved_hbm_gbps())
+                                              : "-");
     cells.push_back(Percent(s.fraction_of_peak_hbm()));
     table.AddRow(std::move(cells));
   }

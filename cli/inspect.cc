@@ -137,9 +137,9 @@ void WriteStatsTable(const HostCapture& c, const std::vector<KernelStats>& stats
         Truncate(k.category, 18), s.count, FormatDurationPs(s.total_ps),
         FormatDurationPs(std::llround(s.mean_ps())), FormatDurationPs(s.QuantilePs(0.5)),
         FormatDurationPs(s.QuantilePs(0.99)), FormatDurationPs(s.max_ps),
-        k.flops > 0 ? absl::StrFormat("%.2f", r.achieved_tflops) : "-",
+        r.achieved_tflops > 0 ? absl::StrFormat("%.2f", r.achieved_tflops) : "-",
         Percent(r.fraction_of_peak_flops),
-        k.bytes_accessed > 0 ? absl::StrFormat("%.1f", r.achieved_hbm_gbps) : "-",
+        r.achieved_hbm_gbps > 0 ? absl::StrFormat("%.1f", r.achieved_hbm_gbps) : "-",
         Percent(r.fraction_of_peak_hbm));
     if (!by_chip) line = line.substr(5);
     out << line << "\n";

@@ -54,9 +54,13 @@ void KernelStats::Merge(const KernelStats& other) {
 KernelRates ComputeRates(const KernelStats& stats, const KernelDef& def, double peak_tflops,
                          double peak_hbm_gbps) {
   KernelRates r;
-  // An async `*-start` op only issues work; its bytes move while the matching `*-done` waits,
-  // so rates over the start op's own time would be meaningless (millions of percent).
-  if (stats.total_ps <= 0 || absl::EndsWith(def.category, "-start")) return r;
+  // Async pairs (`copy-start`/`copy-done`, ...) move their bytes between the two ops: the start
+  // only issues the work and the done only waits (from nanoseconds to the whole transfer), so
+  // rates over either op's own time are meaningless (up to millions of percent of peak).
+  if (stats.total_ps <= 0 || absl::EndsWith(def.category, "-start") ||
+      absl::EndsWith(def.category, "-done")) {
+    return r;
+  }
   const double total_ps = static_cast<double>(stats.total_ps);
   // FLOP per ps is TFLOP/s; bytes per ps is TB/s, so x1000 for GB/s.
   r.achieved_tflops = static_cast<double>(def.flops) * stats.count / total_ps;

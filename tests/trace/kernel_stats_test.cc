@@ -83,8 +83,10 @@ TEST(KernelStatsTest, RatesAgainstPeaks) {
   EXPECT_DOUBLE_EQ(r.achieved_tflops, 2000);       // 2 GFLOP in 1 us = 2 PFLOP/s
   EXPECT_NEAR(r.achieved_hbm_gbps, 1000.0, 1e-9);  // 1 MB in 1 us = 1 TB/s
   EXPECT_NEAR(r.fraction_of_peak_hbm, 1000.0 / 1640, 1e-12);
-  def.category = "copy-start";  // Async starts only issue work: no rates.
+  def.category = "copy-start";  // Async pairs: no rates for either half.
   EXPECT_EQ(ComputeRates(s, def, 918, 1640).achieved_hbm_gbps, 0);
+  def.category = "copy-done";
+  EXPECT_EQ(ComputeRates(s, def, 918, 1640).fraction_of_peak_hbm, 0);
   def.category = "convolution fusion";
   KernelRates unknown = ComputeRates(s, def, 0, 0);
   EXPECT_NEAR(r.fraction_of_peak_flops, 2000.0 / 918, 1e-12);
