@@ -23,6 +23,9 @@ namespace v1 = podprof::v1;
 // can be off by up to a few hundred microseconds on its own; probes cannot see that, only
 // collectives can, so their refinement may exceed the probes' bounds by this much.
 constexpr int64_t kDeviceMappingSlackNs = 1'000'000;
+// Probes in the bursts right before and after a capture (the fastest bounds these hosts'
+// offsets for this very window).
+constexpr int kCaptureBurst = 8;
 
 int64_t Median(std::vector<int64_t> v) {
   std::sort(v.begin(), v.end());
@@ -280,14 +283,44 @@ std::vector<HostCorrection> RefineWithCollectives(
     }
   }
   by_host[ref]->refined = true;
-  // The hosts now agree with each other, all carrying the reference's probe error. Every host's
-  // probes are an independent estimate of that common error; their median (robust to hosts
-  // whose device mapping is off) removes most of it.
-  std::vector<int64_t> common;
+  // The hosts now agree with each other, all carrying the reference's probe error. Each host's
+  // probes give an independent estimate of that common error, within its probe uncertainty,
+  // except on hosts whose device mapping is off (the probes cannot see that). So find the value
+  // most hosts' intervals agree on (Marzullo's intersection, as NTP selects its sources) and
+  // take the median over the hosts that agree with it.
+  struct Edge {
+    int64_t at;
+    int delta;
+  };
+  std::vector<Edge> edges;
+  std::vector<std::pair<int64_t, int64_t>> estimates;  // (value, half width)
   for (const HostCorrection& h : probe) {
-    if (h.refined) common.push_back(h.probe_offset_ns - h.offset_ns);
+    if (!h.refined) continue;
+    const int64_t x = h.probe_offset_ns - h.offset_ns;
+    const int64_t u = std::max<int64_t>(by_host[h.host]->uncertainty_ns, 1000);
+    const int64_t w = std::max<int64_t>(u, h.host == ref ? u : r.uncertainty_ns);
+    estimates.emplace_back(x, w);
+    edges.push_back({x - w, +1});
+    edges.push_back({x + w, -1});
   }
-  const int64_t shift = Median(common);
+  std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) {
+    return a.at != b.at ? a.at < b.at : a.delta > b.delta;  // opens before closes at a tie
+  });
+  int depth = 0, best_depth = 0;
+  int64_t lo = 0, hi = 0;
+  for (size_t i = 0; i < edges.size(); ++i) {
+    depth += edges[i].delta;
+    if (edges[i].delta > 0 && depth > best_depth) {
+      best_depth = depth;
+      lo = edges[i].at;
+      hi = i + 1 < edges.size() ? edges[i + 1].at : edges[i].at;
+    }
+  }
+  std::vector<int64_t> agreeing;
+  for (const auto& [x, w] : estimates) {
+    if (x - w <= hi && x + w >= lo) agreeing.push_back(x);
+  }
+  const int64_t shift = Median(agreeing);
   for (HostCorrection& h : probe) {
     if (h.refined) h.offset_ns += shift;
   }
@@ -351,11 +384,16 @@ absl::StatusOr<v1::StartCaptureResponse> Orchestrator::Start(const v1::StartCapt
   run->request = req;
   run->hosts = std::move(hosts);
   // Far enough ahead for the slowest agent to hear about it, with room for the pre-probes.
-  int64_t lead = limits_.min_lead_ns;
+  // The pre-capture probe burst runs first, one agent after another: leave room for it.
+  int64_t lead = limits_.min_lead_ns, probe_time = 0;
   for (const auto& h : run->hosts) {
     ClockEstimate e;
-    if (registry_->Estimate(h.host, now, &e)) lead = std::max(lead, 20 * e.min_rtt_ns);
+    if (registry_->Estimate(h.host, now, &e)) {
+      lead = std::max(lead, 20 * e.min_rtt_ns);
+      probe_time += 3 * kCaptureBurst * e.min_rtt_ns;
+    }
   }
+  lead += probe_time;
   run->start_ns = now + std::max<int64_t>(lead, int64_t{req.delay_ms()} * 1'000'000);
   v1::StartCaptureResponse resp;
   resp.set_capture_id(run->id);
@@ -369,7 +407,7 @@ absl::StatusOr<v1::StartCaptureResponse> Orchestrator::Start(const v1::StartCapt
 
 void Orchestrator::Execute(std::shared_ptr<Run> run) {
   const int64_t duration_ns = static_cast<int64_t>(run->request.duration_ms()) * 1'000'000;
-  registry_->ProbeDue(8, /*force=*/true);  // a fresh burst right before the window
+  registry_->ProbeDue(kCaptureBurst, /*force=*/true);  // a fresh burst right before the window
   struct HostOutcome {
     std::string error;
     ChunkAssembler assembler;
@@ -440,7 +478,7 @@ void Orchestrator::Execute(std::shared_ptr<Run> run) {
     });
   }
   for (auto& w : workers) w.join();
-  registry_->ProbeDue(8, /*force=*/true);  // and right after it
+  registry_->ProbeDue(kCaptureBurst, /*force=*/true);  // and right after it
 
   // Probe-only corrections at the window's middle, then the collectives.
   const int64_t mid = run->start_ns + duration_ns / 2;

@@ -179,6 +179,10 @@ int Main(int argc, char** argv) {
   row("probes only", probes);
   row("probes + collectives", refined);
   row("collective end spread", spread);
+  if (starts.empty() || refined.empty()) {
+    std::printf("no host delivered: nothing to compare\nalignment_max_error_us=-1\n");
+    return 1;
+  }
   std::printf("start skew %.3f ms over %zu hosts\n",
               (*std::max_element(starts.begin(), starts.end()) -
                *std::min_element(starts.begin(), starts.end())) /
