@@ -169,10 +169,10 @@ podprof::v1::HostInfo Agent::HostInfo() {
   h.set_host_name(config_.host_name);
   // The address the aggregator dials: `advertise`, else this host's name; port 0 (or none)
   // means the port actually bound.
-  std::string advertise = config_.advertise.empty()
-                              ? absl::StrCat(config_.host_name, config_.listen.substr(
-                                                                    config_.listen.rfind(':')))
-                              : config_.advertise;
+  std::string advertise =
+      config_.advertise.empty()
+          ? absl::StrCat(config_.host_name, config_.listen.substr(config_.listen.rfind(':')))
+          : config_.advertise;
   if (bound_port_ > 0 && absl::EndsWith(advertise, ":0")) {
     advertise = absl::StrCat(advertise.substr(0, advertise.size() - 1), bound_port_);
   }

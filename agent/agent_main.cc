@@ -19,8 +19,8 @@
 #include "agent/agent.h"
 #include "common/clock.h"
 #include "common/logging.h"
-#include "common/skewed_clock.h"
 #include "common/sd_notify.h"
+#include "common/skewed_clock.h"
 #include "nlohmann/json.hpp"
 #include "proto/grpc_status.h"
 
@@ -141,7 +141,8 @@ int AgentMain(int argc, char** argv) {
   if (!config.ok()) return Fail(std::string(config.status().message()));
 
   absl::StatusOr<int64_t> clock_offset = ParseDurationNs(flags.clock_offset);
-  if (!clock_offset.ok()) return Fail(absl::StrCat("--clock-offset: ", clock_offset.status().message()));
+  if (!clock_offset.ok())
+    return Fail(absl::StrCat("--clock-offset: ", clock_offset.status().message()));
   RealClock real_clock;
   SkewedClock clock(real_clock, *clock_offset, flags.clock_drift_ppm);
   ServiceNotifier notifier;

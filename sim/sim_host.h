@@ -16,9 +16,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/clock.h"
+#include "common/skewed_clock.h"
 #include "sim/pod_model.h"
 #include "sim/replay.h"
-#include "common/skewed_clock.h"
 
 namespace podprof::sim {
 

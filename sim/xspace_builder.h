@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <string>
 
+#include "common/skewed_clock.h"
 #include "proto/xplane.pb.h"
 #include "sim/pod_model.h"
-#include "common/skewed_clock.h"
 
 namespace podprof::sim {
 

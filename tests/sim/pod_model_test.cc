@@ -4,8 +4,8 @@
 
 #include "absl/strings/match.h"
 #include "common/clock.h"
-#include "gtest/gtest.h"
 #include "common/skewed_clock.h"
+#include "gtest/gtest.h"
 #include "sim/xspace_builder.h"
 #include "trace/byte_source.h"
 #include "trace/kernel_stats.h"
