@@ -109,23 +109,30 @@ class PodTest : public ::testing::Test {
   }
   std::string P(const std::string& f) const { return (dir_ / f).string(); }
 
-  // Starts a capture and follows it to the end; returns the last progress event.
-  v1::CaptureProgress CaptureAndWatch(int duration_ms, std::string* id) {
+  // Starts a pod-wide capture of every online agent; returns its id.
+  std::string StartCapture(int duration_ms) {
     grpc::ClientContext ctx;
     v1::StartCaptureRequest req;
     req.set_duration_ms(duration_ms);
     v1::StartCaptureResponse started;
     grpc::Status s = stub_->StartCapture(&ctx, req, &started);
     EXPECT_TRUE(s.ok()) << s.error_message();
-    *id = started.capture_id();
-    grpc::ClientContext wctx;
+    return started.capture_id();
+  }
+  // Follows a capture to its end; returns the last progress event.
+  v1::CaptureProgress WatchToEnd(const std::string& id) {
+    grpc::ClientContext ctx;
     v1::WatchCaptureRequest w;
-    w.set_capture_id(*id);
-    auto reader = stub_->WatchCapture(&wctx, w);
+    w.set_capture_id(id);
+    auto reader = stub_->WatchCapture(&ctx, w);
     v1::CaptureProgress p, last;
     while (reader->Read(&p)) last = p;
     EXPECT_TRUE(reader->Finish().ok());
     return last;
+  }
+  v1::CaptureProgress CaptureAndWatch(int duration_ms, std::string* id) {
+    *id = StartCapture(duration_ms);
+    return WatchToEnd(*id);
   }
 
   fs::path dir_;
@@ -218,23 +225,15 @@ TEST_F(PodTest, OneWorkloadDownMakesThePartialCaptureWithItsReason) {
 
 TEST_F(PodTest, CancelStopsTheCaptureEverywhere) {
   StartPod({{0, 0}, {1'000'000, 0}});
-  grpc::ClientContext ctx;
-  v1::StartCaptureRequest req;
-  req.set_duration_ms(20'000);
-  v1::StartCaptureResponse started;
-  ASSERT_TRUE(stub_->StartCapture(&ctx, req, &started).ok());
+  const std::string id = StartCapture(20'000);
+  ASSERT_FALSE(id.empty());
   std::this_thread::sleep_for(std::chrono::milliseconds(800));
   grpc::ClientContext cctx;
   v1::CancelCaptureRequest cancel;
-  cancel.set_capture_id(started.capture_id());
+  cancel.set_capture_id(id);
   v1::CancelCaptureResponse cresp;
   ASSERT_TRUE(stub_->CancelCapture(&cctx, cancel, &cresp).ok());
-  grpc::ClientContext wctx;
-  v1::WatchCaptureRequest w;
-  w.set_capture_id(started.capture_id());
-  auto reader = stub_->WatchCapture(&wctx, w);
-  v1::CaptureProgress p, last;
-  while (reader->Read(&p)) last = p;
+  v1::CaptureProgress last = WatchToEnd(id);
   EXPECT_TRUE(last.done());
   EXPECT_EQ(last.status(), v1::CAPTURE_STATUS_CANCELLED);
   // Unknown ids are NOT_FOUND.
@@ -245,20 +244,12 @@ TEST_F(PodTest, CancelStopsTheCaptureEverywhere) {
 
 TEST_F(PodTest, AnAgentKilledMidCaptureLeavesAPartialCapture) {
   StartPod({{0, 0}, {2'000'000, 0}});
-  grpc::ClientContext ctx;
-  v1::StartCaptureRequest req;
-  req.set_duration_ms(2000);
-  v1::StartCaptureResponse started;
-  ASSERT_TRUE(stub_->StartCapture(&ctx, req, &started).ok());
+  const std::string id = StartCapture(2000);
+  ASSERT_FALSE(id.empty());
   std::this_thread::sleep_for(std::chrono::milliseconds(900));
   agents_[1]->Signal(SIGKILL);
   agents_[1]->Wait();
-  grpc::ClientContext wctx;
-  v1::WatchCaptureRequest w;
-  w.set_capture_id(started.capture_id());
-  auto reader = stub_->WatchCapture(&wctx, w);
-  v1::CaptureProgress p, last;
-  while (reader->Read(&p)) last = p;
+  v1::CaptureProgress last = WatchToEnd(id);
   ASSERT_TRUE(last.done());
   EXPECT_EQ(last.status(), v1::CAPTURE_STATUS_PARTIAL);
   for (const auto& h : last.summary().hosts()) {
@@ -270,7 +261,7 @@ TEST_F(PodTest, AnAgentKilledMidCaptureLeavesAPartialCapture) {
   // The aggregator keeps serving: the surviving host's statistics are there.
   grpc::ClientContext sctx;
   v1::GetKernelStatsRequest sreq;
-  sreq.set_capture_id(started.capture_id());
+  sreq.set_capture_id(id);
   v1::GetKernelStatsResponse stats;
   ASSERT_TRUE(stub_->GetKernelStats(&sctx, sreq, &stats).ok());
   EXPECT_GT(stats.stats_size(), 0);
