@@ -172,15 +172,8 @@ absl::Status Cursor::ReadString(std::string* out) {
   Span span;
   absl::Status s = ReadSpan(&span);
   if (!s.ok()) return s;
-  int64_t len = pos_ - span.offset();
-  const uint8_t* p;
-  if (len == 0) {
-    out->clear();
-    return absl::OkStatus();
-  }
-  s = window_->View(span.offset(), static_cast<size_t>(len), &p);
-  if (!s.ok()) return s;
-  out->assign(reinterpret_cast<const char*>(p), static_cast<size_t>(len));
+  absl::string_view bytes = span.rest();
+  out->assign(bytes.data(), bytes.size());
   return absl::OkStatus();
 }
 

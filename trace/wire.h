@@ -69,6 +69,10 @@ class Span {
 
   bool done() const { return p_ >= end_; }
   int64_t offset() const { return base_ + (p_ - begin_); }
+  // The bytes not read yet.
+  absl::string_view rest() const {
+    return absl::string_view(reinterpret_cast<const char*>(p_), static_cast<size_t>(end_ - p_));
+  }
 
   bool ReadVarint(uint64_t* v) {
     if (p_ < end_ && *p_ < 0x80) {  // Most values (tags, small ids) fit in one byte.
