@@ -97,6 +97,11 @@ void Agent::SetBoundPort(int port) {
   bound_port_ = port;
 }
 
+void Agent::SetClockProbePort(int port) {
+  absl::MutexLock lock(&mu_);
+  clock_probe_port_ = port;
+}
+
 void Agent::StartDraining() {
   absl::MutexLock lock(&mu_);
   draining_ = true;
@@ -177,6 +182,7 @@ podprof::v1::HostInfo Agent::HostInfo() {
     advertise = absl::StrCat(advertise.substr(0, advertise.size() - 1), bound_port_);
   }
   h.set_agent_address(advertise);
+  h.set_clock_probe_port(static_cast<uint32_t>(clock_probe_port_));
   for (const auto& [k, v] : config_.labels) (*h.mutable_labels())[k] = v;
   h.set_agent_version(kAgentVersion);
   for (size_t i = 0; i < discovered_.size(); ++i) {

@@ -53,6 +53,8 @@ class Agent {
   // The port podprof.v1.Agent actually listens on (when `listen` asked for port 0), used in
   // the advertised address when that names no port of its own.
   void SetBoundPort(int port);
+  // The UDP port the clock probe responder answers on; 0 = none.
+  void SetClockProbePort(int port);
 
   Clock& clock() { return clock_; }
   const Workload& workload() const { return workload_; }
@@ -70,6 +72,7 @@ class Agent {
   std::vector<trace::Chip> learned_ ABSL_GUARDED_BY(mu_);
   std::string active_ ABSL_GUARDED_BY(mu_);
   int bound_port_ ABSL_GUARDED_BY(mu_) = 0;
+  int clock_probe_port_ ABSL_GUARDED_BY(mu_) = 0;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
 };
 

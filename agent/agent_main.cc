@@ -18,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "agent/agent.h"
 #include "common/clock.h"
+#include "common/clock_probe.h"
 #include "common/logging.h"
 #include "common/sd_notify.h"
 #include "common/skewed_clock.h"
@@ -161,6 +162,21 @@ int AgentMain(int argc, char** argv) {
     return kExitListen;
   }
   (*agent)->SetBoundPort(agent_port);
+  // Clock probes on the same port number over UDP. Without them the agent still works: the
+  // aggregator probes with Ping, less precisely, so a failure here is only a warning.
+  std::unique_ptr<ClockProbeResponder> probe_responder;
+  if (config->clock_probe) {
+    const std::string host = config->listen.substr(0, config->listen.rfind(':'));
+    absl::StatusOr<std::unique_ptr<ClockProbeResponder>> r =
+        ClockProbeResponder::Start(host, agent_port, clock);
+    if (r.ok()) {
+      probe_responder = std::move(*r);
+      (*agent)->SetClockProbePort(probe_responder->port());
+    } else {
+      PODPROF_LOG(WARNING) << "no UDP clock probes, the aggregator will use Ping: "
+                           << r.status().message();
+    }
+  }
   std::unique_ptr<grpc::Server> proxy_server;
   if (!config->profiler_service_listen.empty()) {
     grpc::ServerBuilder pb;
@@ -177,6 +193,7 @@ int AgentMain(int argc, char** argv) {
   if (!flags.ready_file.empty()) {
     nlohmann::json j = {{"agent_port", agent_port},
                         {"profiler_service_port", proxy_port},
+                        {"clock_probe_port", probe_responder ? probe_responder->port() : 0},
                         {"pid", static_cast<int64_t>(getpid())}};
     std::string tmp = flags.ready_file + ".tmp";
     std::ofstream(tmp) << j.dump() << "\n";

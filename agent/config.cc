@@ -32,6 +32,7 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path) {
   RETURN_IF_ERROR(f.CheckKnownKeys({"listen",
                                     "aggregator",
                                     "advertise",
+                                    "clock_probe",
                                     "profiler_service_listen",
                                     "host_name",
                                     "workload.profiler",
@@ -52,6 +53,7 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path) {
   RETURN_IF_ERROR(f.GetString("listen", &c.listen));
   RETURN_IF_ERROR(f.GetString("aggregator", &c.aggregator));
   RETURN_IF_ERROR(f.GetString("advertise", &c.advertise));
+  RETURN_IF_ERROR(f.GetBool("clock_probe", &c.clock_probe));
   RETURN_IF_ERROR(f.GetString("profiler_service_listen", &c.profiler_service_listen));
   RETURN_IF_ERROR(f.GetString("host_name", &c.host_name));
   RETURN_IF_ERROR(f.GetStringList("workload.profiler", &c.workload_profiler));

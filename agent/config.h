@@ -19,6 +19,9 @@ struct AgentConfig {
   std::string aggregator;
   // The address the aggregator should dial; empty = this host's name with the listen port.
   std::string advertise;
+  // Answer the aggregator's clock probes on UDP, on the same port number as `listen` (see
+  // common/clock_probe.h); off, the aggregator probes with the slower, biased Ping RPC.
+  bool clock_probe = true;
   // The tensorflow.ProfilerService facade for XProf; empty disables it.
   std::string profiler_service_listen = "0.0.0.0:7102";
   // Host name reported to the aggregator; empty = gethostname().

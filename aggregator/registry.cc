@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "common/clock_probe.h"
 #include "common/logging.h"
 #include "proto/grpc_status.h"
 
@@ -84,17 +85,39 @@ std::vector<podprof::v1::AgentStatus> Registry::List(
 
 int Registry::ProbeDue(int burst, bool force) {
   const int64_t now = clock_.NowNs();
-  std::vector<std::pair<std::string, std::shared_ptr<podprof::v1::Agent::Stub>>> due;
+  struct Due {
+    std::string name;
+    std::shared_ptr<podprof::v1::Agent::Stub> stub;
+    std::string udp_host;
+    int udp_port = 0;
+  };
+  std::vector<Due> due;
   {
     absl::MutexLock lock(&mu_);
     for (auto& [name, e] : agents_) {
-      if (force || now - e.last_probe_ns >= probe_interval_ns_) due.emplace_back(name, e.stub);
+      if (!force && now - e.last_probe_ns < probe_interval_ns_) continue;
+      const std::string& addr = e.host.agent_address();
+      due.push_back({name, e.stub, addr.substr(0, addr.rfind(':')),
+                     static_cast<int>(e.host.clock_probe_port())});
     }
   }
+  // One agent after another: probes that overlap would queue behind each other and widen
+  // every bound.
+  absl::MutexLock probing(&probe_mu_);
   int answered = 0;
-  for (auto& [name, stub] : due) {
+  for (const Due& d : due) {
+    const std::string& name = d.name;
     std::vector<Probe> probes;
-    for (int i = 0; i < burst; ++i) {
+    if (d.udp_port > 0) {
+      absl::StatusOr<std::vector<ProbeTimes>> udp =
+          ProbeClock(d.udp_host, d.udp_port, burst, kUdpProbeTimeoutNs, clock_);
+      if (udp.ok()) {
+        for (const ProbeTimes& t : *udp) probes.push_back({t.t1, t.t2, t.t3, t.t4});
+      }
+    }
+    // Over the Ping RPC when the agent has no UDP responder or none of its answers came back.
+    const int pings = probes.empty() ? burst : 0;
+    for (int i = 0; i < pings; ++i) {
       grpc::ClientContext ctx;
       ctx.set_deadline(DeadlineAt(clock_.NowNs(), 500'000'000));
       podprof::v1::PingRequest req;
@@ -102,7 +125,7 @@ int Registry::ProbeDue(int burst, bool force) {
       Probe p;
       p.t1 = clock_.NowNs();
       req.set_client_send_ns(p.t1);
-      grpc::Status s = stub->Ping(&ctx, req, &resp);
+      grpc::Status s = d.stub->Ping(&ctx, req, &resp);
       p.t4 = clock_.NowNs();
       if (!s.ok()) break;  // An unreachable agent costs one timeout per burst, not eight.
       p.t2 = resp.agent_receive_ns();

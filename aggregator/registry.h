@@ -35,8 +35,9 @@ class Registry {
   // Agents whose labels include every pair of `selector`, by host name.
   std::vector<podprof::v1::AgentStatus> List(const std::map<std::string, std::string>& selector);
 
-  // Sends a burst of `burst` Ping probes to every agent whose last burst is older than the
-  // probe interval (or to all when `force`); returns how many agents answered.
+  // Sends a burst of `burst` clock probes (UDP where the agent answers them, else the Ping
+  // RPC) to every agent whose last burst is older than the probe interval (or to all when
+  // `force`), one agent after another; returns how many agents answered.
   int ProbeDue(int burst, bool force = false);
   // The clock estimate of `host` at aggregator time `at_ns`; false if unknown or unprobed.
   bool Estimate(const std::string& host, int64_t at_ns, ClockEstimate* out);
@@ -70,6 +71,10 @@ class Registry {
   Clock& clock_;
   const int64_t heartbeat_interval_ns_;
   const int64_t probe_interval_ns_;
+  // A UDP probe that gets no answer in this long is lost; loopback and LAN answers take
+  // well under a millisecond.
+  static constexpr int64_t kUdpProbeTimeoutNs = 50'000'000;
+  absl::Mutex probe_mu_;  // serializes ProbeDue
   absl::Mutex mu_;
   std::map<std::string, Entry> agents_ ABSL_GUARDED_BY(mu_);
 };

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
+#include "common/clock_probe.h"
 #include "common/skewed_clock.h"
 #include "gtest/gtest.h"
 #include "proto/podprof_agent.grpc.pb.h"
@@ -457,7 +458,8 @@ TEST(AgentProcessTest, RegistersAndHeartbeatsWithLabels) {
   b.RegisterService(&agg);
   auto server = b.BuildAndStart();
   auto agent = StartAgent(s, {"--workload-profiler=127.0.0.1:1", "--workload-metrics=none",
-                              absl::StrCat("--aggregator=127.0.0.1:", port), "--label=pod=p7"});
+                              absl::StrCat("--aggregator=127.0.0.1:", port), "--label=pod=p7",
+                              "--clock-offset=5ms"});
   ASSERT_TRUE(agent->ready());
   for (int i = 0; i < 100; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -471,6 +473,19 @@ TEST(AgentProcessTest, RegistersAndHeartbeatsWithLabels) {
     EXPECT_EQ(agg.registered[0].labels().at("pod"), "p7");
     EXPECT_EQ(agg.registered[0].agent_version(), "podprof-agent 0.1.0");
     EXPECT_GE(agg.heartbeats.size(), 3u);
+    // Clock probes over UDP on the gRPC port's number, answered on the agent's (5 ms fast)
+    // clock.
+    const int probe_port = agent->info()["clock_probe_port"].get<int>();
+    EXPECT_EQ(probe_port, agent->info()["agent_port"].get<int>());
+    EXPECT_EQ(agg.registered[0].clock_probe_port(), static_cast<uint32_t>(probe_port));
+    RealClock real;
+    auto probes = ProbeClock("127.0.0.1", probe_port, 8, 1'000'000'000, real);
+    ASSERT_TRUE(probes.ok()) << probes.status();
+    ASSERT_FALSE(probes->empty());
+    for (const ProbeTimes& p : *probes) {
+      EXPECT_LE(p.t3 - p.t4, 5'000'000);
+      EXPECT_GE(p.t2 - p.t1, 5'000'000);
+    }
   }
   agent->Stop();
   server->Shutdown(std::chrono::system_clock::now());
