@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <unordered_map>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -220,14 +221,16 @@ std::vector<HostCorrection> RefineWithCollectives(
   std::map<std::string, HostCorrection*> by_host;
   for (HostCorrection& h : probe) by_host[h.host] = &h;
   // The reference: the host sharing the most collectives with the others.
+  // Counted per collective id, so this stays linear in the pod's size.
+  std::unordered_map<uint64_t, size_t> hosts_with;
+  for (const auto& [host, mine] : ends) {
+    for (const auto& [id, t] : mine) ++hosts_with[id];
+  }
   std::string ref;
   size_t best = 0;
   for (const auto& [host, mine] : ends) {
     size_t shared = 0;
-    for (const auto& [other, theirs] : ends) {
-      if (other == host) continue;
-      for (const auto& [id, t] : mine) shared += theirs.count(id);
-    }
+    for (const auto& [id, t] : mine) shared += hosts_with[id] - 1;
     if (by_host.count(host) && (shared > best || ref.empty())) {
       best = shared;
       ref = host;

@@ -127,7 +127,8 @@ int Main(int argc, char** argv) {
   // Errors against the ground truth at the window's middle.
   const int64_t mid = started.start_ns() + int64_t{duration_ms} * 500'000;
   std::vector<double> none, probes, refined;
-  std::vector<int64_t> starts;
+  std::vector<int64_t> starts, aimed;
+  std::vector<double> late;
   for (const auto& h : last.summary().hosts()) {
     const std::string n = h.host_name().substr(5);
     nlohmann::json t = nlohmann::json::parse(Slurp(dir + "/truth" + n + ".json"));
@@ -138,7 +139,14 @@ int Main(int argc, char** argv) {
     none.push_back(std::abs(truth) / 1000);
     probes.push_back(std::abs(h.probe_clock_offset_ns() - truth) / 1000);
     refined.push_back(std::abs(h.clock_offset_ns() - truth) / 1000);
-    starts.push_back(t["sessions"][0]["true_start_ns"]);
+    const auto& session = t["sessions"][0];
+    starts.push_back(session["true_start_ns"]);
+    // Where each host was told to start, in true time: the clock model's share of the skew;
+    // the rest is how late the workload woke up.
+    const int64_t late_ns = session["host_start_ns"].get<int64_t>() -
+                            session["requested_start_host_ns"].get<int64_t>();
+    aimed.push_back(session["true_start_ns"].get<int64_t>() - late_ns);
+    late.push_back(late_ns / 1e6);
   }
   // The merged timelines: every collective's end on every chip of every host.
   auto store = storage::Store::Open(dir + "/pod.db");
@@ -183,11 +191,12 @@ int Main(int argc, char** argv) {
     std::printf("no host delivered: nothing to compare\nalignment_max_error_us=-1\n");
     return 1;
   }
-  std::printf("start skew %.3f ms over %zu hosts\n",
-              (*std::max_element(starts.begin(), starts.end()) -
-               *std::min_element(starts.begin(), starts.end())) /
-                  1e6,
-              starts.size());
+  auto range_ms = [](const std::vector<int64_t>& v) {
+    return (*std::max_element(v.begin(), v.end()) - *std::min_element(v.begin(), v.end())) / 1e6;
+  };
+  std::printf("start instants aimed within %.3f ms; workloads woke late by p50 %.3f ms, max %.3f ms\n",
+              range_ms(aimed), Percentile(late, 0.5), *std::max_element(late.begin(), late.end()));
+  std::printf("start skew %.3f ms over %zu hosts\n", range_ms(starts), starts.size());
   std::printf("alignment_max_error_us=%.2f\n",
               refined.empty() ? -1 : *std::max_element(refined.begin(), refined.end()));
   return last.status() == v1::CAPTURE_STATUS_COMPLETE ? 0 : 1;

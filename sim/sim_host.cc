@@ -19,8 +19,11 @@ namespace podprof::sim {
 namespace {
 
 // Longest wait between checks of a cancelled client: bounds how long a gone client holds
-// the session.
-constexpr int64_t kPollNs = 20'000'000;
+// the session. (Terminate wakes a session at once; this is only for clients that vanish.)
+// Not shorter: every host's poll is a wake-up competing with the others' start instants.
+constexpr int64_t kPollNs = 200'000'000;
+// The last stretch before an instant is a plain sleep (see WaitUntil).
+constexpr int64_t kFinalApproachNs = 2'000'000;
 
 absl::Status MakeDirs(const std::string& path) {
   std::string partial;
@@ -79,7 +82,16 @@ bool SimHost::WaitUntil(int64_t host_ns, absl::Notification* stop,
     if (stop->HasBeenNotified() || cancelled()) return false;
     const int64_t now = host_clock_.NowNs();
     if (now >= host_ns) return true;
-    if (!host_clock_.SleepUntilNs(std::min(host_ns, now + kPollNs), stop)) return false;
+    // The last stretch is a plain sleep: a wake-up through the Notification costs a few times
+    // more, which, with many hosts on few cores all waking at one instant, adds up to
+    // milliseconds of start skew. A stop arriving then is seen on the next turn.
+    if (host_ns - now <= kFinalApproachNs) {
+      host_clock_.SleepUntilNs(host_ns, nullptr);
+      continue;
+    }
+    if (!host_clock_.SleepUntilNs(std::min(host_ns - kFinalApproachNs, now + kPollNs), stop)) {
+      return false;
+    }
   }
 }
 
