@@ -1,3 +1,7 @@
 #include "aggregator/aggregator_main.h"
+#include "common/process.h"
 
-int main(int argc, char** argv) { return podprof::aggregator::AggregatorMain(argc, argv); }
+int main(int argc, char** argv) {
+  podprof::InitProcess();
+  return podprof::aggregator::AggregatorMain(argc, argv);
+}

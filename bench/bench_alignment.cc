@@ -7,6 +7,8 @@
 //
 //   bench_alignment [--hosts 8] [--duration-ms 1000] [--seed 1]
 #include <grpcpp/grpcpp.h>
+#include <sched.h>
+#include <time.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -43,6 +45,44 @@ nlohmann::json WaitJson(const std::string& path) {
   return nlohmann::json::parse(Slurp(path));
 }
 
+// The machine's own floor for start skew: `n` bare processes, pinned like the simhosts, each
+// sleeping until one absolute instant and reading the clock. Returns the spread of their
+// wake-ups, ns. On a machine with fewer cores than hosts the wake-ups queue, and no profiler
+// can start its hosts closer together than this.
+int64_t WakeFloorNs(int n, int ncpu) {
+  int fds[2];
+  if (pipe(fds) != 0) return -1;
+  timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  const int64_t at = (int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec) + 300'000'000;
+  for (int i = 0; i < n; ++i) {
+    if (fork() == 0) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(i % ncpu, &set);
+      sched_setaffinity(0, sizeof(set), &set);
+      timespec ts{static_cast<time_t>(at / 1'000'000'000), static_cast<long>(at % 1'000'000'000)};
+      clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &ts, nullptr);
+      timespec woke;
+      clock_gettime(CLOCK_REALTIME, &woke);
+      const int64_t t = int64_t{woke.tv_sec} * 1'000'000'000 + woke.tv_nsec;
+      usleep(100'000);  // report after the others have woken, not in their way
+      if (write(fds[1], &t, sizeof(t)) != sizeof(t)) _exit(1);
+      _exit(0);
+    }
+  }
+  close(fds[1]);
+  int64_t lo = INT64_MAX, hi = INT64_MIN, t;
+  while (read(fds[0], &t, sizeof(t)) == sizeof(t)) {
+    lo = std::min(lo, t);
+    hi = std::max(hi, t);
+  }
+  close(fds[0]);
+  while (wait(nullptr) > 0) {
+  }
+  return hi >= lo ? hi - lo : -1;
+}
+
 double Percentile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[static_cast<size_t>(q * (v.size() - 1))];
@@ -68,6 +108,9 @@ int Main(int argc, char** argv) {
       Spawn({bin + "/podprof-aggregator", "--config=" + dir + "/agg.toml", "--listen=127.0.0.1:0",
              "--db=" + dir + "/pod.db", "--ready-file=" + dir + "/agg.json"}));
   const int agg_port = WaitJson(dir + "/agg.json")["port"];
+  // Each simulated host on a core of its own, round robin, as real hosts have their own: left
+  // to the scheduler, the wake-ups at the start instant pile onto one core's queue.
+  const int ncpu = std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> offset_ms(-50, 50), drift(-50, 50), dev_us(-200, 200);
   for (int h = 0; h < hosts; ++h) {
@@ -80,7 +123,8 @@ int Main(int argc, char** argv) {
                "--generation=v5p", absl::StrCat("--hosts=", hosts), "--host-index=" + n,
                "--pod-seed=3", "--clock-offset=" + off, "--clock-drift-ppm=" + dr,
                "--device-clock-offset=" + dev, "--truth-file=" + dir + "/truth" + n + ".json",
-               "--ready-file=" + dir + "/sim" + n + ".json"}));
+               "--ready-file=" + dir + "/sim" + n + ".json"},
+              h % ncpu));
     nlohmann::json sim = WaitJson(dir + "/sim" + n + ".json");
     pids.push_back(
         Spawn({bin + "/podprof-agent", "--config=" + dir + "/empty.toml", "--listen=127.0.0.1:0",
@@ -196,7 +240,9 @@ int Main(int argc, char** argv) {
   };
   std::printf("start instants aimed within %.3f ms; workloads woke late by p50 %.3f ms, max %.3f ms\n",
               range_ms(aimed), Percentile(late, 0.5), *std::max_element(late.begin(), late.end()));
-  std::printf("start skew %.3f ms over %zu hosts\n", range_ms(starts), starts.size());
+  const double floor_ms = WakeFloorNs(hosts, ncpu) / 1e6;
+  std::printf("start skew %.3f ms over %zu hosts; %d bare processes woken at one instant: %.3f ms\n",
+              range_ms(starts), starts.size(), hosts, floor_ms);
   std::printf("alignment_max_error_us=%.2f\n",
               refined.empty() ? -1 : *std::max_element(refined.begin(), refined.end()));
   return last.status() == v1::CAPTURE_STATUS_COMPLETE ? 0 : 1;

@@ -2,6 +2,7 @@
 #ifndef PODPROF_BENCH_BENCH_UTIL_H_
 #define PODPROF_BENCH_BENCH_UTIL_H_
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -22,9 +23,16 @@ inline std::string Slurp(const std::string& path) {
 }
 
 // Starts `args` (args[0] is the binary) as a child process.
-inline pid_t Spawn(std::vector<std::string> args) {
+// Starts `args` as a child process; `cpu` >= 0 pins it to that core.
+inline pid_t Spawn(std::vector<std::string> args, int cpu = -1) {
   pid_t pid = fork();
   if (pid == 0) {
+    if (cpu >= 0) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(cpu, &set);
+      sched_setaffinity(0, sizeof(set), &set);
+    }
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
