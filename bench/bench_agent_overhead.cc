@@ -30,21 +30,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using bench::Slurp;
+using bench::CpuTicks;
 using bench::Spawn;
-
-// utime + stime of `pid`, in clock ticks.
-long CpuTicks(pid_t pid) {
-  std::string stat = Slurp("/proc/" + std::to_string(pid) + "/stat");
-  size_t close = stat.rfind(')');
-  std::istringstream in(stat.substr(close + 2));
-  std::string field;
-  long utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && in >> field; ++i) {
-    if (i == 14) utime = std::atol(field.c_str());
-    if (i == 15) stime = std::atol(field.c_str());
-  }
-  return utime + stime;
-}
 
 long RssKb(pid_t pid) {
   std::istringstream in(Slurp("/proc/" + std::to_string(pid) + "/status"));

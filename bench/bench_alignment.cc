@@ -29,6 +29,7 @@
 #include "bench/bench_util.h"
 #include "common/clock.h"
 #include "nlohmann/json.hpp"
+#include "proto/podprof_agent.grpc.pb.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
 #include "storage/store.h"
 
@@ -83,6 +84,41 @@ int64_t WakeFloorNs(int n, int ncpu) {
   return hi >= lo ? hi - lo : -1;
 }
 
+// The baseline for ingest: one agent's chunks for a window like the pod capture's, taken
+// straight from its Capture stream, then only parsed (as the aggregator's gRPC layer does
+// before any podprof code runs) until `events` events have been decoded. Events per
+// CPU-second of this process.
+double DecodeAloneRate(int agent_port, int duration_ms, uint64_t events) {
+  auto stub = v1::Agent::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", agent_port),
+                                                     grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  v1::CaptureRequest req;
+  req.set_capture_id("bench-decode-baseline");
+  req.set_duration_ms(duration_ms);
+  auto reader = stub->Capture(&ctx, req);
+  std::vector<std::string> chunks;
+  v1::CaptureChunk chunk;
+  uint64_t per_pass = 0;
+  while (reader->Read(&chunk)) {
+    chunks.push_back(chunk.SerializeAsString());
+    per_pass += chunk.event_block().duration_ps_size();
+  }
+  if (!reader->Finish().ok() || per_pass == 0) return 0;
+  timespec t0, t1;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
+  uint64_t decoded = 0;
+  while (decoded < events) {
+    for (const std::string& c : chunks) {
+      v1::CaptureChunk parsed;
+      if (!parsed.ParseFromString(c)) return 0;
+      decoded += parsed.event_block().duration_ps_size();
+    }
+  }
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1);
+  const double s = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+  return s > 0 ? static_cast<double>(decoded) / s : 0;
+}
+
 double Percentile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[static_cast<size_t>(q * (v.size() - 1))];
@@ -104,6 +140,7 @@ int Main(int argc, char** argv) {
   std::ofstream(dir + "/agg.toml")
       << "[agents]\nheartbeat_interval = \"1s\"\nprobe_interval = \"2s\"\n";
   std::vector<pid_t> pids;
+  std::vector<int> agent_ports;
   pids.push_back(
       Spawn({bin + "/podprof-aggregator", "--config=" + dir + "/agg.toml", "--listen=127.0.0.1:0",
              "--db=" + dir + "/pod.db", "--ready-file=" + dir + "/agg.json"}));
@@ -134,7 +171,7 @@ int Main(int argc, char** argv) {
                "--workload-metrics=none", absl::StrCat("--aggregator=127.0.0.1:", agg_port),
                "--clock-offset=" + off, "--clock-drift-ppm=" + dr,
                "--ready-file=" + dir + "/agent" + n + ".json"}));
-    WaitJson(dir + "/agent" + n + ".json");
+    agent_ports.push_back(WaitJson(dir + "/agent" + n + ".json")["agent_port"].get<int>());
   }
   auto stub = v1::Aggregator::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", agg_port),
                                                           grpc::InsecureChannelCredentials()));
@@ -149,6 +186,7 @@ int Main(int argc, char** argv) {
     if (ready == hosts) break;
   }
   RealClock clock;
+  const long agg_ticks0 = bench::CpuTicks(pids[0]);
   grpc::ClientContext sctx;
   v1::StartCaptureRequest req;
   req.set_duration_ms(duration_ms);
@@ -167,6 +205,8 @@ int Main(int argc, char** argv) {
   while (reader->Read(&p)) last = p;
   reader->Finish();
   const double finish_s = (clock.NowNs() - window_end) / 1e9;
+  const double agg_cpu_s =
+      (bench::CpuTicks(pids[0]) - agg_ticks0) / static_cast<double>(sysconf(_SC_CLK_TCK));
 
   // Errors against the ground truth at the window's middle.
   const int64_t mid = started.start_ns() + int64_t{duration_ms} * 500'000;
@@ -214,6 +254,7 @@ int Main(int argc, char** argv) {
   }
   std::vector<double> spread;
   for (const auto& [id, r] : range) spread.push_back((r.second - r.first) / 1e6);
+  const double decode_rate = DecodeAloneRate(agent_ports[0], duration_ms, events);
   for (pid_t pid : pids) kill(pid, SIGTERM);
   for (pid_t pid : pids) waitpid(pid, nullptr, 0);
   fs::remove_all(dir);
@@ -223,6 +264,15 @@ int Main(int argc, char** argv) {
       "the window\n",
       hosts, duration_ms, v1::CaptureStatus_Name(last.status()).c_str(),
       static_cast<unsigned long long>(events), finish_s);
+  if (events > 0 && finish_s > 0 && agg_cpu_s > 0 && decode_rate > 0) {
+    const double per_cpu_s = static_cast<double>(events) / agg_cpu_s;
+    std::printf(
+        "ingest %.0f events/s (all events stored within the %.2f s after the window); aggregator CPU "
+        "%.2f s, %.0f events per CPU-second; decoding the same host's chunks alone %.0f events "
+        "per CPU-second; ingest_over_decode=%.2f\n",
+        static_cast<double>(events) / finish_s, finish_s, agg_cpu_s, per_cpu_s,
+        decode_rate, per_cpu_s / decode_rate);
+  }
   auto row = [](const char* what, const std::vector<double>& v) {
     std::printf("%-26s p50 %10.2f us  p99 %10.2f us  max %10.2f us\n", what, Percentile(v, 0.5),
                 Percentile(v, 0.99), v.empty() ? 0 : *std::max_element(v.begin(), v.end()));
@@ -241,7 +291,7 @@ int Main(int argc, char** argv) {
   std::printf("start instants aimed within %.3f ms; workloads woke late by p50 %.3f ms, max %.3f ms\n",
               range_ms(aimed), Percentile(late, 0.5), *std::max_element(late.begin(), late.end()));
   const double floor_ms = WakeFloorNs(hosts, ncpu) / 1e6;
-  std::printf("start skew %.3f ms over %zu hosts; %d bare processes woken at one instant: %.3f ms\n",
+  std::printf("start skew %.3f ms over %zu hosts (for scale: %d bare processes woken at one instant: %.3f ms)\n",
               range_ms(starts), starts.size(), hosts, floor_ms);
   std::printf("alignment_max_error_us=%.2f\n",
               refined.empty() ? -1 : *std::max_element(refined.begin(), refined.end()));

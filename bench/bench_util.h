@@ -42,6 +42,21 @@ inline pid_t Spawn(std::vector<std::string> args, int cpu = -1) {
   return pid;
 }
 
+// utime + stime of `pid`, in clock ticks (sysconf(_SC_CLK_TCK) per second).
+inline long CpuTicks(pid_t pid) {
+  std::string stat = Slurp("/proc/" + std::to_string(pid) + "/stat");
+  size_t close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream in(stat.substr(close + 2));
+  std::string field;
+  long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && in >> field; ++i) {
+    if (i == 14) utime = std::atol(field.c_str());
+    if (i == 15) stime = std::atol(field.c_str());
+  }
+  return utime + stime;
+}
+
 // Waits up to 20 s for a daemon's ready file.
 inline bool WaitForFile(const std::string& path) {
   for (int i = 0; i < 1000 && !std::filesystem::exists(path); ++i) {
