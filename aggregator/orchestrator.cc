@@ -331,6 +331,9 @@ std::vector<HostCorrection> RefineWithCollectives(
 }
 
 struct Orchestrator::Run {
+  // Where each host is, as WatchCapture reports it. Only ever moves forward.
+  enum Stage { kNone = -1, kWaiting, kCapturing, kConverting, kStreaming, kFinished };
+
   std::string id;
   v1::StartCaptureRequest request;
   int64_t start_ns = 0;  // aggregator clock
@@ -338,14 +341,43 @@ struct Orchestrator::Run {
   absl::Mutex mu;
   absl::CondVar cv;  // signalled on every new progress event and at the end
   std::vector<v1::CaptureProgress> log ABSL_GUARDED_BY(mu);
+  std::vector<Stage> stage ABSL_GUARDED_BY(mu);
+  int finished ABSL_GUARDED_BY(mu) = 0;
   bool done ABSL_GUARDED_BY(mu) = false;
   std::atomic<bool> cancelled{false};
+  absl::Notification stop;  // notified with `cancelled`, to cut the orchestrator's waits short
   std::vector<std::shared_ptr<grpc::ClientContext>> contexts ABSL_GUARDED_BY(mu);
 
+  // Appends `p` to the log (percent_complete filled in unless set) and wakes the watchers.
   void Post(v1::CaptureProgress p, Clock& clock) {
-    p.set_capture_id(id);
-    p.set_time_ns(clock.NowNs());
     absl::MutexLock lock(&mu);
+    PostLocked(std::move(p), clock.NowNs());
+  }
+  // Moves host `i` to `to` and posts `p` about it; a stage already passed is not posted again
+  // (streaming is, with fresh counts).
+  void Advance(size_t i, Stage to, v1::CaptureProgress p, Clock& clock) {
+    absl::MutexLock lock(&mu);
+    if (stage[i] > to || (stage[i] == to && to != kStreaming)) return;
+    if (to == kFinished) ++finished;
+    stage[i] = to;
+    PostLocked(std::move(p), clock.NowNs());
+  }
+  void Cancel() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    cancelled = true;
+    if (!stop.HasBeenNotified()) stop.Notify();
+    for (auto& ctx : contexts) ctx->TryCancel();
+  }
+
+ private:
+  void PostLocked(v1::CaptureProgress p, int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    p.set_capture_id(id);
+    p.set_time_ns(now);
+    if (p.percent_complete() == 0 && !p.done()) {
+      // Seven tenths for the window, the rest as hosts finish.
+      const double window = static_cast<double>(request.duration_ms()) * 1e6;
+      const double f = std::clamp(static_cast<double>(now - start_ns) / window, 0.0, 1.0);
+      p.set_percent_complete(70 * f + 30.0 * finished / static_cast<double>(hosts.size()));
+    }
     log.push_back(std::move(p));
     cv.SignalAll();
   }
@@ -356,9 +388,8 @@ Orchestrator::~Orchestrator() {
   {
     absl::MutexLock lock(&mu_);
     for (auto& [id, run] : runs_) {
-      run->cancelled = true;
       absl::MutexLock l(&run->mu);
-      for (auto& ctx : run->contexts) ctx->TryCancel();
+      run->Cancel();
     }
     threads.swap(threads_);
   }
@@ -416,8 +447,13 @@ void Orchestrator::Execute(std::shared_ptr<Run> run) {
     ChunkAssembler assembler;
     std::map<uint64_t, int64_t> collective_ends;
     std::string packed;  // the host's events once it is done (see PackBlocks)
+    uint64_t bytes = 0;  // of the agent's stream
   };
   std::vector<HostOutcome> outcomes(run->hosts.size());
+  {
+    absl::MutexLock lock(&run->mu);
+    run->stage.assign(run->hosts.size(), Run::kNone);
+  }
   std::vector<std::thread> workers;
   for (size_t i = 0; i < run->hosts.size(); ++i) {
     workers.emplace_back([&, i] {
@@ -441,12 +477,13 @@ void Orchestrator::Execute(std::shared_ptr<Run> run) {
       v1::CaptureProgress p;
       p.mutable_host()->set_host_name(h.host);
       p.mutable_host()->set_status(v1::CAPTURE_STATUS_RUNNING);
-      p.set_detail("capturing");
-      run->Post(p, clock_);
+      p.set_detail("waiting");
+      run->Advance(i, Run::kWaiting, p, clock_);
       auto reader = h.stub->Capture(ctx.get(), req);
       v1::CaptureChunk chunk;
       uint64_t chunks = 0;
       while (reader->Read(&chunk)) {
+        outcomes[i].bytes += chunk.ByteSizeLong();
         if (!outcomes[i].assembler.Add(chunk)) {
           outcomes[i].error = "the agent sent an inconsistent chunk";
           ctx->TryCancel();
@@ -456,7 +493,8 @@ void Orchestrator::Execute(std::shared_ptr<Run> run) {
         if (++chunks % 64 == 1) {
           p.set_detail("streaming");
           p.mutable_host()->set_event_count(outcomes[i].assembler.events());
-          run->Post(p, clock_);
+          p.mutable_host()->set_bytes_received(outcomes[i].bytes);
+          run->Advance(i, Run::kStreaming, p, clock_);
         }
       }
       grpc::Status s = reader->Finish();
@@ -467,8 +505,6 @@ void Orchestrator::Execute(std::shared_ptr<Run> run) {
         outcomes[i].error = "the agent's stream ended without a trailer";
       }
       if (outcomes[i].error.empty()) {
-        p.set_detail("converting");
-        run->Post(p, clock_);
         outcomes[i].collective_ends = CollectiveEnds(outcomes[i].assembler.capture());
         outcomes[i].packed = PackBlocks(&outcomes[i].assembler.capture().blocks);
       }
@@ -476,9 +512,24 @@ void Orchestrator::Execute(std::shared_ptr<Run> run) {
                                                              : v1::CAPTURE_STATUS_FAILED);
       p.mutable_host()->set_error_message(outcomes[i].error);
       p.mutable_host()->set_event_count(outcomes[i].assembler.events());
+      p.mutable_host()->set_bytes_received(outcomes[i].bytes);
       p.set_detail(outcomes[i].error.empty() ? "done" : "failed");
-      run->Post(p, clock_);
+      run->Advance(i, Run::kFinished, p, clock_);
     });
+  }
+  // The agents capture and convert without a word: the instants say when each stage begins.
+  auto advance_all = [&](Run::Stage to, const char* detail) {
+    for (size_t i = 0; i < run->hosts.size(); ++i) {
+      v1::CaptureProgress p;
+      p.mutable_host()->set_host_name(run->hosts[i].host);
+      p.mutable_host()->set_status(v1::CAPTURE_STATUS_RUNNING);
+      p.set_detail(detail);
+      run->Advance(i, to, p, clock_);
+    }
+  };
+  if (clock_.SleepUntilNs(run->start_ns, &run->stop)) advance_all(Run::kCapturing, "capturing");
+  if (clock_.SleepUntilNs(run->start_ns + duration_ns, &run->stop)) {
+    advance_all(Run::kConverting, "converting");
   }
   for (auto& w : workers) w.join();
   registry_->ProbeDue(kCaptureBurst, /*force=*/true);  // and right after it
@@ -569,6 +620,11 @@ void Orchestrator::Execute(std::shared_ptr<Run> run) {
     h->set_clock_uncertainty_ns(c.uncertainty_ns);
     h->set_probe_clock_offset_ns(c.probe_offset_ns);
     h->set_collectives_matched(static_cast<uint32_t>(c.collectives));
+    for (size_t i = 0; i < run->hosts.size(); ++i) {
+      if (run->hosts[i].host != c.host) continue;
+      h->set_event_count(outcomes[i].assembler.events());
+      h->set_bytes_received(outcomes[i].bytes);
+    }
     if (!c.refined) h->add_warnings("clock from probes only: no collective matched");
   }
   for (size_t i = 0; i < run->hosts.size(); ++i) {
@@ -577,6 +633,8 @@ void Orchestrator::Execute(std::shared_ptr<Run> run) {
     h->set_host_name(run->hosts[i].host);
     h->set_status(v1::CAPTURE_STATUS_FAILED);
     h->set_error_message(outcomes[i].error);
+    h->set_event_count(outcomes[i].assembler.events());
+    h->set_bytes_received(outcomes[i].bytes);
   }
   v1::CaptureStatus status = w.status == "complete"    ? v1::CAPTURE_STATUS_COMPLETE
                              : w.status == "partial"   ? v1::CAPTURE_STATUS_PARTIAL
@@ -637,10 +695,9 @@ absl::StatusOr<v1::CaptureStatus> Orchestrator::Cancel(const std::string& id) {
     if (it == runs_.end()) return absl::NotFoundError(absl::StrCat("no capture \"", id, "\""));
     run = it->second;
   }
-  run->cancelled = true;
   absl::MutexLock lock(&run->mu);
   if (run->done) return v1::CAPTURE_STATUS_COMPLETE;
-  for (auto& ctx : run->contexts) ctx->TryCancel();
+  run->Cancel();
   return v1::CAPTURE_STATUS_CANCELLED;
 }
 

@@ -29,8 +29,8 @@ namespace podprof {
 namespace {
 
 namespace fs = std::filesystem;
-using bench::Slurp;
 using bench::CpuTicks;
+using bench::Slurp;
 using bench::Spawn;
 
 long RssKb(pid_t pid) {

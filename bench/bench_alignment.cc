@@ -8,9 +8,9 @@
 //   bench_alignment [--hosts 8] [--duration-ms 1000] [--seed 1]
 #include <grpcpp/grpcpp.h>
 #include <sched.h>
-#include <time.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -227,8 +227,8 @@ int Main(int argc, char** argv) {
     starts.push_back(session["true_start_ns"]);
     // Where each host was told to start, in true time: the clock model's share of the skew;
     // the rest is how late the workload woke up.
-    const int64_t late_ns = session["host_start_ns"].get<int64_t>() -
-                            session["requested_start_host_ns"].get<int64_t>();
+    const int64_t late_ns =
+        session["host_start_ns"].get<int64_t>() - session["requested_start_host_ns"].get<int64_t>();
     aimed.push_back(session["true_start_ns"].get<int64_t>() - late_ns);
     late.push_back(late_ns / 1e6);
   }
@@ -267,11 +267,12 @@ int Main(int argc, char** argv) {
   if (events > 0 && finish_s > 0 && agg_cpu_s > 0 && decode_rate > 0) {
     const double per_cpu_s = static_cast<double>(events) / agg_cpu_s;
     std::printf(
-        "ingest %.0f events/s (all events stored within the %.2f s after the window); aggregator CPU "
+        "ingest %.0f events/s (all events stored within the %.2f s after the window); aggregator "
+        "CPU "
         "%.2f s, %.0f events per CPU-second; decoding the same host's chunks alone %.0f events "
         "per CPU-second; ingest_over_decode=%.2f\n",
-        static_cast<double>(events) / finish_s, finish_s, agg_cpu_s, per_cpu_s,
-        decode_rate, per_cpu_s / decode_rate);
+        static_cast<double>(events) / finish_s, finish_s, agg_cpu_s, per_cpu_s, decode_rate,
+        per_cpu_s / decode_rate);
   }
   auto row = [](const char* what, const std::vector<double>& v) {
     std::printf("%-26s p50 %10.2f us  p99 %10.2f us  max %10.2f us\n", what, Percentile(v, 0.5),
@@ -288,11 +289,14 @@ int Main(int argc, char** argv) {
   auto range_ms = [](const std::vector<int64_t>& v) {
     return (*std::max_element(v.begin(), v.end()) - *std::min_element(v.begin(), v.end())) / 1e6;
   };
-  std::printf("start instants aimed within %.3f ms; workloads woke late by p50 %.3f ms, max %.3f ms\n",
-              range_ms(aimed), Percentile(late, 0.5), *std::max_element(late.begin(), late.end()));
+  std::printf(
+      "start instants aimed within %.3f ms; workloads woke late by p50 %.3f ms, max %.3f ms\n",
+      range_ms(aimed), Percentile(late, 0.5), *std::max_element(late.begin(), late.end()));
   const double floor_ms = WakeFloorNs(hosts, ncpu) / 1e6;
-  std::printf("start skew %.3f ms over %zu hosts (for scale: %d bare processes woken at one instant: %.3f ms)\n",
-              range_ms(starts), starts.size(), hosts, floor_ms);
+  std::printf(
+      "start skew %.3f ms over %zu hosts (for scale: %d bare processes woken at one instant: %.3f "
+      "ms)\n",
+      range_ms(starts), starts.size(), hosts, floor_ms);
   std::printf("alignment_max_error_us=%.2f\n",
               refined.empty() ? -1 : *std::max_element(refined.begin(), refined.end()));
   return last.status() == v1::CAPTURE_STATUS_COMPLETE ? 0 : 1;

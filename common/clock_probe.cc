@@ -137,7 +137,8 @@ absl::StatusOr<std::unique_ptr<ClockProbeResponder>> ClockProbeResponder::Start(
     }
   }
   freeaddrinfo(*res);
-  if (fd < 0) return ErrnoToStatus(err, absl::StrCat("bind clock probe port udp ", host, ":", port));
+  if (fd < 0)
+    return ErrnoToStatus(err, absl::StrCat("bind clock probe port udp ", host, ":", port));
   sockaddr_storage bound{};
   socklen_t len = sizeof(bound);
   getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);

@@ -457,9 +457,9 @@ TEST(AgentProcessTest, RegistersAndHeartbeatsWithLabels) {
   b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
   b.RegisterService(&agg);
   auto server = b.BuildAndStart();
-  auto agent = StartAgent(s, {"--workload-profiler=127.0.0.1:1", "--workload-metrics=none",
-                              absl::StrCat("--aggregator=127.0.0.1:", port), "--label=pod=p7",
-                              "--clock-offset=5ms"});
+  auto agent = StartAgent(
+      s, {"--workload-profiler=127.0.0.1:1", "--workload-metrics=none",
+          absl::StrCat("--aggregator=127.0.0.1:", port), "--label=pod=p7", "--clock-offset=5ms"});
   ASSERT_TRUE(agent->ready());
   for (int i = 0; i < 100; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

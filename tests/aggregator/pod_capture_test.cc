@@ -120,13 +120,17 @@ class PodTest : public ::testing::Test {
     return started.capture_id();
   }
   // Follows a capture to its end; returns the last progress event.
-  v1::CaptureProgress WatchToEnd(const std::string& id) {
+  v1::CaptureProgress WatchToEnd(const std::string& id,
+                                 std::vector<v1::CaptureProgress>* all = nullptr) {
     grpc::ClientContext ctx;
     v1::WatchCaptureRequest w;
     w.set_capture_id(id);
     auto reader = stub_->WatchCapture(&ctx, w);
     v1::CaptureProgress p, last;
-    while (reader->Read(&p)) last = p;
+    while (reader->Read(&p)) {
+      last = p;
+      if (all != nullptr) all->push_back(p);
+    }
     EXPECT_TRUE(reader->Finish().ok());
     return last;
   }
@@ -143,11 +147,34 @@ class PodTest : public ::testing::Test {
 
 TEST_F(PodTest, FourHostCaptureAlignsClocksAndCollectives) {
   StartPod({{-40'000'000, 0}, {25'000'000, 150'000}, {3'000'000, 0}, {-12'000'000, -90'000}});
-  std::string id;
-  v1::CaptureProgress last = CaptureAndWatch(400, &id);
+  const std::string id = StartCapture(400);
+  std::vector<v1::CaptureProgress> progress;
+  v1::CaptureProgress last = WatchToEnd(id, &progress);
   ASSERT_TRUE(last.done());
   EXPECT_EQ(last.status(), v1::CAPTURE_STATUS_COMPLETE) << last.summary().error_message();
   ASSERT_EQ(last.summary().hosts_size(), 4);
+
+  // Every host goes through the stages in order, and the capture's progress only grows.
+  std::map<std::string, std::vector<std::string>> stages;
+  double percent = 0;
+  for (const auto& p : progress) {
+    EXPECT_GE(p.percent_complete(), percent) << p.detail();
+    percent = p.percent_complete();
+    if (!p.has_host()) continue;
+    auto& seen = stages[p.host().host_name()];
+    if (seen.empty() || seen.back() != p.detail()) seen.push_back(p.detail());
+  }
+  EXPECT_EQ(percent, 100);
+  ASSERT_EQ(stages.size(), 4u);
+  for (const auto& [host, seen] : stages) {
+    EXPECT_EQ(seen,
+              (std::vector<std::string>{"waiting", "capturing", "converting", "streaming", "done"}))
+        << host;
+  }
+  for (const auto& h : last.summary().hosts()) {
+    EXPECT_GT(h.event_count(), 1000u) << h.host_name();
+    EXPECT_GT(h.bytes_received(), h.event_count()) << h.host_name();
+  }
 
   // The true start instants of the four sessions (ground truth) lie within 2 ms.
   std::vector<int64_t> starts;
