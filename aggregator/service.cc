@@ -6,12 +6,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/errno_status.h"
 #include "common/logging.h"
+#include "export/trace_export.h"
 #include "proto/grpc_status.h"
 #include "trace/kernel_stats.h"
 #include "trace/xspace_reader.h"
@@ -357,6 +359,102 @@ grpc::Status AggregatorService::CompareCaptures(grpc::ServerContext*,
     out->set_regression(d.regression);
   }
   resp->set_regression_count(regressions);
+  return grpc::Status::OK;
+}
+
+namespace {
+
+// An ostream whose bytes go out as ExportChunks of at most kChunkBytes, so an export of any
+// size streams with bounded memory. Goes bad when the client is gone.
+class ChunkStreamBuf : public std::streambuf {
+ public:
+  static constexpr size_t kChunkBytes = 1 << 20;
+  ChunkStreamBuf(grpc::ServerWriter<podprof::v1::ExportChunk>* writer, std::string path)
+      : writer_(writer), path_(std::move(path)), buf_(kChunkBytes) {
+    setp(buf_.data(), buf_.data() + buf_.size());
+  }
+  uint64_t bytes() const { return offset_ + static_cast<uint64_t>(pptr() - pbase()); }
+
+ protected:
+  int_type overflow(int_type c) override {
+    if (!Send()) return traits_type::eof();
+    if (!traits_type::eq_int_type(c, traits_type::eof())) {
+      *pptr() = traits_type::to_char_type(c);
+      pbump(1);
+    }
+    return traits_type::not_eof(c);
+  }
+  int sync() override { return Send() ? 0 : -1; }
+
+ private:
+  bool Send() {
+    const size_t n = static_cast<size_t>(pptr() - pbase());
+    if (n == 0) return ok_;
+    podprof::v1::ExportChunk chunk;
+    chunk.set_path(path_);
+    chunk.set_offset(offset_);
+    chunk.set_data(pbase(), n);
+    ok_ = ok_ && writer_->Write(chunk);
+    offset_ += n;
+    setp(buf_.data(), buf_.data() + buf_.size());
+    return ok_;
+  }
+
+  grpc::ServerWriter<podprof::v1::ExportChunk>* writer_;
+  const std::string path_;
+  std::vector<char> buf_;
+  uint64_t offset_ = 0;
+  bool ok_ = true;
+};
+
+std::string HostDescription(const storage::HostRow& h) {
+  if (h.status != "complete") return absl::StrCat(h.status, ": ", h.error);
+  return absl::StrCat("clock correction ", h.clock_offset_ns, " ns +- ", h.clock_uncertainty_ns,
+                      " ns");
+}
+
+}  // namespace
+
+grpc::Status AggregatorService::ExportCapture(
+    grpc::ServerContext* context, const podprof::v1::ExportCaptureRequest* request,
+    grpc::ServerWriter<podprof::v1::ExportChunk>* writer) {
+  const auto format = request->format();
+  if (format != podprof::v1::EXPORT_FORMAT_PERFETTO &&
+      format != podprof::v1::EXPORT_FORMAT_CHROME_JSON) {
+    return grpc::Status(format == podprof::v1::EXPORT_FORMAT_XSPACE_DIR
+                            ? grpc::StatusCode::UNIMPLEMENTED
+                            : grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("export format ", podprof::v1::ExportFormat_Name(format),
+                                     " is not available; use EXPORT_FORMAT_PERFETTO or "
+                                     "EXPORT_FORMAT_CHROME_JSON"));
+  }
+  absl::StatusOr<storage::CaptureRow> row = store_->GetCapture(request->capture_id());
+  if (!row.ok()) return ToGrpc(row.status());
+  const bool perfetto = format == podprof::v1::EXPORT_FORMAT_PERFETTO;
+  ChunkStreamBuf buf(writer, absl::StrCat(request->capture_id(), perfetto ? ".pftrace" : ".json"));
+  std::ostream out(&buf);
+  std::optional<exporter::PerfettoWriter> pw;
+  std::optional<exporter::ChromeJsonWriter> cw;
+  if (perfetto) {
+    pw.emplace(&out);
+  } else {
+    cw.emplace(&out, row->start_ns);
+  }
+  absl::Status s = store_->ForEachHost(request->capture_id(), [&](storage::StoredHost& h) {
+    if (context->IsCancelled()) return absl::CancelledError("the client went away");
+    if (perfetto) {
+      pw->AddHost(h.capture, HostDescription(h.row));
+    } else {
+      cw->AddHost(h.capture, HostDescription(h.row));
+    }
+    return out ? absl::OkStatus() : absl::UnavailableError("the client stopped reading");
+  });
+  if (s.ok()) s = perfetto ? pw->Finish() : cw->Finish();
+  if (!s.ok()) return ToGrpc(s);
+  const exporter::ExportCounts& n = perfetto ? pw->counts() : cw->counts();
+  PODPROF_LOG(INFO) << "exported " << request->capture_id() << " as "
+                    << podprof::v1::ExportFormat_Name(format) << ": " << n.hosts << " hosts, "
+                    << n.slices << " slices, " << buf.bytes() << " bytes";
   return grpc::Status::OK;
 }
 

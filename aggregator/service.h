@@ -64,6 +64,9 @@ class AggregatorService final : public podprof::v1::Aggregator::Service {
   grpc::Status CompareCaptures(grpc::ServerContext* context,
                                const podprof::v1::CompareCapturesRequest* request,
                                podprof::v1::CompareCapturesResponse* response) override;
+  grpc::Status ExportCapture(grpc::ServerContext* context,
+                             const podprof::v1::ExportCaptureRequest* request,
+                             grpc::ServerWriter<podprof::v1::ExportChunk>* writer) override;
   grpc::Status ImportXSpace(grpc::ServerContext* context,
                             grpc::ServerReader<podprof::v1::ImportXSpaceChunk>* reader,
                             podprof::v1::ImportXSpaceResponse* response) override;

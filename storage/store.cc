@@ -438,8 +438,8 @@ absl::StatusOr<std::vector<CaptureRow>> Store::ListCaptures(const CaptureQuery& 
       "c.created_ns, "
       "(SELECT COUNT(*) FROM chips x WHERE x.capture = c.seq) FROM captures c "
       "WHERE c.start_ns >= ?1 AND c.start_ns <= ?2 AND (?3 = '' OR c.status = ?3) AND "
-      "(c.start_ns < ?4 OR (c.start_ns = ?4 AND c.id < ?5))";
-  int param = 6;
+      "(c.start_ns < ?4 OR (c.start_ns = ?4 AND c.id < ?5)) AND (?6 = '' OR c.id = ?6)";
+  int param = 7;
   for (size_t i = 0; i < q.labels.size(); ++i) {
     sql += absl::StrCat(" AND json_extract(c.labels, ?", param, ") = ?", param + 1);
     param += 2;
@@ -447,8 +447,8 @@ absl::StatusOr<std::vector<CaptureRow>> Store::ListCaptures(const CaptureQuery& 
   sql += absl::StrCat(" ORDER BY c.start_ns DESC, c.id DESC LIMIT ?", param);
   ASSIGN_OR_RETURN(auto s, Statement::Prepare(c, sql));
   s->Bind(1, q.since_ns).Bind(2, q.until_ns).Bind(3, q.status).Bind(4, token_start);
-  s->Bind(5, q.page_token.empty() ? std::string("\xff\xff") : token_id);
-  param = 6;
+  s->Bind(5, q.page_token.empty() ? std::string("\xff\xff") : token_id).Bind(6, q.id);
+  param = 7;
   for (const auto& [k, v] : q.labels) {
     s->Bind(param, absl::StrCat("$.\"", k, "\"")).Bind(param + 1, v);
     param += 2;
@@ -702,6 +702,158 @@ absl::StatusOr<std::vector<trace::EventBlock>> Store::Timelines(const std::strin
     out.push_back(std::move(b));
   }
   return out;
+}
+
+namespace {
+
+absl::StatusOr<trace::CounterSeries> DecodeCounters(absl::string_view blob) {
+  ASSIGN_OR_RETURN(std::string raw, Decompress(blob));
+  absl::string_view in(raw);
+  uint64_t n;
+  if (!GetVarint(&in, &n) || n > in.size()) return absl::DataLossError("counter series header");
+  trace::CounterSeries out;
+  int64_t prev = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t delta;
+    if (!GetVarint(&in, &delta) || in.size() < 8) {
+      return absl::DataLossError("counter series is truncated");
+    }
+    prev += UnZigZag(delta);
+    double v;
+    std::memcpy(&v, in.data(), 8);
+    in.remove_prefix(8);
+    out.time_ns.push_back(prev);
+    out.value.push_back(v);
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<CaptureRow> Store::GetCapture(const std::string& capture_id) {
+  CaptureQuery q;
+  q.id = capture_id;
+  q.since_ns = INT64_MIN;
+  q.limit = 1;
+  std::string next;
+  ASSIGN_OR_RETURN(std::vector<CaptureRow> rows, ListCaptures(q, &next));
+  if (rows.empty()) return absl::NotFoundError(absl::StrCat("no capture \"", capture_id, "\""));
+  return rows.front();
+}
+
+absl::Status Store::ForEachHost(const std::string& capture_id,
+                                const std::function<absl::Status(StoredHost&)>& fn) {
+  ASSIGN_OR_RETURN(CaptureRow row, GetCapture(capture_id));
+  PODPROF_WITH_READER(c);
+  ASSIGN_OR_RETURN(const CaptureRef ref, RequireCapture(c, capture_id));
+  ASSIGN_OR_RETURN(auto chips, Statement::Prepare(c,
+                                                  "SELECT x.id, x.ordinal, x.global_id, "
+                                                  "x.generation, x.device_type, x.peak_tflops, "
+                                                  "x.peak_hbm_gbps FROM chips x JOIN hosts h ON "
+                                                  "h.id = x.host_id WHERE x.capture = ? AND "
+                                                  "h.name = ? ORDER BY x.ordinal"));
+  ASSIGN_OR_RETURN(auto blocks, Statement::Prepare(c,
+                                                   "SELECT line, base_ns, data FROM "
+                                                   "timeline_blocks WHERE capture = ? AND "
+                                                   "chip_id = ? ORDER BY rowid"));
+  ASSIGN_OR_RETURN(auto counters, Statement::Prepare(c,
+                                                     "SELECT name, data FROM counter_series "
+                                                     "WHERE capture = ? AND chip_id = ? ORDER "
+                                                     "BY rowid"));
+  ASSIGN_OR_RETURN(auto kernel, Statement::Prepare(c,
+                                                   "SELECT module, op_name, category, "
+                                                   "program_id, hlo_hash, flops, "
+                                                   "bytes_accessed, source FROM kernels WHERE "
+                                                   "id = ?"));
+  for (const HostRow& h : row.host_rows) {
+    StoredHost out;
+    out.row = h;
+    out.capture.host.name = h.host;
+    out.capture.host.profile_start_ns = row.start_ns;
+    out.capture.host.profile_stop_ns = row.end_ns;
+    std::map<int64_t, uint32_t> local;  // kernels.id -> index into capture.kernels
+    chips->Reset();
+    chips->Bind(1, ref.seq).Bind(2, h.host);
+    std::vector<int64_t> chip_ids;
+    while (true) {
+      ASSIGN_OR_RETURN(bool more, chips->Step());
+      if (!more) break;
+      chip_ids.push_back(chips->Int(0));
+      trace::Chip chip;
+      chip.ordinal = static_cast<int>(chips->Int(1));
+      chip.global_id = chips->Int(2);
+      chip.generation = chips->Text(3);
+      chip.device_type = chips->Text(4);
+      chip.peak_tflops = chips->Double(5);
+      chip.peak_hbm_gbps = chips->Double(6);
+      out.capture.host.chips.push_back(std::move(chip));
+    }
+    for (size_t ci = 0; ci < chip_ids.size(); ++ci) {
+      blocks->Reset();
+      blocks->Bind(1, ref.seq).Bind(2, chip_ids[ci]);
+      while (true) {
+        ASSIGN_OR_RETURN(bool more, blocks->Step());
+        if (!more) break;
+        trace::EventBlock b;
+        b.chip = static_cast<int>(ci);
+        b.line = blocks->Text(0);
+        b.kind = b.line == "XLA Modules"                ? trace::LineKind::kModules
+                 : b.line == "Steps"                    ? trace::LineKind::kSteps
+                 : absl::StartsWith(b.line, "Stream #") ? trace::LineKind::kGpuStream
+                                                        : trace::LineKind::kOps;
+        b.base_ns = blocks->Int(1);
+        ASSIGN_OR_RETURN(std::string raw, Decompress(blocks->Blob(2)));
+        absl::string_view in(raw);
+        uint64_t n;
+        if (!GetVarint(&in, &n)) return absl::DataLossError("timeline block header");
+        int64_t prev = 0;
+        for (uint64_t i = 0; i < n; ++i) {
+          uint64_t start, dur, kid, coll;
+          if (!GetVarint(&in, &start) || !GetVarint(&in, &dur) || !GetVarint(&in, &kid) ||
+              !GetVarint(&in, &coll)) {
+            return absl::DataLossError("timeline block is truncated");
+          }
+          auto [it, fresh] = local.try_emplace(static_cast<int64_t>(kid),
+                                               static_cast<uint32_t>(out.capture.kernels.size()));
+          if (fresh) {
+            kernel->Reset();
+            kernel->Bind(1, static_cast<int64_t>(kid));
+            ASSIGN_OR_RETURN(bool found, kernel->Step());
+            trace::KernelDef d;
+            if (found) {
+              d.module = kernel->Text(0);
+              d.name = kernel->Text(1);
+              d.category = kernel->Text(2);
+              d.program_id = static_cast<uint64_t>(kernel->Int(3));
+              d.hlo_hash = static_cast<uint64_t>(kernel->Int(4));
+              d.flops = kernel->Int(5);
+              d.bytes_accessed = kernel->Int(6);
+              d.source = kernel->Text(7);
+            }
+            out.capture.kernels.push_back(std::move(d));
+          }
+          prev += UnZigZag(start);
+          b.start_ps.push_back(prev);
+          b.duration_ps.push_back(UnZigZag(dur));
+          b.kernel.push_back(it->second);
+          b.collective.push_back(coll);
+        }
+        out.capture.blocks.push_back(std::move(b));
+      }
+      counters->Reset();
+      counters->Bind(1, ref.seq).Bind(2, chip_ids[ci]);
+      while (true) {
+        ASSIGN_OR_RETURN(bool more, counters->Step());
+        if (!more) break;
+        ASSIGN_OR_RETURN(trace::CounterSeries series, DecodeCounters(counters->Blob(1)));
+        series.chip = static_cast<int>(ci);
+        series.name = counters->Text(0);
+        out.capture.counters.push_back(std::move(series));
+      }
+    }
+    RETURN_IF_ERROR(fn(out));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<int64_t> Store::UsedBytes() {

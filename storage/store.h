@@ -70,11 +70,20 @@ struct CaptureRow {
   int64_t hosts = 0, chips = 0, kernels = 0, events = 0;
 };
 
+// One host of a stored capture as exports need it: its outcome and correction, and its capture
+// rebuilt from the database (chips, the kernel definitions its events use, timelines and
+// counters), with times on the aggregator's clock as stored. Failed hosts have no chips.
+struct StoredHost {
+  HostRow row;
+  trace::HostCapture capture;
+};
+
 struct CaptureQuery {
   int64_t since_ns = 0;
   int64_t until_ns = INT64_MAX;
   std::string status;  // empty = any
   std::map<std::string, std::string> labels;
+  std::string id;  // empty = any
   int limit = 100;
   std::string page_token;
 };
@@ -177,6 +186,12 @@ class Store {
                                                       const std::string& candidate,
                                                       const std::string& op_regex,
                                                       double threshold);
+  // Calls `fn` for every host of the capture in name order, one host in memory at a time;
+  // stops at the first error `fn` returns. NotFound naming the id for an unknown capture.
+  absl::Status ForEachHost(const std::string& capture_id,
+                           const std::function<absl::Status(StoredHost&)>& fn);
+  // The capture's row (hosts included); NotFound naming the id.
+  absl::StatusOr<CaptureRow> GetCapture(const std::string& capture_id);
   // The stored timeline blocks of a capture, decompressed (for exports and tests).
   absl::StatusOr<std::vector<trace::EventBlock>> Timelines(const std::string& capture_id);
 

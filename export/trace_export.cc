@@ -1,0 +1,332 @@
+#include "export/trace_export.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "nlohmann/json.hpp"
+#include "proto/perfetto_trace.pb.h"
+
+namespace podprof::exporter {
+namespace {
+
+namespace pp = perfetto::protos;
+
+constexpr uint32_t kSequenceId = 1;
+constexpr uint32_t kIncrementalStateCleared = 1;
+constexpr uint32_t kNeedsIncrementalState = 2;
+enum EventType { kSliceBegin = 1, kSliceEnd = 2, kCounter = 4 };
+
+// Lines in the order XProf shows them; anything else after.
+int LineRank(const std::string& line) {
+  if (line == "Steps") return 0;
+  if (line == "XLA Modules") return 1;
+  if (line == "XLA Ops") return 2;
+  return 3;
+}
+
+std::string ChipName(const trace::Chip* chip, int index) {
+  if (chip == nullptr || chip->device_type.empty()) return absl::StrCat("chip ", index);
+  return absl::StrCat("chip ", chip->ordinal, " (", chip->device_type, ")");
+}
+
+// One timeline event, placed: where it begins and ends (ns) and where it came from.
+struct Placed {
+  int64_t begin, end;
+  uint32_t block, index;
+};
+
+// The events of one (chip, line) track in start order, longer first at equal starts, so that
+// enclosing slices come before what they enclose.
+std::vector<Placed> TrackEvents(const trace::HostCapture& capture,
+                                const std::vector<uint32_t>& blocks) {
+  std::vector<Placed> out;
+  for (uint32_t bi : blocks) {
+    const trace::EventBlock& b = capture.blocks[bi];
+    for (uint32_t i = 0; i < b.size(); ++i) {
+      const int64_t begin = b.base_ns + b.start_ps[i] / 1000;
+      out.push_back({begin, begin + std::max<int64_t>(b.duration_ps[i] / 1000, 0), bi, i});
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const Placed& a, const Placed& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end > b.end;
+  });
+  return out;
+}
+
+// Blocks of each (chip, line), tracks in display order.
+std::vector<std::pair<std::pair<int, std::string>, std::vector<uint32_t>>> Tracks(
+    const trace::HostCapture& capture) {
+  std::map<std::pair<int, std::string>, std::vector<uint32_t>> by;
+  for (uint32_t i = 0; i < capture.blocks.size(); ++i) {
+    by[{capture.blocks[i].chip, capture.blocks[i].line}].push_back(i);
+  }
+  std::vector<std::pair<std::pair<int, std::string>, std::vector<uint32_t>>> out(by.begin(),
+                                                                                 by.end());
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a.first.first != b.first.first ? a.first.first < b.first.first
+                                          : LineRank(a.first.second) < LineRank(b.first.second);
+  });
+  return out;
+}
+
+}  // namespace
+
+PerfettoWriter::PerfettoWriter(std::ostream* out) : out_(out) {}
+
+void PerfettoWriter::WritePacket(const std::string& bytes) {
+  // Field 1 of Trace, length-delimited: the file is a Trace written one packet at a time.
+  std::string header(1, '\x0a');
+  uint64_t n = bytes.size();
+  while (n >= 0x80) {
+    header.push_back(static_cast<char>((n & 0x7f) | 0x80));
+    n >>= 7;
+  }
+  header.push_back(static_cast<char>(n));
+  out_->write(header.data(), static_cast<std::streamsize>(header.size()));
+  out_->write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+void PerfettoWriter::AddHost(const trace::HostCapture& capture, const std::string& description) {
+  ++counts_.hosts;
+  pp::TracePacket packet;
+  auto emit = [&](pp::TracePacket& p) {
+    p.set_trusted_packet_sequence_id(kSequenceId);
+    if (first_packet_) {
+      p.set_sequence_flags(kIncrementalStateCleared);
+      first_packet_ = false;
+    } else if (p.has_track_event()) {
+      p.set_sequence_flags(kNeedsIncrementalState);
+    }
+    WritePacket(p.SerializeAsString());
+    p.Clear();
+  };
+  auto track = [&](uint64_t parent, const std::string& name, int rank) {
+    const uint64_t uuid = next_uuid_++;
+    auto* t = packet.mutable_track_descriptor();
+    t->set_uuid(uuid);
+    t->set_parent_uuid(parent);
+    t->set_name(name);
+    t->set_sibling_order_rank(rank);
+    ++counts_.tracks;
+    return uuid;
+  };
+
+  // The host: a process track.
+  const uint64_t host_uuid = next_uuid_++;
+  {
+    auto* t = packet.mutable_track_descriptor();
+    t->set_uuid(host_uuid);
+    t->set_description(description);
+    t->set_child_ordering(3);  // chips in ordinal order
+    auto* proc = t->mutable_process();
+    proc->set_pid(static_cast<int32_t>(counts_.hosts));
+    proc->set_process_name(capture.host.name);
+    ++counts_.tracks;
+    emit(packet);
+  }
+  std::map<int, uint64_t> chip_uuid;
+  auto chip_track = [&](int chip) {
+    auto it = chip_uuid.find(chip);
+    if (it != chip_uuid.end()) return it->second;
+    const trace::Chip* c = chip >= 0 && chip < static_cast<int>(capture.host.chips.size())
+                               ? &capture.host.chips[chip]
+                               : nullptr;
+    const uint64_t uuid = track(host_uuid, ChipName(c, chip), c != nullptr ? c->ordinal : chip);
+    packet.mutable_track_descriptor()->set_child_ordering(3);
+    emit(packet);
+    chip_uuid[chip] = uuid;
+    return uuid;
+  };
+
+  for (const auto& [key, blocks] : Tracks(capture)) {
+    const uint64_t parent = chip_track(key.first);
+    const uint64_t uuid = track(parent, key.second, LineRank(key.second));
+    emit(packet);
+    std::vector<int64_t> open;  // ends of the slices begun and not yet ended, innermost last
+    auto close_until = [&](int64_t t) {
+      while (!open.empty() && open.back() <= t) {
+        packet.set_timestamp(static_cast<uint64_t>(open.back()));
+        packet.mutable_track_event()->set_type(kSliceEnd);
+        packet.mutable_track_event()->set_track_uuid(uuid);
+        emit(packet);
+        open.pop_back();
+      }
+    };
+    for (const Placed& e : TrackEvents(capture, blocks)) {
+      close_until(e.begin);
+      // Slices on one track must nest: one that outlasts its enclosing slice is cut there.
+      const int64_t end = open.empty() ? e.end : std::min(e.end, open.back());
+      const trace::EventBlock& b = capture.blocks[e.block];
+      const uint32_t k = b.kernel[e.index];
+      const trace::KernelDef* def = k < capture.kernels.size() ? &capture.kernels[k] : nullptr;
+      std::string interned;
+      const std::string& name = def != nullptr && !def->name.empty() ? def->name : b.line;
+      const uint64_t iid = InternedName(name, &interned);
+      if (!interned.empty()) {
+        auto* n = packet.mutable_interned_data()->add_event_names();
+        n->set_iid(iid);
+        n->set_name(interned);
+      }
+      packet.set_timestamp(static_cast<uint64_t>(e.begin));
+      auto* ev = packet.mutable_track_event();
+      ev->set_type(kSliceBegin);
+      ev->set_track_uuid(uuid);
+      ev->set_name_iid(iid);
+      ev->add_categories(b.line);
+      if (def != nullptr) {
+        if (!def->category.empty()) {
+          auto* a = ev->add_debug_annotations();
+          a->set_name("category");
+          a->set_string_value(def->category);
+        }
+        if (def->flops > 0) {
+          auto* a = ev->add_debug_annotations();
+          a->set_name("flops");
+          a->set_int_value(def->flops);
+        }
+        if (def->bytes_accessed > 0) {
+          auto* a = ev->add_debug_annotations();
+          a->set_name("bytes_accessed");
+          a->set_int_value(def->bytes_accessed);
+        }
+        if (def->program_id != 0) {
+          auto* a = ev->add_debug_annotations();
+          a->set_name("program_id");
+          a->set_uint_value(def->program_id);
+        }
+        if (!def->module.empty()) {
+          auto* a = ev->add_debug_annotations();
+          a->set_name("module");
+          a->set_string_value(def->module);
+        }
+      }
+      if (b.collective[e.index] != 0) {
+        ev->add_flow_ids(b.collective[e.index]);
+        ++counts_.flow_events;
+      }
+      emit(packet);
+      ++counts_.slices;
+      open.push_back(end);
+    }
+    close_until(INT64_MAX);
+  }
+
+  for (const trace::CounterSeries& s : capture.counters) {
+    const uint64_t parent = chip_track(s.chip);
+    const uint64_t uuid = track(parent, s.name, 100);
+    packet.mutable_track_descriptor()->mutable_counter();
+    emit(packet);
+    for (size_t i = 0; i < s.value.size(); ++i) {
+      packet.set_timestamp(static_cast<uint64_t>(s.time_ns[i]));
+      auto* ev = packet.mutable_track_event();
+      ev->set_type(kCounter);
+      ev->set_track_uuid(uuid);
+      ev->set_double_counter_value(s.value[i]);
+      emit(packet);
+      ++counts_.counter_samples;
+    }
+  }
+}
+
+uint64_t PerfettoWriter::InternedName(const std::string& name, std::string* new_entry) {
+  auto [it, fresh] = name_iids_.try_emplace(name, name_iids_.size() + 1);
+  if (fresh) *new_entry = name;
+  return it->second;
+}
+
+absl::Status PerfettoWriter::Finish() {
+  out_->flush();
+  if (!*out_) return absl::DataLossError("writing the Perfetto trace failed");
+  return absl::OkStatus();
+}
+
+ChromeJsonWriter::ChromeJsonWriter(std::ostream* out, int64_t origin_ns)
+    : out_(out), origin_ns_(origin_ns) {
+  *out_ << "{\"otherData\":{\"origin_unix_ns\":" << origin_ns_ << "},\"traceEvents\":[\n";
+}
+
+void ChromeJsonWriter::Event(const std::string& json) {
+  if (!first_) *out_ << ",\n";
+  first_ = false;
+  *out_ << json;
+}
+
+void ChromeJsonWriter::AddHost(const trace::HostCapture& capture, const std::string& description) {
+  const int pid = static_cast<int>(++counts_.hosts);
+  ++counts_.tracks;
+  using nlohmann::json;
+  Event(json{
+      {"ph", "M"}, {"pid", pid}, {"name", "process_name"}, {"args", {{"name", capture.host.name}}}}
+            .dump());
+  Event(json{
+      {"ph", "M"}, {"pid", pid}, {"name", "process_sort_index"}, {"args", {{"sort_index", pid}}}}
+            .dump());
+  if (!description.empty()) {
+    Event(json{
+        {"ph", "M"}, {"pid", pid}, {"name", "process_labels"}, {"args", {{"labels", description}}}}
+              .dump());
+  }
+  auto us = [this](int64_t ns) { return absl::StrFormat("%.3f", (ns - origin_ns_) / 1e3); };
+  int tid = 0;
+  for (const auto& [key, blocks] : Tracks(capture)) {
+    ++tid;
+    ++counts_.tracks;
+    const trace::Chip* c = key.first >= 0 && key.first < static_cast<int>(capture.host.chips.size())
+                               ? &capture.host.chips[key.first]
+                               : nullptr;
+    Event(json{{"ph", "M"},
+               {"pid", pid},
+               {"tid", tid},
+               {"name", "thread_name"},
+               {"args", {{"name", absl::StrCat(ChipName(c, key.first), " ", key.second)}}}}
+              .dump());
+    Event(json{{"ph", "M"},
+               {"pid", pid},
+               {"tid", tid},
+               {"name", "thread_sort_index"},
+               {"args", {{"sort_index", tid}}}}
+              .dump());
+    for (const Placed& e : TrackEvents(capture, blocks)) {
+      const trace::EventBlock& b = capture.blocks[e.block];
+      const uint32_t k = b.kernel[e.index];
+      const trace::KernelDef* def = k < capture.kernels.size() ? &capture.kernels[k] : nullptr;
+      json args = json::object();
+      if (def != nullptr) {
+        if (!def->category.empty()) args["category"] = def->category;
+        if (def->flops > 0) args["flops"] = def->flops;
+        if (def->bytes_accessed > 0) args["bytes_accessed"] = def->bytes_accessed;
+        if (def->program_id != 0) args["program_id"] = def->program_id;
+      }
+      if (b.collective[e.index] != 0) args["collective_id"] = b.collective[e.index];
+      const std::string name = def != nullptr && !def->name.empty() ? def->name : b.line;
+      // Times go in as preformatted numbers: three decimals are whole nanoseconds.
+      Event(absl::StrCat("{\"ph\":\"X\",\"pid\":", pid, ",\"tid\":", tid,
+                         ",\"name\":", json(name).dump(), ",\"cat\":", json(b.line).dump(),
+                         ",\"ts\":", us(e.begin),
+                         ",\"dur\":", absl::StrFormat("%.3f", (e.end - e.begin) / 1e3),
+                         ",\"args\":", args.dump(), "}"));
+      ++counts_.slices;
+    }
+  }
+  for (const trace::CounterSeries& s : capture.counters) {
+    ++counts_.tracks;
+    const std::string name = absl::StrCat("chip ", s.chip, " ", s.name);
+    for (size_t i = 0; i < s.value.size(); ++i) {
+      Event(absl::StrCat("{\"ph\":\"C\",\"pid\":", pid, ",\"name\":", json(name).dump(), ",\"ts\":",
+                         us(s.time_ns[i]), ",\"args\":{\"value\":", json(s.value[i]).dump(), "}}"));
+      ++counts_.counter_samples;
+    }
+  }
+}
+
+absl::Status ChromeJsonWriter::Finish() {
+  *out_ << "\n]}\n";
+  out_->flush();
+  if (!*out_) return absl::DataLossError("writing the Chrome JSON trace failed");
+  return absl::OkStatus();
+}
+
+}  // namespace podprof::exporter

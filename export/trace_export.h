@@ -1,0 +1,78 @@
+// Merged-timeline exports of a pod capture: every host's chips and lines on one clock, in the
+// viewers people already use. Writers take one host at a time (a pod's events never have to be
+// in memory together) and write to a stream as they go.
+#ifndef PODPROF_EXPORT_TRACE_EXPORT_H_
+#define PODPROF_EXPORT_TRACE_EXPORT_H_
+
+#include <cstdint>
+#include <map>
+#include <ostream>
+#include <string>
+#include <unordered_map>
+
+#include "absl/status/status.h"
+#include "trace/model.h"
+
+namespace podprof::exporter {
+
+struct ExportCounts {
+  uint64_t hosts = 0;
+  uint64_t tracks = 0;  // process, chip, line and counter tracks
+  uint64_t slices = 0;  // timeline events
+  uint64_t counter_samples = 0;
+  uint64_t flow_events = 0;  // slices joined to other chips' slices of one collective
+};
+
+// A Perfetto trace (`.pftrace`, INTEROP.md section 5): a process track per host, under it a
+// track per chip and under that one per line (XLA Modules, XLA Ops, Steps, ...) and one per
+// counter. Kernel names are interned; category, flops, bytes and program id ride along as
+// debug annotations; slices of one collective on different chips are joined by a flow.
+// Timestamps are the events' own (ns since the Unix epoch on the aggregator's clock).
+class PerfettoWriter {
+ public:
+  explicit PerfettoWriter(std::ostream* out);
+  // Writes one host. `description` shows in the host track's details (e.g. its clock
+  // correction).
+  void AddHost(const trace::HostCapture& capture, const std::string& description);
+  // Flushes; fails if the stream did.
+  absl::Status Finish();
+  const ExportCounts& counts() const { return counts_; }
+
+ private:
+  void WritePacket(const std::string& bytes);
+  uint64_t InternedName(const std::string& name, std::string* new_entries);
+
+  std::ostream* out_;
+  ExportCounts counts_;
+  uint64_t next_uuid_ = 1;
+  bool first_packet_ = true;
+  std::unordered_map<std::string, uint64_t> name_iids_;
+};
+
+// A Chrome JSON trace ({"traceEvents": [...]}): "M" names for hosts (processes) and chip lines
+// (threads), "X" complete events in microseconds with the kernel's attributes as args, "C"
+// counters. Viewers struggle past about a million events: `Large()` says when that is crossed.
+class ChromeJsonWriter {
+ public:
+  // Times are written in microseconds since `origin_ns` (the capture's start): the format's
+  // timestamps are doubles, which cannot hold nanoseconds since the epoch. The origin is kept
+  // in "otherData".
+  ChromeJsonWriter(std::ostream* out, int64_t origin_ns);
+  void AddHost(const trace::HostCapture& capture, const std::string& description);
+  absl::Status Finish();
+  const ExportCounts& counts() const { return counts_; }
+  static constexpr uint64_t kLargeEvents = 1'000'000;
+  bool Large() const { return counts_.slices + counts_.counter_samples > kLargeEvents; }
+
+ private:
+  void Event(const std::string& json);
+
+  std::ostream* out_;
+  const int64_t origin_ns_;
+  ExportCounts counts_;
+  bool first_ = true;
+};
+
+}  // namespace podprof::exporter
+
+#endif  // PODPROF_EXPORT_TRACE_EXPORT_H_
