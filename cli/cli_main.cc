@@ -5,8 +5,11 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "cli/aggregator_commands.h"
+#include "cli/demo.h"
+#include "cli/pod_commands.h"
 #include "cli/inspect.h"
 #include "common/clock.h"
 
@@ -59,9 +62,11 @@ void AddAggregatorFlags(CLI::App* cmd, AggregatorTarget& target, OutputFormat& f
   AddFormatFlag(cmd, format);
 }
 
-// Prints the one-line error of `podprof <command>` and returns `exit_code`.
+// Prints the one-line error of `podprof <command>` and returns `exit_code`, or
+// kExitUnreachable when the aggregator could not be reached (AggregatorClient::Check).
 int Fail(std::ostream& err, const char* command, const absl::Status& status, int exit_code) {
   err << "podprof " << command << ": " << status.message() << "\n";
+  if (absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) return kExitUnreachable;
   return exit_code;
 }
 
@@ -71,6 +76,13 @@ int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
   CLI::App app{"podprof: profile TPU pods: capture kernel timelines, keep kernel statistics"};
   app.name("podprof");
   app.require_subcommand(1);
+  // Global flags may come before or after the subcommand.
+  app.fallthrough();
+  bool no_color = false;
+  app.add_flag("--no-color", no_color, "No colors in tables and the live display (also NO_COLOR)");
+  app.footer(
+      "Start with `podprof demo`: a simulated 4-host pod on this machine, captured once.\n"
+      "Every command has --help with examples.");
 
   // ---- inspect
   InspectOptions inspect;
@@ -217,7 +229,7 @@ int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
                        "Show only the N kernels whose total time changed most (0 = all; "
                        "default 25 for the table, all for csv and json)");
   diff_cmd->add_flag("--fail-on-regression", fail_on_regression,
-                     "Exit with status 3 when a kernel regressed");
+                     "Exit with status 1 when a kernel regressed");
 
   // ---- import
   ImportOptions import;
@@ -233,6 +245,105 @@ int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
   import_cmd
       ->add_option("--label", label_flags, "Label stored with the capture, key=value; repeatable")
       ->allow_extra_args(false);
+
+  // ---- agents
+  CLI::App* agents_cmd = app.add_subcommand("agents", "List the agents registered with the aggregator");
+  AddAggregatorFlags(agents_cmd, target, format);
+  agents_cmd
+      ->add_option("--selector", label_flags, "Only agents with this label, key=value; repeatable")
+      ->allow_extra_args(false);
+  agents_cmd->footer(
+      "Examples:\n  podprof agents --aggregator 10.0.0.5:7100\n"
+      "  podprof agents --selector slice=s1 --format json");
+
+  // ---- capture
+  CaptureOptions capture;
+  std::vector<std::string> capture_hosts;
+  bool capture_all = false;
+  CLI::App* capture_cmd = app.add_subcommand(
+      "capture", "Capture every chosen host at one instant and store the merged timeline");
+  AddAggregatorFlags(capture_cmd, target, format);
+  CLI::Option* hosts_opt =
+      capture_cmd->add_option("--hosts", capture_hosts, "Hosts to capture (comma-separated)")
+          ->delimiter(',');
+  CLI::Option* selector_opt =
+      capture_cmd
+          ->add_option("--selector", label_flags, "Hosts with this label, key=value; repeatable")
+          ->allow_extra_args(false)
+          ->excludes(hosts_opt);
+  capture_cmd->add_flag("--all", capture_all, "Every online agent (the default)")
+      ->excludes(hosts_opt)
+      ->excludes(selector_opt);
+  capture_cmd->add_option("--duration", capture.duration_ns, "Length of the window, e.g. 2s")
+      ->transform(PositiveDuration())
+      ->option_text("DURATION (default 2s)");
+  int64_t delay_ns = 0;
+  CLI::Option* delay_opt =
+      capture_cmd->add_option("--delay", delay_ns, "Start the window this much later, e.g. 30s")
+          ->transform(PositiveDuration())
+          ->option_text("DURATION");
+  capture_cmd->add_option("--host-tracer-level", capture.host_tracer_level,
+                          "Host TraceMe verbosity 0-3 (default: the agent's, 2)");
+  capture_cmd->add_option("--counter-interval", capture.counter_interval_ms,
+                          "Runtime metric sampling interval, ms (default: the agent's)");
+  capture_cmd->add_option("--top", capture.top, "Kernels listed at the end (default 10)");
+  std::vector<std::string> capture_labels;
+  capture_cmd
+      ->add_option("--label", capture_labels, "Label stored with the capture, key=value; repeatable")
+      ->allow_extra_args(false);
+  capture_cmd->footer(
+      "Examples:\n  podprof capture --duration 2s\n"
+      "  podprof capture --hosts tpu-0,tpu-1 --delay 30s --label run=baseline\n"
+      "  podprof capture --selector slice=s1 --format json > capture.json\n"
+      "Exit status: 0 complete, 1 partial (some hosts failed) or failed, 2 bad usage, 3 "
+      "aggregator unreachable.");
+
+  // ---- export
+  ExportOptions export_opts;
+  std::string export_format = "perfetto";
+  AggregatorTarget export_target;
+  export_target.timeout_ns = int64_t{600} * 1'000'000'000;
+  CLI::App* export_cmd = app.add_subcommand(
+      "export", "Write a stored capture's merged timeline for Perfetto, Chrome or XProf");
+  export_cmd->add_option("capture", export_opts.capture_id, "Capture id")->required();
+  export_cmd->add_option("--aggregator", export_target.address, "Aggregator address, host:port")
+      ->capture_default_str();
+  export_cmd->add_option("--timeout", export_target.timeout_ns, "Deadline of the whole export")
+      ->transform(PositiveDuration())
+      ->option_text("DURATION (default 10m)");
+  export_cmd
+      ->add_option("--format", export_format,
+                   "perfetto (.pftrace, for ui.perfetto.dev), chrome (JSON, for small captures) "
+                   "or xprof (an XProf session directory)")
+      ->check(CLI::IsMember({"perfetto", "chrome", "xprof"}))
+      ->option_text("perfetto|chrome|xprof");
+  export_cmd->add_option("-o,--output", export_opts.path,
+                         "File (or directory for xprof) to write; default CAPTURE.pftrace or "
+                         "CAPTURE.json in the current directory");
+  export_cmd->footer(
+      "Examples:\n  podprof export cap-1796003829474-cf16 -o pod.pftrace\n"
+      "  podprof export cap-1796003829474-cf16 --format chrome -o pod.json");
+
+  // ---- demo
+  DemoOptions demo;
+  CLI::App* demo_cmd = app.add_subcommand(
+      "demo", "Run a simulated pod on this machine, capture it once and show the results");
+  demo_cmd->add_option("--hosts", demo.hosts, "Simulated hosts (1-64)")->capture_default_str();
+  demo_cmd->add_option("--generation", demo.generation, "TPU generation: v4, v5e, v5p or v6e")
+      ->capture_default_str();
+  demo_cmd->add_option("--duration", demo.duration_ns, "Length of the capture window, e.g. 2s")
+      ->transform(PositiveDuration())
+      ->option_text("DURATION (default 2s)");
+  demo_cmd->add_option("--seed", demo.seed, "Seed of the pod and of its clock errors")
+      ->capture_default_str();
+  demo_cmd->add_option("--dir", demo.dir,
+                       "Directory for the database, logs and trace (default: a new one in /tmp)");
+  demo_cmd->add_flag("--keep", demo.keep,
+                     "Leave the aggregator, agents and simulated hosts running afterwards");
+  AddFormatFlag(demo_cmd, demo.format);
+  demo_cmd->footer(
+      "Examples:\n  podprof demo\n  podprof demo --hosts 8 --generation v6e --duration 1s\n"
+      "  podprof demo --format json | jq .hosts\n  podprof demo --keep   # then query it");
 
   try {
     app.parse(argc, argv);
@@ -250,10 +361,48 @@ int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
     return s.ok() ? 0 : Fail(err, "inspect", s, kExitBadInput);
   }
 
+  if (demo_cmd->parsed()) {
+    demo.display = Display::ForStdout(no_color);
+    return RunDemo(demo, out, err);
+  }
   RealClock clock;
+  if (export_cmd->parsed()) {
+    AggregatorClient export_client(export_target, clock);
+    export_opts.kind = export_format == "chrome"   ? ExportKind::kChrome
+                       : export_format == "xprof" ? ExportKind::kXprof
+                                                  : ExportKind::kPerfetto;
+    absl::StatusOr<std::string> path = RunExport(export_client, export_opts, err);
+    if (!path.ok()) return Fail(err, "export", path.status(), kExitBadInput);
+    out << *path << "\n";
+    return 0;
+  }
   AggregatorClient client(target, clock);
   absl::StatusOr<std::map<std::string, std::string>> labels = ParseLabels(label_flags);
 
+  if (agents_cmd->parsed()) {
+    if (!labels.ok()) return Fail(err, "agents", labels.status(), kExitUsage);
+    AgentsOptions agents;
+    agents.selector = *labels;
+    agents.format = format;
+    absl::Status s = RunAgents(client, agents, out);
+    return s.ok() ? 0 : Fail(err, "agents", s, kExitBadInput);
+  }
+  if (capture_cmd->parsed()) {
+    if (!labels.ok()) return Fail(err, "capture", labels.status(), kExitUsage);
+    absl::StatusOr<std::map<std::string, std::string>> stored = ParseLabels(capture_labels);
+    if (!stored.ok()) return Fail(err, "capture", stored.status(), kExitUsage);
+    capture.hosts = capture_hosts;
+    capture.selector = *labels;
+    capture.labels = *stored;
+    if (delay_opt->count() > 0) capture.delay_ns = delay_ns;
+    capture.format = format;
+    capture.display = Display::ForStdout(no_color);
+    absl::StatusOr<CaptureResult> result = RunCapture(client, capture, out, err);
+    if (!result.ok()) return Fail(err, "capture", result.status(), kExitBadInput);
+    WriteCaptureResult(*result, capture, nlohmann::json::object(), out);
+    if (absl::Status s = FlushOutput(out); !s.ok()) return Fail(err, "capture", s, kExitBadInput);
+    return result->status == v1::CAPTURE_STATUS_COMPLETE ? 0 : kExitPartial;
+  }
   if (captures_cmd->parsed()) {
     if (!labels.ok()) return Fail(err, "captures", labels.status(), kExitUsage);
     captures.labels = *labels;

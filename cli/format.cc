@@ -1,6 +1,7 @@
 #include "cli/format.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -45,6 +46,39 @@ std::string Truncate(absl::string_view s, size_t n) {
 
 std::string Percent(double fraction) {
   return fraction > 0 ? absl::StrFormat("%.1f%%", fraction * 100) : "-";
+}
+
+std::string FormatBytes(uint64_t bytes) {
+  if (bytes < 1000) return absl::StrCat(bytes, " B");
+  const char* units[] = {"kB", "MB", "GB", "TB"};
+  double v = static_cast<double>(bytes);
+  int u = -1;
+  while (v >= 1000 && u < 3) {
+    v /= 1000;
+    ++u;
+  }
+  return absl::StrFormat("%.1f %s", v, units[u]);
+}
+
+std::string FormatSignedNs(int64_t ns) {
+  const double a = std::abs(static_cast<double>(ns));
+  if (a < 1e3) return absl::StrCat(ns, " ns");
+  if (a < 1e6) return absl::StrFormat("%.2f us", ns / 1e3);
+  if (a < 1e9) return absl::StrFormat("%.3f ms", ns / 1e6);
+  return absl::StrFormat("%.3f s", ns / 1e9);
+}
+
+std::string Sparkline(const std::vector<double>& values) {
+  static const char* const kBlocks[] = {"\u2581", "\u2582", "\u2583", "\u2584",
+                                        "\u2585", "\u2586", "\u2587", "\u2588"};
+  if (values.empty()) return "";
+  const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
+  std::string out;
+  for (double v : values) {
+    const int level = *hi > *lo ? static_cast<int>(std::lround((v - *lo) / (*hi - *lo) * 7)) : 3;
+    out += kBlocks[std::clamp(level, 0, 7)];
+  }
+  return out;
 }
 
 std::string FormatTimestampNs(int64_t ns) {

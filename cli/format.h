@@ -28,6 +28,16 @@ std::string Truncate(absl::string_view s, size_t n);
 // positive (unknown peak, no work).
 std::string Percent(double fraction);
 
+// Formats a byte count for people: "512 B", "1.2 kB", "3.4 MB", "1.0 GB" (powers of 1000).
+std::string FormatBytes(uint64_t bytes);
+
+// Formats a signed ns quantity for people with its unit: "-12.3 us", "4.56 ms", "812 ns".
+std::string FormatSignedNs(int64_t ns);
+
+// A one-line trend of `values` in block characters (U+2581..U+2588), lowest to highest;
+// empty for no values, a flat middle line when all are equal.
+std::string Sparkline(const std::vector<double>& values);
+
 // Formats `ns` since the Unix epoch as UTC ISO-8601 with milliseconds,
 // "2024-05-01T12:00:00.123Z"; 0 (unknown) is "-".
 std::string FormatTimestampNs(int64_t ns);

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Installs dependencies, builds, and runs podprof's main job: the kernel statistics of a real
-# TPU v6e capture (4 chips), printed as a table.
+# Installs dependencies, builds, and runs podprof's main job: a capture of the built-in simulated
+# pod (an aggregator, 4 simulated TPU v5p hosts and their agents, all on this machine), printing
+# each host's clock correction, the top kernels pod-wide and the path of the merged Perfetto
+# trace. Extra arguments go to `podprof demo` (e.g. --hosts 8 --generation v6e).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/build.sh
-fixtures="${PODPROF_FIXTURES_DIR:-$(pwd)/../shared/fixtures/xspace}"
-./build/bin/podprof inspect "$fixtures/tpu_v6e_4chip_host_offload.xplane.pb" --top 15
+./build/bin/podprof demo "$@"

@@ -756,13 +756,13 @@ TEST_F(AggregatorCommandsTest, ImportStreamsEveryFileAndWarnsAboutFileErrors) {
   ExpectDeadlines(1);
 }
 
-TEST_F(AggregatorCommandsTest, BinaryDiffExitsThreeOnRegressionOnlyWhenAsked) {
+TEST_F(AggregatorCommandsTest, BinaryDiffExitsOneOnRegressionOnlyWhenAsked) {
   PodprofResult plain = RunPodprof("diff cap-1 cap-2 --aggregator " + address_);
   EXPECT_EQ(plain.exit_code, 0) << plain.err;
   EXPECT_TRUE(absl::StrContains(plain.out, "REGRESSION")) << plain.out;
   PodprofResult strict =
       RunPodprof("diff cap-1 cap-2 --fail-on-regression --format csv --aggregator " + address_);
-  EXPECT_EQ(strict.exit_code, 3) << strict.err;
+  EXPECT_EQ(strict.exit_code, 1) << strict.err;
   EXPECT_EQ(Lines(strict.out)[0], kDiffCsvHeader);
 }
 
@@ -775,14 +775,14 @@ TEST_F(AggregatorCommandsTest, BinaryReportsTheAggregatorsErrorOnOneLine) {
 
 // ---- The binary without an aggregator
 
-TEST(AggregatorCliTest, UnreachableAggregatorIsOneLineAndExitTwo) {
+TEST(AggregatorCliTest, UnreachableAggregatorIsOneLineAndExitThree) {
   TempDir dir;
   std::string file = dir.Write("h0.xplane.pb", "x");
   for (const std::string& command :
        {std::string("captures"), std::string("stats cap-1"), std::string("history fusion"),
         std::string("diff cap-1 cap-2"), "import '" + file + "'"}) {
     PodprofResult r = RunPodprof(command + " --aggregator 127.0.0.1:1 --timeout 10s");
-    EXPECT_EQ(r.exit_code, 2) << command << ": " << r.err;
+    EXPECT_EQ(r.exit_code, 3) << command << ": " << r.err;
     std::vector<std::string> lines = Lines(r.err);
     ASSERT_EQ(lines.size(), 1u) << command << ": " << r.err;
     const std::string name = command.substr(0, command.find(' '));
@@ -805,7 +805,7 @@ TEST(AggregatorCliTest, ImportChecksPathsBeforeSending) {
   std::filesystem::create_directory(dir.path() + "/session");
   dir.Write("session/h0.xplane.pb", "y");
   r = RunPodprof("import '" + h0 + "' '" + dir.path() + "/session' --aggregator 127.0.0.1:1");
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(Lines(r.err).size(), 1u) << r.err;
   EXPECT_TRUE(absl::StrContains(r.err, "appears twice")) << r.err;
 }
@@ -815,7 +815,7 @@ TEST(AggregatorCliTest, BadFlagValuesAreUsageErrors) {
        {"captures --label novalue", "captures --status done", "captures --timeout 0s",
         "stats cap --by module", "captures --since 1h --since-ns 5", "diff onlyone"}) {
     PodprofResult r = RunPodprof(std::string(args) + " --aggregator 127.0.0.1:1");
-    EXPECT_EQ(r.exit_code, 1) << args << ": " << r.err;
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.err;
     EXPECT_FALSE(r.err.empty()) << args;
   }
 }

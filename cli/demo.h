@@ -1,0 +1,40 @@
+// `podprof demo`: a whole pod on this machine, captured once. Starts, as child processes on
+// loopback ports they pick, an aggregator with a fresh database, N simulated TPU hosts forming
+// one pod (each with a small, known clock error) and N agents; waits until every agent is
+// registered and its clock probed; runs a capture with the live display; prints the top
+// kernels, each host's clock correction against the error it was given, and the path of a
+// Perfetto trace of the merged timeline; then stops every child (or, with --keep, leaves them
+// running and says how to reach and stop them).
+#ifndef PODPROF_CLI_DEMO_H_
+#define PODPROF_CLI_DEMO_H_
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "cli/format.h"
+#include "cli/pod_commands.h"
+
+namespace podprof::cli {
+
+struct DemoOptions {
+  int hosts = 4;
+  std::string generation = "v5p";
+  int64_t duration_ns = 2'000'000'000;
+  bool keep = false;
+  // Where the database, logs and trace go; empty = a new directory under $TMPDIR or /tmp.
+  std::string dir;
+  uint64_t seed = 1;
+  OutputFormat format = OutputFormat::kTable;
+  Display display;
+  // Directory holding podprof-aggregator, podprof-agent and podprof-simhost; empty = this
+  // executable's own directory.
+  std::string bin_dir;
+};
+
+// Returns the process exit code (0 complete, 1 partial or failed capture, 2 could not start).
+int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err);
+
+}  // namespace podprof::cli
+
+#endif  // PODPROF_CLI_DEMO_H_

@@ -1,0 +1,88 @@
+// `podprof agents`, `capture` and `export`: the commands that drive a pod through the
+// aggregator, and the capture display `podprof demo` shares.
+#ifndef PODPROF_CLI_POD_COMMANDS_H_
+#define PODPROF_CLI_POD_COMMANDS_H_
+
+#include <cstdint>
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "cli/aggregator_commands.h"
+#include "cli/format.h"
+#include "nlohmann/json.hpp"
+
+namespace podprof::cli {
+
+// How the terminal may be used: a live display needs a terminal; colors can be turned off
+// (--no-color, NO_COLOR).
+struct Display {
+  bool live = false;
+  bool color = false;
+  // Decides both for `out` being stdout: a terminal, TERM not "dumb", and for color also no
+  // NO_COLOR in the environment and `no_color` false.
+  static Display ForStdout(bool no_color);
+};
+
+struct AgentsOptions {
+  std::map<std::string, std::string> selector;
+  OutputFormat format = OutputFormat::kTable;
+};
+
+// Lists the registered agents: host, address, state, chips, labels, last heartbeat and the
+// clock model (offset, uncertainty, drift, fastest round trip).
+absl::Status RunAgents(AggregatorClient& client, const AgentsOptions& options, std::ostream& out);
+
+struct CaptureOptions {
+  std::vector<std::string> hosts;                // empty with `all` or a selector
+  std::map<std::string, std::string> selector;
+  std::map<std::string, std::string> labels;     // stored with the capture
+  int64_t duration_ns = 2'000'000'000;
+  int64_t delay_ns = 0;
+  uint32_t host_tracer_level = 0;                // 0 = the agent's default
+  uint32_t counter_interval_ms = 0;              // 0 = the agent's default
+  int top = 10;                                  // top kernels printed at the end
+  OutputFormat format = OutputFormat::kTable;
+  Display display;
+  // Extra fields to put in the JSON result of each host, by host name (the demo adds the
+  // clock errors it injected).
+  std::map<std::string, nlohmann::json> host_extras;
+};
+
+// The end of a capture as the CLI reports it.
+struct CaptureResult {
+  std::string capture_id;
+  v1::CaptureStatus status = v1::CAPTURE_STATUS_UNSPECIFIED;
+  v1::CaptureSummary summary;
+  std::vector<v1::KernelStats> top_kernels;
+};
+
+// Starts a capture, shows its progress while it runs (a live per-host display on a terminal,
+// plain log lines to `err` otherwise), then writes the capture id, each host's outcome and
+// clock correction, and the top kernels pod-wide to `out` in the chosen format.
+absl::StatusOr<CaptureResult> RunCapture(AggregatorClient& client, const CaptureOptions& options,
+                                         std::ostream& out, std::ostream& err);
+
+// Writes a finished capture (the result of RunCapture) in `options.format`; `extra` is merged
+// into the JSON object.
+void WriteCaptureResult(const CaptureResult& result, const CaptureOptions& options,
+                        const nlohmann::json& extra, std::ostream& out);
+
+enum class ExportKind { kPerfetto, kChrome, kXprof };
+
+struct ExportOptions {
+  std::string capture_id;
+  ExportKind kind = ExportKind::kPerfetto;
+  std::string path;  // file (perfetto, chrome) or directory (xprof); empty: <capture>.<ext>
+};
+
+// Streams the export from the aggregator into `options.path` (written to a temporary name and
+// renamed when complete, so a failed export leaves no half file). Returns the path written.
+absl::StatusOr<std::string> RunExport(AggregatorClient& client, const ExportOptions& options,
+                                      std::ostream& err);
+
+}  // namespace podprof::cli
+
+#endif  // PODPROF_CLI_POD_COMMANDS_H_
