@@ -84,6 +84,20 @@ class ChunkAssembler {
       }
       events_ += static_cast<uint64_t>(n);
       capture_.blocks.push_back(std::move(b));
+    } else if (c.has_counter_series()) {
+      const auto& cs = c.counter_series();
+      if (cs.timestamp_ns_size() != cs.value_size()) return false;
+      // Series are kept per chip; a host-wide one (ordinal -1) has nowhere to go yet.
+      if (cs.chip_ordinal() < 0) {
+        capture_.warnings.push_back(absl::StrCat("host-wide counter ", cs.name(), " not kept"));
+        return true;
+      }
+      trace::CounterSeries series;
+      series.chip = ChipIndex(cs.chip_ordinal(), nullptr);
+      series.name = cs.name();
+      series.time_ns.assign(cs.timestamp_ns().begin(), cs.timestamp_ns().end());
+      series.value.assign(cs.value().begin(), cs.value().end());
+      capture_.counters.push_back(std::move(series));
     } else if (c.has_trailer()) {
       trailer_ = c.trailer();
       for (const auto& w : trailer_.warnings()) capture_.warnings.push_back(w);

@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "cli/aggregator_commands.h"
 #include "cli/demo.h"
-#include "cli/pod_commands.h"
 #include "cli/inspect.h"
+#include "cli/pod_commands.h"
 #include "common/clock.h"
 
 namespace podprof::cli {
@@ -247,7 +247,8 @@ int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
       ->allow_extra_args(false);
 
   // ---- agents
-  CLI::App* agents_cmd = app.add_subcommand("agents", "List the agents registered with the aggregator");
+  CLI::App* agents_cmd =
+      app.add_subcommand("agents", "List the agents registered with the aggregator");
   AddAggregatorFlags(agents_cmd, target, format);
   agents_cmd
       ->add_option("--selector", label_flags, "Only agents with this label, key=value; repeatable")
@@ -289,7 +290,8 @@ int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
   capture_cmd->add_option("--top", capture.top, "Kernels listed at the end (default 10)");
   std::vector<std::string> capture_labels;
   capture_cmd
-      ->add_option("--label", capture_labels, "Label stored with the capture, key=value; repeatable")
+      ->add_option("--label", capture_labels,
+                   "Label stored with the capture, key=value; repeatable")
       ->allow_extra_args(false);
   capture_cmd->footer(
       "Examples:\n  podprof capture --duration 2s\n"
@@ -368,7 +370,7 @@ int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
   RealClock clock;
   if (export_cmd->parsed()) {
     AggregatorClient export_client(export_target, clock);
-    export_opts.kind = export_format == "chrome"   ? ExportKind::kChrome
+    export_opts.kind = export_format == "chrome"  ? ExportKind::kChrome
                        : export_format == "xprof" ? ExportKind::kXprof
                                                   : ExportKind::kPerfetto;
     absl::StatusOr<std::string> path = RunExport(export_client, export_opts, err);

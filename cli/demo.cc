@@ -42,6 +42,7 @@ class Children {
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGUSR2);  // how the destructor wakes the thread
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
     watcher_ = std::thread([this, set] {
       int sig = 0;
@@ -54,10 +55,6 @@ class Children {
   ~Children() {
     if (!keep_) {
       StopAll();
-      sigset_t set;
-      sigemptyset(&set);
-      sigaddset(&set, SIGUSR2);
-      pthread_sigmask(SIG_BLOCK, &set, nullptr);
       pthread_kill(watcher_.native_handle(), SIGUSR2);
       watcher_.join();
     }
@@ -154,8 +151,8 @@ std::string Slurp(const std::string& path) {
 }
 
 // Waits for a daemon's ready file; fails naming the child and its log when it exits first.
-absl::StatusOr<json> WaitReady(Children& children, const std::string& name,
-                               const std::string& path, const std::string& log) {
+absl::StatusOr<json> WaitReady(Children& children, const std::string& name, const std::string& path,
+                               const std::string& log) {
   for (int i = 0; i < 600; ++i) {
     if (fs::exists(path)) {
       json j = json::parse(Slurp(path), nullptr, false);
@@ -210,13 +207,13 @@ int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
   };
   Children children(options.keep);
   const std::string agg_log = (fs::path(dir) / "aggregator.log").string();
-  children.Spawn("podprof-aggregator",
-                 {bin + "/podprof-aggregator", "--config=" + dir + "/aggregator.toml",
-                  "--listen=127.0.0.1:0", "--db=" + dir + "/podprof.db",
-                  "--ready-file=" + dir + "/aggregator.json"},
-                 agg_log);
-  absl::StatusOr<json> agg = WaitReady(children, "podprof-aggregator",
-                                       dir + "/aggregator.json", agg_log);
+  children.Spawn(
+      "podprof-aggregator",
+      {bin + "/podprof-aggregator", "--config=" + dir + "/aggregator.toml", "--listen=127.0.0.1:0",
+       "--db=" + dir + "/podprof.db", "--ready-file=" + dir + "/aggregator.json"},
+      agg_log);
+  absl::StatusOr<json> agg =
+      WaitReady(children, "podprof-aggregator", dir + "/aggregator.json", agg_log);
   if (!agg.ok()) return fail(std::string(agg.status().message()));
   const int agg_port = (*agg)["port"].get<int>();
   const std::string agg_addr = absl::StrCat("127.0.0.1:", agg_port);
@@ -236,10 +233,9 @@ int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
     children.Spawn("podprof-simhost " + n,
                    {bin + "/podprof-simhost", "--profiler-port=0", "--metrics-port=0",
                     "--generation=" + options.generation, absl::StrCat("--hosts=", options.hosts),
-                    "--host-index=" + n, absl::StrCat("--pod-seed=", options.seed),
-                    "--counters", "--host-name=" + host, "--clock-offset=" + off,
-                    "--clock-drift-ppm=" + drift, "--device-clock-offset=" + dev,
-                    "--truth-file=" + truth_files[host],
+                    "--host-index=" + n, absl::StrCat("--pod-seed=", options.seed), "--counters",
+                    "--host-name=" + host, "--clock-offset=" + off, "--clock-drift-ppm=" + drift,
+                    "--device-clock-offset=" + dev, "--truth-file=" + truth_files[host],
                     "--ready-file=" + dir + "/simhost-" + n + ".json"},
                    sim_log);
     absl::StatusOr<json> sim =
@@ -260,8 +256,8 @@ int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
         WaitReady(children, "podprof-agent " + n, dir + "/agent-" + n + ".json", agent_log);
     if (!ag.ok()) return fail(std::string(ag.status().message()));
   }
-  say(absl::StrCat("podprof demo: aggregator on ", agg_addr, ", ", options.hosts,
-                   " simulated TPU ", options.generation, " hosts with agents; files in ", dir));
+  say(absl::StrCat("podprof demo: aggregator on ", agg_addr, ", ", options.hosts, " simulated TPU ",
+                   options.generation, " hosts with agents; files in ", dir));
 
   // Every agent registered, with two probe bursts behind it (so its clock model has a drift).
   RealClock clock;
@@ -294,8 +290,8 @@ int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
 
   // Each host's clock error at the window's middle, from the simulated hosts' ground truth,
   // next to the correction the aggregator found.
-  const int64_t mid = result->summary.start_ns() + (result->summary.end_ns() -
-                                                    result->summary.start_ns()) / 2;
+  const int64_t mid =
+      result->summary.start_ns() + (result->summary.end_ns() - result->summary.start_ns()) / 2;
   for (const auto& h : result->summary.hosts()) {
     json t = json::parse(Slurp(truth_files[h.host_name()]), nullptr, false);
     if (t.is_discarded() || !t.contains("clock_offset_ns")) continue;
@@ -306,8 +302,8 @@ int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
     const int64_t injected = std::llround(truth);
     capture.host_extras[h.host_name()] = {
         {"injected_offset_ns", injected},
-        {"error_ns", h.status() == v1::CAPTURE_STATUS_COMPLETE ? h.clock_offset_ns() - injected
-                                                                : 0}};
+        {"error_ns",
+         h.status() == v1::CAPTURE_STATUS_COMPLETE ? h.clock_offset_ns() - injected : 0}};
   }
   ExportOptions exp;
   exp.capture_id = result->capture_id;
@@ -323,8 +319,10 @@ int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
   WriteCaptureResult(*result, capture, extra, out);
   if (table) {
     out << "\nclock errors given to the simulated hosts and what the aggregator recovered\n";
-    TextTable t({{"HOST"}, {"GIVEN", TextTable::Align::kRight},
-                 {"CORRECTION", TextTable::Align::kRight}, {"ERROR", TextTable::Align::kRight},
+    TextTable t({{"HOST"},
+                 {"GIVEN", TextTable::Align::kRight},
+                 {"CORRECTION", TextTable::Align::kRight},
+                 {"ERROR", TextTable::Align::kRight},
                  {"+-", TextTable::Align::kRight}});
     for (const auto& h : result->summary.hosts()) {
       auto it = capture.host_extras.find(h.host_name());

@@ -110,7 +110,8 @@ class LiveView {
     const double f = static_cast<double>(now_ns - start_ns_) / static_cast<double>(duration_ns_);
     std::string window = now_ns < start_ns_
                              ? absl::StrFormat("starts in %.1f s", (start_ns_ - now_ns) / 1e9)
-                             : f < 1 ? "capturing" : "window over";
+                         : f < 1 ? "capturing"
+                                 : "window over";
     lines.push_back(absl::StrCat("window ", Bar(f, 30), " ", window));
     size_t shown = 0;
     std::map<std::string, int> rest;
@@ -131,8 +132,8 @@ class LiveView {
     if (!rest.empty()) {
       std::vector<std::string> parts;
       for (const auto& [stage, n] : rest) parts.push_back(absl::StrCat(n, " ", stage));
-      lines.push_back(absl::StrCat("  ... and ", shown - kMaxHostLines, " more: ",
-                                   absl::StrJoin(parts, ", ")));
+      lines.push_back(
+          absl::StrCat("  ... and ", shown - kMaxHostLines, " more: ", absl::StrJoin(parts, ", ")));
     }
     if (drawn_ > 0) out_ << "\x1b[" << drawn_ << "A";
     for (const std::string& l : lines) out_ << "\x1b[2K" << l << "\n";
@@ -157,7 +158,8 @@ std::string ProgressLine(const v1::CaptureProgress& p) {
       absl::StrAppend(&line, " events=", p.host().event_count(),
                       " bytes=", p.host().bytes_received());
     }
-    if (!p.host().error_message().empty()) absl::StrAppend(&line, " error=", p.host().error_message());
+    if (!p.host().error_message().empty())
+      absl::StrAppend(&line, " error=", p.host().error_message());
   } else {
     absl::StrAppend(&line, " ", p.detail());
   }
@@ -190,7 +192,7 @@ absl::Status RunAgents(AggregatorClient& client, const AgentsOptions& options, s
                           {"state", StateName(a.state())},
                           {"chips", a.host().chips_size()},
                           {"labels", std::map<std::string, std::string>(a.host().labels().begin(),
-                                                                         a.host().labels().end())},
+                                                                        a.host().labels().end())},
                           {"last_heartbeat_ns", a.last_heartbeat_ns()},
                           {"clock_offset_ns", a.clock().offset_ns()},
                           {"clock_uncertainty_ns", a.clock().uncertainty_ns()},
@@ -219,16 +221,17 @@ absl::Status RunAgents(AggregatorClient& client, const AgentsOptions& options, s
       using A = TextTable::Align;
       TextTable t({Col{"HOST"}, Col{"ADDRESS"}, Col{"STATE"}, Col{"CHIPS", A::kRight},
                    Col{"LABELS", A::kLeft, 32}, Col{"HEARTBEAT", A::kRight},
-                   Col{"CLOCK OFFSET", A::kRight}, Col{"+-", A::kRight},
-                   Col{"DRIFT", A::kRight}, Col{"RTT", A::kRight}, Col{"CAPTURE"}});
+                   Col{"CLOCK OFFSET", A::kRight}, Col{"+-", A::kRight}, Col{"DRIFT", A::kRight},
+                   Col{"RTT", A::kRight}, Col{"CAPTURE"}});
       for (const auto& a : response.agents()) {
         t.AddRow({a.host().host_name(), a.host().agent_address(), StateName(a.state()),
                   absl::StrCat(a.host().chips_size()), Labels(a.host().labels()),
                   absl::StrFormat("%.1f s ago", (now - a.last_heartbeat_ns()) / 1e9),
                   a.clock().probe_count() > 0 ? FormatSignedNs(a.clock().offset_ns()) : "-",
                   a.clock().probe_count() > 0 ? FormatSignedNs(a.clock().uncertainty_ns()) : "-",
-                  a.clock().probe_count() > 1 ? absl::StrFormat("%+.2f ppm", a.clock().drift_ppb() / 1e3)
-                                              : "-",
+                  a.clock().probe_count() > 1
+                      ? absl::StrFormat("%+.2f ppm", a.clock().drift_ppb() / 1e3)
+                      : "-",
                   a.clock().probe_count() > 0 ? FormatSignedNs(a.clock().min_rtt_ns()) : "-",
                   a.active_capture_id().empty() ? "-" : a.active_capture_id()});
       }
@@ -249,7 +252,8 @@ absl::StatusOr<CaptureResult> RunCapture(AggregatorClient& client, const Capture
   for (const std::string& h : options.hosts) start.add_host_names(h);
   for (const auto& [k, v] : options.selector) (*start.mutable_label_selector())[k] = v;
   for (const auto& [k, v] : options.labels) (*start.mutable_labels())[k] = v;
-  start.set_duration_ms(static_cast<uint64_t>(std::max<int64_t>(1, options.duration_ns / 1'000'000)));
+  start.set_duration_ms(
+      static_cast<uint64_t>(std::max<int64_t>(1, options.duration_ns / 1'000'000)));
   start.set_delay_ms(static_cast<uint32_t>(options.delay_ns / 1'000'000));
   start.set_counter_interval_ms(options.counter_interval_ms);
   start.mutable_options()->set_host_tracer_level(options.host_tracer_level);
@@ -382,8 +386,8 @@ void WriteCaptureResult(const CaptureResult& result, const CaptureOptions& optio
              "probe_correction_ns,collectives_matched,error\n";
       for (const auto& h : hosts) {
         out << CsvField(result.capture_id) << "," << CsvField(h.host_name()) << ","
-            << StatusName(h.status()) << "," << h.event_count() << "," << h.bytes_received()
-            << "," << h.clock_offset_ns() << "," << h.clock_uncertainty_ns() << ","
+            << StatusName(h.status()) << "," << h.event_count() << "," << h.bytes_received() << ","
+            << h.clock_offset_ns() << "," << h.clock_uncertainty_ns() << ","
             << h.probe_clock_offset_ns() << "," << h.collectives_matched() << ","
             << CsvField(h.error_message()) << "\n";
       }
@@ -494,7 +498,8 @@ absl::StatusOr<std::string> RunExport(AggregatorClient& client, const ExportOpti
   grpc::Status s = reader->Finish();
   if (file.is_open()) file.close();
   if (failure.ok()) failure = client.Check(s);
-  if (failure.ok() && !file) failure = absl::DataLossError(absl::StrCat("writing ", path, " failed"));
+  if (failure.ok() && !file)
+    failure = absl::DataLossError(absl::StrCat("writing ", path, " failed"));
   if (!failure.ok()) {
     std::error_code ec;
     fs::remove(tmp, ec);
@@ -502,7 +507,8 @@ absl::StatusOr<std::string> RunExport(AggregatorClient& client, const ExportOpti
   }
   std::error_code ec;
   fs::rename(tmp, path, ec);
-  if (ec) return absl::InvalidArgumentError(absl::StrCat("cannot write ", path, ": ", ec.message()));
+  if (ec)
+    return absl::InvalidArgumentError(absl::StrCat("cannot write ", path, ": ", ec.message()));
   return path;
 }
 

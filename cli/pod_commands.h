@@ -36,14 +36,14 @@ struct AgentsOptions {
 absl::Status RunAgents(AggregatorClient& client, const AgentsOptions& options, std::ostream& out);
 
 struct CaptureOptions {
-  std::vector<std::string> hosts;                // empty with `all` or a selector
+  std::vector<std::string> hosts;  // empty with `all` or a selector
   std::map<std::string, std::string> selector;
-  std::map<std::string, std::string> labels;     // stored with the capture
+  std::map<std::string, std::string> labels;  // stored with the capture
   int64_t duration_ns = 2'000'000'000;
   int64_t delay_ns = 0;
-  uint32_t host_tracer_level = 0;                // 0 = the agent's default
-  uint32_t counter_interval_ms = 0;              // 0 = the agent's default
-  int top = 10;                                  // top kernels printed at the end
+  uint32_t host_tracer_level = 0;    // 0 = the agent's default
+  uint32_t counter_interval_ms = 0;  // 0 = the agent's default
+  int top = 10;                      // top kernels printed at the end
   OutputFormat format = OutputFormat::kTable;
   Display display;
   // Extra fields to put in the JSON result of each host, by host name (the demo adds the

@@ -14,6 +14,7 @@
 #include "proto/perfetto_trace.pb.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
 #include "storage/store.h"
+#include "tests/cli/run_podprof.h"
 #include "tests/util/child_process.h"
 
 namespace podprof::aggregator {
@@ -22,6 +23,8 @@ namespace {
 namespace fs = std::filesystem;
 namespace v1 = podprof::v1;
 using podprof::testing::ChildProcess;
+using podprof::testing::PodprofResult;
+using podprof::testing::RunPodprof;
 using podprof::testing::SlurpFile;
 
 std::string Bin(const std::string& n) { return std::string(PODPROF_BIN_DIR) + "/" + n; }
@@ -50,6 +53,7 @@ class PodTest : public ::testing::Test {
         P("agg.json"));
     ASSERT_TRUE(aggregator_->ready());
     const int agg_port = aggregator_->info()["port"];
+    agg_addr_ = absl::StrCat("127.0.0.1:", agg_port);
     for (size_t i = 0; i < hosts.size(); ++i) {
       const std::string n = std::to_string(i);
       const std::string offset = absl::StrCat(hosts[i].clock_offset_ns / 1000, "us");
@@ -141,6 +145,7 @@ class PodTest : public ::testing::Test {
   }
 
   fs::path dir_;
+  std::string agg_addr_;
   std::unique_ptr<ChildProcess> aggregator_;
   std::vector<std::unique_ptr<ChildProcess>> sims_, agents_;
   std::unique_ptr<v1::Aggregator::Stub> stub_;
@@ -279,6 +284,61 @@ TEST_F(PodTest, FourHostCaptureAlignsClocksAndCollectives) {
   EXPECT_GT(names, 10u);
 }
 
+// The CLI over a real pod: agents, a capture (exit 0, one JSON object), its export to a file.
+TEST_F(PodTest, CliListsAgentsCapturesAndExports) {
+  StartPod({{2'000'000, 0}, {-3'000'000, 0}});
+  PodprofResult agents = RunPodprof("agents --format json --aggregator " + agg_addr_);
+  ASSERT_EQ(agents.exit_code, 0) << agents.err;
+  auto aj = nlohmann::json::parse(agents.out);
+  ASSERT_EQ(aj["agents"].size(), 2u);
+  for (const auto& a : aj["agents"]) {
+    EXPECT_EQ(a["state"], "online");
+    EXPECT_EQ(a["chips"], 2);
+    EXPECT_GT(a["probe_count"].get<int>(), 0);
+  }
+  PodprofResult table = RunPodprof("agents --aggregator " + agg_addr_);
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_TRUE(absl::StrContains(table.out, "host-1")) << table.out;
+
+  PodprofResult cap = RunPodprof(
+      "capture --duration 300ms --label run=cli --format json "
+      "--aggregator " +
+      agg_addr_);
+  ASSERT_EQ(cap.exit_code, 0) << cap.err;
+  auto cj = nlohmann::json::parse(cap.out);  // stdout holds exactly one JSON object
+  EXPECT_EQ(cj["state"], "complete");
+  ASSERT_EQ(cj["hosts"].size(), 2u);
+  EXPECT_EQ(cj["hosts"][0]["host"], "host-0");
+  EXPECT_NEAR(cj["hosts"][0]["correction_ns"].get<double>(), 2'000'000, 50'000);
+  EXPECT_NEAR(cj["hosts"][1]["correction_ns"].get<double>(), -3'000'000, 50'000);
+  EXPECT_GT(cj["hosts"][1]["events"].get<int64_t>(), 1000);
+  ASSERT_FALSE(cj["top_kernels"].empty());
+  EXPECT_GT(cj["top_kernels"][0]["total_ps"].get<int64_t>(),
+            cj["top_kernels"].back()["total_ps"].get<int64_t>() - 1);
+  // Off a terminal the progress goes to stderr as log lines, one per event.
+  EXPECT_TRUE(absl::StrContains(cap.err, "host-0 streaming")) << cap.err;
+  EXPECT_TRUE(absl::StrContains(cap.err, "capture complete")) << cap.err;
+
+  const std::string id = cj["capture_id"];
+  const std::string out = P("pod.pftrace");
+  PodprofResult exp = RunPodprof("export " + id + " -o " + out + " --aggregator " + agg_addr_);
+  ASSERT_EQ(exp.exit_code, 0) << exp.err;
+  perfetto::protos::Trace trace;
+  ASSERT_TRUE(trace.ParseFromString(SlurpFile(out)));
+  int processes = 0;
+  for (const auto& p : trace.packet()) processes += p.track_descriptor().has_process();
+  EXPECT_EQ(processes, 2);
+  PodprofResult chrome = RunPodprof("export " + id + " --format chrome -o " + P("pod.json") +
+                                    " --aggregator " + agg_addr_);
+  ASSERT_EQ(chrome.exit_code, 0) << chrome.err;
+  auto chj = nlohmann::json::parse(SlurpFile(P("pod.json")));
+  EXPECT_GT(chj["traceEvents"].size(), 1000u);
+  PodprofResult unknown =
+      RunPodprof("export cap-none -o " + P("x.pftrace") + " --aggregator " + agg_addr_);
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_FALSE(fs::exists(P("x.pftrace")));
+}
+
 TEST_F(PodTest, OneWorkloadDownMakesThePartialCaptureWithItsReason) {
   StartPod({{0, 0}, {5'000'000, 0, /*workload_up=*/false}});
   std::string id;
@@ -299,6 +359,12 @@ TEST_F(PodTest, OneWorkloadDownMakesThePartialCaptureWithItsReason) {
   ASSERT_TRUE(stub_->ListCaptures(&ctx, v1::ListCapturesRequest(), &list).ok());
   ASSERT_EQ(list.captures_size(), 1);
   EXPECT_EQ(list.captures(0).status(), v1::CAPTURE_STATUS_PARTIAL);
+
+  // The CLI says so too: exit 1, the failed host with its reason.
+  PodprofResult cli = RunPodprof("capture --duration 200ms --aggregator " + agg_addr_);
+  EXPECT_EQ(cli.exit_code, 1) << cli.err;
+  EXPECT_TRUE(absl::StrContains(cli.out, "partial")) << cli.out;
+  EXPECT_TRUE(absl::StrContains(cli.out, "unreachable")) << cli.out;
 }
 
 TEST_F(PodTest, CancelStopsTheCaptureEverywhere) {
