@@ -14,6 +14,7 @@
 #include "common/errno_status.h"
 #include "common/logging.h"
 #include "export/trace_export.h"
+#include "export/xspace_export.h"
 #include "proto/grpc_status.h"
 #include "trace/kernel_stats.h"
 #include "trace/xspace_reader.h"
@@ -420,16 +421,35 @@ grpc::Status AggregatorService::ExportCapture(
     grpc::ServerWriter<podprof::v1::ExportChunk>* writer) {
   const auto format = request->format();
   if (format != podprof::v1::EXPORT_FORMAT_PERFETTO &&
-      format != podprof::v1::EXPORT_FORMAT_CHROME_JSON) {
-    return grpc::Status(format == podprof::v1::EXPORT_FORMAT_XSPACE_DIR
-                            ? grpc::StatusCode::UNIMPLEMENTED
-                            : grpc::StatusCode::INVALID_ARGUMENT,
-                        absl::StrCat("export format ", podprof::v1::ExportFormat_Name(format),
-                                     " is not available; use EXPORT_FORMAT_PERFETTO or "
-                                     "EXPORT_FORMAT_CHROME_JSON"));
+      format != podprof::v1::EXPORT_FORMAT_CHROME_JSON &&
+      format != podprof::v1::EXPORT_FORMAT_XSPACE_DIR) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("export format ", static_cast<int>(format),
+                                     " is not one of perfetto, chrome json, xspace dir"));
   }
   absl::StatusOr<storage::CaptureRow> row = store_->GetCapture(request->capture_id());
   if (!row.ok()) return ToGrpc(row.status());
+  if (format == podprof::v1::EXPORT_FORMAT_XSPACE_DIR) {
+    // One file per host, each a whole XSpace: only one host's is ever in memory.
+    const std::string run = exporter::XprofRunName(row->start_ns);
+    uint64_t files = 0;
+    absl::Status s = store_->ForEachHost(request->capture_id(), [&](storage::StoredHost& h) {
+      if (context->IsCancelled()) return absl::CancelledError("the client went away");
+      if (h.capture.host.chips.empty()) return absl::OkStatus();  // a host that failed
+      ChunkStreamBuf buf(writer,
+                         absl::StrCat("plugins/profile/", run, "/", h.row.host, ".xplane.pb"));
+      std::ostream out(&buf);
+      if (!exporter::ToXSpace(h.capture).SerializeToOstream(&out) || !out.flush()) {
+        return absl::UnavailableError("the client stopped reading");
+      }
+      ++files;
+      return absl::OkStatus();
+    });
+    if (!s.ok()) return ToGrpc(s);
+    PODPROF_LOG(INFO) << "exported " << request->capture_id() << " as an XProf session of " << files
+                      << " hosts";
+    return grpc::Status::OK;
+  }
   const bool perfetto = format == podprof::v1::EXPORT_FORMAT_PERFETTO;
   ChunkStreamBuf buf(writer, absl::StrCat(request->capture_id(), perfetto ? ".pftrace" : ".json"));
   std::ostream out(&buf);

@@ -471,44 +471,73 @@ absl::StatusOr<std::string> RunExport(AggregatorClient& client, const ExportOpti
              "perfetto format opens in ui.perfetto.dev at any size\n";
     }
   }
-  const std::string tmp = absl::StrCat(path, ".partial-", getpid());
+  // Every file goes to a temporary name first and is renamed when complete, so a failed
+  // export leaves no half file behind.
+  const std::string suffix = absl::StrCat(".partial-", getpid());
   std::ofstream file;
-  std::string open_path;
+  std::string current;  // the file being written, relative to the export's root
+  std::vector<std::string> written;
+  absl::Status failure;
+  auto target_of = [&](const std::string& rel) {
+    return options.kind == ExportKind::kXprof ? (fs::path(path) / rel).string() : path;
+  };
+  auto finish_file = [&]() -> absl::Status {
+    if (current.empty()) return absl::OkStatus();
+    file.close();
+    const std::string final_path = target_of(current);
+    if (!file) return absl::DataLossError(absl::StrCat("writing ", final_path, " failed"));
+    std::error_code ec;
+    fs::rename(final_path + suffix, final_path, ec);
+    if (ec) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot write ", final_path, ": ", ec.message()));
+    }
+    written.push_back(final_path);
+    current.clear();
+    return absl::OkStatus();
+  };
   grpc::ClientContext ctx;
   client.SetDeadline(ctx);
   auto reader = client.stub().ExportCapture(&ctx, request);
   v1::ExportChunk chunk;
-  absl::Status failure;
-  while (reader->Read(&chunk)) {
-    if (options.kind == ExportKind::kXprof) {
-      failure = absl::UnimplementedError("xprof directories are not written by this client");
-      ctx.TryCancel();
-      break;
-    }
-    if (!file.is_open()) {
-      file.open(tmp, std::ios::binary | std::ios::trunc);
-      if (!file) {
-        failure = absl::InvalidArgumentError(absl::StrCat("cannot write ", path));
-        ctx.TryCancel();
+  while (failure.ok() && reader->Read(&chunk)) {
+    if (chunk.path() != current) {
+      failure = finish_file();
+      if (!failure.ok()) break;
+      // The aggregator names the files; never let a name leave the export's directory.
+      const fs::path rel(chunk.path());
+      bool safe = !chunk.path().empty() && rel.is_relative();
+      for (const auto& part : rel) safe = safe && part != "..";
+      if (!safe) {
+        failure = absl::DataLossError(
+            absl::StrCat("the aggregator sent a bad file name \"", chunk.path(), "\""));
         break;
       }
+      current = chunk.path();
+      const std::string target = target_of(current);
+      std::error_code ec;
+      if (options.kind == ExportKind::kXprof) {
+        fs::create_directories(fs::path(target).parent_path(), ec);
+      }
+      file.clear();
+      file.open(target + suffix, std::ios::binary | std::ios::trunc);
+      if (!file) failure = absl::InvalidArgumentError(absl::StrCat("cannot write ", target));
     }
-    file.write(chunk.data().data(), static_cast<std::streamsize>(chunk.data().size()));
+    if (failure.ok()) {
+      file.write(chunk.data().data(), static_cast<std::streamsize>(chunk.data().size()));
+    }
   }
+  if (!failure.ok()) ctx.TryCancel();
   grpc::Status s = reader->Finish();
-  if (file.is_open()) file.close();
   if (failure.ok()) failure = client.Check(s);
-  if (failure.ok() && !file)
-    failure = absl::DataLossError(absl::StrCat("writing ", path, " failed"));
+  if (failure.ok()) failure = finish_file();
   if (!failure.ok()) {
+    if (file.is_open()) file.close();
     std::error_code ec;
-    fs::remove(tmp, ec);
+    if (!current.empty()) fs::remove(target_of(current) + suffix, ec);
     return failure;
   }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec)
-    return absl::InvalidArgumentError(absl::StrCat("cannot write ", path, ": ", ec.message()));
+  if (written.empty()) return absl::NotFoundError("the capture has nothing to export");
   return path;
 }
 

@@ -16,6 +16,8 @@
 #include "storage/store.h"
 #include "tests/cli/run_podprof.h"
 #include "tests/util/child_process.h"
+#include "trace/kernel_stats.h"
+#include "trace/xspace_reader.h"
 
 namespace podprof::aggregator {
 namespace {
@@ -333,6 +335,51 @@ TEST_F(PodTest, CliListsAgentsCapturesAndExports) {
   ASSERT_EQ(chrome.exit_code, 0) << chrome.err;
   auto chj = nlohmann::json::parse(SlurpFile(P("pod.json")));
   EXPECT_GT(chj["traceEvents"].size(), 1000u);
+  // An XProf session: one file per host, read back with our reader, holding the same kernel
+  // statistics as the stored capture, with the profile start on the aggregator's clock.
+  PodprofResult xprof = RunPodprof("export " + id + " --format xprof -o " + P("xprof") +
+                                   " --aggregator " + agg_addr_);
+  ASSERT_EQ(xprof.exit_code, 0) << xprof.err;
+  std::vector<fs::path> files;
+  for (const auto& e : fs::recursive_directory_iterator(P("xprof"))) {
+    if (e.is_regular_file()) files.push_back(e.path());
+  }
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(files[0].parent_path().parent_path(), fs::path(P("xprof")) / "plugins" / "profile");
+  grpc::ClientContext lctx;
+  v1::ListCapturesResponse listed;
+  ASSERT_TRUE(stub_->ListCaptures(&lctx, v1::ListCapturesRequest(), &listed).ok());
+  int64_t capture_start = 0;
+  for (const auto& c : listed.captures()) {
+    if (c.capture_id() == id) capture_start = c.start_ns();
+  }
+  for (const fs::path& f : files) {
+    const std::string host = f.stem().stem().string();
+    auto read = trace::ReadXSpaceFile(f.string());
+    ASSERT_TRUE(read.ok()) << f << ": " << read.status();
+    EXPECT_EQ(read->host.profile_start_ns, capture_start) << f;
+    std::map<std::string, std::pair<int64_t, int64_t>> from_file;  // name -> (count, total)
+    for (const trace::KernelStats& k : trace::RollUpByKernel(trace::ComputeKernelStats(*read))) {
+      auto& e = from_file[read->kernels[k.kernel].name];
+      e.first += k.count;
+      e.second += k.total_ps;
+    }
+    grpc::ClientContext sctx;
+    v1::GetKernelStatsRequest sreq;
+    sreq.set_capture_id(id);
+    sreq.set_host_name(host);
+    sreq.set_group_by(v1::KERNEL_GROUPING_HOST);
+    v1::GetKernelStatsResponse stored;
+    ASSERT_TRUE(stub_->GetKernelStats(&sctx, sreq, &stored).ok());
+    ASSERT_GT(stored.stats_size(), 5) << host;
+    for (const auto& k : stored.stats()) {
+      auto it = from_file.find(k.kernel().op_name());
+      ASSERT_NE(it, from_file.end()) << host << " " << k.kernel().op_name();
+      EXPECT_EQ(it->second.first, static_cast<int64_t>(k.count())) << k.kernel().op_name();
+      EXPECT_EQ(it->second.second, k.total_ps()) << k.kernel().op_name();
+    }
+  }
+
   PodprofResult unknown =
       RunPodprof("export cap-none -o " + P("x.pftrace") + " --aggregator " + agg_addr_);
   EXPECT_EQ(unknown.exit_code, 2);

@@ -1,0 +1,171 @@
+#include "export/xspace_export.h"
+
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+
+namespace podprof::exporter {
+namespace {
+
+using tensorflow::profiler::XEvent;
+using tensorflow::profiler::XLine;
+using tensorflow::profiler::XPlane;
+using tensorflow::profiler::XStat;
+
+// Stat metadata ids of every plane written, under the names the profiler uses.
+enum StatId : int64_t {
+  kDeviceTypeString = 1,
+  kPeakTeraflops,
+  kPeakHbmBw,
+  kHloCategory,
+  kFlops,
+  kBytesAccessed,
+  kSource,
+  kProgramId,
+  kAllReduceUniqueId,
+  kCounterValue,
+  kStatCount,
+};
+const char* const kStatNames[] = {"",
+                                  "device_type_string",
+                                  "peak_teraflops_per_second",
+                                  "peak_hbm_bw_gigabytes_per_second",
+                                  "hlo_category",
+                                  "flops",
+                                  "bytes_accessed",
+                                  "source",
+                                  "program_id",
+                                  "all_reduce_unique_id",
+                                  "counter_value"};
+
+XStat* AddStat(google::protobuf::RepeatedPtrField<XStat>* stats, int64_t id) {
+  XStat* s = stats->Add();
+  s->set_metadata_id(id);
+  return s;
+}
+
+}  // namespace
+
+std::string XprofRunName(int64_t start_ns) {
+  return absl::FormatTime("%Y_%m_%d_%H_%M_%S", absl::FromUnixNanos(start_ns), absl::UTCTimeZone());
+}
+
+tensorflow::profiler::XSpace ToXSpace(const trace::HostCapture& capture) {
+  tensorflow::profiler::XSpace space;
+  space.add_hostnames(capture.host.name);
+  const int64_t origin = capture.host.profile_start_ns;
+  bool gpu = false;
+  for (const trace::EventBlock& b : capture.blocks) gpu |= b.kind == trace::LineKind::kGpuStream;
+  const size_t chips = capture.host.chips.size();
+  for (size_t ci = 0; ci < chips; ++ci) {
+    const trace::Chip& chip = capture.host.chips[ci];
+    XPlane* plane = space.add_planes();
+    plane->set_id(static_cast<int64_t>(ci) + 1);
+    plane->set_name(absl::StrCat(gpu ? "/device:GPU:" : "/device:TPU:", chip.ordinal));
+    for (int64_t id = 1; id < kStatCount; ++id) {
+      auto& sm = (*plane->mutable_stat_metadata())[id];
+      sm.set_id(id);
+      sm.set_name(kStatNames[id]);
+    }
+    if (!chip.device_type.empty()) {
+      AddStat(plane->mutable_stats(), kDeviceTypeString)->set_str_value(chip.device_type);
+    }
+    if (chip.peak_tflops > 0) {
+      AddStat(plane->mutable_stats(), kPeakTeraflops)->set_double_value(chip.peak_tflops);
+    }
+    if (chip.peak_hbm_gbps > 0) {
+      AddStat(plane->mutable_stats(), kPeakHbmBw)->set_double_value(chip.peak_hbm_gbps);
+    }
+    // Metadata for the kernels this chip ran: id = index into capture.kernels + 1.
+    auto& metas = *plane->mutable_event_metadata();
+    auto kernel_meta = [&](uint32_t k) {
+      const int64_t id = static_cast<int64_t>(k) + 1;
+      auto [it, fresh] = metas.try_emplace(id);
+      if (!fresh) return id;
+      auto& m = it->second;
+      m.set_id(id);
+      const trace::KernelDef* d = k < capture.kernels.size() ? &capture.kernels[k] : nullptr;
+      if (d == nullptr) return id;
+      m.set_name(d->name);
+      if (!d->category.empty() && d->category != "xla module") {
+        AddStat(m.mutable_stats(), kHloCategory)->set_str_value(d->category);
+      }
+      if (d->flops > 0) AddStat(m.mutable_stats(), kFlops)->set_int64_value(d->flops);
+      if (d->bytes_accessed > 0) {
+        AddStat(m.mutable_stats(), kBytesAccessed)->set_int64_value(d->bytes_accessed);
+      }
+      if (d->program_id != 0)
+        AddStat(m.mutable_stats(), kProgramId)->set_uint64_value(d->program_id);
+      if (!d->source.empty()) AddStat(m.mutable_stats(), kSource)->set_str_value(d->source);
+      return id;
+    };
+    // One XLine per line name, its time the earliest of its blocks.
+    std::map<std::string, std::vector<const trace::EventBlock*>> lines;
+    for (const trace::EventBlock& b : capture.blocks) {
+      if (b.chip == static_cast<int>(ci)) lines[b.line].push_back(&b);
+    }
+    int64_t line_id = 0;
+    for (const auto& [name, blocks] : lines) {
+      XLine* line = plane->add_lines();
+      line->set_id(++line_id);
+      line->set_name(name);
+      int64_t base = INT64_MAX;
+      for (const trace::EventBlock* b : blocks) base = std::min(base, b->base_ns);
+      line->set_timestamp_ns(origin > 0 ? base - origin : base);
+      for (const trace::EventBlock* b : blocks) {
+        const int64_t shift_ps = (b->base_ns - base) * 1000;
+        for (size_t i = 0; i < b->size(); ++i) {
+          XEvent* ev = line->add_events();
+          ev->set_metadata_id(kernel_meta(b->kernel[i]));
+          ev->set_offset_ps(shift_ps + b->start_ps[i]);
+          ev->set_duration_ps(b->duration_ps[i]);
+          if (b->collective[i] != 0) {
+            AddStat(ev->mutable_stats(), kAllReduceUniqueId)->set_uint64_value(b->collective[i]);
+          }
+        }
+      }
+    }
+    // Counters: one `_counters_` line, an event per sample named after its counter.
+    XLine* counters = nullptr;
+    int64_t counter_meta = static_cast<int64_t>(capture.kernels.size()) + 1;
+    std::map<std::string, int64_t> counter_ids;
+    for (const trace::CounterSeries& s : capture.counters) {
+      if (s.chip != static_cast<int>(ci) || s.time_ns.empty()) continue;
+      if (counters == nullptr) {
+        counters = plane->add_lines();
+        counters->set_id(++line_id);
+        counters->set_name("_counters_");
+        counters->set_timestamp_ns(origin > 0 ? 0 : s.time_ns.front());
+      }
+      auto [it, fresh] = counter_ids.try_emplace(s.name, counter_meta);
+      if (fresh) {
+        auto& m = metas[counter_meta];
+        m.set_id(counter_meta);
+        m.set_name(s.name);
+        ++counter_meta;
+      }
+      const int64_t line_ns = origin > 0 ? origin : counters->timestamp_ns();
+      for (size_t i = 0; i < s.value.size(); ++i) {
+        XEvent* ev = counters->add_events();
+        ev->set_metadata_id(it->second);
+        ev->set_offset_ps((s.time_ns[i] - line_ns) * 1000);
+        AddStat(ev->mutable_stats(), kCounterValue)->set_double_value(s.value[i]);
+      }
+    }
+  }
+  XPlane* env = space.add_planes();
+  env->set_id(static_cast<int64_t>(chips) + 1);
+  env->set_name("Task Environment");
+  (*env->mutable_stat_metadata())[1].set_id(1);
+  (*env->mutable_stat_metadata())[1].set_name("profile_start_time");
+  (*env->mutable_stat_metadata())[2].set_id(2);
+  (*env->mutable_stat_metadata())[2].set_name("profile_stop_time");
+  AddStat(env->mutable_stats(), 1)->set_uint64_value(static_cast<uint64_t>(origin));
+  AddStat(env->mutable_stats(), 2)
+      ->set_uint64_value(static_cast<uint64_t>(capture.host.profile_stop_ns));
+  return space;
+}
+
+}  // namespace podprof::exporter

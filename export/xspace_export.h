@@ -1,0 +1,27 @@
+// A stored host capture written back as the profiler's XSpace, for XProf: one file per host
+// in an XProf session directory (plugins/profile/<run>/<host>.xplane.pb), times on the
+// aggregator's clock so that `xprof --logdir` shows every host of a pod in one session, aligned.
+#ifndef PODPROF_EXPORT_XSPACE_EXPORT_H_
+#define PODPROF_EXPORT_XSPACE_EXPORT_H_
+
+#include <cstdint>
+#include <string>
+
+#include "proto/xplane.pb.h"
+#include "trace/model.h"
+
+namespace podprof::exporter {
+
+// The capture as XProf's post-processed files lay it out: a `/device:TPU:N` (or GPU) plane
+// per chip with its lines (one XLine per line name, times relative to the profile start), event
+// metadata carrying each kernel's name, category, flops, bytes, program id and source, the
+// `all_reduce_unique_id` of collective events, counters as a `_counters_` line, and a
+// `Task Environment` plane whose profile start and stop are the capture's window.
+tensorflow::profiler::XSpace ToXSpace(const trace::HostCapture& capture);
+
+// The run directory name XProf expects, from ns since the Unix epoch: "2026_11_30_02_03_04".
+std::string XprofRunName(int64_t start_ns);
+
+}  // namespace podprof::exporter
+
+#endif  // PODPROF_EXPORT_XSPACE_EXPORT_H_
