@@ -540,6 +540,15 @@ void WriteKernelHistory(const v1::KernelHistoryResponse& response, OutputFormat 
         out << k.op_name() << " (module " << (k.module().empty() ? "-" : k.module());
         if (!k.category().empty()) out << ", " << k.category();
         out << "): " << Count(series.points_size(), "capture") << "\n";
+        if (series.points_size() > 1) {
+          // The trend at a glance, oldest capture first.
+          std::vector<double> mean, p99;
+          for (const v1::KernelHistoryPoint& p : series.points()) {
+            mean.push_back(p.mean_ps());
+            p99.push_back(static_cast<double>(p.p99_ps()));
+          }
+          out << "  mean " << Sparkline(mean) << "  p99 " << Sparkline(p99) << "\n";
+        }
         using Align = TextTable::Align;
         TextTable table({{"CAPTURE"},
                          {"START"},

@@ -52,7 +52,9 @@ CLI::Validator CaptureStatusValidator() {
 
 // The flags every aggregator command has: where the aggregator is, the deadline, the format.
 void AddAggregatorFlags(CLI::App* cmd, AggregatorTarget& target, OutputFormat& format) {
-  cmd->add_option("--aggregator", target.address, "Aggregator address, host:port")
+  cmd->add_option("--aggregator", target.address,
+                  "Aggregator address, host:port (or $PODPROF_AGGREGATOR)")
+      ->envname("PODPROF_AGGREGATOR")
       ->capture_default_str();
   cmd->add_option("--timeout", target.timeout_ns,
                   "Deadline of each call to the aggregator, e.g. 30s, 2m (default 30s); for "
@@ -246,6 +248,27 @@ int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
       ->add_option("--label", label_flags, "Label stored with the capture, key=value; repeatable")
       ->allow_extra_args(false);
 
+  inspect_cmd->footer(
+      "Examples:\n  podprof inspect host0.xplane.pb\n"
+      "  podprof inspect host0.xplane.pb --by chip --format csv > kernels.csv");
+  captures_cmd->footer(
+      "Examples:\n  podprof captures --since 24h\n  podprof captures --label run=baseline "
+      "--status complete --format json");
+  stats_cmd->footer(
+      "Examples:\n  podprof stats cap-1796003829474-cf16\n"
+      "  podprof stats cap-1796003829474-cf16 --by host --kernel 'fusion\\..*' --top 10\n"
+      "  podprof stats cap-1796003829474-cf16 --format csv > stats.csv");
+  history_cmd->footer(
+      "Examples:\n  podprof history 'fusion\\.5$' --since 168h\n"
+      "  podprof history all-reduce --module jit_train_step --format csv");
+  diff_cmd->footer(
+      "Examples:\n  podprof diff cap-A cap-B\n"
+      "  podprof diff cap-A cap-B --threshold 0.1 --fail-on-regression   # exit 1 on a "
+      "regression");
+  import_cmd->footer(
+      "Examples:\n  podprof import /tmp/xprof/plugins/profile/2026_11_30_02_03_04\n"
+      "  podprof import host0.xplane.pb host1.xplane.pb --label run=nightly");
+
   // ---- agents
   CLI::App* agents_cmd =
       app.add_subcommand("agents", "List the agents registered with the aggregator");
@@ -308,7 +331,10 @@ int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
   CLI::App* export_cmd = app.add_subcommand(
       "export", "Write a stored capture's merged timeline for Perfetto, Chrome or XProf");
   export_cmd->add_option("capture", export_opts.capture_id, "Capture id")->required();
-  export_cmd->add_option("--aggregator", export_target.address, "Aggregator address, host:port")
+  export_cmd
+      ->add_option("--aggregator", export_target.address,
+                   "Aggregator address, host:port (or $PODPROF_AGGREGATOR)")
+      ->envname("PODPROF_AGGREGATOR")
       ->capture_default_str();
   export_cmd->add_option("--timeout", export_target.timeout_ns, "Deadline of the whole export")
       ->transform(PositiveDuration())

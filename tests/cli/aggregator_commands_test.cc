@@ -272,6 +272,31 @@ TEST(WriteKernelHistoryTest, TableHasOneBlockPerKernel) {
   EXPECT_TRUE(absl::StrContains(lines[2], "1.50")) << lines[2];
 }
 
+TEST(WriteKernelHistoryTest, TableDrawsTheTrendOfMeanAndP99) {
+  v1::KernelHistoryResponse r = OneSeries();
+  for (int i = 0; i < 3; ++i) {
+    auto* p = r.mutable_series(0)->add_points();
+    *p = r.series(0).points(0);
+    p->set_mean_ps(250 + 100 * (i + 1));  // rising
+    p->set_p99_ps(310);                   // flat
+  }
+  std::ostringstream out;
+  WriteKernelHistory(r, OutputFormat::kTable, out);
+  std::vector<std::string> lines = Lines(out.str());
+  ASSERT_GE(lines.size(), 2u) << out.str();
+  // Lowest to highest block for the rising mean; the flat p99 stays on one level.
+  EXPECT_EQ(lines[1], "  mean \u2581\u2583\u2586\u2588  p99 \u2584\u2584\u2584\u2584");
+}
+
+TEST(FormatTest, HumanUnits) {
+  EXPECT_EQ(FormatBytes(999), "999 B");
+  EXPECT_EQ(FormatBytes(2'560'000), "2.6 MB");
+  EXPECT_EQ(FormatSignedNs(-600'120), "-600.12 us");
+  EXPECT_EQ(FormatSignedNs(4'110'000), "4.110 ms");
+  EXPECT_EQ(FormatSignedNs(561), "561 ns");
+  EXPECT_EQ(Sparkline({}), "");
+}
+
 TEST(WriteCaptureDiffTest, CsvLeavesAbsentSidesEmpty) {
   std::ostringstream out;
   WriteCaptureDiff(DiffRequest(), TwoDeltas(), OutputFormat::kCsv, out);
@@ -808,6 +833,22 @@ TEST(AggregatorCliTest, ImportChecksPathsBeforeSending) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(Lines(r.err).size(), 1u) << r.err;
   EXPECT_TRUE(absl::StrContains(r.err, "appears twice")) << r.err;
+}
+
+TEST(AggregatorCliTest, EverySubcommandHasHelpWithExamples) {
+  for (const char* command : {"inspect", "captures", "stats", "history", "diff", "import", "agents",
+                              "capture", "export", "demo"}) {
+    PodprofResult r = RunPodprof(std::string(command) + " --help");
+    EXPECT_EQ(r.exit_code, 0) << command;
+    EXPECT_TRUE(absl::StrContains(r.out, "Examples:")) << command << ":\n" << r.out;
+    EXPECT_TRUE(absl::StrContains(r.out, std::string("podprof ") + command)) << command;
+  }
+}
+
+TEST(AggregatorCliTest, AggregatorAddressFromTheEnvironment) {
+  PodprofResult r = RunPodprof("captures --timeout 5s", "PODPROF_AGGREGATOR=127.0.0.1:1");
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "aggregator at 127.0.0.1:1 unreachable")) << r.err;
 }
 
 TEST(AggregatorCliTest, BadFlagValuesAreUsageErrors) {

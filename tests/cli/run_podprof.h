@@ -21,15 +21,16 @@ struct PodprofResult {
   std::string out, err;
 };
 
-// Runs build/bin/podprof with `args` (shell-quoted by the caller) and captures its output.
-inline PodprofResult RunPodprof(const std::string& args) {
+// Runs build/bin/podprof with `args` (shell-quoted by the caller) and captures its output;
+// `env` (e.g. "NAME=value") is put before the command.
+inline PodprofResult RunPodprof(const std::string& args, const std::string& env = "") {
   // ctest runs tests in parallel: each gets its own output files.
   std::string stem = ::testing::TempDir() + "/podprof_" +
                      ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" +
                      std::to_string(::getpid());
   std::string out_path = stem + ".out", err_path = stem + ".err";
-  std::string cmd =
-      std::string(PODPROF_BIN_DIR) + "/podprof " + args + " >" + out_path + " 2>" + err_path;
+  std::string cmd = (env.empty() ? "" : env + " ") + std::string(PODPROF_BIN_DIR) + "/podprof " +
+                    args + " >" + out_path + " 2>" + err_path;
   int status = std::system(cmd.c_str());
   PodprofResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
