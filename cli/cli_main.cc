@@ -105,6 +105,16 @@ int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
   // Only one subcommand is parsed, so the aggregator commands share these.
   AggregatorTarget target;
   OutputFormat format = OutputFormat::kTable;
+  // Also accepted before the subcommand ("podprof --aggregator h:7100 captures"); they bind the
+  // same variables as the subcommands' own flags.
+  CLI::Option* global_aggregator =
+      app.add_option("--aggregator", target.address,
+                     "Aggregator address for every subcommand, host:port")
+          ->envname("PODPROF_AGGREGATOR");
+  CLI::Option* global_format =
+      app.add_option("--format", format, "Output format for every subcommand: table, json, csv")
+          ->transform(CLI::CheckedTransformer(kFormats, CLI::ignore_case))
+          ->option_text("table|json|csv");
   std::vector<std::string> label_flags;
   int64_t since_ago_ns = 0;
 
@@ -390,11 +400,15 @@ int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
   }
 
   if (demo_cmd->parsed()) {
+    if (global_format->count() > 0 && demo.format == OutputFormat::kTable) demo.format = format;
     demo.display = Display::ForStdout(no_color);
     return RunDemo(demo, out, err);
   }
   RealClock clock;
   if (export_cmd->parsed()) {
+    if (global_aggregator->count() > 0 && export_target.address == AggregatorTarget().address) {
+      export_target.address = target.address;
+    }
     AggregatorClient export_client(export_target, clock);
     export_opts.kind = export_format == "chrome"  ? ExportKind::kChrome
                        : export_format == "xprof" ? ExportKind::kXprof

@@ -849,6 +849,11 @@ TEST(AggregatorCliTest, AggregatorAddressFromTheEnvironment) {
   PodprofResult r = RunPodprof("captures --timeout 5s", "PODPROF_AGGREGATOR=127.0.0.1:1");
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_TRUE(absl::StrContains(r.err, "aggregator at 127.0.0.1:1 unreachable")) << r.err;
+  // Or before the subcommand, as a global flag.
+  PodprofResult global = RunPodprof("--aggregator 127.0.0.1:2 captures --timeout 5s");
+  EXPECT_EQ(global.exit_code, 3) << global.err;
+  EXPECT_TRUE(absl::StrContains(global.err, "aggregator at 127.0.0.1:2 unreachable"))
+      << global.err;
 }
 
 TEST(AggregatorCliTest, BadFlagValuesAreUsageErrors) {
