@@ -16,6 +16,8 @@ packages=(
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libspdlog-dev
   # Tests and benchmarks.
   libgtest-dev libgmock-dev libbenchmark-dev
+  # Unit checks (systemd-analyze), kill(1) for ExecReload, test certificates, packaging.
+  systemd procps openssl dpkg-dev
 )
 
 missing=()

@@ -2,7 +2,9 @@
 # Installs dependencies, builds, and runs the whole test suite:
 #   1. the main build (GCC): unit, malformed-input, CLI tests (ctest labels unit, malformed, cli);
 #   2. the sanitizer build (clang, AddressSanitizer + UBSan) of common/ and trace/ with the
-#      reader's malformed-input tests and a bounded libFuzzer run (labels malformed, fuzz).
+#      reader's malformed-input tests and a bounded libFuzzer run (labels malformed, fuzz);
+#   3. the systemd units (verify and the security exposure gate) and, as root, the .deb
+#      installed with dpkg -i and removed again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -16,3 +18,6 @@ if [ ! -f build-asan/build.ninja ]; then
 fi
 cmake --build build-asan -j "$jobs"
 (cd build-asan && ctest --output-on-failure -j "$jobs")
+
+bash scripts/check-units.sh build
+bash scripts/check-deb.sh build
