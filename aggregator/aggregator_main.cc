@@ -134,7 +134,8 @@ int AggregatorMain(int argc, char** argv) {
   notifier.Ready(status).IgnoreError();
 
   boost::asio::io_context io;
-  boost::asio::signal_set signals(io, SIGTERM, SIGINT);
+  boost::asio::signal_set signals(io, SIGTERM, SIGINT, SIGHUP);
+  bool retention_scheduled = false;
   boost::asio::steady_timer retention(io);
   std::function<void()> schedule_retention = [&] {
     retention.expires_after(std::chrono::nanoseconds(config.retention_interval_ns));
@@ -154,16 +155,77 @@ int AggregatorMain(int argc, char** argv) {
       schedule_retention();
     });
   };
-  if (config.retention_max_age_ns > 0 || config.retention_max_bytes > 0 ||
-      config.retention_keep_timelines_ns > 0) {
+  auto retention_on = [&] {
+    return config.retention_max_age_ns > 0 || config.retention_max_bytes > 0 ||
+           config.retention_keep_timelines_ns > 0;
+  };
+  if (retention_on()) {
     schedule_retention();
+    retention_scheduled = true;
   }
-  signals.async_wait([&](const boost::system::error_code& ec, int sig) {
-    if (ec) return;
-    PODPROF_LOG(INFO) << "signal " << sig << ": draining";
-    notifier.Stopping("draining").IgnoreError();
-    io.stop();
-  });
+
+  // WATCHDOG=1 only while the store's writer can take the write lock and the server answers
+  // its own RPC: a wedged store or a stuck server stops the pings and systemd restarts us.
+  const std::string listen_host = config.listen.substr(0, config.listen.rfind(':'));
+  const bool any_host = listen_host.empty() || listen_host == "0.0.0.0" || listen_host == "[::]";
+  auto self = podprof::v1::Aggregator::NewStub(
+      grpc::CreateChannel(absl::StrCat(any_host ? "127.0.0.1" : listen_host, ":", port),
+                          grpc::InsecureChannelCredentials()));
+  boost::asio::steady_timer watchdog(io);
+  std::function<void()> schedule_watchdog = [&] {
+    watchdog.expires_after(std::chrono::nanoseconds(notifier.watchdog_ns() / 2));
+    watchdog.async_wait([&](const boost::system::error_code& ec) {
+      if (ec) return;
+      absl::Status healthy = (*store)->HealthCheck(notifier.watchdog_ns() / 4);
+      if (healthy.ok()) {
+        grpc::ClientContext ctx;
+        ctx.set_deadline(DeadlineAt(clock.NowNs(), notifier.watchdog_ns() / 4));
+        podprof::v1::ListAgentsResponse agents;
+        healthy = FromGrpc(self->ListAgents(&ctx, podprof::v1::ListAgentsRequest(), &agents));
+      }
+      if (healthy.ok()) {
+        notifier.Watchdog().IgnoreError();
+      } else {
+        PODPROF_LOG(ERROR) << "health check failed, withholding the watchdog ping: "
+                           << healthy.message();
+      }
+      schedule_watchdog();
+    });
+  };
+  if (notifier.watchdog_ns() > 0) schedule_watchdog();
+
+  std::function<void(const boost::system::error_code&, int)> on_signal =
+      [&](const boost::system::error_code& ec, int sig) {
+        if (ec) return;
+        if (sig == SIGHUP) {
+          // Retention is reloadable; the listen address and database need a restart.
+          notifier.Reloading().IgnoreError();
+          absl::StatusOr<AggregatorConfig> fresh = std::filesystem::exists(config_path)
+                                                       ? LoadAggregatorConfig(config_path)
+                                                       : absl::StatusOr<AggregatorConfig>(config);
+          if (!fresh.ok()) {
+            PODPROF_LOG(ERROR) << "reload refused, keeping the running configuration: "
+                               << fresh.status().message();
+          } else {
+            config.retention_max_age_ns = fresh->retention_max_age_ns;
+            config.retention_max_bytes = fresh->retention_max_bytes;
+            config.retention_keep_timelines_ns = fresh->retention_keep_timelines_ns;
+            config.retention_interval_ns = fresh->retention_interval_ns;
+            if (retention_on() && !retention_scheduled) {
+              schedule_retention();
+              retention_scheduled = true;
+            }
+            PODPROF_LOG(INFO) << "reloaded retention settings from " << config_path;
+          }
+          notifier.Notify("READY=1\nSTATUS=" + status).IgnoreError();
+          signals.async_wait(on_signal);
+          return;
+        }
+        PODPROF_LOG(INFO) << "signal " << sig << ": draining";
+        notifier.Stopping("draining").IgnoreError();
+        io.stop();
+      };
+  signals.async_wait(on_signal);
   io.run();
   stop_probing.Notify();
   prober.join();

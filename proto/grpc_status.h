@@ -21,6 +21,12 @@ inline grpc::Status ToGrpc(const absl::Status& s) {
 
 // The wall-clock instant `from_now_ns` after `now_ns` (a Clock reading), as gRPC deadlines
 // and Server::Shutdown want it.
+// The absl::Status for a gRPC status: the same code and message.
+inline absl::Status FromGrpc(const grpc::Status& s) {
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
 inline std::chrono::system_clock::time_point DeadlineAt(int64_t now_ns, int64_t from_now_ns) {
   return std::chrono::system_clock::time_point(
       std::chrono::duration_cast<std::chrono::system_clock::duration>(

@@ -407,6 +407,33 @@ absl::Status Store::WriteCapture(const CaptureWrite& capture) {
   });
 }
 
+absl::Status Store::HealthCheck(int64_t timeout_ns) {
+  // Shared with the task: the caller may give up before the writer gets to it.
+  auto done = std::make_shared<std::promise<absl::Status>>();
+  std::future<absl::Status> result = done->get_future();
+  const int lock_ms = static_cast<int>(std::clamp<int64_t>(timeout_ns / 2'000'000, 1, 5000));
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return absl::UnavailableError("the store is closing");
+    queue_.push_back([done, lock_ms](Connection& c) {
+      sqlite3_busy_timeout(c.get(), lock_ms);
+      absl::Status s = c.Exec("BEGIN IMMEDIATE");
+      if (s.ok()) s = c.Exec("ROLLBACK");
+      sqlite3_busy_timeout(c.get(), 5000);
+      if (!s.ok()) {
+        s = absl::UnavailableError(
+            absl::StrCat("the database's write lock is held elsewhere: ", s.message()));
+      }
+      done->set_value(s);
+    });
+  }
+  if (result.wait_for(std::chrono::nanoseconds(timeout_ns)) != std::future_status::ready) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("the store's writer did not answer within ", timeout_ns / 1'000'000, " ms"));
+  }
+  return result.get();
+}
+
 absl::StatusOr<Store::CaptureRef> Store::RequireCapture(Connection& c, const std::string& id) {
   ASSIGN_OR_RETURN(
       auto s,

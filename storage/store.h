@@ -199,6 +199,10 @@ class Store {
   absl::StatusOr<int64_t> UsedBytes();
   // PRAGMA integrity_check == "ok".
   absl::Status CheckIntegrity();
+  // For a service watchdog: the writer thread takes the database's write lock and lets it go
+  // within `timeout_ns`. Fails when the writer is stuck (a long write, a wedged disk) or
+  // another process holds the lock, naming which.
+  absl::Status HealthCheck(int64_t timeout_ns);
   const std::string& path() const { return path_; }
 
  private:

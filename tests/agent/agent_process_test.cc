@@ -21,11 +21,14 @@
 #include "sim/pod_model.h"
 #include "sim/xspace_builder.h"
 #include "tests/util/child_process.h"
+#include "tests/util/notify_socket.h"
 #include "trace/kernel_stats.h"
 #include "trace/xspace_reader.h"
 
 namespace podprof::agent {
 namespace {
+
+using podprof::testing::NotifySocket;
 
 namespace fs = std::filesystem;
 using podprof::testing::ChildProcess;
@@ -360,41 +363,6 @@ TEST(AgentProcessTest, SigtermDuringACaptureDrains) {
   int status = agent->Wait();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
-
-// Reads sd_notify datagrams on a real unix socket.
-class NotifySocket {
- public:
-  explicit NotifySocket(const std::string& path) : path_(path) {
-    fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    sockaddr_un addr = {};
-    addr.sun_family = AF_UNIX;
-    std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
-    unlink(path.c_str());
-    bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-    timeval tv = {0, 200'000};
-    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  }
-  ~NotifySocket() {
-    close(fd_);
-    unlink(path_.c_str());
-  }
-  // Messages received until `want` shows up in one (or 10 s pass).
-  std::vector<std::string> ReadUntil(const std::string& want) {
-    for (int i = 0; i < 50; ++i) {
-      char buf[4096];
-      ssize_t n = recv(fd_, buf, sizeof(buf), 0);
-      if (n <= 0) continue;
-      all_.emplace_back(buf, n);
-      if (absl::StrContains(all_.back(), want)) break;
-    }
-    return all_;
-  }
-
- private:
-  std::string path_;
-  int fd_;
-  std::vector<std::string> all_;
-};
 
 TEST(AgentProcessTest, SdNotifyReadyReloadWatchdogStoppingInOrder) {
   Scratch s("notify");

@@ -12,9 +12,11 @@
 #include "aggregator/aggregator_main.h"
 #include "gtest/gtest.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
+#include "storage/sqlite.h"
 #include "tests/cli/run_podprof.h"
 #include "tests/trace/test_util.h"
 #include "tests/util/child_process.h"
+#include "tests/util/notify_socket.h"
 #include "trace/kernel_stats.h"
 #include "trace/xspace_reader.h"
 
@@ -341,6 +343,75 @@ TEST(AggregatorConfigTest, TheExampleLoadsAndBadKeysAreNamed) {
   ASSERT_FALSE(bad.ok());
   EXPECT_TRUE(absl::StrContains(bad.status().message(), "retention.max_agee")) << bad.status();
   EXPECT_TRUE(absl::StrContains(bad.status().message(), path)) << bad.status();
+}
+
+int Count(const std::vector<std::string>& msgs, const std::string& what) {
+  int n = 0;
+  for (const std::string& m : msgs) n += absl::StrContains(m, what);
+  return n;
+}
+
+// The service contract with systemd, over a real notify socket: READY once the port answers
+// and the database is migrated; WATCHDOG at half of WATCHDOG_USEC while the store can take
+// its write lock, none while another process holds it; RELOADING then READY on SIGHUP;
+// STOPPING last on SIGTERM, and exit 0.
+TEST(AggregatorLifecycleTest, SdNotifyReadyWatchdogFollowsTheStoreReloadStopping) {
+  fs::path dir = fs::path(::testing::TempDir()) / absl::StrCat("agg_notify_", getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "none.toml") << "";
+  testing::NotifySocket sock((dir / "notify.sock").string());
+  const std::string db = (dir / "podprof.db").string();
+  ChildProcess agg({std::string(PODPROF_BIN_DIR) + "/podprof-aggregator",
+                    "--config=" + (dir / "none.toml").string(), "--listen=127.0.0.1:0",
+                    "--db=" + db, "--ready-file=" + (dir / "ready.json").string()},
+                   "", {"NOTIFY_SOCKET=" + (dir / "notify.sock").string(), "WATCHDOG_USEC=400000"});
+  std::vector<std::string> msgs = sock.ReadUntil("READY=1");
+  ASSERT_FALSE(msgs.empty());
+  EXPECT_TRUE(absl::StartsWith(msgs[0], "READY=1\nSTATUS=listening on port")) << msgs[0];
+  // At READY the port serves queries on a migrated database.
+  auto info = nlohmann::json::parse(testing::SlurpFile((dir / "ready.json").string()));
+  auto stub = v1::Aggregator::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", info["port"].get<int>()), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  v1::ListCapturesResponse list;
+  ASSERT_TRUE(stub->ListCaptures(&ctx, v1::ListCapturesRequest(), &list).ok());
+
+  // About every 200 ms while healthy.
+  const int healthy = Count(sock.ReadFor(1200), "WATCHDOG=1");
+  EXPECT_GE(healthy, 3);
+  EXPECT_LE(healthy, 9);
+  {
+    // Another process takes the write lock: the store is wedged, the pings stop.
+    auto wedge = storage::Connection::Open(db, false);
+    ASSERT_TRUE(wedge.ok()) << wedge.status();
+    ASSERT_TRUE((*wedge)->Exec("BEGIN EXCLUSIVE").ok());
+    sock.ReadFor(300);  // a check that began before the lock may still ping
+    EXPECT_EQ(Count(sock.ReadFor(1200), "WATCHDOG=1"), 0);
+    ASSERT_TRUE((*wedge)->Exec("ROLLBACK").ok());
+  }
+  EXPECT_GE(Count(sock.ReadFor(1200), "WATCHDOG=1"), 2) << "the pings did not come back";
+
+  agg.Signal(SIGHUP);
+  msgs = sock.ReadUntil("READY=1\nSTATUS");
+  agg.Signal(SIGTERM);
+  msgs = sock.ReadUntil("STOPPING=1");
+  int status = agg.Wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  int reloading = -1, ready_again = -1, stopping = -1;
+  for (int i = 0; i < static_cast<int>(msgs.size()); ++i) {
+    if (absl::StrContains(msgs[i], "RELOADING=1")) reloading = i;
+    if (reloading >= 0 && i > reloading && ready_again < 0 &&
+        absl::StrContains(msgs[i], "READY=1")) {
+      ready_again = i;
+    }
+    if (absl::StrContains(msgs[i], "STOPPING=1")) stopping = i;
+  }
+  EXPECT_GT(reloading, 0);
+  EXPECT_GT(ready_again, reloading);
+  EXPECT_EQ(stopping, static_cast<int>(msgs.size()) - 1);
+  fs::remove_all(dir);
 }
 
 }  // namespace
