@@ -24,6 +24,7 @@
 #include "common/skewed_clock.h"
 #include "nlohmann/json.hpp"
 #include "proto/grpc_status.h"
+#include "security/tls.h"
 
 namespace podprof::agent {
 namespace {
@@ -43,6 +44,7 @@ struct Flags {
   std::string listen, aggregator, advertise, profiler_service_listen, host_name, sysfs_root,
       temp_dir, counter_interval, ready_file, clock_offset = "0";
   double clock_drift_ppm = 0;
+  bool insecure = false;
   std::vector<std::string> workload_profiler, workload_metrics, labels;
 };
 
@@ -63,6 +65,7 @@ absl::StatusOr<AgentConfig> BuildConfig(const Flags& flags, bool config_given) {
   set(flags.host_name, &config.host_name);
   set(flags.sysfs_root, &config.sysfs_root);
   set(flags.temp_dir, &config.temp_dir);
+  if (flags.insecure) config.insecure = true;
   if (!flags.workload_profiler.empty()) config.workload_profiler = flags.workload_profiler;
   if (!flags.workload_metrics.empty()) config.workload_metrics = flags.workload_metrics;
   // "none" turns metric sampling off (a workload without libtpu's service).
@@ -130,6 +133,8 @@ int AgentMain(int argc, char** argv) {
                  "Simulate a host clock off by this much (testing), e.g. -37.5ms");
   app.add_option("--clock-drift-ppm", flags.clock_drift_ppm,
                  "Simulate a host clock drifting this much (testing), ppm");
+  app.add_flag("--insecure", flags.insecure,
+               "Plaintext gRPC without certificates (as insecure = true)");
   app.add_option("--ready-file", flags.ready_file,
                  "Once listening, write the bound ports as JSON here (for tests and scripts)");
   try {
@@ -154,7 +159,19 @@ int AgentMain(int argc, char** argv) {
   ProfilerProxy proxy(agent->get());
   int agent_port = 0, proxy_port = 0;
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(config->listen, grpc::InsecureServerCredentials(), &agent_port);
+  security::TlsConfig tls{config->insecure, config->tls_cert, config->tls_key, config->tls_ca};
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> server_creds =
+      security::ServerCredentials(tls);
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> channel_creds =
+      security::ChannelCredentials(tls);
+  if (!server_creds.ok()) return Fail(std::string(server_creds.status().message()));
+  if (!channel_creds.ok()) return Fail(std::string(channel_creds.status().message()));
+  if (config->insecure) {
+    PODPROF_LOG(WARNING) << "insecure = true: plaintext gRPC without certificates; anyone who "
+                            "reaches "
+                         << config->listen << " may start captures on this host";
+  }
+  builder.AddListeningPort(config->listen, *server_creds, &agent_port);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || agent_port == 0) {
@@ -220,17 +237,16 @@ int AgentMain(int argc, char** argv) {
     });
   };
   if (!config->aggregator.empty()) {
-    registrar =
-        std::make_unique<Registrar>(agent->get(),
-                                    podprof::v1::Aggregator::NewStub(grpc::CreateChannel(
-                                        config->aggregator, grpc::InsecureChannelCredentials())),
-                                    config->aggregator);
+    registrar = std::make_unique<Registrar>(
+        agent->get(),
+        podprof::v1::Aggregator::NewStub(grpc::CreateChannel(config->aggregator, *channel_creds)),
+        config->aggregator);
     schedule_heartbeat(0);
   }
 
   // WATCHDOG=1 only while the agent's own server answers.
-  auto self = podprof::v1::Agent::NewStub(grpc::CreateChannel(
-      absl::StrCat("127.0.0.1:", agent_port), grpc::InsecureChannelCredentials()));
+  // In-process, so the check does not depend on the address or the certificate's names.
+  auto self = podprof::v1::Agent::NewStub(server->InProcessChannel(grpc::ChannelArguments()));
   boost::asio::steady_timer watchdog(io);
   std::function<void()> schedule_watchdog = [&] {
     watchdog.expires_after(std::chrono::nanoseconds(notifier.watchdog_ns() / 2));

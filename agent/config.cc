@@ -49,7 +49,8 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path) {
                                     "temp_dir",
                                     "tls.cert",
                                     "tls.key",
-                                    "tls.ca"}));
+                                    "tls.ca",
+                                    "insecure"}));
   RETURN_IF_ERROR(f.GetString("listen", &c.listen));
   RETURN_IF_ERROR(f.GetString("aggregator", &c.aggregator));
   RETURN_IF_ERROR(f.GetString("advertise", &c.advertise));
@@ -71,6 +72,7 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path) {
   RETURN_IF_ERROR(f.GetString("tls.cert", &c.tls_cert));
   RETURN_IF_ERROR(f.GetString("tls.key", &c.tls_key));
   RETURN_IF_ERROR(f.GetString("tls.ca", &c.tls_ca));
+  RETURN_IF_ERROR(f.GetBool("insecure", &c.insecure));
   absl::Status s = ValidateAgentConfig(c);
   if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
   return c;

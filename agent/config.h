@@ -23,7 +23,7 @@ struct AgentConfig {
   // common/clock_probe.h); off, the aggregator probes with the slower, biased Ping RPC.
   bool clock_probe = true;
   // The tensorflow.ProfilerService facade for XProf; empty disables it.
-  std::string profiler_service_listen = "0.0.0.0:7102";
+  std::string profiler_service_listen = "127.0.0.1:7102";
   // Host name reported to the aggregator; empty = gethostname().
   std::string host_name;
   // The workload's profiler service(s); the first one answers captures.
@@ -51,8 +51,10 @@ struct AgentConfig {
   int64_t drain_timeout_ns = 30'000'000'000;
   // Where private capture repositories are made; empty = $TMPDIR or /tmp.
   std::string temp_dir;
-  // TLS material (mutual TLS with the aggregator); empty = plaintext.
+  // Mutual TLS for the agent's server and its connection to the aggregator. Empty files come
+  // from systemd credentials (tls.crt, tls.key, ca.crt); plaintext only with `insecure`.
   std::string tls_cert, tls_key, tls_ca;
+  bool insecure = false;
 };
 
 // Loads `path` over the defaults. Unknown keys, wrong types and bad values fail with a message

@@ -38,11 +38,20 @@ constexpr char kDefaultConfig[] = "/etc/podprof/aggregator.toml";
 absl::StatusOr<AggregatorConfig> LoadAggregatorConfig(const std::string& path) {
   AggregatorConfig c;
   ASSIGN_OR_RETURN(ConfigFile f, ConfigFile::Load(path));
-  RETURN_IF_ERROR(
-      f.CheckKnownKeys({"listen", "db", "retention.max_age", "retention.max_bytes",
-                        "retention.keep_timelines", "retention.interval", "import.spool_dir",
-                        "agents.heartbeat_interval", "agents.probe_interval"}));
+  RETURN_IF_ERROR(f.CheckKnownKeys({"listen", "db", "retention.max_age", "retention.max_bytes",
+                                    "retention.keep_timelines", "retention.interval",
+                                    "import.spool_dir", "agents.heartbeat_interval",
+                                    "agents.probe_interval", "insecure", "tls.cert", "tls.key",
+                                    "tls.ca", "tls.allowed_agents", "tls.allowed_operators"}));
+  const std::string default_listen = c.listen;
   RETURN_IF_ERROR(f.GetString("listen", &c.listen));
+  c.listen_set = c.listen != default_listen;
+  RETURN_IF_ERROR(f.GetBool("insecure", &c.tls.insecure));
+  RETURN_IF_ERROR(f.GetString("tls.cert", &c.tls.cert));
+  RETURN_IF_ERROR(f.GetString("tls.key", &c.tls.key));
+  RETURN_IF_ERROR(f.GetString("tls.ca", &c.tls.ca));
+  RETURN_IF_ERROR(f.GetStringList("tls.allowed_agents", &c.allowed_agents));
+  RETURN_IF_ERROR(f.GetStringList("tls.allowed_operators", &c.allowed_operators));
   RETURN_IF_ERROR(f.GetString("db", &c.db));
   RETURN_IF_ERROR(f.GetDurationNs("retention.max_age", &c.retention_max_age_ns));
   RETURN_IF_ERROR(f.GetInt("retention.max_bytes", &c.retention_max_bytes));
@@ -72,10 +81,14 @@ int AggregatorMain(int argc, char** argv) {
   CLI::App app{"podprof-aggregator: keeps every capture's kernel statistics and answers queries"};
   app.name("podprof-aggregator");
   std::string config_path = kDefaultConfig, listen, db, ready_file;
+  bool insecure = false;
   CLI::Option* config_opt = app.add_option("--config", config_path, "TOML configuration file");
   app.add_option("--listen", listen, "podprof.v1.Aggregator address (default 0.0.0.0:7100)");
   app.add_option("--db", db, "SQLite database file (default /var/lib/podprof/podprof.db)");
   app.add_option("--ready-file", ready_file, "Once listening, write the bound port as JSON here");
+  app.add_flag("--insecure", insecure,
+               "Plaintext gRPC without certificates (as insecure = true); listens on loopback "
+               "unless --listen says otherwise");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -90,8 +103,28 @@ int AggregatorMain(int argc, char** argv) {
     }
     config = *loaded;
   }
-  if (!listen.empty()) config.listen = listen;
+  if (!listen.empty()) {
+    config.listen = listen;
+    config.listen_set = true;
+  }
   if (!db.empty()) config.db = db;
+  if (insecure) config.tls.insecure = true;
+  if (config.tls.insecure && !config.listen_set) config.listen = "127.0.0.1:7100";
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> server_creds =
+      security::ServerCredentials(config.tls);
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> agent_creds =
+      security::ChannelCredentials(config.tls);
+  if (!server_creds.ok() || !agent_creds.ok()) {
+    std::cerr << "podprof-aggregator: "
+              << (server_creds.ok() ? agent_creds.status() : server_creds.status()).message()
+              << "\n";
+    return 2;
+  }
+  if (config.tls.insecure) {
+    PODPROF_LOG(WARNING) << "insecure = true: plaintext gRPC, no client certificates, anyone who "
+                            "reaches "
+                         << config.listen << " may register agents and start captures";
+  }
 
   RealClock clock;
   ServiceNotifier notifier;
@@ -102,9 +135,12 @@ int AggregatorMain(int argc, char** argv) {
   }
   ImportLimits limits;
   limits.spool_dir = config.spool_dir;
-  Registry registry(clock, config.heartbeat_interval_ns, config.probe_interval_ns);
+  Registry registry(clock, config.heartbeat_interval_ns, config.probe_interval_ns, *agent_creds);
   Orchestrator orchestrator(&registry, store->get(), clock, OrchestratorLimits());
-  AggregatorService service(store->get(), &registry, &orchestrator, &clock, limits);
+  AccessControl access;
+  access.agents.identities = config.allowed_agents;
+  access.operators.identities = config.allowed_operators;
+  AggregatorService service(store->get(), &registry, &orchestrator, &clock, limits, access);
   // Clock probes run on their own thread so a slow agent never delays an RPC.
   absl::Notification stop_probing;
   std::thread prober([&] {
@@ -115,7 +151,7 @@ int AggregatorMain(int argc, char** argv) {
   });
   int port = 0;
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(config.listen, *server_creds, &port);
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(16 << 20);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
@@ -166,11 +202,9 @@ int AggregatorMain(int argc, char** argv) {
 
   // WATCHDOG=1 only while the store's writer can take the write lock and the server answers
   // its own RPC: a wedged store or a stuck server stops the pings and systemd restarts us.
-  const std::string listen_host = config.listen.substr(0, config.listen.rfind(':'));
-  const bool any_host = listen_host.empty() || listen_host == "0.0.0.0" || listen_host == "[::]";
-  auto self = podprof::v1::Aggregator::NewStub(
-      grpc::CreateChannel(absl::StrCat(any_host ? "127.0.0.1" : listen_host, ":", port),
-                          grpc::InsecureChannelCredentials()));
+  // In-process: the check exercises the server's threads and handlers without depending on
+  // the address or the certificate's names.
+  auto self = podprof::v1::Aggregator::NewStub(server->InProcessChannel(grpc::ChannelArguments()));
   boost::asio::steady_timer watchdog(io);
   std::function<void()> schedule_watchdog = [&] {
     watchdog.expires_after(std::chrono::nanoseconds(notifier.watchdog_ns() / 2));

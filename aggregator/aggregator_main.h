@@ -4,8 +4,10 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "security/tls.h"
 
 namespace podprof::aggregator {
 
@@ -27,6 +29,14 @@ struct AggregatorConfig {
   // Heartbeat period asked of agents, and how often each agent's clock is probed.
   int64_t heartbeat_interval_ns = 10'000'000'000;
   int64_t probe_interval_ns = 10'000'000'000;
+  // Mutual TLS for the server and for the connections to agents (security/tls.h); plaintext
+  // only with insecure = true, and then the default listen address is loopback.
+  security::TlsConfig tls;
+  // Identities (certificate CN or SAN) allowed to register as agents, and to start or cancel
+  // captures and import data; empty allows every caller with a valid certificate.
+  std::vector<std::string> allowed_agents, allowed_operators;
+  // Whether `listen` was set (by the file or a flag), so plaintext can default to loopback.
+  bool listen_set = false;
 };
 
 // Loads `path` over the defaults; errors name the file and key.

@@ -19,8 +19,7 @@ void Registry::Register(const podprof::v1::RegisterRequest& req) {
   e.last_heartbeat_ns = now;
   e.agent_start_ns = req.agent_start_ns();
   if (moved || !e.stub) {
-    e.stub = podprof::v1::Agent::NewStub(
-        grpc::CreateChannel(e.host.agent_address(), grpc::InsecureChannelCredentials()));
+    e.stub = podprof::v1::Agent::NewStub(grpc::CreateChannel(e.host.agent_address(), credentials_));
     e.clock = ClockModel();
     e.last_probe_ns = 0;
   }

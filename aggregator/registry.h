@@ -4,6 +4,8 @@
 #ifndef PODPROF_AGGREGATOR_REGISTRY_H_
 #define PODPROF_AGGREGATOR_REGISTRY_H_
 
+#include <grpcpp/grpcpp.h>
+
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -22,10 +24,14 @@ namespace podprof::aggregator {
 class Registry {
  public:
   // `clock` (the aggregator's) must outlive the registry.
-  Registry(Clock& clock, int64_t heartbeat_interval_ns, int64_t probe_interval_ns)
+  // `credentials` are used for every connection to an agent (mutual TLS, or plaintext).
+  Registry(
+      Clock& clock, int64_t heartbeat_interval_ns, int64_t probe_interval_ns,
+      std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials())
       : clock_(clock),
         heartbeat_interval_ns_(heartbeat_interval_ns),
-        probe_interval_ns_(probe_interval_ns) {}
+        probe_interval_ns_(probe_interval_ns),
+        credentials_(std::move(credentials)) {}
 
   // Adds or refreshes an agent (a restarted agent keeps its clock model only if it kept its
   // address).
@@ -74,6 +80,7 @@ class Registry {
   // A UDP probe that gets no answer in this long is lost; loopback and LAN answers take
   // well under a millisecond.
   static constexpr int64_t kUdpProbeTimeoutNs = 50'000'000;
+  const std::shared_ptr<grpc::ChannelCredentials> credentials_;
   absl::Mutex probe_mu_;  // serializes ProbeDue
   absl::Mutex mu_;
   std::map<std::string, Entry> agents_ ABSL_GUARDED_BY(mu_);

@@ -166,9 +166,10 @@ podprof::v1::KernelStats ToProto(const storage::StatRow& r) {
   return k;
 }
 
-grpc::Status AggregatorService::Register(grpc::ServerContext*,
+grpc::Status AggregatorService::Register(grpc::ServerContext* context,
                                          const podprof::v1::RegisterRequest* req,
                                          podprof::v1::RegisterResponse* resp) {
+  if (absl::Status a = access_.agents.Check(*context, "an agent"); !a.ok()) return ToGrpc(a);
   if (req->host().host_name().empty() || req->host().agent_address().empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "a registration needs the host name and the agent's address");
@@ -180,9 +181,10 @@ grpc::Status AggregatorService::Register(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status AggregatorService::Heartbeat(grpc::ServerContext*,
+grpc::Status AggregatorService::Heartbeat(grpc::ServerContext* context,
                                           const podprof::v1::HeartbeatRequest* req,
                                           podprof::v1::HeartbeatResponse* resp) {
+  if (absl::Status a = access_.agents.Check(*context, "an agent"); !a.ok()) return ToGrpc(a);
   resp->set_reregister(!registry_->Heartbeat(*req));
   resp->set_heartbeat_interval_ms(
       static_cast<uint32_t>(registry_->heartbeat_interval_ns() / 1'000'000));
@@ -198,9 +200,12 @@ grpc::Status AggregatorService::ListAgents(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status AggregatorService::StartCapture(grpc::ServerContext*,
+grpc::Status AggregatorService::StartCapture(grpc::ServerContext* context,
                                              const podprof::v1::StartCaptureRequest* req,
                                              podprof::v1::StartCaptureResponse* resp) {
+  if (absl::Status a = access_.operators.Check(*context, "an operator"); !a.ok()) {
+    return ToGrpc(a);
+  }
   absl::StatusOr<podprof::v1::StartCaptureResponse> r = orchestrator_->Start(*req);
   if (!r.ok()) return ToGrpc(r.status());
   *resp = std::move(*r);
@@ -216,9 +221,12 @@ grpc::Status AggregatorService::WatchCapture(
       [context] { return context->IsCancelled(); }));
 }
 
-grpc::Status AggregatorService::CancelCapture(grpc::ServerContext*,
+grpc::Status AggregatorService::CancelCapture(grpc::ServerContext* context,
                                               const podprof::v1::CancelCaptureRequest* req,
                                               podprof::v1::CancelCaptureResponse* resp) {
+  if (absl::Status a = access_.operators.Check(*context, "an operator"); !a.ok()) {
+    return ToGrpc(a);
+  }
   absl::StatusOr<podprof::v1::CaptureStatus> s = orchestrator_->Cancel(req->capture_id());
   if (!s.ok()) return ToGrpc(s.status());
   resp->set_status(*s);
@@ -479,8 +487,11 @@ grpc::Status AggregatorService::ExportCapture(
 }
 
 grpc::Status AggregatorService::ImportXSpace(
-    grpc::ServerContext*, grpc::ServerReader<podprof::v1::ImportXSpaceChunk>* reader,
+    grpc::ServerContext* context, grpc::ServerReader<podprof::v1::ImportXSpaceChunk>* reader,
     podprof::v1::ImportXSpaceResponse* response) {
+  if (absl::Status a = access_.operators.Check(*context, "an operator"); !a.ok()) {
+    return ToGrpc(a);
+  }
   std::string dir = limits_.spool_dir;
   if (dir.empty()) dir = std::getenv("TMPDIR") != nullptr ? std::getenv("TMPDIR") : "/tmp";
   storage::CaptureWrite w;

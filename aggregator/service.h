@@ -11,6 +11,7 @@
 #include "aggregator/registry.h"
 #include "common/clock.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
+#include "security/tls.h"
 #include "storage/store.h"
 
 namespace podprof::aggregator {
@@ -22,17 +23,24 @@ struct ImportLimits {
   std::string spool_dir;
 };
 
+// Who may do what, beyond passing the TLS handshake.
+struct AccessControl {
+  security::RoleAcl agents;     // Register, Heartbeat
+  security::RoleAcl operators;  // StartCapture, CancelCapture, ImportXSpace
+};
+
 // Thread-safe (the store is). `store` and `clock` must outlive the service.
 class AggregatorService final : public podprof::v1::Aggregator::Service {
  public:
   // `registry` must outlive the service too.
   AggregatorService(storage::Store* store, Registry* registry, Orchestrator* orchestrator,
-                    Clock* clock, ImportLimits limits)
+                    Clock* clock, ImportLimits limits, AccessControl access = {})
       : store_(store),
         registry_(registry),
         orchestrator_(orchestrator),
         clock_(clock),
-        limits_(std::move(limits)) {}
+        limits_(std::move(limits)),
+        access_(std::move(access)) {}
 
   grpc::Status StartCapture(grpc::ServerContext* context,
                             const podprof::v1::StartCaptureRequest* request,
@@ -77,6 +85,7 @@ class AggregatorService final : public podprof::v1::Aggregator::Service {
   Orchestrator* const orchestrator_;
   Clock* const clock_;
   const ImportLimits limits_;
+  const AccessControl access_;
 };
 
 // A stored row as the API's KernelStats (rates against the row's mean chip peaks).

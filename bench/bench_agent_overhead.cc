@@ -76,7 +76,7 @@ int Main(int argc, char** argv) {
   nlohmann::json sj = nlohmann::json::parse(Slurp(dir + "/sim.json"));
   std::ofstream(dir + "/empty.toml") << "";
   pid_t agent =
-      Spawn({bin + "/podprof-agent", "--config=" + dir + "/empty.toml", "--listen=127.0.0.1:0",
+      Spawn({bin + "/podprof-agent", "--insecure", "--config=" + dir + "/empty.toml", "--listen=127.0.0.1:0",
              "--profiler-service-listen=none", "--sysfs-root=" + dir + "/nosys",
              "--workload-profiler=127.0.0.1:" + std::to_string(sj["profiler_port"].get<int>()),
              "--workload-metrics=127.0.0.1:" + std::to_string(sj["metrics_port"].get<int>()),

@@ -142,7 +142,7 @@ int Main(int argc, char** argv) {
   std::vector<pid_t> pids;
   std::vector<int> agent_ports;
   pids.push_back(
-      Spawn({bin + "/podprof-aggregator", "--config=" + dir + "/agg.toml", "--listen=127.0.0.1:0",
+      Spawn({bin + "/podprof-aggregator", "--insecure", "--config=" + dir + "/agg.toml", "--listen=127.0.0.1:0",
              "--db=" + dir + "/pod.db", "--ready-file=" + dir + "/agg.json"}));
   const int agg_port = WaitJson(dir + "/agg.json")["port"];
   // Each simulated host on a core of its own, round robin, as real hosts have their own: left
@@ -164,7 +164,7 @@ int Main(int argc, char** argv) {
               h % ncpu));
     nlohmann::json sim = WaitJson(dir + "/sim" + n + ".json");
     pids.push_back(
-        Spawn({bin + "/podprof-agent", "--config=" + dir + "/empty.toml", "--listen=127.0.0.1:0",
+        Spawn({bin + "/podprof-agent", "--insecure", "--config=" + dir + "/empty.toml", "--listen=127.0.0.1:0",
                "--advertise=127.0.0.1:0", "--profiler-service-listen=none", "--host-name=host-" + n,
                "--sysfs-root=" + dir + "/nosys",
                absl::StrCat("--workload-profiler=127.0.0.1:", sim["profiler_port"].get<int>()),

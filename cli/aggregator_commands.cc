@@ -267,7 +267,10 @@ AggregatorClient::AggregatorClient(const AggregatorTarget& target, Clock& clock)
     : address_(target.address), timeout_ns_(target.timeout_ns), clock_(clock) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxResponseBytes);
-  channel_ = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
+  channel_ = grpc::CreateCustomChannel(
+      address_,
+      target.credentials != nullptr ? target.credentials : grpc::InsecureChannelCredentials(),
+      args);
   stub_ = v1::Aggregator::NewStub(channel_);
 }
 

@@ -34,9 +34,11 @@ struct AggregatorTarget {
   std::string address = "localhost:7100";
   // Deadline of each call, ns from its start; for `import` it covers the whole upload.
   int64_t timeout_ns = int64_t{30} * 1'000'000'000;
+  // Mutual TLS towards the aggregator (security::ChannelCredentials); null = plaintext.
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
 };
 
-// A client of podprof.v1.Aggregator with the CLI's conventions: an insecure channel, a
+// A client of podprof.v1.Aggregator with the CLI's conventions: the target's credentials, a
 // deadline on every call, and failures reported as one-line Statuses that say whether the
 // aggregator could not be reached or answered with an error. Used from one thread.
 class AggregatorClient {

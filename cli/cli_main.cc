@@ -12,6 +12,7 @@
 #include "cli/inspect.h"
 #include "cli/pod_commands.h"
 #include "common/clock.h"
+#include "security/tls.h"
 
 namespace podprof::cli {
 namespace {
@@ -50,8 +51,35 @@ CLI::Validator CaptureStatusValidator() {
       "STATUS");
 }
 
+// The CLI's TLS files: all three given (or none, for plaintext).
+struct CliTls {
+  std::string cert, key, ca;
+};
+
+void AddTlsFlags(CLI::App* cmd, CliTls& tls) {
+  cmd->add_option("--tls-cert", tls.cert, "This operator's certificate, PEM (or $PODPROF_TLS_CERT)")
+      ->envname("PODPROF_TLS_CERT");
+  cmd->add_option("--tls-key", tls.key, "Its private key, PEM (or $PODPROF_TLS_KEY)")
+      ->envname("PODPROF_TLS_KEY");
+  cmd->add_option("--tls-ca", tls.ca,
+                  "CA bundle the aggregator's certificate must chain to (or $PODPROF_TLS_CA); "
+                  "without the three TLS flags the CLI speaks plaintext")
+      ->envname("PODPROF_TLS_CA");
+}
+
+// Mutual TLS when the TLS files are given, plaintext when none is.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> CliCredentials(const CliTls& tls) {
+  if (tls.cert.empty() && tls.key.empty() && tls.ca.empty()) return nullptr;
+  if (tls.cert.empty() || tls.key.empty() || tls.ca.empty()) {
+    return absl::InvalidArgumentError("--tls-cert, --tls-key and --tls-ca go together");
+  }
+  return security::ChannelCredentials({false, tls.cert, tls.key, tls.ca});
+}
+
 // The flags every aggregator command has: where the aggregator is, the deadline, the format.
-void AddAggregatorFlags(CLI::App* cmd, AggregatorTarget& target, OutputFormat& format) {
+void AddAggregatorFlags(CLI::App* cmd, AggregatorTarget& target, OutputFormat& format,
+                        CliTls& tls) {
+  AddTlsFlags(cmd, tls);
   cmd->add_option("--aggregator", target.address,
                   "Aggregator address, host:port (or $PODPROF_AGGREGATOR)")
       ->envname("PODPROF_AGGREGATOR")
@@ -104,6 +132,7 @@ int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
 
   // Only one subcommand is parsed, so the aggregator commands share these.
   AggregatorTarget target;
+  CliTls cli_tls;
   OutputFormat format = OutputFormat::kTable;
   // Also accepted before the subcommand ("podprof --aggregator h:7100 captures"); they bind the
   // same variables as the subcommands' own flags.
@@ -122,7 +151,7 @@ int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
   CapturesOptions captures;
   CLI::App* captures_cmd =
       app.add_subcommand("captures", "List captures stored by the aggregator, newest first");
-  AddAggregatorFlags(captures_cmd, target, format);
+  AddAggregatorFlags(captures_cmd, target, format, cli_tls);
   CLI::Option* captures_since =
       captures_cmd
           ->add_option("--since", since_ago_ns,
@@ -156,7 +185,7 @@ int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
   int32_t stats_chip = 0;
   CLI::App* stats_cmd =
       app.add_subcommand("stats", "Print kernel statistics of one stored capture");
-  AddAggregatorFlags(stats_cmd, target, format);
+  AddAggregatorFlags(stats_cmd, target, format, cli_tls);
   stats_cmd->add_option("capture", stats.capture_id, "Capture id")->required();
   CLI::Option* stats_by_opt =
       stats_cmd
@@ -197,7 +226,7 @@ int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
   HistoryOptions history;
   CLI::App* history_cmd =
       app.add_subcommand("history", "Print how matching kernels behaved over the stored captures");
-  AddAggregatorFlags(history_cmd, target, format);
+  AddAggregatorFlags(history_cmd, target, format, cli_tls);
   history_cmd
       ->add_option("kernel", history.kernel_regex,
                    "Regular expression matched against op names (e.g. 'fusion\\.1[0-9]')")
@@ -226,7 +255,7 @@ int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
   bool fail_on_regression = false;
   CLI::App* diff_cmd =
       app.add_subcommand("diff", "Compare the kernels of two captures and flag regressions");
-  AddAggregatorFlags(diff_cmd, target, format);
+  AddAggregatorFlags(diff_cmd, target, format, cli_tls);
   diff_cmd->add_option("baseline", diff.baseline_capture_id, "Capture id of the reference")
       ->required();
   diff_cmd->add_option("candidate", diff.candidate_capture_id, "Capture id to judge")->required();
@@ -248,7 +277,7 @@ int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
   std::vector<std::string> import_paths;
   CLI::App* import_cmd = app.add_subcommand(
       "import", "Upload .xplane.pb files (one per host) to the aggregator as a new capture");
-  AddAggregatorFlags(import_cmd, target, format);
+  AddAggregatorFlags(import_cmd, target, format, cli_tls);
   import_cmd
       ->add_option("path", import_paths,
                    ".xplane.pb files, or XProf session directories whose *.xplane.pb files "
@@ -282,7 +311,7 @@ int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
   // ---- agents
   CLI::App* agents_cmd =
       app.add_subcommand("agents", "List the agents registered with the aggregator");
-  AddAggregatorFlags(agents_cmd, target, format);
+  AddAggregatorFlags(agents_cmd, target, format, cli_tls);
   agents_cmd
       ->add_option("--selector", label_flags, "Only agents with this label, key=value; repeatable")
       ->allow_extra_args(false);
@@ -296,7 +325,7 @@ int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
   bool capture_all = false;
   CLI::App* capture_cmd = app.add_subcommand(
       "capture", "Capture every chosen host at one instant and store the merged timeline");
-  AddAggregatorFlags(capture_cmd, target, format);
+  AddAggregatorFlags(capture_cmd, target, format, cli_tls);
   CLI::Option* hosts_opt =
       capture_cmd->add_option("--hosts", capture_hosts, "Hosts to capture (comma-separated)")
           ->delimiter(',');
@@ -341,6 +370,7 @@ int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
   CLI::App* export_cmd = app.add_subcommand(
       "export", "Write a stored capture's merged timeline for Perfetto, Chrome or XProf");
   export_cmd->add_option("capture", export_opts.capture_id, "Capture id")->required();
+  AddTlsFlags(export_cmd, cli_tls);
   export_cmd
       ->add_option("--aggregator", export_target.address,
                    "Aggregator address, host:port (or $PODPROF_AGGREGATOR)")
@@ -405,6 +435,12 @@ int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
     return RunDemo(demo, out, err);
   }
   RealClock clock;
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials = CliCredentials(cli_tls);
+  if (!credentials.ok()) {
+    err << "podprof: " << credentials.status().message() << "\n";
+    return kExitUsage;
+  }
+  target.credentials = export_target.credentials = *credentials;
   if (export_cmd->parsed()) {
     if (global_aggregator->count() > 0 && export_target.address == AggregatorTarget().address) {
       export_target.address = target.address;

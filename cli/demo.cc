@@ -207,11 +207,11 @@ int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
   };
   Children children(options.keep);
   const std::string agg_log = (fs::path(dir) / "aggregator.log").string();
-  children.Spawn(
-      "podprof-aggregator",
-      {bin + "/podprof-aggregator", "--config=" + dir + "/aggregator.toml", "--listen=127.0.0.1:0",
-       "--db=" + dir + "/podprof.db", "--ready-file=" + dir + "/aggregator.json"},
-      agg_log);
+  children.Spawn("podprof-aggregator",
+                 {bin + "/podprof-aggregator", "--insecure", "--config=" + dir + "/aggregator.toml",
+                  "--listen=127.0.0.1:0", "--db=" + dir + "/podprof.db",
+                  "--ready-file=" + dir + "/aggregator.json"},
+                 agg_log);
   absl::StatusOr<json> agg =
       WaitReady(children, "podprof-aggregator", dir + "/aggregator.json", agg_log);
   if (!agg.ok()) return fail(std::string(agg.status().message()));
@@ -244,9 +244,9 @@ int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
     const std::string agent_log = dir + "/agent-" + n + ".log";
     children.Spawn(
         "podprof-agent " + n,
-        {bin + "/podprof-agent", "--config=" + dir + "/agent.toml", "--listen=127.0.0.1:0",
-         "--advertise=127.0.0.1:0", "--profiler-service-listen=none", "--host-name=" + host,
-         "--sysfs-root=" + dir + "/sys", "--temp-dir=" + dir + "/tmp",
+        {bin + "/podprof-agent", "--insecure", "--config=" + dir + "/agent.toml",
+         "--listen=127.0.0.1:0", "--advertise=127.0.0.1:0", "--profiler-service-listen=none",
+         "--host-name=" + host, "--sysfs-root=" + dir + "/sys", "--temp-dir=" + dir + "/tmp",
          absl::StrCat("--workload-profiler=127.0.0.1:", (*sim)["profiler_port"].get<int>()),
          absl::StrCat("--workload-metrics=127.0.0.1:", (*sim)["metrics_port"].get<int>()),
          "--aggregator=" + agg_addr, "--clock-offset=" + off, "--clock-drift-ppm=" + drift,

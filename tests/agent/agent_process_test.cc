@@ -66,7 +66,7 @@ std::unique_ptr<ChildProcess> StartSimhost(const Scratch& s, std::vector<std::st
 
 std::unique_ptr<ChildProcess> StartAgent(const Scratch& s, std::vector<std::string> extra,
                                          std::vector<std::string> env = {}) {
-  std::vector<std::string> args = {Bin("podprof-agent"),      "--config=" + s / "absent.toml",
+  std::vector<std::string> args = {Bin("podprof-agent"), "--insecure",      "--config=" + s / "absent.toml",
                                    "--listen=127.0.0.1:0",    "--profiler-service-listen=none",
                                    "--host-name=host-a",      "--sysfs-root=" + s / "nosys",
                                    "--temp-dir=" + s / "tmp", "--ready-file=" + s / "agent.ready"};

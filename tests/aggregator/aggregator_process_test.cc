@@ -49,7 +49,7 @@ class AggregatorProcessTest : public ::testing::Test {
     process_.reset();
     fs::remove(dir_ / "ready.json");
     process_ = std::make_unique<ChildProcess>(
-        std::vector<std::string>{std::string(PODPROF_BIN_DIR) + "/podprof-aggregator",
+        std::vector<std::string>{std::string(PODPROF_BIN_DIR) + "/podprof-aggregator", "--insecure",
                                  "--config=" + (dir_ / "none.toml").string(),
                                  "--listen=127.0.0.1:0", "--db=" + (dir_ / "podprof.db").string(),
                                  "--ready-file=" + (dir_ / "ready.json").string()},
@@ -288,7 +288,7 @@ TEST_F(AggregatorProcessTest, AgentsRegisterAndTheirClockOffsetsAreRecovered) {
     std::string ready = (dir_ / ("agent" + std::to_string(i) + ".json")).string();
     agents.push_back(std::make_unique<ChildProcess>(
         std::vector<std::string>{
-            std::string(PODPROF_BIN_DIR) + "/podprof-agent",
+            std::string(PODPROF_BIN_DIR) + "/podprof-agent", "--insecure",
             "--config=" + (dir_ / "agent.toml").string(), "--listen=127.0.0.1:0",
             "--advertise=127.0.0.1:0", "--profiler-service-listen=none",
             "--host-name=host-" + std::to_string(i),
@@ -362,7 +362,7 @@ TEST(AggregatorLifecycleTest, SdNotifyReadyWatchdogFollowsTheStoreReloadStopping
   std::ofstream(dir / "none.toml") << "";
   testing::NotifySocket sock((dir / "notify.sock").string());
   const std::string db = (dir / "podprof.db").string();
-  ChildProcess agg({std::string(PODPROF_BIN_DIR) + "/podprof-aggregator",
+  ChildProcess agg({std::string(PODPROF_BIN_DIR) + "/podprof-aggregator", "--insecure",
                     "--config=" + (dir / "none.toml").string(), "--listen=127.0.0.1:0",
                     "--db=" + db, "--ready-file=" + (dir / "ready.json").string()},
                    "", {"NOTIFY_SOCKET=" + (dir / "notify.sock").string(), "WATCHDOG_USEC=400000"});

@@ -49,7 +49,7 @@ class PodTest : public ::testing::Test {
     std::ofstream(dir_ / "agg.toml") << "[agents]\nheartbeat_interval = \"500ms\"\n"
                                         "probe_interval = \"1s\"\n";
     aggregator_ = std::make_unique<ChildProcess>(
-        std::vector<std::string>{Bin("podprof-aggregator"), "--config=" + P("agg.toml"),
+        std::vector<std::string>{Bin("podprof-aggregator"), "--insecure", "--config=" + P("agg.toml"),
                                  "--listen=127.0.0.1:0", "--db=" + P("pod.db"),
                                  "--ready-file=" + P("agg.json")},
         P("agg.json"));
@@ -78,7 +78,7 @@ class PodTest : public ::testing::Test {
           hosts[i].workload_up ? sims_.back()->info()["profiler_port"].get<int>() : 1;
       agents_.push_back(std::make_unique<ChildProcess>(
           std::vector<std::string>{
-              Bin("podprof-agent"), "--config=" + P("empty.toml"), "--listen=127.0.0.1:0",
+              Bin("podprof-agent"), "--insecure", "--config=" + P("empty.toml"), "--listen=127.0.0.1:0",
               "--advertise=127.0.0.1:0", "--profiler-service-listen=none", "--host-name=host-" + n,
               "--sysfs-root=" + P("nosys"),
               absl::StrCat("--workload-profiler=127.0.0.1:", profiler),
@@ -470,7 +470,7 @@ TEST_F(PodTest, AnAgentThatRegistersLateJoinsTheNextCapture) {
   ASSERT_TRUE(sims_.back()->ready());
   agents_.push_back(std::make_unique<ChildProcess>(
       std::vector<std::string>{
-          Bin("podprof-agent"), "--config=" + P("empty.toml"), "--listen=127.0.0.1:0",
+          Bin("podprof-agent"), "--insecure", "--config=" + P("empty.toml"), "--listen=127.0.0.1:0",
           "--advertise=127.0.0.1:0", "--profiler-service-listen=none", "--host-name=late-host",
           "--sysfs-root=" + P("nosys"),
           absl::StrCat("--workload-profiler=127.0.0.1:",

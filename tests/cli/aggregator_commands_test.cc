@@ -590,7 +590,7 @@ class AggregatorCommandsTest : public ::testing::Test {
     ASSERT_NE(server_, nullptr);
     ASSERT_GT(port, 0);
     address_ = absl::StrCat("127.0.0.1:", port);
-    client_ = std::make_unique<AggregatorClient>(AggregatorTarget{address_, kTimeoutNs}, clock_);
+    client_ = std::make_unique<AggregatorClient>(AggregatorTarget{address_, kTimeoutNs, nullptr}, clock_);
   }
   void TearDown() override {
     if (server_) server_->Shutdown();

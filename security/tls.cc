@@ -1,0 +1,100 @@
+#include "security/tls.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace podprof::security {
+namespace {
+
+absl::StatusOr<std::string> ReadPem(const std::string& configured, const char* credential,
+                                    const char* key) {
+  std::string path = configured;
+  if (path.empty()) {
+    const char* dir = std::getenv("CREDENTIALS_DIRECTORY");
+    if (dir == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(key, " is not set and there is no systemd credential \"", credential,
+                       "\": configure the TLS files, or insecure = true for plaintext"));
+    }
+    path = absl::StrCat(dir, "/", credential);
+  }
+  std::ifstream in(path);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat(key, ": cannot read ", path));
+  std::stringstream s;
+  s << in.rdbuf();
+  if (s.str().find("-----BEGIN") == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(key, ": ", path, " holds no PEM data"));
+  }
+  return s.str();
+}
+
+}  // namespace
+
+absl::StatusOr<TlsMaterial> LoadTlsMaterial(const TlsConfig& config) {
+  TlsMaterial m;
+  absl::StatusOr<std::string> cert = ReadPem(config.cert, "tls.crt", "tls.cert");
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key = ReadPem(config.key, "tls.key", "tls.key");
+  if (!key.ok()) return key.status();
+  absl::StatusOr<std::string> ca = ReadPem(config.ca, "ca.crt", "tls.ca");
+  if (!ca.ok()) return ca.status();
+  m.cert = *std::move(cert);
+  m.key = *std::move(key);
+  m.ca = *std::move(ca);
+  return m;
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
+    const TlsConfig& config) {
+  if (config.insecure) return grpc::InsecureServerCredentials();
+  absl::StatusOr<TlsMaterial> m = LoadTlsMaterial(config);
+  if (!m.ok()) return m.status();
+  grpc::SslServerCredentialsOptions opts(
+      GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  opts.pem_root_certs = m->ca;
+  opts.pem_key_cert_pairs.push_back({m->key, m->cert});
+  return grpc::SslServerCredentials(opts);
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(
+    const TlsConfig& config) {
+  if (config.insecure) return grpc::InsecureChannelCredentials();
+  absl::StatusOr<TlsMaterial> m = LoadTlsMaterial(config);
+  if (!m.ok()) return m.status();
+  grpc::SslCredentialsOptions opts;
+  opts.pem_root_certs = m->ca;
+  opts.pem_private_key = m->key;
+  opts.pem_cert_chain = m->cert;
+  return grpc::SslCredentials(opts);
+}
+
+std::vector<std::string> PeerIdentities(const grpc::ServerContext& context) {
+  std::vector<std::string> out;
+  std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  if (auth == nullptr || !auth->IsPeerAuthenticated()) return out;
+  for (const char* prop : {"x509_common_name", "x509_subject_alternative_name"}) {
+    for (const grpc::string_ref& v : auth->FindPropertyValues(prop)) {
+      out.emplace_back(v.data(), v.size());
+    }
+  }
+  return out;
+}
+
+absl::Status RoleAcl::Check(const grpc::ServerContext& context, const std::string& role) const {
+  if (identities.empty()) return absl::OkStatus();
+  std::vector<std::string> peer = PeerIdentities(context);
+  for (const std::string& p : peer) {
+    for (const std::string& allowed : identities) {
+      if (p == allowed) return absl::OkStatus();
+    }
+  }
+  return absl::PermissionDeniedError(absl::StrCat(
+      "caller ", peer.empty() ? std::string("without a certificate") : absl::StrJoin(peer, "/"),
+      " may not act as ", role));
+}
+
+}  // namespace podprof::security

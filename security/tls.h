@@ -1,0 +1,57 @@
+// Mutual TLS for every podprof gRPC connection (agent <-> aggregator, CLI -> aggregator).
+//
+// Each side presents a certificate signed by the deployment's CA and checks the other's; a
+// client without a certificate, or with one from another CA, fails the handshake. On top,
+// servers may restrict roles to named identities (the certificate's CN or a DNS/IP SAN): only
+// agents may register, only operators may start captures or change data. Plaintext is allowed
+// only when configured (`insecure = true`), and then the daemons warn at start-up.
+#ifndef PODPROF_SECURITY_TLS_H_
+#define PODPROF_SECURITY_TLS_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace podprof::security {
+
+struct TlsConfig {
+  // Plaintext, no certificates: only for loopback tests and trusted networks.
+  bool insecure = false;
+  // PEM files. Empty: `$CREDENTIALS_DIRECTORY/tls.crt`, `tls.key`, `ca.crt` (systemd's
+  // LoadCredential=).
+  std::string cert, key, ca;
+};
+
+// The PEM material a TlsConfig names, read once.
+struct TlsMaterial {
+  std::string cert, key, ca;
+};
+
+// Reads the files; errors name the file and the config key. InvalidArgument when TLS is on
+// and a file is not configured and not among the credentials.
+absl::StatusOr<TlsMaterial> LoadTlsMaterial(const TlsConfig& config);
+
+// Server credentials requiring and verifying a client certificate (or insecure ones).
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(const TlsConfig& config);
+// Channel credentials presenting our certificate and verifying the server's (or insecure).
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(
+    const TlsConfig& config);
+
+// The verified identities of the caller: its certificate's common name and subject alternative
+// names. Empty for a plaintext connection.
+std::vector<std::string> PeerIdentities(const grpc::ServerContext& context);
+
+// A role's allowed identities. Empty allows every caller that passed the TLS handshake.
+struct RoleAcl {
+  std::vector<std::string> identities;
+  // OK, or PermissionDenied naming the caller's identities and the role.
+  absl::Status Check(const grpc::ServerContext& context, const std::string& role) const;
+};
+
+}  // namespace podprof::security
+
+#endif  // PODPROF_SECURITY_TLS_H_

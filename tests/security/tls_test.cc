@@ -1,0 +1,201 @@
+// Mutual TLS end to end, with a throwaway CA made by the openssl CLI: real daemons, the real
+// CLI, loopback. Who is refused: a client without a certificate, one from another CA, a
+// non-operator starting a capture, an unlisted identity registering as an agent, a daemon
+// asked to run without TLS material. What works: an agent and an operator with their
+// certificates, end to end.
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "proto/podprof_aggregator.grpc.pb.h"
+#include "tests/cli/run_podprof.h"
+#include "tests/util/child_process.h"
+
+namespace podprof {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::ChildProcess;
+using testing::PodprofResult;
+using testing::RunPodprof;
+using testing::SlurpFile;
+
+class TlsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(fs::path(::testing::TempDir()) / absl::StrCat("tls_", getpid()));
+    fs::remove_all(*dir_);
+    fs::create_directories(*dir_);
+    MakeCa("ca");
+    MakeCa("other-ca");
+    MakeCert("ca", "aggregator", "DNS:localhost,IP:127.0.0.1");
+    MakeCert("ca", "agent-0", "DNS:localhost,IP:127.0.0.1");
+    MakeCert("ca", "rogue-agent", "DNS:localhost,IP:127.0.0.1");
+    MakeCert("ca", "ops-alice", "DNS:ops-alice");
+    MakeCert("ca", "viewer-bob", "DNS:viewer-bob");
+    MakeCert("other-ca", "intruder", "DNS:ops-alice");  // claims the operator's name
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir_);
+    delete dir_;
+  }
+  static std::string P(const std::string& f) { return (*dir_ / f).string(); }
+  static void Run(const std::string& cmd) {
+    ASSERT_EQ(std::system((cmd + " >/dev/null 2>&1").c_str()), 0) << cmd;
+  }
+  static void MakeCa(const std::string& name) {
+    Run("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 "
+        "-keyout " +
+        P(name + ".key") + " -out " + P(name + ".crt") + " -subj /CN=" + name);
+  }
+  static void MakeCert(const std::string& ca, const std::string& cn, const std::string& san) {
+    std::ofstream(P(cn + ".ext")) << "subjectAltName=" << san << "\n";
+    Run("openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout " +
+        P(cn + ".key") + " -out " + P(cn + ".csr") + " -subj /CN=" + cn);
+    Run("openssl x509 -req -in " + P(cn + ".csr") + " -CA " + P(ca + ".crt") + " -CAkey " +
+        P(ca + ".key") + " -CAcreateserial -days 2 -out " + P(cn + ".crt") + " -extfile " +
+        P(cn + ".ext"));
+  }
+  static std::string TlsFlags(const std::string& who, const std::string& ca = "ca") {
+    return absl::StrCat(" --tls-cert ", P(who + ".crt"), " --tls-key ", P(who + ".key"),
+                        " --tls-ca ", P(ca + ".crt"));
+  }
+
+  void StartAggregator() {
+    std::ofstream(P("aggregator.toml"))
+        << "listen = \"127.0.0.1:0\"\n"
+        << "[agents]\nheartbeat_interval = \"500ms\"\nprobe_interval = \"1s\"\n"
+        << "[tls]\ncert = \"" << P("aggregator.crt") << "\"\nkey = \"" << P("aggregator.key")
+        << "\"\nca = \"" << P("ca.crt") << "\"\nallowed_agents = [\"agent-0\"]\n"
+        << "allowed_operators = [\"ops-alice\"]\n";
+    fs::remove(P("agg.json"));
+    aggregator_ = std::make_unique<ChildProcess>(
+        std::vector<std::string>{std::string(PODPROF_BIN_DIR) + "/podprof-aggregator",
+                                 "--config=" + P("aggregator.toml"), "--db=" + P("pod.db"),
+                                 "--ready-file=" + P("agg.json")},
+        P("agg.json"));
+    ASSERT_TRUE(aggregator_->ready());
+    addr_ = absl::StrCat("127.0.0.1:", aggregator_->info()["port"].get<int>());
+  }
+  std::unique_ptr<ChildProcess> StartAgent(const std::string& identity, int n) {
+    const std::string sn = std::to_string(n);
+    auto sim = std::make_unique<ChildProcess>(
+        std::vector<std::string>{std::string(PODPROF_BIN_DIR) + "/podprof-simhost",
+                                 "--profiler-port=0", "--metrics-port=0", "--chips=2",
+                                 "--ready-file=" + P("sim" + sn + ".json")},
+        P("sim" + sn + ".json"));
+    EXPECT_TRUE(sim->ready());
+    std::ofstream(P("agent" + sn + ".toml"))
+        << "[tls]\ncert = \"" << P(identity + ".crt") << "\"\nkey = \"" << P(identity + ".key")
+        << "\"\nca = \"" << P("ca.crt") << "\"\n";
+    fs::create_directories(P("nosys"));
+    auto agent = std::make_unique<ChildProcess>(
+        std::vector<std::string>{
+            std::string(PODPROF_BIN_DIR) + "/podprof-agent",
+            "--config=" + P("agent" + sn + ".toml"), "--listen=127.0.0.1:0",
+            "--advertise=127.0.0.1:0", "--profiler-service-listen=none", "--host-name=" + identity,
+            "--sysfs-root=" + P("nosys"),
+            absl::StrCat("--workload-profiler=127.0.0.1:", sim->info()["profiler_port"].get<int>()),
+            "--workload-metrics=none", "--aggregator=" + addr_,
+            "--ready-file=" + P("agent" + sn + ".json")},
+        P("agent" + sn + ".json"));
+    EXPECT_TRUE(agent->ready());
+    sims_.push_back(std::move(sim));
+    return agent;
+  }
+
+  static fs::path* dir_;
+  std::string addr_;
+  std::unique_ptr<ChildProcess> aggregator_;
+  std::vector<std::unique_ptr<ChildProcess>> sims_;
+};
+fs::path* TlsTest::dir_ = nullptr;
+
+TEST_F(TlsTest, OnlyCertifiedCallersInTheirRoles) {
+  StartAggregator();
+  auto agent = StartAgent("agent-0", 0);
+  auto rogue = StartAgent("rogue-agent", 1);  // a valid certificate, but not a listed agent
+
+  // The operator sees agent-0 registered and probed (the aggregator dialled it over TLS)...
+  nlohmann::json agents;
+  for (int i = 0; i < 100; ++i) {
+    PodprofResult r =
+        RunPodprof("agents --format json --aggregator " + addr_ + TlsFlags("ops-alice"));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    agents = nlohmann::json::parse(r.out)["agents"];
+    if (agents.size() == 1 && agents[0]["probe_count"].get<int>() > 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(agents.size(), 1u) << agents.dump() << " (rogue-agent must not be registered)";
+  EXPECT_EQ(agents[0]["host"], "agent-0");
+  EXPECT_TRUE(absl::StrContains(SlurpFile(P("agg.json")), "port"));
+
+  // ...and captures it end to end.
+  PodprofResult cap = RunPodprof("capture --duration 300ms --format json --aggregator " + addr_ +
+                                 TlsFlags("ops-alice"));
+  ASSERT_EQ(cap.exit_code, 0) << cap.err;
+  auto cj = nlohmann::json::parse(cap.out);
+  EXPECT_EQ(cj["state"], "complete");
+  EXPECT_GT(cj["hosts"][0]["events"].get<int64_t>(), 100);
+
+  // A viewer may read but not start captures.
+  PodprofResult list = RunPodprof("captures --aggregator " + addr_ + TlsFlags("viewer-bob"));
+  EXPECT_EQ(list.exit_code, 0) << list.err;
+  PodprofResult denied =
+      RunPodprof("capture --duration 300ms --aggregator " + addr_ + TlsFlags("viewer-bob"));
+  EXPECT_EQ(denied.exit_code, 2) << denied.err;
+  EXPECT_TRUE(absl::StrContains(denied.err, "viewer-bob")) << denied.err;
+  EXPECT_TRUE(absl::StrContains(denied.err, "may not act as an operator")) << denied.err;
+
+  // Plaintext, and a certificate from another CA (even with the operator's name), fail the
+  // handshake.
+  PodprofResult plain = RunPodprof("captures --timeout 5s --aggregator " + addr_);
+  EXPECT_EQ(plain.exit_code, 3) << plain.err;
+  PodprofResult intruder =
+      RunPodprof("capture --timeout 5s --aggregator " + addr_ + TlsFlags("intruder", "ca"));
+  EXPECT_EQ(intruder.exit_code, 3) << intruder.err;
+
+  // TLS without a client certificate: refused too.
+  std::ifstream ca_in(P("ca.crt"));
+  std::stringstream ca;
+  ca << ca_in.rdbuf();
+  grpc::SslCredentialsOptions no_cert;
+  no_cert.pem_root_certs = ca.str();
+  auto stub = v1::Aggregator::NewStub(grpc::CreateChannel(addr_, grpc::SslCredentials(no_cert)));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  v1::ListCapturesResponse resp;
+  grpc::Status s = stub->ListCaptures(&ctx, v1::ListCapturesRequest(), &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+}
+
+TEST_F(TlsTest, NoTlsMaterialAndNoInsecureIsRefusedAtStart) {
+  std::ofstream(P("bare.toml")) << "listen = \"127.0.0.1:0\"\n";
+  ChildProcess agg({std::string(PODPROF_BIN_DIR) + "/podprof-aggregator",
+                    "--config=" + P("bare.toml"), "--db=" + P("bare.db")},
+                   "");
+  int status = agg.Wait();
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  std::ofstream(P("bare-agent.toml")) << "";
+  ChildProcess agent(
+      {std::string(PODPROF_BIN_DIR) + "/podprof-agent", "--config=" + P("bare-agent.toml"),
+       "--listen=127.0.0.1:0", "--workload-profiler=127.0.0.1:1", "--workload-metrics=none"},
+      "");
+  status = agent.Wait();
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_NE(WEXITSTATUS(status), 0);
+}
+
+}  // namespace
+}  // namespace podprof
