@@ -38,11 +38,40 @@ constexpr char kDefaultConfig[] = "/etc/podprof/aggregator.toml";
 absl::StatusOr<AggregatorConfig> LoadAggregatorConfig(const std::string& path) {
   AggregatorConfig c;
   ASSIGN_OR_RETURN(ConfigFile f, ConfigFile::Load(path));
-  RETURN_IF_ERROR(f.CheckKnownKeys({"listen", "db", "retention.max_age", "retention.max_bytes",
-                                    "retention.keep_timelines", "retention.interval",
-                                    "import.spool_dir", "agents.heartbeat_interval",
-                                    "agents.probe_interval", "insecure", "tls.cert", "tls.key",
-                                    "tls.ca", "tls.allowed_agents", "tls.allowed_operators"}));
+  RETURN_IF_ERROR(f.CheckKnownKeys({"listen",
+                                    "db",
+                                    "retention.max_age",
+                                    "retention.max_bytes",
+                                    "retention.keep_timelines",
+                                    "retention.interval",
+                                    "import.spool_dir",
+                                    "agents.heartbeat_interval",
+                                    "agents.probe_interval",
+                                    "insecure",
+                                    "tls.cert",
+                                    "tls.key",
+                                    "tls.ca",
+                                    "tls.allowed_agents",
+                                    "tls.allowed_operators",
+                                    "limits.max_capture_duration",
+                                    "limits.max_concurrent_captures",
+                                    "limits.max_captures_per_minute",
+                                    "limits.max_message_bytes",
+                                    "limits.max_concurrent_streams"}));
+  RETURN_IF_ERROR(f.GetDurationNs("limits.max_capture_duration", &c.max_capture_duration_ns));
+  RETURN_IF_ERROR(f.GetInt("limits.max_concurrent_captures", &c.max_concurrent_captures));
+  RETURN_IF_ERROR(f.GetInt("limits.max_captures_per_minute", &c.max_captures_per_minute));
+  RETURN_IF_ERROR(f.GetInt("limits.max_message_bytes", &c.max_message_bytes));
+  RETURN_IF_ERROR(f.GetInt("limits.max_concurrent_streams", &c.max_concurrent_streams));
+  if (c.max_capture_duration_ns < 1'000'000 || c.max_concurrent_captures < 1 ||
+      c.max_captures_per_minute < 1 || c.max_message_bytes < (64 << 10) ||
+      c.max_message_bytes > (1 << 30) || c.max_concurrent_streams < 4) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path,
+        ": limits: max_capture_duration must be at least 1ms, max_concurrent_captures and "
+        "max_captures_per_minute at least 1, max_message_bytes 64 KiB..1 GiB, "
+        "max_concurrent_streams at least 4"));
+  }
   const std::string default_listen = c.listen;
   RETURN_IF_ERROR(f.GetString("listen", &c.listen));
   c.listen_set = c.listen != default_listen;
@@ -136,7 +165,11 @@ int AggregatorMain(int argc, char** argv) {
   ImportLimits limits;
   limits.spool_dir = config.spool_dir;
   Registry registry(clock, config.heartbeat_interval_ns, config.probe_interval_ns, *agent_creds);
-  Orchestrator orchestrator(&registry, store->get(), clock, OrchestratorLimits());
+  OrchestratorLimits orchestrator_limits;
+  orchestrator_limits.max_duration_ns = config.max_capture_duration_ns;
+  orchestrator_limits.max_concurrent = static_cast<int>(config.max_concurrent_captures);
+  orchestrator_limits.max_starts_per_minute = static_cast<int>(config.max_captures_per_minute);
+  Orchestrator orchestrator(&registry, store->get(), clock, orchestrator_limits);
   AccessControl access;
   access.agents.identities = config.allowed_agents;
   access.operators.identities = config.allowed_operators;
@@ -153,7 +186,9 @@ int AggregatorMain(int argc, char** argv) {
   grpc::ServerBuilder builder;
   builder.AddListeningPort(config.listen, *server_creds, &port);
   builder.RegisterService(&service);
-  builder.SetMaxReceiveMessageSize(16 << 20);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(config.max_message_bytes));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             static_cast<int>(config.max_concurrent_streams));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     std::cerr << "podprof-aggregator: cannot listen on " << config.listen << "\n";

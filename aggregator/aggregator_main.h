@@ -35,6 +35,13 @@ struct AggregatorConfig {
   // Identities (certificate CN or SAN) allowed to register as agents, and to start or cancel
   // captures and import data; empty allows every caller with a valid certificate.
   std::vector<std::string> allowed_agents, allowed_operators;
+  // Limits against abuse: the longest capture, captures at once, StartCapture calls per
+  // minute, the largest message received, and concurrent streams per connection.
+  int64_t max_capture_duration_ns = 300'000'000'000;
+  int64_t max_concurrent_captures = 4;
+  int64_t max_captures_per_minute = 30;
+  int64_t max_message_bytes = 16 << 20;
+  int64_t max_concurrent_streams = 100;
   // Whether `listen` was set (by the file or a flag), so plaintext can default to loopback.
   bool listen_set = false;
 };

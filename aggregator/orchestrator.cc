@@ -417,6 +417,53 @@ absl::StatusOr<v1::StartCaptureResponse> Orchestrator::Start(const v1::StartCapt
                                                    limits_.max_duration_ns / 1'000'000, ", got ",
                                                    req.duration_ms()));
   }
+  if (int64_t{req.delay_ms()} * 1'000'000 > limits_.max_delay_ns) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "delay_ms must be at most ", limits_.max_delay_ns / 1'000'000, ", got ", req.delay_ms()));
+  }
+  if (req.host_names_size() > limits_.max_hosts) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "at most ", limits_.max_hosts, " hosts per capture, got ", req.host_names_size()));
+  }
+  for (const std::string& h : req.host_names()) {
+    if (h.empty() || h.size() > 253) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("host name of ", h.size(), " bytes: names are 1..253 bytes"));
+    }
+  }
+  if (req.labels_size() > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("at most 64 labels per capture, got ", req.labels_size()));
+  }
+  for (const auto& [k, v] : req.labels()) {
+    if (k.empty() || k.size() > 256 || v.size() > 4096) {
+      return absl::InvalidArgumentError(
+          "label keys must be 1..256 bytes and values at most 4096 bytes");
+    }
+  }
+  {
+    // Admission: a rolling minute of starts, and the captures still running.
+    const int64_t now = clock_.NowNs();
+    absl::MutexLock lock(&mu_);
+    while (!recent_starts_.empty() && now - recent_starts_.front() > 60'000'000'000) {
+      recent_starts_.pop_front();
+    }
+    if (static_cast<int>(recent_starts_.size()) >= limits_.max_starts_per_minute) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("more than ", limits_.max_starts_per_minute,
+                       " StartCapture calls in the last minute; try again later"));
+    }
+    int running = 0;
+    for (const auto& [id, run] : runs_) {
+      absl::MutexLock rl(&run->mu);
+      running += !run->done;
+    }
+    if (running >= limits_.max_concurrent) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          running, " captures are running, the most allowed at once; wait for one to end"));
+    }
+    recent_starts_.push_back(now);
+  }
   std::vector<std::string> missing;
   std::vector<Registry::Handle> hosts =
       registry_->Select({req.host_names().begin(), req.host_names().end()},

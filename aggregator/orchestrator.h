@@ -6,6 +6,7 @@
 #define PODPROF_AGGREGATOR_ORCHESTRATOR_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -28,6 +29,14 @@ struct OrchestratorLimits {
   int64_t max_duration_ns = 300'000'000'000;
   // The least lead time between StartCapture and the start instant.
   int64_t min_lead_ns = 300'000'000;
+  // Longest delay before the start a caller may ask for.
+  int64_t max_delay_ns = 3'600'000'000'000;
+  // Captures running at once; more are refused with RESOURCE_EXHAUSTED.
+  int max_concurrent = 4;
+  // StartCapture calls accepted per rolling minute (a runaway script cannot flood the pod).
+  int max_starts_per_minute = 30;
+  // Most hosts named in one request.
+  int max_hosts = 10'000;
 };
 
 // One host's clock correction: aggregator time = host time - offset_ns (at the window's middle,
@@ -81,6 +90,7 @@ class Orchestrator {
   absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Run>> runs_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
+  std::deque<int64_t> recent_starts_ ABSL_GUARDED_BY(mu_);  // for max_starts_per_minute
 };
 
 }  // namespace podprof::aggregator

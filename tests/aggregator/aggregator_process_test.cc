@@ -416,3 +416,92 @@ TEST(AggregatorLifecycleTest, SdNotifyReadyWatchdogFollowsTheStoreReloadStopping
 
 }  // namespace
 }  // namespace podprof::aggregator
+
+namespace podprof::aggregator {
+namespace {
+
+// Requests with absurd values get INVALID_ARGUMENT, floods RESOURCE_EXHAUSTED, and the server
+// stays up through all of it.
+TEST(AggregatorLimitsTest, AbsurdRequestsAndFloodsAreRefusedClearly) {
+  fs::path dir = fs::path(::testing::TempDir()) / absl::StrCat("agg_limits_", getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "limits.toml") << "[limits]\nmax_captures_per_minute = 3\n"
+                                        "max_message_bytes = 1048576\n";
+  ChildProcess agg({std::string(PODPROF_BIN_DIR) + "/podprof-aggregator", "--insecure",
+                    "--config=" + (dir / "limits.toml").string(), "--listen=127.0.0.1:0",
+                    "--db=" + (dir / "p.db").string(), "--ready-file=" + (dir / "r.json").string()},
+                   (dir / "r.json").string());
+  ASSERT_TRUE(agg.ready());
+  auto stub = v1::Aggregator::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", agg.info()["port"].get<int>()),
+                          grpc::InsecureChannelCredentials()));
+  auto start = [&](const v1::StartCaptureRequest& req) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::StartCaptureResponse resp;
+    return stub->StartCapture(&ctx, req, &resp);
+  };
+  v1::StartCaptureRequest zero;  // duration 0
+  grpc::Status s = start(zero);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "duration_ms")) << s.error_message();
+  v1::StartCaptureRequest huge;
+  huge.set_duration_ms(uint64_t{1} << 40);
+  EXPECT_EQ(start(huge).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  v1::StartCaptureRequest many;
+  many.set_duration_ms(100);
+  for (int i = 0; i < 10'001; ++i) many.add_host_names(absl::StrCat("h", i));
+  s = start(many);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "10000")) << s.error_message();
+  v1::StartCaptureRequest long_name;
+  long_name.set_duration_ms(100);
+  long_name.add_host_names(std::string(100'000, 'x'));
+  EXPECT_EQ(start(long_name).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  v1::StartCaptureRequest late;
+  late.set_duration_ms(100);
+  late.set_delay_ms(4'000'000'000u);
+  EXPECT_EQ(start(late).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  // Valid requests (no agent is online, so each fails its precondition) count against the
+  // per-minute budget of 3; the fourth is refused as a flood.
+  v1::StartCaptureRequest ok;
+  ok.set_duration_ms(100);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(start(ok).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  s = start(ok);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "last minute")) << s.error_message();
+
+  // An unknown capture id, and a message above max_message_bytes.
+  {
+    grpc::ClientContext ctx;
+    v1::WatchCaptureRequest w;
+    w.set_capture_id("cap-none");
+    auto reader = stub->WatchCapture(&ctx, w);
+    v1::CaptureProgress p;
+    while (reader->Read(&p)) {
+    }
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::ImportXSpaceResponse resp;
+    auto writer = stub->ImportXSpace(&ctx, &resp);
+    v1::ImportXSpaceChunk chunk;
+    chunk.set_host_name("h");
+    chunk.set_data(std::string(2 << 20, 'x'));
+    writer->Write(chunk);
+    writer->WritesDone();
+    EXPECT_EQ(writer->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  }
+  // Still serving.
+  grpc::ClientContext ctx;
+  v1::ListCapturesResponse list;
+  EXPECT_TRUE(stub->ListCaptures(&ctx, v1::ListCapturesRequest(), &list).ok());
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace podprof::aggregator
