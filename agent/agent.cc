@@ -252,6 +252,7 @@ std::vector<podprof::v1::WorkloadEndpoint> Agent::CheckWorkload() {
 grpc::Status AgentService::Capture(grpc::ServerContext* context,
                                    const podprof::v1::CaptureRequest* request,
                                    grpc::ServerWriter<podprof::v1::CaptureChunk>* writer) {
+  if (absl::Status a = aggregators_.Check(*context, "the aggregator"); !a.ok()) return ToGrpc(a);
   if (request->capture_id().empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "capture_id is empty");
   }

@@ -18,6 +18,7 @@
 #include "proto/podprof_agent.grpc.pb.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
 #include "proto/profiler_service.grpc.pb.h"
+#include "security/tls.h"
 
 namespace podprof::agent {
 
@@ -79,7 +80,10 @@ class Agent {
 // podprof.v1.Agent. Handlers are thin; the work is in CaptureRunner.
 class AgentService final : public podprof::v1::Agent::Service {
  public:
-  explicit AgentService(Agent* agent) : agent_(agent) {}
+  // `aggregators`: identities allowed to start captures (empty: any caller that passed the TLS
+  // handshake).
+  explicit AgentService(Agent* agent, security::RoleAcl aggregators = {})
+      : agent_(agent), aggregators_(std::move(aggregators)) {}
   grpc::Status Capture(grpc::ServerContext* context, const podprof::v1::CaptureRequest* request,
                        grpc::ServerWriter<podprof::v1::CaptureChunk>* writer) override;
   grpc::Status Ping(grpc::ServerContext* context, const podprof::v1::PingRequest* request,
@@ -89,6 +93,7 @@ class AgentService final : public podprof::v1::Agent::Service {
 
  private:
   Agent* const agent_;
+  const security::RoleAcl aggregators_;
 };
 
 // tensorflow.ProfilerService that forwards to the workload, so XProf's capture button or

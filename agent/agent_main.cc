@@ -155,7 +155,7 @@ int AgentMain(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(*config, clock);
   if (!agent.ok()) return Fail(std::string(agent.status().message()));
 
-  AgentService service(agent->get());
+  AgentService service(agent->get(), security::RoleAcl{config->allowed_aggregators});
   ProfilerProxy proxy(agent->get());
   int agent_port = 0, proxy_port = 0;
   grpc::ServerBuilder builder;

@@ -50,7 +50,8 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path) {
                                     "tls.cert",
                                     "tls.key",
                                     "tls.ca",
-                                    "insecure"}));
+                                    "insecure",
+                                    "tls.allowed_aggregators"}));
   RETURN_IF_ERROR(f.GetString("listen", &c.listen));
   RETURN_IF_ERROR(f.GetString("aggregator", &c.aggregator));
   RETURN_IF_ERROR(f.GetString("advertise", &c.advertise));
@@ -73,6 +74,7 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path) {
   RETURN_IF_ERROR(f.GetString("tls.key", &c.tls_key));
   RETURN_IF_ERROR(f.GetString("tls.ca", &c.tls_ca));
   RETURN_IF_ERROR(f.GetBool("insecure", &c.insecure));
+  RETURN_IF_ERROR(f.GetStringList("tls.allowed_aggregators", &c.allowed_aggregators));
   absl::Status s = ValidateAgentConfig(c);
   if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
   return c;

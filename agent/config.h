@@ -55,6 +55,9 @@ struct AgentConfig {
   // from systemd credentials (tls.crt, tls.key, ca.crt); plaintext only with `insecure`.
   std::string tls_cert, tls_key, tls_ca;
   bool insecure = false;
+  // Identities (certificate CN or SAN) allowed to start captures on this host; empty allows
+  // every caller with a certificate from the CA.
+  std::vector<std::string> allowed_aggregators;
 };
 
 // Loads `path` over the defaults. Unknown keys, wrong types and bad values fail with a message

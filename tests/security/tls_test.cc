@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -17,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "proto/podprof_agent.grpc.pb.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
 #include "tests/cli/run_podprof.h"
 #include "tests/util/child_process.h"
@@ -97,7 +99,7 @@ class TlsTest : public ::testing::Test {
     EXPECT_TRUE(sim->ready());
     std::ofstream(P("agent" + sn + ".toml"))
         << "[tls]\ncert = \"" << P(identity + ".crt") << "\"\nkey = \"" << P(identity + ".key")
-        << "\"\nca = \"" << P("ca.crt") << "\"\n";
+        << "\"\nca = \"" << P("ca.crt") << "\"\nallowed_aggregators = [\"aggregator\"]\n";
     fs::create_directories(P("nosys"));
     auto agent = std::make_unique<ChildProcess>(
         std::vector<std::string>{
@@ -177,6 +179,33 @@ TEST_F(TlsTest, OnlyCertifiedCallersInTheirRoles) {
   v1::ListCapturesResponse resp;
   grpc::Status s = stub->ListCaptures(&ctx, v1::ListCapturesRequest(), &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+
+  // Only the aggregator may start a capture on an agent, even for a valid operator.
+  auto pem = [&](const std::string& f) {
+    std::ifstream in(P(f));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  grpc::SslCredentialsOptions alice;
+  alice.pem_root_certs = pem("ca.crt");
+  alice.pem_cert_chain = pem("ops-alice.crt");
+  alice.pem_private_key = pem("ops-alice.key");
+  auto agent_stub = v1::Agent::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", agent->info()["agent_port"].get<int>()),
+                          grpc::SslCredentials(alice)));
+  grpc::ClientContext actx;
+  actx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  v1::CaptureRequest creq;
+  creq.set_capture_id("not-from-the-aggregator");
+  creq.set_duration_ms(100);
+  auto creader = agent_stub->Capture(&actx, creq);
+  v1::CaptureChunk chunk;
+  while (creader->Read(&chunk)) {
+  }
+  grpc::Status cs = creader->Finish();
+  EXPECT_EQ(cs.error_code(), grpc::StatusCode::PERMISSION_DENIED) << cs.error_message();
+  EXPECT_TRUE(absl::StrContains(cs.error_message(), "ops-alice")) << cs.error_message();
 }
 
 TEST_F(TlsTest, NoTlsMaterialAndNoInsecureIsRefusedAtStart) {
