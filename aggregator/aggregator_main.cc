@@ -162,6 +162,17 @@ int AggregatorMain(int argc, char** argv) {
     std::cerr << "podprof-aggregator: " << store.status().message() << "\n";
     return 1;
   }
+  // Nothing of this process runs yet: captures still `running` died with the previous one.
+  absl::StatusOr<int> interrupted = (*store)->MarkInterrupted();
+  if (!interrupted.ok()) {
+    std::cerr << "podprof-aggregator: " << interrupted.status().message() << "\n";
+    return 1;
+  }
+  if (*interrupted > 0) {
+    PODPROF_LOG(WARNING) << *interrupted
+                         << " capture(s) were running when the aggregator last stopped; marked "
+                            "interrupted";
+  }
   ImportLimits limits;
   limits.spool_dir = config.spool_dir;
   Registry registry(clock, config.heartbeat_interval_ns, config.probe_interval_ns, *agent_creds);

@@ -490,6 +490,18 @@ absl::StatusOr<v1::StartCaptureResponse> Orchestrator::Start(const v1::StartCapt
   }
   lead += probe_time;
   run->start_ns = now + std::max<int64_t>(lead, int64_t{req.delay_ms()} * 1'000'000);
+  // On record before it starts: if this process dies mid-capture, the next one marks it
+  // interrupted instead of it silently missing.
+  storage::CaptureWrite header;
+  header.id = run->id;
+  header.start_ns = run->start_ns;
+  header.end_ns = run->start_ns + duration_ns;
+  header.created_ns = now;
+  header.labels = {req.labels().begin(), req.labels().end()};
+  header.options_json = absl::StrCat("{\"duration_ms\":", req.duration_ms(), "}");
+  if (absl::Status s = store_->BeginCapture(header); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("cannot record the capture: ", s.message()));
+  }
   v1::StartCaptureResponse resp;
   resp.set_capture_id(run->id);
   resp.set_start_ns(run->start_ns);

@@ -28,6 +28,7 @@ podprof::v1::CaptureStatus StatusEnum(const std::string& s) {
   if (s == "failed") return podprof::v1::CAPTURE_STATUS_FAILED;
   if (s == "cancelled") return podprof::v1::CAPTURE_STATUS_CANCELLED;
   if (s == "running") return podprof::v1::CAPTURE_STATUS_RUNNING;
+  if (s == "interrupted") return podprof::v1::CAPTURE_STATUS_INTERRUPTED;
   return podprof::v1::CAPTURE_STATUS_UNSPECIFIED;
 }
 
@@ -43,6 +44,8 @@ std::string StatusName(podprof::v1::CaptureStatus s) {
       return "cancelled";
     case podprof::v1::CAPTURE_STATUS_RUNNING:
       return "running";
+    case podprof::v1::CAPTURE_STATUS_INTERRUPTED:
+      return "interrupted";
     default:
       return "";
   }

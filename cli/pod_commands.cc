@@ -51,6 +51,8 @@ std::string StatusName(v1::CaptureStatus s) {
       return "failed";
     case v1::CAPTURE_STATUS_CANCELLED:
       return "cancelled";
+    case v1::CAPTURE_STATUS_INTERRUPTED:
+      return "interrupted";
     default:
       return "unknown";
   }

@@ -109,11 +109,17 @@ absl::Status Transaction(Connection& c, const std::function<absl::Status()>& bod
 }
 
 absl::Status WriteCaptureRows(Connection& c, const CaptureWrite& w) {
+  // The `running` record BeginCapture left, if any, gives way to the whole capture.
+  ASSIGN_OR_RETURN(auto del_running,
+                   Statement::Prepare(c,
+                                      "DELETE FROM captures WHERE id = ? AND status = "
+                                      "'running'"));
+  del_running->Bind(1, w.id);
+  RETURN_IF_ERROR(del_running->Run());
   ASSIGN_OR_RETURN(auto exists, Statement::Prepare(c, "SELECT 1 FROM captures WHERE id = ?"));
   exists->Bind(1, w.id);
   ASSIGN_OR_RETURN(bool dup, exists->Step());
   if (dup) return absl::AlreadyExistsError(absl::StrCat("capture ", w.id, " is already stored"));
-
   ASSIGN_OR_RETURN(auto ins_capture,
                    Statement::Prepare(c,
                                       "INSERT INTO captures (id, start_ns, end_ns, status, "
@@ -405,6 +411,30 @@ absl::Status Store::WriteCapture(const CaptureWrite& capture) {
     absl::Status on = c.Exec("PRAGMA foreign_keys = ON");
     return s.ok() ? on : s;
   });
+}
+
+absl::Status Store::BeginCapture(const CaptureWrite& header) {
+  if (header.id.empty()) return absl::InvalidArgumentError("capture id is empty");
+  return OnWriter([&](Connection& c) -> absl::Status {
+    ASSIGN_OR_RETURN(auto ins, Statement::Prepare(c,
+                                                  "INSERT INTO captures (id, start_ns, end_ns, "
+                                                  "status, options, labels, created_ns, source) "
+                                                  "VALUES (?,?,?,'running',?,?,?,?)"));
+    ins->Bind(1, header.id).Bind(2, header.start_ns).Bind(3, header.end_ns);
+    ins->Bind(4, header.options_json).Bind(5, LabelsJson(header.labels));
+    ins->Bind(6, header.created_ns).Bind(7, header.source);
+    return ins->Run();
+  });
+}
+
+absl::StatusOr<int> Store::MarkInterrupted() {
+  int marked = 0;
+  RETURN_IF_ERROR(OnWriter([&](Connection& c) -> absl::Status {
+    RETURN_IF_ERROR(c.Exec("UPDATE captures SET status = 'interrupted' WHERE status = 'running'"));
+    marked = sqlite3_changes(c.get());
+    return absl::OkStatus();
+  }));
+  return marked;
 }
 
 absl::Status Store::HealthCheck(int64_t timeout_ns) {

@@ -171,6 +171,12 @@ class Store {
   // AlreadyExists for a duplicate id; ResourceExhausted when the disk is full (nothing of the
   // capture is stored, reads go on).
   absl::Status WriteCapture(const CaptureWrite& capture);
+  // Records a capture as `running` before its window (its id, times, labels and options),
+  // so that a crash of the aggregator leaves a trace of it; WriteCapture replaces the record.
+  absl::Status BeginCapture(const CaptureWrite& header);
+  // Marks every capture still `running` as `interrupted`: called once at start-up, when no
+  // capture of this process can be running yet. Returns how many were marked.
+  absl::StatusOr<int> MarkInterrupted();
   // Deletes by age and size (oldest first, in bounded batches), timelines earlier.
   absl::StatusOr<RetentionResult> ApplyRetention(const RetentionPolicy& policy, int64_t now_ns);
 

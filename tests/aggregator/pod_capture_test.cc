@@ -49,9 +49,9 @@ class PodTest : public ::testing::Test {
     std::ofstream(dir_ / "agg.toml") << "[agents]\nheartbeat_interval = \"500ms\"\n"
                                         "probe_interval = \"1s\"\n";
     aggregator_ = std::make_unique<ChildProcess>(
-        std::vector<std::string>{Bin("podprof-aggregator"), "--insecure", "--config=" + P("agg.toml"),
-                                 "--listen=127.0.0.1:0", "--db=" + P("pod.db"),
-                                 "--ready-file=" + P("agg.json")},
+        std::vector<std::string>{Bin("podprof-aggregator"), "--insecure",
+                                 "--config=" + P("agg.toml"), "--listen=127.0.0.1:0",
+                                 "--db=" + P("pod.db"), "--ready-file=" + P("agg.json")},
         P("agg.json"));
     ASSERT_TRUE(aggregator_->ready());
     const int agg_port = aggregator_->info()["port"];
@@ -78,9 +78,9 @@ class PodTest : public ::testing::Test {
           hosts[i].workload_up ? sims_.back()->info()["profiler_port"].get<int>() : 1;
       agents_.push_back(std::make_unique<ChildProcess>(
           std::vector<std::string>{
-              Bin("podprof-agent"), "--insecure", "--config=" + P("empty.toml"), "--listen=127.0.0.1:0",
-              "--advertise=127.0.0.1:0", "--profiler-service-listen=none", "--host-name=host-" + n,
-              "--sysfs-root=" + P("nosys"),
+              Bin("podprof-agent"), "--insecure", "--config=" + P("empty.toml"),
+              "--listen=127.0.0.1:0", "--advertise=127.0.0.1:0", "--profiler-service-listen=none",
+              "--host-name=host-" + n, "--sysfs-root=" + P("nosys"),
               absl::StrCat("--workload-profiler=127.0.0.1:", profiler),
               absl::StrCat("--workload-metrics=127.0.0.1:",
                            sims_.back()->info()["metrics_port"].get<int>()),
@@ -514,6 +514,66 @@ TEST(RefineTest, CollectivesPinHostsTogetherAndProbesFixTheCommonShift) {
     // Relative offsets are exact; the common shift is the median probe error (+5 us).
     EXPECT_EQ(out[h].offset_ns - truth[h], 5'000) << out[h].host;
   }
+}
+
+}  // namespace
+}  // namespace podprof::aggregator
+
+namespace podprof::aggregator {
+namespace {
+
+// kill -9 of the aggregator mid-capture, then a restart on the same port and database: the
+// file passes integrity_check, the finished capture is intact, the interrupted one is marked
+// so, and the agents register again by themselves.
+TEST_F(PodTest, AggregatorKilledMidCaptureRestartsWithNothingLost) {
+  StartPod({{1'000'000, 0}, {-2'000'000, 0}});
+  std::string done_id;
+  v1::CaptureProgress first = CaptureAndWatch(300, &done_id);
+  ASSERT_EQ(first.status(), v1::CAPTURE_STATUS_COMPLETE);
+  auto stats_of = [&](const std::string& id) {
+    grpc::ClientContext ctx;
+    v1::GetKernelStatsRequest req;
+    req.set_capture_id(id);
+    v1::GetKernelStatsResponse resp;
+    EXPECT_TRUE(stub_->GetKernelStats(&ctx, req, &resp).ok());
+    return resp.SerializeAsString();
+  };
+  const std::string before = stats_of(done_id);
+
+  const std::string killed_id = StartCapture(3000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));  // inside the window
+  aggregator_->Signal(SIGKILL);
+  aggregator_->Wait();
+
+  {
+    auto store = storage::Store::Open(P("pod.db"));
+    ASSERT_TRUE(store.ok()) << store.status();
+    EXPECT_TRUE((*store)->CheckIntegrity().ok());
+  }
+  const std::string port = agg_addr_.substr(agg_addr_.rfind(':') + 1);
+  fs::remove(P("agg.json"));
+  aggregator_ = std::make_unique<ChildProcess>(
+      std::vector<std::string>{Bin("podprof-aggregator"), "--insecure", "--config=" + P("agg.toml"),
+                               "--listen=127.0.0.1:" + port, "--db=" + P("pod.db"),
+                               "--ready-file=" + P("agg.json")},
+      P("agg.json"));
+  ASSERT_TRUE(aggregator_->ready());
+  stub_ =
+      v1::Aggregator::NewStub(grpc::CreateChannel(agg_addr_, grpc::InsecureChannelCredentials()));
+
+  grpc::ClientContext ctx;
+  v1::ListCapturesResponse list;
+  ASSERT_TRUE(stub_->ListCaptures(&ctx, v1::ListCapturesRequest(), &list).ok());
+  std::map<std::string, v1::CaptureStatus> status;
+  for (const auto& c : list.captures()) status[c.capture_id()] = c.status();
+  EXPECT_EQ(status[done_id], v1::CAPTURE_STATUS_COMPLETE);
+  EXPECT_EQ(status[killed_id], v1::CAPTURE_STATUS_INTERRUPTED);
+  EXPECT_EQ(stats_of(done_id), before) << "the finished capture changed";
+  // The agents notice the new aggregator at their next heartbeat and register again.
+  EXPECT_TRUE(WaitForProbedAgents(2)) << "the agents did not register again";
+  // And the pod captures again.
+  std::string again;
+  EXPECT_EQ(CaptureAndWatch(200, &again).status(), v1::CAPTURE_STATUS_COMPLETE);
 }
 
 }  // namespace
