@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "agent/agent.h"
+#include "agent/capture_runner.h"
 #include "common/clock.h"
 #include "common/clock_probe.h"
 #include "common/logging.h"
@@ -155,6 +156,10 @@ int AgentMain(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(*config, clock);
   if (!agent.ok()) return Fail(std::string(agent.status().message()));
 
+  // A predecessor killed mid-capture leaves its repository behind; nothing of ours runs yet.
+  if (int stale = RemoveStaleCaptureDirs((*agent)->Limits().temp_dir); stale > 0) {
+    PODPROF_LOG(INFO) << "removed " << stale << " capture directories left by a stopped agent";
+  }
   AgentService service(agent->get(), security::RoleAcl{config->allowed_aggregators});
   ProfilerProxy proxy(agent->get());
   int agent_port = 0, proxy_port = 0;

@@ -1,11 +1,13 @@
 #include "agent/capture_runner.h"
 
 #include <grpcpp/grpcpp.h>
+#include <signal.h>
 #include <stdlib.h>
 
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <thread>
 
@@ -34,14 +36,19 @@ const std::pair<const char*, const char*> kSampledMetrics[] = {
     {"tpu.runtime.hbm.memory.usage.bytes", "bytes"},
 };
 
+constexpr char kCaptureDirPrefix[] = "podprof-capture-";
+constexpr char kOwnerFile[] = "agent.pid";
+
 // Removes a directory tree when it goes out of scope.
 class TempDir {
  public:
   static absl::StatusOr<std::unique_ptr<TempDir>> Make(const std::string& parent) {
-    std::string pattern = parent + "/podprof-capture-XXXXXX";
+    std::string pattern = absl::StrCat(parent, "/", kCaptureDirPrefix, "XXXXXX");
     if (::mkdtemp(pattern.data()) == nullptr) {
       return ErrnoToStatus(errno, absl::StrCat("cannot make a temporary directory in ", parent));
     }
+    // Whose it is, so a later agent can tell a crashed one's leftovers from a live capture.
+    std::ofstream(pattern + "/" + kOwnerFile) << getpid() << "\n";
     return std::unique_ptr<TempDir>(new TempDir(pattern));
   }
   ~TempDir() {
@@ -296,6 +303,26 @@ absl::Status CaptureRunner::Run(const podprof::v1::CaptureRequest& request,
     return absl::CancelledError("the client went away before the trailer");
   }
   return absl::OkStatus();
+}
+
+int RemoveStaleCaptureDirs(const std::string& parent) {
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(parent, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(kCaptureDirPrefix, 0) != 0 || !e.is_directory(ec)) continue;
+    pid_t owner = 0;
+    std::ifstream(e.path() / kOwnerFile) >> owner;
+    // A directory without an owner is one whose agent died between mkdtemp and writing the
+    // file, unless it is brand new (another agent sharing the directory is making it).
+    const bool orphan = owner > 0 ? (kill(owner, 0) != 0 && errno == ESRCH)
+                                  : fs::last_write_time(e.path(), ec) <
+                                        fs::file_time_type::clock::now() - std::chrono::minutes(10);
+    if (!orphan) continue;
+    fs::remove_all(e.path(), ec);
+    removed += !ec;
+  }
+  return removed;
 }
 
 }  // namespace podprof::agent

@@ -69,6 +69,10 @@ class CaptureRunner {
 // A session id the workload can use as a directory name, from a capture id.
 std::string SessionIdFor(const std::string& capture_id);
 
+// Removes the capture repositories (podprof-capture-*) in `parent` left by agents that died
+// mid-capture: their owner process is gone. Returns how many were removed.
+int RemoveStaleCaptureDirs(const std::string& parent);
+
 }  // namespace podprof::agent
 
 #endif  // PODPROF_AGENT_CAPTURE_RUNNER_H_

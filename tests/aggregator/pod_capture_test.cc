@@ -45,6 +45,7 @@ class PodTest : public ::testing::Test {
                         "_", getpid());
     fs::remove_all(dir_);
     fs::create_directories(dir_ / "nosys");
+    fs::create_directories(dir_ / "agenttmp");
     std::ofstream(dir_ / "empty.toml") << "";
     std::ofstream(dir_ / "agg.toml") << "[agents]\nheartbeat_interval = \"500ms\"\n"
                                         "probe_interval = \"1s\"\n";
@@ -76,17 +77,17 @@ class PodTest : public ::testing::Test {
       ASSERT_TRUE(sims_.back()->ready());
       const int profiler =
           hosts[i].workload_up ? sims_.back()->info()["profiler_port"].get<int>() : 1;
-      agents_.push_back(std::make_unique<ChildProcess>(
-          std::vector<std::string>{
-              Bin("podprof-agent"), "--insecure", "--config=" + P("empty.toml"),
-              "--listen=127.0.0.1:0", "--advertise=127.0.0.1:0", "--profiler-service-listen=none",
-              "--host-name=host-" + n, "--sysfs-root=" + P("nosys"),
-              absl::StrCat("--workload-profiler=127.0.0.1:", profiler),
-              absl::StrCat("--workload-metrics=127.0.0.1:",
-                           sims_.back()->info()["metrics_port"].get<int>()),
-              absl::StrCat("--aggregator=127.0.0.1:", agg_port), "--clock-offset=" + offset,
-              "--ready-file=" + P("agent" + n + ".json")},
-          P("agent" + n + ".json")));
+      agent_args_.push_back(std::vector<std::string>{
+          Bin("podprof-agent"), "--insecure", "--config=" + P("empty.toml"), "--listen=127.0.0.1:0",
+          "--advertise=127.0.0.1:0", "--profiler-service-listen=none", "--host-name=host-" + n,
+          "--sysfs-root=" + P("nosys"), "--temp-dir=" + P("agenttmp"),
+          absl::StrCat("--workload-profiler=127.0.0.1:", profiler),
+          absl::StrCat("--workload-metrics=127.0.0.1:",
+                       sims_.back()->info()["metrics_port"].get<int>()),
+          absl::StrCat("--aggregator=127.0.0.1:", agg_port), "--clock-offset=" + offset,
+          "--ready-file=" + P("agent" + n + ".json")});
+      agents_.push_back(
+          std::make_unique<ChildProcess>(agent_args_.back(), P("agent" + n + ".json")));
       ASSERT_TRUE(agents_.back()->ready());
     }
     stub_ = v1::Aggregator::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", agg_port),
@@ -150,6 +151,7 @@ class PodTest : public ::testing::Test {
   std::string agg_addr_;
   std::unique_ptr<ChildProcess> aggregator_;
   std::vector<std::unique_ptr<ChildProcess>> sims_, agents_;
+  std::vector<std::vector<std::string>> agent_args_;
   std::unique_ptr<v1::Aggregator::Stub> stub_;
 };
 
@@ -572,6 +574,78 @@ TEST_F(PodTest, AggregatorKilledMidCaptureRestartsWithNothingLost) {
   // The agents notice the new aggregator at their next heartbeat and register again.
   EXPECT_TRUE(WaitForProbedAgents(2)) << "the agents did not register again";
   // And the pod captures again.
+  std::string again;
+  EXPECT_EQ(CaptureAndWatch(200, &again).status(), v1::CAPTURE_STATUS_COMPLETE);
+}
+
+}  // namespace
+}  // namespace podprof::aggregator
+
+namespace podprof::aggregator {
+namespace {
+
+// Capture directories in the agents' temporary directory.
+int CaptureDirs(const std::string& dir) {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    n += e.path().filename().string().rfind("podprof-capture-", 0) == 0;
+  }
+  return n;
+}
+
+// kill -9 of an agent while it waits for the start and while it captures: each capture ends
+// partial with that host's reason and the other host's data; the agent, restarted, registers
+// again, removes what its predecessor left in its temporary directory, and captures again.
+TEST_F(PodTest, AnAgentKilledInEachPhaseRestartsCleanAndRejoins) {
+  StartPod({{0, 0}, {1'500'000, 0}});
+  auto restart_agent_1 = [&] {
+    fs::remove(P("agent1.json"));
+    agents_[1] = std::make_unique<ChildProcess>(agent_args_[1], P("agent1.json"));
+    ASSERT_TRUE(agents_[1]->ready());
+  };
+  auto expect_partial = [&](const std::string& id) {
+    v1::CaptureProgress last = WatchToEnd(id);
+    ASSERT_TRUE(last.done());
+    EXPECT_EQ(last.status(), v1::CAPTURE_STATUS_PARTIAL);
+    for (const auto& h : last.summary().hosts()) {
+      if (h.host_name() == "host-1") {
+        EXPECT_EQ(h.status(), v1::CAPTURE_STATUS_FAILED);
+        EXPECT_FALSE(h.error_message().empty());
+      } else {
+        EXPECT_EQ(h.status(), v1::CAPTURE_STATUS_COMPLETE) << h.error_message();
+        EXPECT_GT(h.event_count(), 0u);
+      }
+    }
+  };
+
+  // Waiting: killed before its start instant.
+  {
+    grpc::ClientContext ctx;
+    v1::StartCaptureRequest req;
+    req.set_duration_ms(300);
+    req.set_delay_ms(1500);
+    v1::StartCaptureResponse started;
+    ASSERT_TRUE(stub_->StartCapture(&ctx, req, &started).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    agents_[1]->Signal(SIGKILL);
+    agents_[1]->Wait();
+    expect_partial(started.capture_id());
+  }
+  restart_agent_1();
+  ASSERT_TRUE(WaitForProbedAgents(2));
+
+  // Capturing: killed inside the window, its capture repository left behind.
+  const std::string id = StartCapture(2000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  const int repos_during = CaptureDirs(P("agenttmp"));
+  agents_[1]->Signal(SIGKILL);
+  agents_[1]->Wait();
+  expect_partial(id);
+  EXPECT_EQ(repos_during, 2);                // one per agent while both captured
+  EXPECT_EQ(CaptureDirs(P("agenttmp")), 1);  // the killed agent's, left behind
+  restart_agent_1();
+  EXPECT_EQ(CaptureDirs(P("agenttmp")), 0);  // removed by its successor
+  ASSERT_TRUE(WaitForProbedAgents(2));
   std::string again;
   EXPECT_EQ(CaptureAndWatch(200, &again).status(), v1::CAPTURE_STATUS_COMPLETE);
 }
