@@ -66,10 +66,15 @@ std::unique_ptr<ChildProcess> StartSimhost(const Scratch& s, std::vector<std::st
 
 std::unique_ptr<ChildProcess> StartAgent(const Scratch& s, std::vector<std::string> extra,
                                          std::vector<std::string> env = {}) {
-  std::vector<std::string> args = {Bin("podprof-agent"), "--insecure",      "--config=" + s / "absent.toml",
-                                   "--listen=127.0.0.1:0",    "--profiler-service-listen=none",
-                                   "--host-name=host-a",      "--sysfs-root=" + s / "nosys",
-                                   "--temp-dir=" + s / "tmp", "--ready-file=" + s / "agent.ready"};
+  std::vector<std::string> args = {Bin("podprof-agent"),
+                                   "--insecure",
+                                   "--config=" + s / "absent.toml",
+                                   "--listen=127.0.0.1:0",
+                                   "--profiler-service-listen=none",
+                                   "--host-name=host-a",
+                                   "--sysfs-root=" + s / "nosys",
+                                   "--temp-dir=" + s / "tmp",
+                                   "--ready-file=" + s / "agent.ready"};
   // The config file is optional for these tests: write an empty one.
   std::ofstream(s / "absent.toml") << "";
   // A flag in `extra` replaces the default of the same name.
@@ -285,10 +290,14 @@ TEST(AgentProcessTest, LateStartIsRefused) {
 // A workload whose profiler misbehaves in a chosen way.
 class FakeProfiler final : public tensorflow::ProfilerService::Service {
  public:
-  enum class Mode { kHang, kCorrupt };
+  enum class Mode { kHang, kCorrupt, kEmpty };
   explicit FakeProfiler(Mode mode) : mode_(mode) {}
   grpc::Status Profile(grpc::ServerContext* ctx, const tensorflow::ProfileRequest* req,
-                       tensorflow::ProfileResponse*) override {
+                       tensorflow::ProfileResponse* resp) override {
+    if (mode_ == Mode::kEmpty) {
+      resp->set_empty_trace(true);
+      return grpc::Status::OK;
+    }
     if (mode_ == Mode::kHang) {
       while (!ctx->IsCancelled()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
       return grpc::Status::CANCELLED;
@@ -344,6 +353,60 @@ TEST(AgentProcessTest, CorruptXSpaceIsDataLossWithTheOffset) {
       << r.status.error_message();
   EXPECT_TRUE(Ping(*stub));
   EXPECT_TRUE(fs::is_empty(s / "tmp"));
+}
+
+// Threads and open files of a process, from /proc.
+std::pair<int, int> ThreadsAndFds(pid_t pid) {
+  auto count = [](const fs::path& dir) {
+    int n = 0;
+    std::error_code ec;
+    for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator();
+         it.increment(ec)) {
+      ++n;
+    }
+    return n;
+  };
+  return {count(fs::path("/proc") / std::to_string(pid) / "task"),
+          count(fs::path("/proc") / std::to_string(pid) / "fd")};
+}
+
+// Each way a workload can fail gets its own clear status, and none leaves a thread or a file
+// descriptor behind in the agent: a hung profiler, garbage, an empty trace, a metric service
+// that is down.
+TEST(AgentProcessTest, WorkloadFaultsLeaveNoStuckThreadsOrOpenFiles) {
+  FakeWorkload hung(FakeProfiler::Mode::kHang), bad(FakeProfiler::Mode::kCorrupt),
+      empty(FakeProfiler::Mode::kEmpty);
+  struct Case {
+    int port;
+    grpc::StatusCode code;
+    const char* says;
+  };
+  const Case cases[] = {{hung.port, grpc::StatusCode::DEADLINE_EXCEEDED, "did not answer"},
+                        {bad.port, grpc::StatusCode::DATA_LOSS, "byte offset"},
+                        {empty.port, grpc::StatusCode::FAILED_PRECONDITION, "empty trace"}};
+  int n = 0;
+  for (const Case& c : cases) {
+    // One agent per fault; its metric service is down throughout.
+    Scratch s(absl::StrCat("faults", n++));
+    std::ofstream(s / "agent.toml") << "[limits]\nworkload_timeout = \"1s\"\n";
+    auto agent = StartAgent(s, {absl::StrCat("--workload-profiler=127.0.0.1:", c.port),
+                                "--workload-metrics=127.0.0.1:1", "--config=" + s / "agent.toml"});
+    ASSERT_TRUE(agent->ready());
+    auto stub = AgentStub(*agent);
+    Capture(*stub, "warm", 0, 100);  // gRPC's thread pools reach their working size
+    const auto before = ThreadsAndFds(agent->pid());
+    for (int i = 0; i < 3; ++i) {
+      CaptureResult r = Capture(*stub, absl::StrCat("fault", i), 0, 100);
+      EXPECT_EQ(r.status.error_code(), c.code) << r.status.error_message();
+      EXPECT_TRUE(absl::StrContains(r.status.error_message(), c.says)) << r.status.error_message();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const auto after = ThreadsAndFds(agent->pid());
+    EXPECT_LE(after.first, before.first + 1) << "threads grew under " << c.says;
+    EXPECT_LE(after.second, before.second) << "file descriptors leaked under " << c.says;
+    EXPECT_TRUE(Ping(*stub));
+    EXPECT_TRUE(fs::is_empty(s / "tmp")) << "a capture repository was left behind";
+  }
 }
 
 TEST(AgentProcessTest, SigtermDuringACaptureDrains) {
