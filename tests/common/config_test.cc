@@ -1,5 +1,6 @@
 #include "common/config.h"
 
+#include <filesystem>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -358,6 +359,34 @@ TEST_F(ConfigLoadTest, ErrorsNamePath) {
   int64_t a = 0;
   ExpectInvalid(file->GetInt("a", &a),
                 {absl::StrCat(path, ": key 'a' (line 1) must be an integer")});
+}
+
+}  // namespace
+}  // namespace podprof
+
+namespace podprof {
+namespace {
+
+// Every hand-made hostile file (deep nesting, huge numbers, binary, bad UTF-8, duplicate keys,
+// a 100 kB string, ...) parses or fails with a message naming the file; getters on it answer.
+TEST(ConfigHostileTest, EveryHostileFileGivesAConfigOrANamedError) {
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(PODPROF_HOSTILE_CONFIG_DIR)) {
+    ++files;
+    absl::StatusOr<ConfigFile> f = ConfigFile::Load(e.path().string());
+    if (!f.ok()) {
+      EXPECT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument) << e.path();
+      EXPECT_NE(f.status().message().find(e.path().filename().string()), std::string::npos)
+          << f.status();
+      continue;
+    }
+    std::string s;
+    int64_t n = 0;
+    f->GetString("listen", &s).IgnoreError();
+    f->GetDurationNs("heartbeat.interval", &n).IgnoreError();
+    f->GetInt("limits.max_message_bytes", &n).IgnoreError();
+  }
+  EXPECT_GE(files, 10);
 }
 
 }  // namespace
