@@ -1,7 +1,10 @@
 // podprof-aggregator as a real process with a real SQLite file, driven over gRPC.
 #include <grpcpp/grpcpp.h>
+#include <sys/mount.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -13,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
 #include "storage/sqlite.h"
+#include "storage/store.h"
 #include "tests/cli/run_podprof.h"
 #include "tests/trace/test_util.h"
 #include "tests/util/child_process.h"
@@ -501,6 +505,67 @@ TEST(AggregatorLimitsTest, AbsurdRequestsAndFloodsAreRefusedClearly) {
   v1::ListCapturesResponse list;
   EXPECT_TRUE(stub->ListCaptures(&ctx, v1::ListCapturesRequest(), &list).ok());
   fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace podprof::aggregator
+
+namespace podprof::aggregator {
+namespace {
+
+// A full disk under the database: the import that does not fit fails with a clear error,
+// everything stored before stays queryable, the daemon keeps serving, the file stays sound.
+// Needs a small tmpfs (root with mount rights); skipped where the machine does not allow it.
+TEST(AggregatorStorageFaultTest, DiskFullFailsTheImportClearlyAndKeepsServing) {
+  fs::path dir = fs::path(::testing::TempDir()) / absl::StrCat("agg_full_", getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir / "small");
+  if (mount("tmpfs", (dir / "small").c_str(), "tmpfs", 0, "size=3m") != 0) {
+    GTEST_SKIP() << "cannot mount a 3 MB tmpfs here: " << std::strerror(errno);
+  }
+  struct Unmount {
+    fs::path p;
+    ~Unmount() { umount2(p.c_str(), MNT_DETACH); }
+  } unmount{dir / "small"};
+  const std::string db = (dir / "small" / "p.db").string();
+  ChildProcess agg(
+      {std::string(PODPROF_BIN_DIR) + "/podprof-aggregator", "--insecure", "--listen=127.0.0.1:0",
+       "--db=" + db, "--ready-file=" + (dir / "r.json").string()},
+      (dir / "r.json").string());
+  ASSERT_TRUE(agg.ready());
+  const std::string addr = absl::StrCat("127.0.0.1:", agg.info()["port"].get<int>());
+  const std::string fixture = testing::FixturePath("tpu_v6e_4chip_host_offload.xplane.pb");
+  int stored = 0;
+  testing::PodprofResult failed;
+  for (int i = 0; i < 60; ++i) {
+    testing::PodprofResult r =
+        testing::RunPodprof("import " + fixture + " --format json --aggregator " + addr);
+    if (r.exit_code != 0) {
+      failed = r;
+      break;
+    }
+    ++stored;
+  }
+  ASSERT_GT(stored, 0);
+  ASSERT_NE(failed.exit_code, 0) << "3 MB never filled up";
+  EXPECT_EQ(failed.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(failed.err, "full")) << failed.err;
+  // What was stored is all there, and the daemon answers.
+  testing::PodprofResult list = testing::RunPodprof("captures --format json --aggregator " + addr);
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  auto captures = nlohmann::json::parse(list.out);
+  EXPECT_EQ(static_cast<int>(captures.size()), stored) << list.out;
+  testing::PodprofResult stats = testing::RunPodprof(
+      "stats " + captures[0]["capture"].get<std::string>() + " --aggregator " + addr);
+  EXPECT_EQ(stats.exit_code, 0) << stats.err;
+  agg.Stop();
+  auto store = storage::Store::Open(db);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_TRUE((*store)->CheckIntegrity().ok());
+  store->reset();
+  umount2((dir / "small").c_str(), MNT_DETACH);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
 }
 
 }  // namespace
