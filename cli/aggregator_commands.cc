@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -296,12 +297,16 @@ absl::Status AggregatorClient::Check(const grpc::Status& status) {
     if (code == absl::StatusCode::kDeadlineExceeded) {
       detail = absl::StrCat("no connection within ", timeout);
     }
-    return absl::UnavailableError(
-        absl::StrCat("aggregator at ", address_, " unreachable: ", detail));
+    absl::Status s =
+        absl::UnavailableError(absl::StrCat("aggregator at ", address_, " unreachable: ", detail));
+    s.SetPayload(kUnreachablePayload, absl::Cord("1"));
+    return s;
   }
   if (code == absl::StatusCode::kDeadlineExceeded) {
-    return absl::DeadlineExceededError(absl::StrCat(
+    absl::Status s = absl::DeadlineExceededError(absl::StrCat(
         "aggregator at ", address_, " did not answer within ", timeout, " (see --timeout)"));
+    s.SetPayload(kUnreachablePayload, absl::Cord("1"));
+    return s;
   }
   return absl::Status(code, detail);
 }

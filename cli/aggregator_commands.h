@@ -28,6 +28,10 @@
 
 namespace podprof::cli {
 
+// Marks a Status from AggregatorClient::Check that means the aggregator could not be reached
+// or did not answer in time (as opposed to an error it answered with).
+inline constexpr char kUnreachablePayload[] = "podprof/unreachable";
+
 // Where the aggregator listens and how long each call may take.
 struct AggregatorTarget {
   // `host:port` of the aggregator's gRPC service.

@@ -96,7 +96,7 @@ void AddAggregatorFlags(CLI::App* cmd, AggregatorTarget& target, OutputFormat& f
 // kExitUnreachable when the aggregator could not be reached (AggregatorClient::Check).
 int Fail(std::ostream& err, const char* command, const absl::Status& status, int exit_code) {
   err << "podprof " << command << ": " << status.message() << "\n";
-  if (absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) return kExitUnreachable;
+  if (status.GetPayload(kUnreachablePayload).has_value()) return kExitUnreachable;
   return exit_code;
 }
 

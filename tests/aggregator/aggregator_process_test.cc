@@ -570,3 +570,49 @@ TEST(AggregatorStorageFaultTest, DiskFullFailsTheImportClearlyAndKeepsServing) {
 
 }  // namespace
 }  // namespace podprof::aggregator
+
+namespace podprof::aggregator {
+namespace {
+
+// Another process holds the database's write lock for longer than the store waits: the import
+// in between fails with an error that says so, reads go on meanwhile (WAL), and once the lock
+// is gone the same import succeeds.
+TEST(AggregatorStorageFaultTest, AnOutsideWriteLockFailsWritesClearlyWhileReadsGoOn) {
+  fs::path dir = fs::path(::testing::TempDir()) / absl::StrCat("agg_locked_", getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string db = (dir / "p.db").string();
+  ChildProcess agg(
+      {std::string(PODPROF_BIN_DIR) + "/podprof-aggregator", "--insecure", "--listen=127.0.0.1:0",
+       "--db=" + db, "--ready-file=" + (dir / "r.json").string()},
+      (dir / "r.json").string());
+  ASSERT_TRUE(agg.ready());
+  const std::string addr = absl::StrCat("127.0.0.1:", agg.info()["port"].get<int>());
+  const std::string fixture = testing::FixturePath("tpu_v6e_4chip_host_offload.xplane.pb");
+  ASSERT_EQ(testing::RunPodprof("import " + fixture + " --aggregator " + addr).exit_code, 0);
+
+  auto outside = storage::Connection::Open(db, false);
+  ASSERT_TRUE(outside.ok()) << outside.status();
+  ASSERT_TRUE((*outside)->Exec("BEGIN IMMEDIATE").ok());
+  testing::PodprofResult blocked =
+      testing::RunPodprof("import " + fixture + " --aggregator " + addr);
+  EXPECT_EQ(blocked.exit_code, 2) << blocked.err;
+  EXPECT_TRUE(absl::StrContains(blocked.err, "locked")) << blocked.err;
+  testing::PodprofResult reads = testing::RunPodprof("captures --format json --aggregator " + addr);
+  EXPECT_EQ(reads.exit_code, 0) << reads.err;
+  EXPECT_EQ(nlohmann::json::parse(reads.out).size(), 1u);
+  ASSERT_TRUE((*outside)->Exec("ROLLBACK").ok());
+  outside->reset();
+
+  EXPECT_EQ(testing::RunPodprof("import " + fixture + " --aggregator " + addr).exit_code, 0);
+  reads = testing::RunPodprof("captures --format json --aggregator " + addr);
+  EXPECT_EQ(nlohmann::json::parse(reads.out).size(), 2u);
+  agg.Stop();
+  auto store = storage::Store::Open(db);
+  ASSERT_TRUE(store.ok());
+  EXPECT_TRUE((*store)->CheckIntegrity().ok());
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace podprof::aggregator
