@@ -237,8 +237,13 @@ std::vector<HostCorrection> RefineWithCollectives(
     if (x - w <= hi && x + w >= lo) agreeing.push_back(x);
   }
   const int64_t shift = Median(agreeing);
+  // The true common error lies in the intersection [lo, hi]: each refined host's bound is its
+  // precision against the reference plus how far off the shift can be.
+  const int64_t shift_uncertainty = std::max<int64_t>(0, std::max(shift - lo, hi - shift));
   for (HostCorrection& h : probe) {
-    if (h.refined) h.offset_ns += shift;
+    if (!h.refined) continue;
+    h.offset_ns += shift;
+    h.uncertainty_ns += shift_uncertainty;
   }
   return probe;
 }

@@ -1,0 +1,238 @@
+// Network faults between an agent and the aggregator, made real: the agent and its workload run
+// in a network namespace of their own behind a veth pair, and `tc netem` delays, drops or the
+// link goes down. The other host of the pod sits on the aggregator's side with a clean link.
+// Needs root with network-namespace rights; skipped where the machine does not allow it.
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "proto/podprof_aggregator.grpc.pb.h"
+#include "tests/util/child_process.h"
+
+namespace podprof {
+namespace {
+
+namespace fs = std::filesystem;
+namespace v1 = podprof::v1;
+using testing::ChildProcess;
+using testing::SlurpFile;
+
+bool Sh(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0; }
+
+std::string Bin(const std::string& name) { return std::string(PODPROF_BIN_DIR) + "/" + name; }
+
+class NetworkFaultTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const int id = getpid() % 250;
+    ns_ = absl::StrCat("ppns", getpid());
+    veth_ = absl::StrCat("pp", getpid(), "a");
+    peer_ = absl::StrCat("pp", getpid(), "b");
+    host_ip_ = absl::StrCat("10.211.", id, ".1");
+    ns_ip_ = absl::StrCat("10.211.", id, ".2");
+    if (!Sh("ip netns add " + ns_)) GTEST_SKIP() << "no network namespaces here (needs root)";
+    made_ = true;
+    ASSERT_TRUE(Sh("ip link add " + veth_ + " type veth peer name " + peer_));
+    ASSERT_TRUE(Sh("ip link set " + peer_ + " netns " + ns_));
+    ASSERT_TRUE(Sh("ip addr add " + host_ip_ + "/24 dev " + veth_));
+    ASSERT_TRUE(Sh("ip link set " + veth_ + " up"));
+    ASSERT_TRUE(Sh(In("ip addr add " + ns_ip_ + "/24 dev " + peer_)));
+    ASSERT_TRUE(Sh(In("ip link set " + peer_ + " up")));
+    ASSERT_TRUE(Sh(In("ip link set lo up")));
+    // Delay and loss need the netem qdisc; without it only the cut link is exercised.
+    netem_ = Sh("tc qdisc add dev " + veth_ + " root netem delay 1ms") &&
+             Sh(In("tc qdisc add dev " + peer_ + " root netem delay 1ms"));
+    dir_ = fs::path(::testing::TempDir()) / absl::StrCat("netfault_", getpid());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "nosys");
+    std::ofstream(P("agg.toml")) << "[agents]\nheartbeat_interval = \"500ms\"\n"
+                                    "probe_interval = \"1s\"\n";
+    aggregator_ = std::make_unique<ChildProcess>(
+        std::vector<std::string>{Bin("podprof-aggregator"), "--insecure",
+                                 "--config=" + P("agg.toml"), "--listen=0.0.0.0:0",
+                                 "--db=" + P("pod.db"), "--ready-file=" + P("agg.json")},
+        P("agg.json"));
+    ASSERT_TRUE(aggregator_->ready());
+    port_ = aggregator_->info()["port"].get<int>();
+    stub_ = v1::Aggregator::NewStub(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials()));
+    // host-0 beside the aggregator, host-1 behind the namespace's link; 2 ms and -3 ms off.
+    StartHost(0, "3ms", false);
+    StartHost(1, "-2ms", true);
+  }
+  void TearDown() override {
+    stub_.reset();
+    children_.clear();
+    aggregator_.reset();
+    if (made_) {
+      Sh("ip netns del " + ns_);
+      Sh("ip link del " + veth_);
+    }
+    fs::remove_all(dir_);
+  }
+  std::string In(const std::string& cmd) const { return "ip netns exec " + ns_ + " " + cmd; }
+  std::string P(const std::string& f) const { return (dir_ / f).string(); }
+
+  void StartHost(int i, const std::string& offset, bool behind) {
+    const std::string n = std::to_string(i);
+    std::vector<std::string> prefix;
+    if (behind) prefix = {"/usr/sbin/ip", "netns", "exec", ns_};
+    auto with = [&](std::vector<std::string> args) {
+      args.insert(args.begin(), prefix.begin(), prefix.end());
+      return args;
+    };
+    children_.push_back(std::make_unique<ChildProcess>(
+        with({Bin("podprof-simhost"), "--profiler-port=0", "--metrics-port=0", "--chips=2",
+              "--hosts=2", "--host-index=" + n, "--pod-seed=5", "--clock-offset=" + offset,
+              "--truth-file=" + P("truth" + n + ".json"),
+              "--ready-file=" + P("sim" + n + ".json")}),
+        P("sim" + n + ".json")));
+    ASSERT_TRUE(children_.back()->ready());
+    const int profiler = children_.back()->info()["profiler_port"];
+    std::ofstream(P("agg-empty.toml")) << "";
+    const std::string self_ip = behind ? ns_ip_ : "127.0.0.1";
+    const std::string agg_ip = behind ? host_ip_ : "127.0.0.1";
+    children_.push_back(std::make_unique<ChildProcess>(
+        with({Bin("podprof-agent"), "--insecure", "--config=" + P("agg-empty.toml"),
+              "--listen=" + self_ip + ":0", "--advertise=" + self_ip + ":0",
+              "--profiler-service-listen=none", "--host-name=host-" + n,
+              "--sysfs-root=" + P("nosys"), "--temp-dir=" + P(""),
+              absl::StrCat("--workload-profiler=127.0.0.1:", profiler), "--workload-metrics=none",
+              absl::StrCat("--aggregator=", agg_ip, ":", port_), "--clock-offset=" + offset,
+              "--ready-file=" + P("agent" + n + ".json")}),
+        P("agent" + n + ".json")));
+    ASSERT_TRUE(children_.back()->ready());
+  }
+  // The clock models of both agents, once both have at least `probes` bursts.
+  std::map<std::string, v1::ClockEstimate> Clocks(int probes) {
+    std::map<std::string, v1::ClockEstimate> out;
+    for (int i = 0; i < 200; ++i) {
+      grpc::ClientContext ctx;
+      v1::ListAgentsResponse resp;
+      out.clear();
+      if (stub_->ListAgents(&ctx, v1::ListAgentsRequest(), &resp).ok()) {
+        for (const auto& a : resp.agents()) {
+          if (a.clock().probe_count() >= static_cast<uint32_t>(probes)) {
+            out[a.host().host_name()] = a.clock();
+          }
+        }
+      }
+      if (out.size() == 2) return out;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return out;
+  }
+  v1::CaptureProgress Capture(int ms) {
+    grpc::ClientContext ctx;
+    v1::StartCaptureRequest req;
+    req.set_duration_ms(ms);
+    v1::StartCaptureResponse started;
+    EXPECT_TRUE(stub_->StartCapture(&ctx, req, &started).ok());
+    grpc::ClientContext wctx;
+    v1::WatchCaptureRequest w;
+    w.set_capture_id(started.capture_id());
+    auto reader = stub_->WatchCapture(&wctx, w);
+    v1::CaptureProgress p, last;
+    while (reader->Read(&p)) last = p;
+    reader->Finish();
+    return last;
+  }
+  // host -> (correction - truth at the window's middle, reported uncertainty), ns.
+  std::map<std::string, std::pair<int64_t, int64_t>> Errors(const v1::CaptureProgress& last) {
+    std::map<std::string, std::pair<int64_t, int64_t>> out;
+    const int64_t mid = (last.summary().start_ns() + last.summary().end_ns()) / 2;
+    for (const auto& h : last.summary().hosts()) {
+      if (h.status() != v1::CAPTURE_STATUS_COMPLETE) continue;
+      auto t = nlohmann::json::parse(SlurpFile(P("truth" + h.host_name().substr(5) + ".json")));
+      const double truth =
+          t["clock_offset_ns"].get<double>() +
+          t["clock_drift_ppm"].get<double>() * 1e-6 * (mid - t["clock_epoch_ns"].get<double>());
+      out[h.host_name()] = {h.clock_offset_ns() - std::llround(truth), h.clock_uncertainty_ns()};
+    }
+    return out;
+  }
+
+  void DelayAndLoss();
+  void CutLink();
+
+  bool made_ = false, netem_ = false;
+  std::string ns_, veth_, peer_, host_ip_, ns_ip_;
+  fs::path dir_;
+  int port_ = 0;
+  std::unique_ptr<ChildProcess> aggregator_;
+  std::vector<std::unique_ptr<ChildProcess>> children_;
+  std::unique_ptr<v1::Aggregator::Stub> stub_;
+};
+
+TEST_F(NetworkFaultTest, DelayWidensTheBoundsLossAndABriefCutAreSurvived) {
+  if (!netem_) {
+    std::cout << "[ NOTE     ] no netem qdisc on this machine: delay and loss are not exercised\n";
+  } else {
+    DelayAndLoss();
+  }
+  CutLink();
+}
+
+void NetworkFaultTest::DelayAndLoss() {
+  // A slow, jittery link: 5 ms +- 1 ms each way.
+  ASSERT_TRUE(Sh("tc qdisc change dev " + veth_ + " root netem delay 5ms 1ms"));
+  ASSERT_TRUE(Sh(In("tc qdisc change dev " + peer_ + " root netem delay 5ms 1ms")));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // fresh probe bursts
+  auto clocks = Clocks(2);
+  ASSERT_EQ(clocks.size(), 2u);
+  // The probes' bounds follow the round trip: microseconds beside, milliseconds behind.
+  EXPECT_GT(clocks["host-1"].min_rtt_ns(), 18'000'000);
+  EXPECT_GT(clocks["host-1"].uncertainty_ns(), 5'000'000);
+  EXPECT_LT(clocks["host-0"].uncertainty_ns(), 1'000'000);
+  v1::CaptureProgress delayed = Capture(400);
+  ASSERT_EQ(delayed.status(), v1::CAPTURE_STATUS_COMPLETE) << delayed.summary().error_message();
+  for (const auto& [host, e] : Errors(delayed)) {
+    // Alignment holds within what it reports (and the collectives make that tight).
+    EXPECT_LE(std::llabs(e.first), e.second) << host;
+    EXPECT_LT(std::llabs(e.first), 100'000) << host;
+  }
+
+  // 10% loss both ways: TCP carries the capture through.
+  ASSERT_TRUE(Sh("tc qdisc change dev " + veth_ + " root netem delay 1ms loss 10%"));
+  ASSERT_TRUE(Sh(In("tc qdisc change dev " + peer_ + " root netem delay 1ms loss 10%")));
+  v1::CaptureProgress lossy = Capture(300);
+  EXPECT_EQ(lossy.status(), v1::CAPTURE_STATUS_COMPLETE) << lossy.summary().error_message();
+
+  ASSERT_TRUE(Sh("tc qdisc change dev " + veth_ + " root netem delay 1ms"));
+  ASSERT_TRUE(Sh(In("tc qdisc change dev " + peer_ + " root netem delay 1ms")));
+}
+
+void NetworkFaultTest::CutLink() {
+  // The link goes down for two seconds inside the window: nothing of the capture is lost, TCP
+  // carries the stream once it is back, and both hosts complete.
+  ASSERT_EQ(Clocks(1).size(), 2u) << "the agent behind the link never registered";
+  std::thread cut([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    Sh("ip link set " + veth_ + " down");
+    std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+    Sh("ip link set " + veth_ + " up");
+  });
+  v1::CaptureProgress last = Capture(1500);
+  cut.join();
+  ASSERT_TRUE(last.done());
+  EXPECT_EQ(last.status(), v1::CAPTURE_STATUS_COMPLETE) << last.summary().error_message();
+  for (const auto& h : last.summary().hosts()) {
+    EXPECT_EQ(h.status(), v1::CAPTURE_STATUS_COMPLETE)
+        << h.host_name() << ": " << h.error_message();
+    EXPECT_GT(h.event_count(), 1000u) << h.host_name();
+  }
+  for (const auto& [host, e] : Errors(last)) EXPECT_LE(std::llabs(e.first), e.second) << host;
+}
+
+}  // namespace
+}  // namespace podprof
