@@ -1,0 +1,214 @@
+// Load: N agents (default 256), each with its simulated host, registered to one aggregator and
+// heartbeating, with pod-wide captures back to back. Prints, per capture, its state, events and
+// how long after its window all of it was stored; the aggregator's CPU and peak RSS; the ingest
+// rate; and the latency of queries made during ingest against the same queries on an idle
+// aggregator (`query_p99_over_idle`). Last line `load_captures_complete=<k>/<n>`.
+//
+//   bench_load [--hosts 256] [--captures 4] [--duration-ms 500] [--chips 2]
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <sstream>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "bench/bench_util.h"
+#include "common/clock.h"
+#include "nlohmann/json.hpp"
+#include "proto/podprof_aggregator.grpc.pb.h"
+
+namespace podprof {
+namespace {
+
+namespace fs = std::filesystem;
+namespace v1 = podprof::v1;
+
+long StatusKb(pid_t pid, const char* field) {
+  std::istringstream in(bench::Slurp("/proc/" + std::to_string(pid) + "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(field, 0) == 0) return std::atol(line.c_str() + std::strlen(field));
+  }
+  return 0;
+}
+
+double Percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(q * (v.size() - 1))];
+}
+
+// Latency of one ListCaptures and one GetKernelStats, ms.
+double QueryMs(v1::Aggregator::Stub& stub, const std::string& capture) {
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    grpc::ClientContext ctx;
+    v1::ListCapturesResponse r;
+    stub.ListCaptures(&ctx, v1::ListCapturesRequest(), &r);
+  }
+  if (!capture.empty()) {
+    grpc::ClientContext ctx;
+    v1::GetKernelStatsRequest req;
+    req.set_capture_id(capture);
+    req.set_top_n(20);
+    v1::GetKernelStatsResponse r;
+    stub.GetKernelStats(&ctx, req, &r);
+  }
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int Main(int argc, char** argv) {
+  int hosts = 256, captures = 4, duration_ms = 500, chips = 2;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string a = argv[i];
+    if (a == "--hosts") hosts = std::atoi(argv[i + 1]);
+    if (a == "--captures") captures = std::atoi(argv[i + 1]);
+    if (a == "--duration-ms") duration_ms = std::atoi(argv[i + 1]);
+    if (a == "--chips") chips = std::atoi(argv[i + 1]);
+  }
+  const std::string bin = fs::read_symlink("/proc/self/exe").parent_path().string();
+  const std::string dir = "/tmp/bench_load_" + std::to_string(getpid());
+  fs::create_directories(dir + "/nosys");
+  std::ofstream(dir + "/empty.toml") << "";
+  std::ofstream(dir + "/agg.toml") << "[agents]\nheartbeat_interval = \"2s\"\n"
+                                      "probe_interval = \"5s\"\n[limits]\n"
+                                      "max_capture_duration = \"10s\"\n";
+  std::vector<pid_t> pids;
+  const pid_t agg = bench::Spawn({bin + "/podprof-aggregator", "--insecure",
+                                  "--config=" + dir + "/agg.toml", "--listen=127.0.0.1:0",
+                                  "--db=" + dir + "/pod.db", "--ready-file=" + dir + "/agg.json"});
+  pids.push_back(agg);
+  bench::WaitForFile(dir + "/agg.json");
+  const int port = nlohmann::json::parse(bench::Slurp(dir + "/agg.json"))["port"];
+  RealClock clock;
+  const int64_t t_start = clock.NowNs();
+  for (int h = 0; h < hosts; ++h) {
+    const std::string n = std::to_string(h);
+    pids.push_back(bench::Spawn({bin + "/podprof-simhost", "--profiler-port=0",
+                                 "--metrics-port=0", absl::StrCat("--chips=", chips),
+                                 absl::StrCat("--hosts=", hosts), "--host-index=" + n,
+                                 "--ready-file=" + dir + "/sim" + n + ".json"}));
+    bench::WaitForFile(dir + "/sim" + n + ".json");
+    const int profiler =
+        nlohmann::json::parse(bench::Slurp(dir + "/sim" + n + ".json"))["profiler_port"];
+    pids.push_back(bench::Spawn(
+        {bin + "/podprof-agent", "--insecure", "--config=" + dir + "/empty.toml",
+         "--listen=127.0.0.1:0", "--advertise=127.0.0.1:0", "--profiler-service-listen=none",
+         "--host-name=host-" + n, "--sysfs-root=" + dir + "/nosys",
+         absl::StrCat("--workload-profiler=127.0.0.1:", profiler), "--workload-metrics=none",
+         absl::StrCat("--aggregator=127.0.0.1:", port), "--ready-file=" + dir + "/agent" + n + ".json"}));
+    bench::WaitForFile(dir + "/agent" + n + ".json");
+  }
+  auto stub = v1::Aggregator::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                                                          grpc::InsecureChannelCredentials()));
+  int online = 0;
+  for (int i = 0; i < 600 && online < hosts; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    grpc::ClientContext ctx;
+    v1::ListAgentsResponse resp;
+    stub->ListAgents(&ctx, v1::ListAgentsRequest(), &resp);
+    online = 0;
+    for (const auto& a : resp.agents()) {
+      online += a.state() == v1::AGENT_STATE_ONLINE && a.clock().probe_count() > 0;
+    }
+  }
+  std::printf("%d hosts x %d chips started and registered in %.1f s (%d online and probed)\n",
+              hosts, chips, (clock.NowNs() - t_start) / 1e9, online);
+
+  std::vector<double> idle;
+  for (int i = 0; i < 20; ++i) idle.push_back(QueryMs(*stub, ""));
+  const long ticks0 = bench::CpuTicks(agg);
+  std::atomic<bool> ingesting{false}, stop{false};
+  std::vector<double> busy;
+  std::string last_capture;
+  std::mutex mu;
+  std::thread querier([&] {
+    while (!stop) {
+      std::string c;
+      {
+        std::lock_guard<std::mutex> l(mu);
+        c = last_capture;
+      }
+      if (ingesting) {
+        double ms = QueryMs(*stub, c);
+        std::lock_guard<std::mutex> l(mu);
+        busy.push_back(ms);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  int complete = 0;
+  uint64_t total_events = 0;
+  double ingest_s = 0;
+  for (int c = 0; c < captures; ++c) {
+    grpc::ClientContext sctx;
+    v1::StartCaptureRequest req;
+    req.set_duration_ms(duration_ms);
+    v1::StartCaptureResponse started;
+    grpc::Status s = stub->StartCapture(&sctx, req, &started);
+    if (!s.ok()) {
+      std::printf("capture %d: StartCapture %s\n", c, s.error_message().c_str());
+      continue;
+    }
+    const int64_t window_end = started.start_ns() + int64_t{duration_ms} * 1'000'000;
+    grpc::ClientContext wctx;
+    v1::WatchCaptureRequest w;
+    w.set_capture_id(started.capture_id());
+    auto reader = stub->WatchCapture(&wctx, w);
+    v1::CaptureProgress p, last;
+    while (reader->Read(&p)) {
+      last = p;
+      if (!ingesting && clock.NowNs() >= window_end) ingesting = true;
+    }
+    reader->Finish();
+    ingesting = false;
+    const double after_s = (clock.NowNs() - window_end) / 1e9;
+    uint64_t events = 0;
+    int ok = 0;
+    for (const auto& h : last.summary().hosts()) {
+      events += h.event_count();
+      ok += h.status() == v1::CAPTURE_STATUS_COMPLETE;
+    }
+    complete += last.status() == v1::CAPTURE_STATUS_COMPLETE;
+    total_events += events;
+    ingest_s += after_s;
+    std::printf("capture %d: %s, %d/%d hosts, %llu events, all stored %.2f s after the window\n",
+                c, v1::CaptureStatus_Name(last.status()).c_str(), ok, hosts,
+                static_cast<unsigned long long>(events), after_s);
+    std::lock_guard<std::mutex> l(mu);
+    last_capture = started.capture_id();
+  }
+  stop = true;
+  querier.join();
+  const double cpu_s = (bench::CpuTicks(agg) - ticks0) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  std::printf("aggregator: %.1f CPU-seconds over the captures, RSS %ld MB now, peak %ld MB\n",
+              cpu_s, StatusKb(agg, "VmRSS:") / 1024, StatusKb(agg, "VmHWM:") / 1024);
+  std::printf("ingest: %.0f events/s (events over the time from window end to stored)\n",
+              ingest_s > 0 ? total_events / ingest_s : 0);
+  std::printf("query latency during ingest p50 %.1f ms p99 %.1f ms (%zu queries); idle p50 %.1f "
+              "ms p99 %.1f ms; query_p99_over_idle=%.1f\n",
+              Percentile(busy, 0.5), Percentile(busy, 0.99), busy.size(), Percentile(idle, 0.5),
+              Percentile(idle, 0.99),
+              Percentile(idle, 0.99) > 0 ? Percentile(busy, 0.99) / Percentile(idle, 0.99) : 0);
+  for (pid_t pid : pids) kill(pid, SIGTERM);
+  for (pid_t pid : pids) waitpid(pid, nullptr, 0);
+  fs::remove_all(dir);
+  std::printf("load_captures_complete=%d/%d\n", complete, captures);
+  return complete == captures ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace podprof
+
+int main(int argc, char** argv) { return podprof::Main(argc, argv); }
