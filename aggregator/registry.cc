@@ -40,6 +40,14 @@ bool Registry::Heartbeat(const podprof::v1::HeartbeatRequest& req) {
   return true;
 }
 
+void Registry::Touch(const std::string& host) {
+  const int64_t now = clock_.NowNs();
+  absl::MutexLock lock(&mu_);
+  auto it = agents_.find(host);
+  if (it != agents_.end())
+    it->second.last_heartbeat_ns = std::max(it->second.last_heartbeat_ns, now);
+}
+
 podprof::v1::AgentState Registry::StateOf(const Entry& e, int64_t now) const {
   // Liveness by missed heartbeats: a few missed is a hiccup, many is gone.
   const int64_t silent = now - e.last_heartbeat_ns;

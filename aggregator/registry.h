@@ -38,6 +38,9 @@ class Registry {
   void Register(const podprof::v1::RegisterRequest& request);
   // False when the host is unknown (the agent must register again).
   bool Heartbeat(const podprof::v1::HeartbeatRequest& request);
+  // Counts as a heartbeat: the agent was just heard from another way (it is streaming a
+  // capture).
+  void Touch(const std::string& host);
   // Agents whose labels include every pair of `selector`, by host name.
   std::vector<podprof::v1::AgentStatus> List(const std::map<std::string, std::string>& selector);
 

@@ -12,12 +12,13 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
-#include <mutex>
-#include <sstream>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -95,10 +96,10 @@ int Main(int argc, char** argv) {
   const int64_t t_start = clock.NowNs();
   for (int h = 0; h < hosts; ++h) {
     const std::string n = std::to_string(h);
-    pids.push_back(bench::Spawn({bin + "/podprof-simhost", "--profiler-port=0",
-                                 "--metrics-port=0", absl::StrCat("--chips=", chips),
-                                 absl::StrCat("--hosts=", hosts), "--host-index=" + n,
-                                 "--ready-file=" + dir + "/sim" + n + ".json"}));
+    pids.push_back(
+        bench::Spawn({bin + "/podprof-simhost", "--profiler-port=0", "--metrics-port=0",
+                      absl::StrCat("--chips=", chips), absl::StrCat("--hosts=", hosts),
+                      "--host-index=" + n, "--ready-file=" + dir + "/sim" + n + ".json"}));
     bench::WaitForFile(dir + "/sim" + n + ".json");
     const int profiler =
         nlohmann::json::parse(bench::Slurp(dir + "/sim" + n + ".json"))["profiler_port"];
@@ -107,11 +108,12 @@ int Main(int argc, char** argv) {
          "--listen=127.0.0.1:0", "--advertise=127.0.0.1:0", "--profiler-service-listen=none",
          "--host-name=host-" + n, "--sysfs-root=" + dir + "/nosys",
          absl::StrCat("--workload-profiler=127.0.0.1:", profiler), "--workload-metrics=none",
-         absl::StrCat("--aggregator=127.0.0.1:", port), "--ready-file=" + dir + "/agent" + n + ".json"}));
+         absl::StrCat("--aggregator=127.0.0.1:", port),
+         "--ready-file=" + dir + "/agent" + n + ".json"}));
     bench::WaitForFile(dir + "/agent" + n + ".json");
   }
-  auto stub = v1::Aggregator::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
-                                                          grpc::InsecureChannelCredentials()));
+  auto stub = v1::Aggregator::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
   int online = 0;
   for (int i = 0; i < 600 && online < hosts; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -183,9 +185,14 @@ int Main(int argc, char** argv) {
     complete += last.status() == v1::CAPTURE_STATUS_COMPLETE;
     total_events += events;
     ingest_s += after_s;
-    std::printf("capture %d: %s, %d/%d hosts, %llu events, all stored %.2f s after the window\n",
-                c, v1::CaptureStatus_Name(last.status()).c_str(), ok, hosts,
+    std::map<std::string, int> reasons;
+    for (const auto& h : last.summary().hosts()) {
+      if (h.status() != v1::CAPTURE_STATUS_COMPLETE) ++reasons[h.error_message().substr(0, 100)];
+    }
+    std::printf("capture %d: %s, %d/%d hosts, %llu events, all stored %.2f s after the window\n", c,
+                v1::CaptureStatus_Name(last.status()).c_str(), ok, hosts,
                 static_cast<unsigned long long>(events), after_s);
+    for (const auto& [why, n] : reasons) std::printf("  %d hosts failed: %s\n", n, why.c_str());
     std::lock_guard<std::mutex> l(mu);
     last_capture = started.capture_id();
   }
@@ -196,11 +203,12 @@ int Main(int argc, char** argv) {
               cpu_s, StatusKb(agg, "VmRSS:") / 1024, StatusKb(agg, "VmHWM:") / 1024);
   std::printf("ingest: %.0f events/s (events over the time from window end to stored)\n",
               ingest_s > 0 ? total_events / ingest_s : 0);
-  std::printf("query latency during ingest p50 %.1f ms p99 %.1f ms (%zu queries); idle p50 %.1f "
-              "ms p99 %.1f ms; query_p99_over_idle=%.1f\n",
-              Percentile(busy, 0.5), Percentile(busy, 0.99), busy.size(), Percentile(idle, 0.5),
-              Percentile(idle, 0.99),
-              Percentile(idle, 0.99) > 0 ? Percentile(busy, 0.99) / Percentile(idle, 0.99) : 0);
+  std::printf(
+      "query latency during ingest p50 %.1f ms p99 %.1f ms (%zu queries); idle p50 %.1f "
+      "ms p99 %.1f ms; query_p99_over_idle=%.1f\n",
+      Percentile(busy, 0.5), Percentile(busy, 0.99), busy.size(), Percentile(idle, 0.5),
+      Percentile(idle, 0.99),
+      Percentile(idle, 0.99) > 0 ? Percentile(busy, 0.99) / Percentile(idle, 0.99) : 0);
   for (pid_t pid : pids) kill(pid, SIGTERM);
   for (pid_t pid : pids) waitpid(pid, nullptr, 0);
   fs::remove_all(dir);
