@@ -1,6 +1,7 @@
 #include "aggregator/orchestrator.h"
 
 #include <grpcpp/grpcpp.h>
+#include <malloc.h>
 #include <zstd.h>
 
 #include <algorithm>
@@ -304,7 +305,7 @@ struct Orchestrator::Run {
 };
 
 Orchestrator::~Orchestrator() {
-  std::vector<std::thread> threads;
+  std::map<std::string, std::thread> threads;
   {
     absl::MutexLock lock(&mu_);
     for (auto& [id, run] : runs_) {
@@ -313,7 +314,26 @@ Orchestrator::~Orchestrator() {
     }
     threads.swap(threads_);
   }
-  for (auto& t : threads) t.join();
+  for (auto& [id, t] : threads) t.join();
+}
+
+void Orchestrator::PruneLocked() {
+  // A finished capture's thread has returned or is returning: join it now rather than keep
+  // its stack until shutdown (a week of captures would otherwise hold thousands).
+  std::vector<std::string> done;
+  for (const auto& [id, run] : runs_) {
+    absl::MutexLock l(&run->mu);
+    if (run->done) done.push_back(id);
+  }
+  for (const std::string& id : done) {
+    auto t = threads_.find(id);
+    if (t != threads_.end()) {
+      t->second.join();
+      threads_.erase(t);
+    }
+  }
+  // Ids start with the creation time in ms, so the oldest come first.
+  for (size_t i = 0; i + kKeptFinishedRuns < done.size(); ++i) runs_.erase(done[i]);
 }
 
 absl::StatusOr<v1::StartCaptureResponse> Orchestrator::Start(const v1::StartCaptureRequest& req) {
@@ -416,8 +436,9 @@ absl::StatusOr<v1::StartCaptureResponse> Orchestrator::Start(const v1::StartCapt
   resp.set_start_ns(run->start_ns);
   for (const auto& h : run->hosts) resp.add_host_names(h.host);
   absl::MutexLock lock(&mu_);
+  PruneLocked();
   runs_[run->id] = run;
-  threads_.emplace_back([this, run] { Execute(run); });
+  threads_.emplace(run->id, std::thread([this, run] { Execute(run); }));
   return resp;
 }
 
@@ -589,6 +610,9 @@ void Orchestrator::Execute(std::shared_ptr<Run> run) {
   w.status = ok == static_cast<int>(run->hosts.size()) ? "complete" : ok > 0 ? "partial" : "failed";
   if (run->cancelled) w.status = "cancelled";
   absl::Status stored = store_->WriteCapture(w);
+  // Ingest allocates and frees hundreds of MB in bursts across many threads; give the freed
+  // pages back to the system instead of letting each capture's high-water mark linger.
+  malloc_trim(0);
   v1::CaptureProgress last;
   last.set_done(true);
   last.set_percent_complete(100);

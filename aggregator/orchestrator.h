@@ -89,7 +89,11 @@ class Orchestrator {
   const OrchestratorLimits limits_;
   absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Run>> runs_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
+  // The thread running each capture, by id; joined once the capture is done.
+  std::map<std::string, std::thread> threads_ ABSL_GUARDED_BY(mu_);
+  // Finished captures kept for WatchCapture; older ones are forgotten (they are in the store).
+  static constexpr size_t kKeptFinishedRuns = 32;
+  void PruneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::deque<int64_t> recent_starts_ ABSL_GUARDED_BY(mu_);  // for max_starts_per_minute
 };
 

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Builds and runs every benchmark (each prints ratios against a baseline measured in the same
+# run) and the ten-minute soak test (ctest label soak). Takes about a quarter of an hour on two
+# cores; not part of scripts/test.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+bash scripts/build.sh
+b=build/bin
+"$b/bench_xspace_reader"
+"$b/bench_simhost_generate"
+"$b/bench_agent_overhead"
+"$b/bench_store"
+"$b/bench_alignment" --hosts 8
+"$b/bench_alignment" --hosts 64
+"$b/bench_load" --hosts 256 --captures 4 --duration-ms 500
+(cd build && ctest --output-on-failure -L soak)
