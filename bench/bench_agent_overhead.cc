@@ -75,12 +75,12 @@ int Main(int argc, char** argv) {
   if (!bench::WaitForFile(dir + "/sim.json")) return 1;
   nlohmann::json sj = nlohmann::json::parse(Slurp(dir + "/sim.json"));
   std::ofstream(dir + "/empty.toml") << "";
-  pid_t agent =
-      Spawn({bin + "/podprof-agent", "--insecure", "--config=" + dir + "/empty.toml", "--listen=127.0.0.1:0",
-             "--profiler-service-listen=none", "--sysfs-root=" + dir + "/nosys",
-             "--workload-profiler=127.0.0.1:" + std::to_string(sj["profiler_port"].get<int>()),
-             "--workload-metrics=127.0.0.1:" + std::to_string(sj["metrics_port"].get<int>()),
-             "--ready-file=" + dir + "/agent.json"});
+  pid_t agent = Spawn(
+      {bin + "/podprof-agent", "--insecure", "--config=" + dir + "/empty.toml",
+       "--listen=127.0.0.1:0", "--profiler-service-listen=none", "--sysfs-root=" + dir + "/nosys",
+       "--workload-profiler=127.0.0.1:" + std::to_string(sj["profiler_port"].get<int>()),
+       "--workload-metrics=127.0.0.1:" + std::to_string(sj["metrics_port"].get<int>()),
+       "--ready-file=" + dir + "/agent.json"});
   if (!bench::WaitForFile(dir + "/agent.json")) return 1;
   int status;
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // let start-up settle

@@ -141,9 +141,9 @@ int Main(int argc, char** argv) {
       << "[agents]\nheartbeat_interval = \"1s\"\nprobe_interval = \"2s\"\n";
   std::vector<pid_t> pids;
   std::vector<int> agent_ports;
-  pids.push_back(
-      Spawn({bin + "/podprof-aggregator", "--insecure", "--config=" + dir + "/agg.toml", "--listen=127.0.0.1:0",
-             "--db=" + dir + "/pod.db", "--ready-file=" + dir + "/agg.json"}));
+  pids.push_back(Spawn({bin + "/podprof-aggregator", "--insecure", "--config=" + dir + "/agg.toml",
+                        "--listen=127.0.0.1:0", "--db=" + dir + "/pod.db",
+                        "--ready-file=" + dir + "/agg.json"}));
   const int agg_port = WaitJson(dir + "/agg.json")["port"];
   // Each simulated host on a core of its own, round robin, as real hosts have their own: left
   // to the scheduler, the wake-ups at the start instant pile onto one core's queue.
@@ -164,9 +164,9 @@ int Main(int argc, char** argv) {
               h % ncpu));
     nlohmann::json sim = WaitJson(dir + "/sim" + n + ".json");
     pids.push_back(
-        Spawn({bin + "/podprof-agent", "--insecure", "--config=" + dir + "/empty.toml", "--listen=127.0.0.1:0",
-               "--advertise=127.0.0.1:0", "--profiler-service-listen=none", "--host-name=host-" + n,
-               "--sysfs-root=" + dir + "/nosys",
+        Spawn({bin + "/podprof-agent", "--insecure", "--config=" + dir + "/empty.toml",
+               "--listen=127.0.0.1:0", "--advertise=127.0.0.1:0", "--profiler-service-listen=none",
+               "--host-name=host-" + n, "--sysfs-root=" + dir + "/nosys",
                absl::StrCat("--workload-profiler=127.0.0.1:", sim["profiler_port"].get<int>()),
                "--workload-metrics=none", absl::StrCat("--aggregator=127.0.0.1:", agg_port),
                "--clock-offset=" + off, "--clock-drift-ppm=" + dr,

@@ -99,18 +99,21 @@ TEST(SoakTest, SixteenHostsCapturedEveryTenSecondsStayFlat) {
         P("sim" + n + ".json")));
     ASSERT_TRUE(sims.back()->ready());
     agents.push_back(std::make_unique<ChildProcess>(
-        std::vector<std::string>{
-            Bin("podprof-agent"), "--insecure", "--config=" + P("empty.toml"),
-            "--listen=127.0.0.1:0", "--advertise=127.0.0.1:0", "--profiler-service-listen=none",
-            "--host-name=host-" + n, "--sysfs-root=" + P("nosys"),
-            absl::StrCat("--workload-profiler=127.0.0.1:", sims.back()->info()["profiler_port"].get<int>()),
-            absl::StrCat("--workload-metrics=127.0.0.1:", sims.back()->info()["metrics_port"].get<int>()),
-            absl::StrCat("--aggregator=127.0.0.1:", port), "--ready-file=" + P("agent" + n + ".json")},
+        std::vector<std::string>{Bin("podprof-agent"), "--insecure", "--config=" + P("empty.toml"),
+                                 "--listen=127.0.0.1:0", "--advertise=127.0.0.1:0",
+                                 "--profiler-service-listen=none", "--host-name=host-" + n,
+                                 "--sysfs-root=" + P("nosys"),
+                                 absl::StrCat("--workload-profiler=127.0.0.1:",
+                                              sims.back()->info()["profiler_port"].get<int>()),
+                                 absl::StrCat("--workload-metrics=127.0.0.1:",
+                                              sims.back()->info()["metrics_port"].get<int>()),
+                                 absl::StrCat("--aggregator=127.0.0.1:", port),
+                                 "--ready-file=" + P("agent" + n + ".json")},
         P("agent" + n + ".json")));
     ASSERT_TRUE(agents.back()->ready());
   }
-  auto stub = v1::Aggregator::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
-                                                          grpc::InsecureChannelCredentials()));
+  auto stub = v1::Aggregator::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
   std::this_thread::sleep_for(std::chrono::seconds(3));  // registered and probed
 
   const auto t0 = std::chrono::steady_clock::now();
@@ -167,12 +170,15 @@ TEST(SoakTest, SixteenHostsCapturedEveryTenSecondsStayFlat) {
   const double agent_slope = Slope(tail(minutes), tail(agent_rss));
   const auto db_bytes = fs::file_size(P("pod.db"));
   std::printf("soak: %d s, %d hosts, %d/%d captures complete\n", seconds, hosts, complete, total);
-  std::printf("aggregator RSS %.1f -> %.1f MB, steady-state slope %.2f MB/min; threads %d -> %d; fds %d -> %d\n",
-              agg_rss.front(), agg_rss.back(), agg_slope, agg_first.threads, agg_last.threads,
-              agg_first.fds, agg_last.fds);
-  std::printf("agent RSS %.1f -> %.1f MB, steady-state slope %.2f MB/min; threads %d -> %d; fds %d -> %d\n",
-              agent_rss.front(), agent_rss.back(), agent_slope, agent_first.threads,
-              agent_last.threads, agent_first.fds, agent_last.fds);
+  std::printf(
+      "aggregator RSS %.1f -> %.1f MB, steady-state slope %.2f MB/min; threads %d -> %d; fds %d -> "
+      "%d\n",
+      agg_rss.front(), agg_rss.back(), agg_slope, agg_first.threads, agg_last.threads,
+      agg_first.fds, agg_last.fds);
+  std::printf(
+      "agent RSS %.1f -> %.1f MB, steady-state slope %.2f MB/min; threads %d -> %d; fds %d -> %d\n",
+      agent_rss.front(), agent_rss.back(), agent_slope, agent_first.threads, agent_last.threads,
+      agent_first.fds, agent_last.fds);
   std::printf("database %.1f MB (retention max_bytes %.0f MB)\n", db_bytes / 1e6,
               kRetentionBytes / 1e6);
   EXPECT_EQ(complete, total);

@@ -590,7 +590,8 @@ class AggregatorCommandsTest : public ::testing::Test {
     ASSERT_NE(server_, nullptr);
     ASSERT_GT(port, 0);
     address_ = absl::StrCat("127.0.0.1:", port);
-    client_ = std::make_unique<AggregatorClient>(AggregatorTarget{address_, kTimeoutNs, nullptr}, clock_);
+    client_ =
+        std::make_unique<AggregatorClient>(AggregatorTarget{address_, kTimeoutNs, nullptr}, clock_);
   }
   void TearDown() override {
     if (server_) server_->Shutdown();
@@ -852,8 +853,7 @@ TEST(AggregatorCliTest, AggregatorAddressFromTheEnvironment) {
   // Or before the subcommand, as a global flag.
   PodprofResult global = RunPodprof("--aggregator 127.0.0.1:2 captures --timeout 5s");
   EXPECT_EQ(global.exit_code, 3) << global.err;
-  EXPECT_TRUE(absl::StrContains(global.err, "aggregator at 127.0.0.1:2 unreachable"))
-      << global.err;
+  EXPECT_TRUE(absl::StrContains(global.err, "aggregator at 127.0.0.1:2 unreachable")) << global.err;
 }
 
 TEST(AggregatorCliTest, BadFlagValuesAreUsageErrors) {

@@ -9,8 +9,8 @@
 #include "common/config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  auto f = podprof::ConfigFile::Parse(
-      absl::string_view(reinterpret_cast<const char*>(data), size), "<fuzz>");
+  auto f = podprof::ConfigFile::Parse(absl::string_view(reinterpret_cast<const char*>(data), size),
+                                      "<fuzz>");
   if (!f.ok()) return 0;
   f->CheckKnownKeys({"listen", "labels.*", "tls.cert", "limits.max_message_bytes"}).IgnoreError();
   for (const char* key : {"listen", "a", "a.b", "a.b.c", "labels", "tls.cert", "limits", ""}) {
