@@ -37,27 +37,6 @@ const char* StateName(v1::AgentState s) {
   }
 }
 
-std::string StatusName(v1::CaptureStatus s) {
-  switch (s) {
-    case v1::CAPTURE_STATUS_PENDING:
-      return "pending";
-    case v1::CAPTURE_STATUS_RUNNING:
-      return "running";
-    case v1::CAPTURE_STATUS_COMPLETE:
-      return "complete";
-    case v1::CAPTURE_STATUS_PARTIAL:
-      return "partial";
-    case v1::CAPTURE_STATUS_FAILED:
-      return "failed";
-    case v1::CAPTURE_STATUS_CANCELLED:
-      return "cancelled";
-    case v1::CAPTURE_STATUS_INTERRUPTED:
-      return "interrupted";
-    default:
-      return "unknown";
-  }
-}
-
 std::string Labels(const google::protobuf::Map<std::string, std::string>& labels) {
   std::map<std::string, std::string> sorted(labels.begin(), labels.end());
   std::vector<std::string> parts;
@@ -165,7 +144,7 @@ std::string ProgressLine(const v1::CaptureProgress& p) {
   } else {
     absl::StrAppend(&line, " ", p.detail());
   }
-  if (p.done()) absl::StrAppend(&line, " capture ", StatusName(p.status()));
+  if (p.done()) absl::StrAppend(&line, " capture ", CaptureStatusName(p.status()));
   return line;
 }
 
@@ -354,7 +333,7 @@ void WriteCaptureResult(const CaptureResult& result, const CaptureOptions& optio
       json hj = json::array();
       for (const auto& h : hosts) {
         json o = {{"host", h.host_name()},
-                  {"status", StatusName(h.status())},
+                  {"status", CaptureStatusName(h.status())},
                   {"events", h.event_count()},
                   {"bytes", h.bytes_received()},
                   {"correction_ns", h.clock_offset_ns()},
@@ -376,7 +355,7 @@ void WriteCaptureResult(const CaptureResult& result, const CaptureOptions& optio
                       {"p99_ps", k.p99_ps()}});
       }
       json o = {{"capture_id", result.capture_id},
-                {"state", StatusName(result.status)},
+                {"state", CaptureStatusName(result.status)},
                 {"hosts", hj},
                 {"top_kernels", kj}};
       o.update(extra);
@@ -388,7 +367,7 @@ void WriteCaptureResult(const CaptureResult& result, const CaptureOptions& optio
              "probe_correction_ns,collectives_matched,error\n";
       for (const auto& h : hosts) {
         out << CsvField(result.capture_id) << "," << CsvField(h.host_name()) << ","
-            << StatusName(h.status()) << "," << h.event_count() << "," << h.bytes_received() << ","
+            << CaptureStatusName(h.status()) << "," << h.event_count() << "," << h.bytes_received() << ","
             << h.clock_offset_ns() << "," << h.clock_uncertainty_ns() << ","
             << h.probe_clock_offset_ns() << "," << h.collectives_matched() << ","
             << CsvField(h.error_message()) << "\n";
@@ -405,7 +384,7 @@ void WriteCaptureResult(const CaptureResult& result, const CaptureOptions& optio
     ok += h.status() == v1::CAPTURE_STATUS_COMPLETE;
   }
   out << "capture " << result.capture_id << " "
-      << Paint(options.display, StatusName(result.status),
+      << Paint(options.display, CaptureStatusName(result.status),
                result.status == v1::CAPTURE_STATUS_COMPLETE ? "32" : "31")
       << ": " << ok << "/" << hosts.size() << " hosts, " << events << " events, "
       << FormatBytes(bytes) << "\n\n";
@@ -417,7 +396,7 @@ void WriteCaptureResult(const CaptureResult& result, const CaptureOptions& optio
                Col{"NOTE", A::kLeft, 60}});
   for (const auto& h : hosts) {
     const bool good = h.status() == v1::CAPTURE_STATUS_COMPLETE;
-    t.AddRow({h.host_name(), StatusName(h.status()), absl::StrCat(h.event_count()),
+    t.AddRow({h.host_name(), CaptureStatusName(h.status()), absl::StrCat(h.event_count()),
               FormatBytes(h.bytes_received()), good ? FormatSignedNs(h.clock_offset_ns()) : "-",
               good ? FormatSignedNs(h.clock_uncertainty_ns()) : "-",
               good ? FormatSignedNs(h.probe_clock_offset_ns()) : "-",
