@@ -1,16 +1,8 @@
 #include "aggregator/chunk_assembler.h"
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace podprof::aggregator {
-
-trace::LineKind KindOf(const std::string& line) {
-  if (line == "XLA Modules") return trace::LineKind::kModules;
-  if (line == "Steps") return trace::LineKind::kSteps;
-  if (absl::StartsWith(line, "Stream #")) return trace::LineKind::kGpuStream;
-  return trace::LineKind::kOps;
-}
 
 bool ChunkAssembler::Add(const podprof::v1::CaptureChunk& c) {
   if (c.has_host_info()) {
@@ -39,7 +31,7 @@ bool ChunkAssembler::Add(const podprof::v1::CaptureChunk& c) {
     trace::EventBlock b;
     b.chip = ChipIndex(e.chip_ordinal(), nullptr);
     b.line = e.line_name();
-    b.kind = KindOf(b.line);
+    b.kind = trace::LineKindOfName(b.line);
     b.base_ns = e.base_ns();
     int64_t t = 0;
     for (int i = 0; i < n; ++i) {

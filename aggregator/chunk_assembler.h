@@ -12,9 +12,6 @@
 
 namespace podprof::aggregator {
 
-// The kind of a timeline from its name, as the reader classifies XLines.
-trace::LineKind KindOf(const std::string& line);
-
 // Rebuilds a HostCapture from an agent's chunks, one chunk at a time.
 class ChunkAssembler {
  public:

@@ -75,6 +75,28 @@ std::string EncodeCounters(const trace::CounterSeries& s) {
   return Compress(raw);
 }
 
+// A timeline_blocks blob (SCHEMA.md) into `b`'s columns; kernel ids stay the stored kernels.id.
+absl::Status DecodeTimeline(absl::string_view blob, trace::EventBlock* b) {
+  ASSIGN_OR_RETURN(std::string raw, Decompress(blob));
+  absl::string_view in(raw);
+  uint64_t n;
+  if (!GetVarint(&in, &n)) return absl::DataLossError("timeline block header");
+  int64_t prev = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t start, dur, kernel, coll;
+    if (!GetVarint(&in, &start) || !GetVarint(&in, &dur) || !GetVarint(&in, &kernel) ||
+        !GetVarint(&in, &coll)) {
+      return absl::DataLossError("timeline block is truncated");
+    }
+    prev += UnZigZag(start);
+    b->start_ps.push_back(prev);
+    b->duration_ps.push_back(UnZigZag(dur));
+    b->kernel.push_back(static_cast<uint32_t>(kernel));
+    b->collective.push_back(coll);
+  }
+  return absl::OkStatus();
+}
+
 std::string LabelsJson(const std::map<std::string, std::string>& labels) {
   return nlohmann::json(labels).dump();
 }
@@ -738,24 +760,7 @@ absl::StatusOr<std::vector<trace::EventBlock>> Store::Timelines(const std::strin
     b.chip = static_cast<int>(s->Int(0));  // the chip's ordinal
     b.line = s->Text(1);
     b.base_ns = s->Int(2);
-    ASSIGN_OR_RETURN(std::string raw, Decompress(s->Blob(3)));
-    absl::string_view in(raw);
-    uint64_t n, v;
-    if (!GetVarint(&in, &n)) return absl::DataLossError("timeline block header");
-    int64_t prev = 0;
-    for (uint64_t i = 0; i < n; ++i) {
-      uint64_t start, dur, kernel, coll;
-      if (!GetVarint(&in, &start) || !GetVarint(&in, &dur) || !GetVarint(&in, &kernel) ||
-          !GetVarint(&in, &coll)) {
-        return absl::DataLossError("timeline block is truncated");
-      }
-      prev += UnZigZag(start);
-      b.start_ps.push_back(prev);
-      b.duration_ps.push_back(UnZigZag(dur));
-      b.kernel.push_back(static_cast<uint32_t>(kernel));
-      b.collective.push_back(coll);
-    }
-    (void)v;
+    RETURN_IF_ERROR(DecodeTimeline(s->Blob(3), &b));
     out.push_back(std::move(b));
   }
   return out;
@@ -828,7 +833,7 @@ absl::Status Store::ForEachHost(const std::string& capture_id,
     out.capture.host.name = h.host;
     out.capture.host.profile_start_ns = row.start_ns;
     out.capture.host.profile_stop_ns = row.end_ns;
-    std::map<int64_t, uint32_t> local;  // kernels.id -> index into capture.kernels
+    std::map<uint32_t, uint32_t> local;  // kernels.id -> index into capture.kernels
     chips->Reset();
     chips->Bind(1, ref.seq).Bind(2, h.host);
     std::vector<int64_t> chip_ids;
@@ -854,27 +859,16 @@ absl::Status Store::ForEachHost(const std::string& capture_id,
         trace::EventBlock b;
         b.chip = static_cast<int>(ci);
         b.line = blocks->Text(0);
-        b.kind = b.line == "XLA Modules"                ? trace::LineKind::kModules
-                 : b.line == "Steps"                    ? trace::LineKind::kSteps
-                 : absl::StartsWith(b.line, "Stream #") ? trace::LineKind::kGpuStream
-                                                        : trace::LineKind::kOps;
+        b.kind = trace::LineKindOfName(b.line);
         b.base_ns = blocks->Int(1);
-        ASSIGN_OR_RETURN(std::string raw, Decompress(blocks->Blob(2)));
-        absl::string_view in(raw);
-        uint64_t n;
-        if (!GetVarint(&in, &n)) return absl::DataLossError("timeline block header");
-        int64_t prev = 0;
-        for (uint64_t i = 0; i < n; ++i) {
-          uint64_t start, dur, kid, coll;
-          if (!GetVarint(&in, &start) || !GetVarint(&in, &dur) || !GetVarint(&in, &kid) ||
-              !GetVarint(&in, &coll)) {
-            return absl::DataLossError("timeline block is truncated");
-          }
-          auto [it, fresh] = local.try_emplace(static_cast<int64_t>(kid),
-                                               static_cast<uint32_t>(out.capture.kernels.size()));
+        RETURN_IF_ERROR(DecodeTimeline(blocks->Blob(2), &b));
+        // Stored kernel ids become indexes into this host's own kernel definitions.
+        for (uint32_t& k : b.kernel) {
+          auto [it, fresh] =
+              local.try_emplace(k, static_cast<uint32_t>(out.capture.kernels.size()));
           if (fresh) {
             kernel->Reset();
-            kernel->Bind(1, static_cast<int64_t>(kid));
+            kernel->Bind(1, static_cast<int64_t>(k));
             ASSIGN_OR_RETURN(bool found, kernel->Step());
             trace::KernelDef d;
             if (found) {
@@ -889,11 +883,7 @@ absl::Status Store::ForEachHost(const std::string& capture_id,
             }
             out.capture.kernels.push_back(std::move(d));
           }
-          prev += UnZigZag(start);
-          b.start_ps.push_back(prev);
-          b.duration_ps.push_back(UnZigZag(dur));
-          b.kernel.push_back(it->second);
-          b.collective.push_back(coll);
+          k = it->second;
         }
         out.capture.blocks.push_back(std::move(b));
       }

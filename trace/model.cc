@@ -43,4 +43,11 @@ size_t HostCapture::EventCount() const {
   return n;
 }
 
+LineKind LineKindOfName(const std::string& line) {
+  if (line == "XLA Modules") return LineKind::kModules;
+  if (line == "Steps") return LineKind::kSteps;
+  if (line.rfind("Stream #", 0) == 0) return LineKind::kGpuStream;
+  return LineKind::kOps;
+}
+
 }  // namespace podprof::trace

@@ -52,6 +52,10 @@ enum class LineKind {
   kSteps,      // `Steps`: one event per training step.
 };
 
+// The kind of a timeline from its name alone ("XLA Ops", "XLA Modules", "Steps",
+// "Stream #..."), for timelines that travel or are stored without their plane.
+LineKind LineKindOfName(const std::string& line);
+
 // True for lines whose events are kernel executions (they feed kernel statistics).
 inline bool IsKernelLine(LineKind kind) {
   return kind == LineKind::kOps || kind == LineKind::kGpuStream;
