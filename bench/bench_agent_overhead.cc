@@ -33,15 +33,6 @@ using bench::CpuTicks;
 using bench::Slurp;
 using bench::Spawn;
 
-long RssKb(pid_t pid) {
-  std::istringstream in(Slurp("/proc/" + std::to_string(pid) + "/status"));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
-  }
-  return 0;
-}
-
 // Serializes every chunk, as the gRPC stream would.
 class SerializingSink final : public agent::ChunkSink {
  public:
@@ -89,7 +80,7 @@ int Main(int argc, char** argv) {
   std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(idle_seconds * 1000)));
   const double wall = (clock.MonotonicNs() - t0) / 1e9;
   const double cpu = (CpuTicks(agent) - ticks0) / static_cast<double>(sysconf(_SC_CLK_TCK));
-  const long rss = RssKb(agent);
+  const long rss = bench::StatusKb(agent, "VmRSS:");
   kill(agent, SIGTERM);
   kill(sim, SIGTERM);
   waitpid(agent, &status, 0);

@@ -119,11 +119,6 @@ double DecodeAloneRate(int agent_port, int duration_ms, uint64_t events) {
   return s > 0 ? static_cast<double>(decoded) / s : 0;
 }
 
-double Percentile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[static_cast<size_t>(q * (v.size() - 1))];
-}
-
 int Main(int argc, char** argv) {
   int hosts = 8, duration_ms = 1000;
   uint64_t seed = 1;
@@ -275,8 +270,9 @@ int Main(int argc, char** argv) {
         per_cpu_s / decode_rate);
   }
   auto row = [](const char* what, const std::vector<double>& v) {
-    std::printf("%-26s p50 %10.2f us  p99 %10.2f us  max %10.2f us\n", what, Percentile(v, 0.5),
-                Percentile(v, 0.99), v.empty() ? 0 : *std::max_element(v.begin(), v.end()));
+    std::printf("%-26s p50 %10.2f us  p99 %10.2f us  max %10.2f us\n", what,
+                bench::Percentile(v, 0.5), bench::Percentile(v, 0.99),
+                v.empty() ? 0 : *std::max_element(v.begin(), v.end()));
   };
   row("no correction", none);
   row("probes only", probes);
@@ -291,7 +287,7 @@ int Main(int argc, char** argv) {
   };
   std::printf(
       "start instants aimed within %.3f ms; workloads woke late by p50 %.3f ms, max %.3f ms\n",
-      range_ms(aimed), Percentile(late, 0.5), *std::max_element(late.begin(), late.end()));
+      range_ms(aimed), bench::Percentile(late, 0.5), *std::max_element(late.begin(), late.end()));
   const double floor_ms = WakeFloorNs(hosts, ncpu) / 1e6;
   std::printf(
       "start skew %.3f ms over %zu hosts (for scale: %d bare processes woken at one instant: %.3f "

@@ -35,21 +35,6 @@ namespace {
 namespace fs = std::filesystem;
 namespace v1 = podprof::v1;
 
-long StatusKb(pid_t pid, const char* field) {
-  std::istringstream in(bench::Slurp("/proc/" + std::to_string(pid) + "/status"));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(field, 0) == 0) return std::atol(line.c_str() + std::strlen(field));
-  }
-  return 0;
-}
-
-double Percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(q * (v.size() - 1))];
-}
-
 // Latency of one ListCaptures and one GetKernelStats, ms.
 double QueryMs(v1::Aggregator::Stub& stub, const std::string& capture) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -200,15 +185,17 @@ int Main(int argc, char** argv) {
   querier.join();
   const double cpu_s = (bench::CpuTicks(agg) - ticks0) / static_cast<double>(sysconf(_SC_CLK_TCK));
   std::printf("aggregator: %.1f CPU-seconds over the captures, RSS %ld MB now, peak %ld MB\n",
-              cpu_s, StatusKb(agg, "VmRSS:") / 1024, StatusKb(agg, "VmHWM:") / 1024);
+              cpu_s, bench::StatusKb(agg, "VmRSS:") / 1024, bench::StatusKb(agg, "VmHWM:") / 1024);
   std::printf("ingest: %.0f events/s (events over the time from window end to stored)\n",
               ingest_s > 0 ? total_events / ingest_s : 0);
   std::printf(
       "query latency during ingest p50 %.1f ms p99 %.1f ms (%zu queries); idle p50 %.1f "
       "ms p99 %.1f ms; query_p99_over_idle=%.1f\n",
-      Percentile(busy, 0.5), Percentile(busy, 0.99), busy.size(), Percentile(idle, 0.5),
-      Percentile(idle, 0.99),
-      Percentile(idle, 0.99) > 0 ? Percentile(busy, 0.99) / Percentile(idle, 0.99) : 0);
+      bench::Percentile(busy, 0.5), bench::Percentile(busy, 0.99), busy.size(),
+      bench::Percentile(idle, 0.5), bench::Percentile(idle, 0.99),
+      bench::Percentile(idle, 0.99) > 0
+          ? bench::Percentile(busy, 0.99) / bench::Percentile(idle, 0.99)
+          : 0);
   for (pid_t pid : pids) kill(pid, SIGTERM);
   for (pid_t pid : pids) waitpid(pid, nullptr, 0);
   fs::remove_all(dir);

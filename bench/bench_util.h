@@ -5,7 +5,9 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -55,6 +57,23 @@ inline long CpuTicks(pid_t pid) {
     if (i == 15) stime = std::atol(field.c_str());
   }
   return utime + stime;
+}
+
+// A "Field:   N kB" line of /proc/<pid>/status (e.g. "VmRSS:"), in kB; 0 if absent.
+inline long StatusKb(pid_t pid, const char* field) {
+  std::istringstream in(Slurp("/proc/" + std::to_string(pid) + "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(field, 0) == 0) return std::atol(line.c_str() + std::strlen(field));
+  }
+  return 0;
+}
+
+// The q-quantile (0..1) of `v` by rank; 0 for no values.
+inline double Percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(q * (v.size() - 1))];
 }
 
 // Waits up to 20 s for a daemon's ready file.
