@@ -165,18 +165,14 @@ int AgentMain(int argc, char** argv) {
   int agent_port = 0, proxy_port = 0;
   grpc::ServerBuilder builder;
   security::TlsConfig tls{config->insecure, config->tls_cert, config->tls_key, config->tls_ca};
-  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> server_creds =
-      security::ServerCredentials(tls);
-  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> channel_creds =
-      security::ChannelCredentials(tls);
-  if (!server_creds.ok()) return Fail(std::string(server_creds.status().message()));
-  if (!channel_creds.ok()) return Fail(std::string(channel_creds.status().message()));
+  absl::StatusOr<security::Credentials> creds = security::DaemonCredentials(tls);
+  if (!creds.ok()) return Fail(std::string(creds.status().message()));
   if (config->insecure) {
     PODPROF_LOG(WARNING) << "insecure = true: plaintext gRPC without certificates; anyone who "
                             "reaches "
                          << config->listen << " may start captures on this host";
   }
-  builder.AddListeningPort(config->listen, *server_creds, &agent_port);
+  builder.AddListeningPort(config->listen, creds->server, &agent_port);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || agent_port == 0) {
@@ -244,7 +240,7 @@ int AgentMain(int argc, char** argv) {
   if (!config->aggregator.empty()) {
     registrar = std::make_unique<Registrar>(
         agent->get(),
-        podprof::v1::Aggregator::NewStub(grpc::CreateChannel(config->aggregator, *channel_creds)),
+        podprof::v1::Aggregator::NewStub(grpc::CreateChannel(config->aggregator, creds->channel)),
         config->aggregator);
     schedule_heartbeat(0);
   }

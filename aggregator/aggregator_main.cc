@@ -139,14 +139,9 @@ int AggregatorMain(int argc, char** argv) {
   if (!db.empty()) config.db = db;
   if (insecure) config.tls.insecure = true;
   if (config.tls.insecure && !config.listen_set) config.listen = "127.0.0.1:7100";
-  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> server_creds =
-      security::ServerCredentials(config.tls);
-  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> agent_creds =
-      security::ChannelCredentials(config.tls);
-  if (!server_creds.ok() || !agent_creds.ok()) {
-    std::cerr << "podprof-aggregator: "
-              << (server_creds.ok() ? agent_creds.status() : server_creds.status()).message()
-              << "\n";
+  absl::StatusOr<security::Credentials> creds = security::DaemonCredentials(config.tls);
+  if (!creds.ok()) {
+    std::cerr << "podprof-aggregator: " << creds.status().message() << "\n";
     return 2;
   }
   if (config.tls.insecure) {
@@ -175,7 +170,7 @@ int AggregatorMain(int argc, char** argv) {
   }
   ImportLimits limits;
   limits.spool_dir = config.spool_dir;
-  Registry registry(clock, config.heartbeat_interval_ns, config.probe_interval_ns, *agent_creds);
+  Registry registry(clock, config.heartbeat_interval_ns, config.probe_interval_ns, creds->channel);
   OrchestratorLimits orchestrator_limits;
   orchestrator_limits.max_duration_ns = config.max_capture_duration_ns;
   orchestrator_limits.max_concurrent = static_cast<int>(config.max_concurrent_captures);
@@ -195,7 +190,7 @@ int AggregatorMain(int argc, char** argv) {
   });
   int port = 0;
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(config.listen, *server_creds, &port);
+  builder.AddListeningPort(config.listen, creds->server, &port);
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(static_cast<int>(config.max_message_bytes));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,

@@ -48,16 +48,33 @@ absl::StatusOr<TlsMaterial> LoadTlsMaterial(const TlsConfig& config) {
   return m;
 }
 
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
-    const TlsConfig& config) {
-  if (config.insecure) return grpc::InsecureServerCredentials();
-  absl::StatusOr<TlsMaterial> m = LoadTlsMaterial(config);
-  if (!m.ok()) return m.status();
+namespace {
+
+std::shared_ptr<grpc::ServerCredentials> ServerFrom(const TlsMaterial& m) {
   grpc::SslServerCredentialsOptions opts(
       GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  opts.pem_root_certs = m->ca;
-  opts.pem_key_cert_pairs.push_back({m->key, m->cert});
+  opts.pem_root_certs = m.ca;
+  opts.pem_key_cert_pairs.push_back({m.key, m.cert});
   return grpc::SslServerCredentials(opts);
+}
+
+std::shared_ptr<grpc::ChannelCredentials> ChannelFrom(const TlsMaterial& m) {
+  grpc::SslCredentialsOptions opts;
+  opts.pem_root_certs = m.ca;
+  opts.pem_private_key = m.key;
+  opts.pem_cert_chain = m.cert;
+  return grpc::SslCredentials(opts);
+}
+
+}  // namespace
+
+absl::StatusOr<Credentials> DaemonCredentials(const TlsConfig& config) {
+  if (config.insecure) {
+    return Credentials{grpc::InsecureServerCredentials(), grpc::InsecureChannelCredentials()};
+  }
+  absl::StatusOr<TlsMaterial> m = LoadTlsMaterial(config);
+  if (!m.ok()) return m.status();
+  return Credentials{ServerFrom(*m), ChannelFrom(*m)};
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(
@@ -65,11 +82,7 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(
   if (config.insecure) return grpc::InsecureChannelCredentials();
   absl::StatusOr<TlsMaterial> m = LoadTlsMaterial(config);
   if (!m.ok()) return m.status();
-  grpc::SslCredentialsOptions opts;
-  opts.pem_root_certs = m->ca;
-  opts.pem_private_key = m->key;
-  opts.pem_cert_chain = m->cert;
-  return grpc::SslCredentials(opts);
+  return ChannelFrom(*m);
 }
 
 std::vector<std::string> PeerIdentities(const grpc::ServerContext& context) {

@@ -35,8 +35,14 @@ struct TlsMaterial {
 // and a file is not configured and not among the credentials.
 absl::StatusOr<TlsMaterial> LoadTlsMaterial(const TlsConfig& config);
 
-// Server credentials requiring and verifying a client certificate (or insecure ones).
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(const TlsConfig& config);
+// Both sides of a daemon: it serves and dials with the same certificate.
+struct Credentials {
+  std::shared_ptr<grpc::ServerCredentials> server;
+  std::shared_ptr<grpc::ChannelCredentials> channel;
+};
+// Reads the TLS material once and makes both (or insecure ones).
+absl::StatusOr<Credentials> DaemonCredentials(const TlsConfig& config);
+
 // Channel credentials presenting our certificate and verifying the server's (or insecure).
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(
     const TlsConfig& config);
