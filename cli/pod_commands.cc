@@ -367,8 +367,8 @@ void WriteCaptureResult(const CaptureResult& result, const CaptureOptions& optio
              "probe_correction_ns,collectives_matched,error\n";
       for (const auto& h : hosts) {
         out << CsvField(result.capture_id) << "," << CsvField(h.host_name()) << ","
-            << CaptureStatusName(h.status()) << "," << h.event_count() << "," << h.bytes_received() << ","
-            << h.clock_offset_ns() << "," << h.clock_uncertainty_ns() << ","
+            << CaptureStatusName(h.status()) << "," << h.event_count() << "," << h.bytes_received()
+            << "," << h.clock_offset_ns() << "," << h.clock_uncertainty_ns() << ","
             << h.probe_clock_offset_ns() << "," << h.collectives_matched() << ","
             << CsvField(h.error_message()) << "\n";
       }
