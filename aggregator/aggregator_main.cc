@@ -157,8 +157,16 @@ int AggregatorMain(int argc, char** argv) {
     std::cerr << "podprof-aggregator: " << store.status().message() << "\n";
     return 1;
   }
+  if ((*store)->read_only()) {
+    // The history is still worth serving; captures and imports fail naming the reason.
+    PODPROF_LOG(ERROR) << "the database " << config.db
+                       << " is open for queries only: " << (*store)->read_only_reason()
+                       << "; captures and imports will fail until it is writable and the "
+                          "aggregator restarts";
+  }
   // Nothing of this process runs yet: captures still `running` died with the previous one.
-  absl::StatusOr<int> interrupted = (*store)->MarkInterrupted();
+  absl::StatusOr<int> interrupted =
+      (*store)->read_only() ? absl::StatusOr<int>(0) : (*store)->MarkInterrupted();
   if (!interrupted.ok()) {
     std::cerr << "podprof-aggregator: " << interrupted.status().message() << "\n";
     return 1;
@@ -233,6 +241,7 @@ int AggregatorMain(int argc, char** argv) {
     });
   };
   auto retention_on = [&] {
+    if ((*store)->read_only()) return false;
     return config.retention_max_age_ns > 0 || config.retention_max_bytes > 0 ||
            config.retention_keep_timelines_ns > 0;
   };

@@ -3,6 +3,7 @@
 #include <regex>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "trace/ddsketch.h"
 
 namespace podprof::storage {
@@ -28,20 +29,65 @@ absl::Status SqliteStatus(sqlite3* db, int rc, absl::string_view context) {
       return absl::FailedPreconditionError(msg);
     case SQLITE_CANTOPEN:
       return absl::NotFoundError(msg);
+    case SQLITE_READONLY:
+      return absl::FailedPreconditionError(
+          absl::StrCat(msg, " (the database file or its folder is read-only)"));
     default:
       return absl::InternalError(msg);
   }
 }
 
-absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(const std::string& path, bool create) {
-  sqlite3* db = nullptr;
-  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (create ? SQLITE_OPEN_CREATE : 0);
-  int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
-  if (rc != SQLITE_OK) {
-    absl::Status s = SqliteStatus(db, rc, absl::StrCat("open database ", path));
-    sqlite3_close(db);
-    return s;
+namespace {
+
+// `path` as a file: URI with SQLite's query parameters (percent-encoding what a URI reserves).
+std::string FileUri(const std::string& path, absl::string_view params) {
+  std::string uri = "file:";
+  for (unsigned char ch : path) {
+    if (ch == '%' || ch == '?' || ch == '#' || ch < 0x20 || ch >= 0x7f) {
+      absl::StrAppend(&uri, "%", absl::Hex(ch, absl::kZeroPad2));
+    } else {
+      uri.push_back(static_cast<char>(ch));
+    }
   }
+  return absl::StrCat(uri, "?", params);
+}
+
+sqlite3* OpenRaw(const std::string& name, int flags, absl::Status* status,
+                 const std::string& path) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(name.c_str(), &db, flags, nullptr);
+  if (rc != SQLITE_OK) {
+    *status = SqliteStatus(db, rc, absl::StrCat("open database ", path));
+    sqlite3_close(db);
+    return nullptr;
+  }
+  return db;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Connection>> Connection::OpenReadOnly(const std::string& path) {
+  const int flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI;
+  absl::Status status;
+  for (const char* params : {"mode=ro", "immutable=1"}) {
+    sqlite3* db = OpenRaw(FileUri(path, params), flags, &status, path);
+    if (db == nullptr) continue;
+    std::unique_ptr<Connection> c(new Connection(db, path));
+    // A WAL database whose -shm SQLite cannot create opens but fails at the first read.
+    status = c->Exec("SELECT count(*) FROM sqlite_schema");
+    if (!status.ok()) continue;
+    sqlite3_busy_timeout(db, 5000);
+    RETURN_IF_ERROR(RegisterFunctions(db));
+    return c;
+  }
+  return status;
+}
+
+absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(const std::string& path, bool create) {
+  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (create ? SQLITE_OPEN_CREATE : 0);
+  absl::Status status;
+  sqlite3* db = OpenRaw(path, flags, &status, path);
+  if (db == nullptr) return status;
   std::unique_ptr<Connection> c(new Connection(db, path));
   // Readers wait briefly for a checkpoint rather than failing.
   sqlite3_busy_timeout(db, 5000);

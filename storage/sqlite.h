@@ -16,7 +16,7 @@ namespace podprof::storage {
 
 // Converts a SQLite result code: SQLITE_FULL -> ResourceExhausted, SQLITE_BUSY/LOCKED ->
 // Unavailable, SQLITE_CORRUPT/NOTADB -> DataLoss, SQLITE_CONSTRAINT -> FailedPrecondition,
-// SQLITE_CANTOPEN -> NotFound, else Internal; the message names `context` and SQLite's text.
+// SQLITE_CANTOPEN -> NotFound, SQLITE_READONLY -> FailedPrecondition, else Internal; the message names `context` and SQLite's text.
 absl::Status SqliteStatus(sqlite3* db, int rc, absl::string_view context);
 
 // One connection. Not thread-safe: one thread uses a connection at a time.
@@ -24,6 +24,10 @@ class Connection {
  public:
   // Opens (creating if `create`) the database file and registers podprof's SQL functions.
   static absl::StatusOr<std::unique_ptr<Connection>> Open(const std::string& path, bool create);
+  // Opens an existing database for reading only. Where SQLite cannot keep its WAL index beside
+  // the file (a read-only mount, a folder it may not write), opens it as immutable: nothing
+  // else may write it then, which is the case on such a file system.
+  static absl::StatusOr<std::unique_ptr<Connection>> OpenReadOnly(const std::string& path);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;

@@ -1,9 +1,13 @@
 #include "storage/store.h"
 
+#include <unistd.h>
 #include <zstd.h>
 
 #include <algorithm>
+
+#include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <future>
 #include <regex>
 #include <tuple>
@@ -338,9 +342,60 @@ double RelativeChange(double baseline, double candidate) {
   return candidate / baseline - 1;
 }
 
+namespace {
+
+// Why SQLite could not write `path` (or create its journal beside it), or "" when it can.
+// A file that does not exist yet counts as writable: creating it will say otherwise.
+std::string NotWritableReason(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return "";
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  for (const std::filesystem::path& p : {std::filesystem::path(path), dir}) {
+    if (access(p.c_str(), W_OK) != 0) {
+      const int e = errno;
+      return absl::StrCat(p.string(),
+                          e == EROFS ? " is on a read-only file system"
+                                     : absl::StrCat(" is not writable: ", std::strerror(e)));
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path,
                                                    const StoreOptions& options) {
+  std::string why = NotWritableReason(path);
+  if (why.empty()) {
+    absl::StatusOr<std::unique_ptr<Store>> writable = OpenWritable(path, options);
+    const bool read_only_error = !writable.ok() &&
+                                 writable.status().code() == absl::StatusCode::kFailedPrecondition &&
+                                 absl::StrContains(writable.status().message(), "read-only");
+    if (!read_only_error) return writable;
+    why = std::string(writable.status().message());
+  }
+  if (!options.read_only_fallback) {
+    return absl::FailedPreconditionError(absl::StrCat("database ", path, ": ", why));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<Connection> reader, Connection::OpenReadOnly(path));
+  ASSIGN_OR_RETURN(int version, SchemaVersion(*reader));
+  if (version != LatestSchemaVersion()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "database ", path, " is read-only (", why, ") and has schema version ", version,
+        ", but this podprof needs ", LatestSchemaVersion(), " and cannot migrate it"));
+  }
+  return std::unique_ptr<Store>(new Store(path, std::move(reader), why));
+}
+
+absl::StatusOr<std::unique_ptr<Store>> Store::OpenWritable(const std::string& path,
+                                                           const StoreOptions& options) {
   ASSIGN_OR_RETURN(std::unique_ptr<Connection> writer, Connection::Open(path, true));
+  if (sqlite3_db_readonly(writer->get(), "main") == 1) {
+    // SQLite falls back to reading a file the OS will not let it write.
+    return absl::FailedPreconditionError(
+        absl::StrCat("database ", path, " opened read-only: the file is read-only"));
+  }
   ASSIGN_OR_RETURN(int version, SchemaVersion(*writer));
   if (version == 0) {
     // Must precede the first table for retention to be able to give space back.
@@ -351,11 +406,13 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path,
   if (options.max_page_count > 0) {
     RETURN_IF_ERROR(writer->Exec(absl::StrCat("PRAGMA max_page_count = ", options.max_page_count)));
   }
-  return std::unique_ptr<Store>(new Store(path, std::move(writer)));
+  return std::unique_ptr<Store>(new Store(path, std::move(writer), ""));
 }
 
-Store::Store(std::string path, std::unique_ptr<Connection> writer)
-    : path_(std::move(path)), writer_(std::move(writer)) {
+Store::Store(std::string path, std::unique_ptr<Connection> writer, std::string read_only_reason)
+    : path_(std::move(path)),
+      read_only_reason_(std::move(read_only_reason)),
+      writer_(std::move(writer)) {
   writer_thread_ = std::thread([this] { WriterLoop(); });
 }
 
@@ -384,6 +441,11 @@ void Store::WriterLoop() {
 }
 
 absl::Status Store::OnWriter(std::function<absl::Status(Connection&)> task) {
+  if (read_only()) {
+    return absl::FailedPreconditionError(absl::StrCat("nothing can be stored: the database ", path_,
+                                                      " is open for queries only (",
+                                                      read_only_reason_, ")"));
+  }
   std::promise<absl::Status> done;
   std::future<absl::Status> result = done.get_future();
   {
@@ -403,6 +465,7 @@ absl::StatusOr<std::unique_ptr<Connection>> Store::TakeReader() {
       return c;
     }
   }
+  if (read_only()) return Connection::OpenReadOnly(path_);
   return Connection::Open(path_, false);
 }
 
@@ -460,6 +523,11 @@ absl::StatusOr<int> Store::MarkInterrupted() {
 }
 
 absl::Status Store::HealthCheck(int64_t timeout_ns) {
+  if (read_only()) {
+    // No writer to check: healthy while the file answers a query.
+    PODPROF_WITH_READER(c);
+    return c.Exec("SELECT count(*) FROM captures");
+  }
   // Shared with the task: the caller may give up before the writer gets to it.
   auto done = std::make_shared<std::promise<absl::Status>>();
   std::future<absl::Status> result = done->get_future();

@@ -28,6 +28,10 @@ struct StoreOptions {
   // SQLite's page limit for the file (PRAGMA max_page_count); 0 = none. Tests use it to
   // simulate a full disk.
   int64_t max_page_count = 0;
+  // A database that cannot be written (a read-only mount, a file or folder the service may not
+  // write) is opened for queries only, rather than refused: the history stays readable, and
+  // every write fails naming why. False: such a database is an error.
+  bool read_only_fallback = true;
 };
 
 // One host's part of a capture to store.
@@ -210,9 +214,14 @@ class Store {
   // another process holds the lock, naming which.
   absl::Status HealthCheck(int64_t timeout_ns);
   const std::string& path() const { return path_; }
+  // Why the database is open for queries only; empty when it is writable.
+  const std::string& read_only_reason() const { return read_only_reason_; }
+  bool read_only() const { return !read_only_reason_.empty(); }
 
  private:
-  Store(std::string path, std::unique_ptr<Connection> writer);
+  Store(std::string path, std::unique_ptr<Connection> writer, std::string read_only_reason);
+  static absl::StatusOr<std::unique_ptr<Store>> OpenWritable(const std::string& path,
+                                                             const StoreOptions& options);
   // Runs `task` on the writer thread and waits for it.
   absl::Status OnWriter(std::function<absl::Status(Connection&)> task);
   void WriterLoop();
@@ -226,6 +235,7 @@ class Store {
   absl::StatusOr<CaptureRef> RequireCapture(Connection& c, const std::string& id);
 
   const std::string path_;
+  const std::string read_only_reason_;
   std::unique_ptr<Connection> writer_;  // used only on writer_thread_
   std::thread writer_thread_;
 

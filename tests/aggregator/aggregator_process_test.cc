@@ -616,3 +616,91 @@ TEST(AggregatorStorageFaultTest, AnOutsideWriteLockFailsWritesClearlyWhileReadsG
 
 }  // namespace
 }  // namespace podprof::aggregator
+
+namespace podprof::aggregator {
+namespace {
+
+std::string FileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The database's file system turns read-only (a full root file system remounted read-only, a
+// volume mounted read-only for inspection): the aggregator still starts and serves the history
+// it holds, refuses imports with an error naming the database and why, and leaves the file
+// byte for byte as it was.
+TEST(AggregatorStorageFaultTest, ReadOnlyDatabaseServesItsHistoryAndRefusesWritesClearly) {
+  fs::path dir = fs::path(::testing::TempDir()) / absl::StrCat("agg_ro_", getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir / "vol");
+  const bool mounted = mount("tmpfs", (dir / "vol").c_str(), "tmpfs", 0, "size=16m") == 0;
+  if (!mounted && geteuid() == 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs here (and root ignores file modes): "
+                 << std::strerror(errno);
+  }
+  struct Unmount {
+    fs::path p;
+    bool on;
+    ~Unmount() {
+      if (on) umount2(p.c_str(), MNT_DETACH);
+    }
+  } unmount{dir / "vol", mounted};
+  const std::string db = (dir / "vol" / "p.db").string();
+  const std::vector<std::string> argv = {std::string(PODPROF_BIN_DIR) + "/podprof-aggregator",
+                                         "--insecure", "--listen=127.0.0.1:0", "--db=" + db,
+                                         "--ready-file=" + (dir / "r.json").string()};
+  const std::string fixture = testing::FixturePath("tpu_v6e_4chip_host_offload.xplane.pb");
+  std::string stored_id;
+  {
+    ChildProcess agg(argv, (dir / "r.json").string());
+    ASSERT_TRUE(agg.ready());
+    const std::string addr = absl::StrCat("127.0.0.1:", agg.info()["port"].get<int>());
+    testing::PodprofResult imported =
+        testing::RunPodprof("import " + fixture + " --format json --aggregator " + addr);
+    ASSERT_EQ(imported.exit_code, 0) << imported.err;
+    ASSERT_EQ(agg.Stop(), 0);
+  }
+  fs::remove(dir / "r.json");
+  if (mounted) {
+    ASSERT_EQ(mount(nullptr, (dir / "vol").c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr), 0)
+        << std::strerror(errno);
+  } else {
+    fs::permissions(db, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+    fs::permissions(dir / "vol", fs::perms::owner_read | fs::perms::owner_exec);
+  }
+  const std::string before = FileBytes(db);
+  ASSERT_FALSE(before.empty());
+
+  ChildProcess agg(argv, (dir / "r.json").string());
+  ASSERT_TRUE(agg.ready()) << "the aggregator refused a read-only database";
+  const std::string addr = absl::StrCat("127.0.0.1:", agg.info()["port"].get<int>());
+  testing::PodprofResult list = testing::RunPodprof("captures --format json --aggregator " + addr);
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  auto captures = nlohmann::json::parse(list.out);
+  ASSERT_EQ(captures.size(), 1u) << list.out;
+  testing::PodprofResult stats = testing::RunPodprof(
+      "stats " + captures[0]["capture"].get<std::string>() + " --format json --aggregator " + addr);
+  ASSERT_EQ(stats.exit_code, 0) << stats.err;
+  EXPECT_FALSE(nlohmann::json::parse(stats.out).empty()) << stats.out;
+
+  testing::PodprofResult refused =
+      testing::RunPodprof("import " + fixture + " --aggregator " + addr);
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_TRUE(absl::StrContains(refused.err, "read-only")) << refused.err;
+  EXPECT_TRUE(absl::StrContains(refused.err, db)) << refused.err;
+  // Still serving after the refusal.
+  EXPECT_EQ(testing::RunPodprof("captures --aggregator " + addr).exit_code, 0);
+  EXPECT_EQ(agg.Stop(), 0);
+  EXPECT_EQ(FileBytes(db), before) << "the read-only database changed";
+
+  if (mounted) {
+    umount2((dir / "vol").c_str(), MNT_DETACH);
+  } else {
+    fs::permissions(dir / "vol", fs::perms::owner_all);
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+}  // namespace
+}  // namespace podprof::aggregator
