@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "proto/grpc_status.h"
@@ -182,7 +183,16 @@ podprof::v1::HostInfo Agent::HostInfo() {
     advertise = absl::StrCat(advertise.substr(0, advertise.size() - 1), bound_port_);
   }
   h.set_agent_address(advertise);
-  h.set_clock_probe_port(static_cast<uint32_t>(clock_probe_port_));
+  // An advertised port of its own means the aggregator reaches this agent through a forward
+  // (NAT, a proxy): the UDP probes take the same port number there, forwarded likewise.
+  int probe_port = clock_probe_port_;
+  int advertised_port = 0;
+  if (probe_port > 0 && !config_.advertise.empty() &&
+      absl::SimpleAtoi(advertise.substr(advertise.rfind(':') + 1), &advertised_port) &&
+      advertised_port > 0) {
+    probe_port = advertised_port;
+  }
+  h.set_clock_probe_port(static_cast<uint32_t>(probe_port));
   for (const auto& [k, v] : config_.labels) (*h.mutable_labels())[k] = v;
   h.set_agent_version(kAgentVersion);
   for (size_t i = 0; i < discovered_.size(); ++i) {

@@ -135,7 +135,13 @@ std::vector<HostCorrection> RefineWithCollectives(
     std::vector<HostCorrection> probe, int64_t mid_ns) {
   if (probe.size() < 2) return probe;
   std::map<std::string, HostCorrection*> by_host;
-  for (HostCorrection& h : probe) by_host[h.host] = &h;
+  // Each host's probe bound on its own offset, before the refinement narrows it to the bound
+  // against the reference.
+  std::map<std::string, int64_t> probe_bound;
+  for (HostCorrection& h : probe) {
+    by_host[h.host] = &h;
+    probe_bound[h.host] = h.uncertainty_ns;
+  }
   // The reference: the host sharing the most collectives with the others.
   // Counted per collective id, so this stays linear in the pod's size.
   std::unordered_map<uint64_t, size_t> hosts_with;
@@ -216,8 +222,10 @@ std::vector<HostCorrection> RefineWithCollectives(
   for (const HostCorrection& h : probe) {
     if (!h.refined) continue;
     const int64_t x = h.probe_offset_ns - h.offset_ns;
-    const int64_t u = std::max<int64_t>(by_host[h.host]->uncertainty_ns, 1000);
-    const int64_t w = std::max<int64_t>(u, h.host == ref ? u : r.uncertainty_ns);
+    // The host's estimate of the common error is as good as its own probes, plus how well it
+    // is pinned to the reference (nothing for the reference itself).
+    const int64_t pinned = h.host == ref ? 0 : h.uncertainty_ns;
+    const int64_t w = std::max<int64_t>(probe_bound[h.host] + pinned, 1000);
     estimates.emplace_back(x, w);
     edges.push_back({x - w, +1});
     edges.push_back({x + w, -1});
@@ -239,9 +247,12 @@ std::vector<HostCorrection> RefineWithCollectives(
   for (const auto& [x, w] : estimates) {
     if (x - w <= hi && x + w >= lo) agreeing.push_back(x);
   }
-  const int64_t shift = Median(agreeing);
-  // The true common error lies in the intersection [lo, hi]: each refined host's bound is its
-  // precision against the reference plus how far off the shift can be.
+  // The true common error lies in the intersection [lo, hi] (every agreeing bound holds it), so
+  // the median, robust to a few hosts with a bad device mapping, is kept inside it: with a
+  // precise host and a far one, the plain median would sit halfway between them.
+  const int64_t shift = std::clamp(Median(agreeing), lo, hi);
+  // Each refined host's bound is its precision against the reference plus how far off the
+  // shift can be.
   const int64_t shift_uncertainty = std::max<int64_t>(0, std::max(shift - lo, hi - shift));
   for (HostCorrection& h : probe) {
     if (!h.refined) continue;

@@ -4,7 +4,6 @@
 #include <zstd.h>
 
 #include <algorithm>
-
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -354,9 +353,9 @@ std::string NotWritableReason(const std::string& path) {
   for (const std::filesystem::path& p : {std::filesystem::path(path), dir}) {
     if (access(p.c_str(), W_OK) != 0) {
       const int e = errno;
-      return absl::StrCat(p.string(),
-                          e == EROFS ? " is on a read-only file system"
-                                     : absl::StrCat(" is not writable: ", std::strerror(e)));
+      return absl::StrCat(p.string(), e == EROFS
+                                          ? " is on a read-only file system"
+                                          : absl::StrCat(" is not writable: ", std::strerror(e)));
     }
   }
   return "";
@@ -369,9 +368,9 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path,
   std::string why = NotWritableReason(path);
   if (why.empty()) {
     absl::StatusOr<std::unique_ptr<Store>> writable = OpenWritable(path, options);
-    const bool read_only_error = !writable.ok() &&
-                                 writable.status().code() == absl::StatusCode::kFailedPrecondition &&
-                                 absl::StrContains(writable.status().message(), "read-only");
+    const bool read_only_error =
+        !writable.ok() && writable.status().code() == absl::StatusCode::kFailedPrecondition &&
+        absl::StrContains(writable.status().message(), "read-only");
     if (!read_only_error) return writable;
     why = std::string(writable.status().message());
   }

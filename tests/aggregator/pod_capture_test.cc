@@ -518,6 +518,36 @@ TEST(RefineTest, CollectivesPinHostsTogetherAndProbesFixTheCommonShift) {
   }
 }
 
+TEST(RefineTest, ACloseHostWithTightProbesFixesTheShiftAFarOneCannotPull) {
+  // h0 beside the aggregator (probes within 2 us, 1 us off), h1 behind a slow link whose
+  // probes are off by 45 us inside their 46 us bound. Both bounds hold the truth, so the
+  // shift comes from where they intersect, not halfway between the two.
+  const int64_t mid = 1'000'000'000;
+  const int64_t truth[2] = {3'000'000, -2'000'000};
+  const int64_t probe_err[2] = {1'000, -45'000};
+  const int64_t bound[2] = {2'000, 46'000};
+  std::map<std::string, std::map<uint64_t, int64_t>> ends;
+  std::vector<HostCorrection> probe;
+  for (int h = 0; h < 2; ++h) {
+    HostCorrection c;
+    c.host = "h" + std::to_string(h);
+    c.probe_offset_ns = c.offset_ns = truth[h] + probe_err[h];
+    c.uncertainty_ns = bound[h];
+    probe.push_back(c);
+    for (uint64_t id = 1; id <= 20; ++id) {
+      ends[c.host][id] = mid - 500'000'000 + static_cast<int64_t>(id) * 40'000'000 + truth[h];
+    }
+  }
+  std::vector<HostCorrection> out = RefineWithCollectives(ends, probe, mid);
+  ASSERT_EQ(out.size(), 2u);
+  for (int h = 0; h < 2; ++h) {
+    const int64_t error = out[h].offset_ns - truth[h];
+    EXPECT_LE(std::llabs(error), 2'000) << out[h].host;
+    EXPECT_LE(std::llabs(error), out[h].uncertainty_ns) << out[h].host;
+    EXPECT_LT(out[h].uncertainty_ns, 10'000) << out[h].host;
+  }
+}
+
 }  // namespace
 }  // namespace podprof::aggregator
 
@@ -646,6 +676,48 @@ TEST_F(PodTest, AnAgentKilledInEachPhaseRestartsCleanAndRejoins) {
   restart_agent_1();
   EXPECT_EQ(CaptureDirs(P("agenttmp")), 0);  // removed by its successor
   ASSERT_TRUE(WaitForProbedAgents(2));
+
+  // Streaming: stopped at its first chunks and killed, so the aggregator holds part of its
+  // stream and no trailer. Streams are short, so a kill that lands after the trailer is tried
+  // again with a longer window.
+  bool killed_mid_stream = false;
+  for (int attempt = 0; attempt < 3 && !killed_mid_stream; ++attempt) {
+    const std::string sid = StartCapture(1500 * (attempt + 1));
+    grpc::ClientContext ctx;
+    v1::WatchCaptureRequest w;
+    w.set_capture_id(sid);
+    auto reader = stub_->WatchCapture(&ctx, w);
+    v1::CaptureProgress p, last;
+    bool killed = false;
+    while (reader->Read(&p)) {
+      last = p;
+      if (!killed && p.host().host_name() == "host-1" && p.detail() == "streaming") {
+        agents_[1]->Signal(SIGSTOP);
+        agents_[1]->Signal(SIGKILL);
+        killed = true;
+      }
+    }
+    reader->Finish();
+    ASSERT_TRUE(killed) << "host-1 never reported streaming";
+    agents_[1]->Wait();
+    ASSERT_TRUE(last.done());
+    for (const auto& h : last.summary().hosts()) {
+      if (h.host_name() != "host-1" || h.status() != v1::CAPTURE_STATUS_FAILED) continue;
+      killed_mid_stream = true;
+      EXPECT_EQ(last.status(), v1::CAPTURE_STATUS_PARTIAL);
+      EXPECT_GT(h.bytes_received(), 0u);
+      EXPECT_FALSE(h.error_message().empty());
+    }
+    for (const auto& h : last.summary().hosts()) {
+      if (h.host_name() != "host-1") {
+        EXPECT_EQ(h.status(), v1::CAPTURE_STATUS_COMPLETE);
+      }
+    }
+    restart_agent_1();
+    ASSERT_TRUE(WaitForProbedAgents(2));
+  }
+  EXPECT_TRUE(killed_mid_stream) << "three kills all landed after the stream's end";
+  EXPECT_EQ(CaptureDirs(P("agenttmp")), 0);
   std::string again;
   EXPECT_EQ(CaptureAndWatch(200, &again).status(), v1::CAPTURE_STATUS_COMPLETE);
 }
