@@ -141,7 +141,6 @@ class TwoHostPod : public ::testing::Test {
     return out;
   }
 
-
   fs::path dir_;
   int port_ = 0;
   std::unique_ptr<ChildProcess> aggregator_;
@@ -301,8 +300,8 @@ TEST_F(ProxiedLinkTest, DelayWidensTheBoundsAlignmentHoldsLossAndCutsAreSurvived
   ASSERT_EQ(errors.size(), 2u);
   for (const auto& [host, e] : errors) {
     std::cout << "[ NOTE     ] " << host << ": error " << e.first / 1000.0 << " us, reported "
-              << e.second / 1000.0 << " us; probe bound "
-              << clocks[host].uncertainty_ns() / 1000.0 << " us\n";
+              << e.second / 1000.0 << " us; probe bound " << clocks[host].uncertainty_ns() / 1000.0
+              << " us\n";
     // Alignment holds within what it reports, and the collectives with the close host's
     // probes make that tight even for the far one.
     EXPECT_LE(std::llabs(e.first), e.second) << host;
