@@ -8,7 +8,17 @@ namespace {
 // Worst case of one event on the wire: 10-byte varints for start and duration, 5 for the
 // kernel id, 10 for the collective id.
 constexpr size_t kMaxEventBytes = 35;
-constexpr size_t kMaxKernelDefBytes = 512;
+// Bounds on a kernel definition's longer texts: an HLO instruction, and a Mosaic kernel's MLIR.
+constexpr size_t kMaxHloTextBytes = 8 << 10;
+constexpr size_t kMaxMlirBytes = 64 << 10;
+
+// The first `n` bytes of `s`, cut back to a UTF-8 character boundary: protobuf refuses a
+// string field holding half a character.
+std::string Cut(const std::string& s, size_t n) {
+  if (s.size() <= n) return s;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return s.substr(0, n);
+}
 
 bool Send(const podprof::v1::CaptureChunk& chunk, ChunkSink* sink, ChunkCounts* counts) {
   counts->chunks++;
@@ -25,23 +35,36 @@ bool StreamCapture(const trace::HostCapture& capture, const podprof::v1::HostInf
   *chunk.mutable_host_info() = host;
   if (!Send(chunk, sink, counts)) return false;
 
-  // Kernel definitions, batched; each field is bounded by the chunk size (long names cut).
-  const size_t defs_per_chunk = std::max<size_t>(1, max_chunk_bytes / kMaxKernelDefBytes);
+  // Kernel definitions, batched up to the chunk size (at least one per chunk); each field is
+  // bounded (long names and texts cut).
   for (size_t i = 0; i < capture.kernels.size();) {
     chunk.Clear();
     auto* batch = chunk.mutable_kernel_defs();
-    for (size_t n = 0; n < defs_per_chunk && i < capture.kernels.size(); ++n, ++i) {
+    size_t batch_bytes = 0;
+    for (; i < capture.kernels.size(); ++i) {
+      const size_t def_bytes = 512 +
+                               std::min(capture.kernels[i].hlo_text.size(), kMaxHloTextBytes) +
+                               std::min(capture.kernels[i].mlir.size(), kMaxMlirBytes) +
+                               std::min<size_t>(capture.kernels[i].source_stack.size(), 4096) +
+                               std::min<size_t>(capture.kernels[i].tf_op.size(), 1024);
+      if (batch->kernels_size() > 0 && batch_bytes + def_bytes > max_chunk_bytes) break;
+      batch_bytes += def_bytes;
       const trace::KernelDef& k = capture.kernels[i];
       auto* d = batch->add_kernels();
       d->set_kernel_id(i + 1);
-      d->set_module(k.module.substr(0, 128));
-      d->set_op_name(k.name.substr(0, 200));
+      d->set_module(Cut(k.module, 128));
+      d->set_op_name(Cut(k.name, 200));
       d->set_hlo_text_hash(k.hlo_hash);
-      d->set_category(k.category.substr(0, 64));
+      d->set_category(Cut(k.category, 64));
       d->set_program_id(k.program_id);
       d->set_flops(k.flops);
       d->set_bytes_accessed(k.bytes_accessed);
-      d->set_source(k.source.substr(0, 100));
+      d->set_source(Cut(k.source, 100));
+      // Identity for `podprof kernel`, bounded so one kernel cannot crowd a chunk out.
+      d->set_hlo_text(Cut(k.hlo_text, kMaxHloTextBytes));
+      d->set_tf_op(Cut(k.tf_op, 1024));
+      d->set_source_stack(Cut(k.source_stack, 4096));
+      d->set_mlir(Cut(k.mlir, kMaxMlirBytes));
     }
     counts->kernels += batch->kernels_size();
     if (!Send(chunk, sink, counts)) return false;

@@ -20,6 +20,10 @@ bool ChunkAssembler::Add(const podprof::v1::CaptureChunk& c) {
       d.flops = k.flops();
       d.bytes_accessed = k.bytes_accessed();
       d.source = k.source();
+      d.hlo_text = k.hlo_text();
+      d.tf_op = k.tf_op();
+      d.source_stack = k.source_stack();
+      d.mlir = k.mlir();
       capture_.kernels.push_back(std::move(d));
     }
   } else if (c.has_event_block()) {

@@ -15,6 +15,7 @@
 #include "common/logging.h"
 #include "export/trace_export.h"
 #include "export/xspace_export.h"
+#include "insight/verdict.h"
 #include "proto/grpc_status.h"
 #include "trace/kernel_stats.h"
 #include "trace/xspace_reader.h"
@@ -169,6 +170,60 @@ podprof::v1::KernelStats ToProto(const storage::StatRow& r) {
   return k;
 }
 
+// The verdict and counter figures of a stats row, from what the store attributed to it.
+void FillInsight(const storage::StatRow& r, const storage::KernelInsightRow* in,
+                 podprof::v1::KernelStats* k) {
+  insight::KernelFacts f;
+  f.category = r.kernel.category;
+  f.flops = r.kernel.flops;
+  f.bytes_accessed = r.kernel.bytes_accessed;
+  f.count = r.count;
+  f.total_ps = r.total_ps;
+  f.peak_tflops = r.peak_tflops;
+  f.peak_hbm_gbps = r.peak_hbm_gbps;
+  if (in != nullptr) {
+    f.gauges = in->gauges;
+    f.wait_ps = in->wait_ps;
+    f.straggler = in->straggler;
+    f.collective = in->wait_instances > 0;
+  }
+  const insight::Verdict v = insight::Decide(f);
+  podprof::v1::KernelInsight* out = k->mutable_insight();
+  out->set_verdict(insight::BoundName(v.bound));
+  out->set_verdict_text(v.text);
+  out->set_arithmetic_intensity(v.intensity);
+  out->set_ridge_point(v.ridge);
+  out->set_roofline_fraction(v.roofline_fraction);
+  out->set_wait_fraction(v.wait_fraction);
+  out->set_wait_ps(f.wait_ps);
+  out->set_straggler(f.straggler);
+  out->set_has_counters(in != nullptr && (!in->gauges.empty() || !in->totals.empty()));
+  out->set_stall_fraction(v.stall_fraction);
+  out->set_dominant_stall(v.dominant_stall);
+  if (in != nullptr) {
+    for (const auto& [name, mean] : in->gauges) (*out->mutable_utilization())[name] = mean;
+    for (const auto& [name, total] : in->totals) (*out->mutable_totals())[name] = total;
+    out->set_counter_covered_ps(in->covered_ps);
+  }
+}
+
+// Attaches verdicts to stats rows grouped by kernel or by chip.
+absl::Status AttachInsights(storage::Store& store, const std::string& capture_id, bool per_chip,
+                            const std::vector<storage::StatRow>& rows,
+                            podprof::v1::GetKernelStatsResponse* resp) {
+  absl::StatusOr<std::vector<storage::KernelInsightRow>> insights =
+      store.KernelInsights(capture_id, per_chip);
+  if (!insights.ok()) return insights.status();
+  std::map<std::tuple<std::string, int, int64_t>, const storage::KernelInsightRow*> by_key;
+  for (const auto& in : *insights) by_key[{in.host, in.chip, in.kernel_id}] = &in;
+  for (int i = 0; i < resp->stats_size(); ++i) {
+    const storage::StatRow& r = rows[i];
+    auto it = by_key.find({per_chip ? r.host : "", per_chip ? r.chip : -1, r.kernel.id});
+    FillInsight(r, it == by_key.end() ? nullptr : it->second, resp->mutable_stats(i));
+  }
+  return absl::OkStatus();
+}
+
 grpc::Status AggregatorService::Register(grpc::ServerContext* context,
                                          const podprof::v1::RegisterRequest* req,
                                          podprof::v1::RegisterResponse* resp) {
@@ -298,6 +353,154 @@ grpc::Status AggregatorService::GetKernelStats(grpc::ServerContext*,
   resp->set_matched_count(static_cast<uint32_t>(rows->size()));
   size_t n = req->top_n() > 0 ? std::min<size_t>(req->top_n(), rows->size()) : rows->size();
   for (size_t i = 0; i < n; ++i) *resp->add_stats() = ToProto((*rows)[i]);
+  if (q.group_by == storage::Grouping::kKernel || q.group_by == storage::Grouping::kChip) {
+    absl::Status s = AttachInsights(*store_, q.capture_id, q.group_by == storage::Grouping::kChip,
+                                    *rows, resp);
+    if (!s.ok()) return ToGrpc(s);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status AggregatorService::DescribeKernel(grpc::ServerContext*,
+                                               const podprof::v1::DescribeKernelRequest* req,
+                                               podprof::v1::DescribeKernelResponse* resp) {
+  if (req->op_name().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "op_name is empty");
+  }
+  if (req->op_name().size() > 1024 || req->module().size() > 1024) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "op_name or module over 1024 bytes");
+  }
+  absl::StatusOr<std::vector<storage::KernelIdentity>> found =
+      store_->FindKernels(req->op_name(), req->module());
+  if (!found.ok()) return ToGrpc(found.status());
+  if (found->empty()) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        absl::StrCat("no stored kernel is named \"", req->op_name(), "\"",
+                                     req->module().empty() ? "" : " in module " + req->module()));
+  }
+  // With a capture named, the kernel of that name it holds; else the newest stored.
+  const storage::KernelIdentity* chosen = &found->front();
+  std::string capture = req->capture_id();
+  if (capture.empty()) {
+    absl::StatusOr<std::string> latest = store_->LatestCaptureWith(chosen->key.id);
+    if (!latest.ok()) return ToGrpc(latest.status());
+    capture = *latest;
+  }
+  std::string exact;
+  for (char c : req->op_name()) {
+    if (std::string("\\^$.|?*+()[]{}").find(c) != std::string::npos) exact += '\\';
+    exact += c;
+  }
+  storage::StatsQuery q;
+  q.capture_id = capture;
+  q.op_regex = absl::StrCat("^", exact, "$");
+  absl::StatusOr<std::vector<storage::StatRow>> pod = store_->KernelStats(q);
+  if (!pod.ok()) return ToGrpc(pod.status());
+  const storage::StatRow* row = nullptr;
+  for (const storage::KernelIdentity& k : *found) {
+    for (const storage::StatRow& r : *pod) {
+      if (row == nullptr && r.kernel.id == k.key.id) {
+        row = &r;
+        chosen = &k;
+      }
+    }
+  }
+  if (row == nullptr) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        absl::StrCat("capture ", capture, " holds no kernel named \"",
+                                     req->op_name(), "\""));
+  }
+  podprof::v1::KernelDef* def = resp->mutable_kernel();
+  FillKernelDef(chosen->key, def);
+  def->set_source(chosen->key.source);
+  def->set_hlo_text(chosen->hlo_text);
+  def->set_tf_op(chosen->tf_op);
+  def->set_source_stack(chosen->source_stack);
+  def->set_mlir(chosen->mlir);
+  def->set_custom_call_target(trace::CustomCallTarget(chosen->hlo_text));
+  for (const storage::KernelIdentity& k : *found) {
+    if (&k != chosen) FillKernelDef(k.key, resp->add_others());
+  }
+  resp->set_capture_id(capture);
+  podprof::v1::GetKernelStatsResponse pod_resp;
+  *pod_resp.add_stats() = ToProto(*row);
+  absl::Status s = AttachInsights(*store_, capture, false, {*row}, &pod_resp);
+  if (!s.ok()) return ToGrpc(s);
+  *resp->mutable_rollup() = pod_resp.stats(0);
+
+  q.group_by = storage::Grouping::kChip;
+  absl::StatusOr<std::vector<storage::StatRow>> chips = store_->KernelStats(q);
+  if (!chips.ok()) return ToGrpc(chips.status());
+  std::vector<storage::StatRow> mine;
+  for (const storage::StatRow& r : *chips) {
+    if (r.kernel.id == chosen->key.id) mine.push_back(r);
+  }
+  podprof::v1::GetKernelStatsResponse chip_resp;
+  for (const storage::StatRow& r : mine) *chip_resp.add_stats() = ToProto(r);
+  s = AttachInsights(*store_, capture, true, mine, &chip_resp);
+  if (!s.ok()) return ToGrpc(s);
+  for (auto& k : *chip_resp.mutable_stats()) *resp->add_per_chip() = std::move(k);
+
+  storage::HistoryQuery h;
+  h.module = chosen->key.module;
+  h.op_regex = q.op_regex;
+  h.max_kernels = 1;
+  absl::StatusOr<std::vector<storage::HistorySeries>> series = store_->KernelHistory(h);
+  if (!series.ok()) return ToGrpc(series.status());
+  if (!series->empty()) {
+    const auto& points = series->front().points;
+    size_t first = 0;
+    const size_t limit = req->history_limit() > 0 ? req->history_limit() : 30;
+    if (points.size() > limit) first = points.size() - limit;
+    for (size_t i = first; i < points.size(); ++i) {
+      const storage::HistoryPoint& p = points[i];
+      auto* pt = resp->add_history();
+      pt->set_capture_id(p.capture_id);
+      pt->set_capture_start_ns(p.start_ns);
+      pt->set_count(static_cast<uint64_t>(p.count));
+      pt->set_mean_ps(p.count > 0 ? static_cast<double>(p.total_ps) / p.count : 0);
+      pt->set_p50_ps(std::llround(p.sketch.Quantile(0.5)));
+      pt->set_p90_ps(std::llround(p.sketch.Quantile(0.9)));
+      pt->set_p99_ps(std::llround(p.sketch.Quantile(0.99)));
+      pt->set_chip_count(static_cast<uint32_t>(p.chips));
+      pt->set_total_ps(p.total_ps);
+      pt->set_achieved_tflops(p.achieved_tflops);
+    }
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status AggregatorService::GetStragglers(grpc::ServerContext*,
+                                              const podprof::v1::GetStragglersRequest* req,
+                                              podprof::v1::GetStragglersResponse* resp) {
+  if (req->capture_id().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "capture_id is empty");
+  }
+  absl::StatusOr<storage::StragglerReport> report = store_->Stragglers(req->capture_id());
+  if (!report.ok()) return ToGrpc(report.status());
+  resp->set_capture_id(req->capture_id());
+  for (const auto& c : report->chips) {
+    auto* out = resp->add_chips();
+    out->set_host_name(c.host);
+    out->set_chip_ordinal(c.chip);
+    out->set_times_last(static_cast<uint64_t>(c.times_last));
+    out->set_instances(static_cast<uint64_t>(c.instances));
+    out->set_caused_wait_ps(c.caused_ps);
+    out->set_lateness_ps(c.lateness_ps);
+    for (int64_t step : c.steps) out->add_steps(step);
+  }
+  for (const auto& i : report->instances) {
+    auto* out = resp->add_worst();
+    out->set_collective_id(i.id);
+    out->set_kernel_name(i.kernel);
+    out->set_step(i.step);
+    out->set_straggler_host(i.straggler_host);
+    out->set_straggler_chip(i.straggler_chip);
+    out->set_chips(static_cast<uint32_t>(i.chips));
+    out->set_spread_ps(i.spread_ps);
+    out->set_lateness_ps(i.lateness_ps);
+    out->set_caused_wait_ps(i.caused_ps);
+  }
   return grpc::Status::OK;
 }
 

@@ -66,6 +66,12 @@ class AggregatorService final : public podprof::v1::Aggregator::Service {
   grpc::Status GetKernelStats(grpc::ServerContext* context,
                               const podprof::v1::GetKernelStatsRequest* request,
                               podprof::v1::GetKernelStatsResponse* response) override;
+  grpc::Status DescribeKernel(grpc::ServerContext* context,
+                              const podprof::v1::DescribeKernelRequest* request,
+                              podprof::v1::DescribeKernelResponse* response) override;
+  grpc::Status GetStragglers(grpc::ServerContext* context,
+                             const podprof::v1::GetStragglersRequest* request,
+                             podprof::v1::GetStragglersResponse* response) override;
   grpc::Status KernelHistory(grpc::ServerContext* context,
                              const podprof::v1::KernelHistoryRequest* request,
                              podprof::v1::KernelHistoryResponse* response) override;

@@ -84,7 +84,7 @@ absl::StatusOr<PodModel> PodModel::Create(const PodConfig& config) {
   const double peak_flops = m.generation_->peak_tflops * 1e12;   // FLOP/s
   const double peak_bytes = m.generation_->peak_hbm_gbps * 1e9;  // B/s
   auto compute = [&](std::string name, std::string category, double flop_us, double byte_us,
-                     double eff, int line) {
+                     double eff, int line, UnitProfile units, std::string expected) {
     OpTemplate op;
     op.name = name;
     op.category = std::move(category);
@@ -96,6 +96,10 @@ absl::StatusOr<PodModel> PodModel::Create(const PodConfig& config) {
                                "4096]{1,0} %param.",
                                line % 7, "), kind=kOutput, calls=%", name, ".computation");
     op.source = absl::StrCat("train.py:", line);
+    op.tf_op = absl::StrCat("jit(train_step)/jit(main)/layer/", op.category);
+    op.source_stack = absl::StrCat("train.py:", line, "\nmodel.py:", 100 + line, "\nmain.py:12");
+    op.units = units;
+    op.expected_bound = std::move(expected);
     m.ops_.push_back(std::move(op));
   };
   auto collective = [&](std::string name, std::string category, double mbytes, int line) {
@@ -109,21 +113,63 @@ absl::StatusOr<PodModel> PodModel::Create(const PodConfig& config) {
     op.hlo_text = absl::StrCat("%", name, " = bf16[", static_cast<int64_t>(mbytes * 5e5), "]{0} ",
                                category, "(bf16[...] %fusion), replica_groups={}");
     op.source = absl::StrCat("train.py:", line);
+    op.tf_op = absl::StrCat("jit(train_step)/jit(main)/", category);
+    op.units = {0, 0.05, 0.02, 0.6, 0, 0};
+    op.expected_bound = "communication";
     m.ops_.push_back(std::move(op));
   };
+  // Unit profiles by kind: matmuls keep the MXU busy; elementwise fusions and copies move
+  // data; a gather waits on its DMAs; a scalar add is over before its work shows.
+  const UnitProfile matmul{0.72, 0.15, 0.04, 0.2, 0.05, 0.02};
+  const UnitProfile elementwise{0.0, 0.55, 0.05, 0.85, 0.12, 0.03};
+  const UnitProfile copy{0.0, 0.1, 0.02, 0.9, 0.08, 0.02};
+  const UnitProfile gather{0.0, 0.08, 0.1, 0.3, 0.1, 0.52};
+  const UnitProfile scalar{0.0, 0.04, 0.6, 0.02, 0.03, 0.02};
   int fusion = 0;
   for (int layer = 0; layer < 4; ++layer) {
-    compute(absl::StrCat("fusion.", ++fusion), "convolution fusion", 180, 40, 0.72, 40 + layer);
-    compute(absl::StrCat("loop_fusion.", layer), "loop fusion", 2, 30, 0.85, 41 + layer);
+    compute(absl::StrCat("fusion.", ++fusion), "convolution fusion", 180, 40, 0.72, 40 + layer,
+            matmul, "compute bound");
+    compute(absl::StrCat("loop_fusion.", layer), "loop fusion", 2, 30, 0.85, 41 + layer,
+            elementwise, "memory bound");
     collective(absl::StrCat("all-gather.", layer), "all-gather", 6, 42 + layer);
-    compute(absl::StrCat("copy.", layer), "copy", 0, 8, 0.9, 43 + layer);
+    compute(absl::StrCat("copy.", layer), "copy", 0, 8, 0.9, 43 + layer, copy, "memory bound");
+    compute(absl::StrCat("gather_fusion.", layer), "data formatting", 0.5, 12, 0.3, 44 + layer,
+            gather, "stalled");
+    compute(absl::StrCat("add.", layer), "non-fusion elementwise", 0.01, 0.05, 0.02, 45 + layer,
+            scalar, "launch/overhead bound");
+  }
+  // A Pallas attention kernel: a Mosaic custom call whose MLIR the capture carries.
+  compute("flash_attention", "custom-call", 150, 25, 0.6, 50,
+          {0.6, 0.25, 0.05, 0.25, 0.04, 0.03}, "compute bound");
+  {
+    OpTemplate& fa = m.ops_.back();
+    fa.hlo_text =
+        "%flash_attention = bf16[8,2048,128]{2,1,0} custom-call(bf16[8,2048,128]{2,1,0} %q, "
+        "bf16[8,2048,128]{2,1,0} %k, bf16[8,2048,128]{2,1,0} %v), "
+        "custom_call_target=\"tpu_custom_call\", "
+        "backend_config={\"custom_call_config\": {\"kernel_name\": \"flash_attention\"}}";
+    fa.tf_op = "jit(train_step)/jit(main)/pallas_call[name=flash_attention]";
+    fa.mlir =
+        "module attributes {stable_mosaic.version = 3 : i64} {\n"
+        "  func.func @flash_attention(%arg0: i32, %arg1: memref<1x2048x128xbf16, "
+        "#tpu.memory_space<vmem>>, %arg2: memref<1x2048x128xbf16, #tpu.memory_space<vmem>>, "
+        "%arg3: memref<1x2048x128xbf16, #tpu.memory_space<vmem>>, %arg4: "
+        "memref<1x2048x128xbf16, #tpu.memory_space<vmem>>) {\n"
+        "    %c0 = arith.constant 0 : index\n"
+        "    %0 = vector.load %arg1[%c0, %c0, %c0] : memref<1x2048x128xbf16, "
+        "#tpu.memory_space<vmem>>, vector<1x2048x128xbf16>\n"
+        "    %1 = tpu.matmul %0, %0, %cst {dimension_numbers = #tpu.dot_dimension_numbers<[1], "
+        "[1], [0], [0], [0, 0, 1, 0], [], []>} : vector<1x2048x128xbf16>, "
+        "vector<1x2048x128xbf16>, vector<2048x2048xf32> -> vector<2048x2048xf32>\n"
+        "    return\n  }\n}\n";
   }
   for (int layer = 3; layer >= 0; --layer) {
-    compute(absl::StrCat("fusion.", ++fusion), "convolution fusion", 240, 60, 0.7, 60 + layer);
+    compute(absl::StrCat("fusion.", ++fusion), "convolution fusion", 240, 60, 0.7, 60 + layer,
+            matmul, "compute bound");
     collective(absl::StrCat("reduce-scatter.", layer), "reduce-scatter", 8, 61 + layer);
   }
   collective("all-reduce.0", "all-reduce", 0.5, 80);
-  compute("loop_fusion.opt", "loop fusion", 1, 90, 0.85, 81);
+  compute("loop_fusion.opt", "loop fusion", 1, 90, 0.85, 81, elementwise, "memory bound");
 
   if (config.step_period_ns > 0) {
     m.step_period_ns_ = config.step_period_ns;

@@ -38,6 +38,14 @@ struct PodConfig {
   int64_t step_period_ns = 0;
 };
 
+// What a kernel keeps each unit of the chip doing while it runs, as its hardware counters
+// show it: busy fractions of the matrix, vector and scalar units and the DMA engines, and the
+// fractions of time stalled on HBM and on DMA (all 0..1).
+struct UnitProfile {
+  double mxu = 0, vpu = 0, scalar = 0, dma = 0;
+  double stall_hbm = 0, stall_dma = 0;
+};
+
 // One kernel of the training step, the same on every chip.
 struct OpTemplate {
   std::string name;      // short op name, e.g. "fusion.3"
@@ -49,6 +57,12 @@ struct OpTemplate {
   // Fraction of the roofline the kernel reaches (compute) or of the link bandwidth (collectives).
   double efficiency = 1;
   std::string source;  // model source line
+  std::string tf_op;   // framework op path
+  std::string source_stack;
+  std::string mlir;  // Pallas kernels: the lowered Mosaic MLIR
+  UnitProfile units;
+  // The verdict this kernel's model makes (insight::BoundName), for tests.
+  std::string expected_bound;
 };
 
 // One kernel execution on one chip, in true time.

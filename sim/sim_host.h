@@ -29,7 +29,7 @@ struct SimHostOptions {
   double clock_drift_ppm = 0;
   // Extra shift of device timestamps only.
   int64_t device_clock_offset_ns = 0;
-  bool counters = false;
+  bool counters = true;
   // Name the host writes into its XSpace; files are named by the request, as the real server.
   std::string host_name;
   // Where to keep the ground truth as JSON (empty: nowhere).

@@ -70,7 +70,9 @@ int SimHostMain(int argc, char** argv) {
   app.add_option("--host-index", options.pod.host_index, "This host's index in the pod");
   app.add_option("--pod-seed", options.pod.pod_seed, "Seed shared by every host of the pod");
   app.add_option("--straggler", stragglers, "A slow chip, host:chip:factor (repeatable)");
-  app.add_flag("--counters", options.counters, "Emit _counters_ hardware counter events");
+  app.add_flag("--counters,!--no-counters", options.counters,
+               "Emit _counters_ hardware counters: unit busy and stall fractions, energy "
+               "(default on)");
   app.add_option("--clock-offset", clock_offset, "Host clock error, e.g. -37.5ms");
   app.add_option("--clock-drift-ppm", options.clock_drift_ppm, "Host clock drift, ppm");
   app.add_option("--device-clock-offset", device_offset,

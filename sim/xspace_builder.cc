@@ -29,6 +29,9 @@ enum StatId : int64_t {
   kProgramId,
   kAllReduceUniqueId,
   kCounterValue,
+  kTfOp,
+  kSourceStack,
+  kMosaicMlir,
   kStatCount,
 };
 const char* const kStatNames[] = {
@@ -48,11 +51,21 @@ const char* const kStatNames[] = {
     "program_id",
     "all_reduce_unique_id",
     "counter_value",
+    "tf_op",
+    "source_stack",
+    "mosaic_mlir",
 };
 
-const char* const kCounterNames[] = {"mxu_busy_percent", "vpu_busy_percent", "hbm_read_bytes",
-                                     "hbm_write_bytes", "stall_cycles"};
-constexpr int kCounterKinds = 5;
+// The hardware counters a simulated chip reports: unit busy and stall fractions (gauges, each
+// sample holding until the next) and core and HBM energy (running totals, nJ).
+const char* const kCounterNames[] = {"mxu_busy",  "vpu_busy",  "scalar_busy",
+                                     "dma_busy",  "stall_hbm", "stall_dma",
+                                     "vdd_core_energy_nj", "hbm_energy_nj"};
+constexpr int kCounterKinds = 8;
+constexpr int kGaugeKinds = 6;
+// Power, W: idle, and what full use of each unit adds.
+constexpr double kCoreIdleW = 40, kCoreMxuW = 120, kCoreVpuW = 40;
+constexpr double kHbmIdleW = 8, kHbmDmaW = 30;
 
 XStat* AddStat(google::protobuf::RepeatedPtrField<XStat>* stats, int64_t id) {
   XStat* s = stats->Add();
@@ -132,6 +145,13 @@ BuildResult BuildXSpace(const PodModel& model, const SkewedClock& clock,
       AddStat(m.mutable_stats(), kFlops)->set_int64_value(ops[i].flops);
       AddStat(m.mutable_stats(), kBytesAccessed)->set_int64_value(ops[i].bytes);
       AddStat(m.mutable_stats(), kSource)->set_str_value(ops[i].source);
+      AddStat(m.mutable_stats(), kTfOp)->set_str_value(ops[i].tf_op);
+      if (!ops[i].source_stack.empty()) {
+        AddStat(m.mutable_stats(), kSourceStack)->set_str_value(ops[i].source_stack);
+      }
+      if (!ops[i].mlir.empty()) {
+        AddStat(m.mutable_stats(), kMosaicMlir)->set_str_value(ops[i].mlir);
+      }
     }
     auto& module = metas[module_meta];
     module.set_id(module_meta);
@@ -158,6 +178,9 @@ BuildResult BuildXSpace(const PodModel& model, const SkewedClock& clock,
       }
     }
 
+    // The energy counters' running totals, and the true instant they were last advanced to.
+    double core_nj = 0, hbm_nj = 0;
+    int64_t energy_at_ps = -1;
     for (const auto& pod_step : steps) {
       const ChipStep& cs = pod_step[chip];
       const int64_t step_ps = cs.start_ns * 1000;
@@ -196,22 +219,34 @@ BuildResult BuildXSpace(const PodModel& model, const SkewedClock& clock,
         }
         ++result.kernel_events;
         if (counters != nullptr) {
-          const OpTemplate& op = ops[run.op];
-          const double secs = static_cast<double>(run.duration_ps) * 1e-12;
-          const double flop_share =
-              secs > 0
-                  ? std::min(1.0, static_cast<double>(op.flops) / (gen.peak_tflops * 1e12) / secs)
-                  : 0;
-          const double values[kCounterKinds] = {
-              100 * flop_share, op.collective ? 5.0 : 100 * (1 - flop_share) * 0.6,
-              static_cast<double>(op.bytes) * 0.6, static_cast<double>(op.bytes) * 0.4,
-              std::max(0.0, secs * 1e9 * (1 - flop_share))};
-          for (int k = 0; k < kCounterKinds; ++k) {
-            XEvent* cev = counters->add_events();
-            cev->set_metadata_id(first_counter_meta + k);
-            cev->set_offset_ps(off);
-            AddStat(cev->mutable_stats(), kCounterValue)->set_double_value(values[k]);
-          }
+          // A sample where the kernel starts (its units' levels) and where it ends (idle),
+          // with the energy counters' running totals at both instants.
+          const UnitProfile& u = ops[run.op].units;
+          const double levels[kGaugeKinds] = {u.mxu, u.vpu, u.scalar, u.dma, u.stall_hbm,
+                                              u.stall_dma};
+          const double core_w = kCoreIdleW + kCoreMxuW * u.mxu + kCoreVpuW * u.vpu;
+          const double hbm_w = kHbmIdleW + kHbmDmaW * u.dma;
+          const int64_t end = t + run.duration_ps;
+          if (energy_at_ps < 0) energy_at_ps = t;
+          // Idle since the last kernel (nJ = W x ps / 1000).
+          core_nj += kCoreIdleW * static_cast<double>(t - energy_at_ps) * 1e-3;
+          hbm_nj += kHbmIdleW * static_cast<double>(t - energy_at_ps) * 1e-3;
+          auto sample = [&](int64_t at_true_ps, const double* gauges, double core, double hbm) {
+            const int64_t at = host_offset_ps(at_true_ps) + device_shift_ps;
+            for (int k = 0; k < kCounterKinds; ++k) {
+              XEvent* cev = counters->add_events();
+              cev->set_metadata_id(first_counter_meta + k);
+              cev->set_offset_ps(at);
+              const double v = k < kGaugeKinds ? gauges[k] : k == kGaugeKinds ? core : hbm;
+              AddStat(cev->mutable_stats(), kCounterValue)->set_double_value(v);
+            }
+          };
+          static const double kIdle[kGaugeKinds] = {0, 0, 0, 0, 0, 0};
+          sample(t, levels, core_nj, hbm_nj);
+          core_nj += core_w * static_cast<double>(run.duration_ps) * 1e-3;
+          hbm_nj += hbm_w * static_cast<double>(run.duration_ps) * 1e-3;
+          sample(end, kIdle, core_nj, hbm_nj);
+          energy_at_ps = end;
         }
       }
     }

@@ -118,6 +118,61 @@ CREATE INDEX timelines_by_capture ON timeline_blocks (capture);
       R"sql(
 ALTER TABLE captures ADD COLUMN source TEXT NOT NULL DEFAULT 'capture';
 )sql",
+      // 3: what each kernel is, the counters attributed to kernels, and who waited for whom
+      // at the collectives.
+      R"sql(
+ALTER TABLE kernels ADD COLUMN hlo_text TEXT NOT NULL DEFAULT '';
+ALTER TABLE kernels ADD COLUMN tf_op TEXT NOT NULL DEFAULT '';
+ALTER TABLE kernels ADD COLUMN source_stack TEXT NOT NULL DEFAULT '';
+ALTER TABLE kernels ADD COLUMN mlir TEXT NOT NULL DEFAULT '';
+-- One counter over one kernel's executions on one chip: for a running total `integral` is
+-- the increase, for a gauge the integral of its level (value x ps) over `covered_ps`.
+CREATE TABLE kernel_counters (
+  capture INTEGER NOT NULL REFERENCES captures (seq) ON DELETE CASCADE,
+  chip_id INTEGER NOT NULL,
+  kernel_id INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  cumulative INTEGER NOT NULL,
+  integral REAL NOT NULL,
+  covered_ps INTEGER NOT NULL,
+  executions INTEGER NOT NULL
+);
+CREATE INDEX kernel_counters_by_capture ON kernel_counters (capture);
+-- Time a kernel on a chip spent waiting in collectives for later chips.
+CREATE TABLE kernel_waits (
+  capture INTEGER NOT NULL REFERENCES captures (seq) ON DELETE CASCADE,
+  chip_id INTEGER NOT NULL,
+  kernel_id INTEGER NOT NULL,
+  wait_ps INTEGER NOT NULL,
+  instances INTEGER NOT NULL,
+  straggler TEXT NOT NULL
+);
+CREATE INDEX kernel_waits_by_capture ON kernel_waits (capture);
+CREATE TABLE stragglers (
+  capture INTEGER NOT NULL REFERENCES captures (seq) ON DELETE CASCADE,
+  host TEXT NOT NULL,
+  chip INTEGER NOT NULL,
+  times_last INTEGER NOT NULL,
+  instances INTEGER NOT NULL,
+  caused_ps INTEGER NOT NULL,
+  lateness_ps INTEGER NOT NULL,
+  steps TEXT NOT NULL
+);
+CREATE INDEX stragglers_by_capture ON stragglers (capture);
+CREATE TABLE collective_instances (
+  capture INTEGER NOT NULL REFERENCES captures (seq) ON DELETE CASCADE,
+  id INTEGER NOT NULL,
+  kernel TEXT NOT NULL,
+  step INTEGER NOT NULL,
+  straggler_host TEXT NOT NULL,
+  straggler_chip INTEGER NOT NULL,
+  chips INTEGER NOT NULL,
+  spread_ps INTEGER NOT NULL,
+  lateness_ps INTEGER NOT NULL,
+  caused_ps INTEGER NOT NULL
+);
+CREATE INDEX collective_instances_by_capture ON collective_instances (capture);
+)sql",
   };
   return *kMigrations;
 }

@@ -15,8 +15,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "insight/attribution.h"
+#include "insight/collectives.h"
 #include "nlohmann/json.hpp"
 #include "storage/schema.h"
 #include "trace/kernel_stats.h"
@@ -133,6 +136,47 @@ absl::Status Transaction(Connection& c, const std::function<absl::Status()>& bod
   return s;
 }
 
+// The pod's collective waits: per kernel and chip, per straggling chip, the worst instances.
+absl::Status WriteCollectiveReport(Connection& c, int64_t seq,
+                                   const insight::CollectiveReport& report) {
+  ASSIGN_OR_RETURN(auto ins_wait,
+                   Statement::Prepare(c,
+                                      "INSERT INTO kernel_waits (capture, chip_id, kernel_id, "
+                                      "wait_ps, instances, straggler) VALUES (?,?,?,?,?,?)"));
+  for (const auto& [key, w] : report.waits) {
+    ins_wait->Reset();
+    ins_wait->Bind(1, seq).Bind(2, key.first).Bind(3, key.second).Bind(4, w.wait_ps);
+    ins_wait->Bind(5, w.instances).Bind(6, w.straggler);
+    RETURN_IF_ERROR(ins_wait->Run());
+  }
+  ASSIGN_OR_RETURN(auto ins_straggler,
+                   Statement::Prepare(c,
+                                      "INSERT INTO stragglers (capture, host, chip, times_last, "
+                                      "instances, caused_ps, lateness_ps, steps) VALUES "
+                                      "(?,?,?,?,?,?,?,?)"));
+  for (const insight::StragglerRow& r : report.stragglers) {
+    ins_straggler->Reset();
+    ins_straggler->Bind(1, seq).Bind(2, r.host).Bind(3, int64_t{r.chip_ordinal});
+    ins_straggler->Bind(4, r.times_last).Bind(5, r.instances).Bind(6, r.caused_ps);
+    ins_straggler->Bind(7, r.lateness_ps).Bind(8, absl::StrJoin(r.steps, ","));
+    RETURN_IF_ERROR(ins_straggler->Run());
+  }
+  ASSIGN_OR_RETURN(auto ins_instance,
+                   Statement::Prepare(c,
+                                      "INSERT INTO collective_instances (capture, id, kernel, "
+                                      "step, straggler_host, straggler_chip, chips, spread_ps, "
+                                      "lateness_ps, caused_ps) VALUES (?,?,?,?,?,?,?,?,?,?)"));
+  for (const insight::InstanceRow& r : report.worst) {
+    ins_instance->Reset();
+    ins_instance->Bind(1, seq).Bind(2, static_cast<int64_t>(r.id)).Bind(3, r.kernel_name);
+    ins_instance->Bind(4, r.step).Bind(5, r.straggler_host).Bind(6, int64_t{r.straggler_chip});
+    ins_instance->Bind(7, int64_t{r.chips}).Bind(8, r.spread_ps).Bind(9, r.lateness_ps);
+    ins_instance->Bind(10, r.caused_ps);
+    RETURN_IF_ERROR(ins_instance->Run());
+  }
+  return absl::OkStatus();
+}
+
 absl::Status WriteCaptureRows(Connection& c, const CaptureWrite& w) {
   // The `running` record BeginCapture left, if any, gives way to the whole capture.
   ASSIGN_OR_RETURN(auto del_running,
@@ -179,6 +223,22 @@ absl::Status WriteCaptureRows(Connection& c, const CaptureWrite& w) {
                                       "SELECT id FROM kernels WHERE module = ? AND op_name = ? "
                                       "AND category = ? AND program_id = ? AND hlo_hash = ? AND "
                                       "flops = ? AND bytes_accessed = ?"));
+  // What a kernel is, filled in where an earlier capture left it empty.
+  ASSIGN_OR_RETURN(auto upd_identity,
+                   Statement::Prepare(c,
+                                      "UPDATE kernels SET "
+                                      "hlo_text = CASE WHEN hlo_text = '' THEN ?1 ELSE hlo_text END, "
+                                      "tf_op = CASE WHEN tf_op = '' THEN ?2 ELSE tf_op END, "
+                                      "source_stack = CASE WHEN source_stack = '' THEN ?3 "
+                                      "ELSE source_stack END, "
+                                      "mlir = CASE WHEN mlir = '' THEN ?4 ELSE mlir END "
+                                      "WHERE id = ?5"));
+  ASSIGN_OR_RETURN(auto ins_kcounter,
+                   Statement::Prepare(c,
+                                      "INSERT INTO kernel_counters (capture, chip_id, kernel_id, "
+                                      "name, cumulative, integral, covered_ps, executions) "
+                                      "VALUES (?,?,?,?,?,?,?,?)"));
+  std::vector<insight::CollectiveRun> collective_runs;
   ASSIGN_OR_RETURN(auto ins_stat,
                    Statement::Prepare(c,
                                       "INSERT INTO kernel_stats (capture, chip_id, kernel_id, "
@@ -256,6 +316,12 @@ absl::Status WriteCaptureRows(Connection& c, const CaptureWrite& w) {
       if (!got) return absl::InternalError("kernel row vanished");
       kernel_ids.push_back(get_kernel->Int(0));
       kernel_cache.emplace(key, kernel_ids.back());
+      if (!k.hlo_text.empty() || !k.tf_op.empty() || !k.source_stack.empty() || !k.mlir.empty()) {
+        upd_identity->Reset();
+        upd_identity->Bind(1, k.hlo_text).Bind(2, k.tf_op).Bind(3, k.source_stack);
+        upd_identity->Bind(4, k.mlir).Bind(5, kernel_ids.back());
+        RETURN_IF_ERROR(upd_identity->Run());
+      }
     }
     const std::vector<trace::KernelStats> stats = trace::ComputeKernelStats(cap);
     for (const trace::KernelStats& s : stats) {
@@ -279,6 +345,19 @@ absl::Status WriteCaptureRows(Connection& c, const CaptureWrite& w) {
       ins_block->Bind(5, static_cast<int64_t>(b.size())).BindBlob(6, EncodeBlock(b, kernel_ids));
       RETURN_IF_ERROR(ins_block->Run());
     }
+    for (const insight::KernelCounter& k : insight::AttributeCounters(cap)) {
+      ins_kcounter->Reset();
+      ins_kcounter->Bind(1, seq).Bind(2, chip_ids[k.chip]).Bind(3, kernel_ids[k.kernel]);
+      ins_kcounter->Bind(4, k.counter)
+          .Bind(5, int64_t{k.kind == trace::CounterKind::kCumulative});
+      ins_kcounter->Bind(6, k.integral).Bind(7, k.covered_ps).Bind(8, k.executions);
+      RETURN_IF_ERROR(ins_kcounter->Run());
+    }
+    {
+      std::vector<insight::CollectiveRun> runs = insight::CollectiveRuns(cap, chip_ids, kernel_ids);
+      collective_runs.insert(collective_runs.end(), std::make_move_iterator(runs.begin()),
+                             std::make_move_iterator(runs.end()));
+    }
     for (const trace::CounterSeries& s : cap.counters) {
       ins_counter->Reset();
       ins_counter->Bind(1, seq).Bind(2, chip_ids[s.chip]).Bind(3, s.name);
@@ -286,6 +365,7 @@ absl::Status WriteCaptureRows(Connection& c, const CaptureWrite& w) {
       RETURN_IF_ERROR(ins_counter->Run());
     }
   }
+  RETURN_IF_ERROR(WriteCollectiveReport(c, seq, insight::AnalyzeCollectives(collective_runs)));
   ASSIGN_OR_RETURN(auto ins_rollup,
                    Statement::Prepare(c,
                                       "INSERT INTO kernel_rollups (capture, kernel_id, "
@@ -1066,6 +1146,163 @@ absl::StatusOr<RetentionResult> Store::ApplyRetention(const RetentionPolicy& p, 
   }
   RETURN_IF_ERROR(OnWriter([](Connection& c) { return c.Exec("PRAGMA incremental_vacuum"); }));
   return result;
+}
+
+absl::StatusOr<std::vector<KernelInsightRow>> Store::KernelInsights(const std::string& capture_id,
+                                                                    bool per_chip) {
+  PODPROF_WITH_READER(c);
+  ASSIGN_OR_RETURN(CaptureRef ref, RequireCapture(c, capture_id));
+  // Per chip the key is (host, ordinal, kernel); over the pod it is the kernel alone.
+  const char* where = per_chip ? "h.name, ch.ordinal" : "'', -1";
+  std::map<std::tuple<std::string, int, int64_t>, KernelInsightRow> rows;
+  auto row = [&](const std::string& host, int chip, int64_t kernel) -> KernelInsightRow& {
+    KernelInsightRow& r = rows[{host, chip, kernel}];
+    r.host = host;
+    r.chip = chip;
+    r.kernel_id = kernel;
+    return r;
+  };
+  ASSIGN_OR_RETURN(
+      auto counters,
+      Statement::Prepare(c, absl::StrCat("SELECT ", where,
+                                         ", k.kernel_id, k.name, k.cumulative, SUM(k.integral), "
+                                         "SUM(k.covered_ps) FROM kernel_counters k "
+                                         "JOIN chips ch ON ch.id = k.chip_id "
+                                         "JOIN hosts h ON h.id = ch.host_id "
+                                         "WHERE k.capture = ? GROUP BY 1, 2, 3, 4, 5")));
+  counters->Bind(1, ref.seq);
+  while (true) {
+    ASSIGN_OR_RETURN(bool more, counters->Step());
+    if (!more) break;
+    KernelInsightRow& r =
+        row(counters->Text(0), static_cast<int>(counters->Int(1)), counters->Int(2));
+    const double integral = counters->Double(5);
+    const int64_t covered = counters->Int(6);
+    if (counters->Int(4) != 0) {
+      r.totals[counters->Text(3)] = integral;
+    } else if (covered > 0) {
+      r.gauges[counters->Text(3)] = integral / static_cast<double>(covered);
+    }
+    r.covered_ps = std::max(r.covered_ps, covered);
+  }
+  ASSIGN_OR_RETURN(
+      auto waits,
+      Statement::Prepare(c, absl::StrCat("SELECT ", where,
+                                         ", w.kernel_id, SUM(w.wait_ps), SUM(w.instances), "
+                                         "w.straggler, MAX(w.instances) FROM kernel_waits w "
+                                         "JOIN chips ch ON ch.id = w.chip_id "
+                                         "JOIN hosts h ON h.id = ch.host_id "
+                                         "WHERE w.capture = ? GROUP BY 1, 2, 3")));
+  waits->Bind(1, ref.seq);
+  while (true) {
+    ASSIGN_OR_RETURN(bool more, waits->Step());
+    if (!more) break;
+    KernelInsightRow& r = row(waits->Text(0), static_cast<int>(waits->Int(1)), waits->Int(2));
+    r.wait_ps = waits->Int(3);
+    r.wait_instances = waits->Int(4);
+    // SQLite takes the bare column from the row holding MAX(): the chip with most instances.
+    r.straggler = waits->Text(5);
+  }
+  std::vector<KernelInsightRow> out;
+  out.reserve(rows.size());
+  for (auto& [key, r] : rows) out.push_back(std::move(r));
+  return out;
+}
+
+absl::StatusOr<StragglerReport> Store::Stragglers(const std::string& capture_id) {
+  PODPROF_WITH_READER(c);
+  ASSIGN_OR_RETURN(CaptureRef ref, RequireCapture(c, capture_id));
+  StragglerReport report;
+  ASSIGN_OR_RETURN(auto chips, Statement::Prepare(c,
+                                                  "SELECT host, chip, times_last, instances, "
+                                                  "caused_ps, lateness_ps, steps FROM stragglers "
+                                                  "WHERE capture = ? ORDER BY caused_ps DESC"));
+  chips->Bind(1, ref.seq);
+  while (true) {
+    ASSIGN_OR_RETURN(bool more, chips->Step());
+    if (!more) break;
+    StragglerReport::Chip r;
+    r.host = chips->Text(0);
+    r.chip = static_cast<int>(chips->Int(1));
+    r.times_last = chips->Int(2);
+    r.instances = chips->Int(3);
+    r.caused_ps = chips->Int(4);
+    r.lateness_ps = chips->Int(5);
+    for (absl::string_view step : absl::StrSplit(chips->Text(6), ',', absl::SkipEmpty())) {
+      int64_t n;
+      if (absl::SimpleAtoi(step, &n)) r.steps.push_back(n);
+    }
+    report.chips.push_back(std::move(r));
+  }
+  ASSIGN_OR_RETURN(auto inst, Statement::Prepare(c,
+                                                 "SELECT id, kernel, step, straggler_host, "
+                                                 "straggler_chip, chips, spread_ps, lateness_ps, "
+                                                 "caused_ps FROM collective_instances WHERE "
+                                                 "capture = ? ORDER BY caused_ps DESC"));
+  inst->Bind(1, ref.seq);
+  while (true) {
+    ASSIGN_OR_RETURN(bool more, inst->Step());
+    if (!more) break;
+    StragglerReport::Instance r;
+    r.id = static_cast<uint64_t>(inst->Int(0));
+    r.kernel = inst->Text(1);
+    r.step = inst->Int(2);
+    r.straggler_host = inst->Text(3);
+    r.straggler_chip = static_cast<int>(inst->Int(4));
+    r.chips = static_cast<int>(inst->Int(5));
+    r.spread_ps = inst->Int(6);
+    r.lateness_ps = inst->Int(7);
+    r.caused_ps = inst->Int(8);
+    report.instances.push_back(std::move(r));
+  }
+  return report;
+}
+
+absl::StatusOr<std::vector<KernelIdentity>> Store::FindKernels(const std::string& op_name,
+                                                               const std::string& module) {
+  PODPROF_WITH_READER(c);
+  ASSIGN_OR_RETURN(auto s, Statement::Prepare(c,
+                                              "SELECT id, module, op_name, category, program_id, "
+                                              "hlo_hash, flops, bytes_accessed, source, "
+                                              "hlo_text, tf_op, source_stack, mlir FROM kernels "
+                                              "WHERE op_name = ? AND (? = '' OR module = ?) "
+                                              "ORDER BY id DESC LIMIT 50"));
+  s->Bind(1, op_name).Bind(2, module).Bind(3, module);
+  std::vector<KernelIdentity> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool more, s->Step());
+    if (!more) break;
+    KernelIdentity k;
+    k.key.id = s->Int(0);
+    k.key.module = s->Text(1);
+    k.key.op_name = s->Text(2);
+    k.key.category = s->Text(3);
+    k.key.program_id = static_cast<uint64_t>(s->Int(4));
+    k.key.hlo_hash = static_cast<uint64_t>(s->Int(5));
+    k.key.flops = s->Int(6);
+    k.key.bytes_accessed = s->Int(7);
+    k.key.source = s->Text(8);
+    k.hlo_text = s->Text(9);
+    k.tf_op = s->Text(10);
+    k.source_stack = s->Text(11);
+    k.mlir = s->Text(12);
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> Store::LatestCaptureWith(int64_t kernel_id) {
+  PODPROF_WITH_READER(c);
+  ASSIGN_OR_RETURN(auto s, Statement::Prepare(c,
+                                              "SELECT c.id FROM kernel_rollups r JOIN captures c "
+                                              "ON c.seq = r.capture WHERE r.kernel_id = ? "
+                                              "ORDER BY c.start_ns DESC LIMIT 1"));
+  s->Bind(1, kernel_id);
+  ASSIGN_OR_RETURN(bool found, s->Step());
+  if (!found) {
+    return absl::NotFoundError(absl::StrCat("no stored capture holds kernel ", kernel_id));
+  }
+  return s->Text(0);
 }
 
 }  // namespace podprof::storage

@@ -123,6 +123,47 @@ struct StatRow {
   double peak_tflops = 0, peak_hbm_gbps = 0;  // mean over the rows' chips
 };
 
+// What a capture's counters and collectives say of one kernel, on one chip or over the pod.
+struct KernelInsightRow {
+  std::string host;  // empty when merged over the pod
+  int chip = -1;     // -1 when merged over chips
+  int64_t kernel_id = 0;
+  // Gauges: time-weighted mean over the kernel's executions (busy and stall fractions).
+  std::map<std::string, double> gauges;
+  // Running totals: the increase over its executions (energy in nJ, cycles, bytes).
+  std::map<std::string, double> totals;
+  int64_t covered_ps = 0;  // the kernel's time the counters covered (the widest series)
+  int64_t wait_ps = 0;     // waiting in collectives for later chips
+  int64_t wait_instances = 0;
+  std::string straggler;  // who it waited for most often
+};
+
+// A kernel's identity as stored, with its texts.
+struct KernelIdentity {
+  KernelKey key;
+  std::string hlo_text, tf_op, source_stack, mlir;
+};
+
+struct StragglerReport {
+  struct Chip {
+    std::string host;
+    int chip = 0;
+    int64_t times_last = 0, instances = 0, caused_ps = 0, lateness_ps = 0;
+    std::vector<int64_t> steps;
+  };
+  struct Instance {
+    uint64_t id = 0;
+    std::string kernel;
+    int64_t step = -1;
+    std::string straggler_host;
+    int straggler_chip = 0;
+    int chips = 0;
+    int64_t spread_ps = 0, lateness_ps = 0, caused_ps = 0;
+  };
+  std::vector<Chip> chips;           // most waiting caused first
+  std::vector<Instance> instances;   // worst first
+};
+
 struct HistoryQuery {
   std::string module;  // empty = any
   std::string op_regex;
@@ -190,6 +231,19 @@ class Store {
   // NotFound for an unknown capture; InvalidArgument for a bad regex.
   absl::StatusOr<std::vector<StatRow>> KernelStats(const StatsQuery& query);
   absl::StatusOr<std::vector<HistorySeries>> KernelHistory(const HistoryQuery& query);
+  // Counter attributions and collective waits of a capture's kernels, per chip (`per_chip`)
+  // or merged over the pod, keyed by (host, chip, kernel id) as in StatRow. NotFound naming
+  // the id for an unknown capture.
+  absl::StatusOr<std::vector<KernelInsightRow>> KernelInsights(const std::string& capture_id,
+                                                               bool per_chip);
+  // Who made the others wait at the capture's collectives. NotFound for an unknown capture.
+  absl::StatusOr<StragglerReport> Stragglers(const std::string& capture_id);
+  // Kernels whose op name is `op_name` (exactly), most recently stored first; with `module`
+  // non-empty, only that module's.
+  absl::StatusOr<std::vector<KernelIdentity>> FindKernels(const std::string& op_name,
+                                                          const std::string& module);
+  // The newest capture holding kernel `kernel_id`; NotFound when none does.
+  absl::StatusOr<std::string> LatestCaptureWith(int64_t kernel_id);
   // Per kernel (module, op) in either capture; regression when the median moved beyond
   // `threshold` and beyond the baseline's own p90 (see SCHEMA.md).
   absl::StatusOr<std::vector<KernelDeltaRow>> Compare(const std::string& baseline,

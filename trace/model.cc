@@ -1,5 +1,7 @@
 #include "trace/model.h"
 
+#include <cstring>
+
 namespace podprof::trace {
 namespace {
 
@@ -21,7 +23,8 @@ size_t HostCapture::KeptBytes() const {
   bytes += VectorBytes(kernels);
   for (const KernelDef& k : kernels) {
     bytes += StringBytes(k.module) + StringBytes(k.name) + StringBytes(k.category) +
-             StringBytes(k.source);
+             StringBytes(k.source) + StringBytes(k.hlo_text) + StringBytes(k.tf_op) +
+             StringBytes(k.source_stack) + StringBytes(k.mlir);
   }
   bytes += VectorBytes(blocks);
   for (const EventBlock& b : blocks) {
@@ -48,6 +51,29 @@ LineKind LineKindOfName(const std::string& line) {
   if (line == "Steps") return LineKind::kSteps;
   if (line.rfind("Stream #", 0) == 0) return LineKind::kGpuStream;
   return LineKind::kOps;
+}
+
+CounterKind CounterKindOfName(const std::string& name) {
+  for (const char* suffix : {"_nj", "_cycles", "_count", "_bytes"}) {
+    const size_t n = std::strlen(suffix);
+    if (name.size() >= n && name.compare(name.size() - n, n, suffix) == 0) {
+      return CounterKind::kCumulative;
+    }
+  }
+  return CounterKind::kGauge;
+}
+
+std::string CustomCallTarget(const std::string& hlo_text) {
+  static constexpr char kKey[] = "custom_call_target=\"";
+  const size_t at = hlo_text.find(kKey);
+  if (at == std::string::npos) return "";
+  const size_t begin = at + sizeof(kKey) - 1;
+  const size_t end = hlo_text.find('"', begin);
+  return end == std::string::npos ? "" : hlo_text.substr(begin, end - begin);
+}
+
+bool IsPallasKernel(const KernelDef& k) {
+  return !k.mlir.empty() || CustomCallTarget(k.hlo_text) == "tpu_custom_call";
 }
 
 }  // namespace podprof::trace

@@ -80,7 +80,23 @@ struct KernelDef {
   int64_t bytes_accessed = 0;
   // Source location (`file.py:38`) when the capture records it.
   std::string source;
+  // The full HLO instruction text (the event metadata's name on TPU); empty when the capture
+  // gives only the short name.
+  std::string hlo_text;
+  // The framework op path (`tf_op`, e.g. "jit(train_step)/dot_general") and the source stack
+  // (`source_stack`, one frame per line), when recorded.
+  std::string tf_op;
+  std::string source_stack;
+  // For Pallas/Mosaic custom calls: the kernel's lowered MLIR, when the capture carries it.
+  std::string mlir;
 };
+
+// The custom-call target named in an HLO instruction (`custom_call_target="tpu_custom_call"`),
+// or "" when `hlo_text` is not a custom call.
+std::string CustomCallTarget(const std::string& hlo_text);
+// True for a Pallas/Mosaic kernel: a TPU custom call (`tpu_custom_call`) or a kernel whose
+// MLIR the capture carries.
+bool IsPallasKernel(const KernelDef& k);
 
 // Events of one timeline of one chip, stored column-wise.
 struct EventBlock {
@@ -103,6 +119,19 @@ struct EventBlock {
   size_t size() const { return start_ps.size(); }
 };
 
+// How a counter's samples accumulate, which decides how it is attributed to kernels.
+enum class CounterKind {
+  // A running total (energy, cycles, bytes): what a kernel did is the increase over it.
+  kCumulative,
+  // A level or rate (busy fraction, utilization, power, memory in use): what a kernel saw is
+  // the time-weighted mean over it, each sample holding until the next.
+  kGauge,
+};
+
+// The kind of a counter from its name: running totals end in `_nj`, `_cycles`, `_count` or
+// `_bytes` (energy, cycle, event and byte counters); everything else is a gauge.
+CounterKind CounterKindOfName(const std::string& name);
+
 // Samples of one hardware counter of one chip (from `_counters_` events).
 struct CounterSeries {
   // Index into Host::chips.
@@ -112,6 +141,8 @@ struct CounterSeries {
   // Sample times: ns since the Unix epoch on the host's clock (see EventBlock::base_ns).
   std::vector<int64_t> time_ns;
   std::vector<double> value;
+
+  CounterKind kind() const { return CounterKindOfName(name); }
 };
 
 // Everything podprof keeps of one host's capture.

@@ -66,6 +66,9 @@ enum class StatKind : uint8_t {
   kCoreDetails,
   kProfileStartTime,
   kProfileStopTime,
+  kTfOp,
+  kSourceStack,
+  kMlir,
 };
 
 StatKind StatKindOf(absl::string_view name) {
@@ -84,9 +87,14 @@ StatKind StatKindOf(absl::string_view name) {
       {"core_details", StatKind::kCoreDetails},
       {"profile_start_time", StatKind::kProfileStartTime},
       {"profile_stop_time", StatKind::kProfileStopTime},
+      {"tf_op", StatKind::kTfOp},
+      {"source_stack", StatKind::kSourceStack},
   };
   auto it = kByName->find(name);
-  return it == kByName->end() ? StatKind::kOther : it->second;
+  if (it != kByName->end()) return it->second;
+  // Where a capture carries a Mosaic kernel's lowered MLIR, the stat says so in its name.
+  if (absl::StrContains(name, "mlir")) return StatKind::kMlir;
+  return StatKind::kOther;
 }
 
 // One XStat as found on the wire, before its metadata is known.
@@ -206,8 +214,9 @@ class StatTable {
 
 // What podprof keeps of one XEventMetadata until events refer to it.
 struct EventMeta {
-  int64_t offset = 0;  // of the map entry, for error messages
-  std::string name;    // display_name if set, else name
+  int64_t offset = 0;     // of the map entry, for error messages
+  std::string name;       // display_name if set, else name
+  std::string full_name;  // name, when display_name is set and differs (the HLO text)
   uint64_t full_name_hash = 0;
   std::vector<RawStat> stats;
 };
@@ -588,6 +597,7 @@ absl::Status Reader::ReadEventMetadataEntry(Cursor entry, PlaneState* plane) {
         }
       }));
   meta.full_name_hash = Fnv1a64(name);
+  if (!display_name.empty() && display_name != name) meta.full_name = name;
   meta.name = display_name.empty() ? std::move(name) : std::move(display_name);
   plane->metas[key] = std::move(meta);
   return absl::OkStatus();
@@ -840,6 +850,7 @@ absl::StatusOr<uint32_t> Reader::KernelFor(PlaneState* plane, LineKind kind, int
     const EventMeta& meta = meta_it->second;
     def.name = meta.name;
     def.hlo_hash = meta.full_name_hash;
+    def.hlo_text = meta.full_name;
     for (const RawStat& s : meta.stats) {
       auto string_stat = [&](std::string* out) -> absl::Status {
         absl::Status st = StatString(*plane, s, out);
@@ -862,6 +873,15 @@ absl::StatusOr<uint32_t> Reader::KernelFor(PlaneState* plane, LineKind kind, int
           break;
         case StatKind::kSource:
           RETURN_IF_ERROR(string_stat(&def.source));
+          break;
+        case StatKind::kTfOp:
+          RETURN_IF_ERROR(string_stat(&def.tf_op));
+          break;
+        case StatKind::kSourceStack:
+          RETURN_IF_ERROR(string_stat(&def.source_stack));
+          break;
+        case StatKind::kMlir:
+          RETURN_IF_ERROR(string_stat(&def.mlir));
           break;
         default:
           break;

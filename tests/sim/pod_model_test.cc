@@ -132,7 +132,7 @@ TEST(XSpaceBuilderTest, ReaderSeesChipsKernelsAndExactClockErrors) {
   EXPECT_EQ(c->host.chips[2].global_id, 6);
   EXPECT_EQ(c->host.profile_start_ns, w.true_start_ns - 37'500'000);
   EXPECT_EQ(static_cast<int64_t>(c->EventCount()) > built.kernel_events, true);
-  EXPECT_EQ(c->counters.size(), 4u * 5);
+  EXPECT_EQ(c->counters.size(), 4u * 8);  // 6 busy and stall gauges, 2 energy totals
 
   // Every kernel's start, read back, is its true start + host offset + device offset.
   const int64_t first_step = m->StepAt(w.true_start_ns);

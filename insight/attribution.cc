@@ -1,0 +1,102 @@
+#include "insight/attribution.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+namespace podprof::insight {
+
+double KernelCounter::Value() const {
+  if (kind == trace::CounterKind::kCumulative) return integral;
+  return covered_ps > 0 ? integral / static_cast<double>(covered_ps) : 0;
+}
+
+SeriesIntegral::SeriesIntegral(const trace::CounterSeries& series) : kind_(series.kind()) {
+  const size_t n = std::min(series.time_ns.size(), series.value.size());
+  if (n == 0) return;
+  origin_ns_ = series.time_ns[0];
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t t = (series.time_ns[i] - origin_ns_) * 1000;
+    // Samples out of order or at the same instant add nothing to a span: keep the later one.
+    if (!t_ps_.empty() && t <= t_ps_.back()) {
+      if (t == t_ps_.back()) value_.back() = series.value[i];
+      continue;
+    }
+    t_ps_.push_back(t);
+    value_.push_back(series.value[i]);
+  }
+  if (kind_ == trace::CounterKind::kGauge) {
+    prefix_.assign(t_ps_.size(), 0);
+    for (size_t i = 1; i < t_ps_.size(); ++i) {
+      prefix_[i] = prefix_[i - 1] + value_[i - 1] * static_cast<double>(t_ps_[i] - t_ps_[i - 1]);
+    }
+  }
+}
+
+double SeriesIntegral::At(int64_t t_ps) const {
+  // The last sample at or before t.
+  size_t k = static_cast<size_t>(std::upper_bound(t_ps_.begin(), t_ps_.end(), t_ps) -
+                                 t_ps_.begin());
+  k = k == 0 ? 0 : k - 1;
+  if (k + 1 >= t_ps_.size()) k = t_ps_.size() - 2;
+  const double dt = static_cast<double>(t_ps - t_ps_[k]);
+  if (kind_ == trace::CounterKind::kGauge) return prefix_[k] + value_[k] * dt;
+  const double slope =
+      (value_[k + 1] - value_[k]) / static_cast<double>(t_ps_[k + 1] - t_ps_[k]);
+  return value_[k] + slope * dt;
+}
+
+double SeriesIntegral::Over(int64_t begin_ps, int64_t end_ps, int64_t* covered_ps) const {
+  *covered_ps = 0;
+  if (empty()) return 0;
+  const int64_t a = std::max(begin_ps, t_ps_.front());
+  const int64_t b = std::min(end_ps, t_ps_.back());
+  if (b <= a) return 0;
+  *covered_ps = b - a;
+  return At(b) - At(a);
+}
+
+std::vector<KernelCounter> AttributeCounters(const trace::HostCapture& capture) {
+  std::map<std::tuple<int, uint32_t, size_t>, KernelCounter> acc;  // (chip, kernel, series)
+  for (size_t si = 0; si < capture.counters.size(); ++si) {
+    const trace::CounterSeries& series = capture.counters[si];
+    const SeriesIntegral integral(series);
+    if (integral.empty()) continue;
+    for (const trace::EventBlock& b : capture.blocks) {
+      if (b.chip != series.chip || !trace::IsKernelLine(b.kind)) continue;
+      const int64_t base_ps = (b.base_ns - integral.origin_ns()) * 1000;
+      for (size_t i = 0; i < b.size(); ++i) {
+        const int64_t begin = base_ps + b.start_ps[i];
+        int64_t covered = 0;
+        const double v = integral.Over(begin, begin + b.duration_ps[i], &covered);
+        if (covered <= 0) continue;
+        KernelCounter& k = acc[{b.chip, b.kernel[i], si}];
+        if (k.executions == 0) {
+          k.chip = b.chip;
+          k.kernel = b.kernel[i];
+          k.counter = series.name;
+          k.kind = series.kind();
+        }
+        k.integral += v;
+        k.covered_ps += covered;
+        ++k.executions;
+      }
+    }
+  }
+  // Two series of one name on a chip (a counter split across lines) add up.
+  std::map<std::tuple<int, uint32_t, std::string>, KernelCounter> merged;
+  for (auto& [key, k] : acc) {
+    auto [it, fresh] = merged.try_emplace({k.chip, k.kernel, k.counter}, k);
+    if (!fresh) {
+      it->second.integral += k.integral;
+      it->second.covered_ps += k.covered_ps;
+      it->second.executions += k.executions;
+    }
+  }
+  std::vector<KernelCounter> out;
+  out.reserve(merged.size());
+  for (auto& [key, k] : merged) out.push_back(std::move(k));
+  return out;
+}
+
+}  // namespace podprof::insight

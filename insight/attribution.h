@@ -1,0 +1,64 @@
+// Hardware counters attributed to the kernels that ran while they counted.
+//
+// Every counter series of a chip is integrated over each kernel execution on that chip: a
+// running total (trace::CounterKind::kCumulative) gives the increase across the execution, its
+// value between samples read off the straight line through them; a gauge gives the integral
+// of its level, each sample holding until the next, so that the time-weighted mean over a
+// kernel is integral / covered time. Only the part of an execution inside the series' span
+// counts, and the covered time says how much that was: a kernel outside every series gets no
+// row rather than a made-up number.
+#ifndef PODPROF_INSIGHT_ATTRIBUTION_H_
+#define PODPROF_INSIGHT_ATTRIBUTION_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trace/model.h"
+
+namespace podprof::insight {
+
+// One counter over all executions of one kernel on one chip.
+struct KernelCounter {
+  int chip = 0;         // index into HostCapture::host.chips
+  uint32_t kernel = 0;  // index into HostCapture::kernels
+  std::string counter;  // the series' name
+  trace::CounterKind kind = trace::CounterKind::kGauge;
+  // Cumulative: the total increase over the executions. Gauge: the integral of the level over
+  // them, in value x ps (the mean is integral / covered_ps).
+  double integral = 0;
+  int64_t covered_ps = 0;  // execution time inside the series' span
+  int64_t executions = 0;  // executions that overlapped the span
+  // Cumulative: integral; gauge: the time-weighted mean.
+  double Value() const;
+};
+
+// A series integrated over time; times are ns on the series' clock, read at ps precision.
+class SeriesIntegral {
+ public:
+  explicit SeriesIntegral(const trace::CounterSeries& series);
+  // The increase (cumulative) or integral (gauge, value x ps) over [begin_ps, end_ps), times
+  // in ps since `origin_ns()`; `covered_ps` gets the part inside the series' span.
+  double Over(int64_t begin_ps, int64_t end_ps, int64_t* covered_ps) const;
+  int64_t origin_ns() const { return origin_ns_; }
+  bool empty() const { return t_ps_.size() < 2; }
+
+ private:
+  // The cumulative value (or the gauge's integral since the first sample) at `t_ps`, which
+  // must lie inside the span.
+  double At(int64_t t_ps) const;
+
+  trace::CounterKind kind_;
+  int64_t origin_ns_ = 0;
+  std::vector<int64_t> t_ps_;   // sample times since origin_ns_, increasing
+  std::vector<double> value_;   // the samples
+  std::vector<double> prefix_;  // gauge: integral from the first sample to sample i
+};
+
+// Every (chip, kernel, counter) with some execution inside the counter's span, for the kernel
+// lines (XLA Ops, GPU streams) of `capture`.
+std::vector<KernelCounter> AttributeCounters(const trace::HostCapture& capture);
+
+}  // namespace podprof::insight
+
+#endif  // PODPROF_INSIGHT_ATTRIBUTION_H_

@@ -1,0 +1,90 @@
+// Who made whom wait at the pod's collectives.
+//
+// On the aggregator's clock every chip taking part in one collective (one
+// `all_reduce_unique_id`) finishes it at the same instant, so the chips that arrived early
+// spent the time until the last arrival waiting. For each instance: the last chip to arrive is
+// its straggler, every other chip's wait is (last arrival - its arrival), and the straggler's
+// lateness is how much later it came than the next-to-last chip (what the others would have
+// saved had it been on time).
+#ifndef PODPROF_INSIGHT_COLLECTIVES_H_
+#define PODPROF_INSIGHT_COLLECTIVES_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "trace/model.h"
+
+namespace podprof::insight {
+
+// One chip's part in one collective instance, on the aggregator's clock.
+struct CollectiveRun {
+  std::string host;
+  int chip_ordinal = 0;
+  int64_t chip_key = 0;    // the caller's id for the chip (the store's chip row)
+  int64_t kernel_key = 0;  // the caller's id for the kernel (the store's kernel row)
+  std::string kernel_name;
+  uint64_t id = 0;  // all_reduce_unique_id
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  int64_t step = -1;  // the `Steps` event holding the start on this chip; -1 when none
+};
+
+// The collective executions of one host's capture. `chip_keys` and `kernel_keys` map the
+// capture's chip and kernel indices to the caller's ids. Steps come from the chip's `Steps`
+// line (the step event's name when it is a number, else its order).
+std::vector<CollectiveRun> CollectiveRuns(const trace::HostCapture& capture,
+                                          const std::vector<int64_t>& chip_keys,
+                                          const std::vector<int64_t>& kernel_keys);
+
+struct Wait {
+  int64_t wait_ps = 0;   // waiting for later arrivals
+  int64_t instances = 0;
+  // The chip most often last in these instances ("host chip N"), and how often.
+  std::string straggler;
+  int64_t straggler_times = 0;
+};
+
+// One chip as a straggler.
+struct StragglerRow {
+  std::string host;
+  int chip_ordinal = 0;
+  int64_t times_last = 0;   // instances where it arrived last
+  int64_t instances = 0;    // instances it took part in
+  int64_t caused_ps = 0;    // the others' waiting in the instances it was last in
+  int64_t lateness_ps = 0;  // summed over those instances
+  std::vector<int64_t> steps;  // steps of those instances (distinct, increasing; up to 64)
+};
+
+// One collective instance, for the worst-instances list.
+struct InstanceRow {
+  uint64_t id = 0;
+  std::string kernel_name;
+  int64_t step = -1;
+  std::string straggler_host;
+  int straggler_chip = 0;
+  int chips = 0;
+  int64_t spread_ps = 0;    // last arrival - first arrival: the longest wait
+  int64_t lateness_ps = 0;  // last arrival - next-to-last
+  int64_t caused_ps = 0;    // every chip's wait added up
+};
+
+struct CollectiveReport {
+  // (chip key, kernel key) -> the waiting of that kernel on that chip.
+  std::map<std::pair<int64_t, int64_t>, Wait> waits;
+  // Chips that were last at least once, most waiting caused first.
+  std::vector<StragglerRow> stragglers;
+  // The instances that made the pod wait longest, worst first (up to `max_instances`).
+  std::vector<InstanceRow> worst;
+  int64_t instances = 0;
+};
+
+// Instances seen on a single chip teach nothing and are skipped.
+CollectiveReport AnalyzeCollectives(const std::vector<CollectiveRun>& runs,
+                                    size_t max_instances = 64);
+
+}  // namespace podprof::insight
+
+#endif  // PODPROF_INSIGHT_COLLECTIVES_H_

@@ -1,0 +1,134 @@
+#include "insight/verdict.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace podprof::insight {
+namespace {
+
+// A collective that waits half its time or more is waiting, not communicating. (Chips a few
+// percent apart in speed already wait a third of a short collective's time.)
+constexpr double kWaitShare = 0.5;
+// Stall gauges adding up to this share or more: the kernel is stalled.
+constexpr double kStallShare = 0.3;
+// Kernels shorter than this, reaching under kOverheadRoofline of their roofline time, are
+// dominated by launch and fixed costs.
+constexpr double kOverheadMeanPs = 5e6;
+constexpr double kOverheadRoofline = 0.25;
+
+std::string Percent(double f) { return absl::StrFormat("%.0f%%", 100 * f); }
+
+}  // namespace
+
+const char* BoundName(Bound b) {
+  switch (b) {
+    case Bound::kCompute:
+      return "compute bound";
+    case Bound::kMemory:
+      return "memory bound";
+    case Bound::kStalled:
+      return "stalled";
+    case Bound::kCollectiveWait:
+      return "collective wait";
+    case Bound::kCommunication:
+      return "communication";
+    case Bound::kOverhead:
+      return "launch/overhead bound";
+    case Bound::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
+bool IsCollectiveCategory(const std::string& category) {
+  for (const char* c : {"all-reduce", "all-gather", "reduce-scatter", "all-to-all",
+                        "collective-permute", "collective-broadcast"}) {
+    if (absl::StrContains(category, c)) return true;
+  }
+  return false;
+}
+
+Verdict Decide(const KernelFacts& f) {
+  Verdict v;
+  const double seconds = static_cast<double>(f.total_ps) * 1e-12;
+  const double mean_ps = f.count > 0 ? static_cast<double>(f.total_ps) / f.count : 0;
+  const double flops = static_cast<double>(f.flops) * f.count;
+  const double bytes = static_cast<double>(f.bytes_accessed) * f.count;
+  if (f.bytes_accessed > 0) v.intensity = static_cast<double>(f.flops) / f.bytes_accessed;
+  if (f.peak_hbm_gbps > 0) v.ridge = f.peak_tflops * 1e12 / (f.peak_hbm_gbps * 1e9);
+  if (seconds > 0) {
+    v.achieved_tflops = flops / seconds / 1e12;
+    v.achieved_gbps = bytes / seconds / 1e9;
+  }
+  if (f.peak_tflops > 0) v.compute_fraction = v.achieved_tflops / f.peak_tflops;
+  if (f.peak_hbm_gbps > 0) v.bandwidth_fraction = v.achieved_gbps / f.peak_hbm_gbps;
+  double roofline_s = 0;
+  if (f.peak_tflops > 0 && f.peak_hbm_gbps > 0) {
+    roofline_s = std::max(flops / (f.peak_tflops * 1e12), bytes / (f.peak_hbm_gbps * 1e9));
+  }
+  if (seconds > 0) v.roofline_fraction = roofline_s / seconds;
+  if (f.total_ps > 0) v.wait_fraction = static_cast<double>(f.wait_ps) / f.total_ps;
+  v.has_counters = !f.gauges.empty();
+  double worst_stall = 0;
+  for (const auto& [name, mean] : f.gauges) {
+    if (!absl::StartsWith(name, "stall")) continue;
+    v.stall_fraction += mean;
+    if (mean > worst_stall) {
+      worst_stall = mean;
+      v.dominant_stall = name;
+    }
+  }
+
+  const bool collective = f.collective || IsCollectiveCategory(f.category);
+  if (collective) {
+    if (v.wait_fraction >= kWaitShare) {
+      v.bound = Bound::kCollectiveWait;
+      v.text = absl::StrCat("collective wait: ", Percent(v.wait_fraction),
+                            " of its time waiting for a later chip",
+                            f.straggler.empty() ? "" : absl::StrCat(", most often ", f.straggler));
+    } else {
+      v.bound = Bound::kCommunication;
+      v.text = absl::StrCat("communication: moving data between chips (",
+                            Percent(v.wait_fraction), " waiting)");
+    }
+    return v;
+  }
+  if (v.stall_fraction >= kStallShare) {
+    v.bound = Bound::kStalled;
+    v.text = absl::StrCat("stalled: ", Percent(v.stall_fraction), " of its time on stalls, mostly ",
+                          v.dominant_stall, " (", Percent(worst_stall), ")");
+    return v;
+  }
+  if (mean_ps > 0 && mean_ps < kOverheadMeanPs &&
+      (roofline_s == 0 || v.roofline_fraction < kOverheadRoofline)) {
+    v.bound = Bound::kOverhead;
+    v.text = absl::StrFormat(
+        "launch/overhead bound: %.1f us a run, %s of it needed by its work", mean_ps / 1e6,
+        roofline_s > 0 ? Percent(v.roofline_fraction) : std::string("none known"));
+    return v;
+  }
+  if ((f.flops > 0 || f.bytes_accessed > 0) && v.ridge > 0) {
+    const bool compute = f.bytes_accessed == 0 || v.intensity >= v.ridge;
+    v.bound = compute ? Bound::kCompute : Bound::kMemory;
+    v.text = compute ? absl::StrFormat("compute bound: %.0f flop/byte over a ridge of %.0f, at "
+                                       "%s of peak compute",
+                                       v.intensity, v.ridge, Percent(v.compute_fraction))
+                     : absl::StrFormat("memory bound: %.1f flop/byte under a ridge of %.0f, at "
+                                       "%s of peak HBM bandwidth",
+                                       v.intensity, v.ridge, Percent(v.bandwidth_fraction));
+    auto mxu = f.gauges.find("mxu_busy");
+    if (compute && mxu != f.gauges.end()) {
+      absl::StrAppend(&v.text, ", MXU busy ", Percent(mxu->second));
+    }
+    return v;
+  }
+  v.text = v.has_counters ? "unknown: no cost model for it, and its counters show no stall"
+                          : "unknown: no cost model and no counters for it";
+  return v;
+}
+
+}  // namespace podprof::insight

@@ -1,0 +1,189 @@
+// Counter attribution, exact on hand-built series with integer values, and on the real TPU
+// capture (which carries no counters: nothing is attributed, nothing invented).
+#include "insight/attribution.h"
+
+#include <map>
+
+#include "gtest/gtest.h"
+#include "insight/collectives.h"
+#include "tests/trace/test_util.h"
+#include "trace/xspace_reader.h"
+
+namespace podprof::insight {
+namespace {
+
+// One chip, three kernels on `XLA Ops`: k0 over [10, 30) ns, k1 over [30, 35), k0 again over
+// [50, 70); base 1000 ns.
+trace::HostCapture ThreeRuns() {
+  trace::HostCapture c;
+  c.host.chips.push_back({});
+  c.kernels.resize(2);
+  c.kernels[0].name = "k0";
+  c.kernels[1].name = "k1";
+  trace::EventBlock b;
+  b.chip = 0;
+  b.line = "XLA Ops";
+  b.kind = trace::LineKind::kOps;
+  b.base_ns = 1000;
+  b.start_ps = {10'000, 30'000, 50'000};
+  b.duration_ps = {20'000, 5'000, 20'000};
+  b.kernel = {0, 1, 0};
+  b.collective = {0, 0, 0};
+  c.blocks.push_back(b);
+  return c;
+}
+
+std::map<std::pair<uint32_t, std::string>, KernelCounter> ByKernel(
+    const std::vector<KernelCounter>& v) {
+  std::map<std::pair<uint32_t, std::string>, KernelCounter> out;
+  for (const KernelCounter& k : v) out[{k.kernel, k.counter}] = k;
+  return out;
+}
+
+TEST(AttributionTest, GaugesAreTimeWeightedAndHoldUntilTheNextSample) {
+  trace::HostCapture c = ThreeRuns();
+  trace::CounterSeries busy;
+  busy.chip = 0;
+  busy.name = "mxu_busy";
+  // 2 from 1000 ns, 6 from 1020, 1 from 1032, 4 from 1060 until the last sample at 1080.
+  busy.time_ns = {1000, 1020, 1032, 1060, 1080};
+  busy.value = {2, 6, 1, 4, 0};
+  c.counters.push_back(busy);
+  auto got = ByKernel(AttributeCounters(c));
+  ASSERT_EQ(got.size(), 2u);
+  // k0: [1010,1030): 10 ns at 2 + 10 at 6 = 80; [1050,1070): 10 at 1 + 10 at 4 = 50.
+  const KernelCounter& k0 = got[{0, "mxu_busy"}];
+  EXPECT_EQ(k0.kind, trace::CounterKind::kGauge);
+  EXPECT_EQ(k0.covered_ps, 40'000);
+  EXPECT_EQ(k0.executions, 2);
+  EXPECT_DOUBLE_EQ(k0.integral, (80 + 50) * 1000.0);  // value x ps
+  EXPECT_DOUBLE_EQ(k0.Value(), 130.0 / 40);
+  // k1: [1030,1035): 2 ns at 6, 3 at 1 = 15.
+  const KernelCounter& k1 = got[{1, "mxu_busy"}];
+  EXPECT_EQ(k1.covered_ps, 5'000);
+  EXPECT_DOUBLE_EQ(k1.Value(), 15.0 / 5);
+}
+
+TEST(AttributionTest, RunningTotalsGiveTheIncreaseOverEachKernel) {
+  trace::HostCapture c = ThreeRuns();
+  trace::CounterSeries energy;
+  energy.chip = 0;
+  energy.name = "vdd_core_energy_nj";
+  // Samples at kernel edges (what the counter read then), and one between them.
+  energy.time_ns = {1010, 1030, 1035, 1040, 1050, 1070};
+  energy.value = {100, 140, 150, 155, 160, 200};
+  c.counters.push_back(energy);
+  auto got = ByKernel(AttributeCounters(c));
+  const KernelCounter& k0 = got[{0, "vdd_core_energy_nj"}];
+  EXPECT_EQ(k0.kind, trace::CounterKind::kCumulative);
+  EXPECT_DOUBLE_EQ(k0.integral, (140 - 100) + (200 - 160));
+  EXPECT_DOUBLE_EQ(k0.Value(), 80);
+  EXPECT_DOUBLE_EQ((got[{1, "vdd_core_energy_nj"}].integral), 10);
+  // Between samples a total is read off the line through them: [1036, 1040) of a counter
+  // going 150 -> 155 over [1035, 1040) increases by 4.
+  SeriesIntegral line(energy);
+  int64_t covered = 0;
+  EXPECT_DOUBLE_EQ(line.Over(26'000, 30'000, &covered), 4);
+  EXPECT_EQ(covered, 4'000);
+}
+
+TEST(AttributionTest, OnlyTheCoveredPartCountsAndOtherChipsAreApart) {
+  trace::HostCapture c = ThreeRuns();
+  c.host.chips.push_back({});
+  trace::CounterSeries late;
+  late.chip = 0;
+  late.name = "dma_busy";
+  late.time_ns = {1020, 1025};  // covers half of k0's first run, none of the rest
+  late.value = {3, 3};
+  c.counters.push_back(late);
+  trace::CounterSeries other = late;
+  other.chip = 1;  // a chip with no kernels
+  other.time_ns = {0, 5000};
+  c.counters.push_back(other);
+  auto got = AttributeCounters(c);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].kernel, 0u);
+  EXPECT_EQ(got[0].covered_ps, 5'000);
+  EXPECT_EQ(got[0].executions, 1);
+  EXPECT_DOUBLE_EQ(got[0].Value(), 3);
+}
+
+TEST(AttributionTest, CounterKindsFollowTheirNames) {
+  EXPECT_EQ(trace::CounterKindOfName("hbm_energy_nj"), trace::CounterKind::kCumulative);
+  EXPECT_EQ(trace::CounterKindOfName("stall_cycles"), trace::CounterKind::kCumulative);
+  EXPECT_EQ(trace::CounterKindOfName("hbm_read_bytes"), trace::CounterKind::kCumulative);
+  EXPECT_EQ(trace::CounterKindOfName("mxu_busy"), trace::CounterKind::kGauge);
+  EXPECT_EQ(trace::CounterKindOfName("tpu.runtime.hbm.memory.usage.bytes"),
+            trace::CounterKind::kGauge);
+}
+
+TEST(AttributionTest, TheRealTpuCaptureCarriesNoCountersSoNoneAreAttributed) {
+  auto c = trace::ReadXSpaceFile(testing::FixturePath(testing::kTpuFixture));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->counters.empty());
+  EXPECT_TRUE(AttributeCounters(*c).empty());
+  // What the kernels are, it does carry: the HLO text and static costs.
+  int with_hlo = 0, with_flops = 0;
+  for (const trace::KernelDef& k : c->kernels) {
+    with_hlo += !k.hlo_text.empty();
+    with_flops += k.flops > 0;
+  }
+  EXPECT_GT(with_hlo, 10);
+  EXPECT_GT(with_flops, 0);
+  // Its all-reduces carry all_reduce_unique_id, 3 per chip, but chip 0's ids differ from
+  // the others' but for one: ids 1 and 65537 join chips 1-3, 131073 all four, and chip 0's own
+  // two have nobody to wait for.
+  std::vector<int64_t> chips = {0, 1, 2, 3}, kernels(c->kernels.size());
+  for (size_t i = 0; i < kernels.size(); ++i) kernels[i] = static_cast<int64_t>(i);
+  CollectiveReport r = AnalyzeCollectives(CollectiveRuns(*c, chips, kernels));
+  EXPECT_EQ(r.instances, 3);
+  std::map<uint64_t, int> chips_of;
+  for (const InstanceRow& i : r.worst) chips_of[i.id] = i.chips;
+  EXPECT_EQ(chips_of, (std::map<uint64_t, int>{{1, 3}, {65537, 3}, {131073, 4}}));
+}
+
+TEST(CollectivesTest, TheLastArrivalIsTheStragglerAndTheOthersWaitForIt) {
+  std::vector<CollectiveRun> runs;
+  // Instance 7: chips arrive at 100, 130, 180 ns (host b chip 1 last); all end at 300.
+  // Instance 8: host a chip 0 last.
+  auto add = [&](uint64_t id, std::string host, int chip, int64_t start, int64_t step) {
+    CollectiveRun r;
+    r.host = host;
+    r.chip_ordinal = chip;
+    r.chip_key = host == "a" ? chip : 10 + chip;
+    r.kernel_key = 5;
+    r.kernel_name = "all-reduce.0";
+    r.id = id;
+    r.start_ns = start;
+    r.end_ns = 300;
+    r.step = step;
+    runs.push_back(r);
+  };
+  add(7, "a", 0, 100, 3);
+  add(7, "a", 1, 130, 3);
+  add(7, "b", 1, 180, 3);
+  add(8, "a", 0, 250, 4);
+  add(8, "a", 1, 240, 4);
+  add(8, "b", 1, 200, 4);
+  add(9, "a", 0, 260, 4);  // seen on one chip only: skipped
+  CollectiveReport r = AnalyzeCollectives(runs);
+  EXPECT_EQ(r.instances, 2);
+  ASSERT_EQ(r.stragglers.size(), 2u);
+  // b chip 1 caused 80 + 50 = 130 ns of waiting; a chip 0 caused 50 + 10 = 60.
+  EXPECT_EQ(r.stragglers[0].host, "b");
+  EXPECT_EQ(r.stragglers[0].chip_ordinal, 1);
+  EXPECT_EQ(r.stragglers[0].caused_ps, 130'000);
+  EXPECT_EQ(r.stragglers[0].lateness_ps, 50'000);
+  EXPECT_EQ(r.stragglers[0].steps, std::vector<int64_t>{3});
+  EXPECT_EQ(r.stragglers[1].caused_ps, 60'000);
+  // a chip 0 waited 80 ns in instance 7 and nothing in 8.
+  EXPECT_EQ((r.waits[{0, 5}].wait_ps), 80'000);
+  EXPECT_EQ((r.waits[{0, 5}].instances), 2);
+  EXPECT_EQ((r.waits[{11, 5}].wait_ps), 50'000);
+  ASSERT_EQ(r.worst.size(), 2u);
+  EXPECT_EQ(r.worst[0].id, 7u);
+  EXPECT_EQ(r.worst[0].spread_ps, 80'000);
+}
+
+}  // namespace
+}  // namespace podprof::insight

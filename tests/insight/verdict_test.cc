@@ -1,0 +1,164 @@
+// Verdicts on a simulated host whose kernels were built with known behaviour, and on the real
+// TPU capture (costs, no counters).
+#include "insight/verdict.h"
+
+#include <map>
+
+#include "common/clock.h"
+#include "common/skewed_clock.h"
+#include "gtest/gtest.h"
+#include "insight/attribution.h"
+#include "insight/collectives.h"
+#include "sim/pod_model.h"
+#include "sim/xspace_builder.h"
+#include "tests/trace/test_util.h"
+#include "trace/byte_source.h"
+#include "trace/kernel_stats.h"
+#include "trace/xspace_reader.h"
+
+namespace podprof::insight {
+namespace {
+
+// Facts per kernel (pod-wide over the host's chips) from a capture, as the aggregator forms
+// them: statistics, counter means, collective waits.
+std::map<std::string, KernelFacts> FactsOf(const trace::HostCapture& c) {
+  std::map<std::string, KernelFacts> out;
+  for (const trace::KernelStats& s : trace::RollUpByKernel(trace::ComputeKernelStats(c))) {
+    const trace::KernelDef& k = c.kernels[s.kernel];
+    KernelFacts& f = out[k.name];
+    f.category = k.category;
+    f.flops = k.flops;
+    f.bytes_accessed = k.bytes_accessed;
+    f.count = s.count;
+    f.total_ps = s.total_ps;
+    f.peak_tflops = c.host.chips[0].peak_tflops;
+    f.peak_hbm_gbps = c.host.chips[0].peak_hbm_gbps;
+  }
+  std::map<std::pair<std::string, std::string>, std::pair<double, int64_t>> gauges;
+  for (const KernelCounter& kc : AttributeCounters(c)) {
+    if (kc.kind != trace::CounterKind::kGauge) continue;
+    auto& g = gauges[{c.kernels[kc.kernel].name, kc.counter}];
+    g.first += kc.integral;
+    g.second += kc.covered_ps;
+  }
+  for (const auto& [key, g] : gauges) out[key.first].gauges[key.second] = g.first / g.second;
+  std::vector<int64_t> chips(c.host.chips.size()), kernels(c.kernels.size());
+  for (size_t i = 0; i < chips.size(); ++i) chips[i] = static_cast<int64_t>(i);
+  for (size_t i = 0; i < kernels.size(); ++i) kernels[i] = static_cast<int64_t>(i);
+  CollectiveReport r = AnalyzeCollectives(CollectiveRuns(c, chips, kernels));
+  for (const auto& [key, w] : r.waits) {
+    KernelFacts& f = out[c.kernels[key.second].name];
+    f.wait_ps += w.wait_ps;
+    f.collective = true;
+    f.straggler = w.straggler;
+  }
+  return out;
+}
+
+trace::HostCapture SimulatedHost(const std::vector<sim::Straggler>& stragglers,
+                                 sim::PodModel* model_out) {
+  sim::PodConfig pod;
+  pod.generation = "v5p";
+  pod.chips = 4;
+  pod.hosts = 1;
+  pod.pod_seed = 11;
+  pod.stragglers = stragglers;
+  auto m = sim::PodModel::Create(pod);
+  EXPECT_TRUE(m.ok()) << m.status();
+  *model_out = *m;
+  FakeClock truth(1'800'000'000'000'000'000);
+  SkewedClock host(truth, 0, 0);
+  sim::SessionWindow w;
+  w.true_start_ns = truth.NowNs();
+  w.true_end_ns = w.true_start_ns + 60'000'000;
+  w.counters = true;
+  w.host_name = "sim";
+  std::string bytes = sim::BuildXSpace(*m, host, w).space.SerializeAsString();
+  trace::MemorySource src(bytes);
+  auto c = trace::ReadXSpace(src);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return std::move(*c);
+}
+
+TEST(VerdictTest, EachSimulatedKernelGetsTheVerdictItsModelBuiltIn) {
+  sim::PodModel model = *sim::PodModel::Create(sim::PodConfig());
+  trace::HostCapture c = SimulatedHost({}, &model);
+  auto facts = FactsOf(c);
+  int checked = 0;
+  for (const sim::OpTemplate& op : model.ops()) {
+    auto it = facts.find(op.name);
+    if (it == facts.end()) continue;  // not in the window
+    const Verdict v = Decide(it->second);
+    EXPECT_EQ(BoundName(v.bound), op.expected_bound) << op.name << ": " << v.text;
+    EXPECT_TRUE(v.has_counters) << op.name;
+    if (op.expected_bound == "stalled") {
+      EXPECT_EQ(v.dominant_stall, "stall_dma") << v.text;
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 20);
+  // The counters' means are the levels the model gave the units (to the ns that counter
+  // sample times keep, against kernel edges kept in ps).
+  EXPECT_NEAR(facts["fusion.1"].gauges["mxu_busy"], 0.72, 1e-4);
+  EXPECT_NEAR(facts["gather_fusion.0"].gauges["stall_dma"], 0.52, 1e-4);
+}
+
+TEST(VerdictTest, AStragglingChipTurnsTheOthersCollectivesIntoWaits) {
+  sim::PodModel model = *sim::PodModel::Create(sim::PodConfig());
+  trace::HostCapture c = SimulatedHost({{0, 2, 1.6}}, &model);
+  auto facts = FactsOf(c);
+  const Verdict v = Decide(facts["reduce-scatter.0"]);
+  EXPECT_EQ(v.bound, Bound::kCollectiveWait) << v.text;
+  EXPECT_NE(v.text.find("sim chip 2"), std::string::npos) << v.text;
+}
+
+TEST(VerdictTest, TheRealTpuCaptureIsJudgedByItsCostsAndSaysItHasNoCounters) {
+  auto c = trace::ReadXSpaceFile(testing::FixturePath(testing::kTpuFixture));
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto facts = FactsOf(*c);
+  int judged = 0;
+  for (const auto& [name, f] : facts) {
+    const Verdict v = Decide(f);
+    EXPECT_FALSE(v.has_counters) << name;
+    EXPECT_NE(v.bound, Bound::kStalled) << name << ": no counters, no stalls to see";
+    if (f.flops > 0 || f.bytes_accessed > 0) ++judged;
+    if (v.bound == Bound::kUnknown) {
+      EXPECT_NE(v.text.find("no counters"), std::string::npos) << v.text;
+    }
+  }
+  EXPECT_GT(judged, 5);
+  // The all-reduces, the only collectives it has, are judged as collectives.
+  int collectives = 0;
+  for (const auto& [name, f] : facts) {
+    if (IsCollectiveCategory(f.category)) {
+      const Bound b = Decide(f).bound;
+      EXPECT_TRUE(b == Bound::kCommunication || b == Bound::kCollectiveWait) << name;
+      ++collectives;
+    }
+  }
+  EXPECT_GT(collectives, 0);
+}
+
+TEST(VerdictTest, RulesOnHandMadeFacts) {
+  KernelFacts f;
+  f.category = "convolution fusion";
+  f.peak_tflops = 100;
+  f.peak_hbm_gbps = 1000;  // ridge 100 flop/byte
+  f.flops = 200'000'000;
+  f.bytes_accessed = 1'000'000;
+  f.count = 10;
+  f.total_ps = 40'000'000'000;  // 40 ms: 2 GFLOP at 0.05 TFLOP/s
+  Verdict v = Decide(f);
+  EXPECT_EQ(v.bound, Bound::kCompute);
+  EXPECT_DOUBLE_EQ(v.intensity, 200);
+  EXPECT_DOUBLE_EQ(v.ridge, 100);
+  EXPECT_NEAR(v.compute_fraction, 0.0005, 1e-12);
+  f.gauges = {{"stall_hbm", 0.2}, {"stall_dma", 0.25}, {"mxu_busy", 0.1}};
+  v = Decide(f);
+  EXPECT_EQ(v.bound, Bound::kStalled);
+  EXPECT_EQ(v.dominant_stall, "stall_dma");
+  EXPECT_NEAR(v.stall_fraction, 0.45, 1e-12);
+}
+
+}  // namespace
+}  // namespace podprof::insight
