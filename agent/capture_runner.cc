@@ -284,6 +284,18 @@ absl::Status CaptureRunner::Run(const podprof::v1::CaptureRequest& request,
       ci->set_peak_tflops(c.peak_tflops);
       ci->set_peak_hbm_gbps(c.peak_hbm_gbps);
     }
+  } else {
+    // Chips known from sysfs or the metric service lack what only the trace says (peaks,
+    // device type): take it from the capture's chip of the same ordinal.
+    for (auto& ci : *info.mutable_chips()) {
+      for (const trace::Chip& c : capture->host.chips) {
+        if (c.ordinal != ci.ordinal()) continue;
+        if (ci.peak_tflops() <= 0) ci.set_peak_tflops(c.peak_tflops);
+        if (ci.peak_hbm_gbps() <= 0) ci.set_peak_hbm_gbps(c.peak_hbm_gbps);
+        if (ci.device_type_string().empty()) ci.set_device_type_string(c.device_type);
+        if (ci.generation().empty()) ci.set_generation(c.generation);
+      }
+    }
   }
   if (!StreamCapture(*capture, info, sampler.Series(), limits.max_chunk_bytes, sink,
                      &outcome->counts)) {

@@ -1,8 +1,12 @@
 // A simulated pod end to end: podprof-simhost and podprof-agent processes per host (sharing
 // each host's wrong clock), one podprof-aggregator, a pod-wide capture over gRPC.
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <iostream>
 #include <fstream>
 #include <map>
 #include <set>
@@ -13,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "proto/perfetto_trace.pb.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
+#include "sim/pod_model.h"
 #include "storage/store.h"
 #include "tests/cli/run_podprof.h"
 #include "tests/util/child_process.h"
@@ -73,6 +78,7 @@ class PodTest : public ::testing::Test {
           absl::StrCat("--device-clock-offset=", hosts[i].device_offset_ns / 1000, "us"),
           "--truth-file=" + P("truth" + n + ".json"),
           "--ready-file=" + P("sim" + n + ".json")};
+      sim.insert(sim.end(), sim_extra_.begin(), sim_extra_.end());
       sims_.push_back(std::make_unique<ChildProcess>(sim, P("sim" + n + ".json")));
       ASSERT_TRUE(sims_.back()->ready());
       const int profiler =
@@ -152,6 +158,7 @@ class PodTest : public ::testing::Test {
   std::unique_ptr<ChildProcess> aggregator_;
   std::vector<std::unique_ptr<ChildProcess>> sims_, agents_;
   std::vector<std::vector<std::string>> agent_args_;
+  std::vector<std::string> sim_extra_;  // more podprof-simhost flags, for every host
   std::unique_ptr<v1::Aggregator::Stub> stub_;
 };
 
@@ -518,6 +525,80 @@ TEST(RefineTest, CollectivesPinHostsTogetherAndProbesFixTheCommonShift) {
   }
 }
 
+// A chip made slow (1.5x its compute time) is named as the pod's straggler, and at every
+// collective instance the others' wait for it matches what the pod model says, within a few
+// microseconds of alignment error.
+TEST_F(PodTest, AnInjectedStragglerIsNamedAndTheOthersWaitsMatchTheModel) {
+  sim_extra_ = {"--straggler=1:1:1.5"};
+  StartPod({{2'000'000, 0}, {-1'500'000, 0}});
+  std::string id;
+  v1::CaptureProgress last = CaptureAndWatch(400, &id);
+  ASSERT_EQ(last.status(), v1::CAPTURE_STATUS_COMPLETE) << last.summary().error_message();
+  grpc::ClientContext ctx;
+  v1::GetStragglersRequest req;
+  req.set_capture_id(id);
+  v1::GetStragglersResponse report;
+  ASSERT_TRUE(stub_->GetStragglers(&ctx, req, &report).ok());
+  ASSERT_FALSE(report.chips().empty());
+  EXPECT_EQ(report.chips(0).host_name(), "host-1");
+  EXPECT_EQ(report.chips(0).chip_ordinal(), 1);
+  EXPECT_GT(report.chips(0).times_last(), report.chips(0).instances() * 9 / 10);
+  EXPECT_FALSE(report.chips(0).steps().empty());
+  ASSERT_GT(report.worst_size(), 5);
+
+  // The same pod, modelled here: every chip's true arrival at each collective instance.
+  std::map<uint64_t, std::vector<int64_t>> arrivals_ps;
+  sim::PodConfig pod;
+  pod.generation = "v5p";
+  pod.chips = 2;
+  pod.hosts = 2;
+  pod.pod_seed = 9;
+  pod.stragglers = {{1, 1, 1.5}};
+  for (int h = 0; h < 2; ++h) {
+    pod.host_index = h;
+    auto model = sim::PodModel::Create(pod);
+    ASSERT_TRUE(model.ok()) << model.status();
+    for (int64_t s = model->StepAt(last.summary().start_ns()) - 1;
+         s <= model->StepAt(last.summary().end_ns()) + 1; ++s) {
+      for (const sim::ChipStep& cs : model->Step(s)) {
+        for (const sim::OpRun& r : cs.runs) {
+          if (r.collective_id != 0) {
+            arrivals_ps[r.collective_id].push_back(cs.start_ns * 1000 + r.start_ps);
+          }
+        }
+      }
+    }
+  }
+  int64_t worst_ps = 0;
+  for (const v1::CollectiveInstance& inst : report.worst()) {
+    std::vector<int64_t>& a = arrivals_ps[inst.collective_id()];
+    ASSERT_EQ(a.size(), 4u) << inst.collective_id();
+    std::sort(a.begin(), a.end());
+    EXPECT_EQ(inst.straggler_host(), "host-1");
+    EXPECT_EQ(inst.straggler_chip(), 1);
+    EXPECT_NEAR(inst.spread_ps(), a[3] - a[0], 3'000'000) << inst.kernel_name();
+    EXPECT_NEAR(inst.lateness_ps(), a[3] - a[2], 3'000'000) << inst.kernel_name();
+    EXPECT_GT(inst.lateness_ps(), 10'000'000);  // the injected delay, not noise
+    worst_ps = std::max<int64_t>({worst_ps, std::llabs(inst.spread_ps() - (a[3] - a[0])),
+                                  std::llabs(inst.lateness_ps() - (a[3] - a[2]))});
+  }
+  std::cout << "[ NOTE     ] " << report.worst_size() << " instances; waits off the model by at "
+            << "most " << worst_ps / 1e6 << " us\n";
+
+  // The collectives' verdicts say so, naming the chip.
+  grpc::ClientContext sctx;
+  v1::GetKernelStatsRequest sreq;
+  sreq.set_capture_id(id);
+  sreq.mutable_filter()->set_op_regex("^reduce-scatter");
+  v1::GetKernelStatsResponse stats;
+  ASSERT_TRUE(stub_->GetKernelStats(&sctx, sreq, &stats).ok());
+  ASSERT_GT(stats.stats_size(), 0);
+  for (const v1::KernelStats& k : stats.stats()) {
+    EXPECT_EQ(k.insight().verdict(), "collective wait") << k.insight().verdict_text();
+    EXPECT_EQ(k.insight().straggler(), "host-1 chip 1");
+  }
+}
+
 TEST(RefineTest, ACloseHostWithTightProbesFixesTheShiftAFarOneCannotPull) {
   // h0 beside the aggregator (probes within 2 us, 1 us off), h1 behind a slow link whose
   // probes are off by 45 us inside their 46 us bound. Both bounds hold the truth, so the
@@ -568,7 +649,15 @@ TEST_F(PodTest, AggregatorKilledMidCaptureRestartsWithNothingLost) {
     req.set_capture_id(id);
     v1::GetKernelStatsResponse resp;
     EXPECT_TRUE(stub_->GetKernelStats(&ctx, req, &resp).ok());
-    return resp.SerializeAsString();
+    // Deterministic: the counter maps would otherwise serialize in any order.
+    std::string out;
+    {
+      google::protobuf::io::StringOutputStream stream(&out);
+      google::protobuf::io::CodedOutputStream coded(&stream);
+      coded.SetSerializationDeterministic(true);
+      resp.SerializeToCodedStream(&coded);
+    }
+    return out;
   };
   const std::string before = stats_of(done_id);
 
