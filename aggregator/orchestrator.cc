@@ -610,8 +610,13 @@ void Orchestrator::Execute(std::shared_ptr<Run> run) {
           b.start_ps[e] -= std::llround(correction.drift_ppb * 1e-9 * since_mid_ns * 1000.0);
         }
       }
+      // Counters take the same correction as the events, drift included: attributing them
+      // to kernels needs the two to agree to well under a microsecond.
       for (trace::CounterSeries& s : cap.counters) {
-        for (int64_t& t : s.time_ns) t -= correction.offset_ns;
+        for (int64_t& t : s.time_ns) {
+          t -= correction.offset_ns;
+          t -= std::llround(correction.drift_ppb * 1e-9 * static_cast<double>(t - mid));
+        }
       }
       cap.host.name = host;
       return cap;

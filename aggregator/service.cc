@@ -354,8 +354,8 @@ grpc::Status AggregatorService::GetKernelStats(grpc::ServerContext*,
   size_t n = req->top_n() > 0 ? std::min<size_t>(req->top_n(), rows->size()) : rows->size();
   for (size_t i = 0; i < n; ++i) *resp->add_stats() = ToProto((*rows)[i]);
   if (q.group_by == storage::Grouping::kKernel || q.group_by == storage::Grouping::kChip) {
-    absl::Status s = AttachInsights(*store_, q.capture_id, q.group_by == storage::Grouping::kChip,
-                                    *rows, resp);
+    absl::Status s =
+        AttachInsights(*store_, q.capture_id, q.group_by == storage::Grouping::kChip, *rows, resp);
     if (!s.ok()) return ToGrpc(s);
   }
   return grpc::Status::OK;
@@ -406,9 +406,9 @@ grpc::Status AggregatorService::DescribeKernel(grpc::ServerContext*,
     }
   }
   if (row == nullptr) {
-    return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                        absl::StrCat("capture ", capture, " holds no kernel named \"",
-                                     req->op_name(), "\""));
+    return grpc::Status(
+        grpc::StatusCode::NOT_FOUND,
+        absl::StrCat("capture ", capture, " holds no kernel named \"", req->op_name(), "\""));
   }
   podprof::v1::KernelDef* def = resp->mutable_kernel();
   FillKernelDef(chosen->key, def);

@@ -133,6 +133,36 @@ std::string KernelLabel(const v1::KernelStats& s) {
   return s.kernel().op_name().empty() ? "*" : s.kernel().op_name();
 }
 
+// A counter's mean over the row, or empty where no counter of that name covered it.
+std::string InsightCsv(const v1::KernelStats& s, const std::string& counter) {
+  auto it = s.insight().utilization().find(counter);
+  return it == s.insight().utilization().end() ? "" : CsvDouble(it->second);
+}
+
+// The insight of a row for JSON: the verdict, and counter figures only where counters were.
+Json InsightJson(const v1::KernelInsight& in) {
+  Json j = {{"verdict", in.verdict()},
+            {"verdict_text", in.verdict_text()},
+            {"arithmetic_intensity", in.arithmetic_intensity()},
+            {"ridge_point", in.ridge_point()},
+            {"roofline_fraction", in.roofline_fraction()},
+            {"wait_fraction", in.wait_fraction()},
+            {"wait_ps", in.wait_ps()},
+            {"straggler", in.straggler()},
+            {"has_counters", in.has_counters()}};
+  if (in.has_counters()) {
+    Json u = Json::object(), t = Json::object();
+    for (const auto& [k, v] : in.utilization()) u[k] = v;
+    for (const auto& [k, v] : in.totals()) t[k] = v;
+    j["utilization"] = u;
+    j["totals"] = t;
+    j["stall_fraction"] = in.stall_fraction();
+    j["dominant_stall"] = in.dominant_stall();
+    j["counter_covered_ps"] = in.counter_covered_ps();
+  }
+  return j;
+}
+
 void WriteStatsCsvRows(const std::string& capture_id, const StatsRows& rows, std::ostream& out) {
   out << kStatsCsvHeader << "\n";
   for (const v1::KernelStats& s : rows) {
@@ -140,7 +170,10 @@ void WriteStatsCsvRows(const std::string& capture_id, const StatsRows& rows, std
         << CsvField(KernelLabel(s)) << ',' << CsvField(s.kernel().category()) << ',' << s.count()
         << ',' << s.total_ps() << ',' << s.min_ps() << ',' << s.max_ps() << ','
         << std::llround(s.mean_ps()) << ',' << s.p50_ps() << ',' << s.p90_ps() << ',' << s.p99_ps()
-        << ',' << s.kernel().flops() << ',' << s.kernel().bytes_accessed() << "\n";
+        << ',' << s.kernel().flops() << ',' << s.kernel().bytes_accessed() << ','
+        << CsvField(s.insight().verdict()) << ',' << InsightCsv(s, "mxu_busy") << ','
+        << (s.insight().has_counters() ? CsvDouble(s.insight().stall_fraction()) : "") << ','
+        << CsvDouble(s.insight().wait_fraction()) << "\n";
   }
 }
 
@@ -166,7 +199,8 @@ Json StatsRowJson(const v1::KernelStats& s) {
           {"achieved_tflops", s.achieved_tflops()},
           {"achieved_hbm_gbps", s.achieved_hbm_gbps()},
           {"fraction_of_peak_flops", s.fraction_of_peak_flops()},
-          {"fraction_of_peak_hbm", s.fraction_of_peak_hbm()}};
+          {"fraction_of_peak_hbm", s.fraction_of_peak_hbm()},
+          {"insight", InsightJson(s.insight())}};
 }
 
 Json StatsRowsJson(const StatsRows& rows) {
@@ -188,10 +222,11 @@ void WriteStatsTable(const StatsRows& rows, StatsGrouping by, std::ostream& out)
     columns.push_back({"MODULE", Align::kLeft, 20});
   }
   columns.push_back({"CATEGORY", Align::kLeft, has_kernel ? size_t{18} : size_t{32}});
-  for (const char* h :
-       {"COUNT", "TOTAL", "MEAN", "P50", "P99", "MAX", "TFLOP/S", "%PEAK", "GB/S", "%HBM"}) {
+  for (const char* h : {"COUNT", "TOTAL", "MEAN", "P50", "P99", "MAX", "TFLOP/S", "%PEAK", "GB/S",
+                        "%HBM", "MXU", "STALL", "WAIT"}) {
     columns.push_back({h, Align::kRight});
   }
+  if (has_kernel) columns.push_back({"VERDICT", Align::kLeft, 22});
   TextTable table(std::move(columns));
   for (const v1::KernelStats& s : rows) {
     std::vector<std::string> cells;
@@ -214,6 +249,13 @@ void WriteStatsTable(const StatsRows& rows, StatsGrouping by, std::ostream& out)
     cells.push_back(s.achieved_hbm_gbps() > 0 ? absl::StrFormat("%.1f", s.achieved_hbm_gbps())
                                               : "-");
     cells.push_back(Percent(s.fraction_of_peak_hbm()));
+    // Counter figures only where counters covered the kernel: "-" is "not measured", not 0.
+    const v1::KernelInsight& in = s.insight();
+    auto mxu = in.utilization().find("mxu_busy");
+    cells.push_back(mxu == in.utilization().end() ? "-" : Percent(mxu->second));
+    cells.push_back(in.has_counters() ? Percent(in.stall_fraction()) : "-");
+    cells.push_back(Percent(in.wait_fraction()));
+    if (has_kernel) cells.push_back(in.verdict().empty() ? "-" : in.verdict());
     table.AddRow(std::move(cells));
   }
   table.Write(out);
@@ -430,7 +472,7 @@ void WriteCaptures(const v1::ListCapturesResponse& response, OutputFormat format
 
 const char* const kStatsCsvHeader =
     "capture,host,chip,kernel,category,count,total_ps,min_ps,max_ps,mean_ps,p50_ps,p90_ps,p99_ps,"
-    "flops,bytes_accessed";
+    "flops,bytes_accessed,verdict,mxu_busy,stall_fraction,wait_fraction";
 
 absl::Status RunStats(AggregatorClient& client, const StatsOptions& options, std::ostream& out) {
   const StatsGrouping by = options.by.value_or(

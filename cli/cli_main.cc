@@ -10,6 +10,7 @@
 #include "cli/aggregator_commands.h"
 #include "cli/demo.h"
 #include "cli/inspect.h"
+#include "cli/kernel_commands.h"
 #include "cli/pod_commands.h"
 #include "common/clock.h"
 #include "security/tls.h"
@@ -249,6 +250,35 @@ int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
   history_cmd->add_option("--max-kernels", history.max_kernels,
                           "Most kernels, those with the largest total time (default: the "
                           "aggregator's, 20)");
+
+  // ---- kernel
+  KernelOptions kernel;
+  CLI::App* kernel_cmd = app.add_subcommand(
+      "kernel",
+      "Show one kernel: what it is (HLO, source, MLIR), its statistics and verdict "
+      "in a capture, per chip, and its history");
+  AddAggregatorFlags(kernel_cmd, target, format, cli_tls);
+  kernel_cmd->add_option("name", kernel.op_name, "The kernel's op name, exactly (e.g. fusion.3)")
+      ->required();
+  kernel_cmd->add_option("--capture", kernel.capture_id,
+                         "Capture to show (default: the newest holding the kernel)");
+  kernel_cmd->add_option("--module", kernel.module,
+                         "Module of the kernel, where several modules have one of that name");
+  kernel_cmd->add_flag("--full", kernel.full, "Print the whole HLO and MLIR texts");
+  kernel_cmd->footer(
+      "Examples:\n  podprof kernel fusion.3\n  podprof kernel flash_attention --full\n"
+      "  podprof kernel all-gather.1 --capture cap-1796003829474-cf16 --format json");
+
+  // ---- stragglers
+  StragglerOptions stragglers;
+  CLI::App* stragglers_cmd = app.add_subcommand(
+      "stragglers", "Show which chips made the others wait at a capture's collectives");
+  AddAggregatorFlags(stragglers_cmd, target, format, cli_tls);
+  stragglers_cmd->add_option("capture", stragglers.capture_id, "Capture id")->required();
+  stragglers_cmd->add_option("--top", stragglers.top, "Worst collectives shown (default 10)");
+  stragglers_cmd->footer(
+      "Examples:\n  podprof stragglers cap-1796003829474-cf16\n"
+      "  podprof stragglers cap-1796003829474-cf16 --format json | jq '.chips[0]'");
 
   // ---- diff
   DiffOptions diff;
@@ -495,6 +525,16 @@ int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
     stats.format = format;
     absl::Status s = RunStats(client, stats, out);
     return s.ok() ? 0 : Fail(err, "stats", s, kExitBadInput);
+  }
+  if (kernel_cmd->parsed()) {
+    kernel.format = format;
+    absl::Status s = RunKernel(client, kernel, out);
+    return s.ok() ? 0 : Fail(err, "kernel", s, kExitBadInput);
+  }
+  if (stragglers_cmd->parsed()) {
+    stragglers.format = format;
+    absl::Status s = RunStragglers(client, stragglers, out);
+    return s.ok() ? 0 : Fail(err, "stragglers", s, kExitBadInput);
   }
   if (history_cmd->parsed()) {
     if (history_since->count() > 0) history.since_ago_ns = since_ago_ns;

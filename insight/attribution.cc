@@ -35,14 +35,13 @@ SeriesIntegral::SeriesIntegral(const trace::CounterSeries& series) : kind_(serie
 
 double SeriesIntegral::At(int64_t t_ps) const {
   // The last sample at or before t.
-  size_t k = static_cast<size_t>(std::upper_bound(t_ps_.begin(), t_ps_.end(), t_ps) -
-                                 t_ps_.begin());
+  size_t k =
+      static_cast<size_t>(std::upper_bound(t_ps_.begin(), t_ps_.end(), t_ps) - t_ps_.begin());
   k = k == 0 ? 0 : k - 1;
   if (k + 1 >= t_ps_.size()) k = t_ps_.size() - 2;
   const double dt = static_cast<double>(t_ps - t_ps_[k]);
   if (kind_ == trace::CounterKind::kGauge) return prefix_[k] + value_[k] * dt;
-  const double slope =
-      (value_[k + 1] - value_[k]) / static_cast<double>(t_ps_[k + 1] - t_ps_[k]);
+  const double slope = (value_[k + 1] - value_[k]) / static_cast<double>(t_ps_[k + 1] - t_ps_[k]);
   return value_[k] + slope * dt;
 }
 

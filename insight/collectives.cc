@@ -46,8 +46,8 @@ std::vector<CollectiveRun> CollectiveRuns(const trace::HostCapture& capture,
       r.start_ns = b.base_ns + b.start_ps[i] / 1000;
       r.end_ns = r.start_ns + b.duration_ps[i] / 1000;
       const auto& s = steps[b.chip];
-      auto it = std::upper_bound(s.begin(), s.end(),
-                                 std::make_tuple(r.start_ns, INT64_MAX, INT64_MAX));
+      auto it =
+          std::upper_bound(s.begin(), s.end(), std::make_tuple(r.start_ns, INT64_MAX, INT64_MAX));
       if (it != s.begin() && r.start_ns < std::get<1>(*std::prev(it))) {
         r.step = std::get<2>(*std::prev(it));
       }
@@ -57,8 +57,7 @@ std::vector<CollectiveRun> CollectiveRuns(const trace::HostCapture& capture,
   return out;
 }
 
-CollectiveReport AnalyzeCollectives(const std::vector<CollectiveRun>& runs,
-                                    size_t max_instances) {
+CollectiveReport AnalyzeCollectives(const std::vector<CollectiveRun>& runs, size_t max_instances) {
   CollectiveReport report;
   std::unordered_map<uint64_t, std::vector<const CollectiveRun*>> by_id;
   for (const CollectiveRun& r : runs) by_id[r.id].push_back(&r);

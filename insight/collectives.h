@@ -40,7 +40,7 @@ std::vector<CollectiveRun> CollectiveRuns(const trace::HostCapture& capture,
                                           const std::vector<int64_t>& kernel_keys);
 
 struct Wait {
-  int64_t wait_ps = 0;   // waiting for later arrivals
+  int64_t wait_ps = 0;  // waiting for later arrivals
   int64_t instances = 0;
   // The chip most often last in these instances ("host chip N"), and how often.
   std::string straggler;
@@ -51,10 +51,10 @@ struct Wait {
 struct StragglerRow {
   std::string host;
   int chip_ordinal = 0;
-  int64_t times_last = 0;   // instances where it arrived last
-  int64_t instances = 0;    // instances it took part in
-  int64_t caused_ps = 0;    // the others' waiting in the instances it was last in
-  int64_t lateness_ps = 0;  // summed over those instances
+  int64_t times_last = 0;      // instances where it arrived last
+  int64_t instances = 0;       // instances it took part in
+  int64_t caused_ps = 0;       // the others' waiting in the instances it was last in
+  int64_t lateness_ps = 0;     // summed over those instances
   std::vector<int64_t> steps;  // steps of those instances (distinct, increasing; up to 64)
 };
 

@@ -92,8 +92,8 @@ Verdict Decide(const KernelFacts& f) {
                             f.straggler.empty() ? "" : absl::StrCat(", most often ", f.straggler));
     } else {
       v.bound = Bound::kCommunication;
-      v.text = absl::StrCat("communication: moving data between chips (",
-                            Percent(v.wait_fraction), " waiting)");
+      v.text = absl::StrCat("communication: moving data between chips (", Percent(v.wait_fraction),
+                            " waiting)");
     }
     return v;
   }
@@ -114,12 +114,14 @@ Verdict Decide(const KernelFacts& f) {
   if ((f.flops > 0 || f.bytes_accessed > 0) && v.ridge > 0) {
     const bool compute = f.bytes_accessed == 0 || v.intensity >= v.ridge;
     v.bound = compute ? Bound::kCompute : Bound::kMemory;
-    v.text = compute ? absl::StrFormat("compute bound: %.0f flop/byte over a ridge of %.0f, at "
-                                       "%s of peak compute",
-                                       v.intensity, v.ridge, Percent(v.compute_fraction))
-                     : absl::StrFormat("memory bound: %.1f flop/byte under a ridge of %.0f, at "
-                                       "%s of peak HBM bandwidth",
-                                       v.intensity, v.ridge, Percent(v.bandwidth_fraction));
+    v.text = compute ? absl::StrFormat(
+                           "compute bound: %.0f flop/byte over a ridge of %.0f, at "
+                           "%s of peak compute",
+                           v.intensity, v.ridge, Percent(v.compute_fraction))
+                     : absl::StrFormat(
+                           "memory bound: %.1f flop/byte under a ridge of %.0f, at "
+                           "%s of peak HBM bandwidth",
+                           v.intensity, v.ridge, Percent(v.bandwidth_fraction));
     auto mxu = f.gauges.find("mxu_busy");
     if (compute && mxu != f.gauges.end()) {
       absl::StrAppend(&v.text, ", MXU busy ", Percent(mxu->second));

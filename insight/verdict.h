@@ -43,17 +43,17 @@ struct KernelFacts {
 
 struct Verdict {
   Bound bound = Bound::kUnknown;
-  std::string text;                // one line, plain words
-  double intensity = 0;            // flops / byte; 0 when unknown
-  double ridge = 0;                // the chip's peak flops / peak bytes per second
-  double achieved_tflops = 0;      // flops x count / time
-  double achieved_gbps = 0;        // bytes x count / time
-  double compute_fraction = 0;     // of the peak
-  double bandwidth_fraction = 0;   // of the peak
-  double roofline_fraction = 0;    // the roofline's time for the work / the time it took
-  double wait_fraction = 0;        // of its time, waiting in collectives
-  double stall_fraction = 0;       // the stall gauges added up
-  std::string dominant_stall;      // the largest stall gauge
+  std::string text;               // one line, plain words
+  double intensity = 0;           // flops / byte; 0 when unknown
+  double ridge = 0;               // the chip's peak flops / peak bytes per second
+  double achieved_tflops = 0;     // flops x count / time
+  double achieved_gbps = 0;       // bytes x count / time
+  double compute_fraction = 0;    // of the peak
+  double bandwidth_fraction = 0;  // of the peak
+  double roofline_fraction = 0;   // the roofline's time for the work / the time it took
+  double wait_fraction = 0;       // of its time, waiting in collectives
+  double stall_fraction = 0;      // the stall gauges added up
+  std::string dominant_stall;     // the largest stall gauge
   bool has_counters = false;
 };
 

@@ -139,8 +139,8 @@ absl::StatusOr<PodModel> PodModel::Create(const PodConfig& config) {
             scalar, "launch/overhead bound");
   }
   // A Pallas attention kernel: a Mosaic custom call whose MLIR the capture carries.
-  compute("flash_attention", "custom-call", 150, 25, 0.6, 50,
-          {0.6, 0.25, 0.05, 0.25, 0.04, 0.03}, "compute bound");
+  compute("flash_attention", "custom-call", 150, 25, 0.6, 50, {0.6, 0.25, 0.05, 0.25, 0.04, 0.03},
+          "compute bound");
   {
     OpTemplate& fa = m.ops_.back();
     fa.hlo_text =

@@ -58,8 +58,8 @@ const char* const kStatNames[] = {
 
 // The hardware counters a simulated chip reports: unit busy and stall fractions (gauges, each
 // sample holding until the next) and core and HBM energy (running totals, nJ).
-const char* const kCounterNames[] = {"mxu_busy",  "vpu_busy",  "scalar_busy",
-                                     "dma_busy",  "stall_hbm", "stall_dma",
+const char* const kCounterNames[] = {"mxu_busy",           "vpu_busy",     "scalar_busy",
+                                     "dma_busy",           "stall_hbm",    "stall_dma",
                                      "vdd_core_energy_nj", "hbm_energy_nj"};
 constexpr int kCounterKinds = 8;
 constexpr int kGaugeKinds = 6;
@@ -222,8 +222,8 @@ BuildResult BuildXSpace(const PodModel& model, const SkewedClock& clock,
           // A sample where the kernel starts (its units' levels) and where it ends (idle),
           // with the energy counters' running totals at both instants.
           const UnitProfile& u = ops[run.op].units;
-          const double levels[kGaugeKinds] = {u.mxu, u.vpu, u.scalar, u.dma, u.stall_hbm,
-                                              u.stall_dma};
+          const double levels[kGaugeKinds] = {u.mxu, u.vpu,       u.scalar,
+                                              u.dma, u.stall_hbm, u.stall_dma};
           const double core_w = kCoreIdleW + kCoreMxuW * u.mxu + kCoreVpuW * u.vpu;
           const double hbm_w = kHbmIdleW + kHbmDmaW * u.dma;
           const int64_t end = t + run.duration_ps;

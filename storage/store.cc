@@ -224,15 +224,16 @@ absl::Status WriteCaptureRows(Connection& c, const CaptureWrite& w) {
                                       "AND category = ? AND program_id = ? AND hlo_hash = ? AND "
                                       "flops = ? AND bytes_accessed = ?"));
   // What a kernel is, filled in where an earlier capture left it empty.
-  ASSIGN_OR_RETURN(auto upd_identity,
-                   Statement::Prepare(c,
-                                      "UPDATE kernels SET "
-                                      "hlo_text = CASE WHEN hlo_text = '' THEN ?1 ELSE hlo_text END, "
-                                      "tf_op = CASE WHEN tf_op = '' THEN ?2 ELSE tf_op END, "
-                                      "source_stack = CASE WHEN source_stack = '' THEN ?3 "
-                                      "ELSE source_stack END, "
-                                      "mlir = CASE WHEN mlir = '' THEN ?4 ELSE mlir END "
-                                      "WHERE id = ?5"));
+  ASSIGN_OR_RETURN(
+      auto upd_identity,
+      Statement::Prepare(c,
+                         "UPDATE kernels SET "
+                         "hlo_text = CASE WHEN hlo_text = '' THEN ?1 ELSE hlo_text END, "
+                         "tf_op = CASE WHEN tf_op = '' THEN ?2 ELSE tf_op END, "
+                         "source_stack = CASE WHEN source_stack = '' THEN ?3 "
+                         "ELSE source_stack END, "
+                         "mlir = CASE WHEN mlir = '' THEN ?4 ELSE mlir END "
+                         "WHERE id = ?5"));
   ASSIGN_OR_RETURN(auto ins_kcounter,
                    Statement::Prepare(c,
                                       "INSERT INTO kernel_counters (capture, chip_id, kernel_id, "
@@ -348,8 +349,7 @@ absl::Status WriteCaptureRows(Connection& c, const CaptureWrite& w) {
     for (const insight::KernelCounter& k : insight::AttributeCounters(cap)) {
       ins_kcounter->Reset();
       ins_kcounter->Bind(1, seq).Bind(2, chip_ids[k.chip]).Bind(3, kernel_ids[k.kernel]);
-      ins_kcounter->Bind(4, k.counter)
-          .Bind(5, int64_t{k.kind == trace::CounterKind::kCumulative});
+      ins_kcounter->Bind(4, k.counter).Bind(5, int64_t{k.kind == trace::CounterKind::kCumulative});
       ins_kcounter->Bind(6, k.integral).Bind(7, k.covered_ps).Bind(8, k.executions);
       RETURN_IF_ERROR(ins_kcounter->Run());
     }

@@ -160,8 +160,8 @@ struct StragglerReport {
     int chips = 0;
     int64_t spread_ps = 0, lateness_ps = 0, caused_ps = 0;
   };
-  std::vector<Chip> chips;           // most waiting caused first
-  std::vector<Instance> instances;   // worst first
+  std::vector<Chip> chips;          // most waiting caused first
+  std::vector<Instance> instances;  // worst first
 };
 
 struct HistoryQuery {

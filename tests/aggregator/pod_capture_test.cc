@@ -6,8 +6,8 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <iostream>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <set>
 #include <thread>
@@ -597,6 +597,30 @@ TEST_F(PodTest, AnInjectedStragglerIsNamedAndTheOthersWaitsMatchTheModel) {
     EXPECT_EQ(k.insight().verdict(), "collective wait") << k.insight().verdict_text();
     EXPECT_EQ(k.insight().straggler(), "host-1 chip 1");
   }
+
+  // And the CLI tells a person the same.
+  testing::PodprofResult who =
+      testing::RunPodprof("stragglers " + id + " --aggregator " + agg_addr_);
+  ASSERT_EQ(who.exit_code, 0) << who.err;
+  EXPECT_TRUE(absl::StrContains(who.out, "host-1 chip 1 made the others wait most")) << who.out;
+  testing::PodprofResult kernel =
+      testing::RunPodprof("kernel reduce-scatter.0 --capture " + id + " --aggregator " + agg_addr_);
+  ASSERT_EQ(kernel.exit_code, 0) << kernel.err;
+  EXPECT_TRUE(absl::StrContains(kernel.out, "verdict: collective wait")) << kernel.out;
+  EXPECT_TRUE(absl::StrContains(kernel.out, "most often host-1 chip 1")) << kernel.out;
+  testing::PodprofResult pallas =
+      testing::RunPodprof("kernel flash_attention --format json --aggregator " + agg_addr_);
+  ASSERT_EQ(pallas.exit_code, 0) << pallas.err;
+  auto j = nlohmann::json::parse(pallas.out);
+  EXPECT_EQ(j["kernel"]["custom_call_target"], "tpu_custom_call");
+  EXPECT_TRUE(
+      absl::StrContains(j["kernel"]["mlir"].get<std::string>(), "func.func @flash_attention"));
+  EXPECT_EQ(j["rollup"]["insight"]["verdict"], "compute bound");
+  EXPECT_EQ(j["capture_id"], id);
+  testing::PodprofResult missing =
+      testing::RunPodprof("kernel no_such_kernel --aggregator " + agg_addr_);
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(missing.err, "no_such_kernel")) << missing.err;
 }
 
 TEST(RefineTest, ACloseHostWithTightProbesFixesTheShiftAFarOneCannotPull) {

@@ -107,7 +107,11 @@ v1::GetKernelStatsResponse TwoStatsRows() {
   s->set_total_flops(3000);
   s->set_achieved_tflops(1000.0);
   s->set_fraction_of_peak_flops(0.5);
-  s = r.add_stats();  // One chip.
+  s->mutable_insight()->set_verdict("compute bound");
+  s->mutable_insight()->set_has_counters(true);
+  (*s->mutable_insight()->mutable_utilization())["mxu_busy"] = 0.5;
+  s->mutable_insight()->set_stall_fraction(0.125);
+  s = r.add_stats();  // One chip, no counters.
   s->set_host_name("h0");
   s->set_chip_ordinal(2);
   *s->mutable_kernel() = Kernel("void k<a, b>(\"x\")", "", "custom");
@@ -206,8 +210,10 @@ TEST(WriteCapturesTest, JsonIsAnArrayOfObjects) {
   EXPECT_EQ(j[1]["start_ns"], kStartNs - 100'123'000'000);
 }
 
-TEST(WriteKernelStatsTest, CsvHeaderIsInspectsWithCaptureFirst) {
-  EXPECT_EQ(std::string(kStatsCsvHeader), absl::StrCat("capture,", kInspectCsvHeader));
+TEST(WriteKernelStatsTest, CsvHeaderIsInspectsWithCaptureFirstAndTheVerdictLast) {
+  EXPECT_EQ(std::string(kStatsCsvHeader),
+            absl::StrCat("capture,", kInspectCsvHeader,
+                         ",verdict,mxu_busy,stall_fraction,wait_fraction"));
 }
 
 TEST(WriteKernelStatsTest, CsvRowsStarRollUpsAndGivePerCallCosts) {
@@ -215,9 +221,11 @@ TEST(WriteKernelStatsTest, CsvRowsStarRollUpsAndGivePerCallCosts) {
   WriteKernelStats(TwoStatsRows(), StatsGrouping::kChip, OutputFormat::kCsv, out);
   EXPECT_EQ(out.str(),
             "capture,host,chip,kernel,category,count,total_ps,min_ps,max_ps,mean_ps,p50_ps,p90_ps,"
-            "p99_ps,flops,bytes_accessed\n"
-            "cap-2,*,*,fusion.12,convolution fusion,3,3000,900,1200,1001,1000,1100,1190,1000,2000\n"
-            "cap-2,h0,2,\"void k<a, b>(\"\"x\"\")\",custom,1,5,5,5,5,5,5,5,0,0\n");
+            "p99_ps,flops,bytes_accessed,verdict,mxu_busy,stall_fraction,wait_fraction\n"
+            "cap-2,*,*,fusion.12,convolution fusion,3,3000,900,1200,1001,1000,1100,1190,1000,2000,"
+            "compute bound,0.5,0.125,0\n"
+            // No counters: their fields are empty, not 0.
+            "cap-2,h0,2,\"void k<a, b>(\"\"x\"\")\",custom,1,5,5,5,5,5,5,5,0,0,,,,0\n");
 }
 
 TEST(WriteKernelStatsTest, TableHasInspectsColumnsAndHintsAtMoreRows) {
@@ -226,13 +234,16 @@ TEST(WriteKernelStatsTest, TableHasInspectsColumnsAndHintsAtMoreRows) {
   std::vector<std::string> lines = Lines(out.str());
   ASSERT_EQ(lines.size(), 5u) << out.str();
   EXPECT_EQ(lines[0], "capture cap-2: 40 rows by chip");
-  for (const char* column : {"HOST", "CHIP", "KERNEL", "MODULE", "CATEGORY", "COUNT", "TOTAL",
-                             "MEAN", "P50", "P99", "MAX", "TFLOP/S", "%PEAK", "GB/S", "%HBM"}) {
+  for (const char* column :
+       {"HOST", "CHIP", "KERNEL", "MODULE", "CATEGORY", "COUNT", "TOTAL", "MEAN", "P50", "P99",
+        "MAX", "TFLOP/S", "%PEAK", "GB/S", "%HBM", "MXU", "STALL", "WAIT", "VERDICT"}) {
     EXPECT_TRUE(absl::StrContains(lines[1], column)) << column;
   }
   EXPECT_TRUE(absl::StrContains(lines[2], "1000.00")) << lines[2];
   EXPECT_TRUE(absl::StrContains(lines[2], "50.0%")) << lines[2];
   EXPECT_TRUE(absl::StrContains(lines[2], "3.00 ns")) << lines[2];
+  EXPECT_TRUE(absl::EndsWith(lines[2], "compute bound")) << lines[2];
+  EXPECT_TRUE(absl::StrContains(lines[2], "12.5%")) << lines[2];  // the stalls it measured
   EXPECT_EQ(lines[4], "... 38 more rows (--top 0 shows all)");
 
   std::ostringstream by_kernel;
@@ -349,7 +360,7 @@ TEST(WriteImportResultTest, FileErrorsAreWarningsOnStderr) {
   WriteImportResult(r, OutputFormat::kCsv, csv, csv_err);
   EXPECT_EQ(Lines(csv.str())[1],
             "cap-new,*,*,fusion.12,convolution fusion,3,3000,900,1200,1001,1000,1100,1190,1000,"
-            "2000");
+            "2000,compute bound,0.5,0.125,0");
 }
 
 TEST(TextTableTest, PadsByCharactersAndCutsLongCells) {
