@@ -674,12 +674,32 @@ grpc::Status AggregatorService::ExportCapture(
   } else {
     cw.emplace(&out, row->start_ns);
   }
+  // Each kernel's verdict on each chip, for its slices.
+  std::map<std::string, exporter::KernelNotes> notes;
+  {
+    storage::StatsQuery q;
+    q.capture_id = request->capture_id();
+    q.group_by = storage::Grouping::kChip;
+    absl::StatusOr<std::vector<storage::StatRow>> rows = store_->KernelStats(q);
+    if (!rows.ok()) return ToGrpc(rows.status());
+    podprof::v1::GetKernelStatsResponse judged;
+    for (const storage::StatRow& r : *rows) *judged.add_stats() = ToProto(r);
+    absl::Status s = AttachInsights(*store_, q.capture_id, true, *rows, &judged);
+    if (!s.ok()) return ToGrpc(s);
+    for (int i = 0; i < judged.stats_size(); ++i) {
+      const storage::StatRow& r = (*rows)[i];
+      notes[r.host][{r.chip, r.kernel.module, r.kernel.op_name}] =
+          judged.stats(i).insight().verdict_text();
+    }
+  }
   absl::Status s = store_->ForEachHost(request->capture_id(), [&](storage::StoredHost& h) {
     if (context->IsCancelled()) return absl::CancelledError("the client went away");
+    auto host_notes = notes.find(h.row.host);
+    const exporter::KernelNotes* n = host_notes == notes.end() ? nullptr : &host_notes->second;
     if (perfetto) {
-      pw->AddHost(h.capture, HostDescription(h.row));
+      pw->AddHost(h.capture, HostDescription(h.row), n);
     } else {
-      cw->AddHost(h.capture, HostDescription(h.row));
+      cw->AddHost(h.capture, HostDescription(h.row), n);
     }
     return out ? absl::OkStatus() : absl::UnavailableError("the client stopped reading");
   });

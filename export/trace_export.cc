@@ -72,6 +72,31 @@ std::vector<std::pair<std::pair<int, std::string>, std::vector<uint32_t>>> Track
   return out;
 }
 
+// The verdict noted for kernel `k` on `chip` (an index into the host's chips), or null.
+class NoteLookup {
+ public:
+  NoteLookup(const trace::HostCapture& capture, const KernelNotes* notes)
+      : capture_(capture), notes_(notes) {}
+  const std::string* Of(int chip, uint32_t k) {
+    if (notes_ == nullptr || k >= capture_.kernels.size() || chip < 0 ||
+        chip >= static_cast<int>(capture_.host.chips.size())) {
+      return nullptr;
+    }
+    auto [it, fresh] = cache_.try_emplace({chip, k}, nullptr);
+    if (fresh) {
+      const trace::KernelDef& def = capture_.kernels[k];
+      auto n = notes_->find({capture_.host.chips[chip].ordinal, def.module, def.name});
+      if (n != notes_->end()) it->second = &n->second;
+    }
+    return it->second;
+  }
+
+ private:
+  const trace::HostCapture& capture_;
+  const KernelNotes* notes_;
+  std::map<std::pair<int, uint32_t>, const std::string*> cache_;
+};
+
 }  // namespace
 
 PerfettoWriter::PerfettoWriter(std::ostream* out) : out_(out) {}
@@ -89,7 +114,9 @@ void PerfettoWriter::WritePacket(const std::string& bytes) {
   out_->write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
-void PerfettoWriter::AddHost(const trace::HostCapture& capture, const std::string& description) {
+void PerfettoWriter::AddHost(const trace::HostCapture& capture, const std::string& description,
+                             const KernelNotes* notes) {
+  NoteLookup note_of(capture, notes);
   ++counts_.hosts;
   pp::TracePacket packet;
   auto emit = [&](pp::TracePacket& p) {
@@ -202,6 +229,11 @@ void PerfettoWriter::AddHost(const trace::HostCapture& capture, const std::strin
           a->set_name("module");
           a->set_string_value(def->module);
         }
+        if (const std::string* verdict = note_of.Of(b.chip, k)) {
+          auto* a = ev->add_debug_annotations();
+          a->set_name("verdict");
+          a->set_string_value(*verdict);
+        }
       }
       if (b.collective[e.index] != 0) {
         ev->add_flow_ids(b.collective[e.index]);
@@ -254,7 +286,9 @@ void ChromeJsonWriter::Event(const std::string& json) {
   *out_ << json;
 }
 
-void ChromeJsonWriter::AddHost(const trace::HostCapture& capture, const std::string& description) {
+void ChromeJsonWriter::AddHost(const trace::HostCapture& capture, const std::string& description,
+                               const KernelNotes* notes) {
+  NoteLookup note_of(capture, notes);
   const int pid = static_cast<int>(++counts_.hosts);
   ++counts_.tracks;
   using nlohmann::json;
@@ -299,6 +333,7 @@ void ChromeJsonWriter::AddHost(const trace::HostCapture& capture, const std::str
         if (def->flops > 0) args["flops"] = def->flops;
         if (def->bytes_accessed > 0) args["bytes_accessed"] = def->bytes_accessed;
         if (def->program_id != 0) args["program_id"] = def->program_id;
+        if (const std::string* verdict = note_of.Of(b.chip, k)) args["verdict"] = *verdict;
       }
       if (b.collective[e.index] != 0) args["collective_id"] = b.collective[e.index];
       const std::string name = def != nullptr && !def->name.empty() ? def->name : b.line;

@@ -8,12 +8,17 @@
 #include <map>
 #include <ostream>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 
 #include "absl/status/status.h"
 #include "trace/model.h"
 
 namespace podprof::exporter {
+
+// What to say of each kernel on each chip, shown on its slices: (chip ordinal, module, op
+// name) -> the kernel's verdict there.
+using KernelNotes = std::map<std::tuple<int, std::string, std::string>, std::string>;
 
 struct ExportCounts {
   uint64_t hosts = 0;
@@ -32,8 +37,9 @@ class PerfettoWriter {
  public:
   explicit PerfettoWriter(std::ostream* out);
   // Writes one host. `description` shows in the host track's details (e.g. its clock
-  // correction).
-  void AddHost(const trace::HostCapture& capture, const std::string& description);
+  // correction); `notes`, when given, adds each kernel slice's verdict as an annotation.
+  void AddHost(const trace::HostCapture& capture, const std::string& description,
+               const KernelNotes* notes = nullptr);
   // Flushes; fails if the stream did.
   absl::Status Finish();
   const ExportCounts& counts() const { return counts_; }
@@ -58,7 +64,8 @@ class ChromeJsonWriter {
   // timestamps are doubles, which cannot hold nanoseconds since the epoch. The origin is kept
   // in "otherData".
   ChromeJsonWriter(std::ostream* out, int64_t origin_ns);
-  void AddHost(const trace::HostCapture& capture, const std::string& description);
+  void AddHost(const trace::HostCapture& capture, const std::string& description,
+               const KernelNotes* notes = nullptr);
   absl::Status Finish();
   const ExportCounts& counts() const { return counts_; }
   static constexpr uint64_t kLargeEvents = 1'000'000;

@@ -269,8 +269,11 @@ TEST_F(PodTest, FourHostCaptureAlignsClocksAndCollectives) {
   ASSERT_TRUE(trace.ParseFromString(file)) << "a " << file.size() << "-byte file that is no Trace";
   std::set<std::string> processes;
   std::map<uint64_t, int> depth;  // per track: begins minus ends so far
-  uint64_t begins = 0, ends = 0, flows = 0, names = 0;
+  uint64_t begins = 0, ends = 0, flows = 0, names = 0, verdicts = 0, counter_tracks = 0;
   for (const auto& packet : trace.packet()) {
+    if (packet.has_track_descriptor() && packet.track_descriptor().has_counter()) {
+      ++counter_tracks;
+    }
     EXPECT_EQ(packet.trusted_packet_sequence_id(), 1u);
     if (packet.has_track_descriptor() && packet.track_descriptor().has_process()) {
       processes.insert(packet.track_descriptor().process().process_name());
@@ -283,6 +286,7 @@ TEST_F(PodTest, FourHostCaptureAlignsClocksAndCollectives) {
       ++depth[ev.track_uuid()];
       EXPECT_GT(ev.name_iid(), 0u);
       flows += ev.flow_ids_size();
+      for (const auto& a : ev.debug_annotations()) verdicts += a.name() == "verdict";
     } else if (ev.type() == 2) {
       ++ends;
       EXPECT_GT(depth[ev.track_uuid()]--, 0) << "an end without a begin";
@@ -293,6 +297,10 @@ TEST_F(PodTest, FourHostCaptureAlignsClocksAndCollectives) {
   EXPECT_EQ(ends, stored_events);
   EXPECT_EQ(flows, stored_collective_events);
   EXPECT_GT(names, 10u);
+  // Every kernel slice carries its verdict on that chip; the counters are counter tracks (4
+  // hosts x 2 chips x 8 hardware counters, and the runtime metrics the agents sampled).
+  EXPECT_GT(verdicts, stored_events / 2);
+  EXPECT_GE(counter_tracks, 4u * 2 * 8);
 }
 
 // The CLI over a real pod: agents, a capture (exit 0, one JSON object), its export to a file.
