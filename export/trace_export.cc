@@ -61,7 +61,9 @@ std::vector<std::pair<std::pair<int, std::string>, std::vector<uint32_t>>> Track
     const trace::HostCapture& capture) {
   std::map<std::pair<int, std::string>, std::vector<uint32_t>> by;
   for (uint32_t i = 0; i < capture.blocks.size(); ++i) {
-    by[{capture.blocks[i].chip, capture.blocks[i].line}].push_back(i);
+    const trace::EventBlock& b = capture.blocks[i];
+    // Scopes inside kernels share the kernels' track, where they nest as child slices.
+    by[{b.chip, b.kind == trace::LineKind::kScopes ? std::string("XLA Ops") : b.line}].push_back(i);
   }
   std::vector<std::pair<std::pair<int, std::string>, std::vector<uint32_t>>> out(by.begin(),
                                                                                  by.end());

@@ -149,6 +149,9 @@ absl::StatusOr<PodModel> PodModel::Create(const PodConfig& config) {
         "custom_call_target=\"tpu_custom_call\", "
         "backend_config={\"custom_call_config\": {\"kernel_name\": \"flash_attention\"}}";
     fa.tf_op = "jit(train_step)/jit(main)/pallas_call[name=flash_attention]";
+    fa.scopes = {{"flash_attention/load_qkv", 0.15},
+                 {"flash_attention/qk_matmul", 0.55},
+                 {"flash_attention/softmax_pv", 0.3}};
     fa.mlir =
         "module attributes {stable_mosaic.version = 3 : i64} {\n"
         "  func.func @flash_attention(%arg0: i32, %arg1: memref<1x2048x128xbf16, "

@@ -60,6 +60,8 @@ struct OpTemplate {
   std::string tf_op;   // framework op path
   std::string source_stack;
   std::string mlir;  // Pallas kernels: the lowered Mosaic MLIR
+  // Pallas kernels: named scopes inside the kernel, in order, with their share of its time.
+  std::vector<std::pair<std::string, double>> scopes;
   UnitProfile units;
   // The verdict this kernel's model makes (insight::BoundName), for tests.
   std::string expected_bound;

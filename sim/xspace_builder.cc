@@ -166,6 +166,24 @@ BuildResult BuildXSpace(const PodModel& model, const SkewedClock& clock,
     XLine* step_line = plane->add_lines();
     step_line->set_id(3);
     step_line->set_name("Steps");
+    // Named scopes inside kernels (Pallas trace points), with metadata ids of their own.
+    constexpr int64_t kFirstScopeMeta = int64_t{1} << 40;
+    XLine* scopes = nullptr;
+    std::vector<std::vector<int64_t>> scope_meta(ops.size());
+    for (size_t i = 0; i < ops.size(); ++i) {
+      for (const auto& [name, share] : ops[i].scopes) {
+        if (scopes == nullptr) {
+          scopes = plane->add_lines();
+          scopes->set_id(5);
+          scopes->set_name("XLA TraceMe");
+        }
+        const int64_t id = kFirstScopeMeta + static_cast<int64_t>(i) * 64 +
+                           static_cast<int64_t>(scope_meta[i].size());
+        metas[id].set_id(id);
+        metas[id].set_name(name);
+        scope_meta[i].push_back(id);
+      }
+    }
     XLine* counters = nullptr;
     if (window.counters) {
       counters = plane->add_lines();
@@ -218,6 +236,16 @@ BuildResult BuildXSpace(const PodModel& model, const SkewedClock& clock,
           AddStat(ev->mutable_stats(), kAllReduceUniqueId)->set_uint64_value(run.collective_id);
         }
         ++result.kernel_events;
+        int64_t scope_at_ps = 0;
+        for (size_t k = 0; k < scope_meta[run.op].size(); ++k) {
+          const int64_t len = std::llround(static_cast<double>(run.duration_ps) *
+                                           ops[run.op].scopes[k].second);
+          XEvent* sc = scopes->add_events();
+          sc->set_metadata_id(scope_meta[run.op][k]);
+          sc->set_offset_ps(host_offset_ps(t + scope_at_ps) + device_shift_ps);
+          sc->set_duration_ps(std::min(len, run.duration_ps - scope_at_ps));
+          scope_at_ps += len;
+        }
         if (counters != nullptr) {
           // A sample where the kernel starts (its units' levels) and where it ends (idle),
           // with the energy counters' running totals at both instants.

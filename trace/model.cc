@@ -49,6 +49,7 @@ size_t HostCapture::EventCount() const {
 LineKind LineKindOfName(const std::string& line) {
   if (line == "XLA Modules") return LineKind::kModules;
   if (line == "Steps") return LineKind::kSteps;
+  if (line == "XLA TraceMe") return LineKind::kScopes;
   if (line.rfind("Stream #", 0) == 0) return LineKind::kGpuStream;
   return LineKind::kOps;
 }

@@ -50,6 +50,8 @@ enum class LineKind {
   kGpuStream,  // GPU `Stream #N(...)`: one event per kernel or memcpy.
   kModules,    // TPU `XLA Modules`: one event per program run.
   kSteps,      // `Steps`: one event per training step.
+  kScopes,     // TPU `XLA TraceMe`: named scopes inside kernels (a Pallas kernel's trace
+               // points), shown as child slices of the kernel they fall in; not kernels.
 };
 
 // The kind of a timeline from its name alone ("XLA Ops", "XLA Modules", "Steps",

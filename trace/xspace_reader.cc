@@ -48,6 +48,8 @@ constexpr int64_t kAbsoluteTimestampNs = 100'000'000'000'000'000;
 // Metadata ids below this are looked up in dense tables on the per-event path.
 constexpr int64_t kDenseIds = 1 << 16;
 constexpr uint32_t kNoKernel = ~uint32_t{0};
+// Kinds of LineKind, for tables indexed by it.
+constexpr int kLineKinds = static_cast<int>(LineKind::kScopes) + 1;
 
 // The stats podprof reads, by name.
 enum class StatKind : uint8_t {
@@ -261,6 +263,10 @@ bool ClassifyLine(PlaneKind plane, absl::string_view name, LineKind* kind, bool*
       *kind = LineKind::kModules;
       return true;
     }
+    if (name == "XLA TraceMe") {
+      *kind = LineKind::kScopes;
+      return true;
+    }
     if (name == "_counters_") {
       *counters = true;
       return true;
@@ -306,9 +312,9 @@ class Reader {
     StatTable stat_table;
     absl::flat_hash_map<int64_t, EventMeta> metas;
     // Kernel index per (line kind, metadata id), filled as events refer to them.
-    absl::flat_hash_map<int64_t, uint32_t> kernel_of[4];
+    absl::flat_hash_map<int64_t, uint32_t> kernel_of[kLineKinds];
     // The same for small ids, read on every event without hashing.
-    std::vector<uint32_t> dense_kernel_of[4];
+    std::vector<uint32_t> dense_kernel_of[kLineKinds];
     absl::flat_hash_map<int64_t, size_t> counter_of;  // metadata id -> capture_.counters index
     std::string line_name;                            // of the line being read (for GPU categories)
   };
@@ -907,6 +913,9 @@ absl::StatusOr<uint32_t> Reader::KernelFor(PlaneState* plane, LineKind kind, int
     }
     case LineKind::kSteps:
       def.category = "step";
+      break;
+    case LineKind::kScopes:
+      def.category = "scope";
       break;
     case LineKind::kGpuStream:
       if (def.category.empty()) def.category = GpuCategory(plane->line_name, def.name);

@@ -270,7 +270,11 @@ TEST_F(PodTest, FourHostCaptureAlignsClocksAndCollectives) {
   std::set<std::string> processes;
   std::map<uint64_t, int> depth;  // per track: begins minus ends so far
   uint64_t begins = 0, ends = 0, flows = 0, names = 0, verdicts = 0, counter_tracks = 0;
+  std::map<uint64_t, std::string> name_of;                // interned event names
+  std::map<uint64_t, std::vector<std::string>> open_on;  // per track: the open slices
+  uint64_t scopes = 0, scopes_in_their_kernel = 0;
   for (const auto& packet : trace.packet()) {
+    for (const auto& n : packet.interned_data().event_names()) name_of[n.iid()] = n.name();
     if (packet.has_track_descriptor() && packet.track_descriptor().has_counter()) {
       ++counter_tracks;
     }
@@ -286,10 +290,18 @@ TEST_F(PodTest, FourHostCaptureAlignsClocksAndCollectives) {
       ++depth[ev.track_uuid()];
       EXPECT_GT(ev.name_iid(), 0u);
       flows += ev.flow_ids_size();
+      const std::string& name = name_of[ev.name_iid()];
+      if (absl::StartsWith(name, "flash_attention/")) {
+        ++scopes;
+        auto& stack = open_on[ev.track_uuid()];
+        scopes_in_their_kernel += !stack.empty() && stack.back() == "flash_attention";
+      }
+      open_on[ev.track_uuid()].push_back(name);
       for (const auto& a : ev.debug_annotations()) verdicts += a.name() == "verdict";
     } else if (ev.type() == 2) {
       ++ends;
       EXPECT_GT(depth[ev.track_uuid()]--, 0) << "an end without a begin";
+      if (!open_on[ev.track_uuid()].empty()) open_on[ev.track_uuid()].pop_back();
     }
   }
   EXPECT_EQ(processes, (std::set<std::string>{"host-0", "host-1", "host-2", "host-3"}));
@@ -300,6 +312,9 @@ TEST_F(PodTest, FourHostCaptureAlignsClocksAndCollectives) {
   // Every kernel slice carries its verdict on that chip; the counters are counter tracks (4
   // hosts x 2 chips x 8 hardware counters, and the runtime metrics the agents sampled).
   EXPECT_GT(verdicts, stored_events / 2);
+  // The Pallas kernel's named scopes are child slices of it, on its track.
+  EXPECT_GT(scopes, 0u);
+  EXPECT_EQ(scopes_in_their_kernel, scopes);
   EXPECT_GE(counter_tracks, 4u * 2 * 8);
 }
 

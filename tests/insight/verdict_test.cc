@@ -97,6 +97,11 @@ TEST(VerdictTest, EachSimulatedKernelGetsTheVerdictItsModelBuiltIn) {
     ++checked;
   }
   EXPECT_GE(checked, 20);
+  // The Pallas kernel's named scopes are read, as scopes: not kernels with statistics.
+  bool scope_line = false;
+  for (const trace::EventBlock& b : c.blocks) scope_line |= b.kind == trace::LineKind::kScopes;
+  EXPECT_TRUE(scope_line);
+  EXPECT_EQ(facts.count("flash_attention/qk_matmul"), 0u);
   // The counters' means are the levels the model gave the units (to the ns that counter
   // sample times keep, against kernel edges kept in ps).
   EXPECT_NEAR(facts["fusion.1"].gauges["mxu_busy"], 0.72, 1e-4);
