@@ -343,8 +343,10 @@ int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
       for (const auto& [name, pid] : children.List()) pids.push_back(absl::StrCat(pid));
       out << "\nstill running (--keep): try\n  podprof agents --aggregator " << agg_addr
           << "\n  podprof captures --aggregator " << agg_addr << "\n  podprof stats "
-          << result->capture_id << " --aggregator " << agg_addr << "\nstop them with\n  kill "
-          << absl::StrJoin(pids, " ") << "\n";
+          << result->capture_id << " --aggregator " << agg_addr << "\n  podprof stragglers "
+          << result->capture_id << " --aggregator " << agg_addr
+          << "\n  podprof kernel flash_attention --aggregator " << agg_addr
+          << "\nstop them with\n  kill " << absl::StrJoin(pids, " ") << "\n";
     }
   }
   out.flush();

@@ -408,11 +408,12 @@ void WriteCaptureResult(const CaptureResult& result, const CaptureOptions& optio
     out << "\ntop kernels pod-wide\n";
     TextTable k({Col{"KERNEL", A::kLeft, 40}, Col{"CATEGORY", A::kLeft, 24},
                  Col{"COUNT", A::kRight}, Col{"TOTAL", A::kRight}, Col{"MEAN", A::kRight},
-                 Col{"P99", A::kRight}, Col{"CHIPS", A::kRight}});
+                 Col{"P99", A::kRight}, Col{"CHIPS", A::kRight}, Col{"VERDICT", A::kLeft, 24}});
     for (const auto& s : result.top_kernels) {
       k.AddRow({s.kernel().op_name(), s.kernel().category(), absl::StrCat(s.count()),
                 FormatDurationPs(s.total_ps()), FormatDurationPs(std::llround(s.mean_ps())),
-                FormatDurationPs(s.p99_ps()), absl::StrCat(s.chip_count())});
+                FormatDurationPs(s.p99_ps()), absl::StrCat(s.chip_count()),
+                s.insight().verdict().empty() ? "-" : s.insight().verdict()});
     }
     k.Write(out);
   }

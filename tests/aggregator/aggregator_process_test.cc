@@ -496,6 +496,25 @@ TEST(AggregatorLimitsTest, AbsurdRequestsAndFloodsAreRefusedClearly) {
     EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
   }
   {
+    // The insight queries: an unknown capture, an unknown kernel, an empty or absurd name.
+    grpc::ClientContext c1, c2, c3, c4;
+    v1::GetStragglersRequest sr;
+    sr.set_capture_id("cap-none");
+    v1::GetStragglersResponse sresp;
+    EXPECT_EQ(stub->GetStragglers(&c1, sr, &sresp).error_code(), grpc::StatusCode::NOT_FOUND);
+    v1::DescribeKernelRequest kr;
+    v1::DescribeKernelResponse kresp;
+    EXPECT_EQ(stub->DescribeKernel(&c2, kr, &kresp).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
+    kr.set_op_name("fusion.none");
+    grpc::Status none = stub->DescribeKernel(&c3, kr, &kresp);
+    EXPECT_EQ(none.error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_TRUE(absl::StrContains(none.error_message(), "fusion.none")) << none.error_message();
+    kr.set_op_name(std::string(100'000, 'k'));
+    EXPECT_EQ(stub->DescribeKernel(&c4, kr, &kresp).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  {
     grpc::ClientContext ctx;
     v1::ImportXSpaceResponse resp;
     auto writer = stub->ImportXSpace(&ctx, &resp);
