@@ -33,26 +33,48 @@ SeriesIntegral::SeriesIntegral(const trace::CounterSeries& series) : kind_(serie
   }
 }
 
-double SeriesIntegral::At(int64_t t_ps) const {
-  // The last sample at or before t.
-  size_t k =
-      static_cast<size_t>(std::upper_bound(t_ps_.begin(), t_ps_.end(), t_ps) - t_ps_.begin());
-  k = k == 0 ? 0 : k - 1;
-  if (k + 1 >= t_ps_.size()) k = t_ps_.size() - 2;
+size_t SeriesIntegral::Find(int64_t t_ps, size_t* cursor) const {
+  size_t k = *cursor;
+  if (k >= t_ps_.size() || t_ps_[k] > t_ps) {
+    k = static_cast<size_t>(std::upper_bound(t_ps_.begin(), t_ps_.end(), t_ps) - t_ps_.begin());
+    k = k == 0 ? 0 : k - 1;
+  } else {
+    while (k + 1 < t_ps_.size() && t_ps_[k + 1] <= t_ps) ++k;
+  }
+  *cursor = k;
+  // The last sample's value is only an end point: read the segment before it.
+  return std::min(k, t_ps_.size() - 2);
+}
+
+double SeriesIntegral::AtSample(size_t k, int64_t t_ps) const {
   const double dt = static_cast<double>(t_ps - t_ps_[k]);
   if (kind_ == trace::CounterKind::kGauge) return prefix_[k] + value_[k] * dt;
   const double slope = (value_[k + 1] - value_[k]) / static_cast<double>(t_ps_[k + 1] - t_ps_[k]);
   return value_[k] + slope * dt;
 }
 
+double SeriesIntegral::At(int64_t t_ps) const {
+  size_t cursor = t_ps_.size();
+  return AtSample(Find(t_ps, &cursor), t_ps);
+}
+
 double SeriesIntegral::Over(int64_t begin_ps, int64_t end_ps, int64_t* covered_ps) const {
+  size_t cursor = t_ps_.size();
+  return Over(begin_ps, end_ps, covered_ps, &cursor);
+}
+
+double SeriesIntegral::Over(int64_t begin_ps, int64_t end_ps, int64_t* covered_ps,
+                            size_t* cursor) const {
   *covered_ps = 0;
   if (empty()) return 0;
   const int64_t a = std::max(begin_ps, t_ps_.front());
   const int64_t b = std::min(end_ps, t_ps_.back());
   if (b <= a) return 0;
   *covered_ps = b - a;
-  return At(b) - At(a);
+  const double at_a = AtSample(Find(a, cursor), a);
+  size_t end_cursor = *cursor;
+  const double at_b = AtSample(Find(b, &end_cursor), b);
+  return at_b - at_a;
 }
 
 std::vector<KernelCounter> AttributeCounters(const trace::HostCapture& capture) {
@@ -64,10 +86,11 @@ std::vector<KernelCounter> AttributeCounters(const trace::HostCapture& capture) 
     for (const trace::EventBlock& b : capture.blocks) {
       if (b.chip != series.chip || !trace::IsKernelLine(b.kind)) continue;
       const int64_t base_ps = (b.base_ns - integral.origin_ns()) * 1000;
+      size_t cursor = 0;  // kernels come in time order: sweep the samples alongside
       for (size_t i = 0; i < b.size(); ++i) {
         const int64_t begin = base_ps + b.start_ps[i];
         int64_t covered = 0;
-        const double v = integral.Over(begin, begin + b.duration_ps[i], &covered);
+        const double v = integral.Over(begin, begin + b.duration_ps[i], &covered, &cursor);
         if (covered <= 0) continue;
         KernelCounter& k = acc[{b.chip, b.kernel[i], si}];
         if (k.executions == 0) {

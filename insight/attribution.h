@@ -40,6 +40,9 @@ class SeriesIntegral {
   // The increase (cumulative) or integral (gauge, value x ps) over [begin_ps, end_ps), times
   // in ps since `origin_ns()`; `covered_ps` gets the part inside the series' span.
   double Over(int64_t begin_ps, int64_t end_ps, int64_t* covered_ps) const;
+  // The same, for intervals asked in increasing order: `*cursor` (start it at 0) remembers
+  // where the last one was found, so a sweep over a timeline costs no search.
+  double Over(int64_t begin_ps, int64_t end_ps, int64_t* covered_ps, size_t* cursor) const;
   int64_t origin_ns() const { return origin_ns_; }
   bool empty() const { return t_ps_.size() < 2; }
 
@@ -47,6 +50,11 @@ class SeriesIntegral {
   // The cumulative value (or the gauge's integral since the first sample) at `t_ps`, which
   // must lie inside the span.
   double At(int64_t t_ps) const;
+  // The value at `t_ps` given the index of the sample at or before it.
+  double AtSample(size_t k, int64_t t_ps) const;
+  // The index of the last sample at or before `t_ps` (inside the span), from `*cursor` on when
+  // that is not past it.
+  size_t Find(int64_t t_ps, size_t* cursor) const;
 
   trace::CounterKind kind_;
   int64_t origin_ns_ = 0;

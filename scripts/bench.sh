@@ -11,6 +11,7 @@ b=build/bin
 "$b/bench_simhost_generate"
 "$b/bench_agent_overhead"
 "$b/bench_store"
+"$b/bench_insight"
 "$b/bench_alignment" --hosts 8
 "$b/bench_alignment" --hosts 64
 "$b/bench_load" --hosts 256 --captures 4 --duration-ms 500
