@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "cli/format.h"
 #include "common/clock.h"
+#include "insight/host_insight.h"
 #include "nlohmann/json.hpp"
 #include "trace/xspace_reader.h"
 
@@ -75,8 +76,11 @@ void WriteStatsJson(const HostCapture& c, const std::vector<KernelStats>& stats,
   }
   j["event_count"] = c.EventCount();
   j["kernels"] = nlohmann::json::array();
-  for (const KernelStats& s : stats) {
+  const std::vector<insight::KernelFacts> facts = insight::HostFacts(c, stats);
+  for (size_t i = 0; i < stats.size(); ++i) {
+    const KernelStats& s = stats[i];
     const trace::KernelDef& k = c.kernels[s.kernel];
+    const insight::Verdict v = insight::Decide(facts[i]);
     auto [peak_tflops, peak_gbps] = PeaksFor(c, s);
     trace::KernelRates r = trace::ComputeRates(s, k, peak_tflops, peak_gbps);
     nlohmann::json row = {
@@ -100,7 +104,11 @@ void WriteStatsJson(const HostCapture& c, const std::vector<KernelStats>& stats,
         {"achieved_hbm_gbps", r.achieved_hbm_gbps},
         {"fraction_of_peak_flops", r.fraction_of_peak_flops},
         {"fraction_of_peak_hbm", r.fraction_of_peak_hbm},
+        {"verdict", insight::BoundName(v.bound)},
+        {"verdict_text", v.text},
+        {"has_counters", v.has_counters},
     };
+    if (v.has_counters) row["utilization"] = facts[i].gauges;
     j["kernels"].push_back(std::move(row));
   }
   j["warnings"] = c.warnings;
@@ -122,12 +130,14 @@ void WriteStatsTable(const HostCapture& c, const std::vector<KernelStats>& stats
   out << "\n\n";
   const bool by_chip = !stats.empty() && stats[0].chip != KernelStats::kAllChips;
   std::string header =
-      absl::StrFormat("%-4s %-32s %-20s %-18s %7s %10s %10s %10s %10s %10s %9s %6s %9s %6s", "CHIP",
-                      "KERNEL", "MODULE", "CATEGORY", "COUNT", "TOTAL", "MEAN", "P50", "P99", "MAX",
-                      "TFLOP/S", "%PEAK", "GB/S", "%HBM");
+      absl::StrFormat("%-4s %-32s %-20s %-18s %7s %10s %10s %10s %10s %10s %9s %6s %9s %6s  %s",
+                      "CHIP", "KERNEL", "MODULE", "CATEGORY", "COUNT", "TOTAL", "MEAN", "P50",
+                      "P99", "MAX", "TFLOP/S", "%PEAK", "GB/S", "%HBM", "VERDICT");
   if (!by_chip) header = header.substr(5);
   out << header << "\n";
-  for (const KernelStats& s : stats) {
+  const std::vector<insight::KernelFacts> facts = insight::HostFacts(c, stats);
+  for (size_t i = 0; i < stats.size(); ++i) {
+    const KernelStats& s = stats[i];
     const trace::KernelDef& k = c.kernels[s.kernel];
     auto [peak_tflops, peak_gbps] = PeaksFor(c, s);
     trace::KernelRates r = trace::ComputeRates(s, k, peak_tflops, peak_gbps);
@@ -141,6 +151,7 @@ void WriteStatsTable(const HostCapture& c, const std::vector<KernelStats>& stats
         Percent(r.fraction_of_peak_flops),
         r.achieved_hbm_gbps > 0 ? absl::StrFormat("%.1f", r.achieved_hbm_gbps) : "-",
         Percent(r.fraction_of_peak_hbm));
+    absl::StrAppend(&line, "  ", insight::BoundName(insight::Decide(facts[i]).bound));
     if (!by_chip) line = line.substr(5);
     out << line << "\n";
   }

@@ -38,6 +38,8 @@ const char* BoundName(Bound b) {
       return "communication";
     case Bound::kOverhead:
       return "launch/overhead bound";
+    case Bound::kAsyncWait:
+      return "async wait";
     case Bound::kUnknown:
       break;
   }
@@ -95,6 +97,17 @@ Verdict Decide(const KernelFacts& f) {
       v.text = absl::StrCat("communication: moving data between chips (", Percent(v.wait_fraction),
                             " waiting)");
     }
+    return v;
+  }
+  if (absl::EndsWith(f.category, "-start") || absl::EndsWith(f.category, "-done")) {
+    // The transfer happens between the two halves: neither half's own time says anything of
+    // the roofline.
+    v.bound = Bound::kAsyncWait;
+    v.achieved_tflops = v.achieved_gbps = v.compute_fraction = v.bandwidth_fraction = 0;
+    v.roofline_fraction = 0;
+    v.text = absl::EndsWith(f.category, "-done")
+                 ? "async wait: the done half of an asynchronous copy, waiting for its transfer"
+                 : "async wait: the start half of an asynchronous copy, issuing its transfer";
     return v;
   }
   if (v.stall_fraction >= kStallShare) {

@@ -20,6 +20,7 @@ enum class Bound {
   kCollectiveWait,  // a collective that mostly waited for a later chip
   kCommunication,   // a collective busy moving data
   kOverhead,        // short, and far from what its cost needs: launch and fixed costs
+  kAsyncWait,       // the start or done half of an asynchronous copy: issuing or awaiting it
 };
 
 // "compute bound", "memory bound", ... as the CLI and API print it.

@@ -7,8 +7,7 @@
 #include "common/clock.h"
 #include "common/skewed_clock.h"
 #include "gtest/gtest.h"
-#include "insight/attribution.h"
-#include "insight/collectives.h"
+#include "insight/host_insight.h"
 #include "sim/pod_model.h"
 #include "sim/xspace_builder.h"
 #include "tests/trace/test_util.h"
@@ -19,39 +18,12 @@
 namespace podprof::insight {
 namespace {
 
-// Facts per kernel (pod-wide over the host's chips) from a capture, as the aggregator forms
-// them: statistics, counter means, collective waits.
+// Facts per kernel name, over the host's chips, as `podprof inspect` forms them.
 std::map<std::string, KernelFacts> FactsOf(const trace::HostCapture& c) {
+  const std::vector<trace::KernelStats> stats = trace::RollUpByKernel(trace::ComputeKernelStats(c));
+  const std::vector<KernelFacts> facts = HostFacts(c, stats);
   std::map<std::string, KernelFacts> out;
-  for (const trace::KernelStats& s : trace::RollUpByKernel(trace::ComputeKernelStats(c))) {
-    const trace::KernelDef& k = c.kernels[s.kernel];
-    KernelFacts& f = out[k.name];
-    f.category = k.category;
-    f.flops = k.flops;
-    f.bytes_accessed = k.bytes_accessed;
-    f.count = s.count;
-    f.total_ps = s.total_ps;
-    f.peak_tflops = c.host.chips[0].peak_tflops;
-    f.peak_hbm_gbps = c.host.chips[0].peak_hbm_gbps;
-  }
-  std::map<std::pair<std::string, std::string>, std::pair<double, int64_t>> gauges;
-  for (const KernelCounter& kc : AttributeCounters(c)) {
-    if (kc.kind != trace::CounterKind::kGauge) continue;
-    auto& g = gauges[{c.kernels[kc.kernel].name, kc.counter}];
-    g.first += kc.integral;
-    g.second += kc.covered_ps;
-  }
-  for (const auto& [key, g] : gauges) out[key.first].gauges[key.second] = g.first / g.second;
-  std::vector<int64_t> chips(c.host.chips.size()), kernels(c.kernels.size());
-  for (size_t i = 0; i < chips.size(); ++i) chips[i] = static_cast<int64_t>(i);
-  for (size_t i = 0; i < kernels.size(); ++i) kernels[i] = static_cast<int64_t>(i);
-  CollectiveReport r = AnalyzeCollectives(CollectiveRuns(c, chips, kernels));
-  for (const auto& [key, w] : r.waits) {
-    KernelFacts& f = out[c.kernels[key.second].name];
-    f.wait_ps += w.wait_ps;
-    f.collective = true;
-    f.straggler = w.straggler;
-  }
+  for (size_t i = 0; i < stats.size(); ++i) out[c.kernels[stats[i].kernel].name] = facts[i];
   return out;
 }
 
@@ -142,6 +114,10 @@ TEST(VerdictTest, TheRealTpuCaptureIsJudgedByItsCostsAndSaysItHasNoCounters) {
     }
   }
   EXPECT_GT(collectives, 0);
+  // Its host-offload copies are asynchronous pairs: judged as such, not by the roofline.
+  EXPECT_EQ(Decide(facts["copy-done"]).bound, Bound::kAsyncWait);
+  EXPECT_EQ(Decide(facts["copy-start"]).bound, Bound::kAsyncWait);
+  EXPECT_EQ(Decide(facts["copy-done"]).bandwidth_fraction, 0);
 }
 
 TEST(VerdictTest, RulesOnHandMadeFacts) {

@@ -1,0 +1,84 @@
+#include "insight/host_insight.h"
+
+#include <map>
+#include <numeric>
+#include <utility>
+
+#include "insight/attribution.h"
+#include "insight/collectives.h"
+
+namespace podprof::insight {
+
+std::vector<KernelFacts> HostFacts(const trace::HostCapture& c,
+                                   const std::vector<trace::KernelStats>& stats) {
+  constexpr int kAll = trace::KernelStats::kAllChips;
+  // Gauge integrals and covered time per (chip, kernel, counter), and over all chips.
+  std::map<std::tuple<int, uint32_t, std::string>, std::pair<double, int64_t>> gauges;
+  for (const KernelCounter& k : AttributeCounters(c)) {
+    if (k.kind != trace::CounterKind::kGauge) continue;
+    for (int chip : {k.chip, kAll}) {
+      auto& g = gauges[{chip, k.kernel, k.counter}];
+      g.first += k.integral;
+      g.second += k.covered_ps;
+    }
+  }
+  std::vector<int64_t> chips(c.host.chips.size()), kernels(c.kernels.size());
+  std::iota(chips.begin(), chips.end(), 0);
+  std::iota(kernels.begin(), kernels.end(), 0);
+  const CollectiveReport report = AnalyzeCollectives(CollectiveRuns(c, chips, kernels));
+  std::map<std::pair<int, uint32_t>, Wait> waits;
+  for (const auto& [key, w] : report.waits) {
+    const uint32_t kernel = static_cast<uint32_t>(key.second);
+    for (int chip : {static_cast<int>(key.first), kAll}) {
+      Wait& sum = waits[{chip, kernel}];
+      sum.wait_ps += w.wait_ps;
+      sum.instances += w.instances;
+      if (w.straggler_times > sum.straggler_times) {
+        sum.straggler = w.straggler;
+        sum.straggler_times = w.straggler_times;
+      }
+    }
+  }
+
+  std::vector<KernelFacts> out;
+  out.reserve(stats.size());
+  for (const trace::KernelStats& s : stats) {
+    const trace::KernelDef& k = c.kernels[s.kernel];
+    KernelFacts f;
+    f.category = k.category;
+    f.flops = k.flops;
+    f.bytes_accessed = k.bytes_accessed;
+    f.count = s.count;
+    f.total_ps = s.total_ps;
+    // A chip's peaks, or their mean over the host's chips for a roll-up.
+    int n = 0;
+    for (size_t i = 0; i < c.host.chips.size(); ++i) {
+      if (s.chip != kAll && static_cast<int>(i) != s.chip) continue;
+      f.peak_tflops += c.host.chips[i].peak_tflops;
+      f.peak_hbm_gbps += c.host.chips[i].peak_hbm_gbps;
+      ++n;
+    }
+    if (n > 0) {
+      f.peak_tflops /= n;
+      f.peak_hbm_gbps /= n;
+    }
+    for (auto it = gauges.lower_bound({s.chip, s.kernel, ""});
+         it != gauges.end() && std::get<0>(it->first) == s.chip &&
+         std::get<1>(it->first) == s.kernel;
+         ++it) {
+      if (it->second.second > 0) {
+        f.gauges[std::get<2>(it->first)] = it->second.first / it->second.second;
+      }
+    }
+    auto w = waits.find({s.chip, s.kernel});
+    if (w != waits.end()) {
+      f.wait_ps = w->second.wait_ps;
+      f.straggler = w->second.straggler;
+      f.collective = true;
+    }
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+}  // namespace podprof::insight
