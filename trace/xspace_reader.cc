@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -267,11 +268,10 @@ bool ClassifyLine(PlaneKind plane, absl::string_view name, LineKind* kind, bool*
       *kind = LineKind::kScopes;
       return true;
     }
-    if (name == "_counters_") {
-      *counters = true;
-      return true;
-    }
-    return false;
+    // `_counters_`, and any other line (utilization and performance-counter lines): events
+    // that carry `counter_value` are counter samples, the rest is skipped.
+    *counters = true;
+    return true;
   }
   if (absl::StartsWith(name, "Stream #")) {
     *kind = LineKind::kGpuStream;
@@ -316,6 +316,8 @@ class Reader {
     // The same for small ids, read on every event without hashing.
     std::vector<uint32_t> dense_kernel_of[kLineKinds];
     absl::flat_hash_map<int64_t, size_t> counter_of;  // metadata id -> capture_.counters index
+    // The same for counters on other lines than `_counters_`, by (line, metadata id).
+    std::map<std::pair<std::string, int64_t>, size_t> line_counter_of;
     std::string line_name;                            // of the line being read (for GPU categories)
   };
 
@@ -805,17 +807,31 @@ absl::Status Reader::ReadEvent(Span ev, PlaneState* plane, LineContext* ctx) {
   }
   if (ctx->counters) {
     if (!has_counter) return absl::OkStatus();
-    auto [it, inserted] = plane->counter_of.try_emplace(metadata_id, capture_.counters.size());
+    // Series on `_counters_` are named by their event; elsewhere by line and event, since a
+    // utilization line may name its samples after the unit only by the line.
+    const bool own_line = plane->line_name == "_counters_";
+    size_t index = capture_.counters.size();
+    bool inserted;
+    if (own_line) {
+      auto [it, fresh] = plane->counter_of.try_emplace(metadata_id, index);
+      index = it->second;
+      inserted = fresh;
+    } else {
+      auto [it, fresh] = plane->line_counter_of.try_emplace({plane->line_name, metadata_id}, index);
+      index = it->second;
+      inserted = fresh;
+    }
     if (inserted) {
       CounterSeries series;
       series.chip = plane->chip;
       auto meta = plane->metas.find(metadata_id);
       series.name =
           meta == plane->metas.end() ? absl::StrCat("counter_", metadata_id) : meta->second.name;
+      if (!own_line) series.name = absl::StrCat(plane->line_name, "/", series.name);
       capture_.counters.push_back(std::move(series));
       counter_line_ns_.push_back(ctx->timestamp_ns);
     }
-    CounterSeries& series = capture_.counters[it->second];
+    CounterSeries& series = capture_.counters[index];
     series.time_ns.push_back(offset_ps / 1000);  // Line start added in Finish().
     series.value.push_back(counter);
     return absl::OkStatus();

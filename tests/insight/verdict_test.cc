@@ -7,6 +7,7 @@
 #include "common/clock.h"
 #include "common/skewed_clock.h"
 #include "gtest/gtest.h"
+#include "insight/attribution.h"
 #include "insight/host_insight.h"
 #include "sim/pod_model.h"
 #include "sim/xspace_builder.h"
@@ -78,6 +79,60 @@ TEST(VerdictTest, EachSimulatedKernelGetsTheVerdictItsModelBuiltIn) {
   // sample times keep, against kernel edges kept in ps).
   EXPECT_NEAR(facts["fusion.1"].gauges["mxu_busy"], 0.72, 1e-4);
   EXPECT_NEAR(facts["gather_fusion.0"].gauges["stall_dma"], 0.52, 1e-4);
+}
+
+// A utilization line of its own (not `_counters_`): its counter_value events are a series
+// named by line and event, attributed like any other.
+TEST(VerdictTest, CountersOnAnyDeviceLineAreRead) {
+  sim::PodConfig pod;
+  pod.chips = 1;
+  auto m = sim::PodModel::Create(pod);
+  ASSERT_TRUE(m.ok());
+  FakeClock truth(1'800'000'000'000'000'000);
+  SkewedClock host(truth, 0, 0);
+  sim::SessionWindow w;
+  w.true_start_ns = truth.NowNs();
+  w.true_end_ns = w.true_start_ns + 20'000'000;
+  w.counters = false;
+  w.host_name = "sim";
+  auto space = sim::BuildXSpace(*m, host, w).space;
+  auto* plane = space.mutable_planes(0);
+  int64_t counter_stat = 0;
+  for (const auto& [id, sm] : plane->stat_metadata()) {
+    if (sm.name() == "counter_value") counter_stat = id;
+  }
+  ASSERT_NE(counter_stat, 0);
+  (*plane->mutable_event_metadata())[777].set_id(777);
+  (*plane->mutable_event_metadata())[777].set_name("busy");
+  auto* line = plane->add_lines();
+  line->set_id(9);
+  line->set_name("MXU Utilization");
+  // 50% busy for the first 10 ms of the window, then 25% to its end.
+  for (int64_t at_ms : {0, 10, 20}) {
+    auto* ev = line->add_events();
+    ev->set_metadata_id(777);
+    ev->set_offset_ps(at_ms * 1'000'000'000);
+    auto* st = ev->add_stats();
+    st->set_metadata_id(counter_stat);
+    st->set_double_value(at_ms == 0 ? 0.5 : 0.25);
+  }
+  std::string bytes = space.SerializeAsString();
+  trace::MemorySource src(bytes);
+  auto c = trace::ReadXSpace(src);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->counters.size(), 1u);
+  EXPECT_EQ(c->counters[0].name, "MXU Utilization/busy");
+  EXPECT_EQ(c->counters[0].value, (std::vector<double>{0.5, 0.25, 0.25}));
+  // Over the whole window the kernels saw a time-weighted mean between the two levels.
+  double integral = 0;
+  int64_t covered = 0;
+  for (const KernelCounter& k : AttributeCounters(*c)) {
+    integral += k.integral;
+    covered += k.covered_ps;
+  }
+  ASSERT_GT(covered, 0);
+  EXPECT_GT(integral / covered, 0.25);
+  EXPECT_LT(integral / covered, 0.5);
 }
 
 TEST(VerdictTest, AStragglingChipTurnsTheOthersCollectivesIntoWaits) {
