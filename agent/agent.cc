@@ -1,6 +1,7 @@
 #include "agent/agent.h"
 
 #include <grpcpp/grpcpp.h>
+#include <malloc.h>
 #include <sys/timex.h>
 #include <unistd.h>
 
@@ -278,6 +279,9 @@ grpc::Status AgentService::Capture(grpc::ServerContext* context,
       &sink, &outcome);
   agent_->LearnChips(outcome.chips);
   agent_->EndCapture();
+  // A capture reads and converts tens of MB in bursts; the agent shares the host with the
+  // training job, so give the freed pages back now instead of keeping the high-water mark.
+  malloc_trim(0);
   if (!s.ok()) {
     PODPROF_LOG(WARNING) << "capture " << request->capture_id() << " failed: " << s.message();
   } else {

@@ -514,6 +514,13 @@ void Orchestrator::Execute(std::shared_ptr<Run> run) {
         }
       }
       grpc::Status s = reader->Finish();
+      // The call is over: let its context (and with it the call and its arena, which grows
+      // with every message of a long stream) go now rather than with the kept Run.
+      {
+        absl::MutexLock lock(&run->mu);
+        run->contexts.erase(std::remove(run->contexts.begin(), run->contexts.end(), ctx),
+                            run->contexts.end());
+      }
       if (outcomes[i].error.empty() && !s.ok()) {
         outcomes[i].error = run->cancelled ? "cancelled" : s.error_message();
       }

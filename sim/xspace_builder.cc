@@ -199,6 +199,8 @@ BuildResult BuildXSpace(const PodModel& model, const SkewedClock& clock,
     // The energy counters' running totals, and the true instant they were last advanced to.
     double core_nj = 0, hbm_nj = 0;
     int64_t energy_at_ps = -1;
+    double last_level[kGaugeKinds] = {};
+    bool first_sample = true;
     for (const auto& pod_step : steps) {
       const ChipStep& cs = pod_step[chip];
       const int64_t step_ps = cs.start_ns * 1000;
@@ -219,7 +221,8 @@ BuildResult BuildXSpace(const PodModel& model, const SkewedClock& clock,
         sev->set_offset_ps(off);
         sev->set_duration_ps(dur);
       }
-      for (const OpRun& run : cs.runs) {
+      for (size_t ri = 0; ri < cs.runs.size(); ++ri) {
+        const OpRun& run = cs.runs[ri];
         const int64_t t = step_ps + run.start_ps;
         if (t < true_start_ps || t >= true_end_ps) continue;
         const int64_t off = host_offset_ps(t) + device_shift_ps;
@@ -238,8 +241,8 @@ BuildResult BuildXSpace(const PodModel& model, const SkewedClock& clock,
         ++result.kernel_events;
         int64_t scope_at_ps = 0;
         for (size_t k = 0; k < scope_meta[run.op].size(); ++k) {
-          const int64_t len = std::llround(static_cast<double>(run.duration_ps) *
-                                           ops[run.op].scopes[k].second);
+          const int64_t len =
+              std::llround(static_cast<double>(run.duration_ps) * ops[run.op].scopes[k].second);
           XEvent* sc = scopes->add_events();
           sc->set_metadata_id(scope_meta[run.op][k]);
           sc->set_offset_ps(host_offset_ps(t + scope_at_ps) + device_shift_ps);
@@ -247,34 +250,42 @@ BuildResult BuildXSpace(const PodModel& model, const SkewedClock& clock,
           scope_at_ps += len;
         }
         if (counters != nullptr) {
-          // A sample where the kernel starts (its units' levels) and where it ends (idle),
-          // with the energy counters' running totals at both instants.
+          // Samples where a level changes, as a sampler sees it at its resolution: at a
+          // kernel's start the gauges that differ from what they were, and the energy totals;
+          // at its end, when the chip then idles (the step's last kernel), everything again.
+          // Between back-to-back kernels the launch gap keeps the earlier kernel's levels.
           const UnitProfile& u = ops[run.op].units;
           const double levels[kGaugeKinds] = {u.mxu, u.vpu,       u.scalar,
                                               u.dma, u.stall_hbm, u.stall_dma};
           const double core_w = kCoreIdleW + kCoreMxuW * u.mxu + kCoreVpuW * u.vpu;
           const double hbm_w = kHbmIdleW + kHbmDmaW * u.dma;
           const int64_t end = t + run.duration_ps;
+          const bool idles_after =
+              ri + 1 == cs.runs.size() ||
+              cs.runs[ri + 1].start_ps - (run.start_ps + run.duration_ps) > 1'000'000;
           if (energy_at_ps < 0) energy_at_ps = t;
-          // Idle since the last kernel (nJ = W x ps / 1000).
+          // Idle since the last kernel ended (nJ = W x ps / 1000).
           core_nj += kCoreIdleW * static_cast<double>(t - energy_at_ps) * 1e-3;
           hbm_nj += kHbmIdleW * static_cast<double>(t - energy_at_ps) * 1e-3;
-          auto sample = [&](int64_t at_true_ps, const double* gauges, double core, double hbm) {
+          auto sample = [&](int64_t at_true_ps, const double* gauges, bool all) {
             const int64_t at = host_offset_ps(at_true_ps) + device_shift_ps;
             for (int k = 0; k < kCounterKinds; ++k) {
+              const double v = k < kGaugeKinds ? gauges[k] : k == kGaugeKinds ? core_nj : hbm_nj;
+              if (k < kGaugeKinds && !all && last_level[k] == v) continue;
+              if (k < kGaugeKinds) last_level[k] = v;
               XEvent* cev = counters->add_events();
               cev->set_metadata_id(first_counter_meta + k);
               cev->set_offset_ps(at);
-              const double v = k < kGaugeKinds ? gauges[k] : k == kGaugeKinds ? core : hbm;
               AddStat(cev->mutable_stats(), kCounterValue)->set_double_value(v);
             }
           };
           static const double kIdle[kGaugeKinds] = {0, 0, 0, 0, 0, 0};
-          sample(t, levels, core_nj, hbm_nj);
+          sample(t, levels, first_sample);
+          first_sample = false;
           core_nj += core_w * static_cast<double>(run.duration_ps) * 1e-3;
           hbm_nj += hbm_w * static_cast<double>(run.duration_ps) * 1e-3;
-          sample(end, kIdle, core_nj, hbm_nj);
           energy_at_ps = end;
+          if (idles_after) sample(end, kIdle, true);
         }
       }
     }
