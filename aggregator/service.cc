@@ -52,6 +52,16 @@ std::string StatusName(podprof::v1::CaptureStatus s) {
   }
 }
 
+// `text` as a regular expression that matches it literally.
+std::string RegexEscape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (std::string("\\^$.|?*+()[]{}").find(c) != std::string::npos) out += '\\';
+    out += c;
+  }
+  return out;
+}
+
 void FillKernelDef(const storage::KernelKey& k, podprof::v1::KernelDef* d) {
   d->set_kernel_id(static_cast<uint64_t>(k.id));
   d->set_module(k.module);
@@ -336,10 +346,7 @@ grpc::Status AggregatorService::GetKernelStats(grpc::ServerContext*,
   q.op_regex = req->filter().op_regex();
   if (q.op_regex.empty() && !req->filter().op_name().empty()) {
     // A plain name filter is a substring match.
-    for (char c : req->filter().op_name()) {
-      if (std::string("\\^$.|?*+()[]{}").find(c) != std::string::npos) q.op_regex += '\\';
-      q.op_regex += c;
-    }
+    q.op_regex = RegexEscape(req->filter().op_name());
   }
   q.category = req->filter().category();
   q.host = req->host_name();
@@ -386,14 +393,9 @@ grpc::Status AggregatorService::DescribeKernel(grpc::ServerContext*,
     if (!latest.ok()) return ToGrpc(latest.status());
     capture = *latest;
   }
-  std::string exact;
-  for (char c : req->op_name()) {
-    if (std::string("\\^$.|?*+()[]{}").find(c) != std::string::npos) exact += '\\';
-    exact += c;
-  }
   storage::StatsQuery q;
   q.capture_id = capture;
-  q.op_regex = absl::StrCat("^", exact, "$");
+  q.op_regex = absl::StrCat("^", RegexEscape(req->op_name()), "$");
   absl::StatusOr<std::vector<storage::StatRow>> pod = store_->KernelStats(q);
   if (!pod.ok()) return ToGrpc(pod.status());
   const storage::StatRow* row = nullptr;
