@@ -138,6 +138,16 @@ CREATE TABLE kernel_counters (
   executions INTEGER NOT NULL
 );
 CREATE INDEX kernel_counters_by_capture ON kernel_counters (capture);
+-- The same summed over every chip of the capture: pod-wide queries read these.
+CREATE TABLE kernel_counter_rollups (
+  capture INTEGER NOT NULL REFERENCES captures (seq) ON DELETE CASCADE,
+  kernel_id INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  cumulative INTEGER NOT NULL,
+  integral REAL NOT NULL,
+  covered_ps INTEGER NOT NULL,
+  PRIMARY KEY (capture, kernel_id, name)
+) WITHOUT ROWID;
 -- Time a kernel on a chip spent waiting in collectives for later chips.
 CREATE TABLE kernel_waits (
   capture INTEGER NOT NULL REFERENCES captures (seq) ON DELETE CASCADE,
@@ -148,6 +158,14 @@ CREATE TABLE kernel_waits (
   straggler TEXT NOT NULL
 );
 CREATE INDEX kernel_waits_by_capture ON kernel_waits (capture);
+CREATE TABLE kernel_wait_rollups (
+  capture INTEGER NOT NULL REFERENCES captures (seq) ON DELETE CASCADE,
+  kernel_id INTEGER NOT NULL,
+  wait_ps INTEGER NOT NULL,
+  instances INTEGER NOT NULL,
+  straggler TEXT NOT NULL,
+  PRIMARY KEY (capture, kernel_id)
+) WITHOUT ROWID;
 CREATE TABLE stragglers (
   capture INTEGER NOT NULL REFERENCES captures (seq) ON DELETE CASCADE,
   host TEXT NOT NULL,

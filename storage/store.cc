@@ -143,11 +143,29 @@ absl::Status WriteCollectiveReport(Connection& c, int64_t seq,
                    Statement::Prepare(c,
                                       "INSERT INTO kernel_waits (capture, chip_id, kernel_id, "
                                       "wait_ps, instances, straggler) VALUES (?,?,?,?,?,?)"));
+  std::map<int64_t, insight::Wait> by_kernel;
   for (const auto& [key, w] : report.waits) {
     ins_wait->Reset();
     ins_wait->Bind(1, seq).Bind(2, key.first).Bind(3, key.second).Bind(4, w.wait_ps);
     ins_wait->Bind(5, w.instances).Bind(6, w.straggler);
     RETURN_IF_ERROR(ins_wait->Run());
+    insight::Wait& k = by_kernel[key.second];
+    k.wait_ps += w.wait_ps;
+    k.instances += w.instances;
+    if (w.straggler_times > k.straggler_times) {
+      k.straggler = w.straggler;
+      k.straggler_times = w.straggler_times;
+    }
+  }
+  ASSIGN_OR_RETURN(auto ins_wrollup,
+                   Statement::Prepare(c,
+                                      "INSERT INTO kernel_wait_rollups (capture, kernel_id, "
+                                      "wait_ps, instances, straggler) VALUES (?,?,?,?,?)"));
+  for (const auto& [kernel, w] : by_kernel) {
+    ins_wrollup->Reset();
+    ins_wrollup->Bind(1, seq).Bind(2, kernel).Bind(3, w.wait_ps).Bind(4, w.instances);
+    ins_wrollup->Bind(5, w.straggler);
+    RETURN_IF_ERROR(ins_wrollup->Run());
   }
   ASSIGN_OR_RETURN(auto ins_straggler,
                    Statement::Prepare(c,
@@ -240,6 +258,8 @@ absl::Status WriteCaptureRows(Connection& c, const CaptureWrite& w) {
                                       "name, cumulative, integral, covered_ps, executions) "
                                       "VALUES (?,?,?,?,?,?,?,?)"));
   std::vector<insight::CollectiveRun> collective_runs;
+  // Counter attributions summed over every chip, by (stored kernel id, counter).
+  std::map<std::pair<int64_t, std::string>, insight::KernelCounter> counter_rollups;
   ASSIGN_OR_RETURN(auto ins_stat,
                    Statement::Prepare(c,
                                       "INSERT INTO kernel_stats (capture, chip_id, kernel_id, "
@@ -352,6 +372,10 @@ absl::Status WriteCaptureRows(Connection& c, const CaptureWrite& w) {
       ins_kcounter->Bind(4, k.counter).Bind(5, int64_t{k.kind == trace::CounterKind::kCumulative});
       ins_kcounter->Bind(6, k.integral).Bind(7, k.covered_ps).Bind(8, k.executions);
       RETURN_IF_ERROR(ins_kcounter->Run());
+      insight::KernelCounter& r = counter_rollups[{kernel_ids[k.kernel], k.counter}];
+      r.kind = k.kind;
+      r.integral += k.integral;
+      r.covered_ps += k.covered_ps;
     }
     {
       std::vector<insight::CollectiveRun> runs = insight::CollectiveRuns(cap, chip_ids, kernel_ids);
@@ -388,6 +412,18 @@ absl::Status WriteCaptureRows(Connection& c, const CaptureWrite& w) {
     report = insight::AnalyzeCollectives(collective_runs);
   }
   RETURN_IF_ERROR(WriteCollectiveReport(c, seq, report));
+  ASSIGN_OR_RETURN(auto ins_crollup,
+                   Statement::Prepare(c,
+                                      "INSERT INTO kernel_counter_rollups (capture, kernel_id, "
+                                      "name, cumulative, integral, covered_ps) VALUES "
+                                      "(?,?,?,?,?,?)"));
+  for (const auto& [key, r] : counter_rollups) {
+    ins_crollup->Reset();
+    ins_crollup->Bind(1, seq).Bind(2, key.first).Bind(3, key.second);
+    ins_crollup->Bind(4, int64_t{r.kind == trace::CounterKind::kCumulative});
+    ins_crollup->Bind(5, r.integral).Bind(6, r.covered_ps);
+    RETURN_IF_ERROR(ins_crollup->Run());
+  }
   ASSIGN_OR_RETURN(auto ins_rollup,
                    Statement::Prepare(c,
                                       "INSERT INTO kernel_rollups (capture, kernel_id, "
@@ -1175,7 +1211,6 @@ absl::StatusOr<std::vector<KernelInsightRow>> Store::KernelInsights(const std::s
   PODPROF_WITH_READER(c);
   ASSIGN_OR_RETURN(CaptureRef ref, RequireCapture(c, capture_id));
   // Per chip the key is (host, ordinal, kernel); over the pod it is the kernel alone.
-  const char* where = per_chip ? "h.name, ch.ordinal" : "'', -1";
   std::map<std::tuple<std::string, int, int64_t>, KernelInsightRow> rows;
   auto row = [&](const std::string& host, int chip, int64_t kernel) -> KernelInsightRow& {
     KernelInsightRow& r = rows[{host, chip, kernel}];
@@ -1184,14 +1219,16 @@ absl::StatusOr<std::vector<KernelInsightRow>> Store::KernelInsights(const std::s
     r.kernel_id = kernel;
     return r;
   };
+  // Per chip from the per-chip rows; over the pod from the roll-ups written with them.
   ASSIGN_OR_RETURN(
       auto counters,
-      Statement::Prepare(c, absl::StrCat("SELECT ", where,
-                                         ", k.kernel_id, k.name, k.cumulative, SUM(k.integral), "
-                                         "SUM(k.covered_ps) FROM kernel_counters k "
-                                         "JOIN chips ch ON ch.id = k.chip_id "
-                                         "JOIN hosts h ON h.id = ch.host_id "
-                                         "WHERE k.capture = ? GROUP BY 1, 2, 3, 4, 5")));
+      Statement::Prepare(
+          c, per_chip ? "SELECT h.name, ch.ordinal, k.kernel_id, k.name, k.cumulative, "
+                        "SUM(k.integral), SUM(k.covered_ps) FROM kernel_counters k "
+                        "JOIN chips ch ON ch.id = k.chip_id JOIN hosts h ON h.id = ch.host_id "
+                        "WHERE k.capture = ? GROUP BY 1, 2, 3, 4, 5"
+                      : "SELECT '', -1, kernel_id, name, cumulative, integral, covered_ps FROM "
+                        "kernel_counter_rollups WHERE capture = ?"));
   counters->Bind(1, ref.seq);
   while (true) {
     ASSIGN_OR_RETURN(bool more, counters->Step());
@@ -1209,12 +1246,12 @@ absl::StatusOr<std::vector<KernelInsightRow>> Store::KernelInsights(const std::s
   }
   ASSIGN_OR_RETURN(
       auto waits,
-      Statement::Prepare(c, absl::StrCat("SELECT ", where,
-                                         ", w.kernel_id, SUM(w.wait_ps), SUM(w.instances), "
-                                         "w.straggler, MAX(w.instances) FROM kernel_waits w "
-                                         "JOIN chips ch ON ch.id = w.chip_id "
-                                         "JOIN hosts h ON h.id = ch.host_id "
-                                         "WHERE w.capture = ? GROUP BY 1, 2, 3")));
+      Statement::Prepare(
+          c, per_chip ? "SELECT h.name, ch.ordinal, w.kernel_id, w.wait_ps, w.instances, "
+                        "w.straggler FROM kernel_waits w JOIN chips ch ON ch.id = w.chip_id "
+                        "JOIN hosts h ON h.id = ch.host_id WHERE w.capture = ?"
+                      : "SELECT '', -1, kernel_id, wait_ps, instances, straggler FROM "
+                        "kernel_wait_rollups WHERE capture = ?"));
   waits->Bind(1, ref.seq);
   while (true) {
     ASSIGN_OR_RETURN(bool more, waits->Step());
@@ -1222,7 +1259,6 @@ absl::StatusOr<std::vector<KernelInsightRow>> Store::KernelInsights(const std::s
     KernelInsightRow& r = row(waits->Text(0), static_cast<int>(waits->Int(1)), waits->Int(2));
     r.wait_ps = waits->Int(3);
     r.wait_instances = waits->Int(4);
-    // SQLite takes the bare column from the row holding MAX(): the chip with most instances.
     r.straggler = waits->Text(5);
   }
   std::vector<KernelInsightRow> out;
