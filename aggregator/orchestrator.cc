@@ -633,6 +633,12 @@ void Orchestrator::Execute(std::shared_ptr<Run> run) {
   w.status = ok == static_cast<int>(run->hosts.size()) ? "complete" : ok > 0 ? "partial" : "failed";
   if (run->cancelled) w.status = "cancelled";
   absl::Status stored = store_->WriteCapture(w);
+  // The hosts that delivered were alive when their streams ended; while the pod's capture was
+  // being stored their heartbeats may have queued behind the ingest (a busy aggregator on few
+  // cores), and they must not miss the next capture for that.
+  for (size_t i = 0; i < run->hosts.size(); ++i) {
+    if (outcomes[i].error.empty()) registry_->Touch(run->hosts[i].host);
+  }
   // Ingest allocates and frees hundreds of MB in bursts across many threads; give the freed
   // pages back to the system instead of letting each capture's high-water mark linger.
   malloc_trim(0);

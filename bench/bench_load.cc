@@ -188,6 +188,10 @@ int Main(int argc, char** argv) {
                 v1::CaptureStatus_Name(last.status()).c_str(), ok, hosts,
                 static_cast<unsigned long long>(events), after_s);
     for (const auto& [why, n] : reasons) std::printf("  %d hosts failed: %s\n", n, why.c_str());
+    if (last.summary().hosts_size() != hosts) {
+      std::printf("  only %d of the %d agents were online to be captured\n",
+                  last.summary().hosts_size(), hosts);
+    }
     std::lock_guard<std::mutex> l(mu);
     last_capture = started.capture_id();
   }
