@@ -16,7 +16,8 @@ namespace podprof::storage {
 
 // Converts a SQLite result code: SQLITE_FULL -> ResourceExhausted, SQLITE_BUSY/LOCKED ->
 // Unavailable, SQLITE_CORRUPT/NOTADB -> DataLoss, SQLITE_CONSTRAINT -> FailedPrecondition,
-// SQLITE_CANTOPEN -> NotFound, SQLITE_READONLY -> FailedPrecondition, else Internal; the message names `context` and SQLite's text.
+// SQLITE_CANTOPEN -> NotFound, SQLITE_READONLY -> FailedPrecondition, else Internal; the message
+// names `context` and SQLite's text.
 absl::Status SqliteStatus(sqlite3* db, int rc, absl::string_view context);
 
 // One connection. Not thread-safe: one thread uses a connection at a time.

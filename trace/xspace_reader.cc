@@ -318,7 +318,7 @@ class Reader {
     absl::flat_hash_map<int64_t, size_t> counter_of;  // metadata id -> capture_.counters index
     // The same for counters on other lines than `_counters_`, by (line, metadata id).
     std::map<std::pair<std::string, int64_t>, size_t> line_counter_of;
-    std::string line_name;                            // of the line being read (for GPU categories)
+    std::string line_name;  // of the line being read (for GPU categories)
   };
 
   absl::Status ReadPlane(Cursor plane);

@@ -269,8 +269,8 @@ TEST_F(AggregatorProcessTest, CliImportThenStatsEqualsInspect) {
       for (int i = 0; i < 4; ++i) line = line.substr(0, line.rfind(','));
       return line;
     };
-    ASSERT_EQ(stats_lines[0], "capture," + inspect_lines[0] +
-                                  ",verdict,mxu_busy,stall_fraction,wait_fraction");
+    ASSERT_EQ(stats_lines[0],
+              "capture," + inspect_lines[0] + ",verdict,mxu_busy,stall_fraction,wait_fraction");
     for (size_t i = 1; i < inspect_lines.size(); ++i) want.push_back(tail(inspect_lines[i], 1));
     for (size_t i = 1; i < stats_lines.size(); ++i) {
       EXPECT_TRUE(absl::StartsWith(stats_lines[i], id + ",")) << stats_lines[i];

@@ -270,7 +270,7 @@ TEST_F(PodTest, FourHostCaptureAlignsClocksAndCollectives) {
   std::set<std::string> processes;
   std::map<uint64_t, int> depth;  // per track: begins minus ends so far
   uint64_t begins = 0, ends = 0, flows = 0, names = 0, verdicts = 0, counter_tracks = 0;
-  std::map<uint64_t, std::string> name_of;                // interned event names
+  std::map<uint64_t, std::string> name_of;               // interned event names
   std::map<uint64_t, std::vector<std::string>> open_on;  // per track: the open slices
   uint64_t scopes = 0, scopes_in_their_kernel = 0;
   for (const auto& packet : trace.packet()) {
