@@ -62,6 +62,19 @@ std::string RegexEscape(const std::string& text) {
   return out;
 }
 
+void FillHistoryPoint(const storage::HistoryPoint& p, podprof::v1::KernelHistoryPoint* pt) {
+  pt->set_capture_id(p.capture_id);
+  pt->set_capture_start_ns(p.start_ns);
+  pt->set_count(static_cast<uint64_t>(p.count));
+  pt->set_mean_ps(p.count > 0 ? static_cast<double>(p.total_ps) / p.count : 0);
+  pt->set_p50_ps(std::llround(p.sketch.Quantile(0.5)));
+  pt->set_p90_ps(std::llround(p.sketch.Quantile(0.9)));
+  pt->set_p99_ps(std::llround(p.sketch.Quantile(0.99)));
+  pt->set_chip_count(static_cast<uint32_t>(p.chips));
+  pt->set_total_ps(p.total_ps);
+  pt->set_achieved_tflops(p.achieved_tflops);
+}
+
 void FillKernelDef(const storage::KernelKey& k, podprof::v1::KernelDef* d) {
   d->set_kernel_id(static_cast<uint64_t>(k.id));
   d->set_module(k.module);
@@ -181,8 +194,8 @@ podprof::v1::KernelStats ToProto(const storage::StatRow& r) {
 }
 
 // The verdict and counter figures of a stats row, from what the store attributed to it.
-void FillInsight(const storage::StatRow& r, const storage::KernelInsightRow* in,
-                 podprof::v1::KernelStats* k) {
+podprof::v1::KernelInsight InsightOf(const storage::StatRow& r,
+                                     const storage::KernelInsightRow* in) {
   insight::KernelFacts f;
   f.category = r.kernel.category;
   f.flops = r.kernel.flops;
@@ -198,7 +211,8 @@ void FillInsight(const storage::StatRow& r, const storage::KernelInsightRow* in,
     f.collective = in->wait_instances > 0;
   }
   const insight::Verdict v = insight::Decide(f);
-  podprof::v1::KernelInsight* out = k->mutable_insight();
+  podprof::v1::KernelInsight insight;
+  podprof::v1::KernelInsight* out = &insight;
   out->set_verdict(insight::BoundName(v.bound));
   out->set_verdict_text(v.text);
   out->set_arithmetic_intensity(v.intensity);
@@ -215,23 +229,41 @@ void FillInsight(const storage::StatRow& r, const storage::KernelInsightRow* in,
     for (const auto& [name, total] : in->totals) (*out->mutable_totals())[name] = total;
     out->set_counter_covered_ps(in->covered_ps);
   }
+  return insight;
 }
 
-// Attaches verdicts to stats rows grouped by kernel or by chip.
-absl::Status AttachInsights(storage::Store& store, const std::string& capture_id, bool per_chip,
-                            const std::vector<storage::StatRow>& rows,
-                            podprof::v1::GetKernelStatsResponse* resp) {
+// The insights of the first `n` of `rows` (stats grouped by kernel, or by chip with
+// `per_chip`), in order.
+absl::StatusOr<std::vector<podprof::v1::KernelInsight>> Judge(
+    storage::Store& store, const std::string& capture_id, bool per_chip,
+    const std::vector<storage::StatRow>& rows, size_t n) {
   absl::StatusOr<std::vector<storage::KernelInsightRow>> insights =
       store.KernelInsights(capture_id, per_chip);
   if (!insights.ok()) return insights.status();
   std::map<std::tuple<std::string, int, int64_t>, const storage::KernelInsightRow*> by_key;
   for (const auto& in : *insights) by_key[{in.host, in.chip, in.kernel_id}] = &in;
-  for (int i = 0; i < resp->stats_size(); ++i) {
+  std::vector<podprof::v1::KernelInsight> out;
+  for (size_t i = 0; i < std::min(n, rows.size()); ++i) {
     const storage::StatRow& r = rows[i];
     auto it = by_key.find({per_chip ? r.host : "", per_chip ? r.chip : -1, r.kernel.id});
-    FillInsight(r, it == by_key.end() ? nullptr : it->second, resp->mutable_stats(i));
+    out.push_back(InsightOf(r, it == by_key.end() ? nullptr : it->second));
   }
-  return absl::OkStatus();
+  return out;
+}
+
+// Stats rows with their insights, as the API gives them.
+absl::StatusOr<std::vector<podprof::v1::KernelStats>> JudgedStats(
+    storage::Store& store, const std::string& capture_id, bool per_chip,
+    const std::vector<storage::StatRow>& rows, size_t n) {
+  absl::StatusOr<std::vector<podprof::v1::KernelInsight>> insights =
+      Judge(store, capture_id, per_chip, rows, n);
+  if (!insights.ok()) return insights.status();
+  std::vector<podprof::v1::KernelStats> out;
+  for (size_t i = 0; i < insights->size(); ++i) {
+    out.push_back(ToProto(rows[i]));
+    *out.back().mutable_insight() = std::move((*insights)[i]);
+  }
+  return out;
 }
 
 grpc::Status AggregatorService::Register(grpc::ServerContext* context,
@@ -359,12 +391,14 @@ grpc::Status AggregatorService::GetKernelStats(grpc::ServerContext*,
   resp->set_capture_id(req->capture_id());
   resp->set_matched_count(static_cast<uint32_t>(rows->size()));
   size_t n = req->top_n() > 0 ? std::min<size_t>(req->top_n(), rows->size()) : rows->size();
-  for (size_t i = 0; i < n; ++i) *resp->add_stats() = ToProto((*rows)[i]);
-  if (q.group_by == storage::Grouping::kKernel || q.group_by == storage::Grouping::kChip) {
-    absl::Status s =
-        AttachInsights(*store_, q.capture_id, q.group_by == storage::Grouping::kChip, *rows, resp);
-    if (!s.ok()) return ToGrpc(s);
+  if (q.group_by != storage::Grouping::kKernel && q.group_by != storage::Grouping::kChip) {
+    for (size_t i = 0; i < n; ++i) *resp->add_stats() = ToProto((*rows)[i]);
+    return grpc::Status::OK;  // no verdicts for host or category roll-ups
   }
+  absl::StatusOr<std::vector<podprof::v1::KernelStats>> judged =
+      JudgedStats(*store_, q.capture_id, q.group_by == storage::Grouping::kChip, *rows, n);
+  if (!judged.ok()) return ToGrpc(judged.status());
+  for (auto& k : *judged) *resp->add_stats() = std::move(k);
   return grpc::Status::OK;
 }
 
@@ -424,11 +458,10 @@ grpc::Status AggregatorService::DescribeKernel(grpc::ServerContext*,
     if (&k != chosen) FillKernelDef(k.key, resp->add_others());
   }
   resp->set_capture_id(capture);
-  podprof::v1::GetKernelStatsResponse pod_resp;
-  *pod_resp.add_stats() = ToProto(*row);
-  absl::Status s = AttachInsights(*store_, capture, false, {*row}, &pod_resp);
-  if (!s.ok()) return ToGrpc(s);
-  *resp->mutable_rollup() = pod_resp.stats(0);
+  absl::StatusOr<std::vector<podprof::v1::KernelStats>> rollup =
+      JudgedStats(*store_, capture, false, {*row}, 1);
+  if (!rollup.ok()) return ToGrpc(rollup.status());
+  *resp->mutable_rollup() = std::move(rollup->front());
 
   q.group_by = storage::Grouping::kChip;
   absl::StatusOr<std::vector<storage::StatRow>> chips = store_->KernelStats(q);
@@ -437,11 +470,10 @@ grpc::Status AggregatorService::DescribeKernel(grpc::ServerContext*,
   for (const storage::StatRow& r : *chips) {
     if (r.kernel.id == chosen->key.id) mine.push_back(r);
   }
-  podprof::v1::GetKernelStatsResponse chip_resp;
-  for (const storage::StatRow& r : mine) *chip_resp.add_stats() = ToProto(r);
-  s = AttachInsights(*store_, capture, true, mine, &chip_resp);
-  if (!s.ok()) return ToGrpc(s);
-  for (auto& k : *chip_resp.mutable_stats()) *resp->add_per_chip() = std::move(k);
+  absl::StatusOr<std::vector<podprof::v1::KernelStats>> per_chip =
+      JudgedStats(*store_, capture, true, mine, mine.size());
+  if (!per_chip.ok()) return ToGrpc(per_chip.status());
+  for (auto& k : *per_chip) *resp->add_per_chip() = std::move(k);
 
   storage::HistoryQuery h;
   h.module = chosen->key.module;
@@ -455,18 +487,7 @@ grpc::Status AggregatorService::DescribeKernel(grpc::ServerContext*,
     const size_t limit = req->history_limit() > 0 ? req->history_limit() : 30;
     if (points.size() > limit) first = points.size() - limit;
     for (size_t i = first; i < points.size(); ++i) {
-      const storage::HistoryPoint& p = points[i];
-      auto* pt = resp->add_history();
-      pt->set_capture_id(p.capture_id);
-      pt->set_capture_start_ns(p.start_ns);
-      pt->set_count(static_cast<uint64_t>(p.count));
-      pt->set_mean_ps(p.count > 0 ? static_cast<double>(p.total_ps) / p.count : 0);
-      pt->set_p50_ps(std::llround(p.sketch.Quantile(0.5)));
-      pt->set_p90_ps(std::llround(p.sketch.Quantile(0.9)));
-      pt->set_p99_ps(std::llround(p.sketch.Quantile(0.99)));
-      pt->set_chip_count(static_cast<uint32_t>(p.chips));
-      pt->set_total_ps(p.total_ps);
-      pt->set_achieved_tflops(p.achieved_tflops);
+      FillHistoryPoint(points[i], resp->add_history());
     }
   }
   return grpc::Status::OK;
@@ -484,7 +505,7 @@ grpc::Status AggregatorService::GetStragglers(grpc::ServerContext*,
   for (const auto& c : report->chips) {
     auto* out = resp->add_chips();
     out->set_host_name(c.host);
-    out->set_chip_ordinal(c.chip);
+    out->set_chip_ordinal(c.chip_ordinal);
     out->set_times_last(static_cast<uint64_t>(c.times_last));
     out->set_instances(static_cast<uint64_t>(c.instances));
     out->set_caused_wait_ps(c.caused_ps);
@@ -494,7 +515,7 @@ grpc::Status AggregatorService::GetStragglers(grpc::ServerContext*,
   for (const auto& i : report->instances) {
     auto* out = resp->add_worst();
     out->set_collective_id(i.id);
-    out->set_kernel_name(i.kernel);
+    out->set_kernel_name(i.kernel_name);
     out->set_step(i.step);
     out->set_straggler_host(i.straggler_host);
     out->set_straggler_chip(i.straggler_chip);
@@ -528,18 +549,7 @@ grpc::Status AggregatorService::KernelHistory(grpc::ServerContext*,
       first = s.points.size() - req->max_points();  // the most recent points
     }
     for (size_t i = first; i < s.points.size(); ++i) {
-      const storage::HistoryPoint& p = s.points[i];
-      auto* pt = out->add_points();
-      pt->set_capture_id(p.capture_id);
-      pt->set_capture_start_ns(p.start_ns);
-      pt->set_count(static_cast<uint64_t>(p.count));
-      pt->set_mean_ps(p.count > 0 ? static_cast<double>(p.total_ps) / p.count : 0);
-      pt->set_p50_ps(std::llround(p.sketch.Quantile(0.5)));
-      pt->set_p90_ps(std::llround(p.sketch.Quantile(0.9)));
-      pt->set_p99_ps(std::llround(p.sketch.Quantile(0.99)));
-      pt->set_chip_count(static_cast<uint32_t>(p.chips));
-      pt->set_total_ps(p.total_ps);
-      pt->set_achieved_tflops(p.achieved_tflops);
+      FillHistoryPoint(s.points[i], out->add_points());
     }
   }
   return grpc::Status::OK;
@@ -684,14 +694,12 @@ grpc::Status AggregatorService::ExportCapture(
     q.group_by = storage::Grouping::kChip;
     absl::StatusOr<std::vector<storage::StatRow>> rows = store_->KernelStats(q);
     if (!rows.ok()) return ToGrpc(rows.status());
-    podprof::v1::GetKernelStatsResponse judged;
-    for (const storage::StatRow& r : *rows) *judged.add_stats() = ToProto(r);
-    absl::Status s = AttachInsights(*store_, q.capture_id, true, *rows, &judged);
-    if (!s.ok()) return ToGrpc(s);
-    for (int i = 0; i < judged.stats_size(); ++i) {
+    absl::StatusOr<std::vector<podprof::v1::KernelInsight>> judged =
+        Judge(*store_, q.capture_id, true, *rows, rows->size());
+    if (!judged.ok()) return ToGrpc(judged.status());
+    for (size_t i = 0; i < judged->size(); ++i) {
       const storage::StatRow& r = (*rows)[i];
-      notes[r.host][{r.chip, r.kernel.module, r.kernel.op_name}] =
-          judged.stats(i).insight().verdict_text();
+      notes[r.host][{r.chip, r.kernel.module, r.kernel.op_name}] = (*judged)[i].verdict_text();
     }
   }
   absl::Status s = store_->ForEachHost(request->capture_id(), [&](storage::StoredHost& h) {

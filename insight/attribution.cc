@@ -53,11 +53,6 @@ double SeriesIntegral::AtSample(size_t k, int64_t t_ps) const {
   return value_[k] + slope * dt;
 }
 
-double SeriesIntegral::At(int64_t t_ps) const {
-  size_t cursor = t_ps_.size();
-  return AtSample(Find(t_ps, &cursor), t_ps);
-}
-
 double SeriesIntegral::Over(int64_t begin_ps, int64_t end_ps, int64_t* covered_ps) const {
   size_t cursor = t_ps_.size();
   return Over(begin_ps, end_ps, covered_ps, &cursor);

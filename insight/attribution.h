@@ -47,10 +47,8 @@ class SeriesIntegral {
   bool empty() const { return t_ps_.size() < 2; }
 
  private:
-  // The cumulative value (or the gauge's integral since the first sample) at `t_ps`, which
-  // must lie inside the span.
-  double At(int64_t t_ps) const;
-  // The value at `t_ps` given the index of the sample at or before it.
+  // The cumulative value (or the gauge's integral since the first sample) at `t_ps`, inside
+  // the span, given the index of the sample at or before it.
   double AtSample(size_t k, int64_t t_ps) const;
   // The index of the last sample at or before `t_ps` (inside the span), from `*cursor` on when
   // that is not past it.

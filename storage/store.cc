@@ -1224,9 +1224,9 @@ absl::StatusOr<std::vector<KernelInsightRow>> Store::KernelInsights(const std::s
       auto counters,
       Statement::Prepare(
           c, per_chip ? "SELECT h.name, ch.ordinal, k.kernel_id, k.name, k.cumulative, "
-                        "SUM(k.integral), SUM(k.covered_ps) FROM kernel_counters k "
+                        "k.integral, k.covered_ps FROM kernel_counters k "
                         "JOIN chips ch ON ch.id = k.chip_id JOIN hosts h ON h.id = ch.host_id "
-                        "WHERE k.capture = ? GROUP BY 1, 2, 3, 4, 5"
+                        "WHERE k.capture = ?"
                       : "SELECT '', -1, kernel_id, name, cumulative, integral, covered_ps FROM "
                         "kernel_counter_rollups WHERE capture = ?"));
   counters->Bind(1, ref.seq);
@@ -1279,9 +1279,9 @@ absl::StatusOr<StragglerReport> Store::Stragglers(const std::string& capture_id)
   while (true) {
     ASSIGN_OR_RETURN(bool more, chips->Step());
     if (!more) break;
-    StragglerReport::Chip r;
+    insight::StragglerRow r;
     r.host = chips->Text(0);
-    r.chip = static_cast<int>(chips->Int(1));
+    r.chip_ordinal = static_cast<int>(chips->Int(1));
     r.times_last = chips->Int(2);
     r.instances = chips->Int(3);
     r.caused_ps = chips->Int(4);
@@ -1301,9 +1301,9 @@ absl::StatusOr<StragglerReport> Store::Stragglers(const std::string& capture_id)
   while (true) {
     ASSIGN_OR_RETURN(bool more, inst->Step());
     if (!more) break;
-    StragglerReport::Instance r;
+    insight::InstanceRow r;
     r.id = static_cast<uint64_t>(inst->Int(0));
-    r.kernel = inst->Text(1);
+    r.kernel_name = inst->Text(1);
     r.step = inst->Int(2);
     r.straggler_host = inst->Text(3);
     r.straggler_chip = static_cast<int>(inst->Int(4));

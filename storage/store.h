@@ -18,6 +18,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "insight/collectives.h"
 #include "storage/sqlite.h"
 #include "trace/ddsketch.h"
 #include "trace/model.h"
@@ -144,24 +145,11 @@ struct KernelIdentity {
   std::string hlo_text, tf_op, source_stack, mlir;
 };
 
+// Who made the others wait at a capture's collectives, as insight/ found it when the capture
+// was stored.
 struct StragglerReport {
-  struct Chip {
-    std::string host;
-    int chip = 0;
-    int64_t times_last = 0, instances = 0, caused_ps = 0, lateness_ps = 0;
-    std::vector<int64_t> steps;
-  };
-  struct Instance {
-    uint64_t id = 0;
-    std::string kernel;
-    int64_t step = -1;
-    std::string straggler_host;
-    int straggler_chip = 0;
-    int chips = 0;
-    int64_t spread_ps = 0, lateness_ps = 0, caused_ps = 0;
-  };
-  std::vector<Chip> chips;          // most waiting caused first
-  std::vector<Instance> instances;  // worst first
+  std::vector<insight::StragglerRow> chips;     // most waiting caused first
+  std::vector<insight::InstanceRow> instances;  // worst first
 };
 
 struct HistoryQuery {
