@@ -68,8 +68,7 @@ std::string Energy(const v1::KernelInsight& in) {
   std::map<std::string, double> sorted(in.totals().begin(), in.totals().end());
   std::vector<std::string> parts;
   for (const auto& [name, v] : sorted) {
-    if (name.size() > 3 && name.compare(name.size() - 3, 3, "_nj") == 0 &&
-        in.counter_covered_ps() > 0) {
+    if (absl::EndsWith(name, "_nj") && in.counter_covered_ps() > 0) {
       const double watts = v / (static_cast<double>(in.counter_covered_ps()) / 1000.0);
       parts.push_back(
           absl::StrFormat("%s %.1f mJ (%.0f W)", name.substr(0, name.size() - 3), v / 1e6, watts));
@@ -110,6 +109,11 @@ void WriteStatsLine(const v1::KernelStats& s, std::ostream& out) {
   out << "  verdict: " << (in.verdict_text().empty() ? "-" : in.verdict_text()) << "\n";
 }
 
+// How much later than the next-to-last chip `c` came, on average, when it came last.
+int64_t MeanLatenessPs(const v1::StragglerChip& c) {
+  return c.times_last() > 0 ? c.lateness_ps() / static_cast<int64_t>(c.times_last()) : 0;
+}
+
 }  // namespace
 
 absl::Status RunKernel(AggregatorClient& client, const KernelOptions& options, std::ostream& out) {
@@ -125,8 +129,7 @@ absl::Status RunKernel(AggregatorClient& client, const KernelOptions& options, s
   } else {
     WriteKernel(response, options, out);
   }
-  out.flush();
-  return out ? absl::OkStatus() : absl::UnavailableError("cannot write the output");
+  return FlushOutput(out);
 }
 
 void WriteKernel(const v1::DescribeKernelResponse& r, const KernelOptions& options,
@@ -211,8 +214,7 @@ absl::Status RunStragglers(AggregatorClient& client, const StragglerOptions& opt
   } else {
     WriteStragglers(response, options, out);
   }
-  out.flush();
-  return out ? absl::OkStatus() : absl::UnavailableError("cannot write the output");
+  return FlushOutput(out);
 }
 
 void WriteStragglers(const v1::GetStragglersResponse& r, const StragglerOptions& options,
@@ -236,9 +238,7 @@ void WriteStragglers(const v1::GetStragglersResponse& r, const StragglerOptions&
   out << "capture " << r.capture_id() << ": " << top.host_name() << " chip " << top.chip_ordinal()
       << " made the others wait most: last in " << top.times_last() << " of " << top.instances()
       << " collectives, " << FormatDurationPs(top.caused_wait_ps())
-      << " of waiting in all, on average "
-      << FormatDurationPs(
-             top.times_last() > 0 ? top.lateness_ps() / static_cast<int64_t>(top.times_last()) : 0)
+      << " of waiting in all, on average " << FormatDurationPs(MeanLatenessPs(top))
       << " after the next-to-last chip\n\n";
   TextTable chips({{"HOST", TextTable::Align::kLeft, 24},
                    {"CHIP", TextTable::Align::kRight},
@@ -250,9 +250,7 @@ void WriteStragglers(const v1::GetStragglersResponse& r, const StragglerOptions&
   for (const auto& c : r.chips()) {
     chips.AddRow({c.host_name(), absl::StrCat(c.chip_ordinal()), absl::StrCat(c.times_last()),
                   absl::StrCat(c.instances()), FormatDurationPs(c.caused_wait_ps()),
-                  FormatDurationPs(c.times_last() > 0
-                                       ? c.lateness_ps() / static_cast<int64_t>(c.times_last())
-                                       : 0),
+                  FormatDurationPs(MeanLatenessPs(c)),
                   c.steps().empty() ? "-" : absl::StrJoin(c.steps(), " ")});
   }
   chips.Write(out);
