@@ -3,8 +3,9 @@
 // how long after its window all of it was stored; the aggregator's CPU and peak RSS; the ingest
 // rate; and the latency of queries made during ingest against the same queries on an idle
 // aggregator (`query_p99_over_idle`). Last line `load_captures_complete=<k>/<n>`.
+// `--counters 0` runs the simulated hosts without hardware counters.
 //
-//   bench_load [--hosts 256] [--captures 4] [--duration-ms 500] [--chips 2]
+//   bench_load [--hosts 256] [--captures 4] [--duration-ms 500] [--chips 2] [--counters 1]
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -35,43 +36,53 @@ namespace {
 namespace fs = std::filesystem;
 namespace v1 = podprof::v1;
 
+// How long `call` takes, ms.
+template <typename F>
+double TimedMs(F call) {
+  const auto t0 = std::chrono::steady_clock::now();
+  call();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
 // Latency of one ListCaptures and one GetKernelStats, ms.
 double QueryMs(v1::Aggregator::Stub& stub, const std::string& capture) {
-  const auto t0 = std::chrono::steady_clock::now();
-  {
-    grpc::ClientContext ctx;
-    v1::ListCapturesResponse r;
-    stub.ListCaptures(&ctx, v1::ListCapturesRequest(), &r);
-  }
-  if (!capture.empty()) {
-    grpc::ClientContext ctx;
-    v1::GetKernelStatsRequest req;
-    req.set_capture_id(capture);
-    req.set_top_n(20);
-    v1::GetKernelStatsResponse r;
-    stub.GetKernelStats(&ctx, req, &r);
-  }
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return TimedMs([&] {
+    {
+      grpc::ClientContext ctx;
+      v1::ListCapturesResponse r;
+      stub.ListCaptures(&ctx, v1::ListCapturesRequest(), &r);
+    }
+    if (!capture.empty()) {
+      grpc::ClientContext ctx;
+      v1::GetKernelStatsRequest req;
+      req.set_capture_id(capture);
+      req.set_top_n(20);
+      v1::GetKernelStatsResponse r;
+      stub.GetKernelStats(&ctx, req, &r);
+    }
+  });
 }
 
 // Latency of one ListAgents, ms: an answer from memory that never touches the store, the
 // reference that tells a slow store from a starved process.
 double NoStoreMs(v1::Aggregator::Stub& stub) {
-  const auto t0 = std::chrono::steady_clock::now();
-  grpc::ClientContext ctx;
-  v1::ListAgentsResponse r;
-  stub.ListAgents(&ctx, v1::ListAgentsRequest(), &r);
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return TimedMs([&] {
+    grpc::ClientContext ctx;
+    v1::ListAgentsResponse r;
+    stub.ListAgents(&ctx, v1::ListAgentsRequest(), &r);
+  });
 }
 
 int Main(int argc, char** argv) {
   int hosts = 256, captures = 4, duration_ms = 500, chips = 2;
+  bool counters = true;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--hosts") hosts = std::atoi(argv[i + 1]);
     if (a == "--captures") captures = std::atoi(argv[i + 1]);
     if (a == "--duration-ms") duration_ms = std::atoi(argv[i + 1]);
     if (a == "--chips") chips = std::atoi(argv[i + 1]);
+    if (a == "--counters") counters = std::atoi(argv[i + 1]) != 0;
   }
   const std::string bin = fs::read_symlink("/proc/self/exe").parent_path().string();
   const std::string dir = "/tmp/bench_load_" + std::to_string(getpid());
@@ -91,10 +102,10 @@ int Main(int argc, char** argv) {
   const int64_t t_start = clock.NowNs();
   for (int h = 0; h < hosts; ++h) {
     const std::string n = std::to_string(h);
-    pids.push_back(
-        bench::Spawn({bin + "/podprof-simhost", "--profiler-port=0", "--metrics-port=0",
-                      absl::StrCat("--chips=", chips), absl::StrCat("--hosts=", hosts),
-                      "--host-index=" + n, "--ready-file=" + dir + "/sim" + n + ".json"}));
+    pids.push_back(bench::Spawn({bin + "/podprof-simhost", "--profiler-port=0", "--metrics-port=0",
+                                 absl::StrCat("--chips=", chips), absl::StrCat("--hosts=", hosts),
+                                 "--host-index=" + n, counters ? "--counters" : "--no-counters",
+                                 "--ready-file=" + dir + "/sim" + n + ".json"}));
     bench::WaitForFile(dir + "/sim" + n + ".json");
     const int profiler =
         nlohmann::json::parse(bench::Slurp(dir + "/sim" + n + ".json"))["profiler_port"];

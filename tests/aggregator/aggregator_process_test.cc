@@ -32,6 +32,13 @@ using podprof::testing::ChildProcess;
 using podprof::testing::FixturePath;
 namespace v1 = podprof::v1;
 
+// podprof-aggregator on a loopback port with the database `db`, announcing itself in
+// `ready_file`: how the storage-fault tests start one.
+std::vector<std::string> AggregatorArgv(const std::string& db, const fs::path& ready_file) {
+  return {std::string(PODPROF_BIN_DIR) + "/podprof-aggregator", "--insecure",
+          "--listen=127.0.0.1:0", "--db=" + db, "--ready-file=" + ready_file.string()};
+}
+
 class AggregatorProcessTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -553,10 +560,7 @@ TEST(AggregatorStorageFaultTest, DiskFullFailsTheImportClearlyAndKeepsServing) {
     ~Unmount() { umount2(p.c_str(), MNT_DETACH); }
   } unmount{dir / "small"};
   const std::string db = (dir / "small" / "p.db").string();
-  ChildProcess agg(
-      {std::string(PODPROF_BIN_DIR) + "/podprof-aggregator", "--insecure", "--listen=127.0.0.1:0",
-       "--db=" + db, "--ready-file=" + (dir / "r.json").string()},
-      (dir / "r.json").string());
+  ChildProcess agg(AggregatorArgv(db, dir / "r.json"), (dir / "r.json").string());
   ASSERT_TRUE(agg.ready());
   const std::string addr = absl::StrCat("127.0.0.1:", agg.info()["port"].get<int>());
   const std::string fixture = testing::FixturePath("tpu_v6e_4chip_host_offload.xplane.pb");
@@ -607,10 +611,7 @@ TEST(AggregatorStorageFaultTest, AnOutsideWriteLockFailsWritesClearlyWhileReadsG
   fs::remove_all(dir);
   fs::create_directories(dir);
   const std::string db = (dir / "p.db").string();
-  ChildProcess agg(
-      {std::string(PODPROF_BIN_DIR) + "/podprof-aggregator", "--insecure", "--listen=127.0.0.1:0",
-       "--db=" + db, "--ready-file=" + (dir / "r.json").string()},
-      (dir / "r.json").string());
+  ChildProcess agg(AggregatorArgv(db, dir / "r.json"), (dir / "r.json").string());
   ASSERT_TRUE(agg.ready());
   const std::string addr = absl::StrCat("127.0.0.1:", agg.info()["port"].get<int>());
   const std::string fixture = testing::FixturePath("tpu_v6e_4chip_host_offload.xplane.pb");
@@ -671,11 +672,8 @@ TEST(AggregatorStorageFaultTest, ReadOnlyDatabaseServesItsHistoryAndRefusesWrite
     }
   } unmount{dir / "vol", mounted};
   const std::string db = (dir / "vol" / "p.db").string();
-  const std::vector<std::string> argv = {std::string(PODPROF_BIN_DIR) + "/podprof-aggregator",
-                                         "--insecure", "--listen=127.0.0.1:0", "--db=" + db,
-                                         "--ready-file=" + (dir / "r.json").string()};
+  const std::vector<std::string> argv = AggregatorArgv(db, dir / "r.json");
   const std::string fixture = testing::FixturePath("tpu_v6e_4chip_host_offload.xplane.pb");
-  std::string stored_id;
   {
     ChildProcess agg(argv, (dir / "r.json").string());
     ASSERT_TRUE(agg.ready());

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -141,6 +142,27 @@ class TwoHostPod : public ::testing::Test {
     return out;
   }
 
+  // A 1.5 s capture with the link cut (`set_down(true)`) for 2 s from 0.7 s into it: both
+  // hosts complete with their events, aligned within their bounds.
+  void CaptureThroughACut(const std::function<void(bool)>& set_down) {
+    std::thread cut([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(700));
+      set_down(true);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+      set_down(false);
+    });
+    v1::CaptureProgress last = Capture(1500);
+    cut.join();
+    ASSERT_TRUE(last.done());
+    EXPECT_EQ(last.status(), v1::CAPTURE_STATUS_COMPLETE) << last.summary().error_message();
+    for (const auto& h : last.summary().hosts()) {
+      EXPECT_EQ(h.status(), v1::CAPTURE_STATUS_COMPLETE)
+          << h.host_name() << ": " << h.error_message();
+      EXPECT_GT(h.event_count(), 1000u) << h.host_name();
+    }
+    for (const auto& [host, e] : Errors(last)) EXPECT_LE(std::llabs(e.first), e.second) << host;
+  }
+
   fs::path dir_;
   int port_ = 0;
   std::unique_ptr<ChildProcess> aggregator_;
@@ -233,22 +255,7 @@ void NetworkFaultTest::CutLink() {
   // The link goes down for two seconds inside the window: nothing of the capture is lost, TCP
   // carries the stream once it is back, and both hosts complete.
   ASSERT_EQ(Clocks(1).size(), 2u) << "the agent behind the link never registered";
-  std::thread cut([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(700));
-    Sh("ip link set " + veth_ + " down");
-    std::this_thread::sleep_for(std::chrono::milliseconds(2000));
-    Sh("ip link set " + veth_ + " up");
-  });
-  v1::CaptureProgress last = Capture(1500);
-  cut.join();
-  ASSERT_TRUE(last.done());
-  EXPECT_EQ(last.status(), v1::CAPTURE_STATUS_COMPLETE) << last.summary().error_message();
-  for (const auto& h : last.summary().hosts()) {
-    EXPECT_EQ(h.status(), v1::CAPTURE_STATUS_COMPLETE)
-        << h.host_name() << ": " << h.error_message();
-    EXPECT_GT(h.event_count(), 1000u) << h.host_name();
-  }
-  for (const auto& [host, e] : Errors(last)) EXPECT_LE(std::llabs(e.first), e.second) << host;
+  CaptureThroughACut([&](bool down) { Sh("ip link set " + veth_ + (down ? " down" : " up")); });
 }
 
 // The aggregator reaches host-1's agent only through podprof-fault-proxy (the agent advertises
@@ -317,22 +324,7 @@ TEST_F(ProxiedLinkTest, DelayWidensTheBoundsAlignmentHoldsLossAndCutsAreSurvived
 
   // The link cut for 2 s inside the window: nothing is lost, the stream goes on once it is back.
   SetLink(0, 0, 0, false);
-  std::thread cut([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(700));
-    SetLink(0, 0, 0, true);
-    std::this_thread::sleep_for(std::chrono::milliseconds(2000));
-    SetLink(0, 0, 0, false);
-  });
-  v1::CaptureProgress last = Capture(1500);
-  cut.join();
-  ASSERT_TRUE(last.done());
-  EXPECT_EQ(last.status(), v1::CAPTURE_STATUS_COMPLETE) << last.summary().error_message();
-  for (const auto& h : last.summary().hosts()) {
-    EXPECT_EQ(h.status(), v1::CAPTURE_STATUS_COMPLETE)
-        << h.host_name() << ": " << h.error_message();
-    EXPECT_GT(h.event_count(), 1000u) << h.host_name();
-  }
-  for (const auto& [host, e] : Errors(last)) EXPECT_LE(std::llabs(e.first), e.second) << host;
+  CaptureThroughACut([&](bool down) { SetLink(0, 0, 0, down); });
 }
 
 }  // namespace

@@ -521,25 +521,34 @@ TEST_F(PodTest, AnAgentThatRegistersLateJoinsTheNextCapture) {
   EXPECT_EQ(hosts, (std::set<std::string>{"host-0", "late-host"}));
 }
 
-TEST(RefineTest, CollectivesPinHostsTogetherAndProbesFixTheCommonShift) {
-  // Three hosts whose true offsets are 0, +1 ms and -2 ms; probes err by +30, -10 and +5 us;
-  // collectives end at the same true instants on all of them.
+// Hosts "h0", "h1", ... whose true offsets are `truth`, with probe estimates off by
+// `probe_err` within `bound`, and 20 collectives ending at the same true instants on all of
+// them; refined at the window's middle (1 s).
+std::vector<HostCorrection> RefineSimulated(const std::vector<int64_t>& truth,
+                                            const std::vector<int64_t>& probe_err,
+                                            const std::vector<int64_t>& bound) {
   const int64_t mid = 1'000'000'000;
-  const int64_t truth[3] = {0, 1'000'000, -2'000'000};
-  const int64_t probe_err[3] = {30'000, -10'000, 5'000};
   std::map<std::string, std::map<uint64_t, int64_t>> ends;
   std::vector<HostCorrection> probe;
-  for (int h = 0; h < 3; ++h) {
+  for (size_t h = 0; h < truth.size(); ++h) {
     HostCorrection c;
     c.host = "h" + std::to_string(h);
     c.probe_offset_ns = c.offset_ns = truth[h] + probe_err[h];
-    c.uncertainty_ns = 60'000;
+    c.uncertainty_ns = bound[h];
     probe.push_back(c);
     for (uint64_t id = 1; id <= 20; ++id) {
       ends[c.host][id] = mid - 500'000'000 + static_cast<int64_t>(id) * 40'000'000 + truth[h];
     }
   }
-  std::vector<HostCorrection> out = RefineWithCollectives(ends, probe, mid);
+  return RefineWithCollectives(ends, probe, mid);
+}
+
+TEST(RefineTest, CollectivesPinHostsTogetherAndProbesFixTheCommonShift) {
+  // Three hosts whose true offsets are 0, +1 ms and -2 ms; probes err by +30, -10 and +5 us;
+  // collectives end at the same true instants on all of them.
+  const int64_t truth[3] = {0, 1'000'000, -2'000'000};
+  std::vector<HostCorrection> out = RefineSimulated(
+      {truth[0], truth[1], truth[2]}, {30'000, -10'000, 5'000}, {60'000, 60'000, 60'000});
   ASSERT_EQ(out.size(), 3u);
   for (int h = 0; h < 3; ++h) {
     EXPECT_TRUE(out[h].refined);
@@ -650,23 +659,9 @@ TEST(RefineTest, ACloseHostWithTightProbesFixesTheShiftAFarOneCannotPull) {
   // h0 beside the aggregator (probes within 2 us, 1 us off), h1 behind a slow link whose
   // probes are off by 45 us inside their 46 us bound. Both bounds hold the truth, so the
   // shift comes from where they intersect, not halfway between the two.
-  const int64_t mid = 1'000'000'000;
   const int64_t truth[2] = {3'000'000, -2'000'000};
-  const int64_t probe_err[2] = {1'000, -45'000};
-  const int64_t bound[2] = {2'000, 46'000};
-  std::map<std::string, std::map<uint64_t, int64_t>> ends;
-  std::vector<HostCorrection> probe;
-  for (int h = 0; h < 2; ++h) {
-    HostCorrection c;
-    c.host = "h" + std::to_string(h);
-    c.probe_offset_ns = c.offset_ns = truth[h] + probe_err[h];
-    c.uncertainty_ns = bound[h];
-    probe.push_back(c);
-    for (uint64_t id = 1; id <= 20; ++id) {
-      ends[c.host][id] = mid - 500'000'000 + static_cast<int64_t>(id) * 40'000'000 + truth[h];
-    }
-  }
-  std::vector<HostCorrection> out = RefineWithCollectives(ends, probe, mid);
+  std::vector<HostCorrection> out =
+      RefineSimulated({truth[0], truth[1]}, {1'000, -45'000}, {2'000, 46'000});
   ASSERT_EQ(out.size(), 2u);
   for (int h = 0; h < 2; ++h) {
     const int64_t error = out[h].offset_ns - truth[h];

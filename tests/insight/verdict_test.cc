@@ -28,8 +28,8 @@ std::map<std::string, KernelFacts> FactsOf(const trace::HostCapture& c) {
   return out;
 }
 
-trace::HostCapture SimulatedHost(const std::vector<sim::Straggler>& stragglers,
-                                 sim::PodModel* model_out) {
+// A v5p host of 4 chips (pod seed 11) with `stragglers`.
+sim::PodModel SimulatedPod(const std::vector<sim::Straggler>& stragglers) {
   sim::PodConfig pod;
   pod.generation = "v5p";
   pod.chips = 4;
@@ -38,24 +38,34 @@ trace::HostCapture SimulatedHost(const std::vector<sim::Straggler>& stragglers,
   pod.stragglers = stragglers;
   auto m = sim::PodModel::Create(pod);
   EXPECT_TRUE(m.ok()) << m.status();
-  *model_out = *m;
+  return *m;
+}
+
+// What the simulated host writes for a session of `window_ns`, with or without counters.
+tensorflow::profiler::XSpace SimulatedSpace(const sim::PodModel& m, int64_t window_ns,
+                                            bool counters) {
   FakeClock truth(1'800'000'000'000'000'000);
   SkewedClock host(truth, 0, 0);
   sim::SessionWindow w;
   w.true_start_ns = truth.NowNs();
-  w.true_end_ns = w.true_start_ns + 60'000'000;
-  w.counters = true;
+  w.true_end_ns = w.true_start_ns + window_ns;
+  w.counters = counters;
   w.host_name = "sim";
-  std::string bytes = sim::BuildXSpace(*m, host, w).space.SerializeAsString();
+  return sim::BuildXSpace(m, host, w).space;
+}
+
+// `space` through the production reader.
+trace::HostCapture Read(const tensorflow::profiler::XSpace& space) {
+  const std::string bytes = space.SerializeAsString();
   trace::MemorySource src(bytes);
   auto c = trace::ReadXSpace(src);
   EXPECT_TRUE(c.ok()) << c.status();
-  return std::move(*c);
+  return c.ok() ? std::move(*c) : trace::HostCapture();
 }
 
 TEST(VerdictTest, EachSimulatedKernelGetsTheVerdictItsModelBuiltIn) {
-  sim::PodModel model = *sim::PodModel::Create(sim::PodConfig());
-  trace::HostCapture c = SimulatedHost({}, &model);
+  const sim::PodModel model = SimulatedPod({});
+  trace::HostCapture c = Read(SimulatedSpace(model, 60'000'000, true));
   auto facts = FactsOf(c);
   int checked = 0;
   for (const sim::OpTemplate& op : model.ops()) {
@@ -84,18 +94,7 @@ TEST(VerdictTest, EachSimulatedKernelGetsTheVerdictItsModelBuiltIn) {
 // A utilization line of its own (not `_counters_`): its counter_value events are a series
 // named by line and event, attributed like any other.
 TEST(VerdictTest, CountersOnAnyDeviceLineAreRead) {
-  sim::PodConfig pod;
-  pod.chips = 1;
-  auto m = sim::PodModel::Create(pod);
-  ASSERT_TRUE(m.ok());
-  FakeClock truth(1'800'000'000'000'000'000);
-  SkewedClock host(truth, 0, 0);
-  sim::SessionWindow w;
-  w.true_start_ns = truth.NowNs();
-  w.true_end_ns = w.true_start_ns + 20'000'000;
-  w.counters = false;
-  w.host_name = "sim";
-  auto space = sim::BuildXSpace(*m, host, w).space;
+  tensorflow::profiler::XSpace space = SimulatedSpace(SimulatedPod({}), 20'000'000, false);
   auto* plane = space.mutable_planes(0);
   int64_t counter_stat = 0;
   for (const auto& [id, sm] : plane->stat_metadata()) {
@@ -116,17 +115,14 @@ TEST(VerdictTest, CountersOnAnyDeviceLineAreRead) {
     st->set_metadata_id(counter_stat);
     st->set_double_value(at_ms == 0 ? 0.5 : 0.25);
   }
-  std::string bytes = space.SerializeAsString();
-  trace::MemorySource src(bytes);
-  auto c = trace::ReadXSpace(src);
-  ASSERT_TRUE(c.ok()) << c.status();
-  ASSERT_EQ(c->counters.size(), 1u);
-  EXPECT_EQ(c->counters[0].name, "MXU Utilization/busy");
-  EXPECT_EQ(c->counters[0].value, (std::vector<double>{0.5, 0.25, 0.25}));
+  const trace::HostCapture c = Read(space);
+  ASSERT_EQ(c.counters.size(), 1u);
+  EXPECT_EQ(c.counters[0].name, "MXU Utilization/busy");
+  EXPECT_EQ(c.counters[0].value, (std::vector<double>{0.5, 0.25, 0.25}));
   // Over the whole window the kernels saw a time-weighted mean between the two levels.
   double integral = 0;
   int64_t covered = 0;
-  for (const KernelCounter& k : AttributeCounters(*c)) {
+  for (const KernelCounter& k : AttributeCounters(c)) {
     integral += k.integral;
     covered += k.covered_ps;
   }
@@ -136,8 +132,7 @@ TEST(VerdictTest, CountersOnAnyDeviceLineAreRead) {
 }
 
 TEST(VerdictTest, AStragglingChipTurnsTheOthersCollectivesIntoWaits) {
-  sim::PodModel model = *sim::PodModel::Create(sim::PodConfig());
-  trace::HostCapture c = SimulatedHost({{0, 2, 1.6}}, &model);
+  trace::HostCapture c = Read(SimulatedSpace(SimulatedPod({{0, 2, 1.6}}), 60'000'000, true));
   auto facts = FactsOf(c);
   const Verdict v = Decide(facts["reduce-scatter.0"]);
   EXPECT_EQ(v.bound, Bound::kCollectiveWait) << v.text;
