@@ -1,7 +1,6 @@
 #include "insight/collectives.h"
 
 #include <algorithm>
-#include <unordered_map>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -57,14 +56,16 @@ std::vector<CollectiveRun> CollectiveRuns(const trace::HostCapture& capture,
   return out;
 }
 
-CollectiveReport AnalyzeCollectives(const std::vector<CollectiveRun>& runs, size_t max_instances) {
+CollectiveReport AnalyzeCollectives(const std::vector<CollectiveRun>& runs, size_t max_instances,
+                                    bool within_host) {
   CollectiveReport report;
-  std::unordered_map<uint64_t, std::vector<const CollectiveRun*>> by_id;
-  for (const CollectiveRun& r : runs) by_id[r.id].push_back(&r);
+  std::map<std::pair<uint64_t, std::string>, std::vector<const CollectiveRun*>> by_id;
+  for (const CollectiveRun& r : runs) by_id[{r.id, within_host ? r.host : ""}].push_back(&r);
   std::map<std::pair<std::string, int>, StragglerRow> rows;
   // (chip key, kernel key) -> straggler name -> times
   std::map<std::pair<int64_t, int64_t>, std::map<std::string, int64_t>> last_of;
-  for (auto& [id, members] : by_id) {
+  for (auto& [key, members] : by_id) {
+    const uint64_t id = key.first;
     if (members.size() < 2) continue;
     ++report.instances;
     std::sort(members.begin(), members.end(), [](const CollectiveRun* a, const CollectiveRun* b) {

@@ -81,9 +81,11 @@ struct CollectiveReport {
   int64_t instances = 0;
 };
 
-// Instances seen on a single chip teach nothing and are skipped.
+// Instances seen on a single chip teach nothing and are skipped. With `within_host`, the chips
+// of different hosts are not compared (hosts on their own clocks, as in an import): an instance
+// is its id on one host.
 CollectiveReport AnalyzeCollectives(const std::vector<CollectiveRun>& runs,
-                                    size_t max_instances = 64);
+                                    size_t max_instances = 64, bool within_host = false);
 
 }  // namespace podprof::insight
 

@@ -391,26 +391,8 @@ absl::Status WriteCaptureRows(Connection& c, const CaptureWrite& w) {
   }
   // A pod capture has every host on the aggregator's clock. Imported hosts keep their own
   // clocks, which agree only as well as NTP made them: compare arrivals within a host there.
-  insight::CollectiveReport report;
-  if (w.source == "import") {
-    std::map<std::string, std::vector<insight::CollectiveRun>> by_host;
-    for (insight::CollectiveRun& r : collective_runs) by_host[r.host].push_back(std::move(r));
-    for (const auto& [host, runs] : by_host) {
-      insight::CollectiveReport one = insight::AnalyzeCollectives(runs);
-      report.instances += one.instances;
-      report.waits.insert(one.waits.begin(), one.waits.end());
-      report.stragglers.insert(report.stragglers.end(), one.stragglers.begin(),
-                               one.stragglers.end());
-      report.worst.insert(report.worst.end(), one.worst.begin(), one.worst.end());
-    }
-    std::sort(report.stragglers.begin(), report.stragglers.end(),
-              [](const auto& a, const auto& b) { return a.caused_ps > b.caused_ps; });
-    std::sort(report.worst.begin(), report.worst.end(),
-              [](const auto& a, const auto& b) { return a.caused_ps > b.caused_ps; });
-    if (report.worst.size() > 64) report.worst.resize(64);
-  } else {
-    report = insight::AnalyzeCollectives(collective_runs);
-  }
+  const insight::CollectiveReport report =
+      insight::AnalyzeCollectives(collective_runs, 64, w.source == "import");
   RETURN_IF_ERROR(WriteCollectiveReport(c, seq, report));
   ASSIGN_OR_RETURN(auto ins_crollup,
                    Statement::Prepare(c,

@@ -183,6 +183,15 @@ TEST(CollectivesTest, TheLastArrivalIsTheStragglerAndTheOthersWaitForIt) {
   ASSERT_EQ(r.worst.size(), 2u);
   EXPECT_EQ(r.worst[0].id, 7u);
   EXPECT_EQ(r.worst[0].spread_ps, 80'000);
+
+  // Hosts on their own clocks: only host a's two chips are compared, in each instance.
+  CollectiveReport within = AnalyzeCollectives(runs, 64, /*within_host=*/true);
+  EXPECT_EQ(within.instances, 2);
+  ASSERT_EQ(within.worst.size(), 2u);
+  EXPECT_EQ(within.worst[0].chips, 2);
+  EXPECT_EQ(within.worst[0].straggler_host, "a");
+  EXPECT_EQ((within.waits[{0, 5}].wait_ps), 30'000);  // 130 - 100 in instance 7
+  EXPECT_EQ(within.waits.count({11, 5}), 0u);
 }
 
 }  // namespace
