@@ -19,7 +19,7 @@ namespace podprof::agent {
 namespace {
 
 // Writes chunks to the gRPC stream.
-class StreamSink final : public ChunkSink {
+class StreamSink final : public stream::ChunkSink {
  public:
   explicit StreamSink(grpc::ServerWriter<podprof::v1::CaptureChunk>* writer) : writer_(writer) {}
   bool Write(const podprof::v1::CaptureChunk& chunk) override { return writer_->Write(chunk); }

@@ -169,7 +169,7 @@ std::string SessionIdFor(const std::string& capture_id) {
 
 absl::Status CaptureRunner::Run(const podprof::v1::CaptureRequest& request,
                                 const podprof::v1::HostInfo& host, const RunnerLimits& limits,
-                                const std::function<bool()>& cancelled, ChunkSink* sink,
+                                const std::function<bool()>& cancelled, stream::ChunkSink* sink,
                                 CaptureOutcome* outcome) {
   const int64_t duration_ns = static_cast<int64_t>(request.duration_ms()) * 1'000'000;
   if (duration_ns <= 0 || duration_ns > limits.max_capture_duration_ns) {
@@ -297,21 +297,24 @@ absl::Status CaptureRunner::Run(const podprof::v1::CaptureRequest& request,
       }
     }
   }
-  if (!StreamCapture(*capture, info, sampler.Series(), limits.max_chunk_bytes, sink,
-                     &outcome->counts)) {
-    return absl::CancelledError("the client went away while chunks were streaming");
+  // Chunks no larger than the aggregator said it accepts, nor than this agent allows.
+  const size_t chunk_limit =
+      stream::NegotiateChunkBytes(limits.max_chunk_bytes, request.max_chunk_bytes());
+  if (absl::Status s = stream::StreamCapture(*capture, info, sampler.Series(), chunk_limit, sink,
+                                             &outcome->counts);
+      !s.ok()) {
+    return s;
   }
-  podprof::v1::CaptureChunk trailer_chunk;
-  auto* trailer = trailer_chunk.mutable_trailer();
-  for (const std::string& w : outcome->warnings) trailer->add_warnings(w);
-  trailer->set_event_count(outcome->counts.events);
-  trailer->set_kernel_count(outcome->counts.kernels);
-  trailer->set_counter_sample_count(outcome->counts.counter_samples);
-  trailer->set_actual_start_ns(outcome->actual_start_ns);
-  trailer->set_actual_end_ns(outcome->actual_end_ns);
-  trailer->set_empty_trace(presp.empty_trace());
-  trailer->set_xspace_bytes(outcome->xspace_bytes);
-  if (!sink->Write(trailer_chunk)) {
+  podprof::v1::CaptureTrailer trailer;
+  for (const std::string& w : outcome->warnings) trailer.add_warnings(w);
+  trailer.set_event_count(outcome->counts.events);
+  trailer.set_kernel_count(outcome->counts.kernels);
+  trailer.set_counter_sample_count(outcome->counts.counter_samples);
+  trailer.set_actual_start_ns(outcome->actual_start_ns);
+  trailer.set_actual_end_ns(outcome->actual_end_ns);
+  trailer.set_empty_trace(presp.empty_trace());
+  trailer.set_xspace_bytes(outcome->xspace_bytes);
+  if (!sink->Write(stream::EncodeTrailer(std::move(trailer), chunk_limit))) {
     return absl::CancelledError("the client went away before the trailer");
   }
   return absl::OkStatus();

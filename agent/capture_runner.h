@@ -10,11 +10,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "agent/chunker.h"
 #include "common/clock.h"
 #include "proto/podprof_agent.pb.h"
 #include "proto/profiler_service.grpc.pb.h"
 #include "proto/tpu_metric_service.grpc.pb.h"
+#include "stream/capture_encoder.h"
 #include "trace/model.h"
 
 namespace podprof::agent {
@@ -31,13 +31,14 @@ struct Workload {
 struct RunnerLimits {
   int64_t counter_interval_ns = 100'000'000;
   int64_t max_capture_duration_ns = 300'000'000'000;
+  // The agent's own chunk limit; a request's max_chunk_bytes can only lower it.
   size_t max_chunk_bytes = 4 << 20;
   int64_t workload_timeout_ns = 60'000'000'000;
   std::string temp_dir = "/tmp";
 };
 
 struct CaptureOutcome {
-  ChunkCounts counts;
+  stream::ChunkCounts counts;
   std::vector<std::string> warnings;
   int64_t actual_start_ns = 0;
   int64_t actual_end_ns = 0;
@@ -59,7 +60,7 @@ class CaptureRunner {
   // Cancelled (`cancelled()` became true; the workload's session is terminated).
   absl::Status Run(const podprof::v1::CaptureRequest& request, const podprof::v1::HostInfo& host,
                    const RunnerLimits& limits, const std::function<bool()>& cancelled,
-                   ChunkSink* sink, CaptureOutcome* outcome);
+                   stream::ChunkSink* sink, CaptureOutcome* outcome);
 
  private:
   Clock& clock_;

@@ -58,7 +58,16 @@ absl::StatusOr<AggregatorConfig> LoadAggregatorConfig(const std::string& path) {
                                     "limits.max_concurrent_captures",
                                     "limits.max_captures_per_minute",
                                     "limits.max_message_bytes",
-                                    "limits.max_concurrent_streams"}));
+                                    "limits.max_concurrent_streams",
+                                    "ingest.workers",
+                                    "ingest.max_active_hosts"}));
+  RETURN_IF_ERROR(f.GetInt("ingest.workers", &c.ingest_workers));
+  RETURN_IF_ERROR(f.GetInt("ingest.max_active_hosts", &c.ingest_max_active_hosts));
+  if (c.ingest_workers < 0 || c.ingest_workers > 1024 || c.ingest_max_active_hosts < 1 ||
+      c.ingest_max_active_hosts > 100'000) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": ingest: workers must be 0 (one per core) to 1024, max_active_hosts 1..100000"));
+  }
   RETURN_IF_ERROR(f.GetDurationNs("limits.max_capture_duration", &c.max_capture_duration_ns));
   RETURN_IF_ERROR(f.GetInt("limits.max_concurrent_captures", &c.max_concurrent_captures));
   RETURN_IF_ERROR(f.GetInt("limits.max_captures_per_minute", &c.max_captures_per_minute));
@@ -184,11 +193,14 @@ int AggregatorMain(int argc, char** argv) {
   }
   ImportLimits limits;
   limits.spool_dir = config.spool_dir;
-  Registry registry(clock, config.heartbeat_interval_ns, config.probe_interval_ns, creds->channel);
+  Registry registry(clock, config.heartbeat_interval_ns, config.probe_interval_ns, creds->channel,
+                    config.max_message_bytes);
   OrchestratorLimits orchestrator_limits;
   orchestrator_limits.max_duration_ns = config.max_capture_duration_ns;
   orchestrator_limits.max_concurrent = static_cast<int>(config.max_concurrent_captures);
   orchestrator_limits.max_starts_per_minute = static_cast<int>(config.max_captures_per_minute);
+  orchestrator_limits.ingest_workers = static_cast<int>(config.ingest_workers);
+  orchestrator_limits.max_active_hosts = static_cast<int>(config.ingest_max_active_hosts);
   Orchestrator orchestrator(&registry, store->get(), clock, orchestrator_limits);
   AccessControl access;
   access.agents.identities = config.allowed_agents;

@@ -12,9 +12,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "aggregator/chunk_assembler.h"
+#include "absl/synchronization/blocking_counter.h"
 #include "common/logging.h"
+#include "ingest/capture_ingest.h"
 #include "proto/grpc_status.h"
+#include "stream/capture_decoder.h"
 #include "trace/varint.h"
 
 namespace podprof::aggregator {
@@ -29,8 +31,11 @@ constexpr int64_t kDeviceMappingSlackNs = 1'000'000;
 // Probes in the bursts right before and after a capture (the fastest bounds these hosts'
 // offsets for this very window).
 constexpr int kCaptureBurst = 8;
-// Start lead per host for dispatching its Capture call (thread, stream, the agent's setup).
+// Start lead per host for dispatching its Capture call (stream, the agent's setup).
 constexpr int64_t kDispatchPerHostNs = 1'000'000;
+// Ingest threads run at this much lower a priority than the rest of the aggregator, so that
+// queries (the gRPC server's threads) keep their share of the CPU while a capture lands.
+constexpr int kIngestNice = 10;
 
 int64_t Median(std::vector<int64_t> v) {
   std::sort(v.begin(), v.end());
@@ -126,6 +131,25 @@ absl::StatusOr<std::vector<trace::EventBlock>> UnpackBlocks(const std::string& p
   }
   (void)v;
   return out;
+}
+
+// Puts a host's capture on the aggregator's clock: the offset at the window's middle `mid_ns`,
+// the drift across it. Counters take the same correction as the events, drift included:
+// attributing them to kernels needs the two to agree to well under a microsecond.
+void Correct(const HostCorrection& c, int64_t mid_ns, trace::HostCapture* cap) {
+  for (trace::EventBlock& b : cap->blocks) {
+    b.base_ns -= c.offset_ns;
+    for (size_t e = 0; e < b.size(); ++e) {
+      const double since_mid_ns = static_cast<double>(b.base_ns - mid_ns) + b.start_ps[e] / 1000.0;
+      b.start_ps[e] -= std::llround(c.drift_ppb * 1e-9 * since_mid_ns * 1000.0);
+    }
+  }
+  for (trace::CounterSeries& s : cap->counters) {
+    for (int64_t& t : s.time_ns) {
+      t -= c.offset_ns;
+      t -= std::llround(c.drift_ppb * 1e-9 * static_cast<double>(t - mid_ns));
+    }
+  }
 }
 
 }  // namespace
@@ -278,6 +302,7 @@ struct Orchestrator::Run {
   bool done ABSL_GUARDED_BY(mu) = false;
   std::atomic<bool> cancelled{false};
   absl::Notification stop;  // notified with `cancelled`, to cut the orchestrator's waits short
+  // Each host's Capture call while it runs (index as `hosts`), for cancellation.
   std::vector<std::shared_ptr<grpc::ClientContext>> contexts ABSL_GUARDED_BY(mu);
 
   // Appends `p` to the log (percent_complete filled in unless set) and wakes the watchers.
@@ -297,7 +322,13 @@ struct Orchestrator::Run {
   void Cancel() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     cancelled = true;
     if (!stop.HasBeenNotified()) stop.Notify();
-    for (auto& ctx : contexts) ctx->TryCancel();
+    for (auto& ctx : contexts) {
+      if (ctx) ctx->TryCancel();
+    }
+  }
+  void ForgetContext(size_t i) {
+    absl::MutexLock lock(&mu);
+    contexts[i].reset();
   }
 
  private:
@@ -453,202 +484,242 @@ absl::StatusOr<v1::StartCaptureResponse> Orchestrator::Start(const v1::StartCapt
   return resp;
 }
 
-void Orchestrator::Execute(std::shared_ptr<Run> run) {
-  const int64_t duration_ns = static_cast<int64_t>(run->request.duration_ms()) * 1'000'000;
-  registry_->ProbeDue(kCaptureBurst, /*force=*/true);  // a fresh burst right before the window
-  struct HostOutcome {
-    std::string error;
-    ChunkAssembler assembler;
-    std::map<uint64_t, int64_t> collective_ends;
-    std::string packed;  // the host's events once it is done (see PackBlocks)
-    uint64_t bytes = 0;  // of the agent's stream
-  };
-  std::vector<HostOutcome> outcomes(run->hosts.size());
-  {
-    absl::MutexLock lock(&run->mu);
-    run->stage.assign(run->hosts.size(), Run::kNone);
+// One host of a running capture: its Capture call's chunks decoded as they arrive on the stream
+// pool, then its events packed while the other hosts are still streaming.
+class Orchestrator::HostStream final : public StreamPool::Handler {
+ public:
+  HostStream(Run& run, size_t index, Registry& registry, Clock& clock, absl::BlockingCounter& left)
+      : run_(run), index_(index), registry_(registry), clock_(clock), left_(left) {
+    progress_.mutable_host()->set_host_name(host());
+    progress_.mutable_host()->set_status(v1::CAPTURE_STATUS_RUNNING);
   }
-  std::vector<std::thread> workers;
-  for (size_t i = 0; i < run->hosts.size(); ++i) {
-    workers.emplace_back([&, i] {
-      const Registry::Handle& h = run->hosts[i];
-      ClockEstimate est;
-      registry_->Estimate(h.host, run->start_ns, &est);
-      v1::CaptureRequest req;
-      req.set_capture_id(run->id);
-      req.set_start_ns(run->start_ns + est.offset_ns);  // the instant on the agent's clock
-      req.set_duration_ms(run->request.duration_ms());
-      req.set_counter_interval_ms(run->request.counter_interval_ms());
-      *req.mutable_options() = run->request.options();
-      auto ctx = std::make_shared<grpc::ClientContext>();
-      ctx->set_deadline(DeadlineAt(
-          clock_.NowNs(),
-          (run->start_ns - clock_.NowNs()) + std::max<int64_t>(60'000'000'000, 3 * duration_ns)));
-      {
-        absl::MutexLock lock(&run->mu);
-        run->contexts.push_back(ctx);
-      }
-      v1::CaptureProgress p;
-      p.mutable_host()->set_host_name(h.host);
-      p.mutable_host()->set_status(v1::CAPTURE_STATUS_RUNNING);
-      p.set_detail("waiting");
-      run->Advance(i, Run::kWaiting, p, clock_);
-      auto reader = h.stub->Capture(ctx.get(), req);
-      v1::CaptureChunk chunk;
-      uint64_t chunks = 0;
-      while (reader->Read(&chunk)) {
-        outcomes[i].bytes += chunk.ByteSizeLong();
-        if (!outcomes[i].assembler.Add(chunk)) {
-          outcomes[i].error = "the agent sent an inconsistent chunk";
-          ctx->TryCancel();
-          break;
-        }
-        // Progress while streaming: at the first chunk, then every 64 chunks. A host that is
-        // streaming is alive, even if its heartbeats are late behind the ingest.
-        if (++chunks % 64 == 1) {
-          registry_->Touch(h.host);
-          p.set_detail("streaming");
-          p.mutable_host()->set_event_count(outcomes[i].assembler.events());
-          p.mutable_host()->set_bytes_received(outcomes[i].bytes);
-          run->Advance(i, Run::kStreaming, p, clock_);
-        }
-      }
-      grpc::Status s = reader->Finish();
-      // The call is over: let its context (and with it the call and its arena, which grows
-      // with every message of a long stream) go now rather than with the kept Run.
-      {
-        absl::MutexLock lock(&run->mu);
-        run->contexts.erase(std::remove(run->contexts.begin(), run->contexts.end(), ctx),
-                            run->contexts.end());
-      }
-      if (outcomes[i].error.empty() && !s.ok()) {
-        outcomes[i].error = run->cancelled ? "cancelled" : s.error_message();
-      }
-      if (outcomes[i].error.empty() && !outcomes[i].assembler.done()) {
-        outcomes[i].error = "the agent's stream ended without a trailer";
-      }
-      if (outcomes[i].error.empty()) {
-        outcomes[i].collective_ends = CollectiveEnds(outcomes[i].assembler.capture());
-        outcomes[i].packed = PackBlocks(&outcomes[i].assembler.capture().blocks);
-      }
-      p.mutable_host()->set_status(outcomes[i].error.empty() ? v1::CAPTURE_STATUS_COMPLETE
-                                                             : v1::CAPTURE_STATUS_FAILED);
-      p.mutable_host()->set_error_message(outcomes[i].error);
-      p.mutable_host()->set_event_count(outcomes[i].assembler.events());
-      p.mutable_host()->set_bytes_received(outcomes[i].bytes);
-      p.set_detail(outcomes[i].error.empty() ? "done" : "failed");
-      run->Advance(i, Run::kFinished, p, clock_);
-    });
+
+  const std::string& host() const { return run_.hosts[index_].host; }
+  bool ok() const { return error_.empty(); }
+  const std::string& error() const { return error_; }
+  uint64_t bytes() const { return bytes_; }
+  uint64_t events() const { return decoder_.events(); }
+  trace::HostCapture& capture() { return decoder_.capture(); }
+  const std::map<uint64_t, int64_t>& collective_ends() const { return collective_ends_; }
+  std::string& packed() { return packed_; }
+
+  void Waiting() {
+    progress_.set_detail("waiting");
+    run_.Advance(index_, Run::kWaiting, progress_, clock_);
+  }
+
+  bool OnChunk(const v1::CaptureChunk& chunk) override {
+    bytes_ += chunk.ByteSizeLong();
+    if (absl::Status bad = decoder_.Add(chunk); !bad.ok()) {
+      error_ = absl::StrCat("the agent sent a bad chunk: ", bad.message());
+      return false;
+    }
+    // Progress while streaming: at the first chunk, then every 64 chunks. A host that is
+    // streaming is alive, even if its heartbeats are late behind the ingest.
+    if (decoder_.chunks() % 64 == 1) {
+      registry_.Touch(host());
+      progress_.set_detail("streaming");
+      progress_.mutable_host()->set_event_count(decoder_.events());
+      progress_.mutable_host()->set_bytes_received(bytes_);
+      run_.Advance(index_, Run::kStreaming, progress_, clock_);
+    }
+    return true;
+  }
+
+  void OnDone(const grpc::Status& s) override {
+    // The call is over: let its context (and with it the call's arena, which grows with every
+    // message of a long stream) go now rather than with the kept Run.
+    run_.ForgetContext(index_);
+    if (error_.empty() && !s.ok()) error_ = run_.cancelled ? "cancelled" : s.error_message();
+    if (error_.empty() && !decoder_.done()) error_ = "the agent's stream ended without a trailer";
+    if (error_.empty()) {
+      collective_ends_ = CollectiveEnds(decoder_.capture());
+      packed_ = PackBlocks(&decoder_.capture().blocks);
+    } else {
+      decoder_.capture() = trace::HostCapture();  // nothing of a failed host is stored
+    }
+    progress_.mutable_host()->set_status(error_.empty() ? v1::CAPTURE_STATUS_COMPLETE
+                                                        : v1::CAPTURE_STATUS_FAILED);
+    progress_.mutable_host()->set_error_message(error_);
+    progress_.mutable_host()->set_event_count(decoder_.events());
+    progress_.mutable_host()->set_bytes_received(bytes_);
+    progress_.set_detail(error_.empty() ? "done" : "failed");
+    run_.Advance(index_, Run::kFinished, progress_, clock_);
+    left_.DecrementCount();  // last: the run may go on (and free this) from here
+  }
+
+ private:
+  Run& run_;
+  const size_t index_;
+  Registry& registry_;
+  Clock& clock_;
+  absl::BlockingCounter& left_;
+  v1::CaptureProgress progress_;
+  stream::CaptureDecoder decoder_;
+  std::string error_;
+  uint64_t bytes_ = 0;
+  std::map<uint64_t, int64_t> collective_ends_;
+  std::string packed_;  // the host's events once it is done (see PackBlocks)
+};
+
+Orchestrator::Orchestrator(Registry* registry, storage::Store* store, Clock& clock,
+                           OrchestratorLimits limits)
+    : registry_(registry),
+      store_(store),
+      clock_(clock),
+      limits_(limits),
+      streams_(limits.ingest_workers, limits.max_active_hosts, kIngestNice),
+      analysis_(limits.ingest_workers, kIngestNice) {}
+
+void Orchestrator::CollectHosts(Run& run, std::vector<std::unique_ptr<HostStream>>* hosts) {
+  const int64_t duration_ns = static_cast<int64_t>(run.request.duration_ms()) * 1'000'000;
+  absl::BlockingCounter left(static_cast<int>(run.hosts.size()));
+  {
+    absl::MutexLock lock(&run.mu);
+    run.stage.assign(run.hosts.size(), Run::kNone);
+    run.contexts.assign(run.hosts.size(), nullptr);
+  }
+  for (size_t i = 0; i < run.hosts.size(); ++i) {
+    hosts->push_back(std::make_unique<HostStream>(run, i, *registry_, clock_, left));
+  }
+  for (size_t i = 0; i < run.hosts.size(); ++i) {
+    const Registry::Handle& h = run.hosts[i];
+    ClockEstimate est;
+    registry_->Estimate(h.host, run.start_ns, &est);
+    v1::CaptureRequest req;
+    req.set_capture_id(run.id);
+    req.set_start_ns(run.start_ns + est.offset_ns);  // the instant on the agent's clock
+    req.set_duration_ms(run.request.duration_ms());
+    req.set_counter_interval_ms(run.request.counter_interval_ms());
+    req.set_max_chunk_bytes(static_cast<uint64_t>(registry_->max_chunk_bytes()));
+    *req.mutable_options() = run.request.options();
+    auto ctx = std::make_shared<grpc::ClientContext>();
+    ctx->set_deadline(DeadlineAt(
+        clock_.NowNs(),
+        (run.start_ns - clock_.NowNs()) + std::max<int64_t>(60'000'000'000, 3 * duration_ns)));
+    {
+      absl::MutexLock lock(&run.mu);
+      run.contexts[i] = ctx;
+      if (run.cancelled) ctx->TryCancel();
+    }
+    (*hosts)[i]->Waiting();
+    streams_.Start(h.stub.get(), std::move(ctx), req, (*hosts)[i].get());
   }
   // The agents capture and convert without a word: the instants say when each stage begins.
   auto advance_all = [&](Run::Stage to, const char* detail) {
-    for (size_t i = 0; i < run->hosts.size(); ++i) {
+    for (size_t i = 0; i < run.hosts.size(); ++i) {
       v1::CaptureProgress p;
-      p.mutable_host()->set_host_name(run->hosts[i].host);
+      p.mutable_host()->set_host_name(run.hosts[i].host);
       p.mutable_host()->set_status(v1::CAPTURE_STATUS_RUNNING);
       p.set_detail(detail);
-      run->Advance(i, to, p, clock_);
+      run.Advance(i, to, p, clock_);
     }
   };
-  if (clock_.SleepUntilNs(run->start_ns, &run->stop)) advance_all(Run::kCapturing, "capturing");
-  if (clock_.SleepUntilNs(run->start_ns + duration_ns, &run->stop)) {
+  if (clock_.SleepUntilNs(run.start_ns, &run.stop)) advance_all(Run::kCapturing, "capturing");
+  if (clock_.SleepUntilNs(run.start_ns + duration_ns, &run.stop)) {
     advance_all(Run::kConverting, "converting");
   }
-  for (auto& w : workers) w.join();
-  registry_->ProbeDue(kCaptureBurst, /*force=*/true);  // and right after it
+  left.Wait();
+}
 
+void Orchestrator::Execute(std::shared_ptr<Run> run) {
+  registry_->ProbeDue(kCaptureBurst, /*force=*/true);  // a fresh burst right before the window
+  std::vector<std::unique_ptr<HostStream>> hosts;
+  CollectHosts(*run, &hosts);
+  registry_->ProbeDue(kCaptureBurst, /*force=*/true);  // and right after it
+  StoreRun(*run, hosts);
+}
+
+void Orchestrator::StoreRun(Run& run, std::vector<std::unique_ptr<HostStream>>& hosts) {
+  const int64_t duration_ns = static_cast<int64_t>(run.request.duration_ms()) * 1'000'000;
   // Probe-only corrections at the window's middle, then the collectives.
-  const int64_t mid = run->start_ns + duration_ns / 2;
+  const int64_t mid = run.start_ns + duration_ns / 2;
   std::vector<HostCorrection> probe;
   std::map<std::string, std::map<uint64_t, int64_t>> ends;
-  for (size_t i = 0; i < run->hosts.size(); ++i) {
-    if (!outcomes[i].error.empty()) continue;
+  for (const auto& h : hosts) {
+    if (!h->ok()) continue;
     HostCorrection c;
-    c.host = run->hosts[i].host;
+    c.host = h->host();
     ClockEstimate est;
     registry_->Estimate(c.host, mid, &est);
     c.probe_offset_ns = c.offset_ns = est.offset_ns;
     c.uncertainty_ns = est.uncertainty_ns;
     c.drift_ppb = est.drift_ppb;
     probe.push_back(c);
-    ends[c.host] = outcomes[i].collective_ends;
+    ends[c.host] = h->collective_ends();
   }
   std::vector<HostCorrection> corrections = RefineWithCollectives(ends, probe, mid);
+  std::map<std::string, const HostCorrection*> correction_of;
+  for (const HostCorrection& c : corrections) correction_of[c.host] = &c;
 
-  storage::CaptureWrite w;
-  w.id = run->id;
-  w.start_ns = run->start_ns;
-  w.end_ns = run->start_ns + duration_ns;
+  ingest::CaptureInput w;
+  w.id = run.id;
+  w.start_ns = run.start_ns;
+  w.end_ns = run.start_ns + duration_ns;
   w.created_ns = clock_.NowNs();
-  w.labels = {run->request.labels().begin(), run->request.labels().end()};
-  w.options_json = absl::StrCat("{\"duration_ms\":", run->request.duration_ms(), "}");
+  w.labels = {run.request.labels().begin(), run.request.labels().end()};
+  w.options_json = absl::StrCat("{\"duration_ms\":", run.request.duration_ms(), "}");
   int ok = 0;
-  for (size_t i = 0; i < run->hosts.size(); ++i) {
-    storage::HostWrite hw;
-    hw.host = run->hosts[i].host;
-    if (!outcomes[i].error.empty()) {
-      hw.status = "failed";
-      hw.error = outcomes[i].error;
-      w.hosts.push_back(std::move(hw));
+  for (const auto& h : hosts) {
+    ingest::HostInput in;
+    in.host = h->host();
+    in.bytes = h->bytes();
+    if (!h->ok()) {
+      in.status = "failed";
+      in.error = h->error();
+      w.hosts.push_back(std::move(in));
       continue;
     }
     ++ok;
-    const HostCorrection* corr = nullptr;
-    for (const HostCorrection& c : corrections) {
-      if (c.host == hw.host) corr = &c;
-    }
-    const HostCorrection correction = *corr;
-    hw.clock_offset_ns = correction.offset_ns;
-    hw.clock_uncertainty_ns = correction.uncertainty_ns;
-    HostOutcome* outcome = &outcomes[i];
-    const std::string host = hw.host;
-    // Unpacked only when the writer reaches this host, then corrected onto the aggregator's
-    // clock: the offset at the window's middle, the drift across it.
-    hw.load = [outcome, correction, mid, host]() -> absl::StatusOr<trace::HostCapture> {
-      trace::HostCapture cap = std::move(outcome->assembler.capture());
-      absl::StatusOr<std::vector<trace::EventBlock>> blocks = UnpackBlocks(outcome->packed);
+    const HostCorrection correction = *correction_of.at(in.host);
+    in.clock_offset_ns = correction.offset_ns;
+    in.clock_uncertainty_ns = correction.uncertainty_ns;
+    HostStream* stream = h.get();
+    // Unpacked only when the pipeline reaches this host, then put on the aggregator's clock.
+    in.load = [stream, correction, mid]() -> absl::StatusOr<trace::HostCapture> {
+      trace::HostCapture cap = std::move(stream->capture());
+      absl::StatusOr<std::vector<trace::EventBlock>> blocks = UnpackBlocks(stream->packed());
       if (!blocks.ok()) return blocks.status();
-      outcome->packed.clear();
+      std::string().swap(stream->packed());
       cap.blocks = std::move(*blocks);
-      for (trace::EventBlock& b : cap.blocks) {
-        b.base_ns -= correction.offset_ns;
-        for (size_t e = 0; e < b.size(); ++e) {
-          const double since_mid_ns = static_cast<double>(b.base_ns - mid) + b.start_ps[e] / 1000.0;
-          b.start_ps[e] -= std::llround(correction.drift_ppb * 1e-9 * since_mid_ns * 1000.0);
-        }
-      }
-      // Counters take the same correction as the events, drift included: attributing them
-      // to kernels needs the two to agree to well under a microsecond.
-      for (trace::CounterSeries& s : cap.counters) {
-        for (int64_t& t : s.time_ns) {
-          t -= correction.offset_ns;
-          t -= std::llround(correction.drift_ppb * 1e-9 * static_cast<double>(t - mid));
-        }
-      }
-      cap.host.name = host;
+      Correct(correction, mid, &cap);
+      cap.host.name = stream->host();
       return cap;
     };
-    w.hosts.push_back(std::move(hw));
+    w.hosts.push_back(std::move(in));
   }
-  w.status = ok == static_cast<int>(run->hosts.size()) ? "complete" : ok > 0 ? "partial" : "failed";
-  if (run->cancelled) w.status = "cancelled";
-  absl::Status stored = store_->WriteCapture(w);
+  w.status = ok == static_cast<int>(hosts.size()) ? "complete" : ok > 0 ? "partial" : "failed";
+  if (run.cancelled) w.status = "cancelled";
+  const std::string status = w.status;
+  absl::Status stored = ingest::StoreCapture(*store_, std::move(w), &analysis_);
   // The hosts that delivered were alive when their streams ended; while the pod's capture was
   // being stored their heartbeats may have queued behind the ingest (a busy aggregator on few
   // cores), and they must not miss the next capture for that.
-  for (size_t i = 0; i < run->hosts.size(); ++i) {
-    if (outcomes[i].error.empty()) registry_->Touch(run->hosts[i].host);
+  for (const auto& h : hosts) {
+    if (h->ok()) registry_->Touch(h->host());
   }
   // Ingest allocates and frees hundreds of MB in bursts across many threads; give the freed
   // pages back to the system instead of letting each capture's high-water mark linger.
   malloc_trim(0);
+  PostSummary(run, hosts, corrections, status, stored);
+  PODPROF_LOG(INFO) << "capture " << run.id << " " << status << ": " << ok << "/" << hosts.size()
+                    << " hosts";
+  absl::MutexLock lock(&run.mu);
+  run.done = true;
+  run.cv.SignalAll();
+}
+
+void Orchestrator::PostSummary(Run& run, const std::vector<std::unique_ptr<HostStream>>& hosts,
+                               const std::vector<HostCorrection>& corrections,
+                               const std::string& status, const absl::Status& stored) {
+  const int64_t duration_ns = static_cast<int64_t>(run.request.duration_ms()) * 1'000'000;
   v1::CaptureProgress last;
   last.set_done(true);
   last.set_percent_complete(100);
   auto* summary = last.mutable_summary();
-  summary->set_capture_id(run->id);
-  summary->set_start_ns(w.start_ns);
-  summary->set_end_ns(w.end_ns);
+  summary->set_capture_id(run.id);
+  summary->set_start_ns(run.start_ns);
+  summary->set_end_ns(run.start_ns + duration_ns);
   for (const HostCorrection& c : corrections) {
     auto* h = summary->add_hosts();
     h->set_host_name(c.host);
@@ -657,39 +728,34 @@ void Orchestrator::Execute(std::shared_ptr<Run> run) {
     h->set_clock_uncertainty_ns(c.uncertainty_ns);
     h->set_probe_clock_offset_ns(c.probe_offset_ns);
     h->set_collectives_matched(static_cast<uint32_t>(c.collectives));
-    for (size_t i = 0; i < run->hosts.size(); ++i) {
-      if (run->hosts[i].host != c.host) continue;
-      h->set_event_count(outcomes[i].assembler.events());
-      h->set_bytes_received(outcomes[i].bytes);
+    for (const auto& s : hosts) {
+      if (s->host() != c.host) continue;
+      h->set_event_count(s->events());
+      h->set_bytes_received(s->bytes());
     }
     if (!c.refined) h->add_warnings("clock from probes only: no collective matched");
   }
-  for (size_t i = 0; i < run->hosts.size(); ++i) {
-    if (outcomes[i].error.empty()) continue;
+  for (const auto& s : hosts) {
+    if (s->ok()) continue;
     auto* h = summary->add_hosts();
-    h->set_host_name(run->hosts[i].host);
+    h->set_host_name(s->host());
     h->set_status(v1::CAPTURE_STATUS_FAILED);
-    h->set_error_message(outcomes[i].error);
-    h->set_event_count(outcomes[i].assembler.events());
-    h->set_bytes_received(outcomes[i].bytes);
+    h->set_error_message(s->error());
+    h->set_event_count(s->events());
+    h->set_bytes_received(s->bytes());
   }
-  v1::CaptureStatus status = w.status == "complete"    ? v1::CAPTURE_STATUS_COMPLETE
-                             : w.status == "partial"   ? v1::CAPTURE_STATUS_PARTIAL
-                             : w.status == "cancelled" ? v1::CAPTURE_STATUS_CANCELLED
-                                                       : v1::CAPTURE_STATUS_FAILED;
+  v1::CaptureStatus code = status == "complete"    ? v1::CAPTURE_STATUS_COMPLETE
+                           : status == "partial"   ? v1::CAPTURE_STATUS_PARTIAL
+                           : status == "cancelled" ? v1::CAPTURE_STATUS_CANCELLED
+                                                   : v1::CAPTURE_STATUS_FAILED;
   if (!stored.ok()) {
-    status = v1::CAPTURE_STATUS_FAILED;
+    code = v1::CAPTURE_STATUS_FAILED;
     summary->set_error_message(absl::StrCat("storing the capture failed: ", stored.message()));
-    PODPROF_LOG(ERROR) << "capture " << run->id << ": " << stored.message();
+    PODPROF_LOG(ERROR) << "capture " << run.id << ": " << stored.message();
   }
-  last.set_status(status);
-  summary->set_status(status);
-  run->Post(last, clock_);
-  PODPROF_LOG(INFO) << "capture " << run->id << " " << w.status << ": " << ok << "/"
-                    << run->hosts.size() << " hosts";
-  absl::MutexLock lock(&run->mu);
-  run->done = true;
-  run->cv.SignalAll();
+  last.set_status(code);
+  summary->set_status(code);
+  run.Post(last, clock_);
 }
 
 absl::Status Orchestrator::Watch(const std::string& id,

@@ -1,7 +1,8 @@
 // Pod-wide captures: picks the start instant, has every chosen agent capture at that instant
 // (translated into its clock), collects the chunks, puts every host on the aggregator's clock
 // (probe-based clock models, refined by collectives), stores the merged capture, and reports
-// progress. Thread-safe; each capture runs on its own threads.
+// progress. Thread-safe. Each capture has a thread that drives it; the hosts' streams are read
+// on a shared StreamPool and analysed on a shared WorkerPool, bounded however large the pod.
 #ifndef PODPROF_AGGREGATOR_ORCHESTRATOR_H_
 #define PODPROF_AGGREGATOR_ORCHESTRATOR_H_
 
@@ -18,7 +19,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "aggregator/registry.h"
+#include "aggregator/stream_pool.h"
 #include "common/clock.h"
+#include "common/worker_pool.h"
 #include "proto/podprof_aggregator.pb.h"
 #include "storage/store.h"
 #include "trace/model.h"
@@ -37,6 +40,10 @@ struct OrchestratorLimits {
   int max_starts_per_minute = 30;
   // Most hosts named in one request.
   int max_hosts = 10'000;
+  // Threads reading agents' streams, and as many analysing hosts for the store (0 = one per
+  // core); hosts streaming at once (see StreamPool).
+  int ingest_workers = 0;
+  int max_active_hosts = 64;
 };
 
 // One host's clock correction: aggregator time = host time - offset_ns (at the window's middle,
@@ -65,8 +72,7 @@ std::vector<HostCorrection> RefineWithCollectives(
 
 class Orchestrator {
  public:
-  Orchestrator(Registry* registry, storage::Store* store, Clock& clock, OrchestratorLimits limits)
-      : registry_(registry), store_(store), clock_(clock), limits_(limits) {}
+  Orchestrator(Registry* registry, storage::Store* store, Clock& clock, OrchestratorLimits limits);
   ~Orchestrator();
 
   // Validates, picks hosts and the start instant, and starts the capture in the background.
@@ -81,12 +87,23 @@ class Orchestrator {
 
  private:
   struct Run;
+  class HostStream;
   void Execute(std::shared_ptr<Run> run);
+  // Starts every host's Capture call on the stream pool; returns when all streams are over.
+  void CollectHosts(Run& run, std::vector<std::unique_ptr<HostStream>>* hosts);
+  // Aligns the hosts that delivered, stores the capture, and posts the summary.
+  void StoreRun(Run& run, std::vector<std::unique_ptr<HostStream>>& hosts);
+  // The capture's last progress event: each host's outcome and correction.
+  void PostSummary(Run& run, const std::vector<std::unique_ptr<HostStream>>& hosts,
+                   const std::vector<HostCorrection>& corrections, const std::string& status,
+                   const absl::Status& stored);
 
   Registry* const registry_;
   storage::Store* const store_;
   Clock& clock_;
   const OrchestratorLimits limits_;
+  StreamPool streams_;
+  WorkerPool analysis_;
   absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Run>> runs_ ABSL_GUARDED_BY(mu_);
   // The thread running each capture, by id; joined once the capture is done.

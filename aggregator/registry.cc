@@ -19,7 +19,11 @@ void Registry::Register(const podprof::v1::RegisterRequest& req) {
   e.last_heartbeat_ns = now;
   e.agent_start_ns = req.agent_start_ns();
   if (moved || !e.stub) {
-    e.stub = podprof::v1::Agent::NewStub(grpc::CreateChannel(e.host.agent_address(), credentials_));
+    // The channel accepts the chunks capture requests ask for (gRPC's default is 4 MiB).
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(static_cast<int>(max_chunk_bytes_));
+    e.stub = podprof::v1::Agent::NewStub(
+        grpc::CreateCustomChannel(e.host.agent_address(), credentials_, args));
     e.clock = ClockModel();
     e.last_probe_ns = 0;
   }

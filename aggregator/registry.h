@@ -25,13 +25,19 @@ class Registry {
  public:
   // `clock` (the aggregator's) must outlive the registry.
   // `credentials` are used for every connection to an agent (mutual TLS, or plaintext).
+  // `max_chunk_bytes` is the largest message accepted from an agent: capture requests ask for
+  // chunks no larger.
   Registry(
       Clock& clock, int64_t heartbeat_interval_ns, int64_t probe_interval_ns,
-      std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials())
+      std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials(),
+      int64_t max_chunk_bytes = 4 << 20)
       : clock_(clock),
         heartbeat_interval_ns_(heartbeat_interval_ns),
         probe_interval_ns_(probe_interval_ns),
-        credentials_(std::move(credentials)) {}
+        credentials_(std::move(credentials)),
+        max_chunk_bytes_(max_chunk_bytes) {}
+
+  int64_t max_chunk_bytes() const { return max_chunk_bytes_; }
 
   // Adds or refreshes an agent (a restarted agent keeps its clock model only if it kept its
   // address).
@@ -84,6 +90,7 @@ class Registry {
   // well under a millisecond.
   static constexpr int64_t kUdpProbeTimeoutNs = 50'000'000;
   const std::shared_ptr<grpc::ChannelCredentials> credentials_;
+  const int64_t max_chunk_bytes_;
   absl::Mutex probe_mu_;  // serializes ProbeDue
   absl::Mutex mu_;
   std::map<std::string, Entry> agents_ ABSL_GUARDED_BY(mu_);

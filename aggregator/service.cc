@@ -15,6 +15,7 @@
 #include "common/logging.h"
 #include "export/trace_export.h"
 #include "export/xspace_export.h"
+#include "ingest/capture_ingest.h"
 #include "insight/verdict.h"
 #include "proto/grpc_status.h"
 #include "trace/kernel_stats.h"
@@ -730,7 +731,7 @@ grpc::Status AggregatorService::ImportXSpace(
   }
   std::string dir = limits_.spool_dir;
   if (dir.empty()) dir = std::getenv("TMPDIR") != nullptr ? std::getenv("TMPDIR") : "/tmp";
-  storage::CaptureWrite w;
+  ingest::CaptureInput w;
   w.source = "import";
   w.created_ns = clock_->NowNs();
   std::set<std::string> seen;
@@ -756,7 +757,7 @@ grpc::Status AggregatorService::ImportXSpace(
       errors.push_back(absl::StrCat(host, ".xplane.pb: no device events (not a TPU/GPU capture?)"));
       return;
     }
-    storage::HostWrite h;
+    ingest::HostInput h;
     h.host = host;  // the file's name, as XProf names hosts
     h.bytes = static_cast<uint64_t>(spool.bytes());
     h.capture = std::move(*cap);
@@ -810,7 +811,7 @@ grpc::Status AggregatorService::ImportXSpace(
   // Imports keep the hosts' own clocks; the capture spans their profile windows.
   w.start_ns = INT64_MAX;
   w.end_ns = 0;
-  for (const storage::HostWrite& h : w.hosts) {
+  for (const ingest::HostInput& h : w.hosts) {
     w.start_ns = std::min(w.start_ns, h.capture->host.profile_start_ns);
     w.end_ns = std::max(w.end_ns, h.capture->host.profile_stop_ns);
   }
@@ -819,23 +820,26 @@ grpc::Status AggregatorService::ImportXSpace(
   w.status = errors.empty() ? "complete" : "partial";
   w.id = absl::StrFormat("imp-%d-%04x", w.created_ns / 1'000'000,
                          static_cast<unsigned>(w.created_ns % 65536));
-  absl::Status s = store_->WriteCapture(w);
+  const size_t imported = w.hosts.size();
+  const std::string id = w.id;
+  const int64_t start_ns = w.start_ns;
+  absl::Status s = ingest::StoreCapture(*store_, std::move(w));
   if (!s.ok()) return ToGrpc(s);
-  PODPROF_LOG(INFO) << "imported " << w.hosts.size() << " host(s) as " << w.id
+  PODPROF_LOG(INFO) << "imported " << imported << " host(s) as " << id
                     << (errors.empty() ? "" : absl::StrCat(", ", errors.size(), " file(s) failed"));
-  response->set_capture_id(w.id);
+  response->set_capture_id(id);
   storage::CaptureQuery q;
-  q.since_ns = w.start_ns;
-  q.until_ns = w.start_ns;
+  q.since_ns = start_ns;
+  q.until_ns = start_ns;
   std::string next;
   absl::StatusOr<std::vector<storage::CaptureRow>> rows = store_->ListCaptures(q, &next);
   if (rows.ok()) {
     for (const auto& r : *rows) {
-      if (r.id == w.id) FillSummary(r, response->mutable_summary());
+      if (r.id == id) FillSummary(r, response->mutable_summary());
     }
   }
   storage::StatsQuery top;
-  top.capture_id = w.id;
+  top.capture_id = id;
   top.top = 10;
   absl::StatusOr<std::vector<storage::StatRow>> stats = store_->KernelStats(top);
   if (stats.ok()) {

@@ -16,13 +16,13 @@
 #include <string>
 #include <thread>
 
-#include "agent/chunker.h"
 #include "bench/bench_util.h"
 #include "common/clock.h"
 #include "common/skewed_clock.h"
 #include "nlohmann/json.hpp"
 #include "sim/pod_model.h"
 #include "sim/xspace_builder.h"
+#include "stream/capture_encoder.h"
 #include "trace/xspace_reader.h"
 
 namespace podprof {
@@ -34,7 +34,7 @@ using bench::Slurp;
 using bench::Spawn;
 
 // Serializes every chunk, as the gRPC stream would.
-class SerializingSink final : public agent::ChunkSink {
+class SerializingSink final : public stream::ChunkSink {
  public:
   bool Write(const podprof::v1::CaptureChunk& c) override {
     buffer_.clear();
@@ -112,8 +112,8 @@ int Main(int argc, char** argv) {
     int64_t b = clock.MonotonicNs();
     auto c2 = trace::ReadXSpaceFile(path);
     SerializingSink sink;
-    agent::ChunkCounts counts;
-    agent::StreamCapture(*c2, {}, {}, 4 << 20, &sink, &counts);
+    stream::ChunkCounts counts;
+    stream::StreamCapture(*c2, {}, {}, 4 << 20, &sink, &counts).IgnoreError();
     int64_t c = clock.MonotonicNs();
     best_read = std::min(best_read, (b - a) / 1e9);
     best_convert = std::min(best_convert, (c - b) / 1e9);

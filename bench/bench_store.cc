@@ -5,8 +5,9 @@
 //               [--history-captures 1000] [--history-chips 1024] [--history-kernels 20]
 //
 // 1. Writing one capture's statistics (hosts x chips x kernels per-chip rows) through
-//    Store::WriteCapture, against a plain prepared INSERT loop of as many rows into a bare table
-//    in a fresh database: prints rows/s for both and `write_over_raw`.
+//    ingest::StoreCapture (analysis, encoding and the write), against a plain prepared INSERT loop
+//    of as many rows into a bare table in a fresh database: prints rows/s for both and
+//    `write_over_raw`.
 // 2. A database of many captures: KernelHistory for one kernel and the top 20 kernels of one
 //    capture, with the database size per capture.
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include <string>
 
 #include "common/clock.h"
+#include "ingest/capture_ingest.h"
 #include "storage/sqlite.h"
 #include "storage/store.h"
 #include "trace/kernel_stats.h"
@@ -87,12 +89,12 @@ int Main(int argc, char** argv) {
   fs::create_directories(dir);
 
   // 1. Write rate.
-  storage::CaptureWrite w;
+  ingest::CaptureInput w;
   w.id = "bench";
   w.start_ns = clock.NowNs();
   w.end_ns = w.start_ns + 2'000'000'000;
   for (int h = 0; h < hosts; ++h) {
-    storage::HostWrite hw;
+    ingest::HostInput hw;
     hw.host = "host-" + std::to_string(h);
     hw.capture = MakeHost(hw.host, chips, kernels, 1, 7);
     w.hosts.push_back(std::move(hw));
@@ -113,7 +115,7 @@ int Main(int argc, char** argv) {
       auto store = storage::Store::Open(dir + "/store" + std::to_string(rep) + ".db");
       if (!store.ok()) return 1;
       int64_t t0 = clock.MonotonicNs();
-      absl::Status s = (*store)->WriteCapture(w);
+      absl::Status s = ingest::StoreCapture(**store, w);
       store_s = std::min(store_s, (clock.MonotonicNs() - t0) / 1e9);
       if (!s.ok()) {
         std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
@@ -155,18 +157,18 @@ int Main(int argc, char** argv) {
   const int hosts_per_capture = std::max(1, h_chips / 4);
   std::fprintf(stderr, "building %d captures of %d chips...\n", h_captures, h_chips);
   for (int c = 0; c < h_captures; ++c) {
-    storage::CaptureWrite cw;
+    ingest::CaptureInput cw;
     cw.id = "cap-" + std::to_string(c);
     cw.start_ns = int64_t{c} * 3'600'000'000'000;
     cw.end_ns = cw.start_ns + 2'000'000'000;
     for (int h = 0; h < hosts_per_capture; ++h) {
-      storage::HostWrite hw;
+      ingest::HostInput hw;
       hw.host = "host-" + std::to_string(h);
       // A new program id every 100 captures: recompiles that history must see through.
       hw.capture = MakeHost(hw.host, 4, h_kernels, 1, 100 + c / 100);
       cw.hosts.push_back(std::move(hw));
     }
-    if (!(*store)->WriteCapture(cw).ok()) return 1;
+    if (!ingest::StoreCapture(**store, std::move(cw)).ok()) return 1;
   }
   auto used = (*store)->UsedBytes();
   double best_history = 1e300, best_top = 1e300;

@@ -6,11 +6,6 @@
 
 namespace podprof::insight {
 
-double KernelCounter::Value() const {
-  if (kind == trace::CounterKind::kCumulative) return integral;
-  return covered_ps > 0 ? integral / static_cast<double>(covered_ps) : 0;
-}
-
 SeriesIntegral::SeriesIntegral(const trace::CounterSeries& series) : kind_(series.kind()) {
   const size_t n = std::min(series.time_ns.size(), series.value.size());
   if (n == 0) return;

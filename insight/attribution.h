@@ -14,24 +14,13 @@
 #include <string>
 #include <vector>
 
+#include "trace/analysis_rows.h"
 #include "trace/model.h"
 
 namespace podprof::insight {
 
 // One counter over all executions of one kernel on one chip.
-struct KernelCounter {
-  int chip = 0;         // index into HostCapture::host.chips
-  uint32_t kernel = 0;  // index into HostCapture::kernels
-  std::string counter;  // the series' name
-  trace::CounterKind kind = trace::CounterKind::kGauge;
-  // Cumulative: the total increase over the executions. Gauge: the integral of the level over
-  // them, in value x ps (the mean is integral / covered_ps).
-  double integral = 0;
-  int64_t covered_ps = 0;  // execution time inside the series' span
-  int64_t executions = 0;  // executions that overlapped the span
-  // Cumulative: integral; gauge: the time-weighted mean.
-  double Value() const;
-};
+using KernelCounter = trace::KernelCounter;
 
 // A series integrated over time; times are ns on the series' clock, read at ps precision.
 class SeriesIntegral {

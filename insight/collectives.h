@@ -15,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "trace/analysis_rows.h"
 #include "trace/model.h"
 
 namespace podprof::insight {
@@ -47,29 +48,8 @@ struct Wait {
   int64_t straggler_times = 0;
 };
 
-// One chip as a straggler.
-struct StragglerRow {
-  std::string host;
-  int chip_ordinal = 0;
-  int64_t times_last = 0;      // instances where it arrived last
-  int64_t instances = 0;       // instances it took part in
-  int64_t caused_ps = 0;       // the others' waiting in the instances it was last in
-  int64_t lateness_ps = 0;     // summed over those instances
-  std::vector<int64_t> steps;  // steps of those instances (distinct, increasing; up to 64)
-};
-
-// One collective instance, for the worst-instances list.
-struct InstanceRow {
-  uint64_t id = 0;
-  std::string kernel_name;
-  int64_t step = -1;
-  std::string straggler_host;
-  int straggler_chip = 0;
-  int chips = 0;
-  int64_t spread_ps = 0;    // last arrival - first arrival: the longest wait
-  int64_t lateness_ps = 0;  // last arrival - next-to-last
-  int64_t caused_ps = 0;    // every chip's wait added up
-};
+using StragglerRow = trace::StragglerRow;
+using InstanceRow = trace::InstanceRow;
 
 struct CollectiveReport {
   // (chip key, kernel key) -> the waiting of that kernel on that chip.

@@ -16,11 +16,13 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "insight/collectives.h"
 #include "storage/sqlite.h"
+#include "trace/analysis_rows.h"
 #include "trace/ddsketch.h"
+#include "trace/kernel_stats.h"
 #include "trace/model.h"
 
 namespace podprof::storage {
@@ -35,7 +37,25 @@ struct StoreOptions {
   bool read_only_fallback = true;
 };
 
-// One host's part of a capture to store.
+// One timeline as stored: a chip's line, its events encoded by EncodeTimeline.
+struct EncodedBlock {
+  int chip = 0;  // index into HostWrite::chips
+  std::string line;
+  int64_t base_ns = 0;  // aggregator clock
+  int64_t events = 0;
+  std::string data;
+};
+
+// One counter series as stored, encoded by EncodeCounters.
+struct EncodedSeries {
+  int chip = 0;  // index into HostWrite::chips
+  std::string name;
+  int64_t samples = 0;
+  std::string data;
+};
+
+// One host's part of a capture, analysed and encoded before the write: the writer only inserts
+// these rows (the ingest pipeline, ingest/, makes them).
 struct HostWrite {
   std::string host;
   std::string status = "complete";  // complete | failed
@@ -43,10 +63,43 @@ struct HostWrite {
   int64_t clock_offset_ns = 0;
   int64_t clock_uncertainty_ns = 0;
   uint64_t bytes = 0;
-  std::optional<trace::HostCapture> capture;  // absent when the host delivered nothing
-  // Alternatively, produces the capture when the writer gets to this host (and not before), so
-  // a pod's hosts need not all be in memory at once. Used when `capture` is empty.
-  std::function<absl::StatusOr<trace::HostCapture>()> load;
+  int64_t events = 0;
+  std::vector<trace::Chip> chips;
+  // The capture's kernel index -> kernels.id, from ResolveKernels.
+  std::vector<int64_t> kernel_ids;
+  // Per chip and kernel (indices into `chips` and `kernel_ids`).
+  std::vector<trace::KernelStats> stats;
+  std::vector<trace::KernelCounter> attributions;
+  std::vector<EncodedBlock> timelines;
+  std::vector<EncodedSeries> counters;
+};
+
+// The waiting of one kernel (kernels.id) on one chip (`chip` of hosts[host]) at collectives.
+struct WaitWrite {
+  size_t host = 0;
+  int chip = 0;
+  int64_t kernel_id = 0;
+  int64_t wait_ps = 0, instances = 0;
+  std::string straggler;
+};
+
+// Pod-wide roll-ups of one kernel (kernels.id).
+struct KernelRollupWrite {
+  int64_t kernel_id = 0;
+  trace::KernelStats stats;  // merged over every chip
+  int64_t chips = 0;
+};
+struct CounterRollupWrite {
+  int64_t kernel_id = 0;
+  std::string name;
+  bool cumulative = false;
+  double integral = 0;
+  int64_t covered_ps = 0;
+};
+struct WaitRollupWrite {
+  int64_t kernel_id = 0;
+  int64_t wait_ps = 0, instances = 0;
+  std::string straggler;
 };
 
 struct CaptureWrite {
@@ -59,6 +112,12 @@ struct CaptureWrite {
   std::string source = "capture";  // capture | import
   int64_t created_ns = 0;
   std::vector<HostWrite> hosts;
+  std::vector<KernelRollupWrite> rollups;
+  std::vector<CounterRollupWrite> counter_rollups;
+  std::vector<WaitWrite> waits;
+  std::vector<WaitRollupWrite> wait_rollups;
+  std::vector<trace::StragglerRow> stragglers;
+  std::vector<trace::InstanceRow> worst;  // worst first
 };
 
 struct HostRow {
@@ -148,8 +207,8 @@ struct KernelIdentity {
 // Who made the others wait at a capture's collectives, as insight/ found it when the capture
 // was stored.
 struct StragglerReport {
-  std::vector<insight::StragglerRow> chips;     // most waiting caused first
-  std::vector<insight::InstanceRow> instances;  // worst first
+  std::vector<trace::StragglerRow> chips;     // most waiting caused first
+  std::vector<trace::InstanceRow> instances;  // worst first
 };
 
 struct HistoryQuery {
@@ -200,9 +259,15 @@ class Store {
                                                      const StoreOptions& options = {});
   ~Store();
 
-  // Stores a whole capture in one transaction on the writer thread; blocks until committed.
-  // AlreadyExists for a duplicate id; ResourceExhausted when the disk is full (nothing of the
-  // capture is stored, reads go on).
+  // The stored ids of kernel definitions (kernels.id), one list per host: inserted where new
+  // (with their texts, filled in where an earlier capture left them empty), in one short
+  // transaction on the writer thread. Kernel rows are identities shared by captures, so
+  // resolving them before the capture itself is stored leaves nothing wrong behind.
+  absl::StatusOr<std::vector<std::vector<int64_t>>> ResolveKernels(
+      const std::vector<const std::vector<trace::KernelDef>*>& hosts);
+  // Inserts a whole capture, analysed and encoded beforehand, in one transaction on the writer
+  // thread; blocks until committed. AlreadyExists for a duplicate id; ResourceExhausted when
+  // the disk is full (nothing of the capture is stored, reads go on).
   absl::Status WriteCapture(const CaptureWrite& capture);
   // Records a capture as `running` before its window (its id, times, labels and options),
   // so that a crash of the aggregator leaves a trace of it; WriteCapture replaces the record.
@@ -286,6 +351,10 @@ class Store {
   std::vector<std::function<void(Connection&)>> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::unique_ptr<Connection>> idle_readers_ ABSL_GUARDED_BY(mu_);
+  // Kernel identity key -> (kernels.id, which texts the row holds), for ResolveKernels.
+  absl::Mutex kernel_ids_mu_;
+  absl::flat_hash_map<std::string, std::pair<int64_t, unsigned>> kernel_ids_
+      ABSL_GUARDED_BY(kernel_ids_mu_);
 };
 
 // The change of `candidate` over `baseline`, as a fraction (0.1 = 10% slower); 0 if either is 0.

@@ -2,7 +2,6 @@
 
 #include "absl/strings/match.h"
 #include "agent/agent.h"
-#include "agent/chunker.h"
 #include "agent/config.h"
 #include "agent/discovery.h"
 #include "gtest/gtest.h"
@@ -93,76 +92,6 @@ TEST(DiscoveryTest, NoTreeIsNoChipsAndDamageIsNamed) {
   auto bad = DiscoverChips(DataDir() + "/sysfs/bad_vendor");
   ASSERT_FALSE(bad.ok());
   EXPECT_TRUE(absl::StrContains(bad.status().message(), "vendor")) << bad.status();
-}
-
-class CollectSink final : public ChunkSink {
- public:
-  bool Write(const podprof::v1::CaptureChunk& c) override {
-    chunks.push_back(c);
-    return chunks.size() < limit;
-  }
-  std::vector<podprof::v1::CaptureChunk> chunks;
-  size_t limit = SIZE_MAX;
-};
-
-trace::HostCapture BigCapture(int events) {
-  trace::HostCapture c;
-  c.host.chips.resize(1);
-  c.host.chips[0].ordinal = 3;
-  c.kernels.resize(2);
-  c.kernels[0].name = "fusion.1";
-  c.kernels[1].name = "all-reduce";
-  trace::EventBlock b;
-  b.line = "XLA Ops";
-  b.base_ns = 1'700'000'000'000'000'000;
-  for (int i = 0; i < events; ++i) {
-    b.start_ps.push_back(int64_t{i} * 5'000'000);
-    b.duration_ps.push_back(1'000'000 + i);
-    b.kernel.push_back(i % 2);
-    b.collective.push_back(i % 2 ? 1000 + i : 0);
-  }
-  c.blocks.push_back(b);
-  return c;
-}
-
-TEST(ChunkerTest, SplitsBlocksUnderTheLimitAndRoundTrips) {
-  trace::HostCapture c = BigCapture(100'000);
-  podprof::v1::HostInfo host;
-  host.set_host_name("h");
-  CollectSink sink;
-  ChunkCounts counts;
-  const size_t limit = 256 << 10;
-  ASSERT_TRUE(StreamCapture(c, host, {}, limit, &sink, &counts));
-  EXPECT_EQ(counts.events, 100'000u);
-  EXPECT_EQ(counts.kernels, 2u);
-  ASSERT_TRUE(sink.chunks[0].has_host_info());
-  ASSERT_TRUE(sink.chunks[1].has_kernel_defs());
-  EXPECT_EQ(sink.chunks[1].kernel_defs().kernels(1).kernel_id(), 2u);
-  std::vector<int64_t> starts;
-  int blocks = 0;
-  for (const auto& ch : sink.chunks) {
-    EXPECT_LE(ch.ByteSizeLong(), limit);
-    if (!ch.has_event_block()) continue;
-    ++blocks;
-    EXPECT_EQ(ch.event_block().chip_ordinal(), 3);
-    int64_t t = 0;
-    for (int i = 0; i < ch.event_block().start_ps_size(); ++i) {
-      t += ch.event_block().start_ps(i);
-      starts.push_back(t);
-    }
-  }
-  EXPECT_GT(blocks, 10);
-  ASSERT_EQ(starts.size(), 100'000u);
-  EXPECT_EQ(starts, c.blocks[0].start_ps);
-}
-
-TEST(ChunkerTest, StopsWhenTheSinkBreaks) {
-  trace::HostCapture c = BigCapture(100'000);
-  CollectSink sink;
-  sink.limit = 3;
-  ChunkCounts counts;
-  EXPECT_FALSE(StreamCapture(c, {}, {}, 64 << 10, &sink, &counts));
-  EXPECT_EQ(sink.chunks.size(), 3u);
 }
 
 TEST(RegistrarTest, BackoffDoublesFromOneSecondUpToTheCap) {

@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "ingest/capture_ingest.h"
 #include "storage/schema.h"
 #include "storage/sqlite.h"
 #include "tests/trace/test_util.h"
@@ -39,14 +40,14 @@ class StoreTest : public ::testing::Test {
   std::string path_;
 };
 
-CaptureWrite FromFile(const std::string& id, const std::string& file, int64_t start_ns) {
-  CaptureWrite w;
+ingest::CaptureInput FromFile(const std::string& id, const std::string& file, int64_t start_ns) {
+  ingest::CaptureInput w;
   w.id = id;
   w.start_ns = start_ns;
   w.end_ns = start_ns + 1'000'000'000;
   w.source = "import";
   w.labels["job"] = "fixture";
-  HostWrite h;
+  ingest::HostInput h;
   auto c = trace::ReadXSpaceFile(FixturePath(file));
   EXPECT_TRUE(c.ok());
   h.host = c->host.name;
@@ -56,8 +57,8 @@ CaptureWrite FromFile(const std::string& id, const std::string& file, int64_t st
 }
 
 // A one-chip capture of `kernel` in `module` (program `program`) running `n` times for `ps`.
-CaptureWrite Synthetic(const std::string& id, int64_t start_ns, const std::string& kernel,
-                       uint64_t program, int n, int64_t ps, int64_t jitter = 0) {
+ingest::CaptureInput Synthetic(const std::string& id, int64_t start_ns, const std::string& kernel,
+                               uint64_t program, int n, int64_t ps, int64_t jitter = 0) {
   trace::HostCapture c;
   c.host.name = "h0";
   c.host.chips.resize(1);
@@ -86,11 +87,11 @@ CaptureWrite Synthetic(const std::string& id, int64_t start_ns, const std::strin
     b.collective.push_back(0);
   }
   c.blocks.push_back(b);
-  CaptureWrite w;
+  ingest::CaptureInput w;
   w.id = id;
   w.start_ns = start_ns;
   w.end_ns = start_ns + 1000;
-  HostWrite h;
+  ingest::HostInput h;
   h.host = "h0";
   h.capture = std::move(c);
   w.hosts.push_back(std::move(h));
@@ -100,7 +101,7 @@ CaptureWrite Synthetic(const std::string& id, int64_t start_ns, const std::strin
 TEST_F(StoreTest, ImportedFixturesGiveTheSameStatisticsAsInspect) {
   auto store = Open();
   for (const char* f : {podprof::testing::kTpuFixture, podprof::testing::kGpuFixture}) {
-    ASSERT_TRUE(store->WriteCapture(FromFile(f, f, 1000)).ok());
+    ASSERT_TRUE(ingest::StoreCapture(*store, FromFile(f, f, 1000)).ok());
     auto cap = trace::ReadXSpaceFile(FixturePath(f));
     std::map<std::pair<int, std::string>, std::pair<int64_t, int64_t>> want, got;
     for (const auto& s : trace::ComputeKernelStats(*cap)) {
@@ -132,7 +133,7 @@ TEST_F(StoreTest, ImportedFixturesGiveTheSameStatisticsAsInspect) {
 
 TEST_F(StoreTest, RollupsAndGroupings) {
   auto store = Open();
-  ASSERT_TRUE(store->WriteCapture(FromFile("tpu", podprof::testing::kTpuFixture, 1)).ok());
+  ASSERT_TRUE(ingest::StoreCapture(*store, FromFile("tpu", podprof::testing::kTpuFixture, 1)).ok());
   StatsQuery q;
   q.capture_id = "tpu";
   q.top = 3;
@@ -182,7 +183,7 @@ TEST_F(StoreTest, BadQueriesAreClear) {
   auto missing = store->KernelStats(q);
   EXPECT_TRUE(absl::IsNotFound(missing.status())) << missing.status();
   EXPECT_TRUE(absl::StrContains(missing.status().message(), "nope"));
-  ASSERT_TRUE(store->WriteCapture(Synthetic("a", 10, "fusion.1", 1, 10, 1000)).ok());
+  ASSERT_TRUE(ingest::StoreCapture(*store, Synthetic("a", 10, "fusion.1", 1, 10, 1000)).ok());
   q.capture_id = "a";
   q.op_regex = "([";
   EXPECT_TRUE(absl::IsInvalidArgument(store->KernelStats(q).status()));
@@ -191,7 +192,8 @@ TEST_F(StoreTest, BadQueriesAreClear) {
   h.since_ns = 10;
   h.until_ns = 5;
   EXPECT_TRUE(absl::IsInvalidArgument(store->KernelHistory(h).status()));
-  EXPECT_TRUE(absl::IsAlreadyExists(store->WriteCapture(Synthetic("a", 10, "f", 1, 1, 1))));
+  EXPECT_TRUE(
+      absl::IsAlreadyExists(ingest::StoreCapture(*store, Synthetic("a", 10, "f", 1, 1, 1))));
   CaptureQuery cq;
   cq.page_token = "garbage";
   std::string next;
@@ -202,10 +204,10 @@ TEST_F(StoreTest, HistoryFollowsAKernelAcrossRecompiles) {
   auto store = Open();
   for (int i = 0; i < 5; ++i) {
     // Program ids change with every recompile; the (module, op) identity does not.
-    ASSERT_TRUE(store
-                    ->WriteCapture(Synthetic("c" + std::to_string(i), 1000 * (i + 1), "fusion.1",
-                                             100 + i, 20, 1'000'000 * (i + 1)))
-                    .ok());
+    ASSERT_TRUE(
+        ingest::StoreCapture(*store, Synthetic("c" + std::to_string(i), 1000 * (i + 1), "fusion.1",
+                                               100 + i, 20, 1'000'000 * (i + 1)))
+            .ok());
   }
   HistoryQuery q;
   q.op_regex = "^fusion\\.1$";
@@ -228,9 +230,12 @@ TEST_F(StoreTest, HistoryFollowsAKernelAcrossRecompiles) {
 
 TEST_F(StoreTest, CompareFlagsOnlyRealShifts) {
   auto store = Open();
-  ASSERT_TRUE(store->WriteCapture(Synthetic("base", 1, "fusion.1", 1, 200, 1'000'000, 5000)).ok());
-  ASSERT_TRUE(store->WriteCapture(Synthetic("slow", 2, "fusion.1", 2, 200, 1'200'000, 5000)).ok());
-  ASSERT_TRUE(store->WriteCapture(Synthetic("same", 3, "fusion.1", 3, 200, 1'001'000, 5000)).ok());
+  ASSERT_TRUE(
+      ingest::StoreCapture(*store, Synthetic("base", 1, "fusion.1", 1, 200, 1'000'000, 5000)).ok());
+  ASSERT_TRUE(
+      ingest::StoreCapture(*store, Synthetic("slow", 2, "fusion.1", 2, 200, 1'200'000, 5000)).ok());
+  ASSERT_TRUE(
+      ingest::StoreCapture(*store, Synthetic("same", 3, "fusion.1", 3, 200, 1'001'000, 5000)).ok());
   auto slow = store->Compare("base", "slow", "", 0.05);
   ASSERT_TRUE(slow.ok()) << slow.status();
   ASSERT_EQ(slow->size(), 2u);
@@ -248,7 +253,8 @@ TEST_F(StoreTest, PaginationNewestFirst) {
   auto store = Open();
   for (int i = 0; i < 7; ++i) {
     ASSERT_TRUE(
-        store->WriteCapture(Synthetic("p" + std::to_string(i), 100 + i, "f", 1, 1, 10)).ok());
+        ingest::StoreCapture(*store, Synthetic("p" + std::to_string(i), 100 + i, "f", 1, 1, 10))
+            .ok());
   }
   CaptureQuery q;
   q.limit = 3;
@@ -265,9 +271,9 @@ TEST_F(StoreTest, PaginationNewestFirst) {
 
 TEST_F(StoreTest, TimelinesRoundTrip) {
   auto store = Open();
-  CaptureWrite w = FromFile("tpu", podprof::testing::kTpuFixture, 1);
+  ingest::CaptureInput w = FromFile("tpu", podprof::testing::kTpuFixture, 1);
   const trace::HostCapture original = *w.hosts[0].capture;
-  ASSERT_TRUE(store->WriteCapture(w).ok());
+  ASSERT_TRUE(ingest::StoreCapture(*store, w).ok());
   auto blocks = store->Timelines("tpu");
   ASSERT_TRUE(blocks.ok()) << blocks.status();
   ASSERT_EQ(blocks->size(), original.blocks.size());
@@ -282,9 +288,9 @@ TEST_F(StoreTest, TimelinesRoundTrip) {
 TEST_F(StoreTest, RetentionByAgeSizeAndTimelines) {
   auto store = Open();
   for (int i = 0; i < 6; ++i) {
-    ASSERT_TRUE(store
-                    ->WriteCapture(FromFile("r" + std::to_string(i), podprof::testing::kTpuFixture,
-                                            int64_t{i} * 1'000'000'000))
+    ASSERT_TRUE(ingest::StoreCapture(
+                    *store, FromFile("r" + std::to_string(i), podprof::testing::kTpuFixture,
+                                     int64_t{i} * 1'000'000'000))
                     .ok());
   }
   RetentionPolicy timelines;
@@ -350,12 +356,12 @@ TEST_F(StoreTest, MigratesAnOlderSchemaAndRefusesANewerOne) {
 TEST_F(StoreTest, FullDiskFailsTheWriteAndKeepsTheDatabaseServing) {
   {
     auto store = Open();
-    ASSERT_TRUE(store->WriteCapture(Synthetic("small", 1, "f", 1, 10, 1000)).ok());
+    ASSERT_TRUE(ingest::StoreCapture(*store, Synthetic("small", 1, "f", 1, 10, 1000)).ok());
   }
   StoreOptions tight;
   tight.max_page_count = 30;
   auto store = Open(tight);
-  absl::Status s = store->WriteCapture(FromFile("big", podprof::testing::kGpuFixture, 2));
+  absl::Status s = ingest::StoreCapture(*store, FromFile("big", podprof::testing::kGpuFixture, 2));
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
   EXPECT_TRUE(absl::StrContains(s.message(), "full")) << s;
@@ -390,9 +396,9 @@ TEST_F(StoreTest, ReadersSeeWholeCapturesDuringWrites) {
     }
   });
   for (int i = 0; i < 8; ++i) {
-    ASSERT_TRUE(
-        store->WriteCapture(FromFile("w" + std::to_string(i), podprof::testing::kTpuFixture, i))
-            .ok());
+    ASSERT_TRUE(ingest::StoreCapture(
+                    *store, FromFile("w" + std::to_string(i), podprof::testing::kTpuFixture, i))
+                    .ok());
   }
   done = true;
   reader.join();
@@ -402,7 +408,7 @@ TEST_F(StoreTest, ReadersSeeWholeCapturesDuringWrites) {
 
 TEST_F(StoreTest, SketchFunctionsWorkInSql) {
   auto store = Open();
-  ASSERT_TRUE(store->WriteCapture(FromFile("tpu", podprof::testing::kTpuFixture, 1)).ok());
+  ASSERT_TRUE(ingest::StoreCapture(*store, FromFile("tpu", podprof::testing::kTpuFixture, 1)).ok());
   auto c = Connection::Open(path_, false);
   ASSERT_TRUE(c.ok());
   auto st = Statement::Prepare(**c,

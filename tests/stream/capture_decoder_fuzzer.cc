@@ -17,19 +17,19 @@
 #include <string>
 #include <vector>
 
-#include "aggregator/chunk_assembler.h"
+#include "stream/capture_decoder.h"
 #include "trace/kernel_stats.h"
 
 namespace {
 
 void Check(bool ok, const char* what) {
   if (!ok) {
-    std::fprintf(stderr, "chunk_assembler_fuzzer: %s\n", what);
+    std::fprintf(stderr, "capture_decoder_fuzzer: %s\n", what);
     std::abort();
   }
 }
 
-void CheckConsistent(podprof::aggregator::ChunkAssembler& a) {
+void CheckConsistent(podprof::stream::CaptureDecoder& a) {
   const podprof::trace::HostCapture& c = a.capture();
   for (const podprof::trace::EventBlock& b : c.blocks) {
     Check(b.chip >= 0 && static_cast<size_t>(b.chip) < c.host.chips.size(), "block chip");
@@ -47,7 +47,7 @@ void CheckConsistent(podprof::aggregator::ChunkAssembler& a) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  podprof::aggregator::ChunkAssembler assembler;
+  podprof::stream::CaptureDecoder assembler;
   size_t off = 0;
   while (off + 4 <= size) {
     uint32_t len = 0;
@@ -58,7 +58,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const bool parsed = chunk.ParseFromArray(data + off, static_cast<int>(len));
     off += len;
     if (!parsed) continue;
-    if (!assembler.Add(chunk)) break;  // as the aggregator does: the stream is cancelled
+    if (!assembler.Add(chunk).ok()) break;  // as the aggregator does: the stream is cancelled
   }
   CheckConsistent(assembler);
   if (assembler.done()) {
@@ -69,13 +69,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 }
 
 #ifndef PODPROF_LIBFUZZER
-#include "agent/chunker.h"
 #include "google/protobuf/stubs/logging.h"
+#include "stream/capture_encoder.h"
 #include "trace/xspace_reader.h"
 
 namespace {
 
-class Collect final : public podprof::agent::ChunkSink {
+class Collect final : public podprof::stream::ChunkSink {
  public:
   bool Write(const podprof::v1::CaptureChunk& c) override {
     const std::string bytes = c.SerializeAsString();
@@ -137,7 +137,7 @@ int main(int argc, char** argv) {
       fixture = argv[i];
   }
   if (fixture.empty()) {
-    std::fprintf(stderr, "usage: chunk_assembler_fuzzer [-runs=N] [-seed=S] CAPTURE.xplane.pb\n");
+    std::fprintf(stderr, "usage: capture_decoder_fuzzer [-runs=N] [-seed=S] CAPTURE.xplane.pb\n");
     return 2;
   }
   auto capture = podprof::trace::ReadXSpaceFile(fixture);
@@ -149,8 +149,8 @@ int main(int argc, char** argv) {
   host.set_host_name("fuzz");
   for (size_t i = 0; i < capture->host.chips.size(); ++i) host.add_chips()->set_ordinal(i);
   Collect sink;
-  podprof::agent::ChunkCounts counts;
-  podprof::agent::StreamCapture(*capture, host, {}, 16 << 10, &sink, &counts);
+  podprof::stream::ChunkCounts counts;
+  podprof::stream::StreamCapture(*capture, host, {}, 16 << 10, &sink, &counts).IgnoreError();
   podprof::v1::CaptureChunk trailer;
   trailer.mutable_trailer()->set_event_count(counts.events);
   sink.Write(trailer);
@@ -161,7 +161,7 @@ int main(int argc, char** argv) {
     const std::string damaged = Damage(seed_stream, rng);
     LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(damaged.data()), damaged.size());
   }
-  std::printf("chunk_assembler_fuzzer: %ld damaged streams of %zu bytes, seed %llu: no fault\n",
+  std::printf("capture_decoder_fuzzer: %ld damaged streams of %zu bytes, seed %llu: no fault\n",
               runs, seed_stream.size(), static_cast<unsigned long long>(seed));
   return 0;
 }

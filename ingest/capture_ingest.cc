@@ -1,0 +1,169 @@
+#include "ingest/capture_ingest.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "insight/attribution.h"
+#include "insight/collectives.h"
+#include "storage/timeline_codec.h"
+#include "trace/kernel_stats.h"
+
+namespace podprof::ingest {
+namespace {
+
+// Chip keys of collective runs: the host's index in the capture and the chip's index on it.
+constexpr int64_t kChipsPerHostKey = 1 << 16;
+
+// One host analysed: the rows to insert, and its collective arrivals for the pod's analysis.
+struct HostResult {
+  absl::Status status;
+  storage::HostWrite write;
+  std::vector<insight::CollectiveRun> runs;
+};
+
+storage::HostWrite HeaderOf(const HostInput& in) {
+  storage::HostWrite w;
+  w.host = in.host;
+  w.status = in.status;
+  w.error = in.error;
+  w.clock_offset_ns = in.clock_offset_ns;
+  w.clock_uncertainty_ns = in.clock_uncertainty_ns;
+  w.bytes = in.bytes;
+  return w;
+}
+
+// Loads, analyses and encodes host `index`; its decoded capture is gone when this returns.
+HostResult AnalyseHost(storage::Store& store, size_t index, HostInput& in) {
+  HostResult r;
+  r.write = HeaderOf(in);
+  std::optional<trace::HostCapture> capture = std::move(in.capture);
+  in.capture.reset();
+  if (!capture && in.load) {
+    absl::StatusOr<trace::HostCapture> loaded = in.load();
+    in.load = nullptr;
+    if (!loaded.ok()) {
+      r.status = absl::Status(loaded.status().code(),
+                              absl::StrCat("host ", in.host, ": ", loaded.status().message()));
+      return r;
+    }
+    capture = std::move(*loaded);
+  }
+  if (!capture) return r;  // a host that delivered nothing: its outcome alone
+  const trace::HostCapture& cap = *capture;
+  absl::StatusOr<std::vector<std::vector<int64_t>>> ids = store.ResolveKernels({&cap.kernels});
+  if (!ids.ok()) {
+    r.status = ids.status();
+    return r;
+  }
+  storage::HostWrite& w = r.write;
+  w.kernel_ids = std::move(ids->front());
+  w.events = static_cast<int64_t>(cap.EventCount());
+  w.chips = cap.host.chips;
+  w.stats = trace::ComputeKernelStats(cap);
+  w.attributions = insight::AttributeCounters(cap);
+  for (const trace::EventBlock& b : cap.blocks) {
+    if (b.size() == 0) continue;
+    w.timelines.push_back({b.chip, b.line, b.base_ns, static_cast<int64_t>(b.size()),
+                           storage::EncodeTimeline(b, w.kernel_ids)});
+  }
+  for (const trace::CounterSeries& s : cap.counters) {
+    w.counters.push_back(
+        {s.chip, s.name, static_cast<int64_t>(s.value.size()), storage::EncodeCounters(s)});
+  }
+  std::vector<int64_t> chip_keys;
+  for (size_t c = 0; c < cap.host.chips.size(); ++c) {
+    chip_keys.push_back(static_cast<int64_t>(index) * kChipsPerHostKey + static_cast<int64_t>(c));
+  }
+  r.runs = insight::CollectiveRuns(cap, chip_keys, w.kernel_ids);
+  return r;
+}
+
+// Pod-wide roll-ups of statistics and counter attributions, by stored kernel id.
+void RollUp(storage::CaptureWrite* w) {
+  std::map<int64_t, storage::KernelRollupWrite> stats;
+  std::map<std::pair<int64_t, std::string>, storage::CounterRollupWrite> counters;
+  for (const storage::HostWrite& h : w->hosts) {
+    for (const trace::KernelStats& s : h.stats) {
+      storage::KernelRollupWrite& r = stats[h.kernel_ids[s.kernel]];
+      r.kernel_id = h.kernel_ids[s.kernel];
+      r.stats.Merge(s);
+      r.chips++;
+    }
+    for (const trace::KernelCounter& k : h.attributions) {
+      const int64_t id = h.kernel_ids[k.kernel];
+      storage::CounterRollupWrite& r = counters[{id, k.counter}];
+      r.kernel_id = id;
+      r.name = k.counter;
+      r.cumulative = k.kind == trace::CounterKind::kCumulative;
+      r.integral += k.integral;
+      r.covered_ps += k.covered_ps;
+    }
+  }
+  for (auto& [id, r] : stats) w->rollups.push_back(std::move(r));
+  for (auto& [key, r] : counters) w->counter_rollups.push_back(std::move(r));
+}
+
+// The pod's collective waits as rows: per chip and kernel, per kernel, stragglers, the worst.
+void CollectiveRows(const insight::CollectiveReport& report, storage::CaptureWrite* w) {
+  std::map<int64_t, storage::WaitRollupWrite> by_kernel;
+  std::map<int64_t, int64_t> straggler_times;
+  for (const auto& [key, wait] : report.waits) {
+    storage::WaitWrite row;
+    row.host = static_cast<size_t>(key.first / kChipsPerHostKey);
+    row.chip = static_cast<int>(key.first % kChipsPerHostKey);
+    row.kernel_id = key.second;
+    row.wait_ps = wait.wait_ps;
+    row.instances = wait.instances;
+    row.straggler = wait.straggler;
+    w->waits.push_back(std::move(row));
+    storage::WaitRollupWrite& k = by_kernel[key.second];
+    k.kernel_id = key.second;
+    k.wait_ps += wait.wait_ps;
+    k.instances += wait.instances;
+    if (wait.straggler_times > straggler_times[key.second]) {
+      k.straggler = wait.straggler;
+      straggler_times[key.second] = wait.straggler_times;
+    }
+  }
+  for (auto& [id, r] : by_kernel) w->wait_rollups.push_back(std::move(r));
+  w->stragglers = report.stragglers;
+  w->worst = report.worst;
+}
+
+}  // namespace
+
+absl::Status StoreCapture(storage::Store& store, CaptureInput input, WorkerPool* pool) {
+  std::vector<HostResult> results(input.hosts.size());
+  auto analyse = [&](size_t i) { results[i] = AnalyseHost(store, i, input.hosts[i]); };
+  if (pool != nullptr) {
+    pool->ParallelFor(input.hosts.size(), analyse);
+  } else {
+    for (size_t i = 0; i < input.hosts.size(); ++i) analyse(i);
+  }
+  storage::CaptureWrite w;
+  w.id = input.id;
+  w.start_ns = input.start_ns;
+  w.end_ns = input.end_ns;
+  w.status = input.status;
+  w.labels = std::move(input.labels);
+  w.options_json = input.options_json;
+  w.source = input.source;
+  w.created_ns = input.created_ns;
+  std::vector<insight::CollectiveRun> runs;
+  for (HostResult& r : results) {
+    if (!r.status.ok()) return r.status;
+    runs.insert(runs.end(), std::make_move_iterator(r.runs.begin()),
+                std::make_move_iterator(r.runs.end()));
+    w.hosts.push_back(std::move(r.write));
+  }
+  results.clear();
+  RollUp(&w);
+  // A pod capture has every host on the aggregator's clock. Imported hosts keep their own
+  // clocks, which agree only as well as NTP made them: compare arrivals within a host there.
+  CollectiveRows(insight::AnalyzeCollectives(runs, 64, w.source == "import"), &w);
+  return store.WriteCapture(w);
+}
+
+}  // namespace podprof::ingest

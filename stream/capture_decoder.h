@@ -1,0 +1,46 @@
+// The aggregator's side of a capture stream (podprof.v1.Agent/Capture): rebuilds the host's
+// capture one chunk at a time, rejecting a chunk that contradicts the earlier ones (a kernel id
+// out of order or unknown, columns of different lengths, anything after the trailer) with a
+// status that says which chunk and what was wrong, instead of trusting it.
+#ifndef PODPROF_STREAM_CAPTURE_DECODER_H_
+#define PODPROF_STREAM_CAPTURE_DECODER_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "proto/podprof_agent.pb.h"
+#include "trace/model.h"
+
+namespace podprof::stream {
+
+// Rebuilds a HostCapture from an agent's chunks. Thread-compatible.
+class CaptureDecoder {
+ public:
+  // InvalidArgument naming the chunk (its index from 0, its kind) and the fault. After an
+  // error the capture holds what the earlier chunks gave, every index inside it.
+  absl::Status Add(const podprof::v1::CaptureChunk& c);
+  bool done() const { return done_; }
+  uint64_t chunks() const { return chunks_; }
+  uint64_t events() const { return events_; }
+  uint64_t counter_samples() const { return counter_samples_; }
+  const podprof::v1::CaptureTrailer& trailer() const { return trailer_; }
+  trace::HostCapture& capture() { return capture_; }
+
+ private:
+  absl::Status AddKernels(const podprof::v1::KernelDefBatch& batch);
+  absl::Status AddEvents(const podprof::v1::EventBlock& e);
+  absl::Status AddCounters(const podprof::v1::CounterSeries& cs);
+  // The index of the chip with `ordinal`, added (described by `info` when given) if new.
+  int ChipIndex(int ordinal, const podprof::v1::ChipInfo* info);
+
+  trace::HostCapture capture_;
+  podprof::v1::CaptureTrailer trailer_;
+  uint64_t chunks_ = 0;
+  uint64_t events_ = 0;
+  uint64_t counter_samples_ = 0;
+  bool done_ = false;
+};
+
+}  // namespace podprof::stream
+
+#endif  // PODPROF_STREAM_CAPTURE_DECODER_H_

@@ -1,0 +1,252 @@
+#include "stream/capture_encoder.h"
+
+#include <algorithm>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/wire_format_lite.h"
+
+namespace podprof::stream {
+namespace {
+
+namespace v1 = podprof::v1;
+using google::protobuf::internal::WireFormatLite;
+using google::protobuf::io::CodedOutputStream;
+
+// Bounds on a kernel definition's texts before any chunk-size cut: an HLO instruction, a Mosaic
+// kernel's MLIR, a source stack, a framework op path. One kernel cannot crowd a chunk out.
+constexpr size_t kMaxHloTextBytes = 8 << 10;
+constexpr size_t kMaxMlirBytes = 64 << 10;
+constexpr size_t kMaxSourceStackBytes = 4 << 10;
+constexpr size_t kMaxTfOpBytes = 1 << 10;
+// Names that label a block or series: a hostile capture's megabyte-long line name is cut.
+constexpr size_t kMaxNameBytes = 1 << 10;
+constexpr size_t kMaxWarningBytes = 1 << 10;
+
+// The first `n` bytes of `s`, cut back to a UTF-8 character boundary: protobuf refuses a
+// string field holding half a character.
+std::string Cut(const std::string& s, size_t n) {
+  if (s.size() <= n) return s;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return s.substr(0, n);
+}
+
+size_t V64(uint64_t v) { return CodedOutputStream::VarintSize64(v); }
+size_t V32(uint32_t v) { return CodedOutputStream::VarintSize32(v); }
+
+// Wire size of a length-delimited field of `len` bytes (one-byte tag: field numbers < 16).
+size_t Delimited(size_t len) { return 1 + V32(static_cast<uint32_t>(len)) + len; }
+// Of a packed repeated field holding `len` bytes of values: absent when empty.
+size_t Packed(size_t len) { return len == 0 ? 0 : Delimited(len); }
+// Of a scalar varint field: absent when zero (proto3).
+size_t Scalar(uint64_t wire_value) { return wire_value == 0 ? 0 : 1 + V64(wire_value); }
+// int32 fields sign-extend negative values to 10 bytes.
+uint64_t Int32Wire(int32_t v) { return static_cast<uint64_t>(static_cast<int64_t>(v)); }
+
+bool Send(const v1::CaptureChunk& chunk, ChunkSink* sink, ChunkCounts* counts) {
+  const uint64_t n = chunk.ByteSizeLong();
+  counts->chunks++;
+  counts->bytes += n;
+  counts->largest_chunk = std::max(counts->largest_chunk, n);
+  return sink->Write(chunk);
+}
+
+absl::Status Broken() {
+  return absl::CancelledError("the receiver went away while chunks were streaming");
+}
+
+// Fills `d` from kernel `k` (id `id`) with texts cut to `text_scale` of their bounds.
+void FillKernelDef(const trace::KernelDef& k, uint64_t id, double text_scale, v1::KernelDef* d) {
+  auto bound = [text_scale](size_t n) { return static_cast<size_t>(n * text_scale); };
+  d->set_kernel_id(id);
+  d->set_module(Cut(k.module, 128));
+  d->set_op_name(Cut(k.name, 200));
+  d->set_hlo_text_hash(k.hlo_hash);
+  d->set_category(Cut(k.category, 64));
+  d->set_program_id(k.program_id);
+  d->set_flops(k.flops);
+  d->set_bytes_accessed(k.bytes_accessed);
+  d->set_source(Cut(k.source, 100));
+  d->set_hlo_text(Cut(k.hlo_text, bound(kMaxHloTextBytes)));
+  d->set_tf_op(Cut(k.tf_op, bound(kMaxTfOpBytes)));
+  d->set_source_stack(Cut(k.source_stack, bound(kMaxSourceStackBytes)));
+  d->set_mlir(Cut(k.mlir, bound(kMaxMlirBytes)));
+}
+
+// Kernel definitions in batches; a definition that does not fit a chunk alone has its texts
+// halved until it does (the short fields are bounded well under kMinChunkBytes).
+absl::Status StreamKernels(const std::vector<trace::KernelDef>& kernels, size_t limit,
+                           ChunkSink* sink, ChunkCounts* counts) {
+  v1::CaptureChunk chunk;
+  size_t batch_bytes = 0;
+  auto flush = [&]() {
+    if (chunk.kernel_defs().kernels_size() == 0) return true;
+    counts->kernels += chunk.kernel_defs().kernels_size();
+    const bool ok = Send(chunk, sink, counts);
+    chunk.Clear();
+    batch_bytes = 0;
+    return ok;
+  };
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    v1::KernelDef d;
+    double scale = 1;
+    FillKernelDef(kernels[i], i + 1, scale, &d);
+    while (Delimited(Delimited(d.ByteSizeLong())) > limit && scale > 1e-4) {
+      scale /= 2;
+      d.Clear();
+      FillKernelDef(kernels[i], i + 1, scale, &d);
+    }
+    const size_t entry = Delimited(d.ByteSizeLong());
+    if (Delimited(batch_bytes + entry) > limit && !flush()) return Broken();
+    batch_bytes += entry;
+    *chunk.mutable_kernel_defs()->add_kernels() = std::move(d);
+  }
+  return flush() ? absl::OkStatus() : Broken();
+}
+
+// One event block as runs of events whose chunk stays within `limit`.
+absl::Status StreamBlock(const trace::EventBlock& b, int chip_ordinal, size_t limit,
+                         ChunkSink* sink, ChunkCounts* counts) {
+  const std::string line = Cut(b.line, kMaxNameBytes);
+  const size_t header = Scalar(Int32Wire(chip_ordinal)) + Delimited(line.size()) +
+                        Scalar(static_cast<uint64_t>(b.base_ns));
+  v1::CaptureChunk chunk;
+  for (size_t begin = 0; begin < b.size();) {
+    // Column bytes of the run [begin, end), grown while the chunk still fits.
+    size_t starts = 0, durations = 0, kernels = 0, collectives = 0;
+    int64_t prev = 0;
+    size_t end = begin;
+    for (; end < b.size(); ++end) {
+      const size_t s = starts + V64(WireFormatLite::ZigZagEncode64(b.start_ps[end] - prev));
+      const size_t d = durations + V64(static_cast<uint64_t>(b.duration_ps[end]));
+      const size_t k = kernels + V32(b.kernel[end] + 1);
+      const size_t c = collectives + V64(b.collective[end]);
+      const size_t body = header + Packed(s) + Packed(d) + Packed(k) + Packed(c);
+      if (Delimited(body) > limit && end > begin) break;
+      starts = s, durations = d, kernels = k, collectives = c;
+      prev = b.start_ps[end];
+    }
+    chunk.Clear();
+    auto* e = chunk.mutable_event_block();
+    e->set_chip_ordinal(chip_ordinal);
+    e->set_line_name(line);
+    e->set_base_ns(b.base_ns);
+    const int n = static_cast<int>(end - begin);
+    e->mutable_start_ps()->Reserve(n);
+    e->mutable_duration_ps()->Reserve(n);
+    e->mutable_kernel_id()->Reserve(n);
+    e->mutable_collective_id()->Reserve(n);
+    prev = 0;
+    for (size_t i = begin; i < end; ++i) {
+      e->add_start_ps(b.start_ps[i] - prev);  // delta from the previous event's start
+      prev = b.start_ps[i];
+      e->add_duration_ps(b.duration_ps[i]);
+      e->add_kernel_id(b.kernel[i] + 1);
+      e->add_collective_id(b.collective[i]);
+    }
+    counts->events += end - begin;
+    if (!Send(chunk, sink, counts)) return Broken();
+    begin = end;
+  }
+  return absl::OkStatus();
+}
+
+// One counter series as runs of samples whose chunk stays within `limit`.
+absl::Status StreamSeries(int chip_ordinal, const std::string& name, const std::string& unit,
+                          const int64_t* time_ns, const double* value, size_t n, size_t limit,
+                          ChunkSink* sink, ChunkCounts* counts) {
+  const std::string cut_name = Cut(name, kMaxNameBytes), cut_unit = Cut(unit, 64);
+  const size_t header = Scalar(Int32Wire(chip_ordinal)) + Delimited(cut_name.size()) +
+                        (cut_unit.empty() ? 0 : Delimited(cut_unit.size()));
+  v1::CaptureChunk chunk;
+  for (size_t begin = 0; begin < n;) {
+    size_t times = 0, end = begin;
+    for (; end < n; ++end) {
+      const size_t t = times + V64(static_cast<uint64_t>(time_ns[end]));
+      const size_t values = 8 * (end + 1 - begin);
+      if (Delimited(header + Packed(t) + Packed(values)) > limit && end > begin) break;
+      times = t;
+    }
+    chunk.Clear();
+    auto* s = chunk.mutable_counter_series();
+    s->set_chip_ordinal(chip_ordinal);
+    s->set_name(cut_name);
+    s->set_unit(cut_unit);
+    s->mutable_timestamp_ns()->Add(time_ns + begin, time_ns + end);
+    s->mutable_value()->Add(value + begin, value + end);
+    counts->counter_samples += end - begin;
+    if (!Send(chunk, sink, counts)) return Broken();
+    begin = end;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+size_t NegotiateChunkBytes(size_t own_limit, uint64_t requested) {
+  size_t limit = own_limit;
+  if (requested > 0 && requested < limit) limit = static_cast<size_t>(requested);
+  return std::max(limit, kMinChunkBytes);
+}
+
+absl::Status StreamCapture(const trace::HostCapture& capture, const v1::HostInfo& host,
+                           const std::vector<v1::CounterSeries>& extra_counters,
+                           size_t max_chunk_bytes, ChunkSink* sink, ChunkCounts* counts) {
+  if (max_chunk_bytes < kMinChunkBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("chunk limit of ", max_chunk_bytes,
+                                                   " bytes is below the least, ", kMinChunkBytes));
+  }
+  v1::CaptureChunk chunk;
+  *chunk.mutable_host_info() = host;
+  if (chunk.ByteSizeLong() > max_chunk_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("the host description of ", chunk.ByteSizeLong(),
+                                                   " bytes does not fit a chunk of ",
+                                                   max_chunk_bytes));
+  }
+  if (!Send(chunk, sink, counts)) return Broken();
+  if (absl::Status s = StreamKernels(capture.kernels, max_chunk_bytes, sink, counts); !s.ok()) {
+    return s;
+  }
+  for (const trace::EventBlock& b : capture.blocks) {
+    const int ordinal = capture.host.chips[b.chip].ordinal;
+    if (absl::Status s = StreamBlock(b, ordinal, max_chunk_bytes, sink, counts); !s.ok()) return s;
+  }
+  for (const trace::CounterSeries& c : capture.counters) {
+    const size_t n = std::min(c.time_ns.size(), c.value.size());
+    absl::Status s = StreamSeries(capture.host.chips[c.chip].ordinal, c.name, "", c.time_ns.data(),
+                                  c.value.data(), n, max_chunk_bytes, sink, counts);
+    if (!s.ok()) return s;
+  }
+  for (const v1::CounterSeries& c : extra_counters) {
+    const size_t n = static_cast<size_t>(std::min(c.timestamp_ns_size(), c.value_size()));
+    absl::Status s = StreamSeries(c.chip_ordinal(), c.name(), c.unit(), c.timestamp_ns().data(),
+                                  c.value().data(), n, max_chunk_bytes, sink, counts);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+v1::CaptureChunk EncodeTrailer(v1::CaptureTrailer trailer, size_t max_chunk_bytes) {
+  v1::CaptureChunk chunk;
+  std::vector<std::string> warnings(trailer.warnings().begin(), trailer.warnings().end());
+  trailer.clear_warnings();
+  *chunk.mutable_trailer() = trailer;
+  // Room for the note saying how many were left out.
+  const size_t note = Delimited(64);
+  size_t bytes = chunk.ByteSizeLong() + 8;  // + the trailer's own length growing
+  size_t kept = 0;
+  for (; kept < warnings.size(); ++kept) {
+    const size_t w = Delimited(std::min(warnings[kept].size(), kMaxWarningBytes));
+    if (bytes + w + note > max_chunk_bytes) break;
+    bytes += w;
+    chunk.mutable_trailer()->add_warnings(Cut(warnings[kept], kMaxWarningBytes));
+  }
+  if (kept < warnings.size()) {
+    chunk.mutable_trailer()->add_warnings(
+        absl::StrCat(warnings.size() - kept, " more warnings not sent (chunk limit)"));
+  }
+  return chunk;
+}
+
+}  // namespace podprof::stream

@@ -1,0 +1,63 @@
+// The agent's side of a capture stream (podprof.v1.Agent/Capture): turns a HostCapture into
+// chunks that are each at most the negotiated message size by construction.
+//
+// Every payload is split the same way: kernel definitions into batches, event blocks into runs
+// of events, counter series into runs of samples, the trailer's warnings cut to what fits. The
+// split is computed from the exact protobuf wire sizes of what goes in (not an estimate per
+// item), so a chunk never outgrows the receiver's limit whatever the values are. A single item
+// larger than a chunk (a kernel whose HLO or MLIR text is huge) has its long texts shortened.
+#ifndef PODPROF_STREAM_CAPTURE_ENCODER_H_
+#define PODPROF_STREAM_CAPTURE_ENCODER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "proto/podprof_agent.pb.h"
+#include "trace/model.h"
+
+namespace podprof::stream {
+
+// Receives chunks in order. Write() returns false when the receiver is gone (the stream broke);
+// the producer then stops.
+class ChunkSink {
+ public:
+  virtual ~ChunkSink() = default;
+  virtual bool Write(const podprof::v1::CaptureChunk& chunk) = 0;
+};
+
+struct ChunkCounts {
+  uint64_t chunks = 0;
+  uint64_t bytes = 0;  // serialized chunk bytes
+  uint64_t events = 0;
+  uint64_t kernels = 0;
+  uint64_t counter_samples = 0;
+  uint64_t largest_chunk = 0;  // bytes of the largest chunk sent
+};
+
+// The smallest chunk limit the encoder accepts: room for a host description and for one kernel
+// definition with its short fields whole.
+constexpr size_t kMinChunkBytes = 16 << 10;
+
+// The limit to use: the agent's own `own_limit`, lowered to what the receiver asked for
+// (`requested`, 0 = no request), never below kMinChunkBytes.
+size_t NegotiateChunkBytes(size_t own_limit, uint64_t requested);
+
+// Streams `host` first, then the kernel definitions (ids from 1, in capture order), the event
+// blocks (start times delta-encoded), the capture's counter series and `extra_counters`; each
+// chunk serializes to at most `max_chunk_bytes`. The trailer is the caller's (see
+// EncodeTrailer). Cancelled when the sink broke; InvalidArgument when `max_chunk_bytes` is
+// below kMinChunkBytes or the host description alone does not fit. Memory: one chunk at a time.
+absl::Status StreamCapture(const trace::HostCapture& capture, const podprof::v1::HostInfo& host,
+                           const std::vector<podprof::v1::CounterSeries>& extra_counters,
+                           size_t max_chunk_bytes, ChunkSink* sink, ChunkCounts* counts);
+
+// `trailer` as a chunk of at most `max_chunk_bytes`: warnings that do not fit are dropped, the
+// last kept one saying how many were.
+podprof::v1::CaptureChunk EncodeTrailer(podprof::v1::CaptureTrailer trailer,
+                                        size_t max_chunk_bytes);
+
+}  // namespace podprof::stream
+
+#endif  // PODPROF_STREAM_CAPTURE_ENCODER_H_

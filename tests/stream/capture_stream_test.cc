@@ -1,0 +1,393 @@
+// The capture stream: the encoder's chunks stay within the negotiated size whatever they carry
+// (tested at the boundaries), and the decoder, against damaged and hostile chunks, either
+// rejects a chunk saying which and why or keeps a capture whose every index points inside it,
+// so nothing downstream (statistics, storage, exports) can read out of bounds.
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "stream/capture_decoder.h"
+#include "stream/capture_encoder.h"
+#include "tests/trace/test_util.h"
+#include "trace/xspace_reader.h"
+
+namespace podprof::stream {
+namespace {
+
+namespace v1 = podprof::v1;
+
+class Collect final : public ChunkSink {
+ public:
+  bool Write(const v1::CaptureChunk& c) override {
+    chunks.push_back(c.SerializeAsString());
+    return true;
+  }
+  std::vector<std::string> chunks;
+};
+
+std::vector<std::string> RealStream(size_t* events) {
+  auto capture =
+      trace::ReadXSpaceFile(testing::FixturePath("tpu_v6e_4chip_host_offload.xplane.pb"));
+  EXPECT_TRUE(capture.ok()) << capture.status();
+  *events = capture->EventCount();
+  v1::HostInfo host;
+  host.set_host_name("h");
+  for (size_t i = 0; i < capture->host.chips.size(); ++i) host.add_chips()->set_ordinal(i);
+  Collect sink;
+  ChunkCounts counts;
+  EXPECT_TRUE(StreamCapture(*capture, host, {}, 16 << 10, &sink, &counts).ok());
+  v1::CaptureChunk trailer;
+  trailer.mutable_trailer()->set_event_count(counts.events);
+  sink.Write(trailer);
+  return sink.chunks;
+}
+
+// Every index of the assembled capture points inside it.
+void ExpectConsistent(CaptureDecoder& a) {
+  const trace::HostCapture& c = a.capture();
+  for (const trace::EventBlock& b : c.blocks) {
+    ASSERT_GE(b.chip, 0);
+    ASSERT_LT(static_cast<size_t>(b.chip), c.host.chips.size());
+    ASSERT_EQ(b.duration_ps.size(), b.size());
+    ASSERT_EQ(b.kernel.size(), b.size());
+    ASSERT_EQ(b.collective.size(), b.size());
+    for (uint32_t k : b.kernel) ASSERT_LT(k, c.kernels.size());
+  }
+  for (const trace::CounterSeries& s : c.counters) {
+    ASSERT_GE(s.chip, 0);
+    ASSERT_LT(static_cast<size_t>(s.chip), c.host.chips.size());
+    ASSERT_EQ(s.time_ns.size(), s.value.size());
+  }
+}
+
+TEST(CaptureDecoderTest, ARealStreamAssemblesWhole) {
+  size_t events = 0;
+  std::vector<std::string> stream = RealStream(&events);
+  ASSERT_GT(stream.size(), 10u);
+  CaptureDecoder a;
+  for (const std::string& bytes : stream) {
+    v1::CaptureChunk c;
+    ASSERT_TRUE(c.ParseFromString(bytes));
+    ASSERT_TRUE(a.Add(c).ok());
+  }
+  EXPECT_TRUE(a.done());
+  EXPECT_EQ(a.events(), events);
+  ExpectConsistent(a);
+}
+
+TEST(CaptureDecoderTest, HostileChunksAreRejected) {
+  auto block = [](int chip, std::vector<uint32_t> kernels, int extra_starts) {
+    v1::CaptureChunk c;
+    auto* e = c.mutable_event_block();
+    e->set_chip_ordinal(chip);
+    e->set_line_name("XLA Ops");
+    for (uint32_t k : kernels) {
+      e->add_kernel_id(k);
+      e->add_duration_ps(5);
+      e->add_collective_id(0);
+      e->add_start_ps(1);
+    }
+    for (int i = 0; i < extra_starts; ++i) e->add_start_ps(1);
+    return c;
+  };
+  v1::CaptureChunk defs;
+  defs.mutable_kernel_defs()->add_kernels()->set_kernel_id(1);
+  {
+    CaptureDecoder a;
+    absl::Status s = a.Add(block(0, {1}, 0));
+    EXPECT_FALSE(s.ok()) << "a kernel id before any definition";
+    EXPECT_TRUE(absl::StrContains(s.message(), "chunk 0 (event_block of chip 0 line \"XLA Ops\")"))
+        << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "kernel id 1 but ids 1..0 are defined")) << s;
+  }
+  {
+    CaptureDecoder a;
+    v1::CaptureChunk out_of_order;
+    out_of_order.mutable_kernel_defs()->add_kernels()->set_kernel_id(7);
+    absl::Status s = a.Add(out_of_order);
+    EXPECT_TRUE(absl::StrContains(s.message(), "kernel id 7 where 1 was due")) << s;
+  }
+  {
+    CaptureDecoder a;
+    ASSERT_TRUE(a.Add(defs).ok());
+    EXPECT_FALSE(a.Add(block(0, {0}, 0)).ok()) << "kernel id 0";
+    EXPECT_FALSE(a.Add(block(0, {2}, 0)).ok()) << "an undefined kernel id";
+    absl::Status s = a.Add(block(0, {1}, 3));
+    EXPECT_TRUE(absl::StrContains(s.message(), "chunk 3")) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "4 starts, 1 durations, 1 kernel ids")) << s;
+    EXPECT_TRUE(a.Add(block(-5, {1}, 0)).ok()) << "an unknown chip ordinal is a new chip";
+    v1::CaptureChunk counters;
+    counters.mutable_counter_series()->set_chip_ordinal(0);
+    counters.mutable_counter_series()->add_timestamp_ns(1);
+    s = a.Add(counters);
+    EXPECT_TRUE(absl::StrContains(s.message(), "1 timestamps but 0 values")) << s;
+    v1::CaptureChunk trailer;
+    trailer.mutable_trailer();
+    ASSERT_TRUE(a.Add(trailer).ok());
+    s = a.Add(defs);
+    EXPECT_TRUE(absl::StrContains(s.message(), "after the trailer")) << s;
+    ExpectConsistent(a);
+  }
+}
+
+TEST(CaptureDecoderTest, RandomDamageNeverBreaksTheCapture) {
+  size_t events = 0;
+  const std::vector<std::string> stream = RealStream(&events);
+  std::mt19937_64 rng(7);
+  int parsed = 0, rejected = 0;
+  for (int iter = 0; iter < 1500; ++iter) {
+    std::vector<std::string> damaged = stream;
+    std::string& victim = damaged[rng() % damaged.size()];
+    switch (rng() % 3) {
+      case 0:  // flip bytes
+        for (int i = 0; i < 4 && !victim.empty(); ++i)
+          victim[rng() % victim.size()] ^= 1 << (rng() % 8);
+        break;
+      case 1:  // cut
+        victim.resize(rng() % (victim.size() + 1));
+        break;
+      default:  // overwrite a run with random bytes
+        for (size_t i = rng() % (victim.size() + 1), n = 0; i < victim.size() && n < 16; ++i, ++n) {
+          victim[i] = static_cast<char>(rng());
+        }
+    }
+    CaptureDecoder a;
+    for (const std::string& bytes : damaged) {
+      v1::CaptureChunk c;
+      if (!c.ParseFromString(bytes)) break;  // gRPC would have refused the message
+      ++parsed;
+      if (!a.Add(c).ok()) {
+        ++rejected;
+        break;  // the aggregator cancels the stream here
+      }
+    }
+    ExpectConsistent(a);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+  EXPECT_GT(parsed, 1000);
+  EXPECT_GT(rejected, 0);
+}
+
+class CollectSink final : public ChunkSink {
+ public:
+  bool Write(const v1::CaptureChunk& c) override {
+    chunks.push_back(c);
+    return chunks.size() < limit;
+  }
+  std::vector<v1::CaptureChunk> chunks;
+  size_t limit = SIZE_MAX;
+};
+
+trace::HostCapture BigCapture(int events) {
+  trace::HostCapture c;
+  c.host.chips.resize(1);
+  c.host.chips[0].ordinal = 3;
+  c.kernels.resize(2);
+  c.kernels[0].name = "fusion.1";
+  c.kernels[1].name = "all-reduce";
+  trace::EventBlock b;
+  b.line = "XLA Ops";
+  b.base_ns = 1'700'000'000'000'000'000;
+  for (int i = 0; i < events; ++i) {
+    b.start_ps.push_back(int64_t{i} * 5'000'000);
+    b.duration_ps.push_back(1'000'000 + i);
+    b.kernel.push_back(i % 2);
+    b.collective.push_back(i % 2 ? 1000 + i : 0);
+  }
+  c.blocks.push_back(b);
+  return c;
+}
+
+// Decodes `chunks` (and a trailer) as the aggregator would.
+CaptureDecoder Decode(const std::vector<v1::CaptureChunk>& chunks) {
+  CaptureDecoder d;
+  for (const v1::CaptureChunk& c : chunks) EXPECT_TRUE(d.Add(c).ok());
+  v1::CaptureChunk trailer;
+  trailer.mutable_trailer();
+  EXPECT_TRUE(d.Add(trailer).ok());
+  return d;
+}
+
+TEST(CaptureEncoderTest, SplitsBlocksUnderTheLimitAndRoundTrips) {
+  trace::HostCapture c = BigCapture(100'000);
+  v1::HostInfo host;
+  host.set_host_name("h");
+  CollectSink sink;
+  ChunkCounts counts;
+  const size_t limit = 256 << 10;
+  ASSERT_TRUE(StreamCapture(c, host, {}, limit, &sink, &counts).ok());
+  EXPECT_EQ(counts.events, 100'000u);
+  EXPECT_EQ(counts.kernels, 2u);
+  ASSERT_TRUE(sink.chunks[0].has_host_info());
+  ASSERT_TRUE(sink.chunks[1].has_kernel_defs());
+  EXPECT_EQ(sink.chunks[1].kernel_defs().kernels(1).kernel_id(), 2u);
+  int blocks = 0;
+  for (const auto& ch : sink.chunks) {
+    EXPECT_LE(ch.ByteSizeLong(), limit);
+    blocks += ch.has_event_block();
+  }
+  EXPECT_GE(blocks, 4) << "100,000 events of 4-byte columns need at least four 256 KiB chunks";
+  // Chunks are filled: all but the last block chunk within 64 bytes of the limit.
+  EXPECT_GT(counts.largest_chunk, limit - 64);
+  CaptureDecoder d = Decode(sink.chunks);
+  std::vector<int64_t> starts, durations;
+  for (const trace::EventBlock& b : d.capture().blocks) {
+    starts.insert(starts.end(), b.start_ps.begin(), b.start_ps.end());
+    durations.insert(durations.end(), b.duration_ps.begin(), b.duration_ps.end());
+  }
+  EXPECT_EQ(starts, c.blocks[0].start_ps);
+  EXPECT_EQ(durations, c.blocks[0].duration_ps);
+}
+
+TEST(CaptureEncoderTest, StopsWhenTheSinkBreaks) {
+  trace::HostCapture c = BigCapture(100'000);
+  CollectSink sink;
+  sink.limit = 3;
+  ChunkCounts counts;
+  absl::Status s = StreamCapture(c, {}, {}, 64 << 10, &sink, &counts);
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
+  EXPECT_EQ(sink.chunks.size(), 3u);
+}
+
+TEST(CaptureEncoderTest, ExtremeValuesStayWithinTheLimit) {
+  // Negative durations and huge ids take 10-byte varints: an estimate per event would overflow.
+  trace::HostCapture c = BigCapture(50'000);
+  for (size_t i = 0; i < c.blocks[0].size(); ++i) {
+    c.blocks[0].duration_ps[i] = -1 - static_cast<int64_t>(i);
+    c.blocks[0].collective[i] = UINT64_MAX - i;
+    c.blocks[0].start_ps[i] = (i % 2 ? INT64_MAX / 4 : -INT64_MAX / 4);
+  }
+  c.blocks[0].line = std::string(5000, 'L');  // cut to a bounded name
+  CollectSink sink;
+  ChunkCounts counts;
+  const size_t limit = kMinChunkBytes;
+  ASSERT_TRUE(StreamCapture(c, {}, {}, limit, &sink, &counts).ok());
+  for (const auto& ch : sink.chunks) ASSERT_LE(ch.ByteSizeLong(), limit);
+  CaptureDecoder d = Decode(sink.chunks);
+  EXPECT_EQ(d.events(), 50'000u);
+  EXPECT_EQ(d.capture().blocks.back().collective.back(), UINT64_MAX - 49'999);
+}
+
+// One counter series of `n` samples at real timestamps (9-byte varints), as a 60 s capture's.
+trace::HostCapture SeriesCapture(size_t n) {
+  trace::HostCapture c;
+  c.host.chips.resize(1);
+  trace::CounterSeries s;
+  s.name = "core/busy";
+  for (size_t i = 0; i < n; ++i) {
+    s.time_ns.push_back(1'700'000'000'000'000'000 + static_cast<int64_t>(i) * 1000);
+    s.value.push_back(static_cast<double>(i % 7) / 7);
+  }
+  c.counters.push_back(s);
+  return c;
+}
+
+TEST(CaptureEncoderTest, ALongSeriesAtTheDefaultLimitFits) {
+  // 4 MiB / 16 bytes per sample was the old guess; a sample is 17 bytes, so a 60 s capture's
+  // series outgrew gRPC's 4 MiB limit (4456473 bytes). Every chunk must fit now.
+  const size_t limit = 4 << 20;
+  trace::HostCapture c = SeriesCapture(600'000);
+  CollectSink sink;
+  ChunkCounts counts;
+  ASSERT_TRUE(StreamCapture(c, {}, {}, limit, &sink, &counts).ok());
+  EXPECT_LE(counts.largest_chunk, limit);
+  EXPECT_EQ(counts.counter_samples, 600'000u);
+  CaptureDecoder d = Decode(sink.chunks);
+  size_t samples = 0;
+  for (const trace::CounterSeries& s : d.capture().counters) samples += s.value.size();
+  EXPECT_EQ(samples, 600'000u);
+  EXPECT_EQ(d.capture().counters.back().time_ns.back(), c.counters[0].time_ns.back());
+}
+
+TEST(CaptureEncoderTest, SeriesChunksJustUnderAndOverTheLimit) {
+  // Find the sample count whose single chunk is as large as fits, then add one sample.
+  const size_t limit = kMinChunkBytes;
+  size_t n = 1;
+  for (;; ++n) {
+    CollectSink sink;
+    ChunkCounts counts;
+    ASSERT_TRUE(StreamCapture(SeriesCapture(n + 1), {}, {}, limit, &sink, &counts).ok());
+    if (counts.chunks > 2) break;  // host chunk + one series chunk no longer holds n + 1
+  }
+  CollectSink under, over;
+  ChunkCounts counts;
+  ASSERT_TRUE(StreamCapture(SeriesCapture(n), {}, {}, limit, &under, &counts).ok());
+  ASSERT_EQ(under.chunks.size(), 2u);
+  EXPECT_GT(under.chunks[1].ByteSizeLong(), limit - 20) << "the series chunk is filled";
+  EXPECT_LE(under.chunks[1].ByteSizeLong(), limit);
+  ASSERT_TRUE(StreamCapture(SeriesCapture(n + 1), {}, {}, limit, &over, &counts).ok());
+  ASSERT_EQ(over.chunks.size(), 3u);
+  EXPECT_EQ(over.chunks[1].counter_series().value_size(), static_cast<int>(n));
+  EXPECT_EQ(over.chunks[2].counter_series().value_size(), 1);
+  EXPECT_EQ(over.chunks[2].counter_series().name(), "core/busy");
+}
+
+TEST(CaptureEncoderTest, KernelDefinitionsJustUnderAndOverTheLimit) {
+  const size_t limit = kMinChunkBytes;
+  auto one_kernel = [](size_t mlir_bytes) {
+    trace::HostCapture c;
+    c.kernels.resize(1);
+    c.kernels[0].name = "flash_attention";
+    c.kernels[0].mlir = std::string(mlir_bytes, 'm');
+    return c;
+  };
+  auto def_chunk = [&](size_t mlir_bytes) {
+    CollectSink sink;
+    ChunkCounts counts;
+    EXPECT_TRUE(StreamCapture(one_kernel(mlir_bytes), {}, {}, limit, &sink, &counts).ok());
+    EXPECT_EQ(sink.chunks.size(), 2u);
+    return sink.chunks.back();
+  };
+  // The largest MLIR that travels whole.
+  size_t m = limit;
+  while (def_chunk(m).kernel_defs().kernels(0).mlir().size() != m) --m;
+  const v1::CaptureChunk under = def_chunk(m);
+  EXPECT_EQ(under.ByteSizeLong(), limit) << "a definition exactly at the limit travels whole";
+  const v1::CaptureChunk over = def_chunk(m + 1);
+  EXPECT_LE(over.ByteSizeLong(), limit);
+  EXPECT_LT(over.kernel_defs().kernels(0).mlir().size(), m + 1) << "its text is shortened";
+  EXPECT_GT(over.kernel_defs().kernels(0).mlir().size(), 0u);
+  EXPECT_EQ(over.kernel_defs().kernels(0).op_name(), "flash_attention");
+
+  // Two definitions of half a chunk each split into two chunks, ids in order.
+  trace::HostCapture two = one_kernel(m / 2 + 64);
+  two.kernels.push_back(two.kernels[0]);
+  two.kernels[1].name = "second";
+  CollectSink sink;
+  ChunkCounts counts;
+  ASSERT_TRUE(StreamCapture(two, {}, {}, limit, &sink, &counts).ok());
+  ASSERT_EQ(sink.chunks.size(), 3u);
+  EXPECT_EQ(sink.chunks[2].kernel_defs().kernels(0).kernel_id(), 2u);
+  for (const auto& ch : sink.chunks) EXPECT_LE(ch.ByteSizeLong(), limit);
+  EXPECT_EQ(Decode(sink.chunks).capture().kernels.size(), 2u);
+}
+
+TEST(CaptureEncoderTest, LimitsAreNegotiatedAndChecked) {
+  EXPECT_EQ(NegotiateChunkBytes(4 << 20, 0), size_t{4 << 20}) << "no request: the agent's own";
+  EXPECT_EQ(NegotiateChunkBytes(4 << 20, 1 << 20), size_t{1 << 20}) << "a smaller receiver";
+  EXPECT_EQ(NegotiateChunkBytes(4 << 20, 64 << 20), size_t{4 << 20}) << "never above our own";
+  EXPECT_EQ(NegotiateChunkBytes(4 << 20, 100), kMinChunkBytes) << "never below the least";
+  CollectSink sink;
+  ChunkCounts counts;
+  absl::Status s = StreamCapture(BigCapture(1), {}, {}, 1000, &sink, &counts);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_TRUE(sink.chunks.empty());
+}
+
+TEST(CaptureEncoderTest, TheTrailerKeepsWhatFitsAndCountsTheRest) {
+  v1::CaptureTrailer t;
+  t.set_event_count(42);
+  for (int i = 0; i < 100; ++i) t.add_warnings(std::string(500, 'w'));
+  const v1::CaptureChunk c = EncodeTrailer(t, kMinChunkBytes);
+  EXPECT_LE(c.ByteSizeLong(), kMinChunkBytes);
+  EXPECT_EQ(c.trailer().event_count(), 42u);
+  ASSERT_GT(c.trailer().warnings_size(), 10);
+  EXPECT_TRUE(absl::StrContains(c.trailer().warnings(c.trailer().warnings_size() - 1),
+                                "more warnings not sent"));
+  EXPECT_EQ(EncodeTrailer(t, 1 << 20).trailer().warnings_size(), 100);
+}
+
+}  // namespace
+}  // namespace podprof::stream
