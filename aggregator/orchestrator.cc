@@ -2,7 +2,6 @@
 
 #include <grpcpp/grpcpp.h>
 #include <malloc.h>
-#include <zstd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -55,101 +54,6 @@ std::map<uint64_t, int64_t> CollectiveEnds(const trace::HostCapture& c) {
   std::map<uint64_t, int64_t> out;
   for (auto& [id, ends] : all) out[id] = Median(std::move(ends));
   return out;
-}
-
-// A finished host's events, packed and compressed while the other hosts are still streaming:
-// the pod's raw events are never all in memory, only this (a few bytes per event).
-std::string PackBlocks(std::vector<trace::EventBlock>* blocks) {
-  std::string raw;
-  trace::PutVarint(blocks->size(), &raw);
-  for (const trace::EventBlock& b : *blocks) {
-    trace::PutVarint(static_cast<uint64_t>(b.chip), &raw);
-    trace::PutVarint(static_cast<uint64_t>(b.kind), &raw);
-    trace::PutVarint(b.line.size(), &raw);
-    raw += b.line;
-    trace::PutVarint(trace::ZigZag(b.base_ns), &raw);
-    trace::PutVarint(b.size(), &raw);
-    int64_t prev = 0;
-    for (size_t i = 0; i < b.size(); ++i) {
-      trace::PutVarint(trace::ZigZag(b.start_ps[i] - prev), &raw);
-      prev = b.start_ps[i];
-      trace::PutVarint(trace::ZigZag(b.duration_ps[i]), &raw);
-      trace::PutVarint(b.kernel[i], &raw);
-      trace::PutVarint(b.collective[i], &raw);
-    }
-  }
-  blocks->clear();
-  blocks->shrink_to_fit();
-  std::string out(ZSTD_compressBound(raw.size()), '\0');
-  size_t n = ZSTD_compress(out.data(), out.size(), raw.data(), raw.size(), 1);
-  out.resize(ZSTD_isError(n) ? 0 : n);
-  return out;
-}
-
-absl::StatusOr<std::vector<trace::EventBlock>> UnpackBlocks(const std::string& packed) {
-  unsigned long long size = ZSTD_getFrameContentSize(packed.data(), packed.size());
-  if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN) {
-    return absl::InternalError("packed host events are damaged");
-  }
-  std::string raw(size, '\0');
-  if (ZSTD_isError(ZSTD_decompress(raw.data(), raw.size(), packed.data(), packed.size()))) {
-    return absl::InternalError("packed host events are damaged");
-  }
-  absl::string_view in(raw);
-  uint64_t nblocks = 0, v = 0;
-  std::vector<trace::EventBlock> out;
-  if (!trace::GetVarint(&in, &nblocks)) return absl::InternalError("packed host events: header");
-  for (uint64_t k = 0; k < nblocks; ++k) {
-    trace::EventBlock b;
-    uint64_t chip, kind, len, base, n;
-    if (!trace::GetVarint(&in, &chip) || !trace::GetVarint(&in, &kind) ||
-        !trace::GetVarint(&in, &len) || len > in.size()) {
-      return absl::InternalError("packed host events: block header");
-    }
-    b.chip = static_cast<int>(chip);
-    b.kind = static_cast<trace::LineKind>(kind);
-    b.line = std::string(in.substr(0, len));
-    in.remove_prefix(len);
-    if (!trace::GetVarint(&in, &base) || !trace::GetVarint(&in, &n)) {
-      return absl::InternalError("packed host events: block header");
-    }
-    b.base_ns = trace::UnZigZag(base);
-    int64_t t = 0;
-    for (uint64_t i = 0; i < n; ++i) {
-      uint64_t s, d, kernel, coll;
-      if (!trace::GetVarint(&in, &s) || !trace::GetVarint(&in, &d) ||
-          !trace::GetVarint(&in, &kernel) || !trace::GetVarint(&in, &coll)) {
-        return absl::InternalError("packed host events: truncated");
-      }
-      t += trace::UnZigZag(s);
-      b.start_ps.push_back(t);
-      b.duration_ps.push_back(trace::UnZigZag(d));
-      b.kernel.push_back(static_cast<uint32_t>(kernel));
-      b.collective.push_back(coll);
-    }
-    out.push_back(std::move(b));
-  }
-  (void)v;
-  return out;
-}
-
-// Puts a host's capture on the aggregator's clock: the offset at the window's middle `mid_ns`,
-// the drift across it. Counters take the same correction as the events, drift included:
-// attributing them to kernels needs the two to agree to well under a microsecond.
-void Correct(const HostCorrection& c, int64_t mid_ns, trace::HostCapture* cap) {
-  for (trace::EventBlock& b : cap->blocks) {
-    b.base_ns -= c.offset_ns;
-    for (size_t e = 0; e < b.size(); ++e) {
-      const double since_mid_ns = static_cast<double>(b.base_ns - mid_ns) + b.start_ps[e] / 1000.0;
-      b.start_ps[e] -= std::llround(c.drift_ppb * 1e-9 * since_mid_ns * 1000.0);
-    }
-  }
-  for (trace::CounterSeries& s : cap->counters) {
-    for (int64_t& t : s.time_ns) {
-      t -= c.offset_ns;
-      t -= std::llround(c.drift_ppb * 1e-9 * static_cast<double>(t - mid_ns));
-    }
-  }
 }
 
 }  // namespace
@@ -488,8 +392,15 @@ absl::StatusOr<v1::StartCaptureResponse> Orchestrator::Start(const v1::StartCapt
 // pool, then its events packed while the other hosts are still streaming.
 class Orchestrator::HostStream final : public StreamPool::Handler {
  public:
-  HostStream(Run& run, size_t index, Registry& registry, Clock& clock, absl::BlockingCounter& left)
-      : run_(run), index_(index), registry_(registry), clock_(clock), left_(left) {
+  HostStream(Run& run, size_t index, Registry& registry, storage::Store& store, Clock& clock,
+             absl::BlockingCounter& left)
+      : run_(run),
+        index_(index),
+        registry_(registry),
+        store_(store),
+        clock_(clock),
+        left_(left),
+        analysed_(absl::UnknownError("not analysed")) {
     progress_.mutable_host()->set_host_name(host());
     progress_.mutable_host()->set_status(v1::CAPTURE_STATUS_RUNNING);
   }
@@ -499,9 +410,9 @@ class Orchestrator::HostStream final : public StreamPool::Handler {
   const std::string& error() const { return error_; }
   uint64_t bytes() const { return bytes_; }
   uint64_t events() const { return decoder_.events(); }
-  trace::HostCapture& capture() { return decoder_.capture(); }
   const std::map<uint64_t, int64_t>& collective_ends() const { return collective_ends_; }
-  std::string& packed() { return packed_; }
+  // The host's rows once it delivered, or why analysing it failed (the store's error).
+  absl::StatusOr<ingest::AnalysedHost>& analysed() { return analysed_; }
 
   void Waiting() {
     progress_.set_detail("waiting");
@@ -533,11 +444,14 @@ class Orchestrator::HostStream final : public StreamPool::Handler {
     if (error_.empty() && !s.ok()) error_ = run_.cancelled ? "cancelled" : s.error_message();
     if (error_.empty() && !decoder_.done()) error_ = "the agent's stream ended without a trailer";
     if (error_.empty()) {
-      collective_ends_ = CollectiveEnds(decoder_.capture());
-      packed_ = PackBlocks(&decoder_.capture().blocks);
-    } else {
-      decoder_.capture() = trace::HostCapture();  // nothing of a failed host is stored
+      // Analysed now, while other hosts still stream, on the host's own clock: what stays in
+      // memory until the pod's alignment is known is its rows, not its decoded capture.
+      trace::HostCapture& cap = decoder_.capture();
+      cap.host.name = host();
+      collective_ends_ = CollectiveEnds(cap);
+      analysed_ = ingest::AnalyseHost(store_, index_, cap);
     }
+    decoder_.capture() = trace::HostCapture();
     progress_.mutable_host()->set_status(error_.empty() ? v1::CAPTURE_STATUS_COMPLETE
                                                         : v1::CAPTURE_STATUS_FAILED);
     progress_.mutable_host()->set_error_message(error_);
@@ -552,6 +466,7 @@ class Orchestrator::HostStream final : public StreamPool::Handler {
   Run& run_;
   const size_t index_;
   Registry& registry_;
+  storage::Store& store_;
   Clock& clock_;
   absl::BlockingCounter& left_;
   v1::CaptureProgress progress_;
@@ -559,7 +474,7 @@ class Orchestrator::HostStream final : public StreamPool::Handler {
   std::string error_;
   uint64_t bytes_ = 0;
   std::map<uint64_t, int64_t> collective_ends_;
-  std::string packed_;  // the host's events once it is done (see PackBlocks)
+  absl::StatusOr<ingest::AnalysedHost> analysed_;
 };
 
 Orchestrator::Orchestrator(Registry* registry, storage::Store* store, Clock& clock,
@@ -568,8 +483,7 @@ Orchestrator::Orchestrator(Registry* registry, storage::Store* store, Clock& clo
       store_(store),
       clock_(clock),
       limits_(limits),
-      streams_(limits.ingest_workers, limits.max_active_hosts, kIngestNice),
-      analysis_(limits.ingest_workers, kIngestNice) {}
+      streams_(limits.ingest_workers, limits.max_active_hosts, kIngestNice) {}
 
 void Orchestrator::CollectHosts(Run& run, std::vector<std::unique_ptr<HostStream>>* hosts) {
   const int64_t duration_ns = static_cast<int64_t>(run.request.duration_ms()) * 1'000'000;
@@ -580,7 +494,7 @@ void Orchestrator::CollectHosts(Run& run, std::vector<std::unique_ptr<HostStream
     run.contexts.assign(run.hosts.size(), nullptr);
   }
   for (size_t i = 0; i < run.hosts.size(); ++i) {
-    hosts->push_back(std::make_unique<HostStream>(run, i, *registry_, clock_, left));
+    hosts->push_back(std::make_unique<HostStream>(run, i, *registry_, *store_, clock_, left));
   }
   for (size_t i = 0; i < run.hosts.size(); ++i) {
     const Registry::Handle& h = run.hosts[i];
@@ -652,46 +566,38 @@ void Orchestrator::StoreRun(Run& run, std::vector<std::unique_ptr<HostStream>>& 
   std::map<std::string, const HostCorrection*> correction_of;
   for (const HostCorrection& c : corrections) correction_of[c.host] = &c;
 
-  ingest::CaptureInput w;
+  storage::CaptureWrite w;
   w.id = run.id;
   w.start_ns = run.start_ns;
   w.end_ns = run.start_ns + duration_ns;
   w.created_ns = clock_.NowNs();
   w.labels = {run.request.labels().begin(), run.request.labels().end()};
   w.options_json = absl::StrCat("{\"duration_ms\":", run.request.duration_ms(), "}");
+  std::vector<ingest::AnalysedHost> analysed;
+  absl::Status stored = absl::OkStatus();
   int ok = 0;
   for (const auto& h : hosts) {
-    ingest::HostInput in;
-    in.host = h->host();
-    in.bytes = h->bytes();
-    if (!h->ok()) {
-      in.status = "failed";
-      in.error = h->error();
-      w.hosts.push_back(std::move(in));
-      continue;
+    ingest::AnalysedHost a;
+    if (h->ok() && h->analysed().ok()) {
+      ++ok;
+      a = std::move(*h->analysed());
+      const HostCorrection& c = *correction_of.at(h->host());
+      ingest::SetHostClock({c.offset_ns, c.drift_ppb, mid}, &a);
+      a.write.clock_uncertainty_ns = c.uncertainty_ns;
+    } else if (h->ok()) {
+      stored = h->analysed().status();  // the store refused: the capture cannot be stored
+    } else {
+      a.write.status = "failed";
+      a.write.error = h->error();
     }
-    ++ok;
-    const HostCorrection correction = *correction_of.at(in.host);
-    in.clock_offset_ns = correction.offset_ns;
-    in.clock_uncertainty_ns = correction.uncertainty_ns;
-    HostStream* stream = h.get();
-    // Unpacked only when the pipeline reaches this host, then put on the aggregator's clock.
-    in.load = [stream, correction, mid]() -> absl::StatusOr<trace::HostCapture> {
-      trace::HostCapture cap = std::move(stream->capture());
-      absl::StatusOr<std::vector<trace::EventBlock>> blocks = UnpackBlocks(stream->packed());
-      if (!blocks.ok()) return blocks.status();
-      std::string().swap(stream->packed());
-      cap.blocks = std::move(*blocks);
-      Correct(correction, mid, &cap);
-      cap.host.name = stream->host();
-      return cap;
-    };
-    w.hosts.push_back(std::move(in));
+    a.write.host = h->host();
+    a.write.bytes = h->bytes();
+    analysed.push_back(std::move(a));
   }
   w.status = ok == static_cast<int>(hosts.size()) ? "complete" : ok > 0 ? "partial" : "failed";
   if (run.cancelled) w.status = "cancelled";
   const std::string status = w.status;
-  absl::Status stored = ingest::StoreCapture(*store_, std::move(w), &analysis_);
+  if (stored.ok()) stored = ingest::WriteAnalysed(*store_, std::move(w), std::move(analysed));
   // The hosts that delivered were alive when their streams ended; while the pod's capture was
   // being stored their heartbeats may have queued behind the ingest (a busy aggregator on few
   // cores), and they must not miss the next capture for that.

@@ -1,8 +1,9 @@
 // Pod-wide captures: picks the start instant, has every chosen agent capture at that instant
 // (translated into its clock), collects the chunks, puts every host on the aggregator's clock
 // (probe-based clock models, refined by collectives), stores the merged capture, and reports
-// progress. Thread-safe. Each capture has a thread that drives it; the hosts' streams are read
-// on a shared StreamPool and analysed on a shared WorkerPool, bounded however large the pod.
+// progress. Thread-safe. Each capture has a thread that drives it; the hosts' streams are read,
+// and each host analysed as it finishes, on a shared StreamPool: a bounded number of threads
+// however large the pod.
 #ifndef PODPROF_AGGREGATOR_ORCHESTRATOR_H_
 #define PODPROF_AGGREGATOR_ORCHESTRATOR_H_
 
@@ -21,7 +22,6 @@
 #include "aggregator/registry.h"
 #include "aggregator/stream_pool.h"
 #include "common/clock.h"
-#include "common/worker_pool.h"
 #include "proto/podprof_aggregator.pb.h"
 #include "storage/store.h"
 #include "trace/model.h"
@@ -40,7 +40,7 @@ struct OrchestratorLimits {
   int max_starts_per_minute = 30;
   // Most hosts named in one request.
   int max_hosts = 10'000;
-  // Threads reading agents' streams, and as many analysing hosts for the store (0 = one per
+  // Threads reading agents' streams and analysing each host as it finishes (0 = one per
   // core); hosts streaming at once (see StreamPool).
   int ingest_workers = 0;
   int max_active_hosts = 64;
@@ -103,7 +103,6 @@ class Orchestrator {
   Clock& clock_;
   const OrchestratorLimits limits_;
   StreamPool streams_;
-  WorkerPool analysis_;
   absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Run>> runs_ ABSL_GUARDED_BY(mu_);
   // The thread running each capture, by id; joined once the capture is done.

@@ -99,10 +99,18 @@ double DecodeAloneRate(int agent_port, int duration_ms, uint64_t events) {
   std::vector<std::string> chunks;
   v1::CaptureChunk chunk;
   uint64_t per_pass = 0;
+  uint64_t bytes = 0, samples = 0;
   while (reader->Read(&chunk)) {
     chunks.push_back(chunk.SerializeAsString());
     per_pass += chunk.event_block().duration_ps_size();
+    samples += chunk.counter_series().value_size();
+    bytes += chunks.back().size();
   }
+  std::printf(
+      "decode reference: one host's stream of %zu chunks, %.1f MB, %llu events, %llu "
+      "counter samples\n",
+      chunks.size(), bytes / 1e6, static_cast<unsigned long long>(per_pass),
+      static_cast<unsigned long long>(samples));
   if (!reader->Finish().ok() || per_pass == 0) return 0;
   timespec t0, t1;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "common/status_macros.h"
 #include "insight/attribution.h"
 #include "insight/collectives.h"
 #include "storage/timeline_codec.h"
@@ -15,70 +15,6 @@ namespace {
 
 // Chip keys of collective runs: the host's index in the capture and the chip's index on it.
 constexpr int64_t kChipsPerHostKey = 1 << 16;
-
-// One host analysed: the rows to insert, and its collective arrivals for the pod's analysis.
-struct HostResult {
-  absl::Status status;
-  storage::HostWrite write;
-  std::vector<insight::CollectiveRun> runs;
-};
-
-storage::HostWrite HeaderOf(const HostInput& in) {
-  storage::HostWrite w;
-  w.host = in.host;
-  w.status = in.status;
-  w.error = in.error;
-  w.clock_offset_ns = in.clock_offset_ns;
-  w.clock_uncertainty_ns = in.clock_uncertainty_ns;
-  w.bytes = in.bytes;
-  return w;
-}
-
-// Loads, analyses and encodes host `index`; its decoded capture is gone when this returns.
-HostResult AnalyseHost(storage::Store& store, size_t index, HostInput& in) {
-  HostResult r;
-  r.write = HeaderOf(in);
-  std::optional<trace::HostCapture> capture = std::move(in.capture);
-  in.capture.reset();
-  if (!capture && in.load) {
-    absl::StatusOr<trace::HostCapture> loaded = in.load();
-    in.load = nullptr;
-    if (!loaded.ok()) {
-      r.status = absl::Status(loaded.status().code(),
-                              absl::StrCat("host ", in.host, ": ", loaded.status().message()));
-      return r;
-    }
-    capture = std::move(*loaded);
-  }
-  if (!capture) return r;  // a host that delivered nothing: its outcome alone
-  const trace::HostCapture& cap = *capture;
-  absl::StatusOr<std::vector<std::vector<int64_t>>> ids = store.ResolveKernels({&cap.kernels});
-  if (!ids.ok()) {
-    r.status = ids.status();
-    return r;
-  }
-  storage::HostWrite& w = r.write;
-  w.kernel_ids = std::move(ids->front());
-  w.events = static_cast<int64_t>(cap.EventCount());
-  w.chips = cap.host.chips;
-  w.stats = trace::ComputeKernelStats(cap);
-  w.attributions = insight::AttributeCounters(cap);
-  for (const trace::EventBlock& b : cap.blocks) {
-    if (b.size() == 0) continue;
-    w.timelines.push_back({b.chip, b.line, b.base_ns, static_cast<int64_t>(b.size()),
-                           storage::EncodeTimeline(b, w.kernel_ids)});
-  }
-  for (const trace::CounterSeries& s : cap.counters) {
-    w.counters.push_back(
-        {s.chip, s.name, static_cast<int64_t>(s.value.size()), storage::EncodeCounters(s)});
-  }
-  std::vector<int64_t> chip_keys;
-  for (size_t c = 0; c < cap.host.chips.size(); ++c) {
-    chip_keys.push_back(static_cast<int64_t>(index) * kChipsPerHostKey + static_cast<int64_t>(c));
-  }
-  r.runs = insight::CollectiveRuns(cap, chip_keys, w.kernel_ids);
-  return r;
-}
 
 // Pod-wide roll-ups of statistics and counter attributions, by stored kernel id.
 void RollUp(storage::CaptureWrite* w) {
@@ -134,13 +70,77 @@ void CollectiveRows(const insight::CollectiveReport& report, storage::CaptureWri
 
 }  // namespace
 
-absl::Status StoreCapture(storage::Store& store, CaptureInput input, WorkerPool* pool) {
-  std::vector<HostResult> results(input.hosts.size());
-  auto analyse = [&](size_t i) { results[i] = AnalyseHost(store, i, input.hosts[i]); };
-  if (pool != nullptr) {
-    pool->ParallelFor(input.hosts.size(), analyse);
-  } else {
-    for (size_t i = 0; i < input.hosts.size(); ++i) analyse(i);
+absl::StatusOr<AnalysedHost> AnalyseHost(storage::Store& store, size_t index,
+                                         const trace::HostCapture& cap) {
+  AnalysedHost r;
+  ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> ids, store.ResolveKernels({&cap.kernels}));
+  storage::HostWrite& w = r.write;
+  w.kernel_ids = std::move(ids.front());
+  w.events = static_cast<int64_t>(cap.EventCount());
+  w.chips = cap.host.chips;
+  w.stats = trace::ComputeKernelStats(cap);
+  w.attributions = insight::AttributeCounters(cap);
+  for (const trace::EventBlock& b : cap.blocks) {
+    if (b.size() == 0) continue;
+    w.timelines.push_back({b.chip, b.line, b.base_ns, static_cast<int64_t>(b.size()),
+                           storage::EncodeTimeline(b, w.kernel_ids)});
+  }
+  for (const trace::CounterSeries& s : cap.counters) {
+    w.counters.push_back(
+        {s.chip, s.name, static_cast<int64_t>(s.value.size()), storage::EncodeCounters(s)});
+  }
+  std::vector<int64_t> chip_keys;
+  for (size_t c = 0; c < cap.host.chips.size(); ++c) {
+    chip_keys.push_back(static_cast<int64_t>(index) * kChipsPerHostKey + static_cast<int64_t>(c));
+  }
+  r.runs = insight::CollectiveRuns(cap, chip_keys, w.kernel_ids);
+  return r;
+}
+
+void SetHostClock(const trace::ClockCorrection& c, AnalysedHost* host) {
+  host->write.host_clock = true;
+  host->write.clock_offset_ns = c.offset_ns;
+  host->write.clock_drift_ppb = c.drift_ppb;
+  host->write.clock_mid_ns = c.mid_ns;
+  for (insight::CollectiveRun& r : host->runs) {
+    r.start_ns = c.ApplyNs(r.start_ns);
+    r.end_ns = c.ApplyNs(r.end_ns);
+  }
+}
+
+absl::Status WriteAnalysed(storage::Store& store, storage::CaptureWrite w,
+                           std::vector<AnalysedHost> hosts) {
+  w.hosts.clear();
+  std::vector<insight::CollectiveRun> runs;
+  for (AnalysedHost& h : hosts) {
+    runs.insert(runs.end(), std::make_move_iterator(h.runs.begin()),
+                std::make_move_iterator(h.runs.end()));
+    w.hosts.push_back(std::move(h.write));
+  }
+  hosts.clear();
+  RollUp(&w);
+  // A pod capture has every host on the aggregator's clock. Imported hosts keep their own
+  // clocks, which agree only as well as NTP made them: compare arrivals within a host there.
+  CollectiveRows(insight::AnalyzeCollectives(runs, 64, w.source == "import"), &w);
+  return store.WriteCapture(w);
+}
+
+absl::Status StoreCapture(storage::Store& store, CaptureInput input) {
+  std::vector<AnalysedHost> hosts;
+  for (size_t i = 0; i < input.hosts.size(); ++i) {
+    HostInput& in = input.hosts[i];
+    AnalysedHost h;
+    if (in.capture) {
+      ASSIGN_OR_RETURN(h, AnalyseHost(store, i, *in.capture));
+      in.capture.reset();
+    }
+    h.write.host = in.host;
+    h.write.status = in.status;
+    h.write.error = in.error;
+    h.write.clock_offset_ns = in.clock_offset_ns;
+    h.write.clock_uncertainty_ns = in.clock_uncertainty_ns;
+    h.write.bytes = in.bytes;
+    hosts.push_back(std::move(h));
   }
   storage::CaptureWrite w;
   w.id = input.id;
@@ -151,19 +151,7 @@ absl::Status StoreCapture(storage::Store& store, CaptureInput input, WorkerPool*
   w.options_json = input.options_json;
   w.source = input.source;
   w.created_ns = input.created_ns;
-  std::vector<insight::CollectiveRun> runs;
-  for (HostResult& r : results) {
-    if (!r.status.ok()) return r.status;
-    runs.insert(runs.end(), std::make_move_iterator(r.runs.begin()),
-                std::make_move_iterator(r.runs.end()));
-    w.hosts.push_back(std::move(r.write));
-  }
-  results.clear();
-  RollUp(&w);
-  // A pod capture has every host on the aggregator's clock. Imported hosts keep their own
-  // clocks, which agree only as well as NTP made them: compare arrivals within a host there.
-  CollectiveRows(insight::AnalyzeCollectives(runs, 64, w.source == "import"), &w);
-  return store.WriteCapture(w);
+  return WriteAnalysed(store, std::move(w), std::move(hosts));
 }
 
 }  // namespace podprof::ingest

@@ -1,13 +1,14 @@
-// The analyse-and-write end of the ingest pipeline: from hosts' captures (already on the
-// aggregator's clock) to one capture in the store.
+// The analyse-and-write end of the ingest pipeline: from hosts' captures to one capture in the
+// store.
 //
-// Each host is analysed on its own, in parallel on a worker pool and outside any transaction:
+// Each host is analysed on its own, as soon as it has delivered and outside any transaction:
 // its kernel ids resolved (the store keeps them; hosts of one pod share nearly all kernels, so
-// after the first host this is a look-up in memory), kernel statistics, counter attribution,
-// collective arrivals, and its timelines and counters encoded in the store's format. Then the
-// pod's collectives are analysed and roll-ups merged, and the store's writer inserts the rows
-// it is handed in one transaction, so readers never wait on analysis. At most one host's
-// decoded capture per pool thread is in memory at a time.
+// after the first host this is a look-up in memory), kernel statistics, counter attribution
+// and collective arrivals computed, and its timelines and counters encoded as they are, on the
+// host's own clock. What is left of a host is its rows, a few bytes per event. When the pod's
+// clock alignment is known, each host gets its correction as parameters (readers apply it);
+// only its collective arrivals are corrected, for the pod's collective analysis. Then the
+// store's writer inserts the rows it is handed in one transaction.
 #ifndef PODPROF_INGEST_CAPTURE_INGEST_H_
 #define PODPROF_INGEST_CAPTURE_INGEST_H_
 
@@ -19,13 +20,38 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/worker_pool.h"
+#include "insight/collectives.h"
 #include "storage/store.h"
+#include "trace/clock_correction.h"
 #include "trace/model.h"
 
 namespace podprof::ingest {
 
-// One host's part of a capture on its way to the store.
+// One host analysed: the rows to insert, and its collective arrivals for the pod's analysis.
+struct AnalysedHost {
+  storage::HostWrite write;
+  std::vector<insight::CollectiveRun> runs;
+};
+
+// Analyses host `index` of a capture (its place in the capture's host list, which keys its
+// collective arrivals): kernel ids, statistics, counter attribution, collective arrivals, and
+// its timelines and counters encoded on the capture's own clock. Fills the write's chips, rows
+// and event count; the caller fills the host's name, outcome and clock. Errors are the store's
+// (ResolveKernels).
+absl::StatusOr<AnalysedHost> AnalyseHost(storage::Store& store, size_t index,
+                                         const trace::HostCapture& capture);
+
+// Records that the host's timelines and counters are on its own clock, to be put on the
+// aggregator's by `c` when read, and corrects its collective arrivals now.
+void SetHostClock(const trace::ClockCorrection& c, AnalysedHost* host);
+
+// The pod-wide part and the write: roll-ups, the collectives analysed across hosts (within
+// each host when `header.source` is "import": hosts on their own clocks), one transaction.
+// `hosts` are in the order of the indices given to AnalyseHost; `header.hosts` is ignored.
+absl::Status WriteAnalysed(storage::Store& store, storage::CaptureWrite header,
+                           std::vector<AnalysedHost> hosts);
+
+// One host's part of a capture on its way to the store, for StoreCapture.
 struct HostInput {
   std::string host;
   std::string status = "complete";  // complete | failed
@@ -34,9 +60,6 @@ struct HostInput {
   int64_t clock_uncertainty_ns = 0;
   uint64_t bytes = 0;
   std::optional<trace::HostCapture> capture;  // absent when the host delivered nothing
-  // Alternatively, produces the capture when its analysis starts (and not before), so a pod's
-  // hosts need not all be decoded at once. Used when `capture` is empty.
-  std::function<absl::StatusOr<trace::HostCapture>()> load;
 };
 
 struct CaptureInput {
@@ -51,11 +74,9 @@ struct CaptureInput {
   std::vector<HostInput> hosts;
 };
 
-// Analyses, encodes and stores `input` (its hosts are consumed). Hosts are analysed on `pool`
-// when given, else one after another on the calling thread, which must not be one of the
-// pool's. Errors are the store's (AlreadyExists, ResourceExhausted, FailedPrecondition for a
-// read-only database) or a host's load error naming the host.
-absl::Status StoreCapture(storage::Store& store, CaptureInput input, WorkerPool* pool = nullptr);
+// AnalyseHost for each host in turn (each capture freed once analysed), then WriteAnalysed:
+// for imports and tests, whose captures are already as they should be stored.
+absl::Status StoreCapture(storage::Store& store, CaptureInput input);
 
 }  // namespace podprof::ingest
 

@@ -191,6 +191,13 @@ CREATE TABLE collective_instances (
 );
 CREATE INDEX collective_instances_by_capture ON collective_instances (capture);
 )sql",
+      // 4: hosts whose timelines and counters are kept on their own clock, with the correction
+      // to the aggregator's clock beside them (applied when read); older rows are corrected.
+      R"sql(
+ALTER TABLE capture_hosts ADD COLUMN clock_drift_ppb REAL NOT NULL DEFAULT 0;
+ALTER TABLE capture_hosts ADD COLUMN clock_mid_ns INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE capture_hosts ADD COLUMN host_clock INTEGER NOT NULL DEFAULT 0;
+)sql",
   };
   return *kMigrations;
 }

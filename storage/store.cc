@@ -132,8 +132,9 @@ struct HostInserts {
     ASSIGN_OR_RETURN(h.ins_ch, Statement::Prepare(c,
                                                   "INSERT INTO capture_hosts (capture, host_id, "
                                                   "status, error, clock_offset_ns, "
-                                                  "clock_uncertainty_ns, events, bytes) VALUES "
-                                                  "(?,?,?,?,?,?,?,?)"));
+                                                  "clock_uncertainty_ns, events, bytes, "
+                                                  "host_clock, clock_drift_ppb, clock_mid_ns) "
+                                                  "VALUES (?,?,?,?,?,?,?,?,?,?,?)"));
     ASSIGN_OR_RETURN(h.ins_chip, Statement::Prepare(c,
                                                     "INSERT INTO chips (capture, host_id, "
                                                     "ordinal, global_id, generation, "
@@ -177,7 +178,8 @@ absl::StatusOr<std::vector<int64_t>> InsertHost(Connection& c, HostInserts& q, i
   q.ins_ch->Reset();
   q.ins_ch->Bind(1, seq).Bind(2, host_id).Bind(3, h.status).Bind(4, h.error);
   q.ins_ch->Bind(5, h.clock_offset_ns).Bind(6, h.clock_uncertainty_ns).Bind(7, h.events);
-  q.ins_ch->Bind(8, static_cast<int64_t>(h.bytes));
+  q.ins_ch->Bind(8, static_cast<int64_t>(h.bytes)).Bind(9, int64_t{h.host_clock});
+  q.ins_ch->Bind(10, h.clock_drift_ppb).Bind(11, h.clock_mid_ns);
   RETURN_IF_ERROR(q.ins_ch->Run());
   std::vector<int64_t> chip_ids;
   for (const trace::Chip& chip : h.chips) {
@@ -745,21 +747,31 @@ absl::StatusOr<std::vector<CaptureRow>> Store::ListCaptures(const CaptureQuery& 
     out.resize(limit);
     *next_page_token = absl::StrCat(out.back().start_ns, ":", out.back().id);
   }
-  ASSIGN_OR_RETURN(auto hosts, Statement::Prepare(c,
-                                                  "SELECT h.name, x.status, x.error, "
-                                                  "x.clock_offset_ns, x.clock_uncertainty_ns, "
-                                                  "x.events FROM capture_hosts x JOIN hosts h "
-                                                  "ON h.id = x.host_id JOIN captures c ON c.seq = "
-                                                  "x.capture WHERE c.id = ? "
-                                                  "ORDER BY h.name"));
+  ASSIGN_OR_RETURN(auto hosts,
+                   Statement::Prepare(c,
+                                      "SELECT h.name, x.status, x.error, "
+                                      "x.clock_offset_ns, x.clock_uncertainty_ns, "
+                                      "x.events, x.host_clock, x.clock_drift_ppb, "
+                                      "x.clock_mid_ns FROM capture_hosts x JOIN hosts h "
+                                      "ON h.id = x.host_id JOIN captures c ON c.seq = "
+                                      "x.capture WHERE c.id = ? "
+                                      "ORDER BY h.name"));
   for (CaptureRow& r : out) {
     hosts->Reset();
     hosts->Bind(1, r.id);
     while (true) {
       ASSIGN_OR_RETURN(bool row, hosts->Step());
       if (!row) break;
-      r.host_rows.push_back({hosts->Text(0), hosts->Text(1), hosts->Text(2), hosts->Int(3),
-                             hosts->Int(4), hosts->Int(5)});
+      HostRow h;
+      h.host = hosts->Text(0);
+      h.status = hosts->Text(1);
+      h.error = hosts->Text(2);
+      h.clock_offset_ns = hosts->Int(3);
+      h.clock_uncertainty_ns = hosts->Int(4);
+      h.events = hosts->Int(5);
+      h.host_clock = hosts->Int(6) != 0;
+      h.correction = {h.clock_offset_ns, hosts->Double(7), hosts->Int(8)};
+      r.host_rows.push_back(std::move(h));
     }
   }
   return out;
@@ -936,9 +948,13 @@ absl::StatusOr<std::vector<trace::EventBlock>> Store::Timelines(const std::strin
   ASSIGN_OR_RETURN(const CaptureRef ref, RequireCapture(c, capture_id));
   const int64_t seq = ref.seq;
   ASSIGN_OR_RETURN(auto s, Statement::Prepare(c,
-                                              "SELECT x.ordinal, t.line, t.base_ns, t.data "
+                                              "SELECT x.ordinal, t.line, t.base_ns, t.data, "
+                                              "ch.host_clock, ch.clock_offset_ns, "
+                                              "ch.clock_drift_ppb, ch.clock_mid_ns "
                                               "FROM timeline_blocks t JOIN chips x ON x.id = "
-                                              "t.chip_id WHERE t.capture = ? ORDER BY t.rowid"));
+                                              "t.chip_id JOIN capture_hosts ch ON ch.capture = "
+                                              "t.capture AND ch.host_id = x.host_id "
+                                              "WHERE t.capture = ? ORDER BY t.rowid"));
   s->Bind(1, seq);
   std::vector<trace::EventBlock> out;
   while (true) {
@@ -949,6 +965,9 @@ absl::StatusOr<std::vector<trace::EventBlock>> Store::Timelines(const std::strin
     b.line = s->Text(1);
     b.base_ns = s->Int(2);
     RETURN_IF_ERROR(DecodeTimeline(s->Blob(3), &b));
+    if (s->Int(4) != 0) {
+      trace::ApplyCorrection(trace::ClockCorrection{s->Int(5), s->Double(6), s->Int(7)}, &b);
+    }
     out.push_back(std::move(b));
   }
   return out;
@@ -1060,6 +1079,7 @@ absl::Status Store::ForEachHost(const std::string& capture_id,
         out.capture.counters.push_back(std::move(series));
       }
     }
+    if (h.host_clock) trace::ApplyCorrection(h.correction, &out.capture);
     RETURN_IF_ERROR(fn(out));
   }
   return absl::OkStatus();

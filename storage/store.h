@@ -21,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "storage/sqlite.h"
 #include "trace/analysis_rows.h"
+#include "trace/clock_correction.h"
 #include "trace/ddsketch.h"
 #include "trace/kernel_stats.h"
 #include "trace/model.h"
@@ -62,6 +63,12 @@ struct HostWrite {
   std::string error;
   int64_t clock_offset_ns = 0;
   int64_t clock_uncertainty_ns = 0;
+  // With `host_clock`, the timelines and counters below are on the host's own clock and
+  // readers put them on the aggregator's with (clock_offset_ns, clock_drift_ppb about
+  // clock_mid_ns); without it they are on the aggregator's clock already.
+  bool host_clock = false;
+  double clock_drift_ppb = 0;
+  int64_t clock_mid_ns = 0;
   uint64_t bytes = 0;
   int64_t events = 0;
   std::vector<trace::Chip> chips;
@@ -123,6 +130,10 @@ struct CaptureWrite {
 struct HostRow {
   std::string host, status, error;
   int64_t clock_offset_ns = 0, clock_uncertainty_ns = 0, events = 0;
+  // Whether the host's timelines and counters are stored on its own clock (see HostWrite),
+  // and the correction readers apply to them.
+  bool host_clock = false;
+  trace::ClockCorrection correction;
 };
 
 struct CaptureRow {

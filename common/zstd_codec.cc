@@ -1,0 +1,55 @@
+#include "common/zstd_codec.h"
+
+#include <zstd.h>
+
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+
+namespace podprof {
+namespace {
+
+struct CCtxFree {
+  void operator()(ZSTD_CCtx* c) const { ZSTD_freeCCtx(c); }
+};
+struct DCtxFree {
+  void operator()(ZSTD_DCtx* d) const { ZSTD_freeDCtx(d); }
+};
+
+}  // namespace
+
+std::string ZstdCompress(absl::string_view raw, int level) {
+  thread_local std::unique_ptr<ZSTD_CCtx, CCtxFree> ctx(ZSTD_createCCtx());
+  // Compressed into a buffer kept per thread, then copied out at its size: a fresh buffer of
+  // the worst-case size per call would be zero-filled and faulted in only to be cut back.
+  thread_local std::string scratch;
+  const size_t bound = ZSTD_compressBound(raw.size());
+  if (scratch.size() < bound) scratch.resize(bound);
+  const size_t n =
+      ZSTD_compressCCtx(ctx.get(), scratch.data(), bound, raw.data(), raw.size(), level);
+  if (ZSTD_isError(n)) return std::string();
+  std::string out(scratch.data(), n);
+  // A very large block leaves no very large buffer behind it.
+  if (scratch.size() > (16u << 20)) std::string().swap(scratch);
+  return out;
+}
+
+absl::StatusOr<std::string> ZstdDecompress(absl::string_view frame, uint64_t max_bytes,
+                                           absl::string_view what) {
+  thread_local std::unique_ptr<ZSTD_DCtx, DCtxFree> ctx(ZSTD_createDCtx());
+  const unsigned long long size = ZSTD_getFrameContentSize(frame.data(), frame.size());
+  if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN) {
+    return absl::DataLossError(absl::StrCat(what, " is not a zstd frame"));
+  }
+  if (size > max_bytes) {
+    return absl::DataLossError(
+        absl::StrCat(what, " claims ", size, " bytes, more than ", max_bytes));
+  }
+  std::string out(size, '\0');
+  const size_t n =
+      ZSTD_decompressDCtx(ctx.get(), out.data(), out.size(), frame.data(), frame.size());
+  if (ZSTD_isError(n)) return absl::DataLossError(absl::StrCat(what, ": ", ZSTD_getErrorName(n)));
+  return out;
+}
+
+}  // namespace podprof

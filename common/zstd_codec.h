@@ -1,0 +1,25 @@
+// zstd frames with a compression and a decompression context kept per thread: a fresh context
+// per call allocates and clears about a megabyte of tables, which for the many small blocks of
+// a pod's ingest was most of the aggregator's time (page faults on freshly mapped memory).
+#ifndef PODPROF_COMMON_ZSTD_CODEC_H_
+#define PODPROF_COMMON_ZSTD_CODEC_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace podprof {
+
+// One zstd frame of `raw` at `level` (it records its content size).
+std::string ZstdCompress(absl::string_view raw, int level);
+
+// The content of one zstd frame; DataLoss naming `what` when `frame` is not one, or when its
+// content would exceed `max_bytes`.
+absl::StatusOr<std::string> ZstdDecompress(absl::string_view frame, uint64_t max_bytes,
+                                           absl::string_view what);
+
+}  // namespace podprof
+
+#endif  // PODPROF_COMMON_ZSTD_CODEC_H_
