@@ -267,6 +267,12 @@ grpc::Status AgentService::Capture(grpc::ServerContext* context,
   if (request->capture_id().empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "capture_id is empty");
   }
+  if (const std::string me = agent_->HostInfo().host_name();
+      !request->host_name().empty() && request->host_name() != me) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        absl::StrCat("capture for host ", request->host_name(),
+                                     " reached the agent of ", me));
+  }
   absl::Status claim = agent_->BeginCapture(request->capture_id());
   if (!claim.ok()) return ToGrpc(claim);
   PODPROF_LOG(INFO) << "capture " << request->capture_id() << ": " << request->duration_ms()

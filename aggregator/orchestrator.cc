@@ -502,6 +502,7 @@ void Orchestrator::CollectHosts(Run& run, std::vector<std::unique_ptr<HostStream
     registry_->Estimate(h.host, run.start_ns, &est);
     v1::CaptureRequest req;
     req.set_capture_id(run.id);
+    req.set_host_name(h.host);
     req.set_start_ns(run.start_ns + est.offset_ns);  // the instant on the agent's clock
     req.set_duration_ms(run.request.duration_ms());
     req.set_counter_interval_ms(run.request.counter_interval_ms());
