@@ -42,9 +42,9 @@ struct AggregatorConfig {
   int64_t max_captures_per_minute = 30;
   int64_t max_message_bytes = 16 << 20;
   int64_t max_concurrent_streams = 100;
-  // The ingest pipeline: threads that read agents' streams and, as many again, that analyse
-  // and encode hosts (0 = one per core); hosts streaming at once (the rest wait in their
-  // agents, held by gRPC flow control).
+  // The ingest pipeline: threads that read agents' streams and analyse each host as it ends
+  // (0 = one per core); hosts streaming at once (the rest wait in their agents, held by gRPC
+  // flow control).
   int64_t ingest_workers = 0;
   int64_t ingest_max_active_hosts = 64;
   // Whether `listen` was set (by the file or a flag), so plaintext can default to loopback.

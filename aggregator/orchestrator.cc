@@ -30,11 +30,13 @@ constexpr int64_t kDeviceMappingSlackNs = 1'000'000;
 // Probes in the bursts right before and after a capture (the fastest bounds these hosts'
 // offsets for this very window).
 constexpr int kCaptureBurst = 8;
-// Start lead per host for dispatching its Capture call (stream, the agent's setup).
+// Start lead per host for dispatching its Capture call (stream, the agent's setup), until a
+// capture has measured it on this aggregator (see Orchestrator::dispatch_per_host_ns_).
 constexpr int64_t kDispatchPerHostNs = 1'000'000;
-// Ingest threads run at this much lower a priority than the rest of the aggregator, so that
-// queries (the gRPC server's threads) keep their share of the CPU while a capture lands.
-constexpr int kIngestNice = 10;
+// Threads that send a capture's requests side by side: each request wakes an agent, and on a
+// busy machine the woken agents take the CPU from a single sender, so a pod's last requests
+// would reach their agents after the start instant.
+constexpr int kDispatchThreads = 16;
 
 int64_t Median(std::vector<int64_t> v) {
   std::sort(v.begin(), v.end());
@@ -363,7 +365,7 @@ absl::StatusOr<v1::StartCaptureResponse> Orchestrator::Start(const v1::StartCapt
       probe_time += 3 * kCaptureBurst * std::max<int64_t>(e.min_rtt_ns, 100'000);
     }
   }
-  lead += probe_time + static_cast<int64_t>(run->hosts.size()) * kDispatchPerHostNs;
+  lead += probe_time + static_cast<int64_t>(run->hosts.size()) * dispatch_per_host_ns_.load();
   run->start_ns = now + std::max<int64_t>(lead, int64_t{req.delay_ms()} * 1'000'000);
   // On record before it starts: if this process dies mid-capture, the next one marks it
   // interrupted instead of it silently missing.
@@ -483,7 +485,7 @@ Orchestrator::Orchestrator(Registry* registry, storage::Store* store, Clock& clo
       store_(store),
       clock_(clock),
       limits_(limits),
-      streams_(limits.ingest_workers, limits.max_active_hosts, kIngestNice) {}
+      streams_(limits.ingest_workers, limits.max_active_hosts) {}
 
 void Orchestrator::CollectHosts(Run& run, std::vector<std::unique_ptr<HostStream>>* hosts) {
   const int64_t duration_ns = static_cast<int64_t>(run.request.duration_ms()) * 1'000'000;
@@ -496,7 +498,30 @@ void Orchestrator::CollectHosts(Run& run, std::vector<std::unique_ptr<HostStream
   for (size_t i = 0; i < run.hosts.size(); ++i) {
     hosts->push_back(std::make_unique<HostStream>(run, i, *registry_, *store_, clock_, left));
   }
-  for (size_t i = 0; i < run.hosts.size(); ++i) {
+  // Connections are made when agents register and kept; one that is not ready yet (an agent
+  // that just came back) is given until half the lead has passed, all of them together, so a
+  // few slow handshakes cannot make every request late.
+  const auto connect_by =
+      std::chrono::system_clock::now() +
+      std::chrono::nanoseconds(std::max<int64_t>(0, run.start_ns - clock_.NowNs()) / 2);
+  // Every handshake is started before any is waited for: while this thread waits for one, its
+  // polling moves the others along, so the wait is the slowest handshake, not their sum.
+  std::vector<const Registry::Handle*> connecting;
+  for (const Registry::Handle& h : run.hosts) {
+    if (h.channel != nullptr && h.channel->GetState(true) != GRPC_CHANNEL_READY) {
+      connecting.push_back(&h);
+    }
+  }
+  for (const Registry::Handle* h : connecting) {
+    if (run.cancelled) break;
+    h->channel->WaitForConnected(connect_by);
+  }
+  if (!connecting.empty()) {
+    PODPROF_LOG(INFO) << "capture " << run.id << ": " << connecting.size() << " of "
+                      << run.hosts.size() << " agent connections were not ready";
+  }
+  const int64_t dispatch_begin_ns = clock_.MonotonicNs();
+  auto dispatch = [&](size_t i) {
     const Registry::Handle& h = run.hosts[i];
     ClockEstimate est;
     registry_->Estimate(h.host, run.start_ns, &est);
@@ -519,6 +544,30 @@ void Orchestrator::CollectHosts(Run& run, std::vector<std::unique_ptr<HostStream
     }
     (*hosts)[i]->Waiting();
     streams_.Start(h.stub.get(), std::move(ctx), req, (*hosts)[i].get());
+  };
+  {
+    std::atomic<size_t> next{0};
+    std::vector<std::thread> senders;
+    const size_t n = std::min<size_t>(kDispatchThreads, run.hosts.size());
+    for (size_t t = 0; t < n; ++t) {
+      senders.emplace_back([&] {
+        for (size_t i = next++; i < run.hosts.size(); i = next++) dispatch(i);
+      });
+    }
+    for (std::thread& t : senders) t.join();
+  }
+  // The next capture's lead allows twice what a request took here, per host (never less than
+  // the default): a pod on a busy aggregator learns its own dispatch time.
+  const int64_t per_host_ns =
+      (clock_.MonotonicNs() - dispatch_begin_ns) / static_cast<int64_t>(run.hosts.size());
+  dispatch_per_host_ns_ = std::max<int64_t>(kDispatchPerHostNs, 2 * per_host_ns);
+  const int64_t lead_left_ns = run.start_ns - clock_.NowNs();
+  if (lead_left_ns < 0) {
+    PODPROF_LOG(WARNING) << "capture " << run.id << ": requests sent " << -lead_left_ns / 1'000'000
+                         << " ms after the start instant; agents will refuse a late start";
+  } else {
+    PODPROF_LOG(INFO) << "capture " << run.id << ": " << run.hosts.size() << " requests sent, "
+                      << lead_left_ns / 1'000'000 << " ms before the start";
   }
   // The agents capture and convert without a word: the instants say when each stage begins.
   auto advance_all = [&](Run::Stage to, const char* detail) {
@@ -539,6 +588,8 @@ void Orchestrator::CollectHosts(Run& run, std::vector<std::unique_ptr<HostStream
 
 void Orchestrator::Execute(std::shared_ptr<Run> run) {
   registry_->ProbeDue(kCaptureBurst, /*force=*/true);  // a fresh burst right before the window
+  PODPROF_LOG(INFO) << "capture " << run->id << ": probed, "
+                    << (run->start_ns - clock_.NowNs()) / 1'000'000 << " ms before the start";
   std::vector<std::unique_ptr<HostStream>> hosts;
   CollectHosts(*run, &hosts);
   registry_->ProbeDue(kCaptureBurst, /*force=*/true);  // and right after it

@@ -7,6 +7,7 @@
 #ifndef PODPROF_AGGREGATOR_ORCHESTRATOR_H_
 #define PODPROF_AGGREGATOR_ORCHESTRATOR_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -111,6 +112,8 @@ class Orchestrator {
   static constexpr size_t kKeptFinishedRuns = 32;
   void PruneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::deque<int64_t> recent_starts_ ABSL_GUARDED_BY(mu_);  // for max_starts_per_minute
+  // Start lead per host for sending the requests, as the last capture measured it.
+  std::atomic<int64_t> dispatch_per_host_ns_{1'000'000};
 };
 
 }  // namespace podprof::aggregator

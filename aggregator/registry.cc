@@ -2,6 +2,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <climits>
+
 #include "common/clock_probe.h"
 #include "common/logging.h"
 #include "proto/grpc_status.h"
@@ -22,8 +24,16 @@ void Registry::Register(const podprof::v1::RegisterRequest& req) {
     // The channel accepts the chunks capture requests ask for (gRPC's default is 4 MiB).
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(static_cast<int>(max_chunk_bytes_));
-    e.stub = podprof::v1::Agent::NewStub(
-        grpc::CreateCustomChannel(e.host.agent_address(), credentials_, args));
+    // A host waiting for a free stream slot (StreamPool) holds its data in the agent, not here:
+    // a fixed per-stream window, not one grown by bandwidth probing to megabytes per host.
+    args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+    args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 64 << 10);
+    // Connected now and kept connected: a capture's requests must reach every agent before its
+    // start instant, and on a pod of thousands of hosts the handshakes alone would eat the lead.
+    args.SetInt(GRPC_ARG_CLIENT_IDLE_TIMEOUT_MS, INT_MAX);
+    e.channel = grpc::CreateCustomChannel(e.host.agent_address(), credentials_, args);
+    e.channel->GetState(/*try_to_connect=*/true);
+    e.stub = podprof::v1::Agent::NewStub(e.channel);
     e.clock = ClockModel();
     e.last_probe_ns = 0;
   }
@@ -107,6 +117,7 @@ int Registry::ProbeDue(int burst, bool force) {
     absl::MutexLock lock(&mu_);
     for (auto& [name, e] : agents_) {
       if (!force && now - e.last_probe_ns < probe_interval_ns_) continue;
+      if (e.channel) e.channel->GetState(/*try_to_connect=*/true);  // reconnect one that dropped
       const std::string& addr = e.host.agent_address();
       due.push_back({name, e.stub, addr.substr(0, addr.rfind(':')),
                      static_cast<int>(e.host.clock_probe_port())});
@@ -169,14 +180,14 @@ std::vector<Registry::Handle> Registry::Select(const std::vector<std::string>& h
   };
   if (hosts.empty()) {
     for (const auto& [name, e] : agents_) {
-      if (matches(e)) out.push_back({name, e.stub});
+      if (matches(e)) out.push_back({name, e.stub, e.channel});
     }
     return out;
   }
   for (const std::string& h : hosts) {
     auto it = agents_.find(h);
     if (it != agents_.end() && matches(it->second)) {
-      out.push_back({h, it->second.stub});
+      out.push_back({h, it->second.stub, it->second.channel});
     } else {
       missing->push_back(h);
     }

@@ -60,6 +60,7 @@ class Registry {
   struct Handle {
     std::string host;
     std::shared_ptr<podprof::v1::Agent::Stub> stub;
+    std::shared_ptr<grpc::Channel> channel;  // the stub's, to connect ahead of a call
   };
   // Online agents named in `hosts` (all when empty) whose labels match `selector`; names in
   // `hosts` that are not online are returned in *missing.
@@ -79,6 +80,7 @@ class Registry {
     int64_t last_probe_ns = 0;
     std::string active_capture;
     ClockModel clock;
+    std::shared_ptr<grpc::Channel> channel;
     std::shared_ptr<podprof::v1::Agent::Stub> stub;
   };
   podprof::v1::AgentState StateOf(const Entry& e, int64_t now) const;

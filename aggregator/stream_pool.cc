@@ -1,9 +1,5 @@
 #include "aggregator/stream_pool.h"
 
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <algorithm>
 
 namespace podprof::aggregator {
@@ -23,10 +19,9 @@ struct StreamPool::Call {
   bool cancelled = false;  // the handler refused a chunk
 };
 
-StreamPool::StreamPool(int threads, int max_active, int nice)
-    : max_active_(std::max(1, max_active)) {
+StreamPool::StreamPool(int threads, int max_active) : max_active_(std::max(1, max_active)) {
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this, nice] { Loop(nice); });
+  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
 }
 
 StreamPool::~StreamPool() {
@@ -54,12 +49,7 @@ void StreamPool::Start(v1::Agent::Stub* stub, std::shared_ptr<grpc::ClientContex
   call->reader->StartCall(call);
 }
 
-void StreamPool::Loop(int nice) {
-  if (nice != 0) {
-    // Linux schedules threads by their own nice value; failure only costs the priority.
-    const pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
-    setpriority(PRIO_PROCESS, static_cast<id_t>(tid), getpriority(PRIO_PROCESS, tid) + nice);
-  }
+void StreamPool::Loop() {
   void* tag = nullptr;
   bool ok = false;
   while (cq_.Next(&tag, &ok)) Handle(static_cast<Call*>(tag), ok);

@@ -1,6 +1,9 @@
 // Reads agents' capture streams (podprof.v1.Agent/Capture) on a fixed set of threads, however
 // many hosts stream: gRPC's asynchronous API on one completion queue, polled by `threads`
-// threads at a lowered priority (queries keep their share of the CPU).
+// threads. They bound ingest's share of the CPU by their number, not by a lowered priority:
+// they poll gRPC's connections and hold its locks, so a thread the scheduler holds back would
+// hold back every thread waiting on those locks (measured: requests of a capture dispatched
+// 5 ms apart behind such threads, arriving after the start instant).
 //
 // Backpressure: a stream's next chunk is asked for only once the last one is handled, and at
 // most `max_active` hosts are past their first chunk at a time; the others wait with their
@@ -37,7 +40,7 @@ class StreamPool {
   };
 
   // `threads` <= 0: one per core.
-  StreamPool(int threads, int max_active, int nice);
+  StreamPool(int threads, int max_active);
   // Every started stream must have ended (OnDone called) before the pool is destroyed.
   ~StreamPool();
   StreamPool(const StreamPool&) = delete;
@@ -53,7 +56,7 @@ class StreamPool {
 
  private:
   struct Call;
-  void Loop(int nice);
+  void Loop();
   void Handle(Call* call, bool ok);
   // Hands the call's chunk to its handler and asks for the next one (or finishes).
   void Deliver(Call* call);

@@ -15,4 +15,4 @@ b=build/bin
 "$b/bench_alignment" --hosts 8
 "$b/bench_alignment" --hosts 64
 "$b/bench_load" --hosts 256 --captures 4 --duration-ms 500
-(cd build && ctest --output-on-failure -L soak)
+(cd build && ctest --output-on-failure -L "soak|long")

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/build.sh
 jobs=$(nproc 2>/dev/null || echo 2)
-(cd build && ctest --output-on-failure -j "$jobs" -LE soak)
+(cd build && ctest --output-on-failure -j "$jobs" -LE "soak|long")
 
 if [ ! -f build-asan/build.ninja ]; then
   CC=clang CXX=clang++ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug \

@@ -285,6 +285,56 @@ TEST_F(StoreTest, TimelinesRoundTrip) {
   }
 }
 
+TEST_F(StoreTest, HostClockTimesAreCorrectedWhenRead) {
+  auto store = Open();
+  // One host stored on its own clock, 3.5 ms ahead and drifting 40 ppm, with a counter series.
+  ingest::CaptureInput in = Synthetic("hc", 1'000'000, "fusion.1", 1, 500, 2'000'000);
+  trace::HostCapture cap = std::move(*in.hosts[0].capture);
+  cap.blocks[0].base_ns = 1'700'000'000'000'000'000;
+  trace::CounterSeries series;
+  series.name = "core/busy";
+  for (int i = 0; i < 100; ++i) {
+    series.time_ns.push_back(cap.blocks[0].base_ns + i * 100'000);
+    series.value.push_back(i % 3);
+  }
+  cap.counters.push_back(series);
+  const trace::ClockCorrection c{3'500'000, 40'000, cap.blocks[0].base_ns + 5'000'000};
+  auto analysed = ingest::AnalyseHost(*store, 0, cap);
+  ASSERT_TRUE(analysed.ok()) << analysed.status();
+  ingest::SetHostClock(c, &*analysed);
+  analysed->write.host = "h0";
+  CaptureWrite header;
+  header.id = "hc";
+  header.start_ns = 1;
+  header.end_ns = 2;
+  std::vector<ingest::AnalysedHost> hosts;
+  hosts.push_back(std::move(*analysed));
+  ASSERT_TRUE(ingest::WriteAnalysed(*store, header, std::move(hosts)).ok());
+
+  trace::HostCapture want = cap;
+  trace::ApplyCorrection(c, &want);
+  ASSERT_NE(want.blocks[0].start_ps.back(), cap.blocks[0].start_ps.back()) << "drift moved it";
+  auto blocks = store->Timelines("hc");
+  ASSERT_TRUE(blocks.ok()) << blocks.status();
+  ASSERT_EQ(blocks->size(), 1u);
+  EXPECT_EQ((*blocks)[0].base_ns, want.blocks[0].base_ns);
+  EXPECT_EQ((*blocks)[0].start_ps, want.blocks[0].start_ps);
+  int hosts_seen = 0;
+  ASSERT_TRUE(store
+                  ->ForEachHost("hc",
+                                [&](StoredHost& h) {
+                                  ++hosts_seen;
+                                  EXPECT_TRUE(h.row.host_clock);
+                                  EXPECT_EQ(h.row.correction.drift_ppb, 40'000);
+                                  EXPECT_EQ(h.capture.blocks[0].start_ps, want.blocks[0].start_ps);
+                                  EXPECT_EQ(h.capture.counters.at(0).time_ns,
+                                            want.counters[0].time_ns);
+                                  return absl::OkStatus();
+                                })
+                  .ok());
+  EXPECT_EQ(hosts_seen, 1);
+}
+
 TEST_F(StoreTest, RetentionByAgeSizeAndTimelines) {
   auto store = Open();
   for (int i = 0; i < 6; ++i) {
