@@ -46,7 +46,7 @@ struct AggregatorConfig {
   // (0 = one per core); hosts streaming at once (the rest wait in their agents, held by gRPC
   // flow control).
   int64_t ingest_workers = 0;
-  int64_t ingest_max_active_hosts = 64;
+  int64_t ingest_max_active_hosts = 16;
   // Whether `listen` was set (by the file or a flag), so plaintext can default to loopback.
   bool listen_set = false;
 };

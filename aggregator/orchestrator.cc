@@ -656,15 +656,19 @@ void Orchestrator::StoreRun(Run& run, std::vector<std::unique_ptr<HostStream>>& 
   for (const auto& h : hosts) {
     if (h->ok()) registry_->Touch(h->host());
   }
-  // Ingest allocates and frees hundreds of MB in bursts across many threads; give the freed
-  // pages back to the system instead of letting each capture's high-water mark linger.
-  malloc_trim(0);
   PostSummary(run, hosts, corrections, status, stored);
   PODPROF_LOG(INFO) << "capture " << run.id << " " << status << ": " << ok << "/" << hosts.size()
                     << " hosts";
-  absl::MutexLock lock(&run.mu);
-  run.done = true;
-  run.cv.SignalAll();
+  {
+    absl::MutexLock lock(&run.mu);
+    run.done = true;
+    run.cv.SignalAll();
+  }
+  // Ingest allocates and frees hundreds of MB in bursts across many threads; give the freed
+  // pages back to the system instead of letting each capture's high-water mark linger. After
+  // the capture is reported done: trimming a large heap takes a while.
+  hosts.clear();
+  malloc_trim(0);
 }
 
 void Orchestrator::PostSummary(Run& run, const std::vector<std::unique_ptr<HostStream>>& hosts,

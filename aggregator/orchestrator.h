@@ -44,7 +44,7 @@ struct OrchestratorLimits {
   // Threads reading agents' streams and analysing each host as it finishes (0 = one per
   // core); hosts streaming at once (see StreamPool).
   int ingest_workers = 0;
-  int max_active_hosts = 64;
+  int max_active_hosts = 16;
 };
 
 // One host's clock correction: aggregator time = host time - offset_ns (at the window's middle,

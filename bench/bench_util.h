@@ -3,6 +3,9 @@
 #define PODPROF_BENCH_BENCH_UTIL_H_
 
 #include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -42,6 +45,35 @@ inline pid_t Spawn(std::vector<std::string> args, int cpu = -1) {
     _exit(127);
   }
   return pid;
+}
+
+// Starts `args` as a child process that the kernel kills when this process dies (a benchmark
+// that crashes or is killed leaves no daemons behind).
+inline pid_t SpawnOwned(std::vector<std::string> args) {
+  const pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);  // the parent died before prctl
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// SIGTERM, then up to `grace_ms` for the child to exit, then SIGKILL; reaps it.
+inline void StopChild(pid_t pid, int grace_ms = 10'000) {
+  if (pid <= 0) return;
+  kill(pid, SIGTERM);
+  for (int waited = 0; waited < grace_ms; waited += 20) {
+    if (waitpid(pid, nullptr, WNOHANG) == pid) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
 }
 
 // utime + stime of `pid`, in clock ticks (sysconf(_SC_CLK_TCK) per second).

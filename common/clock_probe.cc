@@ -2,6 +2,7 @@
 
 #include <netdb.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -97,6 +98,53 @@ int TimestampedSocket(int family) {
   return fd;
 }
 
+// A timestamped UDP socket bound to `host`:`port`; returns it and its bound port.
+absl::StatusOr<std::pair<int, int>> BindProbeSocket(const std::string& host, int port) {
+  absl::StatusOr<addrinfo*> res = Resolve(host, port, /*passive=*/true);
+  if (!res.ok()) return res.status();
+  int fd = -1, err = 0;
+  for (addrinfo* a = *res; a != nullptr && fd < 0; a = a->ai_next) {
+    fd = TimestampedSocket(a->ai_family);
+    if (fd >= 0 && bind(fd, a->ai_addr, a->ai_addrlen) != 0) {
+      err = errno;
+      close(fd);
+      fd = -1;
+    }
+  }
+  freeaddrinfo(*res);
+  if (fd < 0)
+    return ErrnoToStatus(err, absl::StrCat("bind clock probe port udp ", host, ":", port));
+  sockaddr_storage bound{};
+  socklen_t len = sizeof(bound);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
+  const int bound_port =
+      ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                        : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  return std::make_pair(fd, bound_port);
+}
+
+// Reads one datagram from `fd` and, when it is a probe, answers it on `clock`. Returns false
+// when there was nothing to read, true otherwise (answered or dropped).
+bool AnswerOneProbe(int fd, Clock& clock, std::atomic<uint64_t>* answered) {
+  char buf[64];
+  sockaddr_storage from{};
+  socklen_t from_len = 0;
+  int64_t age = 0;
+  ssize_t n = Receive(fd, buf, sizeof(buf), &from, &from_len, &age);
+  if (n < 0) return false;
+  const int64_t t2 = clock.NowNs() - age;
+  uint8_t kind = 0;
+  ProbeTimes t;
+  if (!DecodeClockProbe(buf, static_cast<size_t>(n), &kind, &t) || kind != kProbe) return true;
+  std::string answer = EncodeClockProbe(kAnswer, t.t1, t2, 0);
+  // t3 as late as possible: the bound is the round trip minus the time spent here.
+  PutI64(&answer[24], clock.NowNs());
+  // Counted before sending, so a prober that has its answer also sees it counted.
+  answered->fetch_add(1, std::memory_order_relaxed);
+  sendto(fd, answer.data(), answer.size(), 0, reinterpret_cast<sockaddr*>(&from), from_len);
+  return true;
+}
+
 }  // namespace
 
 std::string EncodeClockProbe(uint8_t kind, int64_t t1, int64_t t2, int64_t t3) {
@@ -125,34 +173,16 @@ bool DecodeClockProbe(const char* data, size_t size, uint8_t* kind, ProbeTimes* 
 
 absl::StatusOr<std::unique_ptr<ClockProbeResponder>> ClockProbeResponder::Start(
     const std::string& host, int port, Clock& clock) {
-  absl::StatusOr<addrinfo*> res = Resolve(host, port, /*passive=*/true);
-  if (!res.ok()) return res.status();
-  int fd = -1, err = 0;
-  for (addrinfo* a = *res; a != nullptr && fd < 0; a = a->ai_next) {
-    fd = TimestampedSocket(a->ai_family);
-    if (fd >= 0 && bind(fd, a->ai_addr, a->ai_addrlen) != 0) {
-      err = errno;
-      close(fd);
-      fd = -1;
-    }
-  }
-  freeaddrinfo(*res);
-  if (fd < 0)
-    return ErrnoToStatus(err, absl::StrCat("bind clock probe port udp ", host, ":", port));
-  sockaddr_storage bound{};
-  socklen_t len = sizeof(bound);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
-  const int bound_port =
-      ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                                        : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  absl::StatusOr<std::pair<int, int>> bound = BindProbeSocket(host, port);
+  if (!bound.ok()) return bound.status();
   int stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (stop_fd < 0) {
-    err = errno;
-    close(fd);
+    const int err = errno;
+    close(bound->first);
     return ErrnoToStatus(err, "eventfd for the clock probe responder");
   }
   return std::unique_ptr<ClockProbeResponder>(
-      new ClockProbeResponder(fd, stop_fd, bound_port, clock));
+      new ClockProbeResponder(bound->first, stop_fd, bound->second, clock));
 }
 
 ClockProbeResponder::ClockProbeResponder(int fd, int stop_fd, int port, Clock& clock)
@@ -171,27 +201,93 @@ ClockProbeResponder::~ClockProbeResponder() {
 }
 
 void ClockProbeResponder::Loop() {
-  char buf[64];
   while (true) {
     pollfd fds[2] = {{fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
     if (poll(fds, 2, -1) < 0 && errno != EINTR) return;
     if (fds[1].revents != 0) return;
     if ((fds[0].revents & POLLIN) == 0) continue;
-    sockaddr_storage from{};
-    socklen_t from_len = 0;
-    int64_t age = 0;
-    ssize_t n = Receive(fd_, buf, sizeof(buf), &from, &from_len, &age);
-    if (n < 0) continue;
-    const int64_t t2 = clock_.NowNs() - age;
-    uint8_t kind = 0;
-    ProbeTimes t;
-    if (!DecodeClockProbe(buf, static_cast<size_t>(n), &kind, &t) || kind != kProbe) continue;
-    std::string answer = EncodeClockProbe(kAnswer, t.t1, t2, 0);
-    // t3 as late as possible: the bound is the round trip minus the time spent here.
-    PutI64(&answer[24], clock_.NowNs());
-    // Counted before sending, so a prober that has its answer also sees it counted.
-    answered_.fetch_add(1, std::memory_order_relaxed);
-    sendto(fd_, answer.data(), answer.size(), 0, reinterpret_cast<sockaddr*>(&from), from_len);
+    AnswerOneProbe(fd_, clock_, &answered_);
+  }
+}
+
+absl::StatusOr<std::unique_ptr<MultiClockProbeResponder>> MultiClockProbeResponder::Start(
+    const std::vector<Endpoint>& endpoints, bool fallback_to_free_port) {
+  std::vector<int> fds, ports;
+  std::vector<Clock*> clocks;
+  auto close_all = [&fds] {
+    for (int fd : fds) close(fd);
+  };
+  for (const Endpoint& e : endpoints) {
+    absl::StatusOr<std::pair<int, int>> bound = BindProbeSocket(e.host, e.port);
+    if (!bound.ok() && fallback_to_free_port && e.port != 0) bound = BindProbeSocket(e.host, 0);
+    if (!bound.ok()) {
+      close_all();
+      return bound.status();
+    }
+    fds.push_back(bound->first);
+    ports.push_back(bound->second);
+    clocks.push_back(e.clock);
+  }
+  const int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+  const int stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (epoll_fd < 0 || stop_fd < 0) {
+    const int err = errno;
+    close_all();
+    if (epoll_fd >= 0) close(epoll_fd);
+    if (stop_fd >= 0) close(stop_fd);
+    return ErrnoToStatus(err, "epoll for the clock probe responder");
+  }
+  // The event's data is the socket's index; the stop eventfd is the one past the last.
+  for (size_t i = 0; i <= fds.size(); ++i) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = i;
+    if (epoll_ctl(epoll_fd, EPOLL_CTL_ADD, i < fds.size() ? fds[i] : stop_fd, &ev) != 0) {
+      const int err = errno;
+      close_all();
+      close(epoll_fd);
+      close(stop_fd);
+      return ErrnoToStatus(err, "epoll_ctl for the clock probe responder");
+    }
+  }
+  return std::unique_ptr<MultiClockProbeResponder>(new MultiClockProbeResponder(
+      epoll_fd, stop_fd, std::move(fds), std::move(clocks), std::move(ports)));
+}
+
+MultiClockProbeResponder::MultiClockProbeResponder(int epoll_fd, int stop_fd, std::vector<int> fds,
+                                                   std::vector<Clock*> clocks,
+                                                   std::vector<int> ports)
+    : epoll_fd_(epoll_fd),
+      stop_fd_(stop_fd),
+      fds_(std::move(fds)),
+      clocks_(std::move(clocks)),
+      ports_(std::move(ports)) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+MultiClockProbeResponder::~MultiClockProbeResponder() {
+  uint64_t one = 1;
+  if (write(stop_fd_, &one, sizeof(one)) < 0) {
+    // The eventfd cannot be full after one write; nothing else can go wrong here.
+  }
+  thread_.join();
+  for (int fd : fds_) close(fd);
+  close(epoll_fd_);
+  close(stop_fd_);
+}
+
+void MultiClockProbeResponder::Loop() {
+  epoll_event events[64];
+  while (true) {
+    const int n = epoll_wait(epoll_fd_, events, 64, -1);
+    if (n < 0 && errno != EINTR) return;
+    for (int i = 0; i < n; ++i) {
+      const size_t index = events[i].data.u64;
+      if (index >= fds_.size()) return;
+      // Level-triggered: one datagram per wake-up keeps a flooded socket from starving the
+      // others, and the rest are reported again at once.
+      AnswerOneProbe(fds_[index], *clocks_[index], &answered_);
+    }
   }
 }
 

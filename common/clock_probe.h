@@ -65,6 +65,41 @@ class ClockProbeResponder {
   std::thread thread_;
 };
 
+// Answers probes on many UDP sockets from one thread (epoll), each socket on its own clock: how
+// one process emulating many hosts answers for all of them without a thread per host. The
+// datagrams and the timestamps are exactly those of ClockProbeResponder.
+class MultiClockProbeResponder {
+ public:
+  struct Endpoint {
+    std::string host;
+    int port = 0;            // 0 picks a free one
+    Clock* clock = nullptr;  // must outlive the responder
+  };
+  // Binds every endpoint. With `fallback_to_free_port`, an endpoint whose port is taken gets a
+  // free one instead (see ports()); without, that is an error naming the endpoint.
+  static absl::StatusOr<std::unique_ptr<MultiClockProbeResponder>> Start(
+      const std::vector<Endpoint>& endpoints, bool fallback_to_free_port);
+  ~MultiClockProbeResponder();
+  MultiClockProbeResponder(const MultiClockProbeResponder&) = delete;
+  MultiClockProbeResponder& operator=(const MultiClockProbeResponder&) = delete;
+
+  // The bound port of each endpoint, in the order given.
+  const std::vector<int>& ports() const { return ports_; }
+  uint64_t answered() const { return answered_.load(std::memory_order_relaxed); }
+
+ private:
+  MultiClockProbeResponder(int epoll_fd, int stop_fd, std::vector<int> fds,
+                           std::vector<Clock*> clocks, std::vector<int> ports);
+  void Loop();
+
+  const int epoll_fd_, stop_fd_;
+  const std::vector<int> fds_;
+  const std::vector<Clock*> clocks_;
+  const std::vector<int> ports_;
+  std::atomic<uint64_t> answered_{0};
+  std::thread thread_;
+};
+
 // Sends `count` probes one after another to `host`:`port`, each waiting at most `timeout_ns`
 // for its answer, and returns the probes that were answered (possibly none). Fails only when
 // the address cannot be resolved or no socket can be made. A lost datagram costs one timeout.

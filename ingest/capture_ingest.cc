@@ -112,9 +112,13 @@ absl::Status WriteAnalysed(storage::Store& store, storage::CaptureWrite w,
                            std::vector<AnalysedHost> hosts) {
   w.hosts.clear();
   std::vector<insight::CollectiveRun> runs;
+  size_t total = 0;
+  for (const AnalysedHost& h : hosts) total += h.runs.size();
+  runs.reserve(total);
   for (AnalysedHost& h : hosts) {
     runs.insert(runs.end(), std::make_move_iterator(h.runs.begin()),
                 std::make_move_iterator(h.runs.end()));
+    std::vector<insight::CollectiveRun>().swap(h.runs);
     w.hosts.push_back(std::move(h.write));
   }
   hosts.clear();

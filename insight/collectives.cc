@@ -1,7 +1,9 @@
 #include "insight/collectives.h"
 
 #include <algorithm>
+#include <tuple>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
@@ -56,46 +58,95 @@ std::vector<CollectiveRun> CollectiveRuns(const trace::HostCapture& capture,
   return out;
 }
 
+namespace {
+
+// One instance while the pod's instances are walked: enough to rank it, its row built only if
+// it is among the worst.
+struct InstanceSummary {
+  int64_t caused_ps = 0;
+  int64_t spread_ps = 0;
+  int64_t lateness_ps = 0;
+  uint64_t id = 0;
+  int chips = 0;
+  const CollectiveRun* last = nullptr;
+};
+
+// Hash of a (chip key, kernel key) pair.
+struct PairKey {
+  int64_t chip, kernel;
+  bool operator==(const PairKey& o) const { return chip == o.chip && kernel == o.kernel; }
+  template <typename H>
+  friend H AbslHashValue(H h, const PairKey& k) {
+    return H::combine(std::move(h), k.chip, k.kernel);
+  }
+};
+
+// The members of every instance: by id alone on one clock, by (id, host) when hosts are not
+// compared.
+std::vector<std::vector<const CollectiveRun*>> GroupInstances(
+    const std::vector<CollectiveRun>& runs, bool within_host) {
+  std::vector<std::vector<const CollectiveRun*>> groups;
+  if (within_host) {
+    absl::flat_hash_map<std::pair<uint64_t, std::string>, size_t> index;
+    for (const CollectiveRun& r : runs) {
+      auto [it, fresh] = index.try_emplace({r.id, r.host}, groups.size());
+      if (fresh) groups.emplace_back();
+      groups[it->second].push_back(&r);
+    }
+  } else {
+    absl::flat_hash_map<uint64_t, size_t> index;
+    for (const CollectiveRun& r : runs) {
+      auto [it, fresh] = index.try_emplace(r.id, groups.size());
+      if (fresh) groups.emplace_back();
+      groups[it->second].push_back(&r);
+    }
+  }
+  return groups;
+}
+
+std::string ChipName(const CollectiveRun& r) {
+  return absl::StrCat(r.host, " chip ", r.chip_ordinal);
+}
+
+}  // namespace
+
 CollectiveReport AnalyzeCollectives(const std::vector<CollectiveRun>& runs, size_t max_instances,
                                     bool within_host) {
+  // A pod's capture holds hundreds of thousands of collective runs: everything per run is
+  // keyed by the caller's integer chip and kernel keys in hash maps, and names are made only
+  // for the rows that are kept.
   CollectiveReport report;
-  std::map<std::pair<uint64_t, std::string>, std::vector<const CollectiveRun*>> by_id;
-  for (const CollectiveRun& r : runs) by_id[{r.id, within_host ? r.host : ""}].push_back(&r);
-  std::map<std::pair<std::string, int>, StragglerRow> rows;
-  // (chip key, kernel key) -> straggler name -> times
-  std::map<std::pair<int64_t, int64_t>, std::map<std::string, int64_t>> last_of;
-  for (auto& [key, members] : by_id) {
-    const uint64_t id = key.first;
+  absl::flat_hash_map<PairKey, Wait> waits;
+  // (chip, kernel) -> the chip that arrived last (its key) -> how often.
+  absl::flat_hash_map<PairKey, absl::flat_hash_map<int64_t, int64_t>> last_of;
+  absl::flat_hash_map<int64_t, StragglerRow> rows;              // by chip key
+  absl::flat_hash_map<int64_t, const CollectiveRun*> chip_run;  // a run of each chip, to name it
+  std::vector<InstanceSummary> instances;
+  for (std::vector<const CollectiveRun*>& members : GroupInstances(runs, within_host)) {
     if (members.size() < 2) continue;
-    ++report.instances;
     std::sort(members.begin(), members.end(), [](const CollectiveRun* a, const CollectiveRun* b) {
       return a->start_ns < b->start_ns;
     });
     const CollectiveRun& last = *members.back();
     const int64_t last_ns = last.start_ns;
-    const std::string last_name = absl::StrCat(last.host, " chip ", last.chip_ordinal);
-    InstanceRow inst;
-    inst.id = id;
-    inst.kernel_name = last.kernel_name;
-    inst.step = last.step;
-    inst.straggler_host = last.host;
-    inst.straggler_chip = last.chip_ordinal;
+    InstanceSummary inst;
+    inst.id = last.id;
+    inst.last = &last;
     inst.chips = static_cast<int>(members.size());
     inst.spread_ps = (last_ns - members.front()->start_ns) * 1000;
     inst.lateness_ps = (last_ns - members[members.size() - 2]->start_ns) * 1000;
     for (const CollectiveRun* m : members) {
       const int64_t wait_ps = (last_ns - m->start_ns) * 1000;
       inst.caused_ps += wait_ps;
-      Wait& w = report.waits[{m->chip_key, m->kernel_key}];
+      const PairKey key{m->chip_key, m->kernel_key};
+      Wait& w = waits[key];
       w.wait_ps += wait_ps;
       ++w.instances;
-      ++last_of[{m->chip_key, m->kernel_key}][last_name];
-      StragglerRow& row = rows[{m->host, m->chip_ordinal}];
-      row.host = m->host;
-      row.chip_ordinal = m->chip_ordinal;
-      ++row.instances;
+      ++last_of[key][last.chip_key];
+      ++rows[m->chip_key].instances;
+      chip_run.try_emplace(m->chip_key, m);
     }
-    StragglerRow& s = rows[{last.host, last.chip_ordinal}];
+    StragglerRow& s = rows[last.chip_key];
     ++s.times_last;
     s.caused_ps += inst.caused_ps;
     s.lateness_ps += inst.lateness_ps;
@@ -103,27 +154,53 @@ CollectiveReport AnalyzeCollectives(const std::vector<CollectiveRun>& runs, size
         std::find(s.steps.begin(), s.steps.end(), last.step) == s.steps.end()) {
       s.steps.push_back(last.step);
     }
-    report.worst.push_back(std::move(inst));
+    instances.push_back(inst);
   }
-  for (auto& [key, names] : last_of) {
-    Wait& w = report.waits[key];
-    for (const auto& [name, times] : names) {
-      if (times > w.straggler_times) {
+  report.instances = static_cast<int64_t>(instances.size());
+  for (auto& [key, w] : waits) {
+    // The straggler most often last; on a tie, the first by name, as a reader would list them.
+    for (const auto& [chip, times] : last_of[key]) {
+      const std::string name = ChipName(*chip_run.at(chip));
+      if (times > w.straggler_times || (times == w.straggler_times && name < w.straggler)) {
         w.straggler = name;
         w.straggler_times = times;
       }
     }
+    report.waits[{key.chip, key.kernel}] = std::move(w);
   }
-  for (auto& [key, row] : rows) {
+  for (auto& [chip, row] : rows) {
     if (row.times_last == 0) continue;
+    row.host = chip_run.at(chip)->host;
+    row.chip_ordinal = chip_run.at(chip)->chip_ordinal;
     std::sort(row.steps.begin(), row.steps.end());
     report.stragglers.push_back(std::move(row));
   }
   std::sort(report.stragglers.begin(), report.stragglers.end(),
-            [](const StragglerRow& a, const StragglerRow& b) { return a.caused_ps > b.caused_ps; });
-  std::sort(report.worst.begin(), report.worst.end(),
-            [](const InstanceRow& a, const InstanceRow& b) { return a.caused_ps > b.caused_ps; });
-  if (report.worst.size() > max_instances) report.worst.resize(max_instances);
+            [](const StragglerRow& a, const StragglerRow& b) {
+              return std::tie(b.caused_ps, a.host, a.chip_ordinal) <
+                     std::tie(a.caused_ps, b.host, b.chip_ordinal);
+            });
+  // The worst instances: only they become rows.
+  auto worse = [](const InstanceSummary& a, const InstanceSummary& b) {
+    return std::tie(b.caused_ps, a.id) < std::tie(a.caused_ps, b.id);
+  };
+  const size_t keep = std::min(max_instances, instances.size());
+  std::partial_sort(instances.begin(), instances.begin() + static_cast<long>(keep), instances.end(),
+                    worse);
+  for (size_t i = 0; i < keep; ++i) {
+    const InstanceSummary& s = instances[i];
+    InstanceRow row;
+    row.id = s.id;
+    row.kernel_name = s.last->kernel_name;
+    row.step = s.last->step;
+    row.straggler_host = s.last->host;
+    row.straggler_chip = s.last->chip_ordinal;
+    row.chips = s.chips;
+    row.spread_ps = s.spread_ps;
+    row.lateness_ps = s.lateness_ps;
+    row.caused_ps = s.caused_ps;
+    report.worst.push_back(std::move(row));
+  }
   return report;
 }
 

@@ -220,43 +220,58 @@ int64_t PodModel::ComputeDurationPs(int host, int chip, int64_t step, int op) co
 }
 
 std::vector<ChipStep> PodModel::Step(int64_t step) const {
-  const int hosts = config_.hosts;
-  const int n = hosts * chips_;
+  return Step(step, CollectiveEndsPs(step));
+}
+
+std::vector<int64_t> PodModel::CollectiveEndsPs(int64_t step) const {
+  const int n = config_.hosts * chips_;
   // Clocks of every chip in the pod (relative to the step start, ps): the collectives need
   // the slowest arrival anywhere.
   std::vector<int64_t> t(n, 0);
-  std::vector<ChipStep> out(chips_);
-  for (int c = 0; c < chips_; ++c) {
-    out[c].step = step;
-    out[c].start_ns = step * step_period_ns_;
-  }
-  const int me = config_.host_index;
+  std::vector<int64_t> ends;
   for (int op = 0; op < static_cast<int>(ops_.size()); ++op) {
     if (!ops_[op].collective) {
-      for (int i = 0; i < n; ++i) {
-        int64_t d = ComputeDurationPs(i / chips_, i % chips_, step, op);
-        if (i / chips_ == me) out[i % chips_].runs.push_back({op, t[i], d, 0});
-        t[i] += d + kLaunchGapPs;
-      }
+      for (int i = 0; i < n; ++i)
+        t[i] += ComputeDurationPs(i / chips_, i % chips_, step, op) + kLaunchGapPs;
       continue;
     }
     const int64_t slowest = *std::max_element(t.begin(), t.end());
     // The transfer of one collective is one pod-wide quantity: draw it once (host -1 would
     // be nominal; use the pod-level stream instead).
-    const int64_t transfer = ComputeDurationPs(0, 0, step, op);
-    const int64_t end = slowest + transfer;
-    const uint64_t id =
-        MixHash(config_.pod_seed, 0xc011, static_cast<uint64_t>(step), static_cast<uint64_t>(op)) >>
-            1 |
-        1;
-    for (int i = 0; i < n; ++i) {
-      if (i / chips_ == me) out[i % chips_].runs.push_back({op, t[i], end - t[i], id});
-      t[i] = end + kLaunchGapPs;
-    }
+    const int64_t end = slowest + ComputeDurationPs(0, 0, step, op);
+    ends.push_back(end);
+    std::fill(t.begin(), t.end(), end + kLaunchGapPs);
   }
+  return ends;
+}
+
+std::vector<ChipStep> PodModel::Step(int64_t step,
+                                     const std::vector<int64_t>& collective_ends) const {
+  std::vector<ChipStep> out(chips_);
+  const int me = config_.host_index;
   for (int c = 0; c < chips_; ++c) {
-    const OpRun& last = out[c].runs.back();
-    out[c].busy_end_ps = last.start_ps + last.duration_ps;
+    ChipStep& cs = out[c];
+    cs.step = step;
+    cs.start_ns = step * step_period_ns_;
+    int64_t t = 0;
+    size_t collective = 0;
+    for (int op = 0; op < static_cast<int>(ops_.size()); ++op) {
+      if (!ops_[op].collective) {
+        const int64_t d = ComputeDurationPs(me, c, step, op);
+        cs.runs.push_back({op, t, d, 0});
+        t += d + kLaunchGapPs;
+        continue;
+      }
+      const int64_t end = collective_ends[collective++];
+      const uint64_t id = MixHash(config_.pod_seed, 0xc011, static_cast<uint64_t>(step),
+                                  static_cast<uint64_t>(op)) >>
+                              1 |
+                          1;
+      cs.runs.push_back({op, t, end - t, id});
+      t = end + kLaunchGapPs;
+    }
+    const OpRun& last = cs.runs.back();
+    cs.busy_end_ps = last.start_ps + last.duration_ps;
   }
   return out;
 }

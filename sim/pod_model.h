@@ -103,6 +103,13 @@ class PodModel {
 
   // The step with index `step` on every chip of this host (index = chip).
   std::vector<ChipStep> Step(int64_t step) const;
+  // The pod-wide part of step `step`: when each collective ends (ps after the step's start),
+  // in op order. It depends on every chip of the pod, and is the same for every host, so a
+  // process emulating many hosts computes it once per step instead of once per host.
+  std::vector<int64_t> CollectiveEndsPs(int64_t step) const;
+  // Step(step), given `collective_ends` = CollectiveEndsPs(step) (of any host's model of the
+  // same pod): only this host's chips are computed.
+  std::vector<ChipStep> Step(int64_t step, const std::vector<int64_t>& collective_ends) const;
   // Index of the step running (or last started) at true time `true_ns`.
   int64_t StepAt(int64_t true_ns) const;
 

@@ -95,6 +95,12 @@ std::string CoreDetails(int64_t global_chip) {
 
 BuildResult BuildXSpace(const PodModel& model, const SkewedClock& clock,
                         const SessionWindow& window) {
+  return BuildXSpace(model, clock, window, [&model](int64_t s) { return model.Step(s); });
+}
+
+BuildResult BuildXSpace(const PodModel& model, const SkewedClock& clock,
+                        const SessionWindow& window,
+                        const std::function<std::vector<ChipStep>(int64_t)>& step_of) {
   BuildResult result;
   auto& space = result.space;
   space.add_hostnames(window.host_name);
@@ -110,7 +116,7 @@ BuildResult BuildXSpace(const PodModel& model, const SkewedClock& clock,
   const int64_t first_step = model.StepAt(window.true_start_ns);
   const int64_t last_step = model.StepAt(window.true_end_ns);
   std::vector<std::vector<ChipStep>> steps;
-  for (int64_t s = first_step; s <= last_step; ++s) steps.push_back(model.Step(s));
+  for (int64_t s = first_step; s <= last_step; ++s) steps.push_back(step_of(s));
 
   const auto& ops = model.ops();
   const int64_t module_meta = static_cast<int64_t>(ops.size()) + 1;

@@ -4,7 +4,9 @@
 #define PODPROF_SIM_XSPACE_BUILDER_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "common/skewed_clock.h"
 #include "proto/xplane.pb.h"
@@ -32,6 +34,11 @@ struct BuildResult {
 // host-clock time (with the device offset on device planes).
 BuildResult BuildXSpace(const PodModel& model, const SkewedClock& clock,
                         const SessionWindow& window);
+// The same, with the steps from `step_of(index)` instead of model.Step(index) (which must be
+// what it returns): lets a caller share the pod-wide part of each step between hosts.
+BuildResult BuildXSpace(const PodModel& model, const SkewedClock& clock,
+                        const SessionWindow& window,
+                        const std::function<std::vector<ChipStep>(int64_t)>& step_of);
 
 }  // namespace podprof::sim
 

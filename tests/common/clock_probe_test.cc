@@ -113,5 +113,44 @@ TEST(ClockProbeTest, UnresolvableHostIsAnError) {
   EXPECT_NE(probes.status().message().find("no-such-host.invalid"), std::string::npos);
 }
 
+// One thread answers for many sockets, each on its own clock: every answer's bounds contain
+// the offset of the clock that socket belongs to.
+TEST(ClockProbeTest, MultiResponderAnswersEachSocketOnItsOwnClock) {
+  RealClock real;
+  const int64_t offsets[3] = {-7'000'000, 0, 12'500'000};
+  std::vector<std::unique_ptr<SkewedClock>> clocks;
+  std::vector<MultiClockProbeResponder::Endpoint> endpoints;
+  for (int64_t o : offsets) {
+    clocks.push_back(std::make_unique<SkewedClock>(real, o, 0));
+    endpoints.push_back({"127.0.0.1", 0, clocks.back().get()});
+  }
+  auto responder = MultiClockProbeResponder::Start(endpoints, /*fallback_to_free_port=*/false);
+  ASSERT_TRUE(responder.ok()) << responder.status();
+  ASSERT_EQ((*responder)->ports().size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    auto probes = ProbeClock("127.0.0.1", (*responder)->ports()[i], 4, 500'000'000, real);
+    ASSERT_TRUE(probes.ok()) << probes.status();
+    ASSERT_EQ(probes->size(), 4u);
+    for (const ProbeTimes& p : *probes) {
+      EXPECT_LE(p.t3 - p.t4, offsets[i]);
+      EXPECT_GE(p.t2 - p.t1, offsets[i]);
+    }
+  }
+  EXPECT_EQ((*responder)->answered(), 12u);
+}
+
+// A port already taken is an error, unless the caller accepts a free one instead.
+TEST(ClockProbeTest, MultiResponderFallsBackToAFreePortOnlyWhenAsked) {
+  RealClock real;
+  auto first = ClockProbeResponder::Start("127.0.0.1", 0, real);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const int taken = (*first)->port();
+  EXPECT_FALSE(MultiClockProbeResponder::Start({{"127.0.0.1", taken, &real}}, false).ok());
+  auto fallback = MultiClockProbeResponder::Start({{"127.0.0.1", taken, &real}}, true);
+  ASSERT_TRUE(fallback.ok()) << fallback.status();
+  EXPECT_NE((*fallback)->ports()[0], taken);
+  EXPECT_GT((*fallback)->ports()[0], 0);
+}
+
 }  // namespace
 }  // namespace podprof

@@ -40,6 +40,29 @@ TEST(PodModelTest, DeterministicForASeed) {
   EXPECT_NE(other->Step(1234)[0].runs[0].duration_ps, sa[0].runs[0].duration_ps);
 }
 
+// The pod-wide part of a step is the same from every host's model, and a host's step built
+// from it is the step the host computes alone.
+TEST(PodModelTest, SharedCollectiveEndsGiveEveryHostItsOwnStep) {
+  auto h0 = PodModel::Create(Pod(3, 0)), h2 = PodModel::Create(Pod(3, 2));
+  ASSERT_TRUE(h0.ok() && h2.ok());
+  for (int64_t step : {0, 41}) {
+    const std::vector<int64_t> ends = h0->CollectiveEndsPs(step);
+    ASSERT_FALSE(ends.empty());
+    EXPECT_EQ(h2->CollectiveEndsPs(step), ends);
+    std::vector<ChipStep> alone = h2->Step(step), shared = h2->Step(step, ends);
+    ASSERT_EQ(alone.size(), shared.size());
+    for (size_t c = 0; c < alone.size(); ++c) {
+      EXPECT_EQ(alone[c].busy_end_ps, shared[c].busy_end_ps);
+      ASSERT_EQ(alone[c].runs.size(), shared[c].runs.size());
+      for (size_t i = 0; i < alone[c].runs.size(); ++i) {
+        EXPECT_EQ(alone[c].runs[i].start_ps, shared[c].runs[i].start_ps);
+        EXPECT_EQ(alone[c].runs[i].duration_ps, shared[c].runs[i].duration_ps);
+        EXPECT_EQ(alone[c].runs[i].collective_id, shared[c].runs[i].collective_id);
+      }
+    }
+  }
+}
+
 TEST(PodModelTest, HostsOfOnePodAgreeOnCollectives) {
   auto h0 = PodModel::Create(Pod(2, 0)), h1 = PodModel::Create(Pod(2, 1));
   ASSERT_TRUE(h0.ok() && h1.ok());

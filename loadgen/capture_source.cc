@@ -1,0 +1,115 @@
+#include "loadgen/capture_source.h"
+
+#include "absl/strings/str_cat.h"
+#include "sim/xspace_builder.h"
+#include "trace/byte_source.h"
+#include "trace/xspace_reader.h"
+
+namespace podprof::loadgen {
+namespace {
+
+// Longer windows than a real agent allows would only exhaust memory.
+constexpr int64_t kMaxDurationMs = 300'000;
+// The step cache is cleared past this many steps (hours of windows at typical step periods).
+constexpr size_t kMaxCachedSteps = 100'000;
+
+// Collects a capture stream's chunks.
+class CollectingSink final : public stream::ChunkSink {
+ public:
+  explicit CollectingSink(std::vector<podprof::v1::CaptureChunk>* out) : out_(out) {}
+  bool Write(const podprof::v1::CaptureChunk& chunk) override {
+    out_->push_back(chunk);
+    return true;
+  }
+
+ private:
+  std::vector<podprof::v1::CaptureChunk>* const out_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CaptureSource>> CaptureSource::Create(const sim::PodConfig& pod,
+                                                                     bool counters) {
+  sim::PodConfig host0 = pod;
+  host0.host_index = 0;
+  absl::StatusOr<sim::PodModel> model = sim::PodModel::Create(host0);
+  if (!model.ok()) return model.status();
+  return std::unique_ptr<CaptureSource>(new CaptureSource(pod, std::move(*model), counters));
+}
+
+std::vector<int64_t> CaptureSource::CollectiveEnds(int64_t step) {
+  absl::MutexLock lock(&mu_);
+  auto it = ends_.find(step);
+  if (it != ends_.end()) return it->second;
+  if (ends_.size() >= kMaxCachedSteps) ends_.clear();
+  // Computed under the lock: a generator that wants the same step would otherwise compute it
+  // too, and every generator of a window wants the same steps.
+  return ends_[step] = model_.CollectiveEndsPs(step);
+}
+
+absl::StatusOr<GeneratedCapture> CaptureSource::Generate(const EmulatedHost& host, int64_t start_ns,
+                                                         int64_t duration_ms,
+                                                         size_t max_chunk_bytes) {
+  if (duration_ms <= 0 || duration_ms > kMaxDurationMs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("duration_ms must be 1..", kMaxDurationMs, ", got ", duration_ms));
+  }
+  sim::PodConfig config = pod_;
+  config.host_index = host.index;
+  absl::StatusOr<sim::PodModel> model = sim::PodModel::Create(config);
+  if (!model.ok()) return model.status();
+
+  sim::SessionWindow window;
+  window.true_start_ns = host.clock.ToTrue(start_ns);
+  window.true_end_ns = window.true_start_ns + duration_ms * 1'000'000;
+  window.counters = counters_;
+  window.host_name = host.name;
+  // Serialized and read back as the agent reads the workload's file, so the stream is what
+  // podprof-agent would send for podprof-simhost's session (same reader, same encoder).
+  std::string xspace;
+  sim::BuildXSpace(*model, host.clock, window, [&](int64_t step) {
+    return model->Step(step, CollectiveEnds(step));
+  }).space.SerializeToString(&xspace);
+  trace::MemorySource source(xspace, host.name);
+  trace::ReadOptions read_options;
+  read_options.host_name = host.name;
+  absl::StatusOr<trace::HostCapture> capture = trace::ReadXSpace(source, read_options);
+  if (!capture.ok()) {
+    return absl::InternalError(absl::StrCat("generated trace of ", host.name,
+                                            " unreadable: ", capture.status().message()));
+  }
+  const uint64_t xspace_bytes = xspace.size();
+  std::string().swap(xspace);
+
+  podprof::v1::HostInfo info;
+  info.set_host_name(host.name);
+  for (const trace::Chip& c : capture->host.chips) {
+    podprof::v1::ChipInfo* ci = info.add_chips();
+    ci->set_ordinal(c.ordinal);
+    ci->set_global_chip_id(static_cast<int32_t>(c.global_id));
+    ci->set_generation(c.generation);
+    ci->set_device_type_string(c.device_type);
+    ci->set_peak_tflops(c.peak_tflops);
+    ci->set_peak_hbm_gbps(c.peak_hbm_gbps);
+  }
+  GeneratedCapture out;
+  CollectingSink sink(&out.chunks);
+  if (absl::Status s =
+          stream::StreamCapture(*capture, info, {}, max_chunk_bytes, &sink, &out.counts);
+      !s.ok()) {
+    return s;
+  }
+  podprof::v1::CaptureTrailer trailer;
+  for (const std::string& w : capture->warnings) trailer.add_warnings(w);
+  trailer.set_event_count(out.counts.events);
+  trailer.set_kernel_count(out.counts.kernels);
+  trailer.set_counter_sample_count(out.counts.counter_samples);
+  trailer.set_actual_start_ns(capture->host.profile_start_ns);
+  trailer.set_actual_end_ns(capture->host.profile_stop_ns);
+  trailer.set_empty_trace(capture->EventCount() == 0);
+  trailer.set_xspace_bytes(xspace_bytes);
+  out.chunks.push_back(stream::EncodeTrailer(std::move(trailer), max_chunk_bytes));
+  return out;
+}
+
+}  // namespace podprof::loadgen

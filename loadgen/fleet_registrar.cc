@@ -1,0 +1,138 @@
+#include "loadgen/fleet_registrar.h"
+
+#include <algorithm>
+
+#include "absl/time/time.h"
+#include "common/logging.h"
+#include "proto/grpc_status.h"
+
+namespace podprof::loadgen {
+namespace {
+
+namespace v1 = podprof::v1;
+
+constexpr int64_t kCallDeadlineNs = 5'000'000'000;
+constexpr int64_t kFirstBackoffNs = 1'000'000'000;
+constexpr int64_t kMaxBackoffNs = 30'000'000'000;
+// How often the loop looks for hosts that are due when none is due sooner.
+constexpr int64_t kTickNs = 20'000'000;
+
+// One call's state, alive until its completion runs.
+template <typename Request, typename Response>
+struct Call {
+  grpc::ClientContext context;
+  Request request;
+  Response response;
+};
+
+}  // namespace
+
+FleetRegistrar::FleetRegistrar(std::vector<EmulatedHost*> hosts, std::vector<v1::HostInfo> infos,
+                               std::unique_ptr<v1::Aggregator::Stub> stub, Clock& clock,
+                               int max_in_flight)
+    : hosts_(std::move(hosts)),
+      infos_(std::move(infos)),
+      stub_(std::move(stub)),
+      clock_(clock),
+      max_in_flight_(std::max(1, max_in_flight)),
+      entries_(hosts_.size()) {}
+
+FleetRegistrar::~FleetRegistrar() { Stop(); }
+
+void FleetRegistrar::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void FleetRegistrar::Stop() {
+  if (!stop_.HasBeenNotified()) stop_.Notify();
+  if (thread_.joinable()) thread_.join();
+  // Every call has a deadline, so this wait has one too.
+  absl::MutexLock lock(&mu_);
+  mu_.AwaitWithTimeout(absl::Condition(
+                           +[](int* n) { return *n == 0; }, &in_flight_),
+                       absl::Nanoseconds(kCallDeadlineNs + 1'000'000'000));
+}
+
+int FleetRegistrar::registered() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(
+      std::count_if(entries_.begin(), entries_.end(), [](const Entry& e) { return e.registered; }));
+}
+
+void FleetRegistrar::Loop() {
+  while (!stop_.HasBeenNotified()) {
+    std::vector<std::pair<size_t, bool>> due;  // (host, register?)
+    const int64_t now = clock_.NowNs();
+    int64_t wake = now + kTickNs;
+    {
+      absl::MutexLock lock(&mu_);
+      for (size_t i = 0; i < entries_.size(); ++i) {
+        Entry& e = entries_[i];
+        if (e.in_flight) continue;
+        if (e.next_ns > now) {
+          wake = std::min(wake, e.next_ns);
+          continue;
+        }
+        if (in_flight_ >= max_in_flight_) break;
+        e.in_flight = true;
+        ++in_flight_;
+        due.emplace_back(i, !e.registered);
+      }
+    }
+    for (const auto& [i, reg] : due) Send(i, reg);
+    clock_.SleepUntilNs(wake, &stop_);
+  }
+}
+
+void FleetRegistrar::Send(size_t i, bool reg) {
+  if (reg) {
+    auto* call = new Call<v1::RegisterRequest, v1::RegisterResponse>;
+    call->context.set_deadline(DeadlineAt(clock_.NowNs(), kCallDeadlineNs));
+    *call->request.mutable_host() = infos_[i];
+    call->request.set_agent_start_ns(hosts_[i]->start_ns);
+    stub_->async()->Register(
+        &call->context, &call->request, &call->response, [this, i, call](grpc::Status s) {
+          Done(i, true, s.ok(), false, s.ok() ? call->response.heartbeat_interval_ms() : 0);
+          if (!s.ok()) {
+            PODPROF_LOG(WARNING) << hosts_[i]->name << ": Register failed: " << s.error_message();
+          }
+          delete call;
+        });
+    return;
+  }
+  auto* call = new Call<v1::HeartbeatRequest, v1::HeartbeatResponse>;
+  call->context.set_deadline(DeadlineAt(clock_.NowNs(), kCallDeadlineNs));
+  call->request.set_host_name(hosts_[i]->name);
+  {
+    absl::MutexLock lock(&hosts_[i]->mu);
+    call->request.set_active_capture_id(hosts_[i]->active_capture);
+  }
+  stub_->async()->Heartbeat(&call->context, &call->request, &call->response,
+                            [this, i, call](grpc::Status s) {
+                              Done(i, false, s.ok(), s.ok() && call->response.reregister(),
+                                   s.ok() ? call->response.heartbeat_interval_ms() : 0);
+                              delete call;
+                            });
+}
+
+void FleetRegistrar::Done(size_t i, bool reg, bool ok, bool reregister, uint32_t interval_ms) {
+  const int64_t now = clock_.NowNs();
+  absl::MutexLock lock(&mu_);
+  Entry& e = entries_[i];
+  e.in_flight = false;
+  --in_flight_;
+  if (!ok) {
+    // The aggregator is away or overloaded: retry later, and register again if it was a
+    // registration that failed.
+    e.backoff_ns = e.backoff_ns == 0 ? kFirstBackoffNs : std::min(2 * e.backoff_ns, kMaxBackoffNs);
+    if (reg) e.registered = false;
+    e.next_ns = now + e.backoff_ns;
+    return;
+  }
+  e.backoff_ns = 0;
+  if (interval_ms > 0) e.interval_ns = int64_t{interval_ms} * 1'000'000;
+  e.registered = !reregister;
+  e.next_ns = reregister ? now : now + e.interval_ns;
+}
+
+}  // namespace podprof::loadgen

@@ -1,0 +1,87 @@
+#include "loadgen/capture_source.h"
+
+#include <map>
+#include <set>
+
+#include "gtest/gtest.h"
+#include "loadgen/emulated_host.h"
+#include "stream/capture_decoder.h"
+
+namespace podprof::loadgen {
+namespace {
+
+sim::PodConfig Pod() {
+  sim::PodConfig pod;
+  pod.generation = "v5p";
+  pod.chips = 2;
+  pod.hosts = 4;
+  pod.pod_seed = 3;
+  return pod;
+}
+
+TEST(EmulatedHostTest, ClockErrorsAreDeterministicAndWithinTheirBounds) {
+  std::set<int64_t> offsets;
+  for (int i = 0; i < 100; ++i) {
+    const int64_t o = HostClockOffsetNs(7, i, 50'000'000);
+    EXPECT_EQ(o, HostClockOffsetNs(7, i, 50'000'000));
+    EXPECT_LE(std::llabs(o), 50'000'000);
+    EXPECT_LE(std::abs(HostClockDriftPpm(7, i, 50)), 50);
+    offsets.insert(o);
+  }
+  EXPECT_GT(offsets.size(), 95u);
+  EXPECT_NE(HostClockOffsetNs(7, 0, 50'000'000), HostClockOffsetNs(8, 0, 50'000'000));
+}
+
+// Two hosts of one pod: chunks within the limit, a trailer that counts what was sent, the
+// window on each host's own clock, and the same collective ids on both.
+TEST(CaptureSourceTest, HostsShareCollectivesOnTheirOwnClocks) {
+  auto source = CaptureSource::Create(Pod(), /*counters=*/true);
+  ASSERT_TRUE(source.ok()) << source.status();
+  RealClock truth;
+  std::vector<std::unique_ptr<EmulatedHost>> hosts = MakeHosts(1, 2, 3, 40'000'000, 20, truth);
+  const int64_t true_start = truth.NowNs() - 2'000'000'000;
+  std::vector<std::set<uint64_t>> collectives(2);
+  for (int h = 0; h < 2; ++h) {
+    const int64_t host_start = hosts[h]->clock.ToHost(true_start);
+    auto capture = (*source)->Generate(*hosts[h], host_start, 200, 64 << 10);
+    ASSERT_TRUE(capture.ok()) << capture.status();
+    ASSERT_TRUE(capture->chunks.front().has_host_info());
+    EXPECT_EQ(capture->chunks.front().host_info().host_name(), hosts[h]->name);
+    stream::CaptureDecoder decoder;
+    for (const auto& chunk : capture->chunks) {
+      EXPECT_LE(chunk.ByteSizeLong(), size_t{64} << 10);
+      ASSERT_TRUE(decoder.Add(chunk).ok());
+    }
+    ASSERT_TRUE(decoder.done());
+    const podprof::v1::CaptureTrailer& trailer = capture->chunks.back().trailer();
+    EXPECT_EQ(trailer.event_count(), decoder.events());
+    EXPECT_GT(trailer.counter_sample_count(), 0u);
+    EXPECT_NEAR(static_cast<double>(trailer.actual_start_ns()), static_cast<double>(host_start),
+                1000);
+    const trace::HostCapture& c = decoder.capture();
+    ASSERT_EQ(c.host.chips.size(), 2u);
+    EXPECT_EQ(c.host.chips[1].global_id, hosts[h]->index * 2 + 1);
+    for (const trace::EventBlock& b : c.blocks) {
+      for (size_t i = 0; i < b.size(); ++i) {
+        const int64_t t = b.base_ns + b.start_ps[i] / 1000;
+        EXPECT_GE(t, host_start - 1'000'000) << b.line;
+        EXPECT_LT(t, host_start + 201'000'000) << b.line;
+        if (b.collective[i] != 0) collectives[h].insert(b.collective[i]);
+      }
+    }
+  }
+  EXPECT_GT(collectives[0].size(), 5u);
+  EXPECT_EQ(collectives[0], collectives[1]);
+}
+
+TEST(CaptureSourceTest, RefusesBadDurations) {
+  auto source = CaptureSource::Create(Pod(), false);
+  ASSERT_TRUE(source.ok());
+  RealClock truth;
+  auto hosts = MakeHosts(0, 1, 3, 0, 0, truth);
+  EXPECT_EQ((*source)->Generate(*hosts[0], truth.NowNs(), 0, 64 << 10).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace podprof::loadgen
