@@ -113,7 +113,7 @@ class Orchestrator {
   void PruneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::deque<int64_t> recent_starts_ ABSL_GUARDED_BY(mu_);  // for max_starts_per_minute
   // Start lead per host for sending the requests, as the last capture measured it.
-  std::atomic<int64_t> dispatch_per_host_ns_{1'000'000};
+  std::atomic<int64_t> dispatch_per_host_ns_;
 };
 
 }  // namespace podprof::aggregator

@@ -12,6 +12,7 @@
 #include <set>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "aggregator/orchestrator.h"
 #include "gtest/gtest.h"
@@ -69,7 +70,7 @@ class PodTest : public ::testing::Test {
           Bin("podprof-simhost"),
           "--profiler-port=0",
           "--metrics-port=0",
-          "--chips=2",
+          absl::StrCat("--chips=", chips_),
           "--generation=v5p",
           absl::StrCat("--hosts=", hosts.size()),
           "--host-index=" + n,
@@ -160,6 +161,7 @@ class PodTest : public ::testing::Test {
   std::vector<std::vector<std::string>> agent_args_;
   std::vector<std::string> sim_extra_;  // more podprof-simhost flags, for every host
   std::string agent_toml_;              // every agent's configuration file
+  int chips_ = 2;                       // per simulated host
   std::unique_ptr<v1::Aggregator::Stub> stub_;
 };
 
@@ -497,7 +499,7 @@ TEST_F(PodTest, AnAgentKilledMidCaptureLeavesAPartialCapture) {
 TEST_F(PodTest, ALongCaptureStreamsWholeInBoundedChunks) {
   const char* env = std::getenv("PODPROF_LONG_CAPTURE_S");
   const int seconds = env != nullptr ? std::max(1, std::atoi(env)) : 4;
-  sim_extra_ = {"--chips=4"};
+  chips_ = 4;
   // A small chunk limit on the agent, so that even the short run splits every kind of payload.
   agent_toml_ = "[limits]\nmax_inflight_bytes = 262144\n";
   StartPod({{1'000'000, 0}});
@@ -524,12 +526,13 @@ TEST_F(PodTest, ALongCaptureStreamsWholeInBoundedChunks) {
   const std::string agg_status = SlurpFile(absl::StrCat("/proc/", aggregator_->pid(), "/status"));
   auto hwm = [](const std::string& status) {
     const size_t at = status.find("VmHWM:");
-    return at == std::string::npos ? std::string("?")
-                                   : status.substr(at + 6, status.find('\n', at) - at - 6);
+    if (at == std::string::npos) return std::string("?");
+    return std::string(
+        absl::StripAsciiWhitespace(status.substr(at + 6, status.find('\n', at) - at - 6)));
   };
   std::cout << "NOTE " << seconds << " s capture: " << host.event_count() << " events, "
-            << host.bytes_received() / 1e6 << " MB streamed; agent peak RSS" << hwm(agent_status)
-            << ", aggregator peak RSS" << hwm(agg_status) << "\n";
+            << host.bytes_received() / 1e6 << " MB streamed; agent peak RSS " << hwm(agent_status)
+            << ", aggregator peak RSS " << hwm(agg_status) << "\n";
 }
 
 TEST_F(PodTest, AnAgentThatRegistersLateJoinsTheNextCapture) {
@@ -538,7 +541,7 @@ TEST_F(PodTest, AnAgentThatRegistersLateJoinsTheNextCapture) {
   const int agg_port = aggregator_->info()["port"];
   sims_.push_back(std::make_unique<ChildProcess>(
       std::vector<std::string>{Bin("podprof-simhost"), "--profiler-port=0", "--metrics-port=0",
-                               "--chips=2", "--generation=v5p", "--pod-seed=9",
+                               absl::StrCat("--chips=", chips_), "--generation=v5p", "--pod-seed=9",
                                "--ready-file=" + P("late_sim.json")},
       P("late_sim.json")));
   ASSERT_TRUE(sims_.back()->ready());
