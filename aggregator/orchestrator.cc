@@ -140,6 +140,10 @@ std::vector<HostCorrection> RefineWithCollectives(
     }
   }
   by_host[ref]->refined = true;
+  // The reference is pinned by the same collectives as the others: those it shares with any.
+  int ref_shared = 0;
+  for (const auto& [id, t] : ref_ends) ref_shared += hosts_with[id] > 1;
+  by_host[ref]->collectives = ref_shared;
   // The hosts now agree with each other, all carrying the reference's probe error. Each host's
   // probes give an independent estimate of that common error, within its probe uncertainty,
   // except on hosts whose device mapping is off (the probes cannot see that). So find the value
@@ -700,6 +704,9 @@ void Orchestrator::PostSummary(Run& run, const std::vector<std::unique_ptr<HostS
     }
     if (!c.refined) h->add_warnings("clock from probes only: no collective matched");
   }
+  uint64_t events = 0;
+  for (const auto& s : hosts) events += s->events();
+  summary->set_event_count(events);
   for (const auto& s : hosts) {
     if (s->ok()) continue;
     auto* h = summary->add_hosts();

@@ -1,0 +1,436 @@
+// The capture writer: kernel ids resolved, then a capture's rows inserted in one transaction.
+#include <algorithm>
+#include <tuple>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/status_macros.h"
+#include "storage/store.h"
+#include "storage/store_internal.h"
+#include "storage/timeline_codec.h"
+#include "trace/kernel_stats.h"
+
+namespace podprof::storage {
+namespace {
+
+using internal::CheckRegex;
+using internal::LabelsJson;
+using internal::ParseLabels;
+using internal::Transaction;
+
+// The kernels.id of each definition, inserted where new; `cache` (identity key -> id) spares
+// the look-ups of kernels already seen in this call.
+absl::StatusOr<std::vector<int64_t>> ResolveKernelsOn(
+    Connection& c, const std::vector<trace::KernelDef>& kernels,
+    absl::flat_hash_map<std::string, int64_t>* cache) {
+  ASSIGN_OR_RETURN(auto ins_kernel,
+                   Statement::Prepare(c,
+                                      "INSERT OR IGNORE INTO kernels (module, op_name, "
+                                      "category, program_id, hlo_hash, flops, bytes_accessed, "
+                                      "source) VALUES (?,?,?,?,?,?,?,?)"));
+  ASSIGN_OR_RETURN(auto get_kernel,
+                   Statement::Prepare(c,
+                                      "SELECT id FROM kernels WHERE module = ? AND op_name = ? "
+                                      "AND category = ? AND program_id = ? AND hlo_hash = ? AND "
+                                      "flops = ? AND bytes_accessed = ?"));
+  // What a kernel is, filled in where an earlier capture left it empty.
+  ASSIGN_OR_RETURN(
+      auto upd_identity,
+      Statement::Prepare(c,
+                         "UPDATE kernels SET "
+                         "hlo_text = CASE WHEN hlo_text = '' THEN ?1 ELSE hlo_text END, "
+                         "tf_op = CASE WHEN tf_op = '' THEN ?2 ELSE tf_op END, "
+                         "source_stack = CASE WHEN source_stack = '' THEN ?3 "
+                         "ELSE source_stack END, "
+                         "mlir = CASE WHEN mlir = '' THEN ?4 ELSE mlir END "
+                         "WHERE id = ?5"));
+  std::vector<int64_t> ids;
+  ids.reserve(kernels.size());
+  for (const trace::KernelDef& k : kernels) {
+    std::string key =
+        absl::StrCat(k.module, "\x1f", k.name, "\x1f", k.category, "\x1f", k.program_id, "\x1f",
+                     k.hlo_hash, "\x1f", k.flops, "\x1f", k.bytes_accessed);
+    auto it = cache->find(key);
+    if (it != cache->end()) {
+      ids.push_back(it->second);
+      continue;
+    }
+    auto bind = [&](Statement& s) {
+      s.Reset();
+      s.Bind(1, k.module).Bind(2, k.name).Bind(3, k.category);
+      s.Bind(4, static_cast<int64_t>(k.program_id)).Bind(5, static_cast<int64_t>(k.hlo_hash));
+      s.Bind(6, k.flops).Bind(7, k.bytes_accessed);
+    };
+    bind(*ins_kernel);
+    ins_kernel->Bind(8, k.source);
+    RETURN_IF_ERROR(ins_kernel->Run());
+    bind(*get_kernel);
+    ASSIGN_OR_RETURN(bool got, get_kernel->Step());
+    if (!got) return absl::InternalError("kernel row vanished");
+    ids.push_back(get_kernel->Int(0));
+    cache->emplace(std::move(key), ids.back());
+    if (!k.hlo_text.empty() || !k.tf_op.empty() || !k.source_stack.empty() || !k.mlir.empty()) {
+      upd_identity->Reset();
+      upd_identity->Bind(1, k.hlo_text).Bind(2, k.tf_op).Bind(3, k.source_stack);
+      upd_identity->Bind(4, k.mlir).Bind(5, ids.back());
+      RETURN_IF_ERROR(upd_identity->Run());
+    }
+  }
+  return ids;
+}
+
+// The statements inserting one host's rows, prepared once per capture.
+struct HostInserts {
+  std::unique_ptr<Statement> ins_host, get_host, ins_ch, ins_chip, ins_stat, ins_kcounter,
+      ins_block, ins_counter;
+  static absl::StatusOr<HostInserts> Prepare(Connection& c) {
+    HostInserts h;
+    ASSIGN_OR_RETURN(h.ins_host, Statement::Prepare(c,
+                                                    "INSERT OR IGNORE INTO hosts (name) "
+                                                    "VALUES (?)"));
+    ASSIGN_OR_RETURN(h.get_host, Statement::Prepare(c, "SELECT id FROM hosts WHERE name = ?"));
+    ASSIGN_OR_RETURN(h.ins_ch, Statement::Prepare(c,
+                                                  "INSERT INTO capture_hosts (capture, host_id, "
+                                                  "status, error, clock_offset_ns, "
+                                                  "clock_uncertainty_ns, events, bytes, "
+                                                  "host_clock, clock_drift_ppb, clock_mid_ns) "
+                                                  "VALUES (?,?,?,?,?,?,?,?,?,?,?)"));
+    ASSIGN_OR_RETURN(h.ins_chip, Statement::Prepare(c,
+                                                    "INSERT INTO chips (capture, host_id, "
+                                                    "ordinal, global_id, generation, "
+                                                    "device_type, peak_tflops, peak_hbm_gbps) "
+                                                    "VALUES (?,?,?,?,?,?,?,?)"));
+    ASSIGN_OR_RETURN(h.ins_stat, Statement::Prepare(c,
+                                                    "INSERT INTO kernel_stats (capture, chip_id, "
+                                                    "kernel_id, count, total_ps, min_ps, max_ps, "
+                                                    "sketch) VALUES (?,?,?,?,?,?,?,?)"));
+    ASSIGN_OR_RETURN(h.ins_kcounter, Statement::Prepare(c,
+                                                        "INSERT INTO kernel_counters (capture, "
+                                                        "chip_id, kernel_id, name, cumulative, "
+                                                        "integral, covered_ps, executions) "
+                                                        "VALUES (?,?,?,?,?,?,?,?)"));
+    ASSIGN_OR_RETURN(h.ins_block, Statement::Prepare(c,
+                                                     "INSERT INTO timeline_blocks (capture, "
+                                                     "chip_id, line, base_ns, events, data) "
+                                                     "VALUES (?,?,?,?,?,?)"));
+    ASSIGN_OR_RETURN(h.ins_counter, Statement::Prepare(c,
+                                                       "INSERT INTO counter_series (capture, "
+                                                       "chip_id, name, samples, data) VALUES "
+                                                       "(?,?,?,?,?)"));
+    return h;
+  }
+};
+
+// Inserts one host's rows; returns its chips' row ids (by chip index). Widens the capture's
+// range of kernel_stats row ids.
+absl::StatusOr<std::vector<int64_t>> InsertHost(Connection& c, HostInserts& q, int64_t seq,
+                                                const HostWrite& h, int64_t* stats_first,
+                                                int64_t* stats_last) {
+  q.ins_host->Reset();
+  q.ins_host->Bind(1, h.host);
+  RETURN_IF_ERROR(q.ins_host->Run());
+  q.get_host->Reset();
+  q.get_host->Bind(1, h.host);
+  ASSIGN_OR_RETURN(bool found, q.get_host->Step());
+  if (!found) return absl::InternalError("host row vanished");
+  const int64_t host_id = q.get_host->Int(0);
+  q.get_host->Reset();
+  q.ins_ch->Reset();
+  q.ins_ch->Bind(1, seq).Bind(2, host_id).Bind(3, h.status).Bind(4, h.error);
+  q.ins_ch->Bind(5, h.clock_offset_ns).Bind(6, h.clock_uncertainty_ns).Bind(7, h.events);
+  q.ins_ch->Bind(8, static_cast<int64_t>(h.bytes)).Bind(9, int64_t{h.host_clock});
+  q.ins_ch->Bind(10, h.clock_drift_ppb).Bind(11, h.clock_mid_ns);
+  RETURN_IF_ERROR(q.ins_ch->Run());
+  std::vector<int64_t> chip_ids;
+  for (const trace::Chip& chip : h.chips) {
+    q.ins_chip->Reset();
+    q.ins_chip->Bind(1, seq).Bind(2, host_id).Bind(3, int64_t{chip.ordinal});
+    q.ins_chip->Bind(4, chip.global_id).Bind(5, chip.generation).Bind(6, chip.device_type);
+    q.ins_chip->Bind(7, chip.peak_tflops).Bind(8, chip.peak_hbm_gbps);
+    RETURN_IF_ERROR(q.ins_chip->Run());
+    chip_ids.push_back(sqlite3_last_insert_rowid(c.get()));
+  }
+  auto chip_row = [&](int chip) -> absl::StatusOr<int64_t> {
+    if (chip < 0 || static_cast<size_t>(chip) >= chip_ids.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("host ", h.host, ": chip index ", chip, " of ", chip_ids.size()));
+    }
+    return chip_ids[chip];
+  };
+  auto kernel_id = [&](uint32_t k) -> absl::StatusOr<int64_t> {
+    if (k >= h.kernel_ids.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("host ", h.host, ": kernel index ", k, " of ", h.kernel_ids.size()));
+    }
+    return h.kernel_ids[k];
+  };
+  for (const trace::KernelStats& s : h.stats) {
+    ASSIGN_OR_RETURN(const int64_t chip, chip_row(s.chip));
+    ASSIGN_OR_RETURN(const int64_t kid, kernel_id(s.kernel));
+    q.ins_stat->Reset();
+    q.ins_stat->Bind(1, seq).Bind(2, chip).Bind(3, kid).Bind(4, s.count);
+    q.ins_stat->Bind(5, s.total_ps).Bind(6, s.min_ps).Bind(7, s.max_ps);
+    q.ins_stat->BindBlob(8, s.sketch.Serialize());
+    RETURN_IF_ERROR(q.ins_stat->Run());
+    const int64_t rowid = sqlite3_last_insert_rowid(c.get());
+    if (*stats_first < 0) *stats_first = rowid;
+    *stats_last = rowid;
+  }
+  for (const EncodedBlock& b : h.timelines) {
+    ASSIGN_OR_RETURN(const int64_t chip, chip_row(b.chip));
+    q.ins_block->Reset();
+    q.ins_block->Bind(1, seq).Bind(2, chip).Bind(3, b.line).Bind(4, b.base_ns);
+    q.ins_block->Bind(5, b.events).BindBlob(6, b.data);
+    RETURN_IF_ERROR(q.ins_block->Run());
+  }
+  for (const trace::KernelCounter& k : h.attributions) {
+    ASSIGN_OR_RETURN(const int64_t chip, chip_row(k.chip));
+    ASSIGN_OR_RETURN(const int64_t kid, kernel_id(k.kernel));
+    q.ins_kcounter->Reset();
+    q.ins_kcounter->Bind(1, seq).Bind(2, chip).Bind(3, kid).Bind(4, k.counter);
+    q.ins_kcounter->Bind(5, int64_t{k.kind == trace::CounterKind::kCumulative});
+    q.ins_kcounter->Bind(6, k.integral).Bind(7, k.covered_ps).Bind(8, k.executions);
+    RETURN_IF_ERROR(q.ins_kcounter->Run());
+  }
+  for (const EncodedSeries& s : h.counters) {
+    ASSIGN_OR_RETURN(const int64_t chip, chip_row(s.chip));
+    q.ins_counter->Reset();
+    q.ins_counter->Bind(1, seq).Bind(2, chip).Bind(3, s.name);
+    q.ins_counter->Bind(4, s.samples).BindBlob(5, s.data);
+    RETURN_IF_ERROR(q.ins_counter->Run());
+  }
+  return chip_ids;
+}
+
+// The pod's collective waits: per kernel and chip, per kernel, per straggling chip, and the
+// worst instances. `chip_ids[h][c]` is the row of chip c of hosts[h].
+absl::Status InsertCollectiveRows(Connection& c, int64_t seq, const CaptureWrite& w,
+                                  const std::vector<std::vector<int64_t>>& chip_ids) {
+  ASSIGN_OR_RETURN(auto ins_wait,
+                   Statement::Prepare(c,
+                                      "INSERT INTO kernel_waits (capture, chip_id, kernel_id, "
+                                      "wait_ps, instances, straggler) VALUES (?,?,?,?,?,?)"));
+  for (const WaitWrite& r : w.waits) {
+    if (r.host >= chip_ids.size() || r.chip < 0 ||
+        static_cast<size_t>(r.chip) >= chip_ids[r.host].size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("collective wait on host ", r.host, " chip ", r.chip, ": no such chip"));
+    }
+    ins_wait->Reset();
+    ins_wait->Bind(1, seq).Bind(2, chip_ids[r.host][r.chip]).Bind(3, r.kernel_id);
+    ins_wait->Bind(4, r.wait_ps).Bind(5, r.instances).Bind(6, r.straggler);
+    RETURN_IF_ERROR(ins_wait->Run());
+  }
+  ASSIGN_OR_RETURN(auto ins_wrollup,
+                   Statement::Prepare(c,
+                                      "INSERT INTO kernel_wait_rollups (capture, kernel_id, "
+                                      "wait_ps, instances, straggler) VALUES (?,?,?,?,?)"));
+  for (const WaitRollupWrite& r : w.wait_rollups) {
+    ins_wrollup->Reset();
+    ins_wrollup->Bind(1, seq).Bind(2, r.kernel_id).Bind(3, r.wait_ps).Bind(4, r.instances);
+    ins_wrollup->Bind(5, r.straggler);
+    RETURN_IF_ERROR(ins_wrollup->Run());
+  }
+  ASSIGN_OR_RETURN(auto ins_straggler,
+                   Statement::Prepare(c,
+                                      "INSERT INTO stragglers (capture, host, chip, times_last, "
+                                      "instances, caused_ps, lateness_ps, steps) VALUES "
+                                      "(?,?,?,?,?,?,?,?)"));
+  for (const trace::StragglerRow& r : w.stragglers) {
+    ins_straggler->Reset();
+    ins_straggler->Bind(1, seq).Bind(2, r.host).Bind(3, int64_t{r.chip_ordinal});
+    ins_straggler->Bind(4, r.times_last).Bind(5, r.instances).Bind(6, r.caused_ps);
+    ins_straggler->Bind(7, r.lateness_ps).Bind(8, absl::StrJoin(r.steps, ","));
+    RETURN_IF_ERROR(ins_straggler->Run());
+  }
+  ASSIGN_OR_RETURN(auto ins_instance,
+                   Statement::Prepare(c,
+                                      "INSERT INTO collective_instances (capture, id, kernel, "
+                                      "step, straggler_host, straggler_chip, chips, spread_ps, "
+                                      "lateness_ps, caused_ps) VALUES (?,?,?,?,?,?,?,?,?,?)"));
+  for (const trace::InstanceRow& r : w.worst) {
+    ins_instance->Reset();
+    ins_instance->Bind(1, seq).Bind(2, static_cast<int64_t>(r.id)).Bind(3, r.kernel_name);
+    ins_instance->Bind(4, r.step).Bind(5, r.straggler_host).Bind(6, int64_t{r.straggler_chip});
+    ins_instance->Bind(7, int64_t{r.chips}).Bind(8, r.spread_ps).Bind(9, r.lateness_ps);
+    ins_instance->Bind(10, r.caused_ps);
+    RETURN_IF_ERROR(ins_instance->Run());
+  }
+  return absl::OkStatus();
+}
+
+// Pod-wide roll-ups of kernel statistics and counter attributions.
+absl::Status InsertRollups(Connection& c, int64_t seq, const CaptureWrite& w) {
+  ASSIGN_OR_RETURN(auto ins_crollup,
+                   Statement::Prepare(c,
+                                      "INSERT INTO kernel_counter_rollups (capture, kernel_id, "
+                                      "name, cumulative, integral, covered_ps) VALUES "
+                                      "(?,?,?,?,?,?)"));
+  for (const CounterRollupWrite& r : w.counter_rollups) {
+    ins_crollup->Reset();
+    ins_crollup->Bind(1, seq).Bind(2, r.kernel_id).Bind(3, r.name);
+    ins_crollup->Bind(4, int64_t{r.cumulative}).Bind(5, r.integral).Bind(6, r.covered_ps);
+    RETURN_IF_ERROR(ins_crollup->Run());
+  }
+  ASSIGN_OR_RETURN(auto ins_rollup,
+                   Statement::Prepare(c,
+                                      "INSERT INTO kernel_rollups (capture, kernel_id, "
+                                      "count, total_ps, min_ps, max_ps, p50_ps, p99_ps, chips, "
+                                      "sketch) VALUES (?,?,?,?,?,?,?,?,?,?)"));
+  for (const KernelRollupWrite& r : w.rollups) {
+    ins_rollup->Reset();
+    ins_rollup->Bind(1, seq).Bind(2, r.kernel_id).Bind(3, r.stats.count);
+    ins_rollup->Bind(4, r.stats.total_ps).Bind(5, r.stats.min_ps).Bind(6, r.stats.max_ps);
+    ins_rollup->Bind(7, r.stats.QuantilePs(0.5)).Bind(8, r.stats.QuantilePs(0.99));
+    ins_rollup->Bind(9, r.chips).BindBlob(10, r.stats.sketch.Serialize());
+    RETURN_IF_ERROR(ins_rollup->Run());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteCaptureRows(Connection& c, const CaptureWrite& w) {
+  // The `running` record BeginCapture left, if any, gives way to the whole capture.
+  ASSIGN_OR_RETURN(auto del_running,
+                   Statement::Prepare(c,
+                                      "DELETE FROM captures WHERE id = ? AND status = "
+                                      "'running'"));
+  del_running->Bind(1, w.id);
+  RETURN_IF_ERROR(del_running->Run());
+  ASSIGN_OR_RETURN(auto exists, Statement::Prepare(c, "SELECT 1 FROM captures WHERE id = ?"));
+  exists->Bind(1, w.id);
+  ASSIGN_OR_RETURN(bool dup, exists->Step());
+  if (dup) return absl::AlreadyExistsError(absl::StrCat("capture ", w.id, " is already stored"));
+  ASSIGN_OR_RETURN(auto ins_capture,
+                   Statement::Prepare(c,
+                                      "INSERT INTO captures (id, start_ns, end_ns, status, "
+                                      "options, labels, created_ns, source) VALUES "
+                                      "(?,?,?,?,?,?,?,?)"));
+  ins_capture->Bind(1, w.id).Bind(2, w.start_ns).Bind(3, w.end_ns).Bind(4, w.status);
+  ins_capture->Bind(5, w.options_json).Bind(6, LabelsJson(w.labels)).Bind(7, w.created_ns);
+  ins_capture->Bind(8, w.source);
+  RETURN_IF_ERROR(ins_capture->Run());
+  const int64_t seq = sqlite3_last_insert_rowid(c.get());
+
+  ASSIGN_OR_RETURN(HostInserts inserts, HostInserts::Prepare(c));
+  std::vector<std::vector<int64_t>> chip_ids;
+  int64_t events = 0, stats_first = -1, stats_last = -1;
+  for (const HostWrite& h : w.hosts) {
+    ASSIGN_OR_RETURN(std::vector<int64_t> ids,
+                     InsertHost(c, inserts, seq, h, &stats_first, &stats_last));
+    chip_ids.push_back(std::move(ids));
+    events += h.events;
+  }
+  RETURN_IF_ERROR(InsertCollectiveRows(c, seq, w, chip_ids));
+  RETURN_IF_ERROR(InsertRollups(c, seq, w));
+  ASSIGN_OR_RETURN(auto upd, Statement::Prepare(c,
+                                                "UPDATE captures SET events = ?, "
+                                                "kernel_count = ?, stats_first = ?, "
+                                                "stats_last = ? WHERE seq = ?"));
+  upd->Bind(1, events).Bind(2, static_cast<int64_t>(w.rollups.size()));
+  upd->Bind(3, stats_first < 0 ? int64_t{0} : stats_first).Bind(4, stats_last).Bind(5, seq);
+  return upd->Run();
+}
+
+}  // namespace
+
+namespace {
+
+std::string KernelKeyOf(const trace::KernelDef& k) {
+  return absl::StrCat(k.module, "\x1f", k.name, "\x1f", k.category, "\x1f", k.program_id, "\x1f",
+                      k.hlo_hash, "\x1f", k.flops, "\x1f", k.bytes_accessed);
+}
+
+// Which of a kernel's texts (hlo, tf_op, source stack, MLIR) are non-empty, as bits.
+unsigned TextMask(const trace::KernelDef& k) {
+  return (k.hlo_text.empty() ? 0u : 1u) | (k.tf_op.empty() ? 0u : 2u) |
+         (k.source_stack.empty() ? 0u : 4u) | (k.mlir.empty() ? 0u : 8u);
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::vector<int64_t>>> Store::ResolveKernels(
+    const std::vector<const std::vector<trace::KernelDef>*>& hosts) {
+  // Kernel rows are never deleted, so ids once known stay right: the hosts of a pod share
+  // nearly all their kernels, and after the first host the rest need not visit the writer.
+  std::vector<std::vector<int64_t>> out;
+  {
+    absl::MutexLock lock(&kernel_ids_mu_);
+    bool all_known = true;
+    for (const std::vector<trace::KernelDef>* kernels : hosts) {
+      std::vector<int64_t>& ids = out.emplace_back();
+      for (const trace::KernelDef& k : *kernels) {
+        auto it = kernel_ids_.find(KernelKeyOf(k));
+        // A definition bringing texts the stored row lacks goes to the writer to fill them.
+        if (it == kernel_ids_.end() || (TextMask(k) & ~it->second.second) != 0) {
+          all_known = false;
+          break;
+        }
+        ids.push_back(it->second.first);
+      }
+      if (!all_known) break;
+    }
+    if (all_known) return out;
+  }
+  out.clear();
+  RETURN_IF_ERROR(OnWriter([&](Connection& c) {
+    return Transaction(c, [&]() -> absl::Status {
+      absl::flat_hash_map<std::string, int64_t> cache;
+      for (const std::vector<trace::KernelDef>* kernels : hosts) {
+        ASSIGN_OR_RETURN(std::vector<int64_t> ids, ResolveKernelsOn(c, *kernels, &cache));
+        out.push_back(std::move(ids));
+      }
+      return absl::OkStatus();
+    });
+  }));
+  absl::MutexLock lock(&kernel_ids_mu_);
+  for (size_t h = 0; h < hosts.size(); ++h) {
+    for (size_t i = 0; i < hosts[h]->size(); ++i) {
+      auto& entry = kernel_ids_[KernelKeyOf((*hosts[h])[i])];
+      entry.first = out[h][i];
+      entry.second |= TextMask((*hosts[h])[i]);
+    }
+  }
+  return out;
+}
+
+absl::Status Store::WriteCapture(const CaptureWrite& capture) {
+  if (capture.id.empty()) return absl::InvalidArgumentError("capture id is empty");
+  return OnWriter([&](Connection& c) {
+    // Every reference this transaction writes points at a row it wrote itself or looked up:
+    // skip the per-row foreign-key lookups. Deletes keep them on, for the cascades.
+    RETURN_IF_ERROR(c.Exec("PRAGMA foreign_keys = OFF"));
+    absl::Status s = Transaction(c, [&] { return WriteCaptureRows(c, capture); });
+    absl::Status on = c.Exec("PRAGMA foreign_keys = ON");
+    return s.ok() ? on : s;
+  });
+}
+
+absl::Status Store::BeginCapture(const CaptureWrite& header) {
+  if (header.id.empty()) return absl::InvalidArgumentError("capture id is empty");
+  return OnWriter([&](Connection& c) -> absl::Status {
+    ASSIGN_OR_RETURN(auto ins, Statement::Prepare(c,
+                                                  "INSERT INTO captures (id, start_ns, end_ns, "
+                                                  "status, options, labels, created_ns, source) "
+                                                  "VALUES (?,?,?,'running',?,?,?,?)"));
+    ins->Bind(1, header.id).Bind(2, header.start_ns).Bind(3, header.end_ns);
+    ins->Bind(4, header.options_json).Bind(5, LabelsJson(header.labels));
+    ins->Bind(6, header.created_ns).Bind(7, header.source);
+    return ins->Run();
+  });
+}
+
+absl::StatusOr<int> Store::MarkInterrupted() {
+  int marked = 0;
+  RETURN_IF_ERROR(OnWriter([&](Connection& c) -> absl::Status {
+    RETURN_IF_ERROR(c.Exec("UPDATE captures SET status = 'interrupted' WHERE status = 'running'"));
+    marked = sqlite3_changes(c.get());
+    return absl::OkStatus();
+  }));
+  return marked;
+}
+
+}  // namespace podprof::storage

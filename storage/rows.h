@@ -1,0 +1,251 @@
+// The rows the store takes and gives: a capture to write (analysed beforehand by ingest/), and
+// what its queries answer. Plain data.
+#ifndef PODPROF_STORAGE_ROWS_H_
+#define PODPROF_STORAGE_ROWS_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trace/analysis_rows.h"
+#include "trace/clock_correction.h"
+#include "trace/ddsketch.h"
+#include "trace/kernel_stats.h"
+#include "trace/model.h"
+
+namespace podprof::storage {
+
+// ---- Writing: a capture's rows, computed before the write transaction.
+
+// One timeline as stored: a chip's line, its events encoded by EncodeTimeline.
+struct EncodedBlock {
+  int chip = 0;  // index into HostWrite::chips
+  std::string line;
+  int64_t base_ns = 0;  // aggregator clock
+  int64_t events = 0;
+  std::string data;
+};
+
+// One counter series as stored, encoded by EncodeCounters.
+struct EncodedSeries {
+  int chip = 0;  // index into HostWrite::chips
+  std::string name;
+  int64_t samples = 0;
+  std::string data;
+};
+
+// One host's part of a capture, analysed and encoded before the write: the writer only inserts
+// these rows (the ingest pipeline, ingest/, makes them).
+struct HostWrite {
+  std::string host;
+  std::string status = "complete";  // complete | failed
+  std::string error;
+  int64_t clock_offset_ns = 0;
+  int64_t clock_uncertainty_ns = 0;
+  // With `host_clock`, the timelines and counters below are on the host's own clock and
+  // readers put them on the aggregator's with (clock_offset_ns, clock_drift_ppb about
+  // clock_mid_ns); without it they are on the aggregator's clock already.
+  bool host_clock = false;
+  double clock_drift_ppb = 0;
+  int64_t clock_mid_ns = 0;
+  uint64_t bytes = 0;
+  int64_t events = 0;
+  std::vector<trace::Chip> chips;
+  // The capture's kernel index -> kernels.id, from ResolveKernels.
+  std::vector<int64_t> kernel_ids;
+  // Per chip and kernel (indices into `chips` and `kernel_ids`).
+  std::vector<trace::KernelStats> stats;
+  std::vector<trace::KernelCounter> attributions;
+  std::vector<EncodedBlock> timelines;
+  std::vector<EncodedSeries> counters;
+};
+
+// The waiting of one kernel (kernels.id) on one chip (`chip` of hosts[host]) at collectives.
+struct WaitWrite {
+  size_t host = 0;
+  int chip = 0;
+  int64_t kernel_id = 0;
+  int64_t wait_ps = 0, instances = 0;
+  std::string straggler;
+};
+
+// Pod-wide roll-ups of one kernel (kernels.id).
+struct KernelRollupWrite {
+  int64_t kernel_id = 0;
+  trace::KernelStats stats;  // merged over every chip
+  int64_t chips = 0;
+};
+struct CounterRollupWrite {
+  int64_t kernel_id = 0;
+  std::string name;
+  bool cumulative = false;
+  double integral = 0;
+  int64_t covered_ps = 0;
+};
+struct WaitRollupWrite {
+  int64_t kernel_id = 0;
+  int64_t wait_ps = 0, instances = 0;
+  std::string straggler;
+};
+
+struct CaptureWrite {
+  std::string id;
+  int64_t start_ns = 0;  // aggregator clock
+  int64_t end_ns = 0;
+  std::string status = "complete";  // complete | partial | failed
+  std::map<std::string, std::string> labels;
+  std::string options_json = "{}";
+  std::string source = "capture";  // capture | import
+  int64_t created_ns = 0;
+  std::vector<HostWrite> hosts;
+  std::vector<KernelRollupWrite> rollups;
+  std::vector<CounterRollupWrite> counter_rollups;
+  std::vector<WaitWrite> waits;
+  std::vector<WaitRollupWrite> wait_rollups;
+  std::vector<trace::StragglerRow> stragglers;
+  std::vector<trace::InstanceRow> worst;  // worst first
+};
+
+// ---- Reading: what queries answer, and what they are asked.
+
+struct HostRow {
+  std::string host, status, error;
+  int64_t clock_offset_ns = 0, clock_uncertainty_ns = 0, events = 0;
+  // Whether the host's timelines and counters are stored on its own clock (see HostWrite),
+  // and the correction readers apply to them.
+  bool host_clock = false;
+  trace::ClockCorrection correction;
+};
+
+struct CaptureRow {
+  std::vector<HostRow> host_rows;
+  std::string id;
+  int64_t start_ns = 0, end_ns = 0, created_ns = 0;
+  std::string status, source;
+  std::map<std::string, std::string> labels;
+  int64_t hosts = 0, chips = 0, kernels = 0, events = 0;
+};
+
+// One host of a stored capture as exports need it: its outcome and correction, and its capture
+// rebuilt from the database (chips, the kernel definitions its events use, timelines and
+// counters), with times on the aggregator's clock as stored. Failed hosts have no chips.
+struct StoredHost {
+  HostRow row;
+  trace::HostCapture capture;
+};
+
+struct CaptureQuery {
+  int64_t since_ns = 0;
+  int64_t until_ns = INT64_MAX;
+  std::string status;  // empty = any
+  std::map<std::string, std::string> labels;
+  std::string id;  // empty = any
+  int limit = 100;
+  std::string page_token;
+};
+
+enum class Grouping { kKernel, kChip, kHost, kCategory };
+enum class Order { kTotal, kMean, kP99, kCount };
+
+struct KernelKey {
+  int64_t id = 0;
+  std::string module, op_name, category, source;
+  uint64_t program_id = 0, hlo_hash = 0;
+  int64_t flops = 0, bytes_accessed = 0;
+};
+
+struct StatsQuery {
+  std::string capture_id;
+  Grouping group_by = Grouping::kKernel;
+  std::string op_regex;  // ECMAScript, partial match; empty = all
+  std::string category;
+  std::string host;
+  std::optional<int> chip;
+  Order order = Order::kTotal;
+  int top = 0;  // 0 = all
+};
+
+struct StatRow {
+  std::string host;  // empty when merged over hosts
+  int chip = -1;     // -1 when merged over chips
+  KernelKey kernel;  // for kCategory only `category` is set
+  int64_t count = 0, total_ps = 0, min_ps = 0, max_ps = 0;
+  trace::DDSketch sketch;
+  int64_t chips = 0;
+  double peak_tflops = 0, peak_hbm_gbps = 0;  // mean over the rows' chips
+};
+
+// What a capture's counters and collectives say of one kernel, on one chip or over the pod.
+struct KernelInsightRow {
+  std::string host;  // empty when merged over the pod
+  int chip = -1;     // -1 when merged over chips
+  int64_t kernel_id = 0;
+  // Gauges: time-weighted mean over the kernel's executions (busy and stall fractions).
+  std::map<std::string, double> gauges;
+  // Running totals: the increase over its executions (energy in nJ, cycles, bytes).
+  std::map<std::string, double> totals;
+  int64_t covered_ps = 0;  // the kernel's time the counters covered (the widest series)
+  int64_t wait_ps = 0;     // waiting in collectives for later chips
+  int64_t wait_instances = 0;
+  std::string straggler;  // who it waited for most often
+};
+
+// A kernel's identity as stored, with its texts.
+struct KernelIdentity {
+  KernelKey key;
+  std::string hlo_text, tf_op, source_stack, mlir;
+};
+
+// Who made the others wait at a capture's collectives, as insight/ found it when the capture
+// was stored.
+struct StragglerReport {
+  std::vector<trace::StragglerRow> chips;     // most waiting caused first
+  std::vector<trace::InstanceRow> instances;  // worst first
+};
+
+struct HistoryQuery {
+  std::string module;  // empty = any
+  std::string op_regex;
+  int64_t since_ns = 0;
+  int64_t until_ns = INT64_MAX;
+  int max_kernels = 20;
+};
+
+struct HistoryPoint {
+  std::string capture_id;
+  int64_t start_ns = 0;
+  int64_t count = 0, total_ps = 0, chips = 0;
+  trace::DDSketch sketch;
+  double achieved_tflops = 0;
+};
+
+// One kernel identity across recompiles: (module, op name).
+struct HistorySeries {
+  std::string module, op_name, category;
+  std::vector<HistoryPoint> points;
+};
+
+struct KernelDeltaRow {
+  std::string module, op_name, category;
+  std::optional<StatRow> baseline, candidate;
+  double mean_change = 0, p50_change = 0, p99_change = 0;
+  bool regression = false;
+};
+
+struct RetentionPolicy {
+  int64_t max_age_ns = 0;         // 0 = keep forever
+  int64_t max_bytes = 0;          // 0 = no size cap
+  int64_t keep_timelines_ns = 0;  // 0 = as long as the capture
+  int batch = 50;                 // captures deleted per transaction
+};
+
+struct RetentionResult {
+  int64_t captures_deleted = 0;
+  int64_t timelines_dropped = 0;
+};
+
+}  // namespace podprof::storage
+
+#endif  // PODPROF_STORAGE_ROWS_H_
