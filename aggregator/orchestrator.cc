@@ -5,8 +5,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cmath>
-#include <unordered_map>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -16,17 +14,12 @@
 #include "ingest/capture_ingest.h"
 #include "proto/grpc_status.h"
 #include "stream/capture_decoder.h"
-#include "trace/varint.h"
 
 namespace podprof::aggregator {
 namespace {
 
 namespace v1 = podprof::v1;
 
-// Device timestamps reach the host clock through the profiler's device-to-host mapping, which
-// can be off by up to a few hundred microseconds on its own; probes cannot see that, only
-// collectives can, so their refinement may exceed the probes' bounds by this much.
-constexpr int64_t kDeviceMappingSlackNs = 1'000'000;
 // Probes in the bursts right before and after a capture (the fastest bounds these hosts'
 // offsets for this very window).
 constexpr int kCaptureBurst = 8;
@@ -40,163 +33,7 @@ constexpr int64_t kFirstDispatchPerHostNs = 4'000'000;
 // would reach their agents after the start instant.
 constexpr int kDispatchThreads = 16;
 
-int64_t Median(std::vector<int64_t> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
-// Collective id -> end time (host clock, ns), the median over the host's chips.
-std::map<uint64_t, int64_t> CollectiveEnds(const trace::HostCapture& c) {
-  std::map<uint64_t, std::vector<int64_t>> all;
-  for (const trace::EventBlock& b : c.blocks) {
-    if (!trace::IsKernelLine(b.kind)) continue;
-    for (size_t i = 0; i < b.size(); ++i) {
-      if (b.collective[i] == 0) continue;
-      all[b.collective[i]].push_back(b.base_ns + (b.start_ps[i] + b.duration_ps[i]) / 1000);
-    }
-  }
-  std::map<uint64_t, int64_t> out;
-  for (auto& [id, ends] : all) out[id] = Median(std::move(ends));
-  return out;
-}
-
 }  // namespace
-
-std::vector<HostCorrection> RefineWithCollectives(
-    const std::map<std::string, std::map<uint64_t, int64_t>>& ends,
-    std::vector<HostCorrection> probe, int64_t mid_ns) {
-  if (probe.size() < 2) return probe;
-  std::map<std::string, HostCorrection*> by_host;
-  // Each host's probe bound on its own offset, before the refinement narrows it to the bound
-  // against the reference.
-  std::map<std::string, int64_t> probe_bound;
-  for (HostCorrection& h : probe) {
-    by_host[h.host] = &h;
-    probe_bound[h.host] = h.uncertainty_ns;
-  }
-  // The reference: the host sharing the most collectives with the others.
-  // Counted per collective id, so this stays linear in the pod's size.
-  std::unordered_map<uint64_t, size_t> hosts_with;
-  for (const auto& [host, mine] : ends) {
-    for (const auto& [id, t] : mine) ++hosts_with[id];
-  }
-  std::string ref;
-  size_t best = 0;
-  for (const auto& [host, mine] : ends) {
-    size_t shared = 0;
-    for (const auto& [id, t] : mine) shared += hosts_with[id] - 1;
-    if (by_host.count(host) && (shared > best || ref.empty())) {
-      best = shared;
-      ref = host;
-    }
-  }
-  if (best == 0 || ref.empty()) return probe;
-  const HostCorrection& r = *by_host[ref];
-  const auto& ref_ends = ends.at(ref);
-  for (auto& [host, h] : by_host) {
-    if (host == ref || ends.count(host) == 0) continue;
-    // On the aggregator's clock every chip ends a collective at the same instant, so each
-    // shared collective measures this host's error against the reference at that instant.
-    // A line through them gives the offset at the window's middle and the drift across it.
-    std::vector<std::pair<double, double>> points;  // (t - mid, difference), ns
-    for (const auto& [id, t] : ends.at(host)) {
-      auto it = ref_ends.find(id);
-      if (it == ref_ends.end()) continue;
-      points.emplace_back(
-          static_cast<double>(it->second - r.probe_offset_ns - mid_ns),
-          static_cast<double>((t - h->probe_offset_ns) - (it->second - r.probe_offset_ns)));
-    }
-    if (points.empty()) continue;
-    std::vector<int64_t> diffs;
-    for (const auto& p : points) diffs.push_back(std::llround(p.second));
-    double offset = static_cast<double>(Median(diffs)), slope = 0;
-    if (points.size() >= 8) {
-      double st = 0, sd = 0, stt = 0, std_ = 0;
-      for (const auto& [t, d] : points) {
-        st += t;
-        sd += d;
-        stt += t * t;
-        std_ += t * d;
-      }
-      const double n = static_cast<double>(points.size());
-      const double denom = n * stt - st * st;
-      if (denom > 0) {
-        slope = (n * std_ - st * sd) / denom;
-        offset = (sd - slope * st) / n;
-      }
-    }
-    h->collectives = static_cast<int>(points.size());
-    // Collectives are far more precise than probes, but a refinement outside what the probes
-    // (and the device mapping) allow means the ids did not match the same instants.
-    if (std::llabs(std::llround(offset)) <=
-        h->uncertainty_ns + r.uncertainty_ns + kDeviceMappingSlackNs) {
-      h->offset_ns = h->probe_offset_ns + std::llround(offset);
-      h->drift_ppb = r.drift_ppb + slope * 1e9;
-      h->refined = true;
-      double spread = 0;
-      for (const auto& [t, d] : points) spread = std::max(spread, std::abs(d - offset - slope * t));
-      h->uncertainty_ns =
-          std::min<int64_t>(h->uncertainty_ns, std::max<int64_t>(std::llround(spread), 1000));
-    }
-  }
-  by_host[ref]->refined = true;
-  // The reference is pinned by the same collectives as the others: those it shares with any.
-  int ref_shared = 0;
-  for (const auto& [id, t] : ref_ends) ref_shared += hosts_with[id] > 1;
-  by_host[ref]->collectives = ref_shared;
-  // The hosts now agree with each other, all carrying the reference's probe error. Each host's
-  // probes give an independent estimate of that common error, within its probe uncertainty,
-  // except on hosts whose device mapping is off (the probes cannot see that). So find the value
-  // most hosts' intervals agree on (Marzullo's intersection, as NTP selects its sources) and
-  // take the median over the hosts that agree with it.
-  struct Edge {
-    int64_t at;
-    int delta;
-  };
-  std::vector<Edge> edges;
-  std::vector<std::pair<int64_t, int64_t>> estimates;  // (value, half width)
-  for (const HostCorrection& h : probe) {
-    if (!h.refined) continue;
-    const int64_t x = h.probe_offset_ns - h.offset_ns;
-    // The host's estimate of the common error is as good as its own probes, plus how well it
-    // is pinned to the reference (nothing for the reference itself).
-    const int64_t pinned = h.host == ref ? 0 : h.uncertainty_ns;
-    const int64_t w = std::max<int64_t>(probe_bound[h.host] + pinned, 1000);
-    estimates.emplace_back(x, w);
-    edges.push_back({x - w, +1});
-    edges.push_back({x + w, -1});
-  }
-  std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) {
-    return a.at != b.at ? a.at < b.at : a.delta > b.delta;  // opens before closes at a tie
-  });
-  int depth = 0, best_depth = 0;
-  int64_t lo = 0, hi = 0;
-  for (size_t i = 0; i < edges.size(); ++i) {
-    depth += edges[i].delta;
-    if (edges[i].delta > 0 && depth > best_depth) {
-      best_depth = depth;
-      lo = edges[i].at;
-      hi = i + 1 < edges.size() ? edges[i + 1].at : edges[i].at;
-    }
-  }
-  std::vector<int64_t> agreeing;
-  for (const auto& [x, w] : estimates) {
-    if (x - w <= hi && x + w >= lo) agreeing.push_back(x);
-  }
-  // The true common error lies in the intersection [lo, hi] (every agreeing bound holds it), so
-  // the median, robust to a few hosts with a bad device mapping, is kept inside it: with a
-  // precise host and a far one, the plain median would sit halfway between them.
-  const int64_t shift = std::clamp(Median(agreeing), lo, hi);
-  // Each refined host's bound is its precision against the reference plus how far off the
-  // shift can be.
-  const int64_t shift_uncertainty = std::max<int64_t>(0, std::max(shift - lo, hi - shift));
-  for (HostCorrection& h : probe) {
-    if (!h.refined) continue;
-    h.offset_ns += shift;
-    h.uncertainty_ns += shift_uncertainty;
-  }
-  return probe;
-}
 
 struct Orchestrator::Run {
   // Where each host is, as WatchCapture reports it. Only ever moves forward.
