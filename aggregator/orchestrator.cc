@@ -295,6 +295,13 @@ class Orchestrator::HostStream final : public StreamPool::Handler {
       cap.host.name = host();
       collective_ends_ = CollectiveEnds(cap);
       analysed_ = ingest::AnalyseHost(store_, index_, cap);
+      // Its timelines and counters go to the store now, under the running capture: what waits
+      // for the pod is then its statistics and collective arrivals, not its data.
+      if (analysed_.ok()) {
+        analysed_->write.host = host();
+        absl::Status written = store_.WriteHostData(run_.id, &analysed_->write);
+        if (!written.ok()) analysed_ = written;
+      }
     }
     decoder_.capture() = trace::HostCapture();
     progress_.mutable_host()->set_status(error_.empty() ? v1::CAPTURE_STATUS_COMPLETE

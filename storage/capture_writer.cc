@@ -127,24 +127,23 @@ struct HostInserts {
 
 // Inserts one host's rows; returns its chips' row ids (by chip index). Widens the capture's
 // range of kernel_stats row ids.
-absl::StatusOr<std::vector<int64_t>> InsertHost(Connection& c, HostInserts& q, int64_t seq,
-                                                const HostWrite& h, int64_t* stats_first,
-                                                int64_t* stats_last) {
+// The hosts.id of `name`, inserted when new.
+absl::StatusOr<int64_t> HostId(HostInserts& q, const std::string& name) {
   q.ins_host->Reset();
-  q.ins_host->Bind(1, h.host);
+  q.ins_host->Bind(1, name);
   RETURN_IF_ERROR(q.ins_host->Run());
   q.get_host->Reset();
-  q.get_host->Bind(1, h.host);
+  q.get_host->Bind(1, name);
   ASSIGN_OR_RETURN(bool found, q.get_host->Step());
   if (!found) return absl::InternalError("host row vanished");
-  const int64_t host_id = q.get_host->Int(0);
+  const int64_t id = q.get_host->Int(0);
   q.get_host->Reset();
-  q.ins_ch->Reset();
-  q.ins_ch->Bind(1, seq).Bind(2, host_id).Bind(3, h.status).Bind(4, h.error);
-  q.ins_ch->Bind(5, h.clock_offset_ns).Bind(6, h.clock_uncertainty_ns).Bind(7, h.events);
-  q.ins_ch->Bind(8, static_cast<int64_t>(h.bytes)).Bind(9, int64_t{h.host_clock});
-  q.ins_ch->Bind(10, h.clock_drift_ppb).Bind(11, h.clock_mid_ns);
-  RETURN_IF_ERROR(q.ins_ch->Run());
+  return id;
+}
+
+// Inserts a host's chips, timelines and counters; returns the chips' row ids.
+absl::StatusOr<std::vector<int64_t>> InsertHostData(Connection& c, HostInserts& q, int64_t seq,
+                                                    int64_t host_id, const HostWrite& h) {
   std::vector<int64_t> chip_ids;
   for (const trace::Chip& chip : h.chips) {
     q.ins_chip->Reset();
@@ -153,6 +152,45 @@ absl::StatusOr<std::vector<int64_t>> InsertHost(Connection& c, HostInserts& q, i
     q.ins_chip->Bind(7, chip.peak_tflops).Bind(8, chip.peak_hbm_gbps);
     RETURN_IF_ERROR(q.ins_chip->Run());
     chip_ids.push_back(sqlite3_last_insert_rowid(c.get()));
+  }
+  auto chip_row = [&](int chip) -> absl::StatusOr<int64_t> {
+    if (chip < 0 || static_cast<size_t>(chip) >= chip_ids.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("host ", h.host, ": chip index ", chip, " of ", chip_ids.size()));
+    }
+    return chip_ids[chip];
+  };
+  for (const EncodedBlock& b : h.timelines) {
+    ASSIGN_OR_RETURN(const int64_t chip, chip_row(b.chip));
+    q.ins_block->Reset();
+    q.ins_block->Bind(1, seq).Bind(2, chip).Bind(3, b.line).Bind(4, b.base_ns);
+    q.ins_block->Bind(5, b.events).BindBlob(6, b.data);
+    RETURN_IF_ERROR(q.ins_block->Run());
+  }
+  for (const EncodedSeries& s : h.counters) {
+    ASSIGN_OR_RETURN(const int64_t chip, chip_row(s.chip));
+    q.ins_counter->Reset();
+    q.ins_counter->Bind(1, seq).Bind(2, chip).Bind(3, s.name);
+    q.ins_counter->Bind(4, s.samples).BindBlob(5, s.data);
+    RETURN_IF_ERROR(q.ins_counter->Run());
+  }
+  return chip_ids;
+}
+
+absl::StatusOr<std::vector<int64_t>> InsertHost(Connection& c, HostInserts& q, int64_t seq,
+                                                const HostWrite& h, int64_t* stats_first,
+                                                int64_t* stats_last) {
+  ASSIGN_OR_RETURN(const int64_t host_id, HostId(q, h.host));
+  q.ins_ch->Reset();
+  q.ins_ch->Bind(1, seq).Bind(2, host_id).Bind(3, h.status).Bind(4, h.error);
+  q.ins_ch->Bind(5, h.clock_offset_ns).Bind(6, h.clock_uncertainty_ns).Bind(7, h.events);
+  q.ins_ch->Bind(8, static_cast<int64_t>(h.bytes)).Bind(9, int64_t{h.host_clock});
+  q.ins_ch->Bind(10, h.clock_drift_ppb).Bind(11, h.clock_mid_ns);
+  RETURN_IF_ERROR(q.ins_ch->Run());
+  // Chips, timelines and counters were inserted ahead (WriteHostData), or are inserted now.
+  std::vector<int64_t> chip_ids = h.chip_rows;
+  if (chip_ids.empty()) {
+    ASSIGN_OR_RETURN(chip_ids, InsertHostData(c, q, seq, host_id, h));
   }
   auto chip_row = [&](int chip) -> absl::StatusOr<int64_t> {
     if (chip < 0 || static_cast<size_t>(chip) >= chip_ids.size()) {
@@ -180,13 +218,6 @@ absl::StatusOr<std::vector<int64_t>> InsertHost(Connection& c, HostInserts& q, i
     if (*stats_first < 0) *stats_first = rowid;
     *stats_last = rowid;
   }
-  for (const EncodedBlock& b : h.timelines) {
-    ASSIGN_OR_RETURN(const int64_t chip, chip_row(b.chip));
-    q.ins_block->Reset();
-    q.ins_block->Bind(1, seq).Bind(2, chip).Bind(3, b.line).Bind(4, b.base_ns);
-    q.ins_block->Bind(5, b.events).BindBlob(6, b.data);
-    RETURN_IF_ERROR(q.ins_block->Run());
-  }
   for (const trace::KernelCounter& k : h.attributions) {
     ASSIGN_OR_RETURN(const int64_t chip, chip_row(k.chip));
     ASSIGN_OR_RETURN(const int64_t kid, kernel_id(k.kernel));
@@ -195,13 +226,6 @@ absl::StatusOr<std::vector<int64_t>> InsertHost(Connection& c, HostInserts& q, i
     q.ins_kcounter->Bind(5, int64_t{k.kind == trace::CounterKind::kCumulative});
     q.ins_kcounter->Bind(6, k.integral).Bind(7, k.covered_ps).Bind(8, k.executions);
     RETURN_IF_ERROR(q.ins_kcounter->Run());
-  }
-  for (const EncodedSeries& s : h.counters) {
-    ASSIGN_OR_RETURN(const int64_t chip, chip_row(s.chip));
-    q.ins_counter->Reset();
-    q.ins_counter->Bind(1, seq).Bind(2, chip).Bind(3, s.name);
-    q.ins_counter->Bind(4, s.samples).BindBlob(5, s.data);
-    RETURN_IF_ERROR(q.ins_counter->Run());
   }
   return chip_ids;
 }
@@ -293,27 +317,34 @@ absl::Status InsertRollups(Connection& c, int64_t seq, const CaptureWrite& w) {
 }
 
 absl::Status WriteCaptureRows(Connection& c, const CaptureWrite& w) {
-  // The `running` record BeginCapture left, if any, gives way to the whole capture.
-  ASSIGN_OR_RETURN(auto del_running,
-                   Statement::Prepare(c,
-                                      "DELETE FROM captures WHERE id = ? AND status = "
-                                      "'running'"));
-  del_running->Bind(1, w.id);
-  RETURN_IF_ERROR(del_running->Run());
-  ASSIGN_OR_RETURN(auto exists, Statement::Prepare(c, "SELECT 1 FROM captures WHERE id = ?"));
-  exists->Bind(1, w.id);
-  ASSIGN_OR_RETURN(bool dup, exists->Step());
-  if (dup) return absl::AlreadyExistsError(absl::StrCat("capture ", w.id, " is already stored"));
-  ASSIGN_OR_RETURN(auto ins_capture,
-                   Statement::Prepare(c,
-                                      "INSERT INTO captures (id, start_ns, end_ns, status, "
-                                      "options, labels, created_ns, source) VALUES "
-                                      "(?,?,?,?,?,?,?,?)"));
-  ins_capture->Bind(1, w.id).Bind(2, w.start_ns).Bind(3, w.end_ns).Bind(4, w.status);
-  ins_capture->Bind(5, w.options_json).Bind(6, LabelsJson(w.labels)).Bind(7, w.created_ns);
-  ins_capture->Bind(8, w.source);
-  RETURN_IF_ERROR(ins_capture->Run());
-  const int64_t seq = sqlite3_last_insert_rowid(c.get());
+  // The `running` record BeginCapture left, if any, becomes the whole capture (its hosts' data
+  // may already be under it, from WriteHostData).
+  ASSIGN_OR_RETURN(auto running, Statement::Prepare(c,
+                                                    "SELECT seq FROM captures WHERE id = ? AND "
+                                                    "status = 'running'"));
+  running->Bind(1, w.id);
+  ASSIGN_OR_RETURN(bool was_running, running->Step());
+  int64_t seq = was_running ? running->Int(0) : 0;
+  if (!was_running) {
+    ASSIGN_OR_RETURN(auto exists, Statement::Prepare(c, "SELECT 1 FROM captures WHERE id = ?"));
+    exists->Bind(1, w.id);
+    ASSIGN_OR_RETURN(bool dup, exists->Step());
+    if (dup) return absl::AlreadyExistsError(absl::StrCat("capture ", w.id, " is already stored"));
+  }
+  ASSIGN_OR_RETURN(
+      auto put_capture,
+      Statement::Prepare(c, was_running ? "UPDATE captures SET id = ?1, start_ns = ?2, "
+                                          "end_ns = ?3, status = ?4, options = ?5, labels = "
+                                          "?6, created_ns = ?7, source = ?8 WHERE seq = ?9"
+                                        : "INSERT INTO captures (id, start_ns, end_ns, "
+                                          "status, options, labels, created_ns, source) "
+                                          "VALUES (?1,?2,?3,?4,?5,?6,?7,?8)"));
+  put_capture->Bind(1, w.id).Bind(2, w.start_ns).Bind(3, w.end_ns).Bind(4, w.status);
+  put_capture->Bind(5, w.options_json).Bind(6, LabelsJson(w.labels)).Bind(7, w.created_ns);
+  put_capture->Bind(8, w.source);
+  if (was_running) put_capture->Bind(9, seq);
+  RETURN_IF_ERROR(put_capture->Run());
+  if (!was_running) seq = sqlite3_last_insert_rowid(c.get());
 
   ASSIGN_OR_RETURN(HostInserts inserts, HostInserts::Prepare(c));
   std::vector<std::vector<int64_t>> chip_ids;
@@ -407,6 +438,32 @@ absl::Status Store::WriteCapture(const CaptureWrite& capture) {
     absl::Status on = c.Exec("PRAGMA foreign_keys = ON");
     return s.ok() ? on : s;
   });
+}
+
+absl::Status Store::WriteHostData(const std::string& capture_id, HostWrite* host) {
+  if (host->host.empty()) return absl::InvalidArgumentError("host data without a host name");
+  RETURN_IF_ERROR(OnWriter([&](Connection& c) {
+    return Transaction(c, [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(auto running, Statement::Prepare(c,
+                                                        "SELECT seq FROM captures WHERE id = ? "
+                                                        "AND status = 'running'"));
+      running->Bind(1, capture_id);
+      ASSIGN_OR_RETURN(bool found, running->Step());
+      if (!found) {
+        return absl::FailedPreconditionError(absl::StrCat("capture ", capture_id,
+                                                          " is not running: host ", host->host,
+                                                          "'s data has nowhere to go"));
+      }
+      const int64_t seq = running->Int(0);
+      ASSIGN_OR_RETURN(HostInserts q, HostInserts::Prepare(c));
+      ASSIGN_OR_RETURN(const int64_t host_id, HostId(q, host->host));
+      ASSIGN_OR_RETURN(host->chip_rows, InsertHostData(c, q, seq, host_id, *host));
+      return absl::OkStatus();
+    });
+  }));
+  std::vector<EncodedBlock>().swap(host->timelines);
+  std::vector<EncodedSeries>().swap(host->counters);
+  return absl::OkStatus();
 }
 
 absl::Status Store::BeginCapture(const CaptureWrite& header) {
