@@ -335,6 +335,53 @@ TEST_F(StoreTest, HostClockTimesAreCorrectedWhenRead) {
   EXPECT_EQ(hosts_seen, 1);
 }
 
+TEST_F(StoreTest, HostDataWrittenAheadIsInvisibleUntilTheCaptureCommits) {
+  auto store = Open();
+  ingest::CaptureInput in = Synthetic("early", 1'000'000, "fusion.1", 1, 200, 2'000'000);
+  auto analysed = ingest::AnalyseHost(*store, 0, *in.hosts[0].capture);
+  ASSERT_TRUE(analysed.ok()) << analysed.status();
+  analysed->write.host = "h0";
+  // No running capture of that id: the data has nowhere to go.
+  absl::Status orphan = store->WriteHostData("early", &analysed->write);
+  EXPECT_EQ(orphan.code(), absl::StatusCode::kFailedPrecondition) << orphan;
+  EXPECT_TRUE(absl::StrContains(orphan.message(), "not running")) << orphan;
+  ASSERT_FALSE(analysed->write.timelines.empty()) << "kept for a later attempt";
+
+  CaptureWrite header;
+  header.id = "early";
+  header.start_ns = 1'000'000;
+  header.end_ns = 2'000'000;
+  ASSERT_TRUE(store->BeginCapture(header).ok());
+  ASSERT_TRUE(store->WriteHostData("early", &analysed->write).ok());
+  EXPECT_TRUE(analysed->write.timelines.empty()) << "moved to the store";
+  EXPECT_EQ(analysed->write.chip_rows.size(), 1u);
+  // Written, but the capture is still running: none of its hosts or timelines show.
+  auto running = store->GetCapture("early");
+  ASSERT_TRUE(running.ok()) << running.status();
+  EXPECT_EQ(running->status, "running");
+  EXPECT_TRUE(running->host_rows.empty());
+  ASSERT_TRUE(store->Timelines("early").ok());
+  EXPECT_TRUE(store->Timelines("early")->empty());
+
+  std::vector<ingest::AnalysedHost> hosts;
+  hosts.push_back(std::move(*analysed));
+  ASSERT_TRUE(ingest::WriteAnalysed(*store, header, std::move(hosts)).ok());
+  auto done = store->GetCapture("early");
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->status, "complete");
+  EXPECT_EQ(done->host_rows.size(), 1u);
+  EXPECT_EQ(done->events, 400);
+  auto blocks = store->Timelines("early");
+  ASSERT_TRUE(blocks.ok()) << blocks.status();
+  ASSERT_EQ(blocks->size(), 1u);
+  EXPECT_EQ((*blocks)[0].size(), 400u);
+  StatsQuery q;
+  q.capture_id = "early";
+  auto stats = store->KernelStats(q);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->size(), 2u);
+}
+
 TEST_F(StoreTest, RetentionByAgeSizeAndTimelines) {
   auto store = Open();
   for (int i = 0; i < 6; ++i) {
