@@ -32,6 +32,12 @@ std::vector<CollectiveRun> CollectiveRuns(const trace::HostCapture& capture,
     std::sort(steps[b.chip].begin(), steps[b.chip].end());
   }
   std::vector<CollectiveRun> out;
+  size_t n = 0;
+  for (const trace::EventBlock& b : capture.blocks) {
+    if (!trace::IsKernelLine(b.kind)) continue;
+    for (uint64_t id : b.collective) n += id != 0;
+  }
+  out.reserve(n);
   for (const trace::EventBlock& b : capture.blocks) {
     if (!trace::IsKernelLine(b.kind)) continue;
     for (size_t i = 0; i < b.size(); ++i) {
