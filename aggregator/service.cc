@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "aggregator/service_internal.h"
 #include "common/errno_status.h"
 #include "common/logging.h"
 #include "export/trace_export.h"
@@ -22,7 +23,7 @@
 #include "trace/xspace_reader.h"
 
 namespace podprof::aggregator {
-namespace {
+namespace internal {
 
 podprof::v1::CaptureStatus StatusEnum(const std::string& s) {
   if (s == "complete") return podprof::v1::CAPTURE_STATUS_COMPLETE;
@@ -126,38 +127,17 @@ absl::StatusOr<storage::Order> OrderOf(podprof::v1::KernelOrder o) {
   }
 }
 
-// Spools one uploaded file to disk so memory stays bounded by a chunk.
-class Spool {
- public:
-  explicit Spool(const std::string& dir) {
-    path_ = dir + "/podprof-import-XXXXXX";
-    fd_ = ::mkstemp(path_.data());
-  }
-  ~Spool() {
-    if (fd_ >= 0) ::close(fd_);
-    ::unlink(path_.c_str());
-  }
-  bool ok() const { return fd_ >= 0; }
-  bool Append(const std::string& data) {
-    size_t done = 0;
-    while (done < data.size()) {
-      ssize_t n = ::write(fd_, data.data() + done, data.size() - done);
-      if (n <= 0) return false;
-      done += static_cast<size_t>(n);
-    }
-    bytes_ += static_cast<int64_t>(data.size());
-    return true;
-  }
-  const std::string& path() const { return path_; }
-  int64_t bytes() const { return bytes_; }
+}  // namespace internal
 
- private:
-  std::string path_;
-  int fd_ = -1;
-  int64_t bytes_ = 0;
-};
-
-}  // namespace
+using internal::FillHistoryPoint;
+using internal::FillKernelDef;
+using internal::FillSummary;
+using internal::Judge;
+using internal::JudgedStats;
+using internal::OrderOf;
+using internal::RegexEscape;
+using internal::StatusEnum;
+using internal::StatusName;
 
 podprof::v1::KernelStats ToProto(const storage::StatRow& r) {
   podprof::v1::KernelStats k;
@@ -195,6 +175,8 @@ podprof::v1::KernelStats ToProto(const storage::StatRow& r) {
 }
 
 // The verdict and counter figures of a stats row, from what the store attributed to it.
+namespace internal {
+
 podprof::v1::KernelInsight InsightOf(const storage::StatRow& r,
                                      const storage::KernelInsightRow* in) {
   insight::KernelFacts f;
@@ -266,6 +248,8 @@ absl::StatusOr<std::vector<podprof::v1::KernelStats>> JudgedStats(
   }
   return out;
 }
+
+}  // namespace internal
 
 grpc::Status AggregatorService::Register(grpc::ServerContext* context,
                                          const podprof::v1::RegisterRequest* req,
@@ -403,131 +387,6 @@ grpc::Status AggregatorService::GetKernelStats(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status AggregatorService::DescribeKernel(grpc::ServerContext*,
-                                               const podprof::v1::DescribeKernelRequest* req,
-                                               podprof::v1::DescribeKernelResponse* resp) {
-  if (req->op_name().empty()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "op_name is empty");
-  }
-  if (req->op_name().size() > 1024 || req->module().size() > 1024) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "op_name or module over 1024 bytes");
-  }
-  absl::StatusOr<std::vector<storage::KernelIdentity>> found =
-      store_->FindKernels(req->op_name(), req->module());
-  if (!found.ok()) return ToGrpc(found.status());
-  if (found->empty()) {
-    return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                        absl::StrCat("no stored kernel is named \"", req->op_name(), "\"",
-                                     req->module().empty() ? "" : " in module " + req->module()));
-  }
-  // With a capture named, the kernel of that name it holds; else the newest stored.
-  const storage::KernelIdentity* chosen = &found->front();
-  std::string capture = req->capture_id();
-  if (capture.empty()) {
-    absl::StatusOr<std::string> latest = store_->LatestCaptureWith(chosen->key.id);
-    if (!latest.ok()) return ToGrpc(latest.status());
-    capture = *latest;
-  }
-  storage::StatsQuery q;
-  q.capture_id = capture;
-  q.op_regex = absl::StrCat("^", RegexEscape(req->op_name()), "$");
-  absl::StatusOr<std::vector<storage::StatRow>> pod = store_->KernelStats(q);
-  if (!pod.ok()) return ToGrpc(pod.status());
-  const storage::StatRow* row = nullptr;
-  for (const storage::KernelIdentity& k : *found) {
-    for (const storage::StatRow& r : *pod) {
-      if (row == nullptr && r.kernel.id == k.key.id) {
-        row = &r;
-        chosen = &k;
-      }
-    }
-  }
-  if (row == nullptr) {
-    return grpc::Status(
-        grpc::StatusCode::NOT_FOUND,
-        absl::StrCat("capture ", capture, " holds no kernel named \"", req->op_name(), "\""));
-  }
-  podprof::v1::KernelDef* def = resp->mutable_kernel();
-  FillKernelDef(chosen->key, def);
-  def->set_source(chosen->key.source);
-  def->set_hlo_text(chosen->hlo_text);
-  def->set_tf_op(chosen->tf_op);
-  def->set_source_stack(chosen->source_stack);
-  def->set_mlir(chosen->mlir);
-  def->set_custom_call_target(trace::CustomCallTarget(chosen->hlo_text));
-  for (const storage::KernelIdentity& k : *found) {
-    if (&k != chosen) FillKernelDef(k.key, resp->add_others());
-  }
-  resp->set_capture_id(capture);
-  absl::StatusOr<std::vector<podprof::v1::KernelStats>> rollup =
-      JudgedStats(*store_, capture, false, {*row}, 1);
-  if (!rollup.ok()) return ToGrpc(rollup.status());
-  *resp->mutable_rollup() = std::move(rollup->front());
-
-  q.group_by = storage::Grouping::kChip;
-  absl::StatusOr<std::vector<storage::StatRow>> chips = store_->KernelStats(q);
-  if (!chips.ok()) return ToGrpc(chips.status());
-  std::vector<storage::StatRow> mine;
-  for (const storage::StatRow& r : *chips) {
-    if (r.kernel.id == chosen->key.id) mine.push_back(r);
-  }
-  absl::StatusOr<std::vector<podprof::v1::KernelStats>> per_chip =
-      JudgedStats(*store_, capture, true, mine, mine.size());
-  if (!per_chip.ok()) return ToGrpc(per_chip.status());
-  for (auto& k : *per_chip) *resp->add_per_chip() = std::move(k);
-
-  storage::HistoryQuery h;
-  h.module = chosen->key.module;
-  h.op_regex = q.op_regex;
-  h.max_kernels = 1;
-  absl::StatusOr<std::vector<storage::HistorySeries>> series = store_->KernelHistory(h);
-  if (!series.ok()) return ToGrpc(series.status());
-  if (!series->empty()) {
-    const auto& points = series->front().points;
-    size_t first = 0;
-    const size_t limit = req->history_limit() > 0 ? req->history_limit() : 30;
-    if (points.size() > limit) first = points.size() - limit;
-    for (size_t i = first; i < points.size(); ++i) {
-      FillHistoryPoint(points[i], resp->add_history());
-    }
-  }
-  return grpc::Status::OK;
-}
-
-grpc::Status AggregatorService::GetStragglers(grpc::ServerContext*,
-                                              const podprof::v1::GetStragglersRequest* req,
-                                              podprof::v1::GetStragglersResponse* resp) {
-  if (req->capture_id().empty()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "capture_id is empty");
-  }
-  absl::StatusOr<storage::StragglerReport> report = store_->Stragglers(req->capture_id());
-  if (!report.ok()) return ToGrpc(report.status());
-  resp->set_capture_id(req->capture_id());
-  for (const auto& c : report->chips) {
-    auto* out = resp->add_chips();
-    out->set_host_name(c.host);
-    out->set_chip_ordinal(c.chip_ordinal);
-    out->set_times_last(static_cast<uint64_t>(c.times_last));
-    out->set_instances(static_cast<uint64_t>(c.instances));
-    out->set_caused_wait_ps(c.caused_ps);
-    out->set_lateness_ps(c.lateness_ps);
-    for (int64_t step : c.steps) out->add_steps(step);
-  }
-  for (const auto& i : report->instances) {
-    auto* out = resp->add_worst();
-    out->set_collective_id(i.id);
-    out->set_kernel_name(i.kernel_name);
-    out->set_step(i.step);
-    out->set_straggler_host(i.straggler_host);
-    out->set_straggler_chip(i.straggler_chip);
-    out->set_chips(static_cast<uint32_t>(i.chips));
-    out->set_spread_ps(i.spread_ps);
-    out->set_lateness_ps(i.lateness_ps);
-    out->set_caused_wait_ps(i.caused_ps);
-  }
-  return grpc::Status::OK;
-}
-
 grpc::Status AggregatorService::KernelHistory(grpc::ServerContext*,
                                               const podprof::v1::KernelHistoryRequest* req,
                                               podprof::v1::KernelHistoryResponse* resp) {
@@ -587,264 +446,6 @@ grpc::Status AggregatorService::CompareCaptures(grpc::ServerContext*,
     out->set_regression(d.regression);
   }
   resp->set_regression_count(regressions);
-  return grpc::Status::OK;
-}
-
-namespace {
-
-// An ostream whose bytes go out as ExportChunks of at most kChunkBytes, so an export of any
-// size streams with bounded memory. Goes bad when the client is gone.
-class ChunkStreamBuf : public std::streambuf {
- public:
-  static constexpr size_t kChunkBytes = 1 << 20;
-  ChunkStreamBuf(grpc::ServerWriter<podprof::v1::ExportChunk>* writer, std::string path)
-      : writer_(writer), path_(std::move(path)), buf_(kChunkBytes) {
-    setp(buf_.data(), buf_.data() + buf_.size());
-  }
-  uint64_t bytes() const { return offset_ + static_cast<uint64_t>(pptr() - pbase()); }
-
- protected:
-  int_type overflow(int_type c) override {
-    if (!Send()) return traits_type::eof();
-    if (!traits_type::eq_int_type(c, traits_type::eof())) {
-      *pptr() = traits_type::to_char_type(c);
-      pbump(1);
-    }
-    return traits_type::not_eof(c);
-  }
-  int sync() override { return Send() ? 0 : -1; }
-
- private:
-  bool Send() {
-    const size_t n = static_cast<size_t>(pptr() - pbase());
-    if (n == 0) return ok_;
-    podprof::v1::ExportChunk chunk;
-    chunk.set_path(path_);
-    chunk.set_offset(offset_);
-    chunk.set_data(pbase(), n);
-    ok_ = ok_ && writer_->Write(chunk);
-    offset_ += n;
-    setp(buf_.data(), buf_.data() + buf_.size());
-    return ok_;
-  }
-
-  grpc::ServerWriter<podprof::v1::ExportChunk>* writer_;
-  const std::string path_;
-  std::vector<char> buf_;
-  uint64_t offset_ = 0;
-  bool ok_ = true;
-};
-
-std::string HostDescription(const storage::HostRow& h) {
-  if (h.status != "complete") return absl::StrCat(h.status, ": ", h.error);
-  return absl::StrCat("clock correction ", h.clock_offset_ns, " ns +- ", h.clock_uncertainty_ns,
-                      " ns");
-}
-
-}  // namespace
-
-grpc::Status AggregatorService::ExportCapture(
-    grpc::ServerContext* context, const podprof::v1::ExportCaptureRequest* request,
-    grpc::ServerWriter<podprof::v1::ExportChunk>* writer) {
-  const auto format = request->format();
-  if (format != podprof::v1::EXPORT_FORMAT_PERFETTO &&
-      format != podprof::v1::EXPORT_FORMAT_CHROME_JSON &&
-      format != podprof::v1::EXPORT_FORMAT_XSPACE_DIR) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        absl::StrCat("export format ", static_cast<int>(format),
-                                     " is not one of perfetto, chrome json, xspace dir"));
-  }
-  absl::StatusOr<storage::CaptureRow> row = store_->GetCapture(request->capture_id());
-  if (!row.ok()) return ToGrpc(row.status());
-  if (format == podprof::v1::EXPORT_FORMAT_XSPACE_DIR) {
-    // One file per host, each a whole XSpace: only one host's is ever in memory.
-    const std::string run = exporter::XprofRunName(row->start_ns);
-    uint64_t files = 0;
-    absl::Status s = store_->ForEachHost(request->capture_id(), [&](storage::StoredHost& h) {
-      if (context->IsCancelled()) return absl::CancelledError("the client went away");
-      if (h.capture.host.chips.empty()) return absl::OkStatus();  // a host that failed
-      ChunkStreamBuf buf(writer,
-                         absl::StrCat("plugins/profile/", run, "/", h.row.host, ".xplane.pb"));
-      std::ostream out(&buf);
-      if (!exporter::ToXSpace(h.capture).SerializeToOstream(&out) || !out.flush()) {
-        return absl::UnavailableError("the client stopped reading");
-      }
-      ++files;
-      return absl::OkStatus();
-    });
-    if (!s.ok()) return ToGrpc(s);
-    PODPROF_LOG(INFO) << "exported " << request->capture_id() << " as an XProf session of " << files
-                      << " hosts";
-    return grpc::Status::OK;
-  }
-  const bool perfetto = format == podprof::v1::EXPORT_FORMAT_PERFETTO;
-  ChunkStreamBuf buf(writer, absl::StrCat(request->capture_id(), perfetto ? ".pftrace" : ".json"));
-  std::ostream out(&buf);
-  std::optional<exporter::PerfettoWriter> pw;
-  std::optional<exporter::ChromeJsonWriter> cw;
-  if (perfetto) {
-    pw.emplace(&out);
-  } else {
-    cw.emplace(&out, row->start_ns);
-  }
-  // Each kernel's verdict on each chip, for its slices.
-  std::map<std::string, exporter::KernelNotes> notes;
-  {
-    storage::StatsQuery q;
-    q.capture_id = request->capture_id();
-    q.group_by = storage::Grouping::kChip;
-    absl::StatusOr<std::vector<storage::StatRow>> rows = store_->KernelStats(q);
-    if (!rows.ok()) return ToGrpc(rows.status());
-    absl::StatusOr<std::vector<podprof::v1::KernelInsight>> judged =
-        Judge(*store_, q.capture_id, true, *rows, rows->size());
-    if (!judged.ok()) return ToGrpc(judged.status());
-    for (size_t i = 0; i < judged->size(); ++i) {
-      const storage::StatRow& r = (*rows)[i];
-      notes[r.host][{r.chip, r.kernel.module, r.kernel.op_name}] = (*judged)[i].verdict_text();
-    }
-  }
-  absl::Status s = store_->ForEachHost(request->capture_id(), [&](storage::StoredHost& h) {
-    if (context->IsCancelled()) return absl::CancelledError("the client went away");
-    auto host_notes = notes.find(h.row.host);
-    const exporter::KernelNotes* n = host_notes == notes.end() ? nullptr : &host_notes->second;
-    if (perfetto) {
-      pw->AddHost(h.capture, HostDescription(h.row), n);
-    } else {
-      cw->AddHost(h.capture, HostDescription(h.row), n);
-    }
-    return out ? absl::OkStatus() : absl::UnavailableError("the client stopped reading");
-  });
-  if (s.ok()) s = perfetto ? pw->Finish() : cw->Finish();
-  if (!s.ok()) return ToGrpc(s);
-  const exporter::ExportCounts& n = perfetto ? pw->counts() : cw->counts();
-  PODPROF_LOG(INFO) << "exported " << request->capture_id() << " as "
-                    << podprof::v1::ExportFormat_Name(format) << ": " << n.hosts << " hosts, "
-                    << n.slices << " slices, " << buf.bytes() << " bytes";
-  return grpc::Status::OK;
-}
-
-grpc::Status AggregatorService::ImportXSpace(
-    grpc::ServerContext* context, grpc::ServerReader<podprof::v1::ImportXSpaceChunk>* reader,
-    podprof::v1::ImportXSpaceResponse* response) {
-  if (absl::Status a = access_.operators.Check(*context, "an operator"); !a.ok()) {
-    return ToGrpc(a);
-  }
-  std::string dir = limits_.spool_dir;
-  if (dir.empty()) dir = std::getenv("TMPDIR") != nullptr ? std::getenv("TMPDIR") : "/tmp";
-  ingest::CaptureInput w;
-  w.source = "import";
-  w.created_ns = clock_->NowNs();
-  std::set<std::string> seen;
-  std::vector<std::string> errors;
-
-  // Parses the spooled file of one host into the capture, or records why it could not.
-  auto finish_file = [&](const std::string& host, Spool& spool) {
-    if (!spool.ok()) {
-      errors.push_back(absl::StrCat(host, ": cannot spool the upload in ", dir));
-      return;
-    }
-    trace::ReadOptions opts;
-    opts.host_name = host;
-    absl::StatusOr<trace::HostCapture> cap = trace::ReadXSpaceFile(spool.path(), opts);
-    if (!cap.ok()) {
-      // The spool path means nothing to the user: name the host's file instead.
-      std::string msg(cap.status().message());
-      if (msg.rfind(spool.path(), 0) == 0) msg = msg.substr(spool.path().size() + 2);
-      errors.push_back(absl::StrCat(host, ".xplane.pb: ", msg));
-      return;
-    }
-    if (cap->EventCount() == 0) {
-      errors.push_back(absl::StrCat(host, ".xplane.pb: no device events (not a TPU/GPU capture?)"));
-      return;
-    }
-    ingest::HostInput h;
-    h.host = host;  // the file's name, as XProf names hosts
-    h.bytes = static_cast<uint64_t>(spool.bytes());
-    h.capture = std::move(*cap);
-    w.hosts.push_back(std::move(h));
-  };
-
-  podprof::v1::ImportXSpaceChunk chunk;
-  std::string host;
-  std::unique_ptr<Spool> spool;
-  bool first = true;
-  bool too_big = false;
-  while (reader->Read(&chunk)) {
-    if (first) {
-      w.labels = {chunk.labels().begin(), chunk.labels().end()};
-      first = false;
-    }
-    if (!chunk.host_name().empty() && chunk.host_name() != host) {
-      if (spool) finish_file(host, *spool);
-      host = chunk.host_name();
-      if (!seen.insert(host).second) {
-        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                            absl::StrCat("host ", host, " appears twice in one import"));
-      }
-      spool = std::make_unique<Spool>(dir);
-      too_big = false;
-    }
-    if (!spool) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "the first chunk of an import must name its host");
-    }
-    if (too_big) continue;
-    if (spool->bytes() + static_cast<int64_t>(chunk.data().size()) > limits_.max_file_bytes) {
-      errors.push_back(absl::StrCat(host, ".xplane.pb: larger than the import limit of ",
-                                    limits_.max_file_bytes, " bytes"));
-      too_big = true;
-      seen.erase(host);
-      continue;
-    }
-    if (spool->ok() && !spool->Append(chunk.data())) {
-      return ToGrpc(ErrnoToStatus(errno, absl::StrCat("spooling the upload of ", host)));
-    }
-  }
-  if (spool && !too_big) finish_file(host, *spool);
-  spool.reset();
-  for (const std::string& e : errors) response->add_file_errors(e);
-  if (w.hosts.empty()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        errors.empty() ? "the import held no files"
-                                       : absl::StrCat("no file could be imported: ", errors[0]));
-  }
-  // Imports keep the hosts' own clocks; the capture spans their profile windows.
-  w.start_ns = INT64_MAX;
-  w.end_ns = 0;
-  for (const ingest::HostInput& h : w.hosts) {
-    w.start_ns = std::min(w.start_ns, h.capture->host.profile_start_ns);
-    w.end_ns = std::max(w.end_ns, h.capture->host.profile_stop_ns);
-  }
-  if (w.start_ns <= 0 || w.start_ns == INT64_MAX) w.start_ns = w.created_ns;
-  if (w.end_ns < w.start_ns) w.end_ns = w.start_ns;
-  w.status = errors.empty() ? "complete" : "partial";
-  w.id = absl::StrFormat("imp-%d-%04x", w.created_ns / 1'000'000,
-                         static_cast<unsigned>(w.created_ns % 65536));
-  const size_t imported = w.hosts.size();
-  const std::string id = w.id;
-  const int64_t start_ns = w.start_ns;
-  absl::Status s = ingest::StoreCapture(*store_, std::move(w));
-  if (!s.ok()) return ToGrpc(s);
-  PODPROF_LOG(INFO) << "imported " << imported << " host(s) as " << id
-                    << (errors.empty() ? "" : absl::StrCat(", ", errors.size(), " file(s) failed"));
-  response->set_capture_id(id);
-  storage::CaptureQuery q;
-  q.since_ns = start_ns;
-  q.until_ns = start_ns;
-  std::string next;
-  absl::StatusOr<std::vector<storage::CaptureRow>> rows = store_->ListCaptures(q, &next);
-  if (rows.ok()) {
-    for (const auto& r : *rows) {
-      if (r.id == id) FillSummary(r, response->mutable_summary());
-    }
-  }
-  storage::StatsQuery top;
-  top.capture_id = id;
-  top.top = 10;
-  absl::StatusOr<std::vector<storage::StatRow>> stats = store_->KernelStats(top);
-  if (stats.ok()) {
-    for (const auto& r : *stats) *response->add_top_kernels() = ToProto(r);
-  }
   return grpc::Status::OK;
 }
 

@@ -1,0 +1,36 @@
+// Helpers AggregatorService's source files share: conversions between stored rows and the API.
+#ifndef PODPROF_AGGREGATOR_SERVICE_INTERNAL_H_
+#define PODPROF_AGGREGATOR_SERVICE_INTERNAL_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/podprof_aggregator.pb.h"
+#include "storage/store.h"
+
+namespace podprof::aggregator::internal {
+
+podprof::v1::CaptureStatus StatusEnum(const std::string& s);
+std::string StatusName(podprof::v1::CaptureStatus s);
+// `text` with the regex metacharacters escaped (an exact-name match as a regex).
+std::string RegexEscape(const std::string& text);
+void FillHistoryPoint(const storage::HistoryPoint& p, podprof::v1::KernelHistoryPoint* pt);
+void FillKernelDef(const storage::KernelKey& k, podprof::v1::KernelDef* d);
+void FillSummary(const storage::CaptureRow& r, podprof::v1::CaptureSummary* s);
+absl::StatusOr<storage::Order> OrderOf(podprof::v1::KernelOrder o);
+// The verdict and facts of a stored row, with its capture's counters and waits (`in`, or none).
+podprof::v1::KernelInsight InsightOf(const storage::StatRow& r,
+                                     const storage::KernelInsightRow* in);
+// Insights of the first `n` of `rows` (their capture's, per chip or pod-wide as they are).
+absl::StatusOr<std::vector<podprof::v1::KernelInsight>> Judge(
+    storage::Store& store, const std::string& capture_id, bool per_chip,
+    const std::vector<storage::StatRow>& rows, size_t n);
+// The first `n` of `rows` as the API's KernelStats, each with its insight.
+absl::StatusOr<std::vector<podprof::v1::KernelStats>> JudgedStats(
+    storage::Store& store, const std::string& capture_id, bool per_chip,
+    const std::vector<storage::StatRow>& rows, size_t n);
+
+}  // namespace podprof::aggregator::internal
+
+#endif  // PODPROF_AGGREGATOR_SERVICE_INTERNAL_H_
