@@ -160,7 +160,7 @@ grpc::Status AggregatorService::ImportXSpace(
   }
   if (w.start_ns <= 0 || w.start_ns == INT64_MAX) w.start_ns = w.created_ns;
   if (w.end_ns < w.start_ns) w.end_ns = w.start_ns;
-  w.status = errors.empty() ? "complete" : "partial";
+  w.state = errors.empty() ? storage::CaptureState::kComplete : storage::CaptureState::kPartial;
   w.id = absl::StrFormat("imp-%d-%04x", w.created_ns / 1'000'000,
                          static_cast<unsigned>(w.created_ns % 65536));
   const size_t imported = w.hosts.size();

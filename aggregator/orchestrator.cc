@@ -497,9 +497,12 @@ void Orchestrator::StoreRun(Run& run, std::vector<std::unique_ptr<HostStream>>& 
     a.write.bytes = h->bytes();
     analysed.push_back(std::move(a));
   }
-  w.status = ok == static_cast<int>(hosts.size()) ? "complete" : ok > 0 ? "partial" : "failed";
-  if (run.cancelled) w.status = "cancelled";
-  const std::string status = w.status;
+  using storage::CaptureState;
+  w.state = ok == static_cast<int>(hosts.size()) ? CaptureState::kComplete
+            : ok > 0                             ? CaptureState::kPartial
+                                                 : CaptureState::kFailed;
+  if (run.cancelled) w.state = CaptureState::kCancelled;
+  const CaptureState state = w.state;
   if (stored.ok()) stored = ingest::WriteAnalysed(*store_, std::move(w), std::move(analysed));
   // The hosts that delivered were alive when their streams ended; while the pod's capture was
   // being stored their heartbeats may have queued behind the ingest (a busy aggregator on few
@@ -507,9 +510,9 @@ void Orchestrator::StoreRun(Run& run, std::vector<std::unique_ptr<HostStream>>& 
   for (const auto& h : hosts) {
     if (h->ok()) registry_->Touch(h->host());
   }
-  PostSummary(run, hosts, corrections, status, stored);
-  PODPROF_LOG(INFO) << "capture " << run.id << " " << status << ": " << ok << "/" << hosts.size()
-                    << " hosts";
+  PostSummary(run, hosts, corrections, state, stored);
+  PODPROF_LOG(INFO) << "capture " << run.id << " " << storage::CaptureStateName(state) << ": " << ok
+                    << "/" << hosts.size() << " hosts";
   {
     absl::MutexLock lock(&run.mu);
     run.done = true;
@@ -524,7 +527,7 @@ void Orchestrator::StoreRun(Run& run, std::vector<std::unique_ptr<HostStream>>& 
 
 void Orchestrator::PostSummary(Run& run, const std::vector<std::unique_ptr<HostStream>>& hosts,
                                const std::vector<HostCorrection>& corrections,
-                               const std::string& status, const absl::Status& stored) {
+                               storage::CaptureState state, const absl::Status& stored) {
   const int64_t duration_ns = static_cast<int64_t>(run.request.duration_ms()) * 1'000'000;
   v1::CaptureProgress last;
   last.set_done(true);
@@ -560,10 +563,11 @@ void Orchestrator::PostSummary(Run& run, const std::vector<std::unique_ptr<HostS
     h->set_event_count(s->events());
     h->set_bytes_received(s->bytes());
   }
-  v1::CaptureStatus code = status == "complete"    ? v1::CAPTURE_STATUS_COMPLETE
-                           : status == "partial"   ? v1::CAPTURE_STATUS_PARTIAL
-                           : status == "cancelled" ? v1::CAPTURE_STATUS_CANCELLED
-                                                   : v1::CAPTURE_STATUS_FAILED;
+  v1::CaptureStatus code = state == storage::CaptureState::kComplete  ? v1::CAPTURE_STATUS_COMPLETE
+                           : state == storage::CaptureState::kPartial ? v1::CAPTURE_STATUS_PARTIAL
+                           : state == storage::CaptureState::kCancelled
+                               ? v1::CAPTURE_STATUS_CANCELLED
+                               : v1::CAPTURE_STATUS_FAILED;
   if (!stored.ok()) {
     code = v1::CAPTURE_STATUS_FAILED;
     summary->set_error_message(absl::StrCat("storing the capture failed: ", stored.message()));

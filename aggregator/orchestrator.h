@@ -73,7 +73,7 @@ class Orchestrator {
   void StoreRun(Run& run, std::vector<std::unique_ptr<HostStream>>& hosts);
   // The capture's last progress event: each host's outcome and correction.
   void PostSummary(Run& run, const std::vector<std::unique_ptr<HostStream>>& hosts,
-                   const std::vector<HostCorrection>& corrections, const std::string& status,
+                   const std::vector<HostCorrection>& corrections, storage::CaptureState state,
                    const absl::Status& stored);
 
   Registry* const registry_;

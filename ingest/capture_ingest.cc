@@ -150,7 +150,7 @@ absl::Status StoreCapture(storage::Store& store, CaptureInput input) {
   w.id = input.id;
   w.start_ns = input.start_ns;
   w.end_ns = input.end_ns;
-  w.status = input.status;
+  w.state = input.state;
   w.labels = std::move(input.labels);
   w.options_json = input.options_json;
   w.source = input.source;

@@ -66,7 +66,7 @@ struct CaptureInput {
   std::string id;
   int64_t start_ns = 0;  // aggregator clock
   int64_t end_ns = 0;
-  std::string status = "complete";  // complete | partial | failed | cancelled
+  storage::CaptureState state = storage::CaptureState::kComplete;
   std::map<std::string, std::string> labels;
   std::string options_json = "{}";
   std::string source = "capture";  // capture | import (hosts on their own clocks)

@@ -339,7 +339,8 @@ absl::Status WriteCaptureRows(Connection& c, const CaptureWrite& w) {
                                         : "INSERT INTO captures (id, start_ns, end_ns, "
                                           "status, options, labels, created_ns, source) "
                                           "VALUES (?1,?2,?3,?4,?5,?6,?7,?8)"));
-  put_capture->Bind(1, w.id).Bind(2, w.start_ns).Bind(3, w.end_ns).Bind(4, w.status);
+  put_capture->Bind(1, w.id).Bind(2, w.start_ns).Bind(3, w.end_ns);
+  put_capture->Bind(4, std::string(CaptureStateName(w.state)));
   put_capture->Bind(5, w.options_json).Bind(6, LabelsJson(w.labels)).Bind(7, w.created_ns);
   put_capture->Bind(8, w.source);
   if (was_running) put_capture->Bind(9, seq);

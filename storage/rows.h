@@ -17,6 +17,27 @@
 
 namespace podprof::storage {
 
+// A capture's state, kept as its name in captures.status.
+enum class CaptureState { kRunning, kComplete, kPartial, kFailed, kCancelled, kInterrupted };
+// "running", "complete", "partial", "failed", "cancelled", "interrupted".
+inline const char* CaptureStateName(CaptureState s) {
+  switch (s) {
+    case CaptureState::kRunning:
+      return "running";
+    case CaptureState::kComplete:
+      return "complete";
+    case CaptureState::kPartial:
+      return "partial";
+    case CaptureState::kFailed:
+      return "failed";
+    case CaptureState::kCancelled:
+      return "cancelled";
+    case CaptureState::kInterrupted:
+      return "interrupted";
+  }
+  return "failed";
+}
+
 // ---- Writing: a capture's rows, computed before the write transaction.
 
 // One timeline as stored: a chip's line, its events encoded by EncodeTimeline.
@@ -97,7 +118,7 @@ struct CaptureWrite {
   std::string id;
   int64_t start_ns = 0;  // aggregator clock
   int64_t end_ns = 0;
-  std::string status = "complete";  // complete | partial | failed
+  CaptureState state = CaptureState::kComplete;
   std::map<std::string, std::string> labels;
   std::string options_json = "{}";
   std::string source = "capture";  // capture | import
