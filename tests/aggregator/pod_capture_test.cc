@@ -494,11 +494,11 @@ TEST_F(PodTest, AnAgentKilledMidCaptureLeavesAPartialCapture) {
 }
 
 // A long capture streams whole in chunks that never outgrow the negotiated size. Its length is
-// PODPROF_LONG_CAPTURE_S seconds: a few in the test suite, 60 (a capture that once failed with
+// PODPROF_LONG_CAPTURE_S seconds: two in the test suite, 60 (a capture that once failed with
 // a chunk over gRPC's 4 MiB limit) under the `long` label, which scripts/bench.sh runs.
 TEST_F(PodTest, ALongCaptureStreamsWholeInBoundedChunks) {
   const char* env = std::getenv("PODPROF_LONG_CAPTURE_S");
-  const int seconds = env != nullptr ? std::max(1, std::atoi(env)) : 4;
+  const int seconds = env != nullptr ? std::max(1, std::atoi(env)) : 2;
   chips_ = 4;
   // A small chunk limit on the agent, so that even the short run splits every kind of payload.
   agent_toml_ = "[limits]\nmax_inflight_bytes = 262144\n";
