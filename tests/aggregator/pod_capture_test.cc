@@ -196,7 +196,9 @@ TEST_F(PodTest, FourHostCaptureAlignsClocksAndCollectives) {
     EXPECT_GT(h.bytes_received(), h.event_count()) << h.host_name();
   }
 
-  // The true start instants of the four sessions (ground truth) lie within 2 ms.
+  // The true start instants of the four sessions (ground truth) lie within 5 ms: a start aimed
+  // wrongly is tens of ms off. (bench_alignment measures the skew itself, 0.02-0.35 ms on an idle
+  // machine; here eight processes wake on two cores and one in ten runs measured 2.2-2.9 ms.)
   std::vector<int64_t> starts;
   for (int i = 0; i < 4; ++i) {
     auto truth = nlohmann::json::parse(SlurpFile(P("truth" + std::to_string(i) + ".json")));
@@ -204,7 +206,7 @@ TEST_F(PodTest, FourHostCaptureAlignsClocksAndCollectives) {
   }
   EXPECT_LT(*std::max_element(starts.begin(), starts.end()) -
                 *std::min_element(starts.begin(), starts.end()),
-            2'000'000);
+            5'000'000);
 
   // Read the stored, merged timelines: every collective ends at one instant on every host.
   auto store = storage::Store::Open(P("pod.db"));
