@@ -6,10 +6,13 @@ void ApplyCorrection(const ClockCorrection& c, EventBlock* b) {
   if (c.identity()) return;
   b->base_ns -= c.offset_ns;
   if (c.drift_ppb == 0) return;
+  // From the event's instant in whole ps since the middle, so that one instant gets one
+  // correction whichever block (base) it is expressed in: a scope starting with its kernel
+  // stays inside it.
+  const int64_t base_ps = (b->base_ns - c.mid_ns) * 1000;
   for (size_t e = 0; e < b->size(); ++e) {
-    const double since_mid_ns =
-        static_cast<double>(b->base_ns - c.mid_ns) + static_cast<double>(b->start_ps[e]) / 1000.0;
-    b->start_ps[e] -= std::llround(c.drift_ppb * 1e-9 * since_mid_ns * 1000.0);
+    const double since_mid_ps = static_cast<double>(base_ps + b->start_ps[e]);
+    b->start_ps[e] -= std::llround(c.drift_ppb * 1e-9 * since_mid_ps);
   }
 }
 
