@@ -269,9 +269,9 @@ grpc::Status AgentService::Capture(grpc::ServerContext* context,
   }
   if (const std::string me = agent_->HostInfo().host_name();
       !request->host_name().empty() && request->host_name() != me) {
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                        absl::StrCat("capture for host ", request->host_name(),
-                                     " reached the agent of ", me));
+    return grpc::Status(
+        grpc::StatusCode::FAILED_PRECONDITION,
+        absl::StrCat("capture for host ", request->host_name(), " reached the agent of ", me));
   }
   absl::Status claim = agent_->BeginCapture(request->capture_id());
   if (!claim.ok()) return ToGrpc(claim);
