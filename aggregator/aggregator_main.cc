@@ -121,7 +121,9 @@ int AggregatorMain(int argc, char** argv) {
   // mmap threshold after each large free until such buffers land inside the heap arenas, where
   // they fragment them and the daemon's size creeps up capture after capture; a fixed
   // threshold keeps them mapped on their own and gives them back whole when freed.
-  mallopt(M_MMAP_THRESHOLD, 256 << 10);
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  mallopt(M_ARENA_MAX, 4);
   CLI::App app{"podprof-aggregator: keeps every capture's kernel statistics and answers queries"};
   app.name("podprof-aggregator");
   std::string config_path = kDefaultConfig, listen, db, ready_file;

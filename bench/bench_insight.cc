@@ -62,7 +62,9 @@ int Main(int argc, char** argv) {
     for (size_t i = 0; i < chips.size(); ++i) chips[i] = static_cast<int64_t>(i);
     for (size_t i = 0; i < kernels.size(); ++i) kernels[i] = static_cast<int64_t>(i);
     auto attributed = insight::AttributeCounters(*capture);
-    auto report = insight::AnalyzeCollectives(insight::CollectiveRuns(*capture, chips, kernels));
+    insight::CollectiveNames names;
+    auto report = insight::AnalyzeCollectives(
+        insight::CollectiveRuns(*capture, 0, chips, kernels, &names), names);
     auto t2 = std::chrono::steady_clock::now();
     read_s.push_back(Seconds(t1 - t0));
     insight_s.push_back(Seconds(t2 - t1));

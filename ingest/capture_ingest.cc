@@ -93,7 +93,8 @@ absl::StatusOr<AnalysedHost> AnalyseHost(storage::Store& store, size_t index,
   for (size_t c = 0; c < cap.host.chips.size(); ++c) {
     chip_keys.push_back(static_cast<int64_t>(index) * kChipsPerHostKey + static_cast<int64_t>(c));
   }
-  r.runs = insight::CollectiveRuns(cap, chip_keys, w.kernel_ids);
+  r.runs = insight::CollectiveRuns(cap, static_cast<int32_t>(index), chip_keys, w.kernel_ids,
+                                   &r.names);
   return r;
 }
 
@@ -115,7 +116,9 @@ absl::Status WriteAnalysed(storage::Store& store, storage::CaptureWrite w,
   size_t total = 0;
   for (const AnalysedHost& h : hosts) total += h.runs.size();
   runs.reserve(total);
+  insight::CollectiveNames names;
   for (AnalysedHost& h : hosts) {
+    names.Merge(h.names);
     runs.insert(runs.end(), std::make_move_iterator(h.runs.begin()),
                 std::make_move_iterator(h.runs.end()));
     std::vector<insight::CollectiveRun>().swap(h.runs);
@@ -125,7 +128,7 @@ absl::Status WriteAnalysed(storage::Store& store, storage::CaptureWrite w,
   RollUp(&w);
   // A pod capture has every host on the aggregator's clock. Imported hosts keep their own
   // clocks, which agree only as well as NTP made them: compare arrivals within a host there.
-  CollectiveRows(insight::AnalyzeCollectives(runs, 64, w.source == "import"), &w);
+  CollectiveRows(insight::AnalyzeCollectives(runs, names, 64, w.source == "import"), &w);
   return store.WriteCapture(w);
 }
 

@@ -31,6 +31,7 @@ namespace podprof::ingest {
 struct AnalysedHost {
   storage::HostWrite write;
   std::vector<insight::CollectiveRun> runs;
+  insight::CollectiveNames names;  // the host's, and its collective kernels'
 };
 
 // Analyses host `index` of a capture (its place in the capture's host list, which keys its

@@ -68,9 +68,18 @@ double SeriesIntegral::Over(int64_t begin_ps, int64_t end_ps, int64_t* covered_p
 }
 
 std::vector<KernelCounter> AttributeCounters(const trace::HostCapture& capture) {
-  std::map<std::tuple<int, uint32_t, size_t>, KernelCounter> acc;  // (chip, kernel, series)
-  for (size_t si = 0; si < capture.counters.size(); ++si) {
-    const trace::CounterSeries& series = capture.counters[si];
+  // Per execution only a slot in a table indexed by kernel; the (chip, kernel, counter) map is
+  // touched once per kernel and series. Two series of one name on a chip (a counter split
+  // across lines) add up there.
+  struct Sum {
+    double integral = 0;
+    int64_t covered_ps = 0;
+    int64_t executions = 0;
+  };
+  std::vector<Sum> sums(capture.kernels.size());
+  std::vector<uint32_t> touched;
+  std::map<std::tuple<int, uint32_t, std::string>, KernelCounter> merged;
+  for (const trace::CounterSeries& series : capture.counters) {
     const SeriesIntegral integral(series);
     if (integral.empty()) continue;
     for (const trace::EventBlock& b : capture.blocks) {
@@ -82,28 +91,29 @@ std::vector<KernelCounter> AttributeCounters(const trace::HostCapture& capture) 
         int64_t covered = 0;
         const double v = integral.Over(begin, begin + b.duration_ps[i], &covered, &cursor);
         if (covered <= 0) continue;
-        KernelCounter& k = acc[{b.chip, b.kernel[i], si}];
-        if (k.executions == 0) {
-          k.chip = b.chip;
-          k.kernel = b.kernel[i];
-          k.counter = series.name;
-          k.kind = series.kind();
-        }
-        k.integral += v;
-        k.covered_ps += covered;
-        ++k.executions;
+        if (b.kernel[i] >= sums.size()) sums.resize(b.kernel[i] + size_t{1});
+        Sum& sum = sums[b.kernel[i]];
+        if (sum.executions == 0) touched.push_back(b.kernel[i]);
+        sum.integral += v;
+        sum.covered_ps += covered;
+        ++sum.executions;
       }
     }
-  }
-  // Two series of one name on a chip (a counter split across lines) add up.
-  std::map<std::tuple<int, uint32_t, std::string>, KernelCounter> merged;
-  for (auto& [key, k] : acc) {
-    auto [it, fresh] = merged.try_emplace({k.chip, k.kernel, k.counter}, k);
-    if (!fresh) {
-      it->second.integral += k.integral;
-      it->second.covered_ps += k.covered_ps;
-      it->second.executions += k.executions;
+    for (uint32_t kernel : touched) {
+      Sum& sum = sums[kernel];
+      KernelCounter& k = merged[{series.chip, kernel, series.name}];
+      if (k.executions == 0) {
+        k.chip = series.chip;
+        k.kernel = kernel;
+        k.counter = series.name;
+        k.kind = series.kind();
+      }
+      k.integral += sum.integral;
+      k.covered_ps += sum.covered_ps;
+      k.executions += sum.executions;
+      sum = Sum();
     }
+    touched.clear();
   }
   std::vector<KernelCounter> out;
   out.reserve(merged.size());

@@ -9,9 +9,31 @@
 
 namespace podprof::insight {
 
-std::vector<CollectiveRun> CollectiveRuns(const trace::HostCapture& capture,
+std::string CollectiveNames::Host(int32_t host) const {
+  return host >= 0 && static_cast<size_t>(host) < hosts.size() ? hosts[host] : std::string();
+}
+
+std::string CollectiveNames::Kernel(int64_t key) const {
+  auto it = kernels.find(key);
+  return it == kernels.end() ? std::string() : it->second;
+}
+
+void CollectiveNames::Merge(const CollectiveNames& other) {
+  if (hosts.size() < other.hosts.size()) hosts.resize(other.hosts.size());
+  for (size_t i = 0; i < other.hosts.size(); ++i) {
+    if (!other.hosts[i].empty()) hosts[i] = other.hosts[i];
+  }
+  for (const auto& [key, name] : other.kernels) kernels.try_emplace(key, name);
+}
+
+std::vector<CollectiveRun> CollectiveRuns(const trace::HostCapture& capture, int32_t host,
                                           const std::vector<int64_t>& chip_keys,
-                                          const std::vector<int64_t>& kernel_keys) {
+                                          const std::vector<int64_t>& kernel_keys,
+                                          CollectiveNames* names) {
+  if (host >= 0) {
+    if (names->hosts.size() <= static_cast<size_t>(host)) names->hosts.resize(host + 1);
+    names->hosts[host] = capture.host.name;
+  }
   // Per chip: the steps' (start ns, end ns, number), in time order.
   std::vector<std::vector<std::tuple<int64_t, int64_t, int64_t>>> steps(capture.host.chips.size());
   for (const trace::EventBlock& b : capture.blocks) {
@@ -43,12 +65,14 @@ std::vector<CollectiveRun> CollectiveRuns(const trace::HostCapture& capture,
     for (size_t i = 0; i < b.size(); ++i) {
       if (b.collective[i] == 0) continue;
       CollectiveRun r;
-      r.host = capture.host.name;
+      r.host = host;
       r.chip_ordinal = capture.host.chips[b.chip].ordinal;
       r.chip_key = static_cast<size_t>(b.chip) < chip_keys.size() ? chip_keys[b.chip] : b.chip;
       r.kernel_key =
           b.kernel[i] < kernel_keys.size() ? kernel_keys[b.kernel[i]] : int64_t{b.kernel[i]};
-      if (b.kernel[i] < capture.kernels.size()) r.kernel_name = capture.kernels[b.kernel[i]].name;
+      if (b.kernel[i] < capture.kernels.size() && !names->kernels.contains(r.kernel_key)) {
+        names->kernels.emplace(r.kernel_key, capture.kernels[b.kernel[i]].name);
+      }
       r.id = b.collective[i];
       r.start_ns = b.base_ns + b.start_ps[i] / 1000;
       r.end_ns = r.start_ns + b.duration_ps[i] / 1000;
@@ -58,7 +82,7 @@ std::vector<CollectiveRun> CollectiveRuns(const trace::HostCapture& capture,
       if (it != s.begin() && r.start_ns < std::get<1>(*std::prev(it))) {
         r.step = std::get<2>(*std::prev(it));
       }
-      out.push_back(std::move(r));
+      out.push_back(r);
     }
   }
   return out;
@@ -93,7 +117,7 @@ std::vector<std::vector<const CollectiveRun*>> GroupInstances(
     const std::vector<CollectiveRun>& runs, bool within_host) {
   std::vector<std::vector<const CollectiveRun*>> groups;
   if (within_host) {
-    absl::flat_hash_map<std::pair<uint64_t, std::string>, size_t> index;
+    absl::flat_hash_map<std::pair<uint64_t, int32_t>, size_t> index;
     for (const CollectiveRun& r : runs) {
       auto [it, fresh] = index.try_emplace({r.id, r.host}, groups.size());
       if (fresh) groups.emplace_back();
@@ -110,13 +134,14 @@ std::vector<std::vector<const CollectiveRun*>> GroupInstances(
   return groups;
 }
 
-std::string ChipName(const CollectiveRun& r) {
-  return absl::StrCat(r.host, " chip ", r.chip_ordinal);
+std::string ChipName(const CollectiveRun& r, const CollectiveNames& names) {
+  return absl::StrCat(names.Host(r.host), " chip ", r.chip_ordinal);
 }
 
 }  // namespace
 
-CollectiveReport AnalyzeCollectives(const std::vector<CollectiveRun>& runs, size_t max_instances,
+CollectiveReport AnalyzeCollectives(const std::vector<CollectiveRun>& runs,
+                                    const CollectiveNames& names, size_t max_instances,
                                     bool within_host) {
   // A pod's capture holds hundreds of thousands of collective runs: everything per run is
   // keyed by the caller's integer chip and kernel keys in hash maps, and names are made only
@@ -166,7 +191,7 @@ CollectiveReport AnalyzeCollectives(const std::vector<CollectiveRun>& runs, size
   for (auto& [key, w] : waits) {
     // The straggler most often last; on a tie, the first by name, as a reader would list them.
     for (const auto& [chip, times] : last_of[key]) {
-      const std::string name = ChipName(*chip_run.at(chip));
+      const std::string name = ChipName(*chip_run.at(chip), names);
       if (times > w.straggler_times || (times == w.straggler_times && name < w.straggler)) {
         w.straggler = name;
         w.straggler_times = times;
@@ -176,7 +201,7 @@ CollectiveReport AnalyzeCollectives(const std::vector<CollectiveRun>& runs, size
   }
   for (auto& [chip, row] : rows) {
     if (row.times_last == 0) continue;
-    row.host = chip_run.at(chip)->host;
+    row.host = names.Host(chip_run.at(chip)->host);
     row.chip_ordinal = chip_run.at(chip)->chip_ordinal;
     std::sort(row.steps.begin(), row.steps.end());
     report.stragglers.push_back(std::move(row));
@@ -197,9 +222,9 @@ CollectiveReport AnalyzeCollectives(const std::vector<CollectiveRun>& runs, size
     const InstanceSummary& s = instances[i];
     InstanceRow row;
     row.id = s.id;
-    row.kernel_name = s.last->kernel_name;
+    row.kernel_name = names.Kernel(s.last->kernel_key);
     row.step = s.last->step;
-    row.straggler_host = s.last->host;
+    row.straggler_host = names.Host(s.last->host);
     row.straggler_chip = s.last->chip_ordinal;
     row.chips = s.chips;
     row.spread_ps = s.spread_ps;

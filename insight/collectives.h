@@ -15,30 +15,45 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "trace/analysis_rows.h"
 #include "trace/model.h"
 
 namespace podprof::insight {
 
-// One chip's part in one collective instance, on the aggregator's clock.
+// One chip's part in one collective instance, on the aggregator's clock. A pod's capture holds
+// hundreds of thousands of these, kept until every host has delivered: names are numbers here
+// (CollectiveNames spells them), so a run is 56 bytes and copying one allocates nothing.
 struct CollectiveRun {
-  std::string host;
-  int chip_ordinal = 0;
-  int64_t chip_key = 0;    // the caller's id for the chip (the store's chip row)
-  int64_t kernel_key = 0;  // the caller's id for the kernel (the store's kernel row)
-  std::string kernel_name;
   uint64_t id = 0;  // all_reduce_unique_id
   int64_t start_ns = 0;
   int64_t end_ns = 0;
-  int64_t step = -1;  // the `Steps` event holding the start on this chip; -1 when none
+  int64_t step = -1;       // the `Steps` event holding the start on this chip; -1 when none
+  int64_t chip_key = 0;    // the caller's id for the chip (the store's chip row)
+  int64_t kernel_key = 0;  // the caller's id for the kernel (the store's kernel row)
+  int32_t host = 0;        // the caller's number for the host (CollectiveNames::hosts)
+  int32_t chip_ordinal = 0;
 };
 
-// The collective executions of one host's capture. `chip_keys` and `kernel_keys` map the
-// capture's chip and kernel indices to the caller's ids. Steps come from the chip's `Steps`
-// line (the step event's name when it is a number, else its order).
-std::vector<CollectiveRun> CollectiveRuns(const trace::HostCapture& capture,
+// The names behind runs' numbers, for the rows a report keeps.
+struct CollectiveNames {
+  std::vector<std::string> hosts;                     // by CollectiveRun::host
+  absl::flat_hash_map<int64_t, std::string> kernels;  // by CollectiveRun::kernel_key
+
+  std::string Host(int32_t host) const;
+  std::string Kernel(int64_t key) const;
+  // Adds `other`'s names (a host's, to a pod's).
+  void Merge(const CollectiveNames& other);
+};
+
+// The collective executions of one host's capture, that host numbered `host`. `chip_keys` and
+// `kernel_keys` map the capture's chip and kernel indices to the caller's ids. Steps come from
+// the chip's `Steps` line (the step event's name when it is a number, else its order). The
+// host's name and its collective kernels' names go into `names`.
+std::vector<CollectiveRun> CollectiveRuns(const trace::HostCapture& capture, int32_t host,
                                           const std::vector<int64_t>& chip_keys,
-                                          const std::vector<int64_t>& kernel_keys);
+                                          const std::vector<int64_t>& kernel_keys,
+                                          CollectiveNames* names);
 
 struct Wait {
   int64_t wait_ps = 0;  // waiting for later arrivals
@@ -65,7 +80,8 @@ struct CollectiveReport {
 // of different hosts are not compared (hosts on their own clocks, as in an import): an instance
 // is its id on one host.
 CollectiveReport AnalyzeCollectives(const std::vector<CollectiveRun>& runs,
-                                    size_t max_instances = 64, bool within_host = false);
+                                    const CollectiveNames& names, size_t max_instances = 64,
+                                    bool within_host = false);
 
 }  // namespace podprof::insight
 

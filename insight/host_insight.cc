@@ -25,7 +25,9 @@ std::vector<KernelFacts> HostFacts(const trace::HostCapture& c,
   std::vector<int64_t> chips(c.host.chips.size()), kernels(c.kernels.size());
   std::iota(chips.begin(), chips.end(), 0);
   std::iota(kernels.begin(), kernels.end(), 0);
-  const CollectiveReport report = AnalyzeCollectives(CollectiveRuns(c, chips, kernels));
+  CollectiveNames names;
+  const CollectiveReport report =
+      AnalyzeCollectives(CollectiveRuns(c, 0, chips, kernels, &names), names);
   std::map<std::pair<int, uint32_t>, Wait> waits;
   for (const auto& [key, w] : report.waits) {
     const uint32_t kernel = static_cast<uint32_t>(key.second);

@@ -135,7 +135,8 @@ TEST(AttributionTest, TheRealTpuCaptureCarriesNoCountersSoNoneAreAttributed) {
   // two have nobody to wait for.
   std::vector<int64_t> chips = {0, 1, 2, 3}, kernels(c->kernels.size());
   for (size_t i = 0; i < kernels.size(); ++i) kernels[i] = static_cast<int64_t>(i);
-  CollectiveReport r = AnalyzeCollectives(CollectiveRuns(*c, chips, kernels));
+  CollectiveNames names;
+  CollectiveReport r = AnalyzeCollectives(CollectiveRuns(*c, 0, chips, kernels, &names), names);
   EXPECT_EQ(r.instances, 3);
   std::map<uint64_t, int> chips_of;
   for (const InstanceRow& i : r.worst) chips_of[i.id] = i.chips;
@@ -144,15 +145,17 @@ TEST(AttributionTest, TheRealTpuCaptureCarriesNoCountersSoNoneAreAttributed) {
 
 TEST(CollectivesTest, TheLastArrivalIsTheStragglerAndTheOthersWaitForIt) {
   std::vector<CollectiveRun> runs;
+  CollectiveNames names;
+  names.hosts = {"a", "b"};
+  names.kernels[5] = "all-reduce.0";
   // Instance 7: chips arrive at 100, 130, 180 ns (host b chip 1 last); all end at 300.
   // Instance 8: host a chip 0 last.
   auto add = [&](uint64_t id, std::string host, int chip, int64_t start, int64_t step) {
     CollectiveRun r;
-    r.host = host;
+    r.host = host == "a" ? 0 : 1;
     r.chip_ordinal = chip;
     r.chip_key = host == "a" ? chip : 10 + chip;
     r.kernel_key = 5;
-    r.kernel_name = "all-reduce.0";
     r.id = id;
     r.start_ns = start;
     r.end_ns = 300;
@@ -166,7 +169,7 @@ TEST(CollectivesTest, TheLastArrivalIsTheStragglerAndTheOthersWaitForIt) {
   add(8, "a", 1, 240, 4);
   add(8, "b", 1, 200, 4);
   add(9, "a", 0, 260, 4);  // seen on one chip only: skipped
-  CollectiveReport r = AnalyzeCollectives(runs);
+  CollectiveReport r = AnalyzeCollectives(runs, names);
   EXPECT_EQ(r.instances, 2);
   ASSERT_EQ(r.stragglers.size(), 2u);
   // b chip 1 caused 80 + 50 = 130 ns of waiting; a chip 0 caused 50 + 10 = 60.
@@ -183,9 +186,11 @@ TEST(CollectivesTest, TheLastArrivalIsTheStragglerAndTheOthersWaitForIt) {
   ASSERT_EQ(r.worst.size(), 2u);
   EXPECT_EQ(r.worst[0].id, 7u);
   EXPECT_EQ(r.worst[0].spread_ps, 80'000);
+  EXPECT_EQ(r.worst[0].kernel_name, "all-reduce.0");
+  EXPECT_EQ(r.worst[0].straggler_host, "b");
 
   // Hosts on their own clocks: only host a's two chips are compared, in each instance.
-  CollectiveReport within = AnalyzeCollectives(runs, 64, /*within_host=*/true);
+  CollectiveReport within = AnalyzeCollectives(runs, names, 64, /*within_host=*/true);
   EXPECT_EQ(within.instances, 2);
   ASSERT_EQ(within.worst.size(), 2u);
   EXPECT_EQ(within.worst[0].chips, 2);
