@@ -19,22 +19,29 @@ int64_t Median(std::vector<int64_t> v) {
 
 }  // namespace
 
-std::map<uint64_t, int64_t> CollectiveEnds(const trace::HostCapture& c) {
-  std::map<uint64_t, std::vector<int64_t>> all;
+CollectiveEndList CollectiveEnds(const trace::HostCapture& c) {
+  CollectiveEndList all;  // (id, a chip's end), then grouped by id
   for (const trace::EventBlock& b : c.blocks) {
     if (!trace::IsKernelLine(b.kind)) continue;
     for (size_t i = 0; i < b.size(); ++i) {
       if (b.collective[i] == 0) continue;
-      all[b.collective[i]].push_back(b.base_ns + (b.start_ps[i] + b.duration_ps[i]) / 1000);
+      all.emplace_back(b.collective[i], b.base_ns + (b.start_ps[i] + b.duration_ps[i]) / 1000);
     }
   }
-  std::map<uint64_t, int64_t> out;
-  for (auto& [id, ends] : all) out[id] = Median(std::move(ends));
+  std::sort(all.begin(), all.end());
+  CollectiveEndList out;
+  for (size_t begin = 0; begin < all.size();) {
+    size_t end = begin;
+    while (end < all.size() && all[end].first == all[begin].first) ++end;
+    // Sorted by end within the id: the median is the middle one.
+    out.emplace_back(all[begin].first, all[begin + (end - begin) / 2].second);
+    begin = end;
+  }
   return out;
 }
 
 std::vector<HostCorrection> RefineWithCollectives(
-    const std::map<std::string, std::map<uint64_t, int64_t>>& ends,
+    const std::map<std::string, CollectiveEndList>& ends,
     std::vector<HostCorrection> probe, int64_t mid_ns) {
   if (probe.size() < 2) return probe;
   std::map<std::string, HostCorrection*> by_host;
@@ -70,9 +77,11 @@ std::vector<HostCorrection> RefineWithCollectives(
     // shared collective measures this host's error against the reference at that instant.
     // A line through them gives the offset at the window's middle and the drift across it.
     std::vector<std::pair<double, double>> points;  // (t - mid, difference), ns
+    auto it = ref_ends.begin();  // both lists are in order of id: walk them side by side
     for (const auto& [id, t] : ends.at(host)) {
-      auto it = ref_ends.find(id);
-      if (it == ref_ends.end()) continue;
+      while (it != ref_ends.end() && it->first < id) ++it;
+      if (it == ref_ends.end()) break;
+      if (it->first != id) continue;
       points.emplace_back(
           static_cast<double>(it->second - r.probe_offset_ns - mid_ns),
           static_cast<double>((t - h->probe_offset_ns) - (it->second - r.probe_offset_ns)));

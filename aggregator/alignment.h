@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "trace/model.h"
@@ -24,8 +25,12 @@ struct HostCorrection {
   bool refined = false;
 };
 
-// Collective-based refinement. `ends` maps host -> (collective id -> end time in the host's
-// clock, ns, the median over its chips); `probe` holds each host's probe-only correction.
+// Collective id -> end time (host clock, ns), the median over the host's chips, in order of
+// id. A flat list: a pod's hosts keep theirs until the last host delivers (16 bytes a
+// collective, where a map node took 48 and an allocation).
+using CollectiveEndList = std::vector<std::pair<uint64_t, int64_t>>;
+
+// Collective-based refinement. `ends` maps host -> its collective ends; `probe` holds each host's probe-only correction.
 // Hosts are pinned to the reference host (the one sharing the most collectives) by the median
 // difference of their shared collectives' end times; a refinement is accepted only inside the
 // two hosts' probe uncertainties (plus the slack a device-to-host mapping may add).
@@ -33,12 +38,11 @@ struct HostCorrection {
 // across the window. Finally the common error all hosts inherit from the reference is estimated
 // by the median of every host's probe disagreement and removed.
 std::vector<HostCorrection> RefineWithCollectives(
-    const std::map<std::string, std::map<uint64_t, int64_t>>& ends,
+    const std::map<std::string, CollectiveEndList>& ends,
     std::vector<HostCorrection> probe, int64_t mid_ns);
 
-// Collective id -> end time (host clock, ns), the median over the host's chips: what
-// RefineWithCollectives matches across hosts.
-std::map<uint64_t, int64_t> CollectiveEnds(const trace::HostCapture& capture);
+// What RefineWithCollectives matches across hosts.
+CollectiveEndList CollectiveEnds(const trace::HostCapture& capture);
 
 }  // namespace podprof::aggregator
 

@@ -53,6 +53,8 @@ struct Orchestrator::Run {
   absl::Notification stop;  // notified with `cancelled`, to cut the orchestrator's waits short
   // Each host's Capture call while it runs (index as `hosts`), for cancellation.
   std::vector<std::shared_ptr<grpc::ClientContext>> contexts ABSL_GUARDED_BY(mu);
+  // The pod's roll-ups, each host added as it is analysed.
+  ingest::PodRollup rollup;
 
   // Appends `p` to the log (percent_complete filled in unless set) and wakes the watchers.
   void Post(v1::CaptureProgress p, Clock& clock) {
@@ -255,7 +257,7 @@ class Orchestrator::HostStream final : public StreamPool::Handler {
   const std::string& error() const { return error_; }
   uint64_t bytes() const { return bytes_; }
   uint64_t events() const { return decoder_.events(); }
-  const std::map<uint64_t, int64_t>& collective_ends() const { return collective_ends_; }
+  CollectiveEndList& collective_ends() { return collective_ends_; }
   // The host's rows once it delivered, or why analysing it failed (the store's error).
   absl::StatusOr<ingest::AnalysedHost>& analysed() { return analysed_; }
 
@@ -294,7 +296,7 @@ class Orchestrator::HostStream final : public StreamPool::Handler {
       trace::HostCapture& cap = decoder_.capture();
       cap.host.name = host();
       collective_ends_ = CollectiveEnds(cap);
-      analysed_ = ingest::AnalyseHost(store_, index_, cap);
+      analysed_ = ingest::AnalyseHost(store_, index_, cap, &run_.rollup);
       // Its timelines and counters go to the store now, under the running capture: what waits
       // for the pod is then its statistics and collective arrivals, not its data.
       if (analysed_.ok()) {
@@ -325,7 +327,7 @@ class Orchestrator::HostStream final : public StreamPool::Handler {
   stream::CaptureDecoder decoder_;
   std::string error_;
   uint64_t bytes_ = 0;
-  std::map<uint64_t, int64_t> collective_ends_;
+  CollectiveEndList collective_ends_;
   absl::StatusOr<ingest::AnalysedHost> analysed_;
 };
 
@@ -371,6 +373,14 @@ void Orchestrator::CollectHosts(Run& run, std::vector<std::unique_ptr<HostStream
     PODPROF_LOG(INFO) << "capture " << run.id << ": " << connecting.size() << " of "
                       << run.hosts.size() << " agent connections were not ready";
   }
+  // Every call runs from dispatch until its host's data is in, and at most
+  // `max_active_hosts` hosts stream at once: the others wait their turn, a wave per that many
+  // hosts ahead of them. So a host's allowance is a minute (or three windows) for itself plus
+  // a window and a second per wave; a 2,240-host pod in waves of 16 gets 140 more windows.
+  const int64_t waves = static_cast<int64_t>(run.hosts.size()) /
+                        std::max<int64_t>(1, limits_.max_active_hosts);
+  const int64_t stream_ns = std::max<int64_t>(60'000'000'000, 3 * duration_ns) +
+                            waves * (duration_ns + 1'000'000'000);
   const int64_t dispatch_begin_ns = clock_.MonotonicNs();
   auto dispatch = [&](size_t i) {
     const Registry::Handle& h = run.hosts[i];
@@ -385,9 +395,7 @@ void Orchestrator::CollectHosts(Run& run, std::vector<std::unique_ptr<HostStream
     req.set_max_chunk_bytes(static_cast<uint64_t>(registry_->max_chunk_bytes()));
     *req.mutable_options() = run.request.options();
     auto ctx = std::make_shared<grpc::ClientContext>();
-    ctx->set_deadline(DeadlineAt(
-        clock_.NowNs(),
-        (run.start_ns - clock_.NowNs()) + std::max<int64_t>(60'000'000'000, 3 * duration_ns)));
+    ctx->set_deadline(DeadlineAt(clock_.NowNs(), (run.start_ns - clock_.NowNs()) + stream_ns));
     {
       absl::MutexLock lock(&run.mu);
       run.contexts[i] = ctx;
@@ -452,7 +460,7 @@ void Orchestrator::StoreRun(Run& run, std::vector<std::unique_ptr<HostStream>>& 
   // Probe-only corrections at the window's middle, then the collectives.
   const int64_t mid = run.start_ns + duration_ns / 2;
   std::vector<HostCorrection> probe;
-  std::map<std::string, std::map<uint64_t, int64_t>> ends;
+  std::map<std::string, CollectiveEndList> ends;
   for (const auto& h : hosts) {
     if (!h->ok()) continue;
     HostCorrection c;
@@ -463,7 +471,7 @@ void Orchestrator::StoreRun(Run& run, std::vector<std::unique_ptr<HostStream>>& 
     c.uncertainty_ns = est.uncertainty_ns;
     c.drift_ppb = est.drift_ppb;
     probe.push_back(c);
-    ends[c.host] = h->collective_ends();
+    ends[c.host] = std::move(h->collective_ends());
   }
   std::vector<HostCorrection> corrections = RefineWithCollectives(ends, probe, mid);
   std::map<std::string, const HostCorrection*> correction_of;
@@ -503,7 +511,7 @@ void Orchestrator::StoreRun(Run& run, std::vector<std::unique_ptr<HostStream>>& 
                                                  : CaptureState::kFailed;
   if (run.cancelled) w.state = CaptureState::kCancelled;
   const CaptureState state = w.state;
-  if (stored.ok()) stored = ingest::WriteAnalysed(*store_, std::move(w), std::move(analysed));
+  if (stored.ok()) stored = ingest::WriteAnalysed(*store_, std::move(w), std::move(analysed), &run.rollup);
   // The hosts that delivered were alive when their streams ended; while the pod's capture was
   // being stored their heartbeats may have queued behind the ingest (a busy aggregator on few
   // cores), and they must not miss the next capture for that.

@@ -245,6 +245,7 @@ CaptureResult RunCapture(v1::Aggregator::Stub& stub, Clock& clock, const Options
 
 // Waits for the pod, runs the captures, prints the figures; returns the exit code.
 int RunAndReport(const Options& o, Clock& clock, int port, pid_t agg, pid_t loadgen, int64_t t0,
+                 const std::string& db,
                  const std::function<void()>& cleanup) {
   auto stub = v1::Aggregator::NewStub(
       grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
@@ -305,6 +306,14 @@ int RunAndReport(const Options& o, Clock& clock, int port, pid_t agg, pid_t load
   std::printf("land_after_last_stream_s=%.2f\n", worst_land);
   std::printf("aggregator_peak_rss_mb=%ld (loadgen peak %ld MB)\n",
               bench::StatusKb(agg, "VmHWM:") / 1024, bench::StatusKb(loadgen, "VmHWM:") / 1024);
+  auto size_of = [](const std::string& path) {
+    std::error_code ec;
+    const uintmax_t n = fs::file_size(path, ec);
+    return ec ? 0.0 : static_cast<double>(n);
+  };
+  const double db_mb = (size_of(db) + size_of(db + "-wal")) / 1e6;
+  std::printf("store_mb=%.1f (the SQLite file and its write-ahead log, %d captures)\n", db_mb,
+              o.captures);
   std::printf(
       "queries during ingest: %zu, p50 %.1f ms, query_p99_ms=%.1f; idle: p50 %.1f ms, "
       "p99 %.1f ms; query_p99_over_idle=%.1f\n",
@@ -369,7 +378,7 @@ int Main(int argc, char** argv) {
     cleanup();
     return 1;
   }
-  return RunAndReport(o, clock, port, agg, loadgen, t0, cleanup);
+  return RunAndReport(o, clock, port, agg, loadgen, t0, dir + "/pod.db", cleanup);
 }
 
 }  // namespace

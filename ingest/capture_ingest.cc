@@ -16,31 +16,6 @@ namespace {
 // Chip keys of collective runs: the host's index in the capture and the chip's index on it.
 constexpr int64_t kChipsPerHostKey = 1 << 16;
 
-// Pod-wide roll-ups of statistics and counter attributions, by stored kernel id.
-void RollUp(storage::CaptureWrite* w) {
-  std::map<int64_t, storage::KernelRollupWrite> stats;
-  std::map<std::pair<int64_t, std::string>, storage::CounterRollupWrite> counters;
-  for (const storage::HostWrite& h : w->hosts) {
-    for (const trace::KernelStats& s : h.stats) {
-      storage::KernelRollupWrite& r = stats[h.kernel_ids[s.kernel]];
-      r.kernel_id = h.kernel_ids[s.kernel];
-      r.stats.Merge(s);
-      r.chips++;
-    }
-    for (const trace::KernelCounter& k : h.attributions) {
-      const int64_t id = h.kernel_ids[k.kernel];
-      storage::CounterRollupWrite& r = counters[{id, k.counter}];
-      r.kernel_id = id;
-      r.name = k.counter;
-      r.cumulative = k.kind == trace::CounterKind::kCumulative;
-      r.integral += k.integral;
-      r.covered_ps += k.covered_ps;
-    }
-  }
-  for (auto& [id, r] : stats) w->rollups.push_back(std::move(r));
-  for (auto& [key, r] : counters) w->counter_rollups.push_back(std::move(r));
-}
-
 // The pod's collective waits as rows: per chip and kernel, per kernel, stragglers, the worst.
 void CollectiveRows(const insight::CollectiveReport& report, storage::CaptureWrite* w) {
   std::map<int64_t, storage::WaitRollupWrite> by_kernel;
@@ -68,18 +43,63 @@ void CollectiveRows(const insight::CollectiveReport& report, storage::CaptureWri
   w->worst = report.worst;
 }
 
+// A chip's statistics as the store keeps them.
+storage::StatWrite ToRow(const trace::KernelStats& s) {
+  storage::StatWrite row;
+  row.chip = s.chip;
+  row.kernel = s.kernel;
+  row.count = s.count;
+  row.total_ps = s.total_ps;
+  row.min_ps = s.min_ps;
+  row.max_ps = s.max_ps;
+  row.sketch = s.sketch.Serialize();
+  return row;
+}
+
 }  // namespace
 
+void PodRollup::Add(const std::vector<int64_t>& kernel_ids,
+                    const std::vector<trace::KernelStats>& stats,
+                    const std::vector<trace::KernelCounter>& counters) {
+  absl::MutexLock lock(&mu_);
+  for (const trace::KernelStats& s : stats) {
+    storage::KernelRollupWrite& r = stats_[kernel_ids[s.kernel]];
+    r.kernel_id = kernel_ids[s.kernel];
+    r.stats.Merge(s);
+    r.chips++;
+  }
+  for (const trace::KernelCounter& k : counters) {
+    const int64_t id = kernel_ids[k.kernel];
+    storage::CounterRollupWrite& r = counters_[{id, k.counter}];
+    r.kernel_id = id;
+    r.name = k.counter;
+    r.cumulative = k.kind == trace::CounterKind::kCumulative;
+    r.integral += k.integral;
+    r.covered_ps += k.covered_ps;
+  }
+}
+
+void PodRollup::MoveTo(storage::CaptureWrite* w) {
+  absl::MutexLock lock(&mu_);
+  for (auto& [id, r] : stats_) w->rollups.push_back(std::move(r));
+  for (auto& [key, r] : counters_) w->counter_rollups.push_back(std::move(r));
+  stats_.clear();
+  counters_.clear();
+}
+
 absl::StatusOr<AnalysedHost> AnalyseHost(storage::Store& store, size_t index,
-                                         const trace::HostCapture& cap) {
+                                         const trace::HostCapture& cap, PodRollup* rollup) {
   AnalysedHost r;
   ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> ids, store.ResolveKernels({&cap.kernels}));
   storage::HostWrite& w = r.write;
   w.kernel_ids = std::move(ids.front());
   w.events = static_cast<int64_t>(cap.EventCount());
   w.chips = cap.host.chips;
-  w.stats = trace::ComputeKernelStats(cap);
+  const std::vector<trace::KernelStats> stats = trace::ComputeKernelStats(cap);
   w.attributions = insight::AttributeCounters(cap);
+  rollup->Add(w.kernel_ids, stats, w.attributions);
+  w.stats.reserve(stats.size());
+  for (const trace::KernelStats& s : stats) w.stats.push_back(ToRow(s));
   for (const trace::EventBlock& b : cap.blocks) {
     if (b.size() == 0) continue;
     w.timelines.push_back({b.chip, b.line, b.base_ns, static_cast<int64_t>(b.size()),
@@ -110,7 +130,7 @@ void SetHostClock(const trace::ClockCorrection& c, AnalysedHost* host) {
 }
 
 absl::Status WriteAnalysed(storage::Store& store, storage::CaptureWrite w,
-                           std::vector<AnalysedHost> hosts) {
+                           std::vector<AnalysedHost> hosts, PodRollup* rollup) {
   w.hosts.clear();
   std::vector<insight::CollectiveRun> runs;
   size_t total = 0;
@@ -125,7 +145,7 @@ absl::Status WriteAnalysed(storage::Store& store, storage::CaptureWrite w,
     w.hosts.push_back(std::move(h.write));
   }
   hosts.clear();
-  RollUp(&w);
+  rollup->MoveTo(&w);
   // A pod capture has every host on the aggregator's clock. Imported hosts keep their own
   // clocks, which agree only as well as NTP made them: compare arrivals within a host there.
   CollectiveRows(insight::AnalyzeCollectives(runs, names, 64, w.source == "import"), &w);
@@ -134,11 +154,12 @@ absl::Status WriteAnalysed(storage::Store& store, storage::CaptureWrite w,
 
 absl::Status StoreCapture(storage::Store& store, CaptureInput input) {
   std::vector<AnalysedHost> hosts;
+  PodRollup rollup;
   for (size_t i = 0; i < input.hosts.size(); ++i) {
     HostInput& in = input.hosts[i];
     AnalysedHost h;
     if (in.capture) {
-      ASSIGN_OR_RETURN(h, AnalyseHost(store, i, *in.capture));
+      ASSIGN_OR_RETURN(h, AnalyseHost(store, i, *in.capture, &rollup));
       in.capture.reset();
     }
     h.write.host = in.host;
@@ -158,7 +179,7 @@ absl::Status StoreCapture(storage::Store& store, CaptureInput input) {
   w.options_json = input.options_json;
   w.source = input.source;
   w.created_ns = input.created_ns;
-  return WriteAnalysed(store, std::move(w), std::move(hosts));
+  return WriteAnalysed(store, std::move(w), std::move(hosts), &rollup);
 }
 
 }  // namespace podprof::ingest

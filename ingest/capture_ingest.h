@@ -20,12 +20,30 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "insight/collectives.h"
 #include "storage/store.h"
 #include "trace/clock_correction.h"
 #include "trace/model.h"
 
 namespace podprof::ingest {
+
+// The pod-wide roll-ups of a capture's kernel statistics and counter attributions, folded in
+// host by host as each is analysed (from the ingest threads), so that what a host leaves
+// waiting for the pod is its rows, with sketches serialized.
+class PodRollup {
+ public:
+  void Add(const std::vector<int64_t>& kernel_ids, const std::vector<trace::KernelStats>& stats,
+           const std::vector<trace::KernelCounter>& counters);
+  // Moves the roll-ups into `w` (by kernel id, then counter name) and leaves this empty.
+  void MoveTo(storage::CaptureWrite* w);
+
+ private:
+  absl::Mutex mu_;
+  std::map<int64_t, storage::KernelRollupWrite> stats_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<int64_t, std::string>, storage::CounterRollupWrite> counters_
+      ABSL_GUARDED_BY(mu_);
+};
 
 // One host analysed: the rows to insert, and its collective arrivals for the pod's analysis.
 struct AnalysedHost {
@@ -38,19 +56,19 @@ struct AnalysedHost {
 // collective arrivals): kernel ids, statistics, counter attribution, collective arrivals, and
 // its timelines and counters encoded on the capture's own clock. Fills the write's chips, rows
 // and event count; the caller fills the host's name, outcome and clock. Errors are the store's
-// (ResolveKernels).
+// (ResolveKernels). Its statistics and attributions are added to `rollup`.
 absl::StatusOr<AnalysedHost> AnalyseHost(storage::Store& store, size_t index,
-                                         const trace::HostCapture& capture);
+                                         const trace::HostCapture& capture, PodRollup* rollup);
 
 // Records that the host's timelines and counters are on its own clock, to be put on the
 // aggregator's by `c` when read, and corrects its collective arrivals now.
 void SetHostClock(const trace::ClockCorrection& c, AnalysedHost* host);
 
-// The pod-wide part and the write: roll-ups, the collectives analysed across hosts (within
+// The pod-wide part and the write: the roll-ups of the hosts' AnalyseHost, the collectives analysed across hosts (within
 // each host when `header.source` is "import": hosts on their own clocks), one transaction.
 // `hosts` are in the order of the indices given to AnalyseHost; `header.hosts` is ignored.
 absl::Status WriteAnalysed(storage::Store& store, storage::CaptureWrite header,
-                           std::vector<AnalysedHost> hosts);
+                           std::vector<AnalysedHost> hosts, PodRollup* rollup);
 
 // One host's part of a capture on its way to the store, for StoreCapture.
 struct HostInput {

@@ -206,13 +206,13 @@ absl::StatusOr<std::vector<int64_t>> InsertHost(Connection& c, HostInserts& q, i
     }
     return h.kernel_ids[k];
   };
-  for (const trace::KernelStats& s : h.stats) {
+  for (const StatWrite& s : h.stats) {
     ASSIGN_OR_RETURN(const int64_t chip, chip_row(s.chip));
     ASSIGN_OR_RETURN(const int64_t kid, kernel_id(s.kernel));
     q.ins_stat->Reset();
     q.ins_stat->Bind(1, seq).Bind(2, chip).Bind(3, kid).Bind(4, s.count);
     q.ins_stat->Bind(5, s.total_ps).Bind(6, s.min_ps).Bind(7, s.max_ps);
-    q.ins_stat->BindBlob(8, s.sketch.Serialize());
+    q.ins_stat->BindBlob(8, s.sketch);
     RETURN_IF_ERROR(q.ins_stat->Run());
     const int64_t rowid = sqlite3_last_insert_rowid(c.get());
     if (*stats_first < 0) *stats_first = rowid;

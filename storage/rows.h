@@ -59,6 +59,17 @@ struct EncodedSeries {
 
 // One host's part of a capture, analysed and encoded before the write: the writer only inserts
 // these rows (the ingest pipeline, ingest/, makes them).
+// One chip's statistics of one kernel as stored. The sketch is serialized at once: a few dozen
+// bytes, where the DDSketch it came from keeps a bin per 2% of its range (a kilobyte or more),
+// and a pod's hosts wait for the pod in this form.
+struct StatWrite {
+  int chip = 0;         // index into HostWrite::chips
+  uint32_t kernel = 0;  // index into HostWrite::kernel_ids
+  int64_t count = 0;
+  int64_t total_ps = 0, min_ps = 0, max_ps = 0;
+  std::string sketch;  // DDSketch::Serialize
+};
+
 struct HostWrite {
   std::string host;
   std::string status = "complete";  // complete | failed
@@ -77,7 +88,7 @@ struct HostWrite {
   // The capture's kernel index -> kernels.id, from ResolveKernels.
   std::vector<int64_t> kernel_ids;
   // Per chip and kernel (indices into `chips` and `kernel_ids`).
-  std::vector<trace::KernelStats> stats;
+  std::vector<StatWrite> stats;
   std::vector<trace::KernelCounter> attributions;
   std::vector<EncodedBlock> timelines;
   std::vector<EncodedSeries> counters;

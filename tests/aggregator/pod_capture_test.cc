@@ -575,7 +575,7 @@ std::vector<HostCorrection> RefineSimulated(const std::vector<int64_t>& truth,
                                             const std::vector<int64_t>& probe_err,
                                             const std::vector<int64_t>& bound) {
   const int64_t mid = 1'000'000'000;
-  std::map<std::string, std::map<uint64_t, int64_t>> ends;
+  std::map<std::string, CollectiveEndList> ends;
   std::vector<HostCorrection> probe;
   for (size_t h = 0; h < truth.size(); ++h) {
     HostCorrection c;
@@ -584,7 +584,7 @@ std::vector<HostCorrection> RefineSimulated(const std::vector<int64_t>& truth,
     c.uncertainty_ns = bound[h];
     probe.push_back(c);
     for (uint64_t id = 1; id <= 20; ++id) {
-      ends[c.host][id] = mid - 500'000'000 + static_cast<int64_t>(id) * 40'000'000 + truth[h];
+      ends[c.host].emplace_back(id, mid - 500'000'000 + static_cast<int64_t>(id) * 40'000'000 + truth[h]);
     }
   }
   return RefineWithCollectives(ends, probe, mid);
