@@ -41,8 +41,8 @@ CollectiveEndList CollectiveEnds(const trace::HostCapture& c) {
 }
 
 std::vector<HostCorrection> RefineWithCollectives(
-    const std::map<std::string, CollectiveEndList>& ends,
-    std::vector<HostCorrection> probe, int64_t mid_ns) {
+    const std::map<std::string, CollectiveEndList>& ends, std::vector<HostCorrection> probe,
+    int64_t mid_ns) {
   if (probe.size() < 2) return probe;
   std::map<std::string, HostCorrection*> by_host;
   // Each host's probe bound on its own offset, before the refinement narrows it to the bound

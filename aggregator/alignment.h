@@ -30,16 +30,16 @@ struct HostCorrection {
 // collective, where a map node took 48 and an allocation).
 using CollectiveEndList = std::vector<std::pair<uint64_t, int64_t>>;
 
-// Collective-based refinement. `ends` maps host -> its collective ends; `probe` holds each host's probe-only correction.
-// Hosts are pinned to the reference host (the one sharing the most collectives) by the median
-// difference of their shared collectives' end times; a refinement is accepted only inside the
-// two hosts' probe uncertainties (plus the slack a device-to-host mapping may add).
-// `mid_ns` is the window's middle on the aggregator's clock: offsets are given there, drifts
-// across the window. Finally the common error all hosts inherit from the reference is estimated
-// by the median of every host's probe disagreement and removed.
+// Collective-based refinement. `ends` maps host -> its collective ends; `probe` holds each host's
+// probe-only correction. Hosts are pinned to the reference host (the one sharing the most
+// collectives) by the median difference of their shared collectives' end times; a refinement is
+// accepted only inside the two hosts' probe uncertainties (plus the slack a device-to-host mapping
+// may add). `mid_ns` is the window's middle on the aggregator's clock: offsets are given there,
+// drifts across the window. Finally the common error all hosts inherit from the reference is
+// estimated by the median of every host's probe disagreement and removed.
 std::vector<HostCorrection> RefineWithCollectives(
-    const std::map<std::string, CollectiveEndList>& ends,
-    std::vector<HostCorrection> probe, int64_t mid_ns);
+    const std::map<std::string, CollectiveEndList>& ends, std::vector<HostCorrection> probe,
+    int64_t mid_ns);
 
 // What RefineWithCollectives matches across hosts.
 CollectiveEndList CollectiveEnds(const trace::HostCapture& capture);

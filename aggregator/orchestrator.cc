@@ -53,8 +53,8 @@ struct Orchestrator::Run {
   absl::Notification stop;  // notified with `cancelled`, to cut the orchestrator's waits short
   // Each host's Capture call while it runs (index as `hosts`), for cancellation.
   std::vector<std::shared_ptr<grpc::ClientContext>> contexts ABSL_GUARDED_BY(mu);
-  // The pod's roll-ups, each host added as it is analysed.
-  ingest::PodRollup rollup;
+  // The pod's roll-ups and collective arrivals, each host added as it is analysed.
+  ingest::PodAnalysis pod;
 
   // Appends `p` to the log (percent_complete filled in unless set) and wakes the watchers.
   void Post(v1::CaptureProgress p, Clock& clock) {
@@ -296,7 +296,7 @@ class Orchestrator::HostStream final : public StreamPool::Handler {
       trace::HostCapture& cap = decoder_.capture();
       cap.host.name = host();
       collective_ends_ = CollectiveEnds(cap);
-      analysed_ = ingest::AnalyseHost(store_, index_, cap, &run_.rollup);
+      analysed_ = ingest::AnalyseHost(store_, index_, cap, &run_.pod);
       // Its timelines and counters go to the store now, under the running capture: what waits
       // for the pod is then its statistics and collective arrivals, not its data.
       if (analysed_.ok()) {
@@ -377,10 +377,10 @@ void Orchestrator::CollectHosts(Run& run, std::vector<std::unique_ptr<HostStream
   // `max_active_hosts` hosts stream at once: the others wait their turn, a wave per that many
   // hosts ahead of them. So a host's allowance is a minute (or three windows) for itself plus
   // a window and a second per wave; a 2,240-host pod in waves of 16 gets 140 more windows.
-  const int64_t waves = static_cast<int64_t>(run.hosts.size()) /
-                        std::max<int64_t>(1, limits_.max_active_hosts);
-  const int64_t stream_ns = std::max<int64_t>(60'000'000'000, 3 * duration_ns) +
-                            waves * (duration_ns + 1'000'000'000);
+  const int64_t waves =
+      static_cast<int64_t>(run.hosts.size()) / std::max<int64_t>(1, limits_.max_active_hosts);
+  const int64_t stream_ns =
+      std::max<int64_t>(60'000'000'000, 3 * duration_ns) + waves * (duration_ns + 1'000'000'000);
   const int64_t dispatch_begin_ns = clock_.MonotonicNs();
   auto dispatch = [&](size_t i) {
     const Registry::Handle& h = run.hosts[i];
@@ -459,6 +459,7 @@ void Orchestrator::StoreRun(Run& run, std::vector<std::unique_ptr<HostStream>>& 
   const int64_t duration_ns = static_cast<int64_t>(run.request.duration_ms()) * 1'000'000;
   // Probe-only corrections at the window's middle, then the collectives.
   const int64_t mid = run.start_ns + duration_ns / 2;
+  const int64_t begin_ns = clock_.MonotonicNs();
   std::vector<HostCorrection> probe;
   std::map<std::string, CollectiveEndList> ends;
   for (const auto& h : hosts) {
@@ -474,6 +475,8 @@ void Orchestrator::StoreRun(Run& run, std::vector<std::unique_ptr<HostStream>>& 
     ends[c.host] = std::move(h->collective_ends());
   }
   std::vector<HostCorrection> corrections = RefineWithCollectives(ends, probe, mid);
+  ends.clear();
+  const int64_t aligned_ns = clock_.MonotonicNs();
   std::map<std::string, const HostCorrection*> correction_of;
   for (const HostCorrection& c : corrections) correction_of[c.host] = &c;
 
@@ -511,7 +514,8 @@ void Orchestrator::StoreRun(Run& run, std::vector<std::unique_ptr<HostStream>>& 
                                                  : CaptureState::kFailed;
   if (run.cancelled) w.state = CaptureState::kCancelled;
   const CaptureState state = w.state;
-  if (stored.ok()) stored = ingest::WriteAnalysed(*store_, std::move(w), std::move(analysed), &run.rollup);
+  if (stored.ok())
+    stored = ingest::WriteAnalysed(*store_, std::move(w), std::move(analysed), &run.pod);
   // The hosts that delivered were alive when their streams ended; while the pod's capture was
   // being stored their heartbeats may have queued behind the ingest (a busy aggregator on few
   // cores), and they must not miss the next capture for that.
@@ -519,8 +523,12 @@ void Orchestrator::StoreRun(Run& run, std::vector<std::unique_ptr<HostStream>>& 
     if (h->ok()) registry_->Touch(h->host());
   }
   PostSummary(run, hosts, corrections, state, stored);
+  // What the pod cost after its last host: an operator's first question when captures land
+  // late.
   PODPROF_LOG(INFO) << "capture " << run.id << " " << storage::CaptureStateName(state) << ": " << ok
-                    << "/" << hosts.size() << " hosts";
+                    << "/" << hosts.size() << " hosts; aligned in "
+                    << (aligned_ns - begin_ns) / 1'000'000 << " ms, analysed and stored in "
+                    << (clock_.MonotonicNs() - aligned_ns) / 1'000'000 << " ms";
   {
     absl::MutexLock lock(&run.mu);
     run.done = true;

@@ -245,8 +245,7 @@ CaptureResult RunCapture(v1::Aggregator::Stub& stub, Clock& clock, const Options
 
 // Waits for the pod, runs the captures, prints the figures; returns the exit code.
 int RunAndReport(const Options& o, Clock& clock, int port, pid_t agg, pid_t loadgen, int64_t t0,
-                 const std::string& db,
-                 const std::function<void()>& cleanup) {
+                 const std::string& db, const std::function<void()>& cleanup) {
   auto stub = v1::Aggregator::NewStub(
       grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
   int online = 0;

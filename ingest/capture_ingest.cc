@@ -58,10 +58,14 @@ storage::StatWrite ToRow(const trace::KernelStats& s) {
 
 }  // namespace
 
-void PodRollup::Add(const std::vector<int64_t>& kernel_ids,
-                    const std::vector<trace::KernelStats>& stats,
-                    const std::vector<trace::KernelCounter>& counters) {
+void PodAnalysis::Add(const std::vector<int64_t>& kernel_ids,
+                      const std::vector<trace::KernelStats>& stats,
+                      const std::vector<trace::KernelCounter>& counters,
+                      const std::vector<insight::CollectiveRun>& runs,
+                      const insight::CollectiveNames& names) {
+  collectives_.Add(runs);
   absl::MutexLock lock(&mu_);
+  names_.Merge(names);
   for (const trace::KernelStats& s : stats) {
     storage::KernelRollupWrite& r = stats_[kernel_ids[s.kernel]];
     r.kernel_id = kernel_ids[s.kernel];
@@ -79,16 +83,27 @@ void PodRollup::Add(const std::vector<int64_t>& kernel_ids,
   }
 }
 
-void PodRollup::MoveTo(storage::CaptureWrite* w) {
+void PodAnalysis::Finish(const std::vector<storage::HostWrite>& hosts, storage::CaptureWrite* w) {
   absl::MutexLock lock(&mu_);
   for (auto& [id, r] : stats_) w->rollups.push_back(std::move(r));
   for (auto& [key, r] : counters_) w->counter_rollups.push_back(std::move(r));
   stats_.clear();
   counters_.clear();
+  std::vector<trace::ClockCorrection> clocks(hosts.size());
+  std::vector<bool> own_clock(hosts.size());
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    own_clock[i] = hosts[i].host_clock;
+    clocks[i] = {hosts[i].clock_offset_ns, hosts[i].clock_drift_ppb, hosts[i].clock_mid_ns};
+  }
+  auto correct = [&](int32_t host, int64_t ns) {
+    const size_t h = static_cast<size_t>(host);
+    return h < hosts.size() && own_clock[h] ? clocks[h].ApplyNs(ns) : ns;
+  };
+  CollectiveRows(collectives_.Analyze(names_, correct), w);
 }
 
 absl::StatusOr<AnalysedHost> AnalyseHost(storage::Store& store, size_t index,
-                                         const trace::HostCapture& cap, PodRollup* rollup) {
+                                         const trace::HostCapture& cap, PodAnalysis* pod) {
   AnalysedHost r;
   ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> ids, store.ResolveKernels({&cap.kernels}));
   storage::HostWrite& w = r.write;
@@ -97,7 +112,6 @@ absl::StatusOr<AnalysedHost> AnalyseHost(storage::Store& store, size_t index,
   w.chips = cap.host.chips;
   const std::vector<trace::KernelStats> stats = trace::ComputeKernelStats(cap);
   w.attributions = insight::AttributeCounters(cap);
-  rollup->Add(w.kernel_ids, stats, w.attributions);
   w.stats.reserve(stats.size());
   for (const trace::KernelStats& s : stats) w.stats.push_back(ToRow(s));
   for (const trace::EventBlock& b : cap.blocks) {
@@ -113,8 +127,10 @@ absl::StatusOr<AnalysedHost> AnalyseHost(storage::Store& store, size_t index,
   for (size_t c = 0; c < cap.host.chips.size(); ++c) {
     chip_keys.push_back(static_cast<int64_t>(index) * kChipsPerHostKey + static_cast<int64_t>(c));
   }
-  r.runs = insight::CollectiveRuns(cap, static_cast<int32_t>(index), chip_keys, w.kernel_ids,
-                                   &r.names);
+  insight::CollectiveNames names;
+  const std::vector<insight::CollectiveRun> runs =
+      insight::CollectiveRuns(cap, static_cast<int32_t>(index), chip_keys, w.kernel_ids, &names);
+  pod->Add(w.kernel_ids, stats, w.attributions, runs, names);
   return r;
 }
 
@@ -123,43 +139,27 @@ void SetHostClock(const trace::ClockCorrection& c, AnalysedHost* host) {
   host->write.clock_offset_ns = c.offset_ns;
   host->write.clock_drift_ppb = c.drift_ppb;
   host->write.clock_mid_ns = c.mid_ns;
-  for (insight::CollectiveRun& r : host->runs) {
-    r.start_ns = c.ApplyNs(r.start_ns);
-    r.end_ns = c.ApplyNs(r.end_ns);
-  }
 }
 
 absl::Status WriteAnalysed(storage::Store& store, storage::CaptureWrite w,
-                           std::vector<AnalysedHost> hosts, PodRollup* rollup) {
+                           std::vector<AnalysedHost> hosts, PodAnalysis* pod) {
   w.hosts.clear();
-  std::vector<insight::CollectiveRun> runs;
-  size_t total = 0;
-  for (const AnalysedHost& h : hosts) total += h.runs.size();
-  runs.reserve(total);
-  insight::CollectiveNames names;
-  for (AnalysedHost& h : hosts) {
-    names.Merge(h.names);
-    runs.insert(runs.end(), std::make_move_iterator(h.runs.begin()),
-                std::make_move_iterator(h.runs.end()));
-    std::vector<insight::CollectiveRun>().swap(h.runs);
-    w.hosts.push_back(std::move(h.write));
-  }
+  for (AnalysedHost& h : hosts) w.hosts.push_back(std::move(h.write));
   hosts.clear();
-  rollup->MoveTo(&w);
-  // A pod capture has every host on the aggregator's clock. Imported hosts keep their own
-  // clocks, which agree only as well as NTP made them: compare arrivals within a host there.
-  CollectiveRows(insight::AnalyzeCollectives(runs, names, 64, w.source == "import"), &w);
+  pod->Finish(w.hosts, &w);
   return store.WriteCapture(w);
 }
 
 absl::Status StoreCapture(storage::Store& store, CaptureInput input) {
   std::vector<AnalysedHost> hosts;
-  PodRollup rollup;
+  // A pod capture has every host on the aggregator's clock. Imported hosts keep their own
+  // clocks, which agree only as well as NTP made them: compare arrivals within a host there.
+  PodAnalysis pod(input.source == "import");
   for (size_t i = 0; i < input.hosts.size(); ++i) {
     HostInput& in = input.hosts[i];
     AnalysedHost h;
     if (in.capture) {
-      ASSIGN_OR_RETURN(h, AnalyseHost(store, i, *in.capture, &rollup));
+      ASSIGN_OR_RETURN(h, AnalyseHost(store, i, *in.capture, &pod));
       in.capture.reset();
     }
     h.write.host = in.host;
@@ -179,7 +179,7 @@ absl::Status StoreCapture(storage::Store& store, CaptureInput input) {
   w.options_json = input.options_json;
   w.source = input.source;
   w.created_ns = input.created_ns;
-  return WriteAnalysed(store, std::move(w), std::move(hosts), &rollup);
+  return WriteAnalysed(store, std::move(w), std::move(hosts), &pod);
 }
 
 }  // namespace podprof::ingest

@@ -28,47 +28,52 @@
 
 namespace podprof::ingest {
 
-// The pod-wide roll-ups of a capture's kernel statistics and counter attributions, folded in
-// host by host as each is analysed (from the ingest threads), so that what a host leaves
-// waiting for the pod is its rows, with sketches serialized.
-class PodRollup {
+// The pod-wide part of a capture, added to host by host as each is analysed (from the ingest
+// threads): roll-ups of kernel statistics and counter attributions, and collective arrivals.
+// What a host leaves waiting for the pod is then its rows, with sketches serialized.
+class PodAnalysis {
  public:
+  // `within_host`: hosts on their own clocks (an import); collectives are compared within each.
+  explicit PodAnalysis(bool within_host = false) : collectives_(within_host) {}
+
   void Add(const std::vector<int64_t>& kernel_ids, const std::vector<trace::KernelStats>& stats,
-           const std::vector<trace::KernelCounter>& counters);
-  // Moves the roll-ups into `w` (by kernel id, then counter name) and leaves this empty.
-  void MoveTo(storage::CaptureWrite* w);
+           const std::vector<trace::KernelCounter>& counters,
+           const std::vector<insight::CollectiveRun>& runs, const insight::CollectiveNames& names);
+  // Moves the roll-ups (by kernel id, then counter name) and the collective analysis, each
+  // host's arrivals put on the pod's clock as `hosts` say (by index), into `w`.
+  void Finish(const std::vector<storage::HostWrite>& hosts, storage::CaptureWrite* w);
+  size_t collective_arrivals() const { return collectives_.arrivals(); }
 
  private:
   absl::Mutex mu_;
   std::map<int64_t, storage::KernelRollupWrite> stats_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<int64_t, std::string>, storage::CounterRollupWrite> counters_
       ABSL_GUARDED_BY(mu_);
+  insight::CollectiveNames names_ ABSL_GUARDED_BY(mu_);
+  insight::PodCollectives collectives_;
 };
 
-// One host analysed: the rows to insert, and its collective arrivals for the pod's analysis.
+// One host analysed: the rows to insert.
 struct AnalysedHost {
   storage::HostWrite write;
-  std::vector<insight::CollectiveRun> runs;
-  insight::CollectiveNames names;  // the host's, and its collective kernels'
 };
 
 // Analyses host `index` of a capture (its place in the capture's host list, which keys its
 // collective arrivals): kernel ids, statistics, counter attribution, collective arrivals, and
 // its timelines and counters encoded on the capture's own clock. Fills the write's chips, rows
 // and event count; the caller fills the host's name, outcome and clock. Errors are the store's
-// (ResolveKernels). Its statistics and attributions are added to `rollup`.
+// (ResolveKernels). Its roll-ups and collective arrivals go to `pod`.
 absl::StatusOr<AnalysedHost> AnalyseHost(storage::Store& store, size_t index,
-                                         const trace::HostCapture& capture, PodRollup* rollup);
+                                         const trace::HostCapture& capture, PodAnalysis* pod);
 
-// Records that the host's timelines and counters are on its own clock, to be put on the
-// aggregator's by `c` when read, and corrects its collective arrivals now.
+// Records that the host's timelines, counters and collective arrivals are on its own clock, to
+// be put on the aggregator's by `c` when read and when the pod's collectives are analysed.
 void SetHostClock(const trace::ClockCorrection& c, AnalysedHost* host);
 
-// The pod-wide part and the write: the roll-ups of the hosts' AnalyseHost, the collectives analysed across hosts (within
-// each host when `header.source` is "import": hosts on their own clocks), one transaction.
-// `hosts` are in the order of the indices given to AnalyseHost; `header.hosts` is ignored.
+// The pod-wide part and the write: `pod`'s roll-ups and collectives, one transaction. `hosts`
+// are in the order of the indices given to AnalyseHost; `header.hosts` is ignored.
 absl::Status WriteAnalysed(storage::Store& store, storage::CaptureWrite header,
-                           std::vector<AnalysedHost> hosts, PodRollup* rollup);
+                           std::vector<AnalysedHost> hosts, PodAnalysis* pod);
 
 // One host's part of a capture on its way to the store, for StoreCapture.
 struct HostInput {

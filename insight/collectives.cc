@@ -75,7 +75,6 @@ std::vector<CollectiveRun> CollectiveRuns(const trace::HostCapture& capture, int
       }
       r.id = b.collective[i];
       r.start_ns = b.base_ns + b.start_ps[i] / 1000;
-      r.end_ns = r.start_ns + b.duration_ps[i] / 1000;
       const auto& s = steps[b.chip];
       auto it =
           std::upper_bound(s.begin(), s.end(), std::make_tuple(r.start_ns, INT64_MAX, INT64_MAX));
@@ -98,111 +97,141 @@ struct InstanceSummary {
   int64_t lateness_ps = 0;
   uint64_t id = 0;
   int chips = 0;
-  const CollectiveRun* last = nullptr;
+  uint32_t last_pair = 0;
+  int32_t last_step = -1;
 };
-
-// Hash of a (chip key, kernel key) pair.
-struct PairKey {
-  int64_t chip, kernel;
-  bool operator==(const PairKey& o) const { return chip == o.chip && kernel == o.kernel; }
-  template <typename H>
-  friend H AbslHashValue(H h, const PairKey& k) {
-    return H::combine(std::move(h), k.chip, k.kernel);
-  }
-};
-
-// The members of every instance: by id alone on one clock, by (id, host) when hosts are not
-// compared.
-std::vector<std::vector<const CollectiveRun*>> GroupInstances(
-    const std::vector<CollectiveRun>& runs, bool within_host) {
-  std::vector<std::vector<const CollectiveRun*>> groups;
-  if (within_host) {
-    absl::flat_hash_map<std::pair<uint64_t, int32_t>, size_t> index;
-    for (const CollectiveRun& r : runs) {
-      auto [it, fresh] = index.try_emplace({r.id, r.host}, groups.size());
-      if (fresh) groups.emplace_back();
-      groups[it->second].push_back(&r);
-    }
-  } else {
-    absl::flat_hash_map<uint64_t, size_t> index;
-    for (const CollectiveRun& r : runs) {
-      auto [it, fresh] = index.try_emplace(r.id, groups.size());
-      if (fresh) groups.emplace_back();
-      groups[it->second].push_back(&r);
-    }
-  }
-  return groups;
-}
-
-std::string ChipName(const CollectiveRun& r, const CollectiveNames& names) {
-  return absl::StrCat(names.Host(r.host), " chip ", r.chip_ordinal);
-}
 
 }  // namespace
 
-CollectiveReport AnalyzeCollectives(const std::vector<CollectiveRun>& runs,
-                                    const CollectiveNames& names, size_t max_instances,
-                                    bool within_host) {
-  // A pod's capture holds hundreds of thousands of collective runs: everything per run is
-  // keyed by the caller's integer chip and kernel keys in hash maps, and names are made only
-  // for the rows that are kept.
-  CollectiveReport report;
-  absl::flat_hash_map<PairKey, Wait> waits;
-  // (chip, kernel) -> the chip that arrived last (its key) -> how often.
-  absl::flat_hash_map<PairKey, absl::flat_hash_map<int64_t, int64_t>> last_of;
-  absl::flat_hash_map<int64_t, StragglerRow> rows;              // by chip key
-  absl::flat_hash_map<int64_t, const CollectiveRun*> chip_run;  // a run of each chip, to name it
-  std::vector<InstanceSummary> instances;
-  for (std::vector<const CollectiveRun*>& members : GroupInstances(runs, within_host)) {
-    if (members.size() < 2) continue;
-    std::sort(members.begin(), members.end(), [](const CollectiveRun* a, const CollectiveRun* b) {
-      return a->start_ns < b->start_ns;
-    });
-    const CollectiveRun& last = *members.back();
-    const int64_t last_ns = last.start_ns;
-    InstanceSummary inst;
-    inst.id = last.id;
-    inst.last = &last;
-    inst.chips = static_cast<int>(members.size());
-    inst.spread_ps = (last_ns - members.front()->start_ns) * 1000;
-    inst.lateness_ps = (last_ns - members[members.size() - 2]->start_ns) * 1000;
-    for (const CollectiveRun* m : members) {
-      const int64_t wait_ps = (last_ns - m->start_ns) * 1000;
-      inst.caused_ps += wait_ps;
-      const PairKey key{m->chip_key, m->kernel_key};
-      Wait& w = waits[key];
-      w.wait_ps += wait_ps;
-      ++w.instances;
-      ++last_of[key][last.chip_key];
-      ++rows[m->chip_key].instances;
-      chip_run.try_emplace(m->chip_key, m);
+void PodCollectives::Add(const std::vector<CollectiveRun>& runs) {
+  absl::MutexLock lock(&mu_);
+  for (const CollectiveRun& r : runs) {
+    auto [inst, fresh] = instance_of_.try_emplace({r.id, within_host_ ? r.host : -1}, ids_.size());
+    if (fresh) {
+      ids_.push_back(r.id);
+      members_.emplace_back();
     }
-    StragglerRow& s = rows[last.chip_key];
+    auto [chip, new_chip] = chip_of_.try_emplace(r.chip_key, chips_.size());
+    if (new_chip) chips_.push_back({r.chip_key, r.host, r.chip_ordinal});
+    auto [pair, new_pair] = pair_of_.try_emplace({r.chip_key, r.kernel_key}, pairs_.size());
+    if (new_pair) pairs_.push_back({r.kernel_key, chip->second});
+    members_[inst->second].push_back(
+        {r.start_ns, pair->second, static_cast<int32_t>(std::min<int64_t>(r.step, INT32_MAX))});
+  }
+}
+
+size_t PodCollectives::arrivals() const {
+  absl::MutexLock lock(&mu_);
+  size_t n = 0;
+  for (const auto& m : members_) n += m.size();
+  return n;
+}
+
+// Analyze's running totals, by pair and chip index.
+struct PodCollectives::Walk {
+  std::vector<Wait> waits;
+  // Per pair: the chips that arrived last (chip index, times); a handful each.
+  std::vector<std::vector<std::pair<uint32_t, int64_t>>> last_of;
+  std::vector<StragglerRow> rows;
+  std::vector<InstanceSummary> instances;
+  std::vector<int64_t> at;  // the instance's arrivals on the pod's clock
+
+  void CountLast(uint32_t pair, uint32_t chip) {
+    for (auto& [c, n] : last_of[pair]) {
+      if (c == chip) {
+        ++n;
+        return;
+      }
+    }
+    last_of[pair].emplace_back(chip, 1);
+  }
+};
+
+CollectiveReport PodCollectives::Analyze(const CollectiveNames& names, const Correct& correct,
+                                         size_t max_instances) const {
+  absl::MutexLock lock(&mu_);
+  Walk w;
+  w.waits.resize(pairs_.size());
+  w.last_of.resize(pairs_.size());
+  w.rows.resize(chips_.size());
+  for (size_t i = 0; i < members_.size(); ++i) {
+    const std::vector<Member>& members = members_[i];
+    if (members.size() < 2) continue;
+    // The last arrival, the one before it and the first. Of equal arrivals the chip with the
+    // greater key counts as last (a later host, a later chip), whatever order hosts came in.
+    w.at.resize(members.size());
+    size_t last = 0;
+    for (size_t m = 0; m < members.size(); ++m) {
+      w.at[m] = correct(chips_[pairs_[members[m].pair].chip].host, members[m].start_ns);
+      if (w.at[m] > w.at[last] ||
+          (w.at[m] == w.at[last] && ChipKey(members[m]) > ChipKey(members[last]))) {
+        last = m;
+      }
+    }
+    const int64_t last_ns = w.at[last];
+    int64_t first_ns = last_ns, second_ns = INT64_MIN;
+    for (size_t m = 0; m < members.size(); ++m) {
+      first_ns = std::min(first_ns, w.at[m]);
+      if (m != last) second_ns = std::max(second_ns, w.at[m]);
+    }
+    const uint32_t last_chip = pairs_[members[last].pair].chip;
+    InstanceSummary inst;
+    inst.id = ids_[i];
+    inst.last_pair = members[last].pair;
+    inst.last_step = members[last].step;
+    inst.chips = static_cast<int>(members.size());
+    inst.spread_ps = (last_ns - first_ns) * 1000;
+    inst.lateness_ps = (last_ns - second_ns) * 1000;
+    for (size_t m = 0; m < members.size(); ++m) {
+      const int64_t wait_ps = (last_ns - w.at[m]) * 1000;
+      inst.caused_ps += wait_ps;
+      Wait& wait = w.waits[members[m].pair];
+      wait.wait_ps += wait_ps;
+      ++wait.instances;
+      w.CountLast(members[m].pair, last_chip);
+      ++w.rows[pairs_[members[m].pair].chip].instances;
+    }
+    StragglerRow& s = w.rows[last_chip];
     ++s.times_last;
     s.caused_ps += inst.caused_ps;
     s.lateness_ps += inst.lateness_ps;
-    if (last.step >= 0 && s.steps.size() < 64 &&
-        std::find(s.steps.begin(), s.steps.end(), last.step) == s.steps.end()) {
-      s.steps.push_back(last.step);
+    if (inst.last_step >= 0 && s.steps.size() < 64 &&
+        std::find(s.steps.begin(), s.steps.end(), inst.last_step) == s.steps.end()) {
+      s.steps.push_back(inst.last_step);
     }
-    instances.push_back(inst);
+    w.instances.push_back(inst);
   }
-  report.instances = static_cast<int64_t>(instances.size());
-  for (auto& [key, w] : waits) {
+  return Report(names, max_instances, &w);
+}
+
+int64_t PodCollectives::ChipKey(const Member& m) const { return chips_[pairs_[m.pair].chip].key; }
+
+CollectiveReport PodCollectives::Report(const CollectiveNames& names, size_t max_instances,
+                                        Walk* w) const {
+  auto chip_name = [&](uint32_t chip) {
+    return absl::StrCat(names.Host(chips_[chip].host), " chip ", chips_[chip].ordinal);
+  };
+  CollectiveReport report;
+  report.instances = static_cast<int64_t>(w->instances.size());
+  for (size_t p = 0; p < pairs_.size(); ++p) {
+    Wait& wait = w->waits[p];
+    if (wait.instances == 0) continue;
     // The straggler most often last; on a tie, the first by name, as a reader would list them.
-    for (const auto& [chip, times] : last_of[key]) {
-      const std::string name = ChipName(*chip_run.at(chip), names);
-      if (times > w.straggler_times || (times == w.straggler_times && name < w.straggler)) {
-        w.straggler = name;
-        w.straggler_times = times;
+    for (const auto& [chip, times] : w->last_of[p]) {
+      const std::string name = chip_name(chip);
+      if (times > wait.straggler_times ||
+          (times == wait.straggler_times && name < wait.straggler)) {
+        wait.straggler = name;
+        wait.straggler_times = times;
       }
     }
-    report.waits[{key.chip, key.kernel}] = std::move(w);
+    report.waits[{chips_[pairs_[p].chip].key, pairs_[p].kernel_key}] = std::move(wait);
   }
-  for (auto& [chip, row] : rows) {
+  for (size_t c = 0; c < chips_.size(); ++c) {
+    StragglerRow& row = w->rows[c];
     if (row.times_last == 0) continue;
-    row.host = names.Host(chip_run.at(chip)->host);
-    row.chip_ordinal = chip_run.at(chip)->chip_ordinal;
+    row.host = names.Host(chips_[c].host);
+    row.chip_ordinal = chips_[c].ordinal;
     std::sort(row.steps.begin(), row.steps.end());
     report.stragglers.push_back(std::move(row));
   }
@@ -215,17 +244,18 @@ CollectiveReport AnalyzeCollectives(const std::vector<CollectiveRun>& runs,
   auto worse = [](const InstanceSummary& a, const InstanceSummary& b) {
     return std::tie(b.caused_ps, a.id) < std::tie(a.caused_ps, b.id);
   };
-  const size_t keep = std::min(max_instances, instances.size());
-  std::partial_sort(instances.begin(), instances.begin() + static_cast<long>(keep), instances.end(),
-                    worse);
+  std::vector<InstanceSummary>& all = w->instances;
+  const size_t keep = std::min(max_instances, all.size());
+  std::partial_sort(all.begin(), all.begin() + static_cast<long>(keep), all.end(), worse);
   for (size_t i = 0; i < keep; ++i) {
-    const InstanceSummary& s = instances[i];
+    const InstanceSummary& s = all[i];
+    const Chip& chip = chips_[pairs_[s.last_pair].chip];
     InstanceRow row;
     row.id = s.id;
-    row.kernel_name = names.Kernel(s.last->kernel_key);
-    row.step = s.last->step;
-    row.straggler_host = names.Host(s.last->host);
-    row.straggler_chip = s.last->chip_ordinal;
+    row.kernel_name = names.Kernel(pairs_[s.last_pair].kernel_key);
+    row.step = s.last_step;
+    row.straggler_host = names.Host(chip.host);
+    row.straggler_chip = chip.ordinal;
     row.chips = s.chips;
     row.spread_ps = s.spread_ps;
     row.lateness_ps = s.lateness_ps;
@@ -233,6 +263,15 @@ CollectiveReport AnalyzeCollectives(const std::vector<CollectiveRun>& runs,
     report.worst.push_back(std::move(row));
   }
   return report;
+}
+
+CollectiveReport AnalyzeCollectives(const std::vector<CollectiveRun>& runs,
+                                    const CollectiveNames& names, size_t max_instances,
+                                    bool within_host) {
+  PodCollectives pod(within_host);
+  pod.Add(runs);
+  return pod.Analyze(
+      names, [](int32_t, int64_t ns) { return ns; }, max_instances);
 }
 
 }  // namespace podprof::insight

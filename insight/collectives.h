@@ -10,24 +10,24 @@
 #define PODPROF_INSIGHT_COLLECTIVES_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
 #include "trace/analysis_rows.h"
 #include "trace/model.h"
 
 namespace podprof::insight {
 
-// One chip's part in one collective instance, on the aggregator's clock. A pod's capture holds
-// hundreds of thousands of these, kept until every host has delivered: names are numbers here
-// (CollectiveNames spells them), so a run is 56 bytes and copying one allocates nothing.
+// One chip's part in one collective instance. A host's runs live only until they are added to
+// a PodCollectives; names are numbers here (CollectiveNames spells them).
 struct CollectiveRun {
   uint64_t id = 0;  // all_reduce_unique_id
   int64_t start_ns = 0;
-  int64_t end_ns = 0;
   int64_t step = -1;       // the `Steps` event holding the start on this chip; -1 when none
   int64_t chip_key = 0;    // the caller's id for the chip (the store's chip row)
   int64_t kernel_key = 0;  // the caller's id for the kernel (the store's kernel row)
@@ -76,9 +76,58 @@ struct CollectiveReport {
   int64_t instances = 0;
 };
 
+// A pod's collective arrivals, gathered host by host as each is analysed (from several
+// threads) and analysed once every host's clock correction is known. A pod's second holds
+// millions of arrivals: each is kept as 16 bytes under its instance, and the chips and kernels
+// they name once.
+//
 // Instances seen on a single chip teach nothing and are skipped. With `within_host`, the chips
 // of different hosts are not compared (hosts on their own clocks, as in an import): an instance
 // is its id on one host.
+class PodCollectives {
+ public:
+  explicit PodCollectives(bool within_host = false) : within_host_(within_host) {}
+
+  void Add(const std::vector<CollectiveRun>& runs);
+  // Maps a host's instant (ns) to the pod's clock.
+  using Correct = std::function<int64_t(int32_t host, int64_t ns)>;
+  // Analyses the instances, every arrival put on the pod's clock by `correct`.
+  CollectiveReport Analyze(const CollectiveNames& names, const Correct& correct,
+                           size_t max_instances = 64) const;
+  size_t arrivals() const;
+
+ private:
+  struct Member {
+    int64_t start_ns = 0;  // on its host's clock
+    uint32_t pair = 0;     // index into pairs_
+    int32_t step = -1;
+  };
+  struct Pair {  // a kernel on a chip
+    int64_t kernel_key = 0;
+    uint32_t chip = 0;  // index into chips_
+  };
+  struct Chip {
+    int64_t key = 0;
+    int32_t host = 0;
+    int32_t ordinal = 0;
+  };
+  struct Walk;  // Analyze's state
+  int64_t ChipKey(const Member& m) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  CollectiveReport Report(const CollectiveNames& names, size_t max_instances, Walk* w) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const bool within_host_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::pair<uint64_t, int32_t>, uint32_t> instance_of_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> ids_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::vector<Member>> members_ ABSL_GUARDED_BY(mu_);  // by instance
+  absl::flat_hash_map<std::pair<int64_t, int64_t>, uint32_t> pair_of_ ABSL_GUARDED_BY(mu_);
+  std::vector<Pair> pairs_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<int64_t, uint32_t> chip_of_ ABSL_GUARDED_BY(mu_);
+  std::vector<Chip> chips_ ABSL_GUARDED_BY(mu_);
+};
+
+// The same for runs all on one clock (or, with `within_host`, each host on its own).
 CollectiveReport AnalyzeCollectives(const std::vector<CollectiveRun>& runs,
                                     const CollectiveNames& names, size_t max_instances = 64,
                                     bool within_host = false);

@@ -125,8 +125,6 @@ struct HostInserts {
   }
 };
 
-// Inserts one host's rows; returns its chips' row ids (by chip index). Widens the capture's
-// range of kernel_stats row ids.
 // The hosts.id of `name`, inserted when new.
 absl::StatusOr<int64_t> HostId(HostInserts& q, const std::string& name) {
   q.ins_host->Reset();
@@ -141,7 +139,29 @@ absl::StatusOr<int64_t> HostId(HostInserts& q, const std::string& name) {
   return id;
 }
 
-// Inserts a host's chips, timelines and counters; returns the chips' row ids.
+// A host's chip and kernel indices as row ids, or an error naming the host.
+struct RowIds {
+  const HostWrite& h;
+  const std::vector<int64_t>& chip_ids;
+
+  absl::StatusOr<int64_t> Chip(int chip) const {
+    if (chip < 0 || static_cast<size_t>(chip) >= chip_ids.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("host ", h.host, ": chip index ", chip, " of ", chip_ids.size()));
+    }
+    return chip_ids[chip];
+  }
+  absl::StatusOr<int64_t> Kernel(uint32_t k) const {
+    if (k >= h.kernel_ids.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("host ", h.host, ": kernel index ", k, " of ", h.kernel_ids.size()));
+    }
+    return h.kernel_ids[k];
+  }
+};
+
+// Inserts a host's chips, timelines, counters and counter attributions (everything but its
+// statistics, whose rows keep one contiguous range per capture); returns the chips' row ids.
 absl::StatusOr<std::vector<int64_t>> InsertHostData(Connection& c, HostInserts& q, int64_t seq,
                                                     int64_t host_id, const HostWrite& h) {
   std::vector<int64_t> chip_ids;
@@ -153,30 +173,35 @@ absl::StatusOr<std::vector<int64_t>> InsertHostData(Connection& c, HostInserts& 
     RETURN_IF_ERROR(q.ins_chip->Run());
     chip_ids.push_back(sqlite3_last_insert_rowid(c.get()));
   }
-  auto chip_row = [&](int chip) -> absl::StatusOr<int64_t> {
-    if (chip < 0 || static_cast<size_t>(chip) >= chip_ids.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("host ", h.host, ": chip index ", chip, " of ", chip_ids.size()));
-    }
-    return chip_ids[chip];
-  };
+  const RowIds ids{h, chip_ids};
   for (const EncodedBlock& b : h.timelines) {
-    ASSIGN_OR_RETURN(const int64_t chip, chip_row(b.chip));
+    ASSIGN_OR_RETURN(const int64_t chip, ids.Chip(b.chip));
     q.ins_block->Reset();
     q.ins_block->Bind(1, seq).Bind(2, chip).Bind(3, b.line).Bind(4, b.base_ns);
     q.ins_block->Bind(5, b.events).BindBlob(6, b.data);
     RETURN_IF_ERROR(q.ins_block->Run());
   }
   for (const EncodedSeries& s : h.counters) {
-    ASSIGN_OR_RETURN(const int64_t chip, chip_row(s.chip));
+    ASSIGN_OR_RETURN(const int64_t chip, ids.Chip(s.chip));
     q.ins_counter->Reset();
     q.ins_counter->Bind(1, seq).Bind(2, chip).Bind(3, s.name);
     q.ins_counter->Bind(4, s.samples).BindBlob(5, s.data);
     RETURN_IF_ERROR(q.ins_counter->Run());
   }
+  for (const trace::KernelCounter& k : h.attributions) {
+    ASSIGN_OR_RETURN(const int64_t chip, ids.Chip(k.chip));
+    ASSIGN_OR_RETURN(const int64_t kid, ids.Kernel(k.kernel));
+    q.ins_kcounter->Reset();
+    q.ins_kcounter->Bind(1, seq).Bind(2, chip).Bind(3, kid).Bind(4, k.counter);
+    q.ins_kcounter->Bind(5, int64_t{k.kind == trace::CounterKind::kCumulative});
+    q.ins_kcounter->Bind(6, k.integral).Bind(7, k.covered_ps).Bind(8, k.executions);
+    RETURN_IF_ERROR(q.ins_kcounter->Run());
+  }
   return chip_ids;
 }
 
+// Inserts one host's rows; returns its chips' row ids (by chip index). Widens the capture's
+// range of kernel_stats row ids.
 absl::StatusOr<std::vector<int64_t>> InsertHost(Connection& c, HostInserts& q, int64_t seq,
                                                 const HostWrite& h, int64_t* stats_first,
                                                 int64_t* stats_last) {
@@ -187,28 +212,16 @@ absl::StatusOr<std::vector<int64_t>> InsertHost(Connection& c, HostInserts& q, i
   q.ins_ch->Bind(8, static_cast<int64_t>(h.bytes)).Bind(9, int64_t{h.host_clock});
   q.ins_ch->Bind(10, h.clock_drift_ppb).Bind(11, h.clock_mid_ns);
   RETURN_IF_ERROR(q.ins_ch->Run());
-  // Chips, timelines and counters were inserted ahead (WriteHostData), or are inserted now.
+  // Chips, timelines, counters and attributions were inserted ahead (WriteHostData), or are
+  // inserted now.
   std::vector<int64_t> chip_ids = h.chip_rows;
   if (chip_ids.empty()) {
     ASSIGN_OR_RETURN(chip_ids, InsertHostData(c, q, seq, host_id, h));
   }
-  auto chip_row = [&](int chip) -> absl::StatusOr<int64_t> {
-    if (chip < 0 || static_cast<size_t>(chip) >= chip_ids.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("host ", h.host, ": chip index ", chip, " of ", chip_ids.size()));
-    }
-    return chip_ids[chip];
-  };
-  auto kernel_id = [&](uint32_t k) -> absl::StatusOr<int64_t> {
-    if (k >= h.kernel_ids.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("host ", h.host, ": kernel index ", k, " of ", h.kernel_ids.size()));
-    }
-    return h.kernel_ids[k];
-  };
+  const RowIds ids{h, chip_ids};
   for (const StatWrite& s : h.stats) {
-    ASSIGN_OR_RETURN(const int64_t chip, chip_row(s.chip));
-    ASSIGN_OR_RETURN(const int64_t kid, kernel_id(s.kernel));
+    ASSIGN_OR_RETURN(const int64_t chip, ids.Chip(s.chip));
+    ASSIGN_OR_RETURN(const int64_t kid, ids.Kernel(s.kernel));
     q.ins_stat->Reset();
     q.ins_stat->Bind(1, seq).Bind(2, chip).Bind(3, kid).Bind(4, s.count);
     q.ins_stat->Bind(5, s.total_ps).Bind(6, s.min_ps).Bind(7, s.max_ps);
@@ -217,15 +230,6 @@ absl::StatusOr<std::vector<int64_t>> InsertHost(Connection& c, HostInserts& q, i
     const int64_t rowid = sqlite3_last_insert_rowid(c.get());
     if (*stats_first < 0) *stats_first = rowid;
     *stats_last = rowid;
-  }
-  for (const trace::KernelCounter& k : h.attributions) {
-    ASSIGN_OR_RETURN(const int64_t chip, chip_row(k.chip));
-    ASSIGN_OR_RETURN(const int64_t kid, kernel_id(k.kernel));
-    q.ins_kcounter->Reset();
-    q.ins_kcounter->Bind(1, seq).Bind(2, chip).Bind(3, kid).Bind(4, k.counter);
-    q.ins_kcounter->Bind(5, int64_t{k.kind == trace::CounterKind::kCumulative});
-    q.ins_kcounter->Bind(6, k.integral).Bind(7, k.covered_ps).Bind(8, k.executions);
-    RETURN_IF_ERROR(q.ins_kcounter->Run());
   }
   return chip_ids;
 }
@@ -464,6 +468,7 @@ absl::Status Store::WriteHostData(const std::string& capture_id, HostWrite* host
   }));
   std::vector<EncodedBlock>().swap(host->timelines);
   std::vector<EncodedSeries>().swap(host->counters);
+  std::vector<trace::KernelCounter>().swap(host->attributions);
   return absl::OkStatus();
 }
 

@@ -92,8 +92,8 @@ struct HostWrite {
   std::vector<trace::KernelCounter> attributions;
   std::vector<EncodedBlock> timelines;
   std::vector<EncodedSeries> counters;
-  // The chips' rows when Store::WriteHostData inserted the chips, timelines and counters ahead
-  // of the capture (by chip index); empty when they are inserted with it.
+  // The chips' rows when Store::WriteHostData inserted the chips, timelines, counters and
+  // attributions ahead of the capture (by chip index); empty when they are inserted with it.
   std::vector<int64_t> chip_rows;
 };
 

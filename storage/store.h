@@ -51,8 +51,8 @@ class Store {
   // thread; blocks until committed. AlreadyExists for a duplicate id; ResourceExhausted when
   // the disk is full (nothing of the capture is stored, reads go on).
   absl::Status WriteCapture(const CaptureWrite& capture);
-  // Inserts a host's chips, timelines and counters under a capture still `running` (see
-  // BeginCapture), ahead of the capture's own write, so that a pod's hosts need not wait in
+  // Inserts a host's chips, timelines, counters and attributions under a capture still `running`
+  // (see BeginCapture), ahead of the capture's own write, so that a pod's hosts need not wait in
   // memory for its slowest one; moves them out of `host` and records the chips' rows in it for
   // WriteCapture. Queries see none of it until WriteCapture commits the host's outcome (reads
   // of a capture's hosts go through capture_hosts). FailedPrecondition when no such capture

@@ -584,7 +584,8 @@ std::vector<HostCorrection> RefineSimulated(const std::vector<int64_t>& truth,
     c.uncertainty_ns = bound[h];
     probe.push_back(c);
     for (uint64_t id = 1; id <= 20; ++id) {
-      ends[c.host].emplace_back(id, mid - 500'000'000 + static_cast<int64_t>(id) * 40'000'000 + truth[h]);
+      ends[c.host].emplace_back(
+          id, mid - 500'000'000 + static_cast<int64_t>(id) * 40'000'000 + truth[h]);
     }
   }
   return RefineWithCollectives(ends, probe, mid);

@@ -158,7 +158,6 @@ TEST(CollectivesTest, TheLastArrivalIsTheStragglerAndTheOthersWaitForIt) {
     r.kernel_key = 5;
     r.id = id;
     r.start_ns = start;
-    r.end_ns = 300;
     r.step = step;
     runs.push_back(r);
   };
@@ -197,6 +196,40 @@ TEST(CollectivesTest, TheLastArrivalIsTheStragglerAndTheOthersWaitForIt) {
   EXPECT_EQ(within.worst[0].straggler_host, "a");
   EXPECT_EQ((within.waits[{0, 5}].wait_ps), 30'000);  // 130 - 100 in instance 7
   EXPECT_EQ(within.waits.count({11, 5}), 0u);
+}
+
+// A pod's hosts are added one by one, on their own clocks, and compared only once each host's
+// correction is known: host b's clock runs 100 ns ahead, so its chip, last on its own clock,
+// is first on the pod's.
+TEST(CollectivesTest, ArrivalsArePutOnThePodsClockWhenAnalysed) {
+  CollectiveNames names;
+  names.hosts = {"a", "b"};
+  names.kernels[5] = "all-reduce.0";
+  auto run = [](int32_t host, int chip, int64_t start) {
+    CollectiveRun r;
+    r.id = 7;
+    r.host = host;
+    r.chip_ordinal = chip;
+    r.chip_key = host * 10 + chip;
+    r.kernel_key = 5;
+    r.start_ns = start;
+    return r;
+  };
+  PodCollectives pod;
+  pod.Add({run(0, 0, 100), run(0, 1, 130)});
+  pod.Add({run(1, 0, 180)});  // 80 ns on the pod's clock
+  EXPECT_EQ(pod.arrivals(), 3u);
+  CollectiveReport r =
+      pod.Analyze(names, [](int32_t host, int64_t ns) { return host == 1 ? ns - 100 : ns; });
+  EXPECT_EQ(r.instances, 1);
+  ASSERT_EQ(r.worst.size(), 1u);
+  EXPECT_EQ(r.worst[0].straggler_host, "a");
+  EXPECT_EQ(r.worst[0].straggler_chip, 1);
+  EXPECT_EQ(r.worst[0].spread_ps, 50'000);    // 130 - 80
+  EXPECT_EQ(r.worst[0].lateness_ps, 30'000);  // 130 - 100
+  EXPECT_EQ(r.worst[0].caused_ps, 80'000);    // 30 + 50
+  EXPECT_EQ((r.waits[{10, 5}].wait_ps), 50'000);
+  EXPECT_EQ((r.waits[{10, 5}].straggler), "a chip 1");
 }
 
 }  // namespace

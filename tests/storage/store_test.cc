@@ -299,8 +299,8 @@ TEST_F(StoreTest, HostClockTimesAreCorrectedWhenRead) {
   }
   cap.counters.push_back(series);
   const trace::ClockCorrection c{3'500'000, 40'000, cap.blocks[0].base_ns + 5'000'000};
-  ingest::PodRollup rollup;
-  auto analysed = ingest::AnalyseHost(*store, 0, cap, &rollup);
+  ingest::PodAnalysis pod;
+  auto analysed = ingest::AnalyseHost(*store, 0, cap, &pod);
   ASSERT_TRUE(analysed.ok()) << analysed.status();
   ingest::SetHostClock(c, &*analysed);
   analysed->write.host = "h0";
@@ -310,7 +310,7 @@ TEST_F(StoreTest, HostClockTimesAreCorrectedWhenRead) {
   header.end_ns = 2;
   std::vector<ingest::AnalysedHost> hosts;
   hosts.push_back(std::move(*analysed));
-  ASSERT_TRUE(ingest::WriteAnalysed(*store, header, std::move(hosts), &rollup).ok());
+  ASSERT_TRUE(ingest::WriteAnalysed(*store, header, std::move(hosts), &pod).ok());
 
   trace::HostCapture want = cap;
   trace::ApplyCorrection(c, &want);
@@ -339,8 +339,8 @@ TEST_F(StoreTest, HostClockTimesAreCorrectedWhenRead) {
 TEST_F(StoreTest, HostDataWrittenAheadIsInvisibleUntilTheCaptureCommits) {
   auto store = Open();
   ingest::CaptureInput in = Synthetic("early", 1'000'000, "fusion.1", 1, 200, 2'000'000);
-  ingest::PodRollup rollup;
-  auto analysed = ingest::AnalyseHost(*store, 0, *in.hosts[0].capture, &rollup);
+  ingest::PodAnalysis pod;
+  auto analysed = ingest::AnalyseHost(*store, 0, *in.hosts[0].capture, &pod);
   ASSERT_TRUE(analysed.ok()) << analysed.status();
   analysed->write.host = "h0";
   // No running capture of that id: the data has nowhere to go.
@@ -367,7 +367,7 @@ TEST_F(StoreTest, HostDataWrittenAheadIsInvisibleUntilTheCaptureCommits) {
 
   std::vector<ingest::AnalysedHost> hosts;
   hosts.push_back(std::move(*analysed));
-  ASSERT_TRUE(ingest::WriteAnalysed(*store, header, std::move(hosts), &rollup).ok());
+  ASSERT_TRUE(ingest::WriteAnalysed(*store, header, std::move(hosts), &pod).ok());
   auto done = store->GetCapture("early");
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_EQ(done->status, "complete");
