@@ -15,6 +15,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/errno_status.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "proto/grpc_status.h"
 #include "trace/xspace_reader.h"
 
@@ -157,6 +158,35 @@ class MetricSampler {
   std::string error_;
 };
 
+// What the aggregator is told of this host: `sysfs` (the chips this host found itself), or
+// when that shows none (simulation, containers) the capture's chips; either way completed
+// with what only the trace says (peaks, device type).
+podprof::v1::HostInfo HostInfoFor(const podprof::v1::HostInfo& sysfs, const trace::Host& traced) {
+  podprof::v1::HostInfo info = sysfs;
+  if (info.chips().empty()) {
+    for (const trace::Chip& c : traced.chips) {
+      auto* ci = info.add_chips();
+      ci->set_ordinal(c.ordinal);
+      ci->set_global_chip_id(static_cast<int32_t>(c.global_id));
+      ci->set_generation(c.generation);
+      ci->set_device_type_string(c.device_type);
+      ci->set_peak_tflops(c.peak_tflops);
+      ci->set_peak_hbm_gbps(c.peak_hbm_gbps);
+    }
+    return info;
+  }
+  for (auto& ci : *info.mutable_chips()) {
+    for (const trace::Chip& c : traced.chips) {
+      if (c.ordinal != ci.ordinal()) continue;
+      if (ci.peak_tflops() <= 0) ci.set_peak_tflops(c.peak_tflops);
+      if (ci.peak_hbm_gbps() <= 0) ci.set_peak_hbm_gbps(c.peak_hbm_gbps);
+      if (ci.device_type_string().empty()) ci.set_device_type_string(c.device_type);
+      if (ci.generation().empty()) ci.set_generation(c.generation);
+    }
+  }
+  return info;
+}
+
 }  // namespace
 
 std::string SessionIdFor(const std::string& capture_id) {
@@ -254,57 +284,12 @@ absl::Status CaptureRunner::Run(const podprof::v1::CaptureRequest& request,
                                             " wrote no .xplane.pb file"));
   }
   outcome->xspace_bytes = fs::file_size(path, ec);
-  trace::ReadOptions ropts;
-  ropts.host_name = host.host_name();
-  absl::StatusOr<trace::HostCapture> capture = trace::ReadXSpaceFile(path, ropts);
-  if (!capture.ok()) {
-    return absl::DataLossError(
-        absl::StrCat("unreadable XSpace from the workload: ", capture.status().message()));
-  }
-  if (capture->EventCount() == 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("empty trace: the workload profiler at ", workload_.profiler_address,
-                     " recorded no device events (is the TPU busy with this workload?)"));
-  }
-  outcome->chips = capture->host.chips;
-  outcome->warnings = capture->warnings;
-  if (!sampler.error().empty()) outcome->warnings.push_back(sampler.error());
-  outcome->actual_start_ns = capture->host.profile_start_ns;
-  outcome->actual_end_ns = capture->host.profile_stop_ns;
-
-  podprof::v1::HostInfo info = host;
-  if (info.chips().empty()) {
-    // No chips in sysfs (simulation, containers): describe them from the capture.
-    for (const trace::Chip& c : capture->host.chips) {
-      auto* ci = info.add_chips();
-      ci->set_ordinal(c.ordinal);
-      ci->set_global_chip_id(static_cast<int32_t>(c.global_id));
-      ci->set_generation(c.generation);
-      ci->set_device_type_string(c.device_type);
-      ci->set_peak_tflops(c.peak_tflops);
-      ci->set_peak_hbm_gbps(c.peak_hbm_gbps);
-    }
-  } else {
-    // Chips known from sysfs or the metric service lack what only the trace says (peaks,
-    // device type): take it from the capture's chip of the same ordinal.
-    for (auto& ci : *info.mutable_chips()) {
-      for (const trace::Chip& c : capture->host.chips) {
-        if (c.ordinal != ci.ordinal()) continue;
-        if (ci.peak_tflops() <= 0) ci.set_peak_tflops(c.peak_tflops);
-        if (ci.peak_hbm_gbps() <= 0) ci.set_peak_hbm_gbps(c.peak_hbm_gbps);
-        if (ci.device_type_string().empty()) ci.set_device_type_string(c.device_type);
-        if (ci.generation().empty()) ci.set_generation(c.generation);
-      }
-    }
-  }
   // Chunks no larger than the aggregator said it accepts, nor than this agent allows.
   const size_t chunk_limit =
       stream::NegotiateChunkBytes(limits.max_chunk_bytes, request.max_chunk_bytes());
-  if (absl::Status s = stream::StreamCapture(*capture, info, sampler.Series(), chunk_limit, sink,
-                                             &outcome->counts);
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(StreamXSpace(path, host, chunk_limit, sink, outcome));
+  if (!sampler.error().empty()) outcome->warnings.push_back(sampler.error());
+  RETURN_IF_ERROR(stream::StreamCounters(sampler.Series(), chunk_limit, sink, &outcome->counts));
   podprof::v1::CaptureTrailer trailer;
   for (const std::string& w : outcome->warnings) trailer.add_warnings(w);
   trailer.set_event_count(outcome->counts.events);
@@ -317,6 +302,54 @@ absl::Status CaptureRunner::Run(const podprof::v1::CaptureRequest& request,
   if (!sink->Write(stream::EncodeTrailer(std::move(trailer), chunk_limit))) {
     return absl::CancelledError("the client went away before the trailer");
   }
+  return absl::OkStatus();
+}
+
+absl::Status CaptureRunner::StreamXSpace(const std::string& path, const podprof::v1::HostInfo& host,
+                                         size_t chunk_limit, stream::ChunkSink* sink,
+                                         CaptureOutcome* outcome) {
+  // The XSpace is read and streamed a device plane (a chip) at a time: a long capture's
+  // timelines and counters never sit in memory whole.
+  class Pieces final : public trace::PieceSink {
+   public:
+    Pieces(const podprof::v1::HostInfo& host, size_t limit, stream::ChunkSink* sink,
+           CaptureOutcome* outcome)
+        : host_(host), limit_(limit), sink_(sink), outcome_(outcome) {}
+    absl::Status OnHost(const trace::Host& host) override {
+      outcome_->chips = host.chips;
+      sent_ = stream::StreamHost(HostInfoFor(host_, host), limit_, sink_, &outcome_->counts);
+      return sent_;
+    }
+    absl::Status OnPlane(const trace::HostCapture& piece, size_t first_new_kernel) override {
+      sent_ = stream::StreamPiece(piece, first_new_kernel, limit_, sink_, &outcome_->counts);
+      return sent_;
+    }
+    const absl::Status& sent() const { return sent_; }
+
+   private:
+    const podprof::v1::HostInfo& host_;
+    const size_t limit_;
+    stream::ChunkSink* const sink_;
+    CaptureOutcome* const outcome_;
+    absl::Status sent_;
+  };
+  Pieces pieces(host, chunk_limit, sink, outcome);
+  trace::ReadOptions ropts;
+  ropts.host_name = host.host_name();
+  absl::StatusOr<trace::HostCapture> rest = trace::ReadXSpaceFile(path, ropts, &pieces);
+  if (!pieces.sent().ok()) return pieces.sent();  // the stream broke, not the file
+  if (!rest.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("unreadable XSpace from the workload: ", rest.status().message()));
+  }
+  if (outcome->counts.events == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("empty trace: the workload profiler at ", workload_.profiler_address,
+                     " recorded no device events (is the TPU busy with this workload?)"));
+  }
+  outcome->warnings = rest->warnings;
+  outcome->actual_start_ns = rest->host.profile_start_ns;
+  outcome->actual_end_ns = rest->host.profile_stop_ns;
   return absl::OkStatus();
 }
 

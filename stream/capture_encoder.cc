@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/wire_format_lite.h"
 
@@ -76,7 +77,8 @@ void FillKernelDef(const trace::KernelDef& k, uint64_t id, double text_scale, v1
 
 // Kernel definitions in batches; a definition that does not fit a chunk alone has its texts
 // halved until it does (the short fields are bounded well under kMinChunkBytes).
-absl::Status StreamKernels(const std::vector<trace::KernelDef>& kernels, size_t limit,
+// Kernels from index `first` on (ids `first` + 1 on).
+absl::Status StreamKernels(const std::vector<trace::KernelDef>& kernels, size_t first, size_t limit,
                            ChunkSink* sink, ChunkCounts* counts) {
   v1::CaptureChunk chunk;
   size_t batch_bytes = 0;
@@ -88,7 +90,7 @@ absl::Status StreamKernels(const std::vector<trace::KernelDef>& kernels, size_t 
     batch_bytes = 0;
     return ok;
   };
-  for (size_t i = 0; i < kernels.size(); ++i) {
+  for (size_t i = first; i < kernels.size(); ++i) {
     v1::KernelDef d;
     double scale = 1;
     FillKernelDef(kernels[i], i + 1, scale, &d);
@@ -190,9 +192,8 @@ size_t NegotiateChunkBytes(size_t own_limit, uint64_t requested) {
   return std::max(limit, kMinChunkBytes);
 }
 
-absl::Status StreamCapture(const trace::HostCapture& capture, const v1::HostInfo& host,
-                           const std::vector<v1::CounterSeries>& extra_counters,
-                           size_t max_chunk_bytes, ChunkSink* sink, ChunkCounts* counts) {
+absl::Status StreamHost(const v1::HostInfo& host, size_t max_chunk_bytes, ChunkSink* sink,
+                        ChunkCounts* counts) {
   if (max_chunk_bytes < kMinChunkBytes) {
     return absl::InvalidArgumentError(absl::StrCat("chunk limit of ", max_chunk_bytes,
                                                    " bytes is below the least, ", kMinChunkBytes));
@@ -204,27 +205,40 @@ absl::Status StreamCapture(const trace::HostCapture& capture, const v1::HostInfo
                                                    " bytes does not fit a chunk of ",
                                                    max_chunk_bytes));
   }
-  if (!Send(chunk, sink, counts)) return Broken();
-  if (absl::Status s = StreamKernels(capture.kernels, max_chunk_bytes, sink, counts); !s.ok()) {
-    return s;
+  return Send(chunk, sink, counts) ? absl::OkStatus() : Broken();
+}
+
+absl::Status StreamPiece(const trace::HostCapture& piece, size_t first_kernel,
+                         size_t max_chunk_bytes, ChunkSink* sink, ChunkCounts* counts) {
+  RETURN_IF_ERROR(StreamKernels(piece.kernels, first_kernel, max_chunk_bytes, sink, counts));
+  for (const trace::EventBlock& b : piece.blocks) {
+    const int ordinal = piece.host.chips[b.chip].ordinal;
+    RETURN_IF_ERROR(StreamBlock(b, ordinal, max_chunk_bytes, sink, counts));
   }
-  for (const trace::EventBlock& b : capture.blocks) {
-    const int ordinal = capture.host.chips[b.chip].ordinal;
-    if (absl::Status s = StreamBlock(b, ordinal, max_chunk_bytes, sink, counts); !s.ok()) return s;
-  }
-  for (const trace::CounterSeries& c : capture.counters) {
+  for (const trace::CounterSeries& c : piece.counters) {
     const size_t n = std::min(c.time_ns.size(), c.value.size());
-    absl::Status s = StreamSeries(capture.host.chips[c.chip].ordinal, c.name, "", c.time_ns.data(),
-                                  c.value.data(), n, max_chunk_bytes, sink, counts);
-    if (!s.ok()) return s;
-  }
-  for (const v1::CounterSeries& c : extra_counters) {
-    const size_t n = static_cast<size_t>(std::min(c.timestamp_ns_size(), c.value_size()));
-    absl::Status s = StreamSeries(c.chip_ordinal(), c.name(), c.unit(), c.timestamp_ns().data(),
-                                  c.value().data(), n, max_chunk_bytes, sink, counts);
-    if (!s.ok()) return s;
+    RETURN_IF_ERROR(StreamSeries(piece.host.chips[c.chip].ordinal, c.name, "", c.time_ns.data(),
+                                 c.value.data(), n, max_chunk_bytes, sink, counts));
   }
   return absl::OkStatus();
+}
+
+absl::Status StreamCounters(const std::vector<v1::CounterSeries>& series, size_t max_chunk_bytes,
+                            ChunkSink* sink, ChunkCounts* counts) {
+  for (const v1::CounterSeries& c : series) {
+    const size_t n = static_cast<size_t>(std::min(c.timestamp_ns_size(), c.value_size()));
+    RETURN_IF_ERROR(StreamSeries(c.chip_ordinal(), c.name(), c.unit(), c.timestamp_ns().data(),
+                                 c.value().data(), n, max_chunk_bytes, sink, counts));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StreamCapture(const trace::HostCapture& capture, const v1::HostInfo& host,
+                           const std::vector<v1::CounterSeries>& extra_counters,
+                           size_t max_chunk_bytes, ChunkSink* sink, ChunkCounts* counts) {
+  RETURN_IF_ERROR(StreamHost(host, max_chunk_bytes, sink, counts));
+  RETURN_IF_ERROR(StreamPiece(capture, 0, max_chunk_bytes, sink, counts));
+  return StreamCounters(extra_counters, max_chunk_bytes, sink, counts);
 }
 
 v1::CaptureChunk EncodeTrailer(v1::CaptureTrailer trailer, size_t max_chunk_bytes) {

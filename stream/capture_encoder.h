@@ -44,10 +44,22 @@ constexpr size_t kMinChunkBytes = 16 << 10;
 // (`requested`, 0 = no request), never below kMinChunkBytes.
 size_t NegotiateChunkBytes(size_t own_limit, uint64_t requested);
 
-// Streams `host` first, then the kernel definitions (ids from 1, in capture order), the event
-// blocks (start times delta-encoded), the capture's counter series and `extra_counters`; each
-// chunk serializes to at most `max_chunk_bytes`. The trailer is the caller's (see
-// EncodeTrailer). Cancelled when the sink broke; InvalidArgument when `max_chunk_bytes` is
+// The pieces of a stream, in this order: the host (first chunk), then pieces of the capture
+// (each with the kernels it defines newly, ids continuing from the previous piece's), then
+// series from elsewhere. Each chunk serializes to at most `max_chunk_bytes`, which must be at
+// least kMinChunkBytes. Cancelled when the sink broke.
+absl::Status StreamHost(const podprof::v1::HostInfo& host, size_t max_chunk_bytes, ChunkSink* sink,
+                        ChunkCounts* counts);
+// `piece.kernels` from `first_kernel` on, then its blocks and counter series.
+absl::Status StreamPiece(const trace::HostCapture& piece, size_t first_kernel,
+                         size_t max_chunk_bytes, ChunkSink* sink, ChunkCounts* counts);
+absl::Status StreamCounters(const std::vector<podprof::v1::CounterSeries>& series,
+                            size_t max_chunk_bytes, ChunkSink* sink, ChunkCounts* counts);
+
+// A whole capture: streams `host` first, then the kernel definitions (ids from 1, in capture
+// order), the event blocks (start times delta-encoded), the capture's counter series and
+// `extra_counters`; each chunk serializes to at most `max_chunk_bytes`. The trailer is the caller's
+// (see EncodeTrailer). Cancelled when the sink broke; InvalidArgument when `max_chunk_bytes` is
 // below kMinChunkBytes or the host description alone does not fit. Memory: one chunk at a time.
 absl::Status StreamCapture(const trace::HostCapture& capture, const podprof::v1::HostInfo& host,
                            const std::vector<podprof::v1::CounterSeries>& extra_counters,

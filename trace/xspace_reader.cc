@@ -293,7 +293,8 @@ std::string GpuCategory(absl::string_view line, absl::string_view kernel) {
 
 class Reader {
  public:
-  Reader(ByteSource& source, const ReadOptions& options) : window_(&source), options_(options) {}
+  Reader(ByteSource& source, const ReadOptions& options, PieceSink* sink)
+      : window_(&source), options_(options), sink_(sink) {}
 
   absl::StatusOr<HostCapture> Read();
 
@@ -321,8 +322,17 @@ class Reader {
     std::string line_name;  // of the line being read (for GPU categories)
   };
 
-  absl::Status ReadPlane(Cursor plane);
-  absl::Status ReadDevicePlane(const PlaneScan& scan, int64_t plane_end);
+  // One pass over the XSpace: the host's part (`header`: names, warnings, chips, the Task
+  // Environment) or the device planes' data.
+  absl::Status WalkSpace(bool header);
+  absl::Status ReadPlane(Cursor plane, bool header);
+  absl::Status ReadDevicePlane(const PlaneScan& scan, int64_t plane_end, bool header);
+  // The plane's chip from its stats.
+  absl::StatusOr<Chip> ReadChip(const PlaneScan& scan, const PlaneState& state,
+                                const std::vector<RawStat>& plane_stats);
+  // After a device plane's data: its times made absolute, its new kernels given their modules,
+  // and the piece handed to the sink (then dropped) when there is one.
+  absl::Status EndPlane(size_t blocks_before, size_t counters_before, size_t kernels_before);
   absl::Status ReadStatMetadataEntry(Cursor entry, StatTable* table);
   absl::Status ReadEventMetadataEntry(Cursor entry, PlaneState* plane);
   absl::Status ReadStatList(Cursor* c, std::vector<RawStat>* out);
@@ -342,9 +352,13 @@ class Reader {
   static double StatNumber(const RawStat& stat);
   static uint64_t StatUint(const RawStat& stat);
   void Finish();
+  void ResolveModules(size_t first_kernel);
+  int64_t Absolute(int64_t line_ns) const;
 
   wire::Window window_;
   const ReadOptions& options_;
+  PieceSink* const sink_;
+  int data_planes_ = 0;  // device planes whose data has been read (the next one's chip index)
   HostCapture capture_;
   absl::flat_hash_map<std::string, uint32_t> kernel_index_;  // dedup key -> kernels index
   absl::flat_hash_map<uint64_t, std::string> module_of_program_;
@@ -357,6 +371,18 @@ absl::StatusOr<HostCapture> Reader::Read() {
   if (window_.size() == 0) {
     return absl::InvalidArgumentError("empty file: no XSpace in it");
   }
+  // First the host: its chips and the profile's window (Task Environment, wherever it is in
+  // the file), so that each device plane's data can be put on absolute times, and handed on,
+  // as soon as it is read. Skipping the planes' lines costs nothing: they are length-prefixed.
+  RETURN_IF_ERROR(WalkSpace(/*header=*/true));
+  if (capture_.host.name.empty()) capture_.host.name = options_.host_name;
+  if (sink_ != nullptr) RETURN_IF_ERROR(sink_->OnHost(capture_.host));
+  RETURN_IF_ERROR(WalkSpace(/*header=*/false));
+  Finish();
+  return std::move(capture_);
+}
+
+absl::Status Reader::WalkSpace(bool header) {
   Cursor space(&window_, 0, window_.size(), "XSpace");
   while (!space.done()) {
     uint32_t field;
@@ -367,12 +393,16 @@ absl::StatusOr<HostCapture> Reader::Read() {
         RETURN_IF_ERROR(space.Expect(field, wt, wire::kLengthDelimited));
         Cursor plane(nullptr, 0, 0, "");
         RETURN_IF_ERROR(space.ReadSub("XPlane", &plane));
-        RETURN_IF_ERROR(ReadPlane(plane));
+        RETURN_IF_ERROR(ReadPlane(plane, header));
         break;
       }
       case f::kSpaceErrors:
       case f::kSpaceWarnings:
       case f::kSpaceHostnames: {
+        if (!header) {
+          RETURN_IF_ERROR(space.Skip(wt));
+          break;
+        }
         RETURN_IF_ERROR(space.Expect(field, wt, wire::kLengthDelimited));
         std::string s;
         RETURN_IF_ERROR(space.ReadString(&s));
@@ -388,11 +418,10 @@ absl::StatusOr<HostCapture> Reader::Read() {
         RETURN_IF_ERROR(space.Skip(wt));
     }
   }
-  Finish();
-  return std::move(capture_);
+  return absl::OkStatus();
 }
 
-absl::Status Reader::ReadPlane(Cursor plane) {
+absl::Status Reader::ReadPlane(Cursor plane, bool header) {
   // First pass: the plane's name decides whether it is kept, and its metadata (fields 4-6,
   // written after the lines) must be known before events can be interpreted, so record where
   // each part is and come back.
@@ -434,10 +463,11 @@ absl::Status Reader::ReadPlane(Cursor plane) {
     RETURN_IF_ERROR(plane.Skip(wt));
   }
   if (!scan.named || scan.kind == PlaneKind::kSkip) return absl::OkStatus();
-  return ReadDevicePlane(scan, plane.end());
+  if (!header && scan.kind == PlaneKind::kTaskEnvironment) return absl::OkStatus();
+  return ReadDevicePlane(scan, plane.end(), header);
 }
 
-absl::Status Reader::ReadDevicePlane(const PlaneScan& scan, int64_t plane_end) {
+absl::Status Reader::ReadDevicePlane(const PlaneScan& scan, int64_t plane_end, bool header) {
   PlaneState state;
   state.kind = scan.kind;
   Cursor c(&window_, 0, plane_end, "XPlane");
@@ -470,6 +500,37 @@ absl::Status Reader::ReadDevicePlane(const PlaneScan& scan, int64_t plane_end) {
     return absl::OkStatus();
   }
 
+  if (header) {
+    ASSIGN_OR_RETURN(Chip chip, ReadChip(scan, state, plane_stats));
+    capture_.host.chips.push_back(std::move(chip));
+    return absl::OkStatus();
+  }
+  // The same planes in the same order as the header's pass: the next chip is this plane's.
+  state.chip = data_planes_++;
+  if (static_cast<size_t>(state.chip) >= capture_.host.chips.size()) {
+    return absl::InternalError("a device plane appeared between the reader's passes");
+  }
+  const size_t blocks_before = capture_.blocks.size();
+  const size_t counters_before = capture_.counters.size();
+  const size_t kernels_before = capture_.kernels.size();
+
+  for (const Extent& e : scan.event_metadata) {
+    c.Seek(e.pos);
+    Cursor entry(nullptr, 0, 0, "");
+    RETURN_IF_ERROR(c.ReadSub("XPlane.event_metadata entry", &entry));
+    RETURN_IF_ERROR(ReadEventMetadataEntry(entry, &state));
+  }
+  for (const Extent& e : scan.lines) {
+    c.Seek(e.pos);
+    Cursor line(nullptr, 0, 0, "");
+    RETURN_IF_ERROR(c.ReadSub("XLine", &line));
+    RETURN_IF_ERROR(ReadLine(line, &state));
+  }
+  return EndPlane(blocks_before, counters_before, kernels_before);
+}
+
+absl::StatusOr<Chip> Reader::ReadChip(const PlaneScan& scan, const PlaneState& state,
+                                      const std::vector<RawStat>& plane_stats) {
   Chip chip;
   chip.kind = scan.kind == PlaneKind::kTpu ? DeviceKind::kTpu : DeviceKind::kGpu;
   chip.ordinal = scan.ordinal;
@@ -511,21 +572,23 @@ absl::Status Reader::ReadDevicePlane(const PlaneScan& scan, int64_t plane_end) {
     if (chip.peak_tflops <= 0) chip.peak_tflops = g->peak_tflops;
     if (chip.peak_hbm_gbps <= 0) chip.peak_hbm_gbps = g->peak_hbm_gbps;
   }
-  state.chip = static_cast<int>(capture_.host.chips.size());
-  capture_.host.chips.push_back(std::move(chip));
+  return chip;
+}
 
-  for (const Extent& e : scan.event_metadata) {
-    c.Seek(e.pos);
-    Cursor entry(nullptr, 0, 0, "");
-    RETURN_IF_ERROR(c.ReadSub("XPlane.event_metadata entry", &entry));
-    RETURN_IF_ERROR(ReadEventMetadataEntry(entry, &state));
+absl::Status Reader::EndPlane(size_t blocks_before, size_t counters_before, size_t kernels_before) {
+  for (size_t b = blocks_before; b < capture_.blocks.size(); ++b) {
+    capture_.blocks[b].base_ns = Absolute(capture_.blocks[b].base_ns);
   }
-  for (const Extent& e : scan.lines) {
-    c.Seek(e.pos);
-    Cursor line(nullptr, 0, 0, "");
-    RETURN_IF_ERROR(c.ReadSub("XLine", &line));
-    RETURN_IF_ERROR(ReadLine(line, &state));
+  for (size_t i = counters_before; i < capture_.counters.size(); ++i) {
+    const int64_t base = Absolute(counter_line_ns_[i]);
+    for (int64_t& t : capture_.counters[i].time_ns) t += base;
   }
+  ResolveModules(kernels_before);
+  if (sink_ == nullptr) return absl::OkStatus();
+  RETURN_IF_ERROR(sink_->OnPlane(capture_, kernels_before));
+  std::vector<EventBlock>().swap(capture_.blocks);
+  std::vector<CounterSeries>().swap(capture_.counters);
+  counter_line_ns_.clear();
   return absl::OkStatus();
 }
 
@@ -832,7 +895,7 @@ absl::Status Reader::ReadEvent(Span ev, PlaneState* plane, LineContext* ctx) {
       counter_line_ns_.push_back(ctx->timestamp_ns);
     }
     CounterSeries& series = capture_.counters[index];
-    series.time_ns.push_back(offset_ps / 1000);  // Line start added in Finish().
+    series.time_ns.push_back(offset_ps / 1000);  // Line start added in EndPlane().
     series.value.push_back(counter);
     return absl::OkStatus();
   }
@@ -1008,40 +1071,47 @@ uint64_t Reader::StatUint(const RawStat& stat) {
   }
 }
 
-void Reader::Finish() {
-  Host& host = capture_.host;
-  if (host.name.empty()) host.name = options_.host_name;
+int64_t Reader::Absolute(int64_t line_ns) const {
   // Post-processed captures store line times relative to the profile start; make them
   // absolute. Older captures already hold absolute times and have no Task Environment.
-  auto absolute = [&](int64_t line_ns) {
-    return host.profile_start_ns > 0 && line_ns < kAbsoluteTimestampNs
-               ? host.profile_start_ns + line_ns
-               : line_ns;
-  };
-  for (EventBlock& b : capture_.blocks) b.base_ns = absolute(b.base_ns);
-  for (size_t i = 0; i < capture_.counters.size(); ++i) {
-    int64_t base = absolute(counter_line_ns_[i]);
-    for (int64_t& t : capture_.counters[i].time_ns) t += base;
-  }
-  for (KernelDef& k : capture_.kernels) {
+  const int64_t start = capture_.host.profile_start_ns;
+  return start > 0 && line_ns < kAbsoluteTimestampNs ? start + line_ns : line_ns;
+}
+
+void Reader::ResolveModules(size_t first_kernel) {
+  for (size_t i = first_kernel; i < capture_.kernels.size(); ++i) {
+    KernelDef& k = capture_.kernels[i];
     if (!k.module.empty() || k.program_id == 0) continue;
     auto it = module_of_program_.find(k.program_id);
     if (it != module_of_program_.end()) k.module = it->second;
   }
 }
 
+void Reader::Finish() {
+  // A kernel whose module was named only by a later plane (read whole, not in pieces).
+  if (sink_ == nullptr) ResolveModules(0);
+}
+
 }  // namespace
 
 absl::StatusOr<HostCapture> ReadXSpace(ByteSource& source, const ReadOptions& options) {
-  Reader reader(source, options);
+  Reader reader(source, options, nullptr);
   return reader.Read();
 }
 
-absl::StatusOr<HostCapture> ReadXSpaceFile(const std::string& path, ReadOptions options) {
+absl::StatusOr<HostCapture> ReadXSpaceInPieces(ByteSource& source, const ReadOptions& options,
+                                               PieceSink* sink) {
+  Reader reader(source, options, sink);
+  return reader.Read();
+}
+
+absl::StatusOr<HostCapture> ReadXSpaceFile(const std::string& path, ReadOptions options,
+                                           PieceSink* sink) {
   auto source = FileSource::Open(path);
   if (!source.ok()) return source.status();
   if (options.host_name.empty()) options.host_name = HostNameFromPath(path);
-  absl::StatusOr<HostCapture> capture = ReadXSpace(**source, options);
+  absl::StatusOr<HostCapture> capture =
+      sink == nullptr ? ReadXSpace(**source, options) : ReadXSpaceInPieces(**source, options, sink);
   if (!capture.ok()) {
     return absl::Status(capture.status().code(),
                         absl::StrCat(path, ": ", capture.status().message()));

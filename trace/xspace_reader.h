@@ -31,9 +31,29 @@ struct ReadOptions {
 // offset N: ..."; an empty source fails with InvalidArgument. Never reads outside the source.
 absl::StatusOr<HostCapture> ReadXSpace(ByteSource& source, const ReadOptions& options = {});
 
-// Opens and reads `path`. Every error message starts with the path. The host name defaults to
-// HostNameFromPath(path).
-absl::StatusOr<HostCapture> ReadXSpaceFile(const std::string& path, ReadOptions options = {});
+// Receives a capture plane by plane, as ReadXSpaceInPieces reads it.
+class PieceSink {
+ public:
+  virtual ~PieceSink() = default;
+  // The host with every chip and the profile's window, before any piece.
+  virtual absl::Status OnHost(const Host& host) = 0;
+  // One device plane read: `piece.blocks` and `piece.counters` are its data, on absolute
+  // times; `piece.kernels` are every kernel so far, those from `first_new_kernel` on new with
+  // this plane. Blocks and counters are dropped once this returns. An error stops the read.
+  virtual absl::Status OnPlane(const HostCapture& piece, size_t first_new_kernel) = 0;
+};
+
+// ReadXSpace, handing each device plane's data to `sink` as soon as it is read: memory is one
+// plane's data (a chip's) and the kernel table, not the whole capture's. Returns the capture
+// without blocks or counters (host, kernels, warnings). A kernel takes its module from the
+// planes read so far (each chip's plane names the modules it ran).
+absl::StatusOr<HostCapture> ReadXSpaceInPieces(ByteSource& source, const ReadOptions& options,
+                                               PieceSink* sink);
+
+// Opens and reads `path` (in pieces when given a sink). Every error message starts with the
+// path. The host name defaults to HostNameFromPath(path).
+absl::StatusOr<HostCapture> ReadXSpaceFile(const std::string& path, ReadOptions options = {},
+                                           PieceSink* sink = nullptr);
 
 // The host a capture file names, as XProf reads it: the file name without directories and
 // without the `.xplane.pb` suffix ("/r/run1/10.0.0.7_9999.xplane.pb" -> "10.0.0.7_9999").

@@ -3,6 +3,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <tuple>
@@ -111,6 +112,72 @@ TEST_P(FixtureTest, FileAndMemorySourcesAgree) {
   EXPECT_EQ(a->EventCount(), b->EventCount());
   EXPECT_EQ(a->kernels.size(), b->kernels.size());
   EXPECT_LT(b->KeptBytes(), bytes.size());  // Host threads and HLO protos are not kept.
+}
+
+// Read in pieces (as the agent streams a capture), the host comes first with every chip, then
+// each device plane's data on absolute times, and it adds up to the whole read: the same
+// events, series and kernels, a plane at a time.
+TEST_P(FixtureTest, PiecesAddUpToTheWholeCapture) {
+  const std::string path = FixturePath(GetParam());
+  auto whole = ReadXSpaceFile(path);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  class Collect final : public PieceSink {
+   public:
+    absl::Status OnHost(const Host& host) override {
+      EXPECT_EQ(pieces, 0) << "the host comes first";
+      host_ = host;
+      return absl::OkStatus();
+    }
+    absl::Status OnPlane(const HostCapture& piece, size_t first_new_kernel) override {
+      EXPECT_EQ(first_new_kernel, kernels) << "new kernels continue the previous piece's";
+      kernels = piece.kernels.size();
+      std::set<int> chips;
+      for (const EventBlock& b : piece.blocks) chips.insert(b.chip);
+      for (const CounterSeries& c : piece.counters) chips.insert(c.chip);
+      EXPECT_LE(chips.size(), 1u) << "a piece is one plane's, one chip's";
+      blocks.insert(blocks.end(), piece.blocks.begin(), piece.blocks.end());
+      counters.insert(counters.end(), piece.counters.begin(), piece.counters.end());
+      largest_piece = std::max(largest_piece, piece.EventCount());
+      ++pieces;
+      return absl::OkStatus();
+    }
+    Host host_;
+    int pieces = 0;
+    size_t kernels = 0;
+    size_t largest_piece = 0;
+    std::vector<EventBlock> blocks;
+    std::vector<CounterSeries> counters;
+  } sink;
+  auto source = FileSource::Open(path);
+  ASSERT_TRUE(source.ok());
+  ReadOptions opts;
+  opts.host_name = HostNameFromPath(path);
+  auto rest = ReadXSpaceInPieces(**source, opts, &sink);
+  ASSERT_TRUE(rest.ok()) << rest.status();
+  EXPECT_TRUE(rest->blocks.empty());
+  EXPECT_TRUE(rest->counters.empty());
+  EXPECT_EQ(sink.host_.name, whole->host.name);
+  EXPECT_EQ(sink.host_.chips.size(), whole->host.chips.size());
+  EXPECT_EQ(sink.host_.profile_start_ns, whole->host.profile_start_ns);
+  EXPECT_EQ(sink.pieces, static_cast<int>(whole->host.chips.size()));
+  EXPECT_LT(sink.largest_piece, whole->EventCount());
+  ASSERT_EQ(sink.kernels, whole->kernels.size());
+  for (size_t k = 0; k < sink.kernels; ++k) {
+    EXPECT_EQ(rest->kernels[k].name, whole->kernels[k].name);
+    EXPECT_EQ(rest->kernels[k].module, whole->kernels[k].module) << rest->kernels[k].name;
+  }
+  ASSERT_EQ(sink.blocks.size(), whole->blocks.size());
+  for (size_t b = 0; b < sink.blocks.size(); ++b) {
+    EXPECT_EQ(sink.blocks[b].base_ns, whole->blocks[b].base_ns);
+    EXPECT_EQ(sink.blocks[b].chip, whole->blocks[b].chip);
+    EXPECT_EQ(sink.blocks[b].start_ps, whole->blocks[b].start_ps);
+    EXPECT_EQ(sink.blocks[b].kernel, whole->blocks[b].kernel);
+  }
+  ASSERT_EQ(sink.counters.size(), whole->counters.size());
+  for (size_t c = 0; c < sink.counters.size(); ++c) {
+    EXPECT_EQ(sink.counters[c].name, whole->counters[c].name);
+    EXPECT_EQ(sink.counters[c].time_ns, whole->counters[c].time_ns);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(RealCaptures, FixtureTest,
