@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
@@ -114,7 +115,7 @@ void PodCollectives::Add(const std::vector<CollectiveRun>& runs) {
     auto [chip, new_chip] = chip_of_.try_emplace(r.chip_key, chips_.size());
     if (new_chip) chips_.push_back({r.chip_key, r.host, r.chip_ordinal});
     auto [pair, new_pair] = pair_of_.try_emplace({r.chip_key, r.kernel_key}, pairs_.size());
-    if (new_pair) pairs_.push_back({r.kernel_key, chip->second});
+    if (new_pair) pairs_.push_back({r.kernel_key, chip->second, r.host});
     members_[inst->second].push_back(
         {r.start_ns, pair->second, static_cast<int32_t>(std::min<int64_t>(r.step, INT32_MAX))});
   }
@@ -129,21 +130,26 @@ size_t PodCollectives::arrivals() const {
 
 // Analyze's running totals, by pair and chip index.
 struct PodCollectives::Walk {
-  std::vector<Wait> waits;
-  // Per pair: the chips that arrived last (chip index, times); a handful each.
-  std::vector<std::vector<std::pair<uint32_t, int64_t>>> last_of;
+  // Per pair, touched for every arrival: kept small and flat (names come at the end).
+  struct PairSum {
+    int64_t wait_ps = 0;
+    int64_t instances = 0;
+    // The chips that arrived last (chip index, times): one or two nearly always.
+    absl::InlinedVector<std::pair<uint32_t, int64_t>, 2> last_of;
+  };
+  std::vector<PairSum> pairs;
   std::vector<StragglerRow> rows;
   std::vector<InstanceSummary> instances;
   std::vector<int64_t> at;  // the instance's arrivals on the pod's clock
 
-  void CountLast(uint32_t pair, uint32_t chip) {
-    for (auto& [c, n] : last_of[pair]) {
+  void CountLast(PairSum& pair, uint32_t chip) {
+    for (auto& [c, n] : pair.last_of) {
       if (c == chip) {
         ++n;
         return;
       }
     }
-    last_of[pair].emplace_back(chip, 1);
+    pair.last_of.emplace_back(chip, 1);
   }
 };
 
@@ -151,8 +157,7 @@ CollectiveReport PodCollectives::Analyze(const CollectiveNames& names, const Cor
                                          size_t max_instances) const {
   absl::MutexLock lock(&mu_);
   Walk w;
-  w.waits.resize(pairs_.size());
-  w.last_of.resize(pairs_.size());
+  w.pairs.resize(pairs_.size());
   w.rows.resize(chips_.size());
   for (size_t i = 0; i < members_.size(); ++i) {
     const std::vector<Member>& members = members_[i];
@@ -162,7 +167,7 @@ CollectiveReport PodCollectives::Analyze(const CollectiveNames& names, const Cor
     w.at.resize(members.size());
     size_t last = 0;
     for (size_t m = 0; m < members.size(); ++m) {
-      w.at[m] = correct(chips_[pairs_[members[m].pair].chip].host, members[m].start_ns);
+      w.at[m] = correct(pairs_[members[m].pair].host, members[m].start_ns);
       if (w.at[m] > w.at[last] ||
           (w.at[m] == w.at[last] && ChipKey(members[m]) > ChipKey(members[last]))) {
         last = m;
@@ -185,10 +190,10 @@ CollectiveReport PodCollectives::Analyze(const CollectiveNames& names, const Cor
     for (size_t m = 0; m < members.size(); ++m) {
       const int64_t wait_ps = (last_ns - w.at[m]) * 1000;
       inst.caused_ps += wait_ps;
-      Wait& wait = w.waits[members[m].pair];
-      wait.wait_ps += wait_ps;
-      ++wait.instances;
-      w.CountLast(members[m].pair, last_chip);
+      Walk::PairSum& pair = w.pairs[members[m].pair];
+      pair.wait_ps += wait_ps;
+      ++pair.instances;
+      w.CountLast(pair, last_chip);
       ++w.rows[pairs_[members[m].pair].chip].instances;
     }
     StragglerRow& s = w.rows[last_chip];
@@ -214,10 +219,13 @@ CollectiveReport PodCollectives::Report(const CollectiveNames& names, size_t max
   CollectiveReport report;
   report.instances = static_cast<int64_t>(w->instances.size());
   for (size_t p = 0; p < pairs_.size(); ++p) {
-    Wait& wait = w->waits[p];
-    if (wait.instances == 0) continue;
+    const Walk::PairSum& sum = w->pairs[p];
+    if (sum.instances == 0) continue;
+    Wait wait;
+    wait.wait_ps = sum.wait_ps;
+    wait.instances = sum.instances;
     // The straggler most often last; on a tie, the first by name, as a reader would list them.
-    for (const auto& [chip, times] : w->last_of[p]) {
+    for (const auto& [chip, times] : sum.last_of) {
       const std::string name = chip_name(chip);
       if (times > wait.straggler_times ||
           (times == wait.straggler_times && name < wait.straggler)) {

@@ -105,6 +105,7 @@ class PodCollectives {
   struct Pair {  // a kernel on a chip
     int64_t kernel_key = 0;
     uint32_t chip = 0;  // index into chips_
+    int32_t host = 0;   // the chip's, read for every arrival
   };
   struct Chip {
     int64_t key = 0;

@@ -3,6 +3,7 @@
 // collectives, and matches collectives on every host.
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -77,6 +78,29 @@ class LoadgenPodTest : public ::testing::Test {
     return false;
   }
 
+  // Starts a capture of every host and watches it to the end; the last progress message.
+  v1::CaptureProgress CaptureAll(int duration_ms, std::string* id) {
+    grpc::ClientContext sctx;
+    sctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::StartCaptureRequest req;
+    req.set_duration_ms(duration_ms);
+    v1::StartCaptureResponse started;
+    grpc::Status s = stub_->StartCapture(&sctx, req, &started);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(started.host_names_size(), kHosts);
+    *id = started.capture_id();
+    grpc::ClientContext wctx;
+    wctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    v1::WatchCaptureRequest w;
+    w.set_capture_id(started.capture_id());
+    auto reader = stub_->WatchCapture(&wctx, w);
+    v1::CaptureProgress p, last;
+    while (reader->Read(&p)) last = p;
+    EXPECT_TRUE(reader->Finish().ok());
+    EXPECT_TRUE(last.done());
+    return last;
+  }
+
   fs::path dir_;
   std::unique_ptr<ChildProcess> aggregator_, loadgen_;
   std::unique_ptr<v1::Aggregator::Stub> stub_;
@@ -84,23 +108,8 @@ class LoadgenPodTest : public ::testing::Test {
 
 TEST_F(LoadgenPodTest, SixteenHostsDeliverAndTheirClocksAreRecovered) {
   ASSERT_TRUE(WaitForProbedAgents()) << "the emulated agents did not all register";
-  grpc::ClientContext sctx;
-  sctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  v1::StartCaptureRequest req;
-  req.set_duration_ms(500);
-  v1::StartCaptureResponse started;
-  grpc::Status s = stub_->StartCapture(&sctx, req, &started);
-  ASSERT_TRUE(s.ok()) << s.error_message();
-  ASSERT_EQ(started.host_names_size(), kHosts);
-
-  grpc::ClientContext wctx;
-  wctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(40));
-  v1::WatchCaptureRequest w;
-  w.set_capture_id(started.capture_id());
-  auto reader = stub_->WatchCapture(&wctx, w);
-  v1::CaptureProgress p, last;
-  while (reader->Read(&p)) last = p;
-  ASSERT_TRUE(reader->Finish().ok());
+  std::string id;
+  v1::CaptureProgress last = CaptureAll(500, &id);
   ASSERT_TRUE(last.done());
   EXPECT_EQ(last.status(), v1::CAPTURE_STATUS_COMPLETE) << last.summary().error_message();
   ASSERT_EQ(last.summary().hosts_size(), kHosts);
@@ -134,6 +143,40 @@ TEST_F(LoadgenPodTest, SixteenHostsDeliverAndTheirClocksAreRecovered) {
     EXPECT_LT(std::llabs(h.clock_offset_ns() - error), 300'000)
         << "correction " << h.clock_offset_ns() << " truth " << error;
   }
+}
+
+// Queries on a stored capture are answered while the pod's next capture streams in and is
+// analysed and written: readers never queue behind the ingest or the writer.
+TEST_F(LoadgenPodTest, QueriesAreAnsweredWhileAPodIngests) {
+  ASSERT_TRUE(WaitForProbedAgents()) << "the emulated agents did not all register";
+  std::string first;
+  ASSERT_EQ(CaptureAll(300, &first).status(), v1::CAPTURE_STATUS_COMPLETE);
+  std::atomic<bool> ingesting{true};
+  std::atomic<int> answered{0}, failed{0};
+  std::string failure;
+  std::thread querier([&] {
+    while (ingesting) {
+      // Every query must be answered well inside what a person waits for at a prompt.
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      v1::GetKernelStatsRequest req;
+      req.set_capture_id(first);
+      v1::GetKernelStatsResponse resp;
+      grpc::Status s = stub_->GetKernelStats(&ctx, req, &resp);
+      if (s.ok() && resp.stats_size() > 0) {
+        ++answered;
+      } else if (failed++ == 0) {
+        failure = s.ok() ? "no statistics" : s.error_message();
+      }
+    }
+  });
+  std::string second;
+  v1::CaptureProgress last = CaptureAll(1000, &second);
+  ingesting = false;
+  querier.join();
+  EXPECT_EQ(last.status(), v1::CAPTURE_STATUS_COMPLETE) << last.summary().error_message();
+  EXPECT_EQ(failed, 0) << failure;
+  EXPECT_GT(answered, 10);
 }
 
 }  // namespace
