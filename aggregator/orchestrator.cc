@@ -10,6 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/blocking_counter.h"
+#include "aggregator/capture_run.h"
+#include "aggregator/host_stream.h"
 #include "common/logging.h"
 #include "ingest/capture_ingest.h"
 #include "proto/grpc_status.h"
@@ -34,68 +36,6 @@ constexpr int64_t kFirstDispatchPerHostNs = 4'000'000;
 constexpr int kDispatchThreads = 16;
 
 }  // namespace
-
-struct Orchestrator::Run {
-  // Where each host is, as WatchCapture reports it. Only ever moves forward.
-  enum Stage { kNone = -1, kWaiting, kCapturing, kConverting, kStreaming, kFinished };
-
-  std::string id;
-  v1::StartCaptureRequest request;
-  int64_t start_ns = 0;  // aggregator clock
-  std::vector<Registry::Handle> hosts;
-  absl::Mutex mu;
-  absl::CondVar cv;  // signalled on every new progress event and at the end
-  std::vector<v1::CaptureProgress> log ABSL_GUARDED_BY(mu);
-  std::vector<Stage> stage ABSL_GUARDED_BY(mu);
-  int finished ABSL_GUARDED_BY(mu) = 0;
-  bool done ABSL_GUARDED_BY(mu) = false;
-  std::atomic<bool> cancelled{false};
-  absl::Notification stop;  // notified with `cancelled`, to cut the orchestrator's waits short
-  // Each host's Capture call while it runs (index as `hosts`), for cancellation.
-  std::vector<std::shared_ptr<grpc::ClientContext>> contexts ABSL_GUARDED_BY(mu);
-  // The pod's roll-ups and collective arrivals, each host added as it is analysed.
-  ingest::PodAnalysis pod;
-
-  // Appends `p` to the log (percent_complete filled in unless set) and wakes the watchers.
-  void Post(v1::CaptureProgress p, Clock& clock) {
-    absl::MutexLock lock(&mu);
-    PostLocked(std::move(p), clock.NowNs());
-  }
-  // Moves host `i` to `to` and posts `p` about it; a stage already passed is not posted again
-  // (streaming is, with fresh counts).
-  void Advance(size_t i, Stage to, v1::CaptureProgress p, Clock& clock) {
-    absl::MutexLock lock(&mu);
-    if (stage[i] > to || (stage[i] == to && to != kStreaming)) return;
-    if (to == kFinished) ++finished;
-    stage[i] = to;
-    PostLocked(std::move(p), clock.NowNs());
-  }
-  void Cancel() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    cancelled = true;
-    if (!stop.HasBeenNotified()) stop.Notify();
-    for (auto& ctx : contexts) {
-      if (ctx) ctx->TryCancel();
-    }
-  }
-  void ForgetContext(size_t i) {
-    absl::MutexLock lock(&mu);
-    contexts[i].reset();
-  }
-
- private:
-  void PostLocked(v1::CaptureProgress p, int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    p.set_capture_id(id);
-    p.set_time_ns(now);
-    if (p.percent_complete() == 0 && !p.done()) {
-      // Seven tenths for the window, the rest as hosts finish.
-      const double window = static_cast<double>(request.duration_ms()) * 1e6;
-      const double f = std::clamp(static_cast<double>(now - start_ns) / window, 0.0, 1.0);
-      p.set_percent_complete(70 * f + 30.0 * finished / static_cast<double>(hosts.size()));
-    }
-    log.push_back(std::move(p));
-    cv.SignalAll();
-  }
-};
 
 Orchestrator::~Orchestrator() {
   std::map<std::string, std::thread> threads;
@@ -192,7 +132,7 @@ absl::StatusOr<v1::StartCaptureResponse> Orchestrator::Start(const v1::StartCapt
         absl::StrCat("host ", missing[0], " is not an online agent"));
   }
   if (hosts.empty()) return absl::FailedPreconditionError("no online agent matches the capture");
-  auto run = std::make_shared<Run>();
+  auto run = std::make_shared<CaptureRun>();
   const int64_t now = clock_.NowNs();
   run->id = absl::StrFormat("cap-%d-%04x", now / 1'000'000, static_cast<unsigned>(now % 65536));
   run->request = req;
@@ -235,102 +175,6 @@ absl::StatusOr<v1::StartCaptureResponse> Orchestrator::Start(const v1::StartCapt
   return resp;
 }
 
-// One host of a running capture: its Capture call's chunks decoded as they arrive on the stream
-// pool, then its events packed while the other hosts are still streaming.
-class Orchestrator::HostStream final : public StreamPool::Handler {
- public:
-  HostStream(Run& run, size_t index, Registry& registry, storage::Store& store, Clock& clock,
-             absl::BlockingCounter& left)
-      : run_(run),
-        index_(index),
-        registry_(registry),
-        store_(store),
-        clock_(clock),
-        left_(left),
-        analysed_(absl::UnknownError("not analysed")) {
-    progress_.mutable_host()->set_host_name(host());
-    progress_.mutable_host()->set_status(v1::CAPTURE_STATUS_RUNNING);
-  }
-
-  const std::string& host() const { return run_.hosts[index_].host; }
-  bool ok() const { return error_.empty(); }
-  const std::string& error() const { return error_; }
-  uint64_t bytes() const { return bytes_; }
-  uint64_t events() const { return decoder_.events(); }
-  CollectiveEndList& collective_ends() { return collective_ends_; }
-  // The host's rows once it delivered, or why analysing it failed (the store's error).
-  absl::StatusOr<ingest::AnalysedHost>& analysed() { return analysed_; }
-
-  void Waiting() {
-    progress_.set_detail("waiting");
-    run_.Advance(index_, Run::kWaiting, progress_, clock_);
-  }
-
-  bool OnChunk(const v1::CaptureChunk& chunk) override {
-    bytes_ += chunk.ByteSizeLong();
-    if (absl::Status bad = decoder_.Add(chunk); !bad.ok()) {
-      error_ = absl::StrCat("the agent sent a bad chunk: ", bad.message());
-      return false;
-    }
-    // Progress while streaming: at the first chunk, then every 64 chunks. A host that is
-    // streaming is alive, even if its heartbeats are late behind the ingest.
-    if (decoder_.chunks() % 64 == 1) {
-      registry_.Touch(host());
-      progress_.set_detail("streaming");
-      progress_.mutable_host()->set_event_count(decoder_.events());
-      progress_.mutable_host()->set_bytes_received(bytes_);
-      run_.Advance(index_, Run::kStreaming, progress_, clock_);
-    }
-    return true;
-  }
-
-  void OnDone(const grpc::Status& s) override {
-    // The call is over: let its context (and with it the call's arena, which grows with every
-    // message of a long stream) go now rather than with the kept Run.
-    run_.ForgetContext(index_);
-    if (error_.empty() && !s.ok()) error_ = run_.cancelled ? "cancelled" : s.error_message();
-    if (error_.empty() && !decoder_.done()) error_ = "the agent's stream ended without a trailer";
-    if (error_.empty()) {
-      // Analysed now, while other hosts still stream, on the host's own clock: what stays in
-      // memory until the pod's alignment is known is its rows, not its decoded capture.
-      trace::HostCapture& cap = decoder_.capture();
-      cap.host.name = host();
-      collective_ends_ = CollectiveEnds(cap);
-      analysed_ = ingest::AnalyseHost(store_, index_, cap, &run_.pod);
-      // Its timelines and counters go to the store now, under the running capture: what waits
-      // for the pod is then its statistics and collective arrivals, not its data.
-      if (analysed_.ok()) {
-        analysed_->write.host = host();
-        absl::Status written = store_.WriteHostData(run_.id, &analysed_->write);
-        if (!written.ok()) analysed_ = written;
-      }
-    }
-    decoder_.capture() = trace::HostCapture();
-    progress_.mutable_host()->set_status(error_.empty() ? v1::CAPTURE_STATUS_COMPLETE
-                                                        : v1::CAPTURE_STATUS_FAILED);
-    progress_.mutable_host()->set_error_message(error_);
-    progress_.mutable_host()->set_event_count(decoder_.events());
-    progress_.mutable_host()->set_bytes_received(bytes_);
-    progress_.set_detail(error_.empty() ? "done" : "failed");
-    run_.Advance(index_, Run::kFinished, progress_, clock_);
-    left_.DecrementCount();  // last: the run may go on (and free this) from here
-  }
-
- private:
-  Run& run_;
-  const size_t index_;
-  Registry& registry_;
-  storage::Store& store_;
-  Clock& clock_;
-  absl::BlockingCounter& left_;
-  v1::CaptureProgress progress_;
-  stream::CaptureDecoder decoder_;
-  std::string error_;
-  uint64_t bytes_ = 0;
-  CollectiveEndList collective_ends_;
-  absl::StatusOr<ingest::AnalysedHost> analysed_;
-};
-
 Orchestrator::Orchestrator(Registry* registry, storage::Store* store, Clock& clock,
                            OrchestratorLimits limits)
     : registry_(registry),
@@ -340,12 +184,12 @@ Orchestrator::Orchestrator(Registry* registry, storage::Store* store, Clock& clo
       streams_(limits.ingest_workers, limits.max_active_hosts),
       dispatch_per_host_ns_(kFirstDispatchPerHostNs) {}
 
-void Orchestrator::CollectHosts(Run& run, std::vector<std::unique_ptr<HostStream>>* hosts) {
+void Orchestrator::CollectHosts(CaptureRun& run, std::vector<std::unique_ptr<HostStream>>* hosts) {
   const int64_t duration_ns = static_cast<int64_t>(run.request.duration_ms()) * 1'000'000;
   absl::BlockingCounter left(static_cast<int>(run.hosts.size()));
   {
     absl::MutexLock lock(&run.mu);
-    run.stage.assign(run.hosts.size(), Run::kNone);
+    run.stage.assign(run.hosts.size(), CaptureRun::kNone);
     run.contexts.assign(run.hosts.size(), nullptr);
   }
   for (size_t i = 0; i < run.hosts.size(); ++i) {
@@ -429,7 +273,7 @@ void Orchestrator::CollectHosts(Run& run, std::vector<std::unique_ptr<HostStream
                       << lead_left_ns / 1'000'000 << " ms before the start";
   }
   // The agents capture and convert without a word: the instants say when each stage begins.
-  auto advance_all = [&](Run::Stage to, const char* detail) {
+  auto advance_all = [&](CaptureRun::Stage to, const char* detail) {
     for (size_t i = 0; i < run.hosts.size(); ++i) {
       v1::CaptureProgress p;
       p.mutable_host()->set_host_name(run.hosts[i].host);
@@ -438,14 +282,15 @@ void Orchestrator::CollectHosts(Run& run, std::vector<std::unique_ptr<HostStream
       run.Advance(i, to, p, clock_);
     }
   };
-  if (clock_.SleepUntilNs(run.start_ns, &run.stop)) advance_all(Run::kCapturing, "capturing");
+  if (clock_.SleepUntilNs(run.start_ns, &run.stop))
+    advance_all(CaptureRun::kCapturing, "capturing");
   if (clock_.SleepUntilNs(run.start_ns + duration_ns, &run.stop)) {
-    advance_all(Run::kConverting, "converting");
+    advance_all(CaptureRun::kConverting, "converting");
   }
   left.Wait();
 }
 
-void Orchestrator::Execute(std::shared_ptr<Run> run) {
+void Orchestrator::Execute(std::shared_ptr<CaptureRun> run) {
   registry_->ProbeDue(kCaptureBurst, /*force=*/true);  // a fresh burst right before the window
   PODPROF_LOG(INFO) << "capture " << run->id << ": probed, "
                     << (run->start_ns - clock_.NowNs()) / 1'000'000 << " ms before the start";
@@ -455,7 +300,7 @@ void Orchestrator::Execute(std::shared_ptr<Run> run) {
   StoreRun(*run, hosts);
 }
 
-void Orchestrator::StoreRun(Run& run, std::vector<std::unique_ptr<HostStream>>& hosts) {
+void Orchestrator::StoreRun(CaptureRun& run, std::vector<std::unique_ptr<HostStream>>& hosts) {
   const int64_t duration_ns = static_cast<int64_t>(run.request.duration_ms()) * 1'000'000;
   // Probe-only corrections at the window's middle, then the collectives.
   const int64_t mid = run.start_ns + duration_ns / 2;
@@ -541,7 +386,8 @@ void Orchestrator::StoreRun(Run& run, std::vector<std::unique_ptr<HostStream>>& 
   malloc_trim(0);
 }
 
-void Orchestrator::PostSummary(Run& run, const std::vector<std::unique_ptr<HostStream>>& hosts,
+void Orchestrator::PostSummary(CaptureRun& run,
+                               const std::vector<std::unique_ptr<HostStream>>& hosts,
                                const std::vector<HostCorrection>& corrections,
                                storage::CaptureState state, const absl::Status& stored) {
   const int64_t duration_ns = static_cast<int64_t>(run.request.duration_ms()) * 1'000'000;
@@ -597,7 +443,7 @@ void Orchestrator::PostSummary(Run& run, const std::vector<std::unique_ptr<HostS
 absl::Status Orchestrator::Watch(const std::string& id,
                                  const std::function<bool(const v1::CaptureProgress&)>& send,
                                  const std::function<bool()>& cancelled) {
-  std::shared_ptr<Run> run;
+  std::shared_ptr<CaptureRun> run;
   {
     absl::MutexLock lock(&mu_);
     auto it = runs_.find(id);
@@ -627,7 +473,7 @@ absl::Status Orchestrator::Watch(const std::string& id,
 }
 
 absl::StatusOr<v1::CaptureStatus> Orchestrator::Cancel(const std::string& id) {
-  std::shared_ptr<Run> run;
+  std::shared_ptr<CaptureRun> run;
   {
     absl::MutexLock lock(&mu_);
     auto it = runs_.find(id);

@@ -48,6 +48,9 @@ struct OrchestratorLimits {
   int max_active_hosts = 16;
 };
 
+struct CaptureRun;
+class HostStream;
+
 class Orchestrator {
  public:
   Orchestrator(Registry* registry, storage::Store* store, Clock& clock, OrchestratorLimits limits);
@@ -64,15 +67,13 @@ class Orchestrator {
   absl::StatusOr<podprof::v1::CaptureStatus> Cancel(const std::string& id);
 
  private:
-  struct Run;
-  class HostStream;
-  void Execute(std::shared_ptr<Run> run);
+  void Execute(std::shared_ptr<CaptureRun> run);
   // Starts every host's Capture call on the stream pool; returns when all streams are over.
-  void CollectHosts(Run& run, std::vector<std::unique_ptr<HostStream>>* hosts);
+  void CollectHosts(CaptureRun& run, std::vector<std::unique_ptr<HostStream>>* hosts);
   // Aligns the hosts that delivered, stores the capture, and posts the summary.
-  void StoreRun(Run& run, std::vector<std::unique_ptr<HostStream>>& hosts);
+  void StoreRun(CaptureRun& run, std::vector<std::unique_ptr<HostStream>>& hosts);
   // The capture's last progress event: each host's outcome and correction.
-  void PostSummary(Run& run, const std::vector<std::unique_ptr<HostStream>>& hosts,
+  void PostSummary(CaptureRun& run, const std::vector<std::unique_ptr<HostStream>>& hosts,
                    const std::vector<HostCorrection>& corrections, storage::CaptureState state,
                    const absl::Status& stored);
 
@@ -82,7 +83,7 @@ class Orchestrator {
   const OrchestratorLimits limits_;
   StreamPool streams_;
   absl::Mutex mu_;
-  std::map<std::string, std::shared_ptr<Run>> runs_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<CaptureRun>> runs_ ABSL_GUARDED_BY(mu_);
   // The thread running each capture, by id; joined once the capture is done.
   std::map<std::string, std::thread> threads_ ABSL_GUARDED_BY(mu_);
   // Finished captures kept for WatchCapture; older ones are forgotten (they are in the store).

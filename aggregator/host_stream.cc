@@ -1,0 +1,59 @@
+#include "aggregator/host_stream.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace podprof::aggregator {
+
+namespace v1 = podprof::v1;
+
+bool HostStream::OnChunk(const v1::CaptureChunk& chunk) {
+  bytes_ += chunk.ByteSizeLong();
+  if (absl::Status bad = decoder_.Add(chunk); !bad.ok()) {
+    error_ = absl::StrCat("the agent sent a bad chunk: ", bad.message());
+    return false;
+  }
+  // Progress while streaming: at the first chunk, then every 64 chunks. A host that is
+  // streaming is alive, even if its heartbeats are late behind the ingest.
+  if (decoder_.chunks() % 64 == 1) {
+    registry_.Touch(host());
+    progress_.set_detail("streaming");
+    progress_.mutable_host()->set_event_count(decoder_.events());
+    progress_.mutable_host()->set_bytes_received(bytes_);
+    run_.Advance(index_, CaptureRun::kStreaming, progress_, clock_);
+  }
+  return true;
+}
+
+void HostStream::OnDone(const grpc::Status& s) {
+  // The call is over: let its context (and with it the call's arena, which grows with every
+  // message of a long stream) go now rather than with the kept CaptureRun.
+  run_.ForgetContext(index_);
+  if (error_.empty() && !s.ok()) error_ = run_.cancelled ? "cancelled" : s.error_message();
+  if (error_.empty() && !decoder_.done()) error_ = "the agent's stream ended without a trailer";
+  if (error_.empty()) {
+    // Analysed now, while other hosts still stream, on the host's own clock: what stays in
+    // memory until the pod's alignment is known is its rows, not its decoded capture.
+    trace::HostCapture& cap = decoder_.capture();
+    cap.host.name = host();
+    collective_ends_ = CollectiveEnds(cap);
+    analysed_ = ingest::AnalyseHost(store_, index_, cap, &run_.pod);
+    // Its timelines and counters go to the store now, under the running capture: what waits
+    // for the pod is then its statistics and collective arrivals, not its data.
+    if (analysed_.ok()) {
+      analysed_->write.host = host();
+      absl::Status written = store_.WriteHostData(run_.id, &analysed_->write);
+      if (!written.ok()) analysed_ = written;
+    }
+  }
+  decoder_.capture() = trace::HostCapture();
+  progress_.mutable_host()->set_status(error_.empty() ? v1::CAPTURE_STATUS_COMPLETE
+                                                      : v1::CAPTURE_STATUS_FAILED);
+  progress_.mutable_host()->set_error_message(error_);
+  progress_.mutable_host()->set_event_count(decoder_.events());
+  progress_.mutable_host()->set_bytes_received(bytes_);
+  progress_.set_detail(error_.empty() ? "done" : "failed");
+  run_.Advance(index_, CaptureRun::kFinished, progress_, clock_);
+  left_.DecrementCount();  // last: the run may go on (and free this) from here
+}
+
+}  // namespace podprof::aggregator

@@ -1,0 +1,77 @@
+// One host of a running pod capture: its Capture call's chunks decoded as they arrive on the
+// stream pool, then, as its stream ends, the host analysed and its data written ahead while
+// the other hosts still stream.
+#ifndef PODPROF_AGGREGATOR_HOST_STREAM_H_
+#define PODPROF_AGGREGATOR_HOST_STREAM_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/blocking_counter.h"
+#include "aggregator/alignment.h"
+#include "aggregator/capture_run.h"
+#include "aggregator/registry.h"
+#include "aggregator/stream_pool.h"
+#include "common/clock.h"
+#include "ingest/capture_ingest.h"
+#include "storage/store.h"
+#include "stream/capture_decoder.h"
+
+namespace podprof::aggregator {
+
+class HostStream final : public StreamPool::Handler {
+ public:
+  HostStream(CaptureRun& run, size_t index, Registry& registry, storage::Store& store, Clock& clock,
+             absl::BlockingCounter& left)
+      : run_(run),
+        index_(index),
+        registry_(registry),
+        store_(store),
+        clock_(clock),
+        left_(left),
+        analysed_(absl::UnknownError("not analysed")) {
+    progress_.mutable_host()->set_host_name(host());
+    progress_.mutable_host()->set_status(podprof::v1::CAPTURE_STATUS_RUNNING);
+  }
+
+  const std::string& host() const { return run_.hosts[index_].host; }
+  bool ok() const { return error_.empty(); }
+  const std::string& error() const { return error_; }
+  uint64_t bytes() const { return bytes_; }
+  uint64_t events() const { return decoder_.events(); }
+  CollectiveEndList& collective_ends() { return collective_ends_; }
+  // The host's rows once it delivered, or why analysing it failed (the store's error).
+  absl::StatusOr<ingest::AnalysedHost>& analysed() { return analysed_; }
+
+  void Waiting() {
+    progress_.set_detail("waiting");
+    run_.Advance(index_, CaptureRun::kWaiting, progress_, clock_);
+  }
+
+  // Decodes a chunk (reporting progress every 64); false, with the reason kept, on a bad one.
+  bool OnChunk(const podprof::v1::CaptureChunk& chunk) override;
+  // The call is over: the host is analysed and its data written ahead of the capture, or why
+  // it failed is kept; then it counts as finished (the run may go on and free this).
+  void OnDone(const grpc::Status& s) override;
+
+ private:
+  CaptureRun& run_;
+  const size_t index_;
+  Registry& registry_;
+  storage::Store& store_;
+  Clock& clock_;
+  absl::BlockingCounter& left_;
+  podprof::v1::CaptureProgress progress_;
+  stream::CaptureDecoder decoder_;
+  std::string error_;
+  uint64_t bytes_ = 0;
+  CollectiveEndList collective_ends_;
+  absl::StatusOr<ingest::AnalysedHost> analysed_;
+};
+
+}  // namespace podprof::aggregator
+
+#endif  // PODPROF_AGGREGATOR_HOST_STREAM_H_
