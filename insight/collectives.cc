@@ -1,6 +1,7 @@
 #include "insight/collectives.h"
 
 #include <algorithm>
+#include <thread>
 #include <tuple>
 
 #include "absl/container/flat_hash_map.h"
@@ -142,42 +143,84 @@ struct PodCollectives::Walk {
   std::vector<InstanceSummary> instances;
   std::vector<int64_t> at;  // the instance's arrivals on the pod's clock
 
-  void CountLast(PairSum& pair, uint32_t chip) {
+  // Adds `other`, a walk of later instances.
+  void Merge(const Walk& other) {
+    for (size_t p = 0; p < pairs.size(); ++p) {
+      pairs[p].wait_ps += other.pairs[p].wait_ps;
+      pairs[p].instances += other.pairs[p].instances;
+      for (const auto& [chip, n] : other.pairs[p].last_of) CountLast(pairs[p], chip, n);
+    }
+    for (size_t c = 0; c < rows.size(); ++c) {
+      StragglerRow& r = rows[c];
+      const StragglerRow& o = other.rows[c];
+      r.times_last += o.times_last;
+      r.instances += o.instances;
+      r.caused_ps += o.caused_ps;
+      r.lateness_ps += o.lateness_ps;
+      for (int64_t step : o.steps) AddStep(&r, step);
+    }
+    instances.insert(instances.end(), other.instances.begin(), other.instances.end());
+  }
+  // A step a chip was last in: the first 64 distinct ones, in instance order.
+  static void AddStep(StragglerRow* row, int64_t step) {
+    if (step >= 0 && row->steps.size() < 64 &&
+        std::find(row->steps.begin(), row->steps.end(), step) == row->steps.end()) {
+      row->steps.push_back(step);
+    }
+  }
+  void CountLast(PairSum& pair, uint32_t chip, int64_t times = 1) {
     for (auto& [c, n] : pair.last_of) {
       if (c == chip) {
-        ++n;
+        n += times;
         return;
       }
     }
-    pair.last_of.emplace_back(chip, 1);
+    pair.last_of.emplace_back(chip, times);
   }
 };
 
 CollectiveReport PodCollectives::Analyze(const CollectiveNames& names, const Correct& correct,
                                          size_t max_instances) const {
   absl::MutexLock lock(&mu_);
-  Walk w;
-  w.pairs.resize(pairs_.size());
-  w.rows.resize(chips_.size());
-  for (size_t i = 0; i < members_.size(); ++i) {
+  // Instances are independent: each thread walks a range of them into sums of its own, and
+  // the sums are merged in range order, which gives what one walk would.
+  const size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
+  std::vector<Walk> walks(std::min(threads, std::max<size_t>(1, members_.size())));
+  std::vector<std::thread> pool;
+  for (size_t t = 0; t < walks.size(); ++t) {
+    walks[t].pairs.resize(pairs_.size());
+    walks[t].rows.resize(chips_.size());
+    const size_t begin = members_.size() * t / walks.size();
+    const size_t end = members_.size() * (t + 1) / walks.size();
+    pool.emplace_back(
+        [this, begin, end, &correct, w = &walks[t]] { WalkInstances(begin, end, correct, w); });
+  }
+  for (std::thread& t : pool) t.join();
+  for (size_t t = 1; t < walks.size(); ++t) walks[0].Merge(walks[t]);
+  return Report(names, max_instances, &walks[0]);
+}
+
+void PodCollectives::WalkInstances(size_t begin, size_t end, const Correct& correct,
+                                   Walk* w) const {
+  for (size_t i = begin; i < end; ++i) {
     const std::vector<Member>& members = members_[i];
     if (members.size() < 2) continue;
     // The last arrival, the one before it and the first. Of equal arrivals the chip with the
     // greater key counts as last (a later host, a later chip), whatever order hosts came in.
-    w.at.resize(members.size());
+    w->at.resize(members.size());
     size_t last = 0;
     for (size_t m = 0; m < members.size(); ++m) {
-      w.at[m] = correct(pairs_[members[m].pair].host, members[m].start_ns);
-      if (w.at[m] > w.at[last] ||
-          (w.at[m] == w.at[last] && ChipKey(members[m]) > ChipKey(members[last]))) {
+      w->at[m] = correct(pairs_[members[m].pair].host, members[m].start_ns);
+      if (w->at[m] > w->at[last] ||
+          (w->at[m] == w->at[last] && ChipKey(members[m]) > ChipKey(members[last]))) {
         last = m;
       }
     }
-    const int64_t last_ns = w.at[last];
+    const int64_t last_ns = w->at[last];
     int64_t first_ns = last_ns, second_ns = INT64_MIN;
     for (size_t m = 0; m < members.size(); ++m) {
-      first_ns = std::min(first_ns, w.at[m]);
-      if (m != last) second_ns = std::max(second_ns, w.at[m]);
+      first_ns = std::min(first_ns, w->at[m]);
+      if (m != last) second_ns = std::max(second_ns, w->at[m]);
     }
     const uint32_t last_chip = pairs_[members[last].pair].chip;
     InstanceSummary inst;
@@ -188,25 +231,21 @@ CollectiveReport PodCollectives::Analyze(const CollectiveNames& names, const Cor
     inst.spread_ps = (last_ns - first_ns) * 1000;
     inst.lateness_ps = (last_ns - second_ns) * 1000;
     for (size_t m = 0; m < members.size(); ++m) {
-      const int64_t wait_ps = (last_ns - w.at[m]) * 1000;
+      const int64_t wait_ps = (last_ns - w->at[m]) * 1000;
       inst.caused_ps += wait_ps;
-      Walk::PairSum& pair = w.pairs[members[m].pair];
+      Walk::PairSum& pair = w->pairs[members[m].pair];
       pair.wait_ps += wait_ps;
       ++pair.instances;
-      w.CountLast(pair, last_chip);
-      ++w.rows[pairs_[members[m].pair].chip].instances;
+      w->CountLast(pair, last_chip);
+      ++w->rows[pairs_[members[m].pair].chip].instances;
     }
-    StragglerRow& s = w.rows[last_chip];
+    StragglerRow& s = w->rows[last_chip];
     ++s.times_last;
     s.caused_ps += inst.caused_ps;
     s.lateness_ps += inst.lateness_ps;
-    if (inst.last_step >= 0 && s.steps.size() < 64 &&
-        std::find(s.steps.begin(), s.steps.end(), inst.last_step) == s.steps.end()) {
-      s.steps.push_back(inst.last_step);
-    }
-    w.instances.push_back(inst);
+    Walk::AddStep(&s, inst.last_step);
+    w->instances.push_back(inst);
   }
-  return Report(names, max_instances, &w);
 }
 
 int64_t PodCollectives::ChipKey(const Member& m) const { return chips_[pairs_[m.pair].chip].key; }

@@ -114,6 +114,9 @@ class PodCollectives {
   };
   struct Walk;  // Analyze's state
   int64_t ChipKey(const Member& m) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Instances [begin, end) into `w` (the caller holds mu_ while the walks run).
+  void WalkInstances(size_t begin, size_t end, const Correct& correct,
+                     Walk* w) const ABSL_NO_THREAD_SAFETY_ANALYSIS;
   CollectiveReport Report(const CollectiveNames& names, size_t max_instances, Walk* w) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

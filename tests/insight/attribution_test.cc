@@ -198,6 +198,44 @@ TEST(CollectivesTest, TheLastArrivalIsTheStragglerAndTheOthersWaitForIt) {
   EXPECT_EQ(within.waits.count({11, 5}), 0u);
 }
 
+// Many instances are walked in ranges side by side; the result is one walk's, in instance
+// order: totals add up and a chip's steps are the first 64 distinct ones it was last in.
+TEST(CollectivesTest, AWalkSplitOverThreadsIsOneWalk) {
+  CollectiveNames names;
+  names.hosts = {"a", "b"};
+  std::vector<CollectiveRun> runs;
+  int64_t want_wait_ps = 0;
+  for (int i = 1; i <= 200; ++i) {
+    CollectiveRun early, late;
+    early.id = late.id = static_cast<uint64_t>(i);
+    early.host = 0;
+    early.chip_key = 0;
+    early.start_ns = 1000 * i;
+    late.host = 1;
+    late.chip_key = 10;
+    late.start_ns = 1000 * i + i;  // i ns after
+    late.step = i / 3;             // steps 0..66, each in up to three instances
+    early.kernel_key = late.kernel_key = 5;
+    runs.push_back(early);
+    runs.push_back(late);
+    want_wait_ps += int64_t{i} * 1000;
+  }
+  CollectiveReport r = AnalyzeCollectives(runs, names);
+  EXPECT_EQ(r.instances, 200);
+  ASSERT_EQ(r.stragglers.size(), 1u);
+  EXPECT_EQ(r.stragglers[0].host, "b");
+  EXPECT_EQ(r.stragglers[0].times_last, 200);
+  EXPECT_EQ(r.stragglers[0].instances, 200);
+  EXPECT_EQ(r.stragglers[0].caused_ps, want_wait_ps);
+  std::vector<int64_t> first64(64);
+  for (int k = 0; k < 64; ++k) first64[k] = k;
+  EXPECT_EQ(r.stragglers[0].steps, first64);
+  EXPECT_EQ((r.waits[{0, 5}].wait_ps), want_wait_ps);
+  EXPECT_EQ((r.waits[{0, 5}].straggler), "b chip 0");
+  ASSERT_EQ(r.worst.size(), 64u);
+  EXPECT_EQ(r.worst[0].id, 200u);  // the longest wait
+}
+
 // A pod's hosts are added one by one, on their own clocks, and compared only once each host's
 // correction is known: host b's clock runs 100 ns ahead, so its chip, last on its own clock,
 // is first on the pod's.
