@@ -164,15 +164,7 @@ class MetricSampler {
 podprof::v1::HostInfo HostInfoFor(const podprof::v1::HostInfo& sysfs, const trace::Host& traced) {
   podprof::v1::HostInfo info = sysfs;
   if (info.chips().empty()) {
-    for (const trace::Chip& c : traced.chips) {
-      auto* ci = info.add_chips();
-      ci->set_ordinal(c.ordinal);
-      ci->set_global_chip_id(static_cast<int32_t>(c.global_id));
-      ci->set_generation(c.generation);
-      ci->set_device_type_string(c.device_type);
-      ci->set_peak_tflops(c.peak_tflops);
-      ci->set_peak_hbm_gbps(c.peak_hbm_gbps);
-    }
+    for (const trace::Chip& c : traced.chips) *info.add_chips() = stream::ChipInfoOf(c);
     return info;
   }
   for (auto& ci : *info.mutable_chips()) {

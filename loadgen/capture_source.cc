@@ -83,15 +83,7 @@ absl::StatusOr<GeneratedCapture> CaptureSource::Generate(const EmulatedHost& hos
 
   podprof::v1::HostInfo info;
   info.set_host_name(host.name);
-  for (const trace::Chip& c : capture->host.chips) {
-    podprof::v1::ChipInfo* ci = info.add_chips();
-    ci->set_ordinal(c.ordinal);
-    ci->set_global_chip_id(static_cast<int32_t>(c.global_id));
-    ci->set_generation(c.generation);
-    ci->set_device_type_string(c.device_type);
-    ci->set_peak_tflops(c.peak_tflops);
-    ci->set_peak_hbm_gbps(c.peak_hbm_gbps);
-  }
+  for (const trace::Chip& c : capture->host.chips) *info.add_chips() = stream::ChipInfoOf(c);
   GeneratedCapture out;
   CollectingSink sink(&out.chunks);
   if (absl::Status s =

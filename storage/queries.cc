@@ -475,6 +475,9 @@ absl::StatusOr<std::vector<KernelInsightRow>> Store::KernelInsights(const std::s
           c, per_chip ? "SELECT h.name, ch.ordinal, k.kernel_id, k.name, k.cumulative, "
                         "k.integral, k.covered_ps FROM kernel_counters k "
                         "JOIN chips ch ON ch.id = k.chip_id JOIN hosts h ON h.id = ch.host_id "
+                        // Written with the host's data, ahead of its outcome: shown once
+                        // that is (capture_hosts), like the rest of the capture.
+                        "JOIN capture_hosts o ON o.capture = k.capture AND o.host_id = h.id "
                         "WHERE k.capture = ?"
                       : "SELECT '', -1, kernel_id, name, cumulative, integral, covered_ps FROM "
                         "kernel_counter_rollups WHERE capture = ?"));

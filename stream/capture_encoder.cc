@@ -192,6 +192,17 @@ size_t NegotiateChunkBytes(size_t own_limit, uint64_t requested) {
   return std::max(limit, kMinChunkBytes);
 }
 
+v1::ChipInfo ChipInfoOf(const trace::Chip& c) {
+  v1::ChipInfo ci;
+  ci.set_ordinal(c.ordinal);
+  ci.set_global_chip_id(static_cast<int32_t>(c.global_id));
+  ci.set_generation(c.generation);
+  ci.set_device_type_string(c.device_type);
+  ci.set_peak_tflops(c.peak_tflops);
+  ci.set_peak_hbm_gbps(c.peak_hbm_gbps);
+  return ci;
+}
+
 absl::Status StreamHost(const v1::HostInfo& host, size_t max_chunk_bytes, ChunkSink* sink,
                         ChunkCounts* counts) {
   if (max_chunk_bytes < kMinChunkBytes) {

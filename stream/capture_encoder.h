@@ -44,6 +44,9 @@ constexpr size_t kMinChunkBytes = 16 << 10;
 // (`requested`, 0 = no request), never below kMinChunkBytes.
 size_t NegotiateChunkBytes(size_t own_limit, uint64_t requested);
 
+// A chip as the host description (the stream's first chunk) carries it.
+podprof::v1::ChipInfo ChipInfoOf(const trace::Chip& chip);
+
 // The pieces of a stream, in this order: the host (first chunk), then pieces of the capture
 // (each with the kernels it defines newly, ids continuing from the previous piece's), then
 // series from elsewhere. Each chunk serializes to at most `max_chunk_bytes`, which must be at

@@ -339,6 +339,23 @@ TEST_F(StoreTest, HostClockTimesAreCorrectedWhenRead) {
 TEST_F(StoreTest, HostDataWrittenAheadIsInvisibleUntilTheCaptureCommits) {
   auto store = Open();
   ingest::CaptureInput in = Synthetic("early", 1'000'000, "fusion.1", 1, 200, 2'000'000);
+  trace::HostCapture& cap = *in.hosts[0].capture;
+  trace::CounterSeries busy;  // a gauge over the whole block, for counter attributions
+  busy.name = "core/busy";
+  for (int i = 0; i <= 100; ++i) {
+    busy.time_ns.push_back(cap.blocks[0].base_ns + i * 100'000);
+    busy.value.push_back(1);
+  }
+  cap.counters.push_back(busy);
+  auto attributed = [&] {
+    int n = 0;
+    auto rows = store->KernelInsights("early", /*per_chip=*/true);
+    EXPECT_TRUE(rows.ok()) << rows.status();
+    if (rows.ok()) {
+      for (const auto& r : *rows) n += !r.gauges.empty() || !r.totals.empty();
+    }
+    return n;
+  };
   ingest::PodAnalysis pod;
   auto analysed = ingest::AnalyseHost(*store, 0, *in.hosts[0].capture, &pod);
   ASSERT_TRUE(analysed.ok()) << analysed.status();
@@ -364,6 +381,7 @@ TEST_F(StoreTest, HostDataWrittenAheadIsInvisibleUntilTheCaptureCommits) {
   EXPECT_TRUE(running->host_rows.empty());
   ASSERT_TRUE(store->Timelines("early").ok());
   EXPECT_TRUE(store->Timelines("early")->empty());
+  EXPECT_EQ(attributed(), 0) << "attributions written ahead are not shown yet";
 
   std::vector<ingest::AnalysedHost> hosts;
   hosts.push_back(std::move(*analysed));
@@ -382,6 +400,7 @@ TEST_F(StoreTest, HostDataWrittenAheadIsInvisibleUntilTheCaptureCommits) {
   auto stats = store->KernelStats(q);
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(stats->size(), 2u);
+  EXPECT_GT(attributed(), 0);
 }
 
 TEST_F(StoreTest, RetentionByAgeSizeAndTimelines) {
