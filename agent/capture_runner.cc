@@ -194,10 +194,15 @@ absl::Status CaptureRunner::Run(const podprof::v1::CaptureRequest& request,
                                 const std::function<bool()>& cancelled, stream::ChunkSink* sink,
                                 CaptureOutcome* outcome) {
   const int64_t duration_ns = static_cast<int64_t>(request.duration_ms()) * 1'000'000;
-  if (duration_ns <= 0 || duration_ns > limits.max_capture_duration_ns) {
-    return absl::InvalidArgumentError(absl::StrCat("duration_ms must be 1..",
-                                                   limits.max_capture_duration_ns / 1'000'000,
-                                                   ", got ", request.duration_ms()));
+  if (duration_ns <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("duration_ms must be at least 1, got ", request.duration_ms()));
+  }
+  if (duration_ns > limits.max_capture_duration_ns) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a capture of ", FormatDurationPs(duration_ns * 1000),
+                     " is longer than this agent allows (limits.max_capture_duration = ",
+                     FormatDurationPs(limits.max_capture_duration_ns * 1000), ")"));
   }
   const int64_t now = clock_.NowNs();
   if (request.start_ns() > 0 && now > request.start_ns() + kLateToleranceNs) {

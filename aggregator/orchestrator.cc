@@ -71,10 +71,16 @@ void Orchestrator::PruneLocked() {
 
 absl::StatusOr<v1::StartCaptureResponse> Orchestrator::Start(const v1::StartCaptureRequest& req) {
   const int64_t duration_ns = static_cast<int64_t>(req.duration_ms()) * 1'000'000;
-  if (duration_ns <= 0 || duration_ns > limits_.max_duration_ns) {
-    return absl::InvalidArgumentError(absl::StrCat("duration_ms must be 1..",
-                                                   limits_.max_duration_ns / 1'000'000, ", got ",
-                                                   req.duration_ms()));
+  if (duration_ns <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("duration_ms must be at least 1, got ", req.duration_ms()));
+  }
+  if (duration_ns > limits_.max_duration_ns) {
+    // Refused before any agent is asked: a capture this long would be cut or lost later.
+    return absl::InvalidArgumentError(
+        absl::StrCat("a capture of ", FormatDurationPs(duration_ns * 1000),
+                     " is longer than this aggregator allows (limits.max_capture_duration = ",
+                     FormatDurationPs(limits_.max_duration_ns * 1000), ")"));
   }
   if (int64_t{req.delay_ms()} * 1'000'000 > limits_.max_delay_ns) {
     return absl::InvalidArgumentError(absl::StrCat(

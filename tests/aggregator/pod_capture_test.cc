@@ -537,6 +537,25 @@ TEST_F(PodTest, ALongCaptureStreamsWholeInBoundedChunks) {
             << ", aggregator peak RSS " << hwm(agg_status) << "\n";
 }
 
+// A capture longer than the aggregator allows is refused up front, naming the setting, and
+// no agent is asked.
+TEST_F(PodTest, ACaptureLongerThanAllowedIsRefusedUpFront) {
+  StartPod({{0, 0}});
+  grpc::ClientContext ctx;
+  v1::StartCaptureRequest req;
+  req.set_duration_ms(301'000);  // the default limit is 5 minutes
+  v1::StartCaptureResponse started;
+  grpc::Status s = stub_->StartCapture(&ctx, req, &started);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(),
+            "a capture of 301 s is longer than this aggregator allows "
+            "(limits.max_capture_duration = 300 s)");
+  grpc::ClientContext lctx;
+  v1::ListCapturesResponse listed;
+  ASSERT_TRUE(stub_->ListCaptures(&lctx, v1::ListCapturesRequest(), &listed).ok());
+  EXPECT_EQ(listed.captures_size(), 0);
+}
+
 TEST_F(PodTest, AnAgentThatRegistersLateJoinsTheNextCapture) {
   StartPod({{0, 0}});
   // A second host comes up after the pod: its own simulated workload and agent.
