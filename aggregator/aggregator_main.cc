@@ -12,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "CLI/CLI.hpp"
@@ -116,24 +117,32 @@ absl::StatusOr<AggregatorConfig> LoadAggregatorConfig(const std::string& path) {
   return c;
 }
 
-int AggregatorMain(int argc, char** argv) {
-  // Ingest allocates and frees column buffers of up to tens of MB per host, on several
-  // threads. Mapping each one on its own (the fixed 256 KiB threshold this had) cost a page fault
-  // per 4 KiB on every host and an unmap on every free: a quarter of ingest's CPU. They stay
-  // in the heap instead, which is not shrunk below 256 MiB of free space at its top; four
-  // arenas keep 16+ threads from spreading that over a heap each. The orchestrator gives the
-  // free pages back after each capture (malloc_trim).
+namespace {
+
+// Ingest allocates and frees column buffers of up to tens of MB per host, on several threads.
+// Mapping each one on its own (the fixed 256 KiB threshold this had) cost a page fault per
+// 4 KiB on every host and an unmap on every free: a quarter of ingest's CPU. They stay in the
+// heap instead, which is not shrunk below 256 MiB of free space at its top; four arenas keep
+// 16+ threads from spreading that over a heap each. The orchestrator gives the free pages back
+// after each capture (malloc_trim).
+void TuneHeapForIngest() {
   mallopt(M_MMAP_THRESHOLD, 64 << 20);
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
   mallopt(M_ARENA_MAX, 4);
+}
+
+// The command line over the configuration file. An exit code when the process should stop.
+std::optional<int> Configure(int argc, char** argv, AggregatorConfig* config,
+                             std::string* config_path, std::string* ready_file) {
   CLI::App app{"podprof-aggregator: keeps every capture's kernel statistics and answers queries"};
   app.name("podprof-aggregator");
-  std::string config_path = kDefaultConfig, listen, db, ready_file;
+  *config_path = kDefaultConfig;
+  std::string listen, db;
   bool insecure = false;
-  CLI::Option* config_opt = app.add_option("--config", config_path, "TOML configuration file");
+  CLI::Option* config_opt = app.add_option("--config", *config_path, "TOML configuration file");
   app.add_option("--listen", listen, "podprof.v1.Aggregator address (default 0.0.0.0:7100)");
   app.add_option("--db", db, "SQLite database file (default /var/lib/podprof/podprof.db)");
-  app.add_option("--ready-file", ready_file, "Once listening, write the bound port as JSON here");
+  app.add_option("--ready-file", *ready_file, "Once listening, write the bound port as JSON here");
   app.add_flag("--insecure", insecure,
                "Plaintext gRPC without certificates (as insecure = true); listens on loopback "
                "unless --listen says otherwise");
@@ -142,22 +151,213 @@ int AggregatorMain(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  AggregatorConfig config;
-  if (config_opt->count() > 0 || std::filesystem::exists(config_path)) {
-    absl::StatusOr<AggregatorConfig> loaded = LoadAggregatorConfig(config_path);
+  if (config_opt->count() > 0 || std::filesystem::exists(*config_path)) {
+    absl::StatusOr<AggregatorConfig> loaded = LoadAggregatorConfig(*config_path);
     if (!loaded.ok()) {
       std::cerr << "podprof-aggregator: " << loaded.status().message() << "\n";
       return 2;
     }
-    config = *loaded;
+    *config = *loaded;
   }
   if (!listen.empty()) {
-    config.listen = listen;
-    config.listen_set = true;
+    config->listen = listen;
+    config->listen_set = true;
   }
-  if (!db.empty()) config.db = db;
-  if (insecure) config.tls.insecure = true;
-  if (config.tls.insecure && !config.listen_set) config.listen = "127.0.0.1:7100";
+  if (!db.empty()) config->db = db;
+  if (insecure) config->tls.insecure = true;
+  if (config->tls.insecure && !config->listen_set) config->listen = "127.0.0.1:7100";
+  return std::nullopt;
+}
+
+// The store, with captures left `running` by the previous process marked interrupted.
+absl::StatusOr<std::unique_ptr<storage::Store>> OpenStore(const std::string& path) {
+  ASSIGN_OR_RETURN(std::unique_ptr<storage::Store> store, storage::Store::Open(path));
+  if (store->read_only()) {
+    // The history is still worth serving; captures and imports fail naming the reason.
+    PODPROF_LOG(ERROR) << "the database " << path
+                       << " is open for queries only: " << store->read_only_reason()
+                       << "; captures and imports will fail until it is writable and the "
+                          "aggregator restarts";
+    return store;
+  }
+  ASSIGN_OR_RETURN(const int interrupted, store->MarkInterrupted());
+  if (interrupted > 0) {
+    PODPROF_LOG(WARNING) << interrupted
+                         << " capture(s) were running when the aggregator last stopped; marked "
+                            "interrupted";
+  }
+  return store;
+}
+
+OrchestratorLimits OrchestratorLimitsFrom(const AggregatorConfig& config) {
+  OrchestratorLimits l;
+  l.max_duration_ns = config.max_capture_duration_ns;
+  l.max_concurrent = static_cast<int>(config.max_concurrent_captures);
+  l.max_starts_per_minute = static_cast<int>(config.max_captures_per_minute);
+  l.ingest_workers = static_cast<int>(config.ingest_workers);
+  l.max_active_hosts = static_cast<int>(config.ingest_max_active_hosts);
+  return l;
+}
+
+// Listens and writes `ready_file` ({"port", "pid"}) when asked; null when it cannot listen.
+std::unique_ptr<grpc::Server> Serve(const AggregatorConfig& config,
+                                    const security::Credentials& creds, grpc::Service* service,
+                                    const std::string& ready_file, int* port) {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(config.listen, creds.server, port);
+  builder.RegisterService(service);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(config.max_message_bytes));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             static_cast<int>(config.max_concurrent_streams));
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || *port == 0) return nullptr;
+  if (!ready_file.empty()) {
+    std::string tmp = ready_file + ".tmp";
+    std::ofstream(tmp)
+        << nlohmann::json({{"port", *port}, {"pid", static_cast<int64_t>(getpid())}}).dump()
+        << "\n";
+    std::rename(tmp.c_str(), ready_file.c_str());
+  }
+  return server;
+}
+
+// The running daemon's timers and signals on one event loop: retention, the systemd watchdog,
+// SIGHUP (reload retention) and SIGTERM/SIGINT (drain).
+class DaemonLoop {
+ public:
+  DaemonLoop(AggregatorConfig& config, const std::string& config_path, storage::Store& store,
+             grpc::Server& server, Clock& clock, ServiceNotifier& notifier, std::string status)
+      : config_(config),
+        config_path_(config_path),
+        store_(store),
+        clock_(clock),
+        notifier_(notifier),
+        status_(std::move(status)),
+        self_(podprof::v1::Aggregator::NewStub(server.InProcessChannel(grpc::ChannelArguments()))) {
+  }
+
+  // Until SIGTERM or SIGINT.
+  void Run() {
+    StartRetention();
+    if (notifier_.watchdog_ns() > 0) ScheduleWatchdog();
+    signals_.async_wait(
+        [this](const boost::system::error_code& ec, int sig) { OnSignal(ec, sig); });
+    io_.run();
+  }
+
+ private:
+  bool RetentionOn() const {
+    if (store_.read_only()) return false;
+    return config_.retention_max_age_ns > 0 || config_.retention_max_bytes > 0 ||
+           config_.retention_keep_timelines_ns > 0;
+  }
+  void StartRetention() {
+    if (retention_scheduled_ || !RetentionOn()) return;
+    retention_scheduled_ = true;
+    ScheduleRetention();
+  }
+  void ScheduleRetention() {
+    retention_.expires_after(std::chrono::nanoseconds(config_.retention_interval_ns));
+    retention_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec) return;
+      ApplyRetention();
+      ScheduleRetention();
+    });
+  }
+  void ApplyRetention() {
+    storage::RetentionPolicy p;
+    p.max_age_ns = config_.retention_max_age_ns;
+    p.max_bytes = config_.retention_max_bytes;
+    p.keep_timelines_ns = config_.retention_keep_timelines_ns;
+    absl::StatusOr<storage::RetentionResult> r = store_.ApplyRetention(p, clock_.NowNs());
+    if (!r.ok()) {
+      PODPROF_LOG(ERROR) << "retention: " << r.status().message();
+    } else if (r->captures_deleted > 0 || r->timelines_dropped > 0) {
+      PODPROF_LOG(INFO) << "retention deleted " << r->captures_deleted << " captures and "
+                        << r->timelines_dropped << " timeline blocks";
+    }
+  }
+
+  // WATCHDOG=1 only while the store's writer can take the write lock and the server answers
+  // its own RPC: a wedged store or a stuck server stops the pings and systemd restarts us.
+  // In-process: the check exercises the server's threads and handlers without depending on
+  // the address or the certificate's names.
+  void ScheduleWatchdog() {
+    watchdog_.expires_after(std::chrono::nanoseconds(notifier_.watchdog_ns() / 2));
+    watchdog_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec) return;
+      absl::Status healthy = Healthy();
+      if (healthy.ok()) {
+        notifier_.Watchdog().IgnoreError();
+      } else {
+        PODPROF_LOG(ERROR) << "health check failed, withholding the watchdog ping: "
+                           << healthy.message();
+      }
+      ScheduleWatchdog();
+    });
+  }
+  absl::Status Healthy() {
+    RETURN_IF_ERROR(store_.HealthCheck(notifier_.watchdog_ns() / 4));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(DeadlineAt(clock_.NowNs(), notifier_.watchdog_ns() / 4));
+    podprof::v1::ListAgentsResponse agents;
+    return FromGrpc(self_->ListAgents(&ctx, podprof::v1::ListAgentsRequest(), &agents));
+  }
+
+  void OnSignal(const boost::system::error_code& ec, int sig) {
+    if (ec) return;
+    if (sig != SIGHUP) {
+      PODPROF_LOG(INFO) << "signal " << sig << ": draining";
+      notifier_.Stopping("draining").IgnoreError();
+      io_.stop();
+      return;
+    }
+    ReloadRetention();
+    signals_.async_wait([this](const boost::system::error_code& e, int s) { OnSignal(e, s); });
+  }
+  // Retention is reloadable; the listen address and database need a restart.
+  void ReloadRetention() {
+    notifier_.Reloading().IgnoreError();
+    absl::StatusOr<AggregatorConfig> fresh = std::filesystem::exists(config_path_)
+                                                 ? LoadAggregatorConfig(config_path_)
+                                                 : absl::StatusOr<AggregatorConfig>(config_);
+    if (!fresh.ok()) {
+      PODPROF_LOG(ERROR) << "reload refused, keeping the running configuration: "
+                         << fresh.status().message();
+    } else {
+      config_.retention_max_age_ns = fresh->retention_max_age_ns;
+      config_.retention_max_bytes = fresh->retention_max_bytes;
+      config_.retention_keep_timelines_ns = fresh->retention_keep_timelines_ns;
+      config_.retention_interval_ns = fresh->retention_interval_ns;
+      StartRetention();
+      PODPROF_LOG(INFO) << "reloaded retention settings from " << config_path_;
+    }
+    notifier_.Notify("READY=1\nSTATUS=" + status_).IgnoreError();
+  }
+
+  AggregatorConfig& config_;
+  const std::string& config_path_;
+  storage::Store& store_;
+  Clock& clock_;
+  ServiceNotifier& notifier_;
+  const std::string status_;
+  std::unique_ptr<podprof::v1::Aggregator::Stub> self_;
+  boost::asio::io_context io_;
+  boost::asio::signal_set signals_{io_, SIGTERM, SIGINT, SIGHUP};
+  boost::asio::steady_timer retention_{io_};
+  bool retention_scheduled_ = false;
+  boost::asio::steady_timer watchdog_{io_};
+};
+
+}  // namespace
+
+int AggregatorMain(int argc, char** argv) {
+  TuneHeapForIngest();
+  AggregatorConfig config;
+  std::string config_path, ready_file;
+  if (std::optional<int> exit = Configure(argc, argv, &config, &config_path, &ready_file)) {
+    return *exit;
+  }
   absl::StatusOr<security::Credentials> creds = security::DaemonCredentials(config.tls);
   if (!creds.ok()) {
     std::cerr << "podprof-aggregator: " << creds.status().message() << "\n";
@@ -168,44 +368,18 @@ int AggregatorMain(int argc, char** argv) {
                             "reaches "
                          << config.listen << " may register agents and start captures";
   }
-
   RealClock clock;
   ServiceNotifier notifier;
-  absl::StatusOr<std::unique_ptr<storage::Store>> store = storage::Store::Open(config.db);
+  absl::StatusOr<std::unique_ptr<storage::Store>> store = OpenStore(config.db);
   if (!store.ok()) {
     std::cerr << "podprof-aggregator: " << store.status().message() << "\n";
     return 1;
-  }
-  if ((*store)->read_only()) {
-    // The history is still worth serving; captures and imports fail naming the reason.
-    PODPROF_LOG(ERROR) << "the database " << config.db
-                       << " is open for queries only: " << (*store)->read_only_reason()
-                       << "; captures and imports will fail until it is writable and the "
-                          "aggregator restarts";
-  }
-  // Nothing of this process runs yet: captures still `running` died with the previous one.
-  absl::StatusOr<int> interrupted =
-      (*store)->read_only() ? absl::StatusOr<int>(0) : (*store)->MarkInterrupted();
-  if (!interrupted.ok()) {
-    std::cerr << "podprof-aggregator: " << interrupted.status().message() << "\n";
-    return 1;
-  }
-  if (*interrupted > 0) {
-    PODPROF_LOG(WARNING) << *interrupted
-                         << " capture(s) were running when the aggregator last stopped; marked "
-                            "interrupted";
   }
   ImportLimits limits;
   limits.spool_dir = config.spool_dir;
   Registry registry(clock, config.heartbeat_interval_ns, config.probe_interval_ns, creds->channel,
                     config.max_message_bytes);
-  OrchestratorLimits orchestrator_limits;
-  orchestrator_limits.max_duration_ns = config.max_capture_duration_ns;
-  orchestrator_limits.max_concurrent = static_cast<int>(config.max_concurrent_captures);
-  orchestrator_limits.max_starts_per_minute = static_cast<int>(config.max_captures_per_minute);
-  orchestrator_limits.ingest_workers = static_cast<int>(config.ingest_workers);
-  orchestrator_limits.max_active_hosts = static_cast<int>(config.ingest_max_active_hosts);
-  Orchestrator orchestrator(&registry, store->get(), clock, orchestrator_limits);
+  Orchestrator orchestrator(&registry, store->get(), clock, OrchestratorLimitsFrom(config));
   AccessControl access;
   access.agents.identities = config.allowed_agents;
   access.operators.identities = config.allowed_operators;
@@ -219,120 +393,17 @@ int AggregatorMain(int argc, char** argv) {
     }
   });
   int port = 0;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(config.listen, creds->server, &port);
-  builder.RegisterService(&service);
-  builder.SetMaxReceiveMessageSize(static_cast<int>(config.max_message_bytes));
-  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
-                             static_cast<int>(config.max_concurrent_streams));
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || port == 0) {
+  std::unique_ptr<grpc::Server> server = Serve(config, *creds, &service, ready_file, &port);
+  if (server == nullptr) {
     std::cerr << "podprof-aggregator: cannot listen on " << config.listen << "\n";
+    stop_probing.Notify();
+    prober.join();
     return 1;
-  }
-  if (!ready_file.empty()) {
-    std::string tmp = ready_file + ".tmp";
-    std::ofstream(tmp)
-        << nlohmann::json({{"port", port}, {"pid", static_cast<int64_t>(getpid())}}).dump() << "\n";
-    std::rename(tmp.c_str(), ready_file.c_str());
   }
   const std::string status = absl::StrCat("listening on port ", port, "; database ", config.db);
   PODPROF_LOG(INFO) << status;
   notifier.Ready(status).IgnoreError();
-
-  boost::asio::io_context io;
-  boost::asio::signal_set signals(io, SIGTERM, SIGINT, SIGHUP);
-  bool retention_scheduled = false;
-  boost::asio::steady_timer retention(io);
-  std::function<void()> schedule_retention = [&] {
-    retention.expires_after(std::chrono::nanoseconds(config.retention_interval_ns));
-    retention.async_wait([&](const boost::system::error_code& ec) {
-      if (ec) return;
-      storage::RetentionPolicy p;
-      p.max_age_ns = config.retention_max_age_ns;
-      p.max_bytes = config.retention_max_bytes;
-      p.keep_timelines_ns = config.retention_keep_timelines_ns;
-      absl::StatusOr<storage::RetentionResult> r = (*store)->ApplyRetention(p, clock.NowNs());
-      if (!r.ok()) {
-        PODPROF_LOG(ERROR) << "retention: " << r.status().message();
-      } else if (r->captures_deleted > 0 || r->timelines_dropped > 0) {
-        PODPROF_LOG(INFO) << "retention deleted " << r->captures_deleted << " captures and "
-                          << r->timelines_dropped << " timeline blocks";
-      }
-      schedule_retention();
-    });
-  };
-  auto retention_on = [&] {
-    if ((*store)->read_only()) return false;
-    return config.retention_max_age_ns > 0 || config.retention_max_bytes > 0 ||
-           config.retention_keep_timelines_ns > 0;
-  };
-  if (retention_on()) {
-    schedule_retention();
-    retention_scheduled = true;
-  }
-
-  // WATCHDOG=1 only while the store's writer can take the write lock and the server answers
-  // its own RPC: a wedged store or a stuck server stops the pings and systemd restarts us.
-  // In-process: the check exercises the server's threads and handlers without depending on
-  // the address or the certificate's names.
-  auto self = podprof::v1::Aggregator::NewStub(server->InProcessChannel(grpc::ChannelArguments()));
-  boost::asio::steady_timer watchdog(io);
-  std::function<void()> schedule_watchdog = [&] {
-    watchdog.expires_after(std::chrono::nanoseconds(notifier.watchdog_ns() / 2));
-    watchdog.async_wait([&](const boost::system::error_code& ec) {
-      if (ec) return;
-      absl::Status healthy = (*store)->HealthCheck(notifier.watchdog_ns() / 4);
-      if (healthy.ok()) {
-        grpc::ClientContext ctx;
-        ctx.set_deadline(DeadlineAt(clock.NowNs(), notifier.watchdog_ns() / 4));
-        podprof::v1::ListAgentsResponse agents;
-        healthy = FromGrpc(self->ListAgents(&ctx, podprof::v1::ListAgentsRequest(), &agents));
-      }
-      if (healthy.ok()) {
-        notifier.Watchdog().IgnoreError();
-      } else {
-        PODPROF_LOG(ERROR) << "health check failed, withholding the watchdog ping: "
-                           << healthy.message();
-      }
-      schedule_watchdog();
-    });
-  };
-  if (notifier.watchdog_ns() > 0) schedule_watchdog();
-
-  std::function<void(const boost::system::error_code&, int)> on_signal =
-      [&](const boost::system::error_code& ec, int sig) {
-        if (ec) return;
-        if (sig == SIGHUP) {
-          // Retention is reloadable; the listen address and database need a restart.
-          notifier.Reloading().IgnoreError();
-          absl::StatusOr<AggregatorConfig> fresh = std::filesystem::exists(config_path)
-                                                       ? LoadAggregatorConfig(config_path)
-                                                       : absl::StatusOr<AggregatorConfig>(config);
-          if (!fresh.ok()) {
-            PODPROF_LOG(ERROR) << "reload refused, keeping the running configuration: "
-                               << fresh.status().message();
-          } else {
-            config.retention_max_age_ns = fresh->retention_max_age_ns;
-            config.retention_max_bytes = fresh->retention_max_bytes;
-            config.retention_keep_timelines_ns = fresh->retention_keep_timelines_ns;
-            config.retention_interval_ns = fresh->retention_interval_ns;
-            if (retention_on() && !retention_scheduled) {
-              schedule_retention();
-              retention_scheduled = true;
-            }
-            PODPROF_LOG(INFO) << "reloaded retention settings from " << config_path;
-          }
-          notifier.Notify("READY=1\nSTATUS=" + status).IgnoreError();
-          signals.async_wait(on_signal);
-          return;
-        }
-        PODPROF_LOG(INFO) << "signal " << sig << ": draining";
-        notifier.Stopping("draining").IgnoreError();
-        io.stop();
-      };
-  signals.async_wait(on_signal);
-  io.run();
+  DaemonLoop(config, config_path, **store, *server, clock, notifier, status).Run();
   stop_probing.Notify();
   prober.join();
   // In-flight queries and imports get 10 s to finish.
