@@ -20,16 +20,6 @@
 
 namespace podprof::aggregator {
 
-using internal::FillHistoryPoint;
-using internal::FillKernelDef;
-using internal::FillSummary;
-using internal::Judge;
-using internal::JudgedStats;
-using internal::OrderOf;
-using internal::RegexEscape;
-using internal::StatusEnum;
-using internal::StatusName;
-
 namespace {
 
 // An ostream whose bytes go out as ExportChunks of at most kChunkBytes, so an export of any

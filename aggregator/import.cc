@@ -56,16 +56,6 @@ class Spool {
 
 }  // namespace
 
-using internal::FillHistoryPoint;
-using internal::FillKernelDef;
-using internal::FillSummary;
-using internal::Judge;
-using internal::JudgedStats;
-using internal::OrderOf;
-using internal::RegexEscape;
-using internal::StatusEnum;
-using internal::StatusName;
-
 grpc::Status AggregatorService::ImportXSpace(
     grpc::ServerContext* context, grpc::ServerReader<podprof::v1::ImportXSpaceChunk>* reader,
     podprof::v1::ImportXSpaceResponse* response) {

@@ -20,16 +20,6 @@
 
 namespace podprof::aggregator {
 
-using internal::FillHistoryPoint;
-using internal::FillKernelDef;
-using internal::FillSummary;
-using internal::Judge;
-using internal::JudgedStats;
-using internal::OrderOf;
-using internal::RegexEscape;
-using internal::StatusEnum;
-using internal::StatusName;
-
 grpc::Status AggregatorService::DescribeKernel(grpc::ServerContext*,
                                                const podprof::v1::DescribeKernelRequest* req,
                                                podprof::v1::DescribeKernelResponse* resp) {

@@ -23,7 +23,6 @@
 #include "trace/xspace_reader.h"
 
 namespace podprof::aggregator {
-namespace internal {
 
 podprof::v1::CaptureStatus StatusEnum(const std::string& s) {
   if (s == "complete") return podprof::v1::CAPTURE_STATUS_COMPLETE;
@@ -127,18 +126,6 @@ absl::StatusOr<storage::Order> OrderOf(podprof::v1::KernelOrder o) {
   }
 }
 
-}  // namespace internal
-
-using internal::FillHistoryPoint;
-using internal::FillKernelDef;
-using internal::FillSummary;
-using internal::Judge;
-using internal::JudgedStats;
-using internal::OrderOf;
-using internal::RegexEscape;
-using internal::StatusEnum;
-using internal::StatusName;
-
 podprof::v1::KernelStats ToProto(const storage::StatRow& r) {
   podprof::v1::KernelStats k;
   k.set_host_name(r.host);
@@ -175,7 +162,6 @@ podprof::v1::KernelStats ToProto(const storage::StatRow& r) {
 }
 
 // The verdict and counter figures of a stats row, from what the store attributed to it.
-namespace internal {
 
 podprof::v1::KernelInsight InsightOf(const storage::StatRow& r,
                                      const storage::KernelInsightRow* in) {
@@ -248,8 +234,6 @@ absl::StatusOr<std::vector<podprof::v1::KernelStats>> JudgedStats(
   }
   return out;
 }
-
-}  // namespace internal
 
 grpc::Status AggregatorService::Register(grpc::ServerContext* context,
                                          const podprof::v1::RegisterRequest* req,

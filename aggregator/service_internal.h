@@ -1,4 +1,5 @@
-// Helpers AggregatorService's source files share: conversions between stored rows and the API.
+// Helpers AggregatorService's source files share (and only they include): conversions between
+// stored rows and the API.
 #ifndef PODPROF_AGGREGATOR_SERVICE_INTERNAL_H_
 #define PODPROF_AGGREGATOR_SERVICE_INTERNAL_H_
 
@@ -9,7 +10,7 @@
 #include "proto/podprof_aggregator.pb.h"
 #include "storage/store.h"
 
-namespace podprof::aggregator::internal {
+namespace podprof::aggregator {
 
 podprof::v1::CaptureStatus StatusEnum(const std::string& s);
 std::string StatusName(podprof::v1::CaptureStatus s);
@@ -31,6 +32,6 @@ absl::StatusOr<std::vector<podprof::v1::KernelStats>> JudgedStats(
     storage::Store& store, const std::string& capture_id, bool per_chip,
     const std::vector<storage::StatRow>& rows, size_t n);
 
-}  // namespace podprof::aggregator::internal
+}  // namespace podprof::aggregator
 
 #endif  // PODPROF_AGGREGATOR_SERVICE_INTERNAL_H_
