@@ -233,16 +233,22 @@ grpc::ServerWriteReactor<v1::CaptureChunk>* FleetService::Capture(
   return stream.get();
 }
 
-grpc::ServerUnaryReactor* FleetService::Ping(grpc::CallbackServerContext* context,
-                                             const v1::PingRequest* request,
-                                             v1::PingResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+int FleetService::HostCalled(grpc::CallbackServerContext* context,
+                             grpc::ServerUnaryReactor* reactor) {
   const int i = FindHost("", context->ExperimentalGetAuthority());
   if (i < 0) {
     reactor->Finish(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                                  "this podprof-loadgen emulates no host at this address"));
-    return reactor;
   }
+  return i;
+}
+
+grpc::ServerUnaryReactor* FleetService::Ping(grpc::CallbackServerContext* context,
+                                             const v1::PingRequest* request,
+                                             v1::PingResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const int i = HostCalled(context, reactor);
+  if (i < 0) return reactor;
   Clock& clock = hosts_[i]->clock;
   response->set_client_send_ns(request->client_send_ns());
   response->set_agent_receive_ns(clock.NowNs());
@@ -255,12 +261,8 @@ grpc::ServerUnaryReactor* FleetService::Info(grpc::CallbackServerContext* contex
                                              const v1::InfoRequest* /*request*/,
                                              v1::InfoResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const int i = FindHost("", context->ExperimentalGetAuthority());
-  if (i < 0) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                                 "this podprof-loadgen emulates no host at this address"));
-    return reactor;
-  }
+  const int i = HostCalled(context, reactor);
+  if (i < 0) return reactor;
   EmulatedHost& host = *hosts_[i];
   {
     absl::MutexLock lock(&mu_);

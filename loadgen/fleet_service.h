@@ -81,6 +81,9 @@ class FleetService final : public podprof::v1::Agent::CallbackService {
   // The host a call is for: by name when the request names one, else by the port the caller
   // dialled (the call's authority). -1 when none, or before Attach().
   int FindHost(const std::string& name, grpc::string_ref authority);
+  // The host a unary call was addressed to (by the address it reached), or -1 with the call
+  // already finished with FAILED_PRECONDITION.
+  int HostCalled(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* reactor);
   void SchedulerLoop();
   void GeneratorLoop();
   void ReleaseSlot();
