@@ -27,8 +27,16 @@ inline std::string Slurp(const std::string& path) {
   return ss.str();
 }
 
-// Starts `args` (args[0] is the binary) as a child process.
-// Starts `args` as a child process; `cpu` >= 0 pins it to that core.
+// In a forked child: becomes `args` (args[0] is the binary), or exits 127.
+[[noreturn]] inline void Exec(std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  execv(argv[0], argv.data());
+  _exit(127);
+}
+
+// Starts `args` (args[0] is the binary) as a child process; `cpu` >= 0 pins it to that core.
 inline pid_t Spawn(std::vector<std::string> args, int cpu = -1) {
   pid_t pid = fork();
   if (pid == 0) {
@@ -38,11 +46,7 @@ inline pid_t Spawn(std::vector<std::string> args, int cpu = -1) {
       CPU_SET(cpu, &set);
       sched_setaffinity(0, sizeof(set), &set);
     }
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
+    Exec(args);
   }
   return pid;
 }
@@ -55,11 +59,7 @@ inline pid_t SpawnOwned(std::vector<std::string> args) {
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);  // the parent died before prctl
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
+    Exec(args);
   }
   return pid;
 }

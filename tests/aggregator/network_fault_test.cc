@@ -46,11 +46,7 @@ class TwoHostPod : public ::testing::Test {
     std::ofstream(P("agg.toml")) << "[agents]\nheartbeat_interval = \"500ms\"\n"
                                     "probe_interval = \"1s\"\n";
     std::ofstream(P("agent.toml")) << "";
-    aggregator_ = std::make_unique<ChildProcess>(
-        std::vector<std::string>{Bin("podprof-aggregator"), "--insecure",
-                                 "--config=" + P("agg.toml"), "--listen=" + listen,
-                                 "--db=" + P("pod.db"), "--ready-file=" + P("agg.json")},
-        P("agg.json"));
+    aggregator_ = testing::StartAggregator(Bin("podprof-aggregator"), dir_, listen);
     ASSERT_TRUE(aggregator_->ready());
     port_ = aggregator_->info()["port"].get<int>();
     stub_ = v1::Aggregator::NewStub(

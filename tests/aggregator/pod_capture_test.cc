@@ -55,11 +55,7 @@ class PodTest : public ::testing::Test {
     std::ofstream(dir_ / "empty.toml") << agent_toml_;
     std::ofstream(dir_ / "agg.toml") << "[agents]\nheartbeat_interval = \"500ms\"\n"
                                         "probe_interval = \"1s\"\n";
-    aggregator_ = std::make_unique<ChildProcess>(
-        std::vector<std::string>{Bin("podprof-aggregator"), "--insecure",
-                                 "--config=" + P("agg.toml"), "--listen=127.0.0.1:0",
-                                 "--db=" + P("pod.db"), "--ready-file=" + P("agg.json")},
-        P("agg.json"));
+    aggregator_ = testing::StartAggregator(Bin("podprof-aggregator"), dir_);
     ASSERT_TRUE(aggregator_->ready());
     const int agg_port = aggregator_->info()["port"];
     agg_addr_ = absl::StrCat("127.0.0.1:", agg_port);

@@ -35,11 +35,7 @@ class LoadgenPodTest : public ::testing::Test {
     fs::create_directories(dir_);
     std::ofstream(P("agg.toml")) << "[agents]\nheartbeat_interval = \"500ms\"\n"
                                     "probe_interval = \"1s\"\n";
-    aggregator_ = std::make_unique<ChildProcess>(
-        std::vector<std::string>{Bin("podprof-aggregator"), "--insecure",
-                                 "--config=" + P("agg.toml"), "--listen=127.0.0.1:0",
-                                 "--db=" + P("pod.db"), "--ready-file=" + P("agg.json")},
-        P("agg.json"));
+    aggregator_ = testing::StartAggregator(Bin("podprof-aggregator"), dir_);
     ASSERT_TRUE(aggregator_->ready());
     const int port = aggregator_->info()["port"];
     loadgen_ = std::make_unique<ChildProcess>(

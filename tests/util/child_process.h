@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -82,6 +83,20 @@ class ChildProcess {
   int exit_status_ = -1;
   nlohmann::json ready_;
 };
+
+// A plaintext podprof-aggregator (`binary`) on loopback with its configuration, database and
+// ready file in `dir` (agg.toml, which the caller writes first; pod.db; agg.json); `listen`
+// defaults to a free port.
+inline std::unique_ptr<ChildProcess> StartAggregator(const std::string& binary,
+                                                     const std::filesystem::path& dir,
+                                                     const std::string& listen = "127.0.0.1:0") {
+  auto in = [&](const char* f) { return (dir / f).string(); };
+  return std::make_unique<ChildProcess>(
+      std::vector<std::string>{binary, "--insecure", "--config=" + in("agg.toml"),
+                               "--listen=" + listen, "--db=" + in("pod.db"),
+                               "--ready-file=" + in("agg.json")},
+      in("agg.json"));
+}
 
 }  // namespace podprof::testing
 
