@@ -42,7 +42,6 @@ class PodAnalysis {
   // Moves the roll-ups (by kernel id, then counter name) and the collective analysis, each
   // host's arrivals put on the pod's clock as `hosts` say (by index), into `w`.
   void Finish(const std::vector<storage::HostWrite>& hosts, storage::CaptureWrite* w);
-  size_t collective_arrivals() const { return collectives_.arrivals(); }
 
  private:
   absl::Mutex mu_;

@@ -477,9 +477,10 @@ absl::Status Reader::ReadDevicePlane(const PlaneScan& scan, int64_t plane_end, b
     RETURN_IF_ERROR(c.ReadSub("XPlane.stat_metadata entry", &entry));
     RETURN_IF_ERROR(ReadStatMetadataEntry(entry, &state.stat_table));
   }
+  // The plane's own stats describe the chip (or the window): the header's pass reads them.
   std::vector<RawStat> plane_stats;
-  for (const Extent& e : scan.stats) {
-    c.Seek(e.pos);
+  for (size_t i = 0; header && i < scan.stats.size(); ++i) {
+    c.Seek(scan.stats[i].pos);
     Span span;
     RETURN_IF_ERROR(c.ReadSpan(&span));
     RawStat stat;
