@@ -32,6 +32,7 @@
 #include "proto/podprof_agent.grpc.pb.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
 #include "storage/store.h"
+#include "trace/columns.h"
 
 namespace podprof {
 namespace {
@@ -85,9 +86,10 @@ int64_t WakeFloorNs(int n, int ncpu) {
 }
 
 // The baseline for ingest: one agent's chunks for a window like the pod capture's, taken
-// straight from its Capture stream, then only parsed (as the aggregator's gRPC layer does
-// before any podprof code runs) until `events` events have been decoded. Events per
-// CPU-second of this process.
+// straight from its Capture stream, then only decoded until `events` events have been: each
+// chunk parsed (as the aggregator's gRPC layer does before any podprof code runs) and its
+// counter samples unpacked from their column encoding (trace/columns.h), as any reader of the
+// stream must. Events per CPU-second of this process.
 double DecodeAloneRate(int agent_port, int duration_ms, uint64_t events) {
   auto stub = v1::Agent::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", agent_port),
                                                      grpc::InsecureChannelCredentials()));
@@ -103,7 +105,12 @@ double DecodeAloneRate(int agent_port, int duration_ms, uint64_t events) {
   while (reader->Read(&chunk)) {
     chunks.push_back(chunk.SerializeAsString());
     per_pass += chunk.event_block().duration_ps_size();
-    samples += chunk.counter_series().value_size();
+    if (chunk.has_counter_series()) {
+      trace::CounterSeries series;
+      if (trace::DecodeCounters(chunk.counter_series().samples(), &series).ok()) {
+        samples += series.value.size();
+      }
+    }
     bytes += chunks.back().size();
   }
   std::printf(
@@ -115,11 +122,16 @@ double DecodeAloneRate(int agent_port, int duration_ms, uint64_t events) {
   timespec t0, t1;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
   uint64_t decoded = 0;
+  trace::CounterSeries series;
   while (decoded < events) {
     for (const std::string& c : chunks) {
       v1::CaptureChunk parsed;
       if (!parsed.ParseFromString(c)) return 0;
       decoded += parsed.event_block().duration_ps_size();
+      if (!parsed.counter_series().samples().empty() &&
+          !trace::DecodeCounters(parsed.counter_series().samples(), &series).ok()) {
+        return 0;
+      }
     }
   }
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1);

@@ -9,7 +9,7 @@
 #include "common/status_macros.h"
 #include "insight/attribution.h"
 #include "insight/collectives.h"
-#include "storage/timeline_codec.h"
+#include "trace/columns.h"
 #include "trace/kernel_stats.h"
 
 namespace podprof::ingest {
@@ -119,11 +119,12 @@ absl::StatusOr<AnalysedHost> AnalyseHost(storage::Store& store, size_t index,
   for (const trace::EventBlock& b : cap.blocks) {
     if (b.size() == 0) continue;
     w.timelines.push_back({b.chip, b.line, b.base_ns, static_cast<int64_t>(b.size()),
-                           storage::EncodeTimeline(b, w.kernel_ids)});
+                           trace::EncodeTimeline(b, w.kernel_ids)});
   }
+  // A series that came encoded (trace/columns.h) is stored as it arrived.
   for (const trace::CounterSeries& s : cap.counters) {
-    w.counters.push_back(
-        {s.chip, s.name, static_cast<int64_t>(s.value.size()), storage::EncodeCounters(s)});
+    w.counters.push_back({s.chip, s.name, static_cast<int64_t>(s.value.size()),
+                          s.encoded.empty() ? trace::EncodeCounters(s) : s.encoded});
   }
   std::vector<int64_t> chip_keys;
   for (size_t c = 0; c < cap.host.chips.size(); ++c) {

@@ -11,7 +11,6 @@
 #include "common/status_macros.h"
 #include "storage/store.h"
 #include "storage/store_internal.h"
-#include "storage/timeline_codec.h"
 #include "trace/kernel_stats.h"
 
 namespace podprof::storage {

@@ -12,7 +12,7 @@
 #include "common/status_macros.h"
 #include "storage/store.h"
 #include "storage/store_internal.h"
-#include "storage/timeline_codec.h"
+#include "trace/columns.h"
 #include "trace/kernel_stats.h"
 
 namespace podprof::storage {
@@ -334,7 +334,7 @@ absl::StatusOr<std::vector<trace::EventBlock>> Store::Timelines(const std::strin
     b.chip = static_cast<int>(s->Int(0));  // the chip's ordinal
     b.line = s->Text(1);
     b.base_ns = s->Int(2);
-    RETURN_IF_ERROR(DecodeTimeline(s->Blob(3), &b));
+    RETURN_IF_ERROR(trace::DecodeTimeline(s->Blob(3), &b));
     if (s->Int(4) != 0) {
       trace::ApplyCorrection(trace::ClockCorrection{s->Int(5), s->Double(6), s->Int(7)}, &b);
     }
@@ -412,7 +412,7 @@ absl::Status Store::ForEachHost(const std::string& capture_id,
         b.line = blocks->Text(0);
         b.kind = trace::LineKindOfName(b.line);
         b.base_ns = blocks->Int(1);
-        RETURN_IF_ERROR(DecodeTimeline(blocks->Blob(2), &b));
+        RETURN_IF_ERROR(trace::DecodeTimeline(blocks->Blob(2), &b));
         // Stored kernel ids become indexes into this host's own kernel definitions.
         for (uint32_t& k : b.kernel) {
           auto [it, fresh] =
@@ -443,7 +443,7 @@ absl::Status Store::ForEachHost(const std::string& capture_id,
       while (true) {
         ASSIGN_OR_RETURN(bool more, counters->Step());
         if (!more) break;
-        ASSIGN_OR_RETURN(trace::CounterSeries series, DecodeCounters(counters->Blob(1)));
+        ASSIGN_OR_RETURN(trace::CounterSeries series, trace::DecodeCounters(counters->Blob(1)));
         series.chip = static_cast<int>(ci);
         series.name = counters->Text(0);
         out.capture.counters.push_back(std::move(series));

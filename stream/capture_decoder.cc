@@ -1,10 +1,18 @@
 #include "stream/capture_decoder.h"
 
 #include "absl/strings/str_cat.h"
+#include "trace/columns.h"
 
 namespace podprof::stream {
+namespace {
 
 namespace v1 = podprof::v1;
+
+// An agent's run of encoded samples takes at most its chunk unencoded (StreamSeries), and no
+// receiver accepts chunks past a few MiB: a blob claiming more is damaged or hostile.
+constexpr uint64_t kMaxSeriesRawBytes = 64 << 20;
+
+}  // namespace
 
 int CaptureDecoder::ChipIndex(int ordinal, const v1::ChipInfo* info) {
   for (size_t i = 0; i < capture_.host.chips.size(); ++i) {
@@ -84,21 +92,32 @@ absl::Status CaptureDecoder::AddEvents(const v1::EventBlock& e) {
 }
 
 absl::Status CaptureDecoder::AddCounters(const v1::CounterSeries& cs) {
-  if (cs.timestamp_ns_size() != cs.value_size()) {
+  trace::CounterSeries series;
+  if (!cs.samples().empty()) {
+    if (cs.timestamp_ns_size() > 0 || cs.value_size() > 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "counter ", cs.name(), " carries both encoded samples and timestamp/value fields"));
+    }
+    absl::Status s = trace::DecodeCounters(cs.samples(), &series, kMaxSeriesRawBytes);
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("counter ", cs.name(), ": ", s.message()));
+    }
+    series.encoded = cs.samples();
+  } else if (cs.timestamp_ns_size() != cs.value_size()) {
     return absl::InvalidArgumentError(absl::StrCat("counter ", cs.name(), " has ",
                                                    cs.timestamp_ns_size(), " timestamps but ",
                                                    cs.value_size(), " values"));
+  } else {
+    series.time_ns.assign(cs.timestamp_ns().begin(), cs.timestamp_ns().end());
+    series.value.assign(cs.value().begin(), cs.value().end());
   }
   // Series are kept per chip; a host-wide one (ordinal -1) has nowhere to go yet.
   if (cs.chip_ordinal() < 0) {
     capture_.warnings.push_back(absl::StrCat("host-wide counter ", cs.name(), " not kept"));
     return absl::OkStatus();
   }
-  trace::CounterSeries series;
   series.chip = ChipIndex(cs.chip_ordinal(), nullptr);
   series.name = cs.name();
-  series.time_ns.assign(cs.timestamp_ns().begin(), cs.timestamp_ns().end());
-  series.value.assign(cs.value().begin(), cs.value().end());
   counter_samples_ += series.value.size();
   capture_.counters.push_back(std::move(series));
   return absl::OkStatus();

@@ -7,6 +7,8 @@
 #include "common/status_macros.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/wire_format_lite.h"
+#include "trace/columns.h"
+#include "trace/varint.h"
 
 namespace podprof::stream {
 namespace {
@@ -154,29 +156,38 @@ absl::Status StreamBlock(const trace::EventBlock& b, int chip_ordinal, size_t li
   return absl::OkStatus();
 }
 
-// One counter series as runs of samples whose chunk stays within `limit`.
+// One counter series as runs of samples, each run in the column encoding (trace/columns.h)
+// in a chunk of its own: what the aggregator stores as it arrives. A run holds at most what
+// encodes within the chunk whatever the values are (zstd's bound for incompressible input),
+// so a chunk never outgrows `limit`; typical runs compress to a third of it.
 absl::Status StreamSeries(int chip_ordinal, const std::string& name, const std::string& unit,
                           const int64_t* time_ns, const double* value, size_t n, size_t limit,
                           ChunkSink* sink, ChunkCounts* counts) {
   const std::string cut_name = Cut(name, kMaxNameBytes), cut_unit = Cut(unit, 64);
   const size_t header = Scalar(Int32Wire(chip_ordinal)) + Delimited(cut_name.size()) +
                         (cut_unit.empty() ? 0 : Delimited(cut_unit.size()));
+  size_t blob = limit;  // the largest encoding that fits beside the header
+  while (blob > 0 && Delimited(header + Delimited(blob)) > limit) --blob;
+  const size_t max_raw = trace::MaxCounterBytesWithin(blob);
+  if (max_raw == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("counter ", cut_name, ": no sample fits a chunk of ", limit, " bytes"));
+  }
   v1::CaptureChunk chunk;
   for (size_t begin = 0; begin < n;) {
-    size_t times = 0, end = begin;
-    for (; end < n; ++end) {
-      const size_t t = times + V64(static_cast<uint64_t>(time_ns[end]));
-      const size_t values = 8 * (end + 1 - begin);
-      if (Delimited(header + Packed(t) + Packed(values)) > limit && end > begin) break;
-      times = t;
+    size_t raw = 0, end = begin;
+    for (int64_t prev = 0; end < n; ++end) {
+      const size_t sample = trace::VarintSize(trace::ZigZag(time_ns[end] - prev)) + 8;
+      if (raw + sample > max_raw && end > begin) break;
+      raw += sample;
+      prev = time_ns[end];
     }
     chunk.Clear();
     auto* s = chunk.mutable_counter_series();
     s->set_chip_ordinal(chip_ordinal);
     s->set_name(cut_name);
     s->set_unit(cut_unit);
-    s->mutable_timestamp_ns()->Add(time_ns + begin, time_ns + end);
-    s->mutable_value()->Add(value + begin, value + end);
+    s->set_samples(trace::EncodeCounters(time_ns, value, begin, end));
     counts->counter_samples += end - begin;
     if (!Send(chunk, sink, counts)) return Broken();
     begin = end;

@@ -3,6 +3,7 @@
 #ifndef PODPROF_TRACE_VARINT_H_
 #define PODPROF_TRACE_VARINT_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -16,6 +17,12 @@ inline void PutVarint(uint64_t v, std::string* out) {
     v >>= 7;
   }
   out->push_back(static_cast<char>(v));
+}
+
+inline size_t VarintSize(uint64_t v) {
+  size_t n = 1;
+  for (; v >= 0x80; v >>= 7) ++n;
+  return n;
 }
 
 // Reads one varint from the front of `in`; false if it is truncated or longer than 10 bytes.

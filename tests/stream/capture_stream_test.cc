@@ -2,6 +2,7 @@
 // (tested at the boundaries), and the decoder, against damaged and hostile chunks, either
 // rejects a chunk saying which and why or keeps a capture whose every index points inside it,
 // so nothing downstream (statistics, storage, exports) can read out of bounds.
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -301,27 +302,76 @@ TEST(CaptureEncoderTest, ALongSeriesAtTheDefaultLimitFits) {
   EXPECT_EQ(d.capture().counters.back().time_ns.back(), c.counters[0].time_ns.back());
 }
 
+// Samples with random times and values: what zstd cannot compress at all.
+trace::HostCapture NoiseSeriesCapture(size_t n, uint64_t seed) {
+  trace::HostCapture c = SeriesCapture(n);
+  std::mt19937_64 rng(seed);
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t bits = rng();
+    std::memcpy(&c.counters[0].value[i], &bits, 8);
+    c.counters[0].time_ns[i] = static_cast<int64_t>(rng() >> 1);
+  }
+  return c;
+}
+
 TEST(CaptureEncoderTest, SeriesChunksJustUnderAndOverTheLimit) {
-  // Find the sample count whose single chunk is as large as fits, then add one sample.
+  // The most samples one chunk holds, whatever they are; then one more. Incompressible
+  // samples must fit as well as regular ones, since a run is cut before it is compressed.
   const size_t limit = kMinChunkBytes;
   size_t n = 1;
   for (;; ++n) {
     CollectSink sink;
     ChunkCounts counts;
-    ASSERT_TRUE(StreamCapture(SeriesCapture(n + 1), {}, {}, limit, &sink, &counts).ok());
+    ASSERT_TRUE(StreamCapture(NoiseSeriesCapture(n + 1, 7), {}, {}, limit, &sink, &counts).ok());
     if (counts.chunks > 2) break;  // host chunk + one series chunk no longer holds n + 1
   }
+  EXPECT_GT(n, limit / 20) << "a chunk holds most of what fits";
   CollectSink under, over;
   ChunkCounts counts;
-  ASSERT_TRUE(StreamCapture(SeriesCapture(n), {}, {}, limit, &under, &counts).ok());
+  ASSERT_TRUE(StreamCapture(NoiseSeriesCapture(n, 7), {}, {}, limit, &under, &counts).ok());
   ASSERT_EQ(under.chunks.size(), 2u);
-  EXPECT_GT(under.chunks[1].ByteSizeLong(), limit - 20) << "the series chunk is filled";
+  EXPECT_GT(under.chunks[1].ByteSizeLong(), limit * 9 / 10) << "noise does not compress";
   EXPECT_LE(under.chunks[1].ByteSizeLong(), limit);
-  ASSERT_TRUE(StreamCapture(SeriesCapture(n + 1), {}, {}, limit, &over, &counts).ok());
+  ASSERT_TRUE(StreamCapture(NoiseSeriesCapture(n + 1, 7), {}, {}, limit, &over, &counts).ok());
   ASSERT_EQ(over.chunks.size(), 3u);
-  EXPECT_EQ(over.chunks[1].counter_series().value_size(), static_cast<int>(n));
-  EXPECT_EQ(over.chunks[2].counter_series().value_size(), 1);
-  EXPECT_EQ(over.chunks[2].counter_series().name(), "core/busy");
+  for (const auto& ch : over.chunks) EXPECT_LE(ch.ByteSizeLong(), limit);
+  CaptureDecoder d = Decode(over.chunks);
+  ASSERT_EQ(d.capture().counters.size(), 2u);
+  EXPECT_EQ(d.capture().counters[0].value.size(), n);
+  EXPECT_EQ(d.capture().counters[1].value.size(), 1u);
+  EXPECT_EQ(d.capture().counters[1].name, "core/busy");
+  const trace::HostCapture sent = NoiseSeriesCapture(n + 1, 7);
+  EXPECT_EQ(d.capture().counters[1].time_ns[0], sent.counters[0].time_ns[n]);
+  EXPECT_EQ(std::memcmp(&d.capture().counters[1].value[0], &sent.counters[0].value[n], 8), 0);
+}
+
+TEST(CaptureDecoderTest, EncodedSeriesAreKeptAsTheyArrived) {
+  CollectSink sink;
+  ChunkCounts counts;
+  ASSERT_TRUE(StreamCapture(SeriesCapture(1000), {}, {}, 4 << 20, &sink, &counts).ok());
+  ASSERT_EQ(sink.chunks.size(), 2u);
+  const std::string& blob = sink.chunks[1].counter_series().samples();
+  EXPECT_LT(blob.size(), 1000u * 4) << "regular samples compress";
+  CaptureDecoder d = Decode(sink.chunks);
+  ASSERT_EQ(d.capture().counters.size(), 1u);
+  EXPECT_EQ(d.capture().counters[0].encoded, blob) << "what the store writes";
+  EXPECT_EQ(d.capture().counters[0].value.size(), 1000u);
+  EXPECT_EQ(d.capture().counters[0].time_ns.back(), SeriesCapture(1000).counters[0].time_ns.back());
+
+  v1::CaptureChunk both = sink.chunks[1];
+  both.mutable_counter_series()->add_timestamp_ns(1);
+  both.mutable_counter_series()->add_value(1);
+  CaptureDecoder a;
+  absl::Status s = a.Add(sink.chunks[0]);
+  ASSERT_TRUE(s.ok()) << s;
+  s = a.Add(both);
+  EXPECT_TRUE(absl::StrContains(s.message(), "both encoded samples and timestamp/value")) << s;
+  v1::CaptureChunk damaged = sink.chunks[1];
+  damaged.mutable_counter_series()->mutable_samples()->resize(blob.size() / 2);
+  s = a.Add(damaged);
+  EXPECT_TRUE(absl::StrContains(s.message(), "counter core/busy")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "chunk 2 (counter_series)")) << s;
+  ExpectConsistent(a);
 }
 
 TEST(CaptureEncoderTest, KernelDefinitionsJustUnderAndOverTheLimit) {

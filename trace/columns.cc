@@ -1,4 +1,4 @@
-#include "storage/timeline_codec.h"
+#include "trace/columns.h"
 
 #include <cstring>
 
@@ -6,25 +6,22 @@
 #include "common/zstd_codec.h"
 #include "trace/varint.h"
 
-namespace podprof::storage {
+namespace podprof::trace {
 namespace {
 
-using trace::GetVarint;
-using trace::PutVarint;
-using trace::UnZigZag;
-using trace::ZigZag;
-
-// Level 1: the store's blobs are compressed on ingest's critical path, once per capture, and
-// level 3 cost twice the time for a few percent of size on these varint columns.
 std::string Compress(const std::string& raw) { return ZstdCompress(raw, 1); }
 
-absl::StatusOr<std::string> Decompress(absl::string_view blob) {
-  return ZstdDecompress(blob, uint64_t{1} << 32, "timeline block");
+absl::StatusOr<std::string> Decompress(absl::string_view blob, uint64_t max_bytes,
+                                       absl::string_view what) {
+  return ZstdDecompress(blob, max_bytes, what);
 }
+
+// Upper bound of a varint's size, for the count in front of a run.
+constexpr size_t kCountBytes = 10;
 
 }  // namespace
 
-std::string EncodeTimeline(const trace::EventBlock& b, const std::vector<int64_t>& kernel_ids) {
+std::string EncodeTimeline(const EventBlock& b, const std::vector<int64_t>& kernel_ids) {
   thread_local std::string raw;  // reused: ingest encodes many blocks per thread
   raw.clear();
   raw.reserve(8 + b.size() * 12);
@@ -42,8 +39,8 @@ std::string EncodeTimeline(const trace::EventBlock& b, const std::vector<int64_t
   return out;
 }
 
-absl::Status DecodeTimeline(absl::string_view blob, trace::EventBlock* b) {
-  ASSIGN_OR_RETURN(std::string raw, Decompress(blob));
+absl::Status DecodeTimeline(absl::string_view blob, EventBlock* b) {
+  ASSIGN_OR_RETURN(std::string raw, Decompress(blob, uint64_t{1} << 32, "timeline block"));
   absl::string_view in(raw);
   uint64_t n;
   if (!GetVarint(&in, &n) || n > in.size()) return absl::DataLossError("timeline block header");
@@ -67,17 +64,18 @@ absl::Status DecodeTimeline(absl::string_view blob, trace::EventBlock* b) {
   return absl::OkStatus();
 }
 
-std::string EncodeCounters(const trace::CounterSeries& s) {
-  thread_local std::string raw;  // reused: ingest encodes many series per thread
+std::string EncodeCounters(const int64_t* time_ns, const double* value, size_t begin,
+                           size_t end) {
+  thread_local std::string raw;  // reused: many series per thread
   raw.clear();
-  raw.reserve(8 + s.value.size() * 18);
-  PutVarint(s.value.size(), &raw);
+  raw.reserve(kCountBytes + (end - begin) * 18);
+  PutVarint(end - begin, &raw);
   int64_t prev = 0;
-  for (size_t i = 0; i < s.value.size(); ++i) {
-    PutVarint(ZigZag(s.time_ns[i] - prev), &raw);
-    prev = s.time_ns[i];
+  for (size_t i = begin; i < end; ++i) {
+    PutVarint(ZigZag(time_ns[i] - prev), &raw);
+    prev = time_ns[i];
     char bytes[8];
-    std::memcpy(bytes, &s.value[i], 8);
+    std::memcpy(bytes, &value[i], 8);
     raw.append(bytes, 8);
   }
   std::string out = Compress(raw);
@@ -85,14 +83,23 @@ std::string EncodeCounters(const trace::CounterSeries& s) {
   return out;
 }
 
-absl::StatusOr<trace::CounterSeries> DecodeCounters(absl::string_view blob) {
-  ASSIGN_OR_RETURN(std::string raw, Decompress(blob));
+size_t MaxCounterBytesWithin(size_t limit) {
+  // ZSTD_compressBound(n) = n + n/256 + (n < 128 KiB ? (128 KiB - n) >> 11 : 0), at most
+  // n + n/256 + 64; the frame's header and checksum are inside it.
+  if (limit < 64 + kCountBytes + 18) return 0;
+  const size_t n = (limit - 64) * 256 / 257;
+  return n > kCountBytes ? n - kCountBytes : 0;
+}
+
+absl::Status DecodeCounters(absl::string_view blob, CounterSeries* s, uint64_t max_bytes) {
+  ASSIGN_OR_RETURN(std::string raw, Decompress(blob, max_bytes, "counter series"));
   absl::string_view in(raw);
   uint64_t n;
   if (!GetVarint(&in, &n) || n > in.size()) return absl::DataLossError("counter series header");
-  trace::CounterSeries out;
-  out.time_ns.reserve(n);
-  out.value.reserve(n);
+  s->time_ns.clear();
+  s->value.clear();
+  s->time_ns.reserve(n);
+  s->value.reserve(n);
   int64_t prev = 0;
   for (uint64_t i = 0; i < n; ++i) {
     uint64_t delta;
@@ -103,10 +110,16 @@ absl::StatusOr<trace::CounterSeries> DecodeCounters(absl::string_view blob) {
     double v;
     std::memcpy(&v, in.data(), 8);
     in.remove_prefix(8);
-    out.time_ns.push_back(prev);
-    out.value.push_back(v);
+    s->time_ns.push_back(prev);
+    s->value.push_back(v);
   }
-  return out;
+  return absl::OkStatus();
 }
 
-}  // namespace podprof::storage
+absl::StatusOr<CounterSeries> DecodeCounters(absl::string_view blob) {
+  CounterSeries s;
+  RETURN_IF_ERROR(DecodeCounters(blob, &s));
+  return s;
+}
+
+}  // namespace podprof::trace

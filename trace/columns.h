@@ -1,0 +1,49 @@
+// podprof's column encodings of timelines and counter series: one codec for the capture stream
+// (an agent sends counter series in it) and the store (SCHEMA.md: timeline_blocks,
+// counter_series), so a series the agent encoded is stored as it arrived, not decoded and
+// encoded again.
+//
+// Each is one zstd frame (level 1: encoded on the agent's and the aggregator's hot paths; level
+// 3 cost twice the time for a few percent of size on these columns) of a varint count, then the
+// columns interleaved per item.
+#ifndef PODPROF_TRACE_COLUMNS_H_
+#define PODPROF_TRACE_COLUMNS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "trace/model.h"
+
+namespace podprof::trace {
+
+// Per event: zigzag start delta (the first from 0), zigzag duration, kernel id
+// (`kernel_ids[b.kernel[i]]`: the stored kernels.id), collective id.
+std::string EncodeTimeline(const EventBlock& b, const std::vector<int64_t>& kernel_ids);
+// Appends a blob's events to `b`'s columns; kernel ids stay the stored kernels.id. DataLoss
+// for a damaged blob.
+absl::Status DecodeTimeline(absl::string_view blob, EventBlock* b);
+
+// Samples [begin, end) of a series: per sample, the zigzag time delta (the first from 0) and
+// the value's 8 bytes.
+std::string EncodeCounters(const int64_t* time_ns, const double* value, size_t begin,
+                           size_t end);
+inline std::string EncodeCounters(const CounterSeries& s) {
+  return EncodeCounters(s.time_ns.data(), s.value.data(), 0, s.value.size());
+}
+// The most a run of samples may take unencoded for its encoding to stay within `limit` bytes
+// whatever it holds (zstd's bound for incompressible input), 0 when not even one sample fits.
+size_t MaxCounterBytesWithin(size_t limit);
+// Sets `s`'s times and values from a blob. DataLoss for a damaged blob, or one whose content
+// would exceed `max_bytes` (a small blob from the network may not claim gigabytes).
+absl::Status DecodeCounters(absl::string_view blob, CounterSeries* s,
+                            uint64_t max_bytes = uint64_t{1} << 32);
+absl::StatusOr<CounterSeries> DecodeCounters(absl::string_view blob);
+
+}  // namespace podprof::trace
+
+#endif  // PODPROF_TRACE_COLUMNS_H_
