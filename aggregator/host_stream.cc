@@ -1,6 +1,7 @@
 #include "aggregator/host_stream.h"
 
 #include "absl/strings/str_cat.h"
+#include "trace/columns.h"
 
 namespace podprof::aggregator {
 
@@ -35,6 +36,12 @@ void HostStream::OnDone(const grpc::Status& s) {
     // memory until the pod's alignment is known is its rows, not its decoded capture.
     trace::HostCapture& cap = decoder_.capture();
     cap.host.name = host();
+    if (absl::Status bad = trace::DecodeEncodedSeries(&cap); !bad.ok()) {
+      error_ = absl::StrCat("the agent sent a bad chunk: ", bad.message());
+    }
+  }
+  if (error_.empty()) {
+    trace::HostCapture& cap = decoder_.capture();
     collective_ends_ = CollectiveEnds(cap);
     analysed_ = ingest::AnalyseHost(store_, index_, cap, &run_.pod);
     // Its timelines and counters go to the store now, under the running capture: what waits

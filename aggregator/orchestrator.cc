@@ -143,6 +143,7 @@ absl::StatusOr<v1::StartCaptureResponse> Orchestrator::Start(const v1::StartCapt
   run->id = absl::StrFormat("cap-%d-%04x", now / 1'000'000, static_cast<unsigned>(now % 65536));
   run->request = req;
   run->hosts = std::move(hosts);
+  run->pod.ExpectHosts(run->hosts.size());
   // Far enough ahead for the slowest agent to hear about it, with room for the pre-probes.
   // The pre-capture probe burst runs first, one agent after another: leave room for it.
   // Each host costs the pre-capture probe burst (a probe takes at least 100 us end to end on a

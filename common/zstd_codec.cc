@@ -52,4 +52,20 @@ absl::StatusOr<std::string> ZstdDecompress(absl::string_view frame, uint64_t max
   return out;
 }
 
+absl::Status ZstdCheckFrame(absl::string_view frame, uint64_t max_bytes, absl::string_view what) {
+  const unsigned long long size = ZSTD_getFrameContentSize(frame.data(), frame.size());
+  if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN) {
+    return absl::DataLossError(absl::StrCat(what, " is not a zstd frame"));
+  }
+  if (size > max_bytes) {
+    return absl::DataLossError(
+        absl::StrCat(what, " claims ", size, " bytes, more than ", max_bytes));
+  }
+  const size_t whole = ZSTD_findFrameCompressedSize(frame.data(), frame.size());
+  if (ZSTD_isError(whole) || whole != frame.size()) {
+    return absl::DataLossError(absl::StrCat(what, " is not one whole zstd frame"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace podprof

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
@@ -19,6 +20,11 @@ std::string ZstdCompress(absl::string_view raw, int level);
 // content would exceed `max_bytes`.
 absl::StatusOr<std::string> ZstdDecompress(absl::string_view frame, uint64_t max_bytes,
                                            absl::string_view what);
+
+// Checks without decompressing that `frame` is exactly one whole zstd frame whose content is
+// at most `max_bytes`; DataLoss naming `what` otherwise. Damage inside the frame shows only
+// when it is decompressed.
+absl::Status ZstdCheckFrame(absl::string_view frame, uint64_t max_bytes, absl::string_view what);
 
 }  // namespace podprof
 

@@ -102,6 +102,8 @@ void PodAnalysis::Finish(const std::vector<storage::HostWrite>& hosts, storage::
     return h < hosts.size() && own_clock[h] ? clocks[h].ApplyNs(ns) : ns;
   };
   CollectiveRows(collectives_.Analyze(names_, correct), w);
+  collectives_.Clear();
+  names_ = insight::CollectiveNames();
 }
 
 absl::StatusOr<AnalysedHost> AnalyseHost(storage::Store& store, size_t index,

@@ -36,11 +36,14 @@ class PodAnalysis {
   // `within_host`: hosts on their own clocks (an import); collectives are compared within each.
   explicit PodAnalysis(bool within_host = false) : collectives_(within_host) {}
 
+  // The number of hosts the capture asked, for sizing the pod's collective instances.
+  void ExpectHosts(size_t hosts) { collectives_.ExpectHosts(hosts); }
   void Add(const std::vector<int64_t>& kernel_ids, const std::vector<trace::KernelStats>& stats,
            const std::vector<trace::KernelCounter>& counters,
            const std::vector<insight::CollectiveRun>& runs, const insight::CollectiveNames& names);
   // Moves the roll-ups (by kernel id, then counter name) and the collective analysis, each
-  // host's arrivals put on the pod's clock as `hosts` say (by index), into `w`.
+  // host's arrivals put on the pod's clock as `hosts` say (by index), into `w`, and lets go
+  // of the arrivals: a finished capture stays listed for its watchers, without its data.
   void Finish(const std::vector<storage::HostWrite>& hosts, storage::CaptureWrite* w);
 
  private:

@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -105,8 +106,18 @@ struct InstanceSummary {
 
 }  // namespace
 
+void PodCollectives::ExpectHosts(size_t hosts) {
+  absl::MutexLock lock(&mu_);
+  expected_hosts_ = hosts;
+}
+
 void PodCollectives::Add(const std::vector<CollectiveRun>& runs) {
   absl::MutexLock lock(&mu_);
+  if (pod_chips_ == 0 && expected_hosts_ > 0 && !runs.empty()) {
+    absl::flat_hash_set<int64_t> chips;
+    for (const CollectiveRun& r : runs) chips.insert(r.chip_key);
+    pod_chips_ = chips.size() * expected_hosts_;
+  }
   for (const CollectiveRun& r : runs) {
     auto [inst, fresh] = instance_of_.try_emplace({r.id, within_host_ ? r.host : -1}, ids_.size());
     if (fresh) {
@@ -117,7 +128,15 @@ void PodCollectives::Add(const std::vector<CollectiveRun>& runs) {
     if (new_chip) chips_.push_back({r.chip_key, r.host, r.chip_ordinal});
     auto [pair, new_pair] = pair_of_.try_emplace({r.chip_key, r.kernel_key}, pairs_.size());
     if (new_pair) pairs_.push_back({r.kernel_key, chip->second, r.host});
-    members_[inst->second].push_back(
+    std::vector<Member>& members = members_[inst->second];
+    if (members.size() == members.capacity() && members.size() < pod_chips_) {
+      // Doubled, but straight to the pod's size once that is within a doubling: one
+      // reallocation fewer for pod-wide instances, whose arrivals are most of the memory.
+      size_t room = std::max<size_t>(2 * members.size(), 1);
+      if (2 * room >= pod_chips_) room = pod_chips_;
+      members.reserve(room);
+    }
+    members.push_back(
         {r.start_ns, pair->second, static_cast<int32_t>(std::min<int64_t>(r.step, INT32_MAX))});
   }
 }
@@ -129,26 +148,87 @@ size_t PodCollectives::arrivals() const {
   return n;
 }
 
+size_t PodCollectives::arrival_bytes() const {
+  absl::MutexLock lock(&mu_);
+  size_t n = 0;
+  for (const auto& m : members_) n += m.capacity() * sizeof(Member);
+  return n;
+}
+
+void PodCollectives::Clear() {
+  absl::MutexLock lock(&mu_);
+  decltype(instance_of_)().swap(instance_of_);
+  decltype(ids_)().swap(ids_);
+  decltype(members_)().swap(members_);
+  decltype(pair_of_)().swap(pair_of_);
+  decltype(pairs_)().swap(pairs_);
+  decltype(chip_of_)().swap(chip_of_);
+  decltype(chips_)().swap(chips_);
+}
+
 // Analyze's running totals, by pair and chip index.
+//
+// Who was last is counted per group of instances with the same members (pairs), not per pair:
+// all of an instance's members share its last chip, and the instances of one collective op
+// have the same members, so a pod has a few groups where it has tens of thousands of pairs.
+// Counting per pair kept a list of last chips for each (one entry per chip ever last), grew
+// with the pod squared and was scanned for every arrival.
 struct PodCollectives::Walk {
   // Per pair, touched for every arrival: kept small and flat (names come at the end).
   struct PairSum {
     int64_t wait_ps = 0;
     int64_t instances = 0;
-    // The chips that arrived last (chip index, times): one or two nearly always.
-    absl::InlinedVector<std::pair<uint32_t, int64_t>, 2> last_of;
+  };
+  // Instances with one set of members: the members (a pair once per arrival) and, by chip
+  // index, how often each chip was the last of them.
+  struct Group {
+    std::vector<uint32_t> pairs;
+    absl::flat_hash_map<uint32_t, int64_t> last_of;
+  };
+  // A member set's key, the same whatever order the members came in: sums of a mix of each
+  // pair, two ways, and the count.
+  struct GroupKey {
+    uint64_t sum = 0, xored = 0, count = 0;
+    bool operator==(const GroupKey& o) const {
+      return sum == o.sum && xored == o.xored && count == o.count;
+    }
+    template <typename H>
+    friend H AbslHashValue(H h, const GroupKey& k) {
+      return H::combine(std::move(h), k.sum, k.xored, k.count);
+    }
   };
   std::vector<PairSum> pairs;
   std::vector<StragglerRow> rows;
   std::vector<InstanceSummary> instances;
-  std::vector<int64_t> at;  // the instance's arrivals on the pod's clock
+  std::vector<int64_t> at;            // the instance's arrivals on the pod's clock
+  std::vector<uint32_t> member_pairs;  // a new group's members
+  std::vector<Group> groups;
+  absl::flat_hash_map<GroupKey, uint32_t> group_of;
 
+  static uint64_t Mix(uint64_t x) {  // splitmix64's finalizer
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+  }
+  // The group of `key`, made with `members` when new.
+  template <typename Pairs>
+  Group& GroupOf(const GroupKey& key, const Pairs& members) {
+    auto [it, fresh] = group_of.try_emplace(key, static_cast<uint32_t>(groups.size()));
+    if (fresh) {
+      groups.emplace_back();
+      groups.back().pairs.assign(members.begin(), members.end());
+    }
+    return groups[it->second];
+  }
   // Adds `other`, a walk of later instances.
   void Merge(const Walk& other) {
     for (size_t p = 0; p < pairs.size(); ++p) {
       pairs[p].wait_ps += other.pairs[p].wait_ps;
       pairs[p].instances += other.pairs[p].instances;
-      for (const auto& [chip, n] : other.pairs[p].last_of) CountLast(pairs[p], chip, n);
+    }
+    for (const auto& [key, g] : other.group_of) {
+      Group& mine = GroupOf(key, other.groups[g].pairs);
+      for (const auto& [chip, n] : other.groups[g].last_of) mine.last_of[chip] += n;
     }
     for (size_t c = 0; c < rows.size(); ++c) {
       StragglerRow& r = rows[c];
@@ -161,21 +241,34 @@ struct PodCollectives::Walk {
     }
     instances.insert(instances.end(), other.instances.begin(), other.instances.end());
   }
+  // The chip most often last in instances of `of` (groups, each counted as often as listed);
+  // on a tie, the first by name, as a reader would list them. ("", 0) when none.
+  template <typename Name>
+  std::pair<std::string, int64_t> Straggler(const absl::InlinedVector<uint32_t, 1>& of,
+                                            const Name& name) const {
+    absl::flat_hash_map<uint32_t, int64_t> merged;
+    const absl::flat_hash_map<uint32_t, int64_t>* times = &merged;
+    if (of.size() == 1) {
+      times = &groups[of[0]].last_of;
+    } else {
+      for (uint32_t g : of) {
+        for (const auto& [chip, n] : groups[g].last_of) merged[chip] += n;
+      }
+    }
+    std::pair<std::string, int64_t> best("", 0);
+    for (const auto& [chip, n] : *times) {
+      if (n < best.second) continue;
+      std::string chip_name = name(chip);
+      if (n > best.second || chip_name < best.first) best = {std::move(chip_name), n};
+    }
+    return best;
+  }
   // A step a chip was last in: the first 64 distinct ones, in instance order.
   static void AddStep(StragglerRow* row, int64_t step) {
     if (step >= 0 && row->steps.size() < 64 &&
         std::find(row->steps.begin(), row->steps.end(), step) == row->steps.end()) {
       row->steps.push_back(step);
     }
-  }
-  void CountLast(PairSum& pair, uint32_t chip, int64_t times = 1) {
-    for (auto& [c, n] : pair.last_of) {
-      if (c == chip) {
-        n += times;
-        return;
-      }
-    }
-    pair.last_of.emplace_back(chip, times);
   }
 };
 
@@ -230,15 +323,24 @@ void PodCollectives::WalkInstances(size_t begin, size_t end, const Correct& corr
     inst.chips = static_cast<int>(members.size());
     inst.spread_ps = (last_ns - first_ns) * 1000;
     inst.lateness_ps = (last_ns - second_ns) * 1000;
+    Walk::GroupKey key;
     for (size_t m = 0; m < members.size(); ++m) {
       const int64_t wait_ps = (last_ns - w->at[m]) * 1000;
       inst.caused_ps += wait_ps;
       Walk::PairSum& pair = w->pairs[members[m].pair];
       pair.wait_ps += wait_ps;
       ++pair.instances;
-      w->CountLast(pair, last_chip);
       ++w->rows[pairs_[members[m].pair].chip].instances;
+      const uint64_t mixed = Walk::Mix(members[m].pair);
+      key.sum += mixed;
+      key.xored ^= Walk::Mix(mixed);
+      ++key.count;
     }
+    if (w->group_of.find(key) == w->group_of.end()) {
+      w->member_pairs.clear();
+      for (const Member& m : members) w->member_pairs.push_back(m.pair);
+    }
+    ++w->GroupOf(key, w->member_pairs).last_of[last_chip];
     StragglerRow& s = w->rows[last_chip];
     ++s.times_last;
     s.caused_ps += inst.caused_ps;
@@ -257,21 +359,21 @@ CollectiveReport PodCollectives::Report(const CollectiveNames& names, size_t max
   };
   CollectiveReport report;
   report.instances = static_cast<int64_t>(w->instances.size());
+  // Each pair's groups (once per arrival in them); pairs in the same groups share a straggler.
+  std::vector<absl::InlinedVector<uint32_t, 1>> groups_of(pairs_.size());
+  for (size_t g = 0; g < w->groups.size(); ++g) {
+    for (uint32_t p : w->groups[g].pairs) groups_of[p].push_back(static_cast<uint32_t>(g));
+  }
+  absl::flat_hash_map<absl::InlinedVector<uint32_t, 1>, std::pair<std::string, int64_t>> decided;
   for (size_t p = 0; p < pairs_.size(); ++p) {
     const Walk::PairSum& sum = w->pairs[p];
     if (sum.instances == 0) continue;
     Wait wait;
     wait.wait_ps = sum.wait_ps;
     wait.instances = sum.instances;
-    // The straggler most often last; on a tie, the first by name, as a reader would list them.
-    for (const auto& [chip, times] : sum.last_of) {
-      const std::string name = chip_name(chip);
-      if (times > wait.straggler_times ||
-          (times == wait.straggler_times && name < wait.straggler)) {
-        wait.straggler = name;
-        wait.straggler_times = times;
-      }
-    }
+    auto [it, fresh] = decided.try_emplace(groups_of[p]);
+    if (fresh) it->second = w->Straggler(groups_of[p], chip_name);
+    std::tie(wait.straggler, wait.straggler_times) = it->second;
     report.waits[{chips_[pairs_[p].chip].key, pairs_[p].kernel_key}] = std::move(wait);
   }
   for (size_t c = 0; c < chips_.size(); ++c) {

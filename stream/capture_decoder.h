@@ -22,7 +22,6 @@ class CaptureDecoder {
   bool done() const { return done_; }
   uint64_t chunks() const { return chunks_; }
   uint64_t events() const { return events_; }
-  uint64_t counter_samples() const { return counter_samples_; }
   const podprof::v1::CaptureTrailer& trailer() const { return trailer_; }
   trace::HostCapture& capture() { return capture_; }
 
@@ -37,7 +36,6 @@ class CaptureDecoder {
   podprof::v1::CaptureTrailer trailer_;
   uint64_t chunks_ = 0;
   uint64_t events_ = 0;
-  uint64_t counter_samples_ = 0;
   bool done_ = false;
 };
 

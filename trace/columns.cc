@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/zstd_codec.h"
 #include "trace/varint.h"
@@ -120,6 +121,24 @@ absl::StatusOr<CounterSeries> DecodeCounters(absl::string_view blob) {
   CounterSeries s;
   RETURN_IF_ERROR(DecodeCounters(blob, &s));
   return s;
+}
+
+absl::Status CheckCounters(absl::string_view blob, uint64_t max_bytes) {
+  return ZstdCheckFrame(blob, max_bytes, "counter series");
+}
+
+absl::Status DecodeEncodedSeries(HostCapture* capture) {
+  for (CounterSeries& s : capture->counters) {
+    if (!s.time_ns.empty() || s.encoded.empty()) continue;
+    if (absl::Status d = DecodeCounters(s.encoded, &s); !d.ok()) {
+      const int ordinal = static_cast<size_t>(s.chip) < capture->host.chips.size()
+                              ? capture->host.chips[s.chip].ordinal
+                              : s.chip;
+      return absl::InvalidArgumentError(absl::StrCat("counter ", s.name, " of chip ", ordinal,
+                                                     ": ", d.message()));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace podprof::trace

@@ -43,6 +43,13 @@ size_t MaxCounterBytesWithin(size_t limit);
 absl::Status DecodeCounters(absl::string_view blob, CounterSeries* s,
                             uint64_t max_bytes = uint64_t{1} << 32);
 absl::StatusOr<CounterSeries> DecodeCounters(absl::string_view blob);
+// What can be checked of a blob without decoding it (one whole zstd frame, content within
+// `max_bytes`): for a receiver that keeps series encoded until it needs their samples.
+absl::Status CheckCounters(absl::string_view blob, uint64_t max_bytes);
+// Fills in the samples of each of `capture`'s series that holds only its encoding
+// (CounterSeries::encoded), keeping the encoding. InvalidArgument naming the first damaged
+// series (chip ordinal, counter).
+absl::Status DecodeEncodedSeries(HostCapture* capture);
 
 }  // namespace podprof::trace
 

@@ -143,8 +143,10 @@ struct CounterSeries {
   // Sample times: ns since the Unix epoch on the host's clock (see EventBlock::base_ns).
   std::vector<int64_t> time_ns;
   std::vector<double> value;
-  // The same samples in the column encoding (trace/columns.h) when they arrived that way on a
-  // capture stream: stored as they are rather than encoded again. Empty otherwise.
+  // The samples in the column encoding (trace/columns.h) when they arrived that way on a
+  // capture stream: stored as they are rather than encoded again. Empty otherwise. A received
+  // series holds only this (time_ns and value empty) until DecodeEncodedSeries: a host's
+  // samples take four times the room decoded, and only the hosts being analysed need them.
   std::string encoded;
 
   CounterKind kind() const { return CounterKindOfName(name); }

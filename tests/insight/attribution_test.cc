@@ -3,7 +3,12 @@
 #include "insight/attribution.h"
 
 #include <map>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "insight/collectives.h"
 #include "tests/trace/test_util.h"
@@ -268,6 +273,95 @@ TEST(CollectivesTest, ArrivalsArePutOnThePodsClockWhenAnalysed) {
   EXPECT_EQ(r.worst[0].caused_ps, 80'000);    // 30 + 50
   EXPECT_EQ((r.waits[{10, 5}].wait_ps), 50'000);
   EXPECT_EQ((r.waits[{10, 5}].straggler), "a chip 1");
+}
+
+// Stragglers per chip and kernel are counted per group of instances with the same members.
+// Against a count per pair, on a pod where chips take part in different sets of instances:
+// pod-wide ones, ones of half the hosts, ones within a host, two kernels.
+TEST(CollectivesTest, StragglersPerChipAndKernelMatchACountPerPair) {
+  constexpr int kHosts = 6, kChips = 2;
+  CollectiveNames names;
+  for (int h = 0; h < kHosts; ++h) names.hosts.push_back("host" + std::to_string(h));
+  names.kernels[1] = "all-reduce";
+  names.kernels[2] = "all-gather";
+  std::mt19937_64 rng(11);
+  std::vector<std::vector<CollectiveRun>> by_host(kHosts);
+  // (chip key, kernel) -> (chip name -> times last)
+  std::map<std::pair<int64_t, int64_t>, std::map<std::string, int64_t>> expected;
+  for (uint64_t id = 1; id <= 300; ++id) {
+    const int shape = static_cast<int>(id % 3);
+    const int64_t kernel = 1 + static_cast<int64_t>(id % 2);
+    const int local_host = static_cast<int>(rng() % kHosts);
+    std::vector<CollectiveRun> members;
+    for (int h = 0; h < kHosts; ++h) {
+      if (shape == 1 && h % 2 == 1) continue;       // half the hosts
+      if (shape == 2 && h != local_host) continue;  // within one host
+      for (int c = 0; c < kChips; ++c) {
+        CollectiveRun r;
+        r.id = shape == 2 ? id * 100 + static_cast<uint64_t>(h) : id;
+        r.host = h;
+        r.chip_ordinal = c;
+        r.chip_key = h * 10 + c;
+        r.kernel_key = kernel;
+        r.start_ns = static_cast<int64_t>(id * 1'000'000 + rng() % 50);  // ties happen
+        members.push_back(r);
+      }
+    }
+    const CollectiveRun* last = &members[0];
+    for (const CollectiveRun& m : members) {
+      if (m.start_ns > last->start_ns || (m.start_ns == last->start_ns && m.chip_key > last->chip_key)) {
+        last = &m;
+      }
+    }
+    const std::string last_name =
+        absl::StrCat(names.hosts[last->host], " chip ", last->chip_ordinal);
+    for (const CollectiveRun& m : members) {
+      if (members.size() > 1) expected[{m.chip_key, m.kernel_key}][last_name]++;
+      by_host[m.host].push_back(m);
+    }
+  }
+  PodCollectives pod;
+  pod.ExpectHosts(kHosts);
+  for (int h = kHosts - 1; h >= 0; --h) pod.Add(by_host[h]);  // in any order
+  CollectiveReport r = pod.Analyze(names, [](int32_t, int64_t ns) { return ns; });
+  ASSERT_EQ(r.waits.size(), expected.size());
+  for (const auto& [key, times] : expected) {
+    std::string best;
+    int64_t best_times = 0;
+    for (const auto& [name, n] : times) {  // in name order: the first of equals stays
+      if (n > best_times) std::tie(best, best_times) = std::tie(name, n);
+    }
+    const Wait& w = r.waits[key];
+    EXPECT_EQ(w.straggler, best) << key.first << "/" << key.second;
+    EXPECT_EQ(w.straggler_times, best_times) << key.first << "/" << key.second;
+  }
+}
+
+// Pod-wide instances are kept in room for one arrival per chip of the pod, not in room doubled
+// past it by every instance at the same host.
+TEST(CollectivesTest, ArrivalsOfAnExpectedPodTakeTheirSize) {
+  constexpr int kHosts = 300, kChips = 4, kInstances = 50;
+  PodCollectives pod;
+  pod.ExpectHosts(kHosts);
+  for (int h = 0; h < kHosts; ++h) {
+    std::vector<CollectiveRun> runs;
+    for (int i = 0; i < kInstances; ++i) {
+      for (int c = 0; c < kChips; ++c) {
+        CollectiveRun r;
+        r.id = static_cast<uint64_t>(i + 1);
+        r.host = h;
+        r.chip_key = h * kChips + c;
+        r.kernel_key = 1;
+        r.start_ns = i * 1000 + h;
+        runs.push_back(r);
+      }
+    }
+    pod.Add(runs);
+  }
+  EXPECT_EQ(pod.arrivals(), size_t{kHosts} * kChips * kInstances);
+  EXPECT_EQ(pod.arrival_bytes(), pod.arrivals() * 16) << "not 2048 arrivals' room each";
+  pod.Clear();
+  EXPECT_EQ(pod.arrival_bytes(), 0u);
 }
 
 }  // namespace

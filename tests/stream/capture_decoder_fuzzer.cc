@@ -17,7 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "insight/attribution.h"
 #include "stream/capture_decoder.h"
+#include "trace/columns.h"
 #include "trace/kernel_stats.h"
 
 namespace {
@@ -61,9 +63,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!assembler.Add(chunk).ok()) break;  // as the aggregator does: the stream is cancelled
   }
   CheckConsistent(assembler);
-  if (assembler.done()) {
+  if (assembler.done() && podprof::trace::DecodeEncodedSeries(&assembler.capture()).ok()) {
     // What the aggregator does next with an assembled capture.
+    CheckConsistent(assembler);
     podprof::trace::RollUpByKernel(podprof::trace::ComputeKernelStats(assembler.capture()));
+    podprof::insight::AttributeCounters(assembler.capture());
   }
   return 0;
 }

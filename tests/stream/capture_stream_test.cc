@@ -12,6 +12,7 @@
 #include "stream/capture_decoder.h"
 #include "stream/capture_encoder.h"
 #include "tests/trace/test_util.h"
+#include "trace/columns.h"
 #include "trace/xspace_reader.h"
 
 namespace podprof::stream {
@@ -208,6 +209,8 @@ CaptureDecoder Decode(const std::vector<v1::CaptureChunk>& chunks) {
   v1::CaptureChunk trailer;
   trailer.mutable_trailer();
   EXPECT_TRUE(d.Add(trailer).ok());
+  absl::Status decoded = trace::DecodeEncodedSeries(&d.capture());
+  EXPECT_TRUE(decoded.ok()) << decoded;
   return d;
 }
 
@@ -352,6 +355,13 @@ TEST(CaptureDecoderTest, EncodedSeriesAreKeptAsTheyArrived) {
   ASSERT_EQ(sink.chunks.size(), 2u);
   const std::string& blob = sink.chunks[1].counter_series().samples();
   EXPECT_LT(blob.size(), 1000u * 4) << "regular samples compress";
+  {
+    CaptureDecoder kept;
+    for (const v1::CaptureChunk& c : sink.chunks) ASSERT_TRUE(kept.Add(c).ok());
+    ASSERT_EQ(kept.capture().counters.size(), 1u);
+    EXPECT_TRUE(kept.capture().counters[0].value.empty()) << "decoded when analysed, not before";
+    EXPECT_EQ(kept.capture().counters[0].encoded, blob);
+  }
   CaptureDecoder d = Decode(sink.chunks);
   ASSERT_EQ(d.capture().counters.size(), 1u);
   EXPECT_EQ(d.capture().counters[0].encoded, blob) << "what the store writes";
@@ -372,6 +382,19 @@ TEST(CaptureDecoderTest, EncodedSeriesAreKeptAsTheyArrived) {
   EXPECT_TRUE(absl::StrContains(s.message(), "counter core/busy")) << s;
   EXPECT_TRUE(absl::StrContains(s.message(), "chunk 2 (counter_series)")) << s;
   ExpectConsistent(a);
+
+  // Damage inside a whole frame shows when the samples are decoded, naming the series.
+  v1::CaptureChunk flipped = sink.chunks[1];
+  std::string& bytes = *flipped.mutable_counter_series()->mutable_samples();
+  for (size_t i = bytes.size() / 3; i < bytes.size() - 8; i += 7) bytes[i] ^= 0x5a;
+  CaptureDecoder b;
+  ASSERT_TRUE(b.Add(sink.chunks[0]).ok());
+  s = b.Add(flipped);
+  if (s.ok()) {
+    s = trace::DecodeEncodedSeries(&b.capture());
+    EXPECT_TRUE(absl::StrContains(s.message(), "counter core/busy of chip 0")) << s;
+  }
+  EXPECT_FALSE(s.ok());
 }
 
 TEST(CaptureEncoderTest, KernelDefinitionsJustUnderAndOverTheLimit) {
