@@ -3,9 +3,13 @@
 // how long after its window all of it was stored; the aggregator's CPU and peak RSS; the ingest
 // rate; and the latency of queries made during ingest against the same queries on an idle
 // aggregator (`query_p99_over_idle`). Last line `load_captures_complete=<k>/<n>`.
-// `--counters 0` runs the simulated hosts without hardware counters.
+// `--counters 0` runs the simulated hosts without hardware counters. `--sim-nice N` runs the
+// simulated hosts and their agents at nice N: they stand for other machines, and at the
+// aggregator's priority 512 of them converting at once starve all of its threads alike (see
+// docs/RELIABILITY.md for what each setting shows on two cores).
 //
 //   bench_load [--hosts 256] [--captures 4] [--duration-ms 500] [--chips 2] [--counters 1]
+//              [--sim-nice 0]
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -76,6 +80,7 @@ double NoStoreMs(v1::Aggregator::Stub& stub) {
 int Main(int argc, char** argv) {
   int hosts = 256, captures = 4, duration_ms = 500, chips = 2;
   bool counters = true;
+  int sim_nice = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--hosts") hosts = std::atoi(argv[i + 1]);
@@ -83,6 +88,7 @@ int Main(int argc, char** argv) {
     if (a == "--duration-ms") duration_ms = std::atoi(argv[i + 1]);
     if (a == "--chips") chips = std::atoi(argv[i + 1]);
     if (a == "--counters") counters = std::atoi(argv[i + 1]) != 0;
+    if (a == "--sim-nice") sim_nice = std::atoi(argv[i + 1]);
   }
   const std::string bin = fs::read_symlink("/proc/self/exe").parent_path().string();
   const std::string dir = "/tmp/bench_load_" + std::to_string(getpid());
@@ -105,7 +111,8 @@ int Main(int argc, char** argv) {
     pids.push_back(bench::Spawn({bin + "/podprof-simhost", "--profiler-port=0", "--metrics-port=0",
                                  absl::StrCat("--chips=", chips), absl::StrCat("--hosts=", hosts),
                                  "--host-index=" + n, counters ? "--counters" : "--no-counters",
-                                 "--ready-file=" + dir + "/sim" + n + ".json"}));
+                                 "--ready-file=" + dir + "/sim" + n + ".json"},
+                                -1, sim_nice));
     bench::WaitForFile(dir + "/sim" + n + ".json");
     const int profiler =
         nlohmann::json::parse(bench::Slurp(dir + "/sim" + n + ".json"))["profiler_port"];
@@ -115,7 +122,8 @@ int Main(int argc, char** argv) {
          "--host-name=host-" + n, "--sysfs-root=" + dir + "/nosys",
          absl::StrCat("--workload-profiler=127.0.0.1:", profiler), "--workload-metrics=none",
          absl::StrCat("--aggregator=127.0.0.1:", port),
-         "--ready-file=" + dir + "/agent" + n + ".json"}));
+         "--ready-file=" + dir + "/agent" + n + ".json"},
+        -1, sim_nice));
     bench::WaitForFile(dir + "/agent" + n + ".json");
   }
   auto stub = v1::Aggregator::NewStub(

@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -36,8 +37,9 @@ inline std::string Slurp(const std::string& path) {
   _exit(127);
 }
 
-// Starts `args` (args[0] is the binary) as a child process; `cpu` >= 0 pins it to that core.
-inline pid_t Spawn(std::vector<std::string> args, int cpu = -1) {
+// Starts `args` (args[0] is the binary) as a child process; `cpu` >= 0 pins it to that core;
+// `nice` > 0 lowers its priority (processes that stand for other machines).
+inline pid_t Spawn(std::vector<std::string> args, int cpu = -1, int nice = 0) {
   pid_t pid = fork();
   if (pid == 0) {
     if (cpu >= 0) {
@@ -46,6 +48,7 @@ inline pid_t Spawn(std::vector<std::string> args, int cpu = -1) {
       CPU_SET(cpu, &set);
       sched_setaffinity(0, sizeof(set), &set);
     }
+    if (nice > 0) setpriority(PRIO_PROCESS, 0, nice);
     Exec(args);
   }
   return pid;
