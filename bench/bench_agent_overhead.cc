@@ -48,12 +48,15 @@ class SerializingSink final : public stream::ChunkSink {
   std::string buffer_;
 };
 
+constexpr char kUsage[] =
+    "usage: bench_agent_overhead [--idle-seconds 10] [--capture-seconds 10]\n";
+
 int Main(int argc, char** argv) {
   double idle_seconds = 10, capture_seconds = 10;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string a = argv[i];
-    if (a == "--idle-seconds") idle_seconds = std::atof(argv[i + 1]);
-    if (a == "--capture-seconds") capture_seconds = std::atof(argv[i + 1]);
+  if (const int stop = bench::ParseFlags(argc, argv, kUsage, {{"--idle-seconds", [&](const char* v) { idle_seconds = std::atof(v); }},
+           {"--capture-seconds", [&](const char* v) { capture_seconds = std::atof(v); }}});
+      stop >= 0) {
+    return stop;
   }
   const std::string bin = fs::path(fs::read_symlink("/proc/self/exe")).parent_path().string();
   const std::string dir = "/tmp/bench_agent_" + std::to_string(getpid());

@@ -139,14 +139,17 @@ double DecodeAloneRate(int agent_port, int duration_ms, uint64_t events) {
   return s > 0 ? static_cast<double>(decoded) / s : 0;
 }
 
+constexpr char kUsage[] =
+    "usage: bench_alignment [--hosts 8] [--duration-ms 1000] [--seed 1]\n";
+
 int Main(int argc, char** argv) {
   int hosts = 8, duration_ms = 1000;
   uint64_t seed = 1;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string a = argv[i];
-    if (a == "--hosts") hosts = std::atoi(argv[i + 1]);
-    if (a == "--duration-ms") duration_ms = std::atoi(argv[i + 1]);
-    if (a == "--seed") seed = std::strtoull(argv[i + 1], nullptr, 10);
+  if (const int stop = bench::ParseFlags(argc, argv, kUsage, {{"--hosts", [&](const char* v) { hosts = std::atoi(v); }},
+           {"--duration-ms", [&](const char* v) { duration_ms = std::atoi(v); }},
+           {"--seed", [&](const char* v) { seed = std::strtoull(v, nullptr, 10); }}});
+      stop >= 0) {
+    return stop;
   }
   const std::string bin = fs::read_symlink("/proc/self/exe").parent_path().string();
   const std::string dir = "/tmp/bench_alignment_" + std::to_string(getpid());

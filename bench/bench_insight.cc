@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "common/clock.h"
 #include "common/skewed_clock.h"
 #include "insight/attribution.h"
@@ -28,12 +29,15 @@ double Seconds(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
+constexpr char kUsage[] =
+    "usage: bench_insight [--window-ms 1000] [--reps 5]\n";
+
 int Main(int argc, char** argv) {
   int window_ms = 1000, reps = 5;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string a = argv[i];
-    if (a == "--window-ms") window_ms = std::atoi(argv[i + 1]);
-    if (a == "--reps") reps = std::atoi(argv[i + 1]);
+  if (const int stop = bench::ParseFlags(argc, argv, kUsage, {{"--window-ms", [&](const char* v) { window_ms = std::atoi(v); }},
+           {"--reps", [&](const char* v) { reps = std::atoi(v); }}});
+      stop >= 0) {
+    return stop;
   }
   sim::PodConfig pod;
   pod.generation = "v5p";

@@ -77,18 +77,22 @@ double NoStoreMs(v1::Aggregator::Stub& stub) {
   });
 }
 
+constexpr char kUsage[] =
+    "usage: bench_load [--hosts 256] [--captures 4] [--duration-ms 500] [--chips 2]\n"
+    "                  [--counters 1] [--sim-nice 0]\n";
+
 int Main(int argc, char** argv) {
   int hosts = 256, captures = 4, duration_ms = 500, chips = 2;
   bool counters = true;
   int sim_nice = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string a = argv[i];
-    if (a == "--hosts") hosts = std::atoi(argv[i + 1]);
-    if (a == "--captures") captures = std::atoi(argv[i + 1]);
-    if (a == "--duration-ms") duration_ms = std::atoi(argv[i + 1]);
-    if (a == "--chips") chips = std::atoi(argv[i + 1]);
-    if (a == "--counters") counters = std::atoi(argv[i + 1]) != 0;
-    if (a == "--sim-nice") sim_nice = std::atoi(argv[i + 1]);
+  if (const int stop = bench::ParseFlags(argc, argv, kUsage, {{"--hosts", [&](const char* v) { hosts = std::atoi(v); }},
+           {"--captures", [&](const char* v) { captures = std::atoi(v); }},
+           {"--duration-ms", [&](const char* v) { duration_ms = std::atoi(v); }},
+           {"--chips", [&](const char* v) { chips = std::atoi(v); }},
+           {"--counters", [&](const char* v) { counters = std::atoi(v) != 0; }},
+           {"--sim-nice", [&](const char* v) { sim_nice = std::atoi(v); }}});
+      stop >= 0) {
+    return stop;
   }
   const std::string bin = fs::read_symlink("/proc/self/exe").parent_path().string();
   const std::string dir = "/tmp/bench_load_" + std::to_string(getpid());

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "bench/bench_util.h"
 #include "common/clock.h"
 #include "common/skewed_clock.h"
 #include "sim/pod_model.h"
@@ -15,19 +16,18 @@
 namespace podprof::sim {
 namespace {
 
+constexpr char kUsage[] =
+    "usage: bench_simhost_generate [--generation v6e] [--chips 8] [--seconds 2]\n";
+
 int Main(int argc, char** argv) {
   PodConfig pod;
   pod.chips = 8;
   double seconds = 2;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string a = argv[i];
-    if (a == "--generation") {
-      pod.generation = argv[i + 1];
-    } else if (a == "--chips") {
-      pod.chips = std::atoi(argv[i + 1]);
-    } else if (a == "--seconds") {
-      seconds = std::atof(argv[i + 1]);
-    }
+  if (const int stop = bench::ParseFlags(argc, argv, kUsage, {{"--generation", [&](const char* v) { pod.generation = v; }},
+           {"--chips", [&](const char* v) { pod.chips = std::atoi(v); }},
+           {"--seconds", [&](const char* v) { seconds = std::atof(v); }}});
+      stop >= 0) {
+    return stop;
   }
   auto model = PodModel::Create(pod);
   if (!model.ok()) {

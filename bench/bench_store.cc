@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <string>
 
+#include "bench/bench_util.h"
 #include "common/clock.h"
 #include "ingest/capture_ingest.h"
 #include "storage/sqlite.h"
@@ -71,18 +72,21 @@ trace::HostCapture MakeHost(const std::string& name, int chips, int kernels, int
   return c;
 }
 
+constexpr char kUsage[] =
+    "usage: bench_store [--hosts 256] [--chips 4] [--kernels 500]\n"
+    "                   [--history-captures 1000] [--history-chips 1024] [--history-kernels 20]\n";
+
 int Main(int argc, char** argv) {
   int hosts = 256, chips = 4, kernels = 500;
   int h_captures = 1000, h_chips = 1024, h_kernels = 20;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string a = argv[i];
-    int v = std::atoi(argv[i + 1]);
-    if (a == "--hosts") hosts = v;
-    if (a == "--chips") chips = v;
-    if (a == "--kernels") kernels = v;
-    if (a == "--history-captures") h_captures = v;
-    if (a == "--history-chips") h_chips = v;
-    if (a == "--history-kernels") h_kernels = v;
+  if (const int stop = bench::ParseFlags(argc, argv, kUsage, {{"--hosts", [&](const char* v) { hosts = std::atoi(v); }},
+           {"--chips", [&](const char* v) { chips = std::atoi(v); }},
+           {"--kernels", [&](const char* v) { kernels = std::atoi(v); }},
+           {"--history-captures", [&](const char* v) { h_captures = std::atoi(v); }},
+           {"--history-chips", [&](const char* v) { h_chips = std::atoi(v); }},
+           {"--history-kernels", [&](const char* v) { h_kernels = std::atoi(v); }}});
+      stop >= 0) {
+    return stop;
   }
   RealClock clock;
   const std::string dir = "/tmp/bench_store_" + std::to_string(getpid());

@@ -11,7 +11,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -20,6 +23,30 @@
 #include <vector>
 
 namespace podprof::bench {
+
+// A benchmark's `--name value` flags, each read by its setter. Returns -1 to go on, or the exit
+// code to stop with: 0 after printing `usage` for --help or -h, 2 after naming an unknown flag
+// or one without its value (a mistyped flag must not start a long run with the defaults).
+using FlagSetters = std::map<std::string, std::function<void(const char* value)>>;
+inline int ParseFlags(int argc, char** argv, const char* usage, const FlagSetters& flags) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(usage, stdout);
+      return 0;
+    }
+    auto it = flags.find(a);
+    if (it == flags.end() || i + 1 >= argc) {
+      std::fprintf(stderr, "%s: %s\n%s", argv[0],
+                   it == flags.end() ? ("unknown flag " + a).c_str()
+                                     : (a + " needs a value").c_str(),
+                   usage);
+      return 2;
+    }
+    it->second(argv[++i]);
+  }
+  return -1;
+}
 
 inline std::string Slurp(const std::string& path) {
   std::ifstream in(path);

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "common/clock.h"
 #include "google/protobuf/arena.h"
 #include "proto/xplane.pb.h"
@@ -203,20 +204,18 @@ int RssProbe(const std::string& path) {
   return 0;
 }
 
+constexpr char kUsage[] =
+    "usage: bench_xspace_reader [--synthetic-mb 256] [--fixture PATH]\n";
+
 int Main(int argc, char** argv) {
   int synthetic_mb = 256;
   std::string fixture = std::string(PODPROF_FIXTURES_DIR) + "/tpu_v6e_4chip_host_offload.xplane.pb";
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--rss-probe" && i + 1 < argc) return RssProbe(argv[++i]);
-    if (a == "--synthetic-mb" && i + 1 < argc) {
-      synthetic_mb = std::atoi(argv[++i]);
-    } else if (a == "--fixture" && i + 1 < argc) {
-      fixture = argv[++i];
-    } else {
-      std::fprintf(stderr, "usage: %s [--synthetic-mb N] [--fixture PATH]\n", argv[0]);
-      return 1;
-    }
+  // The benchmark runs itself as a child to measure one reader's peak RSS alone.
+  if (argc == 3 && std::string(argv[1]) == "--rss-probe") return RssProbe(argv[2]);
+  if (const int stop = bench::ParseFlags(argc, argv, kUsage, {{"--synthetic-mb", [&](const char* v) { synthetic_mb = std::atoi(v); }},
+           {"--fixture", [&](const char* v) { fixture = v; }}});
+      stop >= 0) {
+    return stop;
   }
   std::string real = ReadFile(fixture);
   if (real.empty()) {
