@@ -1,7 +1,6 @@
-// podprof.v1.Aggregator: the agent registry, and over the store capture listing, kernel
-// statistics, history, comparison and import of existing captures. The pod-capture RPCs answer
-// UNIMPLEMENTED until the capture orchestrator exists. Handlers are thin adapters over
-// storage::Store.
+// podprof.v1.Aggregator: the agent registry; pod captures (started, watched and cancelled
+// through the Orchestrator); and over the store capture listing, kernel statistics, history,
+// comparison, import of existing captures and exports. Handlers are thin adapters over those.
 #ifndef PODPROF_AGGREGATOR_SERVICE_H_
 #define PODPROF_AGGREGATOR_SERVICE_H_
 
