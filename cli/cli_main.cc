@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "cli/aggregator_commands.h"
 #include "cli/demo.h"
+#include "cli/exit_codes.h"
 #include "cli/inspect.h"
 #include "cli/kernel_commands.h"
 #include "cli/pod_commands.h"

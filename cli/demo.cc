@@ -20,7 +20,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
-#include "cli/cli_main.h"
+#include "cli/exit_codes.h"
 #include "common/clock.h"
 #include "nlohmann/json.hpp"
 
