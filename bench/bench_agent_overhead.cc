@@ -53,7 +53,9 @@ constexpr char kUsage[] =
 
 int Main(int argc, char** argv) {
   double idle_seconds = 10, capture_seconds = 10;
-  if (const int stop = bench::ParseFlags(argc, argv, kUsage, {{"--idle-seconds", [&](const char* v) { idle_seconds = std::atof(v); }},
+  if (const int stop = bench::ParseFlags(
+          argc, argv, kUsage,
+          {{"--idle-seconds", [&](const char* v) { idle_seconds = std::atof(v); }},
            {"--capture-seconds", [&](const char* v) { capture_seconds = std::atof(v); }}});
       stop >= 0) {
     return stop;

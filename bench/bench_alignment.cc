@@ -139,13 +139,14 @@ double DecodeAloneRate(int agent_port, int duration_ms, uint64_t events) {
   return s > 0 ? static_cast<double>(decoded) / s : 0;
 }
 
-constexpr char kUsage[] =
-    "usage: bench_alignment [--hosts 8] [--duration-ms 1000] [--seed 1]\n";
+constexpr char kUsage[] = "usage: bench_alignment [--hosts 8] [--duration-ms 1000] [--seed 1]\n";
 
 int Main(int argc, char** argv) {
   int hosts = 8, duration_ms = 1000;
   uint64_t seed = 1;
-  if (const int stop = bench::ParseFlags(argc, argv, kUsage, {{"--hosts", [&](const char* v) { hosts = std::atoi(v); }},
+  if (const int stop = bench::ParseFlags(
+          argc, argv, kUsage,
+          {{"--hosts", [&](const char* v) { hosts = std::atoi(v); }},
            {"--duration-ms", [&](const char* v) { duration_ms = std::atoi(v); }},
            {"--seed", [&](const char* v) { seed = std::strtoull(v, nullptr, 10); }}});
       stop >= 0) {

@@ -29,13 +29,14 @@ double Seconds(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
-constexpr char kUsage[] =
-    "usage: bench_insight [--window-ms 1000] [--reps 5]\n";
+constexpr char kUsage[] = "usage: bench_insight [--window-ms 1000] [--reps 5]\n";
 
 int Main(int argc, char** argv) {
   int window_ms = 1000, reps = 5;
-  if (const int stop = bench::ParseFlags(argc, argv, kUsage, {{"--window-ms", [&](const char* v) { window_ms = std::atoi(v); }},
-           {"--reps", [&](const char* v) { reps = std::atoi(v); }}});
+  if (const int stop =
+          bench::ParseFlags(argc, argv, kUsage,
+                            {{"--window-ms", [&](const char* v) { window_ms = std::atoi(v); }},
+                             {"--reps", [&](const char* v) { reps = std::atoi(v); }}});
       stop >= 0) {
     return stop;
   }

@@ -85,12 +85,14 @@ int Main(int argc, char** argv) {
   int hosts = 256, captures = 4, duration_ms = 500, chips = 2;
   bool counters = true;
   int sim_nice = 0;
-  if (const int stop = bench::ParseFlags(argc, argv, kUsage, {{"--hosts", [&](const char* v) { hosts = std::atoi(v); }},
-           {"--captures", [&](const char* v) { captures = std::atoi(v); }},
-           {"--duration-ms", [&](const char* v) { duration_ms = std::atoi(v); }},
-           {"--chips", [&](const char* v) { chips = std::atoi(v); }},
-           {"--counters", [&](const char* v) { counters = std::atoi(v) != 0; }},
-           {"--sim-nice", [&](const char* v) { sim_nice = std::atoi(v); }}});
+  if (const int stop =
+          bench::ParseFlags(argc, argv, kUsage,
+                            {{"--hosts", [&](const char* v) { hosts = std::atoi(v); }},
+                             {"--captures", [&](const char* v) { captures = std::atoi(v); }},
+                             {"--duration-ms", [&](const char* v) { duration_ms = std::atoi(v); }},
+                             {"--chips", [&](const char* v) { chips = std::atoi(v); }},
+                             {"--counters", [&](const char* v) { counters = std::atoi(v) != 0; }},
+                             {"--sim-nice", [&](const char* v) { sim_nice = std::atoi(v); }}});
       stop >= 0) {
     return stop;
   }
@@ -112,11 +114,11 @@ int Main(int argc, char** argv) {
   const int64_t t_start = clock.NowNs();
   for (int h = 0; h < hosts; ++h) {
     const std::string n = std::to_string(h);
-    pids.push_back(bench::Spawn({bin + "/podprof-simhost", "--profiler-port=0", "--metrics-port=0",
-                                 absl::StrCat("--chips=", chips), absl::StrCat("--hosts=", hosts),
-                                 "--host-index=" + n, counters ? "--counters" : "--no-counters",
-                                 "--ready-file=" + dir + "/sim" + n + ".json"},
-                                -1, sim_nice));
+    pids.push_back(bench::Spawn(
+        {bin + "/podprof-simhost", "--profiler-port=0", "--metrics-port=0",
+         absl::StrCat("--chips=", chips), absl::StrCat("--hosts=", hosts), "--host-index=" + n,
+         counters ? "--counters" : "--no-counters", "--ready-file=" + dir + "/sim" + n + ".json"},
+        -1, sim_nice));
     bench::WaitForFile(dir + "/sim" + n + ".json");
     const int profiler =
         nlohmann::json::parse(bench::Slurp(dir + "/sim" + n + ".json"))["profiler_port"];

@@ -23,9 +23,11 @@ int Main(int argc, char** argv) {
   PodConfig pod;
   pod.chips = 8;
   double seconds = 2;
-  if (const int stop = bench::ParseFlags(argc, argv, kUsage, {{"--generation", [&](const char* v) { pod.generation = v; }},
-           {"--chips", [&](const char* v) { pod.chips = std::atoi(v); }},
-           {"--seconds", [&](const char* v) { seconds = std::atof(v); }}});
+  if (const int stop =
+          bench::ParseFlags(argc, argv, kUsage,
+                            {{"--generation", [&](const char* v) { pod.generation = v; }},
+                             {"--chips", [&](const char* v) { pod.chips = std::atoi(v); }},
+                             {"--seconds", [&](const char* v) { seconds = std::atof(v); }}});
       stop >= 0) {
     return stop;
   }

@@ -79,7 +79,9 @@ constexpr char kUsage[] =
 int Main(int argc, char** argv) {
   int hosts = 256, chips = 4, kernels = 500;
   int h_captures = 1000, h_chips = 1024, h_kernels = 20;
-  if (const int stop = bench::ParseFlags(argc, argv, kUsage, {{"--hosts", [&](const char* v) { hosts = std::atoi(v); }},
+  if (const int stop = bench::ParseFlags(
+          argc, argv, kUsage,
+          {{"--hosts", [&](const char* v) { hosts = std::atoi(v); }},
            {"--chips", [&](const char* v) { chips = std::atoi(v); }},
            {"--kernels", [&](const char* v) { kernels = std::atoi(v); }},
            {"--history-captures", [&](const char* v) { h_captures = std::atoi(v); }},

@@ -13,10 +13,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <functional>
-#include <map>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -37,10 +37,10 @@ inline int ParseFlags(int argc, char** argv, const char* usage, const FlagSetter
     }
     auto it = flags.find(a);
     if (it == flags.end() || i + 1 >= argc) {
-      std::fprintf(stderr, "%s: %s\n%s", argv[0],
-                   it == flags.end() ? ("unknown flag " + a).c_str()
-                                     : (a + " needs a value").c_str(),
-                   usage);
+      std::fprintf(
+          stderr, "%s: %s\n%s", argv[0],
+          it == flags.end() ? ("unknown flag " + a).c_str() : (a + " needs a value").c_str(),
+          usage);
       return 2;
     }
     it->second(argv[++i]);

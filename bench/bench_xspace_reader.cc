@@ -204,15 +204,16 @@ int RssProbe(const std::string& path) {
   return 0;
 }
 
-constexpr char kUsage[] =
-    "usage: bench_xspace_reader [--synthetic-mb 256] [--fixture PATH]\n";
+constexpr char kUsage[] = "usage: bench_xspace_reader [--synthetic-mb 256] [--fixture PATH]\n";
 
 int Main(int argc, char** argv) {
   int synthetic_mb = 256;
   std::string fixture = std::string(PODPROF_FIXTURES_DIR) + "/tpu_v6e_4chip_host_offload.xplane.pb";
   // The benchmark runs itself as a child to measure one reader's peak RSS alone.
   if (argc == 3 && std::string(argv[1]) == "--rss-probe") return RssProbe(argv[2]);
-  if (const int stop = bench::ParseFlags(argc, argv, kUsage, {{"--synthetic-mb", [&](const char* v) { synthetic_mb = std::atoi(v); }},
+  if (const int stop = bench::ParseFlags(
+          argc, argv, kUsage,
+          {{"--synthetic-mb", [&](const char* v) { synthetic_mb = std::atoi(v); }},
            {"--fixture", [&](const char* v) { fixture = v; }}});
       stop >= 0) {
     return stop;

@@ -200,7 +200,7 @@ struct PodCollectives::Walk {
   std::vector<PairSum> pairs;
   std::vector<StragglerRow> rows;
   std::vector<InstanceSummary> instances;
-  std::vector<int64_t> at;            // the instance's arrivals on the pod's clock
+  std::vector<int64_t> at;             // the instance's arrivals on the pod's clock
   std::vector<uint32_t> member_pairs;  // a new group's members
   std::vector<Group> groups;
   absl::flat_hash_map<GroupKey, uint32_t> group_of;

@@ -65,8 +65,7 @@ absl::Status DecodeTimeline(absl::string_view blob, EventBlock* b) {
   return absl::OkStatus();
 }
 
-std::string EncodeCounters(const int64_t* time_ns, const double* value, size_t begin,
-                           size_t end) {
+std::string EncodeCounters(const int64_t* time_ns, const double* value, size_t begin, size_t end) {
   thread_local std::string raw;  // reused: many series per thread
   raw.clear();
   raw.reserve(kCountBytes + (end - begin) * 18);
@@ -134,8 +133,8 @@ absl::Status DecodeEncodedSeries(HostCapture* capture) {
       const int ordinal = static_cast<size_t>(s.chip) < capture->host.chips.size()
                               ? capture->host.chips[s.chip].ordinal
                               : s.chip;
-      return absl::InvalidArgumentError(absl::StrCat("counter ", s.name, " of chip ", ordinal,
-                                                     ": ", d.message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("counter ", s.name, " of chip ", ordinal, ": ", d.message()));
     }
   }
   return absl::OkStatus();

@@ -30,8 +30,7 @@ absl::Status DecodeTimeline(absl::string_view blob, EventBlock* b);
 
 // Samples [begin, end) of a series: per sample, the zigzag time delta (the first from 0) and
 // the value's 8 bytes.
-std::string EncodeCounters(const int64_t* time_ns, const double* value, size_t begin,
-                           size_t end);
+std::string EncodeCounters(const int64_t* time_ns, const double* value, size_t begin, size_t end);
 inline std::string EncodeCounters(const CounterSeries& s) {
   return EncodeCounters(s.time_ns.data(), s.value.data(), 0, s.value.size());
 }

@@ -309,7 +309,8 @@ TEST(CollectivesTest, StragglersPerChipAndKernelMatchACountPerPair) {
     }
     const CollectiveRun* last = &members[0];
     for (const CollectiveRun& m : members) {
-      if (m.start_ns > last->start_ns || (m.start_ns == last->start_ns && m.chip_key > last->chip_key)) {
+      if (m.start_ns > last->start_ns ||
+          (m.start_ns == last->start_ns && m.chip_key > last->chip_key)) {
         last = &m;
       }
     }
