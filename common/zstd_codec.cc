@@ -16,6 +16,21 @@ struct DCtxFree {
   void operator()(ZSTD_DCtx* d) const { ZSTD_freeDCtx(d); }
 };
 
+// The content size `frame`'s header declares; DataLoss naming `what` when it is not a zstd
+// frame's header or declares more than `max_bytes`.
+absl::StatusOr<uint64_t> ContentSize(absl::string_view frame, uint64_t max_bytes,
+                                     absl::string_view what) {
+  const unsigned long long size = ZSTD_getFrameContentSize(frame.data(), frame.size());
+  if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN) {
+    return absl::DataLossError(absl::StrCat(what, " is not a zstd frame"));
+  }
+  if (size > max_bytes) {
+    return absl::DataLossError(
+        absl::StrCat(what, " claims ", size, " bytes, more than ", max_bytes));
+  }
+  return size;
+}
+
 }  // namespace
 
 std::string ZstdCompress(absl::string_view raw, int level) {
@@ -37,15 +52,9 @@ std::string ZstdCompress(absl::string_view raw, int level) {
 absl::StatusOr<std::string> ZstdDecompress(absl::string_view frame, uint64_t max_bytes,
                                            absl::string_view what) {
   thread_local std::unique_ptr<ZSTD_DCtx, DCtxFree> ctx(ZSTD_createDCtx());
-  const unsigned long long size = ZSTD_getFrameContentSize(frame.data(), frame.size());
-  if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN) {
-    return absl::DataLossError(absl::StrCat(what, " is not a zstd frame"));
-  }
-  if (size > max_bytes) {
-    return absl::DataLossError(
-        absl::StrCat(what, " claims ", size, " bytes, more than ", max_bytes));
-  }
-  std::string out(size, '\0');
+  absl::StatusOr<uint64_t> size = ContentSize(frame, max_bytes, what);
+  if (!size.ok()) return size.status();
+  std::string out(*size, '\0');
   const size_t n =
       ZSTD_decompressDCtx(ctx.get(), out.data(), out.size(), frame.data(), frame.size());
   if (ZSTD_isError(n)) return absl::DataLossError(absl::StrCat(what, ": ", ZSTD_getErrorName(n)));
@@ -53,13 +62,8 @@ absl::StatusOr<std::string> ZstdDecompress(absl::string_view frame, uint64_t max
 }
 
 absl::Status ZstdCheckFrame(absl::string_view frame, uint64_t max_bytes, absl::string_view what) {
-  const unsigned long long size = ZSTD_getFrameContentSize(frame.data(), frame.size());
-  if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN) {
-    return absl::DataLossError(absl::StrCat(what, " is not a zstd frame"));
-  }
-  if (size > max_bytes) {
-    return absl::DataLossError(
-        absl::StrCat(what, " claims ", size, " bytes, more than ", max_bytes));
+  if (absl::StatusOr<uint64_t> size = ContentSize(frame, max_bytes, what); !size.ok()) {
+    return size.status();
   }
   const size_t whole = ZSTD_findFrameCompressedSize(frame.data(), frame.size());
   if (ZSTD_isError(whole) || whole != frame.size()) {
