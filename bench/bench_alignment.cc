@@ -139,6 +139,69 @@ double DecodeAloneRate(int agent_port, int duration_ms, uint64_t events) {
   return s > 0 ? static_cast<double>(decoded) / s : 0;
 }
 
+// The merged timelines' events (into `events`) and, per collective, how far apart its ends on
+// every chip of every host lie, us.
+std::vector<double> CollectiveSpreads(const std::string& dir, const std::string& capture_id,
+                                      uint64_t* events) {
+  auto store = storage::Store::Open(dir + "/pod.db");
+  std::map<uint64_t, std::pair<int64_t, int64_t>> range;
+  if (store.ok()) {
+    auto blocks = (*store)->Timelines(capture_id);
+    if (blocks.ok()) {
+      for (const auto& b : *blocks) {
+        *events += b.size();
+        if (b.line != "XLA Ops") continue;
+        for (size_t i = 0; i < b.size(); ++i) {
+          if (!b.collective[i]) continue;
+          int64_t e = b.base_ns * 1000 + b.start_ps[i] + b.duration_ps[i];
+          auto [it, fresh] = range.try_emplace(b.collective[i], e, e);
+          it->second.first = std::min(it->second.first, e);
+          it->second.second = std::max(it->second.second, e);
+        }
+      }
+    }
+  }
+  std::vector<double> spread;
+  for (const auto& [id, r] : range) spread.push_back((r.second - r.first) / 1e6);
+  return spread;
+}
+
+// Per host, a simulated host and its agent sharing a wrong clock drawn from `seed` (a
+// device offset on every other host); the agents' ports.
+std::vector<int> StartHosts(const std::string& bin, const std::string& dir, int hosts,
+                            uint64_t seed, int agg_port, std::vector<pid_t>* pids) {
+  // Each simulated host on a core of its own, round robin, as real hosts have their own: left
+  // to the scheduler, the wake-ups at the start instant pile onto one core's queue.
+  const int ncpu = std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+  std::vector<int> agent_ports;
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> offset_ms(-50, 50), drift(-50, 50), dev_us(-200, 200);
+  for (int h = 0; h < hosts; ++h) {
+    const std::string n = std::to_string(h);
+    const std::string off = absl::StrFormat("%.3fms", offset_ms(rng));
+    const std::string dr = absl::StrFormat("%.3f", drift(rng));
+    const std::string dev = h % 2 ? absl::StrFormat("%.1fus", dev_us(rng)) : "0";
+    pids->push_back(
+        Spawn({bin + "/podprof-simhost", "--profiler-port=0", "--metrics-port=0", "--chips=4",
+               "--generation=v5p", absl::StrCat("--hosts=", hosts), "--host-index=" + n,
+               "--pod-seed=3", "--clock-offset=" + off, "--clock-drift-ppm=" + dr,
+               "--device-clock-offset=" + dev, "--truth-file=" + dir + "/truth" + n + ".json",
+               "--ready-file=" + dir + "/sim" + n + ".json"},
+              h % ncpu));
+    nlohmann::json sim = WaitJson(dir + "/sim" + n + ".json");
+    pids->push_back(
+        Spawn({bin + "/podprof-agent", "--insecure", "--config=" + dir + "/empty.toml",
+               "--listen=127.0.0.1:0", "--advertise=127.0.0.1:0", "--profiler-service-listen=none",
+               "--host-name=host-" + n, "--sysfs-root=" + dir + "/nosys",
+               absl::StrCat("--workload-profiler=127.0.0.1:", sim["profiler_port"].get<int>()),
+               "--workload-metrics=none", absl::StrCat("--aggregator=127.0.0.1:", agg_port),
+               "--clock-offset=" + off, "--clock-drift-ppm=" + dr,
+               "--ready-file=" + dir + "/agent" + n + ".json"}));
+    agent_ports.push_back(WaitJson(dir + "/agent" + n + ".json")["agent_port"].get<int>());
+  }
+  return agent_ports;
+}
+
 constexpr char kUsage[] = "usage: bench_alignment [--hosts 8] [--duration-ms 1000] [--seed 1]\n";
 
 int Main(int argc, char** argv) {
@@ -159,39 +222,12 @@ int Main(int argc, char** argv) {
   std::ofstream(dir + "/agg.toml")
       << "[agents]\nheartbeat_interval = \"1s\"\nprobe_interval = \"2s\"\n";
   std::vector<pid_t> pids;
-  std::vector<int> agent_ports;
   pids.push_back(Spawn({bin + "/podprof-aggregator", "--insecure", "--config=" + dir + "/agg.toml",
                         "--listen=127.0.0.1:0", "--db=" + dir + "/pod.db",
                         "--ready-file=" + dir + "/agg.json"}));
   const int agg_port = WaitJson(dir + "/agg.json")["port"];
-  // Each simulated host on a core of its own, round robin, as real hosts have their own: left
-  // to the scheduler, the wake-ups at the start instant pile onto one core's queue.
   const int ncpu = std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> offset_ms(-50, 50), drift(-50, 50), dev_us(-200, 200);
-  for (int h = 0; h < hosts; ++h) {
-    const std::string n = std::to_string(h);
-    const std::string off = absl::StrFormat("%.3fms", offset_ms(rng));
-    const std::string dr = absl::StrFormat("%.3f", drift(rng));
-    const std::string dev = h % 2 ? absl::StrFormat("%.1fus", dev_us(rng)) : "0";
-    pids.push_back(
-        Spawn({bin + "/podprof-simhost", "--profiler-port=0", "--metrics-port=0", "--chips=4",
-               "--generation=v5p", absl::StrCat("--hosts=", hosts), "--host-index=" + n,
-               "--pod-seed=3", "--clock-offset=" + off, "--clock-drift-ppm=" + dr,
-               "--device-clock-offset=" + dev, "--truth-file=" + dir + "/truth" + n + ".json",
-               "--ready-file=" + dir + "/sim" + n + ".json"},
-              h % ncpu));
-    nlohmann::json sim = WaitJson(dir + "/sim" + n + ".json");
-    pids.push_back(
-        Spawn({bin + "/podprof-agent", "--insecure", "--config=" + dir + "/empty.toml",
-               "--listen=127.0.0.1:0", "--advertise=127.0.0.1:0", "--profiler-service-listen=none",
-               "--host-name=host-" + n, "--sysfs-root=" + dir + "/nosys",
-               absl::StrCat("--workload-profiler=127.0.0.1:", sim["profiler_port"].get<int>()),
-               "--workload-metrics=none", absl::StrCat("--aggregator=127.0.0.1:", agg_port),
-               "--clock-offset=" + off, "--clock-drift-ppm=" + dr,
-               "--ready-file=" + dir + "/agent" + n + ".json"}));
-    agent_ports.push_back(WaitJson(dir + "/agent" + n + ".json")["agent_port"].get<int>());
-  }
+  const std::vector<int> agent_ports = StartHosts(bin, dir, hosts, seed, agg_port, &pids);
   auto stub = v1::Aggregator::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", agg_port),
                                                           grpc::InsecureChannelCredentials()));
   // Two probe bursts apart, so every clock model has a drift.
@@ -251,28 +287,8 @@ int Main(int argc, char** argv) {
     aimed.push_back(session["true_start_ns"].get<int64_t>() - late_ns);
     late.push_back(late_ns / 1e6);
   }
-  // The merged timelines: every collective's end on every chip of every host.
-  auto store = storage::Store::Open(dir + "/pod.db");
-  std::map<uint64_t, std::pair<int64_t, int64_t>> range;
   uint64_t events = 0;
-  if (store.ok()) {
-    auto blocks = (*store)->Timelines(started.capture_id());
-    if (blocks.ok()) {
-      for (const auto& b : *blocks) {
-        events += b.size();
-        if (b.line != "XLA Ops") continue;
-        for (size_t i = 0; i < b.size(); ++i) {
-          if (!b.collective[i]) continue;
-          int64_t e = b.base_ns * 1000 + b.start_ps[i] + b.duration_ps[i];
-          auto [it, fresh] = range.try_emplace(b.collective[i], e, e);
-          it->second.first = std::min(it->second.first, e);
-          it->second.second = std::max(it->second.second, e);
-        }
-      }
-    }
-  }
-  std::vector<double> spread;
-  for (const auto& [id, r] : range) spread.push_back((r.second - r.first) / 1e6);
+  const std::vector<double> spread = CollectiveSpreads(dir, started.capture_id(), &events);
   const double decode_rate = DecodeAloneRate(agent_ports[0], duration_ms, events);
   for (pid_t pid : pids) kill(pid, SIGTERM);
   for (pid_t pid : pids) waitpid(pid, nullptr, 0);

@@ -77,6 +77,51 @@ double NoStoreMs(v1::Aggregator::Stub& stub) {
   });
 }
 
+// Prints capture `c`'s outcome from its last progress message: its state, hosts, events, when
+// it was stored, and why hosts failed. Returns its events.
+uint64_t ReportCapture(int c, const v1::CaptureProgress& last, int hosts, double after_s) {
+  uint64_t events = 0;
+  int ok = 0;
+  std::map<std::string, int> reasons;
+  for (const auto& h : last.summary().hosts()) {
+    events += h.event_count();
+    if (h.status() == v1::CAPTURE_STATUS_COMPLETE) {
+      ++ok;
+    } else {
+      ++reasons[h.error_message().substr(0, 100)];
+    }
+  }
+  std::printf("capture %d: %s, %d/%d hosts, %llu events, all stored %.2f s after the window\n", c,
+              v1::CaptureStatus_Name(last.status()).c_str(), ok, hosts,
+              static_cast<unsigned long long>(events), after_s);
+  for (const auto& [why, n] : reasons) std::printf("  %d hosts failed: %s\n", n, why.c_str());
+  if (last.summary().hosts_size() != hosts) {
+    std::printf("  only %d of the %d agents were online to be captured\n",
+                last.summary().hosts_size(), hosts);
+  }
+  return events;
+}
+
+// Query latency during ingest against idle, and against queries answered from memory.
+void PrintQueryLatency(const std::vector<double>& busy, const std::vector<double>& busy_nostore,
+                       const std::vector<double>& idle) {
+  std::printf(
+      "query latency during ingest p50 %.1f ms p99 %.1f ms (%zu queries); idle p50 %.1f "
+      "ms p99 %.1f ms; query_p99_over_idle=%.1f\n",
+      bench::Percentile(busy, 0.5), bench::Percentile(busy, 0.99), busy.size(),
+      bench::Percentile(idle, 0.5), bench::Percentile(idle, 0.99),
+      bench::Percentile(idle, 0.99) > 0
+          ? bench::Percentile(busy, 0.99) / bench::Percentile(idle, 0.99)
+          : 0);
+  std::printf(
+      "ListAgents (answered from memory, no store) during ingest p50 %.1f ms p99 %.1f ms; "
+      "query_p99_over_nostore_p99=%.2f\n",
+      bench::Percentile(busy_nostore, 0.5), bench::Percentile(busy_nostore, 0.99),
+      bench::Percentile(busy_nostore, 0.99) > 0
+          ? bench::Percentile(busy, 0.99) / bench::Percentile(busy_nostore, 0.99)
+          : 0);
+}
+
 constexpr char kUsage[] =
     "usage: bench_load [--hosts 256] [--captures 4] [--duration-ms 500] [--chips 2]\n"
     "                  [--counters 1] [--sim-nice 0]\n";
@@ -196,27 +241,9 @@ int Main(int argc, char** argv) {
     reader->Finish();
     ingesting = false;
     const double after_s = (clock.NowNs() - window_end) / 1e9;
-    uint64_t events = 0;
-    int ok = 0;
-    for (const auto& h : last.summary().hosts()) {
-      events += h.event_count();
-      ok += h.status() == v1::CAPTURE_STATUS_COMPLETE;
-    }
+    total_events += ReportCapture(c, last, hosts, after_s);
     complete += last.status() == v1::CAPTURE_STATUS_COMPLETE;
-    total_events += events;
     ingest_s += after_s;
-    std::map<std::string, int> reasons;
-    for (const auto& h : last.summary().hosts()) {
-      if (h.status() != v1::CAPTURE_STATUS_COMPLETE) ++reasons[h.error_message().substr(0, 100)];
-    }
-    std::printf("capture %d: %s, %d/%d hosts, %llu events, all stored %.2f s after the window\n", c,
-                v1::CaptureStatus_Name(last.status()).c_str(), ok, hosts,
-                static_cast<unsigned long long>(events), after_s);
-    for (const auto& [why, n] : reasons) std::printf("  %d hosts failed: %s\n", n, why.c_str());
-    if (last.summary().hosts_size() != hosts) {
-      std::printf("  only %d of the %d agents were online to be captured\n",
-                  last.summary().hosts_size(), hosts);
-    }
     std::lock_guard<std::mutex> l(mu);
     last_capture = started.capture_id();
   }
@@ -230,21 +257,7 @@ int Main(int argc, char** argv) {
               cpu_s, bench::StatusKb(agg, "VmRSS:") / 1024, bench::StatusKb(agg, "VmHWM:") / 1024);
   std::printf("ingest: %.0f events/s (events over the time from window end to stored)\n",
               ingest_s > 0 ? total_events / ingest_s : 0);
-  std::printf(
-      "query latency during ingest p50 %.1f ms p99 %.1f ms (%zu queries); idle p50 %.1f "
-      "ms p99 %.1f ms; query_p99_over_idle=%.1f\n",
-      bench::Percentile(busy, 0.5), bench::Percentile(busy, 0.99), busy.size(),
-      bench::Percentile(idle, 0.5), bench::Percentile(idle, 0.99),
-      bench::Percentile(idle, 0.99) > 0
-          ? bench::Percentile(busy, 0.99) / bench::Percentile(idle, 0.99)
-          : 0);
-  std::printf(
-      "ListAgents (answered from memory, no store) during ingest p50 %.1f ms p99 %.1f ms; "
-      "query_p99_over_nostore_p99=%.2f\n",
-      bench::Percentile(busy_nostore, 0.5), bench::Percentile(busy_nostore, 0.99),
-      bench::Percentile(busy_nostore, 0.99) > 0
-          ? bench::Percentile(busy, 0.99) / bench::Percentile(busy_nostore, 0.99)
-          : 0);
+  PrintQueryLatency(busy, busy_nostore, idle);
   for (pid_t pid : pids) kill(pid, SIGTERM);
   for (pid_t pid : pids) waitpid(pid, nullptr, 0);
   fs::remove_all(dir);
