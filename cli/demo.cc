@@ -167,6 +167,71 @@ absl::StatusOr<json> WaitReady(Children& children, const std::string& name, cons
   return absl::DeadlineExceededError(absl::StrCat(name, " did not start in 30 s; see ", log));
 }
 
+// Waits up to 30 s for `hosts` agents online, each with two probe bursts behind it (so its
+// clock model has a drift).
+absl::Status WaitForAgents(AggregatorClient& client, int hosts, const std::string& dir) {
+  bool ready = false;
+  for (int i = 0; i < 300 && !ready; ++i) {
+    v1::ListAgentsResponse agents;
+    if (client.Call(&v1::Aggregator::StubInterface::ListAgents, v1::ListAgentsRequest(), &agents)
+            .ok()) {
+      int probed = 0;
+      for (const auto& a : agents.agents()) {
+        probed += a.state() == v1::AGENT_STATE_ONLINE && a.clock().probe_count() >= 2;
+      }
+      ready = probed == hosts;
+    }
+    if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (ready) return absl::OkStatus();
+  return absl::DeadlineExceededError(
+      absl::StrCat("the agents did not all register in 30 s; see ", dir));
+}
+
+// Each host's clock error at the window's middle, from the simulated hosts' ground truth, next
+// to the correction the aggregator found, as the hosts' extra output fields.
+void AddClockErrors(const CaptureResult& result,
+                    const std::map<std::string, std::string>& truth_files,
+                    CaptureOptions* capture) {
+  const int64_t mid =
+      result.summary.start_ns() + (result.summary.end_ns() - result.summary.start_ns()) / 2;
+  for (const auto& h : result.summary.hosts()) {
+    auto file = truth_files.find(h.host_name());
+    if (file == truth_files.end()) continue;
+    json t = json::parse(Slurp(file->second), nullptr, false);
+    if (t.is_discarded() || !t.contains("clock_offset_ns")) continue;
+    const double truth = t["clock_offset_ns"].get<double>() +
+                         t["clock_drift_ppm"].get<double>() * 1e-6 *
+                             (static_cast<double>(mid) - t["clock_epoch_ns"].get<double>()) +
+                         t["device_clock_offset_ns"].get<double>();
+    const int64_t injected = std::llround(truth);
+    capture->host_extras[h.host_name()] = {
+        {"injected_offset_ns", injected},
+        {"error_ns",
+         h.status() == v1::CAPTURE_STATUS_COMPLETE ? h.clock_offset_ns() - injected : 0}};
+  }
+}
+
+// The clock errors given to the simulated hosts next to what the aggregator recovered.
+void WriteClockTable(const CaptureResult& result, const CaptureOptions& capture,
+                     std::ostream& out) {
+  out << "\nclock errors given to the simulated hosts and what the aggregator recovered\n";
+  TextTable t({{"HOST"},
+               {"GIVEN", TextTable::Align::kRight},
+               {"CORRECTION", TextTable::Align::kRight},
+               {"ERROR", TextTable::Align::kRight},
+               {"+-", TextTable::Align::kRight}});
+  for (const auto& h : result.summary.hosts()) {
+    auto it = capture.host_extras.find(h.host_name());
+    if (it == capture.host_extras.end() || h.status() != v1::CAPTURE_STATUS_COMPLETE) continue;
+    t.AddRow({h.host_name(), FormatSignedNs(it->second["injected_offset_ns"].get<int64_t>()),
+              FormatSignedNs(h.clock_offset_ns()),
+              FormatSignedNs(it->second["error_ns"].get<int64_t>()),
+              FormatSignedNs(h.clock_uncertainty_ns())});
+  }
+  t.Write(out);
+}
+
 }  // namespace
 
 int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
@@ -264,20 +329,9 @@ int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
   AggregatorTarget target;
   target.address = agg_addr;
   AggregatorClient client(target, clock);
-  bool ready = false;
-  for (int i = 0; i < 300 && !ready; ++i) {
-    v1::ListAgentsResponse agents;
-    if (client.Call(&v1::Aggregator::StubInterface::ListAgents, v1::ListAgentsRequest(), &agents)
-            .ok()) {
-      int probed = 0;
-      for (const auto& a : agents.agents()) {
-        probed += a.state() == v1::AGENT_STATE_ONLINE && a.clock().probe_count() >= 2;
-      }
-      ready = probed == options.hosts;
-    }
-    if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (absl::Status s = WaitForAgents(client, options.hosts, dir); !s.ok()) {
+    return fail(std::string(s.message()));
   }
-  if (!ready) return fail(absl::StrCat("the agents did not all register in 30 s; see ", dir));
 
   CaptureOptions capture;
   capture.duration_ns = options.duration_ns;
@@ -288,23 +342,7 @@ int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
   absl::StatusOr<CaptureResult> result = RunCapture(client, capture, out, err);
   if (!result.ok()) return fail(std::string(result.status().message()));
 
-  // Each host's clock error at the window's middle, from the simulated hosts' ground truth,
-  // next to the correction the aggregator found.
-  const int64_t mid =
-      result->summary.start_ns() + (result->summary.end_ns() - result->summary.start_ns()) / 2;
-  for (const auto& h : result->summary.hosts()) {
-    json t = json::parse(Slurp(truth_files[h.host_name()]), nullptr, false);
-    if (t.is_discarded() || !t.contains("clock_offset_ns")) continue;
-    const double truth = t["clock_offset_ns"].get<double>() +
-                         t["clock_drift_ppm"].get<double>() * 1e-6 *
-                             (static_cast<double>(mid) - t["clock_epoch_ns"].get<double>()) +
-                         t["device_clock_offset_ns"].get<double>();
-    const int64_t injected = std::llround(truth);
-    capture.host_extras[h.host_name()] = {
-        {"injected_offset_ns", injected},
-        {"error_ns",
-         h.status() == v1::CAPTURE_STATUS_COMPLETE ? h.clock_offset_ns() - injected : 0}};
-  }
+  AddClockErrors(*result, truth_files, &capture);
   ExportOptions exp;
   exp.capture_id = result->capture_id;
   exp.path = (fs::path(dir) / (result->capture_id + ".pftrace")).string();
@@ -318,21 +356,7 @@ int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
   }
   WriteCaptureResult(*result, capture, extra, out);
   if (table) {
-    out << "\nclock errors given to the simulated hosts and what the aggregator recovered\n";
-    TextTable t({{"HOST"},
-                 {"GIVEN", TextTable::Align::kRight},
-                 {"CORRECTION", TextTable::Align::kRight},
-                 {"ERROR", TextTable::Align::kRight},
-                 {"+-", TextTable::Align::kRight}});
-    for (const auto& h : result->summary.hosts()) {
-      auto it = capture.host_extras.find(h.host_name());
-      if (it == capture.host_extras.end() || h.status() != v1::CAPTURE_STATUS_COMPLETE) continue;
-      t.AddRow({h.host_name(), FormatSignedNs(it->second["injected_offset_ns"].get<int64_t>()),
-                FormatSignedNs(h.clock_offset_ns()),
-                FormatSignedNs(it->second["error_ns"].get<int64_t>()),
-                FormatSignedNs(h.clock_uncertainty_ns())});
-    }
-    t.Write(out);
+    WriteClockTable(*result, capture, out);
     if (trace.ok()) {
       out << "\nmerged timeline: " << *trace << "\n  open it at https://ui.perfetto.dev\n";
     } else {
