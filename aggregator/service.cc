@@ -17,6 +17,7 @@
 #include "export/trace_export.h"
 #include "export/xspace_export.h"
 #include "ingest/capture_ingest.h"
+#include "insight/insight_proto.h"
 #include "insight/verdict.h"
 #include "proto/grpc_status.h"
 #include "trace/kernel_stats.h"
@@ -179,26 +180,15 @@ podprof::v1::KernelInsight InsightOf(const storage::StatRow& r,
     f.straggler = in->straggler;
     f.collective = in->wait_instances > 0;
   }
-  const insight::Verdict v = insight::Decide(f);
-  podprof::v1::KernelInsight insight;
-  podprof::v1::KernelInsight* out = &insight;
-  out->set_verdict(insight::BoundName(v.bound));
-  out->set_verdict_text(v.text);
-  out->set_arithmetic_intensity(v.intensity);
-  out->set_ridge_point(v.ridge);
-  out->set_roofline_fraction(v.roofline_fraction);
-  out->set_wait_fraction(v.wait_fraction);
-  out->set_wait_ps(f.wait_ps);
-  out->set_straggler(f.straggler);
-  out->set_has_counters(in != nullptr && (!in->gauges.empty() || !in->totals.empty()));
-  out->set_stall_fraction(v.stall_fraction);
-  out->set_dominant_stall(v.dominant_stall);
+  podprof::v1::KernelInsight out;
+  insight::VerdictToProto(f, insight::Decide(f), &out);
+  // Energy and other running counters count too: the store attributed their totals.
+  out.set_has_counters(in != nullptr && (!in->gauges.empty() || !in->totals.empty()));
   if (in != nullptr) {
-    for (const auto& [name, mean] : in->gauges) (*out->mutable_utilization())[name] = mean;
-    for (const auto& [name, total] : in->totals) (*out->mutable_totals())[name] = total;
-    out->set_counter_covered_ps(in->covered_ps);
+    for (const auto& [name, total] : in->totals) (*out.mutable_totals())[name] = total;
+    out.set_counter_covered_ps(in->covered_ps);
   }
-  return insight;
+  return out;
 }
 
 // The insights of the first `n` of `rows` (stats grouped by kernel, or by chip with

@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "cli/exit_codes.h"
+#include "cli/export_command.h"
 #include "common/clock.h"
 #include "nlohmann/json.hpp"
 

@@ -12,8 +12,8 @@
 #include <ostream>
 #include <string>
 
+#include "cli/capture_command.h"
 #include "cli/format.h"
-#include "cli/pod_commands.h"
 
 namespace podprof::cli {
 

@@ -4,9 +4,13 @@
 #include <cmath>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
+#include "nlohmann/json.hpp"
 
 namespace podprof::cli {
 namespace {
@@ -29,6 +33,28 @@ std::string TruncateChars(absl::string_view s, size_t n) {
 }
 
 }  // namespace
+
+int DefaultTop(int top, OutputFormat format) {
+  if (top >= 0) return top;
+  return format == OutputFormat::kTable ? kDefaultTableRows : 0;
+}
+
+void WriteJson(const nlohmann::json& j, std::ostream& out) {
+  out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+}
+
+std::string OneLine(absl::string_view s) {
+  return std::string(
+      absl::StripAsciiWhitespace(absl::StrReplaceAll(s, {{"\r\n", " "}, {"\n", " "}})));
+}
+
+std::string CsvDouble(double v) { return absl::StrCat(v); }
+
+std::string CountOf(uint64_t n, absl::string_view noun) {
+  return absl::StrCat(n, " ", noun, n == 1 ? "" : "s");
+}
+
+std::string FormatMeanPs(double mean_ps) { return FormatDurationPs(std::llround(mean_ps)); }
 
 std::string CsvField(absl::string_view s) {
   if (s.find_first_of(",\"\n\r") == absl::string_view::npos) return std::string(s);

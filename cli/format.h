@@ -11,11 +11,35 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "nlohmann/json_fwd.hpp"
 
 namespace podprof::cli {
 
 // What a subcommand writes to stdout: an aligned table for people, JSON or CSV for scripts.
 enum class OutputFormat { kTable, kJson, kCsv };
+
+// Rows a table shows when the user gave no --top; csv and json show all.
+inline constexpr int kDefaultTableRows = 25;
+
+// The rows to show for a --top of `top`: `top` when given (>= 0; 0 = all), else
+// kDefaultTableRows for the table and all for csv and json.
+int DefaultTop(int top, OutputFormat format);
+
+// Writes `j` indented, ending in a newline. Names from captures may hold invalid UTF-8: it is
+// replaced, never thrown about.
+void WriteJson(const nlohmann::json& j, std::ostream& out);
+
+// `s` on one line: line breaks become spaces, surrounding whitespace goes (error messages).
+std::string OneLine(absl::string_view s);
+
+// A number for CSV: six significant digits, enough for rates and relative changes.
+std::string CsvDouble(double v);
+
+// "1 capture", "2 captures".
+std::string CountOf(uint64_t n, absl::string_view noun);
+
+// A mean duration in ps, rounded, for people ("1.23 us").
+std::string FormatMeanPs(double mean_ps);
 
 // Returns `s` as one CSV field: unchanged unless it holds a comma, a quote or a line break,
 // else quoted with inner quotes doubled (RFC 4180). Kernel names contain commas and quotes.

@@ -1,30 +1,39 @@
 // The aggregator subcommands: writers on canned answers, flag-value parsing and import path
 // expansion as pure functions; the Run* functions against a fake aggregator served on
 // 127.0.0.1:0; and the real `podprof` binary as a child process for exit codes and stderr.
-#include "cli/aggregator_commands.h"
-
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
-#include "cli/inspect.h"
+#include "cli/captures_command.h"
+#include "cli/diff_command.h"
+#include "cli/history_command.h"
+#include "cli/import_command.h"
+#include "cli/kernel_rows.h"
+#include "cli/proto_json.h"
+#include "cli/stats_command.h"
 #include "common/clock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/cli/run_podprof.h"
+#include "tests/trace/test_util.h"
 
 namespace podprof::cli {
 namespace {
 
+using testing::FixturePath;
 using testing::Lines;
 using testing::PodprofResult;
 using testing::RunPodprof;
@@ -210,22 +219,83 @@ TEST(WriteCapturesTest, JsonIsAnArrayOfObjects) {
   EXPECT_EQ(j[1]["start_ns"], kStartNs - 100'123'000'000);
 }
 
-TEST(WriteKernelStatsTest, CsvHeaderIsInspectsWithCaptureFirstAndTheVerdictLast) {
-  EXPECT_EQ(std::string(kStatsCsvHeader),
-            absl::StrCat("capture,", kInspectCsvHeader,
-                         ",verdict,mxu_busy,stall_fraction,wait_fraction"));
+TEST(KernelRowsTest, CsvAndJsonHaveEveryFieldTheTableShows) {
+  // Each column of the widest table (by chip) and where csv and json keep it.
+  const std::vector<std::tuple<std::string, std::string, std::string>> columns = {
+      {"HOST", "host", "/host"},
+      {"CHIP", "chip", "/chip"},
+      {"KERNEL", "kernel", "/kernel"},
+      {"MODULE", "module", "/module"},
+      {"CATEGORY", "category", "/category"},
+      {"COUNT", "count", "/count"},
+      {"TOTAL", "total_ps", "/total_ps"},
+      {"MEAN", "mean_ps", "/mean_ps"},
+      {"P50", "p50_ps", "/p50_ps"},
+      {"P99", "p99_ps", "/p99_ps"},
+      {"MAX", "max_ps", "/max_ps"},
+      {"TFLOP/S", "achieved_tflops", "/achieved_tflops"},
+      {"%PEAK", "fraction_of_peak_flops", "/fraction_of_peak_flops"},
+      {"GB/S", "achieved_hbm_gbps", "/achieved_hbm_gbps"},
+      {"%HBM", "fraction_of_peak_hbm", "/fraction_of_peak_hbm"},
+      {"MXU", "mxu_busy", "/insight/utilization/mxu_busy"},
+      {"STALL", "stall_fraction", "/insight/stall_fraction"},
+      {"WAIT", "wait_fraction", "/insight/wait_fraction"},
+      {"VERDICT", "verdict", "/insight/verdict"}};
+  const v1::GetKernelStatsResponse r = TwoStatsRows();
+  std::ostringstream table;
+  WriteKernelRowsTable(r.stats(), StatsGrouping::kChip, table);
+  const std::vector<std::string> header = absl::StrSplit(kKernelCsvHeader, ',');
+  const nlohmann::json row = KernelRowJson(r.stats(0));  // the row with counters
+  for (const auto& [column, csv, json] : columns) {
+    EXPECT_TRUE(absl::StrContains(Lines(table.str())[0], column)) << column;
+    EXPECT_NE(std::find(header.begin(), header.end(), csv), header.end()) << csv;
+    EXPECT_TRUE(row.contains(nlohmann::json::json_pointer(json))) << json << " in " << row.dump();
+  }
+  // JSON numbers are numbers, 64-bit ones too.
+  EXPECT_TRUE(row["total_ps"].is_number_integer());
+  EXPECT_TRUE(row["program_id"].is_number_integer());
 }
 
-TEST(WriteKernelStatsTest, CsvRowsStarRollUpsAndGivePerCallCosts) {
-  std::ostringstream out;
-  WriteKernelStats(TwoStatsRows(), StatsGrouping::kChip, OutputFormat::kCsv, out);
-  EXPECT_EQ(out.str(),
-            "capture,host,chip,kernel,category,count,total_ps,min_ps,max_ps,mean_ps,p50_ps,p90_ps,"
-            "p99_ps,flops,bytes_accessed,verdict,mxu_busy,stall_fraction,wait_fraction\n"
-            "cap-2,*,*,fusion.12,convolution fusion,3,3000,900,1200,1001,1000,1100,1190,1000,2000,"
-            "compute bound,0.5,0.125,0\n"
-            // No counters: their fields are empty, not 0.
-            "cap-2,h0,2,\"void k<a, b>(\"\"x\"\")\",custom,1,5,5,5,5,5,5,5,0,0,,,,0\n");
+TEST(KernelRowsTest, InspectAndStatsWriteRowsOfOneShape) {
+  // The same kernel rows from a file (`inspect`) and from the aggregator (`stats`).
+  PodprofResult inspect =
+      RunPodprof("inspect --format json --top 3 '" + FixturePath(testing::kTpuFixture) + "'");
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.err;
+  const nlohmann::json file_row = nlohmann::json::parse(inspect.out)["kernels"][0];
+  const nlohmann::json stored_row = KernelRowJson(TwoStatsRows().stats(0));
+  auto keys = [](const nlohmann::json& j) {
+    std::vector<std::string> k;
+    for (const auto& item : j.items()) k.push_back(item.key());
+    return k;
+  };
+  EXPECT_EQ(keys(file_row), keys(stored_row));
+  EXPECT_EQ(file_row["host"], "tpu_v6e_4chip_host_offload");
+  EXPECT_FALSE(file_row["insight"]["verdict"].get<std::string>().empty()) << file_row.dump();
+  EXPECT_GT(file_row["chip_count"].get<int>(), 0);
+
+  PodprofResult csv =
+      RunPodprof("inspect --format csv --top 3 '" + FixturePath(testing::kTpuFixture) + "'");
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  EXPECT_EQ(Lines(csv.out)[0], kKernelCsvHeader);
+}
+
+TEST(ProtoJsonTest, SixtyFourBitIntegersAreNumbersAndEnumsNames) {
+  v1::KernelHistoryPoint p;
+  p.set_capture_id("cap-1");
+  p.set_capture_start_ns(int64_t{1} << 60);
+  p.set_p99_ps(1210);
+  v1::CaptureSummary s;
+  s.set_status(v1::CAPTURE_STATUS_COMPLETE);
+  (*s.mutable_labels())["run"] = "a";
+  const nlohmann::json pj = ProtoToJson(p);
+  EXPECT_EQ(pj["capture_start_ns"].get<int64_t>(), int64_t{1} << 60);
+  EXPECT_EQ(pj["p99_ps"], 1210);
+  EXPECT_TRUE(pj["p99_ps"].is_number_integer());
+  EXPECT_EQ(pj["count"], 0);  // zeros are present
+  const nlohmann::json sj = ProtoToJson(s);
+  EXPECT_EQ(sj["status"], "CAPTURE_STATUS_COMPLETE");
+  EXPECT_EQ(sj["labels"]["run"], "a");
+  EXPECT_TRUE(sj["hosts"].is_array());
 }
 
 TEST(WriteKernelStatsTest, TableHasInspectsColumnsAndHintsAtMoreRows) {
@@ -359,8 +429,8 @@ TEST(WriteImportResultTest, FileErrorsAreWarningsOnStderr) {
   std::ostringstream csv, csv_err;
   WriteImportResult(r, OutputFormat::kCsv, csv, csv_err);
   EXPECT_EQ(Lines(csv.str())[1],
-            "cap-new,*,*,fusion.12,convolution fusion,3,3000,900,1200,1001,1000,1100,1190,1000,"
-            "2000,compute bound,0.5,0.125,0");
+            "cap-new,*,*,fusion.12,jit_step,convolution fusion,3,3000,900,1200,1001,1000,1100,1190,"
+            "1000,2000,1000,0.5,0,0,0.5,0.125,0,compute bound");
 }
 
 TEST(TextTableTest, PadsByCharactersAndCutsLongCells) {

@@ -75,7 +75,9 @@ TEST(DemoTest, JsonResultHasEveryHostsClockAndATraceAndNothingIsLeftRunning) {
   EXPECT_NE(j["hosts"][0]["injected_offset_ns"], j["hosts"][1]["injected_offset_ns"]);
   ASSERT_FALSE(j["top_kernels"].empty());
   for (const auto& k : j["top_kernels"]) {
-    EXPECT_FALSE(k["name"].get<std::string>().empty());
+    EXPECT_FALSE(k["kernel"].get<std::string>().empty());
+    // The verdict the table shows is in the JSON too.
+    EXPECT_FALSE(k["insight"]["verdict"].get<std::string>().empty()) << k.dump();
     EXPECT_GT(k["count"].get<int64_t>(), 0);
     EXPECT_GE(k["p99_ps"].get<int64_t>(), k["p50_ps"].get<int64_t>());
     EXPECT_GT(k["total_ps"].get<int64_t>(), 0);

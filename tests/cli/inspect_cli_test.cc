@@ -31,9 +31,11 @@ TEST(InspectCliTest, CsvHasExactColumnsAndOneRowPerChipAndKernel) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::vector<std::string> lines = Lines(r.out);
   ASSERT_GT(lines.size(), 1u);
+  // The columns every command writes kernel rows with; the first names the file.
   EXPECT_EQ(lines[0],
-            "host,chip,kernel,category,count,total_ps,min_ps,max_ps,mean_ps,p50_ps,p90_ps,p99_ps,"
-            "flops,bytes_accessed");
+            "capture,host,chip,kernel,module,category,count,total_ps,min_ps,max_ps,mean_ps,p50_ps,"
+            "p90_ps,p99_ps,flops,bytes_accessed,achieved_tflops,fraction_of_peak_flops,"
+            "achieved_hbm_gbps,fraction_of_peak_hbm,mxu_busy,stall_fraction,wait_fraction,verdict");
 
   // Independent totals from the library: the CLI must print what the reader computed.
   auto capture = trace::ReadXSpaceFile(path);
@@ -44,16 +46,18 @@ TEST(InspectCliTest, CsvHasExactColumnsAndOneRowPerChipAndKernel) {
   int64_t prev_total = INT64_MAX;
   for (size_t i = 1; i < lines.size(); ++i) {
     std::vector<std::string> cols = absl::StrSplit(lines[i], ',');
-    ASSERT_EQ(cols.size(), 14u) << lines[i];
-    EXPECT_EQ(cols[0], "tpu_v6e_4chip_host_offload");
+    ASSERT_EQ(cols.size(), 24u) << lines[i];
+    EXPECT_EQ(cols[0], path);
+    EXPECT_EQ(cols[1], "tpu_v6e_4chip_host_offload");
     int chip;
-    ASSERT_TRUE(absl::SimpleAtoi(cols[1], &chip));
+    ASSERT_TRUE(absl::SimpleAtoi(cols[2], &chip));
     EXPECT_GE(chip, 0);
     EXPECT_LE(chip, 3);
     int64_t count, total, min, max, p50, p99;
-    ASSERT_TRUE(absl::SimpleAtoi(cols[4], &count) && absl::SimpleAtoi(cols[5], &total) &&
-                absl::SimpleAtoi(cols[6], &min) && absl::SimpleAtoi(cols[7], &max) &&
-                absl::SimpleAtoi(cols[9], &p50) && absl::SimpleAtoi(cols[11], &p99));
+    ASSERT_TRUE(absl::SimpleAtoi(cols[6], &count) && absl::SimpleAtoi(cols[7], &total) &&
+                absl::SimpleAtoi(cols[8], &min) && absl::SimpleAtoi(cols[9], &max) &&
+                absl::SimpleAtoi(cols[11], &p50) && absl::SimpleAtoi(cols[13], &p99));
+    EXPECT_FALSE(cols[23].empty()) << "every row has a verdict: " << lines[i];
     EXPECT_LE(min, p50);
     EXPECT_LE(p50, p99);
     EXPECT_LE(p99, max);
@@ -80,11 +84,11 @@ TEST(InspectCliTest, ByKernelRollsUpWithStarChip) {
   std::map<std::string, int64_t> count_by_kernel;
   for (size_t i = 1; i < lines.size(); ++i) {
     std::vector<std::string> cols = absl::StrSplit(lines[i], ',');
-    EXPECT_EQ(cols[1], "*");
-    if (cols[2] == "all-reduce") {
-      EXPECT_EQ(cols[3], "all-reduce");
-      EXPECT_EQ(cols[4], "12");  // 3 all-reduces on each of 4 chips
-      EXPECT_EQ(cols[12], "1342177280");
+    EXPECT_EQ(cols[2], "*");
+    if (cols[3] == "all-reduce") {
+      EXPECT_EQ(cols[5], "all-reduce");
+      EXPECT_EQ(cols[6], "12");  // 3 all-reduces on each of 4 chips
+      EXPECT_EQ(cols[14], "1342177280");
     }
   }
 }

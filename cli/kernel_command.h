@@ -1,14 +1,16 @@
-// `podprof kernel` (one kernel: what it is, its statistics, verdict and history) and
-// `podprof stragglers` (who made the pod wait at a capture's collectives).
-#ifndef PODPROF_CLI_KERNEL_COMMANDS_H_
-#define PODPROF_CLI_KERNEL_COMMANDS_H_
+// `podprof kernel`: one kernel: what it is (HLO, source, MLIR), its statistics and verdict in
+// a capture, per chip, and its history over the stored captures.
+#ifndef PODPROF_CLI_KERNEL_COMMAND_H_
+#define PODPROF_CLI_KERNEL_COMMAND_H_
 
+#include <memory>
 #include <ostream>
 #include <string>
 
 #include "absl/status/status.h"
-#include "cli/aggregator_commands.h"
-#include "proto/podprof_aggregator.grpc.pb.h"
+#include "cli/command.h"
+#include "nlohmann/json_fwd.hpp"
+#include "proto/podprof_aggregator.pb.h"
 
 namespace podprof::cli {
 
@@ -20,23 +22,20 @@ struct KernelOptions {
   OutputFormat format = OutputFormat::kTable;
 };
 
+std::unique_ptr<Command> AddKernelCommand(CLI::App& app, CliContext& context);
+
 // Errors: those of AggregatorClient::Check (NOT_FOUND naming the kernel or the capture),
 // Unavailable when `out` fails.
 absl::Status RunKernel(AggregatorClient& client, const KernelOptions& options, std::ostream& out);
+
+// The table (and csv, which has no better form for one kernel) of `response`.
 void WriteKernel(const v1::DescribeKernelResponse& response, const KernelOptions& options,
                  std::ostream& out);
 
-struct StragglerOptions {
-  std::string capture_id;
-  int top = 10;  // worst instances shown in the table
-  OutputFormat format = OutputFormat::kTable;
-};
-
-absl::Status RunStragglers(AggregatorClient& client, const StragglerOptions& options,
-                           std::ostream& out);
-void WriteStragglers(const v1::GetStragglersResponse& response, const StragglerOptions& options,
-                     std::ostream& out);
+// `response` as JSON: the kernel's identity and texts, its roll-up and per-chip rows as every
+// command writes kernel rows (cli/kernel_rows.h), and its history.
+nlohmann::json KernelJson(const v1::DescribeKernelResponse& response);
 
 }  // namespace podprof::cli
 
-#endif  // PODPROF_CLI_KERNEL_COMMANDS_H_
+#endif  // PODPROF_CLI_KERNEL_COMMAND_H_

@@ -1,17 +1,19 @@
-// `podprof agents`, `capture` and `export`: the commands that drive a pod through the
-// aggregator, and the capture display `podprof demo` shares.
-#ifndef PODPROF_CLI_POD_COMMANDS_H_
-#define PODPROF_CLI_POD_COMMANDS_H_
+// `podprof capture`: every chosen host captured at one instant through the aggregator, with
+// a live display while it runs; also what `podprof demo` runs and prints.
+#ifndef PODPROF_CLI_CAPTURE_COMMAND_H_
+#define PODPROF_CLI_CAPTURE_COMMAND_H_
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "cli/aggregator_commands.h"
-#include "cli/format.h"
+#include "cli/capture_rows.h"
+#include "cli/command.h"
+#include "cli/kernel_rows.h"
 #include "nlohmann/json.hpp"
 
 namespace podprof::cli {
@@ -26,19 +28,10 @@ struct Display {
   static Display ForStdout(bool no_color);
 };
 
-struct AgentsOptions {
-  std::map<std::string, std::string> selector;
-  OutputFormat format = OutputFormat::kTable;
-};
-
-// Lists the registered agents: host, address, state, chips, labels, last heartbeat and the
-// clock model (offset, uncertainty, drift, fastest round trip).
-absl::Status RunAgents(AggregatorClient& client, const AgentsOptions& options, std::ostream& out);
-
 struct CaptureOptions {
   std::vector<std::string> hosts;  // empty with `all` or a selector
-  std::map<std::string, std::string> selector;
-  std::map<std::string, std::string> labels;  // stored with the capture
+  LabelMap selector;
+  LabelMap labels;  // stored with the capture
   int64_t duration_ns = 2'000'000'000;
   int64_t delay_ns = 0;
   uint32_t host_tracer_level = 0;    // 0 = the agent's default
@@ -56,8 +49,10 @@ struct CaptureResult {
   std::string capture_id;
   v1::CaptureStatus status = v1::CAPTURE_STATUS_UNSPECIFIED;
   v1::CaptureSummary summary;
-  std::vector<v1::KernelStats> top_kernels;
+  KernelRows top_kernels;
 };
+
+std::unique_ptr<Command> AddCaptureCommand(CLI::App& app, CliContext& context);
 
 // Starts a capture, shows its progress while it runs (a live per-host display on a terminal,
 // plain log lines to `err` otherwise), then writes the capture id, each host's outcome and
@@ -70,19 +65,6 @@ absl::StatusOr<CaptureResult> RunCapture(AggregatorClient& client, const Capture
 void WriteCaptureResult(const CaptureResult& result, const CaptureOptions& options,
                         const nlohmann::json& extra, std::ostream& out);
 
-enum class ExportKind { kPerfetto, kChrome, kXprof };
-
-struct ExportOptions {
-  std::string capture_id;
-  ExportKind kind = ExportKind::kPerfetto;
-  std::string path;  // file (perfetto, chrome) or directory (xprof); empty: <capture>.<ext>
-};
-
-// Streams the export from the aggregator into `options.path` (written to a temporary name and
-// renamed when complete, so a failed export leaves no half file). Returns the path written.
-absl::StatusOr<std::string> RunExport(AggregatorClient& client, const ExportOptions& options,
-                                      std::ostream& err);
-
 }  // namespace podprof::cli
 
-#endif  // PODPROF_CLI_POD_COMMANDS_H_
+#endif  // PODPROF_CLI_CAPTURE_COMMAND_H_

@@ -1,0 +1,135 @@
+#include "cli/agents_command.h"
+
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "cli/exit_codes.h"
+#include "common/clock.h"
+#include "common/status_macros.h"
+#include "nlohmann/json.hpp"
+
+namespace podprof::cli {
+namespace {
+
+using Stub = v1::Aggregator::StubInterface;
+using nlohmann::json;
+
+class AgentsCommand : public AggregatorCommand {
+ public:
+  AgentsCommand(CLI::App* cmd, CliContext& context) : AggregatorCommand(cmd) {
+    AddAggregatorFlags(cmd, context);
+    cmd->add_option("--selector", selector_, "Only agents with this label, key=value; repeatable")
+        ->allow_extra_args(false);
+    cmd->footer(
+        "Examples:\n  podprof agents --aggregator 10.0.0.5:7100\n"
+        "  podprof agents --selector slice=s1 --format json");
+  }
+
+ protected:
+  int RunWith(AggregatorClient& client, CliContext& context, std::ostream& out,
+              std::ostream& err) override {
+    absl::StatusOr<LabelMap> selector = ParseLabels(selector_);
+    if (!selector.ok()) return Failed(err, selector.status(), kExitUsage);
+    AgentsOptions options;
+    options.selector = *selector;
+    options.format = context.format;
+    absl::Status s = RunAgents(client, options, out);
+    return s.ok() ? 0 : Failed(err, s, kExitBadInput);
+  }
+
+ private:
+  std::vector<std::string> selector_;
+};
+
+const char* StateName(v1::AgentState s) {
+  switch (s) {
+    case v1::AGENT_STATE_ONLINE:
+      return "online";
+    case v1::AGENT_STATE_STALE:
+      return "stale";
+    case v1::AGENT_STATE_OFFLINE:
+      return "offline";
+    default:
+      return "unknown";
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Command> AddAgentsCommand(CLI::App& app, CliContext& context) {
+  return std::make_unique<AgentsCommand>(
+      app.add_subcommand("agents", "List the agents registered with the aggregator"), context);
+}
+
+absl::Status RunAgents(AggregatorClient& client, const AgentsOptions& options, std::ostream& out) {
+  v1::ListAgentsRequest request;
+  for (const auto& [k, v] : options.selector) (*request.mutable_label_selector())[k] = v;
+  v1::ListAgentsResponse response;
+  RETURN_IF_ERROR(client.Call(&Stub::ListAgents, request, &response));
+  const int64_t now = client.clock().NowNs();
+  switch (options.format) {
+    case OutputFormat::kJson: {
+      json agents = json::array();
+      for (const auto& a : response.agents()) {
+        agents.push_back({{"host", a.host().host_name()},
+                          {"address", a.host().agent_address()},
+                          {"state", StateName(a.state())},
+                          {"chips", a.host().chips_size()},
+                          {"labels", SortedLabels(a.host().labels())},
+                          {"last_heartbeat_ns", a.last_heartbeat_ns()},
+                          {"clock_offset_ns", a.clock().offset_ns()},
+                          {"clock_uncertainty_ns", a.clock().uncertainty_ns()},
+                          {"clock_drift_ppb", a.clock().drift_ppb()},
+                          {"min_rtt_ns", a.clock().min_rtt_ns()},
+                          {"probe_count", a.clock().probe_count()},
+                          {"active_capture_id", a.active_capture_id()}});
+      }
+      WriteJson({{"agents", agents}}, out);
+      break;
+    }
+    case OutputFormat::kCsv:
+      out << "host,address,state,chips,labels,last_heartbeat_ns,clock_offset_ns,"
+             "clock_uncertainty_ns,clock_drift_ppb,min_rtt_ns,probe_count,active_capture_id\n";
+      for (const auto& a : response.agents()) {
+        out << CsvField(a.host().host_name()) << "," << CsvField(a.host().agent_address()) << ","
+            << StateName(a.state()) << "," << a.host().chips_size() << ","
+            << CsvField(JoinLabels(a.host().labels())) << "," << a.last_heartbeat_ns() << ","
+            << a.clock().offset_ns() << "," << a.clock().uncertainty_ns() << ","
+            << a.clock().drift_ppb() << "," << a.clock().min_rtt_ns() << ","
+            << a.clock().probe_count() << "," << CsvField(a.active_capture_id()) << "\n";
+      }
+      break;
+    case OutputFormat::kTable: {
+      using Col = TextTable::Column;
+      using A = TextTable::Align;
+      TextTable t({Col{"HOST"}, Col{"ADDRESS"}, Col{"STATE"}, Col{"CHIPS", A::kRight},
+                   Col{"LABELS", A::kLeft, 32}, Col{"HEARTBEAT", A::kRight},
+                   Col{"CLOCK OFFSET", A::kRight}, Col{"+-", A::kRight}, Col{"DRIFT", A::kRight},
+                   Col{"RTT", A::kRight}, Col{"CAPTURE"}});
+      for (const auto& a : response.agents()) {
+        t.AddRow({a.host().host_name(), a.host().agent_address(), StateName(a.state()),
+                  absl::StrCat(a.host().chips_size()), JoinLabels(a.host().labels()),
+                  absl::StrFormat("%.1f s ago", (now - a.last_heartbeat_ns()) / 1e9),
+                  a.clock().probe_count() > 0 ? FormatSignedNs(a.clock().offset_ns()) : "-",
+                  a.clock().probe_count() > 0 ? FormatSignedNs(a.clock().uncertainty_ns()) : "-",
+                  a.clock().probe_count() > 1
+                      ? absl::StrFormat("%+.2f ppm", a.clock().drift_ppb() / 1e3)
+                      : "-",
+                  a.clock().probe_count() > 0 ? FormatSignedNs(a.clock().min_rtt_ns()) : "-",
+                  a.active_capture_id().empty() ? "-" : a.active_capture_id()});
+      }
+      out << response.agents_size() << " agents\n";
+      if (t.rows() > 0) {
+        out << "\n";
+        t.Write(out);
+      }
+      break;
+    }
+  }
+  return FlushOutput(out);
+}
+
+}  // namespace podprof::cli

@@ -1,0 +1,65 @@
+#include "cli/aggregator_client.h"
+
+#include <chrono>
+
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+#include "cli/format.h"
+
+namespace podprof::cli {
+namespace {
+
+// Statistics of every kernel of a large capture, one sketch per row, can pass gRPC's 4 MiB
+// default; the bound still stops a confused server from exhausting memory.
+constexpr int kMaxResponseBytes = 256 << 20;
+
+}  // namespace
+
+AggregatorClient::AggregatorClient(const AggregatorTarget& target, Clock& clock)
+    : address_(target.address), timeout_ns_(target.timeout_ns), clock_(clock) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxResponseBytes);
+  channel_ = grpc::CreateCustomChannel(
+      address_,
+      target.credentials != nullptr ? target.credentials : grpc::InsecureChannelCredentials(),
+      args);
+  stub_ = v1::Aggregator::NewStub(channel_);
+}
+
+void AggregatorClient::SetDeadline(grpc::ClientContext& context) {
+  context.set_deadline(std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(
+          std::chrono::nanoseconds(clock_.NowNs() + timeout_ns_))));
+}
+
+absl::Status AggregatorClient::Check(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  // gRPC's codes are absl's canonical codes, number for number.
+  const auto code = static_cast<absl::StatusCode>(status.error_code());
+  std::string detail = OneLine(status.error_message());
+  if (detail.empty()) detail = absl::StatusCodeToString(code);
+  const std::string timeout = FormatDurationPs(timeout_ns_ * 1000);
+  // Only an aggregator that answered leaves the channel READY: a refused or lost connection
+  // leaves it failing or reconnecting. That tells "unreachable" from the aggregator's own
+  // UNAVAILABLE (e.g. while it shuts down).
+  const bool connected = channel_->GetState(/*try_to_connect=*/false) == GRPC_CHANNEL_READY;
+  if (!connected &&
+      (code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kDeadlineExceeded)) {
+    if (code == absl::StatusCode::kDeadlineExceeded) {
+      detail = absl::StrCat("no connection within ", timeout);
+    }
+    absl::Status s =
+        absl::UnavailableError(absl::StrCat("aggregator at ", address_, " unreachable: ", detail));
+    s.SetPayload(kUnreachablePayload, absl::Cord("1"));
+    return s;
+  }
+  if (code == absl::StatusCode::kDeadlineExceeded) {
+    absl::Status s = absl::DeadlineExceededError(absl::StrCat(
+        "aggregator at ", address_, " did not answer within ", timeout, " (see --timeout)"));
+    s.SetPayload(kUnreachablePayload, absl::Cord("1"));
+    return s;
+  }
+  return absl::Status(code, detail);
+}
+
+}  // namespace podprof::cli

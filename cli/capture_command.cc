@@ -1,0 +1,408 @@
+#include "cli/capture_command.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <deque>
+#include <thread>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "cli/exit_codes.h"
+#include "common/clock.h"
+#include "common/status_macros.h"
+
+namespace podprof::cli {
+namespace {
+
+using Stub = v1::Aggregator::StubInterface;
+using nlohmann::json;
+
+class CaptureCommand : public AggregatorCommand {
+ public:
+  CaptureCommand(CLI::App* cmd, CliContext& context) : AggregatorCommand(cmd) {
+    AddAggregatorFlags(cmd, context);
+    CLI::Option* hosts =
+        cmd->add_option("--hosts", options_.hosts, "Hosts to capture (comma-separated)")
+            ->delimiter(',');
+    CLI::Option* selector =
+        cmd->add_option("--selector", selector_, "Hosts with this label, key=value; repeatable")
+            ->allow_extra_args(false)
+            ->excludes(hosts);
+    cmd->add_flag("--all", all_, "Every online agent (the default)")
+        ->excludes(hosts)
+        ->excludes(selector);
+    cmd->add_option("--duration", options_.duration_ns, "Length of the window, e.g. 2s")
+        ->transform(PositiveDuration())
+        ->option_text("DURATION (default 2s)");
+    delay_ = cmd->add_option("--delay", delay_ns_, "Start the window this much later, e.g. 30s")
+                 ->transform(PositiveDuration())
+                 ->option_text("DURATION");
+    cmd->add_option("--host-tracer-level", options_.host_tracer_level,
+                    "Host TraceMe verbosity 0-3 (default: the agent's, 2)");
+    cmd->add_option("--counter-interval", options_.counter_interval_ms,
+                    "Runtime metric sampling interval, ms (default: the agent's)");
+    cmd->add_option("--top", options_.top, "Kernels listed at the end (default 10)");
+    cmd->add_option("--label", labels_, "Label stored with the capture, key=value; repeatable")
+        ->allow_extra_args(false);
+    cmd->footer(
+        "Examples:\n  podprof capture --duration 2s\n"
+        "  podprof capture --hosts tpu-0,tpu-1 --delay 30s --label run=baseline\n"
+        "  podprof capture --selector slice=s1 --format json > capture.json\n"
+        "Exit status: 0 complete, 1 partial (some hosts failed) or failed, 2 bad usage, 3 "
+        "aggregator unreachable.");
+  }
+
+ protected:
+  int RunWith(AggregatorClient& client, CliContext& context, std::ostream& out,
+              std::ostream& err) override {
+    absl::StatusOr<LabelMap> selector = ParseLabels(selector_);
+    if (!selector.ok()) return Failed(err, selector.status(), kExitUsage);
+    absl::StatusOr<LabelMap> labels = ParseLabels(labels_);
+    if (!labels.ok()) return Failed(err, labels.status(), kExitUsage);
+    options_.selector = *selector;
+    options_.labels = *labels;
+    if (delay_->count() > 0) options_.delay_ns = delay_ns_;
+    options_.format = context.format;
+    options_.display = Display::ForStdout(context.no_color);
+    absl::StatusOr<CaptureResult> result = RunCapture(client, options_, out, err);
+    if (!result.ok()) return Failed(err, result.status(), kExitBadInput);
+    WriteCaptureResult(*result, options_, json::object(), out);
+    if (absl::Status s = FlushOutput(out); !s.ok()) return Failed(err, s, kExitBadInput);
+    return result->status == v1::CAPTURE_STATUS_COMPLETE ? 0 : kExitPartial;
+  }
+
+ private:
+  CaptureOptions options_;
+  std::vector<std::string> selector_, labels_;
+  bool all_ = false;  // the default; the flag only makes it explicit
+  int64_t delay_ns_ = 0;
+  CLI::Option* delay_ = nullptr;
+};
+
+std::string Bar(double fraction, int width) {
+  const int filled = static_cast<int>(std::clamp(fraction, 0.0, 1.0) * width + 0.5);
+  return absl::StrCat("[", std::string(filled, '#'), std::string(width - filled, '.'), "]");
+}
+
+std::string Paint(const Display& d, const std::string& text, const char* code) {
+  return d.color ? absl::StrCat("\x1b[", code, "m", text, "\x1b[0m") : text;
+}
+
+// What the live display knows of one host.
+struct HostView {
+  std::string stage = "waiting";
+  uint64_t events = 0, bytes = 0;
+  bool failed = false;
+  std::string error;
+};
+
+const char* StageColor(const HostView& h) {
+  if (h.failed) return "31";
+  if (h.stage == "done") return "32";
+  if (h.stage == "streaming") return "36";
+  return "0";
+}
+
+// The per-host display while a capture runs: redrawn in place on a terminal.
+class LiveView {
+ public:
+  static constexpr size_t kMaxHostLines = 24;
+  LiveView(const Display& d, std::ostream& out, const std::vector<std::string>& hosts,
+           int64_t start_ns, int64_t duration_ns)
+      : d_(d), out_(out), start_ns_(start_ns), duration_ns_(duration_ns) {
+    for (const std::string& h : hosts) hosts_[h];
+  }
+  void Update(const v1::CaptureProgress& p) {
+    if (!p.has_host()) return;
+    HostView& h = hosts_[p.host().host_name()];
+    if (!p.detail().empty()) h.stage = p.detail();
+    h.events = std::max<uint64_t>(h.events, p.host().event_count());
+    h.bytes = std::max<uint64_t>(h.bytes, p.host().bytes_received());
+    h.failed = p.host().status() == v1::CAPTURE_STATUS_FAILED;
+    h.error = p.host().error_message();
+  }
+  void Draw(int64_t now_ns) {
+    std::vector<std::string> lines;
+    const double f = static_cast<double>(now_ns - start_ns_) / static_cast<double>(duration_ns_);
+    std::string window = now_ns < start_ns_
+                             ? absl::StrFormat("starts in %.1f s", (start_ns_ - now_ns) / 1e9)
+                         : f < 1 ? "capturing"
+                                 : "window over";
+    lines.push_back(absl::StrCat("window ", Bar(f, 30), " ", window));
+    size_t shown = 0;
+    std::map<std::string, int> rest;
+    for (const auto& [name, h] : hosts_) {
+      if (shown++ >= kMaxHostLines) {
+        ++rest[h.failed ? "failed" : h.stage];
+        continue;
+      }
+      std::string stage = absl::StrFormat("%-10s", h.failed ? "failed" : h.stage);
+      std::string line = absl::StrFormat("  %-16s %s", name, Paint(d_, stage, StageColor(h)));
+      if (h.events > 0 || h.bytes > 0) {
+        absl::StrAppend(&line, absl::StrFormat(" %10s  %9s events", FormatBytes(h.bytes),
+                                               absl::StrCat(h.events)));
+      }
+      if (h.failed) absl::StrAppend(&line, "  ", h.error);
+      lines.push_back(line);
+    }
+    if (!rest.empty()) {
+      std::vector<std::string> parts;
+      for (const auto& [stage, n] : rest) parts.push_back(absl::StrCat(n, " ", stage));
+      lines.push_back(
+          absl::StrCat("  ... and ", shown - kMaxHostLines, " more: ", absl::StrJoin(parts, ", ")));
+    }
+    if (drawn_ > 0) out_ << "\x1b[" << drawn_ << "A";
+    for (const std::string& l : lines) out_ << "\x1b[2K" << l << "\n";
+    out_.flush();
+    drawn_ = lines.size();
+  }
+
+ private:
+  const Display d_;
+  std::ostream& out_;
+  const int64_t start_ns_, duration_ns_;
+  std::map<std::string, HostView> hosts_;
+  size_t drawn_ = 0;
+};
+
+// One progress event as a log line (for logs and pipes).
+std::string ProgressLine(const v1::CaptureProgress& p) {
+  std::string line = FormatTimestampNs(p.time_ns());
+  if (p.has_host()) {
+    absl::StrAppend(&line, " ", p.host().host_name(), " ", p.detail());
+    if (p.host().event_count() > 0) {
+      absl::StrAppend(&line, " events=", p.host().event_count(),
+                      " bytes=", p.host().bytes_received());
+    }
+    if (!p.host().error_message().empty())
+      absl::StrAppend(&line, " error=", p.host().error_message());
+  } else {
+    absl::StrAppend(&line, " ", p.detail());
+  }
+  if (p.done()) absl::StrAppend(&line, " capture ", CaptureStatusName(p.status()));
+  return line;
+}
+
+// Follows a started capture's progress to its end: the watch runs on its own thread while
+// this one redraws the display ten times a second, so that the window's bar moves while the
+// agents are silent. Fills `result`'s status and summary.
+absl::Status WatchCapture(AggregatorClient& client, const v1::StartCaptureResponse& started,
+                          const CaptureOptions& options, std::ostream& out, std::ostream& err,
+                          CaptureResult& result) {
+  const bool live = options.display.live && options.format == OutputFormat::kTable;
+  absl::Mutex mu;
+  std::deque<v1::CaptureProgress> queue;
+  bool finished = false;
+  grpc::Status watch_status;
+  grpc::ClientContext watch_ctx;
+  // The window, then ten minutes for the hosts to stream and the aggregator to store.
+  const int64_t deadline_ns = client.clock().NowNs() + options.delay_ns + options.duration_ns +
+                              int64_t{600} * 1'000'000'000;
+  watch_ctx.set_deadline(std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(
+          std::chrono::nanoseconds(deadline_ns))));
+  std::thread watcher([&] {
+    v1::WatchCaptureRequest w;
+    w.set_capture_id(started.capture_id());
+    auto reader = client.stub().WatchCapture(&watch_ctx, w);
+    v1::CaptureProgress p;
+    while (reader->Read(&p)) {
+      absl::MutexLock lock(&mu);
+      queue.push_back(p);
+    }
+    grpc::Status s = reader->Finish();
+    absl::MutexLock lock(&mu);
+    watch_status = s;
+    finished = true;
+  });
+  std::vector<std::string> hosts(started.host_names().begin(), started.host_names().end());
+  LiveView view(options.display, out, hosts, started.start_ns(), options.duration_ns);
+  bool done = false;
+  for (bool over = false; !over;) {
+    std::deque<v1::CaptureProgress> batch;
+    {
+      absl::MutexLock lock(&mu);
+      mu.AwaitWithTimeout(absl::Condition(&finished), absl::Milliseconds(100));
+      batch.swap(queue);
+      over = finished;
+    }
+    for (const v1::CaptureProgress& p : batch) {
+      if (live) {
+        view.Update(p);
+      } else {
+        err << ProgressLine(p) << "\n";
+      }
+      if (p.done()) {
+        done = true;
+        result.status = p.status();
+        result.summary = p.summary();
+      }
+    }
+    if (live) view.Draw(client.clock().NowNs());
+  }
+  watcher.join();
+  if (!done) {
+    RETURN_IF_ERROR(client.Check(watch_status));
+    return absl::UnavailableError("the capture's progress stream ended before the capture did");
+  }
+  if (live) out << "\n";
+  return absl::OkStatus();
+}
+
+v1::StartCaptureRequest StartRequest(const CaptureOptions& options) {
+  v1::StartCaptureRequest start;
+  for (const std::string& h : options.hosts) start.add_host_names(h);
+  AddLabels(options.selector, start.mutable_label_selector());
+  AddLabels(options.labels, start.mutable_labels());
+  start.set_duration_ms(
+      static_cast<uint64_t>(std::max<int64_t>(1, options.duration_ns / 1'000'000)));
+  start.set_delay_ms(static_cast<uint32_t>(options.delay_ns / 1'000'000));
+  start.set_counter_interval_ms(options.counter_interval_ms);
+  start.mutable_options()->set_host_tracer_level(options.host_tracer_level);
+  return start;
+}
+
+void WriteHostsJson(const CaptureResult& result, const CaptureOptions& options,
+                    const std::vector<v1::HostCaptureResult>& hosts, const json& extra,
+                    std::ostream& out) {
+  json hj = json::array();
+  for (const auto& h : hosts) {
+    json o = {{"host", h.host_name()},
+              {"status", CaptureStatusName(h.status())},
+              {"events", h.event_count()},
+              {"bytes", h.bytes_received()},
+              {"correction_ns", h.clock_offset_ns()},
+              {"uncertainty_ns", h.clock_uncertainty_ns()},
+              {"probe_correction_ns", h.probe_clock_offset_ns()},
+              {"collectives_matched", h.collectives_matched()}};
+    if (!h.error_message().empty()) o["error"] = h.error_message();
+    auto it = options.host_extras.find(h.host_name());
+    if (it != options.host_extras.end()) o.update(it->second);
+    hj.push_back(o);
+  }
+  json o = {{"capture_id", result.capture_id},
+            {"state", CaptureStatusName(result.status)},
+            {"hosts", hj},
+            {"top_kernels", KernelRowsJson(result.top_kernels)}};
+  o.update(extra);
+  WriteJson(o, out);
+}
+
+void WriteHostsCsv(const CaptureResult& result, const std::vector<v1::HostCaptureResult>& hosts,
+                   std::ostream& out) {
+  out << "capture,host,status,events,bytes,correction_ns,uncertainty_ns,"
+         "probe_correction_ns,collectives_matched,error\n";
+  for (const auto& h : hosts) {
+    out << CsvField(result.capture_id) << "," << CsvField(h.host_name()) << ","
+        << CaptureStatusName(h.status()) << "," << h.event_count() << "," << h.bytes_received()
+        << "," << h.clock_offset_ns() << "," << h.clock_uncertainty_ns() << ","
+        << h.probe_clock_offset_ns() << "," << h.collectives_matched() << ","
+        << CsvField(h.error_message()) << "\n";
+  }
+}
+
+void WriteCaptureTable(const CaptureResult& result, const CaptureOptions& options,
+                       const std::vector<v1::HostCaptureResult>& hosts, std::ostream& out) {
+  uint64_t events = 0, bytes = 0;
+  int ok = 0;
+  for (const auto& h : hosts) {
+    events += h.event_count();
+    bytes += h.bytes_received();
+    ok += h.status() == v1::CAPTURE_STATUS_COMPLETE;
+  }
+  out << "capture " << result.capture_id << " "
+      << Paint(options.display, CaptureStatusName(result.status),
+               result.status == v1::CAPTURE_STATUS_COMPLETE ? "32" : "31")
+      << ": " << ok << "/" << hosts.size() << " hosts, " << events << " events, "
+      << FormatBytes(bytes) << "\n\n";
+  using Col = TextTable::Column;
+  using A = TextTable::Align;
+  TextTable t({Col{"HOST"}, Col{"STATUS"}, Col{"EVENTS", A::kRight}, Col{"BYTES", A::kRight},
+               Col{"CLOCK CORRECTION", A::kRight}, Col{"+-", A::kRight},
+               Col{"PROBES ONLY", A::kRight}, Col{"COLLECTIVES", A::kRight},
+               Col{"NOTE", A::kLeft, 60}});
+  for (const auto& h : hosts) {
+    const bool good = h.status() == v1::CAPTURE_STATUS_COMPLETE;
+    t.AddRow({h.host_name(), CaptureStatusName(h.status()), absl::StrCat(h.event_count()),
+              FormatBytes(h.bytes_received()), good ? FormatSignedNs(h.clock_offset_ns()) : "-",
+              good ? FormatSignedNs(h.clock_uncertainty_ns()) : "-",
+              good ? FormatSignedNs(h.probe_clock_offset_ns()) : "-",
+              good ? absl::StrCat(h.collectives_matched()) : "-",
+              !h.error_message().empty() ? h.error_message() : absl::StrJoin(h.warnings(), "; ")});
+  }
+  t.Write(out);
+  if (!result.top_kernels.empty()) {
+    out << "\ntop kernels pod-wide\n";
+    WriteKernelRowsTable(result.top_kernels, StatsGrouping::kKernel, out);
+  }
+}
+
+}  // namespace
+
+Display Display::ForStdout(bool no_color) {
+  Display d;
+  const char* term = std::getenv("TERM");
+  d.live = isatty(STDOUT_FILENO) && (term == nullptr || std::string(term) != "dumb");
+  d.color = d.live && !no_color && std::getenv("NO_COLOR") == nullptr;
+  return d;
+}
+
+std::unique_ptr<Command> AddCaptureCommand(CLI::App& app, CliContext& context) {
+  return std::make_unique<CaptureCommand>(
+      app.add_subcommand("capture",
+                         "Capture every chosen host at one instant and store the merged timeline"),
+      context);
+}
+
+absl::StatusOr<CaptureResult> RunCapture(AggregatorClient& client, const CaptureOptions& options,
+                                         std::ostream& out, std::ostream& err) {
+  v1::StartCaptureResponse started;
+  RETURN_IF_ERROR(client.Call(&Stub::StartCapture, StartRequest(options), &started));
+  if (!options.display.live || options.format != OutputFormat::kTable) {
+    err << FormatTimestampNs(client.clock().NowNs()) << " capture " << started.capture_id()
+        << " of " << started.host_names_size() << " hosts starts at "
+        << FormatTimestampNs(started.start_ns()) << "\n";
+  }
+  CaptureResult result;
+  result.capture_id = started.capture_id();
+  RETURN_IF_ERROR(WatchCapture(client, started, options, out, err, result));
+  if (result.status == v1::CAPTURE_STATUS_COMPLETE || result.status == v1::CAPTURE_STATUS_PARTIAL) {
+    v1::GetKernelStatsRequest stats;
+    stats.set_capture_id(result.capture_id);
+    stats.set_group_by(v1::KERNEL_GROUPING_KERNEL);
+    stats.set_order(v1::KERNEL_ORDER_TOTAL_TIME);
+    stats.set_top_n(static_cast<uint32_t>(std::max(options.top, 0)));
+    v1::GetKernelStatsResponse top;
+    RETURN_IF_ERROR(client.Call(&Stub::GetKernelStats, stats, &top));
+    result.top_kernels = std::move(*top.mutable_stats());
+  }
+  return result;
+}
+
+void WriteCaptureResult(const CaptureResult& result, const CaptureOptions& options,
+                        const json& extra, std::ostream& out) {
+  std::vector<v1::HostCaptureResult> hosts(result.summary.hosts().begin(),
+                                           result.summary.hosts().end());
+  std::sort(hosts.begin(), hosts.end(),
+            [](const auto& a, const auto& b) { return a.host_name() < b.host_name(); });
+  switch (options.format) {
+    case OutputFormat::kJson:
+      WriteHostsJson(result, options, hosts, extra, out);
+      break;
+    case OutputFormat::kCsv:
+      WriteHostsCsv(result, hosts, out);
+      break;
+    case OutputFormat::kTable:
+      WriteCaptureTable(result, options, hosts, out);
+      break;
+  }
+}
+
+}  // namespace podprof::cli

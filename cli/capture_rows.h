@@ -1,0 +1,49 @@
+// What several commands print of captures and labels: the status names, the label pairs and
+// one capture summary as JSON, so that `captures`, `import` and `capture` agree.
+#ifndef PODPROF_CLI_CAPTURE_ROWS_H_
+#define PODPROF_CLI_CAPTURE_ROWS_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "nlohmann/json_fwd.hpp"
+#include "proto/podprof_aggregator.pb.h"
+
+namespace podprof::cli {
+
+using LabelMap = std::map<std::string, std::string>;
+using ProtoLabels = google::protobuf::Map<std::string, std::string>;
+
+// Parses `key=value` pairs (repeated `--label` flags) into a map. Errors (InvalidArgument,
+// naming the pair): no '=', an empty key, a key given twice.
+absl::StatusOr<LabelMap> ParseLabels(const std::vector<std::string>& pairs);
+
+// Copies `labels` into a request's label map.
+void AddLabels(const LabelMap& labels, ProtoLabels* to);
+
+// A proto map sorted by key, so that output is stable.
+LabelMap SortedLabels(const ProtoLabels& labels);
+
+// Labels as `k=v;k=v`, sorted by key.
+std::string JoinLabels(const ProtoLabels& labels);
+
+// The lower-case name of a capture status without its prefix ("complete",
+// "cancelled"); "unspecified" for CAPTURE_STATUS_UNSPECIFIED and unknown values.
+std::string CaptureStatusName(v1::CaptureStatus status);
+
+// The capture status a name from CaptureStatusName stands for (case-insensitive). Errors
+// (InvalidArgument) list the accepted names.
+absl::StatusOr<v1::CaptureStatus> ParseCaptureStatus(absl::string_view name);
+
+// The capture window's length for people, or "-" when the window is unknown.
+std::string CaptureDuration(const v1::CaptureSummary& c);
+
+// One capture as JSON: id, times (ns since the Unix epoch), status, host names, counts, labels.
+nlohmann::json CaptureSummaryJson(const v1::CaptureSummary& c);
+
+}  // namespace podprof::cli
+
+#endif  // PODPROF_CLI_CAPTURE_ROWS_H_

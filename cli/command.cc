@@ -1,0 +1,88 @@
+#include "cli/command.h"
+
+#include <map>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "cli/exit_codes.h"
+#include "security/tls.h"
+
+namespace podprof::cli {
+
+absl::StatusOr<std::unique_ptr<AggregatorClient>> CliContext::Connect() {
+  if (!tls.cert.empty() || !tls.key.empty() || !tls.ca.empty()) {
+    if (tls.cert.empty() || tls.key.empty() || tls.ca.empty()) {
+      return absl::InvalidArgumentError("--tls-cert, --tls-key and --tls-ca go together");
+    }
+    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+        security::ChannelCredentials({false, tls.cert, tls.key, tls.ca});
+    if (!credentials.ok()) return credentials.status();
+    target.credentials = *credentials;
+  }
+  return std::make_unique<AggregatorClient>(target, clock);
+}
+
+int AggregatorCommand::Run(CliContext& context, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<std::unique_ptr<AggregatorClient>> client = context.Connect();
+  if (!client.ok()) return Failed(err, client.status(), kExitUsage);
+  return RunWith(**client, context, out, err);
+}
+
+int AggregatorCommand::Failed(std::ostream& err, const absl::Status& status, int exit_code) const {
+  return Fail(err, app()->get_name().c_str(), status, exit_code);
+}
+
+void AddFormatFlag(CLI::App* cmd, OutputFormat& format) {
+  static const std::map<std::string, OutputFormat> kFormats = {
+      {"table", OutputFormat::kTable}, {"json", OutputFormat::kJson}, {"csv", OutputFormat::kCsv}};
+  cmd->add_option("--format", format, "Output format: table, json or csv")
+      ->transform(CLI::CheckedTransformer(kFormats, CLI::ignore_case))
+      ->option_text("table|json|csv");
+}
+
+void AddTlsFlags(CLI::App* cmd, TlsFiles& tls) {
+  cmd->add_option("--tls-cert", tls.cert, "This operator's certificate, PEM (or $PODPROF_TLS_CERT)")
+      ->envname("PODPROF_TLS_CERT");
+  cmd->add_option("--tls-key", tls.key, "Its private key, PEM (or $PODPROF_TLS_KEY)")
+      ->envname("PODPROF_TLS_KEY");
+  cmd->add_option("--tls-ca", tls.ca,
+                  "CA bundle the aggregator's certificate must chain to (or $PODPROF_TLS_CA); "
+                  "without the three TLS flags the CLI speaks plaintext")
+      ->envname("PODPROF_TLS_CA");
+}
+
+CLI::Option* AddAggregatorFlags(CLI::App* cmd, CliContext& context, bool with_format) {
+  AddTlsFlags(cmd, context.tls);
+  cmd->add_option("--aggregator", context.target.address,
+                  "Aggregator address, host:port (or $PODPROF_AGGREGATOR)")
+      ->envname("PODPROF_AGGREGATOR")
+      ->capture_default_str();
+  CLI::Option* timeout =
+      cmd->add_option("--timeout", context.target.timeout_ns,
+                      "Deadline of each call to the aggregator, e.g. 30s, 2m (default 30s); for "
+                      "import and export it covers the whole transfer")
+          ->transform(PositiveDuration())
+          ->option_text("DURATION");
+  if (with_format) AddFormatFlag(cmd, context.format);
+  return timeout;
+}
+
+CLI::Validator PositiveDuration() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        absl::StatusOr<int64_t> ns = ParseDurationNs(text);
+        if (!ns.ok()) return std::string(ns.status().message());
+        if (*ns <= 0) return absl::StrCat("duration \"", text, "\" must be positive");
+        text = absl::StrCat(*ns);
+        return "";
+      },
+      "DURATION");
+}
+
+int Fail(std::ostream& err, const char* command, const absl::Status& status, int exit_code) {
+  err << "podprof " << command << ": " << status.message() << "\n";
+  if (status.GetPayload(kUnreachablePayload).has_value()) return kExitUnreachable;
+  return exit_code;
+}
+
+}  // namespace podprof::cli

@@ -1,0 +1,50 @@
+#include "cli/demo_command.h"
+
+#include "CLI/CLI.hpp"
+#include "cli/demo.h"
+
+namespace podprof::cli {
+namespace {
+
+class DemoCommand : public Command {
+ public:
+  DemoCommand(CLI::App* cmd, CliContext& context) : Command(cmd) {
+    cmd->add_option("--hosts", options_.hosts, "Simulated hosts (1-64)")->capture_default_str();
+    cmd->add_option("--generation", options_.generation, "TPU generation: v4, v5e, v5p or v6e")
+        ->capture_default_str();
+    cmd->add_option("--duration", options_.duration_ns, "Length of the capture window, e.g. 2s")
+        ->transform(PositiveDuration())
+        ->option_text("DURATION (default 2s)");
+    cmd->add_option("--seed", options_.seed, "Seed of the pod and of its clock errors")
+        ->capture_default_str();
+    cmd->add_option("--dir", options_.dir,
+                    "Directory for the database, logs and trace (default: a new one in /tmp)");
+    cmd->add_flag("--keep", options_.keep,
+                  "Leave the aggregator, agents and simulated hosts running afterwards");
+    AddFormatFlag(cmd, context.format);
+    cmd->footer(
+        "Examples:\n  podprof demo\n  podprof demo --hosts 8 --generation v6e --duration 1s\n"
+        "  podprof demo --format json | jq .hosts\n  podprof demo --keep   # then query it");
+  }
+
+  int Run(CliContext& context, std::ostream& out, std::ostream& err) override {
+    options_.format = context.format;
+    options_.display = Display::ForStdout(context.no_color);
+    return RunDemo(options_, out, err);
+  }
+
+ private:
+  DemoOptions options_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> AddDemoCommand(CLI::App& app, CliContext& context) {
+  return std::make_unique<DemoCommand>(
+      app.add_subcommand("demo",
+                         "Run a simulated pod on this machine, capture it once and show the "
+                         "results"),
+      context);
+}
+
+}  // namespace podprof::cli

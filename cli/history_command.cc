@@ -1,0 +1,167 @@
+#include "cli/history_command.h"
+
+#include <cmath>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "cli/exit_codes.h"
+#include "common/status_macros.h"
+#include "nlohmann/json.hpp"
+
+namespace podprof::cli {
+namespace {
+
+using Stub = v1::Aggregator::StubInterface;
+
+class HistoryCommand : public AggregatorCommand {
+ public:
+  HistoryCommand(CLI::App* cmd, CliContext& context) : AggregatorCommand(cmd) {
+    AddAggregatorFlags(cmd, context);
+    cmd->add_option("kernel", options_.kernel_regex,
+                    "Regular expression matched against op names (e.g. 'fusion\\.1[0-9]')")
+        ->required();
+    cmd->add_option("--module", options_.module, "Only kernels whose module name contains this");
+    since_ = cmd->add_option("--since", since_ago_ns_,
+                             "Only captures that started at most this long ago, e.g. 168h")
+                 ->transform(PositiveDuration())
+                 ->option_text("DURATION");
+    cmd->add_option("--since-ns", options_.since_ns,
+                    "Only captures that started at or after this instant, ns since the Unix epoch")
+        ->excludes(since_);
+    cmd->add_option("--until-ns", options_.until_ns,
+                    "Only captures that started before this instant, ns since the Unix epoch");
+    cmd->add_option("--max-kernels", options_.max_kernels,
+                    "Most kernels, those with the largest total time (default: the "
+                    "aggregator's, 20)");
+    cmd->footer(
+        "Examples:\n  podprof history 'fusion\\.5$' --since 168h\n"
+        "  podprof history all-reduce --module jit_train_step --format csv");
+  }
+
+ protected:
+  int RunWith(AggregatorClient& client, CliContext& context, std::ostream& out,
+              std::ostream& err) override {
+    if (since_->count() > 0) options_.since_ago_ns = since_ago_ns_;
+    options_.format = context.format;
+    absl::Status s = RunHistory(client, options_, out);
+    return s.ok() ? 0 : Failed(err, s, kExitBadInput);
+  }
+
+ private:
+  HistoryOptions options_;
+  int64_t since_ago_ns_ = 0;
+  CLI::Option* since_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> AddHistoryCommand(CLI::App& app, CliContext& context) {
+  return std::make_unique<HistoryCommand>(
+      app.add_subcommand("history", "Print how matching kernels behaved over the stored captures"),
+      context);
+}
+
+const char* const kHistoryCsvHeader =
+    "kernel,module,capture,start_ns,count,mean_ps,p50_ps,p90_ps,p99_ps,total_ps,achieved_tflops";
+
+absl::Status RunHistory(AggregatorClient& client, const HistoryOptions& options,
+                        std::ostream& out) {
+  v1::KernelHistoryRequest request;
+  request.mutable_filter()->set_op_regex(options.kernel_regex);
+  request.mutable_filter()->set_module(options.module);
+  request.set_since_ns(options.since_ago_ns.has_value()
+                           ? client.clock().NowNs() - *options.since_ago_ns
+                           : options.since_ns);
+  request.set_until_ns(options.until_ns);
+  request.set_max_kernels(options.max_kernels);
+
+  v1::KernelHistoryResponse response;
+  RETURN_IF_ERROR(client.Call(&Stub::KernelHistory, request, &response));
+  WriteKernelHistory(response, options.format, out);
+  return FlushOutput(out);
+}
+
+void WriteKernelHistory(const v1::KernelHistoryResponse& response, OutputFormat format,
+                        std::ostream& out) {
+  switch (format) {
+    case OutputFormat::kCsv:
+      out << kHistoryCsvHeader << "\n";
+      for (const v1::KernelHistorySeries& series : response.series()) {
+        for (const v1::KernelHistoryPoint& p : series.points()) {
+          out << CsvField(series.kernel().op_name()) << ',' << CsvField(series.kernel().module())
+              << ',' << CsvField(p.capture_id()) << ',' << p.capture_start_ns() << ',' << p.count()
+              << ',' << std::llround(p.mean_ps()) << ',' << p.p50_ps() << ',' << p.p90_ps() << ','
+              << p.p99_ps() << ',' << p.total_ps() << ',' << CsvDouble(p.achieved_tflops()) << "\n";
+        }
+      }
+      break;
+    case OutputFormat::kJson: {
+      nlohmann::json j = nlohmann::json::array();
+      for (const v1::KernelHistorySeries& series : response.series()) {
+        nlohmann::json points = nlohmann::json::array();
+        for (const v1::KernelHistoryPoint& p : series.points()) {
+          points.push_back({{"capture", p.capture_id()},
+                            {"start_ns", p.capture_start_ns()},
+                            {"count", p.count()},
+                            {"mean_ps", p.mean_ps()},
+                            {"p50_ps", p.p50_ps()},
+                            {"p90_ps", p.p90_ps()},
+                            {"p99_ps", p.p99_ps()},
+                            {"total_ps", p.total_ps()},
+                            {"chip_count", p.chip_count()},
+                            {"achieved_tflops", p.achieved_tflops()}});
+        }
+        j.push_back({{"kernel", series.kernel().op_name()},
+                     {"module", series.kernel().module()},
+                     {"category", series.kernel().category()},
+                     {"kernel_id", series.kernel().kernel_id()},
+                     {"points", std::move(points)}});
+      }
+      WriteJson(j, out);
+      break;
+    }
+    case OutputFormat::kTable: {
+      if (response.series().empty()) out << "no matching kernels in the selected captures\n";
+      bool first = true;
+      for (const v1::KernelHistorySeries& series : response.series()) {
+        if (!first) out << "\n";
+        first = false;
+        const v1::KernelDef& k = series.kernel();
+        out << k.op_name() << " (module " << (k.module().empty() ? "-" : k.module());
+        if (!k.category().empty()) out << ", " << k.category();
+        out << "): " << CountOf(series.points_size(), "capture") << "\n";
+        if (series.points_size() > 1) {
+          // The trend at a glance, oldest capture first.
+          std::vector<double> mean, p99;
+          for (const v1::KernelHistoryPoint& p : series.points()) {
+            mean.push_back(p.mean_ps());
+            p99.push_back(static_cast<double>(p.p99_ps()));
+          }
+          out << "  mean " << Sparkline(mean) << "  p99 " << Sparkline(p99) << "\n";
+        }
+        using Align = TextTable::Align;
+        TextTable table({{"CAPTURE"},
+                         {"START"},
+                         {"COUNT", Align::kRight},
+                         {"MEAN", Align::kRight},
+                         {"P50", Align::kRight},
+                         {"P99", Align::kRight},
+                         {"TOTAL", Align::kRight},
+                         {"TFLOP/S", Align::kRight}});
+        for (const v1::KernelHistoryPoint& p : series.points()) {
+          table.AddRow(
+              {p.capture_id(), FormatTimestampNs(p.capture_start_ns()), absl::StrCat(p.count()),
+               FormatMeanPs(p.mean_ps()), FormatDurationPs(p.p50_ps()),
+               FormatDurationPs(p.p99_ps()), FormatDurationPs(p.total_ps()),
+               p.achieved_tflops() > 0 ? absl::StrFormat("%.2f", p.achieved_tflops()) : "-"});
+        }
+        table.Write(out);
+      }
+      break;
+    }
+  }
+}
+
+}  // namespace podprof::cli

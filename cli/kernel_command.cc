@@ -1,0 +1,237 @@
+#include "cli/kernel_command.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "cli/exit_codes.h"
+#include "cli/kernel_rows.h"
+#include "cli/proto_json.h"
+#include "common/clock.h"
+#include "common/status_macros.h"
+#include "nlohmann/json.hpp"
+
+namespace podprof::cli {
+namespace {
+
+using Stub = v1::Aggregator::StubInterface;
+
+class KernelCommand : public AggregatorCommand {
+ public:
+  KernelCommand(CLI::App* cmd, CliContext& context) : AggregatorCommand(cmd) {
+    AddAggregatorFlags(cmd, context);
+    cmd->add_option("name", options_.op_name, "The kernel's op name, exactly (e.g. fusion.3)")
+        ->required();
+    cmd->add_option("--capture", options_.capture_id,
+                    "Capture to show (default: the newest holding the kernel)");
+    cmd->add_option("--module", options_.module,
+                    "Module of the kernel, where several modules have one of that name");
+    cmd->add_flag("--full", options_.full, "Print the whole HLO and MLIR texts");
+    cmd->footer(
+        "Examples:\n  podprof kernel fusion.3\n  podprof kernel flash_attention --full\n"
+        "  podprof kernel all-gather.1 --capture cap-1796003829474-cf16 --format json");
+  }
+
+ protected:
+  int RunWith(AggregatorClient& client, CliContext& context, std::ostream& out,
+              std::ostream& err) override {
+    options_.format = context.format;
+    absl::Status s = RunKernel(client, options_, out);
+    return s.ok() ? 0 : Failed(err, s, kExitBadInput);
+  }
+
+ private:
+  KernelOptions options_;
+};
+
+// A text block indented by two spaces, cut to `max_lines` (0 = all) with a note.
+void Block(const std::string& title, const std::string& text, size_t max_lines, std::ostream& out) {
+  std::vector<std::string> lines = absl::StrSplit(text, '\n');
+  while (!lines.empty() && lines.back().empty()) lines.pop_back();
+  out << title << " (" << lines.size() << (lines.size() == 1 ? " line" : " lines") << ")\n";
+  const size_t n = max_lines == 0 ? lines.size() : std::min(lines.size(), max_lines);
+  for (size_t i = 0; i < n; ++i) out << "  " << lines[i] << "\n";
+  if (n < lines.size()) out << "  ... " << lines.size() - n << " more lines (--full shows all)\n";
+}
+
+// "mxu_busy 72.0%, vpu_busy 15.0%, tpu.runtime.hbm.memory.usage.bytes 2.1e+10"; busy and
+// stall fractions as percentages, gauges in percent as they are, others as numbers.
+std::string Gauges(const v1::KernelInsight& in) {
+  std::map<std::string, double> sorted(in.utilization().begin(), in.utilization().end());
+  std::vector<std::string> parts;
+  for (const auto& [name, v] : sorted) {
+    std::string value;
+    if (absl::EndsWith(name, "_busy") || absl::StartsWith(name, "stall")) {
+      value = absl::StrFormat("%.1f%%", 100 * v);
+    } else if (absl::StrContains(name, "percent")) {
+      value = absl::StrFormat("%.1f%%", v);
+    } else {
+      value = absl::StrFormat("%.4g", v);
+    }
+    parts.push_back(absl::StrCat(name, " ", value));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
+// Energy counters (nJ running totals) as energy and mean power over the covered time.
+std::string Energy(const v1::KernelInsight& in) {
+  std::map<std::string, double> sorted(in.totals().begin(), in.totals().end());
+  std::vector<std::string> parts;
+  for (const auto& [name, v] : sorted) {
+    if (absl::EndsWith(name, "_nj") && in.counter_covered_ps() > 0) {
+      const double watts = v / (static_cast<double>(in.counter_covered_ps()) / 1000.0);
+      parts.push_back(
+          absl::StrFormat("%s %.1f mJ (%.0f W)", name.substr(0, name.size() - 3), v / 1e6, watts));
+    } else {
+      parts.push_back(absl::StrFormat("%s %.4g", name, v));
+    }
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
+void WriteStatsLine(const v1::KernelStats& s, std::ostream& out) {
+  out << "  " << s.count() << " runs on " << s.chip_count() << " chips, total "
+      << FormatDurationPs(s.total_ps()) << ", mean " << FormatDurationPs(std::llround(s.mean_ps()))
+      << ", p50 " << FormatDurationPs(s.p50_ps()) << ", p99 " << FormatDurationPs(s.p99_ps())
+      << ", max " << FormatDurationPs(s.max_ps()) << "\n";
+  const v1::KernelInsight& in = s.insight();
+  if (s.kernel().flops() > 0 || s.kernel().bytes_accessed() > 0) {
+    out << absl::StrFormat(
+        "  %.2f TFLOP/s (%s of peak), %.1f GB/s (%s of HBM peak), %.1f flop/byte against a "
+        "ridge of %.0f\n",
+        s.achieved_tflops(), Percent(s.fraction_of_peak_flops()), s.achieved_hbm_gbps(),
+        Percent(s.fraction_of_peak_hbm()), in.arithmetic_intensity(), in.ridge_point());
+  } else {
+    out << "  no cost model (flops, bytes) in the capture\n";
+  }
+  if (in.has_counters()) {
+    out << "  counters over " << FormatDurationPs(in.counter_covered_ps()) << ": " << Gauges(in)
+        << "\n";
+    if (!in.totals().empty()) out << "  energy: " << Energy(in) << "\n";
+  } else {
+    out << "  no counters in this capture cover it\n";
+  }
+  if (in.wait_ps() > 0) {
+    out << "  waited " << FormatDurationPs(in.wait_ps()) << " in collectives ("
+        << Percent(in.wait_fraction()) << " of its time)"
+        << (in.straggler().empty() ? "" : ", most often for " + in.straggler()) << "\n";
+  }
+  out << "  verdict: " << (in.verdict_text().empty() ? "-" : in.verdict_text()) << "\n";
+}
+
+void WritePerChip(const v1::DescribeKernelResponse& r, std::ostream& out) {
+  out << "\nper chip:\n";
+  TextTable table({{"HOST", TextTable::Align::kLeft, 24},
+                   {"CHIP", TextTable::Align::kRight},
+                   {"COUNT", TextTable::Align::kRight},
+                   {"MEAN", TextTable::Align::kRight},
+                   {"P99", TextTable::Align::kRight},
+                   {"MXU", TextTable::Align::kRight},
+                   {"STALL", TextTable::Align::kRight},
+                   {"WAIT", TextTable::Align::kRight},
+                   {"VERDICT", TextTable::Align::kLeft, 24}});
+  for (const v1::KernelStats& s : r.per_chip()) {
+    const v1::KernelInsight& in = s.insight();
+    auto mxu = in.utilization().find("mxu_busy");
+    table.AddRow({s.host_name(), absl::StrCat(s.chip_ordinal()), absl::StrCat(s.count()),
+                  FormatDurationPs(std::llround(s.mean_ps())), FormatDurationPs(s.p99_ps()),
+                  mxu == in.utilization().end() ? "-" : Percent(mxu->second),
+                  in.has_counters() ? Percent(in.stall_fraction()) : "-",
+                  Percent(in.wait_fraction()), in.verdict()});
+  }
+  table.Write(out);
+}
+
+void WriteHistory(const v1::DescribeKernelResponse& r, std::ostream& out) {
+  std::vector<double> means;
+  for (const auto& p : r.history()) means.push_back(p.mean_ps());
+  out << "\nhistory over " << r.history_size() << " captures (mean): " << Sparkline(means) << "  "
+      << FormatDurationPs(std::llround(means.front())) << " -> "
+      << FormatDurationPs(std::llround(means.back())) << "\n";
+  TextTable table({{"CAPTURE", TextTable::Align::kLeft, 32},
+                   {"START", TextTable::Align::kLeft},
+                   {"COUNT", TextTable::Align::kRight},
+                   {"MEAN", TextTable::Align::kRight},
+                   {"P99", TextTable::Align::kRight},
+                   {"TFLOP/S", TextTable::Align::kRight}});
+  const int first = std::max(0, r.history_size() - 8);
+  for (int i = first; i < r.history_size(); ++i) {
+    const auto& p = r.history(i);
+    table.AddRow({p.capture_id(), FormatTimestampNs(p.capture_start_ns()), absl::StrCat(p.count()),
+                  FormatDurationPs(std::llround(p.mean_ps())), FormatDurationPs(p.p99_ps()),
+                  p.achieved_tflops() > 0 ? absl::StrFormat("%.2f", p.achieved_tflops()) : "-"});
+  }
+  table.Write(out);
+}
+
+}  // namespace
+
+std::unique_ptr<Command> AddKernelCommand(CLI::App& app, CliContext& context) {
+  return std::make_unique<KernelCommand>(
+      app.add_subcommand("kernel",
+                         "Show one kernel: what it is (HLO, source, MLIR), its statistics and "
+                         "verdict in a capture, per chip, and its history"),
+      context);
+}
+
+absl::Status RunKernel(AggregatorClient& client, const KernelOptions& options, std::ostream& out) {
+  v1::DescribeKernelRequest request;
+  request.set_op_name(options.op_name);
+  request.set_module(options.module);
+  request.set_capture_id(options.capture_id);
+  v1::DescribeKernelResponse response;
+  RETURN_IF_ERROR(client.Call(&Stub::DescribeKernel, request, &response));
+  if (options.format == OutputFormat::kJson) {
+    WriteJson(KernelJson(response), out);
+  } else {
+    WriteKernel(response, options, out);
+  }
+  return FlushOutput(out);
+}
+
+nlohmann::json KernelJson(const v1::DescribeKernelResponse& r) {
+  nlohmann::json others = nlohmann::json::array();
+  for (const v1::KernelDef& o : r.others()) others.push_back(ProtoToJson(o));
+  nlohmann::json history = nlohmann::json::array();
+  for (const auto& p : r.history()) history.push_back(ProtoToJson(p));
+  return {{"capture_id", r.capture_id()},        {"kernel", ProtoToJson(r.kernel())},
+          {"rollup", KernelRowJson(r.rollup())}, {"per_chip", KernelRowsJson(r.per_chip())},
+          {"history", std::move(history)},       {"others", std::move(others)}};
+}
+
+void WriteKernel(const v1::DescribeKernelResponse& r, const KernelOptions& options,
+                 std::ostream& out) {
+  const v1::KernelDef& k = r.kernel();
+  out << "kernel " << k.op_name() << "  (module " << (k.module().empty() ? "-" : k.module())
+      << ", program " << k.program_id() << ", category " << k.category() << ")\n";
+  if (!k.custom_call_target().empty()) {
+    out << "custom call  " << k.custom_call_target()
+        << (k.custom_call_target() == "tpu_custom_call" ? " (Pallas/Mosaic kernel)" : "") << "\n";
+  }
+  if (!k.source().empty()) out << "source       " << k.source() << "\n";
+  if (!k.tf_op().empty()) out << "op path      " << k.tf_op() << "\n";
+  if (!k.source_stack().empty()) {
+    std::vector<std::string> frames = absl::StrSplit(k.source_stack(), '\n', absl::SkipEmpty());
+    out << "stack        " << absl::StrJoin(frames, " <- ") << "\n";
+  }
+  const size_t lines = options.full ? 0 : 12;
+  if (!k.hlo_text().empty()) Block("HLO", k.hlo_text(), lines, out);
+  if (!k.mlir().empty()) Block("MLIR", k.mlir(), options.full ? 0 : 20, out);
+  for (const v1::KernelDef& o : r.others()) {
+    out << "also named so: module " << o.module() << ", program " << o.program_id()
+        << " (--module picks one)\n";
+  }
+  out << "\nin capture " << r.capture_id() << ":\n";
+  WriteStatsLine(r.rollup(), out);
+  if (r.per_chip_size() > 1) WritePerChip(r, out);
+  if (!r.history().empty()) WriteHistory(r, out);
+}
+
+}  // namespace podprof::cli

@@ -1,0 +1,187 @@
+#include "cli/kernel_rows.h"
+
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "cli/format.h"
+#include "common/clock.h"
+#include "nlohmann/json.hpp"
+
+namespace podprof::cli {
+namespace {
+
+using Json = nlohmann::json;
+
+std::string HostLabel(const v1::KernelStats& s) {
+  return s.host_name().empty() ? "*" : s.host_name();
+}
+std::string ChipLabel(const v1::KernelStats& s) {
+  return s.chip_ordinal() < 0 ? "*" : absl::StrCat(s.chip_ordinal());
+}
+std::string KernelLabel(const v1::KernelStats& s) {
+  return s.kernel().op_name().empty() ? "*" : s.kernel().op_name();
+}
+
+// The MXU's busy fraction, where counters measured it.
+const double* MxuBusy(const v1::KernelInsight& in) {
+  auto it = in.utilization().find("mxu_busy");
+  return it == in.utilization().end() ? nullptr : &it->second;
+}
+
+Json InsightJson(const v1::KernelInsight& in) {
+  Json j = {{"verdict", in.verdict()},
+            {"verdict_text", in.verdict_text()},
+            {"arithmetic_intensity", in.arithmetic_intensity()},
+            {"ridge_point", in.ridge_point()},
+            {"roofline_fraction", in.roofline_fraction()},
+            {"wait_fraction", in.wait_fraction()},
+            {"wait_ps", in.wait_ps()},
+            {"straggler", in.straggler()},
+            {"has_counters", in.has_counters()}};
+  if (in.has_counters()) {
+    Json u = Json::object(), t = Json::object();
+    for (const auto& [k, v] : in.utilization()) u[k] = v;
+    for (const auto& [k, v] : in.totals()) t[k] = v;
+    j["utilization"] = std::move(u);
+    j["totals"] = std::move(t);
+    j["stall_fraction"] = in.stall_fraction();
+    j["dominant_stall"] = in.dominant_stall();
+    j["counter_covered_ps"] = in.counter_covered_ps();
+  }
+  return j;
+}
+
+std::vector<TextTable::Column> TableColumns(StatsGrouping by) {
+  using Align = TextTable::Align;
+  const bool has_host = by == StatsGrouping::kChip || by == StatsGrouping::kHost;
+  const bool has_kernel = by != StatsGrouping::kCategory;
+  std::vector<TextTable::Column> columns;
+  if (has_host) columns.push_back({"HOST", Align::kLeft, 24});
+  if (by == StatsGrouping::kChip) columns.push_back({"CHIP", Align::kRight});
+  if (has_kernel) {
+    columns.push_back({"KERNEL", Align::kLeft, 32});
+    columns.push_back({"MODULE", Align::kLeft, 20});
+  }
+  columns.push_back({"CATEGORY", Align::kLeft, has_kernel ? size_t{18} : size_t{32}});
+  for (const char* h : {"COUNT", "TOTAL", "MEAN", "P50", "P99", "MAX", "TFLOP/S", "%PEAK", "GB/S",
+                        "%HBM", "MXU", "STALL", "WAIT"}) {
+    columns.push_back({h, Align::kRight});
+  }
+  if (has_kernel) columns.push_back({"VERDICT", Align::kLeft, 22});
+  return columns;
+}
+
+// Statistics, rates and counters of a row: the cells after its identity.
+void AddFigureCells(const v1::KernelStats& s, std::vector<std::string>& cells) {
+  cells.push_back(absl::StrCat(s.count()));
+  cells.push_back(FormatDurationPs(s.total_ps()));
+  cells.push_back(FormatMeanPs(s.mean_ps()));
+  cells.push_back(FormatDurationPs(s.p50_ps()));
+  cells.push_back(FormatDurationPs(s.p99_ps()));
+  cells.push_back(FormatDurationPs(s.max_ps()));
+  // Rates are 0 where they mean nothing (unknown costs, async start/done ops): show "-".
+  cells.push_back(s.achieved_tflops() > 0 ? absl::StrFormat("%.2f", s.achieved_tflops()) : "-");
+  cells.push_back(Percent(s.fraction_of_peak_flops()));
+  cells.push_back(s.achieved_hbm_gbps() > 0 ? absl::StrFormat("%.1f", s.achieved_hbm_gbps()) : "-");
+  cells.push_back(Percent(s.fraction_of_peak_hbm()));
+  // Counter figures only where counters covered the kernel: "-" is "not measured", not 0.
+  const v1::KernelInsight& in = s.insight();
+  const double* mxu = MxuBusy(in);
+  cells.push_back(mxu == nullptr ? "-" : Percent(*mxu));
+  cells.push_back(in.has_counters() ? Percent(in.stall_fraction()) : "-");
+  cells.push_back(Percent(in.wait_fraction()));
+}
+
+}  // namespace
+
+const char* GroupingName(StatsGrouping by) {
+  switch (by) {
+    case StatsGrouping::kKernel:
+      return "kernel";
+    case StatsGrouping::kChip:
+      return "chip";
+    case StatsGrouping::kHost:
+      return "host";
+    case StatsGrouping::kCategory:
+      return "category";
+  }
+  return "kernel";
+}
+
+const char* const kKernelCsvHeader =
+    "capture,host,chip,kernel,module,category,count,total_ps,min_ps,max_ps,mean_ps,p50_ps,p90_ps,"
+    "p99_ps,flops,bytes_accessed,achieved_tflops,fraction_of_peak_flops,achieved_hbm_gbps,"
+    "fraction_of_peak_hbm,mxu_busy,stall_fraction,wait_fraction,verdict";
+
+void WriteKernelRowsCsv(absl::string_view source, const KernelRows& rows, std::ostream& out) {
+  out << kKernelCsvHeader << "\n";
+  for (const v1::KernelStats& s : rows) {
+    const v1::KernelInsight& in = s.insight();
+    const double* mxu = MxuBusy(in);
+    out << CsvField(source) << ',' << CsvField(HostLabel(s)) << ',' << ChipLabel(s) << ','
+        << CsvField(KernelLabel(s)) << ',' << CsvField(s.kernel().module()) << ','
+        << CsvField(s.kernel().category()) << ',' << s.count() << ',' << s.total_ps() << ','
+        << s.min_ps() << ',' << s.max_ps() << ',' << std::llround(s.mean_ps()) << ',' << s.p50_ps()
+        << ',' << s.p90_ps() << ',' << s.p99_ps() << ',' << s.kernel().flops() << ','
+        << s.kernel().bytes_accessed() << ',' << CsvDouble(s.achieved_tflops()) << ','
+        << CsvDouble(s.fraction_of_peak_flops()) << ',' << CsvDouble(s.achieved_hbm_gbps()) << ','
+        << CsvDouble(s.fraction_of_peak_hbm()) << ',' << (mxu == nullptr ? "" : CsvDouble(*mxu))
+        << ',' << (in.has_counters() ? CsvDouble(in.stall_fraction()) : "") << ','
+        << CsvDouble(in.wait_fraction()) << ',' << CsvField(in.verdict()) << "\n";
+  }
+}
+
+Json KernelRowJson(const v1::KernelStats& s) {
+  return {{"host", HostLabel(s)},
+          {"chip", s.chip_ordinal() < 0 ? Json("*") : Json(s.chip_ordinal())},
+          {"kernel", KernelLabel(s)},
+          {"module", s.kernel().module()},
+          {"category", s.kernel().category()},
+          {"kernel_id", s.kernel().kernel_id()},
+          {"program_id", s.kernel().program_id()},
+          {"count", s.count()},
+          {"total_ps", s.total_ps()},
+          {"min_ps", s.min_ps()},
+          {"max_ps", s.max_ps()},
+          {"mean_ps", s.mean_ps()},
+          {"p50_ps", s.p50_ps()},
+          {"p90_ps", s.p90_ps()},
+          {"p99_ps", s.p99_ps()},
+          {"flops", s.kernel().flops()},
+          {"bytes_accessed", s.kernel().bytes_accessed()},
+          {"chip_count", s.chip_count()},
+          {"achieved_tflops", s.achieved_tflops()},
+          {"achieved_hbm_gbps", s.achieved_hbm_gbps()},
+          {"fraction_of_peak_flops", s.fraction_of_peak_flops()},
+          {"fraction_of_peak_hbm", s.fraction_of_peak_hbm()},
+          {"insight", InsightJson(s.insight())}};
+}
+
+Json KernelRowsJson(const KernelRows& rows) {
+  Json j = Json::array();
+  for (const v1::KernelStats& s : rows) j.push_back(KernelRowJson(s));
+  return j;
+}
+
+void WriteKernelRowsTable(const KernelRows& rows, StatsGrouping by, std::ostream& out) {
+  const bool has_kernel = by != StatsGrouping::kCategory;
+  TextTable table(TableColumns(by));
+  for (const v1::KernelStats& s : rows) {
+    std::vector<std::string> cells;
+    if (by == StatsGrouping::kChip || by == StatsGrouping::kHost) cells.push_back(HostLabel(s));
+    if (by == StatsGrouping::kChip) cells.push_back(ChipLabel(s));
+    if (has_kernel) {
+      cells.push_back(KernelLabel(s));
+      cells.push_back(s.kernel().module().empty() ? "-" : s.kernel().module());
+    }
+    cells.push_back(s.kernel().category().empty() ? "-" : s.kernel().category());
+    AddFigureCells(s, cells);
+    if (has_kernel) cells.push_back(s.insight().verdict().empty() ? "-" : s.insight().verdict());
+    table.AddRow(std::move(cells));
+  }
+  table.Write(out);
+}
+
+}  // namespace podprof::cli

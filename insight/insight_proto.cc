@@ -1,0 +1,20 @@
+#include "insight/insight_proto.h"
+
+namespace podprof::insight {
+
+void VerdictToProto(const KernelFacts& facts, const Verdict& verdict, v1::KernelInsight* out) {
+  out->set_verdict(BoundName(verdict.bound));
+  out->set_verdict_text(verdict.text);
+  out->set_arithmetic_intensity(verdict.intensity);
+  out->set_ridge_point(verdict.ridge);
+  out->set_roofline_fraction(verdict.roofline_fraction);
+  out->set_wait_fraction(verdict.wait_fraction);
+  out->set_wait_ps(facts.wait_ps);
+  out->set_straggler(facts.straggler);
+  out->set_has_counters(verdict.has_counters);
+  out->set_stall_fraction(verdict.stall_fraction);
+  out->set_dominant_stall(verdict.dominant_stall);
+  for (const auto& [name, mean] : facts.gauges) (*out->mutable_utilization())[name] = mean;
+}
+
+}  // namespace podprof::insight
