@@ -1,6 +1,6 @@
 #include "storage/schema.h"
 
-#include <vector>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -9,10 +9,9 @@ namespace podprof::storage {
 namespace {
 
 // Migration N takes a database from version N-1 to N. Append only: never edit a released one.
-const std::vector<const char*>& Migrations() {
-  static const auto* const kMigrations = new std::vector<const char*>{
-      // 1: the tables.
-      R"sql(
+constexpr const char* kMigrations[] = {
+    // 1: the tables.
+    R"sql(
 CREATE TABLE hosts (
   id INTEGER PRIMARY KEY,
   name TEXT NOT NULL UNIQUE
@@ -114,13 +113,13 @@ CREATE TABLE timeline_blocks (
 );
 CREATE INDEX timelines_by_capture ON timeline_blocks (capture);
 )sql",
-      // 2: where a capture came from (a pod capture, an import), for listing.
-      R"sql(
+    // 2: where a capture came from (a pod capture, an import), for listing.
+    R"sql(
 ALTER TABLE captures ADD COLUMN source TEXT NOT NULL DEFAULT 'capture';
 )sql",
-      // 3: what each kernel is, the counters attributed to kernels, and who waited for whom
-      // at the collectives.
-      R"sql(
+    // 3: what each kernel is, the counters attributed to kernels, and who waited for whom
+    // at the collectives.
+    R"sql(
 ALTER TABLE kernels ADD COLUMN hlo_text TEXT NOT NULL DEFAULT '';
 ALTER TABLE kernels ADD COLUMN tf_op TEXT NOT NULL DEFAULT '';
 ALTER TABLE kernels ADD COLUMN source_stack TEXT NOT NULL DEFAULT '';
@@ -191,20 +190,18 @@ CREATE TABLE collective_instances (
 );
 CREATE INDEX collective_instances_by_capture ON collective_instances (capture);
 )sql",
-      // 4: hosts whose timelines and counters are kept on their own clock, with the correction
-      // to the aggregator's clock beside them (applied when read); older rows are corrected.
-      R"sql(
+    // 4: hosts whose timelines and counters are kept on their own clock, with the correction
+    // to the aggregator's clock beside them (applied when read); older rows are corrected.
+    R"sql(
 ALTER TABLE capture_hosts ADD COLUMN clock_drift_ppb REAL NOT NULL DEFAULT 0;
 ALTER TABLE capture_hosts ADD COLUMN clock_mid_ns INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE capture_hosts ADD COLUMN host_clock INTEGER NOT NULL DEFAULT 0;
 )sql",
-  };
-  return *kMigrations;
-}
+};
 
 }  // namespace
 
-int LatestSchemaVersion() { return static_cast<int>(Migrations().size()); }
+int LatestSchemaVersion() { return static_cast<int>(std::size(kMigrations)); }
 
 absl::StatusOr<int> SchemaVersion(Connection& db) {
   ASSIGN_OR_RETURN(auto stmt, Statement::Prepare(db, "PRAGMA user_version"));
@@ -222,7 +219,7 @@ absl::Status Migrate(Connection& db, int target) {
   }
   for (int v = version + 1; v <= target; ++v) {
     RETURN_IF_ERROR(db.Exec("BEGIN IMMEDIATE"));
-    absl::Status s = db.Exec(Migrations()[v - 1]);
+    absl::Status s = db.Exec(kMigrations[v - 1]);
     if (s.ok()) s = db.Exec(absl::StrCat("PRAGMA user_version = ", v));
     if (!s.ok()) {
       db.Exec("ROLLBACK").IgnoreError();
