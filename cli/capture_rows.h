@@ -3,7 +3,9 @@
 #ifndef PODPROF_CLI_CAPTURE_ROWS_H_
 #define PODPROF_CLI_CAPTURE_ROWS_H_
 
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,21 @@
 namespace podprof::cli {
 
 using LabelMap = std::map<std::string, std::string>;
+
+// Which captures a query covers by when their window started.
+struct StartRange {
+  // At or after now minus this; unset: no such bound. Wins over since_ns.
+  std::optional<int64_t> since_ago_ns;
+  // At or after this instant, ns since the Unix epoch; 0: no bound.
+  int64_t since_ns = 0;
+  // Before this instant; 0: no bound.
+  int64_t until_ns = 0;
+
+  // The lower bound for a request made now.
+  int64_t SinceNs(int64_t now_ns) const {
+    return since_ago_ns.has_value() ? now_ns - *since_ago_ns : since_ns;
+  }
+};
 using ProtoLabels = google::protobuf::Map<std::string, std::string>;
 
 // Parses `key=value` pairs (repeated `--label` flags) into a map. Errors (InvalidArgument,

@@ -31,15 +31,7 @@ class CapturesCommand : public AggregatorCommand {
  public:
   CapturesCommand(CLI::App* cmd, CliContext& context) : AggregatorCommand(cmd) {
     AddAggregatorFlags(cmd, context);
-    since_ = cmd->add_option("--since", since_ago_ns_,
-                             "Only captures that started at most this long ago, e.g. 2h")
-                 ->transform(PositiveDuration())
-                 ->option_text("DURATION");
-    cmd->add_option("--since-ns", options_.since_ns,
-                    "Only captures that started at or after this instant, ns since the Unix epoch")
-        ->excludes(since_);
-    cmd->add_option("--until-ns", options_.until_ns,
-                    "Only captures that started before this instant, ns since the Unix epoch");
+    AddStartRangeFlags(cmd, options_.range, "2h");
     cmd->add_option("--limit", options_.limit,
                     "Captures per call (default: the aggregator's, 100)");
     cmd->add_option("--status", options_.status,
@@ -62,7 +54,6 @@ class CapturesCommand : public AggregatorCommand {
     absl::StatusOr<LabelMap> labels = ParseLabels(labels_);
     if (!labels.ok()) return Failed(err, labels.status(), kExitUsage);
     options_.labels = *labels;
-    if (since_->count() > 0) options_.since_ago_ns = since_ago_ns_;
     options_.format = context.format;
     absl::Status s = RunCaptures(client, options_, out);
     return s.ok() ? 0 : Failed(err, s, kExitBadInput);
@@ -70,8 +61,6 @@ class CapturesCommand : public AggregatorCommand {
 
  private:
   CapturesOptions options_;
-  int64_t since_ago_ns_ = 0;
-  CLI::Option* since_ = nullptr;
   std::vector<std::string> labels_;
 };
 
@@ -112,10 +101,8 @@ const char* const kCapturesCsvHeader =
 absl::Status RunCaptures(AggregatorClient& client, const CapturesOptions& options,
                          std::ostream& out) {
   v1::ListCapturesRequest request;
-  request.set_since_ns(options.since_ago_ns.has_value()
-                           ? client.clock().NowNs() - *options.since_ago_ns
-                           : options.since_ns);
-  request.set_until_ns(options.until_ns);
+  request.set_since_ns(options.range.SinceNs(client.clock().NowNs()));
+  request.set_until_ns(options.range.until_ns);
   request.set_limit(options.limit);
   request.set_status(options.status);
   AddLabels(options.labels, request.mutable_label_selector());

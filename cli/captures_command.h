@@ -14,13 +14,8 @@
 namespace podprof::cli {
 
 struct CapturesOptions {
-  // Only captures whose window starts at or after now minus this; unset: no such bound.
-  std::optional<int64_t> since_ago_ns;
-  // Only captures whose window starts at or after this instant (ns since the Unix epoch);
-  // 0: no bound. Ignored when since_ago_ns is set.
-  int64_t since_ns = 0;
-  // Only captures whose window starts before this instant; 0: no bound.
-  int64_t until_ns = 0;
+  // Which captures, by when their window started.
+  StartRange range;
   // Captures per call (the page size); 0 uses the aggregator's default (100).
   uint32_t limit = 0;
   // Only captures in this state; UNSPECIFIED for any.

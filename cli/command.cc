@@ -67,6 +67,25 @@ CLI::Option* AddAggregatorFlags(CLI::App* cmd, CliContext& context, bool with_fo
   return timeout;
 }
 
+void AddStartRangeFlags(CLI::App* cmd, StartRange& range, const char* since_example) {
+  auto ago_ns = std::make_shared<int64_t>(0);
+  CLI::Option* since =
+      cmd->add_option(
+             "--since", *ago_ns,
+             absl::StrCat("Only captures that started at most this long ago, e.g. ", since_example))
+          ->transform(PositiveDuration())
+          ->option_text("DURATION");
+  cmd->add_option("--since-ns", range.since_ns,
+                  "Only captures that started at or after this instant, ns since the Unix epoch")
+      ->excludes(since);
+  cmd->add_option("--until-ns", range.until_ns,
+                  "Only captures that started before this instant, ns since the Unix epoch");
+  // An option binds a plain value; "given" is known once the command line is parsed.
+  cmd->parse_complete_callback([ago_ns, since, &range] {
+    if (since->count() > 0) range.since_ago_ns = *ago_ns;
+  });
+}
+
 CLI::Validator PositiveDuration() {
   return CLI::Validator(
       [](std::string& text) -> std::string {

@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "cli/aggregator_client.h"
+#include "cli/capture_rows.h"
 #include "cli/format.h"
 #include "common/clock.h"
 
@@ -89,6 +90,9 @@ void AddTlsFlags(CLI::App* cmd, TlsFiles& tls);
 // command has a --format of its own) --format, bound to `context`. Returns the --timeout
 // option, for commands whose default deadline differs.
 CLI::Option* AddAggregatorFlags(CLI::App* cmd, CliContext& context, bool with_format = true);
+
+// --since DURATION (e.g. `since_example` ago), --since-ns and --until-ns, bound to `range`.
+void AddStartRangeFlags(CLI::App* cmd, StartRange& range, const char* since_example);
 
 // A validator that turns a positive duration ("30s", "1.5h") into its ns, so that the option
 // binds an int64_t.

@@ -23,15 +23,7 @@ class HistoryCommand : public AggregatorCommand {
                     "Regular expression matched against op names (e.g. 'fusion\\.1[0-9]')")
         ->required();
     cmd->add_option("--module", options_.module, "Only kernels whose module name contains this");
-    since_ = cmd->add_option("--since", since_ago_ns_,
-                             "Only captures that started at most this long ago, e.g. 168h")
-                 ->transform(PositiveDuration())
-                 ->option_text("DURATION");
-    cmd->add_option("--since-ns", options_.since_ns,
-                    "Only captures that started at or after this instant, ns since the Unix epoch")
-        ->excludes(since_);
-    cmd->add_option("--until-ns", options_.until_ns,
-                    "Only captures that started before this instant, ns since the Unix epoch");
+    AddStartRangeFlags(cmd, options_.range, "168h");
     cmd->add_option("--max-kernels", options_.max_kernels,
                     "Most kernels, those with the largest total time (default: the "
                     "aggregator's, 20)");
@@ -43,7 +35,6 @@ class HistoryCommand : public AggregatorCommand {
  protected:
   int RunWith(AggregatorClient& client, CliContext& context, std::ostream& out,
               std::ostream& err) override {
-    if (since_->count() > 0) options_.since_ago_ns = since_ago_ns_;
     options_.format = context.format;
     absl::Status s = RunHistory(client, options_, out);
     return s.ok() ? 0 : Failed(err, s, kExitBadInput);
@@ -51,8 +42,6 @@ class HistoryCommand : public AggregatorCommand {
 
  private:
   HistoryOptions options_;
-  int64_t since_ago_ns_ = 0;
-  CLI::Option* since_ = nullptr;
 };
 
 }  // namespace
@@ -71,10 +60,8 @@ absl::Status RunHistory(AggregatorClient& client, const HistoryOptions& options,
   v1::KernelHistoryRequest request;
   request.mutable_filter()->set_op_regex(options.kernel_regex);
   request.mutable_filter()->set_module(options.module);
-  request.set_since_ns(options.since_ago_ns.has_value()
-                           ? client.clock().NowNs() - *options.since_ago_ns
-                           : options.since_ns);
-  request.set_until_ns(options.until_ns);
+  request.set_since_ns(options.range.SinceNs(client.clock().NowNs()));
+  request.set_until_ns(options.range.until_ns);
   request.set_max_kernels(options.max_kernels);
 
   v1::KernelHistoryResponse response;

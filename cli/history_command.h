@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "cli/capture_rows.h"
 #include "cli/command.h"
 #include "proto/podprof_aggregator.pb.h"
 
@@ -19,13 +20,8 @@ struct HistoryOptions {
   std::string kernel_regex;
   // Substring of the module name; empty matches all.
   std::string module;
-  // Only captures whose window starts at or after now minus this; unset: no such bound.
-  std::optional<int64_t> since_ago_ns;
-  // Only captures whose window starts at or after this instant; 0: no bound. Ignored when
-  // since_ago_ns is set.
-  int64_t since_ns = 0;
-  // Only captures whose window starts before this instant; 0: no bound.
-  int64_t until_ns = 0;
+  // Which captures, by when their window started.
+  StartRange range;
   // Most kernels (those with the largest total time); 0 uses the aggregator's default (20).
   uint32_t max_kernels = 0;
   OutputFormat format = OutputFormat::kTable;

@@ -719,8 +719,8 @@ TEST_F(AggregatorCommandsTest, CapturesAllFollowsPagesWithADeadlineOnEachCall) {
 
 TEST_F(AggregatorCommandsTest, CapturesSendsFiltersAndSinceRelativeToTheClock) {
   CapturesOptions options;
-  options.since_ago_ns = int64_t{3600} * 1'000'000'000;
-  options.until_ns = 77;
+  options.range.since_ago_ns = int64_t{3600} * 1'000'000'000;
+  options.range.until_ns = 77;
   options.status = v1::CAPTURE_STATUS_FAILED;
   options.labels = {{"job", "train"}};
   std::ostringstream out;
@@ -728,7 +728,7 @@ TEST_F(AggregatorCommandsTest, CapturesSendsFiltersAndSinceRelativeToTheClock) {
   absl::MutexLock lock(&fake_.mu_);
   ASSERT_EQ(fake_.list_requests_.size(), 1u) << "without --all, one page";
   const v1::ListCapturesRequest& r = fake_.list_requests_[0];
-  EXPECT_EQ(r.since_ns(), clock_.NowNs() - *options.since_ago_ns);
+  EXPECT_EQ(r.since_ns(), clock_.NowNs() - *options.range.since_ago_ns);
   EXPECT_EQ(r.until_ns(), 77);
   EXPECT_EQ(r.status(), v1::CAPTURE_STATUS_FAILED);
   EXPECT_EQ(r.label_selector().at("job"), "train");
@@ -798,8 +798,8 @@ TEST_F(AggregatorCommandsTest, HistorySendsRegexModuleAndBounds) {
   HistoryOptions options;
   options.kernel_regex = "fusion";
   options.module = "jit_step";
-  options.since_ns = 5;
-  options.until_ns = 9;
+  options.range.since_ns = 5;
+  options.range.until_ns = 9;
   options.max_kernels = 3;
   options.format = OutputFormat::kCsv;
   std::ostringstream out;
