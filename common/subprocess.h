@@ -60,7 +60,8 @@ struct SubprocessOptions {
   ProcessGroup group = ProcessGroup::kInherit;
   // >= 0 pins the child to that CPU core.
   int cpu = -1;
-  // > 0 lowers the child's priority by that much (processes that stand for other machines).
+  // > 0 runs the child at that nice value (processes that stand for other machines); it may
+  // not be below this process's own without privilege.
   int nice = 0;
   // How long the destructor waits after SIGTERM before SIGKILL.
   absl::Duration stop_timeout = absl::Seconds(10);
