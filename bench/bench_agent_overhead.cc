@@ -3,9 +3,7 @@
 // alone on the same file, measured in the same run.
 //
 //   bench_agent_overhead [--idle-seconds 10] [--capture-seconds 10]
-#include <signal.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -18,7 +16,9 @@
 
 #include "bench/bench_util.h"
 #include "common/clock.h"
+#include "common/file_util.h"
 #include "common/skewed_clock.h"
+#include "common/subprocess.h"
 #include "nlohmann/json.hpp"
 #include "sim/pod_model.h"
 #include "sim/xspace_builder.h"
@@ -30,8 +30,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using bench::CpuTicks;
-using bench::Slurp;
-using bench::Spawn;
+using bench::StartChild;
 
 // Serializes every chunk, as the gRPC stream would.
 class SerializingSink final : public stream::ChunkSink {
@@ -66,30 +65,27 @@ int Main(int argc, char** argv) {
   RealClock clock;
 
   // 1. Idle agent beside an idle simulated workload.
-  pid_t sim = Spawn({bin + "/podprof-simhost", "--profiler-port=0", "--metrics-port=0",
-                     "--ready-file=" + dir + "/sim.json"});
+  Subprocess sim = StartChild({bin + "/podprof-simhost", "--profiler-port=0", "--metrics-port=0",
+                               "--ready-file=" + dir + "/sim.json"});
   if (!bench::WaitForFile(dir + "/sim.json")) return 1;
-  nlohmann::json sj = nlohmann::json::parse(Slurp(dir + "/sim.json"));
+  nlohmann::json sj = nlohmann::json::parse(ReadFile(dir + "/sim.json").value_or(""));
   std::ofstream(dir + "/empty.toml") << "";
-  pid_t agent = Spawn(
+  Subprocess agent = StartChild(
       {bin + "/podprof-agent", "--insecure", "--config=" + dir + "/empty.toml",
        "--listen=127.0.0.1:0", "--profiler-service-listen=none", "--sysfs-root=" + dir + "/nosys",
        "--workload-profiler=127.0.0.1:" + std::to_string(sj["profiler_port"].get<int>()),
        "--workload-metrics=127.0.0.1:" + std::to_string(sj["metrics_port"].get<int>()),
        "--ready-file=" + dir + "/agent.json"});
   if (!bench::WaitForFile(dir + "/agent.json")) return 1;
-  int status;
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // let start-up settle
-  const long ticks0 = CpuTicks(agent);
+  const long ticks0 = CpuTicks(agent.pid());
   const int64_t t0 = clock.MonotonicNs();
   std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(idle_seconds * 1000)));
   const double wall = (clock.MonotonicNs() - t0) / 1e9;
-  const double cpu = (CpuTicks(agent) - ticks0) / static_cast<double>(sysconf(_SC_CLK_TCK));
-  const long rss = bench::StatusKb(agent, "VmRSS:");
-  kill(agent, SIGTERM);
-  kill(sim, SIGTERM);
-  waitpid(agent, &status, 0);
-  waitpid(sim, &status, 0);
+  const double cpu = (CpuTicks(agent.pid()) - ticks0) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  const long rss = bench::StatusKb(agent.pid(), "VmRSS:");
+  agent.Terminate(absl::Seconds(10));
+  sim.Terminate(absl::Seconds(10));
   std::printf("idle agent over %.1f s: cpu %.3f%% of one core, rss %.1f MB\n", wall,
               100 * cpu / wall, rss / 1024.0);
   std::printf("idle_cpu_percent=%.3f (target < 0.2)\nidle_rss_mb=%.1f (target < 40)\n",

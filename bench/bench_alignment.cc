@@ -8,7 +8,6 @@
 //   bench_alignment [--hosts 8] [--duration-ms 1000] [--seed 1]
 #include <grpcpp/grpcpp.h>
 #include <sched.h>
-#include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,23 +27,25 @@
 #include "absl/strings/str_format.h"
 #include "bench/bench_util.h"
 #include "common/clock.h"
+#include "common/file_util.h"
+#include "common/subprocess.h"
 #include "nlohmann/json.hpp"
 #include "proto/podprof_agent.grpc.pb.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
 #include "storage/store.h"
+#include "tests/util/capture_watch.h"
 #include "trace/columns.h"
 
 namespace podprof {
 namespace {
 
 namespace fs = std::filesystem;
-using bench::Slurp;
-using bench::Spawn;
+using bench::StartChild;
 namespace v1 = podprof::v1;
 
 nlohmann::json WaitJson(const std::string& path) {
   bench::WaitForFile(path);
-  return nlohmann::json::parse(Slurp(path));
+  return nlohmann::json::parse(ReadFile(path).value_or(""));
 }
 
 // The machine's own floor for start skew: `n` bare processes, pinned like the simhosts, each
@@ -57,8 +58,13 @@ int64_t WakeFloorNs(int n, int ncpu) {
   timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
   const int64_t at = (int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec) + 300'000'000;
+  // Forked without exec: a bare process, nothing of a program's start-up in its wake-up. It
+  // only makes async-signal-safe calls and lives well under a second.
+  std::vector<pid_t> sleepers;
   for (int i = 0; i < n; ++i) {
-    if (fork() == 0) {
+    const pid_t pid = fork();
+    if (pid > 0) sleepers.push_back(pid);
+    if (pid == 0) {
       cpu_set_t set;
       CPU_ZERO(&set);
       CPU_SET(i % ncpu, &set);
@@ -80,8 +86,7 @@ int64_t WakeFloorNs(int n, int ncpu) {
     hi = std::max(hi, t);
   }
   close(fds[0]);
-  while (wait(nullptr) > 0) {
-  }
+  for (pid_t pid : sleepers) waitpid(pid, nullptr, 0);
   return hi >= lo ? hi - lo : -1;
 }
 
@@ -169,7 +174,7 @@ std::vector<double> CollectiveSpreads(const std::string& dir, const std::string&
 // Per host, a simulated host and its agent sharing a wrong clock drawn from `seed` (a
 // device offset on every other host); the agents' ports.
 std::vector<int> StartHosts(const std::string& bin, const std::string& dir, int hosts,
-                            uint64_t seed, int agg_port, std::vector<pid_t>* pids) {
+                            uint64_t seed, int agg_port, std::vector<Subprocess>* children) {
   // Each simulated host on a core of its own, round robin, as real hosts have their own: left
   // to the scheduler, the wake-ups at the start instant pile onto one core's queue.
   const int ncpu = std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
@@ -181,22 +186,22 @@ std::vector<int> StartHosts(const std::string& bin, const std::string& dir, int 
     const std::string off = absl::StrFormat("%.3fms", offset_ms(rng));
     const std::string dr = absl::StrFormat("%.3f", drift(rng));
     const std::string dev = h % 2 ? absl::StrFormat("%.1fus", dev_us(rng)) : "0";
-    pids->push_back(
-        Spawn({bin + "/podprof-simhost", "--profiler-port=0", "--metrics-port=0", "--chips=4",
-               "--generation=v5p", absl::StrCat("--hosts=", hosts), "--host-index=" + n,
-               "--pod-seed=3", "--clock-offset=" + off, "--clock-drift-ppm=" + dr,
-               "--device-clock-offset=" + dev, "--truth-file=" + dir + "/truth" + n + ".json",
-               "--ready-file=" + dir + "/sim" + n + ".json"},
-              h % ncpu));
+    children->push_back(
+        StartChild({bin + "/podprof-simhost", "--profiler-port=0", "--metrics-port=0", "--chips=4",
+                    "--generation=v5p", absl::StrCat("--hosts=", hosts), "--host-index=" + n,
+                    "--pod-seed=3", "--clock-offset=" + off, "--clock-drift-ppm=" + dr,
+                    "--device-clock-offset=" + dev, "--truth-file=" + dir + "/truth" + n + ".json",
+                    "--ready-file=" + dir + "/sim" + n + ".json"},
+                   h % ncpu));
     nlohmann::json sim = WaitJson(dir + "/sim" + n + ".json");
-    pids->push_back(
-        Spawn({bin + "/podprof-agent", "--insecure", "--config=" + dir + "/empty.toml",
-               "--listen=127.0.0.1:0", "--advertise=127.0.0.1:0", "--profiler-service-listen=none",
-               "--host-name=host-" + n, "--sysfs-root=" + dir + "/nosys",
-               absl::StrCat("--workload-profiler=127.0.0.1:", sim["profiler_port"].get<int>()),
-               "--workload-metrics=none", absl::StrCat("--aggregator=127.0.0.1:", agg_port),
-               "--clock-offset=" + off, "--clock-drift-ppm=" + dr,
-               "--ready-file=" + dir + "/agent" + n + ".json"}));
+    children->push_back(StartChild(
+        {bin + "/podprof-agent", "--insecure", "--config=" + dir + "/empty.toml",
+         "--listen=127.0.0.1:0", "--advertise=127.0.0.1:0", "--profiler-service-listen=none",
+         "--host-name=host-" + n, "--sysfs-root=" + dir + "/nosys",
+         absl::StrCat("--workload-profiler=127.0.0.1:", sim["profiler_port"].get<int>()),
+         "--workload-metrics=none", absl::StrCat("--aggregator=127.0.0.1:", agg_port),
+         "--clock-offset=" + off, "--clock-drift-ppm=" + dr,
+         "--ready-file=" + dir + "/agent" + n + ".json"}));
     agent_ports.push_back(WaitJson(dir + "/agent" + n + ".json")["agent_port"].get<int>());
   }
   return agent_ports;
@@ -221,13 +226,13 @@ int Main(int argc, char** argv) {
   std::ofstream(dir + "/empty.toml") << "";
   std::ofstream(dir + "/agg.toml")
       << "[agents]\nheartbeat_interval = \"1s\"\nprobe_interval = \"2s\"\n";
-  std::vector<pid_t> pids;
-  pids.push_back(Spawn({bin + "/podprof-aggregator", "--insecure", "--config=" + dir + "/agg.toml",
-                        "--listen=127.0.0.1:0", "--db=" + dir + "/pod.db",
-                        "--ready-file=" + dir + "/agg.json"}));
+  std::vector<Subprocess> children;
+  children.push_back(StartChild({bin + "/podprof-aggregator", "--insecure",
+                                 "--config=" + dir + "/agg.toml", "--listen=127.0.0.1:0",
+                                 "--db=" + dir + "/pod.db", "--ready-file=" + dir + "/agg.json"}));
   const int agg_port = WaitJson(dir + "/agg.json")["port"];
   const int ncpu = std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
-  const std::vector<int> agent_ports = StartHosts(bin, dir, hosts, seed, agg_port, &pids);
+  const std::vector<int> agent_ports = StartHosts(bin, dir, hosts, seed, agg_port, &children);
   auto stub = v1::Aggregator::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", agg_port),
                                                           grpc::InsecureChannelCredentials()));
   // Two probe bursts apart, so every clock model has a drift.
@@ -241,27 +246,20 @@ int Main(int argc, char** argv) {
     if (ready == hosts) break;
   }
   RealClock clock;
-  const long agg_ticks0 = bench::CpuTicks(pids[0]);
-  grpc::ClientContext sctx;
-  v1::StartCaptureRequest req;
-  req.set_duration_ms(duration_ms);
-  v1::StartCaptureResponse started;
-  grpc::Status s = stub->StartCapture(&sctx, req, &started);
-  if (!s.ok()) {
-    std::fprintf(stderr, "StartCapture: %s\n", s.error_message().c_str());
+  const pid_t agg = children.front().pid();
+  const long agg_ticks0 = bench::CpuTicks(agg);
+  absl::StatusOr<testing::WatchedCapture> watched = testing::StartAndWatchCapture(
+      *stub, duration_ms, absl::Milliseconds(duration_ms) + absl::Minutes(5));
+  if (!watched.ok()) {
+    std::fprintf(stderr, "%s\n", watched.status().ToString().c_str());
     return 1;
   }
+  const v1::StartCaptureResponse& started = watched->started;
+  const v1::CaptureProgress& last = watched->last;
   const int64_t window_end = started.start_ns() + int64_t{duration_ms} * 1'000'000;
-  grpc::ClientContext wctx;
-  v1::WatchCaptureRequest w;
-  w.set_capture_id(started.capture_id());
-  auto reader = stub->WatchCapture(&wctx, w);
-  v1::CaptureProgress p, last;
-  while (reader->Read(&p)) last = p;
-  reader->Finish();
   const double finish_s = (clock.NowNs() - window_end) / 1e9;
   const double agg_cpu_s =
-      (bench::CpuTicks(pids[0]) - agg_ticks0) / static_cast<double>(sysconf(_SC_CLK_TCK));
+      (bench::CpuTicks(agg) - agg_ticks0) / static_cast<double>(sysconf(_SC_CLK_TCK));
 
   // Errors against the ground truth at the window's middle.
   const int64_t mid = started.start_ns() + int64_t{duration_ms} * 500'000;
@@ -270,7 +268,7 @@ int Main(int argc, char** argv) {
   std::vector<double> late;
   for (const auto& h : last.summary().hosts()) {
     const std::string n = h.host_name().substr(5);
-    nlohmann::json t = nlohmann::json::parse(Slurp(dir + "/truth" + n + ".json"));
+    nlohmann::json t = nlohmann::json::parse(ReadFile(dir + "/truth" + n + ".json").value_or(""));
     const double truth =
         t["clock_offset_ns"].get<double>() +
         t["clock_drift_ppm"].get<double>() * 1e-6 * (mid - t["clock_epoch_ns"].get<double>()) +
@@ -290,8 +288,7 @@ int Main(int argc, char** argv) {
   uint64_t events = 0;
   const std::vector<double> spread = CollectiveSpreads(dir, started.capture_id(), &events);
   const double decode_rate = DecodeAloneRate(agent_ports[0], duration_ms, events);
-  for (pid_t pid : pids) kill(pid, SIGTERM);
-  for (pid_t pid : pids) waitpid(pid, nullptr, 0);
+  Subprocess::TerminateAll(absl::MakeSpan(children), absl::Seconds(10));
   fs::remove_all(dir);
 
   std::printf(

@@ -11,8 +11,6 @@
 //   bench_load [--hosts 256] [--captures 4] [--duration-ms 500] [--chips 2] [--counters 1]
 //              [--sim-nice 0]
 #include <grpcpp/grpcpp.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,8 +29,11 @@
 #include "absl/strings/str_cat.h"
 #include "bench/bench_util.h"
 #include "common/clock.h"
+#include "common/file_util.h"
+#include "common/subprocess.h"
 #include "nlohmann/json.hpp"
 #include "proto/podprof_aggregator.grpc.pb.h"
+#include "tests/util/capture_watch.h"
 
 namespace podprof {
 namespace {
@@ -148,26 +149,27 @@ int Main(int argc, char** argv) {
   std::ofstream(dir + "/agg.toml") << "[agents]\nheartbeat_interval = \"2s\"\n"
                                       "probe_interval = \"5s\"\n[limits]\n"
                                       "max_capture_duration = \"10s\"\n";
-  std::vector<pid_t> pids;
-  const pid_t agg = bench::Spawn({bin + "/podprof-aggregator", "--insecure",
-                                  "--config=" + dir + "/agg.toml", "--listen=127.0.0.1:0",
-                                  "--db=" + dir + "/pod.db", "--ready-file=" + dir + "/agg.json"});
-  pids.push_back(agg);
+  // The aggregator first: it is stopped last.
+  std::vector<Subprocess> children;
+  children.push_back(bench::StartChild(
+      {bin + "/podprof-aggregator", "--insecure", "--config=" + dir + "/agg.toml",
+       "--listen=127.0.0.1:0", "--db=" + dir + "/pod.db", "--ready-file=" + dir + "/agg.json"}));
+  const pid_t agg = children.front().pid();
   bench::WaitForFile(dir + "/agg.json");
-  const int port = nlohmann::json::parse(bench::Slurp(dir + "/agg.json"))["port"];
+  const int port = nlohmann::json::parse(ReadFile(dir + "/agg.json").value_or(""))["port"];
   RealClock clock;
   const int64_t t_start = clock.NowNs();
   for (int h = 0; h < hosts; ++h) {
     const std::string n = std::to_string(h);
-    pids.push_back(bench::Spawn(
+    children.push_back(bench::StartChild(
         {bin + "/podprof-simhost", "--profiler-port=0", "--metrics-port=0",
          absl::StrCat("--chips=", chips), absl::StrCat("--hosts=", hosts), "--host-index=" + n,
          counters ? "--counters" : "--no-counters", "--ready-file=" + dir + "/sim" + n + ".json"},
         -1, sim_nice));
     bench::WaitForFile(dir + "/sim" + n + ".json");
     const int profiler =
-        nlohmann::json::parse(bench::Slurp(dir + "/sim" + n + ".json"))["profiler_port"];
-    pids.push_back(bench::Spawn(
+        nlohmann::json::parse(ReadFile(dir + "/sim" + n + ".json").value_or(""))["profiler_port"];
+    children.push_back(bench::StartChild(
         {bin + "/podprof-agent", "--insecure", "--config=" + dir + "/empty.toml",
          "--listen=127.0.0.1:0", "--advertise=127.0.0.1:0", "--profiler-service-listen=none",
          "--host-name=host-" + n, "--sysfs-root=" + dir + "/nosys",
@@ -219,33 +221,28 @@ int Main(int argc, char** argv) {
   uint64_t total_events = 0;
   double ingest_s = 0;
   for (int c = 0; c < captures; ++c) {
-    grpc::ClientContext sctx;
     v1::StartCaptureRequest req;
     req.set_duration_ms(duration_ms);
-    v1::StartCaptureResponse started;
-    grpc::Status s = stub->StartCapture(&sctx, req, &started);
-    if (!s.ok()) {
-      std::printf("capture %d: StartCapture %s\n", c, s.error_message().c_str());
+    auto window_end = [&](const v1::StartCaptureResponse& started) {
+      return started.start_ns() + int64_t{duration_ms} * 1'000'000;
+    };
+    // Queries count as "during ingest" from the window's end until the capture is stored.
+    absl::StatusOr<testing::WatchedCapture> watched = testing::StartAndWatchCapture(
+        *stub, req, absl::Milliseconds(duration_ms) + absl::Minutes(10),
+        [&](const v1::StartCaptureResponse& started, const v1::CaptureProgress&) {
+          if (!ingesting && clock.NowNs() >= window_end(started)) ingesting = true;
+        });
+    ingesting = false;
+    if (!watched.ok()) {
+      std::printf("capture %d: %s\n", c, watched.status().ToString().c_str());
       continue;
     }
-    const int64_t window_end = started.start_ns() + int64_t{duration_ms} * 1'000'000;
-    grpc::ClientContext wctx;
-    v1::WatchCaptureRequest w;
-    w.set_capture_id(started.capture_id());
-    auto reader = stub->WatchCapture(&wctx, w);
-    v1::CaptureProgress p, last;
-    while (reader->Read(&p)) {
-      last = p;
-      if (!ingesting && clock.NowNs() >= window_end) ingesting = true;
-    }
-    reader->Finish();
-    ingesting = false;
-    const double after_s = (clock.NowNs() - window_end) / 1e9;
-    total_events += ReportCapture(c, last, hosts, after_s);
-    complete += last.status() == v1::CAPTURE_STATUS_COMPLETE;
+    const double after_s = (clock.NowNs() - window_end(watched->started)) / 1e9;
+    total_events += ReportCapture(c, watched->last, hosts, after_s);
+    complete += watched->last.status() == v1::CAPTURE_STATUS_COMPLETE;
     ingest_s += after_s;
     std::lock_guard<std::mutex> l(mu);
-    last_capture = started.capture_id();
+    last_capture = watched->started.capture_id();
   }
   stop = true;
   querier.join();
@@ -258,8 +255,7 @@ int Main(int argc, char** argv) {
   std::printf("ingest: %.0f events/s (events over the time from window end to stored)\n",
               ingest_s > 0 ? total_events / ingest_s : 0);
   PrintQueryLatency(busy, busy_nostore, idle);
-  for (pid_t pid : pids) kill(pid, SIGTERM);
-  for (pid_t pid : pids) waitpid(pid, nullptr, 0);
+  Subprocess::TerminateAll(absl::MakeSpan(children), absl::Seconds(10));
   fs::remove_all(dir);
   std::printf("load_captures_complete=%d/%d\n", complete, captures);
   return complete == captures ? 0 : 1;

@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,6 +29,8 @@
 #include "absl/synchronization/notification.h"
 #include "bench/bench_util.h"
 #include "common/clock.h"
+#include "common/file_util.h"
+#include "common/subprocess.h"
 #include "nlohmann/json.hpp"
 #include "proto/grpc_status.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
@@ -351,13 +354,13 @@ int Main(int argc, char** argv) {
                                       "probe_interval = \"10s\"\n[limits]\n"
                                       "max_capture_duration = \"60s\"\n";
   RealClock clock;
-  const pid_t agg = bench::SpawnOwned(
+  Subprocess agg = bench::StartChild(
       {bin + "/podprof-aggregator", "--insecure", "--config=" + dir + "/agg.toml",
        "--listen=127.0.0.1:0", "--db=" + dir + "/pod.db", "--ready-file=" + dir + "/agg.json"});
-  pid_t loadgen = -1;
+  std::optional<Subprocess> loadgen;
   auto cleanup = [&] {
-    bench::StopChild(loadgen);
-    bench::StopChild(agg);
+    if (loadgen) loadgen->Terminate(absl::Seconds(10));
+    agg.Terminate(absl::Seconds(10));
     fs::remove_all(dir);
   };
   if (!bench::WaitForFile(dir + "/agg.json")) {
@@ -365,9 +368,9 @@ int Main(int argc, char** argv) {
     cleanup();
     return 1;
   }
-  const int port = nlohmann::json::parse(bench::Slurp(dir + "/agg.json"))["port"];
+  const int port = nlohmann::json::parse(ReadFile(dir + "/agg.json").value_or(""))["port"];
   const int64_t t0 = clock.NowNs();
-  loadgen = bench::SpawnOwned(
+  loadgen = bench::StartChild(
       {bin + "/podprof-loadgen", "--insecure", absl::StrCat("--aggregator=127.0.0.1:", port),
        absl::StrCat("--agents=", o.agents), absl::StrCat("--chips=", o.chips),
        absl::StrCat("--counters=", o.counters), "--exit-after=2h",
@@ -377,7 +380,7 @@ int Main(int argc, char** argv) {
     cleanup();
     return 1;
   }
-  return RunAndReport(o, clock, port, agg, loadgen, t0, dir + "/pod.db", cleanup);
+  return RunAndReport(o, clock, port, agg.pid(), loadgen->pid(), t0, dir + "/pod.db", cleanup);
 }
 
 }  // namespace

@@ -2,25 +2,25 @@
 #ifndef PODPROF_BENCH_BENCH_UTIL_H_
 #define PODPROF_BENCH_BENCH_UTIL_H_
 
-#include <sched.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include <sys/types.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/file_util.h"
+#include "common/subprocess.h"
 
 namespace podprof::bench {
 
@@ -48,67 +48,28 @@ inline int ParseFlags(int argc, char** argv, const char* usage, const FlagSetter
   return -1;
 }
 
-inline std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// In a forked child: becomes `args` (args[0] is the binary), or exits 127.
-[[noreturn]] inline void Exec(std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  execv(argv[0], argv.data());
-  _exit(127);
-}
-
-// Starts `args` (args[0] is the binary) as a child process; `cpu` >= 0 pins it to that core;
-// `nice` > 0 lowers its priority (processes that stand for other machines).
-inline pid_t Spawn(std::vector<std::string> args, int cpu = -1, int nice = 0) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    if (cpu >= 0) {
-      cpu_set_t set;
-      CPU_ZERO(&set);
-      CPU_SET(cpu, &set);
-      sched_setaffinity(0, sizeof(set), &set);
-    }
-    if (nice > 0) setpriority(PRIO_PROCESS, 0, nice);
-    Exec(args);
+// Starts `args` (args[0] is the binary) as a child process that dies with this one, so a
+// benchmark that crashes or is killed (a closed pipe included) leaves no daemons behind; the
+// returned object stops it when destroyed. `cpu` >= 0 pins it to that core; `nice` > 0 lowers
+// its priority (processes that stand for other machines). Call it from the main thread (see
+// common/subprocess.h). A child that cannot be started ends the benchmark with a message
+// naming it and why.
+inline Subprocess StartChild(std::vector<std::string> args, int cpu = -1, int nice = 0) {
+  SubprocessOptions options;
+  options.argv = std::move(args);
+  options.cpu = cpu;
+  options.nice = nice;
+  absl::StatusOr<Subprocess> child = Subprocess::Start(options);
+  if (!child.ok()) {
+    std::fprintf(stderr, "%s\n", child.status().ToString().c_str());
+    std::exit(2);
   }
-  return pid;
-}
-
-// Starts `args` as a child process that the kernel kills when this process dies (a benchmark
-// that crashes or is killed leaves no daemons behind).
-inline pid_t SpawnOwned(std::vector<std::string> args) {
-  const pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);  // the parent died before prctl
-    Exec(args);
-  }
-  return pid;
-}
-
-// SIGTERM, then up to `grace_ms` for the child to exit, then SIGKILL; reaps it.
-inline void StopChild(pid_t pid, int grace_ms = 10'000) {
-  if (pid <= 0) return;
-  kill(pid, SIGTERM);
-  for (int waited = 0; waited < grace_ms; waited += 20) {
-    if (waitpid(pid, nullptr, WNOHANG) == pid) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, nullptr, 0);
+  return *std::move(child);
 }
 
 // utime + stime of `pid`, in clock ticks (sysconf(_SC_CLK_TCK) per second).
 inline long CpuTicks(pid_t pid) {
-  std::string stat = Slurp("/proc/" + std::to_string(pid) + "/stat");
+  const std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat").value_or("");
   size_t close = stat.rfind(')');
   if (close == std::string::npos) return 0;
   std::istringstream in(stat.substr(close + 2));
@@ -123,7 +84,7 @@ inline long CpuTicks(pid_t pid) {
 
 // A "Field:   N kB" line of /proc/<pid>/status (e.g. "VmRSS:"), in kB; 0 if absent.
 inline long StatusKb(pid_t pid, const char* field) {
-  std::istringstream in(Slurp("/proc/" + std::to_string(pid) + "/status"));
+  std::istringstream in(ReadFile("/proc/" + std::to_string(pid) + "/status").value_or(""));
   std::string line;
   while (std::getline(in, line)) {
     if (line.rfind(field, 0) == 0) return std::atol(line.c_str() + std::strlen(field));

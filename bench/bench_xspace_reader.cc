@@ -14,12 +14,12 @@
 #include <cstring>
 #include <fstream>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "bench/bench_util.h"
 #include "common/clock.h"
+#include "common/file_util.h"
 #include "google/protobuf/arena.h"
 #include "proto/xplane.pb.h"
 #include "trace/kernel_stats.h"
@@ -29,13 +29,6 @@ namespace podprof {
 namespace {
 
 using tensorflow::profiler::XSpace;
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // A pod-host-like capture: `chips` TPU planes with XLA Ops/XLA Modules lines (device durations
 // and collective ids on events, costs on metadata) and a busy /host:CPU plane, about `mb` MB.
@@ -218,12 +211,12 @@ int Main(int argc, char** argv) {
       stop >= 0) {
     return stop;
   }
-  std::string real = ReadFile(fixture);
-  if (real.empty()) {
-    std::fprintf(stderr, "cannot read fixture %s\n", fixture.c_str());
+  absl::StatusOr<std::string> real = ReadFile(fixture);
+  if (!real.ok()) {
+    std::fprintf(stderr, "cannot read the fixture: %s\n", real.status().ToString().c_str());
     return 1;
   }
-  Compare("tpu-fixture", real, 20);
+  Compare("tpu-fixture", *real, 20);
 
   std::string big = MakeSyntheticXSpace(synthetic_mb, 8);
   double speedup = Compare("synthetic", big, 3);

@@ -1,18 +1,14 @@
 #include "cli/demo.h"
 
-#include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include <stdlib.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
-#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -23,6 +19,8 @@
 #include "cli/exit_codes.h"
 #include "cli/export_command.h"
 #include "common/clock.h"
+#include "common/file_util.h"
+#include "common/subprocess.h"
 #include "nlohmann/json.hpp"
 
 namespace podprof::cli {
@@ -31,12 +29,13 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// The children of one demo. Signals that would end the demo (Ctrl-C, SIGTERM, SIGHUP) are
-// taken by a thread of their own, which stops every child before the demo exits, so no
-// process or port outlives it; PR_SET_PDEATHSIG covers the demo dying some other way.
+// The children of one demo, started from the thread that runs the demo (their death signal
+// fires when it exits). Signals that would end the demo (Ctrl-C, SIGTERM, SIGHUP) are taken by
+// a thread of their own, which stops every child before the demo exits, so no process or port
+// outlives it; the children's death signal covers the demo dying some other way.
 class Children {
  public:
-  explicit Children(bool keep) : keep_(keep) {
+  Children(bool keep, Clock& clock) : keep_(keep), clock_(clock) {
     if (keep_) return;
     sigset_t set;
     sigemptyset(&set);
@@ -54,59 +53,55 @@ class Children {
     });
   }
   ~Children() {
-    if (!keep_) {
-      StopAll();
-      pthread_kill(watcher_.native_handle(), SIGUSR2);
-      watcher_.join();
+    if (keep_) {
+      // --keep: the children run on, in sessions of their own, after the demo.
+      absl::MutexLock lock(&mu_);
+      for (Subprocess& c : children_) c.Release();
+      return;
     }
+    StopAll();
+    pthread_kill(watcher_.native_handle(), SIGUSR2);
+    watcher_.join();
   }
 
-  // Starts `args` with stdout and stderr in `log`. Returns the pid, or -1.
-  pid_t Spawn(const std::string& name, const std::vector<std::string>& args,
-              const std::string& log) {
-    absl::MutexLock lock(&mu_);
-    pid_t pid = fork();
-    if (pid == 0) {
-      if (keep_) {
-        setsid();  // outlives the terminal session of the demo
-      } else {
-        setpgid(0, 0);  // Ctrl-C goes to the demo, which stops the children in order
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
-      }
-      sigset_t none;
-      sigemptyset(&none);
-      pthread_sigmask(SIG_SETMASK, &none, nullptr);
-      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      if (fd >= 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-      }
-      std::vector<char*> argv;
-      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
+  // Starts `args` (args[0] is the binary) with stdout and stderr in `log`. Errors name the
+  // binary and why it could not be started.
+  absl::Status Spawn(const std::string& name, const std::vector<std::string>& args,
+                     const std::string& log) {
+    SubprocessOptions o;
+    o.argv = args;
+    o.stdout_path = log;
+    o.stderr_path = log;
+    o.clock = &clock_;
+    if (keep_) {
+      o.group = ProcessGroup::kNewSession;  // outlives the terminal session of the demo
+      o.death_signal = 0;
+    } else {
+      o.group = ProcessGroup::kOwn;  // Ctrl-C goes to the demo, which stops the children in order
+      o.death_signal = SIGTERM;      // the daemons drain if the demo dies some other way
     }
-    if (pid > 0) children_.push_back({name, pid});
-    return pid;
+    // Under the lock, so that a signal taken meanwhile stops this child too.
+    absl::MutexLock lock(&mu_);
+    absl::StatusOr<Subprocess> child = Subprocess::Start(o);
+    if (!child.ok()) return child.status();
+    children_.push_back(*std::move(child));
+    names_.push_back(name);
+    return absl::OkStatus();
   }
 
   // The name of a child that has exited, or "".
   std::string Exited() {
     absl::MutexLock lock(&mu_);
-    for (auto& c : children_) {
-      if (c.pid > 0 && waitpid(c.pid, nullptr, WNOHANG) == c.pid) {
-        c.pid = -1;
-        return c.name;
-      }
+    for (size_t i = 0; i < children_.size(); ++i) {
+      if (children_[i].TryWait().has_value()) return names_[i];
     }
     return "";
   }
 
-  std::vector<std::pair<std::string, pid_t>> List() {
+  std::vector<pid_t> Pids() {
     absl::MutexLock lock(&mu_);
-    std::vector<std::pair<std::string, pid_t>> out;
-    for (const auto& c : children_) out.emplace_back(c.name, c.pid);
+    std::vector<pid_t> out;
+    for (const Subprocess& c : children_) out.push_back(c.pid());
     return out;
   }
 
@@ -114,65 +109,95 @@ class Children {
   // SIGKILL for any that did not.
   void StopAll() {
     absl::MutexLock lock(&mu_);
-    for (auto it = children_.rbegin(); it != children_.rend(); ++it) {
-      if (it->pid > 0) kill(it->pid, SIGTERM);
-    }
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    for (auto& c : children_) {
-      while (c.pid > 0) {
-        if (waitpid(c.pid, nullptr, WNOHANG) == c.pid) {
-          c.pid = -1;
-        } else if (std::chrono::steady_clock::now() > give_up) {
-          kill(c.pid, SIGKILL);
-          waitpid(c.pid, nullptr, 0);
-          c.pid = -1;
-        } else {
-          std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        }
-      }
-    }
+    Subprocess::TerminateAll(absl::MakeSpan(children_), absl::Seconds(10));
   }
 
  private:
-  struct Child {
-    std::string name;
-    pid_t pid;
-  };
   const bool keep_;
+  Clock& clock_;
   absl::Mutex mu_;
-  std::vector<Child> children_ ABSL_GUARDED_BY(mu_);
+  std::vector<Subprocess> children_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> names_ ABSL_GUARDED_BY(mu_);
   std::thread watcher_;
 };
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// Waits for a daemon's ready file; fails naming the child and its log when it exits first.
-absl::StatusOr<json> WaitReady(Children& children, const std::string& name, const std::string& path,
-                               const std::string& log) {
-  for (int i = 0; i < 600; ++i) {
-    if (fs::exists(path)) {
-      json j = json::parse(Slurp(path), nullptr, false);
+// Starts `args` as child `name` with its output in `log`, then waits up to 30 s for its ready
+// file `ready`; fails naming the child and its log when it exits first.
+absl::StatusOr<json> StartReady(Children& children, Clock& clock, const std::string& name,
+                                const std::vector<std::string>& args, const std::string& log,
+                                const std::string& ready) {
+  if (absl::Status s = children.Spawn(name, args, log); !s.ok()) return s;
+  const int64_t give_up = clock.MonotonicNs() + 30'000'000'000;
+  while (true) {
+    if (absl::StatusOr<std::string> text = ReadFile(ready); text.ok()) {
+      json j = json::parse(*text, nullptr, false);
       if (!j.is_discarded()) return j;
     }
     const std::string gone = children.Exited();
     if (!gone.empty()) {
       return absl::InternalError(absl::StrCat(gone, " exited during start-up; see ", log));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (clock.MonotonicNs() >= give_up) break;
+    clock.SleepUntilNs(clock.NowNs() + 50'000'000, nullptr);
   }
   return absl::DeadlineExceededError(absl::StrCat(name, " did not start in 30 s; see ", log));
 }
 
+// The demo's pod in `dir`: the aggregator, then per host a simulated host and its agent, each
+// started once the one before is ready. Each host's clock is wrong by a few milliseconds,
+// drifts by some ppm, and every other host's device clock is off by up to 100 us: alignment
+// has something to do. Returns the aggregator's address; fills `truth_files` (host name ->
+// its simulated host's ground truth).
+absl::StatusOr<std::string> StartPod(const DemoOptions& options, const std::string& bin,
+                                     const std::string& dir, Children& children, Clock& clock,
+                                     std::map<std::string, std::string>* truth_files) {
+  absl::StatusOr<json> agg =
+      StartReady(children, clock, "podprof-aggregator",
+                 {bin + "/podprof-aggregator", "--insecure", "--config=" + dir + "/aggregator.toml",
+                  "--listen=127.0.0.1:0", "--db=" + dir + "/podprof.db",
+                  "--ready-file=" + dir + "/aggregator.json"},
+                 dir + "/aggregator.log", dir + "/aggregator.json");
+  if (!agg.ok()) return agg.status();
+  const std::string agg_addr = absl::StrCat("127.0.0.1:", (*agg)["port"].get<int>());
+  std::mt19937_64 rng(options.seed);
+  std::uniform_real_distribution<double> offset_ms(-5, 5), drift_ppm(-20, 20), device_us(-100, 100);
+  for (int i = 0; i < options.hosts; ++i) {
+    const std::string n = std::to_string(i), host = "host-" + n;
+    const std::string off = absl::StrFormat("%.3fms", offset_ms(rng));
+    const std::string drift = absl::StrFormat("%.2f", drift_ppm(rng));
+    const std::string dev = i % 2 ? absl::StrFormat("%.1fus", device_us(rng)) : "0";
+    (*truth_files)[host] = dir + "/truth-" + n + ".json";
+    absl::StatusOr<json> sim =
+        StartReady(children, clock, "podprof-simhost " + n,
+                   {bin + "/podprof-simhost", "--profiler-port=0", "--metrics-port=0",
+                    "--generation=" + options.generation, absl::StrCat("--hosts=", options.hosts),
+                    "--host-index=" + n, absl::StrCat("--pod-seed=", options.seed), "--counters",
+                    "--host-name=" + host, "--clock-offset=" + off, "--clock-drift-ppm=" + drift,
+                    "--device-clock-offset=" + dev, "--truth-file=" + (*truth_files)[host],
+                    "--ready-file=" + dir + "/simhost-" + n + ".json"},
+                   dir + "/simhost-" + n + ".log", dir + "/simhost-" + n + ".json");
+    if (!sim.ok()) return sim.status();
+    absl::StatusOr<json> agent = StartReady(
+        children, clock, "podprof-agent " + n,
+        {bin + "/podprof-agent", "--insecure", "--config=" + dir + "/agent.toml",
+         "--listen=127.0.0.1:0", "--advertise=127.0.0.1:0", "--profiler-service-listen=none",
+         "--host-name=" + host, "--sysfs-root=" + dir + "/sys", "--temp-dir=" + dir + "/tmp",
+         absl::StrCat("--workload-profiler=127.0.0.1:", (*sim)["profiler_port"].get<int>()),
+         absl::StrCat("--workload-metrics=127.0.0.1:", (*sim)["metrics_port"].get<int>()),
+         "--aggregator=" + agg_addr, "--clock-offset=" + off, "--clock-drift-ppm=" + drift,
+         "--ready-file=" + dir + "/agent-" + n + ".json"},
+        dir + "/agent-" + n + ".log", dir + "/agent-" + n + ".json");
+    if (!agent.ok()) return agent.status();
+  }
+  return agg_addr;
+}
+
 // Waits up to 30 s for `hosts` agents online, each with two probe bursts behind it (so its
 // clock model has a drift).
-absl::Status WaitForAgents(AggregatorClient& client, int hosts, const std::string& dir) {
-  bool ready = false;
-  for (int i = 0; i < 300 && !ready; ++i) {
+absl::Status WaitForAgents(AggregatorClient& client, Clock& clock, int hosts,
+                           const std::string& dir) {
+  const int64_t give_up = clock.MonotonicNs() + 30'000'000'000;
+  while (true) {
     v1::ListAgentsResponse agents;
     if (client.Call(&v1::Aggregator::StubInterface::ListAgents, v1::ListAgentsRequest(), &agents)
             .ok()) {
@@ -180,11 +205,11 @@ absl::Status WaitForAgents(AggregatorClient& client, int hosts, const std::strin
       for (const auto& a : agents.agents()) {
         probed += a.state() == v1::AGENT_STATE_ONLINE && a.clock().probe_count() >= 2;
       }
-      ready = probed == hosts;
+      if (probed == hosts) return absl::OkStatus();
     }
-    if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (clock.MonotonicNs() >= give_up) break;
+    clock.SleepUntilNs(clock.NowNs() + 100'000'000, nullptr);
   }
-  if (ready) return absl::OkStatus();
   return absl::DeadlineExceededError(
       absl::StrCat("the agents did not all register in 30 s; see ", dir));
 }
@@ -199,7 +224,7 @@ void AddClockErrors(const CaptureResult& result,
   for (const auto& h : result.summary.hosts()) {
     auto file = truth_files.find(h.host_name());
     if (file == truth_files.end()) continue;
-    json t = json::parse(Slurp(file->second), nullptr, false);
+    json t = json::parse(ReadFile(file->second).value_or(""), nullptr, false);
     if (t.is_discarded() || !t.contains("clock_offset_ns")) continue;
     const double truth = t["clock_offset_ns"].get<double>() +
                          t["clock_drift_ppm"].get<double>() * 1e-6 *
@@ -271,66 +296,21 @@ int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
     (table ? out : err) << line << "\n";
     (table ? out : err).flush();
   };
-  Children children(options.keep);
-  const std::string agg_log = (fs::path(dir) / "aggregator.log").string();
-  children.Spawn("podprof-aggregator",
-                 {bin + "/podprof-aggregator", "--insecure", "--config=" + dir + "/aggregator.toml",
-                  "--listen=127.0.0.1:0", "--db=" + dir + "/podprof.db",
-                  "--ready-file=" + dir + "/aggregator.json"},
-                 agg_log);
-  absl::StatusOr<json> agg =
-      WaitReady(children, "podprof-aggregator", dir + "/aggregator.json", agg_log);
-  if (!agg.ok()) return fail(std::string(agg.status().message()));
-  const int agg_port = (*agg)["port"].get<int>();
-  const std::string agg_addr = absl::StrCat("127.0.0.1:", agg_port);
-
-  // Each host's clock is wrong by a few milliseconds, drifts by some ppm, and every other
-  // host's device clock is off by up to 100 us: alignment has something to do.
-  std::mt19937_64 rng(options.seed);
-  std::uniform_real_distribution<double> offset_ms(-5, 5), drift_ppm(-20, 20), device_us(-100, 100);
+  RealClock real_clock;
+  Clock& clock = options.clock != nullptr ? *options.clock : real_clock;
+  Children children(options.keep, clock);
   std::map<std::string, std::string> truth_files;
-  for (int i = 0; i < options.hosts; ++i) {
-    const std::string n = std::to_string(i), host = "host-" + n;
-    const std::string off = absl::StrFormat("%.3fms", offset_ms(rng));
-    const std::string drift = absl::StrFormat("%.2f", drift_ppm(rng));
-    const std::string dev = i % 2 ? absl::StrFormat("%.1fus", device_us(rng)) : "0";
-    const std::string sim_log = dir + "/simhost-" + n + ".log";
-    truth_files[host] = dir + "/truth-" + n + ".json";
-    children.Spawn("podprof-simhost " + n,
-                   {bin + "/podprof-simhost", "--profiler-port=0", "--metrics-port=0",
-                    "--generation=" + options.generation, absl::StrCat("--hosts=", options.hosts),
-                    "--host-index=" + n, absl::StrCat("--pod-seed=", options.seed), "--counters",
-                    "--host-name=" + host, "--clock-offset=" + off, "--clock-drift-ppm=" + drift,
-                    "--device-clock-offset=" + dev, "--truth-file=" + truth_files[host],
-                    "--ready-file=" + dir + "/simhost-" + n + ".json"},
-                   sim_log);
-    absl::StatusOr<json> sim =
-        WaitReady(children, "podprof-simhost " + n, dir + "/simhost-" + n + ".json", sim_log);
-    if (!sim.ok()) return fail(std::string(sim.status().message()));
-    const std::string agent_log = dir + "/agent-" + n + ".log";
-    children.Spawn(
-        "podprof-agent " + n,
-        {bin + "/podprof-agent", "--insecure", "--config=" + dir + "/agent.toml",
-         "--listen=127.0.0.1:0", "--advertise=127.0.0.1:0", "--profiler-service-listen=none",
-         "--host-name=" + host, "--sysfs-root=" + dir + "/sys", "--temp-dir=" + dir + "/tmp",
-         absl::StrCat("--workload-profiler=127.0.0.1:", (*sim)["profiler_port"].get<int>()),
-         absl::StrCat("--workload-metrics=127.0.0.1:", (*sim)["metrics_port"].get<int>()),
-         "--aggregator=" + agg_addr, "--clock-offset=" + off, "--clock-drift-ppm=" + drift,
-         "--ready-file=" + dir + "/agent-" + n + ".json"},
-        agent_log);
-    absl::StatusOr<json> ag =
-        WaitReady(children, "podprof-agent " + n, dir + "/agent-" + n + ".json", agent_log);
-    if (!ag.ok()) return fail(std::string(ag.status().message()));
-  }
+  absl::StatusOr<std::string> pod = StartPod(options, bin, dir, children, clock, &truth_files);
+  if (!pod.ok()) return fail(std::string(pod.status().message()));
+  const std::string agg_addr = *pod;
   say(absl::StrCat("podprof demo: aggregator on ", agg_addr, ", ", options.hosts, " simulated TPU ",
                    options.generation, " hosts with agents; files in ", dir));
 
   // Every agent registered, with two probe bursts behind it (so its clock model has a drift).
-  RealClock clock;
   AggregatorTarget target;
   target.address = agg_addr;
   AggregatorClient client(target, clock);
-  if (absl::Status s = WaitForAgents(client, options.hosts, dir); !s.ok()) {
+  if (absl::Status s = WaitForAgents(client, clock, options.hosts, dir); !s.ok()) {
     return fail(std::string(s.message()));
   }
 
@@ -351,9 +331,7 @@ int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
   json extra = {{"trace_path", trace.ok() ? *trace : ""}, {"dir", dir}};
   if (options.keep) {
     extra["aggregator"] = agg_addr;
-    json pids = json::array();
-    for (const auto& [name, pid] : children.List()) pids.push_back(pid);
-    extra["pids"] = pids;
+    extra["pids"] = children.Pids();
   }
   WriteCaptureResult(*result, capture, extra, out);
   if (table) {
@@ -365,7 +343,7 @@ int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
     }
     if (options.keep) {
       std::vector<std::string> pids;
-      for (const auto& [name, pid] : children.List()) pids.push_back(absl::StrCat(pid));
+      for (pid_t pid : children.Pids()) pids.push_back(absl::StrCat(pid));
       out << "\nstill running (--keep): try\n  podprof agents --aggregator " << agg_addr
           << "\n  podprof captures --aggregator " << agg_addr << "\n  podprof stats "
           << result->capture_id << " --aggregator " << agg_addr << "\n  podprof stragglers "

@@ -14,6 +14,7 @@
 
 #include "cli/capture_command.h"
 #include "cli/format.h"
+#include "common/clock.h"
 
 namespace podprof::cli {
 
@@ -30,6 +31,9 @@ struct DemoOptions {
   // Directory holding podprof-aggregator, podprof-agent and podprof-simhost; empty = this
   // executable's own directory.
   std::string bin_dir;
+  // Paces every wait of the demo (children starting, agents registering, children stopping);
+  // null = the system clock. Borrowed for the duration of RunDemo.
+  Clock* clock = nullptr;
 };
 
 // Returns the process exit code (0 complete, 1 partial or failed capture, 2 could not start).

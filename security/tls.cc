@@ -1,11 +1,10 @@
 #include "security/tls.h"
 
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/file_util.h"
 
 namespace podprof::security {
 namespace {
@@ -22,14 +21,14 @@ absl::StatusOr<std::string> ReadPem(const std::string& configured, const char* c
     }
     path = absl::StrCat(dir, "/", credential);
   }
-  std::ifstream in(path);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat(key, ": cannot read ", path));
-  std::stringstream s;
-  s << in.rdbuf();
-  if (s.str().find("-----BEGIN") == std::string::npos) {
+  absl::StatusOr<std::string> pem = ReadFile(path);
+  if (!pem.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(key, ": ", pem.status().message()));
+  }
+  if (pem->find("-----BEGIN") == std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat(key, ": ", path, " holds no PEM data"));
   }
-  return s.str();
+  return pem;
 }
 
 }  // namespace

@@ -1,10 +1,8 @@
 #include "sim/replay.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 
 namespace podprof::sim {
 namespace {
@@ -16,12 +14,13 @@ constexpr int64_t kAbsoluteNs = 100'000'000'000'000'000;
 }  // namespace
 
 absl::StatusOr<Replay> Replay::Load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open the capture to replay"));
-  std::stringstream ss;
-  ss << in.rdbuf();
+  absl::StatusOr<std::string> bytes = ReadFile(path);
+  if (!bytes.ok()) {
+    return absl::Status(bytes.status().code(), absl::StrCat("cannot open the capture to replay: ",
+                                                            bytes.status().message()));
+  }
   Replay r;
-  if (!r.recorded_.ParseFromString(ss.str())) {
+  if (!r.recorded_.ParseFromString(*bytes)) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a valid XSpace capture"));
   }
   for (const auto& plane : r.recorded_.planes()) {

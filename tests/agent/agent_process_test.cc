@@ -1,10 +1,15 @@
 // podprof-agent and podprof-simhost as real processes on loopback, driven over gRPC.
 #include <grpcpp/grpcpp.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <thread>
 
@@ -32,7 +37,7 @@ using podprof::testing::NotifySocket;
 
 namespace fs = std::filesystem;
 using podprof::testing::ChildProcess;
-using podprof::testing::SlurpFile;
+using podprof::testing::ReadTestFile;
 
 std::string Bin(const std::string& name) { return std::string(PODPROF_BIN_DIR) + "/" + name; }
 
@@ -150,7 +155,7 @@ TEST(AgentProcessTest, CaptureStreamsExactlyTheKernelsTheWorkloadWrote) {
   ASSERT_TRUE(r.chunks.back().has_trailer());
 
   // The start instant is honoured.
-  nlohmann::json truth = nlohmann::json::parse(SlurpFile(s / "truth.json"));
+  nlohmann::json truth = nlohmann::json::parse(ReadTestFile(s / "truth.json"));
   const auto& session = truth["sessions"][0];
   EXPECT_GE(session["true_start_ns"].get<int64_t>(), start);
   EXPECT_LT(session["true_start_ns"].get<int64_t>(), start + 5'000'000);
@@ -594,7 +599,7 @@ TEST(AgentProcessTest, ClientGoneTerminatesTheWorkloadSession) {
   nlohmann::json truth;
   for (int i = 0; i < 150; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    truth = nlohmann::json::parse(SlurpFile(s / "truth.json"));
+    truth = nlohmann::json::parse(ReadTestFile(s / "truth.json"));
     if (!truth["sessions"].empty()) break;
   }
   ASSERT_EQ(truth["sessions"].size(), 1u);

@@ -1,9 +1,13 @@
 // podprof-aggregator as a real process with a real SQLite file, driven over gRPC.
 #include <grpcpp/grpcpp.h>
+#include <signal.h>
 #include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -96,7 +100,7 @@ class AggregatorProcessTest : public ::testing::Test {
   std::unique_ptr<v1::Aggregator::Stub> stub_;
 };
 
-std::string Fixture(const char* name) { return podprof::testing::ReadFileBytes(FixturePath(name)); }
+std::string Fixture(const char* name) { return podprof::testing::ReadTestFile(FixturePath(name)); }
 
 TEST_F(AggregatorProcessTest, ImportStoresWhatTheReaderComputesAndReportsBadFiles) {
   v1::ImportXSpaceResponse resp;
@@ -387,7 +391,7 @@ TEST(AggregatorLifecycleTest, SdNotifyReadyWatchdogFollowsTheStoreReloadStopping
   ASSERT_FALSE(msgs.empty());
   EXPECT_TRUE(absl::StartsWith(msgs[0], "READY=1\nSTATUS=listening on port")) << msgs[0];
   // At READY the port serves queries on a migrated database.
-  auto info = nlohmann::json::parse(testing::SlurpFile((dir / "ready.json").string()));
+  auto info = nlohmann::json::parse(testing::ReadTestFile((dir / "ready.json").string()));
   auto stub = v1::Aggregator::NewStub(grpc::CreateChannel(
       absl::StrCat("127.0.0.1:", info["port"].get<int>()), grpc::InsecureChannelCredentials()));
   grpc::ClientContext ctx;
@@ -646,11 +650,6 @@ TEST(AggregatorStorageFaultTest, AnOutsideWriteLockFailsWritesClearlyWhileReadsG
 namespace podprof::aggregator {
 namespace {
 
-std::string FileBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 // The database's file system turns read-only (a full root file system remounted read-only, a
 // volume mounted read-only for inspection): the aggregator still starts and serves the history
 // it holds, refuses imports with an error naming the database and why, and leaves the file
@@ -691,7 +690,7 @@ TEST(AggregatorStorageFaultTest, ReadOnlyDatabaseServesItsHistoryAndRefusesWrite
     fs::permissions(db, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
     fs::permissions(dir / "vol", fs::perms::owner_read | fs::perms::owner_exec);
   }
-  const std::string before = FileBytes(db);
+  const std::string before = testing::ReadTestFile(db);
   ASSERT_FALSE(before.empty());
 
   ChildProcess agg(argv, (dir / "r.json").string());
@@ -714,7 +713,7 @@ TEST(AggregatorStorageFaultTest, ReadOnlyDatabaseServesItsHistoryAndRefusesWrite
   // Still serving after the refusal.
   EXPECT_EQ(testing::RunPodprof("captures --aggregator " + addr).exit_code, 0);
   EXPECT_EQ(agg.Stop(), 0);
-  EXPECT_EQ(FileBytes(db), before) << "the read-only database changed";
+  EXPECT_EQ(testing::ReadTestFile(db), before) << "the read-only database changed";
 
   if (mounted) {
     umount2((dir / "vol").c_str(), MNT_DETACH);

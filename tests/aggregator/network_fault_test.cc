@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "proto/podprof_aggregator.grpc.pb.h"
+#include "tests/util/capture_watch.h"
 #include "tests/util/child_process.h"
 
 namespace podprof {
@@ -28,7 +29,7 @@ namespace {
 namespace fs = std::filesystem;
 namespace v1 = podprof::v1;
 using testing::ChildProcess;
-using testing::SlurpFile;
+using testing::ReadTestFile;
 
 bool Sh(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0; }
 
@@ -108,20 +109,13 @@ class TwoHostPod : public ::testing::Test {
     }
     return out;
   }
+  // A capture of `ms` watched to its end (a test failure, and an empty result, if it has not
+  // ended within two minutes).
   v1::CaptureProgress Capture(int ms) {
-    grpc::ClientContext ctx;
-    v1::StartCaptureRequest req;
-    req.set_duration_ms(ms);
-    v1::StartCaptureResponse started;
-    EXPECT_TRUE(stub_->StartCapture(&ctx, req, &started).ok());
-    grpc::ClientContext wctx;
-    v1::WatchCaptureRequest w;
-    w.set_capture_id(started.capture_id());
-    auto reader = stub_->WatchCapture(&wctx, w);
-    v1::CaptureProgress p, last;
-    while (reader->Read(&p)) last = p;
-    reader->Finish();
-    return last;
+    absl::StatusOr<testing::WatchedCapture> c =
+        testing::StartAndWatchCapture(*stub_, ms, absl::Minutes(2));
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? c->last : v1::CaptureProgress();
   }
   // host -> (correction - truth at the window's middle, reported uncertainty), ns.
   std::map<std::string, std::pair<int64_t, int64_t>> Errors(const v1::CaptureProgress& last) {
@@ -129,7 +123,7 @@ class TwoHostPod : public ::testing::Test {
     const int64_t mid = (last.summary().start_ns() + last.summary().end_ns()) / 2;
     for (const auto& h : last.summary().hosts()) {
       if (h.status() != v1::CAPTURE_STATUS_COMPLETE) continue;
-      auto t = nlohmann::json::parse(SlurpFile(P("truth" + h.host_name().substr(5) + ".json")));
+      auto t = nlohmann::json::parse(ReadTestFile(P("truth" + h.host_name().substr(5) + ".json")));
       const double truth =
           t["clock_offset_ns"].get<double>() +
           t["clock_drift_ppm"].get<double>() * 1e-6 * (mid - t["clock_epoch_ns"].get<double>());

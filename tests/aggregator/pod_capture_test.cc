@@ -3,8 +3,11 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -32,8 +35,8 @@ namespace fs = std::filesystem;
 namespace v1 = podprof::v1;
 using podprof::testing::ChildProcess;
 using podprof::testing::PodprofResult;
+using podprof::testing::ReadTestFile;
 using podprof::testing::RunPodprof;
-using podprof::testing::SlurpFile;
 
 std::string Bin(const std::string& n) { return std::string(PODPROF_BIN_DIR) + "/" + n; }
 
@@ -197,7 +200,7 @@ TEST_F(PodTest, FourHostCaptureAlignsClocksAndCollectives) {
   // machine; here eight processes wake on two cores and one in ten runs measured 2.2-2.9 ms.)
   std::vector<int64_t> starts;
   for (int i = 0; i < 4; ++i) {
-    auto truth = nlohmann::json::parse(SlurpFile(P("truth" + std::to_string(i) + ".json")));
+    auto truth = nlohmann::json::parse(ReadTestFile(P("truth" + std::to_string(i) + ".json")));
     starts.push_back(truth["sessions"][0]["true_start_ns"]);
   }
   EXPECT_LT(*std::max_element(starts.begin(), starts.end()) -
@@ -359,14 +362,14 @@ TEST_F(PodTest, CliListsAgentsCapturesAndExports) {
   PodprofResult exp = RunPodprof("export " + id + " -o " + out + " --aggregator " + agg_addr_);
   ASSERT_EQ(exp.exit_code, 0) << exp.err;
   perfetto::protos::Trace trace;
-  ASSERT_TRUE(trace.ParseFromString(SlurpFile(out)));
+  ASSERT_TRUE(trace.ParseFromString(ReadTestFile(out)));
   int processes = 0;
   for (const auto& p : trace.packet()) processes += p.track_descriptor().has_process();
   EXPECT_EQ(processes, 2);
   PodprofResult chrome = RunPodprof("export " + id + " --format chrome -o " + P("pod.json") +
                                     " --aggregator " + agg_addr_);
   ASSERT_EQ(chrome.exit_code, 0) << chrome.err;
-  auto chj = nlohmann::json::parse(SlurpFile(P("pod.json")));
+  auto chj = nlohmann::json::parse(ReadTestFile(P("pod.json")));
   EXPECT_GT(chj["traceEvents"].size(), 1000u);
   // An XProf session: one file per host, read back with our reader, holding the same kernel
   // statistics as the stored capture, with the profile start on the aggregator's clock.
@@ -520,8 +523,10 @@ TEST_F(PodTest, ALongCaptureStreamsWholeInBoundedChunks) {
   uint64_t executions = 0;
   for (const auto& s : stats.stats()) executions += s.count();
   EXPECT_GT(executions, 20'000u * seconds);
-  const std::string agent_status = SlurpFile(absl::StrCat("/proc/", agents_[0]->pid(), "/status"));
-  const std::string agg_status = SlurpFile(absl::StrCat("/proc/", aggregator_->pid(), "/status"));
+  const std::string agent_status =
+      ReadTestFile(absl::StrCat("/proc/", agents_[0]->pid(), "/status"));
+  const std::string agg_status =
+      ReadTestFile(absl::StrCat("/proc/", aggregator_->pid(), "/status"));
   auto hwm = [](const std::string& status) {
     const size_t at = status.find("VmHWM:");
     if (at == std::string::npos) return std::string("?");

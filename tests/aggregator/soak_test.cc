@@ -21,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "proto/podprof_aggregator.grpc.pb.h"
+#include "tests/util/capture_watch.h"
 #include "tests/util/child_process.h"
 
 namespace podprof {
@@ -126,19 +127,12 @@ TEST(SoakTest, SixteenHostsCapturedEveryTenSecondsStayFlat) {
   double next_sample = 60;
   while (elapsed_s() < seconds) {
     const double started = elapsed_s();
-    grpc::ClientContext ctx;
-    v1::StartCaptureRequest req;
-    req.set_duration_ms(1000);
-    v1::StartCaptureResponse resp;
-    if (stub->StartCapture(&ctx, req, &resp).ok()) {
-      grpc::ClientContext wctx;
-      v1::WatchCaptureRequest w;
-      w.set_capture_id(resp.capture_id());
-      auto reader = stub->WatchCapture(&wctx, w);
-      v1::CaptureProgress p, last;
-      while (reader->Read(&p)) last = p;
-      reader->Finish();
-      complete += last.status() == v1::CAPTURE_STATUS_COMPLETE;
+    absl::StatusOr<testing::WatchedCapture> c =
+        testing::StartAndWatchCapture(*stub, 1000, absl::Minutes(2));
+    if (c.ok()) {
+      complete += c->last.status() == v1::CAPTURE_STATUS_COMPLETE;
+    } else {
+      std::printf("capture %d: %s\n", total, c.status().ToString().c_str());
     }
     ++total;
     // A sample a minute, the first after a minute of warm-up.

@@ -1,23 +1,22 @@
 // `podprof demo` as a user runs it: the real binary starting real daemons on loopback.
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/file_util.h"
+#include "common/subprocess.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "proto/perfetto_trace.pb.h"
 #include "tests/cli/run_podprof.h"
+#include "tests/util/files.h"
 
 namespace podprof {
 namespace {
@@ -26,13 +25,6 @@ namespace fs = std::filesystem;
 using testing::PodprofResult;
 using testing::RunPodprof;
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // Processes whose command line mentions `needle` (the demo's directory is on every child's).
 int ProcessesMentioning(const std::string& needle) {
   int n = 0;
@@ -40,7 +32,8 @@ int ProcessesMentioning(const std::string& needle) {
     const std::string name = e.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
     if (std::stoi(name) == getpid()) continue;
-    std::string cmd = Slurp(e.path().string() + "/cmdline");
+    // A process may end while we look: then it mentions nothing.
+    std::string cmd = ReadFile(e.path().string() + "/cmdline").value_or("");
     for (char& c : cmd) c = c == '\0' ? ' ' : c;
     if (cmd.find(needle) != std::string::npos) {
       // Zombies of our own children would be reaped by us; a defunct process has no cmdline.
@@ -85,7 +78,7 @@ TEST(DemoTest, JsonResultHasEveryHostsClockAndATraceAndNothingIsLeftRunning) {
   const std::string trace_path = j["trace_path"];
   ASSERT_TRUE(fs::exists(trace_path)) << trace_path;
   perfetto::protos::Trace trace;
-  ASSERT_TRUE(trace.ParseFromString(Slurp(trace_path)));
+  ASSERT_TRUE(trace.ParseFromString(testing::ReadTestFile(trace_path)));
   int processes = 0, counter_tracks = 0;
   for (const auto& p : trace.packet()) {
     processes += p.track_descriptor().has_process();
@@ -99,16 +92,18 @@ TEST(DemoTest, JsonResultHasEveryHostsClockAndATraceAndNothingIsLeftRunning) {
 
 TEST(DemoTest, CtrlCStopsEveryChild) {
   const std::string dir = ScratchDir("sigint");
-  pid_t pid = fork();
-  if (pid == 0) {
-    int null = open("/dev/null", O_WRONLY);
-    dup2(null, 1);
-    dup2(null, 2);
-    const std::string bin = std::string(PODPROF_BIN_DIR) + "/podprof";
-    execl(bin.c_str(), bin.c_str(), "demo", "--hosts", "2", "--duration", "30s", "--dir",
-          dir.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
+  SubprocessOptions o;
+  o.argv = {std::string(PODPROF_BIN_DIR) + "/podprof",
+            "demo",
+            "--hosts",
+            "2",
+            "--duration",
+            "30s",
+            "--dir",
+            dir};
+  o.stdout_path = o.stderr_path = "/dev/null";
+  absl::StatusOr<Subprocess> demo = Subprocess::Start(o);
+  ASSERT_TRUE(demo.ok()) << demo.status();
   // Once both agents are up the pod is complete; then interrupt the demo mid-capture.
   for (int i = 0; i < 400 && !fs::exists(dir + "/agent-1.json"); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -117,11 +112,10 @@ TEST(DemoTest, CtrlCStopsEveryChild) {
   // The demo itself, the aggregator, 2 simulated hosts and 2 agents.
   EXPECT_EQ(ProcessesMentioning(dir), 6);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  kill(pid, SIGINT);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGINT);
+  ASSERT_TRUE(demo->Signal(SIGINT).ok());
+  const ExitStatus status = demo->Wait();
+  ASSERT_TRUE(status.exited()) << status.ToString();
+  EXPECT_EQ(status.code(), 128 + SIGINT);
   EXPECT_EQ(ProcessesMentioning(dir), 0) << "a child of the demo survived Ctrl-C";
   fs::remove_all(dir);
 }

@@ -126,7 +126,7 @@ TEST(InspectCliTest, TableIsReadable) {
 }
 
 TEST(InspectCliTest, TruncatedFileIsOneLineErrorWithPathAndOffsetExitTwo) {
-  std::string bytes = testing::ReadFileBytes(FixturePath(testing::kTpuFixture));
+  std::string bytes = testing::ReadTestFile(FixturePath(testing::kTpuFixture));
   std::string path = ::testing::TempDir() + "/cut_" + std::to_string(::getpid()) + ".xplane.pb";
   std::ofstream(path, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
   Result r = RunPodprof("inspect '" + path + "'");

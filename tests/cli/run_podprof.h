@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
-#include "tests/trace/test_util.h"
+#include "tests/util/files.h"
 
 namespace podprof::testing {
 
@@ -34,8 +34,8 @@ inline PodprofResult RunPodprof(const std::string& args, const std::string& env 
   int status = std::system(cmd.c_str());
   PodprofResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = ReadFileBytes(out_path);
-  r.err = ReadFileBytes(err_path);
+  r.out = ReadTestFile(out_path);
+  r.err = ReadTestFile(err_path);
   std::remove(out_path.c_str());
   std::remove(err_path.c_str());
   return r;

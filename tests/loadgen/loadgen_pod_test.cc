@@ -2,8 +2,10 @@
 // host delivers, the aggregator recovers each host's clock error from its probes and the
 // collectives, and matches collectives on every host.
 #include <grpcpp/grpcpp.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -21,7 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 namespace v1 = podprof::v1;
 using podprof::testing::ChildProcess;
-using podprof::testing::SlurpFile;
+using podprof::testing::ReadTestFile;
 
 std::string Bin(const std::string& n) { return std::string(PODPROF_BIN_DIR) + "/" + n; }
 
@@ -122,7 +124,7 @@ TEST_F(LoadgenPodTest, SixteenHostsDeliverAndTheirClocksAreRecovered) {
 
   // The host clock reads true time + offset + drift * (true time - epoch); the aggregator's
   // correction is the host's error at the middle of the window (its clock is true time).
-  const auto truth = nlohmann::json::parse(SlurpFile(P("truth.json")));
+  const auto truth = nlohmann::json::parse(ReadTestFile(P("truth.json")));
   std::map<std::string, nlohmann::json> truth_of;
   for (const auto& h : truth["hosts"]) truth_of[h["host_name"]] = h;
   const int64_t mid = last.summary().start_ns() + 250'000'000;

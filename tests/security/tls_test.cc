@@ -4,13 +4,13 @@
 // asked to run without TLS material. What works: an agent and an operator with their
 // certificates, end to end.
 #include <grpcpp/grpcpp.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 
@@ -29,8 +29,8 @@ namespace {
 namespace fs = std::filesystem;
 using testing::ChildProcess;
 using testing::PodprofResult;
+using testing::ReadTestFile;
 using testing::RunPodprof;
-using testing::SlurpFile;
 
 class TlsTest : public ::testing::Test {
  protected:
@@ -167,11 +167,8 @@ TEST_F(TlsTest, OnlyCertifiedCallersInTheirRoles) {
   EXPECT_EQ(intruder.exit_code, 3) << intruder.err;
 
   // TLS without a client certificate: refused too.
-  std::ifstream ca_in(P("ca.crt"));
-  std::stringstream ca;
-  ca << ca_in.rdbuf();
   grpc::SslCredentialsOptions no_cert;
-  no_cert.pem_root_certs = ca.str();
+  no_cert.pem_root_certs = ReadTestFile(P("ca.crt"));
   auto stub = v1::Aggregator::NewStub(grpc::CreateChannel(addr_, grpc::SslCredentials(no_cert)));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -180,12 +177,7 @@ TEST_F(TlsTest, OnlyCertifiedCallersInTheirRoles) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
 
   // Only the aggregator may start a capture on an agent, even for a valid operator.
-  auto pem = [&](const std::string& f) {
-    std::ifstream in(P(f));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  };
+  auto pem = [&](const std::string& f) { return ReadTestFile(P(f)); };
   grpc::SslCredentialsOptions alice;
   alice.pem_root_certs = pem("ca.crt");
   alice.pem_cert_chain = pem("ops-alice.crt");

@@ -10,7 +10,6 @@
 #include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -28,8 +27,6 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace rt = tpu::monitoring::runtime;
-
-std::string Slurp(const std::string& path) { return podprof::testing::SlurpFile(path); }
 
 // A running podprof-simhost with clients for both of its services.
 class SimProcess {
@@ -63,7 +60,9 @@ class SimProcess {
   tensorflow::ProfilerService::Stub& profiler() { return *profiler_; }
   rt::RuntimeMetricService::Stub& metrics() { return *metrics_; }
   std::string root() const { return (dir_ / "repo").string(); }
-  nlohmann::json Truth() const { return nlohmann::json::parse(Slurp(truth_)); }
+  nlohmann::json Truth() const {
+    return nlohmann::json::parse(podprof::testing::ReadTestFile(truth_));
+  }
 
  private:
   fs::path dir_;
@@ -298,7 +297,8 @@ TEST(SimHostProcessTest, DeviceClockOffsetShowsOnlyOnDevicePlanes) {
   tensorflow::ProfileResponse resp;
   ASSERT_TRUE(Call(p, Request(p, "dev", 0, 300), &resp).ok());
   tensorflow::profiler::XSpace space;
-  ASSERT_TRUE(space.ParseFromString(Slurp(p.root() + "/dev/10.0.0.1_9999.xplane.pb")));
+  ASSERT_TRUE(space.ParseFromString(
+      podprof::testing::ReadTestFile(p.root() + "/dev/10.0.0.1_9999.xplane.pb")));
   // Each step starts on the device when the host launches it: in the file the device's
   // Steps events sit exactly 120 us after the host's launch events.
   std::vector<int64_t> host_launch, device_steps;
@@ -323,10 +323,12 @@ TEST(SimHostProcessTest, BadFlagsExitTwoWithAClearMessage) {
   std::string err = ::testing::TempDir() + "/simhost_flags_" + std::to_string(getpid());
   int status = std::system((bin + " --generation v9 2>" + err).c_str());
   EXPECT_EQ(WEXITSTATUS(status), 2);
-  EXPECT_NE(Slurp(err).find("v9"), std::string::npos) << Slurp(err);
+  EXPECT_NE(podprof::testing::ReadTestFile(err).find("v9"), std::string::npos)
+      << podprof::testing::ReadTestFile(err);
   status = std::system((bin + " --straggler 1:x 2>" + err).c_str());
   EXPECT_EQ(WEXITSTATUS(status), 2);
-  EXPECT_NE(Slurp(err).find("host:chip:factor"), std::string::npos) << Slurp(err);
+  EXPECT_NE(podprof::testing::ReadTestFile(err).find("host:chip:factor"), std::string::npos)
+      << podprof::testing::ReadTestFile(err);
   std::remove(err.c_str());
 }
 

@@ -3,9 +3,10 @@
 #define PODPROF_TESTS_TRACE_TEST_UTIL_H_
 
 #include <cstdint>
-#include <fstream>
-#include <sstream>
 #include <string>
+
+#include "tests/util/files.h"
+#include "trace/varint.h"
 
 namespace podprof::testing {
 
@@ -15,37 +16,22 @@ inline std::string FixturePath(const std::string& name) {
 inline const char* kTpuFixture = "tpu_v6e_4chip_host_offload.xplane.pb";
 inline const char* kGpuFixture = "gpu_8xv100_34.83.195.179_6003.xplane.pb";
 
-inline std::string ReadFileBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-inline void PutVarint(uint64_t v, std::string* out) {
-  while (v >= 0x80) {
-    out->push_back(static_cast<char>(v | 0x80));
-    v >>= 7;
-  }
-  out->push_back(static_cast<char>(v));
-}
-
 inline void PutTag(uint32_t field, uint32_t wire_type, std::string* out) {
-  PutVarint((uint64_t{field} << 3) | wire_type, out);
+  trace::PutVarint((uint64_t{field} << 3) | wire_type, out);
 }
 
 // A length-delimited field.
 inline std::string LengthField(uint32_t field, const std::string& body) {
   std::string out;
   PutTag(field, 2, &out);
-  PutVarint(body.size(), &out);
+  trace::PutVarint(body.size(), &out);
   return out + body;
 }
 
 inline std::string VarintField(uint32_t field, uint64_t v) {
   std::string out;
   PutTag(field, 0, &out);
-  PutVarint(v, &out);
+  trace::PutVarint(v, &out);
   return out;
 }
 

@@ -62,7 +62,7 @@ TEST(XSpaceMalformedTest, EmptyFile) {
 }
 
 TEST(XSpaceMalformedTest, TruncatedAtManyOffsets) {
-  const std::string bytes = ReadFileBytes(FixturePath(kTpuFixture));
+  const std::string bytes = ReadTestFile(FixturePath(kTpuFixture));
   ASSERT_GT(bytes.size(), 100000u);
   std::set<size_t> boundaries = TopLevelBoundaries(bytes);
   std::vector<size_t> cuts;
@@ -87,7 +87,7 @@ TEST(XSpaceMalformedTest, TruncatedAtManyOffsets) {
 }
 
 TEST(XSpaceMalformedTest, TruncatedFileNamesPathAndOffset) {
-  const std::string bytes = ReadFileBytes(FixturePath(kTpuFixture));
+  const std::string bytes = ReadTestFile(FixturePath(kTpuFixture));
   std::string path =
       ::testing::TempDir() + "/truncated_" + std::to_string(::getpid()) + ".xplane.pb";
   FILE* f = std::fopen(path.c_str(), "wb");
@@ -154,7 +154,7 @@ TEST(XSpaceMalformedTest, DamagedEventInsideAKeptLine) {
 }
 
 TEST(XSpaceMalformedTest, RandomByteDamageNeverCrashes) {
-  const std::string bytes = ReadFileBytes(FixturePath(kTpuFixture));
+  const std::string bytes = ReadTestFile(FixturePath(kTpuFixture));
   std::mt19937_64 rng(7);
   int ok = 0, failed = 0;
   for (int i = 0; i < 400; ++i) {
@@ -186,7 +186,7 @@ TEST(XSpaceMalformedTest, EventWithUnknownMetadataIsKeptAndReported) {
 // A file larger than protobuf's 2 GiB limit: a skipped host plane of 2.2 GiB (a sparse hole on
 // disk, so the test writes little), followed by the real TPU capture.
 TEST(XSpaceLargeFileTest, ReadsPlanesPastTwoGiB) {
-  const std::string fixture = ReadFileBytes(FixturePath(kTpuFixture));
+  const std::string fixture = ReadTestFile(FixturePath(kTpuFixture));
   const uint64_t kHole = (uint64_t{11} << 30) / 5;  // 2.2 GiB
   std::string header;
   std::string name = LengthField(2, "/host:CPU");

@@ -19,7 +19,7 @@ namespace podprof::trace {
 namespace {
 
 using podprof::testing::FixturePath;
-using podprof::testing::ReadFileBytes;
+using podprof::testing::ReadTestFile;
 
 std::string LengthFieldForTest(uint32_t field, const std::string& body) {
   return podprof::testing::LengthField(field, body);
@@ -86,7 +86,7 @@ TEST_P(FixtureTest, PerChipPerKernelCountsAndTotalsMatchFullParse) {
   std::string path = FixturePath(GetParam());
   auto capture = ReadXSpaceFile(path);
   ASSERT_TRUE(capture.ok()) << capture.status();
-  TotalsMap expected = TotalsFromFullParse(ReadFileBytes(path));
+  TotalsMap expected = TotalsFromFullParse(ReadTestFile(path));
   TotalsMap got = TotalsFromReader(*capture);
   ASSERT_FALSE(expected.empty());
   EXPECT_EQ(got.size(), expected.size());
@@ -101,7 +101,7 @@ TEST_P(FixtureTest, PerChipPerKernelCountsAndTotalsMatchFullParse) {
 
 TEST_P(FixtureTest, FileAndMemorySourcesAgree) {
   std::string path = FixturePath(GetParam());
-  std::string bytes = ReadFileBytes(path);
+  std::string bytes = ReadTestFile(path);
   MemorySource mem(bytes);
   ReadOptions opts;
   opts.host_name = HostNameFromPath(path);

@@ -1,86 +1,69 @@
-// A real child process for integration tests: started with fork/exec, optionally with extra
-// environment, waited for through a "ready file" it writes once listening, stopped with SIGTERM.
+// A real child process for integration tests: a Subprocess (common/subprocess.h, so it dies
+// with the test) waited for through a "ready file" it writes once listening, stopped with
+// SIGTERM. Create it from the test's main thread: the child's death signal fires when the
+// thread that started it exits.
 #ifndef PODPROF_TESTS_UTIL_CHILD_PROCESS_H_
 #define PODPROF_TESTS_UTIL_CHILD_PROCESS_H_
 
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <sstream>
+#include <optional>
 #include <string>
-#include <thread>
+#include <utility>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/subprocess.h"
+#include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/util/files.h"
 
 namespace podprof::testing {
-
-inline std::string SlurpFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 class ChildProcess {
  public:
   // Runs `argv` (argv[0] is the binary's path) with `env` added ("KEY=value") and waits up to
-  // 20 s for `ready_file` to appear (skipped when empty).
+  // 20 s for `ready_file` to appear (skipped when empty). A child that cannot be started is a
+  // test failure naming the binary and why.
   ChildProcess(std::vector<std::string> argv, const std::string& ready_file,
                std::vector<std::string> env = {}) {
-    pid_ = fork();
-    if (pid_ == 0) {
-      for (std::string& e : env) putenv(e.data());
-      std::vector<char*> args;
-      for (std::string& a : argv) args.push_back(a.data());
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
+    SubprocessOptions options;
+    options.argv = std::move(argv);
+    options.env = std::move(env);
+    absl::StatusOr<Subprocess> started = Subprocess::Start(options);
+    if (!started.ok()) {
+      ADD_FAILURE() << started.status();
+      return;
     }
+    process_.emplace(*std::move(started));
     if (ready_file.empty()) return;
-    for (int i = 0; i < 1000 && !std::filesystem::exists(ready_file); ++i) {
-      int status;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        exit_status_ = status;
-        pid_ = -1;
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const absl::Time give_up = absl::Now() + absl::Seconds(20);
+    while (!std::filesystem::exists(ready_file) && absl::Now() < give_up) {
+      if (process_->TryWait().has_value()) return;  // exited before it was ready
+      absl::SleepFor(absl::Milliseconds(20));
     }
-    if (std::filesystem::exists(ready_file)) ready_ = nlohmann::json::parse(SlurpFile(ready_file));
+    if (std::filesystem::exists(ready_file)) {
+      ready_ = nlohmann::json::parse(ReadTestFile(ready_file), nullptr, false);
+      if (ready_.is_discarded()) ready_ = nullptr;
+    }
   }
-  ~ChildProcess() { Stop(); }
 
   bool ready() const { return !ready_.is_null(); }
   const nlohmann::json& info() const { return ready_; }
-  pid_t pid() const { return pid_; }
+  // The child's pid; -1 when it could not be started.
+  pid_t pid() const { return process_ ? process_->pid() : -1; }
   void Signal(int sig) {
-    if (pid_ > 0) kill(pid_, sig);
+    if (process_) process_->Signal(sig).IgnoreError();  // a reaped child takes no signals
   }
-  // SIGTERM, then waits; returns the wait status (or the earlier one).
-  int Stop() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      return Wait();
-    }
-    return exit_status_;
-  }
-  int Wait() {
-    if (pid_ > 0) {
-      waitpid(pid_, &exit_status_, 0);
-      pid_ = -1;
-    }
-    return exit_status_;
-  }
+  // SIGTERM (SIGKILL after 10 s), then waits; returns the wait status (or the earlier one;
+  // -1 when the child could not be started).
+  int Stop() { return process_ ? process_->Terminate(absl::Seconds(10)).wait_status() : -1; }
+  // Waits for the child to exit; returns its wait status as Stop does.
+  int Wait() { return process_ ? process_->Wait().wait_status() : -1; }
 
  private:
-  pid_t pid_ = -1;
-  int exit_status_ = -1;
+  std::optional<Subprocess> process_;
   nlohmann::json ready_;
 };
 
