@@ -1,8 +1,12 @@
 #include "agent/config.h"
 
+#include <filesystem>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/clock.h"
 #include "common/config.h"
 #include "common/status_macros.h"
 
@@ -78,6 +82,48 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path) {
   absl::Status s = ValidateAgentConfig(c);
   if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
   return c;
+}
+
+absl::StatusOr<AgentConfig> BuildAgentConfig(const AgentFlags& flags) {
+  AgentConfig config;
+  if (flags.config_given || std::filesystem::exists(flags.config)) {
+    ASSIGN_OR_RETURN(config, LoadAgentConfig(flags.config));
+  }
+  auto set = [](const std::string& flag, std::string* key) {
+    if (!flag.empty()) *key = flag;
+  };
+  set(flags.listen, &config.listen);
+  set(flags.aggregator, &config.aggregator);
+  set(flags.advertise, &config.advertise);
+  set(flags.profiler_service_listen, &config.profiler_service_listen);
+  set(flags.host_name, &config.host_name);
+  set(flags.sysfs_root, &config.sysfs_root);
+  set(flags.temp_dir, &config.temp_dir);
+  if (flags.insecure) config.insecure = true;
+  if (!flags.workload_profiler.empty()) config.workload_profiler = flags.workload_profiler;
+  if (!flags.workload_metrics.empty()) config.workload_metrics = flags.workload_metrics;
+  // "none" turns metric sampling off (a workload without libtpu's service).
+  if (config.workload_metrics.size() == 1 && config.workload_metrics[0] == "none") {
+    config.workload_metrics.clear();
+  }
+  if (flags.profiler_service_listen == "none") config.profiler_service_listen.clear();
+  if (!flags.counter_interval.empty()) {
+    absl::StatusOr<int64_t> ns = ParseDurationNs(flags.counter_interval);
+    if (!ns.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--counter-interval: ", ns.status().message()));
+    }
+    config.counter_interval_ns = *ns;
+  }
+  for (const std::string& l : flags.labels) {
+    std::vector<std::string> kv = absl::StrSplit(l, absl::MaxSplits('=', 1));
+    if (kv.size() != 2 || kv[0].empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("--label \"", l, "\" is not key=value"));
+    }
+    config.labels[kv[0]] = kv[1];
+  }
+  RETURN_IF_ERROR(ValidateAgentConfig(config));
+  return config;
 }
 
 absl::Status ValidateAgentConfig(const AgentConfig& c) {

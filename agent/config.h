@@ -12,6 +12,9 @@
 
 namespace podprof::agent {
 
+// Where the agent looks for its file when --config is not given.
+inline constexpr char kDefaultConfigPath[] = "/etc/podprof/agent.toml";
+
 struct AgentConfig {
   // podprof.v1.Agent listens here.
   std::string listen = "0.0.0.0:7101";
@@ -60,9 +63,30 @@ struct AgentConfig {
   std::vector<std::string> allowed_aggregators;
 };
 
+// The command-line flags that override configuration keys; empty (false) leaves the key alone.
+struct AgentFlags {
+  // The file, and whether --config named it: a named file must exist, the default may not.
+  std::string config = kDefaultConfigPath;
+  bool config_given = false;
+  std::string listen, aggregator, advertise, profiler_service_listen, host_name, sysfs_root,
+      temp_dir;
+  // A duration such as "250ms".
+  std::string counter_interval;
+  bool insecure = false;
+  // "none" alone turns metric sampling off; --profiler-service-listen=none the facade.
+  std::vector<std::string> workload_profiler, workload_metrics;
+  // key=value each.
+  std::vector<std::string> labels;
+};
+
 // Loads `path` over the defaults. Unknown keys, wrong types and bad values fail with a message
 // naming the file and the key.
 absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path);
+
+// The running configuration: the file (when given, or present at the default path) over the
+// defaults, then the flags, validated. Errors name the file and key, or the flag. Called at
+// start and again on SIGHUP.
+absl::StatusOr<AgentConfig> BuildAgentConfig(const AgentFlags& flags);
 
 // Checks values that do not depend on the file (addresses, ranges); names the key.
 absl::Status ValidateAgentConfig(const AgentConfig& config);

@@ -1,4 +1,5 @@
 #include <fstream>
+#include <map>
 
 #include "absl/strings/match.h"
 #include "agent/agent.h"
@@ -72,6 +73,57 @@ TEST(AgentConfigTest, ReloadChangesOnlyReloadableKeys) {
   EXPECT_EQ(changed, (std::vector<std::string>{"labels", "workload.counter_interval"}));
   EXPECT_EQ(running.listen, AgentConfig().listen);
   EXPECT_EQ(running.labels.at("job"), "x");
+}
+
+TEST(AgentConfigTest, FlagsOverrideTheFile) {
+  AgentFlags flags;
+  flags.config = WriteConfig("flags.toml", R"(
+aggregator = "agg:7100"
+[workload]
+counter_interval = "50ms"
+[labels]
+job = "train"
+)");
+  flags.config_given = true;
+  flags.aggregator = "other:7100";
+  flags.counter_interval = "20ms";
+  flags.labels = {"pod=p1"};
+  flags.workload_metrics = {"none"};
+  flags.profiler_service_listen = "none";
+  absl::StatusOr<AgentConfig> c = BuildAgentConfig(flags);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->aggregator, "other:7100");
+  EXPECT_EQ(c->counter_interval_ns, 20'000'000);
+  EXPECT_EQ(c->labels, (std::map<std::string, std::string>{{"job", "train"}, {"pod", "p1"}}));
+  EXPECT_TRUE(c->workload_metrics.empty());
+  EXPECT_TRUE(c->profiler_service_listen.empty());
+}
+
+TEST(AgentConfigTest, BadFlagsAndAMissingNamedFileAreNamed) {
+  AgentFlags flags;
+  flags.config = ::testing::TempDir() + "/missing-agent.toml";
+  EXPECT_TRUE(BuildAgentConfig(flags).ok()) << "the default path may be absent";
+  flags.config_given = true;
+  absl::StatusOr<AgentConfig> missing = BuildAgentConfig(flags);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_TRUE(absl::StrContains(missing.status().message(), "missing-agent.toml"))
+      << missing.status();
+  flags.config_given = false;
+  flags.labels = {"novalue"};
+  absl::StatusOr<AgentConfig> label = BuildAgentConfig(flags);
+  ASSERT_FALSE(label.ok());
+  EXPECT_TRUE(absl::StrContains(label.status().message(), "--label \"novalue\"")) << label.status();
+  flags.labels.clear();
+  flags.counter_interval = "2x";
+  absl::StatusOr<AgentConfig> interval = BuildAgentConfig(flags);
+  ASSERT_FALSE(interval.ok());
+  EXPECT_TRUE(absl::StrContains(interval.status().message(), "--counter-interval"))
+      << interval.status();
+  flags.counter_interval.clear();
+  flags.listen = "nowhere";
+  absl::StatusOr<AgentConfig> listen = BuildAgentConfig(flags);
+  ASSERT_FALSE(listen.ok());
+  EXPECT_TRUE(absl::StrContains(listen.status().message(), "listen")) << listen.status();
 }
 
 TEST(DiscoveryTest, FindsTpuChipsByPciVendorInOrder) {

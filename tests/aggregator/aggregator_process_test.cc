@@ -16,7 +16,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "aggregator/aggregator_main.h"
 #include "gtest/gtest.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
 #include "storage/sqlite.h"
@@ -351,19 +350,6 @@ TEST_F(AggregatorProcessTest, AgentsRegisterAndTheirClockOffsetsAreRecovered) {
   v1::ListAgentsResponse none;
   ASSERT_TRUE(stub_->ListAgents(&ctx, other, &none).ok());
   EXPECT_EQ(none.agents_size(), 0);
-}
-
-TEST(AggregatorConfigTest, TheExampleLoadsAndBadKeysAreNamed) {
-  auto c = LoadAggregatorConfig(std::string(PODPROF_SOURCE_DIR) + "/deploy/aggregator.toml");
-  ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->listen, AggregatorConfig().listen);
-  EXPECT_EQ(c->retention_interval_ns, 3'600'000'000'000);
-  std::string path = ::testing::TempDir() + "/agg_bad.toml";
-  std::ofstream(path) << "[retention]\nmax_agee = \"1h\"\n";
-  auto bad = LoadAggregatorConfig(path);
-  ASSERT_FALSE(bad.ok());
-  EXPECT_TRUE(absl::StrContains(bad.status().message(), "retention.max_agee")) << bad.status();
-  EXPECT_TRUE(absl::StrContains(bad.status().message(), path)) << bad.status();
 }
 
 int Count(const std::vector<std::string>& msgs, const std::string& what) {

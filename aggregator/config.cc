@@ -1,0 +1,149 @@
+#include "aggregator/config.h"
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "common/config.h"
+#include "common/status_macros.h"
+
+namespace podprof::aggregator {
+namespace {
+
+// Every key the file may hold; anything else is a typo reported with its line.
+const std::vector<std::string>& KnownKeys() {
+  static const auto* const keys = new std::vector<std::string>{"listen",
+                                                               "db",
+                                                               "retention.max_age",
+                                                               "retention.max_bytes",
+                                                               "retention.keep_timelines",
+                                                               "retention.interval",
+                                                               "import.spool_dir",
+                                                               "agents.heartbeat_interval",
+                                                               "agents.probe_interval",
+                                                               "insecure",
+                                                               "tls.cert",
+                                                               "tls.key",
+                                                               "tls.ca",
+                                                               "tls.allowed_agents",
+                                                               "tls.allowed_operators",
+                                                               "limits.max_capture_duration",
+                                                               "limits.max_concurrent_captures",
+                                                               "limits.max_captures_per_minute",
+                                                               "limits.max_message_bytes",
+                                                               "limits.max_concurrent_streams",
+                                                               "ingest.workers",
+                                                               "ingest.max_active_hosts"};
+  return *keys;
+}
+
+absl::Status ReadLimits(const ConfigFile& f, AggregatorConfig* c) {
+  RETURN_IF_ERROR(f.GetInt("ingest.workers", &c->ingest_workers));
+  RETURN_IF_ERROR(f.GetInt("ingest.max_active_hosts", &c->ingest_max_active_hosts));
+  RETURN_IF_ERROR(f.GetDurationNs("limits.max_capture_duration", &c->max_capture_duration_ns));
+  RETURN_IF_ERROR(f.GetInt("limits.max_concurrent_captures", &c->max_concurrent_captures));
+  RETURN_IF_ERROR(f.GetInt("limits.max_captures_per_minute", &c->max_captures_per_minute));
+  RETURN_IF_ERROR(f.GetInt("limits.max_message_bytes", &c->max_message_bytes));
+  RETURN_IF_ERROR(f.GetInt("limits.max_concurrent_streams", &c->max_concurrent_streams));
+  return absl::OkStatus();
+}
+
+absl::Status ReadServing(const ConfigFile& f, AggregatorConfig* c) {
+  const std::string default_listen = c->listen;
+  RETURN_IF_ERROR(f.GetString("listen", &c->listen));
+  c->listen_set = c->listen != default_listen;
+  RETURN_IF_ERROR(f.GetBool("insecure", &c->tls.insecure));
+  RETURN_IF_ERROR(f.GetString("tls.cert", &c->tls.cert));
+  RETURN_IF_ERROR(f.GetString("tls.key", &c->tls.key));
+  RETURN_IF_ERROR(f.GetString("tls.ca", &c->tls.ca));
+  RETURN_IF_ERROR(f.GetStringList("tls.allowed_agents", &c->allowed_agents));
+  RETURN_IF_ERROR(f.GetStringList("tls.allowed_operators", &c->allowed_operators));
+  RETURN_IF_ERROR(f.GetString("db", &c->db));
+  RETURN_IF_ERROR(f.GetString("import.spool_dir", &c->spool_dir));
+  RETURN_IF_ERROR(f.GetDurationNs("agents.heartbeat_interval", &c->heartbeat_interval_ns));
+  RETURN_IF_ERROR(f.GetDurationNs("agents.probe_interval", &c->probe_interval_ns));
+  return absl::OkStatus();
+}
+
+absl::Status ReadRetention(const ConfigFile& f, AggregatorConfig* c) {
+  RETURN_IF_ERROR(f.GetDurationNs("retention.max_age", &c->retention_max_age_ns));
+  RETURN_IF_ERROR(f.GetInt("retention.max_bytes", &c->retention_max_bytes));
+  RETURN_IF_ERROR(f.GetDurationNs("retention.keep_timelines", &c->retention_keep_timelines_ns));
+  RETURN_IF_ERROR(f.GetDurationNs("retention.interval", &c->retention_interval_ns));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<AggregatorConfig> LoadAggregatorConfig(const std::string& path) {
+  AggregatorConfig c;
+  ASSIGN_OR_RETURN(ConfigFile f, ConfigFile::Load(path));
+  RETURN_IF_ERROR(f.CheckKnownKeys(KnownKeys()));
+  RETURN_IF_ERROR(ReadLimits(f, &c));
+  RETURN_IF_ERROR(ReadServing(f, &c));
+  RETURN_IF_ERROR(ReadRetention(f, &c));
+  absl::Status s = ValidateAggregatorConfig(c);
+  if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
+  return c;
+}
+
+absl::Status ValidateAggregatorConfig(const AggregatorConfig& c) {
+  if (c.ingest_workers < 0 || c.ingest_workers > 1024 || c.ingest_max_active_hosts < 1 ||
+      c.ingest_max_active_hosts > 100'000) {
+    return absl::InvalidArgumentError(
+        "ingest: workers must be 0 (one per core) to 1024, max_active_hosts 1..100000");
+  }
+  if (c.max_capture_duration_ns < 1'000'000 || c.max_concurrent_captures < 1 ||
+      c.max_captures_per_minute < 1 || c.max_message_bytes < (64 << 10) ||
+      c.max_message_bytes > (1 << 30) || c.max_concurrent_streams < 4) {
+    return absl::InvalidArgumentError(
+        "limits: max_capture_duration must be at least 1ms, max_concurrent_captures and "
+        "max_captures_per_minute at least 1, max_message_bytes 64 KiB..1 GiB, "
+        "max_concurrent_streams at least 4");
+  }
+  if (c.heartbeat_interval_ns < 100'000'000 || c.probe_interval_ns < 100'000'000) {
+    return absl::InvalidArgumentError(
+        "agents.heartbeat_interval and agents.probe_interval must be at least 100ms");
+  }
+  if (c.retention_interval_ns < 1'000'000'000) {
+    return absl::InvalidArgumentError("retention.interval must be at least 1s");
+  }
+  if (c.retention_max_bytes < 0 || c.retention_max_age_ns < 0 ||
+      c.retention_keep_timelines_ns < 0) {
+    return absl::InvalidArgumentError("retention values cannot be negative");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<AggregatorConfig> BuildAggregatorConfig(const AggregatorFlags& flags) {
+  AggregatorConfig config;
+  if (flags.config_given || std::filesystem::exists(flags.config)) {
+    ASSIGN_OR_RETURN(config, LoadAggregatorConfig(flags.config));
+  }
+  if (!flags.listen.empty()) {
+    config.listen = flags.listen;
+    config.listen_set = true;
+  }
+  if (!flags.db.empty()) config.db = flags.db;
+  if (flags.insecure) config.tls.insecure = true;
+  // Plaintext is for trusted networks and tests: unless told where, it stays on this host.
+  if (config.tls.insecure && !config.listen_set) config.listen = "127.0.0.1:7100";
+  return config;
+}
+
+std::vector<std::string> ApplyReloadable(const AggregatorConfig& from, AggregatorConfig* to) {
+  std::vector<std::string> changed;
+  auto apply = [&](const char* key, auto& dst, const auto& src) {
+    if (dst != src) {
+      dst = src;
+      changed.push_back(key);
+    }
+  };
+  apply("retention.max_age", to->retention_max_age_ns, from.retention_max_age_ns);
+  apply("retention.max_bytes", to->retention_max_bytes, from.retention_max_bytes);
+  apply("retention.keep_timelines", to->retention_keep_timelines_ns,
+        from.retention_keep_timelines_ns);
+  apply("retention.interval", to->retention_interval_ns, from.retention_interval_ns);
+  return changed;
+}
+
+}  // namespace podprof::aggregator

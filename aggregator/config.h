@@ -1,0 +1,86 @@
+// The aggregator's configuration: one plain struct with documented defaults, loaded from TOML
+// (deploy/aggregator.toml is the annotated example), overridden by flags, validated once.
+#ifndef PODPROF_AGGREGATOR_CONFIG_H_
+#define PODPROF_AGGREGATOR_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "security/tls.h"
+
+namespace podprof::aggregator {
+
+// Where the aggregator looks for its file when --config is not given.
+inline constexpr char kDefaultConfigPath[] = "/etc/podprof/aggregator.toml";
+
+struct AggregatorConfig {
+  // podprof.v1.Aggregator listens here.
+  std::string listen = "0.0.0.0:7100";
+  // The SQLite database file.
+  std::string db = "/var/lib/podprof/podprof.db";
+  // Retention: captures older than this go (0 = never); the database is kept under
+  // max_bytes (0 = no cap); timelines go after keep_timelines (0 = with their capture).
+  int64_t retention_max_age_ns = 0;
+  int64_t retention_max_bytes = 0;
+  int64_t retention_keep_timelines_ns = 0;
+  // How often retention runs.
+  int64_t retention_interval_ns = 3'600'000'000'000;
+  // Where uploads are spooled during an import; empty = $TMPDIR or /tmp.
+  std::string spool_dir;
+  // Heartbeat period asked of agents, and how often each agent's clock is probed.
+  int64_t heartbeat_interval_ns = 10'000'000'000;
+  int64_t probe_interval_ns = 10'000'000'000;
+  // Mutual TLS for the server and for the connections to agents (security/tls.h); plaintext
+  // only with insecure = true, and then the default listen address is loopback.
+  security::TlsConfig tls;
+  // Identities (certificate CN or SAN) allowed to register as agents, and to start or cancel
+  // captures and import data; empty allows every caller with a valid certificate.
+  std::vector<std::string> allowed_agents, allowed_operators;
+  // Limits against abuse: the longest capture, captures at once, StartCapture calls per
+  // minute, the largest message received, and concurrent streams per connection.
+  int64_t max_capture_duration_ns = 300'000'000'000;
+  int64_t max_concurrent_captures = 4;
+  int64_t max_captures_per_minute = 30;
+  int64_t max_message_bytes = 16 << 20;
+  int64_t max_concurrent_streams = 100;
+  // The ingest pipeline: threads that read agents' streams and analyse each host as it ends
+  // (0 = one per core); hosts streaming at once (the rest wait in their agents, held by gRPC
+  // flow control).
+  int64_t ingest_workers = 0;
+  int64_t ingest_max_active_hosts = 16;
+  // Whether `listen` was set (by the file or a flag), so plaintext can default to loopback.
+  bool listen_set = false;
+};
+
+// The command-line flags that override configuration keys; empty (false) leaves the key alone.
+struct AggregatorFlags {
+  // The file, and whether --config named it: a named file must exist, the default may not.
+  std::string config = kDefaultConfigPath;
+  bool config_given = false;
+  std::string listen;
+  std::string db;
+  bool insecure = false;
+};
+
+// Loads `path` over the defaults. Unknown keys, wrong types and bad values fail with
+// InvalidArgument naming the file and the key; an unreadable file with ErrnoToStatus's code.
+absl::StatusOr<AggregatorConfig> LoadAggregatorConfig(const std::string& path);
+
+// Checks the ranges of the values; the message names the keys (not the file).
+absl::Status ValidateAggregatorConfig(const AggregatorConfig& config);
+
+// The running configuration: the file (when given, or present at the default path) over the
+// defaults, then the flags; plaintext without a listen key listens on loopback. Errors as
+// LoadAggregatorConfig's. Called at start and again on SIGHUP.
+absl::StatusOr<AggregatorConfig> BuildAggregatorConfig(const AggregatorFlags& flags);
+
+// Applies the keys that may change while running (SIGHUP): the [retention] keys. The listen
+// address, database and the rest need a restart. Returns the names of the keys that changed.
+std::vector<std::string> ApplyReloadable(const AggregatorConfig& from, AggregatorConfig* to);
+
+}  // namespace podprof::aggregator
+
+#endif  // PODPROF_AGGREGATOR_CONFIG_H_

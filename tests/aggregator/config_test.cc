@@ -1,0 +1,150 @@
+// The aggregator's configuration: the example file, defaults, errors naming the file and the
+// key, flags over the file, and the keys a SIGHUP reload applies.
+#include "aggregator/config.h"
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+
+namespace podprof::aggregator {
+namespace {
+
+// Writes `text` to a file of its own under the test's temporary directory.
+std::string WriteConfig(const std::string& name, const std::string& text) {
+  const std::string path = absl::StrCat(::testing::TempDir(), "/agg_config_", name, ".toml");
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(AggregatorConfigTest, TheExampleLoadsWithTheDefaults) {
+  absl::StatusOr<AggregatorConfig> c =
+      LoadAggregatorConfig(std::string(PODPROF_SOURCE_DIR) + "/deploy/aggregator.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const AggregatorConfig defaults;
+  EXPECT_EQ(c->listen, defaults.listen);
+  EXPECT_EQ(c->db, defaults.db);
+  EXPECT_EQ(c->retention_interval_ns, 3'600'000'000'000);
+  EXPECT_EQ(c->max_capture_duration_ns, defaults.max_capture_duration_ns);
+  EXPECT_EQ(c->max_message_bytes, defaults.max_message_bytes);
+  EXPECT_EQ(c->ingest_max_active_hosts, defaults.ingest_max_active_hosts);
+  EXPECT_FALSE(c->tls.insecure);
+}
+
+TEST(AggregatorConfigTest, AFileOverridesOnlyItsKeys) {
+  const std::string path = WriteConfig("good", R"(
+db = "/srv/podprof.db"
+[retention]
+max_age = "720h"
+max_bytes = 1000000
+[agents]
+probe_interval = "2s"
+[tls]
+allowed_operators = ["ops"]
+)");
+  absl::StatusOr<AggregatorConfig> c = LoadAggregatorConfig(path);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->db, "/srv/podprof.db");
+  EXPECT_EQ(c->retention_max_age_ns, int64_t{720} * 3'600'000'000'000);
+  EXPECT_EQ(c->retention_max_bytes, 1'000'000);
+  EXPECT_EQ(c->probe_interval_ns, 2'000'000'000);
+  EXPECT_EQ(c->allowed_operators, std::vector<std::string>{"ops"});
+  EXPECT_EQ(c->listen, AggregatorConfig().listen);
+  EXPECT_FALSE(c->listen_set);
+  EXPECT_EQ(c->heartbeat_interval_ns, AggregatorConfig().heartbeat_interval_ns);
+}
+
+TEST(AggregatorConfigTest, AnUnknownKeyIsNamedWithTheFile) {
+  const std::string path = WriteConfig("unknown", "[retention]\nmax_agee = \"1h\"\n");
+  absl::StatusOr<AggregatorConfig> c = LoadAggregatorConfig(path);
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(absl::StrContains(c.status().message(), "retention.max_agee")) << c.status();
+  EXPECT_TRUE(absl::StrContains(c.status().message(), path)) << c.status();
+}
+
+TEST(AggregatorConfigTest, BadValuesAreNamedWithTheFile) {
+  struct Case {
+    std::string text, says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"[retention]\ninterval = \"10ms\"\n", "retention.interval must be at least 1s"},
+           {"[retention]\nmax_bytes = -1\n", "retention values cannot be negative"},
+           {"[agents]\nheartbeat_interval = \"1ms\"\n", "agents.heartbeat_interval"},
+           {"[limits]\nmax_message_bytes = 10\n", "max_message_bytes 64 KiB..1 GiB"},
+           {"[ingest]\nworkers = 5000\n", "ingest: workers"},
+           {"[retention]\nmax_age = 5\n", "key 'retention.max_age'"},
+           {"db = 3\n", "key 'db'"},
+       }) {
+    const std::string path = WriteConfig("bad", c.text);
+    absl::StatusOr<AggregatorConfig> loaded = LoadAggregatorConfig(path);
+    ASSERT_FALSE(loaded.ok()) << c.text;
+    EXPECT_TRUE(absl::StrContains(loaded.status().message(), c.says)) << loaded.status();
+    EXPECT_TRUE(absl::StrContains(loaded.status().message(), path)) << loaded.status();
+  }
+}
+
+TEST(AggregatorConfigTest, FlagsOverrideTheFile) {
+  AggregatorFlags flags;
+  flags.config = WriteConfig("flags", "listen = \"0.0.0.0:9000\"\ndb = \"/a.db\"\n");
+  flags.config_given = true;
+  flags.db = "/b.db";
+  absl::StatusOr<AggregatorConfig> c = BuildAggregatorConfig(flags);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->db, "/b.db");
+  EXPECT_EQ(c->listen, "0.0.0.0:9000");
+  flags.listen = "127.0.0.1:0";
+  c = BuildAggregatorConfig(flags);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->listen, "127.0.0.1:0");
+}
+
+TEST(AggregatorConfigTest, PlaintextWithoutAListenKeyStaysOnLoopback) {
+  AggregatorFlags flags;
+  flags.config = WriteConfig("empty", "");
+  flags.config_given = true;
+  flags.insecure = true;
+  absl::StatusOr<AggregatorConfig> c = BuildAggregatorConfig(flags);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->tls.insecure);
+  EXPECT_EQ(c->listen, "127.0.0.1:7100");
+  flags.config = WriteConfig("listen", "listen = \"0.0.0.0:7200\"\n");
+  c = BuildAggregatorConfig(flags);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->listen, "0.0.0.0:7200");
+}
+
+TEST(AggregatorConfigTest, ANamedFileMustExistTheDefaultNeedNot) {
+  AggregatorFlags flags;
+  flags.config = ::testing::TempDir() + "/agg_config_missing.toml";
+  std::filesystem::remove(flags.config);
+  absl::StatusOr<AggregatorConfig> c = BuildAggregatorConfig(flags);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->db, AggregatorConfig().db);
+  flags.config_given = true;
+  c = BuildAggregatorConfig(flags);
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(absl::StrContains(c.status().message(), flags.config)) << c.status();
+}
+
+TEST(AggregatorConfigTest, ReloadAppliesOnlyRetentionAndNamesWhatChanged) {
+  AggregatorConfig running;
+  AggregatorConfig fresh;
+  fresh.retention_max_age_ns = 1'000'000'000;
+  fresh.retention_interval_ns = 60'000'000'000;
+  fresh.db = "/elsewhere.db";
+  fresh.listen = "0.0.0.0:1";
+  EXPECT_EQ(ApplyReloadable(fresh, &running),
+            (std::vector<std::string>{"retention.max_age", "retention.interval"}));
+  EXPECT_EQ(running.retention_max_age_ns, 1'000'000'000);
+  EXPECT_EQ(running.retention_interval_ns, 60'000'000'000);
+  // The database and the address need a restart.
+  EXPECT_EQ(running.db, AggregatorConfig().db);
+  EXPECT_EQ(running.listen, AggregatorConfig().listen);
+  EXPECT_TRUE(ApplyReloadable(fresh, &running).empty());
+}
+
+}  // namespace
+}  // namespace podprof::aggregator
