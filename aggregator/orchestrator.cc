@@ -488,7 +488,10 @@ absl::StatusOr<v1::CaptureStatus> Orchestrator::Cancel(const std::string& id) {
     run = it->second;
   }
   absl::MutexLock lock(&run->mu);
-  if (run->done) return v1::CAPTURE_STATUS_COMPLETE;
+  if (run->done) {
+    // Already over: the state it ended in, which its last progress event (the summary) holds.
+    return run->log.empty() ? v1::CAPTURE_STATUS_COMPLETE : run->log.back().status();
+  }
   run->Cancel();
   return v1::CAPTURE_STATUS_CANCELLED;
 }

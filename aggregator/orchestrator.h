@@ -63,7 +63,8 @@ class Orchestrator {
   absl::Status Watch(const std::string& id,
                      const std::function<bool(const podprof::v1::CaptureProgress&)>& send,
                      const std::function<bool()>& cancelled);
-  // Stops a running capture everywhere; NotFound for an unknown id.
+  // Stops a running capture everywhere and returns CANCELLED; for one already over, returns the
+  // state it ended in (COMPLETE, PARTIAL, FAILED, CANCELLED). NotFound for an unknown id.
   absl::StatusOr<podprof::v1::CaptureStatus> Cancel(const std::string& id);
 
  private:

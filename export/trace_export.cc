@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
 #include "proto/perfetto_trace.pb.h"
+#include "trace/xspace_schema.h"
 
 namespace podprof::exporter {
 namespace {
@@ -21,9 +22,9 @@ enum EventType { kSliceBegin = 1, kSliceEnd = 2, kCounter = 4 };
 
 // Lines in the order XProf shows them; anything else after.
 int LineRank(const std::string& line) {
-  if (line == "Steps") return 0;
-  if (line == "XLA Modules") return 1;
-  if (line == "XLA Ops") return 2;
+  if (line == trace::xspace::kStepsLine) return 0;
+  if (line == trace::xspace::kXlaModulesLine) return 1;
+  if (line == trace::xspace::kXlaOpsLine) return 2;
   return 3;
 }
 
@@ -63,7 +64,9 @@ std::vector<std::pair<std::pair<int, std::string>, std::vector<uint32_t>>> Track
   for (uint32_t i = 0; i < capture.blocks.size(); ++i) {
     const trace::EventBlock& b = capture.blocks[i];
     // Scopes inside kernels share the kernels' track, where they nest as child slices.
-    by[{b.chip, b.kind == trace::LineKind::kScopes ? std::string("XLA Ops") : b.line}].push_back(i);
+    by[{b.chip,
+        b.kind == trace::LineKind::kScopes ? std::string(trace::xspace::kXlaOpsLine) : b.line}]
+        .push_back(i);
   }
   std::vector<std::pair<std::pair<int, std::string>, std::vector<uint32_t>>> out(by.begin(),
                                                                                  by.end());

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "trace/xspace_schema.h"
 
 namespace podprof::exporter {
 namespace {
@@ -14,36 +15,38 @@ using tensorflow::profiler::XLine;
 using tensorflow::profiler::XPlane;
 using tensorflow::profiler::XStat;
 
-// Stat metadata ids of every plane written, under the names the profiler uses.
-enum StatId : int64_t {
-  kDeviceTypeString = 1,
-  kPeakTeraflops,
-  kPeakHbmBw,
-  kHloCategory,
-  kFlops,
-  kBytesAccessed,
-  kSource,
-  kProgramId,
-  kAllReduceUniqueId,
-  kCounterValue,
-  kStatCount,
+using trace::xspace::Stat;
+
+// The stats of every device plane written, in the order of their metadata ids (1, 2, ...).
+constexpr Stat kDeviceStats[] = {
+    Stat::kDeviceTypeString, Stat::kPeakTeraflops, Stat::kPeakHbmBw,
+    Stat::kHloCategory,      Stat::kFlops,         Stat::kBytesAccessed,
+    Stat::kSource,           Stat::kProgramId,     Stat::kAllReduceUniqueId,
+    Stat::kCounterValue,
 };
-const char* const kStatNames[] = {"",
-                                  "device_type_string",
-                                  "peak_teraflops_per_second",
-                                  "peak_hbm_bw_gigabytes_per_second",
-                                  "hlo_category",
-                                  "flops",
-                                  "bytes_accessed",
-                                  "source",
-                                  "program_id",
-                                  "all_reduce_unique_id",
-                                  "counter_value"};
+// The stats of the Task Environment plane, likewise.
+constexpr Stat kEnvironmentStats[] = {Stat::kProfileStartTime, Stat::kProfileStopTime};
+
+// Declares `stats` as the plane's stat metadata, ids 1..N in order.
+template <size_t N>
+void AddStatMetadata(const Stat (&stats)[N], XPlane* plane) {
+  for (size_t i = 0; i < N; ++i) {
+    const int64_t id = static_cast<int64_t>(i) + 1;
+    auto& sm = (*plane->mutable_stat_metadata())[id];
+    sm.set_id(id);
+    sm.set_name(std::string(trace::xspace::StatName(stats[i])));
+  }
+}
 
 XStat* AddStat(google::protobuf::RepeatedPtrField<XStat>* stats, int64_t id) {
   XStat* s = stats->Add();
   s->set_metadata_id(id);
   return s;
+}
+
+// A stat of a device plane, of its event metadata or of its events.
+XStat* AddStat(google::protobuf::RepeatedPtrField<XStat>* stats, Stat stat) {
+  return AddStat(stats, trace::xspace::StatIdIn(kDeviceStats, stat));
 }
 
 }  // namespace
@@ -63,20 +66,17 @@ tensorflow::profiler::XSpace ToXSpace(const trace::HostCapture& capture) {
     const trace::Chip& chip = capture.host.chips[ci];
     XPlane* plane = space.add_planes();
     plane->set_id(static_cast<int64_t>(ci) + 1);
-    plane->set_name(absl::StrCat(gpu ? "/device:GPU:" : "/device:TPU:", chip.ordinal));
-    for (int64_t id = 1; id < kStatCount; ++id) {
-      auto& sm = (*plane->mutable_stat_metadata())[id];
-      sm.set_id(id);
-      sm.set_name(kStatNames[id]);
-    }
+    plane->set_name(absl::StrCat(
+        gpu ? trace::xspace::kGpuPlanePrefix : trace::xspace::kTpuPlanePrefix, chip.ordinal));
+    AddStatMetadata(kDeviceStats, plane);
     if (!chip.device_type.empty()) {
-      AddStat(plane->mutable_stats(), kDeviceTypeString)->set_str_value(chip.device_type);
+      AddStat(plane->mutable_stats(), Stat::kDeviceTypeString)->set_str_value(chip.device_type);
     }
     if (chip.peak_tflops > 0) {
-      AddStat(plane->mutable_stats(), kPeakTeraflops)->set_double_value(chip.peak_tflops);
+      AddStat(plane->mutable_stats(), Stat::kPeakTeraflops)->set_double_value(chip.peak_tflops);
     }
     if (chip.peak_hbm_gbps > 0) {
-      AddStat(plane->mutable_stats(), kPeakHbmBw)->set_double_value(chip.peak_hbm_gbps);
+      AddStat(plane->mutable_stats(), Stat::kPeakHbmBw)->set_double_value(chip.peak_hbm_gbps);
     }
     // Metadata for the kernels this chip ran: id = index into capture.kernels + 1.
     auto& metas = *plane->mutable_event_metadata();
@@ -90,15 +90,15 @@ tensorflow::profiler::XSpace ToXSpace(const trace::HostCapture& capture) {
       if (d == nullptr) return id;
       m.set_name(d->name);
       if (!d->category.empty() && d->category != "xla module") {
-        AddStat(m.mutable_stats(), kHloCategory)->set_str_value(d->category);
+        AddStat(m.mutable_stats(), Stat::kHloCategory)->set_str_value(d->category);
       }
-      if (d->flops > 0) AddStat(m.mutable_stats(), kFlops)->set_int64_value(d->flops);
+      if (d->flops > 0) AddStat(m.mutable_stats(), Stat::kFlops)->set_int64_value(d->flops);
       if (d->bytes_accessed > 0) {
-        AddStat(m.mutable_stats(), kBytesAccessed)->set_int64_value(d->bytes_accessed);
+        AddStat(m.mutable_stats(), Stat::kBytesAccessed)->set_int64_value(d->bytes_accessed);
       }
       if (d->program_id != 0)
-        AddStat(m.mutable_stats(), kProgramId)->set_uint64_value(d->program_id);
-      if (!d->source.empty()) AddStat(m.mutable_stats(), kSource)->set_str_value(d->source);
+        AddStat(m.mutable_stats(), Stat::kProgramId)->set_uint64_value(d->program_id);
+      if (!d->source.empty()) AddStat(m.mutable_stats(), Stat::kSource)->set_str_value(d->source);
       return id;
     };
     // One XLine per line name, its time the earliest of its blocks.
@@ -122,7 +122,8 @@ tensorflow::profiler::XSpace ToXSpace(const trace::HostCapture& capture) {
           ev->set_offset_ps(shift_ps + b->start_ps[i]);
           ev->set_duration_ps(b->duration_ps[i]);
           if (b->collective[i] != 0) {
-            AddStat(ev->mutable_stats(), kAllReduceUniqueId)->set_uint64_value(b->collective[i]);
+            AddStat(ev->mutable_stats(), Stat::kAllReduceUniqueId)
+                ->set_uint64_value(b->collective[i]);
           }
         }
       }
@@ -136,7 +137,7 @@ tensorflow::profiler::XSpace ToXSpace(const trace::HostCapture& capture) {
       if (counters == nullptr) {
         counters = plane->add_lines();
         counters->set_id(++line_id);
-        counters->set_name("_counters_");
+        counters->set_name(std::string(trace::xspace::kCountersLine));
         counters->set_timestamp_ns(origin > 0 ? 0 : s.time_ns.front());
       }
       auto [it, fresh] = counter_ids.try_emplace(s.name, counter_meta);
@@ -151,19 +152,17 @@ tensorflow::profiler::XSpace ToXSpace(const trace::HostCapture& capture) {
         XEvent* ev = counters->add_events();
         ev->set_metadata_id(it->second);
         ev->set_offset_ps((s.time_ns[i] - line_ns) * 1000);
-        AddStat(ev->mutable_stats(), kCounterValue)->set_double_value(s.value[i]);
+        AddStat(ev->mutable_stats(), Stat::kCounterValue)->set_double_value(s.value[i]);
       }
     }
   }
   XPlane* env = space.add_planes();
   env->set_id(static_cast<int64_t>(chips) + 1);
-  env->set_name("Task Environment");
-  (*env->mutable_stat_metadata())[1].set_id(1);
-  (*env->mutable_stat_metadata())[1].set_name("profile_start_time");
-  (*env->mutable_stat_metadata())[2].set_id(2);
-  (*env->mutable_stat_metadata())[2].set_name("profile_stop_time");
-  AddStat(env->mutable_stats(), 1)->set_uint64_value(static_cast<uint64_t>(origin));
-  AddStat(env->mutable_stats(), 2)
+  env->set_name(std::string(trace::xspace::kTaskEnvironmentPlane));
+  AddStatMetadata(kEnvironmentStats, env);
+  AddStat(env->mutable_stats(), trace::xspace::StatIdIn(kEnvironmentStats, Stat::kProfileStartTime))
+      ->set_uint64_value(static_cast<uint64_t>(origin));
+  AddStat(env->mutable_stats(), trace::xspace::StatIdIn(kEnvironmentStats, Stat::kProfileStopTime))
       ->set_uint64_value(static_cast<uint64_t>(capture.host.profile_stop_ns));
   return space;
 }

@@ -3,15 +3,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
+#include "trace/xspace_schema.h"
 
 namespace podprof::sim {
-namespace {
 
-// Line timestamps at or above this are ns since the epoch; below, relative to the profile
-// start (as after the profiler's post-processing). 1e17 ns is early 1973.
-constexpr int64_t kAbsoluteNs = 100'000'000'000'000'000;
-
-}  // namespace
+using trace::xspace::kAbsoluteLineTimestampNs;
+using trace::xspace::Stat;
 
 absl::StatusOr<Replay> Replay::Load(const std::string& path) {
   absl::StatusOr<std::string> bytes = ReadFile(path);
@@ -24,7 +21,7 @@ absl::StatusOr<Replay> Replay::Load(const std::string& path) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a valid XSpace capture"));
   }
   for (const auto& plane : r.recorded_.planes()) {
-    if (!absl::StartsWith(plane.name(), "/device:")) continue;
+    if (!absl::StartsWith(plane.name(), trace::xspace::kDevicePlanePrefix)) continue;
     for (const auto& line : plane.lines()) r.device_events_ += line.events_size();
   }
   return r;
@@ -39,26 +36,30 @@ tensorflow::profiler::XSpace Replay::Rebase(const std::string& host_name, int64_
   int64_t earliest = INT64_MAX;
   for (const auto& plane : space.planes()) {
     for (const auto& line : plane.lines()) {
-      if (line.timestamp_ns() >= kAbsoluteNs) earliest = std::min(earliest, line.timestamp_ns());
+      if (line.timestamp_ns() >= kAbsoluteLineTimestampNs)
+        earliest = std::min(earliest, line.timestamp_ns());
     }
   }
   tensorflow::profiler::XPlane* env = nullptr;
   for (auto& plane : *space.mutable_planes()) {
-    if (plane.name() == "Task Environment") env = &plane;
+    if (plane.name() == trace::xspace::kTaskEnvironmentPlane) env = &plane;
     for (auto& line : *plane.mutable_lines()) {
-      if (line.timestamp_ns() >= kAbsoluteNs) line.set_timestamp_ns(line.timestamp_ns() - earliest);
+      if (line.timestamp_ns() >= kAbsoluteLineTimestampNs)
+        line.set_timestamp_ns(line.timestamp_ns() - earliest);
     }
   }
   if (env == nullptr) {
     env = space.add_planes();
-    env->set_name("Task Environment");
+    env->set_name(std::string(trace::xspace::kTaskEnvironmentPlane));
   }
   env->clear_stats();
   env->clear_stat_metadata();
   (*env->mutable_stat_metadata())[1].set_id(1);
-  (*env->mutable_stat_metadata())[1].set_name("profile_start_time");
+  (*env->mutable_stat_metadata())[1].set_name(
+      std::string(trace::xspace::StatName(Stat::kProfileStartTime)));
   (*env->mutable_stat_metadata())[2].set_id(2);
-  (*env->mutable_stat_metadata())[2].set_name("profile_stop_time");
+  (*env->mutable_stat_metadata())[2].set_name(
+      std::string(trace::xspace::StatName(Stat::kProfileStopTime)));
   auto* start = env->add_stats();
   start->set_metadata_id(1);
   start->set_uint64_value(static_cast<uint64_t>(host_start_ns));

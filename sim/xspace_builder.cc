@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "trace/xspace_schema.h"
 
 namespace podprof::sim {
 namespace {
@@ -12,49 +13,20 @@ using tensorflow::profiler::XLine;
 using tensorflow::profiler::XPlane;
 using tensorflow::profiler::XStat;
 
-// Stat metadata ids of a device plane, named as the real profiler names them.
-enum StatId : int64_t {
-  kCoreDetails = 1,
-  kDeviceTypeString,
-  kPeakTeraflops,
-  kPeakHbmBw,
-  kHasMegacore,
-  kRunId,
-  kDeviceOffsetPs,
-  kDeviceDurationPs,
-  kHloCategory,
-  kFlops,
-  kBytesAccessed,
-  kSource,
-  kProgramId,
-  kAllReduceUniqueId,
-  kCounterValue,
-  kTfOp,
-  kSourceStack,
-  kMosaicMlir,
-  kStatCount,
+using trace::xspace::Stat;
+
+// The stats of a device plane, as the real profiler names them, in the order of their metadata
+// ids (1, 2, ...).
+constexpr Stat kDeviceStats[] = {
+    Stat::kCoreDetails,    Stat::kDeviceTypeString,  Stat::kPeakTeraflops,
+    Stat::kPeakHbmBw,      Stat::kHasMegacore,       Stat::kRunId,
+    Stat::kDeviceOffsetPs, Stat::kDeviceDurationPs,  Stat::kHloCategory,
+    Stat::kFlops,          Stat::kBytesAccessed,     Stat::kSource,
+    Stat::kProgramId,      Stat::kAllReduceUniqueId, Stat::kCounterValue,
+    Stat::kTfOp,           Stat::kSourceStack,       Stat::kMosaicMlir,
 };
-const char* const kStatNames[] = {
-    "",
-    "core_details",
-    "device_type_string",
-    "peak_teraflops_per_second",
-    "peak_hbm_bw_gigabytes_per_second",
-    "has_megacore",
-    "run_id",
-    "device_offset_ps",
-    "device_duration_ps",
-    "hlo_category",
-    "flops",
-    "bytes_accessed",
-    "source",
-    "program_id",
-    "all_reduce_unique_id",
-    "counter_value",
-    "tf_op",
-    "source_stack",
-    "mosaic_mlir",
-};
+// The stats of the Task Environment plane, likewise.
+constexpr Stat kEnvironmentStats[] = {Stat::kProfileStartTime, Stat::kProfileStopTime};
 
 // The hardware counters a simulated chip reports: unit busy and stall fractions (gauges, each
 // sample holding until the next) and core and HBM energy (running totals, nJ).
@@ -73,6 +45,22 @@ XStat* AddStat(google::protobuf::RepeatedPtrField<XStat>* stats, int64_t id) {
   return s;
 }
 
+// A stat of a device plane, of its event metadata or of its events.
+XStat* AddStat(google::protobuf::RepeatedPtrField<XStat>* stats, Stat stat) {
+  return AddStat(stats, trace::xspace::StatIdIn(kDeviceStats, stat));
+}
+
+// Declares `stats` as the plane's stat metadata, ids 1..N in order.
+template <size_t N>
+void AddStatMetadata(const Stat (&stats)[N], XPlane* plane) {
+  for (size_t i = 0; i < N; ++i) {
+    const int64_t id = static_cast<int64_t>(i) + 1;
+    auto& sm = (*plane->mutable_stat_metadata())[id];
+    sm.set_id(id);
+    sm.set_name(std::string(trace::xspace::StatName(stats[i])));
+  }
+}
+
 void AddVarint(std::string* out, uint64_t v) {
   while (v >= 0x80) {
     out->push_back(static_cast<char>(v | 0x80));
@@ -81,12 +69,13 @@ void AddVarint(std::string* out, uint64_t v) {
   out->push_back(static_cast<char>(v));
 }
 
-// The CoreDetails message the profiler stores as bytes: 5 = global chip id, 6 = global core id.
+// The CoreDetails message the profiler stores as bytes: its global chip and core ids (varints).
 std::string CoreDetails(int64_t global_chip) {
+  using trace::xspace::CoreDetailsField;
   std::string out;
-  AddVarint(&out, (5 << 3) | 0);
+  AddVarint(&out, CoreDetailsField::kGlobalChipId << 3);
   AddVarint(&out, static_cast<uint64_t>(global_chip));
-  AddVarint(&out, (6 << 3) | 0);
+  AddVarint(&out, CoreDetailsField::kGlobalCoreId << 3);
   AddVarint(&out, static_cast<uint64_t>(global_chip));
   return out;
 }
@@ -127,18 +116,14 @@ BuildResult BuildXSpace(const PodModel& model, const SkewedClock& clock,
   for (int chip = 0; chip < model.chips(); ++chip) {
     XPlane* plane = space.add_planes();
     plane->set_id(chip + 1);
-    plane->set_name(absl::StrCat("/device:TPU:", chip));
-    for (int64_t id = 1; id < kStatCount; ++id) {
-      auto& sm = (*plane->mutable_stat_metadata())[id];
-      sm.set_id(id);
-      sm.set_name(kStatNames[id]);
-    }
-    AddStat(plane->mutable_stats(), kCoreDetails)
+    plane->set_name(absl::StrCat(trace::xspace::kTpuPlanePrefix, chip));
+    AddStatMetadata(kDeviceStats, plane);
+    AddStat(plane->mutable_stats(), Stat::kCoreDetails)
         ->set_bytes_value(CoreDetails(model.GlobalChipId(chip)));
-    AddStat(plane->mutable_stats(), kDeviceTypeString)->set_str_value(gen.device_type);
-    AddStat(plane->mutable_stats(), kPeakTeraflops)->set_double_value(gen.peak_tflops);
-    AddStat(plane->mutable_stats(), kPeakHbmBw)->set_double_value(gen.peak_hbm_gbps);
-    AddStat(plane->mutable_stats(), kHasMegacore)->set_int64_value(0);
+    AddStat(plane->mutable_stats(), Stat::kDeviceTypeString)->set_str_value(gen.device_type);
+    AddStat(plane->mutable_stats(), Stat::kPeakTeraflops)->set_double_value(gen.peak_tflops);
+    AddStat(plane->mutable_stats(), Stat::kPeakHbmBw)->set_double_value(gen.peak_hbm_gbps);
+    AddStat(plane->mutable_stats(), Stat::kHasMegacore)->set_int64_value(0);
 
     auto& metas = *plane->mutable_event_metadata();
     for (size_t i = 0; i < ops.size(); ++i) {
@@ -146,17 +131,17 @@ BuildResult BuildXSpace(const PodModel& model, const SkewedClock& clock,
       m.set_id(static_cast<int64_t>(i) + 1);
       m.set_name(ops[i].hlo_text);
       m.set_display_name(ops[i].name);
-      AddStat(m.mutable_stats(), kHloCategory)->set_str_value(ops[i].category);
-      AddStat(m.mutable_stats(), kProgramId)->set_uint64_value(model.program_id());
-      AddStat(m.mutable_stats(), kFlops)->set_int64_value(ops[i].flops);
-      AddStat(m.mutable_stats(), kBytesAccessed)->set_int64_value(ops[i].bytes);
-      AddStat(m.mutable_stats(), kSource)->set_str_value(ops[i].source);
-      AddStat(m.mutable_stats(), kTfOp)->set_str_value(ops[i].tf_op);
+      AddStat(m.mutable_stats(), Stat::kHloCategory)->set_str_value(ops[i].category);
+      AddStat(m.mutable_stats(), Stat::kProgramId)->set_uint64_value(model.program_id());
+      AddStat(m.mutable_stats(), Stat::kFlops)->set_int64_value(ops[i].flops);
+      AddStat(m.mutable_stats(), Stat::kBytesAccessed)->set_int64_value(ops[i].bytes);
+      AddStat(m.mutable_stats(), Stat::kSource)->set_str_value(ops[i].source);
+      AddStat(m.mutable_stats(), Stat::kTfOp)->set_str_value(ops[i].tf_op);
       if (!ops[i].source_stack.empty()) {
-        AddStat(m.mutable_stats(), kSourceStack)->set_str_value(ops[i].source_stack);
+        AddStat(m.mutable_stats(), Stat::kSourceStack)->set_str_value(ops[i].source_stack);
       }
       if (!ops[i].mlir.empty()) {
-        AddStat(m.mutable_stats(), kMosaicMlir)->set_str_value(ops[i].mlir);
+        AddStat(m.mutable_stats(), Stat::kMosaicMlir)->set_str_value(ops[i].mlir);
       }
     }
     auto& module = metas[module_meta];
@@ -165,13 +150,13 @@ BuildResult BuildXSpace(const PodModel& model, const SkewedClock& clock,
 
     XLine* modules = plane->add_lines();
     modules->set_id(1);
-    modules->set_name("XLA Modules");
+    modules->set_name(std::string(trace::xspace::kXlaModulesLine));
     XLine* xla_ops = plane->add_lines();
     xla_ops->set_id(2);
-    xla_ops->set_name("XLA Ops");
+    xla_ops->set_name(std::string(trace::xspace::kXlaOpsLine));
     XLine* step_line = plane->add_lines();
     step_line->set_id(3);
-    step_line->set_name("Steps");
+    step_line->set_name(std::string(trace::xspace::kStepsLine));
     // Named scopes inside kernels (Pallas trace points), with metadata ids of their own.
     constexpr int64_t kFirstScopeMeta = int64_t{1} << 40;
     XLine* scopes = nullptr;
@@ -181,7 +166,7 @@ BuildResult BuildXSpace(const PodModel& model, const SkewedClock& clock,
         if (scopes == nullptr) {
           scopes = plane->add_lines();
           scopes->set_id(5);
-          scopes->set_name("XLA TraceMe");
+          scopes->set_name(std::string(trace::xspace::kXlaTraceMeLine));
         }
         const int64_t id = kFirstScopeMeta + static_cast<int64_t>(i) * 64 +
                            static_cast<int64_t>(scope_meta[i].size());
@@ -194,7 +179,7 @@ BuildResult BuildXSpace(const PodModel& model, const SkewedClock& clock,
     if (window.counters) {
       counters = plane->add_lines();
       counters->set_id(4);
-      counters->set_name("_counters_");
+      counters->set_name(std::string(trace::xspace::kCountersLine));
       for (int k = 0; k < kCounterKinds; ++k) {
         auto& m = metas[first_counter_meta + k];
         m.set_id(first_counter_meta + k);
@@ -217,7 +202,7 @@ BuildResult BuildXSpace(const PodModel& model, const SkewedClock& clock,
         mev->set_metadata_id(module_meta);
         mev->set_offset_ps(off);
         mev->set_duration_ps(dur);
-        AddStat(mev->mutable_stats(), kRunId)->set_int64_value(cs.step);
+        AddStat(mev->mutable_stats(), Stat::kRunId)->set_int64_value(cs.step);
         const int64_t step_meta = first_step_meta + (cs.step - first_step);
         auto& sm = metas[step_meta];
         sm.set_id(step_meta);
@@ -237,12 +222,14 @@ BuildResult BuildXSpace(const PodModel& model, const SkewedClock& clock,
         ev->set_metadata_id(run.op + 1);
         ev->set_offset_ps(off);
         ev->set_duration_ps(dur);
-        AddStat(ev->mutable_stats(), kDeviceOffsetPs)->set_uint64_value(static_cast<uint64_t>(off));
+        AddStat(ev->mutable_stats(), Stat::kDeviceOffsetPs)
+            ->set_uint64_value(static_cast<uint64_t>(off));
         // The device measures its own time: the true duration, free of host clock drift.
-        AddStat(ev->mutable_stats(), kDeviceDurationPs)
+        AddStat(ev->mutable_stats(), Stat::kDeviceDurationPs)
             ->set_uint64_value(static_cast<uint64_t>(run.duration_ps));
         if (run.collective_id != 0) {
-          AddStat(ev->mutable_stats(), kAllReduceUniqueId)->set_uint64_value(run.collective_id);
+          AddStat(ev->mutable_stats(), Stat::kAllReduceUniqueId)
+              ->set_uint64_value(run.collective_id);
         }
         ++result.kernel_events;
         int64_t scope_at_ps = 0;
@@ -282,7 +269,7 @@ BuildResult BuildXSpace(const PodModel& model, const SkewedClock& clock,
               XEvent* cev = counters->add_events();
               cev->set_metadata_id(first_counter_meta + k);
               cev->set_offset_ps(at);
-              AddStat(cev->mutable_stats(), kCounterValue)->set_double_value(v);
+              AddStat(cev->mutable_stats(), Stat::kCounterValue)->set_double_value(v);
             }
           };
           static const double kIdle[kGaugeKinds] = {0, 0, 0, 0, 0, 0};
@@ -300,7 +287,7 @@ BuildResult BuildXSpace(const PodModel& model, const SkewedClock& clock,
   // The host's own view: the launch of every step on its Python thread, on the host clock.
   XPlane* host = space.add_planes();
   host->set_id(model.chips() + 1);
-  host->set_name("/host:CPU");
+  host->set_name(std::string(trace::xspace::kHostCpuPlane));
   (*host->mutable_event_metadata())[1].set_id(1);
   (*host->mutable_event_metadata())[1].set_name(
       absl::StrCat("PjitFunction(", model.module_name(), ")"));
@@ -318,13 +305,11 @@ BuildResult BuildXSpace(const PodModel& model, const SkewedClock& clock,
 
   XPlane* env = space.add_planes();
   env->set_id(model.chips() + 2);
-  env->set_name("Task Environment");
-  (*env->mutable_stat_metadata())[1].set_id(1);
-  (*env->mutable_stat_metadata())[1].set_name("profile_start_time");
-  (*env->mutable_stat_metadata())[2].set_id(2);
-  (*env->mutable_stat_metadata())[2].set_name("profile_stop_time");
-  AddStat(env->mutable_stats(), 1)->set_uint64_value(static_cast<uint64_t>(host_start_ns));
-  AddStat(env->mutable_stats(), 2)
+  env->set_name(std::string(trace::xspace::kTaskEnvironmentPlane));
+  AddStatMetadata(kEnvironmentStats, env);
+  AddStat(env->mutable_stats(), trace::xspace::StatIdIn(kEnvironmentStats, Stat::kProfileStartTime))
+      ->set_uint64_value(static_cast<uint64_t>(host_start_ns));
+  AddStat(env->mutable_stats(), trace::xspace::StatIdIn(kEnvironmentStats, Stat::kProfileStopTime))
       ->set_uint64_value(static_cast<uint64_t>(clock.ToHost(window.true_end_ns)));
   return result;
 }

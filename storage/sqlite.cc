@@ -2,6 +2,7 @@
 
 #include <regex>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "trace/ddsketch.h"
@@ -113,7 +114,18 @@ absl::StatusOr<std::unique_ptr<Statement>> Statement::Prepare(Connection& db,
                                                               absl::string_view sql) {
   sqlite3_stmt* stmt = nullptr;
   int rc = sqlite3_prepare_v2(db.get(), sql.data(), static_cast<int>(sql.size()), &stmt, nullptr);
-  if (rc != SQLITE_OK) return SqliteStatus(db.get(), rc, absl::StrCat("prepare on ", db.path()));
+  if (rc != SQLITE_OK) {
+    // SQLite's text says what is wrong ("no such column: x") but not in which of the many
+    // statements a store prepares: quote its start.
+    constexpr size_t kQuoted = 80;
+    const absl::string_view text = absl::StripLeadingAsciiWhitespace(sql);
+    std::string quoted(text.substr(0, kQuoted));
+    for (char& ch : quoted) {
+      if (ch == '\n' || ch == '\t') ch = ' ';
+    }
+    if (text.size() > kQuoted) quoted += "...";
+    return SqliteStatus(db.get(), rc, absl::StrCat("prepare \"", quoted, "\" on ", db.path()));
+  }
   return std::unique_ptr<Statement>(new Statement(db, stmt));
 }
 

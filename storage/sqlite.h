@@ -47,6 +47,7 @@ class Connection {
 // A prepared statement; bind from index 1 as SQLite does. Not thread-safe.
 class Statement {
  public:
+  // Errors (as SqliteStatus) quote the statement's start and name the database.
   static absl::StatusOr<std::unique_ptr<Statement>> Prepare(Connection& db, absl::string_view sql);
   ~Statement();
   Statement(const Statement&) = delete;

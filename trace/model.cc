@@ -2,6 +2,9 @@
 
 #include <cstring>
 
+#include "absl/strings/match.h"
+#include "trace/xspace_schema.h"
+
 namespace podprof::trace {
 namespace {
 
@@ -47,10 +50,10 @@ size_t HostCapture::EventCount() const {
 }
 
 LineKind LineKindOfName(const std::string& line) {
-  if (line == "XLA Modules") return LineKind::kModules;
-  if (line == "Steps") return LineKind::kSteps;
-  if (line == "XLA TraceMe") return LineKind::kScopes;
-  if (line.rfind("Stream #", 0) == 0) return LineKind::kGpuStream;
+  if (line == xspace::kXlaModulesLine) return LineKind::kModules;
+  if (line == xspace::kStepsLine) return LineKind::kSteps;
+  if (line == xspace::kXlaTraceMeLine) return LineKind::kScopes;
+  if (absl::StartsWith(line, xspace::kGpuStreamLinePrefix)) return LineKind::kGpuStream;
   return LineKind::kOps;
 }
 

@@ -18,6 +18,7 @@
 #include "trace/chip_catalog.h"
 #include "trace/hash.h"
 #include "trace/wire.h"
+#include "trace/xspace_schema.h"
 
 namespace podprof::trace {
 namespace {
@@ -26,25 +27,17 @@ using wire::Cursor;
 using wire::Span;
 using wire::WireType;
 
-// Field numbers, from the XSpace schema (proto/xplane.proto).
-namespace f {
-constexpr uint32_t kSpacePlanes = 1, kSpaceErrors = 2, kSpaceWarnings = 3, kSpaceHostnames = 4;
-constexpr uint32_t kPlaneName = 2, kPlaneLines = 3, kPlaneEventMetadata = 4, kPlaneStatMetadata = 5,
-                   kPlaneStats = 6;
-constexpr uint32_t kLineName = 2, kLineTimestampNs = 3, kLineEvents = 4;
-constexpr uint32_t kEventMetadataId = 1, kEventOffsetPs = 2, kEventDurationPs = 3, kEventStats = 4,
-                   kEventNumOccurrences = 5;
-constexpr uint32_t kStatMetadataId = 1, kStatDouble = 2, kStatUint64 = 3, kStatInt64 = 4,
-                   kStatStr = 5, kStatBytes = 6, kStatRef = 7, kStatCompressed = 8;
-constexpr uint32_t kMapKey = 1, kMapValue = 2;
-constexpr uint32_t kEventMetaName = 2, kEventMetaDisplayName = 4, kEventMetaStats = 5;
-constexpr uint32_t kStatMetaName = 2;
-constexpr uint32_t kCoreDetailsGlobalChipId = 5;
-}  // namespace f
-
-// Line timestamps below this are relative to the profile start (post-processed captures);
-// above it they are already ns since the epoch (older captures). 1e17 ns is early 1973.
-constexpr int64_t kAbsoluteTimestampNs = 100'000'000'000'000'000;
+using xspace::CoreDetailsField;
+using xspace::kAbsoluteLineTimestampNs;
+using xspace::MapEntryField;
+using xspace::Stat;
+using xspace::XEventField;
+using xspace::XEventMetadataField;
+using xspace::XLineField;
+using xspace::XPlaneField;
+using xspace::XSpaceField;
+using xspace::XStatField;
+using xspace::XStatMetadataField;
 
 // Metadata ids below this are looked up in dense tables on the per-event path.
 constexpr int64_t kDenseIds = 1 << 16;
@@ -52,52 +45,13 @@ constexpr uint32_t kNoKernel = ~uint32_t{0};
 // Kinds of LineKind, for tables indexed by it.
 constexpr int kLineKinds = static_cast<int>(LineKind::kScopes) + 1;
 
-// The stats podprof reads, by name.
-enum class StatKind : uint8_t {
-  kOther,
-  kDeviceDurationPs,
-  kAllReduceUniqueId,
-  kCounterValue,
-  kHloCategory,
-  kProgramId,
-  kFlops,
-  kBytesAccessed,
-  kSource,
-  kDeviceTypeString,
-  kPeakTeraflops,
-  kPeakHbmBw,
-  kCoreDetails,
-  kProfileStartTime,
-  kProfileStopTime,
-  kTfOp,
-  kSourceStack,
-  kMlir,
-};
-
-StatKind StatKindOf(absl::string_view name) {
-  static const auto* const kByName = new absl::flat_hash_map<std::string, StatKind>{
-      {"device_duration_ps", StatKind::kDeviceDurationPs},
-      {"all_reduce_unique_id", StatKind::kAllReduceUniqueId},
-      {"counter_value", StatKind::kCounterValue},
-      {"hlo_category", StatKind::kHloCategory},
-      {"program_id", StatKind::kProgramId},
-      {"flops", StatKind::kFlops},
-      {"bytes_accessed", StatKind::kBytesAccessed},
-      {"source", StatKind::kSource},
-      {"device_type_string", StatKind::kDeviceTypeString},
-      {"peak_teraflops_per_second", StatKind::kPeakTeraflops},
-      {"peak_hbm_bw_gigabytes_per_second", StatKind::kPeakHbmBw},
-      {"core_details", StatKind::kCoreDetails},
-      {"profile_start_time", StatKind::kProfileStartTime},
-      {"profile_stop_time", StatKind::kProfileStopTime},
-      {"tf_op", StatKind::kTfOp},
-      {"source_stack", StatKind::kSourceStack},
-  };
-  auto it = kByName->find(name);
-  if (it != kByName->end()) return it->second;
-  // Where a capture carries a Mosaic kernel's lowered MLIR, the stat says so in its name.
-  if (absl::StrContains(name, "mlir")) return StatKind::kMlir;
-  return StatKind::kOther;
+// The kind of a stat from its name, as the schema knows it; a stat whose name speaks of MLIR
+// (a Mosaic kernel's lowered MLIR, under whatever name the capture gives it) is the Mosaic MLIR.
+Stat StatKindOf(absl::string_view name) {
+  const Stat stat = xspace::StatOfName(name);
+  if (stat != Stat::kUnknown) return stat;
+  if (absl::StrContains(name, "mlir")) return Stat::kMosaicMlir;
+  return Stat::kUnknown;
 }
 
 // One XStat as found on the wire, before its metadata is known.
@@ -121,30 +75,30 @@ bool ParseRawStat(Span stat, RawStat* out) {
   while (!stat.done()) {
     if (!stat.ReadTag(&field, &wt)) return false;
     switch (field) {
-      case f::kStatMetadataId:
+      case XStatField::kMetadataId:
         if (wt != wire::kVarint || !stat.ReadVarint(&v)) return false;
         out->metadata_id = static_cast<int64_t>(v);
         break;
-      case f::kStatDouble:
+      case XStatField::kDoubleValue:
         if (wt != wire::kFixed64 || !stat.ReadFixed64(&v)) return false;
         out->type = RawStat::Type::kDouble;
         std::memcpy(&out->num.d, &v, sizeof(double));
         break;
-      case f::kStatUint64:
-      case f::kStatInt64:
-      case f::kStatRef:
+      case XStatField::kUint64Value:
+      case XStatField::kInt64Value:
+      case XStatField::kRefValue:
         if (wt != wire::kVarint || !stat.ReadVarint(&v)) return false;
-        out->type = field == f::kStatUint64  ? RawStat::Type::kUint64
-                    : field == f::kStatInt64 ? RawStat::Type::kInt64
-                                             : RawStat::Type::kRef;
+        out->type = field == XStatField::kUint64Value  ? RawStat::Type::kUint64
+                    : field == XStatField::kInt64Value ? RawStat::Type::kInt64
+                                                       : RawStat::Type::kRef;
         out->num.u = v;
         break;
-      case f::kStatStr:
-      case f::kStatBytes:
-      case f::kStatCompressed:
+      case XStatField::kStrValue:
+      case XStatField::kBytesValue:
+      case XStatField::kCompressedStrValue:
         if (wt != wire::kLengthDelimited || !stat.ReadBytes(&bytes)) return false;
-        out->type =
-            field == f::kStatCompressed ? RawStat::Type::kCompressed : RawStat::Type::kString;
+        out->type = field == XStatField::kCompressedStrValue ? RawStat::Type::kCompressed
+                                                             : RawStat::Type::kString;
         out->str.assign(bytes.data(), bytes.size());
         break;
       default:
@@ -188,20 +142,20 @@ absl::Status Inflate(absl::string_view in, size_t max_out, std::string* out) {
 class StatTable {
  public:
   void Add(int64_t id, std::string name) {
-    StatKind kind = StatKindOf(name);
+    Stat kind = StatKindOf(name);
     if (id >= 0 && id < kDenseLimit) {
-      if (dense_.size() <= static_cast<size_t>(id)) dense_.resize(id + 1, StatKind::kOther);
+      if (dense_.size() <= static_cast<size_t>(id)) dense_.resize(id + 1, Stat::kUnknown);
       dense_[id] = kind;
-    } else if (kind != StatKind::kOther) {
+    } else if (kind != Stat::kUnknown) {
       sparse_[id] = kind;
     }
     names_[id] = std::move(name);
   }
-  StatKind Kind(int64_t id) const {
+  Stat Kind(int64_t id) const {
     if (id >= 0 && id < static_cast<int64_t>(dense_.size())) return dense_[id];
-    if (sparse_.empty()) return StatKind::kOther;
+    if (sparse_.empty()) return Stat::kUnknown;
     auto it = sparse_.find(id);
-    return it == sparse_.end() ? StatKind::kOther : it->second;
+    return it == sparse_.end() ? Stat::kUnknown : it->second;
   }
   const std::string* Name(int64_t id) const {
     auto it = names_.find(id);
@@ -210,8 +164,8 @@ class StatTable {
 
  private:
   static constexpr int64_t kDenseLimit = 1 << 16;
-  std::vector<StatKind> dense_;
-  absl::flat_hash_map<int64_t, StatKind> sparse_;
+  std::vector<Stat> dense_;
+  absl::flat_hash_map<int64_t, Stat> sparse_;
   absl::flat_hash_map<int64_t, std::string> names_;
 };
 
@@ -242,29 +196,29 @@ bool ParseDeviceOrdinal(absl::string_view name, absl::string_view prefix, int* o
 }
 
 PlaneKind ClassifyPlane(absl::string_view name, int* ordinal) {
-  if (ParseDeviceOrdinal(name, "/device:TPU:", ordinal)) return PlaneKind::kTpu;
-  if (ParseDeviceOrdinal(name, "/device:GPU:", ordinal)) return PlaneKind::kGpu;
-  if (name == "Task Environment") return PlaneKind::kTaskEnvironment;
+  if (ParseDeviceOrdinal(name, xspace::kTpuPlanePrefix, ordinal)) return PlaneKind::kTpu;
+  if (ParseDeviceOrdinal(name, xspace::kGpuPlanePrefix, ordinal)) return PlaneKind::kGpu;
+  if (name == xspace::kTaskEnvironmentPlane) return PlaneKind::kTaskEnvironment;
   return PlaneKind::kSkip;
 }
 
 // Which lines of a device plane podprof keeps; false for the rest.
 bool ClassifyLine(PlaneKind plane, absl::string_view name, LineKind* kind, bool* counters) {
   *counters = false;
-  if (name == "Steps") {
+  if (name == xspace::kStepsLine) {
     *kind = LineKind::kSteps;
     return true;
   }
   if (plane == PlaneKind::kTpu) {
-    if (name == "XLA Ops") {
+    if (name == xspace::kXlaOpsLine) {
       *kind = LineKind::kOps;
       return true;
     }
-    if (name == "XLA Modules") {
+    if (name == xspace::kXlaModulesLine) {
       *kind = LineKind::kModules;
       return true;
     }
-    if (name == "XLA TraceMe") {
+    if (name == xspace::kXlaTraceMeLine) {
       *kind = LineKind::kScopes;
       return true;
     }
@@ -273,7 +227,7 @@ bool ClassifyLine(PlaneKind plane, absl::string_view name, LineKind* kind, bool*
     *counters = true;
     return true;
   }
-  if (absl::StartsWith(name, "Stream #")) {
+  if (absl::StartsWith(name, xspace::kGpuStreamLinePrefix)) {
     *kind = LineKind::kGpuStream;
     return true;
   }
@@ -389,16 +343,16 @@ absl::Status Reader::WalkSpace(bool header) {
     WireType wt;
     RETURN_IF_ERROR(space.ReadTag(&field, &wt));
     switch (field) {
-      case f::kSpacePlanes: {
+      case XSpaceField::kPlanes: {
         RETURN_IF_ERROR(space.Expect(field, wt, wire::kLengthDelimited));
         Cursor plane(nullptr, 0, 0, "");
         RETURN_IF_ERROR(space.ReadSub("XPlane", &plane));
         RETURN_IF_ERROR(ReadPlane(plane, header));
         break;
       }
-      case f::kSpaceErrors:
-      case f::kSpaceWarnings:
-      case f::kSpaceHostnames: {
+      case XSpaceField::kErrors:
+      case XSpaceField::kWarnings:
+      case XSpaceField::kHostnames: {
         if (!header) {
           RETURN_IF_ERROR(space.Skip(wt));
           break;
@@ -406,11 +360,11 @@ absl::Status Reader::WalkSpace(bool header) {
         RETURN_IF_ERROR(space.Expect(field, wt, wire::kLengthDelimited));
         std::string s;
         RETURN_IF_ERROR(space.ReadString(&s));
-        if (field == f::kSpaceHostnames) {
+        if (field == XSpaceField::kHostnames) {
           if (capture_.host.name.empty()) capture_.host.name = std::move(s);
         } else {
           capture_.warnings.push_back(absl::StrCat(
-              field == f::kSpaceErrors ? "profiler error: " : "profiler warning: ", s));
+              field == XSpaceField::kErrors ? "profiler error: " : "profiler warning: ", s));
         }
         break;
       }
@@ -430,7 +384,7 @@ absl::Status Reader::ReadPlane(Cursor plane, bool header) {
     uint32_t field;
     WireType wt;
     RETURN_IF_ERROR(plane.ReadTag(&field, &wt));
-    if (field == f::kPlaneName) {
+    if (field == XPlaneField::kName) {
       RETURN_IF_ERROR(plane.Expect(field, wt, wire::kLengthDelimited));
       std::string name;
       RETURN_IF_ERROR(plane.ReadString(&name));
@@ -441,16 +395,16 @@ absl::Status Reader::ReadPlane(Cursor plane, bool header) {
     }
     std::vector<Extent>* extents = nullptr;
     switch (field) {
-      case f::kPlaneLines:
+      case XPlaneField::kLines:
         extents = &scan.lines;
         break;
-      case f::kPlaneEventMetadata:
+      case XPlaneField::kEventMetadata:
         extents = &scan.event_metadata;
         break;
-      case f::kPlaneStatMetadata:
+      case XPlaneField::kStatMetadata:
         extents = &scan.stat_metadata;
         break;
-      case f::kPlaneStats:
+      case XPlaneField::kStats:
         extents = &scan.stats;
         break;
       default:
@@ -491,10 +445,10 @@ absl::Status Reader::ReadDevicePlane(const PlaneScan& scan, int64_t plane_end, b
 
   if (scan.kind == PlaneKind::kTaskEnvironment) {
     for (const RawStat& s : plane_stats) {
-      StatKind kind = state.stat_table.Kind(s.metadata_id);
-      if (kind == StatKind::kProfileStartTime) {
+      Stat kind = state.stat_table.Kind(s.metadata_id);
+      if (kind == Stat::kProfileStartTime) {
         capture_.host.profile_start_ns = static_cast<int64_t>(StatUint(s));
-      } else if (kind == StatKind::kProfileStopTime) {
+      } else if (kind == Stat::kProfileStopTime) {
         capture_.host.profile_stop_ns = static_cast<int64_t>(StatUint(s));
       }
     }
@@ -537,16 +491,16 @@ absl::StatusOr<Chip> Reader::ReadChip(const PlaneScan& scan, const PlaneState& s
   chip.ordinal = scan.ordinal;
   for (const RawStat& s : plane_stats) {
     switch (state.stat_table.Kind(s.metadata_id)) {
-      case StatKind::kDeviceTypeString:
+      case Stat::kDeviceTypeString:
         RETURN_IF_ERROR(StatString(state, s, &chip.device_type));
         break;
-      case StatKind::kPeakTeraflops:
+      case Stat::kPeakTeraflops:
         chip.peak_tflops = StatNumber(s);
         break;
-      case StatKind::kPeakHbmBw:
+      case Stat::kPeakHbmBw:
         chip.peak_hbm_gbps = StatNumber(s);
         break;
-      case StatKind::kCoreDetails: {
+      case Stat::kCoreDetails: {
         // A small CoreDetails message; only its global chip id matters here.
         Span cd(reinterpret_cast<const uint8_t*>(s.str.data()),
                 reinterpret_cast<const uint8_t*>(s.str.data()) + s.str.size(), 0);
@@ -555,7 +509,8 @@ absl::StatusOr<Chip> Reader::ReadChip(const PlaneScan& scan, const PlaneState& s
         uint64_t v;
         chip.global_id = 0;  // Present but zero-valued fields are omitted on the wire.
         while (!cd.done() && cd.ReadTag(&field, &wt)) {
-          if (field == f::kCoreDetailsGlobalChipId && wt == wire::kVarint && cd.ReadVarint(&v)) {
+          if (field == CoreDetailsField::kGlobalChipId && wt == wire::kVarint &&
+              cd.ReadVarint(&v)) {
             chip.global_id = static_cast<int64_t>(v);
           } else if (!cd.Skip(wt)) {
             break;
@@ -604,12 +559,12 @@ absl::Status ReadMapEntry(Cursor entry, const char* value_what, int64_t* key,
     uint32_t field;
     WireType wt;
     RETURN_IF_ERROR(entry.ReadTag(&field, &wt));
-    if (field == f::kMapKey) {
+    if (field == MapEntryField::kKey) {
       RETURN_IF_ERROR(entry.Expect(field, wt, wire::kVarint));
       uint64_t v;
       RETURN_IF_ERROR(entry.ReadVarint(&v));
       *key = static_cast<int64_t>(v);
-    } else if (field == f::kMapValue) {
+    } else if (field == MapEntryField::kValue) {
       RETURN_IF_ERROR(entry.Expect(field, wt, wire::kLengthDelimited));
       Cursor value(nullptr, 0, 0, "");
       RETURN_IF_ERROR(entry.ReadSub(value_what, &value));
@@ -629,7 +584,7 @@ absl::Status Reader::ReadStatMetadataEntry(Cursor entry, StatTable* table) {
   std::string name;
   RETURN_IF_ERROR(ReadMapEntry(entry, "XStatMetadata", &key,
                                [&](Cursor& value, uint32_t field, WireType wt) -> absl::Status {
-                                 if (field != f::kStatMetaName) return value.Skip(wt);
+                                 if (field != XStatMetadataField::kName) return value.Skip(wt);
                                  RETURN_IF_ERROR(value.Expect(field, wt, wire::kLengthDelimited));
                                  return value.ReadString(&name);
                                }));
@@ -655,13 +610,13 @@ absl::Status Reader::ReadEventMetadataEntry(Cursor entry, PlaneState* plane) {
       entry, "XEventMetadata", &key,
       [&](Cursor& value, uint32_t field, WireType wt) -> absl::Status {
         switch (field) {
-          case f::kEventMetaName:
+          case XEventMetadataField::kName:
             RETURN_IF_ERROR(value.Expect(field, wt, wire::kLengthDelimited));
             return value.ReadString(&name);
-          case f::kEventMetaDisplayName:
+          case XEventMetadataField::kDisplayName:
             RETURN_IF_ERROR(value.Expect(field, wt, wire::kLengthDelimited));
             return value.ReadString(&display_name);
-          case f::kEventMetaStats:
+          case XEventMetadataField::kStats:
             RETURN_IF_ERROR(value.Expect(field, wt, wire::kLengthDelimited));
             return ReadStatList(&value, &meta.stats);
           default:  // `metadata` (serialized HLO) and child ids: skipped without copying.
@@ -680,9 +635,9 @@ absl::Status Reader::ScanLineHeader(Cursor rest, std::string* name, int64_t* tim
     uint32_t field;
     WireType wt;
     RETURN_IF_ERROR(rest.ReadTag(&field, &wt));
-    if (field == f::kLineName && wt == wire::kLengthDelimited) {
+    if (field == XLineField::kName && wt == wire::kLengthDelimited) {
       RETURN_IF_ERROR(rest.ReadString(name));
-    } else if (field == f::kLineTimestampNs && wt == wire::kVarint) {
+    } else if (field == XLineField::kTimestampNs && wt == wire::kVarint) {
       uint64_t v;
       RETURN_IF_ERROR(rest.ReadVarint(&v));
       *timestamp_ns = static_cast<int64_t>(v);
@@ -704,15 +659,15 @@ absl::Status Reader::ReadLine(Cursor line, PlaneState* plane) {
     uint32_t field;
     WireType wt;
     RETURN_IF_ERROR(line.ReadTag(&field, &wt));
-    if (field == f::kLineName) {
+    if (field == XLineField::kName) {
       RETURN_IF_ERROR(line.Expect(field, wt, wire::kLengthDelimited));
       RETURN_IF_ERROR(line.ReadString(&name));
-    } else if (field == f::kLineTimestampNs) {
+    } else if (field == XLineField::kTimestampNs) {
       RETURN_IF_ERROR(line.Expect(field, wt, wire::kVarint));
       uint64_t v;
       RETURN_IF_ERROR(line.ReadVarint(&v));
       timestamp_ns = static_cast<int64_t>(v);
-    } else if (field == f::kLineEvents) {
+    } else if (field == XLineField::kEvents) {
       first_event = at;
       line.Seek(at);
       break;
@@ -761,7 +716,7 @@ absl::Status Reader::ReadLine(Cursor line, PlaneState* plane) {
         chunk = save;
         break;
       }
-      if (field == f::kLineEvents && wt == wire::kLengthDelimited) {
+      if (field == XLineField::kEvents && wt == wire::kLengthDelimited) {
         Span ev;
         if (!chunk.ReadSub(&ev)) {
           chunk = save;
@@ -781,7 +736,7 @@ absl::Status Reader::ReadLine(Cursor line, PlaneState* plane) {
     uint32_t field;
     WireType wt;
     RETURN_IF_ERROR(line.ReadTag(&field, &wt));
-    if (field == f::kLineEvents) {
+    if (field == XLineField::kEvents) {
       RETURN_IF_ERROR(line.Expect(field, wt, wire::kLengthDelimited));
       Span ev;
       RETURN_IF_ERROR(line.ReadSpan(&ev));
@@ -805,19 +760,19 @@ absl::Status Reader::ReadEvent(Span ev, PlaneState* plane, LineContext* ctx) {
     if (!ev.ReadTag(&field, &wt)) return wire::MalformedAt(ev.offset(), "bad field in XEvent");
     bool ok = true;
     switch (field) {
-      case f::kEventMetadataId:
+      case XEventField::kMetadataId:
         ok = wt == wire::kVarint && ev.ReadVarint(&v);
         metadata_id = static_cast<int64_t>(v);
         break;
-      case f::kEventOffsetPs:
+      case XEventField::kOffsetPs:
         ok = wt == wire::kVarint && ev.ReadVarint(&v);
         offset_ps = static_cast<int64_t>(v);
         break;
-      case f::kEventDurationPs:
+      case XEventField::kDurationPs:
         ok = wt == wire::kVarint && ev.ReadVarint(&v);
         duration_ps = static_cast<int64_t>(v);
         break;
-      case f::kEventStats: {
+      case XEventField::kStats: {
         Span st;
         ok = wt == wire::kLengthDelimited && ev.ReadSub(&st);
         int64_t stat_id = 0;
@@ -826,13 +781,14 @@ absl::Status Reader::ReadEvent(Span ev, PlaneState* plane, LineContext* ctx) {
         while (ok && !st.done()) {
           ok = st.ReadTag(&field, &wt);
           if (!ok) break;
-          if (field == f::kStatMetadataId && wt == wire::kVarint) {
+          if (field == XStatField::kMetadataId && wt == wire::kVarint) {
             ok = st.ReadVarint(&v);
             stat_id = static_cast<int64_t>(v);
-          } else if ((field == f::kStatUint64 || field == f::kStatInt64) && wt == wire::kVarint) {
+          } else if ((field == XStatField::kUint64Value || field == XStatField::kInt64Value) &&
+                     wt == wire::kVarint) {
             ok = st.ReadVarint(&raw);
             value_field = field;
-          } else if (field == f::kStatDouble && wt == wire::kFixed64) {
+          } else if (field == XStatField::kDoubleValue && wt == wire::kFixed64) {
             ok = st.ReadFixed64(&raw);
             value_field = field;
           } else {
@@ -842,17 +798,18 @@ absl::Status Reader::ReadEvent(Span ev, PlaneState* plane, LineContext* ctx) {
         if (!ok) return wire::MalformedAt(st.offset(), "bad XStat in XEvent");
         if (value_field == 0) break;
         switch (plane->stat_table.Kind(stat_id)) {
-          case StatKind::kDeviceDurationPs:
-            if (value_field != f::kStatDouble) device_duration_ps = static_cast<int64_t>(raw);
+          case Stat::kDeviceDurationPs:
+            if (value_field != XStatField::kDoubleValue)
+              device_duration_ps = static_cast<int64_t>(raw);
             break;
-          case StatKind::kAllReduceUniqueId:
-            if (value_field != f::kStatDouble) collective = raw;
+          case Stat::kAllReduceUniqueId:
+            if (value_field != XStatField::kDoubleValue) collective = raw;
             break;
-          case StatKind::kCounterValue:
+          case Stat::kCounterValue:
             has_counter = true;
-            if (value_field == f::kStatDouble) {
+            if (value_field == XStatField::kDoubleValue) {
               std::memcpy(&counter, &raw, sizeof(double));
-            } else if (value_field == f::kStatInt64) {
+            } else if (value_field == XStatField::kInt64Value) {
               counter = static_cast<double>(static_cast<int64_t>(raw));
             } else {
               counter = static_cast<double>(raw);
@@ -863,7 +820,7 @@ absl::Status Reader::ReadEvent(Span ev, PlaneState* plane, LineContext* ctx) {
         }
         break;
       }
-      case f::kEventNumOccurrences:  // Aggregated events carry no time of their own.
+      case XEventField::kNumOccurrences:  // Aggregated events carry no time of their own.
       default:
         ok = ev.Skip(wt);
     }
@@ -873,7 +830,7 @@ absl::Status Reader::ReadEvent(Span ev, PlaneState* plane, LineContext* ctx) {
     if (!has_counter) return absl::OkStatus();
     // Series on `_counters_` are named by their event; elsewhere by line and event, since a
     // utilization line may name its samples after the unit only by the line.
-    const bool own_line = plane->line_name == "_counters_";
+    const bool own_line = plane->line_name == xspace::kCountersLine;
     size_t index = capture_.counters.size();
     bool inserted;
     if (own_line) {
@@ -945,28 +902,28 @@ absl::StatusOr<uint32_t> Reader::KernelFor(PlaneState* plane, LineKind kind, int
             meta.offset, absl::StrCat("in the metadata of event ", def.name, ": ", st.message()));
       };
       switch (plane->stat_table.Kind(s.metadata_id)) {
-        case StatKind::kHloCategory:
+        case Stat::kHloCategory:
           RETURN_IF_ERROR(string_stat(&def.category));
           break;
-        case StatKind::kProgramId:
+        case Stat::kProgramId:
           def.program_id = StatUint(s);
           break;
-        case StatKind::kFlops:
+        case Stat::kFlops:
           def.flops = static_cast<int64_t>(StatNumber(s));
           break;
-        case StatKind::kBytesAccessed:
+        case Stat::kBytesAccessed:
           def.bytes_accessed = static_cast<int64_t>(StatNumber(s));
           break;
-        case StatKind::kSource:
+        case Stat::kSource:
           RETURN_IF_ERROR(string_stat(&def.source));
           break;
-        case StatKind::kTfOp:
+        case Stat::kTfOp:
           RETURN_IF_ERROR(string_stat(&def.tf_op));
           break;
-        case StatKind::kSourceStack:
+        case Stat::kSourceStack:
           RETURN_IF_ERROR(string_stat(&def.source_stack));
           break;
-        case StatKind::kMlir:
+        case Stat::kMosaicMlir:
           RETURN_IF_ERROR(string_stat(&def.mlir));
           break;
         default:
@@ -1076,7 +1033,7 @@ int64_t Reader::Absolute(int64_t line_ns) const {
   // Post-processed captures store line times relative to the profile start; make them
   // absolute. Older captures already hold absolute times and have no Task Environment.
   const int64_t start = capture_.host.profile_start_ns;
-  return start > 0 && line_ns < kAbsoluteTimestampNs ? start + line_ns : line_ns;
+  return start > 0 && line_ns < kAbsoluteLineTimestampNs ? start + line_ns : line_ns;
 }
 
 void Reader::ResolveModules(size_t first_kernel) {

@@ -1,0 +1,248 @@
+// The orchestrator's admission and cancellation, in process: the real Orchestrator, Registry and
+// Store (SQLite in a temp folder) on a fake clock, with an agent's gRPC surface on loopback that
+// holds each Capture call open (tests/aggregator/loopback_agent.h). A capture therefore runs
+// until it is cancelled, which is what admission limits and cancellation need; captures that
+// deliver data are pod_capture_test's (real agents and simulated hosts, as processes).
+#include "aggregator/orchestrator.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/aggregator/loopback_agent.h"
+
+namespace podprof::aggregator {
+namespace {
+
+namespace fs = std::filesystem;
+namespace v1 = podprof::v1;
+
+constexpr int64_t kHeartbeatNs = int64_t{3600} * 1'000'000'000;  // nobody goes stale here
+
+// Waits (in real time, up to 20 s) for `done`.
+bool Eventually(const std::function<bool()>& done) {
+  for (int i = 0; i < 2000; ++i) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return done();
+}
+
+v1::StartCaptureRequest Capture(std::vector<std::string> hosts, uint64_t duration_ms = 1000) {
+  v1::StartCaptureRequest r;
+  for (const std::string& h : hosts) r.add_host_names(h);
+  r.set_duration_ms(duration_ms);
+  return r;
+}
+
+class OrchestratorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = ::testing::TempDir() + "/orchestrator_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" +
+            std::to_string(getpid()) + ".db";
+    Remove();
+    auto store = storage::Store::Open(path_);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+    ASSERT_TRUE(agent_.started());
+    v1::RegisterRequest r;
+    r.mutable_host()->set_host_name("h1");
+    r.mutable_host()->set_agent_address(agent_.address());
+    (*r.mutable_host()->mutable_labels())["pool"] = "a";
+    registry_.Register(r);
+  }
+  void TearDown() override {
+    orchestrator_.reset();  // cancels what still runs and joins its threads
+    store_.reset();
+    Remove();
+  }
+  void Remove() {
+    for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(path_ + suffix);
+  }
+  Orchestrator& Make(const OrchestratorLimits& limits) {
+    orchestrator_ = std::make_unique<Orchestrator>(&registry_, store_.get(), clock_, limits);
+    return *orchestrator_;
+  }
+  // Every progress event of capture `id` until it ends.
+  std::vector<v1::CaptureProgress> WatchToEnd(const std::string& id) {
+    std::vector<v1::CaptureProgress> seen;
+    absl::Status s = orchestrator_->Watch(
+        id,
+        [&](const v1::CaptureProgress& p) {
+          seen.push_back(p);
+          return true;
+        },
+        [] { return false; });
+    EXPECT_TRUE(s.ok()) << s;
+    return seen;
+  }
+
+  // Near the real time: the orchestrator turns its clock's readings into gRPC deadlines.
+  FakeClock clock_{RealClock().NowNs()};
+  std::string path_;
+  std::unique_ptr<storage::Store> store_;
+  Registry registry_{clock_, kHeartbeatNs, /*probe_interval_ns=*/10'000'000'000};
+  podprof::testing::LoopbackAgent agent_{clock_, /*offset_ns=*/0};
+  std::unique_ptr<Orchestrator> orchestrator_;  // last: goes first
+};
+
+TEST_F(OrchestratorTest, BadRequestsAreRefusedBeforeAnyAgentIsAsked) {
+  OrchestratorLimits limits;
+  limits.max_duration_ns = 10'000'000'000;
+  limits.max_delay_ns = 60'000'000'000;
+  limits.max_hosts = 2;
+  Orchestrator& o = Make(limits);
+  struct Case {
+    const char* what;
+    v1::StartCaptureRequest request;
+    absl::StatusCode code;
+    const char* message;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"no duration", Capture({"h1"}, 0), absl::StatusCode::kInvalidArgument,
+                   "duration_ms must be at least 1, got 0"});
+  cases.push_back({"too long", Capture({"h1"}, 20'000), absl::StatusCode::kInvalidArgument,
+                   "is longer than this aggregator allows"});
+  v1::StartCaptureRequest late = Capture({"h1"});
+  late.set_delay_ms(61'000);
+  cases.push_back({"too late", late, absl::StatusCode::kInvalidArgument,
+                   "delay_ms must be at most 60000, got 61000"});
+  cases.push_back({"too many hosts", Capture({"h1", "h2", "h3"}),
+                   absl::StatusCode::kInvalidArgument, "at most 2 hosts per capture, got 3"});
+  cases.push_back({"empty host name", Capture({""}), absl::StatusCode::kInvalidArgument,
+                   "names are 1..253 bytes"});
+  v1::StartCaptureRequest bad_label = Capture({"h1"});
+  (*bad_label.mutable_labels())[""] = "x";
+  cases.push_back({"empty label key", bad_label, absl::StatusCode::kInvalidArgument,
+                   "label keys must be 1..256 bytes"});
+  cases.push_back({"unknown host", Capture({"h1", "nobody"}), absl::StatusCode::kFailedPrecondition,
+                   "host nobody is not an online agent"});
+  v1::StartCaptureRequest no_match = Capture({});
+  (*no_match.mutable_label_selector())["pool"] = "b";
+  cases.push_back({"no agent matches", no_match, absl::StatusCode::kFailedPrecondition,
+                   "no online agent matches the capture"});
+  for (const Case& c : cases) {
+    absl::StatusOr<v1::StartCaptureResponse> r = o.Start(c.request);
+    ASSERT_FALSE(r.ok()) << c.what;
+    EXPECT_EQ(r.status().code(), c.code) << c.what << ": " << r.status();
+    EXPECT_NE(r.status().message().find(c.message), std::string::npos)
+        << c.what << ": " << r.status();
+  }
+  EXPECT_EQ(agent_.captures(), 0);
+  std::string next;
+  auto stored = store_->ListCaptures({}, &next);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_TRUE(stored->empty()) << "nothing recorded for a refused capture";
+}
+
+TEST_F(OrchestratorTest, AnAgentGoneSilentIsNotChosen) {
+  Orchestrator& o = Make({});
+  clock_.AdvanceNs(4 * kHeartbeatNs);  // past three missed heartbeats: stale
+  absl::StatusOr<v1::StartCaptureResponse> r = o.Start(Capture({"h1"}));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_NE(r.status().message().find("host h1 is not an online agent"), std::string::npos)
+      << r.status();
+  r = o.Start(Capture({}));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+}
+
+TEST_F(OrchestratorTest, CancellingARunningCaptureEndsItCancelledAndFreesItsSlot) {
+  OrchestratorLimits limits;
+  limits.max_concurrent = 1;
+  Orchestrator& o = Make(limits);
+  const int64_t asked_ns = clock_.NowNs();
+  v1::StartCaptureRequest request = Capture({}, 2000);
+  (*request.mutable_label_selector())["pool"] = "a";
+  (*request.mutable_labels())["why"] = "test";
+  absl::StatusOr<v1::StartCaptureResponse> first = o.Start(request);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::string id = first->capture_id();
+  EXPECT_FALSE(id.empty());
+  EXPECT_EQ(std::vector<std::string>(first->host_names().begin(), first->host_names().end()),
+            std::vector<std::string>{"h1"});
+  EXPECT_GE(first->start_ns(), asked_ns + limits.min_lead_ns);
+  // On record as running before the window begins.
+  auto row = store_->GetCapture(id);
+  ASSERT_TRUE(row.ok()) << row.status();
+  EXPECT_EQ(row->status, "running");
+  EXPECT_EQ(row->labels.at("why"), "test");
+  // The agent was asked; it holds the call open (the fake clock never reaches the start).
+  ASSERT_TRUE(Eventually([&] { return agent_.captures() == 1; }));
+
+  // The one slot is taken.
+  absl::StatusOr<v1::StartCaptureResponse> second = o.Start(Capture({"h1"}));
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kResourceExhausted) << second.status();
+  EXPECT_NE(second.status().message().find("1 captures are running"), std::string::npos)
+      << second.status();
+
+  absl::StatusOr<v1::CaptureStatus> cancelled = o.Cancel(id);
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  EXPECT_EQ(*cancelled, v1::CAPTURE_STATUS_CANCELLED);
+  std::vector<v1::CaptureProgress> progress = WatchToEnd(id);
+  ASSERT_FALSE(progress.empty());
+  const v1::CaptureProgress& last = progress.back();
+  EXPECT_TRUE(last.done());
+  EXPECT_EQ(last.status(), v1::CAPTURE_STATUS_CANCELLED);
+  EXPECT_EQ(last.summary().status(), v1::CAPTURE_STATUS_CANCELLED);
+  EXPECT_EQ(last.summary().capture_id(), id);
+  for (const v1::CaptureProgress& p : progress) EXPECT_EQ(p.capture_id(), id);
+  // The agent saw its call cancelled, and the store has the capture as cancelled.
+  EXPECT_TRUE(Eventually([&] { return agent_.cancelled() == 1; }));
+  row = store_->GetCapture(id);
+  ASSERT_TRUE(row.ok()) << row.status();
+  EXPECT_EQ(row->status, "cancelled");
+
+  // Cancelling it again changes nothing and says how it ended.
+  cancelled = o.Cancel(id);
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  EXPECT_EQ(*cancelled, v1::CAPTURE_STATUS_CANCELLED);
+  // Its slot is free again. (Capture ids come from the clock: let the fake one move.)
+  clock_.AdvanceNs(1'000'000);
+  absl::StatusOr<v1::StartCaptureResponse> third = o.Start(Capture({"h1"}));
+  EXPECT_TRUE(third.ok()) << third.status();
+}
+
+TEST_F(OrchestratorTest, UnknownCapturesAreNotFound) {
+  Orchestrator& o = Make({});
+  absl::StatusOr<v1::CaptureStatus> c = o.Cancel("cap-nope");
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound) << c.status();
+  absl::Status w = o.Watch(
+      "cap-nope", [](const v1::CaptureProgress&) { return true; }, [] { return false; });
+  EXPECT_EQ(w.code(), absl::StatusCode::kNotFound) << w;
+  EXPECT_NE(w.message().find("cap-nope"), std::string::npos) << w;
+}
+
+TEST_F(OrchestratorTest, StartsAreLimitedPerRollingMinute) {
+  OrchestratorLimits limits;
+  limits.max_starts_per_minute = 2;
+  limits.max_concurrent = 10;
+  Orchestrator& o = Make(limits);
+  // Capture ids come from the clock: the fake one moves a little between starts.
+  ASSERT_TRUE(o.Start(Capture({"h1"})).ok());
+  clock_.AdvanceNs(1'000'000);
+  ASSERT_TRUE(o.Start(Capture({"h1"})).ok());
+  clock_.AdvanceNs(1'000'000);
+  absl::StatusOr<v1::StartCaptureResponse> r = o.Start(Capture({"h1"}));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
+  EXPECT_NE(r.status().message().find("more than 2 StartCapture calls in the last minute"),
+            std::string::npos)
+      << r.status();
+  // A minute later the window has rolled on.
+  clock_.AdvanceNs(61'000'000'000);
+  r = o.Start(Capture({"h1"}));
+  EXPECT_TRUE(r.ok()) << r.status();
+}
+
+}  // namespace
+}  // namespace podprof::aggregator

@@ -1,0 +1,242 @@
+// The aggregator's registry of agents on a fake clock: registration and heartbeats, liveness by
+// the age of the last heartbeat, selection by host and label, and the clock model each agent
+// gets from probes (over real gRPC to an in-process agent on loopback), which survives a
+// re-registration from the same address and not one from a new address.
+#include "aggregator/registry.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/aggregator/loopback_agent.h"
+
+namespace podprof::aggregator {
+namespace {
+
+namespace v1 = podprof::v1;
+
+constexpr int64_t kHeartbeatNs = 1'000'000'000;
+constexpr int64_t kProbeIntervalNs = 10'000'000'000;
+
+v1::RegisterRequest Request(const std::string& host, const std::string& address,
+                            const std::map<std::string, std::string>& labels = {}) {
+  v1::RegisterRequest r;
+  r.mutable_host()->set_host_name(host);
+  r.mutable_host()->set_agent_address(address);
+  for (const auto& [k, v] : labels) (*r.mutable_host()->mutable_labels())[k] = v;
+  r.mutable_host()->add_chips()->set_ordinal(0);
+  r.set_agent_start_ns(123);
+  auto* ep = r.add_workload_endpoints();
+  ep->set_address("localhost:8466");
+  ep->set_reachable(true);
+  return r;
+}
+
+v1::HeartbeatRequest Beat(const std::string& host, const std::string& capture = "") {
+  v1::HeartbeatRequest h;
+  h.set_host_name(host);
+  h.set_active_capture_id(capture);
+  return h;
+}
+
+class RegistryTest : public ::testing::Test {
+ protected:
+  // Near the real time: the registry turns its clock's readings into gRPC deadlines.
+  FakeClock clock_{RealClock().NowNs()};
+  Registry registry_{clock_, kHeartbeatNs, kProbeIntervalNs};
+
+  std::map<std::string, v1::AgentStatus> ListAll() {
+    std::map<std::string, v1::AgentStatus> out;
+    for (v1::AgentStatus& s : registry_.List({})) out[s.host().host_name()] = std::move(s);
+    return out;
+  }
+  std::vector<std::string> SelectedHosts(const std::vector<std::string>& hosts,
+                                         const std::map<std::string, std::string>& selector,
+                                         std::vector<std::string>* missing) {
+    std::vector<std::string> names;
+    for (const Registry::Handle& h : registry_.Select(hosts, selector, missing)) {
+      EXPECT_NE(h.stub, nullptr) << h.host;
+      EXPECT_NE(h.channel, nullptr) << h.host;
+      names.push_back(h.host);
+    }
+    return names;
+  }
+};
+
+TEST_F(RegistryTest, RegisterListsTheAgentOnline) {
+  const int64_t t0 = clock_.NowNs();
+  registry_.Register(Request("h1", "127.0.0.1:1", {{"pool", "a"}}));
+  auto agents = ListAll();
+  ASSERT_EQ(agents.size(), 1u);
+  const v1::AgentStatus& s = agents.at("h1");
+  EXPECT_EQ(s.state(), v1::AGENT_STATE_ONLINE);
+  EXPECT_EQ(s.host().agent_address(), "127.0.0.1:1");
+  EXPECT_EQ(s.host().labels().at("pool"), "a");
+  EXPECT_EQ(s.host().chips_size(), 1);
+  EXPECT_EQ(s.registered_ns(), t0);
+  EXPECT_EQ(s.last_heartbeat_ns(), t0);
+  ASSERT_EQ(s.workload_endpoints_size(), 1);
+  EXPECT_EQ(s.workload_endpoints(0).address(), "localhost:8466");
+  EXPECT_FALSE(s.has_clock()) << "not probed yet";
+}
+
+TEST_F(RegistryTest, HeartbeatOfAnUnknownHostAsksForRegistration) {
+  EXPECT_FALSE(registry_.Heartbeat(Beat("nobody")));
+  registry_.Touch("nobody");  // harmless
+  EXPECT_TRUE(registry_.List({}).empty());
+}
+
+TEST_F(RegistryTest, HeartbeatRecordsTheActiveCaptureAndNewEndpoints) {
+  registry_.Register(Request("h1", "127.0.0.1:1"));
+  clock_.AdvanceNs(kHeartbeatNs);
+  v1::HeartbeatRequest beat = Beat("h1", "cap-1");
+  EXPECT_TRUE(registry_.Heartbeat(beat));
+  v1::AgentStatus s = ListAll().at("h1");
+  EXPECT_EQ(s.last_heartbeat_ns(), clock_.NowNs());
+  EXPECT_EQ(s.active_capture_id(), "cap-1");
+  EXPECT_EQ(s.workload_endpoints_size(), 1) << "a heartbeat without endpoints keeps the old";
+
+  auto* ep = beat.add_workload_endpoints();
+  ep->set_address("localhost:9999");
+  ep->set_reachable(false);
+  beat.set_active_capture_id("");
+  EXPECT_TRUE(registry_.Heartbeat(beat));
+  s = ListAll().at("h1");
+  ASSERT_EQ(s.workload_endpoints_size(), 1);
+  EXPECT_EQ(s.workload_endpoints(0).address(), "localhost:9999");
+  EXPECT_EQ(s.active_capture_id(), "") << "the capture ended";
+}
+
+TEST_F(RegistryTest, LivenessFollowsTheAgeOfTheLastHeartbeat) {
+  registry_.Register(Request("h1", "127.0.0.1:1"));
+  auto state = [&] { return ListAll().at("h1").state(); };
+  std::vector<std::string> missing;
+
+  // Up to three intervals silent: online (a missed heartbeat or two is a hiccup).
+  clock_.AdvanceNs(3 * kHeartbeatNs);
+  EXPECT_EQ(state(), v1::AGENT_STATE_ONLINE);
+  EXPECT_EQ(SelectedHosts({"h1"}, {}, &missing), std::vector<std::string>{"h1"});
+
+  // Beyond that, stale, and no longer chosen for captures.
+  clock_.AdvanceNs(1);
+  EXPECT_EQ(state(), v1::AGENT_STATE_STALE);
+  EXPECT_TRUE(SelectedHosts({"h1"}, {}, &missing).empty());
+  EXPECT_EQ(missing, std::vector<std::string>{"h1"});
+  missing.clear();
+  EXPECT_TRUE(SelectedHosts({}, {}, &missing).empty());
+  EXPECT_TRUE(missing.empty()) << "only named hosts are reported missing";
+
+  // Beyond ten intervals, offline.
+  clock_.AdvanceNs(7 * kHeartbeatNs);
+  EXPECT_EQ(state(), v1::AGENT_STATE_OFFLINE);
+
+  // A heartbeat brings it back at once; so does Touch (it was heard from while streaming).
+  EXPECT_TRUE(registry_.Heartbeat(Beat("h1")));
+  EXPECT_EQ(state(), v1::AGENT_STATE_ONLINE);
+  clock_.AdvanceNs(20 * kHeartbeatNs);
+  EXPECT_EQ(state(), v1::AGENT_STATE_OFFLINE);
+  registry_.Touch("h1");
+  EXPECT_EQ(state(), v1::AGENT_STATE_ONLINE);
+  EXPECT_EQ(ListAll().at("h1").last_heartbeat_ns(), clock_.NowNs());
+}
+
+TEST_F(RegistryTest, TouchNeverMovesTheLastHeartbeatBack) {
+  registry_.Register(Request("h1", "127.0.0.1:1"));
+  clock_.AdvanceNs(kHeartbeatNs);
+  EXPECT_TRUE(registry_.Heartbeat(Beat("h1")));
+  const int64_t beat_ns = clock_.NowNs();
+  clock_.SetNs(beat_ns - 500'000'000);  // the wall clock stepped back
+  registry_.Touch("h1");
+  EXPECT_EQ(ListAll().at("h1").last_heartbeat_ns(), beat_ns);
+}
+
+TEST_F(RegistryTest, SelectorsMatchEveryLabelPair) {
+  registry_.Register(Request("a1", "127.0.0.1:1", {{"pool", "a"}, {"zone", "x"}}));
+  registry_.Register(Request("a2", "127.0.0.1:2", {{"pool", "a"}, {"zone", "y"}}));
+  registry_.Register(Request("b1", "127.0.0.1:3", {{"pool", "b"}}));
+  auto names = [](const std::vector<v1::AgentStatus>& list) {
+    std::vector<std::string> out;
+    for (const auto& s : list) out.push_back(s.host().host_name());
+    return out;
+  };
+  EXPECT_EQ(names(registry_.List({})), (std::vector<std::string>{"a1", "a2", "b1"}));
+  EXPECT_EQ(names(registry_.List({{"pool", "a"}})), (std::vector<std::string>{"a1", "a2"}));
+  EXPECT_EQ(names(registry_.List({{"pool", "a"}, {"zone", "y"}})), std::vector<std::string>{"a2"});
+  EXPECT_TRUE(registry_.List({{"pool", "c"}}).empty());
+  EXPECT_TRUE(registry_.List({{"rack", "a"}}).empty()) << "a missing label does not match";
+
+  std::vector<std::string> missing;
+  EXPECT_EQ(SelectedHosts({}, {{"pool", "a"}}, &missing), (std::vector<std::string>{"a1", "a2"}));
+  // Named hosts must also match the selector; those that do not are missing.
+  EXPECT_EQ(SelectedHosts({"a1", "b1", "zz"}, {{"pool", "a"}}, &missing),
+            std::vector<std::string>{"a1"});
+  EXPECT_EQ(missing, (std::vector<std::string>{"b1", "zz"}));
+}
+
+TEST_F(RegistryTest, ReRegistrationReplacesTheHostInfo) {
+  registry_.Register(Request("h1", "127.0.0.1:1", {{"pool", "a"}}));
+  clock_.AdvanceNs(5 * kHeartbeatNs);
+  v1::RegisterRequest again = Request("h1", "127.0.0.1:2", {{"pool", "b"}});
+  again.mutable_host()->add_chips()->set_ordinal(1);
+  registry_.Register(again);
+  auto agents = ListAll();
+  ASSERT_EQ(agents.size(), 1u) << "one entry per host name";
+  const v1::AgentStatus& s = agents.at("h1");
+  EXPECT_EQ(s.host().agent_address(), "127.0.0.1:2");
+  EXPECT_EQ(s.host().labels().at("pool"), "b");
+  EXPECT_EQ(s.host().chips_size(), 2);
+  EXPECT_EQ(s.registered_ns(), clock_.NowNs());
+  EXPECT_EQ(s.state(), v1::AGENT_STATE_ONLINE);
+}
+
+TEST_F(RegistryTest, ProbesBuildAClockModelThatANewAddressDiscards) {
+  constexpr int64_t kOffsetNs = 5'000'000;
+  podprof::testing::LoopbackAgent agent(clock_, kOffsetNs);
+  ASSERT_TRUE(agent.started());
+  registry_.Register(Request("h1", agent.address()));
+
+  ClockEstimate est;
+  EXPECT_FALSE(registry_.Estimate("h1", clock_.NowNs(), &est)) << "unprobed";
+  EXPECT_FALSE(registry_.Estimate("nobody", clock_.NowNs(), &est));
+  EXPECT_EQ(registry_.ProbeDue(/*burst=*/4), 1);
+  ASSERT_TRUE(registry_.Estimate("h1", clock_.NowNs(), &est));
+  EXPECT_EQ(est.offset_ns, kOffsetNs);
+  EXPECT_TRUE(ListAll().at("h1").has_clock());
+  EXPECT_EQ(ListAll().at("h1").clock().offset_ns(), kOffsetNs);
+
+  // Probed within the interval: not due until it passes, unless forced.
+  EXPECT_EQ(registry_.ProbeDue(4), 0);
+  EXPECT_EQ(registry_.ProbeDue(4, /*force=*/true), 1);
+  clock_.AdvanceNs(kProbeIntervalNs);
+  EXPECT_EQ(registry_.ProbeDue(4), 1);
+
+  // The agent restarted at the same address: same clock, the model stays.
+  registry_.Register(Request("h1", agent.address()));
+  EXPECT_TRUE(registry_.Estimate("h1", clock_.NowNs(), &est));
+  EXPECT_EQ(registry_.ProbeDue(4), 0) << "the last burst is still recent";
+
+  // It came back at another address (another machine, maybe): its clock is unknown again, and
+  // it is due for probing at once.
+  podprof::testing::LoopbackAgent moved(clock_, -kOffsetNs);
+  ASSERT_TRUE(moved.started());
+  registry_.Register(Request("h1", moved.address()));
+  EXPECT_FALSE(registry_.Estimate("h1", clock_.NowNs(), &est));
+  EXPECT_FALSE(ListAll().at("h1").has_clock());
+  EXPECT_EQ(registry_.ProbeDue(4), 1);
+  ASSERT_TRUE(registry_.Estimate("h1", clock_.NowNs(), &est));
+  EXPECT_EQ(est.offset_ns, -kOffsetNs) << "probed at the new address";
+}
+
+TEST_F(RegistryTest, AnUnreachableAgentAnswersNoProbes) {
+  // Nothing listens on port 1: the burst ends at the first failed ping.
+  registry_.Register(Request("h1", "127.0.0.1:1"));
+  EXPECT_EQ(registry_.ProbeDue(4, /*force=*/true), 0);
+  ClockEstimate est;
+  EXPECT_FALSE(registry_.Estimate("h1", clock_.NowNs(), &est));
+  EXPECT_EQ(ListAll().at("h1").state(), v1::AGENT_STATE_ONLINE)
+      << "liveness is the heartbeats' business, not the probes'";
+}
+
+}  // namespace
+}  // namespace podprof::aggregator

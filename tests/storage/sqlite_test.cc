@@ -1,0 +1,293 @@
+// The SQLite wrappers on a real database file: opening and creating, prepared statements with
+// every kind of bind, stepping and resetting, transactions, and how SQLite's errors become
+// Status (the one place they do).
+#include "storage/sqlite.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace podprof::storage {
+namespace {
+
+namespace fs = std::filesystem;
+
+class SqliteTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = ::testing::TempDir() + "/sqlite_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" +
+            std::to_string(getpid()) + ".db";
+    Remove();
+  }
+  void TearDown() override { Remove(); }
+  void Remove() {
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) fs::remove(path_ + suffix);
+  }
+  // A new database with one table t(k INTEGER PRIMARY KEY, i, d, s, b).
+  std::unique_ptr<Connection> CreateWithTable() {
+    auto c = Connection::Open(path_, /*create=*/true);
+    EXPECT_TRUE(c.ok()) << c.status();
+    if (!c.ok()) return nullptr;
+    EXPECT_TRUE((*c)->Exec("CREATE TABLE t(k INTEGER PRIMARY KEY, i INTEGER, d REAL, s TEXT, "
+                           "b BLOB)")
+                    .ok());
+    return std::move(*c);
+  }
+  int64_t Count(Connection& c) {
+    auto st = Statement::Prepare(c, "SELECT count(*) FROM t");
+    EXPECT_TRUE(st.ok()) << st.status();
+    if (!st.ok()) return -1;
+    absl::StatusOr<bool> row = (*st)->Step();
+    EXPECT_TRUE(row.ok() && *row);
+    return (*st)->Int(0);
+  }
+  std::string path_;
+};
+
+TEST_F(SqliteTest, OpenWithoutCreateOfAMissingFileIsNotFound) {
+  auto c = Connection::Open(path_, /*create=*/false);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound) << c.status();
+  EXPECT_NE(c.status().message().find(path_), std::string::npos) << c.status();
+  EXPECT_FALSE(fs::exists(path_)) << "nothing created";
+}
+
+TEST_F(SqliteTest, ReadOnlyOpenOfAMissingFileIsNotFound) {
+  auto c = Connection::OpenReadOnly(path_);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound) << c.status();
+  EXPECT_NE(c.status().message().find(path_), std::string::npos) << c.status();
+  EXPECT_FALSE(fs::exists(path_));
+}
+
+TEST_F(SqliteTest, CreateThenReopenSeesTheData) {
+  {
+    auto c = CreateWithTable();
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ(c->path(), path_);
+    ASSERT_TRUE(c->Exec("INSERT INTO t(i) VALUES (1), (2)").ok());
+  }
+  auto again = Connection::Open(path_, /*create=*/false);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(Count(**again), 2);
+  auto ro = Connection::OpenReadOnly(path_);
+  ASSERT_TRUE(ro.ok()) << ro.status();
+  EXPECT_EQ(Count(**ro), 2);
+  // podprof's SQL functions are there on a read-only connection too.
+  auto st = Statement::Prepare(**ro, "SELECT 'abc' REGEXP 'b+'");
+  ASSERT_TRUE(st.ok()) << st.status();
+  ASSERT_TRUE(*(*st)->Step());
+  EXPECT_EQ((*st)->Int(0), 1);
+}
+
+TEST_F(SqliteTest, WritingThroughAReadOnlyConnectionIsFailedPrecondition) {
+  ASSERT_NE(CreateWithTable(), nullptr);
+  auto ro = Connection::OpenReadOnly(path_);
+  ASSERT_TRUE(ro.ok()) << ro.status();
+  absl::Status s = (*ro)->Exec("INSERT INTO t(i) VALUES (1)");
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("read-only"), std::string::npos) << s;
+}
+
+TEST_F(SqliteTest, BindsOfEveryTypeRoundTrip) {
+  auto c = CreateWithTable();
+  ASSERT_NE(c, nullptr);
+  auto ins = Statement::Prepare(*c, "INSERT INTO t(k, i, d, s, b) VALUES (?, ?, ?, ?, ?)");
+  ASSERT_TRUE(ins.ok()) << ins.status();
+  const std::string blob("\0\1\2\xff", 4);  // NULs and high bytes survive
+  ASSERT_TRUE((*ins)
+                  ->Bind(1, int64_t{1})
+                  .Bind(2, int64_t{-(int64_t{1} << 62)})
+                  .Bind(3, 2.5)
+                  .Bind(4, absl::string_view("h\xc3\xa9llo"))
+                  .BindBlob(5, blob)
+                  .Run()
+                  .ok());
+  // Run() rewinds: the same statement inserts again with new bindings.
+  ASSERT_TRUE(
+      (*ins)->Bind(1, int64_t{2}).BindNull(2).BindNull(3).BindNull(4).BindNull(5).Run().ok());
+
+  auto sel = Statement::Prepare(*c, "SELECT i, d, s, b FROM t WHERE k = ?");
+  ASSERT_TRUE(sel.ok()) << sel.status();
+  Statement& q = **sel;
+  q.Bind(1, int64_t{1});
+  absl::StatusOr<bool> row = q.Step();
+  ASSERT_TRUE(row.ok() && *row) << row.status();
+  EXPECT_EQ(q.Int(0), -(int64_t{1} << 62));
+  EXPECT_DOUBLE_EQ(q.Double(1), 2.5);
+  EXPECT_EQ(q.Text(2), "h\xc3\xa9llo");
+  EXPECT_EQ(q.Blob(3), blob);
+  for (int col = 0; col < 4; ++col) EXPECT_FALSE(q.IsNull(col)) << col;
+  row = q.Step();
+  ASSERT_TRUE(row.ok());
+  EXPECT_FALSE(*row) << "one row per key";
+
+  q.Reset();
+  q.Bind(1, int64_t{2});
+  row = q.Step();
+  ASSERT_TRUE(row.ok() && *row) << row.status();
+  for (int col = 0; col < 4; ++col) EXPECT_TRUE(q.IsNull(col)) << col;
+  EXPECT_EQ(q.Text(2), "") << "NULL text reads as empty";
+  EXPECT_EQ(q.Blob(3), "") << "NULL blob reads as empty";
+}
+
+TEST_F(SqliteTest, ResetKeepsTheBindings) {
+  auto c = CreateWithTable();
+  ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(c->Exec("INSERT INTO t(k, i) VALUES (7, 70)").ok());
+  auto sel = Statement::Prepare(*c, "SELECT i FROM t WHERE k = ?");
+  ASSERT_TRUE(sel.ok()) << sel.status();
+  (*sel)->Bind(1, int64_t{7});
+  for (int pass = 0; pass < 2; ++pass) {
+    absl::StatusOr<bool> row = (*sel)->Step();
+    ASSERT_TRUE(row.ok() && *row) << "pass " << pass;
+    EXPECT_EQ((*sel)->Int(0), 70);
+    (*sel)->Reset();
+  }
+}
+
+TEST_F(SqliteTest, TransactionsCommitAndRollBack) {
+  auto c = CreateWithTable();
+  ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(c->Exec("BEGIN").ok());
+  ASSERT_TRUE(c->Exec("INSERT INTO t(i) VALUES (1)").ok());
+  ASSERT_TRUE(c->Exec("COMMIT").ok());
+  EXPECT_EQ(Count(*c), 1);
+
+  ASSERT_TRUE(c->Exec("BEGIN").ok());
+  auto ins = Statement::Prepare(*c, "INSERT INTO t(i) VALUES (?)");
+  ASSERT_TRUE(ins.ok());
+  for (int64_t i = 0; i < 5; ++i) ASSERT_TRUE((*ins)->Bind(1, i).Run().ok());
+  EXPECT_EQ(Count(*c), 6) << "the transaction sees its own rows";
+  ASSERT_TRUE(c->Exec("ROLLBACK").ok());
+  EXPECT_EQ(Count(*c), 1);
+
+  // Another connection sees committed rows only.
+  auto other = Connection::Open(path_, false);
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(Count(**other), 1);
+}
+
+TEST_F(SqliteTest, AConstraintViolationIsFailedPrecondition) {
+  auto c = CreateWithTable();
+  ASSERT_NE(c, nullptr);
+  auto ins = Statement::Prepare(*c, "INSERT INTO t(k) VALUES (?)");
+  ASSERT_TRUE(ins.ok());
+  ASSERT_TRUE((*ins)->Bind(1, int64_t{1}).Run().ok());
+  absl::Status s = (*ins)->Bind(1, int64_t{1}).Run();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("UNIQUE"), std::string::npos) << s;
+  EXPECT_NE(s.message().find(path_), std::string::npos) << s;
+  // The statement is usable after the failure (Run rewound it).
+  EXPECT_TRUE((*ins)->Bind(1, int64_t{2}).Run().ok());
+  EXPECT_EQ(Count(*c), 2);
+}
+
+TEST_F(SqliteTest, ForeignKeysAreEnforced) {
+  auto c = Connection::Open(path_, true);
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE((*c)->Exec("CREATE TABLE p(id INTEGER PRIMARY KEY); "
+                         "CREATE TABLE ch(p INTEGER REFERENCES p(id))")
+                  .ok());
+  absl::Status s = (*c)->Exec("INSERT INTO ch VALUES (42)");
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+}
+
+TEST_F(SqliteTest, ALockedDatabaseIsUnavailable) {
+  auto a = CreateWithTable();
+  ASSERT_NE(a, nullptr);
+  auto b = Connection::Open(path_, false);
+  ASSERT_TRUE(b.ok());
+  // Fail at once rather than after the wrapper's five-second busy wait.
+  sqlite3_busy_timeout((*b)->get(), 0);
+  ASSERT_TRUE(a->Exec("BEGIN IMMEDIATE").ok());
+  absl::Status s = (*b)->Exec("BEGIN IMMEDIATE");
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  ASSERT_TRUE(a->Exec("COMMIT").ok());
+  EXPECT_TRUE((*b)->Exec("BEGIN IMMEDIATE; COMMIT").ok()) << "free once the writer commits";
+}
+
+TEST_F(SqliteTest, BadSqlNamesTheStatementAndTheDatabase) {
+  auto c = CreateWithTable();
+  ASSERT_NE(c, nullptr);
+  auto st = Statement::Prepare(*c, "SELECT no_such_column FROM t");
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kInternal) << st.status();
+  const std::string msg(st.status().message());
+  EXPECT_NE(msg.find("SELECT no_such_column FROM t"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("no such column"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(path_), std::string::npos) << msg;
+
+  // A long statement is quoted by its start only, on one line.
+  std::string long_sql = "SELECT\n  nope";
+  for (int i = 0; i < 40; ++i) long_sql += ", nope";
+  st = Statement::Prepare(*c, long_sql + " FROM t");
+  ASSERT_FALSE(st.ok());
+  const std::string long_msg(st.status().message());
+  EXPECT_NE(long_msg.find("\"SELECT   nope, nope"), std::string::npos) << long_msg;
+  EXPECT_NE(long_msg.find("...\""), std::string::npos) << long_msg;
+  EXPECT_EQ(long_msg.find(" FROM t"), std::string::npos) << long_msg;
+
+  absl::Status s = c->Exec("THIS IS NOT SQL");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
+  EXPECT_NE(s.message().find("syntax error"), std::string::npos) << s;
+}
+
+TEST_F(SqliteTest, NotADatabaseIsDataLoss) {
+  {
+    std::FILE* f = std::fopen(path_.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    const std::string junk(4096, 'x');
+    std::fwrite(junk.data(), 1, junk.size(), f);
+    std::fclose(f);
+  }
+  absl::Status s;
+  auto c = Connection::Open(path_, false);
+  if (c.ok()) {
+    s = (*c)->Exec("SELECT count(*) FROM sqlite_schema");  // SQLite reads the header lazily
+  } else {
+    s = c.status();
+  }
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+}
+
+TEST(SqliteStatusTest, EveryResultCodeMapsAsDocumented) {
+  struct Case {
+    int rc;
+    absl::StatusCode code;
+  };
+  const Case cases[] = {
+      {SQLITE_OK, absl::StatusCode::kOk},
+      {SQLITE_ROW, absl::StatusCode::kOk},
+      {SQLITE_DONE, absl::StatusCode::kOk},
+      {SQLITE_FULL, absl::StatusCode::kResourceExhausted},
+      {SQLITE_BUSY, absl::StatusCode::kUnavailable},
+      {SQLITE_LOCKED, absl::StatusCode::kUnavailable},
+      {SQLITE_CORRUPT, absl::StatusCode::kDataLoss},
+      {SQLITE_NOTADB, absl::StatusCode::kDataLoss},
+      {SQLITE_CONSTRAINT, absl::StatusCode::kFailedPrecondition},
+      // Extended codes map by their primary code.
+      {SQLITE_CONSTRAINT_UNIQUE, absl::StatusCode::kFailedPrecondition},
+      {SQLITE_BUSY_SNAPSHOT, absl::StatusCode::kUnavailable},
+      {SQLITE_CANTOPEN, absl::StatusCode::kNotFound},
+      {SQLITE_READONLY, absl::StatusCode::kFailedPrecondition},
+      {SQLITE_IOERR, absl::StatusCode::kInternal},
+      {SQLITE_MISUSE, absl::StatusCode::kInternal},
+  };
+  for (const Case& c : cases) {
+    absl::Status s = SqliteStatus(nullptr, c.rc, "the context");
+    EXPECT_EQ(s.code(), c.code) << "rc " << c.rc << ": " << s;
+    if (!s.ok()) {
+      EXPECT_EQ(s.message().rfind("the context: ", 0), 0u) << s;
+      EXPECT_NE(s.message().find(sqlite3_errstr(c.rc)), std::string::npos) << s;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace podprof::storage

@@ -1,0 +1,158 @@
+// The XSpace schema as podprof uses it, in one place: the field numbers of xplane.proto's
+// messages, the names of the planes, lines and stats the profiler writes, and a lookup from a
+// stat's name to its kind.
+//
+// The streaming reader (trace/xspace_reader.cc) decodes the wire format by these numbers and
+// names; the XProf exporter (export/xspace_export.cc) and the simulated host
+// (sim/xspace_builder.cc) write the same names through the generated protobuf classes. Keeping
+// them here means a reader and a writer cannot disagree on a name; tests/trace's schema test
+// checks the field numbers against the generated code.
+#ifndef PODPROF_TRACE_XSPACE_SCHEMA_H_
+#define PODPROF_TRACE_XSPACE_SCHEMA_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/strings/string_view.h"
+
+namespace podprof::trace::xspace {
+
+// Field numbers, from the XSpace schema (proto/xplane.proto, as in XLA's
+// tsl/profiler/protobuf/xplane.proto). Named as the generated code names them
+// (XPlane::kNameFieldNumber is XPlaneField::kName).
+struct XSpaceField {
+  static constexpr uint32_t kPlanes = 1, kErrors = 2, kWarnings = 3, kHostnames = 4;
+};
+struct XPlaneField {
+  static constexpr uint32_t kId = 1, kName = 2, kLines = 3, kEventMetadata = 4, kStatMetadata = 5,
+                            kStats = 6;
+};
+struct XLineField {
+  static constexpr uint32_t kId = 1, kName = 2, kTimestampNs = 3, kEvents = 4, kDurationPs = 9,
+                            kDisplayId = 10, kDisplayName = 11;
+};
+struct XEventField {
+  // offset_ps and num_occurrences are a oneof: aggregated events carry no time of their own.
+  static constexpr uint32_t kMetadataId = 1, kOffsetPs = 2, kDurationPs = 3, kStats = 4,
+                            kNumOccurrences = 5;
+};
+struct XStatField {
+  // Fields 2-8 are the value, a oneof.
+  static constexpr uint32_t kMetadataId = 1, kDoubleValue = 2, kUint64Value = 3, kInt64Value = 4,
+                            kStrValue = 5, kBytesValue = 6, kRefValue = 7, kCompressedStrValue = 8;
+};
+struct XEventMetadataField {
+  static constexpr uint32_t kId = 1, kName = 2, kMetadata = 3, kDisplayName = 4, kStats = 5,
+                            kChildId = 6;
+};
+struct XStatMetadataField {
+  static constexpr uint32_t kId = 1, kName = 2, kDescription = 3;
+};
+// XPlane's event_metadata and stat_metadata are map<int64, Message>: on the wire, repeated
+// entries of this message.
+struct MapEntryField {
+  static constexpr uint32_t kKey = 1, kValue = 2;
+};
+// The TPU profiler's CoreDetails message, stored as the bytes of a plane's `core_details` stat.
+struct CoreDetailsField {
+  static constexpr uint32_t kGlobalChipId = 5, kGlobalCoreId = 6;
+};
+
+// Line timestamps below this are relative to the profile start (post-processed captures, whose
+// Task Environment holds the start); at or above it they are already ns since the epoch (older
+// captures). 1e17 ns is early 1973.
+inline constexpr int64_t kAbsoluteLineTimestampNs = 100'000'000'000'000'000;
+
+// Plane names. Device planes are the prefix followed by the device ordinal.
+inline constexpr absl::string_view kDevicePlanePrefix = "/device:";
+inline constexpr absl::string_view kTpuPlanePrefix = "/device:TPU:";
+inline constexpr absl::string_view kGpuPlanePrefix = "/device:GPU:";
+inline constexpr absl::string_view kHostCpuPlane = "/host:CPU";
+// Holds the profile's window (profile_start_time, profile_stop_time) as plane stats.
+inline constexpr absl::string_view kTaskEnvironmentPlane = "Task Environment";
+
+// Line names of a device plane.
+inline constexpr absl::string_view kXlaOpsLine = "XLA Ops";
+inline constexpr absl::string_view kXlaModulesLine = "XLA Modules";
+inline constexpr absl::string_view kStepsLine = "Steps";
+// Named scopes inside kernels (a Pallas kernel's trace points).
+inline constexpr absl::string_view kXlaTraceMeLine = "XLA TraceMe";
+// Hardware counter samples, one event per sample named after its counter.
+inline constexpr absl::string_view kCountersLine = "_counters_";
+// GPU stream lines: "Stream #7(MemcpyH2D)".
+inline constexpr absl::string_view kGpuStreamLinePrefix = "Stream #";
+
+// The stats podprof reads or writes, by kind. kUnknown is every other name.
+enum class Stat : uint8_t {
+  kUnknown,
+  // Of a device plane.
+  kCoreDetails,
+  kDeviceTypeString,
+  kPeakTeraflops,
+  kPeakHbmBw,
+  kHasMegacore,
+  // Of an event.
+  kRunId,
+  kDeviceOffsetPs,
+  kDeviceDurationPs,
+  kAllReduceUniqueId,
+  kCounterValue,
+  // Of an event's metadata.
+  kHloCategory,
+  kFlops,
+  kBytesAccessed,
+  kSource,
+  kProgramId,
+  kTfOp,
+  kSourceStack,
+  kMosaicMlir,
+  // Of the Task Environment plane.
+  kProfileStartTime,
+  kProfileStopTime,
+};
+inline constexpr size_t kStatCount = static_cast<size_t>(Stat::kProfileStopTime) + 1;
+
+// Names as the profiler writes them, indexed by Stat ("" for kUnknown).
+inline constexpr absl::string_view kStatNames[kStatCount] = {
+    "",
+    "core_details",
+    "device_type_string",
+    "peak_teraflops_per_second",
+    "peak_hbm_bw_gigabytes_per_second",
+    "has_megacore",
+    "run_id",
+    "device_offset_ps",
+    "device_duration_ps",
+    "all_reduce_unique_id",
+    "counter_value",
+    "hlo_category",
+    "flops",
+    "bytes_accessed",
+    "source",
+    "program_id",
+    "tf_op",
+    "source_stack",
+    "mosaic_mlir",
+    "profile_start_time",
+    "profile_stop_time",
+};
+
+constexpr absl::string_view StatName(Stat stat) { return kStatNames[static_cast<size_t>(stat)]; }
+
+// The kind of the stat named exactly `name`; kUnknown for any other name. A hash lookup (the
+// table is built once, from kStatNames); thread-safe.
+Stat StatOfName(absl::string_view name);
+
+// A writer numbers its stat metadata 1..N in the order of its list of stats: the id it gives
+// `stat`, or 0 when the list lacks it. Constant-folds when both are constants.
+template <size_t N>
+constexpr int64_t StatIdIn(const Stat (&stats)[N], Stat stat) {
+  for (size_t i = 0; i < N; ++i) {
+    if (stats[i] == stat) return static_cast<int64_t>(i) + 1;
+  }
+  return 0;
+}
+
+}  // namespace podprof::trace::xspace
+
+#endif  // PODPROF_TRACE_XSPACE_SCHEMA_H_
