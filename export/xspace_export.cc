@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "export/plane_stats.h"
 #include "trace/xspace_schema.h"
 
 namespace podprof::exporter {
@@ -27,27 +28,8 @@ constexpr Stat kDeviceStats[] = {
 // The stats of the Task Environment plane, likewise.
 constexpr Stat kEnvironmentStats[] = {Stat::kProfileStartTime, Stat::kProfileStopTime};
 
-// Declares `stats` as the plane's stat metadata, ids 1..N in order.
-template <size_t N>
-void AddStatMetadata(const Stat (&stats)[N], XPlane* plane) {
-  for (size_t i = 0; i < N; ++i) {
-    const int64_t id = static_cast<int64_t>(i) + 1;
-    auto& sm = (*plane->mutable_stat_metadata())[id];
-    sm.set_id(id);
-    sm.set_name(std::string(trace::xspace::StatName(stats[i])));
-  }
-}
-
-XStat* AddStat(google::protobuf::RepeatedPtrField<XStat>* stats, int64_t id) {
-  XStat* s = stats->Add();
-  s->set_metadata_id(id);
-  return s;
-}
-
-// A stat of a device plane, of its event metadata or of its events.
-XStat* AddStat(google::protobuf::RepeatedPtrField<XStat>* stats, Stat stat) {
-  return AddStat(stats, trace::xspace::StatIdIn(kDeviceStats, stat));
-}
+constexpr exporter::PlaneStats kDevice(kDeviceStats);
+constexpr exporter::PlaneStats kEnvironment(kEnvironmentStats);
 
 }  // namespace
 
@@ -68,15 +50,15 @@ tensorflow::profiler::XSpace ToXSpace(const trace::HostCapture& capture) {
     plane->set_id(static_cast<int64_t>(ci) + 1);
     plane->set_name(absl::StrCat(
         gpu ? trace::xspace::kGpuPlanePrefix : trace::xspace::kTpuPlanePrefix, chip.ordinal));
-    AddStatMetadata(kDeviceStats, plane);
+    kDevice.Declare(plane);
     if (!chip.device_type.empty()) {
-      AddStat(plane->mutable_stats(), Stat::kDeviceTypeString)->set_str_value(chip.device_type);
+      kDevice.Add(plane->mutable_stats(), Stat::kDeviceTypeString)->set_str_value(chip.device_type);
     }
     if (chip.peak_tflops > 0) {
-      AddStat(plane->mutable_stats(), Stat::kPeakTeraflops)->set_double_value(chip.peak_tflops);
+      kDevice.Add(plane->mutable_stats(), Stat::kPeakTeraflops)->set_double_value(chip.peak_tflops);
     }
     if (chip.peak_hbm_gbps > 0) {
-      AddStat(plane->mutable_stats(), Stat::kPeakHbmBw)->set_double_value(chip.peak_hbm_gbps);
+      kDevice.Add(plane->mutable_stats(), Stat::kPeakHbmBw)->set_double_value(chip.peak_hbm_gbps);
     }
     // Metadata for the kernels this chip ran: id = index into capture.kernels + 1.
     auto& metas = *plane->mutable_event_metadata();
@@ -90,15 +72,16 @@ tensorflow::profiler::XSpace ToXSpace(const trace::HostCapture& capture) {
       if (d == nullptr) return id;
       m.set_name(d->name);
       if (!d->category.empty() && d->category != "xla module") {
-        AddStat(m.mutable_stats(), Stat::kHloCategory)->set_str_value(d->category);
+        kDevice.Add(m.mutable_stats(), Stat::kHloCategory)->set_str_value(d->category);
       }
-      if (d->flops > 0) AddStat(m.mutable_stats(), Stat::kFlops)->set_int64_value(d->flops);
+      if (d->flops > 0) kDevice.Add(m.mutable_stats(), Stat::kFlops)->set_int64_value(d->flops);
       if (d->bytes_accessed > 0) {
-        AddStat(m.mutable_stats(), Stat::kBytesAccessed)->set_int64_value(d->bytes_accessed);
+        kDevice.Add(m.mutable_stats(), Stat::kBytesAccessed)->set_int64_value(d->bytes_accessed);
       }
       if (d->program_id != 0)
-        AddStat(m.mutable_stats(), Stat::kProgramId)->set_uint64_value(d->program_id);
-      if (!d->source.empty()) AddStat(m.mutable_stats(), Stat::kSource)->set_str_value(d->source);
+        kDevice.Add(m.mutable_stats(), Stat::kProgramId)->set_uint64_value(d->program_id);
+      if (!d->source.empty())
+        kDevice.Add(m.mutable_stats(), Stat::kSource)->set_str_value(d->source);
       return id;
     };
     // One XLine per line name, its time the earliest of its blocks.
@@ -122,7 +105,7 @@ tensorflow::profiler::XSpace ToXSpace(const trace::HostCapture& capture) {
           ev->set_offset_ps(shift_ps + b->start_ps[i]);
           ev->set_duration_ps(b->duration_ps[i]);
           if (b->collective[i] != 0) {
-            AddStat(ev->mutable_stats(), Stat::kAllReduceUniqueId)
+            kDevice.Add(ev->mutable_stats(), Stat::kAllReduceUniqueId)
                 ->set_uint64_value(b->collective[i]);
           }
         }
@@ -152,17 +135,17 @@ tensorflow::profiler::XSpace ToXSpace(const trace::HostCapture& capture) {
         XEvent* ev = counters->add_events();
         ev->set_metadata_id(it->second);
         ev->set_offset_ps((s.time_ns[i] - line_ns) * 1000);
-        AddStat(ev->mutable_stats(), Stat::kCounterValue)->set_double_value(s.value[i]);
+        kDevice.Add(ev->mutable_stats(), Stat::kCounterValue)->set_double_value(s.value[i]);
       }
     }
   }
   XPlane* env = space.add_planes();
   env->set_id(static_cast<int64_t>(chips) + 1);
   env->set_name(std::string(trace::xspace::kTaskEnvironmentPlane));
-  AddStatMetadata(kEnvironmentStats, env);
-  AddStat(env->mutable_stats(), trace::xspace::StatIdIn(kEnvironmentStats, Stat::kProfileStartTime))
+  kEnvironment.Declare(env);
+  kEnvironment.Add(env->mutable_stats(), Stat::kProfileStartTime)
       ->set_uint64_value(static_cast<uint64_t>(origin));
-  AddStat(env->mutable_stats(), trace::xspace::StatIdIn(kEnvironmentStats, Stat::kProfileStopTime))
+  kEnvironment.Add(env->mutable_stats(), Stat::kProfileStopTime)
       ->set_uint64_value(static_cast<uint64_t>(capture.host.profile_stop_ns));
   return space;
 }
