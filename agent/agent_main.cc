@@ -16,6 +16,7 @@
 #include "common/clock.h"
 #include "common/clock_probe.h"
 #include "common/daemon.h"
+#include "common/daemon_flags.h"
 #include "common/logging.h"
 #include "common/sd_notify.h"
 #include "common/skewed_clock.h"
@@ -78,13 +79,7 @@ std::optional<int> ParseFlags(int argc, char** argv, AgentFlags* flags, ProcessF
                  "Simulate a host clock drifting this much (testing), ppm");
   app.add_option("--ready-file", process->ready_file,
                  "Once listening, write the bound ports as JSON here (for tests and scripts)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : kExitConfig;
-  }
-  flags->config_given = config_opt->count() > 0;
-  return std::nullopt;
+  return ParseDaemonFlags(app, argc, argv, config_opt, &flags->config_given, kExitConfig);
 }
 
 // The agent's servers and the ports they got.

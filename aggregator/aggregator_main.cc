@@ -19,6 +19,7 @@
 #include "aggregator/service.h"
 #include "common/clock.h"
 #include "common/daemon.h"
+#include "common/daemon_flags.h"
 #include "common/logging.h"
 #include "common/sd_notify.h"
 #include "common/status_macros.h"
@@ -56,13 +57,7 @@ std::optional<int> ParseFlags(int argc, char** argv, AggregatorFlags* flags,
   app.add_flag("--insecure", flags->insecure,
                "Plaintext gRPC without certificates (as insecure = true); listens on loopback "
                "unless --listen says otherwise");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : kExitConfig;
-  }
-  flags->config_given = config_opt->count() > 0;
-  return std::nullopt;
+  return ParseDaemonFlags(app, argc, argv, config_opt, &flags->config_given, kExitConfig);
 }
 
 // The store, with captures left `running` by the previous process marked interrupted.
