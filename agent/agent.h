@@ -24,8 +24,9 @@ namespace podprof::agent {
 
 extern const char* const kAgentVersion;
 
-// Shared by the service handlers (any gRPC thread), the registration timer and the signal
-// handlers. Guarded by mu_ where noted; the workload stubs are thread-safe.
+// Shared by the service handlers (any gRPC thread) and the daemon lifecycle's thread
+// (registration and heartbeats as its tick, reloads). Guarded by mu_ where noted; the workload
+// stubs are thread-safe.
 class Agent {
  public:
   // `clock` must outlive the agent. Builds workload channels; discovers chips.
