@@ -8,6 +8,8 @@
 //   bench_alignment [--hosts 8] [--duration-ms 1000] [--seed 1]
 #include <grpcpp/grpcpp.h>
 #include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -58,13 +60,15 @@ int64_t WakeFloorNs(int n, int ncpu) {
   timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
   const int64_t at = (int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec) + 300'000'000;
-  // Forked without exec: a bare process, nothing of a program's start-up in its wake-up. It
-  // only makes async-signal-safe calls and lives well under a second.
+  // Forked without exec: a bare process, nothing of a program's start-up in its wake-up, so not
+  // a common/subprocess child (that runs a program). It only makes async-signal-safe calls,
+  // lives well under a second, and dies with the benchmark like every child.
   std::vector<pid_t> sleepers;
   for (int i = 0; i < n; ++i) {
     const pid_t pid = fork();
     if (pid > 0) sleepers.push_back(pid);
     if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
       cpu_set_t set;
       CPU_ZERO(&set);
       CPU_SET(i % ncpu, &set);
