@@ -14,8 +14,6 @@ namespace {
 using tensorflow::profiler::XEvent;
 using tensorflow::profiler::XLine;
 using tensorflow::profiler::XPlane;
-using tensorflow::profiler::XStat;
-
 using trace::xspace::Stat;
 
 // The stats of every device plane written, in the order of their metadata ids (1, 2, ...).

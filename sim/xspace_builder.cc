@@ -13,8 +13,6 @@ namespace {
 using tensorflow::profiler::XEvent;
 using tensorflow::profiler::XLine;
 using tensorflow::profiler::XPlane;
-using tensorflow::profiler::XStat;
-
 using trace::xspace::Stat;
 
 // The stats of a device plane, as the real profiler names them, in the order of their metadata
@@ -27,11 +25,8 @@ constexpr Stat kDeviceStats[] = {
     Stat::kProgramId,      Stat::kAllReduceUniqueId, Stat::kCounterValue,
     Stat::kTfOp,           Stat::kSourceStack,       Stat::kMosaicMlir,
 };
-// The stats of the Task Environment plane, likewise.
 constexpr Stat kEnvironmentStats[] = {Stat::kProfileStartTime, Stat::kProfileStopTime};
-
-constexpr exporter::PlaneStats kDevice(kDeviceStats);
-constexpr exporter::PlaneStats kEnvironment(kEnvironmentStats);
+constexpr exporter::PlaneStats kDevice(kDeviceStats), kEnvironment(kEnvironmentStats);
 
 // The hardware counters a simulated chip reports: unit busy and stall fractions (gauges, each
 // sample holding until the next) and core and HBM energy (running totals, nJ).
