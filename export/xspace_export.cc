@@ -11,9 +11,7 @@
 namespace podprof::exporter {
 namespace {
 
-using tensorflow::profiler::XEvent;
-using tensorflow::profiler::XLine;
-using tensorflow::profiler::XPlane;
+namespace xp = tensorflow::profiler;
 using trace::xspace::Stat;
 
 // The stats of every device plane written, in the order of their metadata ids (1, 2, ...).
@@ -44,7 +42,7 @@ tensorflow::profiler::XSpace ToXSpace(const trace::HostCapture& capture) {
   const size_t chips = capture.host.chips.size();
   for (size_t ci = 0; ci < chips; ++ci) {
     const trace::Chip& chip = capture.host.chips[ci];
-    XPlane* plane = space.add_planes();
+    xp::XPlane* plane = space.add_planes();
     plane->set_id(static_cast<int64_t>(ci) + 1);
     plane->set_name(absl::StrCat(
         gpu ? trace::xspace::kGpuPlanePrefix : trace::xspace::kTpuPlanePrefix, chip.ordinal));
@@ -82,14 +80,14 @@ tensorflow::profiler::XSpace ToXSpace(const trace::HostCapture& capture) {
         kDevice.Add(m.mutable_stats(), Stat::kSource)->set_str_value(d->source);
       return id;
     };
-    // One XLine per line name, its time the earliest of its blocks.
+    // One xp::XLine per line name, its time the earliest of its blocks.
     std::map<std::string, std::vector<const trace::EventBlock*>> lines;
     for (const trace::EventBlock& b : capture.blocks) {
       if (b.chip == static_cast<int>(ci)) lines[b.line].push_back(&b);
     }
     int64_t line_id = 0;
     for (const auto& [name, blocks] : lines) {
-      XLine* line = plane->add_lines();
+      xp::XLine* line = plane->add_lines();
       line->set_id(++line_id);
       line->set_name(name);
       int64_t base = INT64_MAX;
@@ -98,7 +96,7 @@ tensorflow::profiler::XSpace ToXSpace(const trace::HostCapture& capture) {
       for (const trace::EventBlock* b : blocks) {
         const int64_t shift_ps = (b->base_ns - base) * 1000;
         for (size_t i = 0; i < b->size(); ++i) {
-          XEvent* ev = line->add_events();
+          xp::XEvent* ev = line->add_events();
           ev->set_metadata_id(kernel_meta(b->kernel[i]));
           ev->set_offset_ps(shift_ps + b->start_ps[i]);
           ev->set_duration_ps(b->duration_ps[i]);
@@ -110,7 +108,7 @@ tensorflow::profiler::XSpace ToXSpace(const trace::HostCapture& capture) {
       }
     }
     // Counters: one `_counters_` line, an event per sample named after its counter.
-    XLine* counters = nullptr;
+    xp::XLine* counters = nullptr;
     int64_t counter_meta = static_cast<int64_t>(capture.kernels.size()) + 1;
     std::map<std::string, int64_t> counter_ids;
     for (const trace::CounterSeries& s : capture.counters) {
@@ -130,14 +128,14 @@ tensorflow::profiler::XSpace ToXSpace(const trace::HostCapture& capture) {
       }
       const int64_t line_ns = origin > 0 ? origin : counters->timestamp_ns();
       for (size_t i = 0; i < s.value.size(); ++i) {
-        XEvent* ev = counters->add_events();
+        xp::XEvent* ev = counters->add_events();
         ev->set_metadata_id(it->second);
         ev->set_offset_ps((s.time_ns[i] - line_ns) * 1000);
         kDevice.Add(ev->mutable_stats(), Stat::kCounterValue)->set_double_value(s.value[i]);
       }
     }
   }
-  XPlane* env = space.add_planes();
+  xp::XPlane* env = space.add_planes();
   env->set_id(static_cast<int64_t>(chips) + 1);
   env->set_name(std::string(trace::xspace::kTaskEnvironmentPlane));
   kEnvironment.Declare(env);
