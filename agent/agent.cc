@@ -361,6 +361,7 @@ int64_t Registrar::Tick() {
     s = stub_->Register(&ctx, req, &resp);
     if (s.ok()) {
       registered_ = true;
+      registered_address_ = req.host().agent_address();
       PODPROF_LOG(INFO) << "registered with the aggregator at " << address_;
       if (resp.heartbeat_interval_ms() > 0) {
         interval = aggregator_interval_ns_ = resp.heartbeat_interval_ms() * 1'000'000LL;
@@ -370,6 +371,7 @@ int64_t Registrar::Tick() {
     podprof::v1::HeartbeatRequest req;
     req.set_host_name(config.host_name);
     req.set_active_capture_id(agent_->active_capture());
+    req.set_agent_address(registered_address_);
     podprof::v1::HeartbeatResponse resp;
     s = stub_->Heartbeat(&ctx, req, &resp);
     if (s.ok() && resp.reregister()) registered_ = false;
@@ -379,7 +381,20 @@ int64_t Registrar::Tick() {
   }
   if (s.ok()) {
     backoff_ns_ = 0;
+    refused_ = false;
     return registered_ ? interval : 0;
+  }
+  registered_ = false;
+  if (s.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
+    // A refusal stands until a certificate or the aggregator's configuration changes: say so
+    // once, as a refusal, and ask again only at the longest backoff.
+    if (!refused_) {
+      PODPROF_LOG(ERROR) << "the aggregator at " << address_
+                         << " refused this agent: " << s.error_message() << "; asking again every "
+                         << FormatDurationPs(config.heartbeat_max_backoff_ns * 1000);
+    }
+    refused_ = true;
+    return backoff_ns_ = config.heartbeat_max_backoff_ns;
   }
   if (backoff_ns_ == 0) {
     PODPROF_LOG(WARNING) << "aggregator at " << address_ << " unreachable: " << s.error_message()

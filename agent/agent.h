@@ -130,7 +130,10 @@ class Registrar {
   Agent* const agent_;
   std::unique_ptr<podprof::v1::Aggregator::StubInterface> stub_;
   const std::string address_;
+  // The address this agent registered, repeated in heartbeats.
+  std::string registered_address_;
   bool registered_ = false;
+  bool refused_ = false;  // the aggregator answered PERMISSION_DENIED, and said so in the log
   int64_t backoff_ns_ = 0;
   int64_t aggregator_interval_ns_ = 0;
 };

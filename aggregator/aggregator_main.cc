@@ -199,6 +199,7 @@ int AggregatorMain(int argc, char** argv) {
   limits.spool_dir = config->spool_dir;
   Registry registry(clock, config->heartbeat_interval_ns, config->probe_interval_ns, creds->channel,
                     config->max_message_bytes);
+  registry.SetAgentHosts(config->agent_hosts);
   Orchestrator orchestrator(&registry, store->get(), clock, OrchestratorLimitsFrom(*config));
   AccessControl access;
   access.agents.identities = config->allowed_agents;
@@ -217,10 +218,13 @@ int AggregatorMain(int argc, char** argv) {
     return absl::StrCat("listening on port ", port, "; database ", config->db);
   };
   hooks.health = [&] { return Healthy(**store, *self, clock, notifier.watchdog_ns() / 4); };
-  // Retention is reloadable; the listen address and database need a restart.
+  // Retention and the hosts given to agent identities are reloadable; the listen address and
+  // database need a restart.
   hooks.reload = [&]() -> absl::StatusOr<std::string> {
     ASSIGN_OR_RETURN(AggregatorConfig fresh, BuildAggregatorConfig(flags));
-    return ChangedSummary(ApplyReloadable(fresh, &*config));
+    std::string summary = ChangedSummary(ApplyReloadable(fresh, &*config));
+    registry.SetAgentHosts(config->agent_hosts);
+    return summary;
   };
   hooks.tick = [&] { return RetentionTick(**store, *config, clock); };
   hooks.first_tick_ns = config->retention_interval_ns;

@@ -2,7 +2,9 @@
 
 #include <filesystem>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/config.h"
 #include "common/status_macros.h"
 
@@ -26,6 +28,7 @@ const std::vector<std::string>& KnownKeys() {
                                                                "tls.ca",
                                                                "tls.allowed_agents",
                                                                "tls.allowed_operators",
+                                                               "tls.agent_hosts.*",
                                                                "limits.max_capture_duration",
                                                                "limits.max_concurrent_captures",
                                                                "limits.max_captures_per_minute",
@@ -57,6 +60,15 @@ absl::Status ReadServing(const ConfigFile& f, AggregatorConfig* c) {
   RETURN_IF_ERROR(f.GetString("tls.ca", &c->tls.ca));
   RETURN_IF_ERROR(f.GetStringList("tls.allowed_agents", &c->allowed_agents));
   RETURN_IF_ERROR(f.GetStringList("tls.allowed_operators", &c->allowed_operators));
+  std::map<std::string, std::string> agent_hosts;
+  RETURN_IF_ERROR(f.GetStringMap("tls.agent_hosts", &agent_hosts));
+  c->agent_hosts.clear();
+  for (const auto& [identity, hosts] : agent_hosts) {
+    std::vector<std::string>& names = c->agent_hosts[identity];
+    for (absl::string_view host : absl::StrSplit(hosts, ',', absl::SkipWhitespace())) {
+      names.emplace_back(absl::StripAsciiWhitespace(host));
+    }
+  }
   RETURN_IF_ERROR(f.GetString("db", &c->db));
   RETURN_IF_ERROR(f.GetString("import.spool_dir", &c->spool_dir));
   RETURN_IF_ERROR(f.GetDurationNs("agents.heartbeat_interval", &c->heartbeat_interval_ns));
@@ -143,6 +155,7 @@ std::vector<std::string> ApplyReloadable(const AggregatorConfig& from, Aggregato
   apply("retention.keep_timelines", to->retention_keep_timelines_ns,
         from.retention_keep_timelines_ns);
   apply("retention.interval", to->retention_interval_ns, from.retention_interval_ns);
+  apply("tls.agent_hosts", to->agent_hosts, from.agent_hosts);
   return changed;
 }
 

@@ -4,6 +4,7 @@
 #define PODPROF_AGGREGATOR_CONFIG_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,10 @@ struct AggregatorConfig {
   // Identities (certificate CN or SAN) allowed to register as agents, and to start or cancel
   // captures and import data; empty allows every caller with a valid certificate.
   std::vector<std::string> allowed_agents, allowed_operators;
+  // Host names an agent identity may register besides the names in its certificate (an agent
+  // registers only hosts its certificate names: CN or SAN). `[tls.agent_hosts]`, identity =
+  // "host-1,host-2".
+  std::map<std::string, std::vector<std::string>> agent_hosts;
   // Limits against abuse: the longest capture, captures at once, StartCapture calls per
   // minute, the largest message received, and concurrent streams per connection.
   int64_t max_capture_duration_ns = 300'000'000'000;
@@ -77,7 +82,8 @@ absl::Status ValidateAggregatorConfig(const AggregatorConfig& config);
 // LoadAggregatorConfig's. Called at start and again on SIGHUP.
 absl::StatusOr<AggregatorConfig> BuildAggregatorConfig(const AggregatorFlags& flags);
 
-// Applies the keys that may change while running (SIGHUP): the [retention] keys. The listen
+// Applies the keys that may change while running (SIGHUP): the [retention] keys and
+// tls.agent_hosts. The listen
 // address, database and the rest need a restart. Returns the names of the keys that changed.
 std::vector<std::string> ApplyReloadable(const AggregatorConfig& from, AggregatorConfig* to);
 

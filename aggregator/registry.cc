@@ -2,18 +2,67 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <climits>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/clock_probe.h"
 #include "common/logging.h"
 #include "proto/grpc_status.h"
 
 namespace podprof::aggregator {
 
-void Registry::Register(const podprof::v1::RegisterRequest& req) {
+void Registry::SetAgentHosts(std::map<std::string, std::vector<std::string>> agent_hosts) {
+  absl::MutexLock lock(&mu_);
+  agent_hosts_ = std::move(agent_hosts);
+}
+
+namespace {
+
+bool Names(const Registry::Identities& identities, const std::string& name) {
+  return std::find(identities.begin(), identities.end(), name) != identities.end();
+}
+
+bool Overlap(const Registry::Identities& a, const Registry::Identities& b) {
+  for (const std::string& x : a) {
+    if (Names(b, x)) return true;
+  }
+  return false;
+}
+
+std::string Who(const Registry::Identities& identities) { return absl::StrJoin(identities, "/"); }
+
+}  // namespace
+
+absl::Status Registry::CheckOwner(const std::string& host, const Identities& caller) const {
+  if (caller.empty()) return absl::OkStatus();  // plaintext: nobody is bound
+  bool named = Names(caller, host);
+  for (const std::string& id : caller) {
+    auto it = agent_hosts_.find(id);
+    named = named || (it != agent_hosts_.end() && Names(it->second, host));
+  }
+  if (!named) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "agent ", Who(caller), " may not register host ", host,
+        ": its certificate does not name that host (CN or SAN), and tls.agent_hosts does not "
+        "give it to this identity"));
+  }
+  auto it = agents_.find(host);
+  if (it != agents_.end() && !it->second.owner.empty() && !Overlap(it->second.owner, caller)) {
+    return absl::PermissionDeniedError(absl::StrCat("host ", host, " is registered by agent ",
+                                                    Who(it->second.owner), "; agent ", Who(caller),
+                                                    " may not take it over"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Registry::Register(const podprof::v1::RegisterRequest& req, const Identities& caller) {
   const int64_t now = clock_.NowNs();
   absl::MutexLock lock(&mu_);
+  if (absl::Status s = CheckOwner(req.host().host_name(), caller); !s.ok()) return s;
   Entry& e = agents_[req.host().host_name()];
+  e.owner = caller;
   const bool moved = e.host.agent_address() != req.host().agent_address();
   e.host = req.host();
   e.endpoints.assign(req.workload_endpoints().begin(), req.workload_endpoints().end());
@@ -38,14 +87,27 @@ void Registry::Register(const podprof::v1::RegisterRequest& req) {
     e.last_probe_ns = 0;
   }
   PODPROF_LOG(INFO) << "agent " << e.host.host_name() << " registered from "
-                    << e.host.agent_address() << " with " << e.host.chips_size() << " chips";
+                    << e.host.agent_address() << " with " << e.host.chips_size() << " chips"
+                    << (caller.empty() ? "" : " as " + Who(caller));
+  return absl::OkStatus();
 }
 
-bool Registry::Heartbeat(const podprof::v1::HeartbeatRequest& req) {
+absl::StatusOr<bool> Registry::Heartbeat(const podprof::v1::HeartbeatRequest& req,
+                                         const Identities& caller) {
   const int64_t now = clock_.NowNs();
   absl::MutexLock lock(&mu_);
   auto it = agents_.find(req.host_name());
   if (it == agents_.end()) return false;
+  if (!caller.empty() && !it->second.owner.empty() && !Overlap(it->second.owner, caller)) {
+    return absl::PermissionDeniedError(absl::StrCat("host ", req.host_name(),
+                                                    " is registered by agent ",
+                                                    Who(it->second.owner), ", not ", Who(caller)));
+  }
+  // The entry points elsewhere (an agent that moved, or one that registered in its place while
+  // the aggregator ran in plaintext): registering again puts this agent's address back.
+  if (!req.agent_address().empty() && req.agent_address() != it->second.host.agent_address()) {
+    return false;
+  }
   it->second.last_heartbeat_ns = now;
   it->second.active_capture = req.active_capture_id();
   if (req.workload_endpoints_size() > 0) {

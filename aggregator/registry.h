@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "aggregator/clock_model.h"
 #include "common/clock.h"
@@ -39,11 +41,25 @@ class Registry {
 
   int64_t max_chunk_bytes() const { return max_chunk_bytes_; }
 
+  // The caller's verified certificate names (CN and SANs, security::PeerIdentities); empty
+  // over plaintext, where no one is bound to a host.
+  using Identities = std::vector<std::string>;
+
+  // Host names an identity may register besides its own names (`[tls] agent_hosts`), for
+  // certificates that do not name their host. Replaces the previous map (a reload).
+  void SetAgentHosts(std::map<std::string, std::vector<std::string>> agent_hosts);
+
   // Adds or refreshes an agent (a restarted agent keeps its clock model only if it kept its
-  // address).
-  void Register(const podprof::v1::RegisterRequest& request);
-  // False when the host is unknown (the agent must register again).
-  bool Heartbeat(const podprof::v1::HeartbeatRequest& request);
+  // address). Over mutual TLS a host belongs to the identity that registers it: the caller's
+  // certificate must name the host (CN or SAN) or agent_hosts must list it for the caller, and
+  // a host registered by one identity is refused to another. Errors (PermissionDenied) say
+  // which rule refused and name the host and both identities.
+  absl::Status Register(const podprof::v1::RegisterRequest& request, const Identities& caller = {});
+  // False when the host is unknown or its heartbeat names another address than it registered
+  // (the agent must register again, which reclaims the entry). PermissionDenied when a host
+  // owned by another identity is named.
+  absl::StatusOr<bool> Heartbeat(const podprof::v1::HeartbeatRequest& request,
+                                 const Identities& caller = {});
   // Counts as a heartbeat: the agent was just heard from another way (it is streaming a
   // capture).
   void Touch(const std::string& host);
@@ -71,8 +87,13 @@ class Registry {
   int64_t heartbeat_interval_ns() const { return heartbeat_interval_ns_; }
 
  private:
+  // Why `caller` may not register `host` now, or OK.
+  absl::Status CheckOwner(const std::string& host, const Identities& caller) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   struct Entry {
     podprof::v1::HostInfo host;
+    Identities owner;  // who registered it; empty over plaintext
     std::vector<podprof::v1::WorkloadEndpoint> endpoints;
     int64_t registered_ns = 0;
     int64_t last_heartbeat_ns = 0;
@@ -96,6 +117,7 @@ class Registry {
   absl::Mutex probe_mu_;  // serializes ProbeDue
   absl::Mutex mu_;
   std::map<std::string, Entry> agents_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::vector<std::string>> agent_hosts_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace podprof::aggregator

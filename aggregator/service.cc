@@ -233,7 +233,11 @@ grpc::Status AggregatorService::Register(grpc::ServerContext* context,
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "a registration needs the host name and the agent's address");
   }
-  registry_->Register(*req);
+  if (absl::Status s = registry_->Register(*req, security::PeerIdentities(*context)); !s.ok()) {
+    PODPROF_LOG(WARNING) << "refused the registration of " << req->host().host_name() << " from "
+                         << context->peer() << ": " << s.message();
+    return ToGrpc(s);
+  }
   resp->set_heartbeat_interval_ms(
       static_cast<uint32_t>(registry_->heartbeat_interval_ns() / 1'000'000));
   resp->set_aggregator_version("podprof-aggregator 0.1.0");
@@ -244,7 +248,13 @@ grpc::Status AggregatorService::Heartbeat(grpc::ServerContext* context,
                                           const podprof::v1::HeartbeatRequest* req,
                                           podprof::v1::HeartbeatResponse* resp) {
   if (absl::Status a = access_.agents.Check(*context, "an agent"); !a.ok()) return ToGrpc(a);
-  resp->set_reregister(!registry_->Heartbeat(*req));
+  absl::StatusOr<bool> known = registry_->Heartbeat(*req, security::PeerIdentities(*context));
+  if (!known.ok()) {
+    PODPROF_LOG(WARNING) << "refused a heartbeat for " << req->host_name() << " from "
+                         << context->peer() << ": " << known.status().message();
+    return ToGrpc(known.status());
+  }
+  resp->set_reregister(!*known);
   resp->set_heartbeat_interval_ms(
       static_cast<uint32_t>(registry_->heartbeat_interval_ns() / 1'000'000));
   return grpc::Status::OK;

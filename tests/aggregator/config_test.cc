@@ -146,5 +146,22 @@ TEST(AggregatorConfigTest, ReloadAppliesOnlyRetentionAndNamesWhatChanged) {
   EXPECT_TRUE(ApplyReloadable(fresh, &running).empty());
 }
 
+TEST(AggregatorConfigTest, AgentHostsGiveIdentitiesHostsAndReload) {
+  const std::string path = WriteConfig(
+      "agent_hosts", "[tls.agent_hosts]\n\"pool-cert\" = \"h1, h2\"\n\"solo\" = \"h3\"\n");
+  absl::StatusOr<AggregatorConfig> c = LoadAggregatorConfig(path);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->agent_hosts["pool-cert"], (std::vector<std::string>{"h1", "h2"}));
+  EXPECT_EQ(c->agent_hosts["solo"], (std::vector<std::string>{"h3"}));
+  // A number where host names go is named with the file.
+  absl::StatusOr<AggregatorConfig> bad =
+      LoadAggregatorConfig(WriteConfig("agent_hosts_bad", "[tls.agent_hosts]\nx = 3\n"));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("tls.agent_hosts.x"), std::string::npos) << bad.status();
+  AggregatorConfig running;
+  EXPECT_EQ(ApplyReloadable(*c, &running), (std::vector<std::string>{"tls.agent_hosts"}));
+  EXPECT_EQ(running.agent_hosts, c->agent_hosts);
+}
+
 }  // namespace
 }  // namespace podprof::aggregator

@@ -57,7 +57,7 @@ class OrchestratorTest : public ::testing::Test {
     r.mutable_host()->set_host_name("h1");
     r.mutable_host()->set_agent_address(agent_.address());
     (*r.mutable_host()->mutable_labels())["pool"] = "a";
-    registry_.Register(r);
+    ASSERT_TRUE(registry_.Register(r).ok());
   }
   void TearDown() override {
     orchestrator_.reset();  // cancels what still runs and joins its threads

@@ -66,7 +66,7 @@ class RegistryTest : public ::testing::Test {
 
 TEST_F(RegistryTest, RegisterListsTheAgentOnline) {
   const int64_t t0 = clock_.NowNs();
-  registry_.Register(Request("h1", "127.0.0.1:1", {{"pool", "a"}}));
+  ASSERT_TRUE(registry_.Register(Request("h1", "127.0.0.1:1", {{"pool", "a"}})).ok());
   auto agents = ListAll();
   ASSERT_EQ(agents.size(), 1u);
   const v1::AgentStatus& s = agents.at("h1");
@@ -82,16 +82,16 @@ TEST_F(RegistryTest, RegisterListsTheAgentOnline) {
 }
 
 TEST_F(RegistryTest, HeartbeatOfAnUnknownHostAsksForRegistration) {
-  EXPECT_FALSE(registry_.Heartbeat(Beat("nobody")));
+  EXPECT_FALSE(registry_.Heartbeat(Beat("nobody")).value());
   registry_.Touch("nobody");  // harmless
   EXPECT_TRUE(registry_.List({}).empty());
 }
 
 TEST_F(RegistryTest, HeartbeatRecordsTheActiveCaptureAndNewEndpoints) {
-  registry_.Register(Request("h1", "127.0.0.1:1"));
+  ASSERT_TRUE(registry_.Register(Request("h1", "127.0.0.1:1")).ok());
   clock_.AdvanceNs(kHeartbeatNs);
   v1::HeartbeatRequest beat = Beat("h1", "cap-1");
-  EXPECT_TRUE(registry_.Heartbeat(beat));
+  EXPECT_TRUE(registry_.Heartbeat(beat).value());
   v1::AgentStatus s = ListAll().at("h1");
   EXPECT_EQ(s.last_heartbeat_ns(), clock_.NowNs());
   EXPECT_EQ(s.active_capture_id(), "cap-1");
@@ -101,7 +101,7 @@ TEST_F(RegistryTest, HeartbeatRecordsTheActiveCaptureAndNewEndpoints) {
   ep->set_address("localhost:9999");
   ep->set_reachable(false);
   beat.set_active_capture_id("");
-  EXPECT_TRUE(registry_.Heartbeat(beat));
+  EXPECT_TRUE(registry_.Heartbeat(beat).value());
   s = ListAll().at("h1");
   ASSERT_EQ(s.workload_endpoints_size(), 1);
   EXPECT_EQ(s.workload_endpoints(0).address(), "localhost:9999");
@@ -109,7 +109,7 @@ TEST_F(RegistryTest, HeartbeatRecordsTheActiveCaptureAndNewEndpoints) {
 }
 
 TEST_F(RegistryTest, LivenessFollowsTheAgeOfTheLastHeartbeat) {
-  registry_.Register(Request("h1", "127.0.0.1:1"));
+  ASSERT_TRUE(registry_.Register(Request("h1", "127.0.0.1:1")).ok());
   auto state = [&] { return ListAll().at("h1").state(); };
   std::vector<std::string> missing;
 
@@ -132,7 +132,7 @@ TEST_F(RegistryTest, LivenessFollowsTheAgeOfTheLastHeartbeat) {
   EXPECT_EQ(state(), v1::AGENT_STATE_OFFLINE);
 
   // A heartbeat brings it back at once; so does Touch (it was heard from while streaming).
-  EXPECT_TRUE(registry_.Heartbeat(Beat("h1")));
+  EXPECT_TRUE(registry_.Heartbeat(Beat("h1")).value());
   EXPECT_EQ(state(), v1::AGENT_STATE_ONLINE);
   clock_.AdvanceNs(20 * kHeartbeatNs);
   EXPECT_EQ(state(), v1::AGENT_STATE_OFFLINE);
@@ -142,9 +142,9 @@ TEST_F(RegistryTest, LivenessFollowsTheAgeOfTheLastHeartbeat) {
 }
 
 TEST_F(RegistryTest, TouchNeverMovesTheLastHeartbeatBack) {
-  registry_.Register(Request("h1", "127.0.0.1:1"));
+  ASSERT_TRUE(registry_.Register(Request("h1", "127.0.0.1:1")).ok());
   clock_.AdvanceNs(kHeartbeatNs);
-  EXPECT_TRUE(registry_.Heartbeat(Beat("h1")));
+  EXPECT_TRUE(registry_.Heartbeat(Beat("h1")).value());
   const int64_t beat_ns = clock_.NowNs();
   clock_.SetNs(beat_ns - 500'000'000);  // the wall clock stepped back
   registry_.Touch("h1");
@@ -152,9 +152,11 @@ TEST_F(RegistryTest, TouchNeverMovesTheLastHeartbeatBack) {
 }
 
 TEST_F(RegistryTest, SelectorsMatchEveryLabelPair) {
-  registry_.Register(Request("a1", "127.0.0.1:1", {{"pool", "a"}, {"zone", "x"}}));
-  registry_.Register(Request("a2", "127.0.0.1:2", {{"pool", "a"}, {"zone", "y"}}));
-  registry_.Register(Request("b1", "127.0.0.1:3", {{"pool", "b"}}));
+  ASSERT_TRUE(
+      registry_.Register(Request("a1", "127.0.0.1:1", {{"pool", "a"}, {"zone", "x"}})).ok());
+  ASSERT_TRUE(
+      registry_.Register(Request("a2", "127.0.0.1:2", {{"pool", "a"}, {"zone", "y"}})).ok());
+  ASSERT_TRUE(registry_.Register(Request("b1", "127.0.0.1:3", {{"pool", "b"}})).ok());
   auto names = [](const std::vector<v1::AgentStatus>& list) {
     std::vector<std::string> out;
     for (const auto& s : list) out.push_back(s.host().host_name());
@@ -175,11 +177,11 @@ TEST_F(RegistryTest, SelectorsMatchEveryLabelPair) {
 }
 
 TEST_F(RegistryTest, ReRegistrationReplacesTheHostInfo) {
-  registry_.Register(Request("h1", "127.0.0.1:1", {{"pool", "a"}}));
+  ASSERT_TRUE(registry_.Register(Request("h1", "127.0.0.1:1", {{"pool", "a"}})).ok());
   clock_.AdvanceNs(5 * kHeartbeatNs);
   v1::RegisterRequest again = Request("h1", "127.0.0.1:2", {{"pool", "b"}});
   again.mutable_host()->add_chips()->set_ordinal(1);
-  registry_.Register(again);
+  ASSERT_TRUE(registry_.Register(again).ok());
   auto agents = ListAll();
   ASSERT_EQ(agents.size(), 1u) << "one entry per host name";
   const v1::AgentStatus& s = agents.at("h1");
@@ -194,7 +196,7 @@ TEST_F(RegistryTest, ProbesBuildAClockModelThatANewAddressDiscards) {
   constexpr int64_t kOffsetNs = 5'000'000;
   podprof::testing::LoopbackAgent agent(clock_, kOffsetNs);
   ASSERT_TRUE(agent.started());
-  registry_.Register(Request("h1", agent.address()));
+  ASSERT_TRUE(registry_.Register(Request("h1", agent.address())).ok());
 
   ClockEstimate est;
   EXPECT_FALSE(registry_.Estimate("h1", clock_.NowNs(), &est)) << "unprobed";
@@ -212,7 +214,7 @@ TEST_F(RegistryTest, ProbesBuildAClockModelThatANewAddressDiscards) {
   EXPECT_EQ(registry_.ProbeDue(4), 1);
 
   // The agent restarted at the same address: same clock, the model stays.
-  registry_.Register(Request("h1", agent.address()));
+  ASSERT_TRUE(registry_.Register(Request("h1", agent.address())).ok());
   EXPECT_TRUE(registry_.Estimate("h1", clock_.NowNs(), &est));
   EXPECT_EQ(registry_.ProbeDue(4), 0) << "the last burst is still recent";
 
@@ -220,7 +222,7 @@ TEST_F(RegistryTest, ProbesBuildAClockModelThatANewAddressDiscards) {
   // it is due for probing at once.
   podprof::testing::LoopbackAgent moved(clock_, -kOffsetNs);
   ASSERT_TRUE(moved.started());
-  registry_.Register(Request("h1", moved.address()));
+  ASSERT_TRUE(registry_.Register(Request("h1", moved.address())).ok());
   EXPECT_FALSE(registry_.Estimate("h1", clock_.NowNs(), &est));
   EXPECT_FALSE(ListAll().at("h1").has_clock());
   EXPECT_EQ(registry_.ProbeDue(4), 1);
@@ -230,12 +232,55 @@ TEST_F(RegistryTest, ProbesBuildAClockModelThatANewAddressDiscards) {
 
 TEST_F(RegistryTest, AnUnreachableAgentAnswersNoProbes) {
   // Nothing listens on port 1: the burst ends at the first failed ping.
-  registry_.Register(Request("h1", "127.0.0.1:1"));
+  ASSERT_TRUE(registry_.Register(Request("h1", "127.0.0.1:1")).ok());
   EXPECT_EQ(registry_.ProbeDue(4, /*force=*/true), 0);
   ClockEstimate est;
   EXPECT_FALSE(registry_.Estimate("h1", clock_.NowNs(), &est));
   EXPECT_EQ(ListAll().at("h1").state(), v1::AGENT_STATE_ONLINE)
       << "liveness is the heartbeats' business, not the probes'";
+}
+
+TEST_F(RegistryTest, OverTlsAHostBelongsToTheIdentityThatNamesIt) {
+  const Registry::Identities agent_b = {"agent-b"}, agent_a = {"agent-a"};
+  ASSERT_TRUE(registry_.Register(Request("agent-b", "127.0.0.1:2"), agent_b).ok());
+  // agent-a's certificate does not name agent-b: the takeover is refused, naming the rule.
+  absl::Status hijack = registry_.Register(Request("agent-b", "127.0.0.1:66"), agent_a);
+  EXPECT_EQ(hijack.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(hijack.message().find("does not name that host"), std::string::npos)
+      << hijack.message();
+  EXPECT_EQ(ListAll()["agent-b"].host().agent_address(), "127.0.0.1:2");
+  // Nor may it keep agent-b alive.
+  EXPECT_EQ(registry_.Heartbeat(Beat("agent-b"), agent_a).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  // The owner moves freely.
+  ASSERT_TRUE(registry_.Register(Request("agent-b", "127.0.0.1:3"), agent_b).ok());
+  EXPECT_EQ(ListAll()["agent-b"].host().agent_address(), "127.0.0.1:3");
+}
+
+TEST_F(RegistryTest, AgentHostsGiveAnIdentityMoreHostsButNotAnOwnedOne) {
+  registry_.SetAgentHosts({{"pool-cert", {"h1", "h2"}}, {"other-cert", {"h2"}}});
+  ASSERT_TRUE(registry_.Register(Request("h1", "127.0.0.1:1"), {"pool-cert"}).ok());
+  ASSERT_TRUE(registry_.Register(Request("h2", "127.0.0.1:2"), {"pool-cert"}).ok());
+  EXPECT_EQ(registry_.Register(Request("h3", "127.0.0.1:3"), {"pool-cert"}).code(),
+            absl::StatusCode::kPermissionDenied);
+  // other-cert may name h2 too, but pool-cert holds it.
+  absl::Status taken = registry_.Register(Request("h2", "127.0.0.1:9"), {"other-cert"});
+  EXPECT_EQ(taken.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(taken.message().find("is registered by agent pool-cert"), std::string::npos)
+      << taken.message();
+}
+
+TEST_F(RegistryTest, AHeartbeatFromAnotherAddressAsksTheAgentToRegisterAgain) {
+  // Over plaintext nobody owns a host: another registration may move it, but the real agent's
+  // next heartbeat names its own address, and registering again puts it back.
+  ASSERT_TRUE(registry_.Register(Request("h1", "127.0.0.1:1")).ok());
+  ASSERT_TRUE(registry_.Register(Request("h1", "127.0.0.1:66")).ok());
+  v1::HeartbeatRequest beat = Beat("h1");
+  beat.set_agent_address("127.0.0.1:1");
+  EXPECT_FALSE(registry_.Heartbeat(beat).value());
+  ASSERT_TRUE(registry_.Register(Request("h1", "127.0.0.1:1")).ok());
+  EXPECT_TRUE(registry_.Heartbeat(beat).value());
+  EXPECT_EQ(ListAll()["h1"].host().agent_address(), "127.0.0.1:1");
 }
 
 }  // namespace

@@ -42,6 +42,7 @@ class TlsTest : public ::testing::Test {
     MakeCa("other-ca");
     MakeCert("ca", "aggregator", "DNS:localhost,IP:127.0.0.1");
     MakeCert("ca", "agent-0", "DNS:localhost,IP:127.0.0.1");
+    MakeCert("ca", "agent-1", "DNS:localhost,IP:127.0.0.1");
     MakeCert("ca", "rogue-agent", "DNS:localhost,IP:127.0.0.1");
     MakeCert("ca", "ops-alice", "DNS:ops-alice");
     MakeCert("ca", "viewer-bob", "DNS:viewer-bob");
@@ -73,12 +74,12 @@ class TlsTest : public ::testing::Test {
                         " --tls-ca ", P(ca + ".crt"));
   }
 
-  void StartAggregator() {
+  void StartAggregator(const std::string& allowed_agents = "\"agent-0\"") {
     std::ofstream(P("aggregator.toml"))
         << "listen = \"127.0.0.1:0\"\n"
         << "[agents]\nheartbeat_interval = \"500ms\"\nprobe_interval = \"1s\"\n"
         << "[tls]\ncert = \"" << P("aggregator.crt") << "\"\nkey = \"" << P("aggregator.key")
-        << "\"\nca = \"" << P("ca.crt") << "\"\nallowed_agents = [\"agent-0\"]\n"
+        << "\"\nca = \"" << P("ca.crt") << "\"\nallowed_agents = [" << allowed_agents << "]\n"
         << "allowed_operators = [\"ops-alice\"]\n";
     fs::remove(P("agg.json"));
     aggregator_ = std::make_unique<ChildProcess>(
@@ -89,7 +90,10 @@ class TlsTest : public ::testing::Test {
     ASSERT_TRUE(aggregator_->ready());
     addr_ = absl::StrCat("127.0.0.1:", aggregator_->info()["port"].get<int>());
   }
-  std::unique_ptr<ChildProcess> StartAgent(const std::string& identity, int n) {
+  // An agent with `identity`'s certificate, registering as `host` (default: its identity).
+  std::unique_ptr<ChildProcess> StartAgent(const std::string& identity, int n,
+                                           std::string host = "") {
+    if (host.empty()) host = identity;
     const std::string sn = std::to_string(n);
     auto sim = std::make_unique<ChildProcess>(
         std::vector<std::string>{std::string(PODPROF_BIN_DIR) + "/podprof-simhost",
@@ -105,7 +109,7 @@ class TlsTest : public ::testing::Test {
         std::vector<std::string>{
             std::string(PODPROF_BIN_DIR) + "/podprof-agent",
             "--config=" + P("agent" + sn + ".toml"), "--listen=127.0.0.1:0",
-            "--advertise=127.0.0.1:0", "--profiler-service-listen=none", "--host-name=" + identity,
+            "--advertise=127.0.0.1:0", "--profiler-service-listen=none", "--host-name=" + host,
             "--sysfs-root=" + P("nosys"),
             absl::StrCat("--workload-profiler=127.0.0.1:", sim->info()["profiler_port"].get<int>()),
             "--workload-metrics=none", "--aggregator=" + addr_,
@@ -197,6 +201,57 @@ TEST_F(TlsTest, OnlyCertifiedCallersInTheirRoles) {
   grpc::Status cs = creader->Finish();
   EXPECT_EQ(cs.error_code(), grpc::StatusCode::PERMISSION_DENIED) << cs.error_message();
   EXPECT_TRUE(absl::StrContains(cs.error_message(), "ops-alice")) << cs.error_message();
+}
+
+TEST_F(TlsTest, AnAgentCannotTakeOverAnotherHost) {
+  StartAggregator("\"agent-0\", \"agent-1\"");
+  auto real = StartAgent("agent-1", 0);
+  const std::string real_address =
+      absl::StrCat("127.0.0.1:", real->info()["agent_port"].get<int>());
+  // agent-0 holds a valid, allowed certificate, and claims to be agent-1.
+  auto impostor = StartAgent("agent-0", 1, "agent-1");
+
+  // Its registration is refused, saying why.
+  auto pem = [&](const std::string& f) { return ReadTestFile(P(f)); };
+  grpc::SslCredentialsOptions agent0;
+  agent0.pem_root_certs = pem("ca.crt");
+  agent0.pem_cert_chain = pem("agent-0.crt");
+  agent0.pem_private_key = pem("agent-0.key");
+  auto stub = v1::Aggregator::NewStub(grpc::CreateChannel(addr_, grpc::SslCredentials(agent0)));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  v1::RegisterRequest req;
+  req.mutable_host()->set_host_name("agent-1");
+  req.mutable_host()->set_agent_address("127.0.0.1:9");
+  v1::RegisterResponse resp;
+  grpc::Status s = stub->Register(&ctx, req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "may not register host agent-1"))
+      << s.error_message();
+
+  // Over several heartbeats the real agent keeps its entry and its address...
+  nlohmann::json agents;
+  for (int i = 0; i < 30; ++i) {
+    PodprofResult r =
+        RunPodprof("agents --format json --aggregator " + addr_ + TlsFlags("ops-alice"));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    agents = nlohmann::json::parse(r.out)["agents"];
+    if (i >= 10 && agents.size() == 1 && agents[0]["probe_count"].get<int>() > 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(agents.size(), 1u) << agents.dump();
+  EXPECT_EQ(agents[0]["host"], "agent-1");
+  EXPECT_EQ(agents[0]["address"], real_address);
+  EXPECT_EQ(agents[0]["state"], "online");
+
+  // ...and is captured, also after the impostor is gone.
+  impostor.reset();
+  PodprofResult cap = RunPodprof(
+      "capture --hosts agent-1 --duration 300ms --format json "
+      "--aggregator " +
+      addr_ + TlsFlags("ops-alice"));
+  ASSERT_EQ(cap.exit_code, 0) << cap.err;
+  EXPECT_EQ(nlohmann::json::parse(cap.out)["state"], "complete");
 }
 
 TEST_F(TlsTest, NoTlsMaterialAndNoInsecureIsRefusedAtStart) {
