@@ -213,8 +213,13 @@ int AgentMain(int argc, char** argv) {
   AgentService service(agent->get(), security::RoleAcl{config->allowed_aggregators});
   ProfilerProxy proxy(agent->get());
   security::TlsConfig tls{config->insecure, config->tls_cert, config->tls_key, config->tls_ca};
-  absl::StatusOr<security::Credentials> creds = security::DaemonCredentials(tls);
+  absl::StatusOr<security::Credentials> creds = security::DaemonCredentials(tls, clock.NowNs());
   if (!creds.ok()) return Fail(std::string(creds.status().message()));
+  PODPROF_LOG(INFO) << security::DescribeTls(
+      *creds, {{"tls.allowed_aggregators", config->allowed_aggregators}});
+  if (creds->expires_soon) {
+    PODPROF_LOG(WARNING) << "the certificate expires within a week: " << creds->description;
+  }
   if (config->insecure) {
     PODPROF_LOG(WARNING) << "insecure = true: plaintext gRPC without certificates; anyone who "
                             "reaches "

@@ -178,17 +178,24 @@ int AggregatorMain(int argc, char** argv) {
     std::cerr << "podprof-aggregator: " << config.status().message() << "\n";
     return kExitConfig;
   }
-  absl::StatusOr<security::Credentials> creds = security::DaemonCredentials(config->tls);
+  RealClock clock;
+  absl::StatusOr<security::Credentials> creds =
+      security::DaemonCredentials(config->tls, clock.NowNs());
   if (!creds.ok()) {
     std::cerr << "podprof-aggregator: " << creds.status().message() << "\n";
     return kExitConfig;
+  }
+  PODPROF_LOG(INFO) << security::DescribeTls(
+      *creds, {{"tls.allowed_agents", config->allowed_agents},
+               {"tls.allowed_operators", config->allowed_operators}});
+  if (creds->expires_soon) {
+    PODPROF_LOG(WARNING) << "the certificate expires within a week: " << creds->description;
   }
   if (config->tls.insecure) {
     PODPROF_LOG(WARNING) << "insecure = true: plaintext gRPC, no client certificates, anyone who "
                             "reaches "
                          << config->listen << " may register agents and start captures";
   }
-  RealClock clock;
   ServiceNotifier notifier;
   absl::StatusOr<std::unique_ptr<storage::Store>> store = OpenStore(config->db);
   if (!store.ok()) {

@@ -11,7 +11,7 @@ packages=(
   # Status/StatusOr and friends (the Abseil that gRPC links).
   libabsl-dev
   # Storage, compression, HTTP, service integration.
-  libsqlite3-dev libzstd-dev zlib1g-dev libboost-dev libsystemd-dev
+  libssl-dev libsqlite3-dev libzstd-dev zlib1g-dev libboost-dev libsystemd-dev
   # Config, CLI, JSON, logging.
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libspdlog-dev
   # Tests and benchmarks.

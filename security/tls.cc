@@ -5,12 +5,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/file_util.h"
+#include "security/certificate_check.h"
 
 namespace podprof::security {
 namespace {
 
 absl::StatusOr<std::string> ReadPem(const std::string& configured, const char* credential,
-                                    const char* key) {
+                                    const char* key, std::string* path_read) {
   std::string path = configured;
   if (path.empty()) {
     const char* dir = std::getenv("CREDENTIALS_DIRECTORY");
@@ -21,6 +22,7 @@ absl::StatusOr<std::string> ReadPem(const std::string& configured, const char* c
     }
     path = absl::StrCat(dir, "/", credential);
   }
+  *path_read = path;
   absl::StatusOr<std::string> pem = ReadFile(path);
   if (!pem.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(key, ": ", pem.status().message()));
@@ -35,11 +37,11 @@ absl::StatusOr<std::string> ReadPem(const std::string& configured, const char* c
 
 absl::StatusOr<TlsMaterial> LoadTlsMaterial(const TlsConfig& config) {
   TlsMaterial m;
-  absl::StatusOr<std::string> cert = ReadPem(config.cert, "tls.crt", "tls.cert");
+  absl::StatusOr<std::string> cert = ReadPem(config.cert, "tls.crt", "tls.cert", &m.cert_path);
   if (!cert.ok()) return cert.status();
-  absl::StatusOr<std::string> key = ReadPem(config.key, "tls.key", "tls.key");
+  absl::StatusOr<std::string> key = ReadPem(config.key, "tls.key", "tls.key", &m.key_path);
   if (!key.ok()) return key.status();
-  absl::StatusOr<std::string> ca = ReadPem(config.ca, "ca.crt", "tls.ca");
+  absl::StatusOr<std::string> ca = ReadPem(config.ca, "ca.crt", "tls.ca", &m.ca_path);
   if (!ca.ok()) return ca.status();
   m.cert = *std::move(cert);
   m.key = *std::move(key);
@@ -67,13 +69,35 @@ std::shared_ptr<grpc::ChannelCredentials> ChannelFrom(const TlsMaterial& m) {
 
 }  // namespace
 
-absl::StatusOr<Credentials> DaemonCredentials(const TlsConfig& config) {
+absl::StatusOr<Credentials> DaemonCredentials(const TlsConfig& config, int64_t now_ns) {
   if (config.insecure) {
-    return Credentials{grpc::InsecureServerCredentials(), grpc::InsecureChannelCredentials()};
+    Credentials c;
+    c.server = grpc::InsecureServerCredentials();
+    c.channel = grpc::InsecureChannelCredentials();
+    return c;
   }
   absl::StatusOr<TlsMaterial> m = LoadTlsMaterial(config);
   if (!m.ok()) return m.status();
-  return Credentials{ServerFrom(*m), ChannelFrom(*m)};
+  // gRPC would take bad material and fail later, at each handshake, saying less.
+  absl::StatusOr<CertificateSummary> checked = CheckTlsMaterial(*m, now_ns);
+  if (!checked.ok()) return checked.status();
+  Credentials c;
+  c.server = ServerFrom(*m);
+  c.channel = ChannelFrom(*m);
+  c.description = checked->Describe();
+  c.expires_soon = checked->expires_soon;
+  return c;
+}
+
+std::string DescribeTls(const Credentials& credentials, const AllowLists& roles) {
+  if (credentials.description.empty()) return "TLS off: plaintext gRPC (insecure = true)";
+  std::string line = absl::StrCat("mutual TLS, ", credentials.description);
+  for (const auto& [key, identities] : roles) {
+    absl::StrAppend(
+        &line, "; ", key, ": ",
+        identities.empty() ? "any certificate of the CA" : absl::StrJoin(identities, ", "));
+  }
+  return line;
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(

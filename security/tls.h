@@ -10,8 +10,10 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -26,9 +28,10 @@ struct TlsConfig {
   std::string cert, key, ca;
 };
 
-// The PEM material a TlsConfig names, read once.
+// The PEM material a TlsConfig names, read once, and the files it came from (for messages).
 struct TlsMaterial {
   std::string cert, key, ca;
+  std::string cert_path, key_path, ca_path;
 };
 
 // Reads the files; errors name the file and the config key. InvalidArgument when TLS is on
@@ -39,9 +42,20 @@ absl::StatusOr<TlsMaterial> LoadTlsMaterial(const TlsConfig& config);
 struct Credentials {
   std::shared_ptr<grpc::ServerCredentials> server;
   std::shared_ptr<grpc::ChannelCredentials> channel;
+  // The certificate as checked at load (certificate_check.h): its identity, CA and validity,
+  // for the start-up log line; empty for plaintext. `expires_soon` asks for a warning.
+  std::string description;
+  bool expires_soon = false;
 };
-// Reads the TLS material once and makes both (or insecure ones).
-absl::StatusOr<Credentials> DaemonCredentials(const TlsConfig& config);
+// Reads the TLS material once, checks it as of `now_ns` (CheckTlsMaterial: the key is the
+// certificate's and not encrypted, the certificate is valid and chains to the CA bundle) and
+// makes both sides (or insecure ones). Errors name the config key, the file and the problem.
+absl::StatusOr<Credentials> DaemonCredentials(const TlsConfig& config, int64_t now_ns);
+
+// The line a daemon logs at start-up: the TLS mode, its certificate's identity, CA and validity,
+// and each role's allow list as `key: a, b` (or "any certificate of the CA" when empty).
+using AllowLists = std::vector<std::pair<std::string, std::vector<std::string>>>;
+std::string DescribeTls(const Credentials& credentials, const AllowLists& roles);
 
 // Channel credentials presenting our certificate and verifying the server's (or insecure).
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(

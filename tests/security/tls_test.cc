@@ -16,10 +16,12 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "proto/podprof_agent.grpc.pb.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
+#include "security/certificate_check.h"
 #include "tests/cli/run_podprof.h"
 #include "tests/util/child_process.h"
 
@@ -61,13 +63,14 @@ class TlsTest : public ::testing::Test {
         "-keyout " +
         P(name + ".key") + " -out " + P(name + ".crt") + " -subj /CN=" + name);
   }
-  static void MakeCert(const std::string& ca, const std::string& cn, const std::string& san) {
+  static void MakeCert(const std::string& ca, const std::string& cn, const std::string& san,
+                       int days = 2) {
     std::ofstream(P(cn + ".ext")) << "subjectAltName=" << san << "\n";
     Run("openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout " +
         P(cn + ".key") + " -out " + P(cn + ".csr") + " -subj /CN=" + cn);
     Run("openssl x509 -req -in " + P(cn + ".csr") + " -CA " + P(ca + ".crt") + " -CAkey " +
-        P(ca + ".key") + " -CAcreateserial -days 2 -out " + P(cn + ".crt") + " -extfile " +
-        P(cn + ".ext"));
+        P(ca + ".key") + " -CAcreateserial -days " + std::to_string(days) + " -out " +
+        P(cn + ".crt") + " -extfile " + P(cn + ".ext"));
   }
   static std::string TlsFlags(const std::string& who, const std::string& ca = "ca") {
     return absl::StrCat(" --tls-cert ", P(who + ".crt"), " --tls-key ", P(who + ".key"),
@@ -252,6 +255,62 @@ TEST_F(TlsTest, AnAgentCannotTakeOverAnotherHost) {
       addr_ + TlsFlags("ops-alice"));
   ASSERT_EQ(cap.exit_code, 0) << cap.err;
   EXPECT_EQ(nlohmann::json::parse(cap.out)["state"], "complete");
+}
+
+TEST_F(TlsTest, EachBadCredentialIsNamedAtLoad) {
+  // The clock is a parameter, so validity is tried at instants around the 2-day certificates.
+  const int64_t now = RealClock().NowNs();
+  constexpr int64_t kDayNs = int64_t{86400} * 1'000'000'000;
+  auto material = [&](const std::string& cert, const std::string& key, const std::string& ca) {
+    security::TlsMaterial m;
+    m.cert = ReadTestFile(P(cert)), m.key = ReadTestFile(P(key)), m.ca = ReadTestFile(P(ca));
+    m.cert_path = P(cert), m.key_path = P(key), m.ca_path = P(ca);
+    return m;
+  };
+  auto error_of = [&](const security::TlsMaterial& m, int64_t at_ns) {
+    absl::StatusOr<security::CertificateSummary> s = security::CheckTlsMaterial(m, at_ns);
+    return s.ok() ? std::string("OK") : std::string(s.status().message());
+  };
+  absl::StatusOr<security::CertificateSummary> good =
+      security::CheckTlsMaterial(material("agent-0.crt", "agent-0.key", "ca.crt"), now);
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_EQ(good->names, (std::vector<std::string>{"agent-0", "localhost", "127.0.0.1"}));
+  EXPECT_TRUE(absl::StrContains(good->issuer, "CN=ca")) << good->issuer;
+  EXPECT_TRUE(good->expires_soon);  // two days left: the daemon warns
+  MakeCert("ca", "long-lived", "DNS:long-lived", 30);
+  absl::StatusOr<security::CertificateSummary> later =
+      security::CheckTlsMaterial(material("long-lived.crt", "long-lived.key", "ca.crt"), now);
+  ASSERT_TRUE(later.ok()) << later.status();
+  EXPECT_FALSE(later->expires_soon);
+
+  Run("openssl pkey -in " + P("agent-0.key") + " -aes256 -passout pass:secret -out " +
+      P("encrypted.key"));
+  const std::vector<std::pair<security::TlsMaterial, std::string>> bad = {
+      {material("agent-0.crt", "agent-1.key", "ca.crt"), "is not the key of the certificate in"},
+      {material("agent-0.crt", "encrypted.key", "ca.crt"), "is encrypted"},
+      {material("intruder.crt", "intruder.key", "ca.crt"),
+       "does not chain to the CA bundle in tls.ca"},
+      {material("agent-0.crt", "agent-0.key", "agent-0.crt"), "does not chain"},
+      {material("agent-0.key", "agent-0.key", "ca.crt"), "holds no certificate"}};
+  for (const auto& [m, want] : bad) {
+    const std::string got = error_of(m, now);
+    EXPECT_TRUE(absl::StrContains(got, want)) << got << " (want: " << want << ")";
+  }
+  const std::string expired =
+      error_of(material("agent-0.crt", "agent-0.key", "ca.crt"), now + 3 * kDayNs);
+  EXPECT_TRUE(absl::StrContains(expired, "expired at")) << expired;
+  EXPECT_TRUE(absl::StrContains(expired, P("agent-0.crt"))) << expired;
+
+  // A daemon given a key that is not its certificate's says so and exits 2; it never aborts.
+  std::ofstream(P("mismatch.toml"))
+      << "listen = \"127.0.0.1:0\"\n[tls]\ncert = \"" << P("aggregator.crt") << "\"\nkey = \""
+      << P("agent-0.key") << "\"\nca = \"" << P("ca.crt") << "\"\n";
+  ChildProcess agg({std::string(PODPROF_BIN_DIR) + "/podprof-aggregator",
+                    "--config=" + P("mismatch.toml"), "--db=" + P("mismatch.db")},
+                   "");
+  int status = agg.Wait();
+  ASSERT_TRUE(WIFEXITED(status)) << "signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 2);
 }
 
 TEST_F(TlsTest, NoTlsMaterialAndNoInsecureIsRefusedAtStart) {

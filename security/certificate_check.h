@@ -1,0 +1,41 @@
+// A daemon's own TLS material checked before it serves, so that a bad file is a clear error at
+// start-up rather than a handshake that fails later for every peer (or a server that does not
+// start and says only "cannot listen"). Uses OpenSSL, which gRPC itself uses on Debian.
+#ifndef PODPROF_SECURITY_CERTIFICATE_CHECK_H_
+#define PODPROF_SECURITY_CERTIFICATE_CHECK_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "security/tls.h"
+
+namespace podprof::security {
+
+// What the daemon's certificate says of it.
+struct CertificateSummary {
+  std::string common_name;
+  // The names peers know it by: CN, then the DNS and IP subject alternative names.
+  std::vector<std::string> names;
+  // The subject of the CA that signed it.
+  std::string issuer;
+  int64_t not_after_ns = 0;
+  // It expires within kExpiryWarningNs of the check.
+  bool expires_soon = false;
+
+  // "identity agent-0 (agent-0, localhost, 127.0.0.1), CA CN=ca, valid until 2026-12-03T..."
+  std::string Describe() const;
+};
+
+inline constexpr int64_t kExpiryWarningNs = int64_t{7} * 24 * 3600 * 1'000'000'000;
+
+// Checks `material` as of `now_ns` (ns since the Unix epoch): the certificate and the CA bundle
+// parse, the key is not encrypted and belongs to the certificate, the certificate is valid now
+// and chains to the bundle. Errors (InvalidArgument) name the config key and the file and say
+// what is wrong, as OpenSSL explains it where it does.
+absl::StatusOr<CertificateSummary> CheckTlsMaterial(const TlsMaterial& material, int64_t now_ns);
+
+}  // namespace podprof::security
+
+#endif  // PODPROF_SECURITY_CERTIFICATE_CHECK_H_
