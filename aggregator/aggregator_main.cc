@@ -209,8 +209,8 @@ int AggregatorMain(int argc, char** argv) {
   registry.SetAgentHosts(config->agent_hosts);
   Orchestrator orchestrator(&registry, store->get(), clock, OrchestratorLimitsFrom(*config));
   AccessControl access;
-  access.agents.identities = config->allowed_agents;
-  access.operators.identities = config->allowed_operators;
+  access.agents = {config->allowed_agents, "tls.allowed_agents"};
+  access.operators = {config->allowed_operators, "tls.allowed_operators"};
   AggregatorService service(store->get(), &registry, &orchestrator, &clock, limits, access);
   auto prober = std::make_unique<Prober>(registry, clock);
   int port = 0;

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "absl/strings/cord.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cli/format.h"
 
@@ -15,8 +16,28 @@ constexpr int kMaxResponseBytes = 256 << 20;
 
 }  // namespace
 
+std::string AggregatorClient::HandshakeHint(const std::string& detail) const {
+  // A TLS server closes a plaintext connection, and one whose certificate it refuses, without
+  // an answer gRPC could read: the socket just closes. gRPC does not say more, so say what the
+  // two usual causes are.
+  const bool closed = absl::StrContains(detail, "Socket closed") ||
+                      absl::StrContains(detail, "Connection reset") ||
+                      absl::StrContains(detail, "Handshake") || absl::StrContains(detail, "SSL");
+  if (!closed) return "";
+  if (!tls_) {
+    return " (the connection closed at once: this aggregator likely requires TLS; give "
+           "--tls-cert, --tls-key and --tls-ca)";
+  }
+  return " (the TLS handshake failed: the aggregator refused this certificate (expired, from "
+         "another CA, or not for client use), or its own certificate does not chain to --tls-ca "
+         "or name the address dialled)";
+}
+
 AggregatorClient::AggregatorClient(const AggregatorTarget& target, Clock& clock)
-    : address_(target.address), timeout_ns_(target.timeout_ns), clock_(clock) {
+    : address_(target.address),
+      timeout_ns_(target.timeout_ns),
+      tls_(target.credentials != nullptr),
+      clock_(clock) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxResponseBytes);
   channel_ = grpc::CreateCustomChannel(
@@ -48,8 +69,8 @@ absl::Status AggregatorClient::Check(const grpc::Status& status) {
     if (code == absl::StatusCode::kDeadlineExceeded) {
       detail = absl::StrCat("no connection within ", timeout);
     }
-    absl::Status s =
-        absl::UnavailableError(absl::StrCat("aggregator at ", address_, " unreachable: ", detail));
+    absl::Status s = absl::UnavailableError(
+        absl::StrCat("aggregator at ", address_, " unreachable: ", detail, HandshakeHint(detail)));
     s.SetPayload(kUnreachablePayload, absl::Cord("1"));
     return s;
   }

@@ -51,7 +51,9 @@ class AggregatorClient {
 
   // Returns OK for OK. Otherwise a Status with the same code and a one-line message: for a
   // connection that failed (UNAVAILABLE, or DEADLINE_EXCEEDED before any connection)
-  // "aggregator at ADDR unreachable: <detail>"; for a call that outlived its deadline
+  // "aggregator at ADDR unreachable: <detail>", with a hint when the connection closed during
+  // the TLS handshake (plaintext to a TLS aggregator, or a certificate it refused); for a call
+  // that outlived its deadline
   // "aggregator at ADDR did not answer within <timeout>"; else the aggregator's own message.
   absl::Status Check(const grpc::Status& status);
 
@@ -67,8 +69,12 @@ class AggregatorClient {
   }
 
  private:
+  // Why a connection that closed at the handshake may have closed, or "".
+  std::string HandshakeHint(const std::string& detail) const;
+
   const std::string address_;
   const int64_t timeout_ns_;
+  const bool tls_;
   Clock& clock_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Aggregator::StubInterface> stub_;

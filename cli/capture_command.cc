@@ -56,7 +56,7 @@ class CaptureCommand : public AggregatorCommand {
         "  podprof capture --hosts tpu-0,tpu-1 --delay 30s --label run=baseline\n"
         "  podprof capture --selector slice=s1 --format json > capture.json\n"
         "Exit status: 0 complete, 1 partial (some hosts failed) or failed, 2 bad usage, 3 "
-        "aggregator unreachable.");
+        "aggregator unreachable, 4 not allowed.");
   }
 
  protected:

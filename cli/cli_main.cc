@@ -32,6 +32,7 @@ void AddGlobalFlags(CLI::App& app, CliContext& context) {
   app.add_option("--aggregator", context.target.address,
                  "Aggregator address for every subcommand, host:port")
       ->envname("PODPROF_AGGREGATOR");
+  AddTlsFlags(&app, context.tls);
   app.add_option("--format", context.format, "Output format for every subcommand: table, json, csv")
       ->transform(CLI::CheckedTransformer(
           std::map<std::string, OutputFormat>{{"table", OutputFormat::kTable},

@@ -101,6 +101,7 @@ CLI::Validator PositiveDuration() {
 int Fail(std::ostream& err, const char* command, const absl::Status& status, int exit_code) {
   err << "podprof " << command << ": " << status.message() << "\n";
   if (status.GetPayload(kUnreachablePayload).has_value()) return kExitUnreachable;
+  if (status.code() == absl::StatusCode::kPermissionDenied) return kExitDenied;
   return exit_code;
 }
 

@@ -99,7 +99,8 @@ void AddStartRangeFlags(CLI::App* cmd, StartRange& range, const char* since_exam
 CLI::Validator PositiveDuration();
 
 // Prints the one-line error of `podprof <command>` and returns `exit_code`, or
-// kExitUnreachable when the aggregator could not be reached (AggregatorClient::Check).
+// kExitUnreachable when the aggregator could not be reached (AggregatorClient::Check), or
+// kExitDenied when it refused the caller.
 int Fail(std::ostream& err, const char* command, const absl::Status& status, int exit_code);
 
 }  // namespace podprof::cli

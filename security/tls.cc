@@ -1,5 +1,6 @@
 #include "security/tls.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
@@ -114,7 +115,9 @@ std::vector<std::string> PeerIdentities(const grpc::ServerContext& context) {
   if (auth == nullptr || !auth->IsPeerAuthenticated()) return out;
   for (const char* prop : {"x509_common_name", "x509_subject_alternative_name"}) {
     for (const grpc::string_ref& v : auth->FindPropertyValues(prop)) {
-      out.emplace_back(v.data(), v.size());
+      std::string name(v.data(), v.size());
+      // A certificate often repeats its CN as a SAN; print and match each name once.
+      if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(std::move(name));
     }
   }
   return out;
@@ -130,7 +133,7 @@ absl::Status RoleAcl::Check(const grpc::ServerContext& context, const std::strin
   }
   return absl::PermissionDeniedError(absl::StrCat(
       "caller ", peer.empty() ? std::string("without a certificate") : absl::StrJoin(peer, "/"),
-      " may not act as ", role));
+      " may not act as ", role, setting.empty() ? "" : absl::StrCat(" (not in ", setting, ")")));
 }
 
 }  // namespace podprof::security

@@ -62,12 +62,14 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(
     const TlsConfig& config);
 
 // The verified identities of the caller: its certificate's common name and subject alternative
-// names. Empty for a plaintext connection.
+// names, each once. Empty for a plaintext connection.
 std::vector<std::string> PeerIdentities(const grpc::ServerContext& context);
 
 // A role's allowed identities. Empty allows every caller that passed the TLS handshake.
 struct RoleAcl {
   std::vector<std::string> identities;
+  // The configuration key that lists them ("tls.allowed_operators"), named in refusals.
+  std::string setting;
   // OK, or PermissionDenied naming the caller's identities and the role.
   absl::Status Check(const grpc::ServerContext& context, const std::string& role) const;
 };

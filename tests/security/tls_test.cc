@@ -161,17 +161,24 @@ TEST_F(TlsTest, OnlyCertifiedCallersInTheirRoles) {
   EXPECT_EQ(list.exit_code, 0) << list.err;
   PodprofResult denied =
       RunPodprof("capture --duration 300ms --aggregator " + addr_ + TlsFlags("viewer-bob"));
-  EXPECT_EQ(denied.exit_code, 2) << denied.err;
-  EXPECT_TRUE(absl::StrContains(denied.err, "viewer-bob")) << denied.err;
-  EXPECT_TRUE(absl::StrContains(denied.err, "may not act as an operator")) << denied.err;
+  EXPECT_EQ(denied.exit_code, 4) << denied.err;  // not allowed: its own exit status
+  EXPECT_TRUE(absl::StrContains(denied.err,
+                                "caller viewer-bob may not act as an operator (not "
+                                "in tls.allowed_operators)"))
+      << denied.err;
 
   // Plaintext, and a certificate from another CA (even with the operator's name), fail the
   // handshake.
   PodprofResult plain = RunPodprof("captures --timeout 5s --aggregator " + addr_);
   EXPECT_EQ(plain.exit_code, 3) << plain.err;
+  EXPECT_TRUE(absl::StrContains(plain.err, "this aggregator likely requires TLS")) << plain.err;
   PodprofResult intruder =
       RunPodprof("capture --timeout 5s --aggregator " + addr_ + TlsFlags("intruder", "ca"));
   EXPECT_EQ(intruder.exit_code, 3) << intruder.err;
+  EXPECT_TRUE(absl::StrContains(intruder.err, "the TLS handshake failed")) << intruder.err;
+  // The TLS flags may also come first, like --aggregator.
+  PodprofResult first = RunPodprof(TlsFlags("viewer-bob") + " captures --aggregator " + addr_);
+  EXPECT_EQ(first.exit_code, 0) << first.err;
 
   // TLS without a client certificate: refused too.
   grpc::SslCredentialsOptions no_cert;
