@@ -5,6 +5,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include <algorithm>
 #include <ctime>
 #include <memory>
 
@@ -65,13 +66,18 @@ void AddNames(const X509* cert, CertificateSummary* s) {
       static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr)));
   for (int i = 0; sans != nullptr && i < sk_GENERAL_NAME_num(sans.get()); ++i) {
     const GENERAL_NAME* n = sk_GENERAL_NAME_value(sans.get(), i);
+    std::string name;
     if (n->type == GEN_DNS) {
       const ASN1_STRING* dns = n->d.dNSName;
-      s->names.emplace_back(reinterpret_cast<const char*>(ASN1_STRING_get0_data(dns)),
-                            ASN1_STRING_length(dns));
+      name.assign(reinterpret_cast<const char*>(ASN1_STRING_get0_data(dns)),
+                  ASN1_STRING_length(dns));
     } else if (n->type == GEN_IPADD && ASN1_STRING_length(n->d.iPAddress) == 4) {
       const unsigned char* ip = ASN1_STRING_get0_data(n->d.iPAddress);
-      s->names.push_back(absl::StrCat(ip[0], ".", ip[1], ".", ip[2], ".", ip[3]));
+      name = absl::StrCat(ip[0], ".", ip[1], ".", ip[2], ".", ip[3]);
+    }
+    // The CN is often repeated as a SAN: each name once.
+    if (!name.empty() && std::find(s->names.begin(), s->names.end(), name) == s->names.end()) {
+      s->names.push_back(std::move(name));
     }
   }
 }
@@ -152,6 +158,14 @@ absl::StatusOr<CertificateSummary> CheckTlsMaterial(const TlsMaterial& m, int64_
     return absl::InvalidArgumentError(absl::StrCat(where, " is not valid yet"));
   }
   if (absl::Status chain = CheckChain(m, cert.get(), now_ns); !chain.ok()) return chain;
+  // A daemon serves and dials with this one certificate: peers check both uses.
+  if (X509_check_purpose(cert.get(), X509_PURPOSE_SSL_SERVER, 0) != 1 ||
+      X509_check_purpose(cert.get(), X509_PURPOSE_SSL_CLIENT, 0) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where,
+        " is not for both TLS server and client use (extended key usage serverAuth and "
+        "clientAuth): a podprof daemon serves and dials with one certificate"));
+  }
   s.expires_soon = s.not_after_ns - now_ns < kExpiryWarningNs;
   return s;
 }

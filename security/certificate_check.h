@@ -31,8 +31,9 @@ struct CertificateSummary {
 inline constexpr int64_t kExpiryWarningNs = int64_t{7} * 24 * 3600 * 1'000'000'000;
 
 // Checks `material` as of `now_ns` (ns since the Unix epoch): the certificate and the CA bundle
-// parse, the key is not encrypted and belongs to the certificate, the certificate is valid now
-// and chains to the bundle. Errors (InvalidArgument) name the config key and the file and say
+// parse, the key is not encrypted and belongs to the certificate, the certificate is valid now,
+// chains to the bundle, and may serve and dial (serverAuth and clientAuth where it limits its
+// extended key usage). Errors (InvalidArgument) name the config key and the file and say
 // what is wrong, as OpenSSL explains it where it does.
 absl::StatusOr<CertificateSummary> CheckTlsMaterial(const TlsMaterial& material, int64_t now_ns);
 

@@ -28,6 +28,8 @@
 namespace podprof {
 namespace {
 
+const std::string kMakeCerts = std::string(PODPROF_SOURCE_DIR) + "/scripts/make-certs.sh";
+
 namespace fs = std::filesystem;
 using testing::ChildProcess;
 using testing::PodprofResult;
@@ -42,13 +44,13 @@ class TlsTest : public ::testing::Test {
     fs::create_directories(*dir_);
     MakeCa("ca");
     MakeCa("other-ca");
-    MakeCert("ca", "aggregator", "DNS:localhost,IP:127.0.0.1");
-    MakeCert("ca", "agent-0", "DNS:localhost,IP:127.0.0.1");
-    MakeCert("ca", "agent-1", "DNS:localhost,IP:127.0.0.1");
-    MakeCert("ca", "rogue-agent", "DNS:localhost,IP:127.0.0.1");
-    MakeCert("ca", "ops-alice", "DNS:ops-alice");
-    MakeCert("ca", "viewer-bob", "DNS:viewer-bob");
-    MakeCert("other-ca", "intruder", "DNS:ops-alice");  // claims the operator's name
+    MakeCert("ca", "aggregator", "aggregator", "localhost 127.0.0.1");
+    MakeCert("ca", "agent", "agent-0", "localhost 127.0.0.1");
+    MakeCert("ca", "agent", "agent-1", "localhost 127.0.0.1");
+    MakeCert("ca", "agent", "rogue-agent", "localhost 127.0.0.1");
+    MakeCert("ca", "operator", "ops-alice");
+    MakeCert("ca", "operator", "viewer-bob");
+    MakeCert("other-ca", "operator", "intruder", "ops-alice");  // claims the operator's name
   }
   static void TearDownTestSuite() {
     fs::remove_all(*dir_);
@@ -58,19 +60,14 @@ class TlsTest : public ::testing::Test {
   static void Run(const std::string& cmd) {
     ASSERT_EQ(std::system((cmd + " >/dev/null 2>&1").c_str()), 0) << cmd;
   }
+  // The certificates come from scripts/make-certs.sh, as a deployment's would.
   static void MakeCa(const std::string& name) {
-    Run("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 "
-        "-keyout " +
-        P(name + ".key") + " -out " + P(name + ".crt") + " -subj /CN=" + name);
+    Run(absl::StrCat(kMakeCerts, " --dir ", dir_->string(), " --ca ", name, " --days 2 ca"));
   }
-  static void MakeCert(const std::string& ca, const std::string& cn, const std::string& san,
-                       int days = 2) {
-    std::ofstream(P(cn + ".ext")) << "subjectAltName=" << san << "\n";
-    Run("openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout " +
-        P(cn + ".key") + " -out " + P(cn + ".csr") + " -subj /CN=" + cn);
-    Run("openssl x509 -req -in " + P(cn + ".csr") + " -CA " + P(ca + ".crt") + " -CAkey " +
-        P(ca + ".key") + " -CAcreateserial -days " + std::to_string(days) + " -out " +
-        P(cn + ".crt") + " -extfile " + P(cn + ".ext"));
+  static void MakeCert(const std::string& ca, const std::string& kind, const std::string& cn,
+                       const std::string& addresses = "", int days = 2) {
+    Run(absl::StrCat(kMakeCerts, " --dir ", dir_->string(), " --ca ", ca, " --days ", days, " ",
+                     kind, " ", cn, " ", addresses));
   }
   static std::string TlsFlags(const std::string& who, const std::string& ca = "ca") {
     return absl::StrCat(" --tls-cert ", P(who + ".crt"), " --tls-key ", P(who + ".key"),
@@ -284,7 +281,7 @@ TEST_F(TlsTest, EachBadCredentialIsNamedAtLoad) {
   EXPECT_EQ(good->names, (std::vector<std::string>{"agent-0", "localhost", "127.0.0.1"}));
   EXPECT_TRUE(absl::StrContains(good->issuer, "CN=ca")) << good->issuer;
   EXPECT_TRUE(good->expires_soon);  // two days left: the daemon warns
-  MakeCert("ca", "long-lived", "DNS:long-lived", 30);
+  MakeCert("ca", "agent", "long-lived", "", 30);
   absl::StatusOr<security::CertificateSummary> later =
       security::CheckTlsMaterial(material("long-lived.crt", "long-lived.key", "ca.crt"), now);
   ASSERT_TRUE(later.ok()) << later.status();
@@ -298,7 +295,9 @@ TEST_F(TlsTest, EachBadCredentialIsNamedAtLoad) {
       {material("intruder.crt", "intruder.key", "ca.crt"),
        "does not chain to the CA bundle in tls.ca"},
       {material("agent-0.crt", "agent-0.key", "agent-0.crt"), "does not chain"},
-      {material("agent-0.key", "agent-0.key", "ca.crt"), "holds no certificate"}};
+      {material("agent-0.key", "agent-0.key", "ca.crt"), "holds no certificate"},
+      {material("ops-alice.crt", "ops-alice.key", "ca.crt"),
+       "is not for both TLS server and client use"}};
   for (const auto& [m, want] : bad) {
     const std::string got = error_of(m, now);
     EXPECT_TRUE(absl::StrContains(got, want)) << got << " (want: " << want << ")";
