@@ -5,9 +5,11 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
 #include "cli/agents_command.h"
 #include "cli/capture_command.h"
 #include "cli/captures_command.h"
+#include "cli/cli_profile.h"
 #include "cli/command.h"
 #include "cli/demo_command.h"
 #include "cli/diff_command.h"
@@ -26,7 +28,11 @@ namespace {
 
 // Flags that may come before the subcommand ("podprof --aggregator h:7100 captures"); they
 // bind the same context as the subcommands' own.
-void AddGlobalFlags(CLI::App& app, CliContext& context) {
+void AddGlobalFlags(CLI::App& app, CliContext& context, std::string& profile) {
+  // Read before the parse (ProfileName); declared so that the parse accepts it.
+  app.add_option("--profile", profile,
+                 "Use [profiles.NAME] of the CLI's configuration file (or $PODPROF_PROFILE): "
+                 "aggregator, TLS files, format and timeout");
   app.add_flag("--no-color", context.no_color,
                "No colors in tables and the live display (also NO_COLOR)");
   app.add_option("--aggregator", context.target.address,
@@ -50,12 +56,22 @@ int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
   app.require_subcommand(1);
   // Global flags may come before or after the subcommand.
   app.fallthrough();
-  app.footer(
-      "Start with `podprof demo`: a simulated 4-host pod on this machine, captured once.\n"
-      "Every command has --help with examples.");
   RealClock clock;
   CliContext context(clock);
-  AddGlobalFlags(app, context);
+  // The configuration file's values are where the parse starts: flags and environment
+  // variables override them.
+  const std::string config_path = CliConfigPath();
+  std::string profile = ProfileName(argc, argv);
+  if (absl::Status s = ApplyCliProfile(config_path, profile, context); !s.ok()) {
+    err << "podprof: " << s.message() << "\n";
+    return kExitUsage;
+  }
+  AddGlobalFlags(app, context, profile);
+  app.footer(absl::StrCat(
+      "Start with `podprof demo`: a simulated 4-host pod on this machine, captured once.\n"
+      "Every command has --help with examples. Defaults for the aggregator, TLS files and format "
+      "come from ",
+      config_path.empty() ? "$PODPROF_CLI_CONFIG" : config_path, " when it exists."));
 
   std::vector<std::unique_ptr<Command>> commands;
   commands.push_back(AddInspectCommand(app, context));

@@ -927,6 +927,35 @@ TEST(AggregatorCliTest, EverySubcommandHasHelpWithExamples) {
   }
 }
 
+TEST_F(AggregatorCommandsTest, AProfileGivesTheAggregatorAndFormatAndFlagsOverrideIt) {
+  const std::string path = ::testing::TempDir() + "/cli_profile_" + std::to_string(getpid());
+  std::ofstream(path) << "aggregator = \"127.0.0.1:1\"\nformat = \"csv\"\ntimeout = \"5s\"\n"
+                      << "[profiles.here]\naggregator = \"" << address_ << "\"\n";
+  const std::string env = "PODPROF_CLI_CONFIG=" + path;
+  // The defaults point nowhere...
+  PodprofResult defaults = RunPodprof("captures", env);
+  EXPECT_EQ(defaults.exit_code, 3) << defaults.err;
+  EXPECT_TRUE(absl::StrContains(defaults.err, "127.0.0.1:1")) << defaults.err;
+  // ...the profile to the aggregator, and the format still comes from the file.
+  PodprofResult profile = RunPodprof("--profile here captures", env);
+  ASSERT_EQ(profile.exit_code, 0) << profile.err;
+  EXPECT_EQ(Lines(profile.out)[0], kCapturesCsvHeader);
+  PodprofResult from_env = RunPodprof("captures", env + " PODPROF_PROFILE=here");
+  EXPECT_EQ(from_env.exit_code, 0) << from_env.err;
+  // A flag wins over both.
+  PodprofResult flag = RunPodprof("captures --aggregator " + address_ + " --format json", env);
+  ASSERT_EQ(flag.exit_code, 0) << flag.err;
+  EXPECT_TRUE(nlohmann::json::parse(flag.out).is_array());
+  // An unknown profile or key is a usage error naming the file.
+  PodprofResult unknown = RunPodprof("--profile elsewhere captures", env);
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(unknown.err, "no [profiles.elsewhere]")) << unknown.err;
+  std::ofstream(path) << "aggregatr = \"x\"\n";
+  PodprofResult typo = RunPodprof("captures", env);
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(typo.err, path + ": unknown key 'aggregatr'")) << typo.err;
+}
+
 TEST(AggregatorCliTest, AggregatorAddressFromTheEnvironment) {
   PodprofResult r = RunPodprof("captures --timeout 5s", "PODPROF_AGGREGATOR=127.0.0.1:1");
   EXPECT_EQ(r.exit_code, 3) << r.err;

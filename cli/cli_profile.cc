@@ -1,0 +1,111 @@
+#include "cli/cli_profile.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "common/clock.h"
+#include "common/config.h"
+#include "common/status_macros.h"
+
+namespace podprof::cli {
+namespace {
+
+// The keys of the defaults and of each profile.
+const char* const kKeys[] = {"aggregator", "format", "timeout", "tls_cert", "tls_key", "tls_ca"};
+
+absl::Status Set(const std::string& file, const std::string& key, const std::string& value,
+                 CliContext& context) {
+  if (key == "aggregator") {
+    context.target.address = value;
+  } else if (key == "tls_cert") {
+    context.tls.cert = value;
+  } else if (key == "tls_key") {
+    context.tls.key = value;
+  } else if (key == "tls_ca") {
+    context.tls.ca = value;
+  } else if (key == "format") {
+    static const std::map<std::string, OutputFormat> kFormats = {{"table", OutputFormat::kTable},
+                                                                 {"json", OutputFormat::kJson},
+                                                                 {"csv", OutputFormat::kCsv}};
+    auto it = kFormats.find(value);
+    if (it == kFormats.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(file, ": ", key, " = \"", value, "\": use table, json or csv"));
+    }
+    context.format = it->second;
+  } else if (key == "timeout") {
+    absl::StatusOr<int64_t> ns = ParseDurationNs(value);
+    if (!ns.ok() || *ns <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(file, ": ", key, " = \"", value, "\": want a positive duration, e.g. 30s"));
+    }
+    context.target.timeout_ns = *ns;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file, ": unknown key '", key,
+                     "' (aggregator, format, timeout, tls_cert, tls_key, tls_ca)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string CliConfigPath() {
+  if (const char* p = std::getenv("PODPROF_CLI_CONFIG"); p != nullptr && *p != '\0') return p;
+  if (const char* x = std::getenv("XDG_CONFIG_HOME"); x != nullptr && *x != '\0') {
+    return absl::StrCat(x, "/podprof/cli.toml");
+  }
+  if (const char* h = std::getenv("HOME"); h != nullptr && *h != '\0') {
+    return absl::StrCat(h, "/.config/podprof/cli.toml");
+  }
+  return "";
+}
+
+std::string ProfileName(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const absl::string_view arg = argv[i];
+    if (arg == "--profile" && i + 1 < argc) return argv[i + 1];
+    if (absl::StartsWith(arg, "--profile=")) {
+      return std::string(absl::StripPrefix(arg, "--profile="));
+    }
+  }
+  const char* env = std::getenv("PODPROF_PROFILE");
+  return env != nullptr ? env : "";
+}
+
+absl::Status ApplyCliProfile(const std::string& path, const std::string& profile,
+                             CliContext& context) {
+  std::error_code ec;
+  if (path.empty() || !std::filesystem::exists(path, ec)) {
+    if (profile.empty()) return absl::OkStatus();
+    return absl::NotFoundError(absl::StrCat("profile \"", profile, "\" asked for, but ",
+                                            path.empty() ? "no configuration file" : path,
+                                            " does not exist"));
+  }
+  ASSIGN_OR_RETURN(ConfigFile file, ConfigFile::Load(path));
+  std::vector<std::string> known(std::begin(kKeys), std::end(kKeys));
+  known.push_back("profiles.*");
+  RETURN_IF_ERROR(file.CheckKnownKeys(known));
+  for (const char* key : kKeys) {
+    std::string value;
+    RETURN_IF_ERROR(file.GetString(key, &value));
+    if (!value.empty()) RETURN_IF_ERROR(Set(path, key, value, context));
+  }
+  if (profile.empty()) return absl::OkStatus();
+  std::map<std::string, std::string> keys;
+  RETURN_IF_ERROR(file.GetStringMap(absl::StrCat("profiles.", profile), &keys));
+  if (keys.empty()) {
+    return absl::NotFoundError(
+        absl::StrCat(path, ": no [profiles.", profile, "] (from --profile or $PODPROF_PROFILE)"));
+  }
+  for (const auto& [key, value] : keys) {
+    RETURN_IF_ERROR(Set(absl::StrCat(path, " [profiles.", profile, "]"), key, value, context));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace podprof::cli
