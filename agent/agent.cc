@@ -263,7 +263,9 @@ std::vector<podprof::v1::WorkloadEndpoint> Agent::CheckWorkload() {
 grpc::Status AgentService::Capture(grpc::ServerContext* context,
                                    const podprof::v1::CaptureRequest* request,
                                    grpc::ServerWriter<podprof::v1::CaptureChunk>* writer) {
-  if (absl::Status a = aggregators_.Check(*context, "the aggregator"); !a.ok()) return ToGrpc(a);
+  const security::RoleAcl aggregators{agent_->config().allowed_aggregators,
+                                      "tls.allowed_aggregators"};
+  if (absl::Status a = aggregators.Check(*context, "the aggregator"); !a.ok()) return ToGrpc(a);
   if (request->capture_id().empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "capture_id is empty");
   }

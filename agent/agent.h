@@ -81,10 +81,10 @@ class Agent {
 // podprof.v1.Agent. Handlers are thin; the work is in CaptureRunner.
 class AgentService final : public podprof::v1::Agent::Service {
  public:
-  // `aggregators`: identities allowed to start captures (empty: any caller that passed the TLS
-  // handshake).
-  explicit AgentService(Agent* agent, security::RoleAcl aggregators = {})
-      : agent_(agent), aggregators_(std::move(aggregators)) {}
+  // Who may start captures comes from the agent's configuration at each call
+  // (tls.allowed_aggregators; empty: any caller that passed the TLS handshake), so a reload
+  // changes it for the next call.
+  explicit AgentService(Agent* agent) : agent_(agent) {}
   grpc::Status Capture(grpc::ServerContext* context, const podprof::v1::CaptureRequest* request,
                        grpc::ServerWriter<podprof::v1::CaptureChunk>* writer) override;
   grpc::Status Ping(grpc::ServerContext* context, const podprof::v1::PingRequest* request,
@@ -94,7 +94,6 @@ class AgentService final : public podprof::v1::Agent::Service {
 
  private:
   Agent* const agent_;
-  const security::RoleAcl aggregators_;
 };
 
 // tensorflow.ProfilerService that forwards to the workload, so XProf's capture button or

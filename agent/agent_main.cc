@@ -210,8 +210,7 @@ int AgentMain(int argc, char** argv) {
   if (int stale = RemoveStaleCaptureDirs((*agent)->Limits().temp_dir); stale > 0) {
     PODPROF_LOG(INFO) << "removed " << stale << " capture directories left by a stopped agent";
   }
-  AgentService service(agent->get(),
-                       security::RoleAcl{config->allowed_aggregators, "tls.allowed_aggregators"});
+  AgentService service(agent->get());
   ProfilerProxy proxy(agent->get());
   security::TlsConfig tls{config->insecure, config->tls_cert, config->tls_key, config->tls_ca};
   absl::StatusOr<security::Credentials> creds = security::DaemonCredentials(tls, clock.NowNs());

@@ -180,6 +180,7 @@ std::vector<std::string> ApplyReloadable(const AgentConfig& from, AgentConfig* t
   apply("limits.workload_timeout", to->workload_timeout_ns, from.workload_timeout_ns);
   apply("heartbeat.interval", to->heartbeat_interval_ns, from.heartbeat_interval_ns);
   apply("heartbeat.max_backoff", to->heartbeat_max_backoff_ns, from.heartbeat_max_backoff_ns);
+  apply("tls.allowed_aggregators", to->allowed_aggregators, from.allowed_aggregators);
   return changed;
 }
 

@@ -225,12 +225,14 @@ int AggregatorMain(int argc, char** argv) {
     return absl::StrCat("listening on port ", port, "; database ", config->db);
   };
   hooks.health = [&] { return Healthy(**store, *self, clock, notifier.watchdog_ns() / 4); };
-  // Retention and the hosts given to agent identities are reloadable; the listen address and
-  // database need a restart.
+  // Retention, the allow lists and the hosts given to agent identities are reloadable; the
+  // listen address, database and certificates need a restart.
   hooks.reload = [&]() -> absl::StatusOr<std::string> {
     ASSIGN_OR_RETURN(AggregatorConfig fresh, BuildAggregatorConfig(flags));
     std::string summary = ChangedSummary(ApplyReloadable(fresh, &*config));
     registry.SetAgentHosts(config->agent_hosts);
+    service.SetAccess({{config->allowed_agents, "tls.allowed_agents"},
+                       {config->allowed_operators, "tls.allowed_operators"}});
     return summary;
   };
   hooks.tick = [&] { return RetentionTick(**store, *config, clock); };

@@ -156,6 +156,8 @@ std::vector<std::string> ApplyReloadable(const AggregatorConfig& from, Aggregato
         from.retention_keep_timelines_ns);
   apply("retention.interval", to->retention_interval_ns, from.retention_interval_ns);
   apply("tls.agent_hosts", to->agent_hosts, from.agent_hosts);
+  apply("tls.allowed_agents", to->allowed_agents, from.allowed_agents);
+  apply("tls.allowed_operators", to->allowed_operators, from.allowed_operators);
   return changed;
 }
 

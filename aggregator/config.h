@@ -82,8 +82,8 @@ absl::Status ValidateAggregatorConfig(const AggregatorConfig& config);
 // LoadAggregatorConfig's. Called at start and again on SIGHUP.
 absl::StatusOr<AggregatorConfig> BuildAggregatorConfig(const AggregatorFlags& flags);
 
-// Applies the keys that may change while running (SIGHUP): the [retention] keys and
-// tls.agent_hosts. The listen
+// Applies the keys that may change while running (SIGHUP): the [retention] keys, the allow
+// lists and tls.agent_hosts. The listen
 // address, database and the rest need a restart. Returns the names of the keys that changed.
 std::vector<std::string> ApplyReloadable(const AggregatorConfig& from, AggregatorConfig* to);
 

@@ -59,7 +59,7 @@ class Spool {
 grpc::Status AggregatorService::ImportXSpace(
     grpc::ServerContext* context, grpc::ServerReader<podprof::v1::ImportXSpaceChunk>* reader,
     podprof::v1::ImportXSpaceResponse* response) {
-  if (absl::Status a = access_.operators.Check(*context, "an operator"); !a.ok()) {
+  if (absl::Status a = Access()->operators.Check(*context, "an operator"); !a.ok()) {
     return ToGrpc(a);
   }
   std::string dir = limits_.spool_dir;

@@ -228,7 +228,7 @@ absl::StatusOr<std::vector<podprof::v1::KernelStats>> JudgedStats(
 grpc::Status AggregatorService::Register(grpc::ServerContext* context,
                                          const podprof::v1::RegisterRequest* req,
                                          podprof::v1::RegisterResponse* resp) {
-  if (absl::Status a = access_.agents.Check(*context, "an agent"); !a.ok()) return ToGrpc(a);
+  if (absl::Status a = Access()->agents.Check(*context, "an agent"); !a.ok()) return ToGrpc(a);
   if (req->host().host_name().empty() || req->host().agent_address().empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "a registration needs the host name and the agent's address");
@@ -247,7 +247,7 @@ grpc::Status AggregatorService::Register(grpc::ServerContext* context,
 grpc::Status AggregatorService::Heartbeat(grpc::ServerContext* context,
                                           const podprof::v1::HeartbeatRequest* req,
                                           podprof::v1::HeartbeatResponse* resp) {
-  if (absl::Status a = access_.agents.Check(*context, "an agent"); !a.ok()) return ToGrpc(a);
+  if (absl::Status a = Access()->agents.Check(*context, "an agent"); !a.ok()) return ToGrpc(a);
   absl::StatusOr<bool> known = registry_->Heartbeat(*req, security::PeerIdentities(*context));
   if (!known.ok()) {
     PODPROF_LOG(WARNING) << "refused a heartbeat for " << req->host_name() << " from "
@@ -272,7 +272,7 @@ grpc::Status AggregatorService::ListAgents(grpc::ServerContext*,
 grpc::Status AggregatorService::StartCapture(grpc::ServerContext* context,
                                              const podprof::v1::StartCaptureRequest* req,
                                              podprof::v1::StartCaptureResponse* resp) {
-  if (absl::Status a = access_.operators.Check(*context, "an operator"); !a.ok()) {
+  if (absl::Status a = Access()->operators.Check(*context, "an operator"); !a.ok()) {
     return ToGrpc(a);
   }
   absl::StatusOr<podprof::v1::StartCaptureResponse> r = orchestrator_->Start(*req);
@@ -293,7 +293,7 @@ grpc::Status AggregatorService::WatchCapture(
 grpc::Status AggregatorService::CancelCapture(grpc::ServerContext* context,
                                               const podprof::v1::CancelCaptureRequest* req,
                                               podprof::v1::CancelCaptureResponse* resp) {
-  if (absl::Status a = access_.operators.Check(*context, "an operator"); !a.ok()) {
+  if (absl::Status a = Access()->operators.Check(*context, "an operator"); !a.ok()) {
     return ToGrpc(a);
   }
   absl::StatusOr<podprof::v1::CaptureStatus> s = orchestrator_->Cancel(req->capture_id());

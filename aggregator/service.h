@@ -4,8 +4,11 @@
 #ifndef PODPROF_AGGREGATOR_SERVICE_H_
 #define PODPROF_AGGREGATOR_SERVICE_H_
 
+#include <memory>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "aggregator/orchestrator.h"
 #include "aggregator/registry.h"
 #include "common/clock.h"
@@ -39,7 +42,15 @@ class AggregatorService final : public podprof::v1::Aggregator::Service {
         orchestrator_(orchestrator),
         clock_(clock),
         limits_(std::move(limits)),
-        access_(std::move(access)) {}
+        access_(std::make_shared<const AccessControl>(std::move(access))) {}
+
+  // Replaces who may do what (a reload of tls.allowed_agents and tls.allowed_operators); calls
+  // already checked keep their answer.
+  void SetAccess(AccessControl access) {
+    auto fresh = std::make_shared<const AccessControl>(std::move(access));
+    absl::MutexLock lock(&access_mu_);
+    access_ = std::move(fresh);
+  }
 
   grpc::Status StartCapture(grpc::ServerContext* context,
                             const podprof::v1::StartCaptureRequest* request,
@@ -90,7 +101,13 @@ class AggregatorService final : public podprof::v1::Aggregator::Service {
   Orchestrator* const orchestrator_;
   Clock* const clock_;
   const ImportLimits limits_;
-  const AccessControl access_;
+  // Who may do what now: a call checks the lists it started with.
+  std::shared_ptr<const AccessControl> Access() const {
+    absl::MutexLock lock(&access_mu_);
+    return access_;
+  }
+  mutable absl::Mutex access_mu_;
+  std::shared_ptr<const AccessControl> access_ ABSL_GUARDED_BY(access_mu_);
 };
 
 // A stored row as the API's KernelStats (rates against the row's mean chip peaks).

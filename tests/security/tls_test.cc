@@ -4,6 +4,7 @@
 // asked to run without TLS material. What works: an agent and an operator with their
 // certificates, end to end.
 #include <grpcpp/grpcpp.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -75,12 +76,7 @@ class TlsTest : public ::testing::Test {
   }
 
   void StartAggregator(const std::string& allowed_agents = "\"agent-0\"") {
-    std::ofstream(P("aggregator.toml"))
-        << "listen = \"127.0.0.1:0\"\n"
-        << "[agents]\nheartbeat_interval = \"500ms\"\nprobe_interval = \"1s\"\n"
-        << "[tls]\ncert = \"" << P("aggregator.crt") << "\"\nkey = \"" << P("aggregator.key")
-        << "\"\nca = \"" << P("ca.crt") << "\"\nallowed_agents = [" << allowed_agents << "]\n"
-        << "allowed_operators = [\"ops-alice\"]\n";
+    WriteAggregatorConfig(allowed_agents, "\"ops-alice\"");
     fs::remove(P("agg.json"));
     aggregator_ = std::make_unique<ChildProcess>(
         std::vector<std::string>{std::string(PODPROF_BIN_DIR) + "/podprof-aggregator",
@@ -89,6 +85,15 @@ class TlsTest : public ::testing::Test {
         P("agg.json"));
     ASSERT_TRUE(aggregator_->ready());
     addr_ = absl::StrCat("127.0.0.1:", aggregator_->info()["port"].get<int>());
+  }
+  static void WriteAggregatorConfig(const std::string& allowed_agents,
+                                    const std::string& allowed_operators) {
+    std::ofstream(P("aggregator.toml"))
+        << "listen = \"127.0.0.1:0\"\n"
+        << "[agents]\nheartbeat_interval = \"500ms\"\nprobe_interval = \"1s\"\n"
+        << "[tls]\ncert = \"" << P("aggregator.crt") << "\"\nkey = \"" << P("aggregator.key")
+        << "\"\nca = \"" << P("ca.crt") << "\"\nallowed_agents = [" << allowed_agents << "]\n"
+        << "allowed_operators = [" << allowed_operators << "]\n";
   }
   // An agent with `identity`'s certificate, registering as `host` (default: its identity).
   std::unique_ptr<ChildProcess> StartAgent(const std::string& identity, int n,
@@ -317,6 +322,39 @@ TEST_F(TlsTest, EachBadCredentialIsNamedAtLoad) {
   int status = agg.Wait();
   ASSERT_TRUE(WIFEXITED(status)) << "signal " << WTERMSIG(status);
   EXPECT_EQ(WEXITSTATUS(status), 2);
+}
+
+TEST_F(TlsTest, AllowListsReloadOnSighup) {
+  StartAggregator();
+  grpc::SslCredentialsOptions bob;
+  bob.pem_root_certs = ReadTestFile(P("ca.crt"));
+  bob.pem_cert_chain = ReadTestFile(P("viewer-bob.crt"));
+  bob.pem_private_key = ReadTestFile(P("viewer-bob.key"));
+  auto stub = v1::Aggregator::NewStub(grpc::CreateChannel(addr_, grpc::SslCredentials(bob)));
+  auto cancel = [&] {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::CancelCaptureRequest req;
+    req.set_capture_id("cap-none");
+    v1::CancelCaptureResponse resp;
+    return stub->CancelCapture(&ctx, req, &resp);
+  };
+  grpc::Status before = cancel();
+  EXPECT_EQ(before.error_code(), grpc::StatusCode::PERMISSION_DENIED) << before.error_message();
+  EXPECT_TRUE(absl::StrContains(before.error_message(), "not in tls.allowed_operators"))
+      << before.error_message();
+
+  // viewer-bob becomes an operator: the file changes and SIGHUP reloads it, no restart.
+  WriteAggregatorConfig("\"agent-0\"", "\"ops-alice\", \"viewer-bob\"");
+  aggregator_->Signal(SIGHUP);
+  grpc::Status after;
+  for (int i = 0; i < 50; ++i) {
+    after = cancel();
+    if (after.error_code() != grpc::StatusCode::PERMISSION_DENIED) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  // Past the role check: the capture is unknown.
+  EXPECT_EQ(after.error_code(), grpc::StatusCode::NOT_FOUND) << after.error_message();
 }
 
 TEST_F(TlsTest, NoTlsMaterialAndNoInsecureIsRefusedAtStart) {
