@@ -51,8 +51,10 @@ void AddConfigFlags(CLI::App& app, AgentFlags* flags) {
                  "Workload profiler service (default localhost:9999)");
   app.add_option("--workload-metrics", flags->workload_metrics,
                  "Runtime metric service(s) (default localhost:8431; none to disable)");
-  app.add_option("--profiler-service-listen", flags->profiler_service_listen,
-                 "tensorflow.ProfilerService facade (default 0.0.0.0:7102; none to disable)");
+  app.add_option(
+      "--profiler-service-listen", flags->profiler_service_listen,
+      "tensorflow.ProfilerService facade for XProf (default 127.0.0.1:7102, loopback; none "
+      "to disable)");
   app.add_option("--host-name", flags->host_name, "Host name to report");
   app.add_option("--sysfs-root", flags->sysfs_root, "sysfs root for chip discovery");
   app.add_option("--temp-dir", flags->temp_dir, "Where private capture repositories go");

@@ -28,6 +28,15 @@ absl::Status CheckAddress(const std::string& key, const std::string& value, bool
   return absl::OkStatus();
 }
 
+// "none", in the file or a flag, turns metric sampling off (a workload without libtpu's
+// service) and the XProf facade off.
+void TurnOffWhatSaysNone(AgentConfig* c) {
+  if (c->workload_metrics.size() == 1 && c->workload_metrics[0] == "none") {
+    c->workload_metrics.clear();
+  }
+  if (c->profiler_service_listen == "none") c->profiler_service_listen.clear();
+}
+
 }  // namespace
 
 absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path) {
@@ -79,6 +88,7 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path) {
   RETURN_IF_ERROR(f.GetString("tls.ca", &c.tls_ca));
   RETURN_IF_ERROR(f.GetBool("insecure", &c.insecure));
   RETURN_IF_ERROR(f.GetStringList("tls.allowed_aggregators", &c.allowed_aggregators));
+  TurnOffWhatSaysNone(&c);
   absl::Status s = ValidateAgentConfig(c);
   if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
   return c;
@@ -102,11 +112,7 @@ absl::StatusOr<AgentConfig> BuildAgentConfig(const AgentFlags& flags) {
   if (flags.insecure) config.insecure = true;
   if (!flags.workload_profiler.empty()) config.workload_profiler = flags.workload_profiler;
   if (!flags.workload_metrics.empty()) config.workload_metrics = flags.workload_metrics;
-  // "none" turns metric sampling off (a workload without libtpu's service).
-  if (config.workload_metrics.size() == 1 && config.workload_metrics[0] == "none") {
-    config.workload_metrics.clear();
-  }
-  if (flags.profiler_service_listen == "none") config.profiler_service_listen.clear();
+  TurnOffWhatSaysNone(&config);
   if (!flags.counter_interval.empty()) {
     absl::StatusOr<int64_t> ns = ParseDurationNs(flags.counter_interval);
     if (!ns.ok()) {

@@ -99,6 +99,15 @@ job = "train"
   EXPECT_TRUE(c->profiler_service_listen.empty());
 }
 
+TEST(AgentConfigTest, NoneTurnsTheXprofFacadeOffInTheFileToo) {
+  AgentFlags flags;
+  flags.config = WriteConfig("facade-none.toml", "profiler_service_listen = \"none\"\n");
+  flags.config_given = true;
+  absl::StatusOr<AgentConfig> c = BuildAgentConfig(flags);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->profiler_service_listen.empty());
+}
+
 TEST(AgentConfigTest, BadFlagsAndAMissingNamedFileAreNamed) {
   AgentFlags flags;
   flags.config = ::testing::TempDir() + "/missing-agent.toml";
