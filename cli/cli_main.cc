@@ -39,13 +39,7 @@ void AddGlobalFlags(CLI::App& app, CliContext& context, std::string& profile) {
                  "Aggregator address for every subcommand, host:port")
       ->envname("PODPROF_AGGREGATOR");
   AddTlsFlags(&app, context.tls);
-  app.add_option("--format", context.format, "Output format for every subcommand: table, json, csv")
-      ->transform(CLI::CheckedTransformer(
-          std::map<std::string, OutputFormat>{{"table", OutputFormat::kTable},
-                                              {"json", OutputFormat::kJson},
-                                              {"csv", OutputFormat::kCsv}},
-          CLI::ignore_case))
-      ->option_text("table|json|csv");
+  AddFormatFlag(&app, context.format);
 }
 
 }  // namespace

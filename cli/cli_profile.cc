@@ -28,11 +28,8 @@ absl::Status Set(const std::string& file, const std::string& key, const std::str
   } else if (key == "tls_ca") {
     context.tls.ca = value;
   } else if (key == "format") {
-    static const std::map<std::string, OutputFormat> kFormats = {{"table", OutputFormat::kTable},
-                                                                 {"json", OutputFormat::kJson},
-                                                                 {"csv", OutputFormat::kCsv}};
-    auto it = kFormats.find(value);
-    if (it == kFormats.end()) {
+    auto it = OutputFormatsByName().find(value);
+    if (it == OutputFormatsByName().end()) {
       return absl::InvalidArgumentError(
           absl::StrCat(file, ": ", key, " = \"", value, "\": use table, json or csv"));
     }

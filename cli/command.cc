@@ -33,10 +33,8 @@ int AggregatorCommand::Failed(std::ostream& err, const absl::Status& status, int
 }
 
 void AddFormatFlag(CLI::App* cmd, OutputFormat& format) {
-  static const std::map<std::string, OutputFormat> kFormats = {
-      {"table", OutputFormat::kTable}, {"json", OutputFormat::kJson}, {"csv", OutputFormat::kCsv}};
   cmd->add_option("--format", format, "Output format: table, json or csv")
-      ->transform(CLI::CheckedTransformer(kFormats, CLI::ignore_case))
+      ->transform(CLI::CheckedTransformer(OutputFormatsByName(), CLI::ignore_case))
       ->option_text("table|json|csv");
 }
 

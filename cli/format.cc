@@ -34,6 +34,12 @@ std::string TruncateChars(absl::string_view s, size_t n) {
 
 }  // namespace
 
+const std::map<std::string, OutputFormat>& OutputFormatsByName() {
+  static const auto* const kFormats = new std::map<std::string, OutputFormat>{
+      {"table", OutputFormat::kTable}, {"json", OutputFormat::kJson}, {"csv", OutputFormat::kCsv}};
+  return *kFormats;
+}
+
 int DefaultTop(int top, OutputFormat format) {
   if (top >= 0) return top;
   return format == OutputFormat::kTable ? kDefaultTableRows : 0;

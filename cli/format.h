@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -17,6 +18,9 @@ namespace podprof::cli {
 
 // What a subcommand writes to stdout: an aligned table for people, JSON or CSV for scripts.
 enum class OutputFormat { kTable, kJson, kCsv };
+
+// The formats by the names flags and the CLI's configuration file use: table, json, csv.
+const std::map<std::string, OutputFormat>& OutputFormatsByName();
 
 // Rows a table shows when the user gave no --top; csv and json show all.
 inline constexpr int kDefaultTableRows = 25;
