@@ -31,6 +31,12 @@ bool Overlap(const Registry::Identities& a, const Registry::Identities& b) {
   return false;
 }
 
+// Whether a host registered by `owner` is another identity's than `caller`'s. Over plaintext
+// (no identities on either side) nobody owns a host.
+bool OwnedByAnother(const Registry::Identities& owner, const Registry::Identities& caller) {
+  return !caller.empty() && !owner.empty() && !Overlap(owner, caller);
+}
+
 std::string Who(const Registry::Identities& identities) { return absl::StrJoin(identities, "/"); }
 
 }  // namespace
@@ -49,7 +55,7 @@ absl::Status Registry::CheckOwner(const std::string& host, const Identities& cal
         "give it to this identity"));
   }
   auto it = agents_.find(host);
-  if (it != agents_.end() && !it->second.owner.empty() && !Overlap(it->second.owner, caller)) {
+  if (it != agents_.end() && OwnedByAnother(it->second.owner, caller)) {
     return absl::PermissionDeniedError(absl::StrCat("host ", host, " is registered by agent ",
                                                     Who(it->second.owner), "; agent ", Who(caller),
                                                     " may not take it over"));
@@ -98,7 +104,7 @@ absl::StatusOr<bool> Registry::Heartbeat(const podprof::v1::HeartbeatRequest& re
   absl::MutexLock lock(&mu_);
   auto it = agents_.find(req.host_name());
   if (it == agents_.end()) return false;
-  if (!caller.empty() && !it->second.owner.empty() && !Overlap(it->second.owner, caller)) {
+  if (OwnedByAnother(it->second.owner, caller)) {
     return absl::PermissionDeniedError(absl::StrCat("host ", req.host_name(),
                                                     " is registered by agent ",
                                                     Who(it->second.owner), ", not ", Who(caller)));

@@ -150,11 +150,11 @@ absl::StatusOr<CertificateSummary> CheckTlsMaterial(const TlsMaterial& m, int64_
   AddNames(cert.get(), &s);
   s.issuer = NameText(X509_get_issuer_name(cert.get()));
   s.not_after_ns = NotAfterNs(cert.get());
-  const time_t now = static_cast<time_t>(now_ns / 1'000'000'000);
-  if (X509_cmp_time(X509_get0_notAfter(cert.get()), const_cast<time_t*>(&now)) < 0) {
+  time_t now = static_cast<time_t>(now_ns / 1'000'000'000);
+  if (X509_cmp_time(X509_get0_notAfter(cert.get()), &now) < 0) {
     return absl::InvalidArgumentError(absl::StrCat(where, " expired at ", Utc(s.not_after_ns)));
   }
-  if (X509_cmp_time(X509_get0_notBefore(cert.get()), const_cast<time_t*>(&now)) > 0) {
+  if (X509_cmp_time(X509_get0_notBefore(cert.get()), &now) > 0) {
     return absl::InvalidArgumentError(absl::StrCat(where, " is not valid yet"));
   }
   if (absl::Status chain = CheckChain(m, cert.get(), now_ns); !chain.ok()) return chain;
