@@ -203,19 +203,14 @@ class ChipPlane {
           ->set_uint64_value(run.collective_id);
     }
     ++kernel_events_;
-    // The scopes end a little before their kernel (its epilogue), so that the clock correction's
-    // rounding of their ends and the kernel's, done apart, can never put one outside the other.
-    constexpr int64_t kEpiloguePs = 4'000;
     int64_t scope_at_ps = 0;
     for (size_t k = 0; k < scope_meta_[run.op].size(); ++k) {
       const int64_t len = std::llround(static_cast<double>(run.duration_ps) *
                                        model_.ops()[run.op].scopes[k].second);
-      const int64_t room = run.duration_ps - kEpiloguePs - scope_at_ps;
-      if (room <= 0) break;
       XEvent* sc = scopes_->add_events();
       sc->set_metadata_id(scope_meta_[run.op][k]);
       sc->set_offset_ps(time_.DeviceOffsetPs(t + scope_at_ps));
-      sc->set_duration_ps(std::min(len, room));
+      sc->set_duration_ps(std::min(len, run.duration_ps - scope_at_ps));
       scope_at_ps += len;
     }
   }
