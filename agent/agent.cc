@@ -349,6 +349,8 @@ grpc::Status ProfilerProxy::Monitor(grpc::ServerContext* context,
 
 int64_t Registrar::Tick() {
   const AgentConfig config = agent_->config();
+  if (retry_.exchange(false)) refused_ = false;
+  if (refused_) return kRefusedWaitNs;
   grpc::ClientContext ctx;
   ctx.set_deadline(DeadlineAt(agent_->clock().NowNs(), 2'000'000'000));
   grpc::Status s;
@@ -383,20 +385,18 @@ int64_t Registrar::Tick() {
   }
   if (s.ok()) {
     backoff_ns_ = 0;
-    refused_ = false;
     return registered_ ? interval : 0;
   }
   registered_ = false;
   if (s.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
-    // A refusal stands until a certificate or the aggregator's configuration changes: say so
-    // once, as a refusal, and ask again only at the longest backoff.
-    if (!refused_) {
-      PODPROF_LOG(ERROR) << "the aggregator at " << address_
-                         << " refused this agent: " << s.error_message() << "; asking again every "
-                         << FormatDurationPs(config.heartbeat_max_backoff_ns * 1000);
-    }
+    // The aggregator refuses this certificate or host name: asking again changes nothing until
+    // a certificate or a configuration does, and those come with a reload.
+    PODPROF_LOG(ERROR) << "the aggregator at " << address_
+                       << " refused this agent: " << s.error_message()
+                       << "; not asking again until this agent is reloaded (SIGHUP) or restarted";
     refused_ = true;
-    return backoff_ns_ = config.heartbeat_max_backoff_ns;
+    backoff_ns_ = 0;
+    return kRefusedWaitNs;
   }
   if (backoff_ns_ == 0) {
     PODPROF_LOG(WARNING) << "aggregator at " << address_ << " unreachable: " << s.error_message()

@@ -3,6 +3,7 @@
 #ifndef PODPROF_AGENT_AGENT_H_
 #define PODPROF_AGENT_AGENT_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -124,6 +125,11 @@ class Registrar {
   // doubling backoff capped at heartbeat.max_backoff while the aggregator is away).
   int64_t Tick();
   bool registered() const { return registered_; }
+  // What Tick() returns while refused: it only looks whether Retry() was called, and a reload
+  // ticks at once anyway.
+  static constexpr int64_t kRefusedWaitNs = int64_t{3600} * 1'000'000'000;
+  // Lets the next Tick() ask again after a refusal (called on reload).
+  void Retry() { retry_.store(true); }
 
  private:
   Agent* const agent_;
@@ -132,7 +138,10 @@ class Registrar {
   // The address this agent registered, repeated in heartbeats.
   std::string registered_address_;
   bool registered_ = false;
-  bool refused_ = false;  // the aggregator answered PERMISSION_DENIED, and said so in the log
+  // The aggregator answered PERMISSION_DENIED: a lasting answer, so no more attempts until a
+  // reload sets retry_ (from the lifecycle's thread, as Tick runs on it too; atomic anyway).
+  bool refused_ = false;
+  std::atomic<bool> retry_{false};
   int64_t backoff_ns_ = 0;
   int64_t aggregator_interval_ns_ = 0;
 };

@@ -36,6 +36,10 @@ int Fail(const std::string& message) {
   return kExitConfig;
 }
 
+security::TlsConfig TlsOf(const AgentConfig& config) {
+  return {config.insecure, config.tls_cert, config.tls_key, config.tls_ca};
+}
+
 // The flags that are not configuration keys.
 struct ProcessFlags {
   std::string ready_file;
@@ -167,7 +171,7 @@ absl::Status Healthy(podprof::v1::Agent::Stub& self, Clock& clock) {
 // The lifecycle's view of the running agent: heartbeats as its tick, SIGHUP rereads the flags'
 // configuration, SIGTERM drains running captures and then the servers.
 DaemonHooks AgentHooks(const AgentFlags& flags, Agent& agent, Listeners& l, Registrar* registrar,
-                       Clock& clock, std::string status) {
+                       const security::Credentials& creds, Clock& clock, std::string status) {
   DaemonHooks hooks;
   hooks.status_line = [status = std::move(status)] { return status; };
   hooks.health = [&clock,
@@ -175,9 +179,16 @@ DaemonHooks AgentHooks(const AgentFlags& flags, Agent& agent, Listeners& l, Regi
                       l.server->InProcessChannel(grpc::ChannelArguments())))] {
     return Healthy(*self, clock);
   };
-  hooks.reload = [&flags, &agent]() -> absl::StatusOr<std::string> {
+  hooks.reload = [&flags, &agent, &creds, &clock, registrar]() -> absl::StatusOr<std::string> {
     ASSIGN_OR_RETURN(AgentConfig fresh, BuildAgentConfig(flags));
-    return ChangedSummary(agent.Reload(fresh));
+    // First, as it can still fail: a refused reload changes nothing.
+    ASSIGN_OR_RETURN(std::string rotated,
+                     security::RotateCredentials(creds, TlsOf(fresh), clock.NowNs()));
+    std::vector<std::string> changed = agent.Reload(fresh);
+    if (!rotated.empty()) changed.push_back(absl::StrCat("TLS material (now ", rotated, ")"));
+    // A refusal may have been fixed by this reload or by the aggregator's: ask again.
+    if (registrar != nullptr) registrar->Retry();
+    return ChangedSummary(changed);
   };
   if (registrar != nullptr) hooks.tick = [registrar] { return registrar->Tick(); };
   hooks.drain_timeout_ns = agent.config().drain_timeout_ns;
@@ -214,8 +225,8 @@ int AgentMain(int argc, char** argv) {
   }
   AgentService service(agent->get());
   ProfilerProxy proxy(agent->get());
-  security::TlsConfig tls{config->insecure, config->tls_cert, config->tls_key, config->tls_ca};
-  absl::StatusOr<security::Credentials> creds = security::DaemonCredentials(tls, clock.NowNs());
+  absl::StatusOr<security::Credentials> creds =
+      security::DaemonCredentials(TlsOf(*config), clock.NowNs());
   if (!creds.ok()) return Fail(std::string(creds.status().message()));
   PODPROF_LOG(INFO) << security::DescribeTls(
       *creds, {{"tls.allowed_aggregators", config->allowed_aggregators}});
@@ -244,8 +255,9 @@ int AgentMain(int argc, char** argv) {
       absl::StrCat("listening on port ", listeners->agent_port, "; workload ",
                    (*agent)->workload().profiler_address, "; ",
                    config->aggregator.empty() ? "standalone" : "aggregator " + config->aggregator);
-  DaemonLifecycle(AgentHooks(flags, **agent, *listeners, registrar.get(), clock, std::move(status)),
-                  clock, notifier)
+  DaemonLifecycle(
+      AgentHooks(flags, **agent, *listeners, registrar.get(), *creds, clock, std::move(status)),
+      clock, notifier)
       .Run();
   return 0;
 }

@@ -225,11 +225,16 @@ int AggregatorMain(int argc, char** argv) {
     return absl::StrCat("listening on port ", port, "; database ", config->db);
   };
   hooks.health = [&] { return Healthy(**store, *self, clock, notifier.watchdog_ns() / 4); };
-  // Retention, the allow lists and the hosts given to agent identities are reloadable; the
-  // listen address, database and certificates need a restart.
+  // Retention, the allow lists, the hosts given to agent identities and the TLS files'
+  // contents are reloadable; the listen address, the database and the TLS mode need a restart.
   hooks.reload = [&]() -> absl::StatusOr<std::string> {
     ASSIGN_OR_RETURN(AggregatorConfig fresh, BuildAggregatorConfig(flags));
-    std::string summary = ChangedSummary(ApplyReloadable(fresh, &*config));
+    // First, as it can still fail: a refused reload changes nothing.
+    ASSIGN_OR_RETURN(std::string rotated,
+                     security::RotateCredentials(*creds, fresh.tls, clock.NowNs()));
+    std::vector<std::string> changed = ApplyReloadable(fresh, &*config);
+    if (!rotated.empty()) changed.push_back(absl::StrCat("TLS material (now ", rotated, ")"));
+    std::string summary = ChangedSummary(changed);
     registry.SetAgentHosts(config->agent_hosts);
     service.SetAccess({{config->allowed_agents, "tls.allowed_agents"},
                        {config->allowed_operators, "tls.allowed_operators"}});

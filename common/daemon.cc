@@ -131,7 +131,8 @@ int DaemonLifecycle::Run() {
   while (stop_signal == 0) {
     const Request request = WaitForRequest(std::min(next_watchdog_ns, next_tick_ns));
     if (request == SIGHUP) {
-      Reload();
+      // Periodic work sees a new configuration at once (an agent refused before asks again).
+      if (Reload() && hooks_.tick) next_tick_ns = clock_.MonotonicNs();
     } else if (request != 0) {
       stop_signal = request;
     } else if (clock_.MonotonicNs() >= next_watchdog_ns) {
@@ -186,7 +187,7 @@ DaemonLifecycle::Request DaemonLifecycle::WaitForRequest(int64_t due_ns) {
   }
 }
 
-void DaemonLifecycle::Reload() {
+bool DaemonLifecycle::Reload() {
   notifier_.Reloading().IgnoreError();
   absl::StatusOr<std::string> summary =
       hooks_.reload ? hooks_.reload() : absl::StatusOr<std::string>(ChangedSummary({}));
@@ -194,10 +195,11 @@ void DaemonLifecycle::Reload() {
     PODPROF_LOG(ERROR) << "reload refused, keeping the running configuration: "
                        << summary.status().message();
     notifier_.Notify("READY=1\nSTATUS=reload refused: bad configuration").IgnoreError();
-    return;
+    return false;
   }
   PODPROF_LOG(INFO) << "reloaded; " << *summary;
   notifier_.Ready(hooks_.status_line()).IgnoreError();
+  return true;
 }
 
 void DaemonLifecycle::CheckHealth() {

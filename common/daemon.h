@@ -101,7 +101,8 @@ class DaemonLifecycle {
   // starve the watchdog.
   Request WaitForRequest(int64_t due_ns);
   void Deliver(Request request);
-  void Reload();
+  // Whether the reload was applied.
+  bool Reload();
   void CheckHealth();
 
   const DaemonHooks hooks_;

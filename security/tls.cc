@@ -1,5 +1,8 @@
 #include "security/tls.h"
 
+#include <grpcpp/security/tls_certificate_verifier.h>
+#include <grpcpp/security/tls_credentials_options.h>
+
 #include <algorithm>
 #include <cstdlib>
 
@@ -7,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "common/file_util.h"
 #include "security/certificate_check.h"
+#include "security/tls_rotation.h"
 
 namespace podprof::security {
 namespace {
@@ -52,14 +56,29 @@ absl::StatusOr<TlsMaterial> LoadTlsMaterial(const TlsConfig& config) {
 
 namespace {
 
-std::shared_ptr<grpc::ServerCredentials> ServerFrom(const TlsMaterial& m) {
-  grpc::SslServerCredentialsOptions opts(
-      GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  opts.pem_root_certs = m.ca;
-  opts.pem_key_cert_pairs.push_back({m.key, m.cert});
-  return grpc::SslServerCredentials(opts);
+// The daemons' credentials read their material through the rotation's watcher, so that a
+// reload reaches new handshakes without rebuilding servers or channels.
+std::shared_ptr<grpc::ServerCredentials> ServerFrom(const TlsRotation& rotation) {
+  grpc::experimental::TlsServerCredentialsOptions opts(rotation.provider());
+  opts.watch_root_certs();
+  opts.watch_identity_key_cert_pairs();
+  opts.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  return grpc::experimental::TlsServerCredentials(opts);
 }
 
+std::shared_ptr<grpc::ChannelCredentials> DaemonChannelFrom(const TlsRotation& rotation) {
+  grpc::experimental::TlsChannelCredentialsOptions opts;
+  opts.set_certificate_provider(rotation.provider());
+  opts.watch_root_certs();
+  opts.watch_identity_key_cert_pairs();
+  opts.set_verify_server_certs(true);
+  // The server's certificate must name the address dialled, as with SslCredentials.
+  opts.set_certificate_verifier(
+      std::make_shared<grpc::experimental::HostNameCertificateVerifier>());
+  return grpc::experimental::TlsCredentials(opts);
+}
+
+// The CLI dials once per process: the files as they are now are all it needs.
 std::shared_ptr<grpc::ChannelCredentials> ChannelFrom(const TlsMaterial& m) {
   grpc::SslCredentialsOptions opts;
   opts.pem_root_certs = m.ca;
@@ -82,12 +101,31 @@ absl::StatusOr<Credentials> DaemonCredentials(const TlsConfig& config, int64_t n
   // gRPC would take bad material and fail later, at each handshake, saying less.
   absl::StatusOr<CertificateSummary> checked = CheckTlsMaterial(*m, now_ns);
   if (!checked.ok()) return checked.status();
+  absl::StatusOr<std::shared_ptr<TlsRotation>> rotation = TlsRotation::Start(*m);
+  if (!rotation.ok()) return rotation.status();
   Credentials c;
-  c.server = ServerFrom(*m);
-  c.channel = ChannelFrom(*m);
+  c.rotation = *std::move(rotation);
+  c.server = ServerFrom(*c.rotation);
+  c.channel = DaemonChannelFrom(*c.rotation);
   c.description = checked->Describe();
   c.expires_soon = checked->expires_soon;
   return c;
+}
+
+absl::StatusOr<std::string> RotateCredentials(const Credentials& credentials,
+                                              const TlsConfig& config, int64_t now_ns) {
+  if (config.insecure != (credentials.rotation == nullptr)) {
+    return absl::FailedPreconditionError(
+        "tls.insecure changed: switching between TLS and plaintext needs a restart");
+  }
+  if (config.insecure) return std::string();
+  absl::StatusOr<TlsMaterial> m = LoadTlsMaterial(config);
+  if (!m.ok()) return m.status();
+  absl::StatusOr<CertificateSummary> checked = CheckTlsMaterial(*m, now_ns);
+  if (!checked.ok()) return checked.status();
+  absl::StatusOr<bool> published = credentials.rotation->Publish(*m);
+  if (!published.ok()) return published.status();
+  return *published ? checked->Describe() : std::string();
 }
 
 std::string DescribeTls(const Credentials& credentials, const AllowLists& roles) {

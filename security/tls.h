@@ -38,6 +38,8 @@ struct TlsMaterial {
 // and a file is not configured and not among the credentials.
 absl::StatusOr<TlsMaterial> LoadTlsMaterial(const TlsConfig& config);
 
+class TlsRotation;
+
 // Both sides of a daemon: it serves and dials with the same certificate.
 struct Credentials {
   std::shared_ptr<grpc::ServerCredentials> server;
@@ -46,11 +48,22 @@ struct Credentials {
   // for the start-up log line; empty for plaintext. `expires_soon` asks for a warning.
   std::string description;
   bool expires_soon = false;
+  // Where RotateCredentials publishes new material (tls_rotation.h); null for plaintext.
+  std::shared_ptr<TlsRotation> rotation;
 };
 // Reads the TLS material once, checks it as of `now_ns` (CheckTlsMaterial: the key is the
 // certificate's and not encrypted, the certificate is valid and chains to the CA bundle) and
 // makes both sides (or insecure ones). Errors name the config key, the file and the problem.
 absl::StatusOr<Credentials> DaemonCredentials(const TlsConfig& config, int64_t now_ns);
+
+// Rereads and checks the TLS files `config` names (as DaemonCredentials does) and, when they
+// differ from what `credentials` serve, publishes them: new handshakes, in both directions, use
+// them within TlsRotation::kRefreshSeconds; connections already open keep theirs, so running
+// captures go on. Returns the new certificate's description, or "" when nothing changed. An
+// error (bad material, or a switch between TLS and plaintext, which needs a restart) leaves
+// the served material as it was.
+absl::StatusOr<std::string> RotateCredentials(const Credentials& credentials,
+                                              const TlsConfig& config, int64_t now_ns);
 
 // The line a daemon logs at start-up: the TLS mode, its certificate's identity, CA and validity,
 // and each role's allow list as `key: a, b` (or "any certificate of the CA" when empty).

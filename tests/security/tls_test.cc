@@ -75,30 +75,34 @@ class TlsTest : public ::testing::Test {
                         " --tls-ca ", P(ca + ".crt"));
   }
 
-  void StartAggregator(const std::string& allowed_agents = "\"agent-0\"") {
-    WriteAggregatorConfig(allowed_agents, "\"ops-alice\"");
+  void StartAggregator(const std::string& allowed_agents = "\"agent-0\"",
+                       const std::string& cert = "aggregator") {
+    WriteAggregatorConfig(allowed_agents, "\"ops-alice\"", cert);
     fs::remove(P("agg.json"));
     aggregator_ = std::make_unique<ChildProcess>(
         std::vector<std::string>{std::string(PODPROF_BIN_DIR) + "/podprof-aggregator",
                                  "--config=" + P("aggregator.toml"), "--db=" + P("pod.db"),
                                  "--ready-file=" + P("agg.json")},
-        P("agg.json"));
+        P("agg.json"), std::vector<std::string>{}, P("aggregator.log"));
     ASSERT_TRUE(aggregator_->ready());
     addr_ = absl::StrCat("127.0.0.1:", aggregator_->info()["port"].get<int>());
   }
   static void WriteAggregatorConfig(const std::string& allowed_agents,
-                                    const std::string& allowed_operators) {
+                                    const std::string& allowed_operators,
+                                    const std::string& cert = "aggregator") {
     std::ofstream(P("aggregator.toml"))
         << "listen = \"127.0.0.1:0\"\n"
         << "[agents]\nheartbeat_interval = \"500ms\"\nprobe_interval = \"1s\"\n"
-        << "[tls]\ncert = \"" << P("aggregator.crt") << "\"\nkey = \"" << P("aggregator.key")
+        << "[tls]\ncert = \"" << P(cert + ".crt") << "\"\nkey = \"" << P(cert + ".key")
         << "\"\nca = \"" << P("ca.crt") << "\"\nallowed_agents = [" << allowed_agents << "]\n"
         << "allowed_operators = [" << allowed_operators << "]\n";
   }
   // An agent with `identity`'s certificate, registering as `host` (default: its identity).
+  // Its certificate files are `cert`.crt/.key (default: the identity's own).
   std::unique_ptr<ChildProcess> StartAgent(const std::string& identity, int n,
-                                           std::string host = "") {
+                                           std::string host = "", std::string cert = "") {
     if (host.empty()) host = identity;
+    if (cert.empty()) cert = identity;
     const std::string sn = std::to_string(n);
     auto sim = std::make_unique<ChildProcess>(
         std::vector<std::string>{std::string(PODPROF_BIN_DIR) + "/podprof-simhost",
@@ -107,7 +111,7 @@ class TlsTest : public ::testing::Test {
         P("sim" + sn + ".json"));
     EXPECT_TRUE(sim->ready());
     std::ofstream(P("agent" + sn + ".toml"))
-        << "[tls]\ncert = \"" << P(identity + ".crt") << "\"\nkey = \"" << P(identity + ".key")
+        << "[tls]\ncert = \"" << P(cert + ".crt") << "\"\nkey = \"" << P(cert + ".key")
         << "\"\nca = \"" << P("ca.crt") << "\"\nallowed_aggregators = [\"aggregator\"]\n";
     fs::create_directories(P("nosys"));
     auto agent = std::make_unique<ChildProcess>(
@@ -119,10 +123,46 @@ class TlsTest : public ::testing::Test {
             absl::StrCat("--workload-profiler=127.0.0.1:", sim->info()["profiler_port"].get<int>()),
             "--workload-metrics=none", "--aggregator=" + addr_,
             "--ready-file=" + P("agent" + sn + ".json")},
-        P("agent" + sn + ".json"));
+        P("agent" + sn + ".json"), std::vector<std::string>{}, P("agent" + sn + ".log"));
     EXPECT_TRUE(agent->ready());
     sims_.push_back(std::move(sim));
     return agent;
+  }
+
+  // The serial of the certificate a daemon serves to a new connection (openssl s_client, with
+  // an operator's certificate: the servers ask for one), or of a certificate file.
+  static std::string ServedSerial(int port) {
+    return Shell(absl::StrCat("openssl s_client -connect 127.0.0.1:", port, " -alpn h2 -cert ",
+                              P("ops-alice.crt"), " -key ", P("ops-alice.key"), " -CAfile ",
+                              P("ca.crt"),
+                              " </dev/null 2>/dev/null | openssl x509 -noout -serial"));
+  }
+  static std::string FileSerial(const std::string& path) {
+    return Shell("openssl x509 -noout -serial -in " + path);
+  }
+  static std::string Shell(const std::string& cmd) {
+    std::string out;
+    if (FILE* f = popen(cmd.c_str(), "r")) {
+      char buf[256];
+      while (fgets(buf, sizeof buf, f) != nullptr) out += buf;
+      pclose(f);
+    }
+    return out;
+  }
+  // Waits until the aggregator lists `n` agents, each probed; returns the list.
+  nlohmann::json WaitForAgents(size_t n) {
+    nlohmann::json agents;
+    for (int i = 0; i < 100; ++i) {
+      PodprofResult r =
+          RunPodprof("agents --format json --aggregator " + addr_ + TlsFlags("ops-alice"));
+      EXPECT_EQ(r.exit_code, 0) << r.err;
+      agents = nlohmann::json::parse(r.out, nullptr, false)["agents"];
+      bool probed = agents.is_array() && agents.size() == n;
+      for (const auto& a : agents) probed = probed && a["probe_count"].get<int>() > 0;
+      if (probed) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return agents;
   }
 
   static fs::path* dir_;
@@ -355,6 +395,87 @@ TEST_F(TlsTest, AllowListsReloadOnSighup) {
   }
   // Past the role check: the capture is unknown.
   EXPECT_EQ(after.error_code(), grpc::StatusCode::NOT_FOUND) << after.error_message();
+}
+
+TEST_F(TlsTest, CertificatesRotateOnSighupWhileACaptureRuns) {
+  // The daemons read working copies, which a renewal job replaces while a capture runs.
+  auto install = [&](const std::string& from, const std::string& to) {
+    for (const char* ext : {".crt", ".key"}) {
+      fs::copy_file(from + ext, P(to + ext), fs::copy_options::overwrite_existing);
+    }
+  };
+  install(P("aggregator"), "agg-live");
+  install(P("agent-0"), "agent-live");
+  StartAggregator("\"agent-0\"", "agg-live");
+  auto agent = StartAgent("agent-0", 0, "", "agent-live");
+  ASSERT_EQ(WaitForAgents(1).size(), 1u);
+  const int agg_port = aggregator_->info()["port"].get<int>();
+  const int agent_port = agent->info()["agent_port"].get<int>();
+  ASSERT_EQ(ServedSerial(agg_port), FileSerial(P("aggregator.crt")));
+
+  // Renewed certificates: the same names and CA, new keys and serials.
+  fs::create_directories(P("renewed"));
+  for (const char* f : {"ca.crt", "ca.key"}) {
+    fs::copy_file(P(f), P("renewed/") + f, fs::copy_options::overwrite_existing);
+  }
+  Run(absl::StrCat(kMakeCerts, " --dir ", P("renewed"),
+                   " aggregator aggregator localhost "
+                   "127.0.0.1"));
+  Run(absl::StrCat(kMakeCerts, " --dir ", P("renewed"), " agent agent-0 localhost 127.0.0.1"));
+
+  PodprofResult cap;
+  std::thread capture([&] {
+    cap = RunPodprof("capture --duration 3s --format json --aggregator " + addr_ +
+                     TlsFlags("ops-alice"));
+  });
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  install(P("renewed/aggregator"), "agg-live");
+  install(P("renewed/agent-0"), "agent-live");
+  aggregator_->Signal(SIGHUP);
+  agent->Signal(SIGHUP);
+  capture.join();
+  // The capture that was running when the material changed completes.
+  ASSERT_EQ(cap.exit_code, 0) << cap.err;
+  auto cj = nlohmann::json::parse(cap.out);
+  EXPECT_EQ(cj["state"], "complete");
+  EXPECT_GT(cj["hosts"][0]["events"].get<int64_t>(), 100);
+
+  // New connections get the renewed certificates, on both daemons, without a restart.
+  std::string served_agg, served_agent;
+  for (int i = 0; i < 50; ++i) {
+    served_agg = ServedSerial(agg_port);
+    served_agent = ServedSerial(agent_port);
+    if (served_agg == FileSerial(P("renewed/aggregator.crt")) &&
+        served_agent == FileSerial(P("renewed/agent-0.crt"))) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(served_agg, FileSerial(P("renewed/aggregator.crt")));
+  EXPECT_EQ(served_agent, FileSerial(P("renewed/agent-0.crt")));
+  EXPECT_NE(served_agg, FileSerial(P("aggregator.crt")));
+  EXPECT_TRUE(absl::StrContains(ReadTestFile(P("aggregator.log")), "changed: TLS material"))
+      << ReadTestFile(P("aggregator.log"));
+
+  // Both directions work with the renewed material: the aggregator dials the agent anew.
+  PodprofResult after = RunPodprof("capture --duration 300ms --format json --aggregator " + addr_ +
+                                   TlsFlags("ops-alice"));
+  ASSERT_EQ(after.exit_code, 0) << after.err;
+  EXPECT_EQ(nlohmann::json::parse(after.out)["state"], "complete");
+
+  // A bad renewal (a key that is not the certificate's) is refused, naming the file, and the
+  // renewed material stays in service.
+  fs::copy_file(P("agent-1.key"), P("agg-live.key"), fs::copy_options::overwrite_existing);
+  aggregator_->Signal(SIGHUP);
+  std::string log;
+  for (int i = 0; i < 50 && !absl::StrContains(log, "reload refused"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    log = ReadTestFile(P("aggregator.log"));
+  }
+  EXPECT_TRUE(absl::StrContains(log, "reload refused")) << log;
+  EXPECT_TRUE(absl::StrContains(log, P("agg-live.key"))) << log;
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // past a watcher refresh
+  EXPECT_EQ(ServedSerial(agg_port), FileSerial(P("renewed/aggregator.crt")));
 }
 
 TEST_F(TlsTest, NoTlsMaterialAndNoInsecureIsRefusedAtStart) {

@@ -24,13 +24,15 @@ namespace podprof::testing {
 class ChildProcess {
  public:
   // Runs `argv` (argv[0] is the binary's path) with `env` added ("KEY=value") and waits up to
-  // 20 s for `ready_file` to appear (skipped when empty). A child that cannot be started is a
-  // test failure naming the binary and why.
+  // 20 s for `ready_file` to appear (skipped when empty). Its stderr goes to `stderr_path` when
+  // given (for tests that read the log), else to the test's. A child that cannot be started is
+  // a test failure naming the binary and why.
   ChildProcess(std::vector<std::string> argv, const std::string& ready_file,
-               std::vector<std::string> env = {}) {
+               std::vector<std::string> env = {}, const std::string& stderr_path = "") {
     SubprocessOptions options;
     options.argv = std::move(argv);
     options.env = std::move(env);
+    options.stderr_path = stderr_path;
     absl::StatusOr<Subprocess> started = Subprocess::Start(options);
     if (!started.ok()) {
       ADD_FAILURE() << started.status();
