@@ -265,7 +265,10 @@ grpc::Status AgentService::Capture(grpc::ServerContext* context,
                                    grpc::ServerWriter<podprof::v1::CaptureChunk>* writer) {
   const security::RoleAcl aggregators{agent_->config().allowed_aggregators,
                                       "tls.allowed_aggregators"};
-  if (absl::Status a = aggregators.Check(*context, "the aggregator"); !a.ok()) return ToGrpc(a);
+  if (absl::Status a = aggregators.Check(*context, "the aggregator"); !a.ok()) {
+    refusals_.Note(context->peer(), a.message());
+    return ToGrpc(a);
+  }
   if (request->capture_id().empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "capture_id is empty");
   }
@@ -319,9 +322,23 @@ grpc::Status AgentService::Info(grpc::ServerContext*, const podprof::v1::InfoReq
   return grpc::Status::OK;
 }
 
+grpc::Status ProfilerProxy::Admit(const grpc::ServerContext& context) {
+  if (!mutual_tls_) return grpc::Status::OK;
+  const security::RoleAcl clients{agent_->config().allowed_profiler_clients,
+                                  "tls.allowed_profiler_clients"};
+  absl::Status a = clients.Check(context, "an XProf client");
+  if (a.ok()) return grpc::Status::OK;
+  refusals_->Note(context.peer(), a.message());
+  return ToGrpc(a);
+}
+
 grpc::Status ProfilerProxy::Profile(grpc::ServerContext* context,
                                     const tensorflow::ProfileRequest* request,
                                     tensorflow::ProfileResponse* response) {
+  if (grpc::Status admitted = Admit(*context); !admitted.ok()) return admitted;
+  // A capture of the workload by someone other than the aggregator: worth a line.
+  PODPROF_LOG(INFO) << "XProf capture " << request->session_id() << " for " << context->peer()
+                    << ", " << request->duration_ms() << " ms";
   // The facade shares the host with podprof's own captures: one session at a time.
   absl::Status claim = agent_->BeginCapture(absl::StrCat("xprof:", request->session_id()));
   if (!claim.ok()) {
@@ -336,6 +353,7 @@ grpc::Status ProfilerProxy::Profile(grpc::ServerContext* context,
 grpc::Status ProfilerProxy::Terminate(grpc::ServerContext* context,
                                       const tensorflow::TerminateRequest* request,
                                       tensorflow::TerminateResponse* response) {
+  if (grpc::Status admitted = Admit(*context); !admitted.ok()) return admitted;
   std::unique_ptr<grpc::ClientContext> ctx = grpc::ClientContext::FromServerContext(*context);
   return agent_->workload().profiler->Terminate(ctx.get(), *request, response);
 }
@@ -343,6 +361,7 @@ grpc::Status ProfilerProxy::Terminate(grpc::ServerContext* context,
 grpc::Status ProfilerProxy::Monitor(grpc::ServerContext* context,
                                     const tensorflow::MonitorRequest* request,
                                     tensorflow::MonitorResponse* response) {
+  if (grpc::Status admitted = Admit(*context); !admitted.ok()) return admitted;
   std::unique_ptr<grpc::ClientContext> ctx = grpc::ClientContext::FromServerContext(*context);
   return agent_->workload().profiler->Monitor(ctx.get(), *request, response);
 }

@@ -19,6 +19,7 @@
 #include "proto/podprof_agent.grpc.pb.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
 #include "proto/profiler_service.grpc.pb.h"
+#include "security/refusal_log.h"
 #include "security/tls.h"
 
 namespace podprof::agent {
@@ -85,7 +86,9 @@ class AgentService final : public podprof::v1::Agent::Service {
   // Who may start captures comes from the agent's configuration at each call
   // (tls.allowed_aggregators; empty: any caller that passed the TLS handshake), so a reload
   // changes it for the next call.
-  explicit AgentService(Agent* agent) : agent_(agent) {}
+  explicit AgentService(Agent* agent) : agent_(agent), refusals_(agent->clock()) {}
+  // Where refusals are logged; the daemon routes gRPC's failed handshakes here too.
+  security::RefusalLog& refusals() { return refusals_; }
   grpc::Status Capture(grpc::ServerContext* context, const podprof::v1::CaptureRequest* request,
                        grpc::ServerWriter<podprof::v1::CaptureChunk>* writer) override;
   grpc::Status Ping(grpc::ServerContext* context, const podprof::v1::PingRequest* request,
@@ -95,14 +98,19 @@ class AgentService final : public podprof::v1::Agent::Service {
 
  private:
   Agent* const agent_;
+  security::RefusalLog refusals_;
 };
 
 // tensorflow.ProfilerService that forwards to the workload, so XProf's capture button or
 // `jax.collect_profile` pointed at the agent captures the workload, writing files where the
 // request says.
+//
+// Over mutual TLS (FacadeUsesTls) callers are held to tls.allowed_profiler_clients, and refusals
+// go to `refusals`; on loopback it is plaintext, as XProf clients speak no TLS.
 class ProfilerProxy final : public tensorflow::ProfilerService::Service {
  public:
-  explicit ProfilerProxy(Agent* agent) : agent_(agent) {}
+  ProfilerProxy(Agent* agent, bool mutual_tls, security::RefusalLog* refusals)
+      : agent_(agent), mutual_tls_(mutual_tls), refusals_(refusals) {}
   grpc::Status Profile(grpc::ServerContext* context, const tensorflow::ProfileRequest* request,
                        tensorflow::ProfileResponse* response) override;
   grpc::Status Terminate(grpc::ServerContext* context, const tensorflow::TerminateRequest* request,
@@ -111,7 +119,11 @@ class ProfilerProxy final : public tensorflow::ProfilerService::Service {
                        tensorflow::MonitorResponse* response) override;
 
  private:
+  // OK, or the refusal (logged) of a caller not in tls.allowed_profiler_clients.
+  grpc::Status Admit(const grpc::ServerContext& context);
   Agent* const agent_;
+  const bool mutual_tls_;
+  security::RefusalLog* const refusals_;
 };
 
 // Registration with the aggregator: Register until it works, then Heartbeat; the caller's

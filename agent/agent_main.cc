@@ -130,7 +130,9 @@ absl::StatusOr<Listeners> Listen(const AgentConfig& config, const security::Cred
   StartClockProbes(config, agent, clock, &l);
   if (!config.profiler_service_listen.empty()) {
     grpc::ServerBuilder pb;
-    pb.AddListeningPort(config.profiler_service_listen, grpc::InsecureServerCredentials(),
+    // Beyond loopback the facade is held to the agent's TLS rules (ProfilerProxy checks roles).
+    pb.AddListeningPort(config.profiler_service_listen,
+                        FacadeUsesTls(config) ? creds.server : grpc::InsecureServerCredentials(),
                         &l.proxy_port);
     pb.RegisterService(&proxy);
     l.proxy_server = pb.BuildAndStart();
@@ -224,12 +226,17 @@ int AgentMain(int argc, char** argv) {
     PODPROF_LOG(INFO) << "removed " << stale << " capture directories left by a stopped agent";
   }
   AgentService service(agent->get());
-  ProfilerProxy proxy(agent->get());
+  security::RouteGrpcLogs(&service.refusals());
+  ProfilerProxy proxy(agent->get(), FacadeUsesTls(*config), &service.refusals());
   absl::StatusOr<security::Credentials> creds =
       security::DaemonCredentials(TlsOf(*config), clock.NowNs());
   if (!creds.ok()) return Fail(std::string(creds.status().message()));
   PODPROF_LOG(INFO) << security::DescribeTls(
-      *creds, {{"tls.allowed_aggregators", config->allowed_aggregators}});
+      *creds,
+      FacadeUsesTls(*config)
+          ? security::AllowLists{{"tls.allowed_aggregators", config->allowed_aggregators},
+                                 {"tls.allowed_profiler_clients", config->allowed_profiler_clients}}
+          : security::AllowLists{{"tls.allowed_aggregators", config->allowed_aggregators}});
   if (creds->expires_soon) {
     PODPROF_LOG(WARNING) << "the certificate expires within a week: " << creds->description;
   }

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -64,7 +65,8 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path) {
                                     "tls.key",
                                     "tls.ca",
                                     "insecure",
-                                    "tls.allowed_aggregators"}));
+                                    "tls.allowed_aggregators",
+                                    "tls.allowed_profiler_clients"}));
   RETURN_IF_ERROR(f.GetString("listen", &c.listen));
   RETURN_IF_ERROR(f.GetString("aggregator", &c.aggregator));
   RETURN_IF_ERROR(f.GetString("advertise", &c.advertise));
@@ -88,6 +90,7 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path) {
   RETURN_IF_ERROR(f.GetString("tls.ca", &c.tls_ca));
   RETURN_IF_ERROR(f.GetBool("insecure", &c.insecure));
   RETURN_IF_ERROR(f.GetStringList("tls.allowed_aggregators", &c.allowed_aggregators));
+  RETURN_IF_ERROR(f.GetStringList("tls.allowed_profiler_clients", &c.allowed_profiler_clients));
   TurnOffWhatSaysNone(&c);
   absl::Status s = ValidateAgentConfig(c);
   if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
@@ -187,7 +190,23 @@ std::vector<std::string> ApplyReloadable(const AgentConfig& from, AgentConfig* t
   apply("heartbeat.interval", to->heartbeat_interval_ns, from.heartbeat_interval_ns);
   apply("heartbeat.max_backoff", to->heartbeat_max_backoff_ns, from.heartbeat_max_backoff_ns);
   apply("tls.allowed_aggregators", to->allowed_aggregators, from.allowed_aggregators);
+  apply("tls.allowed_profiler_clients", to->allowed_profiler_clients,
+        from.allowed_profiler_clients);
   return changed;
+}
+
+bool IsLoopbackAddress(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  std::string host = address.substr(0, colon == std::string::npos ? address.size() : colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
+}
+
+bool FacadeUsesTls(const AgentConfig& config) {
+  return !config.insecure && !config.profiler_service_listen.empty() &&
+         !IsLoopbackAddress(config.profiler_service_listen);
 }
 
 }  // namespace podprof::agent

@@ -61,7 +61,18 @@ struct AgentConfig {
   // Identities (certificate CN or SAN) allowed to start captures on this host; empty allows
   // every caller with a certificate from the CA.
   std::vector<std::string> allowed_aggregators;
+  // Identities allowed to call the XProf facade when it listens beyond loopback (it then speaks
+  // mutual TLS like the agent's port); empty allows every caller with a certificate from the CA.
+  std::vector<std::string> allowed_profiler_clients;
 };
+
+// Whether a listen address ("127.0.0.1:7102", "localhost:7102", "[::1]:7102") reaches only this
+// host. The XProf facade stays plaintext there, for XProf clients on the host, which speak
+// no TLS; anywhere else it is held to the agent's TLS rules.
+bool IsLoopbackAddress(const std::string& address);
+
+// Whether the XProf facade speaks mutual TLS: TLS is on and it listens beyond loopback.
+bool FacadeUsesTls(const AgentConfig& config);
 
 // The command-line flags that override configuration keys; empty (false) leaves the key alone.
 struct AgentFlags {

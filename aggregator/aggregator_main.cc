@@ -212,6 +212,7 @@ int AggregatorMain(int argc, char** argv) {
   access.agents = {config->allowed_agents, "tls.allowed_agents"};
   access.operators = {config->allowed_operators, "tls.allowed_operators"};
   AggregatorService service(store->get(), &registry, &orchestrator, &clock, limits, access);
+  security::RouteGrpcLogs(&service.refusals());
   auto prober = std::make_unique<Prober>(registry, clock);
   int port = 0;
   std::unique_ptr<grpc::Server> server = Serve(*config, *creds, &service, ready_file, &port);

@@ -60,7 +60,7 @@ grpc::Status AggregatorService::ImportXSpace(
     grpc::ServerContext* context, grpc::ServerReader<podprof::v1::ImportXSpaceChunk>* reader,
     podprof::v1::ImportXSpaceResponse* response) {
   if (absl::Status a = Access()->operators.Check(*context, "an operator"); !a.ok()) {
-    return ToGrpc(a);
+    return Refuse(*context, a);
   }
   std::string dir = limits_.spool_dir;
   if (dir.empty()) dir = std::getenv("TMPDIR") != nullptr ? std::getenv("TMPDIR") : "/tmp";

@@ -225,18 +225,24 @@ absl::StatusOr<std::vector<podprof::v1::KernelStats>> JudgedStats(
   return out;
 }
 
+grpc::Status AggregatorService::Refuse(const grpc::ServerContext& context,
+                                       const absl::Status& denied) {
+  refusals_.Note(context.peer(), denied.message());
+  return ToGrpc(denied);
+}
+
 grpc::Status AggregatorService::Register(grpc::ServerContext* context,
                                          const podprof::v1::RegisterRequest* req,
                                          podprof::v1::RegisterResponse* resp) {
-  if (absl::Status a = Access()->agents.Check(*context, "an agent"); !a.ok()) return ToGrpc(a);
+  if (absl::Status a = Access()->agents.Check(*context, "an agent"); !a.ok()) {
+    return Refuse(*context, a);
+  }
   if (req->host().host_name().empty() || req->host().agent_address().empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "a registration needs the host name and the agent's address");
   }
   if (absl::Status s = registry_->Register(*req, security::PeerIdentities(*context)); !s.ok()) {
-    PODPROF_LOG(WARNING) << "refused the registration of " << req->host().host_name() << " from "
-                         << context->peer() << ": " << s.message();
-    return ToGrpc(s);
+    return Refuse(*context, s);
   }
   resp->set_heartbeat_interval_ms(
       static_cast<uint32_t>(registry_->heartbeat_interval_ns() / 1'000'000));
@@ -247,13 +253,11 @@ grpc::Status AggregatorService::Register(grpc::ServerContext* context,
 grpc::Status AggregatorService::Heartbeat(grpc::ServerContext* context,
                                           const podprof::v1::HeartbeatRequest* req,
                                           podprof::v1::HeartbeatResponse* resp) {
-  if (absl::Status a = Access()->agents.Check(*context, "an agent"); !a.ok()) return ToGrpc(a);
-  absl::StatusOr<bool> known = registry_->Heartbeat(*req, security::PeerIdentities(*context));
-  if (!known.ok()) {
-    PODPROF_LOG(WARNING) << "refused a heartbeat for " << req->host_name() << " from "
-                         << context->peer() << ": " << known.status().message();
-    return ToGrpc(known.status());
+  if (absl::Status a = Access()->agents.Check(*context, "an agent"); !a.ok()) {
+    return Refuse(*context, a);
   }
+  absl::StatusOr<bool> known = registry_->Heartbeat(*req, security::PeerIdentities(*context));
+  if (!known.ok()) return Refuse(*context, known.status());
   resp->set_reregister(!*known);
   resp->set_heartbeat_interval_ms(
       static_cast<uint32_t>(registry_->heartbeat_interval_ns() / 1'000'000));
@@ -273,7 +277,7 @@ grpc::Status AggregatorService::StartCapture(grpc::ServerContext* context,
                                              const podprof::v1::StartCaptureRequest* req,
                                              podprof::v1::StartCaptureResponse* resp) {
   if (absl::Status a = Access()->operators.Check(*context, "an operator"); !a.ok()) {
-    return ToGrpc(a);
+    return Refuse(*context, a);
   }
   absl::StatusOr<podprof::v1::StartCaptureResponse> r = orchestrator_->Start(*req);
   if (!r.ok()) return ToGrpc(r.status());
@@ -294,7 +298,7 @@ grpc::Status AggregatorService::CancelCapture(grpc::ServerContext* context,
                                               const podprof::v1::CancelCaptureRequest* req,
                                               podprof::v1::CancelCaptureResponse* resp) {
   if (absl::Status a = Access()->operators.Check(*context, "an operator"); !a.ok()) {
-    return ToGrpc(a);
+    return Refuse(*context, a);
   }
   absl::StatusOr<podprof::v1::CaptureStatus> s = orchestrator_->Cancel(req->capture_id());
   if (!s.ok()) return ToGrpc(s.status());

@@ -13,6 +13,7 @@
 #include "aggregator/registry.h"
 #include "common/clock.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
+#include "security/refusal_log.h"
 #include "security/tls.h"
 #include "storage/store.h"
 
@@ -42,10 +43,14 @@ class AggregatorService final : public podprof::v1::Aggregator::Service {
         orchestrator_(orchestrator),
         clock_(clock),
         limits_(std::move(limits)),
-        access_(std::make_shared<const AccessControl>(std::move(access))) {}
+        access_(std::make_shared<const AccessControl>(std::move(access))),
+        refusals_(*clock) {}
 
   // Replaces who may do what (a reload of tls.allowed_agents and tls.allowed_operators); calls
   // already checked keep their answer.
+  // Where refusals are logged; the daemon routes gRPC's failed handshakes here too.
+  security::RefusalLog& refusals() { return refusals_; }
+
   void SetAccess(AccessControl access) {
     auto fresh = std::make_shared<const AccessControl>(std::move(access));
     absl::MutexLock lock(&access_mu_);
@@ -108,6 +113,9 @@ class AggregatorService final : public podprof::v1::Aggregator::Service {
   }
   mutable absl::Mutex access_mu_;
   std::shared_ptr<const AccessControl> access_ ABSL_GUARDED_BY(access_mu_);
+  security::RefusalLog refusals_;
+  // `denied` as the caller gets it, and logged with the caller's address (rate-limited).
+  grpc::Status Refuse(const grpc::ServerContext& context, const absl::Status& denied);
 };
 
 // A stored row as the API's KernelStats (rates against the row's mean chip peaks).

@@ -21,7 +21,7 @@
 #
 # Writes DIR/NAME.crt and DIR/NAME.key (DIR defaults to the current directory; the CA is
 # DIR/CA.crt and DIR/CA.key, CA defaulting to "ca"). Rotation: make a new certificate with the
-# same names, replace the files, and restart the daemon (or reload it where supported).
+# same names, replace the files, and reload the daemon (SIGHUP): no restart.
 set -euo pipefail
 
 dir=. ca=ca days=365

@@ -155,6 +155,23 @@ TEST(DiscoveryTest, NoTreeIsNoChipsAndDamageIsNamed) {
   EXPECT_TRUE(absl::StrContains(bad.status().message(), "vendor")) << bad.status();
 }
 
+TEST(AgentConfigTest, TheFacadeIsHeldToTlsOnlyBeyondLoopback) {
+  for (const char* a : {"127.0.0.1:7102", "127.0.0.2:1", "localhost:7102", "[::1]:7102"}) {
+    EXPECT_TRUE(IsLoopbackAddress(a)) << a;
+  }
+  for (const char* a : {"0.0.0.0:7102", "[::]:7102", "10.0.0.5:7102", "tpu-host-3:7102"}) {
+    EXPECT_FALSE(IsLoopbackAddress(a)) << a;
+  }
+  AgentConfig c;
+  c.profiler_service_listen = "0.0.0.0:7102";
+  EXPECT_TRUE(FacadeUsesTls(c));
+  c.insecure = true;
+  EXPECT_FALSE(FacadeUsesTls(c));
+  c.insecure = false;
+  c.profiler_service_listen = "127.0.0.1:7102";
+  EXPECT_FALSE(FacadeUsesTls(c));
+}
+
 TEST(RegistrarTest, BackoffDoublesFromOneSecondUpToTheCap) {
   int64_t b = 0;
   std::vector<int64_t> seen;

@@ -22,6 +22,7 @@
 #include "nlohmann/json.hpp"
 #include "proto/podprof_agent.grpc.pb.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
+#include "proto/profiler_service.grpc.pb.h"
 #include "security/certificate_check.h"
 #include "tests/cli/run_podprof.h"
 #include "tests/util/child_process.h"
@@ -99,8 +100,12 @@ class TlsTest : public ::testing::Test {
   }
   // An agent with `identity`'s certificate, registering as `host` (default: its identity).
   // Its certificate files are `cert`.crt/.key (default: the identity's own).
+  // `facade` is where its XProf facade listens ("none": off), `facade_clients` the TOML list of
+  // tls.allowed_profiler_clients.
   std::unique_ptr<ChildProcess> StartAgent(const std::string& identity, int n,
-                                           std::string host = "", std::string cert = "") {
+                                           std::string host = "", std::string cert = "",
+                                           const std::string& facade = "none",
+                                           const std::string& facade_clients = "") {
     if (host.empty()) host = identity;
     if (cert.empty()) cert = identity;
     const std::string sn = std::to_string(n);
@@ -112,13 +117,14 @@ class TlsTest : public ::testing::Test {
     EXPECT_TRUE(sim->ready());
     std::ofstream(P("agent" + sn + ".toml"))
         << "[tls]\ncert = \"" << P(cert + ".crt") << "\"\nkey = \"" << P(cert + ".key")
-        << "\"\nca = \"" << P("ca.crt") << "\"\nallowed_aggregators = [\"aggregator\"]\n";
+        << "\"\nca = \"" << P("ca.crt") << "\"\nallowed_aggregators = [\"aggregator\"]\n"
+        << "allowed_profiler_clients = [" << facade_clients << "]\n";
     fs::create_directories(P("nosys"));
     auto agent = std::make_unique<ChildProcess>(
         std::vector<std::string>{
             std::string(PODPROF_BIN_DIR) + "/podprof-agent",
             "--config=" + P("agent" + sn + ".toml"), "--listen=127.0.0.1:0",
-            "--advertise=127.0.0.1:0", "--profiler-service-listen=none", "--host-name=" + host,
+            "--advertise=127.0.0.1:0", "--profiler-service-listen=" + facade, "--host-name=" + host,
             "--sysfs-root=" + P("nosys"),
             absl::StrCat("--workload-profiler=127.0.0.1:", sim->info()["profiler_port"].get<int>()),
             "--workload-metrics=none", "--aggregator=" + addr_,
@@ -476,6 +482,97 @@ TEST_F(TlsTest, CertificatesRotateOnSighupWhileACaptureRuns) {
   EXPECT_TRUE(absl::StrContains(log, P("agg-live.key"))) << log;
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // past a watcher refresh
   EXPECT_EQ(ServedSerial(agg_port), FileSerial(P("renewed/aggregator.crt")));
+}
+
+TEST_F(TlsTest, ARefusedAgentStopsAskingUntilReloadedAndTheRefusalIsLoggedOnce) {
+  StartAggregator();  // allows agent-0 only
+  auto rogue = StartAgent("rogue-agent", 0);
+  // The refusal is final until something changes: the agent says so once and stops asking.
+  std::string agent_log;
+  for (int i = 0; i < 50 && !absl::StrContains(agent_log, "not asking again"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    agent_log = ReadTestFile(P("agent0.log"));
+  }
+  EXPECT_TRUE(
+      absl::StrContains(agent_log,
+                        "caller rogue-agent/localhost/127.0.0.1 may not act as an agent (not in "
+                        "tls.allowed_agents); not asking again until this agent is "
+                        "reloaded (SIGHUP) or restarted"))
+      << agent_log;
+  // The aggregator names the caller's address and the setting; viewer-bob's repeated denied
+  // calls are one line.
+  for (int i = 0; i < 5; ++i) {
+    RunPodprof("capture --duration 100ms --aggregator " + addr_ + TlsFlags("viewer-bob"));
+  }
+  const std::string agg_log = ReadTestFile(P("aggregator.log"));
+  EXPECT_TRUE(absl::StrContains(agg_log, "refused ipv4:127.0.0.1:")) << agg_log;
+  EXPECT_TRUE(
+      absl::StrContains(agg_log,
+                        "caller rogue-agent/localhost/127.0.0.1 may not act as an agent (not in "
+                        "tls.allowed_agents)"))
+      << agg_log;
+  size_t bob_lines = 0;
+  for (size_t at = agg_log.find("caller viewer-bob may not act as an operator");
+       at != std::string::npos;
+       at = agg_log.find("caller viewer-bob may not act as an operator", at + 1)) {
+    ++bob_lines;
+  }
+  EXPECT_EQ(bob_lines, 1u) << agg_log;
+  // A plaintext client's failed handshake is logged with what it means.
+  RunPodprof("captures --timeout 2s --aggregator " + addr_);
+  EXPECT_TRUE(absl::StrContains(ReadTestFile(P("aggregator.log")),
+                                "TLS handshake failed: the other side spoke plaintext"))
+      << ReadTestFile(P("aggregator.log"));
+
+  // The operator allows it; the agent asks again only once it is reloaded too.
+  WriteAggregatorConfig("\"agent-0\", \"rogue-agent\"", "\"ops-alice\"");
+  aggregator_->Signal(SIGHUP);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  PodprofResult r =
+      RunPodprof("agents --format json --aggregator " + addr_ + TlsFlags("ops-alice"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(nlohmann::json::parse(r.out)["agents"].empty()) << r.out;
+  rogue->Signal(SIGHUP);
+  nlohmann::json agents = WaitForAgents(1);
+  ASSERT_EQ(agents.size(), 1u) << agents.dump();
+  EXPECT_EQ(agents[0]["host"], "rogue-agent");
+}
+
+TEST_F(TlsTest, TheXprofFacadeBeyondLoopbackSpeaksMutualTlsToAllowedClientsOnly) {
+  StartAggregator();
+  auto agent = StartAgent("agent-0", 0, "", "", "0.0.0.0:0", "\"ops-alice\"");
+  const std::string facade =
+      absl::StrCat("127.0.0.1:", agent->info()["profiler_service_port"].get<int>());
+  auto profile = [&](std::shared_ptr<grpc::ChannelCredentials> creds) {
+    auto stub = tensorflow::ProfilerService::NewStub(grpc::CreateChannel(facade, creds));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    tensorflow::ProfileRequest req;
+    req.set_repository_root(P("xprof"));
+    req.set_session_id("s1");
+    req.set_host_name("agent-0");
+    req.mutable_opts()->set_duration_ms(100);
+    tensorflow::ProfileResponse resp;
+    return stub->Profile(&ctx, req, &resp);
+  };
+  auto tls_as = [&](const std::string& who) {
+    grpc::SslCredentialsOptions o;
+    o.pem_root_certs = ReadTestFile(P("ca.crt"));
+    o.pem_cert_chain = ReadTestFile(P(who + ".crt"));
+    o.pem_private_key = ReadTestFile(P(who + ".key"));
+    return grpc::SslCredentials(o);
+  };
+  // Reachable from other hosts, it takes no plaintext and only listed identities.
+  grpc::Status plain = profile(grpc::InsecureChannelCredentials());
+  EXPECT_EQ(plain.error_code(), grpc::StatusCode::UNAVAILABLE) << plain.error_message();
+  grpc::Status bob = profile(tls_as("viewer-bob"));
+  EXPECT_EQ(bob.error_code(), grpc::StatusCode::PERMISSION_DENIED) << bob.error_message();
+  EXPECT_TRUE(absl::StrContains(bob.error_message(), "not in tls.allowed_profiler_clients"))
+      << bob.error_message();
+  grpc::Status alice = profile(tls_as("ops-alice"));
+  EXPECT_TRUE(alice.ok()) << alice.error_message();
+  EXPECT_TRUE(fs::exists(P("xprof/s1/agent-0.xplane.pb")));
+  EXPECT_TRUE(absl::StrContains(ReadTestFile(P("agent0.log")), "XProf capture s1 for ipv4:"));
 }
 
 TEST_F(TlsTest, NoTlsMaterialAndNoInsecureIsRefusedAtStart) {
