@@ -418,7 +418,10 @@ int64_t Registrar::Tick() {
     return kRefusedWaitNs;
   }
   if (backoff_ns_ == 0) {
+    const std::string why =
+        config.insecure ? "" : security::ExplainTlsDialFailure(s.error_message());
     PODPROF_LOG(WARNING) << "aggregator at " << address_ << " unreachable: " << s.error_message()
+                         << (why.empty() ? "" : absl::StrCat(" (", why, ")"))
                          << "; retrying with backoff";
   }
   registered_ = false;

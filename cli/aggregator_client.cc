@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cli/format.h"
+#include "security/tls.h"
 
 namespace podprof::cli {
 namespace {
@@ -17,20 +18,17 @@ constexpr int kMaxResponseBytes = 256 << 20;
 }  // namespace
 
 std::string AggregatorClient::HandshakeHint(const std::string& detail) const {
-  // A TLS server closes a plaintext connection, and one whose certificate it refuses, without
-  // an answer gRPC could read: the socket just closes. gRPC does not say more, so say what the
-  // two usual causes are.
+  if (tls_) {
+    const std::string meaning = security::ExplainTlsDialFailure(detail);
+    return meaning.empty() ? "" : absl::StrCat(" (the TLS handshake failed: ", meaning, ")");
+  }
+  // A TLS server closes a plaintext connection without an answer gRPC could read.
   const bool closed = absl::StrContains(detail, "Socket closed") ||
                       absl::StrContains(detail, "Connection reset") ||
                       absl::StrContains(detail, "Handshake") || absl::StrContains(detail, "SSL");
   if (!closed) return "";
-  if (!tls_) {
-    return " (the connection closed at once: this aggregator likely requires TLS; give "
-           "--tls-cert, --tls-key and --tls-ca)";
-  }
-  return " (the TLS handshake failed: the aggregator refused this certificate (expired, from "
-         "another CA, or not for client use), or its own certificate does not chain to --tls-ca "
-         "or name the address dialled)";
+  return " (the connection closed at once: this aggregator likely requires TLS; give "
+         "--tls-cert, --tls-key and --tls-ca)";
 }
 
 AggregatorClient::AggregatorClient(const AggregatorTarget& target, Clock& clock)

@@ -22,6 +22,7 @@
 #include "cli/stats_command.h"
 #include "cli/stragglers_command.h"
 #include "common/clock.h"
+#include "security/refusal_log.h"
 
 namespace podprof::cli {
 namespace {
@@ -50,6 +51,8 @@ int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
   app.require_subcommand(1);
   // Global flags may come before or after the subcommand.
   app.fallthrough();
+  // gRPC's own lines in our format; a failed handshake is reported once, by the command.
+  security::RouteGrpcLogs(nullptr);
   RealClock clock;
   CliContext context(clock);
   // The configuration file's values are where the parse starts: flags and environment

@@ -15,7 +15,7 @@ absl::StatusOr<std::unique_ptr<AggregatorClient>> CliContext::Connect() {
       return absl::InvalidArgumentError("--tls-cert, --tls-key and --tls-ca go together");
     }
     absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
-        security::ChannelCredentials({false, tls.cert, tls.key, tls.ca});
+        security::ChannelCredentials({false, tls.cert, tls.key, tls.ca}, clock.NowNs());
     if (!credentials.ok()) return credentials.status();
     target.credentials = *credentials;
   }

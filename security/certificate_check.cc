@@ -132,7 +132,8 @@ std::string CertificateSummary::Describe() const {
                       ", valid until ", Utc(not_after_ns));
 }
 
-absl::StatusOr<CertificateSummary> CheckTlsMaterial(const TlsMaterial& m, int64_t now_ns) {
+absl::StatusOr<CertificateSummary> CheckTlsMaterial(const TlsMaterial& m, int64_t now_ns,
+                                                    TlsRole role) {
   const std::string where = Where("tls.cert", m.cert_path);
   Bio bio = MemoryBio(m.cert);
   Cert cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
@@ -156,6 +157,16 @@ absl::StatusOr<CertificateSummary> CheckTlsMaterial(const TlsMaterial& m, int64_
   }
   if (X509_cmp_time(X509_get0_notBefore(cert.get()), &now) > 0) {
     return absl::InvalidArgumentError(absl::StrCat(where, " is not valid yet"));
+  }
+  if (role == TlsRole::kClient) {
+    // Not checked against the bundle: a client's bundle is for the servers it dials, which may
+    // have another CA than its own certificate; the server judges that one.
+    if (X509_check_purpose(cert.get(), X509_PURPOSE_SSL_CLIENT, 0) != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, " is not for TLS client use (extended key usage clientAuth)"));
+    }
+    s.expires_soon = s.not_after_ns - now_ns < kExpiryWarningNs;
+    return s;
   }
   if (absl::Status chain = CheckChain(m, cert.get(), now_ns); !chain.ok()) return chain;
   // A daemon serves and dials with this one certificate: peers check both uses.

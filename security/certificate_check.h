@@ -35,7 +35,12 @@ inline constexpr int64_t kExpiryWarningNs = int64_t{7} * 24 * 3600 * 1'000'000'0
 // chains to the bundle, and may serve and dial (serverAuth and clientAuth where it limits its
 // extended key usage). Errors (InvalidArgument) name the config key and the file and say
 // what is wrong, as OpenSSL explains it where it does.
-absl::StatusOr<CertificateSummary> CheckTlsMaterial(const TlsMaterial& material, int64_t now_ns);
+//
+// A client (the CLI, an operator's certificate) only dials: its certificate needs clientAuth
+// only, and its chain is left to the server (its CA bundle is for the servers it dials).
+enum class TlsRole { kDaemon, kClient };
+absl::StatusOr<CertificateSummary> CheckTlsMaterial(const TlsMaterial& material, int64_t now_ns,
+                                                    TlsRole role = TlsRole::kDaemon);
 
 }  // namespace podprof::security
 

@@ -45,7 +45,8 @@ class RefusalLog {
 // TLS handshake to `refusals` as a refusal saying what the TLS library's words mean for a
 // podprof deployment. gRPC 1.51 names neither the peer nor the direction of a failed handshake
 // (both daemons serve and dial), so those lines say what failed, not with whom. Process-wide;
-// `refusals` must outlive every gRPC object (a daemon's main owns it).
+// `refusals` must outlive every gRPC object (a daemon's main owns it). Null (the CLI) drops
+// those lines: a client explains its own failed dial.
 void RouteGrpcLogs(RefusalLog* refusals);
 
 // The meaning of a TLS library error in a failed handshake (exposed for tests), e.g.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/file_util.h"
@@ -140,11 +141,42 @@ std::string DescribeTls(const Credentials& credentials, const AllowLists& roles)
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(
-    const TlsConfig& config) {
+    const TlsConfig& config, int64_t now_ns) {
   if (config.insecure) return grpc::InsecureChannelCredentials();
   absl::StatusOr<TlsMaterial> m = LoadTlsMaterial(config);
   if (!m.ok()) return m.status();
+  absl::StatusOr<CertificateSummary> checked = CheckTlsMaterial(*m, now_ns, TlsRole::kClient);
+  if (!checked.ok()) return checked.status();
   return ChannelFrom(*m);
+}
+
+std::string ExplainTlsDialFailure(const std::string& detail) {
+  // gRPC passes on the TLS library's words; the server's refusals arrive as alerts, or as a
+  // connection closed without one.
+  static const std::pair<const char*, const char*> kMeanings[] = {
+      {"is not in peer certificate",
+       "the server's certificate does not name the address dialled: add it as a SAN, or dial a "
+       "name the certificate has"},
+      {"certificate verify failed",
+       "the server's certificate did not verify against the CA bundle: signed by another CA, "
+       "expired, or not for server use"},
+      {"alert certificate expired", "the server says this certificate has expired"},
+      {"alert unknown ca", "the server does not trust this certificate's CA"},
+      {"alert certificate required", "the server requires a client certificate"},
+      {"alert unsupported certificate", "the server refused this certificate's key usage"},
+      {"alert bad certificate",
+       "the server refused this certificate (expired, from another CA, or not for client use)"},
+      {"Socket closed",
+       "the server closed the connection during the handshake: it refused this certificate "
+       "(expired, from another CA, or not for client use)"},
+      {"Connection reset",
+       "the server reset the connection during the handshake: it refused this certificate "
+       "(expired, from another CA, or not for client use)"},
+  };
+  for (const auto& [words, meaning] : kMeanings) {
+    if (absl::StrContains(detail, words)) return meaning;
+  }
+  return "";
 }
 
 std::vector<std::string> PeerIdentities(const grpc::ServerContext& context) {

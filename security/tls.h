@@ -70,9 +70,16 @@ absl::StatusOr<std::string> RotateCredentials(const Credentials& credentials,
 using AllowLists = std::vector<std::pair<std::string, std::vector<std::string>>>;
 std::string DescribeTls(const Credentials& credentials, const AllowLists& roles);
 
-// Channel credentials presenting our certificate and verifying the server's (or insecure).
+// Channel credentials presenting our certificate and verifying the server's (or insecure), for
+// a client that only dials (the CLI): the material is checked as of `now_ns` for that role, so
+// a mismatched key or an expired certificate is an error here rather than a failed dial.
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(
-    const TlsConfig& config);
+    const TlsConfig& config, int64_t now_ns);
+
+// What a failed dial's gRPC message means when TLS is in play, as far as the TLS library says:
+// "the server's certificate does not name the address dialled ...", or "" when it says nothing
+// recognisable. For the CLI's and the agent's messages.
+std::string ExplainTlsDialFailure(const std::string& grpc_detail);
 
 // The verified identities of the caller: its certificate's common name and subject alternative
 // names, each once. Empty for a plaintext connection.

@@ -52,6 +52,7 @@ class TlsTest : public ::testing::Test {
     MakeCert("ca", "agent", "rogue-agent", "localhost 127.0.0.1");
     MakeCert("ca", "operator", "ops-alice");
     MakeCert("ca", "operator", "viewer-bob");
+    MakeCert("ca", "aggregator", "agg-nosan");                  // names no address it is dialled at
     MakeCert("other-ca", "operator", "intruder", "ops-alice");  // claims the operator's name
   }
   static void TearDownTestSuite() {
@@ -333,8 +334,9 @@ TEST_F(TlsTest, EachBadCredentialIsNamedAtLoad) {
   EXPECT_TRUE(absl::StrContains(good->issuer, "CN=ca")) << good->issuer;
   EXPECT_TRUE(good->expires_soon);  // two days left: the daemon warns
   MakeCert("ca", "agent", "long-lived", "", 30);
-  absl::StatusOr<security::CertificateSummary> later =
-      security::CheckTlsMaterial(material("long-lived.crt", "long-lived.key", "ca.crt"), now);
+  // Checked a minute on: made after `now` was read, it may not have been valid yet at `now`.
+  absl::StatusOr<security::CertificateSummary> later = security::CheckTlsMaterial(
+      material("long-lived.crt", "long-lived.key", "ca.crt"), now + 60'000'000'000);
   ASSERT_TRUE(later.ok()) << later.status();
   EXPECT_FALSE(later->expires_soon);
 
@@ -573,6 +575,33 @@ TEST_F(TlsTest, TheXprofFacadeBeyondLoopbackSpeaksMutualTlsToAllowedClientsOnly)
   EXPECT_TRUE(alice.ok()) << alice.error_message();
   EXPECT_TRUE(fs::exists(P("xprof/s1/agent-0.xplane.pb")));
   EXPECT_TRUE(absl::StrContains(ReadTestFile(P("agent0.log")), "XProf capture s1 for ipv4:"));
+}
+
+TEST_F(TlsTest, TheCliSaysWhyADialFailed) {
+  StartAggregator("\"agent-0\"", "agg-nosan");
+  // The server's certificate does not name 127.0.0.1.
+  PodprofResult name =
+      RunPodprof("captures --timeout 5s --aggregator " + addr_ + TlsFlags("ops-alice"));
+  EXPECT_EQ(name.exit_code, 3) << name.err;
+  EXPECT_TRUE(
+      absl::StrContains(name.err, "the server's certificate does not name the address dialled"))
+      << name.err;
+  // The CLI's bundle does not verify the server's certificate.
+  PodprofResult ca =
+      RunPodprof("captures --timeout 5s --aggregator " + addr_ + TlsFlags("ops-alice", "other-ca"));
+  EXPECT_EQ(ca.exit_code, 3) << ca.err;
+  EXPECT_TRUE(absl::StrContains(ca.err, "did not verify against the CA bundle")) << ca.err;
+  // A key that is not the certificate's is named before anything is dialled.
+  PodprofResult key = RunPodprof("captures --timeout 5s --aggregator " + addr_ + " --tls-cert " +
+                                 P("ops-alice.crt") + " --tls-key " + P("viewer-bob.key") +
+                                 " --tls-ca " + P("ca.crt"));
+  EXPECT_EQ(key.exit_code, 2) << key.err;
+  EXPECT_TRUE(absl::StrContains(key.err, "is not the key of the certificate")) << key.err;
+  EXPECT_FALSE(absl::StrContains(key.err, "address list")) << key.err;
+  // None of this reaches the terminal as gRPC's own log lines.
+  for (const PodprofResult* r : {&name, &ca, &key}) {
+    EXPECT_FALSE(absl::StrContains(r->err, "ssl_transport_security")) << r->err;
+  }
 }
 
 TEST_F(TlsTest, NoTlsMaterialAndNoInsecureIsRefusedAtStart) {
