@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <map>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "export/nesting.h"
 #include "export/plane_stats.h"
 #include "trace/xspace_schema.h"
 
@@ -27,6 +29,164 @@ constexpr Stat kEnvironmentStats[] = {Stat::kProfileStartTime, Stat::kProfileSto
 constexpr exporter::PlaneStats kDevice(kDeviceStats);
 constexpr exporter::PlaneStats kEnvironment(kEnvironmentStats);
 
+// A line's start as the file stores it. XProf's loaders turn a line's start into ps (ns x 1000)
+// in an int64, which ns since the epoch overflow; so, as the profiler's own post-processing
+// does, line starts are relative to the profile start the Task Environment plane gives
+// (INTEROP.md, "XProf session export"). A capture without a profile start keeps its own clock.
+int64_t LineStart(int64_t ns, int64_t origin) { return origin > 0 ? ns - origin : ns; }
+
+// One event of a line being written: its span in ps from the line's start, and its source.
+struct LineEvent {
+  int64_t begin, end;
+  const trace::EventBlock* block;
+  size_t index;
+};
+
+// Metadata for the kernels a chip ran: id = index into capture.kernels + 1, made on first use.
+class KernelMetadata {
+ public:
+  KernelMetadata(const trace::HostCapture& capture, xp::XPlane* plane)
+      : capture_(capture), metas_(*plane->mutable_event_metadata()) {}
+
+  int64_t Of(uint32_t k) {
+    const int64_t id = static_cast<int64_t>(k) + 1;
+    auto [it, fresh] = metas_.try_emplace(id);
+    if (!fresh) return id;
+    auto& m = it->second;
+    m.set_id(id);
+    const trace::KernelDef* d = k < capture_.kernels.size() ? &capture_.kernels[k] : nullptr;
+    if (d == nullptr) return id;
+    m.set_name(d->name);
+    if (!d->category.empty() && d->category != "xla module") {
+      kDevice.Add(m.mutable_stats(), Stat::kHloCategory)->set_str_value(d->category);
+    }
+    if (d->flops > 0) kDevice.Add(m.mutable_stats(), Stat::kFlops)->set_int64_value(d->flops);
+    if (d->bytes_accessed > 0) {
+      kDevice.Add(m.mutable_stats(), Stat::kBytesAccessed)->set_int64_value(d->bytes_accessed);
+    }
+    if (d->program_id != 0) {
+      kDevice.Add(m.mutable_stats(), Stat::kProgramId)->set_uint64_value(d->program_id);
+    }
+    if (!d->source.empty()) kDevice.Add(m.mutable_stats(), Stat::kSource)->set_str_value(d->source);
+    return id;
+  }
+
+ private:
+  const trace::HostCapture& capture_;
+  google::protobuf::Map<int64_t, xp::XEventMetadata>& metas_;
+};
+
+// One XLine from the blocks of one line name: starting at the earliest block's start, events in
+// the order XProf sorts them (start, then longer first) and nested, the line's duration running
+// to its last event's end.
+void WriteLine(const std::string& name, const std::vector<const trace::EventBlock*>& blocks,
+               int64_t origin, KernelMetadata* metadata, xp::XLine* line) {
+  line->set_name(name);
+  int64_t base = INT64_MAX;
+  for (const trace::EventBlock* b : blocks) base = std::min(base, b->base_ns);
+  std::vector<LineEvent> events;
+  for (const trace::EventBlock* b : blocks) {
+    const int64_t shift_ps = (b->base_ns - base) * 1000;
+    for (size_t i = 0; i < b->size(); ++i) {
+      const int64_t begin = shift_ps + b->start_ps[i];
+      events.push_back({begin, begin + std::max<int64_t>(b->duration_ps[i], 0), b, i});
+    }
+  }
+  std::stable_sort(events.begin(), events.end(), [](const LineEvent& a, const LineEvent& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end > b.end;
+  });
+  NestSpans(&events);
+  line->set_timestamp_ns(LineStart(base, origin));
+  int64_t last_end = 0;
+  for (const LineEvent& e : events) {
+    xp::XEvent* ev = line->add_events();
+    ev->set_metadata_id(metadata->Of(e.block->kernel[e.index]));
+    ev->set_offset_ps(e.begin);
+    ev->set_duration_ps(e.end - e.begin);
+    if (e.block->collective[e.index] != 0) {
+      kDevice.Add(ev->mutable_stats(), Stat::kAllReduceUniqueId)
+          ->set_uint64_value(e.block->collective[e.index]);
+    }
+    last_end = std::max(last_end, e.end);
+  }
+  line->set_duration_ps(last_end);
+}
+
+// The chip's counters as one `_counters_` line, an event per sample named after its counter,
+// starting at the first sample and lasting to the last.
+void WriteCounters(const trace::HostCapture& capture, int chip, int64_t origin, int64_t first_meta,
+                   xp::XPlane* plane, int64_t* line_id) {
+  struct Sample {
+    int64_t time_ns;
+    int64_t meta;
+    double value;
+  };
+  std::vector<Sample> samples;
+  std::map<std::string, int64_t> meta_of;
+  auto& metas = *plane->mutable_event_metadata();
+  for (const trace::CounterSeries& s : capture.counters) {
+    if (s.chip != chip || s.time_ns.empty()) continue;
+    auto [it, fresh] =
+        meta_of.try_emplace(s.name, first_meta + static_cast<int64_t>(meta_of.size()));
+    if (fresh) {
+      metas[it->second].set_id(it->second);
+      metas[it->second].set_name(s.name);
+    }
+    for (size_t i = 0; i < s.value.size(); ++i)
+      samples.push_back({s.time_ns[i], it->second, s.value[i]});
+  }
+  if (samples.empty()) return;
+  // In time order, as XProf's post-processing leaves every line; each counter's samples keep
+  // theirs.
+  std::stable_sort(samples.begin(), samples.end(),
+                   [](const Sample& a, const Sample& b) { return a.time_ns < b.time_ns; });
+  const int64_t start = samples.front().time_ns;
+  xp::XLine* line = plane->add_lines();
+  line->set_id(++*line_id);
+  line->set_name(std::string(trace::xspace::kCountersLine));
+  line->set_timestamp_ns(LineStart(start, origin));
+  line->set_duration_ps((samples.back().time_ns - start) * 1000);
+  for (const Sample& s : samples) {
+    xp::XEvent* ev = line->add_events();
+    ev->set_metadata_id(s.meta);
+    ev->set_offset_ps((s.time_ns - start) * 1000);
+    kDevice.Add(ev->mutable_stats(), Stat::kCounterValue)->set_double_value(s.value);
+  }
+}
+
+// A chip's plane: its identity and peaks as plane stats, its lines, its counters.
+void WriteChipPlane(const trace::HostCapture& capture, int ci, bool gpu, xp::XPlane* plane) {
+  const trace::Chip& chip = capture.host.chips[ci];
+  const int64_t origin = capture.host.profile_start_ns;
+  plane->set_id(static_cast<int64_t>(ci) + 1);
+  plane->set_name(absl::StrCat(
+      gpu ? trace::xspace::kGpuPlanePrefix : trace::xspace::kTpuPlanePrefix, chip.ordinal));
+  kDevice.Declare(plane);
+  if (!chip.device_type.empty()) {
+    kDevice.Add(plane->mutable_stats(), Stat::kDeviceTypeString)->set_str_value(chip.device_type);
+  }
+  if (chip.peak_tflops > 0) {
+    kDevice.Add(plane->mutable_stats(), Stat::kPeakTeraflops)->set_double_value(chip.peak_tflops);
+  }
+  if (chip.peak_hbm_gbps > 0) {
+    kDevice.Add(plane->mutable_stats(), Stat::kPeakHbmBw)->set_double_value(chip.peak_hbm_gbps);
+  }
+  KernelMetadata metadata(capture, plane);
+  // One XLine per line name.
+  std::map<std::string, std::vector<const trace::EventBlock*>> lines;
+  for (const trace::EventBlock& b : capture.blocks) {
+    if (b.chip == ci) lines[b.line].push_back(&b);
+  }
+  int64_t line_id = 0;
+  for (const auto& [name, blocks] : lines) {
+    xp::XLine* line = plane->add_lines();
+    line->set_id(++line_id);
+    WriteLine(name, blocks, origin, &metadata, line);
+  }
+  WriteCounters(capture, ci, origin, static_cast<int64_t>(capture.kernels.size()) + 1, plane,
+                &line_id);
+}
+
 }  // namespace
 
 std::string XprofRunName(int64_t start_ns) {
@@ -36,111 +196,16 @@ std::string XprofRunName(int64_t start_ns) {
 tensorflow::profiler::XSpace ToXSpace(const trace::HostCapture& capture) {
   tensorflow::profiler::XSpace space;
   space.add_hostnames(capture.host.name);
-  const int64_t origin = capture.host.profile_start_ns;
   bool gpu = false;
   for (const trace::EventBlock& b : capture.blocks) gpu |= b.kind == trace::LineKind::kGpuStream;
-  const size_t chips = capture.host.chips.size();
-  for (size_t ci = 0; ci < chips; ++ci) {
-    const trace::Chip& chip = capture.host.chips[ci];
-    xp::XPlane* plane = space.add_planes();
-    plane->set_id(static_cast<int64_t>(ci) + 1);
-    plane->set_name(absl::StrCat(
-        gpu ? trace::xspace::kGpuPlanePrefix : trace::xspace::kTpuPlanePrefix, chip.ordinal));
-    kDevice.Declare(plane);
-    if (!chip.device_type.empty()) {
-      kDevice.Add(plane->mutable_stats(), Stat::kDeviceTypeString)->set_str_value(chip.device_type);
-    }
-    if (chip.peak_tflops > 0) {
-      kDevice.Add(plane->mutable_stats(), Stat::kPeakTeraflops)->set_double_value(chip.peak_tflops);
-    }
-    if (chip.peak_hbm_gbps > 0) {
-      kDevice.Add(plane->mutable_stats(), Stat::kPeakHbmBw)->set_double_value(chip.peak_hbm_gbps);
-    }
-    // Metadata for the kernels this chip ran: id = index into capture.kernels + 1.
-    auto& metas = *plane->mutable_event_metadata();
-    auto kernel_meta = [&](uint32_t k) {
-      const int64_t id = static_cast<int64_t>(k) + 1;
-      auto [it, fresh] = metas.try_emplace(id);
-      if (!fresh) return id;
-      auto& m = it->second;
-      m.set_id(id);
-      const trace::KernelDef* d = k < capture.kernels.size() ? &capture.kernels[k] : nullptr;
-      if (d == nullptr) return id;
-      m.set_name(d->name);
-      if (!d->category.empty() && d->category != "xla module") {
-        kDevice.Add(m.mutable_stats(), Stat::kHloCategory)->set_str_value(d->category);
-      }
-      if (d->flops > 0) kDevice.Add(m.mutable_stats(), Stat::kFlops)->set_int64_value(d->flops);
-      if (d->bytes_accessed > 0) {
-        kDevice.Add(m.mutable_stats(), Stat::kBytesAccessed)->set_int64_value(d->bytes_accessed);
-      }
-      if (d->program_id != 0)
-        kDevice.Add(m.mutable_stats(), Stat::kProgramId)->set_uint64_value(d->program_id);
-      if (!d->source.empty())
-        kDevice.Add(m.mutable_stats(), Stat::kSource)->set_str_value(d->source);
-      return id;
-    };
-    // One xp::XLine per line name, its time the earliest of its blocks.
-    std::map<std::string, std::vector<const trace::EventBlock*>> lines;
-    for (const trace::EventBlock& b : capture.blocks) {
-      if (b.chip == static_cast<int>(ci)) lines[b.line].push_back(&b);
-    }
-    int64_t line_id = 0;
-    for (const auto& [name, blocks] : lines) {
-      xp::XLine* line = plane->add_lines();
-      line->set_id(++line_id);
-      line->set_name(name);
-      int64_t base = INT64_MAX;
-      for (const trace::EventBlock* b : blocks) base = std::min(base, b->base_ns);
-      line->set_timestamp_ns(origin > 0 ? base - origin : base);
-      for (const trace::EventBlock* b : blocks) {
-        const int64_t shift_ps = (b->base_ns - base) * 1000;
-        for (size_t i = 0; i < b->size(); ++i) {
-          xp::XEvent* ev = line->add_events();
-          ev->set_metadata_id(kernel_meta(b->kernel[i]));
-          ev->set_offset_ps(shift_ps + b->start_ps[i]);
-          ev->set_duration_ps(b->duration_ps[i]);
-          if (b->collective[i] != 0) {
-            kDevice.Add(ev->mutable_stats(), Stat::kAllReduceUniqueId)
-                ->set_uint64_value(b->collective[i]);
-          }
-        }
-      }
-    }
-    // Counters: one `_counters_` line, an event per sample named after its counter.
-    xp::XLine* counters = nullptr;
-    int64_t counter_meta = static_cast<int64_t>(capture.kernels.size()) + 1;
-    std::map<std::string, int64_t> counter_ids;
-    for (const trace::CounterSeries& s : capture.counters) {
-      if (s.chip != static_cast<int>(ci) || s.time_ns.empty()) continue;
-      if (counters == nullptr) {
-        counters = plane->add_lines();
-        counters->set_id(++line_id);
-        counters->set_name(std::string(trace::xspace::kCountersLine));
-        counters->set_timestamp_ns(origin > 0 ? 0 : s.time_ns.front());
-      }
-      auto [it, fresh] = counter_ids.try_emplace(s.name, counter_meta);
-      if (fresh) {
-        auto& m = metas[counter_meta];
-        m.set_id(counter_meta);
-        m.set_name(s.name);
-        ++counter_meta;
-      }
-      const int64_t line_ns = origin > 0 ? origin : counters->timestamp_ns();
-      for (size_t i = 0; i < s.value.size(); ++i) {
-        xp::XEvent* ev = counters->add_events();
-        ev->set_metadata_id(it->second);
-        ev->set_offset_ps((s.time_ns[i] - line_ns) * 1000);
-        kDevice.Add(ev->mutable_stats(), Stat::kCounterValue)->set_double_value(s.value[i]);
-      }
-    }
-  }
+  const int chips = static_cast<int>(capture.host.chips.size());
+  for (int ci = 0; ci < chips; ++ci) WriteChipPlane(capture, ci, gpu, space.add_planes());
   xp::XPlane* env = space.add_planes();
   env->set_id(static_cast<int64_t>(chips) + 1);
   env->set_name(std::string(trace::xspace::kTaskEnvironmentPlane));
   kEnvironment.Declare(env);
   kEnvironment.Add(env->mutable_stats(), Stat::kProfileStartTime)
-      ->set_uint64_value(static_cast<uint64_t>(origin));
+      ->set_uint64_value(static_cast<uint64_t>(capture.host.profile_start_ns));
   kEnvironment.Add(env->mutable_stats(), Stat::kProfileStopTime)
       ->set_uint64_value(static_cast<uint64_t>(capture.host.profile_stop_ns));
   return space;

@@ -3,9 +3,14 @@
 // file is laid out as XProf expects (plane, line and stat names).
 #include "export/xspace_export.h"
 
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -259,6 +264,169 @@ TEST(XSpaceExportTest, AnEmptyCaptureStillHasItsWindow) {
   EXPECT_TRUE(out->host.chips.empty());
   EXPECT_EQ(out->host.profile_start_ns, kStartNs);
   EXPECT_EQ(out->host.profile_stop_ns, kStartNs + 5);
+}
+
+// Starts (ps from kStartNs) of every event of a capture, with durations, per (chip, line).
+std::map<std::pair<int, std::string>, std::vector<std::pair<int64_t, int64_t>>> Events(
+    const HostCapture& c) {
+  std::map<std::pair<int, std::string>, std::vector<std::pair<int64_t, int64_t>>> out;
+  for (const EventBlock& b : c.blocks) {
+    auto& v = out[{b.chip, b.line}];
+    for (size_t i = 0; i < b.size(); ++i) {
+      v.push_back({(b.base_ns - kStartNs) * 1000 + b.start_ps[i], b.duration_ps[i]});
+    }
+    std::sort(v.begin(), v.end());
+  }
+  return out;
+}
+
+// A Pallas kernel with named scopes on chip 0, as the simulator's clock mapping leaves them:
+// scope b begins 1 ps before scope a ends.
+HostCapture ScopedCapture() {
+  HostCapture c = TpuCapture();
+  c.kernels.push_back(Kernel("pallas/a", "", 0));
+  c.kernels.push_back(Kernel("pallas/b", "", 0));
+  c.blocks.push_back(Block(0, "XLA TraceMe", LineKind::kScopes, kStartNs + 1000,
+                           {{0, 200}, {199, 250}}, {4, 5}, {0, 0}));
+  return c;
+}
+
+// Every line starts at its first event, relative to the profile start the Task Environment
+// plane gives (counters too), and lasts to its last event's end; an XProf loader turning the
+// start into ps does not overflow, and its normalisation (which subtracts the profile start
+// from starts at or past it) leaves the file as it is.
+TEST(XSpaceExportTest, LinesStartRelativeToTheProfileAndLastToTheirLastEvent) {
+  const tensorflow::profiler::XSpace space = ToXSpace(ScopedCapture());
+  // (plane, line) -> (timestamp_ns, duration_ps)
+  std::map<std::pair<std::string, std::string>, std::pair<int64_t, int64_t>> got;
+  for (const auto& plane : space.planes()) {
+    for (const auto& line : plane.lines()) {
+      got[{plane.name(), line.name()}] = {line.timestamp_ns(), line.duration_ps()};
+      EXPECT_LT(line.timestamp_ns(), kStartNs) << "XProf would take it for an absolute time";
+      EXPECT_LT(std::abs(line.timestamp_ns()), INT64_MAX / 1000) << "ps would overflow";
+      int64_t last_end = 0;
+      for (const auto& e : line.events()) {
+        last_end = std::max(last_end, e.offset_ps() + e.duration_ps());
+      }
+      EXPECT_EQ(line.duration_ps(), last_end) << plane.name() << " " << line.name();
+    }
+  }
+  using P = std::pair<int64_t, int64_t>;
+  EXPECT_EQ(got.at({"/device:TPU:0", "XLA Ops"}), P(1000, 1300));
+  EXPECT_EQ(got.at({"/device:TPU:0", "XLA Modules"}), P(1000, 5000));
+  EXPECT_EQ(got.at({"/device:TPU:0", "XLA TraceMe"}), P(1000, 449));
+  EXPECT_EQ(got.at({"/device:TPU:0", "_counters_"}), P(1500, 1'000'000))
+      << "counters start at their first sample, 1.5 us after the profile start";
+  EXPECT_EQ(got.at({"/device:TPU:1", "XLA Ops"}), P(2000, 2300));
+  EXPECT_EQ(got.at({"/device:TPU:1", "_counters_"}), P(1700, 0));
+}
+
+// Events on one line nest: scope a, which b overlapped by 1 ps, ends where b begins; starts
+// are kept, and the line is in XProf's order.
+TEST(XSpaceExportTest, ScopesOnALineNest) {
+  const tensorflow::profiler::XSpace space = ToXSpace(ScopedCapture());
+  const tensorflow::profiler::XLine* scopes = nullptr;
+  for (const auto& l : space.planes(0).lines()) {
+    if (l.name() == "XLA TraceMe") scopes = &l;
+  }
+  ASSERT_NE(scopes, nullptr);
+  std::vector<std::pair<int64_t, int64_t>> spans;
+  for (const auto& e : scopes->events()) spans.push_back({e.offset_ps(), e.duration_ps()});
+  EXPECT_EQ(spans, (std::vector<std::pair<int64_t, int64_t>>{{0, 199}, {199, 250}}));
+  for (const auto& plane : space.planes()) {
+    for (const auto& line : plane.lines()) {
+      std::vector<int64_t> open_ends;
+      int64_t last_begin = INT64_MIN;
+      for (const auto& e : line.events()) {
+        EXPECT_GE(e.offset_ps(), last_begin) << line.name() << ": sorted by start";
+        last_begin = e.offset_ps();
+        while (!open_ends.empty() && open_ends.back() <= e.offset_ps()) open_ends.pop_back();
+        if (!open_ends.empty()) {
+          EXPECT_LE(e.offset_ps() + e.duration_ps(), open_ends.back())
+              << line.name() << ": an event ends after the one it starts in";
+        }
+        open_ends.push_back(e.offset_ps() + e.duration_ps());
+      }
+    }
+  }
+}
+
+// Every line of a file as a viewer sees it: (plane, line) -> start, duration, and each event's
+// offset, duration and name.
+using EventView = std::tuple<int64_t, int64_t, std::string>;
+std::map<std::pair<std::string, std::string>, std::tuple<int64_t, int64_t, std::vector<EventView>>>
+Lines(const tensorflow::profiler::XSpace& space) {
+  std::map<std::pair<std::string, std::string>,
+           std::tuple<int64_t, int64_t, std::vector<EventView>>>
+      out;
+  for (const auto& plane : space.planes()) {
+    for (const auto& line : plane.lines()) {
+      std::vector<EventView> events;
+      for (const auto& e : line.events()) {
+        events.emplace_back(e.offset_ps(), e.duration_ps(),
+                            plane.event_metadata().at(e.metadata_id()).name());
+      }
+      out[{plane.name(), line.name()}] = {line.timestamp_ns(), line.duration_ps(), events};
+    }
+  }
+  return out;
+}
+
+// Export, read back, export again: every event keeps its start to the ps (the reader adds the
+// profile start back), durations are the nested ones, and the second file shows what the first
+// did.
+TEST(XSpaceExportTest, ExportReadExportKeepsEveryEventsTime) {
+  const HostCapture in = ScopedCapture();
+  std::string first;
+  absl::StatusOr<HostCapture> read = RoundTrip(in, &first);
+  ASSERT_TRUE(read.ok()) << read.status();
+  auto want = Events(in);
+  want[{0, "XLA TraceMe"}][0].second = 199;  // scope a, cut where b begins
+  EXPECT_EQ(Events(*read), want);
+  ASSERT_EQ(read->counters.size(), in.counters.size());
+  EXPECT_EQ(read->counters[0].time_ns, in.counters[0].time_ns);
+  tensorflow::profiler::XSpace first_space;
+  ASSERT_TRUE(first_space.ParseFromString(first));
+  EXPECT_EQ(Lines(ToXSpace(*read)), Lines(first_space));
+}
+
+// A real TPU capture (post-processed: device lines at 0, host lines a little after the profile
+// start) read and exported keeps its lines' start times and its profile window.
+TEST(XSpaceExportTest, ARealCaptureKeepsItsLineTimestamps) {
+  const std::string path =
+      std::string(PODPROF_FIXTURES_DIR) + "/tpu_v6e_4chip_host_offload.xplane.pb";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no fixture at " << path;
+  auto source = trace::FileSource::Open(path);
+  ASSERT_TRUE(source.ok()) << source.status();
+  absl::StatusOr<HostCapture> capture = trace::ReadXSpace(**source);
+  ASSERT_TRUE(capture.ok()) << capture.status();
+  tensorflow::profiler::XSpace original;
+  {
+    std::string raw((*source)->size(), '\0');
+    ASSERT_TRUE((*source)->ReadAt(0, raw.size(), raw.data()).ok());
+    ASSERT_TRUE(original.ParseFromString(raw));
+  }
+  std::map<std::pair<std::string, std::string>, int64_t> original_start;
+  for (const auto& plane : original.planes()) {
+    for (const auto& line : plane.lines()) {
+      if (line.events_size() > 0) original_start[{plane.name(), line.name()}] = line.timestamp_ns();
+    }
+  }
+  const tensorflow::profiler::XSpace exported = ToXSpace(*capture);
+  int compared = 0;
+  for (const auto& plane : exported.planes()) {
+    for (const auto& line : plane.lines()) {
+      auto it = original_start.find({plane.name(), line.name()});
+      if (it == original_start.end()) continue;
+      EXPECT_EQ(line.timestamp_ns(), it->second) << plane.name() << " " << line.name();
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 4);
+  absl::StatusOr<HostCapture> reread = RoundTrip(*capture);
+  ASSERT_TRUE(reread.ok()) << reread.status();
+  EXPECT_EQ(reread->host.profile_start_ns, capture->host.profile_start_ns);
+  EXPECT_EQ(reread->host.profile_stop_ns, capture->host.profile_stop_ns);
 }
 
 TEST(XSpaceExportTest, RunNameIsTheUtcStartTime) {
