@@ -4,8 +4,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "export/nesting.h"
 #include "nlohmann/json.hpp"
 #include "proto/perfetto_trace.pb.h"
 #include "trace/xspace_schema.h"
@@ -19,6 +21,11 @@ constexpr uint32_t kSequenceId = 1;
 constexpr uint32_t kIncrementalStateCleared = 1;
 constexpr uint32_t kNeedsIncrementalState = 2;
 enum EventType { kSliceBegin = 1, kSliceEnd = 2, kCounter = 4 };
+// BuiltinClock: the aggregator's wall clock, and Perfetto's default trace clock.
+constexpr uint32_t kClockRealtime = 1;
+constexpr uint32_t kClockBoottime = 6;
+// CounterDescriptor.Unit.
+constexpr int kUnitTimeNs = 1, kUnitCount = 2, kUnitSizeBytes = 3;
 
 // Lines in the order XProf shows them; anything else after.
 int LineRank(const std::string& line) {
@@ -40,20 +47,24 @@ struct Placed {
 };
 
 // The events of one (chip, line) track in start order, longer first at equal starts, so that
-// enclosing slices come before what they enclose.
+// enclosing slices come before what they enclose; nested (nesting.h). Begin and end are each
+// the exact instant in ps rounded down to ns: rounding a begin and a duration separately could
+// end a scope after its kernel, while rounding both instants one way keeps every order.
 std::vector<Placed> TrackEvents(const trace::HostCapture& capture,
                                 const std::vector<uint32_t>& blocks) {
   std::vector<Placed> out;
   for (uint32_t bi : blocks) {
     const trace::EventBlock& b = capture.blocks[bi];
     for (uint32_t i = 0; i < b.size(); ++i) {
-      const int64_t begin = b.base_ns + b.start_ps[i] / 1000;
-      out.push_back({begin, begin + std::max<int64_t>(b.duration_ps[i] / 1000, 0), bi, i});
+      const int64_t end_ps = b.start_ps[i] + std::max<int64_t>(b.duration_ps[i], 0);
+      out.push_back(
+          {b.base_ns + FloorDiv(b.start_ps[i], 1000), b.base_ns + FloorDiv(end_ps, 1000), bi, i});
     }
   }
-  std::sort(out.begin(), out.end(), [](const Placed& a, const Placed& b) {
+  std::stable_sort(out.begin(), out.end(), [](const Placed& a, const Placed& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end > b.end;
   });
+  NestSpans(&out);
   return out;
 }
 
@@ -76,6 +87,96 @@ std::vector<std::pair<std::pair<int, std::string>, std::vector<uint32_t>>> Track
   });
   return out;
 }
+
+// Category, flops, bytes, program id, module and verdict of a kernel slice, as annotations.
+void Annotate(const trace::KernelDef& def, const std::string* verdict, pp::TrackEvent* ev) {
+  if (!def.category.empty()) {
+    auto* a = ev->add_debug_annotations();
+    a->set_name("category");
+    a->set_string_value(def.category);
+  }
+  if (def.flops > 0) {
+    auto* a = ev->add_debug_annotations();
+    a->set_name("flops");
+    a->set_int_value(def.flops);
+  }
+  if (def.bytes_accessed > 0) {
+    auto* a = ev->add_debug_annotations();
+    a->set_name("bytes_accessed");
+    a->set_int_value(def.bytes_accessed);
+  }
+  if (def.program_id != 0) {
+    auto* a = ev->add_debug_annotations();
+    a->set_name("program_id");
+    a->set_uint_value(def.program_id);
+  }
+  if (!def.module.empty()) {
+    auto* a = ev->add_debug_annotations();
+    a->set_name("module");
+    a->set_string_value(def.module);
+  }
+  if (verdict != nullptr) {
+    auto* a = ev->add_debug_annotations();
+    a->set_name("verdict");
+    a->set_string_value(*verdict);
+  }
+}
+
+// A counter's unit, from the last word of its name: the simulator's and the TPU's counters
+// (`vdd_core_energy_nj`, `stall_hbm_cycles`) and libtpu's runtime metrics
+// (`tpu.runtime.hbm.memory.usage.bytes`, `tpu.runtime.tensorcore.dutycycle.percent`) say it
+// there. Busy and stall fractions (`mxu_busy`) have no unit.
+void SetCounterUnit(const std::string& name, pp::CounterDescriptor* counter) {
+  struct Suffix {
+    const char* word;
+    int unit;               // CounterDescriptor.Unit, or 0 with a unit name
+    const char* unit_name;  // for units the enum lacks
+    int64_t multiplier;     // to the enum's unit (ns, count, bytes)
+  };
+  static constexpr Suffix kSuffixes[] = {
+      {"nj", 0, "nJ", 0},
+      {"uj", 0, "uJ", 0},
+      {"joules", 0, "J", 0},
+      {"watts", 0, "W", 0},
+      {"percent", 0, "%", 0},
+      {"bytes", kUnitSizeBytes, "", 0},
+      {"ns", kUnitTimeNs, "", 0},
+      {"us", kUnitTimeNs, "", 1'000},
+      {"ms", kUnitTimeNs, "", 1'000'000},
+      {"seconds", kUnitTimeNs, "", 1'000'000'000},
+      {"cycles", kUnitCount, "", 0},
+      {"count", kUnitCount, "", 0},
+  };
+  const size_t cut = name.find_last_of("_.");
+  if (cut == std::string::npos) return;
+  const std::string word = absl::AsciiStrToLower(name.substr(cut + 1));
+  for (const Suffix& s : kSuffixes) {
+    if (word != s.word) continue;
+    if (s.unit != 0) counter->set_unit(s.unit);
+    if (*s.unit_name != '\0') counter->set_unit_name(s.unit_name);
+    if (s.multiplier != 0) counter->set_unit_multiplier(s.multiplier);
+    return;
+  }
+}
+
+// ns as microseconds with three decimals, exactly (integer arithmetic: a double would round
+// some values up and others down).
+std::string FormatUs(int64_t ns) {
+  const uint64_t magnitude = ns < 0 ? 0 - static_cast<uint64_t>(ns) : static_cast<uint64_t>(ns);
+  return absl::StrFormat("%s%u.%03u", ns < 0 ? "-" : "", magnitude / 1000, magnitude % 1000);
+}
+
+// A reading of the trace's clock for its clock snapshot: any instant works (REALTIME and
+// BOOTTIME are given the same one), so the capture's start, else its first event's.
+int64_t ClockReading(const trace::HostCapture& capture) {
+  if (capture.host.profile_start_ns > 0) return capture.host.profile_start_ns;
+  for (const trace::EventBlock& b : capture.blocks) {
+    if (b.size() > 0) return b.base_ns;
+  }
+  return 0;
+}
+
+}  // namespace
 
 // The verdict noted for kernel `k` on `chip` (an index into the host's chips), or null.
 class NoteLookup {
@@ -102,8 +203,6 @@ class NoteLookup {
   std::map<std::pair<int, uint32_t>, const std::string*> cache_;
 };
 
-}  // namespace
-
 PerfettoWriter::PerfettoWriter(std::ostream* out) : out_(out) {}
 
 void PerfettoWriter::WritePacket(const std::string& bytes) {
@@ -119,33 +218,48 @@ void PerfettoWriter::WritePacket(const std::string& bytes) {
   out_->write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
+void PerfettoWriter::Emit(pp::TracePacket* p) {
+  p->set_trusted_packet_sequence_id(kSequenceId);
+  if (p->has_track_event()) p->set_sequence_flags(kNeedsIncrementalState);
+  WritePacket(p->SerializeAsString());
+  p->Clear();
+}
+
+void PerfettoWriter::Start(int64_t clock_ns) {
+  if (started_) return;
+  started_ = true;
+  // The first packet clears the sequence's state and says what its timestamps are: the
+  // aggregator's realtime clock (ns since the epoch). BOOTTIME, Perfetto's default trace clock,
+  // is given the same reading, so trace time is wall-clock time too.
+  pp::TracePacket p;
+  p.set_sequence_flags(kIncrementalStateCleared);
+  p.mutable_trace_packet_defaults()->set_timestamp_clock_id(kClockRealtime);
+  for (uint32_t id : {kClockRealtime, kClockBoottime}) {
+    auto* c = p.mutable_clock_snapshot()->add_clocks();
+    c->set_clock_id(id);
+    c->set_timestamp(static_cast<uint64_t>(std::max<int64_t>(clock_ns, 0)));
+  }
+  Emit(&p);
+}
+
+uint64_t PerfettoWriter::NewTrack(pp::TracePacket* p, uint64_t parent, const std::string& name,
+                                  int rank) {
+  const uint64_t uuid = next_uuid_++;
+  auto* t = p->mutable_track_descriptor();
+  t->set_uuid(uuid);
+  t->set_parent_uuid(parent);
+  t->set_name(name);
+  t->set_sibling_order_rank(rank);
+  ++counts_.tracks;
+  return uuid;
+}
+
 void PerfettoWriter::AddHost(const trace::HostCapture& capture, const std::string& description,
                              const KernelNotes* notes) {
+  Start(ClockReading(capture));
   NoteLookup note_of(capture, notes);
   ++counts_.hosts;
   pp::TracePacket packet;
-  auto emit = [&](pp::TracePacket& p) {
-    p.set_trusted_packet_sequence_id(kSequenceId);
-    if (first_packet_) {
-      p.set_sequence_flags(kIncrementalStateCleared);
-      first_packet_ = false;
-    } else if (p.has_track_event()) {
-      p.set_sequence_flags(kNeedsIncrementalState);
-    }
-    WritePacket(p.SerializeAsString());
-    p.Clear();
-  };
-  auto track = [&](uint64_t parent, const std::string& name, int rank) {
-    const uint64_t uuid = next_uuid_++;
-    auto* t = packet.mutable_track_descriptor();
-    t->set_uuid(uuid);
-    t->set_parent_uuid(parent);
-    t->set_name(name);
-    t->set_sibling_order_rank(rank);
-    ++counts_.tracks;
-    return uuid;
-  };
-
   // The host: a process track.
   const uint64_t host_uuid = next_uuid_++;
   {
@@ -157,7 +271,7 @@ void PerfettoWriter::AddHost(const trace::HostCapture& capture, const std::strin
     proc->set_pid(static_cast<int32_t>(counts_.hosts));
     proc->set_process_name(capture.host.name);
     ++counts_.tracks;
-    emit(packet);
+    Emit(&packet);
   }
   std::map<int, uint64_t> chip_uuid;
   auto chip_track = [&](int chip) {
@@ -166,106 +280,79 @@ void PerfettoWriter::AddHost(const trace::HostCapture& capture, const std::strin
     const trace::Chip* c = chip >= 0 && chip < static_cast<int>(capture.host.chips.size())
                                ? &capture.host.chips[chip]
                                : nullptr;
-    const uint64_t uuid = track(host_uuid, ChipName(c, chip), c != nullptr ? c->ordinal : chip);
+    const uint64_t uuid =
+        NewTrack(&packet, host_uuid, ChipName(c, chip), c != nullptr ? c->ordinal : chip);
     packet.mutable_track_descriptor()->set_child_ordering(3);
-    emit(packet);
+    Emit(&packet);
     chip_uuid[chip] = uuid;
     return uuid;
   };
-
   for (const auto& [key, blocks] : Tracks(capture)) {
-    const uint64_t parent = chip_track(key.first);
-    const uint64_t uuid = track(parent, key.second, LineRank(key.second));
-    emit(packet);
-    std::vector<int64_t> open;  // ends of the slices begun and not yet ended, innermost last
-    auto close_until = [&](int64_t t) {
-      while (!open.empty() && open.back() <= t) {
-        packet.set_timestamp(static_cast<uint64_t>(open.back()));
-        packet.mutable_track_event()->set_type(kSliceEnd);
-        packet.mutable_track_event()->set_track_uuid(uuid);
-        emit(packet);
-        open.pop_back();
-      }
-    };
-    for (const Placed& e : TrackEvents(capture, blocks)) {
-      close_until(e.begin);
-      // Slices on one track must nest: one that outlasts its enclosing slice is cut there.
-      const int64_t end = open.empty() ? e.end : std::min(e.end, open.back());
-      const trace::EventBlock& b = capture.blocks[e.block];
-      const uint32_t k = b.kernel[e.index];
-      const trace::KernelDef* def = k < capture.kernels.size() ? &capture.kernels[k] : nullptr;
-      std::string interned;
-      const std::string& name = def != nullptr && !def->name.empty() ? def->name : b.line;
-      const uint64_t iid = InternedName(name, &interned);
-      if (!interned.empty()) {
-        auto* n = packet.mutable_interned_data()->add_event_names();
-        n->set_iid(iid);
-        n->set_name(interned);
-      }
-      packet.set_timestamp(static_cast<uint64_t>(e.begin));
-      auto* ev = packet.mutable_track_event();
-      ev->set_type(kSliceBegin);
-      ev->set_track_uuid(uuid);
-      ev->set_name_iid(iid);
-      ev->add_categories(b.line);
-      if (def != nullptr) {
-        if (!def->category.empty()) {
-          auto* a = ev->add_debug_annotations();
-          a->set_name("category");
-          a->set_string_value(def->category);
-        }
-        if (def->flops > 0) {
-          auto* a = ev->add_debug_annotations();
-          a->set_name("flops");
-          a->set_int_value(def->flops);
-        }
-        if (def->bytes_accessed > 0) {
-          auto* a = ev->add_debug_annotations();
-          a->set_name("bytes_accessed");
-          a->set_int_value(def->bytes_accessed);
-        }
-        if (def->program_id != 0) {
-          auto* a = ev->add_debug_annotations();
-          a->set_name("program_id");
-          a->set_uint_value(def->program_id);
-        }
-        if (!def->module.empty()) {
-          auto* a = ev->add_debug_annotations();
-          a->set_name("module");
-          a->set_string_value(def->module);
-        }
-        if (const std::string* verdict = note_of.Of(b.chip, k)) {
-          auto* a = ev->add_debug_annotations();
-          a->set_name("verdict");
-          a->set_string_value(*verdict);
-        }
-      }
-      if (b.collective[e.index] != 0) {
-        ev->add_flow_ids(b.collective[e.index]);
-        ++counts_.flow_events;
-      }
-      emit(packet);
-      ++counts_.slices;
-      open.push_back(end);
-    }
-    close_until(INT64_MAX);
+    const uint64_t uuid =
+        NewTrack(&packet, chip_track(key.first), key.second, LineRank(key.second));
+    Emit(&packet);
+    WriteSlices(capture, blocks, uuid, &note_of);
   }
-
   for (const trace::CounterSeries& s : capture.counters) {
-    const uint64_t parent = chip_track(s.chip);
-    const uint64_t uuid = track(parent, s.name, 100);
-    packet.mutable_track_descriptor()->mutable_counter();
-    emit(packet);
+    const uint64_t uuid = NewTrack(&packet, chip_track(s.chip), s.name, 100);
+    SetCounterUnit(s.name, packet.mutable_track_descriptor()->mutable_counter());
+    Emit(&packet);
     for (size_t i = 0; i < s.value.size(); ++i) {
       packet.set_timestamp(static_cast<uint64_t>(s.time_ns[i]));
       auto* ev = packet.mutable_track_event();
       ev->set_type(kCounter);
       ev->set_track_uuid(uuid);
       ev->set_double_counter_value(s.value[i]);
-      emit(packet);
+      Emit(&packet);
       ++counts_.counter_samples;
     }
   }
+}
+
+void PerfettoWriter::WriteSlices(const trace::HostCapture& capture,
+                                 const std::vector<uint32_t>& blocks, uint64_t track,
+                                 NoteLookup* note_of) {
+  pp::TracePacket packet;
+  std::vector<int64_t> open;  // ends of the slices begun and not yet ended, innermost last
+  auto close_until = [&](int64_t t) {
+    while (!open.empty() && open.back() <= t) {
+      packet.set_timestamp(static_cast<uint64_t>(open.back()));
+      packet.mutable_track_event()->set_type(kSliceEnd);
+      packet.mutable_track_event()->set_track_uuid(track);
+      Emit(&packet);
+      open.pop_back();
+    }
+  };
+  // The events nest (TrackEvents), so each one's end comes before its enclosing slice's.
+  for (const Placed& e : TrackEvents(capture, blocks)) {
+    close_until(e.begin);
+    const trace::EventBlock& b = capture.blocks[e.block];
+    const uint32_t k = b.kernel[e.index];
+    const trace::KernelDef* def = k < capture.kernels.size() ? &capture.kernels[k] : nullptr;
+    std::string interned;
+    const std::string& name = def != nullptr && !def->name.empty() ? def->name : b.line;
+    const uint64_t iid = InternedName(name, &interned);
+    if (!interned.empty()) {
+      auto* n = packet.mutable_interned_data()->add_event_names();
+      n->set_iid(iid);
+      n->set_name(interned);
+    }
+    packet.set_timestamp(static_cast<uint64_t>(e.begin));
+    auto* ev = packet.mutable_track_event();
+    ev->set_type(kSliceBegin);
+    ev->set_track_uuid(track);
+    ev->set_name_iid(iid);
+    ev->add_categories(b.line);
+    if (def != nullptr) Annotate(*def, note_of->Of(b.chip, k), ev);
+    if (b.collective[e.index] != 0) {
+      ev->add_flow_ids(b.collective[e.index]);
+      ++counts_.flow_events;
+    }
+    Emit(&packet);
+    ++counts_.slices;
+    open.push_back(e.end);
+  }
+  close_until(INT64_MAX);
 }
 
 uint64_t PerfettoWriter::InternedName(const std::string& name, std::string* new_entry) {
@@ -308,7 +395,6 @@ void ChromeJsonWriter::AddHost(const trace::HostCapture& capture, const std::str
         {"ph", "M"}, {"pid", pid}, {"name", "process_labels"}, {"args", {{"labels", description}}}}
               .dump());
   }
-  auto us = [this](int64_t ns) { return absl::StrFormat("%.3f", (ns - origin_ns_) / 1e3); };
   int tid = 0;
   for (const auto& [key, blocks] : Tracks(capture)) {
     ++tid;
@@ -342,13 +428,18 @@ void ChromeJsonWriter::AddHost(const trace::HostCapture& capture, const std::str
       }
       if (b.collective[e.index] != 0) args["collective_id"] = b.collective[e.index];
       const std::string name = def != nullptr && !def->name.empty() ? def->name : b.line;
-      // Times go in as preformatted numbers: three decimals are whole nanoseconds.
+      // ts and dur from the same whole-ns begin and end, so that a slice ends where its
+      // enclosing one says it may (TrackEvents nests them).
       Event(absl::StrCat("{\"ph\":\"X\",\"pid\":", pid, ",\"tid\":", tid,
                          ",\"name\":", json(name).dump(), ",\"cat\":", json(b.line).dump(),
-                         ",\"ts\":", us(e.begin),
-                         ",\"dur\":", absl::StrFormat("%.3f", (e.end - e.begin) / 1e3),
+                         ",\"ts\":", Us(e.begin), ",\"dur\":", FormatUs(e.end - e.begin),
                          ",\"args\":", args.dump(), "}"));
       ++counts_.slices;
+      if (b.collective[e.index] != 0) {
+        // A flow binds to the slice enclosing its instant: the middle of the slice, which no
+        // neighbour shares.
+        flow_stops_.push_back({b.collective[e.index], pid, tid, e.begin + (e.end - e.begin) / 2});
+      }
     }
   }
   for (const trace::CounterSeries& s : capture.counters) {
@@ -356,13 +447,43 @@ void ChromeJsonWriter::AddHost(const trace::HostCapture& capture, const std::str
     const std::string name = absl::StrCat("chip ", s.chip, " ", s.name);
     for (size_t i = 0; i < s.value.size(); ++i) {
       Event(absl::StrCat("{\"ph\":\"C\",\"pid\":", pid, ",\"name\":", json(name).dump(), ",\"ts\":",
-                         us(s.time_ns[i]), ",\"args\":{\"value\":", json(s.value[i]).dump(), "}}"));
+                         Us(s.time_ns[i]), ",\"args\":{\"value\":", json(s.value[i]).dump(), "}}"));
       ++counts_.counter_samples;
     }
   }
 }
 
+std::string ChromeJsonWriter::Us(int64_t ns) const { return FormatUs(ns - origin_ns_); }
+
+void ChromeJsonWriter::WriteFlows() {
+  // Each collective's slices in time order: the first starts the flow, the last ends it
+  // ("bp":"e": bound to the slice enclosing its instant, as the others are), any between are
+  // steps. Trace Event Format flow events, which chrome://tracing and Perfetto's JSON importer
+  // both read; Perfetto tells flows apart by id, category and name, so those are shared.
+  std::stable_sort(
+      flow_stops_.begin(), flow_stops_.end(), [](const FlowStop& a, const FlowStop& b) {
+        return a.collective != b.collective ? a.collective < b.collective : a.ns < b.ns;
+      });
+  for (size_t i = 0; i < flow_stops_.size();) {
+    size_t j = i;
+    while (j < flow_stops_.size() && flow_stops_[j].collective == flow_stops_[i].collective) ++j;
+    for (size_t k = i; j - i > 1 && k < j; ++k) {
+      const FlowStop& f = flow_stops_[k];
+      const char* ph = k == i ? "s" : k + 1 == j ? "f" : "t";
+      // The id as a hex string: JSON numbers past 2^53 lose digits in JavaScript viewers.
+      Event(absl::StrCat("{\"ph\":\"", ph, "\",\"pid\":", f.pid, ",\"tid\":", f.tid,
+                         ",\"name\":\"collective\",\"cat\":\"collective\",\"id\":\"",
+                         absl::StrFormat("0x%x", f.collective), "\",\"ts\":", Us(f.ns),
+                         k + 1 == j ? ",\"bp\":\"e\"}" : "}"));
+      ++counts_.flow_events;
+    }
+    i = j;
+  }
+  std::vector<FlowStop>().swap(flow_stops_);
+}
+
 absl::Status ChromeJsonWriter::Finish() {
+  WriteFlows();
   *out_ << "\n]}\n";
   out_->flush();
   if (!*out_) return absl::DataLossError("writing the Chrome JSON trace failed");

@@ -10,11 +10,18 @@
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "trace/model.h"
 
+namespace perfetto::protos {
+class TracePacket;
+}  // namespace perfetto::protos
+
 namespace podprof::exporter {
+
+class NoteLookup;
 
 // What to say of each kernel on each chip, shown on its slices: (chip ordinal, module, op
 // name) -> the kernel's verdict there.
@@ -31,8 +38,9 @@ struct ExportCounts {
 // A Perfetto trace (`.pftrace`, INTEROP.md section 5): a process track per host, under it a
 // track per chip and under that one per line (XLA Modules, XLA Ops, Steps, ...) and one per
 // counter. Kernel names are interned; category, flops, bytes and program id ride along as
-// debug annotations; slices of one collective on different chips are joined by a flow.
-// Timestamps are the events' own (ns since the Unix epoch on the aggregator's clock).
+// debug annotations; slices of one collective on different chips are joined by a flow;
+// counter tracks carry their unit. Timestamps are the events' own, ns since the Unix epoch on
+// the aggregator's clock, and the trace says so: a clock snapshot makes them REALTIME.
 class PerfettoWriter {
  public:
   explicit PerfettoWriter(std::ostream* out);
@@ -46,18 +54,27 @@ class PerfettoWriter {
 
  private:
   void WritePacket(const std::string& bytes);
+  void Emit(perfetto::protos::TracePacket* packet);
+  // Writes the trace's first packet (clock snapshot, packet defaults) unless done.
+  void Start(int64_t clock_ns);
+  uint64_t NewTrack(perfetto::protos::TracePacket* packet, uint64_t parent, const std::string& name,
+                    int rank);
+  void WriteSlices(const trace::HostCapture& capture, const std::vector<uint32_t>& blocks,
+                   uint64_t track, NoteLookup* note_of);
   uint64_t InternedName(const std::string& name, std::string* new_entries);
 
   std::ostream* out_;
   ExportCounts counts_;
   uint64_t next_uuid_ = 1;
-  bool first_packet_ = true;
+  bool started_ = false;
   std::unordered_map<std::string, uint64_t> name_iids_;
 };
 
 // A Chrome JSON trace ({"traceEvents": [...]}): "M" names for hosts (processes) and chip lines
-// (threads), "X" complete events in microseconds with the kernel's attributes as args, "C"
-// counters. Viewers struggle past about a million events: `Large()` says when that is crossed.
+// (threads), "X" complete events in microseconds with the kernel's attributes as args (slices on
+// a thread nest, as in the Perfetto trace), "C" counters, and flow events ("s", "t", "f") joining
+// the slices of one collective on different chips. Viewers struggle past about a million events:
+// `Large()` says when that is crossed.
 class ChromeJsonWriter {
  public:
   // Times are written in microseconds since `origin_ns` (the capture's start): the format's
@@ -72,12 +89,22 @@ class ChromeJsonWriter {
   bool Large() const { return counts_.slices + counts_.counter_samples > kLargeEvents; }
 
  private:
+  // One slice of a collective: where a flow event binds to it.
+  struct FlowStop {
+    uint64_t collective;
+    int pid, tid;
+    int64_t ns;
+  };
   void Event(const std::string& json);
+  std::string Us(int64_t ns) const;
+  void WriteFlows();
 
   std::ostream* out_;
   const int64_t origin_ns_;
   ExportCounts counts_;
   bool first_ = true;
+  // The flows are written once every host's slices are known (Finish).
+  std::vector<FlowStop> flow_stops_;
 };
 
 }  // namespace podprof::exporter

@@ -1,9 +1,15 @@
 #include "export/trace_export.h"
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "proto/perfetto_trace.pb.h"
@@ -50,6 +56,112 @@ trace::HostCapture Host(const std::string& name) {
   s.value = {10, 50.5, 90};
   c.counters.push_back(s);
   return c;
+}
+
+// A Pallas kernel and its named scopes, as a capture stores them: the kernel's block and the
+// scopes' block start at different ns, times in ps. Relative to kBase: kernel [3.9, 14.0) ns;
+// scope a [4.0, 9.0), b [8.999, 11.0) (overlapping a by 1 ps, as clock mapping leaves
+// neighbours), c [11.0, 14.0) (ending with the kernel). Rounded to ns separately (begin, then
+// duration) the kernel would end at 13 and c at 14, and b would begin inside a and outlast it.
+trace::HostCapture ScopedKernel() {
+  trace::HostCapture c;
+  c.host.name = "host-s";
+  trace::Chip chip;
+  chip.ordinal = 0;
+  chip.device_type = "TPU v5p";
+  c.host.chips.push_back(chip);
+  c.kernels.resize(4);
+  c.kernels[0].name = "pallas";
+  c.kernels[1].name = "pallas/a";
+  c.kernels[2].name = "pallas/b";
+  c.kernels[3].name = "pallas/c";
+  trace::EventBlock ops;
+  ops.line = "XLA Ops";
+  ops.base_ns = kBase + 3;
+  ops.start_ps = {900};
+  ops.duration_ps = {10'100};
+  ops.kernel = {0};
+  ops.collective = {0};
+  trace::EventBlock scopes;
+  scopes.line = "XLA TraceMe";
+  scopes.kind = trace::LineKind::kScopes;
+  scopes.base_ns = kBase + 4;
+  scopes.start_ps = {0, 4'999, 7'000};
+  scopes.duration_ps = {5'000, 2'001, 3'000};
+  scopes.kernel = {1, 2, 3};
+  scopes.collective = {0, 0, 0};
+  c.blocks = {ops, scopes};
+  return c;
+}
+
+// A slice as a viewer stacks it: its track, name, span (ns) and the slice it sits in.
+struct Stacked {
+  std::string track, name, parent;
+  int64_t begin, end;
+};
+
+// Stacks each track's slices as a viewer does (start order, longer first), and fails where one
+// starts inside another and ends after it.
+std::vector<Stacked> StackAndCheckNesting(std::vector<Stacked> slices) {
+  std::sort(slices.begin(), slices.end(), [](const Stacked& a, const Stacked& b) {
+    return std::tie(a.track, a.begin, b.end) < std::tie(b.track, b.begin, a.end);
+  });
+  std::vector<const Stacked*> open;
+  for (Stacked& s : slices) {
+    while (!open.empty() && (open.back()->track != s.track || open.back()->end <= s.begin)) {
+      open.pop_back();
+    }
+    if (!open.empty()) {
+      EXPECT_LE(s.end, open.back()->end)
+          << s.name << " ends after " << open.back()->name << ", in which it starts";
+      s.parent = open.back()->name;
+    }
+    open.push_back(&s);
+  }
+  return slices;
+}
+
+std::map<std::string, std::string> ParentOf(const std::vector<Stacked>& slices) {
+  std::map<std::string, std::string> out;
+  for (const Stacked& s : slices) out[s.name] = s.parent;
+  return out;
+}
+
+// The slices of a Perfetto trace, from its begin and end events.
+std::vector<Stacked> PerfettoSlices(const perfetto::protos::Trace& trace) {
+  std::map<uint64_t, std::string> iids;
+  std::map<uint64_t, std::vector<Stacked>> open;
+  std::vector<Stacked> out;
+  for (const auto& p : trace.packet()) {
+    for (const auto& n : p.interned_data().event_names()) iids[n.iid()] = n.name();
+    if (!p.has_track_event()) continue;
+    const auto& e = p.track_event();
+    const int64_t t = static_cast<int64_t>(p.timestamp());
+    if (e.type() == 1) {
+      open[e.track_uuid()].push_back(
+          {std::to_string(e.track_uuid()), iids[e.name_iid()], "", t, 0});
+    } else if (e.type() == 2) {
+      EXPECT_FALSE(open[e.track_uuid()].empty());
+      if (open[e.track_uuid()].empty()) continue;
+      out.push_back(open[e.track_uuid()].back());
+      out.back().end = t;
+      open[e.track_uuid()].pop_back();
+    }
+  }
+  return out;
+}
+
+// The "X" slices of a Chrome JSON trace, in ns from its origin.
+std::vector<Stacked> ChromeSlices(const nlohmann::json& j) {
+  std::vector<Stacked> out;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    const int64_t ts = std::llround(e["ts"].get<double>() * 1000);
+    const int64_t dur = std::llround(e["dur"].get<double>() * 1000);
+    out.push_back({absl::StrCat(e["pid"].get<int>(), "/", e["tid"].get<int>()),
+                   e["name"].get<std::string>(), "", ts, ts + dur});
+  }
+  return out;
 }
 
 TEST(PerfettoWriterTest, TracksSlicesInterningFlowsAndCounters) {
@@ -146,6 +258,172 @@ TEST(ChromeJsonWriterTest, MicrosecondsFromTheOriginNamesAndCounters) {
   EXPECT_EQ(threads,
             (std::set<std::string>{"chip 0 (TPU v5p) XLA Modules", "chip 0 (TPU v5p) XLA Ops"}));
   EXPECT_FALSE(w.Large());
+}
+
+// Rounding ps to ns keeps a Pallas kernel's scopes inside it and beside each other: every
+// scope's parent is the kernel, none ends after it.
+TEST(PerfettoWriterTest, ScopesNestInTheirKernelAfterRounding) {
+  std::ostringstream out;
+  PerfettoWriter w(&out);
+  w.AddHost(ScopedKernel(), "");
+  ASSERT_TRUE(w.Finish().ok());
+  perfetto::protos::Trace trace;
+  ASSERT_TRUE(trace.ParseFromString(out.str()));
+  const std::vector<Stacked> slices = StackAndCheckNesting(PerfettoSlices(trace));
+  ASSERT_EQ(slices.size(), 4u);
+  EXPECT_EQ(
+      ParentOf(slices),
+      (std::map<std::string, std::string>{
+          {"pallas", ""}, {"pallas/a", "pallas"}, {"pallas/b", "pallas"}, {"pallas/c", "pallas"}}));
+  for (const Stacked& s : slices) {
+    if (s.name == "pallas") {
+      EXPECT_EQ(s.begin, kBase + 3);  // 3.9 ns: instants round down
+      EXPECT_EQ(s.end, kBase + 14);   // 14.0 ns, not 3 + 10
+    }
+    if (s.name == "pallas/b") {
+      EXPECT_EQ(s.begin, kBase + 8) << "begins stay where they were";
+    }
+  }
+}
+
+// Counter tracks say what their values are in, from the counter's name.
+TEST(PerfettoWriterTest, CounterTracksCarryUnits) {
+  trace::HostCapture c = Host("host-a");
+  c.counters.clear();
+  for (const char* name : {"vdd_core_energy_nj", "tpu.runtime.hbm.memory.usage.bytes",
+                           "tpu.runtime.tensorcore.dutycycle.percent", "stall_hbm_cycles",
+                           "kernel_time_us", "mxu_busy"}) {
+    trace::CounterSeries s;
+    s.name = name;
+    s.time_ns = {kBase};
+    s.value = {1};
+    c.counters.push_back(s);
+  }
+  std::ostringstream out;
+  PerfettoWriter w(&out);
+  w.AddHost(c, "");
+  ASSERT_TRUE(w.Finish().ok());
+  perfetto::protos::Trace trace;
+  ASSERT_TRUE(trace.ParseFromString(out.str()));
+  // name -> (unit, unit name, multiplier)
+  std::map<std::string, std::tuple<int, std::string, int64_t>> units;
+  for (const auto& p : trace.packet()) {
+    if (!p.has_track_descriptor() || !p.track_descriptor().has_counter()) continue;
+    const auto& counter = p.track_descriptor().counter();
+    units[p.track_descriptor().name()] = {counter.unit(), counter.unit_name(),
+                                          counter.unit_multiplier()};
+  }
+  using U = std::tuple<int, std::string, int64_t>;
+  EXPECT_EQ(units, (std::map<std::string, U>{
+                       {"vdd_core_energy_nj", U{0, "nJ", 0}},
+                       {"tpu.runtime.hbm.memory.usage.bytes", U{3, "", 0}},  // UNIT_SIZE_BYTES
+                       {"tpu.runtime.tensorcore.dutycycle.percent", U{0, "%", 0}},
+                       {"stall_hbm_cycles", U{2, "", 0}},   // UNIT_COUNT
+                       {"kernel_time_us", U{1, "", 1000}},  // UNIT_TIME_NS, x1000
+                       {"mxu_busy", U{0, "", 0}},           // a fraction: no unit
+                   }));
+}
+
+// The trace says its timestamps are wall-clock time: its first packet clears the sequence's
+// state, makes REALTIME the clock of every later packet, and snapshots REALTIME and BOOTTIME
+// (Perfetto's default trace clock) at the same reading.
+TEST(PerfettoWriterTest, ClockSnapshotMakesTimestampsRealtime) {
+  trace::HostCapture c = Host("host-a");
+  c.host.profile_start_ns = kBase - 5;
+  std::ostringstream out;
+  PerfettoWriter w(&out);
+  w.AddHost(c, "");
+  w.AddHost(Host("host-b"), "");
+  ASSERT_TRUE(w.Finish().ok());
+  perfetto::protos::Trace trace;
+  ASSERT_TRUE(trace.ParseFromString(out.str()));
+  ASSERT_GT(trace.packet_size(), 0);
+  const auto& first = trace.packet(0);
+  EXPECT_EQ(first.sequence_flags(), 1u);
+  EXPECT_EQ(first.trusted_packet_sequence_id(), 1u);
+  ASSERT_TRUE(first.has_trace_packet_defaults());
+  EXPECT_EQ(first.trace_packet_defaults().timestamp_clock_id(), 1u);  // BUILTIN_CLOCK_REALTIME
+  ASSERT_TRUE(first.has_clock_snapshot());
+  std::map<uint32_t, uint64_t> clocks;
+  for (const auto& clock : first.clock_snapshot().clocks())
+    clocks[clock.clock_id()] = clock.timestamp();
+  EXPECT_EQ(clocks, (std::map<uint32_t, uint64_t>{{1, kBase - 5}, {6, kBase - 5}}));
+  int snapshots = 0;
+  for (const auto& p : trace.packet()) {
+    snapshots += p.has_clock_snapshot();
+    EXPECT_EQ(p.trusted_packet_sequence_id(), 1u) << "the defaults hold on their sequence";
+    if (p.has_timestamp()) {
+      EXPECT_EQ(p.sequence_flags(), 2u) << "a timed packet uses the sequence's defaults";
+      EXPECT_FALSE(p.has_timestamp_clock_id());
+    }
+  }
+  EXPECT_EQ(snapshots, 1);
+}
+
+// After rounding to whole ns no slice ends after the slice it starts in, on any thread: a
+// kernel's scopes are its children, neighbours that overlapped by 1 ps are siblings.
+TEST(ChromeJsonWriterTest, NoChildEndsAfterItsParentAfterRounding) {
+  std::ostringstream out;
+  ChromeJsonWriter w(&out, kBase);
+  w.AddHost(ScopedKernel(), "");
+  w.AddHost(Host("host-a"), "");
+  ASSERT_TRUE(w.Finish().ok());
+  const nlohmann::json j = nlohmann::json::parse(out.str());
+  const std::vector<Stacked> slices = StackAndCheckNesting(ChromeSlices(j));
+  const auto parent = ParentOf(slices);
+  for (const char* scope : {"pallas/a", "pallas/b", "pallas/c"}) {
+    EXPECT_EQ(parent.at(scope), "pallas") << scope;
+  }
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "X" && e["name"] == "pallas") {
+      EXPECT_EQ(e["ts"].get<double>(), 0.003);
+      EXPECT_EQ(e["dur"].get<double>(), 0.011);  // 3 ns to 14 ns
+    }
+  }
+}
+
+// A collective's slices on different hosts are joined by one flow: a start on the earlier
+// slice, an end bound to the enclosing slice on the later, both inside their slice.
+TEST(ChromeJsonWriterTest, FlowsJoinACollectiveAcrossHosts) {
+  std::ostringstream out;
+  ChromeJsonWriter w(&out, kBase);
+  trace::HostCapture late = Host("host-b");
+  for (auto& b : late.blocks) b.base_ns += 2'000;  // its all-reduce starts 2 us later
+  w.AddHost(Host("host-a"), "");
+  w.AddHost(late, "");
+  ASSERT_TRUE(w.Finish().ok());
+  EXPECT_EQ(w.counts().flow_events, 2u);
+  const nlohmann::json j = nlohmann::json::parse(out.str());
+  std::map<std::string, std::pair<int64_t, int64_t>> collective_slice;  // "pid/tid" -> span
+  std::vector<nlohmann::json> flows;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "X" && e["args"].contains("collective_id")) {
+      const int64_t ts = std::llround(e["ts"].get<double>() * 1000);
+      collective_slice[absl::StrCat(e["pid"].get<int>(), "/", e["tid"].get<int>())] = {
+          ts, ts + std::llround(e["dur"].get<double>() * 1000)};
+    }
+    if (e["ph"] == "s" || e["ph"] == "t" || e["ph"] == "f") flows.push_back(e);
+  }
+  ASSERT_EQ(flows.size(), 2u);
+  std::sort(flows.begin(), flows.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
+    return a["ts"].get<double>() < b["ts"].get<double>();
+  });
+  EXPECT_EQ(flows[0]["ph"], "s");
+  EXPECT_EQ(flows[1]["ph"], "f");
+  EXPECT_EQ(flows[1]["bp"], "e");
+  EXPECT_FALSE(flows[0].contains("bp"));
+  EXPECT_EQ(flows[0]["pid"], 1);
+  EXPECT_EQ(flows[1]["pid"], 2);
+  for (const auto& f : flows) {
+    EXPECT_EQ(f["id"], "0x63");  // collective 99
+    EXPECT_EQ(f["cat"], flows[0]["cat"]);
+    EXPECT_EQ(f["name"], flows[0]["name"]);
+    const auto span =
+        collective_slice.at(absl::StrCat(f["pid"].get<int>(), "/", f["tid"].get<int>()));
+    const int64_t ts = std::llround(f["ts"].get<double>() * 1000);
+    EXPECT_GT(ts, span.first) << "inside its slice, not on an edge a neighbour shares";
+    EXPECT_LT(ts, span.second);
+  }
 }
 
 }  // namespace
