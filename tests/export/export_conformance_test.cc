@@ -122,7 +122,8 @@ TEST_F(ExportConformanceTest, AnImportedRealCaptureExportsCleanlyAndKeepsItsTime
               "XProf session");
 
   // The original's device lines, in epoch time: the file stores them relative to its profile
-  // start (the Task Environment plane), as the profiler's post-processing leaves them.
+  // start (the Task Environment plane), as the profiler's post-processing leaves them. The
+  // export's lines start at their first event.
   tensorflow::profiler::XSpace original;
   std::ifstream in(fixture, std::ios::binary);
   ASSERT_TRUE(original.ParseFromIstream(&in));

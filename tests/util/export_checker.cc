@@ -320,13 +320,21 @@ void CheckLine(const tensorflow::profiler::XPlane& plane, const tensorflow::prof
     c->Add("line duration shorter than its events",
            absl::StrCat(where, ": ", line.duration_ps(), " ps < ", last_end, " ps"));
   }
-  // Epoch time, within the profile window (with a second of slack for events that began
-  // before the window opened, as kernels running at the start do).
+  // Relative to the profile start, as the profiler's post-processing leaves them: XProf
+  // computes an event's time as line ns x 1000 + offset in an int64, which epoch ns overflow.
+  // Within the profile window (with a second of slack for events that began before the window
+  // opened, as kernels running at the start do).
   constexpr int64_t kSlackNs = 1'000'000'000;
-  const int64_t first_ns = line.timestamp_ns();
-  const int64_t last_ns = line.timestamp_ns() + last_end / 1000;
+  constexpr int64_t kEpochLikeNs = 100'000'000'000'000'000;  // 1973: no capture lasts that long
+  if (line.timestamp_ns() >= kEpochLikeNs || line.timestamp_ns() < -kEpochLikeNs) {
+    c->Add("line timestamp not relative to the profile start (XProf would overflow)",
+           absl::StrCat(where, ": ", line.timestamp_ns(), " ns"));
+    return;
+  }
+  const int64_t first_ns = start + line.timestamp_ns();
+  const int64_t last_ns = first_ns + last_end / 1000;
   if (first_ns < start - kSlackNs || last_ns > stop + kSlackNs) {
-    c->Add("line outside the profile window (timestamps not ns since the epoch?)",
+    c->Add("line outside the profile window",
            absl::StrCat(where, ": ", first_ns, "..", last_ns, " ns, window ", start, "..", stop));
   }
   std::sort(events.begin(), events.end(), [](const Ev& a, const Ev& b) {
@@ -386,7 +394,7 @@ ExportCheck CheckXprofSession(const std::filesystem::path& root,
     for (const auto& plane : space.planes()) {
       for (const auto& line : plane.lines()) {
         const std::string where = absl::StrCat(file, " ", plane.name(), " ", line.name());
-        if (line_starts != nullptr) (*line_starts)[where] = line.timestamp_ns();
+        if (line_starts != nullptr) (*line_starts)[where] = start + line.timestamp_ns();
         ++c.tracks;
         CheckLine(plane, line, where, start, stop, &c);
       }

@@ -43,11 +43,11 @@ ExportCheck CheckChromeJson(const std::string& text);
 
 // An XProf session directory (the export's root, holding plugins/profile/<run>/): one run named
 // after the session's start, one `<host>.xplane.pb` per host, each with a Task Environment
-// plane; every event's metadata exists; each line's events nest (on "XLA Ops", where the profiler
-// itself lets async ops overlap, only sub-nanosecond overlaps are faults), its duration covers
-// them, and its timestamp is ns since the Unix epoch, so that every event falls inside the profile
-// window the Task Environment plane states. Fills `line_starts` (host/plane/line -> the line's
-// timestamp_ns) when given.
+// plane; every event's metadata exists; each line's events nest (the real v6e capture's lines
+// all do), its duration covers them, and its timestamp is relative to the profile start, as the
+// profiler's post-processing writes them (docs/INTEROP.md says why not epoch), placing every
+// event inside the profile window. Fills `line_starts` ("<file> <plane> <line>" -> the line's
+// start in ns since the epoch) when given.
 ExportCheck CheckXprofSession(const std::filesystem::path& root,
                               std::map<std::string, int64_t>* line_starts = nullptr);
 
