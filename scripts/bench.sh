@@ -15,4 +15,5 @@ b=build/bin
 "$b/bench_alignment" --hosts 8
 "$b/bench_alignment" --hosts 64
 "$b/bench_load" --hosts 256 --captures 4 --duration-ms 500
+bash scripts/bench-exports.sh 64 2s
 (cd build && ctest --output-on-failure -L "soak|long")
