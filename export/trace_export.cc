@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "export/nesting.h"
@@ -13,6 +14,13 @@
 #include "trace/xspace_schema.h"
 
 namespace podprof::exporter {
+
+// One timeline event, placed: where it begins and ends (ns) and where it came from.
+struct Placed {
+  int64_t begin, end;
+  uint32_t block, index;
+};
+
 namespace {
 
 namespace pp = perfetto::protos;
@@ -40,18 +48,15 @@ std::string ChipName(const trace::Chip* chip, int index) {
   return absl::StrCat("chip ", chip->ordinal, " (", chip->device_type, ")");
 }
 
-// One timeline event, placed: where it begins and ends (ns) and where it came from.
-struct Placed {
-  int64_t begin, end;
-  uint32_t block, index;
-};
-
 // The events of one (chip, line) track in start order, longer first at equal starts, so that
-// enclosing slices come before what they enclose; nested (nesting.h). Begin and end are each
-// the exact instant in ps rounded down to ns: rounding a begin and a duration separately could
-// end a scope after its kernel, while rounding both instants one way keeps every order.
-std::vector<Placed> TrackEvents(const trace::HostCapture& capture,
-                                const std::vector<uint32_t>& blocks) {
+// enclosing slices come before what they enclose; nested (nesting.h), in lanes: lane 0 is the
+// track itself, later lanes hold events that really overlap the ones before them (an async
+// copy running past the next op), shown whole on tracks of their own rather than cut. Begin and
+// end are each the exact instant in ps rounded down to ns: rounding a begin and a duration
+// separately could end a scope after its kernel, while rounding both instants one way keeps
+// every order.
+std::vector<std::vector<Placed>> TrackLanes(const trace::HostCapture& capture,
+                                            const std::vector<uint32_t>& blocks) {
   std::vector<Placed> out;
   for (uint32_t bi : blocks) {
     const trace::EventBlock& b = capture.blocks[bi];
@@ -64,8 +69,14 @@ std::vector<Placed> TrackEvents(const trace::HostCapture& capture,
   std::stable_sort(out.begin(), out.end(), [](const Placed& a, const Placed& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end > b.end;
   });
-  NestSpans(&out);
-  return out;
+  return NestInLanes(std::move(out), kMaxTrimNs);
+}
+
+// The name of a lane's track: the line's own for lane 0.
+std::string LaneName(const std::string& line, size_t lane) {
+  if (lane == 0) return line;
+  return lane == 1 ? absl::StrCat(line, " (overlapping)")
+                   : absl::StrCat(line, " (overlapping ", lane, ")");
 }
 
 // Blocks of each (chip, line), tracks in display order.
@@ -125,7 +136,8 @@ void Annotate(const trace::KernelDef& def, const std::string* verdict, pp::Track
 // A counter's unit, from the last word of its name: the simulator's and the TPU's counters
 // (`vdd_core_energy_nj`, `stall_hbm_cycles`) and libtpu's runtime metrics
 // (`tpu.runtime.hbm.memory.usage.bytes`, `tpu.runtime.tensorcore.dutycycle.percent`) say it
-// there. Busy and stall fractions (`mxu_busy`) have no unit.
+// there. Busy and stall gauges (`mxu_busy`, `stall_hbm`: the share of each interval a unit was
+// busy or stalled) are fractions; anything else is counted as plain counts.
 void SetCounterUnit(const std::string& name, pp::CounterDescriptor* counter) {
   struct Suffix {
     const char* word;
@@ -148,14 +160,19 @@ void SetCounterUnit(const std::string& name, pp::CounterDescriptor* counter) {
       {"count", kUnitCount, "", 0},
   };
   const size_t cut = name.find_last_of("_.");
-  if (cut == std::string::npos) return;
-  const std::string word = absl::AsciiStrToLower(name.substr(cut + 1));
+  const std::string word =
+      absl::AsciiStrToLower(cut == std::string::npos ? name : name.substr(cut + 1));
   for (const Suffix& s : kSuffixes) {
     if (word != s.word) continue;
     if (s.unit != 0) counter->set_unit(s.unit);
     if (*s.unit_name != '\0') counter->set_unit_name(s.unit_name);
     if (s.multiplier != 0) counter->set_unit_multiplier(s.multiplier);
     return;
+  }
+  if (word == "busy" || absl::StartsWith(name, "stall_")) {
+    counter->set_unit_name("fraction");
+  } else {
+    counter->set_unit(kUnitCount);
   }
 }
 
@@ -288,10 +305,13 @@ void PerfettoWriter::AddHost(const trace::HostCapture& capture, const std::strin
     return uuid;
   };
   for (const auto& [key, blocks] : Tracks(capture)) {
-    const uint64_t uuid =
-        NewTrack(&packet, chip_track(key.first), key.second, LineRank(key.second));
-    Emit(&packet);
-    WriteSlices(capture, blocks, uuid, &note_of);
+    std::vector<std::vector<Placed>> lanes = TrackLanes(capture, blocks);
+    for (size_t lane = 0; lane < lanes.size(); ++lane) {
+      const uint64_t uuid = NewTrack(&packet, chip_track(key.first), LaneName(key.second, lane),
+                                     LineRank(key.second));
+      Emit(&packet);
+      WriteSlices(capture, lanes[lane], uuid, &note_of);
+    }
   }
   for (const trace::CounterSeries& s : capture.counters) {
     const uint64_t uuid = NewTrack(&packet, chip_track(s.chip), s.name, 100);
@@ -310,7 +330,7 @@ void PerfettoWriter::AddHost(const trace::HostCapture& capture, const std::strin
 }
 
 void PerfettoWriter::WriteSlices(const trace::HostCapture& capture,
-                                 const std::vector<uint32_t>& blocks, uint64_t track,
+                                 const std::vector<Placed>& events, uint64_t track,
                                  NoteLookup* note_of) {
   pp::TracePacket packet;
   std::vector<int64_t> open;  // ends of the slices begun and not yet ended, innermost last
@@ -323,8 +343,8 @@ void PerfettoWriter::WriteSlices(const trace::HostCapture& capture,
       open.pop_back();
     }
   };
-  // The events nest (TrackEvents), so each one's end comes before its enclosing slice's.
-  for (const Placed& e : TrackEvents(capture, blocks)) {
+  // The events nest (TrackLanes), so each one's end comes before its enclosing slice's.
+  for (const Placed& e : events) {
     close_until(e.begin);
     const trace::EventBlock& b = capture.blocks[e.block];
     const uint32_t k = b.kernel[e.index];
@@ -378,6 +398,48 @@ void ChromeJsonWriter::Event(const std::string& json) {
   *out_ << json;
 }
 
+void ChromeJsonWriter::WriteThread(const trace::HostCapture& capture, int pid, int tid,
+                                   const std::string& name, const std::vector<Placed>& events,
+                                   NoteLookup* note_of) {
+  using nlohmann::json;
+  ++counts_.tracks;
+  Event(json{
+      {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"name", "thread_name"}, {"args", {{"name", name}}}}
+            .dump());
+  Event(json{{"ph", "M"},
+             {"pid", pid},
+             {"tid", tid},
+             {"name", "thread_sort_index"},
+             {"args", {{"sort_index", tid}}}}
+            .dump());
+  for (const Placed& e : events) {
+    const trace::EventBlock& b = capture.blocks[e.block];
+    const uint32_t k = b.kernel[e.index];
+    const trace::KernelDef* def = k < capture.kernels.size() ? &capture.kernels[k] : nullptr;
+    json args = json::object();
+    if (def != nullptr) {
+      if (!def->category.empty()) args["category"] = def->category;
+      if (def->flops > 0) args["flops"] = def->flops;
+      if (def->bytes_accessed > 0) args["bytes_accessed"] = def->bytes_accessed;
+      if (def->program_id != 0) args["program_id"] = def->program_id;
+      if (const std::string* verdict = note_of->Of(b.chip, k)) args["verdict"] = *verdict;
+    }
+    if (b.collective[e.index] != 0) args["collective_id"] = b.collective[e.index];
+    const std::string name = def != nullptr && !def->name.empty() ? def->name : b.line;
+    // ts and dur from the same whole-ns begin and end, so that a slice ends where its
+    // enclosing one says it may (TrackLanes nests them).
+    Event(absl::StrCat("{\"ph\":\"X\",\"pid\":", pid, ",\"tid\":", tid, ",\"name\":",
+                       json(name).dump(), ",\"cat\":", json(b.line).dump(), ",\"ts\":", Us(e.begin),
+                       ",\"dur\":", FormatUs(e.end - e.begin), ",\"args\":", args.dump(), "}"));
+    ++counts_.slices;
+    if (b.collective[e.index] != 0) {
+      // A flow binds to the slice enclosing its instant: the middle of the slice, which no
+      // neighbour shares.
+      flow_stops_.push_back({b.collective[e.index], pid, tid, e.begin + (e.end - e.begin) / 2});
+    }
+  }
+}
+
 void ChromeJsonWriter::AddHost(const trace::HostCapture& capture, const std::string& description,
                                const KernelNotes* notes) {
   NoteLookup note_of(capture, notes);
@@ -397,49 +459,14 @@ void ChromeJsonWriter::AddHost(const trace::HostCapture& capture, const std::str
   }
   int tid = 0;
   for (const auto& [key, blocks] : Tracks(capture)) {
-    ++tid;
-    ++counts_.tracks;
     const trace::Chip* c = key.first >= 0 && key.first < static_cast<int>(capture.host.chips.size())
                                ? &capture.host.chips[key.first]
                                : nullptr;
-    Event(json{{"ph", "M"},
-               {"pid", pid},
-               {"tid", tid},
-               {"name", "thread_name"},
-               {"args", {{"name", absl::StrCat(ChipName(c, key.first), " ", key.second)}}}}
-              .dump());
-    Event(json{{"ph", "M"},
-               {"pid", pid},
-               {"tid", tid},
-               {"name", "thread_sort_index"},
-               {"args", {{"sort_index", tid}}}}
-              .dump());
-    for (const Placed& e : TrackEvents(capture, blocks)) {
-      const trace::EventBlock& b = capture.blocks[e.block];
-      const uint32_t k = b.kernel[e.index];
-      const trace::KernelDef* def = k < capture.kernels.size() ? &capture.kernels[k] : nullptr;
-      json args = json::object();
-      if (def != nullptr) {
-        if (!def->category.empty()) args["category"] = def->category;
-        if (def->flops > 0) args["flops"] = def->flops;
-        if (def->bytes_accessed > 0) args["bytes_accessed"] = def->bytes_accessed;
-        if (def->program_id != 0) args["program_id"] = def->program_id;
-        if (const std::string* verdict = note_of.Of(b.chip, k)) args["verdict"] = *verdict;
-      }
-      if (b.collective[e.index] != 0) args["collective_id"] = b.collective[e.index];
-      const std::string name = def != nullptr && !def->name.empty() ? def->name : b.line;
-      // ts and dur from the same whole-ns begin and end, so that a slice ends where its
-      // enclosing one says it may (TrackEvents nests them).
-      Event(absl::StrCat("{\"ph\":\"X\",\"pid\":", pid, ",\"tid\":", tid,
-                         ",\"name\":", json(name).dump(), ",\"cat\":", json(b.line).dump(),
-                         ",\"ts\":", Us(e.begin), ",\"dur\":", FormatUs(e.end - e.begin),
-                         ",\"args\":", args.dump(), "}"));
-      ++counts_.slices;
-      if (b.collective[e.index] != 0) {
-        // A flow binds to the slice enclosing its instant: the middle of the slice, which no
-        // neighbour shares.
-        flow_stops_.push_back({b.collective[e.index], pid, tid, e.begin + (e.end - e.begin) / 2});
-      }
+    std::vector<std::vector<Placed>> lanes = TrackLanes(capture, blocks);
+    for (size_t lane = 0; lane < lanes.size(); ++lane) {
+      WriteThread(capture, pid, ++tid,
+                  absl::StrCat(ChipName(c, key.first), " ", LaneName(key.second, lane)),
+                  lanes[lane], &note_of);
     }
   }
   for (const trace::CounterSeries& s : capture.counters) {

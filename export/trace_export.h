@@ -22,6 +22,7 @@ class TracePacket;
 namespace podprof::exporter {
 
 class NoteLookup;
+struct Placed;
 
 // What to say of each kernel on each chip, shown on its slices: (chip ordinal, module, op
 // name) -> the kernel's verdict there.
@@ -59,7 +60,7 @@ class PerfettoWriter {
   void Start(int64_t clock_ns);
   uint64_t NewTrack(perfetto::protos::TracePacket* packet, uint64_t parent, const std::string& name,
                     int rank);
-  void WriteSlices(const trace::HostCapture& capture, const std::vector<uint32_t>& blocks,
+  void WriteSlices(const trace::HostCapture& capture, const std::vector<Placed>& events,
                    uint64_t track, NoteLookup* note_of);
   uint64_t InternedName(const std::string& name, std::string* new_entries);
 
@@ -97,6 +98,9 @@ class ChromeJsonWriter {
   };
   void Event(const std::string& json);
   std::string Us(int64_t ns) const;
+  // One thread (a track's lane): its name, then its slices.
+  void WriteThread(const trace::HostCapture& capture, int pid, int tid, const std::string& name,
+                   const std::vector<Placed>& events, NoteLookup* note_of);
   void WriteFlows();
 
   std::ostream* out_;

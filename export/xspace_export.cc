@@ -95,7 +95,26 @@ void WriteLine(const std::string& name, const std::vector<const trace::EventBloc
   std::stable_sort(events.begin(), events.end(), [](const LineEvent& a, const LineEvent& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end > b.end;
   });
-  NestSpans(&events);
+  // Nested up to a ns of trimming; events that really overlap (an async copy running past the
+  // next op) stay on the line whole, in start order, as the profiler writes concurrent events
+  // itself ("Async XLA Ops").
+  std::vector<LineEvent> overlapping = NestSpans(&events, kMaxTrimNs * 1000);
+  if (!overlapping.empty()) {
+    events.insert(events.end(), overlapping.begin(), overlapping.end());
+    std::stable_sort(events.begin(), events.end(), [](const LineEvent& a, const LineEvent& b) {
+      return a.begin != b.begin ? a.begin < b.begin : a.end > b.end;
+    });
+    // An event beside a concurrent one may still overrun it by a rounding step: trim that too.
+    size_t latest = 0;  // the event seen so far that ends last
+    for (size_t i = 1; i < events.size(); ++i) {
+      LineEvent& prev = events[latest];
+      const LineEvent& e = events[i];
+      if (prev.end > e.begin && prev.end < e.end && prev.end - e.begin <= kMaxTrimNs * 1000) {
+        prev.end = e.begin;
+      }
+      if (events[i].end > events[latest].end) latest = i;
+    }
+  }
   line->set_timestamp_ns(LineStart(base, origin));
   int64_t last_end = 0;
   for (const LineEvent& e : events) {

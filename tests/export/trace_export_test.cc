@@ -320,7 +320,7 @@ TEST(PerfettoWriterTest, CounterTracksCarryUnits) {
                        {"tpu.runtime.tensorcore.dutycycle.percent", U{0, "%", 0}},
                        {"stall_hbm_cycles", U{2, "", 0}},   // UNIT_COUNT
                        {"kernel_time_us", U{1, "", 1000}},  // UNIT_TIME_NS, x1000
-                       {"mxu_busy", U{0, "", 0}},           // a fraction: no unit
+                       {"mxu_busy", U{0, "fraction", 0}},   // the share of time busy
                    }));
 }
 

@@ -313,7 +313,11 @@ void CheckLine(const tensorflow::profiler::XPlane& plane, const tensorflow::prof
       if (plane.stat_metadata().count(s.metadata_id()) == 0) c->Add("stat without metadata", where);
       if (StatName(plane, s.metadata_id()) == "all_reduce_unique_id") ++c->flows;
     }
-    ++c->slices;
+    if (line.name() == "_counters_") {
+      ++c->counter_samples;
+    } else {
+      ++c->slices;
+    }
   }
   if (events.empty()) return;
   if (line.duration_ps() < last_end) {
@@ -343,8 +347,10 @@ void CheckLine(const tensorflow::profiler::XPlane& plane, const tensorflow::prof
   std::vector<const Ev*> stack;
   for (const Ev& e : events) {
     while (!stack.empty() && stack.back()->end <= e.begin) stack.pop_back();
-    if (!stack.empty() && e.end > stack.back()->end) {
-      c->Add("events on a line overlap without nesting",
+    // Concurrent events may share a line (the profiler writes "Async XLA Ops" so); an overlap
+    // under a nanosecond is a rounding artifact where nesting was meant.
+    if (!stack.empty() && e.end > stack.back()->end && stack.back()->end - e.begin < 1000) {
+      c->Add("events on a line overlap by under a ns without nesting",
              absl::StrCat(where, ": [", e.begin, ", ", e.end, ") ps crosses the end of [",
                           stack.back()->begin, ", ", stack.back()->end, ")"));
     }
@@ -355,7 +361,7 @@ void CheckLine(const tensorflow::profiler::XPlane& plane, const tensorflow::prof
 }  // namespace
 
 ExportCheck CheckXprofSession(const std::filesystem::path& root,
-                              std::map<std::string, int64_t>* line_starts) {
+                              std::map<std::string, int64_t>* first_events) {
   namespace fs = std::filesystem;
   ExportCheck c;
   const fs::path profile = root / "plugins" / "profile";
@@ -394,7 +400,11 @@ ExportCheck CheckXprofSession(const std::filesystem::path& root,
     for (const auto& plane : space.planes()) {
       for (const auto& line : plane.lines()) {
         const std::string where = absl::StrCat(file, " ", plane.name(), " ", line.name());
-        if (line_starts != nullptr) (*line_starts)[where] = start + line.timestamp_ns();
+        if (first_events != nullptr && !line.events().empty()) {
+          int64_t first_ps = INT64_MAX;
+          for (const auto& e : line.events()) first_ps = std::min(first_ps, e.offset_ps());
+          (*first_events)[where] = start + line.timestamp_ns() + first_ps / 1000;
+        }
         ++c.tracks;
         CheckLine(plane, line, where, start, stop, &c);
       }

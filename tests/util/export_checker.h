@@ -43,13 +43,14 @@ ExportCheck CheckChromeJson(const std::string& text);
 
 // An XProf session directory (the export's root, holding plugins/profile/<run>/): one run named
 // after the session's start, one `<host>.xplane.pb` per host, each with a Task Environment
-// plane; every event's metadata exists; each line's events nest (the real v6e capture's lines
-// all do), its duration covers them, and its timestamp is relative to the profile start, as the
-// profiler's post-processing writes them (docs/INTEROP.md says why not epoch), placing every
-// event inside the profile window. Fills `line_starts` ("<file> <plane> <line>" -> the line's
-// start in ns since the epoch) when given.
+// plane; every event's metadata exists; no two events on a line overlap by under a ns (a
+// rounding artifact: concurrent events may share a line, as on the profiler's own "Async XLA
+// Ops"), each line's duration covers its events, and its timestamp is relative to the profile
+// start, as the profiler's post-processing writes them (docs/INTEROP.md says why not epoch),
+// placing every event inside the profile window. Fills `first_events` ("<file> <plane> <line>" ->
+// the start of the line's first event in ns since the epoch) when given.
 ExportCheck CheckXprofSession(const std::filesystem::path& root,
-                              std::map<std::string, int64_t>* line_starts = nullptr);
+                              std::map<std::string, int64_t>* first_events = nullptr);
 
 }  // namespace podprof::testing
 
