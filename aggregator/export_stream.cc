@@ -1,37 +1,50 @@
-// AggregatorService::ExportCapture: a stored capture written as Perfetto, Chrome JSON or XProf
-// sessions, streamed host by host in bounded chunks.
+// AggregatorService::ExportCapture: a stored capture, whole or narrowed (export/narrow.h),
+// written as Perfetto, Chrome JSON or XProf sessions and streamed host by host in bounded
+// chunks. Chrome JSON is sized before it is written and refused past its limit.
 #include <algorithm>
+#include <map>
+#include <optional>
 #include <ostream>
+#include <set>
 #include <streambuf>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "aggregator/service.h"
 #include "aggregator/service_internal.h"
-#include "common/errno_status.h"
+#include "common/clock.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
+#include "export/narrow.h"
 #include "export/trace_export.h"
 #include "export/xspace_export.h"
-#include "ingest/capture_ingest.h"
-#include "insight/verdict.h"
 #include "proto/grpc_status.h"
-#include "trace/kernel_stats.h"
-#include "trace/xspace_reader.h"
 
 namespace podprof::aggregator {
 
 namespace {
 
+namespace v1 = podprof::v1;
+
 // An ostream whose bytes go out as ExportChunks of at most kChunkBytes, so an export of any
-// size streams with bounded memory. Goes bad when the client is gone.
+// size streams with bounded memory. Goes bad when the client is gone, or when the file would
+// pass `limit` bytes (0: no limit).
 class ChunkStreamBuf : public std::streambuf {
  public:
   static constexpr size_t kChunkBytes = 1 << 20;
-  ChunkStreamBuf(grpc::ServerWriter<podprof::v1::ExportChunk>* writer, std::string path)
-      : writer_(writer), path_(std::move(path)), buf_(kChunkBytes) {
+  // `estimate`, when not null, is sent on the first chunk that goes out (and then zeroed), so
+  // that only the export's first chunk carries it.
+  ChunkStreamBuf(grpc::ServerWriter<v1::ExportChunk>* writer, std::string path, uint64_t* estimate,
+                 uint64_t limit = 0)
+      : writer_(writer),
+        path_(std::move(path)),
+        estimate_(estimate),
+        limit_(limit),
+        buf_(kChunkBytes) {
     setp(buf_.data(), buf_.data() + buf_.size());
   }
   uint64_t bytes() const { return offset_ + static_cast<uint64_t>(pptr() - pbase()); }
+  bool over_limit() const { return over_limit_; }
 
  protected:
   int_type overflow(int_type c) override {
@@ -48,21 +61,32 @@ class ChunkStreamBuf : public std::streambuf {
   bool Send() {
     const size_t n = static_cast<size_t>(pptr() - pbase());
     if (n == 0) return ok_;
-    podprof::v1::ExportChunk chunk;
-    chunk.set_path(path_);
-    chunk.set_offset(offset_);
-    chunk.set_data(pbase(), n);
-    ok_ = ok_ && writer_->Write(chunk);
+    if (limit_ != 0 && offset_ + n > limit_) over_limit_ = true;
+    ok_ = ok_ && !over_limit_;
+    if (ok_) {
+      v1::ExportChunk chunk;
+      chunk.set_path(path_);
+      chunk.set_offset(offset_);
+      chunk.set_data(pbase(), n);
+      if (estimate_ != nullptr) {
+        chunk.set_json_bytes_estimate(*estimate_);
+        *estimate_ = 0;
+      }
+      ok_ = writer_->Write(chunk);
+    }
     offset_ += n;
     setp(buf_.data(), buf_.data() + buf_.size());
     return ok_;
   }
 
-  grpc::ServerWriter<podprof::v1::ExportChunk>* writer_;
+  grpc::ServerWriter<v1::ExportChunk>* writer_;
   const std::string path_;
+  uint64_t* const estimate_;
+  const uint64_t limit_;
   std::vector<char> buf_;
   uint64_t offset_ = 0;
   bool ok_ = true;
+  bool over_limit_ = false;
 };
 
 std::string HostDescription(const storage::HostRow& h) {
@@ -71,70 +95,166 @@ std::string HostDescription(const storage::HostRow& h) {
                       " ns");
 }
 
-}  // namespace
+std::string Duration(int64_t ns) { return FormatDurationPs(ns * 1000); }
 
-grpc::Status AggregatorService::ExportCapture(
-    grpc::ServerContext* context, const podprof::v1::ExportCaptureRequest* request,
-    grpc::ServerWriter<podprof::v1::ExportChunk>* writer) {
-  const auto format = request->format();
-  if (format != podprof::v1::EXPORT_FORMAT_PERFETTO &&
-      format != podprof::v1::EXPORT_FORMAT_CHROME_JSON &&
-      format != podprof::v1::EXPORT_FORMAT_XSPACE_DIR) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        absl::StrCat("export format ", static_cast<int>(format),
-                                     " is not one of perfetto, chrome json, xspace dir"));
+// The request's window: InvalidArgument naming the flag and its value when it selects nothing
+// of a capture lasting `length_ns`.
+absl::Status CheckWindow(const v1::ExportCaptureRequest& r, const std::string& id,
+                         int64_t length_ns) {
+  if (r.has_from_ns() && r.from_ns() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--from ", Duration(r.from_ns()), " is before the start of ", id));
   }
-  absl::StatusOr<storage::CaptureRow> row = store_->GetCapture(request->capture_id());
-  if (!row.ok()) return ToGrpc(row.status());
-  if (format == podprof::v1::EXPORT_FORMAT_XSPACE_DIR) {
-    // One file per host, each a whole XSpace: only one host's is ever in memory.
-    const std::string run = exporter::XprofRunName(row->start_ns);
-    uint64_t files = 0;
-    absl::Status s = store_->ForEachHost(request->capture_id(), [&](storage::StoredHost& h) {
-      if (context->IsCancelled()) return absl::CancelledError("the client went away");
-      if (h.capture.host.chips.empty()) return absl::OkStatus();  // a host that failed
-      ChunkStreamBuf buf(writer,
-                         absl::StrCat("plugins/profile/", run, "/", h.row.host, ".xplane.pb"));
-      std::ostream out(&buf);
-      if (!exporter::ToXSpace(h.capture).SerializeToOstream(&out) || !out.flush()) {
-        return absl::UnavailableError("the client stopped reading");
-      }
-      ++files;
-      return absl::OkStatus();
-    });
-    if (!s.ok()) return ToGrpc(s);
-    PODPROF_LOG(INFO) << "exported " << request->capture_id() << " as an XProf session of " << files
-                      << " hosts";
-    return grpc::Status::OK;
+  const int64_t from = r.has_from_ns() ? r.from_ns() : 0;
+  if (r.has_to_ns() && r.to_ns() <= from) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--from ", Duration(from), " is not before --to ", Duration(r.to_ns())));
   }
-  const bool perfetto = format == podprof::v1::EXPORT_FORMAT_PERFETTO;
-  ChunkStreamBuf buf(writer, absl::StrCat(request->capture_id(), perfetto ? ".pftrace" : ".json"));
+  if (length_ns > 0 && from >= length_ns) {
+    return absl::InvalidArgumentError(absl::StrCat("--from ", Duration(from),
+                                                   " is past the end of ", id, ", which lasts ",
+                                                   Duration(length_ns)));
+  }
+  return absl::OkStatus();
+}
+
+// The request's narrowing, checked against the capture (its hosts in `row`, its chips in
+// `chips`): InvalidArgument naming the flag and the value that selects nothing.
+absl::StatusOr<exporter::Narrower> NarrowerOf(const v1::ExportCaptureRequest& r,
+                                              const storage::CaptureRow& row,
+                                              const std::vector<storage::ChipVolume>& chips) {
+  RETURN_IF_ERROR(CheckWindow(r, row.id, row.end_ns - row.start_ns));
+  exporter::Selection s;
+  if (r.has_from_ns()) s.from_ns = row.start_ns + r.from_ns();
+  if (r.has_to_ns()) s.to_ns = row.start_ns + r.to_ns();
+  std::vector<std::string> hosts;
+  for (const storage::HostRow& h : row.host_rows) hosts.push_back(h.host);
+  for (const std::string& h : r.host_names()) {
+    if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--hosts \"", h, "\": ", row.id,
+                       " has no such host (its hosts: ", absl::StrJoin(hosts, ", "), ")"));
+    }
+    s.hosts.insert(h);
+  }
+  std::set<int> ordinals;  // of the hosts selected
+  for (const storage::ChipVolume& c : chips) {
+    if (s.hosts.empty() || s.hosts.count(c.host) > 0) ordinals.insert(c.ordinal);
+  }
+  for (int chip : r.chip_ordinals()) {
+    if (ordinals.count(chip) == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--chips ", chip, ": no ", s.hosts.empty() ? "" : "selected ", "host of ",
+                       row.id, " has that chip (its chips: ", absl::StrJoin(ordinals, ", "), ")"));
+    }
+    s.chips.insert(chip);
+  }
+  s.kernel_regex = r.kernel_regex();
+  return exporter::Narrower::Create(std::move(s));
+}
+
+// The store's per-chip counts with each chip's kernel-line events per kernel from `stats`
+// (per-chip statistics rows).
+std::vector<exporter::ChipVolume> VolumesOf(const std::vector<storage::ChipVolume>& chips,
+                                            const std::vector<storage::StatRow>& stats) {
+  std::map<std::pair<std::string, int>, exporter::ChipVolume> by_chip;
+  for (const storage::ChipVolume& c : chips) {
+    exporter::ChipVolume& v = by_chip[{c.host, c.ordinal}];
+    v.host = c.host;
+    v.ordinal = c.ordinal;
+    v.events = static_cast<uint64_t>(c.events);
+    v.counter_samples = static_cast<uint64_t>(c.counter_samples);
+  }
+  for (const storage::StatRow& r : stats) {
+    auto it = by_chip.find({r.host, r.chip});
+    if (it == by_chip.end()) continue;
+    it->second.kernel_events[{r.kernel.module, r.kernel.op_name}] += static_cast<uint64_t>(r.count);
+  }
+  std::vector<exporter::ChipVolume> out;
+  for (auto& [key, v] : by_chip) out.push_back(std::move(v));
+  return out;
+}
+
+// Each selected kernel's verdict on each selected chip, for its slices, by host.
+absl::StatusOr<std::map<std::string, exporter::KernelNotes>> NotesOf(
+    storage::Store& store, const std::string& capture_id, std::vector<storage::StatRow> rows,
+    exporter::Narrower& narrower) {
+  rows.erase(std::remove_if(rows.begin(), rows.end(),
+                            [&](const storage::StatRow& r) {
+                              return !narrower.WantsHost(r.host) || !narrower.WantsChip(r.chip) ||
+                                     !narrower.WantsKernel(r.kernel.module, r.kernel.op_name);
+                            }),
+             rows.end());
+  ASSIGN_OR_RETURN(std::vector<v1::KernelInsight> judged,
+                   Judge(store, capture_id, true, rows, rows.size()));
+  std::map<std::string, exporter::KernelNotes> notes;
+  for (size_t i = 0; i < judged.size(); ++i) {
+    const storage::StatRow& r = rows[i];
+    notes[r.host][{r.chip, r.kernel.module, r.kernel.op_name}] = judged[i].verdict_text();
+  }
+  return notes;
+}
+
+// The hosts to read, as the store takes them.
+storage::HostSelection StoreSelection(const exporter::Narrower& narrower) {
+  storage::HostSelection only;
+  only.hosts = narrower.selection().hosts;
+  only.chip_ordinals = narrower.selection().chips;
+  return only;
+}
+
+// One file per host, each a whole XSpace: only one host's is ever in memory.
+absl::Status WriteXSpaces(storage::Store& store, grpc::ServerContext* context,
+                          grpc::ServerWriter<v1::ExportChunk>* writer,
+                          const storage::CaptureRow& row, exporter::Narrower& narrower,
+                          uint64_t* estimate) {
+  const std::string run = exporter::XprofRunName(row.start_ns);
+  uint64_t files = 0;
+  RETURN_IF_ERROR(store.ForEachHost(row.id, StoreSelection(narrower), [&](storage::StoredHost& h) {
+    if (context->IsCancelled()) return absl::CancelledError("the client went away");
+    if (h.capture.host.chips.empty()) return absl::OkStatus();  // a host that failed
+    RETURN_IF_ERROR(narrower.Apply(&h.capture));
+    narrower.DropUnselectedChips(&h.capture);                   // no empty device planes for them
+    if (h.capture.host.chips.empty()) return absl::OkStatus();  // none of the chips selected
+    ChunkStreamBuf buf(writer, absl::StrCat("plugins/profile/", run, "/", h.row.host, ".xplane.pb"),
+                       estimate);
+    std::ostream out(&buf);
+    if (!exporter::ToXSpace(h.capture).SerializeToOstream(&out) || !out.flush()) {
+      return absl::UnavailableError("the client stopped reading");
+    }
+    ++files;
+    return absl::OkStatus();
+  }));
+  PODPROF_LOG(INFO) << "exported " << row.id << " as an XProf session of " << files << " hosts";
+  return absl::OkStatus();
+}
+
+// The merged timeline, Perfetto or Chrome JSON (refused once it passes `json_limit` bytes).
+absl::Status WriteTimeline(storage::Store& store, grpc::ServerContext* context,
+                           grpc::ServerWriter<v1::ExportChunk>* writer,
+                           const storage::CaptureRow& row, bool perfetto,
+                           exporter::Narrower& narrower,
+                           const std::map<std::string, exporter::KernelNotes>& notes,
+                           uint64_t* estimate, uint64_t json_limit) {
+  ChunkStreamBuf buf(writer, absl::StrCat(row.id, perfetto ? ".pftrace" : ".json"), estimate,
+                     perfetto ? 0 : json_limit);
   std::ostream out(&buf);
   std::optional<exporter::PerfettoWriter> pw;
   std::optional<exporter::ChromeJsonWriter> cw;
   if (perfetto) {
     pw.emplace(&out);
   } else {
-    cw.emplace(&out, row->start_ns);
+    cw.emplace(&out, row.start_ns);
   }
-  // Each kernel's verdict on each chip, for its slices.
-  std::map<std::string, exporter::KernelNotes> notes;
-  {
-    storage::StatsQuery q;
-    q.capture_id = request->capture_id();
-    q.group_by = storage::Grouping::kChip;
-    absl::StatusOr<std::vector<storage::StatRow>> rows = store_->KernelStats(q);
-    if (!rows.ok()) return ToGrpc(rows.status());
-    absl::StatusOr<std::vector<podprof::v1::KernelInsight>> judged =
-        Judge(*store_, q.capture_id, true, *rows, rows->size());
-    if (!judged.ok()) return ToGrpc(judged.status());
-    for (size_t i = 0; i < judged->size(); ++i) {
-      const storage::StatRow& r = (*rows)[i];
-      notes[r.host][{r.chip, r.kernel.module, r.kernel.op_name}] = (*judged)[i].verdict_text();
-    }
-  }
-  absl::Status s = store_->ForEachHost(request->capture_id(), [&](storage::StoredHost& h) {
+  auto over_limit = [&] {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the Chrome JSON of ", row.id, " passed the ", exporter::HumanBytes(json_limit),
+        " limit (--max-size) while being written: viewers cannot load it; export --format "
+        "perfetto, or narrow it with --from/--to, --hosts, --chips or --kernels"));
+  };
+  RETURN_IF_ERROR(store.ForEachHost(row.id, StoreSelection(narrower), [&](storage::StoredHost& h) {
     if (context->IsCancelled()) return absl::CancelledError("the client went away");
+    RETURN_IF_ERROR(narrower.Apply(&h.capture));
     auto host_notes = notes.find(h.row.host);
     const exporter::KernelNotes* n = host_notes == notes.end() ? nullptr : &host_notes->second;
     if (perfetto) {
@@ -142,15 +262,73 @@ grpc::Status AggregatorService::ExportCapture(
     } else {
       cw->AddHost(h.capture, HostDescription(h.row), n);
     }
+    if (buf.over_limit()) return over_limit();
     return out ? absl::OkStatus() : absl::UnavailableError("the client stopped reading");
-  });
-  if (s.ok()) s = perfetto ? pw->Finish() : cw->Finish();
-  if (!s.ok()) return ToGrpc(s);
+  }));
+  absl::Status s = perfetto ? pw->Finish() : cw->Finish();
+  if (buf.over_limit()) return over_limit();
+  RETURN_IF_ERROR(s);
   const exporter::ExportCounts& n = perfetto ? pw->counts() : cw->counts();
-  PODPROF_LOG(INFO) << "exported " << request->capture_id() << " as "
-                    << podprof::v1::ExportFormat_Name(format) << ": " << n.hosts << " hosts, "
-                    << n.slices << " slices, " << buf.bytes() << " bytes";
-  return grpc::Status::OK;
+  PODPROF_LOG(INFO) << "exported " << row.id << " as " << (perfetto ? "Perfetto" : "Chrome JSON")
+                    << ": " << n.hosts << " hosts, " << n.slices << " slices, " << n.counter_samples
+                    << " counter samples, " << buf.bytes() << " bytes";
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+grpc::Status AggregatorService::ExportCapture(grpc::ServerContext* context,
+                                              const v1::ExportCaptureRequest* request,
+                                              grpc::ServerWriter<v1::ExportChunk>* writer) {
+  const auto format = request->format();
+  if (format != v1::EXPORT_FORMAT_PERFETTO && format != v1::EXPORT_FORMAT_CHROME_JSON &&
+      format != v1::EXPORT_FORMAT_XSPACE_DIR) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("export format ", static_cast<int>(format),
+                                     " is not one of perfetto, chrome json, xspace dir"));
+  }
+  absl::StatusOr<storage::CaptureRow> row = store_->GetCapture(request->capture_id());
+  if (!row.ok()) return ToGrpc(row.status());
+  absl::StatusOr<std::vector<storage::ChipVolume>> chips = store_->ChipVolumes(row->id);
+  if (!chips.ok()) return ToGrpc(chips.status());
+  absl::StatusOr<exporter::Narrower> narrower = NarrowerOf(*request, *row, *chips);
+  if (!narrower.ok()) return ToGrpc(narrower.status());
+
+  // Per-chip statistics: each kernel's verdict on its slices, and (for --kernels) how many
+  // events each kernel has, to size the export.
+  const bool timeline = format != v1::EXPORT_FORMAT_XSPACE_DIR;
+  std::vector<storage::StatRow> stats;
+  if (timeline || !request->kernel_regex().empty()) {
+    storage::StatsQuery q;
+    q.capture_id = row->id;
+    q.group_by = storage::Grouping::kChip;
+    absl::StatusOr<std::vector<storage::StatRow>> rows = store_->KernelStats(q);
+    if (!rows.ok()) return ToGrpc(rows.status());
+    stats = *std::move(rows);
+  }
+  uint64_t estimate =
+      exporter::EstimateChromeJson(VolumesOf(*chips, stats), row->start_ns, row->end_ns, *narrower)
+          .bytes;
+  const uint64_t limit =
+      request->max_json_bytes() != 0 ? request->max_json_bytes() : exporter::kDefaultMaxJsonBytes;
+  if (format == v1::EXPORT_FORMAT_CHROME_JSON && estimate > limit) {
+    PODPROF_LOG(INFO) << "refused the Chrome JSON export of " << row->id << ": about " << estimate
+                      << " bytes, over " << limit;
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        exporter::JsonTooLargeMessage(row->id, estimate, limit));
+  }
+  absl::Status s;
+  if (!timeline) {
+    s = WriteXSpaces(*store_, context, writer, *row, *narrower, &estimate);
+  } else {
+    absl::StatusOr<std::map<std::string, exporter::KernelNotes>> notes =
+        NotesOf(*store_, row->id, std::move(stats), *narrower);
+    s = notes.ok()
+            ? WriteTimeline(*store_, context, writer, *row, format == v1::EXPORT_FORMAT_PERFETTO,
+                            *narrower, *notes, &estimate, limit)
+            : notes.status();
+  }
+  return ToGrpc(s);
 }
 
 }  // namespace podprof::aggregator

@@ -33,7 +33,7 @@ void AddGlobalFlags(CLI::App& app, CliContext& context, std::string& profile) {
   // Read before the parse (ProfileName); declared so that the parse accepts it.
   app.add_option("--profile", profile,
                  "Use [profiles.NAME] of the CLI's configuration file (or $PODPROF_PROFILE): "
-                 "aggregator, TLS files, format and timeout");
+                 "aggregator, TLS files, format, timeout and export's max_size");
   app.add_flag("--no-color", context.no_color,
                "No colors in tables and the live display (also NO_COLOR)");
   app.add_option("--aggregator", context.target.address,

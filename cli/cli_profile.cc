@@ -15,7 +15,8 @@ namespace podprof::cli {
 namespace {
 
 // The keys of the defaults and of each profile.
-const char* const kKeys[] = {"aggregator", "format", "timeout", "tls_cert", "tls_key", "tls_ca"};
+const char* const kKeys[] = {"aggregator", "format", "timeout", "tls_cert",
+                             "tls_key",    "tls_ca", "max_size"};
 
 absl::Status Set(const std::string& file, const std::string& key, const std::string& value,
                  CliContext& context) {
@@ -41,10 +42,17 @@ absl::Status Set(const std::string& file, const std::string& key, const std::str
           absl::StrCat(file, ": ", key, " = \"", value, "\": want a positive duration, e.g. 30s"));
     }
     context.target.timeout_ns = *ns;
+  } else if (key == "max_size") {
+    absl::StatusOr<uint64_t> bytes = ParseByteSize(value);
+    if (!bytes.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(file, ": ", key, " = \"", value, "\": want a size, e.g. 256MB or 1GB"));
+    }
+    context.export_max_bytes = *bytes;
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat(file, ": unknown key '", key,
-                     "' (aggregator, format, timeout, tls_cert, tls_key, tls_ca)"));
+                     "' (aggregator, format, timeout, tls_cert, tls_key, tls_ca, max_size)"));
   }
   return absl::OkStatus();
 }

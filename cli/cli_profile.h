@@ -7,6 +7,7 @@
 //   tls_ca = "/home/alice/.config/podprof/ca.crt"
 //   format = "table"                   # table, json or csv
 //   timeout = "30s"
+//   max_size = "1GB"                   # the largest Chrome JSON `podprof export` asks for
 //   [profiles.pod-b]                   # chosen with --profile pod-b or $PODPROF_PROFILE
 //   aggregator = "agg.pod-b:7100"
 //
@@ -30,10 +31,10 @@ std::string CliConfigPath();
 // picks the values the parse starts from.
 std::string ProfileName(int argc, char** argv);
 
-// Sets `context`'s aggregator, TLS files, format and timeout from the file at `path`: its
-// top-level keys, then those of [profiles.`profile`]. A missing file is no error unless a
-// profile is named. Errors (InvalidArgument, NotFound) name the file and the key: an unknown
-// key, a bad value, an unknown profile.
+// Sets `context`'s aggregator, TLS files, format, timeout and export size limit from the file at
+// `path`: its top-level keys, then those of [profiles.`profile`]. A missing file is no error unless
+// a profile is named. Errors (InvalidArgument, NotFound) name the file and the key: an unknown key,
+// a bad value, an unknown profile.
 absl::Status ApplyCliProfile(const std::string& path, const std::string& profile,
                              CliContext& context);
 

@@ -96,6 +96,18 @@ CLI::Validator PositiveDuration() {
       "DURATION");
 }
 
+CLI::Validator NonNegativeDuration() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        absl::StatusOr<int64_t> ns = ParseDurationNs(text);
+        if (!ns.ok()) return std::string(ns.status().message());
+        if (*ns < 0) return absl::StrCat("duration \"", text, "\" must not be negative");
+        text = absl::StrCat(*ns);
+        return "";
+      },
+      "DURATION");
+}
+
 int Fail(std::ostream& err, const char* command, const absl::Status& status, int exit_code) {
   err << "podprof " << command << ": " << status.message() << "\n";
   if (status.GetPayload(kUnreachablePayload).has_value()) return kExitUnreachable;

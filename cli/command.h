@@ -41,6 +41,8 @@ struct CliContext {
   TlsFiles tls;
   OutputFormat format = OutputFormat::kTable;
   bool no_color = false;
+  // `podprof export`'s default --max-size (the profile's max_size); 0 for the aggregator's.
+  uint64_t export_max_bytes = 0;
 
   // A client of the aggregator at `target`, over mutual TLS when the TLS files are given.
   // Errors (InvalidArgument): only some of the three TLS files given, or unreadable ones.
@@ -97,6 +99,8 @@ void AddStartRangeFlags(CLI::App* cmd, StartRange& range, const char* since_exam
 // A validator that turns a positive duration ("30s", "1.5h") into its ns, so that the option
 // binds an int64_t.
 CLI::Validator PositiveDuration();
+// The same for a duration that may also be zero ("0", "200ms").
+CLI::Validator NonNegativeDuration();
 
 // Prints the one-line error of `podprof <command>` and returns `exit_code`, or
 // kExitUnreachable when the aggregator could not be reached (AggregatorClient::Check), or

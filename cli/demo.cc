@@ -327,8 +327,8 @@ int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
   ExportOptions exp;
   exp.capture_id = result->capture_id;
   exp.path = (fs::path(dir) / (result->capture_id + ".pftrace")).string();
-  absl::StatusOr<std::string> trace = RunExport(client, exp, err);
-  json extra = {{"trace_path", trace.ok() ? *trace : ""}, {"dir", dir}};
+  absl::StatusOr<ExportResult> trace = RunExport(client, exp);
+  json extra = {{"trace_path", trace.ok() ? trace->path : ""}, {"dir", dir}};
   if (options.keep) {
     extra["aggregator"] = agg_addr;
     extra["pids"] = children.Pids();
@@ -337,7 +337,7 @@ int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
   if (table) {
     WriteClockTable(*result, capture, out);
     if (trace.ok()) {
-      out << "\nmerged timeline: " << *trace << "\n  open it at https://ui.perfetto.dev\n";
+      out << "\nmerged timeline: " << trace->path << "\n  open it at https://ui.perfetto.dev\n";
     } else {
       out << "\nno trace written: " << trace.status().message() << "\n";
     }

@@ -4,22 +4,36 @@
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <system_error>
 #include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "cli/exit_codes.h"
+#include "cli/format.h"
+#include "common/clock.h"
 #include "common/status_macros.h"
 
 namespace podprof::cli {
 namespace {
 
 namespace fs = std::filesystem;
-using Stub = v1::Aggregator::StubInterface;
 
 // An export is one large transfer: its deadline covers the whole of it.
 constexpr int64_t kDefaultExportTimeoutNs = int64_t{600} * 1'000'000'000;
+
+// --max-size's text ("1GB") as bytes, so that the option binds a uint64_t.
+CLI::Validator ByteSize() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        absl::StatusOr<uint64_t> bytes = ParseByteSize(text);
+        if (!bytes.ok()) return std::string(bytes.status().message());
+        text = absl::StrCat(*bytes);
+        return "";
+      },
+      "SIZE");
+}
 
 class ExportCommand : public AggregatorCommand {
  public:
@@ -31,53 +45,84 @@ class ExportCommand : public AggregatorCommand {
       if (timeout->count() == 0) context.target.timeout_ns = kDefaultExportTimeoutNs;
     });
     cmd->add_option("--format", format_,
-                    "perfetto (.pftrace, for ui.perfetto.dev), chrome (JSON, for small "
-                    "captures) or xprof (an XProf session directory)")
+                    "perfetto (.pftrace, for ui.perfetto.dev), chrome (JSON, for small or "
+                    "narrowed captures, up to --max-size) or xprof (an XProf session directory)")
         ->check(CLI::IsMember({"perfetto", "chrome", "xprof"}))
         ->option_text("perfetto|chrome|xprof");
     cmd->add_option("-o,--output", options_.path,
                     "File (or directory for xprof) to write; default CAPTURE.pftrace or "
                     "CAPTURE.json in the current directory");
+    AddNarrowingFlags(cmd);
     cmd->footer(
         "Examples:\n  podprof export cap-1796003829474-cf16 -o pod.pftrace\n"
         "  podprof export cap-1796003829474-cf16 --format chrome -o pod.json\n"
+        "  podprof export cap-1796003829474-cf16 --format chrome --from 200ms --to 400ms \\\n"
+        "      --hosts host-0,host-1 --chips 0 --kernels 'fusion|all-reduce' -o part.json\n"
+        "Narrowing applies to every format. Events overlapping the window are kept whole; "
+        "counter samples inside it are kept; module and step lines stay as context; a kernel's "
+        "named scopes go with it.\n"
+        "Chrome JSON is sized before it is written (from the stored event and sample counts of "
+        "what was selected) and refused past --max-size, default 256MB (also max_size in the "
+        "CLI's configuration file): export --format perfetto, or narrow it.\n"
         "The deadline (--timeout) covers the whole export; default 10m.");
   }
 
  protected:
-  int RunWith(AggregatorClient& client, CliContext& /*context*/, std::ostream& out,
+  int RunWith(AggregatorClient& client, CliContext& context, std::ostream& out,
               std::ostream& err) override {
     options_.kind = format_ == "chrome"  ? ExportKind::kChrome
                     : format_ == "xprof" ? ExportKind::kXprof
                                          : ExportKind::kPerfetto;
-    absl::StatusOr<std::string> path = RunExport(client, options_, err);
-    if (!path.ok()) return Failed(err, path.status(), kExitBadInput);
-    out << *path << "\n";
+    if (from_->count() > 0) options_.from_ns = from_ns_;
+    if (to_->count() > 0) options_.to_ns = to_ns_;
+    if (max_size_->count() == 0) options_.max_json_bytes = context.export_max_bytes;
+    if (absl::Status s = CheckExportOptions(options_); !s.ok()) {
+      return Failed(err, s, kExitUsage);
+    }
+    absl::StatusOr<ExportResult> result = RunExport(client, options_);
+    if (!result.ok()) return Failed(err, result.status(), kExitBadInput);
+    out << result->path << "\n";
+    err << "podprof export: " << ExportSummary(options_, *result) << "\n";
     return 0;
   }
 
  private:
+  void AddNarrowingFlags(CLI::App* cmd) {
+    from_ = cmd->add_option("--from", from_ns_,
+                            "Start of the window, after the capture's start (e.g. 200ms); "
+                            "default its start")
+                ->transform(NonNegativeDuration())
+                ->option_text("DURATION");
+    to_ = cmd->add_option("--to", to_ns_,
+                          "End of the window, after the capture's start (e.g. 400ms); default "
+                          "its end")
+              ->transform(PositiveDuration())
+              ->option_text("DURATION");
+    cmd->add_option("--hosts", options_.hosts, "Only these hosts, comma-separated")
+        ->delimiter(',')
+        ->option_text("HOST,...");
+    cmd->add_option("--chips", options_.chips,
+                    "Only the chips with these ordinals (N of /device:TPU:N), comma-separated")
+        ->delimiter(',')
+        ->option_text("N,...");
+    cmd->add_option("--kernels", options_.kernels,
+                    "Only kernels whose op name or module this regular expression (ECMAScript) "
+                    "finds anywhere in it, e.g. 'fusion|all-reduce' or '^convolution'")
+        ->option_text("REGEX");
+    max_size_ = cmd->add_option("--max-size", options_.max_json_bytes,
+                                "Chrome JSON only: refuse past this size (e.g. 1GB); default "
+                                "256MB, or max_size in the CLI's configuration file")
+                    ->transform(ByteSize())
+                    ->option_text("SIZE");
+  }
+
   ExportOptions options_;
   std::string format_ = "perfetto";
+  int64_t from_ns_ = 0, to_ns_ = 0;
+  CLI::Option* from_ = nullptr;
+  CLI::Option* to_ = nullptr;
+  CLI::Option* max_size_ = nullptr;
 };
-
-// Viewers of JSON traces struggle past about a million events: say so before writing one.
-absl::Status WarnOfLargeJson(AggregatorClient& client, const std::string& capture_id,
-                             std::ostream& err) {
-  v1::GetKernelStatsRequest request;
-  request.set_capture_id(capture_id);
-  request.set_group_by(v1::KERNEL_GROUPING_KERNEL);
-  v1::GetKernelStatsResponse stats;
-  RETURN_IF_ERROR(client.Call(&Stub::GetKernelStats, request, &stats));
-  uint64_t events = 0;
-  for (const auto& s : stats.stats()) events += s.count();
-  if (events > 1'000'000) {
-    err << "podprof export: warning: " << events
-        << " kernel events; Chrome JSON viewers struggle past about 1 M events, the "
-           "perfetto format opens in ui.perfetto.dev at any size\n";
-  }
-  return absl::OkStatus();
-}
 
 // The files of one export: each goes to a temporary name first and is renamed when complete,
 // so a failed export leaves no half file behind. For xprof `root` is a directory and the
@@ -98,6 +143,7 @@ class ExportFiles {
       RETURN_IF_ERROR(Open(name));
     }
     file_.write(data.data(), static_cast<std::streamsize>(data.size()));
+    bytes_ += data.size();
     return absl::OkStatus();
   }
 
@@ -125,6 +171,7 @@ class ExportFiles {
   }
 
   int written() const { return written_; }
+  uint64_t bytes() const { return bytes_; }
 
  private:
   std::string Target(const std::string& name) const {
@@ -156,6 +203,7 @@ class ExportFiles {
   std::ofstream file_;
   std::string current_;  // the file being written, relative to the root
   int written_ = 0;
+  uint64_t bytes_ = 0;
 };
 
 }  // namespace
@@ -167,8 +215,26 @@ std::unique_ptr<Command> AddExportCommand(CLI::App& app, CliContext& context) {
       context);
 }
 
-absl::StatusOr<std::string> RunExport(AggregatorClient& client, const ExportOptions& options,
-                                      std::ostream& err) {
+absl::Status CheckExportOptions(const ExportOptions& options) {
+  if (options.from_ns.has_value() && options.to_ns.has_value() &&
+      *options.from_ns >= *options.to_ns) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--from ", FormatDurationPs(*options.from_ns * 1000), " is not before --to ",
+                     FormatDurationPs(*options.to_ns * 1000)));
+  }
+  if (!options.kernels.empty()) {
+    try {
+      std::regex re(options.kernels);
+    } catch (const std::regex_error& e) {
+      return absl::InvalidArgumentError(absl::StrCat("--kernels \"", options.kernels,
+                                                     "\" is not a regular expression: ", e.what()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ExportResult> RunExport(AggregatorClient& client, const ExportOptions& options) {
+  RETURN_IF_ERROR(CheckExportOptions(options));
   v1::ExportCaptureRequest request;
   request.set_capture_id(options.capture_id);
   const char* ext = ".pftrace";
@@ -179,28 +245,50 @@ absl::StatusOr<std::string> RunExport(AggregatorClient& client, const ExportOpti
     case ExportKind::kChrome:
       request.set_format(v1::EXPORT_FORMAT_CHROME_JSON);
       ext = ".json";
-      RETURN_IF_ERROR(WarnOfLargeJson(client, options.capture_id, err));
       break;
     case ExportKind::kXprof:
       request.set_format(v1::EXPORT_FORMAT_XSPACE_DIR);
       ext = "";
       break;
   }
-  const std::string path = options.path.empty() ? options.capture_id + ext : options.path;
-  ExportFiles files(path, options.kind == ExportKind::kXprof);
+  if (options.from_ns.has_value()) request.set_from_ns(*options.from_ns);
+  if (options.to_ns.has_value()) request.set_to_ns(*options.to_ns);
+  for (const std::string& h : options.hosts) request.add_host_names(h);
+  for (int c : options.chips) request.add_chip_ordinals(c);
+  request.set_kernel_regex(options.kernels);
+  request.set_max_json_bytes(options.max_json_bytes);
+  ExportResult result;
+  result.path = options.path.empty() ? options.capture_id + ext : options.path;
+  ExportFiles files(result.path, options.kind == ExportKind::kXprof);
   grpc::ClientContext ctx;
   client.SetDeadline(ctx);
   auto reader = client.stub().ExportCapture(&ctx, request);
   v1::ExportChunk chunk;
   absl::Status failure;
-  while (failure.ok() && reader->Read(&chunk)) failure = files.Write(chunk.path(), chunk.data());
+  // Each chunk goes to its file as it arrives: an export of any size takes a chunk of memory.
+  while (failure.ok() && reader->Read(&chunk)) {
+    if (chunk.json_bytes_estimate() != 0) result.json_bytes_estimate = chunk.json_bytes_estimate();
+    failure = files.Write(chunk.path(), chunk.data());
+  }
   if (!failure.ok()) ctx.TryCancel();
   grpc::Status s = reader->Finish();
   if (failure.ok()) failure = client.Check(s);
   if (failure.ok()) failure = files.Finish();
   if (!failure.ok()) return failure;
   if (files.written() == 0) return absl::NotFoundError("the capture has nothing to export");
-  return path;
+  result.bytes = files.bytes();
+  result.files = files.written();
+  return result;
+}
+
+std::string ExportSummary(const ExportOptions& options, const ExportResult& result) {
+  std::string line = absl::StrCat("wrote ", FormatBytes(result.bytes), " to ", result.path);
+  if (result.files > 1) absl::StrAppend(&line, " (", result.files, " files)");
+  if (options.kind != ExportKind::kChrome && result.json_bytes_estimate != 0) {
+    absl::StrAppend(&line, "; as Chrome JSON it would be about ",
+                    FormatBytes(result.json_bytes_estimate));
+  }
+  return line;
 }
 
 }  // namespace podprof::cli

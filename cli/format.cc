@@ -5,9 +5,11 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "nlohmann/json.hpp"
@@ -90,6 +92,42 @@ std::string FormatBytes(uint64_t bytes) {
     ++u;
   }
   return absl::StrFormat("%.1f %s", v, units[u]);
+}
+
+absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
+  const absl::string_view t = absl::StripAsciiWhitespace(text);
+  size_t digits = 0;
+  while (digits < t.size() && (absl::ascii_isdigit(t[digits]) || t[digits] == '.')) ++digits;
+  double number = 0;
+  if (digits == 0 || !absl::SimpleAtod(t.substr(0, digits), &number)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad size \"", text, "\": want a number and a unit, e.g. 256MB or 1GB"));
+  }
+  const absl::string_view unit = absl::StripAsciiWhitespace(t.substr(digits));
+  static const std::map<std::string, double>* const kUnits =
+      new std::map<std::string, double>{{"", 1},
+                                        {"b", 1},
+                                        {"kb", 1e3},
+                                        {"mb", 1e6},
+                                        {"gb", 1e9},
+                                        {"tb", 1e12},
+                                        {"kib", 1024.0},
+                                        {"mib", 1024.0 * 1024},
+                                        {"gib", 1024.0 * 1024 * 1024},
+                                        {"tib", 1024.0 * 1024 * 1024 * 1024}};
+  auto it = kUnits->find(absl::AsciiStrToLower(unit));
+  if (it == kUnits->end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad size \"", text, "\": unknown unit \"", unit,
+                     "\" (use B, kB, MB, GB, TB or KiB, MiB, GiB, TiB)"));
+  }
+  const double bytes = std::round(number * it->second);
+  if (!(bytes >= 1) || bytes >= 9.2e18) {
+    return absl::InvalidArgumentError(absl::StrCat("bad size \"", text,
+                                                   "\": must be at least 1 B"
+                                                   " and below 9 EB"));
+  }
+  return static_cast<uint64_t>(bytes);
 }
 
 std::string FormatSignedNs(int64_t ns) {

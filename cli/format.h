@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "nlohmann/json_fwd.hpp"
 
@@ -58,6 +59,12 @@ std::string Percent(double fraction);
 
 // Formats a byte count for people: "512 B", "1.2 kB", "3.4 MB", "1.0 GB" (powers of 1000).
 std::string FormatBytes(uint64_t bytes);
+
+// Reads a size written as a number and a unit, e.g. "256MB", "1.5GB", "64 MiB", "1000": B,
+// kB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024), in any case; bytes
+// when there is no unit. InvalidArgument naming the text for anything else, zero, or a size
+// past 2^63 bytes.
+absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text);
 
 // Formats a signed ns quantity for people with its unit: "-12.3 us", "4.56 ms", "812 ns".
 std::string FormatSignedNs(int64_t ns);

@@ -61,6 +61,25 @@ absl::StatusOr<std::string> ZstdDecompress(absl::string_view frame, uint64_t max
   return out;
 }
 
+absl::StatusOr<std::string> ZstdDecompressPrefix(absl::string_view frame, size_t n,
+                                                 absl::string_view what) {
+  thread_local std::unique_ptr<ZSTD_DCtx, DCtxFree> ctx(ZSTD_createDCtx());
+  // A stream stopped early: the context may hold a half-read frame from the last call.
+  ZSTD_DCtx_reset(ctx.get(), ZSTD_reset_session_only);
+  std::string out(n, '\0');
+  ZSTD_inBuffer in{frame.data(), frame.size(), 0};
+  ZSTD_outBuffer o{out.data(), out.size(), 0};
+  while (o.pos < o.size) {
+    const size_t before_in = in.pos, before_out = o.pos;
+    const size_t r = ZSTD_decompressStream(ctx.get(), &o, &in);
+    if (ZSTD_isError(r)) return absl::DataLossError(absl::StrCat(what, ": ", ZSTD_getErrorName(r)));
+    // The frame ended, or it is cut short and nothing more comes out.
+    if (r == 0 || (in.pos == before_in && o.pos == before_out)) break;
+  }
+  out.resize(o.pos);
+  return out;
+}
+
 absl::Status ZstdCheckFrame(absl::string_view frame, uint64_t max_bytes, absl::string_view what) {
   if (absl::StatusOr<uint64_t> size = ContentSize(frame, max_bytes, what); !size.ok()) {
     return size.status();

@@ -4,6 +4,7 @@
 #ifndef PODPROF_COMMON_ZSTD_CODEC_H_
 #define PODPROF_COMMON_ZSTD_CODEC_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -20,6 +21,12 @@ std::string ZstdCompress(absl::string_view raw, int level);
 // content would exceed `max_bytes`.
 absl::StatusOr<std::string> ZstdDecompress(absl::string_view frame, uint64_t max_bytes,
                                            absl::string_view what);
+
+// At most the first `n` bytes of one zstd frame's content, decompressing no more of the frame
+// than they need (its first block): for a header at the front of a large frame. DataLoss
+// naming `what` when `frame` is not a zstd frame or is damaged there.
+absl::StatusOr<std::string> ZstdDecompressPrefix(absl::string_view frame, size_t n,
+                                                 absl::string_view what);
 
 // Checks without decompressing that `frame` is exactly one whole zstd frame whose content is
 // at most `max_bytes`; DataLoss naming `what` otherwise. Damage inside the frame shows only

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -169,6 +170,20 @@ struct CaptureRow {
 struct StoredHost {
   HostRow row;
   trace::HostCapture capture;
+};
+
+// Which hosts and chips of a capture Store::ForEachHost reads.
+struct HostSelection {
+  std::set<std::string> hosts;  // by name; empty for every host
+  std::set<int> chip_ordinals;  // empty for every chip
+};
+
+// How much one chip of a stored capture holds.
+struct ChipVolume {
+  std::string host;
+  int ordinal = 0;
+  int64_t events = 0;  // timeline events on every line
+  int64_t counter_samples = 0;
 };
 
 struct CaptureQuery {

@@ -96,6 +96,15 @@ class Store {
   // stops at the first error `fn` returns. NotFound naming the id for an unknown capture.
   absl::Status ForEachHost(const std::string& capture_id,
                            const std::function<absl::Status(StoredHost&)>& fn);
+  // The same for the hosts and chips `only` selects: hosts left out are not read at all; chips
+  // left out stay in their host's chips (indices and ordinals as stored) but none of their
+  // timelines or counters is read.
+  absl::Status ForEachHost(const std::string& capture_id, const HostSelection& only,
+                           const std::function<absl::Status(StoredHost&)>& fn);
+  // Every chip of the capture, by host name then ordinal, with how many timeline events and
+  // counter samples it holds, counted from the front of each stored blob (nothing else is
+  // decompressed). NotFound naming the id for an unknown capture.
+  absl::StatusOr<std::vector<ChipVolume>> ChipVolumes(const std::string& capture_id);
   // The capture's row (hosts included); NotFound naming the id.
   absl::StatusOr<CaptureRow> GetCapture(const std::string& capture_id);
   // The stored timeline blocks of a capture, decompressed (for exports and tests).

@@ -65,6 +65,14 @@ absl::Status DecodeTimeline(absl::string_view blob, EventBlock* b) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<uint64_t> EncodedCount(absl::string_view blob, absl::string_view what) {
+  ASSIGN_OR_RETURN(std::string front, ZstdDecompressPrefix(blob, kCountBytes, what));
+  absl::string_view in(front);
+  uint64_t n;
+  if (!GetVarint(&in, &n)) return absl::DataLossError(absl::StrCat(what, " header"));
+  return n;
+}
+
 std::string EncodeCounters(const int64_t* time_ns, const double* value, size_t begin, size_t end) {
   thread_local std::string raw;  // reused: many series per thread
   raw.clear();

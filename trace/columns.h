@@ -28,6 +28,11 @@ std::string EncodeTimeline(const EventBlock& b, const std::vector<int64_t>& kern
 // for a damaged blob.
 absl::Status DecodeTimeline(absl::string_view blob, EventBlock* b);
 
+// The number of events (a timeline blob) or samples (a counter blob) the blob holds, read from
+// its front without decoding the rest: for sizing an export before writing it. DataLoss naming
+// `what` for a damaged blob.
+absl::StatusOr<uint64_t> EncodedCount(absl::string_view blob, absl::string_view what);
+
 // Samples [begin, end) of a series: per sample, the zigzag time delta (the first from 0) and
 // the value's 8 bytes.
 std::string EncodeCounters(const int64_t* time_ns, const double* value, size_t begin, size_t end);

@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "cli/captures_command.h"
 #include "cli/diff_command.h"
+#include "cli/export_command.h"
 #include "cli/history_command.h"
 #include "cli/import_command.h"
 #include "cli/kernel_rows.h"
@@ -376,6 +377,55 @@ TEST(FormatTest, HumanUnits) {
   EXPECT_EQ(FormatSignedNs(4'110'000), "4.110 ms");
   EXPECT_EQ(FormatSignedNs(561), "561 ns");
   EXPECT_EQ(Sparkline({}), "");
+}
+
+TEST(FormatTest, ByteSizesInPowersOfAThousandOrOf1024) {
+  EXPECT_EQ(ParseByteSize("256MB").value(), 256'000'000u);
+  EXPECT_EQ(ParseByteSize("1.5 GB").value(), 1'500'000'000u);
+  EXPECT_EQ(ParseByteSize("64MiB").value(), 64u << 20);
+  EXPECT_EQ(ParseByteSize("10kb").value(), 10'000u);
+  EXPECT_EQ(ParseByteSize("1000").value(), 1000u);
+  EXPECT_EQ(ParseByteSize("2TiB").value(), uint64_t{2} << 40);
+  for (const char* bad : {"", "MB", "12XB", "0", "-1MB", "1..2GB", "99999999EB"}) {
+    absl::StatusOr<uint64_t> size = ParseByteSize(bad);
+    ASSERT_FALSE(size.ok()) << bad;
+    EXPECT_TRUE(absl::StrContains(size.status().message(), absl::StrCat("\"", bad, "\"")))
+        << size.status();
+  }
+}
+
+TEST(ExportOptionsTest, AnEmptyWindowOrABadRegexIsNamedBeforeAnythingIsSent) {
+  ExportOptions o;
+  o.capture_id = "cap-1";
+  EXPECT_TRUE(CheckExportOptions(o).ok());
+  o.from_ns = 300'000'000;
+  o.to_ns = 300'000'000;
+  EXPECT_EQ(CheckExportOptions(o).message(), "--from 300 ms is not before --to 300 ms");
+  o.to_ns = 400'000'000;
+  EXPECT_TRUE(CheckExportOptions(o).ok());
+  o.kernels = "fusion[";
+  EXPECT_TRUE(absl::StartsWith(CheckExportOptions(o).message(),
+                               "--kernels \"fusion[\" is not a regular expression"))
+      << CheckExportOptions(o);
+}
+
+TEST(ExportOptionsTest, TheSummaryGivesTheChromeJsonEstimateForOtherFormats) {
+  ExportOptions o;
+  ExportResult r;
+  r.path = "pod.pftrace";
+  r.bytes = 30'400'000;
+  r.files = 1;
+  r.json_bytes_estimate = 68'600'000;
+  EXPECT_EQ(ExportSummary(o, r),
+            "wrote 30.4 MB to pod.pftrace; as Chrome JSON it would be about 68.6 MB");
+  o.kind = ExportKind::kChrome;
+  r.path = "pod.json";
+  EXPECT_EQ(ExportSummary(o, r), "wrote 30.4 MB to pod.json");
+  o.kind = ExportKind::kXprof;
+  r.path = "xp";
+  r.files = 4;
+  r.json_bytes_estimate = 0;  // an aggregator that gives none
+  EXPECT_EQ(ExportSummary(o, r), "wrote 30.4 MB to xp (4 files)");
 }
 
 TEST(WriteCaptureDiffTest, CsvLeavesAbsentSidesEmpty) {

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "ingest/capture_ingest.h"
 #include "storage/schema.h"
@@ -334,6 +335,88 @@ TEST_F(StoreTest, HostClockTimesAreCorrectedWhenRead) {
                                 })
                   .ok());
   EXPECT_EQ(hosts_seen, 1);
+}
+
+// Two hosts of two chips: chip c of host h has (h + 1) * (c + 1) * 10 pairs of events and
+// (c + 1) * 7 counter samples.
+ingest::CaptureInput TwoHosts(const std::string& id) {
+  ingest::CaptureInput w = Synthetic(id, 1'000'000, "fusion.1", 1, 0, 1000);
+  w.hosts.clear();
+  for (int h = 0; h < 2; ++h) {
+    ingest::HostInput in;
+    in.host = absl::StrCat("h", h);
+    trace::HostCapture c = *Synthetic(id, 1'000'000, "fusion.1", 1, 0, 1000).hosts[0].capture;
+    c.host.name = in.host;
+    c.host.chips.resize(2);
+    c.host.chips[1].ordinal = 1;
+    c.blocks.clear();
+    for (int chip = 0; chip < 2; ++chip) {
+      const int pairs = (h + 1) * (chip + 1) * 10;
+      c.blocks.push_back(Synthetic(id, 1, "fusion.1", 1, pairs, 1000).hosts[0].capture->blocks[0]);
+      c.blocks.back().chip = chip;
+      c.blocks.back().base_ns = 1'000'000;
+      trace::CounterSeries s;
+      s.chip = chip;
+      s.name = "core/busy";
+      for (int i = 0; i < (chip + 1) * 7; ++i) {
+        s.time_ns.push_back(1'000'000 + i * 10);
+        s.value.push_back(i);
+      }
+      c.counters.push_back(s);
+    }
+    in.capture = std::move(c);
+    w.hosts.push_back(std::move(in));
+  }
+  return w;
+}
+
+TEST_F(StoreTest, ChipVolumesCountEveryChipsEventsAndSamples) {
+  auto store = Open();
+  ASSERT_TRUE(ingest::StoreCapture(*store, TwoHosts("two")).ok());
+  auto volumes = store->ChipVolumes("two");
+  ASSERT_TRUE(volumes.ok()) << volumes.status();
+  ASSERT_EQ(volumes->size(), 4u);
+  for (const ChipVolume& v : *volumes) {
+    const int h = v.host == "h1" ? 1 : 0;
+    EXPECT_EQ(v.events, 2 * (h + 1) * (v.ordinal + 1) * 10) << v.host << " " << v.ordinal;
+    EXPECT_EQ(v.counter_samples, (v.ordinal + 1) * 7) << v.host << " " << v.ordinal;
+  }
+  EXPECT_EQ((*volumes)[0].host, "h0");
+  EXPECT_EQ((*volumes)[3].host, "h1");
+  EXPECT_EQ((*volumes)[3].ordinal, 1);
+  EXPECT_TRUE(absl::IsNotFound(store->ChipVolumes("none").status()));
+}
+
+TEST_F(StoreTest, ForEachHostReadsOnlyTheHostsAndChipsSelected) {
+  auto store = Open();
+  ASSERT_TRUE(ingest::StoreCapture(*store, TwoHosts("two")).ok());
+  HostSelection only;
+  only.hosts = {"h1"};
+  only.chip_ordinals = {1};
+  std::vector<std::string> seen;
+  ASSERT_TRUE(store
+                  ->ForEachHost("two", only,
+                                [&](StoredHost& h) {
+                                  seen.push_back(h.row.host);
+                                  // Both chips listed, only chip 1's data read.
+                                  EXPECT_EQ(h.capture.host.chips.size(), 2u);
+                                  EXPECT_EQ(h.capture.EventCount(), 2u * 2 * 2 * 10);
+                                  for (const auto& b : h.capture.blocks) EXPECT_EQ(b.chip, 1);
+                                  EXPECT_EQ(h.capture.counters.size(), 1u);
+                                  EXPECT_EQ(h.capture.counters.at(0).chip, 1);
+                                  return absl::OkStatus();
+                                })
+                  .ok());
+  EXPECT_EQ(seen, (std::vector<std::string>{"h1"}));
+  int all = 0;
+  ASSERT_TRUE(store
+                  ->ForEachHost("two",
+                                [&](StoredHost& h) {
+                                  all += static_cast<int>(h.capture.EventCount());
+                                  return absl::OkStatus();
+                                })
+                  .ok());
+  EXPECT_EQ(all, 2 * (10 + 20 + 20 + 40));
 }
 
 TEST_F(StoreTest, HostDataWrittenAheadIsInvisibleUntilTheCaptureCommits) {

@@ -1,0 +1,206 @@
+// The store's reads for exports: a capture's hosts rebuilt one at a time (all of them, or the
+// hosts and chips a narrowed export selects), and how much each chip holds, counted without
+// decoding, so that an export can be sized before it is written.
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "storage/store.h"
+#include "storage/store_internal.h"
+#include "trace/columns.h"
+
+namespace podprof::storage {
+namespace {
+
+// The statements that rebuild one host of a capture, prepared once for all its hosts.
+class HostReader {
+ public:
+  static absl::StatusOr<HostReader> Prepare(Connection& c, int64_t seq) {
+    HostReader r(seq);
+    ASSIGN_OR_RETURN(r.chips_, Statement::Prepare(c,
+                                                  "SELECT x.id, x.ordinal, x.global_id, "
+                                                  "x.generation, x.device_type, x.peak_tflops, "
+                                                  "x.peak_hbm_gbps FROM chips x JOIN hosts h ON "
+                                                  "h.id = x.host_id WHERE x.capture = ? AND "
+                                                  "h.name = ? ORDER BY x.ordinal"));
+    ASSIGN_OR_RETURN(r.blocks_, Statement::Prepare(c,
+                                                   "SELECT line, base_ns, data FROM "
+                                                   "timeline_blocks WHERE capture = ? AND "
+                                                   "chip_id = ? ORDER BY rowid"));
+    ASSIGN_OR_RETURN(r.counters_, Statement::Prepare(c,
+                                                     "SELECT name, data FROM counter_series "
+                                                     "WHERE capture = ? AND chip_id = ? ORDER "
+                                                     "BY rowid"));
+    ASSIGN_OR_RETURN(r.kernel_, Statement::Prepare(c,
+                                                   "SELECT module, op_name, category, "
+                                                   "program_id, hlo_hash, flops, "
+                                                   "bytes_accessed, source FROM kernels WHERE "
+                                                   "id = ?"));
+    return r;
+  }
+
+  // The host `h` of the capture (start and end are the capture's), its chips all listed but
+  // the timelines and counters read only of those whose ordinal `chips` holds (all if empty).
+  absl::Status Read(const HostRow& h, int64_t start_ns, int64_t end_ns, const std::set<int>& chips,
+                    StoredHost* out) {
+    out->row = h;
+    out->capture.host.name = h.host;
+    out->capture.host.profile_start_ns = start_ns;
+    out->capture.host.profile_stop_ns = end_ns;
+    local_.clear();
+    chips_->Reset();
+    chips_->Bind(1, seq_).Bind(2, h.host);
+    std::vector<int64_t> chip_ids;
+    while (true) {
+      ASSIGN_OR_RETURN(bool more, chips_->Step());
+      if (!more) break;
+      chip_ids.push_back(chips_->Int(0));
+      trace::Chip chip;
+      chip.ordinal = static_cast<int>(chips_->Int(1));
+      chip.global_id = chips_->Int(2);
+      chip.generation = chips_->Text(3);
+      chip.device_type = chips_->Text(4);
+      chip.peak_tflops = chips_->Double(5);
+      chip.peak_hbm_gbps = chips_->Double(6);
+      out->capture.host.chips.push_back(std::move(chip));
+    }
+    for (size_t ci = 0; ci < chip_ids.size(); ++ci) {
+      if (!chips.empty() && chips.count(out->capture.host.chips[ci].ordinal) == 0) continue;
+      RETURN_IF_ERROR(ReadBlocks(chip_ids[ci], static_cast<int>(ci), &out->capture));
+      RETURN_IF_ERROR(ReadCounters(chip_ids[ci], static_cast<int>(ci), &out->capture));
+    }
+    if (h.host_clock) trace::ApplyCorrection(h.correction, &out->capture);
+    return absl::OkStatus();
+  }
+
+ private:
+  explicit HostReader(int64_t seq) : seq_(seq) {}
+
+  absl::Status ReadBlocks(int64_t chip_id, int chip, trace::HostCapture* capture) {
+    blocks_->Reset();
+    blocks_->Bind(1, seq_).Bind(2, chip_id);
+    while (true) {
+      ASSIGN_OR_RETURN(bool more, blocks_->Step());
+      if (!more) break;
+      trace::EventBlock b;
+      b.chip = chip;
+      b.line = blocks_->Text(0);
+      b.kind = trace::LineKindOfName(b.line);
+      b.base_ns = blocks_->Int(1);
+      RETURN_IF_ERROR(trace::DecodeTimeline(blocks_->Blob(2), &b));
+      // Stored kernel ids become indexes into this host's own kernel definitions.
+      for (uint32_t& k : b.kernel) {
+        ASSIGN_OR_RETURN(k, LocalKernel(k, capture));
+      }
+      capture->blocks.push_back(std::move(b));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ReadCounters(int64_t chip_id, int chip, trace::HostCapture* capture) {
+    counters_->Reset();
+    counters_->Bind(1, seq_).Bind(2, chip_id);
+    while (true) {
+      ASSIGN_OR_RETURN(bool more, counters_->Step());
+      if (!more) break;
+      ASSIGN_OR_RETURN(trace::CounterSeries series, trace::DecodeCounters(counters_->Blob(1)));
+      series.chip = chip;
+      series.name = counters_->Text(0);
+      capture->counters.push_back(std::move(series));
+    }
+    return absl::OkStatus();
+  }
+
+  // The index into `capture`'s kernels of stored kernel `id`, added on first use.
+  absl::StatusOr<uint32_t> LocalKernel(uint32_t id, trace::HostCapture* capture) {
+    auto [it, fresh] = local_.try_emplace(id, static_cast<uint32_t>(capture->kernels.size()));
+    if (!fresh) return it->second;
+    kernel_->Reset();
+    kernel_->Bind(1, static_cast<int64_t>(id));
+    ASSIGN_OR_RETURN(bool found, kernel_->Step());
+    trace::KernelDef d;
+    if (found) {
+      d.module = kernel_->Text(0);
+      d.name = kernel_->Text(1);
+      d.category = kernel_->Text(2);
+      d.program_id = static_cast<uint64_t>(kernel_->Int(3));
+      d.hlo_hash = static_cast<uint64_t>(kernel_->Int(4));
+      d.flops = kernel_->Int(5);
+      d.bytes_accessed = kernel_->Int(6);
+      d.source = kernel_->Text(7);
+    }
+    capture->kernels.push_back(std::move(d));
+    return it->second;
+  }
+
+  int64_t seq_;
+  std::unique_ptr<Statement> chips_, blocks_, counters_, kernel_;
+  std::map<uint32_t, uint32_t> local_;  // kernels.id -> index into the host's kernels
+};
+
+}  // namespace
+
+absl::Status Store::ForEachHost(const std::string& capture_id,
+                                const std::function<absl::Status(StoredHost&)>& fn) {
+  return ForEachHost(capture_id, HostSelection(), fn);
+}
+
+absl::Status Store::ForEachHost(const std::string& capture_id, const HostSelection& only,
+                                const std::function<absl::Status(StoredHost&)>& fn) {
+  ASSIGN_OR_RETURN(CaptureRow row, GetCapture(capture_id));
+  PODPROF_WITH_READER(c);
+  ASSIGN_OR_RETURN(const CaptureRef ref, RequireCapture(c, capture_id));
+  ASSIGN_OR_RETURN(HostReader reader, HostReader::Prepare(c, ref.seq));
+  for (const HostRow& h : row.host_rows) {
+    if (!only.hosts.empty() && only.hosts.count(h.host) == 0) continue;
+    StoredHost out;
+    RETURN_IF_ERROR(reader.Read(h, row.start_ns, row.end_ns, only.chip_ordinals, &out));
+    RETURN_IF_ERROR(fn(out));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<ChipVolume>> Store::ChipVolumes(const std::string& capture_id) {
+  PODPROF_WITH_READER(c);
+  ASSIGN_OR_RETURN(const CaptureRef ref, RequireCapture(c, capture_id));
+  ASSIGN_OR_RETURN(auto chips, Statement::Prepare(c,
+                                                  "SELECT x.id, h.name, x.ordinal FROM chips x "
+                                                  "JOIN hosts h ON h.id = x.host_id WHERE "
+                                                  "x.capture = ? ORDER BY h.name, x.ordinal"));
+  // The blobs are read whole (SQLite hands out values whole) but only their fronts are
+  // decompressed.
+  ASSIGN_OR_RETURN(auto blocks, Statement::Prepare(c,
+                                                   "SELECT data FROM timeline_blocks WHERE "
+                                                   "capture = ? AND chip_id = ?"));
+  ASSIGN_OR_RETURN(auto counters, Statement::Prepare(c,
+                                                     "SELECT data FROM counter_series WHERE "
+                                                     "capture = ? AND chip_id = ?"));
+  auto sum = [&](Statement& s, int64_t chip_id, const char* what) -> absl::StatusOr<int64_t> {
+    s.Reset();
+    s.Bind(1, ref.seq).Bind(2, chip_id);
+    int64_t n = 0;
+    while (true) {
+      ASSIGN_OR_RETURN(bool more, s.Step());
+      if (!more) return n;
+      ASSIGN_OR_RETURN(uint64_t count, trace::EncodedCount(s.Blob(0), what));
+      n += static_cast<int64_t>(count);
+    }
+  };
+  chips->Bind(1, ref.seq);
+  std::vector<ChipVolume> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool more, chips->Step());
+    if (!more) break;
+    ChipVolume v;
+    v.host = chips->Text(1);
+    v.ordinal = static_cast<int>(chips->Int(2));
+    ASSIGN_OR_RETURN(v.events, sum(*blocks, chips->Int(0), "timeline block"));
+    ASSIGN_OR_RETURN(v.counter_samples, sum(*counters, chips->Int(0), "counter series"));
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+}  // namespace podprof::storage
