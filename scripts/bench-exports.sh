@@ -15,6 +15,7 @@ dir=$(mktemp -d /tmp/podprof-bench-exports.XXXXXX)
 pids=""
 cleanup() {
   [ -n "$pids" ] && kill $pids 2>/dev/null || true
+  pkill -f -- "$dir/demo" 2>/dev/null || true  # also when the demo failed before naming them
   sleep 1
   rm -rf "$dir"
 }
@@ -68,6 +69,7 @@ run_export xprof xprof "$dir/xprof"
 rm -rf "$dir/xprof"
 # The whole pod as Chrome JSON is past what viewers load: expect a refusal, then a narrow one.
 run_export chrome chrome "$dir/pod.json"
-run_export chrome_narrow chrome "$dir/narrow.json" --from 0ms --to 200ms
+run_export chrome_narrow chrome "$dir/narrow.json" --from 0ms --to 200ms \
+  --hosts host-0,host-1,host-2,host-3
 [ -f "$dir/narrow.json" ] && { "$b/podprof-check-export" chrome "$dir/narrow.json" | head -12 || true; }
 echo "export_${hosts}x${duration}_peak_rss_mib=$peak_mib"
