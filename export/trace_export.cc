@@ -471,7 +471,11 @@ void ChromeJsonWriter::AddHost(const trace::HostCapture& capture, const std::str
   }
   for (const trace::CounterSeries& s : capture.counters) {
     ++counts_.tracks;
-    const std::string name = absl::StrCat("chip ", s.chip, " ", s.name);
+    // Named like the chip's slice threads (its ordinal, not its index in this host's list).
+    const trace::Chip* c = s.chip >= 0 && s.chip < static_cast<int>(capture.host.chips.size())
+                               ? &capture.host.chips[s.chip]
+                               : nullptr;
+    const std::string name = absl::StrCat(ChipName(c, s.chip), " ", s.name);
     for (size_t i = 0; i < s.value.size(); ++i) {
       Event(absl::StrCat("{\"ph\":\"C\",\"pid\":", pid, ",\"name\":", json(name).dump(), ",\"ts\":",
                          Us(s.time_ns[i]), ",\"args\":{\"value\":", json(s.value[i]).dump(), "}}"));

@@ -250,7 +250,11 @@ TEST(ChromeJsonWriterTest, MicrosecondsFromTheOriginNamesAndCounters) {
         EXPECT_EQ(e["args"]["collective_id"], 99);
       }
     }
-    if (e["ph"] == "C") ++c;
+    if (e["ph"] == "C") {
+      ++c;
+      // Named like the chip's threads.
+      EXPECT_EQ(e["name"], "chip 0 (TPU v5p) duty_cycle_percent");
+    }
     if (e["ph"] == "M" && e["name"] == "thread_name") threads.insert(e["args"]["name"]);
   }
   EXPECT_EQ(x, 4);
