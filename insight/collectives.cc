@@ -101,7 +101,7 @@ struct InstanceSummary {
   uint64_t id = 0;
   int chips = 0;
   uint32_t last_pair = 0;
-  int32_t last_step = -1;
+  int64_t last_step = -1;
 };
 
 }  // namespace
@@ -136,8 +136,14 @@ void PodCollectives::Add(const std::vector<CollectiveRun>& runs) {
       if (2 * room >= pod_chips_) room = pod_chips_;
       members.reserve(room);
     }
-    members.push_back(
-        {r.start_ns, pair->second, static_cast<int32_t>(std::min<int64_t>(r.step, INT32_MAX))});
+    int32_t step = -1;
+    if (r.step >= 0) {
+      auto [at, new_step] =
+          step_index_.try_emplace(r.step, static_cast<int32_t>(step_numbers_.size()));
+      if (new_step) step_numbers_.push_back(r.step);
+      step = at->second;
+    }
+    members.push_back({r.start_ns, pair->second, step});
   }
 }
 
@@ -319,7 +325,7 @@ void PodCollectives::WalkInstances(size_t begin, size_t end, const Correct& corr
     InstanceSummary inst;
     inst.id = ids_[i];
     inst.last_pair = members[last].pair;
-    inst.last_step = members[last].step;
+    inst.last_step = members[last].step >= 0 ? step_numbers_[members[last].step] : -1;
     inst.chips = static_cast<int>(members.size());
     inst.spread_ps = (last_ns - first_ns) * 1000;
     inst.lateness_ps = (last_ns - second_ns) * 1000;

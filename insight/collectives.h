@@ -109,7 +109,7 @@ class PodCollectives {
   struct Member {
     int64_t start_ns = 0;  // on its host's clock
     uint32_t pair = 0;     // index into pairs_
-    int32_t step = -1;
+    int32_t step = -1;     // index into step_numbers_ (numbers may not fit 32 bits), -1: none
   };
   struct Pair {  // a kernel on a chip
     int64_t kernel_key = 0;
@@ -140,6 +140,9 @@ class PodCollectives {
   std::vector<Pair> pairs_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<int64_t, uint32_t> chip_of_ ABSL_GUARDED_BY(mu_);
   std::vector<Chip> chips_ ABSL_GUARDED_BY(mu_);
+  // Step numbers as the `Steps` lines name them, each once; arrivals hold an index into it.
+  absl::flat_hash_map<int64_t, int32_t> step_index_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> step_numbers_ ABSL_GUARDED_BY(mu_);
 };
 
 // The same for runs all on one clock (or, with `within_host`, each host on its own).

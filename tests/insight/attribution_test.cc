@@ -166,13 +166,16 @@ TEST(CollectivesTest, TheLastArrivalIsTheStragglerAndTheOthersWaitForIt) {
     r.step = step;
     runs.push_back(r);
   };
+  // Step numbers as a Steps line may name them: instance 8's is past 32 bits (the simulator's
+  // steps are counted since the epoch).
+  const int64_t big = 5'000'000'000;
   add(7, "a", 0, 100, 3);
   add(7, "a", 1, 130, 3);
   add(7, "b", 1, 180, 3);
-  add(8, "a", 0, 250, 4);
-  add(8, "a", 1, 240, 4);
-  add(8, "b", 1, 200, 4);
-  add(9, "a", 0, 260, 4);  // seen on one chip only: skipped
+  add(8, "a", 0, 250, big);
+  add(8, "a", 1, 240, big);
+  add(8, "b", 1, 200, big);
+  add(9, "a", 0, 260, big);  // seen on one chip only: skipped
   CollectiveReport r = AnalyzeCollectives(runs, names);
   EXPECT_EQ(r.instances, 2);
   ASSERT_EQ(r.stragglers.size(), 2u);
@@ -183,6 +186,7 @@ TEST(CollectivesTest, TheLastArrivalIsTheStragglerAndTheOthersWaitForIt) {
   EXPECT_EQ(r.stragglers[0].lateness_ps, 50'000);
   EXPECT_EQ(r.stragglers[0].steps, std::vector<int64_t>{3});
   EXPECT_EQ(r.stragglers[1].caused_ps, 60'000);
+  EXPECT_EQ(r.stragglers[1].steps, std::vector<int64_t>{big});
   // a chip 0 waited 80 ns in instance 7 and nothing in 8.
   EXPECT_EQ((r.waits[{0, 5}].wait_ps), 80'000);
   EXPECT_EQ((r.waits[{0, 5}].instances), 2);
