@@ -106,29 +106,49 @@ absl::StatusOr<v1::StartCaptureResponse> Orchestrator::Start(const v1::StartCapt
           "label keys must be 1..256 bytes and values at most 4096 bytes");
     }
   }
-  {
-    // Admission: a rolling minute of starts, and the captures still running.
-    const int64_t now = clock_.NowNs();
-    absl::MutexLock lock(&mu_);
-    while (!recent_starts_.empty() && now - recent_starts_.front() > 60'000'000'000) {
-      recent_starts_.pop_front();
-    }
-    if (static_cast<int>(recent_starts_.size()) >= limits_.max_starts_per_minute) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("more than ", limits_.max_starts_per_minute,
-                       " StartCapture calls in the last minute; try again later"));
-    }
-    int running = 0;
-    for (const auto& [id, run] : runs_) {
-      absl::MutexLock rl(&run->mu);
-      running += !run->done;
-    }
-    if (running >= limits_.max_concurrent) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          running, " captures are running, the most allowed at once; wait for one to end"));
-    }
-    recent_starts_.push_back(now);
+  absl::StatusOr<int64_t> admitted = Admit();
+  if (!admitted.ok()) return admitted.status();
+  absl::StatusOr<v1::StartCaptureResponse> started = StartAdmitted(req, duration_ns);
+  EndAdmission(*admitted, started.ok());
+  return started;
+}
+
+absl::StatusOr<int64_t> Orchestrator::Admit() {
+  // A rolling minute of starts, and the captures running or being started.
+  const int64_t now = clock_.NowNs();
+  absl::MutexLock lock(&mu_);
+  while (!recent_starts_.empty() && now - recent_starts_.front() > 60'000'000'000) {
+    recent_starts_.pop_front();
   }
+  if (static_cast<int>(recent_starts_.size()) >= limits_.max_starts_per_minute) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("more than ", limits_.max_starts_per_minute,
+                     " StartCapture calls in the last minute; try again later"));
+  }
+  int running = admitted_;
+  for (const auto& [id, run] : runs_) {
+    absl::MutexLock rl(&run->mu);
+    running += !run->done;
+  }
+  if (running >= limits_.max_concurrent) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        running, " captures are running, the most allowed at once; wait for one to end"));
+  }
+  recent_starts_.push_back(now);
+  ++admitted_;
+  return now;
+}
+
+void Orchestrator::EndAdmission(int64_t admitted_ns, bool started) {
+  absl::MutexLock lock(&mu_);
+  --admitted_;
+  if (started) return;
+  auto it = std::find(recent_starts_.begin(), recent_starts_.end(), admitted_ns);
+  if (it != recent_starts_.end()) recent_starts_.erase(it);
+}
+
+absl::StatusOr<v1::StartCaptureResponse> Orchestrator::StartAdmitted(
+    const v1::StartCaptureRequest& req, int64_t duration_ns) {
   std::vector<std::string> missing;
   std::vector<Registry::Handle> hosts =
       registry_->Select({req.host_names().begin(), req.host_names().end()},

@@ -91,6 +91,17 @@ class Orchestrator {
   static constexpr size_t kKeptFinishedRuns = 32;
   void PruneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::deque<int64_t> recent_starts_ ABSL_GUARDED_BY(mu_);  // for max_starts_per_minute
+  // Starts admitted and not yet in runs_ (or given up): they hold a max_concurrent slot, so
+  // that two concurrent StartCapture calls cannot both take the last one.
+  int admitted_ ABSL_GUARDED_BY(mu_) = 0;
+  // Start's work once admitted: the hosts, the start time, the record, the run's thread.
+  absl::StatusOr<podprof::v1::StartCaptureResponse> StartAdmitted(
+      const podprof::v1::StartCaptureRequest& req, int64_t duration_ns) ABSL_LOCKS_EXCLUDED(mu_);
+  // Takes a slot of each limit, or says which limit refuses; returns the admission's time.
+  absl::StatusOr<int64_t> Admit() ABSL_LOCKS_EXCLUDED(mu_);
+  // Gives an admission back: `started` keeps its place in the rolling minute, a start that
+  // failed before asking any agent does not count against it.
+  void EndAdmission(int64_t admitted_ns, bool started) ABSL_LOCKS_EXCLUDED(mu_);
   // Start lead per host for sending the requests, as the last capture measured it.
   std::atomic<int64_t> dispatch_per_host_ns_;
 };

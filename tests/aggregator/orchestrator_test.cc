@@ -244,5 +244,23 @@ TEST_F(OrchestratorTest, StartsAreLimitedPerRollingMinute) {
   EXPECT_TRUE(r.ok()) << r.status();
 }
 
+TEST_F(OrchestratorTest, AStartThatFailsBeforeAskingAnyAgentDoesNotCountAgainstTheLimits) {
+  OrchestratorLimits limits;
+  limits.max_starts_per_minute = 1;
+  limits.max_concurrent = 1;
+  Orchestrator& o = Make(limits);
+  // Three starts naming a host that is not there: refused, and each gives its slots back.
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<v1::StartCaptureResponse> r = o.Start(Capture({"no-such-host"}));
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  }
+  absl::StatusOr<v1::StartCaptureResponse> r = o.Start(Capture({"h1"}));
+  EXPECT_TRUE(r.ok()) << r.status();
+  // That one counts: the minute's only start, and the one capture running.
+  clock_.AdvanceNs(1'000'000);
+  r = o.Start(Capture({"h1"}));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
+}
+
 }  // namespace
 }  // namespace podprof::aggregator
