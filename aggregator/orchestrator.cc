@@ -106,14 +106,13 @@ absl::StatusOr<v1::StartCaptureResponse> Orchestrator::Start(const v1::StartCapt
           "label keys must be 1..256 bytes and values at most 4096 bytes");
     }
   }
-  absl::StatusOr<int64_t> admitted = Admit();
-  if (!admitted.ok()) return admitted.status();
+  if (absl::Status admitted = Admit(); !admitted.ok()) return admitted;
   absl::StatusOr<v1::StartCaptureResponse> started = StartAdmitted(req, duration_ns);
-  EndAdmission(*admitted, started.ok());
+  EndAdmission();
   return started;
 }
 
-absl::StatusOr<int64_t> Orchestrator::Admit() {
+absl::Status Orchestrator::Admit() {
   // A rolling minute of starts, and the captures running or being started.
   const int64_t now = clock_.NowNs();
   absl::MutexLock lock(&mu_);
@@ -134,17 +133,16 @@ absl::StatusOr<int64_t> Orchestrator::Admit() {
     return absl::ResourceExhaustedError(absl::StrCat(
         running, " captures are running, the most allowed at once; wait for one to end"));
   }
+  // Every admitted call counts in the minute, also one that then finds no agent: the limit
+  // defends against a flood of calls, whatever becomes of them.
   recent_starts_.push_back(now);
   ++admitted_;
-  return now;
+  return absl::OkStatus();
 }
 
-void Orchestrator::EndAdmission(int64_t admitted_ns, bool started) {
+void Orchestrator::EndAdmission() {
   absl::MutexLock lock(&mu_);
   --admitted_;
-  if (started) return;
-  auto it = std::find(recent_starts_.begin(), recent_starts_.end(), admitted_ns);
-  if (it != recent_starts_.end()) recent_starts_.erase(it);
 }
 
 absl::StatusOr<v1::StartCaptureResponse> Orchestrator::StartAdmitted(

@@ -97,11 +97,10 @@ class Orchestrator {
   // Start's work once admitted: the hosts, the start time, the record, the run's thread.
   absl::StatusOr<podprof::v1::StartCaptureResponse> StartAdmitted(
       const podprof::v1::StartCaptureRequest& req, int64_t duration_ns) ABSL_LOCKS_EXCLUDED(mu_);
-  // Takes a slot of each limit, or says which limit refuses; returns the admission's time.
-  absl::StatusOr<int64_t> Admit() ABSL_LOCKS_EXCLUDED(mu_);
-  // Gives an admission back: `started` keeps its place in the rolling minute, a start that
-  // failed before asking any agent does not count against it.
-  void EndAdmission(int64_t admitted_ns, bool started) ABSL_LOCKS_EXCLUDED(mu_);
+  // Takes a slot of each limit, or says which limit refuses.
+  absl::Status Admit() ABSL_LOCKS_EXCLUDED(mu_);
+  // Gives back the max_concurrent slot Admit took (the run, if any, is listed by now).
+  void EndAdmission() ABSL_LOCKS_EXCLUDED(mu_);
   // Start lead per host for sending the requests, as the last capture measured it.
   std::atomic<int64_t> dispatch_per_host_ns_;
 };

@@ -244,22 +244,24 @@ TEST_F(OrchestratorTest, StartsAreLimitedPerRollingMinute) {
   EXPECT_TRUE(r.ok()) << r.status();
 }
 
-TEST_F(OrchestratorTest, AStartThatFailsBeforeAskingAnyAgentDoesNotCountAgainstTheLimits) {
+TEST_F(OrchestratorTest, AStartThatFindsNoAgentCountsInTheMinuteButHoldsNoCaptureSlot) {
   OrchestratorLimits limits;
-  limits.max_starts_per_minute = 1;
+  limits.max_starts_per_minute = 4;
   limits.max_concurrent = 1;
   Orchestrator& o = Make(limits);
-  // Three starts naming a host that is not there: refused, and each gives its slots back.
+  // Starts naming a host that is not there: refused, each giving its capture slot back...
   for (int i = 0; i < 3; ++i) {
     absl::StatusOr<v1::StartCaptureResponse> r = o.Start(Capture({"no-such-host"}));
     EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
   }
+  // ...so the one slot is free for a capture that can run.
   absl::StatusOr<v1::StartCaptureResponse> r = o.Start(Capture({"h1"}));
   EXPECT_TRUE(r.ok()) << r.status();
-  // That one counts: the minute's only start, and the one capture running.
+  // And all four counted in the minute: the next is refused as a flood.
   clock_.AdvanceNs(1'000'000);
   r = o.Start(Capture({"h1"}));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
+  EXPECT_NE(r.status().message().find("in the last minute"), std::string::npos) << r.status();
 }
 
 }  // namespace
