@@ -6,8 +6,8 @@
 #include <iostream>
 #include <string>
 
-#include "tests/util/export_checker.h"
 #include "common/file_util.h"
+#include "tests/util/export_checker.h"
 
 int main(int argc, char** argv) {
   if (argc != 3) {
@@ -30,9 +30,9 @@ int main(int argc, char** argv) {
     std::cerr << "podprof-check-export: unknown kind " << kind << "\n";
     return 2;
   }
-  std::cout << kind << " " << path << ": slices=" << c.slices << " counter_samples="
-            << c.counter_samples << " flows=" << c.flows << " tracks=" << c.tracks
-            << " problems=" << c.per_rule.size() << "\n"
+  std::cout << kind << " " << path << ": slices=" << c.slices
+            << " counter_samples=" << c.counter_samples << " flows=" << c.flows
+            << " tracks=" << c.tracks << " problems=" << c.per_rule.size() << "\n"
             << c.Summary();
   return c.ok() ? 0 : 1;
 }
