@@ -72,6 +72,14 @@ class TlsTest : public ::testing::Test {
     Run(absl::StrCat(kMakeCerts, " --dir ", dir_->string(), " --ca ", ca, " --days ", days, " ",
                      kind, " ", cn, " ", addresses));
   }
+  // A client presenting `who`'s certificate and trusting the deployment's CA.
+  static std::shared_ptr<grpc::ChannelCredentials> CredentialsOf(const std::string& who) {
+    grpc::SslCredentialsOptions o;
+    o.pem_root_certs = ReadTestFile(P("ca.crt"));
+    o.pem_cert_chain = ReadTestFile(P(who + ".crt"));
+    o.pem_private_key = ReadTestFile(P(who + ".key"));
+    return grpc::SslCredentials(o);
+  }
   static std::string TlsFlags(const std::string& who, const std::string& ca = "ca") {
     return absl::StrCat(" --tls-cert ", P(who + ".crt"), " --tls-key ", P(who + ".key"),
                         " --tls-ca ", P(ca + ".crt"));
@@ -240,14 +248,9 @@ TEST_F(TlsTest, OnlyCertifiedCallersInTheirRoles) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
 
   // Only the aggregator may start a capture on an agent, even for a valid operator.
-  auto pem = [&](const std::string& f) { return ReadTestFile(P(f)); };
-  grpc::SslCredentialsOptions alice;
-  alice.pem_root_certs = pem("ca.crt");
-  alice.pem_cert_chain = pem("ops-alice.crt");
-  alice.pem_private_key = pem("ops-alice.key");
   auto agent_stub = v1::Agent::NewStub(
       grpc::CreateChannel(absl::StrCat("127.0.0.1:", agent->info()["agent_port"].get<int>()),
-                          grpc::SslCredentials(alice)));
+                          CredentialsOf("ops-alice")));
   grpc::ClientContext actx;
   actx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   v1::CaptureRequest creq;
@@ -271,12 +274,7 @@ TEST_F(TlsTest, AnAgentCannotTakeOverAnotherHost) {
   auto impostor = StartAgent("agent-0", 1, "agent-1");
 
   // Its registration is refused, saying why.
-  auto pem = [&](const std::string& f) { return ReadTestFile(P(f)); };
-  grpc::SslCredentialsOptions agent0;
-  agent0.pem_root_certs = pem("ca.crt");
-  agent0.pem_cert_chain = pem("agent-0.crt");
-  agent0.pem_private_key = pem("agent-0.key");
-  auto stub = v1::Aggregator::NewStub(grpc::CreateChannel(addr_, grpc::SslCredentials(agent0)));
+  auto stub = v1::Aggregator::NewStub(grpc::CreateChannel(addr_, CredentialsOf("agent-0")));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   v1::RegisterRequest req;
@@ -374,11 +372,7 @@ TEST_F(TlsTest, EachBadCredentialIsNamedAtLoad) {
 
 TEST_F(TlsTest, AllowListsReloadOnSighup) {
   StartAggregator();
-  grpc::SslCredentialsOptions bob;
-  bob.pem_root_certs = ReadTestFile(P("ca.crt"));
-  bob.pem_cert_chain = ReadTestFile(P("viewer-bob.crt"));
-  bob.pem_private_key = ReadTestFile(P("viewer-bob.key"));
-  auto stub = v1::Aggregator::NewStub(grpc::CreateChannel(addr_, grpc::SslCredentials(bob)));
+  auto stub = v1::Aggregator::NewStub(grpc::CreateChannel(addr_, CredentialsOf("viewer-bob")));
   auto cancel = [&] {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -557,21 +551,14 @@ TEST_F(TlsTest, TheXprofFacadeBeyondLoopbackSpeaksMutualTlsToAllowedClientsOnly)
     tensorflow::ProfileResponse resp;
     return stub->Profile(&ctx, req, &resp);
   };
-  auto tls_as = [&](const std::string& who) {
-    grpc::SslCredentialsOptions o;
-    o.pem_root_certs = ReadTestFile(P("ca.crt"));
-    o.pem_cert_chain = ReadTestFile(P(who + ".crt"));
-    o.pem_private_key = ReadTestFile(P(who + ".key"));
-    return grpc::SslCredentials(o);
-  };
   // Reachable from other hosts, it takes no plaintext and only listed identities.
   grpc::Status plain = profile(grpc::InsecureChannelCredentials());
   EXPECT_EQ(plain.error_code(), grpc::StatusCode::UNAVAILABLE) << plain.error_message();
-  grpc::Status bob = profile(tls_as("viewer-bob"));
+  grpc::Status bob = profile(CredentialsOf("viewer-bob"));
   EXPECT_EQ(bob.error_code(), grpc::StatusCode::PERMISSION_DENIED) << bob.error_message();
   EXPECT_TRUE(absl::StrContains(bob.error_message(), "not in tls.allowed_profiler_clients"))
       << bob.error_message();
-  grpc::Status alice = profile(tls_as("ops-alice"));
+  grpc::Status alice = profile(CredentialsOf("ops-alice"));
   EXPECT_TRUE(alice.ok()) << alice.error_message();
   EXPECT_TRUE(fs::exists(P("xprof/s1/agent-0.xplane.pb")));
   EXPECT_TRUE(absl::StrContains(ReadTestFile(P("agent0.log")), "XProf capture s1 for ipv4:"));
