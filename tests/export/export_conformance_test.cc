@@ -147,16 +147,8 @@ TEST_F(ExportConformanceTest, AnImportedRealCaptureExportsCleanlyAndKeepsItsTime
   tensorflow::profiler::XSpace original;
   std::ifstream in(fixture, std::ios::binary);
   ASSERT_TRUE(original.ParseFromIstream(&in));
-  int64_t start = 0;
-  for (const auto& plane : original.planes()) {
-    if (plane.name() != "Task Environment") continue;
-    for (const auto& s : plane.stats()) {
-      if (plane.stat_metadata().at(s.metadata_id()).name() == "profile_start_time") {
-        start = static_cast<int64_t>(s.uint64_value());
-      }
-    }
-  }
-  ASSERT_GT(start, 0);
+  int64_t start = 0, stop = 0;
+  ASSERT_TRUE(testing::XprofProfileWindow(original, &start, &stop));
   int compared = 0;
   for (const auto& plane : original.planes()) {
     if (plane.name().rfind("/device:TPU:", 0) != 0) continue;

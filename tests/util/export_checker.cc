@@ -281,8 +281,9 @@ std::string StatName(const tensorflow::profiler::XPlane& plane, int64_t id) {
   return it == plane.stat_metadata().end() ? "" : it->second.name();
 }
 
-// The Task Environment plane's profile window, ns since the epoch.
-bool ProfileWindow(const tensorflow::profiler::XSpace& space, int64_t* start, int64_t* stop) {
+}  // namespace
+
+bool XprofProfileWindow(const tensorflow::profiler::XSpace& space, int64_t* start, int64_t* stop) {
   for (const auto& plane : space.planes()) {
     if (plane.name() != "Task Environment") continue;
     for (const auto& s : plane.stats()) {
@@ -294,6 +295,8 @@ bool ProfileWindow(const tensorflow::profiler::XSpace& space, int64_t* start, in
   }
   return false;
 }
+
+namespace {
 
 void CheckLine(const tensorflow::profiler::XPlane& plane, const tensorflow::profiler::XLine& line,
                const std::string& where, int64_t start, int64_t stop, ExportCheck* c) {
@@ -387,7 +390,7 @@ ExportCheck CheckXprofSession(const std::filesystem::path& root,
     }
     FindUnknownFields(space, file, &c);
     int64_t start = 0, stop = 0;
-    if (!ProfileWindow(space, &start, &stop)) {
+    if (!XprofProfileWindow(space, &start, &stop)) {
       c.Add("no Task Environment plane with the profile window", file);
       continue;
     }

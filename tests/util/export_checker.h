@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "proto/xplane.pb.h"
+
 namespace podprof::testing {
 
 struct ExportCheck {
@@ -51,6 +53,10 @@ ExportCheck CheckChromeJson(const std::string& text);
 // the start of the line's first event in ns since the epoch) when given.
 ExportCheck CheckXprofSession(const std::filesystem::path& root,
                               std::map<std::string, int64_t>* first_events = nullptr);
+
+// The profile window an XSpace's Task Environment plane states, ns since the epoch; false when
+// it states none.
+bool XprofProfileWindow(const tensorflow::profiler::XSpace& space, int64_t* start, int64_t* stop);
 
 }  // namespace podprof::testing
 
