@@ -158,6 +158,7 @@ absl::StatusOr<CertificateSummary> CheckTlsMaterial(const TlsMaterial& m, int64_
   if (X509_cmp_time(X509_get0_notBefore(cert.get()), &now) > 0) {
     return absl::InvalidArgumentError(absl::StrCat(where, " is not valid yet"));
   }
+  s.expires_soon = s.not_after_ns - now_ns < kExpiryWarningNs;
   if (role == TlsRole::kClient) {
     // Not checked against the bundle: a client's bundle is for the servers it dials, which may
     // have another CA than its own certificate; the server judges that one.
@@ -165,7 +166,6 @@ absl::StatusOr<CertificateSummary> CheckTlsMaterial(const TlsMaterial& m, int64_
       return absl::InvalidArgumentError(
           absl::StrCat(where, " is not for TLS client use (extended key usage clientAuth)"));
     }
-    s.expires_soon = s.not_after_ns - now_ns < kExpiryWarningNs;
     return s;
   }
   if (absl::Status chain = CheckChain(m, cert.get(), now_ns); !chain.ok()) return chain;
@@ -177,7 +177,6 @@ absl::StatusOr<CertificateSummary> CheckTlsMaterial(const TlsMaterial& m, int64_
         " is not for both TLS server and client use (extended key usage serverAuth and "
         "clientAuth): a podprof daemon serves and dials with one certificate"));
   }
-  s.expires_soon = s.not_after_ns - now_ns < kExpiryWarningNs;
   return s;
 }
 
