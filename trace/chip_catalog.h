@@ -12,7 +12,7 @@
 namespace podprof::trace {
 
 struct ChipGeneration {
-  // Short name used in flags and output: "v4", "v5e", "v5p", "v6e".
+  // Short name used in flags and output: "v4", "v5e", "v5p", "v6e", "v7x".
   std::string name;
   // The profiler's `device_type_string` for this generation, e.g. "TPU v6 Lite".
   std::string device_type;
@@ -24,8 +24,21 @@ struct ChipGeneration {
   int64_t hbm_bytes;
   // Chips on a typical host of this generation.
   int chips_per_host;
-  // PCI device id under vendor 0x1ae0.
+  // PCI device id under vendor 0x1ae0; 0 when not known here.
   uint16_t pci_device_id;
+  // What the kernel-profiling counters are read against (insight/kernel_profile.h), from
+  // XProf's Utilization Viewer; 0 when not known for the generation.
+  // TensorCore clock, Hz.
+  double tc_clock_hz = 0;
+  // TensorCores per chip (v7x: one per die) and matrix units per TensorCore.
+  int tensor_cores = 0;
+  int mxus_per_core = 0;
+  // Cycles one cross-lane (XLU) instruction occupies its unit.
+  int xlu_cycles_per_instruction = 0;
+  // Peak HBM bandwidth per TensorCore, bytes per second (what the Utilization Viewer divides by).
+  double hbm_bytes_per_s_per_core = 0;
+  // Whether the runtime samples performance counters inside kernels (TPU7x and later).
+  bool kernel_profiling = false;
 };
 
 // All known generations, oldest first.

@@ -58,6 +58,8 @@ LineKind LineKindOfName(const std::string& line) {
 }
 
 CounterKind CounterKindOfName(const std::string& name) {
+  // Sampled performance counters (trace/perf_counters.h) are registers that count up.
+  if (name.compare(0, 5, "perf/") == 0) return CounterKind::kCumulative;
   for (const char* suffix : {"_nj", "_cycles", "_count", "_bytes"}) {
     const size_t n = std::strlen(suffix);
     if (name.size() >= n && name.compare(name.size() - n, n, suffix) == 0) {

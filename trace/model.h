@@ -131,7 +131,8 @@ enum class CounterKind {
 };
 
 // The kind of a counter from its name: running totals end in `_nj`, `_cycles`, `_count` or
-// `_bytes` (energy, cycle, event and byte counters); everything else is a gauge.
+// `_bytes` (energy, cycle, event and byte counters) or are sampled performance counters
+// (`perf/...`, trace/perf_counters.h); everything else is a gauge.
 CounterKind CounterKindOfName(const std::string& name);
 
 // Samples of one hardware counter of one chip (from `_counters_` events).

@@ -82,6 +82,20 @@ inline constexpr absl::string_view kCountersLine = "_counters_";
 // GPU stream lines: "Stream #7(MemcpyH2D)".
 inline constexpr absl::string_view kGpuStreamLinePrefix = "Stream #";
 
+// Kernel profiling (TPU7x, docs/INTEROP.md "Kernel profiling data"). Lines of events inside a
+// Pallas/Mosaic kernel: its primitives, its source lines, its LLO instructions (all units on
+// one line, or one line per unit: "VALU Instructions", "MXU0 Instructions", ...).
+inline constexpr absl::string_view kPallasPrimitivesLine = "Pallas Primitives";
+inline constexpr absl::string_view kSourceLinesLine = "Source Lines";
+inline constexpr absl::string_view kSourceCodeLine = "Source code";
+inline constexpr absl::string_view kLloInstructionsLine = "LLO Instructions";
+inline constexpr absl::string_view kInstructionsLineSuffix = " Instructions";
+// Waits of the TensorCore on sync flags (DMA completions, other cores): `SyncWait` events.
+inline constexpr absl::string_view kSyncFlagLine = "Tensor Core Sync Flag";
+// A chip's SparseCore planes: "/device:TPU:0 SparseCore 1", or with a word before the number
+// ("/device:TPU:0 SparseCore Vector 1").
+inline constexpr absl::string_view kSparseCorePlaneInfix = " SparseCore ";
+
 // The stats podprof reads or writes, by kind. kUnknown is every other name.
 enum class Stat : uint8_t {
   kUnknown,
@@ -91,12 +105,22 @@ enum class Stat : uint8_t {
   kPeakTeraflops,
   kPeakHbmBw,
   kHasMegacore,
+  // Pod-wide chip id and the device id it falls back to (XProf's Perf Counters tool).
+  kGlobalChipId,
+  kDeviceId,
+  // Trace events the profiler lost (a plane's or line's stat).
+  kDroppedTraces,
   // Of an event.
   kRunId,
   kDeviceOffsetPs,
   kDeviceDurationPs,
   kAllReduceUniqueId,
   kCounterValue,
+  // A sampled performance counter's register (trace/perf_counters.h), what it counts and the
+  // sets it belongs to.
+  kPerformanceCounterId,
+  kPerformanceCounterDescription,
+  kPerformanceCounterSets,
   // Of an event's metadata.
   kHloCategory,
   kFlops,
@@ -120,11 +144,17 @@ inline constexpr absl::string_view kStatNames[kStatCount] = {
     "peak_teraflops_per_second",
     "peak_hbm_bw_gigabytes_per_second",
     "has_megacore",
+    "global_chip_id",
+    "device_id",
+    "dropped_traces",
     "run_id",
     "device_offset_ps",
     "device_duration_ps",
     "all_reduce_unique_id",
     "counter_value",
+    "performance_counter_id",
+    "performance_counter_description",
+    "performance_counter_sets",
     "hlo_category",
     "flops",
     "bytes_accessed",

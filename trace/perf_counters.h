@@ -1,0 +1,73 @@
+// TPU performance counters as the kernel-profiling captures of TPU7x (and the Perf Counters
+// tool's end-of-profile snapshots) carry them: ids, names, and the series podprof keeps of them.
+//
+// A counter is identified by its `performance_counter_id`, the address of its register; the
+// tables of v6e and v7x (trace/perf_counter_ids_*.inc) give each id its register name. A
+// sampled counter becomes one CounterSeries per (chip, counter), named kPerfSeriesPrefix plus
+// the short name: the register name with its common infixes dropped, lower case
+// ("VF_CHIP_DIE0_TC_TCS_TC_MISC_TCS_STATS_TCS_STATS_COUNTERS_UNPRIVILEGED_COUNT_MXU_BUSY_2" is
+// "perf/die0_tc_mxu_busy_2"). Such a series is a running total (CounterKind::kCumulative):
+// the reader undoes the packed width's wrap-around and the sampling's scaling.
+//
+// Sampling is requested per component (`tpu_<component>_perf_counter_sampling_options`) by
+// counter index: the id is the component's first register plus 8 x index, on every die.
+#ifndef PODPROF_TRACE_PERF_COUNTERS_H_
+#define PODPROF_TRACE_PERF_COUNTERS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+
+namespace podprof::trace {
+
+struct PerfCounterId {
+  uint64_t id;
+  const char* name;  // the register name, upper case, as in the published tables
+};
+
+// Series names of sampled performance counters start with this.
+inline constexpr absl::string_view kPerfSeriesPrefix = "perf/";
+
+// True for the name of a performance counter series.
+bool IsPerfSeries(absl::string_view series_name);
+
+// The counter table of a generation ("v6e", "v7x"), sorted by id; empty for the others.
+absl::Span<const PerfCounterId> PerfCounterTable(absl::string_view generation);
+
+// The register name of `id` on `generation`; nullopt when the table lacks it.
+std::optional<absl::string_view> PerfCounterName(absl::string_view generation, uint64_t id);
+
+// "die0_tc_mxu_busy_2" for the register name above: "VF_CHIP_" and the statistics-block
+// infixes dropped, lower case. Names of other shapes are only lower-cased.
+std::string ShortPerfCounterName(absl::string_view register_name);
+
+// The series name of counter `id` of `generation`: kPerfSeriesPrefix + its short name, or
+// kPerfSeriesPrefix + "id_<id>" when the table lacks it.
+std::string PerfSeriesName(absl::string_view generation, uint64_t id);
+
+// The inverse of PerfSeriesName: the id of a perf series of `generation`; nullopt for other
+// names.
+std::optional<uint64_t> PerfSeriesId(absl::string_view generation, absl::string_view series_name);
+
+// The components that sample counters (`tpu_<name>_perf_counter_sampling_options`).
+inline constexpr absl::string_view kPerfComponents[] = {"tc", "scs", "sctc", "sctd", "cmn", "icr"};
+
+// The id of counter `index` of `component` on die `die` of `generation`: the component's
+// first register + 8 x index. nullopt where podprof does not know the component's registers
+// on that generation (cmn and icr; everything before v6e).
+std::optional<uint64_t> ComponentCounterId(absl::string_view generation,
+                                           absl::string_view component, int die, int index);
+
+// Undoes a sampled counter's packing: `raw` samples of a running total, each the low bits of
+// the register shifted right by `scaling` bits, become the running total (as doubles, first
+// sample as it is). The packed width is the narrowest of 8, 16, 32 and 64 bits that holds
+// every raw sample: a decrease is a wrap at that width. (A counter that wrapped more than once
+// between two samples cannot be told apart; the sampling interval has to prevent that.)
+void UnwrapCounterSamples(int scaling, double* values, size_t n);
+
+}  // namespace podprof::trace
+
+#endif  // PODPROF_TRACE_PERF_COUNTERS_H_
