@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
 namespace podprof::trace {
@@ -87,6 +89,60 @@ std::optional<uint64_t> ComponentCounterId(absl::string_view generation,
     return 2791874568u + kV7xDieStride * static_cast<uint64_t>(die) + kCounterStride * index;
   }
   return std::nullopt;
+}
+
+absl::StatusOr<SamplingOptions> ParseSamplingOptions(absl::string_view text) {
+  SamplingOptions out;
+  bool interval = false;
+  for (absl::string_view field : absl::StrSplit(text, ' ', absl::SkipWhitespace())) {
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(field, absl::MaxSplits(':', 1));
+    const absl::string_view key = kv.first, value = kv.second;
+    auto bad = [&](absl::string_view why) {
+      return absl::InvalidArgumentError(absl::StrCat("sampling option \"", field, "\": ", why));
+    };
+    int64_t n = 0;
+    if (key == "is_external_trigger") {
+      if (value != "true" && value != "false") return bad("expected true or false");
+      out.external_trigger = value == "true";
+      continue;
+    }
+    if (key != "interval_us" && key != "scaling" && key != "counter_size_bits" &&
+        key != "indices") {
+      return bad(
+          "unknown field (known: interval_us, is_external_trigger, scaling, "
+          "counter_size_bits, indices)");
+    }
+    if (!absl::SimpleAtoi(value, &n)) return bad("expected an integer");
+    if (key == "interval_us") {
+      if (n < 1) return bad("the interval must be at least 1 us");
+      out.interval_us = n;
+      interval = true;
+    } else if (key == "scaling") {
+      if (n < 0 || n > 63) return bad("expected 0-63");
+      out.scaling = static_cast<int>(n);
+    } else if (key == "counter_size_bits") {
+      if (n < 0 || n > 3) return bad("expected 0-3 (8, 16, 32 or 64 bits)");
+      out.counter_size_bits = static_cast<int>(n);
+    } else {
+      if (n < 0 || n > (1 << 20)) return bad("expected a counter index");
+      out.indices.push_back(static_cast<int>(n));
+    }
+  }
+  if (interval && out.external_trigger) {
+    return absl::InvalidArgumentError(
+        "sampling options: interval_us and is_external_trigger:true exclude each other");
+  }
+  return out;
+}
+
+std::string FormatSamplingOptions(const SamplingOptions& options) {
+  std::string out = options.external_trigger ? "is_external_trigger:true"
+                                             : absl::StrCat("interval_us:", options.interval_us);
+  absl::StrAppend(&out, " scaling:", options.scaling,
+                  " counter_size_bits:", options.counter_size_bits);
+  for (int i : options.indices) absl::StrAppend(&out, " indices:", i);
+  return out;
 }
 
 void UnwrapCounterSamples(int scaling, double* values, size_t n) {

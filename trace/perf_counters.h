@@ -17,7 +17,9 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
@@ -60,6 +62,29 @@ inline constexpr absl::string_view kPerfComponents[] = {"tc", "scs", "sctc", "sc
 // on that generation (cmn and icr; everything before v6e).
 std::optional<uint64_t> ComponentCounterId(absl::string_view generation,
                                            absl::string_view component, int die, int index);
+
+// One component's sampling request: the value of `tpu_<component>_perf_counter_sampling_options`,
+// a text-format message of space-separated `key:value` fields ("interval_us:1 scaling:0
+// counter_size_bits:1 indices:10 indices:11").
+struct SamplingOptions {
+  // Sampling interval, us (>= 1); ignored with an external trigger.
+  int64_t interval_us = 10000;
+  // Sample when the runtime triggers it (custom calls, marked instructions), not on a timer.
+  bool external_trigger = false;
+  // Values are shifted right by this many bits (0-63) to fit the packed width.
+  int scaling = 0;
+  // Packed width of a value: 2^(counter_size_bits + 3) bits (0-3: 8, 16, 32 or 64).
+  int counter_size_bits = 3;
+  // Counter indices within the component.
+  std::vector<int> indices;
+};
+
+// Parses the option's value; INVALID_ARGUMENT naming the field for an unknown key, a value
+// out of range or malformed text.
+absl::StatusOr<SamplingOptions> ParseSamplingOptions(absl::string_view text);
+// The option's value, spelled as XProf documents it: `interval_us:N` (or
+// `is_external_trigger:true`), `scaling:S`, `counter_size_bits:B`, then `indices:I` per index.
+std::string FormatSamplingOptions(const SamplingOptions& options);
 
 // Undoes a sampled counter's packing: `raw` samples of a running total, each the low bits of
 // the register shifted right by `scaling` bits, become the running total (as doubles, first
