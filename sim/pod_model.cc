@@ -35,6 +35,31 @@ constexpr double kLinkGbps = 400;
 // Launch gap between consecutive kernels on a chip, ps.
 constexpr int64_t kLaunchGapPs = 150'000;
 
+// The injected "MXU waits on HBM" kernel of generations with kernel profiling (v7x): a
+// paged-attention decode kernel that streams KV pages from HBM and spends most of its time in
+// dma_wait (SyncWait on the Tensor Core Sync Flag line, 55% of the kernel), so its MXU is
+// busy 12% of its cycles while it moves HBM bytes at close to the roofline. Tests and the
+// analysis side assert these numbers (docs/INSIGHT.md, "Simulated hosts").
+template <typename Compute>
+void AddPagedAttention(Compute& compute, std::vector<OpTemplate>& ops) {
+  compute("paged_attention", "custom-call", 10, 120, 0.7, 52, {0.12, 0.1, 0.06, 0.85, 0.5, 0.1},
+          "stalled");
+  OpTemplate& pa = ops.back();
+  pa.hlo_text =
+      "%paged_attention = bf16[8,1,128]{2,1,0} custom-call(bf16[8,1,128]{2,1,0} %q, "
+      "bf16[64,16,128]{2,1,0} %k_pages, bf16[64,16,128]{2,1,0} %v_pages), "
+      "custom_call_target=\"tpu_custom_call\", "
+      "backend_config={\"custom_call_config\": {\"kernel_name\": \"paged_attention\"}}";
+  pa.tf_op = "jit(train_step)/jit(main)/pallas_call[name=paged_attention]";
+  pa.scopes = {{"paged_attention/fetch_pages", 0.35},
+               {"paged_attention/qk", 0.42},
+               {"paged_attention/softmax_store", 0.23}};
+  pa.primitives = {{"dma_start", 0.05, 20, false}, {"dma_wait", 0.30, 21, true},
+                   {"matmul", 0.08, 24, false},    {"dma_start", 0.02, 20, false},
+                   {"dma_wait", 0.25, 21, true},   {"matmul", 0.07, 24, false},
+                   {"softmax", 0.13, 27, false},   {"store", 0.10, 29, false}};
+}
+
 }  // namespace
 
 uint64_t MixHash(uint64_t a, uint64_t b, uint64_t c, uint64_t d, uint64_t e) {
@@ -51,7 +76,7 @@ absl::StatusOr<PodModel> PodModel::Create(const PodConfig& config) {
   m.generation_ = trace::FindGenerationByName(config.generation);
   if (m.generation_ == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("unknown TPU generation \"", config.generation,
-                                                   "\" (use v4, v5e, v5p or v6e)"));
+                                                   "\" (use v4, v5e, v5p, v6e or v7x)"));
   }
   m.chips_ = config.chips > 0 ? config.chips : m.generation_->chips_per_host;
   if (config.chips < 0 || m.chips_ > 64) {
@@ -72,6 +97,15 @@ absl::StatusOr<PodModel> PodModel::Create(const PodConfig& config) {
                                                      s.factor,
                                                      " names no chip of the pod or has "
                                                      "a factor that is not positive"));
+    }
+  }
+  for (const Throttle& t : config.throttles) {
+    if (t.host < 0 || t.host >= config.hosts || t.chip < 0 || t.chip >= m.chips_ ||
+        !(t.fraction >= 0 && t.fraction < 1)) {
+      return absl::InvalidArgumentError(absl::StrCat("throttle ", t.host, ":", t.chip, ":",
+                                                     t.fraction,
+                                                     " names no chip of the pod or skips a "
+                                                     "fraction of clocks outside [0, 1)"));
     }
   }
   m.program_id_ = MixHash(config.pod_seed, 0x70726f67) | 1;
@@ -165,7 +199,13 @@ absl::StatusOr<PodModel> PodModel::Create(const PodConfig& config) {
         "[1], [0], [0], [0, 0, 1, 0], [], []>} : vector<1x2048x128xbf16>, "
         "vector<1x2048x128xbf16>, vector<2048x2048xf32> -> vector<2048x2048xf32>\n"
         "    return\n  }\n}\n";
+    fa.primitives = {{"dma_start", 0.03, 31, false},
+                     {"dma_wait", 0.12, 32, true},
+                     {"matmul", 0.55, 35, false},
+                     {"matmul", 0.18, 38, false},
+                     {"store", 0.12, 40, false}};
   }
+  if (m.generation_->kernel_profiling) AddPagedAttention(compute, m.ops_);
   for (int layer = 3; layer >= 0; --layer) {
     compute(absl::StrCat("fusion.", ++fusion), "convolution fusion", 240, 60, 0.7, 60 + layer,
             matmul, "compute bound");
@@ -185,6 +225,7 @@ absl::StatusOr<PodModel> PodModel::Create(const PodConfig& config) {
     }
     double worst = 1;
     for (const Straggler& s : config.stragglers) worst = std::max(worst, s.factor);
+    for (const Throttle& t : config.throttles) worst = std::max(worst, 1 / (1 - t.fraction));
     m.step_period_ns_ = static_cast<int64_t>(busy_ps / 1000 * 1.3 * worst * 1.1);
   }
   return m;
@@ -196,6 +237,14 @@ double PodModel::StragglerFactor(int host, int chip) const {
     if (s.host == host && s.chip == chip) f *= s.factor;
   }
   return f;
+}
+
+double PodModel::ThrottleFraction(int host, int chip) const {
+  double kept = 1;
+  for (const Throttle& t : config_.throttles) {
+    if (t.host == host && t.chip == chip) kept *= 1 - t.fraction;
+  }
+  return 1 - kept;
 }
 
 int64_t PodModel::ComputeDurationPs(int host, int chip, int64_t step, int op) const {
@@ -214,7 +263,8 @@ int64_t PodModel::ComputeDurationPs(int host, int chip, int64_t step, int op) co
     factor =
         Noise(MixHash(config_.pod_seed, static_cast<uint64_t>(host), static_cast<uint64_t>(chip),
                       static_cast<uint64_t>(step), static_cast<uint64_t>(op)));
-    if (!t.collective) factor *= StragglerFactor(host, chip);
+    // A throttled chip runs its kernels on fewer clocks; collectives wait on the links.
+    if (!t.collective) factor *= StragglerFactor(host, chip) / (1 - ThrottleFraction(host, chip));
   }
   return std::max<int64_t>(1000, std::llround(seconds * 1e12 * factor));
 }

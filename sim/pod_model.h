@@ -26,6 +26,16 @@ struct Straggler {
   double factor = 1;
 };
 
+// A chip whose power manager skips `fraction` of its TensorCore clocks (thermal or power
+// throttling): its compute kernels take 1/(1 - fraction) as long, and under kernel profiling
+// its CYCLES counters count (1 - fraction) of the nominal clock while the power manager's
+// CLOCKS_SKIPPED counts the rest (v7x). An injected cause the tests know.
+struct Throttle {
+  int host = 0;
+  int chip = 0;
+  double fraction = 0;  // 0 <= fraction < 1
+};
+
 struct PodConfig {
   std::string generation = "v6e";
   // Chips per host; 0 = the generation's usual count.
@@ -34,6 +44,7 @@ struct PodConfig {
   int host_index = 0;
   uint64_t pod_seed = 1;
   std::vector<Straggler> stragglers;
+  std::vector<Throttle> throttles;
   // Step period, ns; 0 = derived from the step's roofline time with headroom.
   int64_t step_period_ns = 0;
 };
@@ -44,6 +55,15 @@ struct PodConfig {
 struct UnitProfile {
   double mxu = 0, vpu = 0, scalar = 0, dma = 0;
   double stall_hbm = 0, stall_dma = 0;
+};
+
+// One primitive of a Pallas kernel, as kernel profiling shows it inside the kernel (the
+// `Pallas Primitives`, `Source Lines`, `LLO Instructions` and `Tensor Core Sync Flag` lines).
+struct KernelPrimitive {
+  std::string name;        // "dma_start", "dma_wait", "matmul", "softmax", "store"
+  double share = 0;        // of the kernel's time; a kernel's primitives add up to 1
+  int source_line = 0;     // line of the kernel's source file (`<kernel>.py`) that issued it
+  bool sync_wait = false;  // the TensorCore waits on a sync flag (a DMA) meanwhile
 };
 
 // One kernel of the training step, the same on every chip.
@@ -62,6 +82,8 @@ struct OpTemplate {
   std::string mlir;  // Pallas kernels: the lowered Mosaic MLIR
   // Pallas kernels: named scopes inside the kernel, in order, with their share of its time.
   std::vector<std::pair<std::string, double>> scopes;
+  // Pallas kernels: the primitives inside, in order (only written under kernel profiling).
+  std::vector<KernelPrimitive> primitives;
   UnitProfile units;
   // The verdict this kernel's model makes (insight::BoundName), for tests.
   std::string expected_bound;
@@ -98,6 +120,8 @@ class PodModel {
   const std::string& module_name() const { return module_name_; }
   // Pod-wide id of chip `chip` of this host.
   int64_t GlobalChipId(int chip) const { return int64_t{config_.host_index} * chips_ + chip; }
+  // The fraction of clocks skipped on chip `chip` of host `host` (0 when not throttled).
+  double ThrottleFraction(int host, int chip) const;
   // HBM in use on `chip`, bytes: the job's working set, fixed per chip.
   int64_t HbmUsageBytes(int chip) const;
 

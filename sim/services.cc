@@ -74,6 +74,11 @@ grpc::Status ProfilerServiceImpl::Profile(grpc::ServerContext* context,
       !adv->second.string_value().empty()) {
     s.file_host = adv->second.string_value();
   }
+  // A malformed kernel-profiling request fails the RPC before the session, as the runtime's
+  // does; one the generation cannot honour is only a warning in the capture.
+  absl::StatusOr<KernelProfilingRequest> kernel_profiling = KernelProfilingFromOptions(opts);
+  if (!kernel_profiling.ok()) return ToGrpc(kernel_profiling.status());
+  s.kernel_profiling = *std::move(kernel_profiling);
   s.start_host_ns = static_cast<int64_t>(opts.start_timestamp_ns());
   // The server waits on the options' duration; the request's is the fallback.
   s.duration_ms =

@@ -177,6 +177,7 @@ absl::StatusOr<SessionResult> SimHost::RunSession(const SessionRequest& request,
       window.true_end_ns = result.true_end_ns;
       window.device_offset_ns = options_.device_clock_offset_ns;
       window.counters = options_.counters;
+      window.kernel_profiling = request.kernel_profiling;
       window.host_name = options_.host_name;
       BuildResult built = BuildXSpace(model_, host_clock_, window);
       result.kernel_events = built.kernel_events;

@@ -17,6 +17,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/clock.h"
 #include "common/skewed_clock.h"
+#include "sim/kernel_profiling.h"
 #include "sim/pod_model.h"
 #include "sim/replay.h"
 
@@ -46,6 +47,8 @@ struct SessionRequest {
   // Requested start on the host clock, ns since the epoch; 0 = now.
   int64_t start_host_ns = 0;
   int64_t duration_ms = 0;
+  // Kernel profiling the capture asked for (advanced_configuration).
+  KernelProfilingRequest kernel_profiling;
 };
 
 struct SessionResult {

@@ -51,6 +51,19 @@ absl::StatusOr<Straggler> ParseStraggler(const std::string& text) {
   return s;
 }
 
+absl::StatusOr<Throttle> ParseThrottle(const std::string& text) {
+  std::vector<std::string> parts = absl::StrSplit(text, ':');
+  Throttle t;
+  if (parts.size() != 3 || !absl::SimpleAtoi(parts[0], &t.host) ||
+      !absl::SimpleAtoi(parts[1], &t.chip) || !absl::SimpleAtod(parts[2], &t.fraction) ||
+      !(t.fraction >= 0 && t.fraction < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--throttle \"", text,
+                     "\" is not host:chip:fraction with 0 <= fraction < 1 (e.g. 1:2:0.3)"));
+  }
+  return t;
+}
+
 int SimHostMain(int argc, char** argv) {
   CLI::App app{
       "podprof-simhost: a simulated TPU host. Serves tensorflow.ProfilerService (Profile writes "
@@ -60,16 +73,18 @@ int SimHostMain(int argc, char** argv) {
   SimHostOptions options;
   int profiler_port = 9999, metrics_port = 8431;
   std::string bind = "127.0.0.1", clock_offset = "0", device_offset = "0", ready_file;
-  std::vector<std::string> stragglers;
+  std::vector<std::string> stragglers, throttles;
   app.add_option("--profiler-port", profiler_port, "Port of the profiler service (0 = any)");
   app.add_option("--metrics-port", metrics_port, "Port of the runtime metric service (0 = any)");
   app.add_option("--bind", bind, "Address to listen on");
-  app.add_option("--generation", options.pod.generation, "TPU generation: v4, v5e, v5p, v6e");
+  app.add_option("--generation", options.pod.generation, "TPU generation: v4, v5e, v5p, v6e, v7x");
   app.add_option("--chips", options.pod.chips, "Chips on this host (default: the generation's)");
   app.add_option("--hosts", options.pod.hosts, "Hosts in the pod");
   app.add_option("--host-index", options.pod.host_index, "This host's index in the pod");
   app.add_option("--pod-seed", options.pod.pod_seed, "Seed shared by every host of the pod");
   app.add_option("--straggler", stragglers, "A slow chip, host:chip:factor (repeatable)");
+  app.add_option("--throttle", throttles,
+                 "A throttled chip, host:chip:fraction of clocks skipped (repeatable)");
   app.add_flag("--counters,!--no-counters", options.counters,
                "Emit _counters_ hardware counters: unit busy and stall fractions, energy "
                "(default on)");
@@ -101,6 +116,11 @@ int SimHostMain(int argc, char** argv) {
     absl::StatusOr<Straggler> parsed = ParseStraggler(s);
     if (!parsed.ok()) return Fail(std::string(parsed.status().message()));
     options.pod.stragglers.push_back(*parsed);
+  }
+  for (const std::string& s : throttles) {
+    absl::StatusOr<Throttle> parsed = ParseThrottle(s);
+    if (!parsed.ok()) return Fail(std::string(parsed.status().message()));
+    options.pod.throttles.push_back(*parsed);
   }
   if (options.host_name.empty())
     options.host_name = absl::StrCat("simhost-", options.pod.host_index);

@@ -17,6 +17,9 @@ int SimHostMain(int argc, char** argv);
 // Parses `--straggler` values "host:chip:factor", e.g. "1:3:1.5".
 absl::StatusOr<Straggler> ParseStraggler(const std::string& text);
 
+// Parses `--throttle` values "host:chip:fraction", e.g. "1:2:0.3" (30% of clocks skipped).
+absl::StatusOr<Throttle> ParseThrottle(const std::string& text);
+
 }  // namespace podprof::sim
 
 #endif  // PODPROF_SIM_SIM_MAIN_H_

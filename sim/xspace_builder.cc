@@ -1,9 +1,12 @@
 #include "sim/xspace_builder.h"
 
 #include <algorithm>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "export/plane_stats.h"
+#include "sim/kernel_profiling.h"
+#include "sim/timebase.h"
 #include "trace/varint.h"
 #include "trace/xspace_schema.h"
 
@@ -25,8 +28,35 @@ constexpr Stat kDeviceStats[] = {
     Stat::kProgramId,      Stat::kAllReduceUniqueId, Stat::kCounterValue,
     Stat::kTfOp,           Stat::kSourceStack,       Stat::kMosaicMlir,
 };
+// Generations with kernel profiling (v7x) also name the plane's pod-wide chip and the
+// performance counters; appended, so the ids of the others stay what older captures have.
+constexpr Stat kKernelProfilingDeviceStats[] = {
+    Stat::kCoreDetails,
+    Stat::kDeviceTypeString,
+    Stat::kPeakTeraflops,
+    Stat::kPeakHbmBw,
+    Stat::kHasMegacore,
+    Stat::kRunId,
+    Stat::kDeviceOffsetPs,
+    Stat::kDeviceDurationPs,
+    Stat::kHloCategory,
+    Stat::kFlops,
+    Stat::kBytesAccessed,
+    Stat::kSource,
+    Stat::kProgramId,
+    Stat::kAllReduceUniqueId,
+    Stat::kCounterValue,
+    Stat::kTfOp,
+    Stat::kSourceStack,
+    Stat::kMosaicMlir,
+    Stat::kGlobalChipId,
+    Stat::kPerformanceCounterId,
+    Stat::kPerformanceCounterDescription,
+    Stat::kPerformanceCounterSets,
+};
 constexpr Stat kEnvironmentStats[] = {Stat::kProfileStartTime, Stat::kProfileStopTime};
 constexpr exporter::PlaneStats kDevice(kDeviceStats), kEnvironment(kEnvironmentStats);
+constexpr exporter::PlaneStats kKernelProfilingDevice(kKernelProfilingDeviceStats);
 
 // The hardware counters a simulated chip reports: unit busy and stall fractions (gauges, each
 // sample holding until the next) and core and HBM energy (running totals, nJ).
@@ -50,28 +80,14 @@ std::string CoreDetails(int64_t global_chip) {
   return out;
 }
 
-// Where a true instant lands in the file: host-clock ps since the profile start (a host
-// clock's view of the window), plus the device shift on device planes.
-struct Timebase {
-  const SkewedClock& clock;
-  int64_t true_start_ps = 0;
-  int64_t true_end_ps = 0;
-  int64_t device_shift_ps = 0;
-
-  int64_t HostOffsetPs(int64_t true_ps) const {
-    return clock.HostIntervalPs(true_ps - true_start_ps);
-  }
-  int64_t DeviceOffsetPs(int64_t true_ps) const { return HostOffsetPs(true_ps) + device_shift_ps; }
-  bool Inside(int64_t true_ps) const { return true_ps >= true_start_ps && true_ps < true_end_ps; }
-};
-
 // One chip's device plane: its stats and metadata, its lines, and then its steps one by one.
 class ChipPlane {
  public:
   ChipPlane(const PodModel& model, const Timebase& time, int chip, int64_t first_step,
-            bool counters, XPlane* plane)
+            const SessionWindow& window, XPlane* plane)
       : model_(model),
         time_(time),
+        stats_(model.generation().kernel_profiling ? kKernelProfilingDevice : kDevice),
         plane_(plane),
         metas_(*plane->mutable_event_metadata()),
         module_meta_(static_cast<int64_t>(model.ops().size()) + 1),
@@ -82,7 +98,11 @@ class ChipPlane {
     plane->set_name(absl::StrCat(trace::xspace::kTpuPlanePrefix, chip));
     AddPlaneStats(chip);
     AddOpMetadata();
-    AddLines(counters);
+    AddLines(window.counters);
+    if (window.kernel_profiling.requested && model.generation().kernel_profiling) {
+      kernel_profile_ = std::make_unique<KernelProfileWriter>(
+          model, time, chip, window.kernel_profiling.tc, stats_, plane);
+    }
   }
 
   // The step's module and step events (when it starts in the window), and its kernels.
@@ -95,7 +115,7 @@ class ChipPlane {
       mev->set_metadata_id(module_meta_);
       mev->set_offset_ps(off);
       mev->set_duration_ps(dur);
-      kDevice.Add(mev->mutable_stats(), Stat::kRunId)->set_int64_value(cs.step);
+      stats_.Add(mev->mutable_stats(), Stat::kRunId)->set_int64_value(cs.step);
       const int64_t step_meta = first_step_meta_ + (cs.step - first_step_);
       auto& sm = metas_[step_meta];
       sm.set_id(step_meta);
@@ -107,7 +127,10 @@ class ChipPlane {
     }
     for (size_t ri = 0; ri < cs.runs.size(); ++ri) {
       const int64_t t = step_ps + cs.runs[ri].start_ps;
-      if (!time_.Inside(t)) continue;
+      const bool inside = time_.Inside(t);
+      // The counters run whether or not the kernel is written: every kernel advances them.
+      if (kernel_profile_ != nullptr) kernel_profile_->OnRun(cs.runs[ri], t, inside);
+      if (!inside) continue;
       AddRun(cs.runs[ri], t);
       if (counters_ != nullptr) AddSamples(cs, ri, t);
     }
@@ -118,13 +141,17 @@ class ChipPlane {
  private:
   void AddPlaneStats(int chip) {
     const auto& gen = model_.generation();
-    kDevice.Declare(plane_);
-    kDevice.Add(plane_->mutable_stats(), Stat::kCoreDetails)
+    stats_.Declare(plane_);
+    stats_.Add(plane_->mutable_stats(), Stat::kCoreDetails)
         ->set_bytes_value(CoreDetails(model_.GlobalChipId(chip)));
-    kDevice.Add(plane_->mutable_stats(), Stat::kDeviceTypeString)->set_str_value(gen.device_type);
-    kDevice.Add(plane_->mutable_stats(), Stat::kPeakTeraflops)->set_double_value(gen.peak_tflops);
-    kDevice.Add(plane_->mutable_stats(), Stat::kPeakHbmBw)->set_double_value(gen.peak_hbm_gbps);
-    kDevice.Add(plane_->mutable_stats(), Stat::kHasMegacore)->set_int64_value(0);
+    stats_.Add(plane_->mutable_stats(), Stat::kDeviceTypeString)->set_str_value(gen.device_type);
+    stats_.Add(plane_->mutable_stats(), Stat::kPeakTeraflops)->set_double_value(gen.peak_tflops);
+    stats_.Add(plane_->mutable_stats(), Stat::kPeakHbmBw)->set_double_value(gen.peak_hbm_gbps);
+    stats_.Add(plane_->mutable_stats(), Stat::kHasMegacore)->set_int64_value(0);
+    if (gen.kernel_profiling) {
+      stats_.Add(plane_->mutable_stats(), Stat::kGlobalChipId)
+          ->set_int64_value(model_.GlobalChipId(chip));
+    }
   }
 
   void AddOpMetadata() {
@@ -134,17 +161,17 @@ class ChipPlane {
       m.set_id(static_cast<int64_t>(i) + 1);
       m.set_name(ops[i].hlo_text);
       m.set_display_name(ops[i].name);
-      kDevice.Add(m.mutable_stats(), Stat::kHloCategory)->set_str_value(ops[i].category);
-      kDevice.Add(m.mutable_stats(), Stat::kProgramId)->set_uint64_value(model_.program_id());
-      kDevice.Add(m.mutable_stats(), Stat::kFlops)->set_int64_value(ops[i].flops);
-      kDevice.Add(m.mutable_stats(), Stat::kBytesAccessed)->set_int64_value(ops[i].bytes);
-      kDevice.Add(m.mutable_stats(), Stat::kSource)->set_str_value(ops[i].source);
-      kDevice.Add(m.mutable_stats(), Stat::kTfOp)->set_str_value(ops[i].tf_op);
+      stats_.Add(m.mutable_stats(), Stat::kHloCategory)->set_str_value(ops[i].category);
+      stats_.Add(m.mutable_stats(), Stat::kProgramId)->set_uint64_value(model_.program_id());
+      stats_.Add(m.mutable_stats(), Stat::kFlops)->set_int64_value(ops[i].flops);
+      stats_.Add(m.mutable_stats(), Stat::kBytesAccessed)->set_int64_value(ops[i].bytes);
+      stats_.Add(m.mutable_stats(), Stat::kSource)->set_str_value(ops[i].source);
+      stats_.Add(m.mutable_stats(), Stat::kTfOp)->set_str_value(ops[i].tf_op);
       if (!ops[i].source_stack.empty()) {
-        kDevice.Add(m.mutable_stats(), Stat::kSourceStack)->set_str_value(ops[i].source_stack);
+        stats_.Add(m.mutable_stats(), Stat::kSourceStack)->set_str_value(ops[i].source_stack);
       }
       if (!ops[i].mlir.empty()) {
-        kDevice.Add(m.mutable_stats(), Stat::kMosaicMlir)->set_str_value(ops[i].mlir);
+        stats_.Add(m.mutable_stats(), Stat::kMosaicMlir)->set_str_value(ops[i].mlir);
       }
     }
     auto& module = metas_[module_meta_];
@@ -193,13 +220,13 @@ class ChipPlane {
     ev->set_metadata_id(run.op + 1);
     ev->set_offset_ps(off);
     ev->set_duration_ps(time_.clock.HostIntervalPs(run.duration_ps));
-    kDevice.Add(ev->mutable_stats(), Stat::kDeviceOffsetPs)
+    stats_.Add(ev->mutable_stats(), Stat::kDeviceOffsetPs)
         ->set_uint64_value(static_cast<uint64_t>(off));
     // The device measures its own time: the true duration, free of host clock drift.
-    kDevice.Add(ev->mutable_stats(), Stat::kDeviceDurationPs)
+    stats_.Add(ev->mutable_stats(), Stat::kDeviceDurationPs)
         ->set_uint64_value(static_cast<uint64_t>(run.duration_ps));
     if (run.collective_id != 0) {
-      kDevice.Add(ev->mutable_stats(), Stat::kAllReduceUniqueId)
+      stats_.Add(ev->mutable_stats(), Stat::kAllReduceUniqueId)
           ->set_uint64_value(run.collective_id);
     }
     ++kernel_events_;
@@ -253,12 +280,13 @@ class ChipPlane {
       XEvent* cev = counters_->add_events();
       cev->set_metadata_id(first_counter_meta_ + k);
       cev->set_offset_ps(at);
-      kDevice.Add(cev->mutable_stats(), Stat::kCounterValue)->set_double_value(v);
+      stats_.Add(cev->mutable_stats(), Stat::kCounterValue)->set_double_value(v);
     }
   }
 
   const PodModel& model_;
   const Timebase& time_;
+  const exporter::PlaneStats& stats_;
   XPlane* const plane_;
   google::protobuf::Map<int64_t, tensorflow::profiler::XEventMetadata>& metas_;
   const int64_t module_meta_, first_counter_meta_, first_step_meta_, first_step_;
@@ -267,6 +295,7 @@ class ChipPlane {
   XLine* steps_ = nullptr;
   XLine* scopes_ = nullptr;
   XLine* counters_ = nullptr;
+  std::unique_ptr<KernelProfileWriter> kernel_profile_;
   std::vector<std::vector<int64_t>> scope_meta_;  // by op
   int64_t kernel_events_ = 0;
   // The energy counters' running totals, and the true instant they were last advanced to.
@@ -298,6 +327,24 @@ void AddHostPlane(const PodModel& model, const Timebase& time, int64_t first_ste
   }
 }
 
+// What the capture asked of kernel profiling that this host does not write, as the runtime
+// reports a tracer it could not start: a warning of the XSpace.
+void AddKernelProfilingWarnings(const PodModel& model, const KernelProfilingRequest& request,
+                                tensorflow::profiler::XSpace& space) {
+  if (!request.requested) return;
+  const trace::ChipGeneration& gen = model.generation();
+  if (!gen.kernel_profiling) {
+    space.add_warnings(absl::StrCat("kernel profiling is not supported on ", gen.device_type,
+                                    ": no performance counters were sampled (TPU7x and later)"));
+    return;
+  }
+  for (const std::string& component : request.ignored_components) {
+    space.add_warnings(absl::StrCat("tpu_", component,
+                                    "_perf_counter_sampling_options: this host has no such "
+                                    "component to sample; only TensorCore counters were sampled"));
+  }
+}
+
 }  // namespace
 
 BuildResult BuildXSpace(const PodModel& model, const SkewedClock& clock,
@@ -311,6 +358,7 @@ BuildResult BuildXSpace(const PodModel& model, const SkewedClock& clock,
   BuildResult result;
   auto& space = result.space;
   space.add_hostnames(window.host_name);
+  AddKernelProfilingWarnings(model, window.kernel_profiling, space);
   const Timebase time{clock, window.true_start_ns * 1000, window.true_end_ns * 1000,
                       window.device_offset_ns * 1000};
   const int64_t first_step = model.StepAt(window.true_start_ns);
@@ -319,7 +367,7 @@ BuildResult BuildXSpace(const PodModel& model, const SkewedClock& clock,
   for (int64_t s = first_step; s <= last_step; ++s) steps.push_back(step_of(s));
 
   for (int chip = 0; chip < model.chips(); ++chip) {
-    ChipPlane plane(model, time, chip, first_step, window.counters, space.add_planes());
+    ChipPlane plane(model, time, chip, first_step, window, space.add_planes());
     for (const auto& pod_step : steps) plane.AddStep(pod_step[chip]);
     result.kernel_events += plane.kernel_events();
   }

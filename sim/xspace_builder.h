@@ -10,6 +10,7 @@
 
 #include "common/skewed_clock.h"
 #include "proto/xplane.pb.h"
+#include "sim/kernel_profiling.h"
 #include "sim/pod_model.h"
 
 namespace podprof::sim {
@@ -22,6 +23,9 @@ struct SessionWindow {
   int64_t device_offset_ns = 0;
   // Emit `_counters_` hardware counter samples, one per kernel execution and counter.
   bool counters = false;
+  // What the capture asked of kernel profiling; written only where the generation has it
+  // (sim/kernel_profiling.h), a warning in the XSpace elsewhere.
+  KernelProfilingRequest kernel_profiling;
   std::string host_name;
 };
 

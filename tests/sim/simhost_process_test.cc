@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -330,6 +331,80 @@ TEST(SimHostProcessTest, BadFlagsExitTwoWithAClearMessage) {
   EXPECT_NE(podprof::testing::ReadTestFile(err).find("host:chip:factor"), std::string::npos)
       << podprof::testing::ReadTestFile(err);
   std::remove(err.c_str());
+}
+
+// Kernel profiling over the Profile RPC: a malformed sampling option fails the call as the
+// runtime fails it; a good one on v7x gives counter samples (the throttled chip's CYCLES at
+// 70% of the clock); on v6e only a warning.
+TEST(SimHostProcessTest, KernelProfilingRequestsAreHonouredOrRejected) {
+  SimProcess p("kp", {"--generation=v7x", "--chips=2", "--throttle=0:1:0.3"});
+  ASSERT_TRUE(p.ok());
+  auto with_options = [&](const std::string& session, const std::string& tc) {
+    tensorflow::ProfileRequest r = Request(p, session, 0, 100);
+    auto& config = *r.mutable_opts()->mutable_advanced_configuration();
+    config["tpu_enable_periodic_counter_sampling"].set_bool_value(true);
+    config["tpu_tc_perf_counter_sampling_options"].set_string_value(tc);
+    return r;
+  };
+  tensorflow::ProfileResponse resp;
+  grpc::Status bad = Call(p, with_options("bad", "interval_us:1 counter_size_bits:9"), &resp);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(bad.error_message().find("tpu_tc_perf_counter_sampling_options"), std::string::npos)
+      << bad.error_message();
+  EXPECT_FALSE(fs::exists(p.root() + "/bad"));
+
+  ASSERT_TRUE(Call(p, with_options("kp", "interval_us:10 indices:0"), &resp).ok());
+  tensorflow::profiler::XSpace space;
+  ASSERT_TRUE(space.ParseFromString(
+      podprof::testing::ReadTestFile(p.root() + "/kp/10.0.0.1_9999.xplane.pb")));
+  EXPECT_TRUE(space.warnings().empty());
+  // The die-0 CYCLES register of each chip: first and last sample, and their times.
+  for (int chip : {0, 1}) {
+    const auto& plane = space.planes(chip);
+    int64_t id_stat = 0, value_stat = 0;
+    for (const auto& [id, m] : plane.stat_metadata()) {
+      if (m.name() == "performance_counter_id") id_stat = id;
+      if (m.name() == "counter_value") value_stat = id;
+    }
+    std::vector<std::pair<int64_t, uint64_t>> cycles;
+    for (const auto& line : plane.lines()) {
+      for (const auto& e : line.events()) {
+        uint64_t id = 0, value = 0;
+        for (const auto& st : e.stats()) {
+          if (st.metadata_id() == id_stat) id = st.uint64_value();
+          if (st.metadata_id() == value_stat) value = st.uint64_value();
+        }
+        if (id == 2791874568u)
+          cycles.push_back({line.timestamp_ns() * 1000 + e.offset_ps(), value});
+      }
+    }
+    ASSERT_GT(cycles.size(), 100u) << chip;
+    std::sort(cycles.begin(), cycles.end());
+    const double dt_s = static_cast<double>(cycles.back().first - cycles.front().first) * 1e-12;
+    const double per_s = static_cast<double>(cycles.back().second - cycles.front().second) / dt_s;
+    EXPECT_NEAR(per_s / 1.9e9, chip == 1 ? 0.7 : 1.0, 1e-3) << chip;
+  }
+
+  SimProcess v6e("kp6", {"--generation=v6e", "--chips=1"});
+  ASSERT_TRUE(v6e.ok());
+  tensorflow::ProfileRequest r = Request(v6e, "kp6", 0, 100);
+  (*r.mutable_opts()->mutable_advanced_configuration())["tpu_enable_kernel_profiling"]
+      .set_bool_value(true);
+  ASSERT_TRUE(Call(v6e, r, &resp).ok());
+  tensorflow::profiler::XSpace v6e_space;
+  ASSERT_TRUE(v6e_space.ParseFromString(
+      podprof::testing::ReadTestFile(v6e.root() + "/kp6/10.0.0.1_9999.xplane.pb")));
+  ASSERT_EQ(v6e_space.warnings_size(), 1);
+  EXPECT_NE(v6e_space.warnings(0).find("not supported"), std::string::npos);
+}
+
+TEST(SimHostProcessTest, BadThrottleFlagsExitTwo) {
+  const std::string bin = std::string(PODPROF_BIN_DIR) + "/podprof-simhost";
+  for (const char* flag : {"--throttle=1:2", "--throttle=0:0:1.0", "--throttle=0:9:0.2"}) {
+    int status = std::system(
+        (bin + " --chips=2 --profiler-port=0 --metrics-port=0 " + flag + " 2>/dev/null").c_str());
+    EXPECT_EQ(WEXITSTATUS(status), 2) << flag;
+  }
 }
 
 TEST(SimHostProcessTest, ReplayAnswersWithTheRecordedCapture) {

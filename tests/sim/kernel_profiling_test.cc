@@ -1,0 +1,464 @@
+// Kernel profiling in the simulated host: the request, the counter samples and intra-kernel
+// lines it writes (docs/INTEROP.md "Kernel profiling data"), and the injected causes.
+#include "sim/kernel_profiling.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "absl/strings/match.h"
+#include "common/clock.h"
+#include "common/skewed_clock.h"
+#include "gtest/gtest.h"
+#include "sim/xspace_builder.h"
+#include "trace/perf_counters.h"
+
+namespace podprof::sim {
+namespace {
+
+using tensorflow::profiler::XPlane;
+using tensorflow::profiler::XSpace;
+
+constexpr double kV7xClockHz = 1.9e9;
+// The v7x TensorCore registers (trace/perf_counter_ids_v7x.inc): die 0; die 1 is + kDie.
+constexpr uint64_t kCycles = 2791874568u, kMxuBusy0 = 2791875016u, kMxuBusy1 = 2791875024u,
+                   kMxuBusy2 = 2791875032u, kPwrCycleCount = 2847490056u,
+                   kPwrClocksSkipped = 2847490064u, kDie = 0x20000000;
+
+PodConfig V7x(std::vector<Throttle> throttles = {}) {
+  PodConfig c;
+  c.generation = "v7x";
+  c.chips = 2;
+  c.hosts = 2;
+  c.host_index = 1;
+  c.pod_seed = 5;
+  c.throttles = std::move(throttles);
+  return c;
+}
+
+tensorflow::ProfileOptions Options(std::map<std::string, std::string> strings,
+                                   std::map<std::string, bool> flags) {
+  tensorflow::ProfileOptions o;
+  for (const auto& [k, v] : strings) (*o.mutable_advanced_configuration())[k].set_string_value(v);
+  for (const auto& [k, v] : flags) (*o.mutable_advanced_configuration())[k].set_bool_value(v);
+  return o;
+}
+
+KernelProfilingRequest Request(const std::string& tc) {
+  absl::StatusOr<KernelProfilingRequest> r =
+      KernelProfilingFromOptions(Options({{kTcSamplingKey, tc}}, {{kPeriodicSamplingKey, true}}));
+  EXPECT_TRUE(r.ok()) << r.status();
+  return *r;
+}
+
+// A 30 ms session of `model` on an exact host clock, so device offsets are true times.
+struct Session {
+  FakeClock truth{1'800'000'000'000'000'000};
+  SkewedClock host{truth, 0, 0};
+  SessionWindow window;
+  Session() {
+    window.true_start_ns = truth.NowNs() + 123'456;
+    window.true_end_ns = window.true_start_ns + 30'000'000;
+    window.host_name = "sim-kp";
+  }
+  XSpace Build(const PodModel& model) { return BuildXSpace(model, host, window).space; }
+};
+
+std::string Deterministic(const XSpace& space) {
+  std::string out;
+  google::protobuf::io::StringOutputStream stream(&out);
+  google::protobuf::io::CodedOutputStream coded(&stream);
+  coded.SetSerializationDeterministic(true);
+  space.SerializeToCodedStream(&coded);
+  coded.Trim();
+  return out;
+}
+
+int64_t StatId(const XPlane& plane, absl::string_view name) {
+  for (const auto& [id, m] : plane.stat_metadata()) {
+    if (m.name() == name) return id;
+  }
+  return -1;
+}
+
+struct CounterSample {
+  int64_t line_id;
+  int64_t ps;  // since the session's start
+  std::string kernel;
+  uint64_t id;
+  uint64_t value;
+};
+
+std::vector<CounterSample> Samples(const XPlane& plane) {
+  const int64_t id_stat = StatId(plane, "performance_counter_id");
+  const int64_t value_stat = StatId(plane, "counter_value");
+  std::vector<CounterSample> out;
+  for (const auto& line : plane.lines()) {
+    for (const auto& ev : line.events()) {
+      CounterSample s{line.id(), line.timestamp_ns() * 1000 + ev.offset_ps(), line.name(), 0, 0};
+      bool has_id = false;
+      for (const auto& st : ev.stats()) {
+        if (st.metadata_id() == id_stat) s.id = st.uint64_value(), has_id = true;
+        if (st.metadata_id() == value_stat) s.value = st.uint64_value();
+      }
+      if (has_id) out.push_back(s);
+    }
+  }
+  return out;
+}
+
+// One counter's samples, in time order.
+std::vector<CounterSample> Series(const std::vector<CounterSample>& all, uint64_t id) {
+  std::vector<CounterSample> out;
+  for (const CounterSample& s : all) {
+    if (s.id == id) out.push_back(s);
+  }
+  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.ps < b.ps; });
+  return out;
+}
+
+struct Kernel {
+  std::string name;
+  int64_t start_ps, end_ps;
+  bool collective;
+};
+
+std::vector<Kernel> Kernels(const XPlane& plane) {
+  const int64_t collective_stat = StatId(plane, "all_reduce_unique_id");
+  std::vector<Kernel> out;
+  for (const auto& line : plane.lines()) {
+    if (line.name() != "XLA Ops") continue;
+    for (const auto& ev : line.events()) {
+      bool collective = false;
+      for (const auto& st : ev.stats()) collective |= st.metadata_id() == collective_stat;
+      out.push_back({plane.event_metadata().at(ev.metadata_id()).display_name(), ev.offset_ps(),
+                     ev.offset_ps() + ev.duration_ps(), collective});
+    }
+  }
+  return out;
+}
+
+const tensorflow::profiler::XLine* Line(const XPlane& plane, absl::string_view name) {
+  for (const auto& line : plane.lines()) {
+    if (line.name() == name) return &line;
+  }
+  return nullptr;
+}
+
+TEST(KernelProfilingRequestTest, SwitchesOptionsDefaultsAndMalformedValues) {
+  absl::StatusOr<KernelProfilingRequest> none = KernelProfilingFromOptions({});
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->requested);
+
+  KernelProfilingRequest r = Request("interval_us:5 scaling:2 counter_size_bits:1 indices:0");
+  EXPECT_TRUE(r.requested);
+  EXPECT_EQ(r.tc.interval_us, 5);
+  EXPECT_EQ(r.tc.scaling, 2);
+  EXPECT_EQ(r.tc.indices, std::vector<int>{0});
+
+  absl::StatusOr<KernelProfilingRequest> kernel =
+      KernelProfilingFromOptions(Options({}, {{kKernelProfilingKey, true}}));
+  ASSERT_TRUE(kernel.ok());
+  EXPECT_TRUE(kernel->requested);
+  EXPECT_TRUE(kernel->tc.external_trigger);
+  EXPECT_EQ(kernel->tc.indices, DefaultTcSampling().indices);
+
+  absl::StatusOr<KernelProfilingRequest> bad = KernelProfilingFromOptions(
+      Options({{kTcSamplingKey, "interval_us:0 indices:0"}}, {{kPeriodicSamplingKey, true}}));
+  ASSERT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), kTcSamplingKey)) << bad.status();
+
+  tensorflow::ProfileOptions wrong_type;
+  (*wrong_type.mutable_advanced_configuration())[kPeriodicSamplingKey].set_string_value("yes");
+  EXPECT_EQ(KernelProfilingFromOptions(wrong_type).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  absl::StatusOr<KernelProfilingRequest> scs = KernelProfilingFromOptions(
+      Options({{"tpu_scs_perf_counter_sampling_options", "interval_us:10 indices:1"}},
+              {{kPeriodicSamplingKey, true}}));
+  ASSERT_TRUE(scs.ok());
+  EXPECT_EQ(scs->ignored_components, std::vector<std::string>{"scs"});
+}
+
+// The shares give back the profile through XProf's Utilization Viewer formulas.
+TEST(KernelProfilingRequestTest, CounterSharesMatchTheUtilizationViewer) {
+  const UnitProfile u{0.6, 0.4, 0.1, 0.2, 0, 0};
+  auto share = [&](const char* c) { return TcCounterShare(c, u, 1); };
+  EXPECT_DOUBLE_EQ(share("MXU_BUSY_0") + share("MXU_BUSY_1") + share("MXU_BUSY_2"), 1);
+  EXPECT_DOUBLE_EQ(0.5 * share("MXU_BUSY_1") + share("MXU_BUSY_2"), 0.6);
+  EXPECT_DOUBLE_EQ((share("SCALAR_ALU_INSTRUCTION_0") + share("SCALAR_ALU_INSTRUCTION_1")) / 2,
+                   0.1);
+  EXPECT_DOUBLE_EQ(share("VECTOR_ALU_INSTRUCTION_3"), 0.4);
+  EXPECT_DOUBLE_EQ(share("CYCLES"), 1);
+  EXPECT_EQ(share("SOMETHING_ELSE"), 0);
+}
+
+// Without a request, and with one on a generation that lacks kernel profiling, nothing of it
+// is written (a warning aside): the capture is what it always was.
+TEST(KernelProfilingTest, WithoutARequestNothingChanges) {
+  for (const char* gen : {"v6e", "v7x"}) {
+    PodConfig c = V7x();
+    c.generation = gen;
+    absl::StatusOr<PodModel> m = PodModel::Create(c);
+    ASSERT_TRUE(m.ok()) << m.status();
+    Session plain, unasked, asked;
+    absl::StatusOr<KernelProfilingRequest> empty = KernelProfilingFromOptions({});
+    ASSERT_TRUE(empty.ok());
+    unasked.window.kernel_profiling = *empty;
+    asked.window.kernel_profiling = Request("interval_us:1 indices:0 indices:56");
+    const XSpace a = plain.Build(*m), b = unasked.Build(*m);
+    EXPECT_EQ(Deterministic(a), Deterministic(b)) << gen;
+    EXPECT_TRUE(a.warnings().empty());
+    for (const XPlane& p : a.planes()) {
+      EXPECT_TRUE(Samples(p).empty());
+      EXPECT_EQ(Line(p, "Pallas Primitives"), nullptr);
+    }
+    XSpace with = asked.Build(*m);
+    if (std::string(gen) == "v6e") {
+      ASSERT_EQ(with.warnings_size(), 1);
+      EXPECT_TRUE(absl::StrContains(with.warnings(0), "not supported on TPU v6 Lite"));
+      with.clear_warnings();
+      EXPECT_EQ(Deterministic(with), Deterministic(a));
+    } else {
+      EXPECT_TRUE(with.warnings().empty());
+      EXPECT_FALSE(Samples(with.planes(0)).empty());
+    }
+  }
+}
+
+TEST(KernelProfilingTest, V7xPlanesNameTheirChipAndGeneration) {
+  absl::StatusOr<PodModel> m = PodModel::Create(V7x());
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(PodModel::Create([] {
+              PodConfig c = V7x();
+              c.chips = 0;
+              return c;
+            }())
+                ->chips(),
+            4);
+  Session s;
+  const XSpace space = s.Build(*m);
+  const XPlane& chip1 = space.planes(1);
+  bool type = false, global = false;
+  for (const auto& st : chip1.stats()) {
+    const std::string& name = chip1.stat_metadata().at(st.metadata_id()).name();
+    if (name == "device_type_string") type = st.str_value() == "TPU v7x";
+    if (name == "global_chip_id") global = st.int64_value() == 3;  // host 1 of 2, chip 1
+  }
+  EXPECT_TRUE(type);
+  EXPECT_TRUE(global);
+}
+
+// Timer sampling: a line per instant on the interval's grid, only inside compute kernels, one
+// event per counter and die with the table's ids, values cut to the packed width.
+TEST(KernelProfilingTest, SamplesAtTheIntervalInsideComputeKernels) {
+  absl::StatusOr<PodModel> m = PodModel::Create(V7x());
+  ASSERT_TRUE(m.ok());
+  Session s;
+  s.window.kernel_profiling = Request(
+      "interval_us:5 scaling:0 counter_size_bits:1 indices:0 indices:10 indices:56 "
+      "indices:57 indices:58 indices:3");
+  const XSpace space = s.Build(*m);
+  const XPlane& plane = space.planes(0);
+  const std::vector<CounterSample> all = Samples(plane);
+  ASSERT_GT(all.size(), 1000u);
+  std::set<uint64_t> ids;
+  for (int die : {0, 1}) {
+    for (int index : {0, 10, 56, 57, 58, 3}) {
+      ids.insert(*trace::ComponentCounterId("v7x", "tc", die, index));
+    }
+    ids.insert(kPwrCycleCount + die * kDie);
+    ids.insert(kPwrClocksSkipped + die * kDie);
+  }
+  const std::vector<Kernel> kernels = Kernels(plane);
+  std::map<int64_t, int> per_line;
+  for (const CounterSample& c : all) {
+    EXPECT_EQ(ids.count(c.id), 1u) << c.id;
+    EXPECT_LT(c.value, 1u << 16);
+    EXPECT_EQ(c.ps % 5'000'000, 0) << "off the 5 us grid: " << c.ps;
+    ++per_line[c.line_id];
+    bool in_compute = false;
+    for (const Kernel& k : kernels) {
+      in_compute |= !k.collective && k.start_ps <= c.ps && c.ps < k.end_ps && k.name == c.kernel;
+    }
+    EXPECT_TRUE(in_compute) << c.kernel << " at " << c.ps;
+  }
+  for (const auto& [line, n] : per_line) EXPECT_EQ(n, static_cast<int>(ids.size())) << line;
+  // Index 3 is not in the table: it is sampled, and counts nothing.
+  for (const CounterSample& c : Series(all, *trace::ComponentCounterId("v7x", "tc", 0, 3))) {
+    EXPECT_EQ(c.value, 0u);
+  }
+  // 16-bit cycle counts wrap every ~34 us; unwrapped, they advance with the clock.
+  std::vector<CounterSample> cycles = Series(all, kCycles);
+  std::vector<double> v;
+  int wraps = 0;
+  for (size_t i = 0; i < cycles.size(); ++i) {
+    v.push_back(static_cast<double>(cycles[i].value));
+    if (i > 0 && cycles[i].value < cycles[i - 1].value) ++wraps;
+  }
+  EXPECT_GT(wraps, 10);
+  trace::UnwrapCounterSamples(0, v.data(), v.size());
+  for (size_t i = 1; i < v.size(); ++i) {
+    const double dt_s = static_cast<double>(cycles[i].ps - cycles[i - 1].ps) * 1e-12;
+    if (dt_s > 30e-6) continue;  // a gap longer than a wrap cannot be unwrapped
+    EXPECT_NEAR(v[i] - v[i - 1], kV7xClockHz * dt_s, 2) << i;
+  }
+}
+
+// `--throttle 1:1:0.3`: the chip's CYCLES count 70% of the nominal clock, the power manager
+// counts all of it and the skipped 30%, and its compute kernels take 1/0.7 as long.
+TEST(KernelProfilingTest, ThrottledChipCountsFewerCyclesAndRunsLonger) {
+  absl::StatusOr<PodModel> m = PodModel::Create(V7x({{1, 1, 0.3}}));
+  absl::StatusOr<PodModel> healthy = PodModel::Create(V7x());
+  ASSERT_TRUE(m.ok() && healthy.ok());
+  EXPECT_DOUBLE_EQ(m->ThrottleFraction(1, 1), 0.3);
+  const int64_t step = 77;
+  const ChipStep slow = m->Step(step)[1], fast = healthy->Step(step)[1];
+  for (size_t i = 0; i < slow.runs.size(); ++i) {
+    if (slow.runs[i].collective_id != 0) continue;
+    EXPECT_NEAR(static_cast<double>(slow.runs[i].duration_ps) * 0.7,
+                static_cast<double>(fast.runs[i].duration_ps), 2)
+        << m->ops()[slow.runs[i].op].name;
+  }
+  EXPECT_FALSE(PodModel::Create(V7x({{1, 1, 1.0}})).ok());
+  EXPECT_FALSE(PodModel::Create(V7x({{2, 0, 0.1}})).ok());
+
+  Session s;
+  s.window.kernel_profiling = Request("interval_us:20 indices:0");
+  const XSpace space = s.Build(*m);
+  for (int chip : {0, 1}) {
+    const double kept = chip == 1 ? 0.7 : 1.0;
+    const std::vector<CounterSample> all = Samples(space.planes(chip));
+    for (uint64_t die : {0, 1}) {
+      const auto cycles = Series(all, kCycles + die * kDie);
+      const auto nominal = Series(all, kPwrCycleCount + die * kDie);
+      const auto skipped = Series(all, kPwrClocksSkipped + die * kDie);
+      ASSERT_GT(cycles.size(), 100u);
+      ASSERT_EQ(cycles.size(), nominal.size());
+      const double dt_s = static_cast<double>(cycles.back().ps - cycles.front().ps) * 1e-12;
+      const auto delta = [](const std::vector<CounterSample>& x) {
+        return static_cast<double>(x.back().value - x.front().value);
+      };
+      EXPECT_NEAR(delta(cycles), kept * kV7xClockHz * dt_s, 2) << chip;
+      EXPECT_NEAR(delta(nominal), kV7xClockHz * dt_s, 2) << chip;
+      EXPECT_NEAR(delta(skipped), (1 - kept) * kV7xClockHz * dt_s, 2) << chip;
+    }
+  }
+}
+
+// The injected "MXU waits on HBM" kernel: paged_attention (v7x only) keeps its MXU 12% busy
+// and waits on DMAs (SyncWait) 55% of its time while moving HBM bytes near the roofline;
+// flash_attention, for contrast, keeps its MXU 60% busy.
+TEST(KernelProfilingTest, PagedAttentionsMxuWaitsOnHbm) {
+  absl::StatusOr<PodModel> m = PodModel::Create(V7x());
+  absl::StatusOr<PodModel> v6e = PodModel::Create([] {
+    PodConfig c = V7x();
+    c.generation = "v6e";
+    return c;
+  }());
+  ASSERT_TRUE(m.ok() && v6e.ok());
+  auto find = [](const PodModel& model, absl::string_view name) -> const OpTemplate* {
+    for (const OpTemplate& op : model.ops()) {
+      if (op.name == name) return &op;
+    }
+    return nullptr;
+  };
+  EXPECT_EQ(find(*v6e, "paged_attention"), nullptr);
+  const OpTemplate* pa = find(*m, "paged_attention");
+  ASSERT_NE(pa, nullptr);
+  EXPECT_DOUBLE_EQ(pa->units.mxu, 0.12);
+  EXPECT_DOUBLE_EQ(pa->units.stall_hbm, 0.5);
+  EXPECT_EQ(pa->expected_bound, "stalled");
+
+  Session s;
+  absl::StatusOr<KernelProfilingRequest> r =
+      KernelProfilingFromOptions(Options({}, {{kKernelProfilingKey, true}}));
+  ASSERT_TRUE(r.ok());
+  s.window.kernel_profiling = *r;  // external trigger: a sample at each kernel's start and end
+  const XSpace space = s.Build(*m);
+  const XPlane& plane = space.planes(0);
+  const std::vector<CounterSample> all = Samples(plane);
+  // Avg MXU busy per kernel execution, from its start and end samples.
+  std::map<std::string, std::vector<double>> mxu;
+  const auto cycles = Series(all, kCycles), b1 = Series(all, kMxuBusy1),
+             b2 = Series(all, kMxuBusy2);
+  ASSERT_EQ(cycles.size(), b1.size());
+  EXPECT_EQ(Series(all, kMxuBusy0).size(), cycles.size());
+  for (size_t i = 1; i < cycles.size(); ++i) {
+    if (cycles[i].kernel != cycles[i - 1].kernel || cycles[i].line_id != cycles[i - 1].line_id + 1)
+      continue;
+    const double c = static_cast<double>(cycles[i].value - cycles[i - 1].value);
+    if (c < 1000) continue;
+    mxu[cycles[i].kernel].push_back((0.5 * static_cast<double>(b1[i].value - b1[i - 1].value) +
+                                     static_cast<double>(b2[i].value - b2[i - 1].value)) /
+                                    c);
+  }
+  ASSERT_FALSE(mxu["paged_attention"].empty());
+  for (double v : mxu["paged_attention"]) EXPECT_NEAR(v, 0.12, 0.001);
+  ASSERT_FALSE(mxu["flash_attention"].empty());
+  for (double v : mxu["flash_attention"]) EXPECT_NEAR(v, 0.6, 0.001);
+
+  // SyncWait share inside each paged_attention, and its HBM traffic.
+  const tensorflow::profiler::XLine* sync = Line(plane, "Tensor Core Sync Flag");
+  ASSERT_NE(sync, nullptr);
+  int kernels = 0;
+  for (const Kernel& k : Kernels(plane)) {
+    if (k.name != "paged_attention") continue;
+    ++kernels;
+    int64_t waited = 0;
+    for (const auto& ev : sync->events()) {
+      EXPECT_EQ(plane.event_metadata().at(ev.metadata_id()).name(), "SyncWait");
+      if (ev.offset_ps() >= k.start_ps && ev.offset_ps() + ev.duration_ps() <= k.end_ps)
+        waited += ev.duration_ps();
+    }
+    const double d = static_cast<double>(k.end_ps - k.start_ps);
+    EXPECT_NEAR(static_cast<double>(waited) / d, 0.55, 0.001);
+    const double hbm_share =
+        static_cast<double>(pa->bytes) / (d * 1e-12) / (m->generation().peak_hbm_gbps * 1e9);
+    EXPECT_GT(hbm_share, 0.6);
+  }
+  EXPECT_GT(kernels, 3);
+}
+
+// The Pallas kernels' inside: primitives, source lines and sparse LLO instructions nest in
+// the kernel that runs them.
+TEST(KernelProfilingTest, PallasKernelsShowPrimitivesSourceLinesAndLlo) {
+  absl::StatusOr<PodModel> m = PodModel::Create(V7x());
+  ASSERT_TRUE(m.ok());
+  Session s;
+  s.window.kernel_profiling = Request("interval_us:100 indices:0");
+  const XSpace space = s.Build(*m);
+  const XPlane& plane = space.planes(1);
+  const std::vector<Kernel> kernels = Kernels(plane);
+  auto nested = [&](int64_t a, int64_t b) {
+    for (const Kernel& k : kernels) {
+      if (absl::EndsWith(k.name, "attention") && k.start_ps <= a && b <= k.end_ps) return true;
+    }
+    return false;
+  };
+  std::set<std::string> names;
+  for (const char* line_name : {"Pallas Primitives", "Source Lines", "LLO Instructions"}) {
+    const tensorflow::profiler::XLine* line = Line(plane, line_name);
+    ASSERT_NE(line, nullptr) << line_name;
+    ASSERT_FALSE(line->events().empty()) << line_name;
+    for (const auto& ev : line->events()) {
+      names.insert(plane.event_metadata().at(ev.metadata_id()).name());
+      EXPECT_TRUE(nested(ev.offset_ps(), ev.offset_ps() + ev.duration_ps())) << line_name;
+    }
+  }
+  for (const char* n : {"dma_start", "dma_wait", "matmul", "store", "paged_attention.py:21",
+                        "flash_attention.py:35", "vmatmul.bf16", "vwait.sflag"}) {
+    EXPECT_EQ(names.count(n), 1u) << n;
+  }
+  // Sparse: at most 16 LLO instructions per primitive.
+  int pallas_runs = 0;
+  for (const Kernel& k : kernels) pallas_runs += absl::EndsWith(k.name, "attention");
+  EXPECT_LE(Line(plane, "LLO Instructions")->events_size(), pallas_runs * 8 * 16);
+}
+
+}  // namespace
+}  // namespace podprof::sim
