@@ -92,6 +92,16 @@ grpc::Status AggregatorService::DescribeKernel(grpc::ServerContext*,
       JudgedStats(*store_, capture, true, mine, mine.size());
   if (!per_chip.ok()) return ToGrpc(per_chip.status());
   for (auto& k : *per_chip) *resp->add_per_chip() = std::move(k);
+  absl::StatusOr<std::vector<storage::KernelScopeRow>> scopes =
+      store_->KernelScopes(capture, chosen->key.id, false);
+  if (!scopes.ok()) return ToGrpc(scopes.status());
+  for (const storage::KernelScopeRow& sc : *scopes) {
+    podprof::v1::KernelScopeTime* t = resp->add_scopes();
+    t->set_line(sc.line);
+    t->set_name(sc.name);
+    t->set_count(static_cast<uint64_t>(sc.count));
+    t->set_total_ps(sc.total_ps);
+  }
 
   storage::HistoryQuery h;
   h.module = chosen->key.module;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -14,12 +15,14 @@
 #include "aggregator/service_internal.h"
 #include "common/errno_status.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "export/trace_export.h"
 #include "export/xspace_export.h"
 #include "ingest/capture_ingest.h"
 #include "insight/insight_proto.h"
 #include "insight/verdict.h"
 #include "proto/grpc_status.h"
+#include "trace/chip_catalog.h"
 #include "trace/kernel_stats.h"
 #include "trace/xspace_reader.h"
 
@@ -75,6 +78,11 @@ void FillHistoryPoint(const storage::HistoryPoint& p, podprof::v1::KernelHistory
   pt->set_chip_count(static_cast<uint32_t>(p.chips));
   pt->set_total_ps(p.total_ps);
   pt->set_achieved_tflops(p.achieved_tflops);
+  if (!p.perf_totals.empty()) {
+    const insight::KernelProfile k = insight::ProfileFromCounters(
+        trace::FindGenerationByName(p.generation), p.perf_totals, p.perf_covered_ps, 0, p.total_ps);
+    if (k.present) insight::ProfileToProto(k, pt->mutable_kernel_profile());
+  }
 }
 
 void FillKernelDef(const storage::KernelKey& k, podprof::v1::KernelDef* d) {
@@ -176,6 +184,10 @@ podprof::v1::KernelInsight InsightOf(const storage::StatRow& r,
   f.peak_hbm_gbps = r.peak_hbm_gbps;
   if (in != nullptr) {
     f.gauges = in->gauges;
+    f.totals = in->totals;
+    f.covered_ps = in->covered_ps;
+    f.sync_wait_ps = in->sync_wait_ps;
+    f.generation = trace::FindGenerationByName(in->generation);
     f.wait_ps = in->wait_ps;
     f.straggler = in->straggler;
     f.collective = in->wait_instances > 0;
@@ -414,6 +426,25 @@ grpc::Status AggregatorService::CompareCaptures(grpc::ServerContext*,
   absl::StatusOr<std::vector<storage::KernelDeltaRow>> rows = store_->Compare(
       req->baseline_capture_id(), req->candidate_capture_id(), req->filter().op_regex(), threshold);
   if (!rows.ok()) return ToGrpc(rows.status());
+  // Each side's kernels judged as `podprof stats` judges them, counters and verdicts included.
+  using Insights = std::map<int64_t, storage::KernelInsightRow>;
+  auto insights_of = [&](const std::string& capture) -> absl::StatusOr<Insights> {
+    ASSIGN_OR_RETURN(std::vector<storage::KernelInsightRow> rows,
+                     store_->KernelInsights(capture, false));
+    Insights by_kernel;
+    for (storage::KernelInsightRow& r : rows) by_kernel[r.kernel_id] = std::move(r);
+    return by_kernel;
+  };
+  absl::StatusOr<Insights> base_insights = insights_of(req->baseline_capture_id());
+  if (!base_insights.ok()) return ToGrpc(base_insights.status());
+  absl::StatusOr<Insights> cand_insights = insights_of(req->candidate_capture_id());
+  if (!cand_insights.ok()) return ToGrpc(cand_insights.status());
+  auto Judged = [](const storage::StatRow& r, const absl::StatusOr<Insights>& in) {
+    podprof::v1::KernelStats k = ToProto(r);
+    auto it = in->find(r.kernel.id);
+    *k.mutable_insight() = InsightOf(r, it == in->end() ? nullptr : &it->second);
+    return k;
+  };
   uint32_t regressions = 0;
   size_t n = 0;
   for (const storage::KernelDeltaRow& d : *rows) {
@@ -424,8 +455,8 @@ grpc::Status AggregatorService::CompareCaptures(grpc::ServerContext*,
     out->mutable_kernel()->set_module(d.module);
     out->mutable_kernel()->set_op_name(d.op_name);
     out->mutable_kernel()->set_category(d.category);
-    if (d.baseline) *out->mutable_baseline() = ToProto(*d.baseline);
-    if (d.candidate) *out->mutable_candidate() = ToProto(*d.candidate);
+    if (d.baseline) *out->mutable_baseline() = Judged(*d.baseline, base_insights);
+    if (d.candidate) *out->mutable_candidate() = Judged(*d.candidate, cand_insights);
     out->set_mean_change(d.mean_change);
     out->set_p50_change(d.p50_change);
     out->set_p99_change(d.p99_change);

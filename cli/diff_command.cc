@@ -59,11 +59,34 @@ std::string ChangeCell(const v1::KernelDelta& d, double change) {
   return absl::StrFormat("%+.1f%%", change * 100);
 }
 
+// The MXU's busy share on one side, from its sampled performance counters; null without them.
+const double* MxuOf(bool present, const v1::KernelStats& s) {
+  if (!present || !s.insight().has_kernel_profile()) return nullptr;
+  const auto& units = s.insight().kernel_profile().units();
+  auto it = units.find("mxu");
+  return it == units.end() ? nullptr : &it->second;
+}
+
+// "72%→31%", "-" when neither side measured it.
+std::string MxuCell(const v1::KernelDelta& d) {
+  const double* a = MxuOf(d.has_baseline(), d.baseline());
+  const double* b = MxuOf(d.has_candidate(), d.candidate());
+  if (a == nullptr && b == nullptr) return "-";
+  return absl::StrCat(a == nullptr ? "-" : Percent(*a), "→", b == nullptr ? "-" : Percent(*b));
+}
+
 nlohmann::json DeltaSideJson(bool present, const v1::KernelStats& s) {
   if (!present) return nullptr;
-  return {{"count", s.count()},   {"total_ps", s.total_ps()}, {"mean_ps", s.mean_ps()},
-          {"p50_ps", s.p50_ps()}, {"p90_ps", s.p90_ps()},     {"p99_ps", s.p99_ps()},
-          {"max_ps", s.max_ps()}};
+  nlohmann::json j = {{"count", s.count()},     {"total_ps", s.total_ps()},
+                      {"mean_ps", s.mean_ps()}, {"p50_ps", s.p50_ps()},
+                      {"p90_ps", s.p90_ps()},   {"p99_ps", s.p99_ps()},
+                      {"max_ps", s.max_ps()},   {"verdict", s.insight().verdict()}};
+  if (const double* mxu = MxuOf(true, s)) j["mxu"] = *mxu;
+  if (s.insight().has_kernel_profile()) {
+    j["throttled"] = s.insight().kernel_profile().throttled();
+    j["sync_wait"] = s.insight().kernel_profile().sync_wait();
+  }
+  return j;
 }
 
 // The threshold the aggregator applied: 0 in the request means its default.
@@ -81,7 +104,8 @@ std::unique_ptr<Command> AddDiffCommand(CLI::App& app, CliContext& context) {
 
 const char* const kDiffCsvHeader =
     "kernel,module,baseline_mean_ps,candidate_mean_ps,mean_change,baseline_p99_ps,"
-    "candidate_p99_ps,p99_change,regression";
+    "candidate_p99_ps,p99_change,regression,baseline_mxu,candidate_mxu,baseline_verdict,"
+    "candidate_verdict";
 
 absl::StatusOr<uint32_t> RunDiff(AggregatorClient& client, const DiffOptions& options,
                                  std::ostream& out) {
@@ -114,8 +138,14 @@ void WriteCaptureDiff(const v1::CompareCapturesRequest& request,
             << (both ? CsvDouble(d.mean_change()) : "") << ','
             << side(d.has_baseline(), d.baseline().p99_ps()) << ','
             << side(d.has_candidate(), d.candidate().p99_ps()) << ','
-            << (both ? CsvDouble(d.p99_change()) : "") << ',' << (d.regression() ? "true" : "false")
-            << "\n";
+            << (both ? CsvDouble(d.p99_change()) : "") << ','
+            << (d.regression() ? "true" : "false");
+        const double* a = MxuOf(d.has_baseline(), d.baseline());
+        const double* b = MxuOf(d.has_candidate(), d.candidate());
+        out << ',' << (a == nullptr ? "" : CsvDouble(*a)) << ','
+            << (b == nullptr ? "" : CsvDouble(*b)) << ','
+            << CsvField(d.has_baseline() ? d.baseline().insight().verdict() : "") << ','
+            << CsvField(d.has_candidate() ? d.candidate().insight().verdict() : "") << "\n";
       }
       break;
     case OutputFormat::kJson: {
@@ -153,18 +183,19 @@ void WriteCaptureDiff(const v1::CompareCapturesRequest& request,
                        {"BASE P99", Align::kRight},
                        {"CAND P99", Align::kRight},
                        {"ΔP99%", Align::kRight},
+                       {"MXU", Align::kRight},
                        {""}});
       auto duration = [](bool present, int64_t ps) {
         return present ? FormatDurationPs(ps) : std::string("-");
       };
       for (const v1::KernelDelta& d : response.deltas()) {
-        table.AddRow({d.kernel().op_name(), d.kernel().module().empty() ? "-" : d.kernel().module(),
-                      duration(d.has_baseline(), std::llround(d.baseline().mean_ps())),
-                      duration(d.has_candidate(), std::llround(d.candidate().mean_ps())),
-                      ChangeCell(d, d.mean_change()),
-                      duration(d.has_baseline(), d.baseline().p99_ps()),
-                      duration(d.has_candidate(), d.candidate().p99_ps()),
-                      ChangeCell(d, d.p99_change()), d.regression() ? "REGRESSION" : ""});
+        table.AddRow(
+            {d.kernel().op_name(), d.kernel().module().empty() ? "-" : d.kernel().module(),
+             duration(d.has_baseline(), std::llround(d.baseline().mean_ps())),
+             duration(d.has_candidate(), std::llround(d.candidate().mean_ps())),
+             ChangeCell(d, d.mean_change()), duration(d.has_baseline(), d.baseline().p99_ps()),
+             duration(d.has_candidate(), d.candidate().p99_ps()), ChangeCell(d, d.p99_change()),
+             MxuCell(d), d.regression() ? "REGRESSION" : ""});
       }
       table.Write(out);
       if (request.top_n() > 0 && static_cast<uint32_t>(response.deltas_size()) >= request.top_n()) {

@@ -96,6 +96,44 @@ std::string Energy(const v1::KernelInsight& in) {
   return absl::StrJoin(parts, ", ");
 }
 
+// The units' busy shares, throttling and sync waits the performance counters measured.
+void WriteProfile(const v1::KernelProfile& p, std::ostream& out) {
+  std::vector<std::string> parts;
+  for (const char* unit :
+       {"mxu", "vector_alu", "vector_load", "vector_store", "scalar_alu", "xlu", "hbm_bandwidth"}) {
+    auto it = p.units().find(unit);
+    if (it != p.units().end()) parts.push_back(absl::StrCat(unit, " ", Percent(it->second)));
+  }
+  out << "  units busy: " << (parts.empty() ? "-" : absl::StrJoin(parts, ", ")) << "\n";
+  out << absl::StrFormat("  clock: %.4g cycles counted of %.4g nominal, %s throttled", p.cycles(),
+                         p.nominal_cycles(), Percent(p.throttled()));
+  if (p.sync_wait() > 0) out << "; " << Percent(p.sync_wait()) << " of its time in sync waits";
+  out << "\n";
+}
+
+// Time in the named scopes inside the kernel, per scope line, the longest few of each.
+void WriteScopes(const v1::DescribeKernelResponse& r, int64_t kernel_total_ps, std::ostream& out) {
+  std::map<std::string, std::vector<const v1::KernelScopeTime*>> by_line;
+  for (const v1::KernelScopeTime& t : r.scopes()) by_line[t.line()].push_back(&t);
+  for (const auto& [line, times] : by_line) {
+    out << "\n" << line << ":\n";
+    TextTable table({{"NAME", TextTable::Align::kLeft, 40},
+                     {"COUNT", TextTable::Align::kRight},
+                     {"TOTAL", TextTable::Align::kRight},
+                     {"SHARE", TextTable::Align::kRight}});
+    const size_t n = std::min<size_t>(times.size(), 10);
+    for (size_t i = 0; i < n; ++i) {
+      const v1::KernelScopeTime& t = *times[i];
+      table.AddRow({t.name(), absl::StrCat(t.count()), FormatDurationPs(t.total_ps()),
+                    kernel_total_ps > 0 ? Percent(static_cast<double>(t.total_ps()) /
+                                                  static_cast<double>(kernel_total_ps))
+                                        : "-"});
+    }
+    table.Write(out);
+    if (n < times.size()) out << "  ... " << times.size() - n << " more\n";
+  }
+}
+
 void WriteStatsLine(const v1::KernelStats& s, std::ostream& out) {
   out << "  " << s.count() << " runs on " << s.chip_count() << " chips, total "
       << FormatDurationPs(s.total_ps()) << ", mean " << FormatDurationPs(std::llround(s.mean_ps()))
@@ -123,7 +161,18 @@ void WriteStatsLine(const v1::KernelStats& s, std::ostream& out) {
         << Percent(in.wait_fraction()) << " of its time)"
         << (in.straggler().empty() ? "" : ", most often for " + in.straggler()) << "\n";
   }
+  if (in.has_kernel_profile()) WriteProfile(in.kernel_profile(), out);
   out << "  verdict: " << (in.verdict_text().empty() ? "-" : in.verdict_text()) << "\n";
+}
+
+// The MXU's busy share: from the performance counters, else an `mxu_busy` gauge, else "-".
+std::string MxuCell(const v1::KernelInsight& in) {
+  if (in.has_kernel_profile()) {
+    auto it = in.kernel_profile().units().find("mxu");
+    if (it != in.kernel_profile().units().end()) return Percent(it->second);
+  }
+  auto mxu = in.utilization().find("mxu_busy");
+  return mxu == in.utilization().end() ? "-" : Percent(mxu->second);
 }
 
 void WritePerChip(const v1::DescribeKernelResponse& r, std::ostream& out) {
@@ -134,15 +183,18 @@ void WritePerChip(const v1::DescribeKernelResponse& r, std::ostream& out) {
                    {"MEAN", TextTable::Align::kRight},
                    {"P99", TextTable::Align::kRight},
                    {"MXU", TextTable::Align::kRight},
+                   {"THROTTLE", TextTable::Align::kRight},
+                   {"SYNC", TextTable::Align::kRight},
                    {"STALL", TextTable::Align::kRight},
                    {"WAIT", TextTable::Align::kRight},
                    {"VERDICT", TextTable::Align::kLeft, 24}});
   for (const v1::KernelStats& s : r.per_chip()) {
     const v1::KernelInsight& in = s.insight();
-    auto mxu = in.utilization().find("mxu_busy");
+    const bool p = in.has_kernel_profile();
     table.AddRow({s.host_name(), absl::StrCat(s.chip_ordinal()), absl::StrCat(s.count()),
                   FormatDurationPs(std::llround(s.mean_ps())), FormatDurationPs(s.p99_ps()),
-                  mxu == in.utilization().end() ? "-" : Percent(mxu->second),
+                  MxuCell(in), p ? Percent(in.kernel_profile().throttled()) : "-",
+                  p ? Percent(in.kernel_profile().sync_wait()) : "-",
                   in.has_counters() ? Percent(in.stall_fraction()) : "-",
                   Percent(in.wait_fraction()), in.verdict()});
   }
@@ -160,13 +212,16 @@ void WriteHistory(const v1::DescribeKernelResponse& r, std::ostream& out) {
                    {"COUNT", TextTable::Align::kRight},
                    {"MEAN", TextTable::Align::kRight},
                    {"P99", TextTable::Align::kRight},
-                   {"TFLOP/S", TextTable::Align::kRight}});
+                   {"TFLOP/S", TextTable::Align::kRight},
+                   {"MXU", TextTable::Align::kRight}});
   const int first = std::max(0, r.history_size() - 8);
   for (int i = first; i < r.history_size(); ++i) {
     const auto& p = r.history(i);
+    auto mxu = p.kernel_profile().units().find("mxu");
     table.AddRow({p.capture_id(), FormatTimestampNs(p.capture_start_ns()), absl::StrCat(p.count()),
                   FormatDurationPs(std::llround(p.mean_ps())), FormatDurationPs(p.p99_ps()),
-                  p.achieved_tflops() > 0 ? absl::StrFormat("%.2f", p.achieved_tflops()) : "-"});
+                  p.achieved_tflops() > 0 ? absl::StrFormat("%.2f", p.achieved_tflops()) : "-",
+                  mxu == p.kernel_profile().units().end() ? "-" : Percent(mxu->second)});
   }
   table.Write(out);
 }
@@ -201,9 +256,12 @@ nlohmann::json KernelJson(const v1::DescribeKernelResponse& r) {
   for (const v1::KernelDef& o : r.others()) others.push_back(ProtoToJson(o));
   nlohmann::json history = nlohmann::json::array();
   for (const auto& p : r.history()) history.push_back(ProtoToJson(p));
+  nlohmann::json scopes = nlohmann::json::array();
+  for (const auto& t : r.scopes()) scopes.push_back(ProtoToJson(t));
   return {{"capture_id", r.capture_id()},        {"kernel", ProtoToJson(r.kernel())},
           {"rollup", KernelRowJson(r.rollup())}, {"per_chip", KernelRowsJson(r.per_chip())},
-          {"history", std::move(history)},       {"others", std::move(others)}};
+          {"history", std::move(history)},       {"others", std::move(others)},
+          {"scopes", std::move(scopes)}};
 }
 
 void WriteKernel(const v1::DescribeKernelResponse& r, const KernelOptions& options,
@@ -230,6 +288,7 @@ void WriteKernel(const v1::DescribeKernelResponse& r, const KernelOptions& optio
   }
   out << "\nin capture " << r.capture_id() << ":\n";
   WriteStatsLine(r.rollup(), out);
+  if (!r.scopes().empty()) WriteScopes(r, r.rollup().total_ps(), out);
   if (r.per_chip_size() > 1) WritePerChip(r, out);
   if (!r.history().empty()) WriteHistory(r, out);
 }

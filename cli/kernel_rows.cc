@@ -24,10 +24,37 @@ std::string KernelLabel(const v1::KernelStats& s) {
   return s.kernel().op_name().empty() ? "*" : s.kernel().op_name();
 }
 
-// The MXU's busy fraction, where counters measured it.
+// A unit's busy share from the kernel's performance counters (kernel profiling); null where
+// they did not measure it.
+const double* UnitBusy(const v1::KernelInsight& in, const std::string& unit) {
+  if (!in.has_kernel_profile()) return nullptr;
+  auto it = in.kernel_profile().units().find(unit);
+  return it == in.kernel_profile().units().end() ? nullptr : &it->second;
+}
+
+// The MXU's busy fraction, where counters measured it: the performance counters' figure, else
+// an `mxu_busy` gauge's.
 const double* MxuBusy(const v1::KernelInsight& in) {
+  if (const double* p = UnitBusy(in, "mxu")) return p;
   auto it = in.utilization().find("mxu_busy");
   return it == in.utilization().end() ? nullptr : &it->second;
+}
+
+std::string PercentOrDash(const double* v) { return v == nullptr ? "-" : Percent(*v); }
+std::string CsvOrEmpty(const double* v) { return v == nullptr ? "" : CsvDouble(*v); }
+
+// The kernel-profiling figures beyond the MXU, in the CSV's order (kKernelCsvHeader's tail).
+const char* const kProfileUnits[] = {"vector_alu", "vector_load", "vector_store",
+                                     "scalar_alu", "xlu",         "hbm_bandwidth"};
+
+Json ProfileJson(const v1::KernelProfile& p) {
+  Json units = Json::object();
+  for (const auto& [k, v] : p.units()) units[k] = v;
+  return {{"units", std::move(units)},
+          {"cycles", p.cycles()},
+          {"nominal_cycles", p.nominal_cycles()},
+          {"throttled", p.throttled()},
+          {"sync_wait", p.sync_wait()}};
 }
 
 Json InsightJson(const v1::KernelInsight& in) {
@@ -50,6 +77,7 @@ Json InsightJson(const v1::KernelInsight& in) {
     j["dominant_stall"] = in.dominant_stall();
     j["counter_covered_ps"] = in.counter_covered_ps();
   }
+  if (in.has_kernel_profile()) j["kernel_profile"] = ProfileJson(in.kernel_profile());
   return j;
 }
 
@@ -66,7 +94,7 @@ std::vector<TextTable::Column> TableColumns(StatsGrouping by) {
   }
   columns.push_back({"CATEGORY", Align::kLeft, has_kernel ? size_t{18} : size_t{32}});
   for (const char* h : {"COUNT", "TOTAL", "MEAN", "P50", "P99", "MAX", "TFLOP/S", "%PEAK", "GB/S",
-                        "%HBM", "MXU", "STALL", "WAIT"}) {
+                        "%HBM", "MXU", "VALU", "VST", "THROTTLE", "STALL", "WAIT"}) {
     columns.push_back({h, Align::kRight});
   }
   if (has_kernel) columns.push_back({"VERDICT", Align::kLeft, 22});
@@ -88,8 +116,10 @@ void AddFigureCells(const v1::KernelStats& s, std::vector<std::string>& cells) {
   cells.push_back(Percent(s.fraction_of_peak_hbm()));
   // Counter figures only where counters covered the kernel: "-" is "not measured", not 0.
   const v1::KernelInsight& in = s.insight();
-  const double* mxu = MxuBusy(in);
-  cells.push_back(mxu == nullptr ? "-" : Percent(*mxu));
+  cells.push_back(PercentOrDash(MxuBusy(in)));
+  cells.push_back(PercentOrDash(UnitBusy(in, "vector_alu")));
+  cells.push_back(PercentOrDash(UnitBusy(in, "vector_store")));
+  cells.push_back(in.has_kernel_profile() ? Percent(in.kernel_profile().throttled()) : "-");
   cells.push_back(in.has_counters() ? Percent(in.stall_fraction()) : "-");
   cells.push_back(Percent(in.wait_fraction()));
 }
@@ -113,7 +143,8 @@ const char* GroupingName(StatsGrouping by) {
 const char* const kKernelCsvHeader =
     "capture,host,chip,kernel,module,category,count,total_ps,min_ps,max_ps,mean_ps,p50_ps,p90_ps,"
     "p99_ps,flops,bytes_accessed,achieved_tflops,fraction_of_peak_flops,achieved_hbm_gbps,"
-    "fraction_of_peak_hbm,mxu_busy,stall_fraction,wait_fraction,verdict";
+    "fraction_of_peak_hbm,mxu_busy,stall_fraction,wait_fraction,verdict,vector_alu,vector_load,"
+    "vector_store,scalar_alu,xlu,hbm_bandwidth,throttled,sync_wait";
 
 void WriteKernelRowsCsv(absl::string_view source, const KernelRows& rows, std::ostream& out) {
   out << kKernelCsvHeader << "\n";
@@ -129,7 +160,11 @@ void WriteKernelRowsCsv(absl::string_view source, const KernelRows& rows, std::o
         << CsvDouble(s.fraction_of_peak_flops()) << ',' << CsvDouble(s.achieved_hbm_gbps()) << ','
         << CsvDouble(s.fraction_of_peak_hbm()) << ',' << (mxu == nullptr ? "" : CsvDouble(*mxu))
         << ',' << (in.has_counters() ? CsvDouble(in.stall_fraction()) : "") << ','
-        << CsvDouble(in.wait_fraction()) << ',' << CsvField(in.verdict()) << "\n";
+        << CsvDouble(in.wait_fraction()) << ',' << CsvField(in.verdict());
+    for (const char* unit : kProfileUnits) out << ',' << CsvOrEmpty(UnitBusy(in, unit));
+    const bool p = in.has_kernel_profile();
+    out << ',' << (p ? CsvDouble(in.kernel_profile().throttled()) : "") << ','
+        << (p ? CsvDouble(in.kernel_profile().sync_wait()) : "") << "\n";
   }
 }
 

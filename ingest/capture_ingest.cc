@@ -116,6 +116,7 @@ absl::StatusOr<AnalysedHost> AnalyseHost(storage::Store& store, size_t index,
   w.chips = cap.host.chips;
   const std::vector<trace::KernelStats> stats = trace::ComputeKernelStats(cap);
   w.attributions = insight::AttributeCounters(cap);
+  w.scopes = insight::AttributeScopes(cap);
   w.stats.reserve(stats.size());
   for (const trace::KernelStats& s : stats) w.stats.push_back(ToRow(s));
   for (const trace::EventBlock& b : cap.blocks) {

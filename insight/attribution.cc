@@ -121,4 +121,72 @@ std::vector<KernelCounter> AttributeCounters(const trace::HostCapture& capture) 
   return out;
 }
 
+namespace {
+
+// A chip's kernel executions in time order, ps since a common origin.
+struct Execution {
+  int64_t begin_ps, end_ps;
+  uint32_t kernel;
+};
+
+std::vector<Execution> ChipExecutions(const trace::HostCapture& capture, int chip,
+                                      int64_t origin_ns) {
+  std::vector<Execution> runs;
+  for (const trace::EventBlock& b : capture.blocks) {
+    if (b.chip != chip || !trace::IsKernelLine(b.kind)) continue;
+    const int64_t base_ps = (b.base_ns - origin_ns) * 1000;
+    for (size_t i = 0; i < b.size(); ++i) {
+      const int64_t begin = base_ps + b.start_ps[i];
+      runs.push_back({begin, begin + b.duration_ps[i], b.kernel[i]});
+    }
+  }
+  std::sort(runs.begin(), runs.end(),
+            [](const Execution& a, const Execution& b) { return a.begin_ps < b.begin_ps; });
+  return runs;
+}
+
+}  // namespace
+
+std::vector<trace::KernelScope> AttributeScopes(const trace::HostCapture& capture) {
+  std::map<std::tuple<int, uint32_t, std::string, uint32_t>, trace::KernelScope> merged;
+  for (size_t chip = 0; chip < capture.host.chips.size(); ++chip) {
+    const int c = static_cast<int>(chip);
+    bool any = false;
+    int64_t origin_ns = 0;
+    for (const trace::EventBlock& b : capture.blocks) {
+      if (b.chip != c || b.kind != trace::LineKind::kScopes || b.size() == 0) continue;
+      origin_ns = any ? std::min(origin_ns, b.base_ns) : b.base_ns;
+      any = true;
+    }
+    if (!any) continue;
+    const std::vector<Execution> runs = ChipExecutions(capture, c, origin_ns);
+    if (runs.empty()) continue;
+    for (const trace::EventBlock& b : capture.blocks) {
+      if (b.chip != c || b.kind != trace::LineKind::kScopes) continue;
+      const int64_t base_ps = (b.base_ns - origin_ns) * 1000;
+      for (size_t i = 0; i < b.size(); ++i) {
+        const int64_t mid = base_ps + b.start_ps[i] + b.duration_ps[i] / 2;
+        auto it = std::upper_bound(runs.begin(), runs.end(), mid,
+                                   [](int64_t t, const Execution& e) { return t < e.begin_ps; });
+        if (it == runs.begin()) continue;
+        --it;
+        if (mid >= it->end_ps) continue;
+        trace::KernelScope& s = merged[{c, it->kernel, b.line, b.kernel[i]}];
+        if (s.count == 0) {
+          s.chip = c;
+          s.kernel = it->kernel;
+          s.line = b.line;
+          s.name = b.kernel[i] < capture.kernels.size() ? capture.kernels[b.kernel[i]].name : "";
+        }
+        ++s.count;
+        s.total_ps += b.duration_ps[i];
+      }
+    }
+  }
+  std::vector<trace::KernelScope> out;
+  out.reserve(merged.size());
+  for (auto& [key, s] : merged) out.push_back(std::move(s));
+  return out;
+}
+
 }  // namespace podprof::insight

@@ -54,6 +54,11 @@ class SeriesIntegral {
 // lines (XLA Ops, GPU streams) of `capture`.
 std::vector<KernelCounter> AttributeCounters(const trace::HostCapture& capture);
 
+// Every (chip, kernel, scope line, scope name) of `capture`: the scopes (LineKind::kScopes
+// events) summed per kernel execution they fall in, by their midpoint, on their chip. Scopes
+// outside every kernel are left out.
+std::vector<trace::KernelScope> AttributeScopes(const trace::HostCapture& capture);
+
 }  // namespace podprof::insight
 
 #endif  // PODPROF_INSIGHT_ATTRIBUTION_H_

@@ -1,11 +1,15 @@
 #include "insight/host_insight.h"
 
+#include <algorithm>
 #include <map>
 #include <numeric>
 #include <utility>
 
 #include "insight/attribution.h"
 #include "insight/collectives.h"
+#include "trace/chip_catalog.h"
+#include "trace/perf_counters.h"
+#include "trace/xspace_schema.h"
 
 namespace podprof::insight {
 
@@ -14,13 +18,22 @@ std::vector<KernelFacts> HostFacts(const trace::HostCapture& c,
   constexpr int kAll = trace::KernelStats::kAllChips;
   // Gauge integrals and covered time per (chip, kernel, counter), and over all chips.
   std::map<std::tuple<int, uint32_t, std::string>, std::pair<double, int64_t>> gauges;
+  // Performance counters' increases (kernel profiling), with the time they covered.
+  std::map<std::tuple<int, uint32_t, std::string>, std::pair<double, int64_t>> perf;
   for (const KernelCounter& k : AttributeCounters(c)) {
-    if (k.kind != trace::CounterKind::kGauge) continue;
+    const bool is_perf = trace::IsPerfSeries(k.counter);
+    if (k.kind != trace::CounterKind::kGauge && !is_perf) continue;
     for (int chip : {k.chip, kAll}) {
-      auto& g = gauges[{chip, k.kernel, k.counter}];
+      auto& g = (is_perf ? perf : gauges)[{chip, k.kernel, k.counter}];
       g.first += k.integral;
       g.second += k.covered_ps;
     }
+  }
+  std::map<std::pair<int, uint32_t>, int64_t> sync_wait;
+  for (const trace::KernelScope& s : AttributeScopes(c)) {
+    if (s.line != trace::xspace::kSyncFlagLine || s.name != "SyncWait") continue;
+    sync_wait[{s.chip, s.kernel}] += s.total_ps;
+    sync_wait[{kAll, s.kernel}] += s.total_ps;
   }
   std::vector<int64_t> chips(c.host.chips.size()), kernels(c.kernels.size());
   std::iota(chips.begin(), chips.end(), 0);
@@ -72,6 +85,18 @@ std::vector<KernelFacts> HostFacts(const trace::HostCapture& c,
         f.gauges[std::get<2>(it->first)] = it->second.first / it->second.second;
       }
     }
+    for (auto it = perf.lower_bound({s.chip, s.kernel, ""});
+         it != perf.end() && std::get<0>(it->first) == s.chip && std::get<1>(it->first) == s.kernel;
+         ++it) {
+      f.totals[std::get<2>(it->first)] = it->second.first;
+      f.covered_ps = std::max(f.covered_ps, it->second.second);
+    }
+    const size_t gen_chip = s.chip == kAll ? 0 : static_cast<size_t>(s.chip);
+    if (gen_chip < c.host.chips.size()) {
+      f.generation = trace::FindGenerationByName(c.host.chips[gen_chip].generation);
+    }
+    auto sw = sync_wait.find({s.chip, s.kernel});
+    if (sw != sync_wait.end()) f.sync_wait_ps = sw->second;
     auto w = waits.find({s.chip, s.kernel});
     if (w != waits.end()) {
       f.wait_ps = w->second.wait_ps;

@@ -2,6 +2,14 @@
 
 namespace podprof::insight {
 
+void ProfileToProto(const KernelProfile& profile, v1::KernelProfile* out) {
+  for (const auto& [unit, share] : profile.units) (*out->mutable_units())[unit] = share;
+  out->set_cycles(profile.cycles);
+  out->set_nominal_cycles(profile.nominal_cycles);
+  out->set_throttled(profile.throttled);
+  out->set_sync_wait(profile.sync_wait);
+}
+
 void VerdictToProto(const KernelFacts& facts, const Verdict& verdict, v1::KernelInsight* out) {
   out->set_verdict(BoundName(verdict.bound));
   out->set_verdict_text(verdict.text);
@@ -15,6 +23,7 @@ void VerdictToProto(const KernelFacts& facts, const Verdict& verdict, v1::Kernel
   out->set_stall_fraction(verdict.stall_fraction);
   out->set_dominant_stall(verdict.dominant_stall);
   for (const auto& [name, mean] : facts.gauges) (*out->mutable_utilization())[name] = mean;
+  if (verdict.profile.present) ProfileToProto(verdict.profile, out->mutable_kernel_profile());
 }
 
 }  // namespace podprof::insight

@@ -13,6 +13,8 @@ namespace podprof::insight {
 // `facts` and Decide(facts). Totals of running counters and the covered time are the caller's:
 // only the store knows them.
 void VerdictToProto(const KernelFacts& facts, const Verdict& verdict, v1::KernelInsight* out);
+// A kernel profile's figures (present profiles only).
+void ProfileToProto(const KernelProfile& profile, v1::KernelProfile* out);
 
 }  // namespace podprof::insight
 

@@ -40,6 +40,10 @@ const char* BoundName(Bound b) {
       return "launch/overhead bound";
     case Bound::kAsyncWait:
       return "async wait";
+    case Bound::kThrottled:
+      return "throttled";
+    case Bound::kUnitBound:
+      return "unit bound";
     case Bound::kUnknown:
       break;
   }
@@ -74,7 +78,7 @@ Verdict Decide(const KernelFacts& f) {
   }
   if (seconds > 0) v.roofline_fraction = roofline_s / seconds;
   if (f.total_ps > 0) v.wait_fraction = static_cast<double>(f.wait_ps) / f.total_ps;
-  v.has_counters = !f.gauges.empty();
+  v.has_counters = !f.gauges.empty() || !f.totals.empty();
   double worst_stall = 0;
   for (const auto& [name, mean] : f.gauges) {
     if (!absl::StartsWith(name, "stall")) continue;
@@ -108,6 +112,16 @@ Verdict Decide(const KernelFacts& f) {
     v.text = absl::EndsWith(f.category, "-done")
                  ? "async wait: the done half of an asynchronous copy, waiting for its transfer"
                  : "async wait: the start half of an asynchronous copy, issuing its transfer";
+    return v;
+  }
+  v.profile = ProfileFromCounters(f.generation, f.totals, f.covered_ps, f.sync_wait_ps, f.total_ps);
+  const bool memory_bound =
+      f.bytes_accessed > 0 && v.ridge > 0 && v.intensity < v.ridge && f.peak_tflops > 0;
+  if (ProfileCause cause = CauseOf(v.profile, memory_bound); !cause.name.empty()) {
+    v.bound = cause.name == "throttled"                 ? Bound::kThrottled
+              : cause.name == "MXU idle waiting on HBM" ? Bound::kStalled
+                                                        : Bound::kUnitBound;
+    v.text = std::move(cause.text);
     return v;
   }
   if (v.stall_fraction >= kStallShare) {

@@ -10,6 +10,9 @@
 #include <map>
 #include <string>
 
+#include "insight/kernel_profile.h"
+#include "trace/chip_catalog.h"
+
 namespace podprof::insight {
 
 enum class Bound {
@@ -21,6 +24,8 @@ enum class Bound {
   kCommunication,   // a collective busy moving data
   kOverhead,        // short, and far from what its cost needs: launch and fixed costs
   kAsyncWait,       // the start or done half of an asynchronous copy: issuing or awaiting it
+  kThrottled,       // performance counters show the TensorCore clock throttled
+  kUnitBound,       // performance counters show one unit busy nearly all the time
 };
 
 // "compute bound", "memory bound", ... as the CLI and API print it.
@@ -40,6 +45,13 @@ struct KernelFacts {
   std::map<std::string, double> gauges;
   int64_t wait_ps = 0;    // waiting in collectives for later chips
   std::string straggler;  // who it waited for most often
+  // Kernel profiling (insight/kernel_profile.h): the chip's generation, the increase of each
+  // counter over the kernel (only `perf/...` ones are used), the time the counters covered and
+  // the time its cores spent in SyncWait inside it.
+  const trace::ChipGeneration* generation = nullptr;
+  std::map<std::string, double> totals;
+  int64_t covered_ps = 0;
+  int64_t sync_wait_ps = 0;
 };
 
 struct Verdict {
@@ -56,6 +68,8 @@ struct Verdict {
   double stall_fraction = 0;      // the stall gauges added up
   std::string dominant_stall;     // the largest stall gauge
   bool has_counters = false;
+  // What the kernel's performance counters show (profile.present false without them).
+  KernelProfile profile;
 };
 
 // True for collective categories (all-reduce, all-gather, reduce-scatter, all-to-all,

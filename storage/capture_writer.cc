@@ -85,7 +85,7 @@ absl::StatusOr<std::vector<int64_t>> ResolveKernelsOn(
 // The statements inserting one host's rows, prepared once per capture.
 struct HostInserts {
   std::unique_ptr<Statement> ins_host, get_host, ins_ch, ins_chip, ins_stat, ins_kcounter,
-      ins_block, ins_counter;
+      ins_scope, ins_block, ins_counter;
   static absl::StatusOr<HostInserts> Prepare(Connection& c) {
     HostInserts h;
     ASSIGN_OR_RETURN(h.ins_host, Statement::Prepare(c,
@@ -112,6 +112,10 @@ struct HostInserts {
                                                         "chip_id, kernel_id, name, cumulative, "
                                                         "integral, covered_ps, executions) "
                                                         "VALUES (?,?,?,?,?,?,?,?)"));
+    ASSIGN_OR_RETURN(h.ins_scope, Statement::Prepare(c,
+                                                     "INSERT INTO kernel_scopes (capture, "
+                                                     "chip_id, kernel_id, line, name, count, "
+                                                     "total_ps) VALUES (?,?,?,?,?,?,?)"));
     ASSIGN_OR_RETURN(h.ins_block, Statement::Prepare(c,
                                                      "INSERT INTO timeline_blocks (capture, "
                                                      "chip_id, line, base_ns, events, data) "
@@ -195,6 +199,14 @@ absl::StatusOr<std::vector<int64_t>> InsertHostData(Connection& c, HostInserts& 
     q.ins_kcounter->Bind(5, int64_t{k.kind == trace::CounterKind::kCumulative});
     q.ins_kcounter->Bind(6, k.integral).Bind(7, k.covered_ps).Bind(8, k.executions);
     RETURN_IF_ERROR(q.ins_kcounter->Run());
+  }
+  for (const trace::KernelScope& k : h.scopes) {
+    ASSIGN_OR_RETURN(const int64_t chip, ids.Chip(k.chip));
+    ASSIGN_OR_RETURN(const int64_t kid, ids.Kernel(k.kernel));
+    q.ins_scope->Reset();
+    q.ins_scope->Bind(1, seq).Bind(2, chip).Bind(3, kid).Bind(4, k.line).Bind(5, k.name);
+    q.ins_scope->Bind(6, k.count).Bind(7, k.total_ps);
+    RETURN_IF_ERROR(q.ins_scope->Run());
   }
   return chip_ids;
 }
@@ -468,6 +480,7 @@ absl::Status Store::WriteHostData(const std::string& capture_id, HostWrite* host
   std::vector<EncodedBlock>().swap(host->timelines);
   std::vector<EncodedSeries>().swap(host->counters);
   std::vector<trace::KernelCounter>().swap(host->attributions);
+  std::vector<trace::KernelScope>().swap(host->scopes);
   return absl::OkStatus();
 }
 

@@ -14,6 +14,7 @@
 #include "storage/store_internal.h"
 #include "trace/columns.h"
 #include "trace/kernel_stats.h"
+#include "trace/xspace_schema.h"
 
 namespace podprof::storage {
 namespace {
@@ -209,6 +210,37 @@ absl::StatusOr<std::vector<StatRow>> Store::KernelStats(const StatsQuery& q) {
   return out;
 }
 
+// Adds each point's kernel-profiling counters (kernel_counter_rollups' `perf/...` rows).
+static absl::Status AddPerfTotals(Connection& c, const HistoryQuery& q,
+                                  std::vector<HistorySeries>* out) {
+  std::map<std::tuple<std::string, std::string, std::string>, HistoryPoint*> at;
+  for (HistorySeries& series : *out) {
+    for (HistoryPoint& p : series.points) at[{series.module, series.op_name, p.capture_id}] = &p;
+  }
+  if (at.empty()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(
+      auto s,
+      Statement::Prepare(
+          c,
+          "SELECT k.module, k.op_name, cap.id, r.name, r.integral, r.covered_ps, "
+          "(SELECT generation FROM chips WHERE capture = cap.seq ORDER BY id LIMIT 1) FROM "
+          "kernels k JOIN kernel_counter_rollups r ON r.kernel_id = k.id JOIN captures cap ON "
+          "cap.seq = r.capture WHERE k.op_name REGEXP ?1 AND (?2 = '' OR k.module = ?2) AND "
+          "cap.start_ns >= ?3 AND cap.start_ns <= ?4 AND r.name LIKE 'perf/%'"));
+  s->Bind(1, q.op_regex).Bind(2, q.module).Bind(3, q.since_ns).Bind(4, q.until_ns);
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, s->Step());
+    if (!row) break;
+    auto it = at.find({s->Text(0), s->Text(1), s->Text(2)});
+    if (it == at.end()) continue;
+    HistoryPoint& p = *it->second;
+    p.perf_totals[s->Text(3)] += s->Double(4);
+    p.perf_covered_ps = std::max(p.perf_covered_ps, s->Int(5));
+    p.generation = s->Text(6);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<HistorySeries>> Store::KernelHistory(const HistoryQuery& q) {
   if (q.op_regex.empty()) return absl::InvalidArgumentError("a kernel name or regex is required");
   RETURN_IF_ERROR(CheckRegex(q.op_regex));
@@ -254,6 +286,7 @@ absl::StatusOr<std::vector<HistorySeries>> Store::KernelHistory(const HistoryQue
                            static_cast<double>(p.total_ps);
     }
   }
+  RETURN_IF_ERROR(AddPerfTotals(c, q, &out));
   return out;
 }
 
@@ -395,6 +428,37 @@ absl::StatusOr<std::vector<KernelInsightRow>> Store::KernelInsights(const std::s
     }
     r.covered_ps = std::max(r.covered_ps, covered);
   }
+  // The chips' generations: per chip, and the first chip's for pod-wide rows.
+  std::map<std::pair<std::string, int>, std::string> generations;
+  std::string first_generation;
+  ASSIGN_OR_RETURN(auto gens, Statement::Prepare(c,
+                                                 "SELECT h.name, ch.ordinal, ch.generation FROM "
+                                                 "chips ch JOIN hosts h ON h.id = ch.host_id "
+                                                 "WHERE ch.capture = ? ORDER BY ch.id"));
+  gens->Bind(1, ref.seq);
+  while (true) {
+    ASSIGN_OR_RETURN(bool more, gens->Step());
+    if (!more) break;
+    if (first_generation.empty()) first_generation = gens->Text(2);
+    generations[{gens->Text(0), static_cast<int>(gens->Int(1))}] = gens->Text(2);
+  }
+  // Time in SyncWait scopes per (chip, kernel), or per kernel over the pod.
+  ASSIGN_OR_RETURN(
+      auto syncs,
+      Statement::Prepare(
+          c, per_chip ? "SELECT h.name, ch.ordinal, s.kernel_id, SUM(s.total_ps) FROM "
+                        "kernel_scopes s JOIN chips ch ON ch.id = s.chip_id JOIN hosts h ON "
+                        "h.id = ch.host_id WHERE s.capture = ?1 AND s.line = ?2 AND s.name = ?3 "
+                        "GROUP BY s.chip_id, s.kernel_id"
+                      : "SELECT '', -1, kernel_id, SUM(total_ps) FROM kernel_scopes WHERE "
+                        "capture = ?1 AND line = ?2 AND name = ?3 GROUP BY kernel_id"));
+  syncs->Bind(1, ref.seq).Bind(2, std::string(trace::xspace::kSyncFlagLine)).Bind(3, "SyncWait");
+  while (true) {
+    ASSIGN_OR_RETURN(bool more, syncs->Step());
+    if (!more) break;
+    row(syncs->Text(0), static_cast<int>(syncs->Int(1)), syncs->Int(2)).sync_wait_ps =
+        syncs->Int(3);
+  }
   ASSIGN_OR_RETURN(
       auto waits,
       Statement::Prepare(
@@ -414,7 +478,41 @@ absl::StatusOr<std::vector<KernelInsightRow>> Store::KernelInsights(const std::s
   }
   std::vector<KernelInsightRow> out;
   out.reserve(rows.size());
-  for (auto& [key, r] : rows) out.push_back(std::move(r));
+  for (auto& [key, r] : rows) {
+    auto g = generations.find({r.host, r.chip});
+    r.generation = g != generations.end() ? g->second : first_generation;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<KernelScopeRow>> Store::KernelScopes(const std::string& capture_id,
+                                                                int64_t kernel_id, bool per_chip) {
+  PODPROF_WITH_READER(c);
+  ASSIGN_OR_RETURN(CaptureRef ref, RequireCapture(c, capture_id));
+  ASSIGN_OR_RETURN(
+      auto q, Statement::Prepare(
+                  c, per_chip ? "SELECT h.name, ch.ordinal, s.line, s.name, s.count, s.total_ps "
+                                "FROM kernel_scopes s JOIN chips ch ON ch.id = s.chip_id JOIN "
+                                "hosts h ON h.id = ch.host_id WHERE s.capture = ? AND "
+                                "s.kernel_id = ? ORDER BY s.total_ps DESC, h.name, ch.ordinal"
+                              : "SELECT '', -1, line, name, SUM(count), SUM(total_ps) AS t FROM "
+                                "kernel_scopes WHERE capture = ? AND kernel_id = ? GROUP BY "
+                                "line, name ORDER BY t DESC, line, name"));
+  q->Bind(1, ref.seq).Bind(2, kernel_id);
+  std::vector<KernelScopeRow> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool more, q->Step());
+    if (!more) break;
+    KernelScopeRow r;
+    r.host = q->Text(0);
+    r.chip = static_cast<int>(q->Int(1));
+    r.line = q->Text(2);
+    r.name = q->Text(3);
+    r.count = q->Int(4);
+    r.total_ps = q->Int(5);
+    out.push_back(std::move(r));
+  }
   return out;
 }
 

@@ -91,6 +91,8 @@ struct HostWrite {
   // Per chip and kernel (indices into `chips` and `kernel_ids`).
   std::vector<StatWrite> stats;
   std::vector<trace::KernelCounter> attributions;
+  // Time in named scopes inside kernels (insight::AttributeScopes).
+  std::vector<trace::KernelScope> scopes;
   std::vector<EncodedBlock> timelines;
   std::vector<EncodedSeries> counters;
   // The chips' rows when Store::WriteHostData inserted the chips, timelines, counters and
@@ -240,6 +242,20 @@ struct KernelInsightRow {
   int64_t wait_ps = 0;     // waiting in collectives for later chips
   int64_t wait_instances = 0;
   std::string straggler;  // who it waited for most often
+  // The chip's generation ("v7x"; over the pod, the capture's first chip's), and the time the
+  // kernel's cores spent in SyncWait scopes inside it, ps.
+  std::string generation;
+  int64_t sync_wait_ps = 0;
+};
+
+// The time a kernel spent in one named scope inside it (kernel_scopes), on one chip or summed
+// over the pod.
+struct KernelScopeRow {
+  std::string host;  // empty when summed over the pod
+  int chip = -1;     // -1 when summed over chips
+  std::string line, name;
+  int64_t count = 0;
+  int64_t total_ps = 0;
 };
 
 // A kernel's identity as stored, with its texts.
@@ -269,6 +285,11 @@ struct HistoryPoint {
   int64_t count = 0, total_ps = 0, chips = 0;
   trace::DDSketch sketch;
   double achieved_tflops = 0;
+  // Kernel profiling: each `perf/...` counter's increase over the kernel summed over the pod,
+  // the time those counters covered, and the capture's chip generation (empty without them).
+  std::map<std::string, double> perf_totals;
+  int64_t perf_covered_ps = 0;
+  std::string generation;
 };
 
 // One kernel identity across recompiles: (module, op name).

@@ -197,6 +197,20 @@ ALTER TABLE capture_hosts ADD COLUMN clock_drift_ppb REAL NOT NULL DEFAULT 0;
 ALTER TABLE capture_hosts ADD COLUMN clock_mid_ns INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE capture_hosts ADD COLUMN host_clock INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 5: the time each kernel on each chip spent in each named scope inside it (Pallas
+    // primitives, source lines, LLO instructions, sync waits; docs/INSIGHT.md).
+    R"sql(
+CREATE TABLE kernel_scopes (
+  capture INTEGER NOT NULL REFERENCES captures (seq) ON DELETE CASCADE,
+  chip_id INTEGER NOT NULL,
+  kernel_id INTEGER NOT NULL,
+  line TEXT NOT NULL,
+  name TEXT NOT NULL,
+  count INTEGER NOT NULL,
+  total_ps INTEGER NOT NULL
+);
+CREATE INDEX kernel_scopes_by_capture ON kernel_scopes (capture, kernel_id);
+)sql",
 };
 
 }  // namespace

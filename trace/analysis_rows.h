@@ -30,6 +30,17 @@ struct KernelCounter {
   }
 };
 
+// The time one kernel on one chip spent in one named scope: a Pallas primitive, a source line,
+// an LLO instruction, a sync wait (the scope lines of docs/INTEROP.md), summed over executions.
+struct KernelScope {
+  int chip = 0;         // index into HostCapture::host.chips
+  uint32_t kernel = 0;  // index into HostCapture::kernels
+  std::string line;     // the scope's line, e.g. "Pallas Primitives"
+  std::string name;     // the scope's name, e.g. "dma_wait" or "kernel.py:42"
+  int64_t count = 0;
+  int64_t total_ps = 0;
+};
+
 // One chip as a straggler at a capture's collectives.
 struct StragglerRow {
   std::string host;

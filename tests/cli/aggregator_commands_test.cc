@@ -433,9 +433,29 @@ TEST(WriteCaptureDiffTest, CsvLeavesAbsentSidesEmpty) {
   WriteCaptureDiff(DiffRequest(), TwoDeltas(), OutputFormat::kCsv, out);
   EXPECT_EQ(out.str(),
             "kernel,module,baseline_mean_ps,candidate_mean_ps,mean_change,baseline_p99_ps,"
-            "candidate_p99_ps,p99_change,regression\n"
-            "fusion.12,jit_step,1000,1100,0.1,1200,1500,0.25,true\n"
-            "copy.3,jit_step,,51,,,60,,false\n");
+            "candidate_p99_ps,p99_change,regression,baseline_mxu,candidate_mxu,baseline_verdict,"
+            "candidate_verdict\n"
+            "fusion.12,jit_step,1000,1100,0.1,1200,1500,0.25,true,,,,\n"
+            "copy.3,jit_step,,51,,,60,,false,,,,\n");
+}
+
+// Kernel profiling on both sides: the MXU's busy share and the verdicts, before and after.
+TEST(WriteCaptureDiffTest, MxuAndVerdictsOfBothSides) {
+  v1::CompareCapturesResponse r = TwoDeltas();
+  v1::KernelDelta& d = *r.mutable_deltas(0);
+  (*d.mutable_baseline()->mutable_insight()->mutable_kernel_profile()->mutable_units())["mxu"] =
+      0.72;
+  d.mutable_baseline()->mutable_insight()->set_verdict("compute bound");
+  (*d.mutable_candidate()->mutable_insight()->mutable_kernel_profile()->mutable_units())["mxu"] =
+      0.31;
+  d.mutable_candidate()->mutable_insight()->set_verdict("throttled");
+  std::ostringstream csv, table;
+  WriteCaptureDiff(DiffRequest(), r, OutputFormat::kCsv, csv);
+  EXPECT_EQ(Lines(csv.str())[1],
+            "fusion.12,jit_step,1000,1100,0.1,1200,1500,0.25,true,0.72,0.31,compute bound,"
+            "throttled");
+  WriteCaptureDiff(DiffRequest(), r, OutputFormat::kTable, table);
+  EXPECT_TRUE(absl::StrContains(table.str(), "72.0%→31.0%")) << table.str();
 }
 
 TEST(WriteCaptureDiffTest, TableFlagsRegressionsAndCountsThem) {

@@ -369,5 +369,44 @@ TEST(CollectivesTest, ArrivalsOfAnExpectedPodTakeTheirSize) {
   EXPECT_EQ(pod.arrival_bytes(), 0u);
 }
 
+// Scopes (Pallas primitives, sync waits) land in the kernel execution holding their midpoint,
+// summed per (chip, kernel, line, name); scopes outside every kernel are left out.
+TEST(AttributionTest, ScopesAreSummedPerKernelTheyFallIn) {
+  trace::HostCapture c = ThreeRuns();
+  c.kernels.resize(4);
+  c.kernels[2].name = "dma_wait";
+  c.kernels[3].name = "SyncWait";
+  trace::EventBlock prims;
+  prims.chip = 0;
+  prims.line = "Pallas Primitives";
+  prims.kind = trace::LineKind::kScopes;
+  prims.base_ns = 1005;  // a later base than the kernels' line: times are absolute
+  // [15, 20) and [50, 55) in k0; [27, 33) has its midpoint in k1; [40, 45) is between kernels.
+  prims.start_ps = {10'000, 22'000, 35'000, 45'000};
+  prims.duration_ps = {5'000, 6'000, 5'000, 5'000};
+  prims.kernel = {2, 2, 2, 2};
+  prims.collective = {0, 0, 0, 0};
+  c.blocks.push_back(prims);
+  trace::EventBlock sync = prims;
+  sync.line = "Tensor Core Sync Flag";
+  sync.start_ps = {50'000};
+  sync.duration_ps = {7'000};
+  sync.kernel = {3};
+  sync.collective = {0};
+  c.blocks.push_back(sync);
+  std::map<std::tuple<uint32_t, std::string, std::string>, trace::KernelScope> got;
+  for (const trace::KernelScope& s : AttributeScopes(c)) got[{s.kernel, s.line, s.name}] = s;
+  ASSERT_EQ(got.size(), 3u);
+  const trace::KernelScope& k0 = got[{0, "Pallas Primitives", "dma_wait"}];
+  EXPECT_EQ(k0.count, 2);
+  EXPECT_EQ(k0.total_ps, 10'000);
+  const trace::KernelScope& k1 = got[{1, "Pallas Primitives", "dma_wait"}];
+  EXPECT_EQ(k1.count, 1);
+  EXPECT_EQ(k1.total_ps, 6'000);
+  const trace::KernelScope& s0 = got[{0, "Tensor Core Sync Flag", "SyncWait"}];
+  EXPECT_EQ(s0.count, 1);
+  EXPECT_EQ(s0.total_ps, 7'000);
+}
+
 }  // namespace
 }  // namespace podprof::insight

@@ -1,0 +1,138 @@
+// The Utilization Viewer's formulas over a kernel's counter increases, and the causes drawn
+// from them.
+#include "insight/kernel_profile.h"
+
+#include <map>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "insight/verdict.h"
+#include "trace/chip_catalog.h"
+
+namespace podprof::insight {
+namespace {
+
+const trace::ChipGeneration* V7x() { return trace::FindGenerationByName("v7x"); }
+
+// 1 ms of a v7x kernel: 1.9e6 cycles per die at the nominal clock.
+constexpr int64_t kMs = 1'000'000'000;
+
+std::map<std::string, double> BothDies(const std::map<std::string, double>& per_die) {
+  std::map<std::string, double> out;
+  for (const auto& [name, v] : per_die) {
+    out["perf/die0_" + name] = v;
+    out["perf/die1_" + name] = v;
+  }
+  return out;
+}
+
+TEST(KernelProfileTest, UtilizationViewerFormulasSumOverDies) {
+  const double cycles = 1.9e6;
+  const KernelProfile p =
+      ProfileFromCounters(V7x(),
+                          BothDies({{"tc_cycles", cycles},
+                                    {"tc_scalar_alu_instruction_0", 0.5 * cycles},
+                                    {"tc_scalar_alu_instruction_1", 0.1 * cycles},
+                                    {"tc_vector_alu_instruction_0", cycles},
+                                    {"tc_vector_alu_instruction_1", cycles},
+                                    {"tc_vst_instruction", 0.25 * cycles},
+                                    {"tc_vld_instruction_0", 0.4 * cycles},
+                                    {"tc_mxu_busy_1", 0.2 * cycles},
+                                    {"tc_mxu_busy_2", 0.6 * cycles},
+                                    {"tc_xlu_busy_2", 0.05 * cycles}}),
+                          kMs, 0, kMs);
+  ASSERT_TRUE(p.present);
+  EXPECT_NEAR(p.cycles, 2 * cycles, 1);
+  EXPECT_NEAR(p.nominal_cycles, 2 * cycles, 1);
+  EXPECT_NEAR(p.throttled, 0, 1e-9);
+  EXPECT_NEAR(p.units.at("scalar_alu"), 0.3, 1e-9);  // (0.5 + 0.1) / 2
+  EXPECT_NEAR(p.units.at("vector_alu"), 0.5, 1e-9);  // 2 of 4 ALUs busy
+  EXPECT_NEAR(p.units.at("vector_store"), 0.25, 1e-9);
+  EXPECT_NEAR(p.units.at("vector_load"), 0.2, 1e-9);  // 0.4 / 2
+  EXPECT_NEAR(p.units.at("mxu"), 0.7, 1e-9);          // 0.5 x 0.2 + 0.6
+  EXPECT_NEAR(p.units.at("xlu"), 0.05, 1e-9);
+  EXPECT_EQ(p.units.count("hbm_bandwidth"), 0u);
+}
+
+TEST(KernelProfileTest, ThrottlingFromThePowerManagerOrFromCountedCycles) {
+  // The power manager skipped 30% of the clocks.
+  KernelProfile p = ProfileFromCounters(
+      V7x(), BothDies({{"pwrmgr_cycle_count", 1.9e6}, {"pwrmgr_clocks_skipped", 0.57e6}}), kMs, 0,
+      kMs);
+  EXPECT_NEAR(p.throttled, 0.3, 1e-9);
+  EXPECT_EQ(CauseOf(p, false).name, "throttled");
+  // Only the TensorCore's cycle counter: it counted 70% of the nominal cycles.
+  p = ProfileFromCounters(V7x(), BothDies({{"tc_cycles", 0.7 * 1.9e6}}), kMs, 0, kMs);
+  EXPECT_NEAR(p.throttled, 0.3, 1e-9);
+  const ProfileCause c = CauseOf(p, false);
+  EXPECT_EQ(c.name, "throttled");
+  EXPECT_NE(c.text.find("30% of its clock cycles skipped"), std::string::npos) << c.text;
+}
+
+TEST(KernelProfileTest, IdleMxuWithSyncWaitsIsWaitingOnHbm) {
+  const double cycles = 1.9e6;
+  const KernelProfile p = ProfileFromCounters(
+      V7x(), BothDies({{"tc_cycles", cycles}, {"tc_mxu_busy_2", 0.1 * cycles}}), kMs, kMs / 2, kMs);
+  EXPECT_NEAR(p.sync_wait, 0.5, 1e-9);
+  const ProfileCause c = CauseOf(p, false);
+  EXPECT_EQ(c.name, "MXU idle waiting on HBM");
+  EXPECT_NE(c.text.find("MXU busy 10%"), std::string::npos) << c.text;
+  EXPECT_NE(c.text.find("50% of it in sync waits"), std::string::npos) << c.text;
+  // The same MXU without waits is no cause at all.
+  const KernelProfile calm = ProfileFromCounters(
+      V7x(), BothDies({{"tc_cycles", cycles}, {"tc_mxu_busy_2", 0.1 * cycles}}), kMs, 0, kMs);
+  EXPECT_EQ(CauseOf(calm, false).name, "");
+}
+
+TEST(KernelProfileTest, ABusyUnitBoundsTheKernel) {
+  const double cycles = 1.9e6;
+  const KernelProfile p = ProfileFromCounters(V7x(),
+                                              BothDies({{"tc_cycles", cycles},
+                                                        {"tc_vst_instruction", 0.92 * cycles},
+                                                        {"tc_mxu_busy_2", 0.4 * cycles}}),
+                                              kMs, 0, kMs);
+  const ProfileCause c = CauseOf(p, false);
+  EXPECT_EQ(c.name, "vector-store bound");
+  EXPECT_NE(c.text.find("92%"), std::string::npos) << c.text;
+}
+
+TEST(KernelProfileTest, HbmBandwidthFromBeatsAgainstThePerCorePeak) {
+  // 32-byte beats: half the per-core peak of one die for 1 ms, read and written.
+  const trace::ChipGeneration* g = V7x();
+  const double beats = 0.5 * g->hbm_bytes_per_s_per_core * 1e-3 / 32;
+  const KernelProfile p = ProfileFromCounters(g,
+                                              {{"perf/die0_tc_cycles", 1.9e6},
+                                               {"perf/die0_hbm_0_ss_hbmc_0_rd_resp_ps0", beats / 2},
+                                               {"perf/die0_hbm_1_ss_hbmc_3_wr_req_ps1", beats / 2}},
+                                              kMs, 0, kMs);
+  EXPECT_NEAR(p.units.at("hbm_bandwidth"), 0.5, 1e-9);
+}
+
+TEST(KernelProfileTest, NoPerfCountersNoProfile) {
+  EXPECT_FALSE(ProfileFromCounters(V7x(), {{"vdd_core_energy_nj", 5}}, kMs, 0, kMs).present);
+  EXPECT_FALSE(ProfileFromCounters(V7x(), {}, kMs, 0, kMs).present);
+}
+
+TEST(KernelProfileTest, DecidePutsTheCountersCauseFirstForComputeKernels) {
+  KernelFacts f;
+  f.category = "convolution fusion";
+  f.flops = 1'000'000'000;
+  f.bytes_accessed = 1'000'000;
+  f.count = 1;
+  f.total_ps = kMs;
+  f.peak_tflops = V7x()->peak_tflops;
+  f.peak_hbm_gbps = V7x()->peak_hbm_gbps;
+  f.generation = V7x();
+  f.totals = BothDies({{"tc_cycles", 0.6 * 1.9e6}});
+  f.covered_ps = kMs;
+  const Verdict v = Decide(f);
+  EXPECT_EQ(v.bound, Bound::kThrottled);
+  EXPECT_STREQ(BoundName(v.bound), "throttled");
+  EXPECT_TRUE(v.profile.present);
+  // A collective is judged by its waiting, whatever its counters say.
+  f.category = "all-reduce";
+  EXPECT_EQ(Decide(f).bound, Bound::kCommunication);
+}
+
+}  // namespace
+}  // namespace podprof::insight
