@@ -142,7 +142,8 @@ class CaptureCommand : public AggregatorCommand {
       const int64_t ms = metric_interval_ns_ / 1'000'000;
       if (ms < 1 || ms > UINT32_MAX || metric_interval_ns_ % 1'000'000 != 0) {
         return absl::InvalidArgumentError(
-            "--metric-interval must be a whole number of milliseconds, at least 1ms");
+            absl::StrCat("--metric-interval ", FormatDurationPs(metric_interval_ns_ * 1000),
+                         " is not a whole number of milliseconds, at least 1ms"));
       }
       options_.metric_interval_ms = static_cast<uint32_t>(ms);
     }
