@@ -16,6 +16,7 @@
 #include "common/errno_status.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "kernelprof/options.h"
 #include "proto/grpc_status.h"
 #include "trace/xspace_reader.h"
 
@@ -227,8 +228,10 @@ absl::Status CaptureRunner::Run(const podprof::v1::CaptureRequest& request,
   opts->set_start_timestamp_ns(static_cast<uint64_t>(start_ns));
   opts->set_host_tracer_level(
       request.options().host_tracer_level() != 0 ? request.options().host_tracer_level() : 2);
-  opts->set_device_tracer_level(1);
   opts->set_device_type(tensorflow::ProfileOptions::TPU);
+  // Tracer levels and kernel-profiling settings, as the client asked: an agent may be asked
+  // directly, not only through an aggregator that validated the request already.
+  RETURN_IF_ERROR(kernelprof::FillProfileOptions(request.options(), opts));
 
   // As XProf's client: max(60 s, 2 x duration) after the start (60 s configurable).
   const int64_t wait_ns = std::max<int64_t>(limits.workload_timeout_ns, 2 * duration_ns) +

@@ -13,7 +13,10 @@
 #include "aggregator/capture_run.h"
 #include "aggregator/host_stream.h"
 #include "common/logging.h"
+#include "google/protobuf/util/json_util.h"
 #include "ingest/capture_ingest.h"
+#include "kernelprof/options.h"
+#include "nlohmann/json.hpp"
 #include "proto/grpc_status.h"
 #include "stream/capture_decoder.h"
 
@@ -36,6 +39,32 @@ constexpr int64_t kFirstDispatchPerHostNs = 4'000'000;
 constexpr int kDispatchThreads = 16;
 
 }  // namespace
+
+std::string StoredOptionsJson(const v1::StartCaptureRequest& req) {
+  nlohmann::json j = {{"duration_ms", req.duration_ms()}};
+  if (req.has_options() && req.options().ByteSizeLong() > 0) {
+    google::protobuf::util::JsonPrintOptions print;
+    print.preserve_proto_field_names = true;
+    std::string text;
+    // Printing a message without Any fields cannot fail.
+    (void)google::protobuf::util::MessageToJsonString(req.options(), &text, print);
+    j["options"] = nlohmann::json::parse(text, nullptr, false);
+  }
+  return j.dump();
+}
+
+v1::CaptureOptions OptionsFromStoredJson(const std::string& text) {
+  v1::CaptureOptions options;
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object() || !j.contains("options")) return options;
+  google::protobuf::util::JsonParseOptions parse;
+  // Written by a newer aggregator, the object may hold fields this one does not know.
+  parse.ignore_unknown_fields = true;
+  if (!google::protobuf::util::JsonStringToMessage(j["options"].dump(), &options, parse).ok()) {
+    options.Clear();
+  }
+  return options;
+}
 
 Orchestrator::~Orchestrator() {
   std::map<std::string, std::thread> threads;
@@ -106,6 +135,8 @@ absl::StatusOr<v1::StartCaptureResponse> Orchestrator::Start(const v1::StartCapt
           "label keys must be 1..256 bytes and values at most 4096 bytes");
     }
   }
+  // Refused here, before any agent is asked, so that a bad option cannot fail a pod of hosts.
+  if (absl::Status s = kernelprof::ValidateCaptureOptions(req.options()); !s.ok()) return s;
   if (absl::Status admitted = Admit(); !admitted.ok()) return admitted;
   absl::StatusOr<v1::StartCaptureResponse> started = StartAdmitted(req, duration_ns);
   EndAdmission();
@@ -185,7 +216,7 @@ absl::StatusOr<v1::StartCaptureResponse> Orchestrator::StartAdmitted(
   header.end_ns = run->start_ns + duration_ns;
   header.created_ns = now;
   header.labels = {req.labels().begin(), req.labels().end()};
-  header.options_json = absl::StrCat("{\"duration_ms\":", req.duration_ms(), "}");
+  header.options_json = StoredOptionsJson(req);
   if (absl::Status s = store_->BeginCapture(header); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("cannot record the capture: ", s.message()));
   }
@@ -356,7 +387,7 @@ void Orchestrator::StoreRun(CaptureRun& run, std::vector<std::unique_ptr<HostStr
   w.end_ns = run.start_ns + duration_ns;
   w.created_ns = clock_.NowNs();
   w.labels = {run.request.labels().begin(), run.request.labels().end()};
-  w.options_json = absl::StrCat("{\"duration_ms\":", run.request.duration_ms(), "}");
+  w.options_json = StoredOptionsJson(run.request);
   std::vector<ingest::AnalysedHost> analysed;
   absl::Status stored = absl::OkStatus();
   int ok = 0;
@@ -423,6 +454,7 @@ void Orchestrator::PostSummary(CaptureRun& run,
   summary->set_capture_id(run.id);
   summary->set_start_ns(run.start_ns);
   summary->set_end_ns(run.start_ns + duration_ns);
+  *summary->mutable_options() = run.request.options();
   for (const HostCorrection& c : corrections) {
     auto* h = summary->add_hosts();
     h->set_host_name(c.host);

@@ -30,6 +30,14 @@
 
 namespace podprof::aggregator {
 
+// The captures.options column of a capture started by `req`: its duration and, when given, its
+// CaptureOptions in protobuf's JSON form (field names as in the .proto).
+std::string StoredOptionsJson(const v1::StartCaptureRequest& req);
+
+// The CaptureOptions in a captures.options column; empty when there are none or the text is
+// not what StoredOptionsJson writes.
+v1::CaptureOptions OptionsFromStoredJson(const std::string& text);
+
 struct OrchestratorLimits {
   int64_t max_duration_ns = 300'000'000'000;
   // The least lead time between StartCapture and the start instant.

@@ -106,6 +106,7 @@ void FillSummary(const storage::CaptureRow& r, podprof::v1::CaptureSummary* s) {
   s->set_event_count(static_cast<uint64_t>(r.events));
   s->set_chip_count(static_cast<uint32_t>(r.chips));
   for (const auto& [k, v] : r.labels) (*s->mutable_labels())[k] = v;
+  *s->mutable_options() = OptionsFromStoredJson(r.options_json);
   for (const storage::HostRow& h : r.host_rows) {
     auto* hr = s->add_hosts();
     hr->set_host_name(h.host);

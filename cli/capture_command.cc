@@ -15,8 +15,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "cli/exit_codes.h"
+#include "cli/proto_json.h"
 #include "common/clock.h"
 #include "common/status_macros.h"
+#include "kernelprof/options.h"
 
 namespace podprof::cli {
 namespace {
@@ -46,8 +48,12 @@ class CaptureCommand : public AggregatorCommand {
                  ->option_text("DURATION");
     cmd->add_option("--host-tracer-level", options_.host_tracer_level,
                     "Host TraceMe verbosity 0-3 (default: the agent's, 2)");
-    cmd->add_option("--counter-interval", options_.counter_interval_ms,
-                    "Runtime metric sampling interval, ms (default: the agent's)");
+    metric_interval_ =
+        cmd->add_option("--metric-interval", metric_interval_ns_,
+                        "Runtime metric sampling interval, e.g. 50ms (default: the agent's)")
+            ->transform(PositiveDuration())
+            ->option_text("DURATION");
+    AddKernelProfilingFlags(cmd);
     cmd->add_option("--top", options_.top, "Kernels listed at the end (default 10)");
     cmd->add_option("--label", labels_, "Label stored with the capture, key=value; repeatable")
         ->allow_extra_args(false);
@@ -55,6 +61,7 @@ class CaptureCommand : public AggregatorCommand {
         "Examples:\n  podprof capture --duration 2s\n"
         "  podprof capture --hosts tpu-0,tpu-1 --delay 30s --label run=baseline\n"
         "  podprof capture --selector slice=s1 --format json > capture.json\n"
+        "  podprof capture --kernel-profiling --counters tc:10,11,56 --counter-interval 1us\n"
         "Exit status: 0 complete, 1 partial (some hosts failed) or failed, 2 bad usage, 3 "
         "aggregator unreachable, 4 not allowed.");
   }
@@ -68,6 +75,7 @@ class CaptureCommand : public AggregatorCommand {
     if (!labels.ok()) return Failed(err, labels.status(), kExitUsage);
     options_.selector = *selector;
     options_.labels = *labels;
+    if (absl::Status s = ApplyProfilingFlags(); !s.ok()) return Failed(err, s, kExitUsage);
     if (delay_->count() > 0) options_.delay_ns = delay_ns_;
     options_.format = context.format;
     options_.display = Display::ForStdout(context.no_color);
@@ -79,11 +87,82 @@ class CaptureCommand : public AggregatorCommand {
   }
 
  private:
+  // The flags of kernel profiling (issue #17) and the device and python tracers. Their values
+  // are checked by the aggregator (kernelprof::ValidateCaptureOptions); here only their syntax.
+  void AddKernelProfilingFlags(CLI::App* cmd) {
+    cmd->add_flag("--kernel-profiling", kernel_profiling_,
+                  "Sample TPU performance counters in kernels (XProf kernel profiling)");
+    cmd->add_option("--counter-sets", counter_sets_,
+                    "Counter sets studied, recorded with the capture (comma-separated): "
+                    "TC_COMPUTATION, TC_MEMORY, SC_ACTIVITY, SC_MEMORY, HBM")
+        ->delimiter(',');
+    counter_interval_ =
+        cmd->add_option("--counter-interval", counter_interval_ns_,
+                        "Counter sampling interval, whole us, at least 1us (default: the "
+                        "workload's, 10ms)")
+            ->transform(PositiveDuration())
+            ->option_text("DURATION");
+    cmd->add_option("--counters", counters_,
+                    "Counters of one component to sample, COMPONENT:INDEX,...; repeatable; "
+                    "components tc, scs, sctc, sctd, cmn, icr")
+        ->allow_extra_args(false)
+        ->option_text("COMPONENT:INDEX,...");
+    cmd->add_flag("--external-trigger", external_trigger_,
+                  "Sample counters on external events (custom calls) instead of an interval");
+    scaling_ = cmd->add_option("--counter-scaling", scaling_value_,
+                               "Bits each counter value is shifted right by (default 0)");
+    size_bits_ = cmd->add_option("--counter-size-bits", size_bits_value_,
+                                 "Packed counter width 2^(n+3) bits, n 0-3 (default 1: 16 bits)");
+    cmd->add_option("--profiler-option", profiler_options_,
+                    "Extra profiler option passed to every workload, KEY=VALUE; repeatable")
+        ->allow_extra_args(false);
+    device_level_ = cmd->add_option("--device-tracer-level", device_level_value_,
+                                    "Device tracing 0 off, 1 on (default 1)");
+    cmd->add_option("--python-tracer-level", python_level_value_,
+                    "Python function tracing 0 off, 1 on (default 0)");
+  }
+
+  absl::Status ApplyProfilingFlags() {
+    v1::CaptureOptions& p = options_.profiling;
+    p.set_kernel_profiling(kernel_profiling_);
+    p.set_external_trigger(external_trigger_);
+    for (const std::string& s : counter_sets_) p.add_counter_sets(s);
+    if (counter_interval_->count() > 0) {
+      p.set_counter_interval_ns(static_cast<uint64_t>(counter_interval_ns_));
+    }
+    for (const std::string& c : counters_) RETURN_IF_ERROR(kernelprof::ParseCountersFlag(c, &p));
+    for (const std::string& o : profiler_options_) {
+      RETURN_IF_ERROR(kernelprof::ParseProfilerOptionFlag(o, &p));
+    }
+    if (scaling_->count() > 0) p.set_counter_scaling(scaling_value_);
+    if (size_bits_->count() > 0) p.set_counter_size_bits(size_bits_value_);
+    if (device_level_->count() > 0) p.set_device_tracer_level(device_level_value_);
+    p.set_python_tracer_level(python_level_value_);
+    if (metric_interval_->count() > 0) {
+      const int64_t ms = metric_interval_ns_ / 1'000'000;
+      if (ms < 1 || ms > UINT32_MAX || metric_interval_ns_ % 1'000'000 != 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--metric-interval ", FormatDurationPs(metric_interval_ns_ * 1000),
+                         " is not a whole number of milliseconds, at least 1ms"));
+      }
+      options_.metric_interval_ms = static_cast<uint32_t>(ms);
+    }
+    return absl::OkStatus();
+  }
+
   CaptureOptions options_;
   std::vector<std::string> selector_, labels_;
   bool all_ = false;  // the default; the flag only makes it explicit
   int64_t delay_ns_ = 0;
   CLI::Option* delay_ = nullptr;
+  // Flags whose "given" matters, and the values they bind.
+  CLI::Option *metric_interval_ = nullptr, *counter_interval_ = nullptr, *scaling_ = nullptr,
+              *size_bits_ = nullptr, *device_level_ = nullptr;
+  int64_t metric_interval_ns_ = 0, counter_interval_ns_ = 0;
+  uint32_t scaling_value_ = 0, size_bits_value_ = 0, device_level_value_ = 0,
+           python_level_value_ = 0;
+  bool kernel_profiling_ = false, external_trigger_ = false;
+  std::vector<std::string> counter_sets_, counters_, profiler_options_;
 };
 
 std::string Bar(double fraction, int width) {
@@ -264,7 +343,8 @@ v1::StartCaptureRequest StartRequest(const CaptureOptions& options) {
   start.set_duration_ms(
       static_cast<uint64_t>(std::max<int64_t>(1, options.duration_ns / 1'000'000)));
   start.set_delay_ms(static_cast<uint32_t>(options.delay_ns / 1'000'000));
-  start.set_counter_interval_ms(options.counter_interval_ms);
+  start.set_counter_interval_ms(options.metric_interval_ms);
+  *start.mutable_options() = options.profiling;
   start.mutable_options()->set_host_tracer_level(options.host_tracer_level);
   return start;
 }
@@ -290,7 +370,8 @@ void WriteHostsJson(const CaptureResult& result, const CaptureOptions& options,
   json o = {{"capture_id", result.capture_id},
             {"state", CaptureStatusName(result.status)},
             {"hosts", hj},
-            {"top_kernels", KernelRowsJson(result.top_kernels)}};
+            {"top_kernels", KernelRowsJson(result.top_kernels)},
+            {"options", ProtoToJson(result.summary.options())}};
   o.update(extra);
   WriteJson(o, out);
 }
@@ -321,7 +402,11 @@ void WriteCaptureTable(const CaptureResult& result, const CaptureOptions& option
       << Paint(options.display, CaptureStatusName(result.status),
                result.status == v1::CAPTURE_STATUS_COMPLETE ? "32" : "31")
       << ": " << ok << "/" << hosts.size() << " hosts, " << events << " events, "
-      << FormatBytes(bytes) << "\n\n";
+      << FormatBytes(bytes) << "\n";
+  if (std::string o = kernelprof::DescribeOptions(result.summary.options()); !o.empty()) {
+    out << "options: " << o << "\n";
+  }
+  out << "\n";
   using Col = TextTable::Column;
   using A = TextTable::Align;
   TextTable t({Col{"HOST"}, Col{"STATUS"}, Col{"EVENTS", A::kRight}, Col{"BYTES", A::kRight},

@@ -34,9 +34,12 @@ struct CaptureOptions {
   LabelMap labels;  // stored with the capture
   int64_t duration_ns = 2'000'000'000;
   int64_t delay_ns = 0;
-  uint32_t host_tracer_level = 0;    // 0 = the agent's default
-  uint32_t counter_interval_ms = 0;  // 0 = the agent's default
-  int top = 10;                      // top kernels printed at the end
+  uint32_t host_tracer_level = 0;   // 0 = the agent's default
+  uint32_t metric_interval_ms = 0;  // runtime-metric sampling; 0 = the agent's default
+  // Device and python tracer levels and the kernel-profiling settings (kernelprof/options.h),
+  // sent as they are; host_tracer_level above overrides the one in here.
+  v1::CaptureOptions profiling;
+  int top = 10;  // top kernels printed at the end
   OutputFormat format = OutputFormat::kTable;
   Display display;
   // Extra fields to put in the JSON result of each host, by host name (the demo adds the

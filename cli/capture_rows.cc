@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "cli/proto_json.h"
 #include "common/clock.h"
 #include "nlohmann/json.hpp"
 
@@ -75,6 +76,7 @@ nlohmann::json CaptureSummaryJson(const v1::CaptureSummary& c) {
           {"kernels", c.kernel_count()},
           {"events", c.event_count()},
           {"labels", SortedLabels(c.labels())},
+          {"options", ProtoToJson(c.options())},
           {"error_message", c.error_message()}};
 }
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "cli/exit_codes.h"
 #include "common/status_macros.h"
+#include "kernelprof/options.h"
 #include "nlohmann/json.hpp"
 
 namespace podprof::cli {
@@ -74,12 +75,14 @@ void WriteCapturesTable(const v1::ListCapturesResponse& response, std::ostream& 
                    {"CHIPS", Align::kRight},
                    {"KERNELS", Align::kRight},
                    {"EVENTS", Align::kRight},
-                   {"LABELS"}});
+                   {"LABELS"},
+                   {"OPTIONS", Align::kLeft, 60}});
   for (const v1::CaptureSummary& c : response.captures()) {
     table.AddRow({c.capture_id(), FormatTimestampNs(c.start_ns()), CaptureDuration(c),
                   CaptureStatusName(c.status()), absl::StrCat(c.hosts_size()),
                   absl::StrCat(c.chip_count()), absl::StrCat(c.kernel_count()),
-                  absl::StrCat(c.event_count()), JoinLabels(c.labels())});
+                  absl::StrCat(c.event_count()), JoinLabels(c.labels()),
+                  kernelprof::DescribeOptions(c.options())});
   }
   table.Write(out);
   if (!response.next_page_token().empty()) {

@@ -76,7 +76,7 @@ absl::StatusOr<std::vector<CaptureRow>> Store::ListCaptures(const CaptureQuery& 
       "SELECT c.id, c.start_ns, c.end_ns, c.status, c.labels, c.source, c.events, "
       "c.kernel_count, (SELECT COUNT(*) FROM capture_hosts h WHERE h.capture = c.seq), "
       "c.created_ns, "
-      "(SELECT COUNT(*) FROM chips x WHERE x.capture = c.seq) FROM captures c "
+      "(SELECT COUNT(*) FROM chips x WHERE x.capture = c.seq), c.options FROM captures c "
       "WHERE c.start_ns >= ?1 AND c.start_ns <= ?2 AND (?3 = '' OR c.status = ?3) AND "
       "(c.start_ns < ?4 OR (c.start_ns = ?4 AND c.id < ?5)) AND (?6 = '' OR c.id = ?6)";
   int param = 7;
@@ -111,6 +111,7 @@ absl::StatusOr<std::vector<CaptureRow>> Store::ListCaptures(const CaptureQuery& 
     r.hosts = s->Int(8);
     r.created_ns = s->Int(9);
     r.chips = s->Int(10);
+    r.options_json = s->Text(11);
     out.push_back(std::move(r));
   }
   next_page_token->clear();

@@ -163,6 +163,8 @@ struct CaptureRow {
   int64_t start_ns = 0, end_ns = 0, created_ns = 0;
   std::string status, source;
   std::map<std::string, std::string> labels;
+  // The options the capture was started with, as stored (captures.options): a JSON object.
+  std::string options_json = "{}";
   int64_t hosts = 0, chips = 0, kernels = 0, events = 0;
 };
 

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "proto/podprof_agent.grpc.pb.h"
 
@@ -40,6 +41,11 @@ class LoopbackAgent final : public podprof::v1::Agent::Service {
   // Capture calls received, and those that ended because the caller cancelled them.
   int captures() const { return captures_; }
   int cancelled() const { return cancelled_; }
+  // The options of the last Capture call received.
+  podprof::v1::CaptureOptions last_options() {
+    absl::MutexLock lock(&mu_);
+    return last_options_;
+  }
   // Ends every held Capture call with OK (no chunks: the aggregator finds no trailer).
   void Release() { release_ = true; }
 
@@ -51,8 +57,12 @@ class LoopbackAgent final : public podprof::v1::Agent::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status Capture(grpc::ServerContext* ctx, const podprof::v1::CaptureRequest*,
+  grpc::Status Capture(grpc::ServerContext* ctx, const podprof::v1::CaptureRequest* req,
                        grpc::ServerWriter<podprof::v1::CaptureChunk>*) override {
+    {
+      absl::MutexLock lock(&mu_);
+      last_options_ = req->options();
+    }
     ++captures_;
     // Polls: a held call has nothing to wait on but its own cancellation.
     while (!release_) {
@@ -72,6 +82,8 @@ class LoopbackAgent final : public podprof::v1::Agent::Service {
   std::unique_ptr<grpc::Server> server_;
   std::atomic<int> captures_{0};
   std::atomic<int> cancelled_{0};
+  absl::Mutex mu_;
+  podprof::v1::CaptureOptions last_options_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> release_{false};
 };
 

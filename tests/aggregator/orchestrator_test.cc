@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "tests/aggregator/loopback_agent.h"
 
@@ -129,6 +130,20 @@ TEST_F(OrchestratorTest, BadRequestsAreRefusedBeforeAnyAgentIsAsked) {
   (*no_match.mutable_label_selector())["pool"] = "b";
   cases.push_back({"no agent matches", no_match, absl::StatusCode::kFailedPrecondition,
                    "no online agent matches the capture"});
+  v1::StartCaptureRequest bogus_set = Capture({"h1"});
+  bogus_set.mutable_options()->set_kernel_profiling(true);
+  bogus_set.mutable_options()->add_counter_sets("BOGUS");
+  cases.push_back({"unknown counter set", bogus_set, absl::StatusCode::kInvalidArgument,
+                   "unknown counter set \"BOGUS\""});
+  v1::StartCaptureRequest fast = Capture({"h1"});
+  fast.mutable_options()->set_kernel_profiling(true);
+  fast.mutable_options()->set_counter_interval_ns(500);
+  cases.push_back({"counter interval under 1 us", fast, absl::StatusCode::kInvalidArgument,
+                   "counter interval 500 ns is below the minimum of 1 us"});
+  v1::StartCaptureRequest bad_option = Capture({"h1"});
+  (*bad_option.mutable_options()->mutable_profiler_options())["a b"] = "1";
+  cases.push_back({"malformed profiler option", bad_option, absl::StatusCode::kInvalidArgument,
+                   "profiler option key \"a b\" is malformed"});
   for (const Case& c : cases) {
     absl::StatusOr<v1::StartCaptureResponse> r = o.Start(c.request);
     ASSERT_FALSE(r.ok()) << c.what;
@@ -210,6 +225,40 @@ TEST_F(OrchestratorTest, CancellingARunningCaptureEndsItCancelledAndFreesItsSlot
   clock_.AdvanceNs(1'000'000);
   absl::StatusOr<v1::StartCaptureResponse> third = o.Start(Capture({"h1"}));
   EXPECT_TRUE(third.ok()) << third.status();
+}
+
+TEST_F(OrchestratorTest, KernelProfilingOptionsReachTheAgentsAndAreStored) {
+  Orchestrator& o = Make({});
+  v1::StartCaptureRequest request = Capture({"h1"});
+  v1::CaptureOptions& options = *request.mutable_options();
+  options.set_kernel_profiling(true);
+  options.set_counter_interval_ns(1000);
+  options.add_counter_sets("TC_COMPUTATION");
+  options.set_external_trigger(false);
+  options.set_device_tracer_level(0);
+  auto* tc = options.add_counters();
+  tc->set_component("tc");
+  for (uint32_t i : {10, 11, 56}) tc->add_indices(i);
+  (*options.mutable_profiler_options())["tpu_power_trace_level"] = "1";
+  absl::StatusOr<v1::StartCaptureResponse> started = o.Start(request);
+  ASSERT_TRUE(started.ok()) << started.status();
+  ASSERT_TRUE(Eventually([&] { return agent_.captures() == 1; }));
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(agent_.last_options(), options))
+      << agent_.last_options().ShortDebugString();
+  auto row = store_->GetCapture(started->capture_id());
+  ASSERT_TRUE(row.ok()) << row.status();
+  const v1::CaptureOptions stored = OptionsFromStoredJson(row->options_json);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(stored, options))
+      << row->options_json;
+  EXPECT_TRUE(stored.has_device_tracer_level()) << "an explicit 0 stays explicit";
+  ASSERT_TRUE(o.Cancel(started->capture_id()).ok());
+  std::vector<v1::CaptureProgress> progress = WatchToEnd(started->capture_id());
+  ASSERT_FALSE(progress.empty());
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(
+      progress.back().summary().options(), options));
+  // Captures started without options are stored as before: a duration only.
+  EXPECT_EQ(OptionsFromStoredJson(StoredOptionsJson(Capture({"h1"}, 7))).ByteSizeLong(), 0u);
+  EXPECT_EQ(StoredOptionsJson(Capture({"h1"}, 7)), "{\"duration_ms\":7}");
 }
 
 TEST_F(OrchestratorTest, UnknownCapturesAreNotFound) {

@@ -338,8 +338,15 @@ TEST_F(PodTest, CliListsAgentsCapturesAndExports) {
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_TRUE(absl::StrContains(table.out, "host-1")) << table.out;
 
+  // A bad kernel-profiling option is refused by the aggregator before any host is asked.
+  PodprofResult bogus =
+      RunPodprof("capture --kernel-profiling --counter-sets BOGUS --aggregator " + agg_addr_);
+  EXPECT_EQ(bogus.exit_code, 2) << bogus.err;
+  EXPECT_TRUE(absl::StrContains(bogus.err, "unknown counter set \"BOGUS\"")) << bogus.err;
+
   PodprofResult cap = RunPodprof(
-      "capture --duration 300ms --label run=cli --format json "
+      "capture --duration 300ms --label run=cli --format json --kernel-profiling "
+      "--counters tc:10,11,56 --counter-interval 1us --counter-sets TC_MEMORY "
       "--aggregator " +
       agg_addr_);
   ASSERT_EQ(cap.exit_code, 0) << cap.err;
@@ -358,6 +365,18 @@ TEST_F(PodTest, CliListsAgentsCapturesAndExports) {
   EXPECT_TRUE(absl::StrContains(cap.err, "capture complete")) << cap.err;
 
   const std::string id = cj["capture_id"];
+  EXPECT_EQ(cj["options"]["kernel_profiling"], true);
+  // Stored with the capture and shown when it is listed.
+  PodprofResult listed_json = RunPodprof("captures --format json --aggregator " + agg_addr_);
+  ASSERT_EQ(listed_json.exit_code, 0) << listed_json.err;
+  auto lj = nlohmann::json::parse(listed_json.out);
+  ASSERT_TRUE(lj.is_array() && !lj.empty()) << listed_json.out;
+  EXPECT_EQ(lj[0]["capture"], id);
+  EXPECT_EQ(lj[0]["options"]["counter_sets"], nlohmann::json::array({"TC_MEMORY"}));
+  EXPECT_EQ(lj[0]["options"]["counters"][0]["indices"], nlohmann::json::array({10, 11, 56}));
+  PodprofResult listed_table = RunPodprof("captures --aggregator " + agg_addr_);
+  EXPECT_TRUE(absl::StrContains(listed_table.out, "kernel profiling: tc[10,11,56] every 1 us"))
+      << listed_table.out;
   const std::string out = P("pod.pftrace");
   PodprofResult exp = RunPodprof("export " + id + " -o " + out + " --aggregator " + agg_addr_);
   ASSERT_EQ(exp.exit_code, 0) << exp.err;

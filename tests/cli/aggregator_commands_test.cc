@@ -207,6 +207,47 @@ TEST(WriteCapturesTest, TableShowsUtcStartWithMillisAndDuration) {
   EXPECT_TRUE(absl::StrContains(lines[3], "--all")) << lines[3];
 }
 
+TEST(WriteCapturesTest, KernelProfilingOptionsAreShownInTableAndJson) {
+  v1::ListCapturesResponse r = TwoCaptures();
+  v1::CaptureOptions& o = *r.mutable_captures(0)->mutable_options();
+  o.set_kernel_profiling(true);
+  o.set_counter_interval_ns(1000);
+  o.add_counter_sets("TC_MEMORY");
+  auto* tc = o.add_counters();
+  tc->set_component("tc");
+  for (uint32_t i : {10, 11, 56}) tc->add_indices(i);
+  std::ostringstream table;
+  WriteCaptures(r, OutputFormat::kTable, table);
+  std::vector<std::string> lines = Lines(table.str());
+  ASSERT_GE(lines.size(), 3u) << table.str();
+  EXPECT_TRUE(absl::StrContains(lines[0], "OPTIONS")) << lines[0];
+  EXPECT_TRUE(absl::StrContains(lines[1], "kernel profiling: tc[10,11,56] every 1 us")) << lines[1];
+  std::ostringstream json;
+  WriteCaptures(r, OutputFormat::kJson, json);
+  nlohmann::json j = nlohmann::json::parse(json.str());
+  EXPECT_EQ(j[0]["options"]["kernel_profiling"], true);
+  EXPECT_EQ(j[0]["options"]["counter_interval_ns"], 1000);
+  EXPECT_EQ(j[0]["options"]["counter_sets"], nlohmann::json::array({"TC_MEMORY"}));
+  EXPECT_EQ(j[0]["options"]["counters"][0]["component"], "tc");
+  EXPECT_EQ(j[0]["options"]["counters"][0]["indices"], nlohmann::json::array({10, 11, 56}));
+  EXPECT_EQ(j[1]["options"]["kernel_profiling"], false);
+}
+
+TEST(CaptureFlagsTest, MalformedKernelProfilingFlagsAreUsageErrorsNamingTheText) {
+  // Refused before the aggregator (nothing listens on port 1) is asked.
+  for (std::string bad : {"--kernel-profiling --counters tc", "--counters tc:1,,2",
+                          "--profiler-option novalue", "--metric-interval 1.5ms"}) {
+    testing::PodprofResult r = RunPodprof("capture --aggregator 127.0.0.1:1 " + bad);
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.err;
+    // The message names the flag at fault.
+    const std::string flag = bad.substr(bad.rfind("--"), bad.rfind(' ') - bad.rfind("--"));
+    EXPECT_TRUE(absl::StrContains(r.err, flag)) << bad << ": " << r.err;
+  }
+  testing::PodprofResult r = RunPodprof("capture --aggregator 127.0.0.1:1 --counter-interval 1x");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "1x")) << r.err;
+}
+
 TEST(WriteCapturesTest, JsonIsAnArrayOfObjects) {
   std::ostringstream out;
   WriteCaptures(TwoCaptures(), OutputFormat::kJson, out);
