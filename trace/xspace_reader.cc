@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/attributes.h"
+#include "absl/base/optimization.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -363,6 +365,12 @@ class Reader {
   };
   absl::Status ReadLine(Cursor line, PlaneState* plane);
   absl::Status ReadEvent(Span ev, PlaneState* plane, LineContext* ctx);
+  // The event as a counter sample of a counter line: a perf sample (performance_counter_id on
+  // the event or its metadata; counted when it has no value), or an older-style counter sample;
+  // false when it is neither. Out of line: most events are not on counter lines.
+  ABSL_ATTRIBUTE_NOINLINE bool TakeCounterSample(PlaneState* plane, const LineContext& ctx,
+                                                 EventFields* f);
+  ABSL_ATTRIBUTE_NOINLINE void NoteDroppedTraces(const PlaneState& plane, int64_t n);
   // A counter sample (counter_value, no performance_counter_id): series `<line>/<event>`,
   // or `<event>` on `_counters_`.
   void AddLineCounterSample(PlaneState* plane, const LineContext& ctx, const EventFields& f);
@@ -975,30 +983,10 @@ absl::Status ParseEvent(Span ev, const StatTable& table, EventFields* f) {
 absl::Status Reader::ReadEvent(Span ev, PlaneState* plane, LineContext* ctx) {
   EventFields f;
   RETURN_IF_ERROR(ParseEvent(ev, plane->stat_table, &f));
-  if (f.dropped_traces > 0) {
-    notes_[capture_.host.chips[plane->chip].ordinal].dropped_traces += f.dropped_traces;
-  }
-  if (ctx->counters) {
-    if (!f.has_perf_id && plane->any_meta_perf_id) {
-      auto meta = plane->metas.find(f.metadata_id);
-      if (meta != plane->metas.end() && meta->second.has_perf_id) {
-        f.has_perf_id = true;
-        f.perf_id = meta->second.perf_id;
-      }
-    }
-    if (f.has_perf_id) {
-      if (f.has_counter) {
-        plane->perf.Add(f.perf_id, ctx->absolute_ns + f.offset_ps / 1000, f.counter);
-      } else {
-        ++notes_[capture_.host.chips[plane->chip].ordinal].missing_values;
-      }
-      return absl::OkStatus();
-    }
-    if (f.has_counter) {
-      AddLineCounterSample(plane, *ctx, f);
-      return absl::OkStatus();
-    }
-    if (ctx->block == nullptr) return absl::OkStatus();
+  if (ABSL_PREDICT_FALSE(f.dropped_traces > 0)) NoteDroppedTraces(*plane, f.dropped_traces);
+  // On a SparseCore plane's lines, events that are no counter samples are scopes.
+  if (ctx->counters && (TakeCounterSample(plane, *ctx, &f) || ctx->block == nullptr)) {
+    return absl::OkStatus();
   }
   uint32_t kernel;
   std::vector<uint32_t>& dense = plane->dense_kernel_of[static_cast<int>(ctx->kind)];
@@ -1016,6 +1004,31 @@ absl::Status Reader::ReadEvent(Span ev, PlaneState* plane, LineContext* ctx) {
   block->kernel.push_back(kernel);
   block->collective.push_back(f.collective);
   return absl::OkStatus();
+}
+
+void Reader::NoteDroppedTraces(const PlaneState& plane, int64_t n) {
+  notes_[capture_.host.chips[plane.chip].ordinal].dropped_traces += n;
+}
+
+bool Reader::TakeCounterSample(PlaneState* plane, const LineContext& ctx, EventFields* f) {
+  if (!f->has_perf_id && plane->any_meta_perf_id) {
+    auto meta = plane->metas.find(f->metadata_id);
+    if (meta != plane->metas.end() && meta->second.has_perf_id) {
+      f->has_perf_id = true;
+      f->perf_id = meta->second.perf_id;
+    }
+  }
+  if (f->has_perf_id) {
+    if (f->has_counter) {
+      plane->perf.Add(f->perf_id, ctx.absolute_ns + f->offset_ps / 1000, f->counter);
+    } else {
+      ++notes_[capture_.host.chips[plane->chip].ordinal].missing_values;
+    }
+    return true;
+  }
+  if (!f->has_counter) return false;
+  AddLineCounterSample(plane, ctx, *f);
+  return true;
 }
 
 void Reader::AddLineCounterSample(PlaneState* plane, const LineContext& ctx, const EventFields& f) {
