@@ -11,6 +11,7 @@
 #include "export/nesting.h"
 #include "nlohmann/json.hpp"
 #include "proto/perfetto_trace.pb.h"
+#include "trace/perf_counters.h"
 #include "trace/xspace_schema.h"
 
 namespace podprof::exporter {
@@ -136,8 +137,9 @@ void Annotate(const trace::KernelDef& def, const std::string* verdict, pp::Track
 // A counter's unit, from the last word of its name: the simulator's and the TPU's counters
 // (`vdd_core_energy_nj`, `stall_hbm_cycles`) and libtpu's runtime metrics
 // (`tpu.runtime.hbm.memory.usage.bytes`, `tpu.runtime.tensorcore.dutycycle.percent`) say it
-// there. Busy and stall gauges (`mxu_busy`, `stall_hbm`: the share of each interval a unit was
-// busy or stalled) are fractions; anything else is counted as plain counts.
+// there; sampled performance counters (`perf/...`) are counts. Busy and stall gauges (`mxu_busy`,
+// `stall_hbm`: the share of each interval a unit was busy or stalled) are fractions; anything else
+// is counted as plain counts.
 void SetCounterUnit(const std::string& name, pp::CounterDescriptor* counter) {
   struct Suffix {
     const char* word;
@@ -159,6 +161,11 @@ void SetCounterUnit(const std::string& name, pp::CounterDescriptor* counter) {
       {"cycles", kUnitCount, "", 0},
       {"count", kUnitCount, "", 0},
   };
+  // Sampled performance counters count events or cycles, whatever their register's last word.
+  if (trace::IsPerfSeries(name)) {
+    counter->set_unit(kUnitCount);
+    return;
+  }
   const size_t cut = name.find_last_of("_.");
   const std::string word =
       absl::AsciiStrToLower(cut == std::string::npos ? name : name.substr(cut + 1));

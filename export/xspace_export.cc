@@ -1,13 +1,17 @@
 #include "export/xspace_export.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
+#include <optional>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "export/nesting.h"
 #include "export/plane_stats.h"
+#include "trace/perf_counters.h"
 #include "trace/xspace_schema.h"
 
 namespace podprof::exporter {
@@ -18,10 +22,18 @@ using trace::xspace::Stat;
 
 // The stats of every device plane written, in the order of their metadata ids (1, 2, ...).
 constexpr Stat kDeviceStats[] = {
-    Stat::kDeviceTypeString, Stat::kPeakTeraflops, Stat::kPeakHbmBw,
-    Stat::kHloCategory,      Stat::kFlops,         Stat::kBytesAccessed,
-    Stat::kSource,           Stat::kProgramId,     Stat::kAllReduceUniqueId,
+    Stat::kDeviceTypeString,
+    Stat::kPeakTeraflops,
+    Stat::kPeakHbmBw,
+    Stat::kHloCategory,
+    Stat::kFlops,
+    Stat::kBytesAccessed,
+    Stat::kSource,
+    Stat::kProgramId,
+    Stat::kAllReduceUniqueId,
     Stat::kCounterValue,
+    Stat::kPerformanceCounterId,
+    Stat::kGlobalChipId,
 };
 // The stats of the Task Environment plane, likewise.
 constexpr Stat kEnvironmentStats[] = {Stat::kProfileStartTime, Stat::kProfileStopTime};
@@ -34,6 +46,18 @@ constexpr exporter::PlaneStats kEnvironment(kEnvironmentStats);
 // does, line starts are relative to the profile start the Task Environment plane gives
 // (INTEROP.md, "XProf session export"). A capture without a profile start keeps its own clock.
 int64_t LineStart(int64_t ns, int64_t origin) { return origin > 0 ? ns - origin : ns; }
+
+// The name of the lines holding performance counter samples, one line per sample (XProf's
+// Perf Counters tool shows it as the sample's "Kernel"; podprof's reader takes any line name).
+constexpr char kPerfSamplesLine[] = "Performance Counters";
+
+// The register id of a perf series of `chip` (trace/perf_counters.h), written as XProf's
+// kernel-profiling samples; nullopt for other series, and for perf series whose id the
+// chip's generation does not give (they go on `_counters_` like any counter).
+std::optional<uint64_t> PerfIdOf(const trace::Chip& chip, const trace::CounterSeries& s) {
+  if (!trace::IsPerfSeries(s.name)) return std::nullopt;
+  return trace::PerfSeriesId(chip.generation, s.name);
+}
 
 // One event of a line being written: its span in ps from the line's start, and its source.
 struct LineEvent {
@@ -145,6 +169,7 @@ void WriteCounters(const trace::HostCapture& capture, int chip, int64_t origin, 
   auto& metas = *plane->mutable_event_metadata();
   for (const trace::CounterSeries& s : capture.counters) {
     if (s.chip != chip || s.time_ns.empty()) continue;
+    if (PerfIdOf(capture.host.chips[chip], s)) continue;  // WritePerfSamples' series
     auto [it, fresh] =
         meta_of.try_emplace(s.name, first_meta + static_cast<int64_t>(meta_of.size()));
     if (fresh) {
@@ -173,6 +198,51 @@ void WriteCounters(const trace::HostCapture& capture, int chip, int64_t origin, 
   }
 }
 
+// The chip's perf series as XProf's kernel-profiling captures hold them, so that its Perf
+// Counters tool and Utilization Viewer read them: a line per sample instant (its id the sample
+// number, 0 up), an event per counter sampled then, named by the register's lower-case name
+// ("id_<id>" for one the table lacks), with `performance_counter_id` and `counter_value`
+// (uint64: the unwrapped running total). Event metadata ids from `first_meta`. Returns the
+// number of sample lines.
+int64_t WritePerfSamples(const trace::HostCapture& capture, int chip, int64_t origin,
+                         int64_t first_meta, xp::XPlane* plane) {
+  struct Sample {
+    int64_t meta;
+    uint64_t id;
+    double value;
+  };
+  std::map<int64_t, std::vector<Sample>> at;  // sample instant (ns) -> its counters
+  auto& metas = *plane->mutable_event_metadata();
+  const trace::Chip& c = capture.host.chips[chip];
+  int64_t next_meta = first_meta;
+  for (const trace::CounterSeries& s : capture.counters) {
+    if (s.chip != chip) continue;
+    const std::optional<uint64_t> id = PerfIdOf(c, s);
+    if (!id || s.time_ns.empty()) continue;
+    const int64_t meta = next_meta++;
+    metas[meta].set_id(meta);
+    const std::optional<absl::string_view> reg = trace::PerfCounterName(c.generation, *id);
+    metas[meta].set_name(reg ? absl::AsciiStrToLower(*reg) : absl::StrCat("id_", *id));
+    for (size_t i = 0; i < s.value.size(); ++i) at[s.time_ns[i]].push_back({meta, *id, s.value[i]});
+  }
+  int64_t sample = 0;
+  for (const auto& [time_ns, samples] : at) {
+    xp::XLine* line = plane->add_lines();
+    line->set_id(sample++);
+    line->set_name(kPerfSamplesLine);
+    line->set_timestamp_ns(LineStart(time_ns, origin));
+    for (const Sample& s : samples) {
+      xp::XEvent* ev = line->add_events();
+      ev->set_metadata_id(s.meta);
+      ev->set_offset_ps(0);
+      kDevice.Add(ev->mutable_stats(), Stat::kPerformanceCounterId)->set_uint64_value(s.id);
+      kDevice.Add(ev->mutable_stats(), Stat::kCounterValue)
+          ->set_uint64_value(s.value > 0 ? static_cast<uint64_t>(std::llround(s.value)) : 0);
+    }
+  }
+  return sample;
+}
+
 // A chip's plane: its identity and peaks as plane stats, its lines, its counters.
 void WriteChipPlane(const trace::HostCapture& capture, int ci, bool gpu, xp::XPlane* plane) {
   const trace::Chip& chip = capture.host.chips[ci];
@@ -190,20 +260,27 @@ void WriteChipPlane(const trace::HostCapture& capture, int ci, bool gpu, xp::XPl
   if (chip.peak_hbm_gbps > 0) {
     kDevice.Add(plane->mutable_stats(), Stat::kPeakHbmBw)->set_double_value(chip.peak_hbm_gbps);
   }
+  // XProf's Perf Counters tool names the chip by it (and skips a plane without it).
+  if (chip.global_id >= 0) {
+    kDevice.Add(plane->mutable_stats(), Stat::kGlobalChipId)
+        ->set_uint64_value(static_cast<uint64_t>(chip.global_id));
+  }
+  // Sample lines first: their ids are the sample numbers, the other lines' ids follow.
+  const int64_t kernels_meta = static_cast<int64_t>(capture.kernels.size()) + 1;
+  const int64_t counters_meta = kernels_meta + static_cast<int64_t>(capture.counters.size());
+  int64_t line_id = WritePerfSamples(capture, ci, origin, counters_meta, plane);
   KernelMetadata metadata(capture, plane);
   // One XLine per line name.
   std::map<std::string, std::vector<const trace::EventBlock*>> lines;
   for (const trace::EventBlock& b : capture.blocks) {
     if (b.chip == ci) lines[b.line].push_back(&b);
   }
-  int64_t line_id = 0;
   for (const auto& [name, blocks] : lines) {
     xp::XLine* line = plane->add_lines();
     line->set_id(++line_id);
     WriteLine(name, blocks, origin, &metadata, line);
   }
-  WriteCounters(capture, ci, origin, static_cast<int64_t>(capture.kernels.size()) + 1, plane,
-                &line_id);
+  WriteCounters(capture, ci, origin, kernels_meta, plane, &line_id);
 }
 
 }  // namespace

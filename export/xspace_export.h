@@ -15,11 +15,14 @@ namespace podprof::exporter {
 // The capture as XProf's post-processed files lay it out: a `/device:TPU:N` (or GPU) plane
 // per chip with its lines (one XLine per line name, events sorted and nested), event metadata
 // carrying each kernel's name, category, flops, bytes, program id and source, the
-// `all_reduce_unique_id` of collective events, counters as a `_counters_` line, and a
-// `Task Environment` plane whose profile start and stop are the capture's window. Every line,
-// counters included, starts at its first event relative to the profile start (as the profiler's
-// post-processing leaves it; INTEROP.md says why not since the epoch) and lasts to its last
-// event's end.
+// `all_reduce_unique_id` of collective events, counters as a `_counters_` line, sampled
+// performance counters (perf/ series) as XProf's kernel-profiling captures hold them (a line
+// per sample instant, an event per counter with `performance_counter_id` and `counter_value`,
+// the plane's `global_chip_id`: what XProf's Perf Counters tool and Utilization Viewer read),
+// and a `Task Environment` plane whose profile start and stop are the capture's window. Every
+// line, counters included, starts at its first event relative to the profile start (as the
+// profiler's post-processing leaves it; INTEROP.md says why not since the epoch) and lasts to
+// its last event's end.
 tensorflow::profiler::XSpace ToXSpace(const trace::HostCapture& capture);
 
 // The run directory name XProf expects, from ns since the Unix epoch: "2026_11_30_02_03_04".

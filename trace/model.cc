@@ -49,11 +49,24 @@ size_t HostCapture::EventCount() const {
   return n;
 }
 
+bool IsScopesLine(std::string_view line) {
+  const absl::string_view name(line.data(), line.size());
+  if (name == xspace::kXlaTraceMeLine || name == xspace::kPallasPrimitivesLine ||
+      name == xspace::kSourceLinesLine || name == xspace::kSourceCodeLine ||
+      name == xspace::kSyncFlagLine) {
+    return true;
+  }
+  // "LLO Instructions" and the per-unit lines ("VALU Instructions", "MXU0 Instructions").
+  if (absl::EndsWith(name, xspace::kInstructionsLineSuffix)) return true;
+  // A SparseCore plane's line, read onto its chip: "SparseCore 1/Sparse Core Ops".
+  return absl::StartsWith(name, kSparseCoreLinePrefix) && name.find('/') != absl::string_view::npos;
+}
+
 LineKind LineKindOfName(const std::string& line) {
   if (line == xspace::kXlaModulesLine) return LineKind::kModules;
   if (line == xspace::kStepsLine) return LineKind::kSteps;
-  if (line == xspace::kXlaTraceMeLine) return LineKind::kScopes;
   if (absl::StartsWith(line, xspace::kGpuStreamLinePrefix)) return LineKind::kGpuStream;
+  if (IsScopesLine(line)) return LineKind::kScopes;
   return LineKind::kOps;
 }
 

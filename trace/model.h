@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace podprof::trace {
@@ -21,7 +22,9 @@ struct Chip {
   DeviceKind kind = DeviceKind::kTpu;
   // N of `/device:TPU:N`: the chip's index on its host.
   int ordinal = 0;
-  // Pod-wide chip id from the plane's `core_details`; -1 when the capture does not say.
+  // Pod-wide chip id: the plane's `core_details`, else its `global_chip_id` stat, else its
+  // `device_id` stat (as XProf's Perf Counters tool falls back); -1 when the capture does not
+  // say.
   int64_t global_id = -1;
   // Short generation name ("v6e", "v5p"); empty when unknown.
   std::string generation;
@@ -50,12 +53,23 @@ enum class LineKind {
   kGpuStream,  // GPU `Stream #N(...)`: one event per kernel or memcpy.
   kModules,    // TPU `XLA Modules`: one event per program run.
   kSteps,      // `Steps`: one event per training step.
-  kScopes,     // TPU `XLA TraceMe`: named scopes inside kernels (a Pallas kernel's trace
-               // points), shown as child slices of the kernel they fall in; not kernels.
+  kScopes,     // TPU `XLA TraceMe` and the kernel-profiling lines (IsScopesLine): events
+               // inside kernels (a Pallas kernel's trace points, primitives, source lines,
+               // LLO instructions, sync-flag waits), shown as child slices of the kernel they
+               // fall in; not kernels.
 };
 
+// Prefix of the lines read from a chip's SparseCore planes: "SparseCore 1/Sparse Core Ops".
+inline constexpr char kSparseCoreLinePrefix[] = "SparseCore ";
+
+// True for the names of LineKind::kScopes lines: `XLA TraceMe`; `Pallas Primitives`,
+// `Source Lines`, `Source code`, `LLO Instructions` and any other "... Instructions" line;
+// `Tensor Core Sync Flag`; and a SparseCore plane's lines ("SparseCore <M>/<line>").
+// (docs/INTEROP.md, "Kernel profiling data".)
+bool IsScopesLine(std::string_view line);
+
 // The kind of a timeline from its name alone ("XLA Ops", "XLA Modules", "Steps",
-// "Stream #..."), for timelines that travel or are stored without their plane.
+// "Stream #...", IsScopesLine), for timelines that travel or are stored without their plane.
 LineKind LineKindOfName(const std::string& line);
 
 // True for lines whose events are kernel executions (they feed kernel statistics).

@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/attributes.h"
+#include "absl/base/optimization.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -17,6 +19,7 @@
 #include "common/status_macros.h"
 #include "trace/chip_catalog.h"
 #include "trace/hash.h"
+#include "trace/perf_samples.h"
 #include "trace/wire.h"
 #include "trace/xspace_schema.h"
 
@@ -176,6 +179,9 @@ struct EventMeta {
   std::string full_name;  // name, when display_name is set and differs (the HLO text)
   uint64_t full_name_hash = 0;
   std::vector<RawStat> stats;
+  // `performance_counter_id` among the stats: events of this metadata are counter samples.
+  bool has_perf_id = false;
+  uint64_t perf_id = 0;
 };
 
 // A length-delimited field recorded during a plane's first pass.
@@ -183,28 +189,59 @@ struct Extent {
   int64_t pos;  // offset of the field's length prefix
 };
 
-enum class PlaneKind { kSkip, kTpu, kGpu, kTaskEnvironment };
+// kSparseCore: a TPU chip's SparseCore plane, whose data belongs to that chip's.
+enum class PlaneKind { kSkip, kTpu, kGpu, kSparseCore, kTaskEnvironment };
 
-bool ParseDeviceOrdinal(absl::string_view name, absl::string_view prefix, int* ordinal) {
-  if (!absl::StartsWith(name, prefix)) return false;
-  absl::string_view digits = name.substr(prefix.size());
+// A plane number: 1-9 digits, all of `digits`.
+bool ParseNumber(absl::string_view digits, int* out) {
   if (digits.empty() || digits.size() > 9) return false;
   for (char c : digits) {
     if (!absl::ascii_isdigit(c)) return false;
   }
-  return absl::SimpleAtoi(digits, ordinal);
+  return absl::SimpleAtoi(digits, out);
 }
 
-PlaneKind ClassifyPlane(absl::string_view name, int* ordinal) {
+bool ParseDeviceOrdinal(absl::string_view name, absl::string_view prefix, int* ordinal) {
+  return absl::StartsWith(name, prefix) && ParseNumber(name.substr(prefix.size()), ordinal);
+}
+
+// "/device:TPU:N SparseCore M" or "/device:TPU:N SparseCore <Word> M" (XLA's
+// kSparseCorePlaneRegex): the chip's ordinal N and the SparseCore's number M.
+bool ParseSparseCorePlane(absl::string_view name, int* ordinal, int* sparse_core) {
+  if (!absl::ConsumePrefix(&name, xspace::kTpuPlanePrefix)) return false;
+  const size_t infix = name.find(xspace::kSparseCorePlaneInfix);
+  if (infix == absl::string_view::npos || !ParseNumber(name.substr(0, infix), ordinal)) {
+    return false;
+  }
+  absl::string_view rest = name.substr(infix + xspace::kSparseCorePlaneInfix.size());
+  if (const size_t space = rest.find(' '); space != absl::string_view::npos) {
+    for (char c : rest.substr(0, space)) {
+      if (!absl::ascii_isalpha(c)) return false;
+    }
+    if (space == 0) return false;
+    rest = rest.substr(space + 1);
+  }
+  return ParseNumber(rest, sparse_core);
+}
+
+PlaneKind ClassifyPlane(absl::string_view name, int* ordinal, int* sparse_core) {
   if (ParseDeviceOrdinal(name, xspace::kTpuPlanePrefix, ordinal)) return PlaneKind::kTpu;
   if (ParseDeviceOrdinal(name, xspace::kGpuPlanePrefix, ordinal)) return PlaneKind::kGpu;
+  if (ParseSparseCorePlane(name, ordinal, sparse_core)) return PlaneKind::kSparseCore;
   if (name == xspace::kTaskEnvironmentPlane) return PlaneKind::kTaskEnvironment;
   return PlaneKind::kSkip;
 }
 
-// Which lines of a device plane podprof keeps; false for the rest.
+// Which lines of a device plane podprof keeps; false for the rest. `counters`: the line's
+// events that are counter samples become series (the rest are the line's block, if it is one).
 bool ClassifyLine(PlaneKind plane, absl::string_view name, LineKind* kind, bool* counters) {
   *counters = false;
+  if (plane == PlaneKind::kSparseCore) {
+    // Counter samples, and scopes of the SparseCore's kernels (docs/INTEROP.md).
+    *kind = LineKind::kScopes;
+    *counters = true;
+    return true;
+  }
   if (name == xspace::kStepsLine) {
     *kind = LineKind::kSteps;
     return true;
@@ -218,12 +255,14 @@ bool ClassifyLine(PlaneKind plane, absl::string_view name, LineKind* kind, bool*
       *kind = LineKind::kModules;
       return true;
     }
-    if (name == xspace::kXlaTraceMeLine) {
+    // `XLA TraceMe` and the kernel-profiling lines inside kernels.
+    if (IsScopesLine(std::string_view(name.data(), name.size()))) {
       *kind = LineKind::kScopes;
       return true;
     }
     // `_counters_`, and any other line (utilization and performance-counter lines): events
-    // that carry `counter_value` are counter samples, the rest is skipped.
+    // that carry `counter_value` or `performance_counter_id` are counter samples, the rest
+    // is skipped.
     *counters = true;
     return true;
   }
@@ -245,6 +284,17 @@ std::string GpuCategory(absl::string_view line, absl::string_view kernel) {
   return "gpu kernel";
 }
 
+// The fields of one XEvent that podprof uses.
+struct EventFields {
+  int64_t metadata_id = 0, offset_ps = 0, duration_ps = 0, device_duration_ps = -1;
+  uint64_t collective = 0;
+  double counter = 0;
+  bool has_counter = false;
+  bool has_perf_id = false;
+  uint64_t perf_id = 0;
+  int64_t dropped_traces = 0;
+};
+
 class Reader {
  public:
   Reader(ByteSource& source, const ReadOptions& options, PieceSink* sink)
@@ -257,6 +307,8 @@ class Reader {
     PlaneKind kind = PlaneKind::kSkip;
     bool named = false;
     int ordinal = 0;
+    int sparse_core = 0;  // M of a SparseCore plane
+    std::string name;
     std::vector<Extent> lines, event_metadata, stat_metadata, stats;
   };
 
@@ -273,7 +325,12 @@ class Reader {
     absl::flat_hash_map<int64_t, size_t> counter_of;  // metadata id -> capture_.counters index
     // The same for counters on other lines than `_counters_`, by (line, metadata id).
     std::map<std::pair<std::string, int64_t>, size_t> line_counter_of;
-    std::string line_name;  // of the line being read (for GPU categories)
+    std::string line_name;  // of the line being read (for GPU categories), with line_prefix
+    // "SparseCore M/" on a SparseCore plane, whose lines are read onto its chip.
+    std::string line_prefix;
+    // Performance counter samples, and whether any event metadata names a counter.
+    PerfSampleCollector perf;
+    bool any_meta_perf_id = false;
   };
 
   // One pass over the XSpace: the host's part (`header`: names, warnings, chips, the Task
@@ -281,12 +338,20 @@ class Reader {
   absl::Status WalkSpace(bool header);
   absl::Status ReadPlane(Cursor plane, bool header);
   absl::Status ReadDevicePlane(const PlaneScan& scan, int64_t plane_end, bool header);
+  // The header pass's part of a device plane: its chip (none for a SparseCore plane) and its
+  // dropped_traces.
+  absl::Status ReadPlaneHeader(const PlaneScan& scan, const PlaneState& state,
+                               const std::vector<RawStat>& plane_stats);
+  // The chip a plane's data belongs to (index into capture_.host.chips), or -1 for a
+  // SparseCore plane whose chip has no plane (warned, skipped).
+  absl::StatusOr<int> DataPlaneChip(const PlaneScan& scan, PlaneState* state);
   // The plane's chip from its stats.
   absl::StatusOr<Chip> ReadChip(const PlaneScan& scan, const PlaneState& state,
                                 const std::vector<RawStat>& plane_stats);
   // After a device plane's data: its times made absolute, its new kernels given their modules,
   // and the piece handed to the sink (then dropped) when there is one.
-  absl::Status EndPlane(size_t blocks_before, size_t counters_before, size_t kernels_before);
+  absl::Status EndPlane(PlaneState* state, size_t blocks_before, size_t counters_before,
+                        size_t kernels_before);
   absl::Status ReadStatMetadataEntry(Cursor entry, StatTable* table);
   absl::Status ReadEventMetadataEntry(Cursor entry, PlaneState* plane);
   absl::Status ReadStatList(Cursor* c, std::vector<RawStat>* out);
@@ -295,11 +360,20 @@ class Reader {
     LineKind kind = LineKind::kOps;
     bool counters = false;
     int64_t timestamp_ns = 0;
+    int64_t absolute_ns = 0;      // Absolute(timestamp_ns)
     EventBlock* block = nullptr;  // null for counter lines
   };
-
   absl::Status ReadLine(Cursor line, PlaneState* plane);
   absl::Status ReadEvent(Span ev, PlaneState* plane, LineContext* ctx);
+  // The event as a counter sample of a counter line: a perf sample (performance_counter_id on
+  // the event or its metadata; counted when it has no value), or an older-style counter sample;
+  // false when it is neither. Out of line: most events are not on counter lines.
+  ABSL_ATTRIBUTE_NOINLINE bool TakeCounterSample(PlaneState* plane, const LineContext& ctx,
+                                                 EventFields* f);
+  ABSL_ATTRIBUTE_NOINLINE void NoteDroppedTraces(const PlaneState& plane, int64_t n);
+  // A counter sample (counter_value, no performance_counter_id): series `<line>/<event>`,
+  // or `<event>` on `_counters_`.
+  void AddLineCounterSample(PlaneState* plane, const LineContext& ctx, const EventFields& f);
   absl::Status ScanLineHeader(Cursor rest, std::string* name, int64_t* timestamp_ns);
   absl::StatusOr<uint32_t> KernelFor(PlaneState* plane, LineKind kind, int64_t metadata_id);
   absl::Status StatString(const PlaneState& plane, const RawStat& stat, std::string* out);
@@ -319,6 +393,10 @@ class Reader {
   // Counter samples keep the line's timestamp until the profile start is known.
   std::vector<int64_t> counter_line_ns_;
   std::vector<int64_t> skipped_planes_;
+  // TPU chips by ordinal (index into capture_.host.chips), for their SparseCore planes.
+  absl::flat_hash_map<int, int> chip_of_tpu_ordinal_;
+  // What each chip's planes lacked, by ordinal; warnings once the capture is read.
+  std::map<int, ChipNotes> notes_;
 };
 
 absl::StatusOr<HostCapture> Reader::Read() {
@@ -388,9 +466,10 @@ absl::Status Reader::ReadPlane(Cursor plane, bool header) {
       RETURN_IF_ERROR(plane.Expect(field, wt, wire::kLengthDelimited));
       std::string name;
       RETURN_IF_ERROR(plane.ReadString(&name));
-      scan.kind = ClassifyPlane(name, &scan.ordinal);
+      scan.kind = ClassifyPlane(name, &scan.ordinal, &scan.sparse_core);
       scan.named = true;
       if (scan.kind == PlaneKind::kSkip) return absl::OkStatus();  // e.g. /host:CPU: skip whole.
+      scan.name = std::move(name);
       continue;
     }
     std::vector<Extent>* extents = nullptr;
@@ -455,16 +534,9 @@ absl::Status Reader::ReadDevicePlane(const PlaneScan& scan, int64_t plane_end, b
     return absl::OkStatus();
   }
 
-  if (header) {
-    ASSIGN_OR_RETURN(Chip chip, ReadChip(scan, state, plane_stats));
-    capture_.host.chips.push_back(std::move(chip));
-    return absl::OkStatus();
-  }
-  // The same planes in the same order as the header's pass: the next chip is this plane's.
-  state.chip = data_planes_++;
-  if (static_cast<size_t>(state.chip) >= capture_.host.chips.size()) {
-    return absl::InternalError("a device plane appeared between the reader's passes");
-  }
+  if (header) return ReadPlaneHeader(scan, state, plane_stats);
+  ASSIGN_OR_RETURN(state.chip, DataPlaneChip(scan, &state));
+  if (state.chip < 0) return absl::OkStatus();
   const size_t blocks_before = capture_.blocks.size();
   const size_t counters_before = capture_.counters.size();
   const size_t kernels_before = capture_.kernels.size();
@@ -481,7 +553,44 @@ absl::Status Reader::ReadDevicePlane(const PlaneScan& scan, int64_t plane_end, b
     RETURN_IF_ERROR(c.ReadSub("XLine", &line));
     RETURN_IF_ERROR(ReadLine(line, &state));
   }
-  return EndPlane(blocks_before, counters_before, kernels_before);
+  return EndPlane(&state, blocks_before, counters_before, kernels_before);
+}
+
+absl::Status Reader::ReadPlaneHeader(const PlaneScan& scan, const PlaneState& state,
+                                     const std::vector<RawStat>& plane_stats) {
+  for (const RawStat& s : plane_stats) {
+    if (state.stat_table.Kind(s.metadata_id) == Stat::kDroppedTraces) {
+      notes_[scan.ordinal].dropped_traces += static_cast<int64_t>(StatUint(s));
+    }
+  }
+  // A SparseCore plane's chip is its TPU plane's, wherever that is in the file.
+  if (scan.kind == PlaneKind::kSparseCore) return absl::OkStatus();
+  ASSIGN_OR_RETURN(Chip chip, ReadChip(scan, state, plane_stats));
+  if (chip.kind == DeviceKind::kTpu) {
+    chip_of_tpu_ordinal_.try_emplace(chip.ordinal, static_cast<int>(capture_.host.chips.size()));
+  }
+  capture_.host.chips.push_back(std::move(chip));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> Reader::DataPlaneChip(const PlaneScan& scan, PlaneState* state) {
+  if (scan.kind == PlaneKind::kSparseCore) {
+    auto it = chip_of_tpu_ordinal_.find(scan.ordinal);
+    if (it == chip_of_tpu_ordinal_.end()) {
+      capture_.warnings.push_back(absl::StrCat("plane \"", scan.name, "\": no ",
+                                               xspace::kTpuPlanePrefix, scan.ordinal,
+                                               " plane for its chip; its data is skipped"));
+      return -1;
+    }
+    state->line_prefix = absl::StrCat(kSparseCoreLinePrefix, scan.sparse_core, "/");
+    return it->second;
+  }
+  // The same planes in the same order as the header's pass: the next chip is this plane's.
+  const int chip = data_planes_++;
+  if (static_cast<size_t>(chip) >= capture_.host.chips.size()) {
+    return absl::InternalError("a device plane appeared between the reader's passes");
+  }
+  return chip;
 }
 
 absl::StatusOr<Chip> Reader::ReadChip(const PlaneScan& scan, const PlaneState& state,
@@ -489,8 +598,17 @@ absl::StatusOr<Chip> Reader::ReadChip(const PlaneScan& scan, const PlaneState& s
   Chip chip;
   chip.kind = scan.kind == PlaneKind::kTpu ? DeviceKind::kTpu : DeviceKind::kGpu;
   chip.ordinal = scan.ordinal;
+  // Fallbacks for the pod-wide id when core_details does not give it, as XProf's Perf
+  // Counters tool reads it: global_chip_id, else device_id.
+  int64_t global_chip_id = -1, device_id = -1;
   for (const RawStat& s : plane_stats) {
     switch (state.stat_table.Kind(s.metadata_id)) {
+      case Stat::kGlobalChipId:
+        global_chip_id = static_cast<int64_t>(StatUint(s));
+        break;
+      case Stat::kDeviceId:
+        device_id = static_cast<int64_t>(StatUint(s));
+        break;
       case Stat::kDeviceTypeString:
         RETURN_IF_ERROR(StatString(state, s, &chip.device_type));
         break;
@@ -522,6 +640,7 @@ absl::StatusOr<Chip> Reader::ReadChip(const PlaneScan& scan, const PlaneState& s
         break;
     }
   }
+  if (chip.global_id < 0) chip.global_id = global_chip_id >= 0 ? global_chip_id : device_id;
   if (const ChipGeneration* g = FindGenerationByDeviceType(chip.device_type);
       g != nullptr && chip.kind == DeviceKind::kTpu) {
     chip.generation = g->name;
@@ -531,13 +650,21 @@ absl::StatusOr<Chip> Reader::ReadChip(const PlaneScan& scan, const PlaneState& s
   return chip;
 }
 
-absl::Status Reader::EndPlane(size_t blocks_before, size_t counters_before, size_t kernels_before) {
+absl::Status Reader::EndPlane(PlaneState* state, size_t blocks_before, size_t counters_before,
+                              size_t kernels_before) {
   for (size_t b = blocks_before; b < capture_.blocks.size(); ++b) {
     capture_.blocks[b].base_ns = Absolute(capture_.blocks[b].base_ns);
   }
   for (size_t i = counters_before; i < capture_.counters.size(); ++i) {
     const int64_t base = Absolute(counter_line_ns_[i]);
     for (int64_t& t : capture_.counters[i].time_ns) t += base;
+  }
+  if (!state->perf.empty()) {
+    // Perf samples come from many lines and already hold absolute times.
+    const Chip& chip = capture_.host.chips[state->chip];
+    state->perf.Finish(state->chip, chip.generation, options_.perf_counter_scaling,
+                       &capture_.counters, &notes_[chip.ordinal]);
+    counter_line_ns_.resize(capture_.counters.size(), 0);
   }
   ResolveModules(kernels_before);
   if (sink_ == nullptr) return absl::OkStatus();
@@ -623,6 +750,13 @@ absl::Status Reader::ReadEventMetadataEntry(Cursor entry, PlaneState* plane) {
             return value.Skip(wt);
         }
       }));
+  for (const RawStat& s : meta.stats) {
+    if (plane->stat_table.Kind(s.metadata_id) == Stat::kPerformanceCounterId) {
+      meta.has_perf_id = true;
+      meta.perf_id = StatUint(s);
+      plane->any_meta_perf_id = true;
+    }
+  }
   meta.full_name_hash = Fnv1a64(name);
   if (!display_name.empty() && display_name != name) meta.full_name = name;
   meta.name = display_name.empty() ? std::move(name) : std::move(display_name);
@@ -689,12 +823,15 @@ absl::Status Reader::ReadLine(Cursor line, PlaneState* plane) {
   }
   if (!ClassifyLine(plane->kind, name, &ctx.kind, &ctx.counters)) return absl::OkStatus();
   ctx.timestamp_ns = timestamp_ns;
-  plane->line_name = name;
-  if (!ctx.counters) {
+  ctx.absolute_ns = Absolute(timestamp_ns);
+  plane->line_name = plane->line_prefix.empty() ? std::move(name) : plane->line_prefix + name;
+  // A SparseCore plane's lines hold both counter samples and scopes.
+  const bool sparse_core = plane->kind == PlaneKind::kSparseCore;
+  if (!ctx.counters || sparse_core) {
     capture_.blocks.emplace_back();
     ctx.block = &capture_.blocks.back();
     ctx.block->chip = plane->chip;
-    ctx.block->line = name;
+    ctx.block->line = plane->line_name;
     ctx.block->kind = ctx.kind;
     ctx.block->base_ns = timestamp_ns;
   }
@@ -745,14 +882,68 @@ absl::Status Reader::ReadLine(Cursor line, PlaneState* plane) {
       RETURN_IF_ERROR(line.Skip(wt));
     }
   }
+  // Only counter samples: no block of scopes.
+  if (sparse_core && ctx.block->size() == 0) capture_.blocks.pop_back();
   return absl::OkStatus();
 }
 
-absl::Status Reader::ReadEvent(Span ev, PlaneState* plane, LineContext* ctx) {
-  int64_t metadata_id = 0, offset_ps = 0, duration_ps = 0, device_duration_ps = -1;
-  uint64_t collective = 0;
-  double counter = 0;
-  bool has_counter = false;
+// One XStat of an event: the value of the stats podprof reads from events. False when damaged.
+bool ParseEventStat(Span st, const StatTable& table, EventFields* f) {
+  int64_t stat_id = 0;
+  uint64_t raw = 0, v = 0;
+  uint32_t value_field = 0, field;
+  WireType wt;
+  while (!st.done()) {
+    if (!st.ReadTag(&field, &wt)) return false;
+    bool ok;
+    if (field == XStatField::kMetadataId && wt == wire::kVarint) {
+      ok = st.ReadVarint(&v);
+      stat_id = static_cast<int64_t>(v);
+    } else if ((field == XStatField::kUint64Value || field == XStatField::kInt64Value) &&
+               wt == wire::kVarint) {
+      ok = st.ReadVarint(&raw);
+      value_field = field;
+    } else if (field == XStatField::kDoubleValue && wt == wire::kFixed64) {
+      ok = st.ReadFixed64(&raw);
+      value_field = field;
+    } else {
+      ok = st.Skip(wt);
+    }
+    if (!ok) return false;
+  }
+  if (value_field == 0) return true;
+  double d;
+  std::memcpy(&d, &raw, sizeof(double));
+  const bool is_double = value_field == XStatField::kDoubleValue;
+  switch (table.Kind(stat_id)) {
+    case Stat::kDeviceDurationPs:
+      if (!is_double) f->device_duration_ps = static_cast<int64_t>(raw);
+      break;
+    case Stat::kAllReduceUniqueId:
+      if (!is_double) f->collective = raw;
+      break;
+    case Stat::kCounterValue:
+      f->has_counter = true;
+      f->counter = is_double ? d
+                   : value_field == XStatField::kInt64Value
+                       ? static_cast<double>(static_cast<int64_t>(raw))
+                       : static_cast<double>(raw);
+      break;
+    case Stat::kPerformanceCounterId:
+      f->has_perf_id = true;
+      f->perf_id = is_double ? (d > 0 ? static_cast<uint64_t>(d) : 0) : raw;
+      break;
+    case Stat::kDroppedTraces:
+      if (!is_double) f->dropped_traces += static_cast<int64_t>(raw);
+      break;
+    default:
+      break;
+  }
+  return true;
+}
+
+// The fields of one XEvent.
+absl::Status ParseEvent(Span ev, const StatTable& table, EventFields* f) {
   uint64_t v = 0;
   uint32_t field;
   WireType wt;
@@ -762,61 +953,21 @@ absl::Status Reader::ReadEvent(Span ev, PlaneState* plane, LineContext* ctx) {
     switch (field) {
       case XEventField::kMetadataId:
         ok = wt == wire::kVarint && ev.ReadVarint(&v);
-        metadata_id = static_cast<int64_t>(v);
+        f->metadata_id = static_cast<int64_t>(v);
         break;
       case XEventField::kOffsetPs:
         ok = wt == wire::kVarint && ev.ReadVarint(&v);
-        offset_ps = static_cast<int64_t>(v);
+        f->offset_ps = static_cast<int64_t>(v);
         break;
       case XEventField::kDurationPs:
         ok = wt == wire::kVarint && ev.ReadVarint(&v);
-        duration_ps = static_cast<int64_t>(v);
+        f->duration_ps = static_cast<int64_t>(v);
         break;
       case XEventField::kStats: {
         Span st;
         ok = wt == wire::kLengthDelimited && ev.ReadSub(&st);
-        int64_t stat_id = 0;
-        uint64_t raw = 0;
-        uint32_t value_field = 0;
-        while (ok && !st.done()) {
-          ok = st.ReadTag(&field, &wt);
-          if (!ok) break;
-          if (field == XStatField::kMetadataId && wt == wire::kVarint) {
-            ok = st.ReadVarint(&v);
-            stat_id = static_cast<int64_t>(v);
-          } else if ((field == XStatField::kUint64Value || field == XStatField::kInt64Value) &&
-                     wt == wire::kVarint) {
-            ok = st.ReadVarint(&raw);
-            value_field = field;
-          } else if (field == XStatField::kDoubleValue && wt == wire::kFixed64) {
-            ok = st.ReadFixed64(&raw);
-            value_field = field;
-          } else {
-            ok = st.Skip(wt);
-          }
-        }
-        if (!ok) return wire::MalformedAt(st.offset(), "bad XStat in XEvent");
-        if (value_field == 0) break;
-        switch (plane->stat_table.Kind(stat_id)) {
-          case Stat::kDeviceDurationPs:
-            if (value_field != XStatField::kDoubleValue)
-              device_duration_ps = static_cast<int64_t>(raw);
-            break;
-          case Stat::kAllReduceUniqueId:
-            if (value_field != XStatField::kDoubleValue) collective = raw;
-            break;
-          case Stat::kCounterValue:
-            has_counter = true;
-            if (value_field == XStatField::kDoubleValue) {
-              std::memcpy(&counter, &raw, sizeof(double));
-            } else if (value_field == XStatField::kInt64Value) {
-              counter = static_cast<double>(static_cast<int64_t>(raw));
-            } else {
-              counter = static_cast<double>(raw);
-            }
-            break;
-          default:
-            break;
+        if (ok && !ParseEventStat(st, table, f)) {
+          return wire::MalformedAt(st.offset(), "bad XStat in XEvent");
         }
         break;
       }
@@ -826,53 +977,88 @@ absl::Status Reader::ReadEvent(Span ev, PlaneState* plane, LineContext* ctx) {
     }
     if (!ok) return wire::MalformedAt(ev.offset(), "bad field in XEvent");
   }
-  if (ctx->counters) {
-    if (!has_counter) return absl::OkStatus();
-    // Series on `_counters_` are named by their event; elsewhere by line and event, since a
-    // utilization line may name its samples after the unit only by the line.
-    const bool own_line = plane->line_name == xspace::kCountersLine;
-    size_t index = capture_.counters.size();
-    bool inserted;
-    if (own_line) {
-      auto [it, fresh] = plane->counter_of.try_emplace(metadata_id, index);
-      index = it->second;
-      inserted = fresh;
-    } else {
-      auto [it, fresh] = plane->line_counter_of.try_emplace({plane->line_name, metadata_id}, index);
-      index = it->second;
-      inserted = fresh;
-    }
-    if (inserted) {
-      CounterSeries series;
-      series.chip = plane->chip;
-      auto meta = plane->metas.find(metadata_id);
-      series.name =
-          meta == plane->metas.end() ? absl::StrCat("counter_", metadata_id) : meta->second.name;
-      if (!own_line) series.name = absl::StrCat(plane->line_name, "/", series.name);
-      capture_.counters.push_back(std::move(series));
-      counter_line_ns_.push_back(ctx->timestamp_ns);
-    }
-    CounterSeries& series = capture_.counters[index];
-    series.time_ns.push_back(offset_ps / 1000);  // Line start added in EndPlane().
-    series.value.push_back(counter);
+  return absl::OkStatus();
+}
+
+absl::Status Reader::ReadEvent(Span ev, PlaneState* plane, LineContext* ctx) {
+  EventFields f;
+  RETURN_IF_ERROR(ParseEvent(ev, plane->stat_table, &f));
+  if (ABSL_PREDICT_FALSE(f.dropped_traces > 0)) NoteDroppedTraces(*plane, f.dropped_traces);
+  // On a SparseCore plane's lines, events that are no counter samples are scopes.
+  if (ctx->counters && (TakeCounterSample(plane, *ctx, &f) || ctx->block == nullptr)) {
     return absl::OkStatus();
   }
   uint32_t kernel;
   std::vector<uint32_t>& dense = plane->dense_kernel_of[static_cast<int>(ctx->kind)];
-  if (metadata_id >= 0 && metadata_id < static_cast<int64_t>(dense.size()) &&
-      dense[metadata_id] != kNoKernel) {
-    kernel = dense[metadata_id];
+  if (f.metadata_id >= 0 && f.metadata_id < static_cast<int64_t>(dense.size()) &&
+      dense[f.metadata_id] != kNoKernel) {
+    kernel = dense[f.metadata_id];
   } else {
-    ASSIGN_OR_RETURN(kernel, KernelFor(plane, ctx->kind, metadata_id));
+    ASSIGN_OR_RETURN(kernel, KernelFor(plane, ctx->kind, f.metadata_id));
   }
   EventBlock* block = ctx->block;
   // Device-measured durations are exact; the event's own duration went through the
   // device-to-host clock mapping.
-  block->start_ps.push_back(offset_ps);
-  block->duration_ps.push_back(device_duration_ps >= 0 ? device_duration_ps : duration_ps);
+  block->start_ps.push_back(f.offset_ps);
+  block->duration_ps.push_back(f.device_duration_ps >= 0 ? f.device_duration_ps : f.duration_ps);
   block->kernel.push_back(kernel);
-  block->collective.push_back(collective);
+  block->collective.push_back(f.collective);
   return absl::OkStatus();
+}
+
+void Reader::NoteDroppedTraces(const PlaneState& plane, int64_t n) {
+  notes_[capture_.host.chips[plane.chip].ordinal].dropped_traces += n;
+}
+
+bool Reader::TakeCounterSample(PlaneState* plane, const LineContext& ctx, EventFields* f) {
+  if (!f->has_perf_id && plane->any_meta_perf_id) {
+    auto meta = plane->metas.find(f->metadata_id);
+    if (meta != plane->metas.end() && meta->second.has_perf_id) {
+      f->has_perf_id = true;
+      f->perf_id = meta->second.perf_id;
+    }
+  }
+  if (f->has_perf_id) {
+    if (f->has_counter) {
+      plane->perf.Add(f->perf_id, ctx.absolute_ns + f->offset_ps / 1000, f->counter);
+    } else {
+      ++notes_[capture_.host.chips[plane->chip].ordinal].missing_values;
+    }
+    return true;
+  }
+  if (!f->has_counter) return false;
+  AddLineCounterSample(plane, ctx, *f);
+  return true;
+}
+
+void Reader::AddLineCounterSample(PlaneState* plane, const LineContext& ctx, const EventFields& f) {
+  // Series on `_counters_` are named by their event; elsewhere by line and event, since a
+  // utilization line may name its samples after the unit only by the line.
+  const bool own_line = plane->line_name == xspace::kCountersLine;
+  size_t index = capture_.counters.size();
+  bool inserted;
+  if (own_line) {
+    auto [it, fresh] = plane->counter_of.try_emplace(f.metadata_id, index);
+    index = it->second;
+    inserted = fresh;
+  } else {
+    auto [it, fresh] = plane->line_counter_of.try_emplace({plane->line_name, f.metadata_id}, index);
+    index = it->second;
+    inserted = fresh;
+  }
+  if (inserted) {
+    CounterSeries series;
+    series.chip = plane->chip;
+    auto meta = plane->metas.find(f.metadata_id);
+    series.name =
+        meta == plane->metas.end() ? absl::StrCat("counter_", f.metadata_id) : meta->second.name;
+    if (!own_line) series.name = absl::StrCat(plane->line_name, "/", series.name);
+    capture_.counters.push_back(std::move(series));
+    counter_line_ns_.push_back(ctx.timestamp_ns);
+  }
+  CounterSeries& series = capture_.counters[index];
+  series.time_ns.push_back(f.offset_ps / 1000);  // Line start added in EndPlane().
+  series.value.push_back(f.counter);
 }
 
 absl::StatusOr<uint32_t> Reader::KernelFor(PlaneState* plane, LineKind kind, int64_t metadata_id) {
@@ -1048,6 +1234,15 @@ void Reader::ResolveModules(size_t first_kernel) {
 void Reader::Finish() {
   // A kernel whose module was named only by a later plane (read whole, not in pieces).
   if (sink_ == nullptr) ResolveModules(0);
+  // Once per chip, whichever of its planes the notes came from.
+  for (const auto& [ordinal, notes] : notes_) {
+    auto chip = chip_of_tpu_ordinal_.find(ordinal);
+    const std::string* generation = chip == chip_of_tpu_ordinal_.end()
+                                        ? nullptr
+                                        : &capture_.host.chips[chip->second].generation;
+    AppendChipWarnings(ordinal, generation == nullptr ? "" : *generation, notes,
+                       &capture_.warnings);
+  }
 }
 
 }  // namespace

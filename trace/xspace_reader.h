@@ -1,11 +1,12 @@
 // Streaming reader for XSpace captures (`<host>.xplane.pb`).
 //
 // Walks the protobuf wire format directly instead of materialising the XSpace message: it keeps
-// the device planes' kernel, module, step and counter timelines, the chips' plane stats and the
-// `Task Environment` window, and skips everything else (host threads, HLO protos) without copying
-// it. Memory is the kept data plus one read buffer; offsets are 64-bit, so files larger than
-// protobuf's 2 GiB message limit read as well as small ones. The format notes are in
-// trace/README.md.
+// the device planes' kernel, module, step, scope and counter timelines (a TPU chip's SparseCore
+// planes read onto its chip, sampled performance counters as perf/ series: docs/INTEROP.md,
+// "Kernel profiling data"), the chips' plane stats and the `Task Environment` window, and skips
+// everything else (host threads, HLO protos) without copying it. Memory is the kept data plus one
+// read buffer; offsets are 64-bit, so files larger than protobuf's 2 GiB message limit read as well
+// as small ones. The format notes are in trace/README.md.
 #ifndef PODPROF_TRACE_XSPACE_READER_H_
 #define PODPROF_TRACE_XSPACE_READER_H_
 
@@ -25,6 +26,10 @@ struct ReadOptions {
   // Largest string a `compressed_str_value` may inflate to; larger ones are an error rather
   // than an unbounded allocation.
   size_t max_inflated_bytes = size_t{64} << 20;
+  // The `scaling` the capture's performance counter sampling asked for (SamplingOptions,
+  // trace/perf_counters.h): sampled values were shifted right by this many bits, and the
+  // reader shifts them back. 0 (the default) when the capture sampled none or unscaled.
+  int perf_counter_scaling = 0;
 };
 
 // Reads one XSpace from `source`. Damaged input fails with DataLoss "malformed XSpace at byte

@@ -328,6 +328,77 @@ TEST(PerfettoWriterTest, CounterTracksCarryUnits) {
                    }));
 }
 
+// Sampled performance counters are counter tracks under their chip's track, counted.
+TEST(PerfettoWriterTest, PerfSeriesNestUnderTheirChip) {
+  trace::HostCapture c = Host("host-a");
+  trace::Chip second;
+  second.ordinal = 1;
+  second.device_type = "TPU v7x";
+  c.host.chips.push_back(second);
+  for (int chip : {0, 1}) {
+    trace::CounterSeries s;
+    s.chip = chip;
+    s.name = "perf/die0_tc_mxu_busy_2";
+    s.time_ns = {kBase, kBase + 1000};
+    s.value = {10, 20};
+    c.counters.push_back(s);
+  }
+  std::ostringstream out;
+  PerfettoWriter w(&out);
+  w.AddHost(c, "");
+  ASSERT_TRUE(w.Finish().ok());
+  perfetto::protos::Trace trace;
+  ASSERT_TRUE(trace.ParseFromString(out.str()));
+  std::map<uint64_t, const perfetto::protos::TrackDescriptor*> tracks;
+  for (const auto& p : trace.packet()) {
+    if (p.has_track_descriptor()) tracks[p.track_descriptor().uuid()] = &p.track_descriptor();
+  }
+  std::map<uint64_t, std::vector<double>> values;  // counter track -> samples
+  for (const auto& p : trace.packet()) {
+    if (p.has_track_event() && p.track_event().type() == 4) {
+      values[p.track_event().track_uuid()].push_back(p.track_event().double_counter_value());
+    }
+  }
+  std::set<std::string> parents;
+  for (const auto& [uuid, t] : tracks) {
+    if (t->name() != "perf/die0_tc_mxu_busy_2") continue;
+    ASSERT_TRUE(t->has_counter());
+    EXPECT_EQ(t->counter().unit(), 2) << "UNIT_COUNT: a register counts";
+    ASSERT_TRUE(tracks.count(t->parent_uuid()));
+    const auto* chip = tracks[t->parent_uuid()];
+    parents.insert(chip->name());
+    ASSERT_TRUE(tracks.count(chip->parent_uuid()));
+    EXPECT_EQ(tracks[chip->parent_uuid()]->process().process_name(), "host-a");
+    EXPECT_EQ(values[uuid], (std::vector<double>{10, 20}));
+  }
+  EXPECT_EQ(parents, (std::set<std::string>{"chip 0 (TPU v5p)", "chip 1 (TPU v7x)"}));
+}
+
+// In a Chrome trace a chip's perf series are counters of its host named after the chip.
+TEST(ChromeJsonWriterTest, PerfSeriesAreNamedAfterTheirChip) {
+  trace::HostCapture c = Host("host-a");
+  c.counters.clear();
+  trace::CounterSeries s;
+  s.name = "perf/die0_tc_cycles";
+  s.time_ns = {kBase + 1000};
+  s.value = {65536};
+  c.counters.push_back(s);
+  std::ostringstream out;
+  ChromeJsonWriter w(&out, kBase);
+  w.AddHost(c, "");
+  ASSERT_TRUE(w.Finish().ok());
+  nlohmann::json j = nlohmann::json::parse(out.str());
+  int counters = 0;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] != "C") continue;
+    ++counters;
+    EXPECT_EQ(e["name"], "chip 0 (TPU v5p) perf/die0_tc_cycles");
+    EXPECT_EQ(e["pid"], 1);
+    EXPECT_EQ(e["args"]["value"].get<double>(), 65536);
+  }
+  EXPECT_EQ(counters, 1);
+}
+
 // The trace says its timestamps are wall-clock time: its first packet clears the sequence's
 // state, makes REALTIME the clock of every later packet, and snapshots REALTIME and BOOTTIME
 // (Perfetto's default trace clock) at the same reading.

@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <string>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/util/export_checker.h"
 #include "trace/byte_source.h"
 #include "trace/xspace_reader.h"
 
@@ -388,6 +390,137 @@ TEST(XSpaceExportTest, ExportReadExportKeepsEveryEventsTime) {
   tensorflow::profiler::XSpace first_space;
   ASSERT_TRUE(first_space.ParseFromString(first));
   EXPECT_EQ(Lines(ToXSpace(*read)), Lines(first_space));
+}
+
+// A v7x chip of a kernel-profiling capture: a Pallas kernel with the lines inside it, a
+// SparseCore's scopes, and sampled performance counters (two at each instant, one the v7x
+// table lacks) beside an older-style counter.
+HostCapture KernelProfilingCapture() {
+  HostCapture c;
+  c.host.name = "v7x-host";
+  c.host.profile_start_ns = kStartNs;
+  c.host.profile_stop_ns = kStartNs + 1'000'000;
+  trace::Chip chip;
+  chip.device_type = "TPU v7x";
+  chip.generation = "v7x";
+  chip.global_id = 12;
+  c.host.chips.push_back(chip);
+  c.kernels = {Kernel("pallas_call", "custom-call", 0), Kernel("dot_general", "scope", 0),
+               Kernel("kernel.py:10", "scope", 0),      Kernel("vmatmul", "scope", 0),
+               Kernel("SyncWait", "scope", 0),          Kernel("sc_gather", "scope", 0)};
+  c.blocks.push_back(Block(0, "XLA Ops", LineKind::kOps, kStartNs, {{0, 50'000'000}}, {0}, {0}));
+  const std::pair<const char*, uint32_t> scopes[] = {
+      {"Pallas Primitives", 1}, {"Source Lines", 2},          {"LLO Instructions", 3},
+      {"MXU0 Instructions", 3}, {"Tensor Core Sync Flag", 4}, {"SparseCore 1/Sparse Core Ops", 5}};
+  for (const auto& [line, kernel] : scopes) {
+    c.blocks.push_back(
+        Block(0, line, LineKind::kScopes, kStartNs + 1000, {{0, 2'000'000}}, {kernel}, {0}));
+  }
+  for (const char* name : {"perf/die0_tc_cycles", "perf/die0_tc_mxu_busy_2", "perf/id_12345"}) {
+    trace::CounterSeries s;
+    s.name = name;
+    s.time_ns = {kStartNs + 1000, kStartNs + 11'000, kStartNs + 21'000};
+    s.value = {60000, 65000, 69536};  // unwrapped: past 16 bits
+    c.counters.push_back(s);
+  }
+  c.counters[1].value = {10, 20, 30};
+  trace::CounterSeries util;
+  util.name = "mxu_busy";
+  util.time_ns = {kStartNs + 5000};
+  util.value = {0.5};
+  c.counters.push_back(util);
+  return c;
+}
+
+// Perf series are written as XProf's Perf Counters tool reads them, and podprof reads back the
+// same series; the lines inside kernels keep their names and stay scopes.
+TEST(XSpaceExportTest, KernelProfilingDataRoundTrips) {
+  const HostCapture in = KernelProfilingCapture();
+  absl::StatusOr<HostCapture> out = RoundTrip(in);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->host.chips.size(), 1u);
+  EXPECT_EQ(out->host.chips[0].global_id, 12);
+  EXPECT_EQ(out->host.chips[0].generation, "v7x");
+  std::map<std::string, const trace::CounterSeries*> series;
+  for (const trace::CounterSeries& s : out->counters) series[s.name] = &s;
+  ASSERT_EQ(series.size(), in.counters.size());
+  for (const trace::CounterSeries& want : in.counters) {
+    ASSERT_TRUE(series.count(want.name)) << want.name;
+    EXPECT_EQ(series[want.name]->chip, 0);
+    EXPECT_EQ(series[want.name]->time_ns, want.time_ns) << want.name;
+    EXPECT_EQ(series[want.name]->value, want.value) << want.name;
+  }
+  for (const EventBlock& want : in.blocks) {
+    const EventBlock* got = FindBlock(*out, 0, want.line);
+    ASSERT_NE(got, nullptr) << want.line;
+    EXPECT_EQ(got->kind, want.kind) << want.line;
+    EXPECT_EQ(got->base_ns, want.base_ns) << want.line;
+    EXPECT_EQ(out->kernels.at(got->kernel[0]).name, in.kernels[want.kernel[0]].name);
+  }
+  // The unknown id is the only note: the sampled values need no sorting or unwrapping.
+  ASSERT_EQ(out->warnings.size(), 1u);
+  EXPECT_NE(out->warnings[0].find("1 performance counter ids not in the v7x"), std::string::npos)
+      << out->warnings[0];
+}
+
+TEST(XSpaceExportTest, PerfSamplesInXprofsLayout) {
+  const tensorflow::profiler::XSpace space = ToXSpace(KernelProfilingCapture());
+  const auto& plane = space.planes(0);
+  std::map<std::string, int64_t> stat_id;
+  for (const auto& [id, sm] : plane.stat_metadata()) stat_id[sm.name()] = id;
+  bool chip_id = false;
+  for (const auto& s : plane.stats()) {
+    chip_id |= s.metadata_id() == stat_id["global_chip_id"] && s.uint64_value() == 12;
+  }
+  EXPECT_TRUE(chip_id) << "XProf's Perf Counters tool skips a plane without global_chip_id";
+  std::set<int64_t> line_ids;
+  std::vector<int64_t> sample_ids;
+  std::map<std::string, std::vector<uint64_t>> values;  // counter name -> values
+  for (const auto& line : plane.lines()) {
+    EXPECT_TRUE(line_ids.insert(line.id()).second) << "line ids are unique: " << line.id();
+    if (line.name() != "Performance Counters") continue;
+    sample_ids.push_back(line.id());
+    EXPECT_EQ(line.events_size(), 3) << "one event per counter sampled at the instant";
+    for (const auto& e : line.events()) {
+      uint64_t id = 0, value = 0;
+      for (const auto& s : e.stats()) {
+        if (s.metadata_id() == stat_id["performance_counter_id"]) id = s.uint64_value();
+        if (s.metadata_id() == stat_id["counter_value"]) value = s.uint64_value();
+      }
+      const std::string& name = plane.event_metadata().at(e.metadata_id()).name();
+      EXPECT_NE(id, 0u) << name;
+      values[name].push_back(value);
+    }
+  }
+  EXPECT_EQ(sample_ids, (std::vector<int64_t>{0, 1, 2})) << "the line id is the sample number";
+  EXPECT_EQ(values, (std::map<std::string, std::vector<uint64_t>>{
+                        {"vf_chip_die0_tc_tcs_tc_misc_tcs_stats_tcs_stats_counters_unprivileged_"
+                         "count_cycles",
+                         {60000, 65000, 69536}},
+                        {"vf_chip_die0_tc_tcs_tc_misc_tcs_stats_tcs_stats_counters_unprivileged_"
+                         "count_mxu_busy_2",
+                         {10, 20, 30}},
+                        {"id_12345", {60000, 65000, 69536}}}));
+}
+
+// The export checker, which reads the file with the published schema only, finds the session
+// clean: perf samples carry their values, sample lines and the others have distinct ids.
+TEST(XSpaceExportTest, KernelProfilingSessionPassesTheChecker) {
+  const HostCapture in = KernelProfilingCapture();
+  const std::filesystem::path root =
+      std::filesystem::path(::testing::TempDir()) / "kernel-profiling-xprof";
+  const std::filesystem::path run =
+      root / "plugins" / "profile" / XprofRunName(in.host.profile_start_ns);
+  std::filesystem::remove_all(root);
+  std::filesystem::create_directories(run);
+  {
+    std::ofstream file(run / "v7x-host.xplane.pb", std::ios::binary);
+    ASSERT_TRUE(ToXSpace(in).SerializeToOstream(&file));
+  }
+  const testing::ExportCheck check = testing::CheckXprofSession(root);
+  EXPECT_TRUE(check.ok()) << check.Summary();
+  EXPECT_EQ(check.counter_samples, 10u) << "3 instants x 3 counters, and mxu_busy";
+  std::filesystem::remove_all(root);
 }
 
 // A real TPU capture (post-processed: device lines at 0, host lines a little after the profile

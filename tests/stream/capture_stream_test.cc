@@ -3,6 +3,7 @@
 // rejects a chunk saying which and why or keeps a capture whose every index points inside it,
 // so nothing downstream (statistics, storage, exports) can read out of bounds.
 #include <cstring>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -243,6 +244,43 @@ TEST(CaptureEncoderTest, SplitsBlocksUnderTheLimitAndRoundTrips) {
   }
   EXPECT_EQ(starts, c.blocks[0].start_ps);
   EXPECT_EQ(durations, c.blocks[0].duration_ps);
+}
+
+// Kernel-profiling data crosses the stream whole: the lines inside kernels and a SparseCore's
+// lines arrive as scopes (the decoder knows a block's kind by its line's name), perf series
+// with their names and values.
+TEST(CaptureEncoderTest, KernelProfilingScopesAndPerfSeriesRoundTrip) {
+  trace::HostCapture c = BigCapture(4);
+  for (const char* line : {"Pallas Primitives", "LLO Instructions", "Tensor Core Sync Flag",
+                           "SparseCore 1/Sparse Core Ops"}) {
+    trace::EventBlock b = c.blocks[0];
+    b.line = line;
+    b.kind = trace::LineKind::kScopes;
+    c.blocks.push_back(b);
+  }
+  trace::CounterSeries perf;
+  perf.name = "perf/die0_tc_cycles";
+  perf.time_ns = {1'700'000'000'000'001'000, 1'700'000'000'000'011'000};
+  perf.value = {65000, 69536};
+  c.counters.push_back(perf);
+  v1::HostInfo host;
+  host.set_host_name("h");
+  CollectSink sink;
+  ChunkCounts counts;
+  ASSERT_TRUE(StreamCapture(c, host, {}, 64 << 10, &sink, &counts).ok());
+  CaptureDecoder d = Decode(sink.chunks);
+  std::map<std::string, trace::LineKind> kinds;
+  for (const trace::EventBlock& b : d.capture().blocks) kinds[b.line] = b.kind;
+  EXPECT_EQ(kinds, (std::map<std::string, trace::LineKind>{
+                       {"XLA Ops", trace::LineKind::kOps},
+                       {"Pallas Primitives", trace::LineKind::kScopes},
+                       {"LLO Instructions", trace::LineKind::kScopes},
+                       {"Tensor Core Sync Flag", trace::LineKind::kScopes},
+                       {"SparseCore 1/Sparse Core Ops", trace::LineKind::kScopes}}));
+  ASSERT_EQ(d.capture().counters.size(), 1u);
+  EXPECT_EQ(d.capture().counters[0].name, perf.name);
+  EXPECT_EQ(d.capture().counters[0].time_ns, perf.time_ns);
+  EXPECT_EQ(d.capture().counters[0].value, perf.value);
 }
 
 TEST(CaptureEncoderTest, StopsWhenTheSinkBreaks) {

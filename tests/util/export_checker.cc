@@ -312,9 +312,19 @@ void CheckLine(const tensorflow::profiler::XPlane& plane, const tensorflow::prof
     if (plane.event_metadata().count(e.metadata_id()) == 0) {
       c->Add("event without metadata", where);
     }
+    bool perf_id = false, perf_value = false;
     for (const auto& s : e.stats()) {
       if (plane.stat_metadata().count(s.metadata_id()) == 0) c->Add("stat without metadata", where);
-      if (StatName(plane, s.metadata_id()) == "all_reduce_unique_id") ++c->flows;
+      const std::string name = StatName(plane, s.metadata_id());
+      if (name == "all_reduce_unique_id") ++c->flows;
+      // XProf's Perf Counters tool and Utilization Viewer key samples on the register id.
+      perf_id |= name == "performance_counter_id" && s.value_case() == s.kUint64Value;
+      perf_value |= name == "counter_value";
+    }
+    if (perf_id) {
+      ++c->counter_samples;
+      if (!perf_value) c->Add("performance counter sample without counter_value", where);
+      continue;
     }
     if (line.name() == "_counters_") {
       ++c->counter_samples;
@@ -401,8 +411,13 @@ ExportCheck CheckXprofSession(const std::filesystem::path& root,
             absl::StrCat(runs[0].filename().string(), " vs ", run));
     }
     for (const auto& plane : space.planes()) {
+      // The trace viewer tells a plane's lines apart by id (a perf sample's number, too).
+      std::set<int64_t> line_ids;
       for (const auto& line : plane.lines()) {
         const std::string where = absl::StrCat(file, " ", plane.name(), " ", line.name());
+        if (!line_ids.insert(line.id()).second) {
+          c.Add("two lines of a plane share an id", absl::StrCat(where, ": ", line.id()));
+        }
         if (first_events != nullptr && !line.events().empty()) {
           int64_t first_ps = INT64_MAX;
           for (const auto& e : line.events()) first_ps = std::min(first_ps, e.offset_ps());

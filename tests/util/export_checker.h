@@ -45,8 +45,10 @@ ExportCheck CheckChromeJson(const std::string& text);
 
 // An XProf session directory (the export's root, holding plugins/profile/<run>/): one run named
 // after the session's start, one `<host>.xplane.pb` per host, each with a Task Environment
-// plane; every event's metadata exists; no two events on a line overlap by under a ns (a
-// rounding artifact: concurrent events may share a line, as on the profiler's own "Async XLA
+// plane; every event's metadata exists; a plane's lines have distinct ids; a performance
+// counter sample (uint64 `performance_counter_id`, as XProf's Perf Counters tool reads it) has
+// a `counter_value` and counts as a counter sample; no two events on a line overlap by under a ns
+// (a rounding artifact: concurrent events may share a line, as on the profiler's own "Async XLA
 // Ops"), each line's duration covers its events, and its timestamp is relative to the profile
 // start, as the profiler's post-processing writes them (docs/INTEROP.md says why not epoch),
 // placing every event inside the profile window. Fills `first_events` ("<file> <plane> <line>" ->

@@ -1,0 +1,64 @@
+// The XSpace reader's part for kernel-profiling captures (docs/INTEROP.md, "Kernel profiling
+// data"): a plane's sampled performance counters gathered into series, and what a chip's data
+// lacked, said once per chip as capture warnings. Internal to trace/; the reader's own state,
+// one object per plane or chip; not synchronised.
+#ifndef PODPROF_TRACE_PERF_SAMPLES_H_
+#define PODPROF_TRACE_PERF_SAMPLES_H_
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "trace/model.h"
+
+namespace podprof::trace {
+
+// What one chip's planes lacked or lost, summed over its TPU plane and SparseCore planes.
+struct ChipNotes {
+  // Trace events the profiler dropped (`dropped_traces` of a plane or an event).
+  int64_t dropped_traces = 0;
+  // Samples carrying `performance_counter_id` but no `counter_value`: dropped.
+  int64_t missing_values = 0;
+  // Perf series whose samples came out of time order (sorted).
+  int64_t unordered_series = 0;
+  // Counter ids the generation's table lacks (kept as perf/id_<id>).
+  std::set<uint64_t> unknown_ids;
+};
+
+// The warnings for chip `ordinal` of `generation` (empty when unknown), one per kind of note,
+// appended to `out`; none for a chip without notes.
+void AppendChipWarnings(int ordinal, absl::string_view generation, const ChipNotes& notes,
+                        std::vector<std::string>* out);
+
+// Samples of one plane's performance counters, grouped by counter id whatever line they are on
+// (XProf writes a line per sample, an event per counter).
+class PerfSampleCollector {
+ public:
+  // One sample of counter `id`: `time_ns` absolute (the line's start plus the event's offset),
+  // `value` the raw `counter_value`.
+  void Add(uint64_t id, int64_t time_ns, double value);
+  bool empty() const { return series_.empty(); }
+
+  // The series for chip `chip` of `generation`, appended to `out` in first-seen order: each
+  // sorted by time (counted in `notes` when it was not), unwrapped with the capture's
+  // `scaling` (trace/perf_counters.h) and named by PerfSeriesName; ids the table lacks are
+  // noted. Leaves the collector empty.
+  void Finish(int chip, absl::string_view generation, int scaling, std::vector<CounterSeries>* out,
+              ChipNotes* notes);
+
+ private:
+  struct Series {
+    uint64_t id;
+    std::vector<int64_t> time_ns;
+    std::vector<double> value;
+  };
+  std::vector<Series> series_;
+  absl::flat_hash_map<uint64_t, size_t> index_of_;  // counter id -> series_ index
+};
+
+}  // namespace podprof::trace
+
+#endif  // PODPROF_TRACE_PERF_SAMPLES_H_
