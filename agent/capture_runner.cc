@@ -18,6 +18,8 @@
 #include "common/status_macros.h"
 #include "kernelprof/options.h"
 #include "proto/grpc_status.h"
+#include "trace/chip_catalog.h"
+#include "trace/perf_counters.h"
 #include "trace/xspace_reader.h"
 
 namespace podprof::agent {
@@ -287,7 +289,7 @@ absl::Status CaptureRunner::Run(const podprof::v1::CaptureRequest& request,
   // Chunks no larger than the aggregator said it accepts, nor than this agent allows.
   const size_t chunk_limit =
       stream::NegotiateChunkBytes(limits.max_chunk_bytes, request.max_chunk_bytes());
-  RETURN_IF_ERROR(StreamXSpace(path, host, chunk_limit, sink, outcome));
+  RETURN_IF_ERROR(StreamXSpace(path, host, request.options(), chunk_limit, sink, outcome));
   if (!sampler.error().empty()) outcome->warnings.push_back(sampler.error());
   RETURN_IF_ERROR(stream::StreamCounters(sampler.Series(), chunk_limit, sink, &outcome->counts));
   podprof::v1::CaptureTrailer trailer;
@@ -305,7 +307,30 @@ absl::Status CaptureRunner::Run(const podprof::v1::CaptureRequest& request,
   return absl::OkStatus();
 }
 
+namespace {
+
+// What a capture that asked for kernel profiling should tell its user when the counters did
+// not come: the chips cannot sample them (before TPU7x), or the workload sent none. Empty when
+// performance counter samples arrived.
+std::string KernelProfilingWarning(const std::vector<trace::Chip>& chips, int perf_series) {
+  if (perf_series > 0) return "";
+  for (const trace::Chip& chip : chips) {
+    const trace::ChipGeneration* g = trace::FindGenerationByName(chip.generation);
+    if (g == nullptr || !g->kernel_profiling) {
+      return absl::StrCat("kernel profiling was asked for, but chip ", chip.ordinal, " is ",
+                          chip.device_type.empty() ? "of an unknown generation" : chip.device_type,
+                          ": performance counters are sampled inside kernels on TPU7x and later "
+                          "only, so this capture has none");
+    }
+  }
+  return "kernel profiling was asked for, but the workload's profiler sent no performance "
+         "counter samples (is its runtime new enough to sample them?)";
+}
+
+}  // namespace
+
 absl::Status CaptureRunner::StreamXSpace(const std::string& path, const podprof::v1::HostInfo& host,
+                                         const podprof::v1::CaptureOptions& options,
                                          size_t chunk_limit, stream::ChunkSink* sink,
                                          CaptureOutcome* outcome) {
   // The XSpace is read and streamed a device plane (a chip) at a time: a long capture's
@@ -321,10 +346,14 @@ absl::Status CaptureRunner::StreamXSpace(const std::string& path, const podprof:
       return sent_;
     }
     absl::Status OnPlane(const trace::HostCapture& piece, size_t first_new_kernel) override {
+      for (const trace::CounterSeries& s : piece.counters) {
+        if (trace::IsPerfSeries(s.name)) ++perf_series_;
+      }
       sent_ = stream::StreamPiece(piece, first_new_kernel, limit_, sink_, &outcome_->counts);
       return sent_;
     }
     const absl::Status& sent() const { return sent_; }
+    int perf_series() const { return perf_series_; }
 
    private:
     const podprof::v1::HostInfo& host_;
@@ -332,10 +361,14 @@ absl::Status CaptureRunner::StreamXSpace(const std::string& path, const podprof:
     stream::ChunkSink* const sink_;
     CaptureOutcome* const outcome_;
     absl::Status sent_;
+    int perf_series_ = 0;
   };
   Pieces pieces(host, chunk_limit, sink, outcome);
   trace::ReadOptions ropts;
   ropts.host_name = host.host_name();
+  // Sampled counters were shifted right by the scaling the capture asked for: shift them back.
+  if (options.kernel_profiling())
+    ropts.perf_counter_scaling = static_cast<int>(options.counter_scaling());
   absl::StatusOr<trace::HostCapture> rest = trace::ReadXSpaceFile(path, ropts, &pieces);
   if (!pieces.sent().ok()) return pieces.sent();  // the stream broke, not the file
   if (!rest.ok()) {
@@ -348,6 +381,11 @@ absl::Status CaptureRunner::StreamXSpace(const std::string& path, const podprof:
                      " recorded no device events (is the TPU busy with this workload?)"));
   }
   outcome->warnings = rest->warnings;
+  if (options.kernel_profiling()) {
+    if (std::string w = KernelProfilingWarning(outcome->chips, pieces.perf_series()); !w.empty()) {
+      outcome->warnings.push_back(std::move(w));
+    }
+  }
   outcome->actual_start_ns = rest->host.profile_start_ns;
   outcome->actual_end_ns = rest->host.profile_stop_ns;
   return absl::OkStatus();

@@ -66,7 +66,8 @@ class CaptureRunner {
   // Reads the workload's XSpace at `path` and streams it (host, then plane by plane) in chunks
   // of at most `chunk_limit` bytes; fills the outcome's chips, warnings and window.
   absl::Status StreamXSpace(const std::string& path, const podprof::v1::HostInfo& host,
-                            size_t chunk_limit, stream::ChunkSink* sink, CaptureOutcome* outcome);
+                            const podprof::v1::CaptureOptions& options, size_t chunk_limit,
+                            stream::ChunkSink* sink, CaptureOutcome* outcome);
 
   Clock& clock_;
   const Workload& workload_;

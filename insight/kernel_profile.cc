@@ -112,7 +112,8 @@ KernelProfile ProfileFromCounters(const trace::ChipGeneration* generation,
   if (d.pwrmgr_dies > 0 && d.Get("pwrmgr_cycle_count") > 0) {
     // v7x's power manager counts the clocks it skipped; the viewer divides by its cycle count.
     p.throttled = d.Get("pwrmgr_clocks_skipped") / d.Get("pwrmgr_cycle_count");
-    p.cycles = d.Get("pwrmgr_cycle_count") - d.Get("pwrmgr_clocks_skipped");
+    p.cycles = d.Get("pwrmgr_cycle_count");
+    p.power_manager = true;
   } else if (d.cycle_dies > 0 && p.nominal_cycles > 0) {
     p.throttled = std::max(0.0, 1 - p.cycles / p.nominal_cycles);
   }
@@ -132,10 +133,11 @@ ProfileCause CauseOf(const KernelProfile& p, bool memory_bound) {
   if (p.throttled >= kThrottledShare) {
     return {"throttled",
             absl::StrCat("throttled: ", Percent(p.throttled), " of its clock cycles skipped",
-                         p.nominal_cycles > 0
+                         p.power_manager ? std::string(" (power manager)")
+                         : p.nominal_cycles > 0
                              ? absl::StrCat(" (counted ", Percent(p.cycles / p.nominal_cycles),
-                                            " of the nominal clock)")
-                             : "")};
+                                            " of the nominal clock's cycles)")
+                             : std::string())};
   }
   auto unit = [&](const char* name) {
     auto it = p.units.find(name);

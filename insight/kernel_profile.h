@@ -38,8 +38,10 @@ struct KernelProfile {
   // TensorCore cycles counted over the kernel, and what the nominal clock gives for its time.
   double cycles = 0;
   double nominal_cycles = 0;
-  // Share of clock cycles skipped (0..1); 0 when nothing shows throttling.
+  // Share of clock cycles skipped (0..1); 0 when nothing shows throttling. `power_manager`:
+  // counted by v7x's power manager, else inferred from counted against nominal cycles.
   double throttled = 0;
+  bool power_manager = false;
   // Share of the kernel's time its TensorCores waited on sync flags (`SyncWait`); 0 unknown.
   double sync_wait = 0;
 };

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -20,9 +21,11 @@ using ComponentCounters = v1::CaptureOptions::ComponentCounters;
 
 constexpr char kEnableSamplingKey[] = "tpu_enable_periodic_counter_sampling";
 constexpr char kPerfCountersKey[] = "tpu_perf_counters";
-// What the issue asks for and XProf's own example uses: scaling 0, 16-bit counters.
+// Unshifted 64-bit values unless asked otherwise (XProf's default width): narrower values save
+// trace space but wrap, and a counter that wraps more than once between two samples (across an
+// idle gap, when sampling only runs inside kernels) cannot be unwrapped.
 constexpr uint32_t kDefaultScaling = 0;
-constexpr uint32_t kDefaultCounterSizeBits = 1;
+constexpr uint32_t kDefaultCounterSizeBits = 3;
 // A right shift of a 64-bit counter by 64 or more leaves nothing.
 constexpr uint32_t kMaxScaling = 63;
 // counter_size_bits n means 2^(n+3)-bit values: 8, 16, 32 or 64.
@@ -53,6 +56,23 @@ std::string KernelOnlyFieldSet(const v1::CaptureOptions& o) {
   if (o.has_counter_scaling()) return "--counter-scaling";
   if (o.has_counter_size_bits()) return "--counter-size-bits";
   return "";
+}
+
+// The counters a set stands for: indices within a component, at the register offsets of
+// TPU7x's statistics blocks (trace/perf_counter_ids_v7x.inc; index = (id - block start) / 8).
+// TC_COMPUTATION: cycles, the scalar ALUs, the four vector ALUs, MXU busy 0-2 and XLU busy
+// 0-2, what the Utilization Viewer's compute rows need; TC_MEMORY: cycles, vector stores and
+// loads; SC_ACTIVITY: a SparseCore sequencer's cycles and scalar issue slots; SC_MEMORY: a
+// SparseCore tile's cycles and vector loads and stores. Empty for HBM: XProf documents no
+// component that samples HBM controllers.
+std::vector<std::pair<std::string, std::vector<uint32_t>>> SetCounters(absl::string_view set) {
+  if (set == "TC_COMPUTATION") {
+    return {{"tc", {0, 10, 11, 31, 32, 33, 34, 56, 57, 58, 73, 74, 75}}};
+  }
+  if (set == "TC_MEMORY") return {{"tc", {0, 35, 37, 38}}};
+  if (set == "SC_ACTIVITY") return {{"scs", {0, 1, 3, 4, 5}}};
+  if (set == "SC_MEMORY") return {{"sctc", {0, 5, 6}}};
+  return {};
 }
 
 absl::Status ValidateCounters(const v1::CaptureOptions& o) {
@@ -92,6 +112,12 @@ absl::Status ValidateSampling(const v1::CaptureOptions& o) {
     if (!sets.insert(s).second) {
       return absl::InvalidArgumentError(absl::StrCat("counter set \"", s, "\" is given twice"));
     }
+    if (SetCounters(s).empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "counter set \"", s,
+          "\" cannot be sampled: XProf documents no sampling component for HBM; sample the "
+          "TensorCore's loads and stores (TC_MEMORY) or name counters with --counters"));
+    }
   }
   const int64_t interval_ns = static_cast<int64_t>(o.counter_interval_ns());
   if (o.counter_interval_ns() != 0) {
@@ -128,7 +154,9 @@ std::set<std::string> BuiltKeys(const v1::CaptureOptions& o) {
   std::set<std::string> keys;
   if (o.kernel_profiling()) {
     keys.insert(kEnableSamplingKey);
-    for (const ComponentCounters& c : o.counters()) keys.insert(SamplingOptionsKey(c.component()));
+    for (const ComponentCounters& c : EffectiveCounters(o)) {
+      keys.insert(SamplingOptionsKey(c.component()));
+    }
   }
   if (o.perf_counters()) keys.insert(kPerfCountersKey);
   return keys;
@@ -171,6 +199,28 @@ const std::vector<std::string>& CounterSets() {
   static const auto* const kSets = new std::vector<std::string>{"TC_COMPUTATION", "TC_MEMORY",
                                                                 "SC_ACTIVITY", "SC_MEMORY", "HBM"};
   return *kSets;
+}
+
+std::vector<ComponentCounters> EffectiveCounters(const v1::CaptureOptions& options) {
+  std::map<std::string, std::set<uint32_t>> by_component;
+  for (const ComponentCounters& c : options.counters()) {
+    by_component[c.component()].insert(c.indices().begin(), c.indices().end());
+  }
+  std::vector<std::string> sets(options.counter_sets().begin(), options.counter_sets().end());
+  if (sets.empty() && options.counters().empty()) sets = {"TC_COMPUTATION", "TC_MEMORY"};
+  for (const std::string& set : sets) {
+    for (const auto& [component, indices] : SetCounters(set)) {
+      by_component[component].insert(indices.begin(), indices.end());
+    }
+  }
+  std::vector<ComponentCounters> out;
+  for (const auto& [component, indices] : by_component) {
+    ComponentCounters c;
+    c.set_component(component);
+    for (uint32_t i : indices) c.add_indices(i);
+    out.push_back(std::move(c));
+  }
+  return out;
 }
 
 std::string SamplingOptionsKey(absl::string_view component) {
@@ -221,7 +271,7 @@ absl::Status FillProfileOptions(const v1::CaptureOptions& options,
   auto& config = *profile->mutable_advanced_configuration();
   if (options.kernel_profiling()) {
     config[kEnableSamplingKey].set_bool_value(true);
-    for (const ComponentCounters& c : options.counters()) {
+    for (const ComponentCounters& c : EffectiveCounters(options)) {
       config[SamplingOptionsKey(c.component())].set_string_value(SamplingOptionsText(options, c));
     }
   }

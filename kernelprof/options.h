@@ -28,9 +28,16 @@ namespace podprof::kernelprof {
 // The components whose counters XProf samples, lower case, as in the option names.
 const std::vector<std::string>& Components();
 
-// The counter sets podprof knows (upper case). They are podprof's own names: XProf documents
-// no option to send them, so they are recorded with the capture only.
+// The counter sets podprof knows (upper case). They are podprof's own names for groups of
+// counter indices (XProf documents no option that names sets): a capture asks for the indices
+// they stand for (EffectiveCounters). HBM is known but cannot be sampled, and says so.
 const std::vector<std::string>& CounterSets();
+
+// The counters a capture asks each component for: its --counters, plus the indices of its
+// counter sets, plus, when it names neither, TC_COMPUTATION and TC_MEMORY (what the
+// utilizations podprof computes need). Sorted by component, indices increasing and distinct.
+std::vector<v1::CaptureOptions::ComponentCounters> EffectiveCounters(
+    const v1::CaptureOptions& options);
 
 // The advanced_configuration key of a component's sampling options,
 // "tpu_<component>_perf_counter_sampling_options".

@@ -70,7 +70,7 @@ class PodTest : public ::testing::Test {
           "--profiler-port=0",
           "--metrics-port=0",
           absl::StrCat("--chips=", chips_),
-          "--generation=v5p",
+          "--generation=" + generation_,
           absl::StrCat("--hosts=", hosts.size()),
           "--host-index=" + n,
           "--pod-seed=9",
@@ -161,8 +161,71 @@ class PodTest : public ::testing::Test {
   std::vector<std::string> sim_extra_;  // more podprof-simhost flags, for every host
   std::string agent_toml_;              // every agent's configuration file
   int chips_ = 2;                       // per simulated host
+  std::string generation_ = "v5p";      // of every simulated host
   std::unique_ptr<v1::Aggregator::Stub> stub_;
 };
+
+// Kernel profiling across a v7x pod: one command asks every host for in-kernel counters; the
+// simulated hosts inject a kernel whose MXU waits on HBM (paged_attention) and a throttled chip
+// (host 1, chip 1, 30% of its clocks skipped), and the answers name both, per chip.
+TEST_F(PodTest, KernelProfilingFindsTheMxuWaitingOnHbmAndTheThrottledChip) {
+  generation_ = "v7x";
+  sim_extra_ = {"--throttle=1:1:0.3"};
+  StartPod({{-5'000'000, 0}, {7'000'000, 0}});
+  PodprofResult cap = RunPodprof(
+      "capture --duration 300ms --format json --kernel-profiling --counter-interval 10us "
+      "--aggregator " +
+      agg_addr_);
+  ASSERT_EQ(cap.exit_code, 0) << cap.err;
+  const auto cj = nlohmann::json::parse(cap.out);
+  ASSERT_EQ(cj["state"], "complete") << cap.out;
+  const std::string id = cj["capture_id"];
+
+  PodprofResult kernel = RunPodprof("kernel paged_attention --capture " + id +
+                                    " --format json --aggregator " + agg_addr_);
+  ASSERT_EQ(kernel.exit_code, 0) << kernel.err;
+  const auto kj = nlohmann::json::parse(kernel.out);
+  const auto& in = kj["rollup"]["insight"];
+  EXPECT_EQ(in["verdict"], "stalled") << in.dump();
+  EXPECT_TRUE(absl::StrContains(in["verdict_text"].get<std::string>(), "MXU idle waiting on HBM"))
+      << in.dump();
+  EXPECT_NEAR(in["kernel_profile"]["units"]["mxu"].get<double>(), 0.12, 0.02) << in.dump();
+  EXPECT_NEAR(in["kernel_profile"]["sync_wait"].get<double>(), 0.55, 0.05) << in.dump();
+  // Every chip's copy is judged, the throttled one too.
+  ASSERT_EQ(kj["per_chip"].size(), 4u) << kernel.out;
+  for (const auto& chip : kj["per_chip"]) {
+    EXPECT_TRUE(chip["insight"].contains("kernel_profile")) << chip.dump();
+  }
+  std::set<std::string> lines;
+  for (const auto& sc : kj["scopes"]) lines.insert(sc["line"].get<std::string>());
+  EXPECT_TRUE(lines.count("Pallas Primitives") && lines.count("Source Lines") &&
+              lines.count("Tensor Core Sync Flag"))
+      << kj["scopes"].dump();
+
+  // A matmul fusion is throttled on host-1 chip 1 only.
+  PodprofResult stats =
+      RunPodprof("stats " + id + " --by chip --format json --top 0 --aggregator " + agg_addr_);
+  ASSERT_EQ(stats.exit_code, 0) << stats.err;
+  int throttled_rows = 0, other_rows = 0;
+  const auto sj = nlohmann::json::parse(stats.out);
+  for (const auto& row : sj["rows"]) {
+    if (row["category"] != "convolution fusion") continue;
+    const auto& ins = row["insight"];
+    ASSERT_TRUE(ins.contains("kernel_profile")) << row.dump();
+    const double throttled = ins["kernel_profile"]["throttled"].get<double>();
+    if (row["host"] == "host-1" && row["chip"] == 1) {
+      ++throttled_rows;
+      EXPECT_NEAR(throttled, 0.3, 0.02) << row.dump();
+      EXPECT_EQ(ins["verdict"], "throttled") << row.dump();
+    } else {
+      ++other_rows;
+      EXPECT_LT(throttled, 0.02) << row.dump();
+      EXPECT_NE(ins["verdict"], "throttled") << row.dump();
+    }
+  }
+  EXPECT_GT(throttled_rows, 0) << stats.out.substr(0, 3000);
+  EXPECT_GT(other_rows, 0);
+}
 
 TEST_F(PodTest, FourHostCaptureAlignsClocksAndCollectives) {
   StartPod({{-40'000'000, 0}, {25'000'000, 150'000}, {3'000'000, 0}, {-12'000'000, -90'000}});

@@ -67,15 +67,17 @@ TEST(KernelProfilingOptionsTest, PeriodicSamplingIsSpelledAsXprofDocumentsIt) {
   o.add_counter_sets("TC_COMPUTATION");
   tensorflow::ProfileOptions p;
   ASSERT_TRUE(FillProfileOptions(o, &p).ok());
-  // Counter sets have no XProf option: nothing is sent for them.
+  // A counter set adds its indices to the component's own (TC_COMPUTATION: cycles, scalar and
+  // vector ALUs, MXU and XLU busy).
   EXPECT_EQ(Config(p),
             (std::map<std::string, std::string>{
                 {"tpu_enable_periodic_counter_sampling", "bool:true"},
                 {"tpu_tc_perf_counter_sampling_options",
-                 "string:interval_us:1 scaling:0 counter_size_bits:1 indices:10 indices:11 "
-                 "indices:56"},
+                 "string:interval_us:1 scaling:0 counter_size_bits:3 indices:0 indices:10 "
+                 "indices:11 indices:31 indices:32 indices:33 indices:34 indices:56 indices:57 "
+                 "indices:58 indices:73 indices:74 indices:75"},
                 {"tpu_scs_perf_counter_sampling_options",
-                 "string:interval_us:1 scaling:0 counter_size_bits:1 indices:0 indices:3"}}));
+                 "string:interval_us:1 scaling:0 counter_size_bits:3 indices:0 indices:3"}}));
   EXPECT_EQ(p.device_tracer_level(), 1u);
   EXPECT_EQ(p.python_tracer_level(), 0u);
 }
@@ -99,7 +101,24 @@ TEST(KernelProfilingOptionsTest, NoIntervalLeavesTheWorkloadsDefault) {
   tensorflow::ProfileOptions p;
   ASSERT_TRUE(FillProfileOptions(o, &p).ok());
   EXPECT_EQ(Config(p)["tpu_tc_perf_counter_sampling_options"],
-            "string:scaling:0 counter_size_bits:1 indices:10 indices:11 indices:56");
+            "string:scaling:0 counter_size_bits:3 indices:10 indices:11 indices:56");
+}
+
+// --kernel-profiling alone asks for what the utilizations need: TC_COMPUTATION and TC_MEMORY.
+TEST(KernelProfilingOptionsTest, NoCountersAsksForTheUtilizationSets) {
+  v1::CaptureOptions o;
+  o.set_kernel_profiling(true);
+  tensorflow::ProfileOptions p;
+  ASSERT_TRUE(FillProfileOptions(o, &p).ok());
+  EXPECT_EQ(Config(p)["tpu_tc_perf_counter_sampling_options"],
+            "string:scaling:0 counter_size_bits:3 indices:0 indices:10 indices:11 indices:31 "
+            "indices:32 indices:33 indices:34 indices:35 indices:37 indices:38 indices:56 "
+            "indices:57 indices:58 indices:73 indices:74 indices:75");
+  // HBM is a set podprof knows but no component samples: refused, saying so.
+  o.add_counter_sets("HBM");
+  absl::Status s = ValidateCaptureOptions(o);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("\"HBM\" cannot be sampled"), absl::string_view::npos) << s;
 }
 
 TEST(KernelProfilingOptionsTest, NoOptionsAddNoKeys) {
@@ -157,9 +176,9 @@ TEST(KernelProfilingOptionsTest, UnknownCounterSetIsNamed) {
   o.add_counter_sets("BOGUS");
   ExpectInvalid(o, "unknown counter set \"BOGUS\"");
   o.clear_counter_sets();
-  o.add_counter_sets("HBM");
-  o.add_counter_sets("HBM");
-  ExpectInvalid(o, "counter set \"HBM\" is given twice");
+  o.add_counter_sets("TC_MEMORY");
+  o.add_counter_sets("TC_MEMORY");
+  ExpectInvalid(o, "counter set \"TC_MEMORY\" is given twice");
 }
 
 TEST(KernelProfilingOptionsTest, IntervalBelowOneMicrosecondOrNotWholeIsRefused) {
