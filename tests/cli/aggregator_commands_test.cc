@@ -541,7 +541,7 @@ TEST(WriteImportResultTest, FileErrorsAreWarningsOnStderr) {
   WriteImportResult(r, OutputFormat::kCsv, csv, csv_err);
   EXPECT_EQ(Lines(csv.str())[1],
             "cap-new,*,*,fusion.12,jit_step,convolution fusion,3,3000,900,1200,1001,1000,1100,1190,"
-            "1000,2000,1000,0.5,0,0,0.5,0.125,0,compute bound");
+            "1000,2000,1000,0.5,0,0,0.5,0.125,0,compute bound,,,,,,,,");
 }
 
 TEST(TextTableTest, PadsByCharactersAndCutsLongCells) {
