@@ -167,14 +167,23 @@ absl::StatusOr<std::string> StartPod(const DemoOptions& options, const std::stri
     const std::string drift = absl::StrFormat("%.2f", drift_ppm(rng));
     const std::string dev = i % 2 ? absl::StrFormat("%.1fus", device_us(rng)) : "0";
     (*truth_files)[host] = dir + "/truth-" + n + ".json";
+    std::vector<std::string> sim_args = {bin + "/podprof-simhost",
+                                         "--profiler-port=0",
+                                         "--metrics-port=0",
+                                         "--generation=" + options.generation,
+                                         absl::StrCat("--hosts=", options.hosts),
+                                         "--host-index=" + n,
+                                         absl::StrCat("--pod-seed=", options.seed),
+                                         "--counters",
+                                         "--host-name=" + host,
+                                         "--clock-offset=" + off,
+                                         "--clock-drift-ppm=" + drift,
+                                         "--device-clock-offset=" + dev,
+                                         "--truth-file=" + (*truth_files)[host],
+                                         "--ready-file=" + dir + "/simhost-" + n + ".json"};
+    if (!options.throttle.empty()) sim_args.push_back("--throttle=" + options.throttle);
     absl::StatusOr<json> sim =
-        StartReady(children, clock, "podprof-simhost " + n,
-                   {bin + "/podprof-simhost", "--profiler-port=0", "--metrics-port=0",
-                    "--generation=" + options.generation, absl::StrCat("--hosts=", options.hosts),
-                    "--host-index=" + n, absl::StrCat("--pod-seed=", options.seed), "--counters",
-                    "--host-name=" + host, "--clock-offset=" + off, "--clock-drift-ppm=" + drift,
-                    "--device-clock-offset=" + dev, "--truth-file=" + (*truth_files)[host],
-                    "--ready-file=" + dir + "/simhost-" + n + ".json"},
+        StartReady(children, clock, "podprof-simhost " + n, sim_args,
                    dir + "/simhost-" + n + ".log", dir + "/simhost-" + n + ".json");
     if (!sim.ok()) return sim.status();
     absl::StatusOr<json> agent = StartReady(
@@ -320,6 +329,10 @@ int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
   capture.format = options.format;
   capture.display = options.display;
   capture.top = 10;
+  if (options.kernel_profiling) {
+    capture.profiling.set_kernel_profiling(true);
+    capture.profiling.set_counter_interval_ns(10'000);
+  }
   absl::StatusOr<CaptureResult> result = RunCapture(client, capture, out, err);
   if (!result.ok()) return fail(std::string(result.status().message()));
 

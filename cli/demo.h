@@ -26,6 +26,10 @@ struct DemoOptions {
   // Where the database, logs and trace go; empty = a new directory under $TMPDIR or /tmp.
   std::string dir;
   uint64_t seed = 1;
+  // Ask the capture for kernel profiling (every 10 us), and throttle a simulated chip
+  // ("HOST:CHIP:FRACTION", podprof-simhost --throttle; empty = none).
+  bool kernel_profiling = false;
+  std::string throttle;
   OutputFormat format = OutputFormat::kTable;
   Display display;
   // Directory holding podprof-aggregator, podprof-agent and podprof-simhost; empty = this

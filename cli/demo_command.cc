@@ -10,8 +10,12 @@ class DemoCommand : public Command {
  public:
   DemoCommand(CLI::App* cmd, CliContext& context) : Command(cmd) {
     cmd->add_option("--hosts", options_.hosts, "Simulated hosts (1-64)")->capture_default_str();
-    cmd->add_option("--generation", options_.generation, "TPU generation: v4, v5e, v5p or v6e")
+    cmd->add_option("--generation", options_.generation, "TPU generation: v4, v5e, v5p, v6e or v7x")
         ->capture_default_str();
+    cmd->add_flag("--kernel-profiling", options_.kernel_profiling,
+                  "Ask for in-kernel performance counters every 10 us (v7x simulates them)");
+    cmd->add_option("--throttle", options_.throttle,
+                    "Throttle one simulated chip, HOST:CHIP:FRACTION (e.g. 1:0:0.3)");
     cmd->add_option("--duration", options_.duration_ns, "Length of the capture window, e.g. 2s")
         ->transform(PositiveDuration())
         ->option_text("DURATION (default 2s)");
@@ -24,6 +28,7 @@ class DemoCommand : public Command {
     AddFormatFlag(cmd, context.format);
     cmd->footer(
         "Examples:\n  podprof demo\n  podprof demo --hosts 8 --generation v6e --duration 1s\n"
+        "  podprof demo --generation v7x --kernel-profiling --throttle 1:0:0.3 --keep\n"
         "  podprof demo --format json | jq .hosts\n  podprof demo --keep   # then query it");
   }
 
