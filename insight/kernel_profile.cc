@@ -130,15 +130,6 @@ KernelProfile ProfileFromCounters(const trace::ChipGeneration* generation,
 
 ProfileCause CauseOf(const KernelProfile& p, bool memory_bound) {
   if (!p.present) return {};
-  if (p.throttled >= kThrottledShare) {
-    return {"throttled",
-            absl::StrCat("throttled: ", Percent(p.throttled), " of its clock cycles skipped",
-                         p.power_manager ? std::string(" (power manager)")
-                         : p.nominal_cycles > 0
-                             ? absl::StrCat(" (counted ", Percent(p.cycles / p.nominal_cycles),
-                                            " of the nominal clock's cycles)")
-                             : std::string())};
-  }
   auto unit = [&](const char* name) {
     auto it = p.units.find(name);
     return it == p.units.end() ? -1.0 : it->second;
@@ -149,9 +140,22 @@ ProfileCause CauseOf(const KernelProfile& p, bool memory_bound) {
     std::string why;
     if (p.sync_wait > 0) absl::StrAppend(&why, ", ", Percent(p.sync_wait), " of it in sync waits");
     if (hbm >= 0) absl::StrAppend(&why, ", HBM at ", Percent(hbm), " of peak");
+    if (p.throttled >= kThrottledShare) {
+      absl::StrAppend(&why, "; also throttled, ", Percent(p.throttled),
+                      " of its clock cycles skipped");
+    }
     if (why.empty()) why = ", and its costs put it under the roofline's ridge";
     return {"MXU idle waiting on HBM",
             absl::StrCat("MXU idle waiting on HBM: MXU busy ", Percent(mxu), why)};
+  }
+  if (p.throttled >= kThrottledShare) {
+    return {"throttled",
+            absl::StrCat("throttled: ", Percent(p.throttled), " of its clock cycles skipped",
+                         p.power_manager ? std::string(" (power manager)")
+                         : p.nominal_cycles > 0
+                             ? absl::StrCat(" (counted ", Percent(p.cycles / p.nominal_cycles),
+                                            " of the nominal clock's cycles)")
+                             : std::string())};
   }
   std::string busiest;
   double most = 0;

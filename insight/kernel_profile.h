@@ -54,7 +54,9 @@ KernelProfile ProfileFromCounters(const trace::ChipGeneration* generation,
                                   int64_t sync_wait_ps, int64_t total_ps);
 
 // The cause a profile shows, in plain words naming the unit ("MXU idle waiting on HBM",
-// "vector-store bound", "throttled"), or "" when it shows none. `memory_bound` is the
+// "vector-store bound", "throttled"), or "" when it shows none. The kernel's own cause (its MXU
+// waiting on memory) comes before the chip's (a throttled clock, which the text then adds),
+// and both before a busy unit. `memory_bound` is the
 // roofline's judgement of the kernel's static costs (insight/verdict.h).
 struct ProfileCause {
   std::string name;  // "throttled", "MXU idle waiting on HBM", "<unit>-bound"

@@ -93,6 +93,56 @@ TEST(VerdictTest, EachSimulatedKernelGetsTheVerdictItsModelBuiltIn) {
 
 // A utilization line of its own (not `_counters_`): its counter_value events are a series
 // named by line and event, attributed like any other.
+// A v7x host asked for kernel profiling, judged from its file alone as `podprof inspect` does:
+// the injected paged_attention is the MXU waiting on HBM, with its time per Pallas primitive;
+// the throttled chip's matmul fusions are throttled, the other chips' are not.
+TEST(VerdictTest, KernelProfilingOfAV7xHostFindsTheInjectedCauses) {
+  sim::PodConfig pod;
+  pod.generation = "v7x";
+  pod.chips = 2;
+  pod.pod_seed = 11;
+  pod.throttles = {{0, 1, 0.3}};
+  auto m = sim::PodModel::Create(pod);
+  ASSERT_TRUE(m.ok()) << m.status();
+  FakeClock truth(1'800'000'000'000'000'000);
+  SkewedClock host(truth, 0, 0);
+  sim::SessionWindow w;
+  w.true_start_ns = truth.NowNs();
+  w.true_end_ns = w.true_start_ns + 40'000'000;
+  w.host_name = "sim";
+  w.kernel_profiling.requested = true;
+  w.kernel_profiling.tc = sim::DefaultTcSampling();
+  w.kernel_profiling.tc.external_trigger = false;
+  w.kernel_profiling.tc.interval_us = 5;
+  trace::HostCapture c = Read(sim::BuildXSpace(*m, host, w).space);
+  const std::map<std::string, KernelFacts> facts = FactsOf(c);
+  ASSERT_TRUE(facts.count("paged_attention"));
+  const Verdict pa = Decide(facts.at("paged_attention"));
+  EXPECT_EQ(pa.bound, Bound::kStalled) << pa.text;
+  EXPECT_NE(pa.text.find("MXU idle waiting on HBM"), std::string::npos) << pa.text;
+  ASSERT_TRUE(pa.profile.present);
+  EXPECT_NEAR(pa.profile.units.at("mxu"), 0.12, 0.02);
+  EXPECT_NEAR(pa.profile.sync_wait, 0.55, 0.02);
+
+  const std::vector<trace::KernelStats> per_chip = trace::ComputeKernelStats(c);
+  const std::vector<KernelFacts> chip_facts = HostFacts(c, per_chip);
+  int throttled = 0, fine = 0;
+  for (size_t i = 0; i < per_chip.size(); ++i) {
+    if (chip_facts[i].category != "convolution fusion") continue;
+    const Verdict v = Decide(chip_facts[i]);
+    if (per_chip[i].chip == 1) {
+      EXPECT_EQ(v.bound, Bound::kThrottled) << v.text;
+      EXPECT_NEAR(v.profile.throttled, 0.3, 0.01);
+      ++throttled;
+    } else {
+      EXPECT_NE(v.bound, Bound::kThrottled) << v.text;
+      ++fine;
+    }
+  }
+  EXPECT_GT(throttled, 0);
+  EXPECT_GT(fine, 0);
+}
+
 TEST(VerdictTest, CountersOnAnyDeviceLineAreRead) {
   tensorflow::profiler::XSpace space = SimulatedSpace(SimulatedPod({}), 20'000'000, false);
   auto* plane = space.mutable_planes(0);
