@@ -76,9 +76,8 @@ class WorkloadRequestTest : public ::testing::Test {
     agent_ = std::move(*a);
   }
 
-  // Runs a podprof capture with `options` through the agent's runner; returns what the
-  // workload received.
-  tensorflow::ProfileRequest Capture(const v1::CaptureOptions& options) {
+  // Runs a podprof capture with `options` through the agent's runner; returns its status.
+  absl::Status Run(const v1::CaptureOptions& options) {
     v1::CaptureRequest req;
     req.set_capture_id("cap-kernelprof");
     req.set_duration_ms(10);
@@ -86,8 +85,13 @@ class WorkloadRequestTest : public ::testing::Test {
     agent::CaptureRunner runner(clock_, agent_->workload());
     NullSink sink;
     agent::CaptureOutcome outcome;
-    absl::Status s = runner.Run(
+    return runner.Run(
         req, v1::HostInfo(), agent::RunnerLimits(), [] { return false; }, &sink, &outcome);
+  }
+
+  // Runs a capture with `options`; returns what the workload received.
+  tensorflow::ProfileRequest Capture(const v1::CaptureOptions& options) {
+    absl::Status s = Run(options);
     // The recording workload captures nothing, so the run ends there.
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
     std::optional<tensorflow::ProfileRequest> got = profiler_.last();
@@ -149,15 +153,7 @@ TEST_F(WorkloadRequestTest, AnInvalidRequestNeverReachesTheWorkload) {
   v1::CaptureOptions options;
   options.set_kernel_profiling(true);
   options.set_counter_interval_ns(500);
-  v1::CaptureRequest req;
-  req.set_capture_id("cap-bad");
-  req.set_duration_ms(10);
-  *req.mutable_options() = options;
-  agent::CaptureRunner runner(clock_, agent_->workload());
-  NullSink sink;
-  agent::CaptureOutcome outcome;
-  absl::Status s = runner.Run(
-      req, v1::HostInfo(), agent::RunnerLimits(), [] { return false; }, &sink, &outcome);
+  absl::Status s = Run(options);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_FALSE(profiler_.last().has_value());
 }
