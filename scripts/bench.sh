@@ -12,6 +12,7 @@ b=build/bin
 "$b/bench_agent_overhead"
 "$b/bench_store"
 "$b/bench_insight"
+"$b/bench_insight" --kernel-profiling
 "$b/bench_alignment" --hosts 8
 "$b/bench_alignment" --hosts 64
 "$b/bench_load" --hosts 256 --captures 4 --duration-ms 500
