@@ -70,6 +70,17 @@ absl::Status RunHistory(AggregatorClient& client, const HistoryOptions& options,
   return FlushOutput(out);
 }
 
+namespace {
+
+// The MXU's busy share in a capture, from its sampled performance counters; null without them.
+const double* MxuOf(const v1::KernelHistoryPoint& p) {
+  if (!p.has_kernel_profile()) return nullptr;
+  auto it = p.kernel_profile().units().find("mxu");
+  return it == p.kernel_profile().units().end() ? nullptr : &it->second;
+}
+
+}  // namespace
+
 void WriteKernelHistory(const v1::KernelHistoryResponse& response, OutputFormat format,
                         std::ostream& out) {
   switch (format) {
@@ -99,6 +110,7 @@ void WriteKernelHistory(const v1::KernelHistoryResponse& response, OutputFormat 
                             {"total_ps", p.total_ps()},
                             {"chip_count", p.chip_count()},
                             {"achieved_tflops", p.achieved_tflops()}});
+          if (const double* mxu = MxuOf(p)) points.back()["mxu"] = *mxu;
         }
         j.push_back({{"kernel", series.kernel().op_name()},
                      {"module", series.kernel().module()},
@@ -136,13 +148,16 @@ void WriteKernelHistory(const v1::KernelHistoryResponse& response, OutputFormat 
                          {"P50", Align::kRight},
                          {"P99", Align::kRight},
                          {"TOTAL", Align::kRight},
-                         {"TFLOP/S", Align::kRight}});
+                         {"TFLOP/S", Align::kRight},
+                         {"MXU", Align::kRight}});
         for (const v1::KernelHistoryPoint& p : series.points()) {
+          const double* mxu = MxuOf(p);
           table.AddRow(
               {p.capture_id(), FormatTimestampNs(p.capture_start_ns()), absl::StrCat(p.count()),
                FormatMeanPs(p.mean_ps()), FormatDurationPs(p.p50_ps()),
                FormatDurationPs(p.p99_ps()), FormatDurationPs(p.total_ps()),
-               p.achieved_tflops() > 0 ? absl::StrFormat("%.2f", p.achieved_tflops()) : "-"});
+               p.achieved_tflops() > 0 ? absl::StrFormat("%.2f", p.achieved_tflops()) : "-",
+               mxu == nullptr ? "-" : Percent(*mxu)});
         }
         table.Write(out);
       }

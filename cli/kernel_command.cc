@@ -17,6 +17,7 @@
 #include "common/clock.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "trace/perf_counters.h"
 
 namespace podprof::cli {
 namespace {
@@ -85,6 +86,8 @@ std::string Energy(const v1::KernelInsight& in) {
   std::map<std::string, double> sorted(in.totals().begin(), in.totals().end());
   std::vector<std::string> parts;
   for (const auto& [name, v] : sorted) {
+    // Performance counters are summed up by the unit figures (WriteProfile).
+    if (trace::IsPerfSeries(name)) continue;
     if (absl::EndsWith(name, "_nj") && in.counter_covered_ps() > 0) {
       const double watts = v / (static_cast<double>(in.counter_covered_ps()) / 1000.0);
       parts.push_back(
@@ -152,7 +155,9 @@ void WriteStatsLine(const v1::KernelStats& s, std::ostream& out) {
   if (in.has_counters()) {
     out << "  counters over " << FormatDurationPs(in.counter_covered_ps()) << ": " << Gauges(in)
         << "\n";
-    if (!in.totals().empty()) out << "  energy: " << Energy(in) << "\n";
+    if (const std::string energy = Energy(in); !energy.empty()) {
+      out << "  energy: " << energy << "\n";
+    }
   } else {
     out << "  no counters in this capture cover it\n";
   }
@@ -196,7 +201,7 @@ void WritePerChip(const v1::DescribeKernelResponse& r, std::ostream& out) {
                   MxuCell(in), p ? Percent(in.kernel_profile().throttled()) : "-",
                   p ? Percent(in.kernel_profile().sync_wait()) : "-",
                   in.has_counters() ? Percent(in.stall_fraction()) : "-",
-                  Percent(in.wait_fraction()), in.verdict()});
+                  Percent(in.wait_fraction()), VerdictCell(in)});
   }
   table.Write(out);
 }

@@ -59,6 +59,7 @@ Json ProfileJson(const v1::KernelProfile& p) {
 
 Json InsightJson(const v1::KernelInsight& in) {
   Json j = {{"verdict", in.verdict()},
+            {"cause", in.cause()},
             {"verdict_text", in.verdict_text()},
             {"arithmetic_intensity", in.arithmetic_intensity()},
             {"ridge_point", in.ridge_point()},
@@ -80,6 +81,15 @@ Json InsightJson(const v1::KernelInsight& in) {
   if (in.has_kernel_profile()) j["kernel_profile"] = ProfileJson(in.kernel_profile());
   return j;
 }
+
+}  // namespace
+
+std::string VerdictCell(const v1::KernelInsight& in) {
+  if (!in.cause().empty()) return in.cause();
+  return in.verdict().empty() ? "-" : in.verdict();
+}
+
+namespace {
 
 std::vector<TextTable::Column> TableColumns(StatsGrouping by) {
   using Align = TextTable::Align;
@@ -144,7 +154,7 @@ const char* const kKernelCsvHeader =
     "capture,host,chip,kernel,module,category,count,total_ps,min_ps,max_ps,mean_ps,p50_ps,p90_ps,"
     "p99_ps,flops,bytes_accessed,achieved_tflops,fraction_of_peak_flops,achieved_hbm_gbps,"
     "fraction_of_peak_hbm,mxu_busy,stall_fraction,wait_fraction,verdict,vector_alu,vector_load,"
-    "vector_store,scalar_alu,xlu,hbm_bandwidth,throttled,sync_wait";
+    "vector_store,scalar_alu,xlu,hbm_bandwidth,throttled,sync_wait,cause";
 
 void WriteKernelRowsCsv(absl::string_view source, const KernelRows& rows, std::ostream& out) {
   out << kKernelCsvHeader << "\n";
@@ -164,7 +174,8 @@ void WriteKernelRowsCsv(absl::string_view source, const KernelRows& rows, std::o
     for (const char* unit : kProfileUnits) out << ',' << CsvOrEmpty(UnitBusy(in, unit));
     const bool p = in.has_kernel_profile();
     out << ',' << (p ? CsvDouble(in.kernel_profile().throttled()) : "") << ','
-        << (p ? CsvDouble(in.kernel_profile().sync_wait()) : "") << "\n";
+        << (p ? CsvDouble(in.kernel_profile().sync_wait()) : "") << ',' << CsvField(in.cause())
+        << "\n";
   }
 }
 
@@ -213,7 +224,7 @@ void WriteKernelRowsTable(const KernelRows& rows, StatsGrouping by, std::ostream
     }
     cells.push_back(s.kernel().category().empty() ? "-" : s.kernel().category());
     AddFigureCells(s, cells);
-    if (has_kernel) cells.push_back(s.insight().verdict().empty() ? "-" : s.insight().verdict());
+    if (has_kernel) cells.push_back(VerdictCell(s.insight()));
     table.AddRow(std::move(cells));
   }
   table.Write(out);

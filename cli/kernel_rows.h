@@ -33,6 +33,10 @@ void WriteKernelRowsCsv(absl::string_view source, const KernelRows& rows, std::o
 
 // One row as JSON: identity, counts and durations (ps), costs and rates, and `insight` (the
 // verdict, and counter figures where counters covered the row). Numbers are JSON numbers.
+// What a table's VERDICT column shows: the cause the performance counters name ("MXU bound",
+// "throttled", ...) where they name one, else the verdict.
+std::string VerdictCell(const v1::KernelInsight& in);
+
 nlohmann::json KernelRowJson(const v1::KernelStats& row);
 nlohmann::json KernelRowsJson(const KernelRows& rows);
 

@@ -13,6 +13,7 @@ void ProfileToProto(const KernelProfile& profile, v1::KernelProfile* out) {
 void VerdictToProto(const KernelFacts& facts, const Verdict& verdict, v1::KernelInsight* out) {
   out->set_verdict(BoundName(verdict.bound));
   out->set_verdict_text(verdict.text);
+  out->set_cause(verdict.cause);
   out->set_arithmetic_intensity(verdict.intensity);
   out->set_ridge_point(verdict.ridge);
   out->set_roofline_fraction(verdict.roofline_fraction);

@@ -122,6 +122,7 @@ Verdict Decide(const KernelFacts& f) {
               : cause.name == "MXU idle waiting on HBM" ? Bound::kStalled
                                                         : Bound::kUnitBound;
     v.text = std::move(cause.text);
+    v.cause = std::move(cause.name);
     return v;
   }
   if (v.stall_fraction >= kStallShare) {

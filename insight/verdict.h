@@ -68,8 +68,10 @@ struct Verdict {
   double stall_fraction = 0;      // the stall gauges added up
   std::string dominant_stall;     // the largest stall gauge
   bool has_counters = false;
-  // What the kernel's performance counters show (profile.present false without them).
+  // What the kernel's performance counters show (profile.present false without them), and
+  // the cause they name (ProfileCause::name; empty when none decided the verdict).
   KernelProfile profile;
+  std::string cause;
 };
 
 // True for collective categories (all-reduce, all-gather, reduce-scatter, all-to-all,

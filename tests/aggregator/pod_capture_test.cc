@@ -187,6 +187,7 @@ TEST_F(PodTest, KernelProfilingFindsTheMxuWaitingOnHbmAndTheThrottledChip) {
   const auto kj = nlohmann::json::parse(kernel.out);
   const auto& in = kj["rollup"]["insight"];
   EXPECT_EQ(in["verdict"], "stalled") << in.dump();
+  EXPECT_EQ(in["cause"], "MXU idle waiting on HBM") << in.dump();
   EXPECT_TRUE(absl::StrContains(in["verdict_text"].get<std::string>(), "MXU idle waiting on HBM"))
       << in.dump();
   EXPECT_NEAR(in["kernel_profile"]["units"]["mxu"].get<double>(), 0.12, 0.02) << in.dump();
@@ -217,6 +218,7 @@ TEST_F(PodTest, KernelProfilingFindsTheMxuWaitingOnHbmAndTheThrottledChip) {
       ++throttled_rows;
       EXPECT_NEAR(throttled, 0.3, 0.02) << row.dump();
       EXPECT_EQ(ins["verdict"], "throttled") << row.dump();
+      EXPECT_EQ(ins["cause"], "throttled") << row.dump();
     } else {
       ++other_rows;
       EXPECT_LT(throttled, 0.02) << row.dump();

@@ -395,6 +395,25 @@ TEST(WriteKernelHistoryTest, TableHasOneBlockPerKernel) {
   EXPECT_TRUE(absl::StrContains(lines[2], "1.50")) << lines[2];
 }
 
+// Kernel profiling: the MXU's busy share in each capture that sampled it, "-" elsewhere.
+TEST(WriteKernelHistoryTest, MxuBusyPerCaptureWhereSampled) {
+  v1::KernelHistoryResponse r = OneSeries();
+  auto* p = r.mutable_series(0)->add_points();
+  *p = r.series(0).points(0);
+  (*p->mutable_kernel_profile()->mutable_units())["mxu"] = 0.42;
+  std::ostringstream table, json;
+  WriteKernelHistory(r, OutputFormat::kTable, table);
+  std::vector<std::string> lines = Lines(table.str());
+  ASSERT_EQ(lines.size(), 5u) << table.str();
+  EXPECT_TRUE(absl::EndsWith(lines[2], "MXU")) << lines[2];
+  EXPECT_TRUE(absl::EndsWith(lines[3], "-")) << lines[3];
+  EXPECT_TRUE(absl::EndsWith(lines[4], "42.0%")) << lines[4];
+  WriteKernelHistory(r, OutputFormat::kJson, json);
+  auto j = nlohmann::json::parse(json.str());
+  EXPECT_FALSE(j[0]["points"][0].contains("mxu"));
+  EXPECT_DOUBLE_EQ(j[0]["points"][1]["mxu"].get<double>(), 0.42);
+}
+
 TEST(WriteKernelHistoryTest, TableDrawsTheTrendOfMeanAndP99) {
   v1::KernelHistoryResponse r = OneSeries();
   for (int i = 0; i < 3; ++i) {
@@ -541,7 +560,7 @@ TEST(WriteImportResultTest, FileErrorsAreWarningsOnStderr) {
   WriteImportResult(r, OutputFormat::kCsv, csv, csv_err);
   EXPECT_EQ(Lines(csv.str())[1],
             "cap-new,*,*,fusion.12,jit_step,convolution fusion,3,3000,900,1200,1001,1000,1100,1190,"
-            "1000,2000,1000,0.5,0,0,0.5,0.125,0,compute bound,,,,,,,,");
+            "1000,2000,1000,0.5,0,0,0.5,0.125,0,compute bound,,,,,,,,,");
 }
 
 TEST(TextTableTest, PadsByCharactersAndCutsLongCells) {

@@ -128,6 +128,7 @@ TEST(KernelProfileTest, DecidePutsTheCountersCauseFirstForComputeKernels) {
   const Verdict v = Decide(f);
   EXPECT_EQ(v.bound, Bound::kThrottled);
   EXPECT_STREQ(BoundName(v.bound), "throttled");
+  EXPECT_EQ(v.cause, "throttled");
   EXPECT_TRUE(v.profile.present);
   // A collective is judged by its waiting, whatever its counters say.
   f.category = "all-reduce";
