@@ -141,6 +141,9 @@ class PodModel {
   PodModel() = default;
   // Duration of compute op `op` on (host, chip) in `step`, ps.
   int64_t ComputeDurationPs(int host, int chip, int64_t step, int op) const;
+  // The step period when the configuration leaves it to the model: the step's busy time with
+  // headroom.
+  int64_t NominalStepPeriodNs() const;
   double StragglerFactor(int host, int chip) const;
 
   PodConfig config_;
