@@ -93,7 +93,7 @@ grpc::Status AggregatorService::DescribeKernel(grpc::ServerContext*,
   if (!per_chip.ok()) return ToGrpc(per_chip.status());
   for (auto& k : *per_chip) *resp->add_per_chip() = std::move(k);
   absl::StatusOr<std::vector<storage::KernelScopeRow>> scopes =
-      store_->KernelScopes(capture, chosen->key.id, false);
+      store_->KernelScopes(capture, chosen->key.id);
   if (!scopes.ok()) return ToGrpc(scopes.status());
   for (const storage::KernelScopeRow& sc : *scopes) {
     podprof::v1::KernelScopeTime* t = resp->add_scopes();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <set>
 #include <utility>
@@ -13,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/clock.h"
+#include "trace/perf_counters.h"
 
 namespace podprof::kernelprof {
 namespace {
@@ -190,8 +192,8 @@ absl::Status ValidateProfilerOptions(const v1::CaptureOptions& o) {
 }  // namespace
 
 const std::vector<std::string>& Components() {
-  static const auto* const kComponents =
-      new std::vector<std::string>{"tc", "scs", "sctc", "sctd", "cmn", "icr"};
+  static const auto* const kComponents = new std::vector<std::string>(
+      std::begin(trace::kPerfComponents), std::end(trace::kPerfComponents));
   return *kComponents;
 }
 
@@ -247,19 +249,16 @@ absl::Status ValidateCaptureOptions(const v1::CaptureOptions& options) {
 
 std::string SamplingOptionsText(const v1::CaptureOptions& options,
                                 const ComponentCounters& counters) {
-  std::vector<std::string> parts;
-  if (options.external_trigger()) {
-    parts.push_back("is_external_trigger:true");
-  } else if (options.counter_interval_ns() > 0) {
-    parts.push_back(absl::StrCat("interval_us:", options.counter_interval_ns() / 1000));
-  }
-  parts.push_back(absl::StrCat(
-      "scaling:", options.has_counter_scaling() ? options.counter_scaling() : kDefaultScaling));
-  parts.push_back(absl::StrCat("counter_size_bits:", options.has_counter_size_bits()
-                                                         ? options.counter_size_bits()
-                                                         : kDefaultCounterSizeBits));
-  for (uint32_t i : counters.indices()) parts.push_back(absl::StrCat("indices:", i));
-  return absl::StrJoin(parts, " ");
+  trace::SamplingOptions o;
+  o.external_trigger = options.external_trigger();
+  // No interval leaves the workload's default.
+  o.interval_us = static_cast<int64_t>(options.counter_interval_ns() / 1000);
+  o.scaling =
+      static_cast<int>(options.has_counter_scaling() ? options.counter_scaling() : kDefaultScaling);
+  o.counter_size_bits = static_cast<int>(
+      options.has_counter_size_bits() ? options.counter_size_bits() : kDefaultCounterSizeBits);
+  o.indices.assign(counters.indices().begin(), counters.indices().end());
+  return trace::FormatSamplingOptions(o);
 }
 
 absl::Status FillProfileOptions(const v1::CaptureOptions& options,

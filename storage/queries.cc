@@ -211,33 +211,39 @@ absl::StatusOr<std::vector<StatRow>> Store::KernelStats(const StatsQuery& q) {
   return out;
 }
 
-// Adds each point's kernel-profiling counters (kernel_counter_rollups' `perf/...` rows).
-static absl::Status AddPerfTotals(Connection& c, const HistoryQuery& q,
+// A history point and the (capture, kernel) rows merged into it.
+struct PointRows {
+  size_t series = 0, point = 0;
+  int64_t capture_seq = 0, kernel_id = 0;
+};
+
+// Adds each point's kernel-profiling counters (kernel_counter_rollups' `perf/...` rows, by their
+// key) and its capture's generation (its first chip's).
+static absl::Status AddPerfTotals(Connection& c, const std::vector<PointRows>& rows,
                                   std::vector<HistorySeries>* out) {
-  std::map<std::tuple<std::string, std::string, std::string>, HistoryPoint*> at;
-  for (HistorySeries& series : *out) {
-    for (HistoryPoint& p : series.points) at[{series.module, series.op_name, p.capture_id}] = &p;
-  }
-  if (at.empty()) return absl::OkStatus();
-  ASSIGN_OR_RETURN(
-      auto s,
-      Statement::Prepare(
-          c,
-          "SELECT k.module, k.op_name, cap.id, r.name, r.integral, r.covered_ps, "
-          "(SELECT generation FROM chips WHERE capture = cap.seq ORDER BY id LIMIT 1) FROM "
-          "kernels k JOIN kernel_counter_rollups r ON r.kernel_id = k.id JOIN captures cap ON "
-          "cap.seq = r.capture WHERE k.op_name REGEXP ?1 AND (?2 = '' OR k.module = ?2) AND "
-          "cap.start_ns >= ?3 AND cap.start_ns <= ?4 AND r.name LIKE 'perf/%'"));
-  s->Bind(1, q.op_regex).Bind(2, q.module).Bind(3, q.since_ns).Bind(4, q.until_ns);
-  while (true) {
-    ASSIGN_OR_RETURN(bool row, s->Step());
-    if (!row) break;
-    auto it = at.find({s->Text(0), s->Text(1), s->Text(2)});
-    if (it == at.end()) continue;
-    HistoryPoint& p = *it->second;
-    p.perf_totals[s->Text(3)] += s->Double(4);
-    p.perf_covered_ps = std::max(p.perf_covered_ps, s->Int(5));
-    p.generation = s->Text(6);
+  ASSIGN_OR_RETURN(auto perf, Statement::Prepare(c,
+                                                 "SELECT name, integral, covered_ps FROM "
+                                                 "kernel_counter_rollups WHERE capture = ? AND "
+                                                 "kernel_id = ? AND name >= 'perf/' AND name < "
+                                                 "'perf0'"));
+  ASSIGN_OR_RETURN(auto gen, Statement::Prepare(c,
+                                                "SELECT generation FROM chips WHERE capture = ? "
+                                                "ORDER BY id LIMIT 1"));
+  for (const PointRows& r : rows) {
+    HistoryPoint& p = (*out)[r.series].points[r.point];
+    perf->Reset();
+    perf->Bind(1, r.capture_seq).Bind(2, r.kernel_id);
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, perf->Step());
+      if (!row) break;
+      p.perf_totals[perf->Text(0)] += perf->Double(1);
+      p.perf_covered_ps = std::max(p.perf_covered_ps, perf->Int(2));
+    }
+    if (p.perf_totals.empty() || !p.generation.empty()) continue;
+    gen->Reset();
+    gen->Bind(1, r.capture_seq);
+    ASSIGN_OR_RETURN(bool found, gen->Step());
+    if (found) p.generation = gen->Text(0);
   }
   return absl::OkStatus();
 }
@@ -254,12 +260,13 @@ absl::StatusOr<std::vector<HistorySeries>> Store::KernelHistory(const HistoryQue
       Statement::Prepare(
           c,
           "SELECT k.module, k.op_name, k.category, cap.id, cap.start_ns, r.count, "
-          "r.total_ps, r.sketch, r.chips, k.flops FROM kernels k "
+          "r.total_ps, r.sketch, r.chips, k.flops, k.id, cap.seq FROM kernels k "
           "JOIN kernel_rollups r ON r.kernel_id = k.id JOIN captures cap ON cap.seq = r.capture "
           "WHERE k.op_name REGEXP ?1 AND (?2 = '' OR k.module = ?2) AND cap.start_ns >= ?3 AND "
           "cap.start_ns <= ?4 ORDER BY k.module, k.op_name, cap.start_ns, cap.seq"));
   s->Bind(1, q.op_regex).Bind(2, q.module).Bind(3, q.since_ns).Bind(4, q.until_ns);
   std::vector<HistorySeries> out;
+  std::vector<PointRows> rows;
   while (true) {
     ASSIGN_OR_RETURN(bool row, s->Step());
     if (!row) break;
@@ -277,6 +284,7 @@ absl::StatusOr<std::vector<HistorySeries>> Store::KernelHistory(const HistoryQue
       points.back().start_ns = s->Int(4);
     }
     HistoryPoint& p = points.back();
+    rows.push_back({out.size() - 1, points.size() - 1, s->Int(11), s->Int(10)});
     p.count += s->Int(5);
     p.total_ps += s->Int(6);
     ASSIGN_OR_RETURN(trace::DDSketch sk, trace::DDSketch::Deserialize(s->Blob(7)));
@@ -287,7 +295,7 @@ absl::StatusOr<std::vector<HistorySeries>> Store::KernelHistory(const HistoryQue
                            static_cast<double>(p.total_ps);
     }
   }
-  RETURN_IF_ERROR(AddPerfTotals(c, q, &out));
+  RETURN_IF_ERROR(AddPerfTotals(c, rows, &out));
   return out;
 }
 
@@ -388,6 +396,33 @@ absl::StatusOr<CaptureRow> Store::GetCapture(const std::string& capture_id) {
   return rows.front();
 }
 
+// Joins a kernel_scopes row `s` to its chip `ch`, host `h` and the host's outcome: scope rows
+// are written with the host's data, ahead of its outcome, and are shown once that is (as
+// kernel_counters are).
+static constexpr char kVisibleScopes[] =
+    "JOIN chips ch ON ch.id = s.chip_id JOIN hosts h ON h.id = ch.host_id JOIN capture_hosts o ON "
+    "o.capture = s.capture AND o.host_id = ch.host_id";
+
+// The generation of each chip of capture `seq` by (host, ordinal); `*first` gets the first
+// chip's, what pod-wide figures are judged with.
+static absl::StatusOr<std::map<std::pair<std::string, int>, std::string>> ChipGenerations(
+    Connection& c, int64_t seq, std::string* first) {
+  ASSIGN_OR_RETURN(auto gens, Statement::Prepare(c,
+                                                 "SELECT h.name, ch.ordinal, ch.generation FROM "
+                                                 "chips ch JOIN hosts h ON h.id = ch.host_id "
+                                                 "WHERE ch.capture = ? ORDER BY ch.id"));
+  gens->Bind(1, seq);
+  std::map<std::pair<std::string, int>, std::string> out;
+  first->clear();
+  while (true) {
+    ASSIGN_OR_RETURN(bool more, gens->Step());
+    if (!more) break;
+    if (out.empty()) *first = gens->Text(2);
+    out[{gens->Text(0), static_cast<int>(gens->Int(1))}] = gens->Text(2);
+  }
+  return out;
+}
+
 absl::StatusOr<std::vector<KernelInsightRow>> Store::KernelInsights(const std::string& capture_id,
                                                                     bool per_chip) {
   PODPROF_WITH_READER(c);
@@ -429,30 +464,16 @@ absl::StatusOr<std::vector<KernelInsightRow>> Store::KernelInsights(const std::s
     }
     r.covered_ps = std::max(r.covered_ps, covered);
   }
-  // The chips' generations: per chip, and the first chip's for pod-wide rows.
-  std::map<std::pair<std::string, int>, std::string> generations;
   std::string first_generation;
-  ASSIGN_OR_RETURN(auto gens, Statement::Prepare(c,
-                                                 "SELECT h.name, ch.ordinal, ch.generation FROM "
-                                                 "chips ch JOIN hosts h ON h.id = ch.host_id "
-                                                 "WHERE ch.capture = ? ORDER BY ch.id"));
-  gens->Bind(1, ref.seq);
-  while (true) {
-    ASSIGN_OR_RETURN(bool more, gens->Step());
-    if (!more) break;
-    if (first_generation.empty()) first_generation = gens->Text(2);
-    generations[{gens->Text(0), static_cast<int>(gens->Int(1))}] = gens->Text(2);
-  }
+  ASSIGN_OR_RETURN(auto generations, ChipGenerations(c, ref.seq, &first_generation));
   // Time in SyncWait scopes per (chip, kernel), or per kernel over the pod.
   ASSIGN_OR_RETURN(
       auto syncs,
       Statement::Prepare(
-          c, per_chip ? "SELECT h.name, ch.ordinal, s.kernel_id, SUM(s.total_ps) FROM "
-                        "kernel_scopes s JOIN chips ch ON ch.id = s.chip_id JOIN hosts h ON "
-                        "h.id = ch.host_id WHERE s.capture = ?1 AND s.line = ?2 AND s.name = ?3 "
-                        "GROUP BY s.chip_id, s.kernel_id"
-                      : "SELECT '', -1, kernel_id, SUM(total_ps) FROM kernel_scopes WHERE "
-                        "capture = ?1 AND line = ?2 AND name = ?3 GROUP BY kernel_id"));
+          c, absl::StrCat(per_chip ? "SELECT h.name, ch.ordinal" : "SELECT '', -1",
+                          ", s.kernel_id, SUM(s.total_ps) FROM kernel_scopes s ", kVisibleScopes,
+                          " WHERE s.capture = ?1 AND s.line = ?2 AND s.name = ?3 GROUP BY ",
+                          per_chip ? "s.chip_id, s.kernel_id" : "s.kernel_id")));
   syncs->Bind(1, ref.seq).Bind(2, std::string(trace::xspace::kSyncFlagLine)).Bind(3, "SyncWait");
   while (true) {
     ASSIGN_OR_RETURN(bool more, syncs->Step());
@@ -488,30 +509,26 @@ absl::StatusOr<std::vector<KernelInsightRow>> Store::KernelInsights(const std::s
 }
 
 absl::StatusOr<std::vector<KernelScopeRow>> Store::KernelScopes(const std::string& capture_id,
-                                                                int64_t kernel_id, bool per_chip) {
+                                                                int64_t kernel_id) {
   PODPROF_WITH_READER(c);
   ASSIGN_OR_RETURN(CaptureRef ref, RequireCapture(c, capture_id));
   ASSIGN_OR_RETURN(
-      auto q, Statement::Prepare(
-                  c, per_chip ? "SELECT h.name, ch.ordinal, s.line, s.name, s.count, s.total_ps "
-                                "FROM kernel_scopes s JOIN chips ch ON ch.id = s.chip_id JOIN "
-                                "hosts h ON h.id = ch.host_id WHERE s.capture = ? AND "
-                                "s.kernel_id = ? ORDER BY s.total_ps DESC, h.name, ch.ordinal"
-                              : "SELECT '', -1, line, name, SUM(count), SUM(total_ps) AS t FROM "
-                                "kernel_scopes WHERE capture = ? AND kernel_id = ? GROUP BY "
-                                "line, name ORDER BY t DESC, line, name"));
+      auto q,
+      Statement::Prepare(c, absl::StrCat("SELECT s.line, s.name, SUM(s.count), SUM(s.total_ps) "
+                                         "AS t FROM kernel_scopes s ",
+                                         kVisibleScopes,
+                                         " WHERE s.capture = ? AND s.kernel_id = ? GROUP BY "
+                                         "s.line, s.name ORDER BY t DESC, s.line, s.name")));
   q->Bind(1, ref.seq).Bind(2, kernel_id);
   std::vector<KernelScopeRow> out;
   while (true) {
     ASSIGN_OR_RETURN(bool more, q->Step());
     if (!more) break;
     KernelScopeRow r;
-    r.host = q->Text(0);
-    r.chip = static_cast<int>(q->Int(1));
-    r.line = q->Text(2);
-    r.name = q->Text(3);
-    r.count = q->Int(4);
-    r.total_ps = q->Int(5);
+    r.line = q->Text(0);
+    r.name = q->Text(1);
+    r.count = q->Int(2);
+    r.total_ps = q->Int(3);
     out.push_back(std::move(r));
   }
   return out;

@@ -250,11 +250,8 @@ struct KernelInsightRow {
   int64_t sync_wait_ps = 0;
 };
 
-// The time a kernel spent in one named scope inside it (kernel_scopes), on one chip or summed
-// over the pod.
+// The time a kernel spent in one named scope inside it (kernel_scopes), summed over the pod.
 struct KernelScopeRow {
-  std::string host;  // empty when summed over the pod
-  int chip = -1;     // -1 when summed over chips
   std::string line, name;
   int64_t count = 0;
   int64_t total_ps = 0;

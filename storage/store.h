@@ -79,9 +79,9 @@ class Store {
   absl::StatusOr<std::vector<KernelInsightRow>> KernelInsights(const std::string& capture_id,
                                                                bool per_chip);
   // The time kernel `kernel_id` spent in each named scope inside it (Pallas primitives, source
-  // lines, ...), per chip (`per_chip`) or summed over the pod, longest first.
+  // lines, ...), summed over the pod, longest first.
   absl::StatusOr<std::vector<KernelScopeRow>> KernelScopes(const std::string& capture_id,
-                                                           int64_t kernel_id, bool per_chip);
+                                                           int64_t kernel_id);
   // Who made the others wait at the capture's collectives. NotFound for an unknown capture.
   absl::StatusOr<StragglerReport> Stragglers(const std::string& capture_id);
   // Kernels whose op name is `op_name` (exactly), most recently stored first; with `module`

@@ -137,9 +137,13 @@ absl::StatusOr<SamplingOptions> ParseSamplingOptions(absl::string_view text) {
 }
 
 std::string FormatSamplingOptions(const SamplingOptions& options) {
-  std::string out = options.external_trigger ? "is_external_trigger:true"
-                                             : absl::StrCat("interval_us:", options.interval_us);
-  absl::StrAppend(&out, " scaling:", options.scaling,
+  std::string out;
+  if (options.external_trigger) {
+    out = "is_external_trigger:true ";
+  } else if (options.interval_us > 0) {
+    out = absl::StrCat("interval_us:", options.interval_us, " ");
+  }
+  absl::StrAppend(&out, "scaling:", options.scaling,
                   " counter_size_bits:", options.counter_size_bits);
   for (int i : options.indices) absl::StrAppend(&out, " indices:", i);
   return out;

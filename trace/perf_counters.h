@@ -83,7 +83,8 @@ struct SamplingOptions {
 // out of range or malformed text.
 absl::StatusOr<SamplingOptions> ParseSamplingOptions(absl::string_view text);
 // The option's value, spelled as XProf documents it: `interval_us:N` (or
-// `is_external_trigger:true`), `scaling:S`, `counter_size_bits:B`, then `indices:I` per index.
+// `is_external_trigger:true`; neither when interval_us <= 0, leaving the workload's default),
+// `scaling:S`, `counter_size_bits:B`, then `indices:I` per index.
 std::string FormatSamplingOptions(const SamplingOptions& options);
 
 // Undoes a sampled counter's packing: `raw` samples of a running total, each the low bits of
