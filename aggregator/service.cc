@@ -195,8 +195,7 @@ podprof::v1::KernelInsight InsightOf(const storage::StatRow& r,
   }
   podprof::v1::KernelInsight out;
   insight::VerdictToProto(f, insight::Decide(f), &out);
-  // Energy and other running counters count too: the store attributed their totals.
-  out.set_has_counters(in != nullptr && (!in->gauges.empty() || !in->totals.empty()));
+  // Running counters' totals (energy, cycles) as the store attributed them.
   if (in != nullptr) {
     for (const auto& [name, total] : in->totals) (*out.mutable_totals())[name] = total;
     out.set_counter_covered_ps(in->covered_ps);

@@ -76,9 +76,6 @@ class ExportCommand : public AggregatorCommand {
     if (from_->count() > 0) options_.from_ns = from_ns_;
     if (to_->count() > 0) options_.to_ns = to_ns_;
     if (max_size_->count() == 0) options_.max_json_bytes = context.export_max_bytes;
-    if (absl::Status s = CheckExportOptions(options_); !s.ok()) {
-      return Failed(err, s, kExitUsage);
-    }
     absl::StatusOr<ExportResult> result = RunExport(client, options_);
     if (!result.ok()) return Failed(err, result.status(), kExitBadInput);
     out << result->path << "\n";

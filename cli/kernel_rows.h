@@ -31,11 +31,12 @@ extern const char* const kKernelCsvHeader;
 // counter covered it) are empty, not 0.
 void WriteKernelRowsCsv(absl::string_view source, const KernelRows& rows, std::ostream& out);
 
-// One row as JSON: identity, counts and durations (ps), costs and rates, and `insight` (the
-// verdict, and counter figures where counters covered the row). Numbers are JSON numbers.
 // What a table's VERDICT column shows: the cause the performance counters name ("MXU bound",
 // "throttled", ...) where they name one, else the verdict.
 std::string VerdictCell(const v1::KernelInsight& in);
+
+// One row as JSON: identity, counts and durations (ps), costs and rates, and `insight` (the
+// verdict, and counter figures where counters covered the row). Numbers are JSON numbers.
 
 nlohmann::json KernelRowJson(const v1::KernelStats& row);
 nlohmann::json KernelRowsJson(const KernelRows& rows);

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/match.h"
+#include "trace/perf_counters.h"
 #include "trace/xspace_schema.h"
 
 namespace podprof::trace {
@@ -72,7 +73,7 @@ LineKind LineKindOfName(const std::string& line) {
 
 CounterKind CounterKindOfName(const std::string& name) {
   // Sampled performance counters (trace/perf_counters.h) are registers that count up.
-  if (name.compare(0, 5, "perf/") == 0) return CounterKind::kCumulative;
+  if (IsPerfSeries(name)) return CounterKind::kCumulative;
   for (const char* suffix : {"_nj", "_cycles", "_count", "_bytes"}) {
     const size_t n = std::strlen(suffix);
     if (name.size() >= n && name.compare(name.size() - n, n, suffix) == 0) {

@@ -91,10 +91,8 @@ TEST(VerdictTest, EachSimulatedKernelGetsTheVerdictItsModelBuiltIn) {
   EXPECT_NEAR(facts["gather_fusion.0"].gauges["stall_dma"], 0.52, 1e-4);
 }
 
-// A utilization line of its own (not `_counters_`): its counter_value events are a series
-// named by line and event, attributed like any other.
 // A v7x host asked for kernel profiling, judged from its file alone as `podprof inspect` does:
-// the injected paged_attention is the MXU waiting on HBM, with its time per Pallas primitive;
+// the injected paged_attention is the MXU waiting on HBM;
 // the throttled chip's matmul fusions are throttled, the other chips' are not.
 TEST(VerdictTest, KernelProfilingOfAV7xHostFindsTheInjectedCauses) {
   sim::PodConfig pod;
@@ -143,6 +141,8 @@ TEST(VerdictTest, KernelProfilingOfAV7xHostFindsTheInjectedCauses) {
   EXPECT_GT(fine, 0);
 }
 
+// A utilization line of its own (not `_counters_`): its counter_value events are a series
+// named by line and event, attributed like any other.
 TEST(VerdictTest, CountersOnAnyDeviceLineAreRead) {
   tensorflow::profiler::XSpace space = SimulatedSpace(SimulatedPod({}), 20'000'000, false);
   auto* plane = space.mutable_planes(0);
