@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "aggregator/config.h"
+#include "aggregator/fleet_link.h"
 #include "aggregator/orchestrator.h"
 #include "aggregator/registry.h"
 #include "aggregator/service.h"
@@ -54,6 +55,9 @@ std::optional<int> ParseFlags(int argc, char** argv, AggregatorFlags* flags,
   app.add_option("--listen", flags->listen, "podprof.v1.Aggregator address (default 0.0.0.0:7100)");
   app.add_option("--db", flags->db, "SQLite database file (default /var/lib/podprof/podprof.db)");
   app.add_option("--ready-file", *ready_file, "Once listening, write the bound port as JSON here");
+  app.add_option("--clickhouse-url", flags->clickhouse_url,
+                 "Replicate captures to the ClickHouse fleet store at this HTTP address (as "
+                 "[fleet] clickhouse_url)");
   app.add_flag("--insecure", flags->insecure,
                "Plaintext gRPC without certificates (as insecure = true); listens on loopback "
                "unless --listen says otherwise");
@@ -213,6 +217,14 @@ int AggregatorMain(int argc, char** argv) {
   access.operators = {config->allowed_operators, "tls.allowed_operators"};
   AggregatorService service(store->get(), &registry, &orchestrator, &clock, limits, access);
   security::RouteGrpcLogs(&service.refusals());
+  // A fleet store that cannot be used is reported and left: the pod is served regardless.
+  absl::StatusOr<std::unique_ptr<fleet::Replicator>> fleet = StartFleet(*config, **store, clock);
+  if (!fleet.ok()) {
+    PODPROF_LOG(ERROR) << "fleet: " << fleet.status().message()
+                       << "; captures are stored here only";
+  } else if (*fleet != nullptr) {
+    service.SetFleet(fleet->get());
+  }
   auto prober = std::make_unique<Prober>(registry, clock);
   int port = 0;
   std::unique_ptr<grpc::Server> server = Serve(*config, *creds, &service, ready_file, &port);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_split.h"
 #include "common/config.h"
 #include "common/status_macros.h"
+#include "fleet/clickhouse.h"
 
 namespace podprof::aggregator {
 namespace {
@@ -35,7 +36,17 @@ const std::vector<std::string>& KnownKeys() {
                                                                "limits.max_message_bytes",
                                                                "limits.max_concurrent_streams",
                                                                "ingest.workers",
-                                                               "ingest.max_active_hosts"};
+                                                               "ingest.max_active_hosts",
+                                                               "fleet.clickhouse_url",
+                                                               "fleet.database",
+                                                               "fleet.user",
+                                                               "fleet.password_file",
+                                                               "fleet.pod",
+                                                               "fleet.cluster",
+                                                               "fleet.batch_size",
+                                                               "fleet.flush_interval",
+                                                               "fleet.backlog_limit",
+                                                               "fleet.timeout"};
   return *keys;
 }
 
@@ -84,6 +95,55 @@ absl::Status ReadRetention(const ConfigFile& f, AggregatorConfig* c) {
   return absl::OkStatus();
 }
 
+absl::Status ReadFleet(const ConfigFile& f, AggregatorConfig* c) {
+  AggregatorConfig::Fleet& fl = c->fleet;
+  RETURN_IF_ERROR(f.GetString("fleet.clickhouse_url", &fl.clickhouse_url));
+  RETURN_IF_ERROR(f.GetString("fleet.database", &fl.database));
+  RETURN_IF_ERROR(f.GetString("fleet.user", &fl.user));
+  RETURN_IF_ERROR(f.GetString("fleet.password_file", &fl.password_file));
+  RETURN_IF_ERROR(f.GetString("fleet.pod", &fl.pod));
+  RETURN_IF_ERROR(f.GetString("fleet.cluster", &fl.cluster));
+  RETURN_IF_ERROR(f.GetInt("fleet.batch_size", &fl.batch_size));
+  RETURN_IF_ERROR(f.GetDurationNs("fleet.flush_interval", &fl.flush_interval_ns));
+  RETURN_IF_ERROR(f.GetInt("fleet.backlog_limit", &fl.backlog_limit));
+  RETURN_IF_ERROR(f.GetDurationNs("fleet.timeout", &fl.timeout_ns));
+  return absl::OkStatus();
+}
+
+// Names ClickHouse takes unquoted: letters, digits and underscores, not starting with a digit.
+bool PlainIdentifier(const std::string& s) {
+  if (s.empty() || absl::ascii_isdigit(s[0])) return false;
+  for (char ch : s) {
+    if (!absl::ascii_isalnum(ch) && ch != '_') return false;
+  }
+  return true;
+}
+
+absl::Status ValidateFleet(const AggregatorConfig::Fleet& f) {
+  if (!PlainIdentifier(f.database)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fleet.database '", f.database, "' must be letters, digits and underscores"));
+  }
+  if (!f.cluster.empty() && !PlainIdentifier(f.cluster)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fleet.cluster '", f.cluster, "' must be letters, digits and underscores"));
+  }
+  if (!f.clickhouse_url.empty()) {
+    fleet::ClickHouseOptions o;
+    o.url = f.clickhouse_url;
+    if (absl::Status s = fleet::ClickHouse::Create(o).status(); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("fleet.clickhouse_url: ", s.message()));
+    }
+  }
+  if (f.batch_size < 1 || f.batch_size > 10'000 || f.backlog_limit < 1 ||
+      f.flush_interval_ns < 10'000'000 || f.timeout_ns < 100'000'000) {
+    return absl::InvalidArgumentError(
+        "fleet: batch_size must be 1..10000, backlog_limit at least 1, flush_interval at "
+        "least 10ms and timeout at least 100ms");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<AggregatorConfig> LoadAggregatorConfig(const std::string& path) {
@@ -93,6 +153,7 @@ absl::StatusOr<AggregatorConfig> LoadAggregatorConfig(const std::string& path) {
   RETURN_IF_ERROR(ReadLimits(f, &c));
   RETURN_IF_ERROR(ReadServing(f, &c));
   RETURN_IF_ERROR(ReadRetention(f, &c));
+  RETURN_IF_ERROR(ReadFleet(f, &c));
   absl::Status s = ValidateAggregatorConfig(c);
   if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
   return c;
@@ -123,7 +184,7 @@ absl::Status ValidateAggregatorConfig(const AggregatorConfig& c) {
       c.retention_keep_timelines_ns < 0) {
     return absl::InvalidArgumentError("retention values cannot be negative");
   }
-  return absl::OkStatus();
+  return ValidateFleet(c.fleet);
 }
 
 absl::StatusOr<AggregatorConfig> BuildAggregatorConfig(const AggregatorFlags& flags) {
@@ -137,6 +198,12 @@ absl::StatusOr<AggregatorConfig> BuildAggregatorConfig(const AggregatorFlags& fl
   }
   if (!flags.db.empty()) config.db = flags.db;
   if (flags.insecure) config.tls.insecure = true;
+  if (!flags.clickhouse_url.empty()) {
+    config.fleet.clickhouse_url = flags.clickhouse_url;
+    if (absl::Status s = ValidateAggregatorConfig(config); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--clickhouse-url: ", s.message()));
+    }
+  }
   // Plaintext is for trusted networks and tests: unless told where, it stays on this host.
   if (config.tls.insecure && !config.listen_set) config.listen = "127.0.0.1:7100";
   return config;

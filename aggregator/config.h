@@ -56,6 +56,21 @@ struct AggregatorConfig {
   // flow control).
   int64_t ingest_workers = 0;
   int64_t ingest_max_active_hosts = 16;
+  // [fleet]: replication to a ClickHouse fleet store (docs/FLEET.md); off while
+  // clickhouse_url is empty. The password comes from password_file, else from the systemd
+  // credential `clickhouse-password` ($CREDENTIALS_DIRECTORY), never from the command line.
+  struct Fleet {
+    std::string clickhouse_url;
+    std::string database = "podprof";
+    std::string user = "default";
+    std::string password_file;
+    std::string pod;          // a name for this aggregator's pod, on every row; default: host name
+    std::string cluster;      // read through Distributed tables over this cluster's shards
+    int64_t batch_size = 20;  // captures per INSERT
+    int64_t flush_interval_ns = 2'000'000'000;
+    int64_t backlog_limit = 10'000;  // captures waiting, at most
+    int64_t timeout_ns = 30'000'000'000;
+  } fleet;
   // Whether `listen` was set (by the file or a flag), so plaintext can default to loopback.
   bool listen_set = false;
 };
@@ -68,6 +83,7 @@ struct AggregatorFlags {
   std::string listen;
   std::string db;
   bool insecure = false;
+  std::string clickhouse_url;
 };
 
 // Loads `path` over the defaults. Unknown keys, wrong types and bad values fail with

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "aggregator/fleet_link.h"
 #include "aggregator/service_internal.h"
 #include "common/errno_status.h"
 #include "common/logging.h"
@@ -282,6 +283,7 @@ grpc::Status AggregatorService::ListAgents(grpc::ServerContext*,
   std::map<std::string, std::string> selector(req->label_selector().begin(),
                                               req->label_selector().end());
   for (auto& a : registry_->List(selector)) *resp->add_agents() = std::move(a);
+  if (fleet_ != nullptr) FillFleetStatus(*fleet_, resp->mutable_fleet());
   return grpc::Status::OK;
 }
 

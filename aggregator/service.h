@@ -12,6 +12,7 @@
 #include "aggregator/orchestrator.h"
 #include "aggregator/registry.h"
 #include "common/clock.h"
+#include "fleet/replicator.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
 #include "security/refusal_log.h"
 #include "security/tls.h"
@@ -56,6 +57,10 @@ class AggregatorService final : public podprof::v1::Aggregator::Service {
     absl::MutexLock lock(&access_mu_);
     access_ = std::move(fresh);
   }
+
+  // Replication to the fleet store, reported by ListAgents; none when never set. Set before
+  // serving; `replicator` must outlive the service.
+  void SetFleet(fleet::Replicator* replicator) { fleet_ = replicator; }
 
   grpc::Status StartCapture(grpc::ServerContext* context,
                             const podprof::v1::StartCaptureRequest* request,
@@ -106,6 +111,7 @@ class AggregatorService final : public podprof::v1::Aggregator::Service {
   Orchestrator* const orchestrator_;
   Clock* const clock_;
   const ImportLimits limits_;
+  fleet::Replicator* fleet_ = nullptr;
   // Who may do what now: a call checks the lists it started with.
   std::shared_ptr<const AccessControl> Access() const {
     absl::MutexLock lock(&access_mu_);

@@ -87,7 +87,16 @@ absl::Status RunAgents(AggregatorClient& client, const AgentsOptions& options, s
                           {"probe_count", a.clock().probe_count()},
                           {"active_capture_id", a.active_capture_id()}});
       }
-      WriteJson({{"agents", agents}}, out);
+      json j = {{"agents", agents}};
+      if (response.fleet().enabled()) {
+        j["fleet"] = {{"url", response.fleet().url()},
+                      {"pod", response.fleet().pod()},
+                      {"pending", response.fleet().pending()},
+                      {"oldest_pending_ns", response.fleet().oldest_pending_unix_ns()},
+                      {"rejected", response.fleet().rejected()},
+                      {"last_error", response.fleet().last_error()}};
+      }
+      WriteJson(j, out);
       break;
     }
     case OutputFormat::kCsv:
@@ -122,6 +131,13 @@ absl::Status RunAgents(AggregatorClient& client, const AgentsOptions& options, s
                   a.active_capture_id().empty() ? "-" : a.active_capture_id()});
       }
       out << response.agents_size() << " agents\n";
+      if (const v1::FleetStatus& f = response.fleet(); f.enabled()) {
+        // The backlog at a glance; `podprof fleet status` has the rest.
+        out << "fleet: " << CountOf(f.pending(), "capture") << " waiting for " << f.url();
+        if (f.rejected() > 0) out << ", " << f.rejected() << " rejected";
+        if (!f.last_error().empty()) out << " (" << OneLine(f.last_error()) << ")";
+        out << "\n";
+      }
       if (t.rows() > 0) {
         out << "\n";
         t.Write(out);

@@ -15,6 +15,7 @@
 #include "cli/diff_command.h"
 #include "cli/exit_codes.h"
 #include "cli/export_command.h"
+#include "cli/fleet_command.h"
 #include "cli/history_command.h"
 #include "cli/import_command.h"
 #include "cli/inspect_command.h"
@@ -82,6 +83,7 @@ int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
   commands.push_back(AddAgentsCommand(app, context));
   commands.push_back(AddCaptureCommand(app, context));
   commands.push_back(AddExportCommand(app, context));
+  commands.push_back(AddFleetCommand(app, context));
   commands.push_back(AddDemoCommand(app, context));
 
   try {

@@ -113,7 +113,7 @@ bool FakeClock::AwaitSleepers(int count, absl::Duration timeout) const {
 
 namespace {
 
-constexpr absl::string_view kUnitHint = "(use ns, us, ms, s, m, h)";
+constexpr absl::string_view kUnitHint = "(use ns, us, ms, s, m, h, d)";
 
 absl::Status BadDuration(absl::string_view text, absl::string_view why) {
   return absl::InvalidArgumentError(
@@ -128,6 +128,7 @@ int64_t UnitNs(absl::string_view unit) {
   if (unit == "s") return kNsPerSecond;
   if (unit == "m") return 60 * kNsPerSecond;
   if (unit == "h") return 3600 * kNsPerSecond;
+  if (unit == "d") return 86400 * kNsPerSecond;
   return 0;
 }
 

@@ -117,10 +117,10 @@ class FakeClock final : public Clock {
 // Parses a duration written as a decimal number and a unit, e.g. "250ms",
 // "2s", "1.5s", "-37.5ms", "100us", "10ns", "3m", "1h", and returns it in ns
 // (fractions rounded to the nearest ns). Units: ns, us, ms, s, m (minutes),
-// h. A unit is required except for zero ("0"). No whitespace, no compound
+// h, d (days). A unit is required except for zero ("0"). No whitespace, no compound
 // forms ("1h30m"), at least one digit on each side of a decimal point.
 // Errors: InvalidArgument naming the text and the problem, e.g.
-//   bad duration "2x": unknown unit "x" (use ns, us, ms, s, m, h)
+//   bad duration "2x": unknown unit "x" (use ns, us, ms, s, m, h, d)
 // for empty text, garbage, an unknown or missing unit, or a value that does
 // not fit in int64 ns (about +-292 years).
 absl::StatusOr<int64_t> ParseDurationNs(absl::string_view text);

@@ -18,6 +18,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev time
   # Unit checks (systemd-analyze), kill(1) for ExecReload, test certificates, packaging.
   systemd procps openssl dpkg-dev
+  # The fleet store's tests and bench_fleet start their own ClickHouse servers.
+  clickhouse-server clickhouse-client
 )
 
 missing=()

@@ -450,7 +450,10 @@ absl::Status Store::WriteCapture(const CaptureWrite& capture) {
     // Every reference this transaction writes points at a row it wrote itself or looked up:
     // skip the per-row foreign-key lookups. Deletes keep them on, for the cascades.
     RETURN_IF_ERROR(c.Exec("PRAGMA foreign_keys = OFF"));
-    absl::Status s = Transaction(c, [&] { return WriteCaptureRows(c, capture); });
+    absl::Status s = Transaction(c, [&]() -> absl::Status {
+      RETURN_IF_ERROR(WriteCaptureRows(c, capture));
+      return QueueInOutbox(c, capture);
+    });
     absl::Status on = c.Exec("PRAGMA foreign_keys = ON");
     return s.ok() ? on : s;
   });

@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "trace/analysis_rows.h"
@@ -302,6 +303,24 @@ struct KernelDeltaRow {
   std::optional<StatRow> baseline, candidate;
   double mean_change = 0, p50_change = 0, p99_change = 0;
   bool regression = false;
+};
+
+// A capture waiting in the fleet outbox (fleet_outbox), oldest first.
+struct FleetEntry {
+  std::string capture_id;
+  int64_t queued_ns = 0;  // when its capture was stored (captures.created_ns)
+  int64_t attempts = 0;
+};
+
+// The fleet outbox at a glance.
+struct FleetBacklog {
+  int64_t pending = 0;
+  int64_t oldest_queued_ns = 0;  // 0 when none is pending
+  int64_t rejected = 0;
+  // The newest rejected captures (up to 10) and why ClickHouse refused them.
+  std::vector<std::pair<std::string, std::string>> rejections;
+  // Captures committed while the backlog was full, not queued (since the store was opened).
+  int64_t not_queued = 0;
 };
 
 struct RetentionPolicy {

@@ -211,6 +211,19 @@ CREATE TABLE kernel_scopes (
 );
 CREATE INDEX kernel_scopes_by_capture ON kernel_scopes (capture, kernel_id);
 )sql",
+    // 6: the fleet outbox: captures committed here and not yet replicated to the ClickHouse
+    // fleet store (docs/FLEET.md). An entry is written in its capture's own transaction and
+    // removed once every table of the fleet holds the capture's rows.
+    R"sql(
+CREATE TABLE fleet_outbox (
+  capture_id TEXT PRIMARY KEY,
+  queued_ns INTEGER NOT NULL,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  state TEXT NOT NULL DEFAULT 'pending',
+  error TEXT NOT NULL DEFAULT ''
+) WITHOUT ROWID;
+CREATE INDEX fleet_outbox_by_state ON fleet_outbox (state, queued_ns);
+)sql",
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 #ifndef PODPROF_STORAGE_STORE_H_
 #define PODPROF_STORAGE_STORE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -66,6 +67,22 @@ class Store {
   absl::StatusOr<int> MarkInterrupted();
   // Deletes by age and size (oldest first, in bounded batches), timelines earlier.
   absl::StatusOr<RetentionResult> ApplyRetention(const RetentionPolicy& policy, int64_t now_ns);
+
+  // From now on every capture WriteCapture commits is also queued, in the same transaction,
+  // for replication to the fleet store, while fewer than `backlog_limit` wait; past it the
+  // capture is stored but not queued (counted in FleetBacklog::not_queued). 0 stops queueing.
+  void QueueForFleet(int64_t backlog_limit) { fleet_backlog_limit_ = backlog_limit; }
+  // Up to `limit` pending captures of the outbox, oldest first.
+  absl::StatusOr<std::vector<FleetEntry>> FleetPending(int limit);
+  // The captures are in the fleet store now: their entries go.
+  absl::Status FleetReplicated(const std::vector<std::string>& capture_ids);
+  // A failed attempt that will be retried: counts it and keeps why.
+  absl::Status FleetAttemptFailed(const std::vector<std::string>& capture_ids,
+                                  const std::string& error);
+  // The fleet store refused the capture's rows: it stays in the outbox, out of the queue,
+  // with why, for an operator to see (podprof fleet status).
+  absl::Status FleetRejected(const std::string& capture_id, const std::string& error);
+  absl::StatusOr<FleetBacklog> FleetBacklogStatus();
 
   // Newest first; sets *next_page_token when more match.
   absl::StatusOr<std::vector<CaptureRow>> ListCaptures(const CaptureQuery& query,
@@ -142,9 +159,14 @@ class Store {
   };
   // NotFound naming the id if there is no such capture.
   absl::StatusOr<CaptureRef> RequireCapture(Connection& c, const std::string& id);
+  // In WriteCapture's transaction: the capture's fleet outbox entry, when QueueForFleet asked
+  // for them and the backlog has room.
+  absl::Status QueueInOutbox(Connection& c, const CaptureWrite& capture);
 
   const std::string path_;
   const std::string read_only_reason_;
+  std::atomic<int64_t> fleet_backlog_limit_{0};
+  std::atomic<int64_t> fleet_not_queued_{0};
   std::unique_ptr<Connection> writer_;  // used only on writer_thread_
   std::thread writer_thread_;
 

@@ -125,6 +125,34 @@ std::pair<int32_t, std::vector<uint64_t>> DDSketch::Normalized() const {
           std::vector<uint64_t>(bins_.begin() + first, bins_.begin() + last)};
 }
 
+void DDSketch::Bins(std::vector<int32_t>* indices, std::vector<uint64_t>* counts) const {
+  indices->clear();
+  counts->clear();
+  for (size_t i = 0; i < bins_.size(); ++i) {
+    if (bins_[i] == 0) continue;
+    indices->push_back(min_index_ + static_cast<int32_t>(i));
+    counts->push_back(bins_[i]);
+  }
+}
+
+absl::StatusOr<DDSketch> DDSketch::FromBins(uint64_t zero_count,
+                                            const std::vector<int32_t>& indices,
+                                            const std::vector<uint64_t>& counts) {
+  if (indices.size() != counts.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sketch bins: ", indices.size(), " indices but ", counts.size(), " counts"));
+  }
+  DDSketch s;
+  s.count_ = s.zero_count_ = zero_count;
+  for (size_t i = 0; i < indices.size(); ++i) {
+    if (counts[i] == 0) continue;
+    s.EnsureIndex(indices[i]);
+    s.bins_[static_cast<size_t>(indices[i] - s.min_index_)] += counts[i];
+    s.count_ += counts[i];
+  }
+  return s;
+}
+
 std::string DDSketch::Serialize() const {
   auto [first, bins] = Normalized();
   std::string out;

@@ -43,6 +43,15 @@ class DDSketch {
   // Parses Serialize()'s output; InvalidArgument names what is wrong with the blob.
   static absl::StatusOr<DDSketch> Deserialize(absl::string_view blob);
 
+  // The buckets as parallel arrays (index, count) of the non-empty ones in index order, and the
+  // zero bucket: the form a fleet store keeps, where adding counts by index (ClickHouse's
+  // sumMap) merges sketches exactly as Merge does.
+  uint64_t zero_count() const { return zero_count_; }
+  void Bins(std::vector<int32_t>* indices, std::vector<uint64_t>* counts) const;
+  // The sketch Bins described; InvalidArgument for arrays of different lengths.
+  static absl::StatusOr<DDSketch> FromBins(uint64_t zero_count, const std::vector<int32_t>& indices,
+                                           const std::vector<uint64_t>& counts);
+
   bool operator==(const DDSketch& o) const {
     return count_ == o.count_ && zero_count_ == o.zero_count_ && Normalized() == o.Normalized();
   }

@@ -192,6 +192,7 @@ TEST(ParseDurationNsTest, AcceptsNumbersWithUnits) {
       {"+2ms", 2'000'000},
       {"3m", int64_t{180} * 1'000'000'000},
       {"1h", int64_t{3600} * 1'000'000'000},
+      {"30d", int64_t{30} * 86400 * 1'000'000'000},
       {"0.5h", int64_t{1800} * 1'000'000'000},
       {"1.0000000005s", 1'000'000'001},  // rounded to the nearest ns
       {"0.1s", 100'000'000},
@@ -214,7 +215,7 @@ struct BadDurationCase {
 TEST(ParseDurationNsTest, RejectsBadText) {
   const BadDurationCase kCases[] = {
       {"", "bad duration \"\": empty"},
-      {"2x", "bad duration \"2x\": unknown unit \"x\" (use ns, us, ms, s, m, h)"},
+      {"2x", "bad duration \"2x\": unknown unit \"x\" (use ns, us, ms, s, m, h, d)"},
       {"5", "bad duration \"5\": missing unit"},
       {"1.5", "bad duration \"1.5\": missing unit"},
       {"ms", "bad duration \"ms\": expected a number"},

@@ -1,0 +1,101 @@
+#include "aggregator/fleet_link.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "common/file_util.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+
+namespace podprof::aggregator {
+namespace {
+
+// The systemd credential (LoadCredential=clickhouse-password:...) the unit may pass.
+constexpr char kCredential[] = "clickhouse-password";
+
+// From fleet.password_file, else the systemd credential, else none. Never a flag: command
+// lines are visible to every user of the host.
+absl::StatusOr<std::string> Password(const AggregatorConfig::Fleet& f) {
+  std::string path = f.password_file;
+  if (path.empty()) {
+    const char* dir = std::getenv("CREDENTIALS_DIRECTORY");
+    if (dir == nullptr) return std::string();
+    path = absl::StrCat(dir, "/", kCredential);
+    if (!std::filesystem::exists(path)) return std::string();
+  }
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fleet.password_file ", path, ": ", text.status().message()));
+  }
+  return std::string(absl::StripTrailingAsciiWhitespace(*text));
+}
+
+std::string HostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "pod";
+  return name;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<fleet::Replicator>> StartFleet(const AggregatorConfig& config,
+                                                              storage::Store& store, Clock& clock) {
+  const AggregatorConfig::Fleet& f = config.fleet;
+  if (f.clickhouse_url.empty()) return nullptr;
+  fleet::ClickHouseOptions ch;
+  ch.url = f.clickhouse_url;
+  ch.user = f.user;
+  ch.timeout_ns = f.timeout_ns;
+  ASSIGN_OR_RETURN(ch.password, Password(f));
+  absl::StatusOr<fleet::ClickHouse> client = fleet::ClickHouse::Create(ch);
+  if (!client.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fleet.clickhouse_url: ", client.status().message()));
+  }
+  if (store.read_only()) {
+    return absl::FailedPreconditionError(
+        "the fleet store needs a writable database for its backlog");
+  }
+  fleet::ReplicatorOptions o;
+  o.pod = f.pod.empty() ? HostName() : f.pod;
+  o.database = f.database;
+  o.cluster = f.cluster;
+  o.batch_captures = static_cast<int>(f.batch_size);
+  o.flush_interval_ns = f.flush_interval_ns;
+  o.backlog_limit = f.backlog_limit;
+  auto r = std::make_unique<fleet::Replicator>(store, *std::move(client), std::move(o), clock);
+  PODPROF_LOG(INFO) << "fleet: replicating pod '" << r->options().pod << "' to "
+                    << r->clickhouse().url() << " (database " << f.database << ", user " << f.user
+                    << ")";
+  r->Start();
+  return r;
+}
+
+void FillFleetStatus(fleet::Replicator& replicator, podprof::v1::FleetStatus* out) {
+  const fleet::ReplicatorStatus s = replicator.Status();
+  out->set_enabled(true);
+  out->set_url(replicator.clickhouse().url());
+  out->set_database(replicator.options().database);
+  out->set_pod(replicator.options().pod);
+  out->set_pending(static_cast<uint64_t>(s.backlog.pending));
+  out->set_oldest_pending_unix_ns(s.backlog.oldest_queued_ns);
+  out->set_backlog_limit(static_cast<uint64_t>(replicator.options().backlog_limit));
+  out->set_rejected(static_cast<uint64_t>(s.backlog.rejected));
+  for (const auto& [id, why] : s.backlog.rejections) {
+    podprof::v1::FleetRejection* r = out->add_rejections();
+    r->set_capture_id(id);
+    r->set_error(why);
+  }
+  out->set_replicated(static_cast<uint64_t>(s.replicated));
+  out->set_last_success_unix_ns(s.last_success_ns);
+  out->set_last_error(s.last_error);
+}
+
+}  // namespace podprof::aggregator

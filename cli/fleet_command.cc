@@ -1,0 +1,412 @@
+#include "cli/fleet_command.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "cli/exit_codes.h"
+#include "common/file_util.h"
+#include "common/status_macros.h"
+#include "fleet/queries.h"
+#include "nlohmann/json.hpp"
+
+namespace podprof::cli {
+namespace {
+
+using nlohmann::json;
+using Stub = v1::Aggregator::StubInterface;
+
+// How to reach ClickHouse: the flags, else the environment.
+struct ClickHouseFlags {
+  std::string url, user, password_file, database = "podprof";
+  int64_t timeout_ns = 30'000'000'000;
+
+  void Add(CLI::App* cmd) {
+    cmd->add_option("--clickhouse", url, "ClickHouse's HTTP address, http://host:8123")
+        ->envname("PODPROF_CLICKHOUSE");
+    cmd->add_option("--clickhouse-user", user, "ClickHouse user (a read-only one will do)")
+        ->envname("PODPROF_CLICKHOUSE_USER");
+    cmd->add_option("--clickhouse-password-file", password_file,
+                    "File holding the user's password (or $PODPROF_CLICKHOUSE_PASSWORD)")
+        ->envname("PODPROF_CLICKHOUSE_PASSWORD_FILE");
+    cmd->add_option("--database", database, "The fleet's database (default podprof)");
+  }
+
+  absl::StatusOr<fleet::ClickHouse> Connect() const {
+    if (url.empty()) {
+      return absl::InvalidArgumentError(
+          "no ClickHouse to ask: give --clickhouse http://host:8123 or set $PODPROF_CLICKHOUSE");
+    }
+    fleet::ClickHouseOptions o;
+    o.url = url;
+    o.timeout_ns = timeout_ns;
+    if (!user.empty()) o.user = user;
+    if (!password_file.empty()) {
+      absl::StatusOr<std::string> text = ReadFile(password_file);
+      if (!text.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("--clickhouse-password-file ", password_file,
+                                                       ": ", text.status().message()));
+      }
+      o.password = std::string(absl::StripTrailingAsciiWhitespace(*text));
+    } else if (const char* p = std::getenv("PODPROF_CLICKHOUSE_PASSWORD")) {
+      o.password = p;
+    }
+    return fleet::ClickHouse::Create(o);
+  }
+};
+
+double MeanPs(int64_t total_ps, int64_t count) {
+  return count > 0 ? static_cast<double>(total_ps) / static_cast<double>(count) : 0;
+}
+int64_t Q(const trace::DDSketch& s, double q) { return std::llround(s.Quantile(q)); }
+std::string Dur(int64_t ps) { return FormatDurationPs(ps); }
+
+void WriteHistory(const std::vector<fleet::FleetPoint>& points, OutputFormat format,
+                  std::ostream& out) {
+  if (format == OutputFormat::kJson) {
+    json rows = json::array();
+    for (const auto& p : points) {
+      rows.push_back({{"pod", p.pod},
+                      {"module", p.module},
+                      {"kernel", p.op_name},
+                      {"capture", p.capture_id},
+                      {"start_ns", p.start_ns},
+                      {"count", p.count},
+                      {"chips", p.chips},
+                      {"total_ps", p.total_ps},
+                      {"mean_ps", std::llround(MeanPs(p.total_ps, p.count))},
+                      {"p50_ps", Q(p.sketch, 0.5)},
+                      {"p90_ps", Q(p.sketch, 0.9)},
+                      {"p99_ps", Q(p.sketch, 0.99)}});
+    }
+    WriteJson({{"points", rows}}, out);
+    return;
+  }
+  if (format == OutputFormat::kCsv) {
+    out << "pod,kernel,module,capture,start_ns,count,chips,mean_ps,p50_ps,p90_ps,p99_ps,"
+           "total_ps\n";
+    for (const auto& p : points) {
+      out << CsvField(p.pod) << ',' << CsvField(p.op_name) << ',' << CsvField(p.module) << ','
+          << CsvField(p.capture_id) << ',' << p.start_ns << ',' << p.count << ',' << p.chips << ','
+          << std::llround(MeanPs(p.total_ps, p.count)) << ',' << Q(p.sketch, 0.5) << ','
+          << Q(p.sketch, 0.9) << ',' << Q(p.sketch, 0.99) << ',' << p.total_ps << "\n";
+    }
+    return;
+  }
+  using Col = TextTable::Column;
+  using A = TextTable::Align;
+  TextTable t({Col{"KERNEL", A::kLeft, 40}, Col{"POD"}, Col{"CAPTURE"}, Col{"STARTED"},
+               Col{"CALLS", A::kRight}, Col{"MEAN", A::kRight}, Col{"P50", A::kRight},
+               Col{"P99", A::kRight}});
+  for (const auto& p : points) {
+    t.AddRow({p.op_name, p.pod, p.capture_id, FormatTimestampNs(p.start_ns), absl::StrCat(p.count),
+              FormatMeanPs(MeanPs(p.total_ps, p.count)), Dur(Q(p.sketch, 0.5)),
+              Dur(Q(p.sketch, 0.99))});
+  }
+  out << CountOf(points.size(), "point") << "\n";
+  if (t.rows() > 0) {
+    out << "\n";
+    t.Write(out);
+  }
+}
+
+const char* ByName(fleet::TopBy by) {
+  return by == fleet::TopBy::kKernel ? "kernel" : by == fleet::TopBy::kPod ? "pod" : "host";
+}
+
+void WriteTop(const std::vector<fleet::FleetTopRow>& rows, fleet::TopBy by, OutputFormat format,
+              std::ostream& out) {
+  auto name = [&](const fleet::FleetTopRow& r) {
+    return by == fleet::TopBy::kKernel ? r.op_name
+           : by == fleet::TopBy::kPod  ? r.pod
+                                       : absl::StrCat(r.pod, "/", r.host);
+  };
+  if (format == OutputFormat::kJson) {
+    json list = json::array();
+    for (const auto& r : rows) {
+      list.push_back({{"pod", r.pod},
+                      {"host", r.host},
+                      {"module", r.module},
+                      {"kernel", r.op_name},
+                      {"count", r.count},
+                      {"total_ps", r.total_ps},
+                      {"captures", r.captures},
+                      {"pods", r.pods},
+                      {"mean_ps", std::llround(MeanPs(r.total_ps, r.count))},
+                      {"p50_ps", Q(r.sketch, 0.5)},
+                      {"p99_ps", Q(r.sketch, 0.99)}});
+    }
+    WriteJson({{"by", ByName(by)}, {"rows", list}}, out);
+    return;
+  }
+  if (format == OutputFormat::kCsv) {
+    out << "pod,host,module,kernel,count,total_ps,captures,pods,mean_ps,p50_ps,p99_ps\n";
+    for (const auto& r : rows) {
+      out << CsvField(r.pod) << ',' << CsvField(r.host) << ',' << CsvField(r.module) << ','
+          << CsvField(r.op_name) << ',' << r.count << ',' << r.total_ps << ',' << r.captures << ','
+          << r.pods << ',' << std::llround(MeanPs(r.total_ps, r.count)) << ',' << Q(r.sketch, 0.5)
+          << ',' << Q(r.sketch, 0.99) << "\n";
+    }
+    return;
+  }
+  using Col = TextTable::Column;
+  using A = TextTable::Align;
+  TextTable t({Col{absl::AsciiStrToUpper(ByName(by)), A::kLeft, 48}, Col{"TOTAL", A::kRight},
+               Col{"CALLS", A::kRight}, Col{"MEAN", A::kRight}, Col{"P50", A::kRight},
+               Col{"P99", A::kRight}, Col{"CAPTURES", A::kRight}, Col{"PODS", A::kRight}});
+  for (const auto& r : rows) {
+    t.AddRow({name(r), Dur(r.total_ps), absl::StrCat(r.count),
+              FormatMeanPs(MeanPs(r.total_ps, r.count)), Dur(Q(r.sketch, 0.5)),
+              Dur(Q(r.sketch, 0.99)), absl::StrCat(r.captures), absl::StrCat(r.pods)});
+  }
+  t.Write(out);
+}
+
+std::string Change(double c) { return absl::StrFormat("%+.1f%%", c * 100); }
+
+void WriteRegressions(const std::vector<fleet::FleetRegression>& rows, OutputFormat format,
+                      std::ostream& out) {
+  if (format == OutputFormat::kJson) {
+    json list = json::array();
+    for (const auto& r : rows) {
+      list.push_back({{"pod", r.pod},
+                      {"module", r.module},
+                      {"kernel", r.op_name},
+                      {"baseline_captures", r.baseline_captures},
+                      {"candidate_captures", r.candidate_captures},
+                      {"baseline_p50_ps", Q(r.baseline, 0.5)},
+                      {"candidate_p50_ps", Q(r.candidate, 0.5)},
+                      {"baseline_p99_ps", Q(r.baseline, 0.99)},
+                      {"candidate_p99_ps", Q(r.candidate, 0.99)},
+                      {"p50_change", r.p50_change},
+                      {"p99_change", r.p99_change},
+                      {"p50_regressed", r.p50_regressed},
+                      {"p99_regressed", r.p99_regressed}});
+    }
+    WriteJson({{"kernels", list}}, out);
+    return;
+  }
+  if (format == OutputFormat::kCsv) {
+    out << "pod,kernel,module,baseline_captures,candidate_captures,baseline_p50_ps,"
+           "candidate_p50_ps,baseline_p99_ps,candidate_p99_ps,p50_change,p99_change,"
+           "p50_regressed,p99_regressed\n";
+    for (const auto& r : rows) {
+      out << CsvField(r.pod) << ',' << CsvField(r.op_name) << ',' << CsvField(r.module) << ','
+          << r.baseline_captures << ',' << r.candidate_captures << ',' << Q(r.baseline, 0.5) << ','
+          << Q(r.candidate, 0.5) << ',' << Q(r.baseline, 0.99) << ',' << Q(r.candidate, 0.99) << ','
+          << CsvDouble(r.p50_change) << ',' << CsvDouble(r.p99_change) << ','
+          << (r.p50_regressed ? 1 : 0) << ',' << (r.p99_regressed ? 1 : 0) << "\n";
+    }
+    return;
+  }
+  using Col = TextTable::Column;
+  using A = TextTable::Align;
+  TextTable t({Col{"KERNEL", A::kLeft, 40}, Col{"POD"}, Col{"P50", A::kRight},
+               Col{"CHANGE", A::kRight}, Col{"P99", A::kRight}, Col{"CHANGE", A::kRight},
+               Col{"CAPTURES", A::kRight}, Col{"VERDICT"}});
+  int regressed = 0;
+  for (const auto& r : rows) {
+    const bool bad = r.p50_regressed || r.p99_regressed;
+    regressed += bad ? 1 : 0;
+    t.AddRow({r.op_name, r.pod,
+              absl::StrCat(Dur(Q(r.baseline, 0.5)), " -> ", Dur(Q(r.candidate, 0.5))),
+              Change(r.p50_change),
+              absl::StrCat(Dur(Q(r.baseline, 0.99)), " -> ", Dur(Q(r.candidate, 0.99))),
+              Change(r.p99_change), absl::StrCat(r.baseline_captures, "+", r.candidate_captures),
+              bad ? (r.p50_regressed ? "REGRESSED (p50)" : "REGRESSED (p99)") : "ok"});
+  }
+  out << regressed << " of " << CountOf(rows.size(), "kernel") << " regressed\n";
+  if (t.rows() > 0) {
+    out << "\n";
+    t.Write(out);
+  }
+}
+
+}  // namespace
+
+namespace {
+
+int FleetFail(std::ostream& err, const char* sub, const absl::Status& s) {
+  err << "podprof fleet " << sub << ": " << s.message() << "\n";
+  if (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s)) return kExitUnreachable;
+  if (absl::IsPermissionDenied(s)) return kExitDenied;
+  return kExitBadInput;
+}
+
+void WriteStatus(const v1::FleetStatus& f, int64_t now_ns, OutputFormat format, std::ostream& out) {
+  if (format != OutputFormat::kTable) {
+    json rejections = json::array();
+    for (const auto& r : f.rejections()) {
+      rejections.push_back({{"capture", r.capture_id()}, {"error", r.error()}});
+    }
+    json j = {{"enabled", f.enabled()},
+              {"url", f.url()},
+              {"database", f.database()},
+              {"pod", f.pod()},
+              {"pending", f.pending()},
+              {"oldest_pending_ns", f.oldest_pending_unix_ns()},
+              {"backlog_limit", f.backlog_limit()},
+              {"rejected", f.rejected()},
+              {"rejections", rejections},
+              {"replicated", f.replicated()},
+              {"last_success_ns", f.last_success_unix_ns()},
+              {"last_error", f.last_error()}};
+    if (format == OutputFormat::kJson) {
+      WriteJson(j, out);
+    } else {
+      out << "enabled,url,database,pod,pending,oldest_pending_ns,backlog_limit,rejected,"
+             "replicated,last_success_ns,last_error\n"
+          << f.enabled() << ',' << CsvField(f.url()) << ',' << CsvField(f.database()) << ','
+          << CsvField(f.pod()) << ',' << f.pending() << ',' << f.oldest_pending_unix_ns() << ','
+          << f.backlog_limit() << ',' << f.rejected() << ',' << f.replicated() << ','
+          << f.last_success_unix_ns() << ',' << CsvField(OneLine(f.last_error())) << "\n";
+    }
+    return;
+  }
+  if (!f.enabled()) {
+    out << "fleet: off (no [fleet] clickhouse_url in the aggregator's configuration)\n";
+    return;
+  }
+  out << "fleet: pod " << f.pod() << " -> " << f.url() << " database " << f.database() << "\n"
+      << "backlog: " << CountOf(f.pending(), "capture") << " waiting of at most "
+      << f.backlog_limit();
+  if (f.pending() > 0) {
+    out << ", oldest stored " << FormatDurationPs((now_ns - f.oldest_pending_unix_ns()) * 1000)
+        << " ago";
+  }
+  out << "\nreplicated: " << f.replicated() << " since the aggregator started";
+  if (f.last_success_unix_ns() > 0) {
+    out << ", last at " << FormatTimestampNs(f.last_success_unix_ns());
+  }
+  out << "\n";
+  if (!f.last_error().empty()) out << "last error: " << OneLine(f.last_error()) << "\n";
+  if (f.rejected() > 0) {
+    out << "rejected by ClickHouse: " << CountOf(f.rejected(), "capture") << "\n";
+    for (const auto& r : f.rejections()) {
+      out << "  " << r.capture_id() << ": " << OneLine(r.error()) << "\n";
+    }
+  }
+}
+
+class FleetCommand : public Command {
+ public:
+  FleetCommand(CLI::App* cmd, CliContext& context) : Command(cmd) {
+    cmd->require_subcommand(1, 1);
+    status_ =
+        cmd->add_subcommand("status", "How the aggregator's replication to ClickHouse stands");
+    AddAggregatorFlags(status_, context);
+    history_ = cmd->add_subcommand("history", "A kernel's p50/p99 per capture, across every pod");
+    history_->add_option("regex", regex_, "Kernel op names to match (RE2, partial match)")
+        ->required();
+    AddSince(history_, context, "30d", history_since_);
+    history_->add_option("--label", labels_, "Only captures with this label, key=value; repeatable")
+        ->allow_extra_args(false);
+    top_ = cmd->add_subcommand("top", "Where the fleet's kernel time went");
+    AddSince(top_, context, "24h", top_since_);
+    top_->add_option("--by", by_, "Group by kernel, pod or host")
+        ->transform(CLI::CheckedTransformer(
+            std::map<std::string, fleet::TopBy>{{"kernel", fleet::TopBy::kKernel},
+                                                {"pod", fleet::TopBy::kPod},
+                                                {"host", fleet::TopBy::kHost}},
+            CLI::ignore_case));
+    top_->add_option("--top", top_n_, "Rows to show (default 20)");
+    regressions_ = cmd->add_subcommand(
+        "regressions", "Kernels whose p50 or p99 rose beyond noise, this period against the last");
+    AddSince(regressions_, context, "7d", regressions_since_);
+    regressions_->add_option("--threshold", threshold_,
+                             "Smallest rise that counts (0.05 = 5%; never under the sketch's "
+                             "1.1% error)");
+    cmd->footer(
+        "Examples:\n  podprof fleet status\n"
+        "  podprof fleet history 'fusion\\.1$' --since 30d --clickhouse http://ch:8123\n"
+        "  podprof fleet top --by pod --since 24h\n"
+        "  podprof fleet regressions --since 7d --threshold 0.05 --format csv");
+  }
+
+  int Run(CliContext& context, std::ostream& out, std::ostream& err) override {
+    if (status_->parsed()) return RunStatus(context, out, err);
+    CLI::App* sub = history_->parsed() ? history_ : top_->parsed() ? top_ : regressions_;
+    const char* name = sub->get_name().c_str();
+    absl::StatusOr<fleet::ClickHouse> ch = clickhouse_.Connect();
+    if (!ch.ok()) return FleetFail(err, name, ch.status());
+    fleet::FleetFilter filter;
+    filter.database = clickhouse_.database;
+    filter.pod = pod_;
+    const int64_t now = context.clock.NowNs();
+    const int64_t since = history_->parsed() ? history_since_
+                          : top_->parsed()   ? top_since_
+                                             : regressions_since_;
+    filter.since_ns = now - since;
+    absl::Status s;
+    if (history_->parsed()) {
+      absl::StatusOr<LabelMap> labels = ParseLabels(labels_);
+      if (!labels.ok()) return FleetFail(err, name, labels.status());
+      filter.labels.insert(labels->begin(), labels->end());
+      absl::StatusOr<std::vector<fleet::FleetPoint>> points =
+          fleet::FleetHistory(*ch, regex_, filter);
+      if (points.ok()) WriteHistory(*points, context.format, out);
+      s = points.status();
+    } else if (top_->parsed()) {
+      absl::StatusOr<std::vector<fleet::FleetTopRow>> rows =
+          fleet::FleetTop(*ch, by_, filter, top_n_);
+      if (rows.ok()) WriteTop(*rows, by_, context.format, out);
+      s = rows.status();
+    } else {
+      absl::StatusOr<std::vector<fleet::FleetRegression>> rows =
+          fleet::FleetRegressions(*ch, filter, now, since, threshold_);
+      if (rows.ok()) WriteRegressions(*rows, context.format, out);
+      s = rows.status();
+    }
+    if (s.ok()) s = FlushOutput(out);
+    return s.ok() ? 0 : FleetFail(err, name, s);
+  }
+
+ private:
+  static constexpr int64_t kDay = 86'400'000'000'000;
+
+  void AddSince(CLI::App* sub, CliContext& context, const char* example, int64_t& since_ns) {
+    sub->add_option("--since", since_ns, absl::StrCat("How far back (default ", example, ")"))
+        ->transform(PositiveDuration())
+        ->option_text("DURATION");
+    sub->add_option("--pod", pod_, "Only this pod");
+    clickhouse_.Add(sub);
+    AddFormatFlag(sub, context.format);
+  }
+
+  int RunStatus(CliContext& context, std::ostream& out, std::ostream& err) {
+    absl::StatusOr<std::unique_ptr<AggregatorClient>> client = context.Connect();
+    if (!client.ok()) return Fail(err, "fleet status", client.status(), kExitUsage);
+    v1::ListAgentsResponse response;
+    absl::Status s = (*client)->Call(&Stub::ListAgents, v1::ListAgentsRequest(), &response);
+    if (!s.ok()) return Fail(err, "fleet status", s, kExitBadInput);
+    WriteStatus(response.fleet(), context.clock.NowNs(), context.format, out);
+    s = FlushOutput(out);
+    return s.ok() ? 0 : Fail(err, "fleet status", s, kExitBadInput);
+  }
+
+  CLI::App *status_, *history_, *top_, *regressions_;
+  ClickHouseFlags clickhouse_;
+  std::string regex_, pod_;
+  std::vector<std::string> labels_;
+  int64_t history_since_ = 30 * kDay, top_since_ = kDay, regressions_since_ = 7 * kDay;
+  fleet::TopBy by_ = fleet::TopBy::kKernel;
+  int top_n_ = 20;
+  double threshold_ = 0.05;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> AddFleetCommand(CLI::App& app, CliContext& context) {
+  return std::make_unique<FleetCommand>(
+      app.add_subcommand("fleet",
+                         "The fleet store in ClickHouse: replication status and "
+                         "queries across every pod"),
+      context);
+}
+
+}  // namespace podprof::cli

@@ -1,0 +1,43 @@
+// What the fleet store holds of one capture, read from the aggregator's SQLite store, and its
+// rows for each ClickHouse table (fleet/schema.h) in RowBinary.
+#ifndef PODPROF_FLEET_CAPTURE_ROWS_H_
+#define PODPROF_FLEET_CAPTURE_ROWS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "fleet/schema.h"
+#include "insight/verdict.h"
+#include "storage/store.h"
+
+namespace podprof::fleet {
+
+// One kernel of a capture over the pod, with the verdict `podprof stats` gives it.
+struct FleetKernel {
+  storage::StatRow stats;
+  insight::Verdict verdict;
+};
+
+struct FleetCapture {
+  storage::CaptureRow capture;
+  std::vector<storage::StatRow> chip_stats;         // per (host, chip, kernel definition)
+  std::vector<FleetKernel> kernels;                 // per kernel definition, over the pod
+  std::vector<storage::KernelInsightRow> counters;  // over the pod, by kernels.id
+  std::vector<trace::StragglerRow> stragglers;
+};
+
+// The facts a verdict is decided from: a stats row and what the store attributed to it
+// (counters and collective waits; none when `in` is null).
+insight::KernelFacts FactsOf(const storage::StatRow& r, const storage::KernelInsightRow* in);
+
+// The capture as the fleet stores it; NotFound naming the id when it is gone (retention).
+absl::StatusOr<FleetCapture> ReadFleetCapture(storage::Store& store, const std::string& id);
+
+// The rows of `captures` for table `t`, appended to `out` in RowBinary; returns how many.
+int64_t EncodeRows(Table t, const std::string& pod,
+                   const std::vector<const FleetCapture*>& captures, std::string* out);
+
+}  // namespace podprof::fleet
+
+#endif  // PODPROF_FLEET_CAPTURE_ROWS_H_

@@ -1,0 +1,172 @@
+#include "fleet/queries.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "nlohmann/json.hpp"
+#include "storage/store.h"
+
+namespace podprof::fleet {
+namespace {
+
+using nlohmann::json;
+
+// WHERE conditions of `filter` on a table with start_ns, pod and (with labels) label_keys
+// and label_values.
+std::string Where(const FleetFilter& filter) {
+  std::vector<std::string> conds = {
+      absl::StrCat("start_ns >= ", std::max<int64_t>(0, filter.since_ns))};
+  if (!filter.pod.empty()) conds.push_back("pod = " + Quote(filter.pod));
+  for (const auto& [k, v] : filter.labels) {
+    conds.push_back(absl::StrCat("label_values[indexOf(label_keys, ", Quote(k), ")] = ", Quote(v)));
+  }
+  return absl::StrJoin(conds, " AND ");
+}
+
+// Runs a SELECT with FORMAT JSONCompact and returns its rows.
+absl::StatusOr<json> Rows(const ClickHouse& ch, const std::string& select) {
+  ASSIGN_OR_RETURN(std::string body, ch.Query(select + " FORMAT JSONCompact"));
+  json doc = json::parse(body, nullptr, false);
+  if (doc.is_discarded() || !doc.contains("data") || !doc["data"].is_array()) {
+    return absl::DataLossError(
+        absl::StrCat("ClickHouse at ", ch.url(), " answered something other than JSONCompact"));
+  }
+  return std::move(doc["data"]);
+}
+
+// A merged sketch from (zero_count, sumMap(bin_index, bin_count)) columns.
+absl::StatusOr<trace::DDSketch> SketchOf(const json& zero, const json& bins) {
+  if (!bins.is_array() || bins.size() != 2) {
+    return absl::DataLossError("a sketch's bins did not come back as two arrays");
+  }
+  return trace::DDSketch::FromBins(zero.get<uint64_t>(), bins[0].get<std::vector<int32_t>>(),
+                                   bins[1].get<std::vector<uint64_t>>());
+}
+
+// The table a query reads: every shard's rows.
+std::string All(const FleetFilter& f, const char* table) {
+  return absl::StrCat(f.database, ".", table, "_all");
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<FleetPoint>> FleetHistory(const ClickHouse& ch,
+                                                     const std::string& op_regex,
+                                                     const FleetFilter& filter) {
+  const std::string sql = absl::StrCat(
+      "SELECT pod, module, op_name, capture_id, start_ns, sum(count), sum(total_ps), "
+      "max(chips), sum(zero_count), sumMap(bin_index, bin_count) FROM ",
+      All(filter, "kernel_rollups"), " WHERE ", Where(filter), " AND match(op_name, ",
+      Quote(op_regex), ") GROUP BY pod, module, op_name, capture_id, start_ns ",
+      "ORDER BY module, op_name, pod, start_ns, capture_id");
+  ASSIGN_OR_RETURN(json rows, Rows(ch, sql));
+  std::vector<FleetPoint> out;
+  try {
+    for (const json& r : rows) {
+      FleetPoint p;
+      p.pod = r[0];
+      p.module = r[1];
+      p.op_name = r[2];
+      p.capture_id = r[3];
+      p.start_ns = r[4].get<int64_t>();
+      p.count = r[5].get<int64_t>();
+      p.total_ps = r[6].get<int64_t>();
+      p.chips = r[7].get<int64_t>();
+      ASSIGN_OR_RETURN(p.sketch, SketchOf(r[8], r[9]));
+      out.push_back(std::move(p));
+    }
+  } catch (const json::exception& e) {
+    return absl::DataLossError(absl::StrCat("history from ", ch.url(), ": ", e.what()));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<FleetTopRow>> FleetTop(const ClickHouse& ch, TopBy by,
+                                                  const FleetFilter& filter, int limit) {
+  // Kernels and pods from the per-capture roll-ups; hosts need the per-chip rows.
+  const char* keys = by == TopBy::kKernel ? "'', '', module, op_name"
+                     : by == TopBy::kPod  ? "pod, '', '', ''"
+                                          : "pod, host, '', ''";
+  const char* group = by == TopBy::kKernel ? "module, op_name"
+                      : by == TopBy::kPod  ? "pod"
+                                           : "pod, host";
+  FleetFilter f = filter;
+  if (by == TopBy::kHost) f.labels.clear();  // per-chip rows carry no labels
+  const std::string sql = absl::StrCat(
+      "SELECT ", keys,
+      ", sum(count), sum(total_ps) AS total, uniqExact(pod, capture_id), "
+      "uniqExact(pod), sum(zero_count), sumMap(bin_index, bin_count) FROM ",
+      All(filter, by == TopBy::kHost ? "kernel_stats" : "kernel_rollups"), " WHERE ", Where(f),
+      " GROUP BY ", group, " ORDER BY total DESC, ", group, " LIMIT ", std::max(1, limit));
+  ASSIGN_OR_RETURN(json rows, Rows(ch, sql));
+  std::vector<FleetTopRow> out;
+  try {
+    for (const json& r : rows) {
+      FleetTopRow t;
+      t.pod = r[0];
+      t.host = r[1];
+      t.module = r[2];
+      t.op_name = r[3];
+      t.count = r[4].get<int64_t>();
+      t.total_ps = r[5].get<int64_t>();
+      t.captures = r[6].get<int64_t>();
+      t.pods = r[7].get<int64_t>();
+      ASSIGN_OR_RETURN(t.sketch, SketchOf(r[8], r[9]));
+      out.push_back(std::move(t));
+    }
+  } catch (const json::exception& e) {
+    return absl::DataLossError(absl::StrCat("top from ", ch.url(), ": ", e.what()));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<FleetRegression>> FleetRegressions(const ClickHouse& ch,
+                                                              const FleetFilter& filter,
+                                                              int64_t now_ns, int64_t period_ns,
+                                                              double threshold) {
+  FleetFilter f = filter;
+  f.since_ns = now_ns - 2 * period_ns;
+  const int64_t mid = now_ns - period_ns;
+  const std::string sql = absl::StrCat(
+      "SELECT pod, module, op_name, start_ns >= ", mid, " AS current, uniqExact(capture_id), ",
+      "sum(zero_count), sumMap(bin_index, bin_count) FROM ", All(f, "kernel_rollups"), " WHERE ",
+      Where(f), " AND start_ns < ", now_ns, " GROUP BY pod, module, op_name, current");
+  ASSIGN_OR_RETURN(json rows, Rows(ch, sql));
+  std::map<std::tuple<std::string, std::string, std::string>, FleetRegression> by_key;
+  try {
+    for (const json& r : rows) {
+      FleetRegression& g = by_key[{r[0], r[1], r[2]}];
+      g.pod = r[0];
+      g.module = r[1];
+      g.op_name = r[2];
+      const bool current = r[3].get<int>() != 0;
+      (current ? g.candidate_captures : g.baseline_captures) = r[4].get<int64_t>();
+      ASSIGN_OR_RETURN((current ? g.candidate : g.baseline), SketchOf(r[5], r[6]));
+    }
+  } catch (const json::exception& e) {
+    return absl::DataLossError(absl::StrCat("regressions from ", ch.url(), ": ", e.what()));
+  }
+  const double floor = std::max(threshold, 2 * trace::DDSketch::kRelativeError);
+  std::vector<FleetRegression> out;
+  for (auto& [key, g] : by_key) {
+    if (g.baseline.empty() || g.candidate.empty()) continue;  // nothing to compare with
+    const double c50 = g.candidate.Quantile(0.5), c99 = g.candidate.Quantile(0.99);
+    g.p50_change = storage::RelativeChange(g.baseline.Quantile(0.5), c50);
+    g.p99_change = storage::RelativeChange(g.baseline.Quantile(0.99), c99);
+    g.p50_regressed = g.p50_change > floor && c50 > g.baseline.Quantile(0.9);
+    g.p99_regressed = g.p99_change > floor && c99 > g.baseline.Quantile(0.999);
+    out.push_back(std::move(g));
+  }
+  std::sort(out.begin(), out.end(), [](const FleetRegression& a, const FleetRegression& b) {
+    const bool ra = a.p50_regressed || a.p99_regressed, rb = b.p50_regressed || b.p99_regressed;
+    if (ra != rb) return ra;
+    return std::max(a.p50_change, a.p99_change) > std::max(b.p50_change, b.p99_change);
+  });
+  return out;
+}
+
+}  // namespace podprof::fleet

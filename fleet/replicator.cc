@@ -1,0 +1,224 @@
+#include "fleet/replicator.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+
+namespace podprof::fleet {
+
+Replicator::Replicator(storage::Store& store, ClickHouse clickhouse, ReplicatorOptions options,
+                       Clock& clock)
+    : store_(store),
+      clickhouse_(std::move(clickhouse)),
+      options_(std::move(options)),
+      clock_(clock) {
+  store_.QueueForFleet(options_.backlog_limit);
+}
+
+Replicator::~Replicator() { Stop(); }
+
+absl::Status Replicator::Prepare() {
+  const std::string& db = options_.database;
+  if (absl::Status s = clickhouse_.Ping(); !s.ok()) {
+    if (absl::IsPermissionDenied(s)) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("[fleet] user '", clickhouse_.user(), "' and its password: ", s.message()));
+    }
+    return absl::Status(
+        s.code(), absl::StrCat(options_.url_setting, " = ", clickhouse_.url(), ": ", s.message()));
+  }
+  ASSIGN_OR_RETURN(std::string found,
+                   clickhouse_.Query(absl::StrCat("SELECT count() FROM system.databases "
+                                                  "WHERE name = ",
+                                                  Quote(db))));
+  if (absl::StripAsciiWhitespace(found) != "1") {
+    return absl::NotFoundError(absl::StrCat("[fleet] database '", db, "' does not exist on ",
+                                            clickhouse_.url(), ": create it (CREATE DATABASE ", db,
+                                            ") or name another"));
+  }
+  for (Table t : kTables) {
+    for (const std::string& ddl : {CreateLocal(t, db), CreateAll(t, db, options_.cluster)}) {
+      if (absl::Status s = clickhouse_.Query(ddl).status(); !s.ok()) {
+        return absl::Status(
+            s.code(), absl::StrCat("[fleet] user '", clickhouse_.user(),
+                                   "' creating the fleet's tables in '", db, "': ", s.message()));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> Replicator::Present(
+    Table t, const std::vector<const FleetCapture*>& captures) {
+  std::vector<std::string> ids, starts;
+  for (const FleetCapture* f : captures) {
+    ids.push_back(Quote(f->capture.id));
+    starts.push_back(absl::StrCat(std::max<int64_t>(f->capture.start_ns, 0)));
+  }
+  // start_ns narrows the read to the few granules of those captures (it is in every
+  // table's sort key).
+  ASSIGN_OR_RETURN(
+      std::string answer,
+      clickhouse_.Query(absl::StrCat(
+          "SELECT DISTINCT capture_id FROM ", options_.database, ".", Definition(t).name,
+          " WHERE pod = ", Quote(options_.pod), " AND start_ns IN (", absl::StrJoin(starts, ","),
+          ") AND capture_id IN (", absl::StrJoin(ids, ","), ") FORMAT TabSeparatedRaw")));
+  return std::vector<std::string>(absl::StrSplit(answer, '\n', absl::SkipEmpty()));
+}
+
+absl::Status Replicator::InsertTable(Table t, std::vector<const FleetCapture*>& captures,
+                                     std::vector<std::pair<std::string, std::string>>* rejected) {
+  std::vector<const FleetCapture*> send;
+  if (Definition(t).replacing) {
+    send = captures;  // repeats collapse by design
+  } else {
+    ASSIGN_OR_RETURN(std::vector<std::string> present, Present(t, captures));
+    for (const FleetCapture* f : captures) {
+      if (std::find(present.begin(), present.end(), f->capture.id) == present.end()) {
+        send.push_back(f);
+      }
+    }
+  }
+  std::string rows;
+  if (EncodeRows(t, options_.pod, send, &rows) == 0) return absl::OkStatus();
+  const std::string insert = InsertInto(t, options_.database);
+  absl::Status s = clickhouse_.Insert(insert, rows);
+  if (!absl::IsInvalidArgument(s)) return s;
+  // ClickHouse refused the data: find whose, capture by capture, and let the rest through.
+  for (const FleetCapture* f : send) {
+    rows.clear();
+    if (EncodeRows(t, options_.pod, {f}, &rows) == 0) continue;
+    absl::Status one = clickhouse_.Insert(insert, rows);
+    if (absl::IsInvalidArgument(one)) {
+      rejected->emplace_back(f->capture.id,
+                             absl::StrCat("table ", Definition(t).name, ": ", one.message()));
+      captures.erase(std::find(captures.begin(), captures.end(), f));
+    } else if (!one.ok()) {
+      return one;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> Replicator::ReplicateBatch() {
+  ASSIGN_OR_RETURN(std::vector<storage::FleetEntry> pending,
+                   store_.FleetPending(options_.batch_captures));
+  if (pending.empty()) return 0;
+  std::vector<FleetCapture> read;
+  std::vector<std::string> gone;
+  for (const storage::FleetEntry& e : pending) {
+    absl::StatusOr<FleetCapture> f = ReadFleetCapture(store_, e.capture_id);
+    if (absl::IsNotFound(f.status())) {
+      PODPROF_LOG(WARNING) << "fleet: capture " << e.capture_id
+                           << " was deleted here (retention) before it reached ClickHouse";
+      gone.push_back(e.capture_id);
+      continue;
+    }
+    if (!f.ok()) return f.status();
+    read.push_back(*std::move(f));
+  }
+  std::vector<const FleetCapture*> batch;
+  for (const FleetCapture& f : read) batch.push_back(&f);
+  std::vector<std::pair<std::string, std::string>> rejected;
+  for (Table t : kTables) {
+    if (absl::Status s = InsertTable(t, batch, &rejected); !s.ok()) {
+      std::vector<std::string> ids;
+      for (const FleetCapture* f : batch) ids.push_back(f->capture.id);
+      store_.FleetAttemptFailed(ids, std::string(s.message())).IgnoreError();
+      return s;
+    }
+  }
+  for (const auto& [id, why] : rejected) {
+    PODPROF_LOG(ERROR) << "fleet: ClickHouse refused capture " << id << ": " << why
+                       << " (it stays here; the others go on)";
+    RETURN_IF_ERROR(store_.FleetRejected(id, why));
+  }
+  std::vector<std::string> done = gone;
+  for (const FleetCapture* f : batch) done.push_back(f->capture.id);
+  RETURN_IF_ERROR(store_.FleetReplicated(done));
+  absl::MutexLock lock(&mu_);
+  replicated_ += static_cast<int64_t>(batch.size());
+  last_success_ns_ = clock_.NowNs();
+  last_error_.clear();
+  return static_cast<int>(pending.size());
+}
+
+void Replicator::NoteFailure(const absl::Status& s) {
+  absl::MutexLock lock(&mu_);
+  if (last_error_ != s.message()) {
+    // Once per distinct failure: a ClickHouse down for an hour is one line, not thousands.
+    PODPROF_LOG(WARNING) << "fleet: " << s.message() << "; captures wait in the backlog";
+  }
+  last_error_ = std::string(s.message());
+}
+
+void Replicator::WarnOfBacklog() {
+  absl::StatusOr<storage::FleetBacklog> b = store_.FleetBacklogStatus();
+  if (!b.ok()) return;
+  const int64_t limit = options_.backlog_limit;
+  if (!warned_full_ && b->pending * 10 >= limit * 9) {
+    PODPROF_LOG(WARNING) << "fleet: the backlog holds " << b->pending << " of at most " << limit
+                         << " captures; past it new captures are kept here only";
+    warned_full_ = true;
+  } else if (warned_full_ && b->pending * 10 < limit * 8) {
+    warned_full_ = false;
+  }
+  if (b->not_queued > warned_not_queued_) {
+    PODPROF_LOG(ERROR) << "fleet: the backlog is full: " << b->not_queued - warned_not_queued_
+                       << " more captures were stored here but will not reach ClickHouse";
+    warned_not_queued_ = b->not_queued;
+  }
+}
+
+void Replicator::Loop() {
+  bool prepared = false;
+  int64_t wait_ns = options_.flush_interval_ns;
+  while (!stop_.HasBeenNotified()) {
+    absl::Status s = prepared ? absl::OkStatus() : Prepare();
+    prepared = s.ok();
+    absl::StatusOr<int> sent = 0;
+    if (prepared) {
+      sent = ReplicateBatch();
+      s = sent.status();
+      // Credentials or the database gone while running: check the settings again.
+      if (absl::IsPermissionDenied(s) || absl::IsNotFound(s)) prepared = false;
+    }
+    WarnOfBacklog();
+    if (!s.ok()) {
+      NoteFailure(s);
+      wait_ns = std::min(wait_ns * 2, options_.max_backoff_ns);
+    } else {
+      wait_ns = options_.flush_interval_ns;
+      if (*sent == options_.batch_captures) continue;  // more is waiting
+    }
+    clock_.SleepUntilNs(clock_.NowNs() + wait_ns, &stop_);
+  }
+}
+
+void Replicator::Start() {
+  if (thread_.joinable()) return;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void Replicator::Stop() {
+  if (!stop_.HasBeenNotified()) stop_.Notify();
+  if (thread_.joinable()) thread_.join();
+}
+
+ReplicatorStatus Replicator::Status() {
+  ReplicatorStatus out;
+  absl::StatusOr<storage::FleetBacklog> b = store_.FleetBacklogStatus();
+  if (b.ok()) out.backlog = *std::move(b);
+  absl::MutexLock lock(&mu_);
+  out.replicated = replicated_;
+  out.last_success_ns = last_success_ns_;
+  out.last_error = last_error_;
+  return out;
+}
+
+}  // namespace podprof::fleet
