@@ -18,6 +18,7 @@
 #include <string>
 
 #include "bench/bench_util.h"
+#include "bench/store_data.h"
 #include "common/clock.h"
 #include "ingest/capture_ingest.h"
 #include "storage/sqlite.h"
@@ -28,49 +29,6 @@ namespace podprof {
 namespace {
 
 namespace fs = std::filesystem;
-
-// One host's capture: `kernels` kernels on each of `chips` chips, `events` executions each.
-trace::HostCapture MakeHost(const std::string& name, int chips, int kernels, int events,
-                            uint64_t program) {
-  trace::HostCapture c;
-  c.host.name = name;
-  c.host.chips.resize(chips);
-  for (int i = 0; i < chips; ++i) {
-    c.host.chips[i].ordinal = i;
-    c.host.chips[i].generation = "v5p";
-    c.host.chips[i].peak_tflops = 459;
-    c.host.chips[i].peak_hbm_gbps = 2765;
-  }
-  for (int k = 0; k < kernels; ++k) {
-    trace::KernelDef d;
-    d.module = "jit_train_step";
-    d.name = "fusion." + std::to_string(k);
-    d.category = k % 10 == 0 ? "all-reduce" : "convolution fusion";
-    d.program_id = program;
-    d.hlo_hash = 1000 + k;
-    d.flops = 1'000'000'000 + k;
-    d.bytes_accessed = 4'000'000 + k;
-    c.kernels.push_back(d);
-  }
-  for (int chip = 0; chip < chips; ++chip) {
-    trace::EventBlock b;
-    b.chip = chip;
-    b.line = "XLA Ops";
-    int64_t t = 0;
-    for (int e = 0; e < events; ++e) {
-      for (int k = 0; k < kernels; ++k) {
-        int64_t d = 1'000'000 + (k * 7919 + chip * 104729 + e * 13) % 500'000;
-        b.start_ps.push_back(t);
-        b.duration_ps.push_back(d);
-        b.kernel.push_back(static_cast<uint32_t>(k));
-        b.collective.push_back(0);
-        t += d + 1000;
-      }
-    }
-    c.blocks.push_back(std::move(b));
-  }
-  return c;
-}
 
 constexpr char kUsage[] =
     "usage: bench_store [--hosts 256] [--chips 4] [--kernels 500]\n"
@@ -160,20 +118,9 @@ int Main(int argc, char** argv) {
   const std::string hpath = dir + "/history.db";
   auto store = storage::Store::Open(hpath);
   if (!store.ok()) return 1;
-  const int hosts_per_capture = std::max(1, h_chips / 4);
   std::fprintf(stderr, "building %d captures of %d chips...\n", h_captures, h_chips);
   for (int c = 0; c < h_captures; ++c) {
-    ingest::CaptureInput cw;
-    cw.id = "cap-" + std::to_string(c);
-    cw.start_ns = int64_t{c} * 3'600'000'000'000;
-    cw.end_ns = cw.start_ns + 2'000'000'000;
-    for (int h = 0; h < hosts_per_capture; ++h) {
-      ingest::HostInput hw;
-      hw.host = "host-" + std::to_string(h);
-      // A new program id every 100 captures: recompiles that history must see through.
-      hw.capture = MakeHost(hw.host, 4, h_kernels, 1, 100 + c / 100);
-      cw.hosts.push_back(std::move(hw));
-    }
+    ingest::CaptureInput cw = HistoryCapture(c, h_chips, h_kernels);
     if (!ingest::StoreCapture(**store, std::move(cw)).ok()) return 1;
   }
   auto used = (*store)->UsedBytes();

@@ -1,6 +1,7 @@
 #include "fleet/replicator.h"
 
 #include <algorithm>
+#include <future>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -105,23 +106,47 @@ absl::Status Replicator::InsertTable(Table t, std::vector<const FleetCapture*>& 
   return absl::OkStatus();
 }
 
-absl::StatusOr<int> Replicator::ReplicateBatch() {
-  ASSIGN_OR_RETURN(std::vector<storage::FleetEntry> pending,
-                   store_.FleetPending(options_.batch_captures));
-  if (pending.empty()) return 0;
-  std::vector<FleetCapture> read;
-  std::vector<std::string> gone;
-  for (const storage::FleetEntry& e : pending) {
-    absl::StatusOr<FleetCapture> f = ReadFleetCapture(store_, e.capture_id);
+Replicator::Batch Replicator::ReadBatch(std::vector<std::string> ids) {
+  Batch b;
+  b.ids = std::move(ids);
+  for (const std::string& id : b.ids) {
+    absl::StatusOr<FleetCapture> f = ReadFleetCapture(store_, id);
     if (absl::IsNotFound(f.status())) {
-      PODPROF_LOG(WARNING) << "fleet: capture " << e.capture_id
-                           << " was deleted here (retention) before it reached ClickHouse";
-      gone.push_back(e.capture_id);
-      continue;
+      b.gone.push_back(id);
+    } else if (!f.ok()) {
+      b.status = f.status();
+      return b;
+    } else {
+      b.captures.push_back(*std::move(f));
     }
-    if (!f.ok()) return f.status();
-    read.push_back(*std::move(f));
   }
+  return b;
+}
+
+absl::StatusOr<int> Replicator::ReplicateBatch() {
+  // Two batches' worth: this one, and the next to read while ClickHouse takes this one.
+  ASSIGN_OR_RETURN(std::vector<storage::FleetEntry> pending,
+                   store_.FleetPending(2 * options_.batch_captures));
+  if (pending.empty()) return 0;
+  std::vector<std::string> ids, next_ids;
+  for (size_t i = 0; i < pending.size(); ++i) {
+    (i < static_cast<size_t>(options_.batch_captures) ? ids : next_ids)
+        .push_back(pending[i].capture_id);
+  }
+  Batch b;
+  if (next_.valid()) b = next_.get();
+  if (b.ids != ids || !b.status.ok()) b = ReadBatch(ids);
+  RETURN_IF_ERROR(b.status);
+  if (!next_ids.empty()) {
+    next_ = std::async(std::launch::async,
+                       [this, next_ids]() mutable { return ReadBatch(std::move(next_ids)); });
+  }
+  for (const std::string& id : b.gone) {
+    PODPROF_LOG(WARNING) << "fleet: capture " << id
+                         << " was deleted here (retention) before it reached ClickHouse";
+  }
+  std::vector<FleetCapture>& read = b.captures;
+  std::vector<std::string>& gone = b.gone;
   std::vector<const FleetCapture*> batch;
   for (const FleetCapture& f : read) batch.push_back(&f);
   std::vector<std::pair<std::string, std::string>> rejected;
@@ -145,7 +170,7 @@ absl::StatusOr<int> Replicator::ReplicateBatch() {
   replicated_ += static_cast<int64_t>(batch.size());
   last_success_ns_ = clock_.NowNs();
   last_error_.clear();
-  return static_cast<int>(pending.size());
+  return static_cast<int>(ids.size());
 }
 
 void Replicator::NoteFailure(const absl::Status& s) {

@@ -11,6 +11,7 @@
 #define PODPROF_FLEET_REPLICATOR_H_
 
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -76,6 +77,14 @@ class Replicator {
   const ReplicatorOptions& options() const { return options_; }
 
  private:
+  // Captures read from the store for one batch: those still there, those deleted meanwhile.
+  struct Batch {
+    std::vector<std::string> ids;
+    std::vector<FleetCapture> captures;
+    std::vector<std::string> gone;
+    absl::Status status;
+  };
+  Batch ReadBatch(std::vector<std::string> ids);
   void Loop();
   // Inserts table `t`'s rows of the captures it does not hold yet. On a refusal of the data,
   // retries capture by capture and moves those refused to *rejected (with why).
@@ -93,6 +102,9 @@ class Replicator {
   Clock& clock_;
   std::thread thread_;
   absl::Notification stop_;
+  // The next batch, read while ClickHouse takes the current one (reading the store and
+  // inserting are the two halves of the work, on different processes' cores).
+  std::future<Batch> next_;
 
   absl::Mutex mu_;
   int64_t replicated_ ABSL_GUARDED_BY(mu_) = 0;

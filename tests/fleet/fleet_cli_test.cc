@@ -175,6 +175,31 @@ TEST_F(FleetCliTest, AnAggregatorWithoutItsClickHouseServesAndCatchesUp) {
   EXPECT_TRUE(absl::StrContains(none.err, "--clickhouse")) << none.err;
 }
 
+TEST_F(FleetCliTest, AKilledAggregatorResumesItsBacklog) {
+  const auto ports = testing::FreePorts();
+  ClickHouseServer ch(dir_ / "ch", ports);
+  ASSERT_TRUE(ch.started().ok()) << ch.started();
+  ASSERT_EQ(ch.Sql("CREATE DATABASE podprof"), "");
+  auto a = Aggregator("a", "pod-a", ch.url());
+  const std::string tpu = testing::FixturePath(testing::kTpuFixture);
+  ASSERT_EQ(RunPodprof("import " + tpu + " " + Addr(*a)).exit_code, 0);
+  WaitDrained(*a);
+  // ClickHouse goes away, two more captures are stored, and the aggregator is killed.
+  ch.Kill();
+  ASSERT_EQ(RunPodprof("import " + tpu + " " + Addr(*a)).exit_code, 0);
+  ASSERT_EQ(RunPodprof("import " + tpu + " " + Addr(*a)).exit_code, 0);
+  a->Signal(SIGKILL);
+  a->Wait();
+  ASSERT_TRUE(ch.Start().ok());
+  fs::remove(dir_ / "a" / "agg.json");
+  a = Aggregator("a", "pod-a", ch.url());
+  WaitDrained(*a);
+  EXPECT_EQ(ch.Sql("SELECT count(), uniqExact(capture_id) FROM podprof.captures"), "3\t3\n");
+  EXPECT_EQ(ch.Sql("SELECT count() FROM podprof.kernel_rollups"),
+            ch.Sql("SELECT count() FROM (SELECT DISTINCT capture_id, module, op_name, program_id, "
+                   "hlo_hash FROM podprof.kernel_rollups)"));
+}
+
 TEST_F(FleetCliTest, RegressionsCompareThisWeekWithTheLast) {
   ClickHouseServer ch(dir_ / "ch", testing::FreePorts());
   ASSERT_TRUE(ch.started().ok()) << ch.started();

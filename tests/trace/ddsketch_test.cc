@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <random>
 #include <vector>
 
@@ -104,6 +105,42 @@ TEST(DDSketchTest, DeserializeRejectsDamage) {
   EXPECT_FALSE(DDSketch::Deserialize(blob.substr(0, blob.size() - 1)).ok());
   EXPECT_FALSE(DDSketch::Deserialize(blob + "x").ok());
   EXPECT_FALSE(DDSketch::Deserialize(std::string("\x01\x00\x00\xff\xff\xff\xff\x0f", 8)).ok());
+}
+
+// The fleet store keeps sketches as (index, count) arrays and merges them by adding counts per
+// index (ClickHouse's sumMap): that must be Merge, exactly.
+TEST(DDSketchTest, BinsAddedByIndexAreTheMergedSketch) {
+  std::mt19937_64 rng(7);
+  std::lognormal_distribution<double> d(10, 1.5);
+  DDSketch a, b, merged;
+  a.Add(0, 3);  // the zero bucket travels on its own
+  for (int i = 0; i < 5000; ++i) a.Add(d(rng));
+  for (int i = 0; i < 3000; ++i) b.Add(d(rng) * 3);
+  merged = a;
+  merged.Merge(b);
+  std::map<int32_t, uint64_t> summed;
+  for (const DDSketch* s : {&a, &b}) {
+    std::vector<int32_t> idx;
+    std::vector<uint64_t> cnt;
+    s->Bins(&idx, &cnt);
+    ASSERT_EQ(idx.size(), cnt.size());
+    ASSERT_TRUE(std::is_sorted(idx.begin(), idx.end()));
+    for (size_t i = 0; i < idx.size(); ++i) {
+      EXPECT_GT(cnt[i], 0u);  // only non-empty buckets
+      summed[idx[i]] += cnt[i];
+    }
+  }
+  std::vector<int32_t> idx;
+  std::vector<uint64_t> cnt;
+  for (const auto& [i, c] : summed) {
+    idx.push_back(i);
+    cnt.push_back(c);
+  }
+  absl::StatusOr<DDSketch> rebuilt = DDSketch::FromBins(a.zero_count() + b.zero_count(), idx, cnt);
+  ASSERT_TRUE(rebuilt.ok());
+  EXPECT_EQ(*rebuilt, merged);
+  for (double q : {0.0, 0.01, 0.5, 0.99, 1.0}) EXPECT_EQ(rebuilt->Quantile(q), merged.Quantile(q));
+  EXPECT_FALSE(DDSketch::FromBins(0, {1, 2}, {1}).ok());
 }
 
 }  // namespace
