@@ -19,6 +19,7 @@
 #include "common/status_macros.h"
 #include "export/trace_export.h"
 #include "export/xspace_export.h"
+#include "fleet/capture_rows.h"
 #include "ingest/capture_ingest.h"
 #include "insight/insight_proto.h"
 #include "insight/verdict.h"
@@ -176,24 +177,7 @@ podprof::v1::KernelStats ToProto(const storage::StatRow& r) {
 
 podprof::v1::KernelInsight InsightOf(const storage::StatRow& r,
                                      const storage::KernelInsightRow* in) {
-  insight::KernelFacts f;
-  f.category = r.kernel.category;
-  f.flops = r.kernel.flops;
-  f.bytes_accessed = r.kernel.bytes_accessed;
-  f.count = r.count;
-  f.total_ps = r.total_ps;
-  f.peak_tflops = r.peak_tflops;
-  f.peak_hbm_gbps = r.peak_hbm_gbps;
-  if (in != nullptr) {
-    f.gauges = in->gauges;
-    f.totals = in->totals;
-    f.covered_ps = in->covered_ps;
-    f.sync_wait_ps = in->sync_wait_ps;
-    f.generation = trace::FindGenerationByName(in->generation);
-    f.wait_ps = in->wait_ps;
-    f.straggler = in->straggler;
-    f.collective = in->wait_instances > 0;
-  }
+  const insight::KernelFacts f = fleet::FactsOf(r, in);
   podprof::v1::KernelInsight out;
   insight::VerdictToProto(f, insight::Decide(f), &out);
   // Running counters' totals (energy, cycles) as the store attributed them.

@@ -28,7 +28,8 @@ struct FleetCapture {
 };
 
 // The facts a verdict is decided from: a stats row and what the store attributed to it
-// (counters and collective waits; none when `in` is null).
+// (counters and collective waits; none when `in` is null). The aggregator's API judges its
+// rows with it too, so the fleet's verdicts are `podprof stats`'s.
 insight::KernelFacts FactsOf(const storage::StatRow& r, const storage::KernelInsightRow* in);
 
 // The capture as the fleet stores it; NotFound naming the id when it is gone (retention).

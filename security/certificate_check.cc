@@ -82,6 +82,16 @@ void AddNames(const X509* cert, CertificateSummary* s) {
   }
 }
 
+}  // namespace
+
+std::vector<std::string> CertificateNames(const x509_st* cert) {
+  CertificateSummary s;
+  if (cert != nullptr) AddNames(cert, &s);
+  return s.names;
+}
+
+namespace {
+
 // The private key, refusing an encrypted one: a daemon cannot ask for its password.
 absl::StatusOr<Key> ReadKey(const TlsMaterial& m) {
   const std::string where = Where("tls.key", m.key_path);

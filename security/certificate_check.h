@@ -11,6 +11,8 @@
 #include "absl/status/statusor.h"
 #include "security/tls.h"
 
+struct x509_st;  // OpenSSL's X509
+
 namespace podprof::security {
 
 // What the daemon's certificate says of it.
@@ -41,6 +43,10 @@ inline constexpr int64_t kExpiryWarningNs = int64_t{7} * 24 * 3600 * 1'000'000'0
 enum class TlsRole { kDaemon, kClient };
 absl::StatusOr<CertificateSummary> CheckTlsMaterial(const TlsMaterial& material, int64_t now_ns,
                                                     TlsRole role = TlsRole::kDaemon);
+
+// The names a certificate is known by (an OpenSSL X509, as a TLS server sees its peer's): its
+// CN, then its DNS and IPv4 subject alternative names, each once.
+std::vector<std::string> CertificateNames(const x509_st* cert);
 
 }  // namespace podprof::security
 

@@ -1,0 +1,96 @@
+// The HTTP server over real loopback sockets: routes and their parameters, limits, and HTTPS
+// with client certificates whose names reach the handler.
+#include "http/server.h"
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/subprocess.h"
+#include "gtest/gtest.h"
+#include "tests/util/files.h"
+
+namespace podprof::http {
+namespace {
+
+// curl's answer: the status line's code and the body, "-1" when curl failed.
+struct Got {
+  int status = -1;
+  std::string body;
+};
+
+Got Curl(const std::string& args) {
+  const std::string out = ::testing::TempDir() + "/http_test_" + std::to_string(getpid());
+  const std::string cmd =
+      absl::StrCat("curl -s -o ", out, " -w '%{http_code}' ", args, " > ", out, ".code");
+  Got g;
+  if (std::system(cmd.c_str()) == 0) {
+    g.status = std::stoi(testing::ReadTestFile(out + ".code"));
+    g.body = testing::ReadTestFile(out);
+  }
+  return g;
+}
+
+std::shared_ptr<Router> TestRouter() {
+  auto r = std::make_shared<Router>();
+  r->Add("GET", "/api/v1/captures/{id}/kernels", [](const Request& q) {
+    return Response::Text(
+        200, absl::StrCat(q.params.at("id"), " by=", q.query.count("by") ? q.query.at("by") : "-",
+                          " who=", q.identities.empty() ? "-" : q.identities[0]));
+  });
+  r->Add("POST", "/echo", [](const Request& q) { return Response::Text(200, q.body); });
+  r->Add("GET", "/missing",
+         [](const Request&) { return Response::Error(absl::NotFoundError("no capture \"x\"")); });
+  return r;
+}
+
+TEST(HttpServerTest, RoutesParametersAndErrors) {
+  RealClock clock;
+  ServerOptions o;
+  o.max_request_bytes = 1024;
+  auto server = Server::Start(o, TestRouter(), clock);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string base = absl::StrCat("http://127.0.0.1:", (*server)->port());
+  Got g = Curl("'" + base + "/api/v1/captures/cap%201/kernels?by=chip&x=1'");
+  EXPECT_EQ(g.status, 200);
+  EXPECT_EQ(g.body, "cap 1 by=chip who=-");
+  g = Curl(base + "/missing");
+  EXPECT_EQ(g.status, 404);
+  EXPECT_EQ(g.body, "{\"error\": \"no capture \\\"x\\\"\"}\n");
+  EXPECT_EQ(Curl(base + "/nothing/here").status, 404);
+  EXPECT_EQ(Curl("-X DELETE " + base + "/echo").status, 405);
+  EXPECT_EQ(Curl("--data-binary hello " + base + "/echo").body, "hello");
+  const std::string big = ::testing::TempDir() + "/http_test_big";
+  { std::ofstream(big) << std::string(5000, 'x'); }
+  EXPECT_EQ(Curl("--data-binary @" + big + " " + base + "/echo").status, 413);
+}
+
+TEST(HttpServerTest, ClientsOverTheirRateAreToldToWait) {
+  RealClock clock;
+  ServerOptions o;
+  o.max_requests_per_second = 5;  // a burst of 10
+  auto server = Server::Start(o, TestRouter(), clock);
+  ASSERT_TRUE(server.ok());
+  const std::string url = absl::StrCat("http://127.0.0.1:", (*server)->port(), "/missing");
+  int refused = 0;
+  for (int i = 0; i < 30; ++i) refused += Curl(url).status == 429 ? 1 : 0;
+  EXPECT_GT(refused, 10);
+}
+
+TEST(HttpServerTest, AnAddressInUseIsNamed) {
+  RealClock clock;
+  auto first = Server::Start({}, TestRouter(), clock);
+  ASSERT_TRUE(first.ok());
+  ServerOptions o;
+  o.listen = absl::StrCat("127.0.0.1:", (*first)->port());
+  auto second = Server::Start(o, TestRouter(), clock);
+  ASSERT_FALSE(second.ok());
+  EXPECT_TRUE(absl::StrContains(second.status().message(), o.listen + " (http.listen)"))
+      << second.status();
+}
+
+}  // namespace
+}  // namespace podprof::http
