@@ -15,6 +15,8 @@
 #include "absl/synchronization/notification.h"
 #include "aggregator/config.h"
 #include "aggregator/fleet_link.h"
+#include "aggregator/http_api.h"
+#include "aggregator/observability.h"
 #include "aggregator/orchestrator.h"
 #include "aggregator/registry.h"
 #include "aggregator/service.h"
@@ -24,6 +26,9 @@
 #include "common/logging.h"
 #include "common/sd_notify.h"
 #include "common/status_macros.h"
+#include "http/server.h"
+#include "metrics/grpc_metrics.h"
+#include "metrics/registry.h"
 #include "nlohmann/json.hpp"
 #include "proto/grpc_status.h"
 #include "storage/store.h"
@@ -55,6 +60,9 @@ std::optional<int> ParseFlags(int argc, char** argv, AggregatorFlags* flags,
   app.add_option("--listen", flags->listen, "podprof.v1.Aggregator address (default 0.0.0.0:7100)");
   app.add_option("--db", flags->db, "SQLite database file (default /var/lib/podprof/podprof.db)");
   app.add_option("--ready-file", *ready_file, "Once listening, write the bound port as JSON here");
+  app.add_option("--http-listen", flags->http_listen,
+                 "Web pages, JSON API and /metrics here (as [http] listen; default "
+                 "127.0.0.1:7180; off turns them off)");
   app.add_option("--clickhouse-url", flags->clickhouse_url,
                  "Replicate captures to the ClickHouse fleet store at this HTTP address (as "
                  "[fleet] clickhouse_url)");
@@ -97,8 +105,10 @@ OrchestratorLimits OrchestratorLimitsFrom(const AggregatorConfig& config) {
 // Listens and writes `ready_file` ({"port", "pid"}) when asked; null when it cannot listen.
 std::unique_ptr<grpc::Server> Serve(const AggregatorConfig& config,
                                     const security::Credentials& creds, grpc::Service* service,
-                                    const std::string& ready_file, int* port) {
+                                    metrics::Registry& metrics, Clock& clock,
+                                    const std::string& ready_file, int http_port, int* port) {
   grpc::ServerBuilder builder;
+  builder.experimental().SetInterceptorCreators(metrics::RpcMetricsInterceptors(metrics, clock));
   builder.AddListeningPort(config.listen, creds.server, port);
   builder.RegisterService(service);
   builder.SetMaxReceiveMessageSize(static_cast<int>(config.max_message_bytes));
@@ -108,12 +118,43 @@ std::unique_ptr<grpc::Server> Serve(const AggregatorConfig& config,
   if (server == nullptr || *port == 0) return nullptr;
   if (!ready_file.empty()) {
     std::string tmp = ready_file + ".tmp";
-    std::ofstream(tmp)
-        << nlohmann::json({{"port", *port}, {"pid", static_cast<int64_t>(getpid())}}).dump()
-        << "\n";
+    std::ofstream(tmp) << nlohmann::json({{"port", *port},
+                                          {"http_port", http_port},
+                                          {"pid", static_cast<int64_t>(getpid())}})
+                              .dump()
+                       << "\n";
     std::rename(tmp.c_str(), ready_file.c_str());
   }
   return server;
+}
+
+// The web pages, API and /metrics on [http] listen; null when off or when it cannot listen
+// (logged: the pod is served regardless).
+std::unique_ptr<http::Server> ServeHttp(const AggregatorConfig& config,
+                                        const HttpApiSources& sources, Clock& clock) {
+  if (config.http.listen.empty()) return nullptr;
+  http::ServerOptions o;
+  o.listen = config.http.listen;
+  o.max_request_bytes = static_cast<uint64_t>(config.http.max_request_bytes);
+  o.max_requests_per_second = static_cast<double>(config.http.max_requests_per_second);
+  o.tls = !config.tls.insecure;
+  if (o.tls) {
+    absl::StatusOr<security::TlsMaterial> m = security::LoadTlsMaterial(config.tls);
+    if (!m.ok()) {
+      PODPROF_LOG(ERROR) << "http: " << m.status().message();
+      return nullptr;
+    }
+    o.material = *std::move(m);
+  }
+  absl::StatusOr<std::unique_ptr<http::Server>> s =
+      http::Server::Start(o, AggregatorRoutes(sources), clock);
+  if (!s.ok()) {
+    PODPROF_LOG(ERROR) << "http: " << s.status().message() << "; no web pages, API or /metrics";
+    return nullptr;
+  }
+  PODPROF_LOG(INFO) << (o.tls ? "https" : "http") << " on " << config.http.listen << " (port "
+                    << (*s)->port() << "): pages, /api/v1, /metrics";
+  return *std::move(s);
 }
 
 // One pass of retention when the configuration asks for it (and the store is writable).
@@ -226,8 +267,15 @@ int AggregatorMain(int argc, char** argv) {
     service.SetFleet(fleet->get());
   }
   auto prober = std::make_unique<Prober>(registry, clock);
+  metrics::Registry metrics;
+  MetricSources sources{store->get(), &registry, &orchestrator, fleet.ok() ? fleet->get() : nullptr,
+                        config->ingest_max_active_hosts};
+  AddAggregatorMetrics(metrics, sources, clock);
+  std::unique_ptr<http::Server> web =
+      ServeHttp(*config, {store->get(), &registry, &metrics, &clock}, clock);
   int port = 0;
-  std::unique_ptr<grpc::Server> server = Serve(*config, *creds, &service, ready_file, &port);
+  std::unique_ptr<grpc::Server> server =
+      Serve(*config, *creds, &service, metrics, clock, ready_file, web ? web->port() : 0, &port);
   if (server == nullptr) {
     std::cerr << "podprof-aggregator: cannot listen on " << config->listen << "\n";
     return kExitServe;
@@ -259,6 +307,7 @@ int AggregatorMain(int argc, char** argv) {
   hooks.drain_timeout_ns = 10'000'000'000;
   hooks.drain = [&](int64_t deadline_ns) {
     prober.reset();
+    web.reset();
     server->Shutdown(DeadlineAt(deadline_ns, 0));
   };
   DaemonLifecycle(std::move(hooks), clock, notifier).Run();

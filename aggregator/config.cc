@@ -37,6 +37,9 @@ const std::vector<std::string>& KnownKeys() {
                                                                "limits.max_concurrent_streams",
                                                                "ingest.workers",
                                                                "ingest.max_active_hosts",
+                                                               "http.listen",
+                                                               "http.max_request_bytes",
+                                                               "http.max_requests_per_second",
                                                                "fleet.clickhouse_url",
                                                                "fleet.database",
                                                                "fleet.user",
@@ -92,6 +95,13 @@ absl::Status ReadRetention(const ConfigFile& f, AggregatorConfig* c) {
   RETURN_IF_ERROR(f.GetInt("retention.max_bytes", &c->retention_max_bytes));
   RETURN_IF_ERROR(f.GetDurationNs("retention.keep_timelines", &c->retention_keep_timelines_ns));
   RETURN_IF_ERROR(f.GetDurationNs("retention.interval", &c->retention_interval_ns));
+  return absl::OkStatus();
+}
+
+absl::Status ReadHttp(const ConfigFile& f, AggregatorConfig* c) {
+  RETURN_IF_ERROR(f.GetString("http.listen", &c->http.listen));
+  RETURN_IF_ERROR(f.GetInt("http.max_request_bytes", &c->http.max_request_bytes));
+  RETURN_IF_ERROR(f.GetInt("http.max_requests_per_second", &c->http.max_requests_per_second));
   return absl::OkStatus();
 }
 
@@ -154,6 +164,7 @@ absl::StatusOr<AggregatorConfig> LoadAggregatorConfig(const std::string& path) {
   RETURN_IF_ERROR(ReadServing(f, &c));
   RETURN_IF_ERROR(ReadRetention(f, &c));
   RETURN_IF_ERROR(ReadFleet(f, &c));
+  RETURN_IF_ERROR(ReadHttp(f, &c));
   absl::Status s = ValidateAggregatorConfig(c);
   if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
   return c;
@@ -184,6 +195,11 @@ absl::Status ValidateAggregatorConfig(const AggregatorConfig& c) {
       c.retention_keep_timelines_ns < 0) {
     return absl::InvalidArgumentError("retention values cannot be negative");
   }
+  if (c.http.max_request_bytes < 1024 || c.http.max_request_bytes > (64 << 20) ||
+      c.http.max_requests_per_second < 1) {
+    return absl::InvalidArgumentError(
+        "http: max_request_bytes must be 1 KiB..64 MiB and max_requests_per_second at least 1");
+  }
   return ValidateFleet(c.fleet);
 }
 
@@ -198,6 +214,8 @@ absl::StatusOr<AggregatorConfig> BuildAggregatorConfig(const AggregatorFlags& fl
   }
   if (!flags.db.empty()) config.db = flags.db;
   if (flags.insecure) config.tls.insecure = true;
+  if (!flags.http_listen.empty())
+    config.http.listen = flags.http_listen == "off" ? "" : flags.http_listen;
   if (!flags.clickhouse_url.empty()) {
     config.fleet.clickhouse_url = flags.clickhouse_url;
     if (absl::Status s = ValidateAggregatorConfig(config); !s.ok()) {

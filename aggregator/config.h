@@ -56,6 +56,14 @@ struct AggregatorConfig {
   // flow control).
   int64_t ingest_workers = 0;
   int64_t ingest_max_active_hosts = 16;
+  // [http]: the web pages, the JSON/CSV API and /metrics (docs/HTTP.md). HTTPS with the
+  // daemon's certificates and client certificates of its CA, unless `insecure`; an empty
+  // listen turns it off.
+  struct Http {
+    std::string listen = "127.0.0.1:7180";
+    int64_t max_request_bytes = 1 << 20;
+    int64_t max_requests_per_second = 50;
+  } http;
   // [fleet]: replication to a ClickHouse fleet store (docs/FLEET.md); off while
   // clickhouse_url is empty. The password comes from password_file, else from the systemd
   // credential `clickhouse-password` ($CREDENTIALS_DIRECTORY), never from the command line.
@@ -84,6 +92,7 @@ struct AggregatorFlags {
   std::string db;
   bool insecure = false;
   std::string clickhouse_url;
+  std::string http_listen;
 };
 
 // Loads `path` over the defaults. Unknown keys, wrong types and bad values fail with

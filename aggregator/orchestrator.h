@@ -74,6 +74,8 @@ class Orchestrator {
   // Stops a running capture everywhere and returns CANCELLED; for one already over, returns the
   // state it ended in (COMPLETE, PARTIAL, FAILED, CANCELLED). NotFound for an unknown id.
   absl::StatusOr<podprof::v1::CaptureStatus> Cancel(const std::string& id);
+  // Hosts streaming into the ingest pipeline now (for /metrics).
+  int active_hosts() const { return streams_.active(); }
 
  private:
   void Execute(std::shared_ptr<CaptureRun> run);

@@ -455,6 +455,13 @@ absl::Status Store::WriteCapture(const CaptureWrite& capture) {
       return QueueInOutbox(c, capture);
     });
     absl::Status on = c.Exec("PRAGMA foreign_keys = ON");
+    if (s.ok()) {
+      ++written_captures_;
+      for (const HostWrite& h : capture.hosts) {
+        written_events_ += h.events;
+        written_bytes_ += static_cast<int64_t>(h.bytes);
+      }
+    }
     return s.ok() ? on : s;
   });
 }

@@ -630,4 +630,18 @@ absl::StatusOr<std::string> Store::LatestCaptureWith(int64_t kernel_id) {
   return s->Text(0);
 }
 
+absl::StatusOr<std::map<std::string, int64_t>> Store::CaptureCounts() {
+  PODPROF_WITH_READER(c);
+  ASSIGN_OR_RETURN(auto q, Statement::Prepare(c,
+                                              "SELECT status, count(*) FROM captures "
+                                              "GROUP BY status"));
+  std::map<std::string, int64_t> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, q->Step());
+    if (!row) break;
+    out[q->Text(0)] = q->Int(1);
+  }
+  return out;
+}
+
 }  // namespace podprof::storage

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -131,6 +132,17 @@ class Store {
   // The stored timeline blocks of a capture, decompressed (for exports and tests).
   absl::StatusOr<std::vector<trace::EventBlock>> Timelines(const std::string& capture_id);
 
+  // Stored captures by state (captures.status), for the daemon's metrics.
+  absl::StatusOr<std::map<std::string, int64_t>> CaptureCounts();
+  // What WriteCapture has committed since the store was opened: captures, and the events and
+  // bytes their hosts sent (counters for /metrics).
+  struct Written {
+    int64_t captures = 0, events = 0, bytes = 0;
+  };
+  Written written() const {
+    return {written_captures_.load(), written_events_.load(), written_bytes_.load()};
+  }
+
   // Bytes of the database in use (pages not on the free list).
   absl::StatusOr<int64_t> UsedBytes();
   // PRAGMA integrity_check == "ok".
@@ -167,6 +179,7 @@ class Store {
   const std::string read_only_reason_;
   std::atomic<int64_t> fleet_backlog_limit_{0};
   std::atomic<int64_t> fleet_not_queued_{0};
+  std::atomic<int64_t> written_captures_{0}, written_events_{0}, written_bytes_{0};
   std::unique_ptr<Connection> writer_;  // used only on writer_thread_
   std::thread writer_thread_;
 

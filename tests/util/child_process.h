@@ -78,8 +78,8 @@ inline std::unique_ptr<ChildProcess> StartAggregator(const std::string& binary,
   auto in = [&](const char* f) { return (dir / f).string(); };
   return std::make_unique<ChildProcess>(
       std::vector<std::string>{binary, "--insecure", "--config=" + in("agg.toml"),
-                               "--listen=" + listen, "--db=" + in("pod.db"),
-                               "--ready-file=" + in("agg.json")},
+                               "--listen=" + listen, "--http-listen=127.0.0.1:0",
+                               "--db=" + in("pod.db"), "--ready-file=" + in("agg.json")},
       in("agg.json"));
 }
 
