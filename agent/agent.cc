@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "agent/agent_metrics.h"
 #include "common/logging.h"
 #include "proto/grpc_status.h"
 #include "trace/chip_catalog.h"
@@ -285,11 +286,17 @@ grpc::Status AgentService::Capture(grpc::ServerContext* context,
   CaptureRunner runner(agent_->clock(), agent_->workload());
   StreamSink sink(writer);
   CaptureOutcome outcome;
+  const int64_t started = agent_->clock().MonotonicNs();
   absl::Status s = runner.Run(
       *request, agent_->HostInfo(), agent_->Limits(), [context] { return context->IsCancelled(); },
       &sink, &outcome);
   agent_->LearnChips(outcome.chips);
   agent_->EndCapture();
+  if (metrics_ != nullptr) {
+    RecordCapture(*metrics_, s.ok(), (agent_->clock().MonotonicNs() - started) / 1e9,
+                  static_cast<int64_t>(outcome.counts.events),
+                  static_cast<int64_t>(outcome.counts.bytes));
+  }
   // A capture reads and converts tens of MB in bursts; the agent shares the host with the
   // training job, so give the freed pages back now instead of keeping the high-water mark.
   malloc_trim(0);

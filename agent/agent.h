@@ -16,6 +16,7 @@
 #include "agent/config.h"
 #include "agent/discovery.h"
 #include "common/clock.h"
+#include "metrics/registry.h"
 #include "proto/podprof_agent.grpc.pb.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
 #include "proto/profiler_service.grpc.pb.h"
@@ -87,6 +88,9 @@ class AgentService final : public podprof::v1::Agent::Service {
   // (tls.allowed_aggregators; empty: any caller that passed the TLS handshake), so a reload
   // changes it for the next call.
   explicit AgentService(Agent* agent) : agent_(agent), refusals_(agent->clock()) {}
+  // Where each capture's outcome, duration and volume are counted (/metrics); none when never
+  // set. Set before serving; `metrics` must outlive the service.
+  void SetMetrics(metrics::Registry* metrics) { metrics_ = metrics; }
   // Where refusals are logged; the daemon routes gRPC's failed handshakes here too.
   security::RefusalLog& refusals() { return refusals_; }
   grpc::Status Capture(grpc::ServerContext* context, const podprof::v1::CaptureRequest* request,
@@ -99,6 +103,7 @@ class AgentService final : public podprof::v1::Agent::Service {
  private:
   Agent* const agent_;
   security::RefusalLog refusals_;
+  metrics::Registry* metrics_ = nullptr;
 };
 
 // tensorflow.ProfilerService that forwards to the workload, so XProf's capture button or

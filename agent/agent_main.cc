@@ -11,6 +11,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "agent/agent.h"
+#include "agent/agent_metrics.h"
 #include "agent/capture_runner.h"
 #include "agent/config.h"
 #include "common/clock.h"
@@ -21,6 +22,9 @@
 #include "common/sd_notify.h"
 #include "common/skewed_clock.h"
 #include "common/status_macros.h"
+#include "http/server.h"
+#include "metrics/grpc_metrics.h"
+#include "metrics/registry.h"
 #include "nlohmann/json.hpp"
 #include "proto/grpc_status.h"
 #include "security/tls.h"
@@ -59,6 +63,8 @@ void AddConfigFlags(CLI::App& app, AgentFlags* flags) {
       "--profiler-service-listen", flags->profiler_service_listen,
       "tensorflow.ProfilerService facade for XProf (default 127.0.0.1:7102, loopback; none "
       "to disable)");
+  app.add_option("--http-listen", flags->http_listen,
+                 "/metrics here (default 127.0.0.1:7103, loopback; off to disable)");
   app.add_option("--host-name", flags->host_name, "Host name to report");
   app.add_option("--sysfs-root", flags->sysfs_root, "sysfs root for chip discovery");
   app.add_option("--temp-dir", flags->temp_dir, "Where private capture repositories go");
@@ -93,9 +99,39 @@ struct Listeners {
   std::unique_ptr<grpc::Server> server;
   std::unique_ptr<grpc::Server> proxy_server;
   std::unique_ptr<ClockProbeResponder> probe_responder;
+  std::unique_ptr<http::Server> http;
   int agent_port = 0;
   int proxy_port = 0;
 };
+
+// /metrics on [http] listen; none when off or when it cannot listen (logged: captures go on).
+std::unique_ptr<http::Server> ServeMetrics(const AgentConfig& config, metrics::Registry& m,
+                                           Clock& clock) {
+  if (config.http_listen.empty()) return nullptr;
+  http::ServerOptions o;
+  o.listen = config.http_listen;
+  o.tls = !config.insecure;
+  if (o.tls) {
+    absl::StatusOr<security::TlsMaterial> material = security::LoadTlsMaterial(TlsOf(config));
+    if (!material.ok()) {
+      PODPROF_LOG(ERROR) << "http: " << material.status().message();
+      return nullptr;
+    }
+    o.material = *std::move(material);
+  }
+  auto router = std::make_shared<http::Router>();
+  router->Add("GET", "/metrics", [&m](const http::Request&) {
+    return http::Response::Text(200, m.Render(), "text/plain; version=0.0.4");
+  });
+  absl::StatusOr<std::unique_ptr<http::Server>> s = http::Server::Start(o, router, clock);
+  if (!s.ok()) {
+    PODPROF_LOG(ERROR) << "http: " << s.status().message() << "; no /metrics";
+    return nullptr;
+  }
+  PODPROF_LOG(INFO) << "/metrics on " << (o.tls ? "https://" : "http://") << config.http_listen
+                    << " (port " << (*s)->port() << ")";
+  return *std::move(s);
+}
 
 // Clock probes on the same port number as the agent, over UDP. Without them the agent still
 // works: the aggregator probes with Ping, less precisely, so a failure here is only a warning.
@@ -117,9 +153,10 @@ void StartClockProbes(const AgentConfig& config, Agent& agent, Clock& clock, Lis
 // address that cannot be bound.
 absl::StatusOr<Listeners> Listen(const AgentConfig& config, const security::Credentials& creds,
                                  Agent& agent, AgentService& service, ProfilerProxy& proxy,
-                                 Clock& clock) {
+                                 metrics::Registry& metrics, Clock& clock) {
   Listeners l;
   grpc::ServerBuilder builder;
+  builder.experimental().SetInterceptorCreators(metrics::RpcMetricsInterceptors(metrics, clock));
   builder.AddListeningPort(config.listen, creds.server, &l.agent_port);
   builder.RegisterService(&service);
   l.server = builder.BuildAndStart();
@@ -142,6 +179,7 @@ absl::StatusOr<Listeners> Listen(const AgentConfig& config, const security::Cred
           absl::StrCat("cannot listen on ", config.profiler_service_listen));
     }
   }
+  l.http = ServeMetrics(config, metrics, clock);
   return l;
 }
 
@@ -150,6 +188,7 @@ void WriteReadyFile(const std::string& path, const Listeners& l) {
   nlohmann::json j = {{"agent_port", l.agent_port},
                       {"profiler_service_port", l.proxy_port},
                       {"clock_probe_port", l.probe_responder ? l.probe_responder->port() : 0},
+                      {"http_port", l.http ? l.http->port() : 0},
                       {"pid", static_cast<int64_t>(getpid())}};
   std::string tmp = path + ".tmp";
   std::ofstream(tmp) << j.dump() << "\n";
@@ -245,7 +284,11 @@ int AgentMain(int argc, char** argv) {
                             "reaches "
                          << config->listen << " may start captures on this host";
   }
-  absl::StatusOr<Listeners> listeners = Listen(*config, *creds, **agent, service, proxy, clock);
+  metrics::Registry metrics;
+  AddAgentMetrics(metrics, **agent);
+  service.SetMetrics(&metrics);
+  absl::StatusOr<Listeners> listeners =
+      Listen(*config, *creds, **agent, service, proxy, metrics, clock);
   if (!listeners.ok()) {
     std::cerr << "podprof-agent: " << listeners.status().message() << "\n";
     return kExitListen;

@@ -36,6 +36,7 @@ void TurnOffWhatSaysNone(AgentConfig* c) {
     c->workload_metrics.clear();
   }
   if (c->profiler_service_listen == "none") c->profiler_service_listen.clear();
+  if (c->http_listen == "off" || c->http_listen == "none") c->http_listen.clear();
 }
 
 }  // namespace
@@ -48,6 +49,7 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path) {
                                     "advertise",
                                     "clock_probe",
                                     "profiler_service_listen",
+                                    "http.listen",
                                     "host_name",
                                     "workload.profiler",
                                     "workload.metrics",
@@ -72,6 +74,7 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path) {
   RETURN_IF_ERROR(f.GetString("advertise", &c.advertise));
   RETURN_IF_ERROR(f.GetBool("clock_probe", &c.clock_probe));
   RETURN_IF_ERROR(f.GetString("profiler_service_listen", &c.profiler_service_listen));
+  RETURN_IF_ERROR(f.GetString("http.listen", &c.http_listen));
   RETURN_IF_ERROR(f.GetString("host_name", &c.host_name));
   RETURN_IF_ERROR(f.GetStringList("workload.profiler", &c.workload_profiler));
   RETURN_IF_ERROR(f.GetStringList("workload.metrics", &c.workload_metrics));
@@ -109,6 +112,7 @@ absl::StatusOr<AgentConfig> BuildAgentConfig(const AgentFlags& flags) {
   set(flags.aggregator, &config.aggregator);
   set(flags.advertise, &config.advertise);
   set(flags.profiler_service_listen, &config.profiler_service_listen);
+  set(flags.http_listen, &config.http_listen);
   set(flags.host_name, &config.host_name);
   set(flags.sysfs_root, &config.sysfs_root);
   set(flags.temp_dir, &config.temp_dir);

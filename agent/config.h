@@ -27,6 +27,9 @@ struct AgentConfig {
   bool clock_probe = true;
   // The tensorflow.ProfilerService facade for XProf; empty disables it.
   std::string profiler_service_listen = "127.0.0.1:7102";
+  // /metrics (Prometheus) over HTTP, loopback by default; HTTPS with the agent's certificates
+  // unless insecure. Empty (or "off") turns it off.
+  std::string http_listen = "127.0.0.1:7103";
   // Host name reported to the aggregator; empty = gethostname().
   std::string host_name;
   // The workload's profiler service(s); the first one answers captures.
@@ -80,7 +83,7 @@ struct AgentFlags {
   std::string config = kDefaultConfigPath;
   bool config_given = false;
   std::string listen, aggregator, advertise, profiler_service_listen, host_name, sysfs_root,
-      temp_dir;
+      temp_dir, http_listen;
   // A duration such as "250ms".
   std::string counter_interval;
   bool insecure = false;
