@@ -20,6 +20,8 @@ packages=(
   systemd procps openssl dpkg-dev
   # The fleet store's tests and bench_fleet start their own ClickHouse servers.
   clickhouse-server clickhouse-client
+  # promtool (in prometheus) checks both daemons' /metrics; curl fetches pages in tests.
+  prometheus curl
 )
 
 missing=()

@@ -16,7 +16,9 @@
 #include <thread>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "aggregator/orchestrator.h"
 #include "gtest/gtest.h"
 #include "proto/perfetto_trace.pb.h"
@@ -91,7 +93,7 @@ class PodTest : public ::testing::Test {
           absl::StrCat("--workload-metrics=127.0.0.1:",
                        sims_.back()->info()["metrics_port"].get<int>()),
           absl::StrCat("--aggregator=127.0.0.1:", agg_port), "--clock-offset=" + offset,
-          "--ready-file=" + P("agent" + n + ".json")});
+          "--http-listen=127.0.0.1:0", "--ready-file=" + P("agent" + n + ".json")});
       agents_.push_back(
           std::make_unique<ChildProcess>(agent_args_.back(), P("agent" + n + ".json")));
       ASSERT_TRUE(agents_.back()->ready());
@@ -164,6 +166,91 @@ class PodTest : public ::testing::Test {
   std::string generation_ = "v5p";      // of every simulated host
   std::unique_ptr<v1::Aggregator::Stub> stub_;
 };
+
+// What `url` answers (curl), and its HTTP status.
+std::pair<int, std::string> HttpGet(const std::string& url, const std::string& out) {
+  const std::string cmd =
+      absl::StrCat("curl -s -o ", out, " -w '%{http_code}' '", url, "' > ", out, ".code");
+  if (std::system(cmd.c_str()) != 0) return {-1, ""};
+  return {std::stoi(testing::ReadTestFile(out + ".code")), testing::ReadTestFile(out)};
+}
+
+// promtool's verdict on a /metrics page: "" when it passes, else what it said.
+std::string Promtool(const std::string& page, const std::string& file) {
+  std::ofstream(file) << page;
+  const std::string cmd = absl::StrCat("promtool check metrics < ", file, " > ", file, ".out 2>&1");
+  return std::system(cmd.c_str()) == 0 ? "" : testing::ReadTestFile(file + ".out");
+}
+
+// Both daemons' /metrics pass promtool during a capture and after it, and say what happened;
+// the aggregator's JSON/CSV API answers for the capture with numbers as numbers.
+TEST_F(PodTest, MetricsAndTheApiDuringAndAfterACapture) {
+  if (!fs::exists("/usr/bin/promtool")) GTEST_SKIP() << "promtool is not installed";
+  StartPod({{0, 0, true}, {1'000'000, 0, true}});
+  const std::string agg =
+      absl::StrCat("http://127.0.0.1:", aggregator_->info()["http_port"].get<int>());
+  std::vector<std::string> agents;
+  for (const auto& a : agents_) {
+    agents.push_back(absl::StrCat("http://127.0.0.1:", a->info()["http_port"].get<int>()));
+  }
+  const std::string id = StartCapture(1500);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  for (const std::string& base : {agg, agents[0]}) {
+    auto [status, page] = HttpGet(base + "/metrics", P("m.txt"));
+    ASSERT_EQ(status, 200) << base;
+    EXPECT_EQ(Promtool(page, P("m.prom")), "") << base << " during the capture:\n" << page;
+  }
+  EXPECT_TRUE(absl::StrContains(HttpGet(agents[1] + "/metrics", P("m.txt")).second,
+                                "podprof_agent_capture_running 1"));
+  EXPECT_EQ(WatchToEnd(id).status(), v1::CAPTURE_STATUS_COMPLETE);
+
+  auto [st, page] = HttpGet(agg + "/metrics", P("m.txt"));
+  ASSERT_EQ(st, 200);
+  EXPECT_EQ(Promtool(page, P("m.prom")), "") << page;
+  for (const char* want :
+       {"podprof_captures{state=\"complete\"} 1\n", "podprof_captures_stored_total 1\n",
+        "podprof_agents{state=\"online\"} 2\n",
+        "podprof_agent_clock_offset_seconds{host=\"host-1\"}",
+        "podprof_rpc_requests_total{method=\"podprof.v1.Aggregator/StartCapture\",code=\"OK\"} 1\n",
+        "podprof_rpc_duration_seconds_count{method=\"podprof.v1.Aggregator/Register\"}"}) {
+    EXPECT_TRUE(absl::StrContains(page, want)) << want << "\n" << page;
+  }
+  for (const std::string& base : agents) {
+    auto [s2, ap] = HttpGet(base + "/metrics", P("a.txt"));
+    ASSERT_EQ(s2, 200);
+    EXPECT_EQ(Promtool(ap, P("a.prom")), "") << ap;
+    EXPECT_TRUE(absl::StrContains(ap, "podprof_agent_captures_total{outcome=\"ok\"} 1\n")) << ap;
+    EXPECT_TRUE(absl::StrContains(ap, "podprof_tpu_duty_cycle_ratio{chip=\"1\"}")) << ap;
+    EXPECT_TRUE(absl::StrContains(ap, "podprof_agent_workload_up{service=\"profiler\"")) << ap;
+  }
+
+  auto [s3, caps] = HttpGet(agg + "/api/v1/captures", P("c.json"));
+  ASSERT_EQ(s3, 200);
+  nlohmann::json cj = nlohmann::json::parse(caps);
+  ASSERT_EQ(cj["captures"].size(), 1u);
+  EXPECT_EQ(cj["captures"][0]["id"], id);
+  EXPECT_TRUE(cj["captures"][0]["events"].is_number_integer());
+  EXPECT_EQ(cj["captures"][0]["hosts"], 2);
+  auto [s4, csv] =
+      HttpGet(agg + "/api/v1/captures/" + id + "/kernels?by=chip&format=csv", P("k.csv"));
+  ASSERT_EQ(s4, 200);
+  const std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
+  ASSERT_GT(lines.size(), 4u);
+  EXPECT_TRUE(absl::StartsWith(lines[0], "host,chip,module,kernel,category,count,")) << lines[0];
+  auto [s5, kj] = HttpGet(agg + "/api/v1/captures/" + id + "/kernels?top=1", P("k.json"));
+  ASSERT_EQ(s5, 200);
+  const nlohmann::json top = nlohmann::json::parse(kj)["kernels"][0];
+  auto [s6, hj] = HttpGet(agg + "/api/v1/kernels/" + top["kernel"].get<std::string>() + "/history",
+                          P("h.json"));
+  ASSERT_EQ(s6, 200);
+  const nlohmann::json points = nlohmann::json::parse(hj)["points"];
+  ASSERT_EQ(points.size(), 1u);
+  EXPECT_EQ(points[0]["p99_ps"], top["p99_ps"]);
+  EXPECT_EQ(points[0]["count"], top["count"]);
+  EXPECT_EQ(HttpGet(agg + "/api/v1/captures/" + id + "/stragglers", P("s.json")).first, 200);
+  EXPECT_EQ(HttpGet(agg + "/api/v1/captures/no-such/kernels", P("n.json")).first, 404);
+  EXPECT_EQ(HttpGet(agg + "/api/v1/captures/" + id + "/kernels?by=moon", P("n.json")).first, 400);
+}
 
 // Kernel profiling across a v7x pod: one command asks every host for in-kernel counters; the
 // simulated hosts inject a kernel whose MXU waits on HBM (paged_attention) and a throttled chip
