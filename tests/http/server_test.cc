@@ -92,5 +92,45 @@ TEST(HttpServerTest, AnAddressInUseIsNamed) {
       << second.status();
 }
 
+// HTTPS: the daemon's certificate, and only clients with a certificate of its CA, whose names
+// reach the handler (for roles).
+TEST(HttpServerTest, HttpsAdmitsOnlyTheCasClientsAndNamesThem) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / ("https_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  const std::string make = std::string(PODPROF_SOURCE_DIR) + "/scripts/make-certs.sh --dir " +
+                           dir.string() + " --days 2 ";
+  for (const char* what :
+       {"--ca ca ca", "--ca ca aggregator agg 127.0.0.1", "--ca ca operator ops-alice",
+        "--ca other ca", "--ca other operator mallory"}) {
+    ASSERT_EQ(std::system((make + what + " >/dev/null 2>&1").c_str()), 0) << what;
+  }
+  auto f = [&](const std::string& name) { return (dir / name).string(); };
+  ServerOptions o;
+  o.tls = true;
+  o.material = {testing::ReadTestFile(f("agg.crt")),
+                testing::ReadTestFile(f("agg.key")),
+                testing::ReadTestFile(f("ca.crt")),
+                f("agg.crt"),
+                f("agg.key"),
+                f("ca.crt")};
+  RealClock clock;
+  auto server = Server::Start(o, TestRouter(), clock);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string url =
+      absl::StrCat("'https://127.0.0.1:", (*server)->port(), "/api/v1/captures/c1/kernels'");
+  const std::string trust = " --cacert " + f("ca.crt") + " ";
+  Got alice =
+      Curl(trust + "--cert " + f("ops-alice.crt") + " --key " + f("ops-alice.key") + " " + url);
+  EXPECT_EQ(alice.status, 200);
+  EXPECT_EQ(alice.body, "c1 by=- who=ops-alice");
+  EXPECT_NE(Curl(trust + url).status, 200);  // no certificate
+  EXPECT_NE(
+      Curl(trust + "--cert " + f("mallory.crt") + " --key " + f("mallory.key") + " " + url).status,
+      200);                                                                // another CA's
+  EXPECT_NE(Curl(url.substr(0, 1) + "http" + url.substr(6)).status, 200);  // plain HTTP
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace podprof::http
