@@ -1,6 +1,7 @@
 #include "aggregator/http_api.h"
 
 #include <cmath>
+#include <sstream>
 #include <string>
 #include <utility>
 
@@ -9,9 +10,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "aggregator/service_internal.h"
-#include "fleet/capture_rows.h"
-#include "insight/verdict.h"
 #include "nlohmann/json.hpp"
+#include "report/kernel_rows.h"
 
 namespace podprof::aggregator {
 namespace {
@@ -81,30 +81,6 @@ Json CaptureJson(const storage::CaptureRow& c) {
           {"events", c.events}, {"labels", labels.dump()}};
 }
 
-Json StatJson(const storage::StatRow& r, const storage::KernelInsightRow* in) {
-  const insight::Verdict v = insight::Decide(fleet::FactsOf(r, in));
-  const double mean = r.count > 0 ? static_cast<double>(r.total_ps) / r.count : 0;
-  return {{"host", r.host},
-          {"chip", r.chip},
-          {"module", r.kernel.module},
-          {"kernel", r.kernel.op_name},
-          {"category", r.kernel.category},
-          {"count", r.count},
-          {"chips", r.chips},
-          {"total_ps", r.total_ps},
-          {"mean_ps", std::llround(mean)},
-          {"min_ps", r.min_ps},
-          {"max_ps", r.max_ps},
-          {"p50_ps", std::llround(r.sketch.Quantile(0.5))},
-          {"p90_ps", std::llround(r.sketch.Quantile(0.9))},
-          {"p99_ps", std::llround(r.sketch.Quantile(0.99))},
-          {"achieved_tflops", v.achieved_tflops},
-          {"achieved_gbps", v.achieved_gbps},
-          {"bound", insight::BoundName(v.bound)},
-          {"cause", v.cause},
-          {"verdict", v.text}};
-}
-
 Response Captures(const HttpApiSources& src, const Request& req) {
   storage::CaptureQuery q;
   q.status = Param(req, "status");
@@ -143,11 +119,11 @@ Response Capture(const HttpApiSources& src, const Request& req) {
   return Response::Text(200, j.dump(1) + "\n", "application/json");
 }
 
+// The CLI's kernel rows (report/kernel_rows.h), JSON or CSV, as `podprof stats` writes them.
 Response Kernels(const HttpApiSources& src, const Request& req) {
   storage::StatsQuery q;
   q.capture_id = req.params.at("id");
   const std::string by = Param(req, "by", "kernel");
-  const bool per_chip = by == "chip";
   if (by == "chip") {
     q.group_by = storage::Grouping::kChip;
   } else if (by == "host") {
@@ -164,19 +140,23 @@ Response Kernels(const HttpApiSources& src, const Request& req) {
   q.top = *top;
   absl::StatusOr<std::vector<storage::StatRow>> rows = src.store->KernelStats(q);
   if (!rows.ok()) return Response::Error(rows.status());
-  absl::StatusOr<std::vector<storage::KernelInsightRow>> insights =
-      src.store->KernelInsights(q.capture_id, per_chip);
-  std::map<std::tuple<std::string, int, int64_t>, const storage::KernelInsightRow*> by_key;
-  if (insights.ok()) {
-    for (const auto& in : *insights) by_key[{in.host, in.chip, in.kernel_id}] = &in;
+  absl::StatusOr<std::vector<podprof::v1::KernelStats>> judged = JudgedStats(
+      *src.store, q.capture_id, q.group_by == storage::Grouping::kChip, *rows, rows->size());
+  if (!judged.ok()) return Response::Error(judged.status());
+  report::KernelRows out;
+  for (auto& k : *judged) *out.Add() = std::move(k);
+  const std::string format = Param(req, "format", "json");
+  if (format == "csv") {
+    std::ostringstream csv;
+    report::WriteKernelRowsCsv(q.capture_id, out, csv);
+    return Response::Text(200, csv.str(), "text/csv; charset=utf-8");
   }
-  Json out = Json::array();
-  for (const auto& r : *rows) {
-    auto it = by_key.find({per_chip ? r.host : "", per_chip ? r.chip : -1, r.kernel.id});
-    const bool pod_wide = q.group_by == storage::Grouping::kKernel || per_chip;
-    out.push_back(StatJson(r, pod_wide && it != by_key.end() ? it->second : nullptr));
+  if (format != "json") {
+    return Response::Error(
+        absl::InvalidArgumentError(absl::StrCat("format '", format, "': use json or csv")));
   }
-  return Rows(req, "kernels", out);
+  const nlohmann::json j = {{"capture", q.capture_id}, {"rows", report::KernelRowsJson(out)}};
+  return Response::Text(200, j.dump(1) + "\n", "application/json");
 }
 
 Response Stragglers(const HttpApiSources& src, const Request& req) {
@@ -212,17 +192,17 @@ Response History(const HttpApiSources& src, const Request& req) {
   for (const auto& s : *series) {
     for (const auto& p : s.points) {
       out.push_back(
-          {{"module", s.module},
-           {"kernel", s.op_name},
+          // The columns of `podprof history --format csv`.
+          {{"kernel", s.op_name},
+           {"module", s.module},
            {"capture", p.capture_id},
            {"start_ns", p.start_ns},
            {"count", p.count},
-           {"chips", p.chips},
-           {"total_ps", p.total_ps},
            {"mean_ps", p.count > 0 ? std::llround(static_cast<double>(p.total_ps) / p.count) : 0},
            {"p50_ps", std::llround(p.sketch.Quantile(0.5))},
            {"p90_ps", std::llround(p.sketch.Quantile(0.9))},
            {"p99_ps", std::llround(p.sketch.Quantile(0.99))},
+           {"total_ps", p.total_ps},
            {"achieved_tflops", p.achieved_tflops}});
     }
   }

@@ -5,7 +5,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "cli/format.h"
+#include "cli/report.h"
 #include "security/tls.h"
 
 namespace podprof::cli {

@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "cli/capture_rows.h"
 #include "cli/command.h"
-#include "cli/kernel_rows.h"
+#include "cli/report.h"
 #include "nlohmann/json.hpp"
 
 namespace podprof::cli {

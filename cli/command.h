@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "cli/aggregator_client.h"
 #include "cli/capture_rows.h"
-#include "cli/format.h"
+#include "cli/report.h"
 #include "common/clock.h"
 
 namespace CLI {

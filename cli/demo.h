@@ -13,7 +13,7 @@
 #include <string>
 
 #include "cli/capture_command.h"
-#include "cli/format.h"
+#include "cli/report.h"
 #include "common/clock.h"
 
 namespace podprof::cli {

@@ -11,7 +11,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "cli/exit_codes.h"
-#include "cli/format.h"
+#include "cli/report.h"
 #include "common/clock.h"
 #include "common/status_macros.h"
 

@@ -9,7 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cli/exit_codes.h"
-#include "cli/kernel_rows.h"
+#include "cli/report.h"
 #include "common/errno_status.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"

@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 #include "cli/command.h"
-#include "cli/kernel_rows.h"
+#include "cli/report.h"
 
 namespace podprof::cli {
 
@@ -27,7 +27,7 @@ struct InspectOptions {
 std::unique_ptr<Command> AddInspectCommand(CLI::App& app, CliContext& context);
 
 // Reads `options.path` and writes its kernel statistics to `out` as every command writes
-// kernel rows (cli/kernel_rows.h). Errors (unreadable or damaged file) name the file and, for
+// kernel rows (report/kernel_rows.h). Errors (unreadable or damaged file) name the file and, for
 // damage, the byte offset.
 absl::Status RunInspect(const InspectOptions& options, std::ostream& out);
 

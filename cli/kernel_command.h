@@ -33,7 +33,7 @@ void WriteKernel(const v1::DescribeKernelResponse& response, const KernelOptions
                  std::ostream& out);
 
 // `response` as JSON: the kernel's identity and texts, its roll-up and per-chip rows as every
-// command writes kernel rows (cli/kernel_rows.h), and its history.
+// command writes kernel rows (report/kernel_rows.h), and its history.
 nlohmann::json KernelJson(const v1::DescribeKernelResponse& response);
 
 }  // namespace podprof::cli

@@ -10,7 +10,7 @@
 
 #include "absl/status/status.h"
 #include "cli/command.h"
-#include "cli/kernel_rows.h"
+#include "cli/report.h"
 
 namespace podprof::cli {
 
@@ -40,7 +40,7 @@ std::unique_ptr<Command> AddStatsCommand(CLI::App& app, CliContext& context);
 // regular expression), Unavailable when `out` fails.
 absl::Status RunStats(AggregatorClient& client, const StatsOptions& options, std::ostream& out);
 
-// Writes the rows of `response` in `format` (cli/kernel_rows.h); `by` picks the table's
+// Writes the rows of `response` in `format` (report/kernel_rows.h); `by` picks the table's
 // columns. The table ends with a hint when matched_count exceeds the rows shown.
 void WriteKernelStats(const v1::GetKernelStatsResponse& response, StatsGrouping by,
                       OutputFormat format, std::ostream& out);

@@ -236,10 +236,14 @@ TEST_F(PodTest, MetricsAndTheApiDuringAndAfterACapture) {
   ASSERT_EQ(s4, 200);
   const std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
   ASSERT_GT(lines.size(), 4u);
-  EXPECT_TRUE(absl::StartsWith(lines[0], "host,chip,module,kernel,category,count,")) << lines[0];
+  // The CSV `podprof stats --format csv` writes.
+  auto cli =
+      RunPodprof(absl::StrCat("stats ", id, " --by chip --format csv --aggregator ", agg_addr_));
+  ASSERT_EQ(cli.exit_code, 0) << cli.err;
+  EXPECT_EQ(csv, cli.out);
   auto [s5, kj] = HttpGet(agg + "/api/v1/captures/" + id + "/kernels?top=1", P("k.json"));
   ASSERT_EQ(s5, 200);
-  const nlohmann::json top = nlohmann::json::parse(kj)["kernels"][0];
+  const nlohmann::json top = nlohmann::json::parse(kj)["rows"][0];
   auto [s6, hj] = HttpGet(agg + "/api/v1/kernels/" + top["kernel"].get<std::string>() + "/history",
                           P("h.json"));
   ASSERT_EQ(s6, 200);

@@ -1,4 +1,4 @@
-#include "cli/format.h"
+#include "report/format.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,7 +14,7 @@
 #include "common/clock.h"
 #include "nlohmann/json.hpp"
 
-namespace podprof::cli {
+namespace podprof::report {
 namespace {
 
 bool IsUtf8Continuation(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
@@ -202,4 +202,4 @@ void TextTable::Write(std::ostream& out) const {
   }
 }
 
-}  // namespace podprof::cli
+}  // namespace podprof::report

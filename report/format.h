@@ -1,7 +1,7 @@
 // Output helpers shared by the `podprof` subcommands: the output formats, RFC 4180 CSV
 // fields, timestamps and aligned text tables.
-#ifndef PODPROF_CLI_FORMAT_H_
-#define PODPROF_CLI_FORMAT_H_
+#ifndef PODPROF_REPORT_FORMAT_H_
+#define PODPROF_REPORT_FORMAT_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -15,7 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "nlohmann/json_fwd.hpp"
 
-namespace podprof::cli {
+namespace podprof::report {
 
 // What a subcommand writes to stdout: an aligned table for people, JSON or CSV for scripts.
 enum class OutputFormat { kTable, kJson, kCsv };
@@ -111,6 +111,6 @@ class TextTable {
   std::vector<std::vector<std::string>> rows_;
 };
 
-}  // namespace podprof::cli
+}  // namespace podprof::report
 
-#endif  // PODPROF_CLI_FORMAT_H_
+#endif  // PODPROF_REPORT_FORMAT_H_

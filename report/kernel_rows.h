@@ -2,8 +2,8 @@
 // `stats`, `import`, `capture`, `demo`, `kernel`): the same fields, names and units in the
 // table, csv and json. A row is a v1::KernelStats: per (host, chip, kernel), or a roll-up where
 // the host is empty and the chip -1 (printed `*`), or an HLO category where the op name is empty.
-#ifndef PODPROF_CLI_KERNEL_ROWS_H_
-#define PODPROF_CLI_KERNEL_ROWS_H_
+#ifndef PODPROF_REPORT_KERNEL_ROWS_H_
+#define PODPROF_REPORT_KERNEL_ROWS_H_
 
 #include <ostream>
 #include <string>
@@ -12,7 +12,7 @@
 #include "nlohmann/json_fwd.hpp"
 #include "proto/podprof_aggregator.pb.h"
 
-namespace podprof::cli {
+namespace podprof::report {
 
 using KernelRows = google::protobuf::RepeatedPtrField<v1::KernelStats>;
 
@@ -45,6 +45,6 @@ nlohmann::json KernelRowsJson(const KernelRows& rows);
 // where they mean something), then the statistics, rates, counters and the verdict.
 void WriteKernelRowsTable(const KernelRows& rows, StatsGrouping by, std::ostream& out);
 
-}  // namespace podprof::cli
+}  // namespace podprof::report
 
-#endif  // PODPROF_CLI_KERNEL_ROWS_H_
+#endif  // PODPROF_REPORT_KERNEL_ROWS_H_

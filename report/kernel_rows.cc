@@ -1,15 +1,15 @@
-#include "cli/kernel_rows.h"
+#include "report/kernel_rows.h"
 
 #include <cmath>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "cli/format.h"
 #include "common/clock.h"
 #include "nlohmann/json.hpp"
+#include "report/format.h"
 
-namespace podprof::cli {
+namespace podprof::report {
 namespace {
 
 using Json = nlohmann::json;
@@ -230,4 +230,4 @@ void WriteKernelRowsTable(const KernelRows& rows, StatsGrouping by, std::ostream
   table.Write(out);
 }
 
-}  // namespace podprof::cli
+}  // namespace podprof::report
