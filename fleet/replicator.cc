@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 
@@ -30,8 +31,11 @@ absl::Status Replicator::Prepare() {
       return absl::PermissionDeniedError(
           absl::StrCat("[fleet] user '", clickhouse_.user(), "' and its password: ", s.message()));
     }
-    return absl::Status(
-        s.code(), absl::StrCat(options_.url_setting, " = ", clickhouse_.url(), ": ", s.message()));
+    // The client says "ClickHouse at URL: what"; the setting names the URL already.
+    absl::string_view what = s.message();
+    absl::ConsumePrefix(&what, absl::StrCat("ClickHouse at ", clickhouse_.url(), ": "));
+    return absl::Status(s.code(), absl::StrCat("cannot reach ClickHouse (", options_.url_setting,
+                                               " = ", clickhouse_.url(), "): ", what));
   }
   ASSIGN_OR_RETURN(std::string found,
                    clickhouse_.Query(absl::StrCat("SELECT count() FROM system.databases "
