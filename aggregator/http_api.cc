@@ -225,6 +225,106 @@ Response Agents(const HttpApiSources& src, const Request& req) {
   return Rows(req, "agents", out);
 }
 
+// A write needs the operator role, checked on the caller's certificate names as gRPC does.
+absl::Status Operator(const HttpApiSources& src, const Request& req) {
+  return src.service->access()->operators.CheckIdentities(req.identities, "an operator");
+}
+
+// POST /api/v1/captures {"duration_ms": 2000, "hosts": [...], "selector": {...},
+// "labels": {...}, "delay_ms": N}: a pod-wide capture, as `podprof capture` starts it.
+Response StartCapture(const HttpApiSources& src, const Request& req) {
+  if (absl::Status a = Operator(src, req); !a.ok()) return Response::Error(a);
+  const nlohmann::json body = nlohmann::json::parse(req.body, nullptr, false);
+  if (!body.is_object()) {
+    return Response::Error(absl::InvalidArgumentError("the body is not a JSON object"));
+  }
+  podprof::v1::StartCaptureRequest r;
+  try {
+    r.set_duration_ms(body.value("duration_ms", uint64_t{0}));
+    r.set_delay_ms(body.value("delay_ms", uint32_t{0}));
+    // Into variables first: items() of a temporary would dangle.
+    const nlohmann::json hosts = body.value("hosts", nlohmann::json::array());
+    const nlohmann::json selector = body.value("selector", nlohmann::json::object());
+    const nlohmann::json labels = body.value("labels", nlohmann::json::object());
+    for (const auto& h : hosts) r.add_host_names(h.get<std::string>());
+    for (const auto& [k, v] : selector.items()) {
+      (*r.mutable_label_selector())[k] = v.get<std::string>();
+    }
+    for (const auto& [k, v] : labels.items()) (*r.mutable_labels())[k] = v.get<std::string>();
+  } catch (const nlohmann::json::exception& e) {
+    return Response::Error(absl::InvalidArgumentError(absl::StrCat("the body: ", e.what())));
+  }
+  absl::StatusOr<podprof::v1::StartCaptureResponse> started = src.orchestrator->Start(r);
+  if (!started.ok()) return Response::Error(started.status());
+  Json hosts = Json::array();
+  for (const auto& h : started->host_names()) hosts.push_back(h);
+  Response res = Response::Text(
+      201,
+      Json{{"capture", started->capture_id()}, {"start_ns", started->start_ns()}, {"hosts", hosts}}
+              .dump() +
+          "\n",
+      "application/json");
+  res.headers.emplace_back("Location", "/api/v1/captures/" + started->capture_id());
+  return res;
+}
+
+Response CancelCapture(const HttpApiSources& src, const Request& req) {
+  if (absl::Status a = Operator(src, req); !a.ok()) return Response::Error(a);
+  absl::StatusOr<podprof::v1::CaptureStatus> s = src.orchestrator->Cancel(req.params.at("id"));
+  if (!s.ok()) return Response::Error(s.status());
+  return Response::Text(
+      200, Json{{"capture", req.params.at("id")}, {"status", StatusName(*s)}}.dump() + "\n",
+      "application/json");
+}
+
+// One progress event as a server-sent event: `event: progress` (or `done` on the last) and
+// its JSON.
+std::string ProgressEvent(const podprof::v1::CaptureProgress& p) {
+  Json j = {{"capture", p.capture_id()},
+            {"time_ns", p.time_ns()},
+            {"status", StatusName(p.status())},
+            {"percent", p.percent_complete()},
+            {"detail", p.detail()},
+            {"done", p.done()}};
+  if (p.has_host()) {
+    const podprof::v1::HostCaptureResult& h = p.host();
+    j["host"] = {{"host", h.host_name()},
+                 {"status", StatusName(h.status())},
+                 {"error", h.error_message()},
+                 {"events", h.event_count()},
+                 {"bytes", h.bytes_received()},
+                 {"clock_offset_ns", h.clock_offset_ns()},
+                 {"clock_uncertainty_ns", h.clock_uncertainty_ns()}};
+  }
+  return absl::StrCat("event: ", p.done() ? "done" : "progress", "\ndata: ", j.dump(), "\n\n");
+}
+
+// GET /api/v1/captures/{id}/events: the capture's progress as server-sent events, from its
+// start, as `podprof capture` shows it; a capture already over gives its one `done` event.
+Response Events(const HttpApiSources& src, const Request& req) {
+  const std::string id = req.params.at("id");
+  absl::StatusOr<storage::CaptureRow> stored = src.store->GetCapture(id);
+  if (!stored.ok()) return Response::Error(stored.status());
+  Response res;
+  res.content_type = "text/event-stream";
+  res.stream = [src, id](http::StreamWriter& w) {
+    absl::Status s = src.orchestrator->Watch(
+        id, [&w](const podprof::v1::CaptureProgress& p) { return w.Write(ProgressEvent(p)); },
+        [&w] { return w.stopping(); });
+    if (absl::IsNotFound(s)) {  // over before this process started, or long ago
+      absl::StatusOr<storage::CaptureRow> c = src.store->GetCapture(id);
+      if (!c.ok()) return;
+      podprof::v1::CaptureProgress last;
+      last.set_capture_id(id);
+      last.set_status(StatusEnum(c->status));
+      last.set_percent_complete(100);
+      last.set_done(true);
+      w.Write(ProgressEvent(last));
+    }
+  };
+  return res;
+}
+
 }  // namespace
 
 std::shared_ptr<http::Router> AggregatorRoutes(const HttpApiSources& src) {
@@ -241,6 +341,10 @@ std::shared_ptr<http::Router> AggregatorRoutes(const HttpApiSources& src) {
   r->Add("GET", "/api/v1/kernels/{name}/history",
          [src](const Request& q) { return History(src, q); });
   r->Add("GET", "/api/v1/agents", [src](const Request& q) { return Agents(src, q); });
+  r->Add("POST", "/api/v1/captures", [src](const Request& q) { return StartCapture(src, q); });
+  r->Add("GET", "/api/v1/captures/{id}/events", [src](const Request& q) { return Events(src, q); });
+  r->Add("POST", "/api/v1/captures/{id}/cancel",
+         [src](const Request& q) { return CancelCapture(src, q); });
   return r;
 }
 

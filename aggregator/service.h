@@ -52,6 +52,9 @@ class AggregatorService final : public podprof::v1::Aggregator::Service {
   // Where refusals are logged; the daemon routes gRPC's failed handshakes here too.
   security::RefusalLog& refusals() { return refusals_; }
 
+  // Who may do what now (the HTTP API checks the same roles).
+  std::shared_ptr<const AccessControl> access() const { return Access(); }
+
   void SetAccess(AccessControl access) {
     auto fresh = std::make_shared<const AccessControl>(std::move(access));
     absl::MutexLock lock(&access_mu_);

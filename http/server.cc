@@ -88,6 +88,26 @@ struct Shared {
   const ServerOptions options;
   const std::shared_ptr<const Router> router;
   RateLimiter limiter;
+  // Streamed responses running on their own threads; Stop waits for them to end.
+  absl::Mutex mu;
+  int streams ABSL_GUARDED_BY(mu) = 0;
+  std::atomic<bool> stopping{false};
+
+  bool BeginStream() {
+    absl::MutexLock lock(&mu);
+    if (stopping || streams >= options.max_streams) return false;
+    ++streams;
+    return true;
+  }
+  void EndStream() {
+    absl::MutexLock lock(&mu);
+    --streams;
+  }
+  void WaitForStreams() {
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(
+        +[](int* n) { return *n == 0; }, &streams));
+  }
 };
 
 Request ToRequest(const bhttp::request<bhttp::string_body>& r, const std::string& peer) {
@@ -160,7 +180,37 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       req.identities = identities_;
       res = shared_->router->Handle(req);
     }
+    if (res.stream) return StartStream(std::move(res));
     Write(std::move(res), raw.keep_alive());
+  }
+
+  // The headers, then `res.stream` on a thread of its own writing straight to the socket; this
+  // session does nothing else on the connection meanwhile, and closes it when the stream ends.
+  void StartStream(Response res) {
+    if (!shared_->BeginStream()) {
+      return Write(Response::Text(503, "too many streams; try again\n"), false);
+    }
+    Lowest().expires_never();
+    std::thread([self = this->shared_from_this(), res = std::move(res)]() mutable {
+      struct Writer : StreamWriter {
+        Session* s = nullptr;
+        bool Write(const std::string& data) override {
+          if (s->shared_->stopping) return false;
+          beast::error_code ec;
+          asio::write(s->stream_, asio::buffer(data), ec);
+          return !ec;
+        }
+        bool stopping() const override { return s->shared_->stopping; }
+      } w;
+      w.s = self.get();
+      std::string head =
+          absl::StrCat("HTTP/1.1 ", res.status, " OK\r\nContent-Type: ", res.content_type,
+                       "\r\nCache-Control: no-store\r\nConnection: close\r\n");
+      for (const auto& [k, v] : res.headers) absl::StrAppend(&head, k, ": ", v, "\r\n");
+      if (w.Write(head + "\r\n")) res.stream(w);
+      self->Close();
+      self->shared_->EndStream();
+    }).detach();
   }
 
   void Write(Response r, bool keep_alive) {
@@ -344,6 +394,8 @@ class Server::Impl {
 
   void Stop() {
     if (stopped_.exchange(true)) return;
+    shared_->stopping = true;
+    shared_->WaitForStreams();
     ioc_.stop();
     for (auto& t : threads_) t.join();
   }

@@ -32,11 +32,25 @@ struct Request {
   std::vector<std::string> identities;
 };
 
+// Where a streamed response writes (server-sent events).
+class StreamWriter {
+ public:
+  virtual ~StreamWriter() = default;
+  // Sends `data` at once; false when the client has gone or the server is stopping.
+  virtual bool Write(const std::string& data) = 0;
+  // True once the server is stopping: a stream should end.
+  virtual bool stopping() const = 0;
+};
+
 struct Response {
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
+  // When set, the body is written as it happens instead: the server sends the headers, runs
+  // this on a thread of its own (at most ServerOptions::max_streams at once; 503 past them)
+  // and closes the connection when it returns.
+  std::function<void(StreamWriter&)> stream;
 
   static Response Text(int status, std::string body, std::string type = "text/plain");
   // {"error": message} with the status for `s` (400, 403, 404, 409, 429, 500, 503, ...).
@@ -73,6 +87,8 @@ struct ServerOptions {
   // Requests per second per client address (a burst of twice as many is allowed).
   double max_requests_per_second = 50;
   int64_t request_timeout_ns = 30'000'000'000;
+  // Streamed responses (server-sent events) at once.
+  int max_streams = 32;
 };
 
 class Server {

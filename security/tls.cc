@@ -195,7 +195,12 @@ std::vector<std::string> PeerIdentities(const grpc::ServerContext& context) {
 
 absl::Status RoleAcl::Check(const grpc::ServerContext& context, const std::string& role) const {
   if (identities.empty()) return absl::OkStatus();
-  std::vector<std::string> peer = PeerIdentities(context);
+  return CheckIdentities(PeerIdentities(context), role);
+}
+
+absl::Status RoleAcl::CheckIdentities(const std::vector<std::string>& peer,
+                                      const std::string& role) const {
+  if (identities.empty()) return absl::OkStatus();
   for (const std::string& p : peer) {
     for (const std::string& allowed : identities) {
       if (p == allowed) return absl::OkStatus();

@@ -92,6 +92,8 @@ struct RoleAcl {
   std::string setting;
   // OK, or PermissionDenied naming the caller's identities and the role.
   absl::Status Check(const grpc::ServerContext& context, const std::string& role) const;
+  // The same for a caller known by its certificate's names (an HTTPS client's).
+  absl::Status CheckIdentities(const std::vector<std::string>& peer, const std::string& role) const;
 };
 
 }  // namespace podprof::security

@@ -253,6 +253,35 @@ TEST_F(PodTest, MetricsAndTheApiDuringAndAfterACapture) {
   EXPECT_EQ(points[0]["count"], top["count"]);
   EXPECT_EQ(HttpGet(agg + "/api/v1/captures/" + id + "/stragglers", P("s.json")).first, 200);
   EXPECT_EQ(HttpGet(agg + "/api/v1/captures/no-such/kernels", P("n.json")).first, 404);
+
+  // A capture started over HTTP, followed live as server-sent events to its end.
+  ASSERT_EQ(std::system(absl::StrCat("curl -s -X POST --data-binary '{\"duration_ms\": 800, ",
+                                     "\"labels\": {\"from\": \"http\"}}' ", agg,
+                                     "/api/v1/captures > ", P("post.json"))
+                            .c_str()),
+            0);
+  const nlohmann::json posted = nlohmann::json::parse(testing::ReadTestFile(P("post.json")));
+  ASSERT_TRUE(posted.contains("capture")) << posted.dump();
+  EXPECT_EQ(posted["hosts"].size(), 2u);
+  const std::string second = posted["capture"];
+  ASSERT_EQ(std::system(absl::StrCat("curl -s -N --max-time 30 ", agg, "/api/v1/captures/", second,
+                                     "/events > ", P("events.txt"))
+                            .c_str()),
+            0);
+  const std::string events = testing::ReadTestFile(P("events.txt"));
+  EXPECT_TRUE(absl::StrContains(events, "event: progress\ndata: {")) << events;
+  EXPECT_TRUE(absl::StrContains(events, "\"host\":{\"host\":\"host-1\"")) << events;
+  EXPECT_TRUE(absl::StrContains(events, "event: done\ndata: {")) << events;
+  EXPECT_TRUE(absl::StrContains(events, "\"status\":\"complete\"")) << events;
+  // Asked again once over, the stream is its one last event.
+  ASSERT_EQ(std::system(absl::StrCat("curl -s -N --max-time 10 ", agg, "/api/v1/captures/", second,
+                                     "/events > ", P("events2.txt"))
+                            .c_str()),
+            0);
+  EXPECT_TRUE(absl::StrContains(testing::ReadTestFile(P("events2.txt")), "event: done"));
+  auto [s7, labelled] = HttpGet(agg + "/api/v1/captures?label=from=http", P("l.json"));
+  ASSERT_EQ(s7, 200);
+  EXPECT_EQ(nlohmann::json::parse(labelled)["captures"].size(), 1u) << labelled;
   EXPECT_EQ(HttpGet(agg + "/api/v1/captures/" + id + "/kernels?by=moon", P("n.json")).first, 400);
 }
 

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -90,6 +91,46 @@ TEST(HttpServerTest, AnAddressInUseIsNamed) {
   ASSERT_FALSE(second.ok());
   EXPECT_TRUE(absl::StrContains(second.status().message(), o.listen + " (http.listen)"))
       << second.status();
+}
+
+// Server-sent events: the headers and each write arrive as they happen; past max_streams a
+// client is told to come back; Stop ends the streams and returns.
+TEST(HttpServerTest, StreamsArriveLiveAndEndWhenTheServerStops) {
+  auto r = std::make_shared<Router>();
+  r->Add("GET", "/events", [](const Request&) {
+    Response res;
+    res.content_type = "text/event-stream";
+    res.stream = [](StreamWriter& w) {
+      w.Write("event: tick\ndata: 1\n\n");
+      while (!w.stopping()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    };
+    return res;
+  });
+  RealClock clock;
+  ServerOptions o;
+  o.max_streams = 1;
+  auto server = Server::Start(o, r, clock);
+  ASSERT_TRUE(server.ok());
+  const std::string url = absl::StrCat("http://127.0.0.1:", (*server)->port(), "/events");
+  const std::string out = ::testing::TempDir() + "/sse_" + std::to_string(getpid());
+  ASSERT_EQ(std::system(("curl -s -N --max-time 20 -D " + out + ".head " + url + " > " + out +
+                         " 2>/dev/null &")
+                            .c_str()),
+            0);
+  auto arrived = [&] {
+    std::error_code ec;
+    return std::filesystem::file_size(out, ec) > 0 && !ec;
+  };
+  for (int i = 0; i < 100 && !arrived(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(testing::ReadTestFile(out), "event: tick\ndata: 1\n\n");
+  EXPECT_TRUE(
+      absl::StrContains(testing::ReadTestFile(out + ".head"), "Content-Type: text/event-stream"));
+  EXPECT_EQ(Curl(url).status, 503);  // the one stream allowed is taken
+  const auto t0 = std::chrono::steady_clock::now();
+  (*server)->Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
 }
 
 // HTTPS: the daemon's certificate, and only clients with a certificate of its CA, whose names

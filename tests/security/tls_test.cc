@@ -105,7 +105,8 @@ class TlsTest : public ::testing::Test {
         << "[agents]\nheartbeat_interval = \"500ms\"\nprobe_interval = \"1s\"\n"
         << "[tls]\ncert = \"" << P(cert + ".crt") << "\"\nkey = \"" << P(cert + ".key")
         << "\"\nca = \"" << P("ca.crt") << "\"\nallowed_agents = [" << allowed_agents << "]\n"
-        << "allowed_operators = [" << allowed_operators << "]\n";
+        << "allowed_operators = [" << allowed_operators << "]\n"
+        << "[http]\nlisten = \"127.0.0.1:0\"\n";
   }
   // An agent with `identity`'s certificate, registering as `host` (default: its identity).
   // Its certificate files are `cert`.crt/.key (default: the identity's own).
@@ -263,6 +264,45 @@ TEST_F(TlsTest, OnlyCertifiedCallersInTheirRoles) {
   grpc::Status cs = creader->Finish();
   EXPECT_EQ(cs.error_code(), grpc::StatusCode::PERMISSION_DENIED) << cs.error_message();
   EXPECT_TRUE(absl::StrContains(cs.error_message(), "ops-alice")) << cs.error_message();
+}
+
+// The HTTP API over HTTPS: the same CA, the same roles as gRPC.
+TEST_F(TlsTest, TheHttpApiHoldsTheSameRoles) {
+  StartAggregator();
+  auto agent = StartAgent("agent-0", 0);
+  const std::string base =
+      absl::StrCat("https://127.0.0.1:", aggregator_->info()["http_port"].get<int>());
+  // curl as `who` ("" for no certificate); returns the HTTP status and the body.
+  auto curl = [&](const std::string& who, const std::string& args) {
+    const std::string out = P("curl.out");
+    std::string cmd = absl::StrCat("curl -s -o ", out, " -w '%{http_code}' --cacert ", P("ca.crt"));
+    if (!who.empty())
+      absl::StrAppend(&cmd, " --cert ", P(who + ".crt"), " --key ", P(who + ".key"));
+    absl::StrAppend(&cmd, " ", args, " > ", out, ".code");
+    const int rc = std::system(cmd.c_str());
+    return std::make_pair(rc == 0 ? std::stoi(ReadTestFile(out + ".code")) : -1,
+                          rc == 0 ? ReadTestFile(out) : std::string());
+  };
+  for (int i = 0; i < 100; ++i) {  // until agent-0 is registered and probed
+    auto [status, body] = curl("viewer-bob", base + "/api/v1/agents");
+    ASSERT_EQ(status, 200) << body;
+    auto agents = nlohmann::json::parse(body)["agents"];
+    if (agents.size() == 1 && agents[0]["clock_uncertainty_ns"].get<int64_t>() > 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const std::string start =
+      "-X POST --data-binary '{\"duration_ms\": 300}' " + base + "/api/v1/captures";
+  auto [denied, why] = curl("viewer-bob", start);
+  EXPECT_EQ(denied, 403);
+  EXPECT_TRUE(absl::StrContains(why, "caller viewer-bob may not act as an operator")) << why;
+  auto [started, body] = curl("ops-alice", start);
+  ASSERT_EQ(started, 201) << body;
+  const std::string id = nlohmann::json::parse(body)["capture"];
+  EXPECT_EQ(nlohmann::json::parse(body)["hosts"][0], "agent-0");
+  EXPECT_EQ(curl("viewer-bob", base + "/api/v1/captures/" + id).first, 200);
+  EXPECT_EQ(curl("viewer-bob", base + "/metrics").first, 200);
+  EXPECT_NE(curl("", base + "/api/v1/captures").first, 200);          // no client certificate
+  EXPECT_NE(curl("intruder", base + "/api/v1/captures").first, 200);  // another CA's
 }
 
 TEST_F(TlsTest, AnAgentCannotTakeOverAnotherHost) {
