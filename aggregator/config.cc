@@ -49,7 +49,8 @@ const std::vector<std::string>& KnownKeys() {
                                                                "fleet.batch_size",
                                                                "fleet.flush_interval",
                                                                "fleet.backlog_limit",
-                                                               "fleet.timeout"};
+                                                               "fleet.timeout",
+                                                               "fleet.backfill"};
   return *keys;
 }
 
@@ -117,6 +118,7 @@ absl::Status ReadFleet(const ConfigFile& f, AggregatorConfig* c) {
   RETURN_IF_ERROR(f.GetDurationNs("fleet.flush_interval", &fl.flush_interval_ns));
   RETURN_IF_ERROR(f.GetInt("fleet.backlog_limit", &fl.backlog_limit));
   RETURN_IF_ERROR(f.GetDurationNs("fleet.timeout", &fl.timeout_ns));
+  RETURN_IF_ERROR(f.GetDurationNs("fleet.backfill", &fl.backfill_ns));
   return absl::OkStatus();
 }
 
@@ -146,7 +148,7 @@ absl::Status ValidateFleet(const AggregatorConfig::Fleet& f) {
     }
   }
   if (f.batch_size < 1 || f.batch_size > 10'000 || f.backlog_limit < 1 ||
-      f.flush_interval_ns < 10'000'000 || f.timeout_ns < 100'000'000) {
+      f.flush_interval_ns < 10'000'000 || f.timeout_ns < 100'000'000 || f.backfill_ns < 0) {
     return absl::InvalidArgumentError(
         "fleet: batch_size must be 1..10000, backlog_limit at least 1, flush_interval at "
         "least 10ms and timeout at least 100ms");

@@ -78,6 +78,9 @@ struct AggregatorConfig {
     int64_t flush_interval_ns = 2'000'000'000;
     int64_t backlog_limit = 10'000;  // captures waiting, at most
     int64_t timeout_ns = 30'000'000'000;
+    // At start, queue the captures stored here that started this recently (0 = none): for a
+    // pod with history when the fleet store is turned on. Those ClickHouse holds are skipped.
+    int64_t backfill_ns = 0;
   } fleet;
   // Whether `listen` was set (by the file or a flag), so plaintext can default to loopback.
   bool listen_set = false;

@@ -74,6 +74,15 @@ absl::StatusOr<std::unique_ptr<fleet::Replicator>> StartFleet(const AggregatorCo
   PODPROF_LOG(INFO) << "fleet: replicating pod '" << r->options().pod << "' to "
                     << r->clickhouse().url() << " (database " << f.database << ", user " << f.user
                     << ")";
+  if (f.backfill_ns > 0) {
+    absl::StatusOr<int64_t> queued = store.QueueStoredForFleet(clock.NowNs() - f.backfill_ns);
+    if (queued.ok()) {
+      PODPROF_LOG(INFO) << "fleet: backfill queued " << *queued
+                        << " stored captures (those ClickHouse holds are skipped)";
+    } else {
+      PODPROF_LOG(ERROR) << "fleet: backfill: " << queued.status().message();
+    }
+  }
   r->Start();
   return r;
 }

@@ -34,6 +34,25 @@ absl::Status Store::QueueInOutbox(Connection& c, const CaptureWrite& capture) {
   return ins->Run();
 }
 
+absl::StatusOr<int64_t> Store::QueueStoredForFleet(int64_t since_ns) {
+  const int64_t limit = fleet_backlog_limit_.load();
+  int64_t queued = 0;
+  RETURN_IF_ERROR(OnWriter([&](Connection& c) -> absl::Status {
+    ASSIGN_OR_RETURN(
+        auto ins, Statement::Prepare(c,
+                                     "INSERT OR IGNORE INTO fleet_outbox (capture_id, queued_ns) "
+                                     "SELECT id, created_ns FROM captures WHERE start_ns >= ?1 "
+                                     "AND status IN ('complete', 'partial', 'failed') "
+                                     "ORDER BY start_ns LIMIT max(0, ?2 - (SELECT count(*) FROM "
+                                     "fleet_outbox WHERE state = 'pending'))"));
+    ins->Bind(1, since_ns).Bind(2, limit);
+    RETURN_IF_ERROR(ins->Run());
+    queued = sqlite3_changes(c.get());
+    return absl::OkStatus();
+  }));
+  return queued;
+}
+
 absl::StatusOr<std::vector<FleetEntry>> Store::FleetPending(int limit) {
   PODPROF_WITH_READER(c);
   ASSIGN_OR_RETURN(auto q, Statement::Prepare(c,

@@ -73,6 +73,11 @@ class Store {
   // for replication to the fleet store, while fewer than `backlog_limit` wait; past it the
   // capture is stored but not queued (counted in FleetBacklog::not_queued). 0 stops queueing.
   void QueueForFleet(int64_t backlog_limit) { fleet_backlog_limit_ = backlog_limit; }
+  // Queues the captures already stored (complete, partial or failed ones that started at or
+  // after `since_ns`), oldest first, as far as the backlog has room: a fleet store turned on
+  // for a pod with history. Captures ClickHouse already holds are skipped when replicated.
+  // Returns how many were queued.
+  absl::StatusOr<int64_t> QueueStoredForFleet(int64_t since_ns);
   // Up to `limit` pending captures of the outbox, oldest first.
   absl::StatusOr<std::vector<FleetEntry>> FleetPending(int limit);
   // The captures are in the fleet store now: their entries go.

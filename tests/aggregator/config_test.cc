@@ -77,6 +77,10 @@ TEST(AggregatorConfigTest, BadValuesAreNamedWithTheFile) {
            {"[ingest]\nworkers = 5000\n", "ingest: workers"},
            {"[retention]\nmax_age = 5\n", "key 'retention.max_age'"},
            {"db = 3\n", "key 'db'"},
+           {"[fleet]\nclickhouse_url = \"https://ch:8443\"\n", "fleet.clickhouse_url"},
+           {"[fleet]\ndatabase = \"pod-prof\"\n", "fleet.database 'pod-prof'"},
+           {"[fleet]\nbatch_size = 0\n", "fleet: batch_size must be 1..10000"},
+           {"[http]\nmax_request_bytes = 10\n", "http: max_request_bytes"},
        }) {
     const std::string path = WriteConfig("bad", c.text);
     absl::StatusOr<AggregatorConfig> loaded = LoadAggregatorConfig(path);

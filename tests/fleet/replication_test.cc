@@ -255,6 +255,29 @@ TEST_F(ReplicationTest, RefusedRowsAreReportedByCaptureAndTheOthersGoOn) {
   EXPECT_EQ(Count("captures", "capture_id = 'long'"), 0);
 }
 
+// A pod whose history predates the fleet store: its stored captures are queued once asked,
+// and asking again doubles nothing.
+TEST_F(ReplicationTest, StoredCapturesAreBackfilledOnce) {
+  for (int i = 0; i < 3; ++i) {  // stored before [fleet] was on: not queued
+    Store(SyntheticPod(absl::StrCat("old", i), kStart + i * kHour, "fusion.5", 1'000'000, 1, 10));
+  }
+  store_->QueueForFleet(100);
+  EXPECT_EQ(store_->FleetBacklogStatus()->pending, 0);
+  auto queued = store_->QueueStoredForFleet(kStart + kHour);  // the last two
+  ASSERT_TRUE(queued.ok()) << queued.status();
+  EXPECT_EQ(*queued, 2);
+  replicator_ = MakeReplicator();
+  ASSERT_TRUE(replicator_->Prepare().ok());
+  Drain(*replicator_);
+  EXPECT_EQ(Count("captures"), 2);
+  const std::string before = Counts();
+  ASSERT_EQ(*store_->QueueStoredForFleet(0), 3);
+  Drain(*replicator_);
+  EXPECT_EQ(Count("captures"), 3);
+  EXPECT_EQ(Count("captures", "capture_id = 'old1'"), 1);
+  EXPECT_EQ(Count("kernel_stats"), 3 * 2 * 2);
+}
+
 TEST_F(ReplicationTest, AFullBacklogKeepsTheOldest) {
   store_->QueueForFleet(2);
   for (int i = 0; i < 3; ++i) {
