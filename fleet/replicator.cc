@@ -129,14 +129,11 @@ Replicator::Batch Replicator::ReadBatch(std::vector<std::string> ids) {
 
 absl::StatusOr<int> Replicator::ReplicateBatch() {
   // Two batches' worth: this one, and the next to read while ClickHouse takes this one.
-  ASSIGN_OR_RETURN(std::vector<storage::FleetEntry> pending,
+  ASSIGN_OR_RETURN(std::vector<std::string> pending,
                    store_.FleetPending(2 * options_.batch_captures));
   if (pending.empty()) return 0;
-  std::vector<std::string> ids, next_ids;
-  for (size_t i = 0; i < pending.size(); ++i) {
-    (i < static_cast<size_t>(options_.batch_captures) ? ids : next_ids)
-        .push_back(pending[i].capture_id);
-  }
+  const auto split = pending.begin() + std::min<size_t>(pending.size(), options_.batch_captures);
+  std::vector<std::string> ids(pending.begin(), split), next_ids(split, pending.end());
   Batch b;
   if (next_.valid()) b = next_.get();
   if (b.ids != ids || !b.status.ok()) b = ReadBatch(ids);
@@ -149,10 +146,8 @@ absl::StatusOr<int> Replicator::ReplicateBatch() {
     PODPROF_LOG(WARNING) << "fleet: capture " << id
                          << " was deleted here (retention) before it reached ClickHouse";
   }
-  std::vector<FleetCapture>& read = b.captures;
-  std::vector<std::string>& gone = b.gone;
   std::vector<const FleetCapture*> batch;
-  for (const FleetCapture& f : read) batch.push_back(&f);
+  for (const FleetCapture& f : b.captures) batch.push_back(&f);
   std::vector<std::pair<std::string, std::string>> rejected;
   for (Table t : kTables) {
     if (absl::Status s = InsertTable(t, batch, &rejected); !s.ok()) {
@@ -167,7 +162,7 @@ absl::StatusOr<int> Replicator::ReplicateBatch() {
                        << " (it stays here; the others go on)";
     RETURN_IF_ERROR(store_.FleetRejected(id, why));
   }
-  std::vector<std::string> done = gone;
+  std::vector<std::string> done = b.gone;
   for (const FleetCapture* f : batch) done.push_back(f->capture.id);
   RETURN_IF_ERROR(store_.FleetReplicated(done));
   absl::MutexLock lock(&mu_);
@@ -217,7 +212,6 @@ void Replicator::Loop() {
       // Credentials or the database gone while running: check the settings again.
       if (absl::IsPermissionDenied(s) || absl::IsNotFound(s)) prepared = false;
     }
-    WarnOfBacklog();
     if (!s.ok()) {
       NoteFailure(s);
       wait_ns = std::min(wait_ns * 2, options_.max_backoff_ns);
@@ -225,6 +219,8 @@ void Replicator::Loop() {
       wait_ns = options_.flush_interval_ns;
       if (*sent == options_.batch_captures) continue;  // more is waiting
     }
+    // Between drains only: a drain shrinks the backlog, and each look reads the outbox.
+    WarnOfBacklog();
     clock_.SleepUntilNs(clock_.NowNs() + wait_ns, &stop_);
   }
 }

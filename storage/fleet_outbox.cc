@@ -53,18 +53,18 @@ absl::StatusOr<int64_t> Store::QueueStoredForFleet(int64_t since_ns) {
   return queued;
 }
 
-absl::StatusOr<std::vector<FleetEntry>> Store::FleetPending(int limit) {
+absl::StatusOr<std::vector<std::string>> Store::FleetPending(int limit) {
   PODPROF_WITH_READER(c);
   ASSIGN_OR_RETURN(auto q, Statement::Prepare(c,
-                                              "SELECT capture_id, queued_ns, attempts "
-                                              "FROM fleet_outbox WHERE state = 'pending' "
+                                              "SELECT capture_id FROM fleet_outbox "
+                                              "WHERE state = 'pending' "
                                               "ORDER BY queued_ns, capture_id LIMIT ?"));
   q->Bind(1, static_cast<int64_t>(limit));
-  std::vector<FleetEntry> out;
+  std::vector<std::string> out;
   while (true) {
     ASSIGN_OR_RETURN(bool row, q->Step());
     if (!row) break;
-    out.push_back({q->Text(0), q->Int(1), q->Int(2)});
+    out.push_back(q->Text(0));
   }
   return out;
 }

@@ -305,13 +305,6 @@ struct KernelDeltaRow {
   bool regression = false;
 };
 
-// A capture waiting in the fleet outbox (fleet_outbox), oldest first.
-struct FleetEntry {
-  std::string capture_id;
-  int64_t queued_ns = 0;  // when its capture was stored (captures.created_ns)
-  int64_t attempts = 0;
-};
-
 // The fleet outbox at a glance.
 struct FleetBacklog {
   int64_t pending = 0;

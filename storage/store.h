@@ -78,8 +78,8 @@ class Store {
   // for a pod with history. Captures ClickHouse already holds are skipped when replicated.
   // Returns how many were queued.
   absl::StatusOr<int64_t> QueueStoredForFleet(int64_t since_ns);
-  // Up to `limit` pending captures of the outbox, oldest first.
-  absl::StatusOr<std::vector<FleetEntry>> FleetPending(int limit);
+  // The ids of up to `limit` pending captures of the outbox, oldest first.
+  absl::StatusOr<std::vector<std::string>> FleetPending(int limit);
   // The captures are in the fleet store now: their entries go.
   absl::Status FleetReplicated(const std::vector<std::string>& capture_ids);
   // A failed attempt that will be retried: counts it and keeps why.

@@ -290,8 +290,8 @@ TEST_F(ReplicationTest, AFullBacklogKeepsTheOldest) {
   auto pending = store_->FleetPending(10);
   ASSERT_TRUE(pending.ok());
   ASSERT_EQ(pending->size(), 2u);
-  EXPECT_EQ((*pending)[0].capture_id, "b0");
-  EXPECT_EQ((*pending)[1].capture_id, "b1");
+  EXPECT_EQ((*pending)[0], "b0");
+  EXPECT_EQ((*pending)[1], "b1");
 }
 
 }  // namespace
