@@ -3,7 +3,6 @@
 #include <grpcpp/grpcpp.h>
 #include <malloc.h>
 #include <sys/timex.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -13,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/agent_metrics.h"
 #include "common/logging.h"
+#include "common/process.h"
 #include "proto/grpc_status.h"
 #include "trace/chip_catalog.h"
 
@@ -28,12 +28,6 @@ class StreamSink final : public stream::ChunkSink {
  private:
   grpc::ServerWriter<podprof::v1::CaptureChunk>* const writer_;
 };
-
-std::string LocalHostName() {
-  char buf[256] = {0};
-  if (gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
-  return buf;
-}
 
 }  // namespace
 

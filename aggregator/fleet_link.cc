@@ -1,8 +1,5 @@
 #include "aggregator/fleet_link.h"
 
-#include <unistd.h>
-
-#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -11,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "common/logging.h"
+#include "common/process.h"
 #include "common/status_macros.h"
 
 namespace podprof::aggregator {
@@ -24,10 +22,8 @@ constexpr char kCredential[] = "clickhouse-password";
 absl::StatusOr<std::string> Password(const AggregatorConfig::Fleet& f) {
   std::string path = f.password_file;
   if (path.empty()) {
-    const char* dir = std::getenv("CREDENTIALS_DIRECTORY");
-    if (dir == nullptr) return std::string();
-    path = absl::StrCat(dir, "/", kCredential);
-    if (!std::filesystem::exists(path)) return std::string();
+    path = CredentialPath(kCredential);
+    if (path.empty() || !std::filesystem::exists(path)) return std::string();
   }
   absl::StatusOr<std::string> text = ReadFile(path);
   if (!text.ok()) {
@@ -35,12 +31,6 @@ absl::StatusOr<std::string> Password(const AggregatorConfig::Fleet& f) {
         absl::StrCat("fleet.password_file ", path, ": ", text.status().message()));
   }
   return std::string(absl::StripTrailingAsciiWhitespace(*text));
-}
-
-std::string HostName() {
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) return "pod";
-  return name;
 }
 
 }  // namespace
@@ -64,7 +54,7 @@ absl::StatusOr<std::unique_ptr<fleet::Replicator>> StartFleet(const AggregatorCo
         "the fleet store needs a writable database for its backlog");
   }
   fleet::ReplicatorOptions o;
-  o.pod = f.pod.empty() ? HostName() : f.pod;
+  o.pod = f.pod.empty() ? LocalHostName() : f.pod;
   o.database = f.database;
   o.cluster = f.cluster;
   o.batch_captures = static_cast<int>(f.batch_size);

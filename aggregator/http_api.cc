@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "aggregator/service_internal.h"
 #include "nlohmann/json.hpp"
+#include "report/format.h"
 #include "report/kernel_rows.h"
 
 namespace podprof::aggregator {
@@ -20,29 +21,25 @@ using Json = nlohmann::ordered_json;  // keys in the order written: CSV columns 
 using http::Request;
 using http::Response;
 
-// `s` as one CSV field (RFC 4180).
+// One JSON value as one CSV field (RFC 4180).
 std::string CsvCell(const Json& v) {
-  std::string s = v.is_string() ? v.get<std::string>() : v.is_null() ? "" : v.dump();
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"') out.push_back('"');
-    out.push_back(c);
-  }
-  return out + "\"";
+  return report::CsvField(v.is_string() ? v.get<std::string>() : v.is_null() ? "" : v.dump());
+}
+
+// Whether ?format asks for CSV; InvalidArgument for anything but json (the default) and csv.
+absl::StatusOr<bool> WantsCsv(const Request& req) {
+  auto f = req.query.find("format");
+  if (f == req.query.end() || f->second == "json") return false;
+  if (f->second == "csv") return true;
+  return absl::InvalidArgumentError(absl::StrCat("format '", f->second, "': use json or csv"));
 }
 
 // `rows` (an array of flat objects) under `key`, as JSON or, with ?format=csv, as CSV with a
 // header of the first row's keys.
 Response Rows(const Request& req, const char* key, const Json& rows) {
-  auto f = req.query.find("format");
-  if (f == req.query.end() || f->second == "json") {
-    return Response::Text(200, Json{{key, rows}}.dump(1) + "\n", "application/json");
-  }
-  if (f->second != "csv") {
-    return Response::Error(
-        absl::InvalidArgumentError(absl::StrCat("format '", f->second, "': use json or csv")));
-  }
+  absl::StatusOr<bool> csv = WantsCsv(req);
+  if (!csv.ok()) return Response::Error(csv.status());
+  if (!*csv) return Response::Text(200, Json{{key, rows}}.dump(1) + "\n", "application/json");
   std::string out;
   if (!rows.empty()) {
     std::vector<std::string> header;
@@ -134,6 +131,8 @@ Response Kernels(const HttpApiSources& src, const Request& req) {
     return Response::Error(absl::InvalidArgumentError(
         absl::StrCat("by='", by, "': use kernel, chip, host or category")));
   }
+  absl::StatusOr<bool> csv = WantsCsv(req);
+  if (!csv.ok()) return Response::Error(csv.status());
   q.op_regex = Param(req, "kernel");
   absl::StatusOr<int> top = IntParam(req, "top", 0);
   if (!top.ok()) return Response::Error(top.status());
@@ -145,15 +144,10 @@ Response Kernels(const HttpApiSources& src, const Request& req) {
   if (!judged.ok()) return Response::Error(judged.status());
   report::KernelRows out;
   for (auto& k : *judged) *out.Add() = std::move(k);
-  const std::string format = Param(req, "format", "json");
-  if (format == "csv") {
-    std::ostringstream csv;
-    report::WriteKernelRowsCsv(q.capture_id, out, csv);
-    return Response::Text(200, csv.str(), "text/csv; charset=utf-8");
-  }
-  if (format != "json") {
-    return Response::Error(
-        absl::InvalidArgumentError(absl::StrCat("format '", format, "': use json or csv")));
+  if (*csv) {
+    std::ostringstream text;
+    report::WriteKernelRowsCsv(q.capture_id, out, text);
+    return Response::Text(200, text.str(), "text/csv; charset=utf-8");
   }
   const nlohmann::json j = {{"capture", q.capture_id}, {"rows", report::KernelRowsJson(out)}};
   return Response::Text(200, j.dump(1) + "\n", "application/json");

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "report/states.h"
+
 namespace podprof::aggregator {
 namespace {
 
@@ -9,19 +11,6 @@ using Metrics = metrics::Registry;
 using metrics::Sample;
 constexpr auto kGauge = Metrics::Type::kGauge;
 constexpr auto kCounter = Metrics::Type::kCounter;
-
-const char* AgentStateName(podprof::v1::AgentState s) {
-  switch (s) {
-    case podprof::v1::AGENT_STATE_ONLINE:
-      return "online";
-    case podprof::v1::AGENT_STATE_STALE:
-      return "stale";
-    case podprof::v1::AGENT_STATE_OFFLINE:
-      return "offline";
-    default:
-      return "unknown";
-  }
-}
 
 void DeclareFamilies(Metrics& m) {
   m.Declare("podprof_captures", kGauge, "Captures in the store, by state.", {"state"});
@@ -84,7 +73,7 @@ void AddAggregatorMetrics(Metrics& m, const MetricSources& src, Clock& clock) {
     std::map<std::string, int> states = {{"online", 0}, {"stale", 0}, {"offline", 0}};
     const int64_t now = clock.NowNs();
     for (const podprof::v1::AgentStatus& a : src.agents->List({})) {
-      ++states[AgentStateName(a.state())];
+      ++states[report::AgentStateName(a.state())];
       const std::string& host = a.host().host_name();
       if (a.clock().probe_count() > 0) {
         s.Value("podprof_agent_clock_offset_seconds", {host}, a.clock().offset_ns() / 1e9);

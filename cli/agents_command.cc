@@ -10,6 +10,7 @@
 #include "common/clock.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "report/states.h"
 
 namespace podprof::cli {
 namespace {
@@ -44,19 +45,6 @@ class AgentsCommand : public AggregatorCommand {
   std::vector<std::string> selector_;
 };
 
-const char* StateName(v1::AgentState s) {
-  switch (s) {
-    case v1::AGENT_STATE_ONLINE:
-      return "online";
-    case v1::AGENT_STATE_STALE:
-      return "stale";
-    case v1::AGENT_STATE_OFFLINE:
-      return "offline";
-    default:
-      return "unknown";
-  }
-}
-
 }  // namespace
 
 std::unique_ptr<Command> AddAgentsCommand(CLI::App& app, CliContext& context) {
@@ -76,7 +64,7 @@ absl::Status RunAgents(AggregatorClient& client, const AgentsOptions& options, s
       for (const auto& a : response.agents()) {
         agents.push_back({{"host", a.host().host_name()},
                           {"address", a.host().agent_address()},
-                          {"state", StateName(a.state())},
+                          {"state", AgentStateName(a.state())},
                           {"chips", a.host().chips_size()},
                           {"labels", SortedLabels(a.host().labels())},
                           {"last_heartbeat_ns", a.last_heartbeat_ns()},
@@ -104,7 +92,7 @@ absl::Status RunAgents(AggregatorClient& client, const AgentsOptions& options, s
              "clock_uncertainty_ns,clock_drift_ppb,min_rtt_ns,probe_count,active_capture_id\n";
       for (const auto& a : response.agents()) {
         out << CsvField(a.host().host_name()) << "," << CsvField(a.host().agent_address()) << ","
-            << StateName(a.state()) << "," << a.host().chips_size() << ","
+            << AgentStateName(a.state()) << "," << a.host().chips_size() << ","
             << CsvField(JoinLabels(a.host().labels())) << "," << a.last_heartbeat_ns() << ","
             << a.clock().offset_ns() << "," << a.clock().uncertainty_ns() << ","
             << a.clock().drift_ppb() << "," << a.clock().min_rtt_ns() << ","
@@ -119,7 +107,7 @@ absl::Status RunAgents(AggregatorClient& client, const AgentsOptions& options, s
                    Col{"CLOCK OFFSET", A::kRight}, Col{"+-", A::kRight}, Col{"DRIFT", A::kRight},
                    Col{"RTT", A::kRight}, Col{"CAPTURE"}});
       for (const auto& a : response.agents()) {
-        t.AddRow({a.host().host_name(), a.host().agent_address(), StateName(a.state()),
+        t.AddRow({a.host().host_name(), a.host().agent_address(), AgentStateName(a.state()),
                   absl::StrCat(a.host().chips_size()), JoinLabels(a.host().labels()),
                   absl::StrFormat("%.1f s ago", (now - a.last_heartbeat_ns()) / 1e9),
                   a.clock().probe_count() > 0 ? FormatSignedNs(a.clock().offset_ns()) : "-",

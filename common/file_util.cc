@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
@@ -33,6 +34,11 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   }
   close(fd);
   return bytes;
+}
+
+std::string CredentialPath(const std::string& name) {
+  const char* dir = std::getenv("CREDENTIALS_DIRECTORY");
+  return dir == nullptr ? std::string() : std::string(dir) + "/" + name;
 }
 
 }  // namespace podprof

@@ -15,6 +15,10 @@ namespace podprof {
 // Thread-safe.
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 
+// Where systemd put credential `name` for this unit (LoadCredential=): the file `name` in
+// $CREDENTIALS_DIRECTORY, or "" outside a unit that has credentials.
+std::string CredentialPath(const std::string& name);
+
 }  // namespace podprof
 
 #endif  // PODPROF_COMMON_FILE_UTIL_H_

@@ -2,6 +2,10 @@
 #ifndef PODPROF_COMMON_PROCESS_H_
 #define PODPROF_COMMON_PROCESS_H_
 
+#include <unistd.h>
+
+#include <string>
+
 #include "absl/synchronization/mutex.h"
 
 namespace podprof {
@@ -12,6 +16,13 @@ inline void InitProcess() {
   // of every daemon, on every RPC and every wake-up; lock order is checked by the thread
   // safety annotations and the sanitizer build instead.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+}
+
+// This host's name (gethostname), or "localhost" when it cannot be read.
+inline std::string LocalHostName() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
+  return buf;
 }
 
 }  // namespace podprof

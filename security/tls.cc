@@ -4,7 +4,6 @@
 #include <grpcpp/security/tls_credentials_options.h>
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -18,15 +17,11 @@ namespace {
 
 absl::StatusOr<std::string> ReadPem(const std::string& configured, const char* credential,
                                     const char* key, std::string* path_read) {
-  std::string path = configured;
+  std::string path = configured.empty() ? CredentialPath(credential) : configured;
   if (path.empty()) {
-    const char* dir = std::getenv("CREDENTIALS_DIRECTORY");
-    if (dir == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(key, " is not set and there is no systemd credential \"", credential,
-                       "\": configure the TLS files, or insecure = true for plaintext"));
-    }
-    path = absl::StrCat(dir, "/", credential);
+    return absl::InvalidArgumentError(
+        absl::StrCat(key, " is not set and there is no systemd credential \"", credential,
+                     "\": configure the TLS files, or insecure = true for plaintext"));
   }
   *path_read = path;
   absl::StatusOr<std::string> pem = ReadFile(path);
