@@ -27,6 +27,7 @@
 #include "storage/store.h"
 #include "tests/cli/run_podprof.h"
 #include "tests/util/child_process.h"
+#include "tests/util/curl.h"
 #include "trace/kernel_stats.h"
 #include "trace/xspace_reader.h"
 
@@ -167,12 +168,9 @@ class PodTest : public ::testing::Test {
   std::unique_ptr<v1::Aggregator::Stub> stub_;
 };
 
-// What `url` answers (curl), and its HTTP status.
-std::pair<int, std::string> HttpGet(const std::string& url, const std::string& out) {
-  const std::string cmd =
-      absl::StrCat("curl -s -o ", out, " -w '%{http_code}' '", url, "' > ", out, ".code");
-  if (std::system(cmd.c_str()) != 0) return {-1, ""};
-  return {std::stoi(testing::ReadTestFile(out + ".code")), testing::ReadTestFile(out)};
+// What `url` answers, kept in `out`.
+testing::CurlResult HttpGet(const std::string& url, const std::string& out) {
+  return testing::Curl("'" + url + "'", out);
 }
 
 // promtool's verdict on a /metrics page: "" when it passes, else what it said.
@@ -200,7 +198,7 @@ TEST_F(PodTest, MetricsAndTheApiDuringAndAfterACapture) {
     ASSERT_EQ(status, 200) << base;
     EXPECT_EQ(Promtool(page, P("m.prom")), "") << base << " during the capture:\n" << page;
   }
-  EXPECT_TRUE(absl::StrContains(HttpGet(agents[1] + "/metrics", P("m.txt")).second,
+  EXPECT_TRUE(absl::StrContains(HttpGet(agents[1] + "/metrics", P("m.txt")).body,
                                 "podprof_agent_capture_running 1"));
   EXPECT_EQ(WatchToEnd(id).status(), v1::CAPTURE_STATUS_COMPLETE);
 
@@ -251,8 +249,8 @@ TEST_F(PodTest, MetricsAndTheApiDuringAndAfterACapture) {
   ASSERT_EQ(points.size(), 1u);
   EXPECT_EQ(points[0]["p99_ps"], top["p99_ps"]);
   EXPECT_EQ(points[0]["count"], top["count"]);
-  EXPECT_EQ(HttpGet(agg + "/api/v1/captures/" + id + "/stragglers", P("s.json")).first, 200);
-  EXPECT_EQ(HttpGet(agg + "/api/v1/captures/no-such/kernels", P("n.json")).first, 404);
+  EXPECT_EQ(HttpGet(agg + "/api/v1/captures/" + id + "/stragglers", P("s.json")).status, 200);
+  EXPECT_EQ(HttpGet(agg + "/api/v1/captures/no-such/kernels", P("n.json")).status, 404);
 
   // A capture started over HTTP, followed live as server-sent events to its end.
   ASSERT_EQ(std::system(absl::StrCat("curl -s -X POST --data-binary '{\"duration_ms\": 800, ",
@@ -282,7 +280,7 @@ TEST_F(PodTest, MetricsAndTheApiDuringAndAfterACapture) {
   auto [s7, labelled] = HttpGet(agg + "/api/v1/captures?label=from=http", P("l.json"));
   ASSERT_EQ(s7, 200);
   EXPECT_EQ(nlohmann::json::parse(labelled)["captures"].size(), 1u) << labelled;
-  EXPECT_EQ(HttpGet(agg + "/api/v1/captures/" + id + "/kernels?by=moon", P("n.json")).first, 400);
+  EXPECT_EQ(HttpGet(agg + "/api/v1/captures/" + id + "/kernels?by=moon", P("n.json")).status, 400);
 }
 
 // Kernel profiling across a v7x pod: one command asks every host for in-kernel counters; the

@@ -12,28 +12,13 @@
 #include "absl/strings/str_cat.h"
 #include "common/subprocess.h"
 #include "gtest/gtest.h"
+#include "tests/util/curl.h"
 #include "tests/util/files.h"
 
 namespace podprof::http {
 namespace {
 
-// curl's answer: the status line's code and the body, "-1" when curl failed.
-struct Got {
-  int status = -1;
-  std::string body;
-};
-
-Got Curl(const std::string& args) {
-  const std::string out = ::testing::TempDir() + "/http_test_" + std::to_string(getpid());
-  const std::string cmd =
-      absl::StrCat("curl -s -o ", out, " -w '%{http_code}' ", args, " > ", out, ".code");
-  Got g;
-  if (std::system(cmd.c_str()) == 0) {
-    g.status = std::stoi(testing::ReadTestFile(out + ".code"));
-    g.body = testing::ReadTestFile(out);
-  }
-  return g;
-}
+using testing::Curl;
 
 std::shared_ptr<Router> TestRouter() {
   auto r = std::make_shared<Router>();
@@ -55,7 +40,7 @@ TEST(HttpServerTest, RoutesParametersAndErrors) {
   auto server = Server::Start(o, TestRouter(), clock);
   ASSERT_TRUE(server.ok()) << server.status();
   const std::string base = absl::StrCat("http://127.0.0.1:", (*server)->port());
-  Got g = Curl("'" + base + "/api/v1/captures/cap%201/kernels?by=chip&x=1'");
+  testing::CurlResult g = Curl("'" + base + "/api/v1/captures/cap%201/kernels?by=chip&x=1'");
   EXPECT_EQ(g.status, 200);
   EXPECT_EQ(g.body, "cap 1 by=chip who=-");
   g = Curl(base + "/missing");
@@ -161,7 +146,7 @@ TEST(HttpServerTest, HttpsAdmitsOnlyTheCasClientsAndNamesThem) {
   const std::string url =
       absl::StrCat("'https://127.0.0.1:", (*server)->port(), "/api/v1/captures/c1/kernels'");
   const std::string trust = " --cacert " + f("ca.crt") + " ";
-  Got alice =
+  testing::CurlResult alice =
       Curl(trust + "--cert " + f("ops-alice.crt") + " --key " + f("ops-alice.key") + " " + url);
   EXPECT_EQ(alice.status, 200);
   EXPECT_EQ(alice.body, "c1 by=- who=ops-alice");

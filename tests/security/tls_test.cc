@@ -26,6 +26,7 @@
 #include "security/certificate_check.h"
 #include "tests/cli/run_podprof.h"
 #include "tests/util/child_process.h"
+#include "tests/util/curl.h"
 
 namespace podprof {
 namespace {
@@ -272,16 +273,12 @@ TEST_F(TlsTest, TheHttpApiHoldsTheSameRoles) {
   auto agent = StartAgent("agent-0", 0);
   const std::string base =
       absl::StrCat("https://127.0.0.1:", aggregator_->info()["http_port"].get<int>());
-  // curl as `who` ("" for no certificate); returns the HTTP status and the body.
+  // curl as `who` ("" for no certificate).
   auto curl = [&](const std::string& who, const std::string& args) {
-    const std::string out = P("curl.out");
-    std::string cmd = absl::StrCat("curl -s -o ", out, " -w '%{http_code}' --cacert ", P("ca.crt"));
+    std::string flags = " --cacert " + P("ca.crt");
     if (!who.empty())
-      absl::StrAppend(&cmd, " --cert ", P(who + ".crt"), " --key ", P(who + ".key"));
-    absl::StrAppend(&cmd, " ", args, " > ", out, ".code");
-    const int rc = std::system(cmd.c_str());
-    return std::make_pair(rc == 0 ? std::stoi(ReadTestFile(out + ".code")) : -1,
-                          rc == 0 ? ReadTestFile(out) : std::string());
+      absl::StrAppend(&flags, " --cert ", P(who + ".crt"), " --key ", P(who + ".key"));
+    return testing::Curl(flags + " " + args, P("curl.out"));
   };
   for (int i = 0; i < 100; ++i) {  // until agent-0 is registered and probed
     auto [status, body] = curl("viewer-bob", base + "/api/v1/agents");
@@ -299,10 +296,10 @@ TEST_F(TlsTest, TheHttpApiHoldsTheSameRoles) {
   ASSERT_EQ(started, 201) << body;
   const std::string id = nlohmann::json::parse(body)["capture"];
   EXPECT_EQ(nlohmann::json::parse(body)["hosts"][0], "agent-0");
-  EXPECT_EQ(curl("viewer-bob", base + "/api/v1/captures/" + id).first, 200);
-  EXPECT_EQ(curl("viewer-bob", base + "/metrics").first, 200);
-  EXPECT_NE(curl("", base + "/api/v1/captures").first, 200);          // no client certificate
-  EXPECT_NE(curl("intruder", base + "/api/v1/captures").first, 200);  // another CA's
+  EXPECT_EQ(curl("viewer-bob", base + "/api/v1/captures/" + id).status, 200);
+  EXPECT_EQ(curl("viewer-bob", base + "/metrics").status, 200);
+  EXPECT_NE(curl("", base + "/api/v1/captures").status, 200);          // no client certificate
+  EXPECT_NE(curl("intruder", base + "/api/v1/captures").status, 200);  // another CA's
 }
 
 TEST_F(TlsTest, AnAgentCannotTakeOverAnotherHost) {
