@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/config.h"
@@ -40,6 +41,7 @@ const std::vector<std::string>& KnownKeys() {
                                                                "http.listen",
                                                                "http.max_request_bytes",
                                                                "http.max_requests_per_second",
+                                                               "http.perfetto_ui",
                                                                "fleet.clickhouse_url",
                                                                "fleet.database",
                                                                "fleet.user",
@@ -103,6 +105,7 @@ absl::Status ReadHttp(const ConfigFile& f, AggregatorConfig* c) {
   RETURN_IF_ERROR(f.GetString("http.listen", &c->http.listen));
   RETURN_IF_ERROR(f.GetInt("http.max_request_bytes", &c->http.max_request_bytes));
   RETURN_IF_ERROR(f.GetInt("http.max_requests_per_second", &c->http.max_requests_per_second));
+  RETURN_IF_ERROR(f.GetString("http.perfetto_ui", &c->http.perfetto_ui));
   return absl::OkStatus();
 }
 
@@ -201,6 +204,11 @@ absl::Status ValidateAggregatorConfig(const AggregatorConfig& c) {
       c.http.max_requests_per_second < 1) {
     return absl::InvalidArgumentError(
         "http: max_request_bytes must be 1 KiB..64 MiB and max_requests_per_second at least 1");
+  }
+  if (!absl::StartsWith(c.http.perfetto_ui, "http://") &&
+      !absl::StartsWith(c.http.perfetto_ui, "https://")) {
+    return absl::InvalidArgumentError(absl::StrCat("http.perfetto_ui \"", c.http.perfetto_ui,
+                                                   "\" is not an http:// or https:// address"));
   }
   return ValidateFleet(c.fleet);
 }

@@ -63,6 +63,9 @@ struct AggregatorConfig {
     std::string listen = "127.0.0.1:7180";
     int64_t max_request_bytes = 1 << 20;
     int64_t max_requests_per_second = 50;
+    // The Perfetto UI the capture page's "Open in Perfetto" posts traces to: a self-hosted
+    // one on an air-gapped cluster.
+    std::string perfetto_ui = "https://ui.perfetto.dev";
   } http;
   // [fleet]: replication to a ClickHouse fleet store (docs/FLEET.md); off while
   // clickhouse_url is empty. The password comes from password_file, else from the systemd

@@ -1,6 +1,8 @@
 // AggregatorService::ExportCapture: a stored capture, whole or narrowed (export/narrow.h),
 // written as Perfetto, Chrome JSON or XProf sessions and streamed host by host in bounded
 // chunks. Chrome JSON is sized before it is written and refused past its limit.
+#include "aggregator/export_stream.h"
+
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -34,13 +36,8 @@ class ChunkStreamBuf : public std::streambuf {
   static constexpr size_t kChunkBytes = 1 << 20;
   // `estimate`, when not null, is sent on the first chunk that goes out (and then zeroed), so
   // that only the export's first chunk carries it.
-  ChunkStreamBuf(grpc::ServerWriter<v1::ExportChunk>* writer, std::string path, uint64_t* estimate,
-                 uint64_t limit = 0)
-      : writer_(writer),
-        path_(std::move(path)),
-        estimate_(estimate),
-        limit_(limit),
-        buf_(kChunkBytes) {
+  ChunkStreamBuf(const ExportSink* sink, std::string path, uint64_t* estimate, uint64_t limit = 0)
+      : sink_(sink), path_(std::move(path)), estimate_(estimate), limit_(limit), buf_(kChunkBytes) {
     setp(buf_.data(), buf_.data() + buf_.size());
   }
   uint64_t bytes() const { return offset_ + static_cast<uint64_t>(pptr() - pbase()); }
@@ -72,14 +69,14 @@ class ChunkStreamBuf : public std::streambuf {
         chunk.set_json_bytes_estimate(*estimate_);
         *estimate_ = 0;
       }
-      ok_ = writer_->Write(chunk);
+      ok_ = sink_->send(chunk);
     }
     offset_ += n;
     setp(buf_.data(), buf_.data() + buf_.size());
     return ok_;
   }
 
-  grpc::ServerWriter<v1::ExportChunk>* writer_;
+  const ExportSink* sink_;
   const std::string path_;
   uint64_t* const estimate_;
   const uint64_t limit_;
@@ -204,19 +201,18 @@ storage::HostSelection StoreSelection(const exporter::Narrower& narrower) {
 }
 
 // One file per host, each a whole XSpace: only one host's is ever in memory.
-absl::Status WriteXSpaces(storage::Store& store, grpc::ServerContext* context,
-                          grpc::ServerWriter<v1::ExportChunk>* writer,
+absl::Status WriteXSpaces(storage::Store& store, const ExportSink& sink,
                           const storage::CaptureRow& row, exporter::Narrower& narrower,
                           uint64_t* estimate) {
   const std::string run = exporter::XprofRunName(row.start_ns);
   uint64_t files = 0;
   RETURN_IF_ERROR(store.ForEachHost(row.id, StoreSelection(narrower), [&](storage::StoredHost& h) {
-    if (context->IsCancelled()) return absl::CancelledError("the client went away");
+    if (sink.cancelled()) return absl::CancelledError("the client went away");
     if (h.capture.host.chips.empty()) return absl::OkStatus();  // a host that failed
     RETURN_IF_ERROR(narrower.Apply(&h.capture));
     narrower.DropUnselectedChips(&h.capture);                   // no empty device planes for them
     if (h.capture.host.chips.empty()) return absl::OkStatus();  // none of the chips selected
-    ChunkStreamBuf buf(writer, absl::StrCat("plugins/profile/", run, "/", h.row.host, ".xplane.pb"),
+    ChunkStreamBuf buf(&sink, absl::StrCat("plugins/profile/", run, "/", h.row.host, ".xplane.pb"),
                        estimate);
     std::ostream out(&buf);
     if (!exporter::ToXSpace(h.capture).SerializeToOstream(&out) || !out.flush()) {
@@ -230,13 +226,12 @@ absl::Status WriteXSpaces(storage::Store& store, grpc::ServerContext* context,
 }
 
 // The merged timeline, Perfetto or Chrome JSON (refused once it passes `json_limit` bytes).
-absl::Status WriteTimeline(storage::Store& store, grpc::ServerContext* context,
-                           grpc::ServerWriter<v1::ExportChunk>* writer,
+absl::Status WriteTimeline(storage::Store& store, const ExportSink& sink,
                            const storage::CaptureRow& row, bool perfetto,
                            exporter::Narrower& narrower,
                            const std::map<std::string, exporter::KernelNotes>& notes,
                            uint64_t* estimate, uint64_t json_limit) {
-  ChunkStreamBuf buf(writer, absl::StrCat(row.id, perfetto ? ".pftrace" : ".json"), estimate,
+  ChunkStreamBuf buf(&sink, absl::StrCat(row.id, perfetto ? ".pftrace" : ".json"), estimate,
                      perfetto ? 0 : json_limit);
   std::ostream out(&buf);
   std::optional<exporter::PerfettoWriter> pw;
@@ -253,7 +248,7 @@ absl::Status WriteTimeline(storage::Store& store, grpc::ServerContext* context,
         "perfetto, or narrow it with --from/--to, --hosts, --chips or --kernels"));
   };
   RETURN_IF_ERROR(store.ForEachHost(row.id, StoreSelection(narrower), [&](storage::StoredHost& h) {
-    if (context->IsCancelled()) return absl::CancelledError("the client went away");
+    if (sink.cancelled()) return absl::CancelledError("the client went away");
     RETURN_IF_ERROR(narrower.Apply(&h.capture));
     auto host_notes = notes.find(h.row.host);
     const exporter::KernelNotes* n = host_notes == notes.end() ? nullptr : &host_notes->second;
@@ -277,58 +272,63 @@ absl::Status WriteTimeline(storage::Store& store, grpc::ServerContext* context,
 
 }  // namespace
 
-grpc::Status AggregatorService::ExportCapture(grpc::ServerContext* context,
-                                              const v1::ExportCaptureRequest* request,
-                                              grpc::ServerWriter<v1::ExportChunk>* writer) {
-  const auto format = request->format();
+absl::StatusOr<ExportPlan> PlanExport(storage::Store& store,
+                                      const v1::ExportCaptureRequest& request) {
+  const auto format = request.format();
   if (format != v1::EXPORT_FORMAT_PERFETTO && format != v1::EXPORT_FORMAT_CHROME_JSON &&
       format != v1::EXPORT_FORMAT_XSPACE_DIR) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        absl::StrCat("export format ", static_cast<int>(format),
-                                     " is not one of perfetto, chrome json, xspace dir"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("export format ", static_cast<int>(format),
+                     " is not one of perfetto, chrome json, xspace dir"));
   }
-  absl::StatusOr<storage::CaptureRow> row = store_->GetCapture(request->capture_id());
-  if (!row.ok()) return ToGrpc(row.status());
-  absl::StatusOr<std::vector<storage::ChipVolume>> chips = store_->ChipVolumes(row->id);
-  if (!chips.ok()) return ToGrpc(chips.status());
-  absl::StatusOr<exporter::Narrower> narrower = NarrowerOf(*request, *row, *chips);
-  if (!narrower.ok()) return ToGrpc(narrower.status());
+  ExportPlan plan;
+  plan.request = request;
+  ASSIGN_OR_RETURN(plan.row, store.GetCapture(request.capture_id()));
+  ASSIGN_OR_RETURN(std::vector<storage::ChipVolume> chips, store.ChipVolumes(plan.row.id));
+  ASSIGN_OR_RETURN(exporter::Narrower narrower, NarrowerOf(request, plan.row, chips));
+  plan.narrower = std::make_unique<exporter::Narrower>(std::move(narrower));
 
   // Per-chip statistics: each kernel's verdict on its slices, and (for --kernels) how many
   // events each kernel has, to size the export.
   const bool timeline = format != v1::EXPORT_FORMAT_XSPACE_DIR;
-  std::vector<storage::StatRow> stats;
-  if (timeline || !request->kernel_regex().empty()) {
+  if (timeline || !request.kernel_regex().empty()) {
     storage::StatsQuery q;
-    q.capture_id = row->id;
+    q.capture_id = plan.row.id;
     q.group_by = storage::Grouping::kChip;
-    absl::StatusOr<std::vector<storage::StatRow>> rows = store_->KernelStats(q);
-    if (!rows.ok()) return ToGrpc(rows.status());
-    stats = *std::move(rows);
+    ASSIGN_OR_RETURN(plan.stats, store.KernelStats(q));
   }
-  uint64_t estimate =
-      exporter::EstimateChromeJson(VolumesOf(*chips, stats), row->start_ns, row->end_ns, *narrower)
-          .bytes;
-  const uint64_t limit =
-      request->max_json_bytes() != 0 ? request->max_json_bytes() : exporter::kDefaultMaxJsonBytes;
-  if (format == v1::EXPORT_FORMAT_CHROME_JSON && estimate > limit) {
-    PODPROF_LOG(INFO) << "refused the Chrome JSON export of " << row->id << ": about " << estimate
-                      << " bytes, over " << limit;
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                        exporter::JsonTooLargeMessage(row->id, estimate, limit));
+  plan.estimate = exporter::EstimateChromeJson(VolumesOf(chips, plan.stats), plan.row.start_ns,
+                                               plan.row.end_ns, *plan.narrower)
+                      .bytes;
+  plan.json_limit =
+      request.max_json_bytes() != 0 ? request.max_json_bytes() : exporter::kDefaultMaxJsonBytes;
+  if (format == v1::EXPORT_FORMAT_CHROME_JSON && plan.estimate > plan.json_limit) {
+    PODPROF_LOG(INFO) << "refused the Chrome JSON export of " << plan.row.id << ": about "
+                      << plan.estimate << " bytes, over " << plan.json_limit;
+    return absl::FailedPreconditionError(
+        exporter::JsonTooLargeMessage(plan.row.id, plan.estimate, plan.json_limit));
   }
-  absl::Status s;
-  if (!timeline) {
-    s = WriteXSpaces(*store_, context, writer, *row, *narrower, &estimate);
-  } else {
-    absl::StatusOr<std::map<std::string, exporter::KernelNotes>> notes =
-        NotesOf(*store_, row->id, std::move(stats), *narrower);
-    s = notes.ok()
-            ? WriteTimeline(*store_, context, writer, *row, format == v1::EXPORT_FORMAT_PERFETTO,
-                            *narrower, *notes, &estimate, limit)
-            : notes.status();
+  return plan;
+}
+
+absl::Status WriteExport(storage::Store& store, ExportPlan& plan, const ExportSink& sink) {
+  if (plan.request.format() == v1::EXPORT_FORMAT_XSPACE_DIR) {
+    return WriteXSpaces(store, sink, plan.row, *plan.narrower, &plan.estimate);
   }
-  return ToGrpc(s);
+  ASSIGN_OR_RETURN(auto notes, NotesOf(store, plan.row.id, std::move(plan.stats), *plan.narrower));
+  return WriteTimeline(store, sink, plan.row, plan.request.format() == v1::EXPORT_FORMAT_PERFETTO,
+                       *plan.narrower, notes, &plan.estimate, plan.json_limit);
+}
+
+grpc::Status AggregatorService::ExportCapture(grpc::ServerContext* context,
+                                              const v1::ExportCaptureRequest* request,
+                                              grpc::ServerWriter<v1::ExportChunk>* writer) {
+  absl::StatusOr<ExportPlan> plan = PlanExport(*store_, *request);
+  if (!plan.ok()) return ToGrpc(plan.status());
+  ExportSink sink;
+  sink.send = [writer](const v1::ExportChunk& c) { return writer->Write(c); };
+  sink.cancelled = [context] { return context->IsCancelled(); };
+  return ToGrpc(WriteExport(*store_, *plan, sink));
 }
 
 }  // namespace podprof::aggregator

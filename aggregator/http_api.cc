@@ -1,5 +1,6 @@
 #include "aggregator/http_api.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <string>
@@ -9,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "aggregator/http_params.h"
 #include "aggregator/service_internal.h"
 #include "nlohmann/json.hpp"
 #include "report/format.h"
@@ -24,14 +26,6 @@ using http::Response;
 // One JSON value as one CSV field (RFC 4180).
 std::string CsvCell(const Json& v) {
   return report::CsvField(v.is_string() ? v.get<std::string>() : v.is_null() ? "" : v.dump());
-}
-
-// Whether ?format asks for CSV; InvalidArgument for anything but json (the default) and csv.
-absl::StatusOr<bool> WantsCsv(const Request& req) {
-  auto f = req.query.find("format");
-  if (f == req.query.end() || f->second == "json") return false;
-  if (f->second == "csv") return true;
-  return absl::InvalidArgumentError(absl::StrCat("format '", f->second, "': use json or csv"));
 }
 
 // `rows` (an array of flat objects) under `key`, as JSON or, with ?format=csv, as CSV with a
@@ -54,20 +48,6 @@ Response Rows(const Request& req, const char* key, const Json& rows) {
   return Response::Text(200, std::move(out), "text/csv; charset=utf-8");
 }
 
-std::string Param(const Request& req, const char* name, const std::string& fallback = "") {
-  auto it = req.query.find(name);
-  return it == req.query.end() ? fallback : it->second;
-}
-
-absl::StatusOr<int> IntParam(const Request& req, const char* name, int fallback) {
-  const std::string v = Param(req, name);
-  int n = fallback;
-  if (!v.empty() && (!absl::SimpleAtoi(v, &n) || n < 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(name, "='", v, "' is not a count"));
-  }
-  return n;
-}
-
 Json CaptureJson(const storage::CaptureRow& c) {
   Json labels = Json::object();
   for (const auto& [k, v] : c.labels) labels[k] = v;
@@ -78,12 +58,38 @@ Json CaptureJson(const storage::CaptureRow& c) {
           {"events", c.events}, {"labels", labels.dump()}};
 }
 
+}  // namespace
+
+// Whether ?format asks for CSV; InvalidArgument for anything but json (the default) and csv.
+absl::StatusOr<bool> WantsCsv(const Request& req) {
+  auto f = req.query.find("format");
+  if (f == req.query.end() || f->second == "json") return false;
+  if (f->second == "csv") return true;
+  return absl::InvalidArgumentError(absl::StrCat("format '", f->second, "': use json or csv"));
+}
+
+std::string Param(const Request& req, const char* name, const std::string& fallback) {
+  auto it = req.query.find(name);
+  return it == req.query.end() ? fallback : it->second;
+}
+
+absl::StatusOr<int64_t> IntParam(const Request& req, const char* name, int64_t fallback) {
+  const std::string v = Param(req, name);
+  int64_t n = fallback;
+  if (!v.empty() && (!absl::SimpleAtoi(v, &n) || n < 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(name, "='", v, "' is not a count"));
+  }
+  return n;
+}
+
+namespace {
+
 Response Captures(const HttpApiSources& src, const Request& req) {
   storage::CaptureQuery q;
   q.status = Param(req, "status");
-  absl::StatusOr<int> limit = IntParam(req, "limit", 100);
+  absl::StatusOr<int64_t> limit = IntParam(req, "limit", 100);
   if (!limit.ok()) return Response::Error(limit.status());
-  q.limit = *limit;
+  q.limit = static_cast<int>(std::min<int64_t>(*limit, 1 << 20));
   const std::string label = Param(req, "label");
   if (!label.empty()) {
     std::pair<std::string, std::string> kv = absl::StrSplit(label, absl::MaxSplits('=', 1));
@@ -134,9 +140,9 @@ Response Kernels(const HttpApiSources& src, const Request& req) {
   absl::StatusOr<bool> csv = WantsCsv(req);
   if (!csv.ok()) return Response::Error(csv.status());
   q.op_regex = Param(req, "kernel");
-  absl::StatusOr<int> top = IntParam(req, "top", 0);
+  absl::StatusOr<int64_t> top = IntParam(req, "top", 0);
   if (!top.ok()) return Response::Error(top.status());
-  q.top = *top;
+  q.top = static_cast<int>(std::min<int64_t>(*top, 1 << 20));
   absl::StatusOr<std::vector<storage::StatRow>> rows = src.store->KernelStats(q);
   if (!rows.ok()) return Response::Error(rows.status());
   absl::StatusOr<std::vector<podprof::v1::KernelStats>> judged = JudgedStats(
@@ -339,6 +345,7 @@ std::shared_ptr<http::Router> AggregatorRoutes(const HttpApiSources& src) {
   r->Add("GET", "/api/v1/captures/{id}/events", [src](const Request& q) { return Events(src, q); });
   r->Add("POST", "/api/v1/captures/{id}/cancel",
          [src](const Request& q) { return CancelCapture(src, q); });
+  AddViewRoutes(src, *r);
   return r;
 }
 

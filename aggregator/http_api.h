@@ -6,6 +6,7 @@
 #define PODPROF_AGGREGATOR_HTTP_API_H_
 
 #include <memory>
+#include <string>
 
 #include "aggregator/orchestrator.h"
 #include "aggregator/registry.h"
@@ -24,11 +25,19 @@ struct HttpApiSources {
   Clock* clock = nullptr;
   // Starting and cancelling captures, held to the same operator role as gRPC's.
   Orchestrator* orchestrator = nullptr;
-  const AggregatorService* service = nullptr;
+  // Its query RPCs answer the kernel and diff pages, as they answer the CLI.
+  AggregatorService* service = nullptr;
+  // Where "Open in Perfetto" posts traces ([http] perfetto_ui).
+  std::string perfetto_ui = "https://ui.perfetto.dev";
 };
 
 // The routes; `sources` must outlive the server that serves them.
 std::shared_ptr<http::Router> AggregatorRoutes(const HttpApiSources& sources);
+
+// The routes behind the web pages (http_views.cc): the pod timeline per window, the collective
+// waits heatmap, a kernel as `podprof kernel` describes it, a diff as `podprof diff` judges
+// it, export downloads, and the pages' settings.
+void AddViewRoutes(const HttpApiSources& sources, http::Router& router);
 
 }  // namespace podprof::aggregator
 

@@ -15,7 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "cli/exit_codes.h"
-#include "cli/proto_json.h"
+#include "cli/report.h"
 #include "common/clock.h"
 #include "common/status_macros.h"
 #include "kernelprof/options.h"

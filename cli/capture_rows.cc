@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
-#include "cli/proto_json.h"
+#include "cli/report.h"
 #include "common/clock.h"
 #include "nlohmann/json.hpp"
 

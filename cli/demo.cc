@@ -150,15 +150,17 @@ absl::StatusOr<json> StartReady(Children& children, Clock& clock, const std::str
 // its simulated host's ground truth).
 absl::StatusOr<std::string> StartPod(const DemoOptions& options, const std::string& bin,
                                      const std::string& dir, Children& children, Clock& clock,
-                                     std::map<std::string, std::string>* truth_files) {
+                                     std::map<std::string, std::string>* truth_files,
+                                     std::string* web_url) {
   absl::StatusOr<json> agg =
       StartReady(children, clock, "podprof-aggregator",
                  {bin + "/podprof-aggregator", "--insecure", "--config=" + dir + "/aggregator.toml",
-                  "--listen=127.0.0.1:0", "--db=" + dir + "/podprof.db",
-                  "--ready-file=" + dir + "/aggregator.json"},
+                  "--listen=127.0.0.1:0", "--http-listen=127.0.0.1:0",
+                  "--db=" + dir + "/podprof.db", "--ready-file=" + dir + "/aggregator.json"},
                  dir + "/aggregator.log", dir + "/aggregator.json");
   if (!agg.ok()) return agg.status();
   const std::string agg_addr = absl::StrCat("127.0.0.1:", (*agg)["port"].get<int>());
+  *web_url = absl::StrCat("http://127.0.0.1:", agg->value("http_port", 0), "/");
   std::mt19937_64 rng(options.seed);
   std::uniform_real_distribution<double> offset_ms(-5, 5), drift_ppm(-20, 20), device_us(-100, 100);
   for (int i = 0; i < options.hosts; ++i) {
@@ -309,7 +311,9 @@ int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
   Clock& clock = options.clock != nullptr ? *options.clock : real_clock;
   Children children(options.keep, clock);
   std::map<std::string, std::string> truth_files;
-  absl::StatusOr<std::string> pod = StartPod(options, bin, dir, children, clock, &truth_files);
+  std::string web;
+  absl::StatusOr<std::string> pod =
+      StartPod(options, bin, dir, children, clock, &truth_files, &web);
   if (!pod.ok()) return fail(std::string(pod.status().message()));
   const std::string agg_addr = *pod;
   say(absl::StrCat("podprof demo: aggregator on ", agg_addr, ", ", options.hosts, " simulated TPU ",
@@ -341,7 +345,8 @@ int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
   exp.capture_id = result->capture_id;
   exp.path = (fs::path(dir) / (result->capture_id + ".pftrace")).string();
   absl::StatusOr<ExportResult> trace = RunExport(client, exp);
-  json extra = {{"trace_path", trace.ok() ? trace->path : ""}, {"dir", dir}};
+  const std::string page = web + "captures/" + result->capture_id;
+  json extra = {{"trace_path", trace.ok() ? trace->path : ""}, {"dir", dir}, {"web_url", page}};
   if (options.keep) {
     extra["aggregator"] = agg_addr;
     extra["pids"] = children.Pids();
@@ -354,6 +359,8 @@ int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
     } else {
       out << "\nno trace written: " << trace.status().message() << "\n";
     }
+    out << "\nweb page: " << page
+        << (options.keep ? "" : "  (it stops with the demo: add --keep to browse it)") << "\n";
     if (options.keep) {
       std::vector<std::string> pids;
       for (pid_t pid : children.Pids()) pids.push_back(absl::StrCat(pid));

@@ -34,9 +34,6 @@ std::unique_ptr<Command> AddDiffCommand(CLI::App& app, CliContext& context);
 absl::StatusOr<uint32_t> RunDiff(AggregatorClient& client, const DiffOptions& options,
                                  std::ostream& out);
 
-// The CSV header `diff --format csv` writes.
-extern const char* const kDiffCsvHeader;
-
 // Writes the comparison `response` to `request` in `format`. CSV leaves the fields of an
 // absent side empty; the table marks them "-" and ends with "N regressions".
 void WriteCaptureDiff(const v1::CompareCapturesRequest& request,

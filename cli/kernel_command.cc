@@ -12,7 +12,6 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "cli/exit_codes.h"
-#include "cli/proto_json.h"
 #include "cli/report.h"
 #include "common/clock.h"
 #include "common/status_macros.h"
@@ -254,19 +253,6 @@ absl::Status RunKernel(AggregatorClient& client, const KernelOptions& options, s
     WriteKernel(response, options, out);
   }
   return FlushOutput(out);
-}
-
-nlohmann::json KernelJson(const v1::DescribeKernelResponse& r) {
-  nlohmann::json others = nlohmann::json::array();
-  for (const v1::KernelDef& o : r.others()) others.push_back(ProtoToJson(o));
-  nlohmann::json history = nlohmann::json::array();
-  for (const auto& p : r.history()) history.push_back(ProtoToJson(p));
-  nlohmann::json scopes = nlohmann::json::array();
-  for (const auto& t : r.scopes()) scopes.push_back(ProtoToJson(t));
-  return {{"capture_id", r.capture_id()},        {"kernel", ProtoToJson(r.kernel())},
-          {"rollup", KernelRowJson(r.rollup())}, {"per_chip", KernelRowsJson(r.per_chip())},
-          {"history", std::move(history)},       {"others", std::move(others)},
-          {"scopes", std::move(scopes)}};
 }
 
 void WriteKernel(const v1::DescribeKernelResponse& r, const KernelOptions& options,

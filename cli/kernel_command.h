@@ -32,10 +32,6 @@ absl::Status RunKernel(AggregatorClient& client, const KernelOptions& options, s
 void WriteKernel(const v1::DescribeKernelResponse& response, const KernelOptions& options,
                  std::ostream& out);
 
-// `response` as JSON: the kernel's identity and texts, its roll-up and per-chip rows as every
-// command writes kernel rows (report/kernel_rows.h), and its history.
-nlohmann::json KernelJson(const v1::DescribeKernelResponse& response);
-
 }  // namespace podprof::cli
 
 #endif  // PODPROF_CLI_KERNEL_COMMAND_H_

@@ -4,8 +4,10 @@
 #ifndef PODPROF_CLI_REPORT_H_
 #define PODPROF_CLI_REPORT_H_
 
+#include "report/diff.h"
 #include "report/format.h"
 #include "report/kernel_rows.h"
+#include "report/proto_json.h"
 
 namespace podprof::cli {
 using namespace ::podprof::report;  // NOLINT(build/namespaces): one vocabulary for output

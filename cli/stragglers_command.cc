@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cli/exit_codes.h"
-#include "cli/proto_json.h"
+#include "cli/report.h"
 #include "common/clock.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"

@@ -25,7 +25,7 @@ std::unique_ptr<Command> AddStragglersCommand(CLI::App& app, CliContext& context
 absl::Status RunStragglers(AggregatorClient& client, const StragglerOptions& options,
                            std::ostream& out);
 
-// The table or csv of `response`; json is the response itself (cli/proto_json.h).
+// The table or csv of `response`; json is the response itself (report/proto_json.h).
 void WriteStragglers(const v1::GetStragglersResponse& response, const StragglerOptions& options,
                      std::ostream& out);
 

@@ -8,6 +8,7 @@
 #include "common/clock.h"
 #include "nlohmann/json.hpp"
 #include "report/format.h"
+#include "report/proto_json.h"
 
 namespace podprof::report {
 namespace {
@@ -228,6 +229,19 @@ void WriteKernelRowsTable(const KernelRows& rows, StatsGrouping by, std::ostream
     table.AddRow(std::move(cells));
   }
   table.Write(out);
+}
+
+nlohmann::json KernelJson(const v1::DescribeKernelResponse& r) {
+  nlohmann::json others = nlohmann::json::array();
+  for (const v1::KernelDef& o : r.others()) others.push_back(ProtoToJson(o));
+  nlohmann::json history = nlohmann::json::array();
+  for (const auto& p : r.history()) history.push_back(ProtoToJson(p));
+  nlohmann::json scopes = nlohmann::json::array();
+  for (const auto& t : r.scopes()) scopes.push_back(ProtoToJson(t));
+  return {{"capture_id", r.capture_id()},        {"kernel", ProtoToJson(r.kernel())},
+          {"rollup", KernelRowJson(r.rollup())}, {"per_chip", KernelRowsJson(r.per_chip())},
+          {"history", std::move(history)},       {"others", std::move(others)},
+          {"scopes", std::move(scopes)}};
 }
 
 }  // namespace podprof::report

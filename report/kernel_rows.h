@@ -41,6 +41,11 @@ std::string VerdictCell(const v1::KernelInsight& in);
 nlohmann::json KernelRowJson(const v1::KernelStats& row);
 nlohmann::json KernelRowsJson(const KernelRows& rows);
 
+// `podprof kernel --format json` and /api/v1/kernels/{name}: the kernel's identity and texts,
+// its roll-up and per-chip rows in the capture, its history, same-named kernels of other
+// modules, and its scopes.
+nlohmann::json KernelJson(const v1::DescribeKernelResponse& response);
+
 // Writes the rows as an aligned table with the columns `by` has (HOST, CHIP, KERNEL and MODULE
 // where they mean something), then the statistics, rates, counters and the verdict.
 void WriteKernelRowsTable(const KernelRows& rows, StatsGrouping by, std::ostream& out);

@@ -22,7 +22,7 @@
 #include "cli/export_command.h"
 #include "cli/history_command.h"
 #include "cli/import_command.h"
-#include "cli/proto_json.h"
+#include "report/proto_json.h"
 #include "cli/stats_command.h"
 #include "common/clock.h"
 #include "gtest/gtest.h"

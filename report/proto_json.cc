@@ -1,4 +1,4 @@
-#include "cli/proto_json.h"
+#include "report/proto_json.h"
 
 #include <string>
 
@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 
-namespace podprof::cli {
+namespace podprof::report {
 namespace {
 
 using google::protobuf::FieldDescriptor;
@@ -88,4 +88,4 @@ Json ProtoToJson(const Message& message) {
   return j;
 }
 
-}  // namespace podprof::cli
+}  // namespace podprof::report

@@ -1,0 +1,46 @@
+// A stored capture exported (Perfetto, Chrome JSON or XProf sessions) as a stream of chunks,
+// for the ExportCapture RPC and the HTTP API's downloads: planned first (the capture, its
+// narrowing and the Chrome JSON size check, so that every refusal comes before a byte is
+// sent), then written host by host with bounded memory.
+#ifndef PODPROF_AGGREGATOR_EXPORT_STREAM_H_
+#define PODPROF_AGGREGATOR_EXPORT_STREAM_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "export/narrow.h"
+#include "proto/podprof_aggregator.pb.h"
+#include "storage/store.h"
+
+namespace podprof::aggregator {
+
+// Where the chunks go: `send` false when the reader has gone; `cancelled` is asked between
+// hosts.
+struct ExportSink {
+  std::function<bool(const podprof::v1::ExportChunk&)> send;
+  std::function<bool()> cancelled = [] { return false; };
+};
+
+struct ExportPlan {
+  podprof::v1::ExportCaptureRequest request;
+  storage::CaptureRow row;
+  std::unique_ptr<exporter::Narrower> narrower;
+  std::vector<storage::StatRow> stats;  // per chip, for the slices' verdicts
+  uint64_t estimate = 0;                // the Chrome JSON's size, bytes
+  uint64_t json_limit = 0;
+};
+
+// InvalidArgument for a format or narrowing that selects nothing (naming the flag), NotFound
+// for an unknown capture, FailedPrecondition for a Chrome JSON over its size limit.
+absl::StatusOr<ExportPlan> PlanExport(storage::Store& store,
+                                      const podprof::v1::ExportCaptureRequest& request);
+// Writes the planned export to `sink`; files of an XProf session arrive one after another
+// (each chunk names its file and offset).
+absl::Status WriteExport(storage::Store& store, ExportPlan& plan, const ExportSink& sink);
+
+}  // namespace podprof::aggregator
+
+#endif  // PODPROF_AGGREGATOR_EXPORT_STREAM_H_

@@ -1,0 +1,242 @@
+// The routes behind the web pages: what the pages draw (the pod timeline per window, the
+// collective waits heatmap), the query RPCs the CLI's `kernel` and `diff` print, answered in
+// the same JSON and CSV, and exports as downloads.
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+#include <string>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "aggregator/export_stream.h"
+#include "aggregator/http_api.h"
+#include "aggregator/http_params.h"
+#include "aggregator/timeline_view.h"
+#include "nlohmann/json.hpp"
+#include "proto/grpc_status.h"
+#include "report/diff.h"
+#include "report/kernel_rows.h"
+
+namespace podprof::aggregator {
+namespace {
+
+using http::Request;
+using http::Response;
+using Json = nlohmann::json;
+
+Response JsonResponse(const Json& j) {
+  return Response::Text(200, j.dump() + "\n", "application/json");
+}
+
+// ?hosts=a,b as the store's selection (empty: every host).
+storage::HostSelection HostsParam(const Request& req) {
+  storage::HostSelection only;
+  for (absl::string_view h : absl::StrSplit(Param(req, "hosts"), ',', absl::SkipEmpty())) {
+    only.hosts.insert(std::string(h));
+  }
+  return only;
+}
+
+// GET /api/v1/captures/{id}/timeline?from_ns=&to_ns=&width=&counters=a,b&hosts=a,b: the window
+// [from_ns, to_ns) (ns from the capture's start; the whole capture by default) at `width`
+// pixels (timeline_view.h).
+Response Timeline(const HttpApiSources& src, const Request& req) {
+  absl::StatusOr<storage::CaptureRow> row = src.store->GetCapture(req.params.at("id"));
+  if (!row.ok()) return Response::Error(row.status());
+  const int64_t length = std::max<int64_t>(1, row->end_ns - row->start_ns);
+  absl::StatusOr<int64_t> from = IntParam(req, "from_ns", 0);
+  absl::StatusOr<int64_t> to = IntParam(req, "to_ns", length);
+  absl::StatusOr<int64_t> width = IntParam(req, "width", 1000);
+  for (const auto* v : {&from, &to, &width}) {
+    if (!v->ok()) return Response::Error(v->status());
+  }
+  if (*from >= *to || *width < 1 || *width > 8192) {
+    return Response::Error(absl::InvalidArgumentError(
+        absl::StrCat("from_ns=", *from, " to_ns=", *to, " width=", *width,
+                     ": the window must not be empty and the width 1..8192 pixels")));
+  }
+  TimelineWindow w;
+  w.from_ns = row->start_ns + *from;
+  w.to_ns = row->start_ns + *to;
+  w.width_px = static_cast<int>(*width);
+  for (absl::string_view c : absl::StrSplit(Param(req, "counters"), ',', absl::SkipEmpty())) {
+    w.counters.insert(std::string(c));
+  }
+  TimelineView view(std::move(w));
+  absl::Status s = src.store->ForEachHost(row->id, HostsParam(req), [&](storage::StoredHost& h) {
+    view.AddHost(h);
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return Response::Error(s);
+  Json j = view.Finish();
+  j["capture"] = row->id;
+  j["start_ns"] = row->start_ns;
+  j["from_ns"] = *from;
+  j["to_ns"] = *to;
+  return JsonResponse(j);
+}
+
+Response Waits(const HttpApiSources& src, const Request& req) {
+  absl::StatusOr<storage::CaptureRow> row = src.store->GetCapture(req.params.at("id"));
+  if (!row.ok()) return Response::Error(row.status());
+  WaitHeatmap heatmap(row->start_ns, row->end_ns);
+  absl::Status s = src.store->ForEachHost(row->id, HostsParam(req), [&](storage::StoredHost& h) {
+    heatmap.AddHost(h);
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return Response::Error(s);
+  Json j = heatmap.Finish();
+  j["capture"] = row->id;
+  return JsonResponse(j);
+}
+
+// GET /api/v1/kernels/{name}?capture=&module=: `podprof kernel NAME --format json`.
+Response Kernel(const HttpApiSources& src, const Request& req) {
+  podprof::v1::DescribeKernelRequest r;
+  r.set_op_name(req.params.at("name"));
+  r.set_module(Param(req, "module"));
+  r.set_capture_id(Param(req, "capture"));
+  podprof::v1::DescribeKernelResponse out;
+  grpc::ServerContext context;
+  absl::Status s = FromGrpc(src.service->DescribeKernel(&context, &r, &out));
+  if (!s.ok()) return Response::Error(s);
+  return JsonResponse(report::KernelJson(out));
+}
+
+// GET /api/v1/diff?baseline=&candidate=&threshold=&kernel=: `podprof diff A B`, JSON or CSV.
+Response Diff(const HttpApiSources& src, const Request& req) {
+  podprof::v1::CompareCapturesRequest r;
+  r.set_baseline_capture_id(Param(req, "baseline"));
+  r.set_candidate_capture_id(Param(req, "candidate"));
+  r.mutable_filter()->set_op_regex(Param(req, "kernel"));
+  const std::string threshold = Param(req, "threshold");
+  double t = 0;
+  if (!threshold.empty() && (!absl::SimpleAtod(threshold, &t) || t <= 0)) {
+    return Response::Error(absl::InvalidArgumentError(
+        absl::StrCat("threshold='", threshold, "' is not a positive fraction")));
+  }
+  r.set_regression_threshold(t);
+  absl::StatusOr<bool> csv = WantsCsv(req);
+  if (!csv.ok()) return Response::Error(csv.status());
+  podprof::v1::CompareCapturesResponse out;
+  grpc::ServerContext context;
+  absl::Status s = FromGrpc(src.service->CompareCaptures(&context, &r, &out));
+  if (!s.ok()) return Response::Error(s);
+  if (!*csv) return JsonResponse(report::DiffJson(r, out));
+  std::ostringstream text;
+  report::WriteDiffCsv(out, text);
+  return Response::Text(200, text.str(), "text/csv; charset=utf-8");
+}
+
+// A tar (ustar) member header: XProf sessions are a folder of files, one download.
+std::string TarHeader(const std::string& path, uint64_t size, int64_t mtime_s) {
+  std::string h(512, '\0');
+  path.copy(&h[0], std::min<size_t>(path.size(), 99));
+  std::snprintf(&h[100], 8, "%07o", 0644);
+  std::snprintf(&h[108], 8, "%07o", 0);
+  std::snprintf(&h[116], 8, "%07o", 0);
+  std::snprintf(&h[124], 12, "%011llo", static_cast<unsigned long long>(size));
+  std::snprintf(&h[136], 12, "%011llo", static_cast<unsigned long long>(mtime_s));
+  h[156] = '0';
+  h.replace(257, 6, "ustar\0", 6);
+  h.replace(263, 2, "00", 2);
+  std::fill(h.begin() + 148, h.begin() + 156, ' ');
+  unsigned sum = 0;
+  for (unsigned char c : h) sum += c;
+  std::snprintf(&h[148], 8, "%06o", sum);
+  return h;
+}
+
+// Writes the body in HTTP/1.1 chunks, so that a download cut short by an error is seen as
+// cut short (no closing chunk) rather than as a whole file.
+bool WriteChunk(http::StreamWriter& w, const std::string& data) {
+  if (data.empty()) return true;
+  char size[24];
+  std::snprintf(size, sizeof size, "%zx\r\n", data.size());
+  return w.Write(absl::StrCat(size, data, "\r\n"));
+}
+
+// GET /api/v1/captures/{id}/export?format=perfetto|chrome-json|xprof (&from_ns, &to_ns,
+// &hosts, &kernel as `podprof export` narrows): a download; XProf sessions as a tar of the
+// per-host .xplane.pb files under plugins/profile/<run>/.
+Response Export(const HttpApiSources& src, const Request& req) {
+  podprof::v1::ExportCaptureRequest r;
+  r.set_capture_id(req.params.at("id"));
+  const std::string format = Param(req, "format", "perfetto");
+  std::string file = r.capture_id();
+  if (format == "perfetto") {
+    r.set_format(podprof::v1::EXPORT_FORMAT_PERFETTO);
+    file += ".pftrace";
+  } else if (format == "chrome-json") {
+    r.set_format(podprof::v1::EXPORT_FORMAT_CHROME_JSON);
+    file += ".json";
+  } else if (format == "xprof") {
+    r.set_format(podprof::v1::EXPORT_FORMAT_XSPACE_DIR);
+    file += "-xprof.tar";
+  } else {
+    return Response::Error(absl::InvalidArgumentError(
+        absl::StrCat("format='", format, "': use perfetto, chrome-json or xprof")));
+  }
+  for (const char* name : {"from_ns", "to_ns"}) {
+    absl::StatusOr<int64_t> v = IntParam(req, name, -1);
+    if (!v.ok()) return Response::Error(v.status());
+    if (*v >= 0) (name[0] == 'f' ? r.set_from_ns(*v) : r.set_to_ns(*v));
+  }
+  for (const std::string& h : HostsParam(req).hosts) r.add_host_names(h);
+  r.set_kernel_regex(Param(req, "kernel"));
+  auto plan = std::make_shared<ExportPlan>();
+  absl::StatusOr<ExportPlan> planned = PlanExport(*src.store, r);
+  if (!planned.ok()) return Response::Error(planned.status());
+  *plan = *std::move(planned);
+  Response res;
+  res.content_type = format == "chrome-json" ? "application/json" : "application/octet-stream";
+  res.headers.emplace_back("Content-Disposition", "attachment; filename=\"" + file + "\"");
+  res.headers.emplace_back("Transfer-Encoding", "chunked");
+  res.stream = [src, plan, tar = format == "xprof"](http::StreamWriter& w) {
+    std::string path, pending;  // a tar member is held until its size is known: one host
+    bool ok = true;
+    auto flush_member = [&] {
+      if (!tar || path.empty()) return;
+      const size_t pad = (512 - pending.size() % 512) % 512;
+      ok = ok && WriteChunk(w, TarHeader(path, pending.size(), plan->row.start_ns / 1'000'000'000) +
+                                   pending + std::string(pad, '\0'));
+      pending.clear();
+    };
+    ExportSink sink;
+    sink.send = [&](const podprof::v1::ExportChunk& c) {
+      if (!tar) return ok = ok && WriteChunk(w, c.data());
+      if (c.path() != path) flush_member();
+      path = c.path();
+      pending += c.data();
+      return ok;
+    };
+    sink.cancelled = [&w] { return w.stopping(); };
+    if (!WriteExport(*src.store, *plan, sink).ok()) return;  // no closing chunk: cut short
+    flush_member();
+    if (tar) ok = ok && WriteChunk(w, std::string(1024, '\0'));
+    if (ok) w.Write("0\r\n\r\n");
+  };
+  return res;
+}
+
+}  // namespace
+
+void AddViewRoutes(const HttpApiSources& src, http::Router& r) {
+  r.Add("GET", "/api/v1/captures/{id}/timeline",
+        [src](const Request& q) { return Timeline(src, q); });
+  r.Add("GET", "/api/v1/captures/{id}/waits", [src](const Request& q) { return Waits(src, q); });
+  r.Add("GET", "/api/v1/captures/{id}/export", [src](const Request& q) { return Export(src, q); });
+  r.Add("GET", "/api/v1/kernels/{name}", [src](const Request& q) { return Kernel(src, q); });
+  r.Add("GET", "/api/v1/diff", [src](const Request& q) { return Diff(src, q); });
+  // What the pages need to know: where "Open in Perfetto" goes, and whether this caller may
+  // start and cancel captures (the form is shown only then).
+  r.Add("GET", "/api/v1/ui", [src](const Request& q) {
+    const bool op =
+        src.service->access()->operators.CheckIdentities(q.identities, "an operator").ok();
+    return JsonResponse({{"perfetto_ui", src.perfetto_ui}, {"operator", op}});
+  });
+}
+
+}  // namespace podprof::aggregator

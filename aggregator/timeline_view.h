@@ -1,0 +1,81 @@
+// What the web page's pod timeline draws, computed per visible window: every chip's kernels on
+// the corrected clock at a level of detail that fits the pixels, the counters asked for, and
+// the collective waits of each chip in each step (the heatmap). A slice at least a pixel wide
+// travels as itself; narrower ones are summed into per-pixel busy fractions naming the kernel
+// that filled most of the pixel, so a response is bounded by the width, not by the events:
+// a 64-host capture's first view is a few hundred kilobytes however many kernels ran.
+#ifndef PODPROF_AGGREGATOR_TIMELINE_VIEW_H_
+#define PODPROF_AGGREGATOR_TIMELINE_VIEW_H_
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "storage/rows.h"
+
+namespace podprof::aggregator {
+
+struct TimelineWindow {
+  // ns since the Unix epoch on the aggregator's clock; from < to.
+  int64_t from_ns = 0, to_ns = 0;
+  int width_px = 1000;  // 1..8192
+  // Counter series to send per chip (by name); every chip's names are listed either way.
+  std::set<std::string> counters;
+};
+
+// Builds the response one host at a time (the store hands hosts over one by one).
+class TimelineView {
+ public:
+  explicit TimelineView(TimelineWindow window);
+  void AddHost(storage::StoredHost& host);
+  // {"from_ns", "to_ns", "ns_per_px", "kernels": [{name, module, category}], "counters":
+  //  [names], "tracks": [{"host", "chip", "slices": [start, duration, kernel, collective]...,
+  //  "bins": [px, busy_permille, kernel]..., "counters": {name: [px, low, high]...}}]}.
+  // Times are ns from `from_ns`; `kernel` indexes "kernels"; `collective` is 0 for none, else
+  // a number shared by the slices of one collective on different chips (in this response).
+  nlohmann::json Finish();
+
+ private:
+  int KernelIndex(const trace::KernelDef& k);
+  nlohmann::json KernelTrack(const trace::HostCapture& c, int chip);
+  nlohmann::json CounterTracks(const trace::HostCapture& c, int chip);
+
+  const TimelineWindow w_;
+  const double ns_per_px_;
+  nlohmann::json tracks_ = nlohmann::json::array();
+  nlohmann::json kernels_ = nlohmann::json::array();
+  std::map<std::pair<std::string, std::string>, int> kernel_index_;
+  std::map<uint64_t, int> collective_index_;
+  std::set<std::string> counter_names_;
+};
+
+// The time each chip spent waiting in collectives for the last chip to arrive, per training
+// step: for every collective instance (the slices sharing one collective id), a chip waited
+// from its own start to the latest start among the chips taking part. Steps are the first
+// chip's `Steps` line; a capture without one is cut into 16 equal spans.
+class WaitHeatmap {
+ public:
+  WaitHeatmap(int64_t start_ns, int64_t end_ns) : start_ns_(start_ns), end_ns_(end_ns) {}
+  void AddHost(storage::StoredHost& host);
+  // {"steps": [[start, end]...] (ns from the capture's start), "chips": [{"host", "chip"}],
+  //  "wait_ns": [[per step]...] (one row per chip)}.
+  nlohmann::json Finish() const;
+
+ private:
+  struct ChipWaits {
+    std::string host;
+    int chip = 0;
+    std::vector<std::pair<uint64_t, int64_t>> arrivals;  // (collective, start ns)
+  };
+  const int64_t start_ns_, end_ns_;
+  std::vector<std::pair<int64_t, int64_t>> steps_;
+  std::vector<ChipWaits> chips_;
+};
+
+}  // namespace podprof::aggregator
+
+#endif  // PODPROF_AGGREGATOR_TIMELINE_VIEW_H_
