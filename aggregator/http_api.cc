@@ -15,6 +15,7 @@
 #include "nlohmann/json.hpp"
 #include "report/format.h"
 #include "report/kernel_rows.h"
+#include "web/pages.h"
 
 namespace podprof::aggregator {
 namespace {
@@ -346,6 +347,7 @@ std::shared_ptr<http::Router> AggregatorRoutes(const HttpApiSources& src) {
   r->Add("POST", "/api/v1/captures/{id}/cancel",
          [src](const Request& q) { return CancelCapture(src, q); });
   AddViewRoutes(src, *r);
+  web::AddPageRoutes(*r);
   return r;
 }
 

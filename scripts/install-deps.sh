@@ -22,6 +22,9 @@ packages=(
   clickhouse-server clickhouse-client
   # promtool (in prometheus) checks both daemons' /metrics; curl fetches pages in tests.
   prometheus curl
+  # The web pages: Node.js runs npm (uPlot, bundled at build time; web/package-lock.json) and
+  # the browser tests, which drive Debian's headless Chromium.
+  nodejs chromium
 )
 
 missing=()
@@ -31,7 +34,11 @@ for p in "${packages[@]}"; do
   fi
 done
 
-if [ "${#missing[@]}" -eq 0 ]; then
+# npm comes with some Node.js builds and is Debian's own package with others.
+need_npm=0
+command -v npm >/dev/null 2>&1 || need_npm=1
+
+if [ "${#missing[@]}" -eq 0 ] && [ "$need_npm" -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
   exit 0
 fi
@@ -43,5 +50,11 @@ fi
 
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [ "${#missing[@]}" -gt 0 ]; then
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+if ! command -v npm >/dev/null 2>&1; then
+  apt-get install -y -qq --no-install-recommends npm
+  missing+=(npm)
+fi
 echo "install-deps: installed ${missing[*]}"

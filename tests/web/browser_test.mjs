@@ -1,0 +1,195 @@
+// The web pages in a real browser: headless Chromium (Debian's) driven over the DevTools
+// protocol by playwright-core (web/package-lock.json), against a `podprof demo --keep` pod.
+// Checks what a user would look at: every page loads without console errors, the capture
+// page lists its hosts and top kernels, the timeline canvas has kernel pixels where the data
+// says kernels ran (and none where it says idle), a capture started from the page shows its
+// progress live, and the kernel page's history chart draws one point per capture. Screenshots
+// go to --out.
+//
+//   node tests/web/browser_test.mjs --bin build/bin --out build/test-artifacts/web
+// Exit: 0 all passed, 1 a check failed, 77 no browser here (skipped, and says so).
+import {spawnSync} from 'node:child_process';
+import {existsSync, mkdirSync, mkdtempSync} from 'node:fs';
+import {createRequire} from 'node:module';
+import {tmpdir} from 'node:os';
+import {join} from 'node:path';
+
+const arg = (name, fallback) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? process.argv[i + 1] : fallback;
+};
+const bin = arg('bin', 'build/bin');
+const out = arg('out', 'build/test-artifacts/web');
+const browserPath = arg('chromium', '/usr/bin/chromium');
+if (!existsSync(browserPath)) {
+  console.log(`SKIP: no browser at ${browserPath} (scripts/install-deps.sh installs chromium)`);
+  process.exit(77);
+}
+const require = createRequire(new URL('../../web/package.json', import.meta.url));
+const {chromium} = require('playwright-core');
+mkdirSync(out, {recursive: true});
+
+let failures = 0;
+function check(ok, what) {
+  console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
+  if (!ok) failures++;
+}
+
+// The demo pod: 2 hosts x 4 chips, one capture, left running for the pages.
+const dir = mkdtempSync(join(tmpdir(), 'podprof-web-'));
+const demo = spawnSync(`${bin}/podprof`, ['demo', '--keep', '--hosts', '2', '--duration', '1s',
+                                          '--format', 'json', '--dir', dir], {encoding: 'utf8'});
+if (demo.status !== 0) {
+  console.log(`FAIL podprof demo exited ${demo.status}:\n${demo.stderr}`);
+  process.exit(1);
+}
+const result = JSON.parse(demo.stdout);
+const pids = result.pids;
+const page0 = new URL(result.web_url);
+const base = page0.origin;
+const firstCapture = result.capture_id;
+const stopPod = () => { for (const p of pids) { try { process.kill(p, 'SIGTERM'); } catch (e) { /* gone */ } } };
+process.on('exit', stopPod);
+
+const browser = await chromium.launch({
+  executablePath: browserPath,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-background-networking'],
+});
+const page = await browser.newPage({viewport: {width: 1400, height: 1000}, deviceScaleFactor: 1});
+const consoleErrors = [];
+page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(`${page.url()}: ${m.text()}`); });
+page.on('pageerror', (e) => consoleErrors.push(`${page.url()}: ${e.message}`));
+const requests = [];
+page.on('requestfinished', async (r) => {
+  const s = await r.sizes().catch(() => null);
+  requests.push({url: r.url(), bytes: s ? s.responseBodySize + s.responseHeadersSize : 0});
+});
+
+async function open(path) {
+  await page.goto(base + path);
+  await page.waitForSelector('body[data-ready="true"]', {timeout: 30000});
+  const error = await page.$eval('#main', (m) => (m.querySelector('.error') || {}).textContent || '');
+  check(error === '', `${path} loads without an error on the page${error ? ': ' + error : ''}`);
+}
+const shot = (name) => page.screenshot({path: join(out, `${name}.png`), fullPage: true});
+
+try {
+  // Captures, and one started from the page with its progress followed live.
+  await open('/');
+  check(await page.$(`tr[data-capture="${firstCapture}"]`) !== null, 'the captures page lists the demo capture');
+  await page.fill('#start-form input[name=duration]', '3s');
+  await page.fill('#start-form input[name=labels]', 'from=browser');
+  await page.click('#start-form button');
+  await page.waitForFunction(() => /started (cap-\S+)/.test(document.getElementById('start-message').textContent));
+  const second = (await page.textContent('#start-message')).match(/started (cap-\S+)/)[1];
+  const row = `tr[data-capture="${second}"]`;
+  await page.waitForSelector(`${row} .progress`, {timeout: 10000});
+  const seen = new Set();
+  let midShot = false;
+  for (let i = 0; i < 300; i++) {
+    const state = await page.$eval(row, (r) => [r.dataset.percent, r.querySelector('.state').textContent]).catch(() => null);
+    if (state && state[0] !== undefined) seen.add(state[0]);
+    if (!midShot && state && Number(state[0]) > 0 && Number(state[0]) < 100) { await shot('captures-live'); midShot = true; }
+    if (state && state[1] === 'complete') break;
+    await page.waitForTimeout(100);
+  }
+  check(seen.size >= 3, `a running capture's progress updates live (${seen.size} distinct percentages seen)`);
+  await page.waitForFunction((sel) => { const r = document.querySelector(sel); return r && r.querySelector('.state').textContent === 'complete'; }, row, {timeout: 30000});
+  check(true, `the capture started from the page completes (${second})`);
+  await shot('captures');
+
+  // One capture: hosts, top kernels, timeline, heatmap.
+  const before = requests.length;
+  const t0 = Date.now();
+  await open(`/captures/${firstCapture}`);
+  const hosts = await page.$$eval('#hosts tr', (rows) => rows.slice(1).map((r) => r.cells[0].textContent));
+  check(JSON.stringify(hosts) === '["host-0","host-1"]', `the capture page lists its hosts (${hosts})`);
+  const kernels = await page.$$eval('#kernels tr', (rows) => rows.slice(1).map((r) => r.cells[0].textContent));
+  const apiTop = await (await fetch(`${base}/api/v1/captures/${firstCapture}/kernels?top=15`)).json();
+  check(kernels.length === 15 && kernels[0] === apiTop.rows[0].kernel,
+        `the capture page shows the top kernels as the API ranks them (${kernels.slice(0, 3)}...)`);
+  await page.waitForFunction(() => window.podprof.timeline && window.podprof.timeline.data);
+  console.log(`     capture page ready in ${Date.now() - t0} ms, ${requests.slice(before).reduce((a, r) => a + r.bytes, 0)} bytes`);
+
+  // Kernel pixels where the data has kernels (slices, or pixels they partly fill), background
+  // where it has none: sampled on each track's bottom line, which any busy pixel reaches.
+  const samplePixels = () => page.evaluate(() => {
+    const tl = window.podprof.timeline, d = tl.data, {ROW_H, LABEL_W} = window.podprof.TIMELINE_LAYOUT;
+    const ctx = tl.canvas.getContext('2d'), width = tl.plotWidth();
+    const at = (px, y) => Array.from(ctx.getImageData(LABEL_W + px, y, 1, 1).data.slice(0, 3));
+    const busy = [], idle = [];
+    d.tracks.forEach((t, i) => {
+      const covered = new Uint8Array(width + 2);
+      for (let k = 0; k < t.bins.length; k += 3) covered[t.bins[k] + 1] = 1;
+      for (let k = 0; k < t.slices.length; k += 4) {
+        const a = Math.floor(t.slices[k] / d.ns_per_px), b = Math.ceil((t.slices[k] + t.slices[k + 1]) / d.ns_per_px);
+        for (let px = Math.max(0, a); px <= Math.min(width - 1, b); px++) covered[px + 1] = 1;
+      }
+      const y = tl.trackY(i) + ROW_H - 1;
+      for (let px = 0; px < width; px += 3) {
+        if (covered[px + 1] && (t.bins.length === 0 || covered[px] && covered[px + 2])) busy.push(at(px, y));
+        if (!covered[px] && !covered[px + 1] && !covered[px + 2]) idle.push(at(px, y));
+      }
+    });
+    return {busy, idle, tracks: d.tracks.length};
+  });
+  const bg = JSON.stringify([243, 244, 247]);
+  const isBg = (p) => JSON.stringify(p) === bg;
+  const whole = await samplePixels();
+  check(whole.tracks === 8, `the timeline has a track per chip (${whole.tracks})`);
+  check(whole.busy.length > 500 && whole.busy.every((p) => !isBg(p)),
+        `whole capture: ${whole.busy.length} sampled busy pixels are drawn in kernel colours`);
+  check(whole.idle.every(isBg), `whole capture: ${whole.idle.length} sampled idle pixels are background`);
+  check(await page.$eval('#main', (m) => m.textContent.includes('Straggler:')), 'the straggler chip is named');
+  await shot('capture');
+
+  // Zoom in on the canvas: the next window comes back at slice level.
+  const box = await (await page.$('#timeline-canvas')).boundingBox();
+  await page.mouse.move(box.x + box.width / 2, box.y + 60);
+  for (let i = 0; i < 14; i++) await page.mouse.wheel(0, -100);
+  await page.waitForFunction(() => window.podprof.timeline.data.to_ns - window.podprof.timeline.data.from_ns < 0.1 * window.podprof.timeline.length, null, {timeout: 10000});
+  const zoomed = await samplePixels();
+  const slices = await page.evaluate(() => window.podprof.timeline.data.tracks.reduce((n, t) => n + t.slices.length / 4, 0));
+  check(slices > 0, `zoomed in, the window comes back at slice level (${slices} slices)`);
+  check(zoomed.busy.length > 100 && zoomed.busy.every((p) => !isBg(p)),
+        `zoomed: ${zoomed.busy.length} sampled busy pixels are drawn in kernel colours`);
+  check(zoomed.idle.length > 50 && zoomed.idle.every(isBg),
+        `zoomed: ${zoomed.idle.length} sampled idle pixels are background`);
+  await shot('capture-zoomed');
+  const heat = await page.evaluate(() => window.podprof.heatmap.data);
+  check(heat.chips.length === 8 && heat.steps.length > 0 && heat.wait_ns.flat().some((v) => v > 0),
+        `the waits heatmap has 8 chips x ${heat.steps.length} steps with waits in it`);
+
+  // The kernel page: texts, per-chip rows, history with one point per capture.
+  await open(`/kernels/flash_attention?capture=${second}`);
+  check(await page.$eval('#main', (m) => m.textContent.includes('tpu_custom_call')), 'the kernel page shows the HLO');
+  const perChip = await page.$$eval('#per-chip tr', (r) => r.length - 1);
+  check(perChip === 8, `the kernel page has a row per chip (${perChip})`);
+  const drawn = await page.evaluate(() => {
+    const u = window.podprof.historyChart, n = u.data[0].length;
+    const ctx = u.ctx, px = [];
+    for (let i = 0; i < n; i++) {
+      const x = u.valToPos(u.data[0][i], 'x', true), y = u.valToPos(u.data[1][i], 'y', true);
+      px.push(Array.from(ctx.getImageData(Math.round(x), Math.round(y), 1, 1).data));
+    }
+    return {n, px};
+  });
+  check(drawn.n === 2, `the history chart has one point per capture (${drawn.n} for 2 captures)`);
+  check(drawn.px.every((p) => p[3] > 0), 'each history point is drawn on the chart');
+  await shot('kernel');
+
+  await open(`/diff?baseline=${firstCapture}&candidate=${second}`);
+  const diffRows = await page.$$eval('#diff tr', (r) => r.length - 1);
+  check(diffRows > 10, `the diff page compares the kernels of two captures (${diffRows} rows)`);
+  await shot('diff');
+
+  check(consoleErrors.length === 0, `no console errors${consoleErrors.length ? ':\n  ' + consoleErrors.join('\n  ') : ''}`);
+} catch (err) {
+  check(false, `unexpected: ${err.stack || err}`);
+  await shot('failure').catch(() => {});
+} finally {
+  await browser.close();
+  stopPod();
+}
+console.log(failures ? `${failures} checks failed; screenshots in ${out}` : `all passed; screenshots in ${out}`);
+process.exit(failures ? 1 : 0);

@@ -1,0 +1,295 @@
+// The pages: captures (live progress, a start form), one capture (hosts, kernels, the pod
+// timeline and waits heatmap, exports), one kernel (texts, per-chip rows, history chart) and
+// the diff of two captures, each drawn from the JSON API.
+(() => {
+'use strict';
+const P = window.podprof = window.podprof || {};
+const pages = P.pages = {};
+const enc = encodeURIComponent;
+
+// "2s", "500ms", "1m" -> ms; NaN when unreadable.
+function parseDurationMs(text) {
+  const m = String(text).trim().match(/^(\d+(?:\.\d+)?)\s*(ms|s|m)?$/);
+  if (!m) return NaN;
+  return Number(m[1]) * ({ms: 1, s: 1000, m: 60000}[m[2] || 's']);
+}
+
+function startForm(onStarted) {
+  const {el, api} = P;
+  const msg = el('span', {class: 'muted', id: 'start-message'});
+  const form = el('form', {class: 'start card', id: 'start-form'},
+      el('strong', {}, 'Start a capture  '),
+      el('label', {}, 'duration ', el('input', {name: 'duration', value: '2s', size: 6})),
+      el('label', {}, 'hosts ', el('input', {name: 'hosts', placeholder: 'all', size: 24})),
+      el('label', {}, 'labels ', el('input', {name: 'labels', placeholder: 'k=v,k2=v2', size: 20})),
+      el('button', {type: 'submit'}, 'Capture'), ' ', msg);
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const f = new FormData(form);
+    const duration_ms = parseDurationMs(f.get('duration'));
+    if (!(duration_ms > 0)) { msg.textContent = `duration "${f.get('duration')}": say 2s or 500ms`; return; }
+    const labels = {};
+    for (const kv of String(f.get('labels')).split(',').filter(Boolean)) {
+      const [k, ...v] = kv.split('=');
+      labels[k.trim()] = v.join('=').trim();
+    }
+    const hosts = String(f.get('hosts')).split(',').map((h) => h.trim()).filter(Boolean);
+    try {
+      const r = await api('/api/v1/captures', {method: 'POST', headers: {'Content-Type': 'application/json'},
+                                              body: JSON.stringify({duration_ms, hosts, labels})});
+      msg.textContent = `started ${r.capture} on ${r.hosts.length} hosts`;
+      onStarted(r.capture);
+    } catch (err) {
+      msg.textContent = String(err.message);
+    }
+  });
+  return form;
+}
+
+// Follows a running capture's progress (server-sent events) in its row.
+function watch(id, row, onDone) {
+  const {el} = P;
+  const bar = el('span', {style: 'width:0%'});
+  const text = el('span', {class: 'hosts-live'});
+  const cell = row.querySelector('.live');
+  cell.replaceChildren(el('span', {class: 'progress'}, bar), ' ', text);
+  const hosts = new Map();
+  const es = new EventSource(`/api/v1/captures/${enc(id)}/events`);
+  const update = (ev) => {
+    const p = JSON.parse(ev.data);
+    bar.style.width = `${Math.min(100, p.percent)}%`;
+    if (p.host) hosts.set(p.host.host, p.host.status.toLowerCase());
+    const shown = [...hosts].map(([h, s]) => `${h} ${s}`).join(', ');
+    text.textContent = `${Math.round(p.percent)}% ${p.detail || ''}${shown ? ' · ' + shown : ''}`;
+    row.dataset.percent = p.percent;
+    row.dataset.updates = Number(row.dataset.updates || 0) + 1;
+    if (ev.type === 'done') {
+      es.close();
+      row.querySelector('.state').replaceChildren(P.stateCell(p.status));
+      onDone();
+    }
+  };
+  es.addEventListener('progress', update);
+  es.addEventListener('done', update);
+  es.onerror = () => { if (es.readyState === EventSource.CLOSED) text.textContent += ' (connection lost)'; };
+}
+
+function labelsText(labels) {
+  try { return Object.entries(JSON.parse(labels || '{}')).map(([k, v]) => `${k}=${v}`).join(' '); } catch (e) { return ''; }
+}
+
+async function fillCaptures(table, compare) {
+  const {el, api, fmtTime, fmtNs, fmtCount} = P;
+  const r = await api('/api/v1/captures?limit=200');
+  const head = el('tr', {}, el('th', {}, ''), ['Capture', 'State', 'Started', 'Length'].map((h) => el('th', {}, h)),
+                  ['Hosts', 'Chips', 'Kernels', 'Events'].map((h) => el('th', {class: 'num'}, h)),
+                  el('th', {}, 'Labels'), el('th', {}, 'Progress'));
+  table.replaceChildren(head);
+  for (const c of r.captures) {
+    const row = el('tr', {'data-capture': c.id},
+        el('td', {}, el('input', {type: 'checkbox', value: c.id, onchange: compare})),
+        el('td', {}, el('a', {href: `/captures/${enc(c.id)}`}, c.id)),
+        el('td', {class: 'state'}, P.stateCell(c.status)),
+        el('td', {}, fmtTime(c.start_ns)), el('td', {}, fmtNs(c.end_ns - c.start_ns)),
+        el('td', {class: 'num'}, c.hosts), el('td', {class: 'num'}, c.chips),
+        el('td', {class: 'num'}, c.kernels), el('td', {class: 'num'}, fmtCount(c.events)),
+        el('td', {}, labelsText(c.labels)), el('td', {class: 'live'}));
+    table.append(row);
+    if (c.status === 'running') watch(c.id, row, () => setTimeout(() => fillCaptures(table, compare), 500));
+  }
+  if (!r.captures.length) table.append(el('tr', {}, el('td', {colspan: 11, class: 'muted'}, 'No captures yet.')));
+}
+
+pages.captures = async (m, main) => {
+  const {el, api} = P;
+  const ui = await api('/api/v1/ui');
+  const table = el('table', {id: 'captures'});
+  const link = el('a', {id: 'compare', style: 'display:none'}, 'Compare the two selected');
+  const compare = () => {
+    const picked = [...table.querySelectorAll('input:checked')].map((i) => i.value);
+    link.style.display = picked.length === 2 ? '' : 'none';
+    // Newest first in the table: the older one is the baseline.
+    if (picked.length === 2) link.href = `/diff?baseline=${enc(picked[1])}&candidate=${enc(picked[0])}`;
+  };
+  main.append(el('h1', {}, 'Captures'));
+  if (ui.operator) main.append(startForm(() => fillCaptures(table, compare)));
+  main.append(el('div', {class: 'row'}, link), table);
+  await fillCaptures(table, compare);
+};
+
+function kernelTable(rows, captureId) {
+  const {el, fmtPs, fmtCount} = P;
+  const t = el('table', {id: 'kernels'}, el('tr', {}, el('th', {}, 'Kernel'), el('th', {}, 'Module'),
+      ['Count', 'Total', 'Mean', 'P50', 'P99', 'TFLOP/s'].map((h) => el('th', {class: 'num'}, h)),
+      el('th', {}, 'Verdict')));
+  for (const k of rows) {
+    t.append(el('tr', {},
+        el('td', {}, el('a', {href: `/kernels/${enc(k.kernel)}?capture=${enc(captureId)}&module=${enc(k.module)}`}, k.kernel)),
+        el('td', {}, k.module || '-'), el('td', {class: 'num'}, fmtCount(k.count)),
+        el('td', {class: 'num'}, fmtPs(k.total_ps)), el('td', {class: 'num'}, fmtPs(k.mean_ps)),
+        el('td', {class: 'num'}, fmtPs(k.p50_ps)), el('td', {class: 'num'}, fmtPs(k.p99_ps)),
+        el('td', {class: 'num'}, k.achieved_tflops ? k.achieved_tflops.toFixed(1) : '-'),
+        el('td', {title: k.insight.verdict_text}, k.insight.verdict_text || k.insight.verdict)));
+  }
+  return t;
+}
+
+// Posts the trace to a Perfetto UI (its postMessage protocol: PING until PONG, then the
+// trace's bytes), so that a self-hosted UI opens it without a file dialog.
+async function openInPerfetto(url, id, msg) {
+  msg.textContent = 'exporting…';
+  const res = await fetch(`/api/v1/captures/${enc(id)}/export?format=perfetto`);
+  if (!res.ok) { msg.textContent = `export failed: ${res.status}`; return; }
+  const buffer = await res.arrayBuffer();
+  const win = window.open(url);
+  if (!win) { msg.textContent = 'the browser blocked the new window'; return; }
+  const origin = new URL(url).origin;
+  let tries = 0;
+  const ping = setInterval(() => {
+    if (++tries > 100) { clearInterval(ping); msg.textContent = `no answer from ${url}`; return; }
+    win.postMessage('PING', origin);
+  }, 100);
+  window.addEventListener('message', function onPong(ev) {
+    if (ev.source !== win || ev.data !== 'PONG') return;
+    clearInterval(ping);
+    window.removeEventListener('message', onPong);
+    win.postMessage({perfetto: {buffer, title: id, fileName: `${id}.pftrace`}}, origin);
+    msg.textContent = `sent ${P.fmtCount(buffer.byteLength)} bytes to ${origin}`;
+  });
+}
+
+pages.capture = async (id, main) => {
+  const {el, api, fmtTime, fmtNs, fmtCount} = P;
+  const [c, ui] = await Promise.all([api(`/api/v1/captures/${enc(id)}`), api('/api/v1/ui')]);
+  const msg = el('span', {class: 'muted'});
+  const exp = (f, label) => el('a', {href: `/api/v1/captures/${enc(id)}/export?format=${f}`, download: ''}, label);
+  main.append(el('h1', {}, `Capture ${c.id} `, P.stateCell(c.status)),
+      el('div', {class: 'muted'}, `${fmtTime(c.start_ns)} · ${fmtNs(c.end_ns - c.start_ns)} · ${c.hosts} hosts · `,
+         `${c.chips} chips · ${fmtCount(c.events)} events · ${labelsText(c.labels)}`),
+      el('div', {class: 'row', id: 'exports'}, 'Export:', exp('perfetto', 'Perfetto'), exp('chrome-json', 'Chrome JSON'),
+         exp('xprof', 'XProf session (.tar)'),
+         el('button', {onclick: () => openInPerfetto(ui.perfetto_ui, id, msg)}, 'Open in Perfetto'), msg));
+
+  main.append(el('h2', {}, 'Hosts'));
+  const hosts = el('table', {id: 'hosts'}, el('tr', {}, el('th', {}, 'Host'), el('th', {}, 'State'),
+      ['Clock correction', '±', 'Drift (ppm)', 'Events'].map((h) => el('th', {class: 'num'}, h)), el('th', {}, 'Error')));
+  for (const h of c.hosts_detail) {
+    hosts.append(el('tr', {}, el('td', {}, h.host), el('td', {}, P.stateCell(h.status)),
+        el('td', {class: 'num'}, fmtNs(h.clock_offset_ns)), el('td', {class: 'num'}, fmtNs(h.clock_uncertainty_ns)),
+        el('td', {class: 'num'}, (h.clock_drift_ppb / 1000).toFixed(2)), el('td', {class: 'num'}, fmtCount(h.events)),
+        el('td', {}, h.error)));
+  }
+  main.append(hosts);
+
+  const [kernels, stragglers] = await Promise.all([
+    api(`/api/v1/captures/${enc(id)}/kernels?top=15`), api(`/api/v1/captures/${enc(id)}/stragglers`)]);
+  main.append(el('h2', {}, 'Top kernels'), kernelTable(kernels.rows, id));
+
+  const worst = stragglers.stragglers[0];
+  main.append(el('h2', {}, 'Pod timeline'),
+      el('div', {class: 'legend'}, 'Scroll to zoom, drag to pan, double-click to reset. ',
+         worst ? el('span', {class: 'straggler'}, `Straggler: ${worst.host} chip ${worst.chip} (last at ${worst.times_last} of ${worst.instances} collectives)`) : 'No collectives.'));
+  const tl = el('div', {id: 'timeline'});
+  main.append(tl);
+  P.timeline = new P.PodTimeline(tl, c, worst);
+  await P.timeline.load();
+
+  main.append(el('h2', {}, 'Collective waits per chip and step'));
+  const hm = el('div', {id: 'heatmap'});
+  main.append(hm);
+  P.heatmap = new P.WaitHeatmap(hm, await api(`/api/v1/captures/${enc(id)}/waits`));
+};
+
+function textBlock(title, text) {
+  return text ? [P.el('h2', {}, title), P.el('pre', {}, text)] : [];
+}
+
+// p50 and p99 over time; a point is a regression (marked) when its p50 moved past the
+// previous capture's by more than 5% and past that capture's p90, `podprof diff`'s rule.
+function historyChart(where, points) {
+  const xs = points.map((p) => p.start_ns / 1e9);
+  const p50 = points.map((p) => p.p50_ps / 1e6), p99 = points.map((p) => p.p99_ps / 1e6);
+  const reg = points.map((p, i) => (i > 0 && p.p50_ps > points[i - 1].p50_ps * 1.05 &&
+                                     p.p50_ps > points[i - 1].p90_ps) ? p.p50_ps / 1e6 : null);
+  const width = Math.max(400, Math.min(1100, where.clientWidth || 900));
+  const chart = new uPlot({
+    width, height: 260, scales: {x: {time: true}},
+    series: [{}, {label: 'p50 (us)', stroke: '#2f6fdf', points: {show: true, size: 7}},
+             {label: 'p99 (us)', stroke: '#b26a00', points: {show: true, size: 7}},
+             {label: 'regression', stroke: '#c62828', paths: () => null, points: {show: true, size: 12, fill: '#c62828'}}],
+    axes: [{}, {label: 'us'}],
+  }, [xs, p50, p99, reg], where);
+  return chart;
+}
+
+pages.kernel = async (name, main) => {
+  const {el, api, fmtPs, fmtCount} = P;
+  const q = new URLSearchParams(location.search);
+  const args = new URLSearchParams();
+  if (q.get('capture')) args.set('capture', q.get('capture'));
+  if (q.get('module')) args.set('module', q.get('module'));
+  const k = await api(`/api/v1/kernels/${enc(name)}?${args}`);
+  const d = k.kernel;
+  main.append(el('h1', {}, `Kernel ${d.op_name}`),
+      el('div', {class: 'muted'}, `module ${d.module || '-'} · ${d.category} · program ${d.program_id}`,
+         d.custom_call_target ? ` · custom call ${d.custom_call_target}` : '',
+         ' · in ', el('a', {href: `/captures/${enc(k.capture_id)}`}, k.capture_id)),
+      el('div', {class: 'card'}, k.rollup.insight.verdict_text || k.rollup.insight.verdict));
+  if (d.source) main.append(el('div', {}, 'source ', el('code', {}, d.source)));
+  main.append(...textBlock('HLO', d.hlo_text), ...textBlock('MLIR', d.mlir),
+      ...textBlock('Op path and stack', [d.tf_op, d.source_stack].filter(Boolean).join('\n')));
+
+  main.append(el('h2', {}, 'Per chip'));
+  const t = el('table', {id: 'per-chip'}, el('tr', {}, el('th', {}, 'Host'), el('th', {class: 'num'}, 'Chip'),
+      ['Count', 'Mean', 'P50', 'P99', 'Max'].map((h) => el('th', {class: 'num'}, h)), el('th', {}, 'Verdict')));
+  const perChip = [...k.per_chip].sort((a, b) => a.host.localeCompare(b.host) || a.chip - b.chip);
+  for (const r of perChip) {
+    t.append(el('tr', {}, el('td', {}, r.host), el('td', {class: 'num'}, r.chip), el('td', {class: 'num'}, fmtCount(r.count)),
+        el('td', {class: 'num'}, fmtPs(r.mean_ps)), el('td', {class: 'num'}, fmtPs(r.p50_ps)),
+        el('td', {class: 'num'}, fmtPs(r.p99_ps)), el('td', {class: 'num'}, fmtPs(r.max_ps)),
+        el('td', {}, r.insight.verdict_text || r.insight.verdict)));
+  }
+  main.append(t);
+
+  const h = await api(`/api/v1/kernels/${enc(name)}/history?module=${enc(d.module)}`);
+  main.append(el('h2', {}, `History over ${h.points.length} captures`));
+  const chart = el('div', {id: 'history'});
+  main.append(chart);
+  P.historyPoints = h.points;
+  P.historyChart = historyChart(chart, h.points);
+};
+
+pages.diff = async (m, main) => {
+  const {el, api, fmtPs} = P;
+  const q = new URLSearchParams(location.search);
+  const caps = (await api('/api/v1/captures?limit=200')).captures;
+  const pick = (name, value) => el('select', {name}, caps.map((c) =>
+      el('option', {value: c.id, selected: c.id === value}, `${c.id} (${c.status})`)));
+  const form = el('form', {class: 'row card', method: 'get', action: '/diff'},
+      'baseline', pick('baseline', q.get('baseline') || (caps[1] || {}).id),
+      'candidate', pick('candidate', q.get('candidate') || (caps[0] || {}).id),
+      el('label', {}, 'threshold ', el('input', {name: 'threshold', value: q.get('threshold') || '0.05', size: 5})),
+      el('button', {type: 'submit'}, 'Compare'));
+  main.append(el('h1', {}, 'Diff'), form);
+  if (!q.get('baseline') || !q.get('candidate')) return;
+  const r = await api(`/api/v1/diff?${new URLSearchParams({baseline: q.get('baseline'), candidate: q.get('candidate'), threshold: q.get('threshold') || '0.05'})}`);
+  main.append(el('p', {id: 'diff-summary'}, `${r.regression_count} regressions at a ${(r.threshold * 100).toFixed(0)}% threshold · `,
+      el('a', {href: `/api/v1/diff?${new URLSearchParams({baseline: r.baseline, candidate: r.candidate, format: 'csv'})}`}, 'CSV')));
+  const change = (d, v) => !d.baseline ? 'new' : !d.candidate ? 'gone' : `${v >= 0 ? '+' : ''}${(v * 100).toFixed(1)}%`;
+  const t = el('table', {id: 'diff'}, el('tr', {}, el('th', {}, 'Kernel'), el('th', {}, 'Module'),
+      ['Base mean', 'Cand mean', 'Δmean', 'Base p99', 'Cand p99', 'Δp99'].map((h) => el('th', {class: 'num'}, h)), el('th', {}, '')));
+  for (const d of r.deltas) {
+    t.append(el('tr', {class: d.regression ? 'regression' : null},
+        el('td', {}, el('a', {href: `/kernels/${enc(d.kernel)}?capture=${enc(r.candidate)}&module=${enc(d.module)}`}, d.kernel)),
+        el('td', {}, d.module || '-'),
+        el('td', {class: 'num'}, d.baseline ? fmtPs(d.baseline.mean_ps) : '-'),
+        el('td', {class: 'num'}, d.candidate ? fmtPs(d.candidate.mean_ps) : '-'),
+        el('td', {class: 'num'}, change(d, d.mean_change)),
+        el('td', {class: 'num'}, d.baseline ? fmtPs(d.baseline.p99_ps) : '-'),
+        el('td', {class: 'num'}, d.candidate ? fmtPs(d.candidate.p99_ps) : '-'),
+        el('td', {class: 'num'}, change(d, d.p99_change)),
+        el('td', {}, d.regression ? 'REGRESSION' : '')));
+  }
+  main.append(t);
+};
+})();

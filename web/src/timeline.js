@@ -1,0 +1,321 @@
+// The pod timeline (hosts x chips as tracks, kernels on the corrected clock, counters under
+// each chip, collectives linked across chips, the straggler marked) and the collective waits
+// heatmap, drawn on canvases by our own code. The timeline asks the aggregator for the visible
+// window at the canvas's width after every zoom or pan, so it never holds more than a screen
+// of detail: slices a pixel wide or more, per-pixel busy fractions below that.
+(() => {
+'use strict';
+const P = window.podprof = window.podprof || {};
+
+const LABEL_W = 130, AXIS_H = 22, ROW_H = 16, COUNTER_H = 12, HOST_GAP = 6;
+const ROW_BG = '#f3f4f7', BG = '#ffffff';
+
+function kernelColor(name) {
+  let h = 0;
+  for (let i = 0; i < name.length; i++) h = (h * 31 + name.charCodeAt(i)) >>> 0;
+  return `hsl(${h % 360}, 62%, 50%)`;
+}
+
+function niceStep(span, target) {
+  const raw = span / target, p = Math.pow(10, Math.floor(Math.log10(raw)));
+  for (const m of [1, 2, 5, 10]) if (raw <= m * p) return m * p;
+  return 10 * p;
+}
+
+class PodTimeline {
+  constructor(container, capture, straggler) {
+    const {el} = P;
+    this.capture = capture;
+    this.length = Math.max(1, capture.end_ns - capture.start_ns);
+    this.view = {from: 0, to: this.length};
+    this.straggler = straggler;
+    this.counter = null;  // chosen once the first response lists the counters
+    this.select = el('select', {id: 'counter-select', onchange: () => { this.counter = this.select.value; this.load(); }});
+    this.canvas = el('canvas', {id: 'timeline-canvas'});
+    this.tip = el('div', {class: 'tooltip'});
+    this.status = el('span', {class: 'muted', id: 'timeline-status'});
+    container.append(el('div', {class: 'row legend'}, 'counter under each chip: ', this.select, this.status),
+                     el('div', {class: 'timeline-wrap'}, this.canvas, this.tip));
+    this.ctx = this.canvas.getContext('2d');
+    this.listen();
+    this.pending = null;
+    this.loads = 0;
+  }
+
+  plotWidth() { return Math.max(100, Math.round(this.canvas.clientWidth || 1000) - LABEL_W); }
+
+  async load() {
+    const width = this.plotWidth();
+    const q = new URLSearchParams({from_ns: Math.floor(this.view.from), to_ns: Math.ceil(this.view.to), width});
+    if (this.counter) q.set('counters', this.counter);
+    const seq = ++this.loads;
+    this.status.textContent = ' loading…';
+    const data = await P.api(`/api/v1/captures/${encodeURIComponent(this.capture.id)}/timeline?${q}`);
+    if (seq !== this.loads) return;  // a newer window was asked for meanwhile
+    if (this.counter === null) {
+      this.select.replaceChildren(P.el('option', {value: ''}, 'none'),
+                                  ...data.counters.map((c) => P.el('option', {value: c}, c)));
+      this.counter = data.counters.includes('mxu_busy') ? 'mxu_busy' : '';
+      this.select.value = this.counter;
+      if (this.counter) return this.load();
+    }
+    this.data = data;
+    this.index();
+    this.draw();
+    this.status.textContent = ` ${P.fmtNs(this.view.from)} – ${P.fmtNs(this.view.to)} of ${P.fmtNs(this.length)}`;
+  }
+
+  // Per track: bins by pixel, for hovering.
+  index() {
+    for (const t of this.data.tracks) {
+      t.binAt = new Map();
+      for (let i = 0; i < t.bins.length; i += 3) t.binAt.set(t.bins[i], i);
+    }
+  }
+
+  trackHeight() { return ROW_H + (this.counter ? COUNTER_H : 0) + 2; }
+
+  // The top of track `i`'s kernel row, in CSS pixels.
+  trackY(i) {
+    const tracks = this.data.tracks;
+    let hostBreaks = 0;
+    for (let j = 1; j <= i; j++) if (tracks[j].host !== tracks[j - 1].host) hostBreaks++;
+    return AXIS_H + i * this.trackHeight() + hostBreaks * HOST_GAP;
+  }
+
+  // ns from the capture's start -> x in CSS pixels, for the current view.
+  xOf(t) { return LABEL_W + (t - this.view.from) / (this.view.to - this.view.from) * this.plotWidth(); }
+  tOf(x) { return this.view.from + (x - LABEL_W) / this.plotWidth() * (this.view.to - this.view.from); }
+
+  draw() {
+    const d = this.data, tracks = d.tracks;
+    const cssW = this.canvas.clientWidth || 1000;
+    const cssH = tracks.length ? this.trackY(tracks.length - 1) + this.trackHeight() + 4 : 60;
+    const dpr = window.devicePixelRatio || 1;
+    this.canvas.width = Math.round(cssW * dpr);
+    this.canvas.height = Math.round(cssH * dpr);
+    this.canvas.style.height = `${cssH}px`;
+    const c = this.ctx;
+    c.setTransform(dpr, 0, 0, dpr, 0, 0);
+    c.fillStyle = BG;
+    c.fillRect(0, 0, cssW, cssH);
+    this.drawAxis(c, cssW);
+    let counterMax = 0;
+    for (const t of tracks) {
+      const pts = (t.counters || {})[this.counter] || [];
+      for (let i = 2; i < pts.length; i += 3) counterMax = Math.max(counterMax, pts[i]);
+    }
+    const links = new Map();
+    tracks.forEach((t, i) => this.drawTrack(c, t, i, counterMax, links));
+    this.drawLinks(c, links);
+  }
+
+  drawAxis(c, cssW) {
+    const span = this.view.to - this.view.from, step = niceStep(span, 8);
+    c.fillStyle = '#6b7383';
+    c.font = '11px system-ui, sans-serif';
+    c.strokeStyle = '#e6e8ee';
+    for (let t = Math.ceil(this.view.from / step) * step; t <= this.view.to; t += step) {
+      const x = this.xOf(t);
+      c.beginPath(); c.moveTo(x, AXIS_H - 4); c.lineTo(x, AXIS_H); c.stroke();
+      c.fillText(P.fmtNs(t), x + 2, AXIS_H - 8);
+    }
+  }
+
+  drawTrack(c, t, i, counterMax, links) {
+    const d = this.data, y = this.trackY(i), w = this.plotWidth();
+    const straggler = this.straggler && t.host === this.straggler.host && t.chip === this.straggler.chip;
+    c.fillStyle = straggler ? '#c62828' : '#1d2330';
+    c.font = `${straggler ? 'bold ' : ''}11px system-ui, sans-serif`;
+    c.fillText(`${straggler ? '⚑ ' : ''}${t.host} / ${t.chip}`, 4, y + ROW_H - 4);
+    c.fillStyle = ROW_BG;
+    c.fillRect(LABEL_W, y, w, ROW_H);
+    c.save();
+    c.beginPath(); c.rect(LABEL_W, y, w, this.trackHeight()); c.clip();
+    const pxW = d.ns_per_px / (this.view.to - this.view.from) * w;  // a data pixel on screen
+    for (let k = 0; k < t.bins.length; k += 3) {
+      const x = this.xOf(d.from_ns + t.bins[k] * d.ns_per_px), h = Math.max(1, ROW_H * t.bins[k + 1] / 1000);
+      c.fillStyle = kernelColor(d.kernels[t.bins[k + 2]].name);
+      c.fillRect(x, y + ROW_H - h, Math.max(1, pxW), h);
+    }
+    c.font = '10px system-ui, sans-serif';
+    for (let k = 0; k < t.slices.length; k += 4) {
+      const t0 = d.from_ns + t.slices[k], x0 = this.xOf(t0), x1 = this.xOf(t0 + t.slices[k + 1]);
+      const name = d.kernels[t.slices[k + 2]].name;
+      c.fillStyle = kernelColor(name);
+      c.fillRect(x0, y, Math.max(1, x1 - x0), ROW_H);
+      if (x1 - x0 > 40) {
+        c.fillStyle = '#fff';
+        c.fillText(name, Math.max(x0, LABEL_W) + 3, y + ROW_H - 4, x1 - Math.max(x0, LABEL_W) - 6);
+      }
+      const coll = t.slices[k + 3];
+      if (coll) {
+        if (!links.has(coll)) links.set(coll, []);
+        links.get(coll).push([x0, y + ROW_H / 2]);
+      }
+    }
+    if (this.counter && counterMax > 0) {
+      const pts = (t.counters || {})[this.counter] || [], cy = y + ROW_H + 1;
+      c.fillStyle = '#7b8794';
+      for (let k = 0; k < pts.length; k += 3) {
+        const x = this.xOf(d.from_ns + pts[k] * d.ns_per_px);
+        const hi = COUNTER_H * pts[k + 2] / counterMax, lo = COUNTER_H * pts[k + 1] / counterMax;
+        c.fillRect(x, cy + COUNTER_H - hi, Math.max(1, pxW), Math.max(1, hi - lo));
+      }
+    }
+    c.restore();
+  }
+
+  // A line through the slices of each collective, chip to chip: who started late shows as a
+  // slant.
+  drawLinks(c, links) {
+    if (links.size === 0 || links.size > 3000) return;
+    c.save();
+    c.beginPath(); c.rect(LABEL_W, AXIS_H, this.plotWidth(), this.canvas.height); c.clip();
+    c.strokeStyle = 'rgba(40, 40, 60, 0.35)';
+    c.lineWidth = 1;
+    for (const pts of links.values()) {
+      if (pts.length < 2) continue;
+      pts.sort((a, b) => a[1] - b[1]);
+      c.beginPath();
+      c.moveTo(pts[0][0], pts[0][1]);
+      for (const [x, y] of pts.slice(1)) c.lineTo(x, y);
+      c.stroke();
+    }
+    c.restore();
+  }
+
+  // What is under (x, y): a track and its slice or pixel.
+  hit(x, y) {
+    if (!this.data || x < LABEL_W) return null;
+    const d = this.data, t = this.tOf(x);
+    for (let i = 0; i < d.tracks.length; i++) {
+      const ty = this.trackY(i);
+      if (y < ty || y >= ty + ROW_H) continue;
+      const tr = d.tracks[i], rel = t - d.from_ns;
+      for (let k = 0; k < tr.slices.length; k += 4) {
+        if (rel >= tr.slices[k] && rel < tr.slices[k] + tr.slices[k + 1]) {
+          const kd = d.kernels[tr.slices[k + 2]];
+          return `${tr.host} chip ${tr.chip}\n${kd.name} (${kd.module})\n${P.fmtNs(tr.slices[k + 1])} at ${P.fmtNs(d.from_ns + tr.slices[k])}`;
+        }
+      }
+      const b = tr.binAt.get(Math.floor(rel / d.ns_per_px));
+      if (b !== undefined) {
+        return `${tr.host} chip ${tr.chip}\n${(tr.bins[b + 1] / 10).toFixed(1)}% busy over ${P.fmtNs(d.ns_per_px)}\nmostly ${d.kernels[tr.bins[b + 2]].name}`;
+      }
+      return `${tr.host} chip ${tr.chip}: idle`;
+    }
+    return null;
+  }
+
+  zoom(factor, atX) {
+    const t = this.tOf(atX), span = Math.min(this.length, Math.max(1000, (this.view.to - this.view.from) * factor));
+    let from = t - (t - this.view.from) * span / (this.view.to - this.view.from);
+    from = Math.max(0, Math.min(this.length - span, from));
+    this.view = {from, to: from + span};
+    this.changed();
+  }
+
+  // Redraws what is held at once, then asks for the new window's detail.
+  changed() {
+    if (this.data) this.draw();
+    clearTimeout(this.pending);
+    this.pending = setTimeout(() => this.load().catch((e) => { this.status.textContent = ` ${e.message}`; }), 120);
+  }
+
+  listen() {
+    const cv = this.canvas;
+    const pos = (ev) => { const r = cv.getBoundingClientRect(); return [ev.clientX - r.left, ev.clientY - r.top]; };
+    cv.addEventListener('wheel', (ev) => {
+      ev.preventDefault();
+      this.zoom(ev.deltaY > 0 ? 1.25 : 0.8, pos(ev)[0]);
+    }, {passive: false});
+    let drag = null;
+    cv.addEventListener('mousedown', (ev) => { drag = {x: pos(ev)[0], view: {...this.view}}; cv.style.cursor = 'grabbing'; });
+    window.addEventListener('mouseup', () => { if (drag) { drag = null; cv.style.cursor = ''; } });
+    cv.addEventListener('mousemove', (ev) => {
+      const [x, y] = pos(ev);
+      if (drag) {
+        const span = drag.view.to - drag.view.from;
+        let from = drag.view.from - (x - drag.x) / this.plotWidth() * span;
+        from = Math.max(0, Math.min(this.length - span, from));
+        this.view = {from, to: from + span};
+        return this.changed();
+      }
+      const text = this.hit(x, y);
+      this.tip.style.display = text ? 'block' : 'none';
+      if (text) {
+        this.tip.textContent = text;
+        this.tip.style.left = `${x + 12}px`;
+        this.tip.style.top = `${y + 12}px`;
+      }
+    });
+    cv.addEventListener('mouseleave', () => { this.tip.style.display = 'none'; });
+    cv.addEventListener('dblclick', () => { this.view = {from: 0, to: this.length}; this.changed(); });
+  }
+}
+
+// Chips down, steps across; the darker the cell, the longer the chip waited in collectives
+// for the last chip to arrive in that step.
+class WaitHeatmap {
+  constructor(container, data) {
+    const {el} = P;
+    this.data = data;
+    this.canvas = el('canvas', {id: 'heatmap-canvas'});
+    this.tip = el('div', {class: 'tooltip'});
+    container.append(el('div', {class: 'timeline-wrap'}, this.canvas, this.tip));
+    this.draw();
+    this.canvas.addEventListener('mousemove', (ev) => this.hover(ev));
+    this.canvas.addEventListener('mouseleave', () => { this.tip.style.display = 'none'; });
+  }
+
+  cell() {
+    const steps = this.data.steps.length || 1;
+    return {w: Math.max(2, ((this.canvas.clientWidth || 1000) - LABEL_W) / steps), h: 12};
+  }
+
+  draw() {
+    const d = this.data, {w, h} = this.cell();
+    const cssW = this.canvas.clientWidth || 1000, cssH = AXIS_H + d.chips.length * h + 4;
+    const dpr = window.devicePixelRatio || 1;
+    this.canvas.width = Math.round(cssW * dpr);
+    this.canvas.height = Math.round(cssH * dpr);
+    this.canvas.style.height = `${cssH}px`;
+    const c = this.canvas.getContext('2d');
+    c.setTransform(dpr, 0, 0, dpr, 0, 0);
+    c.fillStyle = BG;
+    c.fillRect(0, 0, cssW, cssH);
+    let max = 0;
+    for (const row of d.wait_ns) for (const v of row) max = Math.max(max, v);
+    c.font = '10px system-ui, sans-serif';
+    c.fillStyle = '#6b7383';
+    c.fillText(`steps 1–${d.steps.length}; darkest ${P.fmtNs(max)} waiting`, LABEL_W, AXIS_H - 8);
+    d.chips.forEach((chip, i) => {
+      const y = AXIS_H + i * h;
+      c.fillStyle = '#1d2330';
+      c.fillText(`${chip.host} / ${chip.chip}`, 4, y + h - 2);
+      d.wait_ns[i].forEach((v, s) => {
+        const f = max > 0 ? v / max : 0;
+        c.fillStyle = `rgb(${255 - Math.round(f * 57)}, ${255 - Math.round(f * 215)}, ${255 - Math.round(f * 215)})`;
+        c.fillRect(LABEL_W + s * w, y, w - 1, h - 1);
+      });
+    });
+  }
+
+  hover(ev) {
+    const r = this.canvas.getBoundingClientRect(), x = ev.clientX - r.left, y = ev.clientY - r.top;
+    const {w, h} = this.cell(), i = Math.floor((y - AXIS_H) / h), s = Math.floor((x - LABEL_W) / w);
+    const d = this.data;
+    if (x < LABEL_W || i < 0 || i >= d.chips.length || s < 0 || s >= d.steps.length) {
+      this.tip.style.display = 'none';
+      return;
+    }
+    this.tip.textContent = `${d.chips[i].host} chip ${d.chips[i].chip}, step ${s + 1}\nwaited ${P.fmtNs(d.wait_ns[i][s])}`;
+    this.tip.style.display = 'block';
+    this.tip.style.left = `${x + 12}px`;
+    this.tip.style.top = `${y + 12}px`;
+  }
+}
+
+Object.assign(P, {PodTimeline, WaitHeatmap, kernelColor, TIMELINE_LAYOUT: {LABEL_W, AXIS_H, ROW_H}});
+})();
