@@ -158,7 +158,7 @@ bool WriteChunk(http::StreamWriter& w, const std::string& data) {
   return w.Write(absl::StrCat(size, data, "\r\n"));
 }
 
-// GET /api/v1/captures/{id}/export?format=perfetto|chrome-json|xprof (&from_ns, &to_ns,
+// GET /api/v1/captures/{id}/export?format=perfetto|chrome|xprof (&from_ns, &to_ns,
 // &hosts, &kernel as `podprof export` narrows): a download; XProf sessions as a tar of the
 // per-host .xplane.pb files under plugins/profile/<run>/.
 Response Export(const HttpApiSources& src, const Request& req) {
@@ -169,7 +169,7 @@ Response Export(const HttpApiSources& src, const Request& req) {
   if (format == "perfetto") {
     r.set_format(podprof::v1::EXPORT_FORMAT_PERFETTO);
     file += ".pftrace";
-  } else if (format == "chrome-json") {
+  } else if (format == "chrome") {
     r.set_format(podprof::v1::EXPORT_FORMAT_CHROME_JSON);
     file += ".json";
   } else if (format == "xprof") {
@@ -177,7 +177,7 @@ Response Export(const HttpApiSources& src, const Request& req) {
     file += "-xprof.tar";
   } else {
     return Response::Error(absl::InvalidArgumentError(
-        absl::StrCat("format='", format, "': use perfetto, chrome-json or xprof")));
+        absl::StrCat("format='", format, "': use perfetto, chrome or xprof")));
   }
   for (const char* name : {"from_ns", "to_ns"}) {
     absl::StatusOr<int64_t> v = IntParam(req, name, -1);
@@ -191,7 +191,7 @@ Response Export(const HttpApiSources& src, const Request& req) {
   if (!planned.ok()) return Response::Error(planned.status());
   *plan = *std::move(planned);
   Response res;
-  res.content_type = format == "chrome-json" ? "application/json" : "application/octet-stream";
+  res.content_type = format == "chrome" ? "application/json" : "application/octet-stream";
   res.headers.emplace_back("Content-Disposition", "attachment; filename=\"" + file + "\"");
   res.headers.emplace_back("Transfer-Encoding", "chunked");
   res.stream = [src, plan, tar = format == "xprof"](http::StreamWriter& w) {

@@ -283,6 +283,82 @@ TEST_F(PodTest, MetricsAndTheApiDuringAndAfterACapture) {
   EXPECT_EQ(HttpGet(agg + "/api/v1/captures/" + id + "/kernels?by=moon", P("n.json")).status, 400);
 }
 
+// The web pages and the API behind them: the page and its assets are built in; a diff, a
+// kernel and the exports answer exactly as `podprof diff`, `podprof kernel` and `podprof
+// export` do; the timeline refuses an empty window naming it.
+TEST_F(PodTest, TheWebPagesAndTheirApiAnswerAsTheCliDoes) {
+  StartPod({{0, 0, true}, {2'000'000, 0, true}});
+  const std::string agg =
+      absl::StrCat("http://127.0.0.1:", aggregator_->info()["http_port"].get<int>());
+  std::string a, b;
+  ASSERT_EQ(CaptureAndWatch(500, &a).status(), v1::CAPTURE_STATUS_COMPLETE);
+  ASSERT_EQ(CaptureAndWatch(500, &b).status(), v1::CAPTURE_STATUS_COMPLETE);
+
+  auto page = testing::Curl(absl::StrCat("-D ", P("page.h"), " ", agg, "/captures/", a), P("p"));
+  ASSERT_EQ(page.status, 200);
+  EXPECT_TRUE(absl::StrContains(page.body, "/assets/app.js")) << page.body;
+  const std::string headers = testing::ReadTestFile(P("page.h"));
+  EXPECT_TRUE(absl::StrContains(headers, "Content-Security-Policy: default-src 'self'")) << headers;
+  auto uplot = HttpGet(agg + "/assets/uPlot.min.js", P("u.js"));
+  EXPECT_EQ(uplot.status, 200);
+  EXPECT_GT(uplot.body.size(), 30'000u);
+  EXPECT_EQ(HttpGet(agg + "/assets/none.js", P("n")).status, 404);
+  EXPECT_EQ(HttpGet(agg + "/assets/index.html", P("n")).status, 404);
+  EXPECT_EQ(nlohmann::json::parse(HttpGet(agg + "/api/v1/ui", P("ui")).body)["operator"], true);
+
+  auto diff = HttpGet(agg + "/api/v1/diff?format=csv&baseline=" + a + "&candidate=" + b, P("d"));
+  ASSERT_EQ(diff.status, 200);
+  auto cli = RunPodprof(absl::StrCat("diff ", a, " ", b, " --format csv --aggregator ", agg_addr_));
+  ASSERT_EQ(cli.exit_code, 0) << cli.err;
+  EXPECT_EQ(diff.body, cli.out);
+  auto kernel = HttpGet(agg + "/api/v1/kernels/flash_attention?capture=" + b, P("k"));
+  ASSERT_EQ(kernel.status, 200);
+  cli = RunPodprof(absl::StrCat("kernel flash_attention --capture ", b,
+                                " --format json --aggregator ", agg_addr_));
+  ASSERT_EQ(cli.exit_code, 0) << cli.err;
+  EXPECT_EQ(nlohmann::json::parse(kernel.body), nlohmann::json::parse(cli.out));
+  EXPECT_EQ(nlohmann::json::parse(kernel.body)["history"].size(), 2u);
+
+  // Downloads: the Perfetto trace byte for byte as `podprof export` writes it; the XProf
+  // session as a tar of one XSpace per host, which `podprof inspect` reads.
+  auto trace = HttpGet(agg + "/api/v1/captures/" + a + "/export?format=perfetto", P("t.pftrace"));
+  ASSERT_EQ(trace.status, 200);
+  cli =
+      RunPodprof(absl::StrCat("export ", a, " -o ", P("cli.pftrace"), " --aggregator ", agg_addr_));
+  ASSERT_EQ(cli.exit_code, 0) << cli.err;
+  EXPECT_TRUE(trace.body == testing::ReadTestFile(P("cli.pftrace")));
+  auto json = HttpGet(agg + "/api/v1/captures/" + a + "/export?format=chrome", P("t.json"));
+  ASSERT_EQ(json.status, 200);
+  EXPECT_GT(nlohmann::json::parse(json.body)["traceEvents"].size(), 1000u);
+  ASSERT_EQ(HttpGet(agg + "/api/v1/captures/" + a + "/export?format=xprof", P("x.tar")).status,
+            200);
+  const fs::path untar = dir_ / "untar";
+  fs::create_directories(untar);
+  ASSERT_EQ(std::system(absl::StrCat("tar -xf ", P("x.tar"), " -C ", untar.string()).c_str()), 0);
+  std::vector<std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(untar)) {
+    if (e.is_regular_file()) files.push_back(e.path().filename().string());
+  }
+  std::sort(files.begin(), files.end());
+  ASSERT_EQ(files, (std::vector<std::string>{"host-0.xplane.pb", "host-1.xplane.pb"}));
+  for (const auto& e : fs::recursive_directory_iterator(untar)) {
+    if (!e.is_regular_file()) continue;
+    cli = RunPodprof("inspect " + e.path().string() + " --format json");
+    EXPECT_EQ(cli.exit_code, 0) << e.path() << cli.err;
+  }
+  EXPECT_EQ(HttpGet(agg + "/api/v1/captures/" + a + "/export?format=svg", P("n")).status, 400);
+
+  auto whole = HttpGet(agg + "/api/v1/captures/" + a + "/timeline?width=500", P("tl"));
+  ASSERT_EQ(whole.status, 200);
+  const nlohmann::json tl = nlohmann::json::parse(whole.body);
+  EXPECT_EQ(tl["tracks"].size(), 4u);  // 2 hosts x 2 chips
+  EXPECT_LE(tl["tracks"][0]["bins"].size(), 3u * 500);
+  auto empty = HttpGet(agg + "/api/v1/captures/" + a + "/timeline?from_ns=9&to_ns=9", P("e"));
+  EXPECT_EQ(empty.status, 400);
+  EXPECT_TRUE(absl::StrContains(empty.body, "from_ns=9 to_ns=9")) << empty.body;
+  EXPECT_EQ(HttpGet(agg + "/api/v1/captures/none/timeline", P("n")).status, 404);
+}
+
 // Kernel profiling across a v7x pod: one command asks every host for in-kernel counters; the
 // simulated hosts inject a kernel whose MXU waits on HBM (paged_attention) and a throttled chip
 // (host 1, chip 1, 30% of its clocks skipped), and the answers name both, per chip.

@@ -300,6 +300,22 @@ TEST_F(TlsTest, TheHttpApiHoldsTheSameRoles) {
   EXPECT_EQ(curl("viewer-bob", base + "/metrics").status, 200);
   EXPECT_NE(curl("", base + "/api/v1/captures").status, 200);          // no client certificate
   EXPECT_NE(curl("intruder", base + "/api/v1/captures").status, 200);  // another CA's
+  // The pages too; and they offer the start form to operators only.
+  EXPECT_NE(curl("", base + "/").status, 200);
+  EXPECT_NE(curl("", base + "/assets/app.js").status, 200);
+  EXPECT_EQ(curl("viewer-bob", base + "/captures/" + id).status, 200);
+  EXPECT_EQ(nlohmann::json::parse(curl("viewer-bob", base + "/api/v1/ui").body)["operator"], false);
+  EXPECT_EQ(nlohmann::json::parse(curl("ops-alice", base + "/api/v1/ui").body)["operator"], true);
+  EXPECT_EQ(curl("viewer-bob", "-X POST " + base + "/api/v1/captures/" + id + "/cancel").status,
+            403);
+  // Malformed and oversized requests get a 4xx, and the server serves on.
+  EXPECT_EQ(
+      curl("ops-alice", "-X POST --data-binary '{\"duration_ms\": ' " + base + "/api/v1/captures")
+          .status,
+      400);
+  EXPECT_EQ(curl("viewer-bob", base + "/api/v1/captures/" + id + "/timeline?width=99999").status,
+            400);
+  EXPECT_EQ(curl("viewer-bob", base + "/api/v1/captures/" + id).status, 200);
 }
 
 TEST_F(TlsTest, AnAgentCannotTakeOverAnotherHost) {

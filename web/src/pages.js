@@ -166,7 +166,7 @@ pages.capture = async (id, main) => {
   main.append(el('h1', {}, `Capture ${c.id} `, P.stateCell(c.status)),
       el('div', {class: 'muted'}, `${fmtTime(c.start_ns)} · ${fmtNs(c.end_ns - c.start_ns)} · ${c.hosts} hosts · `,
          `${c.chips} chips · ${fmtCount(c.events)} events · ${labelsText(c.labels)}`),
-      el('div', {class: 'row', id: 'exports'}, 'Export:', exp('perfetto', 'Perfetto'), exp('chrome-json', 'Chrome JSON'),
+      el('div', {class: 'row', id: 'exports'}, 'Export:', exp('perfetto', 'Perfetto'), exp('chrome', 'Chrome JSON'),
          exp('xprof', 'XProf session (.tar)'),
          el('button', {onclick: () => openInPerfetto(ui.perfetto_ui, id, msg)}, 'Open in Perfetto'), msg));
 
