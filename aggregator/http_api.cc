@@ -15,6 +15,7 @@
 #include "nlohmann/json.hpp"
 #include "report/format.h"
 #include "report/kernel_rows.h"
+#include "report/states.h"
 #include "web/pages.h"
 
 namespace podprof::aggregator {
@@ -215,7 +216,7 @@ Response Agents(const HttpApiSources& src, const Request& req) {
   for (const auto& a : src.agents->List({})) {
     out.push_back({{"host", a.host().host_name()},
                    {"address", a.host().agent_address()},
-                   {"state", podprof::v1::AgentState_Name(a.state())},
+                   {"state", report::AgentStateName(a.state())},
                    {"chips", a.host().chips_size()},
                    {"last_heartbeat_ns", a.last_heartbeat_ns()},
                    {"clock_offset_ns", a.clock().offset_ns()},

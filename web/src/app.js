@@ -81,7 +81,7 @@ async function route() {
 async function agentsLine() {
   try {
     const a = await api('/api/v1/agents');
-    const online = a.agents.filter((x) => x.state === 'AGENT_STATE_ONLINE').length;
+    const online = a.agents.filter((x) => x.state === 'online').length;
     document.getElementById('agents').textContent = `${online} of ${a.agents.length} agents online`;
   } catch (err) {
     document.getElementById('agents').textContent = '';
