@@ -64,25 +64,30 @@ Response Timeline(const HttpApiSources& src, const Request& req) {
   for (absl::string_view c : absl::StrSplit(Param(req, "counters"), ',', absl::SkipEmpty())) {
     w.counters.insert(std::string(c));
   }
+  // Only what the view draws is read: kernel lines, and the samples of the counters shown.
+  storage::HostSelection only = HostsParam(req);
+  only.line_kinds = {trace::LineKind::kOps, trace::LineKind::kGpuStream};
+  only.counter_samples = w.counters;
+  if (w.counters.count("auto") > 0) only.counter_samples->insert(AutoCounters().begin(), AutoCounters().end());
   TimelineView view(std::move(w));
-  absl::Status s = src.store->ForEachHost(row->id, HostsParam(req), [&](storage::StoredHost& h) {
+  absl::Status s = src.store->ForEachHost(row->id, only, [&](storage::StoredHost& h) {
     view.AddHost(h);
     return absl::OkStatus();
   });
   if (!s.ok()) return Response::Error(s);
-  Json j = view.Finish();
-  j["capture"] = row->id;
-  j["start_ns"] = row->start_ns;
-  j["from_ns"] = *from;
-  j["to_ns"] = *to;
-  return JsonResponse(j);
+  std::string text = view.Finish(
+      {{"capture", row->id}, {"start_ns", row->start_ns}, {"from_ns", *from}, {"to_ns", *to}});
+  return Response::Text(200, std::move(text) + "\n", "application/json");
 }
 
 Response Waits(const HttpApiSources& src, const Request& req) {
   absl::StatusOr<storage::CaptureRow> row = src.store->GetCapture(req.params.at("id"));
   if (!row.ok()) return Response::Error(row.status());
   WaitHeatmap heatmap(row->start_ns, row->end_ns);
-  absl::Status s = src.store->ForEachHost(row->id, HostsParam(req), [&](storage::StoredHost& h) {
+  storage::HostSelection only = HostsParam(req);
+  only.line_kinds = {trace::LineKind::kOps, trace::LineKind::kGpuStream, trace::LineKind::kSteps};
+  only.counter_samples.emplace();  // none
+  absl::Status s = src.store->ForEachHost(row->id, only, [&](storage::StoredHost& h) {
     heatmap.AddHost(h);
     return absl::OkStatus();
   });

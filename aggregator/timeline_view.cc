@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
 #include "export/nesting.h"
 #include "trace/columns.h"
 
@@ -18,11 +20,36 @@ int64_t EndNs(const trace::EventBlock& b, size_t i) {
   return b.base_ns + exporter::FloorDiv(b.start_ps[i] + b.duration_ps[i], 1000);
 }
 
+// Four significant digits: a counter row is 12 pixels high, and 0.7199999999999999 costs
+// eighteen bytes where 0.72 costs four.
+double Round(double v) {
+  if (v == 0 || !std::isfinite(v)) return v;
+  const double scale = std::pow(10.0, 3 - std::floor(std::log10(std::fabs(v))));
+  return std::round(v * scale) / scale;
+}
+
+// The first of AutoCounters() the host has; empty when none.
+std::string AutoCounter(const trace::HostCapture& c) {
+  for (const std::string& preferred : AutoCounters()) {
+    for (const trace::CounterSeries& s : c.counters) {
+      if (s.name == preferred) return s.name;
+    }
+  }
+  return "";
+}
+
 }  // namespace
+
+const std::vector<std::string>& AutoCounters() {
+  static const auto* names =
+      new std::vector<std::string>{"mxu_busy", "tpu.runtime.tensorcore.dutycycle.percent"};
+  return *names;
+}
 
 TimelineView::TimelineView(TimelineWindow window)
     : w_(std::move(window)),
-      ns_per_px_(static_cast<double>(w_.to_ns - w_.from_ns) / std::max(1, w_.width_px)) {}
+      ns_per_px_(static_cast<double>(w_.to_ns - w_.from_ns) / std::max(1, w_.width_px)),
+      auto_counter_(w_.counters.erase("auto") > 0) {}
 
 int TimelineView::KernelIndex(const trace::KernelDef& k) {
   auto [it, added] =
@@ -33,8 +60,9 @@ int TimelineView::KernelIndex(const trace::KernelDef& k) {
   return it->second;
 }
 
-Json TimelineView::KernelTrack(const trace::HostCapture& c, int chip) {
-  Json slices = Json::array();
+void TimelineView::KernelTrack(const trace::HostCapture& c, int chip,
+                               const std::vector<int>& kernel_of, std::string* out) {
+  std::string slices;
   // Per pixel: the time kernels covered it, and the kernel that covered the most of it in one go.
   std::vector<double> busy(w_.width_px, 0), best(w_.width_px, 0);
   std::vector<int> best_kernel(w_.width_px, -1);
@@ -44,7 +72,7 @@ Json TimelineView::KernelTrack(const trace::HostCapture& c, int chip) {
       const int64_t start = StartNs(b, i), end = EndNs(b, i);
       if (end <= w_.from_ns || start >= w_.to_ns) continue;
       const int64_t s = std::max(start, w_.from_ns), e = std::min(end, w_.to_ns);
-      const int kernel = KernelIndex(c.kernels[b.kernel[i]]);
+      const int kernel = kernel_of[b.kernel[i]];
       if (static_cast<double>(end - start) >= ns_per_px_) {
         int collective = 0;
         if (b.collective[i] != 0) {
@@ -52,9 +80,8 @@ Json TimelineView::KernelTrack(const trace::HostCapture& c, int chip) {
                            .emplace(b.collective[i], static_cast<int>(collective_index_.size()) + 1)
                            .first->second;
         }
-        for (int64_t v : {s - w_.from_ns, e - s, int64_t{kernel}, int64_t{collective}}) {
-          slices.push_back(v);
-        }
+        absl::StrAppend(&slices, slices.empty() ? "" : ",", s - w_.from_ns, ",", e - s, ",", kernel,
+                        ",", collective);
         continue;
       }
       // Narrower than a pixel: its time goes to the pixels it covers.
@@ -72,19 +99,21 @@ Json TimelineView::KernelTrack(const trace::HostCapture& c, int chip) {
       }
     }
   }
-  Json bins = Json::array();
+  std::string bins;
   for (int px = 0; px < w_.width_px; ++px) {
     if (busy[px] <= 0) continue;
     const int permille = static_cast<int>(std::lround(std::min(1.0, busy[px] / ns_per_px_) * 1000));
-    for (int v : {px, std::max(1, permille), best_kernel[px]}) bins.push_back(v);
+    absl::StrAppend(&bins, bins.empty() ? "" : ",", px, ",", std::max(1, permille), ",",
+                    best_kernel[px]);
   }
-  return {{"slices", std::move(slices)}, {"bins", std::move(bins)}};
+  absl::StrAppend(out, "\"slices\":[", slices, "],\"bins\":[", bins, "]");
 }
 
 // Gauges as each pixel's lowest and highest sample; running totals as their rate (per second)
 // between samples, by the pixel of the later one.
-Json TimelineView::CounterTracks(const trace::HostCapture& c, int chip) {
-  Json out = Json::object();
+void TimelineView::CounterTracks(const trace::HostCapture& c, int chip, std::string* out) {
+  absl::StrAppend(out, "\"counters\":{");
+  bool first = true;
   for (const trace::CounterSeries& s : c.counters) {
     if (s.chip != chip) continue;
     counter_names_.insert(s.name);
@@ -105,35 +134,55 @@ Json TimelineView::CounterTracks(const trace::HostCapture& c, int chip) {
       low[px] = std::min(low[px], v);
       high[px] = std::max(high[px], v);
     }
-    Json points = Json::array();
+    std::string points;
     for (int px = 0; px < w_.width_px; ++px) {
       if (low[px] > high[px]) continue;
-      points.push_back(px);
-      points.push_back(low[px]);
-      points.push_back(high[px]);
+      absl::StrAppend(&points, points.empty() ? "" : ",", px, ",", Round(low[px]), ",",
+                      Round(high[px]));
     }
-    out[s.name] = std::move(points);
+    absl::StrAppend(out, first ? "" : ",", Json(s.name).dump(), ":[", points, "]");
+    first = false;
   }
-  return out;
+  absl::StrAppend(out, "}");
 }
 
 void TimelineView::AddHost(storage::StoredHost& h) {
   // Series that arrived encoded hold no samples until decoded; a damaged one is left out.
   (void)trace::DecodeEncodedSeries(&h.capture);
+  if (auto_counter_ && !h.capture.counters.empty()) {
+    auto_counter_ = false;
+    const std::string picked = AutoCounter(h.capture);
+    if (!picked.empty()) w_.counters.insert(picked);
+  }
+  std::vector<int> kernel_of;  // the host's kernel definitions -> the response's
+  kernel_of.reserve(h.capture.kernels.size());
+  for (const trace::KernelDef& k : h.capture.kernels) kernel_of.push_back(KernelIndex(k));
+  // The tracks are written as text: a 64-host capture's first view holds about a million
+  // numbers, and a JSON value per number would cost more than reading them.
+  const std::string host = Json(h.row.host).dump();
   for (size_t ci = 0; ci < h.capture.host.chips.size(); ++ci) {
     const int chip = static_cast<int>(ci);
-    Json track = KernelTrack(h.capture, chip);
-    track["host"] = h.row.host;
-    track["chip"] = h.capture.host.chips[ci].ordinal;
-    track["counters"] = CounterTracks(h.capture, chip);
-    tracks_.push_back(std::move(track));
+    absl::StrAppend(&tracks_, tracks_.empty() ? "" : ",", "{\"host\":", host,
+                    ",\"chip\":", h.capture.host.chips[ci].ordinal, ",");
+    KernelTrack(h.capture, chip, kernel_of, &tracks_);
+    tracks_ += ",";
+    CounterTracks(h.capture, chip, &tracks_);
+    tracks_ += "}";
   }
 }
 
-Json TimelineView::Finish() {
-  return {{"from_ns", w_.from_ns},      {"to_ns", w_.to_ns},
-          {"ns_per_px", ns_per_px_},    {"kernels", std::move(kernels_)},
-          {"counters", counter_names_}, {"tracks", std::move(tracks_)}};
+std::string TimelineView::Finish(Json fields) {
+  // The caller's fields win (the page wants times from the capture's start).
+  fields.emplace("from_ns", w_.from_ns);
+  fields.emplace("to_ns", w_.to_ns);
+  fields["ns_per_px"] = ns_per_px_;
+  fields["kernels"] = std::move(kernels_);
+  fields["counters"] = counter_names_;
+  fields["counters_shown"] = w_.counters;
+  std::string out = fields.dump();
+  out.pop_back();  // the closing brace: the tracks go last
+  absl::StrAppend(&out, ",\"tracks\":[", tracks_, "]}");
+  return out;
 }
 
 void WaitHeatmap::AddHost(storage::StoredHost& h) {
@@ -164,7 +213,7 @@ Json WaitHeatmap::Finish() const {
     const int64_t span = std::max<int64_t>(1, (end_ns_ - start_ns_) / 16);
     for (int i = 0; i < 16; ++i) steps.emplace_back(i * span, (i + 1) * span);
   }
-  std::map<uint64_t, int64_t> last;  // collective -> the latest arrival
+  absl::flat_hash_map<uint64_t, int64_t> last;  // collective -> the latest arrival
   for (const ChipWaits& c : chips_) {
     for (const auto& [id, t] : c.arrivals) {
       auto [it, added] = last.emplace(id, t);

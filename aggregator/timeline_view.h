@@ -24,8 +24,13 @@ struct TimelineWindow {
   int64_t from_ns = 0, to_ns = 0;
   int width_px = 1000;  // 1..8192
   // Counter series to send per chip (by name); every chip's names are listed either way.
+  // "auto": the first of AutoCounters() the capture has.
   std::set<std::string> counters;
 };
+
+// The counters a page shows under each chip unless asked for others, by preference: the MXU's
+// busy fraction, then the TensorCore duty cycle.
+const std::vector<std::string>& AutoCounters();
 
 // Builds the response one host at a time (the store hands hosts over one by one).
 class TimelineView {
@@ -33,20 +38,24 @@ class TimelineView {
   explicit TimelineView(TimelineWindow window);
   void AddHost(storage::StoredHost& host);
   // {"from_ns", "to_ns", "ns_per_px", "kernels": [{name, module, category}], "counters":
-  //  [names], "tracks": [{"host", "chip", "slices": [start, duration, kernel, collective]...,
+  //  [names], "counters_shown": [names], "tracks": [{"host", "chip", "slices": [start, duration, kernel, collective]...,
   //  "bins": [px, busy_permille, kernel]..., "counters": {name: [px, low, high]...}}]}.
   // Times are ns from `from_ns`; `kernel` indexes "kernels"; `collective` is 0 for none, else
   // a number shared by the slices of one collective on different chips (in this response).
-  nlohmann::json Finish();
+  // As JSON text, with `fields` (an object) added at the top; theirs win over from_ns and to_ns.
+  std::string Finish(nlohmann::json fields = nlohmann::json::object());
 
  private:
   int KernelIndex(const trace::KernelDef& k);
-  nlohmann::json KernelTrack(const trace::HostCapture& c, int chip);
-  nlohmann::json CounterTracks(const trace::HostCapture& c, int chip);
+  // Append a track's "slices" and "bins", and its "counters", to `out`.
+  void KernelTrack(const trace::HostCapture& c, int chip, const std::vector<int>& kernel_of,
+                   std::string* out);
+  void CounterTracks(const trace::HostCapture& c, int chip, std::string* out);
 
-  const TimelineWindow w_;
+  TimelineWindow w_;
   const double ns_per_px_;
-  nlohmann::json tracks_ = nlohmann::json::array();
+  bool auto_counter_;  // "auto" not yet resolved: the first host with counters picks
+  std::string tracks_;  // the tracks written so far, JSON objects separated by commas
   nlohmann::json kernels_ = nlohmann::json::array();
   std::map<std::pair<std::string, std::string>, int> kernel_index_;
   std::map<uint64_t, int> collective_index_;

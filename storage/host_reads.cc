@@ -42,9 +42,11 @@ class HostReader {
   }
 
   // The host `h` of the capture (start and end are the capture's), its chips all listed but
-  // the timelines and counters read only of those whose ordinal `chips` holds (all if empty).
-  absl::Status Read(const HostRow& h, int64_t start_ns, int64_t end_ns, const std::set<int>& chips,
+  // the timelines and counters read only of those `only` selects (see HostSelection).
+  absl::Status Read(const HostRow& h, int64_t start_ns, int64_t end_ns, const HostSelection& only,
                     StoredHost* out) {
+    only_ = &only;
+    const std::set<int>& chips = only.chip_ordinals;
     out->row = h;
     out->capture.host.name = h.host;
     out->capture.host.profile_start_ns = start_ns;
@@ -88,6 +90,8 @@ class HostReader {
       b.chip = chip;
       b.line = blocks_->Text(0);
       b.kind = trace::LineKindOfName(b.line);
+      // A line not asked for is left in the file: its blob is never even read.
+      if (!only_->line_kinds.empty() && only_->line_kinds.count(b.kind) == 0) continue;
       b.base_ns = blocks_->Int(1);
       RETURN_IF_ERROR(trace::DecodeTimeline(blocks_->Blob(2), &b));
       // Stored kernel ids become indexes into this host's own kernel definitions.
@@ -105,9 +109,18 @@ class HostReader {
     while (true) {
       ASSIGN_OR_RETURN(bool more, counters_->Step());
       if (!more) break;
+      const std::string name = counters_->Text(0);
+      const auto& wanted = only_->counter_samples;
+      if (wanted.has_value() && wanted->count(name) == 0) {  // listed, without its samples
+        trace::CounterSeries named;
+        named.chip = chip;
+        named.name = name;
+        capture->counters.push_back(std::move(named));
+        continue;
+      }
       ASSIGN_OR_RETURN(trace::CounterSeries series, trace::DecodeCounters(counters_->Blob(1)));
       series.chip = chip;
-      series.name = counters_->Text(0);
+      series.name = name;
       capture->counters.push_back(std::move(series));
     }
     return absl::OkStatus();
@@ -136,6 +149,7 @@ class HostReader {
   }
 
   int64_t seq_;
+  const HostSelection* only_ = nullptr;  // of the Read in progress
   std::unique_ptr<Statement> chips_, blocks_, counters_, kernel_;
   std::map<uint32_t, uint32_t> local_;  // kernels.id -> index into the host's kernels
 };
@@ -156,7 +170,7 @@ absl::Status Store::ForEachHost(const std::string& capture_id, const HostSelecti
   for (const HostRow& h : row.host_rows) {
     if (!only.hosts.empty() && only.hosts.count(h.host) == 0) continue;
     StoredHost out;
-    RETURN_IF_ERROR(reader.Read(h, row.start_ns, row.end_ns, only.chip_ordinals, &out));
+    RETURN_IF_ERROR(reader.Read(h, row.start_ns, row.end_ns, only, &out));
     RETURN_IF_ERROR(fn(out));
   }
   return absl::OkStatus();

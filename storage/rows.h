@@ -181,6 +181,11 @@ struct StoredHost {
 struct HostSelection {
   std::set<std::string> hosts;  // by name; empty for every host
   std::set<int> chip_ordinals;  // empty for every chip
+  // Timelines of these kinds only; empty for every line. The others are not read at all.
+  std::set<trace::LineKind> line_kinds;
+  // When set, only these counter series come with their samples; the rest are listed by name
+  // with none (not read past their row).
+  std::optional<std::set<std::string>> counter_samples;
 };
 
 // How much one chip of a stored capture holds.

@@ -176,8 +176,13 @@ absl::StatusOr<std::unique_ptr<Connection>> Store::TakeReader() {
       return c;
     }
   }
-  if (read_only()) return Connection::OpenReadOnly(path_);
-  return Connection::Open(path_, false);
+  absl::StatusOr<std::unique_ptr<Connection>> c =
+      read_only() ? Connection::OpenReadOnly(path_) : Connection::Open(path_, false);
+  if (!c.ok()) return c;
+  // Readers map the file (up to 1 GiB) rather than read it a page per call: reading a pod's
+  // timelines (exports, the web timeline) is otherwise mostly system calls.
+  RETURN_IF_ERROR((*c)->Exec("PRAGMA mmap_size = 1073741824"));
+  return c;
 }
 
 void Store::ReturnReader(std::unique_ptr<Connection> c) {

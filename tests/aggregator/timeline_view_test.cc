@@ -59,7 +59,7 @@ TEST(TimelineViewTest, WideKernelsAreSlicesAndNarrowOnesFillPixels) {
   w.width_px = 100;
   TimelineView view(w);
   view.AddHost(h);
-  const nlohmann::json j = view.Finish();
+  const nlohmann::json j = nlohmann::json::parse(view.Finish());
   EXPECT_EQ(j["ns_per_px"], 10'000.0);
   ASSERT_EQ(j["tracks"].size(), 1u);
   const nlohmann::json& t = j["tracks"][0];
@@ -88,7 +88,7 @@ TEST(TimelineViewTest, AWindowClipsSlicesAndSpreadsANarrowKernelOverThePixelsItC
   w.width_px = 100;
   TimelineView view(w);
   view.AddHost(h);
-  const nlohmann::json j = view.Finish();
+  const nlohmann::json j = nlohmann::json::parse(view.Finish());
   const nlohmann::json& t = j["tracks"][0];
   ASSERT_EQ(t["slices"].size(), 4u);
   EXPECT_EQ(t["slices"][0], 0);  // clipped to the window
@@ -115,11 +115,33 @@ TEST(TimelineViewTest, CountersAskedForComeAsPixelRangesAndEveryNameIsListed) {
   w.counters = {"mxu_busy", "vdd_core_energy_nj"};
   TimelineView view(w);
   view.AddHost(h);
-  const nlohmann::json j = view.Finish();
+  const nlohmann::json j = nlohmann::json::parse(view.Finish());
   EXPECT_EQ(j["counters"], nlohmann::json({"mxu_busy", "vdd_core_energy_nj"}));
   const nlohmann::json& c = j["tracks"][0]["counters"];
   EXPECT_EQ(c["mxu_busy"], nlohmann::json({0, 0.2, 0.8, 1, 0.5, 0.5}));
   EXPECT_EQ(c["vdd_core_energy_nj"], nlohmann::json({1, 1e8, 1e8}));
+}
+
+TEST(TimelineViewTest, AutoShowsTheMxuBusyFractionWhereThereIsOne) {
+  storage::StoredHost h = Host("host-0", 1);
+  for (const char* name : {"vpu_busy", "mxu_busy"}) {
+    trace::CounterSeries s;
+    s.name = name;
+    s.time_ns = {kT0};
+    s.value = {0.5};
+    h.capture.counters.push_back(s);
+  }
+  TimelineWindow w;
+  w.from_ns = kT0;
+  w.to_ns = kT0 + 1'000;
+  w.width_px = 10;
+  w.counters = {"auto"};
+  TimelineView view(w);
+  view.AddHost(h);
+  const nlohmann::json j = nlohmann::json::parse(view.Finish({{"from_ns", 0}}));
+  EXPECT_EQ(j["from_ns"], 0);  // the caller's
+  EXPECT_EQ(j["counters_shown"], nlohmann::json({"mxu_busy"}));
+  EXPECT_EQ(j["tracks"][0]["counters"], nlohmann::json({{"mxu_busy", {0, 0.5, 0.5}}}));
 }
 
 TEST(WaitHeatmapTest, EachChipWaitsForTheLastArrivalInItsStep) {

@@ -181,23 +181,24 @@ pages.capture = async (id, main) => {
   }
   main.append(hosts);
 
-  const [kernels, stragglers] = await Promise.all([
-    api(`/api/v1/captures/${enc(id)}/kernels?top=15`), api(`/api/v1/captures/${enc(id)}/stragglers`)]);
-  main.append(el('h2', {}, 'Top kernels'), kernelTable(kernels.rows, id));
+  // Everything else at once: the kernels, stragglers and waits while the timeline loads.
+  const kernelsP = api(`/api/v1/captures/${enc(id)}/kernels?top=15`);
+  const stragglersP = api(`/api/v1/captures/${enc(id)}/stragglers`);
+  const waitsP = api(`/api/v1/captures/${enc(id)}/waits`);
+  const kernelsAt = el('div'), timelineAt = el('div', {id: 'timeline'}), hm = el('div', {id: 'heatmap'});
+  const legend = el('div', {class: 'legend'}, 'Scroll to zoom, drag to pan, double-click to reset. ');
+  main.append(el('h2', {}, 'Top kernels'), kernelsAt, el('h2', {}, 'Pod timeline'), legend, timelineAt,
+              el('h2', {}, 'Collective waits per chip and step'), hm);
+  // The timeline starts at once; the straggler is marked on it when the report arrives.
+  P.timeline = new P.PodTimeline(timelineAt, c, null);
+  const timelineP = P.timeline.load();
+  const worst = (await stragglersP).stragglers[0];
+  legend.append(worst ? el('span', {class: 'straggler'}, `Straggler: ${worst.host} chip ${worst.chip} (last at ${worst.times_last} of ${worst.instances} collectives)`) : 'No collectives.');
+  P.timeline.setStraggler(worst);
+  kernelsAt.append(kernelTable((await kernelsP).rows, id));
+  P.heatmap = new P.WaitHeatmap(hm, await waitsP);
+  await timelineP;
 
-  const worst = stragglers.stragglers[0];
-  main.append(el('h2', {}, 'Pod timeline'),
-      el('div', {class: 'legend'}, 'Scroll to zoom, drag to pan, double-click to reset. ',
-         worst ? el('span', {class: 'straggler'}, `Straggler: ${worst.host} chip ${worst.chip} (last at ${worst.times_last} of ${worst.instances} collectives)`) : 'No collectives.'));
-  const tl = el('div', {id: 'timeline'});
-  main.append(tl);
-  P.timeline = new P.PodTimeline(tl, c, worst);
-  await P.timeline.load();
-
-  main.append(el('h2', {}, 'Collective waits per chip and step'));
-  const hm = el('div', {id: 'heatmap'});
-  main.append(hm);
-  P.heatmap = new P.WaitHeatmap(hm, await api(`/api/v1/captures/${enc(id)}/waits`));
 };
 
 function textBlock(title, text) {

@@ -10,10 +10,51 @@ const P = window.podprof = window.podprof || {};
 const LABEL_W = 130, AXIS_H = 22, ROW_H = 16, COUNTER_H = 12, HOST_GAP = 6;
 const ROW_BG = '#f3f4f7', BG = '#ffffff';
 
-function kernelColor(name) {
+function kernelHue(name) {
   let h = 0;
   for (let i = 0; i < name.length; i++) h = (h * 31 + name.charCodeAt(i)) >>> 0;
-  return `hsl(${h % 360}, 62%, 50%)`;
+  return h % 360;
+}
+function kernelColor(name) { return `hsl(${kernelHue(name)}, 62%, 50%)`; }
+
+// The same colour as one pixel of an ImageData (RGBA bytes, little-endian: 0xAABBGGRR).
+function kernelPixel(name) {
+  const h = kernelHue(name) / 360, s = 0.62, l = 0.5;
+  const q = l < 0.5 ? l * (1 + s) : l + s - l * s, p = 2 * l - q;
+  const ch = (t) => {
+    t = (t + 1) % 1;
+    const v = t < 1 / 6 ? p + (q - p) * 6 * t : t < 1 / 2 ? q : t < 2 / 3 ? p + (q - p) * (2 / 3 - t) * 6 : p;
+    return Math.round(v * 255);
+  };
+  return (0xff000000 | (ch(h - 1 / 3) << 16) | (ch(h) << 8) | ch(h + 1 / 3)) >>> 0;
+}
+const COUNTER_PIXEL = 0xff948779;  // #7b8794
+const ROW_PIXEL = 0xfff7f4f3;  // ROW_BG
+
+// Filled rectangles written straight into pixels: a pod's overview is hundreds of thousands of
+// one-pixel columns, which fillRect draws a hundred times slower. Coordinates in device pixels.
+class PixelPainter {
+  // A fresh area: reading the canvas back would cost more than all the painting.
+  constructor(ctx, x0, y0, width, height) {
+    this.ctx = ctx;
+    this.x0 = x0;
+    this.y0 = y0;
+    this.img = ctx.createImageData(width, height);
+    this.px = new Uint32Array(this.img.data.buffer);  // transparent: the page's white shows
+    this.w = width;
+    this.h = height;
+  }
+  rect(x, y, w, h, colour) {
+    const xa = Math.max(0, Math.floor(x) - this.x0), xb = Math.min(this.w, Math.floor(x + w) - this.x0);
+    const ya = Math.max(0, Math.floor(y) - this.y0), yb = Math.min(this.h, Math.floor(y + h) - this.y0);
+    const xe = Math.max(xb, Math.min(this.w, xa + 1));  // at least a pixel wide
+    if (xe - xa === 1) {  // the common case: a column, one store per row
+      for (let i = ya * this.w + xa, end = yb * this.w; i < end; i += this.w) this.px[i] = colour;
+      return;
+    }
+    for (let row = ya; row < yb; row++) this.px.fill(colour, row * this.w + xa, row * this.w + xe);
+  }
+  done() { this.ctx.putImageData(this.img, this.x0, this.y0); }
 }
 
 function niceStep(span, target) {
@@ -42,12 +83,17 @@ class PodTimeline {
     this.loads = 0;
   }
 
-  plotWidth() { return Math.max(100, Math.round(this.canvas.clientWidth || 1000) - LABEL_W); }
+  // Read from the layout once per load or draw: reading clientWidth per slice would lay the
+  // page out again each time.
+  plotWidth() { return this.pw || this.measure(); }
+  measure() { return (this.pw = Math.max(100, Math.round(this.canvas.clientWidth || 1000) - LABEL_W)); }
 
   async load() {
-    const width = this.plotWidth();
+    const width = this.measure();
     const q = new URLSearchParams({from_ns: Math.floor(this.view.from), to_ns: Math.ceil(this.view.to), width});
-    if (this.counter) q.set('counters', this.counter);
+    // The first load lets the aggregator pick the counter (the MXU's busy fraction where there
+    // is one) and lists the others for the menu.
+    q.set('counters', this.counter === null ? 'auto' : this.counter);
     const seq = ++this.loads;
     this.status.textContent = ' loading…';
     const data = await P.api(`/api/v1/captures/${encodeURIComponent(this.capture.id)}/timeline?${q}`);
@@ -55,14 +101,20 @@ class PodTimeline {
     if (this.counter === null) {
       this.select.replaceChildren(P.el('option', {value: ''}, 'none'),
                                   ...data.counters.map((c) => P.el('option', {value: c}, c)));
-      this.counter = data.counters.includes('mxu_busy') ? 'mxu_busy' : '';
+      this.counter = data.counters_shown[0] || '';
       this.select.value = this.counter;
-      if (this.counter) return this.load();
     }
     this.data = data;
+    this.colors = data.kernels.map((k) => kernelColor(k.name));  // parsed once, not per rect
+    this.pixels = data.kernels.map((k) => kernelPixel(k.name));
     this.index();
     this.draw();
     this.status.textContent = ` ${P.fmtNs(this.view.from)} – ${P.fmtNs(this.view.to)} of ${P.fmtNs(this.length)}`;
+  }
+
+  setStraggler(s) {
+    this.straggler = s;
+    if (this.data) this.draw();
   }
 
   // Per track: bins by pixel, for hovering.
@@ -89,7 +141,7 @@ class PodTimeline {
 
   draw() {
     const d = this.data, tracks = d.tracks;
-    const cssW = this.canvas.clientWidth || 1000;
+    const cssW = this.measure() + LABEL_W;
     const cssH = tracks.length ? this.trackY(tracks.length - 1) + this.trackHeight() + 4 : 60;
     const dpr = window.devicePixelRatio || 1;
     this.canvas.width = Math.round(cssW * dpr);
@@ -97,16 +149,23 @@ class PodTimeline {
     this.canvas.style.height = `${cssH}px`;
     const c = this.ctx;
     c.setTransform(dpr, 0, 0, dpr, 0, 0);
-    c.fillStyle = BG;
-    c.fillRect(0, 0, cssW, cssH);
-    this.drawAxis(c, cssW);
     let counterMax = 0;
     for (const t of tracks) {
       const pts = (t.counters || {})[this.counter] || [];
       for (let i = 2; i < pts.length; i += 3) counterMax = Math.max(counterMax, pts[i]);
     }
+    // Pixels first (rows, busy pixels, counters), then what the canvas draws best on top:
+    // labels, the axis, slices with their names, collective links.
+    const painter = new PixelPainter(c, Math.round(LABEL_W * dpr), 0,
+                                     Math.max(1, this.canvas.width - Math.round(LABEL_W * dpr)), this.canvas.height);
+    tracks.forEach((t, i) => this.paintTrack(painter, t, i, counterMax, dpr));
+    painter.done();
+    c.fillStyle = BG;
+    c.fillRect(0, 0, LABEL_W, cssH);
+    this.drawAxis(c, cssW);
     const links = new Map();
-    tracks.forEach((t, i) => this.drawTrack(c, t, i, counterMax, links));
+    tracks.forEach((t, i) => this.drawLabel(c, t, i));
+    tracks.forEach((t, i) => this.drawSlices(c, t, i, links));
     this.drawLinks(c, links);
   }
 
@@ -122,27 +181,46 @@ class PodTimeline {
     }
   }
 
-  drawTrack(c, t, i, counterMax, links) {
-    const d = this.data, y = this.trackY(i), w = this.plotWidth();
+  // The track's label; the straggler's in red with a flag.
+  drawLabel(c, t, i) {
+    const y = this.trackY(i);
     const straggler = this.straggler && t.host === this.straggler.host && t.chip === this.straggler.chip;
     c.fillStyle = straggler ? '#c62828' : '#1d2330';
     c.font = `${straggler ? 'bold ' : ''}11px system-ui, sans-serif`;
     c.fillText(`${straggler ? '⚑ ' : ''}${t.host} / ${t.chip}`, 4, y + ROW_H - 4);
-    c.fillStyle = ROW_BG;
-    c.fillRect(LABEL_W, y, w, ROW_H);
-    c.save();
-    c.beginPath(); c.rect(LABEL_W, y, w, this.trackHeight()); c.clip();
-    const pxW = d.ns_per_px / (this.view.to - this.view.from) * w;  // a data pixel on screen
+  }
+
+  // Pixels partly filled by kernels (a column as high as the pixel was busy, in the colour of
+  // the kernel that filled most of it) and the counter's range per pixel under the row.
+  paintTrack(painter, t, i, counterMax, dpr) {
+    const d = this.data, y = this.trackY(i);
+    const pxW = d.ns_per_px / (this.view.to - this.view.from) * this.plotWidth();  // a data pixel on screen
+    painter.rect(LABEL_W * dpr, y * dpr, this.plotWidth() * dpr, ROW_H * dpr, ROW_PIXEL);
     for (let k = 0; k < t.bins.length; k += 3) {
       const x = this.xOf(d.from_ns + t.bins[k] * d.ns_per_px), h = Math.max(1, ROW_H * t.bins[k + 1] / 1000);
-      c.fillStyle = kernelColor(d.kernels[t.bins[k + 2]].name);
-      c.fillRect(x, y + ROW_H - h, Math.max(1, pxW), h);
+      if (x + pxW < LABEL_W) continue;
+      painter.rect(x * dpr, (y + ROW_H - h) * dpr, Math.max(1, pxW) * dpr, h * dpr, this.pixels[t.bins[k + 2]]);
     }
+    if (!this.counter || counterMax <= 0) return;
+    const pts = (t.counters || {})[this.counter] || [], cy = y + ROW_H + 1;
+    for (let k = 0; k < pts.length; k += 3) {
+      const x = this.xOf(d.from_ns + pts[k] * d.ns_per_px);
+      if (x + pxW < LABEL_W) continue;
+      const hi = COUNTER_H * pts[k + 2] / counterMax, lo = COUNTER_H * pts[k + 1] / counterMax;
+      painter.rect(x * dpr, (cy + COUNTER_H - hi) * dpr, Math.max(1, pxW) * dpr, Math.max(1, hi - lo) * dpr, COUNTER_PIXEL);
+    }
+  }
+
+  // Kernels at least a pixel wide, named where they have room; collectives noted for links.
+  drawSlices(c, t, i, links) {
+    const d = this.data, y = this.trackY(i);
+    c.save();
+    c.beginPath(); c.rect(LABEL_W, y, this.plotWidth(), ROW_H); c.clip();
     c.font = '10px system-ui, sans-serif';
     for (let k = 0; k < t.slices.length; k += 4) {
       const t0 = d.from_ns + t.slices[k], x0 = this.xOf(t0), x1 = this.xOf(t0 + t.slices[k + 1]);
       const name = d.kernels[t.slices[k + 2]].name;
-      c.fillStyle = kernelColor(name);
+      c.fillStyle = this.colors[t.slices[k + 2]];
       c.fillRect(x0, y, Math.max(1, x1 - x0), ROW_H);
       if (x1 - x0 > 40) {
         c.fillStyle = '#fff';
@@ -152,15 +230,6 @@ class PodTimeline {
       if (coll) {
         if (!links.has(coll)) links.set(coll, []);
         links.get(coll).push([x0, y + ROW_H / 2]);
-      }
-    }
-    if (this.counter && counterMax > 0) {
-      const pts = (t.counters || {})[this.counter] || [], cy = y + ROW_H + 1;
-      c.fillStyle = '#7b8794';
-      for (let k = 0; k < pts.length; k += 3) {
-        const x = this.xOf(d.from_ns + pts[k] * d.ns_per_px);
-        const hi = COUNTER_H * pts[k + 2] / counterMax, lo = COUNTER_H * pts[k + 1] / counterMax;
-        c.fillRect(x, cy + COUNTER_H - hi, Math.max(1, pxW), Math.max(1, hi - lo));
       }
     }
     c.restore();
@@ -290,16 +359,21 @@ class WaitHeatmap {
     c.font = '10px system-ui, sans-serif';
     c.fillStyle = '#6b7383';
     c.fillText(`steps 1–${d.steps.length}; darkest ${P.fmtNs(max)} waiting`, LABEL_W, AXIS_H - 8);
+    const painter = new PixelPainter(c, Math.round(LABEL_W * dpr), Math.round(AXIS_H * dpr),
+                                     Math.max(1, this.canvas.width - Math.round(LABEL_W * dpr)),
+                                     Math.max(1, this.canvas.height - Math.round(AXIS_H * dpr)));
     d.chips.forEach((chip, i) => {
       const y = AXIS_H + i * h;
-      c.fillStyle = '#1d2330';
-      c.fillText(`${chip.host} / ${chip.chip}`, 4, y + h - 2);
       d.wait_ns[i].forEach((v, s) => {
-        const f = max > 0 ? v / max : 0;
-        c.fillStyle = `rgb(${255 - Math.round(f * 57)}, ${255 - Math.round(f * 215)}, ${255 - Math.round(f * 215)})`;
-        c.fillRect(LABEL_W + s * w, y, w - 1, h - 1);
+        const f = max > 0 ? v / max : 0;  // white to red
+        const g = 255 - Math.round(f * 215);
+        painter.rect((LABEL_W + s * w) * dpr, y * dpr, (w - 1) * dpr, (h - 1) * dpr,
+                     (0xff000000 | (g << 16) | (g << 8) | (255 - Math.round(f * 57))) >>> 0);
       });
     });
+    painter.done();
+    c.fillStyle = '#1d2330';
+    d.chips.forEach((chip, i) => c.fillText(`${chip.host} / ${chip.chip}`, 4, AXIS_H + i * h + h - 2));
   }
 
   hover(ev) {
