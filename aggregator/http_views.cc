@@ -39,9 +39,10 @@ storage::HostSelection HostsParam(const Request& req) {
   return only;
 }
 
-// GET /api/v1/captures/{id}/timeline?from_ns=&to_ns=&width=&counters=a,b&hosts=a,b: the window
-// [from_ns, to_ns) (ns from the capture's start; the whole capture by default) at `width`
-// pixels (timeline_view.h).
+// GET /api/v1/captures/{id}/timeline?from_ns=&to_ns=&width=&counters=a,b&hosts=a,b&waits=1:
+// the window [from_ns, to_ns) (ns from the capture's start; the whole capture by default) at
+// `width` pixels (timeline_view.h); with waits=1 the waits heatmap too, from the same reading
+// of the hosts (a page's first view needs both).
 Response Timeline(const HttpApiSources& src, const Request& req) {
   absl::StatusOr<storage::CaptureRow> row = src.store->GetCapture(req.params.at("id"));
   if (!row.ok()) return Response::Error(row.status());
@@ -64,19 +65,27 @@ Response Timeline(const HttpApiSources& src, const Request& req) {
   for (absl::string_view c : absl::StrSplit(Param(req, "counters"), ',', absl::SkipEmpty())) {
     w.counters.insert(std::string(c));
   }
-  // Only what the view draws is read: kernel lines, and the samples of the counters shown.
+  // Only what the view draws is read: kernel lines (and steps, for the waits), and the samples
+  // of the counters shown.
+  const bool waits = Param(req, "waits") == "1";
   storage::HostSelection only = HostsParam(req);
   only.line_kinds = {trace::LineKind::kOps, trace::LineKind::kGpuStream};
+  if (waits) only.line_kinds.insert(trace::LineKind::kSteps);
   only.counter_samples = w.counters;
-  if (w.counters.count("auto") > 0) only.counter_samples->insert(AutoCounters().begin(), AutoCounters().end());
+  if (w.counters.count("auto") > 0)
+    only.counter_samples->insert(AutoCounters().begin(), AutoCounters().end());
   TimelineView view(std::move(w));
+  WaitHeatmap heatmap(row->start_ns, row->end_ns);
   absl::Status s = src.store->ForEachHost(row->id, only, [&](storage::StoredHost& h) {
     view.AddHost(h);
+    if (waits) heatmap.AddHost(h);
     return absl::OkStatus();
   });
   if (!s.ok()) return Response::Error(s);
-  std::string text = view.Finish(
-      {{"capture", row->id}, {"start_ns", row->start_ns}, {"from_ns", *from}, {"to_ns", *to}});
+  Json fields = {
+      {"capture", row->id}, {"start_ns", row->start_ns}, {"from_ns", *from}, {"to_ns", *to}};
+  if (waits) fields["waits"] = heatmap.Finish();
+  std::string text = view.Finish(std::move(fields));
   return Response::Text(200, std::move(text) + "\n", "application/json");
 }
 

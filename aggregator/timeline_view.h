@@ -38,8 +38,9 @@ class TimelineView {
   explicit TimelineView(TimelineWindow window);
   void AddHost(storage::StoredHost& host);
   // {"from_ns", "to_ns", "ns_per_px", "kernels": [{name, module, category}], "counters":
-  //  [names], "counters_shown": [names], "tracks": [{"host", "chip", "slices": [start, duration, kernel, collective]...,
-  //  "bins": [px, busy_permille, kernel]..., "counters": {name: [px, low, high]...}}]}.
+  //  [names], "counters_shown": [names], "tracks": [{"host", "chip", "slices": [start, duration,
+  //  kernel, collective]..., "bins": [px, busy_permille, kernel]..., "counters": {name: [px, low,
+  //  high]...}}]}.
   // Times are ns from `from_ns`; `kernel` indexes "kernels"; `collective` is 0 for none, else
   // a number shared by the slices of one collective on different chips (in this response).
   // As JSON text, with `fields` (an object) added at the top; theirs win over from_ns and to_ns.
@@ -54,7 +55,7 @@ class TimelineView {
 
   TimelineWindow w_;
   const double ns_per_px_;
-  bool auto_counter_;  // "auto" not yet resolved: the first host with counters picks
+  bool auto_counter_;   // "auto" not yet resolved: the first host with counters picks
   std::string tracks_;  // the tracks written so far, JSON objects separated by commas
   nlohmann::json kernels_ = nlohmann::json::array();
   std::map<std::pair<std::string, std::string>, int> kernel_index_;

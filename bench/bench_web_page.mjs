@@ -84,9 +84,17 @@ async function measure(c) {
     });
     await page.goto(`${base}/captures/${c.id}`);
     await page.waitForSelector('body[data-ready="true"]', {timeout: 60000});
-    const ms = await page.evaluate(() => performance.now());
+    const {ms, phases} = await page.evaluate(() => ({
+      // The page marks when it has drawn everything (app.js); polling for the ready flag
+      // would add the poll's own delay.
+      ms: performance.getEntriesByName('page-ready')[0].startTime,
+      // When each request started and ended, ms from navigation: where the time went.
+      phases: performance.getEntriesByType('resource').filter((e) => e.name.includes('/api/'))
+          .map((e) => `${e.name.replace(/^.*\/api\/v1\//, '').replace(/\?.*/, '').replace(/cap-[^/]+/, 'ID')} ${Math.round(e.startTime)}-${Math.round(e.responseEnd)}`)
+          .concat(performance.getEntriesByType('mark').map((e) => `${e.name} ${Math.round(e.startTime)}`)),
+    }));
     await sleep(200);  // late requestfinished events
-    runs.push({ms, bytes});
+    runs.push({ms, bytes, phases});
     await context.close();
   }
   runs.sort((a, b) => a.ms - b.ms);
@@ -94,6 +102,7 @@ async function measure(c) {
 }
 const m4 = await measure(small), m64 = await measure(big);
 await browser.close();
+for (const [m, c] of [[m4, small], [m64, big]]) console.log(`  ${c.hosts} hosts, requests (ms): ${m.phases.join(', ')}`);
 console.log(`capture page, ${small.hosts} hosts x 4 chips (baseline): interactive ${m4.ms.toFixed(0)} ms, ${(m4.bytes / 1e6).toFixed(2)} MB`);
 console.log(`capture page, ${big.hosts} hosts x 4 chips: interactive ${m64.ms.toFixed(0)} ms, ${(m64.bytes / 1e6).toFixed(2)} MB (${big.events} events)`);
 console.log(`ratio ${big.hosts}/${small.hosts} hosts: time ${(m64.ms / m4.ms).toFixed(2)}x, bytes ${(m64.bytes / m4.bytes).toFixed(2)}x`);

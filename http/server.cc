@@ -1,6 +1,7 @@
 #include "http/server.h"
 
 #include <openssl/ssl.h>
+#include <zlib.h>
 
 #include <atomic>
 #include <boost/asio/ip/tcp.hpp>
@@ -12,8 +13,6 @@
 #include <chrono>
 #include <optional>
 #include <thread>
-
-#include <zlib.h>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"

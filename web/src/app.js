@@ -72,6 +72,7 @@ async function route() {
     } catch (err) {
       showError(main, err);
     }
+    performance.mark('page-ready');
     document.body.dataset.ready = 'true';  // for tests: the page has drawn
     return;
   }
@@ -89,5 +90,5 @@ async function agentsLine() {
 }
 
 Object.assign(podprof, {el, api, fmtPs, fmtNs, fmtTime, fmtPct, fmtCount, stateCell, showError});
-window.addEventListener('DOMContentLoaded', () => { agentsLine(); route(); });
+window.addEventListener('DOMContentLoaded', () => { performance.mark('scripts-run'); agentsLine(); route(); });
 })();

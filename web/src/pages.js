@@ -161,17 +161,28 @@ async function openInPerfetto(url, id, msg) {
 pages.capture = async (id, main) => {
   const {el, api, fmtTime, fmtNs, fmtCount} = P;
   const [c, ui] = await Promise.all([api(`/api/v1/captures/${enc(id)}`), api('/api/v1/ui')]);
+  // The page's frame first and the timeline's request with it, while the page is small to lay
+  // out; the tables fill in while the timeline (and the waits heatmap's data) loads.
   const msg = el('span', {class: 'muted'});
   const exp = (f, label) => el('a', {href: `/api/v1/captures/${enc(id)}/export?format=${f}`, download: ''}, label);
+  const hosts = el('table', {id: 'hosts'}), kernelsAt = el('div');
+  const timelineAt = el('div', {id: 'timeline'}), hm = el('div', {id: 'heatmap'});
+  const legend = el('div', {class: 'legend'}, 'Scroll to zoom, drag to pan, Shift+scroll for more chips, double-click to reset. ');
   main.append(el('h1', {}, `Capture ${c.id} `, P.stateCell(c.status)),
       el('div', {class: 'muted'}, `${fmtTime(c.start_ns)} · ${fmtNs(c.end_ns - c.start_ns)} · ${c.hosts} hosts · `,
          `${c.chips} chips · ${fmtCount(c.events)} events · ${labelsText(c.labels)}`),
       el('div', {class: 'row', id: 'exports'}, 'Export:', exp('perfetto', 'Perfetto'), exp('chrome', 'Chrome JSON'),
          exp('xprof', 'XProf session (.tar)'),
-         el('button', {onclick: () => openInPerfetto(ui.perfetto_ui, id, msg)}, 'Open in Perfetto'), msg));
+         el('button', {onclick: () => openInPerfetto(ui.perfetto_ui, id, msg)}, 'Open in Perfetto'), msg),
+      el('h2', {}, 'Pod timeline'), legend, timelineAt,
+      el('h2', {}, 'Collective waits per chip and step'), hm,
+      el('h2', {}, 'Hosts'), hosts, el('h2', {}, 'Top kernels'), kernelsAt);
+  P.timeline = new P.PodTimeline(timelineAt, c, null);
+  const timelineP = P.timeline.load();
+  const kernelsP = api(`/api/v1/captures/${enc(id)}/kernels?top=15`);
+  const stragglersP = api(`/api/v1/captures/${enc(id)}/stragglers`);
 
-  main.append(el('h2', {}, 'Hosts'));
-  const hosts = el('table', {id: 'hosts'}, el('tr', {}, el('th', {}, 'Host'), el('th', {}, 'State'),
+  hosts.append(el('tr', {}, el('th', {}, 'Host'), el('th', {}, 'State'),
       ['Clock correction', '±', 'Drift (ppm)', 'Events'].map((h) => el('th', {class: 'num'}, h)), el('th', {}, 'Error')));
   for (const h of c.hosts_detail) {
     hosts.append(el('tr', {}, el('td', {}, h.host), el('td', {}, P.stateCell(h.status)),
@@ -179,26 +190,13 @@ pages.capture = async (id, main) => {
         el('td', {class: 'num'}, (h.clock_drift_ppb / 1000).toFixed(2)), el('td', {class: 'num'}, fmtCount(h.events)),
         el('td', {}, h.error)));
   }
-  main.append(hosts);
-
-  // Everything else at once: the kernels, stragglers and waits while the timeline loads.
-  const kernelsP = api(`/api/v1/captures/${enc(id)}/kernels?top=15`);
-  const stragglersP = api(`/api/v1/captures/${enc(id)}/stragglers`);
-  const waitsP = api(`/api/v1/captures/${enc(id)}/waits`);
-  const kernelsAt = el('div'), timelineAt = el('div', {id: 'timeline'}), hm = el('div', {id: 'heatmap'});
-  const legend = el('div', {class: 'legend'}, 'Scroll to zoom, drag to pan, double-click to reset. ');
-  main.append(el('h2', {}, 'Top kernels'), kernelsAt, el('h2', {}, 'Pod timeline'), legend, timelineAt,
-              el('h2', {}, 'Collective waits per chip and step'), hm);
-  // The timeline starts at once; the straggler is marked on it when the report arrives.
-  P.timeline = new P.PodTimeline(timelineAt, c, null);
-  const timelineP = P.timeline.load();
   const worst = (await stragglersP).stragglers[0];
   legend.append(worst ? el('span', {class: 'straggler'}, `Straggler: ${worst.host} chip ${worst.chip} (last at ${worst.times_last} of ${worst.instances} collectives)`) : 'No collectives.');
   P.timeline.setStraggler(worst);
   kernelsAt.append(kernelTable((await kernelsP).rows, id));
-  P.heatmap = new P.WaitHeatmap(hm, await waitsP);
   await timelineP;
-
+  P.heatmap = new P.WaitHeatmap(hm, P.timeline.waits);
+  performance.mark('heatmap-drawn');
 };
 
 function textBlock(title, text) {

@@ -8,6 +8,9 @@
 const P = window.podprof = window.podprof || {};
 
 const LABEL_W = 130, AXIS_H = 22, ROW_H = 16, COUNTER_H = 12, HOST_GAP = 6;
+// The canvas is at most this tall and scrolls over the tracks: a 256-chip pod is drawn a
+// screenful at a time, not as one 8000-pixel canvas.
+const MAX_VIEW_H = 720;
 const ROW_BG = '#f3f4f7', BG = '#ffffff';
 
 function kernelHue(name) {
@@ -75,12 +78,22 @@ class PodTimeline {
     this.canvas = el('canvas', {id: 'timeline-canvas'});
     this.tip = el('div', {class: 'tooltip'});
     this.status = el('span', {class: 'muted', id: 'timeline-status'});
+    this.spacer = el('div', {class: 'timeline-spacer'});
+    this.scroller = el('div', {class: 'timeline-scroll'}, this.canvas, this.spacer);
+    this.scroller.addEventListener('scroll', () => { if (this.data) this.draw(); }, {passive: true});
     container.append(el('div', {class: 'row legend'}, 'counter under each chip: ', this.select, this.status),
-                     el('div', {class: 'timeline-wrap'}, this.canvas, this.tip));
+                     el('div', {class: 'timeline-wrap'}, this.scroller, this.tip));
     this.ctx = this.canvas.getContext('2d');
     this.listen();
     this.pending = null;
     this.loads = 0;
+    this.scrollTop = 0;
+    this.measure();
+    // Later width changes arrive after layout, never forcing one in the middle of a draw.
+    new ResizeObserver(() => {
+      const before = this.pw;
+      if (this.data && this.measure() !== before) this.changed();
+    }).observe(this.canvas);
   }
 
   // Read from the layout once per load or draw: reading clientWidth per slice would lay the
@@ -89,16 +102,22 @@ class PodTimeline {
   measure() { return (this.pw = Math.max(100, Math.round(this.canvas.clientWidth || 1000) - LABEL_W)); }
 
   async load() {
-    const width = this.measure();
+    const width = this.plotWidth();
     const q = new URLSearchParams({from_ns: Math.floor(this.view.from), to_ns: Math.ceil(this.view.to), width});
     // The first load lets the aggregator pick the counter (the MXU's busy fraction where there
-    // is one) and lists the others for the menu.
-    q.set('counters', this.counter === null ? 'auto' : this.counter);
+    // is one) and lists the others for the menu; a pod of more than 64 chips starts without
+    // one, half the pixels to send and draw, until one is picked.
+    const first = this.counter === null;
+    q.set('counters', first ? (this.capture.chips <= 64 ? 'auto' : '') : this.counter);
+    if (first) q.set('waits', '1');  // the heatmap's data, from the same pass over the hosts
     const seq = ++this.loads;
     this.status.textContent = ' loading…';
     const data = await P.api(`/api/v1/captures/${encodeURIComponent(this.capture.id)}/timeline?${q}`);
+    performance.mark('timeline-parsed');  // marks: where a page's time goes (bench_web_page)
     if (seq !== this.loads) return;  // a newer window was asked for meanwhile
     if (this.counter === null) {
+      this.waits = data.waits;
+      delete data.waits;
       this.select.replaceChildren(P.el('option', {value: ''}, 'none'),
                                   ...data.counters.map((c) => P.el('option', {value: c}, c)));
       this.counter = data.counters_shown[0] || '';
@@ -109,6 +128,7 @@ class PodTimeline {
     this.pixels = data.kernels.map((k) => kernelPixel(k.name));
     this.index();
     this.draw();
+    performance.mark('timeline-drawn');
     this.status.textContent = ` ${P.fmtNs(this.view.from)} – ${P.fmtNs(this.view.to)} of ${P.fmtNs(this.length)}`;
   }
 
@@ -127,13 +147,24 @@ class PodTimeline {
 
   trackHeight() { return ROW_H + (this.counter ? COUNTER_H : 0) + 2; }
 
-  // The top of track `i`'s kernel row, in CSS pixels.
-  trackY(i) {
+  // The top of track `i`'s kernel row in the whole list, CSS pixels (tops[] caches it per
+  // load: a host's tracks are grouped, with a gap between hosts).
+  listY(i) {
     const tracks = this.data.tracks;
-    let hostBreaks = 0;
-    for (let j = 1; j <= i; j++) if (tracks[j].host !== tracks[j - 1].host) hostBreaks++;
-    return AXIS_H + i * this.trackHeight() + hostBreaks * HOST_GAP;
+    if (!this.tops || this.tops.length !== tracks.length || this.topsFor !== this.trackHeight()) {
+      this.tops = new Array(tracks.length);
+      this.topsFor = this.trackHeight();
+      let y = AXIS_H;
+      tracks.forEach((t, j) => {
+        if (j > 0 && t.host !== tracks[j - 1].host) y += HOST_GAP;
+        this.tops[j] = y;
+        y += this.topsFor;
+      });
+    }
+    return this.tops[i];
   }
+  // ... and on the canvas, which shows the list from the scroll position down.
+  trackY(i) { return this.listY(i) - this.scrollTop; }
 
   // ns from the capture's start -> x in CSS pixels, for the current view.
   xOf(t) { return LABEL_W + (t - this.view.from) / (this.view.to - this.view.from) * this.plotWidth(); }
@@ -141,12 +172,24 @@ class PodTimeline {
 
   draw() {
     const d = this.data, tracks = d.tracks;
-    const cssW = this.measure() + LABEL_W;
-    const cssH = tracks.length ? this.trackY(tracks.length - 1) + this.trackHeight() + 4 : 60;
+    const cssW = this.plotWidth() + LABEL_W;
+    const fullH = tracks.length ? this.listY(tracks.length - 1) + this.trackHeight() + 4 : 60;
+    const cssH = Math.min(fullH, MAX_VIEW_H);
+    this.scroller.style.height = `${cssH}px`;
+    this.spacer.style.height = `${fullH - cssH}px`;
+    this.scrollTop = Math.min(this.scroller.scrollTop, fullH - cssH);
     const dpr = window.devicePixelRatio || 1;
-    this.canvas.width = Math.round(cssW * dpr);
-    this.canvas.height = Math.round(cssH * dpr);
-    this.canvas.style.height = `${cssH}px`;
+    if (this.canvas.width !== Math.round(cssW * dpr) || this.canvas.height !== Math.round(cssH * dpr)) {
+      this.canvas.width = Math.round(cssW * dpr);
+      this.canvas.height = Math.round(cssH * dpr);
+      this.canvas.style.height = `${cssH}px`;
+    }
+    // The tracks in sight.
+    const shown = [];
+    tracks.forEach((t, i) => {
+      const y = this.trackY(i);
+      if (y + this.trackHeight() > AXIS_H && y < cssH) shown.push(i);
+    });
     const c = this.ctx;
     c.setTransform(dpr, 0, 0, dpr, 0, 0);
     let counterMax = 0;
@@ -158,14 +201,15 @@ class PodTimeline {
     // labels, the axis, slices with their names, collective links.
     const painter = new PixelPainter(c, Math.round(LABEL_W * dpr), 0,
                                      Math.max(1, this.canvas.width - Math.round(LABEL_W * dpr)), this.canvas.height);
-    tracks.forEach((t, i) => this.paintTrack(painter, t, i, counterMax, dpr));
+    for (const i of shown) this.paintTrack(painter, tracks[i], i, counterMax, dpr);
     painter.done();
     c.fillStyle = BG;
     c.fillRect(0, 0, LABEL_W, cssH);
+    c.fillRect(0, 0, cssW, AXIS_H);  // the axis stays on top as the tracks scroll under it
     this.drawAxis(c, cssW);
     const links = new Map();
-    tracks.forEach((t, i) => this.drawLabel(c, t, i));
-    tracks.forEach((t, i) => this.drawSlices(c, t, i, links));
+    for (const i of shown) this.drawLabel(c, tracks[i], i);
+    for (const i of shown) this.drawSlices(c, tracks[i], i, links);
     this.drawLinks(c, links);
   }
 
@@ -193,21 +237,39 @@ class PodTimeline {
   // Pixels partly filled by kernels (a column as high as the pixel was busy, in the colour of
   // the kernel that filled most of it) and the counter's range per pixel under the row.
   paintTrack(painter, t, i, counterMax, dpr) {
-    const d = this.data, y = this.trackY(i);
-    const pxW = d.ns_per_px / (this.view.to - this.view.from) * this.plotWidth();  // a data pixel on screen
-    painter.rect(LABEL_W * dpr, y * dpr, this.plotWidth() * dpr, ROW_H * dpr, ROW_PIXEL);
-    for (let k = 0; k < t.bins.length; k += 3) {
-      const x = this.xOf(d.from_ns + t.bins[k] * d.ns_per_px), h = Math.max(1, ROW_H * t.bins[k + 1] / 1000);
-      if (x + pxW < LABEL_W) continue;
-      painter.rect(x * dpr, (y + ROW_H - h) * dpr, Math.max(1, pxW) * dpr, h * dpr, this.pixels[t.bins[k + 2]]);
+    const d = this.data, y = this.trackY(i), pw = this.plotWidth();
+    // Screen x (device pixels) of data pixel p is x0 + p * step: one multiply-add per bin.
+    const k = pw / (this.view.to - this.view.from) * dpr;
+    const step = d.ns_per_px * k, x0 = LABEL_W * dpr + (d.from_ns - this.view.from) * k - painter.x0;
+    const colWidth = Math.max(1, Math.floor(step));
+    const buf = painter.px, W = painter.w, H = painter.h;
+    // A column of `h` device pixels ending at row `bottom`, `width` wide, from screen x.
+    const column = (x, bottom, h, width, colour) => {
+      const xa = Math.max(0, Math.floor(x)), xe = Math.min(W, Math.max(xa + 1, Math.floor(x + width)));
+      if (xa >= W || xe <= 0) return;
+      const ya = Math.max(0, bottom - h), yb = Math.min(H, bottom);
+      for (let row = ya; row < yb; row++) {
+        const base = row * W;
+        for (let xx = xa; xx < xe; xx++) buf[base + xx] = colour;
+      }
+    };
+    const rowTop = Math.round(y * dpr), rowBottom = Math.round((y + ROW_H) * dpr);
+    painter.rect(LABEL_W * dpr, rowTop, pw * dpr, rowBottom - rowTop, ROW_PIXEL);
+    const bins = t.bins, pixels = this.pixels, rowH = rowBottom - rowTop;
+    for (let b = 0; b < bins.length; b += 3) {
+      const x = x0 + bins[b] * step;
+      if (x + step < 0) continue;
+      column(x, rowBottom, Math.max(1, Math.round(rowH * bins[b + 1] / 1000)), colWidth, pixels[bins[b + 2]]);
     }
     if (!this.counter || counterMax <= 0) return;
-    const pts = (t.counters || {})[this.counter] || [], cy = y + ROW_H + 1;
-    for (let k = 0; k < pts.length; k += 3) {
-      const x = this.xOf(d.from_ns + pts[k] * d.ns_per_px);
-      if (x + pxW < LABEL_W) continue;
-      const hi = COUNTER_H * pts[k + 2] / counterMax, lo = COUNTER_H * pts[k + 1] / counterMax;
-      painter.rect(x * dpr, (cy + COUNTER_H - hi) * dpr, Math.max(1, pxW) * dpr, Math.max(1, hi - lo) * dpr, COUNTER_PIXEL);
+    const pts = (t.counters || {})[this.counter] || [];
+    const cBottom = Math.round((y + ROW_H + 1 + COUNTER_H) * dpr), cH = COUNTER_H * dpr;
+    for (let p = 0; p < pts.length; p += 3) {
+      const x = x0 + pts[p] * step;
+      if (x + step < 0) continue;
+      // Filled up to the pixel's highest sample: the counter reads as an area chart.
+      const hi = Math.round(cH * pts[p + 2] / counterMax);
+      column(x, cBottom, Math.max(1, hi), colWidth, COUNTER_PIXEL);
     }
   }
 
@@ -297,6 +359,10 @@ class PodTimeline {
     const pos = (ev) => { const r = cv.getBoundingClientRect(); return [ev.clientX - r.left, ev.clientY - r.top]; };
     cv.addEventListener('wheel', (ev) => {
       ev.preventDefault();
+      if (ev.shiftKey) {  // Shift: scroll through the tracks instead
+        this.scroller.scrollTop += ev.deltaY || ev.deltaX;
+        return;
+      }
       this.zoom(ev.deltaY > 0 ? 1.25 : 0.8, pos(ev)[0]);
     }, {passive: false});
     let drag = null;
@@ -338,9 +404,11 @@ class WaitHeatmap {
     this.canvas.addEventListener('mouseleave', () => { this.tip.style.display = 'none'; });
   }
 
+  // Rows shrink for a large pod (down to 3 pixels a chip) so the whole pod fits on a screen.
   cell() {
     const steps = this.data.steps.length || 1;
-    return {w: Math.max(2, ((this.canvas.clientWidth || 1000) - LABEL_W) / steps), h: 12};
+    const h = Math.max(3, Math.min(12, Math.floor(720 / Math.max(1, this.data.chips.length))));
+    return {w: Math.max(2, ((this.canvas.clientWidth || 1000) - LABEL_W) / steps), h};
   }
 
   draw() {
@@ -373,7 +441,11 @@ class WaitHeatmap {
     });
     painter.done();
     c.fillStyle = '#1d2330';
-    d.chips.forEach((chip, i) => c.fillText(`${chip.host} / ${chip.chip}`, 4, AXIS_H + i * h + h - 2));
+    // Every chip named when rows are tall enough; else each host at its first chip.
+    d.chips.forEach((chip, i) => {
+      if (h >= 9) c.fillText(`${chip.host} / ${chip.chip}`, 4, AXIS_H + i * h + h - 2);
+      else if (i === 0 || d.chips[i - 1].host !== chip.host) c.fillText(chip.host, 4, AXIS_H + i * h + 9);
+    });
   }
 
   hover(ev) {
