@@ -54,6 +54,29 @@ TEST(HttpServerTest, RoutesParametersAndErrors) {
   EXPECT_EQ(Curl("--data-binary @" + big + " " + base + "/echo").status, 413);
 }
 
+// Text bodies go gzip-compressed to a client that accepts it, and as they are otherwise.
+TEST(HttpServerTest, TextIsCompressedForClientsThatAcceptGzip) {
+  RealClock clock;
+  ServerOptions o;
+  o.max_request_bytes = 1 << 20;
+  auto server = Server::Start(o, TestRouter(), clock);
+  ASSERT_TRUE(server.ok());
+  const std::string url = absl::StrCat("http://127.0.0.1:", (*server)->port(), "/echo");
+  const std::string body = ::testing::TempDir() + "/http_test_body";
+  std::string text;
+  for (int i = 0; i < 2000; ++i) absl::StrAppend(&text, i, ",");
+  { std::ofstream(body) << text; }
+  const std::string headers = ::testing::TempDir() + "/http_test_headers";
+  // --compressed: curl asks for gzip and decompresses; the headers say what travelled.
+  testing::CurlResult gz =
+      Curl("--compressed -D " + headers + " --data-binary @" + body + " " + url);
+  EXPECT_EQ(gz.body, text);
+  EXPECT_TRUE(absl::StrContains(testing::ReadTestFile(headers), "Content-Encoding: gzip"));
+  testing::CurlResult plain = Curl("-D " + headers + " --data-binary @" + body + " " + url);
+  EXPECT_EQ(plain.body, text);
+  EXPECT_FALSE(absl::StrContains(testing::ReadTestFile(headers), "Content-Encoding"));
+}
+
 TEST(HttpServerTest, ClientsOverTheirRateAreToldToWait) {
   RealClock clock;
   ServerOptions o;

@@ -387,6 +387,41 @@ TEST_F(StoreTest, ChipVolumesCountEveryChipsEventsAndSamples) {
   EXPECT_TRUE(absl::IsNotFound(store->ChipVolumes("none").status()));
 }
 
+// A view that draws kernels reads only kernel lines, and counters by name with samples only
+// where it asks for them.
+TEST_F(StoreTest, ForEachHostReadsOnlyTheLinesAndCounterSamplesSelected) {
+  auto store = Open();
+  ASSERT_TRUE(ingest::StoreCapture(*store, TwoHosts("two")).ok());
+  auto events = [&](const HostSelection& only, size_t* counters, size_t* samples) {
+    size_t n = 0;
+    *counters = *samples = 0;
+    EXPECT_TRUE(store
+                    ->ForEachHost("two", only,
+                                  [&](StoredHost& h) {
+                                    n += h.capture.EventCount();
+                                    *counters += h.capture.counters.size();
+                                    for (const auto& c : h.capture.counters) {
+                                      *samples += c.time_ns.size();
+                                    }
+                                    return absl::OkStatus();
+                                  })
+                    .ok());
+    return n;
+  };
+  size_t counters = 0, samples = 0;
+  HostSelection steps;
+  steps.line_kinds = {trace::LineKind::kSteps};  // the capture has only XLA Ops
+  steps.counter_samples.emplace();
+  EXPECT_EQ(events(steps, &counters, &samples), 0u);
+  EXPECT_EQ(counters, 4u);  // every series listed...
+  EXPECT_EQ(samples, 0u);   // ...with no samples
+  HostSelection ops;
+  ops.line_kinds = {trace::LineKind::kOps};
+  ops.counter_samples = std::set<std::string>{"core/busy"};
+  EXPECT_EQ(events(ops, &counters, &samples), 2u * (10 + 20 + 20 + 40));
+  EXPECT_EQ(samples, 2u * (7 + 14));
+}
+
 TEST_F(StoreTest, ForEachHostReadsOnlyTheHostsAndChipsSelected) {
   auto store = Open();
   ASSERT_TRUE(ingest::StoreCapture(*store, TwoHosts("two")).ok());

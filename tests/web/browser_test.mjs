@@ -141,6 +141,7 @@ try {
         `whole capture: ${whole.busy.length} sampled busy pixels are drawn in kernel colours`);
   check(whole.idle.every(isBg), `whole capture: ${whole.idle.length} sampled idle pixels are background`);
   check(await page.$eval('#main', (m) => m.textContent.includes('Straggler:')), 'the straggler chip is named');
+  check(/^2 of 2 agents online$/.test(await page.textContent('#agents')), `the header counts the agents (${await page.textContent('#agents')})`);
   await shot('capture');
 
   // Zoom in on the canvas: the next window comes back at slice level.
@@ -156,6 +157,21 @@ try {
   check(zoomed.idle.length > 50 && zoomed.idle.every(isBg),
         `zoomed: ${zoomed.idle.length} sampled idle pixels are background`);
   await shot('capture-zoomed');
+  // "Open in Perfetto": the trace goes to the Perfetto UI by its postMessage handshake. A
+  // stand-in for ui.perfetto.dev answers PING with PONG and keeps what it is sent.
+  await page.context().route('https://ui.perfetto.dev/**', (route) => route.fulfill({
+    contentType: 'text/html',
+    body: `<script>window.addEventListener('message', (e) => {
+      if (e.data === 'PING') { e.source.postMessage('PONG', '*'); return; }
+      if (e.data && e.data.perfetto) document.title = 'got ' + e.data.perfetto.buffer.byteLength + ' ' + e.data.perfetto.title;
+    });</script>`,
+  }));
+  const [popup] = await Promise.all([page.waitForEvent('popup'), page.click('text=Open in Perfetto')]);
+  await popup.waitForFunction(() => document.title.startsWith('got '), null, {timeout: 20000});
+  const exported = (await (await fetch(`${base}/api/v1/captures/${firstCapture}/export?format=perfetto`)).arrayBuffer()).byteLength;
+  const title = await popup.title();
+  check(title === `got ${exported} ${firstCapture}`, `Open in Perfetto hands the UI the whole trace (${title}; the export is ${exported} bytes)`);
+  await popup.close();
   const heat = await page.evaluate(() => window.podprof.heatmap.data);
   check(heat.chips.length === 8 && heat.steps.length > 0 && heat.wait_ns.flat().some((v) => v > 0),
         `the waits heatmap has 8 chips x ${heat.steps.length} steps with waits in it`);
