@@ -81,6 +81,8 @@ TEST(AggregatorConfigTest, BadValuesAreNamedWithTheFile) {
            {"[fleet]\ndatabase = \"pod-prof\"\n", "fleet.database 'pod-prof'"},
            {"[fleet]\nbatch_size = 0\n", "fleet: batch_size must be 1..10000"},
            {"[http]\nmax_request_bytes = 10\n", "http: max_request_bytes"},
+           {"[http]\nperfetto_ui = \"ui.perfetto.dev\"\n",
+            "http.perfetto_ui \"ui.perfetto.dev\" is not an http:// or https:// address"},
        }) {
     const std::string path = WriteConfig("bad", c.text);
     absl::StatusOr<AggregatorConfig> loaded = LoadAggregatorConfig(path);
