@@ -75,6 +75,10 @@ TEST(DemoTest, JsonResultHasEveryHostsClockAndATraceAndNothingIsLeftRunning) {
     EXPECT_GE(k["p99_ps"].get<int64_t>(), k["p50_ps"].get<int64_t>());
     EXPECT_GT(k["total_ps"].get<int64_t>(), 0);
   }
+  // The capture's web page, on the aggregator's own free port.
+  const std::string page = j["web_url"];
+  EXPECT_TRUE(absl::StartsWith(page, "http://127.0.0.1:")) << page;
+  EXPECT_TRUE(absl::EndsWith(page, "/captures/" + j["capture_id"].get<std::string>())) << page;
   const std::string trace_path = j["trace_path"];
   ASSERT_TRUE(fs::exists(trace_path)) << trace_path;
   perfetto::protos::Trace trace;
