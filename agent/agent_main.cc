@@ -28,6 +28,7 @@
 #include "nlohmann/json.hpp"
 #include "proto/grpc_status.h"
 #include "security/tls.h"
+#include "podprof_version.h"
 
 namespace podprof::agent {
 namespace {
@@ -80,6 +81,7 @@ std::optional<int> ParseFlags(int argc, char** argv, AgentFlags* flags, ProcessF
       "podprof-agent: captures kernel timelines and counters from this host's TPU "
       "workload on demand and streams them to the aggregator"};
   app.name("podprof-agent");
+  app.set_version_flag("--version", std::string("podprof-agent ") + kVersion);
   CLI::Option* config_opt =
       app.add_option("--config", flags->config, "TOML configuration file")->capture_default_str();
   AddConfigFlags(app, flags);

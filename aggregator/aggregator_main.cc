@@ -32,6 +32,7 @@
 #include "nlohmann/json.hpp"
 #include "proto/grpc_status.h"
 #include "storage/store.h"
+#include "podprof_version.h"
 
 namespace podprof::aggregator {
 namespace {
@@ -56,6 +57,7 @@ std::optional<int> ParseFlags(int argc, char** argv, AggregatorFlags* flags,
                               std::string* ready_file) {
   CLI::App app{"podprof-aggregator: keeps every capture's kernel statistics and answers queries"};
   app.name("podprof-aggregator");
+  app.set_version_flag("--version", std::string("podprof-aggregator ") + kVersion);
   CLI::Option* config_opt = app.add_option("--config", flags->config, "TOML configuration file");
   app.add_option("--listen", flags->listen, "podprof.v1.Aggregator address (default 0.0.0.0:7100)");
   app.add_option("--db", flags->db, "SQLite database file (default /var/lib/podprof/podprof.db)");

@@ -24,6 +24,7 @@
 #include "cli/stragglers_command.h"
 #include "common/clock.h"
 #include "security/refusal_log.h"
+#include "podprof_version.h"
 
 namespace podprof::cli {
 namespace {
@@ -49,6 +50,7 @@ void AddGlobalFlags(CLI::App& app, CliContext& context, std::string& profile) {
 int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
   CLI::App app{"podprof: profile TPU pods: capture kernel timelines, keep kernel statistics"};
   app.name("podprof");
+  app.set_version_flag("--version", std::string("podprof ") + kVersion);
   app.require_subcommand(1);
   // Global flags may come before or after the subcommand.
   app.fallthrough();

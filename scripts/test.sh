@@ -4,7 +4,9 @@
 #   2. the sanitizer build (clang, AddressSanitizer + UBSan) of common/ and trace/ with the
 #      reader's malformed-input tests and a bounded libFuzzer run (labels malformed, fuzz);
 #   3. the systemd units (verify and the security exposure gate) and, as root, the .deb
-#      installed with dpkg -i and removed again.
+#      installed with dpkg -i and removed again;
+#   4. the relocatable bundle (scripts/bundle.sh) proven with the system's libraries hidden
+#      (scripts/check-bundle.sh), and scripts/device-check.sh against podprof-simhost.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -21,3 +23,9 @@ cmake --build build-asan -j "$jobs"
 
 bash scripts/check-units.sh build
 bash scripts/check-deb.sh build
+
+# The relocatable bundle, run with the system's libraries hidden, and the device check's
+# non-GPU half (against podprof-simhost) from it.
+bash scripts/bundle.sh build
+bash scripts/check-bundle.sh
+OUT=build/test-artifacts/device-check bash scripts/device-check.sh --against simhost

@@ -19,6 +19,7 @@
 #include "nlohmann/json.hpp"
 #include "sim/services.h"
 #include "sim/sim_host.h"
+#include "podprof_version.h"
 
 namespace podprof::sim {
 namespace {
@@ -70,6 +71,7 @@ int SimHostMain(int argc, char** argv) {
       "a modelled XSpace) and tpu.monitoring.runtime.RuntimeMetricService, as a JAX/libtpu "
       "workload does."};
   app.name("podprof-simhost");
+  app.set_version_flag("--version", std::string("podprof-simhost ") + kVersion);
   SimHostOptions options;
   int profiler_port = 9999, metrics_port = 8431;
   std::string bind = "127.0.0.1", clock_offset = "0", device_offset = "0", ready_file;
