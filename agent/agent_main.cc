@@ -26,9 +26,9 @@
 #include "metrics/grpc_metrics.h"
 #include "metrics/registry.h"
 #include "nlohmann/json.hpp"
+#include "podprof_version.h"
 #include "proto/grpc_status.h"
 #include "security/tls.h"
-#include "podprof_version.h"
 
 namespace podprof::agent {
 namespace {

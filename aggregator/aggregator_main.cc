@@ -30,9 +30,9 @@
 #include "metrics/grpc_metrics.h"
 #include "metrics/registry.h"
 #include "nlohmann/json.hpp"
+#include "podprof_version.h"
 #include "proto/grpc_status.h"
 #include "storage/store.h"
-#include "podprof_version.h"
 
 namespace podprof::aggregator {
 namespace {

@@ -23,8 +23,8 @@
 #include "cli/stats_command.h"
 #include "cli/stragglers_command.h"
 #include "common/clock.h"
-#include "security/refusal_log.h"
 #include "podprof_version.h"
+#include "security/refusal_log.h"
 
 namespace podprof::cli {
 namespace {

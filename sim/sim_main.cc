@@ -17,9 +17,9 @@
 #include "common/clock.h"
 #include "common/logging.h"
 #include "nlohmann/json.hpp"
+#include "podprof_version.h"
 #include "sim/services.h"
 #include "sim/sim_host.h"
-#include "podprof_version.h"
 
 namespace podprof::sim {
 namespace {

@@ -22,12 +22,12 @@
 #include "cli/export_command.h"
 #include "cli/history_command.h"
 #include "cli/import_command.h"
-#include "report/proto_json.h"
 #include "cli/stats_command.h"
 #include "common/clock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "report/kernel_rows.h"
+#include "report/proto_json.h"
 #include "tests/cli/run_podprof.h"
 #include "tests/trace/test_util.h"
 
