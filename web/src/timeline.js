@@ -126,7 +126,6 @@ class PodTimeline {
     this.data = data;
     this.colors = data.kernels.map((k) => kernelColor(k.name));  // parsed once, not per rect
     this.pixels = data.kernels.map((k) => kernelPixel(k.name));
-    this.index();
     this.draw();
     performance.mark('timeline-drawn');
     this.status.textContent = ` ${P.fmtNs(this.view.from)} – ${P.fmtNs(this.view.to)} of ${P.fmtNs(this.length)}`;
@@ -137,12 +136,14 @@ class PodTimeline {
     if (this.data) this.draw();
   }
 
-  // Per track: bins by pixel, for hovering.
-  index() {
-    for (const t of this.data.tracks) {
+  // A track's bins by pixel, for hovering: built on the first hover over it, not for every
+  // track of every load.
+  binIndex(t) {
+    if (!t.binAt) {
       t.binAt = new Map();
       for (let i = 0; i < t.bins.length; i += 3) t.binAt.set(t.bins[i], i);
     }
+    return t.binAt;
   }
 
   trackHeight() { return ROW_H + (this.counter ? COUNTER_H : 0) + 2; }
@@ -330,7 +331,7 @@ class PodTimeline {
           return `${tr.host} chip ${tr.chip}\n${kd.name} (${kd.module})\n${P.fmtNs(tr.slices[k + 1])} at ${P.fmtNs(d.from_ns + tr.slices[k])}`;
         }
       }
-      const b = tr.binAt.get(Math.floor(rel / d.ns_per_px));
+      const b = this.binIndex(tr).get(Math.floor(rel / d.ns_per_px));
       if (b !== undefined) {
         return `${tr.host} chip ${tr.chip}\n${(tr.bins[b + 1] / 10).toFixed(1)}% busy over ${P.fmtNs(d.ns_per_px)}\nmostly ${d.kernels[tr.bins[b + 2]].name}`;
       }
