@@ -3,6 +3,7 @@
 // the same JSON and CSV, and exports as downloads.
 #include <algorithm>
 #include <cstdio>
+#include <set>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -13,6 +14,7 @@
 #include "aggregator/export_stream.h"
 #include "aggregator/http_api.h"
 #include "aggregator/http_params.h"
+#include "aggregator/overviews.h"
 #include "aggregator/timeline_view.h"
 #include "nlohmann/json.hpp"
 #include "proto/grpc_status.h"
@@ -39,11 +41,12 @@ storage::HostSelection HostsParam(const Request& req) {
   return only;
 }
 
-// GET /api/v1/captures/{id}/timeline?from_ns=&to_ns=&width=&counters=a,b&hosts=a,b&waits=1:
-// the window [from_ns, to_ns) (ns from the capture's start; the whole capture by default) at
-// `width` pixels (timeline_view.h); with waits=1 the waits heatmap too, from the same reading
-// of the hosts (a page's first view needs both).
-Response Timeline(const HttpApiSources& src, const Request& req) {
+// GET /api/v1/captures/{id}/timeline?from_ns=&to_ns=&width=&counters=a,b|auto|default&hosts=a,b
+// &waits=1: the window [from_ns, to_ns) (ns from the capture's start; the whole capture by
+// default) at `width` pixels (timeline_view.h); with waits=1 the waits heatmap too, from the
+// same reading of the hosts (a page's first view needs both). The whole capture comes from its
+// kept overview (overviews.h); other windows are read from the store.
+Response Timeline(const HttpApiSources& src, Overviews& overviews, const Request& req) {
   absl::StatusOr<storage::CaptureRow> row = src.store->GetCapture(req.params.at("id"));
   if (!row.ok()) return Response::Error(row.status());
   const int64_t length = std::max<int64_t>(1, row->end_ns - row->start_ns);
@@ -58,35 +61,37 @@ Response Timeline(const HttpApiSources& src, const Request& req) {
         absl::StrCat("from_ns=", *from, " to_ns=", *to, " width=", *width,
                      ": the window must not be empty and the width 1..8192 pixels")));
   }
+  const bool waits = Param(req, "waits") == "1";
+  Json fields = {
+      {"capture", row->id}, {"start_ns", row->start_ns}, {"from_ns", *from}, {"to_ns", *to}};
+  std::set<std::string> counters;
+  if (Param(req, "counters") == "default") {
+    counters = DefaultCounters(*row);
+  } else {
+    for (absl::string_view c : absl::StrSplit(Param(req, "counters"), ',', absl::SkipEmpty())) {
+      counters.insert(std::string(c));
+    }
+  }
+  // The whole capture, as a page first shows it: from the kept overview.
+  if (*from == 0 && *to == length && Param(req, "hosts").empty() && row->status != "running" &&
+      *width <= Overviews::WidthFor(row->chips)) {
+    absl::StatusOr<std::shared_ptr<const Overview>> ov = overviews.Get(*row, counters);
+    if (!ov.ok()) return Response::Error(ov.status());
+    if (waits) fields["waits"] = (*ov)->waits;
+    const std::string text = *width == (*ov)->view.width_px()
+                                 ? (*ov)->view.Finish(std::move(fields))
+                                 : (*ov)->view.Resampled(static_cast<int>(*width)).Finish(fields);
+    return Response::Text(200, text + "\n", "application/json");
+  }
   TimelineWindow w;
   w.from_ns = row->start_ns + *from;
   w.to_ns = row->start_ns + *to;
   w.width_px = static_cast<int>(*width);
-  for (absl::string_view c : absl::StrSplit(Param(req, "counters"), ',', absl::SkipEmpty())) {
-    w.counters.insert(std::string(c));
-  }
-  // Only what the view draws is read: kernel lines (and steps, for the waits), and the samples
-  // of the counters shown.
-  const bool waits = Param(req, "waits") == "1";
-  storage::HostSelection only = HostsParam(req);
-  only.line_kinds = {trace::LineKind::kOps, trace::LineKind::kGpuStream};
-  if (waits) only.line_kinds.insert(trace::LineKind::kSteps);
-  only.counter_samples = w.counters;
-  if (w.counters.count("auto") > 0)
-    only.counter_samples->insert(AutoCounters().begin(), AutoCounters().end());
-  TimelineView view(std::move(w));
-  WaitHeatmap heatmap(row->start_ns, row->end_ns);
-  absl::Status s = src.store->ForEachHost(row->id, only, [&](storage::StoredHost& h) {
-    view.AddHost(h);
-    if (waits) heatmap.AddHost(h);
-    return absl::OkStatus();
-  });
-  if (!s.ok()) return Response::Error(s);
-  Json fields = {
-      {"capture", row->id}, {"start_ns", row->start_ns}, {"from_ns", *from}, {"to_ns", *to}};
-  if (waits) fields["waits"] = heatmap.Finish();
-  std::string text = view.Finish(std::move(fields));
-  return Response::Text(200, std::move(text) + "\n", "application/json");
+  w.counters = counters;
+  absl::StatusOr<Overview> view = ReadView(*src.store, *row, std::move(w), HostsParam(req), waits);
+  if (!view.ok()) return Response::Error(view.status());
+  if (waits) fields["waits"] = view->waits;
+  return Response::Text(200, view->view.Finish(std::move(fields)) + "\n", "application/json");
 }
 
 Response Waits(const HttpApiSources& src, const Request& req) {
@@ -238,8 +243,9 @@ Response Export(const HttpApiSources& src, const Request& req) {
 }  // namespace
 
 void AddViewRoutes(const HttpApiSources& src, http::Router& r) {
+  auto overviews = std::make_shared<Overviews>(src.store);
   r.Add("GET", "/api/v1/captures/{id}/timeline",
-        [src](const Request& q) { return Timeline(src, q); });
+        [src, overviews](const Request& q) { return Timeline(src, *overviews, q); });
   r.Add("GET", "/api/v1/captures/{id}/waits", [src](const Request& q) { return Waits(src, q); });
   r.Add("GET", "/api/v1/captures/{id}/export", [src](const Request& q) { return Export(src, q); });
   r.Add("GET", "/api/v1/kernels/{name}", [src](const Request& q) { return Kernel(src, q); });

@@ -60,12 +60,22 @@ int TimelineView::KernelIndex(const trace::KernelDef& k) {
   return it->second;
 }
 
+// Adds `time` ns of `kernel` over the pixels [x0, x1) covers (fractional pixels).
+void TrackPixels::Spread(double x0, double x1, double ns_per_px, int kernel) {
+  const int width = static_cast<int>(busy.size());
+  for (int px = std::max(0, static_cast<int>(x0)); px <= static_cast<int>(x1) && px < width; ++px) {
+    const double covered = (std::min<double>(x1, px + 1) - std::max<double>(x0, px)) * ns_per_px;
+    if (covered <= 0) continue;
+    busy[px] += static_cast<float>(covered);
+    if (covered > best[px]) {
+      best[px] = static_cast<float>(covered);
+      best_kernel[px] = kernel;
+    }
+  }
+}
+
 void TimelineView::KernelTrack(const trace::HostCapture& c, int chip,
-                               const std::vector<int>& kernel_of, std::string* out) {
-  std::string slices;
-  // Per pixel: the time kernels covered it, and the kernel that covered the most of it in one go.
-  std::vector<double> busy(w_.width_px, 0), best(w_.width_px, 0);
-  std::vector<int> best_kernel(w_.width_px, -1);
+                               const std::vector<int>& kernel_of, TrackPixels* t) {
   for (const trace::EventBlock& b : c.blocks) {
     if (b.chip != chip || !trace::IsKernelLine(b.kind)) continue;
     for (size_t i = 0; i < b.size(); ++i) {
@@ -80,70 +90,42 @@ void TimelineView::KernelTrack(const trace::HostCapture& c, int chip,
                            .emplace(b.collective[i], static_cast<int>(collective_index_.size()) + 1)
                            .first->second;
         }
-        absl::StrAppend(&slices, slices.empty() ? "" : ",", s - w_.from_ns, ",", e - s, ",", kernel,
-                        ",", collective);
+        t->slices.insert(t->slices.end(), {s - w_.from_ns, e - s, kernel, collective});
         continue;
       }
       // Narrower than a pixel: its time goes to the pixels it covers.
-      const double x0 = static_cast<double>(s - w_.from_ns) / ns_per_px_;
-      const double x1 = static_cast<double>(e - w_.from_ns) / ns_per_px_;
-      for (int px = static_cast<int>(x0); px <= static_cast<int>(x1) && px < w_.width_px; ++px) {
-        const double covered =
-            (std::min<double>(x1, px + 1) - std::max<double>(x0, px)) * ns_per_px_;
-        if (covered <= 0) continue;
-        busy[px] += covered;
-        if (covered > best[px]) {
-          best[px] = covered;
-          best_kernel[px] = kernel;
-        }
-      }
+      t->Spread(static_cast<double>(s - w_.from_ns) / ns_per_px_,
+                static_cast<double>(e - w_.from_ns) / ns_per_px_, ns_per_px_, kernel);
     }
   }
-  std::string bins;
-  for (int px = 0; px < w_.width_px; ++px) {
-    if (busy[px] <= 0) continue;
-    const int permille = static_cast<int>(std::lround(std::min(1.0, busy[px] / ns_per_px_) * 1000));
-    absl::StrAppend(&bins, bins.empty() ? "" : ",", px, ",", std::max(1, permille), ",",
-                    best_kernel[px]);
-  }
-  absl::StrAppend(out, "\"slices\":[", slices, "],\"bins\":[", bins, "]");
 }
 
 // Gauges as each pixel's lowest and highest sample; running totals as their rate (per second)
 // between samples, by the pixel of the later one.
-void TimelineView::CounterTracks(const trace::HostCapture& c, int chip, std::string* out) {
-  absl::StrAppend(out, "\"counters\":{");
-  bool first = true;
+void TimelineView::CounterTracks(const trace::HostCapture& c, int chip, TrackPixels* t) {
   for (const trace::CounterSeries& s : c.counters) {
     if (s.chip != chip) continue;
     counter_names_.insert(s.name);
     if (w_.counters.count(s.name) == 0) continue;
     const bool rate = s.kind() == trace::CounterKind::kCumulative;
-    std::vector<double> low(w_.width_px, INFINITY), high(w_.width_px, -INFINITY);
+    auto& [low, high] = t->counters[s.name];
+    low.assign(w_.width_px, INFINITY);
+    high.assign(w_.width_px, -INFINITY);
     for (size_t i = rate ? 1 : 0; i < s.time_ns.size(); ++i) {
-      const int64_t t = s.time_ns[i];
-      if (t < w_.from_ns || t >= w_.to_ns) continue;
+      const int64_t time = s.time_ns[i];
+      if (time < w_.from_ns || time >= w_.to_ns) continue;
       double v = s.value[i];
       if (rate) {
-        const int64_t dt = t - s.time_ns[i - 1];
+        const int64_t dt = time - s.time_ns[i - 1];
         if (dt <= 0) continue;
         v = (s.value[i] - s.value[i - 1]) * 1e9 / static_cast<double>(dt);
       }
-      const int px = std::min(w_.width_px - 1,
-                              static_cast<int>(static_cast<double>(t - w_.from_ns) / ns_per_px_));
+      const int px = std::min(
+          w_.width_px - 1, static_cast<int>(static_cast<double>(time - w_.from_ns) / ns_per_px_));
       low[px] = std::min(low[px], v);
       high[px] = std::max(high[px], v);
     }
-    std::string points;
-    for (int px = 0; px < w_.width_px; ++px) {
-      if (low[px] > high[px]) continue;
-      absl::StrAppend(&points, points.empty() ? "" : ",", px, ",", Round(low[px]), ",",
-                      Round(high[px]));
-    }
-    absl::StrAppend(out, first ? "" : ",", Json(s.name).dump(), ":[", points, "]");
-    first = false;
   }
-  absl::StrAppend(out, "}");
 }
 
 void TimelineView::AddHost(storage::StoredHost& h) {
@@ -157,31 +139,113 @@ void TimelineView::AddHost(storage::StoredHost& h) {
   std::vector<int> kernel_of;  // the host's kernel definitions -> the response's
   kernel_of.reserve(h.capture.kernels.size());
   for (const trace::KernelDef& k : h.capture.kernels) kernel_of.push_back(KernelIndex(k));
-  // The tracks are written as text: a 64-host capture's first view holds about a million
-  // numbers, and a JSON value per number would cost more than reading them.
-  const std::string host = Json(h.row.host).dump();
   for (size_t ci = 0; ci < h.capture.host.chips.size(); ++ci) {
-    const int chip = static_cast<int>(ci);
-    absl::StrAppend(&tracks_, tracks_.empty() ? "" : ",", "{\"host\":", host,
-                    ",\"chip\":", h.capture.host.chips[ci].ordinal, ",");
-    KernelTrack(h.capture, chip, kernel_of, &tracks_);
-    tracks_ += ",";
-    CounterTracks(h.capture, chip, &tracks_);
-    tracks_ += "}";
+    TrackPixels t(h.row.host, h.capture.host.chips[ci].ordinal, w_.width_px);
+    KernelTrack(h.capture, static_cast<int>(ci), kernel_of, &t);
+    CounterTracks(h.capture, static_cast<int>(ci), &t);
+    tracks_.push_back(std::move(t));
   }
 }
 
-std::string TimelineView::Finish(Json fields) {
+TimelineView TimelineView::Resampled(int width) const {
+  TimelineWindow w = w_;
+  w.width_px = width;
+  TimelineView out(w);
+  out.auto_counter_ = false;
+  out.kernels_ = kernels_;
+  out.kernel_index_ = kernel_index_;
+  out.counter_names_ = counter_names_;
+  const double r = static_cast<double>(w_.width_px) / width;  // fine pixels per coarse one
+  for (const TrackPixels& fine : tracks_) {
+    TrackPixels t(fine.host, fine.chip, width);
+    for (size_t i = 0; i < fine.slices.size(); i += 4) {
+      const int64_t s = fine.slices[i], d = fine.slices[i + 1];
+      if (static_cast<double>(d) >= out.ns_per_px_) {
+        t.slices.insert(t.slices.end(), fine.slices.begin() + i, fine.slices.begin() + i + 4);
+      } else {
+        t.Spread(s / out.ns_per_px_, (s + d) / out.ns_per_px_, out.ns_per_px_,
+                 static_cast<int>(fine.slices[i + 2]));
+      }
+    }
+    // A fine pixel's time goes to the coarse pixels it overlaps, in proportion; its dominant
+    // kernel competes with the others' for each (an approximation of the dominant kernel the
+    // events themselves would give).
+    for (int f = 0; f < w_.width_px; ++f) {
+      if (fine.busy[f] <= 0) continue;
+      const double x0 = f / r, x1 = (f + 1) / r;
+      for (int c = static_cast<int>(x0); c <= static_cast<int>(x1) && c < width; ++c) {
+        const double part = (std::min<double>(x1, c + 1) - std::max<double>(x0, c)) * r;
+        if (part <= 0) continue;
+        t.busy[c] += static_cast<float>(fine.busy[f] * part);
+        if (fine.best[f] * part > t.best[c]) {
+          t.best[c] = static_cast<float>(fine.best[f] * part);
+          t.best_kernel[c] = fine.best_kernel[f];
+        }
+      }
+    }
+    for (const auto& [name, range] : fine.counters) {
+      auto& [low, high] = t.counters[name];
+      low.assign(width, INFINITY);
+      high.assign(width, -INFINITY);
+      for (int f = 0; f < w_.width_px; ++f) {
+        if (range.first[f] > range.second[f]) continue;
+        const int c = std::min(width - 1, static_cast<int>((f + 0.5) / r));
+        low[c] = std::min(low[c], range.first[f]);
+        high[c] = std::max(high[c], range.second[f]);
+      }
+    }
+    out.tracks_.push_back(std::move(t));
+  }
+  return out;
+}
+
+// One track as JSON text: a 64-host capture's first view holds about a million numbers, and a
+// JSON value per number would cost more than reading them.
+void TimelineView::WriteTrack(const TrackPixels& t, std::string* out) const {
+  absl::StrAppend(out, "{\"host\":", Json(t.host).dump(), ",\"chip\":", t.chip, ",\"slices\":[");
+  for (size_t i = 0; i < t.slices.size(); ++i) absl::StrAppend(out, i ? "," : "", t.slices[i]);
+  absl::StrAppend(out, "],\"bins\":[");
+  bool first = true;
+  for (int px = 0; px < w_.width_px; ++px) {
+    if (t.busy[px] <= 0) continue;
+    const int permille =
+        static_cast<int>(std::lround(std::min(1.0, t.busy[px] / ns_per_px_) * 1000));
+    absl::StrAppend(out, first ? "" : ",", px, ",", std::max(1, permille), ",", t.best_kernel[px]);
+    first = false;
+  }
+  absl::StrAppend(out, "],\"counters\":{");
+  first = true;
+  for (const auto& [name, range] : t.counters) {
+    absl::StrAppend(out, first ? "" : ",", Json(name).dump(), ":[");
+    bool any = false;
+    for (int px = 0; px < w_.width_px; ++px) {
+      if (range.first[px] > range.second[px]) continue;
+      absl::StrAppend(out, any ? "," : "", px, ",", Round(range.first[px]), ",",
+                      Round(range.second[px]));
+      any = true;
+    }
+    absl::StrAppend(out, "]");
+    first = false;
+  }
+  absl::StrAppend(out, "}}");
+}
+
+std::string TimelineView::Finish(Json fields) const {
   // The caller's fields win (the page wants times from the capture's start).
   fields.emplace("from_ns", w_.from_ns);
   fields.emplace("to_ns", w_.to_ns);
   fields["ns_per_px"] = ns_per_px_;
-  fields["kernels"] = std::move(kernels_);
+  fields["kernels"] = kernels_;
   fields["counters"] = counter_names_;
   fields["counters_shown"] = w_.counters;
   std::string out = fields.dump();
   out.pop_back();  // the closing brace: the tracks go last
-  absl::StrAppend(&out, ",\"tracks\":[", tracks_, "]}");
+  out += ",\"tracks\":[";
+  for (size_t i = 0; i < tracks_.size(); ++i) {
+    if (i > 0) out += ",";
+    WriteTrack(tracks_[i], &out);
+  }
+  out += "]}";
   return out;
 }
 

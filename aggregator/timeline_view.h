@@ -32,6 +32,23 @@ struct TimelineWindow {
 // busy fraction, then the TensorCore duty cycle.
 const std::vector<std::string>& AutoCounters();
 
+// One chip's track of a view, as numbers until written.
+struct TrackPixels {
+  TrackPixels(std::string h, int c, int width)
+      : host(std::move(h)), chip(c), busy(width, 0), best(width, 0), best_kernel(width, -1) {}
+  // Adds the kernel's time over pixels [x0, x1) (fractional), keeping each pixel's dominant.
+  void Spread(double x0, double x1, double ns_per_px, int kernel);
+
+  std::string host;
+  int chip = 0;
+  std::vector<int64_t> slices;  // start, duration, kernel, collective
+  // Per pixel: the time kernels covered it, and the kernel that covered the most of it in one
+  // go (and how much).
+  std::vector<float> busy, best;
+  std::vector<int32_t> best_kernel;
+  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> counters;  // low, high
+};
+
 // Builds the response one host at a time (the store hands hosts over one by one).
 class TimelineView {
  public:
@@ -44,19 +61,26 @@ class TimelineView {
   // Times are ns from `from_ns`; `kernel` indexes "kernels"; `collective` is 0 for none, else
   // a number shared by the slices of one collective on different chips (in this response).
   // As JSON text, with `fields` (an object) added at the top; theirs win over from_ns and to_ns.
-  std::string Finish(nlohmann::json fields = nlohmann::json::object());
+  std::string Finish(nlohmann::json fields = nlohmann::json::object()) const;
+  // The same window at a narrower `width`, from this view's pixels rather than the events:
+  // times are summed exactly, a pixel's dominant kernel is the one that dominated the most of
+  // it among the finer pixels. How a stored overview answers any page width.
+  TimelineView Resampled(int width) const;
+  int width_px() const { return w_.width_px; }
+  // Roughly the memory the view holds, bytes.
+  size_t Bytes() const { return tracks_.size() * (12u * w_.width_px + 64); }
 
  private:
   int KernelIndex(const trace::KernelDef& k);
-  // Append a track's "slices" and "bins", and its "counters", to `out`.
   void KernelTrack(const trace::HostCapture& c, int chip, const std::vector<int>& kernel_of,
-                   std::string* out);
-  void CounterTracks(const trace::HostCapture& c, int chip, std::string* out);
+                   TrackPixels* t);
+  void CounterTracks(const trace::HostCapture& c, int chip, TrackPixels* t);
+  void WriteTrack(const TrackPixels& t, std::string* out) const;
 
   TimelineWindow w_;
-  const double ns_per_px_;
-  bool auto_counter_;   // "auto" not yet resolved: the first host with counters picks
-  std::string tracks_;  // the tracks written so far, JSON objects separated by commas
+  double ns_per_px_;
+  bool auto_counter_;  // "auto" not yet resolved: the first host with counters picks
+  std::vector<TrackPixels> tracks_;
   nlohmann::json kernels_ = nlohmann::json::array();
   std::map<std::pair<std::string, std::string>, int> kernel_index_;
   std::map<uint64_t, int> collective_index_;

@@ -2,6 +2,10 @@
 // pixel is known.
 #include "aggregator/timeline_view.h"
 
+#include <map>
+#include <set>
+#include <tuple>
+
 #include "gtest/gtest.h"
 
 namespace podprof::aggregator {
@@ -142,6 +146,61 @@ TEST(TimelineViewTest, AutoShowsTheMxuBusyFractionWhereThereIsOne) {
   EXPECT_EQ(j["from_ns"], 0);  // the caller's
   EXPECT_EQ(j["counters_shown"], nlohmann::json({"mxu_busy"}));
   EXPECT_EQ(j["tracks"][0]["counters"], nlohmann::json({{"mxu_busy", {0, 0.5, 0.5}}}));
+}
+
+// An overview at a fine width resampled to a page's width says what the events say at that
+// width: the same slices, the same busy time per pixel, and mostly the same dominant kernel.
+TEST(TimelineViewTest, AResampledOverviewMatchesTheEventsAtTheNarrowerWidth) {
+  storage::StoredHost h = Host("host-0", 1);
+  std::vector<std::tuple<int64_t, int64_t, uint32_t, uint64_t>> events;
+  uint64_t x = 12345;
+  int64_t t = 0;
+  while (t < 10'000'000) {  // 10 ms of kernels from 200 ns to 60 us, gaps up to 5 us
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    const int64_t d = 200 + static_cast<int64_t>((x >> 33) % 60'000);
+    events.emplace_back(t, d, static_cast<uint32_t>((x >> 20) % 4), (x >> 40) % 3 == 0 ? t : 0);
+    t += d + static_cast<int64_t>((x >> 45) % 5'000);
+  }
+  AddOps(&h, 0, events);
+  TimelineWindow w;
+  w.from_ns = kT0;
+  w.to_ns = kT0 + 10'000'000;
+  const auto view = [&](int width) {
+    TimelineWindow at = w;
+    at.width_px = width;
+    TimelineView v(at);
+    storage::StoredHost copy = h;
+    v.AddHost(copy);
+    return v;
+  };
+  const nlohmann::json direct = nlohmann::json::parse(view(500).Finish())["tracks"][0];
+  const nlohmann::json resampled =
+      nlohmann::json::parse(view(4000).Resampled(500).Finish())["tracks"][0];
+  // Slices: the same set (collective numbers are the response's own, so compare the rest).
+  auto slices = [](const nlohmann::json& s) {
+    std::set<std::tuple<int64_t, int64_t, int>> out;
+    for (size_t i = 0; i < s.size(); i += 4) out.emplace(s[i], s[i + 1], s[i + 2]);
+    return out;
+  };
+  EXPECT_EQ(slices(resampled["slices"]), slices(direct["slices"]));
+  EXPECT_GT(direct["slices"].size(), 40u);
+  // Bins: the same pixels, busy within a per mille, the dominant kernel mostly the same.
+  std::map<int, std::pair<int, int>> a, b;
+  for (size_t i = 0; i < direct["bins"].size(); i += 3) {
+    a[direct["bins"][i]] = {direct["bins"][i + 1], direct["bins"][i + 2]};
+  }
+  for (size_t i = 0; i < resampled["bins"].size(); i += 3) {
+    b[resampled["bins"][i]] = {resampled["bins"][i + 1], resampled["bins"][i + 2]};
+  }
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_GT(a.size(), 100u);
+  int same_kernel = 0;
+  for (const auto& [px, v] : a) {
+    ASSERT_EQ(b.count(px), 1u) << px;
+    EXPECT_NEAR(b[px].first, v.first, 1) << px;
+    same_kernel += b[px].second == v.second;
+  }
+  EXPECT_GT(same_kernel, static_cast<int>(a.size() * 9 / 10));
 }
 
 TEST(WaitHeatmapTest, EachChipWaitsForTheLastArrivalInItsStep) {

@@ -104,11 +104,10 @@ class PodTimeline {
   async load() {
     const width = this.plotWidth();
     const q = new URLSearchParams({from_ns: Math.floor(this.view.from), to_ns: Math.ceil(this.view.to), width});
-    // The first load lets the aggregator pick the counter (the MXU's busy fraction where there
-    // is one) and lists the others for the menu; a pod of more than 64 chips starts without
-    // one, half the pixels to send and draw, until one is picked.
+    // The first load lets the aggregator pick the counter (the MXU's busy fraction up to 64
+    // chips, none past) and lists the others for the menu.
     const first = this.counter === null;
-    q.set('counters', first ? (this.capture.chips <= 64 ? 'auto' : '') : this.counter);
+    q.set('counters', first ? 'default' : this.counter);
     if (first) q.set('waits', '1');  // the heatmap's data, from the same pass over the hosts
     const seq = ++this.loads;
     this.status.textContent = ' loading…';
