@@ -12,9 +12,10 @@ namespace {
 
 constexpr size_t kKept = 4;  // overviews kept: the captures people open now
 constexpr auto kWarmEvery = std::chrono::seconds(2);
-// Captures of more chips are not read ahead of a page asking (their overview is a few seconds
-// of CPU and over 50 MB); their first page view computes it.
-constexpr int64_t kWarmMaxChips = 1024;
+// Captures of more chips (64 hosts of 4) are not read ahead of a page asking: the reading
+// would compete with the next capture's ingest of a large pod. Their first page view computes
+// their overview.
+constexpr int64_t kWarmMaxChips = 256;
 
 }  // namespace
 
