@@ -83,7 +83,9 @@ void TimelineView::KernelTrack(const trace::HostCapture& c, int chip,
       if (end <= w_.from_ns || start >= w_.to_ns) continue;
       const int64_t s = std::max(start, w_.from_ns), e = std::min(end, w_.to_ns);
       const int kernel = kernel_of[b.kernel[i]];
-      if (static_cast<double>(end - start) >= ns_per_px_) {
+      // What shows of it decides: a kernel cut by the window to less than a pixel is a
+      // pixel's worth of busy time, as a narrow one is (and as a resampled view sees it).
+      if (static_cast<double>(e - s) >= ns_per_px_) {
         int collective = 0;
         if (b.collective[i] != 0) {
           collective = collective_index_
