@@ -94,19 +94,25 @@ Response Timeline(const HttpApiSources& src, Overviews& overviews, const Request
   return Response::Text(200, view->view.Finish(std::move(fields)) + "\n", "application/json");
 }
 
-Response Waits(const HttpApiSources& src, const Request& req) {
+// The waits heatmap alone: the kept overview's when it has one, else from one reading of the
+// hosts asked for.
+Response Waits(const HttpApiSources& src, Overviews& overviews, const Request& req) {
   absl::StatusOr<storage::CaptureRow> row = src.store->GetCapture(req.params.at("id"));
   if (!row.ok()) return Response::Error(row.status());
-  WaitHeatmap heatmap(row->start_ns, row->end_ns);
-  storage::HostSelection only = HostsParam(req);
-  only.line_kinds = {trace::LineKind::kOps, trace::LineKind::kGpuStream, trace::LineKind::kSteps};
-  only.counter_samples.emplace();  // none
-  absl::Status s = src.store->ForEachHost(row->id, only, [&](storage::StoredHost& h) {
-    heatmap.AddHost(h);
-    return absl::OkStatus();
-  });
-  if (!s.ok()) return Response::Error(s);
-  Json j = heatmap.Finish();
+  Json j;
+  if (Param(req, "hosts").empty() && row->status != "running") {
+    absl::StatusOr<std::shared_ptr<const Overview>> ov = overviews.Get(*row, DefaultCounters(*row));
+    if (!ov.ok()) return Response::Error(ov.status());
+    j = (*ov)->waits;
+  } else {
+    TimelineWindow w;  // the narrowest view: only its reading of the hosts is wanted
+    w.from_ns = row->start_ns;
+    w.to_ns = std::max(row->end_ns, row->start_ns + 1);
+    w.width_px = 1;
+    absl::StatusOr<Overview> read = ReadView(*src.store, *row, std::move(w), HostsParam(req), true);
+    if (!read.ok()) return Response::Error(read.status());
+    j = std::move(read->waits);
+  }
   j["capture"] = row->id;
   return JsonResponse(j);
 }
@@ -205,10 +211,9 @@ Response Export(const HttpApiSources& src, const Request& req) {
   }
   for (const std::string& h : HostsParam(req).hosts) r.add_host_names(h);
   r.set_kernel_regex(Param(req, "kernel"));
-  auto plan = std::make_shared<ExportPlan>();
   absl::StatusOr<ExportPlan> planned = PlanExport(*src.store, r);
   if (!planned.ok()) return Response::Error(planned.status());
-  *plan = *std::move(planned);
+  auto plan = std::make_shared<ExportPlan>(*std::move(planned));
   Response res;
   res.content_type = format == "chrome" ? "application/json" : "application/octet-stream";
   res.headers.emplace_back("Content-Disposition", "attachment; filename=\"" + file + "\"");
@@ -246,7 +251,8 @@ void AddViewRoutes(const HttpApiSources& src, http::Router& r) {
   auto overviews = std::make_shared<Overviews>(src.store);
   r.Add("GET", "/api/v1/captures/{id}/timeline",
         [src, overviews](const Request& q) { return Timeline(src, *overviews, q); });
-  r.Add("GET", "/api/v1/captures/{id}/waits", [src](const Request& q) { return Waits(src, q); });
+  r.Add("GET", "/api/v1/captures/{id}/waits",
+        [src, overviews](const Request& q) { return Waits(src, *overviews, q); });
   r.Add("GET", "/api/v1/captures/{id}/export", [src](const Request& q) { return Export(src, q); });
   r.Add("GET", "/api/v1/kernels/{name}", [src](const Request& q) { return Kernel(src, q); });
   r.Add("GET", "/api/v1/diff", [src](const Request& q) { return Diff(src, q); });

@@ -102,13 +102,18 @@ absl::StatusOr<std::shared_ptr<const Overview>> Overviews::Get(
   return result.get();
 }
 
-// Every couple of seconds, the newest stored captures' overviews, so that the page opened
-// when a capture lands finds its first view ready.
+// Every couple of seconds, if the store has committed a capture since the last look, the
+// newest captures' overviews, so that the page opened when a capture lands finds its first
+// view ready. Captures stored before this process started wait for a page to ask.
 void Overviews::WarmLoop() {
+  int64_t seen = store_->written().captures;
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
     wake_.wait_for(lock, kWarmEvery, [this] { return stopping_; });
     if (stopping_) break;
+    const int64_t written = store_->written().captures;
+    if (written == seen) continue;  // nothing new: no query at all
+    seen = written;
     lock.unlock();
     storage::CaptureQuery q;
     q.limit = 2;

@@ -152,10 +152,8 @@ void TimelineView::AddHost(storage::StoredHost& h) {
 TimelineView TimelineView::Resampled(int width) const {
   TimelineWindow w = w_;
   w.width_px = width;
-  TimelineView out(w);
-  out.auto_counter_ = false;
+  TimelineView out(w);  // it adds no host: only the kernels' names are needed
   out.kernels_ = kernels_;
-  out.kernel_index_ = kernel_index_;
   out.counter_names_ = counter_names_;
   const double r = static_cast<double>(w_.width_px) / width;  // fine pixels per coarse one
   for (const TrackPixels& fine : tracks_) {

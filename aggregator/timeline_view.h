@@ -67,8 +67,6 @@ class TimelineView {
   // it among the finer pixels. How a stored overview answers any page width.
   TimelineView Resampled(int width) const;
   int width_px() const { return w_.width_px; }
-  // Roughly the memory the view holds, bytes.
-  size_t Bytes() const { return tracks_.size() * (12u * w_.width_px + 64); }
 
  private:
   int KernelIndex(const trace::KernelDef& k);

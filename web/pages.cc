@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+
 namespace podprof::web {
 namespace generated {
 struct Embedded {
@@ -16,14 +18,11 @@ extern const Embedded kAssets[];
 
 namespace {
 
-bool EndsWith(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
-std::string_view TypeOf(std::string_view name) {
-  if (EndsWith(name, ".html")) return "text/html; charset=utf-8";
-  if (EndsWith(name, ".js")) return "text/javascript; charset=utf-8";
-  if (EndsWith(name, ".css")) return "text/css; charset=utf-8";
+std::string_view TypeOf(std::string_view n) {
+  const absl::string_view name(n.data(), n.size());  // Debian's Abseil has its own string_view
+  if (absl::EndsWith(name, ".html")) return "text/html; charset=utf-8";
+  if (absl::EndsWith(name, ".js")) return "text/javascript; charset=utf-8";
+  if (absl::EndsWith(name, ".css")) return "text/css; charset=utf-8";
   return "application/octet-stream";
 }
 

@@ -353,6 +353,18 @@ TEST_F(PodTest, TheWebPagesAndTheirApiAnswerAsTheCliDoes) {
   const nlohmann::json tl = nlohmann::json::parse(whole.body);
   EXPECT_EQ(tl["tracks"].size(), 4u);  // 2 hosts x 2 chips
   EXPECT_LE(tl["tracks"][0]["bins"].size(), 3u * 500);
+  // The waits heatmap alone is the one the first view brings, and narrows to the hosts asked.
+  auto first = HttpGet(agg + "/api/v1/captures/" + a + "/timeline?width=500&waits=1", P("tw"));
+  auto waits = HttpGet(agg + "/api/v1/captures/" + a + "/waits", P("w"));
+  ASSERT_EQ(waits.status, 200);
+  nlohmann::json wj = nlohmann::json::parse(waits.body);
+  EXPECT_EQ(wj["capture"], a);
+  wj.erase("capture");
+  EXPECT_EQ(wj, nlohmann::json::parse(first.body)["waits"]);
+  EXPECT_EQ(wj["chips"].size(), 4u);
+  auto one = HttpGet(agg + "/api/v1/captures/" + a + "/waits?hosts=host-1", P("w1"));
+  ASSERT_EQ(one.status, 200);
+  EXPECT_EQ(nlohmann::json::parse(one.body)["chips"].size(), 2u);
   auto empty = HttpGet(agg + "/api/v1/captures/" + a + "/timeline?from_ns=9&to_ns=9", P("e"));
   EXPECT_EQ(empty.status, 400);
   EXPECT_TRUE(absl::StrContains(empty.body, "from_ns=9 to_ns=9")) << empty.body;
