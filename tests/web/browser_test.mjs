@@ -139,7 +139,8 @@ try {
   check(whole.tracks === 8, `the timeline has a track per chip (${whole.tracks})`);
   check(whole.busy.length > 500 && whole.busy.every((p) => !isBg(p)),
         `whole capture: ${whole.busy.length} sampled busy pixels are drawn in kernel colours`);
-  check(whole.idle.every(isBg), `whole capture: ${whole.idle.length} sampled idle pixels are background`);
+  // (The whole capture of the demo has no idle pixel to sample: the zoomed view below checks
+  // that idle time is drawn as background.)
   check(await page.$eval('#main', (m) => m.textContent.includes('Straggler:')), 'the straggler chip is named');
   check(/^2 of 2 agents online$/.test(await page.textContent('#agents')), `the header counts the agents (${await page.textContent('#agents')})`);
   await shot('capture');

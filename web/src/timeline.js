@@ -18,9 +18,8 @@ function kernelHue(name) {
   for (let i = 0; i < name.length; i++) h = (h * 31 + name.charCodeAt(i)) >>> 0;
   return h % 360;
 }
-function kernelColor(name) { return `hsl(${kernelHue(name)}, 62%, 50%)`; }
-
-// The same colour as one pixel of an ImageData (RGBA bytes, little-endian: 0xAABBGGRR).
+// A kernel's colour as one pixel of an ImageData (RGBA bytes, little-endian: 0xAABBGGRR):
+// hsl(hue, 62%, 50%), the hue from its name.
 function kernelPixel(name) {
   const h = kernelHue(name) / 360, s = 0.62, l = 0.5;
   const q = l < 0.5 ? l * (1 + s) : l + s - l * s, p = 2 * l - q;
@@ -30,6 +29,11 @@ function kernelPixel(name) {
     return Math.round(v * 255);
   };
   return (0xff000000 | (ch(h - 1 / 3) << 16) | (ch(h) << 8) | ch(h + 1 / 3)) >>> 0;
+}
+// The same colour for the canvas's fill style.
+function kernelColor(name) {
+  const px = kernelPixel(name);
+  return `rgb(${px & 0xff}, ${(px >>> 8) & 0xff}, ${(px >>> 16) & 0xff})`;
 }
 const COUNTER_PIXEL = 0xff948779;  // #7b8794
 const ROW_PIXEL = 0xfff7f4f3;  // ROW_BG
@@ -240,36 +244,26 @@ class PodTimeline {
     const d = this.data, y = this.trackY(i), pw = this.plotWidth();
     // Screen x (device pixels) of data pixel p is x0 + p * step: one multiply-add per bin.
     const k = pw / (this.view.to - this.view.from) * dpr;
-    const step = d.ns_per_px * k, x0 = LABEL_W * dpr + (d.from_ns - this.view.from) * k - painter.x0;
+    const step = d.ns_per_px * k, x0 = LABEL_W * dpr + (d.from_ns - this.view.from) * k;
     const colWidth = Math.max(1, Math.floor(step));
-    const buf = painter.px, W = painter.w, H = painter.h;
-    // A column of `h` device pixels ending at row `bottom`, `width` wide, from screen x.
-    const column = (x, bottom, h, width, colour) => {
-      const xa = Math.max(0, Math.floor(x)), xe = Math.min(W, Math.max(xa + 1, Math.floor(x + width)));
-      if (xa >= W || xe <= 0) return;
-      const ya = Math.max(0, bottom - h), yb = Math.min(H, bottom);
-      for (let row = ya; row < yb; row++) {
-        const base = row * W;
-        for (let xx = xa; xx < xe; xx++) buf[base + xx] = colour;
-      }
-    };
     const rowTop = Math.round(y * dpr), rowBottom = Math.round((y + ROW_H) * dpr);
     painter.rect(LABEL_W * dpr, rowTop, pw * dpr, rowBottom - rowTop, ROW_PIXEL);
     const bins = t.bins, pixels = this.pixels, rowH = rowBottom - rowTop;
     for (let b = 0; b < bins.length; b += 3) {
       const x = x0 + bins[b] * step;
-      if (x + step < 0) continue;
-      column(x, rowBottom, Math.max(1, Math.round(rowH * bins[b + 1] / 1000)), colWidth, pixels[bins[b + 2]]);
+      if (x + step < painter.x0) continue;
+      const h = Math.max(1, Math.round(rowH * bins[b + 1] / 1000));
+      painter.rect(x, rowBottom - h, colWidth, h, pixels[bins[b + 2]]);
     }
     if (!this.counter || counterMax <= 0) return;
     const pts = (t.counters || {})[this.counter] || [];
     const cBottom = Math.round((y + ROW_H + 1 + COUNTER_H) * dpr), cH = COUNTER_H * dpr;
     for (let p = 0; p < pts.length; p += 3) {
       const x = x0 + pts[p] * step;
-      if (x + step < 0) continue;
+      if (x + step < painter.x0) continue;
       // Filled up to the pixel's highest sample: the counter reads as an area chart.
-      const hi = Math.round(cH * pts[p + 2] / counterMax);
-      column(x, cBottom, Math.max(1, hi), colWidth, COUNTER_PIXEL);
+      const hi = Math.max(1, Math.round(cH * pts[p + 2] / counterMax));
+      painter.rect(x, cBottom - hi, colWidth, hi, COUNTER_PIXEL);
     }
   }
 
