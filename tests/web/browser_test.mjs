@@ -119,15 +119,18 @@ try {
     const at = (px, y) => Array.from(ctx.getImageData(LABEL_W + px, y, 1, 1).data.slice(0, 3));
     const busy = [], idle = [];
     d.tracks.forEach((t, i) => {
-      const covered = new Uint8Array(width + 2);
-      for (let k = 0; k < t.bins.length; k += 3) covered[t.bins[k] + 1] = 1;
+      // `covered`: any part of the pixel has a kernel; `full`: all of it (a slice's edge pixel
+      // can be covered so little that, antialiased, it rounds to the background's colour).
+      const covered = new Uint8Array(width + 2), full = new Uint8Array(width + 2);
+      for (let k = 0; k < t.bins.length; k += 3) covered[t.bins[k] + 1] = full[t.bins[k] + 1] = 1;
       for (let k = 0; k < t.slices.length; k += 4) {
-        const a = Math.floor(t.slices[k] / d.ns_per_px), b = Math.ceil((t.slices[k] + t.slices[k + 1]) / d.ns_per_px);
-        for (let px = Math.max(0, a); px <= Math.min(width - 1, b); px++) covered[px + 1] = 1;
+        const s = t.slices[k] / d.ns_per_px, e = (t.slices[k] + t.slices[k + 1]) / d.ns_per_px;
+        for (let px = Math.max(0, Math.floor(s)); px <= Math.min(width - 1, Math.ceil(e)); px++) covered[px + 1] = 1;
+        for (let px = Math.max(0, Math.ceil(s)); px <= Math.min(width - 1, Math.floor(e) - 1); px++) full[px + 1] = 1;
       }
       const y = tl.trackY(i) + ROW_H - 1;
       for (let px = 0; px < width; px += 3) {
-        if (covered[px + 1] && (t.bins.length === 0 || covered[px] && covered[px + 2])) busy.push(at(px, y));
+        if (full[px + 1] && (t.bins.length === 0 || full[px] && full[px + 2])) busy.push(at(px, y));
         if (!covered[px] && !covered[px + 1] && !covered[px + 2]) idle.push(at(px, y));
       }
     });
@@ -149,7 +152,13 @@ try {
   const box = await (await page.$('#timeline-canvas')).boundingBox();
   await page.mouse.move(box.x + box.width / 2, box.y + 60);
   for (let i = 0; i < 14; i++) await page.mouse.wheel(0, -100);
-  await page.waitForFunction(() => window.podprof.timeline.data.to_ns - window.podprof.timeline.data.from_ns < 0.1 * window.podprof.timeline.length, null, {timeout: 10000});
+  // Waits for the data of the window in view: wheel events spaced past the load's debounce
+  // fetch windows on the way in, and the canvas draws the view, not the data's window.
+  await page.waitForFunction(() => {
+    const tl = window.podprof.timeline, d = tl.data;
+    return d.to_ns - d.from_ns < 0.1 * tl.length &&
+           d.from_ns === Math.floor(tl.view.from) && d.to_ns === Math.ceil(tl.view.to);
+  }, null, {timeout: 10000});
   const zoomed = await samplePixels();
   const slices = await page.evaluate(() => window.podprof.timeline.data.tracks.reduce((n, t) => n + t.slices.length / 4, 0));
   check(slices > 0, `zoomed in, the window comes back at slice level (${slices} slices)`);

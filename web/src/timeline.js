@@ -244,7 +244,10 @@ class PodTimeline {
     const d = this.data, y = this.trackY(i), pw = this.plotWidth();
     // Screen x (device pixels) of data pixel p is x0 + p * step: one multiply-add per bin.
     const k = pw / (this.view.to - this.view.from) * dpr;
-    const step = d.ns_per_px * k, x0 = LABEL_W * dpr + (d.from_ns - this.view.from) * k;
+    // The data's window is the view's rounded out to whole ns, so a bin lands a hair (float
+    // error) left of its pixel; floored, it would be drawn a whole pixel left. 1/1000 px right
+    // of the exact position puts it back and moves nothing visibly.
+    const step = d.ns_per_px * k, x0 = LABEL_W * dpr + (d.from_ns - this.view.from) * k + 1e-3;
     const colWidth = Math.max(1, Math.floor(step));
     const rowTop = Math.round(y * dpr), rowBottom = Math.round((y + ROW_H) * dpr);
     painter.rect(LABEL_W * dpr, rowTop, pw * dpr, rowBottom - rowTop, ROW_PIXEL);
