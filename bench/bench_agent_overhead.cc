@@ -70,12 +70,13 @@ int Main(int argc, char** argv) {
   if (!bench::WaitForFile(dir + "/sim.json")) return 1;
   nlohmann::json sj = nlohmann::json::parse(ReadFile(dir + "/sim.json").value_or(""));
   std::ofstream(dir + "/empty.toml") << "";
-  Subprocess agent = StartChild(
-      {bin + "/podprof-agent", "--insecure", "--config=" + dir + "/empty.toml",
-       "--listen=127.0.0.1:0", "--profiler-service-listen=none", "--sysfs-root=" + dir + "/nosys",
-       "--workload-profiler=127.0.0.1:" + std::to_string(sj["profiler_port"].get<int>()),
-       "--workload-metrics=127.0.0.1:" + std::to_string(sj["metrics_port"].get<int>()),
-       "--ready-file=" + dir + "/agent.json"});
+  Subprocess agent =
+      StartChild({bin + "/podprof-agent", "--insecure", "--config=" + dir + "/empty.toml",
+                  "--listen=127.0.0.1:0", "--http-listen=127.0.0.1:0",
+                  "--profiler-service-listen=none", "--sysfs-root=" + dir + "/nosys",
+                  "--workload-profiler=127.0.0.1:" + std::to_string(sj["profiler_port"].get<int>()),
+                  "--workload-metrics=127.0.0.1:" + std::to_string(sj["metrics_port"].get<int>()),
+                  "--ready-file=" + dir + "/agent.json"});
   if (!bench::WaitForFile(dir + "/agent.json")) return 1;
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // let start-up settle
   const long ticks0 = CpuTicks(agent.pid());

@@ -198,14 +198,15 @@ std::vector<int> StartHosts(const std::string& bin, const std::string& dir, int 
                     "--ready-file=" + dir + "/sim" + n + ".json"},
                    h % ncpu));
     nlohmann::json sim = WaitJson(dir + "/sim" + n + ".json");
-    children->push_back(StartChild(
-        {bin + "/podprof-agent", "--insecure", "--config=" + dir + "/empty.toml",
-         "--listen=127.0.0.1:0", "--advertise=127.0.0.1:0", "--profiler-service-listen=none",
-         "--host-name=host-" + n, "--sysfs-root=" + dir + "/nosys",
-         absl::StrCat("--workload-profiler=127.0.0.1:", sim["profiler_port"].get<int>()),
-         "--workload-metrics=none", absl::StrCat("--aggregator=127.0.0.1:", agg_port),
-         "--clock-offset=" + off, "--clock-drift-ppm=" + dr,
-         "--ready-file=" + dir + "/agent" + n + ".json"}));
+    children->push_back(
+        StartChild({bin + "/podprof-agent", "--insecure", "--config=" + dir + "/empty.toml",
+                    "--listen=127.0.0.1:0", "--advertise=127.0.0.1:0", "--http-listen=off",
+                    "--profiler-service-listen=none", "--host-name=host-" + n,
+                    "--sysfs-root=" + dir + "/nosys",
+                    absl::StrCat("--workload-profiler=127.0.0.1:", sim["profiler_port"].get<int>()),
+                    "--workload-metrics=none", absl::StrCat("--aggregator=127.0.0.1:", agg_port),
+                    "--clock-offset=" + off, "--clock-drift-ppm=" + dr,
+                    "--ready-file=" + dir + "/agent" + n + ".json"}));
     agent_ports.push_back(WaitJson(dir + "/agent" + n + ".json")["agent_port"].get<int>());
   }
   return agent_ports;
@@ -231,9 +232,10 @@ int Main(int argc, char** argv) {
   std::ofstream(dir + "/agg.toml")
       << "[agents]\nheartbeat_interval = \"1s\"\nprobe_interval = \"2s\"\n";
   std::vector<Subprocess> children;
-  children.push_back(StartChild({bin + "/podprof-aggregator", "--insecure",
-                                 "--config=" + dir + "/agg.toml", "--listen=127.0.0.1:0",
-                                 "--db=" + dir + "/pod.db", "--ready-file=" + dir + "/agg.json"}));
+  children.push_back(
+      StartChild({bin + "/podprof-aggregator", "--insecure", "--config=" + dir + "/agg.toml",
+                  "--listen=127.0.0.1:0", "--http-listen=127.0.0.1:0", "--db=" + dir + "/pod.db",
+                  "--ready-file=" + dir + "/agg.json"}));
   const int agg_port = WaitJson(dir + "/agg.json")["port"];
   const int ncpu = std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
   const std::vector<int> agent_ports = StartHosts(bin, dir, hosts, seed, agg_port, &children);

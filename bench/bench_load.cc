@@ -151,9 +151,10 @@ int Main(int argc, char** argv) {
                                       "max_capture_duration = \"10s\"\n";
   // The aggregator first: it is stopped last.
   std::vector<Subprocess> children;
-  children.push_back(bench::StartChild(
-      {bin + "/podprof-aggregator", "--insecure", "--config=" + dir + "/agg.toml",
-       "--listen=127.0.0.1:0", "--db=" + dir + "/pod.db", "--ready-file=" + dir + "/agg.json"}));
+  children.push_back(
+      bench::StartChild({bin + "/podprof-aggregator", "--insecure", "--config=" + dir + "/agg.toml",
+                         "--listen=127.0.0.1:0", "--http-listen=127.0.0.1:0",
+                         "--db=" + dir + "/pod.db", "--ready-file=" + dir + "/agg.json"}));
   const pid_t agg = children.front().pid();
   bench::WaitForFile(dir + "/agg.json");
   const int port = nlohmann::json::parse(ReadFile(dir + "/agg.json").value_or(""))["port"];
@@ -171,10 +172,10 @@ int Main(int argc, char** argv) {
         nlohmann::json::parse(ReadFile(dir + "/sim" + n + ".json").value_or(""))["profiler_port"];
     children.push_back(bench::StartChild(
         {bin + "/podprof-agent", "--insecure", "--config=" + dir + "/empty.toml",
-         "--listen=127.0.0.1:0", "--advertise=127.0.0.1:0", "--profiler-service-listen=none",
-         "--host-name=host-" + n, "--sysfs-root=" + dir + "/nosys",
-         absl::StrCat("--workload-profiler=127.0.0.1:", profiler), "--workload-metrics=none",
-         absl::StrCat("--aggregator=127.0.0.1:", port),
+         "--listen=127.0.0.1:0", "--advertise=127.0.0.1:0", "--http-listen=off",
+         "--profiler-service-listen=none", "--host-name=host-" + n,
+         "--sysfs-root=" + dir + "/nosys", absl::StrCat("--workload-profiler=127.0.0.1:", profiler),
+         "--workload-metrics=none", absl::StrCat("--aggregator=127.0.0.1:", port),
          "--ready-file=" + dir + "/agent" + n + ".json"},
         -1, sim_nice));
     bench::WaitForFile(dir + "/agent" + n + ".json");

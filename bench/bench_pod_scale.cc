@@ -354,9 +354,10 @@ int Main(int argc, char** argv) {
                                       "probe_interval = \"10s\"\n[limits]\n"
                                       "max_capture_duration = \"60s\"\n";
   RealClock clock;
-  Subprocess agg = bench::StartChild(
-      {bin + "/podprof-aggregator", "--insecure", "--config=" + dir + "/agg.toml",
-       "--listen=127.0.0.1:0", "--db=" + dir + "/pod.db", "--ready-file=" + dir + "/agg.json"});
+  Subprocess agg =
+      bench::StartChild({bin + "/podprof-aggregator", "--insecure", "--config=" + dir + "/agg.toml",
+                         "--listen=127.0.0.1:0", "--http-listen=127.0.0.1:0",
+                         "--db=" + dir + "/pod.db", "--ready-file=" + dir + "/agg.json"});
   std::optional<Subprocess> loadgen;
   auto cleanup = [&] {
     if (loadgen) loadgen->Terminate(absl::Seconds(10));
