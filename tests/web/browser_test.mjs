@@ -73,7 +73,26 @@ async function open(path) {
 }
 const shot = (name) => page.screenshot({path: join(out, `${name}.png`), fullPage: true});
 
+// The kernel page's history chart: its points, their pixels, and where they lie across the
+// plot (0 left edge, 1 right edge).
+const historyPoints = () => page.evaluate(() => {
+  const u = window.podprof.historyChart, n = u.data[0].length;
+  const ctx = u.ctx, px = [], at = [];
+  for (let i = 0; i < n; i++) {
+    const x = u.valToPos(u.data[0][i], 'x', true), y = u.valToPos(u.data[1][i], 'y', true);
+    px.push(Array.from(ctx.getImageData(Math.round(x), Math.round(y), 1, 1).data));
+    at.push((x - u.bbox.left) / u.bbox.width);
+  }
+  return {n, px, at};
+});
+
 try {
+  // A kernel of the only capture so far: its lone history point in the middle of the chart.
+  await open(`/kernels/flash_attention?capture=${firstCapture}`);
+  const lone = await historyPoints();
+  check(lone.n === 1 && lone.at[0] > 0.3 && lone.at[0] < 0.7 && lone.px[0][3] > 0,
+        `one capture's history point is drawn mid-chart (${lone.n} point at ${lone.at.map((f) => f.toFixed(2))})`);
+
   // Captures, and one started from the page with its progress followed live.
   await open('/');
   check(await page.$(`tr[data-capture="${firstCapture}"]`) !== null, 'the captures page lists the demo capture');
@@ -191,17 +210,9 @@ try {
   check(await page.$eval('#main', (m) => m.textContent.includes('tpu_custom_call')), 'the kernel page shows the HLO');
   const perChip = await page.$$eval('#per-chip tr', (r) => r.length - 1);
   check(perChip === 8, `the kernel page has a row per chip (${perChip})`);
-  const drawn = await page.evaluate(() => {
-    const u = window.podprof.historyChart, n = u.data[0].length;
-    const ctx = u.ctx, px = [];
-    for (let i = 0; i < n; i++) {
-      const x = u.valToPos(u.data[0][i], 'x', true), y = u.valToPos(u.data[1][i], 'y', true);
-      px.push(Array.from(ctx.getImageData(Math.round(x), Math.round(y), 1, 1).data));
-    }
-    return {n, px};
-  });
-  check(drawn.n === 2, `the history chart has one point per capture (${drawn.n} for 2 captures)`);
+  const drawn = await historyPoints();
   check(drawn.px.every((p) => p[3] > 0), 'each history point is drawn on the chart');
+  check(drawn.at.every((f) => f > 0.02 && f < 0.98), `the history points lie inside the plot, not on its edges (${drawn.at.map((f) => f.toFixed(2))})`);
   await shot('kernel');
 
   await open(`/diff?baseline=${firstCapture}&candidate=${second}`);

@@ -211,8 +211,15 @@ function historyChart(where, points) {
   const reg = points.map((p, i) => (i > 0 && p.p50_ps > points[i - 1].p50_ps * 1.05 &&
                                      p.p50_ps > points[i - 1].p90_ps) ? p.p50_ps / 1e6 : null);
   const width = Math.max(400, Math.min(1100, where.clientWidth || 900));
+  // The captures with a margin. uPlot gives a lone point a span of 86400 / its ms option,
+  // 1000 days for times in seconds: one capture would sit at the edge of three years.
+  const xRange = (u, min, max) => {
+    if (xs.length > 0 && Math.min(...xs) === Math.max(...xs)) return [xs[0] - 3600, xs[0] + 3600];
+    const pad = Math.max(60, (max - min) * 0.05);
+    return [min - pad, max + pad];
+  };
   const chart = new uPlot({
-    width, height: 260, scales: {x: {time: true}},
+    width, height: 260, scales: {x: {time: true, range: xRange}},
     series: [{}, {label: 'p50 (us)', stroke: '#2f6fdf', points: {show: true, size: 7}},
              {label: 'p99 (us)', stroke: '#b26a00', points: {show: true, size: 7}},
              {label: 'regression', stroke: '#c62828', paths: () => null, points: {show: true, size: 12, fill: '#c62828'}}],
