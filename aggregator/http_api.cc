@@ -240,6 +240,21 @@ Response StartCapture(const HttpApiSources& src, const Request& req) {
   if (!body.is_object()) {
     return Response::Error(absl::InvalidArgumentError("the body is not a JSON object"));
   }
+  // A misspelt field would otherwise read as left out ("duration" for "duration_ms": a
+  // capture of 0 ms).
+  static constexpr const char* kFields[] = {"duration_ms", "delay_ms", "hosts", "selector",
+                                            "labels"};
+  for (const auto& [key, value] : body.items()) {
+    if (std::find(std::begin(kFields), std::end(kFields), key) == std::end(kFields)) {
+      return Response::Error(absl::InvalidArgumentError(
+          absl::StrCat("the body has an unknown field \"", key,
+                       "\" (known: ", absl::StrJoin(kFields, ", "), ")")));
+    }
+  }
+  if (!body.contains("duration_ms")) {
+    return Response::Error(
+        absl::InvalidArgumentError("the body has no duration_ms (the capture's length, ms)"));
+  }
   podprof::v1::StartCaptureRequest r;
   try {
     r.set_duration_ms(body.value("duration_ms", uint64_t{0}));
