@@ -12,9 +12,13 @@ namespace {
 // collectives can, so their refinement may exceed the probes' bounds by this much.
 constexpr int64_t kDeviceMappingSlackNs = 1'000'000;
 
+// Of an even count, halfway between the middle two: the upper one alone would hand the pod,
+// with two hosts free of device offsets, the worse of their two probe errors.
 int64_t Median(std::vector<int64_t> v) {
+  if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : v[m - 1] + (v[m] - v[m - 1]) / 2;
 }
 
 }  // namespace

@@ -1019,6 +1019,20 @@ TEST_F(PodTest, AnInjectedStragglerIsNamedAndTheOthersWaitsMatchTheModel) {
   EXPECT_TRUE(absl::StrContains(missing.err, "no_such_kernel")) << missing.err;
 }
 
+TEST(RefineTest, TwoHostsAsPreciseAsEachOtherMeetHalfway) {
+  // Two hosts free of device offsets whose probes err by +1.7 and +0.1 us within the same
+  // bounds (as in a demo pod on a busy machine): the common shift is their mean, not the
+  // worse of the two.
+  const int64_t truth[2] = {-3'742'855, 4'108'042};
+  std::vector<HostCorrection> out =
+      RefineSimulated({truth[0], truth[1]}, {1'683, 88}, {3'694, 3'694});
+  ASSERT_EQ(out.size(), 2u);
+  for (int h = 0; h < 2; ++h) {
+    EXPECT_TRUE(out[h].refined);
+    EXPECT_NEAR(out[h].offset_ns - truth[h], 885, 1) << out[h].host;
+  }
+}
+
 TEST(RefineTest, ACloseHostWithTightProbesFixesTheShiftAFarOneCannotPull) {
   // h0 beside the aggregator (probes within 2 us, 1 us off), h1 behind a slow link whose
   // probes are off by 45 us inside their 46 us bound. Both bounds hold the truth, so the
