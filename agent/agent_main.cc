@@ -50,6 +50,7 @@ struct ProcessFlags {
   std::string ready_file;
   std::string clock_offset = "0";
   double clock_drift_ppm = 0;
+  int64_t clock_epoch_ns = 0;
 };
 
 void AddConfigFlags(CLI::App& app, AgentFlags* flags) {
@@ -91,6 +92,9 @@ std::optional<int> ParseFlags(int argc, char** argv, AgentFlags* flags, ProcessF
                  "Simulate a host clock off by this much (testing), e.g. -37.5ms");
   app.add_option("--clock-drift-ppm", process->clock_drift_ppm,
                  "Simulate a host clock drifting this much (testing), ppm");
+  app.add_option("--clock-epoch-ns", process->clock_epoch_ns,
+                 "The true time the simulated drift counts from (testing; default: start-up): "
+                 "its simulated host's, so that both read one clock");
   app.add_option("--ready-file", process->ready_file,
                  "Once listening, write the bound ports as JSON here (for tests and scripts)");
   return ParseDaemonFlags(app, argc, argv, config_opt, &flags->config_given, kExitConfig);
@@ -257,7 +261,7 @@ int AgentMain(int argc, char** argv) {
     return Fail(absl::StrCat("--clock-offset: ", clock_offset.status().message()));
   }
   RealClock real_clock;
-  SkewedClock clock(real_clock, *clock_offset, process.clock_drift_ppm);
+  SkewedClock clock(real_clock, *clock_offset, process.clock_drift_ppm, process.clock_epoch_ns);
   ServiceNotifier notifier;
   absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(*config, clock);
   if (!agent.ok()) return Fail(std::string(agent.status().message()));

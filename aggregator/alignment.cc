@@ -21,6 +21,28 @@ int64_t Median(std::vector<int64_t> v) {
   return v.size() % 2 ? v[m] : v[m - 1] + (v[m] - v[m - 1]) / 2;
 }
 
+// The value with half the weight on either side, each value standing at the middle of its
+// weight and read between two by straight line: two estimates meet nearer the more precise
+// one, as a weighted mean would; many ignore a few far ones, as a median does.
+int64_t WeightedMedian(std::vector<std::pair<int64_t, double>> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  double total = 0;
+  for (const auto& [x, w] : v) total += w;
+  double below = 0, prev_at = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const double at = (below + v[i].second / 2) / total;  // where v[i] stands, 0..1
+    if (at >= 0.5) {
+      if (i == 0) return v[0].first;
+      const double f = (0.5 - prev_at) / (at - prev_at);
+      return v[i - 1].first + std::llround(f * static_cast<double>(v[i].first - v[i - 1].first));
+    }
+    below += v[i].second;
+    prev_at = at;
+  }
+  return v.back().first;
+}
+
 }  // namespace
 
 CollectiveEndList CollectiveEnds(const trace::HostCapture& c) {
@@ -132,7 +154,11 @@ std::vector<HostCorrection> RefineWithCollectives(
   // probes give an independent estimate of that common error, within its probe uncertainty,
   // except on hosts whose device mapping is off (the probes cannot see that). So find the value
   // most hosts' intervals agree on (Marzullo's intersection, as NTP selects its sources) and
-  // take the median over the hosts that agree with it.
+  // take the median of the hosts that agree with it, each weighted by its precision: a precise
+  // host outweighs a far one, and many agreeing hosts outweigh one whose device mapping is a
+  // few microseconds off but whose interval still touches theirs. (The intersection itself is
+  // no place to clamp the result into: that one host narrows it to where it overlaps the
+  // others, away from the truth.)
   struct Edge {
     int64_t at;
     int delta;
@@ -163,14 +189,11 @@ std::vector<HostCorrection> RefineWithCollectives(
       hi = i + 1 < edges.size() ? edges[i + 1].at : edges[i].at;
     }
   }
-  std::vector<int64_t> agreeing;
+  std::vector<std::pair<int64_t, double>> agreeing;  // (value, 1 / half width^2)
   for (const auto& [x, w] : estimates) {
-    if (x - w <= hi && x + w >= lo) agreeing.push_back(x);
+    if (x - w <= hi && x + w >= lo) agreeing.emplace_back(x, 1.0 / (double(w) * double(w)));
   }
-  // The true common error lies in the intersection [lo, hi] (every agreeing bound holds it), so
-  // the median, robust to a few hosts with a bad device mapping, is kept inside it: with a
-  // precise host and a far one, the plain median would sit halfway between them.
-  const int64_t shift = std::clamp(Median(agreeing), lo, hi);
+  const int64_t shift = WeightedMedian(std::move(agreeing));
   // Each refined host's bound is its precision against the reference plus how far off the
   // shift can be.
   const int64_t shift_uncertainty = std::max<int64_t>(0, std::max(shift - lo, hi - shift));

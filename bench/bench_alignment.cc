@@ -213,10 +213,12 @@ std::vector<int> StartHosts(const std::string& bin, const std::string& dir, int 
     const std::string off = absl::StrFormat("%.3fms", offset_ms(rng));
     const std::string dr = absl::StrFormat("%.3f", drift(rng));
     const std::string dev = h % 2 ? absl::StrFormat("%.1fus", dev_us(rng)) : "0";
+    // The host's two processes read one drifting clock (see common/skewed_clock.h).
+    const std::string epoch = absl::StrCat("--clock-epoch-ns=", RealClock().NowNs());
     children->push_back(
         StartChild({bin + "/podprof-simhost", "--profiler-port=0", "--metrics-port=0", "--chips=4",
                     "--generation=v5p", absl::StrCat("--hosts=", hosts), "--host-index=" + n,
-                    "--pod-seed=3", "--clock-offset=" + off, "--clock-drift-ppm=" + dr,
+                    "--pod-seed=3", "--clock-offset=" + off, "--clock-drift-ppm=" + dr, epoch,
                     "--device-clock-offset=" + dev, "--truth-file=" + dir + "/truth" + n + ".json",
                     "--ready-file=" + dir + "/sim" + n + ".json"},
                    h % ncpu));
@@ -228,7 +230,7 @@ std::vector<int> StartHosts(const std::string& bin, const std::string& dir, int 
                     "--sysfs-root=" + dir + "/nosys",
                     absl::StrCat("--workload-profiler=127.0.0.1:", sim["profiler_port"].get<int>()),
                     "--workload-metrics=none", absl::StrCat("--aggregator=127.0.0.1:", agg_port),
-                    "--clock-offset=" + off, "--clock-drift-ppm=" + dr,
+                    "--clock-offset=" + off, "--clock-drift-ppm=" + dr, epoch,
                     "--ready-file=" + dir + "/agent" + n + ".json"}));
     agent_ports.push_back(WaitJson(dir + "/agent" + n + ".json")["agent_port"].get<int>());
   }

@@ -168,6 +168,9 @@ absl::StatusOr<std::string> StartPod(const DemoOptions& options, const std::stri
     const std::string off = absl::StrFormat("%.3fms", offset_ms(rng));
     const std::string drift = absl::StrFormat("%.2f", drift_ppm(rng));
     const std::string dev = i % 2 ? absl::StrFormat("%.1fus", device_us(rng)) : "0";
+    // One epoch for the host's two processes: they read one drifting clock, as a real host's
+    // workload and agent do.
+    const std::string epoch = absl::StrCat("--clock-epoch-ns=", clock.NowNs());
     (*truth_files)[host] = dir + "/truth-" + n + ".json";
     std::vector<std::string> sim_args = {bin + "/podprof-simhost",
                                          "--profiler-port=0",
@@ -180,6 +183,7 @@ absl::StatusOr<std::string> StartPod(const DemoOptions& options, const std::stri
                                          "--host-name=" + host,
                                          "--clock-offset=" + off,
                                          "--clock-drift-ppm=" + drift,
+                                         epoch,
                                          "--device-clock-offset=" + dev,
                                          "--truth-file=" + (*truth_files)[host],
                                          "--ready-file=" + dir + "/simhost-" + n + ".json"};
@@ -195,7 +199,7 @@ absl::StatusOr<std::string> StartPod(const DemoOptions& options, const std::stri
          "--host-name=" + host, "--sysfs-root=" + dir + "/sys", "--temp-dir=" + dir + "/tmp",
          absl::StrCat("--workload-profiler=127.0.0.1:", (*sim)["profiler_port"].get<int>()),
          absl::StrCat("--workload-metrics=127.0.0.1:", (*sim)["metrics_port"].get<int>()),
-         "--aggregator=" + agg_addr, "--clock-offset=" + off, "--clock-drift-ppm=" + drift,
+         "--aggregator=" + agg_addr, "--clock-offset=" + off, "--clock-drift-ppm=" + drift, epoch,
          "--ready-file=" + dir + "/agent-" + n + ".json"},
         dir + "/agent-" + n + ".log", dir + "/agent-" + n + ".json");
     if (!agent.ok()) return agent.status();

@@ -4,8 +4,11 @@
 
 namespace podprof {
 
-SkewedClock::SkewedClock(Clock& truth, int64_t offset_ns, double drift_ppm)
-    : truth_(truth), offset_ns_(offset_ns), drift_ppm_(drift_ppm), epoch_ns_(truth.NowNs()) {}
+SkewedClock::SkewedClock(Clock& truth, int64_t offset_ns, double drift_ppm, int64_t epoch_ns)
+    : truth_(truth),
+      offset_ns_(offset_ns),
+      drift_ppm_(drift_ppm),
+      epoch_ns_(epoch_ns != 0 ? epoch_ns : truth.NowNs()) {}
 
 int64_t SkewedClock::ToHost(int64_t true_ns) const {
   // Drift is applied to the time since the epoch only, so int64 ns stay exact for offsets.

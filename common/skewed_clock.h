@@ -9,12 +9,16 @@
 namespace podprof {
 
 // host(t) = t + offset + drift * (t - epoch), where t is the true time of `truth` and `epoch`
-// the true time at construction. Everything the simulated host stamps or waits for goes
-// through it. Thread-safe (immutable; the underlying clock is thread-safe).
+// the true time at construction unless given. Two processes that stand for one host (a
+// simulated host and its agent) must be given the same epoch: each taking its own start-up
+// time, their clocks would differ by drift x the time between the two starts (30 ms at 50 ppm
+// is 1.5 us, which alignment would then be blamed for). Everything the simulated host stamps or
+// waits for goes through it. Thread-safe (immutable; the underlying clock is thread-safe).
 class SkewedClock final : public Clock {
  public:
   // `truth` must outlive this clock.
-  SkewedClock(Clock& truth, int64_t offset_ns, double drift_ppm);
+  // `epoch_ns` 0: now.
+  SkewedClock(Clock& truth, int64_t offset_ns, double drift_ppm, int64_t epoch_ns = 0);
 
   int64_t NowNs() override { return ToHost(truth_.NowNs()); }
   int64_t MonotonicNs() override { return truth_.MonotonicNs(); }

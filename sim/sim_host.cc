@@ -73,7 +73,7 @@ absl::StatusOr<std::unique_ptr<SimHost>> SimHost::Create(const SimHostOptions& o
 SimHost::SimHost(const SimHostOptions& options, Clock& truth, PodModel model)
     : options_(options),
       truth_(truth),
-      host_clock_(truth, options.clock_offset_ns, options.clock_drift_ppm),
+      host_clock_(truth, options.clock_offset_ns, options.clock_drift_ppm, options.clock_epoch_ns),
       model_(std::move(model)) {}
 
 bool SimHost::WaitUntil(int64_t host_ns, absl::Notification* stop,

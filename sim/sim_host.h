@@ -28,6 +28,7 @@ struct SimHostOptions {
   // The host clock's error against true time.
   int64_t clock_offset_ns = 0;
   double clock_drift_ppm = 0;
+  int64_t clock_epoch_ns = 0;  // the true instant drift counts from; 0: start-up
   // Extra shift of device timestamps only.
   int64_t device_clock_offset_ns = 0;
   bool counters = true;

@@ -92,6 +92,9 @@ int SimHostMain(int argc, char** argv) {
                "(default on)");
   app.add_option("--clock-offset", clock_offset, "Host clock error, e.g. -37.5ms");
   app.add_option("--clock-drift-ppm", options.clock_drift_ppm, "Host clock drift, ppm");
+  app.add_option("--clock-epoch-ns", options.clock_epoch_ns,
+                 "True time (ns since the Unix epoch) the drift counts from; default: start-up. "
+                 "Give the host's agent the same");
   app.add_option("--device-clock-offset", device_offset,
                  "Extra error of device timestamps only, e.g. 120us");
   app.add_option("--host-name", options.host_name, "Host name written into captures");
