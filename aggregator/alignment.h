@@ -36,7 +36,8 @@ using CollectiveEndList = std::vector<std::pair<uint64_t, int64_t>>;
 // accepted only inside the two hosts' probe uncertainties (plus the slack a device-to-host mapping
 // may add). `mid_ns` is the window's middle on the aggregator's clock: offsets are given there,
 // drifts across the window. Finally the common error all hosts inherit from the reference is
-// estimated by the median of every host's probe disagreement and removed.
+// estimated by the median of the hosts' probe disagreements (those that agree with most,
+// weighted by their precision) and removed.
 std::vector<HostCorrection> RefineWithCollectives(
     const std::map<std::string, CollectiveEndList>& ends, std::vector<HostCorrection> probe,
     int64_t mid_ns);
