@@ -211,6 +211,7 @@ try {
   const perChip = await page.$$eval('#per-chip tr', (r) => r.length - 1);
   check(perChip === 8, `the kernel page has a row per chip (${perChip})`);
   const drawn = await historyPoints();
+  check(drawn.n === 2, `the history chart has one point per capture (${drawn.n} for 2 captures)`);
   check(drawn.px.every((p) => p[3] > 0), 'each history point is drawn on the chart');
   check(drawn.at.every((f) => f > 0.02 && f < 0.98), `the history points lie inside the plot, not on its edges (${drawn.at.map((f) => f.toFixed(2))})`);
   await shot('kernel');
