@@ -213,8 +213,9 @@ function historyChart(where, points) {
   const width = Math.max(400, Math.min(1100, where.clientWidth || 900));
   // The captures with a margin. uPlot gives a lone point a span of 86400 / its ms option,
   // 1000 days for times in seconds: one capture would sit at the edge of three years.
+  const lone = xs.length > 0 && xs.every((x) => x === xs[0]);
   const xRange = (u, min, max) => {
-    if (xs.length > 0 && Math.min(...xs) === Math.max(...xs)) return [xs[0] - 3600, xs[0] + 3600];
+    if (lone) return [xs[0] - 3600, xs[0] + 3600];
     const pad = Math.max(60, (max - min) * 0.05);
     return [min - pad, max + pad];
   };
