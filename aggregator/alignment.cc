@@ -12,8 +12,8 @@ namespace {
 // collectives can, so their refinement may exceed the probes' bounds by this much.
 constexpr int64_t kDeviceMappingSlackNs = 1'000'000;
 
-// Of an even count, halfway between the middle two: the upper one alone would hand the pod,
-// with two hosts free of device offsets, the worse of their two probe errors.
+// Of an even count, halfway between the middle two rather than the upper one, which would lean
+// every such pin of a host to the reference by half a step.
 int64_t Median(std::vector<int64_t> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
