@@ -14,6 +14,8 @@ packages=(
   libssl-dev libsqlite3-dev libzstd-dev zlib1g-dev libboost-dev libsystemd-dev
   # Config, CLI, JSON, logging.
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libspdlog-dev
+  # User-supplied regular expressions (common/pattern.h).
+  libre2-dev
   # Tests and benchmarks (time(1): peak memory in scripts/bench-exports.sh).
   libgtest-dev libgmock-dev libbenchmark-dev time
   # Unit checks (systemd-analyze), kill(1) for ExecReload, test certificates, packaging.
