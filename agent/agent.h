@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "agent/capture_runner.h"
 #include "agent/config.h"
 #include "agent/discovery.h"
+#include "agent/xprof_bounds.h"
 #include "common/clock.h"
 #include "metrics/registry.h"
 #include "proto/podprof_agent.grpc.pb.h"
@@ -35,8 +37,9 @@ class Agent {
   // `clock` must outlive the agent. Builds workload channels; discovers chips.
   static absl::StatusOr<std::unique_ptr<Agent>> Create(const AgentConfig& config, Clock& clock);
 
-  // Claims the host for capture `id`; FailedPrecondition naming the running capture if busy,
-  // Unavailable while draining.
+  // Claims the host for capture `id`; FailedPrecondition naming the running capture if busy
+  // ("the host is busy with capture \"X\"; try again when it ends"), Unavailable while
+  // draining.
   absl::Status BeginCapture(const std::string& id);
   void EndCapture();
   // From now on new captures are refused (SIGTERM); running ones finish.
@@ -46,6 +49,8 @@ class Agent {
   std::vector<podprof::v1::WorkloadEndpoint> CheckWorkload();
   std::string active_capture();
   RunnerLimits Limits();
+  // What the XProf facade allows now: the capture limit, the spool, [xprof] allowed_roots.
+  XprofBounds XprofLimits();
   AgentConfig config();
   // Applies the reloadable keys of `fresh`; returns what changed.
   std::vector<std::string> Reload(const AgentConfig& fresh);
@@ -108,27 +113,44 @@ class AgentService final : public podprof::v1::Agent::Service {
 
 // tensorflow.ProfilerService that forwards to the workload, so XProf's capture button or
 // `jax.collect_profile` pointed at the agent captures the workload, writing files where the
-// request says.
+// request says within the bounds of agent/xprof_bounds.h.
 //
-// Over mutual TLS (FacadeUsesTls) callers are held to tls.allowed_profiler_clients, and refusals
-// go to `refusals`; on loopback it is plaintext, as XProf clients speak no TLS.
+// Who can reach it: over mutual TLS (FacadeUsesTls) callers are held to
+// tls.allowed_profiler_clients, and refusals go to `refusals`; on loopback it is plaintext with
+// no authentication, as XProf clients speak no TLS, so every local user can call it. What a
+// caller gets: a session of at most limits.max_capture_duration, written under the allowed
+// roots, while no other capture holds the host (one at a time, podprof's own captures
+// included), with a deadline on the call to the workload; Terminate ends only the session
+// this facade is running, and Monitor is held to the same length and the same turn.
+//
+// Handlers run on gRPC's threads; the running session's id is guarded by mu_.
 class ProfilerProxy final : public tensorflow::ProfilerService::Service {
  public:
   ProfilerProxy(Agent* agent, bool mutual_tls, security::RefusalLog* refusals)
       : agent_(agent), mutual_tls_(mutual_tls), refusals_(refusals) {}
+  // INVALID_ARGUMENT for a request beyond the bounds (naming the field and the limit),
+  // ALREADY_EXISTS while another capture holds the host (naming it), UNAVAILABLE while the
+  // agent drains; otherwise the workload's answer.
   grpc::Status Profile(grpc::ServerContext* context, const tensorflow::ProfileRequest* request,
                        tensorflow::ProfileResponse* response) override;
+  // FAILED_PRECONDITION unless `session_id` is the session this facade is running.
   grpc::Status Terminate(grpc::ServerContext* context, const tensorflow::TerminateRequest* request,
                          tensorflow::TerminateResponse* response) override;
+  // INVALID_ARGUMENT past the duration limit, ALREADY_EXISTS while the host is busy.
   grpc::Status Monitor(grpc::ServerContext* context, const tensorflow::MonitorRequest* request,
                        tensorflow::MonitorResponse* response) override;
 
  private:
   // OK, or the refusal (logged) of a caller not in tls.allowed_profiler_clients.
   grpc::Status Admit(const grpc::ServerContext& context);
+  // Claims the host for `id`: the refusal as the facade answers it, or OK.
+  grpc::Status Claim(const std::string& id);
   Agent* const agent_;
   const bool mutual_tls_;
   security::RefusalLog* const refusals_;
+  absl::Mutex mu_;
+  // The session_id of the Profile call running through this facade, if any.
+  std::optional<std::string> session_ ABSL_GUARDED_BY(mu_);
 };
 
 // Registration with the aggregator: Register until it works, then Heartbeat; the caller's

@@ -68,7 +68,8 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path) {
                                     "tls.ca",
                                     "insecure",
                                     "tls.allowed_aggregators",
-                                    "tls.allowed_profiler_clients"}));
+                                    "tls.allowed_profiler_clients",
+                                    "xprof.allowed_roots"}));
   RETURN_IF_ERROR(f.GetString("listen", &c.listen));
   RETURN_IF_ERROR(f.GetString("aggregator", &c.aggregator));
   RETURN_IF_ERROR(f.GetString("advertise", &c.advertise));
@@ -94,6 +95,7 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path) {
   RETURN_IF_ERROR(f.GetBool("insecure", &c.insecure));
   RETURN_IF_ERROR(f.GetStringList("tls.allowed_aggregators", &c.allowed_aggregators));
   RETURN_IF_ERROR(f.GetStringList("tls.allowed_profiler_clients", &c.allowed_profiler_clients));
+  RETURN_IF_ERROR(f.GetStringList("xprof.allowed_roots", &c.xprof_allowed_roots));
   TurnOffWhatSaysNone(&c);
   absl::Status s = ValidateAgentConfig(c);
   if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
@@ -172,6 +174,16 @@ absl::Status ValidateAgentConfig(const AgentConfig& c) {
     return absl::InvalidArgumentError("limits.workload_timeout must be at least 100ms");
   }
   if (c.drain_timeout_ns < 0) return absl::InvalidArgumentError("drain_timeout is negative");
+  for (const std::string& r : c.xprof_allowed_roots) {
+    if (r.empty() || r.front() != '/' || absl::StrContains(r, '\0')) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("xprof.allowed_roots: \"", r, "\" is not an absolute path"));
+    }
+    if (std::filesystem::path(r).lexically_normal() == "/") {
+      return absl::InvalidArgumentError(
+          "xprof.allowed_roots: \"/\" would let XProf callers write anywhere; name a directory");
+    }
+  }
   if (c.tls_cert.empty() != c.tls_key.empty()) {
     return absl::InvalidArgumentError("tls.cert and tls.key must be given together");
   }
@@ -196,6 +208,7 @@ std::vector<std::string> ApplyReloadable(const AgentConfig& from, AgentConfig* t
   apply("tls.allowed_aggregators", to->allowed_aggregators, from.allowed_aggregators);
   apply("tls.allowed_profiler_clients", to->allowed_profiler_clients,
         from.allowed_profiler_clients);
+  apply("xprof.allowed_roots", to->xprof_allowed_roots, from.xprof_allowed_roots);
   return changed;
 }
 

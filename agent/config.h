@@ -67,6 +67,10 @@ struct AgentConfig {
   // Identities allowed to call the XProf facade when it listens beyond loopback (it then speaks
   // mutual TLS like the agent's port); empty allows every caller with a certificate from the CA.
   std::vector<std::string> allowed_profiler_clients;
+  // [xprof] allowed_roots: directories (absolute) the XProf facade lets a caller's
+  // repository_root lie under, besides `<temp_dir>/xprof` (agent/xprof_bounds.h). Empty: only
+  // that one. Each should be writable only by users trusted with what the workload may write.
+  std::vector<std::string> xprof_allowed_roots;
 };
 
 // Whether a listen address ("127.0.0.1:7102", "localhost:7102", "[::1]:7102") reaches only this
@@ -106,7 +110,7 @@ absl::StatusOr<AgentConfig> BuildAgentConfig(const AgentFlags& flags);
 absl::Status ValidateAgentConfig(const AgentConfig& config);
 
 // Applies the keys that may change while running (SIGHUP): labels, counter interval, limits,
-// heartbeat timing. Returns the names of the keys that changed.
+// heartbeat timing, allow lists, [xprof] allowed_roots. Returns the names of the keys that changed.
 std::vector<std::string> ApplyReloadable(const AgentConfig& from, AgentConfig* to);
 
 }  // namespace podprof::agent

@@ -144,10 +144,11 @@ if [ "$against" != jax ]; then
   record compare SKIP "needs a trace JAX wrote itself (the GPU machine)"
 else
   # JAX's client through the agent's XProf facade.
-  rm -rf "$OUT/facade"
-  if timeout 120 python3 -m jax.collect_profile 7102 2000 --log_dir="$OUT/facade" --no_perfetto_link \
+  # Under the agent's spool (--temp-dir): the facade writes nowhere else.
+  rm -rf "$OUT/tmp/xprof/facade"
+  if timeout 120 python3 -m jax.collect_profile 7102 2000 --log_dir="$OUT/tmp/xprof/facade" --no_perfetto_link \
        > "$OUT/facade.log" 2>&1; then
-    got=$(find "$OUT/facade" -name '*.xplane.pb' | head -1)
+    got=$(find "$OUT/tmp/xprof/facade" -name '*.xplane.pb' | head -1)
     if [ -n "$got" ] && "$B/podprof" inspect "$got" > "$OUT/facade-inspect.txt" 2>&1; then
       record facade PASS "jax.collect_profile wrote $got; podprof inspect reads it"
     else

@@ -540,14 +540,29 @@ TEST(AgentProcessTest, XprofFacadeProxiesToTheWorkload) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   tensorflow::ProfileRequest req;
-  req.set_repository_root(s / "xprof");
+  // Under the spool's xprof folder (--temp-dir=tmp), which the facade allows.
+  req.set_repository_root(s / "tmp/xprof");
   req.set_session_id("2026_11_29_12_00_00");
   req.set_host_name("10.1.2.3:7102");
   req.mutable_opts()->set_duration_ms(200);
   tensorflow::ProfileResponse resp;
   grpc::Status st = facade->Profile(&ctx, req, &resp);
   ASSERT_TRUE(st.ok()) << st.error_message();
-  EXPECT_TRUE(fs::exists(s / "xprof/2026_11_29_12_00_00/10.1.2.3_7102.xplane.pb"));
+  EXPECT_TRUE(fs::exists(s / "tmp/xprof/2026_11_29_12_00_00/10.1.2.3_7102.xplane.pb"));
+  // Anywhere else, a link out of the xprof folder included, the workload is never asked.
+  fs::create_directories(s / "elsewhere");
+  fs::create_symlink(s / "elsewhere", s / "tmp/xprof/out");
+  for (const std::string& root : {s / "elsewhere", s / "tmp/xprof/../../elsewhere",
+                                  s / "tmp/xprof/out"}) {
+    grpc::ClientContext c2;
+    c2.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    req.set_repository_root(root);
+    grpc::Status refused = facade->Profile(&c2, req, &resp);
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << root;
+    EXPECT_TRUE(absl::StrContains(refused.error_message(), "allowed_roots"))
+        << refused.error_message();
+  }
+  EXPECT_TRUE(fs::is_empty(s / "elsewhere"));
 }
 
 TEST(AgentProcessTest, ChipsFromMetricsBeforeAnyCaptureAndMetricsDownIsAWarning) {

@@ -1,10 +1,18 @@
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 #include <map>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "agent/agent.h"
 #include "agent/config.h"
 #include "agent/discovery.h"
+#include "agent/xprof_bounds.h"
+#include "common/clock.h"
 #include "gtest/gtest.h"
 
 namespace podprof::agent {
@@ -170,6 +178,277 @@ TEST(AgentConfigTest, TheFacadeIsHeldToTlsOnlyBeyondLoopback) {
   c.insecure = false;
   c.profiler_service_listen = "127.0.0.1:7102";
   EXPECT_FALSE(FacadeUsesTls(c));
+}
+
+TEST(AgentConfigTest, XprofAllowedRootsAreReadAndMustBeAbsoluteDirectories) {
+  auto c = LoadAgentConfig(
+      WriteConfig("xprof-roots.toml", "[xprof]\nallowed_roots = [\"/var/lib/xprof\"]\n"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->xprof_allowed_roots, std::vector<std::string>{"/var/lib/xprof"});
+  for (const char* bad : {"relative/dir", "/", "/.."}) {
+    auto r = LoadAgentConfig(WriteConfig(
+        "xprof-bad.toml", absl::StrCat("[xprof]\nallowed_roots = [\"", bad, "\"]\n")));
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_TRUE(absl::StrContains(r.status().message(), "xprof.allowed_roots")) << r.status();
+  }
+  AgentConfig running, fresh;
+  fresh.xprof_allowed_roots = {"/srv/xprof"};
+  EXPECT_EQ(ApplyReloadable(fresh, &running), std::vector<std::string>{"xprof.allowed_roots"});
+}
+
+// A fresh spool under the test's temp dir, with its xprof folder and a link out of it.
+struct Spool {
+  explicit Spool(const std::string& name)
+      : dir(std::filesystem::path(::testing::TempDir()) / absl::StrCat("spool_", name, "_", getpid())) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir / "xprof");
+    std::filesystem::create_directories(dir / "outside");
+    std::filesystem::create_symlink(dir / "outside", dir / "xprof" / "out");
+  }
+  ~Spool() { std::filesystem::remove_all(dir); }
+  XprofBounds Bounds() const {
+    XprofBounds b;
+    b.max_duration_ns = 300'000'000'000;  // 5 min
+    b.spool_dir = dir.string();
+    return b;
+  }
+  std::string operator/(const std::string& rest) const { return (dir / rest).string(); }
+  std::filesystem::path dir;
+};
+
+tensorflow::ProfileRequest XprofRequest(const std::string& root, uint64_t duration_ms) {
+  tensorflow::ProfileRequest r;
+  r.set_repository_root(root);
+  r.set_session_id("2026_12_03_10_00_00");
+  r.set_host_name("10.1.2.3:7102");
+  r.set_duration_ms(duration_ms);
+  r.mutable_opts()->set_duration_ms(duration_ms);
+  return r;
+}
+
+constexpr int64_t kNowNs = 1'780'000'000'000'000'000;
+
+TEST(XprofBoundsTest, ASessionLongerThanTheLimitOrOfZeroIsRefusedNamingTheLimit) {
+  Spool s("duration");
+  const XprofBounds b = s.Bounds();
+  tensorflow::ProfileRequest ok = XprofRequest(s / "xprof", 300'000);
+  EXPECT_TRUE(BoundProfileRequest(b, kNowNs, &ok).ok());
+  for (uint64_t ms : {uint64_t{300'001}, uint64_t{1} << 60, UINT64_MAX}) {
+    tensorflow::ProfileRequest r = XprofRequest(s / "xprof", ms);
+    absl::Status st = BoundProfileRequest(b, kNowNs, &r);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << ms;
+    EXPECT_TRUE(absl::StrContains(st.message(), "limits.max_capture_duration = 300 s")) << st;
+  }
+  // Either field alone: the workload waits on opts.duration_ms.
+  tensorflow::ProfileRequest opts_only = XprofRequest(s / "xprof", 1000);
+  opts_only.mutable_opts()->set_duration_ms(3'600'000);
+  EXPECT_EQ(BoundProfileRequest(b, kNowNs, &opts_only).code(),
+            absl::StatusCode::kInvalidArgument);
+  tensorflow::ProfileRequest zero = XprofRequest(s / "xprof", 0);
+  absl::Status st = BoundProfileRequest(b, kNowNs, &zero);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(st.message(), "at least 1 ms")) << st;
+  // Nor may it wait past the limit before starting.
+  tensorflow::ProfileRequest later = XprofRequest(s / "xprof", 1000);
+  later.mutable_opts()->set_start_timestamp_ns(kNowNs + 301'000'000'000);
+  EXPECT_EQ(BoundProfileRequest(b, kNowNs, &later).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CheckXprofDuration(UINT64_MAX, b, "duration_ms").code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(CheckXprofDuration(0, b, "duration_ms").ok());
+}
+
+TEST(XprofBoundsTest, ARepositoryRootOutsideTheAllowedRootsIsRefusedNamingPathAndRoots) {
+  Spool s("outside");
+  const XprofBounds b = s.Bounds();
+  for (const std::string& root :
+       {std::string("/etc"), s / "xprof/../outside", s / "xprof/../../etc", s / "xprof/out",
+        s / "xprof/out/deeper", s.dir.string(), std::string("relative/xprof")}) {
+    tensorflow::ProfileRequest r = XprofRequest(root, 1000);
+    absl::Status st = BoundProfileRequest(b, kNowNs, &r);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << root;
+    EXPECT_TRUE(absl::StrContains(st.message(), root)) << st;
+    if (root.front() == '/') {
+      EXPECT_TRUE(absl::StrContains(st.message(), XprofSpoolRoot(s.dir.string()))) << st;
+      EXPECT_TRUE(absl::StrContains(st.message(), "allowed_roots")) << st;
+    }
+  }
+  // The session id and host name are parts of the path too.
+  tensorflow::ProfileRequest up = XprofRequest(s / "xprof", 1000);
+  up.set_session_id("../../etc");
+  EXPECT_EQ(BoundProfileRequest(b, kNowNs, &up).code(), absl::StatusCode::kInvalidArgument);
+  tensorflow::ProfileRequest link_session = XprofRequest(s / "xprof", 1000);
+  link_session.set_session_id("out");
+  EXPECT_EQ(BoundProfileRequest(b, kNowNs, &link_session).code(),
+            absl::StatusCode::kInvalidArgument);
+  tensorflow::ProfileRequest host = XprofRequest(s / "xprof", 1000);
+  host.mutable_opts()->set_override_hostname("../../../etc/cron.d/x");
+  EXPECT_EQ(BoundProfileRequest(b, kNowNs, &host).code(), absl::StatusCode::kInvalidArgument);
+  tensorflow::ProfileRequest path = XprofRequest(s / "xprof", 1000);
+  path.mutable_opts()->set_repository_path("/etc");
+  EXPECT_EQ(BoundProfileRequest(b, kNowNs, &path).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(XprofBoundsTest, ALinkInPlaceOfTheSpoolsXprofFolderIsNotFollowed) {
+  Spool s("xprof_link");
+  std::filesystem::remove_all(s.dir / "xprof");
+  std::filesystem::create_symlink(s.dir / "outside", s.dir / "xprof");
+  tensorflow::ProfileRequest r = XprofRequest("", 1000);
+  EXPECT_EQ(BoundProfileRequest(s.Bounds(), kNowNs, &r).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(XprofBoundsTest, RootsInsideAreAcceptedAndAnEmptyOneIsTheSpools) {
+  Spool s("inside");
+  XprofBounds b = s.Bounds();
+  for (const std::string& root : {s / "xprof", s / "xprof/", s / "xprof/jax/plugins/profile",
+                                  s / "xprof/a/../b"}) {
+    tensorflow::ProfileRequest r = XprofRequest(root, 1000);
+    absl::Status st = BoundProfileRequest(b, kNowNs, &r);
+    EXPECT_TRUE(st.ok()) << root << ": " << st;
+    EXPECT_EQ(r.repository_root(), root) << "left as sent";
+  }
+  tensorflow::ProfileRequest empty = XprofRequest("", 1000);
+  ASSERT_TRUE(BoundProfileRequest(b, kNowNs, &empty).ok());
+  EXPECT_EQ(empty.repository_root(), s / "xprof");
+  // An allowed root adds one; a link into it resolves inside.
+  b.allowed_roots = {s / "outside"};
+  tensorflow::ProfileRequest allowed = XprofRequest(s / "outside/run", 1000);
+  EXPECT_TRUE(BoundProfileRequest(b, kNowNs, &allowed).ok());
+  tensorflow::ProfileRequest via_link = XprofRequest(s / "xprof/out", 1000);
+  EXPECT_TRUE(BoundProfileRequest(b, kNowNs, &via_link).ok());
+}
+
+// The workload's profiler: answers every call, keeping the requests.
+class FakeWorkloadProfiler final : public tensorflow::ProfilerService::Service {
+ public:
+  grpc::Status Profile(grpc::ServerContext*, const tensorflow::ProfileRequest* request,
+                       tensorflow::ProfileResponse*) override {
+    absl::MutexLock lock(&mu);
+    profiles.push_back(*request);
+    return grpc::Status::OK;
+  }
+  grpc::Status Terminate(grpc::ServerContext*, const tensorflow::TerminateRequest* request,
+                         tensorflow::TerminateResponse*) override {
+    absl::MutexLock lock(&mu);
+    terminated.push_back(request->session_id());
+    return grpc::Status::OK;
+  }
+  grpc::Status Monitor(grpc::ServerContext*, const tensorflow::MonitorRequest*,
+                       tensorflow::MonitorResponse*) override {
+    absl::MutexLock lock(&mu);
+    ++monitors;
+    return grpc::Status::OK;
+  }
+  absl::Mutex mu;
+  std::vector<tensorflow::ProfileRequest> profiles ABSL_GUARDED_BY(mu);
+  std::vector<std::string> terminated ABSL_GUARDED_BY(mu);
+  int monitors ABSL_GUARDED_BY(mu) = 0;
+};
+
+std::unique_ptr<grpc::Server> Serve(grpc::Service* service, int* port) {
+  grpc::ServerBuilder b;
+  b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), port);
+  b.RegisterService(service);
+  return b.BuildAndStart();
+}
+
+// An agent whose workload is a FakeWorkloadProfiler, and its facade, both on loopback.
+struct Facade {
+  explicit Facade(const Spool& spool) {
+    int workload_port = 0;
+    workload_server = Serve(&workload, &workload_port);
+    AgentConfig c;
+    c.workload_profiler = {absl::StrCat("127.0.0.1:", workload_port)};
+    c.workload_metrics.clear();
+    c.sysfs_root = spool / "no-sysfs";
+    c.temp_dir = spool.dir.string();
+    c.max_capture_duration_ns = 300'000'000'000;
+    auto a = Agent::Create(c, clock);
+    EXPECT_TRUE(a.ok()) << a.status();
+    agent = std::move(*a);
+    proxy = std::make_unique<ProfilerProxy>(agent.get(), false, nullptr);
+    int port = 0;
+    server = Serve(proxy.get(), &port);
+    stub = tensorflow::ProfilerService::NewStub(grpc::CreateChannel(
+        absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  }
+  ~Facade() {
+    server->Shutdown();
+    workload_server->Shutdown();
+  }
+  grpc::Status Profile(const tensorflow::ProfileRequest& req) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    tensorflow::ProfileResponse resp;
+    return stub->Profile(&ctx, req, &resp);
+  }
+  RealClock clock;
+  FakeWorkloadProfiler workload;
+  std::unique_ptr<grpc::Server> workload_server;
+  std::unique_ptr<Agent> agent;
+  std::unique_ptr<ProfilerProxy> proxy;
+  std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<tensorflow::ProfilerService::Stub> stub;
+};
+
+TEST(ProfilerProxyTest, ABoundedSessionReachesTheWorkloadWithTheSpoolAsItsEmptyRoot) {
+  Spool s("proxy_ok");
+  Facade f(s);
+  grpc::Status st = f.Profile(XprofRequest("", 200));
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  absl::MutexLock lock(&f.workload.mu);
+  ASSERT_EQ(f.workload.profiles.size(), 1u);
+  EXPECT_EQ(f.workload.profiles[0].repository_root(), s / "xprof");
+  EXPECT_TRUE(f.agent->active_capture().empty()) << "the host is free again";
+}
+
+TEST(ProfilerProxyTest, RequestsBeyondTheBoundsNeverReachTheWorkload) {
+  Spool s("proxy_refused");
+  Facade f(s);
+  grpc::Status too_long = f.Profile(XprofRequest(s / "xprof", 300'001));
+  EXPECT_EQ(too_long.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StrContains(too_long.error_message(), "limits.max_capture_duration"))
+      << too_long.error_message();
+  grpc::Status outside = f.Profile(XprofRequest("/etc", 200));
+  EXPECT_EQ(outside.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StrContains(outside.error_message(), "\"/etc\"")) << outside.error_message();
+  grpc::ClientContext ctx;
+  tensorflow::MonitorRequest mreq;
+  mreq.set_duration_ms(UINT64_MAX);
+  tensorflow::MonitorResponse mresp;
+  EXPECT_EQ(f.stub->Monitor(&ctx, mreq, &mresp).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  absl::MutexLock lock(&f.workload.mu);
+  EXPECT_TRUE(f.workload.profiles.empty());
+  EXPECT_EQ(f.workload.monitors, 0);
+}
+
+TEST(ProfilerProxyTest, ABusyHostIsRefusedNamingTheCaptureThatHoldsIt) {
+  Spool s("proxy_busy");
+  Facade f(s);
+  ASSERT_TRUE(f.agent->BeginCapture("cap-7").ok());
+  grpc::Status st = f.Profile(XprofRequest(s / "xprof", 200));
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_TRUE(absl::StrContains(st.error_message(),
+                                "the host is busy with capture \"cap-7\"; try again when it ends"))
+      << st.error_message();
+  grpc::ClientContext mctx;
+  tensorflow::MonitorResponse mresp;
+  EXPECT_EQ(f.stub->Monitor(&mctx, tensorflow::MonitorRequest(), &mresp).error_code(),
+            grpc::StatusCode::ALREADY_EXISTS);
+  // Nor may a facade caller end podprof's own capture.
+  grpc::ClientContext tctx;
+  tensorflow::TerminateRequest treq;
+  treq.set_session_id("cap-7");
+  tensorflow::TerminateResponse tresp;
+  grpc::Status term = f.stub->Terminate(&tctx, treq, &tresp);
+  EXPECT_EQ(term.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_TRUE(absl::StrContains(term.error_message(), "cap-7")) << term.error_message();
+  f.agent->EndCapture();
+  absl::MutexLock lock(&f.workload.mu);
+  EXPECT_TRUE(f.workload.profiles.empty());
+  EXPECT_TRUE(f.workload.terminated.empty());
+  EXPECT_EQ(f.workload.monitors, 0);
 }
 
 TEST(RegistrarTest, BackoffDoublesFromOneSecondUpToTheCap) {
