@@ -200,7 +200,9 @@ storage::HostSelection StoreSelection(const exporter::Narrower& narrower) {
   return only;
 }
 
-// One file per host, each a whole XSpace: only one host's is ever in memory.
+// One file per host, each an XSpace written a plane at a time: beside the host's capture, only
+// one chip's XPlane is ever in memory (a whole host's XSpace, held by 32 downloads at once, took
+// the aggregator from 0.3 to 1.6 GB).
 absl::Status WriteXSpaces(storage::Store& store, const ExportSink& sink,
                           const storage::CaptureRow& row, exporter::Narrower& narrower,
                           uint64_t* estimate) {
@@ -215,7 +217,7 @@ absl::Status WriteXSpaces(storage::Store& store, const ExportSink& sink,
     ChunkStreamBuf buf(&sink, absl::StrCat("plugins/profile/", run, "/", h.row.host, ".xplane.pb"),
                        estimate);
     std::ostream out(&buf);
-    if (!exporter::ToXSpace(h.capture).SerializeToOstream(&out) || !out.flush()) {
+    if (!exporter::WriteXSpace(h.capture, &out) || !out.flush()) {
       return absl::UnavailableError("the client stopped reading");
     }
     ++files;

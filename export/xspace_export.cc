@@ -1,7 +1,13 @@
 #include "export/xspace_export.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <google/protobuf/wire_format_lite.h>
+
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <optional>
 #include <vector>
@@ -289,22 +295,58 @@ std::string XprofRunName(int64_t start_ns) {
   return absl::FormatTime("%Y_%m_%d_%H_%M_%S", absl::FromUnixNanos(start_ns), absl::UTCTimeZone());
 }
 
-tensorflow::profiler::XSpace ToXSpace(const trace::HostCapture& capture) {
-  tensorflow::profiler::XSpace space;
-  space.add_hostnames(capture.host.name);
+void ForEachXPlane(const trace::HostCapture& capture,
+                   const std::function<bool(tensorflow::profiler::XPlane*)>& visit) {
   bool gpu = false;
   for (const trace::EventBlock& b : capture.blocks) gpu |= b.kind == trace::LineKind::kGpuStream;
   const int chips = static_cast<int>(capture.host.chips.size());
-  for (int ci = 0; ci < chips; ++ci) WriteChipPlane(capture, ci, gpu, space.add_planes());
-  xp::XPlane* env = space.add_planes();
-  env->set_id(static_cast<int64_t>(chips) + 1);
-  env->set_name(std::string(trace::xspace::kTaskEnvironmentPlane));
-  kEnvironment.Declare(env);
-  kEnvironment.Add(env->mutable_stats(), Stat::kProfileStartTime)
+  for (int ci = 0; ci < chips; ++ci) {
+    xp::XPlane plane;
+    WriteChipPlane(capture, ci, gpu, &plane);
+    if (!visit(&plane)) return;
+  }
+  xp::XPlane env;
+  env.set_id(static_cast<int64_t>(chips) + 1);
+  env.set_name(std::string(trace::xspace::kTaskEnvironmentPlane));
+  kEnvironment.Declare(&env);
+  kEnvironment.Add(env.mutable_stats(), Stat::kProfileStartTime)
       ->set_uint64_value(static_cast<uint64_t>(capture.host.profile_start_ns));
-  kEnvironment.Add(env->mutable_stats(), Stat::kProfileStopTime)
+  kEnvironment.Add(env.mutable_stats(), Stat::kProfileStopTime)
       ->set_uint64_value(static_cast<uint64_t>(capture.host.profile_stop_ns));
+  visit(&env);
+}
+
+tensorflow::profiler::XSpace ToXSpace(const trace::HostCapture& capture) {
+  tensorflow::profiler::XSpace space;
+  space.add_hostnames(capture.host.name);
+  ForEachXPlane(capture, [&](xp::XPlane* plane) {
+    space.add_planes()->Swap(plane);
+    return true;
+  });
   return space;
+}
+
+bool WriteXSpace(const trace::HostCapture& capture, std::ostream* out) {
+  using google::protobuf::internal::WireFormatLite;
+  bool ok = true;
+  {
+    google::protobuf::io::OstreamOutputStream raw(out);
+    google::protobuf::io::CodedOutputStream coded(&raw);
+    // XSpace.planes (field 1), one length-delimited record per plane, as SerializeToOstream
+    // writes them; only this plane is in memory.
+    ForEachXPlane(capture, [&](xp::XPlane* plane) {
+      const size_t size = plane->ByteSizeLong();  // caches the sizes SerializeWithCachedSizes uses
+      if (size > static_cast<size_t>(INT_MAX)) return ok = false;  // beyond protobuf's 2 GiB
+      WireFormatLite::WriteTag(1, WireFormatLite::WIRETYPE_LENGTH_DELIMITED, &coded);
+      coded.WriteVarint32(static_cast<uint32_t>(size));
+      plane->SerializeWithCachedSizes(&coded);
+      return ok = !coded.HadError();
+    });
+    // XSpace.hostnames (field 4) after the planes, in field order as protobuf writes them.
+    if (ok) WireFormatLite::WriteString(4, capture.host.name, &coded);
+    ok = ok && !coded.HadError();
+  }  // the coded and raw streams flush into `out` here
+  return ok && out->good();
 }
 
 }  // namespace podprof::exporter

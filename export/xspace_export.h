@@ -5,6 +5,8 @@
 #define PODPROF_EXPORT_XSPACE_EXPORT_H_
 
 #include <cstdint>
+#include <functional>
+#include <ostream>
 #include <string>
 
 #include "proto/xplane.pb.h"
@@ -24,6 +26,18 @@ namespace podprof::exporter {
 // profiler's post-processing leaves it; INTEROP.md says why not since the epoch) and lasts to
 // its last event's end.
 tensorflow::profiler::XSpace ToXSpace(const trace::HostCapture& capture);
+
+// The same XSpace written to `out` in its wire format a plane at a time, so that only one chip's
+// XPlane (not the host's whole XSpace) is in memory beside the capture: each plane as an
+// XSpace.planes record (field 1, length-delimited), then XSpace.hostnames (field 4). Parsed back
+// it equals ToXSpace(capture) (protobuf concatenates repeated fields). False when `out` fails
+// or a plane passes protobuf's 2 GiB message limit; what was written by then stays written.
+bool WriteXSpace(const trace::HostCapture& capture, std::ostream* out);
+
+// The planes of ToXSpace(capture), in order, each built only when `visit` is called with it;
+// `visit` may take the plane's contents (Swap). Stops early when `visit` returns false.
+void ForEachXPlane(const trace::HostCapture& capture,
+                   const std::function<bool(tensorflow::profiler::XPlane*)>& visit);
 
 // The run directory name XProf expects, from ns since the Unix epoch: "2026_11_30_02_03_04".
 std::string XprofRunName(int64_t start_ns);

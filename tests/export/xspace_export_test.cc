@@ -10,11 +10,13 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
 
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "tests/util/export_checker.h"
 #include "trace/byte_source.h"
@@ -560,6 +562,46 @@ TEST(XSpaceExportTest, ARealCaptureKeepsItsLineTimestamps) {
   ASSERT_TRUE(reread.ok()) << reread.status();
   EXPECT_EQ(reread->host.profile_start_ns, capture->host.profile_start_ns);
   EXPECT_EQ(reread->host.profile_stop_ns, capture->host.profile_stop_ns);
+}
+
+// WriteXSpace's bytes, a plane at a time, parse to exactly the XSpace ToXSpace builds whole.
+void ExpectStreamedEqualsWhole(const HostCapture& capture) {
+  std::ostringstream out;
+  ASSERT_TRUE(WriteXSpace(capture, &out));
+  tensorflow::profiler::XSpace streamed;
+  ASSERT_TRUE(streamed.ParseFromString(out.str()));
+  const tensorflow::profiler::XSpace whole = ToXSpace(capture);
+  std::string diff;
+  google::protobuf::util::MessageDifferencer differ;
+  differ.ReportDifferencesToString(&diff);
+  EXPECT_TRUE(differ.Compare(whole, streamed)) << diff;
+  EXPECT_EQ(out.str().size(), whole.ByteSizeLong());
+  // Planes in ToXSpace's order (a repeated field compares in order above too).
+  ASSERT_EQ(streamed.planes_size(), whole.planes_size());
+  EXPECT_EQ(streamed.hostnames_size(), 1);
+}
+
+TEST(XSpaceExportTest, StreamedPlaneByPlaneParsesToTheWholeXSpace) {
+  ExpectStreamedEqualsWhole(TpuCapture());
+  ExpectStreamedEqualsWhole(KernelProfilingCapture());
+  ExpectStreamedEqualsWhole(ScopedCapture());
+  HostCapture empty;
+  empty.host.name = "no-chips";
+  ExpectStreamedEqualsWhole(empty);
+  const std::string path =
+      std::string(PODPROF_FIXTURES_DIR) + "/tpu_v6e_4chip_host_offload.xplane.pb";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no fixture at " << path;
+  auto source = trace::FileSource::Open(path);
+  ASSERT_TRUE(source.ok()) << source.status();
+  absl::StatusOr<HostCapture> real = trace::ReadXSpace(**source);
+  ASSERT_TRUE(real.ok()) << real.status();
+  ExpectStreamedEqualsWhole(*real);
+}
+
+TEST(XSpaceExportTest, StreamingIntoAFailedStreamSaysSo) {
+  std::ostringstream out;
+  out.setstate(std::ios::badbit);
+  EXPECT_FALSE(WriteXSpace(TpuCapture(), &out));
 }
 
 TEST(XSpaceExportTest, RunNameIsTheUtcStartTime) {
