@@ -16,6 +16,7 @@
 #include "aggregator/service_internal.h"
 #include "common/errno_status.h"
 #include "common/logging.h"
+#include "common/pattern.h"
 #include "common/status_macros.h"
 #include "export/trace_export.h"
 #include "export/xspace_export.h"
@@ -347,6 +348,7 @@ grpc::Status AggregatorService::GetKernelStats(grpc::ServerContext*,
       q.group_by = req->per_chip() ? storage::Grouping::kChip : storage::Grouping::kKernel;
   }
   q.op_regex = req->filter().op_regex();
+  if (absl::Status s = CheckUserPattern("filter.op_regex", q.op_regex); !s.ok()) return ToGrpc(s);
   if (q.op_regex.empty() && !req->filter().op_name().empty()) {
     // A plain name filter is a substring match.
     q.op_regex = RegexEscape(req->filter().op_name());
@@ -379,6 +381,11 @@ grpc::Status AggregatorService::KernelHistory(grpc::ServerContext*,
   storage::HistoryQuery q;
   q.op_regex =
       !req->filter().op_regex().empty() ? req->filter().op_regex() : req->filter().op_name();
+  if (absl::Status s = CheckUserPattern(
+          !req->filter().op_regex().empty() ? "filter.op_regex" : "filter.op_name", q.op_regex);
+      !s.ok()) {
+    return ToGrpc(s);
+  }
   q.module = req->filter().module();
   q.since_ns = req->since_ns();
   q.until_ns = req->until_ns() > 0 ? req->until_ns() : INT64_MAX;
@@ -409,6 +416,9 @@ grpc::Status AggregatorService::CompareCaptures(grpc::ServerContext*,
                         "both baseline_capture_id and candidate_capture_id are required");
   }
   const double threshold = req->regression_threshold() > 0 ? req->regression_threshold() : 0.05;
+  if (absl::Status s = CheckUserPattern("filter.op_regex", req->filter().op_regex()); !s.ok()) {
+    return ToGrpc(s);
+  }
   absl::StatusOr<std::vector<storage::KernelDeltaRow>> rows = store_->Compare(
       req->baseline_capture_id(), req->candidate_capture_id(), req->filter().op_regex(), threshold);
   if (!rows.ok()) return ToGrpc(rows.status());

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/exit_codes.h"
+#include "common/pattern.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -77,6 +78,7 @@ std::unique_ptr<Command> AddDiffCommand(CLI::App& app, CliContext& context) {
 
 absl::StatusOr<uint32_t> RunDiff(AggregatorClient& client, const DiffOptions& options,
                                  std::ostream& out) {
+  RETURN_IF_ERROR(CheckUserPattern("--kernel", options.kernel_regex));
   v1::CompareCapturesRequest request;
   request.set_baseline_capture_id(options.baseline_capture_id);
   request.set_candidate_capture_id(options.candidate_capture_id);

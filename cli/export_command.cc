@@ -4,7 +4,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <system_error>
 #include <vector>
 
@@ -13,6 +12,7 @@
 #include "cli/exit_codes.h"
 #include "cli/report.h"
 #include "common/clock.h"
+#include "common/pattern.h"
 #include "common/status_macros.h"
 
 namespace podprof::cli {
@@ -103,8 +103,9 @@ class ExportCommand : public AggregatorCommand {
         ->delimiter(',')
         ->option_text("N,...");
     cmd->add_option("--kernels", options_.kernels,
-                    "Only kernels whose op name or module this regular expression (ECMAScript) "
-                    "finds anywhere in it, e.g. 'fusion|all-reduce' or '^convolution'")
+                    "Only kernels whose op name or module this regular expression (RE2 syntax, "
+                    "at most 4096 bytes) finds anywhere in it, e.g. 'fusion|all-reduce' or "
+                    "'^convolution'")
         ->option_text("REGEX");
     max_size_ = cmd->add_option("--max-size", options_.max_json_bytes,
                                 "Chrome JSON only: refuse past this size (e.g. 1GB); default "
@@ -219,15 +220,7 @@ absl::Status CheckExportOptions(const ExportOptions& options) {
         absl::StrCat("--from ", FormatDurationPs(*options.from_ns * 1000), " is not before --to ",
                      FormatDurationPs(*options.to_ns * 1000)));
   }
-  if (!options.kernels.empty()) {
-    try {
-      std::regex re(options.kernels);
-    } catch (const std::regex_error& e) {
-      return absl::InvalidArgumentError(absl::StrCat("--kernels \"", options.kernels,
-                                                     "\" is not a regular expression: ", e.what()));
-    }
-  }
-  return absl::OkStatus();
+  return CheckUserPattern("--kernels", options.kernels);
 }
 
 absl::StatusOr<ExportResult> RunExport(AggregatorClient& client, const ExportOptions& options) {

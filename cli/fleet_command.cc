@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "cli/exit_codes.h"
 #include "common/file_util.h"
+#include "common/pattern.h"
 #include "common/status_macros.h"
 #include "fleet/queries.h"
 #include "nlohmann/json.hpp"
@@ -346,6 +347,9 @@ class FleetCommand : public Command {
     if (history_->parsed()) {
       absl::StatusOr<LabelMap> labels = ParseLabels(labels_);
       if (!labels.ok()) return FleetFail(err, name, labels.status());
+      if (absl::Status re = CheckUserPattern("regex", regex_); !re.ok()) {
+        return FleetFail(err, name, re);
+      }
       filter.labels.insert(labels->begin(), labels->end());
       absl::StatusOr<std::vector<fleet::FleetPoint>> points =
           fleet::FleetHistory(*ch, regex_, filter);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/exit_codes.h"
+#include "common/pattern.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -20,7 +21,8 @@ class HistoryCommand : public AggregatorCommand {
   HistoryCommand(CLI::App* cmd, CliContext& context) : AggregatorCommand(cmd) {
     AddAggregatorFlags(cmd, context);
     cmd->add_option("kernel", options_.kernel_regex,
-                    "Regular expression matched against op names (e.g. 'fusion\\.1[0-9]')")
+                    "RE2 regular expression matched against op names, at most 4096 bytes "
+                    "(e.g. 'fusion\\.1[0-9]')")
         ->required();
     cmd->add_option("--module", options_.module, "Only kernels whose module name contains this");
     AddStartRangeFlags(cmd, options_.range, "168h");
@@ -57,6 +59,7 @@ const char* const kHistoryCsvHeader =
 
 absl::Status RunHistory(AggregatorClient& client, const HistoryOptions& options,
                         std::ostream& out) {
+  RETURN_IF_ERROR(CheckUserPattern("kernel", options.kernel_regex));
   v1::KernelHistoryRequest request;
   request.mutable_filter()->set_op_regex(options.kernel_regex);
   request.mutable_filter()->set_module(options.module);

@@ -4,6 +4,7 @@
 
 #include "CLI/CLI.hpp"
 #include "cli/exit_codes.h"
+#include "common/pattern.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -42,7 +43,8 @@ class StatsCommand : public AggregatorCommand {
                   CLI::ignore_case))
               ->option_text("kernel|chip|host|category");
     cmd->add_option("--kernel", options_.kernel_regex,
-                    "Only kernels whose op name matches this regular expression");
+                    "Only kernels whose op name matches this regular expression (RE2 syntax, "
+                    "unanchored, at most 4096 bytes)");
     cmd->add_option("--category", options_.category, "Only kernels of this HLO category");
     cmd->add_option("--host", options_.host, "Only chips of this host");
     chip_ = cmd->add_option("--chip", chip_value_, "Only this chip ordinal");
@@ -93,6 +95,7 @@ std::unique_ptr<Command> AddStatsCommand(CLI::App& app, CliContext& context) {
 }
 
 absl::Status RunStats(AggregatorClient& client, const StatsOptions& options, std::ostream& out) {
+  RETURN_IF_ERROR(CheckUserPattern("--kernel", options.kernel_regex));
   const StatsGrouping by = options.by.value_or(
       options.format == OutputFormat::kTable ? StatsGrouping::kKernel : StatsGrouping::kChip);
   v1::GetKernelStatsRequest request;

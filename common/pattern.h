@@ -32,10 +32,11 @@ class RE2;
 
 namespace podprof {
 
-// The longest pattern accepted, in bytes. Room for a hand-written filter and
-// for an exact-name pattern built from an escaped kernel name (the agent cuts
-// op names to 200 bytes, so `^` + escaped name + `$` stays under 410).
-inline constexpr size_t kMaxUserPatternBytes = 1024;
+// The longest pattern accepted, in bytes. Room for any hand-written filter
+// and for the exact-name pattern the aggregator builds from a kernel name it
+// accepts (`^` + the escaped name + `$`: up to 2,050 bytes for a 1,024-byte
+// name); far short of the 40 KB of nested groups that crashed std::regex.
+inline constexpr size_t kMaxUserPatternBytes = 4096;
 
 // The memory RE2 may use for one compiled pattern (program and DFA caches).
 // A pattern whose program does not fit is refused; a match whose DFA runs out
@@ -67,7 +68,7 @@ class UserPattern {
 // Compiles `pattern`, which came from the user through the parameter, flag or
 // field named `what` ("kernel", "--kernels", "filter.op_regex"). Returns
 // InvalidArgument naming `what` when the pattern is longer than
-// kMaxUserPatternBytes ("kernel: pattern is 40000 bytes, at most 1024"), is
+// kMaxUserPatternBytes ("kernel: pattern is 40000 bytes, at most 4096"), is
 // not valid RE2 syntax or UTF-8, or does not fit the memory budget
 // ("--kernels \"(\" is not a regular expression: missing ): (").
 // Never logs. Thread-safe.

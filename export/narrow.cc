@@ -97,12 +97,9 @@ absl::StatusOr<Narrower> Narrower::Create(Selection selection) {
   }
   Narrower n(std::move(selection));
   if (!n.selection_.kernel_regex.empty()) {
-    try {
-      n.kernels_.emplace(n.selection_.kernel_regex, std::regex::ECMAScript | std::regex::optimize);
-    } catch (const std::regex_error& e) {
-      return absl::InvalidArgumentError(absl::StrCat("--kernels \"", n.selection_.kernel_regex,
-                                                     "\" is not a regular expression: ", e.what()));
-    }
+    ASSIGN_OR_RETURN(UserPattern kernels,
+                     CompileUserPattern("--kernels", n.selection_.kernel_regex));
+    n.kernels_ = std::move(kernels);
   }
   return n;
 }
@@ -124,8 +121,7 @@ bool Narrower::WantsKernel(const std::string& module, const std::string& name) {
   if (!kernels_.has_value()) return true;
   auto [it, fresh] = kernel_matches_.try_emplace({module, name}, false);
   if (fresh) {
-    it->second = std::regex_search(name, *kernels_) ||
-                 (!module.empty() && std::regex_search(module, *kernels_));
+    it->second = kernels_->Search(name) || (!module.empty() && kernels_->Search(module));
   }
   return it->second;
 }

@@ -9,7 +9,6 @@
 #include <limits>
 #include <map>
 #include <optional>
-#include <regex>
 #include <set>
 #include <string>
 #include <utility>
@@ -17,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/pattern.h"
 #include "trace/model.h"
 
 namespace podprof::exporter {
@@ -31,17 +31,18 @@ struct Selection {
   int64_t to_ns = std::numeric_limits<int64_t>::max();
   std::set<std::string> hosts;  // by name; empty for every host
   std::set<int> chips;          // ordinals (N of /device:TPU:N); empty for every chip
-  // ECMAScript, searched (unanchored) in each kernel's op name and in its module; empty for
-  // every kernel. Only kernel lines (XLA Ops, GPU streams) are filtered by it; named scopes
-  // (XLA TraceMe) go with the kernel they fall in; module and step lines are kept, as context.
+  // RE2 syntax (common/pattern.h), searched (unanchored) in each kernel's op name and in its
+  // module; at most kMaxUserPatternBytes; empty for every kernel. Only kernel lines (XLA Ops,
+  // GPU streams) are filtered by it; named scopes (XLA TraceMe) go with the kernel they fall
+  // in; module and step lines are kept, as context.
   std::string kernel_regex;
 };
 
 // Applies a Selection. Not thread-safe (it remembers each kernel's match).
 class Narrower {
  public:
-  // InvalidArgument naming the flag and its value: a regex that does not compile (--kernels),
-  // a window that is empty (--from not before --to).
+  // InvalidArgument naming the flag and its value: a pattern that does not compile or is too
+  // long (--kernels, see CompileUserPattern), a window that is empty (--from not before --to).
   static absl::StatusOr<Narrower> Create(Selection selection);
 
   const Selection& selection() const { return selection_; }
@@ -75,7 +76,7 @@ class Narrower {
   absl::Status NarrowCounters(trace::HostCapture* capture) const;
 
   Selection selection_;
-  std::optional<std::regex> kernels_;
+  std::optional<UserPattern> kernels_;
   std::map<std::pair<std::string, std::string>, bool> kernel_matches_;
 };
 

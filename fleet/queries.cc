@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/pattern.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "storage/store.h"
@@ -57,6 +58,7 @@ std::string All(const FleetFilter& f, const char* table) {
 absl::StatusOr<std::vector<FleetPoint>> FleetHistory(const ClickHouse& ch,
                                                      const std::string& op_regex,
                                                      const FleetFilter& filter) {
+  RETURN_IF_ERROR(CheckUserPattern("op_regex", op_regex));
   const std::string sql = absl::StrCat(
       "SELECT pod, module, op_name, capture_id, start_ns, sum(count), sum(total_ps), "
       "max(chips), sum(zero_count), sumMap(bin_index, bin_count) FROM ",

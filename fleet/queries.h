@@ -33,7 +33,9 @@ struct FleetPoint {
 };
 
 // Kernels whose op name matches `op_regex` (RE2, partial match), per pod and capture, oldest
-// first within each (module, op name, pod).
+// first within each (module, op name, pod). The pattern is checked here first
+// (CheckUserPattern: InvalidArgument naming op_regex when it is too long or not RE2), so a bad
+// one is refused without a query.
 absl::StatusOr<std::vector<FleetPoint>> FleetHistory(const ClickHouse& ch,
                                                      const std::string& op_regex,
                                                      const FleetFilter& filter);

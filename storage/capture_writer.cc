@@ -16,7 +16,6 @@
 namespace podprof::storage {
 namespace {
 
-using internal::CheckRegex;
 using internal::LabelsJson;
 using internal::ParseLabels;
 using internal::Transaction;

@@ -1,6 +1,5 @@
 // The store's queries: captures, kernel statistics, history, comparisons, insight, timelines.
 #include <algorithm>
-#include <regex>
 #include <tuple>
 
 #include "absl/container/flat_hash_map.h"
@@ -9,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/pattern.h"
 #include "common/status_macros.h"
 #include "storage/store.h"
 #include "storage/store_internal.h"
@@ -19,7 +19,6 @@
 namespace podprof::storage {
 namespace {
 
-using internal::CheckRegex;
 using internal::LabelsJson;
 using internal::ParseLabels;
 using internal::Transaction;
@@ -150,7 +149,7 @@ absl::StatusOr<std::vector<CaptureRow>> Store::ListCaptures(const CaptureQuery& 
 }
 
 absl::StatusOr<std::vector<StatRow>> Store::KernelStats(const StatsQuery& q) {
-  if (!q.op_regex.empty()) RETURN_IF_ERROR(CheckRegex(q.op_regex));
+  RETURN_IF_ERROR(CheckUserPattern("kernel", q.op_regex));
   PODPROF_WITH_READER(c);
   ASSIGN_OR_RETURN(const CaptureRef ref, RequireCapture(c, q.capture_id));
   const int64_t seq = ref.seq;
@@ -250,7 +249,7 @@ static absl::Status AddPerfTotals(Connection& c, const std::vector<PointRows>& r
 
 absl::StatusOr<std::vector<HistorySeries>> Store::KernelHistory(const HistoryQuery& q) {
   if (q.op_regex.empty()) return absl::InvalidArgumentError("a kernel name or regex is required");
-  RETURN_IF_ERROR(CheckRegex(q.op_regex));
+  RETURN_IF_ERROR(CheckUserPattern("kernel", q.op_regex));
   if (q.until_ns < q.since_ns) {
     return absl::InvalidArgumentError("the time range is inverted (until before since)");
   }

@@ -219,7 +219,7 @@ struct KernelKey {
 struct StatsQuery {
   std::string capture_id;
   Grouping group_by = Grouping::kKernel;
-  std::string op_regex;  // ECMAScript, partial match; empty = all
+  std::string op_regex;  // RE2 (common/pattern.h), partial match; empty = all
   std::string category;
   std::string host;
   std::optional<int> chip;

@@ -1,9 +1,8 @@
 #include "storage/sqlite.h"
 
-#include <regex>
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/pattern.h"
 #include "common/status_macros.h"
 #include "trace/ddsketch.h"
 
@@ -225,26 +224,33 @@ void Quantile(sqlite3_context* ctx, int, sqlite3_value** argv) {
   sqlite3_result_double(ctx, s->Quantile(sqlite3_value_double(argv[1])));
 }
 
-// `text REGEXP pattern` calls regexp(pattern, text). The compiled pattern is cached per
-// statement as auxiliary data, so a query compiles it once.
+// The text of `v` (empty for NULL), with its length: SQLite texts may hold NULs.
+absl::string_view TextOf(sqlite3_value* v) {
+  const char* text = reinterpret_cast<const char*>(sqlite3_value_text(v));
+  if (text == nullptr) return {};
+  return absl::string_view(text, static_cast<size_t>(sqlite3_value_bytes(v)));
+}
+
+// `text REGEXP pattern` calls regexp(pattern, text): whether RE2 finds the pattern anywhere in
+// the text (common/pattern.h; a NULL text never matches). The compiled pattern is cached per
+// statement as auxiliary data, so a query compiles it once. A pattern that CompileUserPattern
+// refuses fails the statement with its message.
 void Regexp(sqlite3_context* ctx, int, sqlite3_value** argv) {
-  const char* text = reinterpret_cast<const char*>(sqlite3_value_text(argv[1]));
-  auto* cached = static_cast<std::regex*>(sqlite3_get_auxdata(ctx, 0));
+  const bool null_text = sqlite3_value_type(argv[1]) == SQLITE_NULL;
+  auto* cached = static_cast<UserPattern*>(sqlite3_get_auxdata(ctx, 0));
   if (cached != nullptr) {
-    sqlite3_result_int(ctx, text != nullptr && std::regex_search(text, *cached) ? 1 : 0);
+    sqlite3_result_int(ctx, !null_text && cached->Search(TextOf(argv[1])) ? 1 : 0);
     return;
   }
-  const char* pattern = reinterpret_cast<const char*>(sqlite3_value_text(argv[0]));
-  std::regex* re;
-  try {
-    re = new std::regex(pattern == nullptr ? "" : pattern);
-  } catch (const std::regex_error& e) {
-    sqlite3_result_error(ctx, absl::StrCat("bad regex: ", e.what()).c_str(), -1);
+  absl::StatusOr<UserPattern> re = CompileUserPattern("REGEXP", TextOf(argv[0]));
+  if (!re.ok()) {
+    sqlite3_result_error(ctx, std::string(re.status().message()).c_str(), -1);
     return;
   }
-  sqlite3_result_int(ctx, text != nullptr && std::regex_search(text, *re) ? 1 : 0);
+  auto* owned = new UserPattern(*std::move(re));
+  sqlite3_result_int(ctx, !null_text && owned->Search(TextOf(argv[1])) ? 1 : 0);
   // SQLite owns it from here, and may free it at once.
-  sqlite3_set_auxdata(ctx, 0, re, [](void* p) { delete static_cast<std::regex*>(p); });
+  sqlite3_set_auxdata(ctx, 0, owned, [](void* p) { delete static_cast<UserPattern*>(p); });
 }
 
 }  // namespace

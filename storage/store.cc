@@ -7,7 +7,6 @@
 #include <cstring>
 #include <filesystem>
 #include <future>
-#include <regex>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -32,15 +31,6 @@ std::map<std::string, std::string> ParseLabels(const std::string& text) {
     }
   }
   return out;
-}
-
-absl::Status CheckRegex(const std::string& re) {
-  try {
-    std::regex r(re);
-  } catch (const std::regex_error& e) {
-    return absl::InvalidArgumentError(absl::StrCat("bad kernel regex \"", re, "\": ", e.what()));
-  }
-  return absl::OkStatus();
 }
 
 absl::Status Transaction(Connection& c, const std::function<absl::Status()>& body) {

@@ -15,8 +15,6 @@ namespace podprof::storage::internal {
 // Labels as the JSON object kept in captures.labels, and back (a damaged text reads as none).
 std::string LabelsJson(const std::map<std::string, std::string>& labels);
 std::map<std::string, std::string> ParseLabels(const std::string& text);
-// InvalidArgument naming `re` when it is not an ECMAScript regex.
-absl::Status CheckRegex(const std::string& re);
 // Runs `body` in a transaction on `c`; rolls back on failure.
 absl::Status Transaction(Connection& c, const std::function<absl::Status()>& body);
 

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 
 namespace podprof::storage {
@@ -83,6 +84,40 @@ TEST_F(SqliteTest, CreateThenReopenSeesTheData) {
   ASSERT_TRUE(st.ok()) << st.status();
   ASSERT_TRUE(*(*st)->Step());
   EXPECT_EQ((*st)->Int(0), 1);
+}
+
+TEST_F(SqliteTest, RegexpWithABadPatternIsAnErrorNotACrash) {
+  auto c = CreateWithTable();
+  ASSERT_NE(c, nullptr);
+  auto bad = Statement::Prepare(*c, "SELECT 'abc' REGEXP '(['");
+  ASSERT_TRUE(bad.ok()) << bad.status();
+  absl::StatusOr<bool> row = (*bad)->Step();
+  ASSERT_FALSE(row.ok());
+  EXPECT_TRUE(absl::StrContains(row.status().message(), "is not a regular expression"))
+      << row.status();
+  // 20,000 nested groups overflowed std::regex's stack: now the length cap refuses them.
+  auto nested = Statement::Prepare(*c, "SELECT 'abc' REGEXP ?1");
+  ASSERT_TRUE(nested.ok()) << nested.status();
+  (*nested)->Bind(1, std::string(20'000, '(') + std::string(20'000, ')'));
+  row = (*nested)->Step();
+  ASSERT_FALSE(row.ok());
+  EXPECT_TRUE(absl::StrContains(row.status().message(), "pattern is 40000 bytes, at most 4096"))
+      << row.status();
+}
+
+TEST_F(SqliteTest, RegexpIsRe2AndLinearInTheText) {
+  auto c = CreateWithTable();
+  ASSERT_NE(c, nullptr);
+  auto st = Statement::Prepare(*c, "SELECT ?1 REGEXP '(.*)*#', ?2 REGEXP '^fusion\\.[0-9]+$', "
+                                   "NULL REGEXP ''");
+  ASSERT_TRUE(st.ok()) << st.status();
+  (*st)->Bind(1, std::string(100'000, 'x')).Bind(2, std::string("fusion.17"));
+  absl::StatusOr<bool> row = (*st)->Step();
+  ASSERT_TRUE(row.ok()) << row.status();
+  ASSERT_TRUE(*row);
+  EXPECT_EQ((*st)->Int(0), 0);
+  EXPECT_EQ((*st)->Int(1), 1);
+  EXPECT_EQ((*st)->Int(2), 0);
 }
 
 TEST_F(SqliteTest, WritingThroughAReadOnlyConnectionIsFailedPrecondition) {

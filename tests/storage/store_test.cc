@@ -187,7 +187,11 @@ TEST_F(StoreTest, BadQueriesAreClear) {
   ASSERT_TRUE(ingest::StoreCapture(*store, Synthetic("a", 10, "fusion.1", 1, 10, 1000)).ok());
   q.capture_id = "a";
   q.op_regex = "([";
-  EXPECT_TRUE(absl::IsInvalidArgument(store->KernelStats(q).status()));
+  auto bad_regex = store->KernelStats(q);
+  EXPECT_TRUE(absl::IsInvalidArgument(bad_regex.status()));
+  EXPECT_TRUE(absl::StrContains(bad_regex.status().message(),
+                                "kernel \"([\" is not a regular expression"))
+      << bad_regex.status();
   HistoryQuery h;
   h.op_regex = "fusion";
   h.since_ns = 10;
