@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "common/checked.h"
 #include "common/errno_status.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -196,18 +197,29 @@ absl::Status CaptureRunner::Run(const podprof::v1::CaptureRequest& request,
                                 const podprof::v1::HostInfo& host, const RunnerLimits& limits,
                                 const std::function<bool()>& cancelled, stream::ChunkSink* sink,
                                 CaptureOutcome* outcome) {
-  const int64_t duration_ns = static_cast<int64_t>(request.duration_ms()) * 1'000'000;
-  if (duration_ns <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("duration_ms must be at least 1, got ", request.duration_ms()));
+  // Compared with the limit before any multiply: duration_ms = 2^58 + 1000 wrapped to 1 s once
+  // in ns. An agent may be asked directly, not only by an aggregator that checked already.
+  if (request.duration_ms() == 0) {
+    return absl::InvalidArgumentError("duration_ms must be at least 1, got 0");
   }
-  if (duration_ns > limits.max_capture_duration_ns) {
+  if (request.duration_ms() > static_cast<uint64_t>(limits.max_capture_duration_ns / 1'000'000)) {
+    const std::string asked =
+        request.duration_ms() <= static_cast<uint64_t>(kMaxMillisAsNanos / 1000)
+            ? FormatDurationPs(static_cast<int64_t>(request.duration_ms()) * 1'000'000'000)
+            : absl::StrCat(request.duration_ms(), " ms");
     return absl::InvalidArgumentError(
-        absl::StrCat("a capture of ", FormatDurationPs(duration_ns * 1000),
+        absl::StrCat("a capture of ", asked,
                      " is longer than this agent allows (limits.max_capture_duration = ",
                      FormatDurationPs(limits.max_capture_duration_ns * 1000), ")"));
   }
+  const int64_t duration_ns = static_cast<int64_t>(request.duration_ms()) * 1'000'000;
   const int64_t now = clock_.NowNs();
+  // A start far past any clock would overflow the sums below (start + tolerance, + duration).
+  constexpr int64_t kLatestStartNs = int64_t{1} << 62;  // the year 2116
+  if (request.start_ns() > kLatestStartNs) {
+    return absl::InvalidArgumentError(absl::StrCat("start_ns must be at most ", kLatestStartNs,
+                                                   " (2116), got ", request.start_ns()));
+  }
   if (request.start_ns() > 0 && now > request.start_ns() + kLateToleranceNs) {
     return absl::FailedPreconditionError(absl::StrCat("late start: the start instant passed ",
                                                       (now - request.start_ns()) / 1'000'000,

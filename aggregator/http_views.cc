@@ -3,6 +3,8 @@
 // the same JSON and CSV, and exports as downloads.
 #include <algorithm>
 #include <cstdio>
+#include <limits>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -16,6 +18,8 @@
 #include "aggregator/http_params.h"
 #include "aggregator/overviews.h"
 #include "aggregator/timeline_view.h"
+#include "common/checked.h"
+#include "common/pattern.h"
 #include "nlohmann/json.hpp"
 #include "proto/grpc_status.h"
 #include "report/diff.h"
@@ -83,9 +87,17 @@ Response Timeline(const HttpApiSources& src, Overviews& overviews, const Request
                                  : (*ov)->view.Resampled(static_cast<int>(*width)).Finish(fields);
     return Response::Text(200, text + "\n", "application/json");
   }
+  // Offsets from the start: checked, so that to_ns=9223372036854775807 is refused, not wrapped.
+  const std::optional<int64_t> from_ns = CheckedAdd(row->start_ns, *from);
+  const std::optional<int64_t> to_ns = CheckedAdd(row->start_ns, *to);
+  if (!from_ns || !to_ns) {
+    return Response::Error(absl::InvalidArgumentError(
+        absl::StrCat("from_ns=", *from, " to_ns=", *to, ": must be ns from the capture's start, "
+                     "at most ", std::numeric_limits<int64_t>::max() - row->start_ns)));
+  }
   TimelineWindow w;
-  w.from_ns = row->start_ns + *from;
-  w.to_ns = row->start_ns + *to;
+  w.from_ns = *from_ns;
+  w.to_ns = *to_ns;
   w.width_px = static_cast<int>(*width);
   w.counters = counters;
   absl::StatusOr<Overview> view = ReadView(*src.store, *row, std::move(w), HostsParam(req), waits);
@@ -136,6 +148,9 @@ Response Diff(const HttpApiSources& src, const Request& req) {
   r.set_baseline_capture_id(Param(req, "baseline"));
   r.set_candidate_capture_id(Param(req, "candidate"));
   r.mutable_filter()->set_op_regex(Param(req, "kernel"));
+  if (absl::Status s = CheckUserPattern("kernel", r.filter().op_regex()); !s.ok()) {
+    return Response::Error(s);
+  }
   const std::string threshold = Param(req, "threshold");
   double t = 0;
   if (!threshold.empty() && (!absl::SimpleAtod(threshold, &t) || t <= 0)) {
@@ -211,6 +226,9 @@ Response Export(const HttpApiSources& src, const Request& req) {
   }
   for (const std::string& h : HostsParam(req).hosts) r.add_host_names(h);
   r.set_kernel_regex(Param(req, "kernel"));
+  if (absl::Status s = CheckUserPattern("kernel", r.kernel_regex()); !s.ok()) {
+    return Response::Error(s);
+  }
   absl::StatusOr<ExportPlan> planned = PlanExport(*src.store, r);
   if (!planned.ok()) return Response::Error(planned.status());
   auto plan = std::make_shared<ExportPlan>(*std::move(planned));
@@ -260,6 +278,7 @@ void AddViewRoutes(const HttpApiSources& src, http::Router& r) {
   // start and cancel captures (the form is shown only then).
   r.Add("GET", "/api/v1/ui", [src](const Request& q) {
     const bool op =
+        src.writes_refused.empty() &&
         src.service->access()->operators.CheckIdentities(q.identities, "an operator").ok();
     return JsonResponse({{"perfetto_ui", src.perfetto_ui}, {"operator", op}});
   });

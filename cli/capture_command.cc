@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <deque>
+#include <limits>
+#include <optional>
 #include <thread>
 
 #include "CLI/CLI.hpp"
@@ -16,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "cli/exit_codes.h"
 #include "cli/report.h"
+#include "common/checked.h"
 #include "common/clock.h"
 #include "common/status_macros.h"
 #include "kernelprof/options.h"
@@ -282,8 +285,11 @@ absl::Status WatchCapture(AggregatorClient& client, const v1::StartCaptureRespon
   grpc::Status watch_status;
   grpc::ClientContext watch_ctx;
   // The window, then ten minutes for the hosts to stream and the aggregator to store.
-  const int64_t deadline_ns = client.clock().NowNs() + options.delay_ns + options.duration_ns +
-                              int64_t{600} * 1'000'000'000;
+  // Saturated: a window too long to add up has no deadline worth the name.
+  std::optional<int64_t> deadline = CheckedAdd(client.clock().NowNs(), options.delay_ns);
+  if (deadline) deadline = CheckedAdd(*deadline, options.duration_ns);
+  if (deadline) deadline = CheckedAdd(*deadline, int64_t{600} * 1'000'000'000);
+  const int64_t deadline_ns = deadline.value_or(std::numeric_limits<int64_t>::max());
   watch_ctx.set_deadline(std::chrono::system_clock::time_point(
       std::chrono::duration_cast<std::chrono::system_clock::duration>(
           std::chrono::nanoseconds(deadline_ns))));
@@ -335,7 +341,15 @@ absl::Status WatchCapture(AggregatorClient& client, const v1::StartCaptureRespon
   return absl::OkStatus();
 }
 
-v1::StartCaptureRequest StartRequest(const CaptureOptions& options) {
+// InvalidArgument naming --delay when it does not fit the request's 32-bit delay_ms (about
+// 49.7 days): it was truncated, so --delay 50d asked for under a day.
+absl::StatusOr<v1::StartCaptureRequest> StartRequest(const CaptureOptions& options) {
+  constexpr int64_t kMaxDelayMs = std::numeric_limits<uint32_t>::max();
+  if (options.delay_ns < 0 || options.delay_ns / 1'000'000 > kMaxDelayMs) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--delay must be 0..", FormatDurationPs(kMaxDelayMs * 1'000'000'000),
+        " (delay_ms is 32-bit), got ", options.delay_ns / 1'000'000, " ms"));
+  }
   v1::StartCaptureRequest start;
   for (const std::string& h : options.hosts) start.add_host_names(h);
   AddLabels(options.selector, start.mutable_label_selector());
@@ -449,7 +463,8 @@ std::unique_ptr<Command> AddCaptureCommand(CLI::App& app, CliContext& context) {
 absl::StatusOr<CaptureResult> RunCapture(AggregatorClient& client, const CaptureOptions& options,
                                          std::ostream& out, std::ostream& err) {
   v1::StartCaptureResponse started;
-  RETURN_IF_ERROR(client.Call(&Stub::StartCapture, StartRequest(options), &started));
+  ASSIGN_OR_RETURN(const v1::StartCaptureRequest request, StartRequest(options));
+  RETURN_IF_ERROR(client.Call(&Stub::StartCapture, request, &started));
   if (!options.display.live || options.format != OutputFormat::kTable) {
     err << FormatTimestampNs(client.clock().NowNs()) << " capture " << started.capture_id()
         << " of " << started.host_names_size() << " hosts starts at "

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <regex>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "common/checked.h"
+#include "common/pattern.h"
 
 namespace podprof::sim {
 namespace {
@@ -79,10 +81,20 @@ grpc::Status ProfilerServiceImpl::Profile(grpc::ServerContext* context,
   absl::StatusOr<KernelProfilingRequest> kernel_profiling = KernelProfilingFromOptions(opts);
   if (!kernel_profiling.ok()) return ToGrpc(kernel_profiling.status());
   s.kernel_profiling = *std::move(kernel_profiling);
+  // Both are unsigned on the wire: checked before they become int64 (2^58 + 1000 ms would
+  // otherwise become 1 s once in ns, and 2^63 ns a negative start).
+  if (opts.start_timestamp_ns() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return ToGrpc(absl::InvalidArgumentError(
+        absl::StrCat("start_timestamp_ns must be 0..", std::numeric_limits<int64_t>::max(),
+                     ", got ", opts.start_timestamp_ns())));
+  }
   s.start_host_ns = static_cast<int64_t>(opts.start_timestamp_ns());
   // The server waits on the options' duration; the request's is the fallback.
-  s.duration_ms =
-      static_cast<int64_t>(opts.duration_ms() != 0 ? opts.duration_ms() : request->duration_ms());
+  const uint64_t duration_ms = opts.duration_ms() != 0 ? opts.duration_ms() : request->duration_ms();
+  absl::StatusOr<int64_t> duration_ns =
+      MillisFieldToNanos("duration_ms", duration_ms, 1, kMaxSessionMs);
+  if (!duration_ns.ok()) return ToGrpc(duration_ns.status());
+  s.duration_ms = *duration_ns / 1'000'000;
   absl::StatusOr<SessionResult> r =
       host_->RunSession(s, [context] { return context->IsCancelled(); });
   if (!r.ok()) return ToGrpc(r.status());
@@ -119,16 +131,10 @@ grpc::Status ProfilerServiceImpl::Monitor(grpc::ServerContext*, const tensorflow
 grpc::Status MetricServiceImpl::ListSupportedMetrics(grpc::ServerContext*,
                                                      const rt::ListSupportedMetricsRequest* request,
                                                      rt::ListSupportedMetricsResponse* response) {
-  std::regex filter;
-  try {
-    filter = std::regex(request->filter().empty() ? ".*" : request->filter());
-  } catch (const std::regex_error& e) {
-    return grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT,
-        absl::StrCat("filter \"", request->filter(), "\" is not a valid regex: ", e.what()));
-  }
+  absl::StatusOr<UserPattern> filter = CompileUserPattern("filter", request->filter());
+  if (!filter.ok()) return ToGrpc(filter.status());
   for (const std::string& name : SupportedMetricNames()) {
-    if (std::regex_search(name, filter)) response->add_supported_metric()->set_metric_name(name);
+    if (filter->Search(name)) response->add_supported_metric()->set_metric_name(name);
   }
   return grpc::Status::OK;
 }

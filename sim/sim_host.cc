@@ -108,9 +108,9 @@ absl::StatusOr<SessionResult> SimHost::RunSession(const SessionRequest& request,
     return absl::InvalidArgumentError(
         absl::StrCat("session_id \"", request.session_id, "\" is not a directory name"));
   }
-  if (request.duration_ms <= 0 || request.duration_ms > 3'600'000) {
+  if (request.duration_ms <= 0 || request.duration_ms > kMaxSessionMs) {
     return absl::InvalidArgumentError(
-        absl::StrCat("duration_ms must be 1..3600000, got ", request.duration_ms));
+        absl::StrCat("duration_ms must be 1..", kMaxSessionMs, ", got ", request.duration_ms));
   }
   if (request.file_host.empty() || request.file_host.find('/') != std::string::npos) {
     return absl::InvalidArgumentError(

@@ -40,6 +40,9 @@ struct SimHostOptions {
   std::string replay_path;
 };
 
+// The longest session a simulated host runs, ms.
+inline constexpr int64_t kMaxSessionMs = 3'600'000;
+
 struct SessionRequest {
   std::string session_id;
   std::string repository_root;
@@ -47,7 +50,7 @@ struct SessionRequest {
   std::string file_host;
   // Requested start on the host clock, ns since the epoch; 0 = now.
   int64_t start_host_ns = 0;
-  int64_t duration_ms = 0;
+  int64_t duration_ms = 0;  // 1..kMaxSessionMs
   // Kernel profiling the capture asked for (advanced_configuration).
   KernelProfilingRequest kernel_profiling;
 };

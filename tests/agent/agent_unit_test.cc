@@ -3,12 +3,14 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/agent.h"
+#include "agent/capture_runner.h"
 #include "agent/config.h"
 #include "agent/discovery.h"
 #include "agent/xprof_bounds.h"
@@ -457,6 +459,50 @@ TEST(RegistrarTest, BackoffDoublesFromOneSecondUpToTheCap) {
   for (int i = 0; i < 7; ++i) seen.push_back(b = NextBackoffNs(b, 30'000'000'000));
   EXPECT_EQ(seen, (std::vector<int64_t>{1'000'000'000, 2'000'000'000, 4'000'000'000, 8'000'000'000,
                                         16'000'000'000, 30'000'000'000, 30'000'000'000}));
+}
+
+class DiscardingSink final : public stream::ChunkSink {
+ public:
+  bool Write(const v1::CaptureChunk&) override { return true; }
+};
+
+// The checks come before the workload is asked: a Workload with no stubs is enough.
+absl::Status RunDirect(const v1::CaptureRequest& request, const RunnerLimits& limits = {}) {
+  FakeClock clock(1'700'000'000'000'000'000);
+  Workload workload;
+  CaptureRunner runner(clock, workload);
+  DiscardingSink sink;
+  CaptureOutcome outcome;
+  return runner.Run(
+      request, v1::HostInfo(), limits, [] { return false; }, &sink, &outcome);
+}
+
+TEST(CaptureRunnerTest, DurationOf2To58MsIsRefusedNotWrapped) {
+  // (2^58 + 1000) ms * 1,000,000 wrapped to 1 s in int64 and passed the agent's limit.
+  v1::CaptureRequest req;
+  req.set_capture_id("cap-wrap");
+  req.set_duration_ms((uint64_t{1} << 58) + 1000);
+  absl::Status s = RunDirect(req);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_EQ(s.message(),
+            "a capture of 288230376151712744 ms is longer than this agent allows "
+            "(limits.max_capture_duration = 300 s)");
+  req.set_duration_ms(0);
+  EXPECT_EQ(RunDirect(req).message(), "duration_ms must be at least 1, got 0");
+  req.set_duration_ms(301'000);
+  EXPECT_EQ(RunDirect(req).message(),
+            "a capture of 301 s is longer than this agent allows "
+            "(limits.max_capture_duration = 300 s)");
+}
+
+TEST(CaptureRunnerTest, StartFarPastAnyClockIsRefusedNotOverflowed) {
+  v1::CaptureRequest req;
+  req.set_capture_id("cap-far");
+  req.set_duration_ms(10);
+  req.set_start_ns(std::numeric_limits<int64_t>::max());
+  absl::Status s = RunDirect(req);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "start_ns must be at most")) << s;
 }
 
 }  // namespace

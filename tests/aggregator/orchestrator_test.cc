@@ -10,11 +10,13 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "tests/aggregator/loopback_agent.h"
@@ -156,6 +158,29 @@ TEST_F(OrchestratorTest, BadRequestsAreRefusedBeforeAnyAgentIsAsked) {
   auto stored = store_->ListCaptures({}, &next);
   ASSERT_TRUE(stored.ok()) << stored.status();
   EXPECT_TRUE(stored->empty()) << "nothing recorded for a refused capture";
+}
+
+TEST_F(OrchestratorTest, DurationOf2To58MsIsRefusedNotWrapped) {
+  // (2^58 + 1000) ms * 1,000,000 wrapped to 1 s in int64 and passed the duration limit.
+  OrchestratorLimits limits;
+  limits.max_duration_ns = 10'000'000'000;
+  Orchestrator& o = Make(limits);
+  for (uint64_t ms : {(uint64_t{1} << 58) + 1000, std::numeric_limits<uint64_t>::max(),
+                      (uint64_t{1} << 63) + 1000}) {
+    absl::StatusOr<v1::StartCaptureResponse> r = o.Start(Capture({"h1"}, ms));
+    ASSERT_FALSE(r.ok()) << ms;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+    EXPECT_EQ(r.status().message(),
+              absl::StrCat("a capture of ", ms,
+                           " ms is longer than this aggregator allows "
+                           "(limits.max_capture_duration = 10.0 s)"));
+  }
+  // Just over the limit still reads in seconds.
+  absl::StatusOr<v1::StartCaptureResponse> r = o.Start(Capture({"h1"}, 10'001));
+  EXPECT_EQ(r.status().message(),
+            "a capture of 10.0 s is longer than this aggregator allows "
+            "(limits.max_capture_duration = 10.0 s)");
+  EXPECT_EQ(agent_.captures(), 0);
 }
 
 TEST_F(OrchestratorTest, AnAgentGoneSilentIsNotChosen) {

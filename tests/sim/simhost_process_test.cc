@@ -188,6 +188,47 @@ TEST(SimHostProcessTest, BadRequestsAreRejectedClearly) {
   EXPECT_EQ(Call(p, r, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
+TEST(SimHostProcessTest, DurationOf2To58MsIsRefusedNotWrapped) {
+  // (2^58 + 1000) ms is 1 s once multiplied into int64 ns: it must be refused as sent.
+  SimProcess p("wrap", {"--chips=1"});
+  ASSERT_TRUE(p.ok());
+  tensorflow::ProfileResponse resp;
+  tensorflow::ProfileRequest r = Request(p, "x", 0, 100);
+  r.set_duration_ms((uint64_t{1} << 58) + 1000);
+  r.mutable_opts()->set_duration_ms((uint64_t{1} << 58) + 1000);
+  grpc::Status s = Call(p, r, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "duration_ms must be 1..3600000, got 288230376151712744");
+  r = Request(p, "y", 0, 100);
+  r.mutable_opts()->set_start_timestamp_ns(uint64_t{1} << 63);
+  s = Call(p, r, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("start_timestamp_ns must be"), std::string::npos)
+      << s.error_message();
+}
+
+TEST(SimHostProcessTest, MetricFilterOfTwentyThousandNestedGroupsIsRefusedNotACrash) {
+  SimProcess p("nested", {"--chips=1"});
+  ASSERT_TRUE(p.ok());
+  for (const std::string& filter :
+       {std::string(20'000, '(') + std::string(20'000, ')'), std::string("hbm(")}) {
+    grpc::ClientContext ctx;
+    rt::ListSupportedMetricsRequest req;
+    req.set_filter(filter);
+    rt::ListSupportedMetricsResponse resp;
+    grpc::Status s = p.metrics().ListSupportedMetrics(&ctx, req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_EQ(s.error_message().rfind("filter", 0), 0u) << s.error_message();
+  }
+  // The process is still there to answer.
+  grpc::ClientContext ctx;
+  rt::ListSupportedMetricsRequest req;
+  req.set_filter("(.*)*#");
+  rt::ListSupportedMetricsResponse resp;
+  ASSERT_TRUE(p.metrics().ListSupportedMetrics(&ctx, req, &resp).ok());
+  EXPECT_EQ(resp.supported_metric_size(), 0);
+}
+
 TEST(SimHostProcessTest, MetricsPerDeviceWithFiltersAndNotFound) {
   SimProcess p("metrics", {"--generation=v6e", "--chips=4"});
   ASSERT_TRUE(p.ok());
