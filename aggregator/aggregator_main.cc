@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "aggregator/config.h"
@@ -130,6 +131,22 @@ std::unique_ptr<grpc::Server> Serve(const AggregatorConfig& config,
   return server;
 }
 
+// Why the HTTP API may not start or cancel captures ("" when the operator role decides):
+// plaintext beyond loopback, where every caller would be an operator, without the opt-in.
+std::string HttpWritesRefused(const AggregatorConfig& config) {
+  if (!config.tls.insecure || config.http.insecure_writes) return "";
+  absl::StatusOr<std::pair<std::string, int>> hp =
+      http::SplitHostPort(config.http.listen, "http.listen");
+  if (hp.ok()) {
+    const std::string& host = hp->first;
+    if (host == "localhost" || host == "::1" || absl::StartsWith(host, "127.")) return "";
+  }
+  return absl::StrCat("starting and cancelling captures over plaintext HTTP on ",
+                      config.http.listen,
+                      " is off: anyone who reaches the port would be an operator (use TLS, "
+                      "listen on loopback, or set [http] insecure_writes = true)");
+}
+
 // The web pages, API and /metrics on [http] listen; null when off or when it cannot listen
 // (logged: the pod is served regardless).
 std::unique_ptr<http::Server> ServeHttp(const AggregatorConfig& config,
@@ -140,6 +157,12 @@ std::unique_ptr<http::Server> ServeHttp(const AggregatorConfig& config,
   o.max_request_bytes = static_cast<uint64_t>(config.http.max_request_bytes);
   o.max_requests_per_second = static_cast<double>(config.http.max_requests_per_second);
   o.tls = !config.tls.insecure;
+  o.allowed_hosts = config.http.allowed_hosts;
+  if (!config.http.external_url.empty()) {
+    const std::string origin = http::OriginOf(config.http.external_url);
+    o.allowed_origins.push_back(origin);
+    o.allowed_hosts.push_back(http::HostName(origin.substr(origin.find("://") + 3)));
+  }
   if (o.tls) {
     absl::StatusOr<security::TlsMaterial> m = security::LoadTlsMaterial(config.tls);
     if (!m.ok()) {
@@ -273,10 +296,11 @@ int AggregatorMain(int argc, char** argv) {
   MetricSources sources{store->get(), &registry, &orchestrator, fleet.ok() ? fleet->get() : nullptr,
                         config->ingest_max_active_hosts};
   AddAggregatorMetrics(metrics, sources, clock);
-  std::unique_ptr<http::Server> web = ServeHttp(*config,
-                                                {store->get(), &registry, &metrics, &clock,
-                                                 &orchestrator, &service, config->http.perfetto_ui},
-                                                clock);
+  std::unique_ptr<http::Server> web = ServeHttp(
+      *config,
+      {store->get(), &registry, &metrics, &clock, &orchestrator, &service,
+       config->http.perfetto_ui, HttpWritesRefused(*config)},
+      clock);
   int port = 0;
   std::unique_ptr<grpc::Server> server =
       Serve(*config, *creds, &service, metrics, clock, ready_file, web ? web->port() : 0, &port);

@@ -9,6 +9,7 @@
 #include "common/config.h"
 #include "common/status_macros.h"
 #include "fleet/clickhouse.h"
+#include "http/guard.h"
 
 namespace podprof::aggregator {
 namespace {
@@ -42,6 +43,9 @@ const std::vector<std::string>& KnownKeys() {
                                                                "http.max_request_bytes",
                                                                "http.max_requests_per_second",
                                                                "http.perfetto_ui",
+                                                               "http.allowed_hosts",
+                                                               "http.external_url",
+                                                               "http.insecure_writes",
                                                                "fleet.clickhouse_url",
                                                                "fleet.database",
                                                                "fleet.user",
@@ -106,6 +110,9 @@ absl::Status ReadHttp(const ConfigFile& f, AggregatorConfig* c) {
   RETURN_IF_ERROR(f.GetInt("http.max_request_bytes", &c->http.max_request_bytes));
   RETURN_IF_ERROR(f.GetInt("http.max_requests_per_second", &c->http.max_requests_per_second));
   RETURN_IF_ERROR(f.GetString("http.perfetto_ui", &c->http.perfetto_ui));
+  RETURN_IF_ERROR(f.GetStringList("http.allowed_hosts", &c->http.allowed_hosts));
+  RETURN_IF_ERROR(f.GetString("http.external_url", &c->http.external_url));
+  RETURN_IF_ERROR(f.GetBool("http.insecure_writes", &c->http.insecure_writes));
   return absl::OkStatus();
 }
 
@@ -208,6 +215,16 @@ absl::Status ValidateAggregatorConfig(const AggregatorConfig& c) {
   if (!absl::StartsWith(c.http.perfetto_ui, "http://") &&
       !absl::StartsWith(c.http.perfetto_ui, "https://")) {
     return absl::InvalidArgumentError(absl::StrCat("http.perfetto_ui \"", c.http.perfetto_ui,
+                                                   "\" is not an http:// or https:// address"));
+  }
+  for (const std::string& h : c.http.allowed_hosts) {
+    if (http::HostName(h) != h) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "http.allowed_hosts: \"", h, "\" is not a lower-case host name without a port"));
+    }
+  }
+  if (!c.http.external_url.empty() && http::OriginOf(c.http.external_url).empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("http.external_url \"", c.http.external_url,
                                                    "\" is not an http:// or https:// address"));
   }
   return ValidateFleet(c.fleet);

@@ -66,6 +66,15 @@ struct AggregatorConfig {
     // The Perfetto UI the capture page's "Open in Perfetto" posts traces to: a self-hosted
     // one on an air-gapped cluster.
     std::string perfetto_ui = "https://ui.perfetto.dev";
+    // Names the server answers to beyond localhost, IP addresses and this machine's name (a
+    // Host header naming anything else gets 421: DNS rebinding), lower case, no port.
+    std::vector<std::string> allowed_hosts;
+    // The address users reach the pages at through a proxy ("https://podprof.example.com"):
+    // its name is answered and its pages may start and cancel captures.
+    std::string external_url;
+    // Plaintext (`insecure`) beyond loopback: allow starting and cancelling captures over
+    // HTTP, which then anyone who can reach the port may do. Off, the pages are read-only.
+    bool insecure_writes = false;
   } http;
   // [fleet]: replication to a ClickHouse fleet store (docs/FLEET.md); off while
   // clickhouse_url is empty. The password comes from password_file, else from the systemd

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -12,6 +13,8 @@
 #include "absl/strings/str_split.h"
 #include "aggregator/http_params.h"
 #include "aggregator/service_internal.h"
+#include "common/status_macros.h"
+#include "http/json_body.h"
 #include "nlohmann/json.hpp"
 #include "report/format.h"
 #include "report/kernel_rows.h"
@@ -227,51 +230,51 @@ Response Agents(const HttpApiSources& src, const Request& req) {
   return Rows(req, "agents", out);
 }
 
-// A write needs the operator role, checked on the caller's certificate names as gRPC does.
+// A write needs the operator role, checked on the caller's certificate names as gRPC does, and
+// is refused outright over plaintext beyond loopback unless the configuration opted in.
 absl::Status Operator(const HttpApiSources& src, const Request& req) {
+  if (!src.writes_refused.empty()) return absl::PermissionDeniedError(src.writes_refused);
   return src.service->access()->operators.CheckIdentities(req.identities, "an operator");
+}
+
+// The body of POST /api/v1/captures as a request, every field checked against its type and
+// range before anything is done with it.
+absl::StatusOr<podprof::v1::StartCaptureRequest> StartCaptureBody(const std::string& text) {
+  ASSIGN_OR_RETURN(const nlohmann::json body, http::ParseJsonObject(text));
+  // A misspelt field would otherwise read as left out ("duration" for "duration_ms": a
+  // capture of 0 ms).
+  static constexpr const char* kFields[] = {"duration_ms", "delay_ms", "hosts", "selector",
+                                            "labels"};
+  RETURN_IF_ERROR(http::OnlyKnownFields(body, kFields));
+  if (!body.contains("duration_ms")) {
+    return absl::InvalidArgumentError("the body has no duration_ms (the capture's length, ms)");
+  }
+  podprof::v1::StartCaptureRequest r;
+  // The orchestrator holds both to the configured limits; these bounds keep the numbers whole
+  // on the way there (ms to ns fits int64 below 2^63 / 10^6).
+  constexpr uint64_t kMaxMs = std::numeric_limits<int64_t>::max() / 1'000'000;
+  ASSIGN_OR_RETURN(const uint64_t duration_ms,
+                   http::UintField(body, "duration_ms", 1, kMaxMs, 0));
+  ASSIGN_OR_RETURN(const uint64_t delay_ms,
+                   http::UintField(body, "delay_ms", 0, std::numeric_limits<uint32_t>::max(), 0));
+  r.set_duration_ms(duration_ms);
+  r.set_delay_ms(static_cast<uint32_t>(delay_ms));
+  ASSIGN_OR_RETURN(const std::vector<std::string> hosts, http::StringListField(body, "hosts"));
+  for (const std::string& h : hosts) r.add_host_names(h);
+  ASSIGN_OR_RETURN(const auto selector, http::StringMapField(body, "selector"));
+  r.mutable_label_selector()->insert(selector.begin(), selector.end());
+  ASSIGN_OR_RETURN(const auto labels, http::StringMapField(body, "labels"));
+  r.mutable_labels()->insert(labels.begin(), labels.end());
+  return r;
 }
 
 // POST /api/v1/captures {"duration_ms": 2000, "hosts": [...], "selector": {...},
 // "labels": {...}, "delay_ms": N}: a pod-wide capture, as `podprof capture` starts it.
 Response StartCapture(const HttpApiSources& src, const Request& req) {
   if (absl::Status a = Operator(src, req); !a.ok()) return Response::Error(a);
-  const nlohmann::json body = nlohmann::json::parse(req.body, nullptr, false);
-  if (!body.is_object()) {
-    return Response::Error(absl::InvalidArgumentError("the body is not a JSON object"));
-  }
-  // A misspelt field would otherwise read as left out ("duration" for "duration_ms": a
-  // capture of 0 ms).
-  static constexpr const char* kFields[] = {"duration_ms", "delay_ms", "hosts", "selector",
-                                            "labels"};
-  for (const auto& [key, value] : body.items()) {
-    if (std::find(std::begin(kFields), std::end(kFields), key) == std::end(kFields)) {
-      return Response::Error(absl::InvalidArgumentError(
-          absl::StrCat("the body has an unknown field \"", key,
-                       "\" (known: ", absl::StrJoin(kFields, ", "), ")")));
-    }
-  }
-  if (!body.contains("duration_ms")) {
-    return Response::Error(
-        absl::InvalidArgumentError("the body has no duration_ms (the capture's length, ms)"));
-  }
-  podprof::v1::StartCaptureRequest r;
-  try {
-    r.set_duration_ms(body.value("duration_ms", uint64_t{0}));
-    r.set_delay_ms(body.value("delay_ms", uint32_t{0}));
-    // Into variables first: items() of a temporary would dangle.
-    const nlohmann::json hosts = body.value("hosts", nlohmann::json::array());
-    const nlohmann::json selector = body.value("selector", nlohmann::json::object());
-    const nlohmann::json labels = body.value("labels", nlohmann::json::object());
-    for (const auto& h : hosts) r.add_host_names(h.get<std::string>());
-    for (const auto& [k, v] : selector.items()) {
-      (*r.mutable_label_selector())[k] = v.get<std::string>();
-    }
-    for (const auto& [k, v] : labels.items()) (*r.mutable_labels())[k] = v.get<std::string>();
-  } catch (const nlohmann::json::exception& e) {
-    return Response::Error(absl::InvalidArgumentError(absl::StrCat("the body: ", e.what())));
-  }
-  absl::StatusOr<podprof::v1::StartCaptureResponse> started = src.orchestrator->Start(r);
+  absl::StatusOr<podprof::v1::StartCaptureRequest> r = StartCaptureBody(req.body);
+  if (!r.ok()) return Response::Error(r.status());
+  absl::StatusOr<podprof::v1::StartCaptureResponse> started = src.orchestrator->Start(*r);
   if (!started.ok()) return Response::Error(started.status());
   Json hosts = Json::array();
   for (const auto& h : started->host_names()) hosts.push_back(h);

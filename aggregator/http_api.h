@@ -29,6 +29,10 @@ struct HttpApiSources {
   AggregatorService* service = nullptr;
   // Where "Open in Perfetto" posts traces ([http] perfetto_ui).
   std::string perfetto_ui = "https://ui.perfetto.dev";
+  // Why starting and cancelling captures over HTTP is refused to everyone, or "" when the
+  // operator role decides: plaintext HTTP beyond loopback lets anyone who can reach the port
+  // act as an operator, so it takes [http] insecure_writes to allow it.
+  std::string writes_refused;
 };
 
 // The routes; `sources` must outlive the server that serves them.

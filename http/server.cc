@@ -1,16 +1,19 @@
 #include "http/server.h"
 
 #include <openssl/ssl.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <atomic>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <chrono>
+#include <future>
 #include <optional>
 #include <thread>
 
@@ -21,6 +24,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "http/beast_request.h"
 #include "security/certificate_check.h"
 
 namespace podprof::http {
@@ -32,38 +36,15 @@ namespace bhttp = beast::http;
 namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// Percent-decoding (and '+' as a space in queries); a malformed escape stays as it is.
-std::string Decode(absl::string_view s, bool plus_is_space) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size() && HexValue(s[i + 1]) >= 0 && HexValue(s[i + 2]) >= 0) {
-      out.push_back(static_cast<char>(HexValue(s[i + 1]) * 16 + HexValue(s[i + 2])));
-      i += 2;
-    } else if (plus_is_space && s[i] == '+') {
-      out.push_back(' ');
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
-}
-
-// A token bucket per client address: `rate` per second, bursts of twice that.
+// A token bucket per client: `rate` per second, bursts of twice that.
 class RateLimiter {
  public:
   RateLimiter(double rate, Clock& clock) : rate_(rate), clock_(clock) {}
-  bool Allow(const std::string& address) {
+  bool Allow(const std::string& client) {
     const int64_t now = clock_.MonotonicNs();
     absl::MutexLock lock(&mu_);
     if (buckets_.size() > 10'000) buckets_.clear();  // forget idle clients rather than grow
-    Bucket& b = buckets_.try_emplace(address, Bucket{2 * rate_, now}).first->second;
+    Bucket& b = buckets_.try_emplace(client, Bucket{2 * rate_, now}).first->second;
     b.tokens = std::min(2 * rate_, b.tokens + (now - b.last_ns) / 1e9 * rate_);
     b.last_ns = now;
     if (b.tokens < 1) return false;
@@ -82,57 +63,82 @@ class RateLimiter {
   absl::flat_hash_map<std::string, Bucket> buckets_ ABSL_GUARDED_BY(mu_);
 };
 
+// Counts of what is open, in total and per key, each refused past its caps.
+class Counter {
+ public:
+  Counter(int total_cap, int per_key_cap) : total_cap_(total_cap), per_key_cap_(per_key_cap) {}
+  bool Take(const std::string& key) {
+    absl::MutexLock lock(&mu_);
+    int& n = by_key_[key];
+    if (total_ >= total_cap_ || n >= per_key_cap_) {
+      if (n == 0) by_key_.erase(key);
+      return false;
+    }
+    ++n;
+    ++total_;
+    return true;
+  }
+  void Give(const std::string& key) {
+    absl::MutexLock lock(&mu_);
+    auto it = by_key_.find(key);
+    if (it != by_key_.end() && --it->second == 0) by_key_.erase(it);
+    --total_;
+  }
+  void AwaitZero() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](int* n) { return *n == 0; }, &total_));
+  }
+
+ private:
+  const int total_cap_;
+  const int per_key_cap_;
+  absl::Mutex mu_;
+  int total_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<std::string, int> by_key_ ABSL_GUARDED_BY(mu_);
+};
+
+// Held by a connection for its life: its place under the connection caps.
+class ConnectionSlot {
+ public:
+  ConnectionSlot(Counter* counter, std::string address)
+      : counter_(counter), address_(std::move(address)) {}
+  ~ConnectionSlot() { counter_->Give(address_); }
+  ConnectionSlot(const ConnectionSlot&) = delete;
+  ConnectionSlot& operator=(const ConnectionSlot&) = delete;
+
+ private:
+  Counter* const counter_;
+  const std::string address_;
+};
+
+// What every connection shares: the options, the router, the limits' counts.
 struct Shared {
   Shared(ServerOptions o, std::shared_ptr<const Router> r, Clock& clock)
       : options(std::move(o)),
         router(std::move(r)),
-        limiter(options.max_requests_per_second, clock) {}
-  const ServerOptions options;
-  const std::shared_ptr<const Router> router;
-  RateLimiter limiter;
-  // Streamed responses running on their own threads; Stop waits for them to end.
-  absl::Mutex mu;
-  int streams ABSL_GUARDED_BY(mu) = 0;
-  std::atomic<bool> stopping{false};
-
-  bool BeginStream() {
-    absl::MutexLock lock(&mu);
-    if (stopping || streams >= options.max_streams) return false;
-    ++streams;
-    return true;
-  }
-  void EndStream() {
-    absl::MutexLock lock(&mu);
-    --streams;
-  }
-  void WaitForStreams() {
-    absl::MutexLock lock(&mu);
-    mu.Await(absl::Condition(
-        +[](int* n) { return *n == 0; }, &streams));
-  }
-};
-
-Request ToRequest(const bhttp::request<bhttp::string_body>& r, const std::string& peer) {
-  Request out;
-  out.method = std::string(r.method_string());
-  const auto raw_target = r.target();
-  absl::string_view target(raw_target.data(), raw_target.size());
-  const size_t q = target.find('?');
-  out.path = Decode(target.substr(0, q), false);
-  if (q != absl::string_view::npos) {
-    for (absl::string_view kv : absl::StrSplit(target.substr(q + 1), '&', absl::SkipEmpty())) {
-      const size_t eq = kv.find('=');
-      out.query[Decode(kv.substr(0, eq), true)] =
-          eq == absl::string_view::npos ? "" : Decode(kv.substr(eq + 1), true);
+        limiter(options.max_requests_per_second, clock),
+        connections(options.max_connections, options.max_connections_per_address),
+        streams(options.max_streams, options.max_streams_per_client) {
+    policy.tls = options.tls;
+    policy.allowed_hosts = options.allowed_hosts;
+    policy.allowed_origins = options.allowed_origins;
+    // This machine's own name cannot be made to point elsewhere by a page: answer to it.
+    char name[256] = {};
+    if (gethostname(name, sizeof name - 1) == 0) {
+      const std::string own = HostName(name);
+      if (!own.empty()) policy.allowed_hosts.push_back(own);
     }
   }
-  out.body = r.body();
-  out.content_type = std::string(r[bhttp::field::content_type]);
-  out.peer = peer;
-  return out;
-}
+  const ServerOptions options;
+  const std::shared_ptr<const Router> router;
+  GuardPolicy policy;
+  RateLimiter limiter;
+  Counter connections;  // by address
+  Counter streams;      // by client; Stop waits for them to end
+  std::atomic<bool> stopping{false};
+};
 
-// One connection: requests read and answered in turn (keep-alive), TLS or not.
 // Compresses a text body (JSON, CSV, pages, scripts) for a client that accepts gzip: the web
 // timeline of a large pod is numbers that shrink several times. Small bodies, binary ones and
 // streams go as they are. Level 1: most of the gain for a fraction of the time.
@@ -156,11 +162,18 @@ void Gzip(Response* res) {
   res->headers.emplace_back("Vary", "Accept-Encoding");
 }
 
+// One connection: requests read and answered in turn (keep-alive), TLS or not.
 template <class Stream>
 class Session : public std::enable_shared_from_this<Session<Stream>> {
  public:
-  Session(Stream stream, std::shared_ptr<Shared> shared, std::string peer)
-      : stream_(std::move(stream)), shared_(std::move(shared)), peer_(std::move(peer)) {}
+  Session(Stream stream, std::shared_ptr<Shared> shared, std::string address, std::string peer,
+          std::unique_ptr<ConnectionSlot> slot)
+      : stream_(std::move(stream)),
+        shared_(std::move(shared)),
+        address_(std::move(address)),
+        peer_(std::move(peer)),
+        slot_(std::move(slot)),
+        client_(address_) {}
 
   void Run() {
     if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
@@ -172,6 +185,11 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
                                 if (ec) return;  // a failed handshake: nothing to answer
                                 self->identities_ = security::CertificateNames(
                                     SSL_get0_peer_certificate(self->stream_.native_handle()));
+                                // Limits follow the certificate: clients behind one address
+                                // (a proxy, a login node) do not share them.
+                                if (!self->identities_.empty()) {
+                                  self->client_ = self->identities_.front();
+                                }
                                 self->Read();
                               });
     }
@@ -179,6 +197,9 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 
  private:
   beast::tcp_stream& Lowest() { return beast::get_lowest_layer(stream_); }
+  std::chrono::nanoseconds WriteTimeout() const {
+    return std::chrono::nanoseconds(shared_->options.write_timeout_ns);
+  }
 
   void Read() {
     parser_.emplace();
@@ -197,35 +218,58 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     if (ec) return Close();
     const auto& raw = parser_->get();
     Response res;
-    if (!shared_->limiter.Allow(peer_.substr(0, peer_.rfind(':')))) {
+    if (!shared_->limiter.Allow(client_)) {
       res = Response::Text(429, "too many requests\n");
       res.headers.emplace_back("Retry-After", "1");
     } else {
       Request req = ToRequest(raw, peer_);
       req.identities = identities_;
-      res = shared_->router->Handle(req);
+      std::optional<Response> refused = Refusal(req, shared_->policy);
+      res = refused ? *std::move(refused) : shared_->router->Handle(req);
     }
     if (res.stream) return StartStream(std::move(res));
     if (absl::StrContains(std::string(raw[bhttp::field::accept_encoding]), "gzip")) Gzip(&res);
     Write(std::move(res), raw.keep_alive());
   }
 
-  // The headers, then `res.stream` on a thread of its own writing straight to the socket; this
-  // session does nothing else on the connection meanwhile, and closes it when the stream ends.
+  // Writes `data` from a stream's thread through the connection's strand, as an asynchronous
+  // write under the write deadline: a client that stops reading loses its connection rather
+  // than holding the thread. False once the client has gone or the server is stopping.
+  bool StreamWrite(const std::string& data) {
+    if (shared_->stopping) return false;
+    std::promise<beast::error_code> done;
+    std::future<beast::error_code> result = done.get_future();
+    asio::post(stream_.get_executor(), [this, &data, &done] {
+      Lowest().expires_after(WriteTimeout());
+      asio::async_write(stream_, asio::buffer(data),
+                        [&done](beast::error_code ec, size_t) { done.set_value(ec); });
+    });
+    // Stop() does not wait out a slow client's deadline: it closes the socket, which ends the
+    // write at once (the handler above must still run: it refers to this frame).
+    bool closing = false;
+    while (result.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
+      if (shared_->stopping && !closing) {
+        closing = true;
+        asio::post(stream_.get_executor(), [this] { Lowest().close(); });
+      }
+    }
+    return !result.get();
+  }
+
+  // The headers, then `res.stream` on a thread of its own writing to the socket; this session
+  // does nothing else on the connection meanwhile, and closes it when the stream ends.
   void StartStream(Response res) {
-    if (!shared_->BeginStream()) {
-      return Write(Response::Text(503, "too many streams; try again\n"), false);
+    if (!shared_->streams.Take(client_)) {
+      return Write(Response::Text(503, absl::StrCat("too many streams at once (at most ",
+                                                    shared_->options.max_streams_per_client,
+                                                    " per client); try again\n")),
+                   false);
     }
     Lowest().expires_never();
     std::thread([self = this->shared_from_this(), res = std::move(res)]() mutable {
       struct Writer : StreamWriter {
         Session* s = nullptr;
-        bool Write(const std::string& data) override {
-          if (s->shared_->stopping) return false;
-          beast::error_code ec;
-          asio::write(s->stream_, asio::buffer(data), ec);
-          return !ec;
-        }
+        bool Write(const std::string& data) override { return s->StreamWrite(data); }
         bool stopping() const override { return s->shared_->stopping; }
       } w;
       w.s = self.get();
@@ -234,8 +278,8 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
                        "\r\nCache-Control: no-store\r\nConnection: close\r\n");
       for (const auto& [k, v] : res.headers) absl::StrAppend(&head, k, ": ", v, "\r\n");
       if (w.Write(head + "\r\n")) res.stream(w);
-      self->Close();
-      self->shared_->EndStream();
+      asio::post(self->stream_.get_executor(), [self] { self->Close(); });
+      self->shared_->streams.Give(self->client_);
     }).detach();
   }
 
@@ -249,6 +293,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     res->keep_alive(keep_alive);
     res->body() = std::move(r.body);
     res->prepare_payload();
+    Lowest().expires_after(WriteTimeout());
     bhttp::async_write(stream_, *res,
                        [self = this->shared_from_this(), res](beast::error_code ec, size_t) {
                          if (ec || !res->keep_alive()) return self->Close();
@@ -263,103 +308,16 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 
   Stream stream_;
   std::shared_ptr<Shared> shared_;
-  std::string peer_;
+  const std::string address_;
+  const std::string peer_;
+  const std::unique_ptr<ConnectionSlot> slot_;
+  std::string client_;  // for the rate limit and the stream cap: a certificate name or address_
   std::vector<std::string> identities_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
 };
 
 }  // namespace
-
-Response Response::Text(int status, std::string body, std::string type) {
-  Response r;
-  r.status = status;
-  r.content_type = std::move(type);
-  r.body = std::move(body);
-  return r;
-}
-
-Response Response::Error(const absl::Status& s) {
-  int status = 500;
-  switch (s.code()) {
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kOutOfRange:
-      status = 400;
-      break;
-    case absl::StatusCode::kUnauthenticated:
-      status = 401;
-      break;
-    case absl::StatusCode::kPermissionDenied:
-      status = 403;
-      break;
-    case absl::StatusCode::kNotFound:
-      status = 404;
-      break;
-    case absl::StatusCode::kAlreadyExists:
-    case absl::StatusCode::kFailedPrecondition:
-    case absl::StatusCode::kAborted:
-      status = 409;
-      break;
-    case absl::StatusCode::kResourceExhausted:
-      status = 429;
-      break;
-    case absl::StatusCode::kUnavailable:
-      status = 503;
-      break;
-    case absl::StatusCode::kDeadlineExceeded:
-      status = 504;
-      break;
-    default:
-      break;
-  }
-  std::string escaped;
-  for (char c : s.message()) {
-    if (c == '"' || c == '\\') {
-      escaped.push_back('\\');
-      escaped.push_back(c);
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      escaped.push_back(' ');
-    } else {
-      escaped.push_back(c);
-    }
-  }
-  return Text(status, absl::StrCat("{\"error\": \"", escaped, "\"}\n"), "application/json");
-}
-
-void Router::Add(const std::string& method, const std::string& pattern, Handler handler) {
-  routes_.push_back({method, absl::StrSplit(pattern, '/', absl::SkipEmpty()), std::move(handler)});
-}
-
-Response Router::Handle(Request& request) const {
-  const std::vector<std::string> parts = absl::StrSplit(request.path, '/', absl::SkipEmpty());
-  std::vector<std::string> allowed;
-  for (const Route& r : routes_) {
-    if (r.segments.size() != parts.size()) continue;
-    std::map<std::string, std::string> params;
-    bool match = true;
-    for (size_t i = 0; i < parts.size() && match; ++i) {
-      const std::string& seg = r.segments[i];
-      if (seg.size() > 2 && seg.front() == '{' && seg.back() == '}') {
-        params[seg.substr(1, seg.size() - 2)] = parts[i];
-      } else {
-        match = seg == parts[i];
-      }
-    }
-    if (!match) continue;
-    if (r.method != request.method) {
-      allowed.push_back(r.method);
-      continue;
-    }
-    request.params = std::move(params);
-    return r.handler(request);
-  }
-  if (!allowed.empty()) {
-    Response res = Response::Text(405, "method not allowed\n");
-    res.headers.emplace_back("Allow", absl::StrJoin(allowed, ", "));
-    return res;
-  }
-  return Response::Error(absl::NotFoundError(absl::StrCat("no such page: ", request.path)));
-}
 
 absl::StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& address,
                                                           const std::string& what) {
@@ -421,7 +379,7 @@ class Server::Impl {
   void Stop() {
     if (stopped_.exchange(true)) return;
     shared_->stopping = true;
-    shared_->WaitForStreams();
+    shared_->streams.AwaitZero();
     ioc_.stop();
     for (auto& t : threads_) t.join();
   }
@@ -431,30 +389,50 @@ class Server::Impl {
  private:
   void Accept() {
     acceptor_.async_accept(asio::make_strand(ioc_), [this](beast::error_code ec, tcp::socket s) {
-      if (ec) {
-        if (ec != asio::error::operation_aborted) Accept();
+      if (ec == asio::error::operation_aborted) return;
+      if (ec == asio::error::no_descriptors || ec.value() == ENFILE ||
+          ec == asio::error::no_buffer_space || ec == asio::error::no_memory) {
+        // Out of descriptors: the pending connection stays in the backlog, so accepting again
+        // at once fails again at once (a spinning loop). Wait for connections to close.
+        backoff_.expires_after(std::chrono::milliseconds(100));
+        backoff_.async_wait([this](beast::error_code e) {
+          if (e != asio::error::operation_aborted) Accept();
+        });
         return;
       }
-      beast::error_code pe;
-      const auto remote = s.remote_endpoint(pe);
-      const std::string peer =
-          pe ? "unknown" : absl::StrCat(remote.address().to_string(), ":", remote.port());
-      if (ssl_) {
-        std::make_shared<Session<beast::ssl_stream<beast::tcp_stream>>>(
-            beast::ssl_stream<beast::tcp_stream>(beast::tcp_stream(std::move(s)), *ssl_), shared_,
-            peer)
-            ->Run();
-      } else {
-        std::make_shared<Session<beast::tcp_stream>>(beast::tcp_stream(std::move(s)), shared_, peer)
-            ->Run();
-      }
+      if (!ec) Admit(std::move(s));
       Accept();
     });
+  }
+
+  // Starts a session for `s` if the connection caps allow it; otherwise closes it at once.
+  void Admit(tcp::socket s) {
+    beast::error_code pe;
+    const auto remote = s.remote_endpoint(pe);
+    const std::string address = pe ? "unknown" : remote.address().to_string();
+    const std::string peer = pe ? address : absl::StrCat(address, ":", remote.port());
+    if (!shared_->connections.Take(address)) {
+      beast::error_code ignored;
+      s.close(ignored);
+      return;
+    }
+    auto slot = std::make_unique<ConnectionSlot>(&shared_->connections, address);
+    if (ssl_) {
+      std::make_shared<Session<beast::ssl_stream<beast::tcp_stream>>>(
+          beast::ssl_stream<beast::tcp_stream>(beast::tcp_stream(std::move(s)), *ssl_), shared_,
+          address, peer, std::move(slot))
+          ->Run();
+    } else {
+      std::make_shared<Session<beast::tcp_stream>>(beast::tcp_stream(std::move(s)), shared_,
+                                                   address, peer, std::move(slot))
+          ->Run();
+    }
   }
 
   std::shared_ptr<Shared> shared_;
   asio::io_context ioc_;
   tcp::acceptor acceptor_;
+  asio::steady_timer backoff_{ioc_};
   std::optional<ssl::context> ssl_;
   std::vector<std::thread> threads_;
   std::atomic<bool> stopped_{false};

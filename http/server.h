@@ -1,14 +1,23 @@
 // A small HTTP/1.1 server (Boost.Beast) for the daemons' web pages, JSON API and /metrics:
 // HTTPS with the daemon's own certificate and client certificates checked against its CA
 // (the identities of the caller are handed to the handler, for the same roles as gRPC), or
-// plain HTTP when the daemon runs `insecure`. Requests are bounded (size, header time) and
-// rate-limited per client address; handlers run on the server's threads.
+// plain HTTP when the daemon runs `insecure`. Handlers run on the server's threads.
+//
+// No client can hold what others need (docs/RELIABILITY.md, "Hostile HTTP"):
+// - a client is its certificate's first name under TLS, its address otherwise; requests are
+//   rate-limited, and streams (downloads, server-sent events) capped, per client;
+// - connections are capped in total and per address (past them a connection is closed at
+//   once), and accepting backs off while the process is out of file descriptors;
+// - a request must arrive within request_timeout_ns, and every write (a response, each piece
+//   of a stream) must be taken by the client within write_timeout_ns, or the connection goes;
+// - every request passes http/guard.h (Host, Origin, Fetch Metadata) before its handler.
+//
+// Memory: at most max_connections requests of max_request_bytes are read at once, and a
+// stream holds what its handler holds (one chunk).
 #ifndef PODPROF_HTTP_SERVER_H_
 #define PODPROF_HTTP_SERVER_H_
 
 #include <cstdint>
-#include <functional>
-#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -16,65 +25,11 @@
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
+#include "http/guard.h"
+#include "http/message.h"
 #include "security/tls.h"
 
 namespace podprof::http {
-
-struct Request {
-  std::string method;                         // GET, POST, ...
-  std::string path;                           // without the query, percent-decoded
-  std::map<std::string, std::string> query;   // decoded; the last of repeated keys
-  std::map<std::string, std::string> params;  // from the route's {name} parts
-  std::string body;
-  std::string content_type;
-  std::string peer;  // address:port
-  // The client certificate's CN and SANs (TLS only; empty for plain HTTP).
-  std::vector<std::string> identities;
-};
-
-// Where a streamed response writes (server-sent events).
-class StreamWriter {
- public:
-  virtual ~StreamWriter() = default;
-  // Sends `data` at once; false when the client has gone or the server is stopping.
-  virtual bool Write(const std::string& data) = 0;
-  // True once the server is stopping: a stream should end.
-  virtual bool stopping() const = 0;
-};
-
-struct Response {
-  int status = 200;
-  std::string content_type = "application/json";
-  std::string body;
-  std::vector<std::pair<std::string, std::string>> headers;
-  // When set, the body is written as it happens instead: the server sends the headers, runs
-  // this on a thread of its own (at most ServerOptions::max_streams at once; 503 past them)
-  // and closes the connection when it returns.
-  std::function<void(StreamWriter&)> stream;
-
-  static Response Text(int status, std::string body, std::string type = "text/plain");
-  // {"error": message} with the status for `s` (400, 403, 404, 409, 429, 500, 503, ...).
-  static Response Error(const absl::Status& s);
-};
-
-using Handler = std::function<Response(const Request&)>;
-
-// Routes by method and path pattern ("/api/v1/captures/{id}/kernels"); a {name} matches one
-// non-empty segment and lands in Request::params.
-class Router {
- public:
-  void Add(const std::string& method, const std::string& pattern, Handler handler);
-  // 404 for an unknown path, 405 naming the allowed methods for a known one.
-  Response Handle(Request& request) const;
-
- private:
-  struct Route {
-    std::string method;
-    std::vector<std::string> segments;
-    Handler handler;
-  };
-  std::vector<Route> routes_;
-};
 
 struct ServerOptions {
   std::string listen = "127.0.0.1:0";  // host:port
@@ -84,11 +39,22 @@ struct ServerOptions {
   security::TlsMaterial material;
   int threads = 2;
   uint64_t max_request_bytes = 1 << 20;
-  // Requests per second per client address (a burst of twice as many is allowed).
+  // Requests per second per client (a burst of twice as many is allowed).
   double max_requests_per_second = 50;
+  // From a connection's first byte (or the end of its last response) to a whole request.
   int64_t request_timeout_ns = 30'000'000'000;
-  // Streamed responses (server-sent events) at once.
+  // For the client to take each write: a response, or one piece of a stream.
+  int64_t write_timeout_ns = 20'000'000'000;
+  // Streamed responses (server-sent events, downloads) at once, and for one client.
   int max_streams = 32;
+  int max_streams_per_client = 8;
+  // Open connections, and from one address.
+  int max_connections = 256;
+  int max_connections_per_address = 64;
+  // Names answered beyond loopback and IP literals (this machine's name is added), and other
+  // origins whose pages may write (http/guard.h).
+  std::vector<std::string> allowed_hosts;
+  std::vector<std::string> allowed_origins;
 };
 
 class Server {

@@ -6,6 +6,8 @@ set -euo pipefail
 packages=(
   # Toolchain and build.
   build-essential cmake ninja-build ccache pkg-config clang clang-format
+  # clang's sanitizer and libFuzzer runtimes (the sanitizer build; a recommends, not a depends).
+  libclang-rt-14-dev
   # RPC and serialisation.
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   # Status/StatusOr and friends (the Abseil that gRPC links).

@@ -2,6 +2,13 @@
 // with client certificates whose names reach the handler.
 #include "http/server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -19,6 +26,9 @@ namespace podprof::http {
 namespace {
 
 using testing::Curl;
+
+// Writes say what they send (http/guard.h refuses any other POST).
+const std::string kJson = "-H 'Content-Type: application/json' ";
 
 std::shared_ptr<Router> TestRouter() {
   auto r = std::make_shared<Router>();
@@ -47,11 +57,11 @@ TEST(HttpServerTest, RoutesParametersAndErrors) {
   EXPECT_EQ(g.status, 404);
   EXPECT_EQ(g.body, "{\"error\": \"no capture \\\"x\\\"\"}\n");
   EXPECT_EQ(Curl(base + "/nothing/here").status, 404);
-  EXPECT_EQ(Curl("-X DELETE " + base + "/echo").status, 405);
-  EXPECT_EQ(Curl("--data-binary hello " + base + "/echo").body, "hello");
+  EXPECT_EQ(Curl(kJson + "-X DELETE " + base + "/echo").status, 405);
+  EXPECT_EQ(Curl(kJson + "--data-binary hello " + base + "/echo").body, "hello");
   const std::string big = ::testing::TempDir() + "/http_test_big";
   { std::ofstream(big) << std::string(5000, 'x'); }
-  EXPECT_EQ(Curl("--data-binary @" + big + " " + base + "/echo").status, 413);
+  EXPECT_EQ(Curl(kJson + "--data-binary @" + big + " " + base + "/echo").status, 413);
 }
 
 // Text bodies go gzip-compressed to a client that accepts it, and as they are otherwise.
@@ -69,10 +79,10 @@ TEST(HttpServerTest, TextIsCompressedForClientsThatAcceptGzip) {
   const std::string headers = ::testing::TempDir() + "/http_test_headers";
   // --compressed: curl asks for gzip and decompresses; the headers say what travelled.
   testing::CurlResult gz =
-      Curl("--compressed -D " + headers + " --data-binary @" + body + " " + url);
+      Curl(kJson + "--compressed -D " + headers + " --data-binary @" + body + " " + url);
   EXPECT_EQ(gz.body, text);
   EXPECT_TRUE(absl::StrContains(testing::ReadTestFile(headers), "Content-Encoding: gzip"));
-  testing::CurlResult plain = Curl("-D " + headers + " --data-binary @" + body + " " + url);
+  testing::CurlResult plain = Curl(kJson + "-D " + headers + " --data-binary @" + body + " " + url);
   EXPECT_EQ(plain.body, text);
   EXPECT_FALSE(absl::StrContains(testing::ReadTestFile(headers), "Content-Encoding"));
 }
@@ -179,6 +189,147 @@ TEST(HttpServerTest, HttpsAdmitsOnlyTheCasClientsAndNamesThem) {
       200);                                                                // another CA's
   EXPECT_NE(Curl(url.substr(0, 1) + "http" + url.substr(6)).status, 200);  // plain HTTP
   fs::remove_all(dir);
+}
+
+// What a browser on a hostile page can make it send is refused before a handler runs.
+TEST(HttpServerTest, TheGuardRefusesRebindingAndCrossSiteWrites) {
+  RealClock clock;
+  auto server = Server::Start(ServerOptions(), TestRouter(), clock);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string base = absl::StrCat("http://127.0.0.1:", (*server)->port());
+  EXPECT_EQ(Curl("-H 'Host: evil.example' " + base + "/api/v1/captures/c/kernels").status, 421);
+  EXPECT_EQ(Curl("-H 'Host: localhost' " + base + "/api/v1/captures/c/kernels").status, 200);
+  EXPECT_EQ(Curl("-H 'Content-Type: text/plain' --data-binary x " + base + "/echo").status, 415);
+  EXPECT_EQ(Curl(kJson + "-H 'Origin: http://127.0.0.1:1' --data-binary x " + base + "/echo").status,
+            403);
+  EXPECT_EQ(Curl("-H 'Sec-Fetch-Site: cross-site' -H 'Sec-Fetch-Mode: no-cors' " + base +
+                 "/api/v1/captures/c/kernels")
+                .status,
+            403);
+  EXPECT_EQ(Curl(kJson + "-H 'Origin: " + base + "' --data-binary x " + base + "/echo").body, "x");
+}
+
+// A TCP connection to 127.0.0.1:`port` from `source` (another loopback address is another
+// client); -1 when it cannot connect.
+int ConnectFrom(const char* source, int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  inet_pton(AF_INET, source, &a.sin_addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return close(fd), -1;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return close(fd), -1;
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+// Sends a GET of `path` on `fd` and reads until the status line is in; the status, or -1.
+int SendGet(int fd, const std::string& path) {
+  const std::string req = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  if (send(fd, req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size())) return -1;
+  std::string got;
+  char buf[512];
+  while (got.find("\r\n") == std::string::npos) {
+    const ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) return -1;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  return got.size() > 12 ? std::stoi(got.substr(9, 3)) : -1;
+}
+
+// Streams that write forever until their writes fail, counting how many have ended.
+std::shared_ptr<Router> StreamingRouter(std::atomic<int>* ended) {
+  auto r = std::make_shared<Router>();
+  r->Add("GET", "/stream", [ended](const Request&) {
+    Response res;
+    res.content_type = "application/octet-stream";
+    res.stream = [ended](StreamWriter& w) {
+      const std::string chunk(64 * 1024, 'x');
+      while (!w.stopping() && w.Write(chunk)) {
+      }
+      ++*ended;
+    };
+    return res;
+  });
+  r->Add("GET", "/ping", [](const Request&) { return Response::Text(200, "pong"); });
+  return r;
+}
+
+// 32 downloads that were never read held every stream slot for good: now a client that stops
+// reading loses its stream at the write deadline, and its slot is free again.
+TEST(HttpServerTest, AStreamNobodyReadsEndsAtTheWriteDeadline) {
+  RealClock clock;
+  std::atomic<int> ended{0};
+  ServerOptions o;
+  o.write_timeout_ns = 300'000'000;
+  auto server = Server::Start(o, StreamingRouter(&ended), clock);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  const int fd = ConnectFrom("127.0.0.1", port);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(SendGet(fd, "/stream"), 200);  // and then read no more
+  const auto start = std::chrono::steady_clock::now();
+  while (ended == 0 && std::chrono::steady_clock::now() - start < std::chrono::seconds(20)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(ended, 1) << "the stream still holds its slot";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  close(fd);
+}
+
+// One client's streams are capped, so another client still gets one; and a server with
+// streams held open stops promptly.
+TEST(HttpServerTest, OneClientCannotTakeEveryStream) {
+  RealClock clock;
+  std::atomic<int> ended{0};
+  ServerOptions o;
+  o.max_streams = 4;
+  o.max_streams_per_client = 2;
+  auto server = Server::Start(o, StreamingRouter(&ended), clock);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  std::vector<int> held;
+  for (int i = 0; i < 2; ++i) {
+    held.push_back(ConnectFrom("127.0.0.1", port));
+    EXPECT_EQ(SendGet(held.back(), "/stream"), 200);
+  }
+  held.push_back(ConnectFrom("127.0.0.1", port));
+  EXPECT_EQ(SendGet(held.back(), "/stream"), 503);
+  held.push_back(ConnectFrom("127.0.0.2", port));  // another client
+  EXPECT_EQ(SendGet(held.back(), "/stream"), 200);
+  const auto start = std::chrono::steady_clock::now();
+  (*server)->Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+  EXPECT_EQ(ended, 3);
+  for (int fd : held) close(fd);
+}
+
+// Connections are capped per address: one address opening many cannot lock others out.
+TEST(HttpServerTest, ConnectionsPastTheCapOfAnAddressAreClosed) {
+  RealClock clock;
+  std::atomic<int> ended{0};
+  ServerOptions o;
+  o.max_connections_per_address = 3;
+  auto server = Server::Start(o, StreamingRouter(&ended), clock);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  std::vector<int> idle;
+  for (int i = 0; i < 3; ++i) idle.push_back(ConnectFrom("127.0.0.1", port));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // all three accepted
+  const int over = ConnectFrom("127.0.0.1", port);
+  EXPECT_EQ(SendGet(over, "/ping"), -1);  // closed at once
+  close(over);
+  const int other = ConnectFrom("127.0.0.2", port);
+  EXPECT_EQ(SendGet(other, "/ping"), 200);
+  close(other);
+  close(idle[0]);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const int again = ConnectFrom("127.0.0.1", port);
+  EXPECT_EQ(SendGet(again, "/ping"), 200);  // a slot freed is a slot again
+  close(again);
+  for (size_t i = 1; i < idle.size(); ++i) close(idle[i]);
 }
 
 }  // namespace

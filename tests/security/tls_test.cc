@@ -288,7 +288,7 @@ TEST_F(TlsTest, TheHttpApiHoldsTheSameRoles) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   const std::string start =
-      "-X POST --data-binary '{\"duration_ms\": 300}' " + base + "/api/v1/captures";
+      "-X POST -H 'Content-Type: application/json' --data-binary '{\"duration_ms\": 300}' " + base + "/api/v1/captures";
   auto [denied, why] = curl("viewer-bob", start);
   EXPECT_EQ(denied, 403);
   EXPECT_TRUE(absl::StrContains(why, "caller viewer-bob may not act as an operator")) << why;
@@ -306,11 +306,11 @@ TEST_F(TlsTest, TheHttpApiHoldsTheSameRoles) {
   EXPECT_EQ(curl("viewer-bob", base + "/captures/" + id).status, 200);
   EXPECT_EQ(nlohmann::json::parse(curl("viewer-bob", base + "/api/v1/ui").body)["operator"], false);
   EXPECT_EQ(nlohmann::json::parse(curl("ops-alice", base + "/api/v1/ui").body)["operator"], true);
-  EXPECT_EQ(curl("viewer-bob", "-X POST " + base + "/api/v1/captures/" + id + "/cancel").status,
+  EXPECT_EQ(curl("viewer-bob", "-X POST -H 'Content-Type: application/json' " + base + "/api/v1/captures/" + id + "/cancel").status,
             403);
   // Malformed and oversized requests get a 4xx, and the server serves on.
   EXPECT_EQ(
-      curl("ops-alice", "-X POST --data-binary '{\"duration_ms\": ' " + base + "/api/v1/captures")
+      curl("ops-alice", "-X POST -H 'Content-Type: application/json' --data-binary '{\"duration_ms\": ' " + base + "/api/v1/captures")
           .status,
       400);
   EXPECT_EQ(curl("viewer-bob", base + "/api/v1/captures/" + id + "/timeline?width=99999").status,
