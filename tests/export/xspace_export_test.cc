@@ -588,14 +588,16 @@ TEST(XSpaceExportTest, StreamedPlaneByPlaneParsesToTheWholeXSpace) {
   HostCapture empty;
   empty.host.name = "no-chips";
   ExpectStreamedEqualsWhole(empty);
-  const std::string path =
-      std::string(PODPROF_FIXTURES_DIR) + "/tpu_v6e_4chip_host_offload.xplane.pb";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no fixture at " << path;
-  auto source = trace::FileSource::Open(path);
-  ASSERT_TRUE(source.ok()) << source.status();
-  absl::StatusOr<HostCapture> real = trace::ReadXSpace(**source);
-  ASSERT_TRUE(real.ok()) << real.status();
-  ExpectStreamedEqualsWhole(*real);
+  for (const char* name :
+       {"tpu_v6e_4chip_host_offload.xplane.pb", "gpu_8xv100_34.83.195.179_6003.xplane.pb"}) {
+    const std::string path = std::string(PODPROF_FIXTURES_DIR) + "/" + name;
+    if (!std::filesystem::exists(path)) GTEST_SKIP() << "no fixture at " << path;
+    auto source = trace::FileSource::Open(path);
+    ASSERT_TRUE(source.ok()) << source.status();
+    absl::StatusOr<HostCapture> real = trace::ReadXSpace(**source);
+    ASSERT_TRUE(real.ok()) << real.status();
+    ExpectStreamedEqualsWhole(*real);
+  }
 }
 
 TEST(XSpaceExportTest, StreamingIntoAFailedStreamSaysSo) {
