@@ -131,22 +131,6 @@ std::unique_ptr<grpc::Server> Serve(const AggregatorConfig& config,
   return server;
 }
 
-// Why the HTTP API may not start or cancel captures ("" when the operator role decides):
-// plaintext beyond loopback, where every caller would be an operator, without the opt-in.
-std::string HttpWritesRefused(const AggregatorConfig& config) {
-  if (!config.tls.insecure || config.http.insecure_writes) return "";
-  absl::StatusOr<std::pair<std::string, int>> hp =
-      http::SplitHostPort(config.http.listen, "http.listen");
-  if (hp.ok()) {
-    const std::string& host = hp->first;
-    if (host == "localhost" || host == "::1" || absl::StartsWith(host, "127.")) return "";
-  }
-  return absl::StrCat("starting and cancelling captures over plaintext HTTP on ",
-                      config.http.listen,
-                      " is off: anyone who reaches the port would be an operator (use TLS, "
-                      "listen on loopback, or set [http] insecure_writes = true)");
-}
-
 // The web pages, API and /metrics on [http] listen; null when off or when it cannot listen
 // (logged: the pod is served regardless).
 std::unique_ptr<http::Server> ServeHttp(const AggregatorConfig& config,

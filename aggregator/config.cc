@@ -10,6 +10,7 @@
 #include "common/status_macros.h"
 #include "fleet/clickhouse.h"
 #include "http/guard.h"
+#include "http/server.h"
 
 namespace podprof::aggregator {
 namespace {
@@ -271,6 +272,20 @@ std::vector<std::string> ApplyReloadable(const AggregatorConfig& from, Aggregato
   apply("tls.allowed_agents", to->allowed_agents, from.allowed_agents);
   apply("tls.allowed_operators", to->allowed_operators, from.allowed_operators);
   return changed;
+}
+
+std::string HttpWritesRefused(const AggregatorConfig& config) {
+  if (!config.tls.insecure || config.http.insecure_writes) return "";
+  absl::StatusOr<std::pair<std::string, int>> hp =
+      http::SplitHostPort(config.http.listen, "http.listen");
+  if (hp.ok()) {
+    const std::string& host = hp->first;
+    if (host == "localhost" || host == "::1" || absl::StartsWith(host, "127.")) return "";
+  }
+  return absl::StrCat("starting and cancelling captures over plaintext HTTP on ",
+                      config.http.listen,
+                      " is off: anyone who reaches the port would be an operator (use TLS, "
+                      "listen on loopback, or set [http] insecure_writes = true)");
 }
 
 }  // namespace podprof::aggregator

@@ -127,6 +127,11 @@ absl::StatusOr<AggregatorConfig> BuildAggregatorConfig(const AggregatorFlags& fl
 // address, database and the rest need a restart. Returns the names of the keys that changed.
 std::vector<std::string> ApplyReloadable(const AggregatorConfig& from, AggregatorConfig* to);
 
+// Why the HTTP API may not start or cancel captures, or "" when the operator role decides:
+// plaintext (`insecure`) on an address beyond loopback, where every caller would be an
+// operator, without [http] insecure_writes.
+std::string HttpWritesRefused(const AggregatorConfig& config);
+
 }  // namespace podprof::aggregator
 
 #endif  // PODPROF_AGGREGATOR_CONFIG_H_

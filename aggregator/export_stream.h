@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -22,6 +23,10 @@ namespace podprof::aggregator {
 struct ExportSink {
   std::function<bool(const podprof::v1::ExportChunk&)> send;
   std::function<bool()> cancelled = [] { return false; };
+  // Told each file's whole size before its first chunk, where the writer knows it (each host's
+  // .xplane.pb of an XProf session), so a reader that needs sizes up front (a tar) can stream
+  // the file instead of holding it; false stops the export.
+  std::function<bool(const std::string& path, uint64_t bytes)> file_size;
 };
 
 struct ExportPlan {

@@ -237,26 +237,33 @@ Response Export(const HttpApiSources& src, const Request& req) {
   res.headers.emplace_back("Content-Disposition", "attachment; filename=\"" + file + "\"");
   res.headers.emplace_back("Transfer-Encoding", "chunked");
   res.stream = [src, plan, tar = format == "xprof"](http::StreamWriter& w) {
-    std::string path, pending;  // a tar member is held until its size is known: one host
+    // A tar member's header needs its size: the export says each file's before its first
+    // chunk, so members stream through rather than being held whole.
+    std::string path;
+    uint64_t member_bytes = 0;
     bool ok = true;
-    auto flush_member = [&] {
-      if (!tar || path.empty()) return;
-      const size_t pad = (512 - pending.size() % 512) % 512;
-      ok = ok && WriteChunk(w, TarHeader(path, pending.size(), plan->row.start_ns / 1'000'000'000) +
-                                   pending + std::string(pad, '\0'));
-      pending.clear();
+    auto end_member = [&] {
+      if (tar && !path.empty()) {
+        ok = ok && WriteChunk(w, std::string((512 - member_bytes % 512) % 512, '\0'));
+      }
     };
     ExportSink sink;
     sink.send = [&](const podprof::v1::ExportChunk& c) {
-      if (!tar) return ok = ok && WriteChunk(w, c.data());
-      if (c.path() != path) flush_member();
-      path = c.path();
-      pending += c.data();
-      return ok;
+      if (tar && c.path() != path) ok = false;  // a file whose size was not told first
+      if (tar) member_bytes += c.data().size();
+      return ok = ok && WriteChunk(w, c.data());
     };
+    if (tar) {
+      sink.file_size = [&](const std::string& next, uint64_t bytes) {
+        end_member();
+        path = next;
+        member_bytes = 0;
+        return ok = ok && WriteChunk(w, TarHeader(path, bytes, plan->row.start_ns / 1'000'000'000));
+      };
+    }
     sink.cancelled = [&w] { return w.stopping(); };
     if (!WriteExport(*src.store, *plan, sink).ok()) return;  // no closing chunk: cut short
-    flush_member();
+    end_member();
     if (tar) ok = ok && WriteChunk(w, std::string(1024, '\0'));
     if (ok) w.Write("0\r\n\r\n");
   };

@@ -83,6 +83,10 @@ TEST(AggregatorConfigTest, BadValuesAreNamedWithTheFile) {
            {"[http]\nmax_request_bytes = 10\n", "http: max_request_bytes"},
            {"[http]\nperfetto_ui = \"ui.perfetto.dev\"\n",
             "http.perfetto_ui \"ui.perfetto.dev\" is not an http:// or https:// address"},
+           {"[http]\nallowed_hosts = [\"podprof.example.com:7180\"]\n",
+            "http.allowed_hosts: \"podprof.example.com:7180\" is not a lower-case host name"},
+           {"[http]\nexternal_url = \"podprof.example.com\"\n",
+            "http.external_url \"podprof.example.com\" is not an http:// or https:// address"},
        }) {
     const std::string path = WriteConfig("bad", c.text);
     absl::StatusOr<AggregatorConfig> loaded = LoadAggregatorConfig(path);
@@ -90,6 +94,23 @@ TEST(AggregatorConfigTest, BadValuesAreNamedWithTheFile) {
     EXPECT_TRUE(absl::StrContains(loaded.status().message(), c.says)) << loaded.status();
     EXPECT_TRUE(absl::StrContains(loaded.status().message(), path)) << loaded.status();
   }
+}
+
+// Plaintext beyond loopback made every HTTP caller an operator: now it takes an opt-in.
+TEST(AggregatorConfigTest, PlaintextHttpBeyondLoopbackIsReadOnlyUnlessOptedIn) {
+  AggregatorConfig c;
+  EXPECT_EQ(HttpWritesRefused(c), "");  // TLS: the operator role decides
+  c.tls.insecure = true;
+  for (const char* loopback : {"127.0.0.1:7180", "localhost:7180", "[::1]:7180"}) {
+    c.http.listen = loopback;
+    EXPECT_EQ(HttpWritesRefused(c), "") << loopback;
+  }
+  c.http.listen = "0.0.0.0:7180";
+  EXPECT_TRUE(absl::StrContains(HttpWritesRefused(c), "insecure_writes")) << HttpWritesRefused(c);
+  c.http.listen = "10.1.2.3:7180";
+  EXPECT_NE(HttpWritesRefused(c), "");
+  c.http.insecure_writes = true;
+  EXPECT_EQ(HttpWritesRefused(c), "");
 }
 
 TEST(AggregatorConfigTest, FlagsOverrideTheFile) {

@@ -120,6 +120,9 @@ class TlsTest : public ::testing::Test {
     if (host.empty()) host = identity;
     if (cert.empty()) cert = identity;
     const std::string sn = std::to_string(n);
+    // An earlier test's ready files would be read as this one's (a facade port of 0).
+    fs::remove(P("sim" + sn + ".json"));
+    fs::remove(P("agent" + sn + ".json"));
     auto sim = std::make_unique<ChildProcess>(
         std::vector<std::string>{std::string(PODPROF_BIN_DIR) + "/podprof-simhost",
                                  "--profiler-port=0", "--metrics-port=0", "--chips=2",
@@ -129,7 +132,8 @@ class TlsTest : public ::testing::Test {
     std::ofstream(P("agent" + sn + ".toml"))
         << "[tls]\ncert = \"" << P(cert + ".crt") << "\"\nkey = \"" << P(cert + ".key")
         << "\"\nca = \"" << P("ca.crt") << "\"\nallowed_aggregators = [\"aggregator\"]\n"
-        << "allowed_profiler_clients = [" << facade_clients << "]\n";
+        << "allowed_profiler_clients = [" << facade_clients << "]\n"
+        << "[xprof]\nallowed_roots = [\"" << P("xprof") << "\"]\n";
     fs::create_directories(P("nosys"));
     auto agent = std::make_unique<ChildProcess>(
         std::vector<std::string>{
@@ -316,6 +320,57 @@ TEST_F(TlsTest, TheHttpApiHoldsTheSameRoles) {
   EXPECT_EQ(curl("viewer-bob", base + "/api/v1/captures/" + id + "/timeline?width=99999").status,
             400);
   EXPECT_EQ(curl("viewer-bob", base + "/api/v1/captures/" + id).status, 200);
+}
+
+// What a hostile page can make a browser that holds an operator's certificate send (the
+// browser presents it on a cross-site form POST), and the hostile patterns a mere viewer can
+// send over gRPC and HTTPS: each refused with a 4xx, and the aggregator serves on.
+TEST_F(TlsTest, HostileRequestsWithRealCertificatesAreRefused) {
+  StartAggregator();
+  auto agent = StartAgent("agent-0", 0);
+  const std::string base =
+      absl::StrCat("https://127.0.0.1:", aggregator_->info()["http_port"].get<int>());
+  auto curl = [&](const std::string& who, const std::string& args) {
+    return testing::Curl(absl::StrCat(" --cacert ", P("ca.crt"), " --cert ", P(who + ".crt"),
+                                      " --key ", P(who + ".key"), " ", args),
+                         P("curl.out"));
+  };
+  const std::string body = " --data-binary '{\"duration_ms\": 300}' " + base + "/api/v1/captures";
+  const std::string cross = "-H 'Origin: https://evil.example' -H 'Sec-Fetch-Site: cross-site' ";
+  EXPECT_EQ(curl("ops-alice", cross + "-H 'Content-Type: text/plain'" + body).status, 403);
+  EXPECT_EQ(curl("ops-alice", "-H 'Content-Type: text/plain'" + body).status, 415);
+  EXPECT_EQ(curl("ops-alice", "-H 'Origin: https://evil.example' "
+                              "-H 'Content-Type: application/json'" + body).status,
+            403);
+  EXPECT_EQ(curl("ops-alice", "-H 'Host: evil.example' -H 'Content-Type: application/json'" + body)
+                .status,
+            421);
+  // The page's own origin under TLS is https://<host>.
+  const std::string own = "-H 'Origin: " + base + "' -H 'Content-Type: application/json'";
+  EXPECT_EQ(curl("ops-alice", own + body).status, 201);
+  EXPECT_EQ(curl("viewer-bob", own + body).status, 403);  // and roles still hold
+
+  std::string nested(20000, '(');
+  nested += std::string(20000, ')');
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(curl("viewer-bob", "'" + base + "/api/v1/captures/x/kernels?kernel=" + nested + "'").status, 400);
+  auto stub = v1::Aggregator::NewStub(grpc::CreateChannel(addr_, CredentialsOf("viewer-bob")));
+  for (const std::string& pattern : {nested, std::string("(.*)*#")}) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::GetKernelStatsRequest req;
+    req.set_capture_id("x");
+    req.mutable_filter()->set_op_regex(pattern);
+    v1::GetKernelStatsResponse res;
+    grpc::Status s = stub->GetKernelStats(&ctx, req, &res);
+    EXPECT_NE(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+    if (pattern.size() > 100) {
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    }
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+  EXPECT_EQ(curl("viewer-bob", base + "/api/v1/agents").status, 200);
+  EXPECT_EQ(kill(aggregator_->pid(), 0), 0);  // alive
 }
 
 TEST_F(TlsTest, AnAgentCannotTakeOverAnotherHost) {

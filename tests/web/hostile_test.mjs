@@ -1,0 +1,263 @@
+// Hostile requests against a real aggregator (a `podprof demo --keep` pod, plaintext on
+// loopback, where every caller is an operator), replayed as an attacker would send them:
+// raw HTTP for the crafted requests and the held slots, the CLI for their gRPC twins, and
+// headless Chromium for what a page on another origin can make a browser do. Each attack must
+// be answered (a 4xx, or a closed connection for malformed HTTP) within 1 s, the daemon must
+// stay up, and a normal request must be answered meanwhile. docs/RELIABILITY.md's attack
+// table is this file's list.
+//
+//   node tests/web/hostile_test.mjs --bin build/bin
+// Exit: 0 all passed, 1 a check failed, 77 no browser here (skipped, and says so).
+import {spawnSync} from 'node:child_process';
+import {existsSync, mkdtempSync, readFileSync} from 'node:fs';
+import {createServer} from 'node:http';
+import {createRequire} from 'node:module';
+import net from 'node:net';
+import {tmpdir} from 'node:os';
+import {join} from 'node:path';
+
+const arg = (name, fallback) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? process.argv[i + 1] : fallback;
+};
+const bin = arg('bin', 'build/bin');
+const browserPath = arg('chromium', '/usr/bin/chromium');
+if (!existsSync(browserPath)) {
+  console.log(`SKIP: no browser at ${browserPath} (scripts/install-deps.sh installs chromium)`);
+  process.exit(77);
+}
+const require = createRequire(new URL('../../web/package.json', import.meta.url));
+const {chromium} = require('playwright-core');
+
+let failures = 0;
+function check(ok, what) {
+  console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
+  if (!ok) failures++;
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'podprof-hostile-'));
+const demo = spawnSync(`${bin}/podprof`, ['demo', '--keep', '--hosts', '2', '--duration', '1s',
+                                          '--format', 'json', '--dir', dir], {encoding: 'utf8'});
+if (demo.status !== 0) {
+  console.log(`FAIL podprof demo exited ${demo.status}:\n${demo.stderr}`);
+  process.exit(1);
+}
+const result = JSON.parse(demo.stdout);
+const web = new URL(result.web_url);
+const port = Number(web.port);
+const capture = result.capture_id;
+const stopPod = () => { for (const p of result.pids) { try { process.kill(p, 'SIGTERM'); } catch (e) { /* gone */ } } };
+process.on('exit', stopPod);
+const aggPid = result.pids.find((p) => {
+  try { return readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('podprof-aggregator'); } catch (e) { return false; }
+});
+const alive = () => { try { process.kill(aggPid, 0); return true; } catch (e) { return false; } };
+const rssMiB = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${aggPid}/status`, 'utf8'))[1]) / 1024;
+const cpuSeconds = () => {
+  const f = readFileSync(`/proc/${aggPid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(f[11]) + Number(f[12])) / 100;  // utime + stime, in ticks of 1/100 s
+};
+
+// One raw HTTP/1.1 exchange from `from` (a loopback address: another client): resolves to
+// {status, ms, body} once the response is whole or the server closes (status 0: closed with no
+// answer). `hold` resolves as soon as the status line is in and keeps the socket unread.
+function raw(request, {from = '127.0.0.1', hold = false, timeout = 5000} = {}) {
+  return new Promise((resolve) => {
+    const start = Date.now();
+    const s = net.connect({host: '127.0.0.1', port, localAddress: from});
+    let got = Buffer.alloc(0), done = false;
+    const finish = () => {
+      if (done) return;
+      done = true;
+      const text = got.toString('latin1');
+      const m = /^HTTP\/1\.1 (\d{3})/.exec(text);
+      resolve({status: m ? Number(m[1]) : 0, ms: Date.now() - start, body: text.slice(text.indexOf('\r\n\r\n') + 4), socket: s});
+      if (!hold) s.destroy();
+    };
+    s.setTimeout(timeout, finish);
+    s.on('data', (d) => {
+      got = Buffer.concat([got, d]);
+      const text = got.toString('latin1');
+      if (hold && /\r\n\r\n/.test(text)) { s.pause(); return finish(); }
+      const head = text.indexOf('\r\n\r\n');
+      const len = /content-length: (\d+)/i.exec(text.slice(0, head));
+      if (head >= 0 && len && got.length >= head + 4 + Number(len[1])) finish();
+    });
+    s.on('end', finish);
+    s.on('error', finish);
+    s.write(request);
+  });
+}
+const get = (path, headers = '') => `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n${headers}Connection: close\r\n\r\n`;
+const post = (path, body, type = 'application/json', headers = '') =>
+  `POST ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: ${type}\r\n${headers}` +
+  `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
+const captureCount = async () => {
+  const r = await raw(get('/api/v1/captures?limit=1000'));
+  return r.status === 200 ? JSON.parse(r.body).captures.length : -1;
+};
+// After each attack: the daemon is up and a normal request is answered.
+async function stillServes(what) {
+  const r = await raw(get(`/api/v1/captures/${capture}`));
+  check(alive() && r.status === 200, `${what}: the aggregator is up and answers others (${r.status})`);
+}
+async function attack(what, request, wanted, options = {}) {
+  const r = await raw(request, options);
+  check(wanted.includes(r.status) && r.ms < 1000,
+        `${what}: ${r.status} in ${r.ms} ms${r.status >= 400 ? ' ' + r.body.trim().slice(0, 160) : ''}`);
+  await stillServes(what);
+  return r;
+}
+
+try {
+  const capturesBefore = await captureCount();
+  check(capturesBefore >= 1, `the demo's capture is listed (${capturesBefore})`);
+  const nested = '('.repeat(20000) + ')'.repeat(20000);
+
+  // Patterns: one GET crashed the aggregator (std::regex's stack), another held a thread 26 s.
+  await attack('20,000 nested groups in kernel=', get(`/api/v1/captures/${capture}/kernels?kernel=${nested}`), [400]);
+  await attack('ReDoS (.*)*# in kernel=', get(`/api/v1/captures/${capture}/kernels?kernel=(.*)*%23`), [200]);
+  await attack('nested groups in an export\'s kernel=', get(`/api/v1/captures/${capture}/export?kernel=${nested}`), [400]);
+  await attack('nested groups in the kernel history', get(`/api/v1/kernels/x?capture=${capture}&kernel=${nested}`), [400, 404]);
+  for (const [flag, pattern] of [['--kernel', nested], ['--kernel', '(.*)*#']]) {
+    const start = Date.now();
+    const r = spawnSync(`${bin}/podprof`, ['stats', capture, flag, pattern, '--aggregator', result.aggregator],
+                        {encoding: 'utf8'});
+    const ms = Date.now() - start;
+    const refused = r.status !== 0 && /kernel/.test(r.stderr) && !/certificate/i.test(r.stderr);
+    check((refused || r.status === 0) && ms < 3000,
+          `gRPC twin, podprof stats --kernel ${pattern.length > 20 ? pattern.length + ' bytes of groups' : pattern}: exit ${r.status} in ${ms} ms ${r.stderr.trim().slice(0, 120)}`);
+    await stillServes('gRPC twin');
+  }
+
+  // Bodies: a deep one crashed it in nlohmann's recursive copy; numbers wrapped.
+  const deep = `{"duration_ms": 5, "labels": ${'['.repeat(250000)}${']'.repeat(250000)}}`;
+  await attack('250,000 nested arrays in labels', post('/api/v1/captures', deep), [400]);
+  await attack('duration_ms = 2^58 + 1000', post('/api/v1/captures', '{"duration_ms": 288230376151712744}'), [400]);
+  await attack('delay_ms = 2^32 + 1000', post('/api/v1/captures', '{"duration_ms": 100, "delay_ms": 4294968296}'), [400]);
+  await attack('duration_ms as a string', post('/api/v1/captures', '{"duration_ms": "1s"}'), [400]);
+
+  // Cross-site requests as a browser sends them from another port's page.
+  const foreign = 'Origin: http://127.0.0.1:1\r\nSec-Fetch-Site: same-site\r\nSec-Fetch-Mode: no-cors\r\n';
+  await attack('a no-cors text/plain POST from another origin', post('/api/v1/captures', '{"duration_ms": 500}', 'text/plain', foreign), [403, 415]);
+  await attack('a text/plain POST with no browser headers', post('/api/v1/captures', '{"duration_ms": 500}', 'text/plain'), [415]);
+  await attack('a form POST', post('/api/v1/captures', 'duration_ms=500', 'application/x-www-form-urlencoded'), [415]);
+  await attack('a JSON POST with another Origin', post('/api/v1/captures', '{"duration_ms": 500}', 'application/json', 'Origin: http://evil.example\r\n'), [403]);
+  await attack('a cancel from another origin', post(`/api/v1/captures/${capture}/cancel`, '{}', 'text/plain', foreign), [403, 415]);
+  await attack('an <img> GET from another site', get(`/api/v1/captures/${capture}/kernels`, 'Sec-Fetch-Site: cross-site\r\nSec-Fetch-Mode: no-cors\r\nSec-Fetch-Dest: image\r\n'), [403]);
+  // DNS rebinding: the attacker's name, resolving to loopback.
+  for (const path of ['/api/v1/agents', '/metrics', '/']) {
+    await attack(`Host: evil.example on ${path}`, get(path).replace(`Host: 127.0.0.1:${port}`, `Host: evil.example:${port}`), [421]);
+  }
+  await attack('Host: evil.example on a POST', post('/api/v1/captures', '{"duration_ms": 500}').replace(`Host: 127.0.0.1:${port}`, 'Host: evil.example'), [421]);
+  await attack('malformed HTTP', 'GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: x\r\n\r\n', [0, 400]);
+  check(await captureCount() === capturesBefore, 'no attack started a capture');
+
+  // Slots: 32 downloads that are never read, from one client (127.0.0.2).
+  const rssBefore = rssMiB();
+  const held = [];
+  for (let i = 0; i < 32; i++) {
+    held.push(await raw(get(`/api/v1/captures/${capture}/export?format=${i % 2 ? 'xprof' : 'perfetto'}`),
+                        {from: '127.0.0.2', hold: true}));
+  }
+  const admitted = held.filter((h) => h.status === 200).length;
+  const turnedAway = held.filter((h) => h.status === 503).length;
+  check(admitted === 8 && turnedAway === 24, `one client holding 32 downloads gets 8 streams, 24 told 503 (${admitted}, ${turnedAway})`);
+  const whole = await raw(get(`/api/v1/captures/${capture}/export?format=perfetto`), {timeout: 10000});
+  check(whole.status === 200 && /0\r\n\r\n$/.test(whole.body), `another client downloads an export whole meanwhile (${whole.status}, ${whole.body.length} bytes)`);
+  const rssHeld = rssMiB();
+  check(rssHeld - rssBefore < 256, `the aggregator's memory while they are held: ${rssBefore.toFixed(0)} -> ${rssHeld.toFixed(0)} MiB (within 256 MiB more)`);
+  for (const h of held) h.socket.destroy();
+
+  // Connections: 100 idle ones from one address; past its cap they are closed, others served.
+  const idle = [];
+  for (let i = 0; i < 100; i++) idle.push(net.connect({host: '127.0.0.1', port, localAddress: '127.0.0.3'}).on('error', () => {}));
+  await new Promise((r) => setTimeout(r, 500));
+  await stillServes('100 idle connections from one address');
+  for (const s of idle) s.destroy();
+
+  // Out of file descriptors: the accept loop backs off instead of spinning, and serves again.
+  const limit = spawnSync('prlimit', ['--pid', String(aggPid), '--nofile=80:80']);
+  if (limit.status === 0) {
+    const flood = [];
+    for (let i = 0; i < 40; i++) {
+      for (const from of ['127.0.0.4', '127.0.0.5']) flood.push(net.connect({host: '127.0.0.1', port, localAddress: from}).on('error', () => {}));
+    }
+    await new Promise((r) => setTimeout(r, 500));
+    const cpu0 = cpuSeconds();
+    await new Promise((r) => setTimeout(r, 2000));
+    const busy = (cpuSeconds() - cpu0) / 2;
+    check(busy < 0.3, `out of descriptors, the aggregator does not spin (${(busy * 100).toFixed(0)}% of a core)`);
+    for (const s of flood) s.destroy();
+    spawnSync('prlimit', ['--pid', String(aggPid), '--nofile=65536:65536']);
+    await new Promise((r) => setTimeout(r, 300));
+    await stillServes('descriptors back');
+  } else {
+    check(false, `prlimit --pid failed: ${limit.stderr}`);
+  }
+
+  await browserAttacks(capturesBefore);
+} catch (e) {
+  check(false, `the hostile suite threw: ${e.stack}`);
+}
+stopPod();
+console.log(failures === 0 ? 'hostile: all checks passed' : `hostile: ${failures} checks failed`);
+process.exit(failures === 0 ? 0 : 1);
+
+// A page on another origin (a server of this test's on another port) tries what a hostile page
+// can: a no-cors fetch, a form POST, an <img> with a hostile pattern; then the aggregator seen
+// through a rebinding name (Chromium's resolver maps evil.example to loopback).
+async function browserAttacks(capturesBefore) {
+  const agg = `http://127.0.0.1:${port}`;
+  const nested = '('.repeat(20000) + ')'.repeat(20000);
+  const evil = createServer((req, res) => {
+    res.setHeader('Content-Type', 'text/html');
+    res.end(`<!doctype html><body>
+<form id=f method=POST enctype="text/plain" action="${agg}/api/v1/captures" target=sink>
+<input name='{"duration_ms": 700, "x": "' value='"}'></form><iframe name=sink></iframe>
+<script>
+(async () => {
+  const out = {};
+  try { await fetch('${agg}/api/v1/captures', {method: 'POST', mode: 'no-cors', body: '{"duration_ms": 600}'}); out.fetch = 'sent'; } catch (e) { out.fetch = String(e); }
+  try { await fetch('${agg}/api/v1/captures', {method: 'POST', headers: {'Content-Type': 'application/json'}, body: '{"duration_ms": 600}'}); out.cors = 'answered'; } catch (e) { out.cors = 'blocked'; }
+  try { await fetch('${agg}/api/v1/captures/${capture}/cancel', {method: 'POST', mode: 'no-cors', body: '{}'}); } catch (e) {}
+  await new Promise((r) => { const i = new Image(); i.onload = i.onerror = r; i.src = '${agg}/api/v1/captures/${capture}/kernels?kernel=${encodeURIComponent(nested)}'; });
+  document.getElementById('f').submit();
+  await new Promise((r) => setTimeout(r, 800));
+  document.title = 'done ' + JSON.stringify(out);
+})();
+</script></body>`);
+  });
+  await new Promise((r) => evil.listen(0, '127.0.0.1', r));
+  const evilPort = evil.address().port;
+  const browser = await chromium.launch({
+    executablePath: browserPath,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-background-networking',
+           '--host-resolver-rules=MAP evil.example 127.0.0.1'],
+  });
+  try {
+    const page = await browser.newPage();
+    await page.goto(`http://127.0.0.1:${evilPort}/`);
+    await page.waitForFunction(() => document.title.startsWith('done'), null, {timeout: 20000});
+    console.log(`     the page says: ${await page.title()}`);
+    await new Promise((r) => setTimeout(r, 500));
+    check(await captureCount() === capturesBefore, 'a page on another origin started no capture (no-cors fetch, CORS fetch, form POST)');
+    const status = await (await fetch(`${agg}/api/v1/captures/${capture}`)).json();
+    check(status.status !== 'cancelled', `a page on another origin cancelled nothing (${status.status})`);
+    await stillServes('the hostile page');
+    // Rebinding: the page's own origin is evil.example, which now resolves to the aggregator.
+    const rebound = await page.goto(`http://evil.example:${port}/api/v1/agents`);
+    check(rebound.status() === 421, `a rebinding name reads nothing (${rebound.status()})`);
+    // The real pages still work for the user, and their own POST goes through.
+    const own = await browser.newPage();
+    await own.goto(`${agg}/`);
+    await own.waitForSelector('body[data-ready="true"]', {timeout: 30000});
+    await own.fill('#start-form input[name=duration]', '300ms');
+    await own.click('#start-form button');
+    await own.waitForFunction(() => /started (cap-\S+)/.test(document.getElementById('start-message').textContent), null, {timeout: 10000});
+    check(await captureCount() === capturesBefore + 1, 'the aggregator\'s own page still starts a capture');
+  } finally {
+    await browser.close();
+    evil.close();
+  }
+}
