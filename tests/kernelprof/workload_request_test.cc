@@ -71,6 +71,8 @@ class WorkloadRequestTest : public ::testing::Test {
     config.workload_profiler = {workload_.address()};
     config.workload_metrics = {};
     config.sysfs_root = "/nonexistent-podprof-sysfs";
+    // Where the XProf client of the facade test writes (the facade allows only such folders).
+    config.xprof_allowed_roots = {"/tmp/xprof-client"};
     absl::StatusOr<std::unique_ptr<agent::Agent>> a = agent::Agent::Create(config, clock_);
     ASSERT_TRUE(a.ok()) << a.status();
     agent_ = std::move(*a);
