@@ -68,6 +68,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     used += n;
   }
   if (!parser.is_done()) {
+    // The end of the connection ends a body read to EOF; only a parser that has read a
+    // header and not failed may be told (put_eof's precondition).
+    if ((ec && ec != bhttp::error::need_more) || !parser.got_some()) return 0;
+    ec = {};
     parser.put_eof(ec);
     if (ec || !parser.is_done()) return 0;
   }
