@@ -8,9 +8,10 @@
 //
 //   node tests/web/hostile_test.mjs --bin build/bin
 // Exit: 0 all passed, 1 a check failed, 77 no browser here (skipped, and says so).
-import {spawnSync} from 'node:child_process';
-import {existsSync, mkdtempSync, readFileSync} from 'node:fs';
+import {spawn, spawnSync} from 'node:child_process';
+import {existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync} from 'node:fs';
 import {createServer} from 'node:http';
+import https from 'node:https';
 import {createRequire} from 'node:module';
 import net from 'node:net';
 import {tmpdir} from 'node:os';
@@ -30,6 +31,8 @@ const require = createRequire(new URL('../../web/package.json', import.meta.url)
 const {chromium} = require('playwright-core');
 
 let failures = 0;
+// The TLS phase's daemons, stopped at the end.
+const tlsChildren = [];
 function check(ok, what) {
   console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
   if (!ok) failures++;
@@ -197,22 +200,19 @@ try {
   }
 
   await browserAttacks(capturesBefore);
+  await tlsBrowserAttacks();
 } catch (e) {
   check(false, `the hostile suite threw: ${e.stack}`);
 }
 stopPod();
+for (const c of tlsChildren) { try { c.kill('SIGTERM'); } catch (e) { /* gone */ } }
 console.log(failures === 0 ? 'hostile: all checks passed' : `hostile: ${failures} checks failed`);
 process.exit(failures === 0 ? 0 : 1);
 
-// A page on another origin (a server of this test's on another port) tries what a hostile page
-// can: a no-cors fetch, a form POST, an <img> with a hostile pattern; then the aggregator seen
-// through a rebinding name (Chromium's resolver maps evil.example to loopback).
-async function browserAttacks(capturesBefore) {
-  const agg = `http://127.0.0.1:${port}`;
-  const nested = '('.repeat(20000) + ')'.repeat(20000);
-  const evil = createServer((req, res) => {
-    res.setHeader('Content-Type', 'text/html');
-    res.end(`<!doctype html><body>
+// The page that tries what a hostile page can against `agg`: a no-cors fetch, a CORS fetch, a
+// form POST, a no-cors cancel, an <img> with a hostile pattern; its title says when it is done.
+function hostilePage(agg, nested) {
+  return `<!doctype html><body>
 <form id=f method=POST enctype="text/plain" action="${agg}/api/v1/captures" target=sink>
 <input name='{"duration_ms": 700, "x": "' value='"}'></form><iframe name=sink></iframe>
 <script>
@@ -226,7 +226,18 @@ async function browserAttacks(capturesBefore) {
   await new Promise((r) => setTimeout(r, 800));
   document.title = 'done ' + JSON.stringify(out);
 })();
-</script></body>`);
+</script></body>`;
+}
+
+// A page on another origin (a server of this test's on another port) tries what a hostile page
+// can: a no-cors fetch, a form POST, an <img> with a hostile pattern; then the aggregator seen
+// through a rebinding name (Chromium's resolver maps evil.example to loopback).
+async function browserAttacks(capturesBefore) {
+  const agg = `http://127.0.0.1:${port}`;
+  const nested = '('.repeat(20000) + ')'.repeat(20000);
+  const evil = createServer((req, res) => {
+    res.setHeader('Content-Type', 'text/html');
+    res.end(hostilePage(agg, nested));
   });
   await new Promise((r) => evil.listen(0, '127.0.0.1', r));
   const evilPort = evil.address().port;
@@ -260,4 +271,89 @@ async function browserAttacks(capturesBefore) {
     await browser.close();
     evil.close();
   }
+}
+
+// The same page against an aggregator under TLS, in a browser that holds an operator's
+// certificate and presents it to the aggregator (playwright's clientCertificates): the browser
+// sends the operator's identity with every request the page makes, so only the guard stands
+// between the page and a capture. The aggregator's own page, in the same browser, still starts
+// one: the certificate is presented, and the guard is what refuses the hostile page.
+async function tlsBrowserAttacks() {
+  const t = join(dir, 'tls');
+  mkdirSync(join(t, 'nosys'), {recursive: true});
+  const certs = (...a) => spawnSync('bash', [new URL('../../scripts/make-certs.sh', import.meta.url).pathname, '--dir', t, '--days', '2', ...a]);
+  for (const a of [['ca'], ['aggregator', 'aggregator', 'localhost', '127.0.0.1'], ['agent', 'agent-0', 'localhost', '127.0.0.1'], ['operator', 'ops-alice']]) {
+    const r = certs(...a);
+    if (r.status !== 0) return check(false, `make-certs.sh ${a.join(' ')}: ${r.stderr}`);
+  }
+  const f = (n) => join(t, n);
+  const tls = `[tls]\ncert = "${f('aggregator.crt')}"\nkey = "${f('aggregator.key')}"\nca = "${f('ca.crt')}"\n`;
+  writeFileSync(f('agg.toml'), `listen = "127.0.0.1:0"\n[agents]\nheartbeat_interval = "500ms"\nprobe_interval = "1s"\n` +
+    `${tls}allowed_agents = ["agent-0"]\nallowed_operators = ["ops-alice"]\n[http]\nlisten = "127.0.0.1:0"\n`);
+  writeFileSync(f('agent.toml'), `[tls]\ncert = "${f('agent-0.crt')}"\nkey = "${f('agent-0.key')}"\nca = "${f('ca.crt')}"\nallowed_aggregators = ["aggregator"]\n`);
+  const start = (args, ready) => {
+    const c = spawn(args[0], args.slice(1), {stdio: 'ignore'});
+    tlsChildren.push(c);
+    return waitFor(() => existsSync(ready) && JSON.parse(readFileSync(ready, 'utf8')), 20000);
+  };
+  const agg = await start([`${bin}/podprof-aggregator`, `--config=${f('agg.toml')}`, `--db=${f('pod.db')}`, `--ready-file=${f('agg.json')}`], f('agg.json'));
+  const sim = await start([`${bin}/podprof-simhost`, '--profiler-port=0', '--metrics-port=0', '--chips=2', `--ready-file=${f('sim.json')}`], f('sim.json'));
+  if (!agg || !sim) return check(false, 'the TLS aggregator and simulated host start');
+  await start([`${bin}/podprof-agent`, `--config=${f('agent.toml')}`, '--listen=127.0.0.1:0', '--advertise=127.0.0.1:0',
+               '--profiler-service-listen=none', '--http-listen=off', '--host-name=agent-0', `--sysfs-root=${f('nosys')}`,
+               `--workload-profiler=127.0.0.1:${sim.profiler_port}`, '--workload-metrics=none',
+               `--aggregator=127.0.0.1:${agg.port}`, `--ready-file=${f('agent.json')}`], f('agent.json'));
+  const origin = `https://127.0.0.1:${agg.http_port}`;
+  const asOperator = (path) => new Promise((resolve) => {
+    https.get(`${origin}${path}`, {cert: readFileSync(f('ops-alice.crt')), key: readFileSync(f('ops-alice.key')), ca: readFileSync(f('ca.crt'))}, (res) => {
+      let body = '';
+      res.on('data', (d) => { body += d; });
+      res.on('end', () => resolve({status: res.statusCode, body}));
+    }).on('error', (e) => resolve({status: 0, body: String(e)}));
+  });
+  const online = await waitFor(async () => {
+    const r = await asOperator('/api/v1/agents');
+    return r.status === 200 && JSON.parse(r.body).agents.some((a) => a.state === 'online');
+  }, 20000);
+  check(online, 'under TLS: agent-0 registers with the aggregator');
+  const captures = async () => JSON.parse((await asOperator('/api/v1/captures')).body).captures.length;
+
+  const evil = createServer((req, res) => {
+    res.setHeader('Content-Type', 'text/html');
+    res.end(hostilePage(origin, '('.repeat(20000) + ')'.repeat(20000)));
+  });
+  await new Promise((r) => evil.listen(0, '127.0.0.1', r));
+  const browser = await chromium.launch({executablePath: browserPath, args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-background-networking']});
+  try {
+    const context = await browser.newContext({
+      ignoreHTTPSErrors: true,
+      clientCertificates: [{origin, certPath: f('ops-alice.crt'), keyPath: f('ops-alice.key')}],
+    });
+    const page = await context.newPage();
+    await page.goto(`http://127.0.0.1:${evil.address().port}/`);
+    await page.waitForFunction(() => document.title.startsWith('done'), null, {timeout: 20000});
+    await new Promise((r) => setTimeout(r, 500));
+    check(await captures() === 0, `under TLS, a page on another origin in a browser holding an operator's certificate started no capture (${await page.title()})`);
+    const own = await context.newPage();
+    await own.goto(`${origin}/`);
+    await own.waitForSelector('body[data-ready="true"]', {timeout: 30000});
+    await own.fill('#start-form input[name=duration]', '300ms');
+    await own.click('#start-form button');
+    const started = await own.waitForFunction(() => /started (cap-\S+)/.test(document.getElementById('start-message').textContent), null, {timeout: 10000}).then(() => true, () => false);
+    check(started && await captures() === 1, 'under TLS, the aggregator\'s own page in that browser starts a capture (the certificate is presented)');
+  } finally {
+    await browser.close();
+    evil.close();
+  }
+}
+
+// Polls `f` (sync or async) every 100 ms until it returns something truthy or `ms` pass.
+async function waitFor(f, ms) {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    const v = await f();
+    if (v) return v;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return null;
 }
