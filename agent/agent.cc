@@ -360,8 +360,8 @@ grpc::Status ProfilerProxy::Profile(grpc::ServerContext* context,
   const int64_t now = agent_->clock().NowNs();
   tensorflow::ProfileRequest bounded = *request;
   if (absl::Status b = BoundProfileRequest(agent_->XprofLimits(), now, &bounded); !b.ok()) {
-    PODPROF_LOG(WARNING) << "XProf capture " << request->session_id() << " for "
-                         << context->peer() << " refused: " << b.message();
+    PODPROF_LOG(WARNING) << "XProf capture " << request->session_id() << " for " << context->peer()
+                         << " refused: " << b.message();
     return ToGrpc(b);
   }
   // The facade shares the host with podprof's own captures: one session at a time.
@@ -405,10 +405,10 @@ grpc::Status ProfilerProxy::Terminate(grpc::ServerContext* context,
       const std::string active = agent_->active_capture();
       return grpc::Status(
           grpc::StatusCode::FAILED_PRECONDITION,
-          absl::StrCat("no XProf session \"", request->session_id(),
-                       "\" is running through this agent",
-                       active.empty() ? "" : absl::StrCat(" (the host is busy with capture \"",
-                                                          active, "\")")));
+          absl::StrCat(
+              "no XProf session \"", request->session_id(), "\" is running through this agent",
+              active.empty() ? ""
+                             : absl::StrCat(" (the host is busy with capture \"", active, "\")")));
     }
   }
   std::unique_ptr<grpc::ClientContext> ctx = grpc::ClientContext::FromServerContext(*context);
@@ -420,8 +420,8 @@ grpc::Status ProfilerProxy::Monitor(grpc::ServerContext* context,
                                     const tensorflow::MonitorRequest* request,
                                     tensorflow::MonitorResponse* response) {
   if (grpc::Status admitted = Admit(*context); !admitted.ok()) return admitted;
-  if (absl::Status b = CheckXprofDuration(request->duration_ms(), agent_->XprofLimits(),
-                                          "duration_ms");
+  if (absl::Status b =
+          CheckXprofDuration(request->duration_ms(), agent_->XprofLimits(), "duration_ms");
       !b.ok()) {
     return ToGrpc(b);
   }

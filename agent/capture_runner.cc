@@ -207,10 +207,9 @@ absl::Status CaptureRunner::Run(const podprof::v1::CaptureRequest& request,
         request.duration_ms() <= static_cast<uint64_t>(kMaxMillisAsNanos / 1000)
             ? FormatDurationPs(static_cast<int64_t>(request.duration_ms()) * 1'000'000'000)
             : absl::StrCat(request.duration_ms(), " ms");
-    return absl::InvalidArgumentError(
-        absl::StrCat("a capture of ", asked,
-                     " is longer than this agent allows (limits.max_capture_duration = ",
-                     FormatDurationPs(limits.max_capture_duration_ns * 1000), ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a capture of ", asked, " is longer than this agent allows (limits.max_capture_duration = ",
+        FormatDurationPs(limits.max_capture_duration_ns * 1000), ")"));
   }
   const int64_t duration_ns = static_cast<int64_t>(request.duration_ms()) * 1'000'000;
   const int64_t now = clock_.NowNs();

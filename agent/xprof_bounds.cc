@@ -67,8 +67,8 @@ std::string XprofSpoolRoot(const std::string& spool_dir) {
 
 absl::Status CheckXprofDuration(uint64_t duration_ms, const XprofBounds& bounds,
                                 const std::string& field) {
-  const uint64_t max_ms = static_cast<uint64_t>(std::max<int64_t>(bounds.max_duration_ns, 0)) /
-                          1'000'000;
+  const uint64_t max_ms =
+      static_cast<uint64_t>(std::max<int64_t>(bounds.max_duration_ns, 0)) / 1'000'000;
   if (duration_ms <= max_ms) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat(field, " = ", duration_ms,
@@ -92,9 +92,9 @@ absl::Status CheckInsideXprofRoots(const XprofBounds& bounds, const std::string&
   }
   return absl::InvalidArgumentError(absl::StrCat(
       field, " \"", path, "\"",
-      resolved.empty() || resolved.string() == path ? ""
-                                                  : absl::StrCat(" (resolving to ",
-                                                                 resolved.string(), ")"),
+      resolved.empty() || resolved.string() == path
+          ? ""
+          : absl::StrCat(" (resolving to ", resolved.string(), ")"),
       " is outside the directories XProf sessions may be written to: ", RootsText(bounds),
       " ([xprof] allowed_roots in the agent's configuration adds more)"));
 }
@@ -112,10 +112,10 @@ absl::Status BoundProfileRequest(const XprofBounds& bounds, int64_t now_ns,
   const uint64_t now = static_cast<uint64_t>(std::max<int64_t>(now_ns, 0));
   if (opts.start_timestamp_ns() > now &&
       opts.start_timestamp_ns() - now > static_cast<uint64_t>(bounds.max_duration_ns)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "opts.start_timestamp_ns is ", (opts.start_timestamp_ns() - now) / 1'000'000,
-        " ms ahead; a session may start at most limits.max_capture_duration (",
-        FormatDurationPs(bounds.max_duration_ns * 1000), ") from now"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("opts.start_timestamp_ns is ", (opts.start_timestamp_ns() - now) / 1'000'000,
+                     " ms ahead; a session may start at most limits.max_capture_duration (",
+                     FormatDurationPs(bounds.max_duration_ns * 1000), ") from now"));
   }
   for (const auto& [field, value] :
        {std::pair<const char*, const std::string*>{"session_id", &request->session_id()},
@@ -123,8 +123,7 @@ absl::Status BoundProfileRequest(const XprofBounds& bounds, int64_t now_ns,
     if (absl::Status s = CheckComponent(field, *value); !s.ok()) return s;
   }
   if (absl::Status s = CheckHostName("host_name", request->host_name()); !s.ok()) return s;
-  if (absl::Status s = CheckHostName("opts.override_hostname", opts.override_hostname());
-      !s.ok()) {
+  if (absl::Status s = CheckHostName("opts.override_hostname", opts.override_hostname()); !s.ok()) {
     return s;
   }
   if (auto it = opts.advanced_configuration().find("override_hostname");

@@ -253,8 +253,7 @@ absl::StatusOr<podprof::v1::StartCaptureRequest> StartCaptureBody(const std::str
   // The orchestrator holds both to the configured limits; these bounds keep the numbers whole
   // on the way there (ms to ns fits int64 below 2^63 / 10^6).
   constexpr uint64_t kMaxMs = std::numeric_limits<int64_t>::max() / 1'000'000;
-  ASSIGN_OR_RETURN(const uint64_t duration_ms,
-                   http::UintField(body, "duration_ms", 1, kMaxMs, 0));
+  ASSIGN_OR_RETURN(const uint64_t duration_ms, http::UintField(body, "duration_ms", 1, kMaxMs, 0));
   ASSIGN_OR_RETURN(const uint64_t delay_ms,
                    http::UintField(body, "delay_ms", 0, std::numeric_limits<uint32_t>::max(), 0));
   r.set_duration_ms(duration_ms);

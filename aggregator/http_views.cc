@@ -92,8 +92,10 @@ Response Timeline(const HttpApiSources& src, Overviews& overviews, const Request
   const std::optional<int64_t> to_ns = CheckedAdd(row->start_ns, *to);
   if (!from_ns || !to_ns) {
     return Response::Error(absl::InvalidArgumentError(
-        absl::StrCat("from_ns=", *from, " to_ns=", *to, ": must be ns from the capture's start, "
-                     "at most ", std::numeric_limits<int64_t>::max() - row->start_ns)));
+        absl::StrCat("from_ns=", *from, " to_ns=", *to,
+                     ": must be ns from the capture's start, "
+                     "at most ",
+                     std::numeric_limits<int64_t>::max() - row->start_ns)));
   }
   TimelineWindow w;
   w.from_ns = *from_ns;

@@ -346,9 +346,9 @@ absl::Status WatchCapture(AggregatorClient& client, const v1::StartCaptureRespon
 absl::StatusOr<v1::StartCaptureRequest> StartRequest(const CaptureOptions& options) {
   constexpr int64_t kMaxDelayMs = std::numeric_limits<uint32_t>::max();
   if (options.delay_ns < 0 || options.delay_ns / 1'000'000 > kMaxDelayMs) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--delay must be 0..", FormatDurationPs(kMaxDelayMs * 1'000'000'000),
-        " (delay_ms is 32-bit), got ", options.delay_ns / 1'000'000, " ms"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--delay must be 0..", FormatDurationPs(kMaxDelayMs * 1'000'000'000),
+                     " (delay_ms is 32-bit), got ", options.delay_ns / 1'000'000, " ms"));
   }
   v1::StartCaptureRequest start;
   for (const std::string& h : options.hosts) start.add_host_names(h);

@@ -26,8 +26,8 @@ absl::StatusOr<UserPattern> CompileUserPattern(absl::string_view what, absl::str
   options.set_max_mem(kMaxUserPatternMemoryBytes);
   auto re = std::make_shared<const re2::RE2>(Piece(pattern), options);
   if (!re->ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " \"", pattern,
-                                                   "\" is not a regular expression: ", re->error()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " \"", pattern, "\" is not a regular expression: ", re->error()));
   }
   return UserPattern(std::string(pattern), std::move(re));
 }

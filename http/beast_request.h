@@ -10,9 +10,8 @@
 
 namespace podprof::http {
 
-inline Request ToRequest(
-    const boost::beast::http::request<boost::beast::http::string_body>& r,
-    const std::string& peer) {
+inline Request ToRequest(const boost::beast::http::request<boost::beast::http::string_body>& r,
+                         const std::string& peer) {
   namespace bhttp = boost::beast::http;
   Request out;
   out.method = std::string(r.method_string());

@@ -58,8 +58,8 @@ std::optional<Response> CheckWrite(const Request& r, const GuardPolicy& policy) 
                           r.content_type, "\""));
   }
   if (r.origin.empty()) return std::nullopt;  // not a browser
-  const std::string own = absl::StrCat(policy.tls ? "https://" : "http://",
-                                       absl::AsciiStrToLower(r.host));
+  const std::string own =
+      absl::StrCat(policy.tls ? "https://" : "http://", absl::AsciiStrToLower(r.host));
   const std::string origin = absl::AsciiStrToLower(r.origin);
   if (origin == own || std::find(policy.allowed_origins.begin(), policy.allowed_origins.end(),
                                  origin) != policy.allowed_origins.end()) {
@@ -115,16 +115,15 @@ std::optional<Response> Refusal(const Request& request, const GuardPolicy& polic
   if (request.host.empty()) return Response::Error(400, "the request has no Host header");
   const std::string name = HostName(request.host);
   if (name.empty()) {
-    return Response::Error(400, absl::StrCat("the Host header \"", request.host,
-                                             "\" is not a host name or address"));
+    return Response::Error(
+        400, absl::StrCat("the Host header \"", request.host, "\" is not a host name or address"));
   }
   if (!HostAllowed(name, policy)) {
     std::vector<std::string> names = {"localhost", "IP addresses"};
     names.insert(names.end(), policy.allowed_hosts.begin(), policy.allowed_hosts.end());
     return Response::Error(
-        421, absl::StrCat("this server does not answer to the name \"", name,
-                          "\" (it answers to ", absl::StrJoin(names, ", "),
-                          "; add a name to [http] allowed_hosts)"));
+        421, absl::StrCat("this server does not answer to the name \"", name, "\" (it answers to ",
+                          absl::StrJoin(names, ", "), "; add a name to [http] allowed_hosts)"));
   }
   if (auto refused = CheckFetchMetadata(request)) return refused;
   return CheckWrite(request, policy);

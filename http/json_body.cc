@@ -58,9 +58,9 @@ absl::Status OnlyKnownFields(const nlohmann::json& object, absl::Span<const char
   for (const auto& item : object.items()) {
     if (std::find_if(known.begin(), known.end(), [&](const char* k) { return item.key() == k; }) ==
         known.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("the body has an unknown field \"",
-                                                     item.key(), "\" (known: ",
-                                                     absl::StrJoin(known, ", "), ")"));
+      return absl::InvalidArgumentError(absl::StrCat("the body has an unknown field \"", item.key(),
+                                                     "\" (known: ", absl::StrJoin(known, ", "),
+                                                     ")"));
     }
   }
   return absl::OkStatus();
@@ -126,8 +126,8 @@ absl::StatusOr<std::map<std::string, std::string>> StringMapField(const nlohmann
   }
   for (const auto& item : it->items()) {
     if (!item.value().is_string()) {
-      return absl::InvalidArgumentError(absl::StrCat(key, ".", item.key(), " must be a string, got a ",
-                                                     TypeName(item.value())));
+      return absl::InvalidArgumentError(
+          absl::StrCat(key, ".", item.key(), " must be a string, got a ", TypeName(item.value())));
     }
     out[item.key()] = item.value().get_ref<const std::string&>();
   }

@@ -84,13 +84,14 @@ grpc::Status ProfilerServiceImpl::Profile(grpc::ServerContext* context,
   // Both are unsigned on the wire: checked before they become int64 (2^58 + 1000 ms would
   // otherwise become 1 s once in ns, and 2^63 ns a negative start).
   if (opts.start_timestamp_ns() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-    return ToGrpc(absl::InvalidArgumentError(
-        absl::StrCat("start_timestamp_ns must be 0..", std::numeric_limits<int64_t>::max(),
-                     ", got ", opts.start_timestamp_ns())));
+    return ToGrpc(absl::InvalidArgumentError(absl::StrCat("start_timestamp_ns must be 0..",
+                                                          std::numeric_limits<int64_t>::max(),
+                                                          ", got ", opts.start_timestamp_ns())));
   }
   s.start_host_ns = static_cast<int64_t>(opts.start_timestamp_ns());
   // The server waits on the options' duration; the request's is the fallback.
-  const uint64_t duration_ms = opts.duration_ms() != 0 ? opts.duration_ms() : request->duration_ms();
+  const uint64_t duration_ms =
+      opts.duration_ms() != 0 ? opts.duration_ms() : request->duration_ms();
   absl::StatusOr<int64_t> duration_ns =
       MillisFieldToNanos("duration_ms", duration_ms, 1, kMaxSessionMs);
   if (!duration_ns.ok()) return ToGrpc(duration_ns.status());

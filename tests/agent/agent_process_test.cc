@@ -552,8 +552,8 @@ TEST(AgentProcessTest, XprofFacadeProxiesToTheWorkload) {
   // Anywhere else, a link out of the xprof folder included, the workload is never asked.
   fs::create_directories(s / "elsewhere");
   fs::create_symlink(s / "elsewhere", s / "tmp/xprof/out");
-  for (const std::string& root : {s / "elsewhere", s / "tmp/xprof/../../elsewhere",
-                                  s / "tmp/xprof/out"}) {
+  for (const std::string& root :
+       {s / "elsewhere", s / "tmp/xprof/../../elsewhere", s / "tmp/xprof/out"}) {
     grpc::ClientContext c2;
     c2.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
     req.set_repository_root(root);

@@ -188,8 +188,8 @@ TEST(AgentConfigTest, XprofAllowedRootsAreReadAndMustBeAbsoluteDirectories) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->xprof_allowed_roots, std::vector<std::string>{"/var/lib/xprof"});
   for (const char* bad : {"relative/dir", "/", "/.."}) {
-    auto r = LoadAgentConfig(WriteConfig(
-        "xprof-bad.toml", absl::StrCat("[xprof]\nallowed_roots = [\"", bad, "\"]\n")));
+    auto r = LoadAgentConfig(
+        WriteConfig("xprof-bad.toml", absl::StrCat("[xprof]\nallowed_roots = [\"", bad, "\"]\n")));
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_TRUE(absl::StrContains(r.status().message(), "xprof.allowed_roots")) << r.status();
   }
@@ -201,7 +201,8 @@ TEST(AgentConfigTest, XprofAllowedRootsAreReadAndMustBeAbsoluteDirectories) {
 // A fresh spool under the test's temp dir, with its xprof folder and a link out of it.
 struct Spool {
   explicit Spool(const std::string& name)
-      : dir(std::filesystem::path(::testing::TempDir()) / absl::StrCat("spool_", name, "_", getpid())) {
+      : dir(std::filesystem::path(::testing::TempDir()) /
+            absl::StrCat("spool_", name, "_", getpid())) {
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir / "xprof");
     std::filesystem::create_directories(dir / "outside");
@@ -244,8 +245,7 @@ TEST(XprofBoundsTest, ASessionLongerThanTheLimitOrOfZeroIsRefusedNamingTheLimit)
   // Either field alone: the workload waits on opts.duration_ms.
   tensorflow::ProfileRequest opts_only = XprofRequest(s / "xprof", 1000);
   opts_only.mutable_opts()->set_duration_ms(3'600'000);
-  EXPECT_EQ(BoundProfileRequest(b, kNowNs, &opts_only).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(BoundProfileRequest(b, kNowNs, &opts_only).code(), absl::StatusCode::kInvalidArgument);
   tensorflow::ProfileRequest zero = XprofRequest(s / "xprof", 0);
   absl::Status st = BoundProfileRequest(b, kNowNs, &zero);
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
@@ -295,15 +295,14 @@ TEST(XprofBoundsTest, ALinkInPlaceOfTheSpoolsXprofFolderIsNotFollowed) {
   std::filesystem::remove_all(s.dir / "xprof");
   std::filesystem::create_symlink(s.dir / "outside", s.dir / "xprof");
   tensorflow::ProfileRequest r = XprofRequest("", 1000);
-  EXPECT_EQ(BoundProfileRequest(s.Bounds(), kNowNs, &r).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(BoundProfileRequest(s.Bounds(), kNowNs, &r).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(XprofBoundsTest, RootsInsideAreAcceptedAndAnEmptyOneIsTheSpools) {
   Spool s("inside");
   XprofBounds b = s.Bounds();
-  for (const std::string& root : {s / "xprof", s / "xprof/", s / "xprof/jax/plugins/profile",
-                                  s / "xprof/a/../b"}) {
+  for (const std::string& root :
+       {s / "xprof", s / "xprof/", s / "xprof/jax/plugins/profile", s / "xprof/a/../b"}) {
     tensorflow::ProfileRequest r = XprofRequest(root, 1000);
     absl::Status st = BoundProfileRequest(b, kNowNs, &r);
     EXPECT_TRUE(st.ok()) << root << ": " << st;
@@ -371,8 +370,8 @@ struct Facade {
     proxy = std::make_unique<ProfilerProxy>(agent.get(), false, nullptr);
     int port = 0;
     server = Serve(proxy.get(), &port);
-    stub = tensorflow::ProfilerService::NewStub(grpc::CreateChannel(
-        absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+    stub = tensorflow::ProfilerService::NewStub(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
   }
   ~Facade() {
     server->Shutdown();
@@ -418,8 +417,7 @@ TEST(ProfilerProxyTest, RequestsBeyondTheBoundsNeverReachTheWorkload) {
   tensorflow::MonitorRequest mreq;
   mreq.set_duration_ms(UINT64_MAX);
   tensorflow::MonitorResponse mresp;
-  EXPECT_EQ(f.stub->Monitor(&ctx, mreq, &mresp).error_code(),
-            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(f.stub->Monitor(&ctx, mreq, &mresp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   absl::MutexLock lock(&f.workload.mu);
   EXPECT_TRUE(f.workload.profiles.empty());
   EXPECT_EQ(f.workload.monitors, 0);

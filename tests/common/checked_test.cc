@@ -40,8 +40,7 @@ TEST(CheckedTest, RangeNamesTheFieldTheRangeAndTheValue) {
 TEST(CheckedTest, MillisInRangeBecomeNanos) {
   EXPECT_EQ(*MillisFieldToNanos("duration_ms", 1, 1, 3'600'000), 1'000'000);
   EXPECT_EQ(*MillisFieldToNanos("duration_ms", 3'600'000, 1, 3'600'000), 3'600'000'000'000);
-  EXPECT_EQ(*MillisFieldToNanos("delay_ms", 0, 0, kMaxMillisAsNanos),
-            0);
+  EXPECT_EQ(*MillisFieldToNanos("delay_ms", 0, 0, kMaxMillisAsNanos), 0);
   EXPECT_EQ(*MillisFieldToNanos("delay_ms", kMaxMillisAsNanos, 0, kMaxMillisAsNanos),
             kMaxMillisAsNanos * 1'000'000);
 }

@@ -27,7 +27,7 @@ TEST(JsonBodyTest, DeepNestingIsRefusedBeforeParsing) {
   j = ParseJsonObject(absl::StrCat("{\"a\": \"", std::string(1000, '['), "\\\"[\"}"));
   ASSERT_TRUE(j.ok()) << j.status();
   EXPECT_EQ(ParseJsonObject("{\"a\": [[[[[[[1]]]]]]]}").status().code(),
-            absl::StatusCode::kOk);  // 8 levels
+            absl::StatusCode::kOk);                                  // 8 levels
   EXPECT_FALSE(ParseJsonObject("{\"a\": [[[[[[[[1]]]]]]]]}").ok());  // 9
 }
 
@@ -51,7 +51,8 @@ TEST(JsonBodyTest, NumbersAreCheckedAgainstTheirRange) {
   EXPECT_EQ(*UintField(o, "absent", 1, 10, 3), 3u);
   absl::StatusOr<uint64_t> big = UintField(o, "big", 1, 9'223'372'036'854, 0);
   ASSERT_FALSE(big.ok());
-  EXPECT_TRUE(absl::StrContains(big.status().message(), "big must be between 1 and")) << big.status();
+  EXPECT_TRUE(absl::StrContains(big.status().message(), "big must be between 1 and"))
+      << big.status();
   EXPECT_FALSE(UintField(o, "big", 0, std::numeric_limits<uint32_t>::max(), 0).ok());
   EXPECT_TRUE(absl::StrContains(UintField(o, "neg", 0, 10, 0).status().message(), "got -5"));
   EXPECT_TRUE(absl::StrContains(UintField(o, "frac", 0, 10, 0).status().message(), "whole"));

@@ -200,8 +200,9 @@ TEST(HttpServerTest, TheGuardRefusesRebindingAndCrossSiteWrites) {
   EXPECT_EQ(Curl("-H 'Host: evil.example' " + base + "/api/v1/captures/c/kernels").status, 421);
   EXPECT_EQ(Curl("-H 'Host: localhost' " + base + "/api/v1/captures/c/kernels").status, 200);
   EXPECT_EQ(Curl("-H 'Content-Type: text/plain' --data-binary x " + base + "/echo").status, 415);
-  EXPECT_EQ(Curl(kJson + "-H 'Origin: http://127.0.0.1:1' --data-binary x " + base + "/echo").status,
-            403);
+  EXPECT_EQ(
+      Curl(kJson + "-H 'Origin: http://127.0.0.1:1' --data-binary x " + base + "/echo").status,
+      403);
   EXPECT_EQ(Curl("-H 'Sec-Fetch-Site: cross-site' -H 'Sec-Fetch-Mode: no-cors' " + base +
                  "/api/v1/captures/c/kernels")
                 .status,

@@ -292,7 +292,8 @@ TEST_F(TlsTest, TheHttpApiHoldsTheSameRoles) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   const std::string start =
-      "-X POST -H 'Content-Type: application/json' --data-binary '{\"duration_ms\": 300}' " + base + "/api/v1/captures";
+      "-X POST -H 'Content-Type: application/json' --data-binary '{\"duration_ms\": 300}' " + base +
+      "/api/v1/captures";
   auto [denied, why] = curl("viewer-bob", start);
   EXPECT_EQ(denied, 403);
   EXPECT_TRUE(absl::StrContains(why, "caller viewer-bob may not act as an operator")) << why;
@@ -310,13 +311,16 @@ TEST_F(TlsTest, TheHttpApiHoldsTheSameRoles) {
   EXPECT_EQ(curl("viewer-bob", base + "/captures/" + id).status, 200);
   EXPECT_EQ(nlohmann::json::parse(curl("viewer-bob", base + "/api/v1/ui").body)["operator"], false);
   EXPECT_EQ(nlohmann::json::parse(curl("ops-alice", base + "/api/v1/ui").body)["operator"], true);
-  EXPECT_EQ(curl("viewer-bob", "-X POST -H 'Content-Type: application/json' " + base + "/api/v1/captures/" + id + "/cancel").status,
+  EXPECT_EQ(curl("viewer-bob", "-X POST -H 'Content-Type: application/json' " + base +
+                                   "/api/v1/captures/" + id + "/cancel")
+                .status,
             403);
   // Malformed and oversized requests get a 4xx, and the server serves on.
-  EXPECT_EQ(
-      curl("ops-alice", "-X POST -H 'Content-Type: application/json' --data-binary '{\"duration_ms\": ' " + base + "/api/v1/captures")
-          .status,
-      400);
+  EXPECT_EQ(curl("ops-alice",
+                 "-X POST -H 'Content-Type: application/json' --data-binary '{\"duration_ms\": ' " +
+                     base + "/api/v1/captures")
+                .status,
+            400);
   EXPECT_EQ(curl("viewer-bob", base + "/api/v1/captures/" + id + "/timeline?width=99999").status,
             400);
   EXPECT_EQ(curl("viewer-bob", base + "/api/v1/captures/" + id).status, 200);
@@ -339,8 +343,11 @@ TEST_F(TlsTest, HostileRequestsWithRealCertificatesAreRefused) {
   const std::string cross = "-H 'Origin: https://evil.example' -H 'Sec-Fetch-Site: cross-site' ";
   EXPECT_EQ(curl("ops-alice", cross + "-H 'Content-Type: text/plain'" + body).status, 403);
   EXPECT_EQ(curl("ops-alice", "-H 'Content-Type: text/plain'" + body).status, 415);
-  EXPECT_EQ(curl("ops-alice", "-H 'Origin: https://evil.example' "
-                              "-H 'Content-Type: application/json'" + body).status,
+  EXPECT_EQ(curl("ops-alice",
+                 "-H 'Origin: https://evil.example' "
+                 "-H 'Content-Type: application/json'" +
+                     body)
+                .status,
             403);
   EXPECT_EQ(curl("ops-alice", "-H 'Host: evil.example' -H 'Content-Type: application/json'" + body)
                 .status,
@@ -353,7 +360,9 @@ TEST_F(TlsTest, HostileRequestsWithRealCertificatesAreRefused) {
   std::string nested(20000, '(');
   nested += std::string(20000, ')');
   const auto start = std::chrono::steady_clock::now();
-  EXPECT_EQ(curl("viewer-bob", "'" + base + "/api/v1/captures/x/kernels?kernel=" + nested + "'").status, 400);
+  EXPECT_EQ(
+      curl("viewer-bob", "'" + base + "/api/v1/captures/x/kernels?kernel=" + nested + "'").status,
+      400);
   auto stub = v1::Aggregator::NewStub(grpc::CreateChannel(addr_, CredentialsOf("viewer-bob")));
   for (const std::string& pattern : {nested, std::string("(.*)*#")}) {
     grpc::ClientContext ctx;

@@ -41,9 +41,10 @@ const podprof::http::Router& Routes() {
   static const auto* router = [] {
     auto* r = new podprof::http::Router;
     auto echo = [](const Request& q) { return Response::Text(200, q.path); };
-    for (const char* p : {"/api/v1/captures", "/api/v1/captures/{id}", "/api/v1/captures/{id}/kernels",
-                          "/api/v1/captures/{id}/timeline", "/api/v1/captures/{id}/export",
-                          "/api/v1/captures/{id}/events", "/api/v1/kernels/{name}", "/metrics"}) {
+    for (const char* p :
+         {"/api/v1/captures", "/api/v1/captures/{id}", "/api/v1/captures/{id}/kernels",
+          "/api/v1/captures/{id}/timeline", "/api/v1/captures/{id}/export",
+          "/api/v1/captures/{id}/events", "/api/v1/kernels/{name}", "/metrics"}) {
       r->Add("GET", p, echo);
     }
     r->Add("POST", "/api/v1/captures", StartCapture);
