@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds, and runs the whole test suite:
-#   1. the main build (GCC): unit, malformed-input, CLI tests (ctest labels unit, malformed, cli);
-#   2. the sanitizer build (clang, AddressSanitizer + UBSan) of common/ and trace/ with the
-#      reader's malformed-input tests and a bounded libFuzzer run (labels malformed, fuzz);
+#   1. the main build (GCC): unit, malformed-input, CLI, integration, browser and hostile-request
+#      tests (ctest labels unit, malformed, cli, integration, clickhouse, browser, hostile);
+#   2. the sanitizer build (clang, AddressSanitizer + UBSan) of common/, trace/ and http/'s core
+#      with the malformed-input tests and bounded libFuzzer runs (labels malformed, fuzz);
 #   3. the systemd units (verify and the security exposure gate) and, as root, the .deb
 #      installed with dpkg -i and removed again;
 #   4. the relocatable bundle (scripts/bundle.sh) proven with the system's libraries hidden
