@@ -280,11 +280,11 @@ int AggregatorMain(int argc, char** argv) {
   MetricSources sources{store->get(), &registry, &orchestrator, fleet.ok() ? fleet->get() : nullptr,
                         config->ingest_max_active_hosts};
   AddAggregatorMetrics(metrics, sources, clock);
-  std::unique_ptr<http::Server> web = ServeHttp(
-      *config,
-      {store->get(), &registry, &metrics, &clock, &orchestrator, &service,
-       config->http.perfetto_ui, HttpWritesRefused(*config)},
-      clock);
+  std::unique_ptr<http::Server> web =
+      ServeHttp(*config,
+                {store->get(), &registry, &metrics, &clock, &orchestrator, &service,
+                 config->http.perfetto_ui, HttpWritesRefused(*config)},
+                clock);
   int port = 0;
   std::unique_ptr<grpc::Server> server =
       Serve(*config, *creds, &service, metrics, clock, ready_file, web ? web->port() : 0, &port);

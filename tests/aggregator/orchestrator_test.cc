@@ -170,10 +170,9 @@ TEST_F(OrchestratorTest, DurationOf2To58MsIsRefusedNotWrapped) {
     absl::StatusOr<v1::StartCaptureResponse> r = o.Start(Capture({"h1"}, ms));
     ASSERT_FALSE(r.ok()) << ms;
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
-    EXPECT_EQ(r.status().message(),
-              absl::StrCat("a capture of ", ms,
-                           " ms is longer than this aggregator allows "
-                           "(limits.max_capture_duration = 10.0 s)"));
+    EXPECT_EQ(r.status().message(), absl::StrCat("a capture of ", ms,
+                                                 " ms is longer than this aggregator allows "
+                                                 "(limits.max_capture_duration = 10.0 s)"));
   }
   // Just over the limit still reads in seconds.
   absl::StatusOr<v1::StartCaptureResponse> r = o.Start(Capture({"h1"}, 10'001));

@@ -253,13 +253,15 @@ TEST_F(PodTest, MetricsAndTheApiDuringAndAfterACapture) {
   EXPECT_EQ(HttpGet(agg + "/api/v1/captures/no-such/kernels", P("n.json")).status, 404);
 
   // A misspelt field is named, not read as left out (a capture of 0 ms).
-  const testing::CurlResult misspelt =
-      testing::Curl("-X POST -H 'Content-Type: application/json' --data-binary '{\"duration\": \"1s\"}' " + agg + "/api/v1/captures");
+  const testing::CurlResult misspelt = testing::Curl(
+      "-X POST -H 'Content-Type: application/json' --data-binary '{\"duration\": \"1s\"}' " + agg +
+      "/api/v1/captures");
   EXPECT_EQ(misspelt.status, 400);
   EXPECT_TRUE(absl::StrContains(misspelt.body, "unknown field \\\"duration\\\"")) << misspelt.body;
 
   // A capture started over HTTP, followed live as server-sent events to its end.
-  ASSERT_EQ(std::system(absl::StrCat("curl -s -X POST -H 'Content-Type: application/json' --data-binary '{\"duration_ms\": 800, ",
+  ASSERT_EQ(std::system(absl::StrCat("curl -s -X POST -H 'Content-Type: application/json' "
+                                     "--data-binary '{\"duration_ms\": 800, ",
                                      "\"labels\": {\"from\": \"http\"}}' ", agg,
                                      "/api/v1/captures > ", P("post.json"))
                             .c_str()),

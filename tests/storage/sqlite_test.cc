@@ -108,8 +108,9 @@ TEST_F(SqliteTest, RegexpWithABadPatternIsAnErrorNotACrash) {
 TEST_F(SqliteTest, RegexpIsRe2AndLinearInTheText) {
   auto c = CreateWithTable();
   ASSERT_NE(c, nullptr);
-  auto st = Statement::Prepare(*c, "SELECT ?1 REGEXP '(.*)*#', ?2 REGEXP '^fusion\\.[0-9]+$', "
-                                   "NULL REGEXP ''");
+  auto st = Statement::Prepare(*c,
+                               "SELECT ?1 REGEXP '(.*)*#', ?2 REGEXP '^fusion\\.[0-9]+$', "
+                               "NULL REGEXP ''");
   ASSERT_TRUE(st.ok()) << st.status();
   (*st)->Bind(1, std::string(100'000, 'x')).Bind(2, std::string("fusion.17"));
   absl::StatusOr<bool> row = (*st)->Step();

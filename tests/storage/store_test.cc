@@ -189,8 +189,8 @@ TEST_F(StoreTest, BadQueriesAreClear) {
   q.op_regex = "([";
   auto bad_regex = store->KernelStats(q);
   EXPECT_TRUE(absl::IsInvalidArgument(bad_regex.status()));
-  EXPECT_TRUE(absl::StrContains(bad_regex.status().message(),
-                                "kernel \"([\" is not a regular expression"))
+  EXPECT_TRUE(
+      absl::StrContains(bad_regex.status().message(), "kernel \"([\" is not a regular expression"))
       << bad_regex.status();
   HistoryQuery h;
   h.op_regex = "fusion";
