@@ -197,20 +197,9 @@ absl::Status CaptureRunner::Run(const podprof::v1::CaptureRequest& request,
                                 const podprof::v1::HostInfo& host, const RunnerLimits& limits,
                                 const std::function<bool()>& cancelled, stream::ChunkSink* sink,
                                 CaptureOutcome* outcome) {
-  // Compared with the limit before any multiply: duration_ms = 2^58 + 1000 wrapped to 1 s once
-  // in ns. An agent may be asked directly, not only by an aggregator that checked already.
-  if (request.duration_ms() == 0) {
-    return absl::InvalidArgumentError("duration_ms must be at least 1, got 0");
-  }
-  if (request.duration_ms() > static_cast<uint64_t>(limits.max_capture_duration_ns / 1'000'000)) {
-    const std::string asked =
-        request.duration_ms() <= static_cast<uint64_t>(kMaxMillisAsNanos / 1000)
-            ? FormatDurationPs(static_cast<int64_t>(request.duration_ms()) * 1'000'000'000)
-            : absl::StrCat(request.duration_ms(), " ms");
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a capture of ", asked, " is longer than this agent allows (limits.max_capture_duration = ",
-        FormatDurationPs(limits.max_capture_duration_ns * 1000), ")"));
-  }
+  // An agent may be asked directly, not only by an aggregator that checked already.
+  RETURN_IF_ERROR(
+      CheckCaptureDurationMs(request.duration_ms(), limits.max_capture_duration_ns, "agent"));
   const int64_t duration_ns = static_cast<int64_t>(request.duration_ms()) * 1'000'000;
   const int64_t now = clock_.NowNs();
   // A start far past any clock would overflow the sums below (start + tolerance, + duration).

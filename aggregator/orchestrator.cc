@@ -14,6 +14,7 @@
 #include "aggregator/host_stream.h"
 #include "common/checked.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "google/protobuf/util/json_util.h"
 #include "ingest/capture_ingest.h"
 #include "kernelprof/options.h"
@@ -102,21 +103,9 @@ void Orchestrator::PruneLocked() {
 absl::StatusOr<v1::StartCaptureResponse> Orchestrator::Start(const v1::StartCaptureRequest& req) {
   // The ms fields are compared with the limits before any multiply: duration_ms = 2^58 + 1000
   // wrapped to 1 s once in ns and passed the duration limit. Every later use of the request's
-  // duration and delay (CollectHosts, the deadlines) relies on this check.
-  if (req.duration_ms() == 0) {
-    return absl::InvalidArgumentError("duration_ms must be at least 1, got 0");
-  }
-  if (req.duration_ms() > static_cast<uint64_t>(limits_.max_duration_ns / 1'000'000)) {
-    // Refused before any agent is asked: a capture this long would be cut or lost later.
-    const std::string asked =
-        req.duration_ms() <= static_cast<uint64_t>(kMaxMillisAsNanos / 1000)
-            ? FormatDurationPs(static_cast<int64_t>(req.duration_ms()) * 1'000'000'000)
-            : absl::StrCat(req.duration_ms(), " ms");
-    return absl::InvalidArgumentError(
-        absl::StrCat("a capture of ", asked,
-                     " is longer than this aggregator allows (limits.max_capture_duration = ",
-                     FormatDurationPs(limits_.max_duration_ns * 1000), ")"));
-  }
+  // duration and delay (CollectHosts, the deadlines) relies on this check. Refused before any
+  // agent is asked: a capture this long would be cut or lost later.
+  RETURN_IF_ERROR(CheckCaptureDurationMs(req.duration_ms(), limits_.max_duration_ns, "aggregator"));
   if (req.delay_ms() > static_cast<uint64_t>(limits_.max_delay_ns / 1'000'000)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "delay_ms must be at most ", limits_.max_delay_ns / 1'000'000, ", got ", req.delay_ms()));

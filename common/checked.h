@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/clock.h"
 
 namespace podprof {
 
@@ -67,6 +68,24 @@ inline absl::StatusOr<int64_t> MillisFieldToNanos(absl::string_view field, uint6
 
 // The largest whole number of ms whose ns fit in an int64_t.
 inline constexpr int64_t kMaxMillisAsNanos = std::numeric_limits<int64_t>::max() / 1'000'000;
+
+// OK when a capture of `duration_ms` may run under a limit of `max_ns`, compared in ms before
+// any multiply (2^58 + 1000 ms wrapped to 1 s once in ns). Otherwise InvalidArgument:
+// "duration_ms must be at least 1, got 0", or "a capture of 10 min is longer than this agent
+// allows (limits.max_capture_duration = 5 min)", `daemon` naming who refuses and the length
+// given in ms where it would not fit in ps.
+inline absl::Status CheckCaptureDurationMs(uint64_t duration_ms, int64_t max_ns,
+                                           absl::string_view daemon) {
+  if (duration_ms == 0) return absl::InvalidArgumentError("duration_ms must be at least 1, got 0");
+  if (duration_ms <= static_cast<uint64_t>(max_ns / 1'000'000)) return absl::OkStatus();
+  const std::string asked =
+      duration_ms <= static_cast<uint64_t>(kMaxMillisAsNanos / 1000)
+          ? FormatDurationPs(static_cast<int64_t>(duration_ms) * 1'000'000'000)
+          : absl::StrCat(duration_ms, " ms");
+  return absl::InvalidArgumentError(absl::StrCat(
+      "a capture of ", asked, " is longer than this ", daemon,
+      " allows (limits.max_capture_duration = ", FormatDurationPs(max_ns * 1000), ")"));
+}
 
 }  // namespace podprof
 
