@@ -31,25 +31,6 @@ namespace v1 = podprof::v1;
 // An ostream whose bytes go out as ExportChunks of at most kChunkBytes, so an export of any
 // size streams with bounded memory. Goes bad when the client is gone, or when the file would
 // pass `limit` bytes (0: no limit).
-// Counts what is written to it and keeps none of it.
-class CountingStreamBuf : public std::streambuf {
- public:
-  uint64_t bytes() const { return bytes_; }
-
- protected:
-  std::streamsize xsputn(const char*, std::streamsize n) override {
-    bytes_ += static_cast<uint64_t>(n);
-    return n;
-  }
-  int_type overflow(int_type c) override {
-    if (!traits_type::eq_int_type(c, traits_type::eof())) ++bytes_;
-    return traits_type::not_eof(c);
-  }
-
- private:
-  uint64_t bytes_ = 0;
-};
-
 class ChunkStreamBuf : public std::streambuf {
  public:
   static constexpr size_t kChunkBytes = 1 << 20;
@@ -233,14 +214,11 @@ absl::Status WriteXSpaces(storage::Store& store, const ExportSink& sink,
     RETURN_IF_ERROR(narrower.Apply(&h.capture));
     narrower.DropUnselectedChips(&h.capture);                   // no empty device planes for them
     if (h.capture.host.chips.empty()) return absl::OkStatus();  // none of the chips selected
-    // Its size first, by writing it once into a counter: a tar download can then stream the
+    // Its size first, for a reader that needs it up front: a tar download can then stream the
     // file rather than hold it whole to learn its size (one plane at a time either way).
     const std::string path = absl::StrCat("plugins/profile/", run, "/", h.row.host, ".xplane.pb");
     if (sink.file_size) {
-      CountingStreamBuf counter;
-      std::ostream counted(&counter);
-      exporter::WriteXSpace(h.capture, &counted);
-      if (!sink.file_size(path, counter.bytes())) {
+      if (!sink.file_size(path, exporter::XSpaceByteSize(h.capture))) {
         return absl::UnavailableError("the client stopped reading");
       }
     }

@@ -326,6 +326,18 @@ tensorflow::profiler::XSpace ToXSpace(const trace::HostCapture& capture) {
   return space;
 }
 
+uint64_t XSpaceByteSize(const trace::HostCapture& capture) {
+  using google::protobuf::internal::WireFormatLite;
+  uint64_t bytes = 0;
+  ForEachXPlane(capture, [&](xp::XPlane* plane) {
+    bytes += WireFormatLite::TagSize(1, WireFormatLite::TYPE_MESSAGE) +
+             WireFormatLite::LengthDelimitedSize(plane->ByteSizeLong());
+    return true;
+  });
+  return bytes + WireFormatLite::TagSize(4, WireFormatLite::TYPE_STRING) +
+         WireFormatLite::StringSize(capture.host.name);
+}
+
 bool WriteXSpace(const trace::HostCapture& capture, std::ostream* out) {
   using google::protobuf::internal::WireFormatLite;
   bool ok = true;

@@ -34,6 +34,11 @@ tensorflow::profiler::XSpace ToXSpace(const trace::HostCapture& capture);
 // or a plane passes protobuf's 2 GiB message limit; what was written by then stays written.
 bool WriteXSpace(const trace::HostCapture& capture, std::ostream* out);
 
+// The number of bytes WriteXSpace(capture) writes (and ToXSpace(capture).ByteSizeLong()),
+// building one plane at a time as it does: for a reader that needs a file's size before its
+// bytes (a tar member's header).
+uint64_t XSpaceByteSize(const trace::HostCapture& capture);
+
 // The planes of ToXSpace(capture), in order, each built only when `visit` is called with it;
 // `visit` may take the plane's contents (Swap). Stops early when `visit` returns false.
 void ForEachXPlane(const trace::HostCapture& capture,

@@ -576,6 +576,7 @@ void ExpectStreamedEqualsWhole(const HostCapture& capture) {
   differ.ReportDifferencesToString(&diff);
   EXPECT_TRUE(differ.Compare(whole, streamed)) << diff;
   EXPECT_EQ(out.str().size(), whole.ByteSizeLong());
+  EXPECT_EQ(XSpaceByteSize(capture), out.str().size());  // told before a tar member's bytes
   // Planes in ToXSpace's order (a repeated field compares in order above too).
   ASSERT_EQ(streamed.planes_size(), whole.planes_size());
   EXPECT_EQ(streamed.hostnames_size(), 1);
