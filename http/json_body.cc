@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 
 namespace podprof::http {
 namespace {
@@ -37,6 +38,25 @@ int NestingDepth(absl::string_view text, int limit) {
 }
 
 const char* TypeName(const nlohmann::json& v) { return v.type_name(); }
+
+// The member `key` of `object` when it is a `type` of at most kMaxJsonItems `parts` (nullptr
+// when absent); InvalidArgument naming the field otherwise ("labels must be an object of
+// strings, got a string").
+absl::StatusOr<const nlohmann::json*> Container(const nlohmann::json& object, const char* key,
+                                                nlohmann::json::value_t type, const char* kind,
+                                                const char* parts) {
+  const auto it = object.find(key);
+  if (it == object.end()) return nullptr;
+  if (it->type() != type) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(key, " must be ", kind, " of strings, got a ", TypeName(*it)));
+  }
+  if (it->size() > kMaxJsonItems) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(key, " has ", it->size(), " ", parts, ", at most ", kMaxJsonItems));
+  }
+  return &*it;
+}
 
 }  // namespace
 
@@ -91,17 +111,10 @@ absl::StatusOr<uint64_t> UintField(const nlohmann::json& object, const char* key
 absl::StatusOr<std::vector<std::string>> StringListField(const nlohmann::json& object,
                                                          const char* key) {
   std::vector<std::string> out;
-  const auto it = object.find(key);
-  if (it == object.end()) return out;
-  if (!it->is_array()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(key, " must be a list of strings, got a ", TypeName(*it)));
-  }
-  if (it->size() > kMaxJsonItems) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(key, " has ", it->size(), " items, at most ", kMaxJsonItems));
-  }
-  for (const nlohmann::json& v : *it) {
+  ASSIGN_OR_RETURN(const nlohmann::json* list,
+                   Container(object, key, nlohmann::json::value_t::array, "a list", "items"));
+  if (list == nullptr) return out;
+  for (const nlohmann::json& v : *list) {
     if (!v.is_string()) {
       return absl::InvalidArgumentError(
           absl::StrCat(key, " must be a list of strings, and has a ", TypeName(v)));
@@ -114,17 +127,10 @@ absl::StatusOr<std::vector<std::string>> StringListField(const nlohmann::json& o
 absl::StatusOr<std::map<std::string, std::string>> StringMapField(const nlohmann::json& object,
                                                                   const char* key) {
   std::map<std::string, std::string> out;
-  const auto it = object.find(key);
-  if (it == object.end()) return out;
-  if (!it->is_object()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(key, " must be an object of strings, got a ", TypeName(*it)));
-  }
-  if (it->size() > kMaxJsonItems) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(key, " has ", it->size(), " entries, at most ", kMaxJsonItems));
-  }
-  for (const auto& item : it->items()) {
+  ASSIGN_OR_RETURN(const nlohmann::json* map,
+                   Container(object, key, nlohmann::json::value_t::object, "an object", "entries"));
+  if (map == nullptr) return out;
+  for (const auto& item : map->items()) {
     if (!item.value().is_string()) {
       return absl::InvalidArgumentError(
           absl::StrCat(key, ".", item.key(), " must be a string, got a ", TypeName(item.value())));
