@@ -61,6 +61,14 @@ class TlsTest : public ::testing::Test {
     delete dir_;
   }
   static std::string P(const std::string& f) { return (*dir_ / f).string(); }
+  // curl over HTTPS as `who` (the certificate `who`.crt; "" for none), trusting the test CA.
+  static testing::CurlResult CurlAs(const std::string& who, const std::string& args) {
+    std::string flags = " --cacert " + P("ca.crt");
+    if (!who.empty()) {
+      absl::StrAppend(&flags, " --cert ", P(who + ".crt"), " --key ", P(who + ".key"));
+    }
+    return testing::Curl(flags + " " + args, P("curl.out"));
+  }
   static void Run(const std::string& cmd) {
     ASSERT_EQ(std::system((cmd + " >/dev/null 2>&1").c_str()), 0) << cmd;
   }
@@ -278,14 +286,8 @@ TEST_F(TlsTest, TheHttpApiHoldsTheSameRoles) {
   const std::string base =
       absl::StrCat("https://127.0.0.1:", aggregator_->info()["http_port"].get<int>());
   // curl as `who` ("" for no certificate).
-  auto curl = [&](const std::string& who, const std::string& args) {
-    std::string flags = " --cacert " + P("ca.crt");
-    if (!who.empty())
-      absl::StrAppend(&flags, " --cert ", P(who + ".crt"), " --key ", P(who + ".key"));
-    return testing::Curl(flags + " " + args, P("curl.out"));
-  };
   for (int i = 0; i < 100; ++i) {  // until agent-0 is registered and probed
-    auto [status, body] = curl("viewer-bob", base + "/api/v1/agents");
+    auto [status, body] = CurlAs("viewer-bob", base + "/api/v1/agents");
     ASSERT_EQ(status, 200) << body;
     auto agents = nlohmann::json::parse(body)["agents"];
     if (agents.size() == 1 && agents[0]["clock_uncertainty_ns"].get<int64_t>() > 0) break;
@@ -294,36 +296,38 @@ TEST_F(TlsTest, TheHttpApiHoldsTheSameRoles) {
   const std::string start =
       "-X POST -H 'Content-Type: application/json' --data-binary '{\"duration_ms\": 300}' " + base +
       "/api/v1/captures";
-  auto [denied, why] = curl("viewer-bob", start);
+  auto [denied, why] = CurlAs("viewer-bob", start);
   EXPECT_EQ(denied, 403);
   EXPECT_TRUE(absl::StrContains(why, "caller viewer-bob may not act as an operator")) << why;
-  auto [started, body] = curl("ops-alice", start);
+  auto [started, body] = CurlAs("ops-alice", start);
   ASSERT_EQ(started, 201) << body;
   const std::string id = nlohmann::json::parse(body)["capture"];
   EXPECT_EQ(nlohmann::json::parse(body)["hosts"][0], "agent-0");
-  EXPECT_EQ(curl("viewer-bob", base + "/api/v1/captures/" + id).status, 200);
-  EXPECT_EQ(curl("viewer-bob", base + "/metrics").status, 200);
-  EXPECT_NE(curl("", base + "/api/v1/captures").status, 200);          // no client certificate
-  EXPECT_NE(curl("intruder", base + "/api/v1/captures").status, 200);  // another CA's
+  EXPECT_EQ(CurlAs("viewer-bob", base + "/api/v1/captures/" + id).status, 200);
+  EXPECT_EQ(CurlAs("viewer-bob", base + "/metrics").status, 200);
+  EXPECT_NE(CurlAs("", base + "/api/v1/captures").status, 200);          // no client certificate
+  EXPECT_NE(CurlAs("intruder", base + "/api/v1/captures").status, 200);  // another CA's
   // The pages too; and they offer the start form to operators only.
-  EXPECT_NE(curl("", base + "/").status, 200);
-  EXPECT_NE(curl("", base + "/assets/app.js").status, 200);
-  EXPECT_EQ(curl("viewer-bob", base + "/captures/" + id).status, 200);
-  EXPECT_EQ(nlohmann::json::parse(curl("viewer-bob", base + "/api/v1/ui").body)["operator"], false);
-  EXPECT_EQ(nlohmann::json::parse(curl("ops-alice", base + "/api/v1/ui").body)["operator"], true);
-  EXPECT_EQ(curl("viewer-bob", "-X POST -H 'Content-Type: application/json' " + base +
-                                   "/api/v1/captures/" + id + "/cancel")
+  EXPECT_NE(CurlAs("", base + "/").status, 200);
+  EXPECT_NE(CurlAs("", base + "/assets/app.js").status, 200);
+  EXPECT_EQ(CurlAs("viewer-bob", base + "/captures/" + id).status, 200);
+  EXPECT_EQ(nlohmann::json::parse(CurlAs("viewer-bob", base + "/api/v1/ui").body)["operator"],
+            false);
+  EXPECT_EQ(nlohmann::json::parse(CurlAs("ops-alice", base + "/api/v1/ui").body)["operator"], true);
+  EXPECT_EQ(CurlAs("viewer-bob", "-X POST -H 'Content-Type: application/json' " + base +
+                                     "/api/v1/captures/" + id + "/cancel")
                 .status,
             403);
   // Malformed and oversized requests get a 4xx, and the server serves on.
-  EXPECT_EQ(curl("ops-alice",
-                 "-X POST -H 'Content-Type: application/json' --data-binary '{\"duration_ms\": ' " +
-                     base + "/api/v1/captures")
-                .status,
+  EXPECT_EQ(
+      CurlAs("ops-alice",
+             "-X POST -H 'Content-Type: application/json' --data-binary '{\"duration_ms\": ' " +
+                 base + "/api/v1/captures")
+          .status,
+      400);
+  EXPECT_EQ(CurlAs("viewer-bob", base + "/api/v1/captures/" + id + "/timeline?width=99999").status,
             400);
-  EXPECT_EQ(curl("viewer-bob", base + "/api/v1/captures/" + id + "/timeline?width=99999").status,
-            400);
-  EXPECT_EQ(curl("viewer-bob", base + "/api/v1/captures/" + id).status, 200);
+  EXPECT_EQ(CurlAs("viewer-bob", base + "/api/v1/captures/" + id).status, 200);
 }
 
 // What a hostile page can make a browser that holds an operator's certificate send (the
@@ -334,34 +338,30 @@ TEST_F(TlsTest, HostileRequestsWithRealCertificatesAreRefused) {
   auto agent = StartAgent("agent-0", 0);
   const std::string base =
       absl::StrCat("https://127.0.0.1:", aggregator_->info()["http_port"].get<int>());
-  auto curl = [&](const std::string& who, const std::string& args) {
-    return testing::Curl(absl::StrCat(" --cacert ", P("ca.crt"), " --cert ", P(who + ".crt"),
-                                      " --key ", P(who + ".key"), " ", args),
-                         P("curl.out"));
-  };
   const std::string body = " --data-binary '{\"duration_ms\": 300}' " + base + "/api/v1/captures";
   const std::string cross = "-H 'Origin: https://evil.example' -H 'Sec-Fetch-Site: cross-site' ";
-  EXPECT_EQ(curl("ops-alice", cross + "-H 'Content-Type: text/plain'" + body).status, 403);
-  EXPECT_EQ(curl("ops-alice", "-H 'Content-Type: text/plain'" + body).status, 415);
-  EXPECT_EQ(curl("ops-alice",
-                 "-H 'Origin: https://evil.example' "
-                 "-H 'Content-Type: application/json'" +
-                     body)
+  EXPECT_EQ(CurlAs("ops-alice", cross + "-H 'Content-Type: text/plain'" + body).status, 403);
+  EXPECT_EQ(CurlAs("ops-alice", "-H 'Content-Type: text/plain'" + body).status, 415);
+  EXPECT_EQ(CurlAs("ops-alice",
+                   "-H 'Origin: https://evil.example' "
+                   "-H 'Content-Type: application/json'" +
+                       body)
                 .status,
             403);
-  EXPECT_EQ(curl("ops-alice", "-H 'Host: evil.example' -H 'Content-Type: application/json'" + body)
-                .status,
-            421);
+  EXPECT_EQ(
+      CurlAs("ops-alice", "-H 'Host: evil.example' -H 'Content-Type: application/json'" + body)
+          .status,
+      421);
   // The page's own origin under TLS is https://<host>.
   const std::string own = "-H 'Origin: " + base + "' -H 'Content-Type: application/json'";
-  EXPECT_EQ(curl("ops-alice", own + body).status, 201);
-  EXPECT_EQ(curl("viewer-bob", own + body).status, 403);  // and roles still hold
+  EXPECT_EQ(CurlAs("ops-alice", own + body).status, 201);
+  EXPECT_EQ(CurlAs("viewer-bob", own + body).status, 403);  // and roles still hold
 
   std::string nested(20000, '(');
   nested += std::string(20000, ')');
   const auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(
-      curl("viewer-bob", "'" + base + "/api/v1/captures/x/kernels?kernel=" + nested + "'").status,
+      CurlAs("viewer-bob", "'" + base + "/api/v1/captures/x/kernels?kernel=" + nested + "'").status,
       400);
   auto stub = v1::Aggregator::NewStub(grpc::CreateChannel(addr_, CredentialsOf("viewer-bob")));
   for (const std::string& pattern : {nested, std::string("(.*)*#")}) {
@@ -378,7 +378,7 @@ TEST_F(TlsTest, HostileRequestsWithRealCertificatesAreRefused) {
     }
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
-  EXPECT_EQ(curl("viewer-bob", base + "/api/v1/agents").status, 200);
+  EXPECT_EQ(CurlAs("viewer-bob", base + "/api/v1/agents").status, 200);
   EXPECT_EQ(kill(aggregator_->pid(), 0), 0);  // alive
 }
 
