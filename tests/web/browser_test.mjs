@@ -8,48 +8,20 @@
 //
 //   node tests/web/browser_test.mjs --bin build/bin --out build/test-artifacts/web
 // Exit: 0 all passed, 1 a check failed, 77 no browser here (skipped, and says so).
-import {spawnSync} from 'node:child_process';
-import {existsSync, mkdirSync, mkdtempSync} from 'node:fs';
-import {createRequire} from 'node:module';
-import {tmpdir} from 'node:os';
+import {mkdirSync} from 'node:fs';
 import {join} from 'node:path';
 
-const arg = (name, fallback) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? process.argv[i + 1] : fallback;
-};
-const bin = arg('bin', 'build/bin');
+import {arg, browserPath, check, chromium, failures, startDemo} from './harness.mjs';
+
 const out = arg('out', 'build/test-artifacts/web');
-const browserPath = arg('chromium', '/usr/bin/chromium');
-if (!existsSync(browserPath)) {
-  console.log(`SKIP: no browser at ${browserPath} (scripts/install-deps.sh installs chromium)`);
-  process.exit(77);
-}
-const require = createRequire(new URL('../../web/package.json', import.meta.url));
-const {chromium} = require('playwright-core');
 mkdirSync(out, {recursive: true});
 
-let failures = 0;
-function check(ok, what) {
-  console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
-  if (!ok) failures++;
-}
-
 // The demo pod: 2 hosts x 4 chips, one capture, left running for the pages.
-const dir = mkdtempSync(join(tmpdir(), 'podprof-web-'));
-const demo = spawnSync(`${bin}/podprof`, ['demo', '--keep', '--hosts', '2', '--duration', '1s',
-                                          '--format', 'json', '--dir', dir], {encoding: 'utf8'});
-if (demo.status !== 0) {
-  console.log(`FAIL podprof demo exited ${demo.status}:\n${demo.stderr}`);
-  process.exit(1);
-}
-const result = JSON.parse(demo.stdout);
-const pids = result.pids;
+const result = startDemo(2, 'podprof-web-');
 const page0 = new URL(result.web_url);
 const base = page0.origin;
 const firstCapture = result.capture_id;
-const stopPod = () => { for (const p of pids) { try { process.kill(p, 'SIGTERM'); } catch (e) { /* gone */ } } };
-process.on('exit', stopPod);
+const stopPod = result.stop;
 
 const browser = await chromium.launch({
   executablePath: browserPath,
@@ -229,5 +201,5 @@ try {
   await browser.close();
   stopPod();
 }
-console.log(failures ? `${failures} checks failed; screenshots in ${out}` : `all passed; screenshots in ${out}`);
-process.exit(failures ? 1 : 0);
+console.log(failures() ? `${failures()} checks failed; screenshots in ${out}` : `all passed; screenshots in ${out}`);
+process.exit(failures() ? 1 : 0);

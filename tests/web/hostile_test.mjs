@@ -9,48 +9,23 @@
 //   node tests/web/hostile_test.mjs --bin build/bin
 // Exit: 0 all passed, 1 a check failed, 77 no browser here (skipped, and says so).
 import {spawn, spawnSync} from 'node:child_process';
-import {existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync} from 'node:fs';
+import {existsSync, mkdirSync, readFileSync, writeFileSync} from 'node:fs';
 import {createServer} from 'node:http';
 import https from 'node:https';
-import {createRequire} from 'node:module';
 import net from 'node:net';
-import {tmpdir} from 'node:os';
 import {join} from 'node:path';
 
-const arg = (name, fallback) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? process.argv[i + 1] : fallback;
-};
-const bin = arg('bin', 'build/bin');
-const browserPath = arg('chromium', '/usr/bin/chromium');
-if (!existsSync(browserPath)) {
-  console.log(`SKIP: no browser at ${browserPath} (scripts/install-deps.sh installs chromium)`);
-  process.exit(77);
-}
-const require = createRequire(new URL('../../web/package.json', import.meta.url));
-const {chromium} = require('playwright-core');
+import {bin, browserPath, check, chromium, failures, startDemo} from './harness.mjs';
 
-let failures = 0;
 // The TLS phase's daemons, stopped at the end.
 const tlsChildren = [];
-function check(ok, what) {
-  console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
-  if (!ok) failures++;
-}
 
-const dir = mkdtempSync(join(tmpdir(), 'podprof-hostile-'));
-const demo = spawnSync(`${bin}/podprof`, ['demo', '--keep', '--hosts', '2', '--duration', '1s',
-                                          '--format', 'json', '--dir', dir], {encoding: 'utf8'});
-if (demo.status !== 0) {
-  console.log(`FAIL podprof demo exited ${demo.status}:\n${demo.stderr}`);
-  process.exit(1);
-}
-const result = JSON.parse(demo.stdout);
+const result = startDemo(2, 'podprof-hostile-');
+const dir = result.dir;
 const web = new URL(result.web_url);
 const port = Number(web.port);
 const capture = result.capture_id;
-const stopPod = () => { for (const p of result.pids) { try { process.kill(p, 'SIGTERM'); } catch (e) { /* gone */ } } };
-process.on('exit', stopPod);
+const stopPod = result.stop;
 const aggPid = result.pids.find((p) => {
   try { return readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('podprof-aggregator'); } catch (e) { return false; }
 });
@@ -206,8 +181,8 @@ try {
 }
 stopPod();
 for (const c of tlsChildren) { try { c.kill('SIGTERM'); } catch (e) { /* gone */ } }
-console.log(failures === 0 ? 'hostile: all checks passed' : `hostile: ${failures} checks failed`);
-process.exit(failures === 0 ? 0 : 1);
+console.log(failures() === 0 ? 'hostile: all checks passed' : `hostile: ${failures()} checks failed`);
+process.exit(failures() === 0 ? 0 : 1);
 
 // The page that tries what a hostile page can against `agg`: a no-cors fetch, a CORS fetch, a
 // form POST, a no-cors cancel, an <img> with a hostile pattern; its title says when it is done.
