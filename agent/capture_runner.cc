@@ -230,7 +230,13 @@ absl::Status CaptureRunner::Run(const podprof::v1::CaptureRequest& request,
   opts->set_start_timestamp_ns(static_cast<uint64_t>(start_ns));
   opts->set_host_tracer_level(
       request.options().host_tracer_level() != 0 ? request.options().host_tracer_level() : 2);
-  opts->set_device_type(tensorflow::ProfileOptions::TPU);
+  // UNSPECIFIED: every tracer the workload has runs. A device type would switch the others
+  // off (the GPU tracer returns none unless it is GPU or UNSPECIFIED), and the same agent
+  // serves TPU, GPU and CPU workloads.
+  opts->set_device_type(tensorflow::ProfileOptions::UNSPECIFIED);
+  // The programs' HLO on `/host:metadata`, as XProf's own capture asks: op categories and
+  // named scopes of JAX on CPU come only from it (trace/hlo_proto.h), and XProf's tools read it.
+  opts->set_enable_hlo_proto(true);
   // Tracer levels and kernel-profiling settings, as the client asked: an agent may be asked
   // directly, not only through an aggregator that validated the request already.
   RETURN_IF_ERROR(kernelprof::FillProfileOptions(request.options(), opts));

@@ -49,6 +49,13 @@ CollectiveEndList CollectiveEnds(const trace::HostCapture& c) {
   CollectiveEndList all;  // (id, a chip's end), then grouped by id
   for (const trace::EventBlock& b : c.blocks) {
     if (!trace::IsKernelLine(b.kind)) continue;
+    // A CPU device's collectives (JAX on CPU) run on host threads, which end them when the OS
+    // schedules them: a real 4-process JAX job on one machine ended one all-reduce up to ms
+    // apart, so they pin no clock (docs/INTEROP.md, "A real JAX job").
+    if (b.chip >= 0 && static_cast<size_t>(b.chip) < c.host.chips.size() &&
+        c.host.chips[b.chip].device_type == trace::kCpuDeviceType) {
+      continue;
+    }
     for (size_t i = 0; i < b.size(); ++i) {
       if (b.collective[i] == 0) continue;
       all.emplace_back(b.collective[i], b.base_ns + (b.start_ps[i] + b.duration_ps[i]) / 1000);

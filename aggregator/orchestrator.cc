@@ -464,7 +464,10 @@ void Orchestrator::PostSummary(CaptureRun& run,
       h->set_event_count(s->events());
       h->set_bytes_received(s->bytes());
     }
-    if (!c.refined) h->add_warnings("clock from probes only: no collective matched");
+    if (!c.refined) {
+      h->add_warnings(
+          "clock from probes only: no collective matched (a CPU device's are not used)");
+    }
   }
   uint64_t events = 0;
   for (const auto& s : hosts) events += s->events();

@@ -254,8 +254,12 @@ void WriteChipPlane(const trace::HostCapture& capture, int ci, bool gpu, xp::XPl
   const trace::Chip& chip = capture.host.chips[ci];
   const int64_t origin = capture.host.profile_start_ns;
   plane->set_id(static_cast<int64_t>(ci) + 1);
-  plane->set_name(absl::StrCat(
-      gpu ? trace::xspace::kGpuPlanePrefix : trace::xspace::kTpuPlanePrefix, chip.ordinal));
+  // The CPU device of JAX on CPU is known by its device type, which travels with the chip.
+  const absl::string_view prefix = chip.device_type == trace::kCpuDeviceType
+                                       ? trace::xspace::kCpuPlanePrefix
+                                   : gpu ? trace::xspace::kGpuPlanePrefix
+                                         : trace::xspace::kTpuPlanePrefix;
+  plane->set_name(absl::StrCat(prefix, chip.ordinal));
   kDevice.Declare(plane);
   if (!chip.device_type.empty()) {
     kDevice.Add(plane->mutable_stats(), Stat::kDeviceTypeString)->set_str_value(chip.device_type);

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs every Debian 12 package podprof needs to build, test and run.
-# Idempotent; run as root. Uses apt-get only: nothing else is downloaded.
+# Idempotent; run as root. Debian packages with apt-get; then the real peers the `realpeers` tests
+# run against (JAX, XProf, tpu-info, chdb: tests/peers/requirements.txt, exact versions with
+# hashes) with pip into .venv. Nothing else is downloaded, and no test downloads anything.
 set -euo pipefail
 
 packages=(
@@ -29,6 +31,8 @@ packages=(
   # The web pages: Node.js runs npm (uPlot, bundled at build time; web/package-lock.json) and
   # the browser tests, which drive Debian's headless Chromium.
   nodejs chromium
+  # The real peers' virtual environment (.venv, below).
+  python3 python3-venv
 )
 
 missing=()
@@ -42,8 +46,13 @@ done
 need_npm=0
 command -v npm >/dev/null 2>&1 || need_npm=1
 
+install_venv() {
+  bash "$(dirname "$0")/install-venv.sh"
+}
+
 if [ "${#missing[@]}" -eq 0 ] && [ "$need_npm" -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
+  install_venv
   exit 0
 fi
 
@@ -62,3 +71,4 @@ if ! command -v npm >/dev/null 2>&1; then
   missing+=(npm)
 fi
 echo "install-deps: installed ${missing[*]}"
+install_venv

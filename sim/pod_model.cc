@@ -319,13 +319,17 @@ std::vector<int64_t> PodModel::CollectiveEndsPs(int64_t step) const {
       continue;
     }
     const int64_t slowest = *std::max_element(t.begin(), t.end());
-    // The transfer of one collective is one pod-wide quantity: draw it once (host -1 would
-    // be nominal; use the pod-level stream instead).
-    const int64_t end = slowest + ComputeDurationPs(0, 0, step, op);
+    const int64_t end = slowest + CollectiveTransferPs(step, op);
     ends.push_back(end);
     std::fill(t.begin(), t.end(), end + kLaunchGapPs);
   }
   return ends;
+}
+
+int64_t PodModel::CollectiveTransferPs(int64_t step, int op) const {
+  // The transfer of one collective is one pod-wide quantity: drawn once, from the stream of
+  // chip 0 of host 0 (host -1 would be the nominal time).
+  return ComputeDurationPs(0, 0, step, op);
 }
 
 std::vector<ChipStep> PodModel::Step(int64_t step,

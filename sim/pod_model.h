@@ -134,6 +134,9 @@ class PodModel {
   // Step(step), given `collective_ends` = CollectiveEndsPs(step) (of any host's model of the
   // same pod): only this host's chips are computed.
   std::vector<ChipStep> Step(int64_t step, const std::vector<int64_t>& collective_ends) const;
+  // The transfer phase of collective `op` in step `step`, ps: the part of the collective after
+  // the slowest chip of the pod arrived, the same on every chip.
+  int64_t CollectiveTransferPs(int64_t step, int op) const;
   // Index of the step running (or last started) at true time `true_ns`.
   int64_t StepAt(int64_t true_ns) const;
 

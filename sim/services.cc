@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/checked.h"
@@ -17,12 +20,56 @@ constexpr char kHbmUsage[] = "tpu.runtime.hbm.memory.usage.bytes";
 constexpr char kHbmTotal[] = "tpu.runtime.hbm.memory.total.bytes";
 constexpr char kDutyCycle[] = "tpu.runtime.tensorcore.dutycycle.percent";
 constexpr char kIdle[] = "tpu.runtime.tensorcore.idle_duration.seconds";
+constexpr char kHbmBandwidth[] = "tpu.runtime.hbm.utilization.percent";
 constexpr char kQueue[] = "hlo.queue.size.gauge";
 constexpr char kTiming[] = "hlo.execution.timing.distribution.microseconds";
 
-// Exponential buckets for kernel timings: 1 us * 2^i, 24 finite buckets (up to ~16 s).
+// Exponential buckets for kernel timings: 1 us * 2^i, 24 finite buckets (up to ~16 s). The
+// transfer metrics use the same layout (their rates in Mbit/s fit it too).
 constexpr int kBuckets = 24;
 constexpr double kGrowth = 2, kScale = 1;
+
+// The runtime's multi-slice ("megascale") metrics: distributions over the host's transfers,
+// accumulated since Metric.start_timestamp.
+struct TransferMetric {
+  const char* name;
+  const char* description;
+  std::vector<TransferObservation> HostTransfers::*observations;
+  // One Metric per buffer-size class (`buffer-size` in the attribute's key-value list), or
+  // one for all of the host's connections (an empty list).
+  bool by_buffer_size;
+};
+const TransferMetric kTransferMetrics[] = {
+    {"megascale.dcn_transfer_latencies.microsecond.cumulative.distribution",
+     "collective transfers after the slowest chip arrived, microseconds",
+     &HostTransfers::outbound_us, true},
+    {"megascale.dcn_inbound_transfer_latencies.microsecond.cumulative.distribution",
+     "collective data arrival from launch (waiting on the slowest chip included), microseconds",
+     &HostTransfers::inbound_us, true},
+    {"megascale.host_to_device_transfer_latencies.microsecond.cumulative.distribution",
+     "input batches from the host into HBM, microseconds", &HostTransfers::host_to_device_us, true},
+    {"megascale.device_to_host_transfer_latencies.microsecond.cumulative.distribution",
+     "step outputs from HBM to the host, microseconds", &HostTransfers::device_to_host_us, true},
+    {"megascale.collective_end_to_end_latencies.microsecond.cumulative.distribution",
+     "collectives from launch to result, host reduction included, microseconds",
+     &HostTransfers::collective_us, true},
+    {"megascale.mxla_compute_latencies.microsecond.cumulative.distribution",
+     "the host's share of reducing collectives, microseconds", &HostTransfers::host_compute_us,
+     true},
+    {"megascale.grpc_tcp_min_rtt.microsecond.cumulative.distribution",
+     "smallest round trip of each connection to another host, microseconds",
+     &HostTransfers::tcp_min_rtt_us, false},
+    {"megascale.grpc_tcp_delivery_rate.Mbps.cumulative.distribution",
+     "delivery rate of each connection to another host, Mbit/s", &HostTransfers::tcp_delivery_mbps,
+     false},
+};
+
+const TransferMetric* FindTransferMetric(const std::string& name) {
+  for (const TransferMetric& t : kTransferMetrics) {
+    if (name == t.name) return &t;
+  }
+  return nullptr;
+}
 
 void SetTimestamp(int64_t ns, google::protobuf::Timestamp* ts) {
   ts->set_seconds(ns / 1'000'000'000);
@@ -55,11 +102,74 @@ void FillDistribution(const std::vector<double>& us, rt::Distribution* d) {
   for (int64_t c : counts) d->add_bucket_counts(c);
 }
 
+// log2 of a buffer's size class: the largest power of two not above it.
+int SizeClassShift(int64_t bytes) {
+  int shift = 0;
+  while (shift < 62 && (int64_t{2} << shift) <= bytes) ++shift;
+  return shift;
+}
+
+// A size class as the runtime labels it: binary units and a `+` ("512B+", "4MB+").
+std::string SizeClassLabel(int shift) {
+  static constexpr const char* kUnits[] = {"B", "KB", "MB", "GB", "TB", "PB", "EB"};
+  const int unit = shift / 10;
+  return absl::StrCat(int64_t{1} << (shift - 10 * unit), kUnits[unit], "+");
+}
+
+void AddStringAttribute(const std::string& key, const std::string& value, rt::KeyValueList* kv) {
+  rt::Attribute* a = kv->add_attributes();
+  a->set_key(key);
+  a->mutable_value()->set_string_attr(value);
+}
+
+// The attribute of the HLO queue and timing metrics: a key-value list naming the device by
+// `device_ordinal` and the kind of core. Current runtimes send the ordinal as a decimal string
+// (older ones an int), and clients look for it there, not in the `device-id` int the gauges
+// carry.
+void SetDeviceOrdinal(int chip, rt::Attribute* attribute) {
+  attribute->set_key("device");
+  rt::KeyValueList* kv = attribute->mutable_value()->mutable_kvlist_attr();
+  AddStringAttribute("device_ordinal", absl::StrCat(chip), kv);
+  AddStringAttribute("core_type", "tensorcore", kv);
+}
+
+void AddTransferMetrics(const TransferMetric& spec, const HostTransfers& transfers, int64_t now,
+                        rt::TPUMetric* metric) {
+  metric->set_description(spec.description);
+  // Observations by size class, smallest first; connection metrics have one class.
+  std::map<int, std::vector<double>> classes;
+  for (const TransferObservation& o : transfers.*spec.observations) {
+    classes[spec.by_buffer_size ? SizeClassShift(o.bytes) : -1].push_back(o.value);
+  }
+  if (!spec.by_buffer_size && classes.empty()) classes[-1];
+  for (const auto& [shift, values] : classes) {
+    rt::Metric* m = metric->add_metrics();
+    m->mutable_attribute()->set_key("megascale");
+    rt::KeyValueList* kv = m->mutable_attribute()->mutable_value()->mutable_kvlist_attr();
+    if (shift >= 0) AddStringAttribute("buffer-size", SizeClassLabel(shift), kv);
+    SetTimestamp(now, m->mutable_timestamp());
+    SetTimestamp(transfers.start_host_ns, m->mutable_start_timestamp());
+    FillDistribution(values, m->mutable_distribution());
+  }
+}
+
+// Identifies the compiled program in the runtime status: the XSpace's program_id, big-endian,
+// so that a status and a capture of the same step can be matched.
+std::string ProgramFingerprint(uint64_t program_id) {
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(program_id >> (56 - 8 * i));
+  return out;
+}
+
 }  // namespace
 
 const std::vector<std::string>& SupportedMetricNames() {
-  static const auto* const kNames =
-      new std::vector<std::string>{kHbmUsage, kHbmTotal, kDutyCycle, kIdle, kQueue, kTiming};
+  static const auto* const kNames = [] {
+    auto* names = new std::vector<std::string>{kHbmUsage,     kHbmTotal, kDutyCycle, kIdle,
+                                               kHbmBandwidth, kQueue,    kTiming};
+    for (const TransferMetric& t : kTransferMetrics) names->push_back(t.name);
+    return names;
+  }();
   return *kNames;
 }
 
@@ -152,10 +262,18 @@ grpc::Status MetricServiceImpl::GetRuntimeMetric(grpc::ServerContext*,
   const int64_t now = host_->host_clock().NowNs();
   rt::TPUMetric* metric = response->mutable_metric();
   metric->set_name(name);
+  if (const TransferMetric* transfer = FindTransferMetric(name)) {
+    AddTransferMetrics(*transfer, host_->Transfers(), now, metric);
+    return grpc::Status::OK;
+  }
   for (const ChipActivity& c : host_->Activity()) {
     rt::Metric* m = metric->add_metrics();
-    m->mutable_attribute()->set_key("device-id");
-    m->mutable_attribute()->mutable_value()->set_int_attr(c.chip);
+    if (name == kQueue || name == kTiming) {
+      SetDeviceOrdinal(c.chip, m->mutable_attribute());
+    } else {
+      m->mutable_attribute()->set_key("device-id");
+      m->mutable_attribute()->mutable_value()->set_int_attr(c.chip);
+    }
     SetTimestamp(now, m->mutable_timestamp());
     if (name == kHbmUsage) {
       metric->set_description("HBM in use, bytes");
@@ -169,6 +287,9 @@ grpc::Status MetricServiceImpl::GetRuntimeMetric(grpc::ServerContext*,
     } else if (name == kIdle) {
       metric->set_description("time since the TensorCore last ran a kernel, seconds");
       m->mutable_gauge()->set_as_double(c.idle_seconds);
+    } else if (name == kHbmBandwidth) {
+      metric->set_description("HBM bandwidth used over the last step, percent of the peak");
+      m->mutable_gauge()->set_as_double(c.hbm_bandwidth_percent);
     } else if (name == kQueue) {
       metric->set_description("HLO programs queued or running");
       m->mutable_gauge()->set_as_int(c.queued_kernels);
@@ -181,8 +302,49 @@ grpc::Status MetricServiceImpl::GetRuntimeMetric(grpc::ServerContext*,
 }
 
 grpc::Status MetricServiceImpl::GetTpuRuntimeStatus(grpc::ServerContext*,
-                                                    const rt::GetTpuRuntimeStatusRequest*,
-                                                    rt::GetTpuRuntimeStatusResponse*) {
+                                                    const rt::GetTpuRuntimeStatusRequest* request,
+                                                    rt::GetTpuRuntimeStatusResponse* response) {
+  const PodModel& model = host_->model();
+  const std::string fingerprint = ProgramFingerprint(model.program_id());
+  response->set_host_name(host_->host_name());
+  for (const CoreState& c : host_->CoreStates()) {
+    // Core and chip ids are int32 on the wire; a pod has far fewer.
+    rt::CoreStateSummary& s =
+        (*response->mutable_core_states())[static_cast<int32_t>(c.global_core_id)];
+    rt::CoreId* id = s.mutable_core_id();
+    id->set_global_core_id(static_cast<int32_t>(c.global_core_id));
+    id->set_chip_id(static_cast<int32_t>(c.global_chip_id));
+    id->mutable_core_on_chip()->set_type(rt::TPU_CORE_TYPE_TENSOR_CORE);
+    id->mutable_core_on_chip()->set_index(c.core_on_chip);
+    s.set_xdb_server_running(false);
+    s.set_program_fingerprint(fingerprint);
+    // One launch per step: the launch id is the step's, cut to the field's 31 bits.
+    s.set_launch_id(static_cast<int32_t>(c.run_id & 0x7fffffff));
+    rt::SequencerState* seq = s.add_sequencer_info();
+    seq->set_sequencer_type(rt::TPU_SEQUENCER_TYPE_TENSOR_CORE_SEQUENCER);
+    seq->set_sequencer_index(0);
+    // The id's 64 bits as they are; the field is signed on the wire.
+    seq->set_program_id(static_cast<int64_t>(model.program_id()));
+    seq->set_run_id(c.run_id);
+    seq->set_tracemark(c.run_id);
+    // Between kernels (and once the step's work is done) the sequencer waits at the program's
+    // entry; inside a kernel it is in that kernel's code, 1 KiB per kernel, 16-byte bundles.
+    const int64_t kernel_base = c.op < 0 ? 0 : int64_t{1024} * (c.op + 1);
+    const auto bundle = static_cast<int64_t>(c.op_progress * 63);
+    seq->set_pc(kernel_base + 16 * bundle);
+    // The tag says which kernel of the program runs (its position, from 1; 0 outside kernels).
+    seq->set_tag(c.op < 0 ? 0 : c.op + 1);
+    if (request->include_hlo_info() && c.op >= 0) {
+      const OpTemplate& op = model.ops()[c.op];
+      seq->set_hlo_location(op.name);
+      seq->set_hlo_detailed_info(op.hlo_text);
+    }
+    // JAX dispatches the next step before this one finishes.
+    rt::QueuedProgram* next = s.add_queued_program_info();
+    next->set_run_id(c.run_id + 1);
+    next->set_launch_id(c.run_id + 1);
+    next->set_program_fingerprint(fingerprint);
+  }
   return grpc::Status::OK;
 }
 

@@ -25,6 +25,23 @@ constexpr int64_t kPollNs = 200'000'000;
 // The last stretch before an instant is a plain sleep (see WaitUntil).
 constexpr int64_t kFinalApproachNs = 2'000'000;
 
+// The host side of a step, for the runtime's transfer metrics. A step's input batch per chip
+// and its outputs (loss and metrics) per chip, bytes, and the host's PCIe link to a chip.
+constexpr int64_t kInputBatchBytes = int64_t{16} << 20;
+constexpr int64_t kStepOutputBytes = 4096;
+constexpr double kHostLinkBytesPerS = 16e9;
+// Fixed cost of one device-to-host copy (DMA setup and the completion interrupt), us.
+constexpr double kDeviceToHostSetupUs = 20;
+// What a host core reduces per second, FLOP/s: the host's share of a cross-slice reduction.
+constexpr double kHostReduceFlopsPerS = 25e9;
+// The hosts' network: smallest round trip to another host, us, and a connection's delivery
+// rate at its best, Mbit/s.
+constexpr double kTcpMinRttUs = 30;
+constexpr double kTcpDeliveryMbps = 20'000;
+
+// Uniform in [0, 1) from a hash.
+double UnitInterval(uint64_t h) { return static_cast<double>(h >> 11) / 9007199254740992.0; }
+
 absl::Status MakeDirs(const std::string& path) {
   std::string partial;
   for (size_t i = 0; i <= path.size(); ++i) {
@@ -218,23 +235,113 @@ std::vector<ChipActivity> SimHost::Activity() {
   std::vector<ChipStep> current = model_.Step(s), previous = model_.Step(s - 1);
   std::vector<ChipActivity> out(model_.chips());
   const int64_t period_ps = model_.step_period_ns() * 1000;
+  // What the chip's peak bandwidth moves in one step period (GB/s times ns is bytes).
+  const double period_bytes =
+      model_.generation().peak_hbm_gbps * static_cast<double>(model_.step_period_ns());
   for (int c = 0; c < model_.chips(); ++c) {
     ChipActivity& a = out[c];
     a.chip = c;
     a.hbm_total_bytes = model_.generation().hbm_bytes;
     a.hbm_usage_bytes = model_.HbmUsageBytes(c);
     int64_t busy = 0;
+    double moved = 0;
     for (const OpRun& r : previous[c].runs) {
       busy += r.duration_ps;
+      moved += static_cast<double>(model_.ops()[r.op].bytes);
       a.kernel_us.push_back(static_cast<double>(r.duration_ps) / 1e6);
     }
     a.duty_cycle_percent = 100.0 * static_cast<double>(busy) / static_cast<double>(period_ps);
+    a.hbm_bandwidth_percent = 100.0 * moved / period_bytes;
     const int64_t rel_ps = (now - current[c].start_ns) * 1000;
     for (const OpRun& r : current[c].runs) {
       if (r.start_ps + r.duration_ps > rel_ps) ++a.queued_kernels;
     }
     if (rel_ps > current[c].busy_end_ps) {
       a.idle_seconds = static_cast<double>(rel_ps - current[c].busy_end_ps) / 1e12;
+    }
+  }
+  return out;
+}
+
+HostTransfers SimHost::Transfers() {
+  // The last complete step, as for the kernel timings: a client sees whole steps.
+  const int64_t s = model_.StepAt(truth_.NowNs()) - 1;
+  const std::vector<ChipStep> step = model_.Step(s);
+  HostTransfers t;
+  t.start_host_ns = host_clock_.ToHost(s * model_.step_period_ns());
+  t.end_host_ns = host_clock_.ToHost((s + 1) * model_.step_period_ns());
+  const uint64_t seed = model_.config().pod_seed;
+  const auto host = static_cast<uint64_t>(model_.config().host_index);
+  const auto us = [](int64_t ps) { return static_cast<double>(ps) / 1e6; };
+  for (int c = 0; c < model_.chips(); ++c) {
+    for (const OpRun& r : step[c].runs) {
+      const OpTemplate& op = model_.ops()[r.op];
+      if (!op.collective) continue;
+      const double transfer = us(model_.CollectiveTransferPs(s, r.op));
+      const double inbound = us(r.duration_ps);
+      const double reduce = static_cast<double>(op.flops) / kHostReduceFlopsPerS * 1e6;
+      t.outbound_us.push_back({op.bytes, transfer});
+      t.inbound_us.push_back({op.bytes, inbound});
+      if (op.flops > 0) t.host_compute_us.push_back({op.bytes, reduce});
+      t.collective_us.push_back({op.bytes, inbound + reduce});
+    }
+    // PCIe copies take longer when the host's other traffic shares the link: up to 8% for a
+    // batch, up to 20% for a small copy, whose setup is most of its time.
+    const auto chip = static_cast<uint64_t>(c);
+    const auto step_index = static_cast<uint64_t>(s);
+    const double in_jitter =
+        1 + 0.08 * UnitInterval(MixHash(seed, 0x68326420, host, chip, step_index));
+    const double out_jitter =
+        1 + 0.2 * UnitInterval(MixHash(seed, 0x64326820, host, chip, step_index));
+    t.host_to_device_us.push_back({kInputBatchBytes, static_cast<double>(kInputBatchBytes) /
+                                                         kHostLinkBytesPerS * 1e6 * in_jitter});
+    t.device_to_host_us.push_back(
+        {kStepOutputBytes,
+         (kDeviceToHostSetupUs + static_cast<double>(kStepOutputBytes) / kHostLinkBytesPerS * 1e6) *
+             out_jitter});
+  }
+  // One connection to each other host of the pod; a host alone still holds one, to the
+  // coordinator of the job.
+  const int peers = std::max(1, model_.config().hosts - 1);
+  for (int p = 0; p < peers; ++p) {
+    const uint64_t h =
+        MixHash(seed, 0x746370, host, static_cast<uint64_t>(p), static_cast<uint64_t>(s));
+    t.tcp_min_rtt_us.push_back({0, kTcpMinRttUs * (1 + 0.5 * UnitInterval(h))});
+    t.tcp_delivery_mbps.push_back(
+        {0, kTcpDeliveryMbps * (0.7 + 0.3 * UnitInterval(MixHash(h, 0x72617465)))});
+  }
+  return t;
+}
+
+std::vector<CoreState> SimHost::CoreStates() {
+  const int64_t now = truth_.NowNs();
+  const int64_t s = model_.StepAt(now);
+  const std::vector<ChipStep> current = model_.Step(s);
+  // v7x drives two TensorCores per chip (one per die); a generation whose catalog entry leaves
+  // the count out runs one (v4 and v5p fuse theirs into one megacore).
+  const int cores = std::max(1, model_.generation().tensor_cores);
+  std::vector<CoreState> out;
+  for (int c = 0; c < model_.chips(); ++c) {
+    const int64_t rel_ps = (now - current[c].start_ns) * 1000;
+    int op = -1;
+    double progress = 0;
+    for (const OpRun& r : current[c].runs) {
+      if (r.start_ps <= rel_ps && rel_ps < r.start_ps + r.duration_ps) {
+        op = r.op;
+        progress = static_cast<double>(rel_ps - r.start_ps) / static_cast<double>(r.duration_ps);
+        break;
+      }
+    }
+    for (int k = 0; k < cores; ++k) {
+      CoreState st;
+      st.chip = c;
+      st.global_chip_id = model_.GlobalChipId(c);
+      st.core_on_chip = k;
+      st.global_core_id = st.global_chip_id * cores + k;
+      st.run_id = s;
+      st.op = op;
+      st.op_progress = progress;
+      out.push_back(st);
     }
   }
   return out;

@@ -74,7 +74,53 @@ struct ChipActivity {
   int queued_kernels = 0;         // kernels of the current step not yet finished
   int64_t hbm_usage_bytes = 0;
   int64_t hbm_total_bytes = 0;
+  // HBM bytes the last complete step's kernels moved, as a share of what the chip's peak
+  // bandwidth could move in the step period.
+  double hbm_bandwidth_percent = 0;
   std::vector<double> kernel_us;  // durations of the last complete step's kernels, us
+};
+
+// One observation of a transfer metric: its value in the metric's unit and the size of the
+// buffer it concerns (0 for metrics about connections rather than buffers).
+struct TransferObservation {
+  int64_t bytes = 0;
+  double value = 0;
+};
+
+// What the runtime's multi-slice ("megascale") metrics report: the observations of the last
+// complete step, over all chips of this host. The simulated pod is one slice with no
+// data-centre network, so the step's collectives stand in for its cross-slice transfers.
+struct HostTransfers {
+  // The step the observations accumulate over, on the host clock.
+  int64_t start_host_ns = 0;
+  int64_t end_host_ns = 0;
+  // Per collective and chip: the transfer phase (after the slowest chip arrived), us.
+  std::vector<TransferObservation> outbound_us;
+  // Per collective and chip: from its launch until its data arrived (the wait for the
+  // slowest chip plus the transfer), us.
+  std::vector<TransferObservation> inbound_us;
+  // Per reducing collective and chip: the host's share of the reduction, us.
+  std::vector<TransferObservation> host_compute_us;
+  // Per collective and chip: inbound plus host compute, us.
+  std::vector<TransferObservation> collective_us;
+  // Per chip: the step's input batch into HBM, and its outputs back to the host, us.
+  std::vector<TransferObservation> host_to_device_us;
+  std::vector<TransferObservation> device_to_host_us;
+  // Per connection to another host of the pod: its smallest round trip (us) and its delivery
+  // rate (Mbit/s) over the step.
+  std::vector<TransferObservation> tcp_min_rtt_us;
+  std::vector<TransferObservation> tcp_delivery_mbps;
+};
+
+// One TensorCore at an instant, for the runtime-status query.
+struct CoreState {
+  int chip = 0;                // host-local, the metrics' device id
+  int64_t global_chip_id = 0;  // pod-wide
+  int core_on_chip = 0;
+  int64_t global_core_id = 0;  // pod-wide
+  int64_t run_id = 0;          // the step executing, or last executed when idle
+  int op = -1;                 // the kernel executing (index into PodModel::ops()), or -1
+  double op_progress = 0;      // how far into that kernel, 0..1
 };
 
 // Thread-safe: gRPC handlers call it concurrently. One profiling session runs at a time.
@@ -96,6 +142,10 @@ class SimHost {
   void Shutdown();
 
   std::vector<ChipActivity> Activity();
+  HostTransfers Transfers();
+  // Every TensorCore of this host, by chip and core.
+  std::vector<CoreState> CoreStates();
+  const std::string& host_name() const { return options_.host_name; }
   const PodModel& model() const { return model_; }
   SkewedClock& host_clock() { return host_clock_; }
   Clock& truth() { return truth_; }

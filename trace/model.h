@@ -15,9 +15,15 @@
 
 namespace podprof::trace {
 
-enum class DeviceKind { kTpu, kGpu };
+// kCpu: the CPU device of JAX on CPU, whose ops the profiler records on the host's threads
+// (`/host:CPU`); podprof reads them as one device, device_type kCpuDeviceType.
+enum class DeviceKind { kTpu, kGpu, kCpu };
 
-// One accelerator: a `/device:TPU:N` or `/device:GPU:N` plane.
+// Chip::device_type of a CPU device. It travels with the chip (ChipInfo.device_type_string),
+// so an export far from the reader still writes a `/device:CPU:N` plane for it.
+inline constexpr char kCpuDeviceType[] = "CPU";
+
+// One accelerator: a `/device:TPU:N` or `/device:GPU:N` plane, or the CPU device.
 struct Chip {
   DeviceKind kind = DeviceKind::kTpu;
   // N of `/device:TPU:N`: the chip's index on its host.

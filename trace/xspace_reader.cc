@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "common/status_macros.h"
 #include "trace/chip_catalog.h"
 #include "trace/hash.h"
+#include "trace/hlo_proto.h"
 #include "trace/perf_samples.h"
 #include "trace/wire.h"
 #include "trace/xspace_schema.h"
@@ -189,8 +191,13 @@ struct Extent {
   int64_t pos;  // offset of the field's length prefix
 };
 
-// kSparseCore: a TPU chip's SparseCore plane, whose data belongs to that chip's.
-enum class PlaneKind { kSkip, kTpu, kGpu, kSparseCore, kTaskEnvironment };
+// kSparseCore: a TPU chip's SparseCore plane, whose data belongs to that chip's. kCpu: a
+// `/device:CPU:N` plane (podprof's own export of a CPU device), read as a TPU plane is.
+// kHostCpu: `/host:CPU`, read only when the capture has no device plane (JAX on CPU: its XLA
+// ops run on host threads); kHostMetadata: the programs' HloProtos, read for kHostCpu.
+enum class PlaneKind {
+  kSkip, kTpu, kGpu, kSparseCore, kTaskEnvironment, kCpu, kHostCpu, kHostMetadata
+};
 
 // A plane number: 1-9 digits, all of `digits`.
 bool ParseNumber(absl::string_view digits, int* out) {
@@ -229,6 +236,9 @@ PlaneKind ClassifyPlane(absl::string_view name, int* ordinal, int* sparse_core) 
   if (ParseDeviceOrdinal(name, xspace::kGpuPlanePrefix, ordinal)) return PlaneKind::kGpu;
   if (ParseSparseCorePlane(name, ordinal, sparse_core)) return PlaneKind::kSparseCore;
   if (name == xspace::kTaskEnvironmentPlane) return PlaneKind::kTaskEnvironment;
+  if (ParseDeviceOrdinal(name, xspace::kCpuPlanePrefix, ordinal)) return PlaneKind::kCpu;
+  if (name == xspace::kHostCpuPlane) return PlaneKind::kHostCpu;
+  if (name == xspace::kHostMetadataPlane) return PlaneKind::kHostMetadata;
   return PlaneKind::kSkip;
 }
 
@@ -242,11 +252,17 @@ bool ClassifyLine(PlaneKind plane, absl::string_view name, LineKind* kind, bool*
     *counters = true;
     return true;
   }
+  if (plane == PlaneKind::kHostCpu) {
+    // A host thread: its XLA op events are kernels, its StepTraceAnnotations steps
+    // (Reader::ReadCpuEvent); every other event is skipped.
+    *kind = LineKind::kOps;
+    return true;
+  }
   if (name == xspace::kStepsLine) {
     *kind = LineKind::kSteps;
     return true;
   }
-  if (plane == PlaneKind::kTpu) {
+  if (plane == PlaneKind::kTpu || plane == PlaneKind::kCpu) {
     if (name == xspace::kXlaOpsLine) {
       *kind = LineKind::kOps;
       return true;
@@ -262,7 +278,11 @@ bool ClassifyLine(PlaneKind plane, absl::string_view name, LineKind* kind, bool*
     }
     // `_counters_`, and any other line (utilization and performance-counter lines): events
     // that carry `counter_value` or `performance_counter_id` are counter samples, the rest
-    // is skipped.
+    // is skipped. A CPU device's other lines are its threads' ops (WriteChipPlane).
+    if (plane == PlaneKind::kCpu && name != xspace::kCountersLine) {
+      *kind = LineKind::kOps;
+      return true;
+    }
     *counters = true;
     return true;
   }
@@ -331,6 +351,10 @@ class Reader {
     // Performance counter samples, and whether any event metadata names a counter.
     PerfSampleCollector perf;
     bool any_meta_perf_id = false;
+    // A host CPU plane's ops by (metadata id, program id): one event metadata per op name
+    // serves every program that has an op of that name. The value: kernel, and whether it is
+    // a collective.
+    absl::flat_hash_map<std::pair<int64_t, uint64_t>, std::pair<uint32_t, bool>> cpu_kernel_of;
   };
 
   // One pass over the XSpace: the host's part (`header`: names, warnings, chips, the Task
@@ -362,9 +386,23 @@ class Reader {
     int64_t timestamp_ns = 0;
     int64_t absolute_ns = 0;      // Absolute(timestamp_ns)
     EventBlock* block = nullptr;  // null for counter lines
+    // A host CPU thread's blocks (indices: adding one moves the others): its ops (`block`)
+    // and its steps, made when the first step is read.
+    size_t ops_block = 0;
+    int64_t steps_block = -1;
   };
   absl::Status ReadLine(Cursor line, PlaneState* plane);
   absl::Status ReadEvent(Span ev, PlaneState* plane, LineContext* ctx);
+  // JAX on CPU: a host thread's event, kept when it runs an XLA op (`hlo_op`) or is a
+  // StepTraceAnnotation (`step_num`).
+  absl::Status ReadCpuEvent(Span ev, PlaneState* plane, LineContext* ctx);
+  absl::StatusOr<std::pair<uint32_t, bool>> CpuKernelFor(PlaneState* plane, int64_t metadata_id,
+                                                         uint64_t program_id,
+                                                         const std::string& module);
+  // After the header pass: the CPU device, when the capture has a host CPU plane and no
+  // device plane, with its programs' HLO (the `/host:metadata` plane).
+  absl::Status AddCpuDevice();
+  absl::Status ReadHloPrograms(const PlaneScan& scan, int64_t plane_end);
   // The event as a counter sample of a counter line: a perf sample (performance_counter_id on
   // the event or its metadata; counted when it has no value), or an older-style counter sample;
   // false when it is neither. Out of line: most events are not on counter lines.
@@ -397,6 +435,13 @@ class Reader {
   absl::flat_hash_map<int, int> chip_of_tpu_ordinal_;
   // What each chip's planes lacked, by ordinal; warnings once the capture is read.
   std::map<int, ChipNotes> notes_;
+  // JAX on CPU: whether the header pass saw `/host:CPU`, where `/host:metadata` is, the CPU
+  // device's chip (-1: none, the host plane is skipped), and each program's HLO ops.
+  bool saw_host_cpu_ = false;
+  std::optional<PlaneScan> host_metadata_;
+  int64_t host_metadata_end_ = 0;
+  int cpu_chip_ = -1;
+  absl::flat_hash_map<uint64_t, HloModuleOps> hlo_programs_;
 };
 
 absl::StatusOr<HostCapture> Reader::Read() {
@@ -407,6 +452,7 @@ absl::StatusOr<HostCapture> Reader::Read() {
   // the file), so that each device plane's data can be put on absolute times, and handed on,
   // as soon as it is read. Skipping the planes' lines costs nothing: they are length-prefixed.
   RETURN_IF_ERROR(WalkSpace(/*header=*/true));
+  RETURN_IF_ERROR(AddCpuDevice());
   if (capture_.host.name.empty()) capture_.host.name = options_.host_name;
   if (sink_ != nullptr) RETURN_IF_ERROR(sink_->OnHost(capture_.host));
   RETURN_IF_ERROR(WalkSpace(/*header=*/false));
@@ -497,6 +543,17 @@ absl::Status Reader::ReadPlane(Cursor plane, bool header) {
   }
   if (!scan.named || scan.kind == PlaneKind::kSkip) return absl::OkStatus();
   if (!header && scan.kind == PlaneKind::kTaskEnvironment) return absl::OkStatus();
+  if (scan.kind == PlaneKind::kHostMetadata) {
+    if (header) {
+      host_metadata_end_ = plane.end();
+      host_metadata_ = std::move(scan);
+    }
+    return absl::OkStatus();
+  }
+  if (scan.kind == PlaneKind::kHostCpu) {
+    saw_host_cpu_ = true;
+    if (header || cpu_chip_ < 0) return absl::OkStatus();
+  }
   return ReadDevicePlane(scan, plane.end(), header);
 }
 
@@ -574,6 +631,7 @@ absl::Status Reader::ReadPlaneHeader(const PlaneScan& scan, const PlaneState& st
 }
 
 absl::StatusOr<int> Reader::DataPlaneChip(const PlaneScan& scan, PlaneState* state) {
+  if (scan.kind == PlaneKind::kHostCpu) return cpu_chip_;
   if (scan.kind == PlaneKind::kSparseCore) {
     auto it = chip_of_tpu_ordinal_.find(scan.ordinal);
     if (it == chip_of_tpu_ordinal_.end()) {
@@ -596,7 +654,9 @@ absl::StatusOr<int> Reader::DataPlaneChip(const PlaneScan& scan, PlaneState* sta
 absl::StatusOr<Chip> Reader::ReadChip(const PlaneScan& scan, const PlaneState& state,
                                       const std::vector<RawStat>& plane_stats) {
   Chip chip;
-  chip.kind = scan.kind == PlaneKind::kTpu ? DeviceKind::kTpu : DeviceKind::kGpu;
+  chip.kind = scan.kind == PlaneKind::kTpu   ? DeviceKind::kTpu
+              : scan.kind == PlaneKind::kCpu ? DeviceKind::kCpu
+                                             : DeviceKind::kGpu;
   chip.ordinal = scan.ordinal;
   // Fallbacks for the pod-wide id when core_details does not give it, as XProf's Perf
   // Counters tool reads it: global_chip_id, else device_id.
@@ -641,6 +701,7 @@ absl::StatusOr<Chip> Reader::ReadChip(const PlaneScan& scan, const PlaneState& s
     }
   }
   if (chip.global_id < 0) chip.global_id = global_chip_id >= 0 ? global_chip_id : device_id;
+  if (chip.kind == DeviceKind::kCpu && chip.device_type.empty()) chip.device_type = kCpuDeviceType;
   if (const ChipGeneration* g = FindGenerationByDeviceType(chip.device_type);
       g != nullptr && chip.kind == DeviceKind::kTpu) {
     chip.generation = g->name;
@@ -822,11 +883,14 @@ absl::Status Reader::ReadLine(Cursor line, PlaneState* plane) {
     RETURN_IF_ERROR(ScanLineHeader(rest, &name, &timestamp_ns));
   }
   if (!ClassifyLine(plane->kind, name, &ctx.kind, &ctx.counters)) return absl::OkStatus();
+  // A host thread's ops, apart from the device's own lines: "XLA Ops: tf_XLAEigen/17".
+  if (plane->kind == PlaneKind::kHostCpu) name = absl::StrCat(xspace::kXlaOpsLine, ": ", name);
   ctx.timestamp_ns = timestamp_ns;
   ctx.absolute_ns = Absolute(timestamp_ns);
   plane->line_name = plane->line_prefix.empty() ? std::move(name) : plane->line_prefix + name;
   // A SparseCore plane's lines hold both counter samples and scopes.
   const bool sparse_core = plane->kind == PlaneKind::kSparseCore;
+  ctx.ops_block = capture_.blocks.size();
   if (!ctx.counters || sparse_core) {
     capture_.blocks.emplace_back();
     ctx.block = &capture_.blocks.back();
@@ -882,8 +946,11 @@ absl::Status Reader::ReadLine(Cursor line, PlaneState* plane) {
       RETURN_IF_ERROR(line.Skip(wt));
     }
   }
-  // Only counter samples: no block of scopes.
-  if (sparse_core && ctx.block->size() == 0) capture_.blocks.pop_back();
+  // Only counter samples: no block of scopes. A host thread that ran no op: no block.
+  if ((sparse_core || plane->kind == PlaneKind::kHostCpu) &&
+      capture_.blocks[ctx.ops_block].size() == 0) {
+    capture_.blocks.erase(capture_.blocks.begin() + static_cast<ptrdiff_t>(ctx.ops_block));
+  }
   return absl::OkStatus();
 }
 
@@ -981,6 +1048,7 @@ absl::Status ParseEvent(Span ev, const StatTable& table, EventFields* f) {
 }
 
 absl::Status Reader::ReadEvent(Span ev, PlaneState* plane, LineContext* ctx) {
+  if (plane->kind == PlaneKind::kHostCpu) return ReadCpuEvent(ev, plane, ctx);
   EventFields f;
   RETURN_IF_ERROR(ParseEvent(ev, plane->stat_table, &f));
   if (ABSL_PREDICT_FALSE(f.dropped_traces > 0)) NoteDroppedTraces(*plane, f.dropped_traces);
@@ -1003,6 +1071,169 @@ absl::Status Reader::ReadEvent(Span ev, PlaneState* plane, LineContext* ctx) {
   block->duration_ps.push_back(f.device_duration_ps >= 0 ? f.device_duration_ps : f.duration_ps);
   block->kernel.push_back(kernel);
   block->collective.push_back(f.collective);
+  return absl::OkStatus();
+}
+
+absl::Status Reader::ReadCpuEvent(Span ev, PlaneState* plane, LineContext* ctx) {
+  uint64_t v = 0, program_id = 0, run_id = 0;
+  int64_t metadata_id = 0, offset_ps = 0, duration_ps = 0;
+  bool op = false, step = false;
+  std::string module;
+  uint32_t field;
+  WireType wt;
+  while (!ev.done()) {
+    if (!ev.ReadTag(&field, &wt)) return wire::MalformedAt(ev.offset(), "bad field in XEvent");
+    bool ok = true;
+    if ((field == XEventField::kMetadataId || field == XEventField::kOffsetPs ||
+         field == XEventField::kDurationPs) && wt == wire::kVarint) {
+      ok = ev.ReadVarint(&v);
+      (field == XEventField::kMetadataId ? metadata_id
+       : field == XEventField::kOffsetPs ? offset_ps
+                                         : duration_ps) = static_cast<int64_t>(v);
+    } else if (field == XEventField::kStats && wt == wire::kLengthDelimited) {
+      Span st;
+      RawStat stat;
+      if (!ev.ReadSub(&st) || !ParseRawStat(st, &stat)) {
+        return wire::MalformedAt(ev.offset(), "bad XStat in XEvent");
+      }
+      switch (plane->stat_table.Kind(stat.metadata_id)) {
+        case Stat::kHloOp:
+          op = true;
+          break;
+        case Stat::kHloModule:
+          RETURN_IF_ERROR(StatString(*plane, stat, &module));
+          break;
+        case Stat::kProgramId:
+          program_id = StatUint(stat);
+          break;
+        case Stat::kRunId:
+          run_id = StatUint(stat);
+          break;
+        case Stat::kStepNum:
+          step = true;
+          break;
+        default:
+          break;
+      }
+    } else {
+      ok = ev.Skip(wt);
+    }
+    if (!ok) return wire::MalformedAt(ev.offset(), "bad field in XEvent");
+  }
+  if (!op && !step) return absl::OkStatus();
+  uint32_t kernel;
+  uint64_t collective = 0;
+  EventBlock* block;
+  if (op) {
+    ASSIGN_OR_RETURN(auto k, CpuKernelFor(plane, metadata_id, program_id, module));
+    kernel = k.first;
+    // Every process of a JAX job runs a program with the same run id (its launch id), so
+    // program, run and op name identify one collective on every host.
+    if (k.second) {
+      collective = Fnv1a64(absl::StrCat(program_id, "/", run_id, "/",
+                                        capture_.kernels[kernel].name)) | 1;
+    }
+    block = &capture_.blocks[ctx->ops_block];
+  } else {
+    ASSIGN_OR_RETURN(kernel, KernelFor(plane, LineKind::kSteps, metadata_id));
+    if (ctx->steps_block < 0) {
+      ctx->steps_block = static_cast<int64_t>(capture_.blocks.size());
+      EventBlock& steps = capture_.blocks.emplace_back();
+      steps.chip = plane->chip;
+      steps.line = std::string(xspace::kStepsLine);
+      steps.kind = LineKind::kSteps;
+      steps.base_ns = ctx->timestamp_ns;
+      ctx->block = &capture_.blocks[ctx->ops_block];
+    }
+    block = &capture_.blocks[static_cast<size_t>(ctx->steps_block)];
+  }
+  block->start_ps.push_back(offset_ps);
+  block->duration_ps.push_back(duration_ps);
+  block->kernel.push_back(kernel);
+  block->collective.push_back(collective);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::pair<uint32_t, bool>> Reader::CpuKernelFor(PlaneState* plane,
+                                                              int64_t metadata_id,
+                                                              uint64_t program_id,
+                                                              const std::string& module) {
+  auto hit = plane->cpu_kernel_of.find({metadata_id, program_id});
+  if (hit != plane->cpu_kernel_of.end()) return hit->second;
+  KernelDef def;
+  auto meta = plane->metas.find(metadata_id);
+  def.name = meta != plane->metas.end() ? meta->second.name
+                                        : absl::StrCat("<unknown metadata ", metadata_id, ">");
+  def.hlo_hash = Fnv1a64(def.name);
+  def.program_id = program_id;
+  def.module = module;
+  if (auto prog = hlo_programs_.find(program_id); prog != hlo_programs_.end()) {
+    if (def.module.empty()) def.module = prog->second.name;
+    if (auto op = prog->second.ops.find(def.name); op != prog->second.ops.end()) {
+      def.category = op->second.opcode;
+      def.tf_op = op->second.op_name;
+    }
+  }
+  // Without the program's HLO, an op named after a collective's opcode ("all-reduce.3") is one.
+  if (def.category.empty()) {
+    absl::string_view base = def.name;
+    if (size_t dot = base.rfind('.'); dot != absl::string_view::npos) base = base.substr(0, dot);
+    def.category = IsCollectiveOpcode(base) ? std::string(base) : "unknown";
+  }
+  const bool collective = IsCollectiveOpcode(def.category);
+  std::string key = absl::StrCat(static_cast<int>(LineKind::kOps), "|", def.program_id, "|",
+                                 def.hlo_hash, "|", def.name, "|", def.category);
+  auto [it, inserted] = kernel_index_.try_emplace(key, capture_.kernels.size());
+  if (inserted) capture_.kernels.push_back(std::move(def));
+  std::pair<uint32_t, bool> value{it->second, collective};
+  plane->cpu_kernel_of.emplace(std::make_pair(metadata_id, program_id), value);
+  return value;
+}
+
+absl::Status Reader::AddCpuDevice() {
+  if (!saw_host_cpu_ || !capture_.host.chips.empty()) return absl::OkStatus();
+  Chip chip;
+  chip.kind = DeviceKind::kCpu;
+  chip.device_type = kCpuDeviceType;
+  cpu_chip_ = static_cast<int>(capture_.host.chips.size());
+  capture_.host.chips.push_back(std::move(chip));
+  if (!host_metadata_.has_value()) return absl::OkStatus();
+  return ReadHloPrograms(*host_metadata_, host_metadata_end_);
+}
+
+absl::Status Reader::ReadHloPrograms(const PlaneScan& scan, int64_t plane_end) {
+  PlaneState state;
+  Cursor c(&window_, 0, plane_end, "XPlane");
+  for (const Extent& e : scan.stat_metadata) {
+    c.Seek(e.pos);
+    Cursor entry(nullptr, 0, 0, "");
+    RETURN_IF_ERROR(c.ReadSub("XPlane.stat_metadata entry", &entry));
+    RETURN_IF_ERROR(ReadStatMetadataEntry(entry, &state.stat_table));
+  }
+  for (const Extent& e : scan.event_metadata) {
+    c.Seek(e.pos);
+    Cursor entry(nullptr, 0, 0, "");
+    RETURN_IF_ERROR(c.ReadSub("XPlane.event_metadata entry", &entry));
+    RETURN_IF_ERROR(ReadEventMetadataEntry(entry, &state));
+  }
+  for (const auto& [id, meta] : state.metas) {
+    const RawStat* hlo = nullptr;
+    uint64_t program_id = 0;
+    for (const RawStat& s : meta.stats) {
+      const Stat kind = state.stat_table.Kind(s.metadata_id);
+      if (kind == Stat::kHloProto && s.type == RawStat::Type::kString) hlo = &s;
+      if (kind == Stat::kProgramId) program_id = StatUint(s);
+    }
+    if (hlo == nullptr) continue;
+    HloModuleOps ops;
+    if (absl::Status st = ReadHloModuleOps(hlo->str, &ops); !st.ok()) {
+      // The ops are still read, by name alone; say which program lacks its HLO.
+      capture_.warnings.push_back(absl::StrCat(xspace::kHostMetadataPlane, ": program ",
+                                               meta.name, ": ", st.message()));
+      continue;
+    }
+    hlo_programs_.insert_or_assign(program_id, std::move(ops));
+  }
   return absl::OkStatus();
 }
 

@@ -68,6 +68,10 @@ inline constexpr absl::string_view kDevicePlanePrefix = "/device:";
 inline constexpr absl::string_view kTpuPlanePrefix = "/device:TPU:";
 inline constexpr absl::string_view kGpuPlanePrefix = "/device:GPU:";
 inline constexpr absl::string_view kHostCpuPlane = "/host:CPU";
+// The programs' HloProtos (event metadata per program, stat `Hlo Proto`).
+inline constexpr absl::string_view kHostMetadataPlane = "/host:metadata";
+// What podprof writes for a CPU device (JAX on CPU) and reads back: lines as a TPU plane's.
+inline constexpr absl::string_view kCpuPlanePrefix = "/device:CPU:";
 // Holds the profile's window (profile_start_time, profile_stop_time) as plane stats.
 inline constexpr absl::string_view kTaskEnvironmentPlane = "Task Environment";
 
@@ -130,6 +134,13 @@ enum class Stat : uint8_t {
   kTfOp,
   kSourceStack,
   kMosaicMlir,
+  // Of a host-thread event of JAX on CPU: the XLA instruction and module it runs, and a
+  // StepTraceAnnotation's step.
+  kHloOp,
+  kHloModule,
+  kStepNum,
+  // Of a `/host:metadata` event metadata: the program's serialized HloProto.
+  kHloProto,
   // Of the Task Environment plane.
   kProfileStartTime,
   kProfileStopTime,
@@ -163,6 +174,10 @@ inline constexpr absl::string_view kStatNames[kStatCount] = {
     "tf_op",
     "source_stack",
     "mosaic_mlir",
+    "hlo_op",
+    "hlo_module",
+    "step_num",
+    "Hlo Proto",
     "profile_start_time",
     "profile_stop_time",
 };

@@ -148,7 +148,8 @@ TEST_F(WorkloadRequestTest, WithoutKernelProfilingTheRequestIsAsBefore) {
   EXPECT_EQ(got.opts().python_tracer_level(), 0u);
   EXPECT_EQ(got.opts().host_tracer_level(), 2u);
   EXPECT_EQ(got.opts().version(), 1u);
-  EXPECT_EQ(got.opts().device_type(), tensorflow::ProfileOptions::TPU);
+  EXPECT_EQ(got.opts().device_type(), tensorflow::ProfileOptions::UNSPECIFIED);
+  EXPECT_TRUE(got.opts().enable_hlo_proto());
 }
 
 TEST_F(WorkloadRequestTest, AnInvalidRequestNeverReachesTheWorkload) {

@@ -241,7 +241,8 @@ TEST(SimHostProcessTest, MetricsPerDeviceWithFiltersAndNotFound) {
     std::set<std::string> names;
     for (const auto& m : resp.supported_metric()) names.insert(m.metric_name());
     EXPECT_EQ(names, (std::set<std::string>{"tpu.runtime.hbm.memory.usage.bytes",
-                                            "tpu.runtime.hbm.memory.total.bytes"}));
+                                            "tpu.runtime.hbm.memory.total.bytes",
+                                            "tpu.runtime.hbm.utilization.percent"}));
   }
   auto get = [&](const std::string& name, rt::MetricResponse* resp) {
     grpc::ClientContext ctx;

@@ -1,0 +1,89 @@
+"""What the `realpeers` tests share: the built binaries, free loopback ports, the podprof CLI,
+and daemons started as real child processes that are always stopped (fixtures: conftest.py)."""
+import json
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+BIN = Path(os.environ.get("PODPROF_BIN", "build/bin")).resolve()
+OUT = Path(os.environ.get("PODPROF_TEST_OUT", "/tmp/podprof-peers")).resolve()
+SOURCE = Path(os.environ.get("PODPROF_SOURCE", Path(__file__).parents[2])).resolve()
+FIXTURES = Path(os.environ.get("PODPROF_FIXTURES", SOURCE.parent / "shared/fixtures/xspace"))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def podprof(*args, check=True, timeout=120):
+    """Runs the podprof CLI; returns stdout. A failure shows the command and its stderr."""
+    cmd = [str(BIN / "podprof"), *map(str, args)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if check and r.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} exited {r.returncode}:\n{r.stderr[-3000:]}")
+    return r.stdout
+
+
+def podprof_json(*args, **kw):
+    return json.loads(podprof(*args, "--format", "json", **kw))
+
+
+def wait_file(path, seconds, proc=None):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if Path(path).is_file() and Path(path).stat().st_size > 0:
+            return json.loads(Path(path).read_text())
+        if proc is not None and proc.poll() is not None:
+            log = getattr(proc, "log_path", None)
+            tail = Path(log).read_text(errors="replace")[-2000:] if log else ""
+            raise AssertionError(
+                f"{proc.args[0]} exited {proc.returncode} before {path} appeared:\n{tail}")
+        time.sleep(0.05)
+    raise AssertionError(f"{path} did not appear in {seconds} s")
+
+
+class Processes:
+    """Child processes with their logs under the test's folder, all stopped at the end."""
+
+    def __init__(self, folder):
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.procs = []
+
+    def start(self, name, cmd, env=None):
+        log = open(self.folder / f"{name}.log", "w")
+        p = subprocess.Popen([str(c) for c in cmd], stdout=log, stderr=subprocess.STDOUT,
+                             env={**os.environ, **(env or {})}, cwd=self.folder)
+        p.name = name
+        p.log_path = self.folder / f"{name}.log"
+        self.procs.append(p)
+        return p
+
+    def log(self, name):
+        return (self.folder / f"{name}.log").read_text(errors="replace")
+
+    def stop(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def start_aggregator(procs, out, extra=()):
+    ready = out / "aggregator.json"
+    p = procs.start("aggregator", [BIN / "podprof-aggregator", "--insecure",
+                                   "--listen=127.0.0.1:0", "--http-listen=127.0.0.1:0",
+                                   f"--db={out / 'podprof.db'}", f"--ready-file={ready}", *extra])
+    info = wait_file(ready, 30, p)
+    return info
