@@ -93,8 +93,8 @@ nlohmann::json HostJson(const HostCapture& c, const KernelRows& rows) {
   for (const trace::Chip& chip : c.host.chips) {
     chips.push_back({{"ordinal", chip.ordinal},
                      {"kind", chip.kind == trace::DeviceKind::kTpu   ? "tpu"
-                             : chip.kind == trace::DeviceKind::kCpu ? "cpu"
-                                                                    : "gpu"},
+                              : chip.kind == trace::DeviceKind::kCpu ? "cpu"
+                                                                     : "gpu"},
                      {"global_id", chip.global_id},
                      {"generation", chip.generation},
                      {"device_type", chip.device_type},

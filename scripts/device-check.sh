@@ -2,9 +2,11 @@
 # The real-profiler check: podprof (the bundle from scripts/bundle.sh) against a live profiler
 # server, as one command well inside 10 minutes. On the lent GPU machine the workload is JAX
 # (scripts/device_workload.py: a jitted model with jax.profiler.start_server); elsewhere it is
-# podprof-simhost, which checks everything but the JAX-only steps (marked SKIP).
+# podprof-simhost, which checks everything but the JAX-only steps (marked SKIP). Its CPU twin,
+# `--against jax` with JAX on CPU (PYTHON=.venv/bin/python3, scripts/install-venv.sh), runs every
+# step on any machine; scripts/test.sh runs it.
 #
-#   OUT=/tmp/out bash scripts/device-check.sh [--against jax|simhost] [--bundle DIR]
+#   [PYTHON=python3] OUT=/tmp/out bash scripts/device-check.sh [--against jax|simhost] [--bundle DIR]
 #
 # Checks, each recorded PASS/FAIL/SKIP in $OUT/summary.txt with the exports beside it:
 #   capture   `podprof capture --duration 2s` is complete, with kernels and events
@@ -18,6 +20,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/podprof-device-check}
+PYTHON=${PYTHON:-python3}  # the one with JAX
 against=auto bundle=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -29,7 +32,7 @@ done
 mkdir -p "$OUT"
 exec > >(tee "$OUT/device-check.log") 2>&1
 if [ "$against" = auto ]; then
-  if python3 -c 'import jax, sys; sys.exit(0 if any(d.platform == "gpu" for d in jax.devices()) else 1)' 2>/dev/null; then
+  if "$PYTHON" -c 'import jax, sys; sys.exit(0 if any(d.platform == "gpu" for d in jax.devices()) else 1)' 2>/dev/null; then
     against=jax
   else
     against=simhost
@@ -62,7 +65,7 @@ json() { python3 -c "import json,sys; d=json.load(open('$1')); print($2)"; }
   echo "bundle: $bundle ($("$B/podprof" --version 2>&1))"
   echo "kernel: $(uname -r); $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
   command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-  [ "$against" = jax ] && python3 -c 'import jax, jaxlib; print("jax", jax.__version__, "jaxlib", jaxlib.__version__, jax.devices())'
+  [ "$against" = jax ] && "$PYTHON" -c 'import jax, jaxlib; print("jax", jax.__version__, "jaxlib", jaxlib.__version__, jax.devices())'
   echo
 } > "$summary"
 cat "$summary"
@@ -71,7 +74,7 @@ cat "$summary"
 rm -rf "$OUT/workload.json" "$OUT/aggregator.json" "$OUT/agent.json" "$OUT/sys" "$OUT/tmp"
 mkdir -p "$OUT/sys" "$OUT/tmp"
 if [ "$against" = jax ]; then
-  python3 scripts/device_workload.py --port 9999 --seconds 240 --trace-dir "$OUT/jax-trace" \
+  "$PYTHON" scripts/device_workload.py --port 9999 --seconds 240 --trace-dir "$OUT/jax-trace" \
     --ready-file "$OUT/workload.json" > "$OUT/workload.log" 2>&1 &
   metrics=none
 else
@@ -146,7 +149,7 @@ else
   # JAX's client through the agent's XProf facade.
   # Under the agent's spool (--temp-dir): the facade writes nowhere else.
   rm -rf "$OUT/tmp/xprof/facade"
-  if timeout 120 python3 -m jax.collect_profile 7102 2000 --log_dir="$OUT/tmp/xprof/facade" --no_perfetto_link \
+  if timeout 120 "$PYTHON" -m jax.collect_profile 7102 2000 --log_dir="$OUT/tmp/xprof/facade" --no_perfetto_link \
        > "$OUT/facade.log" 2>&1; then
     got=$(find "$OUT/tmp/xprof/facade" -name '*.xplane.pb' | head -1)
     if [ -n "$got" ] && "$B/podprof" inspect "$got" > "$OUT/facade-inspect.txt" 2>&1; then
@@ -162,7 +165,7 @@ else
   if [ -n "$own" ] && "$B/podprof" inspect "$own" --by kernel --format json > "$OUT/jax-inspect.json" 2> "$OUT/jax-inspect.err"; then
     python3 - "$OUT/jax-inspect.json" "$OUT/stats.json" > "$OUT/compare.txt" 2>&1 <<'PY'
 import json, sys
-own = {r["kernel"]: r for r in json.load(open(sys.argv[1]))["rows"]}
+own = {r["kernel"]: r for r in json.load(open(sys.argv[1]))["kernels"]}
 cap = {r["kernel"]: r for r in json.load(open(sys.argv[2]))["rows"]}
 both = sorted(set(own) & set(cap), key=lambda k: -cap[k]["total_ps"])
 print(f"kernels: {len(own)} in JAX's trace, {len(cap)} in the capture, {len(both)} in both")

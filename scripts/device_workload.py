@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""The device check's workload: a small jitted model training on the GPU with JAX's profiler
-server on --port, for scripts/device-check.sh. With --trace-dir it first traces a few steps
-itself (jax.profiler.trace), for comparing JAX's own trace with podprof's capture of the same
-program. Writes --ready-file once the server is up and the trace (if any) is written, then
+"""The device check's workload: a small jitted model training on the GPU (or on CPU, the check's
+twin) with JAX's profiler server on --port, for scripts/device-check.sh. With --trace-dir it
+first traces a few steps itself (jax.profiler.trace), for comparing JAX's own trace with
+podprof's capture of the same program. Writes --ready-file once the server is up and the trace (if any) is written, then
 trains until --seconds have passed."""
 import argparse
 import json
@@ -22,10 +22,14 @@ def main():
     a = p.parse_args()
 
     jax.profiler.start_server(a.port)
+    # On a GPU the model the check was sized for; on CPU (the check's twin on any machine) one
+    # small enough that a step takes milliseconds on two cores.
+    gpu = jax.default_backend() == "gpu"
+    d, hidden, batch = (1024, 4096, 512) if gpu else (256, 512, 64)
     k1, k2, k3 = jax.random.split(jax.random.PRNGKey(0), 3)
-    params = {"w1": jax.random.normal(k1, (1024, 4096), jnp.float32) * 0.02,
-              "w2": jax.random.normal(k2, (4096, 1024), jnp.float32) * 0.02}
-    x = jax.random.normal(k3, (512, 1024), jnp.float32)
+    params = {"w1": jax.random.normal(k1, (d, hidden), jnp.float32) * 0.02,
+              "w2": jax.random.normal(k2, (hidden, d), jnp.float32) * 0.02}
+    x = jax.random.normal(k3, (batch, d), jnp.float32)
 
     def loss(params, x):
         h = jax.nn.gelu(x @ params["w1"])

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds, and runs the whole test suite:
 #   1. the main build (GCC): unit, malformed-input, CLI, integration, browser and hostile-request
-#      tests (ctest labels unit, malformed, cli, integration, clickhouse, browser, hostile);
+#      tests (ctest labels unit, malformed, cli, integration, clickhouse, browser, hostile), and
+#      podprof against the real peers: a JAX job, XProf, tpu-info, a current ClickHouse engine
+#      (label realpeers, from .venv: scripts/install-venv.sh);
 #   2. the sanitizer build (clang, AddressSanitizer + UBSan) of common/, trace/ and http/'s core
 #      with the malformed-input tests and bounded libFuzzer runs (labels malformed, fuzz);
 #   3. the systemd units (verify and the security exposure gate) and, as root, the .deb
 #      installed with dpkg -i and removed again;
 #   4. the relocatable bundle (scripts/bundle.sh) proven with the system's libraries hidden
-#      (scripts/check-bundle.sh), and scripts/device-check.sh against podprof-simhost.
+#      (scripts/check-bundle.sh), and scripts/device-check.sh against podprof-simhost and, its
+#      CPU twin, against JAX on CPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -30,3 +33,6 @@ bash scripts/check-deb.sh build
 bash scripts/bundle.sh build
 bash scripts/check-bundle.sh
 OUT=build/test-artifacts/device-check bash scripts/device-check.sh --against simhost
+# Its CPU twin: every step, the JAX-only ones included, against JAX on CPU from the peers' venv.
+PYTHON=.venv/bin/python3 OUT=build/test-artifacts/device-check-cpu \
+  bash scripts/device-check.sh --against jax

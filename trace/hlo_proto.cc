@@ -14,14 +14,14 @@ using wire::Span;
 using wire::WireType;
 
 // xla/service/hlo.proto and xla/xla_data.proto.
-constexpr uint32_t kHloProtoModule = 1;          // HloProto.hlo_module
-constexpr uint32_t kModuleName = 1;              // HloModuleProto.name
-constexpr uint32_t kModuleComputations = 3;      // HloModuleProto.computations
-constexpr uint32_t kComputationInstructions = 2; // HloComputationProto.instructions
-constexpr uint32_t kInstructionName = 1;         // HloInstructionProto.name
-constexpr uint32_t kInstructionOpcode = 2;       // HloInstructionProto.opcode
-constexpr uint32_t kInstructionMetadata = 7;     // HloInstructionProto.metadata (OpMetadata)
-constexpr uint32_t kMetadataOpName = 2;          // OpMetadata.op_name
+constexpr uint32_t kHloProtoModule = 1;           // HloProto.hlo_module
+constexpr uint32_t kModuleName = 1;               // HloModuleProto.name
+constexpr uint32_t kModuleComputations = 3;       // HloModuleProto.computations
+constexpr uint32_t kComputationInstructions = 2;  // HloComputationProto.instructions
+constexpr uint32_t kInstructionName = 1;          // HloInstructionProto.name
+constexpr uint32_t kInstructionOpcode = 2;        // HloInstructionProto.opcode
+constexpr uint32_t kInstructionMetadata = 7;      // HloInstructionProto.metadata (OpMetadata)
+constexpr uint32_t kMetadataOpName = 2;           // OpMetadata.op_name
 
 Span SpanOf(absl::string_view bytes) {
   const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
@@ -35,19 +35,19 @@ absl::Status ForEachField(Span msg, const char* what, Field field) {
     uint32_t number;
     WireType wt;
     if (!msg.ReadTag(&number, &wt)) {
-      return absl::DataLossError(absl::StrCat("HloProto: bad tag in ", what, " at byte ",
-                                              msg.offset()));
+      return absl::DataLossError(
+          absl::StrCat("HloProto: bad tag in ", what, " at byte ", msg.offset()));
     }
     if (wt == wire::kLengthDelimited) {
       Span sub;
       if (!msg.ReadSub(&sub)) {
-        return absl::DataLossError(absl::StrCat("HloProto: truncated field ", number, " of ",
-                                                what, " at byte ", msg.offset()));
+        return absl::DataLossError(absl::StrCat("HloProto: truncated field ", number, " of ", what,
+                                                " at byte ", msg.offset()));
       }
       if (absl::Status s = field(number, sub); !s.ok()) return s;
     } else if (!msg.Skip(wt)) {
-      return absl::DataLossError(absl::StrCat("HloProto: bad field ", number, " of ", what,
-                                              " at byte ", msg.offset()));
+      return absl::DataLossError(
+          absl::StrCat("HloProto: bad field ", number, " of ", what, " at byte ", msg.offset()));
     }
   }
   return absl::OkStatus();

@@ -23,7 +23,7 @@ struct HloOpInfo {
 };
 
 struct HloModuleOps {
-  std::string name;  // HloModuleProto.name, e.g. "jit_train_step"
+  std::string name;                                 // HloModuleProto.name, e.g. "jit_train_step"
   absl::flat_hash_map<std::string, HloOpInfo> ops;  // by instruction name, every computation
 };
 

@@ -196,7 +196,14 @@ struct Extent {
 // kHostCpu: `/host:CPU`, read only when the capture has no device plane (JAX on CPU: its XLA
 // ops run on host threads); kHostMetadata: the programs' HloProtos, read for kHostCpu.
 enum class PlaneKind {
-  kSkip, kTpu, kGpu, kSparseCore, kTaskEnvironment, kCpu, kHostCpu, kHostMetadata
+  kSkip,
+  kTpu,
+  kGpu,
+  kSparseCore,
+  kTaskEnvironment,
+  kCpu,
+  kHostCpu,
+  kHostMetadata
 };
 
 // A plane number: 1-9 digits, all of `digits`.
@@ -1085,7 +1092,8 @@ absl::Status Reader::ReadCpuEvent(Span ev, PlaneState* plane, LineContext* ctx) 
     if (!ev.ReadTag(&field, &wt)) return wire::MalformedAt(ev.offset(), "bad field in XEvent");
     bool ok = true;
     if ((field == XEventField::kMetadataId || field == XEventField::kOffsetPs ||
-         field == XEventField::kDurationPs) && wt == wire::kVarint) {
+         field == XEventField::kDurationPs) &&
+        wt == wire::kVarint) {
       ok = ev.ReadVarint(&v);
       (field == XEventField::kMetadataId ? metadata_id
        : field == XEventField::kOffsetPs ? offset_ps
@@ -1130,8 +1138,8 @@ absl::Status Reader::ReadCpuEvent(Span ev, PlaneState* plane, LineContext* ctx) 
     // Every process of a JAX job runs a program with the same run id (its launch id), so
     // program, run and op name identify one collective on every host.
     if (k.second) {
-      collective = Fnv1a64(absl::StrCat(program_id, "/", run_id, "/",
-                                        capture_.kernels[kernel].name)) | 1;
+      collective =
+          Fnv1a64(absl::StrCat(program_id, "/", run_id, "/", capture_.kernels[kernel].name)) | 1;
     }
     block = &capture_.blocks[ctx->ops_block];
   } else {
@@ -1155,9 +1163,9 @@ absl::Status Reader::ReadCpuEvent(Span ev, PlaneState* plane, LineContext* ctx) 
 }
 
 absl::StatusOr<std::pair<uint32_t, bool>> Reader::CpuKernelFor(PlaneState* plane,
-                                                              int64_t metadata_id,
-                                                              uint64_t program_id,
-                                                              const std::string& module) {
+                                                               int64_t metadata_id,
+                                                               uint64_t program_id,
+                                                               const std::string& module) {
   auto hit = plane->cpu_kernel_of.find({metadata_id, program_id});
   if (hit != plane->cpu_kernel_of.end()) return hit->second;
   KernelDef def;
@@ -1228,8 +1236,8 @@ absl::Status Reader::ReadHloPrograms(const PlaneScan& scan, int64_t plane_end) {
     HloModuleOps ops;
     if (absl::Status st = ReadHloModuleOps(hlo->str, &ops); !st.ok()) {
       // The ops are still read, by name alone; say which program lacks its HLO.
-      capture_.warnings.push_back(absl::StrCat(xspace::kHostMetadataPlane, ": program ",
-                                               meta.name, ": ", st.message()));
+      capture_.warnings.push_back(
+          absl::StrCat(xspace::kHostMetadataPlane, ": program ", meta.name, ": ", st.message()));
       continue;
     }
     hlo_programs_.insert_or_assign(program_id, std::move(ops));

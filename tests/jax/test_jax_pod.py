@@ -142,3 +142,19 @@ def test_exports_pass_the_checker(pod):
         r = subprocess.run([BIN / "podprof-check-export", kind, target], capture_output=True,
                            text=True)
         assert r.returncode == 0, f"podprof-check-export {target}: {r.stdout[-2000:]}{r.stderr[-2000:]}"
+
+
+def test_jax_own_client_through_the_agents_facade(pod):
+    """JAX's own client (jax.collect_profile, XProf's capture) against agent 0's XProf facade:
+    the session it writes is one XProf and podprof read, with the job's ops in it."""
+    log_dir = pod["tmp0"] / "xprof" / "facade"  # under the agent's spool: the facade allows it
+    r = subprocess.run([sys.executable, "-m", "jax.collect_profile", str(pod["facade"]), "1000",
+                        f"--log_dir={log_dir}", "--no_perfetto_link"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    files = sorted(log_dir.rglob("*.xplane.pb"))
+    assert files, f"no .xplane.pb under {log_dir}: {r.stderr[-2000:]}"
+    got = json.loads(podprof("inspect", files[0], "--by", "kernel", "--format", "json"))
+    (pod["folder"] / "facade-inspect.json").write_text(json.dumps(got, indent=1))
+    kernels = {k["kernel"] for k in got["kernels"]}
+    assert {"dot", "all-reduce"} <= kernels, kernels
