@@ -30,6 +30,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 mkdir -p "$OUT"
+# Absolute: the facade step's --log_dir goes to the workload profiler, which refuses a relative
+# repository root (and so does the facade).
+OUT=$(cd "$OUT" && pwd)
 exec > >(tee "$OUT/device-check.log") 2>&1
 if [ "$against" = auto ]; then
   if "$PYTHON" -c 'import jax, sys; sys.exit(0 if any(d.platform == "gpu" for d in jax.devices()) else 1)' 2>/dev/null; then
