@@ -40,6 +40,7 @@ constexpr Stat kDeviceStats[] = {
     Stat::kCounterValue,
     Stat::kPerformanceCounterId,
     Stat::kGlobalChipId,
+    Stat::kSymbolId,
 };
 // The stats of the Task Environment plane, likewise.
 constexpr Stat kEnvironmentStats[] = {Stat::kProfileStartTime, Stat::kProfileStopTime};
@@ -96,6 +97,15 @@ class KernelMetadata {
     }
     if (d->program_id != 0) {
       kDevice.Add(m.mutable_stats(), Stat::kProgramId)->set_uint64_value(d->program_id);
+      // XProf's op statistics (HLO Op Stats, Op Profile, Overview) count an op only with a
+      // symbol id beside its program id, and key it by the two; without it they list no op at
+      // all. The profiler's own ids are not kept, so each kernel's metadata id stands in: unique
+      // in the capture, never 0 (the program's root, which XProf skips). Module runs carry no
+      // op of their own.
+      if (d->category != "xla module") {
+        kDevice.Add(m.mutable_stats(), Stat::kSymbolId)
+            ->set_uint64_value(static_cast<uint64_t>(id));
+      }
     }
     if (!d->source.empty()) kDevice.Add(m.mutable_stats(), Stat::kSource)->set_str_value(d->source);
     return id;

@@ -131,6 +131,9 @@ enum class Stat : uint8_t {
   kBytesAccessed,
   kSource,
   kProgramId,
+  // The op's id within its program. XProf's op statistics key every TPU op by (program_id,
+  // symbol_id) and drop ops without both (xprof/utils/op_metrics_db_utils.cc).
+  kSymbolId,
   kTfOp,
   kSourceStack,
   kMosaicMlir,
@@ -171,6 +174,7 @@ inline constexpr absl::string_view kStatNames[kStatCount] = {
     "bytes_accessed",
     "source",
     "program_id",
+    "symbol_id",
     "tf_op",
     "source_stack",
     "mosaic_mlir",

@@ -217,9 +217,27 @@ TEST(XSpaceExportTest, LaidOutAsXprofExpects) {
   for (const char* name :
        {"device_type_string", "peak_teraflops_per_second", "peak_hbm_bw_gigabytes_per_second",
         "hlo_category", "flops", "bytes_accessed", "source", "program_id", "all_reduce_unique_id",
-        "counter_value"}) {
+        "counter_value", "symbol_id"}) {
     EXPECT_EQ(stat_names.count(name), 1u) << name;
   }
+  // XProf's op statistics skip an op without (program_id, symbol_id): every op of a program has
+  // both, its symbol id its own and never 0; a module run has no symbol id.
+  std::map<std::string, int64_t> stat_id;
+  for (const auto& [id, sm] : chip0.stat_metadata()) stat_id[sm.name()] = id;
+  std::map<std::string, uint64_t> symbol_of;
+  for (const auto& [id, m] : chip0.event_metadata()) {
+    uint64_t program = 0, symbol = 0;
+    for (const auto& s : m.stats()) {
+      if (s.metadata_id() == stat_id["program_id"]) program = s.uint64_value();
+      if (s.metadata_id() == stat_id["symbol_id"]) symbol = s.uint64_value();
+    }
+    if (program != 0) symbol_of[m.name()] = symbol;
+  }
+  EXPECT_EQ(symbol_of.size(), 3u);
+  EXPECT_EQ(symbol_of["jit_step(7)"], 0u);
+  EXPECT_NE(symbol_of["fusion.1"], 0u);
+  EXPECT_NE(symbol_of["all-reduce.2"], 0u);
+  EXPECT_NE(symbol_of["fusion.1"], symbol_of["all-reduce.2"]);
   const auto& env = space.planes(2);
   std::map<std::string, uint64_t> env_stats;
   for (const auto& s : env.stats()) {
