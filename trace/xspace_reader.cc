@@ -383,6 +383,9 @@ class Reader {
   // and the piece handed to the sink (then dropped) when there is one.
   absl::Status EndPlane(PlaneState* state, size_t blocks_before, size_t counters_before,
                         size_t kernels_before);
+  // A plane's stat and event metadata (the extents its scan recorded), read through `c`.
+  absl::Status ReadStatMetadata(const PlaneScan& scan, Cursor& c, StatTable* table);
+  absl::Status ReadEventMetadata(const PlaneScan& scan, Cursor& c, PlaneState* state);
   absl::Status ReadStatMetadataEntry(Cursor entry, StatTable* table);
   absl::Status ReadEventMetadataEntry(Cursor entry, PlaneState* plane);
   absl::Status ReadStatList(Cursor* c, std::vector<RawStat>* out);
@@ -568,12 +571,7 @@ absl::Status Reader::ReadDevicePlane(const PlaneScan& scan, int64_t plane_end, b
   PlaneState state;
   state.kind = scan.kind;
   Cursor c(&window_, 0, plane_end, "XPlane");
-  for (const Extent& e : scan.stat_metadata) {
-    c.Seek(e.pos);
-    Cursor entry(nullptr, 0, 0, "");
-    RETURN_IF_ERROR(c.ReadSub("XPlane.stat_metadata entry", &entry));
-    RETURN_IF_ERROR(ReadStatMetadataEntry(entry, &state.stat_table));
-  }
+  RETURN_IF_ERROR(ReadStatMetadata(scan, c, &state.stat_table));
   // The plane's own stats describe the chip (or the window): the header's pass reads them.
   std::vector<RawStat> plane_stats;
   for (size_t i = 0; header && i < scan.stats.size(); ++i) {
@@ -605,12 +603,7 @@ absl::Status Reader::ReadDevicePlane(const PlaneScan& scan, int64_t plane_end, b
   const size_t counters_before = capture_.counters.size();
   const size_t kernels_before = capture_.kernels.size();
 
-  for (const Extent& e : scan.event_metadata) {
-    c.Seek(e.pos);
-    Cursor entry(nullptr, 0, 0, "");
-    RETURN_IF_ERROR(c.ReadSub("XPlane.event_metadata entry", &entry));
-    RETURN_IF_ERROR(ReadEventMetadataEntry(entry, &state));
-  }
+  RETURN_IF_ERROR(ReadEventMetadata(scan, c, &state));
   for (const Extent& e : scan.lines) {
     c.Seek(e.pos);
     Cursor line(nullptr, 0, 0, "");
@@ -770,6 +763,26 @@ absl::Status ReadMapEntry(Cursor entry, const char* value_what, int64_t* key,
     } else {
       RETURN_IF_ERROR(entry.Skip(wt));
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Reader::ReadStatMetadata(const PlaneScan& scan, Cursor& c, StatTable* table) {
+  for (const Extent& e : scan.stat_metadata) {
+    c.Seek(e.pos);
+    Cursor entry(nullptr, 0, 0, "");
+    RETURN_IF_ERROR(c.ReadSub("XPlane.stat_metadata entry", &entry));
+    RETURN_IF_ERROR(ReadStatMetadataEntry(entry, table));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Reader::ReadEventMetadata(const PlaneScan& scan, Cursor& c, PlaneState* state) {
+  for (const Extent& e : scan.event_metadata) {
+    c.Seek(e.pos);
+    Cursor entry(nullptr, 0, 0, "");
+    RETURN_IF_ERROR(c.ReadSub("XPlane.event_metadata entry", &entry));
+    RETURN_IF_ERROR(ReadEventMetadataEntry(entry, state));
   }
   return absl::OkStatus();
 }
@@ -1212,18 +1225,8 @@ absl::Status Reader::AddCpuDevice() {
 absl::Status Reader::ReadHloPrograms(const PlaneScan& scan, int64_t plane_end) {
   PlaneState state;
   Cursor c(&window_, 0, plane_end, "XPlane");
-  for (const Extent& e : scan.stat_metadata) {
-    c.Seek(e.pos);
-    Cursor entry(nullptr, 0, 0, "");
-    RETURN_IF_ERROR(c.ReadSub("XPlane.stat_metadata entry", &entry));
-    RETURN_IF_ERROR(ReadStatMetadataEntry(entry, &state.stat_table));
-  }
-  for (const Extent& e : scan.event_metadata) {
-    c.Seek(e.pos);
-    Cursor entry(nullptr, 0, 0, "");
-    RETURN_IF_ERROR(c.ReadSub("XPlane.event_metadata entry", &entry));
-    RETURN_IF_ERROR(ReadEventMetadataEntry(entry, &state));
-  }
+  RETURN_IF_ERROR(ReadStatMetadata(scan, c, &state.stat_table));
+  RETURN_IF_ERROR(ReadEventMetadata(scan, c, &state));
   for (const auto& [id, meta] : state.metas) {
     const RawStat* hlo = nullptr;
     uint64_t program_id = 0;
