@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds, and runs the whole test suite:
-#   1. the main build (GCC): unit, malformed-input, CLI, integration, browser and hostile-request
-#      tests (ctest labels unit, malformed, cli, integration, clickhouse, browser, hostile), and
+#   1. the main build (GCC): unit, malformed-input, CLI, integration, browser, hostile-request
+#      and deployment tests (ctest labels unit, malformed, cli, integration, clickhouse, browser,
+#      hostile, deploy), and
 #      podprof against the real peers: a JAX job, XProf, tpu-info, a current ClickHouse engine
 #      (label realpeers, from .venv: scripts/install-venv.sh);
 #   2. the sanitizer build (clang, AddressSanitizer + UBSan) of common/, trace/ and http/'s core
