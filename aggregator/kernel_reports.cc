@@ -13,6 +13,7 @@
 #include "export/trace_export.h"
 #include "export/xspace_export.h"
 #include "ingest/capture_ingest.h"
+#include "insight/evidence.h"
 #include "insight/verdict.h"
 #include "proto/grpc_status.h"
 #include "trace/kernel_stats.h"
@@ -130,8 +131,17 @@ grpc::Status AggregatorService::GetStragglers(grpc::ServerContext*,
   absl::StatusOr<storage::StragglerReport> report = store_->Stragglers(req->capture_id());
   if (!report.ok()) return ToGrpc(report.status());
   resp->set_capture_id(req->capture_id());
-  for (const auto& c : report->chips) {
+  const insight::StragglerVerdict verdict = insight::JudgeStragglers(report->chips);
+  resp->set_verdict(verdict.text);
+  resp->set_straggler_named(verdict.named);
+  resp->set_left_out(static_cast<uint64_t>(report->left_out));
+  resp->set_left_out_example(report->left_out_example);
+  for (size_t i = 0; i < report->chips.size(); ++i) {
+    const trace::StragglerRow& c = report->chips[i];
     auto* out = resp->add_chips();
+    out->set_expected_last(c.expected_last);
+    out->set_p_value(verdict.p_values[i]);
+    out->set_significant(verdict.significant[i]);
     out->set_host_name(c.host);
     out->set_chip_ordinal(c.chip_ordinal);
     out->set_times_last(static_cast<uint64_t>(c.times_last));

@@ -4,11 +4,13 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "cli/exit_codes.h"
 #include "cli/report.h"
 #include "common/clock.h"
 #include "common/status_macros.h"
+#include "insight/collectives.h"
 #include "nlohmann/json.hpp"
 
 namespace podprof::cli {
@@ -70,10 +72,13 @@ absl::Status RunStragglers(AggregatorClient& client, const StragglerOptions& opt
 void WriteStragglers(const v1::GetStragglersResponse& r, const StragglerOptions& options,
                      std::ostream& out) {
   if (options.format == OutputFormat::kCsv) {
-    out << "capture,host,chip,times_last,instances,caused_wait_ps,lateness_ps,steps\n";
+    out << "capture,host,chip,times_last,instances,expected_last,p_value,significant,"
+           "caused_wait_ps,lateness_ps,steps\n";
     for (const auto& c : r.chips()) {
       out << CsvField(r.capture_id()) << ',' << CsvField(c.host_name()) << ',' << c.chip_ordinal()
-          << ',' << c.times_last() << ',' << c.instances() << ',' << c.caused_wait_ps() << ','
+          << ',' << c.times_last() << ',' << c.instances() << ',' << CsvDouble(c.expected_last())
+          << ',' << CsvDouble(c.p_value()) << ',' << (c.significant() ? "true" : "false") << ','
+          << c.caused_wait_ps() << ','
           << c.lateness_ps() << ',' << CsvField(absl::StrJoin(c.steps(), " ")) << "\n";
     }
     return;
@@ -84,22 +89,29 @@ void WriteStragglers(const v1::GetStragglersResponse& r, const StragglerOptions&
            "seen on two chips)\n";
     return;
   }
-  const auto& top = r.chips(0);
-  out << "capture " << r.capture_id() << ": " << top.host_name() << " chip " << top.chip_ordinal()
-      << " made the others wait most: last in " << top.times_last() << " of " << top.instances()
-      << " collectives, " << FormatDurationPs(top.caused_wait_ps())
-      << " of waiting in all, on average " << FormatDurationPs(MeanLatenessPs(top))
-      << " after the next-to-last chip\n\n";
+  // The verdict, not the table's first row: some chip always tops the table, straggler or not.
+  out << "capture " << r.capture_id() << ": " << r.verdict() << "\n";
+  if (r.left_out() > 0) {
+    insight::CollectiveReport left;
+    left.left_out = static_cast<int64_t>(r.left_out());
+    left.left_out_example = r.left_out_example();
+    out << "warning: " << insight::LeftOutWarning(left) << "\n";
+  }
+  out << "\n";
   TextTable chips({{"HOST", TextTable::Align::kLeft, 24},
                    {"CHIP", TextTable::Align::kRight},
                    {"LAST", TextTable::Align::kRight},
                    {"OF", TextTable::Align::kRight},
+                   {"CHANCE", TextTable::Align::kRight},
+                   {"STRAGGLER", TextTable::Align::kLeft},
                    {"CAUSED WAIT", TextTable::Align::kRight},
                    {"MEAN LATENESS", TextTable::Align::kRight},
                    {"STEPS", TextTable::Align::kLeft, 40}});
   for (const auto& c : r.chips()) {
     chips.AddRow({c.host_name(), absl::StrCat(c.chip_ordinal()), absl::StrCat(c.times_last()),
-                  absl::StrCat(c.instances()), FormatDurationPs(c.caused_wait_ps()),
+                  absl::StrCat(c.instances()),
+                  c.expected_last() < 0 ? "-" : absl::StrFormat("%.0f", c.expected_last()),
+                  c.significant() ? "yes" : "no", FormatDurationPs(c.caused_wait_ps()),
                   FormatDurationPs(MeanLatenessPs(c)),
                   c.steps().empty() ? "-" : absl::StrJoin(c.steps(), " ")});
   }

@@ -43,6 +43,8 @@ void CollectiveRows(const insight::CollectiveReport& report, storage::CaptureWri
   for (auto& [id, r] : by_kernel) w->wait_rollups.push_back(std::move(r));
   w->stragglers = report.stragglers;
   w->worst = report.worst;
+  w->collectives_left_out = report.left_out;
+  w->collectives_left_out_example = report.left_out_example;
 }
 
 // A chip's statistics as the store keeps them.
@@ -61,6 +63,7 @@ storage::StatWrite ToRow(const trace::KernelStats& s) {
 }  // namespace
 
 void PodAnalysis::Add(const std::vector<int64_t>& kernel_ids,
+                      const std::vector<trace::Chip>& chips,
                       const std::vector<trace::KernelStats>& stats,
                       const std::vector<trace::KernelCounter>& counters,
                       const std::vector<insight::CollectiveRun>& runs,
@@ -73,6 +76,11 @@ void PodAnalysis::Add(const std::vector<int64_t>& kernel_ids,
     r.kernel_id = kernel_ids[s.kernel];
     r.stats.Merge(s);
     r.chips++;
+    if (s.chip >= 0 && static_cast<size_t>(s.chip) < chips.size()) {
+      const double ps = static_cast<double>(s.total_ps);
+      r.peak_tflops_ps += chips[s.chip].peak_tflops * ps;
+      r.peak_hbm_gbps_ps += chips[s.chip].peak_hbm_gbps * ps;
+    }
   }
   for (const trace::KernelCounter& k : counters) {
     const int64_t id = kernel_ids[k.kernel];
@@ -136,7 +144,7 @@ absl::StatusOr<AnalysedHost> AnalyseHost(storage::Store& store, size_t index,
   insight::CollectiveNames names;
   const std::vector<insight::CollectiveRun> runs =
       insight::CollectiveRuns(cap, static_cast<int32_t>(index), chip_keys, w.kernel_ids, &names);
-  pod->Add(w.kernel_ids, stats, w.attributions, runs, names);
+  pod->Add(w.kernel_ids, cap.host.chips, stats, w.attributions, runs, names);
   return r;
 }
 

@@ -38,7 +38,9 @@ class PodAnalysis {
 
   // The number of hosts the capture asked, for sizing the pod's collective instances.
   void ExpectHosts(size_t hosts) { collectives_.ExpectHosts(hosts); }
-  void Add(const std::vector<int64_t>& kernel_ids, const std::vector<trace::KernelStats>& stats,
+  // `chips` are the host's (their peaks weight the roll-ups'), by the stats' chip index.
+  void Add(const std::vector<int64_t>& kernel_ids, const std::vector<trace::Chip>& chips,
+           const std::vector<trace::KernelStats>& stats,
            const std::vector<trace::KernelCounter>& counters,
            const std::vector<insight::CollectiveRun>& runs, const insight::CollectiveNames& names);
   // Moves the roll-ups (by kernel id, then counter name) and the collective analysis, each

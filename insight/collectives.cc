@@ -9,6 +9,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "insight/evidence.h"
 
 namespace podprof::insight {
 
@@ -78,6 +79,7 @@ std::vector<CollectiveRun> CollectiveRuns(const trace::HostCapture& capture, int
       }
       r.id = b.collective[i];
       r.start_ns = b.base_ns + b.start_ps[i] / 1000;
+      r.duration_ns = b.duration_ps[i] / 1000;
       const auto& s = steps[b.chip];
       auto it =
           std::upper_bound(s.begin(), s.end(), std::make_tuple(r.start_ns, INT64_MAX, INT64_MAX));
@@ -128,6 +130,8 @@ void PodCollectives::Add(const std::vector<CollectiveRun>& runs) {
     if (new_chip) chips_.push_back({r.chip_key, r.host, r.chip_ordinal});
     auto [pair, new_pair] = pair_of_.try_emplace({r.chip_key, r.kernel_key}, pairs_.size());
     if (new_pair) pairs_.push_back({r.kernel_key, chip->second, r.host});
+    Pair& p = pairs_[pair->second];
+    p.max_duration_ns = std::max(p.max_duration_ns, r.duration_ns);
     std::vector<Member>& members = members_[inst->second];
     if (members.size() == members.capacity() && members.size() < pod_chips_) {
       // Doubled, but straight to the pod's size once that is within a doubling: one
@@ -206,6 +210,8 @@ struct PodCollectives::Walk {
   std::vector<PairSum> pairs;
   std::vector<StragglerRow> rows;
   std::vector<InstanceSummary> instances;
+  int64_t left_out = 0;
+  size_t first_left_out = SIZE_MAX;    // its index
   std::vector<int64_t> at;             // the instance's arrivals on the pod's clock
   std::vector<uint32_t> member_pairs;  // a new group's members
   std::vector<Group> groups;
@@ -243,12 +249,17 @@ struct PodCollectives::Walk {
       r.instances += o.instances;
       r.caused_ps += o.caused_ps;
       r.lateness_ps += o.lateness_ps;
+      r.expected_last += o.expected_last;
       for (int64_t step : o.steps) AddStep(&r, step);
     }
     instances.insert(instances.end(), other.instances.begin(), other.instances.end());
+    left_out += other.left_out;
+    first_left_out = std::min(first_left_out, other.first_left_out);
   }
   // The chip most often last in instances of `of` (groups, each counted as often as listed);
-  // on a tie, the first by name, as a reader would list them. ("", 0) when none.
+  // on a tie, the first by name, as a reader would list them. ("", 0) when none, or when it
+  // was not last significantly more often than chance (insight/evidence.h; its chance counted
+  // over all of `of`'s instances, which can only make the test stricter).
   template <typename Name>
   std::pair<std::string, int64_t> Straggler(const absl::InlinedVector<uint32_t, 1>& of,
                                             const Name& name) const {
@@ -267,6 +278,17 @@ struct PodCollectives::Walk {
       std::string chip_name = name(chip);
       if (n > best.second || chip_name < best.first) best = {std::move(chip_name), n};
     }
+    int64_t instances = 0;
+    double expected = 0;
+    size_t widest = 0;
+    for (uint32_t g : of) {
+      int64_t n = 0;
+      for (const auto& [chip, times_last] : groups[g].last_of) n += times_last;
+      instances += n;
+      expected += static_cast<double>(n) / static_cast<double>(groups[g].pairs.size());
+      widest = std::max(widest, groups[g].pairs.size());
+    }
+    if (!SignificantlyLast(best.second, instances, expected, widest)) return {"", 0};
     return best;
   }
   // A step a chip was last in: the first 64 distinct ones, in instance order.
@@ -289,6 +311,7 @@ CollectiveReport PodCollectives::Analyze(const CollectiveNames& names, const Cor
   for (size_t t = 0; t < walks.size(); ++t) {
     walks[t].pairs.resize(pairs_.size());
     walks[t].rows.resize(chips_.size());
+    for (StragglerRow& r : walks[t].rows) r.expected_last = 0;
     const size_t begin = members_.size() * t / walks.size();
     const size_t end = members_.size() * (t + 1) / walks.size();
     pool.emplace_back(
@@ -316,6 +339,11 @@ void PodCollectives::WalkInstances(size_t begin, size_t end, const Correct& corr
       }
     }
     const int64_t last_ns = w->at[last];
+    if (!OneExecution(members, w->at, last_ns)) {
+      ++w->left_out;
+      w->first_left_out = std::min(w->first_left_out, i);
+      continue;
+    }
     int64_t first_ns = last_ns, second_ns = INT64_MIN;
     for (size_t m = 0; m < members.size(); ++m) {
       first_ns = std::min(first_ns, w->at[m]);
@@ -336,7 +364,9 @@ void PodCollectives::WalkInstances(size_t begin, size_t end, const Correct& corr
       Walk::PairSum& pair = w->pairs[members[m].pair];
       pair.wait_ps += wait_ps;
       ++pair.instances;
-      ++w->rows[pairs_[members[m].pair].chip].instances;
+      StragglerRow& row = w->rows[pairs_[members[m].pair].chip];
+      ++row.instances;
+      row.expected_last += 1.0 / static_cast<double>(members.size());
       const uint64_t mixed = Walk::Mix(members[m].pair);
       key.sum += mixed;
       key.xored ^= Walk::Mix(mixed);
@@ -356,6 +386,15 @@ void PodCollectives::WalkInstances(size_t begin, size_t end, const Correct& corr
   }
 }
 
+bool PodCollectives::OneExecution(const std::vector<Member>& members,
+                                  const std::vector<int64_t>& at, int64_t last_ns) const {
+  constexpr int64_t kClockSlackNs = 1000;
+  for (size_t m = 0; m < members.size(); ++m) {
+    if (last_ns - at[m] > pairs_[members[m].pair].max_duration_ns + kClockSlackNs) return false;
+  }
+  return true;
+}
+
 int64_t PodCollectives::ChipKey(const Member& m) const { return chips_[pairs_[m.pair].chip].key; }
 
 CollectiveReport PodCollectives::Report(const CollectiveNames& names, size_t max_instances,
@@ -365,6 +404,13 @@ CollectiveReport PodCollectives::Report(const CollectiveNames& names, size_t max
   };
   CollectiveReport report;
   report.instances = static_cast<int64_t>(w->instances.size());
+  report.left_out = w->left_out;
+  if (w->left_out > 0) {
+    const std::vector<Member>& members = members_[w->first_left_out];
+    report.left_out_example = absl::StrCat(names.Kernel(pairs_[members.front().pair].kernel_key),
+                                           " (all_reduce_unique_id ", ids_[w->first_left_out], ", ",
+                                           members.size(), " arrivals)");
+  }
   // Each pair's groups (once per arrival in them); pairs in the same groups share a straggler.
   std::vector<absl::InlinedVector<uint32_t, 1>> groups_of(pairs_.size());
   for (size_t g = 0; g < w->groups.size(); ++g) {
@@ -418,6 +464,14 @@ CollectiveReport PodCollectives::Report(const CollectiveNames& names, size_t max
     report.worst.push_back(std::move(row));
   }
   return report;
+}
+
+std::string LeftOutWarning(const CollectiveReport& report) {
+  return absl::StrCat(
+      report.left_out, report.left_out == 1 ? " collective instance" : " collective instances",
+      " left out of waits and stragglers: their arrivals cannot be one execution "
+      "(a chip arrived after another had finished it), e.g. ",
+      report.left_out_example, "; this capture's collective ids are not unique per execution");
 }
 
 CollectiveReport AnalyzeCollectives(const std::vector<CollectiveRun>& runs,

@@ -28,6 +28,7 @@ namespace podprof::insight {
 struct CollectiveRun {
   uint64_t id = 0;  // all_reduce_unique_id
   int64_t start_ns = 0;
+  int64_t duration_ns = 0;
   int64_t step = -1;       // the `Steps` event holding the start on this chip; -1 when none
   int64_t chip_key = 0;    // the caller's id for the chip (the store's chip row)
   int64_t kernel_key = 0;  // the caller's id for the kernel (the store's kernel row)
@@ -58,7 +59,8 @@ std::vector<CollectiveRun> CollectiveRuns(const trace::HostCapture& capture, int
 struct Wait {
   int64_t wait_ps = 0;  // waiting for later arrivals
   int64_t instances = 0;
-  // The chip most often last in these instances ("host chip N"), and how often.
+  // The chip most often last in these instances ("host chip N"), and how often; empty when
+  // no chip was last significantly more often than chance (StragglerTest).
   std::string straggler;
   int64_t straggler_times = 0;
 };
@@ -74,6 +76,11 @@ struct CollectiveReport {
   // The instances that made the pod wait longest, worst first (up to `max_instances`).
   std::vector<InstanceRow> worst;
   int64_t instances = 0;
+  // Instances left out because their arrivals cannot be one collective: a chip arrived after
+  // another had already finished it (longer than any of that chip's runs of it). Real TPUs
+  // number `all_reduce_unique_id` per chip, so one id can join different executions.
+  int64_t left_out = 0;
+  std::string left_out_example;  // the first such: its kernel and id, for the warning
 };
 
 // A pod's collective arrivals, gathered host by host as each is analysed (from several
@@ -115,6 +122,8 @@ class PodCollectives {
     int64_t kernel_key = 0;
     uint32_t chip = 0;  // index into chips_
     int32_t host = 0;   // the chip's, read for every arrival
+    // Its longest run: no chip can wait longer than this for the others in a collective.
+    int64_t max_duration_ns = 0;
   };
   struct Chip {
     int64_t key = 0;
@@ -126,6 +135,11 @@ class PodCollectives {
   // Instances [begin, end) into `w` (the caller holds mu_ while the walks run).
   void WalkInstances(size_t begin, size_t end, const Correct& correct,
                      Walk* w) const ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  // Whether instance `i`, its arrivals at `at` and the last at `last_ns`, can be one
+  // collective: every chip's wait within its longest run of the kernel (plus 1 us of clock
+  // uncertainty).
+  bool OneExecution(const std::vector<Member>& members, const std::vector<int64_t>& at,
+                    int64_t last_ns) const ABSL_NO_THREAD_SAFETY_ANALYSIS;
   CollectiveReport Report(const CollectiveNames& names, size_t max_instances, Walk* w) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -146,6 +160,9 @@ class PodCollectives {
 };
 
 // The same for runs all on one clock (or, with `within_host`, each host on its own).
+// "N collective instances left out: ..." for a report with left_out > 0.
+std::string LeftOutWarning(const CollectiveReport& report);
+
 CollectiveReport AnalyzeCollectives(const std::vector<CollectiveRun>& runs,
                                     const CollectiveNames& names, size_t max_instances = 64,
                                     bool within_host = false);

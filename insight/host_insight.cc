@@ -14,7 +14,8 @@
 namespace podprof::insight {
 
 std::vector<KernelFacts> HostFacts(const trace::HostCapture& c,
-                                   const std::vector<trace::KernelStats>& stats) {
+                                   const std::vector<trace::KernelStats>& stats,
+                                   std::vector<std::string>* warnings) {
   constexpr int kAll = trace::KernelStats::kAllChips;
   // Gauge integrals and covered time per (chip, kernel, counter), and over all chips.
   std::map<std::tuple<int, uint32_t, std::string>, std::pair<double, int64_t>> gauges;
@@ -41,6 +42,7 @@ std::vector<KernelFacts> HostFacts(const trace::HostCapture& c,
   CollectiveNames names;
   const CollectiveReport report =
       AnalyzeCollectives(CollectiveRuns(c, 0, chips, kernels, &names), names);
+  if (warnings != nullptr && report.left_out > 0) warnings->push_back(LeftOutWarning(report));
   std::map<std::pair<int, uint32_t>, Wait> waits;
   for (const auto& [key, w] : report.waits) {
     const uint32_t kernel = static_cast<uint32_t>(key.second);

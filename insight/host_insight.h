@@ -13,9 +13,11 @@
 namespace podprof::insight {
 
 // What is known of each row of `stats` (per chip, or rolled up over chips with
-// KernelStats::kAllChips), in the same order.
+// KernelStats::kAllChips), in the same order. What was left out of the collectives' waits,
+// and why, is added to `warnings` when given.
 std::vector<KernelFacts> HostFacts(const trace::HostCapture& capture,
-                                   const std::vector<trace::KernelStats>& stats);
+                                   const std::vector<trace::KernelStats>& stats,
+                                   std::vector<std::string>* warnings = nullptr);
 
 }  // namespace podprof::insight
 

@@ -58,7 +58,50 @@ bool IsCollectiveCategory(const std::string& category) {
   return false;
 }
 
-Verdict Decide(const KernelFacts& f) {
+namespace {
+
+// A share over 100% is not a measurement: the inputs that made it are wrong. Such shares are
+// refused (left at 0, which prints "-") with a note naming those inputs, and a wait longer
+// than the kernel ran is left out before anything is decided from it.
+std::string RefuseImpossible(KernelFacts* f) {
+  std::string note;
+  if (f->total_ps > 0 && f->wait_ps > f->total_ps) {
+    note = absl::StrCat("; its collective waits (", f->wait_ps / 1000000, " us) exceed its own ",
+                        "time (", f->total_ps / 1000000, " us), so the capture's collective ids ",
+                        "join different executions: waits not shown");
+    f->wait_ps = 0;
+    f->straggler.clear();
+  }
+  return note;
+}
+
+std::string RefuseOverPeak(Verdict* v, const KernelFacts& f) {
+  constexpr double kOver = 1 + 1e-9;
+  std::string note;
+  if (v->bandwidth_fraction > kOver) {
+    note = absl::StrFormat(
+        "; %.1f GB/s is over the chip's %.1f GB/s HBM peak: its bytes_accessed (%d) or the "
+        "chip's peak_hbm_bw_gigabytes_per_second is wrong, %%HBM not shown",
+        v->achieved_gbps, f.peak_hbm_gbps, f.bytes_accessed);
+    v->bandwidth_fraction = 0;
+  }
+  if (v->compute_fraction > kOver) {
+    absl::StrAppend(&note, absl::StrFormat("; %.2f TFLOP/s is over the chip's %.2f TFLOP/s peak: "
+                                           "its flops (%d) or the chip's peak is wrong, %%PEAK "
+                                           "not shown",
+                                           v->achieved_tflops, f.peak_tflops, f.flops));
+    v->compute_fraction = 0;
+  }
+  if (v->roofline_fraction > kOver) v->roofline_fraction = 0;
+  return note;
+}
+
+}  // namespace
+
+namespace {
+
+// Decide's rules, on facts already cleared of impossible waits.
+Verdict DecideFrom(const KernelFacts& f) {
   Verdict v;
   const double seconds = static_cast<double>(f.total_ps) * 1e-12;
   const double mean_ps = f.count > 0 ? static_cast<double>(f.total_ps) / f.count : 0;
@@ -158,6 +201,16 @@ Verdict Decide(const KernelFacts& f) {
   }
   v.text = v.has_counters ? "unknown: no cost model for it, and its counters show no stall"
                           : "unknown: no cost model and no counters for it";
+  return v;
+}
+
+}  // namespace
+
+Verdict Decide(const KernelFacts& facts) {
+  KernelFacts f = facts;
+  const std::string refused = RefuseImpossible(&f);
+  Verdict v = DecideFrom(f);
+  absl::StrAppend(&v.text, refused, RefuseOverPeak(&v, f));
   return v;
 }
 

@@ -276,13 +276,18 @@ absl::Status InsertCollectiveRows(Connection& c, int64_t seq, const CaptureWrite
   ASSIGN_OR_RETURN(auto ins_straggler,
                    Statement::Prepare(c,
                                       "INSERT INTO stragglers (capture, host, chip, times_last, "
-                                      "instances, caused_ps, lateness_ps, steps) VALUES "
-                                      "(?,?,?,?,?,?,?,?)"));
+                                      "instances, caused_ps, lateness_ps, steps, "
+                                      "expected_last) VALUES (?,?,?,?,?,?,?,?,?)"));
   for (const trace::StragglerRow& r : w.stragglers) {
     ins_straggler->Reset();
     ins_straggler->Bind(1, seq).Bind(2, r.host).Bind(3, int64_t{r.chip_ordinal});
     ins_straggler->Bind(4, r.times_last).Bind(5, r.instances).Bind(6, r.caused_ps);
     ins_straggler->Bind(7, r.lateness_ps).Bind(8, absl::StrJoin(r.steps, ","));
+    if (r.expected_last >= 0) {
+      ins_straggler->Bind(9, r.expected_last);
+    } else {
+      ins_straggler->BindNull(9);
+    }
     RETURN_IF_ERROR(ins_straggler->Run());
   }
   ASSIGN_OR_RETURN(auto ins_instance,
@@ -318,13 +323,17 @@ absl::Status InsertRollups(Connection& c, int64_t seq, const CaptureWrite& w) {
                    Statement::Prepare(c,
                                       "INSERT INTO kernel_rollups (capture, kernel_id, "
                                       "count, total_ps, min_ps, max_ps, p50_ps, p99_ps, chips, "
-                                      "sketch) VALUES (?,?,?,?,?,?,?,?,?,?)"));
+                                      "sketch, peak_tflops, peak_hbm_gbps) VALUES "
+                                      "(?,?,?,?,?,?,?,?,?,?,?,?)"));
   for (const KernelRollupWrite& r : w.rollups) {
     ins_rollup->Reset();
     ins_rollup->Bind(1, seq).Bind(2, r.kernel_id).Bind(3, r.stats.count);
     ins_rollup->Bind(4, r.stats.total_ps).Bind(5, r.stats.min_ps).Bind(6, r.stats.max_ps);
     ins_rollup->Bind(7, r.stats.QuantilePs(0.5)).Bind(8, r.stats.QuantilePs(0.99));
     ins_rollup->Bind(9, r.chips).BindBlob(10, r.stats.sketch.Serialize());
+    const double ps = static_cast<double>(r.stats.total_ps);
+    ins_rollup->Bind(11, ps > 0 ? r.peak_tflops_ps / ps : 0.0);
+    ins_rollup->Bind(12, ps > 0 ? r.peak_hbm_gbps_ps / ps : 0.0);
     RETURN_IF_ERROR(ins_rollup->Run());
   }
   return absl::OkStatus();
@@ -375,9 +384,11 @@ absl::Status WriteCaptureRows(Connection& c, const CaptureWrite& w) {
   ASSIGN_OR_RETURN(auto upd, Statement::Prepare(c,
                                                 "UPDATE captures SET events = ?, "
                                                 "kernel_count = ?, stats_first = ?, "
-                                                "stats_last = ? WHERE seq = ?"));
+                                                "stats_last = ?, collectives_left_out = ?, "
+                                                "collectives_left_out_example = ? WHERE seq = ?"));
   upd->Bind(1, events).Bind(2, static_cast<int64_t>(w.rollups.size()));
-  upd->Bind(3, stats_first < 0 ? int64_t{0} : stats_first).Bind(4, stats_last).Bind(5, seq);
+  upd->Bind(3, stats_first < 0 ? int64_t{0} : stats_first).Bind(4, stats_last);
+  upd->Bind(5, w.collectives_left_out).Bind(6, w.collectives_left_out_example).Bind(7, seq);
   return upd->Run();
 }
 

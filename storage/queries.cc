@@ -161,8 +161,8 @@ absl::StatusOr<std::vector<StatRow>> Store::KernelStats(const StatsQuery& q) {
         "SELECT '', NULL, k.id, k.module, k.op_name, k.category, k.program_id, k.hlo_hash, "
         "k.flops, k.bytes_accessed, r.count AS cnt, r.total_ps AS total, r.min_ps, r.max_ps, "
         "r.sketch AS sk, r.chips, "
-        "(SELECT AVG(peak_tflops) FROM chips WHERE capture = ?1), "
-        "(SELECT AVG(peak_hbm_gbps) FROM chips WHERE capture = ?1) "
+        "COALESCE(r.peak_tflops, (SELECT AVG(peak_tflops) FROM chips WHERE capture = ?1)), "
+        "COALESCE(r.peak_hbm_gbps, (SELECT AVG(peak_hbm_gbps) FROM chips WHERE capture = ?1)) "
         "FROM kernel_rollups r JOIN kernels k ON k.id = r.kernel_id WHERE r.capture = ?1 "
         "AND (?2 = '' OR k.op_name REGEXP ?2) AND (?3 = '' OR k.category = ?3)";
   } else {
@@ -539,8 +539,9 @@ absl::StatusOr<StragglerReport> Store::Stragglers(const std::string& capture_id)
   StragglerReport report;
   ASSIGN_OR_RETURN(auto chips, Statement::Prepare(c,
                                                   "SELECT host, chip, times_last, instances, "
-                                                  "caused_ps, lateness_ps, steps FROM stragglers "
-                                                  "WHERE capture = ? ORDER BY caused_ps DESC"));
+                                                  "caused_ps, lateness_ps, steps, expected_last "
+                                                  "FROM stragglers WHERE capture = ? ORDER BY "
+                                                  "caused_ps DESC, host, chip"));
   chips->Bind(1, ref.seq);
   while (true) {
     ASSIGN_OR_RETURN(bool more, chips->Step());
@@ -556,6 +557,7 @@ absl::StatusOr<StragglerReport> Store::Stragglers(const std::string& capture_id)
       int64_t n;
       if (absl::SimpleAtoi(step, &n)) r.steps.push_back(n);
     }
+    r.expected_last = chips->IsNull(7) ? -1 : chips->Double(7);
     report.chips.push_back(std::move(r));
   }
   ASSIGN_OR_RETURN(auto inst, Statement::Prepare(c,
@@ -578,6 +580,16 @@ absl::StatusOr<StragglerReport> Store::Stragglers(const std::string& capture_id)
     r.lateness_ps = inst->Int(7);
     r.caused_ps = inst->Int(8);
     report.instances.push_back(std::move(r));
+  }
+  ASSIGN_OR_RETURN(auto left, Statement::Prepare(c,
+                                                 "SELECT collectives_left_out, "
+                                                 "collectives_left_out_example FROM captures "
+                                                 "WHERE seq = ?"));
+  left->Bind(1, ref.seq);
+  ASSIGN_OR_RETURN(bool found, left->Step());
+  if (found) {
+    report.left_out = left->Int(0);
+    report.left_out_example = left->Text(1);
   }
   return report;
 }

@@ -115,6 +115,9 @@ struct KernelRollupWrite {
   int64_t kernel_id = 0;
   trace::KernelStats stats;  // merged over every chip
   int64_t chips = 0;
+  // The chips' peaks, each weighted by the time the kernel ran there (summed peak x ps): the
+  // row's peak is what its chips offered while it ran, whatever other chips the capture has.
+  double peak_tflops_ps = 0, peak_hbm_gbps_ps = 0;
 };
 struct CounterRollupWrite {
   int64_t kernel_id = 0;
@@ -140,6 +143,9 @@ struct CaptureWrite {
   int64_t created_ns = 0;
   std::vector<HostWrite> hosts;
   std::vector<KernelRollupWrite> rollups;
+  // Collective instances whose arrivals could not be one execution, left out of the waits.
+  int64_t collectives_left_out = 0;
+  std::string collectives_left_out_example;
   std::vector<CounterRollupWrite> counter_rollups;
   std::vector<WaitWrite> waits;
   std::vector<WaitRollupWrite> wait_rollups;
@@ -274,6 +280,9 @@ struct KernelIdentity {
 struct StragglerReport {
   std::vector<trace::StragglerRow> chips;     // most waiting caused first
   std::vector<trace::InstanceRow> instances;  // worst first
+  // Instances left out as not one collective (insight::CollectiveReport::left_out).
+  int64_t left_out = 0;
+  std::string left_out_example;
 };
 
 struct HistoryQuery {

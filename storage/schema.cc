@@ -224,6 +224,19 @@ CREATE TABLE fleet_outbox (
 ) WITHOUT ROWID;
 CREATE INDEX fleet_outbox_by_state ON fleet_outbox (state, queued_ns);
 )sql",
+    // 7: what a claim needs beside the counts. A roll-up's peaks are those of the chips that
+    // ran the kernel, weighted by their time there (the capture's mean over every chip put a
+    // TPU kernel of a TPU+GPU import at 241% of HBM); NULL on older rows, read as that mean.
+    // A straggler row's expected_last is how often it would have been last by chance (the sum
+    // of 1/members over the instances it took part in), for the straggler test; NULL before.
+    // A capture's collectives_left_out counts instances whose arrivals were not one execution.
+    R"sql(
+ALTER TABLE kernel_rollups ADD COLUMN peak_tflops REAL;
+ALTER TABLE kernel_rollups ADD COLUMN peak_hbm_gbps REAL;
+ALTER TABLE stragglers ADD COLUMN expected_last REAL;
+ALTER TABLE captures ADD COLUMN collectives_left_out INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE captures ADD COLUMN collectives_left_out_example TEXT NOT NULL DEFAULT '';
+)sql",
 };
 
 }  // namespace

@@ -50,6 +50,9 @@ struct StragglerRow {
   int64_t caused_ps = 0;       // the others' waiting in the instances it was last in
   int64_t lateness_ps = 0;     // summed over those instances
   std::vector<int64_t> steps;  // steps of those instances (distinct, increasing; up to 64)
+  // How often it would have been last by chance: the sum of 1/members over the instances it
+  // took part in; negative when unknown (rows stored before it was kept).
+  double expected_last = -1;
 };
 
 // One collective instance, for the worst-instances list.

@@ -67,6 +67,11 @@ KernelRates ComputeRates(const KernelStats& stats, const KernelDef& def, double 
   r.achieved_hbm_gbps = static_cast<double>(def.bytes_accessed) * stats.count / total_ps * 1000.0;
   if (peak_tflops > 0) r.fraction_of_peak_flops = r.achieved_tflops / peak_tflops;
   if (peak_hbm_gbps > 0) r.fraction_of_peak_hbm = r.achieved_hbm_gbps / peak_hbm_gbps;
+  // Over the peak is not a measurement (a wrong cost or peak): refused, 0 prints "-"; the
+  // verdict says which inputs (insight::Decide).
+  constexpr double kOver = 1 + 1e-9;
+  if (r.fraction_of_peak_flops > kOver) r.fraction_of_peak_flops = 0;
+  if (r.fraction_of_peak_hbm > kOver) r.fraction_of_peak_hbm = 0;
   return r;
 }
 

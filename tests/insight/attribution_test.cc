@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "insight/collectives.h"
+#include "insight/evidence.h"
 #include "tests/trace/test_util.h"
 #include "trace/xspace_reader.h"
 
@@ -136,16 +137,20 @@ TEST(AttributionTest, TheRealTpuCaptureCarriesNoCountersSoNoneAreAttributed) {
   EXPECT_GT(with_hlo, 10);
   EXPECT_GT(with_flops, 0);
   // Its all-reduces carry all_reduce_unique_id, 3 per chip, but chip 0's ids differ from
-  // the others' but for one: ids 1 and 65537 join chips 1-3, 131073 all four, and chip 0's own
-  // two have nobody to wait for.
+  // the others' but for one: ids 1 and 65537 join chips 1-3, and chip 0's own two have nobody
+  // to wait for. 131073 is chip 0's first execution and the others' third, 6.3 s apart: not
+  // one collective (each ran 122 ms), so it is left out rather than read as 6.3 s of waiting
+  // (433.9% of the all-reduce's time).
   std::vector<int64_t> chips = {0, 1, 2, 3}, kernels(c->kernels.size());
   for (size_t i = 0; i < kernels.size(); ++i) kernels[i] = static_cast<int64_t>(i);
   CollectiveNames names;
   CollectiveReport r = AnalyzeCollectives(CollectiveRuns(*c, 0, chips, kernels, &names), names);
-  EXPECT_EQ(r.instances, 3);
+  EXPECT_EQ(r.instances, 2);
+  EXPECT_EQ(r.left_out, 1);
   std::map<uint64_t, int> chips_of;
   for (const InstanceRow& i : r.worst) chips_of[i.id] = i.chips;
-  EXPECT_EQ(chips_of, (std::map<uint64_t, int>{{1, 3}, {65537, 3}, {131073, 4}}));
+  EXPECT_EQ(chips_of, (std::map<uint64_t, int>{{1, 3}, {65537, 3}}));
+  for (const auto& [key, w] : r.waits) EXPECT_LT(w.wait_ps, 10'000'000) << key.first;
 }
 
 TEST(CollectivesTest, TheLastArrivalIsTheStragglerAndTheOthersWaitForIt) {
@@ -276,12 +281,16 @@ TEST(CollectivesTest, ArrivalsArePutOnThePodsClockWhenAnalysed) {
   EXPECT_EQ(r.worst[0].lateness_ps, 30'000);  // 130 - 100
   EXPECT_EQ(r.worst[0].caused_ps, 80'000);    // 30 + 50
   EXPECT_EQ((r.waits[{10, 5}].wait_ps), 50'000);
-  EXPECT_EQ((r.waits[{10, 5}].straggler), "a chip 1");
+  // One instance is no evidence of who is habitually last (insight/evidence.h).
+  EXPECT_EQ((r.waits[{10, 5}].straggler), "");
 }
 
 // Stragglers per chip and kernel are counted per group of instances with the same members.
 // Against a count per pair, on a pod where chips take part in different sets of instances:
-// pod-wide ones, ones of half the hosts, ones within a host, two kernels.
+// pod-wide ones, ones of half the hosts, ones within a host, two kernels. At the first kernel
+// one chip per shape is late half the time, so its pairs have a straggler the test names and
+// the second kernel's (last at random) do not;
+// the pair's chance is the sum of 1/members over its instances.
 TEST(CollectivesTest, StragglersPerChipAndKernelMatchACountPerPair) {
   constexpr int kHosts = 6, kChips = 2;
   CollectiveNames names;
@@ -292,6 +301,8 @@ TEST(CollectivesTest, StragglersPerChipAndKernelMatchACountPerPair) {
   std::vector<std::vector<CollectiveRun>> by_host(kHosts);
   // (chip key, kernel) -> (chip name -> times last)
   std::map<std::pair<int64_t, int64_t>, std::map<std::string, int64_t>> expected;
+  // (chip key, kernel) -> (instances, chance of any one chip, widest instance)
+  std::map<std::pair<int64_t, int64_t>, std::tuple<int64_t, double, size_t>> chance;
   for (uint64_t id = 1; id <= 300; ++id) {
     const int shape = static_cast<int>(id % 3);
     const int64_t kernel = 1 + static_cast<int64_t>(id % 2);
@@ -308,6 +319,8 @@ TEST(CollectivesTest, StragglersPerChipAndKernelMatchACountPerPair) {
         r.chip_key = h * 10 + c;
         r.kernel_key = kernel;
         r.start_ns = static_cast<int64_t>(id * 1'000'000 + rng() % 50);  // ties happen
+        r.duration_ns = 10'000;
+        if (kernel == 1 && r.chip_key == shape * 20 + 1 && rng() % 2 == 0) r.start_ns += 100;
         members.push_back(r);
       }
     }
@@ -321,7 +334,13 @@ TEST(CollectivesTest, StragglersPerChipAndKernelMatchACountPerPair) {
     const std::string last_name =
         absl::StrCat(names.hosts[last->host], " chip ", last->chip_ordinal);
     for (const CollectiveRun& m : members) {
-      if (members.size() > 1) expected[{m.chip_key, m.kernel_key}][last_name]++;
+      if (members.size() > 1) {
+        expected[{m.chip_key, m.kernel_key}][last_name]++;
+        auto& [n, p, widest] = chance[{m.chip_key, m.kernel_key}];
+        ++n;
+        p += 1.0 / static_cast<double>(members.size());
+        widest = std::max(widest, members.size());
+      }
       by_host[m.host].push_back(m);
     }
   }
@@ -330,16 +349,25 @@ TEST(CollectivesTest, StragglersPerChipAndKernelMatchACountPerPair) {
   for (int h = kHosts - 1; h >= 0; --h) pod.Add(by_host[h]);  // in any order
   CollectiveReport r = pod.Analyze(names, [](int32_t, int64_t ns) { return ns; });
   ASSERT_EQ(r.waits.size(), expected.size());
+  int named = 0;
   for (const auto& [key, times] : expected) {
     std::string best;
     int64_t best_times = 0;
     for (const auto& [name, n] : times) {  // in name order: the first of equals stays
       if (n > best_times) std::tie(best, best_times) = std::tie(name, n);
     }
+    const auto& [n, p, widest] = chance[key];
+    if (!SignificantlyLast(best_times, n, p, widest)) {
+      best.clear();
+      best_times = 0;
+    }
+    named += best_times > 0;
     const Wait& w = r.waits[key];
     EXPECT_EQ(w.straggler, best) << key.first << "/" << key.second;
     EXPECT_EQ(w.straggler_times, best_times) << key.first << "/" << key.second;
   }
+  EXPECT_GT(named, 0);
+  EXPECT_LT(named, static_cast<int>(expected.size()));
 }
 
 // Pod-wide instances are kept in room for one arrival per chip of the pod, not in room doubled
