@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <deque>
 #include <limits>
+#include <map>
 #include <optional>
 #include <thread>
 
@@ -272,6 +273,22 @@ std::string ProgressLine(const v1::CaptureProgress& p) {
   return line;
 }
 
+// A capture past its timeout: cancelled, so that its hosts stop working for nobody, and an
+// error naming the hosts that had not finished and what they were doing.
+absl::Status TimedOut(AggregatorClient& client, const std::string& capture_id, int64_t after_ns,
+                      const std::map<std::string, std::string>& unfinished) {
+  v1::CancelCaptureRequest cancel;
+  cancel.set_capture_id(capture_id);
+  v1::CancelCaptureResponse cancelled;
+  const absl::Status c = client.Call(&Stub::CancelCapture, cancel, &cancelled);
+  std::vector<std::string> hosts;
+  for (const auto& [host, stage] : unfinished) hosts.push_back(absl::StrCat(host, " (", stage, ")"));
+  return absl::DeadlineExceededError(absl::StrCat(
+      "capture ", capture_id, " did not finish within ", FormatDurationPs(after_ns * 1000),
+      " after its window", hosts.empty() ? "" : ": not done: ", absl::StrJoin(hosts, ", "),
+      c.ok() ? "; it was cancelled" : absl::StrCat("; cancelling it failed: ", c.message())));
+}
+
 // Follows a started capture's progress to its end: the watch runs on its own thread while
 // this one redraws the display ten times a second, so that the window's bar moves while the
 // agents are silent. Fills `result`'s status and summary.
@@ -284,11 +301,18 @@ absl::Status WatchCapture(AggregatorClient& client, const v1::StartCaptureRespon
   bool finished = false;
   grpc::Status watch_status;
   grpc::ClientContext watch_ctx;
-  // The window, then ten minutes for the hosts to stream and the aggregator to store.
-  // Saturated: a window too long to add up has no deadline worth the name.
-  std::optional<int64_t> deadline = CheckedAdd(client.clock().NowNs(), options.delay_ns);
+  // The window, then (by default) ten minutes for the hosts to stream and the aggregator to
+  // store. Saturated: a window too long to add up has no deadline worth the name.
+  const int64_t after_ns =
+      options.timeout_ns > 0 ? options.timeout_ns : int64_t{600} * 1'000'000'000;
+  // From the window's start as the aggregator set it (it leads the request by the time the
+  // hosts need to be told), else from the delay asked for.
+  const int64_t now = client.clock().NowNs();
+  std::optional<int64_t> deadline = started.start_ns() > now
+                                        ? std::optional<int64_t>(started.start_ns())
+                                        : CheckedAdd(now, options.delay_ns);
   if (deadline) deadline = CheckedAdd(*deadline, options.duration_ns);
-  if (deadline) deadline = CheckedAdd(*deadline, int64_t{600} * 1'000'000'000);
+  if (deadline) deadline = CheckedAdd(*deadline, after_ns);
   const int64_t deadline_ns = deadline.value_or(std::numeric_limits<int64_t>::max());
   watch_ctx.set_deadline(std::chrono::system_clock::time_point(
       std::chrono::duration_cast<std::chrono::system_clock::duration>(
@@ -309,6 +333,9 @@ absl::Status WatchCapture(AggregatorClient& client, const v1::StartCaptureRespon
   });
   std::vector<std::string> hosts(started.host_names().begin(), started.host_names().end());
   LiveView view(options.display, out, hosts, started.start_ns(), options.duration_ns);
+  // Each host's last stage, until it is done: what a timeout reports.
+  std::map<std::string, std::string> unfinished;
+  for (const std::string& h : hosts) unfinished[h] = "waiting";
   bool done = false;
   for (bool over = false; !over;) {
     std::deque<v1::CaptureProgress> batch;
@@ -319,6 +346,14 @@ absl::Status WatchCapture(AggregatorClient& client, const v1::StartCaptureRespon
       over = finished;
     }
     for (const v1::CaptureProgress& p : batch) {
+      if (p.has_host()) {
+        const v1::CaptureStatus hs = p.host().status();
+        if (hs == v1::CAPTURE_STATUS_COMPLETE || hs == v1::CAPTURE_STATUS_FAILED) {
+          unfinished.erase(p.host().host_name());
+        } else if (!p.detail().empty() && unfinished.count(p.host().host_name()) > 0) {
+          unfinished[p.host().host_name()] = p.detail();
+        }
+      }
       if (live) {
         view.Update(p);
       } else {
@@ -333,6 +368,10 @@ absl::Status WatchCapture(AggregatorClient& client, const v1::StartCaptureRespon
     if (live) view.Draw(client.clock().NowNs());
   }
   watcher.join();
+  if (!done && watch_status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    if (live) out << "\n";
+    return TimedOut(client, started.capture_id(), after_ns, unfinished);
+  }
   if (!done) {
     RETURN_IF_ERROR(client.Check(watch_status));
     return absl::UnavailableError("the capture's progress stream ended before the capture did");

@@ -39,6 +39,10 @@ struct CaptureOptions {
   // Device and python tracer levels and the kernel-profiling settings (kernelprof/options.h),
   // sent as they are; host_tracer_level above overrides the one in here.
   v1::CaptureOptions profiling;
+  // How long after the window the capture may take to finish (hosts writing, streaming, the
+  // aggregator storing); past it the capture is cancelled and RunCapture fails with
+  // DEADLINE_EXCEEDED naming the hosts not done. 0: ten minutes.
+  int64_t timeout_ns = 0;
   int top = 10;  // top kernels printed at the end
   OutputFormat format = OutputFormat::kTable;
   Display display;
@@ -59,7 +63,9 @@ std::unique_ptr<Command> AddCaptureCommand(CLI::App& app, CliContext& context);
 
 // Starts a capture, shows its progress while it runs (a live per-host display on a terminal,
 // plain log lines to `err` otherwise), then writes the capture id, each host's outcome and
-// clock correction, and the top kernels pod-wide to `out` in the chosen format.
+// clock correction, and the top kernels pod-wide to `out` in the chosen format. Past
+// `options.timeout_ns` after the window the capture is cancelled: DEADLINE_EXCEEDED, its
+// message naming the hosts that had not finished.
 absl::StatusOr<CaptureResult> RunCapture(AggregatorClient& client, const CaptureOptions& options,
                                          std::ostream& out, std::ostream& err);
 

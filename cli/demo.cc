@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "cli/exit_codes.h"
 #include "cli/export_command.h"
@@ -195,7 +196,9 @@ absl::StatusOr<std::string> StartPod(const DemoOptions& options, const std::stri
     absl::StatusOr<json> agent = StartReady(
         children, clock, "podprof-agent " + n,
         {bin + "/podprof-agent", "--insecure", "--config=" + dir + "/agent.toml",
+         // Each agent's /metrics on a free port: the default, 7103, fits one agent a machine.
          "--listen=127.0.0.1:0", "--advertise=127.0.0.1:0", "--profiler-service-listen=none",
+         "--http-listen=127.0.0.1:0",
          "--host-name=" + host, "--sysfs-root=" + dir + "/sys", "--temp-dir=" + dir + "/tmp",
          absl::StrCat("--workload-profiler=127.0.0.1:", (*sim)["profiler_port"].get<int>()),
          absl::StrCat("--workload-metrics=127.0.0.1:", (*sim)["metrics_port"].get<int>()),
@@ -273,6 +276,60 @@ void WriteClockTable(const CaptureResult& result, const CaptureOptions& capture,
   t.Write(out);
 }
 
+// What to try when the pod could not deliver a capture in time: it shares this machine's
+// cores with the aggregator and the agents, and a host's work grows with the window, the
+// chips and, under kernel profiling, the sampling rate.
+std::string Advice(const DemoOptions& options, const std::string& dir) {
+  std::string a = absl::StrCat("  the ", options.hosts,
+                               " simulated hosts, their agents and the aggregator share this "
+                               "machine's ",
+                               std::max(1u, std::thread::hardware_concurrency()),
+                               " cores; what to try:\n");
+  if (options.duration_ns >= 2'000'000) {
+    absl::StrAppend(&a, "    a shorter window:  --duration ", options.duration_ns / 2'000'000,
+                    "ms\n");
+  }
+  if (options.hosts > 1) absl::StrAppend(&a, "    fewer hosts:       --hosts ", options.hosts / 2, "\n");
+  absl::StrAppend(&a, "    more time:         --timeout ",
+                  std::max<int64_t>(1, options.timeout_ns / 1'000'000'000) * 2, "s (now ",
+                  FormatDurationPs(options.timeout_ns * 1000), ")\n  each process's log is in ",
+                  dir, "\n");
+  return a;
+}
+
+// A capture that brought no data: each host's outcome (the table names every host's error),
+// why, and what to try, and nothing that needs data (no trace, no clock table, no queries).
+int WriteFailedCapture(const CaptureResult& result, const CaptureOptions& capture,
+                       const DemoOptions& options, const std::string& dir, std::ostream& out,
+                       std::ostream& err) {
+  WriteCaptureResult(result, capture, {{"dir", dir}}, out);
+  std::vector<std::string> failed;
+  for (const auto& h : result.summary.hosts()) {
+    if (h.status() != v1::CAPTURE_STATUS_COMPLETE) failed.push_back(h.host_name());
+  }
+  err << "podprof demo: capture " << result.capture_id << " "
+      << CaptureStatusName(result.status) << ": no host delivered its data (failed: "
+      << absl::StrJoin(failed, ", ") << ")\n"
+      << Advice(options, dir);
+  return kExitPartial;
+}
+
+// The merged timeline. Under kernel profiling only its first part: every host's counters are
+// sampled every 10 us, and the whole 2-second window of 4 hosts is 2 GB of Perfetto trace,
+// too much to open in a browser and 13 s to write on 2 cores.
+constexpr int64_t kKernelProfilingTraceNs = 200'000'000;
+absl::StatusOr<ExportResult> ExportTrace(AggregatorClient& client, const DemoOptions& options,
+                                         const std::string& capture_id, const std::string& dir) {
+  ExportOptions exp;
+  exp.capture_id = capture_id;
+  exp.path = (fs::path(dir) / (capture_id + ".pftrace")).string();
+  if (options.kernel_profiling && options.duration_ns > kKernelProfilingTraceNs) {
+    exp.from_ns = 0;
+    exp.to_ns = kKernelProfilingTraceNs;
+  }
+  return RunExport(client, exp);
+}
+
 }  // namespace
 
 int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
@@ -341,14 +398,23 @@ int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
     capture.profiling.set_kernel_profiling(true);
     capture.profiling.set_counter_interval_ns(10'000);
   }
+  capture.timeout_ns = options.timeout_ns;
   absl::StatusOr<CaptureResult> result = RunCapture(client, capture, out, err);
+  // Without data there is nothing for --keep to keep: the children stop as they otherwise do.
+  if (!result.ok() && absl::IsDeadlineExceeded(result.status())) {
+    children.StopAll();
+    err << "podprof demo: " << result.status().message() << "\n" << Advice(options, dir);
+    return kExitPartial;
+  }
   if (!result.ok()) return fail(std::string(result.status().message()));
+  if (result->status != v1::CAPTURE_STATUS_COMPLETE &&
+      result->status != v1::CAPTURE_STATUS_PARTIAL) {
+    children.StopAll();
+    return WriteFailedCapture(*result, capture, options, dir, out, err);
+  }
 
   AddClockErrors(*result, truth_files, &capture);
-  ExportOptions exp;
-  exp.capture_id = result->capture_id;
-  exp.path = (fs::path(dir) / (result->capture_id + ".pftrace")).string();
-  absl::StatusOr<ExportResult> trace = RunExport(client, exp);
+  absl::StatusOr<ExportResult> trace = ExportTrace(client, options, result->capture_id, dir);
   const std::string page = web + "captures/" + result->capture_id;
   json extra = {{"trace_path", trace.ok() ? trace->path : ""}, {"dir", dir}, {"web_url", page}};
   if (options.keep) {
@@ -359,7 +425,13 @@ int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
   if (table) {
     WriteClockTable(*result, capture, out);
     if (trace.ok()) {
-      out << "\nmerged timeline: " << trace->path << "\n  open it at https://ui.perfetto.dev\n";
+      out << "\nmerged timeline: " << trace->path << " (" << FormatBytes(trace->bytes) << ")\n"
+          << "  open it at https://ui.perfetto.dev\n";
+      if (options.kernel_profiling && options.duration_ns > kKernelProfilingTraceNs) {
+        out << "  its first " << FormatDurationPs(kKernelProfilingTraceNs * 1000)
+            << " only, with the counters sampled every 10 us (with --keep, podprof export "
+            << result->capture_id << " writes the whole window)\n";
+      }
     } else {
       out << "\nno trace written: " << trace.status().message() << "\n";
     }

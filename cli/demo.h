@@ -22,6 +22,10 @@ struct DemoOptions {
   int hosts = 4;
   std::string generation = "v5p";
   int64_t duration_ns = 2'000'000'000;
+  // How long after the window the capture may take (the hosts writing their traces, the agents
+  // streaming, the aggregator storing); past it the demo cancels the capture, names the hosts
+  // not done and says what to try.
+  int64_t timeout_ns = 90'000'000'000;
   bool keep = false;
   // Where the database, logs and trace go; empty = a new directory under $TMPDIR or /tmp.
   std::string dir;
@@ -40,7 +44,9 @@ struct DemoOptions {
   Clock* clock = nullptr;
 };
 
-// Returns the process exit code (0 complete, 1 partial or failed capture, 2 could not start).
+// Returns the process exit code (0 complete, 1 partial, failed or timed-out capture, 2 could
+// not start). A capture without data prints each host's outcome and advice, never a trace or
+// queries to try.
 int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err);
 
 }  // namespace podprof::cli

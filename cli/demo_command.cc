@@ -1,7 +1,13 @@
 #include "cli/demo_command.h"
 
+#include <string>
+#include <vector>
+
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_join.h"
 #include "cli/demo.h"
+#include "cli/exit_codes.h"
+#include "trace/chip_catalog.h"
 
 namespace podprof::cli {
 namespace {
@@ -19,6 +25,10 @@ class DemoCommand : public Command {
     cmd->add_option("--duration", options_.duration_ns, "Length of the capture window, e.g. 2s")
         ->transform(PositiveDuration())
         ->option_text("DURATION (default 2s)");
+    cmd->add_option("--timeout", options_.timeout_ns,
+                    "How long after the window the capture may take before it is cancelled")
+        ->transform(PositiveDuration())
+        ->option_text("DURATION (default 90s)");
     cmd->add_option("--seed", options_.seed, "Seed of the pod and of its clock errors")
         ->capture_default_str();
     cmd->add_option("--dir", options_.dir,
@@ -33,6 +43,14 @@ class DemoCommand : public Command {
   }
 
   int Run(CliContext& context, std::ostream& out, std::ostream& err) override {
+    // Checked before anything starts: a simulated host refusing it says only that it exited.
+    if (trace::FindGenerationByName(options_.generation) == nullptr) {
+      std::vector<std::string> names;
+      for (const trace::ChipGeneration& g : trace::ChipGenerations()) names.push_back(g.name);
+      err << "podprof demo: --generation " << options_.generation
+          << ": no such TPU generation; use one of " << absl::StrJoin(names, ", ") << "\n";
+      return kExitUsage;
+    }
     options_.format = context.format;
     options_.display = Display::ForStdout(context.no_color);
     return RunDemo(options_, out, err);

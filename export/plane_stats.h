@@ -41,7 +41,8 @@ class PlaneStats {
     return s;
   }
 
- private:
+  // The stat metadata id of `stat` on the plane (for writers of the wire format); 0 if the
+  // list lacks it.
   int64_t IdOf(Stat stat) const {
     for (size_t i = 0; i < size_; ++i) {
       if (stats_[i] == stat) return static_cast<int64_t>(i) + 1;
@@ -49,6 +50,7 @@ class PlaneStats {
     return 0;
   }
 
+ private:
   const Stat* stats_;
   size_t size_;
 };

@@ -1,5 +1,7 @@
 #include "loadgen/capture_source.h"
 
+#include <sstream>
+
 #include "absl/strings/str_cat.h"
 #include "sim/xspace_builder.h"
 #include "trace/byte_source.h"
@@ -66,10 +68,14 @@ absl::StatusOr<GeneratedCapture> CaptureSource::Generate(const EmulatedHost& hos
   window.host_name = host.name;
   // Serialized and read back as the agent reads the workload's file, so the stream is what
   // podprof-agent would send for podprof-simhost's session (same reader, same encoder).
-  std::string xspace;
-  sim::BuildXSpace(*model, host.clock, window, [&](int64_t step) {
-    return model->Step(step, CollectiveEnds(step));
-  }).space.SerializeToString(&xspace);
+  std::ostringstream bytes;
+  absl::StatusOr<sim::WriteResult> written =
+      sim::WriteXSpace(*model, host.clock, window, bytes, nullptr, [&](int64_t step) {
+        return model->Step(step, CollectiveEnds(step));
+      });
+  if (!written.ok()) return written.status();
+  std::string xspace = bytes.str();
+  bytes = std::ostringstream();
   trace::MemorySource source(xspace, host.name);
   trace::ReadOptions read_options;
   read_options.host_name = host.name;

@@ -3,13 +3,25 @@
 # Idempotent; run as root. Debian packages with apt-get; then the real peers the `realpeers` tests
 # run against (JAX, XProf, tpu-info, chdb: tests/peers/requirements.txt, exact versions with
 # hashes) with pip into .venv. Nothing else is downloaded, and no test downloads anything.
+#
+#   install-deps.sh          everything: what scripts/test.sh needs
+#   install-deps.sh --demo   only what building podprof and running `podprof demo` need
+#                            (scripts/demo.sh): no clang, ClickHouse, Prometheus, Chromium or
+#                            the peers' 1.7 GB virtual environment
 set -euo pipefail
 
+demo=0
+case "${1:-}" in
+  "") ;;
+  --demo) demo=1 ;;
+  *) echo "usage: install-deps.sh [--demo]" >&2; exit 2 ;;
+esac
+
+# What the build needs (CMake finds the test and benchmark libraries too, and web/ runs npm
+# once for uPlot), and so the demo.
 packages=(
   # Toolchain and build.
-  build-essential cmake ninja-build ccache pkg-config clang clang-format
-  # clang's sanitizer and libFuzzer runtimes (the sanitizer build; a recommends, not a depends).
-  libclang-rt-14-dev
+  build-essential cmake ninja-build ccache pkg-config
   # RPC and serialisation.
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   # Status/StatusOr and friends (the Abseil that gRPC links).
@@ -20,20 +32,30 @@ packages=(
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libspdlog-dev
   # User-supplied regular expressions (common/pattern.h).
   libre2-dev
-  # Tests and benchmarks (time(1): peak memory in scripts/bench-exports.sh).
-  libgtest-dev libgmock-dev libbenchmark-dev time
+  # Test and benchmark libraries (CMake requires them).
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # The web pages: Node.js runs npm (uPlot, bundled at build time; web/package-lock.json).
+  nodejs
+)
+# What only the tests need.
+test_packages=(
+  clang clang-format
+  # clang's sanitizer and libFuzzer runtimes (the sanitizer build; a recommends, not a depends).
+  libclang-rt-14-dev
+  # time(1): peak memory in scripts/bench-exports.sh.
+  time
   # Unit checks (systemd-analyze), kill(1) for ExecReload, test certificates, packaging.
   systemd procps openssl dpkg-dev
   # The fleet store's tests and bench_fleet start their own ClickHouse servers.
   clickhouse-server clickhouse-client
   # promtool (in prometheus) checks both daemons' /metrics; curl fetches pages in tests.
   prometheus curl
-  # The web pages: Node.js runs npm (uPlot, bundled at build time; web/package-lock.json) and
-  # the browser tests, which drive Debian's headless Chromium.
-  nodejs chromium
+  # The browser tests drive Debian's headless Chromium.
+  chromium
   # The real peers' virtual environment (.venv, below).
   python3 python3-venv
 )
+if [ "$demo" -eq 0 ]; then packages+=("${test_packages[@]}"); fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -47,6 +69,7 @@ need_npm=0
 command -v npm >/dev/null 2>&1 || need_npm=1
 
 install_venv() {
+  if [ "$demo" -eq 1 ]; then return 0; fi
   bash "$(dirname "$0")/install-venv.sh"
 }
 

@@ -176,7 +176,7 @@ double TcCounterShare(absl::string_view counter, const UnitProfile& units,
 KernelProfileWriter::KernelProfileWriter(const PodModel& model, const Timebase& time, int chip,
                                          const trace::SamplingOptions& tc,
                                          const exporter::PlaneStats& stats,
-                                         tensorflow::profiler::XPlane* plane)
+                                         tensorflow::profiler::XPlane* plane, int64_t max_samples)
     : model_(model),
       time_(time),
       chip_(chip),
@@ -184,7 +184,10 @@ KernelProfileWriter::KernelProfileWriter(const PodModel& model, const Timebase& 
       stats_(stats),
       plane_(plane),
       mask_(tc.counter_size_bits >= 3 ? ~uint64_t{0}
-                                      : (uint64_t{1} << (8 << tc.counter_size_bits)) - 1) {
+                                      : (uint64_t{1} << (8 << tc.counter_size_bits)) - 1),
+      max_samples_(max_samples),
+      counter_id_stat_(stats.IdOf(Stat::kPerformanceCounterId)),
+      counter_value_stat_(stats.IdOf(Stat::kCounterValue)) {
   const trace::ChipGeneration& gen = model.generation();
   for (int die = 0; die < std::max(1, gen.tensor_cores); ++die) {
     for (int index : tc.indices) {
@@ -270,6 +273,14 @@ void KernelProfileWriter::AdvanceTo(int64_t true_ps) {
 }
 
 void KernelProfileWriter::OnRun(const OpRun& run, int64_t start_ps, bool in_window) {
+  const OpTemplate& op = model_.ops()[run.op];
+  if (in_window && !op.collective && !op.primitives.empty() && primitives_ != nullptr) {
+    AddIntraKernelLines(op, start_ps, run.duration_ps);
+  }
+}
+
+void KernelProfileWriter::SampleRun(const OpRun& run, int64_t start_ps, bool in_window,
+                                    XSpaceStream& out) {
   AdvanceTo(start_ps);
   rate_ = &rates_[run.op];
   const OpTemplate& op = model_.ops()[run.op];
@@ -277,10 +288,10 @@ void KernelProfileWriter::OnRun(const OpRun& run, int64_t start_ps, bool in_wind
   if (in_window && !op.collective) {
     if (tc_.external_trigger) {
       // The runtime triggers a sample as the kernel starts and as it ends.
-      Sample(start_ps, op.name);
+      Sample(start_ps, op.name, out);
       if (time_.Inside(end_ps)) {
         AdvanceTo(end_ps);
-        Sample(end_ps, op.name);
+        Sample(end_ps, op.name, out);
       }
     } else {
       // The timer runs from the session's start; only its ticks inside the kernel sample.
@@ -289,35 +300,50 @@ void KernelProfileWriter::OnRun(const OpRun& run, int64_t start_ps, bool in_wind
       int64_t t = time_.true_start_ps + (since + interval_ps - 1) / interval_ps * interval_ps;
       for (; t < end_ps && t < time_.true_end_ps; t += interval_ps) {
         AdvanceTo(t);
-        Sample(t, op.name);
+        Sample(t, op.name, out);
       }
-    }
-    if (!op.primitives.empty() && primitives_ != nullptr) {
-      AddIntraKernelLines(op, start_ps, run.duration_ps);
     }
   }
   AdvanceTo(end_ps);
   rate_ = &rates_.back();
 }
 
-void KernelProfileWriter::Sample(int64_t true_ps, const std::string& kernel) {
-  XLine* line = plane_->add_lines();
-  line->set_id(samples_++);
-  line->set_name(kernel);
+void KernelProfileWriter::Sample(int64_t true_ps, const std::string& kernel, XSpaceStream& out) {
+  using trace::xspace::XEventField;
+  using trace::xspace::XLineField;
+  using trace::xspace::XStatField;
+  if (samples_ >= max_samples_) {
+    if (dropped_++ == 0) first_dropped_ps_ = true_ps;
+    return;
+  }
+  // The wire format of the XLine the generated classes would write (proto3: a zero id and an
+  // empty name are left out; offset_ps is in a oneof, so it is written even when zero).
+  line_.clear();
+  if (samples_ != 0) AppendVarintField(&line_, XLineField::kId, static_cast<uint64_t>(samples_));
+  ++samples_;
+  if (!kernel.empty()) AppendBytesField(&line_, XLineField::kName, kernel);
   const int64_t at = time_.DeviceOffsetPs(true_ps);
   const int64_t ns = FloorDiv(at, 1000);
-  line->set_timestamp_ns(ns);
-  const int64_t offset = at - ns * 1000;
+  if (ns != 0) AppendVarintField(&line_, XLineField::kTimestampNs, static_cast<uint64_t>(ns));
+  const auto offset = static_cast<uint64_t>(at - ns * 1000);
   for (size_t c = 0; c < counters_.size(); ++c) {
     // The register holds whole counts; the sample is its low bits after the scaling shift.
     const uint64_t raw = static_cast<uint64_t>(std::max(0.0, totals_[c]));
-    XEvent* ev = line->add_events();
-    ev->set_metadata_id(counters_[c].metadata_id);
-    ev->set_offset_ps(offset);
-    stats_.Add(ev->mutable_stats(), Stat::kPerformanceCounterId)->set_uint64_value(counters_[c].id);
-    stats_.Add(ev->mutable_stats(), Stat::kCounterValue)
-        ->set_uint64_value((raw >> tc_.scaling) & mask_);
+    event_.clear();
+    AppendVarintField(&event_, XEventField::kMetadataId,
+                      static_cast<uint64_t>(counters_[c].metadata_id));
+    AppendVarintField(&event_, XEventField::kOffsetPs, offset);
+    stat_.clear();
+    AppendVarintField(&stat_, XStatField::kMetadataId, static_cast<uint64_t>(counter_id_stat_));
+    AppendVarintField(&stat_, XStatField::kUint64Value, counters_[c].id);
+    AppendBytesField(&event_, XEventField::kStats, stat_);
+    stat_.clear();
+    AppendVarintField(&stat_, XStatField::kMetadataId, static_cast<uint64_t>(counter_value_stat_));
+    AppendVarintField(&stat_, XStatField::kUint64Value, (raw >> tc_.scaling) & mask_);
+    AppendBytesField(&event_, XEventField::kStats, stat_);
+    AppendBytesField(&line_, XLineField::kEvents, event_);
   }
+  out.AppendField(trace::xspace::XPlaneField::kLines, line_);
 }
 
 void KernelProfileWriter::AddIntraKernelLines(const OpTemplate& op, int64_t start_ps,

@@ -27,6 +27,7 @@
 #include "proto/xplane.pb.h"
 #include "sim/pod_model.h"
 #include "sim/timebase.h"
+#include "sim/xspace_stream.h"
 #include "trace/perf_counters.h"
 
 namespace podprof::sim {
@@ -66,21 +67,37 @@ absl::StatusOr<KernelProfilingRequest> KernelProfilingFromOptions(
 double TcCounterShare(absl::string_view counter, const UnitProfile& units,
                       int xlu_cycles_per_instruction);
 
-// One chip's kernel-profiling data, written into its device plane as the chip's kernels are
-// added in time order (OnRun for every kernel of every step, also those outside the window,
-// which advance the counters).
+// The most sample instants one chip records in a session; later ones are dropped, with a
+// warning in the XSpace (SessionWindow::max_samples_per_chip). The samples are streamed to the
+// file, so this bounds the file and the time to read it, not memory: at 10 us and 36 counters a
+// sample line is about 1.3 kB, so a chip's samples stay under about 350 MB, and the demo's 2 s
+// window (about 100k samples per v7x chip) fits with room.
+inline constexpr int64_t kMaxSamplesPerChip = int64_t{1} << 18;
+
+// One chip's kernel-profiling data, written in two passes over the chip's kernels in time
+// order (every kernel of every step, also those outside the window, which advance the
+// counters): OnRun puts the counters' metadata and the intra-kernel lines into the device
+// plane; SampleRun then streams the sample lines after the plane's other fields.
 class KernelProfileWriter {
  public:
   // `plane` must have declared `stats` (which must include the performance counter stats).
+  // At most `max_samples` sample instants are written.
   KernelProfileWriter(const PodModel& model, const Timebase& time, int chip,
                       const trace::SamplingOptions& tc, const exporter::PlaneStats& stats,
-                      tensorflow::profiler::XPlane* plane);
+                      tensorflow::profiler::XPlane* plane,
+                      int64_t max_samples = kMaxSamplesPerChip);
 
-  // Kernel `run` starting at true instant `start_ps`; `in_window` when its XLA Ops event is
-  // written (it starts inside the window).
+  // First pass. Kernel `run` starting at true instant `start_ps`; `in_window` when its XLA Ops
+  // event is written (it starts inside the window).
   void OnRun(const OpRun& run, int64_t start_ps, bool in_window);
+  // Second pass, over the same runs in the same order: advances the counters and appends the
+  // run's sample lines to `out`, inside the plane's field.
+  void SampleRun(const OpRun& run, int64_t start_ps, bool in_window, XSpaceStream& out);
 
   int64_t samples() const { return samples_; }
+  // Sample instants past max_samples, and the true instant (ps) of the first of them.
+  int64_t dropped_samples() const { return dropped_; }
+  int64_t first_dropped_ps() const { return first_dropped_ps_; }
 
  private:
   struct Counter {
@@ -90,7 +107,7 @@ class KernelProfileWriter {
   void AddCounter(uint64_t id);
   void AddRates();
   void AdvanceTo(int64_t true_ps);
-  void Sample(int64_t true_ps, const std::string& kernel);
+  void Sample(int64_t true_ps, const std::string& kernel, XSpaceStream& out);
   void AddIntraKernelLines(const OpTemplate& op, int64_t start_ps, int64_t duration_ps);
   int64_t Meta(absl::string_view name);
   void AddSpan(tensorflow::profiler::XLine* line, absl::string_view name, int64_t start_ps,
@@ -103,6 +120,9 @@ class KernelProfileWriter {
   const exporter::PlaneStats& stats_;
   tensorflow::profiler::XPlane* const plane_;
   const uint64_t mask_;
+  const int64_t max_samples_;
+  // The stat metadata ids a sample's events carry.
+  const int64_t counter_id_stat_, counter_value_stat_;
   std::vector<Counter> counters_;
   // Per counter: its increments per true ps, while each op runs (index = op) and while the
   // chip idles (index = ops().size()). Counters stay exact over hours: doubles hold integers
@@ -112,6 +132,10 @@ class KernelProfileWriter {
   const std::vector<double>* rate_ = nullptr;
   int64_t totals_at_ps_ = 0;
   int64_t samples_ = 0;
+  int64_t dropped_ = 0;
+  int64_t first_dropped_ps_ = 0;
+  // Scratch for the wire format of one sample line, its events and their stats.
+  std::string line_, event_, stat_;
   tensorflow::profiler::XLine* primitives_ = nullptr;
   tensorflow::profiler::XLine* source_lines_ = nullptr;
   tensorflow::profiler::XLine* llo_ = nullptr;

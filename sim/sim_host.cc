@@ -1,5 +1,6 @@
 #include "sim/sim_host.h"
 
+#include <malloc.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -55,23 +56,36 @@ absl::Status MakeDirs(const std::string& path) {
   return absl::OkStatus();
 }
 
-// Writes `bytes` to `path` through a temporary file and a rename, so readers never see a
-// partial file.
+// Writes `path` through a temporary file and a rename, so readers never see a partial file;
+// `write` fills the stream and says whether it could. A failed write leaves no file behind.
 template <typename WriteFn>
 absl::Status WriteAtomically(const std::string& path, WriteFn write) {
   std::string tmp = path + ".tmp";
+  absl::Status status;
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) return ErrnoToStatus(errno, absl::StrCat("open ", tmp));
-    if (!write(out)) return absl::InternalError(absl::StrCat("cannot serialize into ", tmp));
+    status = write(out);
     out.flush();
-    if (!out) return ErrnoToStatus(errno, absl::StrCat("write ", tmp));
+    if (status.ok() && !out) status = ErrnoToStatus(errno, absl::StrCat("write ", tmp));
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return ErrnoToStatus(errno, absl::StrCat("rename to ", path));
+  if (status.ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {
+    status = ErrnoToStatus(errno, absl::StrCat("rename to ", path));
   }
+  if (!status.ok()) std::remove(tmp.c_str());
+  return status;
+}
+
+absl::Status Serialized(const tensorflow::profiler::XSpace& space, std::ostream& out) {
+  if (!space.SerializeToOstream(&out)) return absl::InternalError("cannot serialize the XSpace");
   return absl::OkStatus();
 }
+
+// Hands the heap's free pages back to the system. A session's planes are many small
+// allocations, which glibc keeps for reuse after they are freed: without this a host that had
+// written one large session held its peak (gigabytes, before the planes were streamed) until
+// it exited, failed and cancelled sessions included.
+void ReleaseFreedMemory() { malloc_trim(0); }
 
 }  // namespace
 
@@ -177,31 +191,8 @@ absl::StatusOr<SessionResult> SimHost::RunSession(const SessionRequest& request,
   result.true_end_ns = truth_.NowNs();
   const int64_t host_end = host_clock_.ToHost(result.true_end_ns);
 
-  std::string dir = absl::StrCat(request.repository_root, "/", request.session_id);
-  result.path =
-      absl::StrCat(dir, "/", absl::StrReplaceAll(request.file_host, {{":", "_"}}), ".xplane.pb");
-  absl::Status written = MakeDirs(dir);
-  if (written.ok()) {
-    if (replay_.has_value()) {
-      tensorflow::profiler::XSpace space =
-          replay_->Rebase(options_.host_name, result.host_start_ns, host_end);
-      result.kernel_events = replay_->device_events();
-      written = WriteAtomically(result.path,
-                                [&](std::ostream& out) { return space.SerializeToOstream(&out); });
-    } else {
-      SessionWindow window;
-      window.true_start_ns = result.true_start_ns;
-      window.true_end_ns = result.true_end_ns;
-      window.device_offset_ns = options_.device_clock_offset_ns;
-      window.counters = options_.counters;
-      window.kernel_profiling = request.kernel_profiling;
-      window.host_name = options_.host_name;
-      BuildResult built = BuildXSpace(model_, host_clock_, window);
-      result.kernel_events = built.kernel_events;
-      written = WriteAtomically(
-          result.path, [&](std::ostream& out) { return built.space.SerializeToOstream(&out); });
-    }
-  }
+  absl::Status written = WriteTrace(request, host_end, cancelled, &result);
+  ReleaseFreedMemory();
   result.empty_trace = result.kernel_events == 0;
   {
     absl::MutexLock lock(&mu_);
@@ -212,6 +203,35 @@ absl::StatusOr<SessionResult> SimHost::RunSession(const SessionRequest& request,
   absl::Status truth = WriteTruth();
   if (!truth.ok()) PODPROF_LOG(ERROR) << "cannot record ground truth: " << truth.message();
   return result;
+}
+
+absl::Status SimHost::WriteTrace(const SessionRequest& request, int64_t host_end_ns,
+                                 const std::function<bool()>& cancelled, SessionResult* result) {
+  std::string dir = absl::StrCat(request.repository_root, "/", request.session_id);
+  result->path =
+      absl::StrCat(dir, "/", absl::StrReplaceAll(request.file_host, {{":", "_"}}), ".xplane.pb");
+  RETURN_IF_ERROR(MakeDirs(dir));
+  if (replay_.has_value()) {
+    tensorflow::profiler::XSpace space =
+        replay_->Rebase(options_.host_name, result->host_start_ns, host_end_ns);
+    result->kernel_events = replay_->device_events();
+    return WriteAtomically(result->path, [&](std::ostream& out) { return Serialized(space, out); });
+  }
+  SessionWindow window;
+  window.true_start_ns = result->true_start_ns;
+  window.true_end_ns = result->true_end_ns;
+  window.device_offset_ns = options_.device_clock_offset_ns;
+  window.counters = options_.counters;
+  window.kernel_profiling = request.kernel_profiling;
+  window.host_name = options_.host_name;
+  // Written as it is generated: a kernel-profiling session is mostly counter samples, far
+  // more than its kernels, and never in memory whole.
+  return WriteAtomically(result->path, [&](std::ostream& out) -> absl::Status {
+    absl::StatusOr<WriteResult> w = WriteXSpace(model_, host_clock_, window, out, cancelled);
+    if (!w.ok()) return w.status();
+    result->kernel_events = w->kernel_events;
+    return absl::OkStatus();
+  });
 }
 
 absl::Status SimHost::Terminate(const std::string& session_id) {
@@ -375,7 +395,7 @@ absl::Status SimHost::WriteTruth() {
   }
   return WriteAtomically(options_.truth_file, [&](std::ostream& out) {
     out << j.dump(2) << "\n";
-    return true;
+    return absl::OkStatus();
   });
 }
 

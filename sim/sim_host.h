@@ -154,6 +154,10 @@ class SimHost {
  private:
   SimHost(const SimHostOptions& options, Clock& truth, PodModel model);
   absl::Status WriteTruth() ABSL_LOCKS_EXCLUDED(mu_);
+  // Writes the session's XSpace file (result->path) and fills its kernel events; CANCELLED when
+  // `cancelled()` turns true meanwhile (no file is left).
+  absl::Status WriteTrace(const SessionRequest& request, int64_t host_end_ns,
+                          const std::function<bool()>& cancelled, SessionResult* result);
   // Sleeps until the host clock reads `host_ns`; false if stopped early.
   bool WaitUntil(int64_t host_ns, absl::Notification* stop, const std::function<bool()>& cancelled);
 

@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <memory>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "export/plane_stats.h"
 #include "sim/kernel_profiling.h"
 #include "sim/timebase.h"
+#include "sim/xspace_stream.h"
 #include "trace/varint.h"
 #include "trace/xspace_schema.h"
 
@@ -101,9 +104,30 @@ class ChipPlane {
     AddLines(window.counters);
     if (window.kernel_profiling.requested && model.generation().kernel_profiling) {
       kernel_profile_ = std::make_unique<KernelProfileWriter>(
-          model, time, chip, window.kernel_profiling.tc, stats_, plane);
+          model, time, chip, window.kernel_profiling.tc, stats_, plane,
+          window.max_samples_per_chip);
     }
   }
+
+  // The plane as a `planes` field of the XSpace: what AddStep built, then the counter samples,
+  // generated in a second pass over the same steps (`steps[i][chip]`) straight into `out`.
+  absl::Status WriteTo(const std::vector<std::vector<ChipStep>>& steps, int chip,
+                       XSpaceStream& out) {
+    out.BeginField(trace::xspace::XSpaceField::kPlanes);
+    out.Append(plane_->SerializeAsString());
+    if (kernel_profile_ != nullptr) {
+      for (const auto& pod_step : steps) {
+        const ChipStep& cs = pod_step[chip];
+        for (const OpRun& run : cs.runs) {
+          const int64_t t = cs.start_ns * 1000 + run.start_ps;
+          kernel_profile_->SampleRun(run, t, time_.Inside(t), out);
+        }
+      }
+    }
+    return out.EndField();
+  }
+
+  const KernelProfileWriter* kernel_profile() const { return kernel_profile_.get(); }
 
   // The step's module and step events (when it starts in the window), and its kernels.
   void AddStep(const ChipStep& cs) {
@@ -345,34 +369,18 @@ void AddKernelProfilingWarnings(const PodModel& model, const KernelProfilingRequ
   }
 }
 
-}  // namespace
-
-BuildResult BuildXSpace(const PodModel& model, const SkewedClock& clock,
-                        const SessionWindow& window) {
-  return BuildXSpace(model, clock, window, [&model](int64_t s) { return model.Step(s); });
+// What a chip's sample buffer overflowing cost, as the runtime reports a tracer's trouble.
+std::string DroppedSamplesWarning(int chip, const KernelProfileWriter& kp, const Timebase& time) {
+  return absl::StrCat("kernel profiling: chip ", chip, " kept its first ", kp.samples(),
+                      " counter samples; ", kp.dropped_samples(), " more from ",
+                      (kp.first_dropped_ps() - time.true_start_ps) / 1'000'000'000,
+                      " ms into the window on were dropped, so later kernels have no counters "
+                      "(ask for a longer counter interval or a shorter window)");
 }
 
-BuildResult BuildXSpace(const PodModel& model, const SkewedClock& clock,
-                        const SessionWindow& window,
-                        const std::function<std::vector<ChipStep>(int64_t)>& step_of) {
-  BuildResult result;
-  auto& space = result.space;
-  space.add_hostnames(window.host_name);
-  AddKernelProfilingWarnings(model, window.kernel_profiling, space);
-  const Timebase time{clock, window.true_start_ns * 1000, window.true_end_ns * 1000,
-                      window.device_offset_ns * 1000};
-  const int64_t first_step = model.StepAt(window.true_start_ns);
-  const int64_t last_step = model.StepAt(window.true_end_ns);
-  std::vector<std::vector<ChipStep>> steps;
-  for (int64_t s = first_step; s <= last_step; ++s) steps.push_back(step_of(s));
-
-  for (int chip = 0; chip < model.chips(); ++chip) {
-    ChipPlane plane(model, time, chip, first_step, window, space.add_planes());
-    for (const auto& pod_step : steps) plane.AddStep(pod_step[chip]);
-    result.kernel_events += plane.kernel_events();
-  }
-  AddHostPlane(model, time, first_step, last_step, space);
-
+// The Task Environment plane: the profile's start and stop on the host clock.
+void AddEnvironmentPlane(const PodModel& model, const SkewedClock& clock,
+                         const SessionWindow& window, tensorflow::profiler::XSpace& space) {
   XPlane* env = space.add_planes();
   env->set_id(model.chips() + 2);
   env->set_name(std::string(trace::xspace::kTaskEnvironmentPlane));
@@ -381,6 +389,69 @@ BuildResult BuildXSpace(const PodModel& model, const SkewedClock& clock,
       ->set_uint64_value(static_cast<uint64_t>(clock.ToHost(window.true_start_ns)));
   kEnvironment.Add(env->mutable_stats(), Stat::kProfileStopTime)
       ->set_uint64_value(static_cast<uint64_t>(clock.ToHost(window.true_end_ns)));
+}
+
+}  // namespace
+
+absl::StatusOr<WriteResult> WriteXSpace(
+    const PodModel& model, const SkewedClock& clock, const SessionWindow& window,
+    std::ostream& out, const std::function<bool()>& cancelled,
+    const std::function<std::vector<ChipStep>(int64_t)>& step_of) {
+  using trace::xspace::XSpaceField;
+  WriteResult result;
+  XSpaceStream stream(out);
+  // Planes, warnings, host names: the order the generated classes write them in.
+  tensorflow::profiler::XSpace tail;
+  AddKernelProfilingWarnings(model, window.kernel_profiling, tail);
+  const Timebase time{clock, window.true_start_ns * 1000, window.true_end_ns * 1000,
+                      window.device_offset_ns * 1000};
+  const int64_t first_step = model.StepAt(window.true_start_ns);
+  const int64_t last_step = model.StepAt(window.true_end_ns);
+  std::vector<std::vector<ChipStep>> steps;
+  for (int64_t s = first_step; s <= last_step; ++s) {
+    steps.push_back(step_of ? step_of(s) : model.Step(s));
+  }
+  for (int chip = 0; chip < model.chips(); ++chip) {
+    if (cancelled && cancelled()) return absl::CancelledError("the session's client went away");
+    XPlane plane;
+    ChipPlane chip_plane(model, time, chip, first_step, window, &plane);
+    for (const auto& pod_step : steps) chip_plane.AddStep(pod_step[chip]);
+    RETURN_IF_ERROR(chip_plane.WriteTo(steps, chip, stream));
+    result.kernel_events += chip_plane.kernel_events();
+    if (const KernelProfileWriter* kp = chip_plane.kernel_profile(); kp != nullptr) {
+      result.samples += kp->samples();
+      result.dropped_samples += kp->dropped_samples();
+      if (kp->dropped_samples() > 0) tail.add_warnings(DroppedSamplesWarning(chip, *kp, time));
+    }
+  }
+  AddHostPlane(model, time, first_step, last_step, tail);
+  AddEnvironmentPlane(model, clock, window, tail);
+  for (const XPlane& p : tail.planes()) stream.AppendField(XSpaceField::kPlanes, p.SerializeAsString());
+  for (const std::string& w : tail.warnings()) stream.AppendField(XSpaceField::kWarnings, w);
+  stream.AppendField(XSpaceField::kHostnames, window.host_name);
+  RETURN_IF_ERROR(stream.Flush());
+  result.bytes = stream.size();
+  return result;
+}
+
+BuildResult BuildXSpace(const PodModel& model, const SkewedClock& clock,
+                        const SessionWindow& window) {
+  return BuildXSpace(model, clock, window, nullptr);
+}
+
+BuildResult BuildXSpace(const PodModel& model, const SkewedClock& clock,
+                        const SessionWindow& window,
+                        const std::function<std::vector<ChipStep>(int64_t)>& step_of) {
+  std::stringstream bytes;
+  BuildResult result;
+  absl::StatusOr<WriteResult> written = WriteXSpace(model, clock, window, bytes, nullptr, step_of);
+  if (!written.ok()) {
+    // Only a plane over 2 GiB fails in memory; say so where a reader of the space will look.
+    result.space.add_errors(std::string(written.status().message()));
+    return result;
+  }
+  result.space.ParseFromString(bytes.str());
+  result.kernel_events = written->kernel_events;
   return result;
 }
 

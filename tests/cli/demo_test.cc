@@ -3,9 +3,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <set>
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -41,6 +46,31 @@ int ProcessesMentioning(const std::string& needle) {
     }
   }
   return n;
+}
+
+// A line of /proc/PID/status ("VmHWM", "VmRSS") in kB; 0 when the process is gone.
+int64_t StatusKb(const std::string& pid, const std::string& field) {
+  const std::string text = ReadFile("/proc/" + pid + "/status").value_or("");
+  for (const std::string& line :
+       std::vector<std::string>(absl::StrSplit(text, '\n', absl::SkipEmpty()))) {
+    if (absl::StartsWith(line, field + ":")) return std::atoll(line.c_str() + field.size() + 1);
+  }
+  return 0;
+}
+
+// Pids of the processes running `binary` whose command line mentions `needle`.
+std::vector<std::string> PidsOf(const std::string& binary, const std::string& needle) {
+  std::vector<std::string> pids;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmd = ReadFile(e.path().string() + "/cmdline").value_or("");
+    for (char& c : cmd) c = c == '\0' ? ' ' : c;
+    if (absl::StrContains(cmd, "/" + binary + " ") && absl::StrContains(cmd, needle)) {
+      pids.push_back(name);
+    }
+  }
+  return pids;
 }
 
 std::string ScratchDir(const std::string& name) {
@@ -91,6 +121,122 @@ TEST(DemoTest, JsonResultHasEveryHostsClockAndATraceAndNothingIsLeftRunning) {
   EXPECT_EQ(processes, 3);
   EXPECT_GT(counter_tracks, 0) << "the simulated hosts' counters are missing";
   EXPECT_EQ(ProcessesMentioning(dir), 0) << "a child of the demo is still running";
+  // Every agent served /metrics on a port of its own (all of them once tried 7103).
+  std::set<int> metrics_ports;
+  for (int i = 0; i < 3; ++i) {
+    nlohmann::json ready = nlohmann::json::parse(
+        ReadFile(dir + "/agent-" + std::to_string(i) + ".json").value_or("{}"), nullptr, false);
+    ASSERT_TRUE(ready.contains("http_port")) << ready.dump();
+    EXPECT_GT(ready["http_port"].get<int>(), 0) << "agent " << i << " has no /metrics";
+    metrics_ports.insert(ready["http_port"].get<int>());
+    EXPECT_FALSE(absl::StrContains(ReadFile(dir + "/agent-" + std::to_string(i) + ".log").value_or(""),
+                                   "Address already in use"));
+  }
+  EXPECT_EQ(metrics_ports.size(), 3u);
+  fs::remove_all(dir);
+}
+
+// The README's kernel-profiling demo: 4 v7x hosts sampling counters every 10 us. Each simulated
+// host used to build its 2-second session in memory (3.3 GB each, 13 GB in all on a 2-core
+// machine), kept it, and answered after the agents' 60 s deadline: every host failed.
+TEST(DemoTest, KernelProfilingDemoCompletesWithBoundedSimulatedHosts) {
+  const std::string dir = ScratchDir("kp");
+  SubprocessOptions o;
+  o.argv = {std::string(PODPROF_BIN_DIR) + "/podprof", "demo", "--generation", "v7x",
+            "--kernel-profiling", "--throttle", "1:0:0.3", "--format", "json", "--keep",
+            "--dir", dir};
+  o.stdout_path = dir + ".out";
+  o.stderr_path = dir + ".err";
+  const auto began = std::chrono::steady_clock::now();
+  absl::StatusOr<Subprocess> demo = Subprocess::Start(o);
+  ASSERT_TRUE(demo.ok()) << demo.status();
+  // The simulated hosts' peak resident memory (VmHWM), read until the demo has printed.
+  std::map<std::string, int64_t> peak_kb;
+  std::optional<ExitStatus> status;
+  while (!(status = demo->TryWait()).has_value()) {
+    for (const std::string& pid : PidsOf("podprof-simhost", dir)) {
+      peak_kb[pid] = std::max(peak_kb[pid], StatusKb(pid, "VmHWM"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  const std::string out = ReadFile(dir + ".out").value_or(""), err = ReadFile(dir + ".err").value_or("");
+  ASSERT_TRUE(status->exited() && status->code() == 0) << status->ToString() << "\n" << err;
+  nlohmann::json j = nlohmann::json::parse(out);
+  std::vector<std::string> pids;
+  for (const auto& pid : j["pids"]) pids.push_back(std::to_string(pid.get<int>()));
+  // The simulated hosts after their session: what they hold now, then stop everything.
+  std::map<std::string, int64_t> after_kb;
+  for (const std::string& pid : PidsOf("podprof-simhost", dir)) {
+    peak_kb[pid] = std::max(peak_kb[pid], StatusKb(pid, "VmHWM"));
+    after_kb[pid] = StatusKb(pid, "VmRSS");
+  }
+  for (const std::string& pid : pids) kill(std::stoi(pid), SIGTERM);
+  for (int i = 0; i < 200 && ProcessesMentioning(dir) > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+
+  EXPECT_EQ(j["state"], "complete") << out;
+  ASSERT_EQ(j["hosts"].size(), 4u);
+  for (const auto& h : j["hosts"]) EXPECT_EQ(h["status"], "complete") << h.dump();
+  EXPECT_TRUE(j["options"].value("kernel_profiling", false)) << j["options"].dump();
+  // The sampled counters reached the kernels: each compute kernel's units and clocks.
+  int profiled = 0;
+  for (const auto& k : j["top_kernels"]) {
+    const nlohmann::json kp = k["insight"].value("kernel_profile", nlohmann::json::object());
+    if (!kp.contains("units")) continue;
+    ++profiled;
+    EXPECT_GT(kp["units"]["mxu"].get<double>(), 0.3) << k["kernel"];
+    // Host-1 chip 0 skips 30% of its clocks: 1 chip of 16, so about 2.6% pod-wide.
+    EXPECT_GT(kp["throttled"].get<double>(), 0.01) << k["kernel"];
+  }
+  EXPECT_GE(profiled, 5) << "kernels with kernel-profiling counters";
+  EXPECT_TRUE(fs::exists(j["trace_path"].get<std::string>()));
+  // Starting the pod takes a few seconds; the capture about 12 s on 2 cores (it failed after
+  // 66 s before).
+  EXPECT_LT(seconds, 60) << err;
+  ASSERT_EQ(peak_kb.size(), 4u);
+  for (const auto& [pid, kb] : peak_kb) {
+    EXPECT_GT(kb, 0);
+    EXPECT_LT(kb, 256 * 1024) << "simulated host " << pid << " peaked at " << kb / 1024 << " MB";
+  }
+  for (const auto& [pid, kb] : after_kb) {
+    EXPECT_LT(kb, 128 * 1024) << "simulated host " << pid << " holds " << kb / 1024
+                              << " MB after its session";
+  }
+  EXPECT_EQ(ProcessesMentioning(dir), 0);
+  fs::remove_all(dir);
+  fs::remove(dir + ".out");
+  fs::remove(dir + ".err");
+}
+
+// A capture past --timeout: the demo says which hosts were not done and what to try, exits 1,
+// and prints nothing that needs data (no trace, no clock table, no queries to run).
+TEST(DemoTest, TimeoutNamesTheHostsAndWhatToTryAndPrintsNoResult) {
+  const std::string dir = ScratchDir("timeout");
+  PodprofResult r = RunPodprof("demo --hosts 2 --duration 500ms --timeout 1ms --keep --dir " + dir);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "did not finish within 1.00 ms after its window")) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "host-0 (")) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "host-1 (")) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "--duration 250ms")) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "--hosts 1")) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "--timeout")) << r.err;
+  for (const std::string& text : {r.out, r.err}) {
+    EXPECT_FALSE(absl::StrContains(text, ".pftrace")) << text;
+    EXPECT_FALSE(absl::StrContains(text, "merged timeline")) << text;
+    EXPECT_FALSE(absl::StrContains(text, "podprof kernel")) << text;
+    EXPECT_FALSE(absl::StrContains(text, "clock errors")) << text;
+  }
+  for (const auto& e : fs::directory_iterator(dir)) {
+    EXPECT_NE(e.path().extension(), ".pftrace") << e.path();
+  }
+  // --keep leaves a pod only after a capture that has something to look at.
+  for (int i = 0; i < 100 && ProcessesMentioning(dir) > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(ProcessesMentioning(dir), 0) << "a child of a failed demo is still running";
   fs::remove_all(dir);
 }
 

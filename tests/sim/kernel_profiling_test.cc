@@ -9,6 +9,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "absl/strings/match.h"
 #include "common/clock.h"
@@ -458,6 +459,51 @@ TEST(KernelProfilingTest, PallasKernelsShowPrimitivesSourceLinesAndLlo) {
   int pallas_runs = 0;
   for (const Kernel& k : kernels) pallas_runs += absl::EndsWith(k.name, "attention");
   EXPECT_LE(Line(plane, "LLO Instructions")->events_size(), pallas_runs * 8 * 16);
+}
+
+// The samples are streamed into the file, never held; what bounds a chip's share of the file
+// is its sample buffer: past it later samples are dropped, and the XSpace says so.
+TEST(KernelProfilingTest, AFullSampleBufferDropsLaterSamplesWithAWarning) {
+  absl::StatusOr<PodModel> m = PodModel::Create(V7x());
+  ASSERT_TRUE(m.ok());
+  Session s;
+  s.window.kernel_profiling = Request("interval_us:5 scaling:0 counter_size_bits:3 indices:0");
+  s.window.max_samples_per_chip = 40;
+  const XSpace space = s.Build(*m);
+  int warned = 0;
+  for (const std::string& w : space.warnings()) {
+    warned += absl::StrContains(w, "kept its first 40 counter samples");
+  }
+  EXPECT_EQ(warned, m->chips()) << space.DebugString().substr(0, 2000);
+  for (int chip = 0; chip < m->chips(); ++chip) {
+    std::set<int64_t> lines;
+    for (const CounterSample& c : Samples(space.planes(chip))) lines.insert(c.line_id);
+    EXPECT_EQ(lines.size(), 40u) << "chip " << chip;
+    // The kernels are all there: only the counters stop.
+    EXPECT_GT(Kernels(space.planes(chip)).size(), 100u);
+  }
+}
+
+// What the host writes to its file is what BuildXSpace gives tests: the same bytes.
+TEST(KernelProfilingTest, TheStreamedFileIsTheBuiltXSpace) {
+  absl::StatusOr<PodModel> m = PodModel::Create(V7x({{1, 0, 0.3}}));
+  ASSERT_TRUE(m.ok());
+  Session s;
+  s.window.counters = true;
+  s.window.kernel_profiling = Request("interval_us:10 scaling:0 counter_size_bits:3 indices:0");
+  std::stringstream streamed;
+  absl::StatusOr<WriteResult> w = WriteXSpace(*m, s.host, s.window, streamed);
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(w->bytes, static_cast<int64_t>(streamed.str().size()));
+  EXPECT_GT(w->samples, 1000);
+  XSpace parsed;
+  ASSERT_TRUE(parsed.ParseFromString(streamed.str()));
+  EXPECT_EQ(Deterministic(parsed), Deterministic(s.Build(*m)));
+  // A client gone before the first plane: nothing is generated.
+  std::stringstream abandoned;
+  absl::StatusOr<WriteResult> c =
+      WriteXSpace(*m, s.host, s.window, abandoned, [] { return true; });
+  EXPECT_TRUE(absl::IsCancelled(c.status())) << c.status();
 }
 
 }  // namespace
