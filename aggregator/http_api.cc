@@ -15,7 +15,9 @@
 #include "aggregator/service_internal.h"
 #include "common/status_macros.h"
 #include "http/json_body.h"
+#include "insight/evidence.h"
 #include "nlohmann/json.hpp"
+#include "report/capture_json.h"
 #include "report/format.h"
 #include "report/kernel_rows.h"
 #include "report/states.h"
@@ -35,10 +37,16 @@ std::string CsvCell(const Json& v) {
 
 // `rows` (an array of flat objects) under `key`, as JSON or, with ?format=csv, as CSV with a
 // header of the first row's keys.
-Response Rows(const Request& req, const char* key, const Json& rows) {
+// `rows` under `key`, with `extra`'s fields beside them in JSON (CSV has the rows alone).
+Response Rows(const Request& req, const char* key, const Json& rows,
+              const Json& extra = Json::object()) {
   absl::StatusOr<bool> csv = WantsCsv(req);
   if (!csv.ok()) return Response::Error(csv.status());
-  if (!*csv) return Response::Text(200, Json{{key, rows}}.dump(1) + "\n", "application/json");
+  if (!*csv) {
+    Json body = extra;
+    body[key] = rows;
+    return Response::Text(200, body.dump(1) + "\n", "application/json");
+  }
   std::string out;
   if (!rows.empty()) {
     std::vector<std::string> header;
@@ -53,14 +61,12 @@ Response Rows(const Request& req, const char* key, const Json& rows) {
   return Response::Text(200, std::move(out), "text/csv; charset=utf-8");
 }
 
+// A capture as `podprof captures --format json` writes it (report/capture_json.h): the same
+// keys, labels as an object.
 Json CaptureJson(const storage::CaptureRow& c) {
-  Json labels = Json::object();
-  for (const auto& [k, v] : c.labels) labels[k] = v;
-  return {{"id", c.id},         {"status", c.status},
-          {"source", c.source}, {"start_ns", c.start_ns},
-          {"end_ns", c.end_ns}, {"hosts", c.hosts},
-          {"chips", c.chips},   {"kernels", c.kernels},
-          {"events", c.events}, {"labels", labels.dump()}};
+  podprof::v1::CaptureSummary summary;
+  FillSummary(c, &summary);
+  return Json(report::CaptureJson(summary));
 }
 
 }  // namespace
@@ -167,16 +173,25 @@ Response Kernels(const HttpApiSources& src, const Request& req) {
 Response Stragglers(const HttpApiSources& src, const Request& req) {
   absl::StatusOr<storage::StragglerReport> r = src.store->Stragglers(req.params.at("id"));
   if (!r.ok()) return Response::Error(r.status());
+  const insight::StragglerVerdict verdict = insight::JudgeStragglers(r->chips);
   Json out = Json::array();
-  for (const auto& s : r->chips) {
+  for (size_t i = 0; i < r->chips.size(); ++i) {
+    const auto& s = r->chips[i];
     out.push_back({{"host", s.host},
                    {"chip", s.chip_ordinal},
                    {"times_last", s.times_last},
                    {"instances", s.instances},
+                   {"expected_last", s.expected_last},
+                   {"p_value", verdict.p_values[i]},
+                   {"significant", verdict.significant[i]},
                    {"caused_ps", s.caused_ps},
                    {"lateness_ps", s.lateness_ps}});
   }
-  return Rows(req, "stragglers", out);
+  return Rows(req, "stragglers", out,
+              {{"verdict", verdict.text},
+               {"straggler_named", verdict.named},
+               {"left_out", r->left_out},
+               {"left_out_example", r->left_out_example}});
 }
 
 Response History(const HttpApiSources& src, const Request& req) {

@@ -105,6 +105,7 @@ void FillSummary(const storage::CaptureRow& r, podprof::v1::CaptureSummary* s) {
   s->set_start_ns(r.start_ns);
   s->set_end_ns(r.end_ns);
   s->set_status(StatusEnum(r.status));
+  s->set_source(r.source);
   s->set_kernel_count(static_cast<uint64_t>(r.kernels));
   s->set_event_count(static_cast<uint64_t>(r.events));
   s->set_chip_count(static_cast<uint32_t>(r.chips));

@@ -1,13 +1,10 @@
 #include "cli/capture_rows.h"
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/strip.h"
 #include "cli/report.h"
 #include "common/clock.h"
-#include "nlohmann/json.hpp"
 
 namespace podprof::cli {
 
@@ -37,14 +34,6 @@ std::string JoinLabels(const ProtoLabels& labels) {
   return absl::StrJoin(SortedLabels(labels), ";", absl::PairFormatter("="));
 }
 
-std::string CaptureStatusName(v1::CaptureStatus status) {
-  if (status == v1::CAPTURE_STATUS_UNSPECIFIED || !v1::CaptureStatus_IsValid(status)) {
-    return "unspecified";
-  }
-  return absl::AsciiStrToLower(
-      absl::StripPrefix(v1::CaptureStatus_Name(status), "CAPTURE_STATUS_"));
-}
-
 absl::StatusOr<v1::CaptureStatus> ParseCaptureStatus(absl::string_view name) {
   std::vector<std::string> names;
   for (int i = v1::CaptureStatus_MIN; i <= v1::CaptureStatus_MAX; ++i) {
@@ -60,24 +49,6 @@ absl::StatusOr<v1::CaptureStatus> ParseCaptureStatus(absl::string_view name) {
 std::string CaptureDuration(const v1::CaptureSummary& c) {
   if (c.start_ns() <= 0 || c.end_ns() <= c.start_ns()) return "-";
   return FormatDurationPs((c.end_ns() - c.start_ns()) * 1000);
-}
-
-nlohmann::json CaptureSummaryJson(const v1::CaptureSummary& c) {
-  nlohmann::json hosts = nlohmann::json::array();
-  for (const v1::HostCaptureResult& h : c.hosts()) hosts.push_back(h.host_name());
-  return {{"capture", c.capture_id()},
-          {"created_ns", c.created_ns()},
-          {"start_ns", c.start_ns()},
-          {"end_ns", c.end_ns()},
-          {"status", CaptureStatusName(c.status())},
-          {"hosts", c.hosts_size()},
-          {"host_names", std::move(hosts)},
-          {"chips", c.chip_count()},
-          {"kernels", c.kernel_count()},
-          {"events", c.event_count()},
-          {"labels", SortedLabels(c.labels())},
-          {"options", ProtoToJson(c.options())},
-          {"error_message", c.error_message()}};
 }
 
 }  // namespace podprof::cli

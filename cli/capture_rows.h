@@ -1,5 +1,6 @@
-// What several commands print of captures and labels: the status names, the label pairs and
-// one capture summary as JSON, so that `captures`, `import` and `capture` agree.
+// What several commands print of captures and labels: the status names and the label pairs, so
+// that `captures`, `import` and `capture` agree (one capture as JSON is report/capture_json.h,
+// shared with the HTTP API).
 #ifndef PODPROF_CLI_CAPTURE_ROWS_H_
 #define PODPROF_CLI_CAPTURE_ROWS_H_
 
@@ -13,6 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "nlohmann/json_fwd.hpp"
 #include "proto/podprof_aggregator.pb.h"
+#include "report/capture_json.h"
 
 namespace podprof::cli {
 
@@ -47,9 +49,8 @@ LabelMap SortedLabels(const ProtoLabels& labels);
 // Labels as `k=v;k=v`, sorted by key.
 std::string JoinLabels(const ProtoLabels& labels);
 
-// The lower-case name of a capture status without its prefix ("complete",
-// "cancelled"); "unspecified" for CAPTURE_STATUS_UNSPECIFIED and unknown values.
-std::string CaptureStatusName(v1::CaptureStatus status);
+// The lower-case name of a capture status ("complete"), as the HTTP API's JSON has it.
+using report::CaptureStatusName;
 
 // The capture status a name from CaptureStatusName stands for (case-insensitive). Errors
 // (InvalidArgument) list the accepted names.
@@ -57,9 +58,6 @@ absl::StatusOr<v1::CaptureStatus> ParseCaptureStatus(absl::string_view name);
 
 // The capture window's length for people, or "-" when the window is unknown.
 std::string CaptureDuration(const v1::CaptureSummary& c);
-
-// One capture as JSON: id, times (ns since the Unix epoch), status, host names, counts, labels.
-nlohmann::json CaptureSummaryJson(const v1::CaptureSummary& c);
 
 }  // namespace podprof::cli
 

@@ -142,7 +142,7 @@ void WriteCaptures(const v1::ListCapturesResponse& response, OutputFormat format
       break;
     case OutputFormat::kJson: {
       nlohmann::json j = nlohmann::json::array();
-      for (const v1::CaptureSummary& c : response.captures()) j.push_back(CaptureSummaryJson(c));
+      for (const v1::CaptureSummary& c : response.captures()) j.push_back(report::CaptureJson(c));
       WriteJson(j, out);
       break;
     }

@@ -184,7 +184,7 @@ void WriteImportResult(const v1::ImportXSpaceResponse& response, OutputFormat fo
       break;
     case OutputFormat::kJson:
       WriteJson({{"capture", response.capture_id()},
-                 {"summary", CaptureSummaryJson(response.summary())},
+                 {"summary", report::CaptureJson(response.summary())},
                  {"top_kernels", KernelRowsJson(response.top_kernels())},
                  {"file_errors", std::vector<std::string>(response.file_errors().begin(),
                                                           response.file_errors().end())}},

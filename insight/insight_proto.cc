@@ -7,6 +7,7 @@ void ProfileToProto(const KernelProfile& profile, v1::KernelProfile* out) {
   out->set_cycles(profile.cycles);
   out->set_nominal_cycles(profile.nominal_cycles);
   out->set_throttled(profile.throttled);
+  out->set_power_manager(profile.power_manager);
   out->set_sync_wait(profile.sync_wait);
 }
 

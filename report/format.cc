@@ -143,10 +143,16 @@ std::string Sparkline(const std::vector<double>& values) {
                                         "\u2585", "\u2586", "\u2587", "\u2588"};
   if (values.empty()) return "";
   const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
+  // The full height stands for at least a tenth of the values' size: 250 us then 250.4 us is
+  // one level, not the jump from the lowest block to the highest that min-max scaling drew.
+  const double least = 0.1 * std::max(std::abs(*lo), std::abs(*hi));
+  const double span = *hi - *lo;
   std::string out;
   for (double v : values) {
-    const int level = *hi > *lo ? static_cast<int>(std::lround((v - *lo) / (*hi - *lo) * 7)) : 3;
-    out += kBlocks[std::clamp(level, 0, 7)];
+    const double at = span >= least && span > 0 ? (v - *lo) / span * 8
+                      : least > 0               ? 3.5 + (v - (*lo + *hi) / 2) / least * 8
+                                                : 3.5;
+    out += kBlocks[std::clamp(static_cast<int>(std::floor(at)), 0, 7)];
   }
   return out;
 }

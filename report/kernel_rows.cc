@@ -186,8 +186,9 @@ Json KernelRowJson(const v1::KernelStats& s) {
           {"kernel", KernelLabel(s)},
           {"module", s.kernel().module()},
           {"category", s.kernel().category()},
-          {"kernel_id", s.kernel().kernel_id()},
-          {"program_id", s.kernel().program_id()},
+          // Ids as strings: as JSON numbers a browser would round them (proto_json.h).
+          {"kernel_id", absl::StrCat(s.kernel().kernel_id())},
+          {"program_id", absl::StrCat(s.kernel().program_id())},
           {"count", s.count()},
           {"total_ps", s.total_ps()},
           {"min_ps", s.min_ps()},

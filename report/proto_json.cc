@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 
@@ -14,6 +15,13 @@ using google::protobuf::Message;
 using google::protobuf::Reflection;
 using Json = nlohmann::json;
 
+// Whether a 64-bit field is an identifier (`program_id`, `collective_id`, `hlo_text_hash`):
+// those are written as strings, since a JavaScript number keeps only 53 bits of them.
+bool IsId64(const FieldDescriptor* f) {
+  const std::string& n = f->name();
+  return absl::EndsWith(n, "_id") || absl::EndsWith(n, "_hash");
+}
+
 // One value of `field`: element `index` of a repeated field, or the field itself when -1.
 Json ValueJson(const Message& m, const FieldDescriptor* f, int index) {
   const Reflection* r = m.GetReflection();
@@ -21,12 +29,16 @@ Json ValueJson(const Message& m, const FieldDescriptor* f, int index) {
   switch (f->cpp_type()) {
     case FieldDescriptor::CPPTYPE_INT32:
       return rep ? r->GetRepeatedInt32(m, f, index) : r->GetInt32(m, f);
-    case FieldDescriptor::CPPTYPE_INT64:
-      return rep ? r->GetRepeatedInt64(m, f, index) : r->GetInt64(m, f);
+    case FieldDescriptor::CPPTYPE_INT64: {
+      const int64_t v = rep ? r->GetRepeatedInt64(m, f, index) : r->GetInt64(m, f);
+      return IsId64(f) ? Json(absl::StrCat(v)) : Json(v);
+    }
     case FieldDescriptor::CPPTYPE_UINT32:
       return rep ? r->GetRepeatedUInt32(m, f, index) : r->GetUInt32(m, f);
-    case FieldDescriptor::CPPTYPE_UINT64:
-      return rep ? r->GetRepeatedUInt64(m, f, index) : r->GetUInt64(m, f);
+    case FieldDescriptor::CPPTYPE_UINT64: {
+      const uint64_t v = rep ? r->GetRepeatedUInt64(m, f, index) : r->GetUInt64(m, f);
+      return IsId64(f) ? Json(absl::StrCat(v)) : Json(v);
+    }
     case FieldDescriptor::CPPTYPE_DOUBLE:
       return rep ? r->GetRepeatedDouble(m, f, index) : r->GetDouble(m, f);
     case FieldDescriptor::CPPTYPE_FLOAT:

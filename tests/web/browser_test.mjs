@@ -2,13 +2,17 @@
 // protocol by playwright-core (web/package-lock.json), against a `podprof demo --keep` pod.
 // Checks what a user would look at: every page loads without console errors, the capture
 // page lists its hosts and top kernels, the timeline canvas has kernel pixels where the data
-// says kernels ran (and none where it says idle), a capture started from the page shows its
-// progress live, and the kernel page's history chart draws one point per capture. Screenshots
-// go to --out.
+// says kernels ran (and none where it says idle), its legend names the colours, its counter
+// strip has a scale and its axis labels differ when zoomed in, a capture started from the page
+// shows its progress live, and the kernel page shows the kernel-profiling breakdown (per chip,
+// by scope and source line), its per-chip rows longest first with MXU and throttling, its
+// 64-bit program id exactly, its HLO wrapped, and a history chart of one point per capture.
+// Text is read from the DOM wherever the page writes it; pixels only where only the canvas
+// knows. Screenshots go to --out.
 //
 //   node tests/web/browser_test.mjs --bin build/bin --out build/test-artifacts/web
 // Exit: 0 all passed, 1 a check failed, 77 no browser here (skipped, and says so).
-import {mkdirSync} from 'node:fs';
+import {mkdirSync, readFileSync} from 'node:fs';
 import {join} from 'node:path';
 
 import {arg, browserPath, check, chromium, failures, startDemo} from './harness.mjs';
@@ -22,6 +26,11 @@ const page0 = new URL(result.web_url);
 const base = page0.origin;
 const firstCapture = result.capture_id;
 const stopPod = result.stop;
+// A second pod for the kernel page's profiling breakdown: TPU v7x (the generation with kernel
+// profiling), one capture with it. Stopped once its page is checked; its 20 MB per host of
+// counter samples would slow the main pod's exports.
+const profiled = startDemo(2, 'podprof-web-kp-', ['--generation', 'v7x', '--kernel-profiling']);
+const profiledBase = new URL(profiled.web_url).origin;
 
 const browser = await chromium.launch({
   executablePath: browserPath,
@@ -37,8 +46,8 @@ page.on('requestfinished', async (r) => {
   requests.push({url: r.url(), bytes: s ? s.responseBodySize + s.responseHeadersSize : 0});
 });
 
-async function open(path) {
-  await page.goto(base + path);
+async function open(path, origin = base) {
+  await page.goto(origin + path);
   await page.waitForSelector('body[data-ready="true"]', {timeout: 30000});
   const error = await page.$eval('#main', (m) => (m.querySelector('.error') || {}).textContent || '');
   check(error === '', `${path} loads without an error on the page${error ? ': ' + error : ''}`);
@@ -58,7 +67,115 @@ const historyPoints = () => page.evaluate(() => {
   return {n, px, at};
 });
 
+const fmtPct = (f) => `${(f * 100).toFixed(1)}%`;
+// Longest total time first, as the page sorts the per-chip rows.
+const byTime = (rows) => [...rows].sort((a, b) => b.total_ps - a.total_ps || a.host.localeCompare(b.host) || a.chip - b.chip);
+
+// The kernel page of the kernel-profiling capture, open: the breakdown per chip as the API
+// has it (units busy, clock, throttling), the time inside by scope and source line, the
+// per-chip table longest first with MXU and throttle columns, the program id to the last
+// digit, the HLO wrapped.
+async function checkKernelProfiling() {
+  const path = `/kernels/flash_attention?capture=${profiled.capture_id}`;
+  await open(path, profiledBase);
+  const text = await (await fetch(`${profiledBase}/api/v1${path}`)).text();
+  const k = JSON.parse(text);
+  const shown = await page.evaluate(() => {
+    const rows = (sel) => [...document.querySelectorAll(`${sel} tr[data-host]`)].map((r) => (
+      {id: `${r.dataset.host}/${r.dataset.chip}`, cells: [...r.cells].map((c) => c.textContent)}));
+    const head = (sel) => [...document.querySelectorAll(`${sel} th`)].map((h) => h.textContent);
+    return {profile: rows('#profile-chips'), profileHead: head('#profile-chips'),
+            perChip: rows('#per-chip'), perChipHead: head('#per-chip'),
+            scopes: [...document.querySelectorAll('table.scopes')].map((t) => (
+              {line: t.dataset.line, names: [...t.querySelectorAll('td.scope-name')].map((c) => c.textContent)})),
+            pod: (document.getElementById('profile-pod') || {}).textContent || '',
+            main: document.getElementById('main').textContent,
+            overflow: [...document.querySelectorAll('pre')].map((p) => p.scrollWidth - p.clientWidth)};
+  });
+  const want = byTime(k.per_chip);
+  const api = new Map(want.map((r) => [`${r.host}/${r.chip}`, r.insight.kernel_profile]));
+  const col = (head, name) => head.indexOf(name);
+  const mxuAt = col(shown.profileHead, 'MXU'), thrAt = col(shown.profileHead, 'Throttled');
+  check(shown.profile.length === 8 && mxuAt > 0 && thrAt > 0 && shown.profile.every((r) => api.get(r.id) &&
+            r.cells[mxuAt] === fmtPct(api.get(r.id).units.mxu) && r.cells[thrAt] === fmtPct(api.get(r.id).throttled)),
+        `kernel profiling per chip: ${shown.profile.length} chips' MXU and throttling as the API has them (${shown.profile.map((r) => r.cells[mxuAt])})`);
+  check(/units busy: MXU \d/.test(shown.pod) && / cycles counted of .* nominal, .* throttled/.test(shown.pod),
+        `the pod's units and clock are summed up (${shown.pod})`);
+  const lines = [...new Set(k.scopes.map((sc) => sc.line))];
+  const sourceLines = k.scopes.filter((sc) => sc.line === 'Source Lines').map((sc) => sc.name);
+  const shownSource = (shown.scopes.find((t) => t.line === 'Source Lines') || {names: []}).names;
+  check(JSON.stringify(shown.scopes.map((t) => t.line)) === JSON.stringify(lines) && lines.includes('Pallas Primitives'),
+        `the time inside by scope line (${shown.scopes.map((t) => `${t.line}: ${t.names.length}`).join(', ')})`);
+  check(sourceLines.length > 0 && JSON.stringify(shownSource) === JSON.stringify(sourceLines),
+        `the source lines, longest first (${shownSource.join(', ')})`);
+
+  check(shown.perChip.length === 8 &&
+        JSON.stringify(shown.perChip.map((r) => r.id)) === JSON.stringify(want.map((r) => `${r.host}/${r.chip}`)),
+        `the per-chip table is longest first (${shown.perChip.map((r) => r.id).join(' ')})`);
+  const mxu = col(shown.perChipHead, 'MXU'), thr = col(shown.perChipHead, 'Throttle');
+  check(mxu > 0 && thr > 0 && shown.perChip.every((r) => r.cells[mxu] === fmtPct(api.get(r.id).units.mxu) &&
+                                                       r.cells[thr] === fmtPct(api.get(r.id).throttled)),
+        `the per-chip table has MXU and throttle columns (${shown.perChip[0].cells[mxu]}, ${shown.perChip[0].cells[thr]})`);
+
+  // The simulator's own record of the program id, read as text: JSON.parse would round it.
+  const truth = readFileSync(join(profiled.dir, 'truth-0.json'), 'utf8').match(/"program_id":\s*(\d+)/)[1];
+  check(BigInt(truth) > 2n ** 53n && text.includes(`"program_id":"${truth}"`) && shown.main.includes(`program ${truth} `),
+        `the 64-bit program id ${truth} is in the JSON as a string and on the page to the last digit`);
+  check(shown.overflow.length >= 2 && shown.overflow.every((o) => o <= 1),
+        `the HLO and MLIR wrap inside their boxes (${shown.overflow} px past their right edges)`);
+  await shot('kernel-profiling');
+  profiled.stop();
+}
+
+// The capture page, open: the timeline's legend names the colours of the kernels it draws and
+// the other marks; the counter strip says its scale.
+async function checkLegendAndScale() {
+  const got = await page.evaluate(() => {
+    const tl = window.podprof.timeline, scale = document.getElementById('counter-scale');
+    let max = 0;
+    for (const t of tl.data.tracks) {
+      const pts = (t.counters || {})[tl.counter] || [];
+      for (let i = 2; i < pts.length; i += 3) max = Math.max(max, pts[i]);
+    }
+    return {entries: [...document.querySelectorAll('#timeline-legend .legend-entry')].map((e) => {
+              const sw = e.querySelector('.swatch');
+              return {kernel: e.dataset.kernel, mark: e.dataset.mark, text: e.textContent,
+                      swatch: sw ? getComputedStyle(sw).backgroundColor : null,
+                      want: e.dataset.kernel ? window.podprof.kernelColor(e.dataset.kernel) : null};
+            }),
+            names: tl.data.kernels.map((k) => k.name), counter: tl.counter, max, straggler: !!tl.straggler,
+            scale: {text: scale.textContent, min: scale.dataset.min, max: Number(scale.dataset.max), shown: scale.offsetParent !== null}};
+  });
+  const kernels = got.entries.filter((e) => e.kernel);
+  check(kernels.length >= 5 && kernels.every((e) => got.names.includes(e.kernel) && e.text === e.kernel && e.swatch === e.want),
+        `the legend gives ${kernels.length} kernels their colours (${kernels.slice(0, 3).map((e) => `${e.kernel} ${e.swatch}`).join(', ')}, ...)`);
+  const marks = got.entries.map((e) => e.mark).filter(Boolean);
+  check(['idle', 'counter', 'collective'].every((m) => marks.includes(m)) && marks.includes('straggler') === got.straggler,
+        `the legend says what the other marks mean (${marks})`);
+  check(got.counter && got.max > 0 && got.scale.max === got.max && got.scale.min === '0' && got.scale.shown &&
+        /^strip 0 – \S+/.test(got.scale.text),
+        `the ${got.counter} strip has its scale: "${got.scale.text}" (the highest value in view is ${got.max})`);
+}
+
+// Zoomed in further, to about a millisecond in the middle of the capture: the axis's labels
+// differ, where whole milliseconds would repeat ("518 ms" three times).
+async function checkDistinctTicks() {
+  for (let i = 0; i < 16; i++) await page.mouse.wheel(0, -100);
+  await page.waitForFunction(() => {
+    const tl = window.podprof.timeline, d = tl.data;
+    return tl.view.to - tl.view.from < 0.005 * tl.length &&
+           d.from_ns === Math.floor(tl.view.from) && d.to_ns === Math.ceil(tl.view.to);
+  }, null, {timeout: 10000});
+  const axis = await page.evaluate(() => window.podprof.timeline.axis.map((a) => [a.label, window.podprof.fmtNs(a.t)]));
+  const labels = axis.map((a) => a[0]), whole = axis.map((a) => a[1]);
+  check(labels.length >= 3 && new Set(labels).size === labels.length && new Set(whole).size < whole.length,
+        `zoomed to a millisecond, the axis labels differ (${labels.join(', ')}; in whole units: ${whole.join(', ')})`);
+  await shot('capture-ticks');
+}
+
 try {
+  await checkKernelProfiling();
+
   // A kernel of the only capture so far: its lone history point in the middle of the chart.
   await open(`/kernels/flash_attention?capture=${firstCapture}`);
   const lone = await historyPoints();
@@ -135,7 +252,11 @@ try {
         `whole capture: ${whole.busy.length} sampled busy pixels are drawn in kernel colours`);
   // (The whole capture of the demo has no idle pixel to sample: the zoomed view below checks
   // that idle time is drawn as background.)
-  check(await page.$eval('#main', (m) => m.textContent.includes('Straggler:')), 'the straggler chip is named');
+  // The demo injects no straggler: the page names none (a ranking's first row is not one).
+  const verdict = await page.textContent('#straggler-verdict');
+  check(/^No clear straggler: /.test(verdict) && !(await page.$eval('#main', (m) => m.textContent.includes('Straggler:'))),
+        `no straggler is named on a pod without one (${verdict})`);
+  await checkLegendAndScale();
   check(/^2 of 2 agents online$/.test(await page.textContent('#agents')), `the header counts the agents (${await page.textContent('#agents')})`);
   await shot('capture');
 
@@ -158,6 +279,7 @@ try {
   check(zoomed.idle.length > 50 && zoomed.idle.every(isBg),
         `zoomed: ${zoomed.idle.length} sampled idle pixels are background`);
   await shot('capture-zoomed');
+  await checkDistinctTicks();
   // "Open in Perfetto": the trace goes to the Perfetto UI by its postMessage handshake. A
   // stand-in for ui.perfetto.dev answers PING with PONG and keeps what it is sent.
   await page.context().route('https://ui.perfetto.dev/**', (route) => route.fulfill({
@@ -182,6 +304,7 @@ try {
   check(await page.$eval('#main', (m) => m.textContent.includes('tpu_custom_call')), 'the kernel page shows the HLO');
   const perChip = await page.$$eval('#per-chip tr', (r) => r.length - 1);
   check(perChip === 8, `the kernel page has a row per chip (${perChip})`);
+  check(await page.$('#profile-none') !== null, 'without kernel profiling the kernel page says how to get it');
   const drawn = await historyPoints();
   check(drawn.n === 2, `the history chart has one point per capture (${drawn.n} for 2 captures)`);
   check(drawn.px.every((p) => p[3] > 0), 'each history point is drawn on the chart');
@@ -200,6 +323,7 @@ try {
 } finally {
   await browser.close();
   stopPod();
+  profiled.stop();
 }
 console.log(failures() ? `${failures()} checks failed; screenshots in ${out}` : `all passed; screenshots in ${out}`);
 process.exit(failures() ? 1 : 0);

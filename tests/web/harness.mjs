@@ -30,12 +30,12 @@ export function check(ok, what) {
 export const failures = () => failed;
 
 // A demo pod of `hosts` hosts and one 1 s capture, left running (its children get SIGTERM when
-// this process exits, or at stop()); its JSON result with `dir` and `stop`. Exits 1 when the
-// demo fails.
-export function startDemo(hosts, prefix) {
+// this process exits, or at stop()); its JSON result with `dir` and `stop`. `extra`: more
+// `podprof demo` flags (--generation v7x --kernel-profiling). Exits 1 when the demo fails.
+export function startDemo(hosts, prefix, extra = []) {
   const dir = mkdtempSync(join(tmpdir(), prefix));
   const demo = spawnSync(`${bin}/podprof`, ['demo', '--keep', '--hosts', String(hosts), '--duration', '1s',
-                                            '--format', 'json', '--dir', dir], {encoding: 'utf8'});
+                                            '--format', 'json', '--dir', dir, ...extra], {encoding: 'utf8'});
   if (demo.status !== 0) {
     console.log(`FAIL podprof demo exited ${demo.status}:\n${demo.stderr}`);
     process.exit(1);

@@ -74,8 +74,9 @@ function watch(id, row, onDone) {
   es.onerror = () => { if (es.readyState === EventSource.CLOSED) text.textContent += ' (connection lost)'; };
 }
 
+// A capture's labels (an object of strings) as "k=v k2=v2".
 function labelsText(labels) {
-  try { return Object.entries(JSON.parse(labels || '{}')).map(([k, v]) => `${k}=${v}`).join(' '); } catch (e) { return ''; }
+  return Object.entries(labels || {}).map(([k, v]) => `${k}=${v}`).join(' ');
 }
 
 async function fillCaptures(table, compare) {
@@ -86,16 +87,16 @@ async function fillCaptures(table, compare) {
                   el('th', {}, 'Labels'), el('th', {}, 'Progress'));
   table.replaceChildren(head);
   for (const c of r.captures) {
-    const row = el('tr', {'data-capture': c.id},
-        el('td', {}, el('input', {type: 'checkbox', value: c.id, onchange: compare})),
-        el('td', {}, el('a', {href: `/captures/${enc(c.id)}`}, c.id)),
+    const row = el('tr', {'data-capture': c.capture},
+        el('td', {}, el('input', {type: 'checkbox', value: c.capture, onchange: compare})),
+        el('td', {}, el('a', {href: `/captures/${enc(c.capture)}`}, c.capture)),
         el('td', {class: 'state'}, P.stateCell(c.status)),
         el('td', {}, fmtTime(c.start_ns)), el('td', {}, fmtNs(c.end_ns - c.start_ns)),
         el('td', {class: 'num'}, c.hosts), el('td', {class: 'num'}, c.chips),
         el('td', {class: 'num'}, c.kernels), el('td', {class: 'num'}, fmtCount(c.events)),
         el('td', {}, labelsText(c.labels)), el('td', {class: 'live'}));
     table.append(row);
-    if (c.status === 'running') watch(c.id, row, () => setTimeout(() => fillCaptures(table, compare), 500));
+    if (c.status === 'running') watch(c.capture, row, () => setTimeout(() => fillCaptures(table, compare), 500));
   }
   if (!r.captures.length) table.append(el('tr', {}, el('td', {colspan: 11, class: 'muted'}, 'No captures yet.')));
 }
@@ -168,7 +169,7 @@ pages.capture = async (id, main) => {
   const hosts = el('table', {id: 'hosts'}), kernelsAt = el('div');
   const timelineAt = el('div', {id: 'timeline'}), hm = el('div', {id: 'heatmap'});
   const legend = el('div', {class: 'legend'}, 'Scroll to zoom, drag to pan, Shift+scroll for more chips, double-click to reset. ');
-  main.append(el('h1', {}, `Capture ${c.id} `, P.stateCell(c.status)),
+  main.append(el('h1', {}, `Capture ${c.capture} `, P.stateCell(c.status)),
       el('div', {class: 'muted'}, `${fmtTime(c.start_ns)} · ${fmtNs(c.end_ns - c.start_ns)} · ${c.hosts} hosts · `,
          `${c.chips} chips · ${fmtCount(c.events)} events · ${labelsText(c.labels)}`),
       el('div', {class: 'row', id: 'exports'}, 'Export:', exp('perfetto', 'Perfetto'), exp('chrome', 'Chrome JSON'),
@@ -190,17 +191,22 @@ pages.capture = async (id, main) => {
         el('td', {class: 'num'}, (h.clock_drift_ppb / 1000).toFixed(2)), el('td', {class: 'num'}, fmtCount(h.events)),
         el('td', {}, h.error)));
   }
-  const worst = (await stragglersP).stragglers[0];
-  legend.append(worst ? el('span', {class: 'straggler'}, `Straggler: ${worst.host} chip ${worst.chip} (last at ${worst.times_last} of ${worst.instances} collectives)`) : 'No collectives.');
-  P.timeline.setStraggler(worst);
+  // The aggregator's verdict, not the ranking's first row: some chip always tops the ranking.
+  const st = await stragglersP;
+  const named = st.straggler_named ? st.stragglers.find((s) => s.significant) : null;
+  legend.append(named ? el('span', {class: 'straggler', id: 'straggler-verdict'}, `Straggler: ${st.verdict}`)
+      : el('span', {id: 'straggler-verdict'}, st.verdict.charAt(0).toUpperCase() + st.verdict.slice(1)));
+  P.timeline.setStraggler(named || null);
   kernelsAt.append(kernelTable((await kernelsP).rows, id));
   await timelineP;
   P.heatmap = new P.WaitHeatmap(hm, P.timeline.waits);
   performance.mark('heatmap-drawn');
 };
 
+// HLO and MLIR lines run long (a custom call's backend_config is one line): wrapped
+// (app.css, pre.code-text), not cut off at the page's edge.
 function textBlock(title, text) {
-  return text ? [P.el('h2', {}, title), P.el('pre', {}, text)] : [];
+  return text ? [P.el('h2', {}, title), P.el('pre', {class: 'code-text'}, text)] : [];
 }
 
 // p50 and p99 over time; a point is a regression (marked) when its p50 moved past the
@@ -229,34 +235,127 @@ function historyChart(where, points) {
   return chart;
 }
 
+// The units kernel profiling measures, in `podprof kernel`'s order, with their column names.
+const PROFILE_UNITS = [['mxu', 'MXU'], ['vector_alu', 'VALU'], ['vector_load', 'VLD'], ['vector_store', 'VST'],
+                       ['scalar_alu', 'Scalar'], ['xlu', 'XLU'], ['hbm_bandwidth', 'HBM BW']];
+
+// The MXU's busy share where counters measured it: kernel profiling's figure, else an
+// `mxu_busy` gauge's (report/kernel_rows.cc); null where nothing did, shown "-", never 0.
+function mxuBusy(insight) {
+  const units = (insight.kernel_profile || {}).units || {};
+  if (units.mxu !== undefined) return units.mxu;
+  const u = insight.utilization || {};
+  return u.mxu_busy !== undefined ? u.mxu_busy : null;
+}
+const verdictCell = (insight) => insight.cause || insight.verdict || '-';
+// Longest total time first: the chip that spent most in the kernel heads the table.
+const byTime = (rows) => [...rows].sort((a, b) => b.total_ps - a.total_ps || a.host.localeCompare(b.host) || a.chip - b.chip);
+
+function perChipTable(rows) {
+  const {el, fmtPs, fmtPct, fmtCount} = P;
+  const num = (v) => el('td', {class: 'num'}, v);
+  const t = el('table', {id: 'per-chip'}, el('tr', {}, el('th', {}, 'Host'),
+      ['Chip', 'Count', 'Total', 'Mean', 'P50', 'P99', 'Max', 'MXU', 'Throttle', 'Wait'].map((h) => el('th', {class: 'num'}, h)),
+      el('th', {}, 'Verdict')));
+  for (const r of byTime(rows)) {
+    const p = r.insight.kernel_profile;
+    t.append(el('tr', {'data-host': r.host, 'data-chip': r.chip}, el('td', {}, r.host), num(r.chip), num(fmtCount(r.count)),
+        num(fmtPs(r.total_ps)), num(fmtPs(r.mean_ps)), num(fmtPs(r.p50_ps)), num(fmtPs(r.p99_ps)), num(fmtPs(r.max_ps)),
+        num(fmtPct(mxuBusy(r.insight))), num(p ? fmtPct(p.throttled) : '-'), num(fmtPct(r.insight.wait_fraction)),
+        el('td', {title: r.insight.verdict_text}, verdictCell(r.insight))));
+  }
+  return t;
+}
+
+// "units busy: mxu 12.0%, ...; clock: 1.2e9 cycles of 1.3e9 nominal, 0.5% throttled; 55.0% in
+// sync waits", `podprof kernel`'s lines for one profile.
+function profileText(p) {
+  const {fmtPct} = P;
+  const units = PROFILE_UNITS.filter(([u]) => p.units[u] !== undefined).map(([u, n]) => `${n} ${fmtPct(p.units[u])}`);
+  const cycles = (v) => Number(v).toPrecision(4);
+  return `units busy: ${units.join(', ') || '-'} · clock: ${cycles(p.cycles)} cycles counted of ` +
+         `${cycles(p.nominal_cycles)} nominal, ${fmtPct(p.throttled)} throttled` +
+         (p.sync_wait > 0 ? ` · ${fmtPct(p.sync_wait)} of its time in sync waits` : '');
+}
+
+// Each chip's performance counters: the units' busy shares, its clock and throttling.
+function profileTable(rows) {
+  const {el, fmtPct} = P;
+  const num = (v) => el('td', {class: 'num'}, v);
+  const t = el('table', {id: 'profile-chips'}, el('tr', {}, el('th', {}, 'Host'), el('th', {class: 'num'}, 'Chip'),
+      PROFILE_UNITS.map(([, n]) => el('th', {class: 'num'}, n)),
+      ['Cycles', 'Nominal', 'Throttled', 'Sync wait'].map((h) => el('th', {class: 'num'}, h)), el('th', {}, 'Cause')));
+  for (const r of byTime(rows)) {
+    const p = r.insight.kernel_profile;
+    if (!p) continue;
+    t.append(el('tr', {'data-host': r.host, 'data-chip': r.chip}, el('td', {}, r.host), num(r.chip),
+        PROFILE_UNITS.map(([u]) => num(p.units[u] !== undefined ? fmtPct(p.units[u]) : '-')),
+        num(Number(p.cycles).toPrecision(4)), num(Number(p.nominal_cycles).toPrecision(4)),
+        num(fmtPct(p.throttled)), num(fmtPct(p.sync_wait)), el('td', {}, verdictCell(r.insight))));
+  }
+  return t;
+}
+
+// The time in named scopes inside the kernel over the pod, a table per scope line ("Pallas
+// Primitives", "Source Lines", ...), longest first, with its share of the kernel's time.
+function scopeTables(scopes, kernelTotalPs) {
+  const {el, fmtPs, fmtPct, fmtCount} = P;
+  const lines = new Map();
+  for (const sc of scopes) {
+    if (!lines.has(sc.line)) lines.set(sc.line, []);
+    lines.get(sc.line).push(sc);
+  }
+  const out = [];
+  for (const [line, rows] of lines) {
+    const t = el('table', {class: 'scopes', 'data-line': line}, el('tr', {}, el('th', {}, 'Name'),
+        ['Count', 'Total', 'Share'].map((h) => el('th', {class: 'num'}, h))));
+    for (const sc of rows) {
+      t.append(el('tr', {}, el('td', {class: 'scope-name'}, sc.name), el('td', {class: 'num'}, fmtCount(sc.count)),
+          el('td', {class: 'num'}, fmtPs(sc.total_ps)),
+          el('td', {class: 'num'}, kernelTotalPs > 0 ? fmtPct(sc.total_ps / kernelTotalPs) : '-')));
+    }
+    out.push(el('h3', {}, line), t);
+  }
+  return out;
+}
+
+// Why the kernel takes its time, as kernel profiling measured it (`podprof kernel`'s
+// breakdown): over the pod, per chip, and inside it by scope and source line.
+function profileSection(k) {
+  const {el} = P;
+  const pod = k.rollup.insight.kernel_profile;
+  const chips = k.per_chip.filter((r) => r.insight.kernel_profile);
+  const section = el('div', {id: 'profile'});
+  if (pod) section.append(el('p', {id: 'profile-pod'}, el('strong', {}, 'Over the pod: '), profileText(pod)));
+  if (chips.length) section.append(el('h3', {}, 'Per chip'), profileTable(k.per_chip));
+  if (!pod && chips.length === 0) {
+    section.append(el('p', {class: 'muted', id: 'profile-none'},
+        'No performance counters were sampled inside this kernel: a capture started with ',
+        '--kernel-profiling (TPU v7x) measures its units, clock and throttling per chip.'));
+  }
+  section.append(...scopeTables(k.scopes, k.rollup.total_ps));
+  return [el('h2', {}, 'Kernel profiling'), section];
+}
+
 pages.kernel = async (name, main) => {
-  const {el, api, fmtPs, fmtCount} = P;
+  const {el, api} = P;
   const q = new URLSearchParams(location.search);
   const args = new URLSearchParams();
   if (q.get('capture')) args.set('capture', q.get('capture'));
   if (q.get('module')) args.set('module', q.get('module'));
   const k = await api(`/api/v1/kernels/${enc(name)}?${args}`);
   const d = k.kernel;
+  // program_id is a string: a 64-bit id that a JavaScript number would round.
   main.append(el('h1', {}, `Kernel ${d.op_name}`),
-      el('div', {class: 'muted'}, `module ${d.module || '-'} · ${d.category} · program ${d.program_id}`,
+      el('div', {class: 'muted'}, `module ${d.module || '-'} · ${d.category} · program `,
+         el('span', {id: 'program-id'}, d.program_id),
          d.custom_call_target ? ` · custom call ${d.custom_call_target}` : '',
          ' · in ', el('a', {href: `/captures/${enc(k.capture_id)}`}, k.capture_id)),
       el('div', {class: 'card'}, k.rollup.insight.verdict_text || k.rollup.insight.verdict));
   if (d.source) main.append(el('div', {}, 'source ', el('code', {}, d.source)));
+  main.append(...profileSection(k), el('h2', {}, 'Per chip'), perChipTable(k.per_chip));
   main.append(...textBlock('HLO', d.hlo_text), ...textBlock('MLIR', d.mlir),
       ...textBlock('Op path and stack', [d.tf_op, d.source_stack].filter(Boolean).join('\n')));
-
-  main.append(el('h2', {}, 'Per chip'));
-  const t = el('table', {id: 'per-chip'}, el('tr', {}, el('th', {}, 'Host'), el('th', {class: 'num'}, 'Chip'),
-      ['Count', 'Mean', 'P50', 'P99', 'Max'].map((h) => el('th', {class: 'num'}, h)), el('th', {}, 'Verdict')));
-  const perChip = [...k.per_chip].sort((a, b) => a.host.localeCompare(b.host) || a.chip - b.chip);
-  for (const r of perChip) {
-    t.append(el('tr', {}, el('td', {}, r.host), el('td', {class: 'num'}, r.chip), el('td', {class: 'num'}, fmtCount(r.count)),
-        el('td', {class: 'num'}, fmtPs(r.mean_ps)), el('td', {class: 'num'}, fmtPs(r.p50_ps)),
-        el('td', {class: 'num'}, fmtPs(r.p99_ps)), el('td', {class: 'num'}, fmtPs(r.max_ps)),
-        el('td', {}, r.insight.verdict_text || r.insight.verdict)));
-  }
-  main.append(t);
 
   const h = await api(`/api/v1/kernels/${enc(name)}/history?module=${enc(d.module)}`);
   main.append(el('h2', {}, `History over ${h.points.length} captures`));
@@ -271,10 +370,10 @@ pages.diff = async (m, main) => {
   const q = new URLSearchParams(location.search);
   const caps = (await api('/api/v1/captures?limit=200')).captures;
   const pick = (name, value) => el('select', {name}, caps.map((c) =>
-      el('option', {value: c.id, selected: c.id === value}, `${c.id} (${c.status})`)));
+      el('option', {value: c.capture, selected: c.capture === value}, `${c.capture} (${c.status})`)));
   const form = el('form', {class: 'row card', method: 'get', action: '/diff'},
-      'baseline', pick('baseline', q.get('baseline') || (caps[1] || {}).id),
-      'candidate', pick('candidate', q.get('candidate') || (caps[0] || {}).id),
+      'baseline', pick('baseline', q.get('baseline') || (caps[1] || {}).capture),
+      'candidate', pick('candidate', q.get('candidate') || (caps[0] || {}).capture),
       el('label', {}, 'threshold ', el('input', {name: 'threshold', value: q.get('threshold') || '0.05', size: 5})),
       el('button', {type: 'submit'}, 'Compare'));
   main.append(el('h1', {}, 'Diff'), form);

@@ -13,10 +13,14 @@ const LABEL_W = 130, AXIS_H = 22, ROW_H = 16, COUNTER_H = 12, HOST_GAP = 6;
 const MAX_VIEW_H = 720;
 const ROW_BG = '#f3f4f7', BG = '#ffffff';
 
+// A hue from the name, mixed (FNV-1a, then murmur3's finaliser) so that names one character
+// apart ("fusion.7", "fusion.8") land far apart on the wheel, not a degree apart.
 function kernelHue(name) {
-  let h = 0;
-  for (let i = 0; i < name.length; i++) h = (h * 31 + name.charCodeAt(i)) >>> 0;
-  return h % 360;
+  let h = 0x811c9dc5;
+  for (let i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 0x01000193);
+  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
+  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
+  return ((h ^ (h >>> 16)) >>> 0) % 360;
 }
 // A kernel's colour as one pixel of an ImageData (RGBA bytes, little-endian: 0xAABBGGRR):
 // hsl(hue, 62%, 50%), the hue from its name.
@@ -36,7 +40,11 @@ function kernelColor(name) {
   return `rgb(${px & 0xff}, ${(px >>> 8) & 0xff}, ${(px >>> 16) & 0xff})`;
 }
 const COUNTER_PIXEL = 0xff948779;  // #7b8794
+const COUNTER_COLOR = '#7b8794';
+const COUNTER_BG_PIXEL = 0xfffbfafa;  // #fafafb: the strip's extent shows where it reads 0
 const ROW_PIXEL = 0xfff7f4f3;  // ROW_BG
+// Kernels the legend names: the ones that fill most of the window.
+const LEGEND_KERNELS = 10;
 
 // Filled rectangles written straight into pixels: a pod's overview is hundreds of thousands of
 // one-pixel columns, which fillRect draws a hundred times slower. Coordinates in device pixels.
@@ -70,6 +78,31 @@ function niceStep(span, target) {
   return 10 * p;
 }
 
+// The axis's ticks over [from, to] ns, every `step` ns, labelled in one unit (the largest the
+// window's end reaches) with as many decimals as the step needs: zoomed to 0.1 ms steps at
+// 518 ms they read "518.1 ms", "518.2 ms", never "518 ms" three times.
+function axisTicks(from, to, step) {
+  const units = [[1e9, 's'], [1e6, 'ms'], [1e3, 'us'], [1, 'ns']];
+  const [div, unit] = units.find(([d]) => Math.max(Math.abs(from), Math.abs(to)) >= d) || units[3];
+  const decimals = Math.max(0, Math.ceil(-Math.log10(step / div) - 1e-9));
+  const ticks = [];
+  // From the first multiple of the step by index, not by adding: no drift over the ticks.
+  for (let i = Math.ceil(from / step), t = i * step; t <= to; t = ++i * step) {
+    ticks.push({t, label: `${(t / div).toFixed(decimals)} ${unit}`});
+  }
+  return ticks;
+}
+
+// A counter's value for people, by its name's convention: busy and stall gauges are fractions
+// (shown as %), `percent` gauges are already in percent, the rest in SI prefixes.
+function fmtCounter(name, v) {
+  if (/_busy$|^stall|_fraction$/.test(name)) return `${(v * 100).toFixed(1)}%`;
+  if (/percent/.test(name)) return `${v.toFixed(1)}%`;
+  const a = Math.abs(v);
+  for (const [d, u] of [[1e12, 'T'], [1e9, 'G'], [1e6, 'M'], [1e3, 'k']]) if (a >= d) return `${(v / d).toPrecision(3)}${u}`;
+  return a === 0 ? '0' : v.toPrecision(3);
+}
+
 class PodTimeline {
   constructor(container, capture, straggler) {
     const {el} = P;
@@ -82,11 +115,17 @@ class PodTimeline {
     this.canvas = el('canvas', {id: 'timeline-canvas'});
     this.tip = el('div', {class: 'tooltip'});
     this.status = el('span', {class: 'muted', id: 'timeline-status'});
+    // The counter strip's scale (0 at its bottom, the highest value in view at its top) and
+    // what each colour means: read as text, not guessed from the canvas.
+    this.scale = el('span', {id: 'counter-scale'});
+    this.legend = el('div', {class: 'legend timeline-legend', id: 'timeline-legend'});
+    this.axis = [];
     this.spacer = el('div', {class: 'timeline-spacer'});
     this.scroller = el('div', {class: 'timeline-scroll'}, this.canvas, this.spacer);
     this.scroller.addEventListener('scroll', () => { if (this.data) this.draw(); }, {passive: true});
-    container.append(el('div', {class: 'row legend'}, 'counter under each chip: ', this.select, this.status),
-                     el('div', {class: 'timeline-wrap'}, this.scroller, this.tip));
+    container.append(el('div', {class: 'row legend'}, el('span', {}, 'counter under each chip: ', this.select, ' ', this.scale),
+                        this.status),
+                     this.legend, el('div', {class: 'timeline-wrap'}, this.scroller, this.tip));
     this.ctx = this.canvas.getContext('2d');
     this.listen();
     this.pending = null;
@@ -115,7 +154,7 @@ class PodTimeline {
     if (first) q.set('waits', '1');  // the heatmap's data, from the same pass over the hosts
     const seq = ++this.loads;
     this.status.textContent = ' loading…';
-    const data = await P.api(`/api/v1/captures/${encodeURIComponent(this.capture.id)}/timeline?${q}`);
+    const data = await P.api(`/api/v1/captures/${encodeURIComponent(this.capture.capture)}/timeline?${q}`);
     performance.mark('timeline-parsed');  // marks: where a page's time goes (bench_web_page)
     if (seq !== this.loads) return;  // a newer window was asked for meanwhile
     if (this.counter === null) {
@@ -130,13 +169,54 @@ class PodTimeline {
     this.colors = data.kernels.map((k) => kernelColor(k.name));  // parsed once, not per rect
     this.pixels = data.kernels.map((k) => kernelPixel(k.name));
     this.draw();
+    this.updateLegend();
     performance.mark('timeline-drawn');
     this.status.textContent = ` ${P.fmtNs(this.view.from)} – ${P.fmtNs(this.view.to)} of ${P.fmtNs(this.length)}`;
   }
 
   setStraggler(s) {
     this.straggler = s;
-    if (this.data) this.draw();
+    if (this.data) {
+      this.draw();
+      this.updateLegend();
+    }
+  }
+
+  // The legend: the colours of the kernels that fill most of the window (busy time summed
+  // over the chips), then what the other marks mean.
+  updateLegend() {
+    const {el} = P, d = this.data;
+    const busy = new Float64Array(d.kernels.length);
+    for (const t of d.tracks) {
+      for (let k = 0; k < t.slices.length; k += 4) busy[t.slices[k + 2]] += t.slices[k + 1];
+      for (let b = 0; b < t.bins.length; b += 3) busy[t.bins[b + 2]] += t.bins[b + 1] * d.ns_per_px / 1000;
+    }
+    const seen = [...busy.keys()].filter((i) => busy[i] > 0).sort((a, b) => busy[b] - busy[a]);
+    const entry = (swatch, text, attrs) => el('span', {class: 'legend-entry', ...attrs}, swatch, text);
+    const entries = seen.slice(0, LEGEND_KERNELS).map((i) => entry(
+        el('span', {class: 'swatch', style: `background:${this.colors[i]}`}), d.kernels[i].name,
+        {'data-kernel': d.kernels[i].name, title: `${d.kernels[i].name} (${d.kernels[i].module})`}));
+    if (seen.length > LEGEND_KERNELS) {
+      entries.push(el('span', {class: 'legend-entry muted'}, `+${seen.length - LEGEND_KERNELS} more kernels (hover a track for names)`));
+    }
+    entries.push(entry(el('span', {class: 'swatch idle'}), 'idle', {'data-mark': 'idle'}));
+    if (this.counter) {
+      entries.push(entry(el('span', {class: 'swatch', style: `background:${COUNTER_COLOR}`}),
+                         `${this.counter} (strip under each chip)`, {'data-mark': 'counter'}));
+    }
+    entries.push(entry(el('span', {class: 'swatch link'}), 'one collective, chip to chip', {'data-mark': 'collective'}));
+    if (this.straggler) entries.push(entry(el('span', {class: 'straggler'}, '⚑'), 'the straggler chip', {'data-mark': 'straggler'}));
+    this.legend.replaceChildren(...entries);
+  }
+
+  // The counter strip's scale in words, written only when it changes (draw runs per scroll).
+  setScale(max) {
+    const text = !this.counter ? '' : max > 0
+        ? `strip 0 – ${fmtCounter(this.counter, max)} (bottom to top; the highest in view)` : 'strip: no samples in view';
+    if (this.scale.textContent === text) return;
+    this.scale.textContent = text;
+    this.scale.dataset.min = 0;
+    this.scale.dataset.max = max;
   }
 
   // A track's bins by pixel, for hovering: built on the first hover over it, not for every
@@ -207,35 +287,44 @@ class PodTimeline {
                                      Math.max(1, this.canvas.width - Math.round(LABEL_W * dpr)), this.canvas.height);
     for (const i of shown) this.paintTrack(painter, tracks[i], i, counterMax, dpr);
     painter.done();
+    this.setScale(counterMax);
     c.fillStyle = BG;
     c.fillRect(0, 0, LABEL_W, cssH);
     c.fillRect(0, 0, cssW, AXIS_H);  // the axis stays on top as the tracks scroll under it
     this.drawAxis(c, cssW);
     const links = new Map();
-    for (const i of shown) this.drawLabel(c, tracks[i], i);
+    for (const i of shown) this.drawLabel(c, tracks[i], i, counterMax);
     for (const i of shown) this.drawSlices(c, tracks[i], i, links);
     this.drawLinks(c, links);
   }
 
   drawAxis(c, cssW) {
-    const span = this.view.to - this.view.from, step = niceStep(span, 8);
+    const ticks = axisTicks(this.view.from, this.view.to, niceStep(this.view.to - this.view.from, 8));
     c.fillStyle = '#6b7383';
     c.font = '11px system-ui, sans-serif';
     c.strokeStyle = '#e6e8ee';
-    for (let t = Math.ceil(this.view.from / step) * step; t <= this.view.to; t += step) {
+    for (const {t, label} of ticks) {
       const x = this.xOf(t);
       c.beginPath(); c.moveTo(x, AXIS_H - 4); c.lineTo(x, AXIS_H); c.stroke();
-      c.fillText(P.fmtNs(t), x + 2, AXIS_H - 8);
+      c.fillText(label, x + 2, AXIS_H - 8);
     }
+    this.axis = ticks;  // what the axis reads ({t, label}), for tests
   }
 
-  // The track's label; the straggler's in red with a flag.
-  drawLabel(c, t, i) {
+  // The track's label, the straggler's in red with a flag; beside its counter strip, the
+  // value the strip's top stands for.
+  drawLabel(c, t, i, counterMax) {
     const y = this.trackY(i);
     const straggler = this.straggler && t.host === this.straggler.host && t.chip === this.straggler.chip;
     c.fillStyle = straggler ? '#c62828' : '#1d2330';
     c.font = `${straggler ? 'bold ' : ''}11px system-ui, sans-serif`;
     c.fillText(`${straggler ? '⚑ ' : ''}${t.host} / ${t.chip}`, 4, y + ROW_H - 4);
+    if (!this.counter || counterMax <= 0) return;
+    c.fillStyle = '#6b7383';
+    c.font = '9px system-ui, sans-serif';
+    c.textAlign = 'right';
+    c.fillText(fmtCounter(this.counter, counterMax), LABEL_W - 3, y + ROW_H + COUNTER_H - 2);
+    c.textAlign = 'left';
   }
 
   // Pixels partly filled by kernels (a column as high as the pixel was busy, in the colour of
@@ -261,6 +350,7 @@ class PodTimeline {
     if (!this.counter || counterMax <= 0) return;
     const pts = (t.counters || {})[this.counter] || [];
     const cBottom = Math.round((y + ROW_H + 1 + COUNTER_H) * dpr), cH = COUNTER_H * dpr;
+    painter.rect(LABEL_W * dpr, cBottom - cH, pw * dpr, cH, COUNTER_BG_PIXEL);
     for (let p = 0; p < pts.length; p += 3) {
       const x = x0 + pts[p] * step;
       if (x + step < painter.x0) continue;
@@ -460,5 +550,5 @@ class WaitHeatmap {
   }
 }
 
-Object.assign(P, {PodTimeline, WaitHeatmap, kernelColor, TIMELINE_LAYOUT: {LABEL_W, AXIS_H, ROW_H}});
+Object.assign(P, {PodTimeline, WaitHeatmap, kernelColor, axisTicks, TIMELINE_LAYOUT: {LABEL_W, AXIS_H, ROW_H}});
 })();
