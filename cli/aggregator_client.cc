@@ -1,6 +1,7 @@
 #include "cli/aggregator_client.h"
 
 #include <chrono>
+#include <utility>
 
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
@@ -14,6 +15,33 @@ namespace {
 // Statistics of every kernel of a large capture, one sketch per row, can pass gRPC's 4 MiB
 // default; the bound still stops a confused server from exhausting memory.
 constexpr int kMaxResponseBytes = 256 << 20;
+
+// Why the TCP connection itself failed, in words, from gRPC's message; "" when the message
+// names no such cause (the connection was made and then closed, e.g. at the TLS handshake).
+std::string ConnectFailure(const std::string& detail) {
+  static const std::pair<const char*, const char*> kCauses[] = {
+      {"Connection refused", "connection refused"},
+      {"DNS resolution failed", "the name does not resolve"},
+      {"Domain name not found", "the name does not resolve"},
+      {"No route to host", "no route to host"},
+      {"Network is unreachable", "network unreachable"},
+      {"Connection timed out", "the connection timed out"},
+  };
+  for (const auto& [words, cause] : kCauses) {
+    if (absl::StrContains(detail, words)) return cause;
+  }
+  return "";
+}
+
+// How to list what exists, for the aggregator's answer that a kernel or a capture it was asked
+// for does not exist.
+std::string ListingHint(const std::string& not_found) {
+  if (absl::StrContains(not_found, "kernel")) {
+    return "; `podprof stats CAPTURE` lists a capture's kernels";
+  }
+  if (absl::StrContains(not_found, "capture")) return "; `podprof captures` lists the captures";
+  return "";
+}
 
 }  // namespace
 
@@ -64,11 +92,22 @@ absl::Status AggregatorClient::Check(const grpc::Status& status) {
   const bool connected = channel_->GetState(/*try_to_connect=*/false) == GRPC_CHANNEL_READY;
   if (!connected &&
       (code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kDeadlineExceeded)) {
-    if (code == absl::StatusCode::kDeadlineExceeded) {
-      detail = absl::StrCat("no connection within ", timeout);
+    // A connection that failed before TLS could start (refused, no route, no answer) says
+    // nothing about certificates, even when TLS was asked for; one closed afterwards may.
+    std::string cause = code == absl::StatusCode::kDeadlineExceeded
+                            ? absl::StrCat("no connection within ", timeout)
+                            : ConnectFailure(detail);
+    const std::string hint = cause.empty() ? HandshakeHint(detail) : "";
+    absl::Status s;
+    if (hint.empty()) {
+      if (cause.empty()) cause = detail;
+      s = absl::UnavailableError(absl::StrCat(
+          "no aggregator answers at ", address_, " (", cause,
+          "); is podprof-aggregator running there? set --aggregator or $PODPROF_AGGREGATOR"));
+    } else {
+      s = absl::UnavailableError(
+          absl::StrCat("aggregator at ", address_, " unreachable: ", detail, hint));
     }
-    absl::Status s = absl::UnavailableError(
-        absl::StrCat("aggregator at ", address_, " unreachable: ", detail, HandshakeHint(detail)));
     s.SetPayload(kUnreachablePayload, absl::Cord("1"));
     return s;
   }
@@ -78,6 +117,7 @@ absl::Status AggregatorClient::Check(const grpc::Status& status) {
     s.SetPayload(kUnreachablePayload, absl::Cord("1"));
     return s;
   }
+  if (code == absl::StatusCode::kNotFound) detail += ListingHint(detail);
   return absl::Status(code, detail);
 }
 

@@ -51,10 +51,13 @@ class AggregatorClient {
 
   // Returns OK for OK. Otherwise a Status with the same code and a one-line message: for a
   // connection that failed (UNAVAILABLE, or DEADLINE_EXCEEDED before any connection)
-  // "aggregator at ADDR unreachable: <detail>", with a hint when the connection closed during
-  // the TLS handshake (plaintext to a TLS aggregator, or a certificate it refused); for a call
-  // that outlived its deadline
-  // "aggregator at ADDR did not answer within <timeout>"; else the aggregator's own message.
+  // "no aggregator answers at ADDR (<cause>); is podprof-aggregator running there? ..."
+  // (cause: connection refused, the name does not resolve, no connection within <timeout>,
+  // ...), or "aggregator at ADDR unreachable: <detail> (<hint>)" when the connection closed
+  // during the TLS handshake (plaintext to a TLS aggregator, or a certificate it refused); for
+  // a call that outlived its deadline "aggregator at ADDR did not answer within <timeout>";
+  // else the aggregator's own message, for NOT_FOUND followed by how to list what exists
+  // ("; `podprof captures` lists the captures"). The first two carry kUnreachablePayload.
   absl::Status Check(const grpc::Status& status);
 
   // Makes the unary call `method` with the deadline and returns Check of its outcome.

@@ -2,10 +2,12 @@
 
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "cli/agents_command.h"
 #include "cli/capture_command.h"
 #include "cli/captures_command.h"
@@ -39,10 +41,53 @@ void AddGlobalFlags(CLI::App& app, CliContext& context, std::string& profile) {
   app.add_flag("--no-color", context.no_color,
                "No colors in tables and the live display (also NO_COLOR)");
   app.add_option("--aggregator", context.target.address,
-                 "Aggregator address for every subcommand, host:port")
-      ->envname("PODPROF_AGGREGATOR");
+                 "Aggregator address for every subcommand, host:port (or $PODPROF_AGGREGATOR)");
   AddTlsFlags(&app, context.tls);
   AddFormatFlag(&app, context.format);
+}
+
+constexpr char kDemoHint[] =
+    "Start with `podprof demo`: a simulated 4-host pod on this machine, captured once.";
+
+// "usage: ..." and the commands `app` has, one a line with its description: what a command
+// line that names none of them gets.
+std::string ShortUsage(CLI::App& app, const std::string& name) {
+  std::string usage =
+      absl::StrCat("usage: ", name, " ",
+                   app.get_parent() == nullptr ? "[--aggregator HOST:PORT] [--profile NAME] " : "",
+                   "COMMAND [flags]\n\ncommands:\n");
+  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    absl::StrAppend(&usage, "  ", absl::StrFormat("%-12s", sub->get_name()), sub->get_description(),
+                    "\n");
+  }
+  if (app.get_parent() == nullptr) absl::StrAppend(&usage, "\n", kDemoHint, "\n");
+  absl::StrAppend(&usage, "`", name, " COMMAND --help` shows a command's flags and examples.\n");
+  return usage;
+}
+
+// CLI11 reports help, --version and usage errors by exception; this is the one place they
+// stop. A usage error is one line naming the command and saying where to look; a command
+// line that names no command gets the short usage instead.
+int ParseFailed(CLI::App& app, const CLI::ParseError& e, std::ostream& out, std::ostream& err) {
+  if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e, out, err);
+  // The innermost command the parse reached.
+  CLI::App* command = &app;
+  std::string name = "podprof";
+  while (!command->get_subcommands().empty()) {
+    command = command->get_subcommands().front();
+    absl::StrAppend(&name, " ", command->get_name());
+  }
+  const bool has_commands = !command->get_subcommands([](CLI::App*) { return true; }).empty();
+  if (has_commands && dynamic_cast<const CLI::RequiredError*>(&e) != nullptr) {
+    // A word that is no command ("podprof caputre") is left over; say so before the list.
+    if (std::vector<std::string> rest = command->remaining(); !rest.empty()) {
+      err << name << ": no command \"" << rest.front() << "\"\n";
+    }
+    err << ShortUsage(*command, name);
+    return kExitUsage;
+  }
+  err << name << ": " << e.what() << "; see `" << name << " --help`\n";
+  return kExitUsage;
 }
 
 }  // namespace
@@ -58,20 +103,24 @@ int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
   security::RouteGrpcLogs(nullptr);
   RealClock clock;
   CliContext context(clock);
-  // The configuration file's values are where the parse starts: flags and environment
-  // variables override them.
+  // The parse starts from the configuration file's values, then the environment's, so that
+  // the flags it parses win wherever they stand (cli/cli_profile.h).
   const std::string config_path = CliConfigPath();
   std::string profile = ProfileName(argc, argv);
   if (absl::Status s = ApplyCliProfile(config_path, profile, context); !s.ok()) {
     err << "podprof: " << s.message() << "\n";
     return kExitUsage;
   }
+  ApplyCliEnvironment(context);
   AddGlobalFlags(app, context, profile);
   app.footer(absl::StrCat(
-      "Start with `podprof demo`: a simulated 4-host pod on this machine, captured once.\n"
-      "Every command has --help with examples. Defaults for the aggregator, TLS files and format "
-      "come from ",
-      config_path.empty() ? "$PODPROF_CLI_CONFIG" : config_path, " when it exists."));
+      kDemoHint,
+      "\nEvery command has --help with examples. Each setting comes from its flag, else its "
+      "environment variable, else the profile in ",
+      config_path.empty() ? "$PODPROF_CLI_CONFIG" : config_path,
+      " (when it exists), else the default.\n"
+      "Exit codes: 0 success, 1 partial, 2 usage error, bad input or not found, 3 aggregator "
+      "unreachable, 4 refused by the aggregator (README.md, \"Exit codes\")."));
 
   std::vector<std::unique_ptr<Command>> commands;
   commands.push_back(AddInspectCommand(app, context));
@@ -91,8 +140,7 @@ int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    // CLI11 reports help and usage errors by exception; this is the one place they stop.
-    return app.exit(e, out, err) == 0 ? 0 : kExitUsage;
+    return ParseFailed(app, e, out, err);
   }
   for (const std::unique_ptr<Command>& command : commands) {
     if (command->app()->parsed()) return command->Run(context, out, err);

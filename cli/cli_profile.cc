@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -59,12 +60,17 @@ absl::Status Set(const std::string& file, const std::string& key, const std::str
 
 }  // namespace
 
+std::string EnvValue(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : "";
+}
+
 std::string CliConfigPath() {
-  if (const char* p = std::getenv("PODPROF_CLI_CONFIG"); p != nullptr && *p != '\0') return p;
-  if (const char* x = std::getenv("XDG_CONFIG_HOME"); x != nullptr && *x != '\0') {
+  if (std::string p = EnvValue("PODPROF_CLI_CONFIG"); !p.empty()) return p;
+  if (std::string x = EnvValue("XDG_CONFIG_HOME"); !x.empty()) {
     return absl::StrCat(x, "/podprof/cli.toml");
   }
-  if (const char* h = std::getenv("HOME"); h != nullptr && *h != '\0') {
+  if (std::string h = EnvValue("HOME"); !h.empty()) {
     return absl::StrCat(h, "/.config/podprof/cli.toml");
   }
   return "";
@@ -78,8 +84,7 @@ std::string ProfileName(int argc, char** argv) {
       return std::string(absl::StripPrefix(arg, "--profile="));
     }
   }
-  const char* env = std::getenv("PODPROF_PROFILE");
-  return env != nullptr ? env : "";
+  return EnvValue("PODPROF_PROFILE");
 }
 
 absl::Status ApplyCliProfile(const std::string& path, const std::string& profile,
@@ -111,6 +116,18 @@ absl::Status ApplyCliProfile(const std::string& path, const std::string& profile
     RETURN_IF_ERROR(Set(absl::StrCat(path, " [profiles.", profile, "]"), key, value, context));
   }
   return absl::OkStatus();
+}
+
+void ApplyCliEnvironment(CliContext& context) {
+  const std::pair<const char*, std::string*> kVariables[] = {
+      {"PODPROF_AGGREGATOR", &context.target.address},
+      {"PODPROF_TLS_CERT", &context.tls.cert},
+      {"PODPROF_TLS_KEY", &context.tls.key},
+      {"PODPROF_TLS_CA", &context.tls.ca},
+  };
+  for (const auto& [name, setting] : kVariables) {
+    if (std::string value = EnvValue(name); !value.empty()) *setting = std::move(value);
+  }
 }
 
 }  // namespace podprof::cli

@@ -11,7 +11,13 @@
 //   [profiles.pod-b]                   # chosen with --profile pod-b or $PODPROF_PROFILE
 //   aggregator = "agg.pod-b:7100"
 //
-// A profile's keys override the defaults; flags and environment variables override both.
+// Every setting is taken from the first of these that gives it: a flag (before or after the
+// subcommand), the environment ($PODPROF_AGGREGATOR, $PODPROF_TLS_CERT, _KEY, _CA), the
+// profile chosen (--profile, else $PODPROF_PROFILE), the file's top-level keys, the built-in
+// default. CliMain applies the file, then the environment, to the CliContext before the
+// command line is parsed, so that a flag, parsed last, overwrites both. (CLI11's envname
+// cannot do this: with the same option on the app and on a subcommand, the app's environment
+// value would be applied after the subcommand's flag.)
 #ifndef PODPROF_CLI_CLI_PROFILE_H_
 #define PODPROF_CLI_CLI_PROFILE_H_
 
@@ -37,6 +43,15 @@ std::string ProfileName(int argc, char** argv);
 // a bad value, an unknown profile.
 absl::Status ApplyCliProfile(const std::string& path, const std::string& profile,
                              CliContext& context);
+
+// The value of the environment variable `name`; "" when it is unset or empty (`NAME= podprof
+// ...` unsets one for a single command).
+std::string EnvValue(const char* name);
+
+// Sets `context`'s aggregator address and TLS files from $PODPROF_AGGREGATOR and
+// $PODPROF_TLS_CERT, $PODPROF_TLS_KEY, $PODPROF_TLS_CA, each where it is set. Called after
+// ApplyCliProfile and before the parse.
+void ApplyCliEnvironment(CliContext& context);
 
 }  // namespace podprof::cli
 

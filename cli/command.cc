@@ -5,6 +5,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "cli/exit_codes.h"
+#include "cli/one_of.h"
 #include "security/tls.h"
 
 namespace podprof::cli {
@@ -34,26 +35,27 @@ int AggregatorCommand::Failed(std::ostream& err, const absl::Status& status, int
 
 void AddFormatFlag(CLI::App* cmd, OutputFormat& format) {
   cmd->add_option("--format", format, "Output format: table, json or csv")
-      ->transform(CLI::CheckedTransformer(OutputFormatsByName(), CLI::ignore_case))
+      ->transform(OneOf<OutputFormat>({{"table", OutputFormat::kTable},
+                                       {"json", OutputFormat::kJson},
+                                       {"csv", OutputFormat::kCsv}}))
       ->option_text("table|json|csv");
 }
 
+// The environment variables named in these texts are applied by ApplyCliEnvironment before
+// the parse, not through CLI11's envname (cli/cli_profile.h says why).
 void AddTlsFlags(CLI::App* cmd, TlsFiles& tls) {
-  cmd->add_option("--tls-cert", tls.cert, "This operator's certificate, PEM (or $PODPROF_TLS_CERT)")
-      ->envname("PODPROF_TLS_CERT");
-  cmd->add_option("--tls-key", tls.key, "Its private key, PEM (or $PODPROF_TLS_KEY)")
-      ->envname("PODPROF_TLS_KEY");
+  cmd->add_option("--tls-cert", tls.cert,
+                  "This operator's certificate, PEM (or $PODPROF_TLS_CERT)");
+  cmd->add_option("--tls-key", tls.key, "Its private key, PEM (or $PODPROF_TLS_KEY)");
   cmd->add_option("--tls-ca", tls.ca,
                   "CA bundle the aggregator's certificate must chain to (or $PODPROF_TLS_CA); "
-                  "without the three TLS flags the CLI speaks plaintext")
-      ->envname("PODPROF_TLS_CA");
+                  "without the three TLS flags the CLI speaks plaintext");
 }
 
 CLI::Option* AddAggregatorFlags(CLI::App* cmd, CliContext& context, bool with_format) {
   AddTlsFlags(cmd, context.tls);
   cmd->add_option("--aggregator", context.target.address,
                   "Aggregator address, host:port (or $PODPROF_AGGREGATOR)")
-      ->envname("PODPROF_AGGREGATOR")
       ->capture_default_str();
   CLI::Option* timeout =
       cmd->add_option("--timeout", context.target.timeout_ns,
@@ -112,6 +114,7 @@ int Fail(std::ostream& err, const char* command, const absl::Status& status, int
   err << "podprof " << command << ": " << status.message() << "\n";
   if (status.GetPayload(kUnreachablePayload).has_value()) return kExitUnreachable;
   if (status.code() == absl::StatusCode::kPermissionDenied) return kExitDenied;
+  if (status.code() == absl::StatusCode::kNotFound) return kExitNotFound;
   return exit_code;
 }
 

@@ -103,8 +103,8 @@ CLI::Validator PositiveDuration();
 CLI::Validator NonNegativeDuration();
 
 // Prints the one-line error of `podprof <command>` and returns `exit_code`, or
-// kExitUnreachable when the aggregator could not be reached (AggregatorClient::Check), or
-// kExitDenied when it refused the caller.
+// kExitUnreachable when the aggregator could not be reached (AggregatorClient::Check),
+// kExitDenied when it refused the caller, kExitNotFound when what was named does not exist.
 int Fail(std::ostream& err, const char* command, const absl::Status& status, int exit_code);
 
 }  // namespace podprof::cli

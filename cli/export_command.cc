@@ -10,6 +10,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "cli/exit_codes.h"
+#include "cli/one_of.h"
 #include "cli/report.h"
 #include "common/clock.h"
 #include "common/pattern.h"
@@ -47,7 +48,8 @@ class ExportCommand : public AggregatorCommand {
     cmd->add_option("--format", format_,
                     "perfetto (.pftrace, for ui.perfetto.dev), chrome (JSON, for small or "
                     "narrowed captures, up to --max-size) or xprof (an XProf session directory)")
-        ->check(CLI::IsMember({"perfetto", "chrome", "xprof"}))
+        ->transform(OneOf<std::string>(
+            {{"perfetto", "perfetto"}, {"chrome", "chrome"}, {"xprof", "xprof"}}))
         ->option_text("perfetto|chrome|xprof");
     cmd->add_option("-o,--output", options_.path,
                     "File (or directory for xprof) to write; default CAPTURE.pftrace or "

@@ -1,7 +1,6 @@
 #include "cli/fleet_command.h"
 
 #include <cmath>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -9,7 +8,9 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "cli/cli_profile.h"
 #include "cli/exit_codes.h"
+#include "cli/one_of.h"
 #include "common/file_util.h"
 #include "common/pattern.h"
 #include "common/status_macros.h"
@@ -22,19 +23,24 @@ namespace {
 using nlohmann::json;
 using Stub = v1::Aggregator::StubInterface;
 
-// How to reach ClickHouse: the flags, else the environment.
+// How to reach ClickHouse: the flags, else the environment. The environment's values are set
+// when the command is added, before the parse, so that a flag overwrites them
+// (cli/cli_profile.h says why not CLI11's envname).
 struct ClickHouseFlags {
-  std::string url, user, password_file, database = "podprof";
+  std::string url = EnvValue("PODPROF_CLICKHOUSE");
+  std::string user = EnvValue("PODPROF_CLICKHOUSE_USER");
+  std::string password_file = EnvValue("PODPROF_CLICKHOUSE_PASSWORD_FILE");
+  std::string database = "podprof";
   int64_t timeout_ns = 30'000'000'000;
 
   void Add(CLI::App* cmd) {
-    cmd->add_option("--clickhouse", url, "ClickHouse's HTTP address, http://host:8123")
-        ->envname("PODPROF_CLICKHOUSE");
-    cmd->add_option("--clickhouse-user", user, "ClickHouse user (a read-only one will do)")
-        ->envname("PODPROF_CLICKHOUSE_USER");
+    cmd->add_option("--clickhouse", url,
+                    "ClickHouse's HTTP address, http://host:8123 (or $PODPROF_CLICKHOUSE)");
+    cmd->add_option("--clickhouse-user", user,
+                    "ClickHouse user, a read-only one will do (or $PODPROF_CLICKHOUSE_USER)");
     cmd->add_option("--clickhouse-password-file", password_file,
-                    "File holding the user's password (or $PODPROF_CLICKHOUSE_PASSWORD)")
-        ->envname("PODPROF_CLICKHOUSE_PASSWORD_FILE");
+                    "File holding the user's password (or $PODPROF_CLICKHOUSE_PASSWORD_FILE; "
+                    "without either, the password is $PODPROF_CLICKHOUSE_PASSWORD)");
     cmd->add_option("--database", database, "The fleet's database (default podprof)");
   }
 
@@ -54,8 +60,8 @@ struct ClickHouseFlags {
                                                        ": ", text.status().message()));
       }
       o.password = std::string(absl::StripTrailingAsciiWhitespace(*text));
-    } else if (const char* p = std::getenv("PODPROF_CLICKHOUSE_PASSWORD")) {
-      o.password = p;
+    } else {
+      o.password = EnvValue("PODPROF_CLICKHOUSE_PASSWORD");
     }
     return fleet::ClickHouse::Create(o);
   }
@@ -310,11 +316,9 @@ class FleetCommand : public Command {
     top_ = cmd->add_subcommand("top", "Where the fleet's kernel time went");
     AddSince(top_, context, "24h", top_since_);
     top_->add_option("--by", by_, "Group by kernel, pod or host")
-        ->transform(CLI::CheckedTransformer(
-            std::map<std::string, fleet::TopBy>{{"kernel", fleet::TopBy::kKernel},
-                                                {"pod", fleet::TopBy::kPod},
-                                                {"host", fleet::TopBy::kHost}},
-            CLI::ignore_case));
+        ->transform(OneOf<fleet::TopBy>({{"kernel", fleet::TopBy::kKernel},
+                                         {"pod", fleet::TopBy::kPod},
+                                         {"host", fleet::TopBy::kHost}}));
     top_->add_option("--top", top_n_, "Rows to show (default 20)");
     regressions_ = cmd->add_subcommand(
         "regressions", "Kernels whose p50 or p99 rose beyond noise, this period against the last");

@@ -69,6 +69,17 @@ absl::Status RunHistory(AggregatorClient& client, const HistoryOptions& options,
 
   v1::KernelHistoryResponse response;
   RETURN_IF_ERROR(client.Call(&Stub::KernelHistory, request, &response));
+  // As `podprof kernel` does for a name it does not know: nothing matched is an error, in
+  // every format, so that scripts need not tell an empty answer from a wrong name.
+  if (response.series().empty()) {
+    const bool narrowed = !options.module.empty() || options.range.since_ns > 0 ||
+                          options.range.since_ago_ns.has_value() || options.range.until_ns > 0;
+    return absl::NotFoundError(
+        absl::StrCat("no stored kernel matches '", options.kernel_regex, "'",
+                     options.module.empty() ? "" : absl::StrCat(" in module ", options.module),
+                     narrowed ? " in the selected captures" : "",
+                     "; `podprof stats CAPTURE` lists a capture's kernels"));
+  }
   WriteKernelHistory(response, options.format, out);
   return FlushOutput(out);
 }

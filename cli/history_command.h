@@ -30,7 +30,8 @@ struct HistoryOptions {
 std::unique_ptr<Command> AddHistoryCommand(CLI::App& app, CliContext& context);
 
 // Writes how matching kernels behaved over many captures to `out`. Errors: those of
-// AggregatorClient::Check, Unavailable when `out` fails.
+// AggregatorClient::Check, NotFound when no stored kernel matches (nothing is written),
+// Unavailable when `out` fails.
 absl::Status RunHistory(AggregatorClient& client, const HistoryOptions& options, std::ostream& out);
 
 // The CSV header `history --format csv` writes.

@@ -6,6 +6,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "cli/exit_codes.h"
+#include "cli/one_of.h"
 #include "common/clock.h"
 #include "insight/host_insight.h"
 #include "insight/insight_proto.h"
@@ -28,10 +29,8 @@ class InspectCommand : public Command {
     by_ = cmd->add_option("--by", by_value_,
                           "Rows per chip and kernel (chip) or per kernel across chips (kernel); "
                           "default kernel for the table, chip for csv and json")
-              ->transform(CLI::CheckedTransformer(
-                  std::map<std::string, StatsGrouping>{{"chip", StatsGrouping::kChip},
-                                                       {"kernel", StatsGrouping::kKernel}},
-                  CLI::ignore_case))
+              ->transform(OneOf<StatsGrouping>(
+                  {{"chip", StatsGrouping::kChip}, {"kernel", StatsGrouping::kKernel}}))
               ->option_text("chip|kernel");
     AddFormatFlag(cmd, context.format);
     cmd->footer(
@@ -113,8 +112,9 @@ nlohmann::json HostJson(const HostCapture& c, const KernelRows& rows) {
 // The rows of `stats` (per chip, or rolled up over the host's chips) with their rates against
 // the chips' peaks and their verdicts, as the aggregator's API gives them.
 KernelRows InspectRows(const HostCapture& c, const std::vector<KernelStats>& stats,
-                       const std::map<uint32_t, uint32_t>& chips) {
-  const std::vector<insight::KernelFacts> facts = insight::HostFacts(c, stats);
+                       const std::map<uint32_t, uint32_t>& chips,
+                       std::vector<std::string>* warnings) {
+  const std::vector<insight::KernelFacts> facts = insight::HostFacts(c, stats, warnings);
   KernelRows rows;
   for (size_t i = 0; i < stats.size(); ++i) {
     const KernelStats& s = stats[i];
@@ -168,7 +168,7 @@ absl::Status RunInspect(const InspectOptions& options, std::ostream& out) {
   const size_t total_rows = stats.size();
   const int top = DefaultTop(options.top, options.format);
   if (top > 0 && stats.size() > static_cast<size_t>(top)) stats.resize(top);
-  const KernelRows rows = InspectRows(*capture, stats, chips);
+  const KernelRows rows = InspectRows(*capture, stats, chips, &capture->warnings);
   switch (options.format) {
     case OutputFormat::kCsv:
       WriteKernelRowsCsv(options.path, rows, out);

@@ -62,9 +62,14 @@ void Block(const std::string& title, const std::string& text, size_t max_lines, 
 }
 
 // "mxu_busy 72.0%, vpu_busy 15.0%, tpu.runtime.hbm.memory.usage.bytes 2.1e+10"; busy and
-// stall fractions as percentages, gauges in percent as they are, others as numbers.
+// stall fractions as percentages, gauges in percent as they are, others as numbers. Where the
+// performance counters measured the MXU, the runtime's mxu_busy gauge (sampled around the
+// kernel, not in it) is left out: one MXU figure per kernel, the counters'.
 std::string Gauges(const v1::KernelInsight& in) {
   std::map<std::string, double> sorted(in.utilization().begin(), in.utilization().end());
+  if (in.has_kernel_profile() && in.kernel_profile().units().count("mxu") > 0) {
+    sorted.erase("mxu_busy");
+  }
   std::vector<std::string> parts;
   for (const auto& [name, v] : sorted) {
     std::string value;
@@ -80,8 +85,10 @@ std::string Gauges(const v1::KernelInsight& in) {
   return absl::StrJoin(parts, ", ");
 }
 
-// Energy counters (nJ running totals) as energy and mean power over the covered time.
-std::string Energy(const v1::KernelInsight& in) {
+// Energy counters (nJ running totals) as energy and mean power over the covered time. A row's
+// totals and covered time add up over its chips, so the energy is all its chips' while the
+// kernel ran and the power (one over the other) a chip's mean.
+std::string Energy(const v1::KernelInsight& in, int64_t chips) {
   std::map<std::string, double> sorted(in.totals().begin(), in.totals().end());
   std::vector<std::string> parts;
   for (const auto& [name, v] : sorted) {
@@ -89,8 +96,9 @@ std::string Energy(const v1::KernelInsight& in) {
     if (trace::IsPerfSeries(name)) continue;
     if (absl::EndsWith(name, "_nj") && in.counter_covered_ps() > 0) {
       const double watts = v / (static_cast<double>(in.counter_covered_ps()) / 1000.0);
-      parts.push_back(
-          absl::StrFormat("%s %.1f mJ (%.0f W)", name.substr(0, name.size() - 3), v / 1e6, watts));
+      parts.push_back(absl::StrFormat(
+          "%s %.3g J while it ran, on %d %s; %.0f W mean per chip", name.substr(0, name.size() - 3),
+          v / 1e9, chips, chips == 1 ? "chip" : "chips together", watts));
     } else {
       parts.push_back(absl::StrFormat("%s %.4g", name, v));
     }
@@ -107,8 +115,19 @@ void WriteProfile(const v1::KernelProfile& p, std::ostream& out) {
     if (it != p.units().end()) parts.push_back(absl::StrCat(unit, " ", Percent(it->second)));
   }
   out << "  units busy: " << (parts.empty() ? "-" : absl::StrJoin(parts, ", ")) << "\n";
-  out << absl::StrFormat("  clock: %.4g cycles counted of %.4g nominal, %s throttled", p.cycles(),
-                         p.nominal_cycles(), Percent(p.throttled()));
+  if (p.power_manager()) {
+    // Its cycle count is the clock's own: set beside the nominal cycles it reads as "counted
+    // all of them" next to a throttled share.
+    out << absl::StrFormat("  clock: %s of its cycles skipped (the power manager skipped %.4g of "
+                           "%.4g)",
+                           Percent(p.throttled()), p.throttled() * p.cycles(), p.cycles());
+  } else if (p.nominal_cycles() > 0 && p.cycles() != p.nominal_cycles()) {
+    out << absl::StrFormat("  clock: %.4g cycles counted of %.4g at the nominal clock: %s "
+                           "throttled",
+                           p.cycles(), p.nominal_cycles(), Percent(p.throttled()));
+  } else {
+    out << "  clock: no cycle counter; throttling not measured";
+  }
   if (p.sync_wait() > 0) out << "; " << Percent(p.sync_wait()) << " of its time in sync waits";
   out << "\n";
 }
@@ -154,7 +173,7 @@ void WriteStatsLine(const v1::KernelStats& s, std::ostream& out) {
   if (in.has_counters()) {
     out << "  counters over " << FormatDurationPs(in.counter_covered_ps()) << ": " << Gauges(in)
         << "\n";
-    if (const std::string energy = Energy(in); !energy.empty()) {
+    if (const std::string energy = Energy(in, s.chip_count()); !energy.empty()) {
       out << "  energy: " << energy << "\n";
     }
   } else {

@@ -4,6 +4,7 @@
 
 #include "CLI/CLI.hpp"
 #include "cli/exit_codes.h"
+#include "cli/one_of.h"
 #include "common/pattern.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
@@ -35,12 +36,10 @@ class StatsCommand : public AggregatorCommand {
     by_ = cmd->add_option("--by", by_value_,
                           "Rows per kernel, per (host, chip, kernel), per (host, kernel) or per "
                           "HLO category; default kernel for the table, chip for csv and json")
-              ->transform(CLI::CheckedTransformer(
-                  std::map<std::string, StatsGrouping>{{"kernel", StatsGrouping::kKernel},
-                                                       {"chip", StatsGrouping::kChip},
-                                                       {"host", StatsGrouping::kHost},
-                                                       {"category", StatsGrouping::kCategory}},
-                  CLI::ignore_case))
+              ->transform(OneOf<StatsGrouping>({{"kernel", StatsGrouping::kKernel},
+                                                {"chip", StatsGrouping::kChip},
+                                                {"host", StatsGrouping::kHost},
+                                                {"category", StatsGrouping::kCategory}}))
               ->option_text("kernel|chip|host|category");
     cmd->add_option("--kernel", options_.kernel_regex,
                     "Only kernels whose op name matches this regular expression (RE2 syntax, "
@@ -50,15 +49,13 @@ class StatsCommand : public AggregatorCommand {
     chip_ = cmd->add_option("--chip", chip_value_, "Only this chip ordinal");
     cmd->add_option("--sort", options_.order,
                     "Order of the rows: total (default), count, mean, p50, p99, max or name")
-        ->transform(CLI::CheckedTransformer(
-            std::map<std::string, v1::KernelOrder>{{"total", v1::KERNEL_ORDER_TOTAL_TIME},
-                                                   {"count", v1::KERNEL_ORDER_COUNT},
-                                                   {"mean", v1::KERNEL_ORDER_MEAN},
-                                                   {"p50", v1::KERNEL_ORDER_P50},
-                                                   {"p99", v1::KERNEL_ORDER_P99},
-                                                   {"max", v1::KERNEL_ORDER_MAX},
-                                                   {"name", v1::KERNEL_ORDER_NAME}},
-            CLI::ignore_case))
+        ->transform(OneOf<v1::KernelOrder>({{"total", v1::KERNEL_ORDER_TOTAL_TIME},
+                                            {"count", v1::KERNEL_ORDER_COUNT},
+                                            {"mean", v1::KERNEL_ORDER_MEAN},
+                                            {"p50", v1::KERNEL_ORDER_P50},
+                                            {"p99", v1::KERNEL_ORDER_P99},
+                                            {"max", v1::KERNEL_ORDER_MAX},
+                                            {"name", v1::KERNEL_ORDER_NAME}}))
         ->option_text("total|count|mean|p50|p99|max|name");
     cmd->add_option("--top", options_.top,
                     "Show only the first N rows (0 = all; default 25 for the table, all for "

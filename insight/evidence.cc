@@ -62,10 +62,12 @@ StragglerVerdict JudgeStragglers(const std::vector<trace::StragglerRow>& rows) {
     v.text = "no collective joined chips that waited for each other";
     return v;
   }
+  // Each instance has one last chip and each chip ever last a row, so the rows' times last add
+  // up to the instances, which is what every chip's chance (not only these rows') adds up to.
   double caused = 0, expected = 0;
   for (const trace::StragglerRow& r : rows) {
     caused += static_cast<double>(r.caused_ps);
-    expected += r.expected_last;
+    expected += static_cast<double>(r.times_last);
     if (r.expected_last < 0) v.judged = false;
   }
   if (!v.judged) {

@@ -13,8 +13,8 @@
 // - Significant: p below kStragglerAlpha divided by the number of chips tested (Bonferroni:
 //   the chance that any chip of the pod passes on noise stays under kStragglerAlpha).
 // - Material: its share of all the waiting the capture's collectives caused is at least
-//   kMaterialRatio times its chance share (its expected_last over all chips' expected_last,
-//   which add up to the instances), or kMaterialExcess over it where that is less (a pod of
+//   kMaterialRatio times its chance share (its expected_last over all chips', which add up to
+//   the instances: the rows' times_last), or kMaterialExcess over it where that is less (a pod of
 //   two chips, whose chance shares are 50%). Being last often by a hair is not a straggler:
 //   the default demo's host-3 chip 3 was last in 525 of 3878 (chance 243, p 4e-60) by 1.9 us
 //   on average, within the clocks' uncertainty, and caused 6.7% of the waiting against a

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -16,15 +17,14 @@ namespace {
 constexpr double kHbmBytesPerBeat = 32;
 // A clock running this much below nominal is throttled; less is measurement noise.
 constexpr double kThrottledShare = 0.1;
-// A unit this busy bounds the kernel.
-constexpr double kUnitBoundShare = 0.7;
 // An MXU this idle, in a kernel that waits on sync flags this much (or moves HBM data at this
 // share of the peak), is waiting on memory.
 constexpr double kIdleMxu = 0.3;
 constexpr double kWaitingShare = 0.3;
 constexpr double kBusyHbm = 0.6;
 
-std::string Percent(double f) { return absl::StrFormat("%.0f%%", 100 * f); }
+// To a tenth, as the tables print the same figures (report/format.h).
+std::string Percent(double f) { return absl::StrFormat("%.1f%%", 100 * f); }
 
 // Counter increases summed over the dies ("perf/die1_tc_cycles" adds to "tc_cycles"), and the
 // number of dies that counted TensorCore cycles.
@@ -128,7 +128,7 @@ KernelProfile ProfileFromCounters(const trace::ChipGeneration* generation,
   return p;
 }
 
-ProfileCause CauseOf(const KernelProfile& p, bool memory_bound) {
+ProfileCause CauseOf(const KernelProfile& p, bool memory_bound, bool mxu_work) {
   if (!p.present) return {};
   auto unit = [&](const char* name) {
     auto it = p.units.find(name);
@@ -136,7 +136,7 @@ ProfileCause CauseOf(const KernelProfile& p, bool memory_bound) {
   };
   const double mxu = unit("mxu"), hbm = unit("hbm_bandwidth");
   const bool waits = p.sync_wait >= kWaitingShare || hbm >= kBusyHbm || (hbm < 0 && memory_bound);
-  if (mxu >= 0 && mxu < kIdleMxu && waits) {
+  if (mxu_work && mxu >= 0 && mxu < kIdleMxu && waits) {
     std::string why;
     if (p.sync_wait > 0) absl::StrAppend(&why, ", ", Percent(p.sync_wait), " of it in sync waits");
     if (hbm >= 0) absl::StrAppend(&why, ", HBM at ", Percent(hbm), " of peak");
@@ -176,6 +176,21 @@ ProfileCause CauseOf(const KernelProfile& p, bool memory_bound) {
       {"hbm_bandwidth", "HBM-bandwidth bound"}};
   const std::string name = kBound.at(busiest);
   return {name, absl::StrCat(name, ": ", busiest, " busy ", Percent(most), " of its cycles")};
+}
+
+std::string OnTheLineNote(const KernelProfile& p, bool bound) {
+  std::string busiest;
+  double most = 0;
+  for (const auto& [name, share] : p.units) {
+    if (share > most) {
+      most = share;
+      busiest = name;
+    }
+  }
+  if (busiest.empty() || std::abs(most - kUnitBoundShare) > kOnTheLine) return "";
+  return absl::StrFormat(" (on the line: %s busy %.1f%%, and %.0f%% makes a unit the bound%s)",
+                         busiest, 100 * most, 100 * kUnitBoundShare,
+                         bound ? "" : "; it is not counted as the bound");
 }
 
 }  // namespace podprof::insight

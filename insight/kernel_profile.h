@@ -58,11 +58,23 @@ KernelProfile ProfileFromCounters(const trace::ChipGeneration* generation,
 // waiting on memory) comes before the chip's (a throttled clock, which the text then adds),
 // and both before a busy unit. `memory_bound` is the
 // roofline's judgement of the kernel's static costs (insight/verdict.h).
+// `mxu_work`: the kernel has flops for the MXU; a copy or fusion without any is memory bound
+// when its counters show HBM busy, never "MXU idle".
 struct ProfileCause {
   std::string name;  // "throttled", "MXU idle waiting on HBM", "<unit>-bound"
   std::string text;  // the figures behind it
 };
-ProfileCause CauseOf(const KernelProfile& profile, bool memory_bound);
+ProfileCause CauseOf(const KernelProfile& profile, bool memory_bound, bool mxu_work = true);
+
+// A unit this busy bounds the kernel.
+inline constexpr double kUnitBoundShare = 0.7;
+// Within this of a threshold a figure is "on the line": the verdict says so rather than let a
+// tenth of a percent flip it without a word (69.9% compute bound, 70.1% MXU bound).
+inline constexpr double kOnTheLine = 0.02;
+
+// ", on the line: ..." when the profile's busiest unit is within kOnTheLine of
+// kUnitBoundShare (`bound`: whether the verdict named it the bound), else "".
+std::string OnTheLineNote(const KernelProfile& profile, bool bound);
 
 }  // namespace podprof::insight
 

@@ -160,7 +160,7 @@ Verdict DecideFrom(const KernelFacts& f) {
   v.profile = ProfileFromCounters(f.generation, f.totals, f.covered_ps, f.sync_wait_ps, f.total_ps);
   const bool memory_bound =
       f.bytes_accessed > 0 && v.ridge > 0 && v.intensity < v.ridge && f.peak_tflops > 0;
-  if (ProfileCause cause = CauseOf(v.profile, memory_bound); !cause.name.empty()) {
+  if (ProfileCause cause = CauseOf(v.profile, memory_bound, f.flops > 0); !cause.name.empty()) {
     v.bound = cause.name == "throttled"                 ? Bound::kThrottled
               : cause.name == "MXU idle waiting on HBM" ? Bound::kStalled
                                                         : Bound::kUnitBound;
@@ -193,9 +193,15 @@ Verdict DecideFrom(const KernelFacts& f) {
                            "memory bound: %.1f flop/byte under a ridge of %.0f, at "
                            "%s of peak HBM bandwidth",
                            v.intensity, v.ridge, Percent(v.bandwidth_fraction));
-    auto mxu = f.gauges.find("mxu_busy");
-    if (compute && mxu != f.gauges.end()) {
-      absl::StrAppend(&v.text, ", MXU busy ", Percent(mxu->second));
+    // One MXU figure, the one the tables show, with its source (report/kernel_rows.cc).
+    auto counted = v.profile.units.find("mxu");
+    auto gauge = f.gauges.find("mxu_busy");
+    if (compute && counted != v.profile.units.end()) {
+      absl::StrAppend(&v.text, absl::StrFormat(", MXU busy %.1f%% (performance counters)",
+                                               100 * counted->second));
+    } else if (compute && gauge != f.gauges.end()) {
+      absl::StrAppend(&v.text,
+                      absl::StrFormat(", MXU busy %.1f%% (mxu_busy gauge)", 100 * gauge->second));
     }
     return v;
   }
@@ -210,7 +216,8 @@ Verdict Decide(const KernelFacts& facts) {
   KernelFacts f = facts;
   const std::string refused = RefuseImpossible(&f);
   Verdict v = DecideFrom(f);
-  absl::StrAppend(&v.text, refused, RefuseOverPeak(&v, f));
+  const bool unit_bound = v.bound == Bound::kUnitBound;
+  absl::StrAppend(&v.text, OnTheLineNote(v.profile, unit_bound), refused, RefuseOverPeak(&v, f));
   return v;
 }
 

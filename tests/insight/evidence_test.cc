@@ -91,6 +91,18 @@ TEST(JudgeStragglers, OftenLastButCausingLittleWaitingIsNotNamed) {
   EXPECT_FALSE(v.named) << v.text;
 }
 
+TEST(JudgeStragglers, AChipLastEveryTimeIsTheOnlyRowAndIsNamed) {
+  trace::StragglerRow r;
+  r.host = "host-1";
+  r.chip_ordinal = 1;
+  r.times_last = r.instances = 515;
+  r.expected_last = 515.0 / 4;
+  r.caused_ps = 1'000'000;
+  const StragglerVerdict v = JudgeStragglers({r});
+  EXPECT_TRUE(v.named) << v.text;
+  EXPECT_NEAR(v.chance_share, 0.25, 1e-12);
+}
+
 TEST(JudgeStragglers, RowsStoredWithoutChanceCountsAreNotJudged) {
   std::vector<trace::StragglerRow> rows = Rows({900, 10, 10, 10}, 930, 1000);
   rows[1].expected_last = -1;

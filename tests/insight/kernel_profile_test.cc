@@ -66,7 +66,7 @@ TEST(KernelProfileTest, ThrottlingFromThePowerManagerOrFromCountedCycles) {
   EXPECT_NEAR(p.throttled, 0.3, 1e-9);
   const ProfileCause c = CauseOf(p, false);
   EXPECT_EQ(c.name, "throttled");
-  EXPECT_NE(c.text.find("30% of its clock cycles skipped"), std::string::npos) << c.text;
+  EXPECT_NE(c.text.find("30.0% of its clock cycles skipped"), std::string::npos) << c.text;
 }
 
 TEST(KernelProfileTest, IdleMxuWithSyncWaitsIsWaitingOnHbm) {
@@ -76,8 +76,8 @@ TEST(KernelProfileTest, IdleMxuWithSyncWaitsIsWaitingOnHbm) {
   EXPECT_NEAR(p.sync_wait, 0.5, 1e-9);
   const ProfileCause c = CauseOf(p, false);
   EXPECT_EQ(c.name, "MXU idle waiting on HBM");
-  EXPECT_NE(c.text.find("MXU busy 10%"), std::string::npos) << c.text;
-  EXPECT_NE(c.text.find("50% of it in sync waits"), std::string::npos) << c.text;
+  EXPECT_NE(c.text.find("MXU busy 10.0%"), std::string::npos) << c.text;
+  EXPECT_NE(c.text.find("50.0% of it in sync waits"), std::string::npos) << c.text;
   // The same MXU without waits is no cause at all.
   const KernelProfile calm = ProfileFromCounters(
       V7x(), BothDies({{"tc_cycles", cycles}, {"tc_mxu_busy_2", 0.1 * cycles}}), kMs, 0, kMs);
@@ -93,7 +93,7 @@ TEST(KernelProfileTest, ABusyUnitBoundsTheKernel) {
                                               kMs, 0, kMs);
   const ProfileCause c = CauseOf(p, false);
   EXPECT_EQ(c.name, "vector-store bound");
-  EXPECT_NE(c.text.find("92%"), std::string::npos) << c.text;
+  EXPECT_NE(c.text.find("92.0%"), std::string::npos) << c.text;
 }
 
 TEST(KernelProfileTest, HbmBandwidthFromBeatsAgainstThePerCorePeak) {
