@@ -427,6 +427,17 @@ TEST_F(PodTest, KernelProfilingFindsTheMxuWaitingOnHbmAndTheThrottledChip) {
   for (const auto& chip : kj["per_chip"]) {
     EXPECT_TRUE(chip["insight"].contains("kernel_profile")) << chip.dump();
   }
+  // As a person reads it: one MXU figure (the counters', not the runtime's mxu_busy gauge
+  // beside it), energy with what it covers and its units, the clock in skipped cycles.
+  PodprofResult text =
+      RunPodprof("kernel paged_attention --capture " + id + " --aggregator " + agg_addr_);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_FALSE(absl::StrContains(text.out, "mxu_busy")) << text.out;
+  EXPECT_TRUE(absl::StrContains(text.out, "units busy: mxu ")) << text.out;
+  EXPECT_TRUE(absl::StrContains(text.out, " J while it ran, on 4 chips together; ")) << text.out;
+  EXPECT_TRUE(absl::StrContains(text.out, " W mean per chip")) << text.out;
+  EXPECT_TRUE(absl::StrContains(text.out, "of its cycles skipped (the power manager skipped "))
+      << text.out;
   std::set<std::string> lines;
   for (const auto& sc : kj["scopes"]) lines.insert(sc["line"].get<std::string>());
   EXPECT_TRUE(lines.count("Pallas Primitives") && lines.count("Source Lines") &&

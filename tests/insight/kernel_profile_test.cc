@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "insight/verdict.h"
 #include "trace/chip_catalog.h"
@@ -133,6 +134,62 @@ TEST(KernelProfileTest, DecidePutsTheCountersCauseFirstForComputeKernels) {
   // A collective is judged by its waiting, whatever its counters say.
   f.category = "all-reduce";
   EXPECT_EQ(Decide(f).bound, Bound::kCommunication);
+}
+
+// A compute-bound matmul whose MXU counters say `mxu` busy, with the runtime's gauge beside.
+KernelFacts Matmul(double mxu) {
+  KernelFacts f;
+  f.category = "convolution fusion";
+  f.flops = 2'000'000'000;
+  f.bytes_accessed = 1'000'000;
+  f.count = 1;
+  f.total_ps = kMs;
+  f.peak_tflops = V7x()->peak_tflops;
+  f.peak_hbm_gbps = V7x()->peak_hbm_gbps;
+  f.generation = V7x();
+  f.totals = BothDies({{"tc_cycles", 1.9e6}, {"tc_mxu_busy_2", mxu * 1.9e6}});
+  f.covered_ps = kMs;
+  f.gauges = {{"mxu_busy", 0.72}};
+  return f;
+}
+
+// Issue #35: a gauge's 72% beside the counters' 68.3%, and a verdict flipping between compute
+// bound and MXU bound at 69.9% / 70.1% without a word.
+TEST(KernelProfileTest, OneMxuFigureWithItsSourceAndOnTheLineNearTheThreshold) {
+  const Verdict below = Decide(Matmul(0.699));
+  EXPECT_EQ(below.bound, Bound::kCompute);
+  EXPECT_TRUE(absl::StrContains(below.text, "MXU busy 69.9% (performance counters)")) << below.text;
+  EXPECT_FALSE(absl::StrContains(below.text, "72")) << below.text;
+  EXPECT_TRUE(absl::StrContains(below.text,
+                                "(on the line: mxu busy 69.9%, and 70% makes a unit "
+                                "the bound; it is not counted as the bound)"))
+      << below.text;
+  const Verdict above = Decide(Matmul(0.701));
+  EXPECT_EQ(above.bound, Bound::kUnitBound);
+  EXPECT_TRUE(absl::StrContains(above.text,
+                                "(on the line: mxu busy 70.1%, and 70% makes a unit "
+                                "the bound)"))
+      << above.text;
+  const Verdict clear = Decide(Matmul(0.9));
+  EXPECT_FALSE(absl::StrContains(clear.text, "on the line")) << clear.text;
+  // Without counters the gauge is the figure, and says so.
+  KernelFacts gauge_only = Matmul(0.9);
+  gauge_only.totals.clear();
+  gauge_only.covered_ps = 0;
+  EXPECT_TRUE(absl::StrContains(Decide(gauge_only).text, "MXU busy 72.0% (mxu_busy gauge)"))
+      << Decide(gauge_only).text;
+}
+
+// A copy has no work for the MXU: its idle MXU is not "waiting on HBM"; it is memory bound.
+TEST(KernelProfileTest, AKernelWithoutFlopsIsNeverMxuIdleWaitingOnHbm) {
+  KernelFacts copy = Matmul(0.01);
+  copy.category = "copy";
+  copy.flops = 0;
+  copy.bytes_accessed = 1'000'000'000;
+  copy.sync_wait_ps = kMs / 2;
+  const Verdict v = Decide(copy);
+  EXPECT_NE(v.cause, "MXU idle waiting on HBM") << v.text;
+  EXPECT_EQ(v.bound, Bound::kMemory) << v.text;
 }
 
 }  // namespace
