@@ -91,10 +91,17 @@ int64_t Counters(RowBinary& w, const std::string& pod, const FleetCapture& f) {
 }
 
 int64_t Stragglers(RowBinary& w, const std::string& pod, const FleetCapture& f) {
-  for (const trace::StragglerRow& s : f.stragglers) {
+  const insight::StragglerVerdict& v = f.straggler_verdict;
+  for (size_t i = 0; i < f.stragglers.size(); ++i) {
+    const trace::StragglerRow& s = f.stragglers[i];
     w.Str(pod).Str(f.capture.id).U64(Unsigned(f.capture.start_ns)).Str(s.host);
     w.U32(static_cast<uint32_t>(s.chip_ordinal)).U64(Unsigned(s.times_last));
     w.U64(Unsigned(s.instances)).I64(s.caused_ps).I64(s.lateness_ps).FixedArray(s.steps);
+    // Rows stored before the chance count was kept are not judged: -1, p 1, not significant
+    // (also when the verdict is missing: a FleetCapture not made by ReadFleetCapture).
+    const bool judged = v.judged && s.expected_last >= 0 && i < v.significant.size();
+    w.F64(judged ? s.expected_last : -1).F64(judged ? v.p_values[i] : 1);
+    w.U8(judged && v.significant[i] ? 1 : 0);
   }
   return static_cast<int64_t>(f.stragglers.size());
 }
@@ -161,6 +168,7 @@ absl::StatusOr<FleetCapture> ReadFleetCapture(storage::Store& store, const std::
   }
   ASSIGN_OR_RETURN(storage::StragglerReport stragglers, store.Stragglers(id));
   f.stragglers = std::move(stragglers.chips);
+  f.straggler_verdict = insight::JudgeStragglers(f.stragglers);
   return f;
 }
 

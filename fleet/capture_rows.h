@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "fleet/schema.h"
+#include "insight/evidence.h"
 #include "insight/verdict.h"
 #include "storage/store.h"
 
@@ -25,6 +26,9 @@ struct FleetCapture {
   std::vector<FleetKernel> kernels;                 // per kernel definition, over the pod
   std::vector<storage::KernelInsightRow> counters;  // over the pod, by kernels.id
   std::vector<trace::StragglerRow> stragglers;
+  // The straggler test over `stragglers` (by index), as `podprof stragglers` judges them: the
+  // fleet names no straggler on noise either.
+  insight::StragglerVerdict straggler_verdict;
 };
 
 // The facts a verdict is decided from: a stats row and what the store attributed to it

@@ -47,14 +47,59 @@ absl::Status Replicator::Prepare() {
                                             ") or name another"));
   }
   for (Table t : kTables) {
-    for (const std::string& ddl : {CreateLocal(t, db), CreateAll(t, db, options_.cluster)}) {
-      if (absl::Status s = clickhouse_.Query(ddl).status(); !s.ok()) {
-        return absl::Status(
-            s.code(), absl::StrCat("[fleet] user '", clickhouse_.user(),
-                                   "' creating the fleet's tables in '", db, "': ", s.message()));
-      }
+    if (absl::Status s = PrepareTable(t); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("[fleet] user '", clickhouse_.user(),
+                                                 "' creating or upgrading the fleet's tables in '",
+                                                 db, "': ", s.message()));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Replicator::Columns> Replicator::ColumnsOf(Table t) {
+  const std::string name = Definition(t).name;
+  ASSIGN_OR_RETURN(
+      std::string answer,
+      clickhouse_.Query(absl::StrCat(
+          "SELECT table, name FROM system.columns WHERE database = ", Quote(options_.database),
+          " AND table IN (", Quote(name), ", ", Quote(name + "_all"), ") FORMAT TabSeparatedRaw")));
+  Columns out;
+  for (absl::string_view line : absl::StrSplit(answer, '\n', absl::SkipEmpty())) {
+    std::pair<std::string, std::string> row = absl::StrSplit(line, absl::MaxSplits('\t', 1));
+    (row.first == name ? out.local : out.all).insert(std::move(row.second));
+  }
+  return out;
+}
+
+absl::Status Replicator::PrepareTable(Table t) {
+  const std::string& db = options_.database;
+  RETURN_IF_ERROR(clickhouse_.Query(CreateLocal(t, db)).status());
+  RETURN_IF_ERROR(clickhouse_.Query(CreateAll(t, db, options_.cluster)).status());
+  // Tables an older podprof created lack the columns added since: CREATE TABLE IF NOT EXISTS
+  // left them as they were.
+  ASSIGN_OR_RETURN(Columns have, ColumnsOf(t));
+  bool all_lacks = false;
+  for (const Column& c : Definition(t).columns) {
+    if (!have.local.contains(c.name)) {
+      if (absl::Status s = clickhouse_.Query(AddColumn(t, c, db)).status(); !s.ok()) {
+        // Another aggregator on this server may have added it first: 18.16 has no
+        // ADD COLUMN IF NOT EXISTS.
+        ASSIGN_OR_RETURN(have, ColumnsOf(t));
+        if (!have.local.contains(c.name)) return s;
+      } else {
+        PODPROF_LOG(INFO) << "fleet: added column " << c.name << " to " << db << "."
+                          << Definition(t).name << " (created by an older podprof)";
+      }
+    }
+    all_lacks |= !have.all.contains(c.name);
+  }
+  if (!all_lacks) return absl::OkStatus();
+  // A Merge or Distributed table keeps the columns its table had when it was made, and holds
+  // no data: made again, it shows the new ones.
+  RETURN_IF_ERROR(clickhouse_.Query(DropAll(t, db)).status());
+  RETURN_IF_ERROR(clickhouse_.Query(CreateAll(t, db, options_.cluster)).status());
+  PODPROF_LOG(INFO) << "fleet: made " << db << "." << Definition(t).name
+                    << "_all again to show its table's new columns";
   return absl::OkStatus();
 }
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -58,8 +59,9 @@ class Replicator {
   Replicator(storage::Store& store, ClickHouse clickhouse, ReplicatorOptions options, Clock& clock);
   ~Replicator();  // Stop()
 
-  // Checks the server, the credentials and the database, and creates the tables where they
-  // are missing. Errors name the setting that is wrong.
+  // Checks the server, the credentials and the database, creates the tables where they are
+  // missing and adds the columns missing from tables an older podprof created (PrepareTable).
+  // Errors name the setting that is wrong.
   absl::Status Prepare();
   // Sends the oldest pending captures (up to batch_captures) and returns how many left the
   // backlog (replicated, rejected or deleted here meanwhile); 0 when none was pending. A
@@ -84,6 +86,15 @@ class Replicator {
     std::vector<std::string> gone;
     absl::Status status;
   };
+  // The column names of a table and of its `_all`.
+  struct Columns {
+    absl::flat_hash_set<std::string> local, all;
+  };
+  absl::StatusOr<Columns> ColumnsOf(Table t);
+  // Creates table `t` and its `_all` where they are missing, and brings tables an older
+  // podprof created up to t's definition: the columns it lacks added (its rows read as their
+  // fill), and the `_all` made again to show them.
+  absl::Status PrepareTable(Table t);
   Batch ReadBatch(std::vector<std::string> ids);
   void Loop();
   // Inserts table `t`'s rows of the captures it does not hold yet. On a refusal of the data,

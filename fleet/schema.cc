@@ -84,7 +84,11 @@ const TableDef kDefs[] = {
       {"instances", "UInt64"},
       {"caused_ps", "Int64"},
       {"lateness_ps", "Int64"},
-      {"steps", "Array(Int64)"}},
+      {"steps", "Array(Int64)"},
+      // The straggler test (insight/evidence.h), as `podprof stragglers` judges the rows.
+      {"expected_last", "Float64", "-1"},  // -1: stored before the chance count was kept
+      {"p_value", "Float64", "1"},         // 1: not computed (no excess, or not judged)
+      {"significant", "UInt8"}},
      "(pod, start_ns, host, chip)"},
     {"capture_hosts",
      {{"pod", "String"},
@@ -119,6 +123,11 @@ const TableDef kDefs[] = {
 #undef PODPROF_KERNEL_KEY
 #undef PODPROF_SKETCH
 
+std::string ColumnSql(const Column& c) {
+  return c.fill == nullptr ? absl::StrCat(c.name, " ", c.type)
+                           : absl::StrCat(c.name, " ", c.type, " DEFAULT ", c.fill);
+}
+
 }  // namespace
 
 const TableDef& Definition(Table t) { return kDefs[static_cast<int>(t)]; }
@@ -126,7 +135,7 @@ const TableDef& Definition(Table t) { return kDefs[static_cast<int>(t)]; }
 std::string CreateLocal(Table t, const std::string& db) {
   const TableDef& d = Definition(t);
   std::vector<std::string> cols;
-  for (const Column& c : d.columns) cols.push_back(absl::StrCat("  ", c.name, " ", c.type));
+  for (const Column& c : d.columns) cols.push_back(absl::StrCat("  ", ColumnSql(c)));
   // Partitions by the month the capture started: retention drops whole months
   // (ALTER TABLE ... DROP PARTITION 202601), the cheapest delete ClickHouse has.
   return absl::StrCat(
@@ -142,6 +151,15 @@ std::string CreateAll(Table t, const std::string& db, const std::string& cluster
                       : absl::StrCat("Distributed(", cluster, ", ", db, ", ", d.name, ")");
   return absl::StrCat("CREATE TABLE IF NOT EXISTS ", db, ".", d.name, "_all AS ", db, ".", d.name,
                       " ENGINE = ", engine);
+}
+
+std::string AddColumn(Table t, const Column& c, const std::string& db) {
+  // Appended: INSERTs name their columns, so the order in the table does not matter.
+  return absl::StrCat("ALTER TABLE ", db, ".", Definition(t).name, " ADD COLUMN ", ColumnSql(c));
+}
+
+std::string DropAll(Table t, const std::string& db) {
+  return absl::StrCat("DROP TABLE IF EXISTS ", db, ".", Definition(t).name, "_all");
 }
 
 std::string InsertInto(Table t, const std::string& db) {

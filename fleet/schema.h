@@ -30,6 +30,10 @@ inline constexpr Table kTables[] = {
 struct Column {
   const char* name;
   const char* type;
+  // The DEFAULT that rows written before the column existed read as (an older podprof's, or
+  // a table it created and Prepare added the column to), where ClickHouse's zero would
+  // mislead; none when zero means "unknown" already.
+  const char* fill = nullptr;
 };
 
 struct TableDef {
@@ -48,6 +52,13 @@ std::string CreateLocal(Table t, const std::string& db);
 // CREATE TABLE IF NOT EXISTS for `db`.<table>_all: Merge over the local table, or with
 // `cluster` non-empty Distributed over the cluster's shards.
 std::string CreateAll(Table t, const std::string& db, const std::string& cluster);
+// "ALTER TABLE db.table ADD COLUMN ...": `c`, one of t's columns, for a table an older
+// podprof created without it (rows it holds read as c's fill).
+std::string AddColumn(Table t, const Column& c, const std::string& db);
+// DROP TABLE IF EXISTS for `db`.<table>_all, which holds no data: a Merge or Distributed
+// table keeps the columns its table had when it was created, so after AddColumn it is made
+// again (CreateAll) to show the new ones.
+std::string DropAll(Table t, const std::string& db);
 // "INSERT INTO db.table (columns...) FORMAT RowBinary".
 std::string InsertInto(Table t, const std::string& db);
 

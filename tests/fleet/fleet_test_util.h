@@ -2,8 +2,12 @@
 #ifndef PODPROF_TESTS_FLEET_FLEET_TEST_UTIL_H_
 #define PODPROF_TESTS_FLEET_FLEET_TEST_UTIL_H_
 
+#include <algorithm>
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "ingest/capture_ingest.h"
@@ -65,6 +69,42 @@ inline ingest::CaptureInput SyntheticPod(const std::string& id, int64_t start_ns
     w.hosts.push_back(std::move(hi));
   }
   return w;
+}
+
+// Adds `n` pod-wide collectives (kernel all-reduce.1, ids 1 to n) to a SyntheticPod capture,
+// after its other events: in instance i every chip arrives at once but chip `last(i)`
+// (numbered over the pod, host h's chip c is 2h + c), which comes 2 us later, so the others
+// wait 2 us each. Stored, each chip took part in n instances with a chance count of n / chips.
+inline void AddCollectives(ingest::CaptureInput& w, int n, const std::function<int(int)>& last) {
+  std::vector<int> late(n);
+  for (int i = 0; i < n; ++i) late[i] = last(i);
+  int64_t after_ns = 0;  // the pod's last event's end: every chip starts the collectives there
+  for (const ingest::HostInput& h : w.hosts) {
+    for (const trace::EventBlock& b : h.capture->blocks) {
+      for (size_t e = 0; e < b.size(); ++e) {
+        after_ns = std::max(after_ns, b.base_ns + (b.start_ps[e] + b.duration_ps[e]) / 1000 + 1);
+      }
+    }
+  }
+  for (size_t h = 0; h < w.hosts.size(); ++h) {
+    trace::HostCapture& c = *w.hosts[h].capture;
+    trace::KernelDef k = c.kernels[0];
+    k.name = "all-reduce.1";
+    k.category = "all-reduce";
+    c.kernels.push_back(k);
+    const auto kernel = static_cast<uint32_t>(c.kernels.size() - 1);
+    for (trace::EventBlock& b : c.blocks) {
+      const int chip = 2 * static_cast<int>(h) + b.chip;
+      const int64_t first_ps = (after_ns - b.base_ns) * 1000 + 1'000'000;
+      for (int i = 0; i < n; ++i) {
+        // 10 us apart, 5 us long: the waits stay within a run, as one execution's must.
+        b.start_ps.push_back(first_ps + i * 10'000'000LL + (late[i] == chip ? 2'000'000 : 0));
+        b.duration_ps.push_back(5'000'000);
+        b.kernel.push_back(kernel);
+        b.collective.push_back(static_cast<uint64_t>(i + 1));
+      }
+    }
+  }
 }
 
 }  // namespace podprof::testing

@@ -1,18 +1,26 @@
 // The replicator against a real ClickHouse server: captures arrive once with the SQLite
-// store's percentiles, retries never double them, ClickHouse killed and restarted loses
-// nothing, refused rows are reported by capture, the backlog is bounded.
+// store's percentiles and `podprof stragglers`'s judgement, retries never double them,
+// ClickHouse killed and restarted loses nothing, refused rows are reported by capture, tables
+// an older podprof created are upgraded, the backlog is bounded.
 #include <filesystem>
+#include <map>
+#include <random>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "fleet/queries.h"
 #include "fleet/replicator.h"
 #include "gtest/gtest.h"
 #include "ingest/capture_ingest.h"
+#include "insight/evidence.h"
 #include "storage/sqlite.h"
 #include "tests/fleet/fleet_test_util.h"
 #include "tests/util/clickhouse_server.h"
@@ -21,11 +29,40 @@ namespace podprof::fleet {
 namespace {
 
 namespace fs = std::filesystem;
+using podprof::testing::AddCollectives;
 using podprof::testing::ClickHouseServer;
 using podprof::testing::SyntheticPod;
 
 constexpr int64_t kStart = 1'795'000'000'000'000'000;  // 2026-11-18
 constexpr int64_t kHour = 3'600'000'000'000;
+
+// A pod of 4 chips at 200 collectives where host-1 chip 1 (pod chip 3) is last in 3 of 4
+// instances (chance gives 1 in 4) and the last of the others rotates.
+ingest::CaptureInput WithStraggler(const std::string& id, int64_t start_ns) {
+  ingest::CaptureInput in = SyntheticPod(id, start_ns, "fusion.6", 1'000'000, 2, 20);
+  AddCollectives(in, 200, [](int i) { return i % 4 == 0 ? (i / 4) % 4 : 3; });
+  return in;
+}
+
+// The same pod where the last chip is drawn at random: noise, no straggler.
+ingest::CaptureInput WithNoise(const std::string& id, int64_t start_ns) {
+  ingest::CaptureInput in = SyntheticPod(id, start_ns, "fusion.6", 1'000'000, 2, 20);
+  std::mt19937 rng(7);  // its output is fixed by the standard: the same draws everywhere
+  AddCollectives(in, 200, [&rng](int) { return static_cast<int>(rng() % 4); });
+  return in;
+}
+
+// The stragglers table and its Merge table as podprof created them before the straggler
+// test's columns.
+constexpr char kOldStragglers[] =
+    "CREATE TABLE podprof.stragglers (pod String, capture_id String, start_ns UInt64, "
+    "host String, chip UInt32, times_last UInt64, instances UInt64, caused_ps Int64, "
+    "lateness_ps Int64, steps Array(Int64)) ENGINE = MergeTree "
+    "PARTITION BY toYYYYMM(toDateTime(intDiv(start_ns, 1000000000))) "
+    "ORDER BY (pod, start_ns, host, chip)";
+constexpr char kOldStragglersAll[] =
+    "CREATE TABLE podprof.stragglers_all AS podprof.stragglers "
+    "ENGINE = Merge(podprof, '^stragglers$')";
 
 class ReplicationTest : public ::testing::Test {
  protected:
@@ -84,6 +121,53 @@ class ReplicationTest : public ::testing::Test {
                       t == Table::kKernels ? KernelIdentities() : Count(Definition(t).name), " ");
     }
     return out;
+  }
+  // The column names of podprof.`table`, in order.
+  std::vector<std::string> ColumnNames(const std::string& table) {
+    return absl::StrSplit(server_->Sql(absl::StrCat("SELECT name FROM system.columns WHERE "
+                                                    "database = 'podprof' AND table = '",
+                                                    table, "' FORMAT TabSeparatedRaw")),
+                          '\n', absl::SkipEmpty());
+  }
+  // Checks that the fleet's straggler rows of capture `id` carry what JudgeStragglers says of
+  // the store's rows; returns how many it judged significant.
+  int CheckStragglerRows(const std::string& id) {
+    auto report = store_->Stragglers(id);
+    EXPECT_TRUE(report.ok()) << report.status();
+    if (!report.ok()) return -1;
+    const insight::StragglerVerdict v = insight::JudgeStragglers(report->chips);
+    EXPECT_TRUE(v.judged) << v.text;
+    std::map<std::pair<std::string, std::string>, std::vector<std::string>> fleet;
+    for (absl::string_view line : absl::StrSplit(
+             server_->Sql(absl::StrCat("SELECT host, chip, times_last, expected_last, p_value, "
+                                       "significant FROM podprof.stragglers_all WHERE "
+                                       "capture_id = '",
+                                       id, "' FORMAT TabSeparatedRaw")),
+             '\n', absl::SkipEmpty())) {
+      std::vector<std::string> f = absl::StrSplit(line, '\t');
+      EXPECT_EQ(f.size(), 6u) << line;
+      if (f.size() == 6) fleet[{f[0], f[1]}] = {f.begin() + 2, f.end()};
+    }
+    EXPECT_EQ(fleet.size(), report->chips.size()) << id;
+    int significant = 0;
+    for (size_t i = 0; i < report->chips.size(); ++i) {
+      const trace::StragglerRow& r = report->chips[i];
+      const std::string chip = absl::StrCat(r.host, " chip ", r.chip_ordinal);
+      auto row = fleet.find({r.host, absl::StrCat(r.chip_ordinal)});
+      if (row == fleet.end()) {
+        ADD_FAILURE() << id << ": " << chip << " is not in the fleet";
+        continue;
+      }
+      const std::vector<std::string>& got = row->second;
+      double expected = -2, p = -2;
+      EXPECT_EQ(got[0], absl::StrCat(r.times_last)) << id << " " << chip;
+      EXPECT_TRUE(absl::SimpleAtod(got[1], &expected) && absl::SimpleAtod(got[2], &p)) << chip;
+      EXPECT_DOUBLE_EQ(expected, r.expected_last) << id << " " << chip;
+      EXPECT_DOUBLE_EQ(p, v.p_values[i]) << id << " " << chip;
+      EXPECT_EQ(got[3], v.significant[i] ? "1" : "0") << id << " " << chip;
+      significant += v.significant[i];
+    }
+    return significant;
   }
   // Runs batches until the backlog is empty.
   void Drain(Replicator& r) {
@@ -253,6 +337,68 @@ TEST_F(ReplicationTest, RefusedRowsAreReportedByCaptureAndTheOthersGoOn) {
       << s.backlog.rejections[0].second;
   EXPECT_EQ(Count("captures"), 2);
   EXPECT_EQ(Count("captures", "capture_id = 'long'"), 0);
+}
+
+// The fleet names no straggler on noise either: each chip's row carries its chance count, the
+// binomial p-value and whether it was significantly often last, as `podprof stragglers`
+// judges it.
+TEST_F(ReplicationTest, StragglerRowsCarryTheStragglerTestsJudgement) {
+  store_->QueueForFleet(100);
+  Store(WithStraggler("late", kStart));
+  Store(WithNoise("noise", kStart + kHour));
+  replicator_ = MakeReplicator();
+  ASSERT_TRUE(replicator_->Prepare().ok());
+  Drain(*replicator_);
+  EXPECT_EQ(CheckStragglerRows("late"), 1);
+  EXPECT_EQ(CheckStragglerRows("noise"), 0);
+  EXPECT_EQ(Count("stragglers",
+                  "capture_id = 'late' AND significant = 1 AND host = 'host-1' "
+                  "AND chip = 1 AND expected_last = 50 AND p_value < 1e-30"),
+            1);
+  // The noise pod's chips were each last about as often as chance gives (50 of 200), and
+  // host-1 chip 1 most often (61, p 0.045): ranked by times last it would be named.
+  EXPECT_EQ(Count("stragglers", "capture_id = 'noise' AND expected_last = 50"), 4);
+  EXPECT_EQ(Count("stragglers", "capture_id = 'noise' AND significant = 1"), 0);
+  EXPECT_EQ(Count("stragglers",
+                  "capture_id = 'noise' AND host = 'host-1' AND chip = 1 AND "
+                  "times_last = 61 AND p_value < 0.05"),
+            1);
+}
+
+// A fleet store whose tables an older podprof created, without the straggler test's columns,
+// keeps working: Prepare adds them (the older rows read as not judged), makes stragglers_all
+// again to show them (a Merge table keeps its table's columns of when it was made), and the
+// new rows land beside the old.
+TEST_F(ReplicationTest, TablesOfAnOlderPodprofGainTheNewColumns) {
+  ASSERT_EQ(server_->Sql(kOldStragglers), "");
+  ASSERT_EQ(server_->Sql(kOldStragglersAll), "");
+  const std::string old_row = absl::StrCat(
+      "INSERT INTO podprof.stragglers (pod, capture_id, start_ns, host, chip, times_last, "
+      "instances, caused_ps, lateness_ps, steps) VALUES ('pod-a', 'older', ",
+      kStart - kHour, ", 'host-0', 0, 5, 10, 100, 10, [])");
+  ASSERT_EQ(server_->Sql(old_row), "");
+  store_->QueueForFleet(100);
+  Store(WithStraggler("late", kStart));
+  replicator_ = MakeReplicator();
+  absl::Status prepared = replicator_->Prepare();
+  ASSERT_TRUE(prepared.ok()) << prepared;
+  for (const char* table : {"stragglers", "stragglers_all"}) {
+    std::vector<std::string> want;
+    for (const Column& c : Definition(Table::kStragglers).columns) want.push_back(c.name);
+    EXPECT_EQ(ColumnNames(table), want) << table;
+  }
+  Drain(*replicator_);
+  EXPECT_EQ(CheckStragglerRows("late"), 1);
+  // An older podprof's rows, written before the upgrade or by one still running after it.
+  ASSERT_EQ(server_->Sql(absl::StrReplaceAll(old_row, {{"'older'", "'older-after'"}})), "");
+  EXPECT_EQ(Count("stragglers",
+                  "capture_id IN ('older', 'older-after') AND expected_last = -1 AND "
+                  "p_value = 1 AND significant = 0 AND times_last = 5"),
+            2);
+  // Upgraded once: Prepare again changes nothing.
+  ASSERT_TRUE(replicator_->Prepare().ok());
+  EXPECT_EQ(ColumnNames("stragglers_all").size(), Definition(Table::kStragglers).columns.size());
+  EXPECT_EQ(Count("stragglers"), 4 + 2);
 }
 
 // A pod whose history predates the fleet store: its stored captures are queued once asked,

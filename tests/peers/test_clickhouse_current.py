@@ -8,9 +8,11 @@ in the URL's `query` and its settings, the body (SQL, or an INSERT's RowBinary r
 user, and 18.16's answer. What is recorded is everything podprof's fleet code sends:
 
 - the aggregators' replication (fleet/replicator.cc): the connection and database checks,
-  every CREATE TABLE (fleet/schema.cc), the "asked before sent" SELECTs and the RowBinary
-  INSERTs (fleet/row_binary.h, fleet/capture_rows.cc), also on a restart with backfill, when
-  the captures are present already and the SELECTs answer with them;
+  every CREATE TABLE (fleet/schema.cc), the upgrade of a `stragglers` table an older podprof
+  made (its columns read from system.columns, those it lacks added, `stragglers_all` made
+  again), the "asked before sent" SELECTs and the RowBinary INSERTs (fleet/row_binary.h,
+  fleet/capture_rows.cc), also on a restart with backfill, when the captures are present
+  already and the SELECTs answer with them;
 - `podprof fleet history|top|regressions` (fleet/queries.cc), each grouping and filter.
 
 The rows are two `podprof demo` captures of one simulated v7x pod (kernel counters, and a
@@ -52,6 +54,19 @@ GPU_FIXTURE = "gpu_8xv100_34.83.195.179_6003.xplane.pb"
 # A label that needs quoting in SQL.
 NOTE = "note=it's a \\ and a '"
 PASSWORDS = {"writer": "w-secret", "reader": "r-secret"}
+# The stragglers table as a podprof before the straggler test made it, with a row it wrote.
+OLDER_PODPROF = [
+    "CREATE TABLE podprof.stragglers (pod String, capture_id String, start_ns UInt64, "
+    "host String, chip UInt32, times_last UInt64, instances UInt64, caused_ps Int64, "
+    "lateness_ps Int64, steps Array(Int64)) ENGINE = MergeTree "
+    "PARTITION BY toYYYYMM(toDateTime(intDiv(start_ns, 1000000000))) "
+    "ORDER BY (pod, start_ns, host, chip)",
+    "CREATE TABLE podprof.stragglers_all AS podprof.stragglers "
+    "ENGINE = Merge(podprof, '^stragglers$')",
+    "INSERT INTO podprof.stragglers (pod, capture_id, start_ns, host, chip, times_last, "
+    "instances, caused_ps, lateness_ps, steps) VALUES ('pod-a', 'older', "
+    "1795000000000000000, 'host-0', 0, 5, 10, 100, 10, [])",
+]
 
 
 class ClickHouse1816:
@@ -104,9 +119,10 @@ class ClickHouse1816:
             time.sleep(0.1)
         self.version = self.sql("SELECT version()").strip()
 
-    def sql(self, text):
-        """Runs `text` as `default` over HTTP; its answer (an error fails)."""
-        c = http.client.HTTPConnection("127.0.0.1", self.http, timeout=30)
+    def sql(self, text, port=None):
+        """Runs `text` as `default` over HTTP (to `port`, the proxy's, when given); its
+        answer (an error fails)."""
+        c = http.client.HTTPConnection("127.0.0.1", port or self.http, timeout=30)
         try:
             c.request("POST", "/?output_format_json_quote_64bit_integers=0", text.encode())
             r = c.getresponse()
@@ -165,7 +181,8 @@ class RecordingProxy:
                 self.close_connection = True
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.port = self.server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
@@ -239,6 +256,9 @@ def record(out, procs):
     proxy = RecordingProxy(ch.http)
     try:
         ch.sql("CREATE DATABASE podprof")
+        # Through the proxy, so that chdb replays it: the first aggregator's start upgrades it.
+        for sql in OLDER_PODPROF:
+            ch.sql(sql, port=proxy.port)
 
         # Pod a: two demo captures of one simulated pod, the second with a throttled chip.
         (out / "demo").mkdir()
@@ -314,7 +334,7 @@ def kind(x):
     if x["query"]:
         return "insert"
     sql = x["body"].decode().lstrip().upper()
-    return "ddl" if sql.startswith("CREATE") else "select"
+    return "ddl" if sql.startswith(("CREATE", "ALTER", "DROP")) else "select"
 
 
 def parsed(answer, sql):
@@ -407,6 +427,11 @@ def test_fleet_sql_runs_on_current_clickhouse_as_on_18_16(out, procs):
         assert any(f"CREATE TABLE IF NOT EXISTS podprof.{t} (" in b for b in bodies), t
         assert any(f"podprof.{t}_all AS podprof.{t} ENGINE = Merge" in b for b in bodies), t
         assert any(q.startswith(f"INSERT INTO podprof.{t} (") for q in inserts), t
+    upgrade = [b for b in bodies if b.startswith(("ALTER TABLE", "DROP TABLE"))]
+    assert upgrade == [f"ALTER TABLE podprof.stragglers ADD COLUMN {c}" for c in
+                       ("expected_last Float64 DEFAULT -1", "p_value Float64 DEFAULT 1",
+                        "significant UInt8")] + ["DROP TABLE IF EXISTS podprof.stragglers_all"], \
+        upgrade
     present = [x for x in exchanges if not x["query"]
                and x["body"].startswith(b"SELECT DISTINCT capture_id")]
     assert any(x["answer"].strip() for x in present), "no check found captures present"
