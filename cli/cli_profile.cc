@@ -43,6 +43,7 @@ absl::Status Set(const std::string& file, const std::string& key, const std::str
           absl::StrCat(file, ": ", key, " = \"", value, "\": want a positive duration, e.g. 30s"));
     }
     context.target.timeout_ns = *ns;
+    context.timeout_from_profile = true;
   } else if (key == "max_size") {
     absl::StatusOr<uint64_t> bytes = ParseByteSize(value);
     if (!bytes.ok()) {

@@ -43,6 +43,9 @@ struct CliContext {
   bool no_color = false;
   // `podprof export`'s default --max-size (the profile's max_size); 0 for the aggregator's.
   uint64_t export_max_bytes = 0;
+  // Whether the profile set `timeout`: then it is export's deadline too, over export's own
+  // longer default (a flag beats both).
+  bool timeout_from_profile = false;
 
   // A client of the aggregator at `target`, over mutual TLS when the TLS files are given.
   // Errors (InvalidArgument): only some of the three TLS files given, or unreadable ones.

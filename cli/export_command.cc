@@ -43,7 +43,9 @@ class ExportCommand : public AggregatorCommand {
     // --format here names the file format, not the table|json|csv of the other commands.
     CLI::Option* timeout = AddAggregatorFlags(cmd, context, /*with_format=*/false);
     cmd->parse_complete_callback([timeout, &context] {
-      if (timeout->count() == 0) context.target.timeout_ns = kDefaultExportTimeoutNs;
+      if (timeout->count() == 0 && !context.timeout_from_profile) {
+        context.target.timeout_ns = kDefaultExportTimeoutNs;
+      }
     });
     cmd->add_option("--format", format_,
                     "perfetto (.pftrace, for ui.perfetto.dev), chrome (JSON, for small or "

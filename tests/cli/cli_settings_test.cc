@@ -243,6 +243,14 @@ TEST_F(CliSettingsTest, TimeoutFlagBeatsProfileBeatsDefault) {
   EXPECT_TRUE(absl::StrContains(profile.err, "within 700")) << profile.err;
   // The default (30s) is not waited for here; --help names it.
   EXPECT_TRUE(absl::StrContains(RunPodprof("captures --help", Env()).out, "default 30s"));
+  // Export's own default (10m) gives way to the profile's timeout too, and to the flag.
+  const std::string exp =
+      "export cap-x -o " + Path("x.pftrace") + " --aggregator " + silent.address();
+  PodprofResult export_profile = RunPodprof(exp, Env());
+  EXPECT_EQ(export_profile.exit_code, 3);
+  EXPECT_TRUE(absl::StrContains(export_profile.err, "within 700")) << export_profile.err;
+  PodprofResult export_flag = RunPodprof(exp + " --timeout 300ms", Env());
+  EXPECT_TRUE(absl::StrContains(export_flag.err, "within 300")) << export_flag.err;
 }
 
 TEST_F(CliSettingsTest, ExportMaxSizeFlagBeatsProfileBeatsDefault) {
