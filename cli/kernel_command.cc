@@ -96,9 +96,9 @@ std::string Energy(const v1::KernelInsight& in, int64_t chips) {
     if (trace::IsPerfSeries(name)) continue;
     if (absl::EndsWith(name, "_nj") && in.counter_covered_ps() > 0) {
       const double watts = v / (static_cast<double>(in.counter_covered_ps()) / 1000.0);
-      parts.push_back(absl::StrFormat(
-          "%s %.3g J while it ran, on %d %s; %.0f W mean per chip", name.substr(0, name.size() - 3),
-          v / 1e9, chips, chips == 1 ? "chip" : "chips together", watts));
+      parts.push_back(absl::StrFormat("%s %.3g J while it ran, on %d %s; %.0f W mean per chip",
+                                      name.substr(0, name.size() - 3), v / 1e9, chips,
+                                      chips == 1 ? "chip" : "chips together", watts));
     } else {
       parts.push_back(absl::StrFormat("%s %.4g", name, v));
     }
@@ -118,18 +118,36 @@ void WriteProfile(const v1::KernelProfile& p, std::ostream& out) {
   if (p.power_manager()) {
     // Its cycle count is the clock's own: set beside the nominal cycles it reads as "counted
     // all of them" next to a throttled share.
-    out << absl::StrFormat("  clock: %s of its cycles skipped (the power manager skipped %.4g of "
-                           "%.4g)",
-                           Percent(p.throttled()), p.throttled() * p.cycles(), p.cycles());
+    out << absl::StrFormat(
+        "  clock: %.1f%% of its cycles skipped (the power manager skipped "
+        "%.4g of %.4g)",
+        100 * p.throttled(), p.throttled() * p.cycles(), p.cycles());
   } else if (p.nominal_cycles() > 0 && p.cycles() != p.nominal_cycles()) {
-    out << absl::StrFormat("  clock: %.4g cycles counted of %.4g at the nominal clock: %s "
-                           "throttled",
-                           p.cycles(), p.nominal_cycles(), Percent(p.throttled()));
+    out << absl::StrFormat(
+        "  clock: %.4g cycles counted of %.4g at the nominal clock: %s "
+        "throttled",
+        p.cycles(), p.nominal_cycles(), Percent(p.throttled()));
   } else {
     out << "  clock: no cycle counter; throttling not measured";
   }
   if (p.sync_wait() > 0) out << "; " << Percent(p.sync_wait()) << " of its time in sync waits";
   out << "\n";
+  // Each die on its own: one die at 63% and the other at 10% is not a chip at 37%.
+  for (const v1::KernelDieProfile& d : p.dies()) {
+    out << "    die " << d.die() << ": ";
+    if (!d.missing().empty()) {
+      out << d.missing() << ", no figures\n";
+      continue;
+    }
+    std::vector<std::string> units;
+    for (const char* unit : {"mxu", "vector_alu", "vector_load", "vector_store", "scalar_alu",
+                             "xlu", "hbm_bandwidth"}) {
+      auto it = d.units().find(unit);
+      if (it != d.units().end()) units.push_back(absl::StrCat(unit, " ", Percent(it->second)));
+    }
+    out << (units.empty() ? "-" : absl::StrJoin(units, ", "))
+        << absl::StrFormat("; %.1f%% of its cycles skipped\n", 100 * d.throttled());
+  }
 }
 
 // Time in the named scopes inside the kernel, per scope line, the longest few of each.

@@ -9,6 +9,16 @@ void ProfileToProto(const KernelProfile& profile, v1::KernelProfile* out) {
   out->set_throttled(profile.throttled);
   out->set_power_manager(profile.power_manager);
   out->set_sync_wait(profile.sync_wait);
+  for (const DieProfile& d : profile.dies) {
+    v1::KernelDieProfile* die = out->add_dies();
+    die->set_die(d.die);
+    for (const auto& [unit, share] : d.units) (*die->mutable_units())[unit] = share;
+    die->set_cycles(d.cycles);
+    die->set_nominal_cycles(d.nominal_cycles);
+    die->set_throttled(d.throttled);
+    die->set_power_manager(d.power_manager);
+    die->set_missing(d.missing);
+  }
 }
 
 void VerdictToProto(const KernelFacts& facts, const Verdict& verdict, v1::KernelInsight* out) {

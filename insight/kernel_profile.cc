@@ -94,6 +94,67 @@ void UnitShares(const DieSums& d, double cycles, KernelProfile* p) {
   }
 }
 
+// The counters of die `die` alone, without their die prefix ("perf/die1_tc_cycles" is
+// "perf/tc_cycles").
+std::map<std::string, double> DieTotals(const std::map<std::string, double>& totals, int die) {
+  const std::string prefix = absl::StrCat(trace::kPerfSeriesPrefix, "die", die, "_");
+  std::map<std::string, double> out;
+  for (const auto& [name, value] : totals) {
+    if (absl::StartsWith(name, prefix)) {
+      out[absl::StrCat(trace::kPerfSeriesPrefix, name.substr(prefix.size()))] = value;
+    }
+  }
+  return out;
+}
+
+// The dies the counters name, in order.
+std::vector<int> DiesOf(const std::map<std::string, double>& totals) {
+  std::vector<int> dies;
+  for (const auto& [name, value] : totals) {
+    absl::string_view n = name;
+    if (!absl::ConsumePrefix(&n, trace::kPerfSeriesPrefix) || !absl::ConsumePrefix(&n, "die") ||
+        n.size() < 2 || !std::isdigit(n[0]) || n[1] != '_') {
+      continue;
+    }
+    const int die = n[0] - '0';
+    if (std::find(dies.begin(), dies.end(), die) == dies.end()) dies.push_back(die);
+  }
+  std::sort(dies.begin(), dies.end());
+  return dies;
+}
+
+DieProfile DieFigures(const trace::ChipGeneration* generation,
+                      const std::map<std::string, double>& totals, int die, int64_t covered_ps) {
+  DieProfile out;
+  out.die = die;
+  const DieSums d = SumOverDies(DieTotals(totals, die));
+  if (d.cycle_dies == 0 && !(d.pwrmgr_dies > 0 && d.Get("pwrmgr_cycle_count") > 0)) {
+    out.missing = "no cycle count";
+    return out;
+  }
+  const double seconds = static_cast<double>(covered_ps) * 1e-12;
+  out.nominal_cycles = seconds * (generation != nullptr ? generation->tc_clock_hz : 0);
+  KernelProfile p;
+  p.cycles = d.cycle_dies > 0 ? d.Get("tc_cycles") : 0;
+  if (d.pwrmgr_dies > 0 && d.Get("pwrmgr_cycle_count") > 0) {
+    p.throttled = d.Get("pwrmgr_clocks_skipped") / d.Get("pwrmgr_cycle_count");
+    p.cycles = d.Get("pwrmgr_cycle_count");
+    p.power_manager = true;
+  } else if (out.nominal_cycles > 0) {
+    p.throttled = std::max(0.0, 1 - p.cycles / out.nominal_cycles);
+  }
+  if (p.cycles > 0) UnitShares(d, p.cycles, &p);
+  bool hbm = false;
+  const double bytes = kHbmBytesPerBeat * HbmBeats(d, &hbm);
+  const double per_core = generation != nullptr ? generation->hbm_bytes_per_s_per_core : 0;
+  if (hbm && per_core > 0 && seconds > 0) p.units["hbm_bandwidth"] = bytes / (per_core * seconds);
+  out.units = std::move(p.units);
+  out.cycles = p.cycles;
+  out.throttled = p.throttled;
+  out.power_manager = p.power_manager;
+  return out;
+}
+
 }  // namespace
 
 KernelProfile ProfileFromCounters(const trace::ChipGeneration* generation,
@@ -109,7 +170,9 @@ KernelProfile ProfileFromCounters(const trace::ChipGeneration* generation,
       1, d.cycle_dies > 0 ? d.cycle_dies : (generation != nullptr ? generation->tensor_cores : 1));
   p.nominal_cycles = seconds * clock * cores;
   p.cycles = d.cycle_dies > 0 ? d.Get("tc_cycles") : p.nominal_cycles;
-  if (d.pwrmgr_dies > 0 && d.Get("pwrmgr_cycle_count") > 0) {
+  // Only when every die that counted cycles has them: one die's power-manager cycles under two
+  // dies' busy counts would double their shares.
+  if (d.pwrmgr_dies > 0 && d.pwrmgr_dies >= d.cycle_dies && d.Get("pwrmgr_cycle_count") > 0) {
     // v7x's power manager counts the clocks it skipped; the viewer divides by its cycle count.
     p.throttled = d.Get("pwrmgr_clocks_skipped") / d.Get("pwrmgr_cycle_count");
     p.cycles = d.Get("pwrmgr_cycle_count");
@@ -125,6 +188,7 @@ KernelProfile ProfileFromCounters(const trace::ChipGeneration* generation,
   if (total_ps > 0) {
     p.sync_wait = std::min(1.0, static_cast<double>(sync_wait_ps) / static_cast<double>(total_ps));
   }
+  for (int die : DiesOf(totals)) p.dies.push_back(DieFigures(generation, totals, die, covered_ps));
   return p;
 }
 

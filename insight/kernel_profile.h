@@ -30,6 +30,20 @@ namespace podprof::insight {
 inline constexpr const char* kUnitNames[] = {
     "mxu", "vector_alu", "vector_load", "vector_store", "scalar_alu", "xlu", "hbm_bandwidth"};
 
+// One die's figures on a chip of several (v7x: a TensorCore per die), from its own counters
+// (`perf/dieN_...`) against its own cycles, as XProf's Utilization Viewer keeps them apart.
+struct DieProfile {
+  int die = 0;
+  std::map<std::string, double> units;
+  double cycles = 0;
+  double nominal_cycles = 0;
+  double throttled = 0;
+  bool power_manager = false;
+  // Why it has no figures ("no cycle count"), else empty: without its cycles a die's shares
+  // would be guesses, so none are given.
+  std::string missing;
+};
+
 struct KernelProfile {
   // False when no performance counter covered the kernel (nothing below is meaningful).
   bool present = false;
@@ -44,6 +58,9 @@ struct KernelProfile {
   bool power_manager = false;
   // Share of the kernel's time its TensorCores waited on sync flags (`SyncWait`); 0 unknown.
   double sync_wait = 0;
+  // Per die, in die order, when the counters name dies; the figures above pool them (each
+  // unit's busy cycles over all dies' cycles).
+  std::vector<DieProfile> dies;
 };
 
 // The profile of a kernel from its perf counters' increases (`perf/...` name -> increase over

@@ -48,15 +48,9 @@ std::string CsvOrEmpty(const double* v) { return v == nullptr ? "" : CsvDouble(*
 const char* const kProfileUnits[] = {"vector_alu", "vector_load", "vector_store",
                                      "scalar_alu", "xlu",         "hbm_bandwidth"};
 
-Json ProfileJson(const v1::KernelProfile& p) {
-  Json units = Json::object();
-  for (const auto& [k, v] : p.units()) units[k] = v;
-  return {{"units", std::move(units)},
-          {"cycles", p.cycles()},
-          {"nominal_cycles", p.nominal_cycles()},
-          {"throttled", p.throttled()},
-          {"sync_wait", p.sync_wait()}};
-}
+// Every field of the profile (per die too), as the proto names them: a hand-kept list here
+// left out the dies and the power manager the page needs.
+Json ProfileJson(const v1::KernelProfile& p) { return ProtoToJson(p); }
 
 Json InsightJson(const v1::KernelInsight& in) {
   Json j = {{"verdict", in.verdict()},

@@ -81,10 +81,10 @@ async function checkKernelProfiling() {
   const text = await (await fetch(`${profiledBase}/api/v1${path}`)).text();
   const k = JSON.parse(text);
   const shown = await page.evaluate(() => {
-    const rows = (sel) => [...document.querySelectorAll(`${sel} tr[data-host]`)].map((r) => (
-      {id: `${r.dataset.host}/${r.dataset.chip}`, cells: [...r.cells].map((c) => c.textContent)}));
+    const rows = (sel, die = false) => [...document.querySelectorAll(`${sel} tr[data-host]${die ? '.die' : ':not(.die)'}`)].map((r) => (
+      {id: `${r.dataset.host}/${r.dataset.chip}`, die: r.dataset.die, cells: [...r.cells].map((c) => c.textContent)}));
     const head = (sel) => [...document.querySelectorAll(`${sel} th`)].map((h) => h.textContent);
-    return {profile: rows('#profile-chips'), profileHead: head('#profile-chips'),
+    return {profile: rows('#profile-chips'), dies: rows('#profile-chips', true), profileHead: head('#profile-chips'),
             perChip: rows('#per-chip'), perChipHead: head('#per-chip'),
             scopes: [...document.querySelectorAll('table.scopes')].map((t) => (
               {line: t.dataset.line, names: [...t.querySelectorAll('td.scope-name')].map((c) => c.textContent)})),
@@ -99,7 +99,12 @@ async function checkKernelProfiling() {
   check(shown.profile.length === 8 && mxuAt > 0 && thrAt > 0 && shown.profile.every((r) => api.get(r.id) &&
             r.cells[mxuAt] === fmtPct(api.get(r.id).units.mxu) && r.cells[thrAt] === fmtPct(api.get(r.id).throttled)),
         `kernel profiling per chip: ${shown.profile.length} chips' MXU and throttling as the API has them (${shown.profile.map((r) => r.cells[mxuAt])})`);
-  check(/units busy: MXU \d/.test(shown.pod) && / cycles counted of .* nominal, .* throttled/.test(shown.pod),
+  // Each v7x chip's two dies on rows of their own, with the API's per-die figures.
+  const dieApi = (r) => (api.get(r.id).dies || []).find((d) => String(d.die) === r.die);
+  check(shown.dies.length === 16 && shown.dies.every((r) => dieApi(r) && r.cells[mxuAt] === fmtPct(dieApi(r).units.mxu) &&
+            r.cells[thrAt] === fmtPct(dieApi(r).throttled)),
+        `kernel profiling per die: ${shown.dies.length} die rows as the API has them`);
+  check(/units busy: MXU \d/.test(shown.pod) && / of its cycles skipped \(the power manager skipped /.test(shown.pod),
         `the pod's units and clock are summed up (${shown.pod})`);
   const lines = [...new Set(k.scopes.map((sc) => sc.line))];
   const sourceLines = k.scopes.filter((sc) => sc.line === 'Source Lines').map((sc) => sc.name);

@@ -273,8 +273,13 @@ function profileText(p) {
   const {fmtPct} = P;
   const units = PROFILE_UNITS.filter(([u]) => p.units[u] !== undefined).map(([u, n]) => `${n} ${fmtPct(p.units[u])}`);
   const cycles = (v) => Number(v).toPrecision(4);
-  return `units busy: ${units.join(', ') || '-'} · clock: ${cycles(p.cycles)} cycles counted of ` +
-         `${cycles(p.nominal_cycles)} nominal, ${fmtPct(p.throttled)} throttled` +
+  // As `podprof kernel` words it: the power manager's count is of skipped cycles.
+  const clock = p.power_manager
+    ? `${fmtPct(p.throttled)} of its cycles skipped (the power manager skipped ` +
+      `${cycles(p.throttled * p.cycles)} of ${cycles(p.cycles)})`
+    : `${cycles(p.cycles)} cycles counted of ${cycles(p.nominal_cycles)} at the nominal clock, ` +
+      `${fmtPct(p.throttled)} throttled`;
+  return `units busy: ${units.join(', ') || '-'} · clock: ${clock}` +
          (p.sync_wait > 0 ? ` · ${fmtPct(p.sync_wait)} of its time in sync waits` : '');
 }
 
@@ -292,6 +297,14 @@ function profileTable(rows) {
         PROFILE_UNITS.map(([u]) => num(p.units[u] !== undefined ? fmtPct(p.units[u]) : '-')),
         num(Number(p.cycles).toPrecision(4)), num(Number(p.nominal_cycles).toPrecision(4)),
         num(fmtPct(p.throttled)), num(fmtPct(p.sync_wait)), el('td', {}, verdictCell(r.insight))));
+    // Each die on its own row under its chip: one die at 63% and the other at 10% is not 37%.
+    for (const d of p.dies || []) {
+      t.append(el('tr', {class: 'die', 'data-host': r.host, 'data-chip': r.chip, 'data-die': d.die},
+          el('td', {}, ''), el('td', {class: 'num'}, `die ${d.die}`),
+          PROFILE_UNITS.map(([u]) => num(d.units && d.units[u] !== undefined ? fmtPct(d.units[u]) : '-')),
+          num(d.missing ? '-' : Number(d.cycles).toPrecision(4)), num(d.missing ? '-' : Number(d.nominal_cycles).toPrecision(4)),
+          num(d.missing ? '-' : fmtPct(d.throttled)), num(''), el('td', {class: 'muted'}, d.missing || '')));
+    }
   }
   return t;
 }
