@@ -282,7 +282,8 @@ absl::Status TimedOut(AggregatorClient& client, const std::string& capture_id, i
   v1::CancelCaptureResponse cancelled;
   const absl::Status c = client.Call(&Stub::CancelCapture, cancel, &cancelled);
   std::vector<std::string> hosts;
-  for (const auto& [host, stage] : unfinished) hosts.push_back(absl::StrCat(host, " (", stage, ")"));
+  for (const auto& [host, stage] : unfinished)
+    hosts.push_back(absl::StrCat(host, " (", stage, ")"));
   return absl::DeadlineExceededError(absl::StrCat(
       "capture ", capture_id, " did not finish within ", FormatDurationPs(after_ns * 1000),
       " after its window", hosts.empty() ? "" : ": not done: ", absl::StrJoin(hosts, ", "),

@@ -12,10 +12,10 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "cli/exit_codes.h"
 #include "cli/export_command.h"
@@ -198,8 +198,8 @@ absl::StatusOr<std::string> StartPod(const DemoOptions& options, const std::stri
         {bin + "/podprof-agent", "--insecure", "--config=" + dir + "/agent.toml",
          // Each agent's /metrics on a free port: the default, 7103, fits one agent a machine.
          "--listen=127.0.0.1:0", "--advertise=127.0.0.1:0", "--profiler-service-listen=none",
-         "--http-listen=127.0.0.1:0",
-         "--host-name=" + host, "--sysfs-root=" + dir + "/sys", "--temp-dir=" + dir + "/tmp",
+         "--http-listen=127.0.0.1:0", "--host-name=" + host, "--sysfs-root=" + dir + "/sys",
+         "--temp-dir=" + dir + "/tmp",
          absl::StrCat("--workload-profiler=127.0.0.1:", (*sim)["profiler_port"].get<int>()),
          absl::StrCat("--workload-metrics=127.0.0.1:", (*sim)["metrics_port"].get<int>()),
          "--aggregator=" + agg_addr, "--clock-offset=" + off, "--clock-drift-ppm=" + drift, epoch,
@@ -280,16 +280,17 @@ void WriteClockTable(const CaptureResult& result, const CaptureOptions& capture,
 // cores with the aggregator and the agents, and a host's work grows with the window, the
 // chips and, under kernel profiling, the sampling rate.
 std::string Advice(const DemoOptions& options, const std::string& dir) {
-  std::string a = absl::StrCat("  the ", options.hosts,
-                               " simulated hosts, their agents and the aggregator share this "
-                               "machine's ",
-                               std::max(1u, std::thread::hardware_concurrency()),
-                               " cores; what to try:\n");
+  std::string a =
+      absl::StrCat("  the ", options.hosts,
+                   " simulated hosts, their agents and the aggregator share this "
+                   "machine's ",
+                   std::max(1u, std::thread::hardware_concurrency()), " cores; what to try:\n");
   if (options.duration_ns >= 2'000'000) {
     absl::StrAppend(&a, "    a shorter window:  --duration ", options.duration_ns / 2'000'000,
                     "ms\n");
   }
-  if (options.hosts > 1) absl::StrAppend(&a, "    fewer hosts:       --hosts ", options.hosts / 2, "\n");
+  if (options.hosts > 1)
+    absl::StrAppend(&a, "    fewer hosts:       --hosts ", options.hosts / 2, "\n");
   absl::StrAppend(&a, "    more time:         --timeout ",
                   std::max<int64_t>(1, options.timeout_ns / 1'000'000'000) * 2, "s (now ",
                   FormatDurationPs(options.timeout_ns * 1000), ")\n  each process's log is in ",
@@ -307,9 +308,8 @@ int WriteFailedCapture(const CaptureResult& result, const CaptureOptions& captur
   for (const auto& h : result.summary.hosts()) {
     if (h.status() != v1::CAPTURE_STATUS_COMPLETE) failed.push_back(h.host_name());
   }
-  err << "podprof demo: capture " << result.capture_id << " "
-      << CaptureStatusName(result.status) << ": no host delivered its data (failed: "
-      << absl::StrJoin(failed, ", ") << ")\n"
+  err << "podprof demo: capture " << result.capture_id << " " << CaptureStatusName(result.status)
+      << ": no host delivered its data (failed: " << absl::StrJoin(failed, ", ") << ")\n"
       << Advice(options, dir);
   return kExitPartial;
 }

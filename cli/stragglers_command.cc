@@ -78,8 +78,8 @@ void WriteStragglers(const v1::GetStragglersResponse& r, const StragglerOptions&
       out << CsvField(r.capture_id()) << ',' << CsvField(c.host_name()) << ',' << c.chip_ordinal()
           << ',' << c.times_last() << ',' << c.instances() << ',' << CsvDouble(c.expected_last())
           << ',' << CsvDouble(c.p_value()) << ',' << (c.significant() ? "true" : "false") << ','
-          << c.caused_wait_ps() << ','
-          << c.lateness_ps() << ',' << CsvField(absl::StrJoin(c.steps(), " ")) << "\n";
+          << c.caused_wait_ps() << ',' << c.lateness_ps() << ','
+          << CsvField(absl::StrJoin(c.steps(), " ")) << "\n";
     }
     return;
   }

@@ -62,8 +62,7 @@ storage::StatWrite ToRow(const trace::KernelStats& s) {
 
 }  // namespace
 
-void PodAnalysis::Add(const std::vector<int64_t>& kernel_ids,
-                      const std::vector<trace::Chip>& chips,
+void PodAnalysis::Add(const std::vector<int64_t>& kernel_ids, const std::vector<trace::Chip>& chips,
                       const std::vector<trace::KernelStats>& stats,
                       const std::vector<trace::KernelCounter>& counters,
                       const std::vector<insight::CollectiveRun>& runs,

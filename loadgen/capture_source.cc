@@ -70,9 +70,8 @@ absl::StatusOr<GeneratedCapture> CaptureSource::Generate(const EmulatedHost& hos
   // podprof-agent would send for podprof-simhost's session (same reader, same encoder).
   std::ostringstream bytes;
   absl::StatusOr<sim::WriteResult> written =
-      sim::WriteXSpace(*model, host.clock, window, bytes, nullptr, [&](int64_t step) {
-        return model->Step(step, CollectiveEnds(step));
-      });
+      sim::WriteXSpace(*model, host.clock, window, bytes, nullptr,
+                       [&](int64_t step) { return model->Step(step, CollectiveEnds(step)); });
   if (!written.ok()) return written.status();
   std::string xspace = bytes.str();
   bytes = std::ostringstream();

@@ -103,9 +103,9 @@ class ChipPlane {
     AddOpMetadata();
     AddLines(window.counters);
     if (window.kernel_profiling.requested && model.generation().kernel_profiling) {
-      kernel_profile_ = std::make_unique<KernelProfileWriter>(
-          model, time, chip, window.kernel_profiling.tc, stats_, plane,
-          window.max_samples_per_chip);
+      kernel_profile_ =
+          std::make_unique<KernelProfileWriter>(model, time, chip, window.kernel_profiling.tc,
+                                                stats_, plane, window.max_samples_per_chip);
     }
   }
 
@@ -394,8 +394,8 @@ void AddEnvironmentPlane(const PodModel& model, const SkewedClock& clock,
 }  // namespace
 
 absl::StatusOr<WriteResult> WriteXSpace(
-    const PodModel& model, const SkewedClock& clock, const SessionWindow& window,
-    std::ostream& out, const std::function<bool()>& cancelled,
+    const PodModel& model, const SkewedClock& clock, const SessionWindow& window, std::ostream& out,
+    const std::function<bool()>& cancelled,
     const std::function<std::vector<ChipStep>(int64_t)>& step_of) {
   using trace::xspace::XSpaceField;
   WriteResult result;
@@ -426,7 +426,8 @@ absl::StatusOr<WriteResult> WriteXSpace(
   }
   AddHostPlane(model, time, first_step, last_step, tail);
   AddEnvironmentPlane(model, clock, window, tail);
-  for (const XPlane& p : tail.planes()) stream.AppendField(XSpaceField::kPlanes, p.SerializeAsString());
+  for (const XPlane& p : tail.planes())
+    stream.AppendField(XSpaceField::kPlanes, p.SerializeAsString());
   for (const std::string& w : tail.warnings()) stream.AppendField(XSpaceField::kWarnings, w);
   stream.AppendField(XSpaceField::kHostnames, window.host_name);
   RETURN_IF_ERROR(stream.Flush());

@@ -54,8 +54,8 @@ struct WriteResult {
 // samples. `cancelled` (may be empty) is asked between planes: true stops with CANCELLED,
 // leaving `out` incomplete. DATA_LOSS when `out` fails. `step_of`, when given, as below.
 absl::StatusOr<WriteResult> WriteXSpace(
-    const PodModel& model, const SkewedClock& clock, const SessionWindow& window,
-    std::ostream& out, const std::function<bool()>& cancelled = nullptr,
+    const PodModel& model, const SkewedClock& clock, const SessionWindow& window, std::ostream& out,
+    const std::function<bool()>& cancelled = nullptr,
     const std::function<std::vector<ChipStep>(int64_t)>& step_of = nullptr);
 
 // The same XSpace in memory (WriteXSpace's bytes parsed back).

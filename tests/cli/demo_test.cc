@@ -4,10 +4,10 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <set>
-#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -129,8 +129,9 @@ TEST(DemoTest, JsonResultHasEveryHostsClockAndATraceAndNothingIsLeftRunning) {
     ASSERT_TRUE(ready.contains("http_port")) << ready.dump();
     EXPECT_GT(ready["http_port"].get<int>(), 0) << "agent " << i << " has no /metrics";
     metrics_ports.insert(ready["http_port"].get<int>());
-    EXPECT_FALSE(absl::StrContains(ReadFile(dir + "/agent-" + std::to_string(i) + ".log").value_or(""),
-                                   "Address already in use"));
+    EXPECT_FALSE(
+        absl::StrContains(ReadFile(dir + "/agent-" + std::to_string(i) + ".log").value_or(""),
+                          "Address already in use"));
   }
   EXPECT_EQ(metrics_ports.size(), 3u);
   fs::remove_all(dir);
@@ -142,9 +143,18 @@ TEST(DemoTest, JsonResultHasEveryHostsClockAndATraceAndNothingIsLeftRunning) {
 TEST(DemoTest, KernelProfilingDemoCompletesWithBoundedSimulatedHosts) {
   const std::string dir = ScratchDir("kp");
   SubprocessOptions o;
-  o.argv = {std::string(PODPROF_BIN_DIR) + "/podprof", "demo", "--generation", "v7x",
-            "--kernel-profiling", "--throttle", "1:0:0.3", "--format", "json", "--keep",
-            "--dir", dir};
+  o.argv = {std::string(PODPROF_BIN_DIR) + "/podprof",
+            "demo",
+            "--generation",
+            "v7x",
+            "--kernel-profiling",
+            "--throttle",
+            "1:0:0.3",
+            "--format",
+            "json",
+            "--keep",
+            "--dir",
+            dir};
   o.stdout_path = dir + ".out";
   o.stderr_path = dir + ".err";
   const auto began = std::chrono::steady_clock::now();
@@ -161,7 +171,8 @@ TEST(DemoTest, KernelProfilingDemoCompletesWithBoundedSimulatedHosts) {
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
-  const std::string out = ReadFile(dir + ".out").value_or(""), err = ReadFile(dir + ".err").value_or("");
+  const std::string out = ReadFile(dir + ".out").value_or(""),
+                    err = ReadFile(dir + ".err").value_or("");
   ASSERT_TRUE(status->exited() && status->code() == 0) << status->ToString() << "\n" << err;
   nlohmann::json j = nlohmann::json::parse(out);
   std::vector<std::string> pids;

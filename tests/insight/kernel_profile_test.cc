@@ -140,15 +140,14 @@ TEST(KernelProfileTest, DecidePutsTheCountersCauseFirstForComputeKernels) {
 // not a chip at 37%, and a die without a cycle count gets no figures, not guessed ones.
 TEST(KernelProfileTest, EachDieHasItsOwnFiguresAndADieWithoutCyclesNone) {
   const double cycles = 1.9e6;
-  const KernelProfile p = ProfileFromCounters(
-      V7x(),
-      {{"perf/die0_tc_cycles", cycles},
-       {"perf/die0_tc_mxu_busy_2", 0.63 * cycles},
-       {"perf/die1_tc_cycles", cycles},
-       {"perf/die1_tc_mxu_busy_2", 0.10 * cycles},
-       {"perf/die1_pwrmgr_cycle_count", cycles},
-       {"perf/die1_pwrmgr_clocks_skipped", 0.25 * cycles}},
-      kMs, 0, kMs);
+  const KernelProfile p = ProfileFromCounters(V7x(),
+                                              {{"perf/die0_tc_cycles", cycles},
+                                               {"perf/die0_tc_mxu_busy_2", 0.63 * cycles},
+                                               {"perf/die1_tc_cycles", cycles},
+                                               {"perf/die1_tc_mxu_busy_2", 0.10 * cycles},
+                                               {"perf/die1_pwrmgr_cycle_count", cycles},
+                                               {"perf/die1_pwrmgr_clocks_skipped", 0.25 * cycles}},
+                                              kMs, 0, kMs);
   ASSERT_EQ(p.dies.size(), 2u);
   EXPECT_EQ(p.dies[0].die, 0);
   EXPECT_NEAR(p.dies[0].units.at("mxu"), 0.63, 1e-9);
@@ -157,12 +156,11 @@ TEST(KernelProfileTest, EachDieHasItsOwnFiguresAndADieWithoutCyclesNone) {
   EXPECT_NEAR(p.dies[1].throttled, 0.25, 1e-9);
   EXPECT_TRUE(p.dies[1].power_manager);
   EXPECT_NEAR(p.units.at("mxu"), 0.365, 1e-9);  // pooled: busy cycles over all dies' cycles
-  const KernelProfile half = ProfileFromCounters(
-      V7x(),
-      {{"perf/die0_tc_cycles", cycles},
-       {"perf/die0_tc_mxu_busy_2", 0.63 * cycles},
-       {"perf/die1_tc_mxu_busy_2", 0.10 * cycles}},
-      kMs, 0, kMs);
+  const KernelProfile half = ProfileFromCounters(V7x(),
+                                                 {{"perf/die0_tc_cycles", cycles},
+                                                  {"perf/die0_tc_mxu_busy_2", 0.63 * cycles},
+                                                  {"perf/die1_tc_mxu_busy_2", 0.10 * cycles}},
+                                                 kMs, 0, kMs);
   ASSERT_EQ(half.dies.size(), 2u);
   EXPECT_EQ(half.dies[1].missing, "no cycle count");
   EXPECT_TRUE(half.dies[1].units.empty());

@@ -501,8 +501,7 @@ TEST(KernelProfilingTest, TheStreamedFileIsTheBuiltXSpace) {
   EXPECT_EQ(Deterministic(parsed), Deterministic(s.Build(*m)));
   // A client gone before the first plane: nothing is generated.
   std::stringstream abandoned;
-  absl::StatusOr<WriteResult> c =
-      WriteXSpace(*m, s.host, s.window, abandoned, [] { return true; });
+  absl::StatusOr<WriteResult> c = WriteXSpace(*m, s.host, s.window, abandoned, [] { return true; });
   EXPECT_TRUE(absl::IsCancelled(c.status())) << c.status();
 }
 
