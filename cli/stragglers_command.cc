@@ -92,10 +92,9 @@ void WriteStragglers(const v1::GetStragglersResponse& r, const StragglerOptions&
   // The verdict, not the table's first row: some chip always tops the table, straggler or not.
   out << "capture " << r.capture_id() << ": " << r.verdict() << "\n";
   if (r.left_out() > 0) {
-    insight::CollectiveReport left;
-    left.left_out = static_cast<int64_t>(r.left_out());
-    left.left_out_example = r.left_out_example();
-    out << "warning: " << insight::LeftOutWarning(left) << "\n";
+    out << "warning: "
+        << insight::LeftOutWarning(static_cast<int64_t>(r.left_out()), r.left_out_example())
+        << "\n";
   }
   out << "\n";
   TextTable chips({{"HOST", TextTable::Align::kLeft, 24},

@@ -466,12 +466,11 @@ CollectiveReport PodCollectives::Report(const CollectiveNames& names, size_t max
   return report;
 }
 
-std::string LeftOutWarning(const CollectiveReport& report) {
-  return absl::StrCat(
-      report.left_out, report.left_out == 1 ? " collective instance" : " collective instances",
-      " left out of waits and stragglers: their arrivals cannot be one execution "
-      "(a chip arrived after another had finished it), e.g. ",
-      report.left_out_example, "; this capture's collective ids are not unique per execution");
+std::string LeftOutWarning(int64_t left_out, const std::string& example) {
+  return absl::StrCat(left_out, left_out == 1 ? " collective instance" : " collective instances",
+                      " left out of waits and stragglers: their arrivals cannot be one execution "
+                      "(a chip arrived after another had finished it), e.g. ",
+                      example, "; this capture's collective ids are not unique per execution");
 }
 
 CollectiveReport AnalyzeCollectives(const std::vector<CollectiveRun>& runs,

@@ -159,10 +159,11 @@ class PodCollectives {
   std::vector<int64_t> step_numbers_ ABSL_GUARDED_BY(mu_);
 };
 
-// The same for runs all on one clock (or, with `within_host`, each host on its own).
-// "N collective instances left out: ..." for a report with left_out > 0.
-std::string LeftOutWarning(const CollectiveReport& report);
+// "N collective instances left out: ..." for `left_out` > 0 instances, the first `example`
+// (CollectiveReport's, or as the store kept them).
+std::string LeftOutWarning(int64_t left_out, const std::string& example);
 
+// The same for runs all on one clock (or, with `within_host`, each host on its own).
 CollectiveReport AnalyzeCollectives(const std::vector<CollectiveRun>& runs,
                                     const CollectiveNames& names, size_t max_instances = 64,
                                     bool within_host = false);

@@ -42,7 +42,9 @@ std::vector<KernelFacts> HostFacts(const trace::HostCapture& c,
   CollectiveNames names;
   const CollectiveReport report =
       AnalyzeCollectives(CollectiveRuns(c, 0, chips, kernels, &names), names);
-  if (warnings != nullptr && report.left_out > 0) warnings->push_back(LeftOutWarning(report));
+  if (warnings != nullptr && report.left_out > 0) {
+    warnings->push_back(LeftOutWarning(report.left_out, report.left_out_example));
+  }
   std::map<std::pair<int, uint32_t>, Wait> waits;
   for (const auto& [key, w] : report.waits) {
     const uint32_t kernel = static_cast<uint32_t>(key.second);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -123,6 +124,33 @@ std::vector<int> DiesOf(const std::map<std::string, double>& totals) {
   return dies;
 }
 
+// The cycles (the nominal clock's when no die counted them), throttling and units' shares of
+// counters `d` of `cores` TensorCores over `seconds`, into `p`: the pooled profile's and each
+// die's, by one rule.
+void Figures(const DieSums& d, const trace::ChipGeneration* generation, double seconds, int cores,
+             KernelProfile* p) {
+  const double clock = generation != nullptr ? generation->tc_clock_hz : 0;
+  p->nominal_cycles = seconds * clock * cores;
+  p->cycles = d.cycle_dies > 0 ? d.Get("tc_cycles") : p->nominal_cycles;
+  // Only when every die that counted cycles has them: one die's power-manager cycles under two
+  // dies' busy counts would double their shares.
+  if (d.pwrmgr_dies > 0 && d.pwrmgr_dies >= d.cycle_dies && d.Get("pwrmgr_cycle_count") > 0) {
+    // v7x's power manager counts the clocks it skipped; the viewer divides by its cycle count.
+    p->throttled = d.Get("pwrmgr_clocks_skipped") / d.Get("pwrmgr_cycle_count");
+    p->cycles = d.Get("pwrmgr_cycle_count");
+    p->power_manager = true;
+  } else if (d.cycle_dies > 0 && p->nominal_cycles > 0) {
+    p->throttled = std::max(0.0, 1 - p->cycles / p->nominal_cycles);
+  }
+  if (p->cycles > 0) UnitShares(d, p->cycles, p);
+  bool hbm = false;
+  const double bytes = kHbmBytesPerBeat * HbmBeats(d, &hbm);
+  const double per_core = generation != nullptr ? generation->hbm_bytes_per_s_per_core : 0;
+  if (hbm && per_core > 0 && seconds > 0) {
+    p->units["hbm_bandwidth"] = bytes / (per_core * seconds * cores);
+  }
+}
+
 DieProfile DieFigures(const trace::ChipGeneration* generation,
                       const std::map<std::string, double>& totals, int die, int64_t covered_ps) {
   DieProfile out;
@@ -132,27 +160,23 @@ DieProfile DieFigures(const trace::ChipGeneration* generation,
     out.missing = "no cycle count";
     return out;
   }
-  const double seconds = static_cast<double>(covered_ps) * 1e-12;
-  out.nominal_cycles = seconds * (generation != nullptr ? generation->tc_clock_hz : 0);
   KernelProfile p;
-  p.cycles = d.cycle_dies > 0 ? d.Get("tc_cycles") : 0;
-  if (d.pwrmgr_dies > 0 && d.Get("pwrmgr_cycle_count") > 0) {
-    p.throttled = d.Get("pwrmgr_clocks_skipped") / d.Get("pwrmgr_cycle_count");
-    p.cycles = d.Get("pwrmgr_cycle_count");
-    p.power_manager = true;
-  } else if (out.nominal_cycles > 0) {
-    p.throttled = std::max(0.0, 1 - p.cycles / out.nominal_cycles);
-  }
-  if (p.cycles > 0) UnitShares(d, p.cycles, &p);
-  bool hbm = false;
-  const double bytes = kHbmBytesPerBeat * HbmBeats(d, &hbm);
-  const double per_core = generation != nullptr ? generation->hbm_bytes_per_s_per_core : 0;
-  if (hbm && per_core > 0 && seconds > 0) p.units["hbm_bandwidth"] = bytes / (per_core * seconds);
+  Figures(d, generation, static_cast<double>(covered_ps) * 1e-12, 1, &p);
   out.units = std::move(p.units);
   out.cycles = p.cycles;
+  out.nominal_cycles = p.nominal_cycles;
   out.throttled = p.throttled;
   out.power_manager = p.power_manager;
   return out;
+}
+
+// The busiest unit's name and share; ("", 0) when no unit has a figure.
+std::pair<std::string, double> Busiest(const std::map<std::string, double>& units) {
+  std::pair<std::string, double> best("", 0);
+  for (const auto& [name, share] : units) {
+    if (share > best.second) best = {name, share};
+  }
+  return best;
 }
 
 }  // namespace
@@ -164,27 +188,9 @@ KernelProfile ProfileFromCounters(const trace::ChipGeneration* generation,
   const DieSums d = SumOverDies(totals);
   if (d.sum.empty() || covered_ps <= 0) return p;
   p.present = true;
-  const double seconds = static_cast<double>(covered_ps) * 1e-12;
-  const double clock = generation != nullptr ? generation->tc_clock_hz : 0;
   const int cores = std::max(
       1, d.cycle_dies > 0 ? d.cycle_dies : (generation != nullptr ? generation->tensor_cores : 1));
-  p.nominal_cycles = seconds * clock * cores;
-  p.cycles = d.cycle_dies > 0 ? d.Get("tc_cycles") : p.nominal_cycles;
-  // Only when every die that counted cycles has them: one die's power-manager cycles under two
-  // dies' busy counts would double their shares.
-  if (d.pwrmgr_dies > 0 && d.pwrmgr_dies >= d.cycle_dies && d.Get("pwrmgr_cycle_count") > 0) {
-    // v7x's power manager counts the clocks it skipped; the viewer divides by its cycle count.
-    p.throttled = d.Get("pwrmgr_clocks_skipped") / d.Get("pwrmgr_cycle_count");
-    p.cycles = d.Get("pwrmgr_cycle_count");
-    p.power_manager = true;
-  } else if (d.cycle_dies > 0 && p.nominal_cycles > 0) {
-    p.throttled = std::max(0.0, 1 - p.cycles / p.nominal_cycles);
-  }
-  if (p.cycles > 0) UnitShares(d, p.cycles, &p);
-  bool hbm = false;
-  const double bytes = kHbmBytesPerBeat * HbmBeats(d, &hbm);
-  const double per_core = generation != nullptr ? generation->hbm_bytes_per_s_per_core : 0;
-  if (hbm && per_core > 0) p.units["hbm_bandwidth"] = bytes / (per_core * seconds * cores);
+  Figures(d, generation, static_cast<double>(covered_ps) * 1e-12, cores, &p);
   if (total_ps > 0) {
     p.sync_wait = std::min(1.0, static_cast<double>(sync_wait_ps) / static_cast<double>(total_ps));
   }
@@ -221,14 +227,7 @@ ProfileCause CauseOf(const KernelProfile& p, bool memory_bound, bool mxu_work) {
                                             " of the nominal clock's cycles)")
                              : std::string())};
   }
-  std::string busiest;
-  double most = 0;
-  for (const auto& [name, share] : p.units) {
-    if (share > most) {
-      most = share;
-      busiest = name;
-    }
-  }
+  const auto [busiest, most] = Busiest(p.units);
   if (most < kUnitBoundShare) return {};
   static const std::map<std::string, std::string> kBound = {
       {"mxu", "MXU bound"},
@@ -243,14 +242,7 @@ ProfileCause CauseOf(const KernelProfile& p, bool memory_bound, bool mxu_work) {
 }
 
 std::string OnTheLineNote(const KernelProfile& p, bool bound) {
-  std::string busiest;
-  double most = 0;
-  for (const auto& [name, share] : p.units) {
-    if (share > most) {
-      most = share;
-      busiest = name;
-    }
-  }
+  const auto [busiest, most] = Busiest(p.units);
   if (busiest.empty() || std::abs(most - kUnitBoundShare) > kOnTheLine) return "";
   return absl::StrFormat(" (on the line: %s busy %.1f%%, and %.0f%% makes a unit the bound%s)",
                          busiest, 100 * most, 100 * kUnitBoundShare,
