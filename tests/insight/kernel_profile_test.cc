@@ -114,18 +114,24 @@ TEST(KernelProfileTest, NoPerfCountersNoProfile) {
   EXPECT_FALSE(ProfileFromCounters(V7x(), {}, kMs, 0, kMs).present);
 }
 
-TEST(KernelProfileTest, DecidePutsTheCountersCauseFirstForComputeKernels) {
+// One 1 ms run of a v7x fusion of `flops`, with kernel-profiling counters `totals`.
+KernelFacts V7xFusion(int64_t flops, std::map<std::string, double> totals) {
   KernelFacts f;
   f.category = "convolution fusion";
-  f.flops = 1'000'000'000;
+  f.flops = flops;
   f.bytes_accessed = 1'000'000;
   f.count = 1;
   f.total_ps = kMs;
   f.peak_tflops = V7x()->peak_tflops;
   f.peak_hbm_gbps = V7x()->peak_hbm_gbps;
   f.generation = V7x();
-  f.totals = BothDies({{"tc_cycles", 0.6 * 1.9e6}});
+  f.totals = std::move(totals);
   f.covered_ps = kMs;
+  return f;
+}
+
+TEST(KernelProfileTest, DecidePutsTheCountersCauseFirstForComputeKernels) {
+  KernelFacts f = V7xFusion(1'000'000'000, BothDies({{"tc_cycles", 0.6 * 1.9e6}}));
   const Verdict v = Decide(f);
   EXPECT_EQ(v.bound, Bound::kThrottled);
   EXPECT_STREQ(BoundName(v.bound), "throttled");
@@ -169,17 +175,8 @@ TEST(KernelProfileTest, EachDieHasItsOwnFiguresAndADieWithoutCyclesNone) {
 
 // A compute-bound matmul whose MXU counters say `mxu` busy, with the runtime's gauge beside.
 KernelFacts Matmul(double mxu) {
-  KernelFacts f;
-  f.category = "convolution fusion";
-  f.flops = 2'000'000'000;
-  f.bytes_accessed = 1'000'000;
-  f.count = 1;
-  f.total_ps = kMs;
-  f.peak_tflops = V7x()->peak_tflops;
-  f.peak_hbm_gbps = V7x()->peak_hbm_gbps;
-  f.generation = V7x();
-  f.totals = BothDies({{"tc_cycles", 1.9e6}, {"tc_mxu_busy_2", mxu * 1.9e6}});
-  f.covered_ps = kMs;
+  KernelFacts f =
+      V7xFusion(2'000'000'000, BothDies({{"tc_cycles", 1.9e6}, {"tc_mxu_busy_2", mxu * 1.9e6}}));
   f.gauges = {{"mxu_busy", 0.72}};
   return f;
 }
