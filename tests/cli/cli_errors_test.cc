@@ -39,11 +39,7 @@ class CliErrorsTest : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new fs::path(fs::path(::testing::TempDir()) / absl::StrCat("cli_errors_", getpid()));
     fs::remove_all(*dir_);
-    fs::create_directories(*dir_ / "plain");
-    std::ofstream(*dir_ / "plain" / "agg.toml") << "";
-    plain_ = testing::StartAggregator(std::string(PODPROF_BIN_DIR) + "/podprof-aggregator",
-                                      *dir_ / "plain")
-                 .release();
+    plain_ = testing::StartBuiltAggregator(*dir_ / "plain").release();
   }
   static void TearDownTestSuite() {
     delete plain_;

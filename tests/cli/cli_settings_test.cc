@@ -55,11 +55,7 @@ class CliSettingsTest : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new fs::path(fs::path(::testing::TempDir()) / absl::StrCat("cli_settings_", getpid()));
     fs::remove_all(*dir_);
-    fs::create_directories(*dir_ / "agg");
-    std::ofstream(*dir_ / "agg" / "agg.toml") << "";
-    aggregator_ = testing::StartAggregator(std::string(PODPROF_BIN_DIR) + "/podprof-aggregator",
-                                           *dir_ / "agg")
-                      .release();
+    aggregator_ = testing::StartBuiltAggregator(*dir_ / "agg").release();
     if (!aggregator_->ready()) return;
     address_ = new std::string(absl::StrCat("127.0.0.1:", aggregator_->info()["port"].get<int>()));
   }

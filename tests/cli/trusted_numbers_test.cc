@@ -80,9 +80,7 @@ class ImportTest : public ::testing::Test {
   void SetUp() override {
     dir_ = fs::path(::testing::TempDir()) / absl::StrCat("trusted_numbers_", getpid());
     fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    std::ofstream(dir_ / "agg.toml") << "";
-    agg_ = testing::StartAggregator(std::string(PODPROF_BIN_DIR) + "/podprof-aggregator", dir_);
+    agg_ = testing::StartBuiltAggregator(dir_);
   }
   void TearDown() override {
     agg_.reset();

@@ -6,6 +6,7 @@
 #define PODPROF_TESTS_UTIL_CHILD_PROCESS_H_
 
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -82,6 +83,16 @@ inline std::unique_ptr<ChildProcess> StartAggregator(const std::string& binary,
                                "--db=" + in("pod.db"), "--ready-file=" + in("agg.json")},
       in("agg.json"));
 }
+
+#ifdef PODPROF_BIN_DIR
+// The build's podprof-aggregator, plaintext on a free loopback port, with an empty
+// configuration and its files in `dir` (made if missing).
+inline std::unique_ptr<ChildProcess> StartBuiltAggregator(const std::filesystem::path& dir) {
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "agg.toml") << "";
+  return StartAggregator(std::string(PODPROF_BIN_DIR) + "/podprof-aggregator", dir);
+}
+#endif
 
 }  // namespace podprof::testing
 
