@@ -155,6 +155,15 @@ class PodTest : public ::testing::Test {
     *id = StartCapture(duration_ms);
     return WatchToEnd(*id);
   }
+  // The aggregator's straggler report of capture `id` (a failed call fails the test).
+  v1::GetStragglersResponse Stragglers(const std::string& id) {
+    grpc::ClientContext ctx;
+    v1::GetStragglersRequest req;
+    req.set_capture_id(id);
+    v1::GetStragglersResponse report;
+    EXPECT_TRUE(stub_->GetStragglers(&ctx, req, &report).ok()) << id;
+    return report;
+  }
 
   fs::path dir_;
   std::string agg_addr_;
@@ -629,11 +638,7 @@ TEST_F(PodTest, FourHostCaptureAlignsClocksAndCollectives) {
 
   // Nothing was made slow: some chip still tops the ranking, but none is named a straggler,
   // and every instance was one collective.
-  grpc::ClientContext sctx;
-  v1::GetStragglersRequest sreq;
-  sreq.set_capture_id(id);
-  v1::GetStragglersResponse who;
-  ASSERT_TRUE(stub_->GetStragglers(&sctx, sreq, &who).ok());
+  const v1::GetStragglersResponse who = Stragglers(id);
   ASSERT_FALSE(who.chips().empty());
   EXPECT_FALSE(who.straggler_named()) << who.verdict();
   EXPECT_EQ(who.verdict().rfind("no clear straggler: ", 0), 0u) << who.verdict();
@@ -976,11 +981,7 @@ TEST_F(PodTest, AnInjectedStragglerIsNamedAndTheOthersWaitsMatchTheModel) {
   std::string id;
   v1::CaptureProgress last = CaptureAndWatch(400, &id);
   ASSERT_EQ(last.status(), v1::CAPTURE_STATUS_COMPLETE) << last.summary().error_message();
-  grpc::ClientContext ctx;
-  v1::GetStragglersRequest req;
-  req.set_capture_id(id);
-  v1::GetStragglersResponse report;
-  ASSERT_TRUE(stub_->GetStragglers(&ctx, req, &report).ok());
+  const v1::GetStragglersResponse report = Stragglers(id);
   ASSERT_FALSE(report.chips().empty());
   EXPECT_EQ(report.chips(0).host_name(), "host-1");
   EXPECT_EQ(report.chips(0).chip_ordinal(), 1);
