@@ -98,10 +98,6 @@ std::string RefuseOverPeak(Verdict* v, const KernelFacts& f) {
   return note;
 }
 
-}  // namespace
-
-namespace {
-
 // Decide's rules, on facts already cleared of impossible waits.
 Verdict DecideFrom(const KernelFacts& f) {
   Verdict v;
