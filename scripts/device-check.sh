@@ -167,8 +167,10 @@ else
   own=$(find "$OUT/jax-trace" -name '*.xplane.pb' | head -1)
   if [ -n "$own" ] && "$B/podprof" inspect "$own" --by kernel --format json > "$OUT/jax-inspect.json" 2> "$OUT/jax-inspect.err"; then
     python3 - "$OUT/jax-inspect.json" "$OUT/stats.json" > "$OUT/compare.txt" 2>&1 <<'PY'
-import json, sys
-own = {r["kernel"]: r for r in json.load(open(sys.argv[1]))["kernels"]}
+import json, statistics, sys
+trace = json.load(open(sys.argv[1]))
+own = {r["kernel"]: r for r in trace["kernels"]}
+on_cpu = all(c.get("device_type") == "CPU" for c in trace["chips"])
 cap = {r["kernel"]: r for r in json.load(open(sys.argv[2]))["rows"]}
 both = sorted(set(own) & set(cap), key=lambda k: -cap[k]["total_ps"])
 print(f"kernels: {len(own)} in JAX's trace, {len(cap)} in the capture, {len(both)} in both")
@@ -178,7 +180,15 @@ for k in both[:20]:
     a, b = own[k]["mean_ps"], cap[k]["mean_ps"]
     ratios.append(b / a if a else 0)
     print(f"{k[:40]:40} {a / 1e6:10.2f}us {b / 1e6:10.2f}us {ratios[-1]:7.3f}")
-ok = len(both) >= max(1, min(len(own), len(cap)) // 2) and all(0.5 < r < 2 for r in ratios[:5])
+# A GPU's kernel times are the device's: each of the five within 2x. JAX on CPU traced itself
+# first, alone, and was captured later beside the agent, the aggregator and the stream on the
+# same cores, which slows some ops several-fold (dot.1 3.7x in one clean-clone run, 1.07x in
+# the next): there the five's median ratio must be within 2x, which a misread unit (ns for ps,
+# 1000x) or a wrong op still fails.
+close = (lambda r: 0.5 < r < 2)
+timed = close(statistics.median(ratios[:5])) if on_cpu else all(close(r) for r in ratios[:5])
+ok = len(both) >= max(1, min(len(own), len(cap)) // 2) and bool(ratios) and timed
+print(f"timing: {'median of the top 5 (JAX on CPU)' if on_cpu else 'each of the top 5'} within 2x")
 print("MATCH" if ok else "DIFFER")
 PY
     verdict=$(tail -1 "$OUT/compare.txt")
