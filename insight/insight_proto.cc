@@ -1,23 +1,38 @@
 #include "insight/insight_proto.h"
 
 namespace podprof::insight {
+namespace {
+
+void RowsToProto(const std::vector<UtilizationRow>& rows,
+                 google::protobuf::RepeatedPtrField<v1::UtilizationRow>* out) {
+  for (const UtilizationRow& r : rows) {
+    v1::UtilizationRow* row = out->Add();
+    row->set_name(r.name);
+    row->set_achieved(r.achieved);
+    row->set_peak(r.peak);
+    row->set_unit(r.unit);
+  }
+}
+
+}  // namespace
 
 void ProfileToProto(const KernelProfile& profile, v1::KernelProfile* out) {
   for (const auto& [unit, share] : profile.units) (*out->mutable_units())[unit] = share;
   out->set_cycles(profile.cycles);
-  out->set_nominal_cycles(profile.nominal_cycles);
   out->set_throttled(profile.throttled);
   out->set_power_manager(profile.power_manager);
   out->set_sync_wait(profile.sync_wait);
+  out->set_missing(profile.missing);
+  RowsToProto(profile.rows, out->mutable_rows());
   for (const DieProfile& d : profile.dies) {
     v1::KernelDieProfile* die = out->add_dies();
     die->set_die(d.die);
     for (const auto& [unit, share] : d.units) (*die->mutable_units())[unit] = share;
     die->set_cycles(d.cycles);
-    die->set_nominal_cycles(d.nominal_cycles);
     die->set_throttled(d.throttled);
     die->set_power_manager(d.power_manager);
     die->set_missing(d.missing);
+    RowsToProto(d.rows, die->mutable_rows());
   }
 }
 

@@ -1,19 +1,18 @@
 // What a kernel's sampled performance counters (trace/perf_counters.h) say of it: how busy each
 // TensorCore unit was, whether the clock was throttled, and the cause that explains its time.
 //
-// The utilizations are XProf's Utilization Viewer's formulas over the counters' increase across
-// the kernel's executions (insight/attribution.h), against the cycles the TensorCores counted:
-//   scalar ALUs    (SCALAR_ALU_INSTRUCTION_0 + _1) / (2 x cycles)
-//   vector ALUs    sum of VECTOR_ALU_INSTRUCTION_0..3 / (4 x cycles)
-//   vector loads   (VLD_INSTRUCTION_0 + _1) / (2 x cycles)
-//   vector stores  VST_INSTRUCTION / cycles
-//   MXU busy       (0.5 x MXU_BUSY_1 + MXU_BUSY_2) / cycles   (MXU_BUSY_n: cycles with n busy)
-//   XLU busy       (0.5 x XLU_BUSY_1 + XLU_BUSY_2) / cycles
-//   HBM bandwidth  32 bytes x (read responses + write requests) / (per-core peak x time)
-// Counters of both of v7x's TensorCores (one per die) add up, and so do their cycles. Without
-// a cycle counter the cycles are the clock's: covered time x the generation's TensorCore
-// frequency x cores. Throttling is the share of clock cycles skipped: v7x's power manager
-// counts them (CLOCKS_SKIPPED / CYCLE_COUNT); otherwise it is 1 - counted / nominal cycles.
+// The figures are XProf's Utilization Viewer's rows (xplane_to_utilization_viewer.cc and
+// tpu_generic_utilization_utils.cc in openxla/xprof), computed per die (v7x: a TensorCore per
+// die; v6e: one) from the counters' increase over the kernel's executions (insight/
+// attribution.h): each row an achieved count against a peak, both from counters, e.g.
+//   Avg MXU Busy    0.5 x MXU_BUSY_1 + MXU_BUSY_2           of cycles
+//   VPU Utilization sum of the 20 VPU_VALU_*_OPS_0..3        of 4 x cycles
+//   HBM Rd+Wr       32 bytes x (read responses + write requests) of the per-core peak over
+//                   the TC's COUNT_CYCLES at the generation's clock
+// The cycles are v7x's power manager's CYCLE_COUNT (v6e: the TensorCore's COUNT_CYCLES): a die
+// without them gets no figures, and says so, rather than a guess from the clock. Throttling is
+// only what the power manager counted (CLOCKS_SKIPPED of CYCLE_COUNT). The kernel's pooled
+// figures are each row's achieved summed over dies against their peaks summed, as XProf pools.
 #ifndef PODPROF_INSIGHT_KERNEL_PROFILE_H_
 #define PODPROF_INSIGHT_KERNEL_PROFILE_H_
 
@@ -26,41 +25,55 @@
 
 namespace podprof::insight {
 
-// Unit names as the CLI and API show them, in display order.
-inline constexpr const char* kUnitNames[] = {
-    "mxu", "vector_alu", "vector_load", "vector_store", "scalar_alu", "xlu", "hbm_bandwidth"};
+// Unit names as the CLI and API show them, in display order, and the Utilization Viewer row
+// each is read from.
+inline constexpr const char* kUnitNames[] = {"mxu",         "vpu",          "vector_alu",
+                                             "vector_load", "vector_store", "scalar_alu",
+                                             "xlu",         "hbm_bandwidth"};
 
-// One die's figures on a chip of several (v7x: a TensorCore per die), from its own counters
+// One of XProf's Utilization Viewer rows: `achieved` of `peak`, counted in `unit`
+// ("cycles", "instructions", "bytes", "percent").
+struct UtilizationRow {
+  std::string name;  // as XProf names it: "Avg MXU Busy", "MXU0", "HBM Rd+Wr", ...
+  double achieved = 0;
+  double peak = 0;
+  std::string unit;
+  double Share() const { return peak > 0 ? achieved / peak : 0; }
+};
+
+// One die's figures (v7x: a TensorCore per die; v6e: the chip's one), from its own counters
 // (`perf/dieN_...`) against its own cycles, as XProf's Utilization Viewer keeps them apart.
 struct DieProfile {
   int die = 0;
+  std::vector<UtilizationRow> rows;
+  // Busy fraction (0..1) of each kUnitNames unit whose counters were sampled.
   std::map<std::string, double> units;
   double cycles = 0;
-  double nominal_cycles = 0;
   double throttled = 0;
   bool power_manager = false;
-  // Why it has no figures ("no cycle count"), else empty: without its cycles a die's shares
-  // would be guesses, so none are given.
+  // Why it has no figures ("no cycle count"), else empty.
   std::string missing;
 };
 
 struct KernelProfile {
   // False when no performance counter covered the kernel (nothing below is meaningful).
   bool present = false;
-  // Busy fraction (0..1) of each unit whose counters were sampled, by kUnitNames name.
+  // The pooled rows (each row's achieved and peak summed over the dies) and unit shares.
+  std::vector<UtilizationRow> rows;
   std::map<std::string, double> units;
-  // TensorCore cycles counted over the kernel, and what the nominal clock gives for its time.
+  // Cycles counted over the kernel, all dies together.
   double cycles = 0;
+  // Unused: kept for stored rows of earlier versions, which inferred throttling from it.
   double nominal_cycles = 0;
-  // Share of clock cycles skipped (0..1); 0 when nothing shows throttling. `power_manager`:
-  // counted by v7x's power manager, else inferred from counted against nominal cycles.
+  // Share of clock cycles the power manager skipped (0..1); 0 when it did not count.
   double throttled = 0;
   bool power_manager = false;
   // Share of the kernel's time its TensorCores waited on sync flags (`SyncWait`); 0 unknown.
   double sync_wait = 0;
-  // Per die, in die order, when the counters name dies; the figures above pool them (each
-  // unit's busy cycles over all dies' cycles).
+  // Per die, in die order.
   std::vector<DieProfile> dies;
+  // Why there are no figures ("no cycle count on any die"), else empty.
+  std::string missing;
 };
 
 // The profile of a kernel from its perf counters' increases (`perf/...` name -> increase over
@@ -73,7 +86,9 @@ KernelProfile ProfileFromCounters(const trace::ChipGeneration* generation,
 // The cause a profile shows, in plain words naming the unit ("MXU idle waiting on HBM",
 // "vector-store bound", "throttled"), or "" when it shows none. The kernel's own cause (its MXU
 // waiting on memory) comes before the chip's (a throttled clock, which the text then adds),
-// and both before a busy unit. `memory_bound` is the
+// and both before a busy unit. Decided per die: the dies agreeing, from the pooled figures;
+// otherwise the cause of the die that shows one, naming it and what the other die shows.
+// `memory_bound` is the
 // roofline's judgement of the kernel's static costs (insight/verdict.h).
 // `mxu_work`: the kernel has flops for the MXU; a copy or fusion without any is memory bound
 // when its counters show HBM busy, never "MXU idle".

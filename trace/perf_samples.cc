@@ -1,14 +1,38 @@
 #include "trace/perf_samples.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "trace/chip_catalog.h"
 #include "trace/perf_counters.h"
 
 namespace podprof::trace {
 namespace {
+
+// A cycle counter counts at most the clock's rate over the time it covers; this much over it
+// (a clock running above nominal, timestamps rounded to ns) still fits.
+constexpr double kClockSlack = 1.05;
+constexpr double kSlackCycles = 4;
+
+// True for the counters that count the TensorCore's cycles: the TC block's COUNT_CYCLES and
+// v7x's power manager's CYCLE_COUNT, on any die.
+bool IsCycleCounter(absl::string_view generation, uint64_t id) {
+  std::optional<absl::string_view> name = PerfCounterName(generation, id);
+  if (!name) return false;
+  return absl::EndsWith(*name,
+                        "TC_TCS_TC_MISC_TCS_STATS_TCS_STATS_COUNTERS_UNPRIVILEGED_COUNT_CYCLES") ||
+         absl::EndsWith(*name,
+                        "PWRMGR_PWRMGR_TC_THROTTLE_CORE_DEBUG_STATS_UNPRIVILEGED_CYCLE_COUNT");
+}
+
+// Whether `cycles` could have been counted in `ns` at the generation's clock.
+bool FitsIn(double cycles, double ns, double clock_hz) {
+  return cycles <= ns * 1e-9 * clock_hz * kClockSlack + kSlackCycles;
+}
 
 // Puts a series' samples in time order; false when they already were. Stable: samples of one
 // instant keep the order they were written in.
@@ -46,6 +70,18 @@ void AppendChipWarnings(int ordinal, absl::string_view generation, const ChipNot
                                 " performance counter series had samples out of time order; "
                                 "sorted by time"));
   }
+  if (notes.cumulative_executions) {
+    out->push_back(absl::StrCat(
+        "chip ", ordinal,
+        ": its counters_<kernel> lines hold running totals (a line counted more "
+        "cycles than its execution's time allows); each execution is the increase over the "
+        "line before, and the first, whose increase is unknown, is left out"));
+  }
+  if (notes.counter_resets > 0) {
+    out->push_back(absl::StrCat("chip ", ordinal, ": ", notes.counter_resets,
+                                " running-total counters went down between executions (a reset); "
+                                "read as no increase"));
+  }
   if (!notes.unknown_ids.empty()) {
     out->push_back(absl::StrCat(
         "chip ", ordinal, ": ", notes.unknown_ids.size(), " performance counter ids not in ",
@@ -55,20 +91,74 @@ void AppendChipWarnings(int ordinal, absl::string_view generation, const ChipNot
   }
 }
 
-void PerfSampleCollector::Add(uint64_t id, int64_t time_ns, double value) {
+double ClampCounterValue(double v) {
+  constexpr double kMax = 18446744073709551615.0;  // 2^64 - 1, rounded to 2^64 as a double
+  if (!(v > 0)) return 0;                          // negative and NaN
+  return v >= kMax ? kMax : v;
+}
+
+PerfSampleCollector::Series& PerfSampleCollector::SeriesOf(uint64_t id) {
   auto [it, fresh] = index_of_.try_emplace(id, series_.size());
   if (fresh) series_.push_back({id, {}, {}});
-  Series& s = series_[it->second];
+  return series_[it->second];
+}
+
+void PerfSampleCollector::Add(uint64_t id, int64_t time_ns, double value) {
+  Series& s = SeriesOf(id);
   s.time_ns.push_back(time_ns);
   s.value.push_back(value);
 }
 
+void PerfSampleCollector::AddExecution(ExecutionCounts execution) {
+  executions_.push_back(std::move(execution));
+}
+
+namespace {
+
+// Periodic samples are counts per sample, not running totals, when the chip's cycle counter
+// says so: sampled at least three times, and every sample's cycles (scaled back) fit in the
+// time since the one before. A running total grows past that by its third sample.
+bool CountsPerSample(
+    const std::vector<std::pair<const std::vector<int64_t>*, const std::vector<double>*>>&
+        cycle_series,
+    int scaling, double clock_hz) {
+  if (cycle_series.empty() || clock_hz <= 0) return false;
+  const double scale = std::ldexp(1.0, scaling);
+  for (const auto& [t, v] : cycle_series) {
+    if (t->size() < 3) return false;
+    for (size_t i = 1; i < t->size(); ++i) {
+      const double ns = static_cast<double>((*t)[i] - (*t)[i - 1]);
+      if (!FitsIn((*v)[i] * scale, ns, clock_hz)) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 void PerfSampleCollector::Finish(int chip, absl::string_view generation, int scaling,
                                  std::vector<CounterSeries>* out, ChipNotes* notes) {
+  std::vector<std::pair<const std::vector<int64_t>*, const std::vector<double>*>> cycles;
   for (Series& s : series_) {
-    // Unwrapping reads a decrease as a wrap: only in time order does that hold.
     if (SortByTime(&s.time_ns, &s.value)) ++notes->unordered_series;
-    UnwrapCounterSamples(scaling, s.value.data(), s.value.size());
+    if (IsCycleCounter(generation, s.id)) cycles.push_back({&s.time_ns, &s.value});
+  }
+  const ChipGeneration* g = FindGenerationByName(generation);
+  const bool deltas = CountsPerSample(cycles, scaling, g != nullptr ? g->tc_clock_hz : 0);
+  for (Series& s : series_) {
+    if (deltas) {
+      // Counts per sample: the running total is their sum.
+      const double scale = std::ldexp(1.0, scaling);
+      double total = 0;
+      for (double& v : s.value) v = (total += v * scale);
+      ++notes->delta_series;
+    } else {
+      // Unwrapping reads a decrease as a wrap: only in time order does that hold.
+      UnwrapCounterSamples(scaling, s.value.data(), s.value.size());
+    }
+  }
+  FinishExecutions(generation, notes);
+  for (Series& s : series_) {
     if (!PerfCounterName(generation, s.id)) notes->unknown_ids.insert(s.id);
     CounterSeries series;
     series.chip = chip;
@@ -79,6 +169,55 @@ void PerfSampleCollector::Finish(int chip, absl::string_view generation, int sca
   }
   series_.clear();
   index_of_.clear();
+  executions_.clear();
+}
+
+void PerfSampleCollector::FinishExecutions(absl::string_view generation, ChipNotes* notes) {
+  if (executions_.empty()) return;
+  std::stable_sort(
+      executions_.begin(), executions_.end(),
+      [](const ExecutionCounts& a, const ExecutionCounts& b) { return a.begin_ns < b.begin_ns; });
+  // Running totals when some line counted more cycles than its execution's time allows.
+  const ChipGeneration* g = FindGenerationByName(generation);
+  bool cumulative = false;
+  for (const ExecutionCounts& e : executions_) {
+    if (g == nullptr || e.end_ns <= e.begin_ns) continue;
+    for (const auto& [id, value] : e.counts) {
+      if (IsCycleCounter(generation, id) &&
+          !FitsIn(value, static_cast<double>(e.end_ns - e.begin_ns), g->tc_clock_hz)) {
+        cumulative = true;
+      }
+    }
+  }
+  notes->cumulative_executions = notes->cumulative_executions || cumulative;
+  if (cumulative) ++notes->executions_left_out;  // the first line's increase is unknown
+  absl::flat_hash_map<uint64_t, double> last;    // running totals: each counter's last value
+  absl::flat_hash_map<uint64_t, double> total;
+  for (size_t k = 0; k < executions_.size(); ++k) {
+    const ExecutionCounts& e = executions_[k];
+    for (const auto& [id, value] : e.counts) {
+      double count = value;
+      if (cumulative) {
+        auto [it, fresh] = last.try_emplace(id, value);
+        if (fresh) continue;
+        count = value - it->second;
+        it->second = value;
+        if (count < 0) {
+          ++notes->counter_resets;
+          count = 0;
+        }
+      }
+      // A step across the execution (at least a ns wide): the total before it, then after.
+      Series& s = SeriesOf(id);
+      double& t = total[id];
+      const int64_t begin = s.time_ns.empty() ? e.begin_ns : std::max(e.begin_ns, s.time_ns.back());
+      s.time_ns.push_back(begin);
+      s.value.push_back(t);
+      t += count;
+      s.time_ns.push_back(std::max(e.end_ns, begin + 1));
+      s.value.push_back(t);
+    }
+  }
 }
 
 }  // namespace podprof::trace

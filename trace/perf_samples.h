@@ -24,6 +24,14 @@ struct ChipNotes {
   int64_t missing_values = 0;
   // Perf series whose samples came out of time order (sorted).
   int64_t unordered_series = 0;
+  // Series read as counts per sample or execution rather than running totals, and the
+  // reverse for `counters_<kernel>` lines (see PerfSampleCollector::Finish).
+  int64_t delta_series = 0;
+  bool cumulative_executions = false;
+  // `counters_<kernel>` lines read as running totals: the first one of the chip, whose
+  // increase is unknown, is left out; and decreases (a reset), read as 0.
+  int64_t executions_left_out = 0;
+  int64_t counter_resets = 0;
   // Counter ids the generation's table lacks (kept as perf/id_<id>).
   std::set<uint64_t> unknown_ids;
 };
@@ -33,19 +41,38 @@ struct ChipNotes {
 void AppendChipWarnings(int ordinal, absl::string_view generation, const ChipNotes& notes,
                         std::vector<std::string>* out);
 
+// One kernel execution's counts: a `counters_<kernel>` line (docs/INTEROP.md).
+struct ExecutionCounts {
+  std::string kernel;
+  // The line's events' extent, absolute ns: the execution they were counted over.
+  int64_t begin_ns = 0, end_ns = 0;
+  // Counter id -> value; the last event of an id wins, as XProf's tools read a line.
+  absl::flat_hash_map<uint64_t, double> counts;
+};
+
 // Samples of one plane's performance counters, grouped by counter id whatever line they are on
-// (XProf writes a line per sample, an event per counter).
+// (XProf writes a line per sample, an event per counter), and the executions of
+// `counters_<kernel>` lines.
 class PerfSampleCollector {
  public:
-  // One sample of counter `id`: `time_ns` absolute (the line's start plus the event's offset),
-  // `value` the raw `counter_value`.
+  // One periodic sample of counter `id`: `time_ns` absolute (the line's start plus the
+  // event's offset), `value` the raw `counter_value`.
   void Add(uint64_t id, int64_t time_ns, double value);
-  bool empty() const { return series_.empty(); }
+  void AddExecution(ExecutionCounts execution);
+  bool empty() const { return series_.empty() && executions_.empty(); }
 
-  // The series for chip `chip` of `generation`, appended to `out` in first-seen order: each
-  // sorted by time (counted in `notes` when it was not), unwrapped with the capture's
-  // `scaling` (trace/perf_counters.h) and named by PerfSeriesName; ids the table lacks are
-  // noted. Leaves the collector empty.
+  // The series for chip `chip` of `generation`, appended to `out` in first-seen order, named
+  // by PerfSeriesName (ids the table lacks are noted), each a running total
+  // (CounterKind::kCumulative) whatever the capture held:
+  // - Periodic samples, sorted by time (counted in `notes` when they were not), are running
+  //   totals, unwrapped with the capture's `scaling` (trace/perf_counters.h), unless the
+  //   chip's cycle counter shows they are counts per sample (CountsPerSample): then they
+  //   are summed.
+  // - Each execution's counts become a step of the running total across the execution, so
+  //   that attribution gives exactly those counts to it. They are taken as they are unless
+  //   the cycle counter shows they are running totals (a line counting more cycles than its
+  //   execution's time allows): then each is the increase over the chip's line before.
+  // Leaves the collector empty.
   void Finish(int chip, absl::string_view generation, int scaling, std::vector<CounterSeries>* out,
               ChipNotes* notes);
 
@@ -55,9 +82,16 @@ class PerfSampleCollector {
     std::vector<int64_t> time_ns;
     std::vector<double> value;
   };
+  Series& SeriesOf(uint64_t id);
+  void FinishExecutions(absl::string_view generation, ChipNotes* notes);
   std::vector<Series> series_;
   absl::flat_hash_map<uint64_t, size_t> index_of_;  // counter id -> series_ index
+  std::vector<ExecutionCounts> executions_;
 };
+
+// The value XProf's tools read from a `counter_value` stat: negative and NaN as 0, at or
+// beyond 2^64 as 2^64 - 1 (as a double).
+double ClampCounterValue(double v);
 
 }  // namespace podprof::trace
 

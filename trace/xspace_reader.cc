@@ -21,6 +21,7 @@
 #include "trace/chip_catalog.h"
 #include "trace/hash.h"
 #include "trace/hlo_proto.h"
+#include "trace/perf_counters.h"
 #include "trace/perf_samples.h"
 #include "trace/wire.h"
 #include "trace/xspace_schema.h"
@@ -184,6 +185,9 @@ struct EventMeta {
   // `performance_counter_id` among the stats: events of this metadata are counter samples.
   bool has_perf_id = false;
   uint64_t perf_id = 0;
+  // `counter_value` among the stats: the value of events that carry none of their own.
+  bool has_counter = false;
+  double counter = 0;
 };
 
 // A length-delimited field recorded during a plane's first pass.
@@ -251,6 +255,21 @@ PlaneKind ClassifyPlane(absl::string_view name, int* ordinal, int* sparse_core) 
 
 // Which lines of a device plane podprof keeps; false for the rest. `counters`: the line's
 // events that are counter samples become series (the rest are the line's block, if it is one).
+// The kernel of a `counters_<kernel>` line; empty for other lines (`counters_0` included).
+absl::string_view KernelOfCountersLine(absl::string_view name) {
+  if (!absl::ConsumePrefix(&name, xspace::kKernelCountersLinePrefix) || name.empty()) return "";
+  for (char c : name) {
+    if (!absl::ascii_isdigit(c)) return name;
+  }
+  return "";
+}
+
+// A line of kernels besides XLA Ops (xspace::kLloOpsLine).
+bool IsOtherKernelLine(absl::string_view name) {
+  return absl::StrContains(name, xspace::kLloOpsLine) || absl::StrContains(name, "Pallas") ||
+         absl::StrContains(name, "PALLAS");
+}
+
 bool ClassifyLine(PlaneKind plane, absl::string_view name, LineKind* kind, bool* counters) {
   *counters = false;
   if (plane == PlaneKind::kSparseCore) {
@@ -281,6 +300,10 @@ bool ClassifyLine(PlaneKind plane, absl::string_view name, LineKind* kind, bool*
     // `XLA TraceMe` and the kernel-profiling lines inside kernels.
     if (IsScopesLine(std::string_view(name.data(), name.size()))) {
       *kind = LineKind::kScopes;
+      return true;
+    }
+    if (KernelOfCountersLine(name).empty() && IsOtherKernelLine(name)) {
+      *kind = LineKind::kOps;
       return true;
     }
     // `_counters_`, and any other line (utilization and performance-counter lines): events
@@ -396,6 +419,9 @@ class Reader {
     int64_t timestamp_ns = 0;
     int64_t absolute_ns = 0;      // Absolute(timestamp_ns)
     EventBlock* block = nullptr;  // null for counter lines
+    // A `counters_<kernel>` line: the execution its events count, and whether any did.
+    bool execution = false;
+    ExecutionCounts counts;
     // A host CPU thread's blocks (indices: adding one moves the others): its ops (`block`)
     // and its steps, made when the first step is read.
     size_t ops_block = 0;
@@ -416,7 +442,7 @@ class Reader {
   // The event as a counter sample of a counter line: a perf sample (performance_counter_id on
   // the event or its metadata; counted when it has no value), or an older-style counter sample;
   // false when it is neither. Out of line: most events are not on counter lines.
-  ABSL_ATTRIBUTE_NOINLINE bool TakeCounterSample(PlaneState* plane, const LineContext& ctx,
+  ABSL_ATTRIBUTE_NOINLINE bool TakeCounterSample(PlaneState* plane, LineContext* ctx,
                                                  EventFields* f);
   ABSL_ATTRIBUTE_NOINLINE void NoteDroppedTraces(const PlaneState& plane, int64_t n);
   // A counter sample (counter_value, no performance_counter_id): series `<line>/<event>`,
@@ -836,6 +862,10 @@ absl::Status Reader::ReadEventMetadataEntry(Cursor entry, PlaneState* plane) {
       meta.has_perf_id = true;
       meta.perf_id = StatUint(s);
       plane->any_meta_perf_id = true;
+    } else if (plane->stat_table.Kind(s.metadata_id) == Stat::kCounterValue) {
+      meta.has_counter = true;
+      meta.counter = ClampCounterValue(StatNumber(s));
+      plane->any_meta_perf_id = true;
     }
   }
   meta.full_name_hash = Fnv1a64(name);
@@ -903,6 +933,11 @@ absl::Status Reader::ReadLine(Cursor line, PlaneState* plane) {
     RETURN_IF_ERROR(ScanLineHeader(rest, &name, &timestamp_ns));
   }
   if (!ClassifyLine(plane->kind, name, &ctx.kind, &ctx.counters)) return absl::OkStatus();
+  if (ctx.counters) {
+    const absl::string_view kernel = KernelOfCountersLine(name);
+    ctx.execution = !kernel.empty();
+    ctx.counts.kernel = std::string(kernel);
+  }
   // A host thread's ops, apart from the device's own lines: "XLA Ops: tf_XLAEigen/17".
   if (plane->kind == PlaneKind::kHostCpu) name = absl::StrCat(xspace::kXlaOpsLine, ": ", name);
   ctx.timestamp_ns = timestamp_ns;
@@ -966,6 +1001,7 @@ absl::Status Reader::ReadLine(Cursor line, PlaneState* plane) {
       RETURN_IF_ERROR(line.Skip(wt));
     }
   }
+  if (ctx.execution && !ctx.counts.counts.empty()) plane->perf.AddExecution(std::move(ctx.counts));
   // Only counter samples: no block of scopes. A host thread that ran no op: no block.
   if ((sparse_core || plane->kind == PlaneKind::kHostCpu) &&
       capture_.blocks[ctx.ops_block].size() == 0) {
@@ -1010,11 +1046,12 @@ bool ParseEventStat(Span st, const StatTable& table, EventFields* f) {
       if (!is_double) f->collective = raw;
       break;
     case Stat::kCounterValue:
+      // As XProf's tools read it (ClampCounterValue): a count is never negative.
       f->has_counter = true;
-      f->counter = is_double ? d
-                   : value_field == XStatField::kInt64Value
-                       ? static_cast<double>(static_cast<int64_t>(raw))
-                       : static_cast<double>(raw);
+      f->counter = ClampCounterValue(is_double ? d
+                                     : value_field == XStatField::kInt64Value
+                                         ? static_cast<double>(static_cast<int64_t>(raw))
+                                         : static_cast<double>(raw));
       break;
     case Stat::kPerformanceCounterId:
       f->has_perf_id = true;
@@ -1073,7 +1110,7 @@ absl::Status Reader::ReadEvent(Span ev, PlaneState* plane, LineContext* ctx) {
   RETURN_IF_ERROR(ParseEvent(ev, plane->stat_table, &f));
   if (ABSL_PREDICT_FALSE(f.dropped_traces > 0)) NoteDroppedTraces(*plane, f.dropped_traces);
   // On a SparseCore plane's lines, events that are no counter samples are scopes.
-  if (ctx->counters && (TakeCounterSample(plane, *ctx, &f) || ctx->block == nullptr)) {
+  if (ctx->counters && (TakeCounterSample(plane, ctx, &f) || ctx->block == nullptr)) {
     return absl::OkStatus();
   }
   uint32_t kernel;
@@ -1252,24 +1289,47 @@ void Reader::NoteDroppedTraces(const PlaneState& plane, int64_t n) {
   notes_[capture_.host.chips[plane.chip].ordinal].dropped_traces += n;
 }
 
-bool Reader::TakeCounterSample(PlaneState* plane, const LineContext& ctx, EventFields* f) {
-  if (!f->has_perf_id && plane->any_meta_perf_id) {
-    auto meta = plane->metas.find(f->metadata_id);
-    if (meta != plane->metas.end() && meta->second.has_perf_id) {
-      f->has_perf_id = true;
-      f->perf_id = meta->second.perf_id;
-    }
+bool Reader::TakeCounterSample(PlaneState* plane, LineContext* ctx, EventFields* f) {
+  // As XProf's tools read a counter: its id and value from the event, else from its metadata;
+  // without an id, the metadata's id when that is a register of the chip's table.
+  const EventMeta* meta = nullptr;
+  if ((!f->has_perf_id || !f->has_counter) && plane->any_meta_perf_id) {
+    auto it = plane->metas.find(f->metadata_id);
+    if (it != plane->metas.end()) meta = &it->second;
   }
+  if (!f->has_perf_id && meta != nullptr && meta->has_perf_id) {
+    f->has_perf_id = true;
+    f->perf_id = meta->perf_id;
+  }
+  if (!f->has_counter && meta != nullptr && meta->has_counter) {
+    f->has_counter = true;
+    f->counter = meta->counter;
+  }
+  const std::string& generation = capture_.host.chips[plane->chip].generation;
+  if (!f->has_perf_id && f->has_counter && f->metadata_id > 0 &&
+      PerfCounterName(generation, static_cast<uint64_t>(f->metadata_id))) {
+    f->has_perf_id = true;
+    f->perf_id = static_cast<uint64_t>(f->metadata_id);
+  }
+  // An id of 0 is no register: XProf takes the metadata's id then too.
+  if (f->has_perf_id && f->perf_id == 0) f->perf_id = static_cast<uint64_t>(f->metadata_id);
   if (f->has_perf_id) {
-    if (f->has_counter) {
-      plane->perf.Add(f->perf_id, ctx.absolute_ns + f->offset_ps / 1000, f->counter);
-    } else {
+    if (!f->has_counter) {
       ++notes_[capture_.host.chips[plane->chip].ordinal].missing_values;
+    } else if (ctx->execution) {
+      const int64_t begin = ctx->absolute_ns + f->offset_ps / 1000;
+      const int64_t end = ctx->absolute_ns + (f->offset_ps + f->duration_ps) / 1000;
+      ExecutionCounts& e = ctx->counts;
+      if (e.counts.empty() || begin < e.begin_ns) e.begin_ns = begin;
+      if (e.counts.empty() || end > e.end_ns) e.end_ns = end;
+      e.counts[f->perf_id] = f->counter;
+    } else {
+      plane->perf.Add(f->perf_id, ctx->absolute_ns + f->offset_ps / 1000, f->counter);
     }
     return true;
   }
   if (!f->has_counter) return false;
-  AddLineCounterSample(plane, ctx, *f);
+  AddLineCounterSample(plane, *ctx, *f);
   return true;
 }
 

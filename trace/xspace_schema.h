@@ -83,6 +83,12 @@ inline constexpr absl::string_view kStepsLine = "Steps";
 inline constexpr absl::string_view kXlaTraceMeLine = "XLA TraceMe";
 // Hardware counter samples, one event per sample named after its counter.
 inline constexpr absl::string_view kCountersLine = "_counters_";
+// `counters_<kernel>`: one execution of <kernel>, an event per counter with its counts over
+// that execution (`counters_<digits>` is a periodic sample line, like `counters`).
+inline constexpr absl::string_view kKernelCountersLinePrefix = "counters_";
+// Kernel lines besides XLA Ops, as XProf names them: a Pallas kernel line (a name containing
+// "Pallas" or "PALLAS", other than the scopes lines inside kernels) and LLO ops.
+inline constexpr absl::string_view kLloOpsLine = "LLO Ops";
 // GPU stream lines: "Stream #7(MemcpyH2D)".
 inline constexpr absl::string_view kGpuStreamLinePrefix = "Stream #";
 
