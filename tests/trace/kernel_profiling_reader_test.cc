@@ -2,6 +2,7 @@
 // by hand in XProf's layout with the generated protobuf classes: sampled performance counters
 // (a line per sample, an event per counter), the lines inside kernels, SparseCore planes and
 // dropped traces.
+#include <cmath>
 #include <map>
 #include <set>
 #include <string>
@@ -27,6 +28,9 @@ constexpr uint64_t kTcCycles = 2791874568u;
 constexpr uint64_t kMxuBusy2 = 2791875032u;
 constexpr uint64_t kScsCycles = 2817921032u;
 constexpr uint64_t kUnknownId = 12345;
+// Die 0's power manager cycle count and skipped clocks.
+constexpr uint64_t kPmCycles = 2847490056u;
+constexpr uint64_t kPmSkipped = 2847490064u;
 constexpr int64_t kStartNs = 1'700'000'000'000'000'000;
 
 // Names a plane's stats and events on first use, as the profiler does.
@@ -354,6 +358,162 @@ TEST(KernelProfilingReaderTest, UnknownGenerationKeepsIds) {
   EXPECT_EQ(c->counters[0].name, absl::StrCat("perf/id_", kTcCycles));
   EXPECT_TRUE(HasWarning(*c, "chip 1: 1 performance counter ids not in any counter table"))
       << absl::StrJoin(c->warnings, "\n");
+}
+
+// A v7x chip with two executions of fusion.1 (at 0-10 us and 20-30 us), each with a
+// `counters_fusion.1` line of its own counts at the execution's time, and the Task Environment.
+xp::XSpace PerKernelCapture(const std::vector<std::map<uint64_t, double>>& executions) {
+  xp::XSpace space;
+  PlaneBuilder tpu(&space, "/device:TPU:0");
+  tpu.AddStat(tpu.plane()->mutable_stats(), "device_type_string")->set_str_value("TPU v7x");
+  xp::XLine* ops = tpu.Line("XLA Ops", 0);
+  for (size_t k = 0; k < executions.size(); ++k) {
+    const int64_t start_ps = static_cast<int64_t>(k) * 20'000'000;
+    tpu.Event(ops, "fusion.1", start_ps, 10'000'000);
+    xp::XLine* line = tpu.Line("counters_fusion.1", 0);
+    for (const auto& [id, value] : executions[k]) {
+      xp::XEvent* ev = tpu.Event(line, absl::StrCat("c", id), start_ps, 10'000'000);
+      tpu.AddStat(ev->mutable_stats(), "performance_counter_id")->set_uint64_value(id);
+      tpu.AddStat(ev->mutable_stats(), "counter_value")->set_double_value(value);
+    }
+  }
+  PlaneBuilder env(&space, "Task Environment");
+  env.AddStat(env.plane()->mutable_stats(), "profile_start_time")->set_uint64_value(kStartNs);
+  env.AddStat(env.plane()->mutable_stats(), "profile_stop_time")
+      ->set_uint64_value(kStartNs + 1'000'000);
+  return space;
+}
+
+// A `counters_<kernel>` line holds one execution's own counts (XProf's per-kernel layout): the
+// series is a running total that steps by each execution's counts across that execution, so
+// that attribution gives each execution exactly its counts, with no invented throttling.
+TEST(KernelProfilingReaderTest, PerKernelLinesAreOneExecutionsCounts) {
+  // 10 us at 1.9 GHz is 19000 cycles: these fit, so they are taken as they are.
+  auto c = Read(PerKernelCapture(
+      {{{kPmCycles, 19000}, {kMxuBusy2, 10070}}, {{kPmCycles, 15000}, {kMxuBusy2, 3150}}}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  const CounterSeries* mxu = FindSeries(*c, "perf/die0_tc_mxu_busy_2");
+  ASSERT_NE(mxu, nullptr);
+  EXPECT_EQ(mxu->kind(), CounterKind::kCumulative);
+  EXPECT_EQ(mxu->time_ns, (std::vector<int64_t>{kStartNs, kStartNs + 10'000, kStartNs + 20'000,
+                                                kStartNs + 30'000}));
+  EXPECT_EQ(mxu->value, (std::vector<double>{0, 10070, 10070, 13220}));
+  const CounterSeries* cycles = FindSeries(*c, "perf/die0_pwrmgr_cycle_count");
+  ASSERT_NE(cycles, nullptr);
+  EXPECT_EQ(cycles->value, (std::vector<double>{0, 19000, 19000, 34000}));
+  EXPECT_FALSE(HasWarning(*c, "running totals")) << absl::StrJoin(c->warnings, "\n");
+  // Not a kernel line, not a block of scopes.
+  for (const EventBlock& b : c->blocks) EXPECT_NE(b.line, "counters_fusion.1");
+}
+
+// The same lines holding running totals: the second line counted 40000 cycles in 10 us, more
+// than the clock allows. Each execution is then the increase over the line before, and the
+// first, whose increase is unknown, is left out.
+TEST(KernelProfilingReaderTest, PerKernelRunningTotalsAreDifferenced) {
+  auto c = Read(PerKernelCapture({{{kPmCycles, 19000}, {kMxuBusy2, 10000}},
+                                  {{kPmCycles, 40000}, {kMxuBusy2, 14000}},
+                                  {{kPmCycles, 30000}, {kMxuBusy2, 20000}}}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  const CounterSeries* mxu = FindSeries(*c, "perf/die0_tc_mxu_busy_2");
+  ASSERT_NE(mxu, nullptr);
+  EXPECT_EQ(mxu->value, (std::vector<double>{0, 4000, 4000, 10000}));
+  const CounterSeries* cycles = FindSeries(*c, "perf/die0_pwrmgr_cycle_count");
+  ASSERT_NE(cycles, nullptr);
+  EXPECT_EQ(cycles->value, (std::vector<double>{0, 21000, 21000, 21000})) << "a reset reads as 0";
+  EXPECT_TRUE(HasWarning(*c, "chip 0: its counters_<kernel> lines hold running totals"))
+      << absl::StrJoin(c->warnings, "\n");
+  EXPECT_TRUE(HasWarning(*c, "1 running-total counters went down"))
+      << absl::StrJoin(c->warnings, "\n");
+}
+
+// As XProf's tools read a counter: the id from the event, else its metadata, else the
+// metadata's own id (a register address); the value from the event, else its metadata;
+// negative and NaN as 0, beyond 2^64 as its maximum; any of the stat's value types.
+TEST(KernelProfilingReaderTest, IdsAndValuesFromEventOrMetadataWithClamps) {
+  xp::XSpace space;
+  PlaneBuilder tpu(&space, "/device:TPU:0");
+  tpu.AddStat(tpu.plane()->mutable_stats(), "device_type_string")->set_str_value("TPU v7x");
+  tpu.Event(tpu.Line("XLA Ops", 0), "k", 0, 10'000'000);
+  xp::XLine* line = tpu.Line("counters_k", 0);
+  // The id on the metadata, the value on the event, as an int64.
+  xp::XEventMetadata& cyc = tpu.Meta("CYCLES");
+  tpu.AddStat(cyc.mutable_stats(), "performance_counter_id")->set_uint64_value(kPmCycles);
+  tpu.AddStat(tpu.Event(line, "CYCLES", 0, 10'000'000)->mutable_stats(), "counter_value")
+      ->set_int64_value(19000);
+  // No id anywhere: the metadata's id is the register's address; the value on the metadata.
+  xp::XEventMetadata& mxu = (*tpu.plane()->mutable_event_metadata())[kMxuBusy2];
+  mxu.set_id(kMxuBusy2);
+  mxu.set_name("MXU_BUSY_2");
+  tpu.AddStat(mxu.mutable_stats(), "counter_value")->set_uint64_value(5000);
+  xp::XEvent* ev = line->add_events();
+  ev->set_metadata_id(kMxuBusy2);
+  ev->set_duration_ps(10'000'000);
+  // Clamped: a negative double, a negative int64, NaN and 2e19.
+  const std::pair<uint64_t, double> clamped[] = {
+      {kPmSkipped, -500}, {kTcCycles, std::nan("")}, {kMxuBusy2 - 8, 2e19}};
+  for (const auto& [id, v] : clamped) {
+    xp::XEvent* e = tpu.Event(line, absl::StrCat("c", id), 0, 10'000'000);
+    tpu.AddStat(e->mutable_stats(), "performance_counter_id")->set_uint64_value(id);
+    tpu.AddStat(e->mutable_stats(), "counter_value")->set_double_value(v);
+  }
+  xp::XEvent* neg = tpu.Event(line, "neg", 0, 10'000'000);
+  tpu.AddStat(neg->mutable_stats(), "performance_counter_id")->set_uint64_value(kMxuBusy2 + 8);
+  tpu.AddStat(neg->mutable_stats(), "counter_value")->set_int64_value(-7);
+  auto c = Read(space);
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto last = [&](const std::string& name) {
+    const CounterSeries* s = FindSeries(*c, name);
+    return s == nullptr || s->value.empty() ? -1.0 : s->value.back();
+  };
+  EXPECT_EQ(last("perf/die0_pwrmgr_cycle_count"), 19000);
+  EXPECT_EQ(last("perf/die0_tc_mxu_busy_2"), 5000);
+  EXPECT_EQ(last("perf/die0_pwrmgr_clocks_skipped"), 0);
+  EXPECT_EQ(last("perf/die0_tc_cycles"), 0);
+  EXPECT_EQ(last(PerfSeriesName("v7x", kMxuBusy2 - 8)), 18446744073709551615.0);
+  EXPECT_EQ(last(PerfSeriesName("v7x", kMxuBusy2 + 8)), 0);
+}
+
+// Periodic samples that are counts per sample (the cycle counter's fit the time between
+// samples) are summed into the running total; running totals stay as they are (above).
+TEST(KernelProfilingReaderTest, PeriodicCountsPerSampleAreSummed) {
+  xp::XSpace space;
+  PlaneBuilder tpu(&space, "/device:TPU:0");
+  tpu.AddStat(tpu.plane()->mutable_stats(), "device_type_string")->set_str_value("TPU v7x");
+  for (int i = 0; i < 4; ++i) {
+    xp::XLine* line = tpu.Line("counters", 10'000 * i);  // 10 us apart: at most 19000 cycles
+    tpu.Sample(line, "CYCLES", kTcCycles, 0, 18000 + 100 * i);
+    tpu.Sample(line, "MXU_BUSY_2", kMxuBusy2, 0, 1000);
+  }
+  auto c = Read(space);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const CounterSeries* cycles = FindSeries(*c, "perf/die0_tc_cycles");
+  ASSERT_NE(cycles, nullptr);
+  EXPECT_EQ(cycles->value, (std::vector<double>{18000, 36100, 54300, 72600}));
+  const CounterSeries* mxu = FindSeries(*c, "perf/die0_tc_mxu_busy_2");
+  ASSERT_NE(mxu, nullptr);
+  EXPECT_EQ(mxu->value, (std::vector<double>{1000, 2000, 3000, 4000}));
+}
+
+// Kernels on the lines XProf treats as kernel lines besides XLA Ops.
+TEST(KernelProfilingReaderTest, PallasAndLloOpsLinesHoldKernels) {
+  xp::XSpace space;
+  PlaneBuilder tpu(&space, "/device:TPU:0");
+  tpu.AddStat(tpu.plane()->mutable_stats(), "device_type_string")->set_str_value("TPU v7x");
+  tpu.Event(tpu.Line("PALLAS Kernels", 0), "flash_attention", 0, 1'000'000);
+  tpu.Event(tpu.Line("Pallas Calls", 0), "matmul_kernel", 0, 1'000'000);
+  tpu.Event(tpu.Line("LLO Ops", 0), "llo.fusion", 0, 1'000'000);
+  tpu.Event(tpu.Line("Pallas Primitives", 0), "dot_general", 0, 1'000);
+  auto c = Read(space);
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::map<std::string, LineKind> kinds;
+  for (const EventBlock& b : c->blocks) kinds[b.line] = b.kind;
+  EXPECT_EQ(kinds.at("PALLAS Kernels"), LineKind::kOps);
+  EXPECT_EQ(kinds.at("Pallas Calls"), LineKind::kOps);
+  EXPECT_EQ(kinds.at("LLO Ops"), LineKind::kOps);
+  EXPECT_EQ(kinds.at("Pallas Primitives"), LineKind::kScopes);
+  std::set<std::string> kernels;
+  for (const KernelDef& k : c->kernels) kernels.insert(k.name);
+  EXPECT_TRUE(kernels.count("flash_attention") && kernels.count("llo.fusion"));
 }
 
 }  // namespace
