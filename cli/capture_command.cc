@@ -97,7 +97,7 @@ class CaptureCommand : public AggregatorCommand {
     cmd->add_flag("--kernel-profiling", kernel_profiling_,
                   "Sample TPU performance counters in kernels (XProf kernel profiling)");
     cmd->add_option("--counter-sets", counter_sets_,
-                    "Counter sets studied, recorded with the capture (comma-separated): "
+                    "XProf counter sets to sample (tpu_perf_counter_sets, comma-separated): "
                     "TC_COMPUTATION, TC_MEMORY, SC_ACTIVITY, SC_MEMORY, HBM")
         ->delimiter(',');
     counter_interval_ =
@@ -116,7 +116,7 @@ class CaptureCommand : public AggregatorCommand {
     scaling_ = cmd->add_option("--counter-scaling", scaling_value_,
                                "Bits each counter value is shifted right by (default 0)");
     size_bits_ = cmd->add_option("--counter-size-bits", size_bits_value_,
-                                 "Packed counter width 2^(n+3) bits, n 0-3 (default 1: 16 bits)");
+                                 "Packed counter width 2^(n+3) bits, n 0-3 (default 3: 64 bits)");
     cmd->add_option("--profiler-option", profiler_options_,
                     "Extra profiler option passed to every workload, KEY=VALUE; repeatable")
         ->allow_extra_args(false);

@@ -314,9 +314,9 @@ int WriteFailedCapture(const CaptureResult& result, const CaptureOptions& captur
   return kExitPartial;
 }
 
-// The merged timeline. Under kernel profiling only its first part: every host's counters are
-// sampled every 10 us, and the whole 2-second window of 4 hosts is 2 GB of Perfetto trace,
-// too much to open in a browser and 13 s to write on 2 cores.
+// The merged timeline. Under kernel profiling only its first part: every kernel execution
+// carries its counters (over a hundred per execution on v7x), and the whole window of 4 hosts
+// is too much Perfetto trace to open in a browser or to write quickly on 2 cores.
 constexpr int64_t kKernelProfilingTraceNs = 200'000'000;
 absl::StatusOr<ExportResult> ExportTrace(AggregatorClient& client, const DemoOptions& options,
                                          const std::string& capture_id, const std::string& dir) {
@@ -395,8 +395,9 @@ int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
   capture.display = options.display;
   capture.top = 10;
   if (options.kernel_profiling) {
+    // XProf's standard kernel profiling: each execution's own counts, as a TPU7x writes them
+    // (a `counters_<kernel>` line per execution), not periodic samples.
     capture.profiling.set_kernel_profiling(true);
-    capture.profiling.set_counter_interval_ns(10'000);
   }
   capture.timeout_ns = options.timeout_ns;
   absl::StatusOr<CaptureResult> result = RunCapture(client, capture, out, err);
@@ -429,7 +430,7 @@ int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
           << "  open it at https://ui.perfetto.dev\n";
       if (options.kernel_profiling && options.duration_ns > kKernelProfilingTraceNs) {
         out << "  its first " << FormatDurationPs(kKernelProfilingTraceNs * 1000)
-            << " only, with the counters sampled every 10 us (with --keep, podprof export "
+            << " only, each kernel execution with its counters (with --keep, podprof export "
             << result->capture_id << " writes the whole window)\n";
       }
     } else {

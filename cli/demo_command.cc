@@ -19,7 +19,8 @@ class DemoCommand : public Command {
     cmd->add_option("--generation", options_.generation, "TPU generation: v4, v5e, v5p, v6e or v7x")
         ->capture_default_str();
     cmd->add_flag("--kernel-profiling", options_.kernel_profiling,
-                  "Ask for in-kernel performance counters every 10 us (v7x simulates them)");
+                  "Ask for XProf's standard kernel profiling: each kernel execution's performance "
+                  "counters (v7x simulates them)");
     cmd->add_option("--throttle", options_.throttle,
                     "Throttle one simulated chip, HOST:CHIP:FRACTION (e.g. 1:0:0.3)");
     cmd->add_option("--duration", options_.duration_ns, "Length of the capture window, e.g. 2s")

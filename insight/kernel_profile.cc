@@ -5,6 +5,7 @@
 #include <cmath>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -51,6 +52,7 @@ class DieCounters {
     }
   }
   bool empty() const { return sum_.empty(); }
+  bool Has(absl::string_view key) const { return sum_.count(std::string(key)) > 0; }
   double Get(absl::string_view key) const {
     auto it = sum_.find(std::string(key));
     return it == sum_.end() ? 0 : it->second;
@@ -90,7 +92,7 @@ class DieCounters {
 // Adds a row when any of its counters was sampled.
 void Row(std::vector<UtilizationRow>* rows, const char* name, bool any, double achieved,
          double peak, const char* unit) {
-  if (any && peak > 0) rows->push_back({name, achieved, peak, unit});
+  if (peak > 0) rows->push_back({name, achieved, peak, unit, any});
 }
 
 // The MXU cycles of MXU `m` (XProf: instructions by source and precision x their CPI).
@@ -162,12 +164,12 @@ void XluRows(const DieCounters& c, double cycles, int cycles_per_xlu,
 void TcRows(const DieCounters& c, double cycles, bool v6e, int cycles_per_xlu,
             std::vector<UtilizationRow>* rows) {
   if (!v6e) {
-    bool pm = true;
-    Row(rows, "Clocks Skipped", pm, c.Get("pwrmgr_clocks_skipped"), cycles, "cycles");
-    Row(rows, "Ext Throttle Clocks Skipped", pm, c.Get("pwrmgr_ext_throttle_clocks_skipped"),
-        cycles, "cycles");
-    Row(rows, "LDIDT Droop Clocks Skipped", pm, c.Get("pwrmgr_ldidt_droop_clocks_skipped"), cycles,
-        "cycles");
+    for (const auto& [row, counter] :
+         {std::pair<const char*, const char*>{"Clocks Skipped", "pwrmgr_clocks_skipped"},
+          {"Ext Throttle Clocks Skipped", "pwrmgr_ext_throttle_clocks_skipped"},
+          {"LDIDT Droop Clocks Skipped", "pwrmgr_ldidt_droop_clocks_skipped"}}) {
+      Row(rows, row, c.Has(counter), c.Get(counter), cycles, "cycles");
+    }
   }
   bool any = false;
   double n = c.Tc({"scalar_alu_instruction_0", "scalar_alu_instruction_1"}, &any);
@@ -228,6 +230,42 @@ void IciRows(const DieCounters& c, const DieCounters& die0, bool v6e,
   Row(rows, "ICI (Write)", wr_any, kIciBytesPerFlit * wr, peak, "bytes");
 }
 
+// One SparseCore's rows (XProf's ComputeTpuv7xScUnitUtilization and its v6e twin), named
+// "SparseCore <core>: <row>": its tiles' scalar and vector issue against tile 0's cycles x 16
+// tiles, and its sequencer's against its own cycles. None without those cycles.
+void SparseCoreRows(const DieCounters& c, int core, bool v6e, std::vector<UtilizationRow>* rows) {
+  const std::string sc = absl::StrCat("sc_", core, "_");
+  const std::string tec = sc + (v6e ? "sct_" : "sctd_"), vec = sc + (v6e ? "sct_" : "sctc_");
+  const double tile_cycles = c.Get(tec + "0_cycles"), scs_cycles = c.Get(sc + "scs_cycles");
+  auto row = [&](const std::string& prefix, absl::string_view counter, absl::string_view name,
+                 double peak) {
+    bool any = false;
+    const double n = c.Matching(prefix, {absl::StrCat("_", counter)}, &any);
+    const std::string full = absl::StrCat("SparseCore ", core, ": ", name);
+    Row(rows, full.c_str(), any, n, peak, "instructions");
+  };
+  if (tile_cycles > 0) {
+    row(tec, "tec_scalar_issue", "TEC Scalar Issue", 16 * tile_cycles);
+    row(tec, "tec_s0_instruction", "TEC Scalar Issue: S0 slot", 16 * tile_cycles);
+    row(tec, "tec_s1_instruction", "TEC Scalar Issue: S1 slot", 16 * tile_cycles);
+    row(tec, "tec_smisc_instruction", "TEC Scalar Issue: Smisc slot", 16 * tile_cycles);
+    row(vec, "vector_issue", "SC Vector Issue", 16 * tile_cycles);
+    // XProf spells three of v6e's slot rows without the space ("SC Vector Issue:V0 Slot").
+    for (const char* slot : {"V0", "V1", "V2", "VLD", "VST", "VEX", "VRES"}) {
+      const absl::string_view sl = slot;
+      const bool tight = v6e && (sl == "V0" || sl == "VEX" || sl == "VRES");
+      row(vec, absl::AsciiStrToLower(absl::StrCat(slot, "_instruction")),
+          absl::StrCat("SC Vector Issue", tight ? ":" : ": ", slot, " Slot"), 16 * tile_cycles);
+    }
+  }
+  if (scs_cycles > 0) {
+    row(sc + "scs", "scalar_issue", "SCS Scalar Issue", scs_cycles);
+    row(sc + "scs", "s0_instruction", "SCS: S0 Slot", scs_cycles);
+    row(sc + "scs", "s1_instruction", "SCS: S1 Slot", scs_cycles);
+    row(sc + "scs", "smisc_instruction", "SCS: Smisc Slot", scs_cycles);
+  }
+}
+
 // The busy share of each unit, from the rows it is read from.
 std::map<std::string, double> UnitsOf(const std::vector<UtilizationRow>& rows) {
   static const std::pair<const char*, const char*> kFrom[] = {
@@ -260,7 +298,7 @@ DieProfile DieFigures(const trace::ChipGeneration& g, const std::map<std::string
   TcRows(c, out.cycles, v6e, std::max(1, g.xlu_cycles_per_instruction), &out.rows);
   HbmRows(c, g, &out.rows);
   if (die == 0) IciRows(dies_named ? DieCounters(totals, "die1_") : c, c, v6e, &out.rows);
-  out.units = UnitsOf(out.rows);
+  for (int core = 0; core < 2; ++core) SparseCoreRows(c, core, v6e, &out.rows);
   if (!v6e) {
     out.power_manager = true;
     out.throttled = c.Get("pwrmgr_clocks_skipped") / out.cycles;
@@ -298,6 +336,7 @@ std::vector<UtilizationRow> Pool(const std::vector<DieProfile>& dies) {
       } else {
         it->achieved += r.achieved;
         it->peak += r.peak;
+        it->measured = it->measured || r.measured;
       }
     }
   }
@@ -338,7 +377,13 @@ KernelProfile ProfileFromCounters(const trace::ChipGeneration* generation,
     p.power_manager = p.power_manager || d.power_manager;
   }
   p.rows = Pool(p.dies);
+  auto unmeasured = [](const UtilizationRow& r) { return !r.measured; };
+  p.rows.erase(std::remove_if(p.rows.begin(), p.rows.end(), unmeasured), p.rows.end());
   p.units = UnitsOf(p.rows);
+  for (DieProfile& d : p.dies) {
+    d.rows.erase(std::remove_if(d.rows.begin(), d.rows.end(), unmeasured), d.rows.end());
+    d.units = UnitsOf(d.rows);
+  }
   if (p.cycles > 0) p.throttled = skipped / p.cycles;
   if (p.rows.empty()) p.missing = "no cycle count on any die";
   // A chip of one TensorCore has no die to tell apart.

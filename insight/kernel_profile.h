@@ -38,6 +38,9 @@ struct UtilizationRow {
   double achieved = 0;
   double peak = 0;
   std::string unit;
+  // Whether any of its counters was sampled. Rows that none was are not shown (XProf shows
+  // them as 0); they still count in the pooled peak, as in XProf's pooling.
+  bool measured = true;
   double Share() const { return peak > 0 ? achieved / peak : 0; }
 };
 

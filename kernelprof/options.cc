@@ -22,6 +22,8 @@ namespace {
 using ComponentCounters = v1::CaptureOptions::ComponentCounters;
 
 constexpr char kEnableSamplingKey[] = "tpu_enable_periodic_counter_sampling";
+constexpr char kKernelProfilingKey[] = "tpu_enable_kernel_profiling";
+constexpr char kCounterSetsKey[] = "tpu_perf_counter_sets";
 constexpr char kPerfCountersKey[] = "tpu_perf_counters";
 // Unshifted 64-bit values unless asked otherwise (XProf's default width): narrower values save
 // trace space but wrap, and a counter that wraps more than once between two samples (across an
@@ -60,21 +62,26 @@ std::string KernelOnlyFieldSet(const v1::CaptureOptions& o) {
   return "";
 }
 
-// The counters a set stands for: indices within a component, at the register offsets of
-// TPU7x's statistics blocks (trace/perf_counter_ids_v7x.inc; index = (id - block start) / 8).
-// TC_COMPUTATION: cycles, the scalar ALUs, the four vector ALUs, MXU busy 0-2 and XLU busy
-// 0-2, what the Utilization Viewer's compute rows need; TC_MEMORY: cycles, vector stores and
-// loads; SC_ACTIVITY: a SparseCore sequencer's cycles and scalar issue slots; SC_MEMORY: a
-// SparseCore tile's cycles and vector loads and stores. Empty for HBM: XProf documents no
-// component that samples HBM controllers.
-std::vector<std::pair<std::string, std::vector<uint32_t>>> SetCounters(absl::string_view set) {
-  if (set == "TC_COMPUTATION") {
-    return {{"tc", {0, 10, 11, 31, 32, 33, 34, 56, 57, 58, 73, 74, 75}}};
-  }
-  if (set == "TC_MEMORY") return {{"tc", {0, 35, 37, 38}}};
-  if (set == "SC_ACTIVITY") return {{"scs", {0, 1, 3, 4, 5}}};
-  if (set == "SC_MEMORY") return {{"sctc", {0, 5, 6}}};
+// The components whose counters a set names (XProf's docs/kernel-profiling.md, "Using
+// default counter sets"). The docs do not list the sets' indices: the workload adds them.
+std::vector<std::string> SetComponents(absl::string_view set) {
+  if (set == "TC_COMPUTATION" || set == "TC_MEMORY") return {"tc"};
+  if (set == "SC_ACTIVITY" || set == "SC_MEMORY") return {"scs", "sctc", "sctd"};
+  if (set == "HBM") return {"cmn"};
   return {};
+}
+
+// True when `o` asks for kernel profiling and nothing more: XProf's standard kernel profiling
+// (`tpu_enable_kernel_profiling`), the runtime's own counters and schedule.
+bool StandardKernelProfiling(const v1::CaptureOptions& o) {
+  return o.kernel_profiling() && KernelOnlyFieldSet(o).empty();
+}
+
+// The sets `o` sends in `tpu_perf_counter_sets`: its own, or with neither sets nor counters
+// (only a schedule or packing) TC_COMPUTATION and TC_MEMORY, what podprof's utilizations need.
+std::vector<std::string> SentSets(const v1::CaptureOptions& o) {
+  if (o.counter_sets().empty() && o.counters().empty()) return {"TC_COMPUTATION", "TC_MEMORY"};
+  return {o.counter_sets().begin(), o.counter_sets().end()};
 }
 
 absl::Status ValidateCounters(const v1::CaptureOptions& o) {
@@ -114,12 +121,6 @@ absl::Status ValidateSampling(const v1::CaptureOptions& o) {
     if (!sets.insert(s).second) {
       return absl::InvalidArgumentError(absl::StrCat("counter set \"", s, "\" is given twice"));
     }
-    if (SetCounters(s).empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "counter set \"", s,
-          "\" cannot be sampled: XProf documents no sampling component for HBM; sample the "
-          "TensorCore's loads and stores (TC_MEMORY) or name counters with --counters"));
-    }
   }
   const int64_t interval_ns = static_cast<int64_t>(o.counter_interval_ns());
   if (o.counter_interval_ns() != 0) {
@@ -154,9 +155,12 @@ absl::Status ValidateSampling(const v1::CaptureOptions& o) {
 // The keys podprof itself puts in advanced_configuration for `o`.
 std::set<std::string> BuiltKeys(const v1::CaptureOptions& o) {
   std::set<std::string> keys;
-  if (o.kernel_profiling()) {
+  if (StandardKernelProfiling(o)) {
+    keys.insert(kKernelProfilingKey);
+  } else if (o.kernel_profiling()) {
     keys.insert(kEnableSamplingKey);
-    for (const ComponentCounters& c : EffectiveCounters(o)) {
+    if (!CounterSetsText(o).empty()) keys.insert(kCounterSetsKey);
+    for (const ComponentCounters& c : SampledComponents(o)) {
       keys.insert(SamplingOptionsKey(c.component()));
     }
   }
@@ -203,17 +207,16 @@ const std::vector<std::string>& CounterSets() {
   return *kSets;
 }
 
-std::vector<ComponentCounters> EffectiveCounters(const v1::CaptureOptions& options) {
-  std::map<std::string, std::set<uint32_t>> by_component;
+std::vector<ComponentCounters> SampledComponents(const v1::CaptureOptions& options) {
+  std::map<std::string, std::vector<uint32_t>> by_component;
+  if (!options.kernel_profiling() || StandardKernelProfiling(options)) return {};
   for (const ComponentCounters& c : options.counters()) {
-    by_component[c.component()].insert(c.indices().begin(), c.indices().end());
+    by_component[c.component()].assign(c.indices().begin(), c.indices().end());
   }
-  std::vector<std::string> sets(options.counter_sets().begin(), options.counter_sets().end());
-  if (sets.empty() && options.counters().empty()) sets = {"TC_COMPUTATION", "TC_MEMORY"};
-  for (const std::string& set : sets) {
-    for (const auto& [component, indices] : SetCounters(set)) {
-      by_component[component].insert(indices.begin(), indices.end());
-    }
+  // A set's component without counters of its own still gets its options, so that the
+  // capture's schedule and packing apply to the set's counters too.
+  for (const std::string& set : SentSets(options)) {
+    for (const std::string& component : SetComponents(set)) by_component[component];
   }
   std::vector<ComponentCounters> out;
   for (const auto& [component, indices] : by_component) {
@@ -223,6 +226,11 @@ std::vector<ComponentCounters> EffectiveCounters(const v1::CaptureOptions& optio
     out.push_back(std::move(c));
   }
   return out;
+}
+
+std::string CounterSetsText(const v1::CaptureOptions& options) {
+  if (!options.kernel_profiling() || StandardKernelProfiling(options)) return "";
+  return absl::StrJoin(SentSets(options), ",");
 }
 
 std::string SamplingOptionsKey(absl::string_view component) {
@@ -268,9 +276,14 @@ absl::Status FillProfileOptions(const v1::CaptureOptions& options,
                                                                      : 1);
   profile->set_python_tracer_level(options.python_tracer_level());
   auto& config = *profile->mutable_advanced_configuration();
-  if (options.kernel_profiling()) {
+  if (StandardKernelProfiling(options)) {
+    config[kKernelProfilingKey].set_bool_value(true);
+  } else if (options.kernel_profiling()) {
     config[kEnableSamplingKey].set_bool_value(true);
-    for (const ComponentCounters& c : EffectiveCounters(options)) {
+    if (std::string sets = CounterSetsText(options); !sets.empty()) {
+      config[kCounterSetsKey].set_string_value(sets);
+    }
+    for (const ComponentCounters& c : SampledComponents(options)) {
       config[SamplingOptionsKey(c.component())].set_string_value(SamplingOptionsText(options, c));
     }
   }

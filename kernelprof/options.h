@@ -1,12 +1,22 @@
 // Kernel-profiling options: how a capture's CaptureOptions become the workload profiler's
 // ProfileOptions, spelled as XProf documents them (docs/kernel-profiling.md and
-// docs/advanced_profiler_options.md in openxla/xprof):
+// docs/advanced_profiler_options.md in openxla/xprof). `--kernel-profiling` alone is XProf's
+// standard kernel profiling ("profiles some standard TC counters every 1 us"):
 //
-//   tpu_enable_periodic_counter_sampling            bool   true with kernel_profiling
+//   tpu_enable_kernel_profiling                     bool   true
+//
+// With counters, sets, an interval, a trigger, scaling or a counter size it is periodic
+// sampling, configured per component:
+//
+//   tpu_enable_periodic_counter_sampling            bool   true
 //   tpu_<component>_perf_counter_sampling_options   string "interval_us:1 scaling:0
 //                                                    counter_size_bits:1 indices:10 indices:11"
 //                                                    (is_external_trigger:true in place of
 //                                                    interval_us)
+//   tpu_perf_counter_sets                           string "TC_COMPUTATION,TC_MEMORY"
+//
+// and in either case
+//
 //   tpu_perf_counters                               bool   true with perf_counters
 //
 // plus the client's own KEY=VALUE entries. The aggregator validates a request with
@@ -28,16 +38,23 @@ namespace podprof::kernelprof {
 // The components whose counters XProf samples, lower case, as in the option names.
 const std::vector<std::string>& Components();
 
-// The counter sets podprof knows (upper case). They are podprof's own names for groups of
-// counter indices (XProf documents no option that names sets): a capture asks for the indices
-// they stand for (EffectiveCounters). HBM is known but cannot be sampled, and says so.
+// The counter sets XProf documents for `tpu_perf_counter_sets` (upper case): TC_COMPUTATION
+// and TC_MEMORY (tc), SC_ACTIVITY and SC_MEMORY (scs, sctc, sctd), HBM (cmn). They are sent by
+// name; the workload adds the indices each stands for (XProf's docs do not list them).
 const std::vector<std::string>& CounterSets();
 
-// The counters a capture asks each component for: its --counters, plus the indices of its
-// counter sets, plus, when it names neither, TC_COMPUTATION and TC_MEMORY (what the
-// utilizations podprof computes need). Sorted by component, indices increasing and distinct.
-std::vector<v1::CaptureOptions::ComponentCounters> EffectiveCounters(
+// The components whose `tpu_<component>_perf_counter_sampling_options` a capture sends, with
+// their indices: each --counters entry, plus every component a counter set covers (without
+// indices of its own, so that the capture's schedule and packing reach the set's counters).
+// Empty for standard kernel profiling and without kernel_profiling. Sorted by component.
+std::vector<v1::CaptureOptions::ComponentCounters> SampledComponents(
     const v1::CaptureOptions& options);
+
+// The value of `tpu_perf_counter_sets`: the capture's counter sets in their order,
+// comma-separated, or with neither sets nor counters "TC_COMPUTATION,TC_MEMORY" (what
+// podprof's utilizations need); empty when the key is not sent (standard kernel profiling,
+// counters without sets, no kernel_profiling).
+std::string CounterSetsText(const v1::CaptureOptions& options);
 
 // The advanced_configuration key of a component's sampling options,
 // "tpu_<component>_perf_counter_sampling_options".

@@ -103,9 +103,8 @@ class ChipPlane {
     AddOpMetadata();
     AddLines(window.counters);
     if (window.kernel_profiling.requested && model.generation().kernel_profiling) {
-      kernel_profile_ =
-          std::make_unique<KernelProfileWriter>(model, time, chip, window.kernel_profiling.tc,
-                                                stats_, plane, window.max_samples_per_chip);
+      kernel_profile_ = std::make_unique<KernelProfileWriter>(
+          model, time, chip, window.kernel_profiling, stats_, plane, window.max_samples_per_chip);
     }
   }
 
@@ -365,7 +364,13 @@ void AddKernelProfilingWarnings(const PodModel& model, const KernelProfilingRequ
   for (const std::string& component : request.ignored_components) {
     space.add_warnings(absl::StrCat("tpu_", component,
                                     "_perf_counter_sampling_options: this host has no such "
-                                    "component to sample; only TensorCore counters were sampled"));
+                                    "component to sample; only TensorCore, power manager, CMN "
+                                    "and HBM controller counters were sampled"));
+  }
+  for (const std::string& set : request.ignored_sets) {
+    space.add_warnings(absl::StrCat(kCounterSetsKey, ": ", set,
+                                    " counts SparseCore counters and this host has no "
+                                    "SparseCore; the set was not sampled"));
   }
 }
 

@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <deque>
+#include <iterator>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -23,10 +27,84 @@ constexpr PerfCounterId kV7x[] = {
 #include "trace/perf_counter_ids_v7x.inc"
 };
 
-// v7x's second die repeats the first's registers this much higher.
-constexpr uint64_t kV7xDieStride = 0x20000000;
 // Consecutive counters of a block are 8 bytes apart.
 constexpr uint64_t kCounterStride = 8;
+
+const PerfCounterId* Find(absl::Span<const PerfCounterId> table, uint64_t id) {
+  auto it = std::lower_bound(table.begin(), table.end(), id,
+                             [](const PerfCounterId& c, uint64_t v) { return c.id < v; });
+  return it == table.end() || it->id != id ? nullptr : &*it;
+}
+
+// v7x's die-1 registers the published table lacks, named after their die-0 twins (the table
+// is a best-effort list: it has fewer than half as many DIE1 names as DIE0 ones). Sorted by id;
+// built once, never freed, so the names can be handed out as string_views.
+absl::Span<const PerfCounterId> V7xDerivedDie1() {
+  static const std::vector<PerfCounterId>* const kDerived = [] {
+    auto* names = new std::deque<std::string>;  // a deque: its strings never move
+    auto* out = new std::vector<PerfCounterId>;
+    for (const PerfCounterId& c : kV7x) {
+      const absl::string_view name = c.name;
+      const size_t at = name.find("_DIE0_");
+      if (at == absl::string_view::npos || Find(kV7x, c.id + kV7xDieStride) != nullptr) continue;
+      std::string& twin = names->emplace_back(name);
+      twin.replace(at, 6, "_DIE1_");
+      out->push_back({c.id + kV7xDieStride, twin.c_str()});
+    }
+    return out;  // sorted: kV7x is, and every id moved by the same stride
+  }();
+  return *kDerived;
+}
+
+// The statistics block a component's counter indices count in: the register-name prefix
+// after "VF_CHIP_" (XProf's docs/kernel-profiling.md, "Determining Counter Indices"), on v7x
+// and on v6e (empty: v6e has no such block). Die-1 blocks of v7x are the die-0 ones plus
+// kV7xDieStride, except ICR's, which belongs to the chiplet, not to a die.
+struct ComponentBlock {
+  absl::string_view component;
+  absl::string_view v7x_prefix;
+  absl::string_view v6e_prefix;
+};
+constexpr ComponentBlock kComponentBlocks[] = {
+    {"tc", "DIE0_TC_TCS_TC_MISC_TCS_STATS_TCS_STATS_COUNTERS_",
+     "TC_TCS_TC_MISC_TCS_STATS_TCS_STATS_COUNTERS_"},
+    {"scs", "DIE0_SC_0_SCS_SC_STATS_COUNTERS_", "SC_0_SCS_SC_STATS_COUNTERS_"},
+    {"sctc", "DIE0_SC_0_SCTC_0_SC_STATS_COUNTERS_", ""},
+    {"sctd", "DIE0_SC_0_SCTD_0_SC_STATS_COUNTERS_", ""},
+    {"cmn", "DIE0_CMN_CMNUR_0_CMN_STATS_DEBUG_FIXED_STATS_COUNTERS_", ""},
+    {"icr", "CHIPLET_ICR_ICR_DATA_0_DEBUG_DOMAIN_ICR_DATA_STATS_PACKET_COUNTERS_", ""},
+};
+
+// The lowest id of the table's registers named "VF_CHIP_" + `prefix`: the block's counter 0
+// (in every block it is the cycle counter, or for ICR the first link's first counter).
+// nullopt for an empty prefix or one the table lacks.
+std::optional<uint64_t> FirstRegister(absl::Span<const PerfCounterId> table,
+                                      absl::string_view prefix) {
+  if (prefix.empty()) return std::nullopt;
+  const std::string full = absl::StrCat("VF_CHIP_", prefix);
+  std::optional<uint64_t> first;
+  for (const PerfCounterId& c : table) {
+    if (absl::StartsWith(c.name, full) && (!first || c.id < *first)) first = c.id;
+  }
+  return first;
+}
+
+// FirstRegister of every component, by generation, found once.
+struct BlockStarts {
+  std::optional<uint64_t> v7x[std::size(kComponentBlocks)];
+  std::optional<uint64_t> v6e[std::size(kComponentBlocks)];
+};
+const BlockStarts& Starts() {
+  static const BlockStarts* const kStarts = [] {
+    auto* s = new BlockStarts;
+    for (size_t i = 0; i < std::size(kComponentBlocks); ++i) {
+      s->v7x[i] = FirstRegister(kV7x, kComponentBlocks[i].v7x_prefix);
+      s->v6e[i] = FirstRegister(kV6e, kComponentBlocks[i].v6e_prefix);
+    }
+    return s;
+  }();
+  return *kStarts;
+}
 
 }  // namespace
 
@@ -41,11 +119,15 @@ absl::Span<const PerfCounterId> PerfCounterTable(absl::string_view generation) {
 }
 
 std::optional<absl::string_view> PerfCounterName(absl::string_view generation, uint64_t id) {
-  absl::Span<const PerfCounterId> table = PerfCounterTable(generation);
-  auto it = std::lower_bound(table.begin(), table.end(), id,
-                             [](const PerfCounterId& c, uint64_t v) { return c.id < v; });
-  if (it == table.end() || it->id != id) return std::nullopt;
-  return absl::string_view(it->name);
+  if (const PerfCounterId* c = Find(PerfCounterTable(generation), id); c != nullptr) {
+    return absl::string_view(c->name);
+  }
+  if (generation == "v7x") {
+    if (const PerfCounterId* c = Find(V7xDerivedDie1(), id); c != nullptr) {
+      return absl::string_view(c->name);
+    }
+  }
+  return std::nullopt;
 }
 
 std::string ShortPerfCounterName(absl::string_view register_name) {
@@ -77,16 +159,28 @@ std::optional<uint64_t> PerfSeriesId(absl::string_view generation, absl::string_
   for (const PerfCounterId& c : PerfCounterTable(generation)) {
     if (ShortPerfCounterName(c.name) == series_name) return c.id;
   }
+  if (generation == "v7x") {
+    for (const PerfCounterId& c : V7xDerivedDie1()) {
+      if (ShortPerfCounterName(c.name) == series_name) return c.id;
+    }
+  }
   return std::nullopt;
 }
 
 std::optional<uint64_t> ComponentCounterId(absl::string_view generation,
                                            absl::string_view component, int die, int index) {
-  if (index < 0 || component != "tc") return std::nullopt;
-  // The TensorCore block starts at its cycle counter (index 0).
-  if (generation == "v6e" && die == 0) return 3257466888u + kCounterStride * index;
-  if (generation == "v7x" && (die == 0 || die == 1)) {
-    return 2791874568u + kV7xDieStride * static_cast<uint64_t>(die) + kCounterStride * index;
+  if (index < 0) return std::nullopt;
+  for (size_t i = 0; i < std::size(kComponentBlocks); ++i) {
+    const ComponentBlock& b = kComponentBlocks[i];
+    if (b.component != component) continue;
+    std::optional<uint64_t> first;
+    if (generation == "v6e" && die == 0) first = Starts().v6e[i];
+    if (generation == "v7x" && (die == 0 || (die == 1 && component != "icr"))) {
+      first = Starts().v7x[i];
+      if (first) *first += kV7xDieStride * static_cast<uint64_t>(die);
+    }
+    if (!first) return std::nullopt;
+    return *first + kCounterStride * static_cast<uint64_t>(index);
   }
   return std::nullopt;
 }

@@ -2,15 +2,18 @@
 // tool's end-of-profile snapshots) carry them: ids, names, and the series podprof keeps of them.
 //
 // A counter is identified by its `performance_counter_id`, the address of its register; the
-// tables of v6e and v7x (trace/perf_counter_ids_*.inc) give each id its register name. A
-// sampled counter becomes one CounterSeries per (chip, counter), named kPerfSeriesPrefix plus
-// the short name: the register name with its common infixes dropped, lower case
+// tables of v6e and v7x (trace/perf_counter_ids_*.inc, generated from XProf's published
+// headers by scripts/gen-perf-counter-ids.py) give each id its register name. v7x's second die
+// repeats the first's registers 0x20000000 higher; where the table lacks a die-1 name it is
+// the die-0 twin's with DIE0 read DIE1. A sampled counter becomes one CounterSeries per
+// (chip, counter), named kPerfSeriesPrefix plus the short name: the register name with its
+// common infixes dropped, lower case
 // ("VF_CHIP_DIE0_TC_TCS_TC_MISC_TCS_STATS_TCS_STATS_COUNTERS_UNPRIVILEGED_COUNT_MXU_BUSY_2" is
 // "perf/die0_tc_mxu_busy_2"). Such a series is a running total (CounterKind::kCumulative):
 // the reader undoes the packed width's wrap-around and the sampling's scaling.
 //
 // Sampling is requested per component (`tpu_<component>_perf_counter_sampling_options`) by
-// counter index: the id is the component's first register plus 8 x index, on every die.
+// counter index: the id is the component's first register plus 8 x index (ComponentCounterId).
 #ifndef PODPROF_TRACE_PERF_COUNTERS_H_
 #define PODPROF_TRACE_PERF_COUNTERS_H_
 
@@ -25,6 +28,9 @@
 
 namespace podprof::trace {
 
+// v7x's second die repeats the first die's registers this much higher.
+inline constexpr uint64_t kV7xDieStride = 0x20000000;
+
 struct PerfCounterId {
   uint64_t id;
   const char* name;  // the register name, upper case, as in the published tables
@@ -36,10 +42,13 @@ inline constexpr absl::string_view kPerfSeriesPrefix = "perf/";
 // True for the name of a performance counter series.
 bool IsPerfSeries(absl::string_view series_name);
 
-// The counter table of a generation ("v6e", "v7x"), sorted by id; empty for the others.
+// The counter table of a generation ("v6e", "v7x") as XProf publishes it, sorted by id (900
+// and 2933 entries); empty for the others.
 absl::Span<const PerfCounterId> PerfCounterTable(absl::string_view generation);
 
-// The register name of `id` on `generation`; nullopt when the table lacks it.
+// The register name of `id` on `generation`: the table's, or on v7x, for a die-1 id the table
+// lacks, its die-0 twin's (id - 0x20000000) with "_DIE0_" read "_DIE1_". nullopt when neither
+// names it. The view stays valid for the life of the program.
 std::optional<absl::string_view> PerfCounterName(absl::string_view generation, uint64_t id);
 
 // "die0_tc_mxu_busy_2" for the register name above: "VF_CHIP_" and the statistics-block
@@ -57,9 +66,22 @@ std::optional<uint64_t> PerfSeriesId(absl::string_view generation, absl::string_
 // The components that sample counters (`tpu_<name>_perf_counter_sampling_options`).
 inline constexpr absl::string_view kPerfComponents[] = {"tc", "scs", "sctc", "sctd", "cmn", "icr"};
 
-// The id of counter `index` of `component` on die `die` of `generation`: the component's
-// first register + 8 x index. nullopt where podprof does not know the component's registers
-// on that generation (cmn and icr; everything before v6e).
+// The id of counter `index` of `component` on die `die` of `generation`: the first register
+// of the component's statistics block + 8 x index. The blocks are those XProf's
+// docs/kernel-profiling.md names for each component ("Determining Counter Indices"), and a
+// block's first register is the lowest id the table gives it (its counter 0):
+//
+//   tc    VF_CHIP_DIE0_TC_TCS_TC_MISC_TCS_STATS_TCS_STATS_COUNTERS_*  (v6e: VF_CHIP_TC_TCS_...)
+//   scs   VF_CHIP_DIE0_SC_0_SCS_SC_STATS_COUNTERS_*                  (v6e: VF_CHIP_SC_0_SCS_...)
+//   sctc  VF_CHIP_DIE0_SC_0_SCTC_0_SC_STATS_COUNTERS_*               (v7x only)
+//   sctd  VF_CHIP_DIE0_SC_0_SCTD_0_SC_STATS_COUNTERS_*               (v7x only)
+//   cmn   VF_CHIP_DIE0_CMN_CMNUR_0_CMN_STATS_DEBUG_FIXED_STATS_COUNTERS_*  (v7x only)
+//   icr   VF_CHIP_CHIPLET_ICR_ICR_DATA_0_DEBUG_DOMAIN_ICR_DATA_STATS_PACKET_COUNTERS_*
+//         (v7x only; the chiplet's, so die 0 only)
+//
+// Die 1 (v7x) is die 0's block + 0x20000000. The index is not bounded by what the table
+// lists: a block may hold registers the best-effort table lacks. nullopt for a component the
+// generation lacks, a die it does not have, a negative index, and generations before v6e.
 std::optional<uint64_t> ComponentCounterId(absl::string_view generation,
                                            absl::string_view component, int die, int index);
 

@@ -65,21 +65,51 @@ TEST(KernelProfilingOptionsTest, PeriodicSamplingIsSpelledAsXprofDocumentsIt) {
   v1::CaptureOptions o = KernelOptions();
   ASSERT_TRUE(ParseCountersFlag("SCS:0,3", &o).ok());  // components are case-insensitive
   o.add_counter_sets("TC_COMPUTATION");
+  o.add_counter_sets("HBM");
   tensorflow::ProfileOptions p;
   ASSERT_TRUE(FillProfileOptions(o, &p).ok());
-  // A counter set adds its indices to the component's own (TC_COMPUTATION: cycles, scalar and
-  // vector ALUs, MXU and XLU busy).
+  // The sets go by name, as documented; the workload adds their indices. HBM's component
+  // (cmn) gets the capture's schedule with no indices of its own.
   EXPECT_EQ(Config(p),
             (std::map<std::string, std::string>{
                 {"tpu_enable_periodic_counter_sampling", "bool:true"},
+                {"tpu_perf_counter_sets", "string:TC_COMPUTATION,HBM"},
                 {"tpu_tc_perf_counter_sampling_options",
-                 "string:interval_us:1 scaling:0 counter_size_bits:3 indices:0 indices:10 "
-                 "indices:11 indices:31 indices:32 indices:33 indices:34 indices:56 indices:57 "
-                 "indices:58 indices:73 indices:74 indices:75"},
+                 "string:interval_us:1 scaling:0 counter_size_bits:3 indices:10 indices:11 "
+                 "indices:56"},
                 {"tpu_scs_perf_counter_sampling_options",
-                 "string:interval_us:1 scaling:0 counter_size_bits:3 indices:0 indices:3"}}));
+                 "string:interval_us:1 scaling:0 counter_size_bits:3 indices:0 indices:3"},
+                {"tpu_cmn_perf_counter_sampling_options",
+                 "string:interval_us:1 scaling:0 counter_size_bits:3"}}));
   EXPECT_EQ(p.device_tracer_level(), 1u);
   EXPECT_EQ(p.python_tracer_level(), 0u);
+}
+
+// Every set XProf documents is sent, each covering its documented components.
+TEST(KernelProfilingOptionsTest, EveryDocumentedSetIsSentWithItsComponents) {
+  EXPECT_EQ(CounterSets(), (std::vector<std::string>{"TC_COMPUTATION", "TC_MEMORY", "SC_ACTIVITY",
+                                                     "SC_MEMORY", "HBM"}));
+  v1::CaptureOptions o;
+  o.set_kernel_profiling(true);
+  for (const std::string& set : CounterSets()) o.add_counter_sets(set);
+  ASSERT_TRUE(ValidateCaptureOptions(o).ok()) << ValidateCaptureOptions(o);
+  EXPECT_EQ(CounterSetsText(o), "TC_COMPUTATION,TC_MEMORY,SC_ACTIVITY,SC_MEMORY,HBM");
+  std::vector<std::string> components;
+  for (const auto& c : SampledComponents(o)) {
+    components.push_back(c.component());
+    EXPECT_TRUE(c.indices().empty()) << c.component();
+  }
+  EXPECT_EQ(components, (std::vector<std::string>{"cmn", "scs", "sctc", "sctd", "tc"}));
+  tensorflow::ProfileOptions p;
+  ASSERT_TRUE(FillProfileOptions(o, &p).ok());
+  EXPECT_EQ(Config(p)["tpu_sctd_perf_counter_sampling_options"],
+            "string:scaling:0 counter_size_bits:3");
+  // Counters without sets send no set.
+  v1::CaptureOptions counters = KernelOptions();
+  EXPECT_EQ(CounterSetsText(counters), "");
+  tensorflow::ProfileOptions q;
+  ASSERT_TRUE(FillProfileOptions(counters, &q).ok());
+  EXPECT_EQ(Config(q).count("tpu_perf_counter_sets"), 0u);
 }
 
 TEST(KernelProfilingOptionsTest, ExternalTriggerReplacesTheInterval) {
@@ -104,21 +134,38 @@ TEST(KernelProfilingOptionsTest, NoIntervalLeavesTheWorkloadsDefault) {
             "string:scaling:0 counter_size_bits:3 indices:10 indices:11 indices:56");
 }
 
-// --kernel-profiling alone asks for what the utilizations need: TC_COMPUTATION and TC_MEMORY.
-TEST(KernelProfilingOptionsTest, NoCountersAsksForTheUtilizationSets) {
+// --kernel-profiling alone is XProf's standard kernel profiling: one switch, the runtime's
+// own counters and schedule.
+TEST(KernelProfilingOptionsTest, KernelProfilingAloneIsXprofsStandardKernelProfiling) {
   v1::CaptureOptions o;
   o.set_kernel_profiling(true);
   tensorflow::ProfileOptions p;
   ASSERT_TRUE(FillProfileOptions(o, &p).ok());
-  EXPECT_EQ(Config(p)["tpu_tc_perf_counter_sampling_options"],
-            "string:scaling:0 counter_size_bits:3 indices:0 indices:10 indices:11 indices:31 "
-            "indices:32 indices:33 indices:34 indices:35 indices:37 indices:38 indices:56 "
-            "indices:57 indices:58 indices:73 indices:74 indices:75");
-  // HBM is a set podprof knows but no component samples: refused, saying so.
+  EXPECT_EQ(Config(p),
+            (std::map<std::string, std::string>{{"tpu_enable_kernel_profiling", "bool:true"}}));
+  EXPECT_TRUE(SampledComponents(o).empty());
+  // Its switch is podprof's to set.
+  ASSERT_TRUE(ParseProfilerOptionFlag("tpu_enable_kernel_profiling=true", &o).ok());
+  ExpectInvalid(o, "repeats an option podprof sets");
+}
+
+// A schedule without counters or sets samples what the utilizations need: TC_COMPUTATION and
+// TC_MEMORY, on that schedule.
+TEST(KernelProfilingOptionsTest, AnIntervalAloneAsksForTheUtilizationSets) {
+  v1::CaptureOptions o;
+  o.set_kernel_profiling(true);
+  o.set_counter_interval_ns(10'000);
+  tensorflow::ProfileOptions p;
+  ASSERT_TRUE(FillProfileOptions(o, &p).ok());
+  EXPECT_EQ(Config(p), (std::map<std::string, std::string>{
+                           {"tpu_enable_periodic_counter_sampling", "bool:true"},
+                           {"tpu_perf_counter_sets", "string:TC_COMPUTATION,TC_MEMORY"},
+                           {"tpu_tc_perf_counter_sampling_options",
+                            "string:interval_us:10 scaling:0 counter_size_bits:3"}}));
+  // HBM is a documented set (on CMN): accepted.
   o.add_counter_sets("HBM");
-  absl::Status s = ValidateCaptureOptions(o);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("\"HBM\" cannot be sampled"), absl::string_view::npos) << s;
+  EXPECT_TRUE(ValidateCaptureOptions(o).ok()) << ValidateCaptureOptions(o);
+  EXPECT_EQ(CounterSetsText(o), "HBM");
 }
 
 TEST(KernelProfilingOptionsTest, NoOptionsAddNoKeys) {

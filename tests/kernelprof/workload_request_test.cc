@@ -122,10 +122,10 @@ TEST_F(WorkloadRequestTest, KernelProfilingOptionsArriveExactlyAsSent) {
   tensorflow::ProfileOptions want;
   auto& config = *want.mutable_advanced_configuration();
   config["tpu_enable_periodic_counter_sampling"].set_bool_value(true);
-  // TC_MEMORY adds cycles, vector stores and loads (0, 35, 37, 38) to tc's own indices.
+  // The set goes by name (the workload adds its indices to tc's own), as XProf documents it.
+  config["tpu_perf_counter_sets"].set_string_value("TC_MEMORY");
   config["tpu_tc_perf_counter_sampling_options"].set_string_value(
-      "interval_us:1 scaling:0 counter_size_bits:3 indices:0 indices:10 indices:11 indices:35 "
-      "indices:37 indices:38 indices:56");
+      "interval_us:1 scaling:0 counter_size_bits:3 indices:10 indices:11 indices:56");
   config["tpu_icr_perf_counter_sampling_options"].set_string_value(
       "interval_us:1 scaling:0 counter_size_bits:3 indices:2");
   config["tpu_power_trace_level"].set_int64_value(2);

@@ -2,12 +2,14 @@
 and daemons started as real child processes that are always stopped (fixtures: conftest.py)."""
 import json
 import os
+import shutil
 import socket
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 BIN = Path(os.environ.get("PODPROF_BIN", "build/bin")).resolve()
 OUT = Path(os.environ.get("PODPROF_TEST_OUT", "/tmp/podprof-peers")).resolve()
@@ -87,3 +89,28 @@ def start_aggregator(procs, out, extra=()):
                                    f"--db={out / 'podprof.db'}", f"--ready-file={ready}", *extra])
     info = wait_file(ready, 30, p)
     return info
+
+
+# --- XSpaces, read and built with podprof's xplane.proto (the profiler's schema) -------------
+
+def protoc():
+    cache = BIN.parent / "CMakeCache.txt"
+    if cache.is_file():
+        for line in cache.read_text().splitlines():
+            if line.startswith("Protobuf_PROTOC_EXECUTABLE:FILEPATH="):
+                found = shutil.which(line.split("=", 1)[1])
+                if found:
+                    return found
+    found = shutil.which("protoc")
+    assert found, "protoc is needed to read proto/xplane.proto (install protobuf-compiler)"
+    return found
+
+
+def xspace_class(out):
+    desc = out / "xplane.desc"
+    subprocess.run([protoc(), f"--proto_path={SOURCE / 'proto'}", "--include_imports",
+                    f"--descriptor_set_out={desc}", "xplane.proto"], check=True)
+    pool = descriptor_pool.DescriptorPool()
+    for f in descriptor_pb2.FileDescriptorSet.FromString(desc.read_bytes()).file:
+        pool.Add(f)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("tensorflow.profiler.XSpace"))

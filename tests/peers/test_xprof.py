@@ -33,9 +33,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from peerlib import BIN, FIXTURES, OUT, SOURCE, free_port, podprof, podprof_json
+from peerlib import BIN, FIXTURES, OUT, SOURCE, free_port, podprof, podprof_json, xspace_class
 from xprof.convert import raw_to_tool_data
 
 V6E = "tpu_v6e_4chip_host_offload.xplane.pb"
@@ -103,29 +102,6 @@ def close(xprof_ps, podprof_ps, count, trim_ps=0):
 
 
 # --- The Task Environment, read with podprof's xplane.proto (the profiler's schema) ------------
-
-def protoc():
-    cache = BIN.parent / "CMakeCache.txt"
-    if cache.is_file():
-        for line in cache.read_text().splitlines():
-            if line.startswith("Protobuf_PROTOC_EXECUTABLE:FILEPATH="):
-                found = shutil.which(line.split("=", 1)[1])
-                if found:
-                    return found
-    found = shutil.which("protoc")
-    assert found, "protoc is needed to read proto/xplane.proto (install protobuf-compiler)"
-    return found
-
-
-def xspace_class(out):
-    desc = out / "xplane.desc"
-    subprocess.run([protoc(), f"--proto_path={SOURCE / 'proto'}", "--include_imports",
-                    f"--descriptor_set_out={desc}", "xplane.proto"], check=True)
-    pool = descriptor_pool.DescriptorPool()
-    for f in descriptor_pb2.FileDescriptorSet.FromString(desc.read_bytes()).file:
-        pool.Add(f)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("tensorflow.profiler.XSpace"))
-
 
 def task_environment(xspace_cls, path):
     space = xspace_cls.FromString(Path(path).read_bytes())

@@ -26,9 +26,9 @@ using tensorflow::profiler::XSpace;
 
 constexpr double kV7xClockHz = 1.9e9;
 // The v7x TensorCore registers (trace/perf_counter_ids_v7x.inc): die 0; die 1 is + kDie.
-constexpr uint64_t kCycles = 2791874568u, kMxuBusy0 = 2791875016u, kMxuBusy1 = 2791875024u,
-                   kMxuBusy2 = 2791875032u, kPwrCycleCount = 2847490056u,
-                   kPwrClocksSkipped = 2847490064u, kDie = 0x20000000;
+constexpr uint64_t kCycles = 2791874568u, kPwrCycleCount = 2847490056u,
+                   kPwrClocksSkipped = 2847490064u, kPwrExtSkipped = 2847490088u,
+                   kPwrDroopSkipped = 2847490112u, kDie = 0x20000000;
 
 PodConfig V7x(std::vector<Throttle> throttles = {}) {
   PodConfig c;
@@ -88,10 +88,11 @@ int64_t StatId(const XPlane& plane, absl::string_view name) {
 
 struct CounterSample {
   int64_t line_id;
-  int64_t ps;  // since the session's start
-  std::string kernel;
+  int64_t ps;          // since the session's start
+  std::string kernel;  // the line's name
   uint64_t id;
   uint64_t value;
+  int64_t duration_ps;
 };
 
 std::vector<CounterSample> Samples(const XPlane& plane) {
@@ -100,7 +101,9 @@ std::vector<CounterSample> Samples(const XPlane& plane) {
   std::vector<CounterSample> out;
   for (const auto& line : plane.lines()) {
     for (const auto& ev : line.events()) {
-      CounterSample s{line.id(), line.timestamp_ns() * 1000 + ev.offset_ps(), line.name(), 0, 0};
+      CounterSample s{line.id(),   line.timestamp_ns() * 1000 + ev.offset_ps(),
+                      line.name(), 0,
+                      0,           ev.duration_ps()};
       bool has_id = false;
       for (const auto& st : ev.stats()) {
         if (st.metadata_id() == id_stat) s.id = st.uint64_value(), has_id = true;
@@ -150,6 +153,68 @@ const tensorflow::profiler::XLine* Line(const XPlane& plane, absl::string_view n
   return nullptr;
 }
 
+// One per-kernel line: its kernel, span and each counter's count by short name
+// ("die0_tc_mxu_busy_1", "die1_pwrmgr_cycle_count").
+struct KernelCounts {
+  int64_t line_id;
+  std::string kernel;
+  int64_t start_ps, duration_ps;
+  std::map<std::string, double> counts;
+  double Get(int die, absl::string_view name) const {
+    auto it = counts.find(absl::StrCat("die", die, "_", name));
+    return it == counts.end() ? -1 : it->second;
+  }
+};
+
+std::vector<KernelCounts> KernelLines(const XPlane& plane) {
+  std::map<int64_t, KernelCounts> by_line;
+  for (const CounterSample& s : Samples(plane)) {
+    KernelCounts& k = by_line[s.line_id];
+    EXPECT_TRUE(absl::StartsWith(s.kernel, "counters_")) << s.kernel;
+    k.line_id = s.line_id;
+    k.kernel = s.kernel.substr(9);
+    k.start_ps = s.ps;
+    k.duration_ps = s.duration_ps;
+    k.counts[trace::PerfSeriesName("v7x", s.id).substr(5)] = static_cast<double>(s.value);
+  }
+  std::vector<KernelCounts> out;
+  for (auto& [id, k] : by_line) out.push_back(std::move(k));
+  return out;
+}
+
+// What XProf's Utilization Viewer computes for die `d` of one line (cycles: the power
+// manager's CYCLE_COUNT).
+struct Viewer {
+  const KernelCounts& k;
+  int d;
+  double C() const { return k.Get(d, "pwrmgr_cycle_count"); }
+  double Sum(std::initializer_list<std::string> names) const {
+    double s = 0;
+    for (const std::string& n : names) s += k.Get(d, "tc_" + n);
+    return s;
+  }
+  double AvgMxu() const { return (0.5 * Sum({"mxu_busy_1"}) + Sum({"mxu_busy_2"})) / C(); }
+  double Mxu(int m) const {
+    const std::string u = absl::StrCat("_mxu_", m);
+    return (4 * Sum({"matmul_lmr_bf16" + u}) + 8 * Sum({"matmul_vreg_bf16" + u}) +
+            4 * Sum({"matmul_vreg_f32" + u}) + 8 * Sum({"matmul_vreg_f8" + u})) /
+           C();
+  }
+  double Vpu() const {
+    double s = 0;
+    for (const char* op : {"fadd", "fmul", "misc", "int", "fmac"}) {
+      for (int i = 0; i < 4; ++i) s += Sum({absl::StrCat("vpu_valu_", op, "_ops_", i)});
+    }
+    return s / (4 * C());
+  }
+  double Xlu(int x) const {
+    const std::string u = absl::StrCat("_xlu_", x);
+    return Sum({"packed" + u, "rotate_permute_instruction" + u,
+                "rotate_permute_set_instruction" + u, "transpose" + u}) /
+           C();
+  }
+};
+
 TEST(KernelProfilingRequestTest, SwitchesOptionsDefaultsAndMalformedValues) {
   absl::StatusOr<KernelProfilingRequest> none = KernelProfilingFromOptions({});
   ASSERT_TRUE(none.ok());
@@ -161,12 +226,17 @@ TEST(KernelProfilingRequestTest, SwitchesOptionsDefaultsAndMalformedValues) {
   EXPECT_EQ(r.tc.scaling, 2);
   EXPECT_EQ(r.tc.indices, std::vector<int>{0});
 
+  EXPECT_FALSE(r.per_kernel);
+
+  // XProf's standard kernel profiling: the per-kernel layout with the standard TC counters.
   absl::StatusOr<KernelProfilingRequest> kernel =
       KernelProfilingFromOptions(Options({}, {{kKernelProfilingKey, true}}));
   ASSERT_TRUE(kernel.ok());
   EXPECT_TRUE(kernel->requested);
-  EXPECT_TRUE(kernel->tc.external_trigger);
+  EXPECT_TRUE(kernel->per_kernel);
   EXPECT_EQ(kernel->tc.indices, DefaultTcSampling().indices);
+  EXPECT_TRUE(kernel->cmn.empty());
+  EXPECT_FALSE(kernel->hbm_controllers);
 
   absl::StatusOr<KernelProfilingRequest> bad = KernelProfilingFromOptions(
       Options({{kTcSamplingKey, "interval_us:0 indices:0"}}, {{kPeriodicSamplingKey, true}}));
@@ -185,6 +255,50 @@ TEST(KernelProfilingRequestTest, SwitchesOptionsDefaultsAndMalformedValues) {
   EXPECT_EQ(scs->ignored_components, std::vector<std::string>{"scs"});
 }
 
+// `tpu_perf_counter_sets` as XProf documents it: a comma-separated list whose sets add their
+// indices to the components' own.
+TEST(KernelProfilingRequestTest, CounterSetsAddTheirCounters) {
+  absl::StatusOr<KernelProfilingRequest> r = KernelProfilingFromOptions(
+      Options({{kTcSamplingKey, "interval_us:1 scaling:0 counter_size_bits:1 indices:2"},
+               {kCounterSetsKey, "TC_MEMORY, HBM,SC_ACTIVITY"}},
+              {{kPeriodicSamplingKey, true}}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->per_kernel);
+  EXPECT_EQ(r->tc.interval_us, 1);
+  EXPECT_EQ(r->tc.indices, (std::vector<int>{0, 2, 35, 37, 38}));  // cycles, VST, VLD 0/1
+  EXPECT_EQ(r->cmn, (std::vector<int>{0, 1, 2}));
+  EXPECT_TRUE(r->hbm_controllers);
+  EXPECT_EQ(r->ignored_sets, std::vector<std::string>{"SC_ACTIVITY"});
+
+  absl::StatusOr<KernelProfilingRequest> bad = KernelProfilingFromOptions(
+      Options({{kCounterSetsKey, "TC_MEMORY,BOGUS"}}, {{kPeriodicSamplingKey, true}}));
+  ASSERT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "unknown counter set \"BOGUS\""))
+      << bad.status();
+
+  // TC_COMPUTATION is every TensorCore counter the Utilization Viewer's compute rows read, on
+  // its register offsets: 51 of them.
+  const auto sets = CounterSetIndices("v7x", "TC_COMPUTATION");
+  ASSERT_EQ(sets.size(), 1u);
+  EXPECT_EQ(sets[0].first, "tc");
+  std::set<std::string> names;
+  for (int i : sets[0].second) {
+    names.insert(trace::PerfSeriesName("v7x", *trace::ComponentCounterId("v7x", "tc", 0, i)));
+  }
+  EXPECT_EQ(names.size(), 51u);
+  for (const char* n :
+       {"perf/die0_tc_cycles", "perf/die0_tc_scalar_alu_instruction_1",
+        "perf/die0_tc_vector_alu_instruction_3", "perf/die0_tc_vpu_valu_fmac_ops_3",
+        "perf/die0_tc_mxu_busy_2", "perf/die0_tc_matmul_lmr_bf16_mxu_1",
+        "perf/die0_tc_matmul_vreg_f8_mxu_0", "perf/die0_tc_matpush_cycles_mxu_1",
+        "perf/die0_tc_xlu_busy_0", "perf/die0_tc_packed_xlu_1",
+        "perf/die0_tc_rotate_permute_set_instruction_xlu_0", "perf/die0_tc_transpose_xlu_1"}) {
+    EXPECT_EQ(names.count(n), 1u) << n;
+  }
+  EXPECT_EQ(names.count("perf/die0_tc_vst_instruction"), 0u);  // TC_MEMORY's
+  EXPECT_TRUE(CounterSetIndices("v7x", "SC_MEMORY").empty());
+}
+
 // The shares give back the profile through XProf's Utilization Viewer formulas.
 TEST(KernelProfilingRequestTest, CounterSharesMatchTheUtilizationViewer) {
   const UnitProfile u{0.6, 0.4, 0.1, 0.2, 0, 0};
@@ -194,6 +308,16 @@ TEST(KernelProfilingRequestTest, CounterSharesMatchTheUtilizationViewer) {
   EXPECT_DOUBLE_EQ((share("SCALAR_ALU_INSTRUCTION_0") + share("SCALAR_ALU_INSTRUCTION_1")) / 2,
                    0.1);
   EXPECT_DOUBLE_EQ(share("VECTOR_ALU_INSTRUCTION_3"), 0.4);
+  double valu = 0;
+  for (const char* op : {"FADD", "FMUL", "MISC", "INT", "FMAC"}) {
+    valu += share(absl::StrCat("VPU_VALU_", op, "_OPS_2").c_str());
+  }
+  EXPECT_DOUBLE_EQ(valu, 0.4);  // VPU Utilization, one ALU of four
+  EXPECT_DOUBLE_EQ(4 * share("MATMUL_LMR_BF16_MXU_1") + 8 * share("MATMUL_VREG_BF16_MXU_1"), 0.6);
+  EXPECT_DOUBLE_EQ(share("PACKED_XLU_0") + share("ROTATE_PERMUTE_INSTRUCTION_XLU_0") +
+                       share("ROTATE_PERMUTE_SET_INSTRUCTION_XLU_0") + share("TRANSPOSE_XLU_0"),
+                   0.1);
+  EXPECT_DOUBLE_EQ(0.5 * share("XLU_BUSY_1") + share("XLU_BUSY_2"), 0.1);
   EXPECT_DOUBLE_EQ(share("CYCLES"), 1);
   EXPECT_EQ(share("SOMETHING_ELSE"), 0);
 }
@@ -272,8 +396,9 @@ TEST(KernelProfilingTest, SamplesAtTheIntervalInsideComputeKernels) {
     for (int index : {0, 10, 56, 57, 58, 3}) {
       ids.insert(*trace::ComponentCounterId("v7x", "tc", die, index));
     }
-    ids.insert(kPwrCycleCount + die * kDie);
-    ids.insert(kPwrClocksSkipped + die * kDie);
+    for (uint64_t pwr : {kPwrCycleCount, kPwrClocksSkipped, kPwrExtSkipped, kPwrDroopSkipped}) {
+      ids.insert(pwr + die * kDie);
+    }
   }
   const std::vector<Kernel> kernels = Kernels(plane);
   std::map<int64_t, int> per_line;
@@ -310,8 +435,9 @@ TEST(KernelProfilingTest, SamplesAtTheIntervalInsideComputeKernels) {
   }
 }
 
-// `--throttle 1:1:0.3`: the chip's CYCLES count 70% of the nominal clock, the power manager
-// counts all of it and the skipped 30%, and its compute kernels take 1/0.7 as long.
+// `--throttle 1:1:0.3`: the chip clocks 70% of the nominal cycles, which its TensorCore's
+// CYCLES counts; the power manager's CYCLE_COUNT counts them all and CLOCKS_SKIPPED the skipped
+// 30%; its compute kernels take 1/0.7 as long.
 TEST(KernelProfilingTest, ThrottledChipCountsFewerCyclesAndRunsLonger) {
   absl::StatusOr<PodModel> m = PodModel::Create(V7x({{1, 1, 0.3}}));
   absl::StatusOr<PodModel> healthy = PodModel::Create(V7x());
@@ -336,16 +462,19 @@ TEST(KernelProfilingTest, ThrottledChipCountsFewerCyclesAndRunsLonger) {
     const std::vector<CounterSample> all = Samples(space.planes(chip));
     for (uint64_t die : {0, 1}) {
       const auto cycles = Series(all, kCycles + die * kDie);
-      const auto nominal = Series(all, kPwrCycleCount + die * kDie);
+      const auto clocked = Series(all, kPwrCycleCount + die * kDie);
       const auto skipped = Series(all, kPwrClocksSkipped + die * kDie);
       ASSERT_GT(cycles.size(), 100u);
-      ASSERT_EQ(cycles.size(), nominal.size());
+      ASSERT_EQ(cycles.size(), clocked.size());
       const double dt_s = static_cast<double>(cycles.back().ps - cycles.front().ps) * 1e-12;
       const auto delta = [](const std::vector<CounterSample>& x) {
         return static_cast<double>(x.back().value - x.front().value);
       };
       EXPECT_NEAR(delta(cycles), kept * kV7xClockHz * dt_s, 2) << chip;
-      EXPECT_NEAR(delta(nominal), kV7xClockHz * dt_s, 2) << chip;
+      EXPECT_NEAR(delta(clocked), kV7xClockHz * dt_s, 2) << chip;
+      for (uint64_t cause : {kPwrExtSkipped, kPwrDroopSkipped}) {
+        for (const CounterSample& c : Series(all, cause + die * kDie)) EXPECT_EQ(c.value, 0u);
+      }
       EXPECT_NEAR(delta(skipped), (1 - kept) * kV7xClockHz * dt_s, 2) << chip;
     }
   }
@@ -379,24 +508,13 @@ TEST(KernelProfilingTest, PagedAttentionsMxuWaitsOnHbm) {
   absl::StatusOr<KernelProfilingRequest> r =
       KernelProfilingFromOptions(Options({}, {{kKernelProfilingKey, true}}));
   ASSERT_TRUE(r.ok());
-  s.window.kernel_profiling = *r;  // external trigger: a sample at each kernel's start and end
+  s.window.kernel_profiling = *r;  // a line of counts per kernel execution
   const XSpace space = s.Build(*m);
   const XPlane& plane = space.planes(0);
-  const std::vector<CounterSample> all = Samples(plane);
-  // Avg MXU busy per kernel execution, from its start and end samples.
+  // Avg MXU busy per kernel execution and die, from its line.
   std::map<std::string, std::vector<double>> mxu;
-  const auto cycles = Series(all, kCycles), b1 = Series(all, kMxuBusy1),
-             b2 = Series(all, kMxuBusy2);
-  ASSERT_EQ(cycles.size(), b1.size());
-  EXPECT_EQ(Series(all, kMxuBusy0).size(), cycles.size());
-  for (size_t i = 1; i < cycles.size(); ++i) {
-    if (cycles[i].kernel != cycles[i - 1].kernel || cycles[i].line_id != cycles[i - 1].line_id + 1)
-      continue;
-    const double c = static_cast<double>(cycles[i].value - cycles[i - 1].value);
-    if (c < 1000) continue;
-    mxu[cycles[i].kernel].push_back((0.5 * static_cast<double>(b1[i].value - b1[i - 1].value) +
-                                     static_cast<double>(b2[i].value - b2[i - 1].value)) /
-                                    c);
+  for (const KernelCounts& k : KernelLines(plane)) {
+    for (int die : {0, 1}) mxu[k.kernel].push_back(Viewer{k, die}.AvgMxu());
   }
   ASSERT_FALSE(mxu["paged_attention"].empty());
   for (double v : mxu["paged_attention"]) EXPECT_NEAR(v, 0.12, 0.001);
@@ -423,6 +541,122 @@ TEST(KernelProfilingTest, PagedAttentionsMxuWaitsOnHbm) {
     EXPECT_GT(hbm_share, 0.6);
   }
   EXPECT_GT(kernels, 3);
+}
+
+// XProf's standard kernel profiling: one `counters_<kernel>` line per compute kernel
+// execution, numbered from 1, its events spanning the execution, each counting what its
+// counter counted during that execution; XProf's Utilization Viewer formulas give back the
+// model's unit profile, also on a throttled chip.
+TEST(KernelProfilingTest, StandardKernelProfilingWritesALineOfCountsPerExecution) {
+  absl::StatusOr<PodModel> m = PodModel::Create(V7x({{1, 1, 0.3}}));
+  ASSERT_TRUE(m.ok());
+  Session s;
+  absl::StatusOr<KernelProfilingRequest> r =
+      KernelProfilingFromOptions(Options({}, {{kKernelProfilingKey, true}}));
+  ASSERT_TRUE(r.ok());
+  s.window.kernel_profiling = *r;
+  const XSpace space = s.Build(*m);
+  EXPECT_TRUE(space.warnings().empty());
+  std::map<std::string, const OpTemplate*> ops;
+  for (const OpTemplate& op : m->ops()) ops[op.name] = &op;
+  for (int chip : {0, 1}) {
+    SCOPED_TRACE(absl::StrCat("chip ", chip));
+    const XPlane& plane = space.planes(chip);
+    const double kept = chip == 1 ? 0.7 : 1.0;
+    std::vector<Kernel> compute;
+    for (const Kernel& k : Kernels(plane)) {
+      if (!k.collective) compute.push_back(k);
+    }
+    const std::vector<KernelCounts> lines = KernelLines(plane);
+    ASSERT_EQ(lines.size(), compute.size());
+    ASSERT_GT(lines.size(), 100u);
+    for (size_t i = 0; i < lines.size(); ++i) {
+      const KernelCounts& k = lines[i];
+      ASSERT_EQ(k.line_id, static_cast<int64_t>(i) + 1);
+      ASSERT_EQ(k.kernel, compute[i].name);
+      ASSERT_EQ(k.start_ps, compute[i].start_ps);
+      ASSERT_EQ(k.start_ps + k.duration_ps, compute[i].end_ps);
+      // Both dies' standard TC counters (TC_COMPUTATION, TC_MEMORY) and power manager's four.
+      ASSERT_EQ(k.counts.size(), 2 * (DefaultTcSampling().indices.size() + 4)) << k.kernel;
+      const UnitProfile& u = ops.at(k.kernel)->units;
+      const double cycles = kV7xClockHz * static_cast<double>(k.duration_ps) * 1e-12;
+      for (int die : {0, 1}) {
+        const Viewer v{k, die};
+        // The power manager counts every cycle; the TensorCore only those it clocked, and its
+        // units are busy for the clocked share of the cycles.
+        EXPECT_NEAR(v.C(), cycles, 1);
+        EXPECT_NEAR(k.Get(die, "tc_cycles"), kept * cycles, 1);
+        EXPECT_NEAR(k.Get(die, "pwrmgr_clocks_skipped"), (1 - kept) * cycles, 1);
+        EXPECT_EQ(k.Get(die, "pwrmgr_ext_throttle_clocks_skipped"), 0);
+        EXPECT_EQ(k.Get(die, "pwrmgr_ldidt_droop_clocks_skipped"), 0);
+        if (v.C() < 10000) continue;  // too short for the shares to be exact to 1e-3
+        EXPECT_NEAR(v.AvgMxu(), kept * u.mxu, 1e-3) << k.kernel;
+        EXPECT_NEAR(v.Mxu(0), kept * u.mxu, 1e-3) << k.kernel;
+        EXPECT_NEAR(v.Mxu(1), kept * u.mxu, 1e-3) << k.kernel;
+        EXPECT_NEAR(v.Vpu(), kept * u.vpu, 1e-3) << k.kernel;
+        EXPECT_NEAR(v.Sum({"vector_alu_instruction_0", "vector_alu_instruction_1",
+                           "vector_alu_instruction_2", "vector_alu_instruction_3"}) /
+                        (4 * v.C()),
+                    kept * u.vpu, 1e-3);
+        EXPECT_NEAR(v.Sum({"scalar_alu_instruction_0", "scalar_alu_instruction_1"}) / (2 * v.C()),
+                    kept * u.scalar, 1e-3);
+        EXPECT_NEAR(v.Xlu(0), kept * u.vpu / 4, 1e-3) << k.kernel;
+        EXPECT_NEAR(v.Xlu(1), kept * u.vpu / 4, 1e-3) << k.kernel;
+      }
+    }
+  }
+}
+
+// The HBM set: the CMN's beat counters and every HBM controller's, on both dies, whose beats
+// of 32 bytes add up to the kernel's HBM bytes.
+TEST(KernelProfilingTest, HbmSetCountsTheKernelsHbmBytesInBeats) {
+  absl::StatusOr<PodModel> m = PodModel::Create(V7x());
+  ASSERT_TRUE(m.ok());
+  std::map<std::string, const OpTemplate*> ops;
+  for (const OpTemplate& op : m->ops()) ops[op.name] = &op;
+  Session s;
+  absl::StatusOr<KernelProfilingRequest> r = KernelProfilingFromOptions(
+      Options({{kCounterSetsKey, "HBM"}}, {{kKernelProfilingKey, true}}));
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(r->per_kernel);
+  s.window.kernel_profiling = *r;
+  const XSpace space = s.Build(*m);
+  const std::vector<KernelCounts> lines = KernelLines(space.planes(0));
+  ASSERT_FALSE(lines.empty());
+  for (const KernelCounts& k : lines) {
+    double cmn = 0, controllers = 0, read = 0;
+    int controller_counters = 0;
+    for (const auto& [name, n] : k.counts) {
+      if (absl::StrContains(name, "_cmn_cmnur_0_") && absl::StrContains(name, "_beat_")) cmn += n;
+      if (absl::StrContains(name, "_ss_hbmc_")) {
+        ++controller_counters;
+        controllers += n;
+        if (absl::StrContains(name, "rd_resp")) read += n;
+      }
+    }
+    EXPECT_EQ(controller_counters, 2 * 64 * 6);
+    const double beats = static_cast<double>(ops.at(k.kernel)->bytes) / 32;
+    EXPECT_NEAR(cmn, beats, 3) << k.kernel;
+    EXPECT_NEAR(controllers, beats, 2 * 64 * 4) << k.kernel;
+    // Each of the 256 pseudo-channel counters rounds down on its own: exact for big kernels.
+    if (beats > 1e6) {
+      EXPECT_NEAR(read / controllers, 0.75, 1e-3) << k.kernel;
+    }
+    EXPECT_NEAR(k.Get(0,
+                      "cmn_cmnur_0_cmn_stats_debug_fixed_stats_counters_unprivileged_"
+                      "cycle_counter_window"),
+                kV7xClockHz * static_cast<double>(k.duration_ps) * 1e-12, 1);
+  }
+  // SparseCore sets are validated and, with no SparseCore to count, said to be skipped.
+  Session sc;
+  absl::StatusOr<KernelProfilingRequest> scr = KernelProfilingFromOptions(
+      Options({{kCounterSetsKey, "SC_MEMORY"}}, {{kKernelProfilingKey, true}}));
+  ASSERT_TRUE(scr.ok());
+  sc.window.kernel_profiling = *scr;
+  const XSpace warned = sc.Build(*m);
+  ASSERT_EQ(warned.warnings_size(), 1);
+  EXPECT_TRUE(absl::StrContains(warned.warnings(0), "SC_MEMORY counts SparseCore counters"))
+      << warned.warnings(0);
 }
 
 // The Pallas kernels' inside: primitives, source lines and sparse LLO instructions nest in
