@@ -131,8 +131,11 @@ Response Waits(const HttpApiSources& src, Overviews& overviews, const Request& r
   return JsonResponse(j);
 }
 
-// GET /api/v1/kernels/{name}?capture=&module=: `podprof kernel NAME --format json`.
+// GET /api/v1/kernels/{name}?capture=&module=: `podprof kernel NAME --format json`; with
+// ?format=csv its Utilization Viewer rows, as `podprof kernel NAME --format csv`.
 Response Kernel(const HttpApiSources& src, const Request& req) {
+  absl::StatusOr<bool> csv = WantsCsv(req);
+  if (!csv.ok()) return Response::Error(csv.status());
   podprof::v1::DescribeKernelRequest r;
   r.set_op_name(req.params.at("name"));
   r.set_module(Param(req, "module"));
@@ -141,7 +144,10 @@ Response Kernel(const HttpApiSources& src, const Request& req) {
   grpc::ServerContext context;
   absl::Status s = FromGrpc(src.service->DescribeKernel(&context, &r, &out));
   if (!s.ok()) return Response::Error(s);
-  return JsonResponse(report::KernelJson(out));
+  if (!*csv) return JsonResponse(report::KernelJson(out));
+  std::ostringstream text;
+  report::WriteKernelProfileCsv(out, text);
+  return Response::Text(200, text.str(), "text/csv; charset=utf-8");
 }
 
 // GET /api/v1/diff?baseline=&candidate=&threshold=&kernel=: `podprof diff A B`, JSON or CSV.

@@ -15,6 +15,7 @@
 #include "cli/report.h"
 #include "common/clock.h"
 #include "common/status_macros.h"
+#include "insight/kernel_profile.h"
 #include "nlohmann/json.hpp"
 #include "trace/perf_counters.h"
 
@@ -63,12 +64,14 @@ void Block(const std::string& title, const std::string& text, size_t max_lines, 
 
 // "mxu_busy 72.0%, vpu_busy 15.0%, tpu.runtime.hbm.memory.usage.bytes 2.1e+10"; busy and
 // stall fractions as percentages, gauges in percent as they are, others as numbers. Where the
-// performance counters measured the MXU, the runtime's mxu_busy gauge (sampled around the
-// kernel, not in it) is left out: one MXU figure per kernel, the counters'.
+// performance counters measured the MXU (or the VPU), the runtime's mxu_busy (vpu_busy) gauge,
+// sampled around the kernel, not in it, is left out: one figure per unit, the counters'.
 std::string Gauges(const v1::KernelInsight& in) {
   std::map<std::string, double> sorted(in.utilization().begin(), in.utilization().end());
-  if (in.has_kernel_profile() && in.kernel_profile().units().count("mxu") > 0) {
-    sorted.erase("mxu_busy");
+  if (in.has_kernel_profile()) {
+    for (const char* unit : {"mxu", "vpu"}) {
+      if (in.kernel_profile().units().count(unit) > 0) sorted.erase(absl::StrCat(unit, "_busy"));
+    }
   }
   std::vector<std::string> parts;
   for (const auto& [name, v] : sorted) {
@@ -106,48 +109,79 @@ std::string Energy(const v1::KernelInsight& in, int64_t chips) {
   return absl::StrJoin(parts, ", ");
 }
 
-// The units' busy shares, throttling and sync waits the performance counters measured.
-void WriteProfile(const v1::KernelProfile& p, std::ostream& out) {
+// The units' busy shares in kUnitNames' order ("mxu 70.1%, vpu 14.6%, ..."), or "-".
+std::string UnitsText(const google::protobuf::Map<std::string, double>& units) {
   std::vector<std::string> parts;
-  for (const char* unit :
-       {"mxu", "vector_alu", "vector_load", "vector_store", "scalar_alu", "xlu", "hbm_bandwidth"}) {
-    auto it = p.units().find(unit);
-    if (it != p.units().end()) parts.push_back(absl::StrCat(unit, " ", Percent(it->second)));
+  for (const char* unit : insight::kUnitNames) {
+    auto it = units.find(unit);
+    if (it != units.end()) parts.push_back(absl::StrCat(unit, " ", ShareCell(it->second)));
   }
-  out << "  units busy: " << (parts.empty() ? "-" : absl::StrJoin(parts, ", ")) << "\n";
+  return parts.empty() ? "-" : absl::StrJoin(parts, ", ");
+}
+
+// The units' busy shares, throttling where the power manager counted it (each die's too), sync
+// waits, and why there are no figures where there are none. Nothing is said of throttling
+// without the power manager: no other counter measures it.
+void WriteProfile(const v1::KernelProfile& p, std::ostream& out) {
+  out << "  units busy: " << UnitsText(p.units()) << "\n";
   if (p.power_manager()) {
-    // Its cycle count is the clock's own: set beside the nominal cycles it reads as "counted
-    // all of them" next to a throttled share.
-    out << absl::StrFormat(
-        "  clock: %.1f%% of its cycles skipped (the power manager skipped "
-        "%.4g of %.4g)",
-        100 * p.throttled(), p.throttled() * p.cycles(), p.cycles());
-  } else if (p.nominal_cycles() > 0 && p.cycles() != p.nominal_cycles()) {
-    out << absl::StrFormat(
-        "  clock: %.4g cycles counted of %.4g at the nominal clock: %s "
-        "throttled",
-        p.cycles(), p.nominal_cycles(), Percent(p.throttled()));
-  } else {
-    out << "  clock: no cycle counter; throttling not measured";
+    std::vector<std::string> dies;
+    for (const v1::KernelDieProfile& d : p.dies()) {
+      if (d.power_manager())
+        dies.push_back(absl::StrCat("die ", d.die(), " ", ShareCell(d.throttled())));
+    }
+    out << "  power manager: " << ShareCell(p.throttled()) << " of cycles skipped"
+        << (dies.empty() ? "" : absl::StrCat(" (", absl::StrJoin(dies, ", "), ")")) << "\n";
   }
-  if (p.sync_wait() > 0) out << "; " << Percent(p.sync_wait()) << " of its time in sync waits";
-  out << "\n";
-  // Each die on its own: one die at 63% and the other at 10% is not a chip at 37%.
+  if (p.sync_wait() > 0) out << "  sync waits: " << Percent(p.sync_wait()) << " of its time\n";
+  if (!p.missing().empty()) out << "  no utilization figures: " << p.missing() << "\n";
+  // A die with figures has its columns in the utilization table (WriteUtilization).
   for (const v1::KernelDieProfile& d : p.dies()) {
-    out << "    die " << d.die() << ": ";
-    if (!d.missing().empty()) {
-      out << d.missing() << ", no figures\n";
-      continue;
-    }
-    std::vector<std::string> units;
-    for (const char* unit : {"mxu", "vector_alu", "vector_load", "vector_store", "scalar_alu",
-                             "xlu", "hbm_bandwidth"}) {
-      auto it = d.units().find(unit);
-      if (it != d.units().end()) units.push_back(absl::StrCat(unit, " ", Percent(it->second)));
-    }
-    out << (units.empty() ? "-" : absl::StrJoin(units, ", "))
-        << absl::StrFormat("; %.1f%% of its cycles skipped\n", 100 * d.throttled());
+    if (!d.missing().empty())
+      out << "    die " << d.die() << ": " << d.missing() << ", no figures\n";
   }
+}
+
+// A Utilization Viewer count: cycles, instructions or bytes, four digits.
+std::string CountCell(double v) { return absl::StrFormat("%.4g", v); }
+
+// XProf's Utilization Viewer rows of a profile over `chips` chips: pooled over the dies (each row's
+// achieved and peak summed over them), and beside them each die's own, "-" where a die lacks the
+// row.
+void WriteUtilization(const v1::KernelProfile& p, int64_t chips, std::ostream& out) {
+  if (p.rows().empty()) return;
+  out << "\nutilization over " << chips << (chips == 1 ? " chip" : " chips")
+      << ", XProf's Utilization Viewer rows (each row's achieved and peak summed over "
+      << (p.dies().empty() ? "the chips" : "the chips and their dies; DIE n: die n of each chip")
+      << "):\n";
+  std::vector<TextTable::Column> columns = {{"ROW", TextTable::Align::kLeft, 44},
+                                            {"UNIT", TextTable::Align::kLeft},
+                                            {"ACHIEVED", TextTable::Align::kRight},
+                                            {"PEAK", TextTable::Align::kRight},
+                                            {"SHARE", TextTable::Align::kRight}};
+  for (const v1::KernelDieProfile& d : p.dies()) {
+    for (const char* what : {"ACHIEVED", "PEAK", "SHARE"}) {
+      columns.push_back({absl::StrCat("DIE ", d.die(), " ", what), TextTable::Align::kRight});
+    }
+  }
+  TextTable table(std::move(columns));
+  for (const v1::UtilizationRow& r : p.rows()) {
+    std::vector<std::string> cells = {r.name(), r.unit(), CountCell(r.achieved()),
+                                      CountCell(r.peak()),
+                                      ShareCell(r.peak() > 0 ? r.achieved() / r.peak() : 0)};
+    for (const v1::KernelDieProfile& d : p.dies()) {
+      auto it = std::find_if(d.rows().begin(), d.rows().end(),
+                             [&](const v1::UtilizationRow& dr) { return dr.name() == r.name(); });
+      if (it == d.rows().end()) {
+        cells.insert(cells.end(), {"-", "-", "-"});
+      } else {
+        cells.insert(cells.end(), {CountCell(it->achieved()), CountCell(it->peak()),
+                                   ShareCell(it->peak() > 0 ? it->achieved() / it->peak() : 0)});
+      }
+    }
+    table.AddRow(std::move(cells));
+  }
+  table.Write(out);
 }
 
 // Time in the named scopes inside the kernel, per scope line, the longest few of each.
@@ -234,7 +268,7 @@ void WritePerChip(const v1::DescribeKernelResponse& r, std::ostream& out) {
     const bool p = in.has_kernel_profile();
     table.AddRow({s.host_name(), absl::StrCat(s.chip_ordinal()), absl::StrCat(s.count()),
                   FormatDurationPs(std::llround(s.mean_ps())), FormatDurationPs(s.p99_ps()),
-                  MxuCell(in), p ? Percent(in.kernel_profile().throttled()) : "-",
+                  MxuCell(in), ThrottledCell(in),
                   p ? Percent(in.kernel_profile().sync_wait()) : "-",
                   in.has_counters() ? Percent(in.stall_fraction()) : "-",
                   Percent(in.wait_fraction()), VerdictCell(in)});
@@ -286,6 +320,8 @@ absl::Status RunKernel(AggregatorClient& client, const KernelOptions& options, s
   RETURN_IF_ERROR(client.Call(&Stub::DescribeKernel, request, &response));
   if (options.format == OutputFormat::kJson) {
     WriteJson(KernelJson(response), out);
+  } else if (options.format == OutputFormat::kCsv) {
+    WriteKernelProfileCsv(response, out);
   } else {
     WriteKernel(response, options, out);
   }
@@ -316,6 +352,9 @@ void WriteKernel(const v1::DescribeKernelResponse& r, const KernelOptions& optio
   }
   out << "\nin capture " << r.capture_id() << ":\n";
   WriteStatsLine(r.rollup(), out);
+  if (r.rollup().insight().has_kernel_profile()) {
+    WriteUtilization(r.rollup().insight().kernel_profile(), r.rollup().chip_count(), out);
+  }
   if (!r.scopes().empty()) WriteScopes(r, r.rollup().total_ps(), out);
   if (r.per_chip_size() > 1) WritePerChip(r, out);
   if (!r.history().empty()) WriteHistory(r, out);

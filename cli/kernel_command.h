@@ -28,7 +28,8 @@ std::unique_ptr<Command> AddKernelCommand(CLI::App& app, CliContext& context);
 // Unavailable when `out` fails.
 absl::Status RunKernel(AggregatorClient& client, const KernelOptions& options, std::ostream& out);
 
-// The table (and csv, which has no better form for one kernel) of `response`.
+// The table of `response`. (--format csv writes its Utilization Viewer rows instead,
+// report::WriteKernelProfileCsv; json report::KernelJson.)
 void WriteKernel(const v1::DescribeKernelResponse& response, const KernelOptions& options,
                  std::ostream& out);
 

@@ -17,8 +17,10 @@ nlohmann::json DeltaSideJson(bool present, const v1::KernelStats& s) {
                       {"max_ps", s.max_ps()},   {"verdict", s.insight().verdict()}};
   if (const double* mxu = MxuOf(true, s)) j["mxu"] = *mxu;
   if (s.insight().has_kernel_profile()) {
-    j["throttled"] = s.insight().kernel_profile().throttled();
-    j["sync_wait"] = s.insight().kernel_profile().sync_wait();
+    const v1::KernelProfile& p = s.insight().kernel_profile();
+    // Throttling only where the power manager counted it: nothing else measures it.
+    if (p.power_manager()) j["throttled"] = p.throttled();
+    j["sync_wait"] = p.sync_wait();
   }
   return j;
 }

@@ -1,6 +1,7 @@
 #include "report/kernel_rows.h"
 
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -44,13 +45,39 @@ const double* MxuBusy(const v1::KernelInsight& in) {
 std::string PercentOrDash(const double* v) { return v == nullptr ? "-" : Percent(*v); }
 std::string CsvOrEmpty(const double* v) { return v == nullptr ? "" : CsvDouble(*v); }
 
-// The kernel-profiling figures beyond the MXU, in the CSV's order (kKernelCsvHeader's tail).
+// The kernel-profiling figures beyond the MXU, in the CSV's order (kKernelCsvHeader's tail;
+// `vpu` came later and is last, so that older readers' column positions still hold).
 const char* const kProfileUnits[] = {"vector_alu", "vector_load", "vector_store",
                                      "scalar_alu", "xlu",         "hbm_bandwidth"};
 
-// Every field of the profile (per die too), as the proto names them: a hand-kept list here
-// left out the dies and the power manager the page needs.
-Json ProfileJson(const v1::KernelProfile& p) { return ProtoToJson(p); }
+// The share of clock cycles skipped, where the power manager counted it; null elsewhere, where
+// nothing measured throttling (a 0 there would read as "not throttled").
+std::optional<double> Throttled(const v1::KernelInsight& in) {
+  if (!in.has_kernel_profile() || !in.kernel_profile().power_manager()) return std::nullopt;
+  return in.kernel_profile().throttled();
+}
+
+// Each Utilization Viewer row with its share beside achieved and peak, as the CSV has it.
+void AddShares(Json& rows) {
+  for (Json& r : rows) {
+    const double peak = r.value("peak", 0.0);
+    r["share"] = peak > 0 ? r.value("achieved", 0.0) / peak : 0.0;
+  }
+}
+
+// Every field of the profile (per die too), as the proto names them, but `nominal_cycles`: it
+// is always 0 now (throttling is the power manager's count only), and a 0 nominal clock beside
+// the cycles would read as a figure.
+Json ProfileJson(const v1::KernelProfile& p) {
+  Json j = ProtoToJson(p);
+  j.erase("nominal_cycles");
+  AddShares(j["rows"]);
+  for (Json& d : j["dies"]) {
+    d.erase("nominal_cycles");
+    AddShares(d["rows"]);
+  }
+  return j;
+}
 
 Json InsightJson(const v1::KernelInsight& in) {
   Json j = {{"verdict", in.verdict()},
@@ -78,6 +105,13 @@ Json InsightJson(const v1::KernelInsight& in) {
 }
 
 }  // namespace
+
+std::string ThrottledCell(const v1::KernelInsight& in) {
+  const std::optional<double> t = Throttled(in);
+  return t.has_value() ? ShareCell(*t) : "-";
+}
+
+std::string ShareCell(double share) { return absl::StrFormat("%.1f%%", 100 * share); }
 
 std::string VerdictCell(const v1::KernelInsight& in) {
   if (!in.cause().empty()) return in.cause();
@@ -124,7 +158,7 @@ void AddFigureCells(const v1::KernelStats& s, std::vector<std::string>& cells) {
   cells.push_back(PercentOrDash(MxuBusy(in)));
   cells.push_back(PercentOrDash(UnitBusy(in, "vector_alu")));
   cells.push_back(PercentOrDash(UnitBusy(in, "vector_store")));
-  cells.push_back(in.has_kernel_profile() ? Percent(in.kernel_profile().throttled()) : "-");
+  cells.push_back(ThrottledCell(in));
   cells.push_back(in.has_counters() ? Percent(in.stall_fraction()) : "-");
   cells.push_back(Percent(in.wait_fraction()));
 }
@@ -149,7 +183,7 @@ const char* const kKernelCsvHeader =
     "capture,host,chip,kernel,module,category,count,total_ps,min_ps,max_ps,mean_ps,p50_ps,p90_ps,"
     "p99_ps,flops,bytes_accessed,achieved_tflops,fraction_of_peak_flops,achieved_hbm_gbps,"
     "fraction_of_peak_hbm,mxu_busy,stall_fraction,wait_fraction,verdict,vector_alu,vector_load,"
-    "vector_store,scalar_alu,xlu,hbm_bandwidth,throttled,sync_wait,cause";
+    "vector_store,scalar_alu,xlu,hbm_bandwidth,throttled,sync_wait,cause,vpu";
 
 void WriteKernelRowsCsv(absl::string_view source, const KernelRows& rows, std::ostream& out) {
   out << kKernelCsvHeader << "\n";
@@ -168,9 +202,9 @@ void WriteKernelRowsCsv(absl::string_view source, const KernelRows& rows, std::o
         << CsvDouble(in.wait_fraction()) << ',' << CsvField(in.verdict());
     for (const char* unit : kProfileUnits) out << ',' << CsvOrEmpty(UnitBusy(in, unit));
     const bool p = in.has_kernel_profile();
-    out << ',' << (p ? CsvDouble(in.kernel_profile().throttled()) : "") << ','
+    out << ',' << (Throttled(in).has_value() ? CsvDouble(*Throttled(in)) : "") << ','
         << (p ? CsvDouble(in.kernel_profile().sync_wait()) : "") << ',' << CsvField(in.cause())
-        << "\n";
+        << ',' << CsvOrEmpty(UnitBusy(in, "vpu")) << "\n";
   }
 }
 
@@ -224,6 +258,48 @@ void WriteKernelRowsTable(const KernelRows& rows, StatsGrouping by, std::ostream
     table.AddRow(std::move(cells));
   }
   table.Write(out);
+}
+
+const char* const kKernelProfileCsvHeader =
+    "capture,kernel,module,host,chip,die,row,unit,achieved,peak,share,missing";
+
+namespace {
+
+// One kernel row's Utilization Viewer rows: pooled (die `*`), then each die's, a die without
+// figures as one line with only its reason.
+void WriteProfileRowsCsv(const std::string& lead, const v1::KernelProfile& p, std::ostream& out) {
+  auto rows = [&](const std::string& die,
+                  const google::protobuf::RepeatedPtrField<v1::UtilizationRow>& rs) {
+    for (const v1::UtilizationRow& r : rs) {
+      out << lead << ',' << die << ',' << CsvField(r.name()) << ',' << CsvField(r.unit()) << ','
+          << CsvDouble(r.achieved()) << ',' << CsvDouble(r.peak()) << ','
+          << CsvDouble(r.peak() > 0 ? r.achieved() / r.peak() : 0) << ",\n";
+    }
+  };
+  if (!p.missing().empty()) out << lead << ",*,,,,,," << CsvField(p.missing()) << "\n";
+  rows("*", p.rows());
+  for (const v1::KernelDieProfile& d : p.dies()) {
+    if (!d.missing().empty()) {
+      out << lead << ',' << d.die() << ",,,,,," << CsvField(d.missing()) << "\n";
+    }
+    rows(absl::StrCat(d.die()), d.rows());
+  }
+}
+
+}  // namespace
+
+void WriteKernelProfileCsv(const v1::DescribeKernelResponse& r, std::ostream& out) {
+  out << kKernelProfileCsvHeader << "\n";
+  const std::string kernel =
+      absl::StrCat(CsvField(r.capture_id()), ",", CsvField(r.kernel().op_name()), ",",
+                   CsvField(r.kernel().module()));
+  auto write = [&](const v1::KernelStats& s) {
+    if (!s.insight().has_kernel_profile()) return;
+    WriteProfileRowsCsv(absl::StrCat(kernel, ",", CsvField(HostLabel(s)), ",", ChipLabel(s)),
+                        s.insight().kernel_profile(), out);
+  };
+  write(r.rollup());
+  for (const v1::KernelStats& s : r.per_chip()) write(s);
 }
 
 nlohmann::json KernelJson(const v1::DescribeKernelResponse& r) {

@@ -31,6 +31,14 @@ extern const char* const kKernelCsvHeader;
 // counter covered it) are empty, not 0.
 void WriteKernelRowsCsv(absl::string_view source, const KernelRows& rows, std::ostream& out);
 
+// A share (0..1) as the tables show it, to a tenth of a percent, 0 too ("0.0%"): a figure
+// that was measured. Percent() writes "-" for 0, for figures where 0 means "unknown".
+std::string ShareCell(double share);
+
+// What a table's THROTTLE column shows: the share of clock cycles the power manager skipped
+// ("0.0%" when it counted none), or "-" where it did not count (nothing else measures it).
+std::string ThrottledCell(const v1::KernelInsight& in);
+
 // What a table's VERDICT column shows: the cause the performance counters name ("MXU bound",
 // "throttled", ...) where they name one, else the verdict.
 std::string VerdictCell(const v1::KernelInsight& in);
@@ -45,6 +53,14 @@ nlohmann::json KernelRowsJson(const KernelRows& rows);
 // its roll-up and per-chip rows in the capture, its history, same-named kernels of other
 // modules, and its scopes.
 nlohmann::json KernelJson(const v1::DescribeKernelResponse& response);
+
+// `podprof kernel --format csv` and /api/v1/kernels/{name}?format=csv: the kernel's XProf
+// Utilization Viewer rows (docs/INSIGHT.md, "Kernel profiling"), one line per row, for the
+// roll-up (host and chip `*`) and each chip, pooled over the dies (die `*`) and per die.
+// `share` is achieved / peak; a profile or die without figures is one line with its reason
+// in `missing` and the row's fields empty. Only the header where nothing was profiled.
+extern const char* const kKernelProfileCsvHeader;
+void WriteKernelProfileCsv(const v1::DescribeKernelResponse& response, std::ostream& out);
 
 // Writes the rows as an aligned table with the columns `by` has (HOST, CHIP, KERNEL and MODULE
 // where they mean something), then the statistics, rates, counters and the verdict.

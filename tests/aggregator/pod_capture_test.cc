@@ -431,6 +431,26 @@ TEST_F(PodTest, KernelProfilingFindsTheMxuWaitingOnHbmAndTheThrottledChip) {
       << in.dump();
   EXPECT_NEAR(in["kernel_profile"]["units"]["mxu"].get<double>(), 0.12, 0.02) << in.dump();
   EXPECT_NEAR(in["kernel_profile"]["sync_wait"].get<double>(), 0.55, 0.05) << in.dump();
+  // XProf's Utilization Viewer rows, pooled and per die (v7x: two), each with its share; no
+  // nominal clock.
+  const auto& kp = in["kernel_profile"];
+  EXPECT_FALSE(kp.contains("nominal_cycles")) << kp.dump();
+  auto row = [](const nlohmann::json& rows, const std::string& name) {
+    for (const auto& r : rows) {
+      if (r["name"] == name) return r;
+    }
+    return nlohmann::json();
+  };
+  EXPECT_NEAR(row(kp["rows"], "Avg MXU Busy").value("share", -1.0), 0.12, 0.02) << kp.dump();
+  ASSERT_EQ(kp["dies"].size(), 2u) << kp.dump();
+  for (const auto& d : kp["dies"]) {
+    EXPECT_EQ(d["missing"], "") << d.dump();
+    const nlohmann::json mxu = row(d["rows"], "Avg MXU Busy");
+    ASSERT_TRUE(mxu.is_object()) << d.dump();
+    EXPECT_GT(mxu["peak"].get<double>(), 0) << d.dump();
+    EXPECT_NEAR(mxu["share"].get<double>(),
+                mxu["achieved"].get<double>() / mxu["peak"].get<double>(), 1e-9);
+  }
   // Every chip's copy is judged, the throttled one too.
   ASSERT_EQ(kj["per_chip"].size(), 4u) << kernel.out;
   for (const auto& chip : kj["per_chip"]) {
@@ -445,8 +465,29 @@ TEST_F(PodTest, KernelProfilingFindsTheMxuWaitingOnHbmAndTheThrottledChip) {
   EXPECT_TRUE(absl::StrContains(text.out, "units busy: mxu ")) << text.out;
   EXPECT_TRUE(absl::StrContains(text.out, " J while it ran, on 4 chips together; ")) << text.out;
   EXPECT_TRUE(absl::StrContains(text.out, " W mean per chip")) << text.out;
-  EXPECT_TRUE(absl::StrContains(text.out, "of its cycles skipped (the power manager skipped "))
-      << text.out;
+  EXPECT_TRUE(absl::StrContains(text.out, "power manager: ")) << text.out;
+  EXPECT_TRUE(absl::StrContains(text.out, " of cycles skipped (die 0 ")) << text.out;
+  EXPECT_FALSE(absl::StrContains(text.out, "nominal")) << text.out;
+  // The Utilization Viewer table: XProf's row names, pooled and each die's side by side.
+  EXPECT_TRUE(absl::StrContains(text.out, "DIE 0 SHARE")) << text.out;
+  EXPECT_TRUE(absl::StrContains(text.out, "DIE 1 SHARE")) << text.out;
+  EXPECT_TRUE(absl::StrContains(text.out, "\nAvg MXU Busy ")) << text.out;
+  // The same rows as CSV, per chip and die, and the API's CSV byte for byte.
+  PodprofResult csv = RunPodprof("kernel paged_attention --capture " + id +
+                                 " --format csv --aggregator " + agg_addr_);
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  const std::vector<std::string> csv_lines = testing::Lines(csv.out);
+  ASSERT_GT(csv_lines.size(), 1u);
+  EXPECT_EQ(csv_lines[0],
+            "capture,kernel,module,host,chip,die,row,unit,achieved,peak,share,missing");
+  EXPECT_TRUE(absl::StrContains(csv.out, ",host-1,1,1,Avg MXU Busy,cycles,")) << csv.out;
+  EXPECT_TRUE(absl::StrContains(csv.out, ",*,*,*,Avg MXU Busy,cycles,")) << csv.out;
+  const std::string agg =
+      absl::StrCat("http://127.0.0.1:", aggregator_->info()["http_port"].get<int>());
+  auto api_csv =
+      HttpGet(agg + "/api/v1/kernels/paged_attention?format=csv&capture=" + id, P("kp.csv"));
+  ASSERT_EQ(api_csv.status, 200);
+  EXPECT_EQ(api_csv.body, csv.out);
   std::set<std::string> lines;
   for (const auto& sc : kj["scopes"]) lines.insert(sc["line"].get<std::string>());
   EXPECT_TRUE(lines.count("Pallas Primitives") && lines.count("Source Lines") &&

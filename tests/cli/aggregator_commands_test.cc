@@ -22,6 +22,7 @@
 #include "cli/export_command.h"
 #include "cli/history_command.h"
 #include "cli/import_command.h"
+#include "cli/kernel_command.h"
 #include "cli/stats_command.h"
 #include "common/clock.h"
 #include "gtest/gtest.h"
@@ -419,6 +420,139 @@ TEST(WriteKernelHistoryTest, TableHasOneBlockPerKernel) {
   EXPECT_TRUE(absl::StrContains(lines[2], "1.50")) << lines[2];
 }
 
+// ---- Kernel profiling in `podprof kernel`
+
+void AddRow(google::protobuf::RepeatedPtrField<v1::UtilizationRow>* rows, const std::string& name,
+            double achieved, double peak) {
+  v1::UtilizationRow* r = rows->Add();
+  r->set_name(name);
+  r->set_achieved(achieved);
+  r->set_peak(peak);
+  r->set_unit("cycles");
+}
+
+// A v7x kernel profiled on one chip: die 0 busy and throttled, die 1 without a cycle count.
+v1::DescribeKernelResponse ProfiledKernel() {
+  v1::DescribeKernelResponse r;
+  r.set_capture_id("cap-2");
+  *r.mutable_kernel() = Kernel("fusion.12", "jit_step", "convolution fusion", 1000, 2000);
+  v1::KernelStats* s = r.mutable_rollup();
+  s->set_chip_ordinal(-1);
+  s->set_chip_count(1);
+  *s->mutable_kernel() = r.kernel();
+  s->set_count(3);
+  v1::KernelProfile* p = s->mutable_insight()->mutable_kernel_profile();
+  (*p->mutable_units())["mxu"] = 0.6;
+  (*p->mutable_units())["vpu"] = 0.25;
+  p->set_cycles(1000);
+  p->set_power_manager(true);
+  p->set_throttled(0.2);
+  AddRow(p->mutable_rows(), "Clocks Skipped", 200, 1000);
+  AddRow(p->mutable_rows(), "Avg MXU Busy", 600, 1000);
+  v1::KernelDieProfile* d = p->add_dies();
+  d->set_die(0);
+  (*d->mutable_units())["mxu"] = 0.6;
+  d->set_cycles(1000);
+  d->set_power_manager(true);
+  d->set_throttled(0.2);
+  AddRow(d->mutable_rows(), "Clocks Skipped", 200, 1000);
+  AddRow(d->mutable_rows(), "Avg MXU Busy", 600, 1000);
+  d = p->add_dies();
+  d->set_die(1);
+  d->set_missing("no cycle count (the power manager's CYCLE_COUNT)");
+  *r.add_per_chip() = *s;
+  r.mutable_per_chip(0)->set_host_name("h0");
+  r.mutable_per_chip(0)->set_chip_ordinal(3);
+  return r;
+}
+
+TEST(WriteKernelTest, UtilizationRowsPooledAndPerDieWithTheDieWithoutFiguresSayingWhy) {
+  std::ostringstream out;
+  WriteKernel(ProfiledKernel(), KernelOptions{}, out);
+  const std::string text = out.str();
+  EXPECT_TRUE(absl::StrContains(text, "  units busy: mxu 60.0%, vpu 25.0%\n")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "  power manager: 20.0% of cycles skipped (die 0 20.0%)\n"))
+      << text;
+  EXPECT_TRUE(absl::StrContains(
+      text, "    die 1: no cycle count (the power manager's CYCLE_COUNT), no figures\n"))
+      << text;
+  EXPECT_FALSE(absl::StrContains(text, "nominal")) << text;
+  const std::vector<std::string> lines = Lines(text);
+  auto at = std::find_if(lines.begin(), lines.end(),
+                         [](const std::string& l) { return absl::StartsWith(l, "ROW "); });
+  ASSERT_NE(at, lines.end()) << text;
+  EXPECT_TRUE(
+      absl::StrContains(*at, "SHARE  DIE 0 ACHIEVED  DIE 0 PEAK  DIE 0 SHARE  DIE 1 ACHIEVED"))
+      << *at;
+  // Pooled, then die 0's figures; die 1 has none.
+  const std::vector<std::string> mxu = absl::StrSplit(at[2], ' ', absl::SkipEmpty());
+  EXPECT_EQ(mxu, (std::vector<std::string>{"Avg", "MXU", "Busy", "cycles", "600", "1000", "60.0%",
+                                           "600", "1000", "60.0%", "-", "-", "-"}))
+      << at[2];
+  // A measured 0 is "0.0%" in the per-chip table; "-" would say nothing measured it.
+  v1::DescribeKernelResponse r = ProfiledKernel();
+  *r.add_per_chip() = r.per_chip(0);
+  r.mutable_per_chip(1)->mutable_insight()->mutable_kernel_profile()->set_throttled(0);
+  std::ostringstream two;
+  WriteKernel(r, KernelOptions{}, two);
+  EXPECT_TRUE(absl::StrContains(two.str(), "     0.0%  ")) << two.str();
+}
+
+// Throttling is only what the power manager counted: without it (v6e) nothing is said of it,
+// in the text, the tables or the CSV.
+TEST(WriteKernelTest, WithoutThePowerManagerNoThrottling) {
+  v1::DescribeKernelResponse r = ProfiledKernel();
+  for (v1::KernelStats* s : {r.mutable_rollup(), r.mutable_per_chip(0)}) {
+    v1::KernelProfile* p = s->mutable_insight()->mutable_kernel_profile();
+    p->set_power_manager(false);
+    p->set_throttled(0);
+    p->clear_dies();
+  }
+  std::ostringstream out;
+  WriteKernel(r, KernelOptions{}, out);
+  EXPECT_FALSE(absl::StrContains(out.str(), "power manager")) << out.str();
+  EXPECT_FALSE(absl::StrContains(out.str(), "skipped")) << out.str();
+  EXPECT_EQ(ThrottledCell(r.per_chip(0).insight()), "-");
+  std::ostringstream csv;
+  WriteKernelRowsCsv("cap-2", r.per_chip(), csv);
+  const std::vector<std::string> header = absl::StrSplit(Lines(csv.str())[0], ',');
+  const std::vector<std::string> row = absl::StrSplit(Lines(csv.str())[1], ',');
+  ASSERT_EQ(header.size(), row.size());
+  const size_t t = std::find(header.begin(), header.end(), "throttled") - header.begin();
+  const size_t v = std::find(header.begin(), header.end(), "vpu") - header.begin();
+  ASSERT_LT(v, header.size());
+  EXPECT_EQ(row[t], "");
+  EXPECT_EQ(row[v], "0.25");
+}
+
+// --format csv (and /api/v1/kernels/{name}?format=csv): a line per Utilization Viewer row, for
+// the roll-up and each chip, pooled (die `*`) and per die, a die without figures with its
+// reason; JSON has the rows per die with their shares and no nominal clock.
+TEST(WriteKernelTest, CsvAndJsonCarryTheRowsPerDie) {
+  std::ostringstream csv;
+  WriteKernelProfileCsv(ProfiledKernel(), csv);
+  EXPECT_EQ(
+      csv.str(),
+      "capture,kernel,module,host,chip,die,row,unit,achieved,peak,share,missing\n"
+      "cap-2,fusion.12,jit_step,*,*,*,Clocks Skipped,cycles,200,1000,0.2,\n"
+      "cap-2,fusion.12,jit_step,*,*,*,Avg MXU Busy,cycles,600,1000,0.6,\n"
+      "cap-2,fusion.12,jit_step,*,*,0,Clocks Skipped,cycles,200,1000,0.2,\n"
+      "cap-2,fusion.12,jit_step,*,*,0,Avg MXU Busy,cycles,600,1000,0.6,\n"
+      "cap-2,fusion.12,jit_step,*,*,1,,,,,,no cycle count (the power manager's CYCLE_COUNT)\n"
+      "cap-2,fusion.12,jit_step,h0,3,*,Clocks Skipped,cycles,200,1000,0.2,\n"
+      "cap-2,fusion.12,jit_step,h0,3,*,Avg MXU Busy,cycles,600,1000,0.6,\n"
+      "cap-2,fusion.12,jit_step,h0,3,0,Clocks Skipped,cycles,200,1000,0.2,\n"
+      "cap-2,fusion.12,jit_step,h0,3,0,Avg MXU Busy,cycles,600,1000,0.6,\n"
+      "cap-2,fusion.12,jit_step,h0,3,1,,,,,,no cycle count (the power manager's CYCLE_COUNT)\n");
+  const nlohmann::json kp = KernelJson(ProfiledKernel())["rollup"]["insight"]["kernel_profile"];
+  EXPECT_FALSE(kp.contains("nominal_cycles")) << kp.dump();
+  EXPECT_FALSE(kp["dies"][0].contains("nominal_cycles")) << kp.dump();
+  EXPECT_EQ(kp["dies"][0]["rows"][1]["name"], "Avg MXU Busy");
+  EXPECT_DOUBLE_EQ(kp["dies"][0]["rows"][1]["share"].get<double>(), 0.6);
+  EXPECT_EQ(kp["dies"][1]["rows"].size(), 0u);
+  EXPECT_EQ(kp["dies"][1]["missing"], "no cycle count (the power manager's CYCLE_COUNT)");
+}
+
 // Kernel profiling: the MXU's busy share in each capture that sampled it, "-" elsewhere.
 TEST(WriteKernelHistoryTest, MxuBusyPerCaptureWhereSampled) {
   v1::KernelHistoryResponse r = OneSeries();
@@ -587,7 +721,7 @@ TEST(WriteImportResultTest, FileErrorsAreWarningsOnStderr) {
   WriteImportResult(r, OutputFormat::kCsv, csv, csv_err);
   EXPECT_EQ(Lines(csv.str())[1],
             "cap-new,*,*,fusion.12,jit_step,convolution fusion,3,3000,900,1200,1001,1000,1100,1190,"
-            "1000,2000,1000,0.5,0,0,0.5,0.125,0,compute bound,,,,,,,,,");
+            "1000,2000,1000,0.5,0,0,0.5,0.125,0,compute bound,,,,,,,,,,");
 }
 
 TEST(TextTableTest, PadsByCharactersAndCutsLongCells) {

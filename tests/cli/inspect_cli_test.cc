@@ -37,7 +37,8 @@ TEST(InspectCliTest, CsvHasExactColumnsAndOneRowPerChipAndKernel) {
       "capture,host,chip,kernel,module,category,count,total_ps,min_ps,max_ps,mean_ps,p50_ps,"
       "p90_ps,p99_ps,flops,bytes_accessed,achieved_tflops,fraction_of_peak_flops,"
       "achieved_hbm_gbps,fraction_of_peak_hbm,mxu_busy,stall_fraction,wait_fraction,verdict,"
-      "vector_alu,vector_load,vector_store,scalar_alu,xlu,hbm_bandwidth,throttled,sync_wait,cause");
+      "vector_alu,vector_load,vector_store,scalar_alu,xlu,hbm_bandwidth,throttled,sync_wait,cause,"
+      "vpu");
 
   // Independent totals from the library: the CLI must print what the reader computed.
   auto capture = trace::ReadXSpaceFile(path);
@@ -48,7 +49,7 @@ TEST(InspectCliTest, CsvHasExactColumnsAndOneRowPerChipAndKernel) {
   int64_t prev_total = INT64_MAX;
   for (size_t i = 1; i < lines.size(); ++i) {
     std::vector<std::string> cols = absl::StrSplit(lines[i], ',');
-    ASSERT_EQ(cols.size(), 33u) << lines[i];
+    ASSERT_EQ(cols.size(), 34u) << lines[i];
     EXPECT_EQ(cols[0], path);
     EXPECT_EQ(cols[1], "tpu_v6e_4chip_host_offload");
     int chip;

@@ -72,7 +72,8 @@ const fmtPct = (f) => `${(f * 100).toFixed(1)}%`;
 const byTime = (rows) => [...rows].sort((a, b) => b.total_ps - a.total_ps || a.host.localeCompare(b.host) || a.chip - b.chip);
 
 // The kernel page of the kernel-profiling capture, open: the breakdown per chip as the API
-// has it (units busy, clock, throttling), the time inside by scope and source line, the
+// has it (units busy, the power manager's throttling, XProf's Utilization Viewer rows over the
+// pod and per die), the time inside by scope and source line, the
 // per-chip table longest first with MXU and throttle columns, the program id to the last
 // digit, the HLO wrapped.
 async function checkKernelProfiling() {
@@ -89,6 +90,11 @@ async function checkKernelProfiling() {
             scopes: [...document.querySelectorAll('table.scopes')].map((t) => (
               {line: t.dataset.line, names: [...t.querySelectorAll('td.scope-name')].map((c) => c.textContent)})),
             pod: (document.getElementById('profile-pod') || {}).textContent || '',
+            utilHead: head('#profile-rows'),
+            util: [...document.querySelectorAll('#profile-rows tr[data-row]')].map((r) => (
+              {name: r.dataset.row, pooled: r.querySelector('td[data-pooled]').textContent,
+               dies: Object.fromEntries([...r.querySelectorAll('td[data-die]')].map((c) => [c.dataset.die, c.textContent]))})),
+            chipUtil: document.querySelectorAll('details.chip-utilization table.utilization').length,
             main: document.getElementById('main').textContent,
             overflow: [...document.querySelectorAll('pre')].map((p) => p.scrollWidth - p.clientWidth)};
   });
@@ -104,8 +110,23 @@ async function checkKernelProfiling() {
   check(shown.dies.length === 16 && shown.dies.every((r) => dieApi(r) && r.cells[mxuAt] === fmtPct(dieApi(r).units.mxu) &&
             r.cells[thrAt] === fmtPct(dieApi(r).throttled)),
         `kernel profiling per die: ${shown.dies.length} die rows as the API has them`);
-  check(/units busy: MXU \d/.test(shown.pod) && / of its cycles skipped \(the power manager skipped /.test(shown.pod),
-        `the pod's units and clock are summed up (${shown.pod})`);
+  check(/units busy: MXU \d/.test(shown.pod) && /power manager: \d+\.\d% of cycles skipped \(die 0 /.test(shown.pod) &&
+        !/nominal/.test(shown.main),
+        `the pod's units and the power manager's throttling are summed up, no nominal clock (${shown.pod})`);
+  // XProf's Utilization Viewer rows over the pod, pooled and each die's beside them, as the API
+  // has them (share = achieved / peak).
+  const podApi = k.rollup.insight.kernel_profile;
+  const apiShare = (rows, name) => {
+    const r = (rows || []).find((x) => x.name === name);
+    return r ? fmtPct(r.peak > 0 ? r.achieved / r.peak : 0) : '-';
+  };
+  const mxuRow = shown.util.find((r) => r.name === 'Avg MXU Busy');
+  check(mxuRow !== undefined && podApi.dies.length === 2 && shown.utilHead.includes('Die 1 Share') &&
+        mxuRow.pooled === apiShare(podApi.rows, 'Avg MXU Busy') &&
+        podApi.dies.every((d) => mxuRow.dies[String(d.die)] === apiShare(d.rows, 'Avg MXU Busy')) &&
+        shown.util.length === podApi.rows.length,
+        `the Utilization Viewer rows over the pod, per die (${shown.util.length} rows; Avg MXU Busy ${JSON.stringify(mxuRow)})`);
+  check(shown.chipUtil === 8, `each chip's Utilization Viewer rows (${shown.chipUtil} chips)`);
   const lines = [...new Set(k.scopes.map((sc) => sc.line))];
   const sourceLines = k.scopes.filter((sc) => sc.line === 'Source Lines').map((sc) => sc.name);
   const shownSource = (shown.scopes.find((t) => t.line === 'Source Lines') || {names: []}).names;

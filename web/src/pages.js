@@ -235,9 +235,10 @@ function historyChart(where, points) {
   return chart;
 }
 
-// The units kernel profiling measures, in `podprof kernel`'s order, with their column names.
-const PROFILE_UNITS = [['mxu', 'MXU'], ['vector_alu', 'VALU'], ['vector_load', 'VLD'], ['vector_store', 'VST'],
-                       ['scalar_alu', 'Scalar'], ['xlu', 'XLU'], ['hbm_bandwidth', 'HBM BW']];
+// The units kernel profiling measures, in `podprof kernel`'s order (insight::kUnitNames), with
+// their column names.
+const PROFILE_UNITS = [['mxu', 'MXU'], ['vpu', 'VPU'], ['vector_alu', 'VALU'], ['vector_load', 'VLD'],
+                       ['vector_store', 'VST'], ['scalar_alu', 'Scalar'], ['xlu', 'XLU'], ['hbm_bandwidth', 'HBM BW']];
 
 // The MXU's busy share where counters measured it: kernel profiling's figure, else an
 // `mxu_busy` gauge's (report/kernel_rows.cc); null where nothing did, shown "-", never 0.
@@ -261,52 +262,91 @@ function perChipTable(rows) {
     const p = r.insight.kernel_profile;
     t.append(el('tr', {'data-host': r.host, 'data-chip': r.chip}, el('td', {}, r.host), num(r.chip), num(fmtCount(r.count)),
         num(fmtPs(r.total_ps)), num(fmtPs(r.mean_ps)), num(fmtPs(r.p50_ps)), num(fmtPs(r.p99_ps)), num(fmtPs(r.max_ps)),
-        num(fmtPct(mxuBusy(r.insight))), num(p ? fmtPct(p.throttled) : '-'), num(fmtPct(r.insight.wait_fraction)),
+        num(fmtPct(mxuBusy(r.insight))), num(throttledCell(p)), num(fmtPct(r.insight.wait_fraction)),
         el('td', {title: r.insight.verdict_text}, verdictCell(r.insight))));
   }
   return t;
 }
 
-// "units busy: mxu 12.0%, ...; clock: 1.2e9 cycles of 1.3e9 nominal, 0.5% throttled; 55.0% in
-// sync waits", `podprof kernel`'s lines for one profile.
+// The share of clock cycles the power manager skipped, where it counted them; '-' elsewhere:
+// nothing else measures throttling.
+const throttledCell = (p) => (p && p.power_manager ? P.fmtPct(p.throttled) : '-');
+
+// "units busy: MXU 12.0%, ... · power manager: 2.6% of cycles skipped (die 0 ..., die 1 ...) ·
+// 55.0% of its time in sync waits", `podprof kernel`'s lines for one profile.
 function profileText(p) {
   const {fmtPct} = P;
   const units = PROFILE_UNITS.filter(([u]) => p.units[u] !== undefined).map(([u, n]) => `${n} ${fmtPct(p.units[u])}`);
-  const cycles = (v) => Number(v).toPrecision(4);
-  // As `podprof kernel` words it: the power manager's count is of skipped cycles.
-  const clock = p.power_manager
-    ? `${fmtPct(p.throttled)} of its cycles skipped (the power manager skipped ` +
-      `${cycles(p.throttled * p.cycles)} of ${cycles(p.cycles)})`
-    : `${cycles(p.cycles)} cycles counted of ${cycles(p.nominal_cycles)} at the nominal clock, ` +
-      `${fmtPct(p.throttled)} throttled`;
-  return `units busy: ${units.join(', ') || '-'} · clock: ${clock}` +
-         (p.sync_wait > 0 ? ` · ${fmtPct(p.sync_wait)} of its time in sync waits` : '');
+  const parts = [`units busy: ${units.join(', ') || '-'}`];
+  if (p.power_manager) {
+    const dies = (p.dies || []).filter((d) => d.power_manager).map((d) => `die ${d.die} ${fmtPct(d.throttled)}`);
+    parts.push(`power manager: ${fmtPct(p.throttled)} of cycles skipped${dies.length ? ` (${dies.join(', ')})` : ''}`);
+  }
+  if (p.sync_wait > 0) parts.push(`${fmtPct(p.sync_wait)} of its time in sync waits`);
+  if (p.missing) parts.push(`no utilization figures: ${p.missing}`);
+  for (const d of p.dies || []) if (d.missing) parts.push(`die ${d.die}: ${d.missing}, no figures`);
+  return parts.join(' · ');
 }
 
-// Each chip's performance counters: the units' busy shares, its clock and throttling.
+// XProf's Utilization Viewer rows of a profile, as `podprof kernel` prints them: pooled over
+// the dies (each row's achieved and peak summed), and each die's beside them, '-' where a die
+// lacks the row.
+function utilizationTable(p, attrs) {
+  const {el, fmtPct} = P;
+  const num = (v) => el('td', {class: 'num'}, v);
+  const count = (v) => Number(v).toPrecision(4);
+  const share = (r) => fmtPct(r.peak > 0 ? r.achieved / r.peak : 0);
+  const dies = (p.dies || []).filter((d) => !d.missing);
+  const t = el('table', Object.assign({class: 'utilization'}, attrs), el('tr', {}, el('th', {}, 'Row'), el('th', {}, 'Unit'),
+      ['Achieved', 'Peak', 'Share'].map((h) => el('th', {class: 'num'}, h)),
+      dies.flatMap((d) => ['Achieved', 'Peak', 'Share'].map((h) => el('th', {class: 'num', 'data-die': d.die}, `Die ${d.die} ${h}`)))));
+  for (const r of p.rows || []) {
+    // flatMap: el() flattens its children one level only.
+    const cells = dies.flatMap((d) => {
+      const dr = (d.rows || []).find((x) => x.name === r.name);
+      return dr ? [num(count(dr.achieved)), num(count(dr.peak)), el('td', {class: 'num', 'data-die': d.die}, share(dr))]
+                : [num('-'), num('-'), el('td', {class: 'num', 'data-die': d.die}, '-')];
+    });
+    t.append(el('tr', {'data-row': r.name}, el('td', {}, r.name), el('td', {class: 'muted'}, r.unit),
+        num(count(r.achieved)), num(count(r.peak)), el('td', {class: 'num', 'data-pooled': ''}, share(r)), cells));
+  }
+  return t;
+}
+
+// Each chip's performance counters: the units' busy shares, its cycles and the power
+// manager's throttling, a row per die under it; then each chip's Utilization Viewer rows.
 function profileTable(rows) {
   const {el, fmtPct} = P;
   const num = (v) => el('td', {class: 'num'}, v);
   const t = el('table', {id: 'profile-chips'}, el('tr', {}, el('th', {}, 'Host'), el('th', {class: 'num'}, 'Chip'),
       PROFILE_UNITS.map(([, n]) => el('th', {class: 'num'}, n)),
-      ['Cycles', 'Nominal', 'Throttled', 'Sync wait'].map((h) => el('th', {class: 'num'}, h)), el('th', {}, 'Cause')));
+      ['Cycles', 'Throttled', 'Sync wait'].map((h) => el('th', {class: 'num'}, h)), el('th', {}, 'Cause')));
   for (const r of byTime(rows)) {
     const p = r.insight.kernel_profile;
     if (!p) continue;
     t.append(el('tr', {'data-host': r.host, 'data-chip': r.chip}, el('td', {}, r.host), num(r.chip),
         PROFILE_UNITS.map(([u]) => num(p.units[u] !== undefined ? fmtPct(p.units[u]) : '-')),
-        num(Number(p.cycles).toPrecision(4)), num(Number(p.nominal_cycles).toPrecision(4)),
-        num(fmtPct(p.throttled)), num(fmtPct(p.sync_wait)), el('td', {}, verdictCell(r.insight))));
+        num(p.missing ? '-' : Number(p.cycles).toPrecision(4)), num(throttledCell(p)), num(fmtPct(p.sync_wait)),
+        el('td', {title: p.missing || r.insight.verdict_text}, p.missing ? p.missing : verdictCell(r.insight))));
     // Each die on its own row under its chip: one die at 63% and the other at 10% is not 37%.
     for (const d of p.dies || []) {
       t.append(el('tr', {class: 'die', 'data-host': r.host, 'data-chip': r.chip, 'data-die': d.die},
           el('td', {}, ''), el('td', {class: 'num'}, `die ${d.die}`),
           PROFILE_UNITS.map(([u]) => num(d.units && d.units[u] !== undefined ? fmtPct(d.units[u]) : '-')),
-          num(d.missing ? '-' : Number(d.cycles).toPrecision(4)), num(d.missing ? '-' : Number(d.nominal_cycles).toPrecision(4)),
-          num(d.missing ? '-' : fmtPct(d.throttled)), num(''), el('td', {class: 'muted'}, d.missing || '')));
+          num(d.missing ? '-' : Number(d.cycles).toPrecision(4)), num(d.missing ? '-' : throttledCell(d)),
+          num(''), el('td', {class: 'muted'}, d.missing || '')));
     }
   }
   return t;
+}
+
+// Each chip's Utilization Viewer rows, folded: sixteen chips' rows would bury the page.
+function chipUtilization(rows) {
+  const {el} = P;
+  return byTime(rows).filter((r) => r.insight.kernel_profile && (r.insight.kernel_profile.rows || []).length)
+      .map((r) => el('details', {class: 'chip-utilization', 'data-host': r.host, 'data-chip': r.chip},
+          el('summary', {}, `${r.host} chip ${r.chip}`),
+          utilizationTable(r.insight.kernel_profile, {'data-host': r.host, 'data-chip': r.chip})));
 }
 
 // The time in named scopes inside the kernel over the pod, a table per scope line ("Pallas
@@ -339,8 +379,19 @@ function profileSection(k) {
   const pod = k.rollup.insight.kernel_profile;
   const chips = k.per_chip.filter((r) => r.insight.kernel_profile);
   const section = el('div', {id: 'profile'});
-  if (pod) section.append(el('p', {id: 'profile-pod'}, el('strong', {}, 'Over the pod: '), profileText(pod)));
-  if (chips.length) section.append(el('h3', {}, 'Per chip'), profileTable(k.per_chip));
+  if (pod) {
+    section.append(el('p', {id: 'profile-pod'}, el('strong', {}, 'Over the pod: '), profileText(pod)));
+    if ((pod.rows || []).length) {
+      section.append(el('h3', {}, "Utilization over the pod: XProf's Utilization Viewer rows"),
+          el('p', {class: 'muted'}, 'Each row is its achieved count against its peak, summed over the chips',
+             (pod.dies || []).length ? ' and their dies; each die column is that die of every chip.' : '.'),
+          utilizationTable(pod, {id: 'profile-rows'}));
+    }
+  }
+  if (chips.length) {
+    section.append(el('h3', {}, 'Per chip'), profileTable(k.per_chip),
+        el('h3', {}, 'Utilization per chip'), ...chipUtilization(k.per_chip));
+  }
   if (!pod && chips.length === 0) {
     section.append(el('p', {class: 'muted', id: 'profile-none'},
         'No performance counters were sampled inside this kernel: a capture started with ',
