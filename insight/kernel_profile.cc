@@ -1,6 +1,7 @@
 #include "insight/kernel_profile.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cmath>
 #include <utility>
@@ -51,7 +52,6 @@ class DieCounters {
       sum_[std::string(n)] += value;
     }
   }
-  bool empty() const { return sum_.empty(); }
   bool Has(absl::string_view key) const { return sum_.count(std::string(key)) > 0; }
   double Get(absl::string_view key) const {
     auto it = sum_.find(std::string(key));
@@ -113,14 +113,21 @@ MxuCycles MxuOf(const DieCounters& c, int m, bool v6e, bool* any) {
   return out;
 }
 
-void MxuRows(const DieCounters& c, double cycles, bool v6e, std::vector<UtilizationRow>* rows) {
+// The rows of a pair of units' busy counters (`<counter>0..2`: cycles with none, one or both
+// busy), named `names`, and their average: one busy counts half.
+void BusyRows(const DieCounters& c, const std::string& counter,
+              const std::array<const char*, 4>& names, double cycles,
+              std::vector<UtilizationRow>* rows) {
   bool any = false;
-  const double b0 = c.Tc({"mxu_busy_0"}, &any), b1 = c.Tc({"mxu_busy_1"}, &any),
-               b2 = c.Tc({"mxu_busy_2"}, &any);
-  Row(rows, "No MXU Busy", any, b0, cycles, "cycles");
-  Row(rows, "1 MXU Busy", any, b1, cycles, "cycles");
-  Row(rows, "2 MXU Busy", any, b2, cycles, "cycles");
-  Row(rows, "Avg MXU Busy", any, 0.5 * b1 + b2, cycles, "cycles");
+  double busy[3];
+  for (int n = 0; n < 3; ++n) busy[n] = c.Tc({absl::StrCat(counter, n)}, &any);
+  for (int n = 0; n < 3; ++n) Row(rows, names[n], any, busy[n], cycles, "cycles");
+  Row(rows, names[3], any, 0.5 * busy[1] + busy[2], cycles, "cycles");
+}
+
+void MxuRows(const DieCounters& c, double cycles, bool v6e, std::vector<UtilizationRow>* rows) {
+  BusyRows(c, "mxu_busy_", {"No MXU Busy", "1 MXU Busy", "2 MXU Busy", "Avg MXU Busy"}, cycles,
+           rows);
   bool mm = false;
   const MxuCycles m0 = MxuOf(c, 0, v6e, &mm), m1 = MxuOf(c, 1, v6e, &mm);
   Row(rows, "MXU0", mm, m0.total(), cycles, "cycles");
@@ -141,13 +148,8 @@ void MxuRows(const DieCounters& c, double cycles, bool v6e, std::vector<Utilizat
 
 void XluRows(const DieCounters& c, double cycles, int cycles_per_xlu,
              std::vector<UtilizationRow>* rows) {
-  bool any = false;
-  const double b0 = c.Tc({"xlu_busy_0"}, &any), b1 = c.Tc({"xlu_busy_1"}, &any),
-               b2 = c.Tc({"xlu_busy_2"}, &any);
-  Row(rows, "No XLU Busy", any, b0, cycles, "cycles");
-  Row(rows, "1 XLU Busy", any, b1, cycles, "cycles");
-  Row(rows, "2 XLUs Busy", any, b2, cycles, "cycles");
-  Row(rows, "Avg XLU Busy", any, 0.5 * b1 + b2, cycles, "cycles");
+  BusyRows(c, "xlu_busy_", {"No XLU Busy", "1 XLU Busy", "2 XLUs Busy", "Avg XLU Busy"}, cycles,
+           rows);
   // XProf divides integer cycles.
   const double peak = std::floor(cycles / cycles_per_xlu);
   for (int x = 0; x < 2; ++x) {

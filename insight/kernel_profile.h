@@ -66,8 +66,6 @@ struct KernelProfile {
   std::map<std::string, double> units;
   // Cycles counted over the kernel, all dies together.
   double cycles = 0;
-  // Unused: kept for stored rows of earlier versions, which inferred throttling from it.
-  double nominal_cycles = 0;
   // Share of clock cycles the power manager skipped (0..1); 0 when it did not count.
   double throttled = 0;
   bool power_manager = false;

@@ -65,17 +65,11 @@ void AddShares(Json& rows) {
   }
 }
 
-// Every field of the profile (per die too), as the proto names them, but `nominal_cycles`: it
-// is always 0 now (throttling is the power manager's count only), and a 0 nominal clock beside
-// the cycles would read as a figure.
+// Every field of the profile (per die too), as the proto names them, each row with its share.
 Json ProfileJson(const v1::KernelProfile& p) {
   Json j = ProtoToJson(p);
-  j.erase("nominal_cycles");
   AddShares(j["rows"]);
-  for (Json& d : j["dies"]) {
-    d.erase("nominal_cycles");
-    AddShares(d["rows"]);
-  }
+  for (Json& d : j["dies"]) AddShares(d["rows"]);
   return j;
 }
 

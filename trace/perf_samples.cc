@@ -151,7 +151,6 @@ void PerfSampleCollector::Finish(int chip, absl::string_view generation, int sca
       const double scale = std::ldexp(1.0, scaling);
       double total = 0;
       for (double& v : s.value) v = (total += v * scale);
-      ++notes->delta_series;
     } else {
       // Unwrapping reads a decrease as a wrap: only in time order does that hold.
       UnwrapCounterSamples(scaling, s.value.data(), s.value.size());
@@ -190,8 +189,7 @@ void PerfSampleCollector::FinishExecutions(absl::string_view generation, ChipNot
     }
   }
   notes->cumulative_executions = notes->cumulative_executions || cumulative;
-  if (cumulative) ++notes->executions_left_out;  // the first line's increase is unknown
-  absl::flat_hash_map<uint64_t, double> last;    // running totals: each counter's last value
+  absl::flat_hash_map<uint64_t, double> last;  // running totals: each counter's last value
   absl::flat_hash_map<uint64_t, double> total;
   for (size_t k = 0; k < executions_.size(); ++k) {
     const ExecutionCounts& e = executions_[k];

@@ -24,13 +24,10 @@ struct ChipNotes {
   int64_t missing_values = 0;
   // Perf series whose samples came out of time order (sorted).
   int64_t unordered_series = 0;
-  // Series read as counts per sample or execution rather than running totals, and the
-  // reverse for `counters_<kernel>` lines (see PerfSampleCollector::Finish).
-  int64_t delta_series = 0;
+  // `counters_<kernel>` lines read as running totals (PerfSampleCollector::Finish): the
+  // chip's first one, whose increase is unknown, is then left out; and the decreases (a
+  // reset) among them, read as 0.
   bool cumulative_executions = false;
-  // `counters_<kernel>` lines read as running totals: the first one of the chip, whose
-  // increase is unknown, is left out; and decreases (a reset), read as 0.
-  int64_t executions_left_out = 0;
   int64_t counter_resets = 0;
   // Counter ids the generation's table lacks (kept as perf/id_<id>).
   std::set<uint64_t> unknown_ids;

@@ -277,7 +277,6 @@ def test_v7x_two_dies_one_throttled_equal_xprof(aggregator):
     agg, out = aggregator
     s = Space(xspace_class(out), "v7x")
     cycles = 190_000  # 100 us at 1.9 GHz
-    mixed = {}
     for k, (mxu, skip) in enumerate(((0.53, 0.0), (0.21, 0.0))):
         die0 = tc7(0, cycles, mxu_busy_2=mxu, mxu_busy_1=0.1, mxu_busy_0=0.3,
                    scalar_alu_instruction_0=0.4, vector_alu_instruction_2=0.9,
@@ -298,7 +297,6 @@ def test_v7x_two_dies_one_throttled_equal_xprof(aggregator):
         how = {v7x_id(TC7 + "MXU_BUSY_2", 0): "meta_id", v7x_id(TC7 + "VST_INSTRUCTION", 1): "meta_value",
                v7x_id(TC7 + "XLU_BUSY_1", 0): "no_id"}
         s.run("fusion.1", counts, how=how)
-        mixed = counts
     path = s.write(out / "v7x.xplane.pb")
     per_die, over = pooled(xprof_rows(path), {1, 2}, True)
     # XProf's own per-execution figure, as the issue measured it: 53% and 21% MXU busy.
@@ -311,7 +309,6 @@ def test_v7x_two_dies_one_throttled_equal_xprof(aggregator):
     assert profile["dies"][0].get("throttled", 0) == 0
     text = str(k)
     assert "die 1 " in text and "disagrees" in text, "the throttled die is named"
-    assert mixed
 
 
 def test_v7x_die_without_cycles_gets_no_figures(aggregator):
