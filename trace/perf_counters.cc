@@ -40,20 +40,24 @@ const PerfCounterId* Find(absl::Span<const PerfCounterId> table, uint64_t id) {
 // is a best-effort list: it has fewer than half as many DIE1 names as DIE0 ones). Sorted by id;
 // built once, never freed, so the names can be handed out as string_views.
 absl::Span<const PerfCounterId> V7xDerivedDie1() {
-  static const std::vector<PerfCounterId>* const kDerived = [] {
-    auto* names = new std::deque<std::string>;  // a deque: its strings never move
-    auto* out = new std::vector<PerfCounterId>;
+  // The names and the entries pointing into them live together, reachable from the static.
+  struct Derived {
+    std::deque<std::string> names;  // a deque: its strings never move
+    std::vector<PerfCounterId> ids;
+  };
+  static const Derived* const kDerived = [] {
+    auto* d = new Derived;
     for (const PerfCounterId& c : kV7x) {
       const absl::string_view name = c.name;
       const size_t at = name.find("_DIE0_");
       if (at == absl::string_view::npos || Find(kV7x, c.id + kV7xDieStride) != nullptr) continue;
-      std::string& twin = names->emplace_back(name);
+      std::string& twin = d->names.emplace_back(name);
       twin.replace(at, 6, "_DIE1_");
-      out->push_back({c.id + kV7xDieStride, twin.c_str()});
+      d->ids.push_back({c.id + kV7xDieStride, twin.c_str()});
     }
-    return out;  // sorted: kV7x is, and every id moved by the same stride
+    return d;  // sorted: kV7x is, and every id moved by the same stride
   }();
-  return *kDerived;
+  return kDerived->ids;
 }
 
 // The statistics block a component's counter indices count in: the register-name prefix
