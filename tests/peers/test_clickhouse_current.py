@@ -227,6 +227,10 @@ def stop(proc):
     proc.wait(timeout=20)
 
 
+# Seconds between the starts of the two demo runs, at least.
+MIN_CAPTURE_GAP_S = 8
+
+
 def demo(folder, *args):
     """One `podprof demo` capture of a 2-host v7x pod into folder/podprof.db."""
     for stale in folder.glob("*.json"):
@@ -262,7 +266,12 @@ def record(out, procs):
 
         # Pod a: two demo captures of one simulated pod, the second with a throttled chip.
         (out / "demo").mkdir()
+        began = time.monotonic()
         first = demo(out / "demo", "--seed", 3)
+        # The regressions period below needs the two captures' starts seconds apart (its
+        # window is at most their gap wide, with a second of margin each side); a fast demo
+        # would otherwise start the second too soon after the first.
+        time.sleep(max(0.0, MIN_CAPTURE_GAP_S - (time.monotonic() - began)))
         second = demo(out / "demo", "--seed", 3, "--throttle", "1:0:0.4")
         db_a = out / "demo" / "podprof.db"
         a = start_fleet_aggregator(procs, out / "pod-a", "aggregator-a", db_a, "pod-a",
