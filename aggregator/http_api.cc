@@ -210,20 +210,23 @@ Response History(const HttpApiSources& src, const Request& req) {
   if (!series.ok()) return Response::Error(series.status());
   Json out = Json::array();
   for (const auto& s : *series) {
-    for (const auto& p : s.points) {
+    google::protobuf::RepeatedPtrField<podprof::v1::KernelHistoryPoint> points;
+    FillHistoryPoints(s.points, 0, &points);
+    for (const podprof::v1::KernelHistoryPoint& p : points) {
       out.push_back(
           // The columns of `podprof history --format csv`.
           {{"kernel", s.op_name},
            {"module", s.module},
-           {"capture", p.capture_id},
-           {"start_ns", p.start_ns},
-           {"count", p.count},
-           {"mean_ps", p.count > 0 ? std::llround(static_cast<double>(p.total_ps) / p.count) : 0},
-           {"p50_ps", std::llround(p.sketch.Quantile(0.5))},
-           {"p90_ps", std::llround(p.sketch.Quantile(0.9))},
-           {"p99_ps", std::llround(p.sketch.Quantile(0.99))},
-           {"total_ps", p.total_ps},
-           {"achieved_tflops", p.achieved_tflops}});
+           {"capture", p.capture_id()},
+           {"start_ns", p.capture_start_ns()},
+           {"count", p.count()},
+           {"mean_ps", std::llround(p.mean_ps())},
+           {"p50_ps", p.p50_ps()},
+           {"p90_ps", p.p90_ps()},
+           {"p99_ps", p.p99_ps()},
+           {"total_ps", p.total_ps()},
+           {"achieved_tflops", p.achieved_tflops()},
+           {"regression", p.regression()}});
     }
   }
   return Rows(req, "points", out);

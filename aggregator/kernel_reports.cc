@@ -115,9 +115,7 @@ grpc::Status AggregatorService::DescribeKernel(grpc::ServerContext*,
     size_t first = 0;
     const size_t limit = req->history_limit() > 0 ? req->history_limit() : 30;
     if (points.size() > limit) first = points.size() - limit;
-    for (size_t i = first; i < points.size(); ++i) {
-      FillHistoryPoint(points[i], resp->add_history());
-    }
+    FillHistoryPoints(points, first, resp->mutable_history());
   }
   return grpc::Status::OK;
 }

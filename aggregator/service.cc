@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -22,6 +23,7 @@
 #include "export/xspace_export.h"
 #include "fleet/capture_rows.h"
 #include "ingest/capture_ingest.h"
+#include "insight/change.h"
 #include "insight/insight_proto.h"
 #include "insight/verdict.h"
 #include "proto/grpc_status.h"
@@ -70,21 +72,32 @@ std::string RegexEscape(const std::string& text) {
   return out;
 }
 
-void FillHistoryPoint(const storage::HistoryPoint& p, podprof::v1::KernelHistoryPoint* pt) {
-  pt->set_capture_id(p.capture_id);
-  pt->set_capture_start_ns(p.start_ns);
-  pt->set_count(static_cast<uint64_t>(p.count));
-  pt->set_mean_ps(p.count > 0 ? static_cast<double>(p.total_ps) / p.count : 0);
-  pt->set_p50_ps(std::llround(p.sketch.Quantile(0.5)));
-  pt->set_p90_ps(std::llround(p.sketch.Quantile(0.9)));
-  pt->set_p99_ps(std::llround(p.sketch.Quantile(0.99)));
-  pt->set_chip_count(static_cast<uint32_t>(p.chips));
-  pt->set_total_ps(p.total_ps);
-  pt->set_achieved_tflops(p.achieved_tflops);
-  if (!p.perf_totals.empty()) {
-    const insight::KernelProfile k = insight::ProfileFromCounters(
-        trace::FindGenerationByName(p.generation), p.perf_totals, p.perf_covered_ps, 0, p.total_ps);
-    if (k.present) insight::ProfileToProto(k, pt->mutable_kernel_profile());
+void FillHistoryPoints(const std::vector<storage::HistoryPoint>& points, size_t first,
+                       google::protobuf::RepeatedPtrField<podprof::v1::KernelHistoryPoint>* out) {
+  for (size_t i = first; i < points.size(); ++i) {
+    const storage::HistoryPoint& p = points[i];
+    podprof::v1::KernelHistoryPoint* pt = out->Add();
+    pt->set_capture_id(p.capture_id);
+    pt->set_capture_start_ns(p.start_ns);
+    pt->set_count(static_cast<uint64_t>(p.count));
+    pt->set_mean_ps(p.count > 0 ? static_cast<double>(p.total_ps) / p.count : 0);
+    pt->set_p50_ps(std::llround(p.sketch.Quantile(0.5)));
+    pt->set_p90_ps(std::llround(p.sketch.Quantile(0.9)));
+    pt->set_p99_ps(std::llround(p.sketch.Quantile(0.99)));
+    pt->set_chip_count(static_cast<uint32_t>(p.chips));
+    pt->set_total_ps(p.total_ps);
+    pt->set_achieved_tflops(insight::AchievedTflops(p.flops_executed, p.total_ps));
+    if (i > 0) {
+      pt->set_regression(
+          insight::MedianShift(points[i - 1].sketch, p.sketch, insight::kDefaultRegressionThreshold)
+              .regressed);
+    }
+    if (!p.perf_totals.empty()) {
+      const insight::KernelProfile k =
+          insight::ProfileFromCounters(trace::FindGenerationByName(p.generation), p.perf_totals,
+                                       p.perf_covered_ps, 0, p.total_ps);
+      if (k.present) insight::ProfileToProto(k, pt->mutable_kernel_profile());
+    }
   }
 }
 
@@ -402,12 +415,54 @@ grpc::Status AggregatorService::KernelHistory(grpc::ServerContext*,
     if (req->max_points() > 0 && s.points.size() > req->max_points()) {
       first = s.points.size() - req->max_points();  // the most recent points
     }
-    for (size_t i = first; i < s.points.size(); ++i) {
-      FillHistoryPoint(s.points[i], out->add_points());
-    }
+    FillHistoryPoints(s.points, first, out->mutable_points());
   }
   return grpc::Status::OK;
 }
+
+namespace {
+
+// A kernel's change between two captures, judged by insight's rules.
+struct KernelDelta {
+  storage::KernelPair pair;
+  double mean_change = 0, p50_change = 0, p99_change = 0;
+  bool regression = false;
+};
+
+// Each pair judged (a kernel on one side only has no change), regressions first, then by the
+// larger side's total time.
+std::vector<KernelDelta> JudgeDeltas(std::vector<storage::KernelPair> pairs, double threshold) {
+  std::vector<KernelDelta> out;
+  out.reserve(pairs.size());
+  for (storage::KernelPair& p : pairs) {
+    KernelDelta d;
+    d.pair = std::move(p);
+    const std::optional<storage::StatRow>& b = d.pair.baseline;
+    const std::optional<storage::StatRow>& c = d.pair.candidate;
+    if (b && c) {
+      const auto mean = [](const storage::StatRow& r) {
+        return r.count > 0 ? static_cast<double>(r.total_ps) / r.count : 0.0;
+      };
+      d.mean_change = insight::RelativeChange(mean(*b), mean(*c));
+      const insight::QuantileShift median = insight::MedianShift(b->sketch, c->sketch, threshold);
+      d.p50_change = median.change;
+      d.regression = median.regressed;
+      d.p99_change = insight::TailShift(b->sketch, c->sketch, threshold).change;
+    }
+    out.push_back(std::move(d));
+  }
+  const auto total = [](const KernelDelta& d) {
+    return std::max(d.pair.baseline ? d.pair.baseline->total_ps : 0,
+                    d.pair.candidate ? d.pair.candidate->total_ps : 0);
+  };
+  std::sort(out.begin(), out.end(), [&](const KernelDelta& a, const KernelDelta& b) {
+    return std::make_tuple(!a.regression, -total(a), a.pair.op_name) <
+           std::make_tuple(!b.regression, -total(b), b.pair.op_name);
+  });
+  return out;
+}
+
+}  // namespace
 
 grpc::Status AggregatorService::CompareCaptures(grpc::ServerContext*,
                                                 const podprof::v1::CompareCapturesRequest* req,
@@ -416,13 +471,15 @@ grpc::Status AggregatorService::CompareCaptures(grpc::ServerContext*,
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "both baseline_capture_id and candidate_capture_id are required");
   }
-  const double threshold = req->regression_threshold() > 0 ? req->regression_threshold() : 0.05;
+  const double threshold = req->regression_threshold() > 0 ? req->regression_threshold()
+                                                           : insight::kDefaultRegressionThreshold;
   if (absl::Status s = CheckUserPattern("filter.op_regex", req->filter().op_regex()); !s.ok()) {
     return ToGrpc(s);
   }
-  absl::StatusOr<std::vector<storage::KernelDeltaRow>> rows = store_->Compare(
-      req->baseline_capture_id(), req->candidate_capture_id(), req->filter().op_regex(), threshold);
-  if (!rows.ok()) return ToGrpc(rows.status());
+  absl::StatusOr<std::vector<storage::KernelPair>> pairs = store_->PairKernels(
+      req->baseline_capture_id(), req->candidate_capture_id(), req->filter().op_regex());
+  if (!pairs.ok()) return ToGrpc(pairs.status());
+  const std::vector<KernelDelta> rows = JudgeDeltas(*std::move(pairs), threshold);
   // Each side's kernels judged as `podprof stats` judges them, counters and verdicts included.
   using Insights = std::map<int64_t, storage::KernelInsightRow>;
   auto insights_of = [&](const std::string& capture) -> absl::StatusOr<Insights> {
@@ -444,8 +501,9 @@ grpc::Status AggregatorService::CompareCaptures(grpc::ServerContext*,
   };
   uint32_t regressions = 0;
   size_t n = 0;
-  for (const storage::KernelDeltaRow& d : *rows) {
-    if (d.regression) ++regressions;
+  for (const KernelDelta& delta : rows) {
+    const storage::KernelPair& d = delta.pair;
+    if (delta.regression) ++regressions;
     if (req->top_n() > 0 && n >= req->top_n()) continue;
     ++n;
     auto* out = resp->add_deltas();
@@ -454,12 +512,12 @@ grpc::Status AggregatorService::CompareCaptures(grpc::ServerContext*,
     out->mutable_kernel()->set_category(d.category);
     if (d.baseline) *out->mutable_baseline() = Judged(*d.baseline, base_insights);
     if (d.candidate) *out->mutable_candidate() = Judged(*d.candidate, cand_insights);
-    out->set_mean_change(d.mean_change);
-    out->set_p50_change(d.p50_change);
-    out->set_p99_change(d.p99_change);
+    out->set_mean_change(delta.mean_change);
+    out->set_p50_change(delta.p50_change);
+    out->set_p99_change(delta.p99_change);
     out->set_total_ps_change((d.candidate ? d.candidate->total_ps : 0) -
                              (d.baseline ? d.baseline->total_ps : 0));
-    out->set_regression(d.regression);
+    out->set_regression(delta.regression);
   }
   resp->set_regression_count(regressions);
   return grpc::Status::OK;

@@ -16,7 +16,10 @@ podprof::v1::CaptureStatus StatusEnum(const std::string& s);
 std::string StatusName(podprof::v1::CaptureStatus s);
 // `text` with the regex metacharacters escaped (an exact-name match as a regex).
 std::string RegexEscape(const std::string& text);
-void FillHistoryPoint(const storage::HistoryPoint& p, podprof::v1::KernelHistoryPoint* pt);
+// The points of `points` from `first` on, each with its regression flag judged against the
+// point before it (the one before `first` included).
+void FillHistoryPoints(const std::vector<storage::HistoryPoint>& points, size_t first,
+                       google::protobuf::RepeatedPtrField<podprof::v1::KernelHistoryPoint>* out);
 void FillKernelDef(const storage::KernelKey& k, podprof::v1::KernelDef* d);
 void FillSummary(const storage::CaptureRow& r, podprof::v1::CaptureSummary* s);
 absl::StatusOr<storage::Order> OrderOf(podprof::v1::KernelOrder o);

@@ -55,7 +55,8 @@ std::unique_ptr<Command> AddHistoryCommand(CLI::App& app, CliContext& context) {
 }
 
 const char* const kHistoryCsvHeader =
-    "kernel,module,capture,start_ns,count,mean_ps,p50_ps,p90_ps,p99_ps,total_ps,achieved_tflops";
+    "kernel,module,capture,start_ns,count,mean_ps,p50_ps,p90_ps,p99_ps,total_ps,achieved_tflops,"
+    "regression";
 
 absl::Status RunHistory(AggregatorClient& client, const HistoryOptions& options,
                         std::ostream& out) {
@@ -105,7 +106,8 @@ void WriteKernelHistory(const v1::KernelHistoryResponse& response, OutputFormat 
           out << CsvField(series.kernel().op_name()) << ',' << CsvField(series.kernel().module())
               << ',' << CsvField(p.capture_id()) << ',' << p.capture_start_ns() << ',' << p.count()
               << ',' << std::llround(p.mean_ps()) << ',' << p.p50_ps() << ',' << p.p90_ps() << ','
-              << p.p99_ps() << ',' << p.total_ps() << ',' << CsvDouble(p.achieved_tflops()) << "\n";
+              << p.p99_ps() << ',' << p.total_ps() << ',' << CsvDouble(p.achieved_tflops()) << ','
+              << (p.regression() ? "true" : "false") << "\n";
         }
       }
       break;
@@ -123,7 +125,8 @@ void WriteKernelHistory(const v1::KernelHistoryResponse& response, OutputFormat 
                             {"p99_ps", p.p99_ps()},
                             {"total_ps", p.total_ps()},
                             {"chip_count", p.chip_count()},
-                            {"achieved_tflops", p.achieved_tflops()}});
+                            {"achieved_tflops", p.achieved_tflops()},
+                            {"regression", p.regression()}});
           if (const double* mxu = MxuOf(p)) points.back()["mxu"] = *mxu;
         }
         j.push_back({{"kernel", series.kernel().op_name()},

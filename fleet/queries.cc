@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "common/pattern.h"
 #include "common/status_macros.h"
+#include "insight/change.h"
 #include "nlohmann/json.hpp"
 #include "storage/store.h"
 
@@ -152,15 +153,15 @@ absl::StatusOr<std::vector<FleetRegression>> FleetRegressions(const ClickHouse& 
   } catch (const json::exception& e) {
     return absl::DataLossError(absl::StrCat("regressions from ", ch.url(), ": ", e.what()));
   }
-  const double floor = std::max(threshold, 2 * trace::DDSketch::kRelativeError);
   std::vector<FleetRegression> out;
   for (auto& [key, g] : by_key) {
     if (g.baseline.empty() || g.candidate.empty()) continue;  // nothing to compare with
-    const double c50 = g.candidate.Quantile(0.5), c99 = g.candidate.Quantile(0.99);
-    g.p50_change = storage::RelativeChange(g.baseline.Quantile(0.5), c50);
-    g.p99_change = storage::RelativeChange(g.baseline.Quantile(0.99), c99);
-    g.p50_regressed = g.p50_change > floor && c50 > g.baseline.Quantile(0.9);
-    g.p99_regressed = g.p99_change > floor && c99 > g.baseline.Quantile(0.999);
+    const insight::QuantileShift median = insight::MedianShift(g.baseline, g.candidate, threshold);
+    const insight::QuantileShift tail = insight::TailShift(g.baseline, g.candidate, threshold);
+    g.p50_change = median.change;
+    g.p50_regressed = median.regressed;
+    g.p99_change = tail.change;
+    g.p99_regressed = tail.regressed;
     out.push_back(std::move(g));
   }
   std::sort(out.begin(), out.end(), [](const FleetRegression& a, const FleetRegression& b) {

@@ -51,11 +51,6 @@ absl::StatusOr<StatRow> ReadStatRow(const Statement& s) {
 
 }  // namespace
 
-double RelativeChange(double baseline, double candidate) {
-  if (baseline <= 0 || candidate <= 0) return 0;
-  return candidate / baseline - 1;
-}
-
 absl::StatusOr<std::vector<CaptureRow>> Store::ListCaptures(const CaptureQuery& q,
                                                             std::string* next_page_token) {
   if (q.until_ns < q.since_ns) {
@@ -289,27 +284,23 @@ absl::StatusOr<std::vector<HistorySeries>> Store::KernelHistory(const HistoryQue
     ASSIGN_OR_RETURN(trace::DDSketch sk, trace::DDSketch::Deserialize(s->Blob(7)));
     p.sketch.Merge(sk);
     p.chips = std::max(p.chips, s->Int(8));
-    if (p.total_ps > 0) {
-      p.achieved_tflops += static_cast<double>(s->Int(9)) * static_cast<double>(s->Int(5)) /
-                           static_cast<double>(p.total_ps);
-    }
+    p.flops_executed += static_cast<double>(s->Int(9)) * static_cast<double>(s->Int(5));
   }
   RETURN_IF_ERROR(AddPerfTotals(c, rows, &out));
   return out;
 }
 
-absl::StatusOr<std::vector<KernelDeltaRow>> Store::Compare(const std::string& baseline,
+absl::StatusOr<std::vector<KernelPair>> Store::PairKernels(const std::string& baseline,
                                                            const std::string& candidate,
-                                                           const std::string& op_regex,
-                                                           double threshold) {
-  std::map<std::pair<std::string, std::string>, KernelDeltaRow> rows;
+                                                           const std::string& op_regex) {
+  std::map<std::pair<std::string, std::string>, KernelPair> rows;
   for (int side = 0; side < 2; ++side) {
     StatsQuery q;
     q.capture_id = side == 0 ? baseline : candidate;
     q.op_regex = op_regex;
     ASSIGN_OR_RETURN(std::vector<StatRow> stats, KernelStats(q));
     for (StatRow& r : stats) {
-      KernelDeltaRow& d = rows[{r.kernel.module, r.kernel.op_name}];
+      KernelPair& d = rows[{r.kernel.module, r.kernel.op_name}];
       d.module = r.kernel.module;
       d.op_name = r.kernel.op_name;
       d.category = r.kernel.category;
@@ -325,32 +316,9 @@ absl::StatusOr<std::vector<KernelDeltaRow>> Store::Compare(const std::string& ba
       }
     }
   }
-  // Noise: the sketch's own error is 2 x 0.54%; a shift must also leave the baseline's
-  // spread (its p90) to count.
-  const double floor = std::max(threshold, 2 * trace::DDSketch::kRelativeError);
-  std::vector<KernelDeltaRow> out;
-  for (auto& [key, d] : rows) {
-    if (d.baseline && d.candidate) {
-      const auto mean = [](const StatRow& r) {
-        return r.count > 0 ? static_cast<double>(r.total_ps) / r.count : 0.0;
-      };
-      d.mean_change = RelativeChange(mean(*d.baseline), mean(*d.candidate));
-      const double b50 = d.baseline->sketch.Quantile(0.5), c50 = d.candidate->sketch.Quantile(0.5);
-      d.p50_change = RelativeChange(b50, c50);
-      d.p99_change =
-          RelativeChange(d.baseline->sketch.Quantile(0.99), d.candidate->sketch.Quantile(0.99));
-      d.regression = d.p50_change > floor && c50 > d.baseline->sketch.Quantile(0.9);
-    }
-    out.push_back(std::move(d));
-  }
-  std::sort(out.begin(), out.end(), [](const KernelDeltaRow& a, const KernelDeltaRow& b) {
-    auto total = [](const KernelDeltaRow& d) {
-      return std::max(d.baseline ? d.baseline->total_ps : 0,
-                      d.candidate ? d.candidate->total_ps : 0);
-    };
-    return std::make_tuple(!a.regression, -total(a), a.op_name) <
-           std::make_tuple(!b.regression, -total(b), b.op_name);
-  });
+  std::vector<KernelPair> out;
+  out.reserve(rows.size());
+  for (auto& [key, d] : rows) out.push_back(std::move(d));
   return out;
 }
 

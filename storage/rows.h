@@ -298,7 +298,9 @@ struct HistoryPoint {
   int64_t start_ns = 0;
   int64_t count = 0, total_ps = 0, chips = 0;
   trace::DDSketch sketch;
-  double achieved_tflops = 0;
+  // Each kernel row's flops per execution times its executions, summed over the rows the point
+  // merges (insight::AchievedTflops turns it into a rate over total_ps).
+  double flops_executed = 0;
   // Kernel profiling: each `perf/...` counter's increase over the kernel summed over the pod,
   // the time those counters covered, and the capture's chip generation (empty without them).
   std::map<std::string, double> perf_totals;
@@ -312,11 +314,10 @@ struct HistorySeries {
   std::vector<HistoryPoint> points;
 };
 
-struct KernelDeltaRow {
+// One kernel (module, op) in two captures; a side it did not run on is empty.
+struct KernelPair {
   std::string module, op_name, category;
   std::optional<StatRow> baseline, candidate;
-  double mean_change = 0, p50_change = 0, p99_change = 0;
-  bool regression = false;
 };
 
 // The fleet outbox at a glance.

@@ -113,12 +113,12 @@ class Store {
                                                           const std::string& module);
   // The newest capture holding kernel `kernel_id`; NotFound when none does.
   absl::StatusOr<std::string> LatestCaptureWith(int64_t kernel_id);
-  // Per kernel (module, op) in either capture; regression when the median moved beyond
-  // `threshold` and beyond the baseline's own p90 (see SCHEMA.md).
-  absl::StatusOr<std::vector<KernelDeltaRow>> Compare(const std::string& baseline,
+  // Per kernel (module, op) in either capture, its statistics on each side (two kernel rows of
+  // one (module, op) merged), in (module, op) order. What the pairs mean is insight's
+  // (insight/change.h); NotFound naming the id for an unknown capture.
+  absl::StatusOr<std::vector<KernelPair>> PairKernels(const std::string& baseline,
                                                       const std::string& candidate,
-                                                      const std::string& op_regex,
-                                                      double threshold);
+                                                      const std::string& op_regex);
   // Calls `fn` for every host of the capture in name order, one host in memory at a time;
   // stops at the first error `fn` returns. NotFound naming the id for an unknown capture.
   absl::Status ForEachHost(const std::string& capture_id,
@@ -198,9 +198,6 @@ class Store {
   absl::flat_hash_map<std::string, std::pair<int64_t, unsigned>> kernel_ids_
       ABSL_GUARDED_BY(kernel_ids_mu_);
 };
-
-// The change of `candidate` over `baseline`, as a fraction (0.1 = 10% slower); 0 if either is 0.
-double RelativeChange(double baseline, double candidate);
 
 }  // namespace podprof::storage
 

@@ -209,13 +209,12 @@ function textBlock(title, text) {
   return text ? [P.el('h2', {}, title), P.el('pre', {class: 'code-text'}, text)] : [];
 }
 
-// p50 and p99 over time; a point is a regression (marked) when its p50 moved past the
-// previous capture's by more than 5% and past that capture's p90, `podprof diff`'s rule.
+// p50 and p99 over time; a point the API marks a regression (its p50 past the previous
+// capture's by `podprof diff`'s rule, judged by the aggregator) is drawn in red.
 function historyChart(where, points) {
   const xs = points.map((p) => p.start_ns / 1e9);
   const p50 = points.map((p) => p.p50_ps / 1e6), p99 = points.map((p) => p.p99_ps / 1e6);
-  const reg = points.map((p, i) => (i > 0 && p.p50_ps > points[i - 1].p50_ps * 1.05 &&
-                                     p.p50_ps > points[i - 1].p90_ps) ? p.p50_ps / 1e6 : null);
+  const reg = points.map((p) => (p.regression ? p.p50_ps / 1e6 : null));
   const width = Math.max(400, Math.min(1100, where.clientWidth || 900));
   // The captures with a margin. uPlot gives a lone point a span of 86400 / its ms option,
   // 1000 days for times in seconds: one capture would sit at the edge of three years.
