@@ -16,6 +16,7 @@
 #include "common/checked.h"
 #include "common/errno_status.h"
 #include "common/logging.h"
+#include "common/periodic.h"
 #include "common/status_macros.h"
 #include "kernelprof/options.h"
 #include "proto/grpc_status.h"
@@ -92,14 +93,20 @@ class MetricSampler {
                 int64_t end_ns)
       : clock_(clock), workload_(workload) {
     if (workload.metrics.empty()) return;
-    thread_ =
-        std::thread([this, interval_ns, start_ns, end_ns] { Loop(interval_ns, start_ns, end_ns); });
+    // From the window's start (or now) every interval, the last sample at or before its end.
+    const int64_t first = std::max(start_ns, clock_.NowNs());
+    if (first > end_ns) return;
+    thread_ = std::make_unique<PeriodicThread>(
+        clock_, first, [this, next = first, interval_ns, end_ns]() mutable {
+          SampleOnce();
+          next += interval_ns;
+          return next <= end_ns ? std::optional<int64_t>(next) : std::nullopt;
+        });
   }
   ~MetricSampler() { Stop(); }
 
   void Stop() {
-    if (!stop_.HasBeenNotified()) stop_.Notify();
-    if (thread_.joinable()) thread_.join();
+    if (thread_ != nullptr) thread_->Stop();
   }
   // After Stop(): the series (one per chip and metric) and what went wrong.
   std::vector<podprof::v1::CounterSeries> Series() const {
@@ -110,14 +117,6 @@ class MetricSampler {
   const std::string& error() const { return error_; }
 
  private:
-  void Loop(int64_t interval_ns, int64_t start_ns, int64_t end_ns) {
-    int64_t next = std::max(start_ns, clock_.NowNs());
-    while (next <= end_ns) {
-      if (!clock_.SleepUntilNs(next, &stop_)) return;
-      SampleOnce();
-      next += interval_ns;
-    }
-  }
   void SampleOnce() {
     for (size_t i = 0; i < workload_.metrics.size(); ++i) {
       for (const auto& [name, unit] : kSampledMetrics) {
@@ -155,8 +154,7 @@ class MetricSampler {
 
   Clock& clock_;
   const Workload& workload_;
-  absl::Notification stop_;
-  std::thread thread_;
+  std::unique_ptr<PeriodicThread> thread_;
   // Written by the sampler thread only; read after Stop() joined it.
   std::map<std::pair<int32_t, std::string>, podprof::v1::CounterSeries> series_;
   std::string error_;

@@ -25,6 +25,7 @@
 #include "common/daemon.h"
 #include "common/daemon_flags.h"
 #include "common/logging.h"
+#include "common/periodic.h"
 #include "common/sd_notify.h"
 #include "common/status_macros.h"
 #include "http/server.h"
@@ -204,20 +205,15 @@ absl::Status Healthy(storage::Store& store, podprof::v1::Aggregator::Stub& self,
 class Prober {
  public:
   Prober(Registry& registry, Clock& clock)
-      : thread_([this, &registry, &clock] {
+      : thread_(clock, clock.NowNs() + kEveryNs, [&registry, &clock] {
           constexpr int kBurst = 8;
-          while (clock.SleepUntilNs(clock.NowNs() + 200'000'000, &stop_)) {
-            registry.ProbeDue(kBurst);
-          }
+          registry.ProbeDue(kBurst);
+          return PeriodicThread::Every(clock, kEveryNs);
         }) {}
-  ~Prober() {
-    stop_.Notify();
-    thread_.join();
-  }
 
  private:
-  absl::Notification stop_;
-  std::thread thread_;
+  static constexpr int64_t kEveryNs = 200'000'000;
+  PeriodicThread thread_;  // stopped and joined by its destructor
 };
 
 }  // namespace

@@ -87,7 +87,9 @@ class ChunkStreamBuf : public std::streambuf {
 };
 
 std::string HostDescription(const storage::HostRow& h) {
-  if (h.status != "complete") return absl::StrCat(h.status, ": ", h.error);
+  if (h.status != storage::HostOutcome::kComplete) {
+    return absl::StrCat(storage::HostOutcomeName(h.status), ": ", h.error);
+  }
   return absl::StrCat("clock correction ", h.clock_offset_ns, " ns +- ", h.clock_uncertainty_ns,
                       " ns");
 }

@@ -97,7 +97,17 @@ namespace {
 
 Response Captures(const HttpApiSources& src, const Request& req) {
   storage::CaptureQuery q;
-  q.status = Param(req, "status");
+  if (const std::string status = Param(req, "status"); !status.empty()) {
+    q.status = storage::CaptureStateNamed(status);
+    if (!q.status) {
+      std::vector<std::string> names;
+      for (storage::CaptureState k : storage::kCaptureStates) {
+        names.push_back(storage::CaptureStateName(k));
+      }
+      return Response::Error(absl::InvalidArgumentError(absl::StrCat(
+          "status: unknown state \"", status, "\" (use ", absl::StrJoin(names, ", "), ")")));
+    }
+  }
   absl::StatusOr<int64_t> limit = IntParam(req, "limit", 100);
   if (!limit.ok()) return Response::Error(limit.status());
   q.limit = static_cast<int>(std::min<int64_t>(*limit, 1 << 20));
@@ -120,7 +130,7 @@ Response Capture(const HttpApiSources& src, const Request& req) {
   Json hosts = Json::array();
   for (const auto& h : c->host_rows) {
     hosts.push_back({{"host", h.host},
-                     {"status", h.status},
+                     {"status", storage::HostOutcomeName(h.status)},
                      {"error", h.error},
                      {"clock_offset_ns", h.clock_offset_ns},
                      {"clock_uncertainty_ns", h.clock_uncertainty_ns},

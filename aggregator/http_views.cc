@@ -77,8 +77,8 @@ Response Timeline(const HttpApiSources& src, Overviews& overviews, const Request
     }
   }
   // The whole capture, as a page first shows it: from the kept overview.
-  if (*from == 0 && *to == length && Param(req, "hosts").empty() && row->status != "running" &&
-      *width <= Overviews::WidthFor(row->chips)) {
+  if (*from == 0 && *to == length && Param(req, "hosts").empty() &&
+      row->status != storage::CaptureState::kRunning && *width <= Overviews::WidthFor(row->chips)) {
     absl::StatusOr<std::shared_ptr<const Overview>> ov = overviews.Get(*row, counters);
     if (!ov.ok()) return Response::Error(ov.status());
     if (waits) fields["waits"] = (*ov)->waits;
@@ -114,7 +114,7 @@ Response Waits(const HttpApiSources& src, Overviews& overviews, const Request& r
   absl::StatusOr<storage::CaptureRow> row = src.store->GetCapture(req.params.at("id"));
   if (!row.ok()) return Response::Error(row.status());
   Json j;
-  if (Param(req, "hosts").empty() && row->status != "running") {
+  if (Param(req, "hosts").empty() && row->status != storage::CaptureState::kRunning) {
     absl::StatusOr<std::shared_ptr<const Overview>> ov = overviews.Get(*row, DefaultCounters(*row));
     if (!ov.ok()) return Response::Error(ov.status());
     j = (*ov)->waits;
@@ -281,7 +281,7 @@ Response Export(const HttpApiSources& src, const Request& req) {
 }  // namespace
 
 void AddViewRoutes(const HttpApiSources& src, http::Router& r) {
-  auto overviews = std::make_shared<Overviews>(src.store);
+  auto overviews = std::make_shared<Overviews>(src.store, *src.clock);
   r.Add("GET", "/api/v1/captures/{id}/timeline",
         [src, overviews](const Request& q) { return Timeline(src, *overviews, q); });
   r.Add("GET", "/api/v1/captures/{id}/waits",

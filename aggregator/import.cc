@@ -65,7 +65,7 @@ grpc::Status AggregatorService::ImportXSpace(
   std::string dir = limits_.spool_dir;
   if (dir.empty()) dir = std::getenv("TMPDIR") != nullptr ? std::getenv("TMPDIR") : "/tmp";
   ingest::CaptureInput w;
-  w.source = "import";
+  w.source = storage::CaptureSource::kImport;
   w.created_ns = clock_->NowNs();
   std::set<std::string> seen;
   std::vector<std::string> errors;

@@ -55,8 +55,8 @@ void AddAggregatorMetrics(Metrics& m, const MetricSources& src, Clock& clock) {
   DeclareFamilies(m);
   m.AddCollector([src](Sample& s) {
     if (auto counts = src.store->CaptureCounts(); counts.ok()) {
-      for (const char* state :
-           {"running", "complete", "partial", "failed", "cancelled", "interrupted"}) {
+      for (const storage::CaptureState k : storage::kCaptureStates) {
+        const char* state = storage::CaptureStateName(k);
         auto it = counts->find(state);
         s.Value("podprof_captures", {state}, it == counts->end() ? 0 : it->second);
       }

@@ -398,7 +398,7 @@ void Orchestrator::StoreRun(CaptureRun& run, std::vector<std::unique_ptr<HostStr
     } else if (h->ok()) {
       stored = h->analysed().status();  // the store refused: the capture cannot be stored
     } else {
-      a.write.status = "failed";
+      a.write.status = storage::HostOutcome::kFailed;
       a.write.error = h->error();
     }
     a.write.host = h->host();

@@ -11,7 +11,7 @@ namespace podprof::aggregator {
 namespace {
 
 constexpr size_t kKept = 4;  // overviews kept: the captures people open now
-constexpr auto kWarmEvery = std::chrono::seconds(2);
+constexpr int64_t kWarmEveryNs = 2'000'000'000;
 // Captures of more chips (64 hosts of 4) are not read ahead of a page asking: the reading
 // would compete with the next capture's ingest of a large pod. Their first page view computes
 // their overview.
@@ -44,16 +44,13 @@ std::set<std::string> DefaultCounters(const storage::CaptureRow& row) {
   return {};
 }
 
-Overviews::Overviews(storage::Store* store) : store_(store), warmer_([this] { WarmLoop(); }) {}
-
-Overviews::~Overviews() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  warmer_.join();
-}
+Overviews::Overviews(storage::Store* store, Clock& clock)
+    : store_(store),
+      seen_(store->written().captures),
+      warmer_(clock, clock.NowNs() + kWarmEveryNs, [this, &clock] {
+        Warm();
+        return PeriodicThread::Every(clock, kWarmEveryNs);
+      }) {}
 
 int Overviews::WidthFor(int64_t tracks) {
   if (tracks <= 1024) return 4096;
@@ -105,29 +102,21 @@ absl::StatusOr<std::shared_ptr<const Overview>> Overviews::Get(
 // Every couple of seconds, if the store has committed a capture since the last look, the
 // newest captures' overviews, so that the page opened when a capture lands finds its first
 // view ready. Captures stored before this process started wait for a page to ask.
-void Overviews::WarmLoop() {
-  int64_t seen = store_->written().captures;
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stopping_) {
-    wake_.wait_for(lock, kWarmEvery, [this] { return stopping_; });
-    if (stopping_) break;
-    const int64_t written = store_->written().captures;
-    if (written == seen) continue;  // nothing new: no query at all
-    seen = written;
-    lock.unlock();
-    storage::CaptureQuery q;
-    q.limit = 2;
-    std::string next;
-    absl::StatusOr<std::vector<storage::CaptureRow>> rows = store_->ListCaptures(q, &next);
-    if (rows.ok()) {
-      for (const storage::CaptureRow& c : *rows) {
-        if (c.status == "running" || c.hosts == 0 || c.chips > kWarmMaxChips) continue;
-        absl::StatusOr<storage::CaptureRow> row = store_->GetCapture(c.id);  // with its hosts
-        // A failure is not kept: the page that asks for it sees the error.
-        if (row.ok()) (void)Get(*row, DefaultCounters(*row));
-      }
-    }
-    lock.lock();
+void Overviews::Warm() {
+  const int64_t written = store_->written().captures;
+  if (written == seen_) return;  // nothing new: no query at all
+  seen_ = written;
+  storage::CaptureQuery q;
+  q.limit = 2;
+  std::string next;
+  absl::StatusOr<std::vector<storage::CaptureRow>> rows = store_->ListCaptures(q, &next);
+  if (!rows.ok()) return;
+  for (const storage::CaptureRow& c : *rows) {
+    if (c.status == storage::CaptureState::kRunning || c.hosts == 0 || c.chips > kWarmMaxChips)
+      continue;
+    absl::StatusOr<storage::CaptureRow> row = store_->GetCapture(c.id);  // with its hosts
+    // A failure is not kept: the page that asks for it sees the error.
+    if (row.ok()) (void)Get(*row, DefaultCounters(*row));
   }
 }
 

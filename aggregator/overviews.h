@@ -6,7 +6,6 @@
 #ifndef PODPROF_AGGREGATOR_OVERVIEWS_H_
 #define PODPROF_AGGREGATOR_OVERVIEWS_H_
 
-#include <condition_variable>
 #include <future>
 #include <list>
 #include <map>
@@ -14,10 +13,11 @@
 #include <mutex>
 #include <set>
 #include <string>
-#include <thread>
 
 #include "absl/status/statusor.h"
 #include "aggregator/timeline_view.h"
+#include "common/clock.h"
+#include "common/periodic.h"
 #include "nlohmann/json.hpp"
 #include "storage/store.h"
 
@@ -39,9 +39,9 @@ std::set<std::string> DefaultCounters(const storage::CaptureRow& row);
 
 class Overviews {
  public:
-  // Starts a thread that computes the overviews of newly stored captures.
-  explicit Overviews(storage::Store* store);
-  ~Overviews();  // stops it
+  // Starts a thread that computes the overviews of newly stored captures, looking every 2 s of
+  // `clock` (which must outlive this).
+  Overviews(storage::Store* store, Clock& clock);
 
   // The overview's width for a capture of `tracks` chips: 4096 pixels, less for very large pods
   // (a pixel column of every chip costs 12 bytes).
@@ -53,15 +53,14 @@ class Overviews {
 
  private:
   using Result = absl::StatusOr<std::shared_ptr<const Overview>>;
-  void WarmLoop();
+  void Warm();  // on warmer_
 
   storage::Store* const store_;
   std::mutex mu_;
-  std::condition_variable wake_;
-  bool stopping_ = false;
   std::map<std::string, std::shared_future<Result>> kept_;  // by capture and counters
   std::list<std::string> order_;                            // most recently used first
-  std::thread warmer_;
+  int64_t seen_ = 0;       // the store's committed captures at Warm's last look; warmer_'s own
+  PeriodicThread warmer_;  // last: stopped before the members it uses go
 };
 
 }  // namespace podprof::aggregator

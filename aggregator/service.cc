@@ -33,33 +33,39 @@
 
 namespace podprof::aggregator {
 
-podprof::v1::CaptureStatus StatusEnum(const std::string& s) {
-  if (s == "complete") return podprof::v1::CAPTURE_STATUS_COMPLETE;
-  if (s == "partial") return podprof::v1::CAPTURE_STATUS_PARTIAL;
-  if (s == "failed") return podprof::v1::CAPTURE_STATUS_FAILED;
-  if (s == "cancelled") return podprof::v1::CAPTURE_STATUS_CANCELLED;
-  if (s == "running") return podprof::v1::CAPTURE_STATUS_RUNNING;
-  if (s == "interrupted") return podprof::v1::CAPTURE_STATUS_INTERRUPTED;
+podprof::v1::CaptureStatus StatusEnum(storage::CaptureState s) {
+  switch (s) {
+    case storage::CaptureState::kRunning:
+      return podprof::v1::CAPTURE_STATUS_RUNNING;
+    case storage::CaptureState::kComplete:
+      return podprof::v1::CAPTURE_STATUS_COMPLETE;
+    case storage::CaptureState::kPartial:
+      return podprof::v1::CAPTURE_STATUS_PARTIAL;
+    case storage::CaptureState::kFailed:
+      return podprof::v1::CAPTURE_STATUS_FAILED;
+    case storage::CaptureState::kCancelled:
+      return podprof::v1::CAPTURE_STATUS_CANCELLED;
+    case storage::CaptureState::kInterrupted:
+      return podprof::v1::CAPTURE_STATUS_INTERRUPTED;
+  }
   return podprof::v1::CAPTURE_STATUS_UNSPECIFIED;
 }
 
-std::string StatusName(podprof::v1::CaptureStatus s) {
-  switch (s) {
-    case podprof::v1::CAPTURE_STATUS_COMPLETE:
-      return "complete";
-    case podprof::v1::CAPTURE_STATUS_PARTIAL:
-      return "partial";
-    case podprof::v1::CAPTURE_STATUS_FAILED:
-      return "failed";
-    case podprof::v1::CAPTURE_STATUS_CANCELLED:
-      return "cancelled";
-    case podprof::v1::CAPTURE_STATUS_RUNNING:
-      return "running";
-    case podprof::v1::CAPTURE_STATUS_INTERRUPTED:
-      return "interrupted";
-    default:
-      return "";
+podprof::v1::CaptureStatus StatusEnum(storage::HostOutcome o) {
+  return o == storage::HostOutcome::kComplete ? podprof::v1::CAPTURE_STATUS_COMPLETE
+                                              : podprof::v1::CAPTURE_STATUS_FAILED;
+}
+
+std::optional<storage::CaptureState> StateOf(podprof::v1::CaptureStatus s) {
+  for (const storage::CaptureState state : storage::kCaptureStates) {
+    if (StatusEnum(state) == s) return state;
   }
+  return std::nullopt;  // unspecified
+}
+
+std::string StatusName(podprof::v1::CaptureStatus s) {
+  const std::optional<storage::CaptureState> state = StateOf(s);
+  return state ? storage::CaptureStateName(*state) : "";
 }
 
 // `text` as a regular expression that matches it literally.
@@ -118,7 +124,7 @@ void FillSummary(const storage::CaptureRow& r, podprof::v1::CaptureSummary* s) {
   s->set_start_ns(r.start_ns);
   s->set_end_ns(r.end_ns);
   s->set_status(StatusEnum(r.status));
-  s->set_source(r.source);
+  s->set_source(storage::CaptureSourceName(r.source));
   s->set_kernel_count(static_cast<uint64_t>(r.kernels));
   s->set_event_count(static_cast<uint64_t>(r.events));
   s->set_chip_count(static_cast<uint32_t>(r.chips));
@@ -325,7 +331,7 @@ grpc::Status AggregatorService::ListCaptures(grpc::ServerContext*,
   storage::CaptureQuery q;
   q.since_ns = req->since_ns();
   q.until_ns = req->until_ns() > 0 ? req->until_ns() : INT64_MAX;
-  q.status = StatusName(req->status());
+  q.status = StateOf(req->status());
   q.labels = {req->label_selector().begin(), req->label_selector().end()};
   q.limit = req->limit() > 0 ? static_cast<int>(std::min<uint32_t>(req->limit(), 1000)) : 100;
   q.page_token = req->page_token();

@@ -3,6 +3,7 @@
 #ifndef PODPROF_AGGREGATOR_SERVICE_INTERNAL_H_
 #define PODPROF_AGGREGATOR_SERVICE_INTERNAL_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,7 +13,12 @@
 
 namespace podprof::aggregator {
 
-podprof::v1::CaptureStatus StatusEnum(const std::string& s);
+// A stored state as the API's, and back (none for CAPTURE_STATUS_UNSPECIFIED); the names are
+// storage's (storage/rows.h), the one table of them.
+podprof::v1::CaptureStatus StatusEnum(storage::CaptureState s);
+podprof::v1::CaptureStatus StatusEnum(storage::HostOutcome o);
+std::optional<storage::CaptureState> StateOf(podprof::v1::CaptureStatus s);
+// The state's name ("complete"); empty for CAPTURE_STATUS_UNSPECIFIED.
 std::string StatusName(podprof::v1::CaptureStatus s);
 // `text` with the regex metacharacters escaped (an exact-name match as a regex).
 std::string RegexEscape(const std::string& text);

@@ -31,11 +31,11 @@
 #include "common/clock.h"
 #include "common/file_util.h"
 #include "common/subprocess.h"
+#include "harness/capture_watch.h"
 #include "nlohmann/json.hpp"
 #include "proto/podprof_agent.grpc.pb.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
 #include "storage/store.h"
-#include "tests/util/capture_watch.h"
 #include "trace/columns.h"
 
 namespace podprof {

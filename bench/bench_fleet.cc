@@ -1,5 +1,5 @@
 // Replication to the ClickHouse fleet store against ClickHouse's own client, measured in the
-// same run on a clickhouse-server this benchmark starts (tests/util/clickhouse_server.h).
+// same run on a clickhouse-server this benchmark starts (harness/clickhouse_server.h).
 //
 //   bench_fleet [--captures 1000] [--chips 1024] [--kernels 20] [--backlog 100]
 //
@@ -25,8 +25,8 @@
 #include "common/clock.h"
 #include "fleet/capture_rows.h"
 #include "fleet/replicator.h"
+#include "harness/clickhouse_server.h"
 #include "storage/store.h"
-#include "tests/util/clickhouse_server.h"
 
 namespace podprof {
 namespace {

@@ -31,9 +31,9 @@
 #include "common/clock.h"
 #include "common/file_util.h"
 #include "common/subprocess.h"
+#include "harness/capture_watch.h"
 #include "nlohmann/json.hpp"
 #include "proto/podprof_aggregator.grpc.pb.h"
-#include "tests/util/capture_watch.h"
 
 namespace podprof {
 namespace {

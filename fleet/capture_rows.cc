@@ -108,7 +108,11 @@ int64_t Stragglers(RowBinary& w, const std::string& pod, const FleetCapture& f) 
 
 int64_t Hosts(RowBinary& w, const std::string& pod, const FleetCapture& f) {
   for (const storage::HostRow& h : f.capture.host_rows) {
-    w.Str(pod).Str(f.capture.id).U64(Unsigned(f.capture.start_ns)).Str(h.host).Str(h.status);
+    w.Str(pod)
+        .Str(f.capture.id)
+        .U64(Unsigned(f.capture.start_ns))
+        .Str(h.host)
+        .Str(storage::HostOutcomeName(h.status));
     w.Str(h.error).I64(h.clock_offset_ns).I64(h.clock_uncertainty_ns);
     w.F64(h.correction.drift_ppb).U64(Unsigned(h.events));
   }
@@ -118,7 +122,8 @@ int64_t Hosts(RowBinary& w, const std::string& pod, const FleetCapture& f) {
 int64_t Capture(RowBinary& w, const std::string& pod, const FleetCapture& f) {
   const storage::CaptureRow& c = f.capture;
   w.Str(pod).Str(c.id).U64(Unsigned(c.start_ns)).U64(Unsigned(c.end_ns));
-  w.U64(Unsigned(c.created_ns)).Str(c.status).Str(c.source);
+  w.U64(Unsigned(c.created_ns)).Str(storage::CaptureStateName(c.status));
+  w.Str(storage::CaptureSourceName(c.source));
   Labels(w, c);
   w.Str(c.options_json).U32(static_cast<uint32_t>(c.hosts)).U32(static_cast<uint32_t>(c.chips));
   w.U32(static_cast<uint32_t>(c.kernels)).U64(Unsigned(c.events));

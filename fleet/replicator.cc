@@ -244,40 +244,38 @@ void Replicator::WarnOfBacklog() {
   }
 }
 
-void Replicator::Loop() {
-  bool prepared = false;
-  int64_t wait_ns = options_.flush_interval_ns;
-  while (!stop_.HasBeenNotified()) {
-    absl::Status s = prepared ? absl::OkStatus() : Prepare();
-    prepared = s.ok();
-    absl::StatusOr<int> sent = 0;
-    if (prepared) {
-      sent = ReplicateBatch();
-      s = sent.status();
-      // Credentials or the database gone while running: check the settings again.
-      if (absl::IsPermissionDenied(s) || absl::IsNotFound(s)) prepared = false;
-    }
-    if (!s.ok()) {
-      NoteFailure(s);
-      wait_ns = std::min(wait_ns * 2, options_.max_backoff_ns);
-    } else {
-      wait_ns = options_.flush_interval_ns;
-      if (*sent == options_.batch_captures) continue;  // more is waiting
-    }
-    // Between drains only: a drain shrinks the backlog, and each look reads the outbox.
-    WarnOfBacklog();
-    clock_.SleepUntilNs(clock_.NowNs() + wait_ns, &stop_);
+// One drain: prepare the tables if needed, send a batch; again at once while batches come full,
+// after the flush interval otherwise, backing off (doubling, to max_backoff) while failing.
+std::optional<int64_t> Replicator::Tick() {
+  absl::Status s = prepared_ ? absl::OkStatus() : Prepare();
+  prepared_ = s.ok();
+  absl::StatusOr<int> sent = 0;
+  if (prepared_) {
+    sent = ReplicateBatch();
+    s = sent.status();
+    // Credentials or the database gone while running: check the settings again.
+    if (absl::IsPermissionDenied(s) || absl::IsNotFound(s)) prepared_ = false;
   }
+  if (!s.ok()) {
+    NoteFailure(s);
+    wait_ns_ = std::min(wait_ns_ * 2, options_.max_backoff_ns);
+  } else {
+    wait_ns_ = options_.flush_interval_ns;
+    if (*sent == options_.batch_captures) return clock_.NowNs();  // more is waiting
+  }
+  // Between drains only: a drain shrinks the backlog, and each look reads the outbox.
+  WarnOfBacklog();
+  return clock_.NowNs() + wait_ns_;
 }
 
 void Replicator::Start() {
-  if (thread_.joinable()) return;
-  thread_ = std::thread([this] { Loop(); });
+  if (thread_ != nullptr) return;
+  wait_ns_ = options_.flush_interval_ns;
+  thread_ = std::make_unique<PeriodicThread>(clock_, clock_.NowNs(), [this] { return Tick(); });
 }
 
 void Replicator::Stop() {
-  if (!stop_.HasBeenNotified()) stop_.Notify();
-  if (thread_.joinable()) thread_.join();
+  if (thread_ != nullptr) thread_->Stop();
 }
 
 ReplicatorStatus Replicator::Status() {

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,6 +25,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/clock.h"
+#include "common/periodic.h"
 #include "fleet/capture_rows.h"
 #include "fleet/clickhouse.h"
 #include "storage/store.h"
@@ -96,7 +98,7 @@ class Replicator {
   // fill), and the `_all` made again to show them.
   absl::Status PrepareTable(Table t);
   Batch ReadBatch(std::vector<std::string> ids);
-  void Loop();
+  std::optional<int64_t> Tick();  // on thread_
   // Inserts table `t`'s rows of the captures it does not hold yet. On a refusal of the data,
   // retries capture by capture and moves those refused to *rejected (with why).
   absl::Status InsertTable(Table t, std::vector<const FleetCapture*>& captures,
@@ -111,8 +113,10 @@ class Replicator {
   const ClickHouse clickhouse_;
   const ReplicatorOptions options_;
   Clock& clock_;
-  std::thread thread_;
-  absl::Notification stop_;
+  std::unique_ptr<PeriodicThread> thread_;
+  // Tick's own, on thread_ only.
+  bool prepared_ = false;
+  int64_t wait_ns_ = 0;
   // The next batch, read while ClickHouse takes the current one (reading the store and
   // inserting are the two halves of the work, on different processes' cores).
   std::future<Batch> next_;

@@ -175,7 +175,7 @@ absl::Status StoreCapture(storage::Store& store, CaptureInput input) {
   std::vector<AnalysedHost> hosts;
   // A pod capture has every host on the aggregator's clock. Imported hosts keep their own
   // clocks, which agree only as well as NTP made them: compare arrivals within a host there.
-  PodAnalysis pod(input.source == "import");
+  PodAnalysis pod(input.source == storage::CaptureSource::kImport);
   for (size_t i = 0; i < input.hosts.size(); ++i) {
     HostInput& in = input.hosts[i];
     AnalysedHost h;

@@ -82,7 +82,7 @@ absl::Status WriteAnalysed(storage::Store& store, storage::CaptureWrite header,
 // One host's part of a capture on its way to the store, for StoreCapture.
 struct HostInput {
   std::string host;
-  std::string status = "complete";  // complete | failed
+  storage::HostOutcome status = storage::HostOutcome::kComplete;
   std::string error;
   int64_t clock_offset_ns = 0;
   int64_t clock_uncertainty_ns = 0;
@@ -97,7 +97,7 @@ struct CaptureInput {
   storage::CaptureState state = storage::CaptureState::kComplete;
   std::map<std::string, std::string> labels;
   std::string options_json = "{}";
-  std::string source = "capture";  // capture | import (hosts on their own clocks)
+  storage::CaptureSource source = storage::CaptureSource::kCapture;
   int64_t created_ns = 0;
   std::vector<HostInput> hosts;
 };

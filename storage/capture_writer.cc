@@ -217,7 +217,10 @@ absl::StatusOr<std::vector<int64_t>> InsertHost(Connection& c, HostInserts& q, i
                                                 int64_t* stats_last) {
   ASSIGN_OR_RETURN(const int64_t host_id, HostId(q, h.host));
   q.ins_ch->Reset();
-  q.ins_ch->Bind(1, seq).Bind(2, host_id).Bind(3, h.status).Bind(4, h.error);
+  q.ins_ch->Bind(1, seq)
+      .Bind(2, host_id)
+      .Bind(3, std::string(HostOutcomeName(h.status)))
+      .Bind(4, h.error);
   q.ins_ch->Bind(5, h.clock_offset_ns).Bind(6, h.clock_uncertainty_ns).Bind(7, h.events);
   q.ins_ch->Bind(8, static_cast<int64_t>(h.bytes)).Bind(9, int64_t{h.host_clock});
   q.ins_ch->Bind(10, h.clock_drift_ppb).Bind(11, h.clock_mid_ns);
@@ -365,7 +368,7 @@ absl::Status WriteCaptureRows(Connection& c, const CaptureWrite& w) {
   put_capture->Bind(1, w.id).Bind(2, w.start_ns).Bind(3, w.end_ns);
   put_capture->Bind(4, std::string(CaptureStateName(w.state)));
   put_capture->Bind(5, w.options_json).Bind(6, LabelsJson(w.labels)).Bind(7, w.created_ns);
-  put_capture->Bind(8, w.source);
+  put_capture->Bind(8, std::string(CaptureSourceName(w.source)));
   if (was_running) put_capture->Bind(9, seq);
   RETURN_IF_ERROR(put_capture->Run());
   if (!was_running) seq = sqlite3_last_insert_rowid(c.get());
@@ -513,7 +516,7 @@ absl::Status Store::BeginCapture(const CaptureWrite& header) {
                                                   "VALUES (?,?,?,'running',?,?,?,?)"));
     ins->Bind(1, header.id).Bind(2, header.start_ns).Bind(3, header.end_ns);
     ins->Bind(4, header.options_json).Bind(5, LabelsJson(header.labels));
-    ins->Bind(6, header.created_ns).Bind(7, header.source);
+    ins->Bind(6, header.created_ns).Bind(7, std::string(CaptureSourceName(header.source)));
     return ins->Run();
   });
 }

@@ -51,6 +51,20 @@ absl::StatusOr<StatRow> ReadStatRow(const Statement& s) {
 
 }  // namespace
 
+namespace {
+
+// A state read back from its stored name; DataLoss naming the column, the text and the capture
+// for a name this build does not know (a store written by a newer podprof).
+template <typename E>
+absl::StatusOr<E> Known(std::optional<E> value, absl::string_view column, const std::string& text,
+                        const std::string& capture) {
+  if (value) return *value;
+  return absl::DataLossError(absl::StrCat(column, " of capture ", capture, " is \"", text,
+                                          "\", which this podprof does not know"));
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<CaptureRow>> Store::ListCaptures(const CaptureQuery& q,
                                                             std::string* next_page_token) {
   if (q.until_ns < q.since_ns) {
@@ -80,7 +94,8 @@ absl::StatusOr<std::vector<CaptureRow>> Store::ListCaptures(const CaptureQuery& 
   }
   sql += absl::StrCat(" ORDER BY c.start_ns DESC, c.id DESC LIMIT ?", param);
   ASSIGN_OR_RETURN(auto s, Statement::Prepare(c, sql));
-  s->Bind(1, q.since_ns).Bind(2, q.until_ns).Bind(3, q.status).Bind(4, token_start);
+  s->Bind(1, q.since_ns).Bind(2, q.until_ns);
+  s->Bind(3, std::string(q.status ? CaptureStateName(*q.status) : "")).Bind(4, token_start);
   s->Bind(5, q.page_token.empty() ? std::string("\xff\xff") : token_id).Bind(6, q.id);
   param = 7;
   for (const auto& [k, v] : q.labels) {
@@ -97,9 +112,11 @@ absl::StatusOr<std::vector<CaptureRow>> Store::ListCaptures(const CaptureQuery& 
     r.id = s->Text(0);
     r.start_ns = s->Int(1);
     r.end_ns = s->Int(2);
-    r.status = s->Text(3);
+    ASSIGN_OR_RETURN(r.status,
+                     Known(CaptureStateNamed(s->Text(3)), "captures.status", s->Text(3), r.id));
     r.labels = ParseLabels(s->Text(4));
-    r.source = s->Text(5);
+    ASSIGN_OR_RETURN(r.source,
+                     Known(CaptureSourceNamed(s->Text(5)), "captures.source", s->Text(5), r.id));
     r.events = s->Int(6);
     r.kernels = s->Int(7);
     r.hosts = s->Int(8);
@@ -130,7 +147,8 @@ absl::StatusOr<std::vector<CaptureRow>> Store::ListCaptures(const CaptureQuery& 
       if (!row) break;
       HostRow h;
       h.host = hosts->Text(0);
-      h.status = hosts->Text(1);
+      ASSIGN_OR_RETURN(h.status, Known(HostOutcomeNamed(hosts->Text(1)), "capture_hosts.status",
+                                       hosts->Text(1), r.id));
       h.error = hosts->Text(2);
       h.clock_offset_ns = hosts->Int(3);
       h.clock_uncertainty_ns = hosts->Int(4);

@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -19,26 +20,32 @@
 
 namespace podprof::storage {
 
-// A capture's state, kept as its name in captures.status.
+// The states a capture, a host's part in it and a capture's origin are in, with the one table
+// of their names: the names are what the store keeps (captures.status, capture_hosts.status,
+// captures.source) and what the metrics, the HTTP API and the fleet store show.
+
+// A capture's state.
 enum class CaptureState { kRunning, kComplete, kPartial, kFailed, kCancelled, kInterrupted };
+inline constexpr CaptureState kCaptureStates[] = {
+    CaptureState::kRunning, CaptureState::kComplete,  CaptureState::kPartial,
+    CaptureState::kFailed,  CaptureState::kCancelled, CaptureState::kInterrupted};
 // "running", "complete", "partial", "failed", "cancelled", "interrupted".
-inline const char* CaptureStateName(CaptureState s) {
-  switch (s) {
-    case CaptureState::kRunning:
-      return "running";
-    case CaptureState::kComplete:
-      return "complete";
-    case CaptureState::kPartial:
-      return "partial";
-    case CaptureState::kFailed:
-      return "failed";
-    case CaptureState::kCancelled:
-      return "cancelled";
-    case CaptureState::kInterrupted:
-      return "interrupted";
-  }
-  return "failed";
-}
+const char* CaptureStateName(CaptureState s);
+// The state of that name; none for any other text.
+std::optional<CaptureState> CaptureStateNamed(std::string_view name);
+
+// How a host's part of a capture ended.
+enum class HostOutcome { kComplete, kFailed };
+// "complete", "failed".
+const char* HostOutcomeName(HostOutcome o);
+std::optional<HostOutcome> HostOutcomeNamed(std::string_view name);
+
+// Where a capture's data came from: a capture of live agents, or XSpace files imported (hosts
+// on their own clocks).
+enum class CaptureSource { kCapture, kImport };
+// "capture", "import".
+const char* CaptureSourceName(CaptureSource s);
+std::optional<CaptureSource> CaptureSourceNamed(std::string_view name);
 
 // ---- Writing: a capture's rows, computed before the write transaction.
 
@@ -74,7 +81,7 @@ struct StatWrite {
 
 struct HostWrite {
   std::string host;
-  std::string status = "complete";  // complete | failed
+  HostOutcome status = HostOutcome::kComplete;
   std::string error;
   int64_t clock_offset_ns = 0;
   int64_t clock_uncertainty_ns = 0;
@@ -139,7 +146,7 @@ struct CaptureWrite {
   CaptureState state = CaptureState::kComplete;
   std::map<std::string, std::string> labels;
   std::string options_json = "{}";
-  std::string source = "capture";  // capture | import
+  CaptureSource source = CaptureSource::kCapture;
   int64_t created_ns = 0;
   std::vector<HostWrite> hosts;
   std::vector<KernelRollupWrite> rollups;
@@ -156,7 +163,8 @@ struct CaptureWrite {
 // ---- Reading: what queries answer, and what they are asked.
 
 struct HostRow {
-  std::string host, status, error;
+  std::string host, error;
+  HostOutcome status = HostOutcome::kComplete;
   int64_t clock_offset_ns = 0, clock_uncertainty_ns = 0, events = 0;
   // Whether the host's timelines and counters are stored on its own clock (see HostWrite),
   // and the correction readers apply to them.
@@ -168,7 +176,8 @@ struct CaptureRow {
   std::vector<HostRow> host_rows;
   std::string id;
   int64_t start_ns = 0, end_ns = 0, created_ns = 0;
-  std::string status, source;
+  CaptureState status = CaptureState::kComplete;
+  CaptureSource source = CaptureSource::kCapture;
   std::map<std::string, std::string> labels;
   // The options the capture was started with, as stored (captures.options): a JSON object.
   std::string options_json = "{}";
@@ -205,7 +214,7 @@ struct ChipVolume {
 struct CaptureQuery {
   int64_t since_ns = 0;
   int64_t until_ns = INT64_MAX;
-  std::string status;  // empty = any
+  std::optional<CaptureState> status;  // none = any
   std::map<std::string, std::string> labels;
   std::string id;  // empty = any
   int limit = 100;

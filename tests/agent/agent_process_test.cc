@@ -27,6 +27,7 @@
 #include "sim/xspace_builder.h"
 #include "tests/util/child_process.h"
 #include "tests/util/notify_socket.h"
+#include "tests/util/status_matchers.h"
 #include "trace/kernel_stats.h"
 #include "trace/xspace_reader.h"
 
@@ -147,7 +148,7 @@ TEST(AgentProcessTest, CaptureStreamsExactlyTheKernelsTheWorkloadWrote) {
   RealClock clock;
   const int64_t start = clock.NowNs() + 300'000'000;
   CaptureResult r = Capture(*stub, "cap-1", start, 300);
-  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  ASSERT_OK(r.status);
   ASSERT_GE(r.chunks.size(), 4u);
   ASSERT_TRUE(r.chunks.front().has_host_info());
   EXPECT_EQ(r.chunks.front().host_info().host_name(), "host-a");
@@ -189,7 +190,7 @@ TEST(AgentProcessTest, CaptureStreamsExactlyTheKernelsTheWorkloadWrote) {
   pod.generation = "v5e";
   pod.chips = 4;
   auto model = sim::PodModel::Create(pod);
-  ASSERT_TRUE(model.ok());
+  ASSERT_OK(model);
   FakeClock fake(session["true_start_ns"].get<int64_t>());
   SkewedClock host(fake, 0, 0);
   sim::SessionWindow w;
@@ -198,7 +199,7 @@ TEST(AgentProcessTest, CaptureStreamsExactlyTheKernelsTheWorkloadWrote) {
   std::string bytes = sim::BuildXSpace(*model, host, w).space.SerializeAsString();
   trace::MemorySource src(bytes);
   auto expected_capture = trace::ReadXSpace(src);
-  ASSERT_TRUE(expected_capture.ok());
+  ASSERT_OK(expected_capture);
   Totals want;
   for (const auto& st : trace::ComputeKernelStats(*expected_capture)) {
     auto& t = want[{expected_capture->host.chips[st.chip].ordinal,
@@ -226,7 +227,7 @@ TEST(AgentProcessTest, WorkloadDownIsUnavailableAndTheAgentStaysHealthy) {
   // Info reports the workload unreachable.
   grpc::ClientContext ctx;
   podprof::v1::InfoResponse info;
-  ASSERT_TRUE(stub->Info(&ctx, podprof::v1::InfoRequest(), &info).ok());
+  ASSERT_OK(stub->Info(&ctx, podprof::v1::InfoRequest(), &info));
   ASSERT_EQ(info.workload_endpoints_size(), 1);
   EXPECT_FALSE(info.workload_endpoints(0).reachable());
 }
@@ -516,7 +517,7 @@ TEST(AgentProcessTest, RegistersAndHeartbeatsWithLabels) {
     EXPECT_EQ(agg.registered[0].clock_probe_port(), static_cast<uint32_t>(probe_port));
     RealClock real;
     auto probes = ProbeClock("127.0.0.1", probe_port, 8, 1'000'000'000, real);
-    ASSERT_TRUE(probes.ok()) << probes.status();
+    ASSERT_OK(probes);
     ASSERT_FALSE(probes->empty());
     for (const ProbeTimes& p : *probes) {
       EXPECT_LE(p.t3 - p.t4, 5'000'000);
@@ -547,7 +548,7 @@ TEST(AgentProcessTest, XprofFacadeProxiesToTheWorkload) {
   req.mutable_opts()->set_duration_ms(200);
   tensorflow::ProfileResponse resp;
   grpc::Status st = facade->Profile(&ctx, req, &resp);
-  ASSERT_TRUE(st.ok()) << st.error_message();
+  ASSERT_OK(st);
   EXPECT_TRUE(fs::exists(s / "tmp/xprof/2026_11_29_12_00_00/10.1.2.3_7102.xplane.pb"));
   // Anywhere else, a link out of the xprof folder included, the workload is never asked.
   fs::create_directories(s / "elsewhere");
@@ -575,7 +576,7 @@ TEST(AgentProcessTest, ChipsFromMetricsBeforeAnyCaptureAndMetricsDownIsAWarning)
     auto stub = AgentStub(*agent);
     grpc::ClientContext ctx;
     podprof::v1::InfoResponse info;
-    ASSERT_TRUE(stub->Info(&ctx, podprof::v1::InfoRequest(), &info).ok());
+    ASSERT_OK(stub->Info(&ctx, podprof::v1::InfoRequest(), &info));
     EXPECT_EQ(info.host().chips_size(), 4);
     EXPECT_EQ(info.workload_endpoints_size(), 2);
     for (const auto& e : info.workload_endpoints()) EXPECT_TRUE(e.reachable()) << e.address();
@@ -585,7 +586,7 @@ TEST(AgentProcessTest, ChipsFromMetricsBeforeAnyCaptureAndMetricsDownIsAWarning)
   ASSERT_TRUE(agent->ready());
   auto stub = AgentStub(*agent);
   CaptureResult r = Capture(*stub, "no-metrics", 0, 200);
-  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  ASSERT_OK(r.status);
   ASSERT_TRUE(r.chunks.back().has_trailer());
   bool warned = false;
   for (const auto& w : r.chunks.back().trailer().warnings()) {

@@ -16,6 +16,7 @@
 #include "agent/xprof_bounds.h"
 #include "common/clock.h"
 #include "gtest/gtest.h"
+#include "tests/util/status_matchers.h"
 
 namespace podprof::agent {
 namespace {
@@ -30,7 +31,7 @@ std::string WriteConfig(const std::string& name, const std::string& text) {
 
 TEST(AgentConfigTest, TheExampleFileLoadsWithTheDefaults) {
   auto c = LoadAgentConfig(std::string(PODPROF_SOURCE_DIR) + "/deploy/agent.toml");
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   AgentConfig defaults;
   EXPECT_EQ(c->listen, defaults.listen);
   EXPECT_EQ(c->workload_profiler, defaults.workload_profiler);
@@ -49,7 +50,7 @@ counter_interval = "250ms"
 [labels]
 pod = "p1"
 )"));
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->listen, "127.0.0.1:9101");
   EXPECT_EQ(c->workload_metrics.size(), 2u);
   EXPECT_EQ(c->counter_interval_ns, 250'000'000);
@@ -101,7 +102,7 @@ job = "train"
   flags.workload_metrics = {"none"};
   flags.profiler_service_listen = "none";
   absl::StatusOr<AgentConfig> c = BuildAgentConfig(flags);
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->aggregator, "other:7100");
   EXPECT_EQ(c->counter_interval_ns, 20'000'000);
   EXPECT_EQ(c->labels, (std::map<std::string, std::string>{{"job", "train"}, {"pod", "p1"}}));
@@ -114,7 +115,7 @@ TEST(AgentConfigTest, NoneTurnsTheXprofFacadeOffInTheFileToo) {
   flags.config = WriteConfig("facade-none.toml", "profiler_service_listen = \"none\"\n");
   flags.config_given = true;
   absl::StatusOr<AgentConfig> c = BuildAgentConfig(flags);
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_TRUE(c->profiler_service_listen.empty());
 }
 
@@ -147,7 +148,7 @@ TEST(AgentConfigTest, BadFlagsAndAMissingNamedFileAreNamed) {
 
 TEST(DiscoveryTest, FindsTpuChipsByPciVendorInOrder) {
   auto chips = DiscoverChips(DataDir() + "/sysfs/v6e_4chip");
-  ASSERT_TRUE(chips.ok()) << chips.status();
+  ASSERT_OK(chips);
   ASSERT_EQ(chips->size(), 4u);
   for (int i = 0; i < 4; ++i) {
     EXPECT_EQ((*chips)[i].pci_address, "0000:00:0" + std::to_string(4 + i) + ".0");
@@ -158,7 +159,7 @@ TEST(DiscoveryTest, FindsTpuChipsByPciVendorInOrder) {
 
 TEST(DiscoveryTest, NoTreeIsNoChipsAndDamageIsNamed) {
   auto none = DiscoverChips(DataDir() + "/sysfs/does_not_exist");
-  ASSERT_TRUE(none.ok());
+  ASSERT_OK(none);
   EXPECT_TRUE(none->empty());
   auto bad = DiscoverChips(DataDir() + "/sysfs/bad_vendor");
   ASSERT_FALSE(bad.ok());
@@ -185,7 +186,7 @@ TEST(AgentConfigTest, TheFacadeIsHeldToTlsOnlyBeyondLoopback) {
 TEST(AgentConfigTest, XprofAllowedRootsAreReadAndMustBeAbsoluteDirectories) {
   auto c = LoadAgentConfig(
       WriteConfig("xprof-roots.toml", "[xprof]\nallowed_roots = [\"/var/lib/xprof\"]\n"));
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->xprof_allowed_roots, std::vector<std::string>{"/var/lib/xprof"});
   for (const char* bad : {"relative/dir", "/", "/.."}) {
     auto r = LoadAgentConfig(
@@ -309,7 +310,7 @@ TEST(XprofBoundsTest, RootsInsideAreAcceptedAndAnEmptyOneIsTheSpools) {
     EXPECT_EQ(r.repository_root(), root) << "left as sent";
   }
   tensorflow::ProfileRequest empty = XprofRequest("", 1000);
-  ASSERT_TRUE(BoundProfileRequest(b, kNowNs, &empty).ok());
+  ASSERT_OK(BoundProfileRequest(b, kNowNs, &empty));
   EXPECT_EQ(empty.repository_root(), s / "xprof");
   // An allowed root adds one; a link into it resolves inside.
   b.allowed_roots = {s / "outside"};
@@ -365,7 +366,7 @@ struct Facade {
     c.temp_dir = spool.dir.string();
     c.max_capture_duration_ns = 300'000'000'000;
     auto a = Agent::Create(c, clock);
-    EXPECT_TRUE(a.ok()) << a.status();
+    EXPECT_OK(a);  // a constructor: no ASSERT_OK
     agent = std::move(*a);
     proxy = std::make_unique<ProfilerProxy>(agent.get(), false, nullptr);
     int port = 0;
@@ -396,7 +397,7 @@ TEST(ProfilerProxyTest, ABoundedSessionReachesTheWorkloadWithTheSpoolAsItsEmptyR
   Spool s("proxy_ok");
   Facade f(s);
   grpc::Status st = f.Profile(XprofRequest("", 200));
-  ASSERT_TRUE(st.ok()) << st.error_message();
+  ASSERT_OK(st);
   absl::MutexLock lock(&f.workload.mu);
   ASSERT_EQ(f.workload.profiles.size(), 1u);
   EXPECT_EQ(f.workload.profiles[0].repository_root(), s / "xprof");
@@ -426,7 +427,7 @@ TEST(ProfilerProxyTest, RequestsBeyondTheBoundsNeverReachTheWorkload) {
 TEST(ProfilerProxyTest, ABusyHostIsRefusedNamingTheCaptureThatHoldsIt) {
   Spool s("proxy_busy");
   Facade f(s);
-  ASSERT_TRUE(f.agent->BeginCapture("cap-7").ok());
+  ASSERT_OK(f.agent->BeginCapture("cap-7"));
   grpc::Status st = f.Profile(XprofRequest(s / "xprof", 200));
   EXPECT_EQ(st.error_code(), grpc::StatusCode::ALREADY_EXISTS);
   EXPECT_TRUE(absl::StrContains(st.error_message(),

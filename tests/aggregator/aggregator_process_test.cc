@@ -24,6 +24,7 @@
 #include "tests/trace/test_util.h"
 #include "tests/util/child_process.h"
 #include "tests/util/notify_socket.h"
+#include "tests/util/status_matchers.h"
 #include "trace/kernel_stats.h"
 #include "trace/xspace_reader.h"
 
@@ -108,7 +109,7 @@ TEST_F(AggregatorProcessTest, ImportStoresWhatTheReaderComputesAndReportsBadFile
                            {"broken-host", bad},
                            {"gpu-host", Fixture(podprof::testing::kGpuFixture)}},
                           &resp);
-  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_OK(s);
   ASSERT_EQ(resp.file_errors_size(), 1);
   EXPECT_TRUE(absl::StartsWith(resp.file_errors(0), "broken-host.xplane.pb: "))
       << resp.file_errors(0);
@@ -128,7 +129,7 @@ TEST_F(AggregatorProcessTest, ImportStoresWhatTheReaderComputesAndReportsBadFile
     req.set_group_by(v1::KERNEL_GROUPING_CHIP);
     req.set_host_name(host);
     v1::GetKernelStatsResponse stats;
-    ASSERT_TRUE(stub_->GetKernelStats(&ctx, req, &stats).ok());
+    ASSERT_OK(stub_->GetKernelStats(&ctx, req, &stats));
     auto cap = trace::ReadXSpaceFile(FixturePath(file));
     std::map<std::pair<int, std::string>, std::tuple<int64_t, int64_t, int64_t, int64_t>> want, got;
     for (const auto& k : trace::ComputeKernelStats(*cap)) {
@@ -159,7 +160,7 @@ TEST_F(AggregatorProcessTest, HistoryCompareAndListAcrossImports) {
   std::vector<std::string> ids;
   for (int i = 0; i < 3; ++i) {
     v1::ImportXSpaceResponse resp;
-    ASSERT_TRUE(Import({{"tpu-host", Fixture(podprof::testing::kTpuFixture)}}, &resp).ok());
+    ASSERT_OK(Import({{"tpu-host", Fixture(podprof::testing::kTpuFixture)}}, &resp));
     ids.push_back(resp.capture_id());
     std::this_thread::sleep_for(std::chrono::milliseconds(2));  // distinct ids
   }
@@ -168,7 +169,7 @@ TEST_F(AggregatorProcessTest, HistoryCompareAndListAcrossImports) {
     v1::ListCapturesRequest req;
     req.set_limit(2);
     v1::ListCapturesResponse resp;
-    ASSERT_TRUE(stub_->ListCaptures(&ctx, req, &resp).ok());
+    ASSERT_OK(stub_->ListCaptures(&ctx, req, &resp));
     EXPECT_EQ(resp.captures_size(), 2);
     EXPECT_FALSE(resp.next_page_token().empty());
   }
@@ -177,7 +178,7 @@ TEST_F(AggregatorProcessTest, HistoryCompareAndListAcrossImports) {
     v1::KernelHistoryRequest req;
     req.mutable_filter()->set_op_regex("^all-reduce$");
     v1::KernelHistoryResponse resp;
-    ASSERT_TRUE(stub_->KernelHistory(&ctx, req, &resp).ok());
+    ASSERT_OK(stub_->KernelHistory(&ctx, req, &resp));
     ASSERT_EQ(resp.series_size(), 1);
     EXPECT_EQ(resp.series(0).kernel().module(), "jit__psum");
     // The same file thrice: three points at the same instant, 12 runs each.
@@ -190,7 +191,7 @@ TEST_F(AggregatorProcessTest, HistoryCompareAndListAcrossImports) {
     req.set_baseline_capture_id(ids[0]);
     req.set_candidate_capture_id(ids[1]);
     v1::CompareCapturesResponse resp;
-    ASSERT_TRUE(stub_->CompareCaptures(&ctx, req, &resp).ok());
+    ASSERT_OK(stub_->CompareCaptures(&ctx, req, &resp));
     EXPECT_EQ(resp.regression_count(), 0u);  // identical captures
     EXPECT_GT(resp.deltas_size(), 5);
   }
@@ -235,13 +236,13 @@ TEST_F(AggregatorProcessTest, BadRequestsGetClearStatusesAndTheServerStaysUp) {
 
 TEST_F(AggregatorProcessTest, DataSurvivesARestart) {
   v1::ImportXSpaceResponse resp;
-  ASSERT_TRUE(Import({{"tpu-host", Fixture(podprof::testing::kTpuFixture)}}, &resp).ok());
+  ASSERT_OK(Import({{"tpu-host", Fixture(podprof::testing::kTpuFixture)}}, &resp));
   Start();
   grpc::ClientContext ctx;
   v1::GetKernelStatsRequest req;
   req.set_capture_id(resp.capture_id());
   v1::GetKernelStatsResponse stats;
-  ASSERT_TRUE(stub_->GetKernelStats(&ctx, req, &stats).ok());
+  ASSERT_OK(stub_->GetKernelStats(&ctx, req, &stats));
   EXPECT_GT(stats.stats_size(), 5);
 }
 
@@ -321,7 +322,7 @@ TEST_F(AggregatorProcessTest, AgentsRegisterAndTheirClockOffsetsAreRecovered) {
     v1::ListAgentsRequest req;
     (*req.mutable_label_selector())["pod"] = "p1";
     resp.Clear();
-    ASSERT_TRUE(stub_->ListAgents(&ctx, req, &resp).ok());
+    ASSERT_OK(stub_->ListAgents(&ctx, req, &resp));
     if (resp.agents_size() == 2 && resp.agents(0).clock().probe_count() > 0 &&
         resp.agents(1).clock().probe_count() > 0) {
       break;
@@ -343,7 +344,7 @@ TEST_F(AggregatorProcessTest, AgentsRegisterAndTheirClockOffsetsAreRecovered) {
   v1::ListAgentsRequest other;
   (*other.mutable_label_selector())["pod"] = "p2";
   v1::ListAgentsResponse none;
-  ASSERT_TRUE(stub_->ListAgents(&ctx, other, &none).ok());
+  ASSERT_OK(stub_->ListAgents(&ctx, other, &none));
   EXPECT_EQ(none.agents_size(), 0);
 }
 
@@ -378,7 +379,7 @@ TEST(AggregatorLifecycleTest, SdNotifyReadyWatchdogFollowsTheStoreReloadStopping
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   v1::ListCapturesResponse list;
-  ASSERT_TRUE(stub->ListCaptures(&ctx, v1::ListCapturesRequest(), &list).ok());
+  ASSERT_OK(stub->ListCaptures(&ctx, v1::ListCapturesRequest(), &list));
 
   // About every 200 ms while healthy.
   const int healthy = Count(sock.ReadFor(1200), "WATCHDOG=1");
@@ -387,11 +388,11 @@ TEST(AggregatorLifecycleTest, SdNotifyReadyWatchdogFollowsTheStoreReloadStopping
   {
     // Another process takes the write lock: the store is wedged, the pings stop.
     auto wedge = storage::Connection::Open(db, false);
-    ASSERT_TRUE(wedge.ok()) << wedge.status();
-    ASSERT_TRUE((*wedge)->Exec("BEGIN EXCLUSIVE").ok());
+    ASSERT_OK(wedge);
+    ASSERT_OK((*wedge)->Exec("BEGIN EXCLUSIVE"));
     sock.ReadFor(300);  // a check that began before the lock may still ping
     EXPECT_EQ(Count(sock.ReadFor(1200), "WATCHDOG=1"), 0);
-    ASSERT_TRUE((*wedge)->Exec("ROLLBACK").ok());
+    ASSERT_OK((*wedge)->Exec("ROLLBACK"));
   }
   EXPECT_GE(Count(sock.ReadFor(1200), "WATCHDOG=1"), 2) << "the pings did not come back";
 
@@ -574,7 +575,7 @@ TEST(AggregatorStorageFaultTest, DiskFullFailsTheImportClearlyAndKeepsServing) {
   EXPECT_EQ(stats.exit_code, 0) << stats.err;
   agg.Stop();
   auto store = storage::Store::Open(db);
-  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_OK(store);
   EXPECT_TRUE((*store)->CheckIntegrity().ok());
   store->reset();
   umount2((dir / "small").c_str(), MNT_DETACH);
@@ -603,8 +604,8 @@ TEST(AggregatorStorageFaultTest, AnOutsideWriteLockFailsWritesClearlyWhileReadsG
   ASSERT_EQ(testing::RunPodprof("import " + fixture + " --aggregator " + addr).exit_code, 0);
 
   auto outside = storage::Connection::Open(db, false);
-  ASSERT_TRUE(outside.ok()) << outside.status();
-  ASSERT_TRUE((*outside)->Exec("BEGIN IMMEDIATE").ok());
+  ASSERT_OK(outside);
+  ASSERT_OK((*outside)->Exec("BEGIN IMMEDIATE"));
   testing::PodprofResult blocked =
       testing::RunPodprof("import " + fixture + " --aggregator " + addr);
   EXPECT_EQ(blocked.exit_code, 2) << blocked.err;
@@ -612,7 +613,7 @@ TEST(AggregatorStorageFaultTest, AnOutsideWriteLockFailsWritesClearlyWhileReadsG
   testing::PodprofResult reads = testing::RunPodprof("captures --format json --aggregator " + addr);
   EXPECT_EQ(reads.exit_code, 0) << reads.err;
   EXPECT_EQ(nlohmann::json::parse(reads.out).size(), 1u);
-  ASSERT_TRUE((*outside)->Exec("ROLLBACK").ok());
+  ASSERT_OK((*outside)->Exec("ROLLBACK"));
   outside->reset();
 
   EXPECT_EQ(testing::RunPodprof("import " + fixture + " --aggregator " + addr).exit_code, 0);
@@ -620,7 +621,7 @@ TEST(AggregatorStorageFaultTest, AnOutsideWriteLockFailsWritesClearlyWhileReadsG
   EXPECT_EQ(nlohmann::json::parse(reads.out).size(), 2u);
   agg.Stop();
   auto store = storage::Store::Open(db);
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   EXPECT_TRUE((*store)->CheckIntegrity().ok());
   fs::remove_all(dir);
 }

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/util/status_matchers.h"
 
 namespace podprof::aggregator {
 namespace {
@@ -23,7 +24,7 @@ std::string WriteConfig(const std::string& name, const std::string& text) {
 TEST(AggregatorConfigTest, TheExampleLoadsWithTheDefaults) {
   absl::StatusOr<AggregatorConfig> c =
       LoadAggregatorConfig(std::string(PODPROF_SOURCE_DIR) + "/deploy/aggregator.toml");
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   const AggregatorConfig defaults;
   EXPECT_EQ(c->listen, defaults.listen);
   EXPECT_EQ(c->db, defaults.db);
@@ -46,7 +47,7 @@ probe_interval = "2s"
 allowed_operators = ["ops"]
 )");
   absl::StatusOr<AggregatorConfig> c = LoadAggregatorConfig(path);
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->db, "/srv/podprof.db");
   EXPECT_EQ(c->retention_max_age_ns, int64_t{720} * 3'600'000'000'000);
   EXPECT_EQ(c->retention_max_bytes, 1'000'000);
@@ -119,12 +120,12 @@ TEST(AggregatorConfigTest, FlagsOverrideTheFile) {
   flags.config_given = true;
   flags.db = "/b.db";
   absl::StatusOr<AggregatorConfig> c = BuildAggregatorConfig(flags);
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->db, "/b.db");
   EXPECT_EQ(c->listen, "0.0.0.0:9000");
   flags.listen = "127.0.0.1:0";
   c = BuildAggregatorConfig(flags);
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->listen, "127.0.0.1:0");
 }
 
@@ -134,12 +135,12 @@ TEST(AggregatorConfigTest, PlaintextWithoutAListenKeyStaysOnLoopback) {
   flags.config_given = true;
   flags.insecure = true;
   absl::StatusOr<AggregatorConfig> c = BuildAggregatorConfig(flags);
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_TRUE(c->tls.insecure);
   EXPECT_EQ(c->listen, "127.0.0.1:7100");
   flags.config = WriteConfig("listen", "listen = \"0.0.0.0:7200\"\n");
   c = BuildAggregatorConfig(flags);
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->listen, "0.0.0.0:7200");
 }
 
@@ -148,7 +149,7 @@ TEST(AggregatorConfigTest, ANamedFileMustExistTheDefaultNeedNot) {
   flags.config = ::testing::TempDir() + "/agg_config_missing.toml";
   std::filesystem::remove(flags.config);
   absl::StatusOr<AggregatorConfig> c = BuildAggregatorConfig(flags);
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->db, AggregatorConfig().db);
   flags.config_given = true;
   c = BuildAggregatorConfig(flags);
@@ -177,7 +178,7 @@ TEST(AggregatorConfigTest, AgentHostsGiveIdentitiesHostsAndReload) {
   const std::string path = WriteConfig(
       "agent_hosts", "[tls.agent_hosts]\n\"pool-cert\" = \"h1, h2\"\n\"solo\" = \"h3\"\n");
   absl::StatusOr<AggregatorConfig> c = LoadAggregatorConfig(path);
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->agent_hosts["pool-cert"], (std::vector<std::string>{"h1", "h2"}));
   EXPECT_EQ(c->agent_hosts["solo"], (std::vector<std::string>{"h3"}));
   // A number where host names go is named with the file.

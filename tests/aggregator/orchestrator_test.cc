@@ -20,6 +20,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "tests/aggregator/loopback_agent.h"
+#include "tests/util/status_matchers.h"
 
 namespace podprof::aggregator {
 namespace {
@@ -53,14 +54,14 @@ class OrchestratorTest : public ::testing::Test {
             std::to_string(getpid()) + ".db";
     Remove();
     auto store = storage::Store::Open(path_);
-    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_OK(store);
     store_ = std::move(*store);
     ASSERT_TRUE(agent_.started());
     v1::RegisterRequest r;
     r.mutable_host()->set_host_name("h1");
     r.mutable_host()->set_agent_address(agent_.address());
     (*r.mutable_host()->mutable_labels())["pool"] = "a";
-    ASSERT_TRUE(registry_.Register(r).ok());
+    ASSERT_OK(registry_.Register(r));
   }
   void TearDown() override {
     orchestrator_.reset();  // cancels what still runs and joins its threads
@@ -156,7 +157,7 @@ TEST_F(OrchestratorTest, BadRequestsAreRefusedBeforeAnyAgentIsAsked) {
   EXPECT_EQ(agent_.captures(), 0);
   std::string next;
   auto stored = store_->ListCaptures({}, &next);
-  ASSERT_TRUE(stored.ok()) << stored.status();
+  ASSERT_OK(stored);
   EXPECT_TRUE(stored->empty()) << "nothing recorded for a refused capture";
 }
 
@@ -203,7 +204,7 @@ TEST_F(OrchestratorTest, CancellingARunningCaptureEndsItCancelledAndFreesItsSlot
   (*request.mutable_label_selector())["pool"] = "a";
   (*request.mutable_labels())["why"] = "test";
   absl::StatusOr<v1::StartCaptureResponse> first = o.Start(request);
-  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_OK(first);
   const std::string id = first->capture_id();
   EXPECT_FALSE(id.empty());
   EXPECT_EQ(std::vector<std::string>(first->host_names().begin(), first->host_names().end()),
@@ -211,8 +212,8 @@ TEST_F(OrchestratorTest, CancellingARunningCaptureEndsItCancelledAndFreesItsSlot
   EXPECT_GE(first->start_ns(), asked_ns + limits.min_lead_ns);
   // On record as running before the window begins.
   auto row = store_->GetCapture(id);
-  ASSERT_TRUE(row.ok()) << row.status();
-  EXPECT_EQ(row->status, "running");
+  ASSERT_OK(row);
+  EXPECT_EQ(row->status, storage::CaptureState::kRunning);
   EXPECT_EQ(row->labels.at("why"), "test");
   // The agent was asked; it holds the call open (the fake clock never reaches the start).
   ASSERT_TRUE(Eventually([&] { return agent_.captures() == 1; }));
@@ -225,7 +226,7 @@ TEST_F(OrchestratorTest, CancellingARunningCaptureEndsItCancelledAndFreesItsSlot
       << second.status();
 
   absl::StatusOr<v1::CaptureStatus> cancelled = o.Cancel(id);
-  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  ASSERT_OK(cancelled);
   EXPECT_EQ(*cancelled, v1::CAPTURE_STATUS_CANCELLED);
   std::vector<v1::CaptureProgress> progress = WatchToEnd(id);
   ASSERT_FALSE(progress.empty());
@@ -238,12 +239,12 @@ TEST_F(OrchestratorTest, CancellingARunningCaptureEndsItCancelledAndFreesItsSlot
   // The agent saw its call cancelled, and the store has the capture as cancelled.
   EXPECT_TRUE(Eventually([&] { return agent_.cancelled() == 1; }));
   row = store_->GetCapture(id);
-  ASSERT_TRUE(row.ok()) << row.status();
-  EXPECT_EQ(row->status, "cancelled");
+  ASSERT_OK(row);
+  EXPECT_EQ(row->status, storage::CaptureState::kCancelled);
 
   // Cancelling it again changes nothing and says how it ended.
   cancelled = o.Cancel(id);
-  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  ASSERT_OK(cancelled);
   EXPECT_EQ(*cancelled, v1::CAPTURE_STATUS_CANCELLED);
   // Its slot is free again. (Capture ids come from the clock: let the fake one move.)
   clock_.AdvanceNs(1'000'000);
@@ -265,17 +266,17 @@ TEST_F(OrchestratorTest, KernelProfilingOptionsReachTheAgentsAndAreStored) {
   for (uint32_t i : {10, 11, 56}) tc->add_indices(i);
   (*options.mutable_profiler_options())["tpu_power_trace_level"] = "1";
   absl::StatusOr<v1::StartCaptureResponse> started = o.Start(request);
-  ASSERT_TRUE(started.ok()) << started.status();
+  ASSERT_OK(started);
   ASSERT_TRUE(Eventually([&] { return agent_.captures() == 1; }));
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(agent_.last_options(), options))
       << agent_.last_options().ShortDebugString();
   auto row = store_->GetCapture(started->capture_id());
-  ASSERT_TRUE(row.ok()) << row.status();
+  ASSERT_OK(row);
   const v1::CaptureOptions stored = OptionsFromStoredJson(row->options_json);
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(stored, options))
       << row->options_json;
   EXPECT_TRUE(stored.has_device_tracer_level()) << "an explicit 0 stays explicit";
-  ASSERT_TRUE(o.Cancel(started->capture_id()).ok());
+  ASSERT_OK(o.Cancel(started->capture_id()));
   std::vector<v1::CaptureProgress> progress = WatchToEnd(started->capture_id());
   ASSERT_FALSE(progress.empty());
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(
@@ -301,9 +302,9 @@ TEST_F(OrchestratorTest, StartsAreLimitedPerRollingMinute) {
   limits.max_concurrent = 10;
   Orchestrator& o = Make(limits);
   // Capture ids come from the clock: the fake one moves a little between starts.
-  ASSERT_TRUE(o.Start(Capture({"h1"})).ok());
+  ASSERT_OK(o.Start(Capture({"h1"})));
   clock_.AdvanceNs(1'000'000);
-  ASSERT_TRUE(o.Start(Capture({"h1"})).ok());
+  ASSERT_OK(o.Start(Capture({"h1"})));
   clock_.AdvanceNs(1'000'000);
   absl::StatusOr<v1::StartCaptureResponse> r = o.Start(Capture({"h1"}));
   ASSERT_FALSE(r.ok());

@@ -28,6 +28,7 @@
 #include "tests/cli/run_podprof.h"
 #include "tests/util/child_process.h"
 #include "tests/util/curl.h"
+#include "tests/util/status_matchers.h"
 #include "trace/kernel_stats.h"
 #include "trace/xspace_reader.h"
 
@@ -258,6 +259,7 @@ TEST_F(PodTest, MetricsAndTheApiDuringAndAfterACapture) {
   ASSERT_EQ(points.size(), 1u);
   EXPECT_EQ(points[0]["p99_ps"], top["p99_ps"]);
   EXPECT_EQ(points[0]["count"], top["count"]);
+  EXPECT_EQ(points[0]["regression"], false);  // the oldest point has nothing before it
   EXPECT_EQ(HttpGet(agg + "/api/v1/captures/" + id + "/stragglers", P("s.json")).status, 200);
   EXPECT_EQ(HttpGet(agg + "/api/v1/captures/no-such/kernels", P("n.json")).status, 404);
 
@@ -565,9 +567,9 @@ TEST_F(PodTest, FourHostCaptureAlignsClocksAndCollectives) {
 
   // Read the stored, merged timelines: every collective ends at one instant on every host.
   auto store = storage::Store::Open(P("pod.db"));
-  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_OK(store);
   auto blocks = (*store)->Timelines(id);
-  ASSERT_TRUE(blocks.ok()) << blocks.status();
+  ASSERT_OK(blocks);
   std::map<uint64_t, std::pair<int64_t, int64_t>> range;  // collective -> (min end, max end)
   for (const auto& b : *blocks) {
     if (b.line != "XLA Ops") continue;
@@ -600,7 +602,7 @@ TEST_F(PodTest, FourHostCaptureAlignsClocksAndCollectives) {
   req.set_capture_id(id);
   req.set_group_by(v1::KERNEL_GROUPING_HOST);
   v1::GetKernelStatsResponse stats;
-  ASSERT_TRUE(stub_->GetKernelStats(&ctx, req, &stats).ok());
+  ASSERT_OK(stub_->GetKernelStats(&ctx, req, &stats));
   std::set<std::string> hosts;
   for (const auto& s : stats.stats()) hosts.insert(s.host_name());
   EXPECT_EQ(hosts.size(), 4u);
@@ -624,7 +626,7 @@ TEST_F(PodTest, FourHostCaptureAlignsClocksAndCollectives) {
     EXPECT_EQ(chunk.offset(), file.size());
     file += chunk.data();
   }
-  ASSERT_TRUE(ereader->Finish().ok());
+  ASSERT_OK(ereader->Finish());
   perfetto::protos::Trace trace;
   ASSERT_TRUE(trace.ParseFromString(file)) << "a " << file.size() << "-byte file that is no Trace";
   std::set<std::string> processes;
@@ -771,7 +773,7 @@ TEST_F(PodTest, CliListsAgentsCapturesAndExports) {
   EXPECT_EQ(files[0].parent_path().parent_path(), fs::path(P("xprof")) / "plugins" / "profile");
   grpc::ClientContext lctx;
   v1::ListCapturesResponse listed;
-  ASSERT_TRUE(stub_->ListCaptures(&lctx, v1::ListCapturesRequest(), &listed).ok());
+  ASSERT_OK(stub_->ListCaptures(&lctx, v1::ListCapturesRequest(), &listed));
   int64_t capture_start = 0;
   for (const auto& c : listed.captures()) {
     if (c.capture_id() == id) capture_start = c.start_ns();
@@ -779,7 +781,7 @@ TEST_F(PodTest, CliListsAgentsCapturesAndExports) {
   for (const fs::path& f : files) {
     const std::string host = f.stem().stem().string();
     auto read = trace::ReadXSpaceFile(f.string());
-    ASSERT_TRUE(read.ok()) << f << ": " << read.status();
+    ASSERT_OK(read) << f;
     EXPECT_EQ(read->host.profile_start_ns, capture_start) << f;
     std::map<std::string, std::pair<int64_t, int64_t>> from_file;  // name -> (count, total)
     for (const trace::KernelStats& k : trace::RollUpByKernel(trace::ComputeKernelStats(*read))) {
@@ -793,7 +795,7 @@ TEST_F(PodTest, CliListsAgentsCapturesAndExports) {
     sreq.set_host_name(host);
     sreq.set_group_by(v1::KERNEL_GROUPING_HOST);
     v1::GetKernelStatsResponse stored;
-    ASSERT_TRUE(stub_->GetKernelStats(&sctx, sreq, &stored).ok());
+    ASSERT_OK(stub_->GetKernelStats(&sctx, sreq, &stored));
     ASSERT_GT(stored.stats_size(), 5) << host;
     for (const auto& k : stored.stats()) {
       auto it = from_file.find(k.kernel().op_name());
@@ -826,7 +828,7 @@ TEST_F(PodTest, OneWorkloadDownMakesThePartialCaptureWithItsReason) {
   EXPECT_TRUE(found);
   grpc::ClientContext ctx;
   v1::ListCapturesResponse list;
-  ASSERT_TRUE(stub_->ListCaptures(&ctx, v1::ListCapturesRequest(), &list).ok());
+  ASSERT_OK(stub_->ListCaptures(&ctx, v1::ListCapturesRequest(), &list));
   ASSERT_EQ(list.captures_size(), 1);
   EXPECT_EQ(list.captures(0).status(), v1::CAPTURE_STATUS_PARTIAL);
 
@@ -846,7 +848,7 @@ TEST_F(PodTest, CancelStopsTheCaptureEverywhere) {
   v1::CancelCaptureRequest cancel;
   cancel.set_capture_id(id);
   v1::CancelCaptureResponse cresp;
-  ASSERT_TRUE(stub_->CancelCapture(&cctx, cancel, &cresp).ok());
+  ASSERT_OK(stub_->CancelCapture(&cctx, cancel, &cresp));
   v1::CaptureProgress last = WatchToEnd(id);
   EXPECT_TRUE(last.done());
   EXPECT_EQ(last.status(), v1::CAPTURE_STATUS_CANCELLED);
@@ -877,7 +879,7 @@ TEST_F(PodTest, AnAgentKilledMidCaptureLeavesAPartialCapture) {
   v1::GetKernelStatsRequest sreq;
   sreq.set_capture_id(id);
   v1::GetKernelStatsResponse stats;
-  ASSERT_TRUE(stub_->GetKernelStats(&sctx, sreq, &stats).ok());
+  ASSERT_OK(stub_->GetKernelStats(&sctx, sreq, &stats));
   EXPECT_GT(stats.stats_size(), 0);
 }
 
@@ -905,7 +907,7 @@ TEST_F(PodTest, ALongCaptureStreamsWholeInBoundedChunks) {
   v1::GetKernelStatsRequest req;
   req.set_capture_id(id);
   v1::GetKernelStatsResponse stats;
-  ASSERT_TRUE(stub_->GetKernelStats(&ctx, req, &stats).ok());
+  ASSERT_OK(stub_->GetKernelStats(&ctx, req, &stats));
   ASSERT_GT(stats.stats_size(), 0);
   uint64_t executions = 0;
   for (const auto& s : stats.stats()) executions += s.count();
@@ -940,7 +942,7 @@ TEST_F(PodTest, ACaptureLongerThanAllowedIsRefusedUpFront) {
             "(limits.max_capture_duration = 300 s)");
   grpc::ClientContext lctx;
   v1::ListCapturesResponse listed;
-  ASSERT_TRUE(stub_->ListCaptures(&lctx, v1::ListCapturesRequest(), &listed).ok());
+  ASSERT_OK(stub_->ListCaptures(&lctx, v1::ListCapturesRequest(), &listed));
   EXPECT_EQ(listed.captures_size(), 0);
 }
 
@@ -1045,7 +1047,7 @@ TEST_F(PodTest, AnInjectedStragglerIsNamedAndTheOthersWaitsMatchTheModel) {
   for (int h = 0; h < 2; ++h) {
     pod.host_index = h;
     auto model = sim::PodModel::Create(pod);
-    ASSERT_TRUE(model.ok()) << model.status();
+    ASSERT_OK(model);
     for (int64_t s = model->StepAt(last.summary().start_ns()) - 1;
          s <= model->StepAt(last.summary().end_ns()) + 1; ++s) {
       for (const sim::ChipStep& cs : model->Step(s)) {
@@ -1079,7 +1081,7 @@ TEST_F(PodTest, AnInjectedStragglerIsNamedAndTheOthersWaitsMatchTheModel) {
   sreq.set_capture_id(id);
   sreq.mutable_filter()->set_op_regex("^reduce-scatter");
   v1::GetKernelStatsResponse stats;
-  ASSERT_TRUE(stub_->GetKernelStats(&sctx, sreq, &stats).ok());
+  ASSERT_OK(stub_->GetKernelStats(&sctx, sreq, &stats));
   ASSERT_GT(stats.stats_size(), 0);
   for (const v1::KernelStats& k : stats.stats()) {
     EXPECT_EQ(k.insight().verdict(), "collective wait") << k.insight().verdict_text();
@@ -1201,7 +1203,7 @@ TEST_F(PodTest, AggregatorKilledMidCaptureRestartsWithNothingLost) {
 
   {
     auto store = storage::Store::Open(P("pod.db"));
-    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_OK(store);
     EXPECT_TRUE((*store)->CheckIntegrity().ok());
   }
   const std::string port = agg_addr_.substr(agg_addr_.rfind(':') + 1);
@@ -1217,7 +1219,7 @@ TEST_F(PodTest, AggregatorKilledMidCaptureRestartsWithNothingLost) {
 
   grpc::ClientContext ctx;
   v1::ListCapturesResponse list;
-  ASSERT_TRUE(stub_->ListCaptures(&ctx, v1::ListCapturesRequest(), &list).ok());
+  ASSERT_OK(stub_->ListCaptures(&ctx, v1::ListCapturesRequest(), &list));
   std::map<std::string, v1::CaptureStatus> status;
   for (const auto& c : list.captures()) status[c.capture_id()] = c.status();
   EXPECT_EQ(status[done_id], v1::CAPTURE_STATUS_COMPLETE);
@@ -1277,7 +1279,7 @@ TEST_F(PodTest, AnAgentKilledInEachPhaseRestartsCleanAndRejoins) {
     req.set_duration_ms(300);
     req.set_delay_ms(1500);
     v1::StartCaptureResponse started;
-    ASSERT_TRUE(stub_->StartCapture(&ctx, req, &started).ok());
+    ASSERT_OK(stub_->StartCapture(&ctx, req, &started));
     std::this_thread::sleep_for(std::chrono::milliseconds(400));
     agents_[1]->Signal(SIGKILL);
     agents_[1]->Wait();

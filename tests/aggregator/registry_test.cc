@@ -10,6 +10,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/aggregator/loopback_agent.h"
+#include "tests/util/status_matchers.h"
 
 namespace podprof::aggregator {
 namespace {
@@ -66,7 +67,7 @@ class RegistryTest : public ::testing::Test {
 
 TEST_F(RegistryTest, RegisterListsTheAgentOnline) {
   const int64_t t0 = clock_.NowNs();
-  ASSERT_TRUE(registry_.Register(Request("h1", "127.0.0.1:1", {{"pool", "a"}})).ok());
+  ASSERT_OK(registry_.Register(Request("h1", "127.0.0.1:1", {{"pool", "a"}})));
   auto agents = ListAll();
   ASSERT_EQ(agents.size(), 1u);
   const v1::AgentStatus& s = agents.at("h1");
@@ -88,7 +89,7 @@ TEST_F(RegistryTest, HeartbeatOfAnUnknownHostAsksForRegistration) {
 }
 
 TEST_F(RegistryTest, HeartbeatRecordsTheActiveCaptureAndNewEndpoints) {
-  ASSERT_TRUE(registry_.Register(Request("h1", "127.0.0.1:1")).ok());
+  ASSERT_OK(registry_.Register(Request("h1", "127.0.0.1:1")));
   clock_.AdvanceNs(kHeartbeatNs);
   v1::HeartbeatRequest beat = Beat("h1", "cap-1");
   EXPECT_TRUE(registry_.Heartbeat(beat).value());
@@ -109,7 +110,7 @@ TEST_F(RegistryTest, HeartbeatRecordsTheActiveCaptureAndNewEndpoints) {
 }
 
 TEST_F(RegistryTest, LivenessFollowsTheAgeOfTheLastHeartbeat) {
-  ASSERT_TRUE(registry_.Register(Request("h1", "127.0.0.1:1")).ok());
+  ASSERT_OK(registry_.Register(Request("h1", "127.0.0.1:1")));
   auto state = [&] { return ListAll().at("h1").state(); };
   std::vector<std::string> missing;
 
@@ -142,7 +143,7 @@ TEST_F(RegistryTest, LivenessFollowsTheAgeOfTheLastHeartbeat) {
 }
 
 TEST_F(RegistryTest, TouchNeverMovesTheLastHeartbeatBack) {
-  ASSERT_TRUE(registry_.Register(Request("h1", "127.0.0.1:1")).ok());
+  ASSERT_OK(registry_.Register(Request("h1", "127.0.0.1:1")));
   clock_.AdvanceNs(kHeartbeatNs);
   EXPECT_TRUE(registry_.Heartbeat(Beat("h1")).value());
   const int64_t beat_ns = clock_.NowNs();
@@ -152,11 +153,9 @@ TEST_F(RegistryTest, TouchNeverMovesTheLastHeartbeatBack) {
 }
 
 TEST_F(RegistryTest, SelectorsMatchEveryLabelPair) {
-  ASSERT_TRUE(
-      registry_.Register(Request("a1", "127.0.0.1:1", {{"pool", "a"}, {"zone", "x"}})).ok());
-  ASSERT_TRUE(
-      registry_.Register(Request("a2", "127.0.0.1:2", {{"pool", "a"}, {"zone", "y"}})).ok());
-  ASSERT_TRUE(registry_.Register(Request("b1", "127.0.0.1:3", {{"pool", "b"}})).ok());
+  ASSERT_OK(registry_.Register(Request("a1", "127.0.0.1:1", {{"pool", "a"}, {"zone", "x"}})));
+  ASSERT_OK(registry_.Register(Request("a2", "127.0.0.1:2", {{"pool", "a"}, {"zone", "y"}})));
+  ASSERT_OK(registry_.Register(Request("b1", "127.0.0.1:3", {{"pool", "b"}})));
   auto names = [](const std::vector<v1::AgentStatus>& list) {
     std::vector<std::string> out;
     for (const auto& s : list) out.push_back(s.host().host_name());
@@ -177,11 +176,11 @@ TEST_F(RegistryTest, SelectorsMatchEveryLabelPair) {
 }
 
 TEST_F(RegistryTest, ReRegistrationReplacesTheHostInfo) {
-  ASSERT_TRUE(registry_.Register(Request("h1", "127.0.0.1:1", {{"pool", "a"}})).ok());
+  ASSERT_OK(registry_.Register(Request("h1", "127.0.0.1:1", {{"pool", "a"}})));
   clock_.AdvanceNs(5 * kHeartbeatNs);
   v1::RegisterRequest again = Request("h1", "127.0.0.1:2", {{"pool", "b"}});
   again.mutable_host()->add_chips()->set_ordinal(1);
-  ASSERT_TRUE(registry_.Register(again).ok());
+  ASSERT_OK(registry_.Register(again));
   auto agents = ListAll();
   ASSERT_EQ(agents.size(), 1u) << "one entry per host name";
   const v1::AgentStatus& s = agents.at("h1");
@@ -196,7 +195,7 @@ TEST_F(RegistryTest, ProbesBuildAClockModelThatANewAddressDiscards) {
   constexpr int64_t kOffsetNs = 5'000'000;
   podprof::testing::LoopbackAgent agent(clock_, kOffsetNs);
   ASSERT_TRUE(agent.started());
-  ASSERT_TRUE(registry_.Register(Request("h1", agent.address())).ok());
+  ASSERT_OK(registry_.Register(Request("h1", agent.address())));
 
   ClockEstimate est;
   EXPECT_FALSE(registry_.Estimate("h1", clock_.NowNs(), &est)) << "unprobed";
@@ -214,7 +213,7 @@ TEST_F(RegistryTest, ProbesBuildAClockModelThatANewAddressDiscards) {
   EXPECT_EQ(registry_.ProbeDue(4), 1);
 
   // The agent restarted at the same address: same clock, the model stays.
-  ASSERT_TRUE(registry_.Register(Request("h1", agent.address())).ok());
+  ASSERT_OK(registry_.Register(Request("h1", agent.address())));
   EXPECT_TRUE(registry_.Estimate("h1", clock_.NowNs(), &est));
   EXPECT_EQ(registry_.ProbeDue(4), 0) << "the last burst is still recent";
 
@@ -222,7 +221,7 @@ TEST_F(RegistryTest, ProbesBuildAClockModelThatANewAddressDiscards) {
   // it is due for probing at once.
   podprof::testing::LoopbackAgent moved(clock_, -kOffsetNs);
   ASSERT_TRUE(moved.started());
-  ASSERT_TRUE(registry_.Register(Request("h1", moved.address())).ok());
+  ASSERT_OK(registry_.Register(Request("h1", moved.address())));
   EXPECT_FALSE(registry_.Estimate("h1", clock_.NowNs(), &est));
   EXPECT_FALSE(ListAll().at("h1").has_clock());
   EXPECT_EQ(registry_.ProbeDue(4), 1);
@@ -232,7 +231,7 @@ TEST_F(RegistryTest, ProbesBuildAClockModelThatANewAddressDiscards) {
 
 TEST_F(RegistryTest, AnUnreachableAgentAnswersNoProbes) {
   // Nothing listens on port 1: the burst ends at the first failed ping.
-  ASSERT_TRUE(registry_.Register(Request("h1", "127.0.0.1:1")).ok());
+  ASSERT_OK(registry_.Register(Request("h1", "127.0.0.1:1")));
   EXPECT_EQ(registry_.ProbeDue(4, /*force=*/true), 0);
   ClockEstimate est;
   EXPECT_FALSE(registry_.Estimate("h1", clock_.NowNs(), &est));
@@ -242,7 +241,7 @@ TEST_F(RegistryTest, AnUnreachableAgentAnswersNoProbes) {
 
 TEST_F(RegistryTest, OverTlsAHostBelongsToTheIdentityThatNamesIt) {
   const Registry::Identities agent_b = {"agent-b"}, agent_a = {"agent-a"};
-  ASSERT_TRUE(registry_.Register(Request("agent-b", "127.0.0.1:2"), agent_b).ok());
+  ASSERT_OK(registry_.Register(Request("agent-b", "127.0.0.1:2"), agent_b));
   // agent-a's certificate does not name agent-b: the takeover is refused, naming the rule.
   absl::Status hijack = registry_.Register(Request("agent-b", "127.0.0.1:66"), agent_a);
   EXPECT_EQ(hijack.code(), absl::StatusCode::kPermissionDenied);
@@ -253,14 +252,14 @@ TEST_F(RegistryTest, OverTlsAHostBelongsToTheIdentityThatNamesIt) {
   EXPECT_EQ(registry_.Heartbeat(Beat("agent-b"), agent_a).status().code(),
             absl::StatusCode::kPermissionDenied);
   // The owner moves freely.
-  ASSERT_TRUE(registry_.Register(Request("agent-b", "127.0.0.1:3"), agent_b).ok());
+  ASSERT_OK(registry_.Register(Request("agent-b", "127.0.0.1:3"), agent_b));
   EXPECT_EQ(ListAll()["agent-b"].host().agent_address(), "127.0.0.1:3");
 }
 
 TEST_F(RegistryTest, AgentHostsGiveAnIdentityMoreHostsButNotAnOwnedOne) {
   registry_.SetAgentHosts({{"pool-cert", {"h1", "h2"}}, {"other-cert", {"h2"}}});
-  ASSERT_TRUE(registry_.Register(Request("h1", "127.0.0.1:1"), {"pool-cert"}).ok());
-  ASSERT_TRUE(registry_.Register(Request("h2", "127.0.0.1:2"), {"pool-cert"}).ok());
+  ASSERT_OK(registry_.Register(Request("h1", "127.0.0.1:1"), {"pool-cert"}));
+  ASSERT_OK(registry_.Register(Request("h2", "127.0.0.1:2"), {"pool-cert"}));
   EXPECT_EQ(registry_.Register(Request("h3", "127.0.0.1:3"), {"pool-cert"}).code(),
             absl::StatusCode::kPermissionDenied);
   // other-cert may name h2 too, but pool-cert holds it.
@@ -273,12 +272,12 @@ TEST_F(RegistryTest, AgentHostsGiveAnIdentityMoreHostsButNotAnOwnedOne) {
 TEST_F(RegistryTest, AHeartbeatFromAnotherAddressAsksTheAgentToRegisterAgain) {
   // Over plaintext nobody owns a host: another registration may move it, but the real agent's
   // next heartbeat names its own address, and registering again puts it back.
-  ASSERT_TRUE(registry_.Register(Request("h1", "127.0.0.1:1")).ok());
-  ASSERT_TRUE(registry_.Register(Request("h1", "127.0.0.1:66")).ok());
+  ASSERT_OK(registry_.Register(Request("h1", "127.0.0.1:1")));
+  ASSERT_OK(registry_.Register(Request("h1", "127.0.0.1:66")));
   v1::HeartbeatRequest beat = Beat("h1");
   beat.set_agent_address("127.0.0.1:1");
   EXPECT_FALSE(registry_.Heartbeat(beat).value());
-  ASSERT_TRUE(registry_.Register(Request("h1", "127.0.0.1:1")).ok());
+  ASSERT_OK(registry_.Register(Request("h1", "127.0.0.1:1")));
   EXPECT_TRUE(registry_.Heartbeat(beat).value());
   EXPECT_EQ(ListAll()["h1"].host().agent_address(), "127.0.0.1:1");
 }

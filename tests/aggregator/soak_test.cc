@@ -19,9 +19,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "harness/capture_watch.h"
 #include "nlohmann/json.hpp"
 #include "proto/podprof_aggregator.grpc.pb.h"
-#include "tests/util/capture_watch.h"
 #include "tests/util/child_process.h"
 
 namespace podprof {

@@ -31,6 +31,7 @@
 #include "report/proto_json.h"
 #include "tests/cli/run_podprof.h"
 #include "tests/trace/test_util.h"
+#include "tests/util/status_matchers.h"
 
 namespace podprof::cli {
 namespace {
@@ -405,8 +406,8 @@ TEST(WriteKernelHistoryTest, CsvOneRowPerPoint) {
   WriteKernelHistory(OneSeries(), OutputFormat::kCsv, out);
   EXPECT_EQ(out.str(),
             "kernel,module,capture,start_ns,count,mean_ps,p50_ps,p90_ps,p99_ps,total_ps,"
-            "achieved_tflops\n"
-            "fusion.12,jit_step,cap-1,1714564800123000000,4,250,240,300,310,1001,1.5\n");
+            "achieved_tflops,regression\n"
+            "fusion.12,jit_step,cap-1,1714564800123000000,4,250,240,300,310,1001,1.5,false\n");
 }
 
 TEST(WriteKernelHistoryTest, TableHasOneBlockPerKernel) {
@@ -748,7 +749,7 @@ TEST(FormatTest, TimestampAndCsvField) {
 TEST(ParseLabelsTest, PairsAndErrors) {
   absl::StatusOr<std::map<std::string, std::string>> labels =
       ParseLabels({"job=train", "expr=a=b", "empty="});
-  ASSERT_TRUE(labels.ok()) << labels.status();
+  ASSERT_OK(labels);
   EXPECT_EQ(*labels,
             (std::map<std::string, std::string>{{"job", "train"}, {"expr", "a=b"}, {"empty", ""}}));
   EXPECT_TRUE(ParseLabels({}).ok());
@@ -781,7 +782,7 @@ TEST(ExpandImportPathsTest, SessionDirGivesItsXPlaneFilesSortedByName) {
   dir.Write("notes.txt", "not a capture");
   std::filesystem::create_directory(dir.path() + "/nested.xplane.pb");
   absl::StatusOr<std::vector<ImportFile>> files = ExpandImportPaths({dir.path()});
-  ASSERT_TRUE(files.ok()) << files.status();
+  ASSERT_OK(files);
   ASSERT_EQ(files->size(), 2u);
   EXPECT_EQ((*files)[0].host_name, "10.0.0.1_9999");
   EXPECT_EQ((*files)[0].path, dir.path() + "/10.0.0.1_9999.xplane.pb");
@@ -793,7 +794,7 @@ TEST(ExpandImportPathsTest, FilesKeepTheirOrder) {
   std::string b = dir.Write("b.xplane.pb", "b");
   std::string a = dir.Write("a.xplane.pb", "a");
   absl::StatusOr<std::vector<ImportFile>> files = ExpandImportPaths({b, a});
-  ASSERT_TRUE(files.ok()) << files.status();
+  ASSERT_OK(files);
   ASSERT_EQ(files->size(), 2u);
   EXPECT_EQ((*files)[0].host_name, "b");
   EXPECT_EQ((*files)[1].path, a);
@@ -839,7 +840,7 @@ TEST(ForEachImportChunkTest, ChunksCarryHostAndOnlyTheFirstCarriesLabels) {
                                         chunks.push_back(c);
                                         return true;
                                       });
-  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_OK(s);
   ASSERT_EQ(chunks.size(), 4u);
   std::string h0;
   for (int i = 0; i < 3; ++i) {
@@ -994,7 +995,7 @@ TEST_F(AggregatorCommandsTest, CapturesAllFollowsPagesWithADeadlineOnEachCall) {
   options.limit = 1;
   options.format = OutputFormat::kCsv;
   std::ostringstream out;
-  ASSERT_TRUE(RunCaptures(*client_, options, out).ok());
+  ASSERT_OK(RunCaptures(*client_, options, out));
   std::ostringstream want;
   WriteCaptures(TwoCaptures(), OutputFormat::kCsv, want);
   EXPECT_EQ(out.str(), want.str());
@@ -1015,7 +1016,7 @@ TEST_F(AggregatorCommandsTest, CapturesSendsFiltersAndSinceRelativeToTheClock) {
   options.status = v1::CAPTURE_STATUS_FAILED;
   options.labels = {{"job", "train"}};
   std::ostringstream out;
-  ASSERT_TRUE(RunCaptures(*client_, options, out).ok());
+  ASSERT_OK(RunCaptures(*client_, options, out));
   absl::MutexLock lock(&fake_.mu_);
   ASSERT_EQ(fake_.list_requests_.size(), 1u) << "without --all, one page";
   const v1::ListCapturesRequest& r = fake_.list_requests_[0];
@@ -1051,11 +1052,11 @@ TEST_F(AggregatorCommandsTest, StatsMapsOptionsOntoTheRequest) {
   options.chip = 3;
   options.order = v1::KERNEL_ORDER_P99;
   std::ostringstream out;
-  ASSERT_TRUE(RunStats(*client_, options, out).ok());
+  ASSERT_OK(RunStats(*client_, options, out));
   options = StatsOptions{};
   options.capture_id = "cap-2";
   options.format = OutputFormat::kCsv;
-  ASSERT_TRUE(RunStats(*client_, options, out).ok());
+  ASSERT_OK(RunStats(*client_, options, out));
 
   absl::MutexLock lock(&fake_.mu_);
   ASSERT_EQ(fake_.stats_requests_.size(), 2u);
@@ -1094,7 +1095,7 @@ TEST_F(AggregatorCommandsTest, HistorySendsRegexModuleAndBounds) {
   options.max_kernels = 3;
   options.format = OutputFormat::kCsv;
   std::ostringstream out;
-  ASSERT_TRUE(RunHistory(*client_, options, out).ok());
+  ASSERT_OK(RunHistory(*client_, options, out));
   EXPECT_EQ(Lines(out.str()).size(), 2u) << out.str();
   absl::MutexLock lock(&fake_.mu_);
   ASSERT_EQ(fake_.history_requests_.size(), 1u);
@@ -1115,7 +1116,7 @@ TEST_F(AggregatorCommandsTest, DiffReturnsTheRegressionCount) {
   options.top = 7;
   std::ostringstream out;
   absl::StatusOr<uint32_t> regressions = RunDiff(*client_, options, out);
-  ASSERT_TRUE(regressions.ok()) << regressions.status();
+  ASSERT_OK(regressions);
   EXPECT_EQ(*regressions, 1u);
   EXPECT_TRUE(absl::StrContains(out.str(), "1 regression (p50 slower by more than 10%)"))
       << out.str();
@@ -1132,13 +1133,13 @@ TEST_F(AggregatorCommandsTest, ImportStreamsEveryFileAndWarnsAboutFileErrors) {
   dir.Write("a.xplane.pb", a);
   dir.Write("b.xplane.pb", "bb");
   absl::StatusOr<std::vector<ImportFile>> files = ExpandImportPaths({dir.path()});
-  ASSERT_TRUE(files.ok()) << files.status();
+  ASSERT_OK(files);
   ImportOptions options;
   options.files = *files;
   options.labels = {{"job", "train"}};
   std::ostringstream out, err;
   absl::Status s = RunImport(*client_, options, out, err);
-  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_OK(s);
   EXPECT_TRUE(absl::StartsWith(out.str(), "imported capture cap-new")) << out.str();
   EXPECT_EQ(err.str(), "warning: b: not an XSpace\n");
   {

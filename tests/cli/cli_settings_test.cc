@@ -17,11 +17,12 @@
 #include "absl/strings/str_cat.h"
 #include "cli/captures_command.h"
 #include "gtest/gtest.h"
+#include "harness/clickhouse_server.h"
 #include "nlohmann/json.hpp"
 #include "tests/cli/run_podprof.h"
 #include "tests/trace/test_util.h"
 #include "tests/util/child_process.h"
-#include "tests/util/clickhouse_server.h"
+#include "tests/util/status_matchers.h"
 
 namespace podprof::cli {
 namespace {
@@ -325,7 +326,7 @@ TEST_F(CliSettingsTest, ClickHouseUrlAndPasswordFileFlagBeatsEnvironment) {
 TEST_F(CliSettingsTest, ClickHouseUserAndPasswordFlagBeatsEnvironmentBeatsDefault) {
   if (!testing::HaveClickHouse()) GTEST_SKIP() << "no " << testing::kClickHouseBinary;
   testing::ClickHouseServer ch(*dir_ / "ch", testing::FreePorts());
-  ASSERT_TRUE(ch.started().ok()) << ch.started();
+  ASSERT_OK(ch.started());
   ASSERT_EQ(ch.Sql("CREATE DATABASE podprof"), "");
   std::ofstream(*dir_ / "reader.pw") << "r-secret\n";
   const std::string top = "fleet top --since 1h --format json";

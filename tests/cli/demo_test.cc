@@ -22,6 +22,7 @@
 #include "proto/perfetto_trace.pb.h"
 #include "tests/cli/run_podprof.h"
 #include "tests/util/files.h"
+#include "tests/util/status_matchers.h"
 
 namespace podprof {
 namespace {
@@ -159,7 +160,7 @@ TEST(DemoTest, KernelProfilingDemoCompletesWithBoundedSimulatedHosts) {
   o.stderr_path = dir + ".err";
   const auto began = std::chrono::steady_clock::now();
   absl::StatusOr<Subprocess> demo = Subprocess::Start(o);
-  ASSERT_TRUE(demo.ok()) << demo.status();
+  ASSERT_OK(demo);
   // The simulated hosts' peak resident memory (VmHWM), read until the demo has printed.
   std::map<std::string, int64_t> peak_kb;
   std::optional<ExitStatus> status;
@@ -264,7 +265,7 @@ TEST(DemoTest, CtrlCStopsEveryChild) {
             dir};
   o.stdout_path = o.stderr_path = "/dev/null";
   absl::StatusOr<Subprocess> demo = Subprocess::Start(o);
-  ASSERT_TRUE(demo.ok()) << demo.status();
+  ASSERT_OK(demo);
   // Once both agents are up the pod is complete; then interrupt the demo mid-capture.
   for (int i = 0; i < 400 && !fs::exists(dir + "/agent-1.json"); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -273,7 +274,7 @@ TEST(DemoTest, CtrlCStopsEveryChild) {
   // The demo itself, the aggregator, 2 simulated hosts and 2 agents.
   EXPECT_EQ(ProcessesMentioning(dir), 6);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  ASSERT_TRUE(demo->Signal(SIGINT).ok());
+  ASSERT_OK(demo->Signal(SIGINT));
   const ExitStatus status = demo->Wait();
   ASSERT_TRUE(status.exited()) << status.ToString();
   EXPECT_EQ(status.code(), 128 + SIGINT);

@@ -25,6 +25,7 @@
 #include "sim/xspace_builder.h"
 #include "tests/cli/run_podprof.h"
 #include "tests/util/child_process.h"
+#include "tests/util/status_matchers.h"
 #include "trace/xspace_reader.h"
 
 namespace podprof {
@@ -59,7 +60,7 @@ void WritePod(const fs::path& dir) {
     config.host_index = host;
     config.pod_seed = 5;
     absl::StatusOr<sim::PodModel> model = sim::PodModel::Create(config);
-    ASSERT_TRUE(model.ok()) << model.status();
+    ASSERT_OK(model);
     FakeClock truth(kTrueStartNs);
     SkewedClock clock(truth, 0, 0);
     sim::SessionWindow w;
@@ -99,7 +100,7 @@ class ExportNarrowTest : public ::testing::Test {
                             grpc::InsecureChannelCredentials()));
     grpc::ClientContext ctx;
     v1::ListCapturesResponse listed;
-    ASSERT_TRUE(stub->ListCaptures(&ctx, v1::ListCapturesRequest(), &listed).ok());
+    ASSERT_OK(stub->ListCaptures(&ctx, v1::ListCapturesRequest(), &listed));
     ASSERT_EQ(listed.captures_size(), 1);
     pod->start_ns = listed.captures(0).start_ns();
   }
@@ -252,7 +253,7 @@ TEST_F(ExportNarrowTest, PerfettoAndXprofAreNarrowedToo) {
   ASSERT_EQ(files.size(), 1u);
   EXPECT_EQ(files[0].filename(), "host-1.xplane.pb");
   absl::StatusOr<trace::HostCapture> read = trace::ReadXSpaceFile(files[0].string());
-  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_OK(read);
   ASSERT_EQ(read->host.chips.size(), 1u);
   EXPECT_EQ(read->host.chips[0].ordinal, 1);
   int kernel_events = 0;

@@ -14,6 +14,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/cli/run_podprof.h"
 #include "tests/trace/test_util.h"
+#include "tests/util/status_matchers.h"
 #include "trace/kernel_stats.h"
 #include "trace/xspace_reader.h"
 
@@ -42,7 +43,7 @@ TEST(InspectCliTest, CsvHasExactColumnsAndOneRowPerChipAndKernel) {
 
   // Independent totals from the library: the CLI must print what the reader computed.
   auto capture = trace::ReadXSpaceFile(path);
-  ASSERT_TRUE(capture.ok());
+  ASSERT_OK(capture);
   std::vector<trace::KernelStats> stats = trace::ComputeKernelStats(*capture);
   ASSERT_EQ(lines.size() - 1, stats.size());
   int64_t csv_count = 0, csv_total = 0;

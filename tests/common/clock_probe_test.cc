@@ -9,6 +9,7 @@
 #include "common/clock.h"
 #include "common/skewed_clock.h"
 #include "gtest/gtest.h"
+#include "tests/util/status_matchers.h"
 
 namespace podprof {
 namespace {
@@ -41,10 +42,10 @@ TEST(ClockProbeTest, BoundsContainTheResponderOffsetOverLoopback) {
   constexpr int64_t kOffset = 3'250'000;
   SkewedClock ahead(real, kOffset, 0);
   auto responder = ClockProbeResponder::Start("127.0.0.1", 0, ahead);
-  ASSERT_TRUE(responder.ok()) << responder.status();
+  ASSERT_OK(responder);
   ASSERT_GT((*responder)->port(), 0);
   auto probes = ProbeClock("127.0.0.1", (*responder)->port(), 16, 500'000'000, real);
-  ASSERT_TRUE(probes.ok()) << probes.status();
+  ASSERT_OK(probes);
   ASSERT_EQ(probes->size(), 16u);
   EXPECT_EQ((*responder)->answered(), 16u);
   int64_t best_width = INT64_MAX, best_mid = 0;
@@ -66,7 +67,7 @@ TEST(ClockProbeTest, BoundsContainTheResponderOffsetOverLoopback) {
 TEST(ClockProbeTest, GarbageGetsNoAnswerAndTheResponderKeepsServing) {
   RealClock real;
   auto responder = ClockProbeResponder::Start("127.0.0.1", 0, real);
-  ASSERT_TRUE(responder.ok()) << responder.status();
+  ASSERT_OK(responder);
   int fd = socket(AF_INET, SOCK_DGRAM, 0);
   ASSERT_GE(fd, 0);
   sockaddr_in to{};
@@ -85,7 +86,7 @@ TEST(ClockProbeTest, GarbageGetsNoAnswerAndTheResponderKeepsServing) {
   EXPECT_LT(recv(fd, buf, sizeof(buf), 0), 0) << "an answer to something that is no probe";
   close(fd);
   auto probes = ProbeClock("127.0.0.1", (*responder)->port(), 3, 500'000'000, real);
-  ASSERT_TRUE(probes.ok());
+  ASSERT_OK(probes);
   EXPECT_EQ(probes->size(), 3u);
   EXPECT_EQ((*responder)->answered(), 3u);
 }
@@ -95,12 +96,12 @@ TEST(ClockProbeTest, NobodyListeningEndsTheBurstWithoutAnswers) {
   int port = 0;
   {
     auto responder = ClockProbeResponder::Start("127.0.0.1", 0, real);
-    ASSERT_TRUE(responder.ok());
+    ASSERT_OK(responder);
     port = (*responder)->port();
   }  // closed: the port refuses now
   const int64_t t0 = real.MonotonicNs();
   auto probes = ProbeClock("127.0.0.1", port, 8, 200'000'000, real);
-  ASSERT_TRUE(probes.ok());
+  ASSERT_OK(probes);
   EXPECT_TRUE(probes->empty());
   // The ICMP refusal stops the burst; eight timeouts would take 1.6 s.
   EXPECT_LT(real.MonotonicNs() - t0, 1'000'000'000);
@@ -125,11 +126,11 @@ TEST(ClockProbeTest, MultiResponderAnswersEachSocketOnItsOwnClock) {
     endpoints.push_back({"127.0.0.1", 0, clocks.back().get()});
   }
   auto responder = MultiClockProbeResponder::Start(endpoints, /*fallback_to_free_port=*/false);
-  ASSERT_TRUE(responder.ok()) << responder.status();
+  ASSERT_OK(responder);
   ASSERT_EQ((*responder)->ports().size(), 3u);
   for (size_t i = 0; i < 3; ++i) {
     auto probes = ProbeClock("127.0.0.1", (*responder)->ports()[i], 4, 500'000'000, real);
-    ASSERT_TRUE(probes.ok()) << probes.status();
+    ASSERT_OK(probes);
     ASSERT_EQ(probes->size(), 4u);
     for (const ProbeTimes& p : *probes) {
       EXPECT_LE(p.t3 - p.t4, offsets[i]);
@@ -143,11 +144,11 @@ TEST(ClockProbeTest, MultiResponderAnswersEachSocketOnItsOwnClock) {
 TEST(ClockProbeTest, MultiResponderFallsBackToAFreePortOnlyWhenAsked) {
   RealClock real;
   auto first = ClockProbeResponder::Start("127.0.0.1", 0, real);
-  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_OK(first);
   const int taken = (*first)->port();
   EXPECT_FALSE(MultiClockProbeResponder::Start({{"127.0.0.1", taken, &real}}, false).ok());
   auto fallback = MultiClockProbeResponder::Start({{"127.0.0.1", taken, &real}}, true);
-  ASSERT_TRUE(fallback.ok()) << fallback.status();
+  ASSERT_OK(fallback);
   EXPECT_NE((*fallback)->ports()[0], taken);
   EXPECT_GT((*fallback)->ports()[0], 0);
 }

@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/util/status_matchers.h"
 
 namespace podprof {
 namespace {
@@ -202,7 +203,7 @@ TEST(ParseDurationNsTest, AcceptsNumbersWithUnits) {
   };
   for (const DurationCase& c : kCases) {
     absl::StatusOr<int64_t> ns = ParseDurationNs(c.text);
-    ASSERT_TRUE(ns.ok()) << c.text << ": " << ns.status();
+    ASSERT_OK(ns) << c.text;
     EXPECT_EQ(*ns, c.ns) << c.text;
   }
 }

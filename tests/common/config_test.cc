@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/util/status_matchers.h"
 
 namespace podprof {
 namespace {
@@ -71,39 +72,39 @@ TEST(ConfigFileTest, ReadsEachType) {
   EXPECT_EQ(file.name(), kName);
 
   int64_t port = 0;
-  ASSERT_TRUE(file.GetInt("port", &port).ok());
+  ASSERT_OK(file.GetInt("port", &port));
   EXPECT_EQ(port, 8080);
 
   int32_t period = 0;
-  ASSERT_TRUE(file.GetInt("agent.period", &period).ok());
+  ASSERT_OK(file.GetInt("agent.period", &period));
   EXPECT_EQ(period, 5);
 
   double ratio = 0;
-  ASSERT_TRUE(file.GetDouble("ratio", &ratio).ok());
+  ASSERT_OK(file.GetDouble("ratio", &ratio));
   EXPECT_DOUBLE_EQ(ratio, 0.25);
 
   double whole = 0;
-  ASSERT_TRUE(file.GetDouble("whole", &whole).ok());
+  ASSERT_OK(file.GetDouble("whole", &whole));
   EXPECT_DOUBLE_EQ(whole, 3.0);
 
   bool enabled = false;
-  ASSERT_TRUE(file.GetBool("enabled", &enabled).ok());
+  ASSERT_OK(file.GetBool("enabled", &enabled));
   EXPECT_TRUE(enabled);
 
   std::string listen;
-  ASSERT_TRUE(file.GetString("agent.listen", &listen).ok());
+  ASSERT_OK(file.GetString("agent.listen", &listen));
   EXPECT_EQ(listen, "[::]:7000");
 
   int64_t interval_ns = 0;
-  ASSERT_TRUE(file.GetDurationNs("interval", &interval_ns).ok());
+  ASSERT_OK(file.GetDurationNs("interval", &interval_ns));
   EXPECT_EQ(interval_ns, 250'000'000);
 
   std::vector<std::string> names = {"old"};
-  ASSERT_TRUE(file.GetStringList("names", &names).ok());
+  ASSERT_OK(file.GetStringList("names", &names));
   EXPECT_THAT(names, ElementsAre("a", "b"));
 
   std::map<std::string, std::string> labels = {{"old", "x"}};
-  ASSERT_TRUE(file.GetStringMap("agent.labels", &labels).ok());
+  ASSERT_OK(file.GetStringMap("agent.labels", &labels));
   EXPECT_THAT(labels, UnorderedElementsAre(Pair("zone", "eu-1"), Pair("rack", "r7")));
 }
 
@@ -249,7 +250,7 @@ TEST(ConfigFileTest, CopiesShareTheDocument) {
     copy = original;
   }
   int64_t port = 0;
-  ASSERT_TRUE(copy.GetInt("port", &port).ok());
+  ASSERT_OK(copy.GetInt("port", &port));
   EXPECT_EQ(port, 1);
 }
 
@@ -329,10 +330,10 @@ class ConfigLoadTest : public ::testing::Test {
 TEST_F(ConfigLoadTest, LoadsFile) {
   const std::string path = WriteFile("load_ok.toml", "[a]\nb = \"c\"\n");
   absl::StatusOr<ConfigFile> file = ConfigFile::Load(path);
-  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_OK(file);
   EXPECT_EQ(file->name(), path);
   std::string value;
-  ASSERT_TRUE(file->GetString("a.b", &value).ok());
+  ASSERT_OK(file->GetString("a.b", &value));
   EXPECT_EQ(value, "c");
 }
 
@@ -355,7 +356,7 @@ TEST_F(ConfigLoadTest, ParseErrorNamesPathAndLine) {
 TEST_F(ConfigLoadTest, ErrorsNamePath) {
   const std::string path = WriteFile("load_type.toml", "a = \"x\"\n");
   absl::StatusOr<ConfigFile> file = ConfigFile::Load(path);
-  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_OK(file);
   int64_t a = 0;
   ExpectInvalid(file->GetInt("a", &a),
                 {absl::StrCat(path, ": key 'a' (line 1) must be an integer")});

@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/util/status_matchers.h"
 
 namespace podprof {
 namespace {
@@ -23,7 +24,7 @@ double SecondsOf(F f) {
 
 TEST(UserPatternTest, SearchIsUnanchoredLikeRegexSearch) {
   absl::StatusOr<UserPattern> p = CompileUserPattern("kernel", "fusion\\.[0-9]+");
-  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_OK(p);
   EXPECT_EQ(p->pattern(), "fusion\\.[0-9]+");
   EXPECT_TRUE(p->Search("loop_fusion.12"));
   EXPECT_TRUE(p->Search("fusion.7 copy"));
@@ -52,7 +53,7 @@ TEST(UserPatternTest, OrdinaryEcmaScriptPatternsKeepTheirMeaning) {
   };
   for (const Case& c : kCases) {
     absl::StatusOr<UserPattern> p = CompileUserPattern("kernel", c.pattern);
-    ASSERT_TRUE(p.ok()) << c.pattern << ": " << p.status();
+    ASSERT_OK(p) << c.pattern;
     EXPECT_EQ(p->Search(c.text), c.match) << c.pattern << " on " << c.text;
   }
 }
@@ -105,7 +106,7 @@ TEST(UserPatternTest, NestingUpToTheCapCompilesOrIsRefusedWithoutCrashing) {
 TEST(UserPatternTest, CatastrophicBacktrackingPatternRunsInLinearTime) {
   // `(.*)*#` took std::regex 26 s on a few KB; RE2 matches in one pass.
   absl::StatusOr<UserPattern> p = CompileUserPattern("kernel", "(.*)*#");
-  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_OK(p);
   const std::string text(100'000, 'x');
   bool matched = true;
   EXPECT_LT(SecondsOf([&] { matched = p->Search(text); }), 0.5);
@@ -127,7 +128,7 @@ TEST(UserPatternTest, InvalidUtf8IsRefused) {
 
 TEST(UserPatternTest, CopiesShareTheCompiledPattern) {
   absl::StatusOr<UserPattern> p = CompileUserPattern("kernel", "copy");
-  ASSERT_TRUE(p.ok());
+  ASSERT_OK(p);
   const UserPattern q = *p;
   EXPECT_TRUE(q.Search("copy.3"));
   EXPECT_EQ(q.pattern(), "copy");

@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "common/file_util.h"
 #include "gtest/gtest.h"
+#include "tests/util/status_matchers.h"
 
 namespace podprof {
 namespace {
@@ -117,7 +118,7 @@ TEST(SubprocessTest, ExtraEnvironmentReachesTheChildAndOutputGoesToTheFile) {
   EXPECT_TRUE(p.Wait().success());
   unsetenv("PODPROF_SUBPROCESS_TEST_OLD");
   absl::StatusOr<std::string> text = ReadFile(out);
-  ASSERT_TRUE(text.ok()) << text.status();
+  ASSERT_OK(text);
   EXPECT_EQ(*text, absl::StrCat("new child ", fs::canonical(dir).string(), "\noops\n"));
   fs::remove_all(dir);
 }
@@ -205,7 +206,7 @@ void ExpectGrandchildDiesWithItsParent(const std::string& name, bool killed) {
   }
   for (int i = 0; i < 500 && !fs::exists(pid_file); ++i) absl::SleepFor(absl::Milliseconds(10));
   absl::StatusOr<std::string> text = ReadFile(pid_file);
-  ASSERT_TRUE(text.ok()) << text.status();
+  ASSERT_OK(text);
   const pid_t sleeper = std::atoi(text->c_str());
   ASSERT_GT(sleeper, 0);
   if (killed) kill(middle, SIGKILL);
@@ -240,7 +241,7 @@ TEST(SubprocessTest, WithoutADeathSignalAGrandchildOutlivesItsParent) {
   int status = 0;
   ASSERT_EQ(waitpid(middle, &status, 0), middle);
   absl::StatusOr<std::string> text = ReadFile(dir + "/pid");
-  ASSERT_TRUE(text.ok()) << text.status();
+  ASSERT_OK(text);
   const pid_t sleeper = std::atoi(text->c_str());
   ASSERT_GT(sleeper, 0);
   absl::SleepFor(absl::Milliseconds(200));
@@ -255,11 +256,11 @@ TEST(ReadFileTest, ReadsWholeFilesAndNamesThePathOnError) {
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 7);
   std::ofstream(dir + "/blob", std::ios::binary) << bytes;
   absl::StatusOr<std::string> read = ReadFile(dir + "/blob");
-  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_OK(read);
   EXPECT_EQ(*read, bytes);
   // /proc files report size 0 and are read to their end all the same.
   absl::StatusOr<std::string> self = ReadFile("/proc/self/status");
-  ASSERT_TRUE(self.ok()) << self.status();
+  ASSERT_OK(self);
   EXPECT_TRUE(absl::StrContains(*self, "Pid:"));
   absl::StatusOr<std::string> missing = ReadFile(dir + "/missing");
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/util/status_matchers.h"
 
 namespace podprof {
 namespace {
@@ -25,7 +26,7 @@ TEST(ZstdCodecTest, APrefixComesFromTheFrontOfAFrameOfManyBlocks) {
   const std::string frame = ZstdCompress(raw, 1);
   ASSERT_LT(frame.size(), raw.size());
   absl::StatusOr<std::string> front = ZstdDecompressPrefix(frame, 10, "test frame");
-  ASSERT_TRUE(front.ok()) << front.status();
+  ASSERT_OK(front);
   EXPECT_EQ(*front, raw.substr(0, 10));
   // Asking for more than the frame holds gives the whole content.
   const std::string small = ZstdCompress("abc", 1);

@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "tests/util/status_matchers.h"
 #include "trace/columns.h"
 
 namespace podprof::exporter {
@@ -86,7 +87,7 @@ TEST(NarrowTest, TheDefaultKeepsEverything) {
   Narrower n = Make(Selection());
   EXPECT_TRUE(n.KeepsEverything());
   trace::HostCapture c = Host();
-  ASSERT_TRUE(n.Apply(&c).ok());
+  ASSERT_OK(n.Apply(&c));
   EXPECT_EQ(c.EventCount(), Host().EventCount());
   EXPECT_EQ(c.kernels.size(), 5u);
   EXPECT_TRUE(n.WantsHost("anything"));
@@ -99,7 +100,7 @@ TEST(NarrowTest, TheWindowKeepsOverlappingEventsWholeAndSamplesInside) {
   s.to_ns = kBase + 45'000;    // 45 us: inside the second fusion.1 (40-50 us)
   Narrower n = Make(s);
   trace::HostCapture c = Host();
-  ASSERT_TRUE(n.Apply(&c).ok());
+  ASSERT_OK(n.Apply(&c));
   std::set<std::tuple<int, std::string, int64_t>> want;
   for (int ordinal : {0, 3}) {
     want.insert({ordinal, "XLA Modules", 0});  // runs across the whole window
@@ -140,7 +141,7 @@ TEST(NarrowTest, AnEventEndingAtTheWindowsStartIsOutsideAndOneStartingAtItsEndTo
   s.to_ns = kBase + 40'000;    // the second fusion.1 begins here
   Narrower n = Make(s);
   trace::HostCapture c = Host();
-  ASSERT_TRUE(n.Apply(&c).ok());
+  ASSERT_OK(n.Apply(&c));
   std::set<int64_t> ops;
   for (const auto& [chip, line, start] : Events(c)) {
     if (line == "XLA Ops") ops.insert(start);
@@ -154,7 +155,7 @@ TEST(NarrowTest, ChipsLeftOutLoseTheirEventsAndCountersButStayListed) {
   Narrower n = Make(s);
   EXPECT_FALSE(n.WantsChip(0));
   trace::HostCapture c = Host();
-  ASSERT_TRUE(n.Apply(&c).ok());
+  ASSERT_OK(n.Apply(&c));
   for (const auto& [ordinal, line, start] : Events(c)) EXPECT_EQ(ordinal, 3);
   EXPECT_EQ(c.EventCount(), Host().EventCount() / 2);
   ASSERT_EQ(c.counters.size(), 1u);
@@ -175,7 +176,7 @@ TEST(NarrowTest, KernelsMatchByNameOrModuleAndScopesGoWithTheirKernel) {
   s.kernel_regex = "flash|all-reduce";
   Narrower n = Make(s);
   trace::HostCapture c = Host();
-  ASSERT_TRUE(n.Apply(&c).ok());
+  ASSERT_OK(n.Apply(&c));
   std::set<std::tuple<int, std::string, int64_t>> want;
   for (int ordinal : {0, 3}) {
     want.insert({ordinal, "XLA Modules", 0});  // context, kept
@@ -195,7 +196,7 @@ TEST(NarrowTest, KernelsMatchByNameOrModuleAndScopesGoWithTheirKernel) {
   by_module.kernel_regex = "^jit_step$";
   Narrower m = Make(by_module);
   trace::HostCapture all = Host();
-  ASSERT_TRUE(m.Apply(&all).ok());
+  ASSERT_OK(m.Apply(&all));
   EXPECT_EQ(all.EventCount(), Host().EventCount());
   EXPECT_TRUE(m.WantsKernel("jit_step", "anything"));
   EXPECT_FALSE(m.WantsKernel("jit_other", "fusion.1"));
@@ -206,7 +207,7 @@ TEST(NarrowTest, ScopesOfKernelsLeftOutGo) {
   s.kernel_regex = "^fusion";
   Narrower n = Make(s);
   trace::HostCapture c = Host();
-  ASSERT_TRUE(n.Apply(&c).ok());
+  ASSERT_OK(n.Apply(&c));
   for (const auto& [ordinal, line, start] : Events(c)) {
     EXPECT_NE(line, "XLA TraceMe") << start;
   }
@@ -223,7 +224,7 @@ TEST(NarrowTest, SeriesHeldOnlyEncodedAreDecodedBeforeTheWindowCutsThem) {
   Selection s;
   s.from_ns = kBase + 95'000;
   Narrower n = Make(s);
-  ASSERT_TRUE(n.Apply(&c).ok());
+  ASSERT_OK(n.Apply(&c));
   ASSERT_EQ(c.counters.size(), 2u);
   EXPECT_EQ(c.counters[0].time_ns, (std::vector<int64_t>{kBase + 100'000}));
   EXPECT_TRUE(c.counters[0].encoded.empty());

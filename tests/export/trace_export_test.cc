@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "proto/perfetto_trace.pb.h"
+#include "tests/util/status_matchers.h"
 
 namespace podprof::exporter {
 namespace {
@@ -169,7 +170,7 @@ TEST(PerfettoWriterTest, TracksSlicesInterningFlowsAndCounters) {
   PerfettoWriter w(&out);
   w.AddHost(Host("host-a"), "clock correction 5 ns");
   w.AddHost(Host("host-b"), "failed: unreachable");
-  ASSERT_TRUE(w.Finish().ok());
+  ASSERT_OK(w.Finish());
   perfetto::protos::Trace trace;
   ASSERT_TRUE(trace.ParseFromString(out.str()));
   EXPECT_EQ(w.counts().hosts, 2u);
@@ -232,7 +233,7 @@ TEST(ChromeJsonWriterTest, MicrosecondsFromTheOriginNamesAndCounters) {
   std::ostringstream out;
   ChromeJsonWriter w(&out, kBase);
   w.AddHost(Host("host-a"), "");
-  ASSERT_TRUE(w.Finish().ok());
+  ASSERT_OK(w.Finish());
   nlohmann::json j = nlohmann::json::parse(out.str());
   EXPECT_EQ(j["otherData"]["origin_unix_ns"].get<int64_t>(), kBase);
   int x = 0, c = 0;
@@ -270,7 +271,7 @@ TEST(PerfettoWriterTest, ScopesNestInTheirKernelAfterRounding) {
   std::ostringstream out;
   PerfettoWriter w(&out);
   w.AddHost(ScopedKernel(), "");
-  ASSERT_TRUE(w.Finish().ok());
+  ASSERT_OK(w.Finish());
   perfetto::protos::Trace trace;
   ASSERT_TRUE(trace.ParseFromString(out.str()));
   const std::vector<Stacked> slices = StackAndCheckNesting(PerfettoSlices(trace));
@@ -306,7 +307,7 @@ TEST(PerfettoWriterTest, CounterTracksCarryUnits) {
   std::ostringstream out;
   PerfettoWriter w(&out);
   w.AddHost(c, "");
-  ASSERT_TRUE(w.Finish().ok());
+  ASSERT_OK(w.Finish());
   perfetto::protos::Trace trace;
   ASSERT_TRUE(trace.ParseFromString(out.str()));
   // name -> (unit, unit name, multiplier)
@@ -346,7 +347,7 @@ TEST(PerfettoWriterTest, PerfSeriesNestUnderTheirChip) {
   std::ostringstream out;
   PerfettoWriter w(&out);
   w.AddHost(c, "");
-  ASSERT_TRUE(w.Finish().ok());
+  ASSERT_OK(w.Finish());
   perfetto::protos::Trace trace;
   ASSERT_TRUE(trace.ParseFromString(out.str()));
   std::map<uint64_t, const perfetto::protos::TrackDescriptor*> tracks;
@@ -386,7 +387,7 @@ TEST(ChromeJsonWriterTest, PerfSeriesAreNamedAfterTheirChip) {
   std::ostringstream out;
   ChromeJsonWriter w(&out, kBase);
   w.AddHost(c, "");
-  ASSERT_TRUE(w.Finish().ok());
+  ASSERT_OK(w.Finish());
   nlohmann::json j = nlohmann::json::parse(out.str());
   int counters = 0;
   for (const auto& e : j["traceEvents"]) {
@@ -409,7 +410,7 @@ TEST(PerfettoWriterTest, ClockSnapshotMakesTimestampsRealtime) {
   PerfettoWriter w(&out);
   w.AddHost(c, "");
   w.AddHost(Host("host-b"), "");
-  ASSERT_TRUE(w.Finish().ok());
+  ASSERT_OK(w.Finish());
   perfetto::protos::Trace trace;
   ASSERT_TRUE(trace.ParseFromString(out.str()));
   ASSERT_GT(trace.packet_size(), 0);
@@ -442,7 +443,7 @@ TEST(ChromeJsonWriterTest, NoChildEndsAfterItsParentAfterRounding) {
   ChromeJsonWriter w(&out, kBase);
   w.AddHost(ScopedKernel(), "");
   w.AddHost(Host("host-a"), "");
-  ASSERT_TRUE(w.Finish().ok());
+  ASSERT_OK(w.Finish());
   const nlohmann::json j = nlohmann::json::parse(out.str());
   const std::vector<Stacked> slices = StackAndCheckNesting(ChromeSlices(j));
   const auto parent = ParentOf(slices);
@@ -466,7 +467,7 @@ TEST(ChromeJsonWriterTest, FlowsJoinACollectiveAcrossHosts) {
   for (auto& b : late.blocks) b.base_ns += 2'000;  // its all-reduce starts 2 us later
   w.AddHost(Host("host-a"), "");
   w.AddHost(late, "");
-  ASSERT_TRUE(w.Finish().ok());
+  ASSERT_OK(w.Finish());
   EXPECT_EQ(w.counts().flow_events, 2u);
   const nlohmann::json j = nlohmann::json::parse(out.str());
   std::map<std::string, std::pair<int64_t, int64_t>> collective_slice;  // "pid/tid" -> span

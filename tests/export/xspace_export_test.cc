@@ -19,6 +19,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "tests/util/export_checker.h"
+#include "tests/util/status_matchers.h"
 #include "trace/byte_source.h"
 #include "trace/xspace_reader.h"
 
@@ -122,7 +123,7 @@ const EventBlock* FindBlock(const HostCapture& c, int chip, const std::string& l
 TEST(XSpaceExportTest, HostAndChipsRoundTrip) {
   const HostCapture in = TpuCapture();
   absl::StatusOr<HostCapture> out = RoundTrip(in);
-  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_OK(out);
   EXPECT_EQ(out->host.name, "host-a");
   EXPECT_EQ(out->host.profile_start_ns, in.host.profile_start_ns);
   EXPECT_EQ(out->host.profile_stop_ns, in.host.profile_stop_ns);
@@ -142,7 +143,7 @@ TEST(XSpaceExportTest, HostAndChipsRoundTrip) {
 TEST(XSpaceExportTest, TimelinesAndKernelsRoundTrip) {
   const HostCapture in = TpuCapture();
   absl::StatusOr<HostCapture> out = RoundTrip(in);
-  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_OK(out);
   ASSERT_EQ(out->blocks.size(), in.blocks.size());
   EXPECT_EQ(out->EventCount(), in.EventCount());
   for (const EventBlock& want : in.blocks) {
@@ -181,7 +182,7 @@ TEST(XSpaceExportTest, TimelinesAndKernelsRoundTrip) {
 TEST(XSpaceExportTest, CountersRoundTrip) {
   const HostCapture in = TpuCapture();
   absl::StatusOr<HostCapture> out = RoundTrip(in);
-  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_OK(out);
   ASSERT_EQ(out->counters.size(), in.counters.size());
   for (const trace::CounterSeries& want : in.counters) {
     const trace::CounterSeries* got = nullptr;
@@ -262,7 +263,7 @@ TEST(XSpaceExportTest, GpuCapturesGetGpuPlanes) {
                             {{0, 100}, {500, 100}}, {0, 0}, {0, 0}));
   std::string bytes;
   absl::StatusOr<HostCapture> out = RoundTrip(in, &bytes);
-  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_OK(out);
   ASSERT_EQ(out->host.chips.size(), 1u);
   EXPECT_EQ(out->host.chips[0].kind, trace::DeviceKind::kGpu);
   EXPECT_EQ(out->host.chips[0].ordinal, 3);
@@ -281,7 +282,7 @@ TEST(XSpaceExportTest, AnEmptyCaptureStillHasItsWindow) {
   in.host.profile_start_ns = kStartNs;
   in.host.profile_stop_ns = kStartNs + 5;
   absl::StatusOr<HostCapture> out = RoundTrip(in);
-  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_OK(out);
   EXPECT_EQ(out->host.name, "idle");
   EXPECT_TRUE(out->host.chips.empty());
   EXPECT_EQ(out->host.profile_start_ns, kStartNs);
@@ -401,7 +402,7 @@ TEST(XSpaceExportTest, ExportReadExportKeepsEveryEventsTime) {
   const HostCapture in = ScopedCapture();
   std::string first;
   absl::StatusOr<HostCapture> read = RoundTrip(in, &first);
-  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_OK(read);
   auto want = Events(in);
   want[{0, "XLA TraceMe"}][0].second = 199;  // scope a, cut where b begins
   EXPECT_EQ(Events(*read), want);
@@ -457,7 +458,7 @@ HostCapture KernelProfilingCapture() {
 TEST(XSpaceExportTest, KernelProfilingDataRoundTrips) {
   const HostCapture in = KernelProfilingCapture();
   absl::StatusOr<HostCapture> out = RoundTrip(in);
-  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_OK(out);
   ASSERT_EQ(out->host.chips.size(), 1u);
   EXPECT_EQ(out->host.chips[0].global_id, 12);
   EXPECT_EQ(out->host.chips[0].generation, "v7x");
@@ -550,13 +551,13 @@ TEST(XSpaceExportTest, ARealCaptureKeepsItsLineTimestamps) {
       std::string(PODPROF_FIXTURES_DIR) + "/tpu_v6e_4chip_host_offload.xplane.pb";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "no fixture at " << path;
   auto source = trace::FileSource::Open(path);
-  ASSERT_TRUE(source.ok()) << source.status();
+  ASSERT_OK(source);
   absl::StatusOr<HostCapture> capture = trace::ReadXSpace(**source);
-  ASSERT_TRUE(capture.ok()) << capture.status();
+  ASSERT_OK(capture);
   tensorflow::profiler::XSpace original;
   {
     std::string raw((*source)->size(), '\0');
-    ASSERT_TRUE((*source)->ReadAt(0, raw.size(), raw.data()).ok());
+    ASSERT_OK((*source)->ReadAt(0, raw.size(), raw.data()));
     ASSERT_TRUE(original.ParseFromString(raw));
   }
   std::map<std::pair<std::string, std::string>, int64_t> original_start;
@@ -577,7 +578,7 @@ TEST(XSpaceExportTest, ARealCaptureKeepsItsLineTimestamps) {
   }
   EXPECT_GT(compared, 4);
   absl::StatusOr<HostCapture> reread = RoundTrip(*capture);
-  ASSERT_TRUE(reread.ok()) << reread.status();
+  ASSERT_OK(reread);
   EXPECT_EQ(reread->host.profile_start_ns, capture->host.profile_start_ns);
   EXPECT_EQ(reread->host.profile_stop_ns, capture->host.profile_stop_ns);
 }
@@ -612,9 +613,9 @@ TEST(XSpaceExportTest, StreamedPlaneByPlaneParsesToTheWholeXSpace) {
     const std::string path = std::string(PODPROF_FIXTURES_DIR) + "/" + name;
     if (!std::filesystem::exists(path)) GTEST_SKIP() << "no fixture at " << path;
     auto source = trace::FileSource::Open(path);
-    ASSERT_TRUE(source.ok()) << source.status();
+    ASSERT_OK(source);
     absl::StatusOr<HostCapture> real = trace::ReadXSpace(**source);
-    ASSERT_TRUE(real.ok()) << real.status();
+    ASSERT_OK(real);
     ExpectStreamedEqualsWhole(*real);
   }
 }

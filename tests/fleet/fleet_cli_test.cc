@@ -9,13 +9,14 @@
 #include "absl/time/clock.h"
 #include "fleet/replicator.h"
 #include "gtest/gtest.h"
+#include "harness/clickhouse_server.h"
 #include "ingest/capture_ingest.h"
 #include "nlohmann/json.hpp"
 #include "tests/cli/run_podprof.h"
 #include "tests/fleet/fleet_test_util.h"
 #include "tests/trace/test_util.h"
 #include "tests/util/child_process.h"
-#include "tests/util/clickhouse_server.h"
+#include "tests/util/status_matchers.h"
 
 namespace podprof {
 namespace {
@@ -87,7 +88,8 @@ class FleetCliTest : public ::testing::Test {
 TEST_F(FleetCliTest, TwoPodsOnTwoShardsAnswerAsOne) {
   const auto p1 = testing::FreePorts(), p2 = testing::FreePorts();
   ClickHouseServer ch1(dir_ / "ch1", p1, {p1, p2}), ch2(dir_ / "ch2", p2, {p1, p2});
-  ASSERT_TRUE(ch1.started().ok() && ch2.started().ok()) << ch1.started() << ch2.started();
+  ASSERT_OK(ch1.started());
+  ASSERT_OK(ch2.started());
   ASSERT_EQ(ch1.Sql("CREATE DATABASE podprof"), "");
   ASSERT_EQ(ch2.Sql("CREATE DATABASE podprof"), "");
   auto a = Aggregator("a", "pod-a", ch1.url(), "podprof_fleet");
@@ -164,7 +166,7 @@ TEST_F(FleetCliTest, AnAggregatorWithoutItsClickHouseServesAndCatchesUp) {
 
   // ClickHouse comes up: the backlog drains by itself.
   ClickHouseServer ch(dir_ / "ch", ports);
-  ASSERT_TRUE(ch.started().ok()) << ch.started();
+  ASSERT_OK(ch.started());
   ASSERT_EQ(ch.Sql("CREATE DATABASE podprof"), "");
   WaitDrained(*a);
   EXPECT_EQ(ch.Sql("SELECT count() FROM podprof.captures"), "2\n");
@@ -178,7 +180,7 @@ TEST_F(FleetCliTest, AnAggregatorWithoutItsClickHouseServesAndCatchesUp) {
 TEST_F(FleetCliTest, AKilledAggregatorResumesItsBacklog) {
   const auto ports = testing::FreePorts();
   ClickHouseServer ch(dir_ / "ch", ports);
-  ASSERT_TRUE(ch.started().ok()) << ch.started();
+  ASSERT_OK(ch.started());
   ASSERT_EQ(ch.Sql("CREATE DATABASE podprof"), "");
   auto a = Aggregator("a", "pod-a", ch.url());
   const std::string tpu = testing::FixturePath(testing::kTpuFixture);
@@ -190,7 +192,7 @@ TEST_F(FleetCliTest, AKilledAggregatorResumesItsBacklog) {
   ASSERT_EQ(RunPodprof("import " + tpu + " " + Addr(*a)).exit_code, 0);
   a->Signal(SIGKILL);
   a->Wait();
-  ASSERT_TRUE(ch.Start().ok());
+  ASSERT_OK(ch.Start());
   fs::remove(dir_ / "a" / "agg.json");
   a = Aggregator("a", "pod-a", ch.url());
   WaitDrained(*a);
@@ -202,28 +204,26 @@ TEST_F(FleetCliTest, AKilledAggregatorResumesItsBacklog) {
 
 TEST_F(FleetCliTest, RegressionsCompareThisWeekWithTheLast) {
   ClickHouseServer ch(dir_ / "ch", testing::FreePorts());
-  ASSERT_TRUE(ch.started().ok()) << ch.started();
+  ASSERT_OK(ch.started());
   ASSERT_EQ(ch.Sql("CREATE DATABASE podprof"), "");
   auto store = storage::Store::Open((dir_ / "pod.db").string());
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   (*store)->QueueForFleet(100);
   RealClock clock;
   const int64_t day = 86'400'000'000'000, now = clock.NowNs();
   for (int i = 0; i < 3; ++i) {
     // Last week at 1.00 ms, this week at 1.25 ms; copy.1 steady.
-    ASSERT_TRUE(ingest::StoreCapture(
-                    **store, testing::SyntheticPod(absl::StrCat("old", i), now - (10 - i) * day,
-                                                   "fusion.9", 1'000'000'000, 2, 100, 5'000'000))
-                    .ok());
-    ASSERT_TRUE(ingest::StoreCapture(
-                    **store, testing::SyntheticPod(absl::StrCat("new", i), now - (3 - i) * day,
-                                                   "fusion.9", 1'250'000'000, 2, 100, 5'000'000))
-                    .ok());
+    ASSERT_OK(ingest::StoreCapture(
+        **store, testing::SyntheticPod(absl::StrCat("old", i), now - (10 - i) * day, "fusion.9",
+                                       1'000'000'000, 2, 100, 5'000'000)));
+    ASSERT_OK(ingest::StoreCapture(
+        **store, testing::SyntheticPod(absl::StrCat("new", i), now - (3 - i) * day, "fusion.9",
+                                       1'250'000'000, 2, 100, 5'000'000)));
   }
   fleet::ReplicatorOptions o;
   o.pod = "pod-r";
   fleet::Replicator r(**store, ch.Client("writer"), o, clock);
-  ASSERT_TRUE(r.Prepare().ok());
+  ASSERT_OK(r.Prepare());
   while (*r.ReplicateBatch() > 0) {
   }
   auto reg =

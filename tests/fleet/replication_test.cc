@@ -19,11 +19,12 @@
 #include "fleet/queries.h"
 #include "fleet/replicator.h"
 #include "gtest/gtest.h"
+#include "harness/clickhouse_server.h"
 #include "ingest/capture_ingest.h"
 #include "insight/evidence.h"
 #include "storage/sqlite.h"
 #include "tests/fleet/fleet_test_util.h"
-#include "tests/util/clickhouse_server.h"
+#include "tests/util/status_matchers.h"
 
 namespace podprof::fleet {
 namespace {
@@ -76,10 +77,10 @@ class ReplicationTest : public ::testing::Test {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     server_ = std::make_unique<ClickHouseServer>(dir_ / "ch", podprof::testing::FreePorts());
-    ASSERT_TRUE(server_->started().ok()) << server_->started();
+    ASSERT_OK(server_->started());
     ASSERT_EQ(server_->Sql("CREATE DATABASE podprof"), "");
     auto store = storage::Store::Open((dir_ / "pod.db").string());
-    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_OK(store);
     store_ = *std::move(store);
   }
   void TearDown() override {
@@ -93,9 +94,7 @@ class ReplicationTest : public ::testing::Test {
     if (o.pod.empty()) o.pod = "pod-a";
     return std::make_unique<Replicator>(*store_, server_->Client("writer"), o, clock_);
   }
-  void Store(ingest::CaptureInput in) {
-    ASSERT_TRUE(ingest::StoreCapture(*store_, std::move(in)).ok());
-  }
+  void Store(ingest::CaptureInput in) { ASSERT_OK(ingest::StoreCapture(*store_, std::move(in))); }
   int64_t Count(const std::string& table, const std::string& where = "1") {
     int64_t n = -1;
     std::string s =
@@ -173,7 +172,7 @@ class ReplicationTest : public ::testing::Test {
   void Drain(Replicator& r) {
     for (int i = 0; i < 100; ++i) {
       absl::StatusOr<int> n = r.ReplicateBatch();
-      ASSERT_TRUE(n.ok()) << n.status();
+      ASSERT_OK(n);
       if (*n == 0) return;
     }
     FAIL() << "the backlog did not drain";
@@ -221,7 +220,7 @@ TEST_F(ReplicationTest, CapturesArriveOnceWithTheStoresPercentiles) {
                        2, 200, 20'000, {{"job", "llm"}}));
   }
   replicator_ = MakeReplicator();
-  ASSERT_TRUE(replicator_->Prepare().ok());
+  ASSERT_OK(replicator_->Prepare());
   Drain(*replicator_);
   EXPECT_EQ(Count("captures"), 4);
   EXPECT_EQ(Count("capture_hosts"), 8);
@@ -234,12 +233,12 @@ TEST_F(ReplicationTest, CapturesArriveOnceWithTheStoresPercentiles) {
   storage::HistoryQuery hq;
   hq.op_regex = "^fusion\\.1$";
   auto local = store_->KernelHistory(hq);
-  ASSERT_TRUE(local.ok()) << local.status();
+  ASSERT_OK(local);
   ASSERT_EQ(local->size(), 1u);
   FleetFilter f;
   f.labels["job"] = "llm";
   auto fleet = FleetHistory(server_->Client("reader"), "^fusion\\.1$", f);
-  ASSERT_TRUE(fleet.ok()) << fleet.status();
+  ASSERT_OK(fleet);
   ASSERT_EQ(fleet->size(), 4u);
   for (size_t i = 0; i < 4; ++i) {
     const storage::HistoryPoint& want = (*local)[0].points[i];
@@ -260,11 +259,10 @@ TEST_F(ReplicationTest, CapturesArriveOnceWithTheStoresPercentiles) {
   const std::string before = Counts();
   {
     auto db = storage::Connection::Open((dir_ / "pod.db").string(), false);
-    ASSERT_TRUE(db.ok());
-    ASSERT_TRUE((*db)
-                    ->Exec("INSERT INTO fleet_outbox (capture_id, queued_ns) "
-                           "SELECT id, created_ns FROM captures")
-                    .ok());
+    ASSERT_OK(db);
+    ASSERT_OK(
+        (*db)->Exec("INSERT INTO fleet_outbox (capture_id, queued_ns) "
+                    "SELECT id, created_ns FROM captures"));
   }
   EXPECT_EQ(replicator_->Status().backlog.pending, 4);
   Drain(*replicator_);
@@ -296,7 +294,7 @@ TEST_F(ReplicationTest, ClickHouseKilledMidBacklogLosesAndDoublesNothing) {
   ReplicatorStatus down = replicator_->Status();
   EXPECT_GT(down.backlog.pending, 0);
   EXPECT_TRUE(absl::StrContains(down.last_error, server_->url())) << down.last_error;
-  ASSERT_TRUE(server_->Start().ok());
+  ASSERT_OK(server_->Start());
   while (replicator_->Status().backlog.pending > 0 && absl::Now() < give_up + absl::Seconds(30)) {
     absl::SleepFor(absl::Milliseconds(50));
   }
@@ -313,7 +311,7 @@ TEST_F(ReplicationTest, RefusedRowsAreReportedByCaptureAndTheOthersGoOn) {
   // An operator's table that refuses label values over 16 bytes.
   ReplicatorOptions o;
   o.pod = "pod-a";
-  ASSERT_TRUE(MakeReplicator(o)->Prepare().ok());
+  ASSERT_OK(MakeReplicator(o)->Prepare());
   ASSERT_EQ(server_->Sql("DROP TABLE podprof.captures"), "");
   std::string ddl = CreateLocal(Table::kCaptures, "podprof");
   ddl.replace(ddl.find("\n) ENGINE"), 0,
@@ -347,7 +345,7 @@ TEST_F(ReplicationTest, StragglerRowsCarryTheStragglerTestsJudgement) {
   Store(WithStraggler("late", kStart));
   Store(WithNoise("noise", kStart + kHour));
   replicator_ = MakeReplicator();
-  ASSERT_TRUE(replicator_->Prepare().ok());
+  ASSERT_OK(replicator_->Prepare());
   Drain(*replicator_);
   EXPECT_EQ(CheckStragglerRows("late"), 1);
   EXPECT_EQ(CheckStragglerRows("noise"), 0);
@@ -381,7 +379,7 @@ TEST_F(ReplicationTest, TablesOfAnOlderPodprofGainTheNewColumns) {
   Store(WithStraggler("late", kStart));
   replicator_ = MakeReplicator();
   absl::Status prepared = replicator_->Prepare();
-  ASSERT_TRUE(prepared.ok()) << prepared;
+  ASSERT_OK(prepared);
   for (const char* table : {"stragglers", "stragglers_all"}) {
     std::vector<std::string> want;
     for (const Column& c : Definition(Table::kStragglers).columns) want.push_back(c.name);
@@ -396,7 +394,7 @@ TEST_F(ReplicationTest, TablesOfAnOlderPodprofGainTheNewColumns) {
                   "p_value = 1 AND significant = 0 AND times_last = 5"),
             2);
   // Upgraded once: Prepare again changes nothing.
-  ASSERT_TRUE(replicator_->Prepare().ok());
+  ASSERT_OK(replicator_->Prepare());
   EXPECT_EQ(ColumnNames("stragglers_all").size(), Definition(Table::kStragglers).columns.size());
   EXPECT_EQ(Count("stragglers"), 4 + 2);
 }
@@ -410,10 +408,10 @@ TEST_F(ReplicationTest, StoredCapturesAreBackfilledOnce) {
   store_->QueueForFleet(100);
   EXPECT_EQ(store_->FleetBacklogStatus()->pending, 0);
   auto queued = store_->QueueStoredForFleet(kStart + kHour);  // the last two
-  ASSERT_TRUE(queued.ok()) << queued.status();
+  ASSERT_OK(queued);
   EXPECT_EQ(*queued, 2);
   replicator_ = MakeReplicator();
-  ASSERT_TRUE(replicator_->Prepare().ok());
+  ASSERT_OK(replicator_->Prepare());
   Drain(*replicator_);
   EXPECT_EQ(Count("captures"), 2);
   const std::string before = Counts();
@@ -430,11 +428,11 @@ TEST_F(ReplicationTest, AFullBacklogKeepsTheOldest) {
     Store(SyntheticPod(absl::StrCat("b", i), kStart + i * kHour, "fusion.4", 1'000'000, 1, 10));
   }
   auto b = store_->FleetBacklogStatus();
-  ASSERT_TRUE(b.ok());
+  ASSERT_OK(b);
   EXPECT_EQ(b->pending, 2);
   EXPECT_EQ(b->not_queued, 1);
   auto pending = store_->FleetPending(10);
-  ASSERT_TRUE(pending.ok());
+  ASSERT_OK(pending);
   ASSERT_EQ(pending->size(), 2u);
   EXPECT_EQ((*pending)[0], "b0");
   EXPECT_EQ((*pending)[1], "b1");

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/util/status_matchers.h"
 
 namespace podprof::http {
 namespace {
@@ -25,7 +26,7 @@ TEST(JsonBodyTest, DeepNestingIsRefusedBeforeParsing) {
   EXPECT_TRUE(absl::StrContains(j.status().message(), "deeper than 8")) << j.status();
   // Brackets inside strings are text, not nesting.
   j = ParseJsonObject(absl::StrCat("{\"a\": \"", std::string(1000, '['), "\\\"[\"}"));
-  ASSERT_TRUE(j.ok()) << j.status();
+  ASSERT_OK(j);
   EXPECT_EQ(ParseJsonObject("{\"a\": [[[[[[[1]]]]]]]}").status().code(),
             absl::StatusCode::kOk);                                  // 8 levels
   EXPECT_FALSE(ParseJsonObject("{\"a\": [[[[[[[[1]]]]]]]]}").ok());  // 9

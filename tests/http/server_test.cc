@@ -21,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "tests/util/curl.h"
 #include "tests/util/files.h"
+#include "tests/util/status_matchers.h"
 
 namespace podprof::http {
 namespace {
@@ -48,7 +49,7 @@ TEST(HttpServerTest, RoutesParametersAndErrors) {
   ServerOptions o;
   o.max_request_bytes = 1024;
   auto server = Server::Start(o, TestRouter(), clock);
-  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_OK(server);
   const std::string base = absl::StrCat("http://127.0.0.1:", (*server)->port());
   testing::CurlResult g = Curl("'" + base + "/api/v1/captures/cap%201/kernels?by=chip&x=1'");
   EXPECT_EQ(g.status, 200);
@@ -70,7 +71,7 @@ TEST(HttpServerTest, TextIsCompressedForClientsThatAcceptGzip) {
   ServerOptions o;
   o.max_request_bytes = 1 << 20;
   auto server = Server::Start(o, TestRouter(), clock);
-  ASSERT_TRUE(server.ok());
+  ASSERT_OK(server);
   const std::string url = absl::StrCat("http://127.0.0.1:", (*server)->port(), "/echo");
   const std::string body = ::testing::TempDir() + "/http_test_body";
   std::string text;
@@ -92,7 +93,7 @@ TEST(HttpServerTest, ClientsOverTheirRateAreToldToWait) {
   ServerOptions o;
   o.max_requests_per_second = 5;  // a burst of 10
   auto server = Server::Start(o, TestRouter(), clock);
-  ASSERT_TRUE(server.ok());
+  ASSERT_OK(server);
   const std::string url = absl::StrCat("http://127.0.0.1:", (*server)->port(), "/missing");
   int refused = 0;
   for (int i = 0; i < 30; ++i) refused += Curl(url).status == 429 ? 1 : 0;
@@ -102,7 +103,7 @@ TEST(HttpServerTest, ClientsOverTheirRateAreToldToWait) {
 TEST(HttpServerTest, AnAddressInUseIsNamed) {
   RealClock clock;
   auto first = Server::Start({}, TestRouter(), clock);
-  ASSERT_TRUE(first.ok());
+  ASSERT_OK(first);
   ServerOptions o;
   o.listen = absl::StrCat("127.0.0.1:", (*first)->port());
   auto second = Server::Start(o, TestRouter(), clock);
@@ -128,7 +129,7 @@ TEST(HttpServerTest, StreamsArriveLiveAndEndWhenTheServerStops) {
   ServerOptions o;
   o.max_streams = 1;
   auto server = Server::Start(o, r, clock);
-  ASSERT_TRUE(server.ok());
+  ASSERT_OK(server);
   const std::string url = absl::StrCat("http://127.0.0.1:", (*server)->port(), "/events");
   const std::string out = ::testing::TempDir() + "/sse_" + std::to_string(getpid());
   ASSERT_EQ(std::system(("curl -s -N --max-time 20 -D " + out + ".head " + url + " > " + out +
@@ -175,7 +176,7 @@ TEST(HttpServerTest, HttpsAdmitsOnlyTheCasClientsAndNamesThem) {
                 f("ca.crt")};
   RealClock clock;
   auto server = Server::Start(o, TestRouter(), clock);
-  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_OK(server);
   const std::string url =
       absl::StrCat("'https://127.0.0.1:", (*server)->port(), "/api/v1/captures/c1/kernels'");
   const std::string trust = " --cacert " + f("ca.crt") + " ";
@@ -195,7 +196,7 @@ TEST(HttpServerTest, HttpsAdmitsOnlyTheCasClientsAndNamesThem) {
 TEST(HttpServerTest, TheGuardRefusesRebindingAndCrossSiteWrites) {
   RealClock clock;
   auto server = Server::Start(ServerOptions(), TestRouter(), clock);
-  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_OK(server);
   const std::string base = absl::StrCat("http://127.0.0.1:", (*server)->port());
   EXPECT_EQ(Curl("-H 'Host: evil.example' " + base + "/api/v1/captures/c/kernels").status, 421);
   EXPECT_EQ(Curl("-H 'Host: localhost' " + base + "/api/v1/captures/c/kernels").status, 200);
@@ -266,7 +267,7 @@ TEST(HttpServerTest, AStreamNobodyReadsEndsAtTheWriteDeadline) {
   ServerOptions o;
   o.write_timeout_ns = 300'000'000;
   auto server = Server::Start(o, StreamingRouter(&ended), clock);
-  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_OK(server);
   const int port = (*server)->port();
   const int fd = ConnectFrom("127.0.0.1", port);
   ASSERT_GE(fd, 0);
@@ -289,7 +290,7 @@ TEST(HttpServerTest, OneClientCannotTakeEveryStream) {
   o.max_streams = 4;
   o.max_streams_per_client = 2;
   auto server = Server::Start(o, StreamingRouter(&ended), clock);
-  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_OK(server);
   const int port = (*server)->port();
   std::vector<int> held;
   for (int i = 0; i < 2; ++i) {
@@ -314,7 +315,7 @@ TEST(HttpServerTest, ConnectionsPastTheCapOfAnAddressAreClosed) {
   ServerOptions o;
   o.max_connections_per_address = 3;
   auto server = Server::Start(o, StreamingRouter(&ended), clock);
-  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_OK(server);
   const int port = (*server)->port();
   std::vector<int> idle;
   for (int i = 0; i < 3; ++i) idle.push_back(ConnectFrom("127.0.0.1", port));

@@ -13,6 +13,7 @@
 #include "insight/collectives.h"
 #include "insight/evidence.h"
 #include "tests/trace/test_util.h"
+#include "tests/util/status_matchers.h"
 #include "trace/xspace_reader.h"
 
 namespace podprof::insight {
@@ -125,7 +126,7 @@ TEST(AttributionTest, CounterKindsFollowTheirNames) {
 
 TEST(AttributionTest, TheRealTpuCaptureCarriesNoCountersSoNoneAreAttributed) {
   auto c = trace::ReadXSpaceFile(testing::FixturePath(testing::kTpuFixture));
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_TRUE(c->counters.empty());
   EXPECT_TRUE(AttributeCounters(*c).empty());
   // What the kernels are, it does carry: the HLO text and static costs.

@@ -12,6 +12,7 @@
 #include "sim/pod_model.h"
 #include "sim/xspace_builder.h"
 #include "tests/trace/test_util.h"
+#include "tests/util/status_matchers.h"
 #include "trace/byte_source.h"
 #include "trace/kernel_stats.h"
 #include "trace/xspace_reader.h"
@@ -37,7 +38,7 @@ sim::PodModel SimulatedPod(const std::vector<sim::Straggler>& stragglers) {
   pod.pod_seed = 11;
   pod.stragglers = stragglers;
   auto m = sim::PodModel::Create(pod);
-  EXPECT_TRUE(m.ok()) << m.status();
+  EXPECT_OK(m);  // not void, and no default PodModel to return instead
   return *m;
 }
 
@@ -101,7 +102,7 @@ TEST(VerdictTest, KernelProfilingOfAV7xHostFindsTheInjectedCauses) {
   pod.pod_seed = 11;
   pod.throttles = {{0, 1, 0.3}};
   auto m = sim::PodModel::Create(pod);
-  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_OK(m);
   FakeClock truth(1'800'000'000'000'000'000);
   SkewedClock host(truth, 0, 0);
   sim::SessionWindow w;
@@ -191,7 +192,7 @@ TEST(VerdictTest, AStragglingChipTurnsTheOthersCollectivesIntoWaits) {
 
 TEST(VerdictTest, TheRealTpuCaptureIsJudgedByItsCostsAndSaysItHasNoCounters) {
   auto c = trace::ReadXSpaceFile(testing::FixturePath(testing::kTpuFixture));
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   auto facts = FactsOf(*c);
   int judged = 0;
   for (const auto& [name, f] : facts) {

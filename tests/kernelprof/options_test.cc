@@ -10,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "tests/util/status_matchers.h"
 
 namespace podprof::kernelprof {
 namespace {
@@ -63,11 +64,11 @@ TEST(KernelProfilingOptionsTest, EveryDocumentedComponentNamesItsSamplingOption)
 
 TEST(KernelProfilingOptionsTest, PeriodicSamplingIsSpelledAsXprofDocumentsIt) {
   v1::CaptureOptions o = KernelOptions();
-  ASSERT_TRUE(ParseCountersFlag("SCS:0,3", &o).ok());  // components are case-insensitive
+  ASSERT_OK(ParseCountersFlag("SCS:0,3", &o));  // components are case-insensitive
   o.add_counter_sets("TC_COMPUTATION");
   o.add_counter_sets("HBM");
   tensorflow::ProfileOptions p;
-  ASSERT_TRUE(FillProfileOptions(o, &p).ok());
+  ASSERT_OK(FillProfileOptions(o, &p));
   // The sets go by name, as documented; the workload adds their indices. HBM's component
   // (cmn) gets the capture's schedule with no indices of its own.
   EXPECT_EQ(Config(p),
@@ -92,7 +93,7 @@ TEST(KernelProfilingOptionsTest, EveryDocumentedSetIsSentWithItsComponents) {
   v1::CaptureOptions o;
   o.set_kernel_profiling(true);
   for (const std::string& set : CounterSets()) o.add_counter_sets(set);
-  ASSERT_TRUE(ValidateCaptureOptions(o).ok()) << ValidateCaptureOptions(o);
+  ASSERT_OK(ValidateCaptureOptions(o));
   EXPECT_EQ(CounterSetsText(o), "TC_COMPUTATION,TC_MEMORY,SC_ACTIVITY,SC_MEMORY,HBM");
   std::vector<std::string> components;
   for (const auto& c : SampledComponents(o)) {
@@ -101,14 +102,14 @@ TEST(KernelProfilingOptionsTest, EveryDocumentedSetIsSentWithItsComponents) {
   }
   EXPECT_EQ(components, (std::vector<std::string>{"cmn", "scs", "sctc", "sctd", "tc"}));
   tensorflow::ProfileOptions p;
-  ASSERT_TRUE(FillProfileOptions(o, &p).ok());
+  ASSERT_OK(FillProfileOptions(o, &p));
   EXPECT_EQ(Config(p)["tpu_sctd_perf_counter_sampling_options"],
             "string:scaling:0 counter_size_bits:3");
   // Counters without sets send no set.
   v1::CaptureOptions counters = KernelOptions();
   EXPECT_EQ(CounterSetsText(counters), "");
   tensorflow::ProfileOptions q;
-  ASSERT_TRUE(FillProfileOptions(counters, &q).ok());
+  ASSERT_OK(FillProfileOptions(counters, &q));
   EXPECT_EQ(Config(q).count("tpu_perf_counter_sets"), 0u);
 }
 
@@ -119,7 +120,7 @@ TEST(KernelProfilingOptionsTest, ExternalTriggerReplacesTheInterval) {
   o.set_counter_scaling(2);
   o.set_counter_size_bits(3);
   tensorflow::ProfileOptions p;
-  ASSERT_TRUE(FillProfileOptions(o, &p).ok());
+  ASSERT_OK(FillProfileOptions(o, &p));
   EXPECT_EQ(Config(p)["tpu_tc_perf_counter_sampling_options"],
             "string:is_external_trigger:true scaling:2 counter_size_bits:3 indices:10 indices:11 "
             "indices:56");
@@ -129,7 +130,7 @@ TEST(KernelProfilingOptionsTest, NoIntervalLeavesTheWorkloadsDefault) {
   v1::CaptureOptions o = KernelOptions();
   o.clear_counter_interval_ns();
   tensorflow::ProfileOptions p;
-  ASSERT_TRUE(FillProfileOptions(o, &p).ok());
+  ASSERT_OK(FillProfileOptions(o, &p));
   EXPECT_EQ(Config(p)["tpu_tc_perf_counter_sampling_options"],
             "string:scaling:0 counter_size_bits:3 indices:10 indices:11 indices:56");
 }
@@ -140,12 +141,12 @@ TEST(KernelProfilingOptionsTest, KernelProfilingAloneIsXprofsStandardKernelProfi
   v1::CaptureOptions o;
   o.set_kernel_profiling(true);
   tensorflow::ProfileOptions p;
-  ASSERT_TRUE(FillProfileOptions(o, &p).ok());
+  ASSERT_OK(FillProfileOptions(o, &p));
   EXPECT_EQ(Config(p),
             (std::map<std::string, std::string>{{"tpu_enable_kernel_profiling", "bool:true"}}));
   EXPECT_TRUE(SampledComponents(o).empty());
   // Its switch is podprof's to set.
-  ASSERT_TRUE(ParseProfilerOptionFlag("tpu_enable_kernel_profiling=true", &o).ok());
+  ASSERT_OK(ParseProfilerOptionFlag("tpu_enable_kernel_profiling=true", &o));
   ExpectInvalid(o, "repeats an option podprof sets");
 }
 
@@ -156,7 +157,7 @@ TEST(KernelProfilingOptionsTest, AnIntervalAloneAsksForTheUtilizationSets) {
   o.set_kernel_profiling(true);
   o.set_counter_interval_ns(10'000);
   tensorflow::ProfileOptions p;
-  ASSERT_TRUE(FillProfileOptions(o, &p).ok());
+  ASSERT_OK(FillProfileOptions(o, &p));
   EXPECT_EQ(Config(p), (std::map<std::string, std::string>{
                            {"tpu_enable_periodic_counter_sampling", "bool:true"},
                            {"tpu_perf_counter_sets", "string:TC_COMPUTATION,TC_MEMORY"},
@@ -170,7 +171,7 @@ TEST(KernelProfilingOptionsTest, AnIntervalAloneAsksForTheUtilizationSets) {
 
 TEST(KernelProfilingOptionsTest, NoOptionsAddNoKeys) {
   tensorflow::ProfileOptions p;
-  ASSERT_TRUE(FillProfileOptions(v1::CaptureOptions(), &p).ok());
+  ASSERT_OK(FillProfileOptions(v1::CaptureOptions(), &p));
   EXPECT_TRUE(p.advanced_configuration().empty());
   EXPECT_EQ(p.device_tracer_level(), 1u);
   EXPECT_EQ(p.python_tracer_level(), 0u);
@@ -183,7 +184,7 @@ TEST(KernelProfilingOptionsTest, TracerLevelsAndPerfCountersAreSent) {
   o.set_python_tracer_level(1);
   o.set_perf_counters(true);
   tensorflow::ProfileOptions p;
-  ASSERT_TRUE(FillProfileOptions(o, &p).ok());
+  ASSERT_OK(FillProfileOptions(o, &p));
   EXPECT_EQ(p.device_tracer_level(), 0u);
   EXPECT_EQ(p.python_tracer_level(), 1u);
   EXPECT_EQ(Config(p), (std::map<std::string, std::string>{{"tpu_perf_counters", "bool:true"}}));
@@ -194,10 +195,10 @@ TEST(KernelProfilingOptionsTest, ProfilerOptionsPassThroughWithTypesFromTheirTex
   for (const char* kv : {"tpu_power_trace_level=1", "tpu_sc_dma=true", "tpu_circular=false",
                          "tpu_cpu_perf_counter_profile_events=context-switches,page-faults",
                          "tpu_tracemark_lower=-5", "tpu_trace_mode=TRACE_ALL", "empty="}) {
-    ASSERT_TRUE(ParseProfilerOptionFlag(kv, &o).ok()) << kv;
+    ASSERT_OK(ParseProfilerOptionFlag(kv, &o)) << kv;
   }
   tensorflow::ProfileOptions p;
-  ASSERT_TRUE(FillProfileOptions(o, &p).ok());
+  ASSERT_OK(FillProfileOptions(o, &p));
   EXPECT_EQ(Config(p), (std::map<std::string, std::string>{{"tpu_power_trace_level", "int:1"},
                                                            {"tpu_sc_dma", "bool:true"},
                                                            {"tpu_circular", "bool:false"},
@@ -214,7 +215,7 @@ TEST(KernelProfilingOptionsTest, ProfilerOptionsPassThroughWithTypesFromTheirTex
 
 TEST(KernelProfilingOptionsTest, UnknownComponentIsNamedWithTheKnownOnes) {
   v1::CaptureOptions o = KernelOptions();
-  ASSERT_TRUE(ParseCountersFlag("hbm:1", &o).ok());  // syntax fine, component unknown
+  ASSERT_OK(ParseCountersFlag("hbm:1", &o));  // syntax fine, component unknown
   ExpectInvalid(o, "unknown counter component \"hbm\" (known: tc, scs, sctc, sctd, cmn, icr)");
 }
 
@@ -256,10 +257,10 @@ TEST(KernelProfilingOptionsTest, RangesAndRepeatsAreRefused) {
   o.set_counter_scaling(64);
   ExpectInvalid(o, "counter scaling 64 is out of range");
   o = KernelOptions();
-  ASSERT_TRUE(ParseCountersFlag("tc:1", &o).ok());
+  ASSERT_OK(ParseCountersFlag("tc:1", &o));
   ExpectInvalid(o, "counter component \"tc\" is given twice");
   o = KernelOptions();
-  ASSERT_TRUE(ParseCountersFlag("cmn:4,4", &o).ok());
+  ASSERT_OK(ParseCountersFlag("cmn:4,4", &o));
   ExpectInvalid(o, "counter index 4 is given twice for \"cmn\"");
   o = v1::CaptureOptions();
   o.set_python_tracer_level(2);
@@ -276,7 +277,7 @@ TEST(KernelProfilingOptionsTest, MalformedProfilerOptionsAreRefused) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_TRUE(absl::StrContains(s.message(), bad)) << s.message();
   }
-  ASSERT_TRUE(ParseProfilerOptionFlag("a=1", &o).ok());
+  ASSERT_OK(ParseProfilerOptionFlag("a=1", &o));
   EXPECT_TRUE(absl::StrContains(ParseProfilerOptionFlag("a=2", &o).message(), "given twice"));
 
   o = v1::CaptureOptions();
@@ -284,11 +285,11 @@ TEST(KernelProfilingOptionsTest, MalformedProfilerOptionsAreRefused) {
   ExpectInvalid(o, "profiler option key \"bad key\" is malformed");
   // Custom-call tracing is an XLA flag set when the workload starts.
   o = v1::CaptureOptions();
-  ASSERT_TRUE(ParseProfilerOptionFlag("xla_xprof_enable_custom_call_tracing=true", &o).ok());
+  ASSERT_OK(ParseProfilerOptionFlag("xla_xprof_enable_custom_call_tracing=true", &o));
   ExpectInvalid(o, "LIBTPU_INIT_ARGS");
   // A key podprof builds from its own flags cannot be given twice over.
   o = KernelOptions();
-  ASSERT_TRUE(ParseProfilerOptionFlag("tpu_tc_perf_counter_sampling_options=x", &o).ok());
+  ASSERT_OK(ParseProfilerOptionFlag("tpu_tc_perf_counter_sampling_options=x", &o));
   ExpectInvalid(o, "repeats an option podprof sets");
   tensorflow::ProfileOptions p;
   EXPECT_FALSE(FillProfileOptions(o, &p).ok());
@@ -310,7 +311,7 @@ TEST(KernelProfilingOptionsTest, DescriptionSaysWhatWasAsked) {
   v1::CaptureOptions o = KernelOptions();
   o.add_counter_sets("TC_COMPUTATION");
   o.set_python_tracer_level(1);
-  ASSERT_TRUE(ParseProfilerOptionFlag("tpu_power_trace_level=1", &o).ok());
+  ASSERT_OK(ParseProfilerOptionFlag("tpu_power_trace_level=1", &o));
   EXPECT_EQ(DescribeOptions(o),
             "kernel profiling: tc[10,11,56] every 1 us; sets TC_COMPUTATION; python tracer 1; "
             "tpu_power_trace_level=1");

@@ -18,6 +18,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "kernelprof/options.h"
 #include "proto/profiler_service.grpc.pb.h"
+#include "tests/util/status_matchers.h"
 
 namespace podprof {
 namespace {
@@ -74,7 +75,7 @@ class WorkloadRequestTest : public ::testing::Test {
     // Where the XProf client of the facade test writes (the facade allows only such folders).
     config.xprof_allowed_roots = {"/tmp/xprof-client"};
     absl::StatusOr<std::unique_ptr<agent::Agent>> a = agent::Agent::Create(config, clock_);
-    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_OK(a);
     agent_ = std::move(*a);
   }
 
@@ -113,9 +114,9 @@ TEST_F(WorkloadRequestTest, KernelProfilingOptionsArriveExactlyAsSent) {
   options.set_kernel_profiling(true);
   options.set_counter_interval_ns(1000);
   options.add_counter_sets("TC_MEMORY");
-  ASSERT_TRUE(kernelprof::ParseCountersFlag("tc:10,11,56", &options).ok());
-  ASSERT_TRUE(kernelprof::ParseCountersFlag("icr:2", &options).ok());
-  ASSERT_TRUE(kernelprof::ParseProfilerOptionFlag("tpu_power_trace_level=2", &options).ok());
+  ASSERT_OK(kernelprof::ParseCountersFlag("tc:10,11,56", &options));
+  ASSERT_OK(kernelprof::ParseCountersFlag("icr:2", &options));
+  ASSERT_OK(kernelprof::ParseProfilerOptionFlag("tpu_power_trace_level=2", &options));
   options.set_python_tracer_level(1);
   const tensorflow::ProfileRequest got = Capture(options);
 
@@ -188,7 +189,7 @@ TEST_F(WorkloadRequestTest, XprofFacadePassesAClientsOptionsThroughUnchanged) {
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   tensorflow::ProfileResponse resp;
   grpc::Status st = stub->Profile(&ctx, sent, &resp);
-  ASSERT_TRUE(st.ok()) << st.error_message();
+  ASSERT_OK(st);
   EXPECT_TRUE(resp.empty_trace());
   std::optional<tensorflow::ProfileRequest> got = profiler_.last();
   ASSERT_TRUE(got.has_value());

@@ -6,6 +6,7 @@
 #include "gtest/gtest.h"
 #include "loadgen/emulated_host.h"
 #include "stream/capture_decoder.h"
+#include "tests/util/status_matchers.h"
 
 namespace podprof::loadgen {
 namespace {
@@ -36,7 +37,7 @@ TEST(EmulatedHostTest, ClockErrorsAreDeterministicAndWithinTheirBounds) {
 // window on each host's own clock, and the same collective ids on both.
 TEST(CaptureSourceTest, HostsShareCollectivesOnTheirOwnClocks) {
   auto source = CaptureSource::Create(Pod(), /*counters=*/true);
-  ASSERT_TRUE(source.ok()) << source.status();
+  ASSERT_OK(source);
   RealClock truth;
   std::vector<std::unique_ptr<EmulatedHost>> hosts = MakeHosts(1, 2, 3, 40'000'000, 20, truth);
   const int64_t true_start = truth.NowNs() - 2'000'000'000;
@@ -46,13 +47,13 @@ TEST(CaptureSourceTest, HostsShareCollectivesOnTheirOwnClocks) {
   for (int h = 0; h < 2; ++h) {
     const int64_t host_start = hosts[h]->clock.ToHost(true_start);
     auto capture = (*source)->Generate(*hosts[h], host_start, 200, 64 << 10);
-    ASSERT_TRUE(capture.ok()) << capture.status();
+    ASSERT_OK(capture);
     ASSERT_TRUE(capture->chunks.front().has_host_info());
     EXPECT_EQ(capture->chunks.front().host_info().host_name(), hosts[h]->name);
     stream::CaptureDecoder decoder;
     for (const auto& chunk : capture->chunks) {
       EXPECT_LE(chunk.ByteSizeLong(), size_t{64} << 10);
-      ASSERT_TRUE(decoder.Add(chunk).ok());
+      ASSERT_OK(decoder.Add(chunk));
     }
     ASSERT_TRUE(decoder.done());
     const podprof::v1::CaptureTrailer& trailer = capture->chunks.back().trailer();
@@ -85,7 +86,7 @@ TEST(CaptureSourceTest, HostsShareCollectivesOnTheirOwnClocks) {
 
 TEST(CaptureSourceTest, RefusesBadDurations) {
   auto source = CaptureSource::Create(Pod(), false);
-  ASSERT_TRUE(source.ok());
+  ASSERT_OK(source);
   RealClock truth;
   auto hosts = MakeHosts(0, 1, 3, 0, 0, truth);
   EXPECT_EQ((*source)->Generate(*hosts[0], truth.NowNs(), 0, 64 << 10).status().code(),

@@ -2,7 +2,7 @@
 requirements.txt), with the answers of Debian's clickhouse-server 18.16 for the same rows.
 
 chdb runs ClickHouse in process and serves no HTTP, so podprof cannot talk to it directly.
-Instead podprof talks to a real 18.16 server (started here as tests/util/clickhouse_server.h
+Instead podprof talks to a real 18.16 server (started here as harness/clickhouse_server.h
 starts it) through a recording HTTP proxy, which keeps each request as sent: the statement
 in the URL's `query` and its settings, the body (SQL, or an INSERT's RowBinary rows), the
 user, and 18.16's answer. What is recorded is everything podprof's fleet code sends:
@@ -71,7 +71,7 @@ OLDER_PODPROF = [
 
 class ClickHouse1816:
     """Debian's clickhouse-server from a folder of its own: loopback ports, its own data, users
-    `default`, `writer` and `reader` (readonly = 2), as tests/util/clickhouse_server.h."""
+    `default`, `writer` and `reader` (readonly = 2), as harness/clickhouse_server.h."""
 
     def __init__(self, procs, folder):
         self.folder = folder

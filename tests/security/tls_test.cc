@@ -27,6 +27,7 @@
 #include "tests/cli/run_podprof.h"
 #include "tests/util/child_process.h"
 #include "tests/util/curl.h"
+#include "tests/util/status_matchers.h"
 
 namespace podprof {
 namespace {
@@ -444,7 +445,7 @@ TEST_F(TlsTest, EachBadCredentialIsNamedAtLoad) {
   };
   absl::StatusOr<security::CertificateSummary> good =
       security::CheckTlsMaterial(material("agent-0.crt", "agent-0.key", "ca.crt"), now);
-  ASSERT_TRUE(good.ok()) << good.status();
+  ASSERT_OK(good);
   EXPECT_EQ(good->names, (std::vector<std::string>{"agent-0", "localhost", "127.0.0.1"}));
   EXPECT_TRUE(absl::StrContains(good->issuer, "CN=ca")) << good->issuer;
   EXPECT_TRUE(good->expires_soon);  // two days left: the daemon warns
@@ -452,7 +453,7 @@ TEST_F(TlsTest, EachBadCredentialIsNamedAtLoad) {
   // Checked a minute on: made after `now` was read, it may not have been valid yet at `now`.
   absl::StatusOr<security::CertificateSummary> later = security::CheckTlsMaterial(
       material("long-lived.crt", "long-lived.key", "ca.crt"), now + 60'000'000'000);
-  ASSERT_TRUE(later.ok()) << later.status();
+  ASSERT_OK(later);
   EXPECT_FALSE(later->expires_soon);
 
   Run("openssl pkey -in " + P("agent-0.key") + " -aes256 -passout pass:secret -out " +

@@ -16,6 +16,7 @@
 #include "common/skewed_clock.h"
 #include "gtest/gtest.h"
 #include "sim/xspace_builder.h"
+#include "tests/util/status_matchers.h"
 #include "trace/perf_counters.h"
 
 namespace podprof::sim {
@@ -52,7 +53,8 @@ tensorflow::ProfileOptions Options(std::map<std::string, std::string> strings,
 KernelProfilingRequest Request(const std::string& tc) {
   absl::StatusOr<KernelProfilingRequest> r =
       KernelProfilingFromOptions(Options({{kTcSamplingKey, tc}}, {{kPeriodicSamplingKey, true}}));
-  EXPECT_TRUE(r.ok()) << r.status();
+  EXPECT_OK(r);
+  if (!r.ok()) return KernelProfilingRequest();
   return *r;
 }
 
@@ -217,7 +219,7 @@ struct Viewer {
 
 TEST(KernelProfilingRequestTest, SwitchesOptionsDefaultsAndMalformedValues) {
   absl::StatusOr<KernelProfilingRequest> none = KernelProfilingFromOptions({});
-  ASSERT_TRUE(none.ok());
+  ASSERT_OK(none);
   EXPECT_FALSE(none->requested);
 
   KernelProfilingRequest r = Request("interval_us:5 scaling:2 counter_size_bits:1 indices:0");
@@ -231,7 +233,7 @@ TEST(KernelProfilingRequestTest, SwitchesOptionsDefaultsAndMalformedValues) {
   // XProf's standard kernel profiling: the per-kernel layout with the standard TC counters.
   absl::StatusOr<KernelProfilingRequest> kernel =
       KernelProfilingFromOptions(Options({}, {{kKernelProfilingKey, true}}));
-  ASSERT_TRUE(kernel.ok());
+  ASSERT_OK(kernel);
   EXPECT_TRUE(kernel->requested);
   EXPECT_TRUE(kernel->per_kernel);
   EXPECT_EQ(kernel->tc.indices, DefaultTcSampling().indices);
@@ -251,7 +253,7 @@ TEST(KernelProfilingRequestTest, SwitchesOptionsDefaultsAndMalformedValues) {
   absl::StatusOr<KernelProfilingRequest> scs = KernelProfilingFromOptions(
       Options({{"tpu_scs_perf_counter_sampling_options", "interval_us:10 indices:1"}},
               {{kPeriodicSamplingKey, true}}));
-  ASSERT_TRUE(scs.ok());
+  ASSERT_OK(scs);
   EXPECT_EQ(scs->ignored_components, std::vector<std::string>{"scs"});
 }
 
@@ -262,7 +264,7 @@ TEST(KernelProfilingRequestTest, CounterSetsAddTheirCounters) {
       Options({{kTcSamplingKey, "interval_us:1 scaling:0 counter_size_bits:1 indices:2"},
                {kCounterSetsKey, "TC_MEMORY, HBM,SC_ACTIVITY"}},
               {{kPeriodicSamplingKey, true}}));
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r);
   EXPECT_FALSE(r->per_kernel);
   EXPECT_EQ(r->tc.interval_us, 1);
   EXPECT_EQ(r->tc.indices, (std::vector<int>{0, 2, 35, 37, 38}));  // cycles, VST, VLD 0/1
@@ -329,10 +331,10 @@ TEST(KernelProfilingTest, WithoutARequestNothingChanges) {
     PodConfig c = V7x();
     c.generation = gen;
     absl::StatusOr<PodModel> m = PodModel::Create(c);
-    ASSERT_TRUE(m.ok()) << m.status();
+    ASSERT_OK(m);
     Session plain, unasked, asked;
     absl::StatusOr<KernelProfilingRequest> empty = KernelProfilingFromOptions({});
-    ASSERT_TRUE(empty.ok());
+    ASSERT_OK(empty);
     unasked.window.kernel_profiling = *empty;
     asked.window.kernel_profiling = Request("interval_us:1 indices:0 indices:56");
     const XSpace a = plain.Build(*m), b = unasked.Build(*m);
@@ -357,7 +359,7 @@ TEST(KernelProfilingTest, WithoutARequestNothingChanges) {
 
 TEST(KernelProfilingTest, V7xPlanesNameTheirChipAndGeneration) {
   absl::StatusOr<PodModel> m = PodModel::Create(V7x());
-  ASSERT_TRUE(m.ok());
+  ASSERT_OK(m);
   EXPECT_EQ(PodModel::Create([] {
               PodConfig c = V7x();
               c.chips = 0;
@@ -382,7 +384,7 @@ TEST(KernelProfilingTest, V7xPlanesNameTheirChipAndGeneration) {
 // event per counter and die with the table's ids, values cut to the packed width.
 TEST(KernelProfilingTest, SamplesAtTheIntervalInsideComputeKernels) {
   absl::StatusOr<PodModel> m = PodModel::Create(V7x());
-  ASSERT_TRUE(m.ok());
+  ASSERT_OK(m);
   Session s;
   s.window.kernel_profiling = Request(
       "interval_us:5 scaling:0 counter_size_bits:1 indices:0 indices:10 indices:56 "
@@ -441,7 +443,8 @@ TEST(KernelProfilingTest, SamplesAtTheIntervalInsideComputeKernels) {
 TEST(KernelProfilingTest, ThrottledChipCountsFewerCyclesAndRunsLonger) {
   absl::StatusOr<PodModel> m = PodModel::Create(V7x({{1, 1, 0.3}}));
   absl::StatusOr<PodModel> healthy = PodModel::Create(V7x());
-  ASSERT_TRUE(m.ok() && healthy.ok());
+  ASSERT_OK(m);
+  ASSERT_OK(healthy);
   EXPECT_DOUBLE_EQ(m->ThrottleFraction(1, 1), 0.3);
   const int64_t step = 77;
   const ChipStep slow = m->Step(step)[1], fast = healthy->Step(step)[1];
@@ -490,7 +493,8 @@ TEST(KernelProfilingTest, PagedAttentionsMxuWaitsOnHbm) {
     c.generation = "v6e";
     return c;
   }());
-  ASSERT_TRUE(m.ok() && v6e.ok());
+  ASSERT_OK(m);
+  ASSERT_OK(v6e);
   auto find = [](const PodModel& model, absl::string_view name) -> const OpTemplate* {
     for (const OpTemplate& op : model.ops()) {
       if (op.name == name) return &op;
@@ -507,7 +511,7 @@ TEST(KernelProfilingTest, PagedAttentionsMxuWaitsOnHbm) {
   Session s;
   absl::StatusOr<KernelProfilingRequest> r =
       KernelProfilingFromOptions(Options({}, {{kKernelProfilingKey, true}}));
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   s.window.kernel_profiling = *r;  // a line of counts per kernel execution
   const XSpace space = s.Build(*m);
   const XPlane& plane = space.planes(0);
@@ -549,11 +553,11 @@ TEST(KernelProfilingTest, PagedAttentionsMxuWaitsOnHbm) {
 // model's unit profile, also on a throttled chip.
 TEST(KernelProfilingTest, StandardKernelProfilingWritesALineOfCountsPerExecution) {
   absl::StatusOr<PodModel> m = PodModel::Create(V7x({{1, 1, 0.3}}));
-  ASSERT_TRUE(m.ok());
+  ASSERT_OK(m);
   Session s;
   absl::StatusOr<KernelProfilingRequest> r =
       KernelProfilingFromOptions(Options({}, {{kKernelProfilingKey, true}}));
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   s.window.kernel_profiling = *r;
   const XSpace space = s.Build(*m);
   EXPECT_TRUE(space.warnings().empty());
@@ -611,13 +615,13 @@ TEST(KernelProfilingTest, StandardKernelProfilingWritesALineOfCountsPerExecution
 // of 32 bytes add up to the kernel's HBM bytes.
 TEST(KernelProfilingTest, HbmSetCountsTheKernelsHbmBytesInBeats) {
   absl::StatusOr<PodModel> m = PodModel::Create(V7x());
-  ASSERT_TRUE(m.ok());
+  ASSERT_OK(m);
   std::map<std::string, const OpTemplate*> ops;
   for (const OpTemplate& op : m->ops()) ops[op.name] = &op;
   Session s;
   absl::StatusOr<KernelProfilingRequest> r = KernelProfilingFromOptions(
       Options({{kCounterSetsKey, "HBM"}}, {{kKernelProfilingKey, true}}));
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   ASSERT_TRUE(r->per_kernel);
   s.window.kernel_profiling = *r;
   const XSpace space = s.Build(*m);
@@ -651,7 +655,7 @@ TEST(KernelProfilingTest, HbmSetCountsTheKernelsHbmBytesInBeats) {
   Session sc;
   absl::StatusOr<KernelProfilingRequest> scr = KernelProfilingFromOptions(
       Options({{kCounterSetsKey, "SC_MEMORY"}}, {{kKernelProfilingKey, true}}));
-  ASSERT_TRUE(scr.ok());
+  ASSERT_OK(scr);
   sc.window.kernel_profiling = *scr;
   const XSpace warned = sc.Build(*m);
   ASSERT_EQ(warned.warnings_size(), 1);
@@ -663,7 +667,7 @@ TEST(KernelProfilingTest, HbmSetCountsTheKernelsHbmBytesInBeats) {
 // the kernel that runs them.
 TEST(KernelProfilingTest, PallasKernelsShowPrimitivesSourceLinesAndLlo) {
   absl::StatusOr<PodModel> m = PodModel::Create(V7x());
-  ASSERT_TRUE(m.ok());
+  ASSERT_OK(m);
   Session s;
   s.window.kernel_profiling = Request("interval_us:100 indices:0");
   const XSpace space = s.Build(*m);
@@ -699,7 +703,7 @@ TEST(KernelProfilingTest, PallasKernelsShowPrimitivesSourceLinesAndLlo) {
 // is its sample buffer: past it later samples are dropped, and the XSpace says so.
 TEST(KernelProfilingTest, AFullSampleBufferDropsLaterSamplesWithAWarning) {
   absl::StatusOr<PodModel> m = PodModel::Create(V7x());
-  ASSERT_TRUE(m.ok());
+  ASSERT_OK(m);
   Session s;
   s.window.kernel_profiling = Request("interval_us:5 scaling:0 counter_size_bits:3 indices:0");
   s.window.max_samples_per_chip = 40;
@@ -721,13 +725,13 @@ TEST(KernelProfilingTest, AFullSampleBufferDropsLaterSamplesWithAWarning) {
 // What the host writes to its file is what BuildXSpace gives tests: the same bytes.
 TEST(KernelProfilingTest, TheStreamedFileIsTheBuiltXSpace) {
   absl::StatusOr<PodModel> m = PodModel::Create(V7x({{1, 0, 0.3}}));
-  ASSERT_TRUE(m.ok());
+  ASSERT_OK(m);
   Session s;
   s.window.counters = true;
   s.window.kernel_profiling = Request("interval_us:10 scaling:0 counter_size_bits:3 indices:0");
   std::stringstream streamed;
   absl::StatusOr<WriteResult> w = WriteXSpace(*m, s.host, s.window, streamed);
-  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_OK(w);
   EXPECT_EQ(w->bytes, static_cast<int64_t>(streamed.str().size()));
   EXPECT_GT(w->samples, 1000);
   XSpace parsed;

@@ -7,6 +7,7 @@
 #include "common/skewed_clock.h"
 #include "gtest/gtest.h"
 #include "sim/xspace_builder.h"
+#include "tests/util/status_matchers.h"
 #include "trace/byte_source.h"
 #include "trace/kernel_stats.h"
 #include "trace/xspace_reader.h"
@@ -26,7 +27,8 @@ PodConfig Pod(int hosts, int index, uint64_t seed = 7) {
 
 TEST(PodModelTest, DeterministicForASeed) {
   auto a = PodModel::Create(Pod(2, 0)), b = PodModel::Create(Pod(2, 0));
-  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_OK(a);
+  ASSERT_OK(b);
   std::vector<ChipStep> sa = a->Step(1234), sb = b->Step(1234);
   ASSERT_EQ(sa.size(), 4u);
   for (int c = 0; c < 4; ++c) {
@@ -44,7 +46,8 @@ TEST(PodModelTest, DeterministicForASeed) {
 // from it is the step the host computes alone.
 TEST(PodModelTest, SharedCollectiveEndsGiveEveryHostItsOwnStep) {
   auto h0 = PodModel::Create(Pod(3, 0)), h2 = PodModel::Create(Pod(3, 2));
-  ASSERT_TRUE(h0.ok() && h2.ok());
+  ASSERT_OK(h0);
+  ASSERT_OK(h2);
   for (int64_t step : {0, 41}) {
     const std::vector<int64_t> ends = h0->CollectiveEndsPs(step);
     ASSERT_FALSE(ends.empty());
@@ -65,7 +68,8 @@ TEST(PodModelTest, SharedCollectiveEndsGiveEveryHostItsOwnStep) {
 
 TEST(PodModelTest, HostsOfOnePodAgreeOnCollectives) {
   auto h0 = PodModel::Create(Pod(2, 0)), h1 = PodModel::Create(Pod(2, 1));
-  ASSERT_TRUE(h0.ok() && h1.ok());
+  ASSERT_OK(h0);
+  ASSERT_OK(h1);
   for (int64_t step : {0, 17, 99999}) {
     std::vector<ChipStep> all = h0->Step(step);
     for (ChipStep& cs : h1->Step(step)) all.push_back(cs);
@@ -90,7 +94,8 @@ TEST(PodModelTest, StragglerMakesOthersWait) {
   PodConfig slow = Pod(2, 0);
   slow.stragglers.push_back({1, 2, 2.0});
   auto base = PodModel::Create(Pod(2, 0)), with = PodModel::Create(slow);
-  ASSERT_TRUE(base.ok() && with.ok());
+  ASSERT_OK(base);
+  ASSERT_OK(with);
   std::vector<ChipStep> b = base->Step(5), w = with->Step(5);
   // Host 0's chips are not slow themselves, but wait longer in collectives.
   int64_t base_wait = 0, slow_wait = 0;
@@ -108,7 +113,7 @@ TEST(PodModelTest, StragglerMakesOthersWait) {
 
 TEST(PodModelTest, RooflineBoundsDurations) {
   auto m = PodModel::Create(Pod(1, 0));
-  ASSERT_TRUE(m.ok());
+  ASSERT_OK(m);
   const auto& gen = m->generation();
   const std::vector<ChipStep> step = m->Step(3);
   for (const OpRun& r : step[1].runs) {
@@ -135,7 +140,7 @@ TEST(PodModelTest, BadConfigsAreClear) {
 // errors can be checked exactly.
 TEST(XSpaceBuilderTest, ReaderSeesChipsKernelsAndExactClockErrors) {
   auto m = PodModel::Create(Pod(2, 1));
-  ASSERT_TRUE(m.ok());
+  ASSERT_OK(m);
   FakeClock truth(1'800'000'000'000'000'000);
   SkewedClock host(truth, -37'500'000, 0);
   SessionWindow w;
@@ -148,7 +153,7 @@ TEST(XSpaceBuilderTest, ReaderSeesChipsKernelsAndExactClockErrors) {
   std::string bytes = built.space.SerializeAsString();
   trace::MemorySource src(bytes);
   auto c = trace::ReadXSpace(src);
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->host.name, "sim-a");
   ASSERT_EQ(c->host.chips.size(), 4u);
   EXPECT_EQ(c->host.chips[2].generation, "v5e");
@@ -198,7 +203,7 @@ TEST(SkewedClockTest, OffsetAndDriftAreExact) {
 
 TEST(XSpaceBuilderTest, DriftStretchesHostTimeButNotDeviceDurations) {
   auto m = PodModel::Create(Pod(1, 0));
-  ASSERT_TRUE(m.ok());
+  ASSERT_OK(m);
   FakeClock truth(1'800'000'000'000'000'000);
   SkewedClock host(truth, 0, 100.0);
   SessionWindow w;
@@ -208,7 +213,7 @@ TEST(XSpaceBuilderTest, DriftStretchesHostTimeButNotDeviceDurations) {
   std::string bytes = built.space.SerializeAsString();
   trace::MemorySource src(bytes);
   auto c = trace::ReadXSpace(src);
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->host.profile_start_ns, w.true_start_ns + 100'000);
   EXPECT_EQ(c->host.profile_stop_ns - c->host.profile_start_ns, 100'010'000);
   // Kernel durations are device-measured (device_duration_ps): the true ones.

@@ -21,6 +21,7 @@
 #include "proto/tpu_metric_service.grpc.pb.h"
 #include "proto/xplane.pb.h"
 #include "tests/util/child_process.h"
+#include "tests/util/status_matchers.h"
 #include "trace/xspace_reader.h"
 
 namespace podprof::sim {
@@ -101,7 +102,7 @@ TEST(SimHostProcessTest, ProfileHonoursStartTimeAndWritesTheSessionLayout) {
   const int64_t start_host = clock.NowNs() + offset + 400'000'000;
   tensorflow::ProfileResponse resp;
   grpc::Status s = Call(p, Request(p, "run1", start_host, 250), &resp);
-  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_OK(s);
   EXPECT_FALSE(resp.empty_trace());
 
   std::string path = p.root() + "/run1/10.0.0.1_9999.xplane.pb";
@@ -118,7 +119,7 @@ TEST(SimHostProcessTest, ProfileHonoursStartTimeAndWritesTheSessionLayout) {
   EXPECT_EQ(session["host_start_ns"].get<int64_t>() - true_start, offset);
 
   auto capture = trace::ReadXSpaceFile(path);
-  ASSERT_TRUE(capture.ok()) << capture.status();
+  ASSERT_OK(capture);
   EXPECT_EQ(capture->host.chips.size(), 8u);
   EXPECT_EQ(capture->host.chips[0].device_type, "TPU v5 Lite");
   EXPECT_EQ(capture->host.profile_start_ns, session["host_start_ns"].get<int64_t>());
@@ -130,12 +131,12 @@ TEST(SimHostProcessTest, LateStartBeginsAtOnceAndSaysBy) {
   ASSERT_TRUE(p.ok());
   RealClock clock;
   tensorflow::ProfileResponse resp;
-  ASSERT_TRUE(Call(p, Request(p, "late", clock.NowNs() - 2'000'000'000, 100), &resp).ok());
+  ASSERT_OK(Call(p, Request(p, "late", clock.NowNs() - 2'000'000'000, 100), &resp));
   int64_t late = p.Truth()["sessions"][0]["late_by_ns"];
   // override_hostname names the file, with ':' written '_'.
   tensorflow::ProfileRequest r = Request(p, "named", 0, 50);
   r.mutable_opts()->set_override_hostname("worker:7");
-  ASSERT_TRUE(Call(p, r, &resp).ok());
+  ASSERT_OK(Call(p, r, &resp));
   EXPECT_TRUE(fs::exists(p.root() + "/named/worker_7.xplane.pb"));
   EXPECT_GE(late, 2'000'000'000);
   EXPECT_LT(late, 3'000'000'000);
@@ -164,7 +165,7 @@ TEST(SimHostProcessTest, OneSessionAtATimeAndTerminateEndsEarly) {
   tensorflow::TerminateRequest term;
   term.set_session_id("long");
   tensorflow::TerminateResponse term_resp;
-  ASSERT_TRUE(p.profiler().Terminate(&ctx, term, &term_resp).ok());
+  ASSERT_OK(p.profiler().Terminate(&ctx, term, &term_resp));
   first.join();
   EXPECT_TRUE(first_status.ok()) << first_status.error_message();
   EXPECT_LT(clock.MonotonicNs() - t0, 3'000'000'000);
@@ -227,7 +228,7 @@ TEST(SimHostProcessTest, MetricFilterOfTwentyThousandNestedGroupsIsRefusedNotACr
   rt::ListSupportedMetricsRequest req;
   req.set_filter("(.*)*#");
   rt::ListSupportedMetricsResponse resp;
-  ASSERT_TRUE(p.metrics().ListSupportedMetrics(&ctx, req, &resp).ok());
+  ASSERT_OK(p.metrics().ListSupportedMetrics(&ctx, req, &resp));
   EXPECT_EQ(resp.supported_metric_size(), 0);
 }
 
@@ -239,7 +240,7 @@ TEST(SimHostProcessTest, MetricsPerDeviceWithFiltersAndNotFound) {
     rt::ListSupportedMetricsRequest req;
     req.set_filter("hbm");
     rt::ListSupportedMetricsResponse resp;
-    ASSERT_TRUE(p.metrics().ListSupportedMetrics(&ctx, req, &resp).ok());
+    ASSERT_OK(p.metrics().ListSupportedMetrics(&ctx, req, &resp));
     std::set<std::string> names;
     for (const auto& m : resp.supported_metric()) names.insert(m.metric_name());
     EXPECT_EQ(names, (std::set<std::string>{"tpu.runtime.hbm.memory.usage.bytes",
@@ -253,11 +254,11 @@ TEST(SimHostProcessTest, MetricsPerDeviceWithFiltersAndNotFound) {
     return p.metrics().GetRuntimeMetric(&ctx, req, resp);
   };
   rt::MetricResponse total, usage, duty, timing, queue;
-  ASSERT_TRUE(get("tpu.runtime.hbm.memory.total.bytes", &total).ok());
-  ASSERT_TRUE(get("tpu.runtime.hbm.memory.usage.bytes", &usage).ok());
-  ASSERT_TRUE(get("tpu.runtime.tensorcore.dutycycle.percent", &duty).ok());
-  ASSERT_TRUE(get("hlo.execution.timing.distribution.microseconds", &timing).ok());
-  ASSERT_TRUE(get("hlo.queue.size.gauge", &queue).ok());
+  ASSERT_OK(get("tpu.runtime.hbm.memory.total.bytes", &total));
+  ASSERT_OK(get("tpu.runtime.hbm.memory.usage.bytes", &usage));
+  ASSERT_OK(get("tpu.runtime.tensorcore.dutycycle.percent", &duty));
+  ASSERT_OK(get("hlo.execution.timing.distribution.microseconds", &timing));
+  ASSERT_OK(get("hlo.queue.size.gauge", &queue));
   ASSERT_EQ(total.metric().metrics_size(), 4);
   for (int i = 0; i < 4; ++i) {
     EXPECT_EQ(total.metric().metrics(i).attribute().value().int_attr(), i);
@@ -279,7 +280,7 @@ TEST(SimHostProcessTest, MetricsPerDeviceWithFiltersAndNotFound) {
     grpc::ClientContext ctx;
     tensorflow::MonitorRequest req;
     tensorflow::MonitorResponse resp;
-    ASSERT_TRUE(p.profiler().Monitor(&ctx, req, &resp).ok());
+    ASSERT_OK(p.profiler().Monitor(&ctx, req, &resp));
     EXPECT_GT(resp.monitor_result().step_time_ms_avg(), 0);
     EXPECT_NE(resp.data().find("TPU v6 Lite"), std::string::npos) << resp.data();
   }
@@ -303,7 +304,8 @@ TEST(SimHostProcessTest, TwoHostsOfOnePodAgreeOnCollectivesInTrueTime) {
   std::thread tb([&] { sb = Call(b, Request(b, "pod", true_start + offsets[1], 300), &rb); });
   ta.join();
   tb.join();
-  ASSERT_TRUE(sa.ok() && sb.ok());
+  ASSERT_OK(sa);
+  ASSERT_OK(sb);
 
   // Collective id -> true end time (ps), per host, from each file and its ground truth.
   std::map<uint64_t, int64_t> ends[2];
@@ -313,7 +315,7 @@ TEST(SimHostProcessTest, TwoHostsOfOnePodAgreeOnCollectivesInTrueTime) {
     const int64_t shift_ns =
         truth["clock_offset_ns"].get<int64_t>() + truth["device_clock_offset_ns"].get<int64_t>();
     auto c = trace::ReadXSpaceFile(procs[h]->root() + "/pod/10.0.0.1_9999.xplane.pb");
-    ASSERT_TRUE(c.ok()) << c.status();
+    ASSERT_OK(c);
     for (const trace::EventBlock& blk : c->blocks) {
       if (blk.kind != trace::LineKind::kOps) continue;
       for (size_t i = 0; i < blk.size(); ++i) {
@@ -340,7 +342,7 @@ TEST(SimHostProcessTest, DeviceClockOffsetShowsOnlyOnDevicePlanes) {
   SimProcess p("device", {"--chips=2", "--device-clock-offset=120us", "--clock-offset=3ms"});
   ASSERT_TRUE(p.ok());
   tensorflow::ProfileResponse resp;
-  ASSERT_TRUE(Call(p, Request(p, "dev", 0, 300), &resp).ok());
+  ASSERT_OK(Call(p, Request(p, "dev", 0, 300), &resp));
   tensorflow::profiler::XSpace space;
   ASSERT_TRUE(space.ParseFromString(
       podprof::testing::ReadTestFile(p.root() + "/dev/10.0.0.1_9999.xplane.pb")));
@@ -397,7 +399,7 @@ TEST(SimHostProcessTest, KernelProfilingRequestsAreHonouredOrRejected) {
       << bad.error_message();
   EXPECT_FALSE(fs::exists(p.root() + "/bad"));
 
-  ASSERT_TRUE(Call(p, with_options("kp", "interval_us:10 indices:0"), &resp).ok());
+  ASSERT_OK(Call(p, with_options("kp", "interval_us:10 indices:0"), &resp));
   tensorflow::profiler::XSpace space;
   ASSERT_TRUE(space.ParseFromString(
       podprof::testing::ReadTestFile(p.root() + "/kp/10.0.0.1_9999.xplane.pb")));
@@ -434,7 +436,7 @@ TEST(SimHostProcessTest, KernelProfilingRequestsAreHonouredOrRejected) {
   tensorflow::ProfileRequest r = Request(v6e, "kp6", 0, 100);
   (*r.mutable_opts()->mutable_advanced_configuration())["tpu_enable_kernel_profiling"]
       .set_bool_value(true);
-  ASSERT_TRUE(Call(v6e, r, &resp).ok());
+  ASSERT_OK(Call(v6e, r, &resp));
   tensorflow::profiler::XSpace v6e_space;
   ASSERT_TRUE(v6e_space.ParseFromString(
       podprof::testing::ReadTestFile(v6e.root() + "/kp6/10.0.0.1_9999.xplane.pb")));
@@ -456,11 +458,12 @@ TEST(SimHostProcessTest, ReplayAnswersWithTheRecordedCapture) {
   SimProcess p("replay", {"--replay=" + fixture, "--host-name=replayed"});
   ASSERT_TRUE(p.ok());
   tensorflow::ProfileResponse resp;
-  ASSERT_TRUE(Call(p, Request(p, "rp", 0, 100), &resp).ok());
+  ASSERT_OK(Call(p, Request(p, "rp", 0, 100), &resp));
   EXPECT_FALSE(resp.empty_trace());
   auto replayed = trace::ReadXSpaceFile(p.root() + "/rp/10.0.0.1_9999.xplane.pb");
   auto original = trace::ReadXSpaceFile(fixture);
-  ASSERT_TRUE(replayed.ok() && original.ok());
+  ASSERT_OK(replayed);
+  ASSERT_OK(original);
   EXPECT_EQ(replayed->host.name, "replayed");
   EXPECT_EQ(replayed->EventCount(), original->EventCount());
   EXPECT_EQ(replayed->host.profile_start_ns,

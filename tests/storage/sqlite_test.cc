@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "tests/util/status_matchers.h"
 
 namespace podprof::storage {
 namespace {
@@ -71,17 +72,17 @@ TEST_F(SqliteTest, CreateThenReopenSeesTheData) {
     auto c = CreateWithTable();
     ASSERT_NE(c, nullptr);
     EXPECT_EQ(c->path(), path_);
-    ASSERT_TRUE(c->Exec("INSERT INTO t(i) VALUES (1), (2)").ok());
+    ASSERT_OK(c->Exec("INSERT INTO t(i) VALUES (1), (2)"));
   }
   auto again = Connection::Open(path_, /*create=*/false);
-  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_OK(again);
   EXPECT_EQ(Count(**again), 2);
   auto ro = Connection::OpenReadOnly(path_);
-  ASSERT_TRUE(ro.ok()) << ro.status();
+  ASSERT_OK(ro);
   EXPECT_EQ(Count(**ro), 2);
   // podprof's SQL functions are there on a read-only connection too.
   auto st = Statement::Prepare(**ro, "SELECT 'abc' REGEXP 'b+'");
-  ASSERT_TRUE(st.ok()) << st.status();
+  ASSERT_OK(st);
   ASSERT_TRUE(*(*st)->Step());
   EXPECT_EQ((*st)->Int(0), 1);
 }
@@ -90,14 +91,14 @@ TEST_F(SqliteTest, RegexpWithABadPatternIsAnErrorNotACrash) {
   auto c = CreateWithTable();
   ASSERT_NE(c, nullptr);
   auto bad = Statement::Prepare(*c, "SELECT 'abc' REGEXP '(['");
-  ASSERT_TRUE(bad.ok()) << bad.status();
+  ASSERT_OK(bad);
   absl::StatusOr<bool> row = (*bad)->Step();
   ASSERT_FALSE(row.ok());
   EXPECT_TRUE(absl::StrContains(row.status().message(), "is not a regular expression"))
       << row.status();
   // 20,000 nested groups overflowed std::regex's stack: now the length cap refuses them.
   auto nested = Statement::Prepare(*c, "SELECT 'abc' REGEXP ?1");
-  ASSERT_TRUE(nested.ok()) << nested.status();
+  ASSERT_OK(nested);
   (*nested)->Bind(1, std::string(20'000, '(') + std::string(20'000, ')'));
   row = (*nested)->Step();
   ASSERT_FALSE(row.ok());
@@ -111,10 +112,10 @@ TEST_F(SqliteTest, RegexpIsRe2AndLinearInTheText) {
   auto st = Statement::Prepare(*c,
                                "SELECT ?1 REGEXP '(.*)*#', ?2 REGEXP '^fusion\\.[0-9]+$', "
                                "NULL REGEXP ''");
-  ASSERT_TRUE(st.ok()) << st.status();
+  ASSERT_OK(st);
   (*st)->Bind(1, std::string(100'000, 'x')).Bind(2, std::string("fusion.17"));
   absl::StatusOr<bool> row = (*st)->Step();
-  ASSERT_TRUE(row.ok()) << row.status();
+  ASSERT_OK(row);
   ASSERT_TRUE(*row);
   EXPECT_EQ((*st)->Int(0), 0);
   EXPECT_EQ((*st)->Int(1), 1);
@@ -124,7 +125,7 @@ TEST_F(SqliteTest, RegexpIsRe2AndLinearInTheText) {
 TEST_F(SqliteTest, WritingThroughAReadOnlyConnectionIsFailedPrecondition) {
   ASSERT_NE(CreateWithTable(), nullptr);
   auto ro = Connection::OpenReadOnly(path_);
-  ASSERT_TRUE(ro.ok()) << ro.status();
+  ASSERT_OK(ro);
   absl::Status s = (*ro)->Exec("INSERT INTO t(i) VALUES (1)");
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_NE(s.message().find("read-only"), std::string::npos) << s;
@@ -134,22 +135,20 @@ TEST_F(SqliteTest, BindsOfEveryTypeRoundTrip) {
   auto c = CreateWithTable();
   ASSERT_NE(c, nullptr);
   auto ins = Statement::Prepare(*c, "INSERT INTO t(k, i, d, s, b) VALUES (?, ?, ?, ?, ?)");
-  ASSERT_TRUE(ins.ok()) << ins.status();
+  ASSERT_OK(ins);
   const std::string blob("\0\1\2\xff", 4);  // NULs and high bytes survive
-  ASSERT_TRUE((*ins)
-                  ->Bind(1, int64_t{1})
-                  .Bind(2, int64_t{-(int64_t{1} << 62)})
-                  .Bind(3, 2.5)
-                  .Bind(4, absl::string_view("h\xc3\xa9llo"))
-                  .BindBlob(5, blob)
-                  .Run()
-                  .ok());
+  ASSERT_OK((*ins)
+                ->Bind(1, int64_t{1})
+                .Bind(2, int64_t{-(int64_t{1} << 62)})
+                .Bind(3, 2.5)
+                .Bind(4, absl::string_view("h\xc3\xa9llo"))
+                .BindBlob(5, blob)
+                .Run());
   // Run() rewinds: the same statement inserts again with new bindings.
-  ASSERT_TRUE(
-      (*ins)->Bind(1, int64_t{2}).BindNull(2).BindNull(3).BindNull(4).BindNull(5).Run().ok());
+  ASSERT_OK((*ins)->Bind(1, int64_t{2}).BindNull(2).BindNull(3).BindNull(4).BindNull(5).Run());
 
   auto sel = Statement::Prepare(*c, "SELECT i, d, s, b FROM t WHERE k = ?");
-  ASSERT_TRUE(sel.ok()) << sel.status();
+  ASSERT_OK(sel);
   Statement& q = **sel;
   q.Bind(1, int64_t{1});
   absl::StatusOr<bool> row = q.Step();
@@ -160,7 +159,7 @@ TEST_F(SqliteTest, BindsOfEveryTypeRoundTrip) {
   EXPECT_EQ(q.Blob(3), blob);
   for (int col = 0; col < 4; ++col) EXPECT_FALSE(q.IsNull(col)) << col;
   row = q.Step();
-  ASSERT_TRUE(row.ok());
+  ASSERT_OK(row);
   EXPECT_FALSE(*row) << "one row per key";
 
   q.Reset();
@@ -175,9 +174,9 @@ TEST_F(SqliteTest, BindsOfEveryTypeRoundTrip) {
 TEST_F(SqliteTest, ResetKeepsTheBindings) {
   auto c = CreateWithTable();
   ASSERT_NE(c, nullptr);
-  ASSERT_TRUE(c->Exec("INSERT INTO t(k, i) VALUES (7, 70)").ok());
+  ASSERT_OK(c->Exec("INSERT INTO t(k, i) VALUES (7, 70)"));
   auto sel = Statement::Prepare(*c, "SELECT i FROM t WHERE k = ?");
-  ASSERT_TRUE(sel.ok()) << sel.status();
+  ASSERT_OK(sel);
   (*sel)->Bind(1, int64_t{7});
   for (int pass = 0; pass < 2; ++pass) {
     absl::StatusOr<bool> row = (*sel)->Step();
@@ -190,22 +189,22 @@ TEST_F(SqliteTest, ResetKeepsTheBindings) {
 TEST_F(SqliteTest, TransactionsCommitAndRollBack) {
   auto c = CreateWithTable();
   ASSERT_NE(c, nullptr);
-  ASSERT_TRUE(c->Exec("BEGIN").ok());
-  ASSERT_TRUE(c->Exec("INSERT INTO t(i) VALUES (1)").ok());
-  ASSERT_TRUE(c->Exec("COMMIT").ok());
+  ASSERT_OK(c->Exec("BEGIN"));
+  ASSERT_OK(c->Exec("INSERT INTO t(i) VALUES (1)"));
+  ASSERT_OK(c->Exec("COMMIT"));
   EXPECT_EQ(Count(*c), 1);
 
-  ASSERT_TRUE(c->Exec("BEGIN").ok());
+  ASSERT_OK(c->Exec("BEGIN"));
   auto ins = Statement::Prepare(*c, "INSERT INTO t(i) VALUES (?)");
-  ASSERT_TRUE(ins.ok());
-  for (int64_t i = 0; i < 5; ++i) ASSERT_TRUE((*ins)->Bind(1, i).Run().ok());
+  ASSERT_OK(ins);
+  for (int64_t i = 0; i < 5; ++i) ASSERT_OK((*ins)->Bind(1, i).Run());
   EXPECT_EQ(Count(*c), 6) << "the transaction sees its own rows";
-  ASSERT_TRUE(c->Exec("ROLLBACK").ok());
+  ASSERT_OK(c->Exec("ROLLBACK"));
   EXPECT_EQ(Count(*c), 1);
 
   // Another connection sees committed rows only.
   auto other = Connection::Open(path_, false);
-  ASSERT_TRUE(other.ok()) << other.status();
+  ASSERT_OK(other);
   EXPECT_EQ(Count(**other), 1);
 }
 
@@ -213,8 +212,8 @@ TEST_F(SqliteTest, AConstraintViolationIsFailedPrecondition) {
   auto c = CreateWithTable();
   ASSERT_NE(c, nullptr);
   auto ins = Statement::Prepare(*c, "INSERT INTO t(k) VALUES (?)");
-  ASSERT_TRUE(ins.ok());
-  ASSERT_TRUE((*ins)->Bind(1, int64_t{1}).Run().ok());
+  ASSERT_OK(ins);
+  ASSERT_OK((*ins)->Bind(1, int64_t{1}).Run());
   absl::Status s = (*ins)->Bind(1, int64_t{1}).Run();
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_NE(s.message().find("UNIQUE"), std::string::npos) << s;
@@ -226,10 +225,10 @@ TEST_F(SqliteTest, AConstraintViolationIsFailedPrecondition) {
 
 TEST_F(SqliteTest, ForeignKeysAreEnforced) {
   auto c = Connection::Open(path_, true);
-  ASSERT_TRUE(c.ok());
-  ASSERT_TRUE((*c)->Exec("CREATE TABLE p(id INTEGER PRIMARY KEY); "
-                         "CREATE TABLE ch(p INTEGER REFERENCES p(id))")
-                  .ok());
+  ASSERT_OK(c);
+  ASSERT_OK(
+      (*c)->Exec("CREATE TABLE p(id INTEGER PRIMARY KEY); "
+                 "CREATE TABLE ch(p INTEGER REFERENCES p(id))"));
   absl::Status s = (*c)->Exec("INSERT INTO ch VALUES (42)");
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
 }
@@ -238,13 +237,13 @@ TEST_F(SqliteTest, ALockedDatabaseIsUnavailable) {
   auto a = CreateWithTable();
   ASSERT_NE(a, nullptr);
   auto b = Connection::Open(path_, false);
-  ASSERT_TRUE(b.ok());
+  ASSERT_OK(b);
   // Fail at once rather than after the wrapper's five-second busy wait.
   sqlite3_busy_timeout((*b)->get(), 0);
-  ASSERT_TRUE(a->Exec("BEGIN IMMEDIATE").ok());
+  ASSERT_OK(a->Exec("BEGIN IMMEDIATE"));
   absl::Status s = (*b)->Exec("BEGIN IMMEDIATE");
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
-  ASSERT_TRUE(a->Exec("COMMIT").ok());
+  ASSERT_OK(a->Exec("COMMIT"));
   EXPECT_TRUE((*b)->Exec("BEGIN IMMEDIATE; COMMIT").ok()) << "free once the writer commits";
 }
 

@@ -12,6 +12,7 @@
 #include "storage/schema.h"
 #include "storage/sqlite.h"
 #include "tests/trace/test_util.h"
+#include "tests/util/status_matchers.h"
 #include "trace/kernel_stats.h"
 #include "trace/xspace_reader.h"
 
@@ -46,11 +47,12 @@ ingest::CaptureInput FromFile(const std::string& id, const std::string& file, in
   w.id = id;
   w.start_ns = start_ns;
   w.end_ns = start_ns + 1'000'000'000;
-  w.source = "import";
+  w.source = CaptureSource::kImport;
   w.labels["job"] = "fixture";
   ingest::HostInput h;
   auto c = trace::ReadXSpaceFile(FixturePath(file));
-  EXPECT_TRUE(c.ok());
+  EXPECT_OK(c);
+  if (!c.ok()) return w;
   h.host = c->host.name;
   h.capture = std::move(*c);
   w.hosts.push_back(std::move(h));
@@ -102,7 +104,7 @@ ingest::CaptureInput Synthetic(const std::string& id, int64_t start_ns, const st
 TEST_F(StoreTest, ImportedFixturesGiveTheSameStatisticsAsInspect) {
   auto store = Open();
   for (const char* f : {podprof::testing::kTpuFixture, podprof::testing::kGpuFixture}) {
-    ASSERT_TRUE(ingest::StoreCapture(*store, FromFile(f, f, 1000)).ok());
+    ASSERT_OK(ingest::StoreCapture(*store, FromFile(f, f, 1000)));
     auto cap = trace::ReadXSpaceFile(FixturePath(f));
     std::map<std::pair<int, std::string>, std::pair<int64_t, int64_t>> want, got;
     for (const auto& s : trace::ComputeKernelStats(*cap)) {
@@ -114,7 +116,7 @@ TEST_F(StoreTest, ImportedFixturesGiveTheSameStatisticsAsInspect) {
     q.capture_id = f;
     q.group_by = Grouping::kChip;
     auto rows = store->KernelStats(q);
-    ASSERT_TRUE(rows.ok()) << rows.status();
+    ASSERT_OK(rows);
     for (const StatRow& r : *rows) {
       auto& t = got[{r.chip, r.kernel.op_name}];
       t.first += r.count;
@@ -125,21 +127,21 @@ TEST_F(StoreTest, ImportedFixturesGiveTheSameStatisticsAsInspect) {
   }
   std::string next;
   auto list = store->ListCaptures({}, &next);
-  ASSERT_TRUE(list.ok());
+  ASSERT_OK(list);
   ASSERT_EQ(list->size(), 2u);
   EXPECT_EQ((*list)[0].labels.at("job"), "fixture");
-  EXPECT_EQ((*list)[0].source, "import");
+  EXPECT_EQ((*list)[0].source, CaptureSource::kImport);
   EXPECT_TRUE(store->CheckIntegrity().ok());
 }
 
 TEST_F(StoreTest, RollupsAndGroupings) {
   auto store = Open();
-  ASSERT_TRUE(ingest::StoreCapture(*store, FromFile("tpu", podprof::testing::kTpuFixture, 1)).ok());
+  ASSERT_OK(ingest::StoreCapture(*store, FromFile("tpu", podprof::testing::kTpuFixture, 1)));
   StatsQuery q;
   q.capture_id = "tpu";
   q.top = 3;
   auto top = store->KernelStats(q);
-  ASSERT_TRUE(top.ok()) << top.status();
+  ASSERT_OK(top);
   ASSERT_EQ(top->size(), 3u);
   EXPECT_GE((*top)[0].total_ps, (*top)[1].total_ps);
   EXPECT_EQ((*top)[0].chips, 4);
@@ -147,13 +149,13 @@ TEST_F(StoreTest, RollupsAndGroupings) {
   q.top = 0;
   q.op_regex = "^all-reduce$";
   auto ar = store->KernelStats(q);
-  ASSERT_TRUE(ar.ok());
+  ASSERT_OK(ar);
   ASSERT_EQ(ar->size(), 1u);
   EXPECT_EQ((*ar)[0].count, 12);
   q.op_regex.clear();
   q.group_by = Grouping::kCategory;
   auto cats = store->KernelStats(q);
-  ASSERT_TRUE(cats.ok()) << cats.status();
+  ASSERT_OK(cats);
   int64_t total = 0;
   for (const auto& r : *cats) total += r.count;
   // Every kernel event, across categories: all of the capture's events but module runs,
@@ -171,7 +173,7 @@ TEST_F(StoreTest, RollupsAndGroupings) {
   q.chip = 2;
   q.host = "tpu_v6e_4chip_host_offload";
   auto chip2 = store->KernelStats(q);
-  ASSERT_TRUE(chip2.ok());
+  ASSERT_OK(chip2);
   for (const auto& r : *chip2) EXPECT_EQ(r.chip, 2);
   q.order = Order::kP99;
   EXPECT_TRUE(store->KernelStats(q).ok());
@@ -184,7 +186,7 @@ TEST_F(StoreTest, BadQueriesAreClear) {
   auto missing = store->KernelStats(q);
   EXPECT_TRUE(absl::IsNotFound(missing.status())) << missing.status();
   EXPECT_TRUE(absl::StrContains(missing.status().message(), "nope"));
-  ASSERT_TRUE(ingest::StoreCapture(*store, Synthetic("a", 10, "fusion.1", 1, 10, 1000)).ok());
+  ASSERT_OK(ingest::StoreCapture(*store, Synthetic("a", 10, "fusion.1", 1, 10, 1000)));
   q.capture_id = "a";
   q.op_regex = "([";
   auto bad_regex = store->KernelStats(q);
@@ -209,15 +211,14 @@ TEST_F(StoreTest, HistoryFollowsAKernelAcrossRecompiles) {
   auto store = Open();
   for (int i = 0; i < 5; ++i) {
     // Program ids change with every recompile; the (module, op) identity does not.
-    ASSERT_TRUE(
+    ASSERT_OK(
         ingest::StoreCapture(*store, Synthetic("c" + std::to_string(i), 1000 * (i + 1), "fusion.1",
-                                               100 + i, 20, 1'000'000 * (i + 1)))
-            .ok());
+                                               100 + i, 20, 1'000'000 * (i + 1))));
   }
   HistoryQuery q;
   q.op_regex = "^fusion\\.1$";
   auto h = store->KernelHistory(q);
-  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_OK(h);
   ASSERT_EQ(h->size(), 1u);
   ASSERT_EQ((*h)[0].points.size(), 5u);
   for (int i = 0; i < 5; ++i) {
@@ -229,37 +230,67 @@ TEST_F(StoreTest, HistoryFollowsAKernelAcrossRecompiles) {
   q.since_ns = 2500;
   q.until_ns = 4500;
   auto window = store->KernelHistory(q);
-  ASSERT_TRUE(window.ok());
+  ASSERT_OK(window);
   EXPECT_EQ((*window)[0].points.size(), 2u);
 }
 
-TEST_F(StoreTest, CompareFlagsOnlyRealShifts) {
+// The store pairs each kernel's rows of two captures; judging the pairs is insight's
+// (tests/insight/change_test.cc).
+TEST_F(StoreTest, PairKernelsMatchesByModuleAndOp) {
   auto store = Open();
-  ASSERT_TRUE(
-      ingest::StoreCapture(*store, Synthetic("base", 1, "fusion.1", 1, 200, 1'000'000, 5000)).ok());
-  ASSERT_TRUE(
-      ingest::StoreCapture(*store, Synthetic("slow", 2, "fusion.1", 2, 200, 1'200'000, 5000)).ok());
-  ASSERT_TRUE(
-      ingest::StoreCapture(*store, Synthetic("same", 3, "fusion.1", 3, 200, 1'001'000, 5000)).ok());
-  auto slow = store->Compare("base", "slow", "", 0.05);
-  ASSERT_TRUE(slow.ok()) << slow.status();
-  ASSERT_EQ(slow->size(), 2u);
-  EXPECT_EQ((*slow)[0].op_name, "fusion.1");
-  EXPECT_TRUE((*slow)[0].regression);
-  EXPECT_NEAR((*slow)[0].mean_change, 0.2, 0.01);
-  EXPECT_FALSE((*slow)[1].regression);  // copy.1 did not change
-  auto same = store->Compare("base", "same", "", 0.05);
-  ASSERT_TRUE(same.ok());
-  for (const auto& d : *same) EXPECT_FALSE(d.regression) << d.op_name;
-  EXPECT_TRUE(absl::IsNotFound(store->Compare("base", "nope", "", 0.05).status()));
+  ASSERT_OK(
+      ingest::StoreCapture(*store, Synthetic("base", 1, "fusion.1", 1, 200, 1'000'000, 5000)));
+  ASSERT_OK(
+      ingest::StoreCapture(*store, Synthetic("slow", 2, "fusion.2", 2, 100, 1'200'000, 5000)));
+  auto pairs = store->PairKernels("base", "slow", "");
+  ASSERT_OK(pairs);
+  ASSERT_EQ(pairs->size(), 3u);  // (module, op) order: copy.1 on both, fusion.1 and .2 on one
+  EXPECT_EQ((*pairs)[0].op_name, "copy.1");
+  ASSERT_TRUE((*pairs)[0].baseline && (*pairs)[0].candidate);
+  EXPECT_EQ((*pairs)[0].baseline->count, 200);
+  EXPECT_EQ((*pairs)[0].candidate->count, 100);
+  EXPECT_EQ((*pairs)[1].op_name, "fusion.1");
+  EXPECT_TRUE((*pairs)[1].baseline && !(*pairs)[1].candidate);
+  EXPECT_EQ((*pairs)[2].op_name, "fusion.2");
+  EXPECT_TRUE(!(*pairs)[2].baseline && (*pairs)[2].candidate);
+  EXPECT_TRUE(absl::IsNotFound(store->PairKernels("base", "nope", "").status()));
+}
+
+// A history point that merges two kernel rows of one (module, op) (a recompile inside one
+// capture) carries the flops both executed, each row's own flops times its own count.
+TEST_F(StoreTest, HistoryPointSumsFlopsOverMergedRows) {
+  auto store = Open();
+  ingest::CaptureInput w = Synthetic("c", 1000, "fusion.1", 1, 10, 1'000'000);
+  trace::HostCapture& c = *w.hosts[0].capture;
+  trace::KernelDef recompiled = c.kernels[0];
+  recompiled.program_id = 2;
+  recompiled.flops = 3'000'000;
+  c.kernels.push_back(recompiled);
+  trace::EventBlock& b = c.blocks[0];
+  for (int i = 0; i < 30; ++i) {  // 30 runs of 4 us after the first program's
+    b.start_ps.push_back(200'000'000 + i * 10'000'000);
+    b.duration_ps.push_back(4'000'000);
+    b.kernel.push_back(2);
+    b.collective.push_back(0);
+  }
+  ASSERT_OK(ingest::StoreCapture(*store, std::move(w)));
+  HistoryQuery q;
+  q.op_regex = "^fusion\\.1$";
+  auto h = store->KernelHistory(q);
+  ASSERT_OK(h);
+  ASSERT_EQ(h->size(), 1u);
+  ASSERT_EQ((*h)[0].points.size(), 1u);
+  const HistoryPoint& p = (*h)[0].points[0];
+  EXPECT_EQ(p.count, 40);
+  EXPECT_EQ(p.total_ps, 10 * 1'000'000 + 30 * 4'000'000);
+  EXPECT_DOUBLE_EQ(p.flops_executed, 10 * 1e6 + 30 * 3e6);
 }
 
 TEST_F(StoreTest, PaginationNewestFirst) {
   auto store = Open();
   for (int i = 0; i < 7; ++i) {
-    ASSERT_TRUE(
-        ingest::StoreCapture(*store, Synthetic("p" + std::to_string(i), 100 + i, "f", 1, 1, 10))
-            .ok());
+    ASSERT_OK(
+        ingest::StoreCapture(*store, Synthetic("p" + std::to_string(i), 100 + i, "f", 1, 1, 10)));
   }
   CaptureQuery q;
   q.limit = 3;
@@ -268,7 +299,7 @@ TEST_F(StoreTest, PaginationNewestFirst) {
   do {
     q.page_token = next;
     auto page = store->ListCaptures(q, &next);
-    ASSERT_TRUE(page.ok()) << page.status();
+    ASSERT_OK(page);
     for (const auto& c : *page) seen.push_back(c.id);
   } while (!next.empty());
   EXPECT_EQ(seen, (std::vector<std::string>{"p6", "p5", "p4", "p3", "p2", "p1", "p0"}));
@@ -278,9 +309,9 @@ TEST_F(StoreTest, TimelinesRoundTrip) {
   auto store = Open();
   ingest::CaptureInput w = FromFile("tpu", podprof::testing::kTpuFixture, 1);
   const trace::HostCapture original = *w.hosts[0].capture;
-  ASSERT_TRUE(ingest::StoreCapture(*store, w).ok());
+  ASSERT_OK(ingest::StoreCapture(*store, w));
   auto blocks = store->Timelines("tpu");
-  ASSERT_TRUE(blocks.ok()) << blocks.status();
+  ASSERT_OK(blocks);
   ASSERT_EQ(blocks->size(), original.blocks.size());
   for (size_t i = 0; i < blocks->size(); ++i) {
     EXPECT_EQ((*blocks)[i].start_ps, original.blocks[i].start_ps);
@@ -306,7 +337,7 @@ TEST_F(StoreTest, HostClockTimesAreCorrectedWhenRead) {
   const trace::ClockCorrection c{3'500'000, 40'000, cap.blocks[0].base_ns + 5'000'000};
   ingest::PodAnalysis pod;
   auto analysed = ingest::AnalyseHost(*store, 0, cap, &pod);
-  ASSERT_TRUE(analysed.ok()) << analysed.status();
+  ASSERT_OK(analysed);
   ingest::SetHostClock(c, &*analysed);
   analysed->write.host = "h0";
   CaptureWrite header;
@@ -315,29 +346,25 @@ TEST_F(StoreTest, HostClockTimesAreCorrectedWhenRead) {
   header.end_ns = 2;
   std::vector<ingest::AnalysedHost> hosts;
   hosts.push_back(std::move(*analysed));
-  ASSERT_TRUE(ingest::WriteAnalysed(*store, header, std::move(hosts), &pod).ok());
+  ASSERT_OK(ingest::WriteAnalysed(*store, header, std::move(hosts), &pod));
 
   trace::HostCapture want = cap;
   trace::ApplyCorrection(c, &want);
   ASSERT_NE(want.blocks[0].start_ps.back(), cap.blocks[0].start_ps.back()) << "drift moved it";
   auto blocks = store->Timelines("hc");
-  ASSERT_TRUE(blocks.ok()) << blocks.status();
+  ASSERT_OK(blocks);
   ASSERT_EQ(blocks->size(), 1u);
   EXPECT_EQ((*blocks)[0].base_ns, want.blocks[0].base_ns);
   EXPECT_EQ((*blocks)[0].start_ps, want.blocks[0].start_ps);
   int hosts_seen = 0;
-  ASSERT_TRUE(store
-                  ->ForEachHost("hc",
-                                [&](StoredHost& h) {
-                                  ++hosts_seen;
-                                  EXPECT_TRUE(h.row.host_clock);
-                                  EXPECT_EQ(h.row.correction.drift_ppb, 40'000);
-                                  EXPECT_EQ(h.capture.blocks[0].start_ps, want.blocks[0].start_ps);
-                                  EXPECT_EQ(h.capture.counters.at(0).time_ns,
-                                            want.counters[0].time_ns);
-                                  return absl::OkStatus();
-                                })
-                  .ok());
+  ASSERT_OK(store->ForEachHost("hc", [&](StoredHost& h) {
+    ++hosts_seen;
+    EXPECT_TRUE(h.row.host_clock);
+    EXPECT_EQ(h.row.correction.drift_ppb, 40'000);
+    EXPECT_EQ(h.capture.blocks[0].start_ps, want.blocks[0].start_ps);
+    EXPECT_EQ(h.capture.counters.at(0).time_ns, want.counters[0].time_ns);
+    return absl::OkStatus();
+  }));
   EXPECT_EQ(hosts_seen, 1);
 }
 
@@ -376,9 +403,9 @@ ingest::CaptureInput TwoHosts(const std::string& id) {
 
 TEST_F(StoreTest, ChipVolumesCountEveryChipsEventsAndSamples) {
   auto store = Open();
-  ASSERT_TRUE(ingest::StoreCapture(*store, TwoHosts("two")).ok());
+  ASSERT_OK(ingest::StoreCapture(*store, TwoHosts("two")));
   auto volumes = store->ChipVolumes("two");
-  ASSERT_TRUE(volumes.ok()) << volumes.status();
+  ASSERT_OK(volumes);
   ASSERT_EQ(volumes->size(), 4u);
   for (const ChipVolume& v : *volumes) {
     const int h = v.host == "h1" ? 1 : 0;
@@ -395,7 +422,7 @@ TEST_F(StoreTest, ChipVolumesCountEveryChipsEventsAndSamples) {
 // where it asks for them.
 TEST_F(StoreTest, ForEachHostReadsOnlyTheLinesAndCounterSamplesSelected) {
   auto store = Open();
-  ASSERT_TRUE(ingest::StoreCapture(*store, TwoHosts("two")).ok());
+  ASSERT_OK(ingest::StoreCapture(*store, TwoHosts("two")));
   auto events = [&](const HostSelection& only, size_t* counters, size_t* samples) {
     size_t n = 0;
     *counters = *samples = 0;
@@ -428,33 +455,27 @@ TEST_F(StoreTest, ForEachHostReadsOnlyTheLinesAndCounterSamplesSelected) {
 
 TEST_F(StoreTest, ForEachHostReadsOnlyTheHostsAndChipsSelected) {
   auto store = Open();
-  ASSERT_TRUE(ingest::StoreCapture(*store, TwoHosts("two")).ok());
+  ASSERT_OK(ingest::StoreCapture(*store, TwoHosts("two")));
   HostSelection only;
   only.hosts = {"h1"};
   only.chip_ordinals = {1};
   std::vector<std::string> seen;
-  ASSERT_TRUE(store
-                  ->ForEachHost("two", only,
-                                [&](StoredHost& h) {
-                                  seen.push_back(h.row.host);
-                                  // Both chips listed, only chip 1's data read.
-                                  EXPECT_EQ(h.capture.host.chips.size(), 2u);
-                                  EXPECT_EQ(h.capture.EventCount(), 2u * 2 * 2 * 10);
-                                  for (const auto& b : h.capture.blocks) EXPECT_EQ(b.chip, 1);
-                                  EXPECT_EQ(h.capture.counters.size(), 1u);
-                                  EXPECT_EQ(h.capture.counters.at(0).chip, 1);
-                                  return absl::OkStatus();
-                                })
-                  .ok());
+  ASSERT_OK(store->ForEachHost("two", only, [&](StoredHost& h) {
+    seen.push_back(h.row.host);
+    // Both chips listed, only chip 1's data read.
+    EXPECT_EQ(h.capture.host.chips.size(), 2u);
+    EXPECT_EQ(h.capture.EventCount(), 2u * 2 * 2 * 10);
+    for (const auto& b : h.capture.blocks) EXPECT_EQ(b.chip, 1);
+    EXPECT_EQ(h.capture.counters.size(), 1u);
+    EXPECT_EQ(h.capture.counters.at(0).chip, 1);
+    return absl::OkStatus();
+  }));
   EXPECT_EQ(seen, (std::vector<std::string>{"h1"}));
   int all = 0;
-  ASSERT_TRUE(store
-                  ->ForEachHost("two",
-                                [&](StoredHost& h) {
-                                  all += static_cast<int>(h.capture.EventCount());
-                                  return absl::OkStatus();
-                                })
-                  .ok());
+  ASSERT_OK(store->ForEachHost("two", [&](StoredHost& h) {
+    all += static_cast<int>(h.capture.EventCount());
+    return absl::OkStatus();
+  }));
   EXPECT_EQ(all, 2 * (10 + 20 + 20 + 40));
 }
 
@@ -480,7 +501,7 @@ TEST_F(StoreTest, HostDataWrittenAheadIsInvisibleUntilTheCaptureCommits) {
   };
   ingest::PodAnalysis pod;
   auto analysed = ingest::AnalyseHost(*store, 0, *in.hosts[0].capture, &pod);
-  ASSERT_TRUE(analysed.ok()) << analysed.status();
+  ASSERT_OK(analysed);
   analysed->write.host = "h0";
   // No running capture of that id: the data has nowhere to go.
   absl::Status orphan = store->WriteHostData("early", &analysed->write);
@@ -492,35 +513,35 @@ TEST_F(StoreTest, HostDataWrittenAheadIsInvisibleUntilTheCaptureCommits) {
   header.id = "early";
   header.start_ns = 1'000'000;
   header.end_ns = 2'000'000;
-  ASSERT_TRUE(store->BeginCapture(header).ok());
-  ASSERT_TRUE(store->WriteHostData("early", &analysed->write).ok());
+  ASSERT_OK(store->BeginCapture(header));
+  ASSERT_OK(store->WriteHostData("early", &analysed->write));
   EXPECT_TRUE(analysed->write.timelines.empty()) << "moved to the store";
   EXPECT_EQ(analysed->write.chip_rows.size(), 1u);
   // Written, but the capture is still running: none of its hosts or timelines show.
   auto running = store->GetCapture("early");
-  ASSERT_TRUE(running.ok()) << running.status();
-  EXPECT_EQ(running->status, "running");
+  ASSERT_OK(running);
+  EXPECT_EQ(running->status, CaptureState::kRunning);
   EXPECT_TRUE(running->host_rows.empty());
-  ASSERT_TRUE(store->Timelines("early").ok());
+  ASSERT_OK(store->Timelines("early"));
   EXPECT_TRUE(store->Timelines("early")->empty());
   EXPECT_EQ(attributed(), 0) << "attributions written ahead are not shown yet";
 
   std::vector<ingest::AnalysedHost> hosts;
   hosts.push_back(std::move(*analysed));
-  ASSERT_TRUE(ingest::WriteAnalysed(*store, header, std::move(hosts), &pod).ok());
+  ASSERT_OK(ingest::WriteAnalysed(*store, header, std::move(hosts), &pod));
   auto done = store->GetCapture("early");
-  ASSERT_TRUE(done.ok()) << done.status();
-  EXPECT_EQ(done->status, "complete");
+  ASSERT_OK(done);
+  EXPECT_EQ(done->status, CaptureState::kComplete);
   EXPECT_EQ(done->host_rows.size(), 1u);
   EXPECT_EQ(done->events, 400);
   auto blocks = store->Timelines("early");
-  ASSERT_TRUE(blocks.ok()) << blocks.status();
+  ASSERT_OK(blocks);
   ASSERT_EQ(blocks->size(), 1u);
   EXPECT_EQ((*blocks)[0].size(), 400u);
   StatsQuery q;
   q.capture_id = "early";
   auto stats = store->KernelStats(q);
-  ASSERT_TRUE(stats.ok()) << stats.status();
+  ASSERT_OK(stats);
   EXPECT_EQ(stats->size(), 2u);
   EXPECT_GT(attributed(), 0);
 }
@@ -528,15 +549,14 @@ TEST_F(StoreTest, HostDataWrittenAheadIsInvisibleUntilTheCaptureCommits) {
 TEST_F(StoreTest, RetentionByAgeSizeAndTimelines) {
   auto store = Open();
   for (int i = 0; i < 6; ++i) {
-    ASSERT_TRUE(ingest::StoreCapture(
-                    *store, FromFile("r" + std::to_string(i), podprof::testing::kTpuFixture,
-                                     int64_t{i} * 1'000'000'000))
-                    .ok());
+    ASSERT_OK(ingest::StoreCapture(*store,
+                                   FromFile("r" + std::to_string(i), podprof::testing::kTpuFixture,
+                                            int64_t{i} * 1'000'000'000)));
   }
   RetentionPolicy timelines;
   timelines.keep_timelines_ns = 3'000'000'000;
   auto r1 = store->ApplyRetention(timelines, 6'000'000'000);
-  ASSERT_TRUE(r1.ok()) << r1.status();
+  ASSERT_OK(r1);
   EXPECT_TRUE(store->Timelines("r0")->empty());
   EXPECT_FALSE(store->Timelines("r5")->empty());
   StatsQuery q;
@@ -547,17 +567,17 @@ TEST_F(StoreTest, RetentionByAgeSizeAndTimelines) {
   age.max_age_ns = 4'500'000'000;
   age.batch = 1;
   auto r2 = store->ApplyRetention(age, 6'000'000'000);
-  ASSERT_TRUE(r2.ok());
+  ASSERT_OK(r2);
   EXPECT_EQ(r2->captures_deleted, 2);  // r0 and r1
   std::string next;
   EXPECT_EQ(store->ListCaptures({}, &next)->size(), 4u);
 
   auto used = store->UsedBytes();
-  ASSERT_TRUE(used.ok());
+  ASSERT_OK(used);
   RetentionPolicy size;
   size.max_bytes = *used * 3 / 4;
   auto r3 = store->ApplyRetention(size, 6'000'000'000);
-  ASSERT_TRUE(r3.ok()) << r3.status();
+  ASSERT_OK(r3);
   EXPECT_GE(r3->captures_deleted, 1);
   auto left = store->ListCaptures({}, &next);
   ASSERT_FALSE(left->empty());
@@ -569,23 +589,23 @@ TEST_F(StoreTest, RetentionByAgeSizeAndTimelines) {
 TEST_F(StoreTest, MigratesAnOlderSchemaAndRefusesANewerOne) {
   {
     auto c = Connection::Open(path_, true);
-    ASSERT_TRUE(c.ok());
-    ASSERT_TRUE(Migrate(**c, 1).ok());
-    ASSERT_TRUE((*c)->Exec("INSERT INTO captures (id, start_ns, end_ns, status, created_ns) "
-                           "VALUES ('old', 5, 6, 'complete', 7)")
-                    .ok());
+    ASSERT_OK(c);
+    ASSERT_OK(Migrate(**c, 1));
+    ASSERT_OK(
+        (*c)->Exec("INSERT INTO captures (id, start_ns, end_ns, status, created_ns) "
+                   "VALUES ('old', 5, 6, 'complete', 7)"));
   }
   {
     auto store = Open();
     std::string next;
     auto list = store->ListCaptures({}, &next);
-    ASSERT_TRUE(list.ok()) << list.status();
+    ASSERT_OK(list);
     ASSERT_EQ(list->size(), 1u);
-    EXPECT_EQ((*list)[0].source, "capture");  // the column version 2 added, defaulted
+    EXPECT_EQ((*list)[0].source, CaptureSource::kCapture);  // the column version 2 added, defaulted
   }
   {
     auto c = Connection::Open(path_, false);
-    ASSERT_TRUE((*c)->Exec("PRAGMA user_version = 99").ok());
+    ASSERT_OK((*c)->Exec("PRAGMA user_version = 99"));
   }
   auto newer = Store::Open(path_);
   ASSERT_FALSE(newer.ok());
@@ -596,7 +616,7 @@ TEST_F(StoreTest, MigratesAnOlderSchemaAndRefusesANewerOne) {
 TEST_F(StoreTest, FullDiskFailsTheWriteAndKeepsTheDatabaseServing) {
   {
     auto store = Open();
-    ASSERT_TRUE(ingest::StoreCapture(*store, Synthetic("small", 1, "f", 1, 10, 1000)).ok());
+    ASSERT_OK(ingest::StoreCapture(*store, Synthetic("small", 1, "f", 1, 10, 1000)));
   }
   StoreOptions tight;
   tight.max_page_count = 30;
@@ -608,7 +628,7 @@ TEST_F(StoreTest, FullDiskFailsTheWriteAndKeepsTheDatabaseServing) {
   EXPECT_TRUE(store->CheckIntegrity().ok());
   std::string next;
   auto list = store->ListCaptures({}, &next);
-  ASSERT_TRUE(list.ok());
+  ASSERT_OK(list);
   ASSERT_EQ(list->size(), 1u);  // nothing of "big" is visible
   EXPECT_EQ((*list)[0].id, "small");
   StatsQuery q;
@@ -636,9 +656,8 @@ TEST_F(StoreTest, ReadersSeeWholeCapturesDuringWrites) {
     }
   });
   for (int i = 0; i < 8; ++i) {
-    ASSERT_TRUE(ingest::StoreCapture(
-                    *store, FromFile("w" + std::to_string(i), podprof::testing::kTpuFixture, i))
-                    .ok());
+    ASSERT_OK(ingest::StoreCapture(
+        *store, FromFile("w" + std::to_string(i), podprof::testing::kTpuFixture, i)));
   }
   done = true;
   reader.join();
@@ -648,14 +667,14 @@ TEST_F(StoreTest, ReadersSeeWholeCapturesDuringWrites) {
 
 TEST_F(StoreTest, SketchFunctionsWorkInSql) {
   auto store = Open();
-  ASSERT_TRUE(ingest::StoreCapture(*store, FromFile("tpu", podprof::testing::kTpuFixture, 1)).ok());
+  ASSERT_OK(ingest::StoreCapture(*store, FromFile("tpu", podprof::testing::kTpuFixture, 1)));
   auto c = Connection::Open(path_, false);
-  ASSERT_TRUE(c.ok());
+  ASSERT_OK(c);
   auto st = Statement::Prepare(**c,
                                "SELECT dds_quantile(dds_merge(s.sketch), 0.5), SUM(s.count) FROM "
                                "kernel_stats s JOIN kernels k ON k.id = s.kernel_id WHERE "
                                "k.op_name = 'all-reduce'");
-  ASSERT_TRUE(st.ok()) << st.status();
+  ASSERT_OK(st);
   ASSERT_TRUE(*(*st)->Step());
   EXPECT_EQ((*st)->Int(1), 12);
   EXPECT_NEAR((*st)->Double(0), 121.69e9, 121.69e9 * 0.01);

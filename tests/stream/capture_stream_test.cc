@@ -13,6 +13,7 @@
 #include "stream/capture_decoder.h"
 #include "stream/capture_encoder.h"
 #include "tests/trace/test_util.h"
+#include "tests/util/status_matchers.h"
 #include "trace/columns.h"
 #include "trace/xspace_reader.h"
 
@@ -33,7 +34,8 @@ class Collect final : public ChunkSink {
 std::vector<std::string> RealStream(size_t* events) {
   auto capture =
       trace::ReadXSpaceFile(testing::FixturePath("tpu_v6e_4chip_host_offload.xplane.pb"));
-  EXPECT_TRUE(capture.ok()) << capture.status();
+  EXPECT_OK(capture);
+  if (!capture.ok()) return {};
   *events = capture->EventCount();
   v1::HostInfo host;
   host.set_host_name("h");
@@ -73,7 +75,7 @@ TEST(CaptureDecoderTest, ARealStreamAssemblesWhole) {
   for (const std::string& bytes : stream) {
     v1::CaptureChunk c;
     ASSERT_TRUE(c.ParseFromString(bytes));
-    ASSERT_TRUE(a.Add(c).ok());
+    ASSERT_OK(a.Add(c));
   }
   EXPECT_TRUE(a.done());
   EXPECT_EQ(a.events(), events);
@@ -114,7 +116,7 @@ TEST(CaptureDecoderTest, HostileChunksAreRejected) {
   }
   {
     CaptureDecoder a;
-    ASSERT_TRUE(a.Add(defs).ok());
+    ASSERT_OK(a.Add(defs));
     EXPECT_FALSE(a.Add(block(0, {0}, 0)).ok()) << "kernel id 0";
     EXPECT_FALSE(a.Add(block(0, {2}, 0)).ok()) << "an undefined kernel id";
     absl::Status s = a.Add(block(0, {1}, 3));
@@ -128,7 +130,7 @@ TEST(CaptureDecoderTest, HostileChunksAreRejected) {
     EXPECT_TRUE(absl::StrContains(s.message(), "1 timestamps but 0 values")) << s;
     v1::CaptureChunk trailer;
     trailer.mutable_trailer();
-    ASSERT_TRUE(a.Add(trailer).ok());
+    ASSERT_OK(a.Add(trailer));
     s = a.Add(defs);
     EXPECT_TRUE(absl::StrContains(s.message(), "after the trailer")) << s;
     ExpectConsistent(a);
@@ -222,7 +224,7 @@ TEST(CaptureEncoderTest, SplitsBlocksUnderTheLimitAndRoundTrips) {
   CollectSink sink;
   ChunkCounts counts;
   const size_t limit = 256 << 10;
-  ASSERT_TRUE(StreamCapture(c, host, {}, limit, &sink, &counts).ok());
+  ASSERT_OK(StreamCapture(c, host, {}, limit, &sink, &counts));
   EXPECT_EQ(counts.events, 100'000u);
   EXPECT_EQ(counts.kernels, 2u);
   ASSERT_TRUE(sink.chunks[0].has_host_info());
@@ -267,7 +269,7 @@ TEST(CaptureEncoderTest, KernelProfilingScopesAndPerfSeriesRoundTrip) {
   host.set_host_name("h");
   CollectSink sink;
   ChunkCounts counts;
-  ASSERT_TRUE(StreamCapture(c, host, {}, 64 << 10, &sink, &counts).ok());
+  ASSERT_OK(StreamCapture(c, host, {}, 64 << 10, &sink, &counts));
   CaptureDecoder d = Decode(sink.chunks);
   std::map<std::string, trace::LineKind> kinds;
   for (const trace::EventBlock& b : d.capture().blocks) kinds[b.line] = b.kind;
@@ -305,7 +307,7 @@ TEST(CaptureEncoderTest, ExtremeValuesStayWithinTheLimit) {
   CollectSink sink;
   ChunkCounts counts;
   const size_t limit = kMinChunkBytes;
-  ASSERT_TRUE(StreamCapture(c, {}, {}, limit, &sink, &counts).ok());
+  ASSERT_OK(StreamCapture(c, {}, {}, limit, &sink, &counts));
   for (const auto& ch : sink.chunks) ASSERT_LE(ch.ByteSizeLong(), limit);
   CaptureDecoder d = Decode(sink.chunks);
   EXPECT_EQ(d.events(), 50'000u);
@@ -333,7 +335,7 @@ TEST(CaptureEncoderTest, ALongSeriesAtTheDefaultLimitFits) {
   trace::HostCapture c = SeriesCapture(600'000);
   CollectSink sink;
   ChunkCounts counts;
-  ASSERT_TRUE(StreamCapture(c, {}, {}, limit, &sink, &counts).ok());
+  ASSERT_OK(StreamCapture(c, {}, {}, limit, &sink, &counts));
   EXPECT_LE(counts.largest_chunk, limit);
   EXPECT_EQ(counts.counter_samples, 600'000u);
   CaptureDecoder d = Decode(sink.chunks);
@@ -363,17 +365,17 @@ TEST(CaptureEncoderTest, SeriesChunksJustUnderAndOverTheLimit) {
   for (;; ++n) {
     CollectSink sink;
     ChunkCounts counts;
-    ASSERT_TRUE(StreamCapture(NoiseSeriesCapture(n + 1, 7), {}, {}, limit, &sink, &counts).ok());
+    ASSERT_OK(StreamCapture(NoiseSeriesCapture(n + 1, 7), {}, {}, limit, &sink, &counts));
     if (counts.chunks > 2) break;  // host chunk + one series chunk no longer holds n + 1
   }
   EXPECT_GT(n, limit / 20) << "a chunk holds most of what fits";
   CollectSink under, over;
   ChunkCounts counts;
-  ASSERT_TRUE(StreamCapture(NoiseSeriesCapture(n, 7), {}, {}, limit, &under, &counts).ok());
+  ASSERT_OK(StreamCapture(NoiseSeriesCapture(n, 7), {}, {}, limit, &under, &counts));
   ASSERT_EQ(under.chunks.size(), 2u);
   EXPECT_GT(under.chunks[1].ByteSizeLong(), limit * 9 / 10) << "noise does not compress";
   EXPECT_LE(under.chunks[1].ByteSizeLong(), limit);
-  ASSERT_TRUE(StreamCapture(NoiseSeriesCapture(n + 1, 7), {}, {}, limit, &over, &counts).ok());
+  ASSERT_OK(StreamCapture(NoiseSeriesCapture(n + 1, 7), {}, {}, limit, &over, &counts));
   ASSERT_EQ(over.chunks.size(), 3u);
   for (const auto& ch : over.chunks) EXPECT_LE(ch.ByteSizeLong(), limit);
   CaptureDecoder d = Decode(over.chunks);
@@ -389,13 +391,13 @@ TEST(CaptureEncoderTest, SeriesChunksJustUnderAndOverTheLimit) {
 TEST(CaptureDecoderTest, EncodedSeriesAreKeptAsTheyArrived) {
   CollectSink sink;
   ChunkCounts counts;
-  ASSERT_TRUE(StreamCapture(SeriesCapture(1000), {}, {}, 4 << 20, &sink, &counts).ok());
+  ASSERT_OK(StreamCapture(SeriesCapture(1000), {}, {}, 4 << 20, &sink, &counts));
   ASSERT_EQ(sink.chunks.size(), 2u);
   const std::string& blob = sink.chunks[1].counter_series().samples();
   EXPECT_LT(blob.size(), 1000u * 4) << "regular samples compress";
   {
     CaptureDecoder kept;
-    for (const v1::CaptureChunk& c : sink.chunks) ASSERT_TRUE(kept.Add(c).ok());
+    for (const v1::CaptureChunk& c : sink.chunks) ASSERT_OK(kept.Add(c));
     ASSERT_EQ(kept.capture().counters.size(), 1u);
     EXPECT_TRUE(kept.capture().counters[0].value.empty()) << "decoded when analysed, not before";
     EXPECT_EQ(kept.capture().counters[0].encoded, blob);
@@ -411,7 +413,7 @@ TEST(CaptureDecoderTest, EncodedSeriesAreKeptAsTheyArrived) {
   both.mutable_counter_series()->add_value(1);
   CaptureDecoder a;
   absl::Status s = a.Add(sink.chunks[0]);
-  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_OK(s);
   s = a.Add(both);
   EXPECT_TRUE(absl::StrContains(s.message(), "both encoded samples and timestamp/value")) << s;
   v1::CaptureChunk damaged = sink.chunks[1];
@@ -426,7 +428,7 @@ TEST(CaptureDecoderTest, EncodedSeriesAreKeptAsTheyArrived) {
   std::string& bytes = *flipped.mutable_counter_series()->mutable_samples();
   for (size_t i = bytes.size() / 3; i < bytes.size() - 8; i += 7) bytes[i] ^= 0x5a;
   CaptureDecoder b;
-  ASSERT_TRUE(b.Add(sink.chunks[0]).ok());
+  ASSERT_OK(b.Add(sink.chunks[0]));
   s = b.Add(flipped);
   if (s.ok()) {
     s = trace::DecodeEncodedSeries(&b.capture());
@@ -468,7 +470,7 @@ TEST(CaptureEncoderTest, KernelDefinitionsJustUnderAndOverTheLimit) {
   two.kernels[1].name = "second";
   CollectSink sink;
   ChunkCounts counts;
-  ASSERT_TRUE(StreamCapture(two, {}, {}, limit, &sink, &counts).ok());
+  ASSERT_OK(StreamCapture(two, {}, {}, limit, &sink, &counts));
   ASSERT_EQ(sink.chunks.size(), 3u);
   EXPECT_EQ(sink.chunks[2].kernel_defs().kernels(0).kernel_id(), 2u);
   for (const auto& ch : sink.chunks) EXPECT_LE(ch.ByteSizeLong(), limit);

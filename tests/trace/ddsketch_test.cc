@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/util/status_matchers.h"
 
 namespace podprof::trace {
 namespace {
@@ -90,7 +91,7 @@ TEST(DDSketchTest, SerializeRoundTripIsCompact) {
   std::string blob = sketch.Serialize();
   EXPECT_LT(blob.size(), 2048u);
   auto back = DDSketch::Deserialize(blob);
-  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_OK(back);
   EXPECT_EQ(*back, sketch);
   EXPECT_EQ(back->count(), sketch.count());
   EXPECT_EQ(back->Quantile(0.9), sketch.Quantile(0.9));
@@ -137,7 +138,7 @@ TEST(DDSketchTest, BinsAddedByIndexAreTheMergedSketch) {
     cnt.push_back(c);
   }
   absl::StatusOr<DDSketch> rebuilt = DDSketch::FromBins(a.zero_count() + b.zero_count(), idx, cnt);
-  ASSERT_TRUE(rebuilt.ok());
+  ASSERT_OK(rebuilt);
   EXPECT_EQ(*rebuilt, merged);
   for (double q : {0.0, 0.01, 0.5, 0.99, 1.0}) EXPECT_EQ(rebuilt->Quantile(q), merged.Quantile(q));
   EXPECT_FALSE(DDSketch::FromBins(0, {1, 2}, {1}).ok());

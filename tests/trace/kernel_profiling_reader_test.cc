@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "proto/xplane.pb.h"
+#include "tests/util/status_matchers.h"
 #include "trace/byte_source.h"
 #include "trace/perf_counters.h"
 #include "trace/xspace_reader.h"
@@ -185,7 +186,7 @@ bool HasWarning(const HostCapture& c, const std::string& part) {
 
 TEST(KernelProfilingReaderTest, SamplesBecomePerfSeriesOfTheirChip) {
   auto c = Read(KernelProfilingCapture());
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   ASSERT_EQ(c->host.chips.size(), 1u) << "SparseCore planes are no chips of their own";
   EXPECT_EQ(c->host.chips[0].generation, "v7x");
   EXPECT_EQ(c->host.chips[0].global_id, 12);
@@ -223,7 +224,7 @@ TEST(KernelProfilingReaderTest, SamplesBecomePerfSeriesOfTheirChip) {
 
 TEST(KernelProfilingReaderTest, ScalingShiftsValuesBack) {
   auto c = Read(KernelProfilingCapture(), /*scaling=*/3);
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   const CounterSeries* cycles = FindSeries(*c, "perf/die0_tc_cycles");
   ASSERT_NE(cycles, nullptr);
   EXPECT_EQ(cycles->value, (std::vector<double>{60000 * 8, 65000 * 8, 69536 * 8, 74536 * 8}));
@@ -234,7 +235,7 @@ TEST(KernelProfilingReaderTest, ScalingShiftsValuesBack) {
 
 TEST(KernelProfilingReaderTest, WarningsNameTheChip) {
   auto c = Read(KernelProfilingCapture());
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   const std::string all = absl::StrJoin(c->warnings, "\n");
   EXPECT_TRUE(HasWarning(*c, "chip 0: the profiler dropped 8 trace events (dropped_traces)"))
       << all;
@@ -250,7 +251,7 @@ TEST(KernelProfilingReaderTest, WarningsNameTheChip) {
 
 TEST(KernelProfilingReaderTest, KernelDetailLinesAndSparseCoreLinesAreScopes) {
   auto c = Read(KernelProfilingCapture());
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   std::map<std::string, const EventBlock*> blocks;
   for (const EventBlock& b : c->blocks) blocks[b.line] = &b;
   const std::set<std::string> scopes = {"Pallas Primitives",
@@ -293,7 +294,7 @@ TEST(KernelProfilingReaderTest, LineKindsByName) {
 // Read in pieces, as the agent streams it: the same series and blocks, each piece one chip's.
 TEST(KernelProfilingReaderTest, PiecesGiveTheSameSeries) {
   auto whole = Read(KernelProfilingCapture());
-  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_OK(whole);
   class Collect final : public PieceSink {
    public:
     absl::Status OnHost(const Host&) override { return absl::OkStatus(); }
@@ -308,7 +309,7 @@ TEST(KernelProfilingReaderTest, PiecesGiveTheSameSeries) {
   const std::string bytes = KernelProfilingCapture().SerializeAsString();
   MemorySource source(bytes);
   auto rest = ReadXSpaceInPieces(source, ReadOptions(), &sink);
-  ASSERT_TRUE(rest.ok()) << rest.status();
+  ASSERT_OK(rest);
   EXPECT_EQ(rest->warnings, whole->warnings);
   ASSERT_EQ(sink.counters.size(), whole->counters.size());
   for (size_t i = 0; i < sink.counters.size(); ++i) {
@@ -339,7 +340,7 @@ TEST(KernelProfilingReaderTest, GlobalChipIdFallbacks) {
   d.AddStat(d.plane()->mutable_stats(), "global_chip_id")->set_uint64_value(9);
   PlaneBuilder e(&space, "/device:TPU:3");
   auto c = Read(space);
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   ASSERT_EQ(c->host.chips.size(), 4u);
   EXPECT_EQ(c->host.chips[0].global_id, 7);
   EXPECT_EQ(c->host.chips[1].global_id, 9);
@@ -353,7 +354,7 @@ TEST(KernelProfilingReaderTest, UnknownGenerationKeepsIds) {
   PlaneBuilder tpu(&space, "/device:TPU:1");
   tpu.Sample(tpu.Line("k", 0), "C", kTcCycles, 0, 5);
   auto c = Read(space);
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   ASSERT_EQ(c->counters.size(), 1u);
   EXPECT_EQ(c->counters[0].name, absl::StrCat("perf/id_", kTcCycles));
   EXPECT_TRUE(HasWarning(*c, "chip 1: 1 performance counter ids not in any counter table"))
@@ -391,7 +392,7 @@ TEST(KernelProfilingReaderTest, PerKernelLinesAreOneExecutionsCounts) {
   // 10 us at 1.9 GHz is 19000 cycles: these fit, so they are taken as they are.
   auto c = Read(PerKernelCapture(
       {{{kPmCycles, 19000}, {kMxuBusy2, 10070}}, {{kPmCycles, 15000}, {kMxuBusy2, 3150}}}));
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   const CounterSeries* mxu = FindSeries(*c, "perf/die0_tc_mxu_busy_2");
   ASSERT_NE(mxu, nullptr);
   EXPECT_EQ(mxu->kind(), CounterKind::kCumulative);
@@ -413,7 +414,7 @@ TEST(KernelProfilingReaderTest, PerKernelRunningTotalsAreDifferenced) {
   auto c = Read(PerKernelCapture({{{kPmCycles, 19000}, {kMxuBusy2, 10000}},
                                   {{kPmCycles, 40000}, {kMxuBusy2, 14000}},
                                   {{kPmCycles, 30000}, {kMxuBusy2, 20000}}}));
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   const CounterSeries* mxu = FindSeries(*c, "perf/die0_tc_mxu_busy_2");
   ASSERT_NE(mxu, nullptr);
   EXPECT_EQ(mxu->value, (std::vector<double>{0, 4000, 4000, 10000}));
@@ -460,7 +461,7 @@ TEST(KernelProfilingReaderTest, IdsAndValuesFromEventOrMetadataWithClamps) {
   tpu.AddStat(neg->mutable_stats(), "performance_counter_id")->set_uint64_value(kMxuBusy2 + 8);
   tpu.AddStat(neg->mutable_stats(), "counter_value")->set_int64_value(-7);
   auto c = Read(space);
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   auto last = [&](const std::string& name) {
     const CounterSeries* s = FindSeries(*c, name);
     return s == nullptr || s->value.empty() ? -1.0 : s->value.back();
@@ -485,7 +486,7 @@ TEST(KernelProfilingReaderTest, PeriodicCountsPerSampleAreSummed) {
     tpu.Sample(line, "MXU_BUSY_2", kMxuBusy2, 0, 1000);
   }
   auto c = Read(space);
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   const CounterSeries* cycles = FindSeries(*c, "perf/die0_tc_cycles");
   ASSERT_NE(cycles, nullptr);
   EXPECT_EQ(cycles->value, (std::vector<double>{18000, 36100, 54300, 72600}));
@@ -504,7 +505,7 @@ TEST(KernelProfilingReaderTest, PallasAndLloOpsLinesHoldKernels) {
   tpu.Event(tpu.Line("LLO Ops", 0), "llo.fusion", 0, 1'000'000);
   tpu.Event(tpu.Line("Pallas Primitives", 0), "dot_general", 0, 1'000);
   auto c = Read(space);
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   std::map<std::string, LineKind> kinds;
   for (const EventBlock& b : c->blocks) kinds[b.line] = b.kind;
   EXPECT_EQ(kinds.at("PALLAS Kernels"), LineKind::kOps);

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/util/status_matchers.h"
 #include "trace/chip_catalog.h"
 #include "trace/model.h"
 
@@ -166,14 +167,14 @@ TEST(PerfCountersTest, ComponentIndicesAreRegisterOffsets) {
 TEST(PerfCountersTest, SamplingOptionsRoundTripInXProfsSpelling) {
   absl::StatusOr<SamplingOptions> o = ParseSamplingOptions(
       "interval_us:1 scaling:0 counter_size_bits:1 indices:10 indices:11 indices:56");
-  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_OK(o);
   EXPECT_EQ(o->interval_us, 1);
   EXPECT_EQ(o->counter_size_bits, 1);
   EXPECT_EQ(o->indices, (std::vector<int>{10, 11, 56}));
   EXPECT_EQ(FormatSamplingOptions(*o),
             "interval_us:1 scaling:0 counter_size_bits:1 indices:10 indices:11 indices:56");
   o = ParseSamplingOptions("is_external_trigger:true scaling:2 counter_size_bits:0 indices:3");
-  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_OK(o);
   EXPECT_EQ(FormatSamplingOptions(*o),
             "is_external_trigger:true scaling:2 counter_size_bits:0 indices:3");
   for (const char* bad :

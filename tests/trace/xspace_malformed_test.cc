@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "tests/trace/test_util.h"
+#include "tests/util/status_matchers.h"
 #include "trace/kernel_stats.h"
 #include "trace/xspace_reader.h"
 
@@ -177,7 +178,7 @@ TEST(XSpaceMalformedTest, EventWithUnknownMetadataIsKeptAndReported) {
   std::string line = LengthField(2, "XLA Ops") + LengthField(4, event);
   std::string plane = LengthField(2, "/device:TPU:0") + LengthField(3, line);
   auto r = ReadBytes(LengthField(1, plane));
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r);
   ASSERT_EQ(r->EventCount(), 1u);
   ASSERT_EQ(r->warnings.size(), 1u);
   EXPECT_TRUE(absl::StrContains(r->warnings[0], "missing metadata id 99"));
@@ -208,9 +209,9 @@ TEST(XSpaceLargeFileTest, ReadsPlanesPastTwoGiB) {
 
   auto big = ReadXSpaceFile(path);
   std::remove(path.c_str());
-  ASSERT_TRUE(big.ok()) << big.status();
+  ASSERT_OK(big);
   auto small = ReadXSpaceFile(FixturePath(kTpuFixture));
-  ASSERT_TRUE(small.ok());
+  ASSERT_OK(small);
   EXPECT_EQ(big->host.chips.size(), 4u);
   EXPECT_EQ(big->EventCount(), small->EventCount());
   std::vector<KernelStats> a = ComputeKernelStats(*big), b = ComputeKernelStats(*small);

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "proto/xplane.pb.h"
 #include "tests/trace/test_util.h"
+#include "tests/util/status_matchers.h"
 #include "trace/hash.h"
 #include "trace/kernel_stats.h"
 
@@ -85,7 +86,7 @@ class FixtureTest : public ::testing::TestWithParam<const char*> {};
 TEST_P(FixtureTest, PerChipPerKernelCountsAndTotalsMatchFullParse) {
   std::string path = FixturePath(GetParam());
   auto capture = ReadXSpaceFile(path);
-  ASSERT_TRUE(capture.ok()) << capture.status();
+  ASSERT_OK(capture);
   TotalsMap expected = TotalsFromFullParse(ReadTestFile(path));
   TotalsMap got = TotalsFromReader(*capture);
   ASSERT_FALSE(expected.empty());
@@ -107,7 +108,8 @@ TEST_P(FixtureTest, FileAndMemorySourcesAgree) {
   opts.host_name = HostNameFromPath(path);
   auto a = ReadXSpace(mem, opts);
   auto b = ReadXSpaceFile(path);
-  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_OK(a);
+  ASSERT_OK(b);
   EXPECT_EQ(a->host.name, b->host.name);
   EXPECT_EQ(a->EventCount(), b->EventCount());
   EXPECT_EQ(a->kernels.size(), b->kernels.size());
@@ -120,7 +122,7 @@ TEST_P(FixtureTest, FileAndMemorySourcesAgree) {
 TEST_P(FixtureTest, PiecesAddUpToTheWholeCapture) {
   const std::string path = FixturePath(GetParam());
   auto whole = ReadXSpaceFile(path);
-  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_OK(whole);
   class Collect final : public PieceSink {
    public:
     absl::Status OnHost(const Host& host) override {
@@ -149,11 +151,11 @@ TEST_P(FixtureTest, PiecesAddUpToTheWholeCapture) {
     std::vector<CounterSeries> counters;
   } sink;
   auto source = FileSource::Open(path);
-  ASSERT_TRUE(source.ok());
+  ASSERT_OK(source);
   ReadOptions opts;
   opts.host_name = HostNameFromPath(path);
   auto rest = ReadXSpaceInPieces(**source, opts, &sink);
-  ASSERT_TRUE(rest.ok()) << rest.status();
+  ASSERT_OK(rest);
   EXPECT_TRUE(rest->blocks.empty());
   EXPECT_TRUE(rest->counters.empty());
   EXPECT_EQ(sink.host_.name, whole->host.name);
@@ -186,7 +188,7 @@ INSTANTIATE_TEST_SUITE_P(RealCaptures, FixtureTest,
 
 TEST(XSpaceReaderTest, TpuHostChipsAndWindow) {
   auto c = ReadXSpaceFile(FixturePath(podprof::testing::kTpuFixture));
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->host.name, "tpu_v6e_4chip_host_offload");
   EXPECT_EQ(c->host.profile_start_ns, 1741722099081044120);
   EXPECT_EQ(c->host.profile_stop_ns, 1741722197726153802);
@@ -205,7 +207,7 @@ TEST(XSpaceReaderTest, TpuHostChipsAndWindow) {
 
 TEST(XSpaceReaderTest, TpuEventsAreAbsoluteAndInsideTheWindow) {
   auto c = ReadXSpaceFile(FixturePath(podprof::testing::kTpuFixture));
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   int op_blocks = 0;
   for (const EventBlock& b : c->blocks) {
     if (b.kind != LineKind::kOps) continue;
@@ -223,7 +225,7 @@ TEST(XSpaceReaderTest, TpuEventsAreAbsoluteAndInsideTheWindow) {
 
 TEST(XSpaceReaderTest, AllReducesCarryTheirCollectiveIds) {
   auto c = ReadXSpaceFile(FixturePath(podprof::testing::kTpuFixture));
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   std::map<int, std::set<uint64_t>> ids_by_chip;
   for (const EventBlock& b : c->blocks) {
     if (b.kind != LineKind::kOps) continue;
@@ -243,7 +245,7 @@ TEST(XSpaceReaderTest, AllReducesCarryTheirCollectiveIds) {
 
 TEST(XSpaceReaderTest, KernelsKnowTheirModuleAndCosts) {
   auto c = ReadXSpaceFile(FixturePath(podprof::testing::kTpuFixture));
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   bool found = false;
   for (const KernelDef& k : c->kernels) {
     if (k.name != "all-reduce") continue;
@@ -258,7 +260,7 @@ TEST(XSpaceReaderTest, KernelsKnowTheirModuleAndCosts) {
 
 TEST(XSpaceReaderTest, GpuHostHasEightChipsAndKernelCategories) {
   auto c = ReadXSpaceFile(FixturePath(podprof::testing::kGpuFixture));
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   EXPECT_EQ(c->host.name, "34.83.195.179:6003");  // XSpace.hostnames wins over the file name.
   ASSERT_EQ(c->host.chips.size(), 8u);
   std::set<std::string> categories;
@@ -361,7 +363,7 @@ TEST(XSpaceReaderTest, RefValuesCompressedStringsCountersAndFieldOrder) {
 
   MemorySource src_bytes(bytes);
   auto c = ReadXSpace(src_bytes);
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c);
   ASSERT_EQ(c->host.chips.size(), 1u);
   EXPECT_EQ(c->host.chips[0].ordinal, 2);
   const EventBlock* op_block = nullptr;

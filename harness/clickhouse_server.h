@@ -5,8 +5,8 @@
 // (password "w-secret") and `reader` (password "r-secret", read-only: profile readonly = 2).
 // Servers given each other's ports know each other as the shards of cluster `podprof_fleet`.
 // Free of gtest, for bench_fleet too: failures are Status.
-#ifndef PODPROF_TESTS_UTIL_CLICKHOUSE_SERVER_H_
-#define PODPROF_TESTS_UTIL_CLICKHOUSE_SERVER_H_
+#ifndef PODPROF_HARNESS_CLICKHOUSE_SERVER_H_
+#define PODPROF_HARNESS_CLICKHOUSE_SERVER_H_
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -162,4 +162,4 @@ inline ClickHouseServer::Ports FreePorts() { return {FreePort(), FreePort()}; }
 
 }  // namespace podprof::testing
 
-#endif  // PODPROF_TESTS_UTIL_CLICKHOUSE_SERVER_H_
+#endif  // PODPROF_HARNESS_CLICKHOUSE_SERVER_H_

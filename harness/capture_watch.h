@@ -1,8 +1,8 @@
 // Start a pod-wide capture through the aggregator and watch it to the end, with a deadline:
 // what the integration tests, the soak test and the benchmarks that drive a real aggregator
 // all do. A capture that never finishes ends the watch with an error instead of hanging.
-#ifndef PODPROF_TESTS_UTIL_CAPTURE_WATCH_H_
-#define PODPROF_TESTS_UTIL_CAPTURE_WATCH_H_
+#ifndef PODPROF_HARNESS_CAPTURE_WATCH_H_
+#define PODPROF_HARNESS_CAPTURE_WATCH_H_
 
 #include <grpcpp/grpcpp.h>
 
@@ -84,4 +84,4 @@ inline absl::StatusOr<WatchedCapture> StartAndWatchCapture(v1::Aggregator::StubI
 
 }  // namespace podprof::testing
 
-#endif  // PODPROF_TESTS_UTIL_CAPTURE_WATCH_H_
+#endif  // PODPROF_HARNESS_CAPTURE_WATCH_H_
