@@ -262,6 +262,10 @@ TEST_F(PodTest, MetricsAndTheApiDuringAndAfterACapture) {
   EXPECT_EQ(points[0]["regression"], false);  // the oldest point has nothing before it
   EXPECT_EQ(HttpGet(agg + "/api/v1/captures/" + id + "/stragglers", P("s.json")).status, 200);
   EXPECT_EQ(HttpGet(agg + "/api/v1/captures/no-such/kernels", P("n.json")).status, 404);
+  // A state that does not exist is named, with the ones that do (it once answered no rows).
+  auto [s_bad, bad] = HttpGet(agg + "/api/v1/captures?status=done", P("b.json"));
+  EXPECT_EQ(s_bad, 400);
+  EXPECT_TRUE(absl::StrContains(bad, "unknown state \\\"done\\\" (use running, complete")) << bad;
 
   // A misspelt field is named, not read as left out (a capture of 0 ms).
   const testing::CurlResult misspelt = testing::Curl(
