@@ -36,10 +36,8 @@ class PeriodicThread {
   // Cuts the current sleep short, waits for a running task to return, and joins the thread.
   // Idempotent; not to be called from the task itself.
   void Stop();
-  // For a task that loops inside: whether Stop() was asked for.
+  // Whether Stop() was asked for.
   bool stopping() const { return stop_.HasBeenNotified(); }
-  // For a task's own waits, so that Stop() cuts them short too.
-  absl::Notification* stop_notification() { return &stop_; }
 
  private:
   absl::Notification stop_;

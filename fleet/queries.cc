@@ -10,7 +10,6 @@
 #include "common/status_macros.h"
 #include "insight/change.h"
 #include "nlohmann/json.hpp"
-#include "storage/store.h"
 
 namespace podprof::fleet {
 namespace {
