@@ -278,6 +278,10 @@ def record(out, procs):
                                    proxy.url)
         podprof("import", FIXTURES / TPU_FIXTURE, "--label", "job=train", "--label", "team=x",
                 "--label", NOTE, "--aggregator", a.address)
+        # Pod a's upgrade done before pod b's aggregator starts: two aggregators upgrading one
+        # server at once may both see the old stragglers_all and both drop it (harmless, since
+        # both statements are IF [NOT] EXISTS, but the recording below counts each once).
+        wait_drained(a)
         # Pod b: the test captures, labelled otherwise.
         b = start_fleet_aggregator(procs, out / "pod-b", "aggregator-b",
                                    out / "pod-b" / "podprof.db", "pod-b", proxy.url)
@@ -285,7 +289,6 @@ def record(out, procs):
                 b.address)
         podprof("import", FIXTURES / GPU_FIXTURE, "--label", "job=train", "--aggregator",
                 b.address)
-        wait_drained(a)
         wait_drained(b)
         # A restart backfills pod a again: the "asked before sent" SELECTs now find every
         # capture, and only the kernels (a ReplacingMergeTree, repeats by design) are sent.
