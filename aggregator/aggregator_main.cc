@@ -261,7 +261,8 @@ int AggregatorMain(int argc, char** argv) {
   AccessControl access;
   access.agents = {config->allowed_agents, "tls.allowed_agents"};
   access.operators = {config->allowed_operators, "tls.allowed_operators"};
-  AggregatorService service(store->get(), &registry, &orchestrator, &clock, limits, access);
+  Queries queries(**store, registry);
+  AggregatorService service(&queries, &registry, &orchestrator, &clock, limits, access);
   security::RouteGrpcLogs(&service.refusals());
   // A fleet store that cannot be used is reported and left: the pod is served regardless.
   absl::StatusOr<std::unique_ptr<fleet::Replicator>> fleet = StartFleet(*config, **store, clock);
@@ -269,7 +270,7 @@ int AggregatorMain(int argc, char** argv) {
     PODPROF_LOG(ERROR) << "fleet: " << fleet.status().message()
                        << "; captures are stored here only";
   } else if (*fleet != nullptr) {
-    service.SetFleet(fleet->get());
+    queries.SetFleet(fleet->get());
   }
   auto prober = std::make_unique<Prober>(registry, clock);
   metrics::Registry metrics;
@@ -278,8 +279,8 @@ int AggregatorMain(int argc, char** argv) {
   AddAggregatorMetrics(metrics, sources, clock);
   std::unique_ptr<http::Server> web =
       ServeHttp(*config,
-                {store->get(), &registry, &metrics, &clock, &orchestrator, &service,
-                 config->http.perfetto_ui, HttpWritesRefused(*config)},
+                {&queries, &metrics, &clock, &orchestrator, &service, config->http.perfetto_ui,
+                 HttpWritesRefused(*config)},
                 clock);
   int port = 0;
   std::unique_ptr<grpc::Server> server =

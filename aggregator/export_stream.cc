@@ -12,8 +12,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "aggregator/api_rows.h"
 #include "aggregator/service.h"
-#include "aggregator/service_internal.h"
 #include "common/clock.h"
 #include "common/logging.h"
 #include "common/status_macros.h"

@@ -11,14 +11,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "aggregator/api_rows.h"
 #include "aggregator/http_params.h"
-#include "aggregator/service_internal.h"
 #include "common/status_macros.h"
 #include "http/json_body.h"
 #include "insight/evidence.h"
 #include "nlohmann/json.hpp"
 #include "report/capture_json.h"
 #include "report/format.h"
+#include "report/history.h"
 #include "report/kernel_rows.h"
 #include "report/states.h"
 #include "web/pages.h"
@@ -61,14 +62,6 @@ Response Rows(const Request& req, const char* key, const Json& rows,
   return Response::Text(200, std::move(out), "text/csv; charset=utf-8");
 }
 
-// A capture as `podprof captures --format json` writes it (report/capture_json.h): the same
-// keys, labels as an object.
-Json CaptureJson(const storage::CaptureRow& c) {
-  podprof::v1::CaptureSummary summary;
-  FillSummary(c, &summary);
-  return Json(report::CaptureJson(summary));
-}
-
 }  // namespace
 
 // Whether ?format asks for CSV; InvalidArgument for anything but json (the default) and csv.
@@ -95,156 +88,167 @@ absl::StatusOr<int64_t> IntParam(const Request& req, const char* name, int64_t f
 
 namespace {
 
-Response Captures(const HttpApiSources& src, const Request& req) {
-  storage::CaptureQuery q;
+// The answer of a query as a response: the rendering of its typed result, or the error.
+template <typename T, typename Render>
+Response Answer(const absl::StatusOr<T>& answer, Render render) {
+  if (!answer.ok()) return Response::Error(answer.status());
+  return render(*answer);
+}
+
+Response CsvText(std::string text) {
+  return Response::Text(200, std::move(text), "text/csv; charset=utf-8");
+}
+
+// ?status=, ?label=k=v, ?limit=, ?page_token=: as `podprof captures` asks.
+absl::StatusOr<podprof::v1::ListCapturesRequest> CapturesRequest(const Request& req) {
+  podprof::v1::ListCapturesRequest r;
   if (const std::string status = Param(req, "status"); !status.empty()) {
-    q.status = storage::CaptureStateNamed(status);
-    if (!q.status) {
+    const std::optional<storage::CaptureState> state = storage::CaptureStateNamed(status);
+    if (!state) {
       std::vector<std::string> names;
       for (storage::CaptureState k : storage::kCaptureStates) {
         names.push_back(storage::CaptureStateName(k));
       }
-      return Response::Error(absl::InvalidArgumentError(absl::StrCat(
-          "status: unknown state \"", status, "\" (use ", absl::StrJoin(names, ", "), ")")));
+      return absl::InvalidArgumentError(absl::StrCat("status: unknown state \"", status, "\" (use ",
+                                                     absl::StrJoin(names, ", "), ")"));
     }
+    r.set_status(StatusEnum(*state));
   }
-  absl::StatusOr<int64_t> limit = IntParam(req, "limit", 100);
-  if (!limit.ok()) return Response::Error(limit.status());
-  q.limit = static_cast<int>(std::min<int64_t>(*limit, 1 << 20));
-  const std::string label = Param(req, "label");
-  if (!label.empty()) {
+  ASSIGN_OR_RETURN(const int64_t limit, IntParam(req, "limit", 0));
+  r.set_limit(static_cast<uint32_t>(std::min<int64_t>(limit, kMaxCaptureLimit)));
+  r.set_page_token(Param(req, "page_token"));
+  if (const std::string label = Param(req, "label"); !label.empty()) {
     std::pair<std::string, std::string> kv = absl::StrSplit(label, absl::MaxSplits('=', 1));
-    q.labels[kv.first] = kv.second;
+    (*r.mutable_label_selector())[kv.first] = kv.second;
   }
-  std::string next;
-  absl::StatusOr<std::vector<storage::CaptureRow>> rows = src.store->ListCaptures(q, &next);
-  if (!rows.ok()) return Response::Error(rows.status());
-  Json out = Json::array();
-  for (const auto& c : *rows) out.push_back(CaptureJson(c));
-  return Rows(req, "captures", out);
+  return r;
+}
+
+Response Captures(const HttpApiSources& src, const Request& req) {
+  absl::StatusOr<podprof::v1::ListCapturesRequest> r = CapturesRequest(req);
+  if (!r.ok()) return Response::Error(r.status());
+  return Answer(src.queries->ListCaptures(*r), [&](const podprof::v1::ListCapturesResponse& a) {
+    Json out = Json::array();
+    for (const auto& c : a.captures()) out.push_back(Json(report::CaptureJson(c)));
+    Json extra = Json::object();
+    if (!a.next_page_token().empty()) extra["next_page_token"] = a.next_page_token();
+    return Rows(req, "captures", out, extra);
+  });
+}
+
+// The hosts of a capture with their clock corrections.
+Json HostsDetail(const podprof::v1::CaptureSummary& c) {
+  Json hosts = Json::array();
+  for (const podprof::v1::HostCaptureResult& h : c.hosts()) {
+    hosts.push_back({{"host", h.host_name()},
+                     {"status", report::CaptureStatusName(h.status())},
+                     {"error", h.error_message()},
+                     {"clock_offset_ns", h.clock_offset_ns()},
+                     {"clock_uncertainty_ns", h.clock_uncertainty_ns()},
+                     {"clock_drift_ppb", h.clock_drift_ppb()},
+                     {"events", h.event_count()}});
+  }
+  return hosts;
 }
 
 Response Capture(const HttpApiSources& src, const Request& req) {
-  absl::StatusOr<storage::CaptureRow> c = src.store->GetCapture(req.params.at("id"));
-  if (!c.ok()) return Response::Error(c.status());
-  Json hosts = Json::array();
-  for (const auto& h : c->host_rows) {
-    hosts.push_back({{"host", h.host},
-                     {"status", storage::HostOutcomeName(h.status)},
-                     {"error", h.error},
-                     {"clock_offset_ns", h.clock_offset_ns},
-                     {"clock_uncertainty_ns", h.clock_uncertainty_ns},
-                     {"clock_drift_ppb", h.correction.drift_ppb},
-                     {"events", h.events}});
-  }
-  if (Param(req, "format") == "csv") return Rows(req, "hosts", hosts);
-  Json j = CaptureJson(*c);
-  j["hosts_detail"] = hosts;
-  return Response::Text(200, j.dump(1) + "\n", "application/json");
+  return Answer(src.queries->Capture(req.params.at("id")),
+                [&](const podprof::v1::CaptureSummary& c) {
+                  if (Param(req, "format") == "csv") return Rows(req, "hosts", HostsDetail(c));
+                  Json j = Json(report::CaptureJson(c));
+                  j["hosts_detail"] = HostsDetail(c);
+                  return Response::Text(200, j.dump(1) + "\n", "application/json");
+                });
+}
+
+absl::StatusOr<podprof::v1::KernelGrouping> GroupingParam(const Request& req) {
+  const std::string by = Param(req, "by", "kernel");
+  if (by == "kernel") return podprof::v1::KERNEL_GROUPING_KERNEL;
+  if (by == "chip") return podprof::v1::KERNEL_GROUPING_CHIP;
+  if (by == "host") return podprof::v1::KERNEL_GROUPING_HOST;
+  if (by == "category") return podprof::v1::KERNEL_GROUPING_CATEGORY;
+  return absl::InvalidArgumentError(
+      absl::StrCat("by='", by, "': use kernel, chip, host or category"));
 }
 
 // The CLI's kernel rows (report/kernel_rows.h), JSON or CSV, as `podprof stats` writes them.
 Response Kernels(const HttpApiSources& src, const Request& req) {
-  storage::StatsQuery q;
-  q.capture_id = req.params.at("id");
-  const std::string by = Param(req, "by", "kernel");
-  if (by == "chip") {
-    q.group_by = storage::Grouping::kChip;
-  } else if (by == "host") {
-    q.group_by = storage::Grouping::kHost;
-  } else if (by == "category") {
-    q.group_by = storage::Grouping::kCategory;
-  } else if (by != "kernel") {
-    return Response::Error(absl::InvalidArgumentError(
-        absl::StrCat("by='", by, "': use kernel, chip, host or category")));
-  }
+  podprof::v1::GetKernelStatsRequest r;
+  r.set_capture_id(req.params.at("id"));
+  absl::StatusOr<podprof::v1::KernelGrouping> by = GroupingParam(req);
+  if (!by.ok()) return Response::Error(by.status());
+  r.set_group_by(*by);
   absl::StatusOr<bool> csv = WantsCsv(req);
   if (!csv.ok()) return Response::Error(csv.status());
-  q.op_regex = Param(req, "kernel");
+  r.mutable_filter()->set_op_regex(Param(req, "kernel"));
   absl::StatusOr<int64_t> top = IntParam(req, "top", 0);
   if (!top.ok()) return Response::Error(top.status());
-  q.top = static_cast<int>(std::min<int64_t>(*top, 1 << 20));
-  absl::StatusOr<std::vector<storage::StatRow>> rows = src.store->KernelStats(q);
-  if (!rows.ok()) return Response::Error(rows.status());
-  absl::StatusOr<std::vector<podprof::v1::KernelStats>> judged = JudgedStats(
-      *src.store, q.capture_id, q.group_by == storage::Grouping::kChip, *rows, rows->size());
-  if (!judged.ok()) return Response::Error(judged.status());
-  report::KernelRows out;
-  for (auto& k : *judged) *out.Add() = std::move(k);
-  if (*csv) {
-    std::ostringstream text;
-    report::WriteKernelRowsCsv(q.capture_id, out, text);
-    return Response::Text(200, text.str(), "text/csv; charset=utf-8");
-  }
-  const nlohmann::json j = {{"capture", q.capture_id}, {"rows", report::KernelRowsJson(out)}};
-  return Response::Text(200, j.dump(1) + "\n", "application/json");
+  r.set_top_n(static_cast<uint32_t>(std::min<int64_t>(*top, 1 << 20)));
+  return Answer(src.queries->KernelStats(r), [&](const podprof::v1::GetKernelStatsResponse& a) {
+    if (*csv) {
+      std::ostringstream text;
+      report::WriteKernelRowsCsv(a.capture_id(), a.stats(), text);
+      return CsvText(text.str());
+    }
+    const nlohmann::json j = {{"capture", a.capture_id()},
+                              {"rows", report::KernelRowsJson(a.stats())}};
+    return Response::Text(200, j.dump(1) + "\n", "application/json");
+  });
 }
 
 Response Stragglers(const HttpApiSources& src, const Request& req) {
-  absl::StatusOr<storage::StragglerReport> r = src.store->Stragglers(req.params.at("id"));
-  if (!r.ok()) return Response::Error(r.status());
-  const insight::StragglerVerdict verdict = insight::JudgeStragglers(r->chips);
-  Json out = Json::array();
-  for (size_t i = 0; i < r->chips.size(); ++i) {
-    const auto& s = r->chips[i];
-    out.push_back({{"host", s.host},
-                   {"chip", s.chip_ordinal},
-                   {"times_last", s.times_last},
-                   {"instances", s.instances},
-                   {"expected_last", s.expected_last},
-                   {"p_value", verdict.p_values[i]},
-                   {"significant", verdict.significant[i]},
-                   {"caused_ps", s.caused_ps},
-                   {"lateness_ps", s.lateness_ps}});
-  }
-  return Rows(req, "stragglers", out,
-              {{"verdict", verdict.text},
-               {"straggler_named", verdict.named},
-               {"left_out", r->left_out},
-               {"left_out_example", r->left_out_example}});
+  podprof::v1::GetStragglersRequest r;
+  r.set_capture_id(req.params.at("id"));
+  return Answer(src.queries->Stragglers(r), [&](const podprof::v1::GetStragglersResponse& a) {
+    Json out = Json::array();
+    for (const podprof::v1::StragglerChip& c : a.chips()) {
+      out.push_back({{"host", c.host_name()},
+                     {"chip", c.chip_ordinal()},
+                     {"times_last", c.times_last()},
+                     {"instances", c.instances()},
+                     {"expected_last", c.expected_last()},
+                     {"p_value", c.p_value()},
+                     {"significant", c.significant()},
+                     {"caused_ps", c.caused_wait_ps()},
+                     {"lateness_ps", c.lateness_ps()}});
+    }
+    return Rows(req, "stragglers", out,
+                {{"verdict", a.verdict()},
+                 {"straggler_named", a.straggler_named()},
+                 {"left_out", a.left_out()},
+                 {"left_out_example", a.left_out_example()}});
+  });
 }
 
+// GET /api/v1/kernels/{name}/history?module=&since=: `podprof history` of that exact name.
 Response History(const HttpApiSources& src, const Request& req) {
-  storage::HistoryQuery q;
-  q.op_regex = "^" + RegexEscape(req.params.at("name")) + "$";
-  q.module = Param(req, "module");
-  const std::string since = Param(req, "since");
-  if (!since.empty()) {
+  podprof::v1::KernelHistoryRequest r;
+  r.mutable_filter()->set_op_regex("^" + RegexEscape(req.params.at("name")) + "$");
+  r.mutable_filter()->set_module(Param(req, "module"));
+  if (const std::string since = Param(req, "since"); !since.empty()) {
     absl::StatusOr<int64_t> ago = ParseDurationNs(since);
-    if (!ago.ok())
+    if (!ago.ok()) {
       return Response::Error(
           absl::InvalidArgumentError(absl::StrCat("since: ", ago.status().message())));
-    q.since_ns = src.clock->NowNs() - *ago;
-  }
-  absl::StatusOr<std::vector<storage::HistorySeries>> series = src.store->KernelHistory(q);
-  if (!series.ok()) return Response::Error(series.status());
-  Json out = Json::array();
-  for (const auto& s : *series) {
-    google::protobuf::RepeatedPtrField<podprof::v1::KernelHistoryPoint> points;
-    FillHistoryPoints(s.points, 0, &points);
-    for (const podprof::v1::KernelHistoryPoint& p : points) {
-      out.push_back(
-          // The columns of `podprof history --format csv`.
-          {{"kernel", s.op_name},
-           {"module", s.module},
-           {"capture", p.capture_id()},
-           {"start_ns", p.capture_start_ns()},
-           {"count", p.count()},
-           {"mean_ps", std::llround(p.mean_ps())},
-           {"p50_ps", p.p50_ps()},
-           {"p90_ps", p.p90_ps()},
-           {"p99_ps", p.p99_ps()},
-           {"total_ps", p.total_ps()},
-           {"achieved_tflops", p.achieved_tflops()},
-           {"regression", p.regression()}});
     }
+    r.set_since_ns(src.clock->NowNs() - *ago);
   }
-  return Rows(req, "points", out);
+  absl::StatusOr<bool> csv = WantsCsv(req);
+  if (!csv.ok()) return Response::Error(csv.status());
+  return Answer(src.queries->KernelHistory(r), [&](const podprof::v1::KernelHistoryResponse& a) {
+    if (*csv) {
+      std::ostringstream text;
+      report::WriteHistoryCsv(a, text);
+      return CsvText(text.str());
+    }
+    return Rows(req, "points", report::HistoryRowsJson(a));
+  });
 }
 
 Response Agents(const HttpApiSources& src, const Request& req) {
   Json out = Json::array();
-  for (const auto& a : src.agents->List({})) {
+  const podprof::v1::ListAgentsResponse agents = src.queries->Agents({});
+  for (const auto& a : agents.agents()) {
     out.push_back({{"host", a.host().host_name()},
                    {"address", a.host().agent_address()},
                    {"state", report::AgentStateName(a.state())},
@@ -320,7 +324,9 @@ Response CancelCapture(const HttpApiSources& src, const Request& req) {
   absl::StatusOr<podprof::v1::CaptureStatus> s = src.orchestrator->Cancel(req.params.at("id"));
   if (!s.ok()) return Response::Error(s.status());
   return Response::Text(
-      200, Json{{"capture", req.params.at("id")}, {"status", StatusName(*s)}}.dump() + "\n",
+      200,
+      Json{{"capture", req.params.at("id")}, {"status", report::CaptureStatusName(*s)}}.dump() +
+          "\n",
       "application/json");
 }
 
@@ -329,14 +335,14 @@ Response CancelCapture(const HttpApiSources& src, const Request& req) {
 std::string ProgressEvent(const podprof::v1::CaptureProgress& p) {
   Json j = {{"capture", p.capture_id()},
             {"time_ns", p.time_ns()},
-            {"status", StatusName(p.status())},
+            {"status", report::CaptureStatusName(p.status())},
             {"percent", p.percent_complete()},
             {"detail", p.detail()},
             {"done", p.done()}};
   if (p.has_host()) {
     const podprof::v1::HostCaptureResult& h = p.host();
     j["host"] = {{"host", h.host_name()},
-                 {"status", StatusName(h.status())},
+                 {"status", report::CaptureStatusName(h.status())},
                  {"error", h.error_message()},
                  {"events", h.event_count()},
                  {"bytes", h.bytes_received()},
@@ -350,7 +356,7 @@ std::string ProgressEvent(const podprof::v1::CaptureProgress& p) {
 // start, as `podprof capture` shows it; a capture already over gives its one `done` event.
 Response Events(const HttpApiSources& src, const Request& req) {
   const std::string id = req.params.at("id");
-  absl::StatusOr<storage::CaptureRow> stored = src.store->GetCapture(id);
+  absl::StatusOr<storage::CaptureRow> stored = src.queries->StoredCapture(id);
   if (!stored.ok()) return Response::Error(stored.status());
   Response res;
   res.content_type = "text/event-stream";
@@ -359,7 +365,7 @@ Response Events(const HttpApiSources& src, const Request& req) {
         id, [&w](const podprof::v1::CaptureProgress& p) { return w.Write(ProgressEvent(p)); },
         [&w] { return w.stopping(); });
     if (absl::IsNotFound(s)) {  // over before this process started, or long ago
-      absl::StatusOr<storage::CaptureRow> c = src.store->GetCapture(id);
+      absl::StatusOr<storage::CaptureRow> c = src.queries->StoredCapture(id);
       if (!c.ok()) return;
       podprof::v1::CaptureProgress last;
       last.set_capture_id(id);

@@ -9,23 +9,22 @@
 #include <string>
 
 #include "aggregator/orchestrator.h"
-#include "aggregator/registry.h"
+#include "aggregator/queries.h"
 #include "aggregator/service.h"
 #include "common/clock.h"
 #include "http/server.h"
 #include "metrics/registry.h"
-#include "storage/store.h"
 
 namespace podprof::aggregator {
 
 struct HttpApiSources {
-  storage::Store* store = nullptr;
-  Registry* agents = nullptr;
+  // Every read the routes answer: the same layer, and so the same answers, as gRPC's.
+  Queries* queries = nullptr;
   metrics::Registry* metrics = nullptr;
   Clock* clock = nullptr;
   // Starting and cancelling captures, held to the same operator role as gRPC's.
   Orchestrator* orchestrator = nullptr;
-  // Its query RPCs answer the kernel and diff pages, as they answer the CLI.
+  // Who may start and cancel captures: the roles gRPC checks.
   AggregatorService* service = nullptr;
   // Where "Open in Perfetto" posts traces ([http] perfetto_ui).
   std::string perfetto_ui = "https://ui.perfetto.dev";

@@ -21,7 +21,6 @@
 #include "common/checked.h"
 #include "common/pattern.h"
 #include "nlohmann/json.hpp"
-#include "proto/grpc_status.h"
 #include "report/diff.h"
 #include "report/kernel_rows.h"
 
@@ -51,7 +50,7 @@ storage::HostSelection HostsParam(const Request& req) {
 // same reading of the hosts (a page's first view needs both). The whole capture comes from its
 // kept overview (overviews.h); other windows are read from the store.
 Response Timeline(const HttpApiSources& src, Overviews& overviews, const Request& req) {
-  absl::StatusOr<storage::CaptureRow> row = src.store->GetCapture(req.params.at("id"));
+  absl::StatusOr<storage::CaptureRow> row = src.queries->StoredCapture(req.params.at("id"));
   if (!row.ok()) return Response::Error(row.status());
   const int64_t length = std::max<int64_t>(1, row->end_ns - row->start_ns);
   absl::StatusOr<int64_t> from = IntParam(req, "from_ns", 0);
@@ -102,7 +101,8 @@ Response Timeline(const HttpApiSources& src, Overviews& overviews, const Request
   w.to_ns = *to_ns;
   w.width_px = static_cast<int>(*width);
   w.counters = counters;
-  absl::StatusOr<Overview> view = ReadView(*src.store, *row, std::move(w), HostsParam(req), waits);
+  absl::StatusOr<Overview> view =
+      ReadView(src.queries->store(), *row, std::move(w), HostsParam(req), waits);
   if (!view.ok()) return Response::Error(view.status());
   if (waits) fields["waits"] = view->waits;
   return Response::Text(200, view->view.Finish(std::move(fields)) + "\n", "application/json");
@@ -111,7 +111,7 @@ Response Timeline(const HttpApiSources& src, Overviews& overviews, const Request
 // The waits heatmap alone: the kept overview's when it has one, else from one reading of the
 // hosts asked for.
 Response Waits(const HttpApiSources& src, Overviews& overviews, const Request& req) {
-  absl::StatusOr<storage::CaptureRow> row = src.store->GetCapture(req.params.at("id"));
+  absl::StatusOr<storage::CaptureRow> row = src.queries->StoredCapture(req.params.at("id"));
   if (!row.ok()) return Response::Error(row.status());
   Json j;
   if (Param(req, "hosts").empty() && row->status != storage::CaptureState::kRunning) {
@@ -123,7 +123,8 @@ Response Waits(const HttpApiSources& src, Overviews& overviews, const Request& r
     w.from_ns = row->start_ns;
     w.to_ns = std::max(row->end_ns, row->start_ns + 1);
     w.width_px = 1;
-    absl::StatusOr<Overview> read = ReadView(*src.store, *row, std::move(w), HostsParam(req), true);
+    absl::StatusOr<Overview> read =
+        ReadView(src.queries->store(), *row, std::move(w), HostsParam(req), true);
     if (!read.ok()) return Response::Error(read.status());
     j = std::move(read->waits);
   }
@@ -140,13 +141,11 @@ Response Kernel(const HttpApiSources& src, const Request& req) {
   r.set_op_name(req.params.at("name"));
   r.set_module(Param(req, "module"));
   r.set_capture_id(Param(req, "capture"));
-  podprof::v1::DescribeKernelResponse out;
-  grpc::ServerContext context;
-  absl::Status s = FromGrpc(src.service->DescribeKernel(&context, &r, &out));
-  if (!s.ok()) return Response::Error(s);
-  if (!*csv) return JsonResponse(report::KernelJson(out));
+  absl::StatusOr<podprof::v1::DescribeKernelResponse> out = src.queries->DescribeKernel(r);
+  if (!out.ok()) return Response::Error(out.status());
+  if (!*csv) return JsonResponse(report::KernelJson(*out));
   std::ostringstream text;
-  report::WriteKernelProfileCsv(out, text);
+  report::WriteKernelProfileCsv(*out, text);
   return Response::Text(200, text.str(), "text/csv; charset=utf-8");
 }
 
@@ -168,13 +167,11 @@ Response Diff(const HttpApiSources& src, const Request& req) {
   r.set_regression_threshold(t);
   absl::StatusOr<bool> csv = WantsCsv(req);
   if (!csv.ok()) return Response::Error(csv.status());
-  podprof::v1::CompareCapturesResponse out;
-  grpc::ServerContext context;
-  absl::Status s = FromGrpc(src.service->CompareCaptures(&context, &r, &out));
-  if (!s.ok()) return Response::Error(s);
-  if (!*csv) return JsonResponse(report::DiffJson(r, out));
+  absl::StatusOr<podprof::v1::CompareCapturesResponse> out = src.queries->Compare(r);
+  if (!out.ok()) return Response::Error(out.status());
+  if (!*csv) return JsonResponse(report::DiffJson(r, *out));
   std::ostringstream text;
-  report::WriteDiffCsv(out, text);
+  report::WriteDiffCsv(*out, text);
   return Response::Text(200, text.str(), "text/csv; charset=utf-8");
 }
 
@@ -237,7 +234,7 @@ Response Export(const HttpApiSources& src, const Request& req) {
   if (absl::Status s = CheckUserPattern("kernel", r.kernel_regex()); !s.ok()) {
     return Response::Error(s);
   }
-  absl::StatusOr<ExportPlan> planned = PlanExport(*src.store, r);
+  absl::StatusOr<ExportPlan> planned = PlanExport(src.queries->store(), r);
   if (!planned.ok()) return Response::Error(planned.status());
   auto plan = std::make_shared<ExportPlan>(*std::move(planned));
   Response res;
@@ -270,7 +267,8 @@ Response Export(const HttpApiSources& src, const Request& req) {
       };
     }
     sink.cancelled = [&w] { return w.stopping(); };
-    if (!WriteExport(*src.store, *plan, sink).ok()) return;  // no closing chunk: cut short
+    if (!WriteExport(src.queries->store(), *plan, sink).ok())
+      return;  // no closing chunk: cut short
     end_member();
     if (tar) ok = ok && WriteChunk(w, std::string(1024, '\0'));
     if (ok) w.Write("0\r\n\r\n");
@@ -281,7 +279,7 @@ Response Export(const HttpApiSources& src, const Request& req) {
 }  // namespace
 
 void AddViewRoutes(const HttpApiSources& src, http::Router& r) {
-  auto overviews = std::make_shared<Overviews>(src.store, *src.clock);
+  auto overviews = std::make_shared<Overviews>(&src.queries->store(), *src.clock);
   r.Add("GET", "/api/v1/captures/{id}/timeline",
         [src, overviews](const Request& q) { return Timeline(src, *overviews, q); });
   r.Add("GET", "/api/v1/captures/{id}/waits",

@@ -1,6 +1,7 @@
 // podprof.v1.Aggregator: the agent registry; pod captures (started, watched and cancelled
-// through the Orchestrator); and over the store capture listing, kernel statistics, history,
-// comparison, import of existing captures and exports. Handlers are thin adapters over those.
+// through the Orchestrator); the reads of the query layer (queries.h: captures, kernel
+// statistics, history, comparison, stragglers, agents); imports (importer.h) and exports.
+// Handlers check the caller and convert; the work is the layers'.
 #ifndef PODPROF_AGGREGATOR_SERVICE_H_
 #define PODPROF_AGGREGATOR_SERVICE_H_
 
@@ -9,10 +10,11 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "aggregator/importer.h"
 #include "aggregator/orchestrator.h"
+#include "aggregator/queries.h"
 #include "aggregator/registry.h"
 #include "common/clock.h"
-#include "fleet/replicator.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
 #include "security/refusal_log.h"
 #include "security/tls.h"
@@ -20,26 +22,19 @@
 
 namespace podprof::aggregator {
 
-struct ImportLimits {
-  // Largest single file accepted, bytes.
-  int64_t max_file_bytes = int64_t{8} << 30;
-  // Where uploads are spooled while they arrive (bounded memory); empty = $TMPDIR or /tmp.
-  std::string spool_dir;
-};
-
 // Who may do what, beyond passing the TLS handshake.
 struct AccessControl {
   security::RoleAcl agents;     // Register, Heartbeat
   security::RoleAcl operators;  // StartCapture, CancelCapture, ImportXSpace
 };
 
-// Thread-safe (the store is). `store` and `clock` must outlive the service.
+// Thread-safe (the layers are). Everything passed in must outlive the service.
 class AggregatorService final : public podprof::v1::Aggregator::Service {
  public:
-  // `registry` must outlive the service too.
-  AggregatorService(storage::Store* store, Registry* registry, Orchestrator* orchestrator,
-                    Clock* clock, ImportLimits limits, AccessControl access = {})
-      : store_(store),
+  AggregatorService(Queries* queries, Registry* registry, Orchestrator* orchestrator, Clock* clock,
+                    ImportLimits limits, AccessControl access = {})
+      : queries_(queries),
+        store_(&queries->store()),
         registry_(registry),
         orchestrator_(orchestrator),
         clock_(clock),
@@ -60,10 +55,6 @@ class AggregatorService final : public podprof::v1::Aggregator::Service {
     absl::MutexLock lock(&access_mu_);
     access_ = std::move(fresh);
   }
-
-  // Replication to the fleet store, reported by ListAgents; none when never set. Set before
-  // serving; `replicator` must outlive the service.
-  void SetFleet(fleet::Replicator* replicator) { fleet_ = replicator; }
 
   grpc::Status StartCapture(grpc::ServerContext* context,
                             const podprof::v1::StartCaptureRequest* request,
@@ -109,12 +100,12 @@ class AggregatorService final : public podprof::v1::Aggregator::Service {
                             podprof::v1::ImportXSpaceResponse* response) override;
 
  private:
+  Queries* const queries_;
   storage::Store* const store_;
   Registry* const registry_;
   Orchestrator* const orchestrator_;
   Clock* const clock_;
   const ImportLimits limits_;
-  fleet::Replicator* fleet_ = nullptr;
   // Who may do what now: a call checks the lists it started with.
   std::shared_ptr<const AccessControl> Access() const {
     absl::MutexLock lock(&access_mu_);
@@ -126,9 +117,6 @@ class AggregatorService final : public podprof::v1::Aggregator::Service {
   // `denied` as the caller gets it, and logged with the caller's address (rate-limited).
   grpc::Status Refuse(const grpc::ServerContext& context, const absl::Status& denied);
 };
-
-// A stored row as the API's KernelStats (rates against the row's mean chip peaks).
-podprof::v1::KernelStats ToProto(const storage::StatRow& row);
 
 }  // namespace podprof::aggregator
 

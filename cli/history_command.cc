@@ -9,7 +9,7 @@
 #include "cli/exit_codes.h"
 #include "common/pattern.h"
 #include "common/status_macros.h"
-#include "nlohmann/json.hpp"
+#include "report/history.h"
 
 namespace podprof::cli {
 namespace {
@@ -54,10 +54,6 @@ std::unique_ptr<Command> AddHistoryCommand(CLI::App& app, CliContext& context) {
       context);
 }
 
-const char* const kHistoryCsvHeader =
-    "kernel,module,capture,start_ns,count,mean_ps,p50_ps,p90_ps,p99_ps,total_ps,achieved_tflops,"
-    "regression";
-
 absl::Status RunHistory(AggregatorClient& client, const HistoryOptions& options,
                         std::ostream& out) {
   RETURN_IF_ERROR(CheckUserPattern("kernel", options.kernel_regex));
@@ -85,59 +81,15 @@ absl::Status RunHistory(AggregatorClient& client, const HistoryOptions& options,
   return FlushOutput(out);
 }
 
-namespace {
-
-// The MXU's busy share in a capture, from its sampled performance counters; null without them.
-const double* MxuOf(const v1::KernelHistoryPoint& p) {
-  if (!p.has_kernel_profile()) return nullptr;
-  auto it = p.kernel_profile().units().find("mxu");
-  return it == p.kernel_profile().units().end() ? nullptr : &it->second;
-}
-
-}  // namespace
-
 void WriteKernelHistory(const v1::KernelHistoryResponse& response, OutputFormat format,
                         std::ostream& out) {
   switch (format) {
     case OutputFormat::kCsv:
-      out << kHistoryCsvHeader << "\n";
-      for (const v1::KernelHistorySeries& series : response.series()) {
-        for (const v1::KernelHistoryPoint& p : series.points()) {
-          out << CsvField(series.kernel().op_name()) << ',' << CsvField(series.kernel().module())
-              << ',' << CsvField(p.capture_id()) << ',' << p.capture_start_ns() << ',' << p.count()
-              << ',' << std::llround(p.mean_ps()) << ',' << p.p50_ps() << ',' << p.p90_ps() << ','
-              << p.p99_ps() << ',' << p.total_ps() << ',' << CsvDouble(p.achieved_tflops()) << ','
-              << (p.regression() ? "true" : "false") << "\n";
-        }
-      }
+      WriteHistoryCsv(response, out);
       break;
-    case OutputFormat::kJson: {
-      nlohmann::json j = nlohmann::json::array();
-      for (const v1::KernelHistorySeries& series : response.series()) {
-        nlohmann::json points = nlohmann::json::array();
-        for (const v1::KernelHistoryPoint& p : series.points()) {
-          points.push_back({{"capture", p.capture_id()},
-                            {"start_ns", p.capture_start_ns()},
-                            {"count", p.count()},
-                            {"mean_ps", p.mean_ps()},
-                            {"p50_ps", p.p50_ps()},
-                            {"p90_ps", p.p90_ps()},
-                            {"p99_ps", p.p99_ps()},
-                            {"total_ps", p.total_ps()},
-                            {"chip_count", p.chip_count()},
-                            {"achieved_tflops", p.achieved_tflops()},
-                            {"regression", p.regression()}});
-          if (const double* mxu = MxuOf(p)) points.back()["mxu"] = *mxu;
-        }
-        j.push_back({{"kernel", series.kernel().op_name()},
-                     {"module", series.kernel().module()},
-                     {"category", series.kernel().category()},
-                     {"kernel_id", series.kernel().kernel_id()},
-                     {"points", std::move(points)}});
-      }
-      WriteJson(j, out);
+    case OutputFormat::kJson:
+      WriteJson(HistoryJson(response), out);
       break;
-    }
     case OutputFormat::kTable: {
       if (response.series().empty()) out << "no matching kernels in the selected captures\n";
       bool first = true;

@@ -34,9 +34,6 @@ std::unique_ptr<Command> AddHistoryCommand(CLI::App& app, CliContext& context);
 // Unavailable when `out` fails.
 absl::Status RunHistory(AggregatorClient& client, const HistoryOptions& options, std::ostream& out);
 
-// The CSV header `history --format csv` writes.
-extern const char* const kHistoryCsvHeader;
-
 // Writes `response` in `format`: the table has one block per kernel, csv one row per point.
 void WriteKernelHistory(const v1::KernelHistoryResponse& response, OutputFormat format,
                         std::ostream& out);

@@ -6,6 +6,7 @@
 
 #include "report/diff.h"
 #include "report/format.h"
+#include "report/history.h"
 #include "report/kernel_rows.h"
 #include "report/proto_json.h"
 

@@ -2,7 +2,7 @@
 // the web page draws them without judging anything itself.
 #include <vector>
 
-#include "aggregator/service_internal.h"
+#include "aggregator/api_rows.h"
 #include "gtest/gtest.h"
 
 namespace podprof::aggregator {

@@ -1,7 +1,7 @@
-// Helpers AggregatorService's source files share (and only they include): conversions between
-// stored rows and the API.
-#ifndef PODPROF_AGGREGATOR_SERVICE_INTERNAL_H_
-#define PODPROF_AGGREGATOR_SERVICE_INTERNAL_H_
+// Stored rows as the API's messages and the API's enums as the store's, one conversion of each:
+// the query layer (queries.h) answers with them, exports and the HTTP routes read them.
+#ifndef PODPROF_AGGREGATOR_API_ROWS_H_
+#define PODPROF_AGGREGATOR_API_ROWS_H_
 
 #include <optional>
 #include <string>
@@ -18,14 +18,14 @@ namespace podprof::aggregator {
 podprof::v1::CaptureStatus StatusEnum(storage::CaptureState s);
 podprof::v1::CaptureStatus StatusEnum(storage::HostOutcome o);
 std::optional<storage::CaptureState> StateOf(podprof::v1::CaptureStatus s);
-// The state's name ("complete"); empty for CAPTURE_STATUS_UNSPECIFIED.
-std::string StatusName(podprof::v1::CaptureStatus s);
 // `text` with the regex metacharacters escaped (an exact-name match as a regex).
 std::string RegexEscape(const std::string& text);
 // The points of `points` from `first` on, each with its regression flag judged against the
 // point before it (the one before `first` included).
 void FillHistoryPoints(const std::vector<storage::HistoryPoint>& points, size_t first,
                        google::protobuf::RepeatedPtrField<podprof::v1::KernelHistoryPoint>* out);
+// A stored row as the API's KernelStats (rates against the row's mean chip peaks).
+podprof::v1::KernelStats ToProto(const storage::StatRow& row);
 void FillKernelDef(const storage::KernelKey& k, podprof::v1::KernelDef* d);
 void FillSummary(const storage::CaptureRow& r, podprof::v1::CaptureSummary* s);
 absl::StatusOr<storage::Order> OrderOf(podprof::v1::KernelOrder o);
@@ -43,4 +43,4 @@ absl::StatusOr<std::vector<podprof::v1::KernelStats>> JudgedStats(
 
 }  // namespace podprof::aggregator
 
-#endif  // PODPROF_AGGREGATOR_SERVICE_INTERNAL_H_
+#endif  // PODPROF_AGGREGATOR_API_ROWS_H_
