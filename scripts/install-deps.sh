@@ -17,8 +17,9 @@ case "${1:-}" in
   *) echo "usage: install-deps.sh [--demo]" >&2; exit 2 ;;
 esac
 
-# What the build needs (CMake finds the test and benchmark libraries too, and web/ runs npm
-# once for uPlot), and so the demo.
+# What the build needs (CMake finds the test and benchmark libraries too, and web/ runs `npm ci`
+# at configure time for web/package-lock.json: uPlot, and the browser tests' playwright-core and
+# web/check.sh's prettier and eslint), and so the demo.
 packages=(
   # Toolchain and build.
   build-essential cmake ninja-build ccache pkg-config
@@ -34,7 +35,8 @@ packages=(
   libre2-dev
   # Test and benchmark libraries (CMake requires them).
   libgtest-dev libgmock-dev libbenchmark-dev
-  # The web pages: Node.js runs npm (uPlot, bundled at build time; web/package-lock.json).
+  # The web pages: Node.js runs npm (web/package-lock.json: uPlot, bundled at build time, and
+  # the web tests' tools).
   nodejs
 )
 # What only the tests need.
