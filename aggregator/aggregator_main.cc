@@ -218,6 +218,9 @@ class Prober {
 
 }  // namespace
 
+// The daemon: its parts made in the order they depend on each other, served, and stopped in
+// reverse. Long: one object per line, each owning a part the next ones borrow, so that their
+// lifetimes are the scope's; split, the borrowing would cross functions.
 int AggregatorMain(int argc, char** argv) {
   TuneHeapForIngest();
   AggregatorFlags flags;

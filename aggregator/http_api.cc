@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "aggregator/api_rows.h"
 #include "aggregator/http_params.h"
+#include "common/pattern.h"
 #include "common/status_macros.h"
 #include "http/json_body.h"
 #include "insight/evidence.h"
@@ -181,6 +182,10 @@ Response Kernels(const HttpApiSources& src, const Request& req) {
   absl::StatusOr<bool> csv = WantsCsv(req);
   if (!csv.ok()) return Response::Error(csv.status());
   r.mutable_filter()->set_op_regex(Param(req, "kernel"));
+  // Named as this API names it; the query layer would name its gRPC field.
+  if (absl::Status s = CheckUserPattern("kernel", r.filter().op_regex()); !s.ok()) {
+    return Response::Error(s);
+  }
   absl::StatusOr<int64_t> top = IntParam(req, "top", 0);
   if (!top.ok()) return Response::Error(top.status());
   r.set_top_n(static_cast<uint32_t>(std::min<int64_t>(*top, 1 << 20)));

@@ -98,11 +98,18 @@ std::string RefuseOverPeak(Verdict* v, const KernelFacts& f) {
   return note;
 }
 
-// Decide's rules, on facts already cleared of impossible waits.
-Verdict DecideFrom(const KernelFacts& f) {
-  Verdict v;
+// What the rules read besides the verdict's own figures.
+struct Measured {
+  double mean_ps = 0, roofline_s = 0, worst_stall = 0;
+};
+
+// The verdict's figures from the facts: rates, fractions of peak and of the roofline, waits,
+// stalls.
+Measured Measure(const KernelFacts& f, Verdict* out) {
+  Verdict& v = *out;
+  Measured m;
   const double seconds = static_cast<double>(f.total_ps) * 1e-12;
-  const double mean_ps = f.count > 0 ? static_cast<double>(f.total_ps) / f.count : 0;
+  m.mean_ps = f.count > 0 ? static_cast<double>(f.total_ps) / f.count : 0;
   const double flops = static_cast<double>(f.flops) * f.count;
   const double bytes = static_cast<double>(f.bytes_accessed) * f.count;
   if (f.bytes_accessed > 0) v.intensity = static_cast<double>(f.flops) / f.bytes_accessed;
@@ -113,23 +120,30 @@ Verdict DecideFrom(const KernelFacts& f) {
   }
   if (f.peak_tflops > 0) v.compute_fraction = v.achieved_tflops / f.peak_tflops;
   if (f.peak_hbm_gbps > 0) v.bandwidth_fraction = v.achieved_gbps / f.peak_hbm_gbps;
-  double roofline_s = 0;
   if (f.peak_tflops > 0 && f.peak_hbm_gbps > 0) {
-    roofline_s = std::max(flops / (f.peak_tflops * 1e12), bytes / (f.peak_hbm_gbps * 1e9));
+    m.roofline_s = std::max(flops / (f.peak_tflops * 1e12), bytes / (f.peak_hbm_gbps * 1e9));
   }
-  if (seconds > 0) v.roofline_fraction = roofline_s / seconds;
+  if (seconds > 0) v.roofline_fraction = m.roofline_s / seconds;
   if (f.total_ps > 0) v.wait_fraction = static_cast<double>(f.wait_ps) / f.total_ps;
   v.has_counters = !f.gauges.empty() || !f.totals.empty();
-  double worst_stall = 0;
   for (const auto& [name, mean] : f.gauges) {
     if (!absl::StartsWith(name, "stall")) continue;
     v.stall_fraction += mean;
-    if (mean > worst_stall) {
-      worst_stall = mean;
+    if (mean > m.worst_stall) {
+      m.worst_stall = mean;
       v.dominant_stall = name;
     }
   }
+  return m;
+}
 
+// Decide's rules, on facts already cleared of impossible waits: the first that applies names
+// the kernel's bound. Long: it is the list of rules in the order they are tried, which split
+// across functions could no longer be read top to bottom.
+Verdict DecideFrom(const KernelFacts& f) {
+  Verdict v;
+  const Measured m = Measure(f, &v);
+  const double mean_ps = m.mean_ps, roofline_s = m.roofline_s, worst_stall = m.worst_stall;
   const bool collective = f.collective || IsCollectiveCategory(f.category);
   if (collective) {
     if (v.wait_fraction >= kWaitShare) {

@@ -7,10 +7,15 @@ Usage:
       whose body spans more than N lines (the opening `{` line to the closing `}` line, both
       counted);
   scripts/long-functions.py --max-file-lines M DIR...
-      prints `path: L lines` for every file longer than M lines.
+      prints `path: L lines` for every file longer than M lines;
+  scripts/long-functions.py --unexplained N DIR...
+      prints, as the first form does, only the functions longer than N lines that no comment
+      explains, and exits 1 when there is one. A function is explained by the comment right
+      above its signature when a line of it says why it is long: it holds the word "long"
+      (`// Long: one pass over the rows keeps ...`, `// One long switch: ...`).
 
-Both walk each DIR for .cc and .h files, skipping any `build*` directory, and only report: the
-exit status is 0 whatever they find.
+The first two walk each DIR for .cc and .h files, skipping any `build*` directory, and only
+report: their exit status is 0 whatever they find.
 
 This is brace matching on the source text, not a C++ parser: it is good enough for
 clang-formatted code (Google style, `{` at the end of the line that opens a body). Each file is
@@ -255,6 +260,41 @@ def report_functions(limit, roots, out):
                 out.write(f"{path}:{opened}: {length} lines: {raw[opened - 1].strip()[:90]}\n")
 
 
+_SAYS_LONG = re.compile(r"\blong\b", re.IGNORECASE)
+
+
+def explained(raw, opened):
+    """Whether the comment above the function whose body opens on line `opened` (1-based) of
+    `raw` (the file's lines) says why it is long. The signature is the run of code lines up to
+    the body's `{`; the comment, the `//` lines right above it."""
+    k = opened - 2  # the line above the `{` line, 0-based
+    while k >= 0:
+        line = raw[k].strip()
+        if not line or line.startswith("//") or line.endswith((";", "}", "{")) or \
+                line.startswith("#"):
+            break
+        k -= 1
+    while k >= 0 and raw[k].strip().startswith("//"):
+        if _SAYS_LONG.search(raw[k]):
+            return True
+        k -= 1
+    return False
+
+
+def report_unexplained(limit, roots, out):
+    """Writes the long functions no comment explains; returns how many there are."""
+    found = 0
+    for path in source_files(roots):
+        text = read(path)
+        raw = text.split("\n")
+        for opened, closed in find_functions(text):
+            length = closed - opened + 1
+            if length > limit and not explained(raw, opened):
+                found += 1
+                out.write(f"{path}:{opened}: {length} lines: {raw[opened - 1].strip()[:90]}\n")
+    return found
+
+
 def report_files(limit, roots, out):
     for path in source_files(roots):
         count = read(path).count("\n")
@@ -264,15 +304,25 @@ def report_files(limit, roots, out):
 
 def main(argv):
     parser = argparse.ArgumentParser(
-        usage="%(prog)s N DIR...\n       %(prog)s --max-file-lines M DIR...",
+        usage="%(prog)s N DIR...\n       %(prog)s --max-file-lines M DIR...\n"
+        "       %(prog)s --unexplained N DIR...",
         description="Lists functions longer than N lines, or files longer than M lines.")
     parser.add_argument("--max-file-lines", type=int, metavar="M",
                         help="list the files over M lines instead of the long functions")
+    parser.add_argument("--unexplained", type=int, metavar="N",
+                        help="list the functions over N lines that no comment explains, and "
+                        "exit 1 when there are any")
     parser.add_argument("args", nargs="+", metavar="ARG", help="N (without the option), then DIRs")
     opts = parser.parse_args(argv)
     if opts.max_file_lines is not None:
         report_files(opts.max_file_lines, opts.args, sys.stdout)
         return 0
+    if opts.unexplained is not None:
+        found = report_unexplained(opts.unexplained, opts.args, sys.stdout)
+        if found:
+            sys.stderr.write(f"long-functions.py: {found} function(s) over {opts.unexplained} "
+                             "lines with no comment above saying why they are long\n")
+        return 1 if found else 0
     if len(opts.args) < 2 or not opts.args[0].isdigit():
         parser.error("expected N DIR...")
     report_functions(int(opts.args[0]), opts.args[1:], sys.stdout)

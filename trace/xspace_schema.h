@@ -102,6 +102,9 @@ inline constexpr absl::string_view kLloInstructionsLine = "LLO Instructions";
 inline constexpr absl::string_view kInstructionsLineSuffix = " Instructions";
 // Waits of the TensorCore on sync flags (DMA completions, other cores): `SyncWait` events.
 inline constexpr absl::string_view kSyncFlagLine = "Tensor Core Sync Flag";
+// The event on kSyncFlagLine whose time is the TensorCore's sync wait (what kernel profiling
+// reports as the kernel's sync_wait).
+inline constexpr absl::string_view kSyncWaitEvent = "SyncWait";
 // A chip's SparseCore planes: "/device:TPU:0 SparseCore 1", or with a word before the number
 // ("/device:TPU:0 SparseCore Vector 1").
 inline constexpr absl::string_view kSparseCorePlaneInfix = " SparseCore ";

@@ -215,5 +215,51 @@ class CommandLineTest(unittest.TestCase):
         self.assertEqual(self.run_script("--max-file-lines", "9", "lib"), "")
 
 
+class ExplainedTest(unittest.TestCase):
+    """--unexplained: a long function passes only with a comment above saying why it is long."""
+
+    def long_function(self, comment):
+        body = "".join(f"  x += {i};\n" for i in range(6))
+        return textwrap.dedent(comment) + "int Sum(int a,\n        int b) {\n  int x = 0;\n" + \
+            body + "  return x;\n}\n"
+
+    def unexplained(self, source):
+        text = source
+        raw = text.split("\n")
+        return [o for o, c in lf.find_functions(text)
+                if c - o + 1 > 3 and not lf.explained(raw, o)]
+
+    def test_a_comment_saying_why_it_is_long_explains_it(self):
+        self.assertEqual(self.unexplained(self.long_function("""\
+            // Sums the rows.
+            // Long: one pass keeps each row in cache; split, it reads them twice.
+            """)), [])
+
+    def test_a_comment_that_does_not_say_why_does_not(self):
+        self.assertEqual(self.unexplained(self.long_function("// Sums the rows.\n")), [3])
+        self.assertEqual(self.unexplained(self.long_function("")), [2])
+        # "long" in a word of its own only: `int64_t` or "longest" say nothing of why.
+        self.assertEqual(self.unexplained(self.long_function("// The longest rows first.\n")),
+                         [3])
+
+    def test_a_comment_above_the_previous_function_does_not_count(self):
+        source = "// Long: on purpose.\nint One() { return 1; }\n" + self.long_function("")
+        self.assertEqual(self.unexplained(source), [4])
+
+    def test_the_command_exits_1_while_one_is_unexplained(self):
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "a.cc"), "w") as f:
+                f.write(self.long_function("// Sums.\n"))
+            r = subprocess.run([sys.executable, SCRIPT, "--unexplained", "3", d],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("a.cc:3: 10 lines: int b) {", r.stdout)
+            with open(os.path.join(d, "a.cc"), "w") as f:
+                f.write(self.long_function("// Long: a table.\n"))
+            r = subprocess.run([sys.executable, SCRIPT, "--unexplained", "3", d],
+                               capture_output=True, text=True)
+            self.assertEqual((r.returncode, r.stdout), (0, ""))
+
+
 if __name__ == "__main__":
     unittest.main()
