@@ -1,23 +1,20 @@
-// The capture writer: kernel ids resolved, then a capture's rows inserted in one transaction.
-#include <algorithm>
-#include <tuple>
+#include "storage/capture_writer.h"
 
-#include "absl/container/flat_hash_map.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "common/status_macros.h"
-#include "storage/store.h"
+#include "storage/kernel_rows.h"
 #include "storage/store_internal.h"
 #include "trace/kernel_stats.h"
 
 namespace podprof::storage {
 namespace {
 
+using internal::BindKernelIdentity;
+using internal::KernelIdentityKey;
 using internal::LabelsJson;
-using internal::ParseLabels;
 using internal::Transaction;
 
 // The kernels.id of each definition, inserted where new; `cache` (identity key -> id) spares
@@ -49,24 +46,18 @@ absl::StatusOr<std::vector<int64_t>> ResolveKernelsOn(
   std::vector<int64_t> ids;
   ids.reserve(kernels.size());
   for (const trace::KernelDef& k : kernels) {
-    std::string key =
-        absl::StrCat(k.module, "\x1f", k.name, "\x1f", k.category, "\x1f", k.program_id, "\x1f",
-                     k.hlo_hash, "\x1f", k.flops, "\x1f", k.bytes_accessed);
+    std::string key = KernelIdentityKey(k);
     auto it = cache->find(key);
     if (it != cache->end()) {
       ids.push_back(it->second);
       continue;
     }
-    auto bind = [&](Statement& s) {
-      s.Reset();
-      s.Bind(1, k.module).Bind(2, k.name).Bind(3, k.category);
-      s.Bind(4, static_cast<int64_t>(k.program_id)).Bind(5, static_cast<int64_t>(k.hlo_hash));
-      s.Bind(6, k.flops).Bind(7, k.bytes_accessed);
-    };
-    bind(*ins_kernel);
+    ins_kernel->Reset();
+    BindKernelIdentity(*ins_kernel, 1, k);
     ins_kernel->Bind(8, k.source);
     RETURN_IF_ERROR(ins_kernel->Run());
-    bind(*get_kernel);
+    get_kernel->Reset();
+    BindKernelIdentity(*get_kernel, 1, k);
     ASSIGN_OR_RETURN(bool got, get_kernel->Step());
     if (!got) return absl::InternalError("kernel row vanished");
     ids.push_back(get_kernel->Int(0));
@@ -395,15 +386,6 @@ absl::Status WriteCaptureRows(Connection& c, const CaptureWrite& w) {
   return upd->Run();
 }
 
-}  // namespace
-
-namespace {
-
-std::string KernelKeyOf(const trace::KernelDef& k) {
-  return absl::StrCat(k.module, "\x1f", k.name, "\x1f", k.category, "\x1f", k.program_id, "\x1f",
-                      k.hlo_hash, "\x1f", k.flops, "\x1f", k.bytes_accessed);
-}
-
 // Which of a kernel's texts (hlo, tf_op, source stack, MLIR) are non-empty, as bits.
 unsigned TextMask(const trace::KernelDef& k) {
   return (k.hlo_text.empty() ? 0u : 1u) | (k.tf_op.empty() ? 0u : 2u) |
@@ -412,7 +394,7 @@ unsigned TextMask(const trace::KernelDef& k) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<std::vector<int64_t>>> Store::ResolveKernels(
+absl::StatusOr<std::vector<std::vector<int64_t>>> CaptureWriter::ResolveKernels(
     const std::vector<const std::vector<trace::KernelDef>*>& hosts) {
   // Kernel rows are never deleted, so ids once known stay right: the hosts of a pod share
   // nearly all their kernels, and after the first host the rest need not visit the writer.
@@ -423,7 +405,7 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> Store::ResolveKernels(
     for (const std::vector<trace::KernelDef>* kernels : hosts) {
       std::vector<int64_t>& ids = out.emplace_back();
       for (const trace::KernelDef& k : *kernels) {
-        auto it = kernel_ids_.find(KernelKeyOf(k));
+        auto it = kernel_ids_.find(KernelIdentityKey(k));
         // A definition bringing texts the stored row lacks goes to the writer to fill them.
         if (it == kernel_ids_.end() || (TextMask(k) & ~it->second.second) != 0) {
           all_known = false;
@@ -436,7 +418,7 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> Store::ResolveKernels(
     if (all_known) return out;
   }
   out.clear();
-  RETURN_IF_ERROR(OnWriter([&](Connection& c) {
+  RETURN_IF_ERROR(db_.OnWriter([&](Connection& c) {
     return Transaction(c, [&]() -> absl::Status {
       absl::flat_hash_map<std::string, int64_t> cache;
       for (const std::vector<trace::KernelDef>* kernels : hosts) {
@@ -449,7 +431,7 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> Store::ResolveKernels(
   absl::MutexLock lock(&kernel_ids_mu_);
   for (size_t h = 0; h < hosts.size(); ++h) {
     for (size_t i = 0; i < hosts[h]->size(); ++i) {
-      auto& entry = kernel_ids_[KernelKeyOf((*hosts[h])[i])];
+      auto& entry = kernel_ids_[KernelIdentityKey((*hosts[h])[i])];
       entry.first = out[h][i];
       entry.second |= TextMask((*hosts[h])[i]);
     }
@@ -457,31 +439,31 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> Store::ResolveKernels(
   return out;
 }
 
-absl::Status Store::WriteCapture(const CaptureWrite& capture) {
+absl::Status CaptureWriter::WriteCapture(const CaptureWrite& capture) {
   if (capture.id.empty()) return absl::InvalidArgumentError("capture id is empty");
-  return OnWriter([&](Connection& c) {
+  return db_.OnWriter([&](Connection& c) {
     // Every reference this transaction writes points at a row it wrote itself or looked up:
     // skip the per-row foreign-key lookups. Deletes keep them on, for the cascades.
     RETURN_IF_ERROR(c.Exec("PRAGMA foreign_keys = OFF"));
     absl::Status s = Transaction(c, [&]() -> absl::Status {
       RETURN_IF_ERROR(WriteCaptureRows(c, capture));
-      return QueueInOutbox(c, capture);
+      return outbox_.QueueInTransaction(c, capture.id, capture.created_ns);
     });
     absl::Status on = c.Exec("PRAGMA foreign_keys = ON");
     if (s.ok()) {
-      ++written_captures_;
+      ++captures_;
       for (const HostWrite& h : capture.hosts) {
-        written_events_ += h.events;
-        written_bytes_ += static_cast<int64_t>(h.bytes);
+        events_ += h.events;
+        bytes_ += static_cast<int64_t>(h.bytes);
       }
     }
     return s.ok() ? on : s;
   });
 }
 
-absl::Status Store::WriteHostData(const std::string& capture_id, HostWrite* host) {
+absl::Status CaptureWriter::WriteHostData(const std::string& capture_id, HostWrite* host) {
   if (host->host.empty()) return absl::InvalidArgumentError("host data without a host name");
-  RETURN_IF_ERROR(OnWriter([&](Connection& c) {
+  RETURN_IF_ERROR(db_.OnWriter([&](Connection& c) {
     return Transaction(c, [&]() -> absl::Status {
       ASSIGN_OR_RETURN(auto running, Statement::Prepare(c,
                                                         "SELECT seq FROM captures WHERE id = ? "
@@ -507,9 +489,9 @@ absl::Status Store::WriteHostData(const std::string& capture_id, HostWrite* host
   return absl::OkStatus();
 }
 
-absl::Status Store::BeginCapture(const CaptureWrite& header) {
+absl::Status CaptureWriter::BeginCapture(const CaptureWrite& header) {
   if (header.id.empty()) return absl::InvalidArgumentError("capture id is empty");
-  return OnWriter([&](Connection& c) -> absl::Status {
+  return db_.OnWriter([&](Connection& c) -> absl::Status {
     ASSIGN_OR_RETURN(auto ins, Statement::Prepare(c,
                                                   "INSERT INTO captures (id, start_ns, end_ns, "
                                                   "status, options, labels, created_ns, source) "
@@ -521,9 +503,9 @@ absl::Status Store::BeginCapture(const CaptureWrite& header) {
   });
 }
 
-absl::StatusOr<int> Store::MarkInterrupted() {
+absl::StatusOr<int> CaptureWriter::MarkInterrupted() {
   int marked = 0;
-  RETURN_IF_ERROR(OnWriter([&](Connection& c) -> absl::Status {
+  RETURN_IF_ERROR(db_.OnWriter([&](Connection& c) -> absl::Status {
     RETURN_IF_ERROR(c.Exec("UPDATE captures SET status = 'interrupted' WHERE status = 'running'"));
     marked = sqlite3_changes(c.get());
     return absl::OkStatus();

@@ -7,7 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "storage/store.h"
+#include "storage/capture_queries.h"
+#include "storage/kernel_rows.h"
 #include "storage/store_internal.h"
 #include "trace/columns.h"
 
@@ -33,11 +34,10 @@ class HostReader {
                                                      "SELECT name, data FROM counter_series "
                                                      "WHERE capture = ? AND chip_id = ? ORDER "
                                                      "BY rowid"));
-    ASSIGN_OR_RETURN(r.kernel_, Statement::Prepare(c,
-                                                   "SELECT module, op_name, category, "
-                                                   "program_id, hlo_hash, flops, "
-                                                   "bytes_accessed, source FROM kernels WHERE "
-                                                   "id = ?"));
+    ASSIGN_OR_RETURN(r.kernel_,
+                     Statement::Prepare(c, absl::StrCat("SELECT ", internal::kKernelKeyColumns,
+                                                        ", k.source FROM kernels k "
+                                                        "WHERE k.id = ?")));
     return r;
   }
 
@@ -55,19 +55,19 @@ class HostReader {
     chips_->Reset();
     chips_->Bind(1, seq_).Bind(2, h.host);
     std::vector<int64_t> chip_ids;
-    while (true) {
-      ASSIGN_OR_RETURN(bool more, chips_->Step());
-      if (!more) break;
-      chip_ids.push_back(chips_->Int(0));
+    RETURN_IF_ERROR(chips_->ForEachRow([&](const Statement& row) {
+      RowReader col(row);
+      chip_ids.push_back(col.Int());
       trace::Chip chip;
-      chip.ordinal = static_cast<int>(chips_->Int(1));
-      chip.global_id = chips_->Int(2);
-      chip.generation = chips_->Text(3);
-      chip.device_type = chips_->Text(4);
-      chip.peak_tflops = chips_->Double(5);
-      chip.peak_hbm_gbps = chips_->Double(6);
+      chip.ordinal = col.Int32();
+      chip.global_id = col.Int();
+      chip.generation = col.Text();
+      chip.device_type = col.Text();
+      chip.peak_tflops = col.Double();
+      chip.peak_hbm_gbps = col.Double();
       out->capture.host.chips.push_back(std::move(chip));
-    }
+      return absl::OkStatus();
+    }));
     for (size_t ci = 0; ci < chip_ids.size(); ++ci) {
       if (!chips.empty() && chips.count(out->capture.host.chips[ci].ordinal) == 0) continue;
       RETURN_IF_ERROR(ReadBlocks(chip_ids[ci], static_cast<int>(ci), &out->capture));
@@ -83,47 +83,45 @@ class HostReader {
   absl::Status ReadBlocks(int64_t chip_id, int chip, trace::HostCapture* capture) {
     blocks_->Reset();
     blocks_->Bind(1, seq_).Bind(2, chip_id);
-    while (true) {
-      ASSIGN_OR_RETURN(bool more, blocks_->Step());
-      if (!more) break;
+    return blocks_->ForEachRow([&](const Statement& row) -> absl::Status {
       trace::EventBlock b;
       b.chip = chip;
-      b.line = blocks_->Text(0);
+      b.line = row.Text(0);
       b.kind = trace::LineKindOfName(b.line);
       // A line not asked for is left in the file: its blob is never even read.
-      if (!only_->line_kinds.empty() && only_->line_kinds.count(b.kind) == 0) continue;
-      b.base_ns = blocks_->Int(1);
-      RETURN_IF_ERROR(trace::DecodeTimeline(blocks_->Blob(2), &b));
+      if (!only_->line_kinds.empty() && only_->line_kinds.count(b.kind) == 0) {
+        return absl::OkStatus();
+      }
+      b.base_ns = row.Int(1);
+      RETURN_IF_ERROR(trace::DecodeTimeline(row.Blob(2), &b));
       // Stored kernel ids become indexes into this host's own kernel definitions.
       for (uint32_t& k : b.kernel) {
         ASSIGN_OR_RETURN(k, LocalKernel(k, capture));
       }
       capture->blocks.push_back(std::move(b));
-    }
-    return absl::OkStatus();
+      return absl::OkStatus();
+    });
   }
 
   absl::Status ReadCounters(int64_t chip_id, int chip, trace::HostCapture* capture) {
     counters_->Reset();
     counters_->Bind(1, seq_).Bind(2, chip_id);
-    while (true) {
-      ASSIGN_OR_RETURN(bool more, counters_->Step());
-      if (!more) break;
-      const std::string name = counters_->Text(0);
+    return counters_->ForEachRow([&](const Statement& row) -> absl::Status {
+      const std::string name = row.Text(0);
       const auto& wanted = only_->counter_samples;
       if (wanted.has_value() && wanted->count(name) == 0) {  // listed, without its samples
         trace::CounterSeries named;
         named.chip = chip;
         named.name = name;
         capture->counters.push_back(std::move(named));
-        continue;
+        return absl::OkStatus();
       }
-      ASSIGN_OR_RETURN(trace::CounterSeries series, trace::DecodeCounters(counters_->Blob(1)));
+      ASSIGN_OR_RETURN(trace::CounterSeries series, trace::DecodeCounters(row.Blob(1)));
       series.chip = chip;
       series.name = name;
       capture->counters.push_back(std::move(series));
-    }
-    return absl::OkStatus();
+      return absl::OkStatus();
+    });
   }
 
   // The index into `capture`'s kernels of stored kernel `id`, added on first use.
@@ -135,14 +133,9 @@ class HostReader {
     ASSIGN_OR_RETURN(bool found, kernel_->Step());
     trace::KernelDef d;
     if (found) {
-      d.module = kernel_->Text(0);
-      d.name = kernel_->Text(1);
-      d.category = kernel_->Text(2);
-      d.program_id = static_cast<uint64_t>(kernel_->Int(3));
-      d.hlo_hash = static_cast<uint64_t>(kernel_->Int(4));
-      d.flops = kernel_->Int(5);
-      d.bytes_accessed = kernel_->Int(6);
-      d.source = kernel_->Text(7);
+      RowReader col(*kernel_);
+      const KernelKey key = internal::ReadKernelKey(col);
+      d = internal::KernelDefOf(key, col.Text());
     }
     capture->kernels.push_back(std::move(d));
     return it->second;
@@ -156,17 +149,12 @@ class HostReader {
 
 }  // namespace
 
-absl::Status Store::ForEachHost(const std::string& capture_id,
-                                const std::function<absl::Status(StoredHost&)>& fn) {
-  return ForEachHost(capture_id, HostSelection(), fn);
-}
-
-absl::Status Store::ForEachHost(const std::string& capture_id, const HostSelection& only,
-                                const std::function<absl::Status(StoredHost&)>& fn) {
-  ASSIGN_OR_RETURN(CaptureRow row, GetCapture(capture_id));
-  PODPROF_WITH_READER(c);
-  ASSIGN_OR_RETURN(const CaptureRef ref, RequireCapture(c, capture_id));
-  ASSIGN_OR_RETURN(HostReader reader, HostReader::Prepare(c, ref.seq));
+absl::Status CaptureQueries::ForEachHost(const std::string& capture_id, const HostSelection& only,
+                                         const std::function<absl::Status(StoredHost&)>& fn) {
+  ASSIGN_OR_RETURN(CaptureRow row, Get(capture_id));
+  ASSIGN_OR_RETURN(ReaderLease c, db_.Reader());
+  ASSIGN_OR_RETURN(const internal::CaptureRef ref, internal::RequireCapture(*c, capture_id));
+  ASSIGN_OR_RETURN(HostReader reader, HostReader::Prepare(*c, ref.seq));
   for (const HostRow& h : row.host_rows) {
     if (!only.hosts.empty() && only.hosts.count(h.host) == 0) continue;
     StoredHost out;
@@ -176,44 +164,43 @@ absl::Status Store::ForEachHost(const std::string& capture_id, const HostSelecti
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<ChipVolume>> Store::ChipVolumes(const std::string& capture_id) {
-  PODPROF_WITH_READER(c);
-  ASSIGN_OR_RETURN(const CaptureRef ref, RequireCapture(c, capture_id));
-  ASSIGN_OR_RETURN(auto chips, Statement::Prepare(c,
+absl::StatusOr<std::vector<ChipVolume>> CaptureQueries::ChipVolumes(const std::string& capture_id) {
+  ASSIGN_OR_RETURN(ReaderLease c, db_.Reader());
+  ASSIGN_OR_RETURN(const internal::CaptureRef ref, internal::RequireCapture(*c, capture_id));
+  ASSIGN_OR_RETURN(auto chips, Statement::Prepare(*c,
                                                   "SELECT x.id, h.name, x.ordinal FROM chips x "
                                                   "JOIN hosts h ON h.id = x.host_id WHERE "
                                                   "x.capture = ? ORDER BY h.name, x.ordinal"));
   // The blobs are read whole (SQLite hands out values whole) but only their fronts are
   // decompressed.
-  ASSIGN_OR_RETURN(auto blocks, Statement::Prepare(c,
+  ASSIGN_OR_RETURN(auto blocks, Statement::Prepare(*c,
                                                    "SELECT data FROM timeline_blocks WHERE "
                                                    "capture = ? AND chip_id = ?"));
-  ASSIGN_OR_RETURN(auto counters, Statement::Prepare(c,
+  ASSIGN_OR_RETURN(auto counters, Statement::Prepare(*c,
                                                      "SELECT data FROM counter_series WHERE "
                                                      "capture = ? AND chip_id = ?"));
   auto sum = [&](Statement& s, int64_t chip_id, const char* what) -> absl::StatusOr<int64_t> {
     s.Reset();
     s.Bind(1, ref.seq).Bind(2, chip_id);
     int64_t n = 0;
-    while (true) {
-      ASSIGN_OR_RETURN(bool more, s.Step());
-      if (!more) return n;
-      ASSIGN_OR_RETURN(uint64_t count, trace::EncodedCount(s.Blob(0), what));
+    RETURN_IF_ERROR(s.ForEachRow([&](const Statement& row) -> absl::Status {
+      ASSIGN_OR_RETURN(uint64_t count, trace::EncodedCount(row.Blob(0), what));
       n += static_cast<int64_t>(count);
-    }
+      return absl::OkStatus();
+    }));
+    return n;
   };
   chips->Bind(1, ref.seq);
   std::vector<ChipVolume> out;
-  while (true) {
-    ASSIGN_OR_RETURN(bool more, chips->Step());
-    if (!more) break;
+  RETURN_IF_ERROR(chips->ForEachRow([&](const Statement& row) -> absl::Status {
     ChipVolume v;
-    v.host = chips->Text(1);
-    v.ordinal = static_cast<int>(chips->Int(2));
-    ASSIGN_OR_RETURN(v.events, sum(*blocks, chips->Int(0), "timeline block"));
-    ASSIGN_OR_RETURN(v.counter_samples, sum(*counters, chips->Int(0), "counter series"));
+    v.host = row.Text(1);
+    v.ordinal = static_cast<int>(row.Int(2));
+    ASSIGN_OR_RETURN(v.events, sum(*blocks, row.Int(0), "timeline block"));
+    ASSIGN_OR_RETURN(v.counter_samples, sum(*counters, row.Int(0), "counter series"));
     out.push_back(std::move(v));
-  }
+    return absl::OkStatus();
+  }));
   return out;
 }
 

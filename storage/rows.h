@@ -278,6 +278,11 @@ struct KernelScopeRow {
   int64_t total_ps = 0;
 };
 
+// Which scopes a query asks for: kernel_scopes rows on timeline line `line` named `name`.
+struct ScopeName {
+  std::string line, name;
+};
+
 // A kernel's identity as stored, with its texts.
 struct KernelIdentity {
   KernelKey key;

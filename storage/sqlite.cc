@@ -158,6 +158,24 @@ absl::StatusOr<bool> Statement::Step() {
   return SqliteStatus(db_.get(), rc, absl::StrCat("database ", db_.path()));
 }
 
+absl::Status Statement::ForEachRow(absl::FunctionRef<absl::Status(const Statement&)> fn) {
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, Step());
+    if (!row) return absl::OkStatus();
+    RETURN_IF_ERROR(fn(*this));
+  }
+}
+
+absl::Status Statement::ForEachRowWhile(
+    absl::FunctionRef<absl::StatusOr<bool>(const Statement&)> fn) {
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, Step());
+    if (!row) return absl::OkStatus();
+    ASSIGN_OR_RETURN(bool more, fn(*this));
+    if (!more) return absl::OkStatus();
+  }
+}
+
 absl::Status Statement::Run() {
   absl::StatusOr<bool> r = Step();
   sqlite3_reset(stmt_);

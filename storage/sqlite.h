@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -60,6 +61,13 @@ class Statement {
   Statement& BindNull(int i);
   // Advances: true with a row, false when done; errors as SqliteStatus.
   absl::StatusOr<bool> Step();
+  // Steps through the remaining rows, calling `fn` on each with the statement on it; returns
+  // the first error, SQLite's (as Step) or `fn`'s, and stops there. The loop every query would
+  // otherwise copy, written once so that no step's error is dropped.
+  absl::Status ForEachRow(absl::FunctionRef<absl::Status(const Statement&)> fn);
+  // The same, where `fn` also says whether to go on: false ends the walk early (the statement
+  // stays where it is; Reset it to run it again).
+  absl::Status ForEachRowWhile(absl::FunctionRef<absl::StatusOr<bool>(const Statement&)> fn);
   // Steps to completion of a statement without rows.
   absl::Status Run();
   // Rewinds the statement for new bindings (old ones stay until rebound).
@@ -75,6 +83,28 @@ class Statement {
   Statement(Connection& db, sqlite3_stmt* stmt) : db_(db), stmt_(stmt) {}
   Connection& db_;
   sqlite3_stmt* const stmt_;
+};
+
+// The current row of a statement read left to right: each call takes the next column, so a
+// reader names the fields it fills in the order its SELECT lists them, not by index.
+class RowReader {
+ public:
+  explicit RowReader(const Statement& s, int first_column = 0) : s_(s), col_(first_column) {}
+
+  int64_t Int() { return s_.Int(col_++); }
+  int Int32() { return static_cast<int>(s_.Int(col_++)); }
+  uint64_t Uint64() { return static_cast<uint64_t>(s_.Int(col_++)); }
+  bool Bool() { return s_.Int(col_++) != 0; }
+  double Double() { return s_.Double(col_++); }
+  std::string Text() { return s_.Text(col_++); }
+  std::string Blob() { return s_.Blob(col_++); }
+  // Whether the next column is NULL (without taking it).
+  bool NextIsNull() const { return s_.IsNull(col_); }
+  void Skip(int columns = 1) { col_ += columns; }
+
+ private:
+  const Statement& s_;
+  int col_;
 };
 
 // Registers dds_merge(blob) (aggregate), dds_quantile(blob, q) and regexp(pattern, text) (for

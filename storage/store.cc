@@ -1,248 +1,129 @@
+// The store's methods, each its role's.
 #include "storage/store.h"
 
-#include <unistd.h>
+#include <utility>
 
-#include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <future>
-
-#include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "nlohmann/json.hpp"
-#include "storage/schema.h"
-#include "storage/store_internal.h"
+#include "storage/health.h"
+#include "storage/retention.h"
+#include "trace/xspace_schema.h"
 
 namespace podprof::storage {
-namespace internal {
-
-std::string LabelsJson(const std::map<std::string, std::string>& labels) {
-  return nlohmann::json(labels).dump();
-}
-
-std::map<std::string, std::string> ParseLabels(const std::string& text) {
-  std::map<std::string, std::string> out;
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_object()) {
-    for (auto& [k, v] : j.items()) {
-      if (v.is_string()) out[k] = v.get<std::string>();
-    }
-  }
-  return out;
-}
-
-absl::Status Transaction(Connection& c, const std::function<absl::Status()>& body) {
-  RETURN_IF_ERROR(c.Exec("BEGIN IMMEDIATE"));
-  absl::Status s = body();
-  if (s.ok()) s = c.Exec("COMMIT");
-  if (!s.ok()) c.Exec("ROLLBACK").IgnoreError();
-  return s;
-}
-
-}  // namespace internal
-
-namespace {
-
-// Why SQLite could not write `path` (or create its journal beside it), or "" when it can.
-// A file that does not exist yet counts as writable: creating it will say otherwise.
-std::string NotWritableReason(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return "";
-  std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  if (dir.empty()) dir = ".";
-  for (const std::filesystem::path& p : {std::filesystem::path(path), dir}) {
-    if (access(p.c_str(), W_OK) != 0) {
-      const int e = errno;
-      return absl::StrCat(p.string(), e == EROFS
-                                          ? " is on a read-only file system"
-                                          : absl::StrCat(" is not writable: ", std::strerror(e)));
-    }
-  }
-  return "";
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path,
                                                    const StoreOptions& options) {
-  std::string why = NotWritableReason(path);
-  if (why.empty()) {
-    absl::StatusOr<std::unique_ptr<Store>> writable = OpenWritable(path, options);
-    const bool read_only_error =
-        !writable.ok() && writable.status().code() == absl::StatusCode::kFailedPrecondition &&
-        absl::StrContains(writable.status().message(), "read-only");
-    if (!read_only_error) return writable;
-    why = std::string(writable.status().message());
-  }
-  if (!options.read_only_fallback) {
-    return absl::FailedPreconditionError(absl::StrCat("database ", path, ": ", why));
-  }
-  ASSIGN_OR_RETURN(std::unique_ptr<Connection> reader, Connection::OpenReadOnly(path));
-  ASSIGN_OR_RETURN(int version, SchemaVersion(*reader));
-  if (version != LatestSchemaVersion()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "database ", path, " is read-only (", why, ") and has schema version ", version,
-        ", but this podprof needs ", LatestSchemaVersion(), " and cannot migrate it"));
-  }
-  return std::unique_ptr<Store>(new Store(path, std::move(reader), why));
+  ASSIGN_OR_RETURN(std::unique_ptr<Database> db, Database::Open(path, options));
+  return std::unique_ptr<Store>(new Store(std::move(db)));
 }
 
-absl::StatusOr<std::unique_ptr<Store>> Store::OpenWritable(const std::string& path,
-                                                           const StoreOptions& options) {
-  ASSIGN_OR_RETURN(std::unique_ptr<Connection> writer, Connection::Open(path, true));
-  if (sqlite3_db_readonly(writer->get(), "main") == 1) {
-    // SQLite falls back to reading a file the OS will not let it write.
-    return absl::FailedPreconditionError(
-        absl::StrCat("database ", path, " opened read-only: the file is read-only"));
-  }
-  ASSIGN_OR_RETURN(int version, SchemaVersion(*writer));
-  if (version == 0) {
-    // Must precede the first table for retention to be able to give space back.
-    RETURN_IF_ERROR(writer->Exec("PRAGMA auto_vacuum = INCREMENTAL"));
-  }
-  RETURN_IF_ERROR(writer->Exec("PRAGMA journal_mode = WAL"));
-  RETURN_IF_ERROR(Migrate(*writer));
-  if (options.max_page_count > 0) {
-    RETURN_IF_ERROR(writer->Exec(absl::StrCat("PRAGMA max_page_count = ", options.max_page_count)));
-  }
-  return std::unique_ptr<Store>(new Store(path, std::move(writer), ""));
+Store::Store(std::unique_ptr<Database> db)
+    : db_(std::move(db)),
+      outbox_(*db_),
+      writer_(*db_, outbox_),
+      captures_(*db_),
+      kernels_(*db_),
+      insights_(*db_) {}
+
+Store::~Store() = default;
+
+absl::StatusOr<std::vector<std::vector<int64_t>>> Store::ResolveKernels(
+    const std::vector<const std::vector<trace::KernelDef>*>& hosts) {
+  return writer_.ResolveKernels(hosts);
+}
+absl::Status Store::WriteCapture(const CaptureWrite& capture) {
+  return writer_.WriteCapture(capture);
+}
+absl::Status Store::WriteHostData(const std::string& capture_id, HostWrite* host) {
+  return writer_.WriteHostData(capture_id, host);
+}
+absl::Status Store::BeginCapture(const CaptureWrite& header) {
+  return writer_.BeginCapture(header);
+}
+absl::StatusOr<int> Store::MarkInterrupted() { return writer_.MarkInterrupted(); }
+absl::StatusOr<RetentionResult> Store::ApplyRetention(const RetentionPolicy& policy,
+                                                      int64_t now_ns) {
+  return storage::ApplyRetention(*db_, policy, now_ns);
 }
 
-Store::Store(std::string path, std::unique_ptr<Connection> writer, std::string read_only_reason)
-    : path_(std::move(path)),
-      read_only_reason_(std::move(read_only_reason)),
-      writer_(std::move(writer)) {
-  writer_thread_ = std::thread([this] { WriterLoop(); });
+absl::StatusOr<int64_t> Store::QueueStoredForFleet(int64_t since_ns) {
+  return outbox_.QueueStored(since_ns);
+}
+absl::StatusOr<std::vector<std::string>> Store::FleetPending(int limit) {
+  return outbox_.Pending(limit);
+}
+absl::Status Store::FleetReplicated(const std::vector<std::string>& capture_ids) {
+  return outbox_.Replicated(capture_ids);
+}
+absl::Status Store::FleetAttemptFailed(const std::vector<std::string>& capture_ids,
+                                       const std::string& error) {
+  return outbox_.AttemptFailed(capture_ids, error);
+}
+absl::Status Store::FleetRejected(const std::string& capture_id, const std::string& error) {
+  return outbox_.Rejected(capture_id, error);
+}
+absl::StatusOr<FleetBacklog> Store::FleetBacklogStatus() { return outbox_.Backlog(); }
+
+absl::StatusOr<std::vector<CaptureRow>> Store::ListCaptures(const CaptureQuery& query,
+                                                            std::string* next_page_token) {
+  return captures_.List(query, next_page_token);
+}
+absl::StatusOr<CaptureRow> Store::GetCapture(const std::string& capture_id) {
+  return captures_.Get(capture_id);
+}
+absl::StatusOr<std::map<std::string, int64_t>> Store::CaptureCounts() {
+  return captures_.CountsByState();
+}
+absl::StatusOr<std::vector<trace::EventBlock>> Store::Timelines(const std::string& capture_id) {
+  return captures_.Timelines(capture_id);
+}
+absl::Status Store::ForEachHost(const std::string& capture_id,
+                                const std::function<absl::Status(StoredHost&)>& fn) {
+  return captures_.ForEachHost(capture_id, HostSelection(), fn);
+}
+absl::Status Store::ForEachHost(const std::string& capture_id, const HostSelection& only,
+                                const std::function<absl::Status(StoredHost&)>& fn) {
+  return captures_.ForEachHost(capture_id, only, fn);
+}
+absl::StatusOr<std::vector<ChipVolume>> Store::ChipVolumes(const std::string& capture_id) {
+  return captures_.ChipVolumes(capture_id);
 }
 
-Store::~Store() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  writer_thread_.join();
+absl::StatusOr<std::vector<StatRow>> Store::KernelStats(const StatsQuery& query) {
+  return kernels_.Stats(query);
+}
+absl::StatusOr<std::vector<HistorySeries>> Store::KernelHistory(const HistoryQuery& query) {
+  return kernels_.History(query);
+}
+absl::StatusOr<std::vector<KernelPair>> Store::PairKernels(const std::string& baseline,
+                                                           const std::string& candidate,
+                                                           const std::string& op_regex) {
+  return kernels_.Pair(baseline, candidate, op_regex);
+}
+absl::StatusOr<std::vector<KernelIdentity>> Store::FindKernels(const std::string& op_name,
+                                                               const std::string& module) {
+  return kernels_.Find(op_name, module);
+}
+absl::StatusOr<std::string> Store::LatestCaptureWith(int64_t kernel_id) {
+  return kernels_.LatestCaptureWith(kernel_id);
 }
 
-void Store::WriterLoop() {
-  while (true) {
-    std::vector<std::function<void(Connection&)>> tasks;
-    {
-      absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](Store* s)
-               ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) { return s->stopping_ || !s->queue_.empty(); },
-          this));
-      if (queue_.empty() && stopping_) return;
-      tasks.swap(queue_);
-    }
-    for (auto& t : tasks) t(*writer_);
-  }
+absl::StatusOr<std::vector<KernelInsightRow>> Store::KernelInsights(const std::string& capture_id,
+                                                                    bool per_chip) {
+  // Which scopes are sync waits is the caller's to say; until the callers say it, the
+  // TensorCore's SyncWait events on its sync-flag line (what insight/ counts as waits).
+  const ScopeName sync_wait{std::string(trace::xspace::kSyncFlagLine), "SyncWait"};
+  return insights_.KernelInsights(capture_id, per_chip, sync_wait);
+}
+absl::StatusOr<std::vector<KernelScopeRow>> Store::KernelScopes(const std::string& capture_id,
+                                                                int64_t kernel_id) {
+  return insights_.KernelScopes(capture_id, kernel_id);
+}
+absl::StatusOr<StragglerReport> Store::Stragglers(const std::string& capture_id) {
+  return insights_.Stragglers(capture_id);
 }
 
-absl::Status Store::OnWriter(std::function<absl::Status(Connection&)> task) {
-  if (read_only()) {
-    return absl::FailedPreconditionError(absl::StrCat("nothing can be stored: the database ", path_,
-                                                      " is open for queries only (",
-                                                      read_only_reason_, ")"));
-  }
-  std::promise<absl::Status> done;
-  std::future<absl::Status> result = done.get_future();
-  {
-    absl::MutexLock lock(&mu_);
-    if (stopping_) return absl::UnavailableError("the store is closing");
-    queue_.push_back([&](Connection& c) { done.set_value(task(c)); });
-  }
-  return result.get();
-}
-
-absl::StatusOr<std::unique_ptr<Connection>> Store::TakeReader() {
-  {
-    absl::MutexLock lock(&mu_);
-    if (!idle_readers_.empty()) {
-      std::unique_ptr<Connection> c = std::move(idle_readers_.back());
-      idle_readers_.pop_back();
-      return c;
-    }
-  }
-  absl::StatusOr<std::unique_ptr<Connection>> c =
-      read_only() ? Connection::OpenReadOnly(path_) : Connection::Open(path_, false);
-  if (!c.ok()) return c;
-  // Readers map the file (up to 1 GiB) rather than read it a page per call: reading a pod's
-  // timelines (exports, the web timeline) is otherwise mostly system calls.
-  RETURN_IF_ERROR((*c)->Exec("PRAGMA mmap_size = 1073741824"));
-  return c;
-}
-
-void Store::ReturnReader(std::unique_ptr<Connection> c) {
-  absl::MutexLock lock(&mu_);
-  if (idle_readers_.size() < 8) idle_readers_.push_back(std::move(c));
-}
-
-// Borrows a reader connection for one query.
-absl::Status Store::HealthCheck(int64_t timeout_ns) {
-  if (read_only()) {
-    // No writer to check: healthy while the file answers a query.
-    PODPROF_WITH_READER(c);
-    return c.Exec("SELECT count(*) FROM captures");
-  }
-  // Shared with the task: the caller may give up before the writer gets to it.
-  auto done = std::make_shared<std::promise<absl::Status>>();
-  std::future<absl::Status> result = done->get_future();
-  const int lock_ms = static_cast<int>(std::clamp<int64_t>(timeout_ns / 2'000'000, 1, 5000));
-  {
-    absl::MutexLock lock(&mu_);
-    if (stopping_) return absl::UnavailableError("the store is closing");
-    queue_.push_back([done, lock_ms](Connection& c) {
-      sqlite3_busy_timeout(c.get(), lock_ms);
-      absl::Status s = c.Exec("BEGIN IMMEDIATE");
-      if (s.ok()) s = c.Exec("ROLLBACK");
-      sqlite3_busy_timeout(c.get(), 5000);
-      if (!s.ok()) {
-        s = absl::UnavailableError(
-            absl::StrCat("the database's write lock is held elsewhere: ", s.message()));
-      }
-      done->set_value(s);
-    });
-  }
-  if (result.wait_for(std::chrono::nanoseconds(timeout_ns)) != std::future_status::ready) {
-    return absl::DeadlineExceededError(
-        absl::StrCat("the store's writer did not answer within ", timeout_ns / 1'000'000, " ms"));
-  }
-  return result.get();
-}
-
-absl::StatusOr<Store::CaptureRef> Store::RequireCapture(Connection& c, const std::string& id) {
-  ASSIGN_OR_RETURN(
-      auto s,
-      Statement::Prepare(c, "SELECT seq, stats_first, stats_last FROM captures WHERE id = ?"));
-  s->Bind(1, id);
-  ASSIGN_OR_RETURN(bool found, s->Step());
-  if (!found) return absl::NotFoundError(absl::StrCat("no capture with id \"", id, "\""));
-  return CaptureRef{s->Int(0), s->Int(1), s->Int(2)};
-}
-
-absl::StatusOr<int64_t> Store::UsedBytes() {
-  PODPROF_WITH_READER(c);
-  ASSIGN_OR_RETURN(
-      auto s, Statement::Prepare(
-                  c,
-                  "SELECT (SELECT page_count FROM pragma_page_count()) - (SELECT freelist_count "
-                  "FROM pragma_freelist_count()), (SELECT page_size FROM pragma_page_size())"));
-  ASSIGN_OR_RETURN(bool row, s->Step());
-  return row ? s->Int(0) * s->Int(1) : 0;
-}
-
-absl::Status Store::CheckIntegrity() {
-  PODPROF_WITH_READER(c);
-  ASSIGN_OR_RETURN(auto s, Statement::Prepare(c, "PRAGMA integrity_check"));
-  ASSIGN_OR_RETURN(bool row, s->Step());
-  if (!row || s->Text(0) != "ok") {
-    return absl::DataLossError(
-        absl::StrCat("integrity check of ", path_, ": ", row ? s->Text(0) : "no answer"));
-  }
-  return absl::OkStatus();
-}
+absl::StatusOr<int64_t> Store::UsedBytes() { return storage::UsedBytes(*db_); }
+absl::Status Store::CheckIntegrity() { return storage::CheckIntegrity(*db_); }
+absl::Status Store::HealthCheck(int64_t timeout_ns) { return CheckWriter(*db_, timeout_ns); }
 
 }  // namespace podprof::storage

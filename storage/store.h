@@ -3,38 +3,32 @@
 //
 // Writes go through one writer thread, one transaction per capture, so a capture becomes
 // visible atomically; reads use their own connections and never block the writer. Thread-safe.
+//
+// The store is its roles put together over one Database (database.h: the file, the writer
+// thread, the reader pool): the capture writer (capture_writer.h), the capture, kernel and
+// insight queries (capture_queries.h, kernel_queries.h, insight_queries.h), the fleet outbox
+// (fleet_outbox.h), retention (retention.h) and health (health.h). Its methods are theirs.
 #ifndef PODPROF_STORAGE_STORE_H_
 #define PODPROF_STORAGE_STORE_H_
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
-#include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "storage/capture_queries.h"
+#include "storage/capture_writer.h"
+#include "storage/database.h"
+#include "storage/fleet_outbox.h"
+#include "storage/insight_queries.h"
+#include "storage/kernel_queries.h"
 #include "storage/rows.h"
-#include "storage/sqlite.h"
 #include "trace/model.h"
 
 namespace podprof::storage {
-
-struct StoreOptions {
-  // SQLite's page limit for the file (PRAGMA max_page_count); 0 = none. Tests use it to
-  // simulate a full disk.
-  int64_t max_page_count = 0;
-  // A database that cannot be written (a read-only mount, a file or folder the service may not
-  // write) is opened for queries only, rather than refused: the history stays readable, and
-  // every write fails naming why. False: such a database is an error.
-  bool read_only_fallback = true;
-};
 
 class Store {
  public:
@@ -42,6 +36,8 @@ class Store {
   static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& path,
                                                      const StoreOptions& options = {});
   ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
 
   // The stored ids of kernel definitions (kernels.id), one list per host: inserted where new
   // (with their texts, filled in where an earlier capture left them empty), in one short
@@ -72,7 +68,7 @@ class Store {
   // From now on every capture WriteCapture commits is also queued, in the same transaction,
   // for replication to the fleet store, while fewer than `backlog_limit` wait; past it the
   // capture is stored but not queued (counted in FleetBacklog::not_queued). 0 stops queueing.
-  void QueueForFleet(int64_t backlog_limit) { fleet_backlog_limit_ = backlog_limit; }
+  void QueueForFleet(int64_t backlog_limit) { outbox_.QueueForFleet(backlog_limit); }
   // Queues the captures already stored (complete, partial or failed ones that started at or
   // after `since_ns`), oldest first, as far as the backlog has room: a fleet store turned on
   // for a pod with history. Captures ClickHouse already holds are skipped when replicated.
@@ -141,12 +137,8 @@ class Store {
   absl::StatusOr<std::map<std::string, int64_t>> CaptureCounts();
   // What WriteCapture has committed since the store was opened: captures, and the events and
   // bytes their hosts sent (counters for /metrics).
-  struct Written {
-    int64_t captures = 0, events = 0, bytes = 0;
-  };
-  Written written() const {
-    return {written_captures_.load(), written_events_.load(), written_bytes_.load()};
-  }
+  using Written = CaptureWriter::Written;
+  Written written() const { return writer_.written(); }
 
   // Bytes of the database in use (pages not on the free list).
   absl::StatusOr<int64_t> UsedBytes();
@@ -156,47 +148,21 @@ class Store {
   // within `timeout_ns`. Fails when the writer is stuck (a long write, a wedged disk) or
   // another process holds the lock, naming which.
   absl::Status HealthCheck(int64_t timeout_ns);
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return db_->path(); }
   // Why the database is open for queries only; empty when it is writable.
-  const std::string& read_only_reason() const { return read_only_reason_; }
-  bool read_only() const { return !read_only_reason_.empty(); }
+  const std::string& read_only_reason() const { return db_->read_only_reason(); }
+  bool read_only() const { return db_->read_only(); }
 
  private:
-  Store(std::string path, std::unique_ptr<Connection> writer, std::string read_only_reason);
-  static absl::StatusOr<std::unique_ptr<Store>> OpenWritable(const std::string& path,
-                                                             const StoreOptions& options);
-  // Runs `task` on the writer thread and waits for it.
-  absl::Status OnWriter(std::function<absl::Status(Connection&)> task);
-  void WriterLoop();
-  absl::StatusOr<std::unique_ptr<Connection>> TakeReader();
-  void ReturnReader(std::unique_ptr<Connection> c);
-  // A stored capture's row number and the rowid range of its per-chip statistics.
-  struct CaptureRef {
-    int64_t seq, stats_first, stats_last;
-  };
-  // NotFound naming the id if there is no such capture.
-  absl::StatusOr<CaptureRef> RequireCapture(Connection& c, const std::string& id);
-  // In WriteCapture's transaction: the capture's fleet outbox entry, when QueueForFleet asked
-  // for them and the backlog has room.
-  absl::Status QueueInOutbox(Connection& c, const CaptureWrite& capture);
+  explicit Store(std::unique_ptr<Database> db);
 
-  const std::string path_;
-  const std::string read_only_reason_;
-  std::atomic<int64_t> fleet_backlog_limit_{0};
-  std::atomic<int64_t> fleet_not_queued_{0};
-  std::atomic<int64_t> written_captures_{0}, written_events_{0}, written_bytes_{0};
-  std::unique_ptr<Connection> writer_;  // used only on writer_thread_
-  std::thread writer_thread_;
-
-  absl::Mutex mu_;
-  // Guarded by mu_.
-  std::vector<std::function<void(Connection&)>> queue_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::unique_ptr<Connection>> idle_readers_ ABSL_GUARDED_BY(mu_);
-  // Kernel identity key -> (kernels.id, which texts the row holds), for ResolveKernels.
-  absl::Mutex kernel_ids_mu_;
-  absl::flat_hash_map<std::string, std::pair<int64_t, unsigned>> kernel_ids_
-      ABSL_GUARDED_BY(kernel_ids_mu_);
+  // Declared first, so destroyed last: the roles below hold references to it.
+  const std::unique_ptr<Database> db_;
+  FleetOutbox outbox_;
+  CaptureWriter writer_;
+  CaptureQueries captures_;
+  KernelQueries kernels_;
+  InsightQueries insights_;
 };
 
 }  // namespace podprof::storage

@@ -2,12 +2,16 @@
 #ifndef PODPROF_STORAGE_STORE_INTERNAL_H_
 #define PODPROF_STORAGE_STORE_INTERNAL_H_
 
+#include <cstdint>
 #include <functional>
 #include <map>
-#include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "storage/sqlite.h"
 
 namespace podprof::storage::internal {
@@ -18,19 +22,23 @@ std::map<std::string, std::string> ParseLabels(const std::string& text);
 // Runs `body` in a transaction on `c`; rolls back on failure.
 absl::Status Transaction(Connection& c, const std::function<absl::Status()>& body);
 
-}  // namespace podprof::storage::internal
+// A stored capture's row number and the rowid range of its per-chip statistics.
+struct CaptureRef {
+  int64_t seq, stats_first, stats_last;
+};
+// NotFound naming the id if there is no such capture.
+absl::StatusOr<CaptureRef> RequireCapture(Connection& c, const std::string& id);
 
-// In a Store member: `name` is a reader connection taken from the pool and given back when the
-// scope ends.
-#define PODPROF_WITH_READER(name)                                           \
-  ASSIGN_OR_RETURN(std::unique_ptr<Connection> name##_owned, TakeReader()); \
-  Connection& name = *name##_owned;                                         \
-  struct name##Return {                                                     \
-    Store* s;                                                               \
-    std::unique_ptr<Connection>* c;                                         \
-    ~name##Return() { s->ReturnReader(std::move(*c)); }                     \
-  } name##_return {                                                         \
-    this, &name##_owned                                                     \
-  }
+// A state read back from its stored name; DataLoss naming the column, the text and the capture
+// for a name this build does not know (a store written by a newer podprof).
+template <typename E>
+absl::StatusOr<E> Known(std::optional<E> value, absl::string_view column, const std::string& text,
+                        const std::string& capture) {
+  if (value) return *value;
+  return absl::DataLossError(absl::StrCat(column, " of capture ", capture, " is \"", text,
+                                          "\", which this podprof does not know"));
+}
+
+}  // namespace podprof::storage::internal
 
 #endif  // PODPROF_STORAGE_STORE_INTERNAL_H_

@@ -8,8 +8,10 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/util/status_matchers.h"
 
@@ -17,6 +19,7 @@ namespace podprof::storage {
 namespace {
 
 namespace fs = std::filesystem;
+using ::podprof::testing::StatusIs;
 
 class SqliteTest : public ::testing::Test {
  protected:
@@ -104,6 +107,97 @@ TEST_F(SqliteTest, RegexpWithABadPatternIsAnErrorNotACrash) {
   ASSERT_FALSE(row.ok());
   EXPECT_TRUE(absl::StrContains(row.status().message(), "pattern is 40000 bytes, at most 4096"))
       << row.status();
+}
+
+TEST_F(SqliteTest, ForEachRowVisitsEveryRowInOrder) {
+  auto c = CreateWithTable();
+  ASSERT_NE(c, nullptr);
+  ASSERT_OK(c->Exec("INSERT INTO t(k, i, s) VALUES (1, 10, 'a'), (2, 20, 'b'), (3, 30, 'c')"));
+  ASSERT_OK_AND_ASSIGN(auto st, Statement::Prepare(*c, "SELECT i, s FROM t ORDER BY k"));
+  std::vector<std::string> seen;
+  ASSERT_OK(st->ForEachRow([&](const Statement& row) {
+    seen.push_back(absl::StrCat(row.Int(0), row.Text(1)));
+    return absl::OkStatus();
+  }));
+  EXPECT_EQ(seen, (std::vector<std::string>{"10a", "20b", "30c"}));
+  // After Reset the statement runs again, from its first row.
+  int again = 0;
+  st->Reset();
+  ASSERT_OK(st->ForEachRow([&](const Statement&) {
+    ++again;
+    return absl::OkStatus();
+  }));
+  EXPECT_EQ(again, 3);
+}
+
+TEST_F(SqliteTest, ForEachRowStopsAtTheFirstErrorOfTheCallback) {
+  auto c = CreateWithTable();
+  ASSERT_NE(c, nullptr);
+  ASSERT_OK(c->Exec("INSERT INTO t(k) VALUES (1), (2), (3)"));
+  ASSERT_OK_AND_ASSIGN(auto st, Statement::Prepare(*c, "SELECT k FROM t ORDER BY k"));
+  int calls = 0;
+  absl::Status s = st->ForEachRow([&](const Statement& row) {
+    ++calls;
+    return row.Int(0) == 2 ? absl::DataLossError("row 2") : absl::OkStatus();
+  });
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kDataLoss));
+  EXPECT_EQ(calls, 2);
+}
+
+TEST_F(SqliteTest, ForEachRowReturnsAnErrorOfAStepAfterRows) {
+  auto c = CreateWithTable();
+  ASSERT_NE(c, nullptr);
+  ASSERT_OK(c->Exec("INSERT INTO t(k, s) VALUES (1, 'b+'), (2, '(['), (3, 'c')"));
+  // The second row's pattern fails sqlite3_step itself, after a first good row.
+  ASSERT_OK_AND_ASSIGN(auto st, Statement::Prepare(*c, "SELECT 'abc' REGEXP s FROM t ORDER BY k"));
+  int calls = 0;
+  absl::Status s = st->ForEachRow([&](const Statement&) {
+    ++calls;
+    return absl::OkStatus();
+  });
+  EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(absl::StrContains(s.message(), "is not a regular expression")) << s;
+  EXPECT_EQ(calls, 1);
+}
+
+TEST_F(SqliteTest, ForEachRowWhileEndsWhenTheCallbackSaysSo) {
+  auto c = CreateWithTable();
+  ASSERT_NE(c, nullptr);
+  ASSERT_OK(c->Exec("INSERT INTO t(k) VALUES (1), (2), (3)"));
+  ASSERT_OK_AND_ASSIGN(auto st, Statement::Prepare(*c, "SELECT k FROM t ORDER BY k"));
+  std::vector<int64_t> seen;
+  ASSERT_OK(st->ForEachRowWhile([&](const Statement& row) -> absl::StatusOr<bool> {
+    seen.push_back(row.Int(0));
+    return row.Int(0) < 2;
+  }));
+  EXPECT_EQ(seen, (std::vector<int64_t>{1, 2}));
+  st->Reset();
+  EXPECT_THAT(st->ForEachRowWhile([](const Statement&) -> absl::StatusOr<bool> {
+    return absl::InternalError("no");
+  }),
+              StatusIs(absl::StatusCode::kInternal));
+}
+
+TEST_F(SqliteTest, RowReaderTakesTheColumnsInOrder) {
+  auto c = CreateWithTable();
+  ASSERT_NE(c, nullptr);
+  ASSERT_OK_AND_ASSIGN(auto st,
+                       Statement::Prepare(*c, "SELECT 7, -1, 1, 2.5, 'text', x'00ff', NULL, 9"));
+  ASSERT_OK_AND_ASSIGN(bool row, st->Step());
+  ASSERT_TRUE(row);
+  RowReader col(*st);
+  EXPECT_EQ(col.Int(), 7);
+  EXPECT_EQ(col.Uint64(), UINT64_MAX) << "stored ids and hashes are unsigned";
+  EXPECT_TRUE(col.Bool());
+  EXPECT_EQ(col.Double(), 2.5);
+  EXPECT_EQ(col.Text(), "text");
+  EXPECT_EQ(col.Blob(), std::string("\x00\xff", 2));
+  EXPECT_TRUE(col.NextIsNull());
+  col.Skip();
+  EXPECT_FALSE(col.NextIsNull());
+  EXPECT_EQ(col.Int32(), 9);
+  RowReader from_two(*st, 2);
+  EXPECT_TRUE(from_two.Bool());
 }
 
 TEST_F(SqliteTest, RegexpIsRe2AndLinearInTheText) {

@@ -1,0 +1,42 @@
+// The store's reads of kernels: a capture's statistics grouped and ordered, one kernel's
+// history across captures, two captures' kernels paired, and kernel identities looked up.
+// Each read borrows a reader connection for its length. Thread-safe.
+#ifndef PODPROF_STORAGE_KERNEL_QUERIES_H_
+#define PODPROF_STORAGE_KERNEL_QUERIES_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "storage/database.h"
+#include "storage/rows.h"
+
+namespace podprof::storage {
+
+class KernelQueries {
+ public:
+  explicit KernelQueries(Database& db) : db_(db) {}
+  KernelQueries(const KernelQueries&) = delete;
+  KernelQueries& operator=(const KernelQueries&) = delete;
+
+  // NotFound for an unknown capture; InvalidArgument for a bad regex.
+  absl::StatusOr<std::vector<StatRow>> Stats(const StatsQuery& query);
+  absl::StatusOr<std::vector<HistorySeries>> History(const HistoryQuery& query);
+  // Per (module, op) in either capture, its statistics on each side (see Store::PairKernels).
+  absl::StatusOr<std::vector<KernelPair>> Pair(const std::string& baseline,
+                                               const std::string& candidate,
+                                               const std::string& op_regex);
+  // Kernels whose op name is `op_name`, most recently stored first; with `module`, its only.
+  absl::StatusOr<std::vector<KernelIdentity>> Find(const std::string& op_name,
+                                                   const std::string& module);
+  // The newest capture holding kernel `kernel_id`; NotFound when none does.
+  absl::StatusOr<std::string> LatestCaptureWith(int64_t kernel_id);
+
+ private:
+  Database& db_;
+};
+
+}  // namespace podprof::storage
+
+#endif  // PODPROF_STORAGE_KERNEL_QUERIES_H_

@@ -1,0 +1,41 @@
+#include "storage/store_internal.h"
+
+#include "common/status_macros.h"
+#include "nlohmann/json.hpp"
+
+namespace podprof::storage::internal {
+
+std::string LabelsJson(const std::map<std::string, std::string>& labels) {
+  return nlohmann::json(labels).dump();
+}
+
+std::map<std::string, std::string> ParseLabels(const std::string& text) {
+  std::map<std::string, std::string> out;
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_object()) {
+    for (auto& [k, v] : j.items()) {
+      if (v.is_string()) out[k] = v.get<std::string>();
+    }
+  }
+  return out;
+}
+
+absl::Status Transaction(Connection& c, const std::function<absl::Status()>& body) {
+  RETURN_IF_ERROR(c.Exec("BEGIN IMMEDIATE"));
+  absl::Status s = body();
+  if (s.ok()) s = c.Exec("COMMIT");
+  if (!s.ok()) c.Exec("ROLLBACK").IgnoreError();
+  return s;
+}
+
+absl::StatusOr<CaptureRef> RequireCapture(Connection& c, const std::string& id) {
+  ASSIGN_OR_RETURN(
+      auto s,
+      Statement::Prepare(c, "SELECT seq, stats_first, stats_last FROM captures WHERE id = ?"));
+  s->Bind(1, id);
+  ASSIGN_OR_RETURN(bool found, s->Step());
+  if (!found) return absl::NotFoundError(absl::StrCat("no capture with id \"", id, "\""));
+  return CaptureRef{s->Int(0), s->Int(1), s->Int(2)};
+}
+
+}  // namespace podprof::storage::internal
