@@ -1,36 +1,23 @@
 #include "agent/agent.h"
 
 #include <grpcpp/grpcpp.h>
-#include <malloc.h>
 #include <sys/timex.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "agent/agent_metrics.h"
+#include "agent/capture_call.h"
 #include "common/logging.h"
 #include "common/process.h"
 #include "proto/grpc_status.h"
 #include "trace/chip_catalog.h"
 
 namespace podprof::agent {
-namespace {
-
-// Writes chunks to the gRPC stream.
-class StreamSink final : public stream::ChunkSink {
- public:
-  explicit StreamSink(grpc::ServerWriter<podprof::v1::CaptureChunk>* writer) : writer_(writer) {}
-  bool Write(const podprof::v1::CaptureChunk& chunk) override { return writer_->Write(chunk); }
-
- private:
-  grpc::ServerWriter<podprof::v1::CaptureChunk>* const writer_;
-};
-
-}  // namespace
-
 const char* const kAgentVersion = "podprof-agent 0.1.0";
 
 int64_t NextBackoffNs(int64_t last_ns, int64_t max_ns) {
@@ -51,15 +38,20 @@ podprof::v1::ClockSourceState ReadClockSource() {
   return out;
 }
 
-Agent::Agent(const AgentConfig& config, Clock& clock)
-    : clock_(clock), start_ns_(clock.NowNs()), config_(config) {}
+Agent::Agent(AgentConfig config, std::vector<DiscoveredChip> discovered, Clock& clock)
+    : clock_(clock),
+      start_ns_(clock.NowNs()),
+      config_(std::move(config)),
+      discovered_(std::move(discovered)) {}
 
 absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(const AgentConfig& config, Clock& clock) {
-  std::unique_ptr<Agent> agent(new Agent(config, clock));
-  if (agent->config_.host_name.empty()) agent->config_.host_name = LocalHostName();
+  // The host name and chips are settled before the agent exists, so that every later read of
+  // them is under mu_.
+  AgentConfig settled = config;
+  if (settled.host_name.empty()) settled.host_name = LocalHostName();
   absl::StatusOr<std::vector<DiscoveredChip>> chips = DiscoverChips(config.sysfs_root);
   if (!chips.ok()) return chips.status();
-  agent->discovered_ = *chips;
+  std::unique_ptr<Agent> agent(new Agent(std::move(settled), *std::move(chips), clock));
   Workload& w = agent->workload_;
   w.profiler_address = config.workload_profiler.front();
   w.profiler = tensorflow::ProfilerService::NewStub(
@@ -265,53 +257,9 @@ std::vector<podprof::v1::WorkloadEndpoint> Agent::CheckWorkload() {
   return out;
 }
 
-grpc::Status AgentService::Capture(grpc::ServerContext* context,
-                                   const podprof::v1::CaptureRequest* request,
-                                   grpc::ServerWriter<podprof::v1::CaptureChunk>* writer) {
-  const security::RoleAcl aggregators{agent_->config().allowed_aggregators,
-                                      "tls.allowed_aggregators"};
-  if (absl::Status a = aggregators.Check(*context, "the aggregator"); !a.ok()) {
-    refusals_.Note(context->peer(), a.message());
-    return ToGrpc(a);
-  }
-  if (request->capture_id().empty()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "capture_id is empty");
-  }
-  if (const std::string me = agent_->HostInfo().host_name();
-      !request->host_name().empty() && request->host_name() != me) {
-    return grpc::Status(
-        grpc::StatusCode::FAILED_PRECONDITION,
-        absl::StrCat("capture for host ", request->host_name(), " reached the agent of ", me));
-  }
-  absl::Status claim = agent_->BeginCapture(request->capture_id());
-  if (!claim.ok()) return ToGrpc(claim);
-  PODPROF_LOG(INFO) << "capture " << request->capture_id() << ": " << request->duration_ms()
-                    << " ms from " << request->start_ns();
-  CaptureRunner runner(agent_->clock(), agent_->workload());
-  StreamSink sink(writer);
-  CaptureOutcome outcome;
-  const int64_t started = agent_->clock().MonotonicNs();
-  absl::Status s = runner.Run(
-      *request, agent_->HostInfo(), agent_->Limits(), [context] { return context->IsCancelled(); },
-      &sink, &outcome);
-  agent_->LearnChips(outcome.chips);
-  agent_->EndCapture();
-  if (metrics_ != nullptr) {
-    RecordCapture(*metrics_, s.ok(), (agent_->clock().MonotonicNs() - started) / 1e9,
-                  static_cast<int64_t>(outcome.counts.events),
-                  static_cast<int64_t>(outcome.counts.bytes));
-  }
-  // A capture reads and converts tens of MB in bursts; the agent shares the host with the
-  // training job, so give the freed pages back now instead of keeping the high-water mark.
-  malloc_trim(0);
-  if (!s.ok()) {
-    PODPROF_LOG(WARNING) << "capture " << request->capture_id() << " failed: " << s.message();
-  } else {
-    PODPROF_LOG(INFO) << "capture " << request->capture_id() << ": " << outcome.counts.events
-                      << " events, " << outcome.counts.kernels << " kernels in "
-                      << outcome.counts.chunks << " chunks";
-  }
-  return ToGrpc(s);
+grpc::ServerWriteReactor<podprof::v1::CaptureChunk>* AgentService::Capture(
+    grpc::CallbackServerContext* context, const podprof::v1::CaptureRequest* request) {
+  return new CaptureCall(agent_, metrics_, &refusals_, context, request);
 }
 
 grpc::Status AgentService::Ping(grpc::ServerContext*, const podprof::v1::PingRequest* request,

@@ -71,7 +71,7 @@ class Agent {
   int64_t start_ns() const { return start_ns_; }
 
  private:
-  Agent(const AgentConfig& config, Clock& clock);
+  Agent(AgentConfig config, std::vector<DiscoveredChip> discovered, Clock& clock);
 
   Clock& clock_;
   Workload workload_;
@@ -86,8 +86,11 @@ class Agent {
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-// podprof.v1.Agent. Handlers are thin; the work is in CaptureRunner.
-class AgentService final : public podprof::v1::Agent::Service {
+// podprof.v1.Agent. Handlers are thin; the work is in CaptureRunner. Capture is on gRPC's
+// callback API (agent/capture_call.h), so that the client going away reaches the capture as
+// an event; Ping and Info answer at once and stay synchronous.
+class AgentService final
+    : public podprof::v1::Agent::WithCallbackMethod_Capture<podprof::v1::Agent::Service> {
  public:
   // Who may start captures comes from the agent's configuration at each call
   // (tls.allowed_aggregators; empty: any caller that passed the TLS handshake), so a reload
@@ -98,8 +101,8 @@ class AgentService final : public podprof::v1::Agent::Service {
   void SetMetrics(metrics::Registry* metrics) { metrics_ = metrics; }
   // Where refusals are logged; the daemon routes gRPC's failed handshakes here too.
   security::RefusalLog& refusals() { return refusals_; }
-  grpc::Status Capture(grpc::ServerContext* context, const podprof::v1::CaptureRequest* request,
-                       grpc::ServerWriter<podprof::v1::CaptureChunk>* writer) override;
+  grpc::ServerWriteReactor<podprof::v1::CaptureChunk>* Capture(
+      grpc::CallbackServerContext* context, const podprof::v1::CaptureRequest* request) override;
   grpc::Status Ping(grpc::ServerContext* context, const podprof::v1::PingRequest* request,
                     podprof::v1::PingResponse* response) override;
   grpc::Status Info(grpc::ServerContext* context, const podprof::v1::InfoRequest* request,

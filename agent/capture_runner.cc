@@ -12,7 +12,6 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "common/checked.h"
 #include "common/errno_status.h"
 #include "common/logging.h"
@@ -33,8 +32,6 @@ namespace rt = tpu::monitoring::runtime;
 // A start instant this far in the past when the request arrives is a late start: the
 // window would not be the one the aggregator asked for.
 constexpr int64_t kLateToleranceNs = 50'000'000;
-// How often a running session checks whether its client is gone.
-constexpr int64_t kCancelPollNs = 50'000'000;
 
 // Runtime metrics sampled during a capture, with their units.
 const std::pair<const char*, const char*> kSampledMetrics[] = {
@@ -183,6 +180,27 @@ podprof::v1::HostInfo HostInfoFor(const podprof::v1::HostInfo& sysfs, const trac
 
 }  // namespace
 
+void CaptureCancel::Cancel() {
+  absl::MutexLock lock(&mu_);
+  cancelled_ = true;
+}
+
+bool CaptureCancel::cancelled() const {
+  absl::MutexLock lock(&mu_);
+  return cancelled_;
+}
+
+bool CaptureCancel::AwaitCancelOrClose() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(this, &CaptureCancel::Decided));
+  return cancelled_;
+}
+
+void CaptureCancel::Close() {
+  absl::MutexLock lock(&mu_);
+  closed_ = true;
+}
+
 std::string SessionIdFor(const std::string& capture_id) {
   std::string s;
   for (char c : capture_id) {
@@ -191,9 +209,12 @@ std::string SessionIdFor(const std::string& capture_id) {
   return s.empty() ? "capture" : s.substr(0, 100);
 }
 
+// Long: one capture's steps in the order they happen (checks, the wait for the start, the
+// workload's profiler asked, its files read and streamed, the outcome), each short, sharing
+// the cancellation and the outcome; splitting it is left for when the agent analyses (#37).
 absl::Status CaptureRunner::Run(const podprof::v1::CaptureRequest& request,
                                 const podprof::v1::HostInfo& host, const RunnerLimits& limits,
-                                const std::function<bool()>& cancelled, stream::ChunkSink* sink,
+                                CaptureCancel* cancel, stream::ChunkSink* sink,
                                 CaptureOutcome* outcome) {
   // An agent may be asked directly, not only by an aggregator that checked already.
   RETURN_IF_ERROR(
@@ -248,23 +269,21 @@ absl::Status CaptureRunner::Run(const podprof::v1::CaptureRequest& request,
   ctx.set_deadline(DeadlineAt(clock_.NowNs(), wait_ns));
   tensorflow::ProfileResponse presp;
   std::atomic<bool> terminated{false};
-  absl::Notification done;
+  CaptureCancel uncancellable;
+  if (cancel == nullptr) cancel = &uncancellable;
   std::thread watcher([&] {
     // Cancellation must reach the workload, or its session would run on unobserved.
-    while (!done.HasBeenNotified()) {
-      if (cancelled() && !terminated.exchange(true)) {
-        grpc::ClientContext tctx;
-        tctx.set_deadline(DeadlineAt(clock_.NowNs(), 2'000'000'000));
-        tensorflow::TerminateRequest treq;
-        treq.set_session_id(session);
-        tensorflow::TerminateResponse tresp;
-        workload_.profiler->Terminate(&tctx, treq, &tresp);
-      }
-      done.WaitForNotificationWithTimeout(absl::Nanoseconds(kCancelPollNs));
-    }
+    if (!cancel->AwaitCancelOrClose()) return;
+    terminated = true;
+    grpc::ClientContext tctx;
+    tctx.set_deadline(DeadlineAt(clock_.NowNs(), 2'000'000'000));
+    tensorflow::TerminateRequest treq;
+    treq.set_session_id(session);
+    tensorflow::TerminateResponse tresp;
+    workload_.profiler->Terminate(&tctx, treq, &tresp);
   });
   grpc::Status ps = workload_.profiler->Profile(&ctx, preq, &presp);
-  done.Notify();
+  cancel->Close();
   watcher.join();
   sampler.Stop();
   if (terminated)

@@ -4,12 +4,13 @@
 #ifndef PODPROF_AGENT_CAPTURE_RUNNER_H_
 #define PODPROF_AGENT_CAPTURE_RUNNER_H_
 
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "proto/podprof_agent.pb.h"
 #include "proto/profiler_service.grpc.pb.h"
@@ -47,6 +48,28 @@ struct CaptureOutcome {
   std::vector<trace::Chip> chips;
 };
 
+// A capture's cancellation, told by its call the moment the client goes away (the RPC's
+// OnCancel), so that the runner waits for it rather than polling. One per capture;
+// thread-safe.
+class CaptureCancel {
+ public:
+  // The client went away. Idempotent.
+  void Cancel() ABSL_LOCKS_EXCLUDED(mu_);
+  bool cancelled() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Blocks until Cancel() or Close(), whichever comes first; whether it was Cancel().
+  bool AwaitCancelOrClose() ABSL_LOCKS_EXCLUDED(mu_);
+  // Ends AwaitCancelOrClose's wait: the workload answered, so there is no session to end.
+  void Close() ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  bool Decided() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return cancelled_ || closed_; }
+
+  mutable absl::Mutex mu_;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+};
+
 // Stateless between captures; one Run() per capture. Thread-compatible: the caller ensures one
 // capture at a time per host.
 class CaptureRunner {
@@ -57,10 +80,11 @@ class CaptureRunner {
   // Runs the capture and streams every chunk, the trailer last. Errors name the cause:
   // Unavailable (workload unreachable), AlreadyExists (profiler busy), FailedPrecondition (late
   // start, empty trace), DeadlineExceeded (workload hung), DataLoss (unreadable XSpace),
-  // Cancelled (`cancelled()` became true; the workload's session is terminated).
+  // Cancelled (`cancel` was cancelled while the workload captured; its session is
+  // terminated). `cancel` may be null: a capture nobody can cancel. Run closes it.
   absl::Status Run(const podprof::v1::CaptureRequest& request, const podprof::v1::HostInfo& host,
-                   const RunnerLimits& limits, const std::function<bool()>& cancelled,
-                   stream::ChunkSink* sink, CaptureOutcome* outcome);
+                   const RunnerLimits& limits, CaptureCancel* cancel, stream::ChunkSink* sink,
+                   CaptureOutcome* outcome);
 
  private:
   // Reads the workload's XSpace at `path` and streams it (host, then plane by plane) in chunks

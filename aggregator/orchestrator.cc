@@ -4,7 +4,6 @@
 #include <malloc.h>
 
 #include <algorithm>
-#include <atomic>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -14,6 +13,7 @@
 #include "aggregator/host_stream.h"
 #include "common/checked.h"
 #include "common/logging.h"
+#include "common/parallel.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/json_util.h"
 #include "ingest/capture_ingest.h"
@@ -236,6 +236,9 @@ Orchestrator::Orchestrator(Registry* registry, storage::Store* store, Clock& clo
       streams_(limits.ingest_workers, limits.max_active_hosts),
       dispatch_per_host_ns_(kFirstDispatchPerHostNs) {}
 
+// Long: the capture's dispatch in time order (a stream per host, the connections made within
+// half the lead, every request sent, the streams waited for), the steps sharing the run's
+// deadlines.
 void Orchestrator::CollectHosts(CaptureRun& run, std::vector<std::unique_ptr<HostStream>>* hosts) {
   const int64_t duration_ns = static_cast<int64_t>(run.request.duration_ms()) * 1'000'000;
   absl::BlockingCounter left(static_cast<int>(run.hosts.size()));
@@ -300,17 +303,7 @@ void Orchestrator::CollectHosts(CaptureRun& run, std::vector<std::unique_ptr<Hos
     (*hosts)[i]->Waiting();
     streams_.Start(h.stub.get(), std::move(ctx), req, (*hosts)[i].get());
   };
-  {
-    std::atomic<size_t> next{0};
-    std::vector<std::thread> senders;
-    const size_t n = std::min<size_t>(kDispatchThreads, run.hosts.size());
-    for (size_t t = 0; t < n; ++t) {
-      senders.emplace_back([&] {
-        for (size_t i = next++; i < run.hosts.size(); i = next++) dispatch(i);
-      });
-    }
-    for (std::thread& t : senders) t.join();
-  }
+  ParallelFor(run.hosts.size(), kDispatchThreads, dispatch);
   // The next capture's lead allows twice what a request took here, per host (never less than
   // the default): a pod on a busy aggregator learns its own dispatch time.
   const int64_t per_host_ns =
@@ -352,6 +345,9 @@ void Orchestrator::Execute(std::shared_ptr<CaptureRun> run) {
   StoreRun(*run, hosts);
 }
 
+// Long: the end of a capture in order (each host's clock correction from the probes, refined
+// by the collectives, then the pod's rows and its write), each step reading what the one
+// before left.
 void Orchestrator::StoreRun(CaptureRun& run, std::vector<std::unique_ptr<HostStream>>& hosts) {
   const int64_t duration_ns = static_cast<int64_t>(run.request.duration_ms()) * 1'000'000;
   // Probe-only corrections at the window's middle, then the collectives.

@@ -12,6 +12,7 @@
 #include "aggregator/fleet_link.h"
 #include "common/pattern.h"
 #include "common/status_macros.h"
+#include "fleet/capture_rows.h"
 #include "insight/change.h"
 #include "insight/evidence.h"
 #include "trace/kernel_stats.h"
@@ -186,7 +187,7 @@ absl::StatusOr<v1::CompareCapturesResponse> Queries::Compare(
   using Insights = std::map<int64_t, storage::KernelInsightRow>;
   auto insights_of = [&](const std::string& capture) -> absl::StatusOr<Insights> {
     ASSIGN_OR_RETURN(std::vector<storage::KernelInsightRow> rows,
-                     store_.KernelInsights(capture, false));
+                     store_.KernelInsights(capture, false, fleet::SyncWaitScope()));
     Insights by_kernel;
     for (storage::KernelInsightRow& r : rows) by_kernel[r.kernel_id] = std::move(r);
     return by_kernel;

@@ -19,6 +19,7 @@
 #include "common/file_util.h"
 #include "common/skewed_clock.h"
 #include "common/subprocess.h"
+#include "launch/pod_launcher.h"
 #include "nlohmann/json.hpp"
 #include "sim/pod_model.h"
 #include "sim/xspace_builder.h"
@@ -30,7 +31,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using bench::CpuTicks;
-using bench::StartChild;
 
 // Serializes every chunk, as the gRPC stream would.
 class SerializingSink final : public stream::ChunkSink {
@@ -50,6 +50,7 @@ class SerializingSink final : public stream::ChunkSink {
 constexpr char kUsage[] =
     "usage: bench_agent_overhead [--idle-seconds 10] [--capture-seconds 10]\n";
 
+// Long: the benchmark's two measurements in the order it prints them.
 int Main(int argc, char** argv) {
   double idle_seconds = 10, capture_seconds = 10;
   if (const int stop = bench::ParseFlags(
@@ -61,32 +62,30 @@ int Main(int argc, char** argv) {
   }
   const std::string bin = fs::path(fs::read_symlink("/proc/self/exe")).parent_path().string();
   const std::string dir = "/tmp/bench_agent_" + std::to_string(getpid());
-  fs::create_directories(dir + "/nosys");
   RealClock clock;
 
-  // 1. Idle agent beside an idle simulated workload.
-  Subprocess sim = StartChild({bin + "/podprof-simhost", "--profiler-port=0", "--metrics-port=0",
-                               "--ready-file=" + dir + "/sim.json"});
-  if (!bench::WaitForFile(dir + "/sim.json")) return 1;
-  nlohmann::json sj = nlohmann::json::parse(ReadFile(dir + "/sim.json").value_or(""));
-  std::ofstream(dir + "/empty.toml") << "";
-  Subprocess agent =
-      StartChild({bin + "/podprof-agent", "--insecure", "--config=" + dir + "/empty.toml",
-                  "--listen=127.0.0.1:0", "--http-listen=127.0.0.1:0",
-                  "--profiler-service-listen=none", "--sysfs-root=" + dir + "/nosys",
-                  "--workload-profiler=127.0.0.1:" + std::to_string(sj["profiler_port"].get<int>()),
-                  "--workload-metrics=127.0.0.1:" + std::to_string(sj["metrics_port"].get<int>()),
-                  "--ready-file=" + dir + "/agent.json"});
-  if (!bench::WaitForFile(dir + "/agent.json")) return 1;
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // let start-up settle
-  const long ticks0 = CpuTicks(agent.pid());
+  // 1. Idle agent beside an idle simulated workload, registered nowhere.
+  launch::PodOptions options;
+  options.bin_dir = bin;
+  options.dir = dir;
+  options.aggregator = false;
+  options.log_files = false;
+  launch::Pod idle_pod(options);
+  if (absl::Status s = idle_pod.Start(); !s.ok()) {
+    std::fprintf(stderr, "%s\n", s.ToString().c_str());
+    return 1;
+  }
+  const pid_t agent = idle_pod.agent_pid(0);
+  // Settling on purpose: the agent's first moments (its threads starting, its first metric
+  // reads) are start-up, not the idle cost being measured.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const long ticks0 = CpuTicks(agent);
   const int64_t t0 = clock.MonotonicNs();
   std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(idle_seconds * 1000)));
   const double wall = (clock.MonotonicNs() - t0) / 1e9;
-  const double cpu = (CpuTicks(agent.pid()) - ticks0) / static_cast<double>(sysconf(_SC_CLK_TCK));
-  const long rss = bench::StatusKb(agent.pid(), "VmRSS:");
-  agent.Terminate(absl::Seconds(10));
-  sim.Terminate(absl::Seconds(10));
+  const double cpu = (CpuTicks(agent) - ticks0) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  const long rss = bench::StatusKb(agent, "VmRSS:");
+  idle_pod.StopAll();
   std::printf("idle agent over %.1f s: cpu %.3f%% of one core, rss %.1f MB\n", wall,
               100 * cpu / wall, rss / 1024.0);
   std::printf("idle_cpu_percent=%.3f (target < 0.2)\nidle_rss_mb=%.1f (target < 40)\n",

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -32,6 +33,8 @@
 #include "common/file_util.h"
 #include "common/subprocess.h"
 #include "harness/capture_watch.h"
+#include "harness/wait.h"
+#include "launch/pod_launcher.h"
 #include "nlohmann/json.hpp"
 #include "proto/podprof_agent.grpc.pb.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
@@ -42,13 +45,7 @@ namespace podprof {
 namespace {
 
 namespace fs = std::filesystem;
-using bench::StartChild;
 namespace v1 = podprof::v1;
-
-nlohmann::json WaitJson(const std::string& path) {
-  bench::WaitForFile(path);
-  return nlohmann::json::parse(ReadFile(path).value_or(""));
-}
 
 // The machine's own floor for start skew: `n` bare processes, pinned like the simhosts, each
 // sleeping until one absolute instant and reading the clock. Returns the spread of their
@@ -175,7 +172,7 @@ IngestReferences MeasureReferences(int agent_port, int duration_ms, uint64_t eve
 // every chip of every host lie, us.
 std::vector<double> CollectiveSpreads(const std::string& dir, const std::string& capture_id,
                                       uint64_t* events) {
-  auto store = storage::Store::Open(dir + "/pod.db");
+  auto store = storage::Store::Open(dir + "/podprof.db");
   std::map<uint64_t, std::pair<int64_t, int64_t>> range;
   if (store.ok()) {
     auto blocks = (*store)->Timelines(capture_id);
@@ -198,47 +195,44 @@ std::vector<double> CollectiveSpreads(const std::string& dir, const std::string&
   return spread;
 }
 
-// Per host, a simulated host and its agent sharing a wrong clock drawn from `seed` (a
-// device offset on every other host); the agents' ports.
-std::vector<int> StartHosts(const std::string& bin, const std::string& dir, int hosts,
-                            uint64_t seed, int agg_port, std::vector<Subprocess>* children) {
-  // Each simulated host on a core of its own, round robin, as real hosts have their own: left
-  // to the scheduler, the wake-ups at the start instant pile onto one core's queue.
-  const int ncpu = std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
-  std::vector<int> agent_ports;
+// The pod: the aggregator, and per host a simulated host and its agent sharing a wrong clock
+// drawn from `seed` (a device offset on every other host).
+launch::PodOptions AlignmentPod(const std::string& bin, const std::string& dir, int hosts,
+                                uint64_t seed) {
+  launch::PodOptions pod;
+  pod.bin_dir = bin;
+  pod.dir = dir;
+  pod.hosts = hosts;
+  pod.chips = 4;
+  pod.generation = "v5p";
+  pod.seed = 3;
+  pod.aggregator_config = "[agents]\nheartbeat_interval = \"1s\"\nprobe_interval = \"2s\"\n";
+  pod.agent_http_listen = "off";
+  pod.log_files = false;
+  // Milliseconds to 3 decimals, ppm to 3, microseconds to 1, as the benchmark has always drawn
+  // them from its seed.
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> offset_ms(-50, 50), drift(-50, 50), dev_us(-200, 200);
   for (int h = 0; h < hosts; ++h) {
-    const std::string n = std::to_string(h);
-    const std::string off = absl::StrFormat("%.3fms", offset_ms(rng));
-    const std::string dr = absl::StrFormat("%.3f", drift(rng));
-    const std::string dev = h % 2 ? absl::StrFormat("%.1fus", dev_us(rng)) : "0";
-    // The host's two processes read one drifting clock (see common/skewed_clock.h).
-    const std::string epoch = absl::StrCat("--clock-epoch-ns=", RealClock().NowNs());
-    children->push_back(
-        StartChild({bin + "/podprof-simhost", "--profiler-port=0", "--metrics-port=0", "--chips=4",
-                    "--generation=v5p", absl::StrCat("--hosts=", hosts), "--host-index=" + n,
-                    "--pod-seed=3", "--clock-offset=" + off, "--clock-drift-ppm=" + dr, epoch,
-                    "--device-clock-offset=" + dev, "--truth-file=" + dir + "/truth" + n + ".json",
-                    "--ready-file=" + dir + "/sim" + n + ".json"},
-                   h % ncpu));
-    nlohmann::json sim = WaitJson(dir + "/sim" + n + ".json");
-    children->push_back(
-        StartChild({bin + "/podprof-agent", "--insecure", "--config=" + dir + "/empty.toml",
-                    "--listen=127.0.0.1:0", "--advertise=127.0.0.1:0", "--http-listen=off",
-                    "--profiler-service-listen=none", "--host-name=host-" + n,
-                    "--sysfs-root=" + dir + "/nosys",
-                    absl::StrCat("--workload-profiler=127.0.0.1:", sim["profiler_port"].get<int>()),
-                    "--workload-metrics=none", absl::StrCat("--aggregator=127.0.0.1:", agg_port),
-                    "--clock-offset=" + off, "--clock-drift-ppm=" + dr, epoch,
-                    "--ready-file=" + dir + "/agent" + n + ".json"}));
-    agent_ports.push_back(WaitJson(dir + "/agent" + n + ".json")["agent_port"].get<int>());
+    launch::HostOptions host;
+    host.clock_offset_ns = std::llround(offset_ms(rng) * 1e3) * 1000;
+    host.clock_drift_ppm = std::round(drift(rng) * 1000) / 1000;
+    if (h % 2) host.device_clock_offset_ns = std::llround(dev_us(rng) * 10) * 100;
+    host.workload_metrics = "none";
+    pod.host.push_back(host);
   }
-  return agent_ports;
+  // Each simulated host on a core of its own, round robin, as real hosts have their own: left
+  // to the scheduler, the wake-ups at the start instant pile onto one core's queue.
+  const int ncpu = std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+  pod.adjust = [ncpu](const std::string& name, int host, SubprocessOptions* o) {
+    if (name.rfind("podprof-simhost", 0) == 0) o->cpu = host % ncpu;
+  };
+  return pod;
 }
 
 constexpr char kUsage[] = "usage: bench_alignment [--hosts 8] [--duration-ms 1000] [--seed 1]\n";
 
+// Long: the benchmark's steps in the order it prints them, each a few lines over the same pod.
 int Main(int argc, char** argv) {
   int hosts = 8, duration_ms = 1000;
   uint64_t seed = 1;
@@ -252,32 +246,21 @@ int Main(int argc, char** argv) {
   }
   const std::string bin = fs::read_symlink("/proc/self/exe").parent_path().string();
   const std::string dir = "/tmp/bench_alignment_" + std::to_string(getpid());
-  fs::create_directories(dir + "/nosys");
-  std::ofstream(dir + "/empty.toml") << "";
-  std::ofstream(dir + "/agg.toml")
-      << "[agents]\nheartbeat_interval = \"1s\"\nprobe_interval = \"2s\"\n";
-  std::vector<Subprocess> children;
-  children.push_back(
-      StartChild({bin + "/podprof-aggregator", "--insecure", "--config=" + dir + "/agg.toml",
-                  "--listen=127.0.0.1:0", "--http-listen=127.0.0.1:0", "--db=" + dir + "/pod.db",
-                  "--ready-file=" + dir + "/agg.json"}));
-  const int agg_port = WaitJson(dir + "/agg.json")["port"];
-  const int ncpu = std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
-  const std::vector<int> agent_ports = StartHosts(bin, dir, hosts, seed, agg_port, &children);
-  auto stub = v1::Aggregator::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", agg_port),
-                                                          grpc::InsecureChannelCredentials()));
-  // Two probe bursts apart, so every clock model has a drift.
-  for (int i = 0; i < 400; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    grpc::ClientContext ctx;
-    v1::ListAgentsResponse resp;
-    stub->ListAgents(&ctx, v1::ListAgentsRequest(), &resp);
-    int ready = 0;
-    for (const auto& a : resp.agents()) ready += a.clock().probe_count() >= 2;
-    if (ready == hosts) break;
+  launch::Pod pod(AlignmentPod(bin, dir, hosts, seed));
+  if (absl::Status s = pod.Start(); !s.ok()) {
+    std::fprintf(stderr, "%s\n", s.ToString().c_str());
+    return 2;
   }
+  const int ncpu = std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+  std::vector<int> agent_ports;
+  for (int h = 0; h < hosts; ++h) agent_ports.push_back(pod.agent_ready(h).value("agent_port", 0));
+  auto stub = v1::Aggregator::NewStub(
+      grpc::CreateChannel(pod.aggregator_address(), grpc::InsecureChannelCredentials()));
+  // Two probe bursts apart, so every clock model has a drift.
+  testing::WaitFor([&] { return testing::ProbedAgents(*stub, 2) == hosts; }, absl::Seconds(20),
+                   absl::Milliseconds(50));
   RealClock clock;
-  const pid_t agg = children.front().pid();
+  const pid_t agg = pod.aggregator_pid();
   const long agg_ticks0 = bench::CpuTicks(agg);
   absl::StatusOr<testing::WatchedCapture> watched = testing::StartAndWatchCapture(
       *stub, duration_ms, absl::Milliseconds(duration_ms) + absl::Minutes(5));
@@ -299,7 +282,8 @@ int Main(int argc, char** argv) {
   std::vector<double> late;
   for (const auto& h : last.summary().hosts()) {
     const std::string n = h.host_name().substr(5);
-    nlohmann::json t = nlohmann::json::parse(ReadFile(dir + "/truth" + n + ".json").value_or(""));
+    nlohmann::json t = nlohmann::json::parse(
+        ReadFile(launch::TruthFile(pod.options(), std::stoi(n))).value_or(""));
     const double truth =
         t["clock_offset_ns"].get<double>() +
         t["clock_drift_ppm"].get<double>() * 1e-6 * (mid - t["clock_epoch_ns"].get<double>()) +
@@ -319,7 +303,7 @@ int Main(int argc, char** argv) {
   uint64_t events = 0;
   const std::vector<double> spread = CollectiveSpreads(dir, started.capture_id(), &events);
   const IngestReferences ref = MeasureReferences(agent_ports[0], duration_ms, events);
-  Subprocess::TerminateAll(absl::MakeSpan(children), absl::Seconds(10));
+  pod.StopAll();
   fs::remove_all(dir);
 
   std::printf(

@@ -59,6 +59,7 @@ int64_t WriteFiles(storage::Store& store, int captures, const fs::path& dir) {
   return rows;
 }
 
+// Long: the benchmark's steps in the order it prints them, each a few lines over the same servers.
 int Run(int argc, char** argv) {
   int captures = 1000, chips = 1024, kernels = 20, backlog = 100;
   if (int rc = bench::ParseFlags(argc, argv, kUsage,

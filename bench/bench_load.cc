@@ -32,6 +32,8 @@
 #include "common/file_util.h"
 #include "common/subprocess.h"
 #include "harness/capture_watch.h"
+#include "harness/wait.h"
+#include "launch/pod_launcher.h"
 #include "nlohmann/json.hpp"
 #include "proto/podprof_aggregator.grpc.pb.h"
 
@@ -127,6 +129,7 @@ constexpr char kUsage[] =
     "usage: bench_load [--hosts 256] [--captures 4] [--duration-ms 500] [--chips 2]\n"
     "                  [--counters 1] [--sim-nice 0]\n";
 
+// Long: the benchmark's steps in the order it prints them, each a few lines over the same pod.
 int Main(int argc, char** argv) {
   int hosts = 256, captures = 4, duration_ms = 500, chips = 2;
   bool counters = true;
@@ -144,55 +147,43 @@ int Main(int argc, char** argv) {
   }
   const std::string bin = fs::read_symlink("/proc/self/exe").parent_path().string();
   const std::string dir = "/tmp/bench_load_" + std::to_string(getpid());
-  fs::create_directories(dir + "/nosys");
-  std::ofstream(dir + "/empty.toml") << "";
-  std::ofstream(dir + "/agg.toml") << "[agents]\nheartbeat_interval = \"2s\"\n"
-                                      "probe_interval = \"5s\"\n[limits]\n"
-                                      "max_capture_duration = \"10s\"\n";
-  // The aggregator first: it is stopped last.
-  std::vector<Subprocess> children;
-  children.push_back(
-      bench::StartChild({bin + "/podprof-aggregator", "--insecure", "--config=" + dir + "/agg.toml",
-                         "--listen=127.0.0.1:0", "--http-listen=127.0.0.1:0",
-                         "--db=" + dir + "/pod.db", "--ready-file=" + dir + "/agg.json"}));
-  const pid_t agg = children.front().pid();
-  bench::WaitForFile(dir + "/agg.json");
-  const int port = nlohmann::json::parse(ReadFile(dir + "/agg.json").value_or(""))["port"];
+  launch::PodOptions options;
+  options.bin_dir = bin;
+  options.dir = dir;
+  options.hosts = hosts;
+  options.chips = chips;
+  options.counters = counters;
+  options.aggregator_config =
+      "[agents]\nheartbeat_interval = \"2s\"\nprobe_interval = \"5s\"\n[limits]\n"
+      "max_capture_duration = \"10s\"\n";
+  options.agent_http_listen = "off";
+  options.log_files = false;
+  options.host.resize(hosts);
+  for (launch::HostOptions& h : options.host) h.workload_metrics = "none";
+  // --sim-nice for every host's two processes (they stand for other machines), not the
+  // aggregator.
+  options.adjust = [sim_nice](const std::string&, int host, SubprocessOptions* o) {
+    if (host >= 0) o->nice = sim_nice;
+  };
+  launch::Pod pod(options);
+  absl::Status started = pod.StartAggregator();
   RealClock clock;
   const int64_t t_start = clock.NowNs();
-  for (int h = 0; h < hosts; ++h) {
-    const std::string n = std::to_string(h);
-    children.push_back(bench::StartChild(
-        {bin + "/podprof-simhost", "--profiler-port=0", "--metrics-port=0",
-         absl::StrCat("--chips=", chips), absl::StrCat("--hosts=", hosts), "--host-index=" + n,
-         counters ? "--counters" : "--no-counters", "--ready-file=" + dir + "/sim" + n + ".json"},
-        -1, sim_nice));
-    bench::WaitForFile(dir + "/sim" + n + ".json");
-    const int profiler =
-        nlohmann::json::parse(ReadFile(dir + "/sim" + n + ".json").value_or(""))["profiler_port"];
-    children.push_back(bench::StartChild(
-        {bin + "/podprof-agent", "--insecure", "--config=" + dir + "/empty.toml",
-         "--listen=127.0.0.1:0", "--advertise=127.0.0.1:0", "--http-listen=off",
-         "--profiler-service-listen=none", "--host-name=host-" + n,
-         "--sysfs-root=" + dir + "/nosys", absl::StrCat("--workload-profiler=127.0.0.1:", profiler),
-         "--workload-metrics=none", absl::StrCat("--aggregator=127.0.0.1:", port),
-         "--ready-file=" + dir + "/agent" + n + ".json"},
-        -1, sim_nice));
-    bench::WaitForFile(dir + "/agent" + n + ".json");
+  for (int h = 0; h < hosts && started.ok(); ++h) started = pod.StartHost(h);
+  if (!started.ok()) {
+    std::fprintf(stderr, "%s\n", started.ToString().c_str());
+    return 2;
   }
+  const pid_t agg = pod.aggregator_pid();
   auto stub = v1::Aggregator::NewStub(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+      grpc::CreateChannel(pod.aggregator_address(), grpc::InsecureChannelCredentials()));
   int online = 0;
-  for (int i = 0; i < 600 && online < hosts; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    grpc::ClientContext ctx;
-    v1::ListAgentsResponse resp;
-    stub->ListAgents(&ctx, v1::ListAgentsRequest(), &resp);
-    online = 0;
-    for (const auto& a : resp.agents()) {
-      online += a.state() == v1::AGENT_STATE_ONLINE && a.clock().probe_count() > 0;
-    }
-  }
+  testing::WaitFor(
+      [&] {
+        online = testing::ProbedAgents(*stub);
+        return online >= hosts;
+      },
+      absl::Minutes(2), absl::Milliseconds(200));
   std::printf("%d hosts x %d chips started and registered in %.1f s (%d online and probed)\n",
               hosts, chips, (clock.NowNs() - t_start) / 1e9, online);
 
@@ -256,7 +247,7 @@ int Main(int argc, char** argv) {
   std::printf("ingest: %.0f events/s (events over the time from window end to stored)\n",
               ingest_s > 0 ? total_events / ingest_s : 0);
   PrintQueryLatency(busy, busy_nostore, idle);
-  Subprocess::TerminateAll(absl::MakeSpan(children), absl::Seconds(10));
+  pod.StopAll();
   fs::remove_all(dir);
   std::printf("load_captures_complete=%d/%d\n", complete, captures);
   return complete == captures ? 0 : 1;

@@ -34,6 +34,7 @@ constexpr char kUsage[] =
     "usage: bench_store [--hosts 256] [--chips 4] [--kernels 500]\n"
     "                   [--history-captures 1000] [--history-chips 1024] [--history-kernels 20]\n";
 
+// Long: the benchmark's steps in the order it prints them, each a few lines over the same store.
 int Main(int argc, char** argv) {
   int hosts = 256, chips = 4, kernels = 500;
   int h_captures = 1000, h_chips = 1024, h_kernels = 20;

@@ -32,6 +32,7 @@ using tensorflow::profiler::XSpace;
 
 // A pod-host-like capture: `chips` TPU planes with XLA Ops/XLA Modules lines (device durations
 // and collective ids on events, costs on metadata) and a busy /host:CPU plane, about `mb` MB.
+// Long: one plane's lines, events and metadata built in the order the reader meets them.
 std::string MakeSyntheticXSpace(int mb, int chips) {
   XSpace space;
   std::mt19937_64 rng(1);

@@ -52,6 +52,8 @@ std::unique_ptr<Command> AddAgentsCommand(CLI::App& app, CliContext& context) {
       app.add_subcommand("agents", "List the agents registered with the aggregator"), context);
 }
 
+// Long: the three formats (JSON, CSV, table) side by side, so that a field added to one is seen
+// missing from the others.
 absl::Status RunAgents(AggregatorClient& client, const AgentsOptions& options, std::ostream& out) {
   v1::ListAgentsRequest request;
   for (const auto& [k, v] : options.selector) (*request.mutable_label_selector())[k] = v;

@@ -293,6 +293,8 @@ absl::Status TimedOut(AggregatorClient& client, const std::string& capture_id, i
 // Follows a started capture's progress to its end: the watch runs on its own thread while
 // this one redraws the display ten times a second, so that the window's bar moves while the
 // agents are silent. Fills `result`'s status and summary.
+// Long: the watching thread and the redrawing loop share their state; split, it would be passed
+// around.
 absl::Status WatchCapture(AggregatorClient& client, const v1::StartCaptureResponse& started,
                           const CaptureOptions& options, std::ostream& out, std::ostream& err,
                           CaptureResult& result) {

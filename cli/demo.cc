@@ -4,9 +4,9 @@
 #include <signal.h>
 #include <stdlib.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <random>
 #include <thread>
@@ -16,12 +16,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
 #include "cli/exit_codes.h"
 #include "cli/export_command.h"
 #include "common/clock.h"
 #include "common/file_util.h"
 #include "common/subprocess.h"
+#include "launch/pod_launcher.h"
 #include "nlohmann/json.hpp"
 
 namespace podprof::cli {
@@ -30,13 +30,52 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// The children of one demo, started from the thread that runs the demo (their death signal
-// fires when it exits). Signals that would end the demo (Ctrl-C, SIGTERM, SIGHUP) are taken by
-// a thread of their own, which stops every child before the demo exits, so no process or port
-// outlives it; the children's death signal covers the demo dying some other way.
-class Children {
+// The demo's pod in `dir`: the aggregator, then per host a simulated host and its agent, each
+// started once the one before is ready, from the thread that runs the demo (their death signal
+// fires when it exits). Each host's clock is wrong by a few milliseconds, drifts by some ppm,
+// and every other host's device clock is off by up to 100 us: alignment has something to do.
+launch::PodOptions DemoPod(const DemoOptions& options, const std::string& bin,
+                           const std::string& dir, Clock& clock) {
+  launch::PodOptions pod;
+  pod.bin_dir = bin;
+  pod.dir = dir;
+  pod.hosts = options.hosts;
+  pod.generation = options.generation;
+  pod.seed = options.seed;
+  pod.aggregator_config =
+      "# podprof demo: probe clocks often, so the demo does not wait long\n"
+      "[agents]\nheartbeat_interval = \"1s\"\nprobe_interval = \"1s\"\n";
+  pod.agent_config = "# podprof demo: everything from flags\n";
+  if (!options.throttle.empty()) pod.simhost_flags.push_back("--throttle=" + options.throttle);
+  if (options.keep) {
+    pod.group = ProcessGroup::kNewSession;  // outlives the terminal session of the demo
+    pod.death_signal = 0;
+  } else {
+    pod.group = ProcessGroup::kOwn;  // Ctrl-C goes to the demo, which stops the children in order
+    pod.death_signal = SIGTERM;      // the daemons drain if the demo dies some other way
+  }
+  pod.clock = &clock;
+  // Milliseconds to 3 decimals, ppm to 2, microseconds to 1: the errors as the demo has always
+  // drawn them from its seed.
+  std::mt19937_64 rng(options.seed);
+  std::uniform_real_distribution<double> offset_ms(-5, 5), drift_ppm(-20, 20), device_us(-100, 100);
+  for (int i = 0; i < options.hosts; ++i) {
+    launch::HostOptions h;
+    h.clock_offset_ns = std::llround(offset_ms(rng) * 1e3) * 1000;
+    h.clock_drift_ppm = std::round(drift_ppm(rng) * 100) / 100;
+    if (i % 2) h.device_clock_offset_ns = std::llround(device_us(rng) * 10) * 100;
+    pod.host.push_back(h);
+  }
+  return pod;
+}
+
+// Signals that would end the demo (Ctrl-C, SIGTERM, SIGHUP) are taken by a thread of their
+// own, which stops the pod before the demo exits, so no process or port outlives it; the
+// children's death signal covers the demo dying some other way. With --keep there is no such
+// thread, and the children run on, in sessions of their own, after the demo.
+class StopOnSignal {
  public:
-  Children(bool keep, Clock& clock) : keep_(keep), clock_(clock) {
+  StopOnSignal(bool keep, launch::Pod& pod) : keep_(keep), pod_(pod) {
     if (keep_) return;
     sigset_t set;
     sigemptyset(&set);
@@ -49,166 +88,25 @@ class Children {
       int sig = 0;
       sigwait(&set, &sig);
       if (sig == SIGUSR2) return;  // the demo is over and says so
-      StopAll();
+      pod_.StopAll();
       std::_Exit(128 + sig);
     });
   }
-  ~Children() {
+  ~StopOnSignal() {
     if (keep_) {
-      // --keep: the children run on, in sessions of their own, after the demo.
-      absl::MutexLock lock(&mu_);
-      for (Subprocess& c : children_) c.Release();
+      pod_.Release();
       return;
     }
-    StopAll();
+    pod_.StopAll();
     pthread_kill(watcher_.native_handle(), SIGUSR2);
     watcher_.join();
   }
 
-  // Starts `args` (args[0] is the binary) with stdout and stderr in `log`. Errors name the
-  // binary and why it could not be started.
-  absl::Status Spawn(const std::string& name, const std::vector<std::string>& args,
-                     const std::string& log) {
-    SubprocessOptions o;
-    o.argv = args;
-    o.stdout_path = log;
-    o.stderr_path = log;
-    o.clock = &clock_;
-    if (keep_) {
-      o.group = ProcessGroup::kNewSession;  // outlives the terminal session of the demo
-      o.death_signal = 0;
-    } else {
-      o.group = ProcessGroup::kOwn;  // Ctrl-C goes to the demo, which stops the children in order
-      o.death_signal = SIGTERM;      // the daemons drain if the demo dies some other way
-    }
-    // Under the lock, so that a signal taken meanwhile stops this child too.
-    absl::MutexLock lock(&mu_);
-    absl::StatusOr<Subprocess> child = Subprocess::Start(o);
-    if (!child.ok()) return child.status();
-    children_.push_back(*std::move(child));
-    names_.push_back(name);
-    return absl::OkStatus();
-  }
-
-  // The name of a child that has exited, or "".
-  std::string Exited() {
-    absl::MutexLock lock(&mu_);
-    for (size_t i = 0; i < children_.size(); ++i) {
-      if (children_[i].TryWait().has_value()) return names_[i];
-    }
-    return "";
-  }
-
-  std::vector<pid_t> Pids() {
-    absl::MutexLock lock(&mu_);
-    std::vector<pid_t> out;
-    for (const Subprocess& c : children_) out.push_back(c.pid());
-    return out;
-  }
-
-  // SIGTERM to every child, agents first (they drain), then up to 10 s for them to exit and
-  // SIGKILL for any that did not.
-  void StopAll() {
-    absl::MutexLock lock(&mu_);
-    Subprocess::TerminateAll(absl::MakeSpan(children_), absl::Seconds(10));
-  }
-
  private:
   const bool keep_;
-  Clock& clock_;
-  absl::Mutex mu_;
-  std::vector<Subprocess> children_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::string> names_ ABSL_GUARDED_BY(mu_);
+  launch::Pod& pod_;
   std::thread watcher_;
 };
-
-// Starts `args` as child `name` with its output in `log`, then waits up to 30 s for its ready
-// file `ready`; fails naming the child and its log when it exits first.
-absl::StatusOr<json> StartReady(Children& children, Clock& clock, const std::string& name,
-                                const std::vector<std::string>& args, const std::string& log,
-                                const std::string& ready) {
-  if (absl::Status s = children.Spawn(name, args, log); !s.ok()) return s;
-  const int64_t give_up = clock.MonotonicNs() + 30'000'000'000;
-  while (true) {
-    if (absl::StatusOr<std::string> text = ReadFile(ready); text.ok()) {
-      json j = json::parse(*text, nullptr, false);
-      if (!j.is_discarded()) return j;
-    }
-    const std::string gone = children.Exited();
-    if (!gone.empty()) {
-      return absl::InternalError(absl::StrCat(gone, " exited during start-up; see ", log));
-    }
-    if (clock.MonotonicNs() >= give_up) break;
-    clock.SleepUntilNs(clock.NowNs() + 50'000'000, nullptr);
-  }
-  return absl::DeadlineExceededError(absl::StrCat(name, " did not start in 30 s; see ", log));
-}
-
-// The demo's pod in `dir`: the aggregator, then per host a simulated host and its agent, each
-// started once the one before is ready. Each host's clock is wrong by a few milliseconds,
-// drifts by some ppm, and every other host's device clock is off by up to 100 us: alignment
-// has something to do. Returns the aggregator's address; fills `truth_files` (host name ->
-// its simulated host's ground truth).
-absl::StatusOr<std::string> StartPod(const DemoOptions& options, const std::string& bin,
-                                     const std::string& dir, Children& children, Clock& clock,
-                                     std::map<std::string, std::string>* truth_files,
-                                     std::string* web_url) {
-  absl::StatusOr<json> agg =
-      StartReady(children, clock, "podprof-aggregator",
-                 {bin + "/podprof-aggregator", "--insecure", "--config=" + dir + "/aggregator.toml",
-                  "--listen=127.0.0.1:0", "--http-listen=127.0.0.1:0",
-                  "--db=" + dir + "/podprof.db", "--ready-file=" + dir + "/aggregator.json"},
-                 dir + "/aggregator.log", dir + "/aggregator.json");
-  if (!agg.ok()) return agg.status();
-  const std::string agg_addr = absl::StrCat("127.0.0.1:", (*agg)["port"].get<int>());
-  *web_url = absl::StrCat("http://127.0.0.1:", agg->value("http_port", 0), "/");
-  std::mt19937_64 rng(options.seed);
-  std::uniform_real_distribution<double> offset_ms(-5, 5), drift_ppm(-20, 20), device_us(-100, 100);
-  for (int i = 0; i < options.hosts; ++i) {
-    const std::string n = std::to_string(i), host = "host-" + n;
-    const std::string off = absl::StrFormat("%.3fms", offset_ms(rng));
-    const std::string drift = absl::StrFormat("%.2f", drift_ppm(rng));
-    const std::string dev = i % 2 ? absl::StrFormat("%.1fus", device_us(rng)) : "0";
-    // One epoch for the host's two processes: they read one drifting clock, as a real host's
-    // workload and agent do.
-    const std::string epoch = absl::StrCat("--clock-epoch-ns=", clock.NowNs());
-    (*truth_files)[host] = dir + "/truth-" + n + ".json";
-    std::vector<std::string> sim_args = {bin + "/podprof-simhost",
-                                         "--profiler-port=0",
-                                         "--metrics-port=0",
-                                         "--generation=" + options.generation,
-                                         absl::StrCat("--hosts=", options.hosts),
-                                         "--host-index=" + n,
-                                         absl::StrCat("--pod-seed=", options.seed),
-                                         "--counters",
-                                         "--host-name=" + host,
-                                         "--clock-offset=" + off,
-                                         "--clock-drift-ppm=" + drift,
-                                         epoch,
-                                         "--device-clock-offset=" + dev,
-                                         "--truth-file=" + (*truth_files)[host],
-                                         "--ready-file=" + dir + "/simhost-" + n + ".json"};
-    if (!options.throttle.empty()) sim_args.push_back("--throttle=" + options.throttle);
-    absl::StatusOr<json> sim =
-        StartReady(children, clock, "podprof-simhost " + n, sim_args,
-                   dir + "/simhost-" + n + ".log", dir + "/simhost-" + n + ".json");
-    if (!sim.ok()) return sim.status();
-    absl::StatusOr<json> agent = StartReady(
-        children, clock, "podprof-agent " + n,
-        {bin + "/podprof-agent", "--insecure", "--config=" + dir + "/agent.toml",
-         // Each agent's /metrics on a free port: the default, 7103, fits one agent a machine.
-         "--listen=127.0.0.1:0", "--advertise=127.0.0.1:0", "--profiler-service-listen=none",
-         "--http-listen=127.0.0.1:0", "--host-name=" + host, "--sysfs-root=" + dir + "/sys",
-         "--temp-dir=" + dir + "/tmp",
-         absl::StrCat("--workload-profiler=127.0.0.1:", (*sim)["profiler_port"].get<int>()),
-         absl::StrCat("--workload-metrics=127.0.0.1:", (*sim)["metrics_port"].get<int>()),
-         "--aggregator=" + agg_addr, "--clock-offset=" + off, "--clock-drift-ppm=" + drift, epoch,
-         "--ready-file=" + dir + "/agent-" + n + ".json"},
-        dir + "/agent-" + n + ".log", dir + "/agent-" + n + ".json");
-    if (!agent.ok()) return agent.status();
-  }
-  return agg_addr;
-}
 
 // Waits up to 30 s for `hosts` agents online, each with two probe bursts behind it (so its
 // clock model has a drift).
@@ -330,6 +228,80 @@ absl::StatusOr<ExportResult> ExportTrace(AggregatorClient& client, const DemoOpt
   return RunExport(client, exp);
 }
 
+// The table mode's text after the capture's rows: the clock table, where the trace is, the web
+// page and, with --keep, what to try and how to stop the pod.
+void WriteDemoTail(const DemoOptions& options, const CaptureResult& result,
+                   const CaptureOptions& capture, const absl::StatusOr<ExportResult>& trace,
+                   const std::string& page, const std::string& agg_addr,
+                   const std::vector<pid_t>& pids, std::ostream& out) {
+  WriteClockTable(result, capture, out);
+  if (trace.ok()) {
+    out << "\nmerged timeline: " << trace->path << " (" << FormatBytes(trace->bytes) << ")\n"
+        << "  open it at https://ui.perfetto.dev\n";
+    if (options.kernel_profiling && options.duration_ns > kKernelProfilingTraceNs) {
+      out << "  its first " << FormatDurationPs(kKernelProfilingTraceNs * 1000)
+          << " only, each kernel execution with its counters (with --keep, podprof export "
+          << result.capture_id << " writes the whole window)\n";
+    }
+  } else {
+    out << "\nno trace written: " << trace.status().message() << "\n";
+  }
+  out << "\nweb page: " << page
+      << (options.keep ? "" : "  (it stops with the demo: add --keep to browse it)") << "\n";
+  if (options.keep) {
+    std::vector<std::string> pid_names;
+    for (pid_t pid : pids) pid_names.push_back(absl::StrCat(pid));
+    out << "\nstill running (--keep): try\n  podprof agents --aggregator " << agg_addr
+        << "\n  podprof captures --aggregator " << agg_addr << "\n  podprof stats "
+        << result.capture_id << " --aggregator " << agg_addr << "\n  podprof stragglers "
+        << result.capture_id << " --aggregator " << agg_addr
+        << "\n  podprof kernel flash_attention --aggregator " << agg_addr
+        << "\nstop them with\n  kill " << absl::StrJoin(pid_names, " ") << "\n";
+  }
+}
+
+// The folder of the daemons' binaries: options.bin_dir, else this executable's; an error
+// naming the first one missing.
+absl::StatusOr<std::string> BinDir(const DemoOptions& options) {
+  std::string bin = options.bin_dir;
+  if (bin.empty()) bin = fs::read_symlink("/proc/self/exe").parent_path().string();
+  for (const char* exe : {"podprof-aggregator", "podprof-agent", "podprof-simhost"}) {
+    if (!fs::exists(fs::path(bin) / exe)) {
+      return absl::NotFoundError(
+          absl::StrCat(exe, " is not in ", bin, " (build the project first)"));
+    }
+  }
+  return bin;
+}
+
+// The demo's folder: options.dir, else a new one under $TMPDIR or /tmp.
+absl::StatusOr<std::string> DemoDir(const DemoOptions& options) {
+  if (!options.dir.empty()) return options.dir;
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/podprof-demo-XXXXXX");
+  if (mkdtemp(pattern.data()) == nullptr) {
+    return absl::InternalError("cannot make a temporary directory");
+  }
+  return pattern;
+}
+
+// The demo's one capture, as `podprof capture` would be asked for it.
+CaptureOptions DemoCapture(const DemoOptions& options) {
+  CaptureOptions c;
+  c.duration_ns = options.duration_ns;
+  c.labels = {{"source", "demo"}};
+  c.format = options.format;
+  c.display = options.display;
+  c.top = 10;
+  if (options.kernel_profiling) {
+    // XProf's standard kernel profiling: each execution's own counts, as a TPU7x writes them
+    // (a `counters_<kernel>` line per execution), not periodic samples.
+    c.profiling.set_kernel_profiling(true);
+  }
+  c.timeout_ns = options.timeout_ns;
+  return c;
+}
+
 }  // namespace
 
 int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
@@ -338,28 +310,11 @@ int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
     return kExitBadInput;
   };
   if (options.hosts < 1 || options.hosts > 64) return fail("--hosts must be 1..64");
-  std::string bin = options.bin_dir;
-  if (bin.empty()) bin = fs::read_symlink("/proc/self/exe").parent_path().string();
-  for (const char* exe : {"podprof-aggregator", "podprof-agent", "podprof-simhost"}) {
-    if (!fs::exists(fs::path(bin) / exe)) {
-      return fail(absl::StrCat(exe, " is not in ", bin, " (build the project first)"));
-    }
-  }
-  std::string dir = options.dir;
-  if (dir.empty()) {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/podprof-demo-XXXXXX");
-    if (mkdtemp(pattern.data()) == nullptr) return fail("cannot make a temporary directory");
-    dir = pattern;
-  }
-  std::error_code ec;
-  fs::create_directories(fs::path(dir) / "sys", ec);
-  fs::create_directories(fs::path(dir) / "tmp", ec);
-  if (ec) return fail(absl::StrCat("cannot use ", dir, ": ", ec.message()));
-  std::ofstream(fs::path(dir) / "aggregator.toml")
-      << "# podprof demo: probe clocks often, so the demo does not wait long\n"
-         "[agents]\nheartbeat_interval = \"1s\"\nprobe_interval = \"1s\"\n";
-  std::ofstream(fs::path(dir) / "agent.toml") << "# podprof demo: everything from flags\n";
+  absl::StatusOr<std::string> bin = BinDir(options);
+  if (!bin.ok()) return fail(std::string(bin.status().message()));
+  absl::StatusOr<std::string> made = DemoDir(options);
+  if (!made.ok()) return fail(std::string(made.status().message()));
+  const std::string dir = *made;
 
   const bool table = options.format == OutputFormat::kTable;
   auto say = [&](const std::string& line) {
@@ -370,13 +325,17 @@ int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
   };
   RealClock real_clock;
   Clock& clock = options.clock != nullptr ? *options.clock : real_clock;
-  Children children(options.keep, clock);
+  launch::Pod pod(DemoPod(options, *bin, dir, clock));
+  StopOnSignal stop_on_signal(options.keep, pod);
+  if (absl::Status s = pod.Start(); !s.ok()) return fail(std::string(s.message()));
+  const std::string agg_addr = pod.aggregator_address();
+  const std::string web =
+      absl::StrCat("http://127.0.0.1:", pod.aggregator_ready().value("http_port", 0), "/");
+  // Host name -> its simulated host's ground truth.
   std::map<std::string, std::string> truth_files;
-  std::string web;
-  absl::StatusOr<std::string> pod =
-      StartPod(options, bin, dir, children, clock, &truth_files, &web);
-  if (!pod.ok()) return fail(std::string(pod.status().message()));
-  const std::string agg_addr = *pod;
+  for (int i = 0; i < options.hosts; ++i) {
+    truth_files[launch::HostAt(pod.options(), i).name] = launch::TruthFile(pod.options(), i);
+  }
   say(absl::StrCat("podprof demo: aggregator on ", agg_addr, ", ", options.hosts, " simulated TPU ",
                    options.generation, " hosts with agents; files in ", dir));
 
@@ -388,29 +347,18 @@ int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
     return fail(std::string(s.message()));
   }
 
-  CaptureOptions capture;
-  capture.duration_ns = options.duration_ns;
-  capture.labels = {{"source", "demo"}};
-  capture.format = options.format;
-  capture.display = options.display;
-  capture.top = 10;
-  if (options.kernel_profiling) {
-    // XProf's standard kernel profiling: each execution's own counts, as a TPU7x writes them
-    // (a `counters_<kernel>` line per execution), not periodic samples.
-    capture.profiling.set_kernel_profiling(true);
-  }
-  capture.timeout_ns = options.timeout_ns;
+  CaptureOptions capture = DemoCapture(options);
   absl::StatusOr<CaptureResult> result = RunCapture(client, capture, out, err);
   // Without data there is nothing for --keep to keep: the children stop as they otherwise do.
   if (!result.ok() && absl::IsDeadlineExceeded(result.status())) {
-    children.StopAll();
+    pod.StopAll();
     err << "podprof demo: " << result.status().message() << "\n" << Advice(options, dir);
     return kExitPartial;
   }
   if (!result.ok()) return fail(std::string(result.status().message()));
   if (result->status != v1::CAPTURE_STATUS_COMPLETE &&
       result->status != v1::CAPTURE_STATUS_PARTIAL) {
-    children.StopAll();
+    pod.StopAll();
     return WriteFailedCapture(*result, capture, options, dir, out, err);
   }
 
@@ -420,35 +368,10 @@ int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
   json extra = {{"trace_path", trace.ok() ? trace->path : ""}, {"dir", dir}, {"web_url", page}};
   if (options.keep) {
     extra["aggregator"] = agg_addr;
-    extra["pids"] = children.Pids();
+    extra["pids"] = pod.Pids();
   }
   WriteCaptureResult(*result, capture, extra, out);
-  if (table) {
-    WriteClockTable(*result, capture, out);
-    if (trace.ok()) {
-      out << "\nmerged timeline: " << trace->path << " (" << FormatBytes(trace->bytes) << ")\n"
-          << "  open it at https://ui.perfetto.dev\n";
-      if (options.kernel_profiling && options.duration_ns > kKernelProfilingTraceNs) {
-        out << "  its first " << FormatDurationPs(kKernelProfilingTraceNs * 1000)
-            << " only, each kernel execution with its counters (with --keep, podprof export "
-            << result->capture_id << " writes the whole window)\n";
-      }
-    } else {
-      out << "\nno trace written: " << trace.status().message() << "\n";
-    }
-    out << "\nweb page: " << page
-        << (options.keep ? "" : "  (it stops with the demo: add --keep to browse it)") << "\n";
-    if (options.keep) {
-      std::vector<std::string> pids;
-      for (pid_t pid : children.Pids()) pids.push_back(absl::StrCat(pid));
-      out << "\nstill running (--keep): try\n  podprof agents --aggregator " << agg_addr
-          << "\n  podprof captures --aggregator " << agg_addr << "\n  podprof stats "
-          << result->capture_id << " --aggregator " << agg_addr << "\n  podprof stragglers "
-          << result->capture_id << " --aggregator " << agg_addr
-          << "\n  podprof kernel flash_attention --aggregator " << agg_addr
-          << "\nstop them with\n  kill " << absl::StrJoin(pids, " ") << "\n";
-    }
-  }
+  if (table) WriteDemoTail(options, *result, capture, trace, page, agg_addr, pod.Pids(), out);
   out.flush();
   return result->status == v1::CAPTURE_STATUS_COMPLETE ? 0 : kExitPartial;
 }

@@ -291,7 +291,8 @@ std::string HumanBytes(uint64_t bytes) {
   }
   // "256 MB" for a round limit, "3.7 GB" for an estimate.
   const bool whole = v >= 100 || std::fabs(v - std::round(v)) < 0.05;
-  return absl::StrFormat(whole ? "%.0f %s" : "%.1f %s", v, units[u]);
+  // Two calls, not one with a chosen format: StrFormat checks its format at compile time.
+  return whole ? absl::StrFormat("%.0f %s", v, units[u]) : absl::StrFormat("%.1f %s", v, units[u]);
 }
 
 }  // namespace podprof::exporter

@@ -6,6 +6,7 @@
 #include "common/status_macros.h"
 #include "fleet/row_binary.h"
 #include "trace/chip_catalog.h"
+#include "trace/xspace_schema.h"
 
 namespace podprof::fleet {
 namespace {
@@ -78,8 +79,9 @@ int64_t Counters(RowBinary& w, const std::string& pod, const FleetCapture& f) {
   for (const storage::KernelInsightRow& in : f.counters) {
     auto key = keys.find(in.kernel_id);
     if (key == keys.end()) continue;
-    for (const auto* values : {&in.gauges, &in.totals}) {
-      const char* kind = values == &in.gauges ? "gauge" : "total";
+    const std::map<std::string, double> gauges = insight::GaugeMeans(in.gauge_integrals);
+    for (const auto* values : {&gauges, &in.totals}) {
+      const char* kind = values == &gauges ? "gauge" : "total";
       for (const auto& [name, value] : *values) {
         KernelKey(w, *key->second, pod, f.capture);
         w.Str(name).Str(kind).F64(value).I64(in.covered_ps);
@@ -132,6 +134,10 @@ int64_t Capture(RowBinary& w, const std::string& pod, const FleetCapture& f) {
 
 }  // namespace
 
+storage::ScopeName SyncWaitScope() {
+  return {std::string(trace::xspace::kSyncFlagLine), std::string(trace::xspace::kSyncWaitEvent)};
+}
+
 insight::KernelFacts FactsOf(const storage::StatRow& r, const storage::KernelInsightRow* in) {
   insight::KernelFacts f;
   f.category = r.kernel.category;
@@ -142,7 +148,7 @@ insight::KernelFacts FactsOf(const storage::StatRow& r, const storage::KernelIns
   f.peak_tflops = r.peak_tflops;
   f.peak_hbm_gbps = r.peak_hbm_gbps;
   if (in != nullptr) {
-    f.gauges = in->gauges;
+    f.gauges = insight::GaugeMeans(in->gauge_integrals);
     f.totals = in->totals;
     f.covered_ps = in->covered_ps;
     f.sync_wait_ps = in->sync_wait_ps;
@@ -163,7 +169,7 @@ absl::StatusOr<FleetCapture> ReadFleetCapture(storage::Store& store, const std::
   ASSIGN_OR_RETURN(f.chip_stats, store.KernelStats(q));
   q.group_by = storage::Grouping::kKernel;
   ASSIGN_OR_RETURN(std::vector<storage::StatRow> pod, store.KernelStats(q));
-  ASSIGN_OR_RETURN(f.counters, store.KernelInsights(id, /*per_chip=*/false));
+  ASSIGN_OR_RETURN(f.counters, store.KernelInsights(id, /*per_chip=*/false, SyncWaitScope()));
   std::map<int64_t, const storage::KernelInsightRow*> by_kernel;
   for (const storage::KernelInsightRow& in : f.counters) by_kernel[in.kernel_id] = &in;
   for (storage::StatRow& r : pod) {

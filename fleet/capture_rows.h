@@ -35,6 +35,9 @@ struct FleetCapture {
 // (counters and collective waits; none when `in` is null). The aggregator's API judges its
 // rows with it too, so the fleet's verdicts are `podprof stats`'s.
 insight::KernelFacts FactsOf(const storage::StatRow& r, const storage::KernelInsightRow* in);
+// The scopes whose time is a kernel's sync wait (the TensorCore's SyncWait events on its
+// sync-flag line), for Store::KernelInsights: what the live analysis counts (host_insight.cc).
+storage::ScopeName SyncWaitScope();
 
 // The capture as the fleet stores it; NotFound naming the id when it is gone (retention).
 absl::StatusOr<FleetCapture> ReadFleetCapture(storage::Store& store, const std::string& id);

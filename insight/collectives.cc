@@ -9,6 +9,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/parallel.h"
 #include "insight/evidence.h"
 
 namespace podprof::insight {
@@ -307,17 +308,18 @@ CollectiveReport PodCollectives::Analyze(const CollectiveNames& names, const Cor
   // the sums are merged in range order, which gives what one walk would.
   const size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
   std::vector<Walk> walks(std::min(threads, std::max<size_t>(1, members_.size())));
-  std::vector<std::thread> pool;
-  for (size_t t = 0; t < walks.size(); ++t) {
-    walks[t].pairs.resize(pairs_.size());
-    walks[t].rows.resize(chips_.size());
-    for (StragglerRow& r : walks[t].rows) r.expected_last = 0;
-    const size_t begin = members_.size() * t / walks.size();
-    const size_t end = members_.size() * (t + 1) / walks.size();
-    pool.emplace_back(
-        [this, begin, end, &correct, w = &walks[t]] { WalkInstances(begin, end, correct, w); });
+  for (Walk& w : walks) {
+    w.pairs.resize(pairs_.size());
+    w.rows.resize(chips_.size());
+    for (StragglerRow& r : w.rows) r.expected_last = 0;
   }
-  for (std::thread& t : pool) t.join();
+  ParallelFor(walks.size(), walks.size(), [&](size_t t) {
+    // Analyze's thread holds mu_ until every walk has returned, and the walks only read; the
+    // assertion says so to the analysis, which checks this lambda as a function of its own.
+    mu_.AssertReaderHeld();
+    WalkInstances(members_.size() * t / walks.size(), members_.size() * (t + 1) / walks.size(),
+                  correct, &walks[t]);
+  });
   for (size_t t = 1; t < walks.size(); ++t) walks[0].Merge(walks[t]);
   return Report(names, max_instances, &walks[0]);
 }
@@ -400,6 +402,9 @@ int64_t PodCollectives::ChipKey(const Member& m) const { return chips_[pairs_[m.
 CollectiveReport PodCollectives::Report(const CollectiveNames& names, size_t max_instances,
                                         Walk* w) const {
   auto chip_name = [&](uint32_t chip) {
+    // Called only below, while Report's caller holds mu_; the analysis checks a lambda as a
+    // function of its own, so the assertion tells it.
+    mu_.AssertReaderHeld();
     return absl::StrCat(names.Host(chips_[chip].host), " chip ", chips_[chip].ordinal);
   };
   CollectiveReport report;

@@ -131,15 +131,15 @@ class PodCollectives {
     int32_t ordinal = 0;
   };
   struct Walk;  // Analyze's state
-  int64_t ChipKey(const Member& m) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Instances [begin, end) into `w` (the caller holds mu_ while the walks run).
-  void WalkInstances(size_t begin, size_t end, const Correct& correct,
-                     Walk* w) const ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  int64_t ChipKey(const Member& m) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Instances [begin, end) into `w`. Runs on Analyze's threads while Analyze holds mu_.
+  void WalkInstances(size_t begin, size_t end, const Correct& correct, Walk* w) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Whether instance `i`, its arrivals at `at` and the last at `last_ns`, can be one
   // collective: every chip's wait within its longest run of the kernel (plus 1 us of clock
   // uncertainty).
   bool OneExecution(const std::vector<Member>& members, const std::vector<int64_t>& at,
-                    int64_t last_ns) const ABSL_NO_THREAD_SAFETY_ANALYSIS;
+                    int64_t last_ns) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   CollectiveReport Report(const CollectiveNames& names, size_t max_instances, Walk* w) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <utility>
 
 #include "insight/attribution.h"
 #include "insight/collectives.h"
+#include "insight/verdict.h"
 #include "trace/chip_catalog.h"
 #include "trace/perf_counters.h"
 #include "trace/xspace_schema.h"
@@ -96,8 +98,8 @@ KernelFacts FactsOf(const trace::HostCapture& c, const trace::KernelStats& s, co
   };
   for (auto it = a.gauges.lower_bound({s.chip, s.kernel, ""});
        it != a.gauges.end() && mine(it->first); ++it) {
-    if (it->second.second > 0) {
-      f.gauges[std::get<2>(it->first)] = it->second.first / it->second.second;
+    if (std::optional<double> mean = GaugeMean(it->second.first, it->second.second)) {
+      f.gauges[std::get<2>(it->first)] = *mean;
     }
   }
   for (auto it = a.perf.lower_bound({s.chip, s.kernel, ""}); it != a.perf.end() && mine(it->first);

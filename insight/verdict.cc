@@ -233,4 +233,18 @@ Verdict Decide(const KernelFacts& facts) {
   return v;
 }
 
+std::optional<double> GaugeMean(double integral, int64_t covered_ps) {
+  if (covered_ps <= 0) return std::nullopt;
+  return integral / static_cast<double>(covered_ps);
+}
+
+std::map<std::string, double> GaugeMeans(
+    const std::map<std::string, std::pair<double, int64_t>>& integrals) {
+  std::map<std::string, double> out;
+  for (const auto& [name, g] : integrals) {
+    if (std::optional<double> mean = GaugeMean(g.first, g.second)) out[name] = *mean;
+  }
+  return out;
+}
+
 }  // namespace podprof::insight

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "insight/kernel_profile.h"
@@ -41,7 +42,8 @@ struct KernelFacts {
   double peak_tflops = 0;
   double peak_hbm_gbps = 0;
   bool collective = false;  // an all-reduce, all-gather, ... (by category or collective id)
-  // Time-weighted means of the gauges its counters saw (busy fractions 0..1, stalls 0..1).
+  // Time-weighted means of the gauges its counters saw (busy fractions 0..1, stalls 0..1):
+  // GaugeMeans of their integrals.
   std::map<std::string, double> gauges;
   int64_t wait_ps = 0;    // waiting in collectives for later chips
   std::string straggler;  // who it waited for most often
@@ -53,6 +55,13 @@ struct KernelFacts {
   int64_t covered_ps = 0;
   int64_t sync_wait_ps = 0;
 };
+
+// A gauge's time-weighted mean: the integral of its level over time (level x ps) divided by the
+// ps it covered; none when it covered no time.
+std::optional<double> GaugeMean(double integral, int64_t covered_ps);
+// GaugeMean of each (integral, covered ps), by name; gauges without a mean are left out.
+std::map<std::string, double> GaugeMeans(
+    const std::map<std::string, std::pair<double, int64_t>>& integrals);
 
 struct Verdict {
   Bound bound = Bound::kUnknown;

@@ -160,6 +160,7 @@ int ParseFlags(int argc, char** argv, Flags* f, int64_t* max_offset_ns, int64_t*
 
 }  // namespace
 
+// Long: one declaration per flag, then each flag checked, in the order --help lists them.
 int LoadgenMain(int argc, char** argv) {
   Flags f;
   int64_t max_offset_ns = 0, exit_after_ns = 0;

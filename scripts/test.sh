@@ -2,7 +2,8 @@
 # Installs dependencies, builds, and runs the whole test suite:
 #   1. the main build (GCC): unit, malformed-input, CLI, integration, browser, hostile-request
 #      and deployment tests (ctest labels unit, malformed, cli, integration, clickhouse, browser,
-#      hostile, deploy), and
+#      hostile, deploy), clang's thread-safety analysis over every source file of that build
+#      (scripts/check-thread-safety.py; ctest label lint, run here straight after the build), and
 #      podprof against the real peers: a JAX job, XProf, tpu-info, a current ClickHouse engine
 #      (label realpeers, from .venv: scripts/install-venv.sh);
 #   2. the sanitizer build (clang, AddressSanitizer + UBSan) of common/, trace/ and http/'s core
@@ -17,7 +18,10 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/build.sh
 jobs=$(nproc 2>/dev/null || echo 2)
-(cd build && ctest --output-on-failure -j "$jobs" -LE "soak|long")
+# Right after the build, which generated the protobuf headers it reads; ctest's lint label is
+# this same check, so the ctest run below leaves it out rather than run it twice.
+python3 scripts/check-thread-safety.py build -j "$jobs"
+(cd build && ctest --output-on-failure -j "$jobs" -LE "soak|long|lint")
 
 if [ ! -f build-asan/build.ninja ]; then
   CC=clang CXX=clang++ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug \

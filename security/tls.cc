@@ -174,7 +174,7 @@ std::string ExplainTlsDialFailure(const std::string& detail) {
   return "";
 }
 
-std::vector<std::string> PeerIdentities(const grpc::ServerContext& context) {
+std::vector<std::string> PeerIdentities(const grpc::ServerContextBase& context) {
   std::vector<std::string> out;
   std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
   if (auth == nullptr || !auth->IsPeerAuthenticated()) return out;
@@ -188,7 +188,7 @@ std::vector<std::string> PeerIdentities(const grpc::ServerContext& context) {
   return out;
 }
 
-absl::Status RoleAcl::Check(const grpc::ServerContext& context, const std::string& role) const {
+absl::Status RoleAcl::Check(const grpc::ServerContextBase& context, const std::string& role) const {
   if (identities.empty()) return absl::OkStatus();
   return CheckIdentities(PeerIdentities(context), role);
 }

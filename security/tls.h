@@ -83,7 +83,7 @@ std::string ExplainTlsDialFailure(const std::string& grpc_detail);
 
 // The verified identities of the caller: its certificate's common name and subject alternative
 // names, each once. Empty for a plaintext connection.
-std::vector<std::string> PeerIdentities(const grpc::ServerContext& context);
+std::vector<std::string> PeerIdentities(const grpc::ServerContextBase& context);
 
 // A role's allowed identities. Empty allows every caller that passed the TLS handshake.
 struct RoleAcl {
@@ -91,7 +91,7 @@ struct RoleAcl {
   // The configuration key that lists them ("tls.allowed_operators"), named in refusals.
   std::string setting;
   // OK, or PermissionDenied naming the caller's identities and the role.
-  absl::Status Check(const grpc::ServerContext& context, const std::string& role) const;
+  absl::Status Check(const grpc::ServerContextBase& context, const std::string& role) const;
   // The same for a caller known by its certificate's names (an HTTPS client's).
   absl::Status CheckIdentities(const std::vector<std::string>& peer, const std::string& role) const;
 };

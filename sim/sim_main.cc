@@ -65,6 +65,7 @@ absl::StatusOr<Throttle> ParseThrottle(const std::string& text) {
   return t;
 }
 
+// Long: one declaration per flag, then each flag checked, in the order --help lists them.
 int SimHostMain(int argc, char** argv) {
   CLI::App app{
       "podprof-simhost: a simulated TPU host. Serves tensorflow.ProfilerService (Profile writes "

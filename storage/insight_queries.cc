@@ -72,8 +72,8 @@ class InsightRows {
       const int64_t covered = col.Int();
       if (cumulative) {
         r.totals[name] = integral;
-      } else if (covered > 0) {
-        r.gauges[name] = integral / static_cast<double>(covered);
+      } else {
+        r.gauge_integrals[name] = {integral, covered};
       }
       r.covered_ps = std::max(r.covered_ps, covered);
       return absl::OkStatus();

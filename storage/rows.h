@@ -257,8 +257,10 @@ struct KernelInsightRow {
   std::string host;  // empty when merged over the pod
   int chip = -1;     // -1 when merged over chips
   int64_t kernel_id = 0;
-  // Gauges: time-weighted mean over the kernel's executions (busy and stall fractions).
-  std::map<std::string, double> gauges;
+  // Gauges (busy and stall fractions): each one's level integrated over the kernel's
+  // executions (level x ps) and the ps it covered, as stored; their means are insight's
+  // (insight::GaugeMeans).
+  std::map<std::string, std::pair<double, int64_t>> gauge_integrals;
   // Running totals: the increase over its executions (energy in nJ, cycles, bytes).
   std::map<std::string, double> totals;
   int64_t covered_ps = 0;  // the kernel's time the counters covered (the widest series)

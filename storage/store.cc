@@ -6,7 +6,6 @@
 #include "common/status_macros.h"
 #include "storage/health.h"
 #include "storage/retention.h"
-#include "trace/xspace_schema.h"
 
 namespace podprof::storage {
 
@@ -108,11 +107,9 @@ absl::StatusOr<std::string> Store::LatestCaptureWith(int64_t kernel_id) {
 }
 
 absl::StatusOr<std::vector<KernelInsightRow>> Store::KernelInsights(const std::string& capture_id,
-                                                                    bool per_chip) {
-  // Which scopes are sync waits is the caller's to say; until the callers say it, the
-  // TensorCore's SyncWait events on its sync-flag line (what insight/ counts as waits).
-  const ScopeName sync_wait{std::string(trace::xspace::kSyncFlagLine), "SyncWait"};
-  return insights_.KernelInsights(capture_id, per_chip, sync_wait);
+                                                                    bool per_chip,
+                                                                    const ScopeName& sync_scope) {
+  return insights_.KernelInsights(capture_id, per_chip, sync_scope);
 }
 absl::StatusOr<std::vector<KernelScopeRow>> Store::KernelScopes(const std::string& capture_id,
                                                                 int64_t kernel_id) {

@@ -93,10 +93,12 @@ class Store {
   absl::StatusOr<std::vector<StatRow>> KernelStats(const StatsQuery& query);
   absl::StatusOr<std::vector<HistorySeries>> KernelHistory(const HistoryQuery& query);
   // Counter attributions and collective waits of a capture's kernels, per chip (`per_chip`)
-  // or merged over the pod, keyed by (host, chip, kernel id) as in StatRow. NotFound naming
-  // the id for an unknown capture.
+  // or merged over the pod, keyed by (host, chip, kernel id) as in StatRow, with the time in
+  // the scopes `sync_scope` names as sync_wait_ps (which scopes those are is the caller's to
+  // say). NotFound naming the id for an unknown capture.
   absl::StatusOr<std::vector<KernelInsightRow>> KernelInsights(const std::string& capture_id,
-                                                               bool per_chip);
+                                                               bool per_chip,
+                                                               const ScopeName& sync_scope);
   // The time kernel `kernel_id` spent in each named scope inside it (Pallas primitives, source
   // lines, ...), summed over the pod, longest first.
   absl::StatusOr<std::vector<KernelScopeRow>> KernelScopes(const std::string& capture_id,

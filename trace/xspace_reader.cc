@@ -893,6 +893,8 @@ absl::Status Reader::ScanLineHeader(Cursor rest, std::string* name, int64_t* tim
   return absl::OkStatus();
 }
 
+// Long: a line read in one pass (its header, its events chunk by chunk, what it adds to the
+// plane), the reader's hot path.
 absl::Status Reader::ReadLine(Cursor line, PlaneState* plane) {
   LineContext ctx;
   int64_t timestamp_ns = 0;
@@ -1363,6 +1365,7 @@ void Reader::AddLineCounterSample(PlaneState* plane, const LineContext& ctx, con
   series.value.push_back(f.counter);
 }
 
+// Long: one switch over every stat a kernel's metadata may carry, each filling its field.
 absl::StatusOr<uint32_t> Reader::KernelFor(PlaneState* plane, LineKind kind, int64_t metadata_id) {
   auto& cache = plane->kernel_of[static_cast<int>(kind)];
   auto hit = cache.find(metadata_id);

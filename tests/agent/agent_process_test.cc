@@ -20,6 +20,7 @@
 #include "common/clock_probe.h"
 #include "common/skewed_clock.h"
 #include "gtest/gtest.h"
+#include "harness/wait.h"
 #include "proto/podprof_agent.grpc.pb.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
 #include "proto/profiler_service.grpc.pb.h"
@@ -126,6 +127,15 @@ CaptureResult Capture(podprof::v1::Agent::Stub& stub, const std::string& id, int
   while (reader->Read(&chunk)) r.chunks.push_back(chunk);
   r.status = reader->Finish();
   return r;
+}
+
+// The id of the capture the agent is busy with ("" when idle or unreachable).
+std::string ActiveCapture(podprof::v1::Agent::Stub& stub) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  podprof::v1::InfoResponse info;
+  if (!stub.Info(&ctx, podprof::v1::InfoRequest(), &info).ok()) return "";
+  return info.active_capture_id();
 }
 
 bool Ping(podprof::v1::Agent::Stub& stub) {
@@ -406,7 +416,13 @@ TEST(AgentProcessTest, WorkloadFaultsLeaveNoStuckThreadsOrOpenFiles) {
       EXPECT_EQ(r.status.error_code(), c.code) << r.status.error_message();
       EXPECT_TRUE(absl::StrContains(r.status.error_message(), c.says)) << r.status.error_message();
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    // The failed captures' threads and files are let go as their handlers return.
+    testing::WaitFor(
+        [&] {
+          const auto now = ThreadsAndFds(agent->pid());
+          return now.first <= before.first + 1 && now.second <= before.second;
+        },
+        absl::Seconds(5));
     const auto after = ThreadsAndFds(agent->pid());
     EXPECT_LE(after.first, before.first + 1) << "threads grew under " << c.says;
     EXPECT_LE(after.second, before.second) << "file descriptors leaked under " << c.says;
@@ -423,7 +439,8 @@ TEST(AgentProcessTest, SigtermDuringACaptureDrains) {
   auto stub = AgentStub(*agent);
   CaptureResult r;
   std::thread t([&] { r = Capture(*stub, "drain", 0, 1000); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_TRUE(testing::WaitFor([&] { return ActiveCapture(*stub) == "drain"; }, absl::Seconds(5)))
+      << "the capture never began";
   agent->Signal(SIGTERM);
   t.join();
   EXPECT_TRUE(r.status.ok()) << r.status.error_message();
@@ -607,7 +624,9 @@ TEST(AgentProcessTest, ClientGoneTerminatesTheWorkloadSession) {
   req.set_capture_id("cancel-me");
   req.set_duration_ms(20'000);
   auto reader = stub->Capture(&ctx, req);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_TRUE(
+      testing::WaitFor([&] { return ActiveCapture(*stub) == "cancel-me"; }, absl::Seconds(5)))
+      << "the capture never began";
   const int64_t t0 = clock.MonotonicNs();
   ctx.TryCancel();
   reader->Finish();
@@ -624,11 +643,14 @@ TEST(AgentProcessTest, ClientGoneTerminatesTheWorkloadSession) {
   EXPECT_TRUE(Ping(*stub));
   // And the host is free again, once the agent has seen the cancellation through (the client's
   // Finish returns before the agent's handler does).
-  CaptureResult again = Capture(*stub, "after", 0, 100);
-  for (int i = 0; i < 20 && absl::StrContains(again.status.error_message(), "is busy"); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    again = Capture(*stub, absl::StrCat("after-", i), 0, 100);
-  }
+  CaptureResult again;
+  int attempt = 0;
+  testing::WaitFor(
+      [&] {
+        again = Capture(*stub, absl::StrCat("after-", attempt++), 0, 100);
+        return !absl::StrContains(again.status.error_message(), "is busy");
+      },
+      absl::Seconds(2), absl::Milliseconds(100));
   EXPECT_TRUE(again.status.ok()) << again.status.error_message();
 }
 

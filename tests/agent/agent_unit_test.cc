@@ -472,8 +472,7 @@ absl::Status RunDirect(const v1::CaptureRequest& request, const RunnerLimits& li
   CaptureRunner runner(clock, workload);
   DiscardingSink sink;
   CaptureOutcome outcome;
-  return runner.Run(
-      request, v1::HostInfo(), limits, [] { return false; }, &sink, &outcome);
+  return runner.Run(request, v1::HostInfo(), limits, nullptr, &sink, &outcome);
 }
 
 TEST(CaptureRunnerTest, DurationOf2To58MsIsRefusedNotWrapped) {

@@ -20,11 +20,11 @@
 #include "proto/podprof_aggregator.grpc.pb.h"
 #include "storage/sqlite.h"
 #include "storage/store.h"
-#include "tests/cli/run_podprof.h"
-#include "tests/trace/test_util.h"
 #include "tests/util/child_process.h"
 #include "tests/util/notify_socket.h"
+#include "tests/util/run_podprof.h"
 #include "tests/util/status_matchers.h"
+#include "tests/util/trace_fixtures.h"
 #include "trace/kernel_stats.h"
 #include "trace/xspace_reader.h"
 

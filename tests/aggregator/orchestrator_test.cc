@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "harness/wait.h"
 #include "tests/aggregator/loopback_agent.h"
 #include "tests/util/status_matchers.h"
 
@@ -32,11 +33,7 @@ constexpr int64_t kHeartbeatNs = int64_t{3600} * 1'000'000'000;  // nobody goes 
 
 // Waits (in real time, up to 20 s) for `done`.
 bool Eventually(const std::function<bool()>& done) {
-  for (int i = 0; i < 2000; ++i) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return done();
+  return podprof::testing::WaitFor(done, absl::Seconds(20), absl::Milliseconds(10));
 }
 
 v1::StartCaptureRequest Capture(std::vector<std::string> hosts, uint64_t duration_ms = 1000) {

@@ -21,13 +21,15 @@
 #include "absl/strings/str_split.h"
 #include "aggregator/orchestrator.h"
 #include "gtest/gtest.h"
+#include "harness/wait.h"
+#include "launch/pod_launcher.h"
 #include "proto/perfetto_trace.pb.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
 #include "sim/pod_model.h"
 #include "storage/store.h"
-#include "tests/cli/run_podprof.h"
 #include "tests/util/child_process.h"
 #include "tests/util/curl.h"
+#include "tests/util/run_podprof.h"
 #include "tests/util/status_matchers.h"
 #include "trace/kernel_stats.h"
 #include "trace/xspace_reader.h"
@@ -42,8 +44,6 @@ using podprof::testing::PodprofResult;
 using podprof::testing::ReadTestFile;
 using podprof::testing::RunPodprof;
 
-std::string Bin(const std::string& n) { return std::string(PODPROF_BIN_DIR) + "/" + n; }
-
 struct HostSpec {
   int64_t clock_offset_ns;
   int64_t device_offset_ns;
@@ -57,66 +57,47 @@ class PodTest : public ::testing::Test {
            absl::StrCat("pod_", ::testing::UnitTest::GetInstance()->current_test_info()->name(),
                         "_", getpid());
     fs::remove_all(dir_);
-    fs::create_directories(dir_ / "nosys");
-    fs::create_directories(dir_ / "agenttmp");
-    std::ofstream(dir_ / "empty.toml") << agent_toml_;
-    std::ofstream(dir_ / "agg.toml") << "[agents]\nheartbeat_interval = \"500ms\"\n"
-                                        "probe_interval = \"1s\"\n";
-    aggregator_ = testing::StartAggregator(Bin("podprof-aggregator"), dir_);
+    pod_.bin_dir = PODPROF_BIN_DIR;
+    pod_.dir = dir_.string();
+    pod_.hosts = static_cast<int>(hosts.size());
+    pod_.chips = chips_;
+    pod_.generation = generation_;
+    pod_.seed = 9;
+    pod_.aggregator_config = "[agents]\nheartbeat_interval = \"500ms\"\nprobe_interval = \"1s\"\n";
+    pod_.agent_config = agent_toml_;
+    pod_.simhost_flags = sim_extra_;
+    for (const HostSpec& h : hosts) {
+      launch::HostOptions host;
+      host.clock_offset_ns = h.clock_offset_ns;
+      host.device_clock_offset_ns = h.device_offset_ns;
+      // Nothing listens on port 1: the agent's workload is down.
+      if (!h.workload_up) host.workload_profiler = "127.0.0.1:1";
+      pod_.host.push_back(host);
+    }
+    ASSERT_OK(launch::WritePodFiles(pod_));
+    aggregator_ = std::make_unique<ChildProcess>(launch::AggregatorArgs(pod_),
+                                                 launch::AggregatorReadyFile(pod_));
     ASSERT_TRUE(aggregator_->ready());
-    const int agg_port = aggregator_->info()["port"];
-    agg_addr_ = absl::StrCat("127.0.0.1:", agg_port);
-    for (size_t i = 0; i < hosts.size(); ++i) {
-      const std::string n = std::to_string(i);
-      const std::string offset = absl::StrCat(hosts[i].clock_offset_ns / 1000, "us");
-      std::vector<std::string> sim = {
-          Bin("podprof-simhost"),
-          "--profiler-port=0",
-          "--metrics-port=0",
-          absl::StrCat("--chips=", chips_),
-          "--generation=" + generation_,
-          absl::StrCat("--hosts=", hosts.size()),
-          "--host-index=" + n,
-          "--pod-seed=9",
-          "--clock-offset=" + offset,
-          absl::StrCat("--device-clock-offset=", hosts[i].device_offset_ns / 1000, "us"),
-          "--truth-file=" + P("truth" + n + ".json"),
-          "--ready-file=" + P("sim" + n + ".json")};
-      sim.insert(sim.end(), sim_extra_.begin(), sim_extra_.end());
-      sims_.push_back(std::make_unique<ChildProcess>(sim, P("sim" + n + ".json")));
+    agg_addr_ = absl::StrCat("127.0.0.1:", aggregator_->info()["port"].get<int>());
+    for (int i = 0; i < pod_.hosts; ++i) {
+      // One epoch for the host's two processes: they read one clock.
+      const int64_t epoch = absl::GetCurrentTimeNanos();
+      sims_.push_back(std::make_unique<ChildProcess>(launch::SimhostArgs(pod_, i, epoch),
+                                                     launch::SimhostReadyFile(pod_, i)));
       ASSERT_TRUE(sims_.back()->ready());
-      const int profiler =
-          hosts[i].workload_up ? sims_.back()->info()["profiler_port"].get<int>() : 1;
-      agent_args_.push_back(std::vector<std::string>{
-          Bin("podprof-agent"), "--insecure", "--config=" + P("empty.toml"), "--listen=127.0.0.1:0",
-          "--advertise=127.0.0.1:0", "--profiler-service-listen=none", "--host-name=host-" + n,
-          "--sysfs-root=" + P("nosys"), "--temp-dir=" + P("agenttmp"),
-          absl::StrCat("--workload-profiler=127.0.0.1:", profiler),
-          absl::StrCat("--workload-metrics=127.0.0.1:",
-                       sims_.back()->info()["metrics_port"].get<int>()),
-          absl::StrCat("--aggregator=127.0.0.1:", agg_port), "--clock-offset=" + offset,
-          "--http-listen=127.0.0.1:0", "--ready-file=" + P("agent" + n + ".json")});
+      agent_args_.push_back(launch::AgentArgs(pod_, i, epoch, sims_.back()->info(), agg_addr_));
       agents_.push_back(
-          std::make_unique<ChildProcess>(agent_args_.back(), P("agent" + n + ".json")));
+          std::make_unique<ChildProcess>(agent_args_.back(), launch::AgentReadyFile(pod_, i)));
       ASSERT_TRUE(agents_.back()->ready());
     }
-    stub_ = v1::Aggregator::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", agg_port),
-                                                        grpc::InsecureChannelCredentials()));
+    stub_ =
+        v1::Aggregator::NewStub(grpc::CreateChannel(agg_addr_, grpc::InsecureChannelCredentials()));
     ASSERT_TRUE(WaitForProbedAgents(static_cast<int>(hosts.size())))
         << "agents did not all register";
   }
-  // Until `n` agents are registered and their clocks probed (up to 10 s).
+  // Until `n` agents are online and their clocks probed (up to 10 s).
   bool WaitForProbedAgents(int n) {
-    for (int i = 0; i < 200; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      grpc::ClientContext ctx;
-      v1::ListAgentsResponse resp;
-      if (!stub_->ListAgents(&ctx, v1::ListAgentsRequest(), &resp).ok()) return false;
-      int probed = 0;
-      for (const auto& a : resp.agents()) probed += a.clock().probe_count() > 0;
-      if (probed == n) return true;
-    }
-    return false;
+    return testing::WaitFor([&] { return testing::ProbedAgents(*stub_) == n; }, absl::Seconds(10));
   }
   void TearDown() override {
     stub_.reset();
@@ -127,15 +108,31 @@ class PodTest : public ::testing::Test {
   }
   std::string P(const std::string& f) const { return (dir_ / f).string(); }
 
-  // Starts a pod-wide capture of every online agent; returns its id.
-  std::string StartCapture(int duration_ms) {
+  // Starts a pod-wide capture of every online agent; returns its id, and its planned start in
+  // `start_ns` when given.
+  std::string StartCapture(int duration_ms, int64_t* start_ns = nullptr) {
     grpc::ClientContext ctx;
     v1::StartCaptureRequest req;
     req.set_duration_ms(duration_ms);
     v1::StartCaptureResponse started;
     grpc::Status s = stub_->StartCapture(&ctx, req, &started);
     EXPECT_TRUE(s.ok()) << s.error_message();
+    if (start_ns != nullptr) *start_ns = started.start_ns();
     return started.capture_id();
+  }
+  // Sleeps until `into` past a capture's planned start: a known instant inside its window
+  // (the aggregator's clock is this machine's), however long the start-up took.
+  static void SleepIntoWindow(int64_t start_ns, absl::Duration into) {
+    const absl::Duration left = absl::FromUnixNanos(start_ns) + into - absl::Now();
+    if (left > absl::ZeroDuration()) absl::SleepFor(left);
+  }
+  // Whether agent `i` is busy with a capture (its request arrived: waiting or capturing), as
+  // its /metrics says.
+  bool AgentCapturing(int i) {
+    const std::string url =
+        absl::StrCat("http://127.0.0.1:", agents_[i]->info()["http_port"].get<int>(), "/metrics");
+    return absl::StrContains(testing::Curl("'" + url + "'", P("busy.txt")).body,
+                             "podprof_agent_capture_running 1");
   }
   // Follows a capture to its end; returns the last progress event.
   v1::CaptureProgress WatchToEnd(const std::string& id,
@@ -167,6 +164,9 @@ class PodTest : public ::testing::Test {
   }
 
   fs::path dir_;
+  // The pod's command lines (launch/pod_launcher.h); the test owns the processes, to signal and
+  // restart them one by one.
+  launch::PodOptions pod_;
   std::string agg_addr_;
   std::unique_ptr<ChildProcess> aggregator_;
   std::vector<std::unique_ptr<ChildProcess>> sims_, agents_;
@@ -202,7 +202,7 @@ TEST_F(PodTest, MetricsAndTheApiDuringAndAfterACapture) {
     agents.push_back(absl::StrCat("http://127.0.0.1:", a->info()["http_port"].get<int>()));
   }
   const std::string id = StartCapture(1500);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(testing::WaitFor([&] { return AgentCapturing(1); }, absl::Seconds(10)));
   for (const std::string& base : {agg, agents[0]}) {
     auto [status, page] = HttpGet(base + "/metrics", P("m.txt"));
     ASSERT_EQ(status, 200) << base;
@@ -562,7 +562,7 @@ TEST_F(PodTest, FourHostCaptureAlignsClocksAndCollectives) {
   // machine; here eight processes wake on two cores and one in ten runs measured 2.2-2.9 ms.)
   std::vector<int64_t> starts;
   for (int i = 0; i < 4; ++i) {
-    auto truth = nlohmann::json::parse(ReadTestFile(P("truth" + std::to_string(i) + ".json")));
+    auto truth = nlohmann::json::parse(ReadTestFile(launch::TruthFile(pod_, i)));
     starts.push_back(truth["sessions"][0]["true_start_ns"]);
   }
   EXPECT_LT(*std::max_element(starts.begin(), starts.end()) -
@@ -570,7 +570,7 @@ TEST_F(PodTest, FourHostCaptureAlignsClocksAndCollectives) {
             5'000'000);
 
   // Read the stored, merged timelines: every collective ends at one instant on every host.
-  auto store = storage::Store::Open(P("pod.db"));
+  auto store = storage::Store::Open(P("podprof.db"));
   ASSERT_OK(store);
   auto blocks = (*store)->Timelines(id);
   ASSERT_OK(blocks);
@@ -845,9 +845,10 @@ TEST_F(PodTest, OneWorkloadDownMakesThePartialCaptureWithItsReason) {
 
 TEST_F(PodTest, CancelStopsTheCaptureEverywhere) {
   StartPod({{0, 0}, {1'000'000, 0}});
-  const std::string id = StartCapture(20'000);
+  int64_t start_ns = 0;
+  const std::string id = StartCapture(20'000, &start_ns);
   ASSERT_FALSE(id.empty());
-  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  SleepIntoWindow(start_ns, absl::Milliseconds(300));
   grpc::ClientContext cctx;
   v1::CancelCaptureRequest cancel;
   cancel.set_capture_id(id);
@@ -864,9 +865,10 @@ TEST_F(PodTest, CancelStopsTheCaptureEverywhere) {
 
 TEST_F(PodTest, AnAgentKilledMidCaptureLeavesAPartialCapture) {
   StartPod({{0, 0}, {2'000'000, 0}});
-  const std::string id = StartCapture(2000);
+  int64_t start_ns = 0;
+  const std::string id = StartCapture(2000, &start_ns);
   ASSERT_FALSE(id.empty());
-  std::this_thread::sleep_for(std::chrono::milliseconds(900));
+  SleepIntoWindow(start_ns, absl::Milliseconds(900));
   agents_[1]->Signal(SIGKILL);
   agents_[1]->Wait();
   v1::CaptureProgress last = WatchToEnd(id);
@@ -953,23 +955,18 @@ TEST_F(PodTest, ACaptureLongerThanAllowedIsRefusedUpFront) {
 TEST_F(PodTest, AnAgentThatRegistersLateJoinsTheNextCapture) {
   StartPod({{0, 0}});
   // A second host comes up after the pod: its own simulated workload and agent.
-  const int agg_port = aggregator_->info()["port"];
-  sims_.push_back(std::make_unique<ChildProcess>(
-      std::vector<std::string>{Bin("podprof-simhost"), "--profiler-port=0", "--metrics-port=0",
-                               absl::StrCat("--chips=", chips_), "--generation=v5p", "--pod-seed=9",
-                               "--ready-file=" + P("late_sim.json")},
-      P("late_sim.json")));
+  launch::PodOptions late = pod_;
+  late.hosts = 2;
+  late.host.resize(2);
+  late.host[1].name = "late-host";
+  late.host[1].workload_metrics = "none";
+  const int64_t epoch = absl::GetCurrentTimeNanos();
+  sims_.push_back(std::make_unique<ChildProcess>(launch::SimhostArgs(late, 1, epoch),
+                                                 launch::SimhostReadyFile(late, 1)));
   ASSERT_TRUE(sims_.back()->ready());
   agents_.push_back(std::make_unique<ChildProcess>(
-      std::vector<std::string>{
-          Bin("podprof-agent"), "--insecure", "--config=" + P("empty.toml"), "--listen=127.0.0.1:0",
-          "--advertise=127.0.0.1:0", "--profiler-service-listen=none", "--host-name=late-host",
-          "--sysfs-root=" + P("nosys"),
-          absl::StrCat("--workload-profiler=127.0.0.1:",
-                       sims_.back()->info()["profiler_port"].get<int>()),
-          "--workload-metrics=none", absl::StrCat("--aggregator=127.0.0.1:", agg_port),
-          "--ready-file=" + P("late_agent.json")},
-      P("late_agent.json")));
+      launch::AgentArgs(late, 1, epoch, sims_.back()->info(), agg_addr_),
+      launch::AgentReadyFile(late, 1)));
   ASSERT_TRUE(agents_.back()->ready());
   ASSERT_TRUE(WaitForProbedAgents(2));
   std::string id;
@@ -1200,23 +1197,23 @@ TEST_F(PodTest, AggregatorKilledMidCaptureRestartsWithNothingLost) {
   };
   const std::string before = stats_of(done_id);
 
-  const std::string killed_id = StartCapture(3000);
-  std::this_thread::sleep_for(std::chrono::milliseconds(800));  // inside the window
+  int64_t start_ns = 0;
+  const std::string killed_id = StartCapture(3000, &start_ns);
+  SleepIntoWindow(start_ns, absl::Milliseconds(800));
   aggregator_->Signal(SIGKILL);
   aggregator_->Wait();
 
   {
-    auto store = storage::Store::Open(P("pod.db"));
+    auto store = storage::Store::Open(P("podprof.db"));
     ASSERT_OK(store);
     EXPECT_TRUE((*store)->CheckIntegrity().ok());
   }
   const std::string port = agg_addr_.substr(agg_addr_.rfind(':') + 1);
-  fs::remove(P("agg.json"));
-  aggregator_ = std::make_unique<ChildProcess>(
-      std::vector<std::string>{Bin("podprof-aggregator"), "--insecure", "--config=" + P("agg.toml"),
-                               "--listen=127.0.0.1:" + port, "--db=" + P("pod.db"),
-                               "--ready-file=" + P("agg.json")},
-      P("agg.json"));
+  launch::PodOptions same_port = pod_;
+  same_port.aggregator_listen = "127.0.0.1:" + port;
+  fs::remove(launch::AggregatorReadyFile(same_port));
+  aggregator_ = std::make_unique<ChildProcess>(launch::AggregatorArgs(same_port),
+                                               launch::AggregatorReadyFile(same_port));
   ASSERT_TRUE(aggregator_->ready());
   stub_ =
       v1::Aggregator::NewStub(grpc::CreateChannel(agg_addr_, grpc::InsecureChannelCredentials()));
@@ -1257,8 +1254,8 @@ int CaptureDirs(const std::string& dir) {
 TEST_F(PodTest, AnAgentKilledInEachPhaseRestartsCleanAndRejoins) {
   StartPod({{0, 0}, {1'500'000, 0}});
   auto restart_agent_1 = [&] {
-    fs::remove(P("agent1.json"));
-    agents_[1] = std::make_unique<ChildProcess>(agent_args_[1], P("agent1.json"));
+    fs::remove(launch::AgentReadyFile(pod_, 1));
+    agents_[1] = std::make_unique<ChildProcess>(agent_args_[1], launch::AgentReadyFile(pod_, 1));
     ASSERT_TRUE(agents_[1]->ready());
   };
   auto expect_partial = [&](const std::string& id) {
@@ -1284,7 +1281,8 @@ TEST_F(PodTest, AnAgentKilledInEachPhaseRestartsCleanAndRejoins) {
     req.set_delay_ms(1500);
     v1::StartCaptureResponse started;
     ASSERT_OK(stub_->StartCapture(&ctx, req, &started));
-    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    ASSERT_TRUE(testing::WaitFor([&] { return AgentCapturing(1); }, absl::Seconds(10)));
+    EXPECT_LT(absl::GetCurrentTimeNanos(), started.start_ns()) << "no longer waiting";
     agents_[1]->Signal(SIGKILL);
     agents_[1]->Wait();
     expect_partial(started.capture_id());
@@ -1293,16 +1291,17 @@ TEST_F(PodTest, AnAgentKilledInEachPhaseRestartsCleanAndRejoins) {
   ASSERT_TRUE(WaitForProbedAgents(2));
 
   // Capturing: killed inside the window, its capture repository left behind.
-  const std::string id = StartCapture(2000);
-  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-  const int repos_during = CaptureDirs(P("agenttmp"));
+  int64_t start_ns = 0;
+  const std::string id = StartCapture(2000, &start_ns);
+  SleepIntoWindow(start_ns, absl::Milliseconds(1000));
+  const int repos_during = CaptureDirs(P("tmp"));
   agents_[1]->Signal(SIGKILL);
   agents_[1]->Wait();
   expect_partial(id);
-  EXPECT_EQ(repos_during, 2);                // one per agent while both captured
-  EXPECT_EQ(CaptureDirs(P("agenttmp")), 1);  // the killed agent's, left behind
+  EXPECT_EQ(repos_during, 2);           // one per agent while both captured
+  EXPECT_EQ(CaptureDirs(P("tmp")), 1);  // the killed agent's, left behind
   restart_agent_1();
-  EXPECT_EQ(CaptureDirs(P("agenttmp")), 0);  // removed by its successor
+  EXPECT_EQ(CaptureDirs(P("tmp")), 0);  // removed by its successor
   ASSERT_TRUE(WaitForProbedAgents(2));
 
   // Streaming: stopped at its first chunks and killed, so the aggregator holds part of its
@@ -1345,7 +1344,7 @@ TEST_F(PodTest, AnAgentKilledInEachPhaseRestartsCleanAndRejoins) {
     ASSERT_TRUE(WaitForProbedAgents(2));
   }
   EXPECT_TRUE(killed_mid_stream) << "three kills all landed after the stream's end";
-  EXPECT_EQ(CaptureDirs(P("agenttmp")), 0);
+  EXPECT_EQ(CaptureDirs(P("tmp")), 0);
   std::string again;
   EXPECT_EQ(CaptureAndWatch(200, &again).status(), v1::CAPTURE_STATUS_COMPLETE);
 }

@@ -20,19 +20,17 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "harness/capture_watch.h"
+#include "harness/wait.h"
+#include "launch/pod_launcher.h"
 #include "nlohmann/json.hpp"
 #include "proto/podprof_aggregator.grpc.pb.h"
-#include "tests/util/child_process.h"
+#include "tests/util/status_matchers.h"
 
 namespace podprof {
 namespace {
 
 namespace fs = std::filesystem;
 namespace v1 = podprof::v1;
-using testing::ChildProcess;
-
-std::string Bin(const std::string& name) { return std::string(PODPROF_BIN_DIR) + "/" + name; }
-
 struct Usage {
   long rss_kb = 0;
   int threads = 0, fds = 0;
@@ -78,44 +76,25 @@ TEST(SoakTest, SixteenHostsCapturedEveryTenSecondsStayFlat) {
   const int hosts = EnvInt("PODPROF_SOAK_HOSTS", 16);
   const fs::path dir = fs::path(::testing::TempDir()) / absl::StrCat("soak_", getpid());
   fs::remove_all(dir);
-  fs::create_directories(dir / "nosys");
   auto P = [&](const std::string& f) { return (dir / f).string(); };
   constexpr int64_t kRetentionBytes = 64 << 20;
-  std::ofstream(P("agg.toml")) << "[agents]\nheartbeat_interval = \"1s\"\nprobe_interval = \"5s\"\n"
-                               << "[retention]\nmax_bytes = " << kRetentionBytes
-                               << "\ninterval = \"5s\"\n";
-  std::ofstream(P("empty.toml")) << "";
-  ChildProcess agg({Bin("podprof-aggregator"), "--insecure", "--config=" + P("agg.toml"),
-                    "--listen=127.0.0.1:0", "--db=" + P("pod.db"), "--ready-file=" + P("agg.json")},
-                   P("agg.json"));
-  ASSERT_TRUE(agg.ready());
-  const int port = agg.info()["port"];
-  std::vector<std::unique_ptr<ChildProcess>> sims, agents;
-  for (int h = 0; h < hosts; ++h) {
-    const std::string n = std::to_string(h);
-    sims.push_back(std::make_unique<ChildProcess>(
-        std::vector<std::string>{Bin("podprof-simhost"), "--profiler-port=0", "--metrics-port=0",
-                                 "--chips=4", absl::StrCat("--hosts=", hosts), "--host-index=" + n,
-                                 "--counters", "--ready-file=" + P("sim" + n + ".json")},
-        P("sim" + n + ".json")));
-    ASSERT_TRUE(sims.back()->ready());
-    agents.push_back(std::make_unique<ChildProcess>(
-        std::vector<std::string>{Bin("podprof-agent"), "--insecure", "--config=" + P("empty.toml"),
-                                 "--listen=127.0.0.1:0", "--advertise=127.0.0.1:0",
-                                 "--profiler-service-listen=none", "--host-name=host-" + n,
-                                 "--sysfs-root=" + P("nosys"),
-                                 absl::StrCat("--workload-profiler=127.0.0.1:",
-                                              sims.back()->info()["profiler_port"].get<int>()),
-                                 absl::StrCat("--workload-metrics=127.0.0.1:",
-                                              sims.back()->info()["metrics_port"].get<int>()),
-                                 absl::StrCat("--aggregator=127.0.0.1:", port),
-                                 "--ready-file=" + P("agent" + n + ".json")},
-        P("agent" + n + ".json")));
-    ASSERT_TRUE(agents.back()->ready());
-  }
+  launch::PodOptions options;
+  options.bin_dir = PODPROF_BIN_DIR;
+  options.dir = dir.string();
+  options.hosts = hosts;
+  options.chips = 4;
+  options.aggregator_config = absl::StrCat(
+      "[agents]\nheartbeat_interval = \"1s\"\nprobe_interval = \"5s\"\n[retention]\nmax_bytes = ",
+      kRetentionBytes, "\ninterval = \"5s\"\n");
+  options.log_files = false;  // the daemons' output in the test's
+  launch::Pod pod(options);
+  ASSERT_OK(pod.Start());
+  const pid_t agg_pid = pod.aggregator_pid(), agent_pid = pod.agent_pid(0);
   auto stub = v1::Aggregator::NewStub(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
-  std::this_thread::sleep_for(std::chrono::seconds(3));  // registered and probed
+      grpc::CreateChannel(pod.aggregator_address(), grpc::InsecureChannelCredentials()));
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return testing::ProbedAgents(*stub) == hosts; }, absl::Seconds(30)))
+      << "the agents did not all register and get probed";
 
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed_s = [&] {
@@ -137,7 +116,7 @@ TEST(SoakTest, SixteenHostsCapturedEveryTenSecondsStayFlat) {
     ++total;
     // A sample a minute, the first after a minute of warm-up.
     if (elapsed_s() >= next_sample || (seconds < 120 && total == 1)) {
-      const Usage a = UsageOf(agg.pid()), g = UsageOf(agents[0]->pid());
+      const Usage a = UsageOf(agg_pid), g = UsageOf(agent_pid);
       if (minutes.empty()) {
         agg_first = a;
         agent_first = g;
@@ -150,7 +129,7 @@ TEST(SoakTest, SixteenHostsCapturedEveryTenSecondsStayFlat) {
     const double wait = 10 - (elapsed_s() - started);
     if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
   }
-  const Usage agg_last = UsageOf(agg.pid()), agent_last = UsageOf(agents[0]->pid());
+  const Usage agg_last = UsageOf(agg_pid), agent_last = UsageOf(agent_pid);
   minutes.push_back(elapsed_s() / 60);
   agg_rss.push_back(agg_last.rss_kb / 1024.0);
   agent_rss.push_back(agent_last.rss_kb / 1024.0);
@@ -162,7 +141,7 @@ TEST(SoakTest, SixteenHostsCapturedEveryTenSecondsStayFlat) {
   };
   const double agg_slope = Slope(tail(minutes), tail(agg_rss));
   const double agent_slope = Slope(tail(minutes), tail(agent_rss));
-  const auto db_bytes = fs::file_size(P("pod.db"));
+  const auto db_bytes = fs::file_size(P("podprof.db"));
   std::printf("soak: %d s, %d hosts, %d/%d captures complete\n", seconds, hosts, complete, total);
   std::printf(
       "aggregator RSS %.1f -> %.1f MB, steady-state slope %.2f MB/min; threads %d -> %d; fds %d -> "

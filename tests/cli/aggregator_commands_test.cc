@@ -29,9 +29,9 @@
 #include "nlohmann/json.hpp"
 #include "report/kernel_rows.h"
 #include "report/proto_json.h"
-#include "tests/cli/run_podprof.h"
-#include "tests/trace/test_util.h"
+#include "tests/util/run_podprof.h"
 #include "tests/util/status_matchers.h"
+#include "tests/util/trace_fixtures.h"
 
 namespace podprof::cli {
 namespace {

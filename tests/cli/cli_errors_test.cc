@@ -14,8 +14,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "tests/cli/run_podprof.h"
 #include "tests/util/child_process.h"
+#include "tests/util/run_podprof.h"
 
 namespace podprof::cli {
 namespace {

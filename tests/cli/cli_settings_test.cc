@@ -19,10 +19,10 @@
 #include "gtest/gtest.h"
 #include "harness/clickhouse_server.h"
 #include "nlohmann/json.hpp"
-#include "tests/cli/run_podprof.h"
-#include "tests/trace/test_util.h"
 #include "tests/util/child_process.h"
+#include "tests/util/run_podprof.h"
 #include "tests/util/status_matchers.h"
+#include "tests/util/trace_fixtures.h"
 
 namespace podprof::cli {
 namespace {

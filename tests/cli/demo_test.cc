@@ -18,10 +18,11 @@
 #include "common/file_util.h"
 #include "common/subprocess.h"
 #include "gtest/gtest.h"
+#include "harness/wait.h"
 #include "nlohmann/json.hpp"
 #include "proto/perfetto_trace.pb.h"
-#include "tests/cli/run_podprof.h"
 #include "tests/util/files.h"
+#include "tests/util/run_podprof.h"
 #include "tests/util/status_matchers.h"
 
 namespace podprof {
@@ -168,6 +169,7 @@ TEST(DemoTest, KernelProfilingDemoCompletesWithBoundedSimulatedHosts) {
     for (const std::string& pid : PidsOf("podprof-simhost", dir)) {
       peak_kb[pid] = std::max(peak_kb[pid], StatusKb(pid, "VmHWM"));
     }
+    // The sampling period (VmHWM keeps the peak between samples), not a wait for something.
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   const double seconds =
@@ -185,9 +187,8 @@ TEST(DemoTest, KernelProfilingDemoCompletesWithBoundedSimulatedHosts) {
     after_kb[pid] = StatusKb(pid, "VmRSS");
   }
   for (const std::string& pid : pids) kill(std::stoi(pid), SIGTERM);
-  for (int i = 0; i < 200 && ProcessesMentioning(dir) > 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  testing::WaitFor([&] { return ProcessesMentioning(dir) == 0; }, absl::Seconds(20),
+                   absl::Milliseconds(100));
 
   EXPECT_EQ(j["state"], "complete") << out;
   ASSERT_EQ(j["hosts"].size(), 4u);
@@ -245,9 +246,8 @@ TEST(DemoTest, TimeoutNamesTheHostsAndWhatToTryAndPrintsNoResult) {
     EXPECT_NE(e.path().extension(), ".pftrace") << e.path();
   }
   // --keep leaves a pod only after a capture that has something to look at.
-  for (int i = 0; i < 100 && ProcessesMentioning(dir) > 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  testing::WaitFor([&] { return ProcessesMentioning(dir) == 0; }, absl::Seconds(10),
+                   absl::Milliseconds(100));
   EXPECT_EQ(ProcessesMentioning(dir), 0) << "a child of a failed demo is still running";
   fs::remove_all(dir);
 }
@@ -267,13 +267,23 @@ TEST(DemoTest, CtrlCStopsEveryChild) {
   absl::StatusOr<Subprocess> demo = Subprocess::Start(o);
   ASSERT_OK(demo);
   // Once both agents are up the pod is complete; then interrupt the demo mid-capture.
-  for (int i = 0; i < 400 && !fs::exists(dir + "/agent-1.json"); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ASSERT_TRUE(fs::exists(dir + "/agent-1.json"));
+  ASSERT_TRUE(testing::WaitFor([&] { return fs::exists(dir + "/agent-1.json"); }, absl::Seconds(20),
+                               absl::Milliseconds(50)));
   // The demo itself, the aggregator, 2 simulated hosts and 2 agents.
   EXPECT_EQ(ProcessesMentioning(dir), 6);
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  // Mid-capture: the agents have their capture's folders (made when its request arrives).
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        std::error_code ec;
+        int dirs = 0;
+        for (auto it = fs::directory_iterator(dir + "/tmp", ec);
+             !ec && it != fs::directory_iterator(); it.increment(ec)) {
+          dirs += it->path().filename().string().rfind("podprof-capture-", 0) == 0;
+        }
+        return dirs == 2;
+      },
+      absl::Seconds(30)))
+      << "the demo's capture never reached the agents";
   ASSERT_OK(demo->Signal(SIGINT));
   const ExitStatus status = demo->Wait();
   ASSERT_TRUE(status.exited()) << status.ToString();

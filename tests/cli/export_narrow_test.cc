@@ -23,8 +23,8 @@
 #include "proto/podprof_aggregator.grpc.pb.h"
 #include "sim/pod_model.h"
 #include "sim/xspace_builder.h"
-#include "tests/cli/run_podprof.h"
 #include "tests/util/child_process.h"
+#include "tests/util/run_podprof.h"
 #include "tests/util/status_matchers.h"
 #include "trace/xspace_reader.h"
 

@@ -12,9 +12,9 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tests/cli/run_podprof.h"
-#include "tests/trace/test_util.h"
+#include "tests/util/run_podprof.h"
 #include "tests/util/status_matchers.h"
+#include "tests/util/trace_fixtures.h"
 #include "trace/kernel_stats.h"
 #include "trace/xspace_reader.h"
 

@@ -13,9 +13,9 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tests/cli/run_podprof.h"
-#include "tests/trace/test_util.h"
 #include "tests/util/child_process.h"
+#include "tests/util/run_podprof.h"
+#include "tests/util/trace_fixtures.h"
 
 namespace podprof::cli {
 namespace {

@@ -15,9 +15,9 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "proto/xplane.pb.h"
-#include "tests/cli/run_podprof.h"
 #include "tests/util/export_checker.h"
 #include "tests/util/files.h"
+#include "tests/util/run_podprof.h"
 
 namespace podprof {
 namespace {

@@ -10,13 +10,14 @@
 #include "fleet/replicator.h"
 #include "gtest/gtest.h"
 #include "harness/clickhouse_server.h"
+#include "harness/wait.h"
 #include "ingest/capture_ingest.h"
 #include "nlohmann/json.hpp"
-#include "tests/cli/run_podprof.h"
 #include "tests/fleet/fleet_test_util.h"
-#include "tests/trace/test_util.h"
 #include "tests/util/child_process.h"
+#include "tests/util/run_podprof.h"
 #include "tests/util/status_matchers.h"
+#include "tests/util/trace_fixtures.h"
 
 namespace podprof {
 namespace {
@@ -156,7 +157,13 @@ TEST_F(FleetCliTest, AnAggregatorWithoutItsClickHouseServesAndCatchesUp) {
   // The pod is served as ever.
   auto caps = RunPodprof("captures --format json " + Addr(*a));
   ASSERT_EQ(caps.exit_code, 0) << caps.err;
-  absl::SleepFor(absl::Milliseconds(500));
+  // Until the replicator has tried and counted both captures as waiting.
+  podprof::testing::WaitFor(
+      [&] {
+        return absl::StrContains(RunPodprof("fleet status " + Addr(*a)).out,
+                                 "backlog: 2 captures waiting");
+      },
+      absl::Seconds(10), absl::Milliseconds(200));
   auto status = RunPodprof("fleet status " + Addr(*a));
   ASSERT_EQ(status.exit_code, 0) << status.err;
   EXPECT_TRUE(absl::StrContains(status.out, "backlog: 2 captures waiting")) << status.out;

@@ -20,6 +20,7 @@
 #include "fleet/replicator.h"
 #include "gtest/gtest.h"
 #include "harness/clickhouse_server.h"
+#include "harness/wait.h"
 #include "ingest/capture_ingest.h"
 #include "insight/evidence.h"
 #include "storage/sqlite.h"
@@ -290,7 +291,13 @@ TEST_F(ReplicationTest, ClickHouseKilledMidBacklogLosesAndDoublesNothing) {
   for (int i = 12; i < 15; ++i) {
     Store(SyntheticPod(absl::StrCat("k", i), kStart + i * kHour, "fusion.2", 2'000'000, 4, 400));
   }
-  absl::SleepFor(absl::Milliseconds(500));
+  // Until the replicator has tried the dead server (its error names it).
+  podprof::testing::WaitFor(
+      [&] {
+        const ReplicatorStatus now = replicator_->Status();
+        return now.backlog.pending > 0 && absl::StrContains(now.last_error, server_->url());
+      },
+      absl::Seconds(10));
   ReplicatorStatus down = replicator_->Status();
   EXPECT_GT(down.backlog.pending, 0);
   EXPECT_TRUE(absl::StrContains(down.last_error, server_->url())) << down.last_error;

@@ -12,8 +12,8 @@
 #include "gtest/gtest.h"
 #include "insight/collectives.h"
 #include "insight/evidence.h"
-#include "tests/trace/test_util.h"
 #include "tests/util/status_matchers.h"
+#include "tests/util/trace_fixtures.h"
 #include "trace/xspace_reader.h"
 
 namespace podprof::insight {

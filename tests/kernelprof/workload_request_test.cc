@@ -88,8 +88,7 @@ class WorkloadRequestTest : public ::testing::Test {
     agent::CaptureRunner runner(clock_, agent_->workload());
     NullSink sink;
     agent::CaptureOutcome outcome;
-    return runner.Run(
-        req, v1::HostInfo(), agent::RunnerLimits(), [] { return false; }, &sink, &outcome);
+    return runner.Run(req, v1::HostInfo(), agent::RunnerLimits(), nullptr, &sink, &outcome);
   }
 
   // Runs a capture with `options`; returns what the workload received.

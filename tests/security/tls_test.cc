@@ -24,9 +24,9 @@
 #include "proto/podprof_aggregator.grpc.pb.h"
 #include "proto/profiler_service.grpc.pb.h"
 #include "security/certificate_check.h"
-#include "tests/cli/run_podprof.h"
 #include "tests/util/child_process.h"
 #include "tests/util/curl.h"
+#include "tests/util/run_podprof.h"
 #include "tests/util/status_matchers.h"
 
 namespace podprof {

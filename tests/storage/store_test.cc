@@ -11,8 +11,8 @@
 #include "ingest/capture_ingest.h"
 #include "storage/schema.h"
 #include "storage/sqlite.h"
-#include "tests/trace/test_util.h"
 #include "tests/util/status_matchers.h"
+#include "tests/util/trace_fixtures.h"
 #include "trace/kernel_stats.h"
 #include "trace/xspace_reader.h"
 
@@ -492,10 +492,11 @@ TEST_F(StoreTest, HostDataWrittenAheadIsInvisibleUntilTheCaptureCommits) {
   cap.counters.push_back(busy);
   auto attributed = [&] {
     int n = 0;
-    auto rows = store->KernelInsights("early", /*per_chip=*/true);
+    auto rows =
+        store->KernelInsights("early", /*per_chip=*/true, {"Tensor Core Sync Flag", "SyncWait"});
     EXPECT_TRUE(rows.ok()) << rows.status();
     if (rows.ok()) {
-      for (const auto& r : *rows) n += !r.gauges.empty() || !r.totals.empty();
+      for (const auto& r : *rows) n += !r.gauge_integrals.empty() || !r.totals.empty();
     }
     return n;
   };

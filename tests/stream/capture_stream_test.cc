@@ -12,8 +12,8 @@
 #include "gtest/gtest.h"
 #include "stream/capture_decoder.h"
 #include "stream/capture_encoder.h"
-#include "tests/trace/test_util.h"
 #include "tests/util/status_matchers.h"
+#include "tests/util/trace_fixtures.h"
 #include "trace/columns.h"
 #include "trace/xspace_reader.h"
 

@@ -6,7 +6,7 @@
 
 #include "gtest/gtest.h"
 #include "proto/xplane.pb.h"
-#include "tests/trace/test_util.h"
+#include "tests/util/trace_fixtures.h"
 #include "trace/byte_source.h"
 #include "trace/hlo_proto.h"
 #include "trace/xspace_reader.h"

@@ -9,8 +9,8 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
-#include "tests/trace/test_util.h"
 #include "tests/util/status_matchers.h"
+#include "tests/util/trace_fixtures.h"
 #include "trace/kernel_stats.h"
 #include "trace/xspace_reader.h"
 

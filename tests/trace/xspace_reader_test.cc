@@ -11,8 +11,8 @@
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "proto/xplane.pb.h"
-#include "tests/trace/test_util.h"
 #include "tests/util/status_matchers.h"
+#include "tests/util/trace_fixtures.h"
 #include "trace/hash.h"
 #include "trace/kernel_stats.h"
 

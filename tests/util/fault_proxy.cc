@@ -6,7 +6,8 @@
 //   podprof-fault-proxy --control FILE --ready-file FILE
 //
 // The control file holds `target_port delay_us jitter_us loss_percent cut` (cut 0 or 1),
-// re-read every 20 ms; until it names a target, connections are refused and datagrams dropped. UDP
+// re-read every 20 ms, each new setting copied to FILE.applied once in force; until it names a
+// target, connections are refused and datagrams dropped. UDP
 // datagrams are dropped with the loss probability. TCP cannot lose bytes above the transport, so
 // loss there is what a lossy link does to a TCP stream: a chunk held back for a retransmission
 // timeout (200 ms). While cut, nothing is forwarded either way; TCP data waits, UDP datagrams are
@@ -29,6 +30,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -58,18 +60,27 @@ std::pair<Clock::duration, bool> Draw() {
   return {std::chrono::microseconds(std::max<int64_t>(us, 0)), lost};
 }
 
+// Rereads the control file every 20 ms. Each new setting, once in force, is copied to
+// FILE.applied, so that a test waits for the link it asked for instead of for the poll.
 void WatchControl(const std::string& path) {
+  std::string applied;
   while (true) {
     std::ifstream in(path);
+    std::string line;
+    std::getline(in, line);
+    std::istringstream fields(line);
     int64_t delay = 0, jitter = 0, cut = 0;
     int target = 0;
     double loss = 0;
-    if (in >> target >> delay >> jitter >> loss >> cut) {
+    if (line != applied && fields >> target >> delay >> jitter >> loss >> cut) {
       g_link.target_port = target;
       g_link.delay_us = delay;
       g_link.jitter_us = jitter;
       g_link.loss = loss / 100.0;
       g_link.cut = cut != 0;
+      applied = line;
+      std::ofstream(path + ".applied.tmp") << line << "\n";
+      std::rename((path + ".applied.tmp").c_str(), (path + ".applied").c_str());
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

@@ -1,6 +1,7 @@
-// Runs the real `podprof` binary as a child process, for the tests of its subcommands.
-#ifndef PODPROF_TESTS_CLI_RUN_PODPROF_H_
-#define PODPROF_TESTS_CLI_RUN_PODPROF_H_
+// Runs the real `podprof` binary as a child process, for the tests of its subcommands and the
+// integration tests that check what the CLI prints.
+#ifndef PODPROF_TESTS_UTIL_RUN_PODPROF_H_
+#define PODPROF_TESTS_UTIL_RUN_PODPROF_H_
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -48,4 +49,4 @@ inline std::vector<std::string> Lines(const std::string& s) {
 
 }  // namespace podprof::testing
 
-#endif  // PODPROF_TESTS_CLI_RUN_PODPROF_H_
+#endif  // PODPROF_TESTS_UTIL_RUN_PODPROF_H_

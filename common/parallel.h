@@ -1,0 +1,23 @@
+// Fork-join over indices: the one shape of the "split the work, run it on a few threads, wait
+// for all of it" loops (the pod's collective walk, the aggregator's capture dispatch), so that a
+// caller says only how many threads it may use and no caller starts or joins threads by hand.
+#ifndef PODPROF_COMMON_PARALLEL_H_
+#define PODPROF_COMMON_PARALLEL_H_
+
+#include <cstddef>
+
+#include "absl/functional/function_ref.h"
+
+namespace podprof {
+
+// Calls fn(i) once for every i in [0, n) on at most `threads` threads, the calling thread among
+// them, and returns when every call has returned. Indices go out in increasing order to
+// whichever thread is free next, so one slow call does not hold back the others. With n or
+// `threads` below 2 every call runs on the calling thread, in order. `fn` is called from
+// several threads at once (for distinct indices) and must be safe so; a lock the caller holds
+// stays held by the caller for the whole run, not by the threads that call `fn`.
+void ParallelFor(size_t n, size_t threads, absl::FunctionRef<void(size_t)> fn);
+
+}  // namespace podprof
+
+#endif  // PODPROF_COMMON_PARALLEL_H_
