@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "aggregator/api_rows.h"
 #include "common/errno_status.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -158,14 +159,13 @@ absl::StatusOr<v1::ImportXSpaceResponse> Importer::Finish() {
   if (absl::StatusOr<v1::CaptureSummary> summary = queries_.Capture(id); summary.ok()) {
     *response.mutable_summary() = *std::move(summary);
   }
-  v1::GetKernelStatsRequest top;
-  top.set_capture_id(id);
-  top.set_top_n(10);
-  if (absl::StatusOr<v1::GetKernelStatsResponse> stats = queries_.KernelStats(top); stats.ok()) {
-    for (v1::KernelStats& k : *stats->mutable_stats()) {
-      k.clear_insight();
-      *response.add_top_kernels() = std::move(k);
-    }
+  // Without verdicts: the store's ten rows as they are, not judged only to be dropped.
+  storage::StatsQuery top;
+  top.capture_id = id;
+  top.top = 10;
+  if (absl::StatusOr<std::vector<storage::StatRow>> stats = queries_.store().KernelStats(top);
+      stats.ok()) {
+    for (const storage::StatRow& r : *stats) *response.add_top_kernels() = ToProto(r);
   }
   return response;
 }
