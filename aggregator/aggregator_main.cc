@@ -34,6 +34,8 @@
 #include "nlohmann/json.hpp"
 #include "podprof_version.h"
 #include "proto/grpc_status.h"
+#include "storage/health.h"
+#include "storage/retention.h"
 #include "storage/store.h"
 
 namespace podprof::aggregator {
@@ -87,7 +89,7 @@ absl::StatusOr<std::unique_ptr<storage::Store>> OpenStore(const std::string& pat
                           "aggregator restarts";
     return store;
   }
-  ASSIGN_OR_RETURN(const int interrupted, store->MarkInterrupted());
+  ASSIGN_OR_RETURN(const int interrupted, store->writer().MarkInterrupted());
   if (interrupted > 0) {
     PODPROF_LOG(WARNING) << interrupted
                          << " capture(s) were running when the aggregator last stopped; marked "
@@ -177,7 +179,8 @@ int64_t RetentionTick(storage::Store& store, const AggregatorConfig& config, Clo
   p.max_age_ns = config.retention_max_age_ns;
   p.max_bytes = config.retention_max_bytes;
   p.keep_timelines_ns = config.retention_keep_timelines_ns;
-  absl::StatusOr<storage::RetentionResult> r = store.ApplyRetention(p, clock.NowNs());
+  absl::StatusOr<storage::RetentionResult> r =
+      storage::ApplyRetention(store.database(), p, clock.NowNs());
   if (!r.ok()) {
     PODPROF_LOG(ERROR) << "retention: " << r.status().message();
   } else if (r->captures_deleted > 0 || r->timelines_dropped > 0) {
@@ -193,7 +196,7 @@ int64_t RetentionTick(storage::Store& store, const AggregatorConfig& config, Clo
 // depending on the address or the certificate's names. Each part gets `timeout_ns`.
 absl::Status Healthy(storage::Store& store, podprof::v1::Aggregator::Stub& self, Clock& clock,
                      int64_t timeout_ns) {
-  RETURN_IF_ERROR(store.HealthCheck(timeout_ns));
+  RETURN_IF_ERROR(storage::CheckWriter(store.database(), timeout_ns));
   grpc::ClientContext ctx;
   ctx.set_deadline(DeadlineAt(clock.NowNs(), timeout_ns));
   podprof::v1::ListAgentsResponse agents;
@@ -260,7 +263,7 @@ int AggregatorMain(int argc, char** argv) {
   Registry registry(clock, config->heartbeat_interval_ns, config->probe_interval_ns, creds->channel,
                     config->max_message_bytes);
   registry.SetAgentHosts(config->agent_hosts);
-  Orchestrator orchestrator(&registry, store->get(), clock, OrchestratorLimitsFrom(*config));
+  Orchestrator orchestrator(&registry, &(*store)->writer(), clock, OrchestratorLimitsFrom(*config));
   AccessControl access;
   access.agents = {config->allowed_agents, "tls.allowed_agents"};
   access.operators = {config->allowed_operators, "tls.allowed_operators"};

@@ -197,7 +197,7 @@ absl::StatusOr<std::vector<podprof::v1::KernelInsight>> Judge(
     storage::Store& store, const std::string& capture_id, bool per_chip,
     const std::vector<storage::StatRow>& rows, size_t n) {
   absl::StatusOr<std::vector<storage::KernelInsightRow>> insights =
-      store.KernelInsights(capture_id, per_chip, fleet::SyncWaitScope());
+      store.insights().KernelInsights(capture_id, per_chip, fleet::SyncWaitScope());
   if (!insights.ok()) return insights.status();
   std::map<std::tuple<std::string, int, int64_t>, const storage::KernelInsightRow*> by_key;
   for (const auto& in : *insights) by_key[{in.host, in.chip, in.kernel_id}] = &in;

@@ -210,28 +210,30 @@ absl::Status WriteXSpaces(storage::Store& store, const ExportSink& sink,
                           uint64_t* estimate) {
   const std::string run = exporter::XprofRunName(row.start_ns);
   uint64_t files = 0;
-  RETURN_IF_ERROR(store.ForEachHost(row.id, StoreSelection(narrower), [&](storage::StoredHost& h) {
-    if (sink.cancelled()) return absl::CancelledError("the client went away");
-    if (h.capture.host.chips.empty()) return absl::OkStatus();  // a host that failed
-    RETURN_IF_ERROR(narrower.Apply(&h.capture));
-    narrower.DropUnselectedChips(&h.capture);                   // no empty device planes for them
-    if (h.capture.host.chips.empty()) return absl::OkStatus();  // none of the chips selected
-    // Its size first, for a reader that needs it up front: a tar download can then stream the
-    // file rather than hold it whole to learn its size (one plane at a time either way).
-    const std::string path = absl::StrCat("plugins/profile/", run, "/", h.row.host, ".xplane.pb");
-    if (sink.file_size) {
-      if (!sink.file_size(path, exporter::XSpaceByteSize(h.capture))) {
-        return absl::UnavailableError("the client stopped reading");
-      }
-    }
-    ChunkStreamBuf buf(&sink, path, estimate);
-    std::ostream out(&buf);
-    if (!exporter::WriteXSpace(h.capture, &out) || !out.flush()) {
-      return absl::UnavailableError("the client stopped reading");
-    }
-    ++files;
-    return absl::OkStatus();
-  }));
+  RETURN_IF_ERROR(
+      store.captures().ForEachHost(row.id, StoreSelection(narrower), [&](storage::StoredHost& h) {
+        if (sink.cancelled()) return absl::CancelledError("the client went away");
+        if (h.capture.host.chips.empty()) return absl::OkStatus();  // a host that failed
+        RETURN_IF_ERROR(narrower.Apply(&h.capture));
+        narrower.DropUnselectedChips(&h.capture);  // no empty device planes for them
+        if (h.capture.host.chips.empty()) return absl::OkStatus();  // none of the chips selected
+        // Its size first, for a reader that needs it up front: a tar download can then stream the
+        // file rather than hold it whole to learn its size (one plane at a time either way).
+        const std::string path =
+            absl::StrCat("plugins/profile/", run, "/", h.row.host, ".xplane.pb");
+        if (sink.file_size) {
+          if (!sink.file_size(path, exporter::XSpaceByteSize(h.capture))) {
+            return absl::UnavailableError("the client stopped reading");
+          }
+        }
+        ChunkStreamBuf buf(&sink, path, estimate);
+        std::ostream out(&buf);
+        if (!exporter::WriteXSpace(h.capture, &out) || !out.flush()) {
+          return absl::UnavailableError("the client stopped reading");
+        }
+        ++files;
+        return absl::OkStatus();
+      }));
   PODPROF_LOG(INFO) << "exported " << row.id << " as an XProf session of " << files << " hosts";
   return absl::OkStatus();
 }
@@ -258,19 +260,20 @@ absl::Status WriteTimeline(storage::Store& store, const ExportSink& sink,
         " limit (--max-size) while being written: viewers cannot load it; export --format "
         "perfetto, or narrow it with --from/--to, --hosts, --chips or --kernels"));
   };
-  RETURN_IF_ERROR(store.ForEachHost(row.id, StoreSelection(narrower), [&](storage::StoredHost& h) {
-    if (sink.cancelled()) return absl::CancelledError("the client went away");
-    RETURN_IF_ERROR(narrower.Apply(&h.capture));
-    auto host_notes = notes.find(h.row.host);
-    const exporter::KernelNotes* n = host_notes == notes.end() ? nullptr : &host_notes->second;
-    if (perfetto) {
-      pw->AddHost(h.capture, HostDescription(h.row), n);
-    } else {
-      cw->AddHost(h.capture, HostDescription(h.row), n);
-    }
-    if (buf.over_limit()) return over_limit();
-    return out ? absl::OkStatus() : absl::UnavailableError("the client stopped reading");
-  }));
+  RETURN_IF_ERROR(
+      store.captures().ForEachHost(row.id, StoreSelection(narrower), [&](storage::StoredHost& h) {
+        if (sink.cancelled()) return absl::CancelledError("the client went away");
+        RETURN_IF_ERROR(narrower.Apply(&h.capture));
+        auto host_notes = notes.find(h.row.host);
+        const exporter::KernelNotes* n = host_notes == notes.end() ? nullptr : &host_notes->second;
+        if (perfetto) {
+          pw->AddHost(h.capture, HostDescription(h.row), n);
+        } else {
+          cw->AddHost(h.capture, HostDescription(h.row), n);
+        }
+        if (buf.over_limit()) return over_limit();
+        return out ? absl::OkStatus() : absl::UnavailableError("the client stopped reading");
+      }));
   absl::Status s = perfetto ? pw->Finish() : cw->Finish();
   if (buf.over_limit()) return over_limit();
   RETURN_IF_ERROR(s);
@@ -294,8 +297,9 @@ absl::StatusOr<ExportPlan> PlanExport(storage::Store& store,
   }
   ExportPlan plan;
   plan.request = request;
-  ASSIGN_OR_RETURN(plan.row, store.GetCapture(request.capture_id()));
-  ASSIGN_OR_RETURN(std::vector<storage::ChipVolume> chips, store.ChipVolumes(plan.row.id));
+  ASSIGN_OR_RETURN(plan.row, store.captures().Get(request.capture_id()));
+  ASSIGN_OR_RETURN(std::vector<storage::ChipVolume> chips,
+                   store.captures().ChipVolumes(plan.row.id));
   ASSIGN_OR_RETURN(exporter::Narrower narrower, NarrowerOf(request, plan.row, chips));
   plan.narrower = std::make_unique<exporter::Narrower>(std::move(narrower));
 
@@ -306,7 +310,7 @@ absl::StatusOr<ExportPlan> PlanExport(storage::Store& store,
     storage::StatsQuery q;
     q.capture_id = plan.row.id;
     q.group_by = storage::Grouping::kChip;
-    ASSIGN_OR_RETURN(plan.stats, store.KernelStats(q));
+    ASSIGN_OR_RETURN(plan.stats, store.kernels().Stats(q));
   }
   plan.estimate = exporter::EstimateChromeJson(VolumesOf(chips, plan.stats), plan.row.start_ns,
                                                plan.row.end_ns, *plan.narrower)

@@ -65,7 +65,7 @@ absl::StatusOr<std::unique_ptr<fleet::Replicator>> StartFleet(const AggregatorCo
                     << r->clickhouse().url() << " (database " << f.database << ", user " << f.user
                     << ")";
   if (f.backfill_ns > 0) {
-    absl::StatusOr<int64_t> queued = store.QueueStoredForFleet(clock.NowNs() - f.backfill_ns);
+    absl::StatusOr<int64_t> queued = store.outbox().QueueStored(clock.NowNs() - f.backfill_ns);
     if (queued.ok()) {
       PODPROF_LOG(INFO) << "fleet: backfill queued " << *queued
                         << " stored captures (those ClickHouse holds are skipped)";

@@ -43,12 +43,12 @@ void HostStream::OnDone(const grpc::Status& s) {
   if (error_.empty()) {
     trace::HostCapture& cap = decoder_.capture();
     collective_ends_ = CollectiveEnds(cap);
-    analysed_ = ingest::AnalyseHost(store_, index_, cap, &run_.pod);
+    analysed_ = ingest::AnalyseHost(writer_, index_, cap, &run_.pod);
     // Its timelines and counters go to the store now, under the running capture: what waits
     // for the pod is then its statistics and collective arrivals, not its data.
     if (analysed_.ok()) {
       analysed_->write.host = host();
-      absl::Status written = store_.WriteHostData(run_.id, &analysed_->write);
+      absl::Status written = writer_.WriteHostData(run_.id, &analysed_->write);
       if (!written.ok()) analysed_ = written;
     }
   }

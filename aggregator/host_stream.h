@@ -17,19 +17,19 @@
 #include "aggregator/stream_pool.h"
 #include "common/clock.h"
 #include "ingest/capture_ingest.h"
-#include "storage/store.h"
+#include "storage/capture_writer.h"
 #include "stream/capture_decoder.h"
 
 namespace podprof::aggregator {
 
 class HostStream final : public StreamPool::Handler {
  public:
-  HostStream(CaptureRun& run, size_t index, Registry& registry, storage::Store& store, Clock& clock,
-             absl::BlockingCounter& left)
+  HostStream(CaptureRun& run, size_t index, Registry& registry, storage::CaptureWriter& writer,
+             Clock& clock, absl::BlockingCounter& left)
       : run_(run),
         index_(index),
         registry_(registry),
-        store_(store),
+        writer_(writer),
         clock_(clock),
         left_(left),
         analysed_(absl::UnknownError("not analysed")) {
@@ -61,7 +61,7 @@ class HostStream final : public StreamPool::Handler {
   CaptureRun& run_;
   const size_t index_;
   Registry& registry_;
-  storage::Store& store_;
+  storage::CaptureWriter& writer_;
   Clock& clock_;
   absl::BlockingCounter& left_;
   podprof::v1::CaptureProgress progress_;

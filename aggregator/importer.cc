@@ -150,7 +150,7 @@ absl::StatusOr<v1::ImportXSpaceResponse> Importer::Finish() {
                          static_cast<unsigned>(w.created_ns % 65536));
   const size_t imported = w.hosts.size();
   const std::string id = w.id;
-  RETURN_IF_ERROR(ingest::StoreCapture(queries_.store(), std::move(w)));
+  RETURN_IF_ERROR(ingest::StoreCapture(queries_.store().writer(), std::move(w)));
   PODPROF_LOG(INFO) << "imported " << imported << " host(s) as " << id
                     << (errors_.empty() ? ""
                                         : absl::StrCat(", ", errors_.size(), " file(s) failed"));
@@ -163,7 +163,7 @@ absl::StatusOr<v1::ImportXSpaceResponse> Importer::Finish() {
   storage::StatsQuery top;
   top.capture_id = id;
   top.top = 10;
-  if (absl::StatusOr<std::vector<storage::StatRow>> stats = queries_.store().KernelStats(top);
+  if (absl::StatusOr<std::vector<storage::StatRow>> stats = queries_.store().kernels().Stats(top);
       stats.ok()) {
     for (const storage::StatRow& r : *stats) *response.add_top_kernels() = ToProto(r);
   }

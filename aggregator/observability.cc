@@ -3,6 +3,7 @@
 #include <string>
 
 #include "report/states.h"
+#include "storage/health.h"
 
 namespace podprof::aggregator {
 namespace {
@@ -54,20 +55,21 @@ void DeclareFleet(Metrics& m) {
 void AddAggregatorMetrics(Metrics& m, const MetricSources& src, Clock& clock) {
   DeclareFamilies(m);
   m.AddCollector([src](Sample& s) {
-    if (auto counts = src.store->CaptureCounts(); counts.ok()) {
+    if (auto counts = src.store->captures().CountsByState(); counts.ok()) {
       for (const storage::CaptureState k : storage::kCaptureStates) {
         const char* state = storage::CaptureStateName(k);
         auto it = counts->find(state);
         s.Value("podprof_captures", {state}, it == counts->end() ? 0 : it->second);
       }
     }
-    const storage::Store::Written w = src.store->written();
+    const storage::CaptureWriter::Written w = src.store->writer().written();
     s.Value("podprof_captures_stored_total", {}, w.captures);
     s.Value("podprof_ingest_events_total", {}, w.events);
     s.Value("podprof_ingest_bytes_total", {}, w.bytes);
     s.Value("podprof_ingest_active_hosts", {}, src.orchestrator->active_hosts());
     s.Value("podprof_ingest_max_active_hosts", {}, src.max_active_hosts);
-    if (auto used = src.store->UsedBytes(); used.ok()) s.Value("podprof_store_bytes", {}, *used);
+    if (auto used = storage::UsedBytes(src.store->database()); used.ok())
+      s.Value("podprof_store_bytes", {}, *used);
   });
   m.AddCollector([src, &clock](Sample& s) {
     std::map<std::string, int> states = {{"online", 0}, {"stale", 0}, {"offline", 0}};

@@ -213,7 +213,7 @@ absl::StatusOr<v1::StartCaptureResponse> Orchestrator::StartAdmitted(
   header.created_ns = now;
   header.labels = {req.labels().begin(), req.labels().end()};
   header.options_json = StoredOptionsJson(req);
-  if (absl::Status s = store_->BeginCapture(header); !s.ok()) {
+  if (absl::Status s = writer_->BeginCapture(header); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("cannot record the capture: ", s.message()));
   }
   v1::StartCaptureResponse resp;
@@ -227,10 +227,10 @@ absl::StatusOr<v1::StartCaptureResponse> Orchestrator::StartAdmitted(
   return resp;
 }
 
-Orchestrator::Orchestrator(Registry* registry, storage::Store* store, Clock& clock,
+Orchestrator::Orchestrator(Registry* registry, storage::CaptureWriter* writer, Clock& clock,
                            OrchestratorLimits limits)
     : registry_(registry),
-      store_(store),
+      writer_(writer),
       clock_(clock),
       limits_(limits),
       streams_(limits.ingest_workers, limits.max_active_hosts),
@@ -248,7 +248,7 @@ void Orchestrator::CollectHosts(CaptureRun& run, std::vector<std::unique_ptr<Hos
     run.contexts.assign(run.hosts.size(), nullptr);
   }
   for (size_t i = 0; i < run.hosts.size(); ++i) {
-    hosts->push_back(std::make_unique<HostStream>(run, i, *registry_, *store_, clock_, left));
+    hosts->push_back(std::make_unique<HostStream>(run, i, *registry_, *writer_, clock_, left));
   }
   // Connections are made when agents register and kept; one that is not ready yet (an agent
   // that just came back) is given until half the lead has passed, all of them together, so a
@@ -408,7 +408,7 @@ void Orchestrator::StoreRun(CaptureRun& run, std::vector<std::unique_ptr<HostStr
   if (run.cancelled) w.state = CaptureState::kCancelled;
   const CaptureState state = w.state;
   if (stored.ok())
-    stored = ingest::WriteAnalysed(*store_, std::move(w), std::move(analysed), &run.pod);
+    stored = ingest::WriteAnalysed(*writer_, std::move(w), std::move(analysed), &run.pod);
   // The hosts that delivered were alive when their streams ended; while the pod's capture was
   // being stored their heartbeats may have queued behind the ingest (a busy aggregator on few
   // cores), and they must not miss the next capture for that.

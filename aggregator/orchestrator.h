@@ -25,7 +25,7 @@
 #include "aggregator/stream_pool.h"
 #include "common/clock.h"
 #include "proto/podprof_aggregator.pb.h"
-#include "storage/store.h"
+#include "storage/capture_writer.h"
 #include "trace/model.h"
 
 namespace podprof::aggregator {
@@ -61,7 +61,8 @@ class HostStream;
 
 class Orchestrator {
  public:
-  Orchestrator(Registry* registry, storage::Store* store, Clock& clock, OrchestratorLimits limits);
+  Orchestrator(Registry* registry, storage::CaptureWriter* writer, Clock& clock,
+               OrchestratorLimits limits);
   ~Orchestrator();
 
   // Validates, picks hosts and the start instant, and starts the capture in the background.
@@ -89,7 +90,7 @@ class Orchestrator {
                    const absl::Status& stored);
 
   Registry* const registry_;
-  storage::Store* const store_;
+  storage::CaptureWriter* const writer_;
   Clock& clock_;
   const OrchestratorLimits limits_;
   StreamPool streams_;

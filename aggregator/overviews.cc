@@ -29,7 +29,7 @@ absl::StatusOr<Overview> ReadView(storage::Store& store, const storage::CaptureR
   }
   Overview out{TimelineView(std::move(window)), nullptr};
   WaitHeatmap heatmap(row.start_ns, row.end_ns);
-  absl::Status s = store.ForEachHost(row.id, only, [&](storage::StoredHost& h) {
+  absl::Status s = store.captures().ForEachHost(row.id, only, [&](storage::StoredHost& h) {
     out.view.AddHost(h);
     if (waits) heatmap.AddHost(h);
     return absl::OkStatus();
@@ -46,7 +46,7 @@ std::set<std::string> DefaultCounters(const storage::CaptureRow& row) {
 
 Overviews::Overviews(storage::Store* store, Clock& clock)
     : store_(store),
-      seen_(store->written().captures),
+      seen_(store->writer().written().captures),
       warmer_(clock, clock.NowNs() + kWarmEveryNs, [this, &clock] {
         Warm();
         return PeriodicThread::Every(clock, kWarmEveryNs);
@@ -103,18 +103,18 @@ absl::StatusOr<std::shared_ptr<const Overview>> Overviews::Get(
 // newest captures' overviews, so that the page opened when a capture lands finds its first
 // view ready. Captures stored before this process started wait for a page to ask.
 void Overviews::Warm() {
-  const int64_t written = store_->written().captures;
+  const int64_t written = store_->writer().written().captures;
   if (written == seen_) return;  // nothing new: no query at all
   seen_ = written;
   storage::CaptureQuery q;
   q.limit = 2;
   std::string next;
-  absl::StatusOr<std::vector<storage::CaptureRow>> rows = store_->ListCaptures(q, &next);
+  absl::StatusOr<std::vector<storage::CaptureRow>> rows = store_->captures().List(q, &next);
   if (!rows.ok()) return;
   for (const storage::CaptureRow& c : *rows) {
     if (c.status == storage::CaptureState::kRunning || c.hosts == 0 || c.chips > kWarmMaxChips)
       continue;
-    absl::StatusOr<storage::CaptureRow> row = store_->GetCapture(c.id);  // with its hosts
+    absl::StatusOr<storage::CaptureRow> row = store_->captures().Get(c.id);  // with its hosts
     // A failure is not kept: the page that asks for it sees the error.
     if (row.ok()) (void)Get(*row, DefaultCounters(*row));
   }

@@ -76,7 +76,7 @@ absl::StatusOr<v1::ListCapturesResponse> Queries::ListCaptures(
                 : kDefaultCaptureLimit;
   q.page_token = request.page_token();
   std::string next;
-  absl::StatusOr<std::vector<storage::CaptureRow>> rows = store_.ListCaptures(q, &next);
+  absl::StatusOr<std::vector<storage::CaptureRow>> rows = store_.captures().List(q, &next);
   if (!rows.ok()) return rows.status();
   for (const auto& r : *rows) FillSummary(r, out.add_captures());
   out.set_next_page_token(next);
@@ -119,7 +119,7 @@ absl::StatusOr<v1::GetKernelStatsResponse> Queries::KernelStats(
   absl::StatusOr<storage::Order> order = OrderOf(request.order());
   if (!order.ok()) return order.status();
   q.order = *order;
-  absl::StatusOr<std::vector<storage::StatRow>> rows = store_.KernelStats(q);
+  absl::StatusOr<std::vector<storage::StatRow>> rows = store_.kernels().Stats(q);
   if (!rows.ok()) return rows.status();
   out.set_capture_id(request.capture_id());
   out.set_matched_count(static_cast<uint32_t>(rows->size()));
@@ -150,7 +150,7 @@ absl::StatusOr<v1::KernelHistoryResponse> Queries::KernelHistory(
   q.since_ns = request.since_ns();
   q.until_ns = request.until_ns() > 0 ? request.until_ns() : INT64_MAX;
   q.max_kernels = request.max_kernels() > 0 ? static_cast<int>(request.max_kernels()) : 20;
-  absl::StatusOr<std::vector<storage::HistorySeries>> series = store_.KernelHistory(q);
+  absl::StatusOr<std::vector<storage::HistorySeries>> series = store_.kernels().History(q);
   if (!series.ok()) return series.status();
   for (const storage::HistorySeries& s : *series) {
     auto* row = out.add_series();
@@ -179,7 +179,7 @@ absl::StatusOr<v1::CompareCapturesResponse> Queries::Compare(
   if (absl::Status s = CheckUserPattern("filter.op_regex", request.filter().op_regex()); !s.ok()) {
     return s;
   }
-  absl::StatusOr<std::vector<storage::KernelPair>> pairs = store_.PairKernels(
+  absl::StatusOr<std::vector<storage::KernelPair>> pairs = store_.kernels().Pair(
       request.baseline_capture_id(), request.candidate_capture_id(), request.filter().op_regex());
   if (!pairs.ok()) return pairs.status();
   const std::vector<KernelDelta> rows = JudgeDeltas(*std::move(pairs), threshold);
@@ -187,7 +187,7 @@ absl::StatusOr<v1::CompareCapturesResponse> Queries::Compare(
   using Insights = std::map<int64_t, storage::KernelInsightRow>;
   auto insights_of = [&](const std::string& capture) -> absl::StatusOr<Insights> {
     ASSIGN_OR_RETURN(std::vector<storage::KernelInsightRow> rows,
-                     store_.KernelInsights(capture, false, fleet::SyncWaitScope()));
+                     store_.insights().KernelInsights(capture, false, fleet::SyncWaitScope()));
     Insights by_kernel;
     for (storage::KernelInsightRow& r : rows) by_kernel[r.kernel_id] = std::move(r);
     return by_kernel;
@@ -242,7 +242,7 @@ absl::StatusOr<Described> FindDescribed(storage::Store& store,
   storage::StatsQuery q;
   q.capture_id = capture;
   q.op_regex = exact;
-  ASSIGN_OR_RETURN(std::vector<storage::StatRow> pod, store.KernelStats(q));
+  ASSIGN_OR_RETURN(std::vector<storage::StatRow> pod, store.kernels().Stats(q));
   for (const storage::KernelIdentity& k : found) {
     for (storage::StatRow& r : pod) {
       if (r.kernel.id == k.key.id) return Described{&k, std::move(r)};
@@ -269,7 +269,7 @@ absl::Status FillPerChip(storage::Store& store, const std::string& capture, int6
   q.capture_id = capture;
   q.op_regex = exact;
   q.group_by = storage::Grouping::kChip;
-  ASSIGN_OR_RETURN(const std::vector<storage::StatRow> chips, store.KernelStats(q));
+  ASSIGN_OR_RETURN(const std::vector<storage::StatRow> chips, store.kernels().Stats(q));
   std::vector<storage::StatRow> mine;
   for (const storage::StatRow& r : chips) {
     if (r.kernel.id == kernel_id) mine.push_back(r);
@@ -278,7 +278,7 @@ absl::Status FillPerChip(storage::Store& store, const std::string& capture, int6
                    JudgedStats(store, capture, true, mine, mine.size()));
   for (auto& k : per_chip) *out->add_per_chip() = std::move(k);
   ASSIGN_OR_RETURN(const std::vector<storage::KernelScopeRow> scopes,
-                   store.KernelScopes(capture, kernel_id));
+                   store.insights().KernelScopes(capture, kernel_id));
   for (const storage::KernelScopeRow& sc : scopes) {
     v1::KernelScopeTime* t = out->add_scopes();
     t->set_line(sc.line);
@@ -298,7 +298,7 @@ absl::StatusOr<v1::DescribeKernelResponse> Queries::DescribeKernel(
     return absl::InvalidArgumentError("op_name or module over 1024 bytes");
   }
   ASSIGN_OR_RETURN(const std::vector<storage::KernelIdentity> found,
-                   store_.FindKernels(request.op_name(), request.module()));
+                   store_.kernels().Find(request.op_name(), request.module()));
   if (found.empty()) {
     return absl::NotFoundError(
         absl::StrCat("no stored kernel is named \"", request.op_name(), "\"",
@@ -307,7 +307,7 @@ absl::StatusOr<v1::DescribeKernelResponse> Queries::DescribeKernel(
   // With a capture named, the kernel of that name it holds; else the newest stored.
   std::string capture = request.capture_id();
   if (capture.empty()) {
-    ASSIGN_OR_RETURN(capture, store_.LatestCaptureWith(found.front().key.id));
+    ASSIGN_OR_RETURN(capture, store_.kernels().LatestCaptureWith(found.front().key.id));
   }
   const std::string exact = absl::StrCat("^", RegexEscape(request.op_name()), "$");
   ASSIGN_OR_RETURN(const Described d,
@@ -327,7 +327,7 @@ absl::StatusOr<v1::DescribeKernelResponse> Queries::DescribeKernel(
   h.module = d.kernel->key.module;
   h.op_regex = exact;
   h.max_kernels = 1;
-  ASSIGN_OR_RETURN(const std::vector<storage::HistorySeries> series, store_.KernelHistory(h));
+  ASSIGN_OR_RETURN(const std::vector<storage::HistorySeries> series, store_.kernels().History(h));
   if (!series.empty()) {
     const auto& points = series.front().points;
     const size_t limit = request.history_limit() > 0 ? request.history_limit() : 30;
@@ -343,7 +343,8 @@ absl::StatusOr<v1::GetStragglersResponse> Queries::Stragglers(
   if (request.capture_id().empty()) {
     return absl::InvalidArgumentError("capture_id is empty");
   }
-  absl::StatusOr<storage::StragglerReport> report = store_.Stragglers(request.capture_id());
+  absl::StatusOr<storage::StragglerReport> report =
+      store_.insights().Stragglers(request.capture_id());
   if (!report.ok()) return report.status();
   out.set_capture_id(request.capture_id());
   const insight::StragglerVerdict verdict = insight::JudgeStragglers(report->chips);
@@ -390,14 +391,14 @@ v1::ListAgentsResponse Queries::Agents(const v1::ListAgentsRequest& request) {
 }
 
 absl::StatusOr<v1::CaptureSummary> Queries::Capture(const std::string& capture_id) {
-  ASSIGN_OR_RETURN(const storage::CaptureRow row, store_.GetCapture(capture_id));
+  ASSIGN_OR_RETURN(const storage::CaptureRow row, store_.captures().Get(capture_id));
   v1::CaptureSummary out;
   FillSummary(row, &out);
   return out;
 }
 
 absl::StatusOr<storage::CaptureRow> Queries::StoredCapture(const std::string& capture_id) {
-  return store_.GetCapture(capture_id);
+  return store_.captures().Get(capture_id);
 }
 
 }  // namespace podprof::aggregator

@@ -175,7 +175,7 @@ std::vector<double> CollectiveSpreads(const std::string& dir, const std::string&
   auto store = storage::Store::Open(dir + "/podprof.db");
   std::map<uint64_t, std::pair<int64_t, int64_t>> range;
   if (store.ok()) {
-    auto blocks = (*store)->Timelines(capture_id);
+    auto blocks = (*store)->captures().Timelines(capture_id);
     if (blocks.ok()) {
       for (const auto& b : *blocks) {
         *events += b.size();

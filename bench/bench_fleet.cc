@@ -88,11 +88,11 @@ int Run(int argc, char** argv) {
 
   auto store = storage::Store::Open((dir / "pod.db").string());
   if (!store.ok()) return 1;
-  (*store)->QueueForFleet(captures + 1);
+  (*store)->outbox().QueueForFleet(captures + 1);
   std::fprintf(stderr, "storing %d captures of %d chips x %d kernels...\n", captures, chips,
                kernels);
   for (int c = 0; c < captures; ++c) {
-    if (!ingest::StoreCapture(**store, HistoryCapture(c, chips, kernels)).ok()) return 1;
+    if (!ingest::StoreCapture((*store)->writer(), HistoryCapture(c, chips, kernels)).ok()) return 1;
   }
 
   // 1. The replicator drains the backlog.

@@ -21,6 +21,7 @@
 #include "bench/store_data.h"
 #include "common/clock.h"
 #include "ingest/capture_ingest.h"
+#include "storage/health.h"
 #include "storage/sqlite.h"
 #include "storage/store.h"
 #include "trace/kernel_stats.h"
@@ -80,7 +81,7 @@ int Main(int argc, char** argv) {
       auto store = storage::Store::Open(dir + "/store" + std::to_string(rep) + ".db");
       if (!store.ok()) return 1;
       int64_t t0 = clock.MonotonicNs();
-      absl::Status s = ingest::StoreCapture(**store, w);
+      absl::Status s = ingest::StoreCapture((*store)->writer(), w);
       store_s = std::min(store_s, (clock.MonotonicNs() - t0) / 1e9);
       if (!s.ok()) {
         std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
@@ -122,21 +123,21 @@ int Main(int argc, char** argv) {
   std::fprintf(stderr, "building %d captures of %d chips...\n", h_captures, h_chips);
   for (int c = 0; c < h_captures; ++c) {
     ingest::CaptureInput cw = HistoryCapture(c, h_chips, h_kernels);
-    if (!ingest::StoreCapture(**store, std::move(cw)).ok()) return 1;
+    if (!ingest::StoreCapture((*store)->writer(), std::move(cw)).ok()) return 1;
   }
-  auto used = (*store)->UsedBytes();
+  auto used = storage::UsedBytes((*store)->database());
   double best_history = 1e300, best_top = 1e300;
   size_t points = 0, top_rows = 0;
   for (int rep = 0; rep < 5; ++rep) {
     storage::HistoryQuery hq;
     hq.op_regex = "^fusion\\.7$";
     int64_t t0 = clock.MonotonicNs();
-    auto h = (*store)->KernelHistory(hq);
+    auto h = (*store)->kernels().History(hq);
     int64_t t1 = clock.MonotonicNs();
     storage::StatsQuery sq;
     sq.capture_id = "cap-" + std::to_string(h_captures / 2);
     sq.top = 20;
-    auto top = (*store)->KernelStats(sq);
+    auto top = (*store)->kernels().Stats(sq);
     int64_t t2 = clock.MonotonicNs();
     if (!h.ok() || !top.ok() || h->empty()) return 1;
     points = (*h)[0].points.size();

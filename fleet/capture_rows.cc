@@ -162,14 +162,15 @@ insight::KernelFacts FactsOf(const storage::StatRow& r, const storage::KernelIns
 
 absl::StatusOr<FleetCapture> ReadFleetCapture(storage::Store& store, const std::string& id) {
   FleetCapture f;
-  ASSIGN_OR_RETURN(f.capture, store.GetCapture(id));
+  ASSIGN_OR_RETURN(f.capture, store.captures().Get(id));
   storage::StatsQuery q;
   q.capture_id = id;
   q.group_by = storage::Grouping::kChip;
-  ASSIGN_OR_RETURN(f.chip_stats, store.KernelStats(q));
+  ASSIGN_OR_RETURN(f.chip_stats, store.kernels().Stats(q));
   q.group_by = storage::Grouping::kKernel;
-  ASSIGN_OR_RETURN(std::vector<storage::StatRow> pod, store.KernelStats(q));
-  ASSIGN_OR_RETURN(f.counters, store.KernelInsights(id, /*per_chip=*/false, SyncWaitScope()));
+  ASSIGN_OR_RETURN(std::vector<storage::StatRow> pod, store.kernels().Stats(q));
+  ASSIGN_OR_RETURN(f.counters,
+                   store.insights().KernelInsights(id, /*per_chip=*/false, SyncWaitScope()));
   std::map<int64_t, const storage::KernelInsightRow*> by_kernel;
   for (const storage::KernelInsightRow& in : f.counters) by_kernel[in.kernel_id] = &in;
   for (storage::StatRow& r : pod) {
@@ -177,7 +178,7 @@ absl::StatusOr<FleetCapture> ReadFleetCapture(storage::Store& store, const std::
     insight::Verdict v = insight::Decide(FactsOf(r, in == by_kernel.end() ? nullptr : in->second));
     f.kernels.push_back({std::move(r), std::move(v)});
   }
-  ASSIGN_OR_RETURN(storage::StragglerReport stragglers, store.Stragglers(id));
+  ASSIGN_OR_RETURN(storage::StragglerReport stragglers, store.insights().Stragglers(id));
   f.stragglers = std::move(stragglers.chips);
   f.straggler_verdict = insight::JudgeStragglers(f.stragglers);
   return f;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -39,6 +40,19 @@ absl::StatusOr<json> Rows(const ClickHouse& ch, const std::string& select) {
   return std::move(doc["data"]);
 }
 
+// Runs `select` and calls `read` on each row in turn, stopping at its first error. A row of
+// another shape than `read` expects (a json exception) is DataLoss naming `what` and the server.
+absl::Status ForEachRow(const ClickHouse& ch, const std::string& select, const char* what,
+                        const std::function<absl::Status(const json&)>& read) {
+  ASSIGN_OR_RETURN(json rows, Rows(ch, select));
+  try {
+    for (const json& r : rows) RETURN_IF_ERROR(read(r));
+  } catch (const json::exception& e) {
+    return absl::DataLossError(absl::StrCat(what, " from ", ch.url(), ": ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
 // A merged sketch from (zero_count, sumMap(bin_index, bin_count)) columns.
 absl::StatusOr<trace::DDSketch> SketchOf(const json& zero, const json& bins) {
   if (!bins.is_array() || bins.size() != 2) {
@@ -65,25 +79,21 @@ absl::StatusOr<std::vector<FleetPoint>> FleetHistory(const ClickHouse& ch,
       All(filter, "kernel_rollups"), " WHERE ", Where(filter), " AND match(op_name, ",
       Quote(op_regex), ") GROUP BY pod, module, op_name, capture_id, start_ns ",
       "ORDER BY module, op_name, pod, start_ns, capture_id");
-  ASSIGN_OR_RETURN(json rows, Rows(ch, sql));
   std::vector<FleetPoint> out;
-  try {
-    for (const json& r : rows) {
-      FleetPoint p;
-      p.pod = r[0];
-      p.module = r[1];
-      p.op_name = r[2];
-      p.capture_id = r[3];
-      p.start_ns = r[4].get<int64_t>();
-      p.count = r[5].get<int64_t>();
-      p.total_ps = r[6].get<int64_t>();
-      p.chips = r[7].get<int64_t>();
-      ASSIGN_OR_RETURN(p.sketch, SketchOf(r[8], r[9]));
-      out.push_back(std::move(p));
-    }
-  } catch (const json::exception& e) {
-    return absl::DataLossError(absl::StrCat("history from ", ch.url(), ": ", e.what()));
-  }
+  RETURN_IF_ERROR(ForEachRow(ch, sql, "history", [&](const json& r) -> absl::Status {
+    FleetPoint p;
+    p.pod = r[0];
+    p.module = r[1];
+    p.op_name = r[2];
+    p.capture_id = r[3];
+    p.start_ns = r[4].get<int64_t>();
+    p.count = r[5].get<int64_t>();
+    p.total_ps = r[6].get<int64_t>();
+    p.chips = r[7].get<int64_t>();
+    ASSIGN_OR_RETURN(p.sketch, SketchOf(r[8], r[9]));
+    out.push_back(std::move(p));
+    return absl::OkStatus();
+  }));
   return out;
 }
 
@@ -104,25 +114,21 @@ absl::StatusOr<std::vector<FleetTopRow>> FleetTop(const ClickHouse& ch, TopBy by
       "uniqExact(pod), sum(zero_count), sumMap(bin_index, bin_count) FROM ",
       All(filter, by == TopBy::kHost ? "kernel_stats" : "kernel_rollups"), " WHERE ", Where(f),
       " GROUP BY ", group, " ORDER BY total DESC, ", group, " LIMIT ", std::max(1, limit));
-  ASSIGN_OR_RETURN(json rows, Rows(ch, sql));
   std::vector<FleetTopRow> out;
-  try {
-    for (const json& r : rows) {
-      FleetTopRow t;
-      t.pod = r[0];
-      t.host = r[1];
-      t.module = r[2];
-      t.op_name = r[3];
-      t.count = r[4].get<int64_t>();
-      t.total_ps = r[5].get<int64_t>();
-      t.captures = r[6].get<int64_t>();
-      t.pods = r[7].get<int64_t>();
-      ASSIGN_OR_RETURN(t.sketch, SketchOf(r[8], r[9]));
-      out.push_back(std::move(t));
-    }
-  } catch (const json::exception& e) {
-    return absl::DataLossError(absl::StrCat("top from ", ch.url(), ": ", e.what()));
-  }
+  RETURN_IF_ERROR(ForEachRow(ch, sql, "top", [&](const json& r) -> absl::Status {
+    FleetTopRow t;
+    t.pod = r[0];
+    t.host = r[1];
+    t.module = r[2];
+    t.op_name = r[3];
+    t.count = r[4].get<int64_t>();
+    t.total_ps = r[5].get<int64_t>();
+    t.captures = r[6].get<int64_t>();
+    t.pods = r[7].get<int64_t>();
+    ASSIGN_OR_RETURN(t.sketch, SketchOf(r[8], r[9]));
+    out.push_back(std::move(t));
+    return absl::OkStatus();
+  }));
   return out;
 }
 
@@ -137,21 +143,17 @@ absl::StatusOr<std::vector<FleetRegression>> FleetRegressions(const ClickHouse& 
       "SELECT pod, module, op_name, start_ns >= ", mid, " AS current, uniqExact(capture_id), ",
       "sum(zero_count), sumMap(bin_index, bin_count) FROM ", All(f, "kernel_rollups"), " WHERE ",
       Where(f), " AND start_ns < ", now_ns, " GROUP BY pod, module, op_name, current");
-  ASSIGN_OR_RETURN(json rows, Rows(ch, sql));
   std::map<std::tuple<std::string, std::string, std::string>, FleetRegression> by_key;
-  try {
-    for (const json& r : rows) {
-      FleetRegression& g = by_key[{r[0], r[1], r[2]}];
-      g.pod = r[0];
-      g.module = r[1];
-      g.op_name = r[2];
-      const bool current = r[3].get<int>() != 0;
-      (current ? g.candidate_captures : g.baseline_captures) = r[4].get<int64_t>();
-      ASSIGN_OR_RETURN((current ? g.candidate : g.baseline), SketchOf(r[5], r[6]));
-    }
-  } catch (const json::exception& e) {
-    return absl::DataLossError(absl::StrCat("regressions from ", ch.url(), ": ", e.what()));
-  }
+  RETURN_IF_ERROR(ForEachRow(ch, sql, "regressions", [&](const json& r) -> absl::Status {
+    FleetRegression& g = by_key[{r[0], r[1], r[2]}];
+    g.pod = r[0];
+    g.module = r[1];
+    g.op_name = r[2];
+    const bool current = r[3].get<int>() != 0;
+    (current ? g.candidate_captures : g.baseline_captures) = r[4].get<int64_t>();
+    ASSIGN_OR_RETURN((current ? g.candidate : g.baseline), SketchOf(r[5], r[6]));
+    return absl::OkStatus();
+  }));
   std::vector<FleetRegression> out;
   for (auto& [key, g] : by_key) {
     if (g.baseline.empty() || g.candidate.empty()) continue;  // nothing to compare with

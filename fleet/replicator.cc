@@ -19,7 +19,7 @@ Replicator::Replicator(storage::Store& store, ClickHouse clickhouse, ReplicatorO
       clickhouse_(std::move(clickhouse)),
       options_(std::move(options)),
       clock_(clock) {
-  store_.QueueForFleet(options_.backlog_limit);
+  store_.outbox().QueueForFleet(options_.backlog_limit);
 }
 
 Replicator::~Replicator() { Stop(); }
@@ -175,7 +175,7 @@ Replicator::Batch Replicator::ReadBatch(std::vector<std::string> ids) {
 absl::StatusOr<int> Replicator::ReplicateBatch() {
   // Two batches' worth: this one, and the next to read while ClickHouse takes this one.
   ASSIGN_OR_RETURN(std::vector<std::string> pending,
-                   store_.FleetPending(2 * options_.batch_captures));
+                   store_.outbox().Pending(2 * options_.batch_captures));
   if (pending.empty()) return 0;
   const auto split = pending.begin() + std::min<size_t>(pending.size(), options_.batch_captures);
   std::vector<std::string> ids(pending.begin(), split), next_ids(split, pending.end());
@@ -198,18 +198,18 @@ absl::StatusOr<int> Replicator::ReplicateBatch() {
     if (absl::Status s = InsertTable(t, batch, &rejected); !s.ok()) {
       std::vector<std::string> ids;
       for (const FleetCapture* f : batch) ids.push_back(f->capture.id);
-      store_.FleetAttemptFailed(ids, std::string(s.message())).IgnoreError();
+      store_.outbox().AttemptFailed(ids, std::string(s.message())).IgnoreError();
       return s;
     }
   }
   for (const auto& [id, why] : rejected) {
     PODPROF_LOG(ERROR) << "fleet: ClickHouse refused capture " << id << ": " << why
                        << " (it stays here; the others go on)";
-    RETURN_IF_ERROR(store_.FleetRejected(id, why));
+    RETURN_IF_ERROR(store_.outbox().Rejected(id, why));
   }
   std::vector<std::string> done = b.gone;
   for (const FleetCapture* f : batch) done.push_back(f->capture.id);
-  RETURN_IF_ERROR(store_.FleetReplicated(done));
+  RETURN_IF_ERROR(store_.outbox().Replicated(done));
   absl::MutexLock lock(&mu_);
   replicated_ += static_cast<int64_t>(batch.size());
   last_success_ns_ = clock_.NowNs();
@@ -227,7 +227,7 @@ void Replicator::NoteFailure(const absl::Status& s) {
 }
 
 void Replicator::WarnOfBacklog() {
-  absl::StatusOr<storage::FleetBacklog> b = store_.FleetBacklogStatus();
+  absl::StatusOr<storage::FleetBacklog> b = store_.outbox().Backlog();
   if (!b.ok()) return;
   const int64_t limit = options_.backlog_limit;
   if (!warned_full_ && b->pending * 10 >= limit * 9) {
@@ -280,7 +280,7 @@ void Replicator::Stop() {
 
 ReplicatorStatus Replicator::Status() {
   ReplicatorStatus out;
-  absl::StatusOr<storage::FleetBacklog> b = store_.FleetBacklogStatus();
+  absl::StatusOr<storage::FleetBacklog> b = store_.outbox().Backlog();
   if (b.ok()) out.backlog = *std::move(b);
   absl::MutexLock lock(&mu_);
   out.replicated = replicated_;

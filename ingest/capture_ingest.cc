@@ -113,10 +113,10 @@ void PodAnalysis::Finish(const std::vector<storage::HostWrite>& hosts, storage::
   names_ = insight::CollectiveNames();
 }
 
-absl::StatusOr<AnalysedHost> AnalyseHost(storage::Store& store, size_t index,
+absl::StatusOr<AnalysedHost> AnalyseHost(storage::CaptureWriter& writer, size_t index,
                                          const trace::HostCapture& cap, PodAnalysis* pod) {
   AnalysedHost r;
-  ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> ids, store.ResolveKernels({&cap.kernels}));
+  ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> ids, writer.ResolveKernels({&cap.kernels}));
   storage::HostWrite& w = r.write;
   w.kernel_ids = std::move(ids.front());
   w.events = static_cast<int64_t>(cap.EventCount());
@@ -154,7 +154,7 @@ void SetHostClock(const trace::ClockCorrection& c, AnalysedHost* host) {
   host->write.clock_mid_ns = c.mid_ns;
 }
 
-absl::Status WriteAnalysed(storage::Store& store, storage::CaptureWrite w,
+absl::Status WriteAnalysed(storage::CaptureWriter& writer, storage::CaptureWrite w,
                            std::vector<AnalysedHost> hosts, PodAnalysis* pod) {
   w.hosts.clear();
   for (AnalysedHost& h : hosts) w.hosts.push_back(std::move(h.write));
@@ -162,7 +162,7 @@ absl::Status WriteAnalysed(storage::Store& store, storage::CaptureWrite w,
   const auto begin = std::chrono::steady_clock::now();
   pod->Finish(w.hosts, &w);
   const auto analysed = std::chrono::steady_clock::now();
-  absl::Status written = store.WriteCapture(w);
+  absl::Status written = writer.WriteCapture(w);
   const auto end = std::chrono::steady_clock::now();
   auto ms = [](auto d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
   PODPROF_LOG(INFO) << "capture " << w.id << ": the pod's roll-ups and collectives in "
@@ -171,7 +171,7 @@ absl::Status WriteAnalysed(storage::Store& store, storage::CaptureWrite w,
   return written;
 }
 
-absl::Status StoreCapture(storage::Store& store, CaptureInput input) {
+absl::Status StoreCapture(storage::CaptureWriter& writer, CaptureInput input) {
   std::vector<AnalysedHost> hosts;
   // A pod capture has every host on the aggregator's clock. Imported hosts keep their own
   // clocks, which agree only as well as NTP made them: compare arrivals within a host there.
@@ -180,7 +180,7 @@ absl::Status StoreCapture(storage::Store& store, CaptureInput input) {
     HostInput& in = input.hosts[i];
     AnalysedHost h;
     if (in.capture) {
-      ASSIGN_OR_RETURN(h, AnalyseHost(store, i, *in.capture, &pod));
+      ASSIGN_OR_RETURN(h, AnalyseHost(writer, i, *in.capture, &pod));
       in.capture.reset();
     }
     h.write.host = in.host;
@@ -200,7 +200,7 @@ absl::Status StoreCapture(storage::Store& store, CaptureInput input) {
   w.options_json = input.options_json;
   w.source = input.source;
   w.created_ns = input.created_ns;
-  return WriteAnalysed(store, std::move(w), std::move(hosts), &pod);
+  return WriteAnalysed(writer, std::move(w), std::move(hosts), &pod);
 }
 
 }  // namespace podprof::ingest

@@ -22,7 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "insight/collectives.h"
-#include "storage/store.h"
+#include "storage/capture_writer.h"
 #include "trace/clock_correction.h"
 #include "trace/model.h"
 
@@ -67,7 +67,7 @@ struct AnalysedHost {
 // its timelines and counters encoded on the capture's own clock. Fills the write's chips, rows
 // and event count; the caller fills the host's name, outcome and clock. Errors are the store's
 // (ResolveKernels). Its roll-ups and collective arrivals go to `pod`.
-absl::StatusOr<AnalysedHost> AnalyseHost(storage::Store& store, size_t index,
+absl::StatusOr<AnalysedHost> AnalyseHost(storage::CaptureWriter& writer, size_t index,
                                          const trace::HostCapture& capture, PodAnalysis* pod);
 
 // Records that the host's timelines, counters and collective arrivals are on its own clock, to
@@ -76,7 +76,7 @@ void SetHostClock(const trace::ClockCorrection& c, AnalysedHost* host);
 
 // The pod-wide part and the write: `pod`'s roll-ups and collectives, one transaction. `hosts`
 // are in the order of the indices given to AnalyseHost; `header.hosts` is ignored.
-absl::Status WriteAnalysed(storage::Store& store, storage::CaptureWrite header,
+absl::Status WriteAnalysed(storage::CaptureWriter& writer, storage::CaptureWrite header,
                            std::vector<AnalysedHost> hosts, PodAnalysis* pod);
 
 // One host's part of a capture on its way to the store, for StoreCapture.
@@ -104,7 +104,7 @@ struct CaptureInput {
 
 // AnalyseHost for each host in turn (each capture freed once analysed), then WriteAnalysed:
 // for imports and tests, whose captures are already as they should be stored.
-absl::Status StoreCapture(storage::Store& store, CaptureInput input);
+absl::Status StoreCapture(storage::CaptureWriter& writer, CaptureInput input);
 
 }  // namespace podprof::ingest
 

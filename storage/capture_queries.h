@@ -33,12 +33,20 @@ class CaptureQueries {
   absl::StatusOr<std::map<std::string, int64_t>> CountsByState();
   // The stored timeline blocks of a capture, decompressed, on the aggregator's clock.
   absl::StatusOr<std::vector<trace::EventBlock>> Timelines(const std::string& capture_id);
-  // Calls `fn` for every host of the capture `only` selects, in name order, one host in memory
-  // at a time (see Store::ForEachHost); stops at the first error `fn` returns.
+  // Calls `fn` for every host of the capture in name order, one host in memory at a time;
+  // stops at the first error `fn` returns. NotFound naming the id for an unknown capture.
+  absl::Status ForEachHost(const std::string& capture_id,
+                           const std::function<absl::Status(StoredHost&)>& fn) {
+    return ForEachHost(capture_id, HostSelection(), fn);
+  }
+  // The same for the hosts and chips `only` selects: hosts left out are not read at all; chips
+  // left out stay in their host's chips (indices and ordinals as stored) but none of their
+  // timelines or counters is read.
   absl::Status ForEachHost(const std::string& capture_id, const HostSelection& only,
                            const std::function<absl::Status(StoredHost&)>& fn);
-  // Every chip of the capture with how many events and samples it holds (see
-  // Store::ChipVolumes).
+  // Every chip of the capture, by host name then ordinal, with how many timeline events and
+  // counter samples it holds, counted from the front of each stored blob (nothing else is
+  // decompressed). NotFound naming the id for an unknown capture.
   absl::StatusOr<std::vector<ChipVolume>> ChipVolumes(const std::string& capture_id);
 
  private:

@@ -31,19 +31,32 @@ class CaptureWriter {
   CaptureWriter(const CaptureWriter&) = delete;
   CaptureWriter& operator=(const CaptureWriter&) = delete;
 
-  // The stored ids of kernel definitions, one list per host (see Store::ResolveKernels).
+  // The stored ids of kernel definitions (kernels.id), one list per host: inserted where new
+  // (with their texts, filled in where an earlier capture left them empty), in one short
+  // transaction on the writer thread. Kernel rows are identities shared by captures, so
+  // resolving them before the capture itself is stored leaves nothing wrong behind.
   absl::StatusOr<std::vector<std::vector<int64_t>>> ResolveKernels(
       const std::vector<const std::vector<trace::KernelDef>*>& hosts);
-  // The whole capture in one transaction (see Store::WriteCapture).
+  // Inserts a whole capture, analysed and encoded beforehand, in one transaction on the writer
+  // thread; blocks until committed. AlreadyExists for a duplicate id; ResourceExhausted when
+  // the disk is full (nothing of the capture is stored, reads go on).
   absl::Status WriteCapture(const CaptureWrite& capture);
-  // A host's data ahead of its running capture (see Store::WriteHostData).
+  // Inserts a host's chips, timelines, counters and attributions under a capture still `running`
+  // (see BeginCapture), ahead of the capture's own write, so that a pod's hosts need not wait in
+  // memory for its slowest one; moves them out of `host` and records the chips' rows in it for
+  // WriteCapture. Queries see none of it until WriteCapture commits the host's outcome (reads
+  // of a capture's hosts go through capture_hosts). FailedPrecondition when no such capture
+  // is running.
   absl::Status WriteHostData(const std::string& capture_id, HostWrite* host);
-  // The `running` record of a capture about to start (see Store::BeginCapture).
+  // Records a capture as `running` before its window (its id, times, labels and options),
+  // so that a crash of the aggregator leaves a trace of it; WriteCapture replaces the record.
   absl::Status BeginCapture(const CaptureWrite& header);
-  // Every `running` capture marked `interrupted`; returns how many.
+  // Marks every capture still `running` as `interrupted`: called once at start-up, when no
+  // capture of this process can be running yet. Returns how many were marked.
   absl::StatusOr<int> MarkInterrupted();
 
-  // What WriteCapture has committed: captures, and the events and bytes their hosts sent.
+  // What WriteCapture has committed since the store was opened: captures, and the events and
+  // bytes their hosts sent (counters for /metrics).
   struct Written {
     int64_t captures = 0, events = 0, bytes = 0;
   };

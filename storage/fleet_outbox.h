@@ -31,7 +31,9 @@ class FleetOutbox {
   // QueueForFleet asked for them and the backlog has room.
   absl::Status QueueInTransaction(Connection& c, const std::string& capture_id, int64_t queued_ns);
   // Queues the captures already stored (complete, partial or failed ones that started at or
-  // after `since_ns`), oldest first, as far as the backlog has room. Returns how many.
+  // after `since_ns`), oldest first, as far as the backlog has room: a fleet store turned on
+  // for a pod with history. Captures ClickHouse already holds are skipped when replicated.
+  // Returns how many were queued.
   absl::StatusOr<int64_t> QueueStored(int64_t since_ns);
   // The ids of up to `limit` pending captures, oldest first.
   absl::StatusOr<std::vector<std::string>> Pending(int limit);
@@ -39,7 +41,8 @@ class FleetOutbox {
   absl::Status Replicated(const std::vector<std::string>& capture_ids);
   // A failed attempt that will be retried: counts it and keeps why.
   absl::Status AttemptFailed(const std::vector<std::string>& capture_ids, const std::string& error);
-  // The fleet store refused the capture's rows: it stays, out of the queue, with why.
+  // The fleet store refused the capture's rows: it stays in the outbox, out of the queue,
+  // with why, for an operator to see (podprof fleet status).
   absl::Status Rejected(const std::string& capture_id, const std::string& error);
   absl::StatusOr<FleetBacklog> Backlog();
 

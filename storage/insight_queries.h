@@ -20,14 +20,15 @@ class InsightQueries {
   InsightQueries(const InsightQueries&) = delete;
   InsightQueries& operator=(const InsightQueries&) = delete;
 
-  // Counter attributions and collective waits of the capture's kernels, per chip or merged
-  // over the pod (see Store::KernelInsights), with the time spent in the scopes `sync_scope`
-  // names as sync_wait_ps (which scopes are waits is the caller's to say). NotFound naming
-  // the id for an unknown capture.
+  // Counter attributions and collective waits of a capture's kernels, per chip (`per_chip`)
+  // or merged over the pod, keyed by (host, chip, kernel id) as in StatRow, with the time in
+  // the scopes `sync_scope` names as sync_wait_ps (which scopes are waits is the caller's to
+  // say). NotFound naming the id for an unknown capture.
   absl::StatusOr<std::vector<KernelInsightRow>> KernelInsights(const std::string& capture_id,
                                                                bool per_chip,
                                                                const ScopeName& sync_scope);
-  // The time kernel `kernel_id` spent in each named scope inside it, longest first.
+  // The time kernel `kernel_id` spent in each named scope inside it (Pallas primitives, source
+  // lines, ...), summed over the pod, longest first.
   absl::StatusOr<std::vector<KernelScopeRow>> KernelScopes(const std::string& capture_id,
                                                            int64_t kernel_id);
   // Who made the others wait at the capture's collectives. NotFound for an unknown capture.

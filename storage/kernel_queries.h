@@ -23,11 +23,14 @@ class KernelQueries {
   // NotFound for an unknown capture; InvalidArgument for a bad regex.
   absl::StatusOr<std::vector<StatRow>> Stats(const StatsQuery& query);
   absl::StatusOr<std::vector<HistorySeries>> History(const HistoryQuery& query);
-  // Per (module, op) in either capture, its statistics on each side (see Store::PairKernels).
+  // Per kernel (module, op) in either capture, its statistics on each side (two kernel rows of
+  // one (module, op) merged), in (module, op) order. What the pairs mean is insight's
+  // (insight/change.h); NotFound naming the id for an unknown capture.
   absl::StatusOr<std::vector<KernelPair>> Pair(const std::string& baseline,
                                                const std::string& candidate,
                                                const std::string& op_regex);
-  // Kernels whose op name is `op_name`, most recently stored first; with `module`, its only.
+  // Kernels whose op name is `op_name` (exactly), most recently stored first; with `module`
+  // non-empty, only that module's.
   absl::StatusOr<std::vector<KernelIdentity>> Find(const std::string& op_name,
                                                    const std::string& module);
   // The newest capture holding kernel `kernel_id`; NotFound when none does.

@@ -103,7 +103,7 @@ struct HostWrite {
   std::vector<trace::KernelScope> scopes;
   std::vector<EncodedBlock> timelines;
   std::vector<EncodedSeries> counters;
-  // The chips' rows when Store::WriteHostData inserted the chips, timelines, counters and
+  // The chips' rows when CaptureWriter::WriteHostData inserted the chips, timelines, counters and
   // attributions ahead of the capture (by chip index); empty when they are inserted with it.
   std::vector<int64_t> chip_rows;
 };
@@ -192,7 +192,7 @@ struct StoredHost {
   trace::HostCapture capture;
 };
 
-// Which hosts and chips of a capture Store::ForEachHost reads.
+// Which hosts and chips of a capture CaptureQueries::ForEachHost reads.
 struct HostSelection {
   std::set<std::string> hosts;  // by name; empty for every host
   std::set<int> chip_ordinals;  // empty for every chip

@@ -262,7 +262,7 @@ TEST(AgentProcessTest, BusyProfilerAndOneCaptureAtATime) {
   EXPECT_EQ(second.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_TRUE(absl::StrContains(second.status.error_message(), "long"));
   t.join();
-  EXPECT_TRUE(first.status.ok()) << first.status.error_message();
+  EXPECT_OK(first.status);
 
   // ...and a workload busy with someone else's session is reported as busy.
   auto sim_stub = tensorflow::ProfilerService::NewStub(
@@ -443,7 +443,7 @@ TEST(AgentProcessTest, SigtermDuringACaptureDrains) {
       << "the capture never began";
   agent->Signal(SIGTERM);
   t.join();
-  EXPECT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_OK(r.status);
   ASSERT_FALSE(r.chunks.empty());
   EXPECT_TRUE(r.chunks.back().has_trailer());
   int status = agent->Wait();
@@ -651,7 +651,7 @@ TEST(AgentProcessTest, ClientGoneTerminatesTheWorkloadSession) {
         return !absl::StrContains(again.status.error_message(), "is busy");
       },
       absl::Seconds(2), absl::Milliseconds(100));
-  EXPECT_TRUE(again.status.ok()) << again.status.error_message();
+  EXPECT_OK(again.status);
 }
 
 }  // namespace

@@ -122,7 +122,7 @@ TEST(AgentConfigTest, NoneTurnsTheXprofFacadeOffInTheFileToo) {
 TEST(AgentConfigTest, BadFlagsAndAMissingNamedFileAreNamed) {
   AgentFlags flags;
   flags.config = ::testing::TempDir() + "/missing-agent.toml";
-  EXPECT_TRUE(BuildAgentConfig(flags).ok()) << "the default path may be absent";
+  EXPECT_OK(BuildAgentConfig(flags)) << "the default path may be absent";
   flags.config_given = true;
   absl::StatusOr<AgentConfig> missing = BuildAgentConfig(flags);
   ASSERT_FALSE(missing.ok());
@@ -236,7 +236,7 @@ TEST(XprofBoundsTest, ASessionLongerThanTheLimitOrOfZeroIsRefusedNamingTheLimit)
   Spool s("duration");
   const XprofBounds b = s.Bounds();
   tensorflow::ProfileRequest ok = XprofRequest(s / "xprof", 300'000);
-  EXPECT_TRUE(BoundProfileRequest(b, kNowNs, &ok).ok());
+  EXPECT_OK(BoundProfileRequest(b, kNowNs, &ok));
   for (uint64_t ms : {uint64_t{300'001}, uint64_t{1} << 60, UINT64_MAX}) {
     tensorflow::ProfileRequest r = XprofRequest(s / "xprof", ms);
     absl::Status st = BoundProfileRequest(b, kNowNs, &r);
@@ -257,7 +257,7 @@ TEST(XprofBoundsTest, ASessionLongerThanTheLimitOrOfZeroIsRefusedNamingTheLimit)
   EXPECT_EQ(BoundProfileRequest(b, kNowNs, &later).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(CheckXprofDuration(UINT64_MAX, b, "duration_ms").code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(CheckXprofDuration(0, b, "duration_ms").ok());
+  EXPECT_OK(CheckXprofDuration(0, b, "duration_ms"));
 }
 
 TEST(XprofBoundsTest, ARepositoryRootOutsideTheAllowedRootsIsRefusedNamingPathAndRoots) {
@@ -306,7 +306,7 @@ TEST(XprofBoundsTest, RootsInsideAreAcceptedAndAnEmptyOneIsTheSpools) {
        {s / "xprof", s / "xprof/", s / "xprof/jax/plugins/profile", s / "xprof/a/../b"}) {
     tensorflow::ProfileRequest r = XprofRequest(root, 1000);
     absl::Status st = BoundProfileRequest(b, kNowNs, &r);
-    EXPECT_TRUE(st.ok()) << root << ": " << st;
+    EXPECT_OK(st) << root;
     EXPECT_EQ(r.repository_root(), root) << "left as sent";
   }
   tensorflow::ProfileRequest empty = XprofRequest("", 1000);
@@ -315,9 +315,9 @@ TEST(XprofBoundsTest, RootsInsideAreAcceptedAndAnEmptyOneIsTheSpools) {
   // An allowed root adds one; a link into it resolves inside.
   b.allowed_roots = {s / "outside"};
   tensorflow::ProfileRequest allowed = XprofRequest(s / "outside/run", 1000);
-  EXPECT_TRUE(BoundProfileRequest(b, kNowNs, &allowed).ok());
+  EXPECT_OK(BoundProfileRequest(b, kNowNs, &allowed));
   tensorflow::ProfileRequest via_link = XprofRequest(s / "xprof/out", 1000);
-  EXPECT_TRUE(BoundProfileRequest(b, kNowNs, &via_link).ok());
+  EXPECT_OK(BoundProfileRequest(b, kNowNs, &via_link));
 }
 
 // The workload's profiler: answers every call, keeping the requests.

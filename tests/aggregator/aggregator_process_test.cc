@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
+#include "storage/health.h"
 #include "storage/sqlite.h"
 #include "storage/store.h"
 #include "tests/util/child_process.h"
@@ -231,7 +232,7 @@ TEST_F(AggregatorProcessTest, BadRequestsGetClearStatusesAndTheServerStaysUp) {
     EXPECT_TRUE(absl::StrContains(s.error_message(), "junk.xplane.pb")) << s.error_message();
   }
   v1::ImportXSpaceResponse ok;
-  EXPECT_TRUE(Import({{"tpu-host", Fixture(podprof::testing::kTpuFixture)}}, &ok).ok());
+  EXPECT_OK(Import({{"tpu-host", Fixture(podprof::testing::kTpuFixture)}}, &ok));
 }
 
 TEST_F(AggregatorProcessTest, DataSurvivesARestart) {
@@ -521,7 +522,7 @@ TEST(AggregatorLimitsTest, AbsurdRequestsAndFloodsAreRefusedClearly) {
   // Still serving.
   grpc::ClientContext ctx;
   v1::ListCapturesResponse list;
-  EXPECT_TRUE(stub->ListCaptures(&ctx, v1::ListCapturesRequest(), &list).ok());
+  EXPECT_OK(stub->ListCaptures(&ctx, v1::ListCapturesRequest(), &list));
   fs::remove_all(dir);
 }
 
@@ -576,7 +577,7 @@ TEST(AggregatorStorageFaultTest, DiskFullFailsTheImportClearlyAndKeepsServing) {
   agg.Stop();
   auto store = storage::Store::Open(db);
   ASSERT_OK(store);
-  EXPECT_TRUE((*store)->CheckIntegrity().ok());
+  EXPECT_OK(storage::CheckIntegrity((*store)->database()));
   store->reset();
   umount2((dir / "small").c_str(), MNT_DETACH);
   std::error_code ec;
@@ -622,7 +623,7 @@ TEST(AggregatorStorageFaultTest, AnOutsideWriteLockFailsWritesClearlyWhileReadsG
   agg.Stop();
   auto store = storage::Store::Open(db);
   ASSERT_OK(store);
-  EXPECT_TRUE((*store)->CheckIntegrity().ok());
+  EXPECT_OK(storage::CheckIntegrity((*store)->database()));
   fs::remove_all(dir);
 }
 

@@ -118,7 +118,7 @@ class TwoHostPod : public ::testing::Test {
   v1::CaptureProgress Capture(int ms) {
     absl::StatusOr<testing::WatchedCapture> c =
         testing::StartAndWatchCapture(*stub_, ms, absl::Minutes(2));
-    EXPECT_TRUE(c.ok()) << c.status();
+    EXPECT_OK(c);
     return c.ok() ? c->last : v1::CaptureProgress();
   }
   // host -> (correction - truth at the window's middle, reported uncertainty), ns.

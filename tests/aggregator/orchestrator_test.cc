@@ -20,6 +20,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "harness/wait.h"
+#include "storage/store.h"
 #include "tests/aggregator/loopback_agent.h"
 #include "tests/util/status_matchers.h"
 
@@ -69,7 +70,7 @@ class OrchestratorTest : public ::testing::Test {
     for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(path_ + suffix);
   }
   Orchestrator& Make(const OrchestratorLimits& limits) {
-    orchestrator_ = std::make_unique<Orchestrator>(&registry_, store_.get(), clock_, limits);
+    orchestrator_ = std::make_unique<Orchestrator>(&registry_, &store_->writer(), clock_, limits);
     return *orchestrator_;
   }
   // Every progress event of capture `id` until it ends.
@@ -82,7 +83,7 @@ class OrchestratorTest : public ::testing::Test {
           return true;
         },
         [] { return false; });
-    EXPECT_TRUE(s.ok()) << s;
+    EXPECT_OK(s);
     return seen;
   }
 
@@ -153,7 +154,7 @@ TEST_F(OrchestratorTest, BadRequestsAreRefusedBeforeAnyAgentIsAsked) {
   }
   EXPECT_EQ(agent_.captures(), 0);
   std::string next;
-  auto stored = store_->ListCaptures({}, &next);
+  auto stored = store_->captures().List({}, &next);
   ASSERT_OK(stored);
   EXPECT_TRUE(stored->empty()) << "nothing recorded for a refused capture";
 }
@@ -208,7 +209,7 @@ TEST_F(OrchestratorTest, CancellingARunningCaptureEndsItCancelledAndFreesItsSlot
             std::vector<std::string>{"h1"});
   EXPECT_GE(first->start_ns(), asked_ns + limits.min_lead_ns);
   // On record as running before the window begins.
-  auto row = store_->GetCapture(id);
+  auto row = store_->captures().Get(id);
   ASSERT_OK(row);
   EXPECT_EQ(row->status, storage::CaptureState::kRunning);
   EXPECT_EQ(row->labels.at("why"), "test");
@@ -235,7 +236,7 @@ TEST_F(OrchestratorTest, CancellingARunningCaptureEndsItCancelledAndFreesItsSlot
   for (const v1::CaptureProgress& p : progress) EXPECT_EQ(p.capture_id(), id);
   // The agent saw its call cancelled, and the store has the capture as cancelled.
   EXPECT_TRUE(Eventually([&] { return agent_.cancelled() == 1; }));
-  row = store_->GetCapture(id);
+  row = store_->captures().Get(id);
   ASSERT_OK(row);
   EXPECT_EQ(row->status, storage::CaptureState::kCancelled);
 
@@ -246,7 +247,7 @@ TEST_F(OrchestratorTest, CancellingARunningCaptureEndsItCancelledAndFreesItsSlot
   // Its slot is free again. (Capture ids come from the clock: let the fake one move.)
   clock_.AdvanceNs(1'000'000);
   absl::StatusOr<v1::StartCaptureResponse> third = o.Start(Capture({"h1"}));
-  EXPECT_TRUE(third.ok()) << third.status();
+  EXPECT_OK(third);
 }
 
 TEST_F(OrchestratorTest, KernelProfilingOptionsReachTheAgentsAndAreStored) {
@@ -267,7 +268,7 @@ TEST_F(OrchestratorTest, KernelProfilingOptionsReachTheAgentsAndAreStored) {
   ASSERT_TRUE(Eventually([&] { return agent_.captures() == 1; }));
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(agent_.last_options(), options))
       << agent_.last_options().ShortDebugString();
-  auto row = store_->GetCapture(started->capture_id());
+  auto row = store_->captures().Get(started->capture_id());
   ASSERT_OK(row);
   const v1::CaptureOptions stored = OptionsFromStoredJson(row->options_json);
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(stored, options))
@@ -312,7 +313,7 @@ TEST_F(OrchestratorTest, StartsAreLimitedPerRollingMinute) {
   // A minute later the window has rolled on.
   clock_.AdvanceNs(61'000'000'000);
   r = o.Start(Capture({"h1"}));
-  EXPECT_TRUE(r.ok()) << r.status();
+  EXPECT_OK(r);
 }
 
 TEST_F(OrchestratorTest, AStartThatFindsNoAgentCountsInTheMinuteButHoldsNoCaptureSlot) {
@@ -327,7 +328,7 @@ TEST_F(OrchestratorTest, AStartThatFindsNoAgentCountsInTheMinuteButHoldsNoCaptur
   }
   // ...so the one slot is free for a capture that can run.
   absl::StatusOr<v1::StartCaptureResponse> r = o.Start(Capture({"h1"}));
-  EXPECT_TRUE(r.ok()) << r.status();
+  EXPECT_OK(r);
   // And all four counted in the minute: the next is refused as a flood.
   clock_.AdvanceNs(1'000'000);
   r = o.Start(Capture({"h1"}));

@@ -66,8 +66,8 @@ class OverviewsTest : public ::testing::Test {
     store_ = *std::move(s);
   }
   storage::CaptureRow Stored(const std::string& id) {
-    EXPECT_TRUE(ingest::StoreCapture(*store_, Capture(id)).ok());
-    absl::StatusOr<storage::CaptureRow> row = store_->GetCapture(id);
+    EXPECT_OK(ingest::StoreCapture(store_->writer(), Capture(id)));
+    absl::StatusOr<storage::CaptureRow> row = store_->captures().Get(id);
     EXPECT_OK(row);
     if (!row.ok()) return storage::CaptureRow();
     return *row;

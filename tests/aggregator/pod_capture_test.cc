@@ -26,6 +26,7 @@
 #include "proto/perfetto_trace.pb.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
 #include "sim/pod_model.h"
+#include "storage/health.h"
 #include "storage/store.h"
 #include "tests/util/child_process.h"
 #include "tests/util/curl.h"
@@ -116,7 +117,7 @@ class PodTest : public ::testing::Test {
     req.set_duration_ms(duration_ms);
     v1::StartCaptureResponse started;
     grpc::Status s = stub_->StartCapture(&ctx, req, &started);
-    EXPECT_TRUE(s.ok()) << s.error_message();
+    EXPECT_OK(s);
     if (start_ns != nullptr) *start_ns = started.start_ns();
     return started.capture_id();
   }
@@ -146,7 +147,7 @@ class PodTest : public ::testing::Test {
       last = p;
       if (all != nullptr) all->push_back(p);
     }
-    EXPECT_TRUE(reader->Finish().ok());
+    EXPECT_OK(reader->Finish());
     return last;
   }
   v1::CaptureProgress CaptureAndWatch(int duration_ms, std::string* id) {
@@ -159,7 +160,7 @@ class PodTest : public ::testing::Test {
     v1::GetStragglersRequest req;
     req.set_capture_id(id);
     v1::GetStragglersResponse report;
-    EXPECT_TRUE(stub_->GetStragglers(&ctx, req, &report).ok()) << id;
+    EXPECT_OK(stub_->GetStragglers(&ctx, req, &report)) << id;
     return report;
   }
 
@@ -572,7 +573,7 @@ TEST_F(PodTest, FourHostCaptureAlignsClocksAndCollectives) {
   // Read the stored, merged timelines: every collective ends at one instant on every host.
   auto store = storage::Store::Open(P("podprof.db"));
   ASSERT_OK(store);
-  auto blocks = (*store)->Timelines(id);
+  auto blocks = (*store)->captures().Timelines(id);
   ASSERT_OK(blocks);
   std::map<uint64_t, std::pair<int64_t, int64_t>> range;  // collective -> (min end, max end)
   for (const auto& b : *blocks) {
@@ -1184,7 +1185,7 @@ TEST_F(PodTest, AggregatorKilledMidCaptureRestartsWithNothingLost) {
     v1::GetKernelStatsRequest req;
     req.set_capture_id(id);
     v1::GetKernelStatsResponse resp;
-    EXPECT_TRUE(stub_->GetKernelStats(&ctx, req, &resp).ok());
+    EXPECT_OK(stub_->GetKernelStats(&ctx, req, &resp));
     // Deterministic: the counter maps would otherwise serialize in any order.
     std::string out;
     {
@@ -1206,7 +1207,7 @@ TEST_F(PodTest, AggregatorKilledMidCaptureRestartsWithNothingLost) {
   {
     auto store = storage::Store::Open(P("podprof.db"));
     ASSERT_OK(store);
-    EXPECT_TRUE((*store)->CheckIntegrity().ok());
+    EXPECT_OK(storage::CheckIntegrity((*store)->database()));
   }
   const std::string port = agg_addr_.substr(agg_addr_.rfind(':') + 1);
   launch::PodOptions same_port = pod_;

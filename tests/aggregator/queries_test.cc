@@ -66,7 +66,7 @@ class QueriesTest : public ::testing::Test {
     queries_ = std::make_unique<Queries>(*store_, *registry_);
   }
   void Store(const std::string& id, int64_t offset_ns) {
-    ASSERT_OK(ingest::StoreCapture(*store_, Capture(id, offset_ns)));
+    ASSERT_OK(ingest::StoreCapture(store_->writer(), Capture(id, offset_ns)));
   }
   FakeClock clock_{kT0};
   std::unique_ptr<storage::Store> store_;

@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "proto/podprof_agent.grpc.pb.h"
+#include "tests/util/status_matchers.h"
 
 namespace podprof::aggregator {
 namespace {
@@ -113,7 +114,7 @@ TEST_F(StreamPoolTest, AtMostMaxActiveHostsStreamAndAllComplete) {
     EXPECT_EQ(pool.active(), 0);
   }
   for (const auto& h : handlers) {
-    EXPECT_TRUE(h->status.ok()) << h->status.error_message();
+    EXPECT_OK(h->status);
     EXPECT_EQ(h->chunks, agents_.chunks);
     EXPECT_EQ(h->done, 1);
   }
@@ -147,7 +148,7 @@ TEST_F(StreamPoolTest, AnAgentGoneMidStreamWhileThePoolIsFullLeavesTheOthersWhol
       EXPECT_EQ(h.status.error_code(), grpc::StatusCode::CANCELLED);
       EXPECT_EQ(h.chunks, 10);
     } else {
-      EXPECT_TRUE(h.status.ok()) << "host-" << i << ": " << h.status.error_message();
+      EXPECT_OK(h.status) << "host-" << i;
       EXPECT_EQ(h.chunks, agents_.chunks) << "host-" << i;
     }
   }

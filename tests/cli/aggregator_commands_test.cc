@@ -619,12 +619,12 @@ TEST(FormatTest, ByteSizesInPowersOfAThousandOrOf1024) {
 TEST(ExportOptionsTest, AnEmptyWindowOrABadRegexIsNamedBeforeAnythingIsSent) {
   ExportOptions o;
   o.capture_id = "cap-1";
-  EXPECT_TRUE(CheckExportOptions(o).ok());
+  EXPECT_OK(CheckExportOptions(o));
   o.from_ns = 300'000'000;
   o.to_ns = 300'000'000;
   EXPECT_EQ(CheckExportOptions(o).message(), "--from 300 ms is not before --to 300 ms");
   o.to_ns = 400'000'000;
-  EXPECT_TRUE(CheckExportOptions(o).ok());
+  EXPECT_OK(CheckExportOptions(o));
   o.kernels = "fusion[";
   EXPECT_TRUE(absl::StartsWith(CheckExportOptions(o).message(),
                                "--kernels \"fusion[\" is not a regular expression"))
@@ -752,7 +752,7 @@ TEST(ParseLabelsTest, PairsAndErrors) {
   ASSERT_OK(labels);
   EXPECT_EQ(*labels,
             (std::map<std::string, std::string>{{"job", "train"}, {"expr", "a=b"}, {"empty", ""}}));
-  EXPECT_TRUE(ParseLabels({}).ok());
+  EXPECT_OK(ParseLabels({}));
   for (const char* bad : {"novalue", "=v"}) {
     absl::StatusOr<std::map<std::string, std::string>> r = ParseLabels({bad});
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
@@ -821,7 +821,7 @@ TEST(ExpandImportPathsTest, ErrorsNameThePath) {
 }
 
 TEST(CheckDistinctHostsTest, SameHostTwiceNamesBothPaths) {
-  EXPECT_TRUE(CheckDistinctHosts({{"h0", "/a/h0.xplane.pb"}, {"h1", "/a/h1.xplane.pb"}}).ok());
+  EXPECT_OK(CheckDistinctHosts({{"h0", "/a/h0.xplane.pb"}, {"h1", "/a/h1.xplane.pb"}}));
   absl::Status s = CheckDistinctHosts({{"h0", "/a/h0.xplane.pb"}, {"h0", "/b/h0.xplane.pb"}});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(s.message(), "/a/h0.xplane.pb")) << s;

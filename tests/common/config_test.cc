@@ -54,7 +54,7 @@ count = 3
 
 ConfigFile ParseOrDie(const char* text) {
   absl::StatusOr<ConfigFile> file = ConfigFile::Parse(text, kName);
-  EXPECT_TRUE(file.ok()) << file.status();
+  EXPECT_OK(file);
   return *std::move(file);
 }
 
@@ -118,14 +118,14 @@ TEST(ConfigFileTest, AbsentKeysLeaveDefaults) {
   int64_t ns = 7;
   std::vector<std::string> list = {"x"};
   std::map<std::string, std::string> map = {{"k", "v"}};
-  EXPECT_TRUE(file.GetInt("nope", &i).ok());
-  EXPECT_TRUE(file.GetInt("agent.nope", &i32).ok());
-  EXPECT_TRUE(file.GetDouble("nope.deeper", &d).ok());
-  EXPECT_TRUE(file.GetBool("agent.labels.nope", &b).ok());
-  EXPECT_TRUE(file.GetString("nope", &s).ok());
-  EXPECT_TRUE(file.GetDurationNs("nope", &ns).ok());
-  EXPECT_TRUE(file.GetStringList("nope", &list).ok());
-  EXPECT_TRUE(file.GetStringMap("nope", &map).ok());
+  EXPECT_OK(file.GetInt("nope", &i));
+  EXPECT_OK(file.GetInt("agent.nope", &i32));
+  EXPECT_OK(file.GetDouble("nope.deeper", &d));
+  EXPECT_OK(file.GetBool("agent.labels.nope", &b));
+  EXPECT_OK(file.GetString("nope", &s));
+  EXPECT_OK(file.GetDurationNs("nope", &ns));
+  EXPECT_OK(file.GetStringList("nope", &list));
+  EXPECT_OK(file.GetStringMap("nope", &map));
   EXPECT_EQ(i, 42);
   EXPECT_EQ(i32, 43);
   EXPECT_EQ(d, 1.5);
@@ -192,7 +192,7 @@ TEST(ConfigFileTest, Int32OutOfRange) {
                                              "[-2147483648, 2147483647], got 3000000000"});
   EXPECT_EQ(value, 9);
   int64_t wide = 0;
-  EXPECT_TRUE(file.GetInt("big", &wide).ok());
+  EXPECT_OK(file.GetInt("big", &wide));
   EXPECT_EQ(wide, 3'000'000'000);
 }
 
@@ -238,9 +238,9 @@ TEST(ConfigFileTest, DuplicateKeyIsParseError) {
 TEST(ConfigFileTest, EmptyTextIsAnEmptyConfig) {
   const ConfigFile file = ParseOrDie("");
   int64_t value = 1;
-  EXPECT_TRUE(file.GetInt("a", &value).ok());
+  EXPECT_OK(file.GetInt("a", &value));
   EXPECT_EQ(value, 1);
-  EXPECT_TRUE(file.CheckKnownKeys({}).ok());
+  EXPECT_OK(file.CheckKnownKeys({}));
 }
 
 TEST(ConfigFileTest, CopiesShareTheDocument) {
@@ -264,10 +264,9 @@ zone = "a"
 anything = "b"
 [empty_section]
 )");
-  EXPECT_TRUE(
-      file.CheckKnownKeys({"top", "agent.listen", "agent.labels.*", "empty_section.value"}).ok());
-  EXPECT_TRUE(file.CheckKnownKeys({"*"}).ok());
-  EXPECT_TRUE(file.CheckKnownKeys({"top", "agent.*", "empty_section.*"}).ok());
+  EXPECT_OK(file.CheckKnownKeys({"top", "agent.listen", "agent.labels.*", "empty_section.value"}));
+  EXPECT_OK(file.CheckKnownKeys({"*"}));
+  EXPECT_OK(file.CheckKnownKeys({"top", "agent.*", "empty_section.*"}));
 }
 
 TEST(CheckKnownKeysTest, ReportsFirstUnknownKeyInFileOrder) {
@@ -292,7 +291,7 @@ zone = "a"
   // Naming the table itself does not accept its entries.
   ExpectInvalid(file.CheckKnownKeys({"agent.labels"}),
                 {"unknown key 'agent.labels.zone' (line 3)"});
-  EXPECT_TRUE(file.CheckKnownKeys({"agent.labels.*"}).ok());
+  EXPECT_OK(file.CheckKnownKeys({"agent.labels.*"}));
 }
 
 TEST(CheckKnownKeysTest, ReportsUnknownSectionByItsName) {

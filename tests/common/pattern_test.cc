@@ -75,7 +75,7 @@ TEST(UserPatternTest, BackreferencesAndLookaroundAreRefusedNotMisread) {
 }
 
 TEST(UserPatternTest, LengthCapNamesTheParameterTheSizeAndTheCap) {
-  EXPECT_TRUE(CompileUserPattern("kernel", std::string(kMaxUserPatternBytes, 'a')).ok());
+  EXPECT_OK(CompileUserPattern("kernel", std::string(kMaxUserPatternBytes, 'a')));
   absl::StatusOr<UserPattern> p =
       CompileUserPattern("kernel", std::string(kMaxUserPatternBytes + 1, 'a'));
   ASSERT_FALSE(p.ok());

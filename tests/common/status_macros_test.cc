@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
+#include "tests/util/status_matchers.h"
 
 namespace podprof {
 namespace {
@@ -36,7 +37,7 @@ TEST(StatusMacrosTest, ReturnIfErrorReturnsTheError) {
 
 TEST(StatusMacrosTest, ReturnIfErrorContinuesOnOk) {
   int reached = 0;
-  EXPECT_TRUE(ReturnIfError(false, &reached).ok());
+  EXPECT_OK(ReturnIfError(false, &reached));
   EXPECT_EQ(reached, 1);
 }
 
@@ -53,7 +54,7 @@ absl::Status EvaluatesOnce() {
 
 TEST(StatusMacrosTest, ReturnIfErrorEvaluatesOnce) {
   evaluations = 0;
-  EXPECT_TRUE(EvaluatesOnce().ok());
+  EXPECT_OK(EvaluatesOnce());
   EXPECT_EQ(evaluations, 1);
 }
 

@@ -42,7 +42,7 @@ SubprocessOptions Argv(std::vector<std::string> argv) {
 
 Subprocess MustStart(const SubprocessOptions& options) {
   absl::StatusOr<Subprocess> p = Subprocess::Start(options);
-  EXPECT_TRUE(p.ok()) << p.status();
+  EXPECT_OK(p);
   if (!p.ok()) std::abort();
   return *std::move(p);
 }
@@ -126,7 +126,7 @@ TEST(SubprocessTest, ExtraEnvironmentReachesTheChildAndOutputGoesToTheFile) {
 TEST(SubprocessTest, TerminateStopsASleeperQuickly) {
   Subprocess p = MustStart(Argv({"/bin/sleep", "100"}));
   EXPECT_FALSE(p.TryWait().has_value());
-  EXPECT_TRUE(p.Signal(0).ok());
+  EXPECT_OK(p.Signal(0));
   const absl::Time t0 = absl::Now();
   const ExitStatus status = p.Terminate(absl::Seconds(20));
   EXPECT_LT(absl::Now() - t0, absl::Seconds(5));

@@ -79,7 +79,7 @@ std::set<std::tuple<int, std::string, int64_t>> Events(const trace::HostCapture&
 
 Narrower Make(Selection s) {
   absl::StatusOr<Narrower> n = Narrower::Create(std::move(s));
-  EXPECT_TRUE(n.ok()) << n.status();
+  EXPECT_OK(n);
   return *std::move(n);
 }
 

@@ -215,17 +215,17 @@ TEST_F(FleetCliTest, RegressionsCompareThisWeekWithTheLast) {
   ASSERT_EQ(ch.Sql("CREATE DATABASE podprof"), "");
   auto store = storage::Store::Open((dir_ / "pod.db").string());
   ASSERT_OK(store);
-  (*store)->QueueForFleet(100);
+  (*store)->outbox().QueueForFleet(100);
   RealClock clock;
   const int64_t day = 86'400'000'000'000, now = clock.NowNs();
   for (int i = 0; i < 3; ++i) {
     // Last week at 1.00 ms, this week at 1.25 ms; copy.1 steady.
     ASSERT_OK(ingest::StoreCapture(
-        **store, testing::SyntheticPod(absl::StrCat("old", i), now - (10 - i) * day, "fusion.9",
-                                       1'000'000'000, 2, 100, 5'000'000)));
+        (*store)->writer(), testing::SyntheticPod(absl::StrCat("old", i), now - (10 - i) * day,
+                                                  "fusion.9", 1'000'000'000, 2, 100, 5'000'000)));
     ASSERT_OK(ingest::StoreCapture(
-        **store, testing::SyntheticPod(absl::StrCat("new", i), now - (3 - i) * day, "fusion.9",
-                                       1'250'000'000, 2, 100, 5'000'000)));
+        (*store)->writer(), testing::SyntheticPod(absl::StrCat("new", i), now - (3 - i) * day,
+                                                  "fusion.9", 1'250'000'000, 2, 100, 5'000'000)));
   }
   fleet::ReplicatorOptions o;
   o.pod = "pod-r";

@@ -95,7 +95,9 @@ class ReplicationTest : public ::testing::Test {
     if (o.pod.empty()) o.pod = "pod-a";
     return std::make_unique<Replicator>(*store_, server_->Client("writer"), o, clock_);
   }
-  void Store(ingest::CaptureInput in) { ASSERT_OK(ingest::StoreCapture(*store_, std::move(in))); }
+  void Store(ingest::CaptureInput in) {
+    ASSERT_OK(ingest::StoreCapture(store_->writer(), std::move(in)));
+  }
   int64_t Count(const std::string& table, const std::string& where = "1") {
     int64_t n = -1;
     std::string s =
@@ -132,8 +134,8 @@ class ReplicationTest : public ::testing::Test {
   // Checks that the fleet's straggler rows of capture `id` carry what JudgeStragglers says of
   // the store's rows; returns how many it judged significant.
   int CheckStragglerRows(const std::string& id) {
-    auto report = store_->Stragglers(id);
-    EXPECT_TRUE(report.ok()) << report.status();
+    auto report = store_->insights().Stragglers(id);
+    EXPECT_OK(report);
     if (!report.ok()) return -1;
     const insight::StragglerVerdict v = insight::JudgeStragglers(report->chips);
     EXPECT_TRUE(v.judged) << v.text;
@@ -215,7 +217,7 @@ TEST_F(ReplicationTest, SettingsThatAreWrongAreNamed) {
 }
 
 TEST_F(ReplicationTest, CapturesArriveOnceWithTheStoresPercentiles) {
-  store_->QueueForFleet(100);
+  store_->outbox().QueueForFleet(100);
   for (int i = 0; i < 4; ++i) {
     Store(SyntheticPod(absl::StrCat("c", i), kStart + i * kHour, "fusion.1", 1'000'000 + i * 50'000,
                        2, 200, 20'000, {{"job", "llm"}}));
@@ -233,7 +235,7 @@ TEST_F(ReplicationTest, CapturesArriveOnceWithTheStoresPercentiles) {
   // The fleet's percentiles are the SQLite store's, capture by capture.
   storage::HistoryQuery hq;
   hq.op_regex = "^fusion\\.1$";
-  auto local = store_->KernelHistory(hq);
+  auto local = store_->kernels().History(hq);
   ASSERT_OK(local);
   ASSERT_EQ(local->size(), 1u);
   FleetFilter f;
@@ -271,7 +273,7 @@ TEST_F(ReplicationTest, CapturesArriveOnceWithTheStoresPercentiles) {
 }
 
 TEST_F(ReplicationTest, ClickHouseKilledMidBacklogLosesAndDoublesNothing) {
-  store_->QueueForFleet(1000);
+  store_->outbox().QueueForFleet(1000);
   ReplicatorOptions o;
   o.batch_captures = 2;
   o.flush_interval_ns = 20'000'000;
@@ -325,7 +327,7 @@ TEST_F(ReplicationTest, RefusedRowsAreReportedByCaptureAndTheOthersGoOn) {
               ",\n  guard UInt8 MATERIALIZED throwIf(arrayExists(v -> length(v) > 16, "
               "label_values))");
   ASSERT_EQ(server_->Sql(ddl), "");
-  store_->QueueForFleet(100);
+  store_->outbox().QueueForFleet(100);
   Store(SyntheticPod("ok-1", kStart, "fusion.3", 1'000'000, 1, 10, 0, {{"job", "short"}}));
   Store(SyntheticPod("long", kStart + kHour, "fusion.3", 1'000'000, 1, 10, 0,
                      {{"job", std::string(40, 'x')}}));
@@ -348,7 +350,7 @@ TEST_F(ReplicationTest, RefusedRowsAreReportedByCaptureAndTheOthersGoOn) {
 // binomial p-value and whether it was significantly often last, as `podprof stragglers`
 // judges it.
 TEST_F(ReplicationTest, StragglerRowsCarryTheStragglerTestsJudgement) {
-  store_->QueueForFleet(100);
+  store_->outbox().QueueForFleet(100);
   Store(WithStraggler("late", kStart));
   Store(WithNoise("noise", kStart + kHour));
   replicator_ = MakeReplicator();
@@ -382,7 +384,7 @@ TEST_F(ReplicationTest, TablesOfAnOlderPodprofGainTheNewColumns) {
       "instances, caused_ps, lateness_ps, steps) VALUES ('pod-a', 'older', ",
       kStart - kHour, ", 'host-0', 0, 5, 10, 100, 10, [])");
   ASSERT_EQ(server_->Sql(old_row), "");
-  store_->QueueForFleet(100);
+  store_->outbox().QueueForFleet(100);
   Store(WithStraggler("late", kStart));
   replicator_ = MakeReplicator();
   absl::Status prepared = replicator_->Prepare();
@@ -412,9 +414,9 @@ TEST_F(ReplicationTest, StoredCapturesAreBackfilledOnce) {
   for (int i = 0; i < 3; ++i) {  // stored before [fleet] was on: not queued
     Store(SyntheticPod(absl::StrCat("old", i), kStart + i * kHour, "fusion.5", 1'000'000, 1, 10));
   }
-  store_->QueueForFleet(100);
-  EXPECT_EQ(store_->FleetBacklogStatus()->pending, 0);
-  auto queued = store_->QueueStoredForFleet(kStart + kHour);  // the last two
+  store_->outbox().QueueForFleet(100);
+  EXPECT_EQ(store_->outbox().Backlog()->pending, 0);
+  auto queued = store_->outbox().QueueStored(kStart + kHour);  // the last two
   ASSERT_OK(queued);
   EXPECT_EQ(*queued, 2);
   replicator_ = MakeReplicator();
@@ -422,7 +424,7 @@ TEST_F(ReplicationTest, StoredCapturesAreBackfilledOnce) {
   Drain(*replicator_);
   EXPECT_EQ(Count("captures"), 2);
   const std::string before = Counts();
-  ASSERT_EQ(*store_->QueueStoredForFleet(0), 3);
+  ASSERT_EQ(*store_->outbox().QueueStored(0), 3);
   Drain(*replicator_);
   EXPECT_EQ(Count("captures"), 3);
   EXPECT_EQ(Count("captures", "capture_id = 'old1'"), 1);
@@ -430,15 +432,15 @@ TEST_F(ReplicationTest, StoredCapturesAreBackfilledOnce) {
 }
 
 TEST_F(ReplicationTest, AFullBacklogKeepsTheOldest) {
-  store_->QueueForFleet(2);
+  store_->outbox().QueueForFleet(2);
   for (int i = 0; i < 3; ++i) {
     Store(SyntheticPod(absl::StrCat("b", i), kStart + i * kHour, "fusion.4", 1'000'000, 1, 10));
   }
-  auto b = store_->FleetBacklogStatus();
+  auto b = store_->outbox().Backlog();
   ASSERT_OK(b);
   EXPECT_EQ(b->pending, 2);
   EXPECT_EQ(b->not_queued, 1);
-  auto pending = store_->FleetPending(10);
+  auto pending = store_->outbox().Pending(10);
   ASSERT_OK(pending);
   ASSERT_EQ(pending->size(), 2u);
   EXPECT_EQ((*pending)[0], "b0");

@@ -317,9 +317,12 @@ TEST(HttpServerTest, ConnectionsPastTheCapOfAnAddressAreClosed) {
   auto server = Server::Start(o, StreamingRouter(&ended), clock);
   ASSERT_OK(server);
   const int port = (*server)->port();
+  // Three kept-alive connections, each known to be accepted because it was answered.
   std::vector<int> idle;
-  for (int i = 0; i < 3; ++i) idle.push_back(ConnectFrom("127.0.0.1", port));
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // all three accepted
+  for (int i = 0; i < 3; ++i) {
+    idle.push_back(ConnectFrom("127.0.0.1", port));
+    ASSERT_EQ(SendGet(idle.back(), "/ping"), 200);
+  }
   const int over = ConnectFrom("127.0.0.1", port);
   EXPECT_EQ(SendGet(over, "/ping"), -1);  // closed at once
   close(over);
@@ -327,10 +330,15 @@ TEST(HttpServerTest, ConnectionsPastTheCapOfAnAddressAreClosed) {
   EXPECT_EQ(SendGet(other, "/ping"), 200);
   close(other);
   close(idle[0]);
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  const int again = ConnectFrom("127.0.0.1", port);
-  EXPECT_EQ(SendGet(again, "/ping"), 200);  // a slot freed is a slot again
-  close(again);
+  // A slot freed is a slot again, once the server has seen the close.
+  bool served = false;
+  for (int i = 0; i < 500 && !served; ++i) {
+    const int again = ConnectFrom("127.0.0.1", port);
+    served = SendGet(again, "/ping") == 200;
+    close(again);
+    if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(served);
   for (size_t i = 1; i < idle.size(); ++i) close(idle[i]);
 }
 

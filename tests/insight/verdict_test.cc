@@ -60,7 +60,7 @@ trace::HostCapture Read(const tensorflow::profiler::XSpace& space) {
   const std::string bytes = space.SerializeAsString();
   trace::MemorySource src(bytes);
   auto c = trace::ReadXSpace(src);
-  EXPECT_TRUE(c.ok()) << c.status();
+  EXPECT_OK(c);
   return c.ok() ? std::move(*c) : trace::HostCapture();
 }
 

@@ -20,7 +20,7 @@ using Value = tensorflow::ProfileOptions::AdvancedConfigValue;
 v1::CaptureOptions KernelOptions() {
   v1::CaptureOptions o;
   o.set_kernel_profiling(true);
-  EXPECT_TRUE(ParseCountersFlag("tc:10,11,56", &o).ok());
+  EXPECT_OK(ParseCountersFlag("tc:10,11,56", &o));
   o.set_counter_interval_ns(1000);
   return o;
 }
@@ -165,7 +165,7 @@ TEST(KernelProfilingOptionsTest, AnIntervalAloneAsksForTheUtilizationSets) {
                             "string:interval_us:10 scaling:0 counter_size_bits:3"}}));
   // HBM is a documented set (on CMN): accepted.
   o.add_counter_sets("HBM");
-  EXPECT_TRUE(ValidateCaptureOptions(o).ok()) << ValidateCaptureOptions(o);
+  EXPECT_OK(ValidateCaptureOptions(o));
   EXPECT_EQ(CounterSetsText(o), "HBM");
 }
 

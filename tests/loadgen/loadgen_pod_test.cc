@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
 #include "tests/util/child_process.h"
+#include "tests/util/status_matchers.h"
 
 namespace podprof {
 namespace {
@@ -84,7 +85,7 @@ class LoadgenPodTest : public ::testing::Test {
     req.set_duration_ms(duration_ms);
     v1::StartCaptureResponse started;
     grpc::Status s = stub_->StartCapture(&sctx, req, &started);
-    EXPECT_TRUE(s.ok()) << s.error_message();
+    EXPECT_OK(s);
     EXPECT_EQ(started.host_names_size(), kHosts);
     *id = started.capture_id();
     grpc::ClientContext wctx;
@@ -94,7 +95,7 @@ class LoadgenPodTest : public ::testing::Test {
     auto reader = stub_->WatchCapture(&wctx, w);
     v1::CaptureProgress p, last;
     while (reader->Read(&p)) last = p;
-    EXPECT_TRUE(reader->Finish().ok());
+    EXPECT_OK(reader->Finish());
     EXPECT_TRUE(last.done());
     return last;
   }

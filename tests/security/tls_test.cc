@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "gtest/gtest.h"
+#include "harness/wait.h"
 #include "nlohmann/json.hpp"
 #include "proto/podprof_agent.grpc.pb.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
@@ -33,6 +34,13 @@ namespace podprof {
 namespace {
 
 const std::string kMakeCerts = std::string(PODPROF_SOURCE_DIR) + "/scripts/make-certs.sh";
+
+// How many times `needle` stands in `text`.
+size_t Count(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
 
 namespace fs = std::filesystem;
 using testing::ChildProcess;
@@ -548,7 +556,12 @@ TEST_F(TlsTest, CertificatesRotateOnSighupWhileACaptureRuns) {
     cap = RunPodprof("capture --duration 3s --format json --aggregator " + addr_ +
                      TlsFlags("ops-alice"));
   });
-  std::this_thread::sleep_for(std::chrono::seconds(1));
+  // The material changes while the capture runs: once the aggregator has sent its requests
+  // (the log, not the CLI: a second RunPodprof would share the capture's output files).
+  ASSERT_TRUE(podprof::testing::WaitFor(
+      [&] { return absl::StrContains(ReadTestFile(P("aggregator.log")), "requests sent"); },
+      absl::Seconds(10)))
+      << ReadTestFile(P("aggregator.log"));
   install(P("renewed/aggregator"), "agg-live");
   install(P("renewed/agent-0"), "agent-live");
   aggregator_->Signal(SIGHUP);
@@ -625,13 +638,7 @@ TEST_F(TlsTest, ARefusedAgentStopsAskingUntilReloadedAndTheRefusalIsLoggedOnce) 
                         "caller rogue-agent/localhost/127.0.0.1 may not act as an agent (not in "
                         "tls.allowed_agents)"))
       << agg_log;
-  size_t bob_lines = 0;
-  for (size_t at = agg_log.find("caller viewer-bob may not act as an operator");
-       at != std::string::npos;
-       at = agg_log.find("caller viewer-bob may not act as an operator", at + 1)) {
-    ++bob_lines;
-  }
-  EXPECT_EQ(bob_lines, 1u) << agg_log;
+  EXPECT_EQ(Count(agg_log, "caller viewer-bob may not act as an operator"), 1u) << agg_log;
   // A plaintext client's failed handshake is logged with what it means.
   RunPodprof("captures --timeout 2s --aggregator " + addr_);
   EXPECT_TRUE(absl::StrContains(ReadTestFile(P("aggregator.log")),
@@ -640,8 +647,12 @@ TEST_F(TlsTest, ARefusedAgentStopsAskingUntilReloadedAndTheRefusalIsLoggedOnce) 
 
   // The operator allows it; the agent asks again only once it is reloaded too.
   WriteAggregatorConfig("\"agent-0\", \"rogue-agent\"", "\"ops-alice\"");
+  const size_t reloads = Count(ReadTestFile(P("aggregator.log")), "reloaded;");
   aggregator_->Signal(SIGHUP);
-  std::this_thread::sleep_for(std::chrono::seconds(2));
+  ASSERT_TRUE(podprof::testing::WaitFor(
+      [&] { return Count(ReadTestFile(P("aggregator.log")), "reloaded;") > reloads; },
+      absl::Seconds(10)))
+      << ReadTestFile(P("aggregator.log"));
   PodprofResult r =
       RunPodprof("agents --format json --aggregator " + addr_ + TlsFlags("ops-alice"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -677,7 +688,7 @@ TEST_F(TlsTest, TheXprofFacadeBeyondLoopbackSpeaksMutualTlsToAllowedClientsOnly)
   EXPECT_TRUE(absl::StrContains(bob.error_message(), "not in tls.allowed_profiler_clients"))
       << bob.error_message();
   grpc::Status alice = profile(CredentialsOf("ops-alice"));
-  EXPECT_TRUE(alice.ok()) << alice.error_message();
+  EXPECT_OK(alice);
   EXPECT_TRUE(fs::exists(P("xprof/s1/agent-0.xplane.pb")));
   EXPECT_TRUE(absl::StrContains(ReadTestFile(P("agent0.log")), "XProf capture s1 for ipv4:"));
 }

@@ -167,7 +167,7 @@ TEST(SimHostProcessTest, OneSessionAtATimeAndTerminateEndsEarly) {
   tensorflow::TerminateResponse term_resp;
   ASSERT_OK(p.profiler().Terminate(&ctx, term, &term_resp));
   first.join();
-  EXPECT_TRUE(first_status.ok()) << first_status.error_message();
+  EXPECT_OK(first_status);
   EXPECT_LT(clock.MonotonicNs() - t0, 3'000'000'000);
   EXPECT_TRUE(p.Truth()["sessions"][0]["terminated"].get<bool>());
   EXPECT_TRUE(fs::exists(p.root() + "/long/10.0.0.1_9999.xplane.pb"));

@@ -36,16 +36,16 @@ class SqliteTest : public ::testing::Test {
   // A new database with one table t(k INTEGER PRIMARY KEY, i, d, s, b).
   std::unique_ptr<Connection> CreateWithTable() {
     auto c = Connection::Open(path_, /*create=*/true);
-    EXPECT_TRUE(c.ok()) << c.status();
+    EXPECT_OK(c);
     if (!c.ok()) return nullptr;
-    EXPECT_TRUE((*c)->Exec("CREATE TABLE t(k INTEGER PRIMARY KEY, i INTEGER, d REAL, s TEXT, "
-                           "b BLOB)")
-                    .ok());
+    EXPECT_OK(
+        (*c)->Exec("CREATE TABLE t(k INTEGER PRIMARY KEY, i INTEGER, d REAL, s TEXT, "
+                   "b BLOB)"));
     return std::move(*c);
   }
   int64_t Count(Connection& c) {
     auto st = Statement::Prepare(c, "SELECT count(*) FROM t");
-    EXPECT_TRUE(st.ok()) << st.status();
+    EXPECT_OK(st);
     if (!st.ok()) return -1;
     absl::StatusOr<bool> row = (*st)->Step();
     EXPECT_TRUE(row.ok() && *row);
@@ -313,7 +313,7 @@ TEST_F(SqliteTest, AConstraintViolationIsFailedPrecondition) {
   EXPECT_NE(s.message().find("UNIQUE"), std::string::npos) << s;
   EXPECT_NE(s.message().find(path_), std::string::npos) << s;
   // The statement is usable after the failure (Run rewound it).
-  EXPECT_TRUE((*ins)->Bind(1, int64_t{2}).Run().ok());
+  EXPECT_OK((*ins)->Bind(1, int64_t{2}).Run());
   EXPECT_EQ(Count(*c), 2);
 }
 
@@ -338,7 +338,7 @@ TEST_F(SqliteTest, ALockedDatabaseIsUnavailable) {
   absl::Status s = (*b)->Exec("BEGIN IMMEDIATE");
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   ASSERT_OK(a->Exec("COMMIT"));
-  EXPECT_TRUE((*b)->Exec("BEGIN IMMEDIATE; COMMIT").ok()) << "free once the writer commits";
+  EXPECT_OK((*b)->Exec("BEGIN IMMEDIATE; COMMIT")) << "free once the writer commits";
 }
 
 TEST_F(SqliteTest, BadSqlNamesTheStatementAndTheDatabase) {

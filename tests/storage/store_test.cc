@@ -9,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "ingest/capture_ingest.h"
+#include "storage/health.h"
+#include "storage/retention.h"
 #include "storage/schema.h"
 #include "storage/sqlite.h"
 #include "tests/util/status_matchers.h"
@@ -36,7 +38,7 @@ class StoreTest : public ::testing::Test {
   }
   std::unique_ptr<Store> Open(StoreOptions o = {}) {
     auto s = Store::Open(path_, o);
-    EXPECT_TRUE(s.ok()) << s.status();
+    EXPECT_OK(s);
     return s.ok() ? std::move(*s) : nullptr;
   }
   std::string path_;
@@ -104,7 +106,7 @@ ingest::CaptureInput Synthetic(const std::string& id, int64_t start_ns, const st
 TEST_F(StoreTest, ImportedFixturesGiveTheSameStatisticsAsInspect) {
   auto store = Open();
   for (const char* f : {podprof::testing::kTpuFixture, podprof::testing::kGpuFixture}) {
-    ASSERT_OK(ingest::StoreCapture(*store, FromFile(f, f, 1000)));
+    ASSERT_OK(ingest::StoreCapture(store->writer(), FromFile(f, f, 1000)));
     auto cap = trace::ReadXSpaceFile(FixturePath(f));
     std::map<std::pair<int, std::string>, std::pair<int64_t, int64_t>> want, got;
     for (const auto& s : trace::ComputeKernelStats(*cap)) {
@@ -115,7 +117,7 @@ TEST_F(StoreTest, ImportedFixturesGiveTheSameStatisticsAsInspect) {
     StatsQuery q;
     q.capture_id = f;
     q.group_by = Grouping::kChip;
-    auto rows = store->KernelStats(q);
+    auto rows = store->kernels().Stats(q);
     ASSERT_OK(rows);
     for (const StatRow& r : *rows) {
       auto& t = got[{r.chip, r.kernel.op_name}];
@@ -126,21 +128,22 @@ TEST_F(StoreTest, ImportedFixturesGiveTheSameStatisticsAsInspect) {
     EXPECT_EQ(got, want) << f;
   }
   std::string next;
-  auto list = store->ListCaptures({}, &next);
+  auto list = store->captures().List({}, &next);
   ASSERT_OK(list);
   ASSERT_EQ(list->size(), 2u);
   EXPECT_EQ((*list)[0].labels.at("job"), "fixture");
   EXPECT_EQ((*list)[0].source, CaptureSource::kImport);
-  EXPECT_TRUE(store->CheckIntegrity().ok());
+  EXPECT_OK(storage::CheckIntegrity(store->database()));
 }
 
 TEST_F(StoreTest, RollupsAndGroupings) {
   auto store = Open();
-  ASSERT_OK(ingest::StoreCapture(*store, FromFile("tpu", podprof::testing::kTpuFixture, 1)));
+  ASSERT_OK(
+      ingest::StoreCapture(store->writer(), FromFile("tpu", podprof::testing::kTpuFixture, 1)));
   StatsQuery q;
   q.capture_id = "tpu";
   q.top = 3;
-  auto top = store->KernelStats(q);
+  auto top = store->kernels().Stats(q);
   ASSERT_OK(top);
   ASSERT_EQ(top->size(), 3u);
   EXPECT_GE((*top)[0].total_ps, (*top)[1].total_ps);
@@ -148,13 +151,13 @@ TEST_F(StoreTest, RollupsAndGroupings) {
   EXPECT_NEAR((*top)[0].peak_tflops, 918, 1e-9);
   q.top = 0;
   q.op_regex = "^all-reduce$";
-  auto ar = store->KernelStats(q);
+  auto ar = store->kernels().Stats(q);
   ASSERT_OK(ar);
   ASSERT_EQ(ar->size(), 1u);
   EXPECT_EQ((*ar)[0].count, 12);
   q.op_regex.clear();
   q.group_by = Grouping::kCategory;
-  auto cats = store->KernelStats(q);
+  auto cats = store->kernels().Stats(q);
   ASSERT_OK(cats);
   int64_t total = 0;
   for (const auto& r : *cats) total += r.count;
@@ -172,24 +175,24 @@ TEST_F(StoreTest, RollupsAndGroupings) {
   q.group_by = Grouping::kChip;
   q.chip = 2;
   q.host = "tpu_v6e_4chip_host_offload";
-  auto chip2 = store->KernelStats(q);
+  auto chip2 = store->kernels().Stats(q);
   ASSERT_OK(chip2);
   for (const auto& r : *chip2) EXPECT_EQ(r.chip, 2);
   q.order = Order::kP99;
-  EXPECT_TRUE(store->KernelStats(q).ok());
+  EXPECT_OK(store->kernels().Stats(q));
 }
 
 TEST_F(StoreTest, BadQueriesAreClear) {
   auto store = Open();
   StatsQuery q;
   q.capture_id = "nope";
-  auto missing = store->KernelStats(q);
+  auto missing = store->kernels().Stats(q);
   EXPECT_TRUE(absl::IsNotFound(missing.status())) << missing.status();
   EXPECT_TRUE(absl::StrContains(missing.status().message(), "nope"));
-  ASSERT_OK(ingest::StoreCapture(*store, Synthetic("a", 10, "fusion.1", 1, 10, 1000)));
+  ASSERT_OK(ingest::StoreCapture(store->writer(), Synthetic("a", 10, "fusion.1", 1, 10, 1000)));
   q.capture_id = "a";
   q.op_regex = "([";
-  auto bad_regex = store->KernelStats(q);
+  auto bad_regex = store->kernels().Stats(q);
   EXPECT_TRUE(absl::IsInvalidArgument(bad_regex.status()));
   EXPECT_TRUE(
       absl::StrContains(bad_regex.status().message(), "kernel \"([\" is not a regular expression"))
@@ -198,26 +201,26 @@ TEST_F(StoreTest, BadQueriesAreClear) {
   h.op_regex = "fusion";
   h.since_ns = 10;
   h.until_ns = 5;
-  EXPECT_TRUE(absl::IsInvalidArgument(store->KernelHistory(h).status()));
-  EXPECT_TRUE(
-      absl::IsAlreadyExists(ingest::StoreCapture(*store, Synthetic("a", 10, "f", 1, 1, 1))));
+  EXPECT_TRUE(absl::IsInvalidArgument(store->kernels().History(h).status()));
+  EXPECT_TRUE(absl::IsAlreadyExists(
+      ingest::StoreCapture(store->writer(), Synthetic("a", 10, "f", 1, 1, 1))));
   CaptureQuery cq;
   cq.page_token = "garbage";
   std::string next;
-  EXPECT_TRUE(absl::IsInvalidArgument(store->ListCaptures(cq, &next).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(store->captures().List(cq, &next).status()));
 }
 
 TEST_F(StoreTest, HistoryFollowsAKernelAcrossRecompiles) {
   auto store = Open();
   for (int i = 0; i < 5; ++i) {
     // Program ids change with every recompile; the (module, op) identity does not.
-    ASSERT_OK(
-        ingest::StoreCapture(*store, Synthetic("c" + std::to_string(i), 1000 * (i + 1), "fusion.1",
-                                               100 + i, 20, 1'000'000 * (i + 1))));
+    ASSERT_OK(ingest::StoreCapture(
+        store->writer(), Synthetic("c" + std::to_string(i), 1000 * (i + 1), "fusion.1", 100 + i, 20,
+                                   1'000'000 * (i + 1))));
   }
   HistoryQuery q;
   q.op_regex = "^fusion\\.1$";
-  auto h = store->KernelHistory(q);
+  auto h = store->kernels().History(q);
   ASSERT_OK(h);
   ASSERT_EQ(h->size(), 1u);
   ASSERT_EQ((*h)[0].points.size(), 5u);
@@ -229,7 +232,7 @@ TEST_F(StoreTest, HistoryFollowsAKernelAcrossRecompiles) {
   }
   q.since_ns = 2500;
   q.until_ns = 4500;
-  auto window = store->KernelHistory(q);
+  auto window = store->kernels().History(q);
   ASSERT_OK(window);
   EXPECT_EQ((*window)[0].points.size(), 2u);
 }
@@ -238,11 +241,11 @@ TEST_F(StoreTest, HistoryFollowsAKernelAcrossRecompiles) {
 // (tests/insight/change_test.cc).
 TEST_F(StoreTest, PairKernelsMatchesByModuleAndOp) {
   auto store = Open();
-  ASSERT_OK(
-      ingest::StoreCapture(*store, Synthetic("base", 1, "fusion.1", 1, 200, 1'000'000, 5000)));
-  ASSERT_OK(
-      ingest::StoreCapture(*store, Synthetic("slow", 2, "fusion.2", 2, 100, 1'200'000, 5000)));
-  auto pairs = store->PairKernels("base", "slow", "");
+  ASSERT_OK(ingest::StoreCapture(store->writer(),
+                                 Synthetic("base", 1, "fusion.1", 1, 200, 1'000'000, 5000)));
+  ASSERT_OK(ingest::StoreCapture(store->writer(),
+                                 Synthetic("slow", 2, "fusion.2", 2, 100, 1'200'000, 5000)));
+  auto pairs = store->kernels().Pair("base", "slow", "");
   ASSERT_OK(pairs);
   ASSERT_EQ(pairs->size(), 3u);  // (module, op) order: copy.1 on both, fusion.1 and .2 on one
   EXPECT_EQ((*pairs)[0].op_name, "copy.1");
@@ -253,7 +256,7 @@ TEST_F(StoreTest, PairKernelsMatchesByModuleAndOp) {
   EXPECT_TRUE((*pairs)[1].baseline && !(*pairs)[1].candidate);
   EXPECT_EQ((*pairs)[2].op_name, "fusion.2");
   EXPECT_TRUE(!(*pairs)[2].baseline && (*pairs)[2].candidate);
-  EXPECT_TRUE(absl::IsNotFound(store->PairKernels("base", "nope", "").status()));
+  EXPECT_TRUE(absl::IsNotFound(store->kernels().Pair("base", "nope", "").status()));
 }
 
 // A history point that merges two kernel rows of one (module, op) (a recompile inside one
@@ -273,10 +276,10 @@ TEST_F(StoreTest, HistoryPointSumsFlopsOverMergedRows) {
     b.kernel.push_back(2);
     b.collective.push_back(0);
   }
-  ASSERT_OK(ingest::StoreCapture(*store, std::move(w)));
+  ASSERT_OK(ingest::StoreCapture(store->writer(), std::move(w)));
   HistoryQuery q;
   q.op_regex = "^fusion\\.1$";
-  auto h = store->KernelHistory(q);
+  auto h = store->kernels().History(q);
   ASSERT_OK(h);
   ASSERT_EQ(h->size(), 1u);
   ASSERT_EQ((*h)[0].points.size(), 1u);
@@ -289,8 +292,8 @@ TEST_F(StoreTest, HistoryPointSumsFlopsOverMergedRows) {
 TEST_F(StoreTest, PaginationNewestFirst) {
   auto store = Open();
   for (int i = 0; i < 7; ++i) {
-    ASSERT_OK(
-        ingest::StoreCapture(*store, Synthetic("p" + std::to_string(i), 100 + i, "f", 1, 1, 10)));
+    ASSERT_OK(ingest::StoreCapture(store->writer(),
+                                   Synthetic("p" + std::to_string(i), 100 + i, "f", 1, 1, 10)));
   }
   CaptureQuery q;
   q.limit = 3;
@@ -298,7 +301,7 @@ TEST_F(StoreTest, PaginationNewestFirst) {
   std::string next;
   do {
     q.page_token = next;
-    auto page = store->ListCaptures(q, &next);
+    auto page = store->captures().List(q, &next);
     ASSERT_OK(page);
     for (const auto& c : *page) seen.push_back(c.id);
   } while (!next.empty());
@@ -309,8 +312,8 @@ TEST_F(StoreTest, TimelinesRoundTrip) {
   auto store = Open();
   ingest::CaptureInput w = FromFile("tpu", podprof::testing::kTpuFixture, 1);
   const trace::HostCapture original = *w.hosts[0].capture;
-  ASSERT_OK(ingest::StoreCapture(*store, w));
-  auto blocks = store->Timelines("tpu");
+  ASSERT_OK(ingest::StoreCapture(store->writer(), w));
+  auto blocks = store->captures().Timelines("tpu");
   ASSERT_OK(blocks);
   ASSERT_EQ(blocks->size(), original.blocks.size());
   for (size_t i = 0; i < blocks->size(); ++i) {
@@ -336,7 +339,7 @@ TEST_F(StoreTest, HostClockTimesAreCorrectedWhenRead) {
   cap.counters.push_back(series);
   const trace::ClockCorrection c{3'500'000, 40'000, cap.blocks[0].base_ns + 5'000'000};
   ingest::PodAnalysis pod;
-  auto analysed = ingest::AnalyseHost(*store, 0, cap, &pod);
+  auto analysed = ingest::AnalyseHost(store->writer(), 0, cap, &pod);
   ASSERT_OK(analysed);
   ingest::SetHostClock(c, &*analysed);
   analysed->write.host = "h0";
@@ -346,18 +349,18 @@ TEST_F(StoreTest, HostClockTimesAreCorrectedWhenRead) {
   header.end_ns = 2;
   std::vector<ingest::AnalysedHost> hosts;
   hosts.push_back(std::move(*analysed));
-  ASSERT_OK(ingest::WriteAnalysed(*store, header, std::move(hosts), &pod));
+  ASSERT_OK(ingest::WriteAnalysed(store->writer(), header, std::move(hosts), &pod));
 
   trace::HostCapture want = cap;
   trace::ApplyCorrection(c, &want);
   ASSERT_NE(want.blocks[0].start_ps.back(), cap.blocks[0].start_ps.back()) << "drift moved it";
-  auto blocks = store->Timelines("hc");
+  auto blocks = store->captures().Timelines("hc");
   ASSERT_OK(blocks);
   ASSERT_EQ(blocks->size(), 1u);
   EXPECT_EQ((*blocks)[0].base_ns, want.blocks[0].base_ns);
   EXPECT_EQ((*blocks)[0].start_ps, want.blocks[0].start_ps);
   int hosts_seen = 0;
-  ASSERT_OK(store->ForEachHost("hc", [&](StoredHost& h) {
+  ASSERT_OK(store->captures().ForEachHost("hc", [&](StoredHost& h) {
     ++hosts_seen;
     EXPECT_TRUE(h.row.host_clock);
     EXPECT_EQ(h.row.correction.drift_ppb, 40'000);
@@ -403,8 +406,8 @@ ingest::CaptureInput TwoHosts(const std::string& id) {
 
 TEST_F(StoreTest, ChipVolumesCountEveryChipsEventsAndSamples) {
   auto store = Open();
-  ASSERT_OK(ingest::StoreCapture(*store, TwoHosts("two")));
-  auto volumes = store->ChipVolumes("two");
+  ASSERT_OK(ingest::StoreCapture(store->writer(), TwoHosts("two")));
+  auto volumes = store->captures().ChipVolumes("two");
   ASSERT_OK(volumes);
   ASSERT_EQ(volumes->size(), 4u);
   for (const ChipVolume& v : *volumes) {
@@ -415,28 +418,25 @@ TEST_F(StoreTest, ChipVolumesCountEveryChipsEventsAndSamples) {
   EXPECT_EQ((*volumes)[0].host, "h0");
   EXPECT_EQ((*volumes)[3].host, "h1");
   EXPECT_EQ((*volumes)[3].ordinal, 1);
-  EXPECT_TRUE(absl::IsNotFound(store->ChipVolumes("none").status()));
+  EXPECT_TRUE(absl::IsNotFound(store->captures().ChipVolumes("none").status()));
 }
 
 // A view that draws kernels reads only kernel lines, and counters by name with samples only
 // where it asks for them.
 TEST_F(StoreTest, ForEachHostReadsOnlyTheLinesAndCounterSamplesSelected) {
   auto store = Open();
-  ASSERT_OK(ingest::StoreCapture(*store, TwoHosts("two")));
+  ASSERT_OK(ingest::StoreCapture(store->writer(), TwoHosts("two")));
   auto events = [&](const HostSelection& only, size_t* counters, size_t* samples) {
     size_t n = 0;
     *counters = *samples = 0;
-    EXPECT_TRUE(store
-                    ->ForEachHost("two", only,
-                                  [&](StoredHost& h) {
-                                    n += h.capture.EventCount();
-                                    *counters += h.capture.counters.size();
-                                    for (const auto& c : h.capture.counters) {
-                                      *samples += c.time_ns.size();
-                                    }
-                                    return absl::OkStatus();
-                                  })
-                    .ok());
+    EXPECT_OK(store->captures().ForEachHost("two", only, [&](StoredHost& h) {
+      n += h.capture.EventCount();
+      *counters += h.capture.counters.size();
+      for (const auto& c : h.capture.counters) {
+        *samples += c.time_ns.size();
+      }
+      return absl::OkStatus();
+    }));
     return n;
   };
   size_t counters = 0, samples = 0;
@@ -455,12 +455,12 @@ TEST_F(StoreTest, ForEachHostReadsOnlyTheLinesAndCounterSamplesSelected) {
 
 TEST_F(StoreTest, ForEachHostReadsOnlyTheHostsAndChipsSelected) {
   auto store = Open();
-  ASSERT_OK(ingest::StoreCapture(*store, TwoHosts("two")));
+  ASSERT_OK(ingest::StoreCapture(store->writer(), TwoHosts("two")));
   HostSelection only;
   only.hosts = {"h1"};
   only.chip_ordinals = {1};
   std::vector<std::string> seen;
-  ASSERT_OK(store->ForEachHost("two", only, [&](StoredHost& h) {
+  ASSERT_OK(store->captures().ForEachHost("two", only, [&](StoredHost& h) {
     seen.push_back(h.row.host);
     // Both chips listed, only chip 1's data read.
     EXPECT_EQ(h.capture.host.chips.size(), 2u);
@@ -472,7 +472,7 @@ TEST_F(StoreTest, ForEachHostReadsOnlyTheHostsAndChipsSelected) {
   }));
   EXPECT_EQ(seen, (std::vector<std::string>{"h1"}));
   int all = 0;
-  ASSERT_OK(store->ForEachHost("two", [&](StoredHost& h) {
+  ASSERT_OK(store->captures().ForEachHost("two", [&](StoredHost& h) {
     all += static_cast<int>(h.capture.EventCount());
     return absl::OkStatus();
   }));
@@ -492,20 +492,20 @@ TEST_F(StoreTest, HostDataWrittenAheadIsInvisibleUntilTheCaptureCommits) {
   cap.counters.push_back(busy);
   auto attributed = [&] {
     int n = 0;
-    auto rows =
-        store->KernelInsights("early", /*per_chip=*/true, {"Tensor Core Sync Flag", "SyncWait"});
-    EXPECT_TRUE(rows.ok()) << rows.status();
+    auto rows = store->insights().KernelInsights("early", /*per_chip=*/true,
+                                                 {"Tensor Core Sync Flag", "SyncWait"});
+    EXPECT_OK(rows);
     if (rows.ok()) {
       for (const auto& r : *rows) n += !r.gauge_integrals.empty() || !r.totals.empty();
     }
     return n;
   };
   ingest::PodAnalysis pod;
-  auto analysed = ingest::AnalyseHost(*store, 0, *in.hosts[0].capture, &pod);
+  auto analysed = ingest::AnalyseHost(store->writer(), 0, *in.hosts[0].capture, &pod);
   ASSERT_OK(analysed);
   analysed->write.host = "h0";
   // No running capture of that id: the data has nowhere to go.
-  absl::Status orphan = store->WriteHostData("early", &analysed->write);
+  absl::Status orphan = store->writer().WriteHostData("early", &analysed->write);
   EXPECT_EQ(orphan.code(), absl::StatusCode::kFailedPrecondition) << orphan;
   EXPECT_TRUE(absl::StrContains(orphan.message(), "not running")) << orphan;
   ASSERT_FALSE(analysed->write.timelines.empty()) << "kept for a later attempt";
@@ -514,34 +514,34 @@ TEST_F(StoreTest, HostDataWrittenAheadIsInvisibleUntilTheCaptureCommits) {
   header.id = "early";
   header.start_ns = 1'000'000;
   header.end_ns = 2'000'000;
-  ASSERT_OK(store->BeginCapture(header));
-  ASSERT_OK(store->WriteHostData("early", &analysed->write));
+  ASSERT_OK(store->writer().BeginCapture(header));
+  ASSERT_OK(store->writer().WriteHostData("early", &analysed->write));
   EXPECT_TRUE(analysed->write.timelines.empty()) << "moved to the store";
   EXPECT_EQ(analysed->write.chip_rows.size(), 1u);
   // Written, but the capture is still running: none of its hosts or timelines show.
-  auto running = store->GetCapture("early");
+  auto running = store->captures().Get("early");
   ASSERT_OK(running);
   EXPECT_EQ(running->status, CaptureState::kRunning);
   EXPECT_TRUE(running->host_rows.empty());
-  ASSERT_OK(store->Timelines("early"));
-  EXPECT_TRUE(store->Timelines("early")->empty());
+  ASSERT_OK(store->captures().Timelines("early"));
+  EXPECT_TRUE(store->captures().Timelines("early")->empty());
   EXPECT_EQ(attributed(), 0) << "attributions written ahead are not shown yet";
 
   std::vector<ingest::AnalysedHost> hosts;
   hosts.push_back(std::move(*analysed));
-  ASSERT_OK(ingest::WriteAnalysed(*store, header, std::move(hosts), &pod));
-  auto done = store->GetCapture("early");
+  ASSERT_OK(ingest::WriteAnalysed(store->writer(), header, std::move(hosts), &pod));
+  auto done = store->captures().Get("early");
   ASSERT_OK(done);
   EXPECT_EQ(done->status, CaptureState::kComplete);
   EXPECT_EQ(done->host_rows.size(), 1u);
   EXPECT_EQ(done->events, 400);
-  auto blocks = store->Timelines("early");
+  auto blocks = store->captures().Timelines("early");
   ASSERT_OK(blocks);
   ASSERT_EQ(blocks->size(), 1u);
   EXPECT_EQ((*blocks)[0].size(), 400u);
   StatsQuery q;
   q.capture_id = "early";
-  auto stats = store->KernelStats(q);
+  auto stats = store->kernels().Stats(q);
   ASSERT_OK(stats);
   EXPECT_EQ(stats->size(), 2u);
   EXPECT_GT(attributed(), 0);
@@ -550,41 +550,41 @@ TEST_F(StoreTest, HostDataWrittenAheadIsInvisibleUntilTheCaptureCommits) {
 TEST_F(StoreTest, RetentionByAgeSizeAndTimelines) {
   auto store = Open();
   for (int i = 0; i < 6; ++i) {
-    ASSERT_OK(ingest::StoreCapture(*store,
+    ASSERT_OK(ingest::StoreCapture(store->writer(),
                                    FromFile("r" + std::to_string(i), podprof::testing::kTpuFixture,
                                             int64_t{i} * 1'000'000'000)));
   }
   RetentionPolicy timelines;
   timelines.keep_timelines_ns = 3'000'000'000;
-  auto r1 = store->ApplyRetention(timelines, 6'000'000'000);
+  auto r1 = storage::ApplyRetention(store->database(), timelines, 6'000'000'000);
   ASSERT_OK(r1);
-  EXPECT_TRUE(store->Timelines("r0")->empty());
-  EXPECT_FALSE(store->Timelines("r5")->empty());
+  EXPECT_TRUE(store->captures().Timelines("r0")->empty());
+  EXPECT_FALSE(store->captures().Timelines("r5")->empty());
   StatsQuery q;
   q.capture_id = "r0";
-  EXPECT_FALSE(store->KernelStats(q)->empty());  // statistics outlive timelines
+  EXPECT_FALSE(store->kernels().Stats(q)->empty());  // statistics outlive timelines
 
   RetentionPolicy age;
   age.max_age_ns = 4'500'000'000;
   age.batch = 1;
-  auto r2 = store->ApplyRetention(age, 6'000'000'000);
+  auto r2 = storage::ApplyRetention(store->database(), age, 6'000'000'000);
   ASSERT_OK(r2);
   EXPECT_EQ(r2->captures_deleted, 2);  // r0 and r1
   std::string next;
-  EXPECT_EQ(store->ListCaptures({}, &next)->size(), 4u);
+  EXPECT_EQ(store->captures().List({}, &next)->size(), 4u);
 
-  auto used = store->UsedBytes();
+  auto used = storage::UsedBytes(store->database());
   ASSERT_OK(used);
   RetentionPolicy size;
   size.max_bytes = *used * 3 / 4;
-  auto r3 = store->ApplyRetention(size, 6'000'000'000);
+  auto r3 = storage::ApplyRetention(store->database(), size, 6'000'000'000);
   ASSERT_OK(r3);
   EXPECT_GE(r3->captures_deleted, 1);
-  auto left = store->ListCaptures({}, &next);
+  auto left = store->captures().List({}, &next);
   ASSERT_FALSE(left->empty());
   EXPECT_EQ(left->front().id, "r5");  // the newest survive
-  EXPECT_LE(*store->UsedBytes(), *used * 3 / 4);
-  EXPECT_TRUE(store->CheckIntegrity().ok());
+  EXPECT_LE(*storage::UsedBytes(store->database()), *used * 3 / 4);
+  EXPECT_OK(storage::CheckIntegrity(store->database()));
 }
 
 TEST_F(StoreTest, MigratesAnOlderSchemaAndRefusesANewerOne) {
@@ -599,7 +599,7 @@ TEST_F(StoreTest, MigratesAnOlderSchemaAndRefusesANewerOne) {
   {
     auto store = Open();
     std::string next;
-    auto list = store->ListCaptures({}, &next);
+    auto list = store->captures().List({}, &next);
     ASSERT_OK(list);
     ASSERT_EQ(list->size(), 1u);
     EXPECT_EQ((*list)[0].source, CaptureSource::kCapture);  // the column version 2 added, defaulted
@@ -617,24 +617,25 @@ TEST_F(StoreTest, MigratesAnOlderSchemaAndRefusesANewerOne) {
 TEST_F(StoreTest, FullDiskFailsTheWriteAndKeepsTheDatabaseServing) {
   {
     auto store = Open();
-    ASSERT_OK(ingest::StoreCapture(*store, Synthetic("small", 1, "f", 1, 10, 1000)));
+    ASSERT_OK(ingest::StoreCapture(store->writer(), Synthetic("small", 1, "f", 1, 10, 1000)));
   }
   StoreOptions tight;
   tight.max_page_count = 30;
   auto store = Open(tight);
-  absl::Status s = ingest::StoreCapture(*store, FromFile("big", podprof::testing::kGpuFixture, 2));
+  absl::Status s =
+      ingest::StoreCapture(store->writer(), FromFile("big", podprof::testing::kGpuFixture, 2));
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
   EXPECT_TRUE(absl::StrContains(s.message(), "full")) << s;
-  EXPECT_TRUE(store->CheckIntegrity().ok());
+  EXPECT_OK(storage::CheckIntegrity(store->database()));
   std::string next;
-  auto list = store->ListCaptures({}, &next);
+  auto list = store->captures().List({}, &next);
   ASSERT_OK(list);
   ASSERT_EQ(list->size(), 1u);  // nothing of "big" is visible
   EXPECT_EQ((*list)[0].id, "small");
   StatsQuery q;
   q.capture_id = "small";
-  EXPECT_TRUE(store->KernelStats(q).ok());
+  EXPECT_OK(store->kernels().Stats(q));
 }
 
 TEST_F(StoreTest, ReadersSeeWholeCapturesDuringWrites) {
@@ -647,7 +648,7 @@ TEST_F(StoreTest, ReadersSeeWholeCapturesDuringWrites) {
   std::thread reader([&] {
     while (!done) {
       std::string next;
-      auto list = store->ListCaptures({}, &next);
+      auto list = store->captures().List({}, &next);
       if (!list.ok()) continue;
       for (const auto& c : *list) {
         // A visible capture always has all its roll-ups.
@@ -658,7 +659,7 @@ TEST_F(StoreTest, ReadersSeeWholeCapturesDuringWrites) {
   });
   for (int i = 0; i < 8; ++i) {
     ASSERT_OK(ingest::StoreCapture(
-        *store, FromFile("w" + std::to_string(i), podprof::testing::kTpuFixture, i)));
+        store->writer(), FromFile("w" + std::to_string(i), podprof::testing::kTpuFixture, i)));
   }
   done = true;
   reader.join();
@@ -668,7 +669,8 @@ TEST_F(StoreTest, ReadersSeeWholeCapturesDuringWrites) {
 
 TEST_F(StoreTest, SketchFunctionsWorkInSql) {
   auto store = Open();
-  ASSERT_OK(ingest::StoreCapture(*store, FromFile("tpu", podprof::testing::kTpuFixture, 1)));
+  ASSERT_OK(
+      ingest::StoreCapture(store->writer(), FromFile("tpu", podprof::testing::kTpuFixture, 1)));
   auto c = Connection::Open(path_, false);
   ASSERT_OK(c);
   auto st = Statement::Prepare(**c,

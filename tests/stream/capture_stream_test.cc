@@ -42,7 +42,7 @@ std::vector<std::string> RealStream(size_t* events) {
   for (size_t i = 0; i < capture->host.chips.size(); ++i) host.add_chips()->set_ordinal(i);
   Collect sink;
   ChunkCounts counts;
-  EXPECT_TRUE(StreamCapture(*capture, host, {}, 16 << 10, &sink, &counts).ok());
+  EXPECT_OK(StreamCapture(*capture, host, {}, 16 << 10, &sink, &counts));
   v1::CaptureChunk trailer;
   trailer.mutable_trailer()->set_event_count(counts.events);
   sink.Write(trailer);
@@ -122,7 +122,7 @@ TEST(CaptureDecoderTest, HostileChunksAreRejected) {
     absl::Status s = a.Add(block(0, {1}, 3));
     EXPECT_TRUE(absl::StrContains(s.message(), "chunk 3")) << s;
     EXPECT_TRUE(absl::StrContains(s.message(), "4 starts, 1 durations, 1 kernel ids")) << s;
-    EXPECT_TRUE(a.Add(block(-5, {1}, 0)).ok()) << "an unknown chip ordinal is a new chip";
+    EXPECT_OK(a.Add(block(-5, {1}, 0))) << "an unknown chip ordinal is a new chip";
     v1::CaptureChunk counters;
     counters.mutable_counter_series()->set_chip_ordinal(0);
     counters.mutable_counter_series()->add_timestamp_ns(1);
@@ -208,12 +208,12 @@ trace::HostCapture BigCapture(int events) {
 // Decodes `chunks` (and a trailer) as the aggregator would.
 CaptureDecoder Decode(const std::vector<v1::CaptureChunk>& chunks) {
   CaptureDecoder d;
-  for (const v1::CaptureChunk& c : chunks) EXPECT_TRUE(d.Add(c).ok());
+  for (const v1::CaptureChunk& c : chunks) EXPECT_OK(d.Add(c));
   v1::CaptureChunk trailer;
   trailer.mutable_trailer();
-  EXPECT_TRUE(d.Add(trailer).ok());
+  EXPECT_OK(d.Add(trailer));
   absl::Status decoded = trace::DecodeEncodedSeries(&d.capture());
-  EXPECT_TRUE(decoded.ok()) << decoded;
+  EXPECT_OK(decoded);
   return d;
 }
 
@@ -449,7 +449,7 @@ TEST(CaptureEncoderTest, KernelDefinitionsJustUnderAndOverTheLimit) {
   auto def_chunk = [&](size_t mlir_bytes) {
     CollectSink sink;
     ChunkCounts counts;
-    EXPECT_TRUE(StreamCapture(one_kernel(mlir_bytes), {}, {}, limit, &sink, &counts).ok());
+    EXPECT_OK(StreamCapture(one_kernel(mlir_bytes), {}, {}, limit, &sink, &counts));
     EXPECT_EQ(sink.chunks.size(), 2u);
     return sink.chunks.back();
   };

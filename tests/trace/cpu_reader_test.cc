@@ -6,6 +6,7 @@
 
 #include "gtest/gtest.h"
 #include "proto/xplane.pb.h"
+#include "tests/util/status_matchers.h"
 #include "tests/util/trace_fixtures.h"
 #include "trace/byte_source.h"
 #include "trace/hlo_proto.h"
@@ -107,7 +108,7 @@ HostCapture Read(const xp::XSpace& space) {
   const std::string bytes = space.SerializeAsString();
   MemorySource source(bytes);
   auto c = ReadXSpace(source);
-  EXPECT_TRUE(c.ok()) << c.status();
+  EXPECT_OK(c);
   return c.ok() ? *std::move(c) : HostCapture();
 }
 

@@ -77,7 +77,7 @@ TEST(XSpaceMalformedTest, TruncatedAtManyOffsets) {
   for (size_t cut : cuts) {
     auto r = ReadBytes(bytes.substr(0, cut));
     if (boundaries.count(cut)) {
-      EXPECT_TRUE(r.ok()) << "cut at a field boundary " << cut << ": " << r.status();
+      EXPECT_OK(r) << "cut at a field boundary " << cut;
     } else {
       ASSERT_FALSE(r.ok()) << "cut at " << cut << " was accepted";
       EXPECT_TRUE(absl::StrContains(r.status().message(), "byte offset")) << r.status();
