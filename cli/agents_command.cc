@@ -114,9 +114,7 @@ absl::Status RunAgents(AggregatorClient& client, const AgentsOptions& options, s
                   absl::StrFormat("%.1f s ago", (now - a.last_heartbeat_ns()) / 1e9),
                   a.clock().probe_count() > 0 ? FormatSignedNs(a.clock().offset_ns()) : "-",
                   a.clock().probe_count() > 0 ? FormatSignedNs(a.clock().uncertainty_ns()) : "-",
-                  a.clock().probe_count() > 1
-                      ? absl::StrFormat("%+.2f ppm", a.clock().drift_ppb() / 1e3)
-                      : "-",
+                  a.clock().probe_count() > 1 ? FormatPpm(a.clock().drift_ppb() / 1e3) : "-",
                   a.clock().probe_count() > 0 ? FormatSignedNs(a.clock().min_rtt_ns()) : "-",
                   a.active_capture_id().empty() ? "-" : a.active_capture_id()});
       }

@@ -57,7 +57,7 @@ class DiffCommand : public AggregatorCommand {
 std::string ChangeCell(const v1::KernelDelta& d, double change) {
   if (!d.has_baseline()) return "new";
   if (!d.has_candidate()) return "gone";
-  return absl::StrFormat("%+.1f%%", change * 100);
+  return FormatChange(change);
 }
 
 // "72%→31%", "-" when neither side measured it.
@@ -136,7 +136,7 @@ void WriteCaptureDiff(const v1::CompareCapturesRequest& request,
       }
       const uint32_t n = response.regression_count();
       out << CountOf(n, "regression") << " (p50 slower by more than "
-          << absl::StrFormat("%g", EffectiveThreshold(request) * 100) << "%)\n";
+          << FormatSignificant(EffectiveThreshold(request) * 100, 6) << "%)\n";
       break;
     }
   }

@@ -174,7 +174,7 @@ void WriteTop(const std::vector<fleet::FleetTopRow>& rows, fleet::TopBy by, Outp
   t.Write(out);
 }
 
-std::string Change(double c) { return absl::StrFormat("%+.1f%%", c * 100); }
+std::string Change(double c) { return FormatChange(c); }
 
 void WriteRegressions(const std::vector<fleet::FleetRegression>& rows, OutputFormat format,
                       std::ostream& out) {

@@ -121,12 +121,11 @@ void WriteKernelHistory(const v1::KernelHistoryResponse& response, OutputFormat 
                          {"MXU", Align::kRight}});
         for (const v1::KernelHistoryPoint& p : series.points()) {
           const double* mxu = MxuOf(p);
-          table.AddRow(
-              {p.capture_id(), FormatTimestampNs(p.capture_start_ns()), absl::StrCat(p.count()),
-               FormatMeanPs(p.mean_ps()), FormatDurationPs(p.p50_ps()),
-               FormatDurationPs(p.p99_ps()), FormatDurationPs(p.total_ps()),
-               p.achieved_tflops() > 0 ? absl::StrFormat("%.2f", p.achieved_tflops()) : "-",
-               mxu == nullptr ? "-" : Percent(*mxu)});
+          table.AddRow({p.capture_id(), FormatTimestampNs(p.capture_start_ns()),
+                        absl::StrCat(p.count()), FormatMeanPs(p.mean_ps()),
+                        FormatDurationPs(p.p50_ps()), FormatDurationPs(p.p99_ps()),
+                        FormatDurationPs(p.total_ps()), FormatTflops(p.achieved_tflops()),
+                        mxu == nullptr ? "-" : Percent(*mxu)});
         }
         table.Write(out);
       }

@@ -143,7 +143,7 @@ void WriteProfile(const v1::KernelProfile& p, std::ostream& out) {
 }
 
 // A Utilization Viewer count: cycles, instructions or bytes, four digits.
-std::string CountCell(double v) { return absl::StrFormat("%.4g", v); }
+std::string CountCell(double v) { return FormatSignificant(v, 4); }
 
 // XProf's Utilization Viewer rows of a profile over `chips` chips: pooled over the dies (each row's
 // achieved and peak summed over them), and beside them each die's own, "-" where a die lacks the
@@ -295,7 +295,7 @@ void WriteHistory(const v1::DescribeKernelResponse& r, std::ostream& out) {
     auto mxu = p.kernel_profile().units().find("mxu");
     table.AddRow({p.capture_id(), FormatTimestampNs(p.capture_start_ns()), absl::StrCat(p.count()),
                   FormatDurationPs(std::llround(p.mean_ps())), FormatDurationPs(p.p99_ps()),
-                  p.achieved_tflops() > 0 ? absl::StrFormat("%.2f", p.achieved_tflops()) : "-",
+                  FormatTflops(p.achieved_tflops()),
                   mxu == p.kernel_profile().units().end() ? "-" : Percent(mxu->second)});
   }
   table.Write(out);

@@ -82,6 +82,16 @@ std::string Percent(double fraction) {
   return fraction > 0 ? absl::StrFormat("%.1f%%", fraction * 100) : "-";
 }
 
+std::string FormatChange(double change) { return absl::StrFormat("%+.1f%%", change * 100); }
+
+std::string FormatTflops(double tflops) {
+  return tflops > 0 ? absl::StrFormat("%.2f", tflops) : "-";
+}
+
+std::string FormatPpm(double ppm) { return absl::StrFormat("%+.2f ppm", ppm); }
+
+std::string FormatSignificant(double v, int digits) { return absl::StrFormat("%.*g", digits, v); }
+
 std::string FormatBytes(uint64_t bytes) {
   if (bytes < 1000) return absl::StrCat(bytes, " B");
   const char* units[] = {"kB", "MB", "GB", "TB"};

@@ -57,6 +57,20 @@ std::string Truncate(absl::string_view s, size_t n);
 // positive (unknown peak, no work).
 std::string Percent(double fraction);
 
+// Formats a relative change with its sign, to a tenth of a percent: "+5.2%", "-0.3%"
+// (`podprof diff`'s and `podprof fleet`'s change columns).
+std::string FormatChange(double change);
+
+// An achieved rate in TFLOP/s to two decimals ("123.45"), or "-" when it is not positive: the
+// rate means nothing there (no cost model, an async start/done op).
+std::string FormatTflops(double tflops);
+
+// A clock's drift in ppm with its sign and unit, two decimals: "+1.25 ppm", "-0.40 ppm".
+std::string FormatPpm(double ppm);
+
+// `v` to `digits` significant digits as printf's %g writes it: "512", "1.235e+07", "2.5".
+std::string FormatSignificant(double v, int digits);
+
 // Formats a byte count for people: "512 B", "1.2 kB", "3.4 MB", "1.0 GB" (powers of 1000).
 std::string FormatBytes(uint64_t bytes);
 

@@ -143,7 +143,7 @@ void AddFigureCells(const v1::KernelStats& s, std::vector<std::string>& cells) {
   cells.push_back(FormatDurationPs(s.p99_ps()));
   cells.push_back(FormatDurationPs(s.max_ps()));
   // Rates are 0 where they mean nothing (unknown costs, async start/done ops): show "-".
-  cells.push_back(s.achieved_tflops() > 0 ? absl::StrFormat("%.2f", s.achieved_tflops()) : "-");
+  cells.push_back(FormatTflops(s.achieved_tflops()));
   cells.push_back(Percent(s.fraction_of_peak_flops()));
   cells.push_back(s.achieved_hbm_gbps() > 0 ? absl::StrFormat("%.1f", s.achieved_hbm_gbps()) : "-");
   cells.push_back(Percent(s.fraction_of_peak_hbm()));

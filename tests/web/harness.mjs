@@ -19,7 +19,20 @@ if (!existsSync(browserPath)) {
   process.exit(77);
 }
 const require = createRequire(new URL('../../web/package.json', import.meta.url));
-export const {chromium} = require('playwright-core');
+const {chromium} = require('playwright-core');
+
+// Headless Chromium as the browser tests run it; `extraArgs`: more command-line flags.
+export const launchBrowser = (extraArgs = []) =>
+  chromium.launch({
+    executablePath: browserPath,
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-dev-shm-usage',
+      '--disable-background-networking',
+      ...extraArgs,
+    ],
+  });
 
 let failed = 0;
 // Prints one check's line; the count of failed ones is failures().
@@ -34,14 +47,37 @@ export const failures = () => failed;
 // `podprof demo` flags (--generation v7x --kernel-profiling). Exits 1 when the demo fails.
 export function startDemo(hosts, prefix, extra = []) {
   const dir = mkdtempSync(join(tmpdir(), prefix));
-  const demo = spawnSync(`${bin}/podprof`, ['demo', '--keep', '--hosts', String(hosts), '--duration', '1s',
-                                            '--format', 'json', '--dir', dir, ...extra], {encoding: 'utf8'});
+  const demo = spawnSync(
+    `${bin}/podprof`,
+    [
+      'demo',
+      '--keep',
+      '--hosts',
+      String(hosts),
+      '--duration',
+      '1s',
+      '--format',
+      'json',
+      '--dir',
+      dir,
+      ...extra,
+    ],
+    {encoding: 'utf8'},
+  );
   if (demo.status !== 0) {
     console.log(`FAIL podprof demo exited ${demo.status}:\n${demo.stderr}`);
     process.exit(1);
   }
   const result = JSON.parse(demo.stdout);
-  const stop = () => { for (const p of result.pids) { try { process.kill(p, 'SIGTERM'); } catch (e) { /* gone */ } } };
+  const stop = () => {
+    for (const p of result.pids) {
+      try {
+        process.kill(p, 'SIGTERM');
+      } catch {
+        /* gone */
+      }
+    }
+  };
   process.on('exit', stop);
   return {...result, dir, stop};
 }

@@ -15,7 +15,7 @@ import https from 'node:https';
 import net from 'node:net';
 import {join} from 'node:path';
 
-import {bin, browserPath, check, chromium, failures, startDemo} from './harness.mjs';
+import {bin, check, failures, launchBrowser, startDemo} from './harness.mjs';
 
 // The TLS phase's daemons, stopped at the end.
 const tlsChildren = [];
@@ -27,13 +27,25 @@ const port = Number(web.port);
 const capture = result.capture_id;
 const stopPod = result.stop;
 const aggPid = result.pids.find((p) => {
-  try { return readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('podprof-aggregator'); } catch (e) { return false; }
+  try {
+    return readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('podprof-aggregator');
+  } catch {
+    return false;
+  }
 });
-const alive = () => { try { process.kill(aggPid, 0); return true; } catch (e) { return false; } };
-const rssMiB = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${aggPid}/status`, 'utf8'))[1]) / 1024;
+const alive = () => {
+  try {
+    process.kill(aggPid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+const rssMiB = () =>
+  Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${aggPid}/status`, 'utf8'))[1]) / 1024;
 const cpuSeconds = () => {
   const f = readFileSync(`/proc/${aggPid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return (Number(f[11]) + Number(f[12])) / 100;  // utime + stime, in ticks of 1/100 s
+  return (Number(f[11]) + Number(f[12])) / 100; // utime + stime, in ticks of 1/100 s
 };
 
 // One raw HTTP/1.1 exchange from `from` (a loopback address: another client): resolves to
@@ -43,20 +55,29 @@ function raw(request, {from = '127.0.0.1', hold = false, timeout = 5000} = {}) {
   return new Promise((resolve) => {
     const start = Date.now();
     const s = net.connect({host: '127.0.0.1', port, localAddress: from});
-    let got = Buffer.alloc(0), done = false;
+    let got = Buffer.alloc(0),
+      done = false;
     const finish = () => {
       if (done) return;
       done = true;
       const text = got.toString('latin1');
       const m = /^HTTP\/1\.1 (\d{3})/.exec(text);
-      resolve({status: m ? Number(m[1]) : 0, ms: Date.now() - start, body: text.slice(text.indexOf('\r\n\r\n') + 4), socket: s});
+      resolve({
+        status: m ? Number(m[1]) : 0,
+        ms: Date.now() - start,
+        body: text.slice(text.indexOf('\r\n\r\n') + 4),
+        socket: s,
+      });
       if (!hold) s.destroy();
     };
     s.setTimeout(timeout, finish);
     s.on('data', (d) => {
       got = Buffer.concat([got, d]);
       const text = got.toString('latin1');
-      if (hold && /\r\n\r\n/.test(text)) { s.pause(); return finish(); }
+      if (hold && /\r\n\r\n/.test(text)) {
+        s.pause();
+        return finish();
+      }
       const head = text.indexOf('\r\n\r\n');
       const len = /content-length: (\d+)/i.exec(text.slice(0, head));
       if (head >= 0 && len && got.length >= head + 4 + Number(len[1])) finish();
@@ -66,7 +87,8 @@ function raw(request, {from = '127.0.0.1', hold = false, timeout = 5000} = {}) {
     s.write(request);
   });
 }
-const get = (path, headers = '') => `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n${headers}Connection: close\r\n\r\n`;
+const get = (path, headers = '') =>
+  `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n${headers}Connection: close\r\n\r\n`;
 const post = (path, body, type = 'application/json', headers = '') =>
   `POST ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: ${type}\r\n${headers}` +
   `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
@@ -77,12 +99,17 @@ const captureCount = async () => {
 // After each attack: the daemon is up and a normal request is answered.
 async function stillServes(what) {
   const r = await raw(get(`/api/v1/captures/${capture}`));
-  check(alive() && r.status === 200, `${what}: the aggregator is up and answers others (${r.status})`);
+  check(
+    alive() && r.status === 200,
+    `${what}: the aggregator is up and answers others (${r.status})`,
+  );
 }
 async function attack(what, request, wanted, options = {}) {
   const r = await raw(request, options);
-  check(wanted.includes(r.status) && r.ms < 1000,
-        `${what}: ${r.status} in ${r.ms} ms${r.status >= 400 ? ' ' + r.body.trim().slice(0, 160) : ''}`);
+  check(
+    wanted.includes(r.status) && r.ms < 1000,
+    `${what}: ${r.status} in ${r.ms} ms${r.status >= 400 ? ' ' + r.body.trim().slice(0, 160) : ''}`,
+  );
   await stillServes(what);
   return r;
 }
@@ -93,67 +120,165 @@ try {
   const nested = '('.repeat(20000) + ')'.repeat(20000);
 
   // Patterns: one GET crashed the aggregator (std::regex's stack), another held a thread 26 s.
-  await attack('20,000 nested groups in kernel=', get(`/api/v1/captures/${capture}/kernels?kernel=${nested}`), [400]);
-  await attack('ReDoS (.*)*# in kernel=', get(`/api/v1/captures/${capture}/kernels?kernel=(.*)*%23`), [200]);
-  await attack('nested groups in an export\'s kernel=', get(`/api/v1/captures/${capture}/export?kernel=${nested}`), [400]);
+  await attack(
+    '20,000 nested groups in kernel=',
+    get(`/api/v1/captures/${capture}/kernels?kernel=${nested}`),
+    [400],
+  );
+  await attack(
+    'ReDoS (.*)*# in kernel=',
+    get(`/api/v1/captures/${capture}/kernels?kernel=(.*)*%23`),
+    [200],
+  );
+  await attack(
+    "nested groups in an export's kernel=",
+    get(`/api/v1/captures/${capture}/export?kernel=${nested}`),
+    [400],
+  );
   // The history route makes an exact pattern of the kernel's name: 40 KB of groups as a name.
-  await attack('nested groups as a kernel name in the history', get(`/api/v1/kernels/${nested}/history`), [400]);
+  await attack(
+    'nested groups as a kernel name in the history',
+    get(`/api/v1/kernels/${nested}/history`),
+    [400],
+  );
   // Through the CLI: it refuses the nested pattern itself, naming its flag, before any RPC (the
   // server's own refusal of a viewer's op_regex is TlsTest.HostileRequestsWithRealCertificates-
   // AreRefused); the ReDoS pattern goes to the server and comes back at once.
-  for (const [pattern, refuse] of [[nested, true], ['(.*)*#', false]]) {
+  for (const [pattern, refuse] of [
+    [nested, true],
+    ['(.*)*#', false],
+  ]) {
     const start = Date.now();
-    const r = spawnSync(`${bin}/podprof`, ['stats', capture, '--kernel', pattern, '--aggregator', result.aggregator],
-                        {encoding: 'utf8'});
+    const r = spawnSync(
+      `${bin}/podprof`,
+      ['stats', capture, '--kernel', pattern, '--aggregator', result.aggregator],
+      {encoding: 'utf8'},
+    );
     const ms = Date.now() - start;
     const refused = r.status === 2 && /--kernel: pattern is/.test(r.stderr);
-    check((refuse ? refused : r.status === 0) && ms < 3000,
-          `podprof stats --kernel ${refuse ? pattern.length + ' bytes of groups' : pattern}: exit ${r.status} in ${ms} ms ${r.stderr.trim().slice(0, 120)}`);
+    check(
+      (refuse ? refused : r.status === 0) && ms < 3000,
+      `podprof stats --kernel ${refuse ? pattern.length + ' bytes of groups' : pattern}: exit ${r.status} in ${ms} ms ${r.stderr.trim().slice(0, 120)}`,
+    );
     await stillServes('podprof stats');
   }
 
   // Bodies: a deep one crashed it in nlohmann's recursive copy; numbers wrapped.
   const deep = `{"duration_ms": 5, "labels": ${'['.repeat(250000)}${']'.repeat(250000)}}`;
   await attack('250,000 nested arrays in labels', post('/api/v1/captures', deep), [400]);
-  await attack('duration_ms = 2^58 + 1000', post('/api/v1/captures', '{"duration_ms": 288230376151712744}'), [400]);
-  await attack('delay_ms = 2^32 + 1000', post('/api/v1/captures', '{"duration_ms": 100, "delay_ms": 4294968296}'), [400]);
+  await attack(
+    'duration_ms = 2^58 + 1000',
+    post('/api/v1/captures', '{"duration_ms": 288230376151712744}'),
+    [400],
+  );
+  await attack(
+    'delay_ms = 2^32 + 1000',
+    post('/api/v1/captures', '{"duration_ms": 100, "delay_ms": 4294968296}'),
+    [400],
+  );
   await attack('duration_ms as a string', post('/api/v1/captures', '{"duration_ms": "1s"}'), [400]);
 
   // Cross-site requests as a browser sends them from another port's page.
-  const foreign = 'Origin: http://127.0.0.1:1\r\nSec-Fetch-Site: same-site\r\nSec-Fetch-Mode: no-cors\r\n';
-  await attack('a no-cors text/plain POST from another origin', post('/api/v1/captures', '{"duration_ms": 500}', 'text/plain', foreign), [403, 415]);
-  await attack('a text/plain POST with no browser headers', post('/api/v1/captures', '{"duration_ms": 500}', 'text/plain'), [415]);
-  await attack('a form POST', post('/api/v1/captures', 'duration_ms=500', 'application/x-www-form-urlencoded'), [415]);
-  await attack('a JSON POST with another Origin', post('/api/v1/captures', '{"duration_ms": 500}', 'application/json', 'Origin: http://evil.example\r\n'), [403]);
-  await attack('a cancel from another origin', post(`/api/v1/captures/${capture}/cancel`, '{}', 'text/plain', foreign), [403, 415]);
-  await attack('an <img> GET from another site', get(`/api/v1/captures/${capture}/kernels`, 'Sec-Fetch-Site: cross-site\r\nSec-Fetch-Mode: no-cors\r\nSec-Fetch-Dest: image\r\n'), [403]);
+  const foreign =
+    'Origin: http://127.0.0.1:1\r\nSec-Fetch-Site: same-site\r\nSec-Fetch-Mode: no-cors\r\n';
+  await attack(
+    'a no-cors text/plain POST from another origin',
+    post('/api/v1/captures', '{"duration_ms": 500}', 'text/plain', foreign),
+    [403, 415],
+  );
+  await attack(
+    'a text/plain POST with no browser headers',
+    post('/api/v1/captures', '{"duration_ms": 500}', 'text/plain'),
+    [415],
+  );
+  await attack(
+    'a form POST',
+    post('/api/v1/captures', 'duration_ms=500', 'application/x-www-form-urlencoded'),
+    [415],
+  );
+  await attack(
+    'a JSON POST with another Origin',
+    post(
+      '/api/v1/captures',
+      '{"duration_ms": 500}',
+      'application/json',
+      'Origin: http://evil.example\r\n',
+    ),
+    [403],
+  );
+  await attack(
+    'a cancel from another origin',
+    post(`/api/v1/captures/${capture}/cancel`, '{}', 'text/plain', foreign),
+    [403, 415],
+  );
+  await attack(
+    'an <img> GET from another site',
+    get(
+      `/api/v1/captures/${capture}/kernels`,
+      'Sec-Fetch-Site: cross-site\r\nSec-Fetch-Mode: no-cors\r\nSec-Fetch-Dest: image\r\n',
+    ),
+    [403],
+  );
   // DNS rebinding: the attacker's name, resolving to loopback.
   for (const path of ['/api/v1/agents', '/metrics', '/']) {
-    await attack(`Host: evil.example on ${path}`, get(path).replace(`Host: 127.0.0.1:${port}`, `Host: evil.example:${port}`), [421]);
+    await attack(
+      `Host: evil.example on ${path}`,
+      get(path).replace(`Host: 127.0.0.1:${port}`, `Host: evil.example:${port}`),
+      [421],
+    );
   }
-  await attack('Host: evil.example on a POST', post('/api/v1/captures', '{"duration_ms": 500}').replace(`Host: 127.0.0.1:${port}`, 'Host: evil.example'), [421]);
-  await attack('malformed HTTP', 'GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: x\r\n\r\n', [0, 400]);
-  check(await captureCount() === capturesBefore, 'no attack started a capture');
+  await attack(
+    'Host: evil.example on a POST',
+    post('/api/v1/captures', '{"duration_ms": 500}').replace(
+      `Host: 127.0.0.1:${port}`,
+      'Host: evil.example',
+    ),
+    [421],
+  );
+  await attack(
+    'malformed HTTP',
+    'GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: x\r\n\r\n',
+    [0, 400],
+  );
+  check((await captureCount()) === capturesBefore, 'no attack started a capture');
 
   // Slots: 32 downloads that are never read, from one client (127.0.0.2).
   const rssBefore = rssMiB();
   const held = [];
   for (let i = 0; i < 32; i++) {
-    held.push(await raw(get(`/api/v1/captures/${capture}/export?format=${i % 2 ? 'xprof' : 'perfetto'}`),
-                        {from: '127.0.0.2', hold: true}));
+    held.push(
+      await raw(get(`/api/v1/captures/${capture}/export?format=${i % 2 ? 'xprof' : 'perfetto'}`), {
+        from: '127.0.0.2',
+        hold: true,
+      }),
+    );
   }
   const admitted = held.filter((h) => h.status === 200).length;
   const turnedAway = held.filter((h) => h.status === 503).length;
-  check(admitted === 8 && turnedAway === 24, `one client holding 32 downloads gets 8 streams, 24 told 503 (${admitted}, ${turnedAway})`);
-  const whole = await raw(get(`/api/v1/captures/${capture}/export?format=perfetto`), {timeout: 10000});
-  check(whole.status === 200 && /0\r\n\r\n$/.test(whole.body), `another client downloads an export whole meanwhile (${whole.status}, ${whole.body.length} bytes)`);
+  check(
+    admitted === 8 && turnedAway === 24,
+    `one client holding 32 downloads gets 8 streams, 24 told 503 (${admitted}, ${turnedAway})`,
+  );
+  const whole = await raw(get(`/api/v1/captures/${capture}/export?format=perfetto`), {
+    timeout: 10000,
+  });
+  check(
+    whole.status === 200 && /0\r\n\r\n$/.test(whole.body),
+    `another client downloads an export whole meanwhile (${whole.status}, ${whole.body.length} bytes)`,
+  );
   const rssHeld = rssMiB();
-  check(rssHeld - rssBefore < 256, `the aggregator's memory while they are held: ${rssBefore.toFixed(0)} -> ${rssHeld.toFixed(0)} MiB (within 256 MiB more)`);
+  check(
+    rssHeld - rssBefore < 256,
+    `the aggregator's memory while they are held: ${rssBefore.toFixed(0)} -> ${rssHeld.toFixed(0)} MiB (within 256 MiB more)`,
+  );
   for (const h of held) h.socket.destroy();
 
   // Connections: 100 idle ones from one address; past its cap they are closed, others served.
   const idle = [];
-  for (let i = 0; i < 100; i++) idle.push(net.connect({host: '127.0.0.1', port, localAddress: '127.0.0.3'}).on('error', () => {}));
+  for (let i = 0; i < 100; i++)
+    idle.push(
+      net.connect({host: '127.0.0.1', port, localAddress: '127.0.0.3'}).on('error', () => {}),
+    );
   await new Promise((r) => setTimeout(r, 500));
   await stillServes('100 idle connections from one address');
   for (const s of idle) s.destroy();
@@ -163,13 +288,19 @@ try {
   if (limit.status === 0) {
     const flood = [];
     for (let i = 0; i < 40; i++) {
-      for (const from of ['127.0.0.4', '127.0.0.5']) flood.push(net.connect({host: '127.0.0.1', port, localAddress: from}).on('error', () => {}));
+      for (const from of ['127.0.0.4', '127.0.0.5'])
+        flood.push(
+          net.connect({host: '127.0.0.1', port, localAddress: from}).on('error', () => {}),
+        );
     }
     await new Promise((r) => setTimeout(r, 500));
     const cpu0 = cpuSeconds();
     await new Promise((r) => setTimeout(r, 2000));
     const busy = (cpuSeconds() - cpu0) / 2;
-    check(busy < 0.3, `out of descriptors, the aggregator does not spin (${(busy * 100).toFixed(0)}% of a core)`);
+    check(
+      busy < 0.3,
+      `out of descriptors, the aggregator does not spin (${(busy * 100).toFixed(0)}% of a core)`,
+    );
     for (const s of flood) s.destroy();
     spawnSync('prlimit', ['--pid', String(aggPid), '--nofile=65536:65536']);
     await new Promise((r) => setTimeout(r, 300));
@@ -184,8 +315,16 @@ try {
   check(false, `the hostile suite threw: ${e.stack}`);
 }
 stopPod();
-for (const c of tlsChildren) { try { c.kill('SIGTERM'); } catch (e) { /* gone */ } }
-console.log(failures() === 0 ? 'hostile: all checks passed' : `hostile: ${failures()} checks failed`);
+for (const c of tlsChildren) {
+  try {
+    c.kill('SIGTERM');
+  } catch {
+    /* gone */
+  }
+}
+console.log(
+  failures() === 0 ? 'hostile: all checks passed' : `hostile: ${failures()} checks failed`,
+);
 process.exit(failures() === 0 ? 0 : 1);
 
 // The page that tries what a hostile page can against `agg`: a no-cors fetch, a CORS fetch, a
@@ -220,20 +359,22 @@ async function browserAttacks(capturesBefore) {
   });
   await new Promise((r) => evil.listen(0, '127.0.0.1', r));
   const evilPort = evil.address().port;
-  const browser = await chromium.launch({
-    executablePath: browserPath,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-background-networking',
-           '--host-resolver-rules=MAP evil.example 127.0.0.1'],
-  });
+  const browser = await launchBrowser(['--host-resolver-rules=MAP evil.example 127.0.0.1']);
   try {
     const page = await browser.newPage();
     await page.goto(`http://127.0.0.1:${evilPort}/`);
     await page.waitForFunction(() => document.title.startsWith('done'), null, {timeout: 20000});
     console.log(`     the page says: ${await page.title()}`);
     await new Promise((r) => setTimeout(r, 500));
-    check(await captureCount() === capturesBefore, 'a page on another origin started no capture (no-cors fetch, CORS fetch, form POST)');
+    check(
+      (await captureCount()) === capturesBefore,
+      'a page on another origin started no capture (no-cors fetch, CORS fetch, form POST)',
+    );
     const status = await (await fetch(`${agg}/api/v1/captures/${capture}`)).json();
-    check(status.status !== 'cancelled', `a page on another origin cancelled nothing (${status.status})`);
+    check(
+      status.status !== 'cancelled',
+      `a page on another origin cancelled nothing (${status.status})`,
+    );
     await stillServes('the hostile page');
     // Rebinding: the page's own origin is evil.example, which now resolves to the aggregator.
     const rebound = await page.goto(`http://evil.example:${port}/api/v1/agents`);
@@ -244,8 +385,15 @@ async function browserAttacks(capturesBefore) {
     await own.waitForSelector('body[data-ready="true"]', {timeout: 30000});
     await own.fill('#start-form input[name=duration]', '300ms');
     await own.click('#start-form button');
-    await own.waitForFunction(() => /started (cap-\S+)/.test(document.getElementById('start-message').textContent), null, {timeout: 10000});
-    check(await captureCount() === capturesBefore + 1, 'the aggregator\'s own page still starts a capture');
+    await own.waitForFunction(
+      () => /started (cap-\S+)/.test(document.getElementById('start-message').textContent),
+      null,
+      {timeout: 10000},
+    );
+    check(
+      (await captureCount()) === capturesBefore + 1,
+      "the aggregator's own page still starts a capture",
+    );
   } finally {
     await browser.close();
     evil.close();
@@ -260,49 +408,112 @@ async function browserAttacks(capturesBefore) {
 async function tlsBrowserAttacks() {
   const t = join(dir, 'tls');
   mkdirSync(join(t, 'nosys'), {recursive: true});
-  const certs = (...a) => spawnSync('bash', [new URL('../../scripts/make-certs.sh', import.meta.url).pathname, '--dir', t, '--days', '2', ...a]);
-  for (const a of [['ca'], ['aggregator', 'aggregator', 'localhost', '127.0.0.1'], ['agent', 'agent-0', 'localhost', '127.0.0.1'], ['operator', 'ops-alice']]) {
+  const certs = (...a) =>
+    spawnSync('bash', [
+      new URL('../../scripts/make-certs.sh', import.meta.url).pathname,
+      '--dir',
+      t,
+      '--days',
+      '2',
+      ...a,
+    ]);
+  for (const a of [
+    ['ca'],
+    ['aggregator', 'aggregator', 'localhost', '127.0.0.1'],
+    ['agent', 'agent-0', 'localhost', '127.0.0.1'],
+    ['operator', 'ops-alice'],
+  ]) {
     const r = certs(...a);
     if (r.status !== 0) return check(false, `make-certs.sh ${a.join(' ')}: ${r.stderr}`);
   }
   const f = (n) => join(t, n);
   const tls = `[tls]\ncert = "${f('aggregator.crt')}"\nkey = "${f('aggregator.key')}"\nca = "${f('ca.crt')}"\n`;
-  writeFileSync(f('agg.toml'), `listen = "127.0.0.1:0"\n[agents]\nheartbeat_interval = "500ms"\nprobe_interval = "1s"\n` +
-    `${tls}allowed_agents = ["agent-0"]\nallowed_operators = ["ops-alice"]\n[http]\nlisten = "127.0.0.1:0"\n`);
-  writeFileSync(f('agent.toml'), `[tls]\ncert = "${f('agent-0.crt')}"\nkey = "${f('agent-0.key')}"\nca = "${f('ca.crt')}"\nallowed_aggregators = ["aggregator"]\n`);
+  writeFileSync(
+    f('agg.toml'),
+    `listen = "127.0.0.1:0"\n[agents]\nheartbeat_interval = "500ms"\nprobe_interval = "1s"\n` +
+      `${tls}allowed_agents = ["agent-0"]\nallowed_operators = ["ops-alice"]\n[http]\nlisten = "127.0.0.1:0"\n`,
+  );
+  writeFileSync(
+    f('agent.toml'),
+    `[tls]\ncert = "${f('agent-0.crt')}"\nkey = "${f('agent-0.key')}"\nca = "${f('ca.crt')}"\nallowed_aggregators = ["aggregator"]\n`,
+  );
   const start = (args, ready) => {
     const c = spawn(args[0], args.slice(1), {stdio: 'ignore'});
     tlsChildren.push(c);
     return waitFor(() => existsSync(ready) && JSON.parse(readFileSync(ready, 'utf8')), 20000);
   };
-  const agg = await start([`${bin}/podprof-aggregator`, `--config=${f('agg.toml')}`, `--db=${f('pod.db')}`, `--ready-file=${f('agg.json')}`], f('agg.json'));
-  const sim = await start([`${bin}/podprof-simhost`, '--profiler-port=0', '--metrics-port=0', '--chips=2', `--ready-file=${f('sim.json')}`], f('sim.json'));
+  const agg = await start(
+    [
+      `${bin}/podprof-aggregator`,
+      `--config=${f('agg.toml')}`,
+      `--db=${f('pod.db')}`,
+      `--ready-file=${f('agg.json')}`,
+    ],
+    f('agg.json'),
+  );
+  const sim = await start(
+    [
+      `${bin}/podprof-simhost`,
+      '--profiler-port=0',
+      '--metrics-port=0',
+      '--chips=2',
+      `--ready-file=${f('sim.json')}`,
+    ],
+    f('sim.json'),
+  );
   if (!agg || !sim) return check(false, 'the TLS aggregator and simulated host start');
-  await start([`${bin}/podprof-agent`, `--config=${f('agent.toml')}`, '--listen=127.0.0.1:0', '--advertise=127.0.0.1:0',
-               '--profiler-service-listen=none', '--http-listen=off', '--host-name=agent-0', `--sysfs-root=${f('nosys')}`,
-               `--workload-profiler=127.0.0.1:${sim.profiler_port}`, '--workload-metrics=none',
-               `--aggregator=127.0.0.1:${agg.port}`, `--ready-file=${f('agent.json')}`], f('agent.json'));
+  await start(
+    [
+      `${bin}/podprof-agent`,
+      `--config=${f('agent.toml')}`,
+      '--listen=127.0.0.1:0',
+      '--advertise=127.0.0.1:0',
+      '--profiler-service-listen=none',
+      '--http-listen=off',
+      '--host-name=agent-0',
+      `--sysfs-root=${f('nosys')}`,
+      `--workload-profiler=127.0.0.1:${sim.profiler_port}`,
+      '--workload-metrics=none',
+      `--aggregator=127.0.0.1:${agg.port}`,
+      `--ready-file=${f('agent.json')}`,
+    ],
+    f('agent.json'),
+  );
   const origin = `https://127.0.0.1:${agg.http_port}`;
-  const asOperator = (path) => new Promise((resolve) => {
-    https.get(`${origin}${path}`, {cert: readFileSync(f('ops-alice.crt')), key: readFileSync(f('ops-alice.key')), ca: readFileSync(f('ca.crt'))}, (res) => {
-      let body = '';
-      res.on('data', (d) => { body += d; });
-      res.on('end', () => resolve({status: res.statusCode, body}));
-    }).on('error', (e) => resolve({status: 0, body: String(e)}));
-  });
+  const asOperator = (path) =>
+    new Promise((resolve) => {
+      https
+        .get(
+          `${origin}${path}`,
+          {
+            cert: readFileSync(f('ops-alice.crt')),
+            key: readFileSync(f('ops-alice.key')),
+            ca: readFileSync(f('ca.crt')),
+          },
+          (res) => {
+            let body = '';
+            res.on('data', (d) => {
+              body += d;
+            });
+            res.on('end', () => resolve({status: res.statusCode, body}));
+          },
+        )
+        .on('error', (e) => resolve({status: 0, body: String(e)}));
+    });
   const online = await waitFor(async () => {
     const r = await asOperator('/api/v1/agents');
     return r.status === 200 && JSON.parse(r.body).agents.some((a) => a.state === 'online');
   }, 20000);
   check(online, 'under TLS: agent-0 registers with the aggregator');
-  const captures = async () => JSON.parse((await asOperator('/api/v1/captures')).body).captures.length;
+  const captures = async () =>
+    JSON.parse((await asOperator('/api/v1/captures')).body).captures.length;
 
   const evil = createServer((req, res) => {
     res.setHeader('Content-Type', 'text/html');
     res.end(hostilePage(origin, '('.repeat(20000) + ')'.repeat(20000)));
   });
   await new Promise((r) => evil.listen(0, '127.0.0.1', r));
-  const browser = await chromium.launch({executablePath: browserPath, args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-background-networking']});
+  const browser = await launchBrowser();
   try {
     const context = await browser.newContext({
       ignoreHTTPSErrors: true,
@@ -312,14 +523,29 @@ async function tlsBrowserAttacks() {
     await page.goto(`http://127.0.0.1:${evil.address().port}/`);
     await page.waitForFunction(() => document.title.startsWith('done'), null, {timeout: 20000});
     await new Promise((r) => setTimeout(r, 500));
-    check(await captures() === 0, `under TLS, a page on another origin in a browser holding an operator's certificate started no capture (${await page.title()})`);
+    check(
+      (await captures()) === 0,
+      `under TLS, a page on another origin in a browser holding an operator's certificate started no capture (${await page.title()})`,
+    );
     const own = await context.newPage();
     await own.goto(`${origin}/`);
     await own.waitForSelector('body[data-ready="true"]', {timeout: 30000});
     await own.fill('#start-form input[name=duration]', '300ms');
     await own.click('#start-form button');
-    const started = await own.waitForFunction(() => /started (cap-\S+)/.test(document.getElementById('start-message').textContent), null, {timeout: 10000}).then(() => true, () => false);
-    check(started && await captures() === 1, 'under TLS, the aggregator\'s own page in that browser starts a capture (the certificate is presented)');
+    const started = await own
+      .waitForFunction(
+        () => /started (cap-\S+)/.test(document.getElementById('start-message').textContent),
+        null,
+        {timeout: 10000},
+      )
+      .then(
+        () => true,
+        () => false,
+      );
+    check(
+      started && (await captures()) === 1,
+      "under TLS, the aggregator's own page in that browser starts a capture (the certificate is presented)",
+    );
   } finally {
     await browser.close();
     evil.close();
