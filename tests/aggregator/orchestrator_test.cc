@@ -23,6 +23,7 @@
 #include "storage/store.h"
 #include "tests/aggregator/loopback_agent.h"
 #include "tests/util/status_matchers.h"
+#include "tests/util/temp_database.h"
 
 namespace podprof::aggregator {
 namespace {
@@ -47,11 +48,7 @@ v1::StartCaptureRequest Capture(std::vector<std::string> hosts, uint64_t duratio
 class OrchestratorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    path_ = ::testing::TempDir() + "/orchestrator_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" +
-            std::to_string(getpid()) + ".db";
-    Remove();
-    auto store = storage::Store::Open(path_);
+    auto store = storage::Store::Open(db_.path());
     ASSERT_OK(store);
     store_ = std::move(*store);
     ASSERT_TRUE(agent_.started());
@@ -64,10 +61,6 @@ class OrchestratorTest : public ::testing::Test {
   void TearDown() override {
     orchestrator_.reset();  // cancels what still runs and joins its threads
     store_.reset();
-    Remove();
-  }
-  void Remove() {
-    for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(path_ + suffix);
   }
   Orchestrator& Make(const OrchestratorLimits& limits) {
     orchestrator_ = std::make_unique<Orchestrator>(&registry_, &store_->writer(), clock_, limits);
@@ -89,7 +82,7 @@ class OrchestratorTest : public ::testing::Test {
 
   // Near the real time: the orchestrator turns its clock's readings into gRPC deadlines.
   FakeClock clock_{RealClock().NowNs()};
-  std::string path_;
+  podprof::testing::TempDatabase db_{"orchestrator"};
   std::unique_ptr<storage::Store> store_;
   Registry registry_{clock_, kHeartbeatNs, /*probe_interval_ns=*/10'000'000'000};
   podprof::testing::LoopbackAgent agent_{clock_, /*offset_ns=*/0};

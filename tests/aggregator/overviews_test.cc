@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "ingest/capture_ingest.h"
 #include "tests/util/status_matchers.h"
+#include "tests/util/temp_database.h"
 
 namespace podprof::aggregator {
 namespace {
@@ -58,10 +59,7 @@ ingest::CaptureInput Capture(const std::string& id) {
 class OverviewsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    path_ = ::testing::TempDir() + "/overviews_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".db";
-    std::filesystem::remove(path_);
-    auto s = storage::Store::Open(path_);
+    auto s = storage::Store::Open(db_.path());
     ASSERT_OK(s);
     store_ = *std::move(s);
   }
@@ -72,7 +70,7 @@ class OverviewsTest : public ::testing::Test {
     if (!row.ok()) return storage::CaptureRow();
     return *row;
   }
-  std::string path_;
+  podprof::testing::TempDatabase db_{"overviews"};
   std::unique_ptr<storage::Store> store_;
   FakeClock clock_{0};  // the read-ahead thread looks only when a test moves it
 };

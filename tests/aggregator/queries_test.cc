@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "ingest/capture_ingest.h"
 #include "tests/util/status_matchers.h"
+#include "tests/util/temp_database.h"
 
 namespace podprof::aggregator {
 namespace {
@@ -57,11 +58,7 @@ ingest::CaptureInput Capture(const std::string& id, int64_t offset_ns) {
 class QueriesTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string path = ::testing::TempDir() + "/queries_" +
-                             ::testing::UnitTest::GetInstance()->current_test_info()->name() +
-                             ".db";
-    std::filesystem::remove(path);
-    ASSERT_OK_AND_ASSIGN(store_, storage::Store::Open(path));
+    ASSERT_OK_AND_ASSIGN(store_, storage::Store::Open(db_.path()));
     registry_ = std::make_unique<Registry>(clock_, 1'000'000'000, 0);
     queries_ = std::make_unique<Queries>(*store_, *registry_);
   }
@@ -69,6 +66,7 @@ class QueriesTest : public ::testing::Test {
     ASSERT_OK(ingest::StoreCapture(store_->writer(), Capture(id, offset_ns)));
   }
   FakeClock clock_{kT0};
+  podprof::testing::TempDatabase db_{"queries"};
   std::unique_ptr<storage::Store> store_;
   std::unique_ptr<Registry> registry_;
   std::unique_ptr<Queries> queries_;

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "storage/health.h"
 #include "tests/util/status_matchers.h"
+#include "tests/util/temp_database.h"
 
 namespace podprof::storage {
 namespace {
@@ -23,22 +24,12 @@ namespace fs = std::filesystem;
 
 class DatabaseTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    path_ = ::testing::TempDir() + "/database_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" +
-            std::to_string(getpid()) + ".db";
-    Remove();
-  }
-  void TearDown() override { Remove(); }
-  void Remove() {
-    for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(path_ + suffix);
-  }
-  std::string path_;
+  podprof::testing::TempDatabase db_{"database"};
 };
 
 TEST_F(DatabaseTest, OpensMigratedAndWritable) {
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Database> db, Database::Open(path_, {}));
-  EXPECT_EQ(db->path(), path_);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Database> db, Database::Open(db_.path(), {}));
+  EXPECT_EQ(db->path(), db_.path());
   EXPECT_FALSE(db->read_only());
   EXPECT_EQ(db->read_only_reason(), "");
   ASSERT_OK_AND_ASSIGN(ReaderLease c, db->Reader());
@@ -46,7 +37,7 @@ TEST_F(DatabaseTest, OpensMigratedAndWritable) {
 }
 
 TEST_F(DatabaseTest, EveryWriterTaskRunsAndReadersSeeIt) {
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Database> db, Database::Open(path_, {}));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Database> db, Database::Open(db_.path(), {}));
   ASSERT_OK(db->OnWriter([](Connection& c) { return c.Exec("CREATE TABLE t(i INTEGER)"); }));
   std::vector<std::thread> threads;
   for (int i = 0; i < 4; ++i) {
@@ -67,7 +58,7 @@ TEST_F(DatabaseTest, EveryWriterTaskRunsAndReadersSeeIt) {
 }
 
 TEST_F(DatabaseTest, AReaderIsGivenBackWhenItsLeaseEnds) {
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Database> db, Database::Open(path_, {}));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Database> db, Database::Open(db_.path(), {}));
   Connection* first = nullptr;
   {
     ASSERT_OK_AND_ASSIGN(ReaderLease a, db->Reader());
@@ -82,7 +73,7 @@ TEST_F(DatabaseTest, AReaderIsGivenBackWhenItsLeaseEnds) {
 }
 
 TEST_F(DatabaseTest, AMovedLeaseGivesItsConnectionBackOnce) {
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Database> db, Database::Open(path_, {}));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Database> db, Database::Open(db_.path(), {}));
   Connection* held = nullptr;
   {
     ASSERT_OK_AND_ASSIGN(ReaderLease a, db->Reader());
@@ -103,7 +94,7 @@ TEST_F(DatabaseTest, AMovedLeaseGivesItsConnectionBackOnce) {
 }
 
 TEST_F(DatabaseTest, HealthOfAWritableDatabase) {
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Database> db, Database::Open(path_, {}));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Database> db, Database::Open(db_.path(), {}));
   EXPECT_OK(CheckWriter(*db, 1'000'000'000));
   EXPECT_OK(CheckIntegrity(*db));
   ASSERT_OK_AND_ASSIGN(int64_t used, UsedBytes(*db));

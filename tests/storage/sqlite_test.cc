@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/util/status_matchers.h"
+#include "tests/util/temp_database.h"
 
 namespace podprof::storage {
 namespace {
@@ -23,19 +24,9 @@ using ::podprof::testing::StatusIs;
 
 class SqliteTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    path_ = ::testing::TempDir() + "/sqlite_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" +
-            std::to_string(getpid()) + ".db";
-    Remove();
-  }
-  void TearDown() override { Remove(); }
-  void Remove() {
-    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) fs::remove(path_ + suffix);
-  }
   // A new database with one table t(k INTEGER PRIMARY KEY, i, d, s, b).
   std::unique_ptr<Connection> CreateWithTable() {
-    auto c = Connection::Open(path_, /*create=*/true);
+    auto c = Connection::Open(db_.path(), /*create=*/true);
     EXPECT_OK(c);
     if (!c.ok()) return nullptr;
     EXPECT_OK(
@@ -51,36 +42,36 @@ class SqliteTest : public ::testing::Test {
     EXPECT_TRUE(row.ok() && *row);
     return (*st)->Int(0);
   }
-  std::string path_;
+  podprof::testing::TempDatabase db_{"sqlite"};
 };
 
 TEST_F(SqliteTest, OpenWithoutCreateOfAMissingFileIsNotFound) {
-  auto c = Connection::Open(path_, /*create=*/false);
+  auto c = Connection::Open(db_.path(), /*create=*/false);
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound) << c.status();
-  EXPECT_NE(c.status().message().find(path_), std::string::npos) << c.status();
-  EXPECT_FALSE(fs::exists(path_)) << "nothing created";
+  EXPECT_NE(c.status().message().find(db_.path()), std::string::npos) << c.status();
+  EXPECT_FALSE(fs::exists(db_.path())) << "nothing created";
 }
 
 TEST_F(SqliteTest, ReadOnlyOpenOfAMissingFileIsNotFound) {
-  auto c = Connection::OpenReadOnly(path_);
+  auto c = Connection::OpenReadOnly(db_.path());
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound) << c.status();
-  EXPECT_NE(c.status().message().find(path_), std::string::npos) << c.status();
-  EXPECT_FALSE(fs::exists(path_));
+  EXPECT_NE(c.status().message().find(db_.path()), std::string::npos) << c.status();
+  EXPECT_FALSE(fs::exists(db_.path()));
 }
 
 TEST_F(SqliteTest, CreateThenReopenSeesTheData) {
   {
     auto c = CreateWithTable();
     ASSERT_NE(c, nullptr);
-    EXPECT_EQ(c->path(), path_);
+    EXPECT_EQ(c->path(), db_.path());
     ASSERT_OK(c->Exec("INSERT INTO t(i) VALUES (1), (2)"));
   }
-  auto again = Connection::Open(path_, /*create=*/false);
+  auto again = Connection::Open(db_.path(), /*create=*/false);
   ASSERT_OK(again);
   EXPECT_EQ(Count(**again), 2);
-  auto ro = Connection::OpenReadOnly(path_);
+  auto ro = Connection::OpenReadOnly(db_.path());
   ASSERT_OK(ro);
   EXPECT_EQ(Count(**ro), 2);
   // podprof's SQL functions are there on a read-only connection too.
@@ -218,7 +209,7 @@ TEST_F(SqliteTest, RegexpIsRe2AndLinearInTheText) {
 
 TEST_F(SqliteTest, WritingThroughAReadOnlyConnectionIsFailedPrecondition) {
   ASSERT_NE(CreateWithTable(), nullptr);
-  auto ro = Connection::OpenReadOnly(path_);
+  auto ro = Connection::OpenReadOnly(db_.path());
   ASSERT_OK(ro);
   absl::Status s = (*ro)->Exec("INSERT INTO t(i) VALUES (1)");
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
@@ -297,7 +288,7 @@ TEST_F(SqliteTest, TransactionsCommitAndRollBack) {
   EXPECT_EQ(Count(*c), 1);
 
   // Another connection sees committed rows only.
-  auto other = Connection::Open(path_, false);
+  auto other = Connection::Open(db_.path(), false);
   ASSERT_OK(other);
   EXPECT_EQ(Count(**other), 1);
 }
@@ -311,14 +302,14 @@ TEST_F(SqliteTest, AConstraintViolationIsFailedPrecondition) {
   absl::Status s = (*ins)->Bind(1, int64_t{1}).Run();
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_NE(s.message().find("UNIQUE"), std::string::npos) << s;
-  EXPECT_NE(s.message().find(path_), std::string::npos) << s;
+  EXPECT_NE(s.message().find(db_.path()), std::string::npos) << s;
   // The statement is usable after the failure (Run rewound it).
   EXPECT_OK((*ins)->Bind(1, int64_t{2}).Run());
   EXPECT_EQ(Count(*c), 2);
 }
 
 TEST_F(SqliteTest, ForeignKeysAreEnforced) {
-  auto c = Connection::Open(path_, true);
+  auto c = Connection::Open(db_.path(), true);
   ASSERT_OK(c);
   ASSERT_OK(
       (*c)->Exec("CREATE TABLE p(id INTEGER PRIMARY KEY); "
@@ -330,7 +321,7 @@ TEST_F(SqliteTest, ForeignKeysAreEnforced) {
 TEST_F(SqliteTest, ALockedDatabaseIsUnavailable) {
   auto a = CreateWithTable();
   ASSERT_NE(a, nullptr);
-  auto b = Connection::Open(path_, false);
+  auto b = Connection::Open(db_.path(), false);
   ASSERT_OK(b);
   // Fail at once rather than after the wrapper's five-second busy wait.
   sqlite3_busy_timeout((*b)->get(), 0);
@@ -350,7 +341,7 @@ TEST_F(SqliteTest, BadSqlNamesTheStatementAndTheDatabase) {
   const std::string msg(st.status().message());
   EXPECT_NE(msg.find("SELECT no_such_column FROM t"), std::string::npos) << msg;
   EXPECT_NE(msg.find("no such column"), std::string::npos) << msg;
-  EXPECT_NE(msg.find(path_), std::string::npos) << msg;
+  EXPECT_NE(msg.find(db_.path()), std::string::npos) << msg;
 
   // A long statement is quoted by its start only, on one line.
   std::string long_sql = "SELECT\n  nope";
@@ -369,14 +360,14 @@ TEST_F(SqliteTest, BadSqlNamesTheStatementAndTheDatabase) {
 
 TEST_F(SqliteTest, NotADatabaseIsDataLoss) {
   {
-    std::FILE* f = std::fopen(path_.c_str(), "wb");
+    std::FILE* f = std::fopen(db_.path().c_str(), "wb");
     ASSERT_NE(f, nullptr);
     const std::string junk(4096, 'x');
     std::fwrite(junk.data(), 1, junk.size(), f);
     std::fclose(f);
   }
   absl::Status s;
-  auto c = Connection::Open(path_, false);
+  auto c = Connection::Open(db_.path(), false);
   if (c.ok()) {
     s = (*c)->Exec("SELECT count(*) FROM sqlite_schema");  // SQLite reads the header lazily
   } else {

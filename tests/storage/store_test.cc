@@ -14,6 +14,7 @@
 #include "storage/schema.h"
 #include "storage/sqlite.h"
 #include "tests/util/status_matchers.h"
+#include "tests/util/temp_database.h"
 #include "tests/util/trace_fixtures.h"
 #include "trace/kernel_stats.h"
 #include "trace/xspace_reader.h"
@@ -26,22 +27,12 @@ using podprof::testing::FixturePath;
 
 class StoreTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    path_ = ::testing::TempDir() + "/store_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" +
-            std::to_string(getpid()) + ".db";
-    Remove();
-  }
-  void TearDown() override { Remove(); }
-  void Remove() {
-    for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(path_ + suffix);
-  }
   std::unique_ptr<Store> Open(StoreOptions o = {}) {
-    auto s = Store::Open(path_, o);
+    auto s = Store::Open(db_.path(), o);
     EXPECT_OK(s);
     return s.ok() ? std::move(*s) : nullptr;
   }
-  std::string path_;
+  podprof::testing::TempDatabase db_{"store"};
 };
 
 ingest::CaptureInput FromFile(const std::string& id, const std::string& file, int64_t start_ns) {
@@ -589,7 +580,7 @@ TEST_F(StoreTest, RetentionByAgeSizeAndTimelines) {
 
 TEST_F(StoreTest, MigratesAnOlderSchemaAndRefusesANewerOne) {
   {
-    auto c = Connection::Open(path_, true);
+    auto c = Connection::Open(db_.path(), true);
     ASSERT_OK(c);
     ASSERT_OK(Migrate(**c, 1));
     ASSERT_OK(
@@ -605,10 +596,10 @@ TEST_F(StoreTest, MigratesAnOlderSchemaAndRefusesANewerOne) {
     EXPECT_EQ((*list)[0].source, CaptureSource::kCapture);  // the column version 2 added, defaulted
   }
   {
-    auto c = Connection::Open(path_, false);
+    auto c = Connection::Open(db_.path(), false);
     ASSERT_OK((*c)->Exec("PRAGMA user_version = 99"));
   }
-  auto newer = Store::Open(path_);
+  auto newer = Store::Open(db_.path());
   ASSERT_FALSE(newer.ok());
   EXPECT_TRUE(absl::IsFailedPrecondition(newer.status()));
   EXPECT_TRUE(absl::StrContains(newer.status().message(), "newer")) << newer.status();
@@ -671,7 +662,7 @@ TEST_F(StoreTest, SketchFunctionsWorkInSql) {
   auto store = Open();
   ASSERT_OK(
       ingest::StoreCapture(store->writer(), FromFile("tpu", podprof::testing::kTpuFixture, 1)));
-  auto c = Connection::Open(path_, false);
+  auto c = Connection::Open(db_.path(), false);
   ASSERT_OK(c);
   auto st = Statement::Prepare(**c,
                                "SELECT dds_quantile(dds_merge(s.sketch), 0.5), SUM(s.count) FROM "
