@@ -24,6 +24,12 @@ std::string Ns(int64_t ns) { return absl::StrCat(ns, "ns"); }
 std::string FileBase(const std::string& ready_file) {
   return ready_file.substr(0, ready_file.rfind('.'));
 }
+// A daemon's argv `args` (its binary first) plaintext, with --insecure after the binary, unless
+// the pod runs TLS: then its configuration holds its material (without both it refuses to start).
+std::vector<std::string> Secured(const PodOptions& o, std::vector<std::string> args) {
+  if (!o.tls) args.insert(args.begin() + 1, "--insecure");
+  return args;
+}
 // Where a host's prefix and extra flags go: before the binary, after the launcher's flags.
 std::vector<std::string> Assemble(const std::vector<std::string>& prefix,
                                   std::vector<std::string> args,
@@ -72,13 +78,11 @@ absl::Status WritePodFiles(const PodOptions& options) {
 }
 
 std::vector<std::string> AggregatorArgs(const PodOptions& options) {
-  std::vector<std::string> args = {Bin(options, "podprof-aggregator"),
-                                   "--insecure",
-                                   "--config=" + In(options, "aggregator.toml"),
-                                   "--listen=" + options.aggregator_listen,
-                                   "--http-listen=127.0.0.1:0",
-                                   "--db=" + In(options, "podprof.db"),
-                                   "--ready-file=" + AggregatorReadyFile(options)};
+  std::vector<std::string> args = Secured(
+      options,
+      {Bin(options, "podprof-aggregator"), "--config=" + In(options, "aggregator.toml"),
+       "--listen=" + options.aggregator_listen, "--http-listen=127.0.0.1:0",
+       "--db=" + In(options, "podprof.db"), "--ready-file=" + AggregatorReadyFile(options)});
   args.insert(args.end(), options.aggregator_flags.begin(), options.aggregator_flags.end());
   return args;
 }
@@ -110,10 +114,12 @@ std::vector<std::string> AgentArgs(const PodOptions& options, int host, int64_t 
   auto port = [&](const char* key) {
     return absl::StrCat("127.0.0.1:", simhost_ready.value(key, 0));
   };
+  const std::string config =
+      h.agent_config_file.empty() ? In(options, "agent.toml") : h.agent_config_file;
   std::vector<std::string> args = {
-      Bin(options, "podprof-agent"), "--insecure", "--config=" + In(options, "agent.toml"),
-      "--listen=" + h.agent_listen, "--advertise=" + h.agent_advertise,
-      "--profiler-service-listen=none",
+      Bin(options, "podprof-agent"), "--config=" + config, "--listen=" + h.agent_listen,
+      "--advertise=" + h.agent_advertise,
+      "--profiler-service-listen=" + h.agent_profiler_service_listen,
       // Each agent's /metrics on a free port: the default, 7103, fits one agent a machine.
       "--http-listen=" + options.agent_http_listen, "--host-name=" + h.name,
       "--sysfs-root=" + In(options, "sys"), "--temp-dir=" + In(options, "tmp"),
@@ -127,7 +133,7 @@ std::vector<std::string> AgentArgs(const PodOptions& options, int host, int64_t 
   // No aggregator: a standalone agent, asked for captures directly.
   const std::string registers_with = h.aggregator.empty() ? aggregator : h.aggregator;
   if (!registers_with.empty()) args.push_back("--aggregator=" + registers_with);
-  return Assemble(h.prefix, std::move(args), options.agent_flags, h.agent_flags);
+  return Assemble(h.prefix, Secured(options, std::move(args)), options.agent_flags, h.agent_flags);
 }
 
 Pod::Pod(PodOptions options)

@@ -7,6 +7,10 @@
 // lines, for callers that own their processes (tests that signal and restart them one by one).
 // Pod starts and owns the processes: in order, each once the one before is ready, so a host's
 // agent is given its simulated host's ports and the aggregator's address.
+//
+// The daemons speak plaintext unless PodOptions::tls: then each reads its certificate from its
+// configuration's [tls] table, and a host whose agent has an identity of its own names its own
+// configuration file (HostOptions::agent_config_file).
 #ifndef PODPROF_LAUNCH_POD_LAUNCHER_H_
 #define PODPROF_LAUNCH_POD_LAUNCHER_H_
 
@@ -41,9 +45,14 @@ struct HostOptions {
   int64_t device_clock_offset_ns = 0;
   // Runs both processes under this command (e.g. {"ip", "netns", "exec", "ns1"}).
   std::vector<std::string> prefix;
-  // The agent's --listen and --advertise.
+  // The agent's --listen and --advertise, and --profiler-service-listen (its XProf facade;
+  // "none" for none).
   std::string agent_listen = "127.0.0.1:0";
   std::string agent_advertise = "127.0.0.1:0";
+  std::string agent_profiler_service_listen = "none";
+  // The agent's --config; empty = the pod's <dir>/agent.toml. A file of the caller's, for a host
+  // whose agent differs from the pod's (its own TLS identity): WritePodFiles does not write it.
+  std::string agent_config_file;
   // The agent's --aggregator; empty = the pod's aggregator.
   std::string aggregator;
   // The agent's --workload-profiler and --workload-metrics; empty = its simulated host's
@@ -79,6 +88,10 @@ struct PodOptions {
   // The contents of <dir>/aggregator.toml and <dir>/agent.toml.
   std::string aggregator_config;
   std::string agent_config;
+  // Mutual TLS: the aggregator and the agents without --insecure, so that each must find its
+  // material in its configuration's [tls] table (the simulated hosts stay plaintext, as a real
+  // workload's loopback services are).
+  bool tls = false;
   // Per host; hosts past its end take the defaults.
   std::vector<HostOptions> host;
   // More flags for every aggregator, simulated host or agent (see HostOptions' on repeats).
@@ -110,16 +123,16 @@ HostOptions HostAt(const PodOptions& options, int host);
 // agents' empty sysfs (sys/) and temporary folder (tmp/). Pod::StartAggregator calls it first.
 absl::Status WritePodFiles(const PodOptions& options);
 
-// The aggregator's argv (args[0] is its binary): plaintext, a free HTTP port, the database
-// <dir>/podprof.db.
+// The aggregator's argv (args[0] is its binary): plaintext unless options.tls, a free HTTP
+// port, the database <dir>/podprof.db.
 std::vector<std::string> AggregatorArgs(const PodOptions& options);
 // Host `host`'s simulated host: free ports, host `host` of options.hosts of one pod, its clock
 // error from HostOptions since `epoch_ns` (the host's agent must get the same), its ground
 // truth in TruthFile.
 std::vector<std::string> SimhostArgs(const PodOptions& options, int host, int64_t epoch_ns);
-// Host `host`'s agent: plaintext, loopback, no sysfs (<dir>/sys is empty), its workload the
-// simulated host whose ready file said `simhost_ready` (profiler_port, metrics_port),
-// registering with `aggregator` ("127.0.0.1:PORT"; empty: standalone).
+// Host `host`'s agent: plaintext unless options.tls, loopback, no sysfs (<dir>/sys is empty),
+// its workload the simulated host whose ready file said `simhost_ready` (profiler_port,
+// metrics_port), registering with `aggregator` ("127.0.0.1:PORT"; empty: standalone).
 std::vector<std::string> AgentArgs(const PodOptions& options, int host, int64_t epoch_ns,
                                    const nlohmann::json& simhost_ready,
                                    const std::string& aggregator);

@@ -6,7 +6,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -21,6 +20,7 @@
 #include "common/skewed_clock.h"
 #include "gtest/gtest.h"
 #include "harness/wait.h"
+#include "launch/pod_launcher.h"
 #include "proto/podprof_agent.grpc.pb.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
 #include "proto/profiler_service.grpc.pb.h"
@@ -41,65 +41,54 @@ namespace fs = std::filesystem;
 using podprof::testing::ChildProcess;
 using podprof::testing::ReadTestFile;
 
-std::string Bin(const std::string& name) { return std::string(PODPROF_BIN_DIR) + "/" + name; }
-
-// A scratch directory per test.
+// A scratch directory per test, and the test's host in it as launch/ starts it: host-a, 4 v5e
+// chips, an agent that registers nowhere (it is asked for captures directly).
 class Scratch {
  public:
   explicit Scratch(const std::string& name)
       : dir_(fs::path(::testing::TempDir()) / absl::StrCat("agent_", name, "_", getpid())) {
     fs::remove_all(dir_);
-    fs::create_directories(dir_ / "nosys");
-    fs::create_directories(dir_ / "tmp");
+    fs::create_directories(dir_);
+    pod.bin_dir = PODPROF_BIN_DIR;
+    pod.dir = dir_.string();
+    pod.generation = "v5e";
+    pod.chips = 4;
+    pod.aggregator = false;
+    pod.host.resize(1);
+    host().name = "host-a";
   }
   ~Scratch() { fs::remove_all(dir_); }
   std::string operator/(const std::string& f) const { return (dir_ / f).string(); }
+
+  launch::HostOptions& host() { return pod.host[0]; }
+  // The agent's workload: its profiler and its metric service ("" for the simulated host's,
+  // "none" for no metrics).
+  void Workload(const std::string& profiler, const std::string& metrics) {
+    host().workload_profiler = profiler;
+    host().workload_metrics = metrics;
+  }
+
+  launch::PodOptions pod;
+  // Where the host's clock drift counts from, for both of its processes.
+  const int64_t epoch_ns = RealClock().NowNs();
 
  private:
   fs::path dir_;
 };
 
-std::unique_ptr<ChildProcess> StartSimhost(const Scratch& s, std::vector<std::string> extra) {
-  std::vector<std::string> args = {Bin("podprof-simhost"),
-                                   "--profiler-port=0",
-                                   "--metrics-port=0",
-                                   "--generation=v5e",
-                                   "--chips=4",
-                                   "--ready-file=" + s / "sim.ready",
-                                   "--truth-file=" + s / "truth.json"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  return std::make_unique<ChildProcess>(args, s / "sim.ready");
+std::unique_ptr<ChildProcess> StartSimhost(const Scratch& s) {
+  return std::make_unique<ChildProcess>(launch::SimhostArgs(s.pod, 0, s.epoch_ns),
+                                        launch::SimhostReadyFile(s.pod, 0));
 }
 
-std::unique_ptr<ChildProcess> StartAgent(const Scratch& s, std::vector<std::string> extra,
+// The agent of `s`, its workload `sim` (null: the one Scratch::Workload names), with `env`
+// added. Writes its configuration first (PodOptions::agent_config, empty unless set).
+std::unique_ptr<ChildProcess> StartAgent(const Scratch& s, const ChildProcess* sim = nullptr,
                                          std::vector<std::string> env = {}) {
-  std::vector<std::string> args = {Bin("podprof-agent"),
-                                   "--insecure",
-                                   "--config=" + s / "absent.toml",
-                                   "--listen=127.0.0.1:0",
-                                   "--profiler-service-listen=none",
-                                   "--host-name=host-a",
-                                   "--sysfs-root=" + s / "nosys",
-                                   "--temp-dir=" + s / "tmp",
-                                   "--ready-file=" + s / "agent.ready"};
-  // The config file is optional for these tests: write an empty one.
-  std::ofstream(s / "absent.toml") << "";
-  // A flag in `extra` replaces the default of the same name.
-  for (const std::string& e : extra) {
-    std::string name = e.substr(0, e.find('='));
-    args.erase(std::remove_if(args.begin() + 1, args.end(),
-                              [&](const std::string& a) { return a.rfind(name + "=", 0) == 0; }),
-               args.end());
-  }
-  args.insert(args.end(), extra.begin(), extra.end());
-  return std::make_unique<ChildProcess>(args, s / "agent.ready", env);
-}
-
-std::string SimProfiler(const ChildProcess& sim) {
-  return absl::StrCat("--workload-profiler=127.0.0.1:", sim.info()["profiler_port"].get<int>());
-}
-std::string SimMetrics(const ChildProcess& sim) {
-  return absl::StrCat("--workload-metrics=127.0.0.1:", sim.info()["metrics_port"].get<int>());
+  EXPECT_OK(launch::WritePodFiles(s.pod));
+  const nlohmann::json sim_ready = sim != nullptr ? sim->info() : nlohmann::json::object();
+  return std::make_unique<ChildProcess>(launch::AgentArgs(s.pod, 0, s.epoch_ns, sim_ready, ""),
+                                        launch::AgentReadyFile(s.pod, 0), std::move(env));
 }
 
 std::unique_ptr<podprof::v1::Agent::Stub> AgentStub(const ChildProcess& agent) {
@@ -150,9 +139,10 @@ using Totals = std::map<std::pair<int, std::string>, std::pair<int64_t, int64_t>
 
 TEST(AgentProcessTest, CaptureStreamsExactlyTheKernelsTheWorkloadWrote) {
   Scratch s("exact");
-  auto sim = StartSimhost(s, {});
+  s.pod.agent_flags = {"--counter-interval=50ms"};
+  auto sim = StartSimhost(s);
   ASSERT_TRUE(sim->ready());
-  auto agent = StartAgent(s, {SimProfiler(*sim), SimMetrics(*sim), "--counter-interval=50ms"});
+  auto agent = StartAgent(s, sim.get());
   ASSERT_TRUE(agent->ready());
   auto stub = AgentStub(*agent);
   RealClock clock;
@@ -166,7 +156,7 @@ TEST(AgentProcessTest, CaptureStreamsExactlyTheKernelsTheWorkloadWrote) {
   ASSERT_TRUE(r.chunks.back().has_trailer());
 
   // The start instant is honoured.
-  nlohmann::json truth = nlohmann::json::parse(ReadTestFile(s / "truth.json"));
+  nlohmann::json truth = nlohmann::json::parse(ReadTestFile(launch::TruthFile(s.pod, 0)));
   const auto& session = truth["sessions"][0];
   EXPECT_GE(session["true_start_ns"].get<int64_t>(), start);
   EXPECT_LT(session["true_start_ns"].get<int64_t>(), start + 5'000'000);
@@ -226,7 +216,8 @@ TEST(AgentProcessTest, CaptureStreamsExactlyTheKernelsTheWorkloadWrote) {
 
 TEST(AgentProcessTest, WorkloadDownIsUnavailableAndTheAgentStaysHealthy) {
   Scratch s("down");
-  auto agent = StartAgent(s, {"--workload-profiler=127.0.0.1:1", "--workload-metrics=none"});
+  s.Workload("127.0.0.1:1", "none");
+  auto agent = StartAgent(s);
   ASSERT_TRUE(agent->ready());
   auto stub = AgentStub(*agent);
   CaptureResult r = Capture(*stub, "cap-down", 0, 100);
@@ -244,9 +235,10 @@ TEST(AgentProcessTest, WorkloadDownIsUnavailableAndTheAgentStaysHealthy) {
 
 TEST(AgentProcessTest, BusyProfilerAndOneCaptureAtATime) {
   Scratch s("busy");
-  auto sim = StartSimhost(s, {});
+  s.Workload("", "none");
+  auto sim = StartSimhost(s);
   ASSERT_TRUE(sim->ready());
-  auto agent = StartAgent(s, {SimProfiler(*sim), "--workload-metrics=none"});
+  auto agent = StartAgent(s, sim.get());
   ASSERT_TRUE(agent->ready());
   auto stub = AgentStub(*agent);
   RealClock clock;
@@ -293,8 +285,9 @@ TEST(AgentProcessTest, BusyProfilerAndOneCaptureAtATime) {
 
 TEST(AgentProcessTest, LateStartIsRefused) {
   Scratch s("late");
-  auto sim = StartSimhost(s, {});
-  auto agent = StartAgent(s, {SimProfiler(*sim), "--workload-metrics=none"});
+  s.Workload("", "none");
+  auto sim = StartSimhost(s);
+  auto agent = StartAgent(s, sim.get());
   ASSERT_TRUE(sim->ready() && agent->ready());
   auto stub = AgentStub(*agent);
   RealClock clock;
@@ -344,9 +337,9 @@ struct FakeWorkload {
 TEST(AgentProcessTest, HangingWorkloadHitsTheDeadline) {
   Scratch s("hang");
   FakeWorkload hung(FakeProfiler::Mode::kHang);
-  std::ofstream(s / "agent.toml") << "[limits]\nworkload_timeout = \"1s\"\n";
-  auto agent = StartAgent(s, {absl::StrCat("--workload-profiler=127.0.0.1:", hung.port),
-                              "--workload-metrics=none", "--config=" + s / "agent.toml"});
+  s.pod.agent_config = "[limits]\nworkload_timeout = \"1s\"\n";
+  s.Workload(absl::StrCat("127.0.0.1:", hung.port), "none");
+  auto agent = StartAgent(s);
   ASSERT_TRUE(agent->ready());
   auto stub = AgentStub(*agent);
   CaptureResult r = Capture(*stub, "hang", 0, 100);
@@ -359,8 +352,8 @@ TEST(AgentProcessTest, HangingWorkloadHitsTheDeadline) {
 TEST(AgentProcessTest, CorruptXSpaceIsDataLossWithTheOffset) {
   Scratch s("corrupt");
   FakeWorkload bad(FakeProfiler::Mode::kCorrupt);
-  auto agent = StartAgent(
-      s, {absl::StrCat("--workload-profiler=127.0.0.1:", bad.port), "--workload-metrics=none"});
+  s.Workload(absl::StrCat("127.0.0.1:", bad.port), "none");
+  auto agent = StartAgent(s);
   ASSERT_TRUE(agent->ready());
   auto stub = AgentStub(*agent);
   CaptureResult r = Capture(*stub, "bad", 0, 100);
@@ -404,9 +397,9 @@ TEST(AgentProcessTest, WorkloadFaultsLeaveNoStuckThreadsOrOpenFiles) {
   for (const Case& c : cases) {
     // One agent per fault; its metric service is down throughout.
     Scratch s(absl::StrCat("faults", n++));
-    std::ofstream(s / "agent.toml") << "[limits]\nworkload_timeout = \"1s\"\n";
-    auto agent = StartAgent(s, {absl::StrCat("--workload-profiler=127.0.0.1:", c.port),
-                                "--workload-metrics=127.0.0.1:1", "--config=" + s / "agent.toml"});
+    s.pod.agent_config = "[limits]\nworkload_timeout = \"1s\"\n";
+    s.Workload(absl::StrCat("127.0.0.1:", c.port), "127.0.0.1:1");
+    auto agent = StartAgent(s);
     ASSERT_TRUE(agent->ready());
     auto stub = AgentStub(*agent);
     Capture(*stub, "warm", 0, 100);  // gRPC's thread pools reach their working size
@@ -433,8 +426,9 @@ TEST(AgentProcessTest, WorkloadFaultsLeaveNoStuckThreadsOrOpenFiles) {
 
 TEST(AgentProcessTest, SigtermDuringACaptureDrains) {
   Scratch s("drain");
-  auto sim = StartSimhost(s, {});
-  auto agent = StartAgent(s, {SimProfiler(*sim), "--workload-metrics=none"});
+  s.Workload("", "none");
+  auto sim = StartSimhost(s);
+  auto agent = StartAgent(s, sim.get());
   ASSERT_TRUE(sim->ready() && agent->ready());
   auto stub = AgentStub(*agent);
   CaptureResult r;
@@ -453,8 +447,9 @@ TEST(AgentProcessTest, SigtermDuringACaptureDrains) {
 TEST(AgentProcessTest, SdNotifyReadyReloadWatchdogStoppingInOrder) {
   Scratch s("notify");
   NotifySocket sock(s / "notify.sock");
-  auto agent = StartAgent(s, {"--workload-profiler=127.0.0.1:1", "--workload-metrics=none"},
-                          {"NOTIFY_SOCKET=" + s / "notify.sock", "WATCHDOG_USEC=200000"});
+  s.Workload("127.0.0.1:1", "none");
+  auto agent =
+      StartAgent(s, nullptr, {"NOTIFY_SOCKET=" + s / "notify.sock", "WATCHDOG_USEC=200000"});
   ASSERT_TRUE(agent->ready());
   std::vector<std::string> msgs = sock.ReadUntil("WATCHDOG=1");
   ASSERT_GE(msgs.size(), 2u);
@@ -511,9 +506,11 @@ TEST(AgentProcessTest, RegistersAndHeartbeatsWithLabels) {
   b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
   b.RegisterService(&agg);
   auto server = b.BuildAndStart();
-  auto agent = StartAgent(
-      s, {"--workload-profiler=127.0.0.1:1", "--workload-metrics=none",
-          absl::StrCat("--aggregator=127.0.0.1:", port), "--label=pod=p7", "--clock-offset=5ms"});
+  s.Workload("127.0.0.1:1", "none");
+  s.host().aggregator = absl::StrCat("127.0.0.1:", port);
+  s.host().clock_offset_ns = 5'000'000;
+  s.pod.agent_flags = {"--label=pod=p7"};
+  auto agent = StartAgent(s);
   ASSERT_TRUE(agent->ready());
   for (int i = 0; i < 100; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -547,10 +544,11 @@ TEST(AgentProcessTest, RegistersAndHeartbeatsWithLabels) {
 
 TEST(AgentProcessTest, XprofFacadeProxiesToTheWorkload) {
   Scratch s("facade");
-  auto sim = StartSimhost(s, {});
+  s.Workload("", "none");
+  s.host().agent_profiler_service_listen = "127.0.0.1:0";
+  auto sim = StartSimhost(s);
   ASSERT_TRUE(sim->ready());
-  auto agent = StartAgent(
-      s, {SimProfiler(*sim), "--workload-metrics=none", "--profiler-service-listen=127.0.0.1:0"});
+  auto agent = StartAgent(s, sim.get());
   ASSERT_TRUE(agent->ready());
   auto facade = tensorflow::ProfilerService::NewStub(grpc::CreateChannel(
       absl::StrCat("127.0.0.1:", agent->info()["profiler_service_port"].get<int>()),
@@ -585,10 +583,10 @@ TEST(AgentProcessTest, XprofFacadeProxiesToTheWorkload) {
 
 TEST(AgentProcessTest, ChipsFromMetricsBeforeAnyCaptureAndMetricsDownIsAWarning) {
   Scratch s("metrics");
-  auto sim = StartSimhost(s, {});
+  auto sim = StartSimhost(s);
   ASSERT_TRUE(sim->ready());
   {
-    auto agent = StartAgent(s, {SimProfiler(*sim), SimMetrics(*sim)});
+    auto agent = StartAgent(s, sim.get());
     ASSERT_TRUE(agent->ready());
     auto stub = AgentStub(*agent);
     grpc::ClientContext ctx;
@@ -598,8 +596,9 @@ TEST(AgentProcessTest, ChipsFromMetricsBeforeAnyCaptureAndMetricsDownIsAWarning)
     EXPECT_EQ(info.workload_endpoints_size(), 2);
     for (const auto& e : info.workload_endpoints()) EXPECT_TRUE(e.reachable()) << e.address();
   }
-  fs::remove(s / "agent.ready");
-  auto agent = StartAgent(s, {SimProfiler(*sim), "--workload-metrics=127.0.0.1:1"});
+  fs::remove(launch::AgentReadyFile(s.pod, 0));
+  s.Workload("", "127.0.0.1:1");
+  auto agent = StartAgent(s, sim.get());
   ASSERT_TRUE(agent->ready());
   auto stub = AgentStub(*agent);
   CaptureResult r = Capture(*stub, "no-metrics", 0, 200);
@@ -614,8 +613,9 @@ TEST(AgentProcessTest, ChipsFromMetricsBeforeAnyCaptureAndMetricsDownIsAWarning)
 
 TEST(AgentProcessTest, ClientGoneTerminatesTheWorkloadSession) {
   Scratch s("cancel");
-  auto sim = StartSimhost(s, {});
-  auto agent = StartAgent(s, {SimProfiler(*sim), "--workload-metrics=none"});
+  s.Workload("", "none");
+  auto sim = StartSimhost(s);
+  auto agent = StartAgent(s, sim.get());
   ASSERT_TRUE(sim->ready() && agent->ready());
   auto stub = AgentStub(*agent);
   RealClock clock;
@@ -634,7 +634,7 @@ TEST(AgentProcessTest, ClientGoneTerminatesTheWorkloadSession) {
   nlohmann::json truth;
   for (int i = 0; i < 150; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    truth = nlohmann::json::parse(ReadTestFile(s / "truth.json"));
+    truth = nlohmann::json::parse(ReadTestFile(launch::TruthFile(s.pod, 0)));
     if (!truth["sessions"].empty()) break;
   }
   ASSERT_EQ(truth["sessions"].size(), 1u);

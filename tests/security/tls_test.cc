@@ -20,6 +20,7 @@
 #include "common/clock.h"
 #include "gtest/gtest.h"
 #include "harness/wait.h"
+#include "launch/pod_launcher.h"
 #include "nlohmann/json.hpp"
 #include "proto/podprof_agent.grpc.pb.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
@@ -64,12 +65,27 @@ class TlsTest : public ::testing::Test {
     MakeCert("ca", "operator", "viewer-bob");
     MakeCert("ca", "aggregator", "agg-nosan");                  // names no address it is dialled at
     MakeCert("other-ca", "operator", "intruder", "ops-alice");  // claims the operator's name
+    // The agents' sysfs and temporary folders; each test writes the configurations it needs.
+    ASSERT_OK(launch::WritePodFiles(Pod()));
   }
   static void TearDownTestSuite() {
     fs::remove_all(*dir_);
     delete dir_;
   }
   static std::string P(const std::string& f) { return (*dir_ / f).string(); }
+  // The daemons' command lines (launch/pod_launcher.h): mutual TLS, each daemon's material in
+  // its configuration, its files in the suite's folder (`dir`, a folder under it, for a pod of
+  // its own); up to two hosts, agent n on host n, each simulated host of two chips.
+  static launch::PodOptions Pod(const std::string& dir = "") {
+    launch::PodOptions pod;
+    pod.bin_dir = PODPROF_BIN_DIR;
+    pod.dir = dir.empty() ? dir_->string() : P(dir);
+    pod.tls = true;
+    pod.hosts = 2;
+    pod.chips = 2;
+    pod.host.resize(pod.hosts);
+    return pod;
+  }
   // curl over HTTPS as `who` (the certificate `who`.crt; "" for none), trusting the test CA.
   static testing::CurlResult CurlAs(const std::string& who, const std::string& args) {
     std::string flags = " --cacert " + P("ca.crt");
@@ -106,15 +122,15 @@ class TlsTest : public ::testing::Test {
   void StartAggregator(const std::string& allowed_agents = "\"agent-0\"",
                        const std::string& cert = "aggregator") {
     WriteAggregatorConfig(allowed_agents, "\"ops-alice\"", cert);
-    fs::remove(P("agg.json"));
-    aggregator_ = std::make_unique<ChildProcess>(
-        std::vector<std::string>{std::string(PODPROF_BIN_DIR) + "/podprof-aggregator",
-                                 "--config=" + P("aggregator.toml"), "--db=" + P("pod.db"),
-                                 "--ready-file=" + P("agg.json")},
-        P("agg.json"), std::vector<std::string>{}, P("aggregator.log"));
+    const launch::PodOptions pod = Pod();
+    fs::remove(launch::AggregatorReadyFile(pod));
+    aggregator_ = std::make_unique<ChildProcess>(launch::AggregatorArgs(pod),
+                                                 launch::AggregatorReadyFile(pod),
+                                                 std::vector<std::string>{}, P("aggregator.log"));
     ASSERT_TRUE(aggregator_->ready());
     addr_ = absl::StrCat("127.0.0.1:", aggregator_->info()["port"].get<int>());
   }
+  // The pod's aggregator.toml (launch/ names it in the aggregator's --config).
   static void WriteAggregatorConfig(const std::string& allowed_agents,
                                     const std::string& allowed_operators,
                                     const std::string& cert = "aggregator") {
@@ -137,31 +153,27 @@ class TlsTest : public ::testing::Test {
     if (host.empty()) host = identity;
     if (cert.empty()) cert = identity;
     const std::string sn = std::to_string(n);
+    launch::PodOptions pod = Pod();
+    launch::HostOptions& h = pod.host.at(n);
+    h.name = host;
+    h.agent_profiler_service_listen = facade;
+    h.agent_config_file = P("agent" + sn + ".toml");
+    h.workload_metrics = "none";
     // An earlier test's ready files would be read as this one's (a facade port of 0).
-    fs::remove(P("sim" + sn + ".json"));
-    fs::remove(P("agent" + sn + ".json"));
-    auto sim = std::make_unique<ChildProcess>(
-        std::vector<std::string>{std::string(PODPROF_BIN_DIR) + "/podprof-simhost",
-                                 "--profiler-port=0", "--metrics-port=0", "--chips=2",
-                                 "--ready-file=" + P("sim" + sn + ".json")},
-        P("sim" + sn + ".json"));
+    fs::remove(launch::SimhostReadyFile(pod, n));
+    fs::remove(launch::AgentReadyFile(pod, n));
+    const int64_t epoch = RealClock().NowNs();
+    auto sim = std::make_unique<ChildProcess>(launch::SimhostArgs(pod, n, epoch),
+                                              launch::SimhostReadyFile(pod, n));
     EXPECT_TRUE(sim->ready());
     std::ofstream(P("agent" + sn + ".toml"))
         << "[tls]\ncert = \"" << P(cert + ".crt") << "\"\nkey = \"" << P(cert + ".key")
         << "\"\nca = \"" << P("ca.crt") << "\"\nallowed_aggregators = [\"aggregator\"]\n"
         << "allowed_profiler_clients = [" << facade_clients << "]\n"
         << "[xprof]\nallowed_roots = [\"" << P("xprof") << "\"]\n";
-    fs::create_directories(P("nosys"));
     auto agent = std::make_unique<ChildProcess>(
-        std::vector<std::string>{
-            std::string(PODPROF_BIN_DIR) + "/podprof-agent",
-            "--config=" + P("agent" + sn + ".toml"), "--listen=127.0.0.1:0",
-            "--advertise=127.0.0.1:0", "--profiler-service-listen=" + facade, "--host-name=" + host,
-            "--sysfs-root=" + P("nosys"),
-            absl::StrCat("--workload-profiler=127.0.0.1:", sim->info()["profiler_port"].get<int>()),
-            "--workload-metrics=none", "--aggregator=" + addr_,
-            "--ready-file=" + P("agent" + sn + ".json")},
-        P("agent" + sn + ".json"), std::vector<std::string>{}, P("agent" + sn + ".log"));
+        launch::AgentArgs(pod, n, epoch, sim->info(), addr_), launch::AgentReadyFile(pod, n),
+        std::vector<std::string>{}, P("agent" + sn + ".log"));
     EXPECT_TRUE(agent->ready());
     sims_.push_back(std::move(sim));
     return agent;
@@ -485,12 +497,12 @@ TEST_F(TlsTest, EachBadCredentialIsNamedAtLoad) {
   EXPECT_TRUE(absl::StrContains(expired, P("agent-0.crt"))) << expired;
 
   // A daemon given a key that is not its certificate's says so and exits 2; it never aborts.
-  std::ofstream(P("mismatch.toml"))
-      << "listen = \"127.0.0.1:0\"\n[tls]\ncert = \"" << P("aggregator.crt") << "\"\nkey = \""
-      << P("agent-0.key") << "\"\nca = \"" << P("ca.crt") << "\"\n";
-  ChildProcess agg({std::string(PODPROF_BIN_DIR) + "/podprof-aggregator",
-                    "--config=" + P("mismatch.toml"), "--db=" + P("mismatch.db")},
-                   "");
+  launch::PodOptions mismatch = Pod("mismatch");
+  mismatch.aggregator_config =
+      absl::StrCat("listen = \"127.0.0.1:0\"\n[tls]\ncert = \"", P("aggregator.crt"),
+                   "\"\nkey = \"", P("agent-0.key"), "\"\nca = \"", P("ca.crt"), "\"\n");
+  ASSERT_OK(launch::WritePodFiles(mismatch));
+  ChildProcess agg(launch::AggregatorArgs(mismatch), "");
   int status = agg.Wait();
   ASSERT_TRUE(WIFEXITED(status)) << "signal " << WTERMSIG(status);
   EXPECT_EQ(WEXITSTATUS(status), 2);
@@ -721,18 +733,18 @@ TEST_F(TlsTest, TheCliSaysWhyADialFailed) {
 }
 
 TEST_F(TlsTest, NoTlsMaterialAndNoInsecureIsRefusedAtStart) {
-  std::ofstream(P("bare.toml")) << "listen = \"127.0.0.1:0\"\n";
-  ChildProcess agg({std::string(PODPROF_BIN_DIR) + "/podprof-aggregator",
-                    "--config=" + P("bare.toml"), "--db=" + P("bare.db")},
-                   "");
+  // A pod of its own whose configurations hold no [tls] table.
+  launch::PodOptions bare = Pod("bare");
+  bare.aggregator_config = "listen = \"127.0.0.1:0\"\n";
+  bare.host[0].workload_profiler = "127.0.0.1:1";
+  bare.host[0].workload_metrics = "none";
+  ASSERT_OK(launch::WritePodFiles(bare));
+  ChildProcess agg(launch::AggregatorArgs(bare), "");
   int status = agg.Wait();
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 2);
-  std::ofstream(P("bare-agent.toml")) << "";
-  ChildProcess agent(
-      {std::string(PODPROF_BIN_DIR) + "/podprof-agent", "--config=" + P("bare-agent.toml"),
-       "--listen=127.0.0.1:0", "--workload-profiler=127.0.0.1:1", "--workload-metrics=none"},
-      "");
+  ChildProcess agent(launch::AgentArgs(bare, 0, RealClock().NowNs(), nlohmann::json::object(), ""),
+                     "");
   status = agent.Wait();
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_NE(WEXITSTATUS(status), 0);

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "gtest/gtest.h"
+#include "launch/pod_launcher.h"
 #include "nlohmann/json.hpp"
 #include "proto/profiler_service.grpc.pb.h"
 #include "proto/tpu_metric_service.grpc.pb.h"
@@ -30,19 +31,36 @@ namespace {
 namespace fs = std::filesystem;
 namespace rt = tpu::monitoring::runtime;
 
-// A running podprof-simhost with clients for both of its services.
+// A simulated host of `chips` chips of `generation`, alone in its pod; the tests set the rest.
+launch::PodOptions SimPod(int chips, const std::string& generation = "v6e") {
+  launch::PodOptions pod;
+  pod.bin_dir = PODPROF_BIN_DIR;
+  pod.chips = chips;
+  pod.generation = generation;
+  pod.aggregator = pod.agents = false;
+  return pod;
+}
+// A host whose clock is off by `offset_ns` (its devices' by `device_offset_ns` more).
+launch::HostOptions HostClock(int64_t offset_ns, int64_t device_offset_ns = 0) {
+  launch::HostOptions h;
+  h.clock_offset_ns = offset_ns;
+  h.device_clock_offset_ns = device_offset_ns;
+  return h;
+}
+
+// A running podprof-simhost, host `host` of `pod` as launch/ starts it, with clients for both
+// of its services.
 class SimProcess {
  public:
-  SimProcess(const std::string& name, std::vector<std::string> args)
+  SimProcess(const std::string& name, launch::PodOptions pod, int host = 0)
       : dir_(fs::path(::testing::TempDir()) / absl::StrCat("simhost_", name, "_", getpid())) {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
-    truth_ = (dir_ / "truth.json").string();
-    std::string ready = (dir_ / "ready.json").string();
-    args.insert(args.begin(), {std::string(PODPROF_BIN_DIR) + "/podprof-simhost",
-                               "--profiler-port=0", "--metrics-port=0", "--bind=127.0.0.1",
-                               "--ready-file=" + ready, "--truth-file=" + truth_});
-    process_ = std::make_unique<podprof::testing::ChildProcess>(args, ready);
+    pod.dir = dir_.string();
+    truth_ = launch::TruthFile(pod, host);
+    // The drift, if any, counts from now.
+    process_ = std::make_unique<podprof::testing::ChildProcess>(
+        launch::SimhostArgs(pod, host, RealClock().NowNs()), launch::SimhostReadyFile(pod, host));
     if (!process_->ready()) return;
     auto channel = [](int port) {
       return grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
@@ -95,7 +113,9 @@ grpc::Status Call(SimProcess& p, const tensorflow::ProfileRequest& req,
 }
 
 TEST(SimHostProcessTest, ProfileHonoursStartTimeAndWritesTheSessionLayout) {
-  SimProcess p("start", {"--generation=v5e", "--chips=8", "--clock-offset=-37.5ms"});
+  launch::PodOptions pod = SimPod(8, "v5e");
+  pod.host = {HostClock(-37'500'000)};
+  SimProcess p("start", pod);
   ASSERT_TRUE(p.ok());
   RealClock clock;
   const int64_t offset = -37'500'000;
@@ -127,7 +147,7 @@ TEST(SimHostProcessTest, ProfileHonoursStartTimeAndWritesTheSessionLayout) {
 }
 
 TEST(SimHostProcessTest, LateStartBeginsAtOnceAndSaysBy) {
-  SimProcess p("late", {"--chips=2"});
+  SimProcess p("late", SimPod(2));
   ASSERT_TRUE(p.ok());
   RealClock clock;
   tensorflow::ProfileResponse resp;
@@ -143,7 +163,7 @@ TEST(SimHostProcessTest, LateStartBeginsAtOnceAndSaysBy) {
 }
 
 TEST(SimHostProcessTest, OneSessionAtATimeAndTerminateEndsEarly) {
-  SimProcess p("busy", {"--chips=2"});
+  SimProcess p("busy", SimPod(2));
   ASSERT_TRUE(p.ok());
   RealClock clock;
   tensorflow::ProfileResponse first_resp;
@@ -179,7 +199,7 @@ TEST(SimHostProcessTest, OneSessionAtATimeAndTerminateEndsEarly) {
 }
 
 TEST(SimHostProcessTest, BadRequestsAreRejectedClearly) {
-  SimProcess p("bad", {"--chips=1"});
+  SimProcess p("bad", SimPod(1));
   ASSERT_TRUE(p.ok());
   tensorflow::ProfileResponse resp;
   tensorflow::ProfileRequest r = Request(p, "x", 0, 100);
@@ -193,7 +213,7 @@ TEST(SimHostProcessTest, BadRequestsAreRejectedClearly) {
 
 TEST(SimHostProcessTest, DurationOf2To58MsIsRefusedNotWrapped) {
   // (2^58 + 1000) ms is 1 s once multiplied into int64 ns: it must be refused as sent.
-  SimProcess p("wrap", {"--chips=1"});
+  SimProcess p("wrap", SimPod(1));
   ASSERT_TRUE(p.ok());
   tensorflow::ProfileResponse resp;
   tensorflow::ProfileRequest r = Request(p, "x", 0, 100);
@@ -211,7 +231,7 @@ TEST(SimHostProcessTest, DurationOf2To58MsIsRefusedNotWrapped) {
 }
 
 TEST(SimHostProcessTest, MetricFilterOfTwentyThousandNestedGroupsIsRefusedNotACrash) {
-  SimProcess p("nested", {"--chips=1"});
+  SimProcess p("nested", SimPod(1));
   ASSERT_TRUE(p.ok());
   for (const std::string& filter :
        {std::string(20'000, '(') + std::string(20'000, ')'), std::string("hbm(")}) {
@@ -233,7 +253,7 @@ TEST(SimHostProcessTest, MetricFilterOfTwentyThousandNestedGroupsIsRefusedNotACr
 }
 
 TEST(SimHostProcessTest, MetricsPerDeviceWithFiltersAndNotFound) {
-  SimProcess p("metrics", {"--generation=v6e", "--chips=4"});
+  SimProcess p("metrics", SimPod(4, "v6e"));
   ASSERT_TRUE(p.ok());
   {
     grpc::ClientContext ctx;
@@ -291,10 +311,12 @@ TEST(SimHostProcessTest, MetricsPerDeviceWithFiltersAndNotFound) {
 // Two processes of one pod, each with its own clock error, capture the same true window.
 TEST(SimHostProcessTest, TwoHostsOfOnePodAgreeOnCollectivesInTrueTime) {
   const int64_t offsets[2] = {-37'500'000, 12'000'000};
-  SimProcess a("pod0", {"--hosts=2", "--host-index=0", "--pod-seed=11", "--chips=4",
-                        "--clock-offset=-37.5ms"});
-  SimProcess b("pod1", {"--hosts=2", "--host-index=1", "--pod-seed=11", "--chips=4",
-                        "--clock-offset=12ms", "--device-clock-offset=120us"});
+  launch::PodOptions pod = SimPod(4);
+  pod.hosts = 2;
+  pod.seed = 11;
+  pod.host = {HostClock(offsets[0]), HostClock(offsets[1], 120'000)};
+  SimProcess a("pod0", pod, 0);
+  SimProcess b("pod1", pod, 1);
   ASSERT_TRUE(a.ok() && b.ok());
   RealClock clock;
   const int64_t true_start = clock.NowNs() + 400'000'000;
@@ -339,7 +361,9 @@ TEST(SimHostProcessTest, TwoHostsOfOnePodAgreeOnCollectivesInTrueTime) {
 }
 
 TEST(SimHostProcessTest, DeviceClockOffsetShowsOnlyOnDevicePlanes) {
-  SimProcess p("device", {"--chips=2", "--device-clock-offset=120us", "--clock-offset=3ms"});
+  launch::PodOptions pod = SimPod(2);
+  pod.host = {HostClock(3'000'000, 120'000)};
+  SimProcess p("device", pod);
   ASSERT_TRUE(p.ok());
   tensorflow::ProfileResponse resp;
   ASSERT_OK(Call(p, Request(p, "dev", 0, 300), &resp));
@@ -366,6 +390,7 @@ TEST(SimHostProcessTest, DeviceClockOffsetShowsOnlyOnDevicePlanes) {
 }
 
 TEST(SimHostProcessTest, BadFlagsExitTwoWithAClearMessage) {
+  // By hand, not launch/: a bare command line with one malformed flag, as a person types it.
   std::string bin = std::string(PODPROF_BIN_DIR) + "/podprof-simhost";
   std::string err = ::testing::TempDir() + "/simhost_flags_" + std::to_string(getpid());
   int status = std::system((bin + " --generation v9 2>" + err).c_str());
@@ -383,7 +408,9 @@ TEST(SimHostProcessTest, BadFlagsExitTwoWithAClearMessage) {
 // runtime fails it; a good one on v7x gives counter samples (the throttled chip's CYCLES at
 // 70% of the clock); on v6e only a warning.
 TEST(SimHostProcessTest, KernelProfilingRequestsAreHonouredOrRejected) {
-  SimProcess p("kp", {"--generation=v7x", "--chips=2", "--throttle=0:1:0.3"});
+  launch::PodOptions pod = SimPod(2, "v7x");
+  pod.simhost_flags = {"--throttle=0:1:0.3"};
+  SimProcess p("kp", pod);
   ASSERT_TRUE(p.ok());
   auto with_options = [&](const std::string& session, const std::string& tc) {
     tensorflow::ProfileRequest r = Request(p, session, 0, 100);
@@ -431,7 +458,7 @@ TEST(SimHostProcessTest, KernelProfilingRequestsAreHonouredOrRejected) {
     EXPECT_NEAR(per_s / 1.9e9, chip == 1 ? 0.7 : 1.0, 1e-3) << chip;
   }
 
-  SimProcess v6e("kp6", {"--generation=v6e", "--chips=1"});
+  SimProcess v6e("kp6", SimPod(1, "v6e"));
   ASSERT_TRUE(v6e.ok());
   tensorflow::ProfileRequest r = Request(v6e, "kp6", 0, 100);
   (*r.mutable_opts()->mutable_advanced_configuration())["tpu_enable_kernel_profiling"]
@@ -445,17 +472,26 @@ TEST(SimHostProcessTest, KernelProfilingRequestsAreHonouredOrRejected) {
 }
 
 TEST(SimHostProcessTest, BadThrottleFlagsExitTwo) {
-  const std::string bin = std::string(PODPROF_BIN_DIR) + "/podprof-simhost";
+  const fs::path dir = fs::path(::testing::TempDir()) / absl::StrCat("simhost_throttle_", getpid());
+  fs::create_directories(dir);
   for (const char* flag : {"--throttle=1:2", "--throttle=0:0:1.0", "--throttle=0:9:0.2"}) {
-    int status = std::system(
-        (bin + " --chips=2 --profiler-port=0 --metrics-port=0 " + flag + " 2>/dev/null").c_str());
-    EXPECT_EQ(WEXITSTATUS(status), 2) << flag;
+    launch::PodOptions pod = SimPod(2);
+    pod.dir = dir.string();
+    pod.simhost_flags = {flag};
+    podprof::testing::ChildProcess sim(launch::SimhostArgs(pod, 0, RealClock().NowNs()), "", {},
+                                       "/dev/null");
+    EXPECT_EQ(WEXITSTATUS(sim.Wait()), 2) << flag;
   }
+  fs::remove_all(dir);
 }
 
 TEST(SimHostProcessTest, ReplayAnswersWithTheRecordedCapture) {
   std::string fixture = std::string(PODPROF_FIXTURES_DIR) + "/tpu_v6e_4chip_host_offload.xplane.pb";
-  SimProcess p("replay", {"--replay=" + fixture, "--host-name=replayed"});
+  launch::PodOptions pod = SimPod(0);
+  pod.simhost_flags = {"--replay=" + fixture};
+  pod.host.resize(1);
+  pod.host[0].name = "replayed";
+  SimProcess p("replay", pod);
   ASSERT_TRUE(p.ok());
   tensorflow::ProfileResponse resp;
   ASSERT_OK(Call(p, Request(p, "rp", 0, 100), &resp));
