@@ -55,7 +55,8 @@ for (let i = 0; ; i++) {  // every agent registered and its clock probed
   await sleep(200);
 }
 async function capture(body) {
-  const {capture: id} = await api('/api/v1/captures', {method: 'POST', body: JSON.stringify({duration_ms: 1000, ...body})});
+  const {capture: id} = await api('/api/v1/captures', {method: 'POST', headers: {'Content-Type': 'application/json'},
+    body: JSON.stringify({duration_ms: 1000, ...body})});
   for (;;) {
     const c = await api(`/api/v1/captures/${id}`);
     if (c.status !== 'running') {
@@ -82,7 +83,7 @@ async function measure(c) {
       const s = await r.sizes().catch(() => null);
       if (s) bytes += s.responseBodySize + s.responseHeadersSize;
     });
-    await page.goto(`${base}/captures/${c.id}`);
+    await page.goto(`${base}/captures/${c.capture}`);
     await page.waitForSelector('body[data-ready="true"]', {timeout: 60000});
     const {ms, phases} = await page.evaluate(() => ({
       // The page marks when it has drawn everything (app.js); polling for the ready flag
