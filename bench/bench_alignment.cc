@@ -6,6 +6,8 @@
 // times, the start skew, and last `alignment_max_error_us=<x>`.
 //
 //   bench_alignment [--hosts 8] [--duration-ms 1000] [--seed 1]
+// Before the last line, `ingest_over_receive=<x>`: the aggregator's events per CPU-second over
+// those of only receiving one host's stream over gRPC (how far ingest is from the floor).
 #include <grpcpp/grpcpp.h>
 #include <sched.h>
 #include <signal.h>
@@ -345,6 +347,11 @@ int Main(int argc, char** argv) {
       "start skew %.3f ms over %zu hosts (for scale: %d bare processes woken at one instant: %.3f "
       "ms)\n",
       range_ms(starts), starts.size(), hosts, floor_ms);
+  // The aggregator's whole ingest against only receiving the same streams (#37's figure).
+  if (events > 0 && agg_cpu_s > 0 && ref.receive > 0) {
+    std::printf("ingest_over_receive=%.2f\n",
+                static_cast<double>(events) / agg_cpu_s / ref.receive);
+  }
   std::printf("alignment_max_error_us=%.2f\n",
               refined.empty() ? -1 : *std::max_element(refined.begin(), refined.end()));
   return last.status() == v1::CAPTURE_STATUS_COMPLETE ? 0 : 1;

@@ -3,7 +3,8 @@
 // aggregator: hosts complete, events stored, its CPU-seconds and events per CPU-second, how
 // long after the last host's stream ended the capture was stored and queryable
 // (`land_after_last_stream_s`), its peak RSS, and the latency of queries made during ingest
-// against the same queries on the idle aggregator afterwards (`query_p99_ms`, and the ratio).
+// against the same queries on the idle aggregator afterwards (`query_p99_ms`, and the ratio),
+// and the bytes each host-second of capture costs on the wire and on disk.
 // Last line `pod_scale_events_per_cpu_s=<n>`. Everything listens on loopback only.
 //
 //   bench_pod_scale [--agents 2240] [--chips 4] [--duration-ms 1000] [--captures 1]
@@ -185,6 +186,7 @@ class Querier {
 struct CaptureResult {
   int hosts_complete = 0, hosts_total = 0;
   uint64_t events = 0;
+  uint64_t wire_bytes = 0;  // the hosts' capture streams, as received
   bool stored = false;
   double land_s = -1;  // last stream's end to queryable
   std::map<std::string, int> failures;
@@ -224,6 +226,7 @@ CaptureResult RunCapture(v1::Aggregator::Stub& stub, Clock& clock, const Options
   r.hosts_total = last.summary().hosts_size();
   for (const auto& h : last.summary().hosts()) {
     r.events += h.event_count();
+    r.wire_bytes += h.bytes_received();
     if (h.status() == v1::CAPTURE_STATUS_COMPLETE) {
       ++r.hosts_complete;
     } else {
@@ -267,7 +270,7 @@ int RunAndReport(const Options& o, Clock& clock, int port, pid_t agg, pid_t load
   }
   const long ticks0 = bench::CpuTicks(agg);
   Querier querier(*stub, clock);
-  uint64_t events = 0;
+  uint64_t events = 0, wire_bytes = 0;
   int complete = 0, total = 0;
   double worst_land = -1;
   for (int c = 0; c < o.captures; ++c) {
@@ -279,6 +282,7 @@ int RunAndReport(const Options& o, Clock& clock, int port, pid_t agg, pid_t load
         r.stored ? "yes" : "no", r.land_s);
     for (const auto& [why, n] : r.failures) std::printf("  %d x %s\n", n, why.c_str());
     if (r.stored) events += r.events;
+    wire_bytes += r.wire_bytes;
     complete += r.hosts_complete;
     total += r.hosts_total;
     worst_land = std::max(worst_land, r.land_s);
@@ -316,6 +320,12 @@ int RunAndReport(const Options& o, Clock& clock, int port, pid_t agg, pid_t load
   const double db_mb = (size_of(db) + size_of(db + "-wal")) / 1e6;
   std::printf("store_mb=%.1f (the SQLite file and its write-ahead log, %d captures)\n", db_mb,
               o.captures);
+  // Per host-second of capture: what each host costs the network and the aggregator's disk.
+  const double host_s = static_cast<double>(total) * o.duration_ms / 1000.0;
+  if (host_s > 0) {
+    std::printf("wire_kb_per_host_s=%.1f disk_kb_per_host_s=%.1f\n", wire_bytes / host_s / 1e3,
+                db_mb * 1e3 / host_s);
+  }
   std::printf(
       "queries during ingest: %zu, p50 %.1f ms, query_p99_ms=%.1f; idle: p50 %.1f ms, "
       "p99 %.1f ms; query_p99_over_idle=%.1f\n",
