@@ -249,6 +249,26 @@ CaptureResult RunCapture(v1::Aggregator::Stub& stub, Clock& clock, const Options
   return r;
 }
 
+// The queries the Querier makes during ingest, made on the same data with nothing ingesting:
+// the baseline of query_p99_over_idle. Their latencies, ms.
+std::vector<double> IdleLatencies(v1::Aggregator::Stub& stub, Clock& clock) {
+  std::string last;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(DeadlineAt(clock.NowNs(), kRpcDeadlineNs));
+    v1::ListCapturesResponse r;
+    if (stub.ListCaptures(&ctx, v1::ListCapturesRequest(), &r).ok() && r.captures_size() > 0) {
+      last = r.captures(0).capture_id();
+    }
+  }
+  std::vector<double> idle;
+  for (int i = 0; i < 50; ++i) {
+    idle.push_back(ListCapturesMs(stub, clock));
+    idle.push_back(KernelStatsMs(stub, clock, last));
+  }
+  return idle;
+}
+
 // Waits for the pod, runs the captures, prints the figures; returns the exit code.
 int RunAndReport(const Options& o, Clock& clock, int port, pid_t agg, pid_t loadgen, int64_t t0,
                  const std::string& db, const std::function<void()>& cleanup) {
@@ -289,21 +309,7 @@ int RunAndReport(const Options& o, Clock& clock, int port, pid_t agg, pid_t load
   }
   querier.Stop();
   const double cpu_s = (bench::CpuTicks(agg) - ticks0) / static_cast<double>(sysconf(_SC_CLK_TCK));
-  // The same queries on the same data with nothing ingesting: the baseline.
-  std::vector<double> idle;
-  std::string last;
-  {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(DeadlineAt(clock.NowNs(), kRpcDeadlineNs));
-    v1::ListCapturesResponse r;
-    if (stub->ListCaptures(&ctx, v1::ListCapturesRequest(), &r).ok() && r.captures_size() > 0) {
-      last = r.captures(0).capture_id();
-    }
-  }
-  for (int i = 0; i < 50; ++i) {
-    idle.push_back(ListCapturesMs(*stub, clock));
-    idle.push_back(KernelStatsMs(*stub, clock, last));
-  }
+  const std::vector<double> idle = IdleLatencies(*stub, clock);
   const std::vector<double>& busy = querier.latencies();
   const double events_per_cpu_s = cpu_s > 0 ? events / cpu_s : 0;
   std::printf("hosts_complete=%d/%d events_stored=%llu\n", complete, total,
