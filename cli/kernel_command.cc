@@ -17,6 +17,7 @@
 #include "common/status_macros.h"
 #include "insight/kernel_profile.h"
 #include "nlohmann/json.hpp"
+#include "report/format.h"
 #include "trace/perf_counters.h"
 
 namespace podprof::cli {
@@ -81,7 +82,7 @@ std::string Gauges(const v1::KernelInsight& in) {
     } else if (absl::StrContains(name, "percent")) {
       value = absl::StrFormat("%.1f%%", v);
     } else {
-      value = absl::StrFormat("%.4g", v);
+      value = report::FormatSignificant(v, 4);
     }
     parts.push_back(absl::StrCat(name, " ", value));
   }
@@ -103,7 +104,7 @@ std::string Energy(const v1::KernelInsight& in, int64_t chips) {
                                       name.substr(0, name.size() - 3), v / 1e9, chips,
                                       chips == 1 ? "chip" : "chips together", watts));
     } else {
-      parts.push_back(absl::StrFormat("%s %.4g", name, v));
+      parts.push_back(absl::StrCat(name, " ", report::FormatSignificant(v, 4)));
     }
   }
   return absl::StrJoin(parts, ", ");
