@@ -39,7 +39,6 @@ class Store {
   Store& operator=(const Store&) = delete;
 
   CaptureWriter& writer() { return writer_; }
-  const CaptureWriter& writer() const { return writer_; }
   CaptureQueries& captures() { return captures_; }
   KernelQueries& kernels() { return kernels_; }
   InsightQueries& insights() { return insights_; }
