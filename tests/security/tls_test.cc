@@ -568,8 +568,7 @@ TEST_F(TlsTest, CertificatesRotateOnSighupWhileACaptureRuns) {
     cap = RunPodprof("capture --duration 3s --format json --aggregator " + addr_ +
                      TlsFlags("ops-alice"));
   });
-  // The material changes while the capture runs: once the aggregator has sent its requests
-  // (the log, not the CLI: a second RunPodprof would share the capture's output files).
+  // The material changes while the capture runs: once the aggregator has sent its requests.
   ASSERT_TRUE(podprof::testing::WaitFor(
       [&] { return absl::StrContains(ReadTestFile(P("aggregator.log")), "requests sent"); },
       absl::Seconds(10)))

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -25,10 +26,12 @@ struct PodprofResult {
 // Runs build/bin/podprof with `args` (shell-quoted by the caller) and captures its output;
 // `env` (e.g. "NAME=value") is put before the command.
 inline PodprofResult RunPodprof(const std::string& args, const std::string& env = "") {
-  // ctest runs tests in parallel: each gets its own output files.
+  // ctest runs tests in parallel and a test may run the CLI from several threads: each call
+  // gets its own output files.
+  static std::atomic<int> calls{0};
   std::string stem = ::testing::TempDir() + "/podprof_" +
                      ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" +
-                     std::to_string(::getpid());
+                     std::to_string(::getpid()) + "_" + std::to_string(calls++);
   std::string out_path = stem + ".out", err_path = stem + ".err";
   std::string cmd = (env.empty() ? "" : env + " ") + std::string(PODPROF_BIN_DIR) + "/podprof " +
                     args + " >" + out_path + " 2>" + err_path;
