@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/agent_metrics.h"
 #include "agent/capture_call.h"
+#include "analysis/host_summary.h"
 #include "common/logging.h"
 #include "common/process.h"
 #include "proto/grpc_status.h"
@@ -111,6 +112,7 @@ RunnerLimits Agent::Limits() {
   absl::MutexLock lock(&mu_);
   RunnerLimits l;
   l.counter_interval_ns = config_.counter_interval_ns;
+  l.analyse = config_.analyse;
   l.max_capture_duration_ns = config_.max_capture_duration_ns;
   l.max_chunk_bytes = static_cast<size_t>(config_.max_inflight_bytes);
   l.workload_timeout_ns = config_.workload_timeout_ns;
@@ -193,6 +195,7 @@ podprof::v1::HostInfo Agent::HostInfo() {
   h.set_clock_probe_port(static_cast<uint32_t>(probe_port));
   for (const auto& [k, v] : config_.labels) (*h.mutable_labels())[k] = v;
   h.set_agent_version(kAgentVersion);
+  if (config_.analyse) h.set_analysis_version(analysis::kAnalysisVersion);
   for (size_t i = 0; i < discovered_.size(); ++i) {
     auto* c = h.add_chips();
     c->set_ordinal(static_cast<int32_t>(i));

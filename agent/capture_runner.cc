@@ -312,10 +312,21 @@ absl::Status CaptureRunner::Run(const podprof::v1::CaptureRequest& request,
   // Chunks no larger than the aggregator said it accepts, nor than this agent allows.
   const size_t chunk_limit =
       stream::NegotiateChunkBytes(limits.max_chunk_bytes, request.max_chunk_bytes());
-  RETURN_IF_ERROR(StreamXSpace(path, host, request.options(), chunk_limit, sink, outcome));
+  const std::vector<podprof::v1::CounterSeries> sampled = sampler.Series();
+  // The host analysed here when the aggregator merges this agent's version of the analysis.
+  const bool analyse = limits.analyse && request.analysis_version() == analysis::kAnalysisVersion;
+  RETURN_IF_ERROR(StreamXSpace(path, host, request.options(), chunk_limit,
+                               analyse ? &sampled : nullptr, sink, outcome));
   if (!sampler.error().empty()) outcome->warnings.push_back(sampler.error());
-  RETURN_IF_ERROR(stream::StreamCounters(sampler.Series(), chunk_limit, sink, &outcome->counts));
+  RETURN_IF_ERROR(stream::StreamCounters(sampled, chunk_limit, sink, &outcome->counts));
   podprof::v1::CaptureTrailer trailer;
+  if (outcome->summary) {
+    ASSIGN_OR_RETURN(const uint64_t rows,
+                     stream::StreamSummary(*outcome->summary, outcome->chips, chunk_limit, sink,
+                                           &outcome->counts));
+    trailer.set_summary_rows(rows);
+    outcome->summary.reset();
+  }
   for (const std::string& w : outcome->warnings) trailer.add_warnings(w);
   trailer.set_event_count(outcome->counts.events);
   trailer.set_kernel_count(outcome->counts.kernels);
@@ -350,21 +361,41 @@ std::string KernelProfilingWarning(const std::vector<trace::Chip>& chips, int pe
          "counter samples (is its runtime new enough to sample them?)";
 }
 
+// The series sampled beside a capture as the analysis reads them, by chip ordinal; a host-wide
+// one (ordinal -1) is left out, as the aggregator leaves it out.
+std::vector<trace::CounterSeries> SampledSeries(const std::vector<podprof::v1::CounterSeries>& in) {
+  std::vector<trace::CounterSeries> out;
+  for (const podprof::v1::CounterSeries& c : in) {
+    if (c.chip_ordinal() < 0) continue;
+    trace::CounterSeries s;
+    s.chip = c.chip_ordinal();
+    s.name = c.name();
+    const int n = std::min(c.timestamp_ns_size(), c.value_size());
+    s.time_ns.assign(c.timestamp_ns().begin(), c.timestamp_ns().begin() + n);
+    s.value.assign(c.value().begin(), c.value().begin() + n);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 }  // namespace
 
-absl::Status CaptureRunner::StreamXSpace(const std::string& path, const podprof::v1::HostInfo& host,
-                                         const podprof::v1::CaptureOptions& options,
-                                         size_t chunk_limit, stream::ChunkSink* sink,
-                                         CaptureOutcome* outcome) {
+absl::Status CaptureRunner::StreamXSpace(
+    const std::string& path, const podprof::v1::HostInfo& host,
+    const podprof::v1::CaptureOptions& options, size_t chunk_limit,
+    const std::vector<podprof::v1::CounterSeries>* analyse_with, stream::ChunkSink* sink,
+    CaptureOutcome* outcome) {
   // The XSpace is read and streamed a device plane (a chip) at a time: a long capture's
   // timelines and counters never sit in memory whole.
   class Pieces final : public trace::PieceSink {
    public:
-    Pieces(const podprof::v1::HostInfo& host, size_t limit, stream::ChunkSink* sink,
+    Pieces(const podprof::v1::HostInfo& host, size_t limit,
+           const std::vector<podprof::v1::CounterSeries>* analyse_with, stream::ChunkSink* sink,
            CaptureOutcome* outcome)
-        : host_(host), limit_(limit), sink_(sink), outcome_(outcome) {}
+        : host_(host), limit_(limit), analyse_with_(analyse_with), sink_(sink), outcome_(outcome) {}
     absl::Status OnHost(const trace::Host& host) override {
       outcome_->chips = host.chips;
+      if (analyse_with_ != nullptr) analyser_.emplace(host.chips, SampledSeries(*analyse_with_));
       sent_ = stream::StreamHost(HostInfoFor(host_, host), limit_, sink_, &outcome_->counts);
       return sent_;
     }
@@ -373,20 +404,34 @@ absl::Status CaptureRunner::StreamXSpace(const std::string& path, const podprof:
         if (trace::IsPerfSeries(s.name)) ++perf_series_;
       }
       sent_ = stream::StreamPiece(piece, first_new_kernel, limit_, sink_, &outcome_->counts);
+      if (sent_.ok() && analyser_) analyser_->Add(piece);
       return sent_;
     }
     const absl::Status& sent() const { return sent_; }
     int perf_series() const { return perf_series_; }
+    // The host's summary; none when not asked for, or when a chip came in two pieces (the
+    // aggregator then analyses the host itself, and says so).
+    std::optional<analysis::HostSummary> Summary() {
+      if (!analyser_) return std::nullopt;
+      absl::StatusOr<analysis::HostSummary> s = analyser_->Finish();
+      if (!s.ok()) {
+        PODPROF_LOG(INFO) << "no summary of this host sent: " << s.status().message();
+        return std::nullopt;
+      }
+      return std::move(*s);
+    }
 
    private:
     const podprof::v1::HostInfo& host_;
     const size_t limit_;
+    const std::vector<podprof::v1::CounterSeries>* const analyse_with_;
     stream::ChunkSink* const sink_;
     CaptureOutcome* const outcome_;
     absl::Status sent_;
     int perf_series_ = 0;
+    std::optional<analysis::HostAnalyser> analyser_;
   };
-  Pieces pieces(host, chunk_limit, sink, outcome);
+  Pieces pieces(host, chunk_limit, analyse_with, sink, outcome);
   trace::ReadOptions ropts;
   ropts.host_name = host.host_name();
   // Sampled counters were shifted right by the scaling the capture asked for: shift them back.
@@ -411,6 +456,7 @@ absl::Status CaptureRunner::StreamXSpace(const std::string& path, const podprof:
   }
   outcome->actual_start_ns = rest->host.profile_start_ns;
   outcome->actual_end_ns = rest->host.profile_stop_ns;
+  outcome->summary = pieces.Summary();
   return absl::OkStatus();
 }
 

@@ -5,12 +5,14 @@
 #define PODPROF_AGENT_CAPTURE_RUNNER_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "analysis/host_summary.h"
 #include "common/clock.h"
 #include "proto/podprof_agent.pb.h"
 #include "proto/profiler_service.grpc.pb.h"
@@ -31,6 +33,8 @@ struct Workload {
 
 struct RunnerLimits {
   int64_t counter_interval_ns = 100'000'000;
+  // AgentConfig::analyse.
+  bool analyse = true;
   int64_t max_capture_duration_ns = 300'000'000'000;
   // The agent's own chunk limit; a request's max_chunk_bytes can only lower it.
   size_t max_chunk_bytes = 4 << 20;
@@ -46,6 +50,9 @@ struct CaptureOutcome {
   uint64_t xspace_bytes = 0;
   // The capture as read (chips learned from it when sysfs shows none).
   std::vector<trace::Chip> chips;
+  // The host's summary, when the request asked for this agent's analysis version and every
+  // chip came in one piece (analysis::HostAnalyser); sent after the series, before the trailer.
+  std::optional<analysis::HostSummary> summary;
 };
 
 // A capture's cancellation, told by its call the moment the client goes away (the RPC's
@@ -88,9 +95,12 @@ class CaptureRunner {
 
  private:
   // Reads the workload's XSpace at `path` and streams it (host, then plane by plane) in chunks
-  // of at most `chunk_limit` bytes; fills the outcome's chips, warnings and window.
+  // of at most `chunk_limit` bytes; fills the outcome's chips, warnings and window. With
+  // `analyse_with` (the series sampled beside the capture), each plane is analysed as it
+  // streams and the outcome gets the host's summary.
   absl::Status StreamXSpace(const std::string& path, const podprof::v1::HostInfo& host,
                             const podprof::v1::CaptureOptions& options, size_t chunk_limit,
+                            const std::vector<podprof::v1::CounterSeries>* analyse_with,
                             stream::ChunkSink* sink, CaptureOutcome* outcome);
 
   Clock& clock_;

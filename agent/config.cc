@@ -54,6 +54,7 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path) {
                                     "workload.profiler",
                                     "workload.metrics",
                                     "workload.counter_interval",
+                                    "analysis.enabled",
                                     "discovery.sysfs_root",
                                     "labels.*",
                                     "limits.max_capture_duration",
@@ -80,6 +81,7 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path) {
   RETURN_IF_ERROR(f.GetStringList("workload.profiler", &c.workload_profiler));
   RETURN_IF_ERROR(f.GetStringList("workload.metrics", &c.workload_metrics));
   RETURN_IF_ERROR(f.GetDurationNs("workload.counter_interval", &c.counter_interval_ns));
+  RETURN_IF_ERROR(f.GetBool("analysis.enabled", &c.analyse));
   RETURN_IF_ERROR(f.GetString("discovery.sysfs_root", &c.sysfs_root));
   RETURN_IF_ERROR(f.GetStringMap("labels", &c.labels));
   RETURN_IF_ERROR(f.GetDurationNs("limits.max_capture_duration", &c.max_capture_duration_ns));
@@ -200,6 +202,7 @@ std::vector<std::string> ApplyReloadable(const AgentConfig& from, AgentConfig* t
   };
   apply("labels", to->labels, from.labels);
   apply("workload.counter_interval", to->counter_interval_ns, from.counter_interval_ns);
+  apply("analysis.enabled", to->analyse, from.analyse);
   apply("limits.max_capture_duration", to->max_capture_duration_ns, from.max_capture_duration_ns);
   apply("limits.max_inflight_bytes", to->max_inflight_bytes, from.max_inflight_bytes);
   apply("limits.workload_timeout", to->workload_timeout_ns, from.workload_timeout_ns);

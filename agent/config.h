@@ -39,6 +39,11 @@ struct AgentConfig {
   std::vector<std::string> workload_metrics = {"localhost:8431"};
   // How often runtime metrics are sampled during a capture.
   int64_t counter_interval_ns = 100'000'000;
+  // Analyse this host's captures here (kernel statistics, counter attribution, collective
+  // arrivals: analysis/host_summary.h) and send the summary beside the timelines, when the
+  // aggregator merges this agent's version of the analysis. Off, the aggregator analyses the
+  // host, as it does for agents too old to: a host short of CPU may leave it the work.
+  bool analyse = true;
   // Root of the sysfs tree chips are discovered in.
   std::string sysfs_root = "/sys";
   // Labels reported to the aggregator (pod, slice, job, ...).

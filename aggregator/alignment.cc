@@ -43,38 +43,6 @@ int64_t WeightedMedian(std::vector<std::pair<int64_t, double>> v) {
   return v.back().first;
 }
 
-}  // namespace
-
-CollectiveEndList CollectiveEnds(const trace::HostCapture& c) {
-  CollectiveEndList all;  // (id, a chip's end), then grouped by id
-  for (const trace::EventBlock& b : c.blocks) {
-    if (!trace::IsKernelLine(b.kind)) continue;
-    // A CPU device's collectives (JAX on CPU) run on host threads, which end them when the OS
-    // schedules them: a real 4-process JAX job on one machine ended one all-reduce up to ms
-    // apart, so they pin no clock (docs/INTEROP.md, "A real JAX job").
-    if (b.chip >= 0 && static_cast<size_t>(b.chip) < c.host.chips.size() &&
-        c.host.chips[b.chip].device_type == trace::kCpuDeviceType) {
-      continue;
-    }
-    for (size_t i = 0; i < b.size(); ++i) {
-      if (b.collective[i] == 0) continue;
-      all.emplace_back(b.collective[i], b.base_ns + (b.start_ps[i] + b.duration_ps[i]) / 1000);
-    }
-  }
-  std::sort(all.begin(), all.end());
-  CollectiveEndList out;
-  for (size_t begin = 0; begin < all.size();) {
-    size_t end = begin;
-    while (end < all.size() && all[end].first == all[begin].first) ++end;
-    // Sorted by end within the id: the median is the middle one.
-    out.emplace_back(all[begin].first, all[begin + (end - begin) / 2].second);
-    begin = end;
-  }
-  return out;
-}
-
-namespace {
-
 // The reference: the host sharing the most collectives with the others (empty when none shares
 // any). `hosts_with` gets how many hosts hold each collective id: counted per id, so this stays
 // linear in the pod's size.

@@ -26,8 +26,8 @@ struct HostCorrection {
 };
 
 // Collective id -> end time (host clock, ns), the median over the host's chips, in order of
-// id. A flat list: a pod's hosts keep theirs until the last host delivers (16 bytes a
-// collective, where a map node took 48 and an allocation).
+// id (analysis::CollectiveEnds). A flat list: a pod's hosts keep theirs until the last host
+// delivers (16 bytes a collective, where a map node took 48 and an allocation).
 using CollectiveEndList = std::vector<std::pair<uint64_t, int64_t>>;
 
 // Collective-based refinement. `ends` maps host -> its collective ends; `probe` holds each host's
@@ -41,9 +41,6 @@ using CollectiveEndList = std::vector<std::pair<uint64_t, int64_t>>;
 std::vector<HostCorrection> RefineWithCollectives(
     const std::map<std::string, CollectiveEndList>& ends, std::vector<HostCorrection> probe,
     int64_t mid_ns);
-
-// What RefineWithCollectives matches across hosts.
-CollectiveEndList CollectiveEnds(const trace::HostCapture& capture);
 
 }  // namespace podprof::aggregator
 

@@ -1,6 +1,7 @@
 #include "aggregator/host_stream.h"
 
 #include "absl/strings/str_cat.h"
+#include "analysis/host_summary.h"
 #include "trace/columns.h"
 
 namespace podprof::aggregator {
@@ -25,29 +26,50 @@ bool HostStream::OnChunk(const v1::CaptureChunk& chunk) {
   return true;
 }
 
+std::optional<analysis::HostSummary> HostStream::Summary() {
+  trace::HostCapture& cap = decoder_.capture();
+  if (decoder_.has_summary()) {
+    // The agent's own analysis, held to its stream before it is merged: a summary that does
+    // not add up, or counts other executions than were sent, fails the host with the reason.
+    analysis::HostSummary& summary = decoder_.summary();
+    absl::Status bad = analysis::CheckSummary(summary, cap.host.chips.size(), cap.kernels.size());
+    if (bad.ok()) bad = analysis::VerifySummary(summary, decoder_.tally());
+    if (!bad.ok()) {
+      error_ = absl::StrCat("the agent's summary disagrees with its stream: ", bad.message());
+      return std::nullopt;
+    }
+    analysed_by_ = "agent";
+    return std::move(summary);
+  }
+  // Analysed here, while other hosts still stream, on the host's own clock: what stays in
+  // memory until the pod's alignment is known is its rows, not its decoded capture.
+  if (absl::Status bad = trace::DecodeEncodedSeries(&cap); !bad.ok()) {
+    error_ = absl::StrCat("the agent sent a bad chunk: ", bad.message());
+    return std::nullopt;
+  }
+  analysed_by_ = "aggregator";
+  cap.host.name = host();
+  return analysis::SummariseHost(cap);
+}
+
 void HostStream::OnDone(const grpc::Status& s) {
   // The call is over: let its context (and with it the call's arena, which grows with every
   // message of a long stream) go now rather than with the kept CaptureRun.
   run_.ForgetContext(index_);
   if (error_.empty() && !s.ok()) error_ = run_.cancelled ? "cancelled" : s.error_message();
   if (error_.empty() && !decoder_.done()) error_ = "the agent's stream ended without a trailer";
-  if (error_.empty()) {
-    // Analysed now, while other hosts still stream, on the host's own clock: what stays in
-    // memory until the pod's alignment is known is its rows, not its decoded capture.
+  std::optional<analysis::HostSummary> summary;
+  if (error_.empty()) summary = Summary();
+  if (summary) {
     trace::HostCapture& cap = decoder_.capture();
     cap.host.name = host();
-    if (absl::Status bad = trace::DecodeEncodedSeries(&cap); !bad.ok()) {
-      error_ = absl::StrCat("the agent sent a bad chunk: ", bad.message());
-    }
-  }
-  if (error_.empty()) {
-    trace::HostCapture& cap = decoder_.capture();
-    collective_ends_ = CollectiveEnds(cap);
-    analysed_ = ingest::AnalyseHost(writer_, index_, cap, &run_.pod);
+    collective_ends_ = analysis::CollectiveEnds(*summary, cap.host.chips);
+    analysed_ = ingest::MergeHost(writer_, index_, cap, std::move(*summary), &run_.pod);
     // Its timelines and counters go to the store now, under the running capture: what waits
     // for the pod is then its statistics and collective arrivals, not its data.
     if (analysed_.ok()) {
       analysed_->write.host = host();
+      analysed_->write.analysed_by = analysed_by_;
       absl::Status written = writer_.WriteHostData(run_.id, &analysed_->write);
       if (!written.ok()) analysed_ = written;
     }

@@ -7,6 +7,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -15,6 +16,7 @@
 #include "aggregator/capture_run.h"
 #include "aggregator/registry.h"
 #include "aggregator/stream_pool.h"
+#include "analysis/host_summary.h"
 #include "common/clock.h"
 #include "ingest/capture_ingest.h"
 #include "storage/capture_writer.h"
@@ -42,6 +44,9 @@ class HostStream final : public StreamPool::Handler {
   const std::string& error() const { return error_; }
   uint64_t bytes() const { return bytes_; }
   uint64_t events() const { return decoder_.events(); }
+  // "agent" when the host's own summary was merged, "aggregator" when it was analysed here
+  // (an agent too old to analyse, or one whose chips came apart); empty before it delivered.
+  const std::string& analysed_by() const { return analysed_by_; }
   CollectiveEndList& collective_ends() { return collective_ends_; }
   // The host's rows once it delivered, or why analysing it failed (the store's error).
   absl::StatusOr<ingest::AnalysedHost>& analysed() { return analysed_; }
@@ -58,6 +63,10 @@ class HostStream final : public StreamPool::Handler {
   void OnDone(const grpc::Status& s) override;
 
  private:
+  // The host's summary: the agent's, checked against its stream, or computed here from the
+  // stream when the agent sent none. None, with error_ set, when either fails.
+  std::optional<analysis::HostSummary> Summary();
+
   CaptureRun& run_;
   const size_t index_;
   Registry& registry_;
@@ -69,6 +78,7 @@ class HostStream final : public StreamPool::Handler {
   std::string error_;
   uint64_t bytes_ = 0;
   CollectiveEndList collective_ends_;
+  std::string analysed_by_;
   absl::StatusOr<ingest::AnalysedHost> analysed_;
 };
 

@@ -147,7 +147,8 @@ Json HostsDetail(const podprof::v1::CaptureSummary& c) {
                      {"clock_offset_ns", h.clock_offset_ns()},
                      {"clock_uncertainty_ns", h.clock_uncertainty_ns()},
                      {"clock_drift_ppb", h.clock_drift_ppb()},
-                     {"events", h.event_count()}});
+                     {"events", h.event_count()},
+                     {"analysed_by", h.analysed_by()}});
   }
   return hosts;
 }

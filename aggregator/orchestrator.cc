@@ -11,6 +11,7 @@
 #include "absl/synchronization/blocking_counter.h"
 #include "aggregator/capture_run.h"
 #include "aggregator/host_stream.h"
+#include "analysis/host_summary.h"
 #include "common/checked.h"
 #include "common/logging.h"
 #include "common/parallel.h"
@@ -292,6 +293,9 @@ void Orchestrator::CollectHosts(CaptureRun& run, std::vector<std::unique_ptr<Hos
     req.set_duration_ms(run.request.duration_ms());
     req.set_counter_interval_ms(run.request.counter_interval_ms());
     req.set_max_chunk_bytes(static_cast<uint64_t>(registry_->max_chunk_bytes()));
+    // The agent analyses its own host when it computes the version merged here; an older
+    // agent ignores the field and the host is analysed as its stream ends.
+    req.set_analysis_version(analysis::kAnalysisVersion);
     *req.mutable_options() = run.request.options();
     auto ctx = std::make_shared<grpc::ClientContext>();
     ctx->set_deadline(DeadlineAt(clock_.NowNs(), (run.start_ns - clock_.NowNs()) + stream_ns));
@@ -459,6 +463,7 @@ void Orchestrator::PostSummary(CaptureRun& run,
       if (s->host() != c.host) continue;
       h->set_event_count(s->events());
       h->set_bytes_received(s->bytes());
+      h->set_analysed_by(s->analysed_by());
     }
     if (!c.refined) {
       h->add_warnings(

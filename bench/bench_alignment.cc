@@ -6,8 +6,10 @@
 // times, the start skew, and last `alignment_max_error_us=<x>`.
 //
 //   bench_alignment [--hosts 8] [--duration-ms 1000] [--seed 1]
-// Before the last line, `ingest_over_receive=<x>`: the aggregator's events per CPU-second over
-// those of only receiving one host's stream over gRPC (how far ingest is from the floor).
+// Before the last line, `agent_analysis_cpu_s_per_host_s=<x>` (what analysing its own host adds
+// to an agent, per second of capture) and `ingest_over_receive=<x>`: the aggregator's events
+// per CPU-second over those of only receiving one host's stream over gRPC (how far ingest is
+// from the floor).
 #include <grpcpp/grpcpp.h>
 #include <sched.h>
 #include <signal.h>
@@ -30,6 +32,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "analysis/host_summary.h"
 #include "bench/bench_util.h"
 #include "common/clock.h"
 #include "common/file_util.h"
@@ -41,6 +44,7 @@
 #include "proto/podprof_agent.grpc.pb.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
 #include "storage/store.h"
+#include "stream/capture_decoder.h"
 #include "trace/columns.h"
 
 namespace podprof {
@@ -107,7 +111,24 @@ struct IngestReferences {
   // The same chunks, already in memory, only decoded: parsed, and their counter samples
   // unpacked from their column encoding (trace/columns.h), as any reader of the stream must.
   double decode = 0;
+  // The analysis an agent adds to a capture (analysis::SummariseHost over the host's decoded
+  // capture, its counters attributed), CPU-seconds per second of capture.
+  double analysis_s_per_host_s = -1;
 };
+
+// CPU-seconds of analysing the host of `chunks` (a whole stream) as an agent does, or -1.
+double AnalysisCpuS(const std::vector<v1::CaptureChunk>& chunks) {
+  stream::CaptureDecoder decoder;
+  for (const v1::CaptureChunk& c : chunks) {
+    if (!decoder.Add(c).ok()) return -1;
+  }
+  trace::HostCapture& capture = decoder.capture();
+  if (!trace::DecodeEncodedSeries(&capture).ok()) return -1;
+  const double t0 = ProcessCpuS();
+  const analysis::HostSummary summary = analysis::SummariseHost(capture);
+  const double s = ProcessCpuS() - t0;
+  return summary.stats.empty() ? -1 : s;
+}
 
 // One agent's chunks for a window like the pod capture's, taken straight from its Capture
 // stream (timed: `receive`), then decoded until `events` events have been (timed: `decode`).
@@ -118,6 +139,8 @@ IngestReferences MeasureReferences(int agent_port, int duration_ms, uint64_t eve
   v1::CaptureRequest req;
   req.set_capture_id("bench-decode-baseline");
   req.set_duration_ms(duration_ms);
+  // The stream an aggregator gets: the agent's summary in it.
+  req.set_analysis_version(analysis::kAnalysisVersion);
   std::vector<v1::CaptureChunk> received;
   // The agent captures and converts before its first chunk: that wait costs this process
   // no CPU, and the clock starts at the first chunk.
@@ -151,6 +174,9 @@ IngestReferences MeasureReferences(int agent_port, int duration_ms, uint64_t eve
   if (per_pass == 0) return {};
   IngestReferences r;
   r.receive = receive_s > 0 ? per_pass / receive_s : 0;
+  if (const double a = AnalysisCpuS(received); a >= 0) {
+    r.analysis_s_per_host_s = a / (duration_ms / 1000.0);
+  }
   const double t0 = ProcessCpuS();
   uint64_t decoded = 0;
   trace::CounterSeries series;
@@ -347,6 +373,9 @@ int Main(int argc, char** argv) {
       "start skew %.3f ms over %zu hosts (for scale: %d bare processes woken at one instant: %.3f "
       "ms)\n",
       range_ms(starts), starts.size(), hosts, floor_ms);
+  if (ref.analysis_s_per_host_s >= 0) {
+    std::printf("agent_analysis_cpu_s_per_host_s=%.4f\n", ref.analysis_s_per_host_s);
+  }
   // The aggregator's whole ingest against only receiving the same streams (#37's figure).
   if (events > 0 && agg_cpu_s > 0 && ref.receive > 0) {
     std::printf("ingest_over_receive=%.2f\n",

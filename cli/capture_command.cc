@@ -471,12 +471,16 @@ void WriteCaptureTable(const CaptureResult& result, const CaptureOptions& option
                Col{"NOTE", A::kLeft, 60}});
   for (const auto& h : hosts) {
     const bool good = h.status() == v1::CAPTURE_STATUS_COMPLETE;
+    std::vector<std::string> notes(h.warnings().begin(), h.warnings().end());
+    // An agent analyses its own host unless it is too old to (or its chips came apart): a
+    // mixed pod says which hosts cost the aggregator their analysis.
+    if (h.analysed_by() == "aggregator") notes.push_back("analysed by the aggregator");
     t.AddRow({h.host_name(), CaptureStatusName(h.status()), absl::StrCat(h.event_count()),
               FormatBytes(h.bytes_received()), good ? FormatSignedNs(h.clock_offset_ns()) : "-",
               good ? FormatSignedNs(h.clock_uncertainty_ns()) : "-",
               good ? FormatSignedNs(h.probe_clock_offset_ns()) : "-",
               good ? absl::StrCat(h.collectives_matched()) : "-",
-              !h.error_message().empty() ? h.error_message() : absl::StrJoin(h.warnings(), "; ")});
+              !h.error_message().empty() ? h.error_message() : absl::StrJoin(notes, "; ")});
   }
   t.Write(out);
   if (!result.top_kernels.empty()) {

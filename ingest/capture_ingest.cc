@@ -7,7 +7,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
-#include "insight/attribution.h"
 #include "insight/collectives.h"
 #include "trace/columns.h"
 #include "trace/kernel_stats.h"
@@ -113,38 +112,59 @@ void PodAnalysis::Finish(const std::vector<storage::HostWrite>& hosts, storage::
   names_ = insight::CollectiveNames();
 }
 
-absl::StatusOr<AnalysedHost> AnalyseHost(storage::CaptureWriter& writer, size_t index,
-                                         const trace::HostCapture& cap, PodAnalysis* pod) {
+absl::StatusOr<AnalysedHost> MergeHost(storage::CaptureWriter& writer, size_t index,
+                                       const trace::HostCapture& cap, analysis::HostSummary summary,
+                                       PodAnalysis* pod) {
   AnalysedHost r;
   ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> ids, writer.ResolveKernels({&cap.kernels}));
   storage::HostWrite& w = r.write;
+  w.analysed_by = "aggregator";
   w.kernel_ids = std::move(ids.front());
   w.events = static_cast<int64_t>(cap.EventCount());
   w.chips = cap.host.chips;
-  const std::vector<trace::KernelStats> stats = trace::ComputeKernelStats(cap);
-  w.attributions = insight::AttributeCounters(cap);
-  w.scopes = insight::AttributeScopes(cap);
-  w.stats.reserve(stats.size());
-  for (const trace::KernelStats& s : stats) w.stats.push_back(ToRow(s));
+  w.attributions = std::move(summary.attributions);
+  w.scopes = std::move(summary.scopes);
+  w.stats.reserve(summary.stats.size());
+  for (const trace::KernelStats& s : summary.stats) w.stats.push_back(ToRow(s));
   for (const trace::EventBlock& b : cap.blocks) {
     if (b.size() == 0) continue;
     w.timelines.push_back({b.chip, b.line, b.base_ns, static_cast<int64_t>(b.size()),
                            trace::EncodeTimeline(b, w.kernel_ids)});
   }
-  // A series that came encoded (trace/columns.h) is stored as it arrived.
+  // A series that came encoded (trace/columns.h) is stored as it arrived, undecoded when the
+  // agent analysed it: its count is read off the encoding's front.
   for (const trace::CounterSeries& s : cap.counters) {
-    w.counters.push_back({s.chip, s.name, static_cast<int64_t>(s.value.size()),
-                          s.encoded.empty() ? trace::EncodeCounters(s) : s.encoded});
+    if (s.encoded.empty()) {
+      w.counters.push_back(
+          {s.chip, s.name, static_cast<int64_t>(s.value.size()), trace::EncodeCounters(s)});
+      continue;
+    }
+    ASSIGN_OR_RETURN(const uint64_t samples, trace::EncodedCount(s.encoded, s.name));
+    w.counters.push_back({s.chip, s.name, static_cast<int64_t>(samples), s.encoded});
   }
-  std::vector<int64_t> chip_keys;
-  for (size_t c = 0; c < cap.host.chips.size(); ++c) {
-    chip_keys.push_back(static_cast<int64_t>(index) * kChipsPerHostKey + static_cast<int64_t>(c));
-  }
+  // The arrivals, numbered by the host's chips and kernels, get the pod's numbers: the host's
+  // place in the capture, its chips under it, the store's kernel ids.
   insight::CollectiveNames names;
-  const std::vector<insight::CollectiveRun> runs =
-      insight::CollectiveRuns(cap, static_cast<int32_t>(index), chip_keys, w.kernel_ids, &names);
-  pod->Add(w.kernel_ids, cap.host.chips, stats, w.attributions, runs, names);
+  const int32_t host = static_cast<int32_t>(index);
+  names.hosts.resize(index + 1);
+  names.hosts[index] = cap.host.name;
+  for (insight::CollectiveRun& run : summary.arrivals) {
+    const size_t kernel = static_cast<size_t>(run.kernel_key);
+    run.host = host;
+    run.chip_ordinal = cap.host.chips[run.chip_key].ordinal;
+    run.chip_key += static_cast<int64_t>(index) * kChipsPerHostKey;
+    run.kernel_key = w.kernel_ids[kernel];
+    if (!names.kernels.contains(run.kernel_key)) {
+      names.kernels.emplace(run.kernel_key, cap.kernels[kernel].name);
+    }
+  }
+  pod->Add(w.kernel_ids, cap.host.chips, summary.stats, w.attributions, summary.arrivals, names);
   return r;
+}
+
+absl::StatusOr<AnalysedHost> AnalyseHost(storage::CaptureWriter& writer, size_t index,
+                                         const trace::HostCapture& cap, PodAnalysis* pod) {
+  return MergeHost(writer, index, cap, analysis::SummariseHost(cap), pod);
 }
 
 void SetHostClock(const trace::ClockCorrection& c, AnalysedHost* host) {

@@ -21,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "analysis/host_summary.h"
 #include "insight/collectives.h"
 #include "storage/capture_writer.h"
 #include "trace/clock_correction.h"
@@ -62,11 +63,19 @@ struct AnalysedHost {
   storage::HostWrite write;
 };
 
-// Analyses host `index` of a capture (its place in the capture's host list, which keys its
-// collective arrivals): kernel ids, statistics, counter attribution, collective arrivals, and
-// its timelines and counters encoded on the capture's own clock. Fills the write's chips, rows
-// and event count; the caller fills the host's name, outcome and clock. Errors are the store's
-// (ResolveKernels). Its roll-ups and collective arrivals go to `pod`.
+// Merges host `index` of a capture (its place in the capture's host list, which keys its
+// collective arrivals), given its summary (analysis::SummariseHost's, by the agent or here,
+// checked with analysis::CheckSummary against `capture`): kernel ids resolved, the summary's
+// rows renumbered to them and to the pod's chips, its timelines and counters encoded on the
+// capture's own clock. Fills the write's chips, rows and event count; the caller fills the
+// host's name, outcome and clock. Errors are the store's (ResolveKernels). Its roll-ups and
+// collective arrivals go to `pod`.
+absl::StatusOr<AnalysedHost> MergeHost(storage::CaptureWriter& writer, size_t index,
+                                       const trace::HostCapture& capture,
+                                       analysis::HostSummary summary, PodAnalysis* pod);
+
+// MergeHost with the summary computed here, from `capture` (imports, agents too old to
+// analyse, tests).
 absl::StatusOr<AnalysedHost> AnalyseHost(storage::CaptureWriter& writer, size_t index,
                                          const trace::HostCapture& capture, PodAnalysis* pod);
 

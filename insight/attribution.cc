@@ -67,7 +67,8 @@ double SeriesIntegral::Over(int64_t begin_ps, int64_t end_ps, int64_t* covered_p
   return at_b - at_a;
 }
 
-std::vector<KernelCounter> AttributeCounters(const trace::HostCapture& capture) {
+std::vector<KernelCounter> AttributeCounters(const trace::HostCapture& capture,
+                                             const std::vector<trace::CounterSeries>& also) {
   // Per execution only a slot in a table indexed by kernel; the (chip, kernel, counter) map is
   // touched once per kernel and series. Two series of one name on a chip (a counter split
   // across lines) add up there.
@@ -79,9 +80,9 @@ std::vector<KernelCounter> AttributeCounters(const trace::HostCapture& capture) 
   std::vector<Sum> sums(capture.kernels.size());
   std::vector<uint32_t> touched;
   std::map<std::tuple<int, uint32_t, std::string>, KernelCounter> merged;
-  for (const trace::CounterSeries& series : capture.counters) {
+  auto attribute = [&](const trace::CounterSeries& series) {
     const SeriesIntegral integral(series);
-    if (integral.empty()) continue;
+    if (integral.empty()) return;
     for (const trace::EventBlock& b : capture.blocks) {
       if (b.chip != series.chip || !trace::IsKernelLine(b.kind)) continue;
       const int64_t base_ps = (b.base_ns - integral.origin_ns()) * 1000;
@@ -114,7 +115,9 @@ std::vector<KernelCounter> AttributeCounters(const trace::HostCapture& capture) 
       sum = Sum();
     }
     touched.clear();
-  }
+  };
+  for (const trace::CounterSeries& series : capture.counters) attribute(series);
+  for (const trace::CounterSeries& series : also) attribute(series);
   std::vector<KernelCounter> out;
   out.reserve(merged.size());
   for (auto& [key, k] : merged) out.push_back(std::move(k));
@@ -176,6 +179,7 @@ std::vector<trace::KernelScope> AttributeScopes(const trace::HostCapture& captur
           s.chip = c;
           s.kernel = it->kernel;
           s.line = b.line;
+          s.scope_kernel = b.kernel[i];
           s.name = b.kernel[i] < capture.kernels.size() ? capture.kernels[b.kernel[i]].name : "";
         }
         ++s.count;

@@ -51,8 +51,10 @@ class SeriesIntegral {
 };
 
 // Every (chip, kernel, counter) with some execution inside the counter's span, for the kernel
-// lines (XLA Ops, GPU streams) of `capture`.
-std::vector<KernelCounter> AttributeCounters(const trace::HostCapture& capture);
+// lines (XLA Ops, GPU streams) of `capture`. The series of `also` (sampled beside the capture:
+// the agent's runtime metrics) count as if they followed the capture's own.
+std::vector<KernelCounter> AttributeCounters(const trace::HostCapture& capture,
+                                             const std::vector<trace::CounterSeries>& also = {});
 
 // Every (chip, kernel, scope line, scope name) of `capture`: the scopes (LineKind::kScopes
 // events) summed per kernel execution they fall in, by their midpoint, on their chip. Scopes

@@ -81,6 +81,8 @@ std::vector<CollectiveRun> CollectiveRuns(const trace::HostCapture& capture, int
       r.id = b.collective[i];
       r.start_ns = b.base_ns + b.start_ps[i] / 1000;
       r.duration_ns = b.duration_ps[i] / 1000;
+      r.end_carry = static_cast<int32_t>(b.base_ns + (b.start_ps[i] + b.duration_ps[i]) / 1000 -
+                                         r.start_ns - r.duration_ns);
       const auto& s = steps[b.chip];
       auto it =
           std::upper_bound(s.begin(), s.end(), std::make_tuple(r.start_ns, INT64_MAX, INT64_MAX));

@@ -34,6 +34,10 @@ struct CollectiveRun {
   int64_t kernel_key = 0;  // the caller's id for the kernel (the store's kernel row)
   int32_t host = 0;        // the caller's number for the host (CollectiveNames::hosts)
   int32_t chip_ordinal = 0;
+  // The run's end in ns, rounded from its ps as the clock alignment reads it, less
+  // start_ns + duration_ns (each truncated on its own): at most a ns either way. Kept so that a
+  // host's collective ends can be rebuilt from its runs (analysis/host_summary.h) exactly.
+  int32_t end_carry = 0;
 };
 
 // The names behind runs' numbers, for the rows a report keeps.

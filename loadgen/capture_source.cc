@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "analysis/host_summary.h"
 #include "sim/xspace_builder.h"
 #include "trace/byte_source.h"
 #include "trace/xspace_reader.h"
@@ -51,7 +52,7 @@ std::vector<int64_t> CaptureSource::CollectiveEnds(int64_t step) {
 
 absl::StatusOr<GeneratedCapture> CaptureSource::Generate(const EmulatedHost& host, int64_t start_ns,
                                                          int64_t duration_ms,
-                                                         size_t max_chunk_bytes) {
+                                                         size_t max_chunk_bytes, bool summarise) {
   if (duration_ms <= 0 || duration_ms > kMaxDurationMs) {
     return absl::InvalidArgumentError(
         absl::StrCat("duration_ms must be 1..", kMaxDurationMs, ", got ", duration_ms));
@@ -97,6 +98,13 @@ absl::StatusOr<GeneratedCapture> CaptureSource::Generate(const EmulatedHost& hos
     return s;
   }
   podprof::v1::CaptureTrailer trailer;
+  if (summarise) {
+    absl::StatusOr<uint64_t> rows =
+        stream::StreamSummary(analysis::SummariseHost(*capture), capture->host.chips,
+                              max_chunk_bytes, &sink, &out.counts);
+    if (!rows.ok()) return rows.status();
+    trailer.set_summary_rows(*rows);
+  }
   for (const std::string& w : capture->warnings) trailer.add_warnings(w);
   trailer.set_event_count(out.counts.events);
   trailer.set_kernel_count(out.counts.kernels);

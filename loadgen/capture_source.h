@@ -41,10 +41,12 @@ class CaptureSource {
                                                                bool counters);
 
   // The chunks of `host`'s capture of the window [start_ns, start_ns + duration_ms) on the
-  // host's clock, each at most `max_chunk_bytes`. InvalidArgument for a bad request; Internal
-  // if the generated trace cannot be read back (a bug).
+  // host's clock, each at most `max_chunk_bytes`; with `summarise`, the host's summary among
+  // them, as an agent that analyses its host sends it. InvalidArgument for a bad request;
+  // Internal if the generated trace cannot be read back (a bug).
   absl::StatusOr<GeneratedCapture> Generate(const EmulatedHost& host, int64_t start_ns,
-                                            int64_t duration_ms, size_t max_chunk_bytes);
+                                            int64_t duration_ms, size_t max_chunk_bytes,
+                                            bool summarise = false);
 
   // A model of the pod (host 0's), for describing chips.
   const sim::PodModel& model() const { return model_; }

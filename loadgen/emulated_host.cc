@@ -1,6 +1,7 @@
 #include "loadgen/emulated_host.h"
 
 #include "absl/strings/str_cat.h"
+#include "analysis/host_summary.h"
 
 namespace podprof::loadgen {
 namespace {
@@ -54,6 +55,7 @@ podprof::v1::HostInfo DescribeHost(const EmulatedHost& host, const std::string& 
   info.set_host_name(host.name);
   info.set_agent_address(absl::StrCat(bind_address, ":", host.port));
   info.set_agent_version("podprof-loadgen 0.1.0");
+  info.set_analysis_version(analysis::kAnalysisVersion);
   info.set_clock_probe_port(static_cast<uint32_t>(host.probe_port));
   (*info.mutable_labels())["emulated"] = "loadgen";
   const trace::ChipGeneration& gen = model.generation();

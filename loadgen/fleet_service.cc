@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "analysis/host_summary.h"
 #include "common/logging.h"
 #include "proto/grpc_status.h"
 
@@ -319,9 +320,9 @@ void FleetService::GeneratorLoop() {
     }
     const size_t chunk_limit =
         stream::NegotiateChunkBytes(limits_.max_chunk_bytes, stream->request().max_chunk_bytes());
-    absl::StatusOr<GeneratedCapture> capture =
-        source_.Generate(stream->host(), stream->start_ns(),
-                         static_cast<int64_t>(stream->request().duration_ms()), chunk_limit);
+    absl::StatusOr<GeneratedCapture> capture = source_.Generate(
+        stream->host(), stream->start_ns(), static_cast<int64_t>(stream->request().duration_ms()),
+        chunk_limit, stream->request().analysis_version() == analysis::kAnalysisVersion);
     if (!capture.ok()) {
       PODPROF_LOG(ERROR) << stream->host().name << ": " << capture.status().message();
       stream->Fail(ToGrpc(capture.status()));

@@ -76,7 +76,8 @@ absl::Status AddHostRows(Connection& c, std::vector<CaptureRow>* rows) {
                                       "SELECT h.name, x.status, x.error, "
                                       "x.clock_offset_ns, x.clock_uncertainty_ns, "
                                       "x.events, x.host_clock, x.clock_drift_ppb, "
-                                      "x.clock_mid_ns FROM capture_hosts x JOIN hosts h "
+                                      "x.clock_mid_ns, x.analysed_by FROM capture_hosts x "
+                                      "JOIN hosts h "
                                       "ON h.id = x.host_id JOIN captures c ON c.seq = "
                                       "x.capture WHERE c.id = ? "
                                       "ORDER BY h.name"));
@@ -97,6 +98,7 @@ absl::Status AddHostRows(Connection& c, std::vector<CaptureRow>* rows) {
       h.host_clock = col.Bool();
       const double drift_ppb = col.Double();
       h.correction = {h.clock_offset_ns, drift_ppb, col.Int()};
+      h.analysed_by = col.Text();
       r.host_rows.push_back(std::move(h));
       return absl::OkStatus();
     }));

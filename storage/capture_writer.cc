@@ -86,8 +86,9 @@ struct HostInserts {
                                                   "INSERT INTO capture_hosts (capture, host_id, "
                                                   "status, error, clock_offset_ns, "
                                                   "clock_uncertainty_ns, events, bytes, "
-                                                  "host_clock, clock_drift_ppb, clock_mid_ns) "
-                                                  "VALUES (?,?,?,?,?,?,?,?,?,?,?)"));
+                                                  "host_clock, clock_drift_ppb, clock_mid_ns, "
+                                                  "analysed_by) "
+                                                  "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"));
     ASSIGN_OR_RETURN(h.ins_chip, Statement::Prepare(c,
                                                     "INSERT INTO chips (capture, host_id, "
                                                     "ordinal, global_id, generation, "
@@ -214,7 +215,7 @@ absl::StatusOr<std::vector<int64_t>> InsertHost(Connection& c, HostInserts& q, i
       .Bind(4, h.error);
   q.ins_ch->Bind(5, h.clock_offset_ns).Bind(6, h.clock_uncertainty_ns).Bind(7, h.events);
   q.ins_ch->Bind(8, static_cast<int64_t>(h.bytes)).Bind(9, int64_t{h.host_clock});
-  q.ins_ch->Bind(10, h.clock_drift_ppb).Bind(11, h.clock_mid_ns);
+  q.ins_ch->Bind(10, h.clock_drift_ppb).Bind(11, h.clock_mid_ns).Bind(12, h.analysed_by);
   RETURN_IF_ERROR(q.ins_ch->Run());
   // Chips, timelines, counters and attributions were inserted ahead (WriteHostData), or are
   // inserted now.

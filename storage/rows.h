@@ -93,6 +93,9 @@ struct HostWrite {
   int64_t clock_mid_ns = 0;
   uint64_t bytes = 0;
   int64_t events = 0;
+  // "agent" or "aggregator": where the host's capture was analysed; empty when it delivered
+  // nothing.
+  std::string analysed_by;
   std::vector<trace::Chip> chips;
   // The capture's kernel index -> kernels.id, from ResolveKernels.
   std::vector<int64_t> kernel_ids;
@@ -170,6 +173,7 @@ struct HostRow {
   // and the correction readers apply to them.
   bool host_clock = false;
   trace::ClockCorrection correction;
+  std::string analysed_by;  // HostWrite::analysed_by
 };
 
 struct CaptureRow {

@@ -237,6 +237,12 @@ ALTER TABLE stragglers ADD COLUMN expected_last REAL;
 ALTER TABLE captures ADD COLUMN collectives_left_out INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE captures ADD COLUMN collectives_left_out_example TEXT NOT NULL DEFAULT '';
 )sql",
+    // 8: who analysed each host's capture: 'agent' (its own summary, merged here) or
+    // 'aggregator' (an import, or an agent too old to analyse); '' on older rows and for hosts
+    // that delivered nothing.
+    R"sql(
+ALTER TABLE capture_hosts ADD COLUMN analysed_by TEXT NOT NULL DEFAULT '';
+)sql",
 };
 
 }  // namespace

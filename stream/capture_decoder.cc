@@ -1,6 +1,7 @@
 #include "stream/capture_decoder.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "trace/columns.h"
 
 namespace podprof::stream {
@@ -87,6 +88,7 @@ absl::Status CaptureDecoder::AddEvents(const v1::EventBlock& e) {
     b.kernel[i] = e.kernel_id(i) - 1;
   }
   events_ += static_cast<uint64_t>(n);
+  if (trace::IsKernelLine(b.kind)) tally_.Count(b.chip, b.kernel, b.collective);
   capture_.blocks.push_back(std::move(b));
   return absl::OkStatus();
 }
@@ -124,6 +126,94 @@ absl::Status CaptureDecoder::AddCounters(const v1::CounterSeries& cs) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<int> CaptureDecoder::SummaryChip(int ordinal, const char* what) const {
+  for (size_t i = 0; i < capture_.host.chips.size(); ++i) {
+    if (capture_.host.chips[i].ordinal == ordinal) return static_cast<int>(i);
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, " names chip ", ordinal, ", which the stream never described"));
+}
+
+absl::StatusOr<uint32_t> CaptureDecoder::SummaryKernel(uint32_t id, const char* what) const {
+  if (id == 0 || id > capture_.kernels.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " names kernel id ", id, " but ids 1..",
+                                                   capture_.kernels.size(), " are defined"));
+  }
+  return id - 1;
+}
+
+absl::Status CaptureDecoder::AddArrivals(const v1::CollectiveArrivals& a) {
+  const int n = a.collective_id_size();
+  if (a.start_ns_size() != n || a.duration_ns_size() != n || a.step_size() != n ||
+      a.kernel_id_size() != n || a.end_carry_size() != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("arrivals of chip ", a.chip_ordinal(), " have columns of different lengths"));
+  }
+  if (n == 0) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const int chip, SummaryChip(a.chip_ordinal(), "arrivals"));
+  int64_t t = 0;
+  for (int i = 0; i < n; ++i) {
+    insight::CollectiveRun r;
+    ASSIGN_OR_RETURN(const uint32_t kernel, SummaryKernel(a.kernel_id(i), "an arrival"));
+    t += a.start_ns(i);
+    r.id = a.collective_id(i);
+    r.start_ns = t;
+    r.duration_ns = a.duration_ns(i);
+    r.step = a.step(i);
+    r.chip_key = chip;
+    r.kernel_key = kernel;
+    r.chip_ordinal = a.chip_ordinal();
+    r.end_carry = a.end_carry(i);
+    summary_.arrivals.push_back(r);
+  }
+  summary_rows_ += static_cast<uint64_t>(n);
+  return absl::OkStatus();
+}
+
+absl::Status CaptureDecoder::AddSummary(const v1::HostSummaryPart& part) {
+  for (const v1::KernelStatsRow& row : part.stats()) {
+    trace::KernelStats st;
+    ASSIGN_OR_RETURN(st.chip, SummaryChip(row.chip_ordinal(), "a statistics row"));
+    ASSIGN_OR_RETURN(st.kernel, SummaryKernel(row.kernel_id(), "a statistics row"));
+    st.count = row.count();
+    st.total_ps = row.total_ps();
+    st.min_ps = row.min_ps();
+    st.max_ps = row.max_ps();
+    absl::StatusOr<trace::DDSketch> sketch = trace::DDSketch::Deserialize(row.sketch());
+    if (!sketch.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a statistics row's sketch: ", sketch.status().message()));
+    }
+    st.sketch = std::move(*sketch);
+    summary_.stats.push_back(std::move(st));
+  }
+  for (const v1::CounterAttributionRow& row : part.attributions()) {
+    trace::KernelCounter k;
+    ASSIGN_OR_RETURN(k.chip, SummaryChip(row.chip_ordinal(), "an attribution row"));
+    ASSIGN_OR_RETURN(k.kernel, SummaryKernel(row.kernel_id(), "an attribution row"));
+    k.counter = row.counter();
+    k.kind = row.cumulative() ? trace::CounterKind::kCumulative : trace::CounterKind::kGauge;
+    k.integral = row.integral();
+    k.covered_ps = row.covered_ps();
+    k.executions = row.executions();
+    summary_.attributions.push_back(std::move(k));
+  }
+  for (const v1::ScopeRow& row : part.scopes()) {
+    trace::KernelScope sc;
+    ASSIGN_OR_RETURN(sc.chip, SummaryChip(row.chip_ordinal(), "a scope row"));
+    ASSIGN_OR_RETURN(sc.kernel, SummaryKernel(row.kernel_id(), "a scope row"));
+    ASSIGN_OR_RETURN(sc.scope_kernel, SummaryKernel(row.name_kernel_id(), "a scope row's name"));
+    sc.line = row.line();
+    sc.name = capture_.kernels[sc.scope_kernel].name;  // as its definition arrived
+    sc.count = row.count();
+    sc.total_ps = row.total_ps();
+    summary_.scopes.push_back(std::move(sc));
+  }
+  summary_rows_ +=
+      static_cast<uint64_t>(part.stats_size() + part.attributions_size() + part.scopes_size());
+  return part.has_arrivals() ? AddArrivals(part.arrivals()) : absl::OkStatus();
+}
+
 absl::Status CaptureDecoder::Add(const v1::CaptureChunk& c) {
   const uint64_t index = chunks_++;
   auto fault = [index](const char* kind, const absl::Status& s) {
@@ -140,7 +230,12 @@ absl::Status CaptureDecoder::Add(const v1::CaptureChunk& c) {
     case v1::CaptureChunk::kKernelDefs:
       s = AddKernels(c.kernel_defs());
       return s.ok() ? s : fault("kernel_defs", s);
+    case v1::CaptureChunk::kSummary:
+      s = AddSummary(c.summary());
+      if (s.ok()) summarised_ = true;
+      return s.ok() ? s : fault("summary", s);
     case v1::CaptureChunk::kEventBlock:
+      if (summarised_) return fault("event_block", absl::InvalidArgumentError("after the summary"));
       s = AddEvents(c.event_block());
       return s.ok() ? s
                     : fault(absl::StrCat("event_block of chip ", c.event_block().chip_ordinal(),
@@ -148,10 +243,20 @@ absl::Status CaptureDecoder::Add(const v1::CaptureChunk& c) {
                                 .c_str(),
                             s);
     case v1::CaptureChunk::kCounterSeries:
+      if (summarised_) {
+        return fault("counter_series", absl::InvalidArgumentError("after the summary"));
+      }
       s = AddCounters(c.counter_series());
       return s.ok() ? s : fault("counter_series", s);
     case v1::CaptureChunk::kTrailer:
       trailer_ = c.trailer();
+      if (trailer_.summary_rows() != summary_rows_) {
+        return fault("trailer", absl::InvalidArgumentError(
+                                    absl::StrCat("it counts ", trailer_.summary_rows(),
+                                                 " summary rows but ", summary_rows_, " arrived")));
+      }
+      analysis::OrderSummary(&summary_);
+      summary_.events = static_cast<int64_t>(events_);  // the stream's own count
       for (const auto& w : trailer_.warnings()) capture_.warnings.push_back(w);
       capture_.host.profile_start_ns = trailer_.actual_start_ns();
       capture_.host.profile_stop_ns = trailer_.actual_end_ns();

@@ -8,6 +8,8 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "analysis/host_summary.h"
 #include "proto/podprof_agent.pb.h"
 #include "trace/model.h"
 
@@ -24,11 +26,26 @@ class CaptureDecoder {
   uint64_t events() const { return events_; }
   const podprof::v1::CaptureTrailer& trailer() const { return trailer_; }
   trace::HostCapture& capture() { return capture_; }
+  // The agent's summary of its host, by this capture's chip and kernel indices, in
+  // analysis::OrderSummary's order; meaningful when summary_rows() > 0. Its rows are checked
+  // against the kernels and chips the stream defined (not yet against its events:
+  // analysis::CheckSummary's business).
+  bool has_summary() const { return summary_rows_ > 0; }
+  uint64_t summary_rows() const { return summary_rows_; }
+  analysis::HostSummary& summary() { return summary_; }
+  // What the stream's events say, to hold the summary to (analysis::VerifySummary).
+  const analysis::StreamTally& tally() const { return tally_; }
 
  private:
   absl::Status AddKernels(const podprof::v1::KernelDefBatch& batch);
   absl::Status AddEvents(const podprof::v1::EventBlock& e);
   absl::Status AddCounters(const podprof::v1::CounterSeries& cs);
+  absl::Status AddSummary(const podprof::v1::HostSummaryPart& part);
+  absl::Status AddArrivals(const podprof::v1::CollectiveArrivals& a);
+  // The chip index of a summary row's ordinal, or the kernel index of its 1-based id:
+  // InvalidArgument naming `what` when the stream defined no such chip or kernel.
+  absl::StatusOr<int> SummaryChip(int ordinal, const char* what) const;
+  absl::StatusOr<uint32_t> SummaryKernel(uint32_t id, const char* what) const;
   // The index of the chip with `ordinal`, added (described by `info` when given) if new.
   int ChipIndex(int ordinal, const podprof::v1::ChipInfo* info);
 
@@ -37,6 +54,10 @@ class CaptureDecoder {
   uint64_t chunks_ = 0;
   uint64_t events_ = 0;
   bool done_ = false;
+  analysis::HostSummary summary_;
+  uint64_t summary_rows_ = 0;
+  bool summarised_ = false;
+  analysis::StreamTally tally_;  // a summary chunk came: no more events or series
 };
 
 }  // namespace podprof::stream

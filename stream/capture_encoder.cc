@@ -255,6 +255,146 @@ absl::Status StreamCounters(const std::vector<v1::CounterSeries>& series, size_t
   return absl::OkStatus();
 }
 
+namespace {
+
+// The summary's rows in parts that each fit a chunk of `limit`: rows added while the part's
+// exact size stays within it (a row is at most two cut names and a few numbers, far below
+// kMinChunkBytes).
+class SummaryParts {
+ public:
+  SummaryParts(size_t limit, ChunkSink* sink, ChunkCounts* counts)
+      : budget_(limit - 16), sink_(sink), counts_(counts) {}  // 16: chunk and part headers
+
+  // Adds the row `add` makes, of `row_bytes` serialized, sending the part first when full.
+  template <typename Add>
+  absl::Status Row(size_t row_bytes, Add add) {
+    if (bytes_ + Delimited(row_bytes) > budget_) RETURN_IF_ERROR(Flush());
+    add(chunk_.mutable_summary());
+    bytes_ += Delimited(row_bytes);
+    ++rows_;
+    return absl::OkStatus();
+  }
+  absl::Status Flush() {
+    if (bytes_ == 0) return absl::OkStatus();
+    if (!Send(chunk_, sink_, counts_)) return Broken();
+    chunk_.Clear();
+    bytes_ = 0;
+    return absl::OkStatus();
+  }
+  size_t budget() const { return budget_; }
+  uint64_t rows() const { return rows_; }
+
+ private:
+  const size_t budget_;
+  ChunkSink* const sink_;
+  ChunkCounts* const counts_;
+  v1::CaptureChunk chunk_;
+  size_t bytes_ = 0;
+  uint64_t rows_ = 0;
+};
+
+// One chip's arrivals [begin, end) of `runs` (all of one chip) in parts of at most a chunk.
+absl::Status StreamArrivals(const std::vector<insight::CollectiveRun>& runs, size_t begin,
+                            size_t end, int ordinal, SummaryParts* parts) {
+  RETURN_IF_ERROR(parts->Flush());  // a chip's arrivals start a part of their own
+  while (begin < end) {
+    size_t ids = 0, starts = 0, durations = 0, steps = 0, kernels = 0, carries = 0;
+    int64_t prev = 0;
+    size_t stop = begin;
+    for (; stop < end; ++stop) {
+      const insight::CollectiveRun& r = runs[stop];
+      const size_t i = ids + V64(r.id);
+      const size_t s = starts + V64(WireFormatLite::ZigZagEncode64(r.start_ns - prev));
+      const size_t d = durations + V64(static_cast<uint64_t>(r.duration_ns));
+      const size_t st = steps + V64(WireFormatLite::ZigZagEncode64(r.step));
+      const size_t k = kernels + V32(static_cast<uint32_t>(r.kernel_key + 1));
+      const size_t c = carries + V32(WireFormatLite::ZigZagEncode32(r.end_carry));
+      const size_t bytes = Scalar(Int32Wire(ordinal)) + Packed(i) + Packed(s) + Packed(d) +
+                           Packed(st) + Packed(k) + Packed(c);
+      if (Delimited(bytes) > parts->budget() && stop > begin) break;
+      ids = i, starts = s, durations = d, steps = st, kernels = k, carries = c;
+      prev = r.start_ns;
+    }
+    RETURN_IF_ERROR(parts->Row(0, [&](v1::HostSummaryPart* part) {
+      v1::CollectiveArrivals* a = part->mutable_arrivals();
+      a->set_chip_ordinal(ordinal);
+      int64_t last = 0;
+      for (size_t j = begin; j < stop; ++j) {
+        const insight::CollectiveRun& r = runs[j];
+        a->add_collective_id(r.id);
+        a->add_start_ns(r.start_ns - last);
+        last = r.start_ns;
+        a->add_duration_ns(r.duration_ns);
+        a->add_step(r.step);
+        a->add_kernel_id(static_cast<uint32_t>(r.kernel_key + 1));
+        a->add_end_carry(r.end_carry);
+      }
+    }));
+    RETURN_IF_ERROR(parts->Flush());
+    begin = stop;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> StreamSummary(const analysis::HostSummary& summary,
+                                       const std::vector<trace::Chip>& chips,
+                                       size_t max_chunk_bytes, ChunkSink* sink,
+                                       ChunkCounts* counts) {
+  SummaryParts parts(max_chunk_bytes, sink, counts);
+  for (const trace::KernelStats& st : summary.stats) {
+    v1::KernelStatsRow row;
+    row.set_chip_ordinal(chips[st.chip].ordinal);
+    row.set_kernel_id(st.kernel + 1);
+    row.set_count(st.count);
+    row.set_total_ps(st.total_ps);
+    row.set_min_ps(st.min_ps);
+    row.set_max_ps(st.max_ps);
+    row.set_sketch(st.sketch.Serialize());
+    RETURN_IF_ERROR(parts.Row(row.ByteSizeLong(),
+                              [&](v1::HostSummaryPart* p) { *p->add_stats() = std::move(row); }));
+  }
+  for (const trace::KernelCounter& a : summary.attributions) {
+    v1::CounterAttributionRow row;
+    row.set_chip_ordinal(chips[a.chip].ordinal);
+    row.set_kernel_id(a.kernel + 1);
+    row.set_counter(Cut(a.counter, kMaxNameBytes));  // as the series' own name travels
+    row.set_cumulative(a.kind == trace::CounterKind::kCumulative);
+    row.set_integral(a.integral);
+    row.set_covered_ps(a.covered_ps);
+    row.set_executions(a.executions);
+    RETURN_IF_ERROR(parts.Row(row.ByteSizeLong(), [&](v1::HostSummaryPart* p) {
+      *p->add_attributions() = std::move(row);
+    }));
+  }
+  for (const trace::KernelScope& sc : summary.scopes) {
+    v1::ScopeRow row;
+    row.set_chip_ordinal(chips[sc.chip].ordinal);
+    row.set_kernel_id(sc.kernel + 1);
+    row.set_line(Cut(sc.line, kMaxNameBytes));  // as the block's line travels
+    row.set_name_kernel_id(sc.scope_kernel + 1);
+    row.set_count(sc.count);
+    row.set_total_ps(sc.total_ps);
+    RETURN_IF_ERROR(parts.Row(row.ByteSizeLong(),
+                              [&](v1::HostSummaryPart* p) { *p->add_scopes() = std::move(row); }));
+  }
+  // Arrivals in the order they came, a run of one chip's at a time.
+  const std::vector<insight::CollectiveRun>& runs = summary.arrivals;
+  uint64_t arrival_parts = 0;
+  for (size_t begin = 0; begin < runs.size();) {
+    size_t end = begin;
+    while (end < runs.size() && runs[end].chip_key == runs[begin].chip_key) ++end;
+    const uint64_t before = parts.rows();
+    RETURN_IF_ERROR(StreamArrivals(runs, begin, end, chips[runs[begin].chip_key].ordinal, &parts));
+    arrival_parts += parts.rows() - before;
+    begin = end;
+  }
+  RETURN_IF_ERROR(parts.Flush());
+  // Rows: the arrivals count one each, not their parts.
+  return parts.rows() - arrival_parts + runs.size();
+}
+
 absl::Status StreamCapture(const trace::HostCapture& capture, const v1::HostInfo& host,
                            const std::vector<v1::CounterSeries>& extra_counters,
                            size_t max_chunk_bytes, ChunkSink* sink, ChunkCounts* counts) {

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "analysis/host_summary.h"
 #include "proto/podprof_agent.pb.h"
 #include "trace/model.h"
 
@@ -58,6 +60,16 @@ absl::Status StreamPiece(const trace::HostCapture& piece, size_t first_kernel,
                          size_t max_chunk_bytes, ChunkSink* sink, ChunkCounts* counts);
 absl::Status StreamCounters(const std::vector<podprof::v1::CounterSeries>& series,
                             size_t max_chunk_bytes, ChunkSink* sink, ChunkCounts* counts);
+
+// The agent's summary of its host (`chips` are the capture's, which the summary's indices
+// name) as summary chunks of at most `max_chunk_bytes`: kernels as this stream's ids, chips
+// by ordinal, counter and line names cut as their series and blocks travel. Returns the rows
+// sent (CaptureTrailer.summary_rows: statistics, attributions, scopes and arrivals). Cancelled
+// when the sink broke.
+absl::StatusOr<uint64_t> StreamSummary(const analysis::HostSummary& summary,
+                                       const std::vector<trace::Chip>& chips,
+                                       size_t max_chunk_bytes, ChunkSink* sink,
+                                       ChunkCounts* counts);
 
 // A whole capture: streams `host` first, then the kernel definitions (ids from 1, in capture
 // order), the event blocks (start times delta-encoded), the capture's counter series and

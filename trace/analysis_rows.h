@@ -37,6 +37,9 @@ struct KernelScope {
   uint32_t kernel = 0;  // index into HostCapture::kernels
   std::string line;     // the scope's line, e.g. "Pallas Primitives"
   std::string name;     // the scope's name, e.g. "dma_wait" or "kernel.py:42"
+  // The capture's kernel index of the scope's own definition (its name's), for a summary that
+  // travels: its receiver names the scope from the definition as it arrived.
+  uint32_t scope_kernel = 0;
   int64_t count = 0;
   int64_t total_ps = 0;
 };

@@ -8,16 +8,6 @@
 #include "absl/strings/match.h"
 
 namespace podprof::trace {
-namespace {
-
-void SortByTotal(std::vector<KernelStats>* stats) {
-  std::sort(stats->begin(), stats->end(), [](const KernelStats& a, const KernelStats& b) {
-    return std::make_tuple(-a.total_ps, a.chip, a.kernel) <
-           std::make_tuple(-b.total_ps, b.chip, b.kernel);
-  });
-}
-
-}  // namespace
 
 int64_t KernelStats::QuantilePs(double q) const {
   if (count == 0) return 0;
@@ -73,6 +63,13 @@ KernelRates ComputeRates(const KernelStats& stats, const KernelDef& def, double 
   if (r.fraction_of_peak_flops > kOver) r.fraction_of_peak_flops = 0;
   if (r.fraction_of_peak_hbm > kOver) r.fraction_of_peak_hbm = 0;
   return r;
+}
+
+void SortByTotal(std::vector<KernelStats>* stats) {
+  std::sort(stats->begin(), stats->end(), [](const KernelStats& a, const KernelStats& b) {
+    return std::make_tuple(-a.total_ps, a.chip, a.kernel) <
+           std::make_tuple(-b.total_ps, b.chip, b.kernel);
+  });
 }
 
 std::vector<KernelStats> ComputeKernelStats(const HostCapture& capture) {

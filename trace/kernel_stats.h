@@ -46,8 +46,11 @@ struct KernelRates {
 KernelRates ComputeRates(const KernelStats& stats, const KernelDef& def, double peak_tflops,
                          double peak_hbm_gbps);
 
+// Orders statistics by total time, longest first (ties by chip, then kernel index).
+void SortByTotal(std::vector<KernelStats>* stats);
+
 // Statistics per (chip, kernel) over the capture's kernel lines (`XLA Ops`, GPU streams),
-// ordered by total time, longest first (ties by chip, then kernel index).
+// ordered by SortByTotal.
 std::vector<KernelStats> ComputeKernelStats(const HostCapture& capture);
 
 // Merges per-chip statistics into one entry per kernel (chip = kAllChips), same order rule.

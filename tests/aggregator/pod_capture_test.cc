@@ -49,6 +49,9 @@ struct HostSpec {
   int64_t clock_offset_ns;
   int64_t device_offset_ns;
   bool workload_up = true;
+  // The agent's [analysis] enabled: false leaves its host's analysis to the aggregator, as an
+  // agent too old to analyse does.
+  bool analyse = true;
 };
 
 class PodTest : public ::testing::Test {
@@ -76,6 +79,12 @@ class PodTest : public ::testing::Test {
       pod_.host.push_back(host);
     }
     ASSERT_OK(launch::WritePodFiles(pod_));
+    for (size_t i = 0; i < hosts.size(); ++i) {
+      if (hosts[i].analyse) continue;
+      pod_.host[i].agent_config_file = P(absl::StrCat("agent-", i, ".toml"));
+      std::ofstream(pod_.host[i].agent_config_file)
+          << agent_toml_ << "\n[analysis]\nenabled = false\n";
+    }
     aggregator_ = std::make_unique<ChildProcess>(launch::AggregatorArgs(pod_),
                                                  launch::AggregatorReadyFile(pod_));
     ASSERT_TRUE(aggregator_->ready());
@@ -698,6 +707,51 @@ TEST_F(PodTest, FourHostCaptureAlignsClocksAndCollectives) {
 }
 
 // The CLI over a real pod: agents, a capture (exit 0, one JSON object), its export to a file.
+// One analysis, two places: an agent that analyses its host and one that leaves it to the
+// aggregator (as an agent too old to analyse does) capture one pod whole; each host says who
+// analysed it, live, stored and in the CLI's host table, and both hosts' kernels are there.
+TEST_F(PodTest, AMixedPodSaysWhichHostsTheAggregatorAnalysed) {
+  ASSERT_NO_FATAL_FAILURE(StartPod({{1'000'000, 0}, {-2'000'000, 0, true, /*analyse=*/false}}));
+  std::string id;
+  const v1::CaptureProgress last = CaptureAndWatch(300, &id);
+  ASSERT_EQ(last.status(), v1::CAPTURE_STATUS_COMPLETE) << last.DebugString();
+  std::map<std::string, std::string> live;
+  for (const v1::HostCaptureResult& h : last.summary().hosts())
+    live[h.host_name()] = h.analysed_by();
+  EXPECT_EQ(live,
+            (std::map<std::string, std::string>{{"host-0", "agent"}, {"host-1", "aggregator"}}));
+
+  grpc::ClientContext ctx;
+  v1::ListCapturesRequest list;
+  v1::ListCapturesResponse captures;
+  ASSERT_OK(stub_->ListCaptures(&ctx, list, &captures));
+  ASSERT_EQ(captures.captures_size(), 1);
+  std::map<std::string, std::string> stored;
+  for (const v1::HostCaptureResult& h : captures.captures(0).hosts()) {
+    stored[h.host_name()] = h.analysed_by();
+  }
+  EXPECT_EQ(stored, live);
+
+  // Both hosts' kernels, whoever analysed them.
+  PodprofResult stats = RunPodprof(
+      absl::StrCat("stats ", id, " --by host --format csv --top 0 --aggregator ", agg_addr_));
+  ASSERT_EQ(stats.exit_code, 0) << stats.err;
+  EXPECT_TRUE(absl::StrContains(stats.out, "host-0")) << stats.out;
+  EXPECT_TRUE(absl::StrContains(stats.out, "host-1")) << stats.out;
+
+  // The CLI's live table names the host the aggregator analysed, and only that one.
+  PodprofResult cli = RunPodprof("capture --duration 200ms --aggregator " + agg_addr_);
+  ASSERT_EQ(cli.exit_code, 0) << cli.err;
+  for (absl::string_view line : absl::StrSplit(cli.out, '\n')) {
+    if (absl::StartsWith(line, "host-0 ")) {
+      EXPECT_FALSE(absl::StrContains(line, "analysed by the aggregator")) << line;
+    }
+    if (absl::StartsWith(line, "host-1 ")) {
+      EXPECT_TRUE(absl::StrContains(line, "analysed by the aggregator")) << line;
+    }
+  }
+}
+
 TEST_F(PodTest, CliListsAgentsCapturesAndExports) {
   StartPod({{2'000'000, 0}, {-3'000'000, 0}});
   PodprofResult agents = RunPodprof("agents --format json --aggregator " + agg_addr_);
