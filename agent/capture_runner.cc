@@ -403,7 +403,10 @@ absl::Status CaptureRunner::StreamXSpace(
       for (const trace::CounterSeries& s : piece.counters) {
         if (trace::IsPerfSeries(s.name)) ++perf_series_;
       }
-      sent_ = stream::StreamPiece(piece, first_new_kernel, limit_, sink_, &outcome_->counts);
+      // An agent that analyses its host sends its blocks as the store keeps them, for the
+      // aggregator to store undecoded.
+      sent_ = stream::StreamPiece(piece, first_new_kernel, limit_, sink_, &outcome_->counts,
+                                  /*columns=*/analyser_.has_value());
       if (sent_.ok() && analyser_) analyser_->Add(piece);
       return sent_;
     }

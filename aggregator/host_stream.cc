@@ -43,7 +43,9 @@ std::optional<analysis::HostSummary> HostStream::Summary() {
   }
   // Analysed here, while other hosts still stream, on the host's own clock: what stays in
   // memory until the pod's alignment is known is its rows, not its decoded capture.
-  if (absl::Status bad = trace::DecodeEncodedSeries(&cap); !bad.ok()) {
+  absl::Status bad = trace::DecodeEncodedSeries(&cap);
+  if (bad.ok()) bad = trace::DecodeEncodedBlocks(&cap);
+  if (!bad.ok()) {
     error_ = absl::StrCat("the agent sent a bad chunk: ", bad.message());
     return std::nullopt;
   }

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "insight/attribution.h"
 
 namespace podprof::analysis {
@@ -178,10 +179,20 @@ absl::Status CheckSummary(const HostSummary& summary, size_t chips, size_t kerne
   return absl::OkStatus();
 }
 
+void StreamTally::CountEncoded(int chip, int64_t events) {
+  if (chip < 0) return;
+  const size_t c = static_cast<size_t>(chip);
+  if (chip_events.size() <= c) chip_events.resize(c + 1);
+  chip_events[c] += events;
+  all_decoded = false;
+}
+
 void StreamTally::Count(int chip, const std::vector<uint32_t>& kernels,
                         const std::vector<uint64_t>& collective_ids) {
   if (chip < 0) return;
   const size_t c = static_cast<size_t>(chip);
+  if (chip_events.size() <= c) chip_events.resize(c + 1);
+  chip_events[c] += static_cast<int64_t>(kernels.size());
   if (kernel_events.size() <= c) kernel_events.resize(c + 1);
   if (collectives.size() <= c) collectives.resize(c + 1);
   std::vector<int64_t>& row = kernel_events[c];
@@ -192,28 +203,41 @@ void StreamTally::Count(int chip, const std::vector<uint32_t>& kernels,
   for (uint64_t id : collective_ids) collectives[c] += id != 0;
 }
 
-absl::Status VerifySummary(const HostSummary& summary, const StreamTally& tally) {
+namespace {
+
+// Each chip's executions in the statistics against the stream's.
+absl::Status VerifyChipTotals(const HostSummary& summary, const StreamTally& tally) {
+  std::vector<int64_t> counted(tally.chip_events.size());
+  for (const trace::KernelStats& s : summary.stats) {
+    const size_t chip = static_cast<size_t>(s.chip);
+    if (chip >= counted.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "its statistics count executions on chip index ", chip, ", whose stream has none"));
+    }
+    counted[chip] += s.count;
+  }
+  for (size_t chip = 0; chip < counted.size(); ++chip) {
+    if (counted[chip] != tally.chip_events[chip]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("its statistics count ", counted[chip], " executions on chip index ", chip,
+                       " but the stream holds ", tally.chip_events[chip]));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Each kernel's executions on each chip, and each chip's collective runs (decoded streams).
+absl::Status VerifyKernels(const HostSummary& summary, const StreamTally& tally) {
   auto events = [&](size_t chip, size_t kernel) -> int64_t {
     if (chip >= tally.kernel_events.size() || kernel >= tally.kernel_events[chip].size()) return 0;
     return tally.kernel_events[chip][kernel];
   };
-  std::vector<int64_t> counted(tally.kernel_events.size());
   for (const trace::KernelStats& s : summary.stats) {
     const size_t chip = static_cast<size_t>(s.chip);
     if (events(chip, s.kernel) != s.count) {
       return absl::InvalidArgumentError(
           absl::StrCat("its statistics count ", s.count, " executions of kernel id ", s.kernel + 1,
                        " on chip index ", chip, " but the stream holds ", events(chip, s.kernel)));
-    }
-    counted[chip] += s.count;
-  }
-  for (size_t chip = 0; chip < tally.kernel_events.size(); ++chip) {
-    int64_t all = 0;
-    for (int64_t n : tally.kernel_events[chip]) all += n;
-    if (all != counted[chip]) {
-      return absl::InvalidArgumentError(absl::StrCat("its statistics leave out ",
-                                                     all - counted[chip],
-                                                     " of the executions on chip index ", chip));
     }
   }
   std::vector<int64_t> arrivals(tally.collectives.size());
@@ -233,6 +257,13 @@ absl::Status VerifySummary(const HostSummary& summary, const StreamTally& tally)
     }
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status VerifySummary(const HostSummary& summary, const StreamTally& tally) {
+  RETURN_IF_ERROR(VerifyChipTotals(summary, tally));
+  return tally.all_decoded ? VerifyKernels(summary, tally) : absl::OkStatus();
 }
 
 }  // namespace podprof::analysis

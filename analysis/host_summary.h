@@ -90,20 +90,24 @@ std::vector<std::pair<uint64_t, int64_t>> CollectiveEnds(const HostSummary& summ
 // sketch that counts what the row counts). InvalidArgument naming the first row that fails.
 absl::Status CheckSummary(const HostSummary& summary, size_t chips, size_t kernels);
 
-// What a receiver counts of a stream as it decodes it, to hold the sender's summary to: per chip
-// index, its kernel lines' executions per kernel index and its collective runs.
+// What a receiver counts of a stream as it reads it, to hold the sender's summary to: per chip
+// index, its kernel lines' executions, and of the blocks it decoded, those per kernel index
+// and its collective runs. Blocks kept encoded (stored undecoded) count their executions only.
 struct StreamTally {
-  std::vector<std::vector<int64_t>> kernel_events;  // [chip][kernel]
-  std::vector<int64_t> collectives;                 // [chip]
+  std::vector<int64_t> chip_events;                 // [chip]
+  std::vector<std::vector<int64_t>> kernel_events;  // [chip][kernel], decoded blocks
+  std::vector<int64_t> collectives;                 // [chip], decoded blocks
+  bool all_decoded = true;                          // no kernel-line block came encoded
 
   void Count(int chip, const std::vector<uint32_t>& kernels,
              const std::vector<uint64_t>& collective_ids);
+  void CountEncoded(int chip, int64_t events);
 };
 
-// Holds a summary to the stream it came with: every chip and kernel's statistics count the
-// executions the stream holds, no kernel that ran is missing, and each chip's arrivals are its
-// collective runs. InvalidArgument naming the first chip or kernel that disagrees. Run after
-// CheckSummary (which keeps its indices in range).
+// Holds a summary to the stream it came with: each chip's statistics count the executions its
+// kernel lines hold; when every block was decoded, also each kernel's on each chip (none that
+// ran missing) and each chip's collective runs. InvalidArgument naming the first chip or
+// kernel that disagrees. Run after CheckSummary (which keeps its indices in range).
 absl::Status VerifySummary(const HostSummary& summary, const StreamTally& tally);
 
 }  // namespace podprof::analysis

@@ -126,10 +126,17 @@ absl::StatusOr<AnalysedHost> MergeHost(storage::CaptureWriter& writer, size_t in
   w.scopes = std::move(summary.scopes);
   w.stats.reserve(summary.stats.size());
   for (const trace::KernelStats& s : summary.stats) w.stats.push_back(ToRow(s));
+  // Timelines are stored with the host's own kernel numbers, read through its kernel map
+  // (HostWrite::kernel_ids): a block its agent encoded is stored as it arrived, undecoded.
+  const std::vector<int64_t> numbers = trace::HostKernelNumbers(cap.kernels.size());
   for (const trace::EventBlock& b : cap.blocks) {
+    if (b.size() == 0 && b.encoded_events > 0) {
+      w.timelines.push_back({b.chip, b.line, b.base_ns, b.encoded_events, b.encoded});
+      continue;
+    }
     if (b.size() == 0) continue;
     w.timelines.push_back({b.chip, b.line, b.base_ns, static_cast<int64_t>(b.size()),
-                           trace::EncodeTimeline(b, w.kernel_ids)});
+                           trace::EncodeTimeline(b, numbers)});
   }
   // A series that came encoded (trace/columns.h) is stored as it arrived, undecoded when the
   // agent analysed it: its count is read off the encoding's front.

@@ -93,7 +93,8 @@ absl::StatusOr<GeneratedCapture> CaptureSource::Generate(const EmulatedHost& hos
   GeneratedCapture out;
   CollectingSink sink(&out.chunks);
   if (absl::Status s =
-          stream::StreamCapture(*capture, info, {}, max_chunk_bytes, &sink, &out.counts);
+          stream::StreamCapture(*capture, info, {}, max_chunk_bytes, &sink, &out.counts,
+                                /*columns=*/summarise);
       !s.ok()) {
     return s;
   }

@@ -2,6 +2,7 @@
 // hosts rebuilt for exports are in host_reads.cc.
 #include "storage/capture_queries.h"
 
+#include <map>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -172,13 +173,15 @@ absl::StatusOr<std::vector<trace::EventBlock>> CaptureQueries::Timelines(
   ASSIGN_OR_RETURN(auto s, Statement::Prepare(*c,
                                               "SELECT x.ordinal, t.line, t.base_ns, t.data, "
                                               "ch.host_clock, ch.clock_offset_ns, "
-                                              "ch.clock_drift_ppb, ch.clock_mid_ns "
+                                              "ch.clock_drift_ppb, ch.clock_mid_ns, "
+                                              "ch.kernel_map, ch.host_id "
                                               "FROM timeline_blocks t JOIN chips x ON x.id = "
                                               "t.chip_id JOIN capture_hosts ch ON ch.capture = "
                                               "t.capture AND ch.host_id = x.host_id "
                                               "WHERE t.capture = ? ORDER BY t.rowid"));
   s->Bind(1, ref.seq);
   std::vector<trace::EventBlock> out;
+  std::map<int64_t, std::vector<int64_t>> maps;
   RETURN_IF_ERROR(s->ForEachRow([&](const Statement& row) -> absl::Status {
     RowReader col(row);
     trace::EventBlock b;
@@ -186,10 +189,18 @@ absl::StatusOr<std::vector<trace::EventBlock>> CaptureQueries::Timelines(
     b.line = col.Text();
     b.base_ns = col.Int();
     RETURN_IF_ERROR(trace::DecodeTimeline(col.Blob(), &b));
-    if (col.Bool()) {
-      const int64_t offset_ns = col.Int();
-      const double drift_ppb = col.Double();
-      trace::ApplyCorrection(trace::ClockCorrection{offset_ns, drift_ppb, col.Int()}, &b);
+    const bool host_clock = col.Bool();
+    const int64_t offset_ns = col.Int();
+    const double drift_ppb = col.Double();
+    const int64_t mid_ns = col.Int();
+    const std::string map_blob = col.Blob();
+    auto [map, fresh] = maps.try_emplace(col.Int());  // by host: its blocks share one map
+    if (fresh) {
+      ASSIGN_OR_RETURN(map->second, trace::DecodeKernelMap(map_blob));
+    }
+    RETURN_IF_ERROR(trace::MapKernels(map->second, &b));
+    if (host_clock) {
+      trace::ApplyCorrection(trace::ClockCorrection{offset_ns, drift_ppb, mid_ns}, &b);
     }
     out.push_back(std::move(b));
     return absl::OkStatus();

@@ -7,6 +7,7 @@
 #include "common/status_macros.h"
 #include "storage/kernel_rows.h"
 #include "storage/store_internal.h"
+#include "trace/columns.h"
 #include "trace/kernel_stats.h"
 
 namespace podprof::storage {
@@ -87,8 +88,8 @@ struct HostInserts {
                                                   "status, error, clock_offset_ns, "
                                                   "clock_uncertainty_ns, events, bytes, "
                                                   "host_clock, clock_drift_ppb, clock_mid_ns, "
-                                                  "analysed_by) "
-                                                  "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"));
+                                                  "analysed_by, kernel_map) "
+                                                  "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"));
     ASSIGN_OR_RETURN(h.ins_chip, Statement::Prepare(c,
                                                     "INSERT INTO chips (capture, host_id, "
                                                     "ordinal, global_id, generation, "
@@ -216,6 +217,12 @@ absl::StatusOr<std::vector<int64_t>> InsertHost(Connection& c, HostInserts& q, i
   q.ins_ch->Bind(5, h.clock_offset_ns).Bind(6, h.clock_uncertainty_ns).Bind(7, h.events);
   q.ins_ch->Bind(8, static_cast<int64_t>(h.bytes)).Bind(9, int64_t{h.host_clock});
   q.ins_ch->Bind(10, h.clock_drift_ppb).Bind(11, h.clock_mid_ns).Bind(12, h.analysed_by);
+  // The map its timelines' kernel numbers need (none for a host that delivered nothing).
+  if (h.kernel_ids.empty()) {
+    q.ins_ch->BindNull(13);
+  } else {
+    q.ins_ch->BindBlob(13, trace::EncodeKernelMap(h.kernel_ids));
+  }
   RETURN_IF_ERROR(q.ins_ch->Run());
   // Chips, timelines, counters and attributions were inserted ahead (WriteHostData), or are
   // inserted now.

@@ -30,6 +30,10 @@ class HostReader {
                                                    "SELECT line, base_ns, data FROM "
                                                    "timeline_blocks WHERE capture = ? AND "
                                                    "chip_id = ? ORDER BY rowid"));
+    ASSIGN_OR_RETURN(r.map_, Statement::Prepare(c,
+                                                "SELECT x.kernel_map FROM capture_hosts x JOIN "
+                                                "hosts h ON h.id = x.host_id WHERE x.capture = ? "
+                                                "AND h.name = ?"));
     ASSIGN_OR_RETURN(r.counters_, Statement::Prepare(c,
                                                      "SELECT name, data FROM counter_series "
                                                      "WHERE capture = ? AND chip_id = ? ORDER "
@@ -52,6 +56,13 @@ class HostReader {
     out->capture.host.profile_start_ns = start_ns;
     out->capture.host.profile_stop_ns = end_ns;
     local_.clear();
+    map_->Reset();
+    map_->Bind(1, seq_).Bind(2, h.host);
+    kernel_map_.clear();
+    RETURN_IF_ERROR(map_->ForEachRow([&](const Statement& row) -> absl::Status {
+      ASSIGN_OR_RETURN(kernel_map_, trace::DecodeKernelMap(row.Blob(0)));
+      return absl::OkStatus();
+    }));
     chips_->Reset();
     chips_->Bind(1, seq_).Bind(2, h.host);
     std::vector<int64_t> chip_ids;
@@ -94,6 +105,7 @@ class HostReader {
       }
       b.base_ns = row.Int(1);
       RETURN_IF_ERROR(trace::DecodeTimeline(row.Blob(2), &b));
+      RETURN_IF_ERROR(trace::MapKernels(kernel_map_, &b));
       // Stored kernel ids become indexes into this host's own kernel definitions.
       for (uint32_t& k : b.kernel) {
         ASSIGN_OR_RETURN(k, LocalKernel(k, capture));
@@ -143,7 +155,8 @@ class HostReader {
 
   int64_t seq_;
   const HostSelection* only_ = nullptr;  // of the Read in progress
-  std::unique_ptr<Statement> chips_, blocks_, counters_, kernel_;
+  std::unique_ptr<Statement> chips_, map_, blocks_, counters_, kernel_;
+  std::vector<int64_t> kernel_map_;     // of the host being read (empty: stored kernels.id)
   std::map<uint32_t, uint32_t> local_;  // kernels.id -> index into the host's kernels
 };
 

@@ -49,7 +49,8 @@ std::optional<CaptureSource> CaptureSourceNamed(std::string_view name);
 
 // ---- Writing: a capture's rows, computed before the write transaction.
 
-// One timeline as stored: a chip's line, its events encoded by EncodeTimeline.
+// One timeline as stored: a chip's line, its events encoded by EncodeTimeline with the host's
+// kernel numbers (trace::HostKernelNumbers), as its agent sent it or as encoded on ingest.
 struct EncodedBlock {
   int chip = 0;  // index into HostWrite::chips
   std::string line;
@@ -97,7 +98,9 @@ struct HostWrite {
   // nothing.
   std::string analysed_by;
   std::vector<trace::Chip> chips;
-  // The capture's kernel index -> kernels.id, from ResolveKernels.
+  // The capture's kernel index -> kernels.id, from ResolveKernels; stored as the host's kernel
+  // map, which its timelines (kernels numbered index + 1, trace::HostKernelNumbers) are read
+  // through.
   std::vector<int64_t> kernel_ids;
   // Per chip and kernel (indices into `chips` and `kernel_ids`).
   std::vector<StatWrite> stats;

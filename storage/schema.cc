@@ -239,9 +239,12 @@ ALTER TABLE captures ADD COLUMN collectives_left_out_example TEXT NOT NULL DEFAU
 )sql",
     // 8: who analysed each host's capture: 'agent' (its own summary, merged here) or
     // 'aggregator' (an import, or an agent too old to analyse); '' on older rows and for hosts
-    // that delivered nothing.
+    // that delivered nothing. The host's kernel map: its timeline blocks are stored as its agent
+    // encoded them, kernels numbered by the host (index + 1), and the map turns those numbers
+    // into kernels.id (varints, by index); NULL on older rows, whose blocks hold kernels.id.
     R"sql(
 ALTER TABLE capture_hosts ADD COLUMN analysed_by TEXT NOT NULL DEFAULT '';
+ALTER TABLE capture_hosts ADD COLUMN kernel_map BLOB;
 )sql",
 };
 

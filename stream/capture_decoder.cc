@@ -57,7 +57,30 @@ absl::Status CaptureDecoder::AddKernels(const v1::KernelDefBatch& batch) {
   return absl::OkStatus();
 }
 
+absl::Status CaptureDecoder::AddEncodedEvents(const v1::EventBlock& e) {
+  if (e.start_ps_size() > 0 || e.duration_ps_size() > 0 || e.kernel_id_size() > 0 ||
+      e.collective_id_size() > 0) {
+    return absl::InvalidArgumentError("carries both encoded columns and column fields");
+  }
+  // Kept encoded, to be stored as it arrived; what is wrong with it short of decoding shows
+  // now, naming this chunk.
+  absl::StatusOr<uint64_t> n = trace::CheckTimeline(e.columns(), kMaxSeriesRawBytes);
+  if (!n.ok()) return absl::InvalidArgumentError(n.status().message());
+  trace::EventBlock b;
+  b.chip = ChipIndex(e.chip_ordinal(), nullptr);
+  b.line = e.line_name();
+  b.kind = trace::LineKindOfName(b.line);
+  b.base_ns = e.base_ns();
+  b.encoded = e.columns();
+  b.encoded_events = static_cast<int64_t>(*n);
+  events_ += *n;
+  if (trace::IsKernelLine(b.kind)) tally_.CountEncoded(b.chip, b.encoded_events);
+  capture_.blocks.push_back(std::move(b));
+  return absl::OkStatus();
+}
+
 absl::Status CaptureDecoder::AddEvents(const v1::EventBlock& e) {
+  if (!e.columns().empty()) return AddEncodedEvents(e);
   const int n = e.kernel_id_size();
   if (e.start_ps_size() != n || e.duration_ps_size() != n || e.collective_id_size() != n) {
     return absl::InvalidArgumentError(absl::StrCat(

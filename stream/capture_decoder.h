@@ -39,6 +39,7 @@ class CaptureDecoder {
  private:
   absl::Status AddKernels(const podprof::v1::KernelDefBatch& batch);
   absl::Status AddEvents(const podprof::v1::EventBlock& e);
+  absl::Status AddEncodedEvents(const podprof::v1::EventBlock& e);
   absl::Status AddCounters(const podprof::v1::CounterSeries& cs);
   absl::Status AddSummary(const podprof::v1::HostSummaryPart& part);
   absl::Status AddArrivals(const podprof::v1::CollectiveArrivals& a);

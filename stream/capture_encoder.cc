@@ -109,6 +109,47 @@ absl::Status StreamKernels(const std::vector<trace::KernelDef>& kernels, size_t 
   return flush() ? absl::OkStatus() : Broken();
 }
 
+// One event block as runs of events in the column encoding (trace/columns.h, kernels as this
+// stream's ids), each run in a chunk of its own: what the aggregator stores as it arrives. A run
+// holds at most what encodes within the chunk whatever the values are (zstd's bound), so a chunk
+// never outgrows `limit`.
+absl::Status StreamBlockColumns(const trace::EventBlock& b, int chip_ordinal, size_t limit,
+                                ChunkSink* sink, ChunkCounts* counts) {
+  const std::string line = Cut(b.line, kMaxNameBytes);
+  const size_t header = Scalar(Int32Wire(chip_ordinal)) + Delimited(line.size()) +
+                        Scalar(static_cast<uint64_t>(b.base_ns));
+  size_t blob = limit;  // the largest encoding that fits beside the header
+  while (blob > 0 && Delimited(header + Delimited(blob)) > limit) --blob;
+  const size_t max_raw = trace::MaxCounterBytesWithin(blob);
+  if (max_raw == 0) return absl::InvalidArgumentError("chunk limit too small for a timeline");
+  uint32_t most = 0;
+  for (uint32_t k : b.kernel) most = std::max(most, k);
+  const std::vector<int64_t> numbers = trace::HostKernelNumbers(most + size_t{1});
+  v1::CaptureChunk chunk;
+  for (size_t begin = 0; begin < b.size();) {
+    size_t raw = 0, end = begin;
+    int64_t prev = 0;
+    for (; end < b.size(); ++end) {
+      const size_t e = V64(WireFormatLite::ZigZagEncode64(b.start_ps[end] - prev)) +
+                       V64(WireFormatLite::ZigZagEncode64(b.duration_ps[end])) +
+                       V32(b.kernel[end] + 1) + V64(b.collective[end]);
+      if (raw + e > max_raw && end > begin) break;
+      raw += e;
+      prev = b.start_ps[end];
+    }
+    chunk.Clear();
+    auto* e = chunk.mutable_event_block();
+    e->set_chip_ordinal(chip_ordinal);
+    e->set_line_name(line);
+    e->set_base_ns(b.base_ns);
+    e->set_columns(trace::EncodeTimeline(b, numbers, begin, end));
+    counts->events += end - begin;
+    if (!Send(chunk, sink, counts)) return Broken();
+    begin = end;
+  }
+  return absl::OkStatus();
+}
+
 // One event block as runs of events whose chunk stays within `limit`.
 absl::Status StreamBlock(const trace::EventBlock& b, int chip_ordinal, size_t limit,
                          ChunkSink* sink, ChunkCounts* counts) {
@@ -231,11 +272,13 @@ absl::Status StreamHost(const v1::HostInfo& host, size_t max_chunk_bytes, ChunkS
 }
 
 absl::Status StreamPiece(const trace::HostCapture& piece, size_t first_kernel,
-                         size_t max_chunk_bytes, ChunkSink* sink, ChunkCounts* counts) {
+                         size_t max_chunk_bytes, ChunkSink* sink, ChunkCounts* counts,
+                         bool columns) {
   RETURN_IF_ERROR(StreamKernels(piece.kernels, first_kernel, max_chunk_bytes, sink, counts));
   for (const trace::EventBlock& b : piece.blocks) {
     const int ordinal = piece.host.chips[b.chip].ordinal;
-    RETURN_IF_ERROR(StreamBlock(b, ordinal, max_chunk_bytes, sink, counts));
+    RETURN_IF_ERROR(columns ? StreamBlockColumns(b, ordinal, max_chunk_bytes, sink, counts)
+                            : StreamBlock(b, ordinal, max_chunk_bytes, sink, counts));
   }
   for (const trace::CounterSeries& c : piece.counters) {
     const size_t n = std::min(c.time_ns.size(), c.value.size());
@@ -397,9 +440,10 @@ absl::StatusOr<uint64_t> StreamSummary(const analysis::HostSummary& summary,
 
 absl::Status StreamCapture(const trace::HostCapture& capture, const v1::HostInfo& host,
                            const std::vector<v1::CounterSeries>& extra_counters,
-                           size_t max_chunk_bytes, ChunkSink* sink, ChunkCounts* counts) {
+                           size_t max_chunk_bytes, ChunkSink* sink, ChunkCounts* counts,
+                           bool columns) {
   RETURN_IF_ERROR(StreamHost(host, max_chunk_bytes, sink, counts));
-  RETURN_IF_ERROR(StreamPiece(capture, 0, max_chunk_bytes, sink, counts));
+  RETURN_IF_ERROR(StreamPiece(capture, 0, max_chunk_bytes, sink, counts, columns));
   return StreamCounters(extra_counters, max_chunk_bytes, sink, counts);
 }
 

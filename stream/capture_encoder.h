@@ -55,9 +55,12 @@ podprof::v1::ChipInfo ChipInfoOf(const trace::Chip& chip);
 // least kMinChunkBytes. Cancelled when the sink broke.
 absl::Status StreamHost(const podprof::v1::HostInfo& host, size_t max_chunk_bytes, ChunkSink* sink,
                         ChunkCounts* counts);
-// `piece.kernels` from `first_kernel` on, then its blocks and counter series.
+// `piece.kernels` from `first_kernel` on, then its blocks and counter series. With `columns`,
+// the blocks go in the store's column encoding (EventBlock.columns), as an agent that analyses
+// its host sends them, for the aggregator to store undecoded.
 absl::Status StreamPiece(const trace::HostCapture& piece, size_t first_kernel,
-                         size_t max_chunk_bytes, ChunkSink* sink, ChunkCounts* counts);
+                         size_t max_chunk_bytes, ChunkSink* sink, ChunkCounts* counts,
+                         bool columns = false);
 absl::Status StreamCounters(const std::vector<podprof::v1::CounterSeries>& series,
                             size_t max_chunk_bytes, ChunkSink* sink, ChunkCounts* counts);
 
@@ -78,7 +81,8 @@ absl::StatusOr<uint64_t> StreamSummary(const analysis::HostSummary& summary,
 // below kMinChunkBytes or the host description alone does not fit. Memory: one chunk at a time.
 absl::Status StreamCapture(const trace::HostCapture& capture, const podprof::v1::HostInfo& host,
                            const std::vector<podprof::v1::CounterSeries>& extra_counters,
-                           size_t max_chunk_bytes, ChunkSink* sink, ChunkCounts* counts);
+                           size_t max_chunk_bytes, ChunkSink* sink, ChunkCounts* counts,
+                           bool columns = false);
 
 // `trailer` as a chunk of at most `max_chunk_bytes`: warnings that do not fit are dropped, the
 // last kept one saying how many were.

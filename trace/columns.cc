@@ -23,12 +23,17 @@ constexpr size_t kCountBytes = 10;
 }  // namespace
 
 std::string EncodeTimeline(const EventBlock& b, const std::vector<int64_t>& kernel_ids) {
+  return EncodeTimeline(b, kernel_ids, 0, b.size());
+}
+
+std::string EncodeTimeline(const EventBlock& b, const std::vector<int64_t>& kernel_ids,
+                           size_t begin, size_t end) {
   thread_local std::string raw;  // reused: ingest encodes many blocks per thread
   raw.clear();
-  raw.reserve(8 + b.size() * 12);
-  PutVarint(b.size(), &raw);
+  raw.reserve(8 + (end - begin) * 12);
+  PutVarint(end - begin, &raw);
   int64_t prev = 0;
-  for (size_t i = 0; i < b.size(); ++i) {
+  for (size_t i = begin; i < end; ++i) {
     PutVarint(ZigZag(b.start_ps[i] - prev), &raw);
     prev = b.start_ps[i];
     PutVarint(ZigZag(b.duration_ps[i]), &raw);
@@ -128,6 +133,71 @@ absl::StatusOr<CounterSeries> DecodeCounters(absl::string_view blob) {
   CounterSeries s;
   RETURN_IF_ERROR(DecodeCounters(blob, &s));
   return s;
+}
+
+std::vector<int64_t> HostKernelNumbers(size_t kernels) {
+  std::vector<int64_t> numbers(kernels);
+  for (size_t i = 0; i < kernels; ++i) numbers[i] = static_cast<int64_t>(i) + 1;
+  return numbers;
+}
+
+std::string EncodeKernelMap(const std::vector<int64_t>& ids) {
+  std::string out;
+  out.reserve(ids.size() * 3);
+  for (int64_t id : ids) PutVarint(static_cast<uint64_t>(id), &out);
+  return out;
+}
+
+absl::StatusOr<std::vector<int64_t>> DecodeKernelMap(absl::string_view blob) {
+  std::vector<int64_t> ids;
+  uint64_t v;
+  while (!blob.empty()) {
+    if (!GetVarint(&blob, &v)) return absl::DataLossError("kernel map is truncated");
+    ids.push_back(static_cast<int64_t>(v));
+  }
+  return ids;
+}
+
+absl::Status MapKernels(const std::vector<int64_t>& map, EventBlock* b) {
+  if (map.empty()) return absl::OkStatus();
+  for (uint32_t& k : b->kernel) {
+    if (k == 0 || k > map.size()) {
+      return absl::DataLossError(absl::StrCat("timeline block names kernel ", k, " of a host with ",
+                                              map.size(), " kernels"));
+    }
+    k = static_cast<uint32_t>(map[k - 1]);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> CheckTimeline(absl::string_view blob, uint64_t max_bytes) {
+  RETURN_IF_ERROR(ZstdCheckFrame(blob, max_bytes, "timeline block"));
+  return EncodedCount(blob, "timeline block");
+}
+
+absl::Status DecodeEncodedBlocks(HostCapture* capture) {
+  for (EventBlock& b : capture->blocks) {
+    if (b.encoded.empty() || b.size() > 0) continue;
+    absl::Status d = DecodeTimeline(b.encoded, &b);
+    for (size_t i = 0; d.ok() && i < b.size(); ++i) {
+      if (b.kernel[i] == 0 || b.kernel[i] > capture->kernels.size()) {
+        d = absl::DataLossError(absl::StrCat("event ", i, " names kernel id ", b.kernel[i],
+                                             " but ids 1..", capture->kernels.size(),
+                                             " are defined"));
+      }
+      --b.kernel[i];
+    }
+    if (!d.ok()) {
+      const int ordinal = static_cast<size_t>(b.chip) < capture->host.chips.size()
+                              ? capture->host.chips[b.chip].ordinal
+                              : b.chip;
+      return absl::InvalidArgumentError(
+          absl::StrCat("timeline \"", b.line, "\" of chip ", ordinal, ": ", d.message()));
+    }
+    std::string().swap(b.encoded);
+    b.encoded_events = 0;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckCounters(absl::string_view blob, uint64_t max_bytes) {

@@ -24,9 +24,32 @@ namespace podprof::trace {
 // Per event: zigzag start delta (the first from 0), zigzag duration, kernel id
 // (`kernel_ids[b.kernel[i]]`: the stored kernels.id), collective id.
 std::string EncodeTimeline(const EventBlock& b, const std::vector<int64_t>& kernel_ids);
+// Events [begin, end) of `b` alone, as a block of their own with `b`'s base.
+std::string EncodeTimeline(const EventBlock& b, const std::vector<int64_t>& kernel_ids,
+                           size_t begin, size_t end);
 // Appends a blob's events to `b`'s columns; kernel ids stay the stored kernels.id. DataLoss
 // for a damaged blob.
 absl::Status DecodeTimeline(absl::string_view blob, EventBlock* b);
+
+// The host's own kernel numbering in a timeline blob: its kernel index + 1, as agents encode
+// their blocks and the store keeps them beside the host's kernel map (KernelMapOf).
+std::vector<int64_t> HostKernelNumbers(size_t kernels);
+// A host's kernel map as the store keeps it (capture_hosts.kernel_map): kernels.id for each
+// kernel index, varints.
+std::string EncodeKernelMap(const std::vector<int64_t>& ids);
+absl::StatusOr<std::vector<int64_t>> DecodeKernelMap(absl::string_view blob);
+// Turns a decoded block's host numbering into the store's kernels.id through `map` (the host's
+// kernel map); an empty map (rows stored before the map was kept) leaves the ids as they are.
+// DataLoss for a number outside the map.
+absl::Status MapKernels(const std::vector<int64_t>& map, EventBlock* b);
+
+// What can be checked of a timeline blob without decoding it (one whole zstd frame, content
+// within `max_bytes`), and its event count.
+absl::StatusOr<uint64_t> CheckTimeline(absl::string_view blob, uint64_t max_bytes);
+// Decodes each of `capture`'s blocks that holds only its encoding, its host numbering turned
+// into kernel indices. InvalidArgument naming the first damaged block (chip ordinal, line) or
+// one naming a kernel the capture does not define.
+absl::Status DecodeEncodedBlocks(HostCapture* capture);
 
 // The number of events (a timeline blob) or samples (a counter blob) the blob holds, read from
 // its front without decoding the rest: for sizing an export before writing it. DataLoss naming

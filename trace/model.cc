@@ -46,7 +46,9 @@ size_t HostCapture::KeptBytes() const {
 
 size_t HostCapture::EventCount() const {
   size_t n = 0;
-  for (const EventBlock& b : blocks) n += b.size();
+  for (const EventBlock& b : blocks) {
+    n += b.size() > 0 ? b.size() : static_cast<size_t>(b.encoded_events);
+  }
   return n;
 }
 

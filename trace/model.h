@@ -137,7 +137,13 @@ struct EventBlock {
   std::vector<uint32_t> kernel;
   // `all_reduce_unique_id` (the same on every chip taking part in one collective); 0 = none.
   std::vector<uint64_t> collective;
+  // A block that arrived in the store's column encoding (trace/columns.h, kernels as the
+  // host's kernel index + 1) and is kept so, undecoded, until it is stored: its columns above
+  // are then empty and `encoded_events` counts its events (DecodeEncodedBlocks fills them in).
+  std::string encoded;
+  int64_t encoded_events = 0;
 
+  // The decoded events (0 for a block still encoded).
   size_t size() const { return start_ps.size(); }
 };
 
@@ -185,7 +191,7 @@ struct HostCapture {
   // Heap bytes held by this capture (capacities, not sizes): the "kept data" that bounds the
   // reader's memory use.
   size_t KeptBytes() const;
-  // Total number of events over all blocks.
+  // Total number of events over all blocks, those still encoded included.
   size_t EventCount() const;
 };
 

@@ -23,6 +23,7 @@
 #include "tests/util/status_matchers.h"
 #include "tests/util/trace_fixtures.h"
 #include "trace/byte_source.h"
+#include "trace/columns.h"
 #include "trace/xspace_reader.h"
 
 namespace podprof::analysis {
@@ -275,6 +276,56 @@ void ExpectRefused(const std::vector<v1::CaptureChunk>& chunks,
   for (const std::string& w : words) EXPECT_TRUE(absl::StrContains(s.message(), w)) << s;
 }
 
+// One codec for the stream and the store: an analysing agent's blocks cross the stream in the
+// store's encoding and stay encoded (counted, not decoded) until stored; decoded, they are the
+// events that were sent. A damaged or doubly-filled block is refused naming its chunk.
+TEST(HostSummaryTest, BlocksInColumnsCrossTheStreamUndecoded) {
+  const std::string bytes = SimulatedHost();
+  trace::MemorySource src(bytes);
+  auto whole = trace::ReadXSpace(src);
+  ASSERT_OK(whole);
+  constexpr size_t kLimit = stream::kMinChunkBytes;
+  v1::HostInfo host;
+  host.set_host_name("h");
+  for (const trace::Chip& chip : whole->host.chips) *host.add_chips() = stream::ChipInfoOf(chip);
+  Collect sink;
+  stream::ChunkCounts counts;
+  ASSERT_OK(stream::StreamCapture(*whole, host, {}, kLimit, &sink, &counts, /*columns=*/true));
+  sink.Write(stream::EncodeTrailer({}, kLimit));
+  EXPECT_LE(sink.largest, kLimit);
+
+  stream::CaptureDecoder decoder;
+  for (const v1::CaptureChunk& chunk : sink.chunks) ASSERT_OK(decoder.Add(chunk));
+  trace::HostCapture& got = decoder.capture();
+  EXPECT_EQ(got.EventCount(), whole->EventCount());
+  for (const trace::EventBlock& b : got.blocks) {
+    EXPECT_EQ(b.size(), 0u);  // nothing decoded on the way in
+    EXPECT_FALSE(b.encoded.empty());
+  }
+  ASSERT_OK(trace::DecodeEncodedBlocks(&got));
+  // The same events in the same order, runs of a block one after the other.
+  auto flat = [](const trace::HostCapture& c) {
+    std::vector<std::tuple<int, std::string, int64_t, uint32_t, uint64_t>> events;
+    for (const trace::EventBlock& b : c.blocks) {
+      for (size_t i = 0; i < b.size(); ++i) {
+        events.emplace_back(b.chip, b.line, b.base_ns * 1000 + b.start_ps[i], b.kernel[i],
+                            b.collective[i]);
+      }
+    }
+    return events;
+  };
+  EXPECT_EQ(flat(got), flat(*whole));
+
+  size_t first_block = 0;
+  while (!sink.chunks[first_block].has_event_block()) ++first_block;
+  auto bad = sink.chunks;
+  bad[first_block].mutable_event_block()->set_columns("not zstd");
+  ExpectRefused(bad, {"chunk " + std::to_string(first_block), "event_block"});
+  bad = sink.chunks;
+  bad[first_block].mutable_event_block()->add_kernel_id(1);
+  ExpectRefused(bad, {"both encoded columns and column fields"});
+}
+
 TEST(HostSummaryTest, ASummaryNamingWhatTheStreamNeverDefinedIsRefused) {
   size_t first = 0;
   const std::vector<v1::CaptureChunk> good = SimulatedStream(&first);
@@ -321,9 +372,9 @@ TEST(HostSummaryTest, ASummaryThatCountsOtherExecutionsThanTheStreamIsRefused) {
                                 ::testing::HasSubstr("but the stream holds")));
   bad = good;  // a kernel that ran left out
   bad.stats.pop_back();
-  EXPECT_THAT(
-      VerifySummary(bad, decoder.tally()),
-      testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("leave out")));
+  EXPECT_THAT(VerifySummary(bad, decoder.tally()),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                ::testing::HasSubstr("but the stream holds")));
   bad = good;  // an arrival made up
   bad.arrivals.push_back(bad.arrivals.front());
   EXPECT_THAT(VerifySummary(bad, decoder.tally()),
