@@ -109,6 +109,17 @@ absl::Status StreamKernels(const std::vector<trace::KernelDef>& kernels, size_t 
   return flush() ? absl::OkStatus() : Broken();
 }
 
+// `chunk` emptied for a run of a block: its chip, line and base.
+v1::EventBlock* StartBlockChunk(int chip_ordinal, const std::string& line, int64_t base_ns,
+                                v1::CaptureChunk* chunk) {
+  chunk->Clear();
+  v1::EventBlock* e = chunk->mutable_event_block();
+  e->set_chip_ordinal(chip_ordinal);
+  e->set_line_name(line);
+  e->set_base_ns(base_ns);
+  return e;
+}
+
 // One event block as runs of events in the column encoding (trace/columns.h, kernels as this
 // stream's ids), each run in a chunk of its own: what the aggregator stores as it arrives. A run
 // holds at most what encodes within the chunk whatever the values are (zstd's bound), so a chunk
@@ -137,11 +148,7 @@ absl::Status StreamBlockColumns(const trace::EventBlock& b, int chip_ordinal, si
       raw += e;
       prev = b.start_ps[end];
     }
-    chunk.Clear();
-    auto* e = chunk.mutable_event_block();
-    e->set_chip_ordinal(chip_ordinal);
-    e->set_line_name(line);
-    e->set_base_ns(b.base_ns);
+    v1::EventBlock* e = StartBlockChunk(chip_ordinal, line, b.base_ns, &chunk);
     e->set_columns(trace::EncodeTimeline(b, numbers, begin, end));
     counts->events += end - begin;
     if (!Send(chunk, sink, counts)) return Broken();
@@ -172,11 +179,7 @@ absl::Status StreamBlock(const trace::EventBlock& b, int chip_ordinal, size_t li
       starts = s, durations = d, kernels = k, collectives = c;
       prev = b.start_ps[end];
     }
-    chunk.Clear();
-    auto* e = chunk.mutable_event_block();
-    e->set_chip_ordinal(chip_ordinal);
-    e->set_line_name(line);
-    e->set_base_ns(b.base_ns);
+    v1::EventBlock* e = StartBlockChunk(chip_ordinal, line, b.base_ns, &chunk);
     const int n = static_cast<int>(end - begin);
     e->mutable_start_ps()->Reserve(n);
     e->mutable_duration_ps()->Reserve(n);
