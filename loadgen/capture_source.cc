@@ -52,7 +52,8 @@ std::vector<int64_t> CaptureSource::CollectiveEnds(int64_t step) {
 
 absl::StatusOr<GeneratedCapture> CaptureSource::Generate(const EmulatedHost& host, int64_t start_ns,
                                                          int64_t duration_ms,
-                                                         size_t max_chunk_bytes, bool summarise) {
+                                                         size_t max_chunk_bytes, bool summarise,
+                                                         bool keep_xspace) {
   if (duration_ms <= 0 || duration_ms > kMaxDurationMs) {
     return absl::InvalidArgumentError(
         absl::StrCat("duration_ms must be 1..", kMaxDurationMs, ", got ", duration_ms));
@@ -85,6 +86,8 @@ absl::StatusOr<GeneratedCapture> CaptureSource::Generate(const EmulatedHost& hos
                                             " unreadable: ", capture.status().message()));
   }
   const uint64_t xspace_bytes = xspace.size();
+  std::string kept;
+  if (keep_xspace) kept = std::move(xspace);
   std::string().swap(xspace);
 
   podprof::v1::HostInfo info;
@@ -115,6 +118,7 @@ absl::StatusOr<GeneratedCapture> CaptureSource::Generate(const EmulatedHost& hos
   trailer.set_empty_trace(capture->EventCount() == 0);
   trailer.set_xspace_bytes(xspace_bytes);
   out.chunks.push_back(stream::EncodeTrailer(std::move(trailer), max_chunk_bytes));
+  out.xspace = std::move(kept);
   return out;
 }
 

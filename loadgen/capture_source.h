@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -31,6 +32,8 @@ struct GeneratedCapture {
   // Every chunk of the stream, the trailer last.
   std::vector<podprof::v1::CaptureChunk> chunks;
   stream::ChunkCounts counts;
+  // The XSpace the stream was read from, when asked for (what `podprof import` would read).
+  std::string xspace;
 };
 
 // Thread-safe: generators on several threads share the step cache.
@@ -42,11 +45,12 @@ class CaptureSource {
 
   // The chunks of `host`'s capture of the window [start_ns, start_ns + duration_ms) on the
   // host's clock, each at most `max_chunk_bytes`; with `summarise`, the host's summary among
-  // them, as an agent that analyses its host sends it. InvalidArgument for a bad request;
+  // them, as an agent that analyses its host sends it; with `keep_xspace`, the XSpace too.
+  // InvalidArgument for a bad request;
   // Internal if the generated trace cannot be read back (a bug).
   absl::StatusOr<GeneratedCapture> Generate(const EmulatedHost& host, int64_t start_ns,
                                             int64_t duration_ms, size_t max_chunk_bytes,
-                                            bool summarise = false);
+                                            bool summarise = false, bool keep_xspace = false);
 
   // A model of the pod (host 0's), for describing chips.
   const sim::PodModel& model() const { return model_; }

@@ -23,6 +23,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "analysis/host_summary.h"
 #include "common/clock.h"
@@ -37,6 +38,7 @@
 #include "tests/util/run_podprof.h"
 #include "tests/util/status_matchers.h"
 #include "tests/util/trace_fixtures.h"
+#include "trace/byte_source.h"
 #include "trace/columns.h"
 #include "trace/xspace_reader.h"
 
@@ -122,6 +124,37 @@ void StorePod(storage::Store& store, const std::string& id, bool agents_analyse)
     analysed.push_back(std::move(*a));
   }
   ASSERT_OK(WriteAnalysed(store.writer(), std::move(w), std::move(analysed), &pod));
+}
+
+// The seeded pod's hosts' XSpace files, stored as `podprof import` stores them: each host
+// analysed by the aggregator on its own clock, its collectives compared within it.
+void StoreImportedPod(storage::Store& store, const std::string& id) {
+  auto source = loadgen::CaptureSource::Create(SeededPod(), /*counters=*/true);
+  ASSERT_OK(source);
+  FakeClock truth(kTrueStartNs);
+  const auto hosts = loadgen::MakeHosts(0, kHosts, 37, 40'000'000, 20, truth);
+  CaptureInput in;
+  in.id = id;
+  in.start_ns = kTrueStartNs;
+  in.end_ns = kTrueStartNs + kDurationMs * 1'000'000;
+  in.created_ns = kTrueStartNs + 3'000'000'000;
+  in.source = storage::CaptureSource::kImport;
+  for (const auto& h : hosts) {
+    auto generated = (*source)->Generate(*h, h->clock.ToHost(kTrueStartNs), kDurationMs,
+                                         size_t{256} << 10, /*summarise=*/false,
+                                         /*keep_xspace=*/true);
+    ASSERT_OK(generated);
+    trace::MemorySource file(generated->xspace, h->name);
+    trace::ReadOptions options;
+    options.host_name = h->name;
+    auto cap = trace::ReadXSpace(file, options);
+    ASSERT_OK(cap);
+    HostInput host;
+    host.host = cap->host.name;
+    host.capture = std::move(*cap);
+    in.hosts.push_back(std::move(host));
+  }
+  ASSERT_OK(StoreCapture(store.writer(), std::move(in)));
 }
 
 // A fixture as `podprof import` stores it (its host on its own clock).
@@ -245,6 +278,48 @@ TEST_F(GoldenTest, ThePodItsAgentsAnalysedReadsAsTheAggregatorsAnalysis) {
       theirs.replace(at, 7, "\"aggregator\"");
     }
     EXPECT_EQ(theirs, ours) << args;
+  }
+}
+
+// One analysis, two places: the pod's hosts' files imported (analysed by the aggregator) count
+// what the live capture its agents analysed counts, per chip and kernel: executions, times,
+// percentiles from the sketches, rates, verdicts, counters. Only the waits at collectives may
+// differ, and the verdicts they decide ("collective wait" or "communication"): an import
+// compares a host's arrivals within the host (its clock is its own).
+TEST_F(GoldenTest, AnImportOfThePodsFilesCountsWhatTheLiveCaptureCounts) {
+  const fs::path other = dir_ / "import";
+  fs::create_directories(other);
+  {
+    auto store = storage::Store::Open((other / "pod.db").string(), {});
+    ASSERT_OK(store);
+    ASSERT_NO_FATAL_FAILURE(StorePod(**store, "golden-pod", /*agents_analyse=*/true));
+    ASSERT_NO_FATAL_FAILURE(StoreImportedPod(**store, "golden-import"));
+  }
+  std::unique_ptr<testing::ChildProcess> agg = testing::StartBuiltAggregator(other);
+  // The CSV without its capture column and its wait column, the wait-decided verdicts blank.
+  auto rows = [&](const std::string& id, const std::string& by) {
+    std::vector<std::string> lines = absl::StrSplit(
+        Cli(absl::StrCat("stats ", id, " --by ", by, " --format csv --top 0"), agg.get()), '\n');
+    std::vector<std::string> header = absl::StrSplit(lines.size() > 1 ? lines[1] : "", ',');
+    const size_t wait = std::find(header.begin(), header.end(), "wait_fraction") - header.begin();
+    const size_t verdict = std::find(header.begin(), header.end(), "verdict") - header.begin();
+    std::string out;
+    for (size_t i = 1; i < lines.size(); ++i) {  // the command line first
+      std::vector<std::string> cells = absl::StrSplit(lines[i], ',');
+      if (cells.size() > verdict &&
+          (cells[verdict] == "collective wait" || cells[verdict] == "communication")) {
+        cells[verdict] = "";
+      }
+      if (cells.size() > wait) cells.erase(cells.begin() + static_cast<long>(wait));
+      if (!cells.empty()) cells.erase(cells.begin());
+      out += absl::StrJoin(cells, ",") + "\n";
+    }
+    return out;
+  };
+  for (const char* by : {"chip", "kernel", "host"}) {
+    const std::string live = rows("golden-pod", by);
+    EXPECT_GT(std::count(live.begin(), live.end(), '\n'), 10) << live;
+    EXPECT_EQ(rows("golden-import", by), live) << "--by " << by;
   }
 }
 
