@@ -269,6 +269,16 @@ std::vector<double> IdleLatencies(v1::Aggregator::Stub& stub, Clock& clock) {
   return idle;
 }
 
+// What the aggregator spends per second with no capture running (probing its agents, their
+// heartbeats), measured over 3 s: not ingest, and told apart from it.
+double IdleCpuPerS(pid_t agg, Clock& clock) {
+  const long ticks0 = bench::CpuTicks(agg);
+  const int64_t t0 = clock.NowNs();
+  clock.SleepUntilNs(t0 + 3'000'000'000, nullptr);
+  return (bench::CpuTicks(agg) - ticks0) / static_cast<double>(sysconf(_SC_CLK_TCK)) /
+         ((clock.NowNs() - t0) / 1e9);
+}
+
 // Waits for the pod, runs the captures, prints the figures; returns the exit code.
 int RunAndReport(const Options& o, Clock& clock, int port, pid_t agg, pid_t loadgen, int64_t t0,
                  const std::string& db, const std::function<void()>& cleanup) {
@@ -288,6 +298,8 @@ int RunAndReport(const Options& o, Clock& clock, int port, pid_t agg, pid_t load
     cleanup();
     return 1;
   }
+  const double idle_per_s = IdleCpuPerS(agg, clock);
+  const int64_t busy_t0 = clock.NowNs();
   const long ticks0 = bench::CpuTicks(agg);
   Querier querier(*stub, clock);
   uint64_t events = 0, wire_bytes = 0;
@@ -315,6 +327,11 @@ int RunAndReport(const Options& o, Clock& clock, int port, pid_t agg, pid_t load
   std::printf("hosts_complete=%d/%d events_stored=%llu\n", complete, total,
               static_cast<unsigned long long>(events));
   std::printf("aggregator_cpu_s=%.2f events_per_cpu_s=%.0f\n", cpu_s, events_per_cpu_s);
+  const double idle_s = idle_per_s * (clock.NowNs() - busy_t0) / 1e9;
+  std::printf(
+      "aggregator_ingest_cpu_s=%.2f (of those, %.2f CPU-s it spends idle over as long: "
+      "probes, heartbeats)\n",
+      std::max(cpu_s - idle_s, 0.0), idle_s);
   std::printf("land_after_last_stream_s=%.2f\n", worst_land);
   std::printf("aggregator_peak_rss_mb=%ld (loadgen peak %ld MB)\n",
               bench::StatusKb(agg, "VmHWM:") / 1024, bench::StatusKb(loadgen, "VmHWM:") / 1024);
