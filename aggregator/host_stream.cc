@@ -50,7 +50,6 @@ std::optional<analysis::HostSummary> HostStream::Summary() {
     return std::nullopt;
   }
   analysed_by_ = "aggregator";
-  cap.host.name = host();
   return analysis::SummariseHost(cap);
 }
 

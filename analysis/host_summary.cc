@@ -23,7 +23,6 @@ HostSummary SummariseHost(const trace::HostCapture& capture,
   // throwaway here.
   insight::CollectiveNames names;
   s.arrivals = insight::CollectiveRuns(capture, -1, chips, kernels, &names);
-  s.events = static_cast<int64_t>(capture.EventCount());
   return s;
 }
 
@@ -80,7 +79,6 @@ void HostAnalyser::Add(const trace::HostCapture& piece) {
   append(s.attributions, summary_.attributions);
   append(s.scopes, summary_.scopes);
   append(s.arrivals, summary_.arrivals);
-  summary_.events += s.events;
 }
 
 absl::StatusOr<HostSummary> HostAnalyser::Finish() {

@@ -40,8 +40,6 @@ struct HostSummary {
   // insight::CollectiveRuns with chip_key the chip's index, kernel_key the kernel's index and
   // host 0: the merger renumbers them.
   std::vector<insight::CollectiveRun> arrivals;
-  // Events on the capture's lines, all kinds.
-  int64_t events = 0;
 };
 
 // The summary of a whole capture. The series of `also` (sampled beside it: an agent's

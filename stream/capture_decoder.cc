@@ -279,7 +279,6 @@ absl::Status CaptureDecoder::Add(const v1::CaptureChunk& c) {
                                                  " summary rows but ", summary_rows_, " arrived")));
       }
       analysis::OrderSummary(&summary_);
-      summary_.events = static_cast<int64_t>(events_);  // the stream's own count
       for (const auto& w : trailer_.warnings()) capture_.warnings.push_back(w);
       capture_.host.profile_start_ns = trailer_.actual_start_ns();
       capture_.host.profile_stop_ns = trailer_.actual_end_ns();
