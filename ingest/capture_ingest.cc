@@ -113,12 +113,11 @@ void PodAnalysis::Finish(const std::vector<storage::HostWrite>& hosts, storage::
 }
 
 absl::StatusOr<AnalysedHost> MergeHost(storage::CaptureWriter& writer, size_t index,
-                                       const trace::HostCapture& cap, analysis::HostSummary summary,
+                                       trace::HostCapture& cap, analysis::HostSummary summary,
                                        PodAnalysis* pod) {
   AnalysedHost r;
   ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> ids, writer.ResolveKernels({&cap.kernels}));
   storage::HostWrite& w = r.write;
-  w.analysed_by = "aggregator";
   w.kernel_ids = std::move(ids.front());
   w.events = static_cast<int64_t>(cap.EventCount());
   w.chips = cap.host.chips;
@@ -129,25 +128,28 @@ absl::StatusOr<AnalysedHost> MergeHost(storage::CaptureWriter& writer, size_t in
   // Timelines are stored with the host's own kernel numbers, read through its kernel map
   // (HostWrite::kernel_ids): a block its agent encoded is stored as it arrived, undecoded.
   const std::vector<int64_t> numbers = trace::HostKernelNumbers(cap.kernels.size());
-  for (const trace::EventBlock& b : cap.blocks) {
+  for (trace::EventBlock& b : cap.blocks) {
     if (b.size() == 0 && b.encoded_events > 0) {
-      w.timelines.push_back({b.chip, b.line, b.base_ns, b.encoded_events, b.encoded});
+      w.timelines.push_back({b.chip, b.line, b.base_ns, b.encoded_events, std::move(b.encoded)});
       continue;
     }
     if (b.size() == 0) continue;
     w.timelines.push_back({b.chip, b.line, b.base_ns, static_cast<int64_t>(b.size()),
                            trace::EncodeTimeline(b, numbers)});
   }
-  // A series that came encoded (trace/columns.h) is stored as it arrived, undecoded when the
-  // agent analysed it: its count is read off the encoding's front.
-  for (const trace::CounterSeries& s : cap.counters) {
+  // A series that came encoded (trace/columns.h) is stored as it arrived (moved, not copied);
+  // left undecoded when the agent analysed it, its count is read off the encoding's front.
+  for (trace::CounterSeries& s : cap.counters) {
     if (s.encoded.empty()) {
       w.counters.push_back(
           {s.chip, s.name, static_cast<int64_t>(s.value.size()), trace::EncodeCounters(s)});
       continue;
     }
-    ASSIGN_OR_RETURN(const uint64_t samples, trace::EncodedCount(s.encoded, s.name));
-    w.counters.push_back({s.chip, s.name, static_cast<int64_t>(samples), s.encoded});
+    uint64_t samples = s.value.size();
+    if (samples == 0) {
+      ASSIGN_OR_RETURN(samples, trace::EncodedCount(s.encoded, s.name));
+    }
+    w.counters.push_back({s.chip, s.name, static_cast<int64_t>(samples), std::move(s.encoded)});
   }
   // The arrivals, numbered by the host's chips and kernels, get the pod's numbers: the host's
   // place in the capture, its chips under it, the store's kernel ids.
@@ -170,8 +172,11 @@ absl::StatusOr<AnalysedHost> MergeHost(storage::CaptureWriter& writer, size_t in
 }
 
 absl::StatusOr<AnalysedHost> AnalyseHost(storage::CaptureWriter& writer, size_t index,
-                                         const trace::HostCapture& cap, PodAnalysis* pod) {
-  return MergeHost(writer, index, cap, analysis::SummariseHost(cap), pod);
+                                         trace::HostCapture& cap, PodAnalysis* pod) {
+  ASSIGN_OR_RETURN(AnalysedHost h,
+                   MergeHost(writer, index, cap, analysis::SummariseHost(cap), pod));
+  h.write.analysed_by = "aggregator";
+  return h;
 }
 
 void SetHostClock(const trace::ClockCorrection& c, AnalysedHost* host) {

@@ -67,17 +67,18 @@ struct AnalysedHost {
 // collective arrivals), given its summary (analysis::SummariseHost's, by the agent or here,
 // checked with analysis::CheckSummary against `capture`): kernel ids resolved, the summary's
 // rows renumbered to them and to the pod's chips, its timelines and counters encoded on the
-// capture's own clock. Fills the write's chips, rows and event count; the caller fills the
-// host's name, outcome and clock. Errors are the store's (ResolveKernels). Its roll-ups and
-// collective arrivals go to `pod`.
+// capture's own clock (blocks and series that came encoded are moved out of `capture`, not
+// copied). Fills the write's chips, rows and event count; the caller fills the host's name,
+// outcome, clock and who analysed it. Errors are the store's (ResolveKernels). Its roll-ups
+// and collective arrivals go to `pod`.
 absl::StatusOr<AnalysedHost> MergeHost(storage::CaptureWriter& writer, size_t index,
-                                       const trace::HostCapture& capture,
-                                       analysis::HostSummary summary, PodAnalysis* pod);
+                                       trace::HostCapture& capture, analysis::HostSummary summary,
+                                       PodAnalysis* pod);
 
 // MergeHost with the summary computed here, from `capture` (imports, agents too old to
-// analyse, tests).
+// analyse, tests); the write says the aggregator analysed it.
 absl::StatusOr<AnalysedHost> AnalyseHost(storage::CaptureWriter& writer, size_t index,
-                                         const trace::HostCapture& capture, PodAnalysis* pod);
+                                         trace::HostCapture& capture, PodAnalysis* pod);
 
 // Records that the host's timelines, counters and collective arrivals are on its own clock, to
 // be put on the aggregator's by `c` when read and when the pod's collectives are analysed.
