@@ -743,14 +743,18 @@ TEST_F(PodTest, AMixedPodSaysWhichHostsTheAggregatorAnalysed) {
   // The CLI's live table names the host the aggregator analysed, and only that one.
   PodprofResult cli = RunPodprof("capture --duration 200ms --aggregator " + agg_addr_);
   ASSERT_EQ(cli.exit_code, 0) << cli.err;
+  int rows = 0;
   for (absl::string_view line : absl::StrSplit(cli.out, '\n')) {
     if (absl::StartsWith(line, "host-0 ")) {
+      ++rows;
       EXPECT_FALSE(absl::StrContains(line, "analysed by the aggregator")) << line;
     }
     if (absl::StartsWith(line, "host-1 ")) {
+      ++rows;
       EXPECT_TRUE(absl::StrContains(line, "analysed by the aggregator")) << line;
     }
   }
+  EXPECT_EQ(rows, 2) << cli.out;  // both hosts' rows were there to read
 }
 
 TEST_F(PodTest, CliListsAgentsCapturesAndExports) {

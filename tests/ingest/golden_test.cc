@@ -255,7 +255,8 @@ TEST_F(GoldenTest, TheSeededPodReadsAsBefore) {
 }
 
 // One analysis, two places: the pod whose agents analysed their hosts reads as the pod the
-// aggregator analysed, figure for figure and byte for byte.
+// aggregator analysed, figure for figure and byte for byte (who analysed a host is not among
+// what these commands print).
 TEST_F(GoldenTest, ThePodItsAgentsAnalysedReadsAsTheAggregatorsAnalysis) {
   const fs::path other = dir_ / "agents";
   fs::create_directories(other);
@@ -272,12 +273,7 @@ TEST_F(GoldenTest, ThePodItsAgentsAnalysedReadsAsTheAggregatorsAnalysis) {
   }
   ASSERT_GT(commands.size(), 10u);
   for (const std::string& args : commands) {
-    std::string theirs = Cli(args, agents.get()), ours = Cli(args);
-    // Who analysed the hosts is the one thing that differs.
-    for (size_t at; (at = theirs.find("\"agent\"")) != std::string::npos;) {
-      theirs.replace(at, 7, "\"aggregator\"");
-    }
-    EXPECT_EQ(theirs, ours) << args;
+    EXPECT_EQ(Cli(args, agents.get()), Cli(args)) << args;
   }
 }
 
