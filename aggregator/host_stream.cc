@@ -8,9 +8,9 @@ namespace podprof::aggregator {
 
 namespace v1 = podprof::v1;
 
-bool HostStream::OnChunk(const v1::CaptureChunk& chunk) {
+bool HostStream::OnChunk(v1::CaptureChunk& chunk) {
   bytes_ += chunk.ByteSizeLong();
-  if (absl::Status bad = decoder_.Add(chunk); !bad.ok()) {
+  if (absl::Status bad = decoder_.Add(std::move(chunk)); !bad.ok()) {
     error_ = absl::StrCat("the agent sent a bad chunk: ", bad.message());
     return false;
   }

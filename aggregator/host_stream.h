@@ -57,7 +57,7 @@ class HostStream final : public StreamPool::Handler {
   }
 
   // Decodes a chunk (reporting progress every 64); false, with the reason kept, on a bad one.
-  bool OnChunk(const podprof::v1::CaptureChunk& chunk) override;
+  bool OnChunk(podprof::v1::CaptureChunk& chunk) override;
   // The call is over: the host is analysed and its data written ahead of the capture, or why
   // it failed is kept; then it counts as finished (the run may go on and free this).
   void OnDone(const grpc::Status& s) override;

@@ -33,8 +33,9 @@ class StreamPool {
   class Handler {
    public:
     virtual ~Handler() = default;
-    // A chunk arrived. False cancels the stream; OnDone follows.
-    virtual bool OnChunk(const podprof::v1::CaptureChunk& chunk) = 0;
+    // A chunk arrived; what the handler keeps it may move out of `chunk`, which the pool
+    // reads the next one into. False cancels the stream; OnDone follows.
+    virtual bool OnChunk(podprof::v1::CaptureChunk& chunk) = 0;
     // The stream is over, with gRPC's status. The pool does not touch the handler afterwards.
     virtual void OnDone(const grpc::Status& status) = 0;
   };

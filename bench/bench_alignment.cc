@@ -8,8 +8,8 @@
 //   bench_alignment [--hosts 8] [--duration-ms 1000] [--seed 1]
 // Before the last line, `agent_analysis_cpu_s_per_host_s=<x>` (what analysing its own host adds
 // to an agent, per second of capture) and `ingest_over_receive=<x>`: the aggregator's events
-// per CPU-second over those of only receiving one host's stream over gRPC (how far ingest is
-// from the floor).
+// per CPU-second over those of only receiving every host's stream over gRPC at once (how far
+// ingest is from the floor).
 #include <grpcpp/grpcpp.h>
 #include <sched.h>
 #include <signal.h>
@@ -19,11 +19,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -105,8 +107,8 @@ double ProcessCpuS() {
 
 // Events per CPU-second of this process for the two references ingest is measured against.
 struct IngestReferences {
-  // One host's stream received over gRPC (HTTP/2 over loopback, each chunk parsed by gRPC's
-  // codec) and nothing done with it: the floor under any aggregator that receives streams.
+  // Every host's stream received over gRPC at once (HTTP/2 over loopback, each chunk parsed by
+  // gRPC's codec) and nothing done with it: the floor under any aggregator that receives them.
   double receive = 0;
   // The same chunks, already in memory, only decoded: parsed, and their events and counter
   // samples unpacked from their column encoding (trace/columns.h), as any reader of them must.
@@ -139,32 +141,55 @@ double AnalysisCpuS(const std::vector<v1::CaptureChunk>& chunks) {
   return summary.stats.empty() ? -1 : s;
 }
 
-// One agent's chunks for a window like the pod capture's, taken straight from its Capture
-// stream (timed: `receive`), then decoded until `events` events have been (timed: `decode`).
-IngestReferences MeasureReferences(int agent_port, int duration_ms, uint64_t events) {
-  auto stub = v1::Agent::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", agent_port),
-                                                     grpc::InsecureChannelCredentials()));
+// One agent's whole Capture stream, every chunk kept as an aggregator keeps them until the
+// host is merged, or empty if the stream failed.
+std::vector<v1::CaptureChunk> ReceiveStream(v1::Agent::Stub& stub, int duration_ms) {
   grpc::ClientContext ctx;
   v1::CaptureRequest req;
-  req.set_capture_id("bench-decode-baseline");
+  req.set_capture_id("bench-receive-baseline");
   req.set_duration_ms(duration_ms);
   // The stream an aggregator gets: the agent's summary in it.
   req.set_analysis_version(analysis::kAnalysisVersion);
   std::vector<v1::CaptureChunk> received;
-  // The agent captures and converts before its first chunk: that wait costs this process
-  // no CPU, and the clock starts at the first chunk.
-  double receive_s = 0;
-  {
-    auto reader = stub->Capture(&ctx, req);
-    v1::CaptureChunk chunk;
-    double t0 = 0;
-    while (reader->Read(&chunk)) {
-      if (received.empty()) t0 = ProcessCpuS();
-      received.push_back(std::move(chunk));
+  auto reader = stub.Capture(&ctx, req);
+  v1::CaptureChunk chunk;
+  while (reader->Read(&chunk)) received.push_back(std::move(chunk));
+  if (!reader->Finish().ok()) received.clear();
+  return received;
+}
+
+// Every agent's chunks for a window like the pod capture's, taken straight from their Capture
+// streams at once, a thread each as the aggregator's streams run (timed: `receive`, this
+// process's CPU over the whole, as the aggregator's is timed over its capture); then the first
+// host's chunks decoded until `events` events have been (timed: `decode`).
+IngestReferences MeasureReferences(const std::vector<int>& agent_ports, int duration_ms,
+                                   uint64_t events) {
+  std::vector<std::unique_ptr<v1::Agent::Stub>> stubs;
+  for (int port : agent_ports) {
+    auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                                       grpc::InsecureChannelCredentials());
+    // Connected before the clock starts: the aggregator's channels are long open.
+    if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
+      return {};
     }
-    receive_s = ProcessCpuS() - t0;
-    if (!reader->Finish().ok()) return {};
+    stubs.push_back(v1::Agent::NewStub(channel));
   }
+  std::vector<std::vector<v1::CaptureChunk>> streams(stubs.size());
+  const double t0 = ProcessCpuS();
+  {
+    std::vector<std::thread> readers;
+    for (size_t i = 0; i < stubs.size(); ++i) {
+      readers.emplace_back([&, i] { streams[i] = ReceiveStream(*stubs[i], duration_ms); });
+    }
+    for (std::thread& t : readers) t.join();
+  }
+  const double receive_s = ProcessCpuS() - t0;
+  uint64_t received_events = 0;
+  for (const auto& stream : streams) {
+    if (stream.empty()) return {};
+    for (const v1::CaptureChunk& c : stream) received_events += BlockEvents(c.event_block());
+  }
+  const std::vector<v1::CaptureChunk>& received = streams[0];
   std::vector<std::string> chunks;
   uint64_t per_pass = 0, bytes = 0, samples = 0;
   for (const v1::CaptureChunk& c : received) {
@@ -182,11 +207,11 @@ IngestReferences MeasureReferences(int agent_port, int duration_ms, uint64_t eve
       static_cast<unsigned long long>(samples));
   if (per_pass == 0) return {};
   IngestReferences r;
-  r.receive = receive_s > 0 ? per_pass / receive_s : 0;
+  r.receive = receive_s > 0 ? received_events / receive_s : 0;
   if (const double a = AnalysisCpuS(received); a >= 0) {
     r.analysis_s_per_host_s = a / (duration_ms / 1000.0);
   }
-  const double t0 = ProcessCpuS();
+  const double decode_t0 = ProcessCpuS();
   uint64_t decoded = 0;
   trace::CounterSeries series;
   while (decoded < events) {
@@ -205,7 +230,7 @@ IngestReferences MeasureReferences(int agent_port, int duration_ms, uint64_t eve
       }
     }
   }
-  const double decode_s = ProcessCpuS() - t0;
+  const double decode_s = ProcessCpuS() - decode_t0;
   r.decode = decode_s > 0 ? decoded / decode_s : 0;
   return r;
 }
@@ -355,7 +380,7 @@ int Main(int argc, char** argv) {
   }
   uint64_t events = 0;
   const std::vector<double> spread = CollectiveSpreads(dir, started.capture_id(), &events);
-  const IngestReferences ref = MeasureReferences(agent_ports[0], duration_ms, events);
+  const IngestReferences ref = MeasureReferences(agent_ports, duration_ms, events);
   pod.StopAll();
   fs::remove_all(dir);
 
@@ -368,7 +393,7 @@ int Main(int argc, char** argv) {
     const double per_cpu_s = static_cast<double>(events) / agg_cpu_s;
     std::printf(
         "ingest %.0f events/s (all events stored within the %.2f s after the window); aggregator "
-        "CPU %.2f s, %.0f events per CPU-second; receiving one host's stream over gRPC and "
+        "CPU %.2f s, %.0f events per CPU-second; receiving every host's stream over gRPC and "
         "nothing else %.0f events per CPU-second (receive_over_decode=%.2f); decoding the same "
         "host's chunks alone %.0f events per CPU-second; ingest_over_decode=%.2f\n",
         static_cast<double>(events) / finish_s, finish_s, agg_cpu_s, per_cpu_s, ref.receive,

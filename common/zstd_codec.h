@@ -14,8 +14,10 @@
 
 namespace podprof {
 
-// One zstd frame of `raw` at `level` (it records its content size).
-std::string ZstdCompress(absl::string_view raw, int level);
+// One zstd frame of `raw` at `level` (it records its content size). A `front` of n > 0 bytes
+// goes in a block of its own, so that ZstdDecompressPrefix reads it without decompressing the
+// rest: for a header at the front of a large frame. Empty only if zstd fails.
+std::string ZstdCompress(absl::string_view raw, int level, size_t front = 0);
 
 // The content of one zstd frame; DataLoss naming `what` when `frame` is not one, or when its
 // content would exceed `max_bytes`.
@@ -23,7 +25,7 @@ absl::StatusOr<std::string> ZstdDecompress(absl::string_view frame, uint64_t max
                                            absl::string_view what);
 
 // At most the first `n` bytes of one zstd frame's content, decompressing no more of the frame
-// than they need (its first block): for a header at the front of a large frame. DataLoss
+// than its first block (ZstdCompress's `front`): for a header at the front of a large frame. DataLoss
 // naming `what` when `frame` is not a zstd frame or is damaged there.
 absl::StatusOr<std::string> ZstdDecompressPrefix(absl::string_view frame, size_t n,
                                                  absl::string_view what);

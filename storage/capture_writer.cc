@@ -173,14 +173,14 @@ absl::StatusOr<std::vector<int64_t>> InsertHostData(Connection& c, HostInserts& 
     ASSIGN_OR_RETURN(const int64_t chip, ids.Chip(b.chip));
     q.ins_block->Reset();
     q.ins_block->Bind(1, seq).Bind(2, chip).Bind(3, b.line).Bind(4, b.base_ns);
-    q.ins_block->Bind(5, b.events).BindBlob(6, b.data);
+    q.ins_block->Bind(5, b.events).BindBlobInPlace(6, b.data);
     RETURN_IF_ERROR(q.ins_block->Run());
   }
   for (const EncodedSeries& s : h.counters) {
     ASSIGN_OR_RETURN(const int64_t chip, ids.Chip(s.chip));
     q.ins_counter->Reset();
     q.ins_counter->Bind(1, seq).Bind(2, chip).Bind(3, s.name);
-    q.ins_counter->Bind(4, s.samples).BindBlob(5, s.data);
+    q.ins_counter->Bind(4, s.samples).BindBlobInPlace(5, s.data);
     RETURN_IF_ERROR(q.ins_counter->Run());
   }
   for (const trace::KernelCounter& k : h.attributions) {

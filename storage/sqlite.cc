@@ -146,6 +146,10 @@ Statement& Statement::BindBlob(int i, absl::string_view blob) {
   sqlite3_bind_blob(stmt_, i, blob.data(), static_cast<int>(blob.size()), SQLITE_TRANSIENT);
   return *this;
 }
+Statement& Statement::BindBlobInPlace(int i, absl::string_view blob) {
+  sqlite3_bind_blob(stmt_, i, blob.data(), static_cast<int>(blob.size()), SQLITE_STATIC);
+  return *this;
+}
 Statement& Statement::BindNull(int i) {
   sqlite3_bind_null(stmt_, i);
   return *this;

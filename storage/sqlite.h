@@ -58,6 +58,11 @@ class Statement {
   Statement& Bind(int i, double v);
   Statement& Bind(int i, absl::string_view text);
   Statement& BindBlob(int i, absl::string_view blob);
+  // Binds `blob` without copying it: it must stay valid until the statement is finalized or
+  // this parameter is bound again (SQLite may read it at any step until then).
+  // For the megabytes of a capture's timelines, which SQLite would otherwise copy once more
+  // before writing them.
+  Statement& BindBlobInPlace(int i, absl::string_view blob);
   Statement& BindNull(int i);
   // Advances: true with a row, false when done; errors as SqliteStatus.
   absl::StatusOr<bool> Step();

@@ -57,7 +57,7 @@ absl::Status CaptureDecoder::AddKernels(const v1::KernelDefBatch& batch) {
   return absl::OkStatus();
 }
 
-absl::Status CaptureDecoder::AddEncodedEvents(const v1::EventBlock& e) {
+absl::Status CaptureDecoder::AddEncodedEvents(v1::EventBlock& e) {
   if (e.start_ps_size() > 0 || e.duration_ps_size() > 0 || e.kernel_id_size() > 0 ||
       e.collective_id_size() > 0) {
     return absl::InvalidArgumentError("carries both encoded columns and column fields");
@@ -71,7 +71,7 @@ absl::Status CaptureDecoder::AddEncodedEvents(const v1::EventBlock& e) {
   b.line = e.line_name();
   b.kind = trace::LineKindOfName(b.line);
   b.base_ns = e.base_ns();
-  b.encoded = e.columns();
+  b.encoded = std::move(*e.mutable_columns());
   b.encoded_events = static_cast<int64_t>(*n);
   events_ += *n;
   if (trace::IsKernelLine(b.kind)) tally_.CountEncoded(b.chip, b.encoded_events);
@@ -79,7 +79,7 @@ absl::Status CaptureDecoder::AddEncodedEvents(const v1::EventBlock& e) {
   return absl::OkStatus();
 }
 
-absl::Status CaptureDecoder::AddEvents(const v1::EventBlock& e) {
+absl::Status CaptureDecoder::AddEvents(v1::EventBlock& e) {
   if (!e.columns().empty()) return AddEncodedEvents(e);
   const int n = e.kernel_id_size();
   if (e.start_ps_size() != n || e.duration_ps_size() != n || e.collective_id_size() != n) {
@@ -116,7 +116,7 @@ absl::Status CaptureDecoder::AddEvents(const v1::EventBlock& e) {
   return absl::OkStatus();
 }
 
-absl::Status CaptureDecoder::AddCounters(const v1::CounterSeries& cs) {
+absl::Status CaptureDecoder::AddCounters(v1::CounterSeries& cs) {
   trace::CounterSeries series;
   if (!cs.samples().empty()) {
     if (cs.timestamp_ns_size() > 0 || cs.value_size() > 0) {
@@ -129,7 +129,7 @@ absl::Status CaptureDecoder::AddCounters(const v1::CounterSeries& cs) {
     if (!s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("counter ", cs.name(), ": ", s.message()));
     }
-    series.encoded = cs.samples();
+    series.encoded = std::move(*cs.mutable_samples());
   } else if (cs.timestamp_ns_size() != cs.value_size()) {
     return absl::InvalidArgumentError(absl::StrCat("counter ", cs.name(), " has ",
                                                    cs.timestamp_ns_size(), " timestamps but ",
@@ -238,6 +238,11 @@ absl::Status CaptureDecoder::AddSummary(const v1::HostSummaryPart& part) {
 }
 
 absl::Status CaptureDecoder::Add(const v1::CaptureChunk& c) {
+  v1::CaptureChunk copy = c;
+  return Add(std::move(copy));
+}
+
+absl::Status CaptureDecoder::Add(v1::CaptureChunk&& c) {
   const uint64_t index = chunks_++;
   auto fault = [index](const char* kind, const absl::Status& s) {
     return absl::InvalidArgumentError(
@@ -259,7 +264,7 @@ absl::Status CaptureDecoder::Add(const v1::CaptureChunk& c) {
       return s.ok() ? s : fault("summary", s);
     case v1::CaptureChunk::kEventBlock:
       if (summarised_) return fault("event_block", absl::InvalidArgumentError("after the summary"));
-      s = AddEvents(c.event_block());
+      s = AddEvents(*c.mutable_event_block());
       return s.ok() ? s
                     : fault(absl::StrCat("event_block of chip ", c.event_block().chip_ordinal(),
                                          " line \"", c.event_block().line_name(), "\"")
@@ -269,7 +274,7 @@ absl::Status CaptureDecoder::Add(const v1::CaptureChunk& c) {
       if (summarised_) {
         return fault("counter_series", absl::InvalidArgumentError("after the summary"));
       }
-      s = AddCounters(c.counter_series());
+      s = AddCounters(*c.mutable_counter_series());
       return s.ok() ? s : fault("counter_series", s);
     case v1::CaptureChunk::kTrailer:
       trailer_ = c.trailer();

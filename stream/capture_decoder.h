@@ -20,7 +20,10 @@ class CaptureDecoder {
  public:
   // InvalidArgument naming the chunk (its index from 0, its kind) and the fault. After an
   // error the capture holds what the earlier chunks gave, every index inside it.
-  absl::Status Add(const podprof::v1::CaptureChunk& c);
+  absl::Status Add(const podprof::v1::CaptureChunk& c);  // a copy of `c`, as below
+  // The same, taking the encoded blocks and series it keeps out of `c` instead of copying them
+  // (an aggregator's streams bring megabytes a second of them).
+  absl::Status Add(podprof::v1::CaptureChunk&& c);
   bool done() const { return done_; }
   uint64_t chunks() const { return chunks_; }
   uint64_t events() const { return events_; }
@@ -38,9 +41,10 @@ class CaptureDecoder {
 
  private:
   absl::Status AddKernels(const podprof::v1::KernelDefBatch& batch);
-  absl::Status AddEvents(const podprof::v1::EventBlock& e);
-  absl::Status AddEncodedEvents(const podprof::v1::EventBlock& e);
-  absl::Status AddCounters(const podprof::v1::CounterSeries& cs);
+  // The encoded columns or samples are moved out of `e` / `cs`.
+  absl::Status AddEvents(podprof::v1::EventBlock& e);
+  absl::Status AddEncodedEvents(podprof::v1::EventBlock& e);
+  absl::Status AddCounters(podprof::v1::CounterSeries& cs);
   absl::Status AddSummary(const podprof::v1::HostSummaryPart& part);
   absl::Status AddArrivals(const podprof::v1::CollectiveArrivals& a);
   // The chip index of a summary row's ordinal, or the kernel index of its 1-based id:

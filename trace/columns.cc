@@ -10,15 +10,17 @@
 namespace podprof::trace {
 namespace {
 
-std::string Compress(const std::string& raw) { return ZstdCompress(raw, 1); }
+// Upper bound of a varint's size, for the count in front of a run.
+constexpr size_t kCountBytes = 10;
+
+// The count at the front in a block of its own: ingest reads it (EncodedCount) for every block
+// and series it stores, and must not decompress their events to do so.
+std::string Compress(const std::string& raw) { return ZstdCompress(raw, 1, kCountBytes); }
 
 absl::StatusOr<std::string> Decompress(absl::string_view blob, uint64_t max_bytes,
                                        absl::string_view what) {
   return ZstdDecompress(blob, max_bytes, what);
 }
-
-// Upper bound of a varint's size, for the count in front of a run.
-constexpr size_t kCountBytes = 10;
 
 }  // namespace
 
@@ -98,9 +100,11 @@ std::string EncodeCounters(const int64_t* time_ns, const double* value, size_t b
 
 size_t MaxCounterBytesWithin(size_t limit) {
   // ZSTD_compressBound(n) = n + n/256 + (n < 128 KiB ? (128 KiB - n) >> 11 : 0), at most
-  // n + n/256 + 64; the frame's header and checksum are inside it.
-  if (limit < 64 + kCountBytes + 18) return 0;
-  const size_t n = (limit - 64) * 256 / 257;
+  // n + n/256 + 64; the frame's header and checksum are inside it. The count's own block adds
+  // its header and the count stored raw (kCountBytes), 16 bytes with room to spare.
+  constexpr size_t kSlack = 64 + 16;
+  if (limit < kSlack + kCountBytes + 18) return 0;
+  const size_t n = (limit - kSlack) * 256 / 257;
   return n > kCountBytes ? n - kCountBytes : 0;
 }
 

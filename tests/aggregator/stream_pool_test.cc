@@ -57,7 +57,7 @@ class StreamingAgents final : public v1::Agent::Service {
 class Counting final : public StreamPool::Handler {
  public:
   Counting(absl::BlockingCounter& left, int refuse_at = -1) : left_(left), refuse_at_(refuse_at) {}
-  bool OnChunk(const v1::CaptureChunk&) override { return ++chunks != refuse_at_; }
+  bool OnChunk(v1::CaptureChunk&) override { return ++chunks != refuse_at_; }
   void OnDone(const grpc::Status& s) override {
     status = s;
     ++done;

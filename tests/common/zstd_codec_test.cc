@@ -35,6 +35,21 @@ TEST(ZstdCodecTest, APrefixComesFromTheFrontOfAFrameOfManyBlocks) {
   EXPECT_EQ(ZstdDecompressPrefix(frame, 4, "again").value(), raw.substr(0, 4));
 }
 
+TEST(ZstdCodecTest, AFrontOfItsOwnIsReadWithoutTheRestAndTheFrameStaysWhole) {
+  const std::string raw = Raw(1 << 20);
+  const std::string frame = ZstdCompress(raw, 1, 10);
+  ASSERT_FALSE(frame.empty());
+  ASSERT_OK(ZstdCheckFrame(frame, raw.size(), "front frame"));
+  EXPECT_EQ(ZstdDecompress(frame, raw.size(), "front frame").value(), raw);
+  EXPECT_EQ(ZstdDecompressPrefix(frame, 10, "front").value(), raw.substr(0, 10));
+  // The front's block holds the prefix: the frame cut after a few more bytes still yields it
+  // (the rest of the frame, where the events are, is never read).
+  const std::string cut = frame.substr(0, 40);
+  EXPECT_EQ(ZstdDecompressPrefix(cut, 10, "cut front").value(), raw.substr(0, 10));
+  // A front as long as the content, or longer, is one ordinary frame.
+  EXPECT_EQ(ZstdDecompress(ZstdCompress("abc", 1, 10), 3, "short").value(), "abc");
+}
+
 TEST(ZstdCodecTest, APrefixOfNoFrameIsDataLossNamingIt) {
   absl::StatusOr<std::string> bad = ZstdDecompressPrefix("not zstd at all", 4, "timeline block");
   ASSERT_TRUE(absl::IsDataLoss(bad.status())) << bad.status();
