@@ -166,8 +166,8 @@ IngestReferences MeasureReferences(const std::vector<int>& agent_ports, int dura
                                    uint64_t events) {
   std::vector<std::unique_ptr<v1::Agent::Stub>> stubs;
   for (int port : agent_ports) {
-    auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
-                                       grpc::InsecureChannelCredentials());
+    auto channel =
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
     // Connected before the clock starts: the aggregator's channels are long open.
     if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
       return {};

@@ -42,8 +42,8 @@ size_t FirstBlockEnd(absl::string_view frame) {
   constexpr size_t kContentSizeBytes[] = {0, 2, 4, 8};
   size_t content_size_bytes = kContentSizeBytes[descriptor >> 6];
   if (descriptor >> 6 == 0 && single_segment) content_size_bytes = 1;
-  const size_t header = kMagic + 1 + (single_segment ? 0 : 1) + kDictIdBytes[descriptor & 3] +
-                        content_size_bytes;
+  const size_t header =
+      kMagic + 1 + (single_segment ? 0 : 1) + kDictIdBytes[descriptor & 3] + content_size_bytes;
   if (frame.size() < header + kBlockHeader) return 0;
   const auto* b = reinterpret_cast<const uint8_t*>(frame.data() + header);
   const uint32_t block = b[0] | (b[1] << 8) | (static_cast<uint32_t>(b[2]) << 16);

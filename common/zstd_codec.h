@@ -25,8 +25,8 @@ absl::StatusOr<std::string> ZstdDecompress(absl::string_view frame, uint64_t max
                                            absl::string_view what);
 
 // At most the first `n` bytes of one zstd frame's content, decompressing no more of the frame
-// than its first block (ZstdCompress's `front`): for a header at the front of a large frame. DataLoss
-// naming `what` when `frame` is not a zstd frame or is damaged there.
+// than its first block (ZstdCompress's `front`): for a header at the front of a large frame.
+// DataLoss naming `what` when `frame` is not a zstd frame or is damaged there.
 absl::StatusOr<std::string> ZstdDecompressPrefix(absl::string_view frame, size_t n,
                                                  absl::string_view what);
 
