@@ -82,6 +82,21 @@ inline long CpuTicks(pid_t pid) {
   return utime + stime;
 }
 
+// CPU time of `pid`'s threads named `name` (their comm), ns, from the scheduler's own count
+// (/proc/<pid>/task/<tid>/schedstat): finer than ticks, and a thread's share of its process.
+inline int64_t ThreadCpuNs(pid_t pid, const std::string& name) {
+  int64_t ns = 0;
+  std::error_code ec;
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  for (const auto& t : std::filesystem::directory_iterator(tasks, ec)) {
+    std::string comm = ReadFile(t.path().string() + "/comm").value_or("");
+    while (!comm.empty() && comm.back() == '\n') comm.pop_back();
+    if (comm != name) continue;
+    ns += std::atoll(ReadFile(t.path().string() + "/schedstat").value_or("0").c_str());
+  }
+  return ns;
+}
+
 // A "Field:   N kB" line of /proc/<pid>/status (e.g. "VmRSS:"), in kB; 0 if absent.
 inline long StatusKb(pid_t pid, const char* field) {
   std::istringstream in(ReadFile("/proc/" + std::to_string(pid) + "/status").value_or(""));

@@ -21,6 +21,9 @@
 
 namespace podprof::storage {
 
+// The name of the thread that does every write (at most 15 characters, as Linux keeps them).
+inline constexpr char kWriterThreadName[] = "podprof-store";
+
 struct StoreOptions {
   // SQLite's page limit for the file (PRAGMA max_page_count); 0 = none. Tests use it to
   // simulate a full disk.
