@@ -31,7 +31,7 @@ class Collect final : public ChunkSink {
   std::vector<std::string> chunks;
 };
 
-std::vector<std::string> RealStream(size_t* events) {
+std::vector<std::string> RealStream(size_t* events, bool columns = false) {
   auto capture =
       trace::ReadXSpaceFile(testing::FixturePath("tpu_v6e_4chip_host_offload.xplane.pb"));
   EXPECT_OK(capture);
@@ -42,7 +42,7 @@ std::vector<std::string> RealStream(size_t* events) {
   for (size_t i = 0; i < capture->host.chips.size(); ++i) host.add_chips()->set_ordinal(i);
   Collect sink;
   ChunkCounts counts;
-  EXPECT_OK(StreamCapture(*capture, host, {}, 16 << 10, &sink, &counts));
+  EXPECT_OK(StreamCapture(*capture, host, {}, 16 << 10, &sink, &counts, columns));
   v1::CaptureChunk trailer;
   trailer.mutable_trailer()->set_event_count(counts.events);
   sink.Write(trailer);
@@ -80,6 +80,42 @@ TEST(CaptureDecoderTest, ARealStreamAssemblesWhole) {
   EXPECT_TRUE(a.done());
   EXPECT_EQ(a.events(), events);
   ExpectConsistent(a);
+}
+
+TEST(CaptureDecoderTest, AChunkHandedOverGivesUpItsBlobsAndAssemblesTheSame) {
+  size_t events = 0;
+  const std::vector<std::string> stream = RealStream(&events, /*columns=*/true);
+  CaptureDecoder copied, taken;
+  size_t blobs = 0;
+  for (const std::string& bytes : stream) {
+    v1::CaptureChunk c;
+    ASSERT_TRUE(c.ParseFromString(bytes));
+    ASSERT_OK(copied.Add(c));
+    const bool has_blob =
+        !c.event_block().columns().empty() || !c.counter_series().samples().empty();
+    ASSERT_OK(taken.Add(std::move(c)));
+    if (has_blob) {
+      ++blobs;
+      // Moved into the capture, not copied: the chunk no longer holds it.
+      EXPECT_TRUE(c.event_block().columns().empty());  // NOLINT(bugprone-use-after-move)
+      EXPECT_TRUE(c.counter_series().samples().empty());
+    }
+  }
+  ASSERT_GT(blobs, 0u);
+  ASSERT_TRUE(taken.done());
+  EXPECT_EQ(taken.events(), events);
+  const trace::HostCapture& a = copied.capture();
+  const trace::HostCapture& b = taken.capture();
+  ASSERT_EQ(a.blocks.size(), b.blocks.size());
+  for (size_t i = 0; i < a.blocks.size(); ++i) {
+    ASSERT_FALSE(b.blocks[i].encoded.empty());
+    EXPECT_EQ(a.blocks[i].encoded, b.blocks[i].encoded);
+    EXPECT_EQ(a.blocks[i].encoded_events, b.blocks[i].encoded_events);
+  }
+  ASSERT_EQ(a.counters.size(), b.counters.size());
+  for (size_t i = 0; i < a.counters.size(); ++i) {
+    EXPECT_EQ(a.counters[i].encoded, b.counters[i].encoded);
+  }
 }
 
 TEST(CaptureDecoderTest, HostileChunksAreRejected) {
