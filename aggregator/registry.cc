@@ -83,6 +83,7 @@ absl::Status Registry::Register(const podprof::v1::RegisterRequest& req, const I
     // a fixed per-stream window, not one grown by bandwidth probing to megabytes per host.
     args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
     args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 64 << 10);
+    args.SetResourceQuota(quota_);
     // Connected now and kept connected: a capture's requests must reach every agent before its
     // start instant, and on a pod of thousands of hosts the handshakes alone would eat the lead.
     args.SetInt(GRPC_ARG_CLIENT_IDLE_TIMEOUT_MS, INT_MAX);
