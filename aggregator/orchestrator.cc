@@ -371,6 +371,8 @@ void Orchestrator::StoreRun(CaptureRun& run, std::vector<std::unique_ptr<HostStr
     probe.push_back(c);
     ends[c.host] = std::move(h->collective_ends());
   }
+  size_t end_bytes = 0;
+  for (const auto& [host, list] : ends) end_bytes += list.capacity() * sizeof(list[0]);
   std::vector<HostCorrection> corrections = RefineWithCollectives(ends, probe, mid);
   ends.clear();
   const int64_t aligned_ns = clock_.MonotonicNs();
@@ -424,7 +426,8 @@ void Orchestrator::StoreRun(CaptureRun& run, std::vector<std::unique_ptr<HostStr
   // late.
   PODPROF_LOG(INFO) << "capture " << run.id << " " << storage::CaptureStateName(state) << ": " << ok
                     << "/" << hosts.size() << " hosts; aligned in "
-                    << (aligned_ns - begin_ns) / 1'000'000 << " ms, analysed and stored in "
+                    << (aligned_ns - begin_ns) / 1'000'000 << " ms (collective ends "
+                    << end_bytes / 1'000'000 << " MB), analysed and stored in "
                     << (clock_.MonotonicNs() - aligned_ns) / 1'000'000 << " ms";
   {
     absl::MutexLock lock(&run.mu);

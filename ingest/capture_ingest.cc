@@ -192,6 +192,7 @@ absl::Status WriteAnalysed(storage::CaptureWriter& writer, storage::CaptureWrite
   for (AnalysedHost& h : hosts) w.hosts.push_back(std::move(h.write));
   hosts.clear();
   const auto begin = std::chrono::steady_clock::now();
+  const size_t arrivals = pod->arrivals(), arrival_bytes = pod->arrival_bytes();
   pod->Finish(w.hosts, &w);
   const auto analysed = std::chrono::steady_clock::now();
   absl::Status written = writer.WriteCapture(w);
@@ -199,7 +200,8 @@ absl::Status WriteAnalysed(storage::CaptureWriter& writer, storage::CaptureWrite
   auto ms = [](auto d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
   PODPROF_LOG(INFO) << "capture " << w.id << ": the pod's roll-ups and collectives in "
                     << ms(analysed - begin) << " ms, its last rows written in "
-                    << ms(end - analysed) << " ms";
+                    << ms(end - analysed) << " ms (" << arrivals << " collective arrivals in "
+                    << arrival_bytes / 1'000'000 << " MB)";
   return written;
 }
 

@@ -48,6 +48,8 @@ class PodAnalysis {
   // host's arrivals put on the pod's clock as `hosts` say (by index), into `w`, and lets go
   // of the arrivals: a finished capture stays listed for its watchers, without its data.
   void Finish(const std::vector<storage::HostWrite>& hosts, storage::CaptureWrite* w);
+  size_t arrivals() const { return collectives_.arrivals(); }
+  size_t arrival_bytes() const { return collectives_.arrival_bytes(); }
 
  private:
   absl::Mutex mu_;

@@ -127,6 +127,7 @@ void PodCollectives::Add(const std::vector<CollectiveRun>& runs) {
     auto [inst, fresh] = instance_of_.try_emplace({r.id, within_host_ ? r.host : -1}, ids_.size());
     if (fresh) {
       ids_.push_back(r.id);
+      bases_.push_back(r.start_ns);
       members_.emplace_back();
     }
     auto [chip, new_chip] = chip_of_.try_emplace(r.chip_key, chips_.size());
@@ -150,7 +151,15 @@ void PodCollectives::Add(const std::vector<CollectiveRun>& runs) {
       if (new_step) step_numbers_.push_back(r.step);
       step = at->second;
     }
-    members.push_back({r.start_ns, pair->second, step});
+    int64_t delta;  // an agent's starts may be anywhere in int64
+    int32_t start = kFar;
+    if (!__builtin_sub_overflow(r.start_ns, bases_[inst->second], &delta) && delta > kFar &&
+        delta <= INT32_MAX) {
+      start = static_cast<int32_t>(delta);
+    } else {
+      far_starts_[{inst->second, static_cast<uint32_t>(members.size())}] = r.start_ns;
+    }
+    members.push_back({start, pair->second, step});
   }
 }
 
@@ -165,6 +174,7 @@ size_t PodCollectives::arrival_bytes() const {
   absl::MutexLock lock(&mu_);
   size_t n = 0;
   for (const auto& m : members_) n += m.capacity() * sizeof(Member);
+  n += far_starts_.size() * sizeof(std::pair<std::pair<uint32_t, uint32_t>, int64_t>);
   return n;
 }
 
@@ -173,6 +183,8 @@ void PodCollectives::Clear() {
   decltype(instance_of_)().swap(instance_of_);
   decltype(ids_)().swap(ids_);
   decltype(members_)().swap(members_);
+  decltype(bases_)().swap(bases_);
+  decltype(far_starts_)().swap(far_starts_);
   decltype(pair_of_)().swap(pair_of_);
   decltype(pairs_)().swap(pairs_);
   decltype(chip_of_)().swap(chip_of_);
@@ -336,7 +348,7 @@ void PodCollectives::WalkInstances(size_t begin, size_t end, const Correct& corr
     w->at.resize(members.size());
     size_t last = 0;
     for (size_t m = 0; m < members.size(); ++m) {
-      w->at[m] = correct(pairs_[members[m].pair].host, members[m].start_ns);
+      w->at[m] = correct(pairs_[members[m].pair].host, StartNs(i, m));
       if (w->at[m] > w->at[last] ||
           (w->at[m] == w->at[last] && ChipKey(members[m]) > ChipKey(members[last]))) {
         last = m;
@@ -400,6 +412,12 @@ bool PodCollectives::OneExecution(const std::vector<Member>& members,
 }
 
 int64_t PodCollectives::ChipKey(const Member& m) const { return chips_[pairs_[m.pair].chip].key; }
+
+int64_t PodCollectives::StartNs(size_t i, size_t m) const {
+  const int32_t start = members_[i][m].start;
+  if (start != kFar) return bases_[i] + start;
+  return far_starts_.at({static_cast<uint32_t>(i), static_cast<uint32_t>(m)});
+}
 
 CollectiveReport PodCollectives::Report(const CollectiveNames& names, size_t max_instances,
                                         Walk* w) const {

@@ -89,8 +89,8 @@ struct CollectiveReport {
 
 // A pod's collective arrivals, gathered host by host as each is analysed (from several
 // threads) and analysed once every host's clock correction is known. A pod's second holds
-// millions of arrivals: each is kept as 16 bytes under its instance, and the chips and kernels
-// they name once.
+// millions of arrivals: each is kept as 12 bytes under its instance (its start as ns after the
+// instance's first arrival), and the chips and kernels they name once.
 //
 // Instances seen on a single chip teach nothing and are skipped. With `within_host`, the chips
 // of different hosts are not compared (hosts on their own clocks, as in an import): an instance
@@ -118,10 +118,14 @@ class PodCollectives {
 
  private:
   struct Member {
-    int64_t start_ns = 0;  // on its host's clock
-    uint32_t pair = 0;     // index into pairs_
-    int32_t step = -1;     // index into step_numbers_ (numbers may not fit 32 bits), -1: none
+    // On its host's clock, ns after its instance's first arrival (bases_). One collective's
+    // arrivals lie within a run of each other, but hosts' clocks may not agree before they
+    // are corrected: an arrival more than 2 s away is kFar and its start is in far_starts_.
+    int32_t start = 0;
+    uint32_t pair = 0;  // index into pairs_
+    int32_t step = -1;  // index into step_numbers_ (numbers may not fit 32 bits), -1: none
   };
+  static constexpr int32_t kFar = INT32_MIN;
   struct Pair {  // a kernel on a chip
     int64_t kernel_key = 0;
     uint32_t chip = 0;  // index into chips_
@@ -136,6 +140,8 @@ class PodCollectives {
   };
   struct Walk;  // Analyze's state
   int64_t ChipKey(const Member& m) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Member `m` of instance `i`: its start on its host's clock.
+  int64_t StartNs(size_t i, size_t m) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Instances [begin, end) into `w`. Runs on Analyze's threads while Analyze holds mu_.
   void WalkInstances(size_t begin, size_t end, const Correct& correct, Walk* w) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -154,6 +160,9 @@ class PodCollectives {
   absl::flat_hash_map<std::pair<uint64_t, int32_t>, uint32_t> instance_of_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> ids_ ABSL_GUARDED_BY(mu_);
   std::vector<std::vector<Member>> members_ ABSL_GUARDED_BY(mu_);  // by instance
+  std::vector<int64_t> bases_ ABSL_GUARDED_BY(mu_);  // by instance: its first arrival's start
+  // (instance, member) -> start of the arrivals too far from their instance's base.
+  absl::flat_hash_map<std::pair<uint32_t, uint32_t>, int64_t> far_starts_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::pair<int64_t, int64_t>, uint32_t> pair_of_ ABSL_GUARDED_BY(mu_);
   std::vector<Pair> pairs_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<int64_t, uint32_t> chip_of_ ABSL_GUARDED_BY(mu_);
