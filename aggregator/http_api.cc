@@ -20,6 +20,7 @@
 #include "nlohmann/json.hpp"
 #include "report/capture_json.h"
 #include "report/format.h"
+#include "report/pod_rows.h"
 #include "report/history.h"
 #include "report/kernel_rows.h"
 #include "report/states.h"
@@ -173,6 +174,21 @@ absl::StatusOr<podprof::v1::KernelGrouping> GroupingParam(const Request& req) {
       absl::StrCat("by='", by, "': use kernel, chip, host or category"));
 }
 
+// `sort=` as `podprof stats --sort` names the orders.
+absl::StatusOr<podprof::v1::KernelOrder> OrderParam(const Request& req) {
+  static const std::pair<const char*, podprof::v1::KernelOrder> kOrders[] = {
+      {"total", podprof::v1::KERNEL_ORDER_TOTAL_TIME}, {"count", podprof::v1::KERNEL_ORDER_COUNT},
+      {"mean", podprof::v1::KERNEL_ORDER_MEAN},        {"p50", podprof::v1::KERNEL_ORDER_P50},
+      {"p99", podprof::v1::KERNEL_ORDER_P99},          {"max", podprof::v1::KERNEL_ORDER_MAX},
+      {"name", podprof::v1::KERNEL_ORDER_NAME}};
+  const std::string sort = Param(req, "sort", "total");
+  for (const auto& [name, order] : kOrders) {
+    if (sort == name) return order;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("sort='", sort, "': use total, count, mean, p50, p99, max or name"));
+}
+
 // The CLI's kernel rows (report/kernel_rows.h), JSON or CSV, as `podprof stats` writes them.
 Response Kernels(const HttpApiSources& src, const Request& req) {
   podprof::v1::GetKernelStatsRequest r;
@@ -190,6 +206,20 @@ Response Kernels(const HttpApiSources& src, const Request& req) {
   absl::StatusOr<int64_t> top = IntParam(req, "top", 0);
   if (!top.ok()) return Response::Error(top.status());
   r.set_top_n(static_cast<uint32_t>(std::min<int64_t>(*top, 1 << 20)));
+  // The rest of `podprof stats`'s choices, so that a client can ask every question it can.
+  r.mutable_filter()->set_category(Param(req, "category"));
+  r.set_host_name(Param(req, "host"));
+  if (!Param(req, "chip").empty()) {
+    absl::StatusOr<int64_t> chip = IntParam(req, "chip", 0);
+    if (!chip.ok() || *chip < 0 || *chip > std::numeric_limits<int32_t>::max()) {
+      return Response::Error(absl::InvalidArgumentError(
+          absl::StrCat("chip=", Param(req, "chip"), ": want a chip ordinal, 0 or more")));
+    }
+    r.mutable_filter()->set_chip_ordinal(static_cast<int32_t>(*chip));
+  }
+  absl::StatusOr<podprof::v1::KernelOrder> order = OrderParam(req);
+  if (!order.ok()) return Response::Error(order.status());
+  r.set_order(*order);
   return Answer(src.queries->KernelStats(r), [&](const podprof::v1::GetKernelStatsResponse& a) {
     if (*csv) {
       std::ostringstream text;
@@ -205,7 +235,14 @@ Response Kernels(const HttpApiSources& src, const Request& req) {
 Response Stragglers(const HttpApiSources& src, const Request& req) {
   podprof::v1::GetStragglersRequest r;
   r.set_capture_id(req.params.at("id"));
+  absl::StatusOr<bool> csv = WantsCsv(req);
+  if (!csv.ok()) return Response::Error(csv.status());
   return Answer(src.queries->Stragglers(r), [&](const podprof::v1::GetStragglersResponse& a) {
+    if (*csv) {  // `podprof stragglers --format csv`'s bytes
+      std::ostringstream text;
+      report::WriteStragglersCsv(a, text);
+      return CsvText(text.str());
+    }
     Json out = Json::array();
     for (const podprof::v1::StragglerChip& c : a.chips()) {
       out.push_back({{"host", c.host_name()},
@@ -254,6 +291,13 @@ Response History(const HttpApiSources& src, const Request& req) {
 Response Agents(const HttpApiSources& src, const Request& req) {
   Json out = Json::array();
   const podprof::v1::ListAgentsResponse agents = src.queries->Agents({});
+  absl::StatusOr<bool> csv = WantsCsv(req);
+  if (!csv.ok()) return Response::Error(csv.status());
+  if (*csv) {  // `podprof agents --format csv`'s bytes
+    std::ostringstream text;
+    report::WriteAgentsCsv(agents, text);
+    return CsvText(text.str());
+  }
   for (const auto& a : agents.agents()) {
     out.push_back({{"host", a.host().host_name()},
                    {"address", a.host().agent_address()},

@@ -10,6 +10,7 @@
 #include "common/clock.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "report/pod_rows.h"
 #include "report/states.h"
 
 namespace podprof::cli {
@@ -90,16 +91,7 @@ absl::Status RunAgents(AggregatorClient& client, const AgentsOptions& options, s
       break;
     }
     case OutputFormat::kCsv:
-      out << "host,address,state,chips,labels,last_heartbeat_ns,clock_offset_ns,"
-             "clock_uncertainty_ns,clock_drift_ppb,min_rtt_ns,probe_count,active_capture_id\n";
-      for (const auto& a : response.agents()) {
-        out << CsvField(a.host().host_name()) << "," << CsvField(a.host().agent_address()) << ","
-            << AgentStateName(a.state()) << "," << a.host().chips_size() << ","
-            << CsvField(JoinLabels(a.host().labels())) << "," << a.last_heartbeat_ns() << ","
-            << a.clock().offset_ns() << "," << a.clock().uncertainty_ns() << ","
-            << a.clock().drift_ppb() << "," << a.clock().min_rtt_ns() << ","
-            << a.clock().probe_count() << "," << CsvField(a.active_capture_id()) << "\n";
-      }
+      report::WriteAgentsCsv(response, out);
       break;
     case OutputFormat::kTable: {
       using Col = TextTable::Column;

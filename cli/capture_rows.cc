@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cli/report.h"
+#include "report/pod_rows.h"
 #include "common/clock.h"
 
 namespace podprof::cli {
@@ -30,9 +31,7 @@ void AddLabels(const LabelMap& labels, ProtoLabels* to) {
 
 LabelMap SortedLabels(const ProtoLabels& labels) { return LabelMap(labels.begin(), labels.end()); }
 
-std::string JoinLabels(const ProtoLabels& labels) {
-  return absl::StrJoin(SortedLabels(labels), ";", absl::PairFormatter("="));
-}
+std::string JoinLabels(const ProtoLabels& labels) { return report::JoinLabels(labels); }
 
 absl::StatusOr<v1::CaptureStatus> ParseCaptureStatus(absl::string_view name) {
   std::vector<std::string> names;

@@ -16,8 +16,8 @@ namespace podprof::cli {
 namespace {
 
 // The keys of the defaults and of each profile.
-const char* const kKeys[] = {"aggregator", "format", "timeout", "tls_cert",
-                             "tls_key",    "tls_ca", "max_size"};
+const char* const kKeys[] = {"aggregator", "format", "timeout",  "tls_cert",
+                             "tls_key",    "tls_ca", "max_size", "http"};
 
 absl::Status Set(const std::string& file, const std::string& key, const std::string& value,
                  CliContext& context) {
@@ -51,10 +51,16 @@ absl::Status Set(const std::string& file, const std::string& key, const std::str
           absl::StrCat(file, ": ", key, " = \"", value, "\": want a size, e.g. 256MB or 1GB"));
     }
     context.export_max_bytes = *bytes;
+  } else if (key == "http") {
+    if (!absl::StartsWith(value, "http://") && !absl::StartsWith(value, "https://")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          file, ": ", key, " = \"", value, "\": want the HTTP API's URL, e.g. https://agg:7180"));
+    }
+    context.http_url = value;
   } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat(file, ": unknown key '", key,
-                     "' (aggregator, format, timeout, tls_cert, tls_key, tls_ca, max_size)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        file, ": unknown key '", key,
+        "' (aggregator, format, timeout, tls_cert, tls_key, tls_ca, max_size, http)"));
   }
   return absl::OkStatus();
 }

@@ -8,6 +8,7 @@
 //   format = "table"                   # table, json or csv
 //   timeout = "30s"
 //   max_size = "1GB"                   # the largest Chrome JSON `podprof export` asks for
+//   http = "https://agg.pod-a:7180"    # the HTTP API, for the Python client (podprof.Client)
 //   [profiles.pod-b]                   # chosen with --profile pod-b or $PODPROF_PROFILE
 //   aggregator = "agg.pod-b:7100"
 //

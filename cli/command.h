@@ -46,6 +46,9 @@ struct CliContext {
   // Whether the profile set `timeout`: then it is export's deadline too, over export's own
   // longer default (a flag beats both).
   bool timeout_from_profile = false;
+  // The aggregator's HTTP API (the profile's `http`, e.g. "https://agg.pod-a:7180"): the
+  // CLI speaks gRPC and does not use it; the Python client reads it from the same profile.
+  std::string http_url;
 
   // A client of the aggregator at `target`, over mutual TLS when the TLS files are given.
   // Errors (InvalidArgument): only some of the three TLS files given, or unreadable ones.

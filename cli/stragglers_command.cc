@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "cli/exit_codes.h"
 #include "cli/report.h"
+#include "report/pod_rows.h"
 #include "common/clock.h"
 #include "common/status_macros.h"
 #include "insight/collectives.h"
@@ -72,15 +73,7 @@ absl::Status RunStragglers(AggregatorClient& client, const StragglerOptions& opt
 void WriteStragglers(const v1::GetStragglersResponse& r, const StragglerOptions& options,
                      std::ostream& out) {
   if (options.format == OutputFormat::kCsv) {
-    out << "capture,host,chip,times_last,instances,expected_last,p_value,significant,"
-           "caused_wait_ps,lateness_ps,steps\n";
-    for (const auto& c : r.chips()) {
-      out << CsvField(r.capture_id()) << ',' << CsvField(c.host_name()) << ',' << c.chip_ordinal()
-          << ',' << c.times_last() << ',' << c.instances() << ',' << CsvDouble(c.expected_last())
-          << ',' << CsvDouble(c.p_value()) << ',' << (c.significant() ? "true" : "false") << ','
-          << c.caused_wait_ps() << ',' << c.lateness_ps() << ','
-          << CsvField(absl::StrJoin(c.steps(), " ")) << "\n";
-    }
+    report::WriteStragglersCsv(r, out);
     return;
   }
   if (r.chips().empty()) {
