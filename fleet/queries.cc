@@ -165,7 +165,9 @@ absl::StatusOr<std::vector<FleetRegression>> FleetRegressions(const ClickHouse& 
     g.p99_regressed = tail.regressed;
     out.push_back(std::move(g));
   }
-  std::sort(out.begin(), out.end(), [](const FleetRegression& a, const FleetRegression& b) {
+  // Stable: rows of equal change (often many at 0) keep the groups' key order, so that the
+  // order is one a client can reproduce (podprof.fleet), not what std::sort's pivots leave.
+  std::stable_sort(out.begin(), out.end(), [](const FleetRegression& a, const FleetRegression& b) {
     const bool ra = a.p50_regressed || a.p99_regressed, rb = b.p50_regressed || b.p99_regressed;
     if (ra != rb) return ra;
     return std::max(a.p50_change, a.p99_change) > std::max(b.p50_change, b.p99_change);

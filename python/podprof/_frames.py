@@ -37,7 +37,7 @@ def read_csv(data: bytes) -> pd.DataFrame:
     return frame
 
 
-def _typed(name: str, values: "pd.Series[str]") -> "pd.Series":  # type: ignore[type-arg]
+def _typed(name: str, values: "pd.Series[str]") -> "pd.Series":
     if name in TEXT:
         return values
     if name in CATEGORIES:
@@ -64,7 +64,7 @@ def _all_integers(values: "pd.Series[str]") -> bool:
     return bool(len(present)) and bool(present.str.fullmatch(r"-?[0-9]+").all())
 
 
-def _integers(values: "pd.Series[str]") -> "pd.Series":  # type: ignore[type-arg]
+def _integers(values: "pd.Series[str]") -> "pd.Series":
     # int() per value keeps every digit of an int64 (through float, 2^53 and beyond round).
     if values.isna().any():
         return pd.Series(pd.array([None if pd.isna(v) else int(v) for v in values], dtype="Int64"),

@@ -13,7 +13,7 @@ import ssl
 import time
 import urllib.parse
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from . import errors
 
@@ -36,7 +36,7 @@ Params = Mapping[str, Any]
 
 def query_string(params: Optional[Params]) -> str:
     """`params` as a query, leaving out None; lists repeat (label=a=1&label=b=2) or join."""
-    pairs = []
+    pairs: List[Tuple[str, str]] = []
     for k, v in (params or {}).items():
         if v is None:
             continue
@@ -54,7 +54,8 @@ class Transport:
 
     def __init__(self, url: str, tls: Optional[Tls], timeout: float) -> None:
         parts = urllib.parse.urlsplit(url if "://" in url else f"http://{url}")
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        host = parts.hostname
+        if parts.scheme not in ("http", "https") or not host:
             raise ValueError(f"url {url!r}: give http://HOST:PORT or https://HOST:PORT "
                              "(the aggregator's [http] listen)")
         if tls is not None and parts.scheme == "http":
@@ -62,7 +63,7 @@ class Transport:
         if parts.scheme == "https" and tls is None:
             raise ValueError(f"url {url!r} is https: give cert=, key= and ca= (or profile=)")
         self.scheme = parts.scheme
-        self.host = parts.hostname
+        self.host: str = host
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
         self.base = f"{parts.scheme}://{parts.netloc}"
         self.timeout = timeout
@@ -134,7 +135,7 @@ class Transport:
         """Server-sent events from `path` as (event, data parsed as JSON), until the stream ends."""
         conn, resp = self.open("GET", path, timeout=timeout, accept="text/event-stream")
         try:
-            event, data = "message", []
+            event, data = "message", []  # type: Tuple[str, List[str]]
             while True:
                 try:
                     raw = resp.readline()

@@ -21,7 +21,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, \
-    TypeVar, Union
+    Union
 
 import pandas as pd
 
@@ -196,10 +196,11 @@ class Fleet:
                 g.candidate, g.candidate_captures = _Sketch.of(zero, bins), captures
             else:
                 g.baseline, g.baseline_captures = _Sketch.of(zero, bins), captures
-        # The CLI walks its groups in key order (a std::map) before sorting them.
+        # The CLI walks its groups in key order (a std::map), then sorts them stably: ties keep
+        # that order.
         judged = [groups[k].judged(float(threshold)) for k in sorted(groups)
                   if groups[k].baseline.count and groups[k].candidate.count]
-        return _frame(REGRESSION_COLUMNS, [r.row() for r in _cxx_sort(judged, _Regression.key)])
+        return _frame(REGRESSION_COLUMNS, [r.row() for r in sorted(judged, key=_Regression.key)])
 
     # --- ClickHouse ---------------------------------------------------------------------------
 
@@ -495,96 +496,6 @@ class _Regression:
 
 
 # --- std::sort, as libstdc++ does it ------------------------------------------------------
-
-T = TypeVar("T")
-
-
-def _cxx_sort(items: List[T], key: Callable[[T], Any]) -> List[T]:
-    """`items` in the order GCC's std::sort leaves them, by `key` ascending.
-
-    The CLI sorts its regressions with std::sort, which is not stable: rows of equal key
-    (common: changes are ratios of sketch buckets, and most are 0) come out in an order only
-    the algorithm defines. To give the CLI's rows in the CLI's order, this is libstdc++'s
-    introsort (bits/stl_algo.h, the same since GCC 4): median-of-three quicksort down to runs
-    of 16, heapsort past 2 log2(n) levels, then one insertion sort, which is stable and so a
-    sort by key here. A CLI built against another C++ library may order such ties otherwise.
-    """
-    keyed = [(key(x), x) for x in items]
-    if len(keyed) > 1:
-        _introsort(keyed, 0, len(keyed), 2 * (len(keyed).bit_length() - 1))
-    keyed.sort(key=lambda kx: kx[0])  # __final_insertion_sort: stable, equal keys stay put
-    return [x for _, x in keyed]
-
-
-_THRESHOLD = 16  # libstdc++'s _S_threshold
-
-
-def _introsort(a: List[Tuple[Any, T]], first: int, last: int, depth: int) -> None:
-    while last - first > _THRESHOLD:
-        if depth == 0:
-            _heapsort(a, first, last)
-            return
-        depth -= 1
-        cut = _partition_pivot(a, first, last)
-        _introsort(a, cut, last, depth)
-        last = cut
-
-
-def _partition_pivot(a: List[Tuple[Any, T]], first: int, last: int) -> int:
-    mid = first + (last - first) // 2
-    x, y, z = first + 1, mid, last - 1  # __move_median_to_first
-    if a[x][0] < a[y][0]:
-        m = y if a[y][0] < a[z][0] else z if a[x][0] < a[z][0] else x
-    else:
-        m = x if a[x][0] < a[z][0] else z if a[y][0] < a[z][0] else y
-    a[first], a[m] = a[m], a[first]
-    lo, hi = first + 1, last  # __unguarded_partition around a[first]
-    while True:
-        while a[lo][0] < a[first][0]:
-            lo += 1
-        hi -= 1
-        while a[first][0] < a[hi][0]:
-            hi -= 1
-        if not lo < hi:
-            return lo
-        a[lo], a[hi] = a[hi], a[lo]
-        lo += 1
-
-
-def _heapsort(a: List[Tuple[Any, T]], first: int, last: int) -> None:
-    # __partial_sort(first, last, last): __make_heap, then __sort_heap.
-    n = last - first
-    for parent in range((n - 2) // 2, -1, -1):
-        _adjust_heap(a, first, parent, n, a[first + parent])
-    while last - first > 1:
-        last -= 1
-        value = a[last]
-        a[last] = a[first]
-        _adjust_heap(a, first, 0, last - first, value)
-
-
-def _adjust_heap(a: List[Tuple[Any, T]], first: int, hole: int, n: int,
-                 value: Tuple[Any, T]) -> None:
-    top, child = hole, hole
-    while child < (n - 1) // 2:
-        child = 2 * (child + 1)
-        if a[first + child][0] < a[first + child - 1][0]:
-            child -= 1
-        a[first + hole] = a[first + child]
-        hole = child
-    if n % 2 == 0 and child == (n - 2) // 2:
-        child = 2 * (child + 1)
-        a[first + hole] = a[first + child - 1]
-        hole = child - 1
-    parent = (hole - 1) // 2  # __push_heap
-    while hole > top and a[first + parent][0] < value[0]:
-        a[first + hole] = a[first + parent]
-        hole = parent
-        parent = (hole - 1) // 2
-    a[first + hole] = value
-
-
-# --- frames -----------------------------------------------------------------------------------
 
 def _frame(columns: Sequence[str], rows: List[Tuple[Any, ...]]) -> pd.DataFrame:
     """`rows` as a frame of `columns`, typed by what each holds."""
