@@ -215,7 +215,7 @@ class Client:
         if delay is not None:
             body["delay_ms"] = _ms(delay, "delay") if delay != 0 else 0
         answer = self._http.json("POST", "/api/v1/captures", body=body)
-        return CaptureHandle(self, answer)
+        return CaptureHandle(self, answer, body["duration_ms"] * 1_000_000)
 
     def cancel(self, capture: str) -> Dict[str, Any]:
         """Cancels a running capture (the operator role)."""
@@ -259,10 +259,11 @@ class CaptureHandle:
     """A capture started by `Client.start_capture`: its id, start and hosts, and its progress
     as the aggregator's server-sent events tell it."""
 
-    def __init__(self, client: Client, answer: Mapping[str, Any]) -> None:
+    def __init__(self, client: Client, answer: Mapping[str, Any], duration_ns: int) -> None:
         self.client = client
         self.id: str = str(answer["capture"])
         self.start = pd.Timestamp(int(answer["start_ns"]), unit="ns", tz="UTC")
+        self.duration_ns = duration_ns
         self.hosts: List[str] = list(answer.get("hosts", []))
         self.status: str = "running"
         self.progress: Dict[str, Any] = {}
@@ -281,7 +282,8 @@ class CaptureHandle:
         path = f"/api/v1/captures/{_segment(self.id)}/events"
         for name, data in self.client._http.events(path, timeout):
             self.progress = data
-            self.status = str(data.get("status", self.status))
+            if name == "done" or data.get("status") not in (None, "unspecified"):
+                self.status = str(data.get("status", self.status))
             yield {"event": name, **data}
             if name == "done":
                 return
