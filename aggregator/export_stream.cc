@@ -1,6 +1,6 @@
 // AggregatorService::ExportCapture: a stored capture, whole or narrowed (export/narrow.h),
-// written as Perfetto, Chrome JSON or XProf sessions and streamed host by host in bounded
-// chunks. Chrome JSON is sized before it is written and refused past its limit.
+// written as Perfetto, Chrome JSON, XProf sessions or a CSV of its events and streamed host by
+// host in bounded chunks. Chrome JSON is sized before it is written and refused past its limit.
 #include "aggregator/export_stream.h"
 
 #include <algorithm>
@@ -9,6 +9,9 @@
 #include <ostream>
 #include <set>
 #include <streambuf>
+#include <type_traits>
+#include <utility>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -194,6 +197,12 @@ absl::StatusOr<std::map<std::string, exporter::KernelNotes>> NotesOf(
   return notes;
 }
 
+// Whether `format` shows each kernel's verdict on its slices (the viewers' timelines do; XProf
+// sessions and the CSV's rows do not).
+bool HasVerdicts(v1::ExportFormat format) {
+  return format == v1::EXPORT_FORMAT_PERFETTO || format == v1::EXPORT_FORMAT_CHROME_JSON;
+}
+
 // The hosts to read, as the store takes them.
 storage::HostSelection StoreSelection(const exporter::Narrower& narrower) {
   storage::HostSelection only;
@@ -238,48 +247,77 @@ absl::Status WriteXSpaces(storage::Store& store, const ExportSink& sink,
   return absl::OkStatus();
 }
 
-// The merged timeline, Perfetto or Chrome JSON (refused once it passes `json_limit` bytes).
+// A merged-timeline format's writer: each adds a host at a time, then finishes.
+using TimelineWriter =
+    std::variant<exporter::PerfettoWriter, exporter::ChromeJsonWriter, exporter::CsvWriter>;
+
+// The writer of `format` (one of the merged-timeline formats) on `out`.
+void StartTimeline(v1::ExportFormat format, int64_t origin_ns, std::ostream* out,
+                   std::optional<TimelineWriter>* writer) {
+  if (format == v1::EXPORT_FORMAT_PERFETTO) {
+    writer->emplace(std::in_place_type<exporter::PerfettoWriter>, out);
+  } else if (format == v1::EXPORT_FORMAT_CHROME_JSON) {
+    writer->emplace(std::in_place_type<exporter::ChromeJsonWriter>, out, origin_ns);
+  } else {
+    writer->emplace(std::in_place_type<exporter::CsvWriter>, out);
+  }
+}
+
+const char* TimelineFileSuffix(v1::ExportFormat format) {
+  if (format == v1::EXPORT_FORMAT_PERFETTO) return ".pftrace";
+  return format == v1::EXPORT_FORMAT_CHROME_JSON ? ".json" : ".csv";
+}
+
+const char* TimelineFormatName(v1::ExportFormat format) {
+  if (format == v1::EXPORT_FORMAT_PERFETTO) return "Perfetto";
+  return format == v1::EXPORT_FORMAT_CHROME_JSON ? "Chrome JSON" : "CSV";
+}
+
+// The merged timeline as Perfetto, Chrome JSON (refused once it passes `json_limit` bytes) or
+// CSV.
 absl::Status WriteTimeline(storage::Store& store, const ExportSink& sink,
-                           const storage::CaptureRow& row, bool perfetto,
+                           const storage::CaptureRow& row, v1::ExportFormat format,
                            exporter::Narrower& narrower,
                            const std::map<std::string, exporter::KernelNotes>& notes,
                            uint64_t* estimate, uint64_t json_limit) {
-  ChunkStreamBuf buf(&sink, absl::StrCat(row.id, perfetto ? ".pftrace" : ".json"), estimate,
-                     perfetto ? 0 : json_limit);
+  const bool json = format == v1::EXPORT_FORMAT_CHROME_JSON;
+  ChunkStreamBuf buf(&sink, absl::StrCat(row.id, TimelineFileSuffix(format)), estimate,
+                     json ? json_limit : 0);
   std::ostream out(&buf);
-  std::optional<exporter::PerfettoWriter> pw;
-  std::optional<exporter::ChromeJsonWriter> cw;
-  if (perfetto) {
-    pw.emplace(&out);
-  } else {
-    cw.emplace(&out, row.start_ns);
-  }
+  std::optional<TimelineWriter> writer;
+  StartTimeline(format, row.start_ns, &out, &writer);
   auto over_limit = [&] {
     return absl::FailedPreconditionError(absl::StrCat(
         "the Chrome JSON of ", row.id, " passed the ", exporter::HumanBytes(json_limit),
         " limit (--max-size) while being written: viewers cannot load it; export --format "
         "perfetto, or narrow it with --from/--to, --hosts, --chips or --kernels"));
   };
-  RETURN_IF_ERROR(
-      store.captures().ForEachHost(row.id, StoreSelection(narrower), [&](storage::StoredHost& h) {
-        if (sink.cancelled()) return absl::CancelledError("the client went away");
-        RETURN_IF_ERROR(narrower.Apply(&h.capture));
-        auto host_notes = notes.find(h.row.host);
-        const exporter::KernelNotes* n = host_notes == notes.end() ? nullptr : &host_notes->second;
-        if (perfetto) {
-          pw->AddHost(h.capture, HostDescription(h.row), n);
-        } else {
-          cw->AddHost(h.capture, HostDescription(h.row), n);
-        }
-        if (buf.over_limit()) return over_limit();
-        return out ? absl::OkStatus() : absl::UnavailableError("the client stopped reading");
-      }));
-  absl::Status s = perfetto ? pw->Finish() : cw->Finish();
+  storage::HostSelection only = StoreSelection(narrower);
+  // A table has no counter samples: they stay compressed in the store.
+  if (format == v1::EXPORT_FORMAT_CSV) only.counter_samples.emplace();
+  RETURN_IF_ERROR(store.captures().ForEachHost(row.id, only, [&](storage::StoredHost& h) {
+    if (sink.cancelled()) return absl::CancelledError("the client went away");
+    RETURN_IF_ERROR(narrower.Apply(&h.capture));
+    auto host_notes = notes.find(h.row.host);
+    const exporter::KernelNotes* n = host_notes == notes.end() ? nullptr : &host_notes->second;
+    std::visit(
+        [&](auto& w) {
+          if constexpr (std::is_same_v<std::decay_t<decltype(w)>, exporter::CsvWriter>) {
+            w.AddHost(h.capture);
+          } else {
+            w.AddHost(h.capture, HostDescription(h.row), n);
+          }
+        },
+        *writer);
+    if (buf.over_limit()) return over_limit();
+    return out ? absl::OkStatus() : absl::UnavailableError("the client stopped reading");
+  }));
+  absl::Status s = std::visit([](auto& w) { return w.Finish(); }, *writer);
   if (buf.over_limit()) return over_limit();
   RETURN_IF_ERROR(s);
-  const exporter::ExportCounts& n = perfetto ? pw->counts() : cw->counts();
-  PODPROF_LOG(INFO) << "exported " << row.id << " as " << (perfetto ? "Perfetto" : "Chrome JSON")
-                    << ": " << n.hosts << " hosts, " << n.slices << " slices, " << n.counter_samples
+  const exporter::ExportCounts n = std::visit([](const auto& w) { return w.counts(); }, *writer);
+  PODPROF_LOG(INFO) << "exported " << row.id << " as " << TimelineFormatName(format) << ": "
+                    << n.hosts << " hosts, " << n.slices << " slices, " << n.counter_samples
                     << " counter samples, " << buf.bytes() << " bytes";
   return absl::OkStatus();
 }
@@ -290,10 +328,10 @@ absl::StatusOr<ExportPlan> PlanExport(storage::Store& store,
                                       const v1::ExportCaptureRequest& request) {
   const auto format = request.format();
   if (format != v1::EXPORT_FORMAT_PERFETTO && format != v1::EXPORT_FORMAT_CHROME_JSON &&
-      format != v1::EXPORT_FORMAT_XSPACE_DIR) {
+      format != v1::EXPORT_FORMAT_XSPACE_DIR && format != v1::EXPORT_FORMAT_CSV) {
     return absl::InvalidArgumentError(
         absl::StrCat("export format ", static_cast<int>(format),
-                     " is not one of perfetto, chrome json, xspace dir"));
+                     " is not one of perfetto, chrome json, xspace dir, csv"));
   }
   ExportPlan plan;
   plan.request = request;
@@ -303,10 +341,9 @@ absl::StatusOr<ExportPlan> PlanExport(storage::Store& store,
   ASSIGN_OR_RETURN(exporter::Narrower narrower, NarrowerOf(request, plan.row, chips));
   plan.narrower = std::make_unique<exporter::Narrower>(std::move(narrower));
 
-  // Per-chip statistics: each kernel's verdict on its slices, and (for --kernels) how many
-  // events each kernel has, to size the export.
-  const bool timeline = format != v1::EXPORT_FORMAT_XSPACE_DIR;
-  if (timeline || !request.kernel_regex().empty()) {
+  // Per-chip statistics: each kernel's verdict on its slices (the viewers' timelines), and (for
+  // --kernels) how many events each kernel has, to size the export.
+  if (HasVerdicts(format) || !request.kernel_regex().empty()) {
     storage::StatsQuery q;
     q.capture_id = plan.row.id;
     q.group_by = storage::Grouping::kChip;
@@ -330,9 +367,12 @@ absl::Status WriteExport(storage::Store& store, ExportPlan& plan, const ExportSi
   if (plan.request.format() == v1::EXPORT_FORMAT_XSPACE_DIR) {
     return WriteXSpaces(store, sink, plan.row, *plan.narrower, &plan.estimate);
   }
-  ASSIGN_OR_RETURN(auto notes, NotesOf(store, plan.row.id, std::move(plan.stats), *plan.narrower));
-  return WriteTimeline(store, sink, plan.row, plan.request.format() == v1::EXPORT_FORMAT_PERFETTO,
-                       *plan.narrower, notes, &plan.estimate, plan.json_limit);
+  std::map<std::string, exporter::KernelNotes> notes;
+  if (HasVerdicts(plan.request.format())) {
+    ASSIGN_OR_RETURN(notes, NotesOf(store, plan.row.id, std::move(plan.stats), *plan.narrower));
+  }
+  return WriteTimeline(store, sink, plan.row, plan.request.format(), *plan.narrower, notes,
+                       &plan.estimate, plan.json_limit);
 }
 
 grpc::Status AggregatorService::ExportCapture(grpc::ServerContext* context,

@@ -1,7 +1,7 @@
-// A stored capture exported (Perfetto, Chrome JSON or XProf sessions) as a stream of chunks,
-// for the ExportCapture RPC and the HTTP API's downloads: planned first (the capture, its
-// narrowing and the Chrome JSON size check, so that every refusal comes before a byte is
-// sent), then written host by host with bounded memory.
+// A stored capture exported (Perfetto, Chrome JSON, XProf sessions or a CSV of its events) as a
+// stream of chunks, for the ExportCapture RPC and the HTTP API's downloads: planned first (the
+// capture, its narrowing and the Chrome JSON size check, so that every refusal comes before a
+// byte is sent), then written host by host with bounded memory.
 #ifndef PODPROF_AGGREGATOR_EXPORT_STREAM_H_
 #define PODPROF_AGGREGATOR_EXPORT_STREAM_H_
 

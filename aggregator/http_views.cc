@@ -203,7 +203,7 @@ bool WriteChunk(http::StreamWriter& w, const std::string& data) {
   return w.Write(absl::StrCat(size, data, "\r\n"));
 }
 
-// GET /api/v1/captures/{id}/export?format=perfetto|chrome|xprof (&from_ns, &to_ns,
+// GET /api/v1/captures/{id}/export?format=perfetto|chrome|xprof|csv (&from_ns, &to_ns,
 // &hosts, &kernel as `podprof export` narrows): a download; XProf sessions as a tar of the
 // per-host .xplane.pb files under plugins/profile/<run>/.
 Response Export(const HttpApiSources& src, const Request& req) {
@@ -220,9 +220,12 @@ Response Export(const HttpApiSources& src, const Request& req) {
   } else if (format == "xprof") {
     r.set_format(podprof::v1::EXPORT_FORMAT_XSPACE_DIR);
     file += "-xprof.tar";
+  } else if (format == "csv") {
+    r.set_format(podprof::v1::EXPORT_FORMAT_CSV);
+    file += ".csv";
   } else {
     return Response::Error(absl::InvalidArgumentError(
-        absl::StrCat("format='", format, "': use perfetto, chrome or xprof")));
+        absl::StrCat("format='", format, "': use perfetto, chrome, xprof or csv")));
   }
   for (const char* name : {"from_ns", "to_ns"}) {
     absl::StatusOr<int64_t> v = IntParam(req, name, -1);
@@ -238,7 +241,9 @@ Response Export(const HttpApiSources& src, const Request& req) {
   if (!planned.ok()) return Response::Error(planned.status());
   auto plan = std::make_shared<ExportPlan>(*std::move(planned));
   Response res;
-  res.content_type = format == "chrome" ? "application/json" : "application/octet-stream";
+  res.content_type = format == "chrome" ? "application/json"
+                     : format == "csv"  ? "text/csv; charset=utf-8"
+                                        : "application/octet-stream";
   res.headers.emplace_back("Content-Disposition", "attachment; filename=\"" + file + "\"");
   res.headers.emplace_back("Transfer-Encoding", "chunked");
   res.stream = [src, plan, tar = format == "xprof"](http::StreamWriter& w) {

@@ -49,19 +49,26 @@ class ExportCommand : public AggregatorCommand {
     });
     cmd->add_option("--format", format_,
                     "perfetto (.pftrace, for ui.perfetto.dev), chrome (JSON, for small or "
-                    "narrowed captures, up to --max-size) or xprof (an XProf session directory)")
+                    "narrowed captures, up to --max-size), xprof (an XProf session directory) "
+                    "or csv (a row per event, for scripts)")
         ->transform(OneOf<std::string>(
-            {{"perfetto", "perfetto"}, {"chrome", "chrome"}, {"xprof", "xprof"}}))
-        ->option_text("perfetto|chrome|xprof");
+            {{"perfetto", "perfetto"}, {"chrome", "chrome"}, {"xprof", "xprof"}, {"csv", "csv"}}))
+        ->option_text("perfetto|chrome|xprof|csv");
     cmd->add_option("-o,--output", options_.path,
-                    "File (or directory for xprof) to write; default CAPTURE.pftrace or "
-                    "CAPTURE.json in the current directory");
+                    "File (or directory for xprof) to write; default CAPTURE.pftrace, "
+                    "CAPTURE.json or CAPTURE.csv in the current directory");
     AddNarrowingFlags(cmd);
     cmd->footer(
         "Examples:\n  podprof export cap-1796003829474-cf16 -o pod.pftrace\n"
         "  podprof export cap-1796003829474-cf16 --format chrome -o pod.json\n"
         "  podprof export cap-1796003829474-cf16 --format chrome --from 200ms --to 400ms \\\n"
         "      --hosts host-0,host-1 --chips 0 --kernels 'fusion|all-reduce' -o part.json\n"
+        "  podprof export cap-1796003829474-cf16 --format csv --from 200ms --to 210ms -o "
+        "events.csv\n"
+        "CSV columns: host,chip,line,kernel,module,start_ns,duration_ps,collective_id,category,"
+        "program_id,flops,bytes_accessed; start_ns is ns since the Unix epoch on the "
+        "aggregator's clock (where the Perfetto trace places the event); rows by host, chip, "
+        "line, then start. Counter samples are not in it.\n"
         "Narrowing applies to every format. Events overlapping the window are kept whole; "
         "counter samples inside it are kept; module and step lines stay as context; a kernel's "
         "named scopes go with it.\n"
@@ -76,6 +83,7 @@ class ExportCommand : public AggregatorCommand {
               std::ostream& err) override {
     options_.kind = format_ == "chrome"  ? ExportKind::kChrome
                     : format_ == "xprof" ? ExportKind::kXprof
+                    : format_ == "csv"   ? ExportKind::kCsv
                                          : ExportKind::kPerfetto;
     if (from_->count() > 0) options_.from_ns = from_ns_;
     if (to_->count() > 0) options_.to_ns = to_ns_;
@@ -213,7 +221,8 @@ class ExportFiles {
 std::unique_ptr<Command> AddExportCommand(CLI::App& app, CliContext& context) {
   return std::make_unique<ExportCommand>(
       app.add_subcommand("export",
-                         "Write a stored capture's merged timeline for Perfetto, Chrome or XProf"),
+                         "Write a stored capture's merged timeline for Perfetto, Chrome or XProf, "
+                         "or its events as CSV"),
       context);
 }
 
@@ -243,6 +252,10 @@ absl::StatusOr<ExportResult> RunExport(AggregatorClient& client, const ExportOpt
     case ExportKind::kXprof:
       request.set_format(v1::EXPORT_FORMAT_XSPACE_DIR);
       ext = "";
+      break;
+    case ExportKind::kCsv:
+      request.set_format(v1::EXPORT_FORMAT_CSV);
+      ext = ".csv";
       break;
   }
   if (options.from_ns.has_value()) request.set_from_ns(*options.from_ns);

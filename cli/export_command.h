@@ -1,5 +1,5 @@
-// `podprof export`: a stored capture's merged timeline written for Perfetto, Chrome or XProf,
-// whole or narrowed to a window, hosts, chips and kernels.
+// `podprof export`: a stored capture's merged timeline written for Perfetto, Chrome or XProf, or
+// its events as a CSV table, whole or narrowed to a window, hosts, chips and kernels.
 #ifndef PODPROF_CLI_EXPORT_COMMAND_H_
 #define PODPROF_CLI_EXPORT_COMMAND_H_
 
@@ -16,12 +16,12 @@
 
 namespace podprof::cli {
 
-enum class ExportKind { kPerfetto, kChrome, kXprof };
+enum class ExportKind { kPerfetto, kChrome, kXprof, kCsv };
 
 struct ExportOptions {
   std::string capture_id;
   ExportKind kind = ExportKind::kPerfetto;
-  std::string path;  // file (perfetto, chrome) or directory (xprof); empty: <capture>.<ext>
+  std::string path;  // file (perfetto, chrome, csv) or directory (xprof); empty: <capture>.<ext>
   // The window, ns relative to the capture's start; unset: from its start, to its end.
   std::optional<int64_t> from_ns, to_ns;
   std::vector<std::string> hosts;  // empty: every host

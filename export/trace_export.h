@@ -111,6 +111,34 @@ class ChromeJsonWriter {
   std::vector<FlowStop> flow_stops_;
 };
 
+// The events of a window as a table (`.csv`, RFC 4180 fields), for scripts rather than viewers:
+// a header line (kCsvHeader), then one row per timeline event, the same events the Perfetto
+// trace has slices for. `start_ns` is where the Perfetto trace begins the event's slice: ns
+// since the Unix epoch on the aggregator's clock, the exact ps instant rounded down.
+// `duration_ps` is the recorded duration, untouched by the trims that make a viewer's track
+// nest. `line` is the event's own timeline (a kernel's named scopes keep theirs, "XLA TraceMe",
+// where the viewers draw them on XLA Ops); `chip` its chip's ordinal. Empty fields: a
+// collective_id, program_id, flops or bytes_accessed of 0 (none, or unknown), a kernel, module
+// or category the capture does not name. Rows go by host (in the order added), chip ordinal,
+// line (Steps, XLA Modules, XLA Ops, then the rest by name), start, longer first at equal
+// starts, then as stored. Counter samples are not rows.
+class CsvWriter {
+ public:
+  static constexpr char kCsvHeader[] =
+      "host,chip,line,kernel,module,start_ns,duration_ps,collective_id,category,program_id,"
+      "flops,bytes_accessed";
+  // Writes the header line.
+  explicit CsvWriter(std::ostream* out);
+  // A host's descriptions and verdicts are the viewers': a row has no place for them.
+  void AddHost(const trace::HostCapture& capture);
+  absl::Status Finish();
+  const ExportCounts& counts() const { return counts_; }
+
+ private:
+  std::ostream* out_;
+  ExportCounts counts_;
+};
+
 }  // namespace podprof::exporter
 
 #endif  // PODPROF_EXPORT_TRACE_EXPORT_H_

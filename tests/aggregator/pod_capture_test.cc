@@ -29,6 +29,7 @@
 #include "storage/health.h"
 #include "storage/store.h"
 #include "tests/util/child_process.h"
+#include "tests/util/csv.h"
 #include "tests/util/curl.h"
 #include "tests/util/run_podprof.h"
 #include "tests/util/status_matchers.h"
@@ -377,6 +378,29 @@ TEST_F(PodTest, TheWebPagesAndTheirApiAnswerAsTheCliDoes) {
       RunPodprof(absl::StrCat("export ", a, " -o ", P("cli.pftrace"), " --aggregator ", agg_addr_));
   ASSERT_EQ(cli.exit_code, 0) << cli.err;
   EXPECT_TRUE(trace.body == testing::ReadTestFile(P("cli.pftrace")));
+  // The events as CSV: the file `podprof export --format csv` writes, each row starting where
+  // the Perfetto trace begins its slice, host-1's 2 ms clock error corrected alike.
+  auto csv = HttpGet(agg + "/api/v1/captures/" + a + "/export?format=csv", P("t.csv"));
+  ASSERT_EQ(csv.status, 200);
+  cli = RunPodprof(
+      absl::StrCat("export ", a, " --format csv -o ", P("cli.csv"), " --aggregator ", agg_addr_));
+  ASSERT_EQ(cli.exit_code, 0) << cli.err;
+  EXPECT_TRUE(csv.body == testing::ReadTestFile(P("cli.csv")));
+  std::vector<int64_t> begins, starts;
+  perfetto::protos::Trace slices;
+  ASSERT_TRUE(slices.ParseFromString(trace.body));
+  for (const auto& p : slices.packet()) {
+    if (p.track_event().type() == 1) begins.push_back(static_cast<int64_t>(p.timestamp()));
+  }
+  for (absl::string_view row : absl::StrSplit(csv.body, '\n', absl::SkipEmpty())) {
+    const std::vector<std::string> f = testing::CsvFields(std::string(row));
+    ASSERT_EQ(f.size(), 12u) << row;
+    if (f[0] != "host") starts.push_back(std::stoll(f[5]));
+  }
+  std::sort(begins.begin(), begins.end());
+  std::sort(starts.begin(), starts.end());
+  EXPECT_GT(starts.size(), 100u);
+  EXPECT_TRUE(starts == begins) << starts.size() << " rows, " << begins.size() << " slices";
   auto json = HttpGet(agg + "/api/v1/captures/" + a + "/export?format=chrome", P("t.json"));
   ASSERT_EQ(json.status, 200);
   EXPECT_GT(nlohmann::json::parse(json.body)["traceEvents"].size(), 1000u);

@@ -1,6 +1,7 @@
-// `podprof export` narrowed (--from/--to, --hosts, --chips, --kernels) and sized (--max-size)
-// against a real podprof-aggregator holding a simulated two-host v5p pod, imported once for
-// the whole suite; the files written are decoded and checked to hold only what was selected.
+// `podprof export` narrowed (--from/--to, --hosts, --chips, --kernels) and sized (--max-size),
+// and its CSV of events set against the traces, against a real podprof-aggregator holding a
+// simulated two-host v5p pod, imported once for the whole suite; the files written are decoded
+// and checked to hold only what was selected.
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
@@ -10,7 +11,10 @@
 #include <memory>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -24,6 +28,8 @@
 #include "sim/pod_model.h"
 #include "sim/xspace_builder.h"
 #include "tests/util/child_process.h"
+#include "tests/util/csv.h"
+#include "tests/util/curl.h"
 #include "tests/util/run_podprof.h"
 #include "tests/util/status_matchers.h"
 #include "trace/xspace_reader.h"
@@ -32,6 +38,7 @@ namespace podprof {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::CsvFields;
 using testing::PodprofResult;
 using testing::ReadTestFile;
 using testing::RunPodprof;
@@ -265,6 +272,180 @@ TEST_F(ExportNarrowTest, PerfettoAndXprofAreNarrowedToo) {
     }
   }
   EXPECT_GT(kernel_events, 0);
+}
+
+// Where events start, ns since the epoch, sorted, per (host, chip ordinal).
+using StartsByChip = std::map<std::pair<std::string, int>, std::vector<int64_t>>;
+
+// The CSV export of `path`: its header and rows, checked to come in the promised order (by
+// host, chip, line, start; each (host, chip, line) in one run of rows).
+struct CsvContents {
+  std::string header;
+  StartsByChip starts;
+  std::vector<std::vector<std::string>> rows;
+  std::map<std::string, int> rows_by_line;
+};
+
+CsvContents ReadCsv(const std::string& path) {
+  CsvContents c;
+  std::istringstream in(ReadTestFile(path));
+  std::getline(in, c.header);
+  std::string line;
+  std::set<std::tuple<std::string, int, std::string>> done;
+  std::tuple<std::string, int, std::string> group;
+  int64_t last_start = 0;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f = CsvFields(line);
+    EXPECT_EQ(f.size(), 12u) << line;
+    if (f.size() != 12u) continue;
+    const int chip = std::stoi(f[1]);
+    const int64_t start = std::stoll(f[5]);
+    const std::tuple<std::string, int, std::string> g = {f[0], chip, f[2]};
+    if (g != group) {
+      EXPECT_TRUE(c.rows.empty() ||
+                  std::tie(f[0], chip) >= std::tie(std::get<0>(group), std::get<1>(group)))
+          << line;
+      EXPECT_TRUE(done.insert(g).second) << "a second run of rows for " << line;
+      group = g;
+    } else {
+      EXPECT_LE(last_start, start) << line;
+    }
+    last_start = start;
+    c.starts[{f[0], chip}].push_back(start);
+    ++c.rows_by_line[f[2]];
+    c.rows.push_back(std::move(f));
+  }
+  for (auto& [chip, starts] : c.starts) std::sort(starts.begin(), starts.end());
+  return c;
+}
+
+// Where the slices of the Perfetto trace at `path` begin, per host (process track) and chip
+// (the track under it named "chip N ...", and the line tracks under that).
+StartsByChip PerfettoBegins(const std::string& path) {
+  perfetto::protos::Trace trace;
+  EXPECT_TRUE(trace.ParseFromString(ReadTestFile(path)));
+  const std::regex chip_name("^chip ([0-9]+)");
+  std::smatch m;
+  std::map<uint64_t, std::string> host_of;
+  std::map<uint64_t, std::pair<std::string, int>> chip_of;
+  StartsByChip begins;
+  for (const auto& p : trace.packet()) {
+    const auto& t = p.track_descriptor();
+    if (t.has_process()) host_of[t.uuid()] = t.process().process_name();
+    if (host_of.count(t.parent_uuid()) > 0 && std::regex_search(t.name(), m, chip_name)) {
+      chip_of[t.uuid()] = {host_of[t.parent_uuid()], std::stoi(m[1])};
+    } else if (chip_of.count(t.parent_uuid()) > 0) {
+      chip_of[t.uuid()] = chip_of[t.parent_uuid()];
+    }
+    if (p.track_event().type() == 1) {
+      begins[chip_of.at(p.track_event().track_uuid())].push_back(
+          static_cast<int64_t>(p.timestamp()));
+    }
+  }
+  for (auto& [chip, starts] : begins) std::sort(starts.begin(), starts.end());
+  return begins;
+}
+
+// How many slices the Chrome JSON at `path` has per host and chip ordinal.
+std::map<std::pair<std::string, int>, size_t> ChromeSlicesByChip(const std::string& path) {
+  const nlohmann::json j = nlohmann::json::parse(ReadTestFile(path));
+  const std::regex chip_name("^chip ([0-9]+)");
+  std::smatch m;
+  std::map<int, std::string> host_of;          // pid
+  std::map<std::pair<int, int>, int> chip_of;  // (pid, tid)
+  std::map<std::pair<std::string, int>, size_t> out;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") host_of[e["pid"]] = e["args"]["name"];
+    if (e["ph"] == "M" && e["name"] == "thread_name") {
+      const std::string thread = e["args"]["name"];
+      if (std::regex_search(thread, m, chip_name)) chip_of[{e["pid"], e["tid"]}] = std::stoi(m[1]);
+    }
+    if (e["ph"] == "X") ++out[{host_of.at(e["pid"]), chip_of.at({e["pid"], e["tid"]})}];
+  }
+  return out;
+}
+
+std::map<std::pair<std::string, int>, size_t> Counts(const StartsByChip& starts) {
+  std::map<std::pair<std::string, int>, size_t> out;
+  for (const auto& [chip, s] : starts) out[chip] = s.size();
+  return out;
+}
+
+// The CSV has a row for each slice of the Perfetto trace, starting where the slice begins, on
+// every host and chip; the other columns are what the model says of the event.
+TEST_F(ExportNarrowTest, CsvHasARowPerPerfettoSliceStartingWhereItBegins) {
+  PodprofResult csv = Export("--format csv -o " + Out("whole.csv"));
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  EXPECT_EQ(absl::StripAsciiWhitespace(csv.out), Out("whole.csv"));
+  PodprofResult perfetto = Export("-o " + Out("whole.pftrace"));
+  ASSERT_EQ(perfetto.exit_code, 0) << perfetto.err;
+  const CsvContents rows = ReadCsv(Out("whole.csv"));
+  EXPECT_EQ(rows.header,
+            "host,chip,line,kernel,module,start_ns,duration_ps,collective_id,category,program_id,"
+            "flops,bytes_accessed");
+  const StartsByChip begins = PerfettoBegins(Out("whole.pftrace"));
+  EXPECT_EQ(begins.size(), 8u);  // 2 hosts x 4 chips
+  EXPECT_EQ(Counts(rows.starts), Counts(begins));
+  EXPECT_TRUE(rows.starts == begins) << "the starts differ from the slices' begins";
+  EXPECT_GT(rows.rows_by_line.at("XLA Ops"), 1000);
+  EXPECT_GT(rows.rows_by_line.at("XLA Modules"), 0);
+  int collectives = 0;
+  for (const auto& f : rows.rows) {
+    EXPECT_GE(std::stoll(f[6]), 0) << f[3];
+    if (f[2] == "XLA Ops") {
+      EXPECT_FALSE(f[3].empty());
+    }
+    if (!f[7].empty()) {
+      ++collectives;
+      EXPECT_GT(std::stoull(f[7]), 0u);
+    }
+  }
+  EXPECT_GT(collectives, 0);
+}
+
+// --from/--to, --hosts and --kernels narrow the CSV as they do the trace exports: per host and
+// chip the rows of the Chrome JSON's slices, starting where the Perfetto slices begin, every
+// one overlapping the window; the HTTP API's download is the same file byte for byte.
+TEST_F(ExportNarrowTest, CsvIsNarrowedLikeTheTracesAndDownloadsTheSame) {
+  const std::string narrowing = "--from 100ms --to 200ms --hosts host-1 --kernels fusion ";
+  for (const auto& [format, file] : std::map<std::string, std::string>{
+           {"csv", "part.csv"}, {"chrome", "part.json"}, {"perfetto", "part.pftrace"}}) {
+    PodprofResult r = Export(narrowing + "--format " + format + " -o " + Out(file));
+    ASSERT_EQ(r.exit_code, 0) << format << ": " << r.err;
+  }
+  const CsvContents rows = ReadCsv(Out("part.csv"));
+  const StartsByChip begins = PerfettoBegins(Out("part.pftrace"));
+  EXPECT_EQ(Counts(rows.starts), ChromeSlicesByChip(Out("part.json")));
+  EXPECT_TRUE(rows.starts == begins) << "the starts differ from the slices' begins";
+  std::set<std::string> hosts;
+  for (const auto& [chip, starts] : rows.starts) hosts.insert(chip.first);
+  EXPECT_EQ(hosts, (std::set<std::string>{"host-1"}));
+  ASSERT_GT(rows.rows_by_line.at("XLA Ops"), 10);
+  for (const auto& f : rows.rows) {
+    const int64_t from_start = std::stoll(f[5]) - pod->start_ns, duration_ps = std::stoll(f[6]);
+    EXPECT_LT(from_start, 200 * kMs) << f[3];
+    EXPECT_GT((from_start + 1) * 1000 + duration_ps, 100 * kMs * 1000) << f[3];
+    if (f[2] == "XLA Ops") {
+      EXPECT_TRUE(absl::StrContains(f[3], "fusion")) << f[3];
+    }
+  }
+  // Fewer rows than the whole pod's: about a third of the time, one host, some kernels.
+  PodprofResult whole = Export("--format csv -o " + Out("whole.csv"));
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  EXPECT_LT(rows.rows.size() * 6, ReadCsv(Out("whole.csv")).rows.size());
+
+  const std::string url = absl::StrCat(
+      "http://127.0.0.1:", pod->aggregator->info()["http_port"].get<int>(), "/api/v1/captures/",
+      pod->capture_id,
+      "/export?format=csv&from_ns=100000000&to_ns=200000000&hosts=host-1&kernel=fusion");
+  const std::string headers = Out("http.h");
+  testing::CurlResult http =
+      testing::Curl(absl::StrCat("-D ", headers, " '", url, "'"), (pod->dir / "http.csv").string());
+  ASSERT_EQ(http.status, 200) << http.body;
+  EXPECT_TRUE(http.body == ReadTestFile(Out("part.csv"))) << "the download differs from the CLI's";
+  const std::string h = absl::AsciiStrToLower(ReadTestFile(headers));
+  EXPECT_TRUE(absl::StrContains(h, "content-type: text/csv")) << h;
+  EXPECT_TRUE(absl::StrContains(h, absl::StrCat("filename=\"", pod->capture_id, ".csv\""))) << h;
 }
 
 TEST_F(ExportNarrowTest, BadFlagsAreNamedWithTheirValueAndWriteNothing) {

@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "proto/perfetto_trace.pb.h"
+#include "tests/util/csv.h"
 #include "tests/util/status_matchers.h"
 
 namespace podprof::exporter {
@@ -500,6 +501,105 @@ TEST(ChromeJsonWriterTest, FlowsJoinACollectiveAcrossHosts) {
     EXPECT_GT(ts, span.first) << "inside its slice, not on an edge a neighbour shares";
     EXPECT_LT(ts, span.second);
   }
+}
+
+// Host("host-a") with a step, an op of chip 2 (listed before chip 0) and a second XLA Ops block
+// whose op, named with a comma and quotes, starts at the same ps instant as the first fusion.1
+// (from another base) and lasts longer.
+trace::HostCapture CsvHost() {
+  trace::HostCapture c = Host("host-a");
+  trace::Chip chip;
+  chip.ordinal = 2;
+  c.host.chips.insert(c.host.chips.begin(), chip);  // index 0 is now chip 2
+  for (auto& b : c.blocks) b.chip = 1;
+  c.kernels.push_back({});
+  c.kernels.back().name = "fusion,\"q\"";
+  c.kernels.back().module = "jit_step";
+  c.kernels.push_back({});
+  c.kernels.back().name = "12";
+  c.kernels.back().category = "step";
+  trace::EventBlock more;
+  more.chip = 1;
+  more.line = "XLA Ops";
+  more.base_ns = kBase + 1;
+  more.start_ps = {999'500};  // kBase + 1000.5 ns, as fusion.1's
+  more.duration_ps = {3'000'000};
+  more.kernel = {3};
+  more.collective = {0};
+  trace::EventBlock steps = more;
+  steps.line = "Steps";
+  steps.kind = trace::LineKind::kSteps;
+  steps.start_ps = {-1};  // kBase + 1 ns - 1 ps: kBase ns, rounded down
+  steps.duration_ps = {20'000'000};
+  steps.kernel = {4};
+  trace::EventBlock other = more;
+  other.chip = 0;
+  other.start_ps = {0};
+  other.duration_ps = {500};
+  other.kernel = {2};
+  other.collective = {18'446'744'073'709'551'615u};  // all 64 bits, as a decimal
+  c.blocks.push_back(more);
+  c.blocks.push_back(steps);
+  c.blocks.push_back(other);
+  return c;
+}
+
+TEST(CsvWriterTest, ARowPerEventByChipLineAndStart) {
+  std::ostringstream out;
+  CsvWriter w(&out);
+  w.AddHost(CsvHost());
+  ASSERT_OK(w.Finish());
+  const std::string b = absl::StrCat(kBase);
+  auto at = [](int64_t ns) { return absl::StrCat(kBase + ns); };
+  EXPECT_EQ(out.str(),
+            absl::StrCat(
+                "host,chip,line,kernel,module,start_ns,duration_ps,collective_id,category,"
+                "program_id,flops,bytes_accessed\n",
+                "host-a,0,Steps,12,,", b, ",20000000,,step,,,\n", "host-a,0,XLA Modules,jit_step,,",
+                b, ",10000000,,,,,\n",
+                // Equal starts: the longer first.
+                "host-a,0,XLA Ops,\"fusion,\"\"q\"\"\",jit_step,", at(1000), ",3000000,,,,,\n",
+                "host-a,0,XLA Ops,fusion.1,,", at(1000), ",2000000,,convolution fusion,7,1000,\n",
+                "host-a,0,XLA Ops,fusion.1,,", at(4000), ",1000000,,convolution fusion,7,1000,\n",
+                "host-a,0,XLA Ops,all-reduce.0,,", at(6000), ",5000000,99,,,,\n",
+                // Chips by ordinal, not by their place in the host's list.
+                "host-a,2,XLA Ops,all-reduce.0,,", at(1), ",500,18446744073709551615,,,,\n"));
+  EXPECT_EQ(w.counts().hosts, 1u);
+  EXPECT_EQ(w.counts().slices, 7u);
+  EXPECT_EQ(w.counts().counter_samples, 0u);
+}
+
+// Every Perfetto slice is a row starting where the slice begins, scopes included (they keep
+// their own line), however the viewers' tracks trimmed the slices' ends.
+TEST(CsvWriterTest, StartsAreThePerfettoSlicesBegins) {
+  std::ostringstream csv, pftrace;
+  CsvWriter w(&csv);
+  PerfettoWriter p(&pftrace);
+  for (const trace::HostCapture& c : {CsvHost(), ScopedKernel()}) {
+    w.AddHost(c);
+    p.AddHost(c, "");
+  }
+  ASSERT_OK(w.Finish());
+  ASSERT_OK(p.Finish());
+  perfetto::protos::Trace trace;
+  ASSERT_TRUE(trace.ParseFromString(pftrace.str()));
+  std::vector<int64_t> begins, starts;
+  for (const Stacked& s : PerfettoSlices(trace)) begins.push_back(s.begin);
+  std::set<std::string> lines;
+  std::istringstream rows(csv.str());
+  std::string row;
+  std::getline(rows, row);  // the header
+  while (std::getline(rows, row)) {
+    const std::vector<std::string> f = testing::CsvFields(row);
+    ASSERT_EQ(f.size(), 12u) << row;
+    starts.push_back(std::stoll(f[5]));
+    lines.insert(f[2]);
+  }
+  std::sort(begins.begin(), begins.end());
+  std::sort(starts.begin(), starts.end());
+  EXPECT_EQ(starts, begins);
+  EXPECT_EQ(w.counts().slices, p.counts().slices);
+  EXPECT_EQ(lines, (std::set<std::string>{"Steps", "XLA Modules", "XLA Ops", "XLA TraceMe"}));
 }
 
 }  // namespace
