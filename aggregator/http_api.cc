@@ -20,9 +20,9 @@
 #include "nlohmann/json.hpp"
 #include "report/capture_json.h"
 #include "report/format.h"
-#include "report/pod_rows.h"
 #include "report/history.h"
 #include "report/kernel_rows.h"
+#include "report/pod_rows.h"
 #include "report/states.h"
 #include "web/pages.h"
 

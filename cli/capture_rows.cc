@@ -4,8 +4,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cli/report.h"
-#include "report/pod_rows.h"
 #include "common/clock.h"
+#include "report/pod_rows.h"
 
 namespace podprof::cli {
 

@@ -58,9 +58,9 @@ absl::Status Set(const std::string& file, const std::string& key, const std::str
     }
     context.http_url = value;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        file, ": unknown key '", key,
-        "' (aggregator, format, timeout, tls_cert, tls_key, tls_ca, max_size, http)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(file, ": unknown key '", key,
+                     "' (aggregator, format, timeout, tls_cert, tls_key, tls_ca, max_size, http)"));
   }
   return absl::OkStatus();
 }

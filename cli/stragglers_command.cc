@@ -8,11 +8,11 @@
 #include "absl/strings/str_join.h"
 #include "cli/exit_codes.h"
 #include "cli/report.h"
-#include "report/pod_rows.h"
 #include "common/clock.h"
 #include "common/status_macros.h"
 #include "insight/collectives.h"
 #include "nlohmann/json.hpp"
+#include "report/pod_rows.h"
 
 namespace podprof::cli {
 namespace {

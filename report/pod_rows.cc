@@ -33,8 +33,8 @@ void WriteAgentsCsv(const v1::ListAgentsResponse& response, std::ostream& out) {
         << AgentStateName(a.state()) << "," << a.host().chips_size() << ","
         << CsvField(JoinLabels(a.host().labels())) << "," << a.last_heartbeat_ns() << ","
         << a.clock().offset_ns() << "," << a.clock().uncertainty_ns() << ","
-        << a.clock().drift_ppb() << "," << a.clock().min_rtt_ns() << ","
-        << a.clock().probe_count() << "," << CsvField(a.active_capture_id()) << "\n";
+        << a.clock().drift_ppb() << "," << a.clock().min_rtt_ns() << "," << a.clock().probe_count()
+        << "," << CsvField(a.active_capture_id()) << "\n";
   }
 }
 
