@@ -196,6 +196,27 @@ def test_export_streams_what_the_cli_writes(pod, tmp_path):
     assert not list(tmp_path.glob("*.part"))
 
 
+def test_timeline_is_the_events_of_a_window_on_the_pods_clock(pod, tmp_path):
+    c = podprof.Client(pod["url"])
+    a = pod["captures"][0]
+    cli("export", a, "--aggregator", pod["address"], "--format", "csv", "--from", "100ms",
+        "--to", "200ms", "--hosts", "host-1", "--output", tmp_path / "cli.csv")
+    expected = pd.read_csv(tmp_path / "cli.csv", dtype=str, keep_default_na=False)
+    window = c.timeline(a, hosts=["host-1"], start=100_000_000, end=200_000_000)
+    assert len(window) > 0
+    assert_same(window, expected)
+    assert str(window.start_ns.dtype) == "datetime64[ns, UTC]"
+    assert window.duration_ps.dtype == "int64"
+    # The same window given as instants on the pod's clock, and one chip of it.
+    start = c.captures().set_index("capture").start_ns[a]
+    by_instant = c.timeline(a, hosts=["host-1"], chips=[1],
+                            start=start + pd.Timedelta(100, "ms"),
+                            end=start + pd.Timedelta(200, "ms"))
+    assert_same(by_instant, expected[expected.chip == "1"].reset_index(drop=True))
+    with pytest.raises(ValueError, match="no time zone"):
+        c.timeline(a, start=pd.Timestamp("2026-01-01"))
+
+
 # --- mutual TLS -------------------------------------------------------------------------------
 
 def make_certs(folder):
