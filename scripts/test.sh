@@ -5,7 +5,8 @@
 #      hostile, deploy), clang's thread-safety analysis over every source file of that build
 #      (scripts/check-thread-safety.py; ctest label lint, run here straight after the build), and
 #      podprof against the real peers: a JAX job, XProf, tpu-info, a current ClickHouse engine
-#      (label realpeers, from .venv: scripts/install-venv.sh);
+#      (label realpeers, from .venv: scripts/install-venv.sh), and the Python client (python/,
+#      label python, the same venv);
 #   2. the sanitizer build (clang, AddressSanitizer + UBSan) of common/, trace/ and http/'s core
 #      with the malformed-input tests and bounded libFuzzer runs (labels malformed, fuzz);
 #   3. the systemd units (verify and the security exposure gate) and, as root, the .deb
