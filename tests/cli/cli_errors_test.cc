@@ -99,7 +99,7 @@ TEST_F(CliErrorsTest, AFlagOfFewValuesListsThemPlainly) {
             "podprof captures: --format: \"xml\" is not one of table, json, csv; see `podprof "
             "captures --help`\n"},
            {"export cap-1 --format pdf",
-            "podprof export: --format: \"pdf\" is not one of perfetto, chrome, xprof; see "
+            "podprof export: --format: \"pdf\" is not one of perfetto, chrome, xprof, csv; see "
             "`podprof export --help`\n"},
            {"fleet top --by chip",
             "podprof fleet top: --by: \"chip\" is not one of kernel, pod, host; see `podprof "

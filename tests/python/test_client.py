@@ -193,7 +193,15 @@ def test_export_streams_what_the_cli_writes(pod, tmp_path):
     got = c.export(a, tmp_path / "py.pftrace", progress=False)
     cli("export", a, "--aggregator", pod["address"], "--output", tmp_path / "cli.pftrace")
     assert got.read_bytes() == (tmp_path / "cli.pftrace").read_bytes()
+    # Chrome JSON with tqdm's progress bar (the venv has tqdm), a window of it.
+    got = c.export(a, tmp_path / "py.json", format="chrome", start=0, end=100_000_000,
+                   progress=True)
+    cli("export", a, "--aggregator", pod["address"], "--format", "chrome", "--to", "100ms",
+        "--output", tmp_path / "cli.json")
+    assert got.read_bytes() == (tmp_path / "cli.json").read_bytes()
     assert not list(tmp_path.glob("*.part"))
+    with pytest.raises(ValueError, match="format='svg'"):
+        c.export(a, tmp_path / "x.svg", format="svg")
 
 
 def test_timeline_is_the_events_of_a_window_on_the_pods_clock(pod, tmp_path):

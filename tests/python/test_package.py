@@ -4,7 +4,10 @@ podprof's version."""
 import subprocess
 import sys
 
+import pytest
+
 import podprof
+import podprof.jax
 from peerlib import SOURCE
 
 PACKAGE = SOURCE / "python"
@@ -33,3 +36,28 @@ def test_pip_installs_it_and_the_installed_copy_imports(tmp_path):
     assert r.returncode == 0, r.stderr
     version, where = r.stdout.split()
     assert version == podprof.__version__ and where.startswith(str(target))
+
+
+def test_the_profiler_port_is_the_one_the_agent_reads(tmp_path, monkeypatch):
+    monkeypatch.delenv("PODPROF_PROFILER_PORT", raising=False)
+    monkeypatch.setenv("PODPROF_AGENT_CONFIG", str(tmp_path / "none.toml"))
+    assert podprof.jax.profiler_port() == 9999  # the agent's own default
+    config = tmp_path / "agent.toml"
+    config.write_text('[workload]\nprofiler = ["localhost:8466", "localhost:8467"]\n')
+    monkeypatch.setenv("PODPROF_AGENT_CONFIG", str(config))
+    assert podprof.jax.profiler_port() == 8466
+    monkeypatch.setenv("PODPROF_PROFILER_PORT", "9012")
+    assert podprof.jax.profiler_port() == 9012
+    monkeypatch.setenv("PODPROF_PROFILER_PORT", "http")
+    with pytest.raises(ValueError, match="PODPROF_PROFILER_PORT"):
+        podprof.jax.profiler_port()
+
+
+def test_durations_read_as_the_cli_reads_them():
+    from podprof.client import duration_s
+    import datetime
+    assert duration_s("250ms") == 0.25 and duration_s("2s") == 2 and duration_s("1.5m") == 90
+    assert duration_s(datetime.timedelta(seconds=3)) == 3 and duration_s(4) == 4
+    for bad in ("2 parsecs", "-1s", 0, True):
+        with pytest.raises(ValueError):
+            duration_s(bad)
