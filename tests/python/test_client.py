@@ -37,11 +37,10 @@ def pod():
                                      f"--chips={CHIPS}", f"--ready-file={folder / 'lg.json'}"])
         wait_file(folder / "lg.json", 30, lg)
         wait_online(address, HOSTS)
-        captures = [json.loads(cli("capture", "--duration", "500ms", "--aggregator", address,
-                                   "--label", f"run=r{i}", "--format", "json"))["capture_id"]
-                    for i in range(2)]
+        taken = [json.loads(cli("capture", "--duration", "500ms", "--aggregator", address,
+                                "--label", f"run=r{i}", "--format", "json")) for i in range(2)]
         yield {"address": address, "url": f"http://127.0.0.1:{agg['http_port']}",
-               "captures": captures, "folder": folder}
+               "captures": [t["capture_id"] for t in taken], "taken": taken, "folder": folder}
     finally:
         procs.stop()
 
@@ -119,6 +118,19 @@ def test_tables_equal_the_clis(pod):
     assert list(agents.columns) == list(cli_csv(pod, "agents").columns)
     assert_same(agents.drop(columns=live), cli_csv(pod, "agents").drop(columns=live))
     assert agents.clock_offset_ns.dtype == "int64"
+
+
+def test_a_captures_hosts_are_what_podprof_capture_printed(pod):
+    c = podprof.Client(pod["url"])
+    taken = pod["taken"][1]
+    hosts = c.capture(taken["capture_id"]).set_index("host")
+    assert sorted(hosts.index) == sorted(h["host"] for h in taken["hosts"])
+    for h in taken["hosts"]:
+        row = hosts.loc[h["host"]]
+        assert (row.status, row.events) == (h["status"], h["events"])
+        assert row.clock_offset_ns == h["correction_ns"]
+        assert row.clock_uncertainty_ns == h["uncertainty_ns"]
+        assert row.analysed_by == "agent"
 
 
 def test_frames_have_real_dtypes(pod):
