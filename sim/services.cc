@@ -219,6 +219,30 @@ grpc::Status ProfilerServiceImpl::Terminate(grpc::ServerContext*,
   return ToGrpc(host_->Terminate(request->session_id()));
 }
 
+grpc::Status ProfilerServiceImpl::StartContinuousProfiling(
+    grpc::ServerContext*, const tensorflow::ProfileRequest*,
+    tensorflow::ContinuousProfilingResponse*) {
+  // The request's duration and start are ignored, as the real server ignores them.
+  return ToGrpc(host_->StartContinuous());
+}
+
+grpc::Status ProfilerServiceImpl::GetSnapshot(grpc::ServerContext* context,
+                                              const tensorflow::GetSnapshotRequest*,
+                                              tensorflow::ProfileResponse* response) {
+  absl::StatusOr<tensorflow::profiler::XSpace> space =
+      host_->Snapshot([context] { return context->IsCancelled(); });
+  if (!space.ok()) return ToGrpc(space.status());
+  *response->mutable_xspace() = *std::move(space);
+  response->set_empty_trace(response->xspace().planes_size() == 0);
+  return grpc::Status::OK;
+}
+
+grpc::Status ProfilerServiceImpl::StopContinuousProfiling(
+    grpc::ServerContext*, const tensorflow::StopContinuousProfilingRequest*,
+    tensorflow::StopContinuousProfilingResponse*) {
+  return ToGrpc(host_->StopContinuous());
+}
+
 grpc::Status ProfilerServiceImpl::Monitor(grpc::ServerContext*, const tensorflow::MonitorRequest*,
                                           tensorflow::MonitorResponse* response) {
   std::vector<ChipActivity> chips = host_->Activity();

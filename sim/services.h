@@ -20,6 +20,16 @@ class ProfilerServiceImpl final : public tensorflow::ProfilerService::Service {
                          tensorflow::TerminateResponse* response) override;
   grpc::Status Monitor(grpc::ServerContext* context, const tensorflow::MonitorRequest* request,
                        tensorflow::MonitorResponse* response) override;
+  // Continuous profiling and its snapshots (SimHost::StartContinuous).
+  grpc::Status StartContinuousProfiling(grpc::ServerContext* context,
+                                        const tensorflow::ProfileRequest* request,
+                                        tensorflow::ContinuousProfilingResponse* response) override;
+  grpc::Status GetSnapshot(grpc::ServerContext* context,
+                           const tensorflow::GetSnapshotRequest* request,
+                           tensorflow::ProfileResponse* response) override;
+  grpc::Status StopContinuousProfiling(
+      grpc::ServerContext* context, const tensorflow::StopContinuousProfilingRequest* request,
+      tensorflow::StopContinuousProfilingResponse* response) override;
 
  private:
   SimHost* const host_;

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
@@ -151,6 +152,10 @@ absl::StatusOr<SessionResult> SimHost::RunSession(const SessionRequest& request,
   {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) return absl::UnavailableError("the host is shutting down");
+    if (continuous_since_ns_ >= 0) {
+      // The real server's answer, word for word: its one profiler session is taken.
+      return absl::InternalError("Another profiling session active.");
+    }
     if (!active_session_.empty()) {
       return absl::AlreadyExistsError(absl::StrCat("another profiling session (\"", active_session_,
                                                    "\") is running; one at a time"));
@@ -232,6 +237,64 @@ absl::Status SimHost::WriteTrace(const SessionRequest& request, int64_t host_end
     result->kernel_events = w->kernel_events;
     return absl::OkStatus();
   });
+}
+
+absl::Status SimHost::StartContinuous() {
+  absl::MutexLock lock(&mu_);
+  if (shutting_down_) return absl::UnavailableError("the host is shutting down");
+  if (continuous_since_ns_ >= 0 || !active_session_.empty()) {
+    return absl::AlreadyExistsError("a profiling session is already running");
+  }
+  continuous_since_ns_ = truth_.NowNs();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<tensorflow::profiler::XSpace> SimHost::Snapshot(
+    const std::function<bool()>& cancelled) {
+  SessionWindow window;
+  {
+    absl::MutexLock lock(&mu_);
+    if (continuous_since_ns_ < 0) {
+      return absl::NotFoundError("No continuous profiling session found.");
+    }
+    if (snapshotting_) return absl::UnavailableError("a snapshot is being taken");
+    snapshotting_ = true;
+    window.true_start_ns = continuous_since_ns_;
+    window.true_end_ns = continuous_since_ns_ = std::max(continuous_since_ns_, truth_.NowNs());
+  }
+  absl::StatusOr<tensorflow::profiler::XSpace> space = SnapshotSpace(window, cancelled);
+  absl::MutexLock lock(&mu_);
+  snapshotting_ = false;
+  return space;
+}
+
+absl::StatusOr<tensorflow::profiler::XSpace> SimHost::SnapshotSpace(
+    SessionWindow window, const std::function<bool()>& cancelled) {
+  if (replay_.has_value()) {
+    return replay_->Rebase(options_.host_name, host_clock_.ToHost(window.true_start_ns),
+                           host_clock_.ToHost(window.true_end_ns));
+  }
+  window.device_offset_ns = options_.device_clock_offset_ns;
+  window.counters = options_.counters;
+  window.host_name = options_.host_name;
+  // Written, then parsed: the snapshot travels as a message, and the writer streams bytes.
+  std::ostringstream out;
+  absl::StatusOr<WriteResult> w = WriteXSpace(model_, host_clock_, window, out, cancelled);
+  if (!w.ok()) return w.status();
+  tensorflow::profiler::XSpace space;
+  if (!space.ParseFromString(std::move(out).str())) {
+    return absl::InternalError("the simulated XSpace does not parse");
+  }
+  return space;
+}
+
+absl::Status SimHost::StopContinuous() {
+  absl::MutexLock lock(&mu_);
+  if (continuous_since_ns_ < 0) {
+    return absl::NotFoundError("No continuous profiling session found.");
+  }
+  continuous_since_ns_ = -1;
+  return absl::OkStatus();
 }
 
 absl::Status SimHost::Terminate(const std::string& session_id) {

@@ -20,6 +20,7 @@
 #include "sim/kernel_profiling.h"
 #include "sim/pod_model.h"
 #include "sim/replay.h"
+#include "sim/xspace_builder.h"
 
 namespace podprof::sim {
 
@@ -138,6 +139,16 @@ class SimHost {
                                            const std::function<bool()>& cancelled);
   // Ends the running session `session_id` early; NotFound if no such session runs.
   absl::Status Terminate(const std::string& session_id);
+
+  // Continuous profiling, as jaxlib 0.10.2's profiler server does it (docs/INTEROP.md,
+  // "Continuous profiling"): StartContinuous begins a session that runs until stopped
+  // (AlreadyExists while one runs; while it runs RunSession fails with Internal, "Another
+  // profiling session active."); Snapshot returns the XSpace of everything since the start or
+  // the last snapshot and goes on from now; StopContinuous ends it, dropping what is not yet
+  // snapshotted. Both fail with NotFound when no continuous session runs.
+  absl::Status StartContinuous();
+  absl::StatusOr<tensorflow::profiler::XSpace> Snapshot(const std::function<bool()>& cancelled);
+  absl::Status StopContinuous();
   // Stops any running session (for shutdown).
   void Shutdown();
 
@@ -158,6 +169,9 @@ class SimHost {
   // `cancelled()` turns true meanwhile (no file is left).
   absl::Status WriteTrace(const SessionRequest& request, int64_t host_end_ns,
                           const std::function<bool()>& cancelled, SessionResult* result);
+  // The XSpace of a continuous session's `window` (its true start and end set).
+  absl::StatusOr<tensorflow::profiler::XSpace> SnapshotSpace(
+      SessionWindow window, const std::function<bool()>& cancelled);
   // Sleeps until the host clock reads `host_ns`; false if stopped early.
   bool WaitUntil(int64_t host_ns, absl::Notification* stop, const std::function<bool()>& cancelled);
 
@@ -173,6 +187,11 @@ class SimHost {
   std::shared_ptr<absl::Notification> stop_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::pair<SessionRequest, SessionResult>> history_ ABSL_GUARDED_BY(mu_);
+  // The continuous session's next snapshot begins here (true time); -1 when none runs.
+  int64_t continuous_since_ns_ ABSL_GUARDED_BY(mu_) = -1;
+  // A snapshot being written: StopContinuous waits for none (it only ends the session), but a
+  // second snapshot is refused meanwhile, as the server serves one at a time.
+  bool snapshotting_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace podprof::sim
