@@ -1,0 +1,197 @@
+#include "agent/recorder.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "proto/grpc_status.h"
+#include "trace/xspace_schema.h"
+
+namespace podprof::agent {
+
+const char* RecorderStateName(RecorderState s) {
+  switch (s) {
+    case RecorderState::kOff:
+      return "off";
+    case RecorderState::kArmed:
+      return "armed";
+    case RecorderState::kUnsupported:
+      return "unsupported";
+    case RecorderState::kBusy:
+      return "busy";
+    case RecorderState::kFailed:
+      return "failed";
+  }
+  return "off";
+}
+
+absl::Status ProfileWindow(const tensorflow::profiler::XSpace& space, int64_t* start_ns,
+                           int64_t* stop_ns) {
+  namespace xs = trace::xspace;
+  const auto& names = xs::kStatNames;
+  for (const tensorflow::profiler::XPlane& plane : space.planes()) {
+    if (plane.name() != xs::kTaskEnvironmentPlane) continue;
+    bool start = false, stop = false;
+    for (const tensorflow::profiler::XStat& st : plane.stats()) {
+      auto meta = plane.stat_metadata().find(st.metadata_id());
+      if (meta == plane.stat_metadata().end()) continue;
+      const int64_t v = st.value_case() == tensorflow::profiler::XStat::kUint64Value
+                            ? static_cast<int64_t>(st.uint64_value())
+                            : st.int64_value();
+      if (meta->second.name() == names[static_cast<size_t>(xs::Stat::kProfileStartTime)]) {
+        *start_ns = v;
+        start = true;
+      } else if (meta->second.name() == names[static_cast<size_t>(xs::Stat::kProfileStopTime)]) {
+        *stop_ns = v;
+        stop = true;
+      }
+    }
+    if (start && stop) return absl::OkStatus();
+  }
+  return absl::NotFoundError("the XSpace has no Task Environment plane with the profile's window");
+}
+
+Recorder::Recorder(tensorflow::ProfilerService::StubInterface* profiler, Clock& clock,
+                   RecorderOptions options, tensorflow::ProfileRequest request)
+    : profiler_(profiler), clock_(clock), options_(options), request_(std::move(request)) {}
+
+absl::Status Recorder::Arm() {
+  absl::MutexLock snapshot(&snapshot_mu_);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(DeadlineAt(clock_.NowNs(), options_.rpc_timeout_ns));
+  tensorflow::ContinuousProfilingResponse resp;
+  const grpc::Status s = profiler_->StartContinuousProfiling(&ctx, request_, &resp);
+  absl::MutexLock lock(&mu_);
+  ring_.clear();
+  bytes_ = 0;
+  if (s.ok()) {
+    state_ = RecorderState::kArmed;
+    reason_.clear();
+    last_rotate_ns_ = clock_.NowNs();
+    return absl::OkStatus();
+  }
+  switch (s.error_code()) {
+    case grpc::StatusCode::UNIMPLEMENTED:
+      state_ = RecorderState::kUnsupported;
+      reason_ =
+          absl::StrCat("the workload's profiler has no continuous mode (", s.error_message(), ")");
+      break;
+    case grpc::StatusCode::ALREADY_EXISTS:
+      state_ = RecorderState::kBusy;
+      reason_ = absl::StrCat("another client is profiling the workload (", s.error_message(), ")");
+      break;
+    default:
+      state_ = RecorderState::kOff;
+      reason_ = absl::StrCat("the workload's profiler did not start continuous profiling: ",
+                             s.error_message());
+      return absl::UnavailableError(reason_);
+  }
+  return absl::FailedPreconditionError(reason_);
+}
+
+absl::StatusOr<RecorderSegment> Recorder::Snapshot() {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(DeadlineAt(clock_.NowNs(), options_.rpc_timeout_ns));
+  tensorflow::GetSnapshotRequest req;
+  tensorflow::ProfileResponse resp;
+  const grpc::Status s = profiler_->GetSnapshot(&ctx, req, &resp);
+  if (!s.ok()) {
+    absl::MutexLock lock(&mu_);
+    // The server drops continuous mode when a snapshot fails; so does the ring.
+    state_ = RecorderState::kFailed;
+    reason_ = absl::StrCat("a snapshot failed: ", s.error_message());
+    return absl::UnavailableError(reason_);
+  }
+  RecorderSegment segment;
+  RETURN_IF_ERROR(ProfileWindow(resp.xspace(), &segment.start_ns, &segment.stop_ns));
+  segment.xspace = resp.xspace().SerializeAsString();
+  return segment;
+}
+
+absl::Status Recorder::Rotate(bool force) {
+  absl::MutexLock snapshot(&snapshot_mu_);
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ != RecorderState::kArmed) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the recorder is ", RecorderStateName(state_)));
+    }
+    if (!force && clock_.NowNs() - last_rotate_ns_ < rotate_ns()) return absl::OkStatus();
+  }
+  absl::StatusOr<RecorderSegment> segment = Snapshot();
+  if (!segment.ok()) return segment.status();
+  absl::MutexLock lock(&mu_);
+  last_rotate_ns_ = clock_.NowNs();
+  Keep(*std::move(segment), last_rotate_ns_);
+  return absl::OkStatus();
+}
+
+void Recorder::Keep(RecorderSegment segment, int64_t now_ns) {
+  bytes_ += segment.xspace.size();
+  ring_.push_back(std::move(segment));
+  // A segment stays while it reaches into the last window (the host's clock is the workload's:
+  // the segments' spans and `now` are both on it), and while the budget allows; the newest is
+  // kept whatever its size, or a freeze would have nothing.
+  while (ring_.size() > 1 &&
+         (ring_.front().stop_ns < now_ns - options_.window_ns || bytes_ > options_.max_bytes)) {
+    bytes_ -= ring_.front().xspace.size();
+    ring_.pop_front();
+  }
+}
+
+absl::StatusOr<std::vector<RecorderSegment>> Recorder::Freeze(int64_t at_ns) {
+  RETURN_IF_ERROR(Rotate(/*force=*/true));
+  absl::MutexLock lock(&mu_);
+  std::vector<RecorderSegment> out;
+  for (const RecorderSegment& s : ring_) {
+    if (s.stop_ns >= at_ns - options_.window_ns && s.start_ns <= at_ns) out.push_back(s);
+  }
+  return out;
+}
+
+absl::Status Recorder::Disarm() {
+  absl::MutexLock snapshot(&snapshot_mu_);
+  {
+    absl::MutexLock lock(&mu_);
+    ring_.clear();
+    bytes_ = 0;
+    if (state_ != RecorderState::kArmed) {
+      state_ = RecorderState::kOff;
+      return absl::OkStatus();
+    }
+    state_ = RecorderState::kOff;
+  }
+  grpc::ClientContext ctx;
+  ctx.set_deadline(DeadlineAt(clock_.NowNs(), options_.rpc_timeout_ns));
+  tensorflow::StopContinuousProfilingRequest req;
+  tensorflow::StopContinuousProfilingResponse resp;
+  const grpc::Status s = profiler_->StopContinuousProfiling(&ctx, req, &resp);
+  // NOT_FOUND: the workload already dropped it (restarted, or a failed snapshot): off either way.
+  if (!s.ok() && s.error_code() != grpc::StatusCode::NOT_FOUND) {
+    return absl::UnavailableError(
+        absl::StrCat("the workload did not stop continuous profiling: ", s.error_message()));
+  }
+  return absl::OkStatus();
+}
+
+RecorderState Recorder::state() const {
+  absl::MutexLock lock(&mu_);
+  return state_;
+}
+
+std::string Recorder::reason() const {
+  absl::MutexLock lock(&mu_);
+  return reason_;
+}
+
+uint64_t Recorder::bytes() const {
+  absl::MutexLock lock(&mu_);
+  return bytes_;
+}
+
+size_t Recorder::segments() const {
+  absl::MutexLock lock(&mu_);
+  return ring_.size();
+}
+
+}  // namespace podprof::agent

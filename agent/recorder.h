@@ -1,0 +1,112 @@
+// The flight recorder's ring on one host: the workload kept in continuous profiling, and the
+// last `window` of its trace held here, ready to be frozen when a trigger fires.
+//
+// The profiler server bounds nothing (docs/INTEROP.md, "JAX's profiler server, continuous
+// mode"): GetSnapshot hands over everything since the start or the last snapshot and goes on.
+// So the ring is the client's: Rotate() takes a snapshot every `rotate` (half the window by
+// default) and keeps the segments that reach into the last window, within a byte budget;
+// Freeze(at) takes one more and returns the segments covering [at - window, at]. Each segment
+// knows its own span from its XSpace's Task Environment plane; the few ms between one segment
+// and the next (the server restarting its session) are gaps, not lost time claimed as traced.
+//
+// A workload whose server predates continuous mode (UNIMPLEMENTED) or that is being profiled
+// by someone else (ALREADY_EXISTS) leaves the recorder off with the reason, for the agent to
+// report per host; the caller then falls back to an immediate short capture.
+#ifndef PODPROF_AGENT_RECORDER_H_
+#define PODPROF_AGENT_RECORDER_H_
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "proto/profiler_service.grpc.pb.h"
+
+namespace podprof::agent {
+
+struct RecorderOptions {
+  int64_t window_ns = 5'000'000'000;
+  // How often the ring takes a snapshot; 0 = half the window. Shorter rotates cost the
+  // workload more restarts of its session; longer ones hold more than the window.
+  int64_t rotate_ns = 0;
+  // The most the ring holds (serialized XSpaces); the oldest segments go first.
+  uint64_t max_bytes = 256u << 20;
+  // Each RPC's deadline: a snapshot of a busy TPU host is large and takes its time.
+  int64_t rpc_timeout_ns = 30'000'000'000;
+};
+
+// One snapshot: its span on the host's clock (ns since the epoch) and its XSpace.
+struct RecorderSegment {
+  int64_t start_ns = 0;
+  int64_t stop_ns = 0;
+  std::string xspace;  // serialized tensorflow.profiler.XSpace
+};
+
+enum class RecorderState {
+  kOff,          // not armed, or disarmed
+  kArmed,        // the workload is in continuous profiling; the ring fills
+  kUnsupported,  // the workload's profiler has no continuous mode (reason says which)
+  kBusy,         // another client holds the workload's profiler
+  kFailed,       // a snapshot failed and the workload dropped continuous mode
+};
+const char* RecorderStateName(RecorderState s);
+
+// Thread-safe; `profiler` (the workload's) must outlive it.
+class Recorder {
+ public:
+  Recorder(tensorflow::ProfilerService::StubInterface* profiler, Clock& clock,
+           RecorderOptions options, tensorflow::ProfileRequest request);
+
+  // Puts the workload in continuous profiling. FailedPrecondition (the reason in state() and
+  // reason()) when its server cannot or is busy; Unavailable when it does not answer.
+  absl::Status Arm() ABSL_LOCKS_EXCLUDED(mu_);
+  // Takes a snapshot when one is due (or `force`) and lets go of what fell out of the window
+  // or the budget. FailedPrecondition when not armed.
+  absl::Status Rotate(bool force = false) ABSL_LOCKS_EXCLUDED(mu_);
+  // Takes a snapshot now and returns the segments that overlap [at_ns - window, at_ns], oldest
+  // first (the ring keeps them).
+  absl::StatusOr<std::vector<RecorderSegment>> Freeze(int64_t at_ns) ABSL_LOCKS_EXCLUDED(mu_);
+  // Ends continuous profiling (what was not snapshotted is dropped) and empties the ring.
+  absl::Status Disarm() ABSL_LOCKS_EXCLUDED(mu_);
+
+  RecorderState state() const ABSL_LOCKS_EXCLUDED(mu_);
+  std::string reason() const ABSL_LOCKS_EXCLUDED(mu_);
+  // What the ring holds now: its serialized XSpaces' bytes, and how many segments.
+  uint64_t bytes() const ABSL_LOCKS_EXCLUDED(mu_);
+  size_t segments() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  absl::StatusOr<RecorderSegment> Snapshot();
+  void Keep(RecorderSegment segment, int64_t now_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int64_t rotate_ns() const {
+    return options_.rotate_ns > 0 ? options_.rotate_ns : options_.window_ns / 2;
+  }
+
+  tensorflow::ProfilerService::StubInterface* const profiler_;
+  Clock& clock_;
+  const RecorderOptions options_;
+  const tensorflow::ProfileRequest request_;
+  // One snapshot at a time: the server serves them one after another anyway, and two would
+  // race to append their segments out of order.
+  absl::Mutex snapshot_mu_;
+  mutable absl::Mutex mu_;
+  RecorderState state_ ABSL_GUARDED_BY(mu_) = RecorderState::kOff;
+  std::string reason_ ABSL_GUARDED_BY(mu_);
+  std::deque<RecorderSegment> ring_ ABSL_GUARDED_BY(mu_);
+  uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t last_rotate_ns_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// The profile's window from an XSpace's Task Environment plane (profile_start_time,
+// profile_stop_time); NotFound without one.
+absl::Status ProfileWindow(const tensorflow::profiler::XSpace& space, int64_t* start_ns,
+                           int64_t* stop_ns);
+
+}  // namespace podprof::agent
+
+#endif  // PODPROF_AGENT_RECORDER_H_

@@ -1,0 +1,178 @@
+// The flight recorder's ring (agent/recorder.h) against a real podprof-simhost process, whose
+// profiler service answers continuous mode as JAX's server does
+// (tests/peers/test_continuous_profiling.py holds the two to the same answers).
+#include "agent/recorder.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/clock.h"
+#include "gtest/gtest.h"
+#include "launch/pod_launcher.h"
+#include "proto/profiler_service.grpc.pb.h"
+#include "tests/util/child_process.h"
+#include "tests/util/status_matchers.h"
+
+namespace podprof::agent {
+namespace {
+
+namespace fs = std::filesystem;
+using podprof::testing::ChildProcess;
+
+class RecorderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(::testing::TempDir()) / absl::StrCat("recorder_", getpid());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    pod_.bin_dir = PODPROF_BIN_DIR;
+    pod_.dir = dir_.string();
+    pod_.generation = "v5e";
+    pod_.chips = 2;
+    pod_.aggregator = false;
+    pod_.host.resize(1);
+    pod_.host[0].name = "host-a";
+    const int64_t epoch = RealClock().NowNs();
+    sim_ = std::make_unique<ChildProcess>(launch::SimhostArgs(pod_, 0, epoch),
+                                          launch::SimhostReadyFile(pod_, 0));
+    ASSERT_TRUE(sim_->ready()) << "podprof-simhost did not start";
+    channel_ =
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", sim_->info()["profiler_port"].get<int>()),
+                            grpc::InsecureChannelCredentials());
+    stub_ = tensorflow::ProfilerService::NewStub(channel_);
+  }
+  void TearDown() override {
+    sim_.reset();
+    fs::remove_all(dir_);
+  }
+
+  static tensorflow::ProfileRequest Request() {
+    tensorflow::ProfileRequest r;
+    r.mutable_opts()->set_host_tracer_level(2);
+    r.mutable_opts()->set_device_tracer_level(1);
+    r.set_emit_xspace(true);
+    return r;
+  }
+  static void Sleep(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+  RealClock clock_;
+  fs::path dir_;
+  launch::PodOptions pod_;
+  std::unique_ptr<ChildProcess> sim_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<tensorflow::ProfilerService::Stub> stub_;
+};
+
+TEST_F(RecorderTest, TheRingHoldsTheLastWindowAndAFreezeCoversIt) {
+  RecorderOptions o;
+  o.window_ns = 2'000'000'000;
+  o.rotate_ns = 500'000'000;
+  Recorder r(stub_.get(), clock_, o, Request());
+  ASSERT_OK(r.Arm());
+  EXPECT_EQ(r.state(), RecorderState::kArmed);
+  // The agent's driver calls Rotate often; it snapshots only when one is due.
+  const int64_t end = clock_.NowNs() + 3'500'000'000;
+  while (clock_.NowNs() < end) {
+    ASSERT_OK(r.Rotate());
+    Sleep(50);
+  }
+  // Each segment reaching into the last 2 s is kept, and no older one: a rotation every 0.5 s
+  // plus the snapshot's own time (a few hundred ms for the simulated host), so three to five.
+  EXPECT_GE(r.segments(), 3u);
+  EXPECT_LE(r.segments(), 5u);
+
+  const int64_t at = clock_.NowNs();
+  absl::StatusOr<std::vector<RecorderSegment>> frozen = r.Freeze(at);
+  ASSERT_OK(frozen.status());
+  ASSERT_FALSE(frozen->empty());
+  EXPECT_LE(frozen->front().start_ns, at - o.window_ns) << "the window's start is held";
+  EXPECT_GE(frozen->back().stop_ns, at) << "up to the freeze";
+  int64_t traced = 0;
+  for (size_t i = 0; i < frozen->size(); ++i) {
+    const RecorderSegment& s = (*frozen)[i];
+    traced += s.stop_ns - s.start_ns;
+    if (i > 0) {
+      const int64_t gap = s.start_ns - (*frozen)[i - 1].stop_ns;
+      EXPECT_GE(gap, 0) << "segments do not overlap";
+      EXPECT_LT(gap, 100'000'000) << "the server restarts its session at once";
+    }
+    tensorflow::profiler::XSpace space;
+    ASSERT_TRUE(space.ParseFromString(s.xspace));
+    int64_t events = 0;
+    for (const auto& plane : space.planes()) {
+      for (const auto& line : plane.lines()) events += line.events_size();
+    }
+    EXPECT_GT(events, 0) << "segment " << i;
+  }
+  EXPECT_GT(traced, o.window_ns * 9 / 10);
+  ASSERT_OK(r.Disarm());
+  EXPECT_EQ(r.state(), RecorderState::kOff);
+  EXPECT_EQ(r.segments(), 0u);
+}
+
+TEST_F(RecorderTest, TheBudgetKeepsOnlyTheNewestSegment) {
+  RecorderOptions o;
+  o.max_bytes = 1;
+  Recorder r(stub_.get(), clock_, o, Request());
+  ASSERT_OK(r.Arm());
+  for (int i = 0; i < 3; ++i) {
+    Sleep(200);
+    ASSERT_OK(r.Rotate(/*force=*/true));
+  }
+  EXPECT_EQ(r.segments(), 1u);
+  EXPECT_GT(r.bytes(), 1u) << "the newest is kept whatever its size";
+  ASSERT_OK(r.Disarm());
+}
+
+TEST_F(RecorderTest, AWorkloadHeldByAnotherRecorderIsBusyAndFreeAgainOnceDisarmed) {
+  Recorder first(stub_.get(), clock_, {}, Request());
+  Recorder second(stub_.get(), clock_, {}, Request());
+  ASSERT_OK(first.Arm());
+  EXPECT_EQ(second.Arm().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(second.state(), RecorderState::kBusy);
+  EXPECT_NE(second.reason().find("another client"), std::string::npos) << second.reason();
+  EXPECT_EQ(second.Rotate(true).code(), absl::StatusCode::kFailedPrecondition);
+  // While armed the workload's one session is taken: a capture's Profile call is refused.
+  grpc::ClientContext ctx;
+  tensorflow::ProfileRequest p = Request();
+  p.mutable_opts()->set_duration_ms(100);
+  p.set_repository_root((dir_ / "profiles").string());
+  p.set_session_id("capture");
+  p.set_host_name("host-a");
+  tensorflow::ProfileResponse resp;
+  EXPECT_EQ(stub_->Profile(&ctx, p, &resp).error_code(), grpc::StatusCode::INTERNAL);
+  ASSERT_OK(first.Disarm());
+  ASSERT_OK(second.Arm());
+  ASSERT_OK(second.Disarm());
+}
+
+// A profiler server built before continuous mode: every continuous RPC is UNIMPLEMENTED.
+class OldProfiler final : public tensorflow::ProfilerService::Service {};
+
+TEST_F(RecorderTest, AServerWithoutContinuousModeLeavesTheRecorderUnsupported) {
+  OldProfiler old;
+  grpc::ServerBuilder b;
+  int port = 0;
+  b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  b.RegisterService(&old);
+  std::unique_ptr<grpc::Server> server = b.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  auto stub = tensorflow::ProfilerService::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  Recorder r(stub.get(), clock_, {}, Request());
+  EXPECT_EQ(r.Arm().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(r.state(), RecorderState::kUnsupported);
+  EXPECT_NE(r.reason().find("no continuous mode"), std::string::npos) << r.reason();
+  EXPECT_EQ(r.Freeze(clock_.NowNs()).status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_OK(r.Disarm());
+  server->Shutdown();
+}
+
+}  // namespace
+}  // namespace podprof::agent
