@@ -3,9 +3,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "agent/xspace_merge.h"
 #include "common/status_macros.h"
 #include "proto/grpc_status.h"
-#include "trace/xspace_schema.h"
 
 namespace podprof::agent {
 
@@ -23,32 +23,6 @@ const char* RecorderStateName(RecorderState s) {
       return "failed";
   }
   return "off";
-}
-
-absl::Status ProfileWindow(const tensorflow::profiler::XSpace& space, int64_t* start_ns,
-                           int64_t* stop_ns) {
-  namespace xs = trace::xspace;
-  const auto& names = xs::kStatNames;
-  for (const tensorflow::profiler::XPlane& plane : space.planes()) {
-    if (plane.name() != xs::kTaskEnvironmentPlane) continue;
-    bool start = false, stop = false;
-    for (const tensorflow::profiler::XStat& st : plane.stats()) {
-      auto meta = plane.stat_metadata().find(st.metadata_id());
-      if (meta == plane.stat_metadata().end()) continue;
-      const int64_t v = st.value_case() == tensorflow::profiler::XStat::kUint64Value
-                            ? static_cast<int64_t>(st.uint64_value())
-                            : st.int64_value();
-      if (meta->second.name() == names[static_cast<size_t>(xs::Stat::kProfileStartTime)]) {
-        *start_ns = v;
-        start = true;
-      } else if (meta->second.name() == names[static_cast<size_t>(xs::Stat::kProfileStopTime)]) {
-        *stop_ns = v;
-        stop = true;
-      }
-    }
-    if (start && stop) return absl::OkStatus();
-  }
-  return absl::NotFoundError("the XSpace has no Task Environment plane with the profile's window");
 }
 
 Recorder::Recorder(tensorflow::ProfilerService::StubInterface* profiler, Clock& clock,

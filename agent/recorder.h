@@ -102,11 +102,6 @@ class Recorder {
   int64_t last_rotate_ns_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-// The profile's window from an XSpace's Task Environment plane (profile_start_time,
-// profile_stop_time); NotFound without one.
-absl::Status ProfileWindow(const tensorflow::profiler::XSpace& space, int64_t* start_ns,
-                           int64_t* stop_ns);
-
 }  // namespace podprof::agent
 
 #endif  // PODPROF_AGENT_RECORDER_H_

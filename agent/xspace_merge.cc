@@ -1,0 +1,146 @@
+#include "agent/xspace_merge.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "trace/xspace_schema.h"
+
+namespace podprof::agent {
+namespace {
+
+using tensorflow::profiler::XPlane;
+using tensorflow::profiler::XSpace;
+using tensorflow::profiler::XStat;
+
+// The Task Environment plane holding the profile's window; null when there is none.
+const XPlane* Window(const XSpace& space, int64_t* start, int64_t* stop) {
+  for (const XPlane& p : space.planes()) {
+    if (p.name() != trace::xspace::kTaskEnvironmentPlane) continue;
+    int found = 0;
+    for (const XStat& st : p.stats()) {
+      auto m = p.stat_metadata().find(st.metadata_id());
+      if (m == p.stat_metadata().end()) continue;
+      const int64_t v = st.value_case() == XStat::kUint64Value
+                            ? static_cast<int64_t>(st.uint64_value())
+                            : st.int64_value();
+      if (m->second.name() == trace::xspace::StatName(trace::xspace::Stat::kProfileStartTime)) {
+        *start = v;
+        ++found;
+      } else if (m->second.name() ==
+                 trace::xspace::StatName(trace::xspace::Stat::kProfileStopTime)) {
+        *stop = v;
+        ++found;
+      }
+    }
+    if (found == 2) return &p;
+  }
+  return nullptr;
+}
+
+// The first id past a metadata map's (0 for an empty one, so a first snapshot keeps its ids).
+template <typename Map>
+int64_t NextId(const Map& m) {
+  int64_t next = 0;
+  for (const auto& [id, unused] : m) next = std::max(next, id + 1);
+  return next;
+}
+
+void Shift(XStat* st, int64_t stat_base) {
+  st->set_metadata_id(st->metadata_id() + stat_base);
+  if (st->value_case() == XStat::kRefValue) st->set_ref_value(st->ref_value() + stat_base);
+}
+
+// `in`'s lines and metadata into `out`, ids past `out`'s own, lines on absolute time.
+void Append(const XPlane& in, int64_t start_ns, bool fresh, XPlane* out) {
+  const int64_t event_base = NextId(out->event_metadata());
+  const int64_t stat_base = NextId(out->stat_metadata());
+  for (const auto& [id, m] : in.stat_metadata()) {
+    auto& copy = (*out->mutable_stat_metadata())[id + stat_base];
+    copy = m;
+    copy.set_id(id + stat_base);
+  }
+  for (const auto& [id, m] : in.event_metadata()) {
+    auto& copy = (*out->mutable_event_metadata())[id + event_base];
+    copy = m;
+    copy.set_id(id + event_base);
+    for (XStat& st : *copy.mutable_stats()) Shift(&st, stat_base);
+    for (int64_t& child : *copy.mutable_child_id()) child += event_base;
+  }
+  if (fresh) {
+    for (const XStat& st : in.stats()) {
+      XStat* copy = out->add_stats();
+      *copy = st;
+      Shift(copy, stat_base);
+    }
+  }
+  for (const auto& line : in.lines()) {
+    auto* copy = out->add_lines();
+    *copy = line;
+    if (copy->timestamp_ns() < trace::xspace::kAbsoluteLineTimestampNs) {
+      copy->set_timestamp_ns(copy->timestamp_ns() + start_ns);
+    }
+    for (auto& e : *copy->mutable_events()) {
+      e.set_metadata_id(e.metadata_id() + event_base);
+      for (XStat& st : *e.mutable_stats()) Shift(&st, stat_base);
+    }
+  }
+}
+
+// The first snapshot's Task Environment, its window widened to [start, stop].
+void SetWindow(XPlane* env, int64_t start, int64_t stop) {
+  for (XStat& st : *env->mutable_stats()) {
+    const std::string& name = env->stat_metadata().at(st.metadata_id()).name();
+    if (name == trace::xspace::StatName(trace::xspace::Stat::kProfileStartTime))
+      st.set_uint64_value(start);
+    if (name == trace::xspace::StatName(trace::xspace::Stat::kProfileStopTime))
+      st.set_uint64_value(stop);
+  }
+}
+
+}  // namespace
+
+absl::Status ProfileWindow(const XSpace& space, int64_t* start_ns, int64_t* stop_ns) {
+  if (Window(space, start_ns, stop_ns) != nullptr) return absl::OkStatus();
+  return absl::NotFoundError("the XSpace has no Task Environment plane with the profile's window");
+}
+
+absl::StatusOr<XSpace> MergeSnapshots(std::vector<XSpace> snapshots) {
+  if (snapshots.empty()) return absl::InvalidArgumentError("no snapshots to merge");
+  XSpace out;
+  *out.mutable_hostnames() = snapshots.front().hostnames();
+  absl::flat_hash_map<std::string, XPlane*> by_name;
+  int64_t first_start = 0, last_stop = 0;
+  for (size_t i = 0; i < snapshots.size(); ++i) {
+    int64_t start = 0, stop = 0;
+    const XPlane* env = Window(snapshots[i], &start, &stop);
+    if (env == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("snapshot ", i, " has no Task Environment plane with its window"));
+    }
+    if (i == 0) {
+      first_start = start;
+      XPlane* copy = out.add_planes();
+      *copy = *env;
+      by_name[copy->name()] = copy;
+    }
+    last_stop = std::max(last_stop, stop);
+    for (const XPlane& p : snapshots[i].planes()) {
+      if (p.name() == trace::xspace::kTaskEnvironmentPlane) continue;
+      auto [at, fresh] = by_name.try_emplace(p.name(), nullptr);
+      if (fresh) {
+        at->second = out.add_planes();
+        at->second->set_id(p.id());
+        at->second->set_name(p.name());
+      }
+      Append(p, start, fresh, at->second);
+    }
+  }
+  SetWindow(by_name.at(std::string(trace::xspace::kTaskEnvironmentPlane)), first_start, last_stop);
+  return out;
+}
+
+}  // namespace podprof::agent
