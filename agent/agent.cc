@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -55,15 +56,42 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(const AgentConfig& config, 
   std::unique_ptr<Agent> agent(new Agent(std::move(settled), *std::move(chips), clock));
   Workload& w = agent->workload_;
   w.profiler_address = config.workload_profiler.front();
+  // A snapshot is one message holding an XSpace (a busy TPU host's is hundreds of MB): no
+  // limit below protobuf's own, as XLA's profiler client sets it.
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(std::numeric_limits<int32_t>::max());
   w.profiler = tensorflow::ProfilerService::NewStub(
-      grpc::CreateChannel(w.profiler_address, grpc::InsecureChannelCredentials()));
+      grpc::CreateCustomChannel(w.profiler_address, grpc::InsecureChannelCredentials(), args));
   for (const std::string& a : config.workload_metrics) {
     // libtpu's metric service accepts local connections only.
     w.metrics_addresses.push_back(a);
     w.metrics.push_back(tpu::monitoring::runtime::RuntimeMetricService::NewStub(
         grpc::CreateChannel(a, grpc::InsecureChannelCredentials())));
   }
+  if (config.recorder_enabled) agent->StartRecorder(config);
   return agent;
+}
+
+void Agent::StartRecorder(const AgentConfig& config) {
+  RecorderOptions o;
+  o.window_ns = config.recorder_window_ns;
+  o.max_bytes = static_cast<uint64_t>(config.recorder_max_bytes);
+  // Every tracer, as a capture asks (capture_runner.cc), and the programs' HLO; the session
+  // runs until stopped, so no duration or start.
+  tensorflow::ProfileRequest r;
+  r.set_host_name("podprof-agent");
+  r.set_emit_xspace(true);
+  auto* opts = r.mutable_opts();
+  opts->set_version(1);
+  opts->set_host_tracer_level(2);
+  opts->set_device_tracer_level(1);
+  opts->set_device_type(tensorflow::ProfileOptions::UNSPECIFIED);
+  opts->set_enable_hlo_proto(true);
+  // A TPU's tracer keeps a ring of its own when asked (it bounds the device's trace between
+  // snapshots); other tracers ignore the key.
+  (*opts->mutable_advanced_configuration())["tpu_circular_buffer_tracing"].set_bool_value(true);
+  workload_.recorder = std::make_unique<Recorder>(workload_.profiler.get(), clock_, o, r);
+  recorder_driver_ = std::make_unique<RecorderDriver>(workload_.recorder.get(), clock_);
 }
 
 absl::Status Agent::BeginCapture(const std::string& id) {
@@ -281,6 +309,17 @@ grpc::Status AgentService::Info(grpc::ServerContext*, const podprof::v1::InfoReq
   response->set_active_capture_id(agent_->active_capture());
   response->set_agent_start_ns(agent_->start_ns());
   *response->mutable_clock_source() = ReadClockSource();
+  podprof::v1::RecorderStatus* rec = response->mutable_recorder();
+  const Recorder* r = agent_->workload().recorder.get();
+  rec->set_state(r == nullptr ? "off" : RecorderStateName(r->state()));
+  if (r == nullptr) {
+    rec->set_reason("[recorder] enabled is false");
+  } else {
+    rec->set_reason(r->reason());
+    rec->set_bytes(r->bytes());
+    rec->set_segments(static_cast<uint32_t>(r->segments()));
+    rec->set_window_ns(r->window_ns());
+  }
   return grpc::Status::OK;
 }
 

@@ -72,6 +72,8 @@ class Agent {
 
  private:
   Agent(AgentConfig config, std::vector<DiscoveredChip> discovered, Clock& clock);
+  // [recorder] enabled: the flight recorder over the workload's profiler, kept armed.
+  void StartRecorder(const AgentConfig& config);
 
   Clock& clock_;
   Workload workload_;
@@ -84,6 +86,8 @@ class Agent {
   int bound_port_ ABSL_GUARDED_BY(mu_) = 0;
   int clock_probe_port_ ABSL_GUARDED_BY(mu_) = 0;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  // Last: stopped (and the recorder disarmed) before the workload's stubs go.
+  std::unique_ptr<RecorderDriver> recorder_driver_;
 };
 
 // podprof.v1.Agent. Handlers are thin; the work is in CaptureRunner. Capture is on gRPC's

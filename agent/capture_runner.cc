@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "agent/xspace_merge.h"
 #include "common/checked.h"
 #include "common/errno_status.h"
 #include "common/logging.h"
@@ -201,6 +202,28 @@ void CaptureCancel::Close() {
   closed_ = true;
 }
 
+namespace {
+
+// A capture through the workload's own profiler needs its one session: an armed recorder lets
+// go for the capture and is armed again after it (its ring starts anew).
+class RecorderPause {
+ public:
+  explicit RecorderPause(Recorder* r)
+      : recorder_(r != nullptr && r->state() == RecorderState::kArmed ? r : nullptr) {
+    if (recorder_ != nullptr) recorder_->Disarm().IgnoreError();
+  }
+  ~RecorderPause() {
+    if (recorder_ != nullptr) recorder_->Arm().IgnoreError();  // its driver re-arms on failure
+  }
+  RecorderPause(const RecorderPause&) = delete;
+  RecorderPause& operator=(const RecorderPause&) = delete;
+
+ private:
+  Recorder* const recorder_;
+};
+
+}  // namespace
+
 std::string SessionIdFor(const std::string& capture_id) {
   std::string s;
   for (char c : capture_id) {
@@ -219,6 +242,21 @@ absl::Status CaptureRunner::Run(const podprof::v1::CaptureRequest& request,
   // An agent may be asked directly, not only by an aggregator that checked already.
   RETURN_IF_ERROR(
       CheckCaptureDurationMs(request.duration_ms(), limits.max_capture_duration_ns, "agent"));
+  if (request.snapshot()) {
+    Recorder* r = workload_.recorder.get();
+    if (r != nullptr && r->state() == RecorderState::kArmed) {
+      return RunSnapshot(request, host, limits, sink, outcome);
+    }
+    // The look-back is lost; the next best is the moment after the trigger.
+    podprof::v1::CaptureRequest now = request;
+    now.set_snapshot(false);
+    now.set_start_ns(0);
+    outcome->warnings.push_back(absl::StrCat(
+        "no flight recorder armed on this host (",
+        r == nullptr ? "[recorder] enabled is false" : r->reason(), "): captured ",
+        request.duration_ms(), " ms from the request on instead of the window before it"));
+    return Run(now, host, limits, cancel, sink, outcome);
+  }
   const int64_t duration_ns = static_cast<int64_t>(request.duration_ms()) * 1'000'000;
   const int64_t now = clock_.NowNs();
   // A start far past any clock would overflow the sums below (start + tolerance, + duration).
@@ -282,6 +320,7 @@ absl::Status CaptureRunner::Run(const podprof::v1::CaptureRequest& request,
     tensorflow::TerminateResponse tresp;
     workload_.profiler->Terminate(&tctx, treq, &tresp);
   });
+  RecorderPause pause(workload_.recorder.get());
   grpc::Status ps = workload_.profiler->Profile(&ctx, preq, &presp);
   cancel->Close();
   watcher.join();
@@ -308,16 +347,26 @@ absl::Status CaptureRunner::Run(const podprof::v1::CaptureRequest& request,
     return absl::DataLossError(absl::StrCat("the workload profiler at ", workload_.profiler_address,
                                             " wrote no .xplane.pb file"));
   }
+  return Finish(path, presp.empty_trace(), request, host, limits, sampler.Series(), sampler.error(),
+                sink, outcome);
+}
+
+absl::Status CaptureRunner::Finish(const std::string& path, bool empty_trace,
+                                   const podprof::v1::CaptureRequest& request,
+                                   const podprof::v1::HostInfo& host, const RunnerLimits& limits,
+                                   const std::vector<podprof::v1::CounterSeries>& sampled,
+                                   const std::string& sampler_error, stream::ChunkSink* sink,
+                                   CaptureOutcome* outcome) {
+  std::error_code ec;
   outcome->xspace_bytes = fs::file_size(path, ec);
   // Chunks no larger than the aggregator said it accepts, nor than this agent allows.
   const size_t chunk_limit =
       stream::NegotiateChunkBytes(limits.max_chunk_bytes, request.max_chunk_bytes());
-  const std::vector<podprof::v1::CounterSeries> sampled = sampler.Series();
   // The host analysed here when the aggregator merges this agent's version of the analysis.
   const bool analyse = limits.analyse && request.analysis_version() == analysis::kAnalysisVersion;
   RETURN_IF_ERROR(StreamXSpace(path, host, request.options(), chunk_limit,
                                analyse ? &sampled : nullptr, sink, outcome));
-  if (!sampler.error().empty()) outcome->warnings.push_back(sampler.error());
+  if (!sampler_error.empty()) outcome->warnings.push_back(sampler_error);
   RETURN_IF_ERROR(stream::StreamCounters(sampled, chunk_limit, sink, &outcome->counts));
   podprof::v1::CaptureTrailer trailer;
   if (outcome->summary) {
@@ -333,12 +382,46 @@ absl::Status CaptureRunner::Run(const podprof::v1::CaptureRequest& request,
   trailer.set_counter_sample_count(outcome->counts.counter_samples);
   trailer.set_actual_start_ns(outcome->actual_start_ns);
   trailer.set_actual_end_ns(outcome->actual_end_ns);
-  trailer.set_empty_trace(presp.empty_trace());
+  trailer.set_empty_trace(empty_trace);
   trailer.set_xspace_bytes(outcome->xspace_bytes);
   if (!sink->Write(stream::EncodeTrailer(std::move(trailer), chunk_limit))) {
     return absl::CancelledError("the client went away before the trailer");
   }
   return absl::OkStatus();
+}
+
+absl::Status CaptureRunner::RunSnapshot(const podprof::v1::CaptureRequest& request,
+                                        const podprof::v1::HostInfo& host,
+                                        const RunnerLimits& limits, stream::ChunkSink* sink,
+                                        CaptureOutcome* outcome) {
+  const int64_t duration_ns = static_cast<int64_t>(request.duration_ms()) * 1'000'000;
+  const int64_t now = clock_.NowNs();
+  // The window's end, never later than now: a snapshot looks back.
+  const int64_t at = request.start_ns() > 0 ? std::min(now, request.start_ns() + duration_ns) : now;
+  ASSIGN_OR_RETURN(std::vector<RecorderSegment> frozen, workload_.recorder->Freeze(at));
+  std::vector<tensorflow::profiler::XSpace> spaces(frozen.size());
+  for (size_t i = 0; i < frozen.size(); ++i) {
+    if (!spaces[i].ParseFromString(frozen[i].xspace)) {
+      return absl::DataLossError(absl::StrCat("the recorder's snapshot ", i, " does not parse"));
+    }
+  }
+  if (!frozen.empty() && frozen.front().start_ns > at - duration_ns) {
+    outcome->warnings.push_back(absl::StrCat(
+        "the flight recorder holds ", (at - frozen.front().start_ns) / 1'000'000, " ms of the ",
+        request.duration_ms(), " ms asked (armed, or re-armed after a capture, ", "since then)"));
+  }
+  frozen.clear();
+  ASSIGN_OR_RETURN(tensorflow::profiler::XSpace merged, MergeSnapshots(std::move(spaces)));
+  absl::StatusOr<std::unique_ptr<TempDir>> repo = TempDir::Make(limits.temp_dir);
+  if (!repo.ok()) return repo.status();
+  const std::string path = absl::StrCat((*repo)->path(), "/", host.host_name(), ".xplane.pb");
+  {
+    std::ofstream out(path, std::ios::binary);
+    if (!merged.SerializeToOstream(&out) || !out.flush()) {
+      return absl::DataLossError(absl::StrCat("cannot write the recorder's window to ", path));
+    }
+  }
+  return Finish(path, merged.planes_size() == 0, request, host, limits, {}, "", sink, outcome);
 }
 
 namespace {
@@ -451,7 +534,8 @@ absl::Status CaptureRunner::StreamXSpace(
         absl::StrCat("empty trace: the workload profiler at ", workload_.profiler_address,
                      " recorded no device events (is the TPU busy with this workload?)"));
   }
-  outcome->warnings = rest->warnings;
+  // After the runner's own (a snapshot's, say), the capture's.
+  outcome->warnings.insert(outcome->warnings.end(), rest->warnings.begin(), rest->warnings.end());
   if (options.kernel_profiling()) {
     if (std::string w = KernelProfilingWarning(outcome->chips, pieces.perf_series()); !w.empty()) {
       outcome->warnings.push_back(std::move(w));

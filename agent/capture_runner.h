@@ -12,6 +12,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "agent/recorder.h"
 #include "analysis/host_summary.h"
 #include "common/clock.h"
 #include "proto/podprof_agent.pb.h"
@@ -29,6 +30,8 @@ struct Workload {
   std::vector<std::string> metrics_addresses;
   std::vector<std::unique_ptr<tpu::monitoring::runtime::RuntimeMetricService::StubInterface>>
       metrics;
+  // The flight recorder over `profiler` ([recorder] enabled); null when off.
+  std::unique_ptr<Recorder> recorder;
 };
 
 struct RunnerLimits {
@@ -98,6 +101,19 @@ class CaptureRunner {
   // of at most `chunk_limit` bytes; fills the outcome's chips, warnings and window. With
   // `analyse_with` (the series sampled beside the capture), each plane is analysed as it
   // streams and the outcome gets the host's summary.
+  // A snapshot request: the window frozen from the recorder's ring, joined into one XSpace and
+  // streamed as a capture's.
+  absl::Status RunSnapshot(const podprof::v1::CaptureRequest& request,
+                           const podprof::v1::HostInfo& host, const RunnerLimits& limits,
+                           stream::ChunkSink* sink, CaptureOutcome* outcome);
+  // The capture's XSpace at `path` streamed, then the sampled series, the summary and the
+  // trailer.
+  absl::Status Finish(const std::string& path, bool empty_trace,
+                      const podprof::v1::CaptureRequest& request, const podprof::v1::HostInfo& host,
+                      const RunnerLimits& limits,
+                      const std::vector<podprof::v1::CounterSeries>& sampled,
+                      const std::string& sampler_error, stream::ChunkSink* sink,
+                      CaptureOutcome* outcome);
   absl::Status StreamXSpace(const std::string& path, const podprof::v1::HostInfo& host,
                             const podprof::v1::CaptureOptions& options, size_t chunk_limit,
                             const std::vector<podprof::v1::CounterSeries>* analyse_with,

@@ -70,7 +70,10 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path) {
                                     "insecure",
                                     "tls.allowed_aggregators",
                                     "tls.allowed_profiler_clients",
-                                    "xprof.allowed_roots"}));
+                                    "xprof.allowed_roots",
+                                    "recorder.enabled",
+                                    "recorder.window",
+                                    "recorder.max_bytes"}));
   RETURN_IF_ERROR(f.GetString("listen", &c.listen));
   RETURN_IF_ERROR(f.GetString("aggregator", &c.aggregator));
   RETURN_IF_ERROR(f.GetString("advertise", &c.advertise));
@@ -98,6 +101,9 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path) {
   RETURN_IF_ERROR(f.GetStringList("tls.allowed_aggregators", &c.allowed_aggregators));
   RETURN_IF_ERROR(f.GetStringList("tls.allowed_profiler_clients", &c.allowed_profiler_clients));
   RETURN_IF_ERROR(f.GetStringList("xprof.allowed_roots", &c.xprof_allowed_roots));
+  RETURN_IF_ERROR(f.GetBool("recorder.enabled", &c.recorder_enabled));
+  RETURN_IF_ERROR(f.GetDurationNs("recorder.window", &c.recorder_window_ns));
+  RETURN_IF_ERROR(f.GetInt("recorder.max_bytes", &c.recorder_max_bytes));
   TurnOffWhatSaysNone(&c);
   absl::Status s = ValidateAgentConfig(c);
   if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
@@ -150,6 +156,14 @@ absl::Status ValidateAgentConfig(const AgentConfig& c) {
   RETURN_IF_ERROR(CheckAddress("profiler_service_listen", c.profiler_service_listen, true));
   if (c.workload_profiler.empty()) {
     return absl::InvalidArgumentError("workload.profiler lists no address");
+  }
+  if (c.recorder_window_ns < 100'000'000 || c.recorder_window_ns > 600'000'000'000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("recorder.window must be 100ms to 10m, got ", c.recorder_window_ns, " ns"));
+  }
+  if (c.recorder_max_bytes < (1 << 20)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "recorder.max_bytes must be at least 1048576 (1 MiB), got ", c.recorder_max_bytes));
   }
   for (const std::string& a : c.workload_profiler) {
     RETURN_IF_ERROR(CheckAddress("workload.profiler", a, false));

@@ -39,6 +39,12 @@ struct AgentConfig {
   std::vector<std::string> workload_metrics = {"localhost:8431"};
   // How often runtime metrics are sampled during a capture.
   int64_t counter_interval_ns = 100'000'000;
+  // [recorder]: the flight recorder keeps the workload in continuous profiling and the last
+  // `window` of its trace, for snapshots (agent/recorder.h). Off by default: while armed, the
+  // workload's profiler serves no one else (XProf's capture button, jax.profiler.trace).
+  bool recorder_enabled = false;
+  int64_t recorder_window_ns = 5'000'000'000;
+  int64_t recorder_max_bytes = 256 << 20;
   // Analyse this host's captures here (kernel statistics, counter attribution, collective
   // arrivals: analysis/host_summary.h) and send the summary beside the timelines, when the
   // aggregator merges this agent's version of the analysis. Off, the aggregator analyses the

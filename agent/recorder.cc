@@ -1,9 +1,12 @@
 #include "agent/recorder.h"
 
+#include <pthread.h>
+
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "agent/xspace_merge.h"
+#include "common/logging.h"
 #include "common/status_macros.h"
 #include "proto/grpc_status.h"
 
@@ -166,6 +169,37 @@ uint64_t Recorder::bytes() const {
 size_t Recorder::segments() const {
   absl::MutexLock lock(&mu_);
   return ring_.size();
+}
+
+RecorderDriver::RecorderDriver(Recorder* recorder, Clock& clock, int64_t tick_ns, int64_t rearm_ns)
+    : recorder_(recorder), clock_(clock), tick_ns_(tick_ns), rearm_ns_(rearm_ns) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+RecorderDriver::~RecorderDriver() {
+  stop_.Notify();
+  thread_.join();
+  if (absl::Status s = recorder_->Disarm(); !s.ok()) PODPROF_LOG(WARNING) << s.message();
+}
+
+void RecorderDriver::Loop() {
+  pthread_setname_np(pthread_self(), "podprof-recorder");
+  int64_t next_arm = 0;
+  RecorderState last = RecorderState::kOff;
+  do {
+    const RecorderState state = recorder_->state();
+    if (state == RecorderState::kArmed) {
+      if (absl::Status s = recorder_->Rotate(); !s.ok()) PODPROF_LOG(WARNING) << s.message();
+    } else if (clock_.NowNs() >= next_arm) {
+      recorder_->Arm().IgnoreError();  // the state and reason say what happened
+      next_arm = clock_.NowNs() + rearm_ns_;
+    }
+    if (recorder_->state() != last) {
+      last = recorder_->state();
+      PODPROF_LOG(INFO) << "flight recorder " << RecorderStateName(last)
+                        << (recorder_->reason().empty() ? "" : ": ") << recorder_->reason();
+    }
+  } while (clock_.SleepUntilNs(clock_.NowNs() + tick_ns_, &stop_));
 }
 
 }  // namespace podprof::agent

@@ -18,12 +18,14 @@
 #include <cstdint>
 #include <deque>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "common/clock.h"
 #include "proto/profiler_service.grpc.pb.h"
 
@@ -79,6 +81,7 @@ class Recorder {
   // What the ring holds now: its serialized XSpaces' bytes, and how many segments.
   uint64_t bytes() const ABSL_LOCKS_EXCLUDED(mu_);
   size_t segments() const ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t window_ns() const { return options_.window_ns; }
 
  private:
   absl::StatusOr<RecorderSegment> Snapshot();
@@ -100,6 +103,27 @@ class Recorder {
   std::deque<RecorderSegment> ring_ ABSL_GUARDED_BY(mu_);
   uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t last_rotate_ns_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Keeps a Recorder going on a thread of its own (podprof-recorder): arms it, rotates it when a
+// snapshot is due, and arms it again `rearm_ns` after it stopped being armed (the workload
+// restarted, another client let go, a snapshot failed). Destroying it disarms the recorder.
+class RecorderDriver {
+ public:
+  RecorderDriver(Recorder* recorder, Clock& clock, int64_t tick_ns = 100'000'000,
+                 int64_t rearm_ns = 10'000'000'000);
+  ~RecorderDriver();
+  RecorderDriver(const RecorderDriver&) = delete;
+  RecorderDriver& operator=(const RecorderDriver&) = delete;
+
+ private:
+  void Loop();
+
+  Recorder* const recorder_;
+  Clock& clock_;
+  const int64_t tick_ns_, rearm_ns_;
+  absl::Notification stop_;
+  std::thread thread_;
 };
 
 }  // namespace podprof::agent

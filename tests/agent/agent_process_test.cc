@@ -654,5 +654,98 @@ TEST(AgentProcessTest, ClientGoneTerminatesTheWorkloadSession) {
   EXPECT_OK(again.status);
 }
 
+// The flight recorder ([recorder] enabled): armed over the simulated host's continuous mode, a
+// snapshot request streams the window before it from the ring; an ordinary capture borrows the
+// workload's session and the recorder is armed again after it.
+podprof::v1::RecorderStatus Recorder(podprof::v1::Agent::Stub& stub) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  podprof::v1::InfoResponse info;
+  EXPECT_TRUE(stub.Info(&ctx, podprof::v1::InfoRequest(), &info).ok());
+  return info.recorder();
+}
+
+bool AwaitArmed(podprof::v1::Agent::Stub& stub) {
+  for (int i = 0; i < 200; ++i) {
+    if (Recorder(stub).state() == "armed") return true;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return false;
+}
+
+CaptureResult Snapshot(podprof::v1::Agent::Stub& stub, const std::string& id, int64_t end_ns,
+                       int duration_ms) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  podprof::v1::CaptureRequest req;
+  req.set_capture_id(id);
+  req.set_start_ns(end_ns - int64_t{duration_ms} * 1'000'000);
+  req.set_duration_ms(duration_ms);
+  req.set_snapshot(true);
+  CaptureResult r;
+  auto reader = stub.Capture(&ctx, req);
+  podprof::v1::CaptureChunk chunk;
+  while (reader->Read(&chunk)) r.chunks.push_back(chunk);
+  r.status = reader->Finish();
+  return r;
+}
+
+uint64_t Events(const CaptureResult& r) {
+  uint64_t n = 0;
+  for (const auto& c : r.chunks) n += c.has_trailer() ? c.trailer().event_count() : 0;
+  return n;
+}
+
+TEST(AgentProcessTest, ASnapshotStreamsTheRecordersLastWindow) {
+  Scratch s("recorder");
+  s.pod.agent_config = "[recorder]\nenabled = true\nwindow = \"2s\"\n";
+  auto sim = StartSimhost(s);
+  ASSERT_TRUE(sim->ready());
+  auto agent = StartAgent(s, sim.get());
+  ASSERT_TRUE(agent->ready());
+  auto stub = AgentStub(*agent);
+  ASSERT_TRUE(AwaitArmed(*stub)) << Recorder(*stub).reason();
+  absl::SleepFor(absl::Seconds(3));
+  EXPECT_GT(Recorder(*stub).segments(), 0u);
+  EXPECT_EQ(Recorder(*stub).window_ns(), 2'000'000'000);
+
+  RealClock clock;
+  const int64_t at = clock.NowNs();
+  CaptureResult r = Snapshot(*stub, "snap-1", at, 2000);
+  ASSERT_OK(r.status);
+  ASSERT_TRUE(r.chunks.back().has_trailer());
+  const auto& t = r.chunks.back().trailer();
+  EXPECT_LE(t.actual_start_ns(), at - 2'000'000'000) << "the whole window, from the ring";
+  EXPECT_GE(t.actual_end_ns(), at - 100'000'000);
+  EXPECT_LT(t.actual_end_ns(), at + 5'000'000'000);
+  EXPECT_GT(Events(r), 100u);
+  EXPECT_TRUE(t.warnings().empty()) << t.warnings(0);
+
+  // An ordinary capture borrows the workload's one session, then the recorder is armed again.
+  CaptureResult c = Capture(*stub, "cap-1", clock.NowNs() + 200'000'000, 300);
+  ASSERT_OK(c.status);
+  EXPECT_GT(Events(c), 0u);
+  EXPECT_TRUE(AwaitArmed(*stub));
+}
+
+TEST(AgentProcessTest, WithoutARecorderASnapshotCapturesFromNowAndSaysSo) {
+  Scratch s("no_recorder");
+  auto sim = StartSimhost(s);
+  ASSERT_TRUE(sim->ready());
+  auto agent = StartAgent(s, sim.get());
+  ASSERT_TRUE(agent->ready());
+  auto stub = AgentStub(*agent);
+  EXPECT_EQ(Recorder(*stub).state(), "off");
+  RealClock clock;
+  const int64_t at = clock.NowNs();
+  CaptureResult r = Snapshot(*stub, "snap-1", at, 300);
+  ASSERT_OK(r.status);
+  const auto& t = r.chunks.back().trailer();
+  EXPECT_GE(t.actual_start_ns(), at) << "from the request on";
+  ASSERT_EQ(t.warnings_size(), 1);
+  EXPECT_NE(t.warnings(0).find("no flight recorder armed"), std::string::npos) << t.warnings(0);
+  EXPECT_GT(Events(r), 0u);
+}
+
 }  // namespace
 }  // namespace podprof::agent
