@@ -349,11 +349,41 @@ absl::StatusOr<podprof::v1::StartCaptureRequest> StartCaptureBody(const std::str
   return r;
 }
 
+// The body of POST /api/v1/snapshots: {"window_ms": 5000, "reason": "...", "hosts": [...],
+// "selector": {...}, "labels": {...}}, every field optional; the labels get trigger (manual
+// unless given) and reason.
+absl::StatusOr<podprof::v1::StartCaptureRequest> SnapshotBody(const std::string& text) {
+  ASSIGN_OR_RETURN(const nlohmann::json body, http::ParseJsonObject(text));
+  static constexpr const char* kFields[] = {"window_ms", "reason", "hosts", "selector", "labels"};
+  RETURN_IF_ERROR(http::OnlyKnownFields(body, kFields));
+  constexpr uint64_t kMaxMs = std::numeric_limits<int64_t>::max() / 1'000'000;
+  podprof::v1::StartCaptureRequest r;
+  r.set_snapshot(true);
+  ASSIGN_OR_RETURN(const uint64_t window_ms, http::UintField(body, "window_ms", 1, kMaxMs, 5000));
+  r.set_duration_ms(window_ms);
+  ASSIGN_OR_RETURN(const std::vector<std::string> hosts, http::StringListField(body, "hosts"));
+  for (const std::string& h : hosts) r.add_host_names(h);
+  ASSIGN_OR_RETURN(const auto selector, http::StringMapField(body, "selector"));
+  r.mutable_label_selector()->insert(selector.begin(), selector.end());
+  ASSIGN_OR_RETURN(const auto labels, http::StringMapField(body, "labels"));
+  r.mutable_labels()->insert(labels.begin(), labels.end());
+  r.mutable_labels()->insert({"trigger", "manual"});
+  if (body.contains("reason")) {
+    if (!body["reason"].is_string() || body["reason"].get<std::string>().size() > 1024) {
+      return absl::InvalidArgumentError("reason must be a string of at most 1024 bytes");
+    }
+    (*r.mutable_labels())["reason"] = body["reason"].get<std::string>();
+  }
+  return r;
+}
+
 // POST /api/v1/captures {"duration_ms": 2000, "hosts": [...], "selector": {...},
-// "labels": {...}, "delay_ms": N}: a pod-wide capture, as `podprof capture` starts it.
-Response StartCapture(const HttpApiSources& src, const Request& req) {
+// "labels": {...}, "delay_ms": N}: a pod-wide capture, as `podprof capture` starts it; and
+// POST /api/v1/snapshots, as `podprof snapshot` takes one.
+Response StartCapture(const HttpApiSources& src, const Request& req, bool snapshot) {
   if (absl::Status a = Operator(src, req); !a.ok()) return Response::Error(a);
-  absl::StatusOr<podprof::v1::StartCaptureRequest> r = StartCaptureBody(req.body);
+  absl::StatusOr<podprof::v1::StartCaptureRequest> r =
+      snapshot ? SnapshotBody(req.body) : StartCaptureBody(req.body);
   if (!r.ok()) return Response::Error(r.status());
   absl::StatusOr<podprof::v1::StartCaptureResponse> started = src.orchestrator->Start(*r);
   if (!started.ok()) return Response::Error(started.status());
@@ -444,7 +474,10 @@ std::shared_ptr<http::Router> AggregatorRoutes(const HttpApiSources& src) {
   r->Add("GET", "/api/v1/kernels/{name}/history",
          [src](const Request& q) { return History(src, q); });
   r->Add("GET", "/api/v1/agents", [src](const Request& q) { return Agents(src, q); });
-  r->Add("POST", "/api/v1/captures", [src](const Request& q) { return StartCapture(src, q); });
+  r->Add("POST", "/api/v1/captures",
+         [src](const Request& q) { return StartCapture(src, q, /*snapshot=*/false); });
+  r->Add("POST", "/api/v1/snapshots",
+         [src](const Request& q) { return StartCapture(src, q, /*snapshot=*/true); });
   r->Add("GET", "/api/v1/captures/{id}/events", [src](const Request& q) { return Events(src, q); });
   r->Add("POST", "/api/v1/captures/{id}/cancel",
          [src](const Request& q) { return CancelCapture(src, q); });

@@ -112,6 +112,9 @@ absl::StatusOr<v1::StartCaptureResponse> Orchestrator::Start(const v1::StartCapt
         "delay_ms must be at most ", limits_.max_delay_ns / 1'000'000, ", got ", req.delay_ms()));
   }
   const int64_t duration_ns = static_cast<int64_t>(req.duration_ms()) * 1'000'000;  // in range
+  if (req.snapshot() && req.delay_ms() != 0) {
+    return absl::InvalidArgumentError("a snapshot looks back from now: delay_ms must be 0");
+  }
   if (req.host_names_size() > limits_.max_hosts) {
     return absl::InvalidArgumentError(absl::StrCat(
         "at most ", limits_.max_hosts, " hosts per capture, got ", req.host_names_size()));
@@ -205,6 +208,8 @@ absl::StatusOr<v1::StartCaptureResponse> Orchestrator::StartAdmitted(
   }
   lead += probe_time + static_cast<int64_t>(run->hosts.size()) * dispatch_per_host_ns_.load();
   run->start_ns = now + std::max<int64_t>(lead, int64_t{req.delay_ms()} * 1'000'000);
+  // A snapshot looks back: its window ends now, on every host at once.
+  if (req.snapshot()) run->start_ns = now - duration_ns;
   // On record before it starts: if this process dies mid-capture, the next one marks it
   // interrupted instead of it silently missing.
   storage::CaptureWrite header;
@@ -214,6 +219,7 @@ absl::StatusOr<v1::StartCaptureResponse> Orchestrator::StartAdmitted(
   header.created_ns = now;
   header.labels = {req.labels().begin(), req.labels().end()};
   header.options_json = StoredOptionsJson(req);
+  if (req.snapshot()) header.source = storage::CaptureSource::kSnapshot;
   if (absl::Status s = writer_->BeginCapture(header); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("cannot record the capture: ", s.message()));
   }
@@ -296,6 +302,7 @@ void Orchestrator::CollectHosts(CaptureRun& run, std::vector<std::unique_ptr<Hos
     // The agent analyses its own host when it computes the version merged here; an older
     // agent ignores the field and the host is analysed as its stream ends.
     req.set_analysis_version(analysis::kAnalysisVersion);
+    req.set_snapshot(run.request.snapshot());
     *req.mutable_options() = run.request.options();
     auto ctx = std::make_shared<grpc::ClientContext>();
     ctx->set_deadline(DeadlineAt(clock_.NowNs(), (run.start_ns - clock_.NowNs()) + stream_ns));
@@ -314,7 +321,11 @@ void Orchestrator::CollectHosts(CaptureRun& run, std::vector<std::unique_ptr<Hos
       (clock_.MonotonicNs() - dispatch_begin_ns) / static_cast<int64_t>(run.hosts.size());
   dispatch_per_host_ns_ = std::max<int64_t>(kDispatchPerHostNs, 2 * per_host_ns);
   const int64_t lead_left_ns = run.start_ns - clock_.NowNs();
-  if (lead_left_ns < 0) {
+  if (run.request.snapshot()) {
+    PODPROF_LOG(INFO) << "snapshot " << run.id << ": " << run.hosts.size()
+                      << " requests sent for the " << duration_ns / 1'000'000 << " ms before "
+                      << "now";
+  } else if (lead_left_ns < 0) {
     PODPROF_LOG(WARNING) << "capture " << run.id << ": requests sent " << -lead_left_ns / 1'000'000
                          << " ms after the start instant; agents will refuse a late start";
   } else {
@@ -386,6 +397,7 @@ void Orchestrator::StoreRun(CaptureRun& run, std::vector<std::unique_ptr<HostStr
   w.created_ns = clock_.NowNs();
   w.labels = {run.request.labels().begin(), run.request.labels().end()};
   w.options_json = StoredOptionsJson(run.request);
+  if (run.request.snapshot()) w.source = storage::CaptureSource::kSnapshot;
   std::vector<ingest::AnalysedHost> analysed;
   absl::Status stored = absl::OkStatus();
   int ok = 0;

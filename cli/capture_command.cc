@@ -32,7 +32,9 @@ using nlohmann::json;
 
 class CaptureCommand : public AggregatorCommand {
  public:
-  CaptureCommand(CLI::App* cmd, CliContext& context) : AggregatorCommand(cmd) {
+  // `snapshot`: `podprof snapshot`, the window before now from the agents' flight recorders.
+  CaptureCommand(CLI::App* cmd, CliContext& context, bool snapshot = false)
+      : AggregatorCommand(cmd), snapshot_(snapshot) {
     AddAggregatorFlags(cmd, context);
     CLI::Option* hosts =
         cmd->add_option("--hosts", options_.hosts, "Hosts to capture (comma-separated)")
@@ -44,12 +46,16 @@ class CaptureCommand : public AggregatorCommand {
     cmd->add_flag("--all", all_, "Every online agent (the default)")
         ->excludes(hosts)
         ->excludes(selector);
-    cmd->add_option("--duration", options_.duration_ns, "Length of the window, e.g. 2s")
-        ->transform(PositiveDuration())
-        ->option_text("DURATION (default 2s)");
-    delay_ = cmd->add_option("--delay", delay_ns_, "Start the window this much later, e.g. 30s")
-                 ->transform(PositiveDuration())
-                 ->option_text("DURATION");
+    if (snapshot_) {
+      AddSnapshotFlags(cmd);
+    } else {
+      cmd->add_option("--duration", options_.duration_ns, "Length of the window, e.g. 2s")
+          ->transform(PositiveDuration())
+          ->option_text("DURATION (default 2s)");
+      delay_ = cmd->add_option("--delay", delay_ns_, "Start the window this much later, e.g. 30s")
+                   ->transform(PositiveDuration())
+                   ->option_text("DURATION");
+    }
     cmd->add_option("--host-tracer-level", options_.host_tracer_level,
                     "Host TraceMe verbosity 0-3 (default: the agent's, 2)");
     metric_interval_ =
@@ -61,6 +67,7 @@ class CaptureCommand : public AggregatorCommand {
     cmd->add_option("--top", options_.top, "Kernels listed at the end (default 10)");
     cmd->add_option("--label", labels_, "Label stored with the capture, key=value; repeatable")
         ->allow_extra_args(false);
+    if (snapshot_) return;  // its own footer
     cmd->footer(
         "Examples:\n  podprof capture --duration 2s\n"
         "  podprof capture --hosts tpu-0,tpu-1 --delay 30s --label run=baseline\n"
@@ -80,7 +87,12 @@ class CaptureCommand : public AggregatorCommand {
     options_.selector = *selector;
     options_.labels = *labels;
     if (absl::Status s = ApplyProfilingFlags(); !s.ok()) return Failed(err, s, kExitUsage);
-    if (delay_->count() > 0) options_.delay_ns = delay_ns_;
+    if (delay_ != nullptr && delay_->count() > 0) options_.delay_ns = delay_ns_;
+    if (snapshot_) {
+      options_.snapshot = true;
+      options_.labels.emplace("trigger", "manual");
+      if (!reason_.empty()) options_.labels["reason"] = reason_;
+    }
     options_.format = context.format;
     options_.display = Display::ForStdout(context.no_color);
     absl::StatusOr<CaptureResult> result = RunCapture(client, options_, out, err);
@@ -91,6 +103,23 @@ class CaptureCommand : public AggregatorCommand {
   }
 
  private:
+  void AddSnapshotFlags(CLI::App* cmd) {
+    options_.duration_ns = 5'000'000'000;
+    cmd->add_option("--window", options_.duration_ns,
+                    "How far back from now, e.g. 5s (at most the agents' [recorder] window)")
+        ->transform(PositiveDuration())
+        ->option_text("DURATION (default 5s)");
+    cmd->add_option("--reason", reason_, "Why, stored as the snapshot's label reason");
+    cmd->footer(
+        "Examples:\n  podprof snapshot --reason \"step 1042 took 3x\"\n"
+        "  podprof snapshot --window 2s --hosts tpu-0,tpu-1 --format json\n"
+        "Each agent with [recorder] enabled streams the window from its ring; one without "
+        "captures from the request on, and its host's warning says so. Stored as a capture with "
+        "source snapshot and the labels trigger=manual and reason.\n"
+        "Exit status: 0 complete, 1 partial or failed, 2 bad usage, 3 aggregator unreachable, "
+        "4 not allowed.");
+  }
+
   // The flags of kernel profiling (issue #17) and the device and python tracers. Their values
   // are checked by the aggregator (kernelprof::ValidateCaptureOptions); here only their syntax.
   void AddKernelProfilingFlags(CLI::App* cmd) {
@@ -167,6 +196,8 @@ class CaptureCommand : public AggregatorCommand {
            python_level_value_ = 0;
   bool kernel_profiling_ = false, external_trigger_ = false;
   std::vector<std::string> counter_sets_, counters_, profiler_options_;
+  const bool snapshot_;
+  std::string reason_;
 };
 
 std::string Bar(double fraction, int width) {
@@ -400,6 +431,7 @@ absl::StatusOr<v1::StartCaptureRequest> StartRequest(const CaptureOptions& optio
       static_cast<uint64_t>(std::max<int64_t>(1, options.duration_ns / 1'000'000)));
   start.set_delay_ms(static_cast<uint32_t>(options.delay_ns / 1'000'000));
   start.set_counter_interval_ms(options.metric_interval_ms);
+  start.set_snapshot(options.snapshot);
   *start.mutable_options() = options.profiling;
   start.mutable_options()->set_host_tracer_level(options.host_tracer_level);
   return start;
@@ -504,6 +536,14 @@ std::unique_ptr<Command> AddCaptureCommand(CLI::App& app, CliContext& context) {
       app.add_subcommand("capture",
                          "Capture every chosen host at one instant and store the merged timeline"),
       context);
+}
+
+std::unique_ptr<Command> AddSnapshotCommand(CLI::App& app, CliContext& context) {
+  return std::make_unique<CaptureCommand>(
+      app.add_subcommand("snapshot",
+                         "Store the last seconds of every chosen host at once, from the agents' "
+                         "flight recorders"),
+      context, /*snapshot=*/true);
 }
 
 absl::StatusOr<CaptureResult> RunCapture(AggregatorClient& client, const CaptureOptions& options,

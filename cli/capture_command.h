@@ -34,6 +34,8 @@ struct CaptureOptions {
   LabelMap labels;  // stored with the capture
   int64_t duration_ns = 2'000'000'000;
   int64_t delay_ns = 0;
+  // `podprof snapshot`: duration_ns is the window before now, from the flight recorders.
+  bool snapshot = false;
   uint32_t host_tracer_level = 0;   // 0 = the agent's default
   uint32_t metric_interval_ms = 0;  // runtime-metric sampling; 0 = the agent's default
   // Device and python tracer levels and the kernel-profiling settings (kernelprof/options.h),
@@ -60,6 +62,8 @@ struct CaptureResult {
 };
 
 std::unique_ptr<Command> AddCaptureCommand(CLI::App& app, CliContext& context);
+// `podprof snapshot` (capture_command.cc, sharing `capture`'s code).
+std::unique_ptr<Command> AddSnapshotCommand(CLI::App& app, CliContext& context);
 
 // Starts a capture, shows its progress while it runs (a live per-host display on a terminal,
 // plain log lines to `err` otherwise), then writes the capture id, each host's outcome and

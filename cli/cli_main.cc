@@ -133,6 +133,7 @@ int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
   commands.push_back(AddImportCommand(app, context));
   commands.push_back(AddAgentsCommand(app, context));
   commands.push_back(AddCaptureCommand(app, context));
+  commands.push_back(AddSnapshotCommand(app, context));
   commands.push_back(AddExportCommand(app, context));
   commands.push_back(AddFleetCommand(app, context));
   commands.push_back(AddDemoCommand(app, context));

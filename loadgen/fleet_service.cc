@@ -197,7 +197,9 @@ grpc::ServerWriteReactor<v1::CaptureChunk>* FleetService::Capture(
     refused =
         grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                      absl::StrCat("duration_ms must be 1..300000, got ", request->duration_ms()));
-  } else if (now > start_ns + kLateToleranceNs) {
+  } else if (!request->snapshot() && now > start_ns + kLateToleranceNs) {
+    // A snapshot's window has passed: the emulated host's recorder is always armed, and its
+    // window, generated like any other, is streamed at once.
     refused =
         grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                      absl::StrCat("late start: the start instant passed ",

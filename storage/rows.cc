@@ -27,7 +27,9 @@ constexpr std::pair<CaptureState, const char*> kStateNames[] = {
 constexpr std::pair<HostOutcome, const char*> kOutcomeNames[] = {
     {HostOutcome::kComplete, "complete"}, {HostOutcome::kFailed, "failed"}};
 constexpr std::pair<CaptureSource, const char*> kSourceNames[] = {
-    {CaptureSource::kCapture, "capture"}, {CaptureSource::kImport, "import"}};
+    {CaptureSource::kCapture, "capture"},
+    {CaptureSource::kImport, "import"},
+    {CaptureSource::kSnapshot, "snapshot"}};
 
 }  // namespace
 

@@ -40,10 +40,10 @@ enum class HostOutcome { kComplete, kFailed };
 const char* HostOutcomeName(HostOutcome o);
 std::optional<HostOutcome> HostOutcomeNamed(std::string_view name);
 
-// Where a capture's data came from: a capture of live agents, or XSpace files imported (hosts
-// on their own clocks).
-enum class CaptureSource { kCapture, kImport };
-// "capture", "import".
+// Where a capture's data came from: a capture of live agents, XSpace files imported (hosts
+// on their own clocks), or a snapshot of the agents' flight recorders (the window before it).
+enum class CaptureSource { kCapture, kImport, kSnapshot };
+// "capture", "import", "snapshot".
 const char* CaptureSourceName(CaptureSource s);
 std::optional<CaptureSource> CaptureSourceNamed(std::string_view name);
 

@@ -217,6 +217,25 @@ class Client:
         answer = self._http.json("POST", "/api/v1/captures", body=body)
         return CaptureHandle(self, answer, body["duration_ms"] * 1_000_000)
 
+    def snapshot(self, window: Duration = "5s", *, reason: Optional[str] = None,
+                 hosts: Optional[Sequence[str]] = None,
+                 selector: Optional[Mapping[str, str]] = None,
+                 labels: Optional[Mapping[str, str]] = None) -> "CaptureHandle":
+        """Stores the `window` before now of every chosen host from the agents' flight
+        recorders (`podprof snapshot`; the operator role), labelled trigger=manual and
+        `reason`. Returns at once with a handle, as start_capture does."""
+        body: Dict[str, Any] = {"window_ms": _ms(window, "window")}
+        if reason is not None:
+            body["reason"] = reason
+        if hosts:
+            body["hosts"] = list(hosts)
+        if selector:
+            body["selector"] = dict(selector)
+        if labels:
+            body["labels"] = dict(labels)
+        answer = self._http.json("POST", "/api/v1/snapshots", body=body)
+        return CaptureHandle(self, answer, body["window_ms"] * 1_000_000)
+
     def cancel(self, capture: str) -> Dict[str, Any]:
         """Cancels a running capture (the operator role)."""
         out: Dict[str, Any] = self._http.json(

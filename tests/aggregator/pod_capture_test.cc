@@ -1433,7 +1433,61 @@ TEST_F(PodTest, AnAgentKilledInEachPhaseRestartsCleanAndRejoins) {
   EXPECT_TRUE(killed_mid_stream) << "three kills all landed after the stream's end";
   EXPECT_EQ(CaptureDirs(P("tmp")), 0);
   std::string again;
-  EXPECT_EQ(CaptureAndWatch(200, &again).status(), v1::CAPTURE_STATUS_COMPLETE);
+  const v1::CaptureProgress last = CaptureAndWatch(200, &again);
+  EXPECT_EQ(last.status(), v1::CAPTURE_STATUS_COMPLETE) << last.summary().DebugString();
+}
+
+// Snapshots (#39): every agent's flight recorder armed ([recorder] enabled, a 2 s window); a
+// snapshot from the CLI and one over HTTP each store the window before the request on both
+// hosts, aligned, with source snapshot and their trigger and reason.
+TEST_F(PodTest, ASnapshotHoldsTheWindowBeforeItOnEveryHost) {
+  agent_toml_ = "[recorder]\nenabled = true\nwindow = \"2s\"\n";
+  ASSERT_NO_FATAL_FAILURE(StartPod({{1'000'000, 0}, {-2'000'000, 0}}));
+  absl::SleepFor(absl::Milliseconds(3500));  // the recorders arm and their rings fill
+  const int64_t asked = absl::GetCurrentTimeNanos();
+  PodprofResult cli = RunPodprof(
+      "snapshot --window 2s --reason \"slow step\" --format json "
+      "--aggregator " +
+      agg_addr_);
+  ASSERT_EQ(cli.exit_code, 0) << cli.err;
+  const nlohmann::json result = nlohmann::json::parse(cli.out);
+  ASSERT_EQ(result["hosts"].size(), 2u) << cli.out;
+  for (const auto& h : result["hosts"]) {
+    EXPECT_EQ(h["status"], "complete") << h;
+    EXPECT_GT(h["events"].get<int64_t>(), 100) << h;
+  }
+  const std::string base =
+      absl::StrCat("http://127.0.0.1:", aggregator_->info()["http_port"].get<int>());
+  auto [status, body] =
+      testing::Curl(absl::StrCat("-X POST -H 'Content-Type: application/json' --data-binary "
+                                 "'{\"window_ms\": 1000, \"reason\": \"from a webhook\"}' '",
+                                 base, "/api/v1/snapshots'"),
+                    P("snap.json"));
+  ASSERT_EQ(status, 201) << body;
+  const std::string http_id = nlohmann::json::parse(body)["capture"];
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        return absl::StrContains(
+            RunPodprof("captures --status complete --format json --aggregator " + agg_addr_).out,
+            http_id);
+      },
+      absl::Seconds(30)));
+
+  PodprofResult listed = RunPodprof("captures --format json --aggregator " + agg_addr_);
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  std::map<std::string, nlohmann::json> by_id;
+  for (const auto& c : nlohmann::json::parse(listed.out)) by_id[c["capture"]] = c;
+  const nlohmann::json& manual = by_id.at(result["capture_id"]);
+  EXPECT_EQ(manual["source"], "snapshot");
+  EXPECT_EQ(manual["labels"], (nlohmann::json{{"reason", "slow step"}, {"trigger", "manual"}}));
+  EXPECT_EQ(manual["end_ns"].get<int64_t>() - manual["start_ns"].get<int64_t>(), 2'000'000'000);
+  // The window ends at the request, not after it.
+  EXPECT_GE(manual["end_ns"].get<int64_t>(), asked);
+  EXPECT_LT(manual["end_ns"].get<int64_t>(), asked + 2'000'000'000);
+  const nlohmann::json& hook = by_id.at(http_id);
+  EXPECT_EQ(hook["source"], "snapshot");
+  EXPECT_EQ(hook["labels"]["reason"], "from a webhook");
+  EXPECT_EQ(hook["status"], "complete");
 }
 
 }  // namespace

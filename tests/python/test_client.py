@@ -164,6 +164,20 @@ def test_a_capture_started_from_python_is_followed_to_its_end(pod):
     assert listed.capture.tolist() == [h.id] and listed.status[0] == "complete"
 
 
+def test_a_snapshot_stores_the_window_before_it(pod):
+    c = podprof.Client(pod["url"])
+    asked = pd.Timestamp.now(tz="UTC")
+    h = c.snapshot("400ms", reason="from python")
+    assert h.start < asked and h.wait(timeout=60) == "complete"
+    listed = c.captures(labels={"reason": "from python"})
+    assert listed.capture.tolist() == [h.id]
+    assert listed.source[0] == "snapshot" and listed.labels[0]["trigger"] == "manual"
+    assert listed.end_ns[0] - listed.start_ns[0] == pd.Timedelta(400, "ms")
+    assert len(h.kernels()) > 0
+    with pytest.raises(ValueError, match="window"):
+        c.snapshot(0)
+
+
 def test_a_capture_can_be_cancelled(pod):
     c = podprof.Client(pod["url"])
     h = c.start_capture("20s", delay="2s")
