@@ -72,6 +72,21 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(const AgentConfig& config, 
   return agent;
 }
 
+podprof::v1::RecorderStatus Agent::RecorderStatus() const {
+  podprof::v1::RecorderStatus out;
+  const Recorder* r = workload_.recorder.get();
+  out.set_state(r == nullptr ? "off" : RecorderStateName(r->state()));
+  if (r == nullptr) {
+    out.set_reason("[recorder] enabled is false");
+    return out;
+  }
+  out.set_reason(r->reason());
+  out.set_bytes(r->bytes());
+  out.set_segments(static_cast<uint32_t>(r->segments()));
+  out.set_window_ns(r->window_ns());
+  return out;
+}
+
 void Agent::StartRecorder(const AgentConfig& config) {
   RecorderOptions o;
   o.window_ns = config.recorder_window_ns;
@@ -309,17 +324,7 @@ grpc::Status AgentService::Info(grpc::ServerContext*, const podprof::v1::InfoReq
   response->set_active_capture_id(agent_->active_capture());
   response->set_agent_start_ns(agent_->start_ns());
   *response->mutable_clock_source() = ReadClockSource();
-  podprof::v1::RecorderStatus* rec = response->mutable_recorder();
-  const Recorder* r = agent_->workload().recorder.get();
-  rec->set_state(r == nullptr ? "off" : RecorderStateName(r->state()));
-  if (r == nullptr) {
-    rec->set_reason("[recorder] enabled is false");
-  } else {
-    rec->set_reason(r->reason());
-    rec->set_bytes(r->bytes());
-    rec->set_segments(static_cast<uint32_t>(r->segments()));
-    rec->set_window_ns(r->window_ns());
-  }
+  *response->mutable_recorder() = agent_->RecorderStatus();
   return grpc::Status::OK;
 }
 
@@ -454,6 +459,7 @@ int64_t Registrar::Tick() {
     podprof::v1::HeartbeatRequest req;
     req.set_host_name(config.host_name);
     req.set_active_capture_id(agent_->active_capture());
+    *req.mutable_recorder() = agent_->RecorderStatus();
     req.set_agent_address(registered_address_);
     podprof::v1::HeartbeatResponse resp;
     s = stub_->Heartbeat(&ctx, req, &resp);

@@ -66,6 +66,9 @@ class Agent {
   // The UDP port the clock probe responder answers on; 0 = none.
   void SetClockProbePort(int port);
 
+  // The flight recorder's state for Info and the heartbeats ("off" when not enabled).
+  podprof::v1::RecorderStatus RecorderStatus() const;
+
   Clock& clock() { return clock_; }
   const Workload& workload() const { return workload_; }
   int64_t start_ns() const { return start_ns_; }

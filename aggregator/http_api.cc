@@ -307,7 +307,9 @@ Response Agents(const HttpApiSources& src, const Request& req) {
                    {"clock_offset_ns", a.clock().offset_ns()},
                    {"clock_uncertainty_ns", a.clock().uncertainty_ns()},
                    {"clock_drift_ppb", a.clock().drift_ppb()},
-                   {"active_capture_id", a.active_capture_id()}});
+                   {"active_capture_id", a.active_capture_id()},
+                   {"recorder", a.recorder().state()},
+                   {"recorder_reason", a.recorder().reason()}});
   }
   return Rows(req, "agents", out);
 }

@@ -117,6 +117,7 @@ absl::StatusOr<bool> Registry::Heartbeat(const podprof::v1::HeartbeatRequest& re
   }
   it->second.last_heartbeat_ns = now;
   it->second.active_capture = req.active_capture_id();
+  it->second.recorder = req.recorder();
   if (req.workload_endpoints_size() > 0) {
     it->second.endpoints.assign(req.workload_endpoints().begin(), req.workload_endpoints().end());
   }
@@ -158,6 +159,7 @@ std::vector<podprof::v1::AgentStatus> Registry::List(
     s.set_last_heartbeat_ns(e.last_heartbeat_ns);
     for (const auto& ep : e.endpoints) *s.add_workload_endpoints() = ep;
     s.set_active_capture_id(e.active_capture);
+    *s.mutable_recorder() = e.recorder;
     if (!e.clock.empty()) {
       ClockEstimate est = e.clock.At(now);
       auto* c = s.mutable_clock();

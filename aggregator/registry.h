@@ -102,6 +102,7 @@ class Registry {
     int64_t agent_start_ns = 0;
     int64_t last_probe_ns = 0;
     std::string active_capture;
+    podprof::v1::RecorderStatus recorder;  // as the last heartbeat said
     ClockModel clock;
     std::shared_ptr<grpc::Channel> channel;
     std::shared_ptr<podprof::v1::Agent::Stub> stub;

@@ -19,7 +19,8 @@ void WriteStragglersCsv(const v1::GetStragglersResponse& response, std::ostream&
 
 // A row per registered agent with its clock: host, address, state, chips, labels,
 // last_heartbeat_ns, clock_offset_ns, clock_uncertainty_ns, clock_drift_ppb, min_rtt_ns,
-// probe_count, active_capture_id.
+// probe_count, active_capture_id, recorder (the flight recorder's state; empty from an agent
+// that predates it).
 void WriteAgentsCsv(const v1::ListAgentsResponse& response, std::ostream& out);
 
 }  // namespace podprof::report

@@ -18,7 +18,7 @@ INSTANTS: FrozenSet[str] = frozenset(
 # A judgement from a short list: categories.
 CATEGORIES: FrozenSet[str] = frozenset(
     {"verdict", "baseline_verdict", "candidate_verdict", "cause", "status", "state", "source",
-     "analysed_by", "category", "line"})
+     "analysed_by", "category", "line", "recorder"})
 # Text even when it looks like a number: names, identifiers (64-bit ids exceed int64 and are
 # only ever compared), JSON held as text, and `chip`, which is "*" on roll-up rows.
 TEXT: FrozenSet[str] = frozenset(

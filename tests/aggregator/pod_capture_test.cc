@@ -1444,6 +1444,13 @@ TEST_F(PodTest, ASnapshotHoldsTheWindowBeforeItOnEveryHost) {
   agent_toml_ = "[recorder]\nenabled = true\nwindow = \"2s\"\n";
   ASSERT_NO_FATAL_FAILURE(StartPod({{1'000'000, 0}, {-2'000'000, 0}}));
   absl::SleepFor(absl::Milliseconds(3500));  // the recorders arm and their rings fill
+  // Each host's recorder as its agent's heartbeats tell the aggregator.
+  PodprofResult agents = RunPodprof("agents --format csv --aggregator " + agg_addr_);
+  ASSERT_EQ(agents.exit_code, 0) << agents.err;
+  int armed = 0;
+  for (absl::string_view line : absl::StrSplit(agents.out, '\n'))
+    armed += absl::EndsWith(line, ",armed");
+  EXPECT_EQ(armed, 2) << agents.out;
   const int64_t asked = absl::GetCurrentTimeNanos();
   PodprofResult cli = RunPodprof(
       "snapshot --window 2s --reason \"slow step\" --format json "
