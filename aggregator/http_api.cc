@@ -321,6 +321,17 @@ absl::Status Operator(const HttpApiSources& src, const Request& req) {
   return src.service->access()->operators.CheckIdentities(req.identities, "an operator");
 }
 
+// A write body's "hosts", "selector" and "labels" (each optional) into `r`.
+absl::Status AddTargets(const nlohmann::json& body, podprof::v1::StartCaptureRequest* r) {
+  ASSIGN_OR_RETURN(const std::vector<std::string> hosts, http::StringListField(body, "hosts"));
+  for (const std::string& h : hosts) r->add_host_names(h);
+  ASSIGN_OR_RETURN(const auto selector, http::StringMapField(body, "selector"));
+  r->mutable_label_selector()->insert(selector.begin(), selector.end());
+  ASSIGN_OR_RETURN(const auto labels, http::StringMapField(body, "labels"));
+  r->mutable_labels()->insert(labels.begin(), labels.end());
+  return absl::OkStatus();
+}
+
 // The body of POST /api/v1/captures as a request, every field checked against its type and
 // range before anything is done with it.
 absl::StatusOr<podprof::v1::StartCaptureRequest> StartCaptureBody(const std::string& text) {
@@ -342,12 +353,7 @@ absl::StatusOr<podprof::v1::StartCaptureRequest> StartCaptureBody(const std::str
                    http::UintField(body, "delay_ms", 0, std::numeric_limits<uint32_t>::max(), 0));
   r.set_duration_ms(duration_ms);
   r.set_delay_ms(static_cast<uint32_t>(delay_ms));
-  ASSIGN_OR_RETURN(const std::vector<std::string> hosts, http::StringListField(body, "hosts"));
-  for (const std::string& h : hosts) r.add_host_names(h);
-  ASSIGN_OR_RETURN(const auto selector, http::StringMapField(body, "selector"));
-  r.mutable_label_selector()->insert(selector.begin(), selector.end());
-  ASSIGN_OR_RETURN(const auto labels, http::StringMapField(body, "labels"));
-  r.mutable_labels()->insert(labels.begin(), labels.end());
+  RETURN_IF_ERROR(AddTargets(body, &r));
   return r;
 }
 
@@ -363,12 +369,7 @@ absl::StatusOr<podprof::v1::StartCaptureRequest> SnapshotBody(const std::string&
   r.set_snapshot(true);
   ASSIGN_OR_RETURN(const uint64_t window_ms, http::UintField(body, "window_ms", 1, kMaxMs, 5000));
   r.set_duration_ms(window_ms);
-  ASSIGN_OR_RETURN(const std::vector<std::string> hosts, http::StringListField(body, "hosts"));
-  for (const std::string& h : hosts) r.add_host_names(h);
-  ASSIGN_OR_RETURN(const auto selector, http::StringMapField(body, "selector"));
-  r.mutable_label_selector()->insert(selector.begin(), selector.end());
-  ASSIGN_OR_RETURN(const auto labels, http::StringMapField(body, "labels"));
-  r.mutable_labels()->insert(labels.begin(), labels.end());
+  RETURN_IF_ERROR(AddTargets(body, &r));
   r.mutable_labels()->insert({"trigger", "manual"});
   if (body.contains("reason")) {
     if (!body["reason"].is_string() || body["reason"].get<std::string>().size() > 1024) {

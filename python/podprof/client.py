@@ -206,12 +206,7 @@ class Client:
         """Starts a pod-wide capture of `duration` (`podprof capture`); needs the operator role.
         Returns at once with a handle: `.wait()` follows it to the end."""
         body: Dict[str, Any] = {"duration_ms": _ms(duration, "duration")}
-        if hosts:
-            body["hosts"] = list(hosts)
-        if selector:
-            body["selector"] = dict(selector)
-        if labels:
-            body["labels"] = dict(labels)
+        body.update(_targets(hosts, selector, labels))
         if delay is not None:
             body["delay_ms"] = _ms(delay, "delay") if delay != 0 else 0
         answer = self._http.json("POST", "/api/v1/captures", body=body)
@@ -227,12 +222,7 @@ class Client:
         body: Dict[str, Any] = {"window_ms": _ms(window, "window")}
         if reason is not None:
             body["reason"] = reason
-        if hosts:
-            body["hosts"] = list(hosts)
-        if selector:
-            body["selector"] = dict(selector)
-        if labels:
-            body["labels"] = dict(labels)
+        body.update(_targets(hosts, selector, labels))
         answer = self._http.json("POST", "/api/v1/snapshots", body=body)
         return CaptureHandle(self, answer, body["window_ms"] * 1_000_000)
 
@@ -337,6 +327,19 @@ class CaptureHandle:
         if self.status == "running":
             self.wait()
         return self.client.kernels(self.id, **kw)
+
+
+def _targets(hosts: Optional[Sequence[str]], selector: Optional[Mapping[str, str]],
+             labels: Optional[Mapping[str, str]]) -> Dict[str, Any]:
+    """A write body's hosts, selector and labels, those given."""
+    out: Dict[str, Any] = {}
+    if hosts:
+        out["hosts"] = list(hosts)
+    if selector:
+        out["selector"] = dict(selector)
+    if labels:
+        out["labels"] = dict(labels)
+    return out
 
 
 def _segment(text: str) -> str:

@@ -102,20 +102,25 @@ struct CaptureResult {
   std::vector<podprof::v1::CaptureChunk> chunks;
 };
 
-CaptureResult Capture(podprof::v1::Agent::Stub& stub, const std::string& id, int64_t start_ns,
-                      int duration_ms) {
+// Every chunk of `req`'s capture, and how it ended.
+CaptureResult Capture(podprof::v1::Agent::Stub& stub, const podprof::v1::CaptureRequest& req) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-  podprof::v1::CaptureRequest req;
-  req.set_capture_id(id);
-  req.set_start_ns(start_ns);
-  req.set_duration_ms(duration_ms);
   CaptureResult r;
   auto reader = stub.Capture(&ctx, req);
   podprof::v1::CaptureChunk chunk;
   while (reader->Read(&chunk)) r.chunks.push_back(chunk);
   r.status = reader->Finish();
   return r;
+}
+
+CaptureResult Capture(podprof::v1::Agent::Stub& stub, const std::string& id, int64_t start_ns,
+                      int duration_ms) {
+  podprof::v1::CaptureRequest req;
+  req.set_capture_id(id);
+  req.set_start_ns(start_ns);
+  req.set_duration_ms(duration_ms);
+  return Capture(stub, req);
 }
 
 // The id of the capture the agent is busy with ("" when idle or unreachable).
@@ -675,19 +680,12 @@ bool AwaitArmed(podprof::v1::Agent::Stub& stub) {
 
 CaptureResult Snapshot(podprof::v1::Agent::Stub& stub, const std::string& id, int64_t end_ns,
                        int duration_ms) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
   podprof::v1::CaptureRequest req;
   req.set_capture_id(id);
   req.set_start_ns(end_ns - int64_t{duration_ms} * 1'000'000);
   req.set_duration_ms(duration_ms);
   req.set_snapshot(true);
-  CaptureResult r;
-  auto reader = stub.Capture(&ctx, req);
-  podprof::v1::CaptureChunk chunk;
-  while (reader->Read(&chunk)) r.chunks.push_back(chunk);
-  r.status = reader->Finish();
-  return r;
+  return Capture(stub, req);
 }
 
 uint64_t Events(const CaptureResult& r) {
