@@ -14,6 +14,7 @@
 #include "agent/agent_metrics.h"
 #include "agent/capture_runner.h"
 #include "agent/config.h"
+#include "agent/telemetry.h"
 #include "common/clock.h"
 #include "common/clock_probe.h"
 #include "common/daemon.h"
@@ -248,6 +249,23 @@ DaemonHooks AgentHooks(const AgentFlags& flags, Agent& agent, Listeners& l, Regi
   return hooks;
 }
 
+// [telemetry] enabled: a reporter sampling the workload's metric services, on the registrar's
+// channel to the aggregator; null when off or the workload serves no metrics.
+std::unique_ptr<TelemetryReporter> StartTelemetry(const AgentConfig& config, Agent& agent,
+                                                  const std::shared_ptr<grpc::Channel>& channel,
+                                                  Clock& clock) {
+  if (!config.telemetry_enabled || agent.workload().metrics.empty()) return nullptr;
+  std::vector<TelemetrySampler::MetricStub*> stubs;
+  for (const auto& stub : agent.workload().metrics) stubs.push_back(stub.get());
+  TelemetryReporterOptions options;
+  options.interval_ns = config.telemetry_interval_ns;
+  PODPROF_LOG(INFO) << "telemetry every " << config.telemetry_interval_ns / 1'000'000 << " ms from "
+                    << stubs.size() << " runtime metric service(s)";
+  return std::make_unique<TelemetryReporter>(TelemetrySampler(std::move(stubs), clock),
+                                             podprof::v1::Aggregator::NewStub(channel),
+                                             agent.config().host_name, clock, options);
+}
+
 }  // namespace
 
 int AgentMain(int argc, char** argv) {
@@ -301,11 +319,12 @@ int AgentMain(int argc, char** argv) {
   }
   if (!process.ready_file.empty()) WriteReadyFile(process.ready_file, *listeners);
   std::unique_ptr<Registrar> registrar;
+  std::unique_ptr<TelemetryReporter> telemetry;
   if (!config->aggregator.empty()) {
-    registrar = std::make_unique<Registrar>(
-        agent->get(),
-        podprof::v1::Aggregator::NewStub(grpc::CreateChannel(config->aggregator, creds->channel)),
-        config->aggregator);
+    auto channel = grpc::CreateChannel(config->aggregator, creds->channel);
+    registrar = std::make_unique<Registrar>(agent->get(), podprof::v1::Aggregator::NewStub(channel),
+                                            config->aggregator);
+    telemetry = StartTelemetry(*config, **agent, channel, clock);
   }
   std::string status =
       absl::StrCat("listening on port ", listeners->agent_port, "; workload ",

@@ -73,7 +73,9 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path) {
                                     "xprof.allowed_roots",
                                     "recorder.enabled",
                                     "recorder.window",
-                                    "recorder.max_bytes"}));
+                                    "recorder.max_bytes",
+                                    "telemetry.enabled",
+                                    "telemetry.interval"}));
   RETURN_IF_ERROR(f.GetString("listen", &c.listen));
   RETURN_IF_ERROR(f.GetString("aggregator", &c.aggregator));
   RETURN_IF_ERROR(f.GetString("advertise", &c.advertise));
@@ -104,6 +106,8 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path) {
   RETURN_IF_ERROR(f.GetBool("recorder.enabled", &c.recorder_enabled));
   RETURN_IF_ERROR(f.GetDurationNs("recorder.window", &c.recorder_window_ns));
   RETURN_IF_ERROR(f.GetInt("recorder.max_bytes", &c.recorder_max_bytes));
+  RETURN_IF_ERROR(f.GetBool("telemetry.enabled", &c.telemetry_enabled));
+  RETURN_IF_ERROR(f.GetDurationNs("telemetry.interval", &c.telemetry_interval_ns));
   TurnOffWhatSaysNone(&c);
   absl::Status s = ValidateAgentConfig(c);
   if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
@@ -160,6 +164,10 @@ absl::Status ValidateAgentConfig(const AgentConfig& c) {
   if (c.recorder_window_ns < 100'000'000 || c.recorder_window_ns > 600'000'000'000) {
     return absl::InvalidArgumentError(
         absl::StrCat("recorder.window must be 100ms to 10m, got ", c.recorder_window_ns, " ns"));
+  }
+  if (c.telemetry_interval_ns < 100'000'000 || c.telemetry_interval_ns > 60'000'000'000) {
+    return absl::InvalidArgumentError(absl::StrCat("telemetry.interval must be 100ms to 1m, got ",
+                                                   c.telemetry_interval_ns, " ns"));
   }
   if (c.recorder_max_bytes < (1 << 20)) {
     return absl::InvalidArgumentError(absl::StrCat(

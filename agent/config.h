@@ -45,6 +45,12 @@ struct AgentConfig {
   bool recorder_enabled = false;
   int64_t recorder_window_ns = 5'000'000'000;
   int64_t recorder_max_bytes = 256 << 20;
+  // [telemetry]: every `interval` the agent reads the workload's runtime metrics (step times,
+  // duty cycle, HBM, queued programs) and reports one summary per chip to the aggregator, which
+  // keeps them and fires the flight recorder's triggers from them (agent/telemetry.h). Takes no
+  // profiler session, so it runs whether or not a capture does.
+  bool telemetry_enabled = true;
+  int64_t telemetry_interval_ns = 1'000'000'000;
   // Analyse this host's captures here (kernel statistics, counter attribution, collective
   // arrivals: analysis/host_summary.h) and send the summary beside the timelines, when the
   // aggregator merges this agent's version of the analysis. Off, the aggregator analyses the

@@ -21,6 +21,8 @@
 #include "aggregator/orchestrator.h"
 #include "aggregator/registry.h"
 #include "aggregator/service.h"
+#include "aggregator/telemetry.h"
+#include "aggregator/triggers.h"
 #include "common/clock.h"
 #include "common/daemon.h"
 #include "common/daemon_flags.h"
@@ -136,6 +138,29 @@ std::unique_ptr<grpc::Server> Serve(const AggregatorConfig& config,
 
 // The web pages, API and /metrics on [http] listen; null when off or when it cannot listen
 // (logged: the pod is served regardless).
+// How the triggers take a snapshot: the window before now of every online host, labelled with
+// the trigger, its reason and the telemetry that fired it.
+TriggerLoop::TakeSnapshot SnapshotTaker(Orchestrator& orchestrator, int64_t window_ns) {
+  return [&orchestrator, window_ns](const Firing& f) -> absl::StatusOr<std::string> {
+    podprof::v1::StartCaptureRequest r;
+    r.set_snapshot(true);
+    r.set_duration_ms(static_cast<uint64_t>(window_ns / 1'000'000));
+    auto& labels = *r.mutable_labels();
+    labels["trigger"] = f.trigger;
+    labels["reason"] = f.reason.substr(0, 1024);
+    std::string evidence = f.evidence.dump();
+    // A label holds 4 kB; the series is the part to give up.
+    if (evidence.size() > 4096) {
+      nlohmann::json shorter = f.evidence;
+      shorter.erase("recent");
+      evidence = shorter.dump().substr(0, 4096);
+    }
+    labels["telemetry"] = evidence;
+    ASSIGN_OR_RETURN(podprof::v1::StartCaptureResponse started, orchestrator.Start(r));
+    return started.capture_id();
+  };
+}
+
 std::unique_ptr<http::Server> ServeHttp(const AggregatorConfig& config,
                                         const HttpApiSources& sources, Clock& clock) {
   if (config.http.listen.empty()) return nullptr;
@@ -278,6 +303,13 @@ int AggregatorMain(int argc, char** argv) {
   } else if (*fleet != nullptr) {
     queries.SetFleet(fleet->get());
   }
+  // The flight recorder's pod side (docs/RECORDER.md): the agents' telemetry kept and the
+  // triggers that take snapshots from it. Destroyed before the orchestrator they use.
+  TelemetryHub telemetry((*store)->read_only() ? nullptr : &(*store)->telemetry(),
+                         config->telemetry);
+  service.SetTelemetry(&telemetry);
+  TriggerLoop triggers(&telemetry, clock, config->triggers,
+                       SnapshotTaker(orchestrator, config->triggers.window_ns));
   auto prober = std::make_unique<Prober>(registry, clock);
   metrics::Registry metrics;
   MetricSources sources{store->get(), &registry, &orchestrator, fleet.ok() ? fleet->get() : nullptr,
@@ -286,7 +318,7 @@ int AggregatorMain(int argc, char** argv) {
   std::unique_ptr<http::Server> web =
       ServeHttp(*config,
                 {&queries, &metrics, &clock, &orchestrator, &service, config->http.perfetto_ui,
-                 HttpWritesRefused(*config)},
+                 HttpWritesRefused(*config), &(*store)->telemetry(), &triggers},
                 clock);
   int port = 0;
   std::unique_ptr<grpc::Server> server =

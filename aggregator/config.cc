@@ -1,5 +1,6 @@
 #include "aggregator/config.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "absl/strings/ascii.h"
@@ -57,7 +58,20 @@ const std::vector<std::string>& KnownKeys() {
                                                                "fleet.flush_interval",
                                                                "fleet.backlog_limit",
                                                                "fleet.timeout",
-                                                               "fleet.backfill"};
+                                                               "fleet.backfill",
+                                                               "telemetry.store_interval",
+                                                               "telemetry.retention",
+                                                               "triggers.enabled",
+                                                               "triggers.window",
+                                                               "triggers.recent",
+                                                               "triggers.baseline",
+                                                               "triggers.step_regression",
+                                                               "triggers.straggler",
+                                                               "triggers.duty_drop",
+                                                               "triggers.hang_after",
+                                                               "triggers.cooldown",
+                                                               "triggers.hourly_budget",
+                                                               "triggers.min_gap"};
   return *keys;
 }
 
@@ -133,6 +147,53 @@ absl::Status ReadFleet(const ConfigFile& f, AggregatorConfig* c) {
   return absl::OkStatus();
 }
 
+absl::Status ReadFlightRecorder(const ConfigFile& f, AggregatorConfig* c) {
+  TelemetryOptions& t = c->telemetry;
+  RETURN_IF_ERROR(f.GetDurationNs("telemetry.store_interval", &t.store_interval_ns));
+  RETURN_IF_ERROR(f.GetDurationNs("telemetry.retention", &t.retention_ns));
+  TriggerOptions& g = c->triggers;
+  int64_t recent_ns = int64_t{g.recent_s} * 1'000'000'000;
+  int64_t baseline_ns = int64_t{g.baseline_s} * 1'000'000'000;
+  RETURN_IF_ERROR(f.GetBool("triggers.enabled", &g.enabled));
+  RETURN_IF_ERROR(f.GetDurationNs("triggers.window", &g.window_ns));
+  RETURN_IF_ERROR(f.GetDurationNs("triggers.recent", &recent_ns));
+  RETURN_IF_ERROR(f.GetDurationNs("triggers.baseline", &baseline_ns));
+  RETURN_IF_ERROR(f.GetDouble("triggers.step_regression", &g.step_regression));
+  RETURN_IF_ERROR(f.GetDouble("triggers.straggler", &g.straggler));
+  RETURN_IF_ERROR(f.GetDouble("triggers.duty_drop", &g.duty_drop));
+  RETURN_IF_ERROR(f.GetDurationNs("triggers.hang_after", &g.hang_ns));
+  RETURN_IF_ERROR(f.GetDurationNs("triggers.cooldown", &g.cooldown_ns));
+  int64_t budget = g.hourly_budget;
+  RETURN_IF_ERROR(f.GetInt("triggers.hourly_budget", &budget));
+  RETURN_IF_ERROR(f.GetDurationNs("triggers.min_gap", &g.min_gap_ns));
+  g.recent_s = static_cast<int>(std::clamp<int64_t>(recent_ns / 1'000'000'000, 0, 3600));
+  g.baseline_s = static_cast<int>(std::clamp<int64_t>(baseline_ns / 1'000'000'000, 0, 86400));
+  g.hourly_budget = static_cast<int>(std::clamp<int64_t>(budget, -1, 1'000'000));
+  return absl::OkStatus();
+}
+
+absl::Status ValidateFlightRecorder(const AggregatorConfig& c) {
+  const TelemetryOptions& t = c.telemetry;
+  const TriggerOptions& g = c.triggers;
+  if (t.store_interval_ns < 1'000'000'000 || t.store_interval_ns % 1'000'000'000 != 0 ||
+      t.retention_ns < t.store_interval_ns) {
+    return absl::InvalidArgumentError(
+        "telemetry.store_interval must be whole seconds, at least 1s, and telemetry.retention at "
+        "least one store_interval");
+  }
+  if (g.recent_s < 2 || g.baseline_s < 2 || g.window_ns < 100'000'000 ||
+      g.hang_ns < 2'000'000'000 || g.hourly_budget < 0 || g.cooldown_ns < 0 || g.min_gap_ns < 0) {
+    return absl::InvalidArgumentError(
+        "triggers: recent and baseline must be at least 2s, window at least 100ms, hang_after "
+        "at least 2s, and hourly_budget, cooldown and min_gap not negative");
+  }
+  if (!(g.step_regression > 0) || !(g.straggler > 0) || !(g.duty_drop > 0 && g.duty_drop < 1)) {
+    return absl::InvalidArgumentError(
+        "triggers: step_regression and straggler must be above 0 and duty_drop in (0, 1)");
+  }
+  return absl::OkStatus();
+}
+
 // Names ClickHouse takes unquoted: letters, digits and underscores, not starting with a digit.
 bool PlainIdentifier(const std::string& s) {
   if (s.empty() || absl::ascii_isdigit(s[0])) return false;
@@ -178,6 +239,7 @@ absl::StatusOr<AggregatorConfig> LoadAggregatorConfig(const std::string& path) {
   RETURN_IF_ERROR(ReadRetention(f, &c));
   RETURN_IF_ERROR(ReadFleet(f, &c));
   RETURN_IF_ERROR(ReadHttp(f, &c));
+  RETURN_IF_ERROR(ReadFlightRecorder(f, &c));
   absl::Status s = ValidateAggregatorConfig(c);
   if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
   return c;
@@ -201,6 +263,7 @@ absl::Status ValidateAggregatorConfig(const AggregatorConfig& c) {
     return absl::InvalidArgumentError(
         "agents.heartbeat_interval and agents.probe_interval must be at least 100ms");
   }
+  RETURN_IF_ERROR(ValidateFlightRecorder(c));
   if (c.retention_interval_ns < 1'000'000'000) {
     return absl::InvalidArgumentError("retention.interval must be at least 1s");
   }

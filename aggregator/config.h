@@ -10,6 +10,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "aggregator/telemetry.h"
+#include "aggregator/triggers.h"
 #include "security/tls.h"
 
 namespace podprof::aggregator {
@@ -94,6 +96,12 @@ struct AggregatorConfig {
     // pod with history when the fleet store is turned on. Those ClickHouse holds are skipped.
     int64_t backfill_ns = 0;
   } fleet;
+  // [telemetry]: the agents' always-on samples, rolled up per chip over store_interval and kept
+  // for retention (telemetry.h).
+  TelemetryOptions telemetry;
+  // [triggers]: automatic snapshots from the telemetry, their thresholds, cooldown and budget
+  // (triggers.h, docs/RECORDER.md).
+  TriggerOptions triggers;
   // Whether `listen` was set (by the file or a flag), so plaintext can default to loopback.
   bool listen_set = false;
 };

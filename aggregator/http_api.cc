@@ -380,6 +380,127 @@ absl::StatusOr<podprof::v1::StartCaptureRequest> SnapshotBody(const std::string&
   return r;
 }
 
+// GET /api/v1/telemetry?since=1h&until=10m&host=H&limit=N: the stored telemetry, per chip and
+// stored interval, oldest first, as `podprof telemetry` prints it (since and until are ages:
+// how long ago; host may repeat, comma-separated too).
+Response Telemetry(const HttpApiSources& src, const Request& req) {
+  if (src.telemetry == nullptr) return Response::Error(absl::NotFoundError("no telemetry here"));
+  storage::TelemetryFilter f;
+  const int64_t now = src.clock->NowNs();
+  for (const char* name : {"since", "until"}) {
+    const std::string text = Param(req, name, std::string(name) == "since" ? "1h" : "");
+    if (text.empty()) continue;
+    absl::StatusOr<int64_t> ago = ParseDurationNs(text);
+    if (!ago.ok() || *ago < 0) {
+      return Response::Error(absl::InvalidArgumentError(
+          absl::StrCat(name, ": \"", text, "\" is not a duration such as 1h or 30s")));
+    }
+    (std::string(name) == "since" ? f.since_ns : f.until_ns) = now - *ago;
+  }
+  for (absl::string_view h : absl::StrSplit(Param(req, "host"), ',', absl::SkipEmpty())) {
+    f.hosts.emplace_back(h);
+  }
+  absl::StatusOr<int64_t> limit = IntParam(req, "limit", 10'000);
+  if (!limit.ok()) return Response::Error(limit.status());
+  f.limit = std::clamp<int64_t>(*limit, 1, 100'000);
+  bool truncated = false;
+  absl::StatusOr<std::vector<storage::TelemetryRecord>> rows = src.telemetry->Read(f, &truncated);
+  if (!rows.ok()) return Response::Error(rows.status());
+  Json out = Json::array();
+  for (const storage::TelemetryRecord& r : *rows) {
+    out.push_back({{"time_ns", r.time_ns},
+                   {"host", r.host},
+                   {"chip", r.chip},
+                   {"interval_ns", r.interval_ns},
+                   {"steps", r.steps},
+                   {"step_mean_us", r.step_mean_us},
+                   {"step_max_us", r.step_max_us},
+                   {"duty_cycle_percent", r.duty_cycle_percent},
+                   {"hbm_used_bytes", r.hbm_used_bytes},
+                   {"queued", r.queued}});
+  }
+  return Rows(req, "telemetry", out, Json{{"truncated", truncated}});
+}
+
+// GET /api/v1/triggers: the triggers' settings and their last events (fired, or held and why
+// no snapshot was taken).
+Response Triggers(const HttpApiSources& src) {
+  if (src.triggers == nullptr) return Response::Error(absl::NotFoundError("no triggers here"));
+  const TriggerOptions& o = src.triggers->options();
+  Json settings = {{"enabled", o.enabled},
+                   {"window_ms", o.window_ns / 1'000'000},
+                   {"recent_s", o.recent_s},
+                   {"baseline_s", o.baseline_s},
+                   {"step_regression", o.step_regression},
+                   {"straggler", o.straggler},
+                   {"duty_drop", o.duty_drop},
+                   {"hang_after_s", o.hang_ns / 1'000'000'000},
+                   {"cooldown_s", o.cooldown_ns / 1'000'000'000},
+                   {"hourly_budget", o.hourly_budget},
+                   {"min_gap_s", o.min_gap_ns / 1'000'000'000}};
+  Json events = Json::array();
+  for (const TriggerEvent& e : src.triggers->Events()) {
+    events.push_back({{"time_ns", e.time_ns},
+                      {"trigger", e.firing.trigger},
+                      {"reason", e.firing.reason},
+                      {"telemetry", e.firing.evidence},
+                      {"outcome", e.outcome},
+                      {"capture", e.capture_id}});
+  }
+  return Response::Text(200, Json{{"settings", settings}, {"events", events}}.dump(1) + "\n",
+                        "application/json");
+}
+
+// POST /api/v1/snapshots/webhook: Alertmanager's webhook body ({"status": "firing", "alerts":
+// [{"status", "labels": {"alertname", ...}, "annotations": {"summary", ...}}], ...}), as a
+// goodput monitor or an alert rule sends it. A firing group takes one snapshot of the pod
+// (trigger "webhook", reason the alert names and summaries), through the webhook trigger's
+// cooldown and budget; a resolved one takes none. 202 with the capture, 200 when nothing was
+// taken (resolved, or held back: the body says why).
+Response Webhook(const HttpApiSources& src, const Request& req) {
+  if (absl::Status a = Operator(src, req); !a.ok()) return Response::Error(a);
+  if (src.triggers == nullptr) return Response::Error(absl::NotFoundError("no triggers here"));
+  absl::StatusOr<Json> body = http::ParseJsonObject(req.body);
+  if (!body.ok()) return Response::Error(body.status());
+  const Json& alerts = (*body)["alerts"];
+  if (!alerts.is_array() || alerts.size() > 1000) {
+    return Response::Error(
+        absl::InvalidArgumentError("alerts must be an array (of at most 1000 alerts)"));
+  }
+  Firing f{"webhook", ""};
+  std::vector<std::string> names;
+  for (const Json& a : alerts) {
+    if (!a.is_object() || a.value("status", std::string("firing")) != "firing") continue;
+    std::string name = "alert";
+    if (a.contains("labels") && a["labels"].is_object()) {
+      name = a["labels"].value("alertname", name);
+    }
+    if (a.contains("annotations") && a["annotations"].is_object() &&
+        a["annotations"].contains("summary") && a["annotations"]["summary"].is_string()) {
+      absl::StrAppend(&name, ": ", a["annotations"]["summary"].get<std::string>());
+    }
+    names.push_back(name);
+  }
+  if (names.empty()) {
+    return Response::Text(200,
+                          Json{{"snapshot", nullptr}, {"why", "no firing alert"}}.dump() + "\n",
+                          "application/json");
+  }
+  f.reason = absl::StrJoin(names, "; ").substr(0, 1024);
+  f.evidence = {{"alerts", names.size()}, {"receiver", body->value("receiver", std::string())}};
+  absl::StatusOr<std::string> id = src.triggers->Fire(f, /*automatic=*/false);
+  if (absl::IsResourceExhausted(id.status())) {
+    return Response::Text(200,
+                          Json{{"snapshot", nullptr}, {"why", id.status().message()}}.dump() + "\n",
+                          "application/json");
+  }
+  if (!id.ok()) return Response::Error(id.status());
+  Response res = Response::Text(202, Json{{"snapshot", *id}, {"reason", f.reason}}.dump() + "\n",
+                                "application/json");
+  res.headers.emplace_back("Location", "/api/v1/captures/" + *id);
+  return res;
+}
+
 // POST /api/v1/captures {"duration_ms": 2000, "hosts": [...], "selector": {...},
 // "labels": {...}, "delay_ms": N}: a pod-wide capture, as `podprof capture` starts it; and
 // POST /api/v1/snapshots, as `podprof snapshot` takes one.
@@ -481,6 +602,9 @@ std::shared_ptr<http::Router> AggregatorRoutes(const HttpApiSources& src) {
          [src](const Request& q) { return StartCapture(src, q, /*snapshot=*/false); });
   r->Add("POST", "/api/v1/snapshots",
          [src](const Request& q) { return StartCapture(src, q, /*snapshot=*/true); });
+  r->Add("POST", "/api/v1/snapshots/webhook", [src](const Request& q) { return Webhook(src, q); });
+  r->Add("GET", "/api/v1/telemetry", [src](const Request& q) { return Telemetry(src, q); });
+  r->Add("GET", "/api/v1/triggers", [src](const Request&) { return Triggers(src); });
   r->Add("GET", "/api/v1/captures/{id}/events", [src](const Request& q) { return Events(src, q); });
   r->Add("POST", "/api/v1/captures/{id}/cancel",
          [src](const Request& q) { return CancelCapture(src, q); });

@@ -11,9 +11,11 @@
 #include "aggregator/orchestrator.h"
 #include "aggregator/queries.h"
 #include "aggregator/service.h"
+#include "aggregator/triggers.h"
 #include "common/clock.h"
 #include "http/server.h"
 #include "metrics/registry.h"
+#include "storage/telemetry_table.h"
 
 namespace podprof::aggregator {
 
@@ -32,6 +34,10 @@ struct HttpApiSources {
   // operator role decides: plaintext HTTP beyond loopback lets anyone who can reach the port
   // act as an operator, so it takes [http] insecure_writes to allow it.
   std::string writes_refused;
+  // Stored telemetry (GET /api/v1/telemetry) and the triggers (GET /api/v1/triggers, the
+  // webhook POST /api/v1/snapshots/webhook); null leaves those routes answering 404.
+  storage::TelemetryTable* telemetry = nullptr;
+  TriggerLoop* triggers = nullptr;
 };
 
 // The routes; `sources` must outlive the server that serves them.

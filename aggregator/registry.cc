@@ -124,6 +124,20 @@ absl::StatusOr<bool> Registry::Heartbeat(const podprof::v1::HeartbeatRequest& re
   return true;
 }
 
+absl::Status Registry::CheckSender(const std::string& host, const Identities& caller) {
+  absl::MutexLock lock(&mu_);
+  auto it = agents_.find(host);
+  if (it == agents_.end()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("host ", host, " is not registered: register before sending telemetry"));
+  }
+  if (OwnedByAnother(it->second.owner, caller)) {
+    return absl::PermissionDeniedError(absl::StrCat("host ", host, " is registered by agent ",
+                                                    Who(it->second.owner), ", not ", Who(caller)));
+  }
+  return absl::OkStatus();
+}
+
 void Registry::Touch(const std::string& host) {
   const int64_t now = clock_.NowNs();
   absl::MutexLock lock(&mu_);

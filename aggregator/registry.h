@@ -62,6 +62,9 @@ class Registry {
   // owned by another identity is named.
   absl::StatusOr<bool> Heartbeat(const podprof::v1::HeartbeatRequest& request,
                                  const Identities& caller = {});
+  // OK when `caller` may speak for registered host `host` (telemetry): FailedPrecondition when
+  // the host is not registered, PermissionDenied when another identity owns it.
+  absl::Status CheckSender(const std::string& host, const Identities& caller);
   // Counts as a heartbeat: the agent was just heard from another way (it is streaming a
   // capture).
   void Touch(const std::string& host);

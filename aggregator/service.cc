@@ -46,6 +46,39 @@ grpc::Status AggregatorService::Heartbeat(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+grpc::Status AggregatorService::ReportTelemetry(grpc::ServerContext* context,
+                                                const podprof::v1::ReportTelemetryRequest* req,
+                                                podprof::v1::ReportTelemetryResponse*) {
+  if (absl::Status a = Access()->agents.Check(*context, "an agent"); !a.ok()) {
+    return Refuse(*context, a);
+  }
+  if (telemetry_ == nullptr) {
+    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this aggregator keeps no telemetry");
+  }
+  absl::Status s = registry_->CheckSender(req->host_name(), security::PeerIdentities(*context));
+  if (absl::IsPermissionDenied(s)) return Refuse(*context, s);
+  if (!s.ok()) return ToGrpc(s);
+  telemetry_->Ingest(*req, clock_->NowNs());
+  return grpc::Status::OK;
+}
+
+grpc::Status AggregatorService::GetTelemetry(grpc::ServerContext*,
+                                             const podprof::v1::GetTelemetryRequest* req,
+                                             podprof::v1::GetTelemetryResponse* resp) {
+  storage::TelemetryFilter f;
+  f.since_ns = req->since_ns();
+  f.until_ns = req->until_ns() > 0 ? req->until_ns() : INT64_MAX;
+  f.hosts.assign(req->hosts().begin(), req->hosts().end());
+  if (req->limit() > 0) f.limit = req->limit();
+  bool truncated = false;
+  absl::StatusOr<std::vector<storage::TelemetryRecord>> rows =
+      store_->telemetry().Read(f, &truncated);
+  if (!rows.ok()) return ToGrpc(rows.status());
+  for (const storage::TelemetryRecord& r : *rows) *resp->add_rows() = ToProto(r);
+  resp->set_truncated(truncated);
+  return grpc::Status::OK;
+}
+
 grpc::Status AggregatorService::ListAgents(grpc::ServerContext*,
                                            const podprof::v1::ListAgentsRequest* req,
                                            podprof::v1::ListAgentsResponse* resp) {

@@ -14,6 +14,7 @@
 #include "aggregator/orchestrator.h"
 #include "aggregator/queries.h"
 #include "aggregator/registry.h"
+#include "aggregator/telemetry.h"
 #include "common/clock.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
 #include "security/refusal_log.h"
@@ -70,6 +71,15 @@ class AggregatorService final : public podprof::v1::Aggregator::Service {
                         podprof::v1::RegisterResponse* response) override;
   grpc::Status Heartbeat(grpc::ServerContext* context, const podprof::v1::HeartbeatRequest* request,
                          podprof::v1::HeartbeatResponse* response) override;
+  grpc::Status ReportTelemetry(grpc::ServerContext* context,
+                               const podprof::v1::ReportTelemetryRequest* request,
+                               podprof::v1::ReportTelemetryResponse* response) override;
+  grpc::Status GetTelemetry(grpc::ServerContext* context,
+                            const podprof::v1::GetTelemetryRequest* request,
+                            podprof::v1::GetTelemetryResponse* response) override;
+  // Where agents' telemetry goes (set before serving; without it reports are refused as
+  // UNIMPLEMENTED and reads come from the store only).
+  void SetTelemetry(TelemetryHub* hub) { telemetry_ = hub; }
   grpc::Status ListAgents(grpc::ServerContext* context,
                           const podprof::v1::ListAgentsRequest* request,
                           podprof::v1::ListAgentsResponse* response) override;
@@ -102,6 +112,7 @@ class AggregatorService final : public podprof::v1::Aggregator::Service {
  private:
   Queries* const queries_;
   storage::Store* const store_;
+  TelemetryHub* telemetry_ = nullptr;
   Registry* const registry_;
   Orchestrator* const orchestrator_;
   Clock* const clock_;

@@ -184,6 +184,17 @@ absl::Status ValidateConfig(const PodConfig& config, int chips) {
                                                      "fraction of clocks outside [0, 1)"));
     }
   }
+  for (const Stall& s : config.stalls) {
+    if (!(s.until_ns > s.from_ns)) {
+      return absl::InvalidArgumentError("a stall ends before it begins");
+    }
+  }
+  for (const StepSkip& k : config.skips) {
+    if (!(k.fraction >= 0 && k.fraction < 1)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a duty-cycle drop skips ", k.fraction, " of the steps, outside [0, 1)"));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -264,12 +275,25 @@ int64_t PodModel::NominalStepPeriodNs() const {
   return static_cast<int64_t>(busy_ps / 1000 * 1.3 * worst * 1.1);
 }
 
-double PodModel::StragglerFactor(int host, int chip) const {
+double PodModel::StragglerFactor(int host, int chip, int64_t step) const {
   double f = 1;
   for (const Straggler& s : config_.stragglers) {
-    if (s.host == host && s.chip == chip) f *= s.factor;
+    if (s.host == host && s.chip == chip && s.from_ns <= step * step_period_ns_) f *= s.factor;
   }
   return f;
+}
+
+bool PodModel::Issued(int64_t step) const {
+  const int64_t start = step * step_period_ns_;
+  for (const Stall& s : config_.stalls) {
+    if (s.from_ns <= start && start < s.until_ns) return false;
+  }
+  for (const StepSkip& k : config_.skips) {
+    if (k.from_ns > start) continue;
+    const uint64_t h = MixHash(config_.pod_seed, 0x736b6970, static_cast<uint64_t>(step));
+    if (static_cast<double>(h >> 11) * 0x1.0p-53 < k.fraction) return false;
+  }
+  return true;
 }
 
 double PodModel::ThrottleFraction(int host, int chip) const {
@@ -297,7 +321,8 @@ int64_t PodModel::ComputeDurationPs(int host, int chip, int64_t step, int op) co
         Noise(MixHash(config_.pod_seed, static_cast<uint64_t>(host), static_cast<uint64_t>(chip),
                       static_cast<uint64_t>(step), static_cast<uint64_t>(op)));
     // A throttled chip runs its kernels on fewer clocks; collectives wait on the links.
-    if (!t.collective) factor *= StragglerFactor(host, chip) / (1 - ThrottleFraction(host, chip));
+    if (!t.collective)
+      factor *= StragglerFactor(host, chip, step) / (1 - ThrottleFraction(host, chip));
   }
   return std::max<int64_t>(1000, std::llround(seconds * 1e12 * factor));
 }
@@ -336,10 +361,12 @@ std::vector<ChipStep> PodModel::Step(int64_t step,
                                      const std::vector<int64_t>& collective_ends) const {
   std::vector<ChipStep> out(chips_);
   const int me = config_.host_index;
+  const bool issued = Issued(step);
   for (int c = 0; c < chips_; ++c) {
     ChipStep& cs = out[c];
     cs.step = step;
     cs.start_ns = step * step_period_ns_;
+    if (!issued) continue;
     int64_t t = 0;
     size_t collective = 0;
     for (int op = 0; op < static_cast<int>(ops_.size()); ++op) {

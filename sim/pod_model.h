@@ -11,6 +11,7 @@
 #define PODPROF_SIM_POD_MODEL_H_
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -19,11 +20,27 @@
 
 namespace podprof::sim {
 
-// A chip that runs slow: its compute kernels take `factor` times as long.
+// A chip that runs slow: its compute kernels take `factor` times as long, in the steps that
+// start at or after true time `from_ns` (INT64_MIN: always; `--slowdown-at` sets a time).
 struct Straggler {
   int host = 0;
   int chip = 0;
   double factor = 1;
+  int64_t from_ns = INT64_MIN;
+};
+
+// The job stops issuing steps from true time `from_ns` until `until_ns` (a host-side hang: a
+// deadlocked input pipeline or host thread): no step starts then, and every chip idles.
+struct Stall {
+  int64_t from_ns = 0;
+  int64_t until_ns = INT64_MAX;
+};
+
+// From true time `from_ns` on, `fraction` of the steps are not issued (the input pipeline
+// starves the chips, pod-wide): each chip's duty cycle falls by about that share.
+struct StepSkip {
+  int64_t from_ns = 0;
+  double fraction = 0;  // 0 <= fraction < 1
 };
 
 // A chip whose power manager skips `fraction` of its TensorCore clocks (thermal or power
@@ -45,6 +62,8 @@ struct PodConfig {
   uint64_t pod_seed = 1;
   std::vector<Straggler> stragglers;
   std::vector<Throttle> throttles;
+  std::vector<Stall> stalls;
+  std::vector<StepSkip> skips;
   // Step period, ns; 0 = derived from the step's roofline time with headroom.
   int64_t step_period_ns = 0;
 };
@@ -139,6 +158,9 @@ class PodModel {
   int64_t CollectiveTransferPs(int64_t step, int op) const;
   // Index of the step running (or last started) at true time `true_ns`.
   int64_t StepAt(int64_t true_ns) const;
+  // Whether the job issues step `step` (false in a stall or a skipped step: Step() then has
+  // no kernels on any chip).
+  bool Issued(int64_t step) const;
 
  private:
   PodModel() = default;
@@ -147,7 +169,7 @@ class PodModel {
   // The step period when the configuration leaves it to the model: the step's busy time with
   // headroom.
   int64_t NominalStepPeriodNs() const;
-  double StragglerFactor(int host, int chip) const;
+  double StragglerFactor(int host, int chip, int64_t step) const;
 
   PodConfig config_;
   const trace::ChipGeneration* generation_ = nullptr;

@@ -24,10 +24,10 @@ constexpr char kHbmBandwidth[] = "tpu.runtime.hbm.utilization.percent";
 constexpr char kQueue[] = "hlo.queue.size.gauge";
 constexpr char kTiming[] = "hlo.execution.timing.distribution.microseconds";
 
-// Exponential buckets for kernel timings: 1 us * 2^i, 24 finite buckets (up to ~16 s). The
-// transfer metrics use the same layout (their rates in Mbit/s fit it too).
-constexpr int kBuckets = 24;
-constexpr double kGrowth = 2, kScale = 1;
+// Exponential buckets for timings: 1 us * 2^i, 24 finite buckets (up to ~16 s). The transfer
+// metrics use the same layout (their rates in Mbit/s fit it too).
+constexpr int kBuckets = kTimingBuckets;
+constexpr double kGrowth = kTimingGrowth, kScale = kTimingScale;
 
 // The runtime's multi-slice ("megascale") metrics: distributions over the host's transfers,
 // accumulated since Metric.start_timestamp.
@@ -88,8 +88,7 @@ void FillDistribution(const std::vector<double>& us, rt::Distribution* d) {
     sum += v;
     min = std::min(min, v);
     max = std::max(max, v);
-    int b = v < kScale ? 0 : 1 + static_cast<int>(std::floor(std::log2(v / kScale)));
-    counts[std::min(b, kBuckets + 1)]++;
+    counts[TimingBucket(v)]++;
   }
   const double mean = us.empty() ? 0 : sum / static_cast<double>(us.size());
   double ssd = 0;
@@ -100,6 +99,20 @@ void FillDistribution(const std::vector<double>& us, rt::Distribution* d) {
   d->set_max(max);
   d->set_sum_of_squared_deviation(ssd);
   for (int64_t c : counts) d->add_bucket_counts(c);
+}
+
+void FillDistribution(const Cumulative& c, rt::Distribution* d) {
+  auto* exp = d->mutable_bucket_options()->mutable_exponential_buckets();
+  exp->set_num_finite_buckets(kBuckets);
+  exp->set_growth_factor(kGrowth);
+  exp->set_scale(kScale);
+  const double n = static_cast<double>(c.count);
+  d->set_count(c.count);
+  d->set_mean(c.count == 0 ? 0 : c.sum / n);
+  d->set_min(c.min);
+  d->set_max(c.max);
+  d->set_sum_of_squared_deviation(c.count == 0 ? 0 : std::max(0.0, c.sum_sq - c.sum * c.sum / n));
+  for (int64_t b : c.buckets) d->add_bucket_counts(b);
 }
 
 // log2 of a buffer's size class: the largest power of two not above it.
@@ -290,9 +303,23 @@ grpc::Status MetricServiceImpl::GetRuntimeMetric(grpc::ServerContext*,
     AddTransferMetrics(*transfer, host_->Transfers(), now, metric);
     return grpc::Status::OK;
   }
+  if (name == kTiming) {
+    metric->set_description(
+        "execution time of each HLO program run (one per training step), microseconds, "
+        "cumulative");
+    int chip = 0;
+    for (const Cumulative& c : host_->ProgramTimings()) {
+      rt::Metric* m = metric->add_metrics();
+      SetDeviceOrdinal(chip++, m->mutable_attribute());
+      SetTimestamp(now, m->mutable_timestamp());
+      SetTimestamp(c.start_host_ns, m->mutable_start_timestamp());
+      FillDistribution(c, m->mutable_distribution());
+    }
+    return grpc::Status::OK;
+  }
   for (const ChipActivity& c : host_->Activity()) {
     rt::Metric* m = metric->add_metrics();
-    if (name == kQueue || name == kTiming) {
+    if (name == kQueue) {
       SetDeviceOrdinal(c.chip, m->mutable_attribute());
     } else {
       m->mutable_attribute()->set_key("device-id");
@@ -306,20 +333,18 @@ grpc::Status MetricServiceImpl::GetRuntimeMetric(grpc::ServerContext*,
       metric->set_description("HBM capacity, bytes");
       m->mutable_gauge()->set_as_int(c.hbm_total_bytes);
     } else if (name == kDutyCycle) {
-      metric->set_description("TensorCore busy share of the last step, percent");
+      metric->set_description("TensorCore busy share of the last second's steps, percent");
       m->mutable_gauge()->set_as_double(c.duty_cycle_percent);
     } else if (name == kIdle) {
       metric->set_description("time since the TensorCore last ran a kernel, seconds");
       m->mutable_gauge()->set_as_double(c.idle_seconds);
     } else if (name == kHbmBandwidth) {
-      metric->set_description("HBM bandwidth used over the last step, percent of the peak");
+      metric->set_description(
+          "HBM bandwidth used over the last second's steps, percent of the peak");
       m->mutable_gauge()->set_as_double(c.hbm_bandwidth_percent);
     } else if (name == kQueue) {
       metric->set_description("HLO programs queued or running");
       m->mutable_gauge()->set_as_int(c.queued_kernels);
-    } else {
-      metric->set_description("kernel execution time over the last step, microseconds");
-      FillDistribution(c.kernel_us, m->mutable_distribution());
     }
   }
   return grpc::Status::OK;

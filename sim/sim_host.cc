@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -106,7 +107,43 @@ SimHost::SimHost(const SimHostOptions& options, Clock& truth, PodModel model)
     : options_(options),
       truth_(truth),
       host_clock_(truth, options.clock_offset_ns, options.clock_drift_ppm, options.clock_epoch_ns),
-      model_(std::move(model)) {}
+      model_(std::move(model)) {
+  // Counting starts with the first step that begins after start-up, as a runtime's would.
+  timed_through_ = model_.StepAt(truth_.NowNs());
+  timings_.resize(model_.chips());
+  for (Cumulative& c : timings_) c.start_host_ns = host_clock_.NowNs();
+}
+
+int TimingBucket(double value) {
+  if (value < kTimingScale) return 0;
+  const int b = 1 + static_cast<int>(std::floor(std::log2(value / kTimingScale)));
+  return std::min(b, kTimingBuckets + 1);
+}
+
+void Cumulative::Add(double value) {
+  min = count == 0 ? value : std::min(min, value);
+  max = count == 0 ? value : std::max(max, value);
+  ++count;
+  sum += value;
+  sum_sq += value * value;
+  ++buckets[TimingBucket(value)];
+}
+
+std::vector<Cumulative> SimHost::ProgramTimings() {
+  const int64_t done = model_.StepAt(truth_.NowNs()) - 1;  // the last step that surely ended
+  absl::MutexLock lock(&timing_mu_);
+  // A metric service first asked long after start-up counts at most the last 100,000 steps.
+  timed_through_ = std::max(timed_through_, done - 100'000);
+  for (int64_t s = timed_through_ + 1; s <= done; ++s) {
+    const std::vector<ChipStep> step = model_.Step(s);
+    for (size_t c = 0; c < step.size(); ++c) {
+      // A step the job did not issue ran no program.
+      if (!step[c].runs.empty()) timings_[c].Add(static_cast<double>(step[c].busy_end_ps) / 1e6);
+    }
+  }
+  timed_through_ = std::max(timed_through_, done);
+  return timings_;
+}
 
 bool SimHost::WaitUntil(int64_t host_ns, absl::Notification* stop,
                         const std::function<bool()>& cancelled) {
@@ -315,8 +352,22 @@ void SimHost::Shutdown() {
 std::vector<ChipActivity> SimHost::Activity() {
   const int64_t now = truth_.NowNs();
   const int64_t s = model_.StepAt(now);
-  std::vector<ChipStep> current = model_.Step(s), previous = model_.Step(s - 1);
+  std::vector<ChipStep> current = model_.Step(s);
   std::vector<ChipActivity> out(model_.chips());
+  // Busy time and bytes moved over the steps that ended in the last second (at most 64 of
+  // them): a gauge a 1 s poll reads sees every step it covers, stalls and skips included.
+  const int64_t span = std::clamp<int64_t>(1'000'000'000 / model_.step_period_ns(), 1, 64);
+  std::vector<int64_t> busy(model_.chips(), 0);
+  std::vector<double> moved(model_.chips(), 0);
+  for (int64_t k = s - span; k < s; ++k) {
+    const std::vector<ChipStep> step = model_.Step(k);
+    for (size_t c = 0; c < step.size(); ++c) {
+      for (const OpRun& r : step[c].runs) {
+        busy[c] += r.duration_ps;
+        moved[c] += static_cast<double>(model_.ops()[r.op].bytes);
+      }
+    }
+  }
   const int64_t period_ps = model_.step_period_ns() * 1000;
   // What the chip's peak bandwidth moves in one step period (GB/s times ns is bytes).
   const double period_bytes =
@@ -326,15 +377,10 @@ std::vector<ChipActivity> SimHost::Activity() {
     a.chip = c;
     a.hbm_total_bytes = model_.generation().hbm_bytes;
     a.hbm_usage_bytes = model_.HbmUsageBytes(c);
-    int64_t busy = 0;
-    double moved = 0;
-    for (const OpRun& r : previous[c].runs) {
-      busy += r.duration_ps;
-      moved += static_cast<double>(model_.ops()[r.op].bytes);
-      a.kernel_us.push_back(static_cast<double>(r.duration_ps) / 1e6);
-    }
-    a.duty_cycle_percent = 100.0 * static_cast<double>(busy) / static_cast<double>(period_ps);
-    a.hbm_bandwidth_percent = 100.0 * moved / period_bytes;
+    const double steps = static_cast<double>(span);
+    a.duty_cycle_percent =
+        100.0 * static_cast<double>(busy[c]) / (static_cast<double>(period_ps) * steps);
+    a.hbm_bandwidth_percent = 100.0 * moved[c] / (period_bytes * steps);
     const int64_t rel_ps = (now - current[c].start_ns) * 1000;
     for (const OpRun& r : current[c].runs) {
       if (r.start_ps + r.duration_ps > rel_ps) ++a.queued_kernels;

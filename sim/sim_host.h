@@ -67,10 +67,26 @@ struct SessionResult {
   int64_t kernel_events = 0;
 };
 
+// Bucket layout of the runtime's distributions as the simulated host reports them: exponential,
+// bucket 0 below kTimingScale, bucket i (1..kTimingBuckets) up to kTimingScale * 2^i, then
+// overflow (1 us to ~16 s for timings).
+inline constexpr int kTimingBuckets = 24;
+inline constexpr double kTimingGrowth = 2, kTimingScale = 1;
+int TimingBucket(double value);
+
+// A distribution accumulated since a start, as the runtime's cumulative metrics keep one.
+struct Cumulative {
+  int64_t start_host_ns = 0;  // Metric.start_timestamp
+  int64_t count = 0;
+  double sum = 0, sum_sq = 0, min = 0, max = 0;
+  std::vector<int64_t> buckets = std::vector<int64_t>(kTimingBuckets + 2, 0);
+  void Add(double value);
+};
+
 // A point-in-time view of one chip for the metric service.
 struct ChipActivity {
   int chip = 0;
-  double duty_cycle_percent = 0;  // busy share of the last complete step
+  double duty_cycle_percent = 0;  // busy share of the steps that ended in the last second
   double idle_seconds = 0;        // since the chip's last kernel ended; 0 while busy
   int queued_kernels = 0;         // kernels of the current step not yet finished
   int64_t hbm_usage_bytes = 0;
@@ -78,7 +94,6 @@ struct ChipActivity {
   // HBM bytes the last complete step's kernels moved, as a share of what the chip's peak
   // bandwidth could move in the step period.
   double hbm_bandwidth_percent = 0;
-  std::vector<double> kernel_us;  // durations of the last complete step's kernels, us
 };
 
 // One observation of a transfer metric: its value in the metric's unit and the size of the
@@ -153,6 +168,9 @@ class SimHost {
   void Shutdown();
 
   std::vector<ChipActivity> Activity();
+  // libtpu's `hlo.execution.timing.distribution.microseconds`, per chip: every execution of
+  // the step's program (start to its last kernel's end) that ended since the host started.
+  std::vector<Cumulative> ProgramTimings() ABSL_LOCKS_EXCLUDED(timing_mu_);
   HostTransfers Transfers();
   // Every TensorCore of this host, by chip and core.
   std::vector<CoreState> CoreStates();
@@ -180,6 +198,10 @@ class SimHost {
   SkewedClock host_clock_;
   const PodModel model_;
   std::optional<Replay> replay_;
+  // Program timings counted so far: every step up to timed_through_ (ProgramTimings).
+  absl::Mutex timing_mu_;
+  int64_t timed_through_ ABSL_GUARDED_BY(timing_mu_) = 0;
+  std::vector<Cumulative> timings_ ABSL_GUARDED_BY(timing_mu_);
 
   absl::Mutex mu_;
   // Guarded by mu_.

@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "common/clock.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "podprof_version.h"
 #include "sim/services.h"
@@ -65,6 +66,66 @@ absl::StatusOr<Throttle> ParseThrottle(const std::string& text) {
   return t;
 }
 
+namespace {
+
+// "10s" past `epoch_ns`, for the timed faults; `flag` and `text` name a bad value.
+absl::StatusOr<int64_t> FaultInstant(const std::string& flag, const std::string& text,
+                                     const std::string& at, int64_t epoch_ns) {
+  absl::StatusOr<int64_t> offset = ParseDurationNs(at);
+  if (!offset.ok() || *offset < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, " \"", text, "\": \"", at, "\" is not a duration from the start (e.g. 10s)"));
+  }
+  return epoch_ns + *offset;
+}
+
+}  // namespace
+
+absl::StatusOr<Straggler> ParseSlowdown(const std::string& text, int64_t epoch_ns) {
+  std::vector<std::string> parts = absl::StrSplit(text, ':');
+  Straggler s;
+  if (parts.size() != 4 || !absl::SimpleAtoi(parts[1], &s.host) ||
+      !absl::SimpleAtoi(parts[2], &s.chip) || !absl::SimpleAtod(parts[3], &s.factor) ||
+      !(s.factor > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--slowdown-at \"", text, "\" is not time:host:chip:factor (e.g. 10s:2:1:1.6)"));
+  }
+  ASSIGN_OR_RETURN(s.from_ns, FaultInstant("--slowdown-at", text, parts[0], epoch_ns));
+  return s;
+}
+
+absl::StatusOr<Stall> ParseStall(const std::string& text, int64_t epoch_ns) {
+  std::vector<std::string> parts = absl::StrSplit(text, ':');
+  if (parts.size() > 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--stall-at \"", text, "\" is not time or time:duration (e.g. 20s:5s)"));
+  }
+  Stall st;
+  ASSIGN_OR_RETURN(st.from_ns, FaultInstant("--stall-at", text, parts[0], epoch_ns));
+  if (parts.size() == 2) {
+    absl::StatusOr<int64_t> length = ParseDurationNs(parts[1]);
+    if (!length.ok() || *length <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--stall-at \"", text, "\": \"", parts[1], "\" is not a positive duration"));
+    }
+    st.until_ns = st.from_ns + *length;
+  }
+  return st;
+}
+
+absl::StatusOr<StepSkip> ParseDutyDrop(const std::string& text, int64_t epoch_ns) {
+  std::vector<std::string> parts = absl::StrSplit(text, ':');
+  StepSkip k;
+  if (parts.size() != 2 || !absl::SimpleAtod(parts[1], &k.fraction) ||
+      !(k.fraction >= 0 && k.fraction < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--duty-drop-at \"", text,
+                     "\" is not time:fraction with 0 <= fraction < 1 (e.g. 20s:0.3)"));
+  }
+  ASSIGN_OR_RETURN(k.from_ns, FaultInstant("--duty-drop-at", text, parts[0], epoch_ns));
+  return k;
+}
+
 // Long: one declaration per flag, then each flag checked, in the order --help lists them.
 int SimHostMain(int argc, char** argv) {
   CLI::App app{
@@ -76,7 +137,8 @@ int SimHostMain(int argc, char** argv) {
   SimHostOptions options;
   int profiler_port = 9999, metrics_port = 8431;
   std::string bind = "127.0.0.1", clock_offset = "0", device_offset = "0", ready_file;
-  std::vector<std::string> stragglers, throttles;
+  std::vector<std::string> stragglers, throttles, slowdowns, stalls, drops;
+  int64_t fault_epoch_ns = 0;
   app.add_option("--profiler-port", profiler_port, "Port of the profiler service (0 = any)");
   app.add_option("--metrics-port", metrics_port, "Port of the runtime metric service (0 = any)");
   app.add_option("--bind", bind, "Address to listen on");
@@ -88,6 +150,18 @@ int SimHostMain(int argc, char** argv) {
   app.add_option("--straggler", stragglers, "A slow chip, host:chip:factor (repeatable)");
   app.add_option("--throttle", throttles,
                  "A throttled chip, host:chip:fraction of clocks skipped (repeatable)");
+  app.add_option("--slowdown-at", slowdowns,
+                 "A chip that turns slow at a time, T:host:chip:factor, e.g. 10s:2:1:1.6 "
+                 "(repeatable)");
+  app.add_option("--stall-at", stalls,
+                 "The job stops issuing steps at T (or for a while: T:duration), e.g. 20s "
+                 "(repeatable)");
+  app.add_option("--duty-drop-at", drops,
+                 "From T on, a fraction of the steps is not issued (duty cycle falls), "
+                 "T:fraction, e.g. 20s:0.3 (repeatable)");
+  app.add_option("--fault-epoch-ns", fault_epoch_ns,
+                 "True time (ns since the Unix epoch) the timed faults count from; default: "
+                 "start-up. Give every host of the pod the same");
   app.add_flag("--counters,!--no-counters", options.counters,
                "Emit _counters_ hardware counters: unit busy and stall fractions, energy "
                "(default on)");
@@ -127,6 +201,22 @@ int SimHostMain(int argc, char** argv) {
     absl::StatusOr<Throttle> parsed = ParseThrottle(s);
     if (!parsed.ok()) return Fail(std::string(parsed.status().message()));
     options.pod.throttles.push_back(*parsed);
+  }
+  if (fault_epoch_ns == 0) fault_epoch_ns = RealClock().NowNs();
+  for (const std::string& s : slowdowns) {
+    absl::StatusOr<Straggler> parsed = ParseSlowdown(s, fault_epoch_ns);
+    if (!parsed.ok()) return Fail(std::string(parsed.status().message()));
+    options.pod.stragglers.push_back(*parsed);
+  }
+  for (const std::string& s : stalls) {
+    absl::StatusOr<Stall> parsed = ParseStall(s, fault_epoch_ns);
+    if (!parsed.ok()) return Fail(std::string(parsed.status().message()));
+    options.pod.stalls.push_back(*parsed);
+  }
+  for (const std::string& s : drops) {
+    absl::StatusOr<StepSkip> parsed = ParseDutyDrop(s, fault_epoch_ns);
+    if (!parsed.ok()) return Fail(std::string(parsed.status().message()));
+    options.pod.skips.push_back(*parsed);
   }
   if (options.host_name.empty())
     options.host_name = absl::StrCat("simhost-", options.pod.host_index);

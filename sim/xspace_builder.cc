@@ -130,6 +130,7 @@ class ChipPlane {
 
   // The step's module and step events (when it starts in the window), and its kernels.
   void AddStep(const ChipStep& cs) {
+    if (cs.runs.empty()) return;  // a step the job did not issue (a stall, a skipped step)
     const int64_t step_ps = cs.start_ns * 1000;
     if (time_.Inside(step_ps)) {
       const int64_t off = time_.DeviceOffsetPs(step_ps);

@@ -246,6 +246,24 @@ ALTER TABLE captures ADD COLUMN collectives_left_out_example TEXT NOT NULL DEFAU
 ALTER TABLE capture_hosts ADD COLUMN analysed_by TEXT NOT NULL DEFAULT '';
 ALTER TABLE capture_hosts ADD COLUMN kernel_map BLOB;
 )sql",
+    // 9: always-on telemetry (docs/RECORDER.md): one row per chip per stored interval, with its
+    // own retention ([telemetry] retention). Keyed by time first, so that retention deletes a
+    // prefix and a window of the pod reads one range. -1 where the runtime reported nothing.
+    R"sql(
+CREATE TABLE telemetry (
+  time_ns INTEGER NOT NULL,
+  host_id INTEGER NOT NULL REFERENCES hosts (id),
+  chip INTEGER NOT NULL,
+  interval_ns INTEGER NOT NULL,
+  steps INTEGER NOT NULL,
+  step_mean_us REAL NOT NULL,
+  step_max_us REAL NOT NULL,
+  duty_cycle REAL NOT NULL,
+  hbm_used_bytes INTEGER NOT NULL,
+  queued INTEGER NOT NULL,
+  PRIMARY KEY (time_ns, host_id, chip)
+) WITHOUT ROWID;
+)sql",
 };
 
 }  // namespace

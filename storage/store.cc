@@ -19,7 +19,8 @@ Store::Store(std::unique_ptr<Database> db)
       writer_(*db_, outbox_),
       captures_(*db_),
       kernels_(*db_),
-      insights_(*db_) {}
+      insights_(*db_),
+      telemetry_(*db_) {}
 
 Store::~Store() = default;
 

@@ -11,6 +11,7 @@
 //   kernels()   kernel_queries.h   kernel statistics, history, pairs of captures
 //   insights()  insight_queries.h  counter attributions, scopes, stragglers
 //   outbox()    fleet_outbox.h     what waits for the fleet store
+//   telemetry() telemetry_table.h  always-on telemetry, per chip and interval
 //   database()  database.h         the file itself: retention (retention.h), health (health.h)
 #ifndef PODPROF_STORAGE_STORE_H_
 #define PODPROF_STORAGE_STORE_H_
@@ -26,6 +27,7 @@
 #include "storage/insight_queries.h"
 #include "storage/kernel_queries.h"
 #include "storage/rows.h"
+#include "storage/telemetry_table.h"
 
 namespace podprof::storage {
 
@@ -43,6 +45,7 @@ class Store {
   KernelQueries& kernels() { return kernels_; }
   InsightQueries& insights() { return insights_; }
   FleetOutbox& outbox() { return outbox_; }
+  TelemetryTable& telemetry() { return telemetry_; }
   Database& database() { return *db_; }
 
   const std::string& path() const { return db_->path(); }
@@ -60,6 +63,7 @@ class Store {
   CaptureQueries captures_;
   KernelQueries kernels_;
   InsightQueries insights_;
+  TelemetryTable telemetry_;
 };
 
 }  // namespace podprof::storage

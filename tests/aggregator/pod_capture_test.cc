@@ -68,7 +68,8 @@ class PodTest : public ::testing::Test {
     pod_.chips = chips_;
     pod_.generation = generation_;
     pod_.seed = 9;
-    pod_.aggregator_config = "[agents]\nheartbeat_interval = \"500ms\"\nprobe_interval = \"1s\"\n";
+    pod_.aggregator_config =
+        "[agents]\nheartbeat_interval = \"500ms\"\nprobe_interval = \"1s\"\n" + aggregator_toml_;
     pod_.agent_config = agent_toml_;
     pod_.simhost_flags = sim_extra_;
     for (const HostSpec& h : hosts) {
@@ -185,6 +186,7 @@ class PodTest : public ::testing::Test {
   std::vector<std::vector<std::string>> agent_args_;
   std::vector<std::string> sim_extra_;  // more podprof-simhost flags, for every host
   std::string agent_toml_;              // every agent's configuration file
+  std::string aggregator_toml_;         // more of the aggregator's configuration file
   int chips_ = 2;                       // per simulated host
   std::string generation_ = "v5p";      // of every simulated host
   std::unique_ptr<v1::Aggregator::Stub> stub_;
@@ -1495,6 +1497,84 @@ TEST_F(PodTest, ASnapshotHoldsTheWindowBeforeItOnEveryHost) {
   EXPECT_EQ(hook["source"], "snapshot");
   EXPECT_EQ(hook["labels"]["reason"], "from a webhook");
   EXPECT_EQ(hook["status"], "complete");
+}
+
+// The captures stored with label trigger = `trigger`, from `podprof captures`.
+std::vector<nlohmann::json> TriggeredCaptures(const std::string& agg, const std::string& trigger) {
+  PodprofResult listed = RunPodprof("captures --format json --aggregator " + agg);
+  std::vector<nlohmann::json> out;
+  if (listed.exit_code != 0) return out;
+  for (const auto& c : nlohmann::json::parse(listed.out)) {
+    if (c["labels"].value("trigger", "") == trigger) out.push_back(c);
+  }
+  return out;
+}
+
+// The flight recorder's triggers (#39) on a 4-host pod, recorders armed with a 5 s window and
+// every agent sending telemetry each second. Chip 1 of host-2 turns 1.6x slower at t = 14 s:
+// exactly one step-time snapshot (its cooldown holds the rest back), of the 5 s before the
+// trigger on all four hosts, naming that chip the straggler. At t = 34 s the job stops issuing
+// steps: the hang trigger takes a second snapshot. The telemetry is stored and served.
+TEST_F(PodTest, TriggersSnapshotASlowedChipOnceAndAStall) {
+  const int64_t t0 = absl::GetCurrentTimeNanos();
+  constexpr int64_t kS = 1'000'000'000;
+  agent_toml_ = "[recorder]\nenabled = true\nwindow = \"5s\"\n";
+  aggregator_toml_ =
+      "[telemetry]\nstore_interval = \"1s\"\n[triggers]\nrecent = \"3s\"\nbaseline = "
+      "\"6s\"\nhang_after = \"4s\"\nwindow = \"5s\"\nmin_gap = \"5s\"\n";
+  sim_extra_ = {"--fault-epoch-ns", absl::StrCat(t0), "--slowdown-at",
+                "14s:2:1:1.6",      "--stall-at",     "34s"};
+  ASSERT_NO_FATAL_FAILURE(StartPod({{1'000'000, 0}, {-2'000'000, 0}, {0, 0}, {3'000'000, 0}}));
+  ASSERT_TRUE(testing::WaitFor([&] { return !TriggeredCaptures(agg_addr_, "hang").empty(); },
+                               absl::FromUnixNanos(t0 + 60 * kS) - absl::Now()))
+      << "no hang snapshot (the aggregator's log above says what the triggers saw)";
+  absl::SleepFor(absl::Seconds(2));  // anything more the step-time trigger would take
+
+  const std::vector<nlohmann::json> slow = TriggeredCaptures(agg_addr_, "step_time");
+  ASSERT_EQ(slow.size(), 1u);
+  const nlohmann::json& snap = slow[0];
+  EXPECT_EQ(snap["source"], "snapshot");
+  EXPECT_EQ(snap["status"], "complete") << snap;
+  EXPECT_EQ(snap["hosts"], 4);
+  const int64_t start = snap["start_ns"], end = snap["end_ns"];
+  EXPECT_EQ(end - start, 5 * kS);
+  // The window before the trigger holds the moment the chip turned slow.
+  EXPECT_LT(start, t0 + 14 * kS);
+  EXPECT_GT(end, t0 + 15 * kS);
+  const nlohmann::json evidence =
+      nlohmann::json::parse(snap["labels"]["telemetry"].get<std::string>());
+  EXPECT_GT(evidence["ratio"].get<double>(), 1.1) << evidence;
+  const v1::GetStragglersResponse who = Stragglers(snap["capture"]);
+  ASSERT_GT(who.chips_size(), 0) << who.verdict();
+  EXPECT_EQ(who.chips(0).host_name(), "host-2") << who.verdict();
+  EXPECT_EQ(who.chips(0).chip_ordinal(), 1) << who.verdict();
+  EXPECT_TRUE(who.straggler_named()) << who.verdict();
+
+  const std::vector<nlohmann::json> hang = TriggeredCaptures(agg_addr_, "hang");
+  ASSERT_EQ(hang.size(), 1u);
+  EXPECT_THAT(hang[0]["labels"]["reason"].get<std::string>(), ::testing::HasSubstr("no step"));
+  EXPECT_GT(hang[0]["end_ns"].get<int64_t>(), t0 + 38 * kS);
+
+  // What the triggers did, said once each.
+  const std::string base =
+      absl::StrCat("http://127.0.0.1:", aggregator_->info()["http_port"].get<int>());
+  const nlohmann::json events =
+      nlohmann::json::parse(HttpGet(base + "/api/v1/triggers", P("triggers.json")).body)["events"];
+  std::vector<std::string> said;
+  for (const auto& e : events)
+    said.push_back(absl::StrCat(e["trigger"].get<std::string>(), ":",
+                                e["outcome"].get<std::string>().substr(0, 8)));
+  EXPECT_THAT(said, ::testing::ElementsAre("step_time:snapshot", "step_time:step_tim",
+                                           "hang:snapshot", "hang:hang is "));
+  // The telemetry of the stall: every chip reported, none ended a step.
+  const nlohmann::json rows = nlohmann::json::parse(
+      HttpGet(base + "/api/v1/telemetry?since=3s", P("telemetry.json")).body)["telemetry"];
+  std::set<std::string> chips;
+  for (const auto& r : rows) {
+    chips.insert(absl::StrCat(r["host"].get<std::string>(), "/", r["chip"].get<int>()));
+    EXPECT_EQ(r["steps"], 0) << r;
+  }
+  EXPECT_EQ(chips.size(), 8u);
 }
 
 }  // namespace

@@ -1,0 +1,245 @@
+#include "agent/telemetry.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "common/logging.h"
+#include "proto/grpc_status.h"
+
+namespace podprof::agent {
+namespace {
+
+namespace rt = tpu::monitoring::runtime;
+
+// Each read of a metric service may take this long; a service that does not answer in time
+// leaves its chips' fields unreported for the interval rather than delaying the report.
+constexpr int64_t kReadDeadlineNs = 300'000'000;
+
+// The chip a metric value is about: `device-id` in int_attr (the gauges), or `device_ordinal`
+// in a key-value list, a string on newer libtpu and an int on older (the hlo.* metrics).
+int DeviceOf(const rt::Metric& m) {
+  const rt::AttrValue& v = m.attribute().value();
+  if (v.attr_case() != rt::AttrValue::kKvlistAttr) return static_cast<int>(v.int_attr());
+  for (const rt::Attribute& a : v.kvlist_attr().attributes()) {
+    if (a.key() != "device_ordinal") continue;
+    if (a.value().attr_case() == rt::AttrValue::kIntAttr) {
+      return static_cast<int>(a.value().int_attr());
+    }
+    int d = 0;
+    if (absl::SimpleAtoi(a.value().string_attr(), &d)) return d;
+  }
+  return 0;
+}
+
+double GaugeValue(const rt::Gauge& g) {
+  return g.value_case() == rt::Gauge::kAsDouble ? g.as_double() : static_cast<double>(g.as_int());
+}
+
+// Upper bound of bucket `i` of a distribution's layout (+inf for the overflow bucket).
+double BucketUpper(const rt::BucketOptions& o, size_t i) {
+  switch (o.options_case()) {
+    case rt::BucketOptions::kExponentialBuckets: {
+      const auto& e = o.exponential_buckets();
+      if (static_cast<int>(i) > e.num_finite_buckets()) return INFINITY;
+      return e.scale() * std::pow(e.growth_factor(), static_cast<double>(i));
+    }
+    case rt::BucketOptions::kLinearBuckets: {
+      const auto& l = o.linear_buckets();
+      if (static_cast<int>(i) > l.num_finite_buckets()) return INFINITY;
+      return l.offset() + l.width() * static_cast<double>(i);
+    }
+    case rt::BucketOptions::kExplicitBuckets:
+      if (i < static_cast<size_t>(o.explicit_buckets().bounds_size())) {
+        return o.explicit_buckets().bounds(static_cast<int>(i));
+      }
+      return INFINITY;
+    default:
+      return INFINITY;
+  }
+}
+
+rt::MetricResponse Read(TelemetrySampler::MetricStub* stub, const char* metric, Clock& clock,
+                        grpc::Status* status) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(DeadlineAt(clock.NowNs(), kReadDeadlineNs));
+  rt::MetricRequest req;
+  req.set_metric_name(metric);
+  rt::MetricResponse resp;
+  *status = stub->GetRuntimeMetric(&ctx, req, &resp);
+  return resp;
+}
+
+podprof::v1::ChipTelemetry& ChipOf(std::map<int, podprof::v1::ChipTelemetry>& chips, int chip) {
+  auto [it, fresh] = chips.try_emplace(chip);
+  if (fresh) {
+    it->second.set_chip(chip);
+    it->second.set_duty_cycle_percent(-1);
+    it->second.set_hbm_used_bytes(-1);
+    it->second.set_queued(-1);
+  }
+  return it->second;
+}
+
+}  // namespace
+
+DistributionDelta Difference(const rt::Distribution& now, int64_t before_count, double before_sum,
+                             const std::vector<int64_t>& before_buckets) {
+  DistributionDelta d;
+  d.count = now.count() - before_count;
+  d.sum = now.mean() * static_cast<double>(now.count()) - before_sum;
+  if (d.count <= 0) return {};
+  for (int i = now.bucket_counts_size() - 1; i >= 0; --i) {
+    const auto idx = static_cast<size_t>(i);
+    const int64_t before = idx < before_buckets.size() ? before_buckets[idx] : 0;
+    if (now.bucket_counts(i) > before) {
+      d.max = BucketUpper(now.bucket_options(), idx);
+      break;
+    }
+  }
+  // The bucket's bound overstates by up to a bucket's width; the all-time max bounds it too.
+  if (now.max() > 0) d.max = std::min(d.max, now.max());
+  if (!std::isfinite(d.max)) d.max = d.sum / static_cast<double>(d.count);
+  return d;
+}
+
+void TelemetrySampler::ReadGauges(MetricStub* stub, const char* metric,
+                                  std::map<int, podprof::v1::ChipTelemetry>& chips) {
+  grpc::Status s;
+  const rt::MetricResponse resp = Read(stub, metric, clock_, &s);
+  if (!s.ok()) return;
+  const std::string name = metric;
+  for (const rt::Metric& m : resp.metric().metrics()) {
+    podprof::v1::ChipTelemetry& c = ChipOf(chips, DeviceOf(m));
+    const double v = GaugeValue(m.gauge());
+    if (name == "tpu.runtime.tensorcore.dutycycle.percent") {
+      c.set_duty_cycle_percent(v);
+    } else if (name == "tpu.runtime.hbm.memory.usage.bytes") {
+      c.set_hbm_used_bytes(static_cast<int64_t>(v));
+    } else {
+      c.set_queued(static_cast<int64_t>(v));
+    }
+  }
+}
+
+void TelemetrySampler::ReadTimings(MetricStub* stub,
+                                   std::map<int, podprof::v1::ChipTelemetry>& chips) {
+  grpc::Status s;
+  const rt::MetricResponse resp = Read(stub, kProgramTimingMetric, clock_, &s);
+  if (!s.ok()) return;
+  for (const rt::Metric& m : resp.metric().metrics()) {
+    if (m.measure_case() != rt::Metric::kDistribution) continue;
+    const int chip = DeviceOf(m);
+    podprof::v1::ChipTelemetry& c = ChipOf(chips, chip);
+    const rt::Distribution& d = m.distribution();
+    Cumulative now;
+    now.count = d.count();
+    now.sum_us = d.mean() * static_cast<double>(d.count());
+    now.start_s = m.start_timestamp().seconds();
+    now.buckets.assign(d.bucket_counts().begin(), d.bucket_counts().end());
+    auto it = previous_.find(chip);
+    // A count that went back or a new start is a restarted runtime: nothing to difference yet.
+    if (it != previous_.end() && it->second.start_s == now.start_s &&
+        it->second.count <= now.count) {
+      const DistributionDelta delta =
+          Difference(d, it->second.count, it->second.sum_us, it->second.buckets);
+      c.set_steps(delta.count);
+      if (delta.count > 0) {
+        c.set_step_mean_us(delta.sum / static_cast<double>(delta.count));
+        c.set_step_max_us(delta.max);
+      }
+    }
+    previous_[chip] = std::move(now);
+  }
+}
+
+podprof::v1::TelemetrySample TelemetrySampler::Sample() {
+  std::map<int, podprof::v1::ChipTelemetry> chips;
+  for (MetricStub* stub : services_) {
+    ReadTimings(stub, chips);
+    ReadGauges(stub, "tpu.runtime.tensorcore.dutycycle.percent", chips);
+    ReadGauges(stub, "tpu.runtime.hbm.memory.usage.bytes", chips);
+    ReadGauges(stub, "hlo.queue.size.gauge", chips);
+  }
+  podprof::v1::TelemetrySample out;
+  const int64_t now = clock_.NowNs();
+  out.set_time_ns(now);
+  out.set_interval_ns(last_sample_ns_ > 0 ? now - last_sample_ns_ : 0);
+  last_sample_ns_ = now;
+  for (auto& [chip, c] : chips) *out.add_chips() = std::move(c);
+  return out;
+}
+
+TelemetryReporter::TelemetryReporter(
+    TelemetrySampler sampler, std::unique_ptr<podprof::v1::Aggregator::StubInterface> aggregator,
+    std::string host_name, Clock& clock, TelemetryReporterOptions options)
+    : sampler_(std::move(sampler)),
+      aggregator_(std::move(aggregator)),
+      host_name_(std::move(host_name)),
+      clock_(clock),
+      options_(options) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+TelemetryReporter::~TelemetryReporter() {
+  stop_.Notify();
+  thread_.join();
+}
+
+int64_t TelemetryReporter::delivered() const {
+  absl::MutexLock lock(&mu_);
+  return delivered_;
+}
+
+size_t TelemetryReporter::buffered() const {
+  absl::MutexLock lock(&mu_);
+  return pending_.size();
+}
+
+void TelemetryReporter::Loop() {
+  pthread_setname_np(pthread_self(), "podprof-telem");
+  const int64_t every = options_.interval_ns;
+  do {
+    podprof::v1::TelemetrySample sample = sampler_.Sample();
+    {
+      absl::MutexLock lock(&mu_);
+      pending_.push_back(std::move(sample));
+      while (pending_.size() > options_.max_buffered) pending_.pop_front();
+    }
+    Report();
+  } while (clock_.SleepUntilNs((clock_.NowNs() / every + 1) * every, &stop_));
+}
+
+void TelemetryReporter::Report() {
+  podprof::v1::ReportTelemetryRequest req;
+  req.set_host_name(host_name_);
+  {
+    absl::MutexLock lock(&mu_);
+    for (const podprof::v1::TelemetrySample& s : pending_) *req.add_samples() = s;
+  }
+  grpc::ClientContext ctx;
+  ctx.set_deadline(DeadlineAt(clock_.NowNs(), 2'000'000'000));
+  req.set_sent_ns(clock_.NowNs());
+  podprof::v1::ReportTelemetryResponse resp;
+  const grpc::Status s = aggregator_->ReportTelemetry(&ctx, req, &resp);
+  if (!s.ok()) {
+    if (!failing_) {
+      PODPROF_LOG(WARNING) << "telemetry not delivered to the aggregator: " << s.error_message()
+                           << "; keeping up to " << options_.max_buffered
+                           << " samples and retrying every interval";
+    }
+    failing_ = true;
+    return;
+  }
+  failing_ = false;
+  absl::MutexLock lock(&mu_);
+  // Samples taken meanwhile stay for the next report.
+  const auto sent = static_cast<size_t>(req.samples_size());
+  pending_.erase(pending_.begin(),
+                 pending_.begin() + static_cast<std::ptrdiff_t>(std::min(sent, pending_.size())));
+  delivered_ += static_cast<int64_t>(sent);
+}
+
+}  // namespace podprof::agent

@@ -1,0 +1,130 @@
+#include "storage/telemetry_table.h"
+
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace podprof::storage {
+namespace {
+
+// hosts.id of each host named in `rows`, inserting the new ones.
+absl::StatusOr<std::map<std::string, int64_t>> HostIds(Connection& c,
+                                                       const std::vector<TelemetryRecord>& rows) {
+  ASSIGN_OR_RETURN(auto ins,
+                   Statement::Prepare(c, "INSERT OR IGNORE INTO hosts (name) VALUES (?)"));
+  ASSIGN_OR_RETURN(auto get, Statement::Prepare(c, "SELECT id FROM hosts WHERE name = ?"));
+  std::map<std::string, int64_t> ids;
+  for (const TelemetryRecord& r : rows) {
+    if (ids.count(r.host) > 0) continue;
+    ins->Reset();
+    RETURN_IF_ERROR(ins->Bind(1, r.host).Run());
+    get->Reset();
+    get->Bind(1, r.host);
+    ASSIGN_OR_RETURN(bool found, get->Step());
+    if (!found) return absl::InternalError(absl::StrCat("host ", r.host, " was not stored"));
+    ids[r.host] = get->Int(0);
+  }
+  return ids;
+}
+
+absl::Status Insert(Connection& c, const std::vector<TelemetryRecord>& rows) {
+  ASSIGN_OR_RETURN(auto ids, HostIds(c, rows));
+  ASSIGN_OR_RETURN(auto ins, Statement::Prepare(c,
+                                                "INSERT OR REPLACE INTO telemetry (time_ns, "
+                                                "host_id, chip, interval_ns, steps, step_mean_us, "
+                                                "step_max_us, duty_cycle, hbm_used_bytes, queued) "
+                                                "VALUES (?,?,?,?,?,?,?,?,?,?)"));
+  for (const TelemetryRecord& r : rows) {
+    ins->Reset();
+    ins->Bind(1, r.time_ns)
+        .Bind(2, ids[r.host])
+        .Bind(3, int64_t{r.chip})
+        .Bind(4, r.interval_ns)
+        .Bind(5, r.steps)
+        .Bind(6, r.step_mean_us)
+        .Bind(7, r.step_max_us)
+        .Bind(8, r.duty_cycle_percent)
+        .Bind(9, r.hbm_used_bytes)
+        .Bind(10, r.queued);
+    RETURN_IF_ERROR(ins->Run());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status TelemetryTable::Append(const std::vector<TelemetryRecord>& rows) {
+  if (rows.empty()) return absl::OkStatus();
+  return db_.OnWriter([&rows](Connection& c) -> absl::Status {
+    RETURN_IF_ERROR(c.Exec("BEGIN IMMEDIATE"));
+    absl::Status s = Insert(c, rows);
+    if (!s.ok()) {
+      c.Exec("ROLLBACK").IgnoreError();
+      return s;
+    }
+    return c.Exec("COMMIT");
+  });
+}
+
+absl::StatusOr<std::vector<TelemetryRecord>> TelemetryTable::Read(const TelemetryFilter& filter,
+                                                                  bool* truncated) {
+  ASSIGN_OR_RETURN(ReaderLease c, db_.Reader());
+  std::string sql =
+      "SELECT t.time_ns, h.name, t.chip, t.interval_ns, t.steps, t.step_mean_us, t.step_max_us, "
+      "t.duty_cycle, t.hbm_used_bytes, t.queued FROM telemetry t JOIN hosts h ON h.id = "
+      "t.host_id WHERE t.time_ns >= ? AND t.time_ns < ?";
+  if (!filter.hosts.empty()) {
+    absl::StrAppend(&sql, " AND h.name IN (?");
+    for (size_t i = 1; i < filter.hosts.size(); ++i) absl::StrAppend(&sql, ",?");
+    absl::StrAppend(&sql, ")");
+  }
+  // The newest `limit` + 1 rows (the one past the limit says whether any were cut).
+  absl::StrAppend(&sql, " ORDER BY t.time_ns DESC, h.name DESC, t.chip DESC LIMIT ?");
+  ASSIGN_OR_RETURN(auto q, Statement::Prepare(*c, sql));
+  q->Bind(1, filter.since_ns).Bind(2, filter.until_ns);
+  int i = 3;
+  for (const std::string& h : filter.hosts) q->Bind(i++, h);
+  q->Bind(i, filter.limit + 1);
+  std::vector<TelemetryRecord> out;
+  RETURN_IF_ERROR(q->ForEachRow([&out](const Statement& row) {
+    TelemetryRecord& r = out.emplace_back();
+    r.time_ns = row.Int(0);
+    r.host = row.Text(1);
+    r.chip = static_cast<int>(row.Int(2));
+    r.interval_ns = row.Int(3);
+    r.steps = row.Int(4);
+    r.step_mean_us = row.Double(5);
+    r.step_max_us = row.Double(6);
+    r.duty_cycle_percent = row.Double(7);
+    r.hbm_used_bytes = row.Int(8);
+    r.queued = row.Int(9);
+    return absl::OkStatus();
+  }));
+  const bool cut = static_cast<int64_t>(out.size()) > filter.limit;
+  if (cut) out.pop_back();
+  if (truncated != nullptr) *truncated = cut;
+  std::reverse(out.begin(), out.end());
+  return out;
+}
+
+absl::StatusOr<int64_t> TelemetryTable::DeleteBefore(int64_t before_ns) {
+  int64_t deleted = 0;
+  RETURN_IF_ERROR(db_.OnWriter([before_ns, &deleted](Connection& c) -> absl::Status {
+    ASSIGN_OR_RETURN(auto del, Statement::Prepare(c, "DELETE FROM telemetry WHERE time_ns < ?"));
+    RETURN_IF_ERROR(del->Bind(1, before_ns).Run());
+    deleted = sqlite3_changes(c.get());
+    return absl::OkStatus();
+  }));
+  return deleted;
+}
+
+absl::StatusOr<int64_t> TelemetryTable::Count() {
+  ASSIGN_OR_RETURN(ReaderLease c, db_.Reader());
+  ASSIGN_OR_RETURN(auto q, Statement::Prepare(*c, "SELECT COUNT(*) FROM telemetry"));
+  ASSIGN_OR_RETURN(bool row, q->Step());
+  return row ? q->Int(0) : 0;
+}
+
+}  // namespace podprof::storage
