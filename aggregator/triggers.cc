@@ -135,42 +135,57 @@ std::optional<Firing> Hang(const std::vector<PodPoint>& pod, const TriggerOption
   return f;
 }
 
+// Each chip's step time against the pod's median of the same second, the median of those
+// ratios over the recent seconds: a pod-wide change cancels out, and the one second a change
+// spreads through the pod (hosts sample it at slightly different moments) does not move a
+// median.
 std::optional<Firing> Straggler(
+    const std::vector<PodPoint>& pod,
     const std::map<std::pair<std::string, int>, std::vector<ChipPoint>>& chips,
     const TriggerOptions& o) {
-  std::vector<std::pair<double, const std::pair<std::string, int>*>> means;
-  for (const auto& [key, points] : chips) {
-    double sum = 0;
-    int64_t steps = 0, with_steps = 0;
-    for (const ChipPoint& p : points) {
-      if (p.values.steps() <= 0) continue;
-      sum += p.values.step_mean_us() * static_cast<double>(p.values.steps());
-      steps += p.values.steps();
-      ++with_steps;
-    }
-    if (with_steps * 2 >= o.recent_s) means.push_back({sum / static_cast<double>(steps), &key});
+  std::map<int64_t, double> pod_step;  // second -> the pod's median step time
+  for (const PodPoint& p : pod) {
+    if (p.steps > 0 && p.step_us > 0) pod_step[p.second] = p.step_us;
   }
-  if (means.size() < 4) return std::nullopt;
+  struct Chip {
+    double ratio;
+    double step_us;
+    const std::pair<std::string, int>* key;
+  };
+  std::vector<Chip> ranked;
+  for (const auto& [key, points] : chips) {
+    std::vector<double> ratios, steps;
+    for (const ChipPoint& p : points) {
+      auto it = pod_step.find(p.time_ns / kSecondNs);
+      if (p.values.steps() <= 0 || it == pod_step.end()) continue;
+      ratios.push_back(p.values.step_mean_us() / it->second);
+      steps.push_back(p.values.step_mean_us());
+    }
+    if (ratios.size() * 2 >= static_cast<size_t>(o.recent_s)) {
+      ranked.push_back({Median(ratios), Median(steps), &key});
+    }
+  }
+  if (ranked.size() < 4) return std::nullopt;
   std::vector<double> values, deviations;
-  for (const auto& m : means) values.push_back(m.first);
+  for (const Chip& c : ranked) values.push_back(c.ratio);
   const double median = Median(values);
   for (double v : values) deviations.push_back(std::abs(v - median));
   const double sigma = 1.4826 * Median(deviations);
-  const auto worst = *std::max_element(means.begin(), means.end());
-  if (!(worst.first > median * (1 + o.straggler) && worst.first > median + 6 * sigma)) {
+  const Chip worst = *std::max_element(
+      ranked.begin(), ranked.end(), [](const Chip& a, const Chip& b) { return a.ratio < b.ratio; });
+  if (!(worst.ratio > median * (1 + o.straggler) && worst.ratio > median + 6 * sigma)) {
     return std::nullopt;
   }
-  const auto& [host, chip] = *worst.second;
+  const auto& [host, chip] = *worst.key;
   Firing f{"straggler", absl::StrFormat("chip %d of %s: step %s over the last %d s, %.2fx the "
-                                        "pod's median %s",
-                                        chip, host, Ms(worst.first), o.recent_s,
-                                        worst.first / median, Ms(median))};
+                                        "pod's median in the same seconds",
+                                        chip, host, Ms(worst.step_us), o.recent_s, worst.ratio)};
   f.evidence = {{"host", host},
                 {"chip", chip},
-                {"step_us", std::round(worst.first)},
-                {"pod_median_step_us", std::round(median)},
-                {"robust_sigma_us", std::round(sigma)},
-                {"chips", means.size()}};
+                {"step_us", std::round(worst.step_us)},
+                {"ratio_to_pod_median", std::round(worst.ratio * 1000) / 1000},
+                {"robust_sigma", std::round(sigma * 1e4) / 1e4},
+                {"chips", ranked.size()}};
   return f;
 }
 
@@ -184,7 +199,7 @@ std::vector<Firing> Evaluate(
   std::vector<Firing> out;
   const Windows w = Split(pod, options);
   if (std::optional<Firing> f = Hang(pod, options)) out.push_back(*std::move(f));
-  if (std::optional<Firing> f = Straggler(chips, options)) out.push_back(*std::move(f));
+  if (std::optional<Firing> f = Straggler(pod, chips, options)) out.push_back(*std::move(f));
   if (std::optional<Firing> f = StepTime(w, options)) out.push_back(*std::move(f));
   if (std::optional<Firing> f = DutyCycle(w, options)) out.push_back(*std::move(f));
   return out;

@@ -10,8 +10,9 @@
 //    60 s before. A healthy step varies by a few percent from step to step; over ten seconds of
 //    steps the median moves far less, so 10% sustained is a real change, and small enough to
 //    catch one chip in a synchronous pod slowed by 1.2x (every chip waits for it).
-//  - straggler: one chip's mean step time over the last 10 s above the pod's median by 10% and
-//    by six robust deviations (1.4826 x MAD) of the chips: a chip alone, not pod-wide noise.
+//  - straggler: one chip's step time, as a ratio to the pod's median of the same second, above
+//    the chips' median ratio by 10% and by six robust deviations (1.4826 x MAD) over most of the
+//    last 10 s: a chip alone, not pod-wide noise or a change still spreading through the pod.
 //  - duty_cycle: the median of the pod's per-second duty cycle over 10 s below 0.85x the median
 //    over the 60 s before (15%, the drop Google's managed ML diagnostics triggers on), while
 //    steps still end every second (a pod with none is the hang trigger's).

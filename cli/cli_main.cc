@@ -24,6 +24,7 @@
 #include "cli/kernel_command.h"
 #include "cli/stats_command.h"
 #include "cli/stragglers_command.h"
+#include "cli/telemetry_command.h"
 #include "common/clock.h"
 #include "podprof_version.h"
 #include "security/refusal_log.h"
@@ -134,6 +135,7 @@ int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
   commands.push_back(AddAgentsCommand(app, context));
   commands.push_back(AddCaptureCommand(app, context));
   commands.push_back(AddSnapshotCommand(app, context));
+  commands.push_back(AddTelemetryCommand(app, context));
   commands.push_back(AddExportCommand(app, context));
   commands.push_back(AddFleetCommand(app, context));
   commands.push_back(AddDemoCommand(app, context));

@@ -29,12 +29,13 @@ struct Call {
 
 FleetRegistrar::FleetRegistrar(std::vector<EmulatedHost*> hosts, std::vector<v1::HostInfo> infos,
                                std::unique_ptr<v1::Aggregator::Stub> stub, Clock& clock,
-                               int max_in_flight)
+                               int max_in_flight, int64_t telemetry_interval_ns)
     : hosts_(std::move(hosts)),
       infos_(std::move(infos)),
       stub_(std::move(stub)),
       clock_(clock),
       max_in_flight_(std::max(1, max_in_flight)),
+      telemetry_interval_ns_(telemetry_interval_ns),
       entries_(hosts_.size()) {}
 
 FleetRegistrar::~FleetRegistrar() { Stop(); }
@@ -59,15 +60,36 @@ int FleetRegistrar::registered() const {
       std::count_if(entries_.begin(), entries_.end(), [](const Entry& e) { return e.registered; }));
 }
 
+int64_t FleetRegistrar::telemetry_sent() const {
+  absl::MutexLock lock(&mu_);
+  return telemetry_sent_;
+}
+
+int64_t FleetRegistrar::telemetry_failed() const {
+  absl::MutexLock lock(&mu_);
+  return telemetry_failed_;
+}
+
 void FleetRegistrar::Loop() {
   while (!stop_.HasBeenNotified()) {
     std::vector<std::pair<size_t, bool>> due;  // (host, register?)
+    std::vector<size_t> reports;
     const int64_t now = clock_.NowNs();
     int64_t wake = now + kTickNs;
     {
       absl::MutexLock lock(&mu_);
       for (size_t i = 0; i < entries_.size(); ++i) {
         Entry& e = entries_[i];
+        // Telemetry at every multiple of the interval, as agents sample (a budget of calls of
+        // its own, so that reports never hold heartbeats back).
+        if (telemetry_interval_ns_ > 0 && e.registered && !e.telemetry_in_flight) {
+          if (e.next_telemetry_ns <= now) {
+            e.telemetry_in_flight = true;
+            e.next_telemetry_ns = (now / telemetry_interval_ns_ + 1) * telemetry_interval_ns_;
+            reports.push_back(i);
+          }
+          wake = std::min(wake, e.next_telemetry_ns);
+        }
         if (e.in_flight) continue;
         if (e.next_ns > now) {
           wake = std::min(wake, e.next_ns);
@@ -80,6 +102,7 @@ void FleetRegistrar::Loop() {
       }
     }
     for (const auto& [i, reg] : due) Send(i, reg);
+    for (size_t i : reports) SendTelemetry(i);
     clock_.SleepUntilNs(wake, &stop_);
   }
 }
@@ -113,6 +136,36 @@ void FleetRegistrar::Send(size_t i, bool reg) {
                                    s.ok() ? call->response.heartbeat_interval_ms() : 0);
                               delete call;
                             });
+}
+
+void FleetRegistrar::SendTelemetry(size_t i) {
+  auto* call = new Call<v1::ReportTelemetryRequest, v1::ReportTelemetryResponse>;
+  const int64_t now = clock_.NowNs();
+  call->context.set_deadline(DeadlineAt(now, kCallDeadlineNs));
+  call->request.set_host_name(hosts_[i]->name);
+  v1::TelemetrySample* sample = call->request.add_samples();
+  sample->set_time_ns(now);
+  sample->set_interval_ns(telemetry_interval_ns_);
+  // A healthy synchronous pod: every chip ends the same steps, within a percent of each other.
+  const auto jitter = static_cast<double>((now / 1'000'000 + static_cast<int64_t>(i)) % 17) / 1700;
+  for (int c = 0; c < infos_[i].chips_size(); ++c) {
+    v1::ChipTelemetry* t = sample->add_chips();
+    t->set_chip(c);
+    t->set_steps(10);
+    t->set_step_mean_us(90'000 * (1 + jitter));
+    t->set_step_max_us(95'000 * (1 + jitter));
+    t->set_duty_cycle_percent(72 + 10 * jitter);
+    t->set_hbm_used_bytes(int64_t{24} << 30);
+    t->set_queued(2);
+  }
+  call->request.set_sent_ns(clock_.NowNs());
+  stub_->async()->ReportTelemetry(&call->context, &call->request, &call->response,
+                                  [this, i, call](grpc::Status s) {
+                                    absl::MutexLock lock(&mu_);
+                                    entries_[i].telemetry_in_flight = false;
+                                    ++(s.ok() ? telemetry_sent_ : telemetry_failed_);
+                                    delete call;
+                                  });
 }
 
 void FleetRegistrar::Done(size_t i, bool reg, bool ok, bool reregister, uint32_t interval_ms) {

@@ -3,7 +3,9 @@
 // aggregator asks for, Register again when a heartbeat says so, back off (doubling from 1 s to
 // 30 s) while the aggregator does not answer. Calls are asynchronous, at most a bounded number
 // in flight, so thousands of hosts need one thread and a slow aggregator delays no other host
-// than those whose calls it holds.
+// than those whose calls it holds. With a telemetry interval, each registered host also reports
+// one telemetry sample of its chips per interval (ReportTelemetry), as an agent's
+// [telemetry] does, with values of a healthy pod.
 #ifndef PODPROF_LOADGEN_FLEET_REGISTRAR_H_
 #define PODPROF_LOADGEN_FLEET_REGISTRAR_H_
 
@@ -29,7 +31,7 @@ class FleetRegistrar {
   // the same order. Nothing is sent before Start().
   FleetRegistrar(std::vector<EmulatedHost*> hosts, std::vector<podprof::v1::HostInfo> infos,
                  std::unique_ptr<podprof::v1::Aggregator::Stub> stub, Clock& clock,
-                 int max_in_flight = 64);
+                 int max_in_flight = 64, int64_t telemetry_interval_ns = 0);
   ~FleetRegistrar();
   FleetRegistrar(const FleetRegistrar&) = delete;
   FleetRegistrar& operator=(const FleetRegistrar&) = delete;
@@ -39,6 +41,9 @@ class FleetRegistrar {
   void Stop();
   // Hosts whose last Register or Heartbeat was accepted.
   int registered() const;
+  // Telemetry reports accepted, and refused or failed.
+  int64_t telemetry_sent() const;
+  int64_t telemetry_failed() const;
 
  private:
   struct Entry {
@@ -47,9 +52,12 @@ class FleetRegistrar {
     int64_t next_ns = 0;
     int64_t backoff_ns = 0;
     int64_t interval_ns = 10'000'000'000;
+    bool telemetry_in_flight = false;
+    int64_t next_telemetry_ns = 0;
   };
   void Loop();
   void Send(size_t i, bool reg);
+  void SendTelemetry(size_t i);
   // Records a call's outcome; `interval_ms` 0 keeps the last interval.
   void Done(size_t i, bool reg, bool ok, bool reregister, uint32_t interval_ms);
 
@@ -58,6 +66,7 @@ class FleetRegistrar {
   std::unique_ptr<podprof::v1::Aggregator::Stub> stub_;
   Clock& clock_;
   const int max_in_flight_;
+  const int64_t telemetry_interval_ns_;
   absl::Notification stop_;
   std::thread thread_;
 
@@ -65,6 +74,8 @@ class FleetRegistrar {
   // Guarded by mu_.
   std::vector<Entry> entries_ ABSL_GUARDED_BY(mu_);
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t telemetry_sent_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t telemetry_failed_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace podprof::loadgen

@@ -36,7 +36,8 @@ int Fail(const std::string& message) {
 
 struct Flags {
   std::string aggregator, bind = "127.0.0.1", generation = "v5p", max_clock_offset = "50ms",
-                          exit_after, truth_file, ready_file;
+                          exit_after, truth_file, ready_file, telemetry_interval;
+  int64_t telemetry_interval_ns = 0;
   int agents = 0, chips = 4, first_host = 0, pod_hosts = 0, counters = 1, generator_threads = 2,
       max_streaming = 128;
   uint64_t pod_seed = 1;
@@ -121,6 +122,8 @@ int ParseFlags(int argc, char** argv, Flags* f, int64_t* max_offset_ns, int64_t*
                  "Hosts holding a generated capture at once (bounds memory)")
       ->capture_default_str();
   app.add_option("--exit-after", f->exit_after, "Exit by itself after this long, e.g. 10m");
+  app.add_option("--telemetry-interval", f->telemetry_interval,
+                 "Each host reports telemetry of its chips this often, e.g. 1s (default: none)");
   app.add_option("--truth-file", f->truth_file, "Write every host's clock error here as JSON");
   app.add_option("--ready-file", f->ready_file,
                  "Once listening, write the ports as JSON here (for tests and scripts)");
@@ -154,6 +157,13 @@ int ParseFlags(int argc, char** argv, Flags* f, int64_t* max_offset_ns, int64_t*
     absl::StatusOr<int64_t> d = ParseDurationNs(f->exit_after);
     if (!d.ok() || *d <= 0) return Fail("--exit-after must be a positive duration, e.g. 10m");
     *exit_after_ns = *d;
+  }
+  if (!f->telemetry_interval.empty()) {
+    absl::StatusOr<int64_t> d = ParseDurationNs(f->telemetry_interval);
+    if (!d.ok() || *d < 100'000'000) {
+      return Fail("--telemetry-interval must be a duration of at least 100ms, e.g. 1s");
+    }
+    f->telemetry_interval_ns = *d;
   }
   return -1;
 }
@@ -229,7 +239,7 @@ int LoadgenMain(int argc, char** argv) {
   FleetRegistrar registrar(borrowed, infos,
                            podprof::v1::Aggregator::NewStub(grpc::CreateChannel(
                                f.aggregator, grpc::InsecureChannelCredentials())),
-                           truth);
+                           truth, /*max_in_flight=*/64, f.telemetry_interval_ns);
   registrar.Start();
   if (!f.ready_file.empty()) {
     WriteJson(f.ready_file, {{"pid", static_cast<int64_t>(getpid())},
@@ -245,6 +255,10 @@ int LoadgenMain(int argc, char** argv) {
                     << ": stopping; " << service.captures_delivered() << " captures delivered, "
                     << service.captures_failed() << " failed or refused";
   registrar.Stop();
+  if (f.telemetry_interval_ns > 0) {
+    PODPROF_LOG(INFO) << "telemetry reports: " << registrar.telemetry_sent() << " accepted, "
+                      << registrar.telemetry_failed() << " refused or failed";
+  }
   service.Stop();
   // Streams still writing are cancelled after a short grace.
   server->Shutdown(DeadlineAt(truth.NowNs(), 2'000'000'000));

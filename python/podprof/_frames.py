@@ -14,7 +14,7 @@ import pandas as pd
 
 # Instants, ns since the Unix epoch. Other *_ns columns are durations or offsets (int64).
 INSTANTS: FrozenSet[str] = frozenset(
-    {"created_ns", "start_ns", "end_ns", "last_heartbeat_ns", "first_ns", "last_ns"})
+    {"created_ns", "start_ns", "end_ns", "last_heartbeat_ns", "first_ns", "last_ns", "time_ns"})
 # A judgement from a short list: categories.
 CATEGORIES: FrozenSet[str] = frozenset(
     {"verdict", "baseline_verdict", "candidate_verdict", "cause", "status", "state", "source",

@@ -143,6 +143,21 @@ class Client:
         """Registered agents with their clock offset, uncertainty and drift (`podprof agents`)."""
         return self._table("/api/v1/agents")
 
+    def telemetry(self, *, since: Duration = "1h",
+                  hosts: Optional[Sequence[str]] = None, limit: int = 10_000) -> pd.DataFrame:
+        """The stored always-on telemetry (`podprof telemetry`), a row per chip and stored
+        interval, oldest first: steps, step_mean_us, step_max_us, duty_cycle_percent,
+        hbm_used_bytes, queued (-1 where the runtime reported nothing)."""
+        return self._table("/api/v1/telemetry",
+                           {"since": _since(since), "limit": limit,
+                            "host": ",".join(hosts) if hosts else None})
+
+    def triggers(self) -> Dict[str, Any]:
+        """The flight recorder's trigger settings and their last events (what fired, what was
+        held back and why, the snapshot taken), as GET /api/v1/triggers gives them."""
+        out: Dict[str, Any] = self._http.json("GET", "/api/v1/triggers")
+        return out
+
     def kernel(self, name: str, *, capture: Optional[str] = None,
                module: Optional[str] = None) -> Dict[str, Any]:
         """One kernel as `podprof kernel NAME --format json` gives it (a dict)."""

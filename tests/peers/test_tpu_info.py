@@ -322,12 +322,12 @@ def test_hlo_queue_size_and_execution_timing(host):
     assert [t.device_id for t in timings] == sorted(expected) == list(range(CHIPS))
     for t in timings:
         assert [t.mean, t.p50, t.p90, t.p95, t.p999] == [approx(v) for v in expected[t.device_id]]
-        # Kernels of a step take microseconds to milliseconds.
-        assert 1 <= t.p50 <= t.p90 <= t.p95 <= t.p999 < 1e5
+        # A step's program runs for milliseconds.
+        assert 100 <= t.p50 <= t.p90 <= t.p95 <= t.p999 < 1e5
+    # One run of the step's program per step on every chip, counted since the host started.
     counts = {m.distribution.count for m in served_timings}
-    assert len(counts) == 1 and counts.pop() > 30  # every chip runs the step's kernels
-    assert all(0 <= q.queue_size <= m.distribution.count
-               for q, m in zip(queues, served_timings))
+    assert len(counts) == 1 and counts.pop() > 0
+    assert all(q.queue_size >= 0 for q in queues)
 
 
 LATENCIES = {

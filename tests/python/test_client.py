@@ -30,11 +30,14 @@ def pod():
     shutil.rmtree(folder, ignore_errors=True)  # a rerun's ready files and store start anew
     procs = Processes(folder)
     try:
-        agg = start_aggregator(procs, folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "agg.toml").write_text('[telemetry]\nstore_interval = "1s"\n')
+        agg = start_aggregator(procs, folder, [f"--config={folder / 'agg.toml'}"])
         address = f"127.0.0.1:{agg['port']}"
         lg = procs.start("loadgen", [BIN / "podprof-loadgen", "--insecure",
                                      f"--aggregator={address}", f"--agents={HOSTS}",
-                                     f"--chips={CHIPS}", f"--ready-file={folder / 'lg.json'}"])
+                                     f"--chips={CHIPS}", "--telemetry-interval=1s",
+                                     f"--ready-file={folder / 'lg.json'}"])
         wait_file(folder / "lg.json", 30, lg)
         wait_online(address, HOSTS)
         taken = [json.loads(cli("capture", "--duration", "500ms", "--aggregator", address,
@@ -178,6 +181,25 @@ def test_a_snapshot_stores_the_window_before_it(pod):
         c.snapshot(0)
 
 
+def test_telemetry_of_every_chip_and_the_triggers(pod):
+    c = podprof.Client(pod["url"])
+    end = time.monotonic() + 30
+    while len(t := c.telemetry(since="1m")) < HOSTS * CHIPS * 2:
+        assert time.monotonic() < end, "no telemetry stored"
+        time.sleep(0.5)
+    expected = cli_csv(pod, "telemetry", "--since", "1m")
+    assert list(t.columns) == list(expected.columns)
+    assert t.time_ns.is_monotonic_increasing and len(t) >= HOSTS * CHIPS * 2
+    assert set(zip(t.host, t.chip)) == {(f"host-{h}", str(ch)) for h in range(HOSTS)
+                                        for ch in range(CHIPS)}
+    # What podprof-loadgen reports of a healthy pod: ten steps a second of about 90 ms.
+    assert (t.steps == 10).all() and t.step_mean_us.between(89_000, 92_000).all()
+    one = c.telemetry(since="1m", hosts=["host-1"])
+    assert set(one.host) == {"host-1"}
+    # A healthy pod fires nothing.
+    assert c.triggers()["events"] == [] and c.triggers()["settings"]["step_regression"] == 0.1
+
+
 def test_a_capture_can_be_cancelled(pod):
     c = podprof.Client(pod["url"])
     h = c.start_capture("20s", delay="2s")
@@ -310,6 +332,12 @@ def test_mutual_tls_a_viewer_reads_and_only_an_operator_writes(tls_pod):
         viewer.start_capture(1)
     with pytest.raises(PermissionError, match="viewer"):
         viewer.cancel(caps.capture[0])
+    with pytest.raises(PermissionError, match="viewer"):
+        viewer.snapshot("1s")
+    alert = {"status": "firing", "alerts": [{"status": "firing",
+                                             "labels": {"alertname": "StepTimeHigh"}}]}
+    with pytest.raises(PermissionError, match="viewer"):
+        viewer._http.json("POST", "/api/v1/snapshots/webhook", body=alert)
     # The operator gets past the role check, to the pod's answer: no agents to capture.
     with pytest.raises(ValueError) as e:
         alice.start_capture(1)

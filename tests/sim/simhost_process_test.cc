@@ -289,7 +289,10 @@ TEST(SimHostProcessTest, MetricsPerDeviceWithFiltersAndNotFound) {
     EXPECT_GT(d, 30);
     EXPECT_LT(d, 100);
     const auto& dist = timing.metric().metrics(i).distribution();
-    EXPECT_EQ(dist.count(), 35);  // the kernels of one step
+    // One run of the step's program per step and chip, counted since the host started.
+    EXPECT_GT(dist.count(), 0);
+    EXPECT_EQ(dist.count(), timing.metric().metrics(0).distribution().count());
+    EXPECT_GT(timing.metric().metrics(i).start_timestamp().seconds(), 0);
     EXPECT_EQ(dist.bucket_options().exponential_buckets().growth_factor(), 2);
     int64_t in_buckets = 0;
     for (int64_t c : dist.bucket_counts()) in_buckets += c;
