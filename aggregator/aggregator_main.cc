@@ -139,7 +139,7 @@ std::unique_ptr<grpc::Server> Serve(const AggregatorConfig& config,
 // The web pages, API and /metrics on [http] listen; null when off or when it cannot listen
 // (logged: the pod is served regardless).
 // How the triggers take a snapshot: the window before now of every online host, labelled with
-// the trigger, its reason and the telemetry that fired it.
+// the trigger, its reason, the telemetry that fired it and the instant it fired (trigger_ns).
 TriggerLoop::TakeSnapshot SnapshotTaker(Orchestrator& orchestrator, int64_t window_ns) {
   return [&orchestrator, window_ns](const Firing& f) -> absl::StatusOr<std::string> {
     podprof::v1::StartCaptureRequest r;
@@ -156,6 +156,7 @@ TriggerLoop::TakeSnapshot SnapshotTaker(Orchestrator& orchestrator, int64_t wind
       evidence = shorter.dump().substr(0, 4096);
     }
     labels["telemetry"] = evidence;
+    labels["trigger_ns"] = absl::StrCat(f.at_ns);
     ASSIGN_OR_RETURN(podprof::v1::StartCaptureResponse started, orchestrator.Start(r));
     return started.capture_id();
   };

@@ -295,7 +295,8 @@ absl::StatusOr<std::string> TriggerLoop::Fire(const Firing& firing, bool automat
     }
     refused_.erase(firing.trigger);
   }
-  absl::StatusOr<std::string> id = take_(firing);
+  event.firing.at_ns = now;
+  absl::StatusOr<std::string> id = take_(event.firing);
   event.outcome = id.ok() ? "snapshot" : std::string(id.status().message());
   if (id.ok()) event.capture_id = *id;
   PODPROF_LOG(INFO) << "trigger " << firing.trigger << ": " << firing.reason << " -> "

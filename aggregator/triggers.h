@@ -62,6 +62,7 @@ struct Firing {
   std::string trigger;
   std::string reason;
   nlohmann::json evidence = nlohmann::json::object();
+  int64_t at_ns = 0;  // when the gate admitted it (set by TriggerLoop::Fire)
 };
 
 // Which triggers hold now, most specific first (hang, straggler, step_time, duty_cycle), given

@@ -148,12 +148,13 @@ void FleetRegistrar::SendTelemetry(size_t i) {
   sample->set_interval_ns(telemetry_interval_ns_);
   // A healthy synchronous pod: every chip ends the same steps, within a percent of each other.
   const auto jitter = static_cast<double>((now / 1'000'000 + static_cast<int64_t>(i)) % 17) / 1700;
+  const double slow = now >= slow_at_ns_ ? slow_factor_ : 1;
   for (int c = 0; c < infos_[i].chips_size(); ++c) {
     v1::ChipTelemetry* t = sample->add_chips();
     t->set_chip(c);
     t->set_steps(10);
-    t->set_step_mean_us(90'000 * (1 + jitter));
-    t->set_step_max_us(95'000 * (1 + jitter));
+    t->set_step_mean_us(90'000 * (1 + jitter) * slow);
+    t->set_step_max_us(95'000 * (1 + jitter) * slow);
     t->set_duty_cycle_percent(72 + 10 * jitter);
     t->set_hbm_used_bytes(int64_t{24} << 30);
     t->set_queued(2);

@@ -32,6 +32,12 @@ class FleetRegistrar {
   FleetRegistrar(std::vector<EmulatedHost*> hosts, std::vector<podprof::v1::HostInfo> infos,
                  std::unique_ptr<podprof::v1::Aggregator::Stub> stub, Clock& clock,
                  int max_in_flight = 64, int64_t telemetry_interval_ns = 0);
+  // From `at_ns` (this clock) on, every host's reported step time is `factor` times longer: a
+  // pod-wide regression, for the flight recorder's triggers.
+  void SlowTelemetryAt(int64_t at_ns, double factor) {
+    slow_at_ns_ = at_ns;
+    slow_factor_ = factor;
+  }
   ~FleetRegistrar();
   FleetRegistrar(const FleetRegistrar&) = delete;
   FleetRegistrar& operator=(const FleetRegistrar&) = delete;
@@ -67,6 +73,8 @@ class FleetRegistrar {
   Clock& clock_;
   const int max_in_flight_;
   const int64_t telemetry_interval_ns_;
+  int64_t slow_at_ns_ = INT64_MAX;  // set before Start()
+  double slow_factor_ = 1;
   absl::Notification stop_;
   std::thread thread_;
 

@@ -9,7 +9,9 @@
 #include <iostream>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/clock.h"
 #include "common/clock_probe.h"
 #include "common/logging.h"
@@ -36,8 +38,11 @@ int Fail(const std::string& message) {
 
 struct Flags {
   std::string aggregator, bind = "127.0.0.1", generation = "v5p", max_clock_offset = "50ms",
-                          exit_after, truth_file, ready_file, telemetry_interval;
+                          exit_after, truth_file, ready_file, telemetry_interval,
+                          telemetry_slowdown;
   int64_t telemetry_interval_ns = 0;
+  int64_t slowdown_after_ns = -1;  // --telemetry-slowdown-at's T; -1: none
+  double slowdown_factor = 1;
   int agents = 0, chips = 4, first_host = 0, pod_hosts = 0, counters = 1, generator_threads = 2,
       max_streaming = 128;
   uint64_t pod_seed = 1;
@@ -124,6 +129,9 @@ int ParseFlags(int argc, char** argv, Flags* f, int64_t* max_offset_ns, int64_t*
   app.add_option("--exit-after", f->exit_after, "Exit by itself after this long, e.g. 10m");
   app.add_option("--telemetry-interval", f->telemetry_interval,
                  "Each host reports telemetry of its chips this often, e.g. 1s (default: none)");
+  app.add_option("--telemetry-slowdown-at", f->telemetry_slowdown,
+                 "From T after start every host reports FACTOR times longer steps, T:FACTOR, "
+                 "e.g. 20s:1.3 (the flight recorder's step-time trigger)");
   app.add_option("--truth-file", f->truth_file, "Write every host's clock error here as JSON");
   app.add_option("--ready-file", f->ready_file,
                  "Once listening, write the ports as JSON here (for tests and scripts)");
@@ -164,6 +172,15 @@ int ParseFlags(int argc, char** argv, Flags* f, int64_t* max_offset_ns, int64_t*
       return Fail("--telemetry-interval must be a duration of at least 100ms, e.g. 1s");
     }
     f->telemetry_interval_ns = *d;
+  }
+  if (!f->telemetry_slowdown.empty()) {
+    const std::vector<std::string> parts = absl::StrSplit(f->telemetry_slowdown, ':');
+    absl::StatusOr<int64_t> at = ParseDurationNs(parts[0]);
+    if (parts.size() != 2 || !at.ok() || *at < 0 ||
+        !absl::SimpleAtod(parts[1], &f->slowdown_factor) || !(f->slowdown_factor > 0)) {
+      return Fail("--telemetry-slowdown-at must be T:FACTOR, e.g. 20s:1.3");
+    }
+    f->slowdown_after_ns = *at;
   }
   return -1;
 }
@@ -240,6 +257,9 @@ int LoadgenMain(int argc, char** argv) {
                            podprof::v1::Aggregator::NewStub(grpc::CreateChannel(
                                f.aggregator, grpc::InsecureChannelCredentials())),
                            truth, /*max_in_flight=*/64, f.telemetry_interval_ns);
+  if (f.slowdown_after_ns >= 0) {
+    registrar.SlowTelemetryAt(truth.NowNs() + f.slowdown_after_ns, f.slowdown_factor);
+  }
   registrar.Start();
   if (!f.ready_file.empty()) {
     WriteJson(f.ready_file, {{"pid", static_cast<int64_t>(getpid())},
