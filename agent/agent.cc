@@ -106,7 +106,17 @@ void Agent::StartRecorder(const AgentConfig& config) {
   // snapshots); other tracers ignore the key.
   (*opts->mutable_advanced_configuration())["tpu_circular_buffer_tracing"].set_bool_value(true);
   workload_.recorder = std::make_unique<Recorder>(workload_.profiler.get(), clock_, o, r);
-  recorder_driver_ = std::make_unique<RecorderDriver>(workload_.recorder.get(), clock_);
+  RecorderDriver::MayArm may_arm;
+  // Guarded where the telemetry gives step times (agent_main.cc starts it on the same terms).
+  if (config.recorder_max_slowdown > 0 && config.telemetry_enabled && !config.aggregator.empty() &&
+      !workload_.metrics.empty()) {
+    recorder_guard_ = std::make_unique<RecorderGuard>(
+        workload_.recorder.get(), clock_,
+        RecorderGuardOptions{config.recorder_guard_window_ns, config.recorder_max_slowdown});
+    may_arm = [guard = recorder_guard_.get()](std::string* why) { return guard->MayArm(why); };
+  }
+  recorder_driver_ = std::make_unique<RecorderDriver>(workload_.recorder.get(), clock_, 100'000'000,
+                                                      10'000'000'000, std::move(may_arm));
 }
 
 absl::Status Agent::BeginCapture(const std::string& id) {

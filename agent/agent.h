@@ -16,6 +16,7 @@
 #include "agent/capture_runner.h"
 #include "agent/config.h"
 #include "agent/discovery.h"
+#include "agent/recorder_guard.h"
 #include "agent/xprof_bounds.h"
 #include "common/clock.h"
 #include "metrics/registry.h"
@@ -69,6 +70,10 @@ class Agent {
   // The flight recorder's state for Info and the heartbeats ("off" when not enabled).
   podprof::v1::RecorderStatus RecorderStatus() const;
 
+  // The recorder's guard (agent/recorder_guard.h), for the telemetry to feed; null when the
+  // recorder is off or unguarded (no telemetry, or [recorder] max_slowdown = 0).
+  RecorderGuard* recorder_guard() { return recorder_guard_.get(); }
+
   Clock& clock() { return clock_; }
   const Workload& workload() const { return workload_; }
   int64_t start_ns() const { return start_ns_; }
@@ -89,7 +94,8 @@ class Agent {
   int bound_port_ ABSL_GUARDED_BY(mu_) = 0;
   int clock_probe_port_ ABSL_GUARDED_BY(mu_) = 0;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
-  // Last: stopped (and the recorder disarmed) before the workload's stubs go.
+  std::unique_ptr<RecorderGuard> recorder_guard_;
+  // Last: stopped (and the recorder disarmed) before the guard and the workload's stubs go.
   std::unique_ptr<RecorderDriver> recorder_driver_;
 };
 

@@ -259,6 +259,9 @@ std::unique_ptr<TelemetryReporter> StartTelemetry(const AgentConfig& config, Age
   for (const auto& stub : agent.workload().metrics) stubs.push_back(stub.get());
   TelemetryReporterOptions options;
   options.interval_ns = config.telemetry_interval_ns;
+  if (RecorderGuard* guard = agent.recorder_guard()) {
+    options.on_sample = [guard](const podprof::v1::TelemetrySample& s) { guard->Observe(s); };
+  }
   PODPROF_LOG(INFO) << "telemetry every " << config.telemetry_interval_ns / 1'000'000 << " ms from "
                     << stubs.size() << " runtime metric service(s)";
   return std::make_unique<TelemetryReporter>(TelemetrySampler(std::move(stubs), clock),

@@ -74,6 +74,8 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path) {
                                     "recorder.enabled",
                                     "recorder.window",
                                     "recorder.max_bytes",
+                                    "recorder.max_slowdown",
+                                    "recorder.guard_window",
                                     "telemetry.enabled",
                                     "telemetry.interval"}));
   RETURN_IF_ERROR(f.GetString("listen", &c.listen));
@@ -106,6 +108,8 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path) {
   RETURN_IF_ERROR(f.GetBool("recorder.enabled", &c.recorder_enabled));
   RETURN_IF_ERROR(f.GetDurationNs("recorder.window", &c.recorder_window_ns));
   RETURN_IF_ERROR(f.GetInt("recorder.max_bytes", &c.recorder_max_bytes));
+  RETURN_IF_ERROR(f.GetDouble("recorder.max_slowdown", &c.recorder_max_slowdown));
+  RETURN_IF_ERROR(f.GetDurationNs("recorder.guard_window", &c.recorder_guard_window_ns));
   RETURN_IF_ERROR(f.GetBool("telemetry.enabled", &c.telemetry_enabled));
   RETURN_IF_ERROR(f.GetDurationNs("telemetry.interval", &c.telemetry_interval_ns));
   TurnOffWhatSaysNone(&c);
@@ -164,6 +168,11 @@ absl::Status ValidateAgentConfig(const AgentConfig& c) {
   if (c.recorder_window_ns < 100'000'000 || c.recorder_window_ns > 600'000'000'000) {
     return absl::InvalidArgumentError(
         absl::StrCat("recorder.window must be 100ms to 10m, got ", c.recorder_window_ns, " ns"));
+  }
+  if (!(c.recorder_max_slowdown >= 0 && c.recorder_max_slowdown <= 10) ||
+      c.recorder_guard_window_ns < 1'000'000'000) {
+    return absl::InvalidArgumentError(
+        "recorder.max_slowdown must be 0 (no guard) to 10, and recorder.guard_window at least 1s");
   }
   if (c.telemetry_interval_ns < 100'000'000 || c.telemetry_interval_ns > 60'000'000'000) {
     return absl::InvalidArgumentError(absl::StrCat("telemetry.interval must be 100ms to 1m, got ",

@@ -45,6 +45,10 @@ struct AgentConfig {
   bool recorder_enabled = false;
   int64_t recorder_window_ns = 5'000'000'000;
   int64_t recorder_max_bytes = 256 << 20;
+  // The recorder's guard (agent/recorder_guard.h): `guard_window` of step times without it, then
+  // with it; past `max_slowdown` (a fraction) it turns itself off. 0 turns the guard off.
+  double recorder_max_slowdown = 0.10;
+  int64_t recorder_guard_window_ns = 30'000'000'000;
   // [telemetry]: every `interval` the agent reads the workload's runtime metrics (step times,
   // duty cycle, HBM, queued programs) and reports one summary per chip to the aggregator, which
   // keeps them and fires the flight recorder's triggers from them (agent/telemetry.h). Takes no

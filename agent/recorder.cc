@@ -24,6 +24,8 @@ const char* RecorderStateName(RecorderState s) {
       return "busy";
     case RecorderState::kFailed:
       return "failed";
+    case RecorderState::kDisabled:
+      return "disabled";
   }
   return "off";
 }
@@ -34,6 +36,10 @@ Recorder::Recorder(tensorflow::ProfilerService::StubInterface* profiler, Clock& 
 
 absl::Status Recorder::Arm() {
   absl::MutexLock snapshot(&snapshot_mu_);
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ == RecorderState::kDisabled) return absl::FailedPreconditionError(reason_);
+  }
   grpc::ClientContext ctx;
   ctx.set_deadline(DeadlineAt(clock_.NowNs(), options_.rpc_timeout_ns));
   tensorflow::ContinuousProfilingResponse resp;
@@ -133,7 +139,7 @@ absl::Status Recorder::Disarm() {
     ring_.clear();
     bytes_ = 0;
     if (state_ != RecorderState::kArmed) {
-      state_ = RecorderState::kOff;
+      if (state_ != RecorderState::kDisabled) state_ = RecorderState::kOff;
       return absl::OkStatus();
     }
     state_ = RecorderState::kOff;
@@ -149,6 +155,19 @@ absl::Status Recorder::Disarm() {
         absl::StrCat("the workload did not stop continuous profiling: ", s.error_message()));
   }
   return absl::OkStatus();
+}
+
+absl::Status Recorder::Disable(std::string reason) {
+  absl::Status s = Disarm();
+  absl::MutexLock lock(&mu_);
+  state_ = RecorderState::kDisabled;
+  reason_ = std::move(reason);
+  return s;
+}
+
+void Recorder::SetWaiting(std::string reason) {
+  absl::MutexLock lock(&mu_);
+  if (state_ == RecorderState::kOff) reason_ = std::move(reason);
 }
 
 RecorderState Recorder::state() const {
@@ -171,8 +190,13 @@ size_t Recorder::segments() const {
   return ring_.size();
 }
 
-RecorderDriver::RecorderDriver(Recorder* recorder, Clock& clock, int64_t tick_ns, int64_t rearm_ns)
-    : recorder_(recorder), clock_(clock), tick_ns_(tick_ns), rearm_ns_(rearm_ns) {
+RecorderDriver::RecorderDriver(Recorder* recorder, Clock& clock, int64_t tick_ns, int64_t rearm_ns,
+                               MayArm may_arm)
+    : recorder_(recorder),
+      clock_(clock),
+      tick_ns_(tick_ns),
+      rearm_ns_(rearm_ns),
+      may_arm_(std::move(may_arm)) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -190,7 +214,9 @@ void RecorderDriver::Loop() {
     const RecorderState state = recorder_->state();
     if (state == RecorderState::kArmed) {
       if (absl::Status s = recorder_->Rotate(); !s.ok()) PODPROF_LOG(WARNING) << s.message();
-    } else if (clock_.NowNs() >= next_arm) {
+    } else if (std::string why; may_arm_ && !may_arm_(&why)) {
+      recorder_->SetWaiting(why);
+    } else if (state != RecorderState::kDisabled && clock_.NowNs() >= next_arm) {
       recorder_->Arm().IgnoreError();  // the state and reason say what happened
       next_arm = clock_.NowNs() + rearm_ns_;
     }

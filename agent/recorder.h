@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,6 +56,7 @@ enum class RecorderState {
   kUnsupported,  // the workload's profiler has no continuous mode (reason says which)
   kBusy,         // another client holds the workload's profiler
   kFailed,       // a snapshot failed and the workload dropped continuous mode
+  kDisabled,     // turned off for good (it slowed the workload: recorder_guard.h); reason says
 };
 const char* RecorderStateName(RecorderState s);
 
@@ -75,6 +77,11 @@ class Recorder {
   absl::StatusOr<std::vector<RecorderSegment>> Freeze(int64_t at_ns) ABSL_LOCKS_EXCLUDED(mu_);
   // Ends continuous profiling (what was not snapshotted is dropped) and empties the ring.
   absl::Status Disarm() ABSL_LOCKS_EXCLUDED(mu_);
+  // Disarms and stays off with `reason` (state disabled): Arm() refuses from now on, until the
+  // agent restarts.
+  absl::Status Disable(std::string reason) ABSL_LOCKS_EXCLUDED(mu_);
+  // Why the recorder is not armed yet while nothing has been tried (the guard's baseline).
+  void SetWaiting(std::string reason) ABSL_LOCKS_EXCLUDED(mu_);
 
   RecorderState state() const ABSL_LOCKS_EXCLUDED(mu_);
   std::string reason() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -110,8 +117,10 @@ class Recorder {
 // restarted, another client let go, a snapshot failed). Destroying it disarms the recorder.
 class RecorderDriver {
  public:
+  // Arms only when `may_arm` (if given) says so; it may fill `why` with what it waits for.
+  using MayArm = std::function<bool(std::string* why)>;
   RecorderDriver(Recorder* recorder, Clock& clock, int64_t tick_ns = 100'000'000,
-                 int64_t rearm_ns = 10'000'000'000);
+                 int64_t rearm_ns = 10'000'000'000, MayArm may_arm = nullptr);
   ~RecorderDriver();
   RecorderDriver(const RecorderDriver&) = delete;
   RecorderDriver& operator=(const RecorderDriver&) = delete;
@@ -122,6 +131,7 @@ class RecorderDriver {
   Recorder* const recorder_;
   Clock& clock_;
   const int64_t tick_ns_, rearm_ns_;
+  const MayArm may_arm_;
   absl::Notification stop_;
   std::thread thread_;
 };

@@ -203,6 +203,7 @@ void TelemetryReporter::Loop() {
   const int64_t every = options_.interval_ns;
   do {
     podprof::v1::TelemetrySample sample = sampler_.Sample();
+    if (options_.on_sample) options_.on_sample(sample);
     {
       absl::MutexLock lock(&mu_);
       pending_.push_back(std::move(sample));

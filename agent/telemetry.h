@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <string>
 #include <thread>
@@ -78,6 +79,8 @@ struct TelemetryReporterOptions {
   // Samples kept while the aggregator is away, oldest dropped first (5 minutes at 1 s: a few
   // hundred kB).
   size_t max_buffered = 300;
+  // Each sample also goes here, on the reporter's thread (the recorder's guard).
+  std::function<void(const podprof::v1::TelemetrySample&)> on_sample;
 };
 
 // Samples on a thread of its own (podprof-telem) at every multiple of the interval on the

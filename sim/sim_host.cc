@@ -131,6 +131,17 @@ void Cumulative::Add(double value) {
 
 std::vector<Cumulative> SimHost::ProgramTimings() {
   const int64_t done = model_.StepAt(truth_.NowNs()) - 1;  // the last step that surely ended
+  std::vector<std::pair<int64_t, int64_t>> spans;
+  if (options_.continuous_overhead > 0) {
+    absl::MutexLock lock(&mu_);
+    spans = continuous_spans_;
+  }
+  auto cost = [&](int64_t start_ns) {
+    for (const auto& [from, to] : spans) {
+      if (from <= start_ns && start_ns < to) return 1 + options_.continuous_overhead;
+    }
+    return 1.0;
+  };
   absl::MutexLock lock(&timing_mu_);
   // A metric service first asked long after start-up counts at most the last 100,000 steps.
   timed_through_ = std::max(timed_through_, done - 100'000);
@@ -138,7 +149,8 @@ std::vector<Cumulative> SimHost::ProgramTimings() {
     const std::vector<ChipStep> step = model_.Step(s);
     for (size_t c = 0; c < step.size(); ++c) {
       // A step the job did not issue ran no program.
-      if (!step[c].runs.empty()) timings_[c].Add(static_cast<double>(step[c].busy_end_ps) / 1e6);
+      if (step[c].runs.empty()) continue;
+      timings_[c].Add(static_cast<double>(step[c].busy_end_ps) / 1e6 * cost(step[c].start_ns));
     }
   }
   timed_through_ = std::max(timed_through_, done);
@@ -283,6 +295,7 @@ absl::Status SimHost::StartContinuous() {
     return absl::AlreadyExistsError("a profiling session is already running");
   }
   continuous_since_ns_ = truth_.NowNs();
+  continuous_spans_.push_back({continuous_since_ns_, INT64_MAX});
   return absl::OkStatus();
 }
 
@@ -331,6 +344,7 @@ absl::Status SimHost::StopContinuous() {
     return absl::NotFoundError("No continuous profiling session found.");
   }
   continuous_since_ns_ = -1;
+  if (!continuous_spans_.empty()) continuous_spans_.back().second = truth_.NowNs();
   return absl::OkStatus();
 }
 

@@ -39,6 +39,10 @@ struct SimHostOptions {
   std::string truth_file;
   // A recorded capture to answer with instead of the model (empty: the model).
   std::string replay_path;
+  // What continuous profiling costs the workload: steps that start while a continuous session
+  // runs take this much longer in the program timings the metric service reports (the
+  // recorder's guard, agent/recorder_guard.h, is tested against it). The traces keep the model.
+  double continuous_overhead = 0;
 };
 
 // The longest session a simulated host runs, ms.
@@ -214,6 +218,8 @@ class SimHost {
   // A snapshot being written: StopContinuous waits for none (it only ends the session), but a
   // second snapshot is refused meanwhile, as the server serves one at a time.
   bool snapshotting_ ABSL_GUARDED_BY(mu_) = false;
+  // When continuous sessions ran (true time; INT64_MAX: still running), for its overhead.
+  std::vector<std::pair<int64_t, int64_t>> continuous_spans_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace podprof::sim

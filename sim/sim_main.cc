@@ -159,6 +159,9 @@ int SimHostMain(int argc, char** argv) {
   app.add_option("--duty-drop-at", drops,
                  "From T on, a fraction of the steps is not issued (duty cycle falls), "
                  "T:fraction, e.g. 20s:0.3 (repeatable)");
+  app.add_option("--continuous-overhead", options.continuous_overhead,
+                 "Steps run this fraction longer while continuous profiling is on, as the "
+                 "metric service reports them, e.g. 0.2");
   app.add_option("--fault-epoch-ns", fault_epoch_ns,
                  "True time (ns since the Unix epoch) the timed faults count from; default: "
                  "start-up. Give every host of the pod the same");
