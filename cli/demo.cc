@@ -44,7 +44,9 @@ launch::PodOptions DemoPod(const DemoOptions& options, const std::string& bin,
   pod.seed = options.seed;
   pod.aggregator_config =
       "# podprof demo: probe clocks often, so the demo does not wait long\n"
-      "[agents]\nheartbeat_interval = \"1s\"\nprobe_interval = \"1s\"\n";
+      "[agents]\nheartbeat_interval = \"1s\"\nprobe_interval = \"1s\"\n"
+      "# and store the agents' telemetry each second, for the pod page (/pod)\n"
+      "[telemetry]\nstore_interval = \"1s\"\n";
   pod.agent_config = "# podprof demo: everything from flags\n";
   if (!options.throttle.empty()) pod.simhost_flags.push_back("--throttle=" + options.throttle);
   if (options.keep) {

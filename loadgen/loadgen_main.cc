@@ -92,6 +92,27 @@ int WaitForEnd(const sigset_t& signals, Clock& clock, int64_t deadline_ns) {
   }
 }
 
+// --telemetry-interval and --telemetry-slowdown-at into `f`; an exit code, or -1 to go on.
+int CheckTelemetryFlags(Flags* f) {
+  if (!f->telemetry_interval.empty()) {
+    absl::StatusOr<int64_t> d = ParseDurationNs(f->telemetry_interval);
+    if (!d.ok() || *d < 100'000'000) {
+      return Fail("--telemetry-interval must be a duration of at least 100ms, e.g. 1s");
+    }
+    f->telemetry_interval_ns = *d;
+  }
+  if (!f->telemetry_slowdown.empty()) {
+    const std::vector<std::string> parts = absl::StrSplit(f->telemetry_slowdown, ':');
+    absl::StatusOr<int64_t> at = ParseDurationNs(parts[0]);
+    if (parts.size() != 2 || !at.ok() || *at < 0 ||
+        !absl::SimpleAtod(parts[1], &f->slowdown_factor) || !(f->slowdown_factor > 0)) {
+      return Fail("--telemetry-slowdown-at must be T:FACTOR, e.g. 20s:1.3");
+    }
+    f->slowdown_after_ns = *at;
+  }
+  return -1;
+}
+
 // Parses the flags into `f`; returns an exit code to leave with, or -1 to go on.
 int ParseFlags(int argc, char** argv, Flags* f, int64_t* max_offset_ns, int64_t* exit_after_ns) {
   CLI::App app{
@@ -166,23 +187,7 @@ int ParseFlags(int argc, char** argv, Flags* f, int64_t* max_offset_ns, int64_t*
     if (!d.ok() || *d <= 0) return Fail("--exit-after must be a positive duration, e.g. 10m");
     *exit_after_ns = *d;
   }
-  if (!f->telemetry_interval.empty()) {
-    absl::StatusOr<int64_t> d = ParseDurationNs(f->telemetry_interval);
-    if (!d.ok() || *d < 100'000'000) {
-      return Fail("--telemetry-interval must be a duration of at least 100ms, e.g. 1s");
-    }
-    f->telemetry_interval_ns = *d;
-  }
-  if (!f->telemetry_slowdown.empty()) {
-    const std::vector<std::string> parts = absl::StrSplit(f->telemetry_slowdown, ':');
-    absl::StatusOr<int64_t> at = ParseDurationNs(parts[0]);
-    if (parts.size() != 2 || !at.ok() || *at < 0 ||
-        !absl::SimpleAtod(parts[1], &f->slowdown_factor) || !(f->slowdown_factor > 0)) {
-      return Fail("--telemetry-slowdown-at must be T:FACTOR, e.g. 20s:1.3");
-    }
-    f->slowdown_after_ns = *at;
-  }
-  return -1;
+  return CheckTelemetryFlags(f);
 }
 
 }  // namespace

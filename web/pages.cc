@@ -60,7 +60,8 @@ const Asset* FindAsset(std::string_view name) {
 void AddPageRoutes(http::Router& router) {
   // The page is the same for every view; its script reads the path.
   auto page = [](const http::Request&) { return Serve(*FindAsset("index.html"), "no-cache"); };
-  for (const char* path : {"/", "/captures", "/captures/{id}", "/kernels/{name}", "/diff"}) {
+  for (const char* path :
+       {"/", "/captures", "/captures/{id}", "/kernels/{name}", "/diff", "/pod"}) {
     router.Add("GET", path, page);
   }
   router.Add("GET", "/assets/{name}", [](const http::Request& req) {

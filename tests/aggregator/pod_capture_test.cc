@@ -1581,6 +1581,31 @@ TEST_F(PodTest, TriggersSnapshotASlowedChipOnceAndAStall) {
     EXPECT_EQ(r["steps"], 0) << r;
   }
   EXPECT_EQ(chips.size(), 8u);
+
+  // An alert manager's webhook takes one snapshot of the pod; a second within the webhook
+  // trigger's cooldown takes none and says why; a resolved alert takes none.
+  auto hook = [&](const std::string& status) {
+    const std::string body = absl::StrCat(
+        R"({"receiver": "podprof", "status": ")", status, R"(", "alerts": [{"status": ")", status,
+        R"(", "labels": {"alertname": "GoodputLow"}, "annotations": {"summary": "goodput 61%"}}]})");
+    std::ofstream(P("alert.json")) << body;
+    return testing::Curl(absl::StrCat("-X POST -H 'Content-Type: application/json' --data-binary @",
+                                      P("alert.json"), " '", base, "/api/v1/snapshots/webhook'"),
+                         P("hook.json"));
+  };
+  auto [first_status, first_body] = hook("firing");
+  ASSERT_EQ(first_status, 202) << first_body;
+  const std::string hook_id = nlohmann::json::parse(first_body)["snapshot"];
+  auto [again_status, again_body] = hook("firing");
+  EXPECT_EQ(again_status, 200);
+  EXPECT_THAT(again_body, ::testing::HasSubstr("cooling down")) << again_body;
+  auto [resolved_status, resolved_body] = hook("resolved");
+  EXPECT_EQ(resolved_status, 200);
+  EXPECT_THAT(resolved_body, ::testing::HasSubstr("no firing alert")) << resolved_body;
+  const std::vector<nlohmann::json> hooked = TriggeredCaptures(agg_addr_, "webhook");
+  ASSERT_EQ(hooked.size(), 1u);
+  EXPECT_EQ(hooked[0]["capture"], hook_id);
+  EXPECT_EQ(hooked[0]["labels"]["reason"], "GoodputLow: goodput 61%");
 }
 
 // The recorder's guard (#39): a workload whose steps run 30% longer while it is in continuous

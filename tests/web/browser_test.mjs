@@ -75,6 +75,58 @@ const historyPoints = () =>
     return {n, px, at};
   });
 
+// The pod page: the agents' telemetry as a step-time and a duty-cycle heatmap (a row per chip,
+// a column per stored second), the snapshot button (the demo's HTTP is plaintext on loopback:
+// an operator), and the snapshot it takes listed and marked in red where its window ends.
+async function checkPodPage() {
+  await page.waitForFunction(
+    async () => (await (await fetch('/api/v1/telemetry?since=1m')).json()).telemetry.length >= 24,
+    null,
+    {timeout: 20000},
+  );
+  await open('/pod');
+  const rows = async (id) =>
+    page.$eval(`#${id}`, (c) => ({
+      h: c.height,
+      min: Number(c.dataset.min),
+      max: Number(c.dataset.max),
+    }));
+  const step = await rows('step-heatmap'),
+    duty = await rows('duty-heatmap');
+  check(
+    step.min > 100 && step.max >= step.min && duty.min > 0 && duty.max <= 100,
+    `the pod page draws step time (${step.min.toFixed(0)}-${step.max.toFixed(0)} us) and duty cycle (${duty.min.toFixed(1)}-${duty.max.toFixed(1)}%) per chip`,
+  );
+  await page.click('#snapshot-now');
+  await page.waitForFunction(
+    () => (document.getElementById('snapshot-message') || {}).textContent?.startsWith('snapshot'),
+    null,
+    {timeout: 20000},
+  );
+  const said = await page.$eval('#snapshot-message', (m) => m.textContent);
+  const id = said.split(' ')[1];
+  // The snapshot stored, the page reloads itself and lists it.
+  await page.waitForFunction(
+    async (c) => (await (await fetch(`/api/v1/captures/${c}`)).json()).status !== 'running',
+    id,
+    {timeout: 30000},
+  );
+  await open('/pod');
+  const listed = await page.$eval('#snapshots', (l) => l.textContent);
+  check(
+    listed.includes(id) && listed.includes('manual') && listed.includes('from the pod page'),
+    `the pod page's button took snapshot ${id} and lists it (${listed.slice(0, 80)})`,
+  );
+  const red = await page.$eval('#step-heatmap', (c) => {
+    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    let n = 0;
+    for (let i = 0; i < d.length; i += 4) if (d[i] > 200 && d[i + 1] < 40 && d[i + 2] < 40) n++;
+    return n;
+  });
+  check(red > 0, `the snapshot is marked on the step-time heatmap (${red} red pixels)`);
+  await shot('pod');
+}
+
 // The page's own rules for what it shows (web/src/app.js): a test that formatted the API's
 // figures itself would check the page against a second copy of them. fmtShare: a measured
 // share, 0 too (busy units, throttling, Utilization Viewer shares); fmtPct: "-" for 0 (the
@@ -597,6 +649,7 @@ try {
     `the diff's Δmean as the CLI writes it (${shownDelta.slice(0, 3)}...)`,
   );
   await shot('diff');
+  await checkPodPage();
 
   check(
     consoleErrors.length === 0,

@@ -232,6 +232,7 @@
     [/^\/captures\/([^/]+)$/, (m, main) => podprof.pages.capture(decodeURIComponent(m[1]), main)],
     [/^\/kernels\/([^/]+)$/, (m, main) => podprof.pages.kernel(decodeURIComponent(m[1]), main)],
     [/^\/diff$/, (m, main) => podprof.pages.diff(m, main)],
+    [/^\/pod$/, (m, main) => podprof.pages.pod(m, main)],
   ];
 
   async function route() {
