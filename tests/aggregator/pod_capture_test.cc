@@ -1606,6 +1606,42 @@ TEST_F(PodTest, TriggersSnapshotASlowedChipOnceAndAStall) {
   ASSERT_EQ(hooked.size(), 1u);
   EXPECT_EQ(hooked[0]["capture"], hook_id);
   EXPECT_EQ(hooked[0]["labels"]["reason"], "GoodputLow: goodput 61%");
+
+  // The telemetry outlives the aggregator: every row stored before a restart is read after it
+  // (`podprof telemetry`, over gRPC), and the agents' reports go on into the new process.
+  auto stored = [&] {
+    PodprofResult t =
+        RunPodprof("telemetry --since 2m --limit 100000 --format csv --aggregator " + agg_addr_);
+    EXPECT_EQ(t.exit_code, 0) << t.err;
+    std::set<std::string> keys;
+    for (absl::string_view line : absl::StrSplit(t.out, '\n', absl::SkipEmpty())) {
+      const std::vector<absl::string_view> f = absl::StrSplit(line, ',');
+      if (f.size() > 3 && f[0] != "time_ns") keys.insert(absl::StrCat(f[0], "/", f[1], "/", f[2]));
+    }
+    return keys;
+  };
+  const std::set<std::string> before = stored();
+  ASSERT_GT(before.size(), 8u * 20);
+  aggregator_->Stop();
+  launch::PodOptions same_port = pod_;
+  same_port.aggregator_listen = agg_addr_;
+  fs::remove(launch::AggregatorReadyFile(same_port));
+  aggregator_ = std::make_unique<ChildProcess>(launch::AggregatorArgs(same_port),
+                                               launch::AggregatorReadyFile(same_port));
+  ASSERT_TRUE(aggregator_->ready());
+  const int64_t restarted = absl::GetCurrentTimeNanos();
+  std::set<std::string> after = stored();
+  EXPECT_TRUE(std::includes(after.begin(), after.end(), before.begin(), before.end()))
+      << before.size() << " rows before the restart, " << after.size() << " after";
+  EXPECT_TRUE(testing::WaitFor(
+      [&] {
+        after = stored();
+        return std::any_of(after.begin(), after.end(), [&](const std::string& k) {
+          return std::stoll(k.substr(0, k.find('/'))) > restarted;
+        });
+      },
+      absl::Seconds(20)))
+      << "no telemetry stored after the restart";
 }
 
 // The recorder's guard (#39): a workload whose steps run 30% longer while it is in continuous

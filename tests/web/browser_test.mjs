@@ -117,6 +117,18 @@ async function checkPodPage() {
     listed.includes(id) && listed.includes('manual') && listed.includes('from the pod page'),
     `the pod page's button took snapshot ${id} and lists it (${listed.slice(0, 80)})`,
   );
+  // Its diff against a complete capture from before it.
+  const diff = new URL(await page.$eval('#snapshots a.diff', (a) => a.getAttribute('href')), base)
+    .searchParams;
+  const baseline = await (await fetch(`${base}/api/v1/captures/${diff.get('baseline')}`)).json();
+  const snapshot = await (await fetch(`${base}/api/v1/captures/${id}`)).json();
+  check(
+    diff.get('candidate') === id &&
+      baseline.status === 'complete' &&
+      baseline.source === 'capture' &&
+      baseline.end_ns <= snapshot.start_ns,
+    `the snapshot links to its diff against capture ${diff.get('baseline')}, complete before it`,
+  );
   const red = await page.$eval('#step-heatmap', (c) => {
     const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
     let n = 0;

@@ -100,11 +100,16 @@
     return canvas;
   }
 
-  function snapshotList(snapshots) {
+  // Each snapshot with its trigger and reason, and a link to its diff against the last complete
+  // capture that ended before it began (`captures`, newest first): what changed since.
+  function snapshotList(snapshots, captures) {
     const {el, fmtTime} = P;
     const list = el('ul', {id: 'snapshots'});
     for (const s of snapshots) {
       const l = s.labels || {};
+      const good = captures.find(
+        (c) => c.status === 'complete' && c.capture !== s.capture && c.end_ns <= s.start_ns,
+      );
       list.append(
         el(
           'li',
@@ -114,6 +119,16 @@
           el('strong', {}, l.trigger || 'snapshot'),
           l.reason ? `: ${l.reason}` : '',
           ` (${s.status})`,
+          good
+            ? el(
+                'a',
+                {
+                  class: 'diff',
+                  href: `/diff?baseline=${enc(good.capture)}&candidate=${enc(s.capture)}`,
+                },
+                ` diff against ${good.capture}`,
+              )
+            : '',
         ),
       );
     }
@@ -177,7 +192,7 @@
         fixed: [0, 100],
       }),
       el('h2', {}, 'Snapshots'),
-      snapshotList(snapshots),
+      snapshotList(snapshots, caps.captures),
       el('h2', {}, 'Triggers'),
     );
     const events = el('ul', {id: 'trigger-events'});
