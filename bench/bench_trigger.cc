@@ -10,6 +10,7 @@
 //   bench_trigger [--agents 64] [--chips 4] [--window-ms 5000]
 #include <grpcpp/grpcpp.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -126,9 +127,16 @@ int Main(int argc, char** argv) {
     return 1;
   }
   std::string status;
+  const long agg_cpu0 = bench::CpuTicks(agg.pid()), gen_cpu0 = bench::CpuTicks(loadgen.pid());
   const int64_t stored = StoredAt(*stub, snap->capture_id(), clock, &status);
+  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  const double agg_cpu = static_cast<double>(bench::CpuTicks(agg.pid()) - agg_cpu0) / tick;
+  const double gen_cpu = static_cast<double>(bench::CpuTicks(loadgen.pid()) - gen_cpu0) / tick;
   int64_t fired = 0;
-  absl::SimpleAtoi(snap->labels().at("trigger_ns"), &fired);
+  if (!absl::SimpleAtoi(snap->labels().at("trigger_ns"), &fired)) {
+    std::printf("the snapshot's trigger_ns label is not a number\n");
+    return 1;
+  }
   const double manual_s = static_cast<double>(manual_stored - asked) / 1e9;
   const double trigger_s = static_cast<double>(stored - fired) / 1e9;
   std::printf("%d hosts x %d chips, %d ms windows:\n", agents, chips, window_ms);
@@ -138,6 +146,12 @@ int Main(int argc, char** argv) {
               trigger_s, status.c_str(), snap->hosts_size(),
               manual_s > 0 ? trigger_s / manual_s : 0);
   std::printf("  reason: %s\n", snap->labels().at("reason").c_str());
+  // Where the time went: the emulated hosts producing their windows (on a pod, each agent on its
+  // own host), and the aggregator receiving, aligning and storing them.
+  std::printf(
+      "  while it was stored: podprof-loadgen %.2f CPU-s (every host's window), "
+      "aggregator %.2f CPU-s\n",
+      gen_cpu, agg_cpu);
   std::printf("window_end_after_trigger_ms=%.3f\n",
               static_cast<double>(snap->end_ns() - fired) / 1e6);
   loadgen.Terminate(absl::Seconds(10));

@@ -1675,5 +1675,31 @@ TEST_F(PodTest, ARecorderThatSlowsTheWorkloadTurnsItselfOff) {
   EXPECT_EQ(nlohmann::json::parse(snap.out)["hosts"][0]["status"], "complete") << snap.out;
 }
 
+// The duty-cycle trigger (#39) end to end: from t = 12 s the job issues only 60% of its steps
+// (its input pipeline starves the pod): the chips' duty cycle falls by about 40% while steps
+// still end every second and each step takes as long as before, so the duty-cycle trigger, and
+// it alone, takes a snapshot.
+TEST_F(PodTest, ADutyCycleDropTakesOneSnapshot) {
+  const int64_t t0 = absl::GetCurrentTimeNanos();
+  constexpr int64_t kS = 1'000'000'000;
+  aggregator_toml_ =
+      "[telemetry]\nstore_interval = \"1s\"\n[triggers]\nrecent = \"3s\"\nbaseline = "
+      "\"6s\"\nwindow = \"2s\"\n";
+  sim_extra_ = {"--fault-epoch-ns", absl::StrCat(t0), "--duty-drop-at", "12s:0.4"};
+  ASSERT_NO_FATAL_FAILURE(StartPod({{0, 0}, {2'000'000, 0}}));
+  ASSERT_TRUE(testing::WaitFor([&] { return !TriggeredCaptures(agg_addr_, "duty_cycle").empty(); },
+                               absl::FromUnixNanos(t0 + 30 * kS) - absl::Now()));
+  const nlohmann::json snap = TriggeredCaptures(agg_addr_, "duty_cycle")[0];
+  EXPECT_GT(snap["end_ns"].get<int64_t>(), t0 + 12 * kS);
+  const nlohmann::json evidence =
+      nlohmann::json::parse(snap["labels"]["telemetry"].get<std::string>());
+  const double drop = 1 - evidence["recent_duty_percent"].get<double>() /
+                              evidence["baseline_duty_percent"].get<double>();
+  EXPECT_NEAR(drop, 0.4, 0.12) << evidence;
+  EXPECT_EQ(evidence["holding"], nlohmann::json::array({"duty_cycle"})) << evidence;
+  EXPECT_TRUE(TriggeredCaptures(agg_addr_, "step_time").empty());
+  EXPECT_TRUE(TriggeredCaptures(agg_addr_, "hang").empty());
+}
+
 }  // namespace
 }  // namespace podprof::aggregator
