@@ -72,6 +72,25 @@ std::optional<v1::CaptureSummary> WaitForTriggered(v1::Aggregator::Stub& stub,
   return std::nullopt;
 }
 
+// A manual snapshot of every host (`podprof snapshot`'s request) of `window_ms`: seconds from its
+// request to stored, or -1 when it was refused.
+double ManualSnapshotS(v1::Aggregator::Stub& stub, Clock& clock, int window_ms,
+                       std::string* status) {
+  v1::StartCaptureRequest manual;
+  manual.set_snapshot(true);
+  manual.set_duration_ms(static_cast<uint64_t>(window_ms));
+  (*manual.mutable_labels())["trigger"] = "manual";
+  v1::StartCaptureResponse started;
+  const int64_t asked = clock.NowNs();
+  grpc::ClientContext ctx;
+  if (!stub.StartCapture(&ctx, manual, &started).ok()) {
+    std::printf("the manual snapshot was refused\n");
+    return -1;
+  }
+  const int64_t stored = StoredAt(stub, started.capture_id(), clock, status);
+  return static_cast<double>(stored - asked) / 1e9;
+}
+
 int Main(int argc, char** argv) {
   int agents = 64, chips = 4, window_ms = 5000;
   const int parsed =
@@ -107,19 +126,9 @@ int Main(int argc, char** argv) {
 
   // The baseline: a manual snapshot of the same hosts, from its request to stored.
   std::this_thread::sleep_for(std::chrono::seconds(8));
-  v1::StartCaptureRequest manual;
-  manual.set_snapshot(true);
-  manual.set_duration_ms(static_cast<uint64_t>(window_ms));
-  (*manual.mutable_labels())["trigger"] = "manual";
-  v1::StartCaptureResponse started;
-  const int64_t asked = clock.NowNs();
-  grpc::ClientContext ctx;
-  if (!stub->StartCapture(&ctx, manual, &started).ok()) {
-    std::printf("the manual snapshot was refused\n");
-    return 1;
-  }
   std::string manual_status;
-  const int64_t manual_stored = StoredAt(*stub, started.capture_id(), clock, &manual_status);
+  const double manual_s = ManualSnapshotS(*stub, clock, window_ms, &manual_status);
+  if (manual_s < 0) return 1;
 
   const std::optional<v1::CaptureSummary> snap = WaitForTriggered(*stub, "step_time", 60);
   if (!snap) {
@@ -137,7 +146,6 @@ int Main(int argc, char** argv) {
     std::printf("the snapshot's trigger_ns label is not a number\n");
     return 1;
   }
-  const double manual_s = static_cast<double>(manual_stored - asked) / 1e9;
   const double trigger_s = static_cast<double>(stored - fired) / 1e9;
   std::printf("%d hosts x %d chips, %d ms windows:\n", agents, chips, window_ms);
   std::printf("  manual snapshot, request to stored:  %.3f s (%s)\n", manual_s,
