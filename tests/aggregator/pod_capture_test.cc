@@ -1678,7 +1678,7 @@ TEST_F(PodTest, ARecorderThatSlowsTheWorkloadTurnsItselfOff) {
 // The duty-cycle trigger (#39) end to end: from t = 12 s the job issues only 60% of its steps
 // (its input pipeline starves the pod): the chips' duty cycle falls by about 40% while steps
 // still end every second and each step takes as long as before, so the duty-cycle trigger, and
-// it alone, takes a snapshot.
+// it alone, takes a snapshot; what it measured lies past its 15% and within the 40%.
 TEST_F(PodTest, ADutyCycleDropTakesOneSnapshot) {
   const int64_t t0 = absl::GetCurrentTimeNanos();
   constexpr int64_t kS = 1'000'000'000;
@@ -1695,7 +1695,10 @@ TEST_F(PodTest, ADutyCycleDropTakesOneSnapshot) {
       nlohmann::json::parse(snap["labels"]["telemetry"].get<std::string>());
   const double drop = 1 - evidence["recent_duty_percent"].get<double>() /
                               evidence["baseline_duty_percent"].get<double>();
-  EXPECT_NEAR(drop, 0.4, 0.12) << evidence;
+  // It fires as soon as the drop passes 15%, which may be while the drop is still spreading
+  // through the recent window: past the threshold, and no more than the 40% of steps dropped.
+  EXPECT_GT(drop, 0.15) << evidence;
+  EXPECT_LT(drop, 0.5) << evidence;
   EXPECT_EQ(evidence["holding"], nlohmann::json::array({"duty_cycle"})) << evidence;
   EXPECT_TRUE(TriggeredCaptures(agg_addr_, "step_time").empty());
   EXPECT_TRUE(TriggeredCaptures(agg_addr_, "hang").empty());
