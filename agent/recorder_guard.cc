@@ -4,19 +4,13 @@
 
 #include "absl/strings/str_format.h"
 #include "common/logging.h"
+#include "common/median.h"
 
 namespace podprof::agent {
 namespace {
 
 // Step times each side needs for a median worth comparing.
 constexpr size_t kMinSamples = 3;
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 // The sample's step time: the median over the chips that ended steps; 0 when none did.
 double StepOf(const podprof::v1::TelemetrySample& s) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/logging.h"
+#include "common/median.h"
 #include "common/status_macros.h"
 
 namespace podprof::aggregator {
@@ -11,15 +12,6 @@ namespace {
 constexpr int64_t kSecondNs = 1'000'000'000;
 // Retention runs at most this often: a delete of a few seconds' rows every minute.
 constexpr int64_t kRetentionEveryNs = 60 * kSecondNs;
-
-double Median(std::vector<double>& v) {
-  if (v.empty()) return 0;
-  const size_t mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
-  if (v.size() % 2 == 1) return v[mid];
-  const double upper = v[mid];
-  return (*std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid)) + upper) / 2;
-}
 
 int64_t FloorDiv(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
 
@@ -124,7 +116,7 @@ absl::Status TelemetryHub::Flush(int64_t now_ns, bool all) {
       OpenSecond& o = node.mapped();
       PodPoint p;
       p.second = node.key();
-      p.step_us = Median(o.step_means);
+      p.step_us = Median(std::move(o.step_means));
       p.duty_percent = o.duty_n > 0 ? o.duty_sum / o.duty_n : -1;
       p.steps = o.steps;
       p.chips = o.chips;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/logging.h"
+#include "common/median.h"
 
 namespace podprof::aggregator {
 namespace {
@@ -17,13 +18,6 @@ using Json = nlohmann::json;
 constexpr int64_t kSecondNs = 1'000'000'000;
 constexpr int64_t kHourNs = 3600 * kSecondNs;
 constexpr size_t kEventsKept = 100;
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 std::string Ms(double us) { return absl::StrFormat("%.2f ms", us / 1000); }
 
@@ -194,8 +188,7 @@ std::optional<Firing> Straggler(
 std::vector<Firing> Evaluate(
     const std::vector<PodPoint>& pod,
     const std::map<std::pair<std::string, int>, std::vector<ChipPoint>>& chips,
-    const TriggerOptions& options, int64_t now_ns) {
-  (void)now_ns;
+    const TriggerOptions& options) {
   std::vector<Firing> out;
   const Windows w = Split(pod, options);
   if (std::optional<Firing> f = Hang(pod, options)) out.push_back(*std::move(f));
@@ -253,9 +246,9 @@ void TriggerLoop::Tick(int64_t now_ns) {
     PODPROF_LOG(WARNING) << "telemetry not stored: " << s.message();
   }
   if (!options_.enabled) return;
-  std::vector<Firing> firings = Evaluate(
-      hub_->PodHistory(), hub_->ChipHistory(now_ns - int64_t{options_.recent_s} * kSecondNs),
-      options_, now_ns);
+  std::vector<Firing> firings =
+      Evaluate(hub_->PodHistory(),
+               hub_->ChipHistory(now_ns - int64_t{options_.recent_s} * kSecondNs), options_);
   {
     absl::MutexLock lock(&mu_);
     for (auto it = refused_.begin(); it != refused_.end();) {

@@ -70,7 +70,7 @@ struct Firing {
 std::vector<Firing> Evaluate(
     const std::vector<PodPoint>& pod,
     const std::map<std::pair<std::string, int>, std::vector<ChipPoint>>& chips,
-    const TriggerOptions& options, int64_t now_ns);
+    const TriggerOptions& options);
 
 // Cooldowns and budgets. Not thread-safe (TriggerLoop guards it).
 class TriggerGate {

@@ -81,9 +81,8 @@ class TriggerTest : public ::testing::Test {
   }
   std::vector<std::string> Holding(int64_t s) {
     std::vector<std::string> out;
-    for (const Firing& f :
-         Evaluate(hub_.PodHistory(), hub_.ChipHistory(kT0 + (s - options_.recent_s) * kS), options_,
-                  kT0 + s * kS)) {
+    for (const Firing& f : Evaluate(
+             hub_.PodHistory(), hub_.ChipHistory(kT0 + (s - options_.recent_s) * kS), options_)) {
       out.push_back(f.trigger);
     }
     return out;
@@ -108,8 +107,7 @@ TEST_F(TriggerTest, ASlowedChipSlowsThePodAndFiresStepTime) {
     step_us *= 1.3;
   });
   EXPECT_THAT(Holding(41), ::testing::ElementsAre("step_time"));
-  const std::vector<Firing> f =
-      Evaluate(hub_.PodHistory(), hub_.ChipHistory(0), options_, kT0 + 41 * kS);
+  const std::vector<Firing> f = Evaluate(hub_.PodHistory(), hub_.ChipHistory(0), options_);
   EXPECT_NEAR(f[0].evidence["ratio"].get<double>(), 1.3, 0.03);
   EXPECT_THAT(f[0].reason, ::testing::HasSubstr("1.3"));
 }
@@ -127,7 +125,7 @@ TEST_F(TriggerTest, OneChipAloneIsAStraggler) {
     if (s >= 24 && h == 2) slow[1] = 25'000;
   });
   const std::vector<Firing> f =
-      Evaluate(hub_.PodHistory(), hub_.ChipHistory(kT0 + 25 * kS), options_, kT0 + 30 * kS);
+      Evaluate(hub_.PodHistory(), hub_.ChipHistory(kT0 + 25 * kS), options_);
   ASSERT_FALSE(f.empty());
   EXPECT_EQ(f[0].trigger, "straggler");
   EXPECT_EQ(f[0].evidence["host"], "host-2");
