@@ -75,14 +75,12 @@ absl::StatusOr<std::vector<int64_t>> ResolveKernelsOn(
 
 // The statements inserting one host's rows, prepared once per capture.
 struct HostInserts {
-  std::unique_ptr<Statement> ins_host, get_host, ins_ch, ins_chip, ins_stat, ins_kcounter,
-      ins_scope, ins_block, ins_counter;
+  internal::HostIds hosts;
+  std::unique_ptr<Statement> ins_ch, ins_chip, ins_stat, ins_kcounter, ins_scope, ins_block,
+      ins_counter;
   static absl::StatusOr<HostInserts> Prepare(Connection& c) {
     HostInserts h;
-    ASSIGN_OR_RETURN(h.ins_host, Statement::Prepare(c,
-                                                    "INSERT OR IGNORE INTO hosts (name) "
-                                                    "VALUES (?)"));
-    ASSIGN_OR_RETURN(h.get_host, Statement::Prepare(c, "SELECT id FROM hosts WHERE name = ?"));
+    ASSIGN_OR_RETURN(h.hosts, internal::HostIds::Prepare(c));
     ASSIGN_OR_RETURN(h.ins_ch, Statement::Prepare(c,
                                                   "INSERT INTO capture_hosts (capture, host_id, "
                                                   "status, error, clock_offset_ns, "
@@ -119,20 +117,6 @@ struct HostInserts {
     return h;
   }
 };
-
-// The hosts.id of `name`, inserted when new.
-absl::StatusOr<int64_t> HostId(HostInserts& q, const std::string& name) {
-  q.ins_host->Reset();
-  q.ins_host->Bind(1, name);
-  RETURN_IF_ERROR(q.ins_host->Run());
-  q.get_host->Reset();
-  q.get_host->Bind(1, name);
-  ASSIGN_OR_RETURN(bool found, q.get_host->Step());
-  if (!found) return absl::InternalError("host row vanished");
-  const int64_t id = q.get_host->Int(0);
-  q.get_host->Reset();
-  return id;
-}
 
 // A host's chip and kernel indices as row ids, or an error naming the host.
 struct RowIds {
@@ -208,7 +192,7 @@ absl::StatusOr<std::vector<int64_t>> InsertHostData(Connection& c, HostInserts& 
 absl::StatusOr<std::vector<int64_t>> InsertHost(Connection& c, HostInserts& q, int64_t seq,
                                                 const HostWrite& h, int64_t* stats_first,
                                                 int64_t* stats_last) {
-  ASSIGN_OR_RETURN(const int64_t host_id, HostId(q, h.host));
+  ASSIGN_OR_RETURN(const int64_t host_id, q.hosts.Of(h.host));
   q.ins_ch->Reset();
   q.ins_ch->Bind(1, seq)
       .Bind(2, host_id)
@@ -485,7 +469,7 @@ absl::Status CaptureWriter::WriteHostData(const std::string& capture_id, HostWri
       }
       const int64_t seq = running->Int(0);
       ASSIGN_OR_RETURN(HostInserts q, HostInserts::Prepare(c));
-      ASSIGN_OR_RETURN(const int64_t host_id, HostId(q, host->host));
+      ASSIGN_OR_RETURN(const int64_t host_id, q.hosts.Of(host->host));
       ASSIGN_OR_RETURN(host->chip_rows, InsertHostData(c, q, seq, host_id, *host));
       return absl::OkStatus();
     });

@@ -28,6 +28,27 @@ absl::Status Transaction(Connection& c, const std::function<absl::Status()>& bod
   return s;
 }
 
+absl::StatusOr<HostIds> HostIds::Prepare(Connection& c) {
+  HostIds h;
+  ASSIGN_OR_RETURN(h.insert_,
+                   Statement::Prepare(c, "INSERT OR IGNORE INTO hosts (name) VALUES (?)"));
+  ASSIGN_OR_RETURN(h.select_, Statement::Prepare(c, "SELECT id FROM hosts WHERE name = ?"));
+  return h;
+}
+
+absl::StatusOr<int64_t> HostIds::Of(const std::string& name) {
+  insert_->Reset();
+  insert_->Bind(1, name);
+  RETURN_IF_ERROR(insert_->Run());
+  select_->Reset();
+  select_->Bind(1, name);
+  ASSIGN_OR_RETURN(bool found, select_->Step());
+  if (!found) return absl::InternalError(absl::StrCat("host ", name, " vanished from hosts"));
+  const int64_t id = select_->Int(0);
+  select_->Reset();
+  return id;
+}
+
 absl::StatusOr<CaptureRef> RequireCapture(Connection& c, const std::string& id) {
   ASSIGN_OR_RETURN(
       auto s,

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -21,6 +22,17 @@ std::string LabelsJson(const std::map<std::string, std::string>& labels);
 std::map<std::string, std::string> ParseLabels(const std::string& text);
 // Runs `body` in a transaction on `c`; rolls back on failure.
 absl::Status Transaction(Connection& c, const std::function<absl::Status()>& body);
+
+// hosts.id by name, a name not stored yet inserted: the statements prepared once per
+// transaction, for every writer that names hosts (captures, telemetry).
+class HostIds {
+ public:
+  static absl::StatusOr<HostIds> Prepare(Connection& c);
+  absl::StatusOr<int64_t> Of(const std::string& name);
+
+ private:
+  std::unique_ptr<Statement> insert_, select_;
+};
 
 // A stored capture's row number and the rowid range of its per-chip statistics.
 struct CaptureRef {

@@ -5,32 +5,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "storage/store_internal.h"
 
 namespace podprof::storage {
 namespace {
 
-// hosts.id of each host named in `rows`, inserting the new ones.
-absl::StatusOr<std::map<std::string, int64_t>> HostIds(Connection& c,
-                                                       const std::vector<TelemetryRecord>& rows) {
-  ASSIGN_OR_RETURN(auto ins,
-                   Statement::Prepare(c, "INSERT OR IGNORE INTO hosts (name) VALUES (?)"));
-  ASSIGN_OR_RETURN(auto get, Statement::Prepare(c, "SELECT id FROM hosts WHERE name = ?"));
+absl::Status Insert(Connection& c, const std::vector<TelemetryRecord>& rows) {
+  ASSIGN_OR_RETURN(internal::HostIds hosts, internal::HostIds::Prepare(c));
   std::map<std::string, int64_t> ids;
   for (const TelemetryRecord& r : rows) {
     if (ids.count(r.host) > 0) continue;
-    ins->Reset();
-    RETURN_IF_ERROR(ins->Bind(1, r.host).Run());
-    get->Reset();
-    get->Bind(1, r.host);
-    ASSIGN_OR_RETURN(bool found, get->Step());
-    if (!found) return absl::InternalError(absl::StrCat("host ", r.host, " was not stored"));
-    ids[r.host] = get->Int(0);
+    ASSIGN_OR_RETURN(ids[r.host], hosts.Of(r.host));
   }
-  return ids;
-}
-
-absl::Status Insert(Connection& c, const std::vector<TelemetryRecord>& rows) {
-  ASSIGN_OR_RETURN(auto ids, HostIds(c, rows));
   ASSIGN_OR_RETURN(auto ins, Statement::Prepare(c,
                                                 "INSERT OR REPLACE INTO telemetry (time_ns, "
                                                 "host_id, chip, interval_ns, steps, step_mean_us, "
@@ -57,15 +43,8 @@ absl::Status Insert(Connection& c, const std::vector<TelemetryRecord>& rows) {
 
 absl::Status TelemetryTable::Append(const std::vector<TelemetryRecord>& rows) {
   if (rows.empty()) return absl::OkStatus();
-  return db_.OnWriter([&rows](Connection& c) -> absl::Status {
-    RETURN_IF_ERROR(c.Exec("BEGIN IMMEDIATE"));
-    absl::Status s = Insert(c, rows);
-    if (!s.ok()) {
-      c.Exec("ROLLBACK").IgnoreError();
-      return s;
-    }
-    return c.Exec("COMMIT");
-  });
+  return db_.OnWriter(
+      [&rows](Connection& c) { return internal::Transaction(c, [&] { return Insert(c, rows); }); });
 }
 
 absl::StatusOr<std::vector<TelemetryRecord>> TelemetryTable::Read(const TelemetryFilter& filter,
