@@ -126,6 +126,16 @@ absl::StatusOr<StepSkip> ParseDutyDrop(const std::string& text, int64_t epoch_ns
   return k;
 }
 
+// Each value of a repeatable flag, parsed by `parse` onto `out`; the first bad one's error.
+template <typename T, typename Parse>
+absl::Status ParseEach(const std::vector<std::string>& texts, Parse parse, std::vector<T>& out) {
+  for (const std::string& text : texts) {
+    ASSIGN_OR_RETURN(T value, parse(text));
+    out.push_back(std::move(value));
+  }
+  return absl::OkStatus();
+}
+
 // Long: one declaration per flag, then each flag checked, in the order --help lists them.
 int SimHostMain(int argc, char** argv) {
   CLI::App app{
@@ -195,31 +205,17 @@ int SimHostMain(int argc, char** argv) {
   if (std::abs(options.clock_drift_ppm) > 1e5) {
     return Fail(absl::StrCat("--clock-drift-ppm ", options.clock_drift_ppm, " is not plausible"));
   }
-  for (const std::string& s : stragglers) {
-    absl::StatusOr<Straggler> parsed = ParseStraggler(s);
-    if (!parsed.ok()) return Fail(std::string(parsed.status().message()));
-    options.pod.stragglers.push_back(*parsed);
-  }
-  for (const std::string& s : throttles) {
-    absl::StatusOr<Throttle> parsed = ParseThrottle(s);
-    if (!parsed.ok()) return Fail(std::string(parsed.status().message()));
-    options.pod.throttles.push_back(*parsed);
-  }
   if (fault_epoch_ns == 0) fault_epoch_ns = RealClock().NowNs();
-  for (const std::string& s : slowdowns) {
-    absl::StatusOr<Straggler> parsed = ParseSlowdown(s, fault_epoch_ns);
-    if (!parsed.ok()) return Fail(std::string(parsed.status().message()));
-    options.pod.stragglers.push_back(*parsed);
-  }
-  for (const std::string& s : stalls) {
-    absl::StatusOr<Stall> parsed = ParseStall(s, fault_epoch_ns);
-    if (!parsed.ok()) return Fail(std::string(parsed.status().message()));
-    options.pod.stalls.push_back(*parsed);
-  }
-  for (const std::string& s : drops) {
-    absl::StatusOr<StepSkip> parsed = ParseDutyDrop(s, fault_epoch_ns);
-    if (!parsed.ok()) return Fail(std::string(parsed.status().message()));
-    options.pod.skips.push_back(*parsed);
+  const auto at_epoch = [fault_epoch_ns](auto parse) {
+    return [parse, fault_epoch_ns](const std::string& text) { return parse(text, fault_epoch_ns); };
+  };
+  PodConfig& pod = options.pod;
+  for (const absl::Status& s : {ParseEach(stragglers, ParseStraggler, pod.stragglers),
+                                ParseEach(throttles, ParseThrottle, pod.throttles),
+                                ParseEach(slowdowns, at_epoch(ParseSlowdown), pod.stragglers),
+                                ParseEach(stalls, at_epoch(ParseStall), pod.stalls),
+                                ParseEach(drops, at_epoch(ParseDutyDrop), pod.skips)}) {
+    if (!s.ok()) return Fail(std::string(s.message()));
   }
   if (options.host_name.empty())
     options.host_name = absl::StrCat("simhost-", options.pod.host_index);
