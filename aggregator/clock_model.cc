@@ -2,8 +2,43 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <utility>
 
 namespace podprof::aggregator {
+
+namespace {
+
+// The range of offsets at `at_ns` of the lines a + b t that pass within every probe's bounds
+// in [begin, end). That is a linear program in (a, b), and a two-variable one has its optimum
+// fixed by two of its constraints; every other pair only allows more. So the range is the
+// tightest of the ranges each pair of probes allows alone, which for a pair is the line
+// through their bounds' ends, chosen by the sign each probe's weight has at `at_ns`. One probe
+// alone: its own bounds (no drift known). lo > hi: no line fits them all.
+std::pair<double, double> FeasibleRange(std::deque<Probe>::const_iterator begin,
+                                        std::deque<Probe>::const_iterator end, int64_t at_ns) {
+  if (end - begin == 1) {
+    return {static_cast<double>(begin->lower()), static_cast<double>(begin->upper())};
+  }
+  double lo = -std::numeric_limits<double>::infinity();
+  double hi = std::numeric_limits<double>::infinity();
+  for (auto i = begin; i != end; ++i) {
+    for (auto j = i + 1; j != end; ++j) {
+      const double span = static_cast<double>(j->midpoint_time() - i->midpoint_time());
+      if (span == 0) continue;
+      // offset(at) = wi * offset(ti) + wj * offset(tj), wi + wj = 1.
+      const double wj = static_cast<double>(at_ns - i->midpoint_time()) / span;
+      const double wi = 1 - wj;
+      const auto l = [](const Probe& p) { return static_cast<double>(p.lower()); };
+      const auto u = [](const Probe& p) { return static_cast<double>(p.upper()); };
+      hi = std::min(hi, wi * (wi >= 0 ? u(*i) : l(*i)) + wj * (wj >= 0 ? u(*j) : l(*j)));
+      lo = std::max(lo, wi * (wi >= 0 ? l(*i) : u(*i)) + wj * (wj >= 0 ? l(*j) : u(*j)));
+    }
+  }
+  return {lo, hi};
+}
+
+}  // namespace
 
 void ClockModel::AddProbe(const Probe& p) {
   if (p.t4 < p.t1 || p.width() < 0) return;  // Not a possible probe: clocks or order are broken.
@@ -49,20 +84,16 @@ ClockEstimate ClockModel::At(int64_t at_ns) const {
       offset = intercept + slope * (static_cast<double>(at_ns) - t0);
     }
   }
-  // Every probe's bounds hold at its own instant; carried to `at_ns` with the fitted drift, the
-  // tightest of them still holds, so the estimate never leaves it.
-  double lo = -1e300, hi = 1e300;
-  for (const Probe& p : bursts_) {
-    double shift = slope * (static_cast<double>(at_ns) - static_cast<double>(p.midpoint_time()));
-    lo = std::max(lo, static_cast<double>(p.lower()) + shift);
-    hi = std::min(hi, static_cast<double>(p.upper()) + shift);
-  }
-  if (lo <= hi) {
+  // The bounds of every line that passes through all the bursts' bounds: the fitted drift is
+  // itself uncertain, and carried far along it the bounds can miss the truth. When no line fits
+  // them all (the drift changed), the oldest bursts are dropped until one does.
+  for (size_t first = 0; first < bursts_.size(); ++first) {
+    const auto [lo, hi] =
+        FeasibleRange(bursts_.begin() + static_cast<std::ptrdiff_t>(first), bursts_.end(), at_ns);
+    if (lo > hi) continue;
     offset = std::clamp(offset, lo, hi);
     e.uncertainty_ns = static_cast<int64_t>(std::ceil((hi - lo) / 2));
-  } else {
-    // Bounds disagree (the drift changed): fall back to the freshest burst's own bound.
-    e.uncertainty_ns = bursts_.back().width() / 2;
+    break;
   }
   e.offset_ns = std::llround(offset);
   e.drift_ppb = slope * 1e9;

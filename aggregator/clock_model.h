@@ -45,7 +45,8 @@ class ClockModel {
 
   // The offset at aggregator time `at_ns`: a line through the kept probes' midpoints (least
   // squares, weighted by their precision) when two or more bursts exist, else the best probe.
-  // The result is clamped into the tightest probe bounds that apply.
+  // The result is clamped into the range every line within all the probes' bounds allows
+  // there; `uncertainty_ns` is half that range.
   ClockEstimate At(int64_t at_ns) const;
 
   // Aggregator time -> agent time and back, with the estimate at that instant.

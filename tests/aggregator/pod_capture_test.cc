@@ -1342,10 +1342,25 @@ int CaptureDirs(const std::string& dir) {
 // again, removes what its predecessor left in its temporary directory, and captures again.
 TEST_F(PodTest, AnAgentKilledInEachPhaseRestartsCleanAndRejoins) {
   StartPod({{0, 0}, {1'500'000, 0}});
+  // Until the new agent has registered: the aggregator still lists its killed predecessor as
+  // online and probed for a while, and a capture started then goes to the dead address.
   auto restart_agent_1 = [&] {
+    const int64_t restarted_ns = absl::GetCurrentTimeNanos();
     fs::remove(launch::AgentReadyFile(pod_, 1));
     agents_[1] = std::make_unique<ChildProcess>(agent_args_[1], launch::AgentReadyFile(pod_, 1));
     ASSERT_TRUE(agents_[1]->ready());
+    ASSERT_TRUE(testing::WaitFor(
+        [&] {
+          grpc::ClientContext ctx;
+          v1::ListAgentsResponse agents;
+          if (!stub_->ListAgents(&ctx, v1::ListAgentsRequest(), &agents).ok()) return false;
+          for (const auto& a : agents.agents()) {
+            if (a.host().host_name() == "host-1") return a.registered_ns() >= restarted_ns;
+          }
+          return false;
+        },
+        absl::Seconds(10)))
+        << "host-1 did not register again";
   };
   auto expect_partial = [&](const std::string& id) {
     v1::CaptureProgress last = WatchToEnd(id);
