@@ -338,8 +338,8 @@ absl::StatusOr<podprof::v1::StartCaptureRequest> StartCaptureBody(const std::str
   ASSIGN_OR_RETURN(const nlohmann::json body, http::ParseJsonObject(text));
   // A misspelt field would otherwise read as left out ("duration" for "duration_ms": a
   // capture of 0 ms).
-  static constexpr const char* kFields[] = {"duration_ms", "delay_ms", "hosts", "selector",
-                                            "labels"};
+  static constexpr const char* kFields[] = {"duration_ms", "delay_ms", "start_ns",
+                                            "hosts",       "selector", "labels"};
   RETURN_IF_ERROR(http::OnlyKnownFields(body, kFields));
   if (!body.contains("duration_ms")) {
     return absl::InvalidArgumentError("the body has no duration_ms (the capture's length, ms)");
@@ -351,8 +351,12 @@ absl::StatusOr<podprof::v1::StartCaptureRequest> StartCaptureBody(const std::str
   ASSIGN_OR_RETURN(const uint64_t duration_ms, http::UintField(body, "duration_ms", 1, kMaxMs, 0));
   ASSIGN_OR_RETURN(const uint64_t delay_ms,
                    http::UintField(body, "delay_ms", 0, std::numeric_limits<uint32_t>::max(), 0));
+  // The orchestrator checks it against now; this keeps it a whole int64.
+  ASSIGN_OR_RETURN(const uint64_t start_ns,
+                   http::UintField(body, "start_ns", 0, std::numeric_limits<int64_t>::max(), 0));
   r.set_duration_ms(duration_ms);
   r.set_delay_ms(static_cast<uint32_t>(delay_ms));
+  r.set_start_ns(static_cast<int64_t>(start_ns));
   RETURN_IF_ERROR(AddTargets(body, &r));
   return r;
 }

@@ -115,6 +115,15 @@ absl::StatusOr<v1::StartCaptureResponse> Orchestrator::Start(const v1::StartCapt
   if (req.snapshot() && req.delay_ms() != 0) {
     return absl::InvalidArgumentError("a snapshot looks back from now: delay_ms must be 0");
   }
+  if (req.start_ns() != 0 && (req.snapshot() || req.delay_ms() != 0)) {
+    return absl::InvalidArgumentError(
+        "start_ns names the window's start: it cannot come with delay_ms or snapshot");
+  }
+  if (req.start_ns() < 0 || req.start_ns() - clock_.NowNs() > limits_.max_delay_ns) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "start_ns must lie within ", limits_.max_delay_ns / 1'000'000, " ms from now, got ",
+        req.start_ns(), " (", (req.start_ns() - clock_.NowNs()) / 1'000'000, " ms from now)"));
+  }
   if (req.host_names_size() > limits_.max_hosts) {
     return absl::InvalidArgumentError(absl::StrCat(
         "at most ", limits_.max_hosts, " hosts per capture, got ", req.host_names_size()));
@@ -208,6 +217,16 @@ absl::StatusOr<v1::StartCaptureResponse> Orchestrator::StartAdmitted(
   }
   lead += probe_time + static_cast<int64_t>(run->hosts.size()) * dispatch_per_host_ns_.load();
   run->start_ns = now + std::max<int64_t>(lead, int64_t{req.delay_ms()} * 1'000'000);
+  if (req.start_ns() != 0) {
+    // Asked for an instant (a step boundary): moving it would defeat the point.
+    if (req.start_ns() < now + lead) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "start_ns is ", (req.start_ns() - now) / 1'000'000, " ms from now; the aggregator needs ",
+          (lead + 999'999) / 1'000'000, " ms to reach the capture's ", run->hosts.size(),
+          " hosts: ask further ahead"));
+    }
+    run->start_ns = req.start_ns();
+  }
   // A snapshot looks back: its window ends now, on every host at once.
   if (req.snapshot()) run->start_ns = now - duration_ns;
   // On record before it starts: if this process dies mid-capture, the next one marks it

@@ -217,13 +217,20 @@ class Client:
     def start_capture(self, duration: Duration, *, hosts: Optional[Sequence[str]] = None,
                       selector: Optional[Mapping[str, str]] = None,
                       labels: Optional[Mapping[str, str]] = None,
-                      delay: Optional[Duration] = None) -> "CaptureHandle":
+                      delay: Optional[Duration] = None,
+                      start_ns: Optional[int] = None) -> "CaptureHandle":
         """Starts a pod-wide capture of `duration` (`podprof capture`); needs the operator role.
-        Returns at once with a handle: `.wait()` follows it to the end."""
+        Returns at once with a handle: `.wait()` follows it to the end. `start_ns` (Unix ns on
+        the aggregator's clock, instead of `delay`) fixes the window's start: an instant too
+        close for the aggregator to reach every host is refused, not moved."""
         body: Dict[str, Any] = {"duration_ms": _ms(duration, "duration")}
         body.update(_targets(hosts, selector, labels))
         if delay is not None:
             body["delay_ms"] = _ms(delay, "delay") if delay != 0 else 0
+        if start_ns is not None:
+            if isinstance(start_ns, bool) or not isinstance(start_ns, int) or start_ns <= 0:
+                raise ValueError(f"start_ns must be a positive int (Unix ns), got {start_ns!r}")
+            body["start_ns"] = start_ns
         answer = self._http.json("POST", "/api/v1/captures", body=body)
         return CaptureHandle(self, answer, body["duration_ms"] * 1_000_000)
 

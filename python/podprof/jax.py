@@ -107,6 +107,8 @@ class capture:
         self._asked = False
         self._thread: Optional[threading.Thread] = None
         self.handle: Optional[CaptureHandle] = None
+        # The predicted boundary process 0 asked the window to start on (Unix ns).
+        self.requested_start_ns: Optional[int] = None
         self.error: Optional[BaseException] = None
         self.client: Optional[Client] = None
 
@@ -144,16 +146,17 @@ class capture:
         """On its own thread: the capture request, its window on a predicted boundary."""
         ahead = -(-int(self._lead_s * 1e9) // step_ns)  # whole steps, at least the lead
         start_ns = boundary_ns + ahead * step_ns
+        self.requested_start_ns = start_ns
         try:
             self.client = (self._aggregator if isinstance(self._aggregator, Client)
                            else Client(self._aggregator))
-            delay_ms = max(0, (start_ns - time.time_ns()) // 1_000_000)
             # One step more than asked, so that `steps` whole steps fit whatever the boundary's
-            # jitter.
+            # jitter. The instant itself, not a delay: the request's way to the aggregator
+            # would move a delay by its latency.
             self.handle = self.client.start_capture(
                 (self.steps + 1) * step_ns / 1e9, hosts=self._hosts, selector=self._selector,
                 labels={"source": "podprof.jax", "steps": str(self.steps), **self.labels},
-                delay=delay_ms / 1000 if delay_ms else 0)
+                start_ns=start_ns)
         except (errors.PodprofError, OSError, ValueError) as e:
             self.error = e
             warnings.warn(f"podprof: no capture ({e}); the job carries on", RuntimeWarning,

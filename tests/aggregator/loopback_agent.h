@@ -46,6 +46,8 @@ class LoopbackAgent final : public podprof::v1::Agent::Service {
     absl::MutexLock lock(&mu_);
     return last_options_;
   }
+  // The start instant (its own clock) of the last Capture call received.
+  int64_t last_start_ns() const { return last_start_ns_; }
   // Ends every held Capture call with OK (no chunks: the aggregator finds no trailer).
   void Release() { release_ = true; }
 
@@ -63,6 +65,7 @@ class LoopbackAgent final : public podprof::v1::Agent::Service {
       absl::MutexLock lock(&mu_);
       last_options_ = req->options();
     }
+    last_start_ns_ = req->start_ns();
     ++captures_;
     // Polls: a held call has nothing to wait on but its own cancellation.
     while (!release_) {
@@ -82,6 +85,7 @@ class LoopbackAgent final : public podprof::v1::Agent::Service {
   std::unique_ptr<grpc::Server> server_;
   std::atomic<int> captures_{0};
   std::atomic<int> cancelled_{0};
+  std::atomic<int64_t> last_start_ns_{0};
   absl::Mutex mu_;
   podprof::v1::CaptureOptions last_options_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> release_{false};

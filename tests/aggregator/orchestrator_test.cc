@@ -110,6 +110,19 @@ TEST_F(OrchestratorTest, BadRequestsAreRefusedBeforeAnyAgentIsAsked) {
   late.set_delay_ms(61'000);
   cases.push_back({"too late", late, absl::StatusCode::kInvalidArgument,
                    "delay_ms must be at most 60000, got 61000"});
+  v1::StartCaptureRequest far = Capture({"h1"});
+  far.set_start_ns(clock_.NowNs() + 61'000'000'000);
+  cases.push_back({"start too far ahead", far, absl::StatusCode::kInvalidArgument,
+                   "start_ns must lie within 60000 ms from now"});
+  v1::StartCaptureRequest both = Capture({"h1"});
+  both.set_start_ns(clock_.NowNs() + 2'000'000'000);
+  both.set_delay_ms(100);
+  cases.push_back({"start and delay", both, absl::StatusCode::kInvalidArgument,
+                   "cannot come with delay_ms or snapshot"});
+  v1::StartCaptureRequest soon = Capture({"h1"});
+  soon.set_start_ns(clock_.NowNs() + 1'000'000);  // 1 ms: no agent hears of it in time
+  cases.push_back({"start too soon", soon, absl::StatusCode::kFailedPrecondition,
+                   "start_ns is 1 ms from now; the aggregator needs"});
   cases.push_back({"too many hosts", Capture({"h1", "h2", "h3"}),
                    absl::StatusCode::kInvalidArgument, "at most 2 hosts per capture, got 3"});
   cases.push_back({"empty host name", Capture({""}), absl::StatusCode::kInvalidArgument,
@@ -172,6 +185,21 @@ TEST_F(OrchestratorTest, DurationOf2To58MsIsRefusedNotWrapped) {
             "a capture of 10.0 s is longer than this aggregator allows "
             "(limits.max_capture_duration = 10.0 s)");
   EXPECT_EQ(agent_.captures(), 0);
+}
+
+// A caller that times the window itself (podprof.jax.capture, on a step boundary) gets that
+// instant exactly, not the instant plus its request's way to the aggregator.
+TEST_F(OrchestratorTest, AStartInstantIsKeptExactly) {
+  Orchestrator& o = Make({});
+  v1::StartCaptureRequest request = Capture({"h1"}, 500);
+  const int64_t at = clock_.NowNs() + 2'000'000'123;
+  request.set_start_ns(at);
+  absl::StatusOr<v1::StartCaptureResponse> r = o.Start(request);
+  ASSERT_OK(r);
+  EXPECT_EQ(r->start_ns(), at);
+  ASSERT_TRUE(Eventually([&] { return agent_.captures() == 1; }));
+  EXPECT_EQ(agent_.last_start_ns(), at) << "the agent's clock is the aggregator's here";
+  ASSERT_OK(o.Cancel(r->capture_id()));
 }
 
 TEST_F(OrchestratorTest, AnAgentGoneSilentIsNotChosen) {

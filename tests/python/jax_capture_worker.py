@@ -93,6 +93,8 @@ def main():
         kernels = c.kernels(by="kernel")
         result.update(capture=c.handle.id, url=c.url, status=c.handle.status,
                       window_steps=c.window_steps, offset_ns=c.boundary_offset_ns,
+                      requested_start_ns=c.requested_start_ns,
+                      start_ns=int(c.handle.start.value),
                       step_ns=c.step_time_ns, modules=sorted(set(kernels.module)),
                       kernels=len(kernels))
     Path(f"{a.out}.phase1.json").write_text(json.dumps(result))

@@ -207,6 +207,21 @@ def test_a_capture_can_be_cancelled(pod):
     assert h.wait(timeout=60) == "cancelled"
 
 
+def test_a_start_instant_is_kept_or_refused(pod):
+    c = podprof.Client(pod["url"])
+    at = time.time_ns() + 3_000_000_000
+    h = c.start_capture("20s", start_ns=at)
+    assert h.start == pd.Timestamp(at, unit="ns", tz="UTC")
+    h.cancel()
+    assert h.wait(timeout=60) == "cancelled"
+    with pytest.raises(ValueError, match="ms to reach the capture's 4 hosts"):
+        c.start_capture(1, start_ns=time.time_ns() + 1_000_000)
+    with pytest.raises(ValueError, match="cannot come with delay_ms"):
+        c.start_capture(1, start_ns=at, delay="1s")
+    with pytest.raises(ValueError, match="positive int"):
+        c.start_capture(1, start_ns=1.5)  # type: ignore[arg-type]
+
+
 def test_errors_are_pythons_own_kinds(pod):
     c = podprof.Client(pod["url"])
     with pytest.raises(ValueError, match='no capture with id "nope"'):
