@@ -29,6 +29,9 @@ namespace podprof::agent {
 // The runtime metric the step times come from: libtpu's cumulative distribution of program
 // execution times, one observation per run of a compiled program (a jitted training step).
 inline constexpr char kProgramTimingMetric[] = "hlo.execution.timing.distribution.microseconds";
+// The host's collectives, launch to result, by buffer-size class.
+inline constexpr char kCollectiveMetric[] =
+    "megascale.collective_end_to_end_latencies.microsecond.cumulative.distribution";
 
 // Reads the runtime metric services and keeps what differencing a cumulative distribution
 // needs between two reads. Not thread-safe: one reporter thread samples.
@@ -55,10 +58,20 @@ class TelemetrySampler {
   void ReadGauges(MetricStub* stub, const char* metric,
                   std::map<int, podprof::v1::ChipTelemetry>& chips);
   void ReadTimings(MetricStub* stub, std::map<int, podprof::v1::ChipTelemetry>& chips);
+  // The host's collectives since the last read (count, sum of us); false when not reported.
+  bool ReadCollectives(MetricStub* stub, int64_t* count, double* sum_us);
 
   const std::vector<MetricStub*> services_;
   Clock& clock_;
   std::map<int, Cumulative> previous_;
+  // The collective distribution as last read, by buffer-size class: its count, sum and start
+  // (ns: a runtime may restart it more than once a second).
+  struct CollectiveClass {
+    int64_t count = 0;
+    double sum_us = 0;
+    int64_t start_ns = 0;
+  };
+  std::map<std::string, CollectiveClass> collectives_;
   int64_t last_sample_ns_ = 0;
 };
 

@@ -421,7 +421,9 @@ Response Telemetry(const HttpApiSources& src, const Request& req) {
                    {"step_max_us", r.step_max_us},
                    {"duty_cycle_percent", r.duty_cycle_percent},
                    {"hbm_used_bytes", r.hbm_used_bytes},
-                   {"queued", r.queued}});
+                   {"queued", r.queued},
+                   {"collectives", r.collectives},
+                   {"collective_mean_us", r.collective_mean_us}});
   }
   return Rows(req, "telemetry", out, Json{{"truncated", truncated}});
 }

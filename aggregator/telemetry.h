@@ -91,6 +91,9 @@ class TelemetryHub {
     double duty_sum = 0;
     int duty_n = 0;
     int64_t hbm = -1, queued = -1;
+    int64_t collectives = 0;
+    double collective_sum_us = 0;
+    bool collectives_reported = false;
     void Add(const podprof::v1::ChipTelemetry& t);
   };
   // The chips' samples falling in one second of the pod, until it is closed.

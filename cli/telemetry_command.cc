@@ -72,13 +72,13 @@ absl::Status RunTelemetry(AggregatorClient& client, const TelemetryOptions& opti
 void WriteTelemetry(const v1::GetTelemetryResponse& r, OutputFormat format, std::ostream& out) {
   if (format == OutputFormat::kCsv) {
     out << "time_ns,host,chip,interval_ns,steps,step_mean_us,step_max_us,duty_cycle_percent,"
-           "hbm_used_bytes,queued\n";
+           "hbm_used_bytes,queued,collectives,collective_mean_us\n";
     for (const v1::TelemetryRow& row : r.rows()) {
       const v1::ChipTelemetry& t = row.chip();
       out << row.time_ns() << "," << report::CsvField(row.host()) << "," << t.chip() << ","
           << row.interval_ns() << "," << t.steps() << "," << t.step_mean_us() << ","
           << t.step_max_us() << "," << t.duty_cycle_percent() << "," << t.hbm_used_bytes() << ","
-          << t.queued() << "\n";
+          << t.queued() << "," << t.collectives() << "," << t.collective_mean_us() << "\n";
     }
     return;
   }
@@ -95,7 +95,9 @@ void WriteTelemetry(const v1::GetTelemetryResponse& r, OutputFormat format, std:
                    {"STEP MAX", TextTable::Align::kRight},
                    {"DUTY", TextTable::Align::kRight},
                    {"HBM", TextTable::Align::kRight},
-                   {"QUEUED", TextTable::Align::kRight}});
+                   {"QUEUED", TextTable::Align::kRight},
+                   {"COLLECTIVES", TextTable::Align::kRight},
+                   {"COLL MEAN", TextTable::Align::kRight}});
   for (const v1::TelemetryRow& row : r.rows()) {
     const v1::ChipTelemetry& t = row.chip();
     const bool stepped = t.steps() > 0;
@@ -107,7 +109,9 @@ void WriteTelemetry(const v1::GetTelemetryResponse& r, OutputFormat format, std:
                   OrDash(static_cast<double>(t.hbm_used_bytes()),
                          report::FormatBytes(
                              static_cast<uint64_t>(std::max<int64_t>(0, t.hbm_used_bytes())))),
-                  OrDash(static_cast<double>(t.queued()), absl::StrCat(t.queued()))});
+                  OrDash(static_cast<double>(t.queued()), absl::StrCat(t.queued())),
+                  OrDash(t.collective_mean_us(), absl::StrCat(t.collectives())),
+                  t.collectives() > 0 ? absl::StrFormat("%.1f us", t.collective_mean_us()) : "-"});
   }
   table.Write(out);
   if (r.truncated()) out << "(older rows left out: raise --limit or narrow --since)\n";

@@ -158,6 +158,9 @@ void FleetRegistrar::SendTelemetry(size_t i) {
     t->set_duty_cycle_percent(72 + 10 * jitter);
     t->set_hbm_used_bytes(int64_t{24} << 30);
     t->set_queued(2);
+    // The host's collectives (a host-wide figure: the same on each chip), 40 a step.
+    t->set_collectives(400);
+    t->set_collective_mean_us(1'200 * (1 + jitter));
   }
   call->request.set_sent_ns(clock_.NowNs());
   stub_->async()->ReportTelemetry(&call->context, &call->request, &call->response,

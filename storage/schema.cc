@@ -261,6 +261,8 @@ CREATE TABLE telemetry (
   duty_cycle REAL NOT NULL,
   hbm_used_bytes INTEGER NOT NULL,
   queued INTEGER NOT NULL,
+  collectives INTEGER NOT NULL,
+  collective_mean_us REAL NOT NULL,
   PRIMARY KEY (time_ns, host_id, chip)
 ) WITHOUT ROWID;
 )sql",

@@ -20,8 +20,9 @@ absl::Status Insert(Connection& c, const std::vector<TelemetryRecord>& rows) {
   ASSIGN_OR_RETURN(auto ins, Statement::Prepare(c,
                                                 "INSERT OR REPLACE INTO telemetry (time_ns, "
                                                 "host_id, chip, interval_ns, steps, step_mean_us, "
-                                                "step_max_us, duty_cycle, hbm_used_bytes, queued) "
-                                                "VALUES (?,?,?,?,?,?,?,?,?,?)"));
+                                                "step_max_us, duty_cycle, hbm_used_bytes, queued, "
+                                                "collectives, collective_mean_us) "
+                                                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"));
   for (const TelemetryRecord& r : rows) {
     ins->Reset();
     ins->Bind(1, r.time_ns)
@@ -33,7 +34,9 @@ absl::Status Insert(Connection& c, const std::vector<TelemetryRecord>& rows) {
         .Bind(7, r.step_max_us)
         .Bind(8, r.duty_cycle_percent)
         .Bind(9, r.hbm_used_bytes)
-        .Bind(10, r.queued);
+        .Bind(10, r.queued)
+        .Bind(11, r.collectives)
+        .Bind(12, r.collective_mean_us);
     RETURN_IF_ERROR(ins->Run());
   }
   return absl::OkStatus();
@@ -52,7 +55,8 @@ absl::StatusOr<std::vector<TelemetryRecord>> TelemetryTable::Read(const Telemetr
   ASSIGN_OR_RETURN(ReaderLease c, db_.Reader());
   std::string sql =
       "SELECT t.time_ns, h.name, t.chip, t.interval_ns, t.steps, t.step_mean_us, t.step_max_us, "
-      "t.duty_cycle, t.hbm_used_bytes, t.queued FROM telemetry t JOIN hosts h ON h.id = "
+      "t.duty_cycle, t.hbm_used_bytes, t.queued, t.collectives, t.collective_mean_us FROM "
+      "telemetry t JOIN hosts h ON h.id = "
       "t.host_id WHERE t.time_ns >= ? AND t.time_ns < ?";
   if (!filter.hosts.empty()) {
     absl::StrAppend(&sql, " AND h.name IN (?");
@@ -79,6 +83,8 @@ absl::StatusOr<std::vector<TelemetryRecord>> TelemetryTable::Read(const Telemetr
     r.duty_cycle_percent = row.Double(7);
     r.hbm_used_bytes = row.Int(8);
     r.queued = row.Int(9);
+    r.collectives = row.Int(10);
+    r.collective_mean_us = row.Double(11);
     return absl::OkStatus();
   }));
   const bool cut = static_cast<int64_t>(out.size()) > filter.limit;

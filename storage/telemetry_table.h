@@ -1,5 +1,6 @@
 // Stored telemetry (schema version 9): per chip and stored interval, the steps that ended with
-// their mean and largest time, duty cycle, HBM in use and queued programs, as the aggregator's
+// their mean and largest time, duty cycle, HBM in use, queued programs and the host's
+// collectives with their mean time, as the aggregator's
 // telemetry hub (aggregator/telemetry.h) rolls up the agents' samples. It has its own retention,
 // by age, apart from the captures'. Thread-safe.
 #ifndef PODPROF_STORAGE_TELEMETRY_TABLE_H_
@@ -26,6 +27,9 @@ struct TelemetryRecord {
   double step_mean_us = 0, step_max_us = 0;
   double duty_cycle_percent = -1;
   int64_t hbm_used_bytes = -1, queued = -1;
+  // The host's collectives in the interval and their mean time, us (-1: not reported).
+  int64_t collectives = 0;
+  double collective_mean_us = -1;
 };
 
 struct TelemetryFilter {

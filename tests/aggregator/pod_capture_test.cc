@@ -1594,8 +1594,25 @@ TEST_F(PodTest, TriggersSnapshotASlowedChipOnceAndAStall) {
   for (const auto& r : rows) {
     chips.insert(absl::StrCat(r["host"].get<std::string>(), "/", r["chip"].get<int>()));
     EXPECT_EQ(r["steps"], 0) << r;
+    EXPECT_EQ(r["collectives"], 0) << r;
   }
   EXPECT_EQ(chips.size(), 8u);
+  // Before the stall each host's collectives ended every second, the same count and mean on
+  // each of its chips (the runtime reports them per host).
+  const nlohmann::json running = nlohmann::json::parse(
+      HttpGet(base + "/api/v1/telemetry?since=30s&until=10s&limit=100000", P("running.json"))
+          .body)["telemetry"];
+  std::map<std::string, std::set<std::string>> per_host;
+  int with_collectives = 0;
+  for (const auto& r : running) {
+    if (r["steps"].get<int64_t>() == 0) continue;
+    with_collectives += r["collectives"].get<int64_t>() > 0;
+    EXPECT_GT(r["collective_mean_us"].get<double>(), 0) << r;
+    per_host[absl::StrCat(r["host"].get<std::string>(), "@", r["time_ns"].get<int64_t>())].insert(
+        absl::StrCat(r["collectives"].get<int64_t>(), "/", r["collective_mean_us"].dump()));
+  }
+  EXPECT_GT(with_collectives, 8 * 5) << running.dump().substr(0, 2000);
+  for (const auto& [at, values] : per_host) EXPECT_EQ(values.size(), 1u) << at;
 
   // An alert manager's webhook takes one snapshot of the pod; a second within the webhook
   // trigger's cooldown takes none and says why; a resolved alert takes none.

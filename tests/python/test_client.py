@@ -194,6 +194,10 @@ def test_telemetry_of_every_chip_and_the_triggers(pod):
                                         for ch in range(CHIPS)}
     # What podprof-loadgen reports of a healthy pod: ten steps a second of about 90 ms.
     assert (t.steps == 10).all() and t.step_mean_us.between(89_000, 92_000).all()
+    # ... and forty collectives a step of about 1.2 ms: 400 in each second a row sums up, the
+    # host's on each of its chips.
+    assert (t.collectives % 400 == 0).all() and (t.collectives > 0).all()
+    assert t.collective_mean_us.between(1_200, 1_212).all()
     one = c.telemetry(since="1m", hosts=["host-1"])
     assert set(one.host) == {"host-1"}
     # A healthy pod fires nothing.

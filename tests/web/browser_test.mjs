@@ -90,12 +90,22 @@ async function checkPodPage() {
       h: c.height,
       min: Number(c.dataset.min),
       max: Number(c.dataset.max),
+      rows: Number(c.dataset.rows),
     }));
   const step = await rows('step-heatmap'),
-    duty = await rows('duty-heatmap');
+    duty = await rows('duty-heatmap'),
+    coll = await rows('collective-heatmap');
   check(
     step.min > 100 && step.max >= step.min && duty.min > 0 && duty.max <= 100,
     `the pod page draws step time (${step.min.toFixed(0)}-${step.max.toFixed(0)} us) and duty cycle (${duty.min.toFixed(1)}-${duty.max.toFixed(1)}%) per chip`,
+  );
+  // The collectives are the host's: a row per host, not per chip.
+  const hosts = new Set(
+    (await (await fetch(`${base}/api/v1/telemetry?since=1m`)).json()).telemetry.map((r) => r.host),
+  );
+  check(
+    coll.rows === hosts.size && step.rows > coll.rows && coll.min > 0 && coll.max >= coll.min,
+    `the pod page draws each of the ${hosts.size} hosts' collective time (${coll.min.toFixed(0)}-${coll.max.toFixed(0)} us) in a row of its own`,
   );
   await page.click('#snapshot-now');
   await page.waitForFunction(

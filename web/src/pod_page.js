@@ -1,6 +1,7 @@
-// The pod page (/pod): the agents' telemetry over the last minutes as two heatmaps, a row per
-// chip and a column per stored interval (step time, duty cycle), with the snapshots taken in
-// that time marked where they end; the triggers' last events; and, for an operator, a button
+// The pod page (/pod): the agents' telemetry over the last minutes as heatmaps, a column per
+// stored interval: a row per chip for step time and duty cycle, a row per host for its
+// collectives' mean time (the runtime reports those per host), with the snapshots taken in that
+// time marked where they end; the triggers' last events; and, for an operator, a button
 // that takes a snapshot of every host now.
 (() => {
   'use strict';
@@ -9,10 +10,14 @@
   const LABEL_W = 120,
     AXIS_H = 18;
 
-  // The rows as chips (host/chip, sorted) by columns (interval ends, sorted), and the value of
-  // `field` in each cell (null where a chip did not report).
-  function grid(rows, field) {
-    const chips = [...new Set(rows.map((r) => `${r.host}/${r.chip}`))].sort((a, b) =>
+  // A mean is no value where nothing it averages ended.
+  const COUNT_OF = {step_mean_us: 'steps', collective_mean_us: 'collectives'};
+
+  // The rows as chips (host/chip, sorted; hosts with `byHost`) by columns (interval ends,
+  // sorted), and the value of `field` in each cell (null where nothing was reported).
+  function grid(rows, field, byHost) {
+    const key = (r) => (byHost ? r.host : `${r.host}/${r.chip}`);
+    const chips = [...new Set(rows.map(key))].sort((a, b) =>
       a.localeCompare(b, undefined, {numeric: true}),
     );
     const times = [...new Set(rows.map((r) => r.time_ns))].sort((a, b) => a - b);
@@ -21,8 +26,8 @@
     const cells = chips.map(() => times.map(() => null));
     for (const r of rows) {
       const v = r[field];
-      if (v >= 0 && !(field === 'step_mean_us' && r.steps === 0)) {
-        cells[ci.get(`${r.host}/${r.chip}`)][ti.get(r.time_ns)] = v;
+      if (v >= 0 && !(COUNT_OF[field] && r[COUNT_OF[field]] === 0)) {
+        cells[ci.get(key(r))][ti.get(r.time_ns)] = v;
       }
     }
     return {chips, times, cells};
@@ -51,6 +56,7 @@
     canvas.height = cssH;
     canvas.dataset.min = String(least);
     canvas.dataset.max = String(most);
+    canvas.dataset.rows = String(g.chips.length);
     const c = canvas.getContext('2d');
     c.fillStyle = '#fff';
     c.fillRect(0, 0, w, cssH);
@@ -181,7 +187,8 @@
     const start = Math.min(...rows.map((r) => r.time_ns - r.interval_ns));
     const snapshots = caps.captures.filter((c) => c.source === 'snapshot' && c.end_ns >= start);
     const step = grid(rows, 'step_mean_us'),
-      duty = grid(rows, 'duty_cycle_percent');
+      duty = grid(rows, 'duty_cycle_percent'),
+      coll = grid(rows, 'collective_mean_us', true);
     const ms = (us) => `${(us / 1000).toFixed(2)} ms`,
       pct = (v) => `${v.toFixed(1)}%`;
     main.append(
@@ -191,6 +198,17 @@
       heatmap('duty-heatmap', 'duty cycle', duty, pct, true, snapshots, {
         fixed: [0, 100],
       }),
+    );
+    // A runtime without the collective metric (one slice, or not libtpu) has no such row.
+    if (coll.cells.flat().some((v) => v !== null)) {
+      main.append(
+        el('h2', {}, 'Collective time per host'),
+        heatmap('collective-heatmap', 'mean collective time', coll, ms, false, snapshots, {
+          minSpan: 0.2,
+        }),
+      );
+    }
+    main.append(
       el('h2', {}, 'Snapshots'),
       snapshotList(snapshots, caps.captures),
       el('h2', {}, 'Triggers'),

@@ -1,0 +1,171 @@
+// The telemetry sampler against a runtime metric service on loopback, in process, whose
+// cumulative distributions the test sets between reads: what one interval's steps and
+// collectives come to, read by buffer-size class, across a restart of the runtime's counts, and
+// when the runtime does not serve the collective metric at all.
+#include "agent/telemetry.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "gtest/gtest.h"
+
+namespace podprof::agent {
+namespace {
+
+namespace rt = tpu::monitoring::runtime;
+
+constexpr int64_t kSecondNs = 1'000'000'000;
+
+// A distribution as the runtime keeps one: `count` observations summing to `sum`, counted since
+// `start_ns`, under attribute `attribute` = `label`.
+struct Served {
+  std::string attribute, label;
+  int64_t count = 0;
+  double sum = 0;
+  int64_t start_ns = 0;
+};
+
+// Serves each metric name's distributions as last set; a name never set is NOT_FOUND, as a
+// runtime answers for a metric it does not keep.
+class MetricService final : public rt::RuntimeMetricService::Service {
+ public:
+  MetricService() {
+    grpc::ServerBuilder b;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    b.RegisterService(this);
+    server_ = b.BuildAndStart();
+  }
+  ~MetricService() override { server_->Shutdown(); }
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+  void Set(const std::string& metric, std::vector<Served> values) {
+    absl::MutexLock lock(&mu_);
+    metrics_[metric] = std::move(values);
+  }
+
+  grpc::Status GetRuntimeMetric(grpc::ServerContext*, const rt::MetricRequest* req,
+                                rt::MetricResponse* resp) override {
+    absl::MutexLock lock(&mu_);
+    auto it = metrics_.find(req->metric_name());
+    if (it == metrics_.end()) return grpc::Status(grpc::StatusCode::NOT_FOUND, "no such metric");
+    resp->mutable_metric()->set_name(req->metric_name());
+    for (const Served& v : it->second) {
+      rt::Metric* m = resp->mutable_metric()->add_metrics();
+      m->mutable_attribute()->set_key(v.attribute);
+      rt::Attribute* a =
+          m->mutable_attribute()->mutable_value()->mutable_kvlist_attr()->add_attributes();
+      a->set_key(v.attribute == "device" ? "device_ordinal" : "buffer-size");
+      a->mutable_value()->set_string_attr(v.label);
+      m->mutable_start_timestamp()->set_seconds(v.start_ns / kSecondNs);
+      m->mutable_start_timestamp()->set_nanos(static_cast<int32_t>(v.start_ns % kSecondNs));
+      rt::Distribution* d = m->mutable_distribution();
+      d->set_count(v.count);
+      d->set_mean(v.count > 0 ? v.sum / static_cast<double>(v.count) : 0);
+      d->mutable_bucket_options()->mutable_exponential_buckets()->set_num_finite_buckets(24);
+      d->mutable_bucket_options()->mutable_exponential_buckets()->set_growth_factor(2);
+      d->mutable_bucket_options()->mutable_exponential_buckets()->set_scale(1);
+    }
+    return grpc::Status::OK;
+  }
+
+ private:
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+  absl::Mutex mu_;
+  std::map<std::string, std::vector<Served>> metrics_ ABSL_GUARDED_BY(mu_);
+};
+
+class TelemetrySamplerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    channel_ = grpc::CreateChannel(service_.address(), grpc::InsecureChannelCredentials());
+    stub_ = rt::RuntimeMetricService::NewStub(channel_);
+    // Two chips, each with one program run so far (a chip appears once a metric names it).
+    Programs(1);
+  }
+  void Programs(int64_t runs) {
+    service_.Set(kProgramTimingMetric, {{"device", "0", runs, 90'000.0 * runs, started_},
+                                        {"device", "1", runs, 90'000.0 * runs, started_}});
+  }
+  // One sample a second after the last.
+  podprof::v1::TelemetrySample Next(TelemetrySampler& s) {
+    clock_.AdvanceNs(kSecondNs);
+    return s.Sample();
+  }
+
+  // Near the real time: the sampler turns its clock's readings into gRPC deadlines.
+  FakeClock clock_{RealClock().NowNs()};
+  const int64_t started_ = clock_.NowNs() - 60 * kSecondNs;
+  MetricService service_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<rt::RuntimeMetricService::Stub> stub_;
+};
+
+TEST_F(TelemetrySamplerTest, CollectivesAreTheGrowthOfEverySizeClassOnEveryChip) {
+  TelemetrySampler sampler({stub_.get()}, clock_);
+  service_.Set(kCollectiveMetric, {{"megascale", "4MB+", 10, 10'000, started_},
+                                   {"megascale", "512B+", 100, 5'000, started_}});
+  podprof::v1::TelemetrySample first = Next(sampler);
+  ASSERT_EQ(first.chips_size(), 2);
+  // Nothing earlier to difference against: none counted, though the metric is there.
+  EXPECT_EQ(first.chips(0).collectives(), 0);
+  EXPECT_EQ(first.chips(0).collective_mean_us(), 0);
+
+  Programs(11);
+  service_.Set(kCollectiveMetric, {{"megascale", "4MB+", 30, 40'000, started_},
+                                   {"megascale", "512B+", 100, 5'000, started_}});
+  podprof::v1::TelemetrySample second = Next(sampler);
+  ASSERT_EQ(second.chips_size(), 2);
+  for (const auto& c : second.chips()) {
+    EXPECT_EQ(c.steps(), 10) << c.chip();
+    // 20 more of 4 MB (30,000 us between them), none of 512 B: the host's, on each chip.
+    EXPECT_EQ(c.collectives(), 20) << c.chip();
+    EXPECT_DOUBLE_EQ(c.collective_mean_us(), 1'500) << c.chip();
+  }
+}
+
+TEST_F(TelemetrySamplerTest, ARuntimeThatRestartsItsCountsCountsFromTheRestart) {
+  TelemetrySampler sampler({stub_.get()}, clock_);
+  service_.Set(kCollectiveMetric, {{"megascale", "4MB+", 50, 50'000, started_}});
+  Next(sampler);
+  // Restarted half a second ago, after the last read: everything it holds is new.
+  const int64_t restarted = clock_.NowNs() + kSecondNs / 2;
+  service_.Set(kCollectiveMetric, {{"megascale", "4MB+", 4, 8'000, restarted}});
+  podprof::v1::TelemetrySample after = Next(sampler);
+  ASSERT_GT(after.chips_size(), 0);
+  EXPECT_EQ(after.chips(0).collectives(), 4);
+  EXPECT_DOUBLE_EQ(after.chips(0).collective_mean_us(), 2'000);
+  // Read again unchanged: nothing new.
+  podprof::v1::TelemetrySample again = Next(sampler);
+  EXPECT_EQ(again.chips(0).collectives(), 0);
+  EXPECT_EQ(again.chips(0).collective_mean_us(), 0);
+  // Restarted before the last read (it was missed): part of it may be counted already, so
+  // none of it is; the next read differences it.
+  const int64_t missed = clock_.NowNs() - 1;
+  service_.Set(kCollectiveMetric, {{"megascale", "4MB+", 6, 6'000, missed}});
+  EXPECT_EQ(Next(sampler).chips(0).collectives(), 0);
+  service_.Set(kCollectiveMetric, {{"megascale", "4MB+", 9, 12'000, missed}});
+  podprof::v1::TelemetrySample next = Next(sampler);
+  EXPECT_EQ(next.chips(0).collectives(), 3);
+  EXPECT_DOUBLE_EQ(next.chips(0).collective_mean_us(), 2'000);
+}
+
+TEST_F(TelemetrySamplerTest, ARuntimeWithoutTheCollectiveMetricReportsNone) {
+  TelemetrySampler sampler({stub_.get()}, clock_);
+  Next(sampler);
+  Programs(3);
+  podprof::v1::TelemetrySample s = Next(sampler);
+  ASSERT_EQ(s.chips_size(), 2);
+  EXPECT_EQ(s.chips(1).steps(), 2);
+  EXPECT_EQ(s.chips(1).collectives(), 0);
+  EXPECT_EQ(s.chips(1).collective_mean_us(), -1);
+}
+
+}  // namespace
+}  // namespace podprof::agent
