@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "agent/runtime_status.h"
 #include "agent/xspace_merge.h"
 #include "common/checked.h"
 #include "common/errno_status.h"
@@ -243,6 +244,14 @@ absl::Status CaptureRunner::Run(const podprof::v1::CaptureRequest& request,
   RETURN_IF_ERROR(
       CheckCaptureDurationMs(request.duration_ms(), limits.max_capture_duration_ns, "agent"));
   if (request.snapshot()) {
+    outcome->no_events_ok = true;
+    // Where every core stood at the trigger: a hang's snapshot may hold no kernel at all.
+    for (const auto& stub : workload_.metrics) {
+      absl::StatusOr<std::string> status = DescribeRuntimeStatus(*stub, clock_);
+      outcome->warnings.push_back(status.ok() ? *status
+                                              : absl::StrCat("no runtime status at the snapshot (",
+                                                             status.status().message(), ")"));
+    }
     Recorder* r = workload_.recorder.get();
     if (r != nullptr && r->state() == RecorderState::kArmed) {
       return RunSnapshot(request, host, limits, sink, outcome);
@@ -349,6 +358,16 @@ absl::Status CaptureRunner::Run(const podprof::v1::CaptureRequest& request,
   }
   return Finish(path, presp.empty_trace(), request, host, limits, sampler.Series(), sampler.error(),
                 sink, outcome);
+}
+
+absl::Status CaptureRunner::NoEvents(CaptureOutcome* outcome) const {
+  if (!outcome->no_events_ok) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("empty trace: the workload profiler at ", workload_.profiler_address,
+                     " recorded no device events (is the TPU busy with this workload?)"));
+  }
+  outcome->warnings.push_back("no device event in the window: no kernel ran on any chip");
+  return absl::OkStatus();
 }
 
 absl::Status CaptureRunner::Finish(const std::string& path, bool empty_trace,
@@ -529,11 +548,7 @@ absl::Status CaptureRunner::StreamXSpace(
     return absl::DataLossError(
         absl::StrCat("unreadable XSpace from the workload: ", rest.status().message()));
   }
-  if (outcome->counts.events == 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("empty trace: the workload profiler at ", workload_.profiler_address,
-                     " recorded no device events (is the TPU busy with this workload?)"));
-  }
+  if (outcome->counts.events == 0) RETURN_IF_ERROR(NoEvents(outcome));
   // After the runner's own (a snapshot's, say), the capture's.
   outcome->warnings.insert(outcome->warnings.end(), rest->warnings.begin(), rest->warnings.end());
   if (options.kernel_profiling()) {

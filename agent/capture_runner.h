@@ -48,6 +48,9 @@ struct RunnerLimits {
 struct CaptureOutcome {
   stream::ChunkCounts counts;
   std::vector<std::string> warnings;
+  // A snapshot's window with no device event is evidence (a hang: the chips idle), not a
+  // failed capture: the host completes with none and says so.
+  bool no_events_ok = false;
   int64_t actual_start_ns = 0;
   int64_t actual_end_ns = 0;
   uint64_t xspace_bytes = 0;
@@ -114,6 +117,9 @@ class CaptureRunner {
                       const std::vector<podprof::v1::CounterSeries>& sampled,
                       const std::string& sampler_error, stream::ChunkSink* sink,
                       CaptureOutcome* outcome);
+  // A capture that holds no device event: a failure, or for a snapshot (no_events_ok) the
+  // finding, said in the outcome's warnings.
+  absl::Status NoEvents(CaptureOutcome* outcome) const;
   absl::Status StreamXSpace(const std::string& path, const podprof::v1::HostInfo& host,
                             const podprof::v1::CaptureOptions& options, size_t chunk_limit,
                             const std::vector<podprof::v1::CounterSeries>* analyse_with,

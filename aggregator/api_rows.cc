@@ -121,6 +121,7 @@ void FillSummary(const storage::CaptureRow& r, podprof::v1::CaptureSummary* s) {
     hr->set_clock_drift_ppb(h.correction.drift_ppb);
     hr->set_event_count(static_cast<uint64_t>(h.events));
     hr->set_analysed_by(h.analysed_by);
+    for (const std::string& w : h.warnings) hr->add_warnings(w);
   }
 }
 

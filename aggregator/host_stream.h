@@ -44,6 +44,8 @@ class HostStream final : public StreamPool::Handler {
   const std::string& error() const { return error_; }
   uint64_t bytes() const { return bytes_; }
   uint64_t events() const { return decoder_.events(); }
+  // What the host's agent warned of, once its stream is in.
+  const std::vector<std::string>& warnings() const { return warnings_; }
   // "agent" when the host's own summary was merged, "aggregator" when it was analysed here
   // (an agent too old to analyse, or one whose chips came apart); empty before it delivered.
   const std::string& analysed_by() const { return analysed_by_; }
@@ -79,6 +81,7 @@ class HostStream final : public StreamPool::Handler {
   uint64_t bytes_ = 0;
   CollectiveEndList collective_ends_;
   std::string analysed_by_;
+  std::vector<std::string> warnings_;
   absl::StatusOr<ingest::AnalysedHost> analysed_;
 };
 

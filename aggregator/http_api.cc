@@ -149,7 +149,8 @@ Json HostsDetail(const podprof::v1::CaptureSummary& c) {
                      {"clock_uncertainty_ns", h.clock_uncertainty_ns()},
                      {"clock_drift_ppb", h.clock_drift_ppb()},
                      {"events", h.event_count()},
-                     {"analysed_by", h.analysed_by()}});
+                     {"analysed_by", h.analysed_by()},
+                     {"warnings", h.warnings()}});
   }
   return hosts;
 }

@@ -498,6 +498,7 @@ void Orchestrator::PostSummary(CaptureRun& run,
       h->set_event_count(s->events());
       h->set_bytes_received(s->bytes());
       h->set_analysed_by(s->analysed_by());
+      for (const std::string& w : s->warnings()) h->add_warnings(w);
     }
     if (!c.refined) {
       h->add_warnings(

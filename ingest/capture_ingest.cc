@@ -176,6 +176,7 @@ absl::StatusOr<AnalysedHost> AnalyseHost(storage::CaptureWriter& writer, size_t 
   ASSIGN_OR_RETURN(AnalysedHost h,
                    MergeHost(writer, index, cap, analysis::SummariseHost(cap), pod));
   h.write.analysed_by = "aggregator";
+  h.write.warnings = cap.warnings;
   return h;
 }
 

@@ -86,8 +86,8 @@ struct HostInserts {
                                                   "status, error, clock_offset_ns, "
                                                   "clock_uncertainty_ns, events, bytes, "
                                                   "host_clock, clock_drift_ppb, clock_mid_ns, "
-                                                  "analysed_by, kernel_map) "
-                                                  "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+                                                  "analysed_by, kernel_map, warnings) "
+                                                  "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
     ASSIGN_OR_RETURN(h.ins_chip, Statement::Prepare(c,
                                                     "INSERT INTO chips (capture, host_id, "
                                                     "ordinal, global_id, generation, "
@@ -187,6 +187,19 @@ absl::StatusOr<std::vector<int64_t>> InsertHostData(Connection& c, HostInserts& 
   return chip_ids;
 }
 
+// A host's warnings as stored: one per line, at most 32 of 1 kB each (an agent sends at most
+// that much in its trailer; an import's reader may say more).
+std::string JoinWarnings(const std::vector<std::string>& warnings) {
+  std::string out;
+  for (size_t i = 0; i < warnings.size() && i < 32; ++i) {
+    std::string w = warnings[i].substr(0, 1024);
+    std::replace(w.begin(), w.end(), '\n', ' ');
+    absl::StrAppend(&out, i > 0 ? "\n" : "", w);
+  }
+  if (warnings.size() > 32) absl::StrAppend(&out, "\n", warnings.size() - 32, " more not kept");
+  return out;
+}
+
 // Inserts one host's rows; returns its chips' row ids (by chip index). Widens the capture's
 // range of kernel_stats row ids.
 absl::StatusOr<std::vector<int64_t>> InsertHost(Connection& c, HostInserts& q, int64_t seq,
@@ -207,6 +220,7 @@ absl::StatusOr<std::vector<int64_t>> InsertHost(Connection& c, HostInserts& q, i
   } else {
     q.ins_ch->BindBlob(13, trace::EncodeKernelMap(h.kernel_ids));
   }
+  q.ins_ch->Bind(14, JoinWarnings(h.warnings));
   RETURN_IF_ERROR(q.ins_ch->Run());
   // Chips, timelines, counters and attributions were inserted ahead (WriteHostData), or are
   // inserted now.

@@ -97,6 +97,9 @@ struct HostWrite {
   // "agent" or "aggregator": where the host's capture was analysed; empty when it delivered
   // nothing.
   std::string analysed_by;
+  // What the host's agent (or the reader of an imported file) warned of: a snapshot's runtime
+  // status, a window shorter than asked, ...
+  std::vector<std::string> warnings;
   std::vector<trace::Chip> chips;
   // The capture's kernel index -> kernels.id, from ResolveKernels; stored as the host's kernel
   // map, which its timelines (kernels numbered index + 1, trace::HostKernelNumbers) are read
@@ -176,7 +179,8 @@ struct HostRow {
   // and the correction readers apply to them.
   bool host_clock = false;
   trace::ClockCorrection correction;
-  std::string analysed_by;  // HostWrite::analysed_by
+  std::string analysed_by;            // HostWrite::analysed_by
+  std::vector<std::string> warnings;  // HostWrite::warnings
 };
 
 struct CaptureRow {

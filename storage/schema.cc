@@ -249,6 +249,7 @@ ALTER TABLE capture_hosts ADD COLUMN kernel_map BLOB;
     // 9: always-on telemetry (docs/RECORDER.md): one row per chip per stored interval, with its
     // own retention ([telemetry] retention). Keyed by time first, so that retention deletes a
     // prefix and a window of the pod reads one range. -1 where the runtime reported nothing.
+    // And each host's warnings (a snapshot's runtime status among them), one per line.
     R"sql(
 CREATE TABLE telemetry (
   time_ns INTEGER NOT NULL,
@@ -265,6 +266,7 @@ CREATE TABLE telemetry (
   collective_mean_us REAL NOT NULL,
   PRIMARY KEY (time_ns, host_id, chip)
 ) WITHOUT ROWID;
+ALTER TABLE capture_hosts ADD COLUMN warnings TEXT NOT NULL DEFAULT '';
 )sql",
 };
 

@@ -24,7 +24,7 @@ CATEGORIES: FrozenSet[str] = frozenset(
 TEXT: FrozenSet[str] = frozenset(
     {"capture", "host", "kernel", "module", "error", "error_message", "address", "labels",
      "options", "host_names", "active_capture_id", "kernel_id", "program_id", "hlo_text_hash",
-     "collective_id", "straggler", "verdict_text", "name", "unit", "chip"})
+     "collective_id", "straggler", "verdict_text", "name", "unit", "chip", "warnings"})
 
 
 def read_csv(data: bytes) -> pd.DataFrame:

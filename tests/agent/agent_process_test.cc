@@ -18,6 +18,7 @@
 #include "common/clock.h"
 #include "common/clock_probe.h"
 #include "common/skewed_clock.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "harness/wait.h"
 #include "launch/pod_launcher.h"
@@ -717,7 +718,10 @@ TEST(AgentProcessTest, ASnapshotStreamsTheRecordersLastWindow) {
   EXPECT_GE(t.actual_end_ns(), at - 100'000'000);
   EXPECT_LT(t.actual_end_ns(), at + 5'000'000'000);
   EXPECT_GT(Events(r), 100u);
-  EXPECT_TRUE(t.warnings().empty()) << t.warnings(0);
+  // Where each core stood at the trigger, and nothing else to say.
+  ASSERT_EQ(t.warnings_size(), 1);
+  EXPECT_THAT(t.warnings(0), ::testing::StartsWith("runtime status: core 0 (chip 0) step "));
+  EXPECT_THAT(t.warnings(0), ::testing::HasSubstr("; core 3 (chip 3) step "));
 
   // An ordinary capture borrows the workload's one session, then the recorder is armed again.
   CaptureResult c = Capture(*stub, "cap-1", clock.NowNs() + 200'000'000, 300);
@@ -740,8 +744,9 @@ TEST(AgentProcessTest, WithoutARecorderASnapshotCapturesFromNowAndSaysSo) {
   ASSERT_OK(r.status);
   const auto& t = r.chunks.back().trailer();
   EXPECT_GE(t.actual_start_ns(), at) << "from the request on";
-  ASSERT_EQ(t.warnings_size(), 1);
-  EXPECT_NE(t.warnings(0).find("no flight recorder armed"), std::string::npos) << t.warnings(0);
+  ASSERT_EQ(t.warnings_size(), 2);
+  EXPECT_THAT(t.warnings(0), ::testing::StartsWith("runtime status: core 0"));
+  EXPECT_NE(t.warnings(1).find("no flight recorder armed"), std::string::npos) << t.warnings(1);
   EXPECT_GT(Events(r), 0u);
 }
 

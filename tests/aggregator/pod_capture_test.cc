@@ -1575,6 +1575,24 @@ TEST_F(PodTest, TriggersSnapshotASlowedChipOnceAndAStall) {
   ASSERT_EQ(hang.size(), 1u);
   EXPECT_THAT(hang[0]["labels"]["reason"].get<std::string>(), ::testing::HasSubstr("no step"));
   EXPECT_GT(hang[0]["end_ns"].get<int64_t>(), t0 + 38 * kS);
+  // What every chip was doing: a stall leaves the window without a kernel, which is the
+  // finding (each host complete, saying so), and each host says where its cores stood.
+  const std::string base0 =
+      absl::StrCat("http://127.0.0.1:", aggregator_->info()["http_port"].get<int>());
+  const nlohmann::json hung = nlohmann::json::parse(
+      HttpGet(base0 + "/api/v1/captures/" + hang[0]["capture"].get<std::string>(), P("hung.json"))
+          .body);
+  EXPECT_EQ(hung["status"], "complete") << hung.dump();
+  ASSERT_EQ(hung["hosts_detail"].size(), 4u) << hung.dump();
+  for (const auto& h : hung["hosts_detail"]) {
+    EXPECT_EQ(h["status"], "complete") << h;
+    const std::string said = h["warnings"].dump();
+    EXPECT_THAT(said, ::testing::HasSubstr("runtime status: core ")) << h;
+    EXPECT_THAT(said, ::testing::HasSubstr("(chip ")) << h;
+    if (h["events"] == 0) {
+      EXPECT_THAT(said, ::testing::HasSubstr("no device event in the window")) << h;
+    }
+  }
 
   // What the triggers did, said once each.
   const std::string base =
