@@ -389,10 +389,12 @@ grpc::Status MetricServiceImpl::GetTpuRuntimeStatus(grpc::ServerContext*,
       seq->set_hlo_detailed_info(op.hlo_text);
     }
     // JAX dispatches the next step before this one finishes.
-    rt::QueuedProgram* next = s.add_queued_program_info();
-    next->set_run_id(c.run_id + 1);
-    next->set_launch_id(c.run_id + 1);
-    next->set_program_fingerprint(fingerprint);
+    if (c.next_queued) {
+      rt::QueuedProgram* next = s.add_queued_program_info();
+      next->set_run_id(c.run_id + 1);
+      next->set_launch_id(c.run_id + 1);
+      next->set_program_fingerprint(fingerprint);
+    }
   }
   return grpc::Status::OK;
 }

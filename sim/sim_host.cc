@@ -460,6 +460,11 @@ std::vector<CoreState> SimHost::CoreStates() {
   const int64_t now = truth_.NowNs();
   const int64_t s = model_.StepAt(now);
   const std::vector<ChipStep> current = model_.Step(s);
+  // While the job issues no step (a stall, a skipped step) the cores wait after the last step it
+  // did issue, with nothing queued: what a runtime shows of a job stuck upstream of its chips.
+  int64_t last_issued = s;
+  for (int back = 0; back < 100'000 && !model_.Issued(last_issued); ++back) --last_issued;
+  const bool issued = last_issued == s;
   // v7x drives two TensorCores per chip (one per die); a generation whose catalog entry leaves
   // the count out runs one (v4 and v5p fuse theirs into one megacore).
   const int cores = std::max(1, model_.generation().tensor_cores);
@@ -481,9 +486,10 @@ std::vector<CoreState> SimHost::CoreStates() {
       st.global_chip_id = model_.GlobalChipId(c);
       st.core_on_chip = k;
       st.global_core_id = st.global_chip_id * cores + k;
-      st.run_id = s;
-      st.op = op;
-      st.op_progress = progress;
+      st.run_id = last_issued;
+      st.op = issued ? op : -1;
+      st.op_progress = issued ? progress : 0;
+      st.next_queued = issued;
       out.push_back(st);
     }
   }

@@ -141,6 +141,9 @@ struct CoreState {
   int64_t run_id = 0;          // the step executing, or last executed when idle
   int op = -1;                 // the kernel executing (index into PodModel::ops()), or -1
   double op_progress = 0;      // how far into that kernel, 0..1
+  // Whether the job has dispatched the next step behind this one (JAX does, while it steps;
+  // a stalled job has nothing queued).
+  bool next_queued = true;
 };
 
 // Thread-safe: gRPC handlers call it concurrently. One profiling session runs at a time.

@@ -1589,6 +1589,9 @@ TEST_F(PodTest, TriggersSnapshotASlowedChipOnceAndAStall) {
     const std::string said = h["warnings"].dump();
     EXPECT_THAT(said, ::testing::HasSubstr("runtime status: core ")) << h;
     EXPECT_THAT(said, ::testing::HasSubstr("(chip ")) << h;
+    // The job stopped issuing steps: every core waits after its last one, nothing queued.
+    EXPECT_THAT(said, ::testing::HasSubstr("between kernels")) << h;
+    EXPECT_THAT(said, ::testing::Not(::testing::HasSubstr("queued"))) << h;
     if (h["events"] == 0) {
       EXPECT_THAT(said, ::testing::HasSubstr("no device event in the window")) << h;
     }
