@@ -245,18 +245,12 @@ absl::Status CaptureRunner::Run(const podprof::v1::CaptureRequest& request,
       CheckCaptureDurationMs(request.duration_ms(), limits.max_capture_duration_ns, "agent"));
   if (request.snapshot()) {
     outcome->no_events_ok = true;
-    // Where every core stood at the trigger: a hang's snapshot may hold no kernel at all.
-    for (const auto& stub : workload_.metrics) {
-      absl::StatusOr<std::string> status = DescribeRuntimeStatus(*stub, clock_);
-      outcome->warnings.push_back(status.ok() ? *status
-                                              : absl::StrCat("no runtime status at the snapshot (",
-                                                             status.status().message(), ")"));
-    }
     Recorder* r = workload_.recorder.get();
     if (r != nullptr && r->state() == RecorderState::kArmed) {
       return RunSnapshot(request, host, limits, sink, outcome);
     }
     // The look-back is lost; the next best is the moment after the trigger.
+    AddRuntimeStatus(outcome);
     podprof::v1::CaptureRequest now = request;
     now.set_snapshot(false);
     now.set_start_ns(0);
@@ -360,6 +354,15 @@ absl::Status CaptureRunner::Run(const podprof::v1::CaptureRequest& request,
                 sink, outcome);
 }
 
+void CaptureRunner::AddRuntimeStatus(CaptureOutcome* outcome) {
+  for (const auto& stub : workload_.metrics) {
+    absl::StatusOr<std::string> status = DescribeRuntimeStatus(*stub, clock_);
+    outcome->warnings.push_back(status.ok() ? *status
+                                            : absl::StrCat("no runtime status at the snapshot (",
+                                                           status.status().message(), ")"));
+  }
+}
+
 absl::Status CaptureRunner::NoEvents(CaptureOutcome* outcome) const {
   if (!outcome->no_events_ok) {
     return absl::FailedPreconditionError(
@@ -418,6 +421,7 @@ absl::Status CaptureRunner::RunSnapshot(const podprof::v1::CaptureRequest& reque
   // The window's end, never later than now: a snapshot looks back.
   const int64_t at = request.start_ns() > 0 ? std::min(now, request.start_ns() + duration_ns) : now;
   ASSIGN_OR_RETURN(std::vector<RecorderSegment> frozen, workload_.recorder->Freeze(at));
+  AddRuntimeStatus(outcome);  // once the window is safe from the ring
   std::vector<tensorflow::profiler::XSpace> spaces(frozen.size());
   for (size_t i = 0; i < frozen.size(); ++i) {
     if (!spaces[i].ParseFromString(frozen[i].xspace)) {

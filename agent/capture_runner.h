@@ -117,6 +117,9 @@ class CaptureRunner {
                       const std::vector<podprof::v1::CounterSeries>& sampled,
                       const std::string& sampler_error, stream::ChunkSink* sink,
                       CaptureOutcome* outcome);
+  // Where every core stood at a snapshot (a hang's may hold no kernel at all), a line per
+  // runtime metric service in the outcome's warnings.
+  void AddRuntimeStatus(CaptureOutcome* outcome);
   // A capture that holds no device event: a failure, or for a snapshot (no_events_ok) the
   // finding, said in the outcome's warnings.
   absl::Status NoEvents(CaptureOutcome* outcome) const;
