@@ -40,9 +40,10 @@ constexpr char kUsage[] =
     "Emulates N hosts reporting telemetry whose step time rises 1.3x, and measures the\n"
     "step-time trigger's snapshot: last line trigger_to_stored_s=<seconds>.\n";
 
-// Follows capture `id` to its end; returns the clock's time then (0 if it did not end well).
+// Follows capture `id` to its end; returns the clock's time then (0 if it did not end well),
+// and sets its status and how many hosts its summary lists.
 int64_t StoredAt(v1::Aggregator::Stub& stub, const std::string& id, Clock& clock,
-                 std::string* status) {
+                 std::string* status, int* hosts = nullptr) {
   grpc::ClientContext ctx;
   ctx.set_deadline(DeadlineAt(clock.NowNs(), 120'000'000'000));
   v1::WatchCaptureRequest w;
@@ -53,6 +54,7 @@ int64_t StoredAt(v1::Aggregator::Stub& stub, const std::string& id, Clock& clock
   const int64_t at = clock.NowNs();
   reader->Finish().ok();
   *status = v1::CaptureStatus_Name(last.status());
+  if (hosts != nullptr) *hosts = last.summary().hosts_size();
   return last.done() ? at : 0;
 }
 
@@ -137,7 +139,8 @@ int Main(int argc, char** argv) {
   }
   std::string status;
   const long agg_cpu0 = bench::CpuTicks(agg.pid()), gen_cpu0 = bench::CpuTicks(loadgen.pid());
-  const int64_t stored = StoredAt(*stub, snap->capture_id(), clock, &status);
+  int hosts = 0;
+  const int64_t stored = StoredAt(*stub, snap->capture_id(), clock, &status, &hosts);
   const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
   const double agg_cpu = static_cast<double>(bench::CpuTicks(agg.pid()) - agg_cpu0) / tick;
   const double gen_cpu = static_cast<double>(bench::CpuTicks(loadgen.pid()) - gen_cpu0) / tick;
@@ -151,7 +154,7 @@ int Main(int argc, char** argv) {
   std::printf("  manual snapshot, request to stored:  %.3f s (%s)\n", manual_s,
               manual_status.c_str());
   std::printf("  step-time trigger to stored:         %.3f s (%s, %d hosts; ratio %.2f)\n",
-              trigger_s, status.c_str(), snap->hosts_size(),
+              trigger_s, status.c_str(), hosts,
               manual_s > 0 ? trigger_s / manual_s : 0);
   std::printf("  reason: %s\n", snap->labels().at("reason").c_str());
   // Where the time went: the emulated hosts producing their windows (on a pod, each agent on its
