@@ -154,8 +154,7 @@ int Main(int argc, char** argv) {
   std::printf("  manual snapshot, request to stored:  %.3f s (%s)\n", manual_s,
               manual_status.c_str());
   std::printf("  step-time trigger to stored:         %.3f s (%s, %d hosts; ratio %.2f)\n",
-              trigger_s, status.c_str(), hosts,
-              manual_s > 0 ? trigger_s / manual_s : 0);
+              trigger_s, status.c_str(), hosts, manual_s > 0 ? trigger_s / manual_s : 0);
   std::printf("  reason: %s\n", snap->labels().at("reason").c_str());
   // Where the time went: the emulated hosts producing their windows (on a pod, each agent on its
   // own host), and the aggregator receiving, aligning and storing them.
