@@ -192,11 +192,11 @@ def test_telemetry_of_every_chip_and_the_triggers(pod):
     assert t.time_ns.is_monotonic_increasing and len(t) >= HOSTS * CHIPS * 2
     assert set(zip(t.host, t.chip)) == {(f"host-{h}", str(ch)) for h in range(HOSTS)
                                         for ch in range(CHIPS)}
-    # What podprof-loadgen reports of a healthy pod: ten steps a second of about 90 ms.
-    assert (t.steps == 10).all() and t.step_mean_us.between(89_000, 92_000).all()
-    # ... and forty collectives a step of about 1.2 ms: 400 in each second a row sums up, the
-    # host's on each of its chips.
-    assert (t.collectives % 400 == 0).all() and (t.collectives > 0).all()
+    # What podprof-loadgen reports of a healthy pod: ten steps a second of about 90 ms, and
+    # forty collectives a step of about 1.2 ms (the host's, on each of its chips). A row sums
+    # the samples whose instants fall in its second: one, or two when a late send crossed it.
+    assert t.steps.isin([10, 20]).all() and t.step_mean_us.between(89_000, 92_000).all()
+    assert (t.collectives == 40 * t.steps).all()
     assert t.collective_mean_us.between(1_200, 1_212).all()
     one = c.telemetry(since="1m", hosts=["host-1"])
     assert set(one.host) == {"host-1"}
