@@ -71,8 +71,7 @@ void HostStream::OnDone(const grpc::Status& s) {
     if (analysed_.ok()) {
       analysed_->write.host = host();
       analysed_->write.analysed_by = analysed_by_;
-      warnings_ = cap.warnings;
-      analysed_->write.warnings = warnings_;
+      analysed_->write.warnings = warnings_ = std::move(cap.warnings);
       absl::Status written = writer_.WriteHostData(run_.id, &analysed_->write);
       if (!written.ok()) analysed_ = written;
     }

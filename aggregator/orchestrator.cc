@@ -119,10 +119,15 @@ absl::StatusOr<v1::StartCaptureResponse> Orchestrator::Start(const v1::StartCapt
     return absl::InvalidArgumentError(
         "start_ns names the window's start: it cannot come with delay_ms or snapshot");
   }
-  if (req.start_ns() < 0 || req.start_ns() - clock_.NowNs() > limits_.max_delay_ns) {
+  // Negative first: start_ns - now would overflow for one near INT64_MIN.
+  if (const int64_t now_ns = clock_.NowNs();
+      req.start_ns() < 0 || req.start_ns() - now_ns > limits_.max_delay_ns) {
     return absl::InvalidArgumentError(absl::StrCat(
         "start_ns must lie within ", limits_.max_delay_ns / 1'000'000, " ms from now, got ",
-        req.start_ns(), " (", (req.start_ns() - clock_.NowNs()) / 1'000'000, " ms from now)"));
+        req.start_ns(),
+        req.start_ns() < 0
+            ? ""
+            : absl::StrCat(" (", (req.start_ns() - now_ns) / 1'000'000, " ms from now)")));
   }
   if (req.host_names_size() > limits_.max_hosts) {
     return absl::InvalidArgumentError(absl::StrCat(

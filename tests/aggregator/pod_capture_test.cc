@@ -1577,10 +1577,10 @@ TEST_F(PodTest, TriggersSnapshotASlowedChipOnceAndAStall) {
   EXPECT_GT(hang[0]["end_ns"].get<int64_t>(), t0 + 38 * kS);
   // What every chip was doing: a stall leaves the window without a kernel, which is the
   // finding (each host complete, saying so), and each host says where its cores stood.
-  const std::string base0 =
+  const std::string base =
       absl::StrCat("http://127.0.0.1:", aggregator_->info()["http_port"].get<int>());
   const nlohmann::json hung = nlohmann::json::parse(
-      HttpGet(base0 + "/api/v1/captures/" + hang[0]["capture"].get<std::string>(), P("hung.json"))
+      HttpGet(base + "/api/v1/captures/" + hang[0]["capture"].get<std::string>(), P("hung.json"))
           .body);
   EXPECT_EQ(hung["status"], "complete") << hung.dump();
   ASSERT_EQ(hung["hosts_detail"].size(), 4u) << hung.dump();
@@ -1598,8 +1598,6 @@ TEST_F(PodTest, TriggersSnapshotASlowedChipOnceAndAStall) {
   }
 
   // What the triggers did, said once each.
-  const std::string base =
-      absl::StrCat("http://127.0.0.1:", aggregator_->info()["http_port"].get<int>());
   const nlohmann::json events =
       nlohmann::json::parse(HttpGet(base + "/api/v1/triggers", P("triggers.json")).body)["events"];
   std::vector<std::string> said;
