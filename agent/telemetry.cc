@@ -155,10 +155,10 @@ void TelemetrySampler::ReadTimings(MetricStub* stub,
   }
 }
 
-bool TelemetrySampler::ReadCollectives(MetricStub* stub, int64_t* count, double* sum_us) {
+void TelemetrySampler::ReadCollectives(MetricStub* stub, CountedMean* collectives) {
   grpc::Status s;
   const rt::MetricResponse resp = Read(stub, kCollectiveMetric, clock_, &s);
-  if (!s.ok() || resp.metric().metrics().empty()) return false;
+  if (!s.ok()) return;
   for (const rt::Metric& m : resp.metric().metrics()) {
     if (m.measure_case() != rt::Metric::kDistribution) continue;
     const std::string size_class = m.attribute().ShortDebugString();
@@ -170,30 +170,27 @@ bool TelemetrySampler::ReadCollectives(MetricStub* stub, int64_t* count, double*
     auto it = collectives_.find(size_class);
     if (it != collectives_.end() && it->second.start_ns == now.start_ns &&
         it->second.count <= now.count) {
-      *count += now.count - it->second.count;
-      *sum_us += now.sum_us - it->second.sum_us;
+      collectives->Add(now.count - it->second.count, now.sum_us - it->second.sum_us);
     } else if (last_sample_ns_ > 0 && now.start_ns >= last_sample_ns_) {
       // Restarted (or first seen) since the last read: all of it is new. One that restarted
       // before it is not: part of it was counted, or happened before the agent looked.
-      *count += now.count;
-      *sum_us += now.sum_us;
+      collectives->Add(now.count, now.sum_us);
+    } else {
+      collectives->Add(0, 0);  // reported, nothing to count yet
     }
     collectives_[size_class] = now;
   }
-  return true;
 }
 
 podprof::v1::TelemetrySample TelemetrySampler::Sample() {
   std::map<int, podprof::v1::ChipTelemetry> chips;
-  int64_t collectives = 0;
-  double collective_sum_us = 0;
-  bool collectives_reported = false;
+  CountedMean collectives;
   for (MetricStub* stub : services_) {
     ReadTimings(stub, chips);
     ReadGauges(stub, "tpu.runtime.tensorcore.dutycycle.percent", chips);
     ReadGauges(stub, "tpu.runtime.hbm.memory.usage.bytes", chips);
     ReadGauges(stub, "hlo.queue.size.gauge", chips);
-    collectives_reported |= ReadCollectives(stub, &collectives, &collective_sum_us);
+    ReadCollectives(stub, &collectives);
   }
   podprof::v1::TelemetrySample out;
   const int64_t now = clock_.NowNs();
@@ -202,11 +199,8 @@ podprof::v1::TelemetrySample TelemetrySampler::Sample() {
   last_sample_ns_ = now;
   for (auto& [chip, c] : chips) {
     // The host's collectives, on each of its chips (docs of ChipTelemetry).
-    c.set_collectives(collectives);
-    c.set_collective_mean_us(!collectives_reported ? -1
-                             : collectives > 0
-                                 ? collective_sum_us / static_cast<double>(collectives)
-                                 : 0);
+    c.set_collectives(collectives.count);
+    c.set_collective_mean_us(collectives.Mean());
     *out.add_chips() = std::move(c);
   }
   return out;

@@ -21,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/clock.h"
+#include "common/counted_mean.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
 #include "proto/tpu_metric_service.grpc.pb.h"
 
@@ -58,8 +59,9 @@ class TelemetrySampler {
   void ReadGauges(MetricStub* stub, const char* metric,
                   std::map<int, podprof::v1::ChipTelemetry>& chips);
   void ReadTimings(MetricStub* stub, std::map<int, podprof::v1::ChipTelemetry>& chips);
-  // The host's collectives since the last read (count, sum of us); false when not reported.
-  bool ReadCollectives(MetricStub* stub, int64_t* count, double* sum_us);
+  // Adds the host's collectives since the last read (count, sum of us) to `collectives`;
+  // nothing when the service does not serve them.
+  void ReadCollectives(MetricStub* stub, CountedMean* collectives);
 
   const std::vector<MetricStub*> services_;
   Clock& clock_;

@@ -28,9 +28,7 @@ void TelemetryHub::Rollup::Add(const podprof::v1::ChipTelemetry& t) {
   if (t.hbm_used_bytes() >= 0) hbm = t.hbm_used_bytes();
   queued = std::max(queued, t.queued());
   if (t.collective_mean_us() >= 0) {
-    collectives_reported = true;
-    collectives += t.collectives();
-    collective_sum_us += t.collective_mean_us() * static_cast<double>(t.collectives());
+    collectives.Add(t.collectives(), t.collective_mean_us() * static_cast<double>(t.collectives()));
   }
 }
 
@@ -65,11 +63,8 @@ storage::TelemetryRecord TelemetryHub::RowOf(const std::string& host, int chip,
   row.duty_cycle_percent = r.duty_n > 0 ? r.duty_sum / r.duty_n : -1;
   row.hbm_used_bytes = r.hbm;
   row.queued = r.queued;
-  row.collectives = r.collectives;
-  row.collective_mean_us = !r.collectives_reported ? -1
-                           : r.collectives > 0
-                               ? r.collective_sum_us / static_cast<double>(r.collectives)
-                               : 0;
+  row.collectives = r.collectives.count;
+  row.collective_mean_us = r.collectives.Mean();
   return row;
 }
 

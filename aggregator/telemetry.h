@@ -20,6 +20,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "common/counted_mean.h"
 #include "proto/podprof_aggregator.pb.h"
 #include "storage/telemetry_table.h"
 
@@ -91,9 +92,7 @@ class TelemetryHub {
     double duty_sum = 0;
     int duty_n = 0;
     int64_t hbm = -1, queued = -1;
-    int64_t collectives = 0;
-    double collective_sum_us = 0;
-    bool collectives_reported = false;
+    CountedMean collectives;  // the host's, us
     void Add(const podprof::v1::ChipTelemetry& t);
   };
   // The chips' samples falling in one second of the pod, until it is closed.
