@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/utf8.h"
 
 namespace podprof::http {
 namespace {
@@ -90,7 +91,9 @@ Response Response::Error(const absl::Status& s) {
 
 Response Response::Error(int status, absl::string_view message) {
   std::string escaped;
-  for (char c : message) {
+  // Messages name what was asked for (a path, a capture id), which may be any bytes: the body
+  // stays valid JSON only if it stays UTF-8.
+  for (char c : EscapeInvalidUtf8(message)) {
     if (c == '"' || c == '\\') {
       escaped.push_back('\\');
       escaped.push_back(c);

@@ -24,6 +24,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "common/logging.h"
+#include "common/utf8.h"
 #include "http/beast_request.h"
 #include "security/certificate_check.h"
 
@@ -111,6 +113,24 @@ class ConnectionSlot {
   Counter* const counter_;
   const std::string address_;
 };
+
+// The route's answer to `req`. Handlers answer errors as responses; an exception one lets out
+// anyway (a bug, or a library throwing on input nobody foresaw) is the last guard's: a 500
+// naming it, and a log line, instead of std::terminate taking the daemon and every other
+// client's request with it.
+Response Handled(const Router& router, Request& req) {
+  std::string what;
+  try {
+    return router.Handle(req);
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+    what = "an exception that is not a std::exception";
+  }
+  PODPROF_LOG(ERROR) << req.method << " " << EscapeForTerminal(req.path) << " from " << req.peer
+                     << " failed: " << EscapeForTerminal(what);
+  return Response::Error(500, absl::StrCat("internal error: ", what));
+}
 
 // What every connection shares: the options, the router, the limits' counts.
 struct Shared {
@@ -225,7 +245,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       Request req = ToRequest(raw, peer_);
       req.identities = identities_;
       std::optional<Response> refused = Refusal(req, shared_->policy);
-      res = refused ? *std::move(refused) : shared_->router->Handle(req);
+      res = refused ? *std::move(refused) : Handled(*shared_->router, req);
     }
     if (res.stream) return StartStream(std::move(res));
     if (absl::StrContains(std::string(raw[bhttp::field::accept_encoding]), "gzip")) Gzip(&res);
@@ -277,7 +297,16 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
           absl::StrCat("HTTP/1.1 ", res.status, " OK\r\nContent-Type: ", res.content_type,
                        "\r\nCache-Control: no-store\r\nConnection: close\r\n");
       for (const auto& [k, v] : res.headers) absl::StrAppend(&head, k, ": ", v, "\r\n");
-      if (w.Write(head + "\r\n")) res.stream(w);
+      if (w.Write(head + "\r\n")) {
+        // The headers are gone: a stream that throws can only end its connection early.
+        try {
+          res.stream(w);
+        } catch (const std::exception& e) {
+          PODPROF_LOG(ERROR) << "a stream ended by an exception: " << EscapeForTerminal(e.what());
+        } catch (...) {
+          PODPROF_LOG(ERROR) << "a stream ended by an exception that is not a std::exception";
+        }
+      }
       asio::post(self->stream_.get_executor(), [self] { self->Close(); });
       self->shared_->streams.Give(self->client_);
     }).detach();

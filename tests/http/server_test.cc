@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -63,6 +64,40 @@ TEST(HttpServerTest, RoutesParametersAndErrors) {
   const std::string big = ::testing::TempDir() + "/http_test_big";
   { std::ofstream(big) << std::string(5000, 'x'); }
   EXPECT_EQ(Curl(kJson + "--data-binary @" + big + " " + base + "/echo").status, 413);
+}
+
+// Issue #54: an exception a handler lets out is the server's last guard's, a 500 naming it,
+// not std::terminate (on the old code this test process died at the first request).
+TEST(HttpServerTest, AHandlerThatThrowsGetsA500AndTheServerStaysUp) {
+  RealClock clock;
+  auto r = TestRouter();
+  r->Add("GET", "/throws", [](const Request&) -> Response {
+    throw std::runtime_error("type_error.302: type must be string, but is number");
+  });
+  r->Add("GET", "/throws-int", [](const Request&) -> Response { throw 7; });
+  r->Add("GET", "/stream-throws", [](const Request&) {
+    Response res;
+    res.stream = [](StreamWriter& w) {
+      w.Write("data: 1\n\n");
+      throw std::runtime_error("a stream's bug");
+    };
+    return res;
+  });
+  auto server = Server::Start(ServerOptions(), r, clock);
+  ASSERT_OK(server);
+  const std::string base = absl::StrCat("http://127.0.0.1:", (*server)->port());
+  testing::CurlResult g = Curl(base + "/throws");
+  EXPECT_EQ(g.status, 500);
+  EXPECT_TRUE(absl::StrContains(g.body, "type_error.302: type must be string")) << g.body;
+  g = Curl(base + "/throws-int");
+  EXPECT_EQ(g.status, 500);
+  EXPECT_TRUE(absl::StrContains(g.body, "not a std::exception")) << g.body;
+  Curl(base + "/stream-throws");
+  // A path that is not UTF-8 comes back in the error escaped, so the body is still JSON.
+  g = Curl(base + "/nothing%FF");
+  EXPECT_EQ(g.status, 404);
+  EXPECT_TRUE(absl::StrContains(g.body, R"(nothing\\xFF)")) << g.body;
+  EXPECT_EQ(Curl(base + "/api/v1/captures/c/kernels").status, 200);  // still serving
 }
 
 // Text bodies go gzip-compressed to a client that accepts it, and as they are otherwise.
