@@ -1,5 +1,7 @@
 #include "aggregator/host_stream.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "analysis/host_summary.h"
 #include "trace/columns.h"
@@ -7,6 +9,15 @@
 namespace podprof::aggregator {
 
 namespace v1 = podprof::v1;
+
+namespace {
+
+// The longest window a summary's durations are held to: a day, beyond any capture's limit
+// (limits.max_capture_duration is checked before a capture starts), and far within an int64
+// of ps.
+constexpr uint64_t kMaxWindowMs = 24 * 3600 * 1000;
+
+}  // namespace
 
 bool HostStream::OnChunk(v1::CaptureChunk& chunk) {
   bytes_ += chunk.ByteSizeLong();
@@ -32,7 +43,14 @@ std::optional<analysis::HostSummary> HostStream::Summary() {
     // The agent's own analysis, held to its stream before it is merged: a summary that does
     // not add up, or counts other executions than were sent, fails the host with the reason.
     analysis::HostSummary& summary = decoder_.summary();
-    absl::Status bad = analysis::CheckSummary(summary, cap.host.chips.size(), cap.kernels.size());
+    // No execution outlasts the window it was captured in; a minute's slack covers one that
+    // began before the window opened and a recorder's segment edges.
+    const int64_t max_duration_ps =
+        (static_cast<int64_t>(std::min<uint64_t>(run_.request.duration_ms(), kMaxWindowMs)) +
+         60'000) *
+        1'000'000'000;
+    absl::Status bad =
+        analysis::CheckSummary(summary, cap.host.chips.size(), cap.kernels.size(), max_duration_ps);
     if (bad.ok()) bad = analysis::VerifySummary(summary, decoder_.tally());
     if (!bad.ok()) {
       error_ = absl::StrCat("the agent's summary disagrees with its stream: ", bad.message());

@@ -1,9 +1,12 @@
 #include "analysis/host_summary.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "common/checked.h"
 #include "common/status_macros.h"
 #include "insight/attribution.h"
 
@@ -123,26 +126,56 @@ absl::Status CheckIndices(const char* what, size_t row, int64_t chip, uint64_t k
   return absl::OkStatus();
 }
 
-absl::Status CheckStats(const trace::KernelStats& s, size_t row) {
+absl::Status CheckStats(const trace::KernelStats& s, size_t row, int64_t max_duration_ps) {
   if (s.count <= 0 || s.min_ps < 0 || s.min_ps > s.max_ps || s.total_ps < s.max_ps ||
       s.sketch.count() != static_cast<uint64_t>(s.count)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "statistics row ", row, " does not add up: count ", s.count, ", min ", s.min_ps,
         " ps, max ", s.max_ps, " ps, total ", s.total_ps, " ps, sketch count ", s.sketch.count()));
   }
+  // No execution outlasts the window it was captured in (events of 100 us were sent as an
+  // hour each), and the total lies between count x min and count x max: a product that does
+  // not fit in 64 bits bounds nothing a real total can reach.
+  if (s.max_ps > max_duration_ps) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("statistics row ", row, " has an execution of ", s.max_ps,
+                     " ps, longer than the capture allows (", max_duration_ps, " ps)"));
+  }
+  const std::optional<int64_t> low = CheckedMul(s.count, s.min_ps);
+  const std::optional<int64_t> high = CheckedMul(s.count, s.max_ps);
+  if (!low || s.total_ps < *low || (high && s.total_ps > *high)) {
+    return absl::InvalidArgumentError(absl::StrCat("statistics row ", row, " totals ", s.total_ps,
+                                                   " ps over ", s.count, " executions of ",
+                                                   s.min_ps, " to ", s.max_ps, " ps each"));
+  }
+  if (!s.sketch.WithinValues(static_cast<double>(s.min_ps), static_cast<double>(s.max_ps))) {
+    return absl::InvalidArgumentError(absl::StrCat("statistics row ", row,
+                                                   "'s sketch holds durations outside its min ",
+                                                   s.min_ps, " ps and max ", s.max_ps, " ps"));
+  }
   return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::Status CheckSummary(const HostSummary& summary, size_t chips, size_t kernels) {
+absl::Status CheckSummary(const HostSummary& summary, size_t chips, size_t kernels,
+                          int64_t max_duration_ps) {
+  // The host's kernel time in all, summed as the pod's roll-ups and the store's SUM() will:
+  // a host whose rows alone do not fit in 64 bits would wrap them (two rows of 2^62 ps did).
+  int64_t host_total = 0;
   for (size_t i = 0; i < summary.stats.size(); ++i) {
     const trace::KernelStats& s = summary.stats[i];
     if (absl::Status bad = CheckIndices("statistics", i, s.chip, s.kernel, chips, kernels);
         !bad.ok()) {
       return bad;
     }
-    if (absl::Status bad = CheckStats(s, i); !bad.ok()) return bad;
+    if (absl::Status bad = CheckStats(s, i, max_duration_ps); !bad.ok()) return bad;
+    const std::optional<int64_t> sum = CheckedAdd(host_total, s.total_ps);
+    if (!sum) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("statistics rows 0..", i, " total more picoseconds than 64 bits hold"));
+    }
+    host_total = *sum;
   }
   for (size_t i = 0; i < summary.attributions.size(); ++i) {
     const trace::KernelCounter& a = summary.attributions[i];
@@ -150,11 +183,22 @@ absl::Status CheckSummary(const HostSummary& summary, size_t chips, size_t kerne
         !bad.ok()) {
       return bad;
     }
+    // One NaN here failed the whole capture's write (and every host with it).
+    if (!std::isfinite(a.integral) || a.covered_ps < 0 || a.executions < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("attribution row ", i, " (", a.counter, ") is not a measurement: integral ",
+                       a.integral, ", covered ", a.covered_ps, " ps, executions ", a.executions));
+    }
   }
   for (size_t i = 0; i < summary.scopes.size(); ++i) {
     const trace::KernelScope& s = summary.scopes[i];
     if (absl::Status bad = CheckIndices("scope", i, s.chip, s.kernel, chips, kernels); !bad.ok()) {
       return bad;
+    }
+    if (s.count < 0 || s.total_ps < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("scope row ", i, " (", s.name,
+                                                     ") is not a measurement: count ", s.count,
+                                                     ", total ", s.total_ps, " ps"));
     }
   }
   for (size_t i = 0; i < summary.arrivals.size(); ++i) {

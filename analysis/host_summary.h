@@ -84,9 +84,15 @@ std::vector<std::pair<uint64_t, int64_t>> CollectiveEnds(const HostSummary& summ
                                                          const std::vector<trace::Chip>& chips);
 
 // What a summary must hold to be merged for a capture of `chips` chips and `kernels` kernels:
-// every chip and kernel index in range, statistics that add up (count > 0, min <= max, a
-// sketch that counts what the row counts). InvalidArgument naming the first row that fails.
-absl::Status CheckSummary(const HostSummary& summary, size_t chips, size_t kernels);
+// every chip and kernel index in range, statistics that add up (count > 0, min <= max, no
+// execution longer than `max_duration_ps`, a total between count x min and count x max, a
+// sketch that counts what the row counts within min and max, the host's totals within 64
+// bits), finite attributions and scopes of non-negative time. InvalidArgument naming the
+// first row that fails. The default duration bound is an int64's; a live capture passes its
+// window's.
+inline constexpr int64_t kAnyDurationPs = INT64_MAX;
+absl::Status CheckSummary(const HostSummary& summary, size_t chips, size_t kernels,
+                          int64_t max_duration_ps = kAnyDurationPs);
 
 // What a receiver counts of a stream as it reads it, to hold the sender's summary to: per chip
 // index, its kernel lines' executions, and of the blocks it decoded, those per kernel index

@@ -125,15 +125,19 @@ absl::StatusOr<std::string> ZstdDecompressPrefix(absl::string_view frame, size_t
   return out;
 }
 
-absl::Status ZstdCheckFrame(absl::string_view frame, uint64_t max_bytes, absl::string_view what) {
-  if (absl::StatusOr<uint64_t> size = ContentSize(frame, max_bytes, what); !size.ok()) {
-    return size.status();
-  }
+absl::StatusOr<uint64_t> ZstdCheckedContentSize(absl::string_view frame, uint64_t max_bytes,
+                                                absl::string_view what) {
+  absl::StatusOr<uint64_t> size = ContentSize(frame, max_bytes, what);
+  if (!size.ok()) return size.status();
   const size_t whole = ZSTD_findFrameCompressedSize(frame.data(), frame.size());
   if (ZSTD_isError(whole) || whole != frame.size()) {
     return absl::DataLossError(absl::StrCat(what, " is not one whole zstd frame"));
   }
-  return absl::OkStatus();
+  return size;
+}
+
+absl::Status ZstdCheckFrame(absl::string_view frame, uint64_t max_bytes, absl::string_view what) {
+  return ZstdCheckedContentSize(frame, max_bytes, what).status();
 }
 
 }  // namespace podprof

@@ -34,6 +34,10 @@ absl::StatusOr<std::string> ZstdDecompressPrefix(absl::string_view frame, size_t
 // at most `max_bytes`; DataLoss naming `what` otherwise. Damage inside the frame shows only
 // when it is decompressed.
 absl::Status ZstdCheckFrame(absl::string_view frame, uint64_t max_bytes, absl::string_view what);
+// ZstdCheckFrame's checks, and the frame's declared content size when they pass: what a
+// reader bounds its trust in a header by before decoding anything.
+absl::StatusOr<uint64_t> ZstdCheckedContentSize(absl::string_view frame, uint64_t max_bytes,
+                                                absl::string_view what);
 
 }  // namespace podprof
 

@@ -13,6 +13,10 @@ namespace {
 // Upper bound of a varint's size, for the count in front of a run.
 constexpr size_t kCountBytes = 10;
 
+// An encoded event: start delta, duration, kernel and collective, a varint each.
+constexpr uint64_t kMinEventBytes = 4;
+constexpr uint64_t kMaxEventBytes = 4 * kCountBytes;
+
 // The count at the front in a block of its own: ingest reads it (EncodedCount) for every block
 // and series it stores, and must not decompress their events to do so.
 std::string Compress(const std::string& raw) { return ZstdCompress(raw, 1, kCountBytes); }
@@ -175,8 +179,27 @@ absl::Status MapKernels(const std::vector<int64_t>& map, EventBlock* b) {
 }
 
 absl::StatusOr<uint64_t> CheckTimeline(absl::string_view blob, uint64_t max_bytes) {
-  RETURN_IF_ERROR(ZstdCheckFrame(blob, max_bytes, "timeline block"));
-  return EncodedCount(blob, "timeline block");
+  ASSIGN_OR_RETURN(uint64_t raw, ZstdCheckedContentSize(blob, max_bytes, "timeline block"));
+  ASSIGN_OR_RETURN(uint64_t n, EncodedCount(blob, "timeline block"));
+  // Each event is four varints of 1 to 10 bytes, after the count's own: a count the content
+  // cannot hold (one event stored as 10^15) or content the count does not fill (zero padding
+  // that decompresses to 64 MiB on every read) is not a timeline.
+  const uint64_t count_bytes = VarintSize(n);
+  if (n > raw / kMinEventBytes || raw < count_bytes + n * kMinEventBytes ||
+      raw > count_bytes + n * kMaxEventBytes) {
+    return absl::DataLossError(absl::StrCat("timeline block claims ", n, " events in ", raw,
+                                            " bytes (each takes ", kMinEventBytes, " to ",
+                                            kMaxEventBytes, ")"));
+  }
+  // Events a compressed byte may stand for: real timelines compress a few times, a run of
+  // identical events thousands of times (16.7 million events in 6 KB made an export of
+  // 9.6 GB); a block past this ratio is refused before anything expands it.
+  if (n > kMaxEventsPerByte * blob.size()) {
+    return absl::DataLossError(absl::StrCat("timeline block claims ", n, " events in ", blob.size(),
+                                            " compressed bytes, more than ", kMaxEventsPerByte,
+                                            " a byte"));
+  }
+  return n;
 }
 
 absl::Status DecodeEncodedBlocks(HostCapture* capture) {

@@ -43,8 +43,15 @@ absl::StatusOr<std::vector<int64_t>> DecodeKernelMap(absl::string_view blob);
 // DataLoss for a number outside the map.
 absl::Status MapKernels(const std::vector<int64_t>& map, EventBlock* b);
 
+// The most events one compressed byte of a timeline blob may stand for. Real timelines (ps
+// timestamps with jitter) compress 2 to 10 times, a simulated run of identical events about
+// 800 events a byte; zero padding or a forged run of empty events reaches thousands, and
+// would expand on every read and export.
+inline constexpr uint64_t kMaxEventsPerByte = 1024;
+
 // What can be checked of a timeline blob without decoding it (one whole zstd frame, content
-// within `max_bytes`), and its event count.
+// within `max_bytes`, a count its content can hold and fills, at most kMaxEventsPerByte
+// events a compressed byte), and its event count.
 absl::StatusOr<uint64_t> CheckTimeline(absl::string_view blob, uint64_t max_bytes);
 // Decodes each of `capture`'s blocks that holds only its encoding, its host numbering turned
 // into kernel indices. InvalidArgument naming the first damaged block (chip ordinal, line) or

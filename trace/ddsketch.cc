@@ -53,14 +53,14 @@ int32_t DDSketch::IndexOf(double value) {
   uint64_t bits;
   std::memcpy(&bits, &value, sizeof(bits));
   const int exponent = static_cast<int>((bits >> 52) & 0x7FF);
-  if (exponent == 0) {  // Subnormal: far below any duration; take the slow, exact path.
-    return static_cast<int32_t>(std::ceil(std::log2(value) * kIndexScale));
-  }
+  // Below 2^-64 (subnormals included) or at 2^64 and beyond: the ends of the range.
+  if (exponent < 1023 - 64) return kMinIndex;
+  if (exponent >= 1023 + 64) return kMaxIndex;
   const uint64_t mantissa = bits & ((uint64_t{1} << 52) - 1);
   const OctaveTables& t = Tables();
   int j = t.first_candidate[mantissa >> 44];
   while (mantissa > t.boundary[j]) ++j;
-  return static_cast<int32_t>((exponent - 1023) * 64 + j);
+  return std::clamp(static_cast<int32_t>((exponent - 1023) * 64 + j), kMinIndex, kMaxIndex);
 }
 
 double DDSketch::ValueOf(int32_t index) {
@@ -69,39 +69,59 @@ double DDSketch::ValueOf(int32_t index) {
 }
 
 void DDSketch::EnsureIndex(int32_t index) {
+  // Callers keep `index` within [kMinIndex, kMaxIndex], so these differences fit in 14 bits;
+  // they are taken in 64 bits all the same.
   if (bins_.empty()) {
     min_index_ = index;
     bins_.assign(1, 0);
     return;
   }
-  if (index < min_index_) {
-    bins_.insert(bins_.begin(), static_cast<size_t>(min_index_ - index), 0);
+  const int64_t first = min_index_;
+  const int64_t last = first + static_cast<int64_t>(bins_.size()) - 1;
+  if (index < first) {
+    bins_.insert(bins_.begin(), static_cast<size_t>(first - index), 0);
     min_index_ = index;
-  } else if (index >= min_index_ + static_cast<int32_t>(bins_.size())) {
-    bins_.resize(static_cast<size_t>(index - min_index_) + 1, 0);
+  } else if (index > last) {
+    bins_.resize(static_cast<size_t>(index - first) + 1, 0);
   }
 }
 
+namespace {
+
+// a + b, held at kMaxCount rather than wrapping: merged sketches of honest data stay far below.
+uint64_t AddCount(uint64_t a, uint64_t b) {
+  uint64_t out;
+  if (__builtin_add_overflow(a, b, &out) || out > DDSketch::kMaxCount) return DDSketch::kMaxCount;
+  return out;
+}
+
+}  // namespace
+
 void DDSketch::Add(double value, uint64_t count) {
   if (count == 0) return;
-  count_ += count;
+  count_ = AddCount(count_, count);
   if (!(value > 0) || !std::isfinite(value)) {
-    zero_count_ += count;
+    zero_count_ = AddCount(zero_count_, count);
     return;
   }
   int32_t index = IndexOf(value);
   EnsureIndex(index);
-  bins_[static_cast<size_t>(index - min_index_)] += count;
+  uint64_t& bin = bins_[static_cast<size_t>(index - min_index_)];
+  bin = AddCount(bin, count);
 }
 
 void DDSketch::Merge(const DDSketch& other) {
-  count_ += other.count_;
-  zero_count_ += other.zero_count_;
+  count_ = AddCount(count_, other.count_);
+  zero_count_ = AddCount(zero_count_, other.zero_count_);
   if (other.bins_.empty()) return;
+  // Both sketches lie within [kMinIndex, kMaxIndex] (every way in keeps them there), so the
+  // merged one spans at most kMaxIndex - kMinIndex + 1 buckets.
   EnsureIndex(other.min_index_);
   EnsureIndex(other.min_index_ + static_cast<int32_t>(other.bins_.size()) - 1);
   size_t shift = static_cast<size_t>(other.min_index_ - min_index_);
-  for (size_t i = 0; i < other.bins_.size(); ++i) bins_[shift + i] += other.bins_[i];
+  for (size_t i = 0; i < other.bins_.size(); ++i) {
+    bins_[shift + i] = AddCount(bins_[shift + i], other.bins_[i]);
+  }
 }
 
 double DDSketch::Quantile(double q) const {
@@ -115,6 +135,15 @@ double DDSketch::Quantile(double q) const {
     if (seen > rank) return ValueOf(min_index_ + static_cast<int32_t>(i));
   }
   return ValueOf(min_index_ + static_cast<int32_t>(bins_.size()) - 1);
+}
+
+bool DDSketch::WithinValues(double lo, double hi) const {
+  if (zero_count_ > 0 && !(lo <= 0)) return false;
+  auto [first, bins] = Normalized();
+  if (bins.empty()) return true;
+  if (!(hi > 0)) return false;
+  const int32_t last = first + static_cast<int32_t>(bins.size()) - 1;
+  return (lo <= 0 || first >= IndexOf(lo)) && last <= IndexOf(hi);
 }
 
 std::pair<int32_t, std::vector<uint64_t>> DDSketch::Normalized() const {
@@ -143,6 +172,21 @@ absl::StatusOr<DDSketch> DDSketch::FromBins(uint64_t zero_count,
         absl::StrCat("sketch bins: ", indices.size(), " indices but ", counts.size(), " counts"));
   }
   DDSketch s;
+  uint64_t total = zero_count;
+  if (total > kMaxCount) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sketch bins: count more than ", kMaxCount, " values"));
+  }
+  for (size_t i = 0; i < indices.size(); ++i) {
+    if (indices[i] < kMinIndex || indices[i] > kMaxIndex) {
+      return absl::InvalidArgumentError(absl::StrCat("sketch bins: bucket index ", indices[i],
+                                                     " is outside ", kMinIndex, "..", kMaxIndex));
+    }
+    if (__builtin_add_overflow(total, counts[i], &total) || total > kMaxCount) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sketch bins: count more than ", kMaxCount, " values"));
+    }
+  }
   s.count_ = s.zero_count_ = zero_count;
   for (size_t i = 0; i < indices.size(); ++i) {
     if (counts[i] == 0) continue;
@@ -181,14 +225,31 @@ absl::StatusOr<DDSketch> DDSketch::Deserialize(absl::string_view blob) {
   if (n > blob.size() || zz > 0xFFFFFFFFu) {
     return absl::InvalidArgumentError("sketch blob header is inconsistent");
   }
-  s.min_index_ = static_cast<int32_t>((zz >> 1) ^ (~(zz & 1) + 1));
+  // Zigzag: 2k for k >= 0, 2|k| - 1 for k < 0; computed in 64 bits.
+  const int64_t first =
+      (zz & 1) ? -static_cast<int64_t>((zz + 1) >> 1) : static_cast<int64_t>(zz >> 1);
+  // The buckets' range is checked before anything is sized by it: a stored or sent sketch
+  // reaching beyond [kMinIndex, kMaxIndex] is damage (or an attack), never a duration.
+  if (n > 0 && (first < kMinIndex || first + static_cast<int64_t>(n) - 1 > kMaxIndex)) {
+    return absl::InvalidArgumentError(absl::StrCat("sketch blob holds buckets ", first, "..",
+                                                   first + static_cast<int64_t>(n) - 1, " outside ",
+                                                   kMinIndex, "..", kMaxIndex));
+  }
+  s.min_index_ = n > 0 ? static_cast<int32_t>(first) : 0;
   s.bins_.resize(n);
   s.count_ = s.zero_count_;
+  if (s.count_ > kMaxCount) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sketch blob counts more than ", kMaxCount, " values"));
+  }
   for (uint64_t i = 0; i < n; ++i) {
     if (!GetVarint(&blob, &s.bins_[i])) {
       return absl::InvalidArgumentError(absl::StrCat("sketch blob is truncated at bucket ", i));
     }
-    s.count_ += s.bins_[i];
+    if (__builtin_add_overflow(s.count_, s.bins_[i], &s.count_) || s.count_ > kMaxCount) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sketch blob counts more than ", kMaxCount, " values"));
+    }
   }
   if (!blob.empty()) return absl::InvalidArgumentError("sketch blob has trailing bytes");
   return s;

@@ -21,6 +21,15 @@ class DDSketch {
  public:
   // gamma = 2^(1/64); kIndexScale = 1 / log2(gamma).
   static constexpr double kIndexScale = 64.0;
+  // The bucket indices a sketch may hold: values in [2^-64, 2^64], far beyond any duration in
+  // ps (an int64 of ps ends below 2^63). A sketch then spans at most 8,193 buckets (64 KiB),
+  // whatever it merges, and index arithmetic cannot overflow. Add() clamps into the range;
+  // Deserialize() and FromBins(), which read what others sent or stored, refuse beyond it.
+  static constexpr int32_t kMinIndex = -64 * 64;
+  static constexpr int32_t kMaxIndex = 64 * 64;
+  // The most values a sketch may count (2^53, beyond any capture's executions): sums of a few
+  // thousand such sketches cannot wrap.
+  static constexpr uint64_t kMaxCount = uint64_t{1} << 53;
   static const double kGamma;
   // (gamma - 1) / (gamma + 1): the bound on |reported - exact| / exact.
   static const double kRelativeError;
@@ -40,7 +49,8 @@ class DDSketch {
   // Compact binary form: a version byte, then varints (zero count, first bucket index
   // zigzag-encoded, bucket count, per-bucket counts). Typically tens to a few hundred bytes.
   std::string Serialize() const;
-  // Parses Serialize()'s output; InvalidArgument names what is wrong with the blob.
+  // Parses Serialize()'s output; InvalidArgument names what is wrong with the blob: among
+  // others, buckets outside [kMinIndex, kMaxIndex] or more than kMaxCount values.
   static absl::StatusOr<DDSketch> Deserialize(absl::string_view blob);
 
   // The buckets as parallel arrays (index, count) of the non-empty ones in index order, and the
@@ -48,9 +58,15 @@ class DDSketch {
   // sumMap) merges sketches exactly as Merge does.
   uint64_t zero_count() const { return zero_count_; }
   void Bins(std::vector<int32_t>* indices, std::vector<uint64_t>* counts) const;
-  // The sketch Bins described; InvalidArgument for arrays of different lengths.
+  // The sketch Bins described; InvalidArgument for arrays of different lengths, an index
+  // outside [kMinIndex, kMaxIndex] or more than kMaxCount values.
   static absl::StatusOr<DDSketch> FromBins(uint64_t zero_count, const std::vector<int32_t>& indices,
                                            const std::vector<uint64_t>& counts);
+
+  // Whether every value it counts could lie in [lo, hi]: its buckets lie between lo's and
+  // hi's, and its zero bucket is empty unless lo <= 0. A sketch sent beside a minimum and a
+  // maximum is held to them with this.
+  bool WithinValues(double lo, double hi) const;
 
   bool operator==(const DDSketch& o) const {
     return count_ == o.count_ && zero_count_ == o.zero_count_ && Normalized() == o.Normalized();

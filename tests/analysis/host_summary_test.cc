@@ -5,6 +5,7 @@
 #include "analysis/host_summary.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -406,6 +407,58 @@ TEST(HostSummaryTest, ASummaryThatDoesNotAddUpIsRefused) {
   EXPECT_THAT(CheckSummary(bad, chips, kernels),
               testing::StatusIs(absl::StatusCode::kInvalidArgument,
                                 ::testing::HasSubstr("arrival row 0 is no collective run")));
+}
+
+// What a hostile or broken agent sent and every earlier check passed: durations far beyond the
+// window, totals that wrap, a sketch of other durations than the row's, a NaN attribution.
+TEST(HostSummaryTest, ASummaryBeyondWhatIsPhysicalIsRefused) {
+  const std::string bytes = SimulatedHost();
+  trace::MemorySource src(bytes);
+  auto whole = trace::ReadXSpace(src);
+  ASSERT_OK(whole);
+  const size_t chips = whole->host.chips.size(), kernels = whole->kernels.size();
+  const HostSummary good = SummariseHost(*whole);
+  const int64_t window_ps = int64_t{60} * 1'000'000'000'000;
+  ASSERT_OK(CheckSummary(good, chips, kernels, window_ps));
+  ASSERT_GE(good.stats.size(), 2u);
+
+  HostSummary bad = good;  // events of 100 us sent as an hour each
+  bad.stats[0].max_ps = int64_t{3600} * 1'000'000'000'000;
+  bad.stats[0].total_ps = bad.stats[0].max_ps * bad.stats[0].count;
+  EXPECT_THAT(CheckSummary(bad, chips, kernels, window_ps),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                ::testing::HasSubstr("longer than the capture allows")));
+  bad = good;  // a total no count of executions within [min, max] can reach
+  bad.stats[0].total_ps = bad.stats[0].max_ps * bad.stats[0].count + 1;
+  EXPECT_THAT(CheckSummary(bad, chips, kernels),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                ::testing::HasSubstr("statistics row 0 totals")));
+  bad = good;  // two rows of 2^62 ps: each adds up alone, the host's sum wraps
+  for (int i = 0; i < 2; ++i) {
+    trace::KernelStats& st = bad.stats[i];
+    st.count = 1;
+    st.min_ps = st.max_ps = st.total_ps = int64_t{1} << 62;
+    st.sketch = trace::DDSketch();
+    st.sketch.Add(static_cast<double>(st.max_ps));
+  }
+  EXPECT_THAT(CheckSummary(bad, chips, kernels),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                ::testing::HasSubstr("more picoseconds than 64 bits hold")));
+  bad = good;  // the sketch of a row is another row's (far apart): it counts right, lies wrong
+  {
+    trace::KernelStats& st = bad.stats[0];
+    st.sketch = trace::DDSketch();
+    st.sketch.Add(static_cast<double>(st.max_ps) * 1000, static_cast<uint64_t>(st.count));
+  }
+  EXPECT_THAT(CheckSummary(bad, chips, kernels),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                ::testing::HasSubstr("sketch holds durations outside")));
+  ASSERT_FALSE(good.attributions.empty());
+  bad = good;  // one NaN failed the whole capture's write
+  bad.attributions.front().integral = std::nan("");
+  EXPECT_THAT(CheckSummary(bad, chips, kernels),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                ::testing::HasSubstr("attribution row 0")));
 }
 
 }  // namespace

@@ -2,15 +2,21 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <map>
 #include <random>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/util/status_matchers.h"
 
 namespace podprof::trace {
 namespace {
+
+using ::podprof::testing::StatusIs;
+using ::testing::HasSubstr;
 
 double ExactQuantile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
@@ -106,6 +112,80 @@ TEST(DDSketchTest, DeserializeRejectsDamage) {
   EXPECT_FALSE(DDSketch::Deserialize(blob.substr(0, blob.size() - 1)).ok());
   EXPECT_FALSE(DDSketch::Deserialize(blob + "x").ok());
   EXPECT_FALSE(DDSketch::Deserialize(std::string("\x01\x00\x00\xff\xff\xff\xff\x0f", 8)).ok());
+}
+
+// A sketch whose zigzag-encoded first bucket is `first`, holding one value in each of `n`
+// buckets: what a hostile agent or a damaged row can put in a blob.
+std::string BlobAt(int64_t first, uint64_t n) {
+  std::string blob(1, '\x01');
+  auto put = [&](uint64_t v) {
+    while (v >= 0x80) {
+      blob.push_back(static_cast<char>(v | 0x80));
+      v >>= 7;
+    }
+    blob.push_back(static_cast<char>(v));
+  };
+  put(0);
+  put(first < 0 ? (static_cast<uint64_t>(-first) << 1) - 1 : static_cast<uint64_t>(first) << 1);
+  put(n);
+  for (uint64_t i = 0; i < n; ++i) put(1);
+  return blob;
+}
+
+// Two sketches of one kernel far apart (bucket -2^31 and 1701) were merged with int32
+// arithmetic into 2^31 buckets (std::length_error), and a stored bucket at 2^31-1 allocated
+// on every read: both are refused where they are read, and what is read merges in bounds.
+TEST(DDSketchTest, BucketsBeyondAnyDurationAreRefusedWhereRead) {
+  EXPECT_THAT(DDSketch::Deserialize(BlobAt(INT32_MIN, 1)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("outside")));
+  EXPECT_THAT(DDSketch::Deserialize(BlobAt(INT32_MAX, 1)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("outside")));
+  EXPECT_THAT(DDSketch::Deserialize(BlobAt(DDSketch::kMaxIndex, 2)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("outside")));
+  EXPECT_THAT(DDSketch::FromBins(0, {1701, INT32_MIN}, {1, 1}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("outside")));
+  // The ends of the range themselves are sketches, and merge into at most the whole range.
+  ASSERT_OK_AND_ASSIGN(DDSketch low, DDSketch::Deserialize(BlobAt(DDSketch::kMinIndex, 1)));
+  ASSERT_OK_AND_ASSIGN(DDSketch high, DDSketch::Deserialize(BlobAt(DDSketch::kMaxIndex, 1)));
+  low.Merge(high);
+  EXPECT_EQ(low.count(), 2u);
+  std::vector<int32_t> idx;
+  std::vector<uint64_t> cnt;
+  low.Bins(&idx, &cnt);
+  EXPECT_EQ(idx, (std::vector<int32_t>{DDSketch::kMinIndex, DDSketch::kMaxIndex}));
+}
+
+// Values beyond the range (or subnormal) land in its end buckets rather than outside it.
+TEST(DDSketchTest, AddKeepsExtremeValuesInRange) {
+  DDSketch s;
+  s.Add(1e300);
+  s.Add(std::numeric_limits<double>::denorm_min());
+  s.Add(1e-30);
+  std::vector<int32_t> idx;
+  std::vector<uint64_t> cnt;
+  s.Bins(&idx, &cnt);
+  ASSERT_EQ(idx.size(), 2u);
+  EXPECT_EQ(idx.front(), DDSketch::kMinIndex);
+  EXPECT_EQ(idx.back(), DDSketch::kMaxIndex);
+  EXPECT_EQ(s.count(), 3u);
+  // Ordinary values keep their exact buckets: 1 ps is bucket 0, 2^62 ps bucket 62 * 64.
+  DDSketch t;
+  t.Add(1);
+  t.Add(std::ldexp(1.0, 62));
+  t.Bins(&idx, &cnt);
+  EXPECT_EQ(idx, (std::vector<int32_t>{0, 62 * 64}));
+}
+
+// Counts that would wrap a uint64 (or exceed any capture) are refused, not wrapped.
+TEST(DDSketchTest, CountsThatWrapAreRefused) {
+  std::string blob(1, '\x01');
+  for (int i = 0; i < 9; ++i) blob.push_back('\xff');
+  blob.push_back('\x01');  // zero count 2^64 - 1
+  blob += std::string("\x00\x00", 2);
+  EXPECT_THAT(DDSketch::Deserialize(blob),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("counts more than")));
+  EXPECT_THAT(DDSketch::FromBins(0, {1, 2}, {UINT64_MAX, 2}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("more than")));
 }
 
 // The fleet store keeps sketches as (index, count) arrays and merges them by adding counts per
