@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "common/zstd_codec.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "stream/capture_decoder.h"
 #include "stream/capture_encoder.h"
@@ -171,6 +173,57 @@ TEST(CaptureDecoderTest, HostileChunksAreRejected) {
     EXPECT_TRUE(absl::StrContains(s.message(), "after the trailer")) << s;
     ExpectConsistent(a);
   }
+}
+
+// Encoded blocks whose header claims what their content cannot hold: one event stored as
+// 10^15, zero padding that decompresses to megabytes, and a forged run of 16.7 million empty
+// events in a few kilobytes (each export of it was 9.6 GB). Each is refused as it arrives,
+// naming the chunk, before anything expands it.
+TEST(CaptureDecoderTest, EncodedBlocksMustHoldWhatTheyClaim) {
+  auto varint = [](uint64_t v, std::string* out) {
+    while (v >= 0x80) {
+      out->push_back(static_cast<char>(v | 0x80));
+      v >>= 7;
+    }
+    out->push_back(static_cast<char>(v));
+  };
+  auto encoded = [&](uint64_t count, size_t events, size_t padding) {
+    std::string raw;
+    varint(count, &raw);
+    for (size_t i = 0; i < events; ++i) raw += std::string("\x02\x0a\x01\x00", 4);
+    raw.append(padding, '\0');
+    v1::CaptureChunk c;
+    c.mutable_event_block()->set_chip_ordinal(0);
+    c.mutable_event_block()->set_line_name("XLA Ops");
+    c.mutable_event_block()->set_columns(ZstdCompress(raw, 1, 10));
+    return c;
+  };
+  v1::CaptureChunk defs;
+  defs.mutable_kernel_defs()->add_kernels()->set_kernel_id(1);
+  const struct {
+    const char* what;
+    v1::CaptureChunk chunk;
+    const char* says;
+  } cases[] = {
+      {"a count its content cannot hold", encoded(1'000'000'000'000'000, 1, 0), "claims"},
+      {"zero padding", encoded(1, 1, 8 << 20), "claims 1 events in"},
+      {"a forged run of empty events", encoded(16'700'000, 16'700'000, 0),
+       "compressed bytes, more than 1024 a byte"},
+  };
+  for (const auto& c : cases) {
+    CaptureDecoder a;
+    ASSERT_OK(a.Add(defs));
+    absl::Status s = a.Add(c.chunk);
+    EXPECT_THAT(s,
+                testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr(c.says)))
+        << c.what;
+    EXPECT_EQ(a.events(), 0u) << c.what;
+  }
+  // The same encoding with what it claims is taken, and decodes to its events.
+  CaptureDecoder a;
+  ASSERT_OK(a.Add(defs));
+  ASSERT_OK(a.Add(encoded(3, 3, 0)));
+  EXPECT_EQ(a.events(), 3u);
 }
 
 TEST(CaptureDecoderTest, RandomDamageNeverBreaksTheCapture) {
