@@ -434,7 +434,11 @@ void Orchestrator::StoreRun(CaptureRun& run, std::vector<std::unique_ptr<HostStr
       ingest::SetHostClock({c.offset_ns, c.drift_ppb, mid}, &a);
       a.write.clock_uncertainty_ns = c.uncertainty_ns;
     } else if (h->ok()) {
-      stored = h->analysed().status();  // the store refused: the capture cannot be stored
+      // The store refused this host's rows (written ahead in a transaction of their own, so
+      // nothing of it is left): that host fails with the store's reason, and the others are
+      // stored. One host's bad row lost every host's data before.
+      a.write.status = storage::HostOutcome::kFailed;
+      a.write.error = absl::StrCat("storing the host failed: ", h->analysed().status().message());
     } else {
       a.write.status = storage::HostOutcome::kFailed;
       a.write.error = h->error();
@@ -451,6 +455,14 @@ void Orchestrator::StoreRun(CaptureRun& run, std::vector<std::unique_ptr<HostStr
   const CaptureState state = w.state;
   if (stored.ok())
     stored = ingest::WriteAnalysed(*writer_, std::move(w), std::move(analysed), &run.pod);
+  if (!stored.ok()) {
+    // The capture's last write failed: it ends `failed` now, with the reason in its progress
+    // and the log (PostSummary), rather than staying `running` until a restart marks it
+    // interrupted.
+    if (absl::Status ended = writer_->EndFailed(run.id); !ended.ok()) {
+      PODPROF_LOG(ERROR) << "capture " << run.id << " could not be marked failed: " << ended;
+    }
+  }
   // The hosts that delivered were alive when their streams ended; while the pod's capture was
   // being stored their heartbeats may have queued behind the ingest (a busy aggregator on few
   // cores), and they must not miss the next capture for that.

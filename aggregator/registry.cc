@@ -124,7 +124,8 @@ absl::StatusOr<bool> Registry::Heartbeat(const podprof::v1::HeartbeatRequest& re
   return true;
 }
 
-absl::Status Registry::CheckSender(const std::string& host, const Identities& caller) {
+absl::Status Registry::CheckSender(const std::string& host, const Identities& caller,
+                                   std::vector<int32_t>* chips) {
   absl::MutexLock lock(&mu_);
   auto it = agents_.find(host);
   if (it == agents_.end()) {
@@ -134,6 +135,10 @@ absl::Status Registry::CheckSender(const std::string& host, const Identities& ca
   if (OwnedByAnother(it->second.owner, caller)) {
     return absl::PermissionDeniedError(absl::StrCat("host ", host, " is registered by agent ",
                                                     Who(it->second.owner), ", not ", Who(caller)));
+  }
+  if (chips != nullptr) {
+    chips->clear();
+    for (const podprof::v1::ChipInfo& c : it->second.host.chips()) chips->push_back(c.ordinal());
   }
   return absl::OkStatus();
 }

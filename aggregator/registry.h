@@ -63,8 +63,10 @@ class Registry {
   absl::StatusOr<bool> Heartbeat(const podprof::v1::HeartbeatRequest& request,
                                  const Identities& caller = {});
   // OK when `caller` may speak for registered host `host` (telemetry): FailedPrecondition when
-  // the host is not registered, PermissionDenied when another identity owns it.
-  absl::Status CheckSender(const std::string& host, const Identities& caller);
+  // the host is not registered, PermissionDenied when another identity owns it. `chips`, when
+  // given, gets the ordinals of the chips the host registered.
+  absl::Status CheckSender(const std::string& host, const Identities& caller,
+                           std::vector<int32_t>* chips = nullptr);
   // Counts as a heartbeat: the agent was just heard from another way (it is streaming a
   // capture).
   void Touch(const std::string& host);

@@ -1,7 +1,9 @@
 #include "aggregator/telemetry.h"
 
 #include <algorithm>
+#include <cmath>
 
+#include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/median.h"
 #include "common/status_macros.h"
@@ -48,6 +50,70 @@ podprof::v1::TelemetryRow ToProto(const storage::TelemetryRecord& r) {
   t->set_collectives(r.collectives);
   t->set_collective_mean_us(r.collective_mean_us);
   return row;
+}
+
+namespace {
+
+// Why `t` (the `i`th chip entry of sample `n`) is no measurement, or OK.
+absl::Status CheckChipValues(const podprof::v1::ChipTelemetry& t) {
+  auto field = [](const char* name, double v, double min, double max = 1e300) -> absl::Status {
+    if (std::isfinite(v) && v >= min && v <= max) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(name, " is ", v));
+  };
+  RETURN_IF_ERROR(field("steps", static_cast<double>(t.steps()), 0));
+  RETURN_IF_ERROR(field("step_mean_us", t.step_mean_us(), 0));
+  RETURN_IF_ERROR(field("step_max_us", t.step_max_us(), 0));
+  if (t.duty_cycle_percent() != -1) {
+    RETURN_IF_ERROR(field("duty_cycle_percent", t.duty_cycle_percent(), 0, 100));
+  }
+  RETURN_IF_ERROR(field("hbm_used_bytes", static_cast<double>(t.hbm_used_bytes()), -1));
+  RETURN_IF_ERROR(field("queued", static_cast<double>(t.queued()), -1));
+  RETURN_IF_ERROR(field("collectives", static_cast<double>(t.collectives()), 0));
+  RETURN_IF_ERROR(field("collective_mean_us", t.collective_mean_us(), -1));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckTelemetryReport(const podprof::v1::ReportTelemetryRequest& report,
+                                  const std::vector<int32_t>& chips) {
+  const std::string& host = report.host_name();
+  if (report.samples_size() > kMaxSamplesPerReport) {
+    return absl::InvalidArgumentError(absl::StrCat("telemetry of host ", host, " carries ",
+                                                   report.samples_size(), " samples, more than ",
+                                                   kMaxSamplesPerReport));
+  }
+  std::vector<bool> seen(chips.size());
+  for (int n = 0; n < report.samples_size(); ++n) {
+    const podprof::v1::TelemetrySample& s = report.samples(n);
+    // On the agent's own clock, as sent_ns: the age needs no correction, and is computed in
+    // 128 bits, as either may be any int64.
+    const __int128 age = static_cast<__int128>(report.sent_ns()) - s.time_ns();
+    if (age < -kTelemetryFutureSlackNs || age > kTelemetryMaxAgeNs) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("telemetry of host ", host, ": sample ", n, " ends at ", s.time_ns(),
+                       " ns, not within an hour before the report's sent_ns ", report.sent_ns()));
+    }
+    std::fill(seen.begin(), seen.end(), false);
+    for (const podprof::v1::ChipTelemetry& t : s.chips()) {
+      const auto it = std::find(chips.begin(), chips.end(), t.chip());
+      if (it == chips.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("telemetry of host ", host, ": sample ", n, " names chip ", t.chip(),
+                         ", which the host did not register (", chips.size(), " chips)"));
+      }
+      if (seen[it - chips.begin()]) {
+        return absl::InvalidArgumentError(absl::StrCat("telemetry of host ", host, ": sample ", n,
+                                                       " names chip ", t.chip(), " twice"));
+      }
+      seen[it - chips.begin()] = true;
+      if (absl::Status bad = CheckChipValues(t); !bad.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("telemetry of host ", host, ": sample ", n,
+                                                       ", chip ", t.chip(), ": ", bad.message()));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 storage::TelemetryRecord TelemetryHub::RowOf(const std::string& host, int chip,
@@ -102,12 +168,14 @@ void TelemetryHub::Add(const std::string& host, int64_t time_ns,
 void TelemetryHub::Ingest(const podprof::v1::ReportTelemetryRequest& report, int64_t received_ns) {
   // The agent's clock to this one: the report's transit (about a millisecond) is the error,
   // small against a one-second sample.
-  const int64_t shift = received_ns - report.sent_ns();
+  // Taken as received minus the sample's age on the agent's clock, which CheckTelemetryReport
+  // bounds: neither clock's value can then overflow the sum.
   absl::MutexLock lock(&mu_);
   for (const podprof::v1::TelemetrySample& s : report.samples()) {
     ++samples_;
+    const int64_t age = static_cast<int64_t>(static_cast<__int128>(report.sent_ns()) - s.time_ns());
     for (const podprof::v1::ChipTelemetry& c : s.chips())
-      Add(report.host_name(), s.time_ns() + shift, c);
+      Add(report.host_name(), received_ns - age, c);
   }
 }
 

@@ -59,6 +59,25 @@ struct ChipPoint {
 // A stored row on the wire.
 podprof::v1::TelemetryRow ToProto(const storage::TelemetryRecord& r);
 
+// The most samples one report may carry: an agent sends every second, and one that could
+// not reach the aggregator for a while sends what its buffer kept (agent/telemetry.h).
+inline constexpr int kMaxSamplesPerReport = 3600;
+// How far a sample's end may lie after the report was sent (the agent's clock read twice),
+// and before it (a report delayed by an outage).
+inline constexpr int64_t kTelemetryFutureSlackNs = 5'000'000'000;
+inline constexpr int64_t kTelemetryMaxAgeNs = int64_t{3600} * 1'000'000'000;
+
+// What an agent's report must hold to be taken, checked before any of it is: at most
+// kMaxSamplesPerReport samples, each naming only `chips` (the ordinals the host registered),
+// each at most once, with finite values in their ranges (counts and times >= 0; -1 where a
+// field means "not reported"), and ends within [sent - kTelemetryMaxAgeNs, sent +
+// kTelemetryFutureSlackNs]. Chips that do not exist would hold memory and move the triggers
+// (eight invented chips fired the straggler trigger); a NaN failed every host's flush; a
+// future-dated sample never expired. InvalidArgument naming the host, the sample and the
+// field.
+absl::Status CheckTelemetryReport(const podprof::v1::ReportTelemetryRequest& report,
+                                  const std::vector<int32_t>& chips);
+
 class TelemetryHub {
  public:
   // `table` null keeps nothing (a store opened for reading only); it must outlive the hub.

@@ -509,6 +509,17 @@ absl::Status CaptureWriter::BeginCapture(const CaptureWrite& header) {
   });
 }
 
+absl::Status CaptureWriter::EndFailed(const std::string& id) {
+  return db_.OnWriter([&](Connection& c) -> absl::Status {
+    ASSIGN_OR_RETURN(auto up, Statement::Prepare(
+                                  c,
+                                  "UPDATE captures SET status = 'failed' WHERE id = ? AND status = "
+                                  "'running'"));
+    up->Bind(1, id);
+    return up->Run();
+  });
+}
+
 absl::StatusOr<int> CaptureWriter::MarkInterrupted() {
   int marked = 0;
   RETURN_IF_ERROR(db_.OnWriter([&](Connection& c) -> absl::Status {

@@ -51,6 +51,10 @@ class CaptureWriter {
   // Records a capture as `running` before its window (its id, times, labels and options),
   // so that a crash of the aggregator leaves a trace of it; WriteCapture replaces the record.
   absl::Status BeginCapture(const CaptureWrite& header);
+  // Ends capture `id`, still `running`, as `failed`: its last write failed (a full disk, a
+  // row the store refused), and it must not stay `running` until a restart. The hosts' data
+  // written ahead stays under it. OK when it was not running.
+  absl::Status EndFailed(const std::string& id);
   // Marks every capture still `running` as `interrupted`: called once at start-up, when no
   // capture of this process can be running yet. Returns how many were marked.
   absl::StatusOr<int> MarkInterrupted();

@@ -3,6 +3,8 @@
 // gap on telemetry shaped as agents send it.
 #include "aggregator/triggers.h"
 
+#include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -44,6 +46,50 @@ podprof::v1::ReportTelemetryRequest Report(const std::string& host, int chips, i
     t->set_queued(2);
   }
   return r;
+}
+
+// What an agent may report is checked before any of it is taken: chips the host registered,
+// each once, finite values in range, sample times near the report's. Each refusal names the
+// host, the sample and the field; the honest report of the same host is taken.
+TEST(TelemetryReportTest, OnlyRegisteredChipsAndPhysicalValuesAreTaken) {
+  const std::vector<int32_t> chips = {0, 1, 2, 3};
+  const podprof::v1::ReportTelemetryRequest good = Report("host-0", 4, 0, 10, 900, 80);
+  EXPECT_OK(CheckTelemetryReport(good, chips));
+  auto refused = [&](podprof::v1::ReportTelemetryRequest r, const std::string& says) {
+    EXPECT_THAT(CheckTelemetryReport(r, chips),
+                testing::StatusIs(
+                    absl::StatusCode::kInvalidArgument,
+                    ::testing::AllOf(::testing::HasSubstr("host-0"), ::testing::HasSubstr(says))));
+  };
+  refused(Report("host-0", 8, 0, 10, 900, 80), "names chip 4, which the host did not register");
+  podprof::v1::ReportTelemetryRequest r = good;
+  *r.mutable_samples(0)->add_chips() = r.samples(0).chips(1);
+  refused(r, "names chip 1 twice");
+  r = good;
+  r.mutable_samples(0)->mutable_chips(2)->set_step_mean_us(std::nan(""));
+  refused(r, "chip 2: step_mean_us is nan");
+  r = good;
+  r.mutable_samples(0)->mutable_chips(0)->set_duty_cycle_percent(250);
+  refused(r, "duty_cycle_percent is 250");
+  r = good;
+  r.mutable_samples(0)->mutable_chips(0)->set_steps(-3);
+  refused(r, "steps is -3");
+  r = good;  // a sample dated a day after the report: it would never expire
+  r.mutable_samples(0)->set_time_ns(r.sent_ns() + 24 * 3600 * kS);
+  refused(r, "not within an hour before the report's sent_ns");
+  r = good;  // the extremes of both times do not overflow the check
+  r.set_sent_ns(INT64_MIN);
+  r.mutable_samples(0)->set_time_ns(INT64_MAX);
+  refused(r, "not within an hour");
+  r = good;
+  for (int i = 0; i < kMaxSamplesPerReport; ++i) *r.add_samples() = good.samples(0);
+  refused(r, "samples, more than");
+  // -1 is "not reported" where the field has it.
+  r = good;
+  r.mutable_samples(0)->mutable_chips(0)->set_duty_cycle_percent(-1);
+  r.mutable_samples(0)->mutable_chips(0)->set_hbm_used_bytes(-1);
+  r.mutable_samples(0)->mutable_chips(0)->set_collective_mean_us(-1);
+  EXPECT_OK(CheckTelemetryReport(r, chips));
 }
 
 class TriggerTest : public ::testing::Test {
