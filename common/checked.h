@@ -39,6 +39,15 @@ inline std::optional<int64_t> CheckedAdd(int64_t a, int64_t b) {
   return out;
 }
 
+// a + b held at the int64 range's ends instead of wrapping: for sums over rows that were each
+// checked (a pod's or a history's totals), where a total past 2^63 ps (106 days of kernel
+// time) is better shown as the largest than as a negative number.
+inline int64_t SaturatingAdd(int64_t a, int64_t b) {
+  int64_t out;
+  if (!__builtin_add_overflow(a, b, &out)) return out;
+  return b > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+}
+
 // `value`, read from the field, flag or parameter named `field`, when it lies
 // in [min, max]; otherwise InvalidArgument naming the field, the range and
 // the value ("top must be 0..1000000, got 5000000000"). Requires min <= max.

@@ -85,11 +85,13 @@ class InsightRows {
     ASSIGN_OR_RETURN(
         auto s,
         Statement::Prepare(
-            c_, absl::StrCat(per_chip_ ? "SELECT h.name, ch.ordinal" : "SELECT '', -1",
-                             ", s.kernel_id, SUM(s.total_ps) FROM kernel_scopes s ", kVisibleScopes,
-                             " WHERE s.capture = ?1 AND s.line = ?2 AND s.name = ?3 "
-                             "GROUP BY ",
-                             per_chip_ ? "s.chip_id, s.kernel_id" : "s.kernel_id")));
+            c_,
+            absl::StrCat(per_chip_ ? "SELECT h.name, ch.ordinal" : "SELECT '', -1",
+                         ", s.kernel_id, CAST(TOTAL(s.total_ps) AS INTEGER) FROM kernel_scopes s ",
+                         kVisibleScopes,
+                         " WHERE s.capture = ?1 AND s.line = ?2 AND s.name = ?3 "
+                         "GROUP BY ",
+                         per_chip_ ? "s.chip_id, s.kernel_id" : "s.kernel_id")));
     s->Bind(1, seq_).Bind(2, sync.line).Bind(3, sync.name);
     return s->ForEachRow([&](const Statement& row) {
       RowOf(row).sync_wait_ps = row.Int(3);
@@ -172,12 +174,13 @@ absl::StatusOr<std::vector<KernelScopeRow>> InsightQueries::KernelScopes(
   ASSIGN_OR_RETURN(ReaderLease c, db_.Reader());
   ASSIGN_OR_RETURN(const internal::CaptureRef ref, internal::RequireCapture(*c, capture_id));
   ASSIGN_OR_RETURN(
-      auto q,
-      Statement::Prepare(*c, absl::StrCat("SELECT s.line, s.name, SUM(s.count), SUM(s.total_ps) "
-                                          "AS t FROM kernel_scopes s ",
-                                          kVisibleScopes,
-                                          " WHERE s.capture = ? AND s.kernel_id = ? GROUP BY "
-                                          "s.line, s.name ORDER BY t DESC, s.line, s.name")));
+      auto q, Statement::Prepare(
+                  *c, absl::StrCat(
+                          "SELECT s.line, s.name, SUM(s.count), CAST(TOTAL(s.total_ps) AS INTEGER) "
+                          "AS t FROM kernel_scopes s ",
+                          kVisibleScopes,
+                          " WHERE s.capture = ? AND s.kernel_id = ? GROUP BY "
+                          "s.line, s.name ORDER BY t DESC, s.line, s.name")));
   q->Bind(1, ref.seq).Bind(2, kernel_id);
   std::vector<KernelScopeRow> out;
   RETURN_IF_ERROR(q->ForEachRow([&](const Statement& row) {

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/checked.h"
 #include "common/pattern.h"
 #include "common/status_macros.h"
 #include "storage/kernel_rows.h"
@@ -61,10 +62,14 @@ std::string StatsSql(const StatsQuery& q) {
         q.group_by == Grouping::kChip || q.group_by == Grouping::kHost ? "h.name" : "''";
     const char* chip_col = q.group_by == Grouping::kChip ? "c.ordinal" : "NULL";
     const bool category = q.group_by == Grouping::kCategory;
+    // Totals are summed as TOTAL() (a double) cast back: SUM() fails the whole query with
+    // "integer overflow" once a pod's history passes 2^63 ps, and the cast holds at the
+    // int64's end instead. Exact to the ps up to 2^53 ps (2.5 hours of kernel time).
     sql = absl::StrCat(
         "SELECT ", host_col, ", ", chip_col, ", ",
         category ? "0, '', '', k.category, 0, 0, 0, 0" : kKernelKeyColumns,
-        ", SUM(s.count) AS cnt, SUM(s.total_ps) AS total, MIN(s.min_ps), MAX(s.max_ps), "
+        ", SUM(s.count) AS cnt, CAST(TOTAL(s.total_ps) AS INTEGER) AS total, MIN(s.min_ps), "
+        "MAX(s.max_ps), "
         "dds_merge(s.sketch) AS sk, "
         "COUNT(DISTINCT s.chip_id), AVG(c.peak_tflops), AVG(c.peak_hbm_gbps) "
         "FROM kernel_stats s JOIN chips c ON c.id = s.chip_id JOIN hosts h ON h.id = c.host_id "
@@ -141,8 +146,8 @@ absl::StatusOr<bool> AddHistoryRow(const Statement& s, int max_kernels,
   }
   HistoryPoint& p = points.back();
   rows->push_back({out->size() - 1, points.size() - 1, s.Int(11), s.Int(10)});
-  p.count += s.Int(5);
-  p.total_ps += s.Int(6);
+  p.count = SaturatingAdd(p.count, s.Int(5));
+  p.total_ps = SaturatingAdd(p.total_ps, s.Int(6));
   ASSIGN_OR_RETURN(trace::DDSketch sk, trace::DDSketch::Deserialize(s.Blob(7)));
   p.sketch.Merge(sk);
   p.chips = std::max(p.chips, s.Int(8));
@@ -157,8 +162,8 @@ void AddToSide(StatRow r, std::optional<StatRow>* slot) {
     return;
   }
   StatRow& s = **slot;
-  s.count += r.count;
-  s.total_ps += r.total_ps;
+  s.count = SaturatingAdd(s.count, r.count);
+  s.total_ps = SaturatingAdd(s.total_ps, r.total_ps);
   s.min_ps = std::min(s.min_ps, r.min_ps);
   s.max_ps = std::max(s.max_ps, r.max_ps);
   s.sketch.Merge(r.sketch);

@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
+#include "common/checked.h"
 
 namespace podprof::trace {
 
@@ -36,8 +37,10 @@ void KernelStats::Merge(const KernelStats& other) {
     min_ps = std::min(min_ps, other.min_ps);
     max_ps = std::max(max_ps, other.max_ps);
   }
-  count += other.count;
-  total_ps += other.total_ps;
+  // Saturating: each side was checked on arrival, but a pod's or a history's sum of them may
+  // still pass 2^63.
+  count = SaturatingAdd(count, other.count);
+  total_ps = SaturatingAdd(total_ps, other.total_ps);
   sketch.Merge(other.sketch);
 }
 

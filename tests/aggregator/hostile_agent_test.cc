@@ -1,0 +1,285 @@
+// Hostile and broken agents against the real Orchestrator, Registry and Store (SQLite in a temp
+// folder), over real gRPC on loopback: a scripted agent plays back a real capture (the v6e
+// fixture) with its own summary, as an agent that analyses its host streams it, after one
+// tampering of what it sends. Each attack ends in that host failing with a named reason while
+// an honest agent's host of the same capture is stored and readable, and the aggregator goes
+// on: the next capture of both hosts works.
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "aggregator/orchestrator.h"
+#include "aggregator/registry.h"
+#include "analysis/host_summary.h"
+#include "common/clock.h"
+#include "common/zstd_codec.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/podprof_agent.grpc.pb.h"
+#include "storage/store.h"
+#include "stream/capture_encoder.h"
+#include "tests/util/status_matchers.h"
+#include "tests/util/temp_database.h"
+#include "tests/util/trace_fixtures.h"
+#include "trace/xspace_reader.h"
+
+namespace podprof::aggregator {
+namespace {
+
+namespace v1 = podprof::v1;
+using ::testing::HasSubstr;
+
+constexpr int64_t kHeartbeatNs = int64_t{3600} * 1'000'000'000;  // nobody goes stale here
+constexpr size_t kChunkBytes = 1 << 20;
+
+// How one attack changes what an agent sends: its summary before it is encoded, then the
+// encoded chunks.
+struct Tampering {
+  std::function<void(analysis::HostSummary*)> summary = [](analysis::HostSummary*) {};
+  std::function<void(std::vector<v1::CaptureChunk>*)> chunks = [](std::vector<v1::CaptureChunk>*) {
+  };
+};
+
+class Collect final : public stream::ChunkSink {
+ public:
+  bool Write(const v1::CaptureChunk& c) override {
+    chunks.push_back(c);
+    return true;
+  }
+  std::vector<v1::CaptureChunk> chunks;
+};
+
+// The fixture's capture, as the agent of host `name` describes and streams it.
+struct Recorded {
+  v1::HostInfo host;
+  trace::HostCapture capture;
+};
+
+Recorded Record(const std::string& name) {
+  Recorded r;
+  auto capture =
+      trace::ReadXSpaceFile(testing::FixturePath("tpu_v6e_4chip_host_offload.xplane.pb"));
+  EXPECT_OK(capture);
+  if (!capture.ok()) return r;
+  r.capture = std::move(*capture);
+  r.host.set_host_name(name);
+  for (const trace::Chip& c : r.capture.host.chips) *r.host.add_chips() = stream::ChipInfoOf(c);
+  return r;
+}
+
+// The chunks an agent that analyses its host sends: the capture with its blocks encoded as
+// the store keeps them, its summary, a trailer; `t` applied.
+std::vector<v1::CaptureChunk> Chunks(const Recorded& r, const Tampering& t) {
+  Collect sink;
+  stream::ChunkCounts counts;
+  EXPECT_OK(stream::StreamCapture(r.capture, r.host, {}, kChunkBytes, &sink, &counts,
+                                  /*columns=*/true));
+  analysis::HostSummary summary = analysis::SummariseHost(r.capture);
+  t.summary(&summary);
+  absl::StatusOr<uint64_t> rows =
+      stream::StreamSummary(summary, r.capture.host.chips, kChunkBytes, &sink, &counts);
+  EXPECT_OK(rows);
+  v1::CaptureTrailer trailer;
+  trailer.set_event_count(counts.events);
+  trailer.set_kernel_count(counts.kernels);
+  trailer.set_summary_rows(rows.ok() ? *rows : 0);
+  sink.chunks.push_back(stream::EncodeTrailer(trailer, kChunkBytes));
+  t.chunks(&sink.chunks);
+  return sink.chunks;
+}
+
+// An agent's gRPC surface that answers probes on the test's clock and plays back the chunks it
+// is given to every Capture call.
+class ScriptedAgent final : public v1::Agent::Service {
+ public:
+  explicit ScriptedAgent(Clock& clock) : clock_(clock) {
+    grpc::ServerBuilder b;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    b.RegisterService(this);
+    server_ = b.BuildAndStart();
+  }
+  ~ScriptedAgent() override {
+    if (server_ != nullptr) {
+      server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      server_->Wait();
+    }
+  }
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+  void Play(std::vector<v1::CaptureChunk> chunks) {
+    absl::MutexLock lock(&mu_);
+    chunks_ = std::move(chunks);
+  }
+
+  grpc::Status Ping(grpc::ServerContext*, const v1::PingRequest* req,
+                    v1::PingResponse* resp) override {
+    resp->set_client_send_ns(req->client_send_ns());
+    resp->set_agent_receive_ns(clock_.NowNs());
+    resp->set_agent_send_ns(clock_.NowNs());
+    return grpc::Status::OK;
+  }
+  grpc::Status Capture(grpc::ServerContext*, const v1::CaptureRequest*,
+                       grpc::ServerWriter<v1::CaptureChunk>* out) override {
+    absl::MutexLock lock(&mu_);
+    for (const v1::CaptureChunk& c : chunks_) {
+      if (!out->Write(c)) break;
+    }
+    return grpc::Status::OK;
+  }
+
+ private:
+  Clock& clock_;
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+  absl::Mutex mu_;
+  std::vector<v1::CaptureChunk> chunks_ ABSL_GUARDED_BY(mu_);
+};
+
+class HostileAgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto store = storage::Store::Open(db_.path());
+    ASSERT_OK(store);
+    store_ = std::move(*store);
+    for (auto [name, agent] : {std::pair{"honest", &honest_}, std::pair{"hostile", &hostile_}}) {
+      v1::RegisterRequest r;
+      *r.mutable_host() = Record(name).host;
+      r.mutable_host()->set_agent_address(agent->address());
+      ASSERT_OK(registry_.Register(r));
+    }
+    honest_.Play(Chunks(Record("honest"), {}));
+    OrchestratorLimits limits;
+    orchestrator_ = std::make_unique<Orchestrator>(&registry_, &store_->writer(), clock_, limits);
+  }
+  void TearDown() override {
+    orchestrator_.reset();
+    store_.reset();
+  }
+
+  // A capture of both hosts, run to its end: the clock moves on while the real streams flow.
+  storage::CaptureRow CaptureBoth() {
+    v1::StartCaptureRequest req;
+    req.add_host_names("honest");
+    req.add_host_names("hostile");
+    req.set_duration_ms(1000);
+    absl::StatusOr<v1::StartCaptureResponse> started = orchestrator_->Start(req);
+    EXPECT_OK(started);
+    if (!started.ok()) return {};
+    std::atomic<bool> done{false};
+    std::thread watcher([&] {
+      EXPECT_OK(orchestrator_->Watch(
+          started->capture_id(), [](const v1::CaptureProgress&) { return true; },
+          [] { return false; }));
+      done = true;
+    });
+    for (int i = 0; i < 6000 && !done; ++i) {
+      clock_.AdvanceNs(50'000'000);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    watcher.join();
+    absl::StatusOr<storage::CaptureRow> row = store_->captures().Get(started->capture_id());
+    EXPECT_OK(row);
+    return row.ok() ? *row : storage::CaptureRow();
+  }
+
+  // The attack's capture: the honest host stored and its kernels readable, the hostile one
+  // failed saying `says`; then a capture of both honest agents is whole.
+  void ExpectRefused(const Tampering& t, const std::string& says) {
+    hostile_.Play(Chunks(Record("hostile"), t));
+    storage::CaptureRow row = CaptureBoth();
+    EXPECT_EQ(row.status, storage::CaptureState::kPartial);
+    ASSERT_EQ(row.host_rows.size(), 2u);
+    for (const storage::HostRow& h : row.host_rows) {
+      if (h.host == "honest") {
+        EXPECT_EQ(h.status, storage::HostOutcome::kComplete) << h.error;
+        EXPECT_GT(h.events, 0);
+      } else {
+        EXPECT_EQ(h.status, storage::HostOutcome::kFailed);
+        EXPECT_THAT(h.error, HasSubstr(says));
+      }
+    }
+    storage::StatsQuery q;
+    q.capture_id = row.id;
+    q.group_by = storage::Grouping::kCategory;
+    absl::StatusOr<std::vector<storage::StatRow>> stats = store_->kernels().Stats(q);
+    ASSERT_OK(stats);
+    EXPECT_FALSE(stats->empty());
+    // The daemon goes on: the same agent, honest again, is stored whole.
+    hostile_.Play(Chunks(Record("hostile"), {}));
+    EXPECT_EQ(CaptureBoth().status, storage::CaptureState::kComplete);
+  }
+
+  FakeClock clock_{RealClock().NowNs()};
+  podprof::testing::TempDatabase db_{"hostile"};
+  std::unique_ptr<storage::Store> store_;
+  Registry registry_{clock_, kHeartbeatNs, /*probe_interval_ns=*/10'000'000'000};
+  ScriptedAgent honest_{clock_};
+  ScriptedAgent hostile_{clock_};
+  std::unique_ptr<Orchestrator> orchestrator_;  // last: goes first
+};
+
+// Two sketches of one kernel far apart (bucket -2^31 and 1701) passed every check, and the
+// pod's roll-up merged them into 2^31 buckets: std::length_error, every running capture lost.
+TEST_F(HostileAgentTest, ASketchFarFromItsRowFailsTheHost) {
+  Tampering t;
+  t.summary = [](analysis::HostSummary* s) {
+    trace::KernelStats& row = s->stats.front();
+    row.sketch = trace::DDSketch();
+    row.sketch.Add(static_cast<double>(row.max_ps) * 1e6, static_cast<uint64_t>(row.count));
+  };
+  ExpectRefused(t, "sketch holds durations outside");
+}
+
+// One NaN in a host's counter attribution failed the whole capture, left `running`.
+TEST_F(HostileAgentTest, ANaNAttributionFailsTheHostNotTheCapture) {
+  Tampering t;
+  t.summary = [](analysis::HostSummary* s) {
+    // The fixture's chips sample no counter: the attribution a broken agent adds.
+    trace::KernelCounter a;
+    a.chip = s->stats.front().chip;
+    a.kernel = s->stats.front().kernel;
+    a.counter = "hbm_bandwidth";
+    a.integral = std::nan("");
+    a.covered_ps = s->stats.front().total_ps;
+    a.executions = s->stats.front().count;
+    s->attributions.push_back(a);
+  };
+  ExpectRefused(t, "is not a measurement");
+}
+
+// Events of 100 us were stored as an hour each; two rows of 2^62 ps wrapped the roll-up.
+TEST_F(HostileAgentTest, DurationsBeyondTheWindowFailTheHost) {
+  Tampering t;
+  t.summary = [](analysis::HostSummary* s) {
+    trace::KernelStats& row = s->stats.front();
+    row.max_ps = int64_t{3600} * 1'000'000'000'000;
+    row.total_ps = row.max_ps * row.count;
+    row.sketch = trace::DDSketch();
+    row.sketch.Add(static_cast<double>(row.min_ps), static_cast<uint64_t>(row.count - 1));
+    row.sketch.Add(static_cast<double>(row.max_ps));
+  };
+  ExpectRefused(t, "longer than the capture allows");
+}
+
+// A block's header count was trusted: one event was stored as 10^15.
+TEST_F(HostileAgentTest, ABlockClaimingMoreEventsThanItHoldsFailsTheHost) {
+  Tampering t;
+  t.chunks = [](std::vector<v1::CaptureChunk>* chunks) {
+    for (v1::CaptureChunk& c : *chunks) {
+      if (!c.has_event_block() || c.event_block().columns().empty()) continue;
+      std::string raw = std::string("\x80\x80\x80\x80\x80\x80\x80\xe3\x01", 9);  // ~10^15
+      raw += std::string("\x02\x0a\x01\x00", 4);
+      c.mutable_event_block()->set_columns(ZstdCompress(raw, 1, 10));
+      return;
+    }
+    ADD_FAILURE() << "no encoded block to tamper with";
+  };
+  ExpectRefused(t, "timeline block claims");
+}
+
+}  // namespace
+}  // namespace podprof::aggregator
