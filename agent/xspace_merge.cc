@@ -93,12 +93,38 @@ void Append(const XPlane& in, int64_t start_ns, bool fresh, XPlane* out) {
 // The first snapshot's Task Environment, its window widened to [start, stop].
 void SetWindow(XPlane* env, int64_t start, int64_t stop) {
   for (XStat& st : *env->mutable_stats()) {
-    const std::string& name = env->stat_metadata().at(st.metadata_id()).name();
+    // A workload's stat may name metadata its plane never defined: Map::at() CHECK-fails (the
+    // agent aborted on one), so such a stat is left as it is.
+    auto m = env->stat_metadata().find(st.metadata_id());
+    if (m == env->stat_metadata().end()) continue;
+    const std::string& name = m->second.name();
     if (name == trace::xspace::StatName(trace::xspace::Stat::kProfileStartTime))
       st.set_uint64_value(start);
     if (name == trace::xspace::StatName(trace::xspace::Stat::kProfileStopTime))
       st.set_uint64_value(stop);
   }
+}
+
+// Snapshots' ids are shifted past the merged plane's, each snapshot's past the last: ids
+// beyond 2^52 (a workload's bytes can hold any int64; profilers' own reach 2^40 and a little
+// more) would overflow the shift within a few snapshots, so a plane holding one is refused.
+// Under it, 2,000 snapshots' shifts stay within an int64.
+constexpr int64_t kMaxMetadataId = int64_t{1} << 52;
+
+absl::Status CheckIds(const XPlane& p, size_t snapshot) {
+  for (const auto& [id, unused] : p.stat_metadata()) {
+    if (id < 0 || id > kMaxMetadataId) {
+      return absl::InvalidArgumentError(absl::StrCat("snapshot ", snapshot, " plane \"", p.name(),
+                                                     "\" has stat metadata id ", id));
+    }
+  }
+  for (const auto& [id, unused] : p.event_metadata()) {
+    if (id < 0 || id > kMaxMetadataId) {
+      return absl::InvalidArgumentError(absl::StrCat("snapshot ", snapshot, " plane \"", p.name(),
+                                                     "\" has event metadata id ", id));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -115,6 +141,9 @@ absl::StatusOr<XSpace> MergeSnapshots(std::vector<XSpace> snapshots) {
   absl::flat_hash_map<std::string, XPlane*> by_name;
   int64_t first_start = 0, last_stop = 0;
   for (size_t i = 0; i < snapshots.size(); ++i) {
+    for (const XPlane& p : snapshots[i].planes()) {
+      if (absl::Status bad = CheckIds(p, i); !bad.ok()) return bad;
+    }
     int64_t start = 0, stop = 0;
     const XPlane* env = Window(snapshots[i], &start, &stop);
     if (env == nullptr) {

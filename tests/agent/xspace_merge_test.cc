@@ -5,6 +5,7 @@
 #include "agent/xspace_merge.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -93,6 +94,27 @@ TEST(XSpaceMergeTest, ASnapshotWithoutItsWindowIsRefused) {
   absl::StatusOr<XSpace> r = agent::MergeSnapshots({bare});
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find("snapshot 0"), std::string::npos);
+}
+
+// A workload's bytes: the Task Environment holding a stat whose metadata it never defined
+// aborted the agent (protobuf's Map::at CHECK); an id near 2^63 would overflow the shift.
+TEST(XSpaceMergeTest, AWorkloadsUndefinedOrHugeIdsNeitherAbortNorWrap) {
+  absl::StatusOr<PodModel> m = PodModel::Create(V5e());
+  ASSERT_OK(m.status());
+  Host h;
+  XSpace first = h.Build(*m, 0, 17);
+  for (auto& p : *first.mutable_planes()) {
+    if (p.name() != "Task Environment") continue;
+    p.add_stats()->set_metadata_id(987654);  // defined nowhere
+  }
+  absl::StatusOr<XSpace> merged = agent::MergeSnapshots({first, h.Build(*m, 17, 40)});
+  ASSERT_OK(merged.status());
+  XSpace huge = h.Build(*m, 17, 40);
+  (*huge.mutable_planes(0)->mutable_event_metadata())[INT64_MAX].set_name("x");
+  absl::StatusOr<XSpace> r = agent::MergeSnapshots({h.Build(*m, 0, 17), huge});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("event metadata id 9223372036854775807"), std::string::npos)
+      << r.status();
 }
 
 }  // namespace
