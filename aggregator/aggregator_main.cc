@@ -26,10 +26,12 @@
 #include "common/clock.h"
 #include "common/daemon.h"
 #include "common/daemon_flags.h"
+#include "common/json_text.h"
 #include "common/logging.h"
 #include "common/periodic.h"
 #include "common/sd_notify.h"
 #include "common/status_macros.h"
+#include "common/utf8.h"
 #include "http/server.h"
 #include "metrics/grpc_metrics.h"
 #include "metrics/registry.h"
@@ -147,13 +149,13 @@ TriggerLoop::TakeSnapshot SnapshotTaker(Orchestrator& orchestrator, int64_t wind
     r.set_duration_ms(static_cast<uint64_t>(window_ns / 1'000'000));
     auto& labels = *r.mutable_labels();
     labels["trigger"] = f.trigger;
-    labels["reason"] = f.reason.substr(0, 1024);
-    std::string evidence = f.evidence.dump();
+    labels["reason"] = TruncateUtf8(f.reason, 1024);
+    std::string evidence = JsonText(f.evidence);
     // A label holds 4 kB; the series is the part to give up.
     if (evidence.size() > 4096) {
       nlohmann::json shorter = f.evidence;
       shorter.erase("recent");
-      evidence = shorter.dump().substr(0, 4096);
+      evidence = TruncateUtf8(JsonText(shorter), 4096);
     }
     labels["telemetry"] = evidence;
     labels["trigger_ns"] = absl::StrCat(f.at_ns);

@@ -13,6 +13,7 @@
 #include <utility>
 #include <variant>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "aggregator/api_rows.h"
@@ -211,6 +212,20 @@ storage::HostSelection StoreSelection(const exporter::Narrower& narrower) {
   return only;
 }
 
+// A host's name as the name of its file: a byte other than a letter, digit, '-', '_' or '.' as
+// '_', and a leading '.' too. Registration refuses such names, but imports and captures stored
+// before it did may hold any ("../../x", "a/b"), and the file must stay in its folder.
+std::string HostFileName(const std::string& host) {
+  std::string out = host.empty() ? "_" : host;
+  for (char& c : out) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
+      c = '_';
+    }
+  }
+  if (out.front() == '.') out.front() = '_';
+  return out;
+}
+
 // One file per host, each an XSpace written a plane at a time: beside the host's capture, only
 // one chip's XPlane is ever in memory (a whole host's XSpace, held by 32 downloads at once, took
 // the aggregator from 0.3 to 1.6 GB).
@@ -229,7 +244,7 @@ absl::Status WriteXSpaces(storage::Store& store, const ExportSink& sink,
         // Its size first, for a reader that needs it up front: a tar download can then stream the
         // file rather than hold it whole to learn its size (one plane at a time either way).
         const std::string path =
-            absl::StrCat("plugins/profile/", run, "/", h.row.host, ".xplane.pb");
+            absl::StrCat("plugins/profile/", run, "/", HostFileName(h.row.host), ".xplane.pb");
         if (sink.file_size) {
           if (!sink.file_size(path, exporter::XSpaceByteSize(h.capture))) {
             return absl::UnavailableError("the client stopped reading");
@@ -378,12 +393,14 @@ absl::Status WriteExport(storage::Store& store, ExportPlan& plan, const ExportSi
 grpc::Status AggregatorService::ExportCapture(grpc::ServerContext* context,
                                               const v1::ExportCaptureRequest* request,
                                               grpc::ServerWriter<v1::ExportChunk>* writer) {
-  absl::StatusOr<ExportPlan> plan = PlanExport(*store_, *request);
-  if (!plan.ok()) return ToGrpc(plan.status());
-  ExportSink sink;
-  sink.send = [writer](const v1::ExportChunk& c) { return writer->Write(c); };
-  sink.cancelled = [context] { return context->IsCancelled(); };
-  return ToGrpc(WriteExport(*store_, *plan, sink));
+  return GuardRpc("Aggregator.ExportCapture", [&]() -> grpc::Status {
+    absl::StatusOr<ExportPlan> plan = PlanExport(*store_, *request);
+    if (!plan.ok()) return ToGrpc(plan.status());
+    ExportSink sink;
+    sink.send = [writer](const v1::ExportChunk& c) { return writer->Write(c); };
+    sink.cancelled = [context] { return context->IsCancelled(); };
+    return ToGrpc(WriteExport(*store_, *plan, sink));
+  });
 }
 
 }  // namespace podprof::aggregator

@@ -13,8 +13,11 @@
 #include "absl/strings/str_split.h"
 #include "aggregator/api_rows.h"
 #include "aggregator/http_params.h"
+#include "aggregator/utf8_fields.h"
+#include "common/json_text.h"
 #include "common/pattern.h"
 #include "common/status_macros.h"
+#include "common/utf8.h"
 #include "http/json_body.h"
 #include "insight/evidence.h"
 #include "nlohmann/json.hpp"
@@ -35,7 +38,7 @@ using http::Response;
 
 // One JSON value as one CSV field (RFC 4180).
 std::string CsvCell(const Json& v) {
-  return report::CsvField(v.is_string() ? v.get<std::string>() : v.is_null() ? "" : v.dump());
+  return report::CsvField(v.is_string() ? v.get<std::string>() : v.is_null() ? "" : JsonText(v));
 }
 
 // `rows` (an array of flat objects) under `key`, as JSON or, with ?format=csv, as CSV with a
@@ -48,7 +51,7 @@ Response Rows(const Request& req, const char* key, const Json& rows,
   if (!*csv) {
     Json body = extra;
     body[key] = rows;
-    return Response::Text(200, body.dump(1) + "\n", "application/json");
+    return Response::Text(200, JsonText(body, 1) + "\n", "application/json");
   }
   std::string out;
   if (!rows.empty()) {
@@ -92,8 +95,9 @@ namespace {
 
 // The answer of a query as a response: the rendering of its typed result, or the error.
 template <typename T, typename Render>
-Response Answer(const absl::StatusOr<T>& answer, Render render) {
+Response Answer(absl::StatusOr<T> answer, Render render) {
   if (!answer.ok()) return Response::Error(answer.status());
+  EscapeInvalidUtf8Fields(&*answer);  // names as `\xNN`, as gRPC answers them, in JSON and CSV
   return render(*answer);
 }
 
@@ -161,7 +165,7 @@ Response Capture(const HttpApiSources& src, const Request& req) {
                   if (Param(req, "format") == "csv") return Rows(req, "hosts", HostsDetail(c));
                   Json j = Json(report::CaptureJson(c));
                   j["hosts_detail"] = HostsDetail(c);
-                  return Response::Text(200, j.dump(1) + "\n", "application/json");
+                  return Response::Text(200, JsonText(j, 1) + "\n", "application/json");
                 });
 }
 
@@ -229,7 +233,7 @@ Response Kernels(const HttpApiSources& src, const Request& req) {
     }
     const nlohmann::json j = {{"capture", a.capture_id()},
                               {"rows", report::KernelRowsJson(a.stats())}};
-    return Response::Text(200, j.dump(1) + "\n", "application/json");
+    return Response::Text(200, JsonText(j, 1) + "\n", "application/json");
   });
 }
 
@@ -291,7 +295,8 @@ Response History(const HttpApiSources& src, const Request& req) {
 
 Response Agents(const HttpApiSources& src, const Request& req) {
   Json out = Json::array();
-  const podprof::v1::ListAgentsResponse agents = src.queries->Agents({});
+  podprof::v1::ListAgentsResponse agents = src.queries->Agents({});
+  EscapeInvalidUtf8Fields(&agents);
   absl::StatusOr<bool> csv = WantsCsv(req);
   if (!csv.ok()) return Response::Error(csv.status());
   if (*csv) {  // `podprof agents --format csv`'s bytes
@@ -377,10 +382,8 @@ absl::StatusOr<podprof::v1::StartCaptureRequest> SnapshotBody(const std::string&
   RETURN_IF_ERROR(AddTargets(body, &r));
   r.mutable_labels()->insert({"trigger", "manual"});
   if (body.contains("reason")) {
-    if (!body["reason"].is_string() || body["reason"].get<std::string>().size() > 1024) {
-      return absl::InvalidArgumentError("reason must be a string of at most 1024 bytes");
-    }
-    (*r.mutable_labels())["reason"] = body["reason"].get<std::string>();
+    ASSIGN_OR_RETURN((*r.mutable_labels())["reason"],
+                     http::StringField(body, "reason", "", "reason", 1024));
   }
   return r;
 }
@@ -454,7 +457,7 @@ Response Triggers(const HttpApiSources& src) {
                       {"outcome", e.outcome},
                       {"capture", e.capture_id}});
   }
-  return Response::Text(200, Json{{"settings", settings}, {"events", events}}.dump(1) + "\n",
+  return Response::Text(200, JsonText(Json{{"settings", settings}, {"events", events}}, 1) + "\n",
                         "application/json");
 }
 
@@ -467,42 +470,58 @@ Response Triggers(const HttpApiSources& src) {
 Response Webhook(const HttpApiSources& src, const Request& req) {
   if (absl::Status a = Operator(src, req); !a.ok()) return Response::Error(a);
   if (src.triggers == nullptr) return Response::Error(absl::NotFoundError("no triggers here"));
-  absl::StatusOr<Json> body = http::ParseJsonObject(req.body);
+  absl::StatusOr<nlohmann::json> body = http::ParseJsonObject(req.body);
   if (!body.ok()) return Response::Error(body.status());
-  const Json& alerts = (*body)["alerts"];
+  const nlohmann::json& alerts = (*body)["alerts"];
   if (!alerts.is_array() || alerts.size() > 1000) {
     return Response::Error(
         absl::InvalidArgumentError("alerts must be an array (of at most 1000 alerts)"));
   }
   Firing f{"webhook", ""};
   std::vector<std::string> names;
-  for (const Json& a : alerts) {
-    if (!a.is_object() || a.value("status", std::string("firing")) != "firing") continue;
+  // Alertmanager sends status, labels and receiver as strings (labels are a map of strings); any
+  // other type is a broken or hostile sender, refused with the field named rather than guessed
+  // at. Annotations are free-form, so a summary that is not a string is left out.
+  for (size_t i = 0; i < alerts.size(); ++i) {
+    const nlohmann::json& a = alerts[i];
+    if (!a.is_object()) continue;
+    const std::string at = absl::StrCat("alerts[", i, "]");
+    absl::StatusOr<std::string> status =
+        http::StringField(a, "status", "firing", absl::StrCat(at, ".status"));
+    if (!status.ok()) return Response::Error(status.status());
+    if (*status != "firing") continue;
     std::string name = "alert";
-    if (a.contains("labels") && a["labels"].is_object()) {
-      name = a["labels"].value("alertname", name);
+    if (const auto labels = a.find("labels"); labels != a.end() && labels->is_object()) {
+      absl::StatusOr<std::string> alertname =
+          http::StringField(*labels, "alertname", name, absl::StrCat(at, ".labels.alertname"));
+      if (!alertname.ok()) return Response::Error(alertname.status());
+      name = *std::move(alertname);
     }
-    if (a.contains("annotations") && a["annotations"].is_object() &&
-        a["annotations"].contains("summary") && a["annotations"]["summary"].is_string()) {
-      absl::StrAppend(&name, ": ", a["annotations"]["summary"].get<std::string>());
+    if (const auto notes = a.find("annotations"); notes != a.end() && notes->is_object()) {
+      if (const auto summary = notes->find("summary");
+          summary != notes->end() && summary->is_string()) {
+        absl::StrAppend(&name, ": ", summary->get_ref<const std::string&>());
+      }
     }
     names.push_back(name);
   }
+  absl::StatusOr<std::string> receiver = http::StringField(*body, "receiver", "");
+  if (!receiver.ok()) return Response::Error(receiver.status());
   if (names.empty()) {
     return Response::Text(200,
-                          Json{{"snapshot", nullptr}, {"why", "no firing alert"}}.dump() + "\n",
+                          JsonText(Json{{"snapshot", nullptr}, {"why", "no firing alert"}}) + "\n",
                           "application/json");
   }
-  f.reason = absl::StrJoin(names, "; ").substr(0, 1024);
-  f.evidence = {{"alerts", names.size()}, {"receiver", body->value("receiver", std::string())}};
+  f.reason = TruncateUtf8(absl::StrJoin(names, "; "), 1024);  // a label holds 1 kB
+  f.evidence = {{"alerts", names.size()}, {"receiver", *receiver}};
   absl::StatusOr<std::string> id = src.triggers->Fire(f, /*automatic=*/false);
   if (absl::IsResourceExhausted(id.status())) {
-    return Response::Text(200,
-                          Json{{"snapshot", nullptr}, {"why", id.status().message()}}.dump() + "\n",
-                          "application/json");
+    return Response::Text(
+        200, JsonText(Json{{"snapshot", nullptr}, {"why", id.status().message()}}) + "\n",
+        "application/json");
   }
   if (!id.ok()) return Response::Error(id.status());
-  Response res = Response::Text(202, Json{{"snapshot", *id}, {"reason", f.reason}}.dump() + "\n",
+  Response res = Response::Text(202, JsonText(Json{{"snapshot", *id}, {"reason", f.reason}}) + "\n",
                                 "application/json");
   res.headers.emplace_back("Location", "/api/v1/captures/" + *id);
   return res;
@@ -520,12 +539,12 @@ Response StartCapture(const HttpApiSources& src, const Request& req, bool snapsh
   if (!started.ok()) return Response::Error(started.status());
   Json hosts = Json::array();
   for (const auto& h : started->host_names()) hosts.push_back(h);
-  Response res = Response::Text(
-      201,
-      Json{{"capture", started->capture_id()}, {"start_ns", started->start_ns()}, {"hosts", hosts}}
-              .dump() +
-          "\n",
-      "application/json");
+  Response res = Response::Text(201,
+                                JsonText(Json{{"capture", started->capture_id()},
+                                              {"start_ns", started->start_ns()},
+                                              {"hosts", hosts}}) +
+                                    "\n",
+                                "application/json");
   res.headers.emplace_back("Location", "/api/v1/captures/" + started->capture_id());
   return res;
 }
@@ -536,7 +555,7 @@ Response CancelCapture(const HttpApiSources& src, const Request& req) {
   if (!s.ok()) return Response::Error(s.status());
   return Response::Text(
       200,
-      Json{{"capture", req.params.at("id")}, {"status", report::CaptureStatusName(*s)}}.dump() +
+      JsonText(Json{{"capture", req.params.at("id")}, {"status", report::CaptureStatusName(*s)}}) +
           "\n",
       "application/json");
 }
@@ -560,7 +579,7 @@ std::string ProgressEvent(const podprof::v1::CaptureProgress& p) {
                  {"clock_offset_ns", h.clock_offset_ns()},
                  {"clock_uncertainty_ns", h.clock_uncertainty_ns()}};
   }
-  return absl::StrCat("event: ", p.done() ? "done" : "progress", "\ndata: ", j.dump(), "\n\n");
+  return absl::StrCat("event: ", p.done() ? "done" : "progress", "\ndata: ", JsonText(j), "\n\n");
 }
 
 // GET /api/v1/captures/{id}/events: the capture's progress as server-sent events, from its

@@ -19,7 +19,10 @@
 #include "aggregator/overviews.h"
 #include "aggregator/timeline_view.h"
 #include "common/checked.h"
+#include "common/json_text.h"
+#include "common/logging.h"
 #include "common/pattern.h"
+#include "common/utf8.h"
 #include "nlohmann/json.hpp"
 #include "report/diff.h"
 #include "report/kernel_rows.h"
@@ -32,7 +35,7 @@ using http::Response;
 using Json = nlohmann::json;
 
 Response JsonResponse(const Json& j) {
-  return Response::Text(200, j.dump() + "\n", "application/json");
+  return Response::Text(200, JsonText(j) + "\n", "application/json");
 }
 
 // ?hosts=a,b as the store's selection (empty: every host).
@@ -194,6 +197,17 @@ std::string TarHeader(const std::string& path, uint64_t size, int64_t mtime_s) {
   return h;
 }
 
+// Whether `path` may be a tar member: relative, without a ".." part, and whole in the header's
+// 100-byte name field. A member such as "../x" would be written outside the folder a user
+// unpacks into.
+bool SafeMemberPath(const std::string& path) {
+  if (path.empty() || path.size() > 99 || path.front() == '/') return false;
+  for (absl::string_view part : absl::StrSplit(path, '/')) {
+    if (part == "..") return false;
+  }
+  return true;
+}
+
 // Writes the body in HTTP/1.1 chunks, so that a download cut short by an error is seen as
 // cut short (no closing chunk) rather than as a whole file.
 bool WriteChunk(http::StreamWriter& w, const std::string& data) {
@@ -266,6 +280,11 @@ Response Export(const HttpApiSources& src, const Request& req) {
     if (tar) {
       sink.file_size = [&](const std::string& next, uint64_t bytes) {
         end_member();
+        if (!SafeMemberPath(next)) {  // cut short: no member may leave the download's folder
+          PODPROF_LOG(ERROR) << "XProf tar export: refused member \"" << EscapeForTerminal(next)
+                             << "\"";
+          return ok = false;
+        }
         path = next;
         member_bytes = 0;
         return ok = ok && WriteChunk(w, TarHeader(path, bytes, plan->row.start_ns / 1'000'000'000));

@@ -2,6 +2,11 @@
 
 #include <utility>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "aggregator/utf8_fields.h"
 #include "proto/grpc_status.h"
 #include "security/tls.h"
 
@@ -13,110 +18,164 @@ grpc::Status AggregatorService::Refuse(const grpc::ServerContext& context,
   return ToGrpc(denied);
 }
 
+namespace {
+
+// InvalidArgument naming the rule a host name breaks. Host names become file names (XProf
+// exports, `podprof export -o DIR`), log lines and table cells, so in every mode, TLS or not,
+// they are what DNS allows and underscores: 1 to 253 bytes of letters, digits, '-', '_' and
+// '.', not starting with '.' and without "..".
+absl::Status CheckHostName(const std::string& name) {
+  if (name.empty() || name.size() > 253) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("host name of ", name.size(), " bytes: a host name has 1 to 253"));
+  }
+  for (char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
+      return absl::InvalidArgumentError(
+          absl::StrCat("host name \"", absl::CEscape(name),
+                       "\": a host name holds only letters, digits, '-', '_' and '.'"));
+    }
+  }
+  if (name.front() == '.' || absl::StrContains(name, "..")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "host name \"", name, "\": a host name does not start with '.' or hold \"..\""));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 grpc::Status AggregatorService::Register(grpc::ServerContext* context,
                                          const podprof::v1::RegisterRequest* req,
                                          podprof::v1::RegisterResponse* resp) {
-  if (absl::Status a = Access()->agents.Check(*context, "an agent"); !a.ok()) {
-    return Refuse(*context, a);
-  }
-  if (req->host().host_name().empty() || req->host().agent_address().empty()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "a registration needs the host name and the agent's address");
-  }
-  if (absl::Status s = registry_->Register(*req, security::PeerIdentities(*context)); !s.ok()) {
-    return Refuse(*context, s);
-  }
-  resp->set_heartbeat_interval_ms(
-      static_cast<uint32_t>(registry_->heartbeat_interval_ns() / 1'000'000));
-  resp->set_aggregator_version("podprof-aggregator 0.1.0");
-  return grpc::Status::OK;
+  return GuardRpc("Aggregator.Register", [&]() -> grpc::Status {
+    if (absl::Status a = Access()->agents.Check(*context, "an agent"); !a.ok()) {
+      return Refuse(*context, a);
+    }
+    if (req->host().host_name().empty() || req->host().agent_address().empty()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "a registration needs the host name and the agent's address");
+    }
+    if (absl::Status s = CheckHostName(req->host().host_name()); !s.ok()) return ToGrpc(s);
+    if (absl::Status s = registry_->Register(*req, security::PeerIdentities(*context)); !s.ok()) {
+      return Refuse(*context, s);
+    }
+    resp->set_heartbeat_interval_ms(
+        static_cast<uint32_t>(registry_->heartbeat_interval_ns() / 1'000'000));
+    resp->set_aggregator_version("podprof-aggregator 0.1.0");
+    return grpc::Status::OK;
+  });
 }
 
 grpc::Status AggregatorService::Heartbeat(grpc::ServerContext* context,
                                           const podprof::v1::HeartbeatRequest* req,
                                           podprof::v1::HeartbeatResponse* resp) {
-  if (absl::Status a = Access()->agents.Check(*context, "an agent"); !a.ok()) {
-    return Refuse(*context, a);
-  }
-  absl::StatusOr<bool> known = registry_->Heartbeat(*req, security::PeerIdentities(*context));
-  if (!known.ok()) return Refuse(*context, known.status());
-  resp->set_reregister(!*known);
-  resp->set_heartbeat_interval_ms(
-      static_cast<uint32_t>(registry_->heartbeat_interval_ns() / 1'000'000));
-  return grpc::Status::OK;
+  return GuardRpc("Aggregator.Heartbeat", [&]() -> grpc::Status {
+    if (absl::Status a = Access()->agents.Check(*context, "an agent"); !a.ok()) {
+      return Refuse(*context, a);
+    }
+    absl::StatusOr<bool> known = registry_->Heartbeat(*req, security::PeerIdentities(*context));
+    if (!known.ok()) return Refuse(*context, known.status());
+    resp->set_reregister(!*known);
+    resp->set_heartbeat_interval_ms(
+        static_cast<uint32_t>(registry_->heartbeat_interval_ns() / 1'000'000));
+    return grpc::Status::OK;
+  });
 }
 
 grpc::Status AggregatorService::ReportTelemetry(grpc::ServerContext* context,
                                                 const podprof::v1::ReportTelemetryRequest* req,
                                                 podprof::v1::ReportTelemetryResponse*) {
-  if (absl::Status a = Access()->agents.Check(*context, "an agent"); !a.ok()) {
-    return Refuse(*context, a);
-  }
-  if (telemetry_ == nullptr) {
-    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this aggregator keeps no telemetry");
-  }
-  absl::Status s = registry_->CheckSender(req->host_name(), security::PeerIdentities(*context));
-  if (absl::IsPermissionDenied(s)) return Refuse(*context, s);
-  if (!s.ok()) return ToGrpc(s);
-  telemetry_->Ingest(*req, clock_->NowNs());
-  return grpc::Status::OK;
+  return GuardRpc("Aggregator.ReportTelemetry", [&]() -> grpc::Status {
+    if (absl::Status a = Access()->agents.Check(*context, "an agent"); !a.ok()) {
+      return Refuse(*context, a);
+    }
+    if (telemetry_ == nullptr) {
+      return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this aggregator keeps no telemetry");
+    }
+    std::vector<int32_t> chips;
+    absl::Status s =
+        registry_->CheckSender(req->host_name(), security::PeerIdentities(*context), &chips);
+    if (absl::IsPermissionDenied(s)) return Refuse(*context, s);
+    if (s.ok()) s = CheckTelemetryReport(*req, chips);
+    if (!s.ok()) return ToGrpc(s);
+    telemetry_->Ingest(*req, clock_->NowNs());
+    return grpc::Status::OK;
+  });
 }
 
 grpc::Status AggregatorService::GetTelemetry(grpc::ServerContext*,
                                              const podprof::v1::GetTelemetryRequest* req,
                                              podprof::v1::GetTelemetryResponse* resp) {
-  storage::TelemetryFilter f;
-  f.since_ns = req->since_ns();
-  f.until_ns = req->until_ns() > 0 ? req->until_ns() : INT64_MAX;
-  f.hosts.assign(req->hosts().begin(), req->hosts().end());
-  if (req->limit() > 0) f.limit = req->limit();
-  bool truncated = false;
-  absl::StatusOr<std::vector<storage::TelemetryRecord>> rows =
-      store_->telemetry().Read(f, &truncated);
-  if (!rows.ok()) return ToGrpc(rows.status());
-  for (const storage::TelemetryRecord& r : *rows) *resp->add_rows() = ToProto(r);
-  resp->set_truncated(truncated);
-  return grpc::Status::OK;
+  return GuardRpc("Aggregator.GetTelemetry", [&]() -> grpc::Status {
+    storage::TelemetryFilter f;
+    f.since_ns = req->since_ns();
+    f.until_ns = req->until_ns() > 0 ? req->until_ns() : INT64_MAX;
+    f.hosts.assign(req->hosts().begin(), req->hosts().end());
+    if (req->limit() > 0) f.limit = req->limit();
+    bool truncated = false;
+    absl::StatusOr<std::vector<storage::TelemetryRecord>> rows =
+        store_->telemetry().Read(f, &truncated);
+    if (!rows.ok()) return ToGrpc(rows.status());
+    for (const storage::TelemetryRecord& r : *rows) *resp->add_rows() = ToProto(r);
+    resp->set_truncated(truncated);
+    EscapeInvalidUtf8Fields(resp);
+    return grpc::Status::OK;
+  });
 }
 
 grpc::Status AggregatorService::ListAgents(grpc::ServerContext*,
                                            const podprof::v1::ListAgentsRequest* req,
                                            podprof::v1::ListAgentsResponse* resp) {
-  *resp = queries_->Agents(*req);
-  return grpc::Status::OK;
+  return GuardRpc("Aggregator.ListAgents", [&]() -> grpc::Status {
+    *resp = queries_->Agents(*req);
+    EscapeInvalidUtf8Fields(resp);
+    return grpc::Status::OK;
+  });
 }
 
 grpc::Status AggregatorService::StartCapture(grpc::ServerContext* context,
                                              const podprof::v1::StartCaptureRequest* req,
                                              podprof::v1::StartCaptureResponse* resp) {
-  if (absl::Status a = Access()->operators.Check(*context, "an operator"); !a.ok()) {
-    return Refuse(*context, a);
-  }
-  absl::StatusOr<podprof::v1::StartCaptureResponse> r = orchestrator_->Start(*req);
-  if (!r.ok()) return ToGrpc(r.status());
-  *resp = std::move(*r);
-  return grpc::Status::OK;
+  return GuardRpc("Aggregator.StartCapture", [&]() -> grpc::Status {
+    if (absl::Status a = Access()->operators.Check(*context, "an operator"); !a.ok()) {
+      return Refuse(*context, a);
+    }
+    absl::StatusOr<podprof::v1::StartCaptureResponse> r = orchestrator_->Start(*req);
+    if (!r.ok()) return ToGrpc(r.status());
+    *resp = std::move(*r);
+    EscapeInvalidUtf8Fields(resp);
+    return grpc::Status::OK;
+  });
 }
 
 grpc::Status AggregatorService::WatchCapture(
     grpc::ServerContext* context, const podprof::v1::WatchCaptureRequest* req,
     grpc::ServerWriter<podprof::v1::CaptureProgress>* writer) {
-  return ToGrpc(orchestrator_->Watch(
-      req->capture_id(),
-      [writer](const podprof::v1::CaptureProgress& p) { return writer->Write(p); },
-      [context] { return context->IsCancelled(); }));
+  return GuardRpc("Aggregator.WatchCapture", [&]() -> grpc::Status {
+    return ToGrpc(orchestrator_->Watch(
+        req->capture_id(),
+        [writer](const podprof::v1::CaptureProgress& p) {
+          podprof::v1::CaptureProgress safe = p;  // small: a host's line at most
+          EscapeInvalidUtf8Fields(&safe);
+          return writer->Write(safe);
+        },
+        [context] { return context->IsCancelled(); }));
+  });
 }
 
 grpc::Status AggregatorService::CancelCapture(grpc::ServerContext* context,
                                               const podprof::v1::CancelCaptureRequest* req,
                                               podprof::v1::CancelCaptureResponse* resp) {
-  if (absl::Status a = Access()->operators.Check(*context, "an operator"); !a.ok()) {
-    return Refuse(*context, a);
-  }
-  absl::StatusOr<podprof::v1::CaptureStatus> s = orchestrator_->Cancel(req->capture_id());
-  if (!s.ok()) return ToGrpc(s.status());
-  resp->set_status(*s);
-  return grpc::Status::OK;
+  return GuardRpc("Aggregator.CancelCapture", [&]() -> grpc::Status {
+    if (absl::Status a = Access()->operators.Check(*context, "an operator"); !a.ok()) {
+      return Refuse(*context, a);
+    }
+    absl::StatusOr<podprof::v1::CaptureStatus> s = orchestrator_->Cancel(req->capture_id());
+    if (!s.ok()) return ToGrpc(s.status());
+    resp->set_status(*s);
+    return grpc::Status::OK;
+  });
 }
 
 namespace {
@@ -126,6 +185,7 @@ template <typename Response>
 grpc::Status Answer(absl::StatusOr<Response> answer, Response* response) {
   if (!answer.ok()) return ToGrpc(answer.status());
   *response = *std::move(answer);
+  EscapeInvalidUtf8Fields(response);
   return grpc::Status::OK;
 }
 
@@ -134,54 +194,63 @@ grpc::Status Answer(absl::StatusOr<Response> answer, Response* response) {
 grpc::Status AggregatorService::ImportXSpace(
     grpc::ServerContext* context, grpc::ServerReader<podprof::v1::ImportXSpaceChunk>* reader,
     podprof::v1::ImportXSpaceResponse* response) {
-  if (absl::Status a = Access()->operators.Check(*context, "an operator"); !a.ok()) {
-    return Refuse(*context, a);
-  }
-  Importer import(*queries_, *clock_, limits_);
-  podprof::v1::ImportXSpaceChunk chunk;
-  while (reader->Read(&chunk)) {
-    if (absl::Status s = import.Add(chunk); !s.ok()) return ToGrpc(s);
-  }
-  absl::StatusOr<podprof::v1::ImportXSpaceResponse> done = import.Finish();
-  if (!done.ok()) return ToGrpc(done.status());
-  *response = *std::move(done);
-  return grpc::Status::OK;
+  return GuardRpc("Aggregator.ImportXSpace", [&]() -> grpc::Status {
+    if (absl::Status a = Access()->operators.Check(*context, "an operator"); !a.ok()) {
+      return Refuse(*context, a);
+    }
+    Importer import(*queries_, *clock_, limits_);
+    podprof::v1::ImportXSpaceChunk chunk;
+    while (reader->Read(&chunk)) {
+      if (absl::Status s = import.Add(chunk); !s.ok()) return ToGrpc(s);
+    }
+    absl::StatusOr<podprof::v1::ImportXSpaceResponse> done = import.Finish();
+    if (!done.ok()) return ToGrpc(done.status());
+    *response = *std::move(done);
+    EscapeInvalidUtf8Fields(response);
+    return grpc::Status::OK;
+  });
 }
 
 grpc::Status AggregatorService::ListCaptures(grpc::ServerContext*,
                                              const podprof::v1::ListCapturesRequest* req,
                                              podprof::v1::ListCapturesResponse* resp) {
-  return Answer(queries_->ListCaptures(*req), resp);
+  return GuardRpc("Aggregator.ListCaptures",
+                  [&]() -> grpc::Status { return Answer(queries_->ListCaptures(*req), resp); });
 }
 
 grpc::Status AggregatorService::GetKernelStats(grpc::ServerContext*,
                                                const podprof::v1::GetKernelStatsRequest* req,
                                                podprof::v1::GetKernelStatsResponse* resp) {
-  return Answer(queries_->KernelStats(*req), resp);
+  return GuardRpc("Aggregator.GetKernelStats",
+                  [&]() -> grpc::Status { return Answer(queries_->KernelStats(*req), resp); });
 }
 
 grpc::Status AggregatorService::KernelHistory(grpc::ServerContext*,
                                               const podprof::v1::KernelHistoryRequest* req,
                                               podprof::v1::KernelHistoryResponse* resp) {
-  return Answer(queries_->KernelHistory(*req), resp);
+  return GuardRpc("Aggregator.KernelHistory",
+                  [&]() -> grpc::Status { return Answer(queries_->KernelHistory(*req), resp); });
 }
 
 grpc::Status AggregatorService::CompareCaptures(grpc::ServerContext*,
                                                 const podprof::v1::CompareCapturesRequest* req,
                                                 podprof::v1::CompareCapturesResponse* resp) {
-  return Answer(queries_->Compare(*req), resp);
+  return GuardRpc("Aggregator.CompareCaptures",
+                  [&]() -> grpc::Status { return Answer(queries_->Compare(*req), resp); });
 }
 
 grpc::Status AggregatorService::DescribeKernel(grpc::ServerContext*,
                                                const podprof::v1::DescribeKernelRequest* req,
                                                podprof::v1::DescribeKernelResponse* resp) {
-  return Answer(queries_->DescribeKernel(*req), resp);
+  return GuardRpc("Aggregator.DescribeKernel",
+                  [&]() -> grpc::Status { return Answer(queries_->DescribeKernel(*req), resp); });
 }
 
 grpc::Status AggregatorService::GetStragglers(grpc::ServerContext*,
                                               const podprof::v1::GetStragglersRequest* req,
                                               podprof::v1::GetStragglersResponse* resp) {
-  return Answer(queries_->Stragglers(*req), resp);
+  return GuardRpc("Aggregator.GetStragglers",
+                  [&]() -> grpc::Status { return Answer(queries_->Stragglers(*req), resp); });
 }
 
 }  // namespace podprof::aggregator

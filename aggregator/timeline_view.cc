@@ -5,6 +5,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "common/json_text.h"
 #include "export/nesting.h"
 #include "trace/columns.h"
 
@@ -202,7 +203,7 @@ TimelineView TimelineView::Resampled(int width) const {
 // One track as JSON text: a 64-host capture's first view holds about a million numbers, and a
 // JSON value per number would cost more than reading them.
 void TimelineView::WriteTrack(const TrackPixels& t, std::string* out) const {
-  absl::StrAppend(out, "{\"host\":", Json(t.host).dump(), ",\"chip\":", t.chip, ",\"slices\":[");
+  absl::StrAppend(out, "{\"host\":", JsonText(Json(t.host)), ",\"chip\":", t.chip, ",\"slices\":[");
   for (size_t i = 0; i < t.slices.size(); ++i) absl::StrAppend(out, i ? "," : "", t.slices[i]);
   absl::StrAppend(out, "],\"bins\":[");
   bool first = true;
@@ -216,7 +217,7 @@ void TimelineView::WriteTrack(const TrackPixels& t, std::string* out) const {
   absl::StrAppend(out, "],\"counters\":{");
   first = true;
   for (const auto& [name, range] : t.counters) {
-    absl::StrAppend(out, first ? "" : ",", Json(name).dump(), ":[");
+    absl::StrAppend(out, first ? "" : ",", JsonText(Json(name)), ":[");
     bool any = false;
     for (int px = 0; px < w_.width_px; ++px) {
       if (range.first[px] > range.second[px]) continue;
@@ -238,7 +239,7 @@ std::string TimelineView::Finish(Json fields) const {
   fields["kernels"] = kernels_;
   fields["counters"] = counter_names_;
   fields["counters_shown"] = w_.counters;
-  std::string out = fields.dump();
+  std::string out = JsonText(fields);
   out.pop_back();  // the closing brace: the tracks go last
   out += ",\"tracks\":[";
   for (size_t i = 0; i < tracks_.size(); ++i) {

@@ -22,6 +22,7 @@
 #include "common/checked.h"
 #include "common/clock.h"
 #include "common/status_macros.h"
+#include "common/utf8.h"
 #include "kernelprof/options.h"
 
 namespace podprof::cli {
@@ -235,12 +236,13 @@ class LiveView {
   }
   void Update(const v1::CaptureProgress& p) {
     if (!p.has_host()) return;
-    HostView& h = hosts_[p.host().host_name()];
-    if (!p.detail().empty()) h.stage = p.detail();
+    // What the aggregator and its agents say is escaped for the terminal as it arrives.
+    HostView& h = hosts_[EscapeForTerminal(p.host().host_name())];
+    if (!p.detail().empty()) h.stage = EscapeForTerminal(p.detail());
     h.events = std::max<uint64_t>(h.events, p.host().event_count());
     h.bytes = std::max<uint64_t>(h.bytes, p.host().bytes_received());
     h.failed = p.host().status() == v1::CAPTURE_STATUS_FAILED;
-    h.error = p.host().error_message();
+    h.error = OneLine(p.host().error_message());
   }
   void Draw(int64_t now_ns) {
     std::vector<std::string> lines;
@@ -301,7 +303,7 @@ std::string ProgressLine(const v1::CaptureProgress& p) {
     absl::StrAppend(&line, " ", p.detail());
   }
   if (p.done()) absl::StrAppend(&line, " capture ", CaptureStatusName(p.status()));
-  return line;
+  return EscapeForTerminal(line);  // host names, details and errors are the aggregator's
 }
 
 // A capture past its timeout: cancelled, so that its hosts stop working for nobody, and an

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/json_text.h"
 #include "export/nesting.h"
 #include "nlohmann/json.hpp"
 #include "proto/perfetto_trace.pb.h"
@@ -412,15 +413,16 @@ void ChromeJsonWriter::WriteThread(const trace::HostCapture& capture, int pid, i
                                    NoteLookup* note_of) {
   using nlohmann::json;
   ++counts_.tracks;
-  Event(json{
-      {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"name", "thread_name"}, {"args", {{"name", name}}}}
-            .dump());
-  Event(json{{"ph", "M"},
-             {"pid", pid},
-             {"tid", tid},
-             {"name", "thread_sort_index"},
-             {"args", {{"sort_index", tid}}}}
-            .dump());
+  Event(JsonText(json{{"ph", "M"},
+                      {"pid", pid},
+                      {"tid", tid},
+                      {"name", "thread_name"},
+                      {"args", {{"name", name}}}}));
+  Event(JsonText(json{{"ph", "M"},
+                      {"pid", pid},
+                      {"tid", tid},
+                      {"name", "thread_sort_index"},
+                      {"args", {{"sort_index", tid}}}}));
   for (const Placed& e : events) {
     const trace::EventBlock& b = capture.blocks[e.block];
     const uint32_t k = b.kernel[e.index];
@@ -437,9 +439,10 @@ void ChromeJsonWriter::WriteThread(const trace::HostCapture& capture, int pid, i
     const std::string name = def != nullptr && !def->name.empty() ? def->name : b.line;
     // ts and dur from the same whole-ns begin and end, so that a slice ends where its
     // enclosing one says it may (TrackLanes nests them).
-    Event(absl::StrCat("{\"ph\":\"X\",\"pid\":", pid, ",\"tid\":", tid, ",\"name\":",
-                       json(name).dump(), ",\"cat\":", json(b.line).dump(), ",\"ts\":", Us(e.begin),
-                       ",\"dur\":", FormatUs(e.end - e.begin), ",\"args\":", args.dump(), "}"));
+    Event(absl::StrCat("{\"ph\":\"X\",\"pid\":", pid, ",\"tid\":", tid,
+                       ",\"name\":", JsonText(json(name)), ",\"cat\":", JsonText(json(b.line)),
+                       ",\"ts\":", Us(e.begin), ",\"dur\":", FormatUs(e.end - e.begin),
+                       ",\"args\":", JsonText(args), "}"));
     ++counts_.slices;
     if (b.collective[e.index] != 0) {
       // A flow binds to the slice enclosing its instant: the middle of the slice, which no
@@ -455,16 +458,17 @@ void ChromeJsonWriter::AddHost(const trace::HostCapture& capture, const std::str
   const int pid = static_cast<int>(++counts_.hosts);
   ++counts_.tracks;
   using nlohmann::json;
-  Event(json{
-      {"ph", "M"}, {"pid", pid}, {"name", "process_name"}, {"args", {{"name", capture.host.name}}}}
-            .dump());
-  Event(json{
-      {"ph", "M"}, {"pid", pid}, {"name", "process_sort_index"}, {"args", {{"sort_index", pid}}}}
-            .dump());
+  Event(JsonText(json{{"ph", "M"},
+                      {"pid", pid},
+                      {"name", "process_name"},
+                      {"args", {{"name", capture.host.name}}}}));
+  Event(JsonText(json{
+      {"ph", "M"}, {"pid", pid}, {"name", "process_sort_index"}, {"args", {{"sort_index", pid}}}}));
   if (!description.empty()) {
-    Event(json{
-        {"ph", "M"}, {"pid", pid}, {"name", "process_labels"}, {"args", {{"labels", description}}}}
-              .dump());
+    Event(JsonText(json{{"ph", "M"},
+                        {"pid", pid},
+                        {"name", "process_labels"},
+                        {"args", {{"labels", description}}}}));
   }
   int tid = 0;
   for (const auto& [key, blocks] : Tracks(capture)) {
@@ -486,8 +490,9 @@ void ChromeJsonWriter::AddHost(const trace::HostCapture& capture, const std::str
                                : nullptr;
     const std::string name = absl::StrCat(ChipName(c, s.chip), " ", s.name);
     for (size_t i = 0; i < s.value.size(); ++i) {
-      Event(absl::StrCat("{\"ph\":\"C\",\"pid\":", pid, ",\"name\":", json(name).dump(), ",\"ts\":",
-                         Us(s.time_ns[i]), ",\"args\":{\"value\":", json(s.value[i]).dump(), "}}"));
+      Event(absl::StrCat("{\"ph\":\"C\",\"pid\":", pid, ",\"name\":", JsonText(json(name)),
+                         ",\"ts\":", Us(s.time_ns[i]),
+                         ",\"args\":{\"value\":", json(s.value[i]).dump(), "}}"));
       ++counts_.counter_samples;
     }
   }

@@ -108,6 +108,24 @@ absl::StatusOr<uint64_t> UintField(const nlohmann::json& object, const char* key
   return n;
 }
 
+absl::StatusOr<std::string> StringField(const nlohmann::json& object, const char* key,
+                                        const std::string& fallback, absl::string_view name,
+                                        size_t max_bytes) {
+  const auto it = object.find(key);
+  if (it == object.end()) return fallback;
+  if (name.empty()) name = key;
+  if (!it->is_string()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " must be a string, got a ", TypeName(*it)));
+  }
+  const std::string& v = it->get_ref<const std::string&>();
+  if (v.size() > max_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " must be a string of at most ", max_bytes, " bytes"));
+  }
+  return v;
+}
+
 absl::StatusOr<std::vector<std::string>> StringListField(const nlohmann::json& object,
                                                          const char* key) {
   std::vector<std::string> out;

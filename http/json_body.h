@@ -34,6 +34,12 @@ absl::Status OnlyKnownFields(const nlohmann::json& object, absl::Span<const char
 // range.
 absl::StatusOr<uint64_t> UintField(const nlohmann::json& object, const char* key, uint64_t min,
                                    uint64_t max, uint64_t fallback);
+// The string `key` of `object` (`fallback` when absent); InvalidArgument naming the
+// field as `name` (`key` when empty: "alerts[2].status") for any other type, or for a string of
+// more than `max_bytes`.
+absl::StatusOr<std::string> StringField(const nlohmann::json& object, const char* key,
+                                        const std::string& fallback, absl::string_view name = "",
+                                        size_t max_bytes = 1 << 20);
 // The list of strings `key` (empty when absent), at most kMaxJsonItems.
 absl::StatusOr<std::vector<std::string>> StringListField(const nlohmann::json& object,
                                                          const char* key);

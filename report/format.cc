@@ -12,6 +12,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/utf8.h"
 #include "nlohmann/json.hpp"
 
 namespace podprof::report {
@@ -52,7 +53,7 @@ void WriteJson(const nlohmann::json& j, std::ostream& out) {
 }
 
 std::string OneLine(absl::string_view s) {
-  return std::string(
+  return EscapeForTerminal(
       absl::StripAsciiWhitespace(absl::StrReplaceAll(s, {{"\r\n", " "}, {"\n", " "}})));
 }
 
@@ -64,8 +65,11 @@ std::string CountOf(uint64_t n, absl::string_view noun) {
 
 std::string FormatMeanPs(double mean_ps) { return FormatDurationPs(std::llround(mean_ps)); }
 
-std::string CsvField(absl::string_view s) {
-  if (s.find_first_of(",\"\n\r") == absl::string_view::npos) return std::string(s);
+std::string CsvField(absl::string_view raw) {
+  // Names from outside may hold bytes that are not UTF-8; a CSV reader decoding as UTF-8
+  // would refuse the file or lose them silently.
+  const std::string s = EscapeInvalidUtf8(raw);
+  if (s.find_first_of(",\"\n\r") == absl::string_view::npos) return s;
   std::string out = "\"";
   for (char ch : s) {
     if (ch == '"') out += '"';
@@ -183,6 +187,9 @@ TextTable::TextTable(std::vector<Column> columns) : columns_(std::move(columns))
 void TextTable::AddRow(std::vector<std::string> cells) {
   cells.resize(columns_.size());
   for (size_t i = 0; i < cells.size(); ++i) {
+    // Cells hold names from outside: escape sequences, NULs and bidirectional overrides would
+    // be obeyed by the terminal, and a newline would break the table.
+    cells[i] = EscapeForTerminal(cells[i]);
     if (columns_[i].max_width > 0) cells[i] = TruncateChars(cells[i], columns_[i].max_width);
   }
   rows_.push_back(std::move(cells));

@@ -34,7 +34,9 @@ int DefaultTop(int top, OutputFormat format);
 // replaced, never thrown about.
 void WriteJson(const nlohmann::json& j, std::ostream& out);
 
-// `s` on one line: line breaks become spaces, surrounding whitespace goes (error messages).
+// `s` on one line: line breaks become spaces, surrounding whitespace goes, and what a terminal
+// would obey (other controls, bidirectional overrides, bytes that are not UTF-8) is escaped
+// (common/utf8.h EscapeForTerminal): error messages and warnings from other machines.
 std::string OneLine(absl::string_view s);
 
 // A number for CSV: six significant digits, enough for rates and relative changes.
@@ -47,7 +49,8 @@ std::string CountOf(uint64_t n, absl::string_view noun);
 std::string FormatMeanPs(double mean_ps);
 
 // Returns `s` as one CSV field: unchanged unless it holds a comma, a quote or a line break,
-// else quoted with inner quotes doubled (RFC 4180). Kernel names contain commas and quotes.
+// else quoted with inner quotes doubled (RFC 4180). Kernel names contain commas and quotes;
+// bytes that are not UTF-8 are written `\xNN` (common/utf8.h), so the file is UTF-8.
 std::string CsvField(absl::string_view s);
 
 // Returns `s` cut to at most `n` bytes, ending in "..." when cut. `n` must be at least 3.

@@ -32,7 +32,10 @@ absl::StatusOr<std::unique_ptr<Statement>> PrepareList(Connection& c, const Capt
       "(c.start_ns < ?4 OR (c.start_ns = ?4 AND c.id < ?5)) AND (?6 = '' OR c.id = ?6)";
   int param = 7;
   for (size_t i = 0; i < q.labels.size(); ++i) {
-    sql += absl::StrCat(" AND json_extract(c.labels, ?", param, ") = ?", param + 1);
+    // json_each's key is the label's own bytes: a JSON path ('$."k"') cannot spell a key that
+    // holds a quote, so such a label could never be selected.
+    sql += absl::StrCat(" AND EXISTS (SELECT 1 FROM json_each(c.labels) l WHERE l.key = ?", param,
+                        " AND l.value = ?", param + 1, ")");
     param += 2;
   }
   sql += absl::StrCat(" ORDER BY c.start_ns DESC, c.id DESC LIMIT ?", param);
@@ -42,7 +45,7 @@ absl::StatusOr<std::unique_ptr<Statement>> PrepareList(Connection& c, const Capt
   s->Bind(5, q.page_token.empty() ? std::string("\xff\xff") : token_id).Bind(6, q.id);
   param = 7;
   for (const auto& [k, v] : q.labels) {
-    s->Bind(param, absl::StrCat("$.\"", k, "\"")).Bind(param + 1, v);
+    s->Bind(param, k).Bind(param + 1, v);
     param += 2;
   }
   s->Bind(param, int64_t{limit});

@@ -1,12 +1,13 @@
 #include "storage/store_internal.h"
 
+#include "common/json_text.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace podprof::storage::internal {
 
 std::string LabelsJson(const std::map<std::string, std::string>& labels) {
-  return nlohmann::json(labels).dump();
+  return JsonText(nlohmann::json(labels));
 }
 
 std::map<std::string, std::string> ParseLabels(const std::string& text) {
