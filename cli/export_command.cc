@@ -164,7 +164,7 @@ class ExportFiles {
     const std::string final_path = Target(current_);
     if (!file_) return absl::DataLossError(absl::StrCat("writing ", final_path, " failed"));
     std::error_code ec;
-    fs::rename(final_path + suffix_, final_path, ec);
+    if (!in_place_) fs::rename(final_path + suffix_, final_path, ec);
     if (ec)
       return absl::DataLossError(absl::StrCat("cannot write ", final_path, ": ", ec.message()));
     ++written_;
@@ -176,7 +176,7 @@ class ExportFiles {
   void Abandon() {
     if (file_.is_open()) file_.close();
     std::error_code ec;
-    if (!current_.empty()) fs::remove(Target(current_) + suffix_, ec);
+    if (!current_.empty() && !in_place_) fs::remove(Target(current_) + suffix_, ec);
     current_.clear();
   }
 
@@ -201,8 +201,19 @@ class ExportFiles {
     const std::string target = Target(name);
     std::error_code ec;
     if (directory_) fs::create_directories(fs::path(target).parent_path(), ec);
+    // Only a regular file (or none yet) is replaced by renaming the finished one over it: a
+    // device or FIFO (-o /dev/stdout, /dev/null, a pipe) is written in place, as a shell's
+    // redirection would (renaming over /dev/null as root replaced the device with a file).
+    // status() follows symlinks, so a link to either is treated as what it points at.
+    const fs::file_status st = fs::status(target, ec);
+    if (fs::is_directory(st)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cannot write ", target, ": it is a directory (-o names the file to write)"));
+    }
+    in_place_ = fs::exists(st) && !fs::is_regular_file(st);
     file_.clear();
-    file_.open(target + suffix_, std::ios::binary | std::ios::trunc);
+    file_.open(in_place_ ? target : target + suffix_,
+               in_place_ ? std::ios::binary : std::ios::binary | std::ios::trunc);
     if (!file_) return absl::InvalidArgumentError(absl::StrCat("cannot write ", target));
     return absl::OkStatus();
   }
@@ -211,7 +222,8 @@ class ExportFiles {
   const bool directory_;
   const std::string suffix_;
   std::ofstream file_;
-  std::string current_;  // the file being written, relative to the root
+  std::string current_;    // the file being written, relative to the root
+  bool in_place_ = false;  // current_ is a device or FIFO, written directly (no rename)
   int written_ = 0;
   uint64_t bytes_ = 0;
 };
