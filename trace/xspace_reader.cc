@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
+#include "common/utf8.h"
 #include "trace/chip_catalog.h"
 #include "trace/hash.h"
 #include "trace/hlo_proto.h"
@@ -480,6 +481,36 @@ class Reader {
   absl::flat_hash_map<uint64_t, HloModuleOps> hlo_programs_;
 };
 
+// A name that is not UTF-8 (a workload's bytes) as \xNN escapes: protobuf refuses a proto3
+// string holding it (the agent's stream failed at its deadline), JSON throws on it (reads of an
+// imported capture ended the aggregator). Escaped once, where it is read, every reader and
+// writer after sees text. Most names are valid: only those pay for a copy.
+void MakeText(std::string* s) {
+  if (!IsValidUtf8(*s)) *s = EscapeInvalidUtf8(*s);
+}
+
+void MakeText(KernelDef* k) {
+  for (std::string* s : {&k->module, &k->name, &k->category, &k->source, &k->hlo_text, &k->tf_op,
+                         &k->source_stack, &k->mlir}) {
+    MakeText(s);
+  }
+}
+
+// The capture's names from the given kernel, block and series on.
+void MakeText(HostCapture* c, size_t kernels_from, size_t blocks_from, size_t counters_from) {
+  for (size_t i = kernels_from; i < c->kernels.size(); ++i) MakeText(&c->kernels[i]);
+  for (size_t i = blocks_from; i < c->blocks.size(); ++i) MakeText(&c->blocks[i].line);
+  for (size_t i = counters_from; i < c->counters.size(); ++i) MakeText(&c->counters[i].name);
+}
+
+void MakeText(Host* h) {
+  MakeText(&h->name);
+  for (Chip& c : h->chips) {
+    MakeText(&c.generation);
+    MakeText(&c.device_type);
+  }
+}
+
 absl::StatusOr<HostCapture> Reader::Read() {
   if (window_.size() == 0) {
     return absl::InvalidArgumentError("empty file: no XSpace in it");
@@ -490,9 +521,12 @@ absl::StatusOr<HostCapture> Reader::Read() {
   RETURN_IF_ERROR(WalkSpace(/*header=*/true));
   RETURN_IF_ERROR(AddCpuDevice());
   if (capture_.host.name.empty()) capture_.host.name = options_.host_name;
+  MakeText(&capture_.host);
   if (sink_ != nullptr) RETURN_IF_ERROR(sink_->OnHost(capture_.host));
   RETURN_IF_ERROR(WalkSpace(/*header=*/false));
   Finish();
+  MakeText(&capture_, 0, 0, 0);
+  for (std::string& w : capture_.warnings) MakeText(&w);
   return std::move(capture_);
 }
 
@@ -755,6 +789,7 @@ absl::Status Reader::EndPlane(PlaneState* state, size_t blocks_before, size_t co
   }
   ResolveModules(kernels_before);
   if (sink_ == nullptr) return absl::OkStatus();
+  MakeText(&capture_, kernels_before, blocks_before, counters_before);
   RETURN_IF_ERROR(sink_->OnPlane(capture_, kernels_before));
   std::vector<EventBlock>().swap(capture_.blocks);
   std::vector<CounterSeries>().swap(capture_.counters);

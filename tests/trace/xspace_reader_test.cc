@@ -8,7 +8,9 @@
 #include <set>
 #include <tuple>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "common/utf8.h"
 #include "gtest/gtest.h"
 #include "proto/xplane.pb.h"
 #include "tests/util/status_matchers.h"
@@ -408,6 +410,56 @@ TEST(XSpaceReaderTest, BadGzipIsAnErrorNotACrash) {
   ASSERT_FALSE(c.ok());
   EXPECT_TRUE(absl::StrContains(c.status().message(), "gzip")) << c.status();
   EXPECT_TRUE(absl::StrContains(c.status().message(), "byte offset")) << c.status();
+}
+
+// A workload's kernel and line names that are not UTF-8 are read as text with the bad bytes
+// written \xNN, whole or in pieces: protobuf refuses such a string in a stream and JSON in an
+// answer, and both a live capture (failed at its deadline) and an import (its reads ended the
+// aggregator) carried them on.
+TEST(XSpaceReaderTest, NamesThatAreNotUtf8AreReadEscaped) {
+  tensorflow::profiler::XSpace space;
+  ASSERT_TRUE(space.ParseFromString(ReadTestFile(FixturePath(podprof::testing::kTpuFixture))));
+  int renamed = 0;
+  for (auto& plane : *space.mutable_planes()) {
+    if (!absl::StartsWith(plane.name(), "/device:TPU:")) continue;
+    for (auto& [id, m] : *plane.mutable_event_metadata()) {
+      m.set_display_name(m.display_name().empty() ? std::string() : "op\xff\xfe.1");
+      if (m.display_name().empty()) m.set_name("op\xff\xfe.1");
+      ++renamed;
+    }
+    for (auto& line : *plane.mutable_lines()) {
+      if (line.name() == "XLA Ops") line.set_display_name("XLA\x80Ops");
+    }
+  }
+  ASSERT_GT(renamed, 0);
+  const std::string bytes = space.SerializeAsString();
+  MemorySource src(bytes);
+  absl::StatusOr<HostCapture> c = ReadXSpace(src);
+  ASSERT_OK(c.status());
+  bool escaped = false;
+  for (const KernelDef& k : c->kernels) {
+    for (const std::string* text : {&k.name, &k.hlo_text, &k.module, &k.category}) {
+      EXPECT_TRUE(IsValidUtf8(*text)) << absl::CEscape(*text);
+    }
+    escaped |= k.name == "op\\xFF\\xFE.1";
+  }
+  EXPECT_TRUE(escaped);
+  for (const EventBlock& b : c->blocks) EXPECT_TRUE(IsValidUtf8(b.line)) << absl::CEscape(b.line);
+  // The same in pieces, as the agent reads.
+  struct Check final : PieceSink {
+    absl::Status OnHost(const Host&) override { return absl::OkStatus(); }
+    absl::Status OnPlane(const HostCapture& piece, size_t first) override {
+      for (size_t i = first; i < piece.kernels.size(); ++i) {
+        if (!IsValidUtf8(piece.kernels[i].name)) ++bad;
+      }
+      for (const EventBlock& b : piece.blocks) bad += !IsValidUtf8(b.line);
+      return absl::OkStatus();
+    }
+    int bad = 0;
+  } check;
+  MemorySource again(bytes);
+  ASSERT_OK(ReadXSpaceInPieces(again, {}, &check).status());
+  EXPECT_EQ(check.bad, 0);
 }
 
 TEST(XSpaceReaderTest, HostNameFromPath) {
