@@ -344,8 +344,10 @@ grpc::Status AgentService::Info(grpc::ServerContext*, const podprof::v1::InfoReq
 
 grpc::Status ProfilerProxy::Admit(const grpc::ServerContext& context) {
   if (!mutual_tls_) return grpc::Status::OK;
-  const security::RoleAcl clients{agent_->config().allowed_profiler_clients,
-                                  "tls.allowed_profiler_clients"};
+  // Profiler clients are workloads, which no certificate role names: with an empty list any
+  // certificate of the CA may profile, as the facade's own loopback callers may.
+  const security::RoleAcl clients{"", agent_->config().allowed_profiler_clients,
+                                  "tls.allowed_profiler_clients", false};
   absl::Status a = clients.Check(context, "an XProf client");
   if (a.ok()) return grpc::Status::OK;
   refusals_->Note(context.peer(), a.message());

@@ -106,8 +106,8 @@ class AgentService final
     : public podprof::v1::Agent::WithCallbackMethod_Capture<podprof::v1::Agent::Service> {
  public:
   // Who may start captures comes from the agent's configuration at each call
-  // (tls.allowed_aggregators; empty: any caller that passed the TLS handshake), so a reload
-  // changes it for the next call.
+  // (tls.allowed_aggregators; empty: a certificate carrying urn:podprof:role:aggregator), so a
+  // reload changes it for the next call.
   explicit AgentService(Agent* agent) : agent_(agent), refusals_(agent->clock()) {}
   // Where each capture's outcome, duration and volume are counted (/metrics); none when never
   // set. Set before serving; `metrics` must outlive the service.

@@ -297,12 +297,16 @@ int AgentMain(int argc, char** argv) {
   absl::StatusOr<security::Credentials> creds =
       security::DaemonCredentials(TlsOf(*config), clock.NowNs());
   if (!creds.ok()) return Fail(std::string(creds.status().message()));
-  PODPROF_LOG(INFO) << security::DescribeTls(
-      *creds,
-      FacadeUsesTls(*config)
-          ? security::AllowLists{{"tls.allowed_aggregators", config->allowed_aggregators},
-                                 {"tls.allowed_profiler_clients", config->allowed_profiler_clients}}
-          : security::AllowLists{{"tls.allowed_aggregators", config->allowed_aggregators}});
+  // The rules as capture_call.cc and ProfilerProxy apply them, for the start-up lines.
+  std::vector<security::RoleAcl> roles = {{security::kAggregatorRole, config->allowed_aggregators,
+                                           "tls.allowed_aggregators", config->insecure}};
+  if (FacadeUsesTls(*config)) {
+    roles.push_back({"", config->allowed_profiler_clients, "tls.allowed_profiler_clients", false});
+  }
+  PODPROF_LOG(INFO) << security::DescribeTls(*creds, roles);
+  if (std::string rule = security::DescribeDefaultRoles(*creds, roles); !rule.empty()) {
+    PODPROF_LOG(INFO) << rule;
+  }
   if (creds->expires_soon) {
     PODPROF_LOG(WARNING) << "the certificate expires within a week: " << creds->description;
   }

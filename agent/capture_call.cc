@@ -25,8 +25,9 @@ CaptureCall::CaptureCall(Agent* agent, metrics::Registry* metrics, security::Ref
 }
 
 absl::Status CaptureCall::Admit(security::RefusalLog* refusals) {
-  const security::RoleAcl aggregators{agent_->config().allowed_aggregators,
-                                      "tls.allowed_aggregators"};
+  const security::RoleAcl aggregators{security::kAggregatorRole,
+                                      agent_->config().allowed_aggregators,
+                                      "tls.allowed_aggregators", agent_->config().insecure};
   if (absl::Status a = aggregators.Check(*context_, "the aggregator"); !a.ok()) {
     refusals->Note(context_->peer(), a.message());
     return a;

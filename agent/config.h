@@ -83,7 +83,7 @@ struct AgentConfig {
   std::string tls_cert, tls_key, tls_ca;
   bool insecure = false;
   // Identities (certificate CN or SAN) allowed to start captures on this host; empty allows
-  // every caller with a certificate from the CA.
+  // only certificates carrying urn:podprof:role:aggregator (security/tls.h).
   std::vector<std::string> allowed_aggregators;
   // Identities allowed to call the XProf facade when it listens beyond loopback (it then speaks
   // mutual TLS like the agent's port); empty allows every caller with a certificate from the CA.

@@ -109,6 +109,7 @@ OrchestratorLimits OrchestratorLimitsFrom(const AggregatorConfig& config) {
   l.max_starts_per_minute = static_cast<int>(config.max_captures_per_minute);
   l.ingest_workers = static_cast<int>(config.ingest_workers);
   l.max_active_hosts = static_cast<int>(config.ingest_max_active_hosts);
+  l.max_host_stream_bytes = config.ingest_max_host_stream_bytes;
   return l;
 }
 
@@ -247,6 +248,17 @@ class Prober {
   PeriodicThread thread_;  // stopped and joined by its destructor
 };
 
+// Who may register and who may operate, from the configuration: the allow lists, or while one
+// is empty the certificate role (security/tls.h). Rebuilt on every reload.
+AccessControl AccessFrom(const AggregatorConfig& config) {
+  AccessControl access;
+  access.agents = {security::kAgentRole, config.allowed_agents, "tls.allowed_agents",
+                   config.tls.insecure};
+  access.operators = {security::kOperatorRole, config.allowed_operators, "tls.allowed_operators",
+                      config.tls.insecure};
+  return access;
+}
+
 }  // namespace
 
 // The daemon: its parts made in the order they depend on each other, served, and stopped in
@@ -269,9 +281,12 @@ int AggregatorMain(int argc, char** argv) {
     std::cerr << "podprof-aggregator: " << creds.status().message() << "\n";
     return kExitConfig;
   }
-  PODPROF_LOG(INFO) << security::DescribeTls(
-      *creds, {{"tls.allowed_agents", config->allowed_agents},
-               {"tls.allowed_operators", config->allowed_operators}});
+  AccessControl access = AccessFrom(*config);
+  PODPROF_LOG(INFO) << security::DescribeTls(*creds, {access.agents, access.operators});
+  if (std::string roles = security::DescribeDefaultRoles(*creds, {access.agents, access.operators});
+      !roles.empty()) {
+    PODPROF_LOG(INFO) << roles;
+  }
   if (creds->expires_soon) {
     PODPROF_LOG(WARNING) << "the certificate expires within a week: " << creds->description;
   }
@@ -292,9 +307,6 @@ int AggregatorMain(int argc, char** argv) {
                     config->max_message_bytes);
   registry.SetAgentHosts(config->agent_hosts);
   Orchestrator orchestrator(&registry, &(*store)->writer(), clock, OrchestratorLimitsFrom(*config));
-  AccessControl access;
-  access.agents = {config->allowed_agents, "tls.allowed_agents"};
-  access.operators = {config->allowed_operators, "tls.allowed_operators"};
   Queries queries(**store, registry);
   AggregatorService service(&queries, &registry, &orchestrator, &clock, limits, access);
   security::RouteGrpcLogs(&service.refusals());
@@ -347,8 +359,7 @@ int AggregatorMain(int argc, char** argv) {
     if (!rotated.empty()) changed.push_back(absl::StrCat("TLS material (now ", rotated, ")"));
     std::string summary = ChangedSummary(changed);
     registry.SetAgentHosts(config->agent_hosts);
-    service.SetAccess({{config->allowed_agents, "tls.allowed_agents"},
-                       {config->allowed_operators, "tls.allowed_operators"}});
+    service.SetAccess(AccessFrom(*config));
     return summary;
   };
   hooks.tick = [&] { return RetentionTick(**store, *config, clock); };

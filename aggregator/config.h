@@ -40,7 +40,8 @@ struct AggregatorConfig {
   // only with insecure = true, and then the default listen address is loopback.
   security::TlsConfig tls;
   // Identities (certificate CN or SAN) allowed to register as agents, and to start or cancel
-  // captures and import data; empty allows every caller with a valid certificate.
+  // captures and import data; empty allows only certificates carrying the role's URI SAN,
+  // urn:podprof:role:agent or urn:podprof:role:operator (security/tls.h).
   std::vector<std::string> allowed_agents, allowed_operators;
   // Host names an agent identity may register besides the names in its certificate (an agent
   // registers only hosts its certificate names: CN or SAN). `[tls.agent_hosts]`, identity =

@@ -324,7 +324,7 @@ Response Agents(const HttpApiSources& src, const Request& req) {
 // is refused outright over plaintext beyond loopback unless the configuration opted in.
 absl::Status Operator(const HttpApiSources& src, const Request& req) {
   if (!src.writes_refused.empty()) return absl::PermissionDeniedError(src.writes_refused);
-  return src.service->access()->operators.CheckIdentities(req.identities, "an operator");
+  return src.service->access()->operators.CheckIdentities(req.identities, req.roles, "an operator");
 }
 
 // A write body's "hosts", "selector" and "labels" (each optional) into `r`.

@@ -316,7 +316,7 @@ void AddViewRoutes(const HttpApiSources& src, http::Router& r) {
   r.Add("GET", "/api/v1/ui", [src](const Request& q) {
     const bool op =
         src.writes_refused.empty() &&
-        src.service->access()->operators.CheckIdentities(q.identities, "an operator").ok();
+        src.service->access()->operators.CheckIdentities(q.identities, q.roles, "an operator").ok();
     return JsonResponse({{"perfetto_ui", src.perfetto_ui}, {"operator", op}});
   });
 }

@@ -23,10 +23,13 @@
 
 namespace podprof::aggregator {
 
-// Who may do what, beyond passing the TLS handshake.
+// Who may do what, beyond passing the TLS handshake. By default each role is held only by
+// certificates carrying its role URI (security::RoleAcl).
 struct AccessControl {
-  security::RoleAcl agents;     // Register, Heartbeat
-  security::RoleAcl operators;  // StartCapture, CancelCapture, ImportXSpace
+  // Register, Heartbeat, ReportTelemetry.
+  security::RoleAcl agents{security::kAgentRole, {}, "tls.allowed_agents", false};
+  // StartCapture, CancelCapture, ImportXSpace.
+  security::RoleAcl operators{security::kOperatorRole, {}, "tls.allowed_operators", false};
 };
 
 // Thread-safe (the layers are). Everything passed in must outlive the service.

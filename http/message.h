@@ -32,6 +32,9 @@ struct Request {
   std::string fetch_dest;
   // The client certificate's CN and SANs (TLS only; empty for plain HTTP).
   std::vector<std::string> identities;
+  // The podprof roles it carries (security::CertificateRoles: "operator", ...), for the same
+  // role checks as gRPC's.
+  std::vector<std::string> roles;
 };
 
 // Splits a request target ("/a%20b/c?x=1&y") into the decoded path and query (percent escapes,

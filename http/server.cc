@@ -200,18 +200,19 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       Read();
     } else {
       Lowest().expires_after(std::chrono::nanoseconds(shared_->options.request_timeout_ns));
-      stream_.async_handshake(ssl::stream_base::server,
-                              [self = this->shared_from_this()](beast::error_code ec) {
-                                if (ec) return;  // a failed handshake: nothing to answer
-                                self->identities_ = security::CertificateNames(
-                                    SSL_get0_peer_certificate(self->stream_.native_handle()));
-                                // Limits follow the certificate: clients behind one address
-                                // (a proxy, a login node) do not share them.
-                                if (!self->identities_.empty()) {
-                                  self->client_ = self->identities_.front();
-                                }
-                                self->Read();
-                              });
+      stream_.async_handshake(
+          ssl::stream_base::server, [self = this->shared_from_this()](beast::error_code ec) {
+            if (ec) return;  // a failed handshake: nothing to answer
+            const X509* peer = SSL_get0_peer_certificate(self->stream_.native_handle());
+            self->identities_ = security::CertificateNames(peer);
+            self->roles_ = security::CertificateRoles(peer);
+            // Limits follow the certificate: clients behind one address
+            // (a proxy, a login node) do not share them.
+            if (!self->identities_.empty()) {
+              self->client_ = self->identities_.front();
+            }
+            self->Read();
+          });
     }
   }
 
@@ -244,6 +245,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     } else {
       Request req = ToRequest(raw, peer_);
       req.identities = identities_;
+      req.roles = roles_;
       std::optional<Response> refused = Refusal(req, shared_->policy);
       res = refused ? *std::move(refused) : Handled(*shared_->router, req);
     }
@@ -342,6 +344,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   const std::unique_ptr<ConnectionSlot> slot_;
   std::string client_;  // for the rate limit and the stream cap: a certificate name or address_
   std::vector<std::string> identities_;
+  std::vector<std::string> roles_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
 };

@@ -8,17 +8,26 @@
 #   scripts/make-certs.sh [--dir CA-DIR] [--out DIR] [--ca NAME] [--days N] aggregator NAME [ADDRESS ...]
 #   scripts/make-certs.sh [--dir CA-DIR] [--out DIR] [--ca NAME] [--days N] agent HOST [ADDRESS ...]
 #   scripts/make-certs.sh [--dir CA-DIR] [--out DIR] [--ca NAME] [--days N] operator NAME
-#   scripts/make-certs.sh [--dir CA-DIR] [--out DIR] [--ca NAME] [--days N] browser NAME
+#   scripts/make-certs.sh [--dir CA-DIR] [--out DIR] [--ca NAME] [--days N] viewer NAME
+#   scripts/make-certs.sh [--dir CA-DIR] [--out DIR] [--ca NAME] [--days N] [--viewer] browser NAME
+#
+# Roles: `agent`, `aggregator` and `operator` certificates carry their role as a URI subject
+# alternative name (urn:podprof:role:agent, urn:podprof:role:aggregator,
+# urn:podprof:role:operator); a `viewer` carries none and may only read. `browser` carries the
+# operator role, or none with --viewer.
 #
 # --out DIR writes one host's (or one person's) directory and nothing else: DIR/ca.crt, and
 # the certificate and key under the names the systemd units load (LoadCredential=):
-# aggregator.crt and aggregator.key, or agent.crt and agent.key; an operator's or a browser's
-# as NAME.crt and NAME.key. Copy a host's DIR to that host as /etc/podprof/tls. The CA's key
-# never goes there: --out refuses the CA's directory and any directory holding the CA's key.
+# aggregator.crt and aggregator.key, or agent.crt and agent.key; a person's (operator, viewer,
+# browser) as NAME.crt and NAME.key. Copy a host's DIR to that host as /etc/podprof/tls. The
+# CA's key never goes there: --out refuses the CA's directory and any directory holding it.
 #
 # The rules podprof applies:
-# - The certificate's CN and subject alternative names are the caller's identity, matched
-#   against tls.allowed_agents, tls.allowed_operators and tls.allowed_aggregators.
+# - A role is the deployment's word, never "any certificate of this CA": while an allow list
+#   (tls.allowed_agents, tls.allowed_operators, an agent's tls.allowed_aggregators) is empty,
+#   only certificates carrying that role's URI act in it; a non-empty list decides alone,
+#   matching the certificate's CN or DNS/IP subject alternative names. Certificates made before
+#   roles existed carry none: make them anew, or list their names.
 # - An agent may register only a host its certificate names: make each agent's certificate with
 #   CN = its host_name (or list the host under [tls.agent_hosts] in aggregator.toml).
 # - Daemons serve and dial with one certificate: aggregators and agents get both extended key
@@ -35,18 +44,19 @@
 # one reading them from [tls] cert/key/ca takes them on reload (SIGHUP).
 set -euo pipefail
 
-dir=. out= ca=ca days=365
+dir=. out= ca=ca days=365 viewer=
 while [[ $# -gt 0 && $1 == --* ]]; do
   case $1 in
     --dir) dir=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --ca) ca=$2; shift 2 ;;
     --days) days=$2; shift 2 ;;
+    --viewer) viewer=1; shift ;;
     *) echo "make-certs: unknown option $1" >&2; exit 2 ;;
   esac
 done
 kind=${1:-}
-[[ -n $kind ]] || { sed -n '2,17p' "$0" >&2; exit 2; }
+[[ -n $kind ]] || { sed -n '2,23p' "$0" >&2; exit 2; }
 umask 077
 mkdir -p "$dir"
 
@@ -68,10 +78,14 @@ fi
 name=${2:-}
 [[ -n $name ]] || { echo "make-certs: $kind needs a name" >&2; exit 2; }
 [[ -f $dir/$ca.crt && -f $dir/$ca.key ]] || { echo "make-certs: no CA $dir/$ca.crt (make it with: $0 --dir $dir ca)" >&2; exit 2; }
+[[ -z $viewer || $kind == browser ]] || { echo "make-certs: --viewer is for browser (use the viewer kind: $0 viewer NAME)" >&2; exit 2; }
+# The role each kind carries as a URI SAN (security/tls.h reads it); a viewer's is none.
 case $kind in
-  aggregator|agent) usage=serverAuth,clientAuth ;;
-  operator|browser) usage=clientAuth ;;
-  *) echo "make-certs: unknown kind $kind (ca, aggregator, agent, operator, browser)" >&2; exit 2 ;;
+  aggregator|agent) usage=serverAuth,clientAuth role=$kind ;;
+  operator) usage=clientAuth role=operator ;;
+  browser) usage=clientAuth role=operator; [[ -z $viewer ]] || role= ;;
+  viewer) usage=clientAuth role= ;;
+  *) echo "make-certs: unknown kind $kind (ca, aggregator, agent, operator, viewer, browser)" >&2; exit 2 ;;
 esac
 target=$dir file=$name
 if [[ -n $out ]]; then
@@ -109,6 +123,7 @@ sans="DNS:$name"
 for address in "${@:3}"; do
   if [[ $address =~ ^[0-9.]+$ || $address == *:* ]]; then sans+=",IP:$address"; else sans+=",DNS:$address"; fi
 done
+[[ -z $role ]] || sans+=",URI:urn:podprof:role:$role"
 ext=$(mktemp)
 csr=$(mktemp)
 trap 'rm -f "$ext" "$csr"' EXIT

@@ -12,6 +12,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
 
 namespace podprof::security {
@@ -82,12 +84,47 @@ void AddNames(const X509* cert, CertificateSummary* s) {
   }
 }
 
+// Only URI SANs give roles: a CN or DNS name that happens to read "urn:podprof:role:operator"
+// is a name, which an allow list may list, never a role.
+void AddRoles(const X509* cert, CertificateSummary* s) {
+  Names sans(
+      static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr)));
+  for (int i = 0; sans != nullptr && i < sk_GENERAL_NAME_num(sans.get()); ++i) {
+    const GENERAL_NAME* n = sk_GENERAL_NAME_value(sans.get(), i);
+    if (n->type != GEN_URI) continue;
+    const ASN1_STRING* uri = n->d.uniformResourceIdentifier;
+    absl::string_view text(reinterpret_cast<const char*>(ASN1_STRING_get0_data(uri)),
+                           ASN1_STRING_length(uri));
+    if (!absl::ConsumePrefix(&text, kRoleUriPrefix) || text.empty()) continue;
+    std::string role(text);
+    if (std::find(s->roles.begin(), s->roles.end(), role) == s->roles.end()) {
+      s->roles.push_back(std::move(role));
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> CertificateNames(const x509_st* cert) {
   CertificateSummary s;
   if (cert != nullptr) AddNames(cert, &s);
   return s.names;
+}
+
+std::vector<std::string> CertificateRoles(const x509_st* cert) {
+  CertificateSummary s;
+  if (cert != nullptr) AddRoles(cert, &s);
+  return s.roles;
+}
+
+std::vector<std::string> PemCertificateRoles(const std::string& pem) {
+  Bio bio = MemoryBio(pem);
+  Cert cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
+  if (cert == nullptr) {
+    ERR_clear_error();
+    return {};
+  }
+  return CertificateRoles(cert.get());
 }
 
 namespace {
@@ -138,8 +175,9 @@ absl::Status CheckChain(const TlsMaterial& m, X509* cert, int64_t now_ns) {
 }  // namespace
 
 std::string CertificateSummary::Describe() const {
-  return absl::StrCat("identity ", common_name, " (", absl::StrJoin(names, ", "), "), CA ", issuer,
-                      ", valid until ", Utc(not_after_ns));
+  return absl::StrCat("identity ", common_name, " (", absl::StrJoin(names, ", "), "), ",
+                      roles.empty() ? "no role" : absl::StrCat("role ", absl::StrJoin(roles, ", ")),
+                      ", CA ", issuer, ", valid until ", Utc(not_after_ns));
 }
 
 absl::StatusOr<CertificateSummary> CheckTlsMaterial(const TlsMaterial& m, int64_t now_ns,
@@ -159,6 +197,7 @@ absl::StatusOr<CertificateSummary> CheckTlsMaterial(const TlsMaterial& m, int64_
   }
   CertificateSummary s;
   AddNames(cert.get(), &s);
+  AddRoles(cert.get(), &s);
   s.issuer = NameText(X509_get_issuer_name(cert.get()));
   s.not_after_ns = NotAfterNs(cert.get());
   time_t now = static_cast<time_t>(now_ns / 1'000'000'000);

@@ -20,13 +20,16 @@ struct CertificateSummary {
   std::string common_name;
   // The names peers know it by: CN, then the DNS and IP subject alternative names.
   std::vector<std::string> names;
+  // The roles it carries (CertificateRoles): "agent", "aggregator", "operator".
+  std::vector<std::string> roles;
   // The subject of the CA that signed it.
   std::string issuer;
   int64_t not_after_ns = 0;
   // It expires within kExpiryWarningNs of the check.
   bool expires_soon = false;
 
-  // "identity agent-0 (agent-0, localhost, 127.0.0.1), CA CN=ca, valid until 2026-12-03T..."
+  // "identity agent-0 (agent-0, localhost, 127.0.0.1), role agent, CA CN=ca, valid until
+  // 2026-12-03T..." ("no role" for a certificate that carries none).
   std::string Describe() const;
 };
 
@@ -47,6 +50,14 @@ absl::StatusOr<CertificateSummary> CheckTlsMaterial(const TlsMaterial& material,
 // The names a certificate is known by (an OpenSSL X509, as a TLS server sees its peer's): its
 // CN, then its DNS and IPv4 subject alternative names, each once.
 std::vector<std::string> CertificateNames(const x509_st* cert);
+
+// The podprof roles a certificate carries: for each URI subject alternative name
+// `urn:podprof:role:<role>` (tls.h's kRoleUriPrefix), "<role>", each once. Other URIs are not
+// roles. Empty for a null certificate.
+std::vector<std::string> CertificateRoles(const x509_st* cert);
+// The same for the first certificate of a PEM text (as gRPC hands over a peer's); empty when it
+// holds none.
+std::vector<std::string> PemCertificateRoles(const std::string& pem);
 
 }  // namespace podprof::security
 

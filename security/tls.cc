@@ -124,15 +124,42 @@ absl::StatusOr<std::string> RotateCredentials(const Credentials& credentials,
   return *published ? checked->Describe() : std::string();
 }
 
-std::string DescribeTls(const Credentials& credentials, const AllowLists& roles) {
+namespace {
+
+// What admits a caller to `acl`'s role while its list is empty.
+std::string DefaultRule(const RoleAcl& acl) {
+  if (acl.role.empty()) return "any certificate of the CA";
+  return absl::StrCat("certificates carrying ", kRoleUriPrefix, acl.role);
+}
+
+}  // namespace
+
+std::string DescribeTls(const Credentials& credentials, const std::vector<RoleAcl>& roles) {
   if (credentials.description.empty()) return "TLS off: plaintext gRPC (insecure = true)";
   std::string line = absl::StrCat("mutual TLS, ", credentials.description);
-  for (const auto& [key, identities] : roles) {
-    absl::StrAppend(
-        &line, "; ", key, ": ",
-        identities.empty() ? "any certificate of the CA" : absl::StrJoin(identities, ", "));
+  for (const RoleAcl& acl : roles) {
+    absl::StrAppend(&line, "; ", acl.setting, ": ",
+                    acl.identities.empty() ? absl::StrCat("[] (", DefaultRule(acl), ")")
+                                           : absl::StrJoin(acl.identities, ", "));
   }
   return line;
+}
+
+std::string DescribeDefaultRoles(const Credentials& credentials,
+                                 const std::vector<RoleAcl>& roles) {
+  if (credentials.description.empty()) return "";
+  std::vector<std::string> rules;
+  for (const RoleAcl& acl : roles) {
+    if (acl.identities.empty() && !acl.role.empty()) {
+      rules.push_back(
+          absl::StrCat(acl.setting, " is empty: only ", DefaultRule(acl), " may act in that role"));
+    }
+  }
+  if (rules.empty()) return "";
+  return absl::StrCat(absl::StrJoin(rules, "; "),
+                      ". scripts/make-certs.sh writes these URIs; certificates made before it did "
+                      "carry no role and are refused: re-issue them with make-certs, or list their "
+                      "identities in the allow list");
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(
@@ -181,6 +208,9 @@ std::vector<std::string> PeerIdentities(const grpc::ServerContextBase& context) 
   for (const char* prop : {"x509_common_name", "x509_subject_alternative_name"}) {
     for (const grpc::string_ref& v : auth->FindPropertyValues(prop)) {
       std::string name(v.data(), v.size());
+      // gRPC lists URI SANs too: a role URI is PeerRoles', not a name, as on HTTPS (whose
+      // CertificateNames lists no URIs), so that no allow list matches it.
+      if (absl::StartsWith(name, kRoleUriPrefix)) continue;
       // A certificate often repeats its CN as a SAN; print and match each name once.
       if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(std::move(name));
     }
@@ -188,22 +218,44 @@ std::vector<std::string> PeerIdentities(const grpc::ServerContextBase& context) 
   return out;
 }
 
-absl::Status RoleAcl::Check(const grpc::ServerContextBase& context, const std::string& role) const {
-  if (identities.empty()) return absl::OkStatus();
-  return CheckIdentities(PeerIdentities(context), role);
+std::vector<std::string> PeerRoles(const grpc::ServerContextBase& context) {
+  std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  if (auth == nullptr || !auth->IsPeerAuthenticated()) return {};
+  // The certificate itself: which SAN kinds gRPC lists as properties differs between versions.
+  for (const grpc::string_ref& pem : auth->FindPropertyValues("x509_pem_cert")) {
+    return PemCertificateRoles(std::string(pem.data(), pem.size()));
+  }
+  return {};
+}
+
+absl::Status RoleAcl::Check(const grpc::ServerContextBase& context, const std::string& who) const {
+  if (plaintext && identities.empty()) return absl::OkStatus();
+  return CheckIdentities(PeerIdentities(context), PeerRoles(context), who);
 }
 
 absl::Status RoleAcl::CheckIdentities(const std::vector<std::string>& peer,
-                                      const std::string& role) const {
-  if (identities.empty()) return absl::OkStatus();
-  for (const std::string& p : peer) {
-    for (const std::string& allowed : identities) {
-      if (p == allowed) return absl::OkStatus();
+                                      const std::vector<std::string>& peer_roles,
+                                      const std::string& who) const {
+  std::string why;
+  if (!identities.empty()) {
+    for (const std::string& p : peer) {
+      if (std::find(identities.begin(), identities.end(), p) != identities.end()) {
+        return absl::OkStatus();
+      }
     }
+    why = setting.empty() ? "" : absl::StrCat(" (not in ", setting, ")");
+  } else if (plaintext || role.empty()) {
+    return absl::OkStatus();
+  } else if (std::find(peer_roles.begin(), peer_roles.end(), role) != peer_roles.end()) {
+    return absl::OkStatus();
+  } else {
+    // The list is empty, so the certificate's role decides.
+    why = absl::StrCat(" (its certificate does not carry ", kRoleUriPrefix, role,
+                       setting.empty() ? "" : absl::StrCat(", and ", setting, " is empty"), ")");
   }
   return absl::PermissionDeniedError(absl::StrCat(
       "caller ", peer.empty() ? std::string("without a certificate") : absl::StrJoin(peer, "/"),
-      " may not act as ", role, setting.empty() ? "" : absl::StrCat(" (not in ", setting, ")")));
+      " may not act as ", who, why));
 }
 
 }  // namespace podprof::security

@@ -59,6 +59,18 @@ grep -q "CN *= *tpu-host-0" <<<"$agent_crt" && grep -q "DNS:tpu-host-0, IP Addre
   grep -q "TLS Web Server Authentication, TLS Web Client Authentication" <<<"$agent_crt" &&
   pass "agent.crt: CN and names of the host, both usages" || fail "agent.crt's names or usages: $agent_crt"
 
+# Each kind's role, as a URI SAN (security/tls.h): a viewer, and a browser made --viewer, none.
+mc --dir ca --out people/bob viewer bob >/dev/null
+PODPROF_P12_PASSWORD=x mc --dir ca --out people/carol --viewer browser carol >/dev/null
+for c in hosts/agg/aggregator.crt:aggregator hosts/tpu-host-0/agent.crt:agent \
+  people/alice/alice.crt:operator people/bob/bob.crt: people/carol/carol.crt:; do
+  crt=${c%%:*} role=${c##*:}
+  uris=$(openssl x509 -in "$crt" -noout -ext subjectAltName | grep -o 'URI:[^,]*' || true)
+  [[ $uris == "${role:+URI:urn:podprof:role:$role}" ]] && pass "$crt: role '${role:-none}'" ||
+    fail "$crt carries '$uris', want role '${role:-none}'"
+done
+refused "is for browser" --dir ca --viewer operator dave
+
 # The CA's key never goes where a host gets it.
 refused "the CA is made with --dir only" --dir ca --out hosts/x ca
 refused "is the CA's directory" --dir ca --out ca agent tpu-host-1

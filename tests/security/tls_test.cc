@@ -1,8 +1,9 @@
 // Mutual TLS end to end, with a throwaway CA made by the openssl CLI: real daemons, the real
 // CLI, loopback. Who is refused: a client without a certificate, one from another CA, a
 // non-operator starting a capture, an unlisted identity registering as an agent, a daemon
-// asked to run without TLS material. What works: an agent and an operator with their
-// certificates, end to end.
+// asked to run without TLS material, and, with the shipped empty allow lists, any certificate
+// without the role's URI (a viewer's) acting as an agent, an aggregator or an operator. What
+// works: an agent and an operator with their certificates, end to end.
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -62,8 +63,8 @@ class TlsTest : public ::testing::Test {
     MakeCert("ca", "agent", "agent-1", "localhost 127.0.0.1");
     MakeCert("ca", "agent", "rogue-agent", "localhost 127.0.0.1");
     MakeCert("ca", "operator", "ops-alice");
-    MakeCert("ca", "operator", "viewer-bob");
-    MakeCert("ca", "aggregator", "agg-nosan");                  // names no address it is dialled at
+    MakeCert("ca", "viewer", "viewer-bob");     // clientAuth, no role: may only read
+    MakeCert("ca", "aggregator", "agg-nosan");  // names no address it is dialled at
     MakeCert("other-ca", "operator", "intruder", "ops-alice");  // claims the operator's name
     // The agents' sysfs and temporary folders; each test writes the configurations it needs.
     ASSERT_OK(launch::WritePodFiles(Pod()));
@@ -120,8 +121,9 @@ class TlsTest : public ::testing::Test {
   }
 
   void StartAggregator(const std::string& allowed_agents = "\"agent-0\"",
-                       const std::string& cert = "aggregator") {
-    WriteAggregatorConfig(allowed_agents, "\"ops-alice\"", cert);
+                       const std::string& cert = "aggregator",
+                       const std::string& allowed_operators = "\"ops-alice\"") {
+    WriteAggregatorConfig(allowed_agents, allowed_operators, cert);
     const launch::PodOptions pod = Pod();
     fs::remove(launch::AggregatorReadyFile(pod));
     aggregator_ = std::make_unique<ChildProcess>(launch::AggregatorArgs(pod),
@@ -145,11 +147,12 @@ class TlsTest : public ::testing::Test {
   // An agent with `identity`'s certificate, registering as `host` (default: its identity).
   // Its certificate files are `cert`.crt/.key (default: the identity's own).
   // `facade` is where its XProf facade listens ("none": off), `facade_clients` the TOML list of
-  // tls.allowed_profiler_clients.
+  // tls.allowed_profiler_clients, `aggregators` that of tls.allowed_aggregators.
   std::unique_ptr<ChildProcess> StartAgent(const std::string& identity, int n,
                                            std::string host = "", std::string cert = "",
                                            const std::string& facade = "none",
-                                           const std::string& facade_clients = "") {
+                                           const std::string& facade_clients = "",
+                                           const std::string& aggregators = "\"aggregator\"") {
     if (host.empty()) host = identity;
     if (cert.empty()) cert = identity;
     const std::string sn = std::to_string(n);
@@ -168,7 +171,7 @@ class TlsTest : public ::testing::Test {
     EXPECT_TRUE(sim->ready());
     std::ofstream(P("agent" + sn + ".toml"))
         << "[tls]\ncert = \"" << P(cert + ".crt") << "\"\nkey = \"" << P(cert + ".key")
-        << "\"\nca = \"" << P("ca.crt") << "\"\nallowed_aggregators = [\"aggregator\"]\n"
+        << "\"\nca = \"" << P("ca.crt") << "\"\nallowed_aggregators = [" << aggregators << "]\n"
         << "allowed_profiler_clients = [" << facade_clients << "]\n"
         << "[xprof]\nallowed_roots = [\"" << P("xprof") << "\"]\n";
     auto agent = std::make_unique<ChildProcess>(
@@ -298,6 +301,135 @@ TEST_F(TlsTest, OnlyCertifiedCallersInTheirRoles) {
   grpc::Status cs = creader->Finish();
   EXPECT_EQ(cs.error_code(), grpc::StatusCode::PERMISSION_DENIED) << cs.error_message();
   EXPECT_TRUE(absl::StrContains(cs.error_message(), "ops-alice")) << cs.error_message();
+}
+
+// With the shipped defaults (every allow list empty) a role is the certificate's role URI,
+// which make-certs writes: a certificate the CA signed without it (a viewer's) may read, but
+// neither register as an agent, nor take a host's trace from an agent, nor start a capture.
+// Before roles held by default, each of these was allowed to any certificate of the CA.
+TEST_F(TlsTest, RolesHoldByDefaultWithTheShippedEmptyAllowLists) {
+  StartAggregator("", "aggregator", "");
+  auto agent = StartAgent("agent-0", 0, "", "", "none", "", "");
+  // The start-up lines say which rule applies.
+  const std::string agg_log = ReadTestFile(P("aggregator.log"));
+  EXPECT_TRUE(absl::StrContains(agg_log,
+                                "tls.allowed_agents is empty: only certificates carrying "
+                                "urn:podprof:role:agent may act in that role"))
+      << agg_log;
+  EXPECT_TRUE(absl::StrContains(agg_log, "urn:podprof:role:operator")) << agg_log;
+  EXPECT_TRUE(absl::StrContains(ReadTestFile(P("agent0.log")), "urn:podprof:role:aggregator"))
+      << ReadTestFile(P("agent0.log"));
+
+  // An agent certificate from make-certs registers; the viewer reads the list.
+  nlohmann::json agents;
+  for (int i = 0; i < 100; ++i) {
+    PodprofResult r =
+        RunPodprof("agents --format json --aggregator " + addr_ + TlsFlags("viewer-bob"));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    agents = nlohmann::json::parse(r.out)["agents"];
+    if (agents.size() == 1 && agents[0]["probe_count"].get<int>() > 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(agents.size(), 1u) << agents.dump();
+  EXPECT_EQ(agents[0]["host"], "agent-0");
+
+  // The viewer may not register as an agent (not even the host its certificate names), nor
+  // report telemetry (which fires the pod's snapshot triggers).
+  auto as_viewer = v1::Aggregator::NewStub(grpc::CreateChannel(addr_, CredentialsOf("viewer-bob")));
+  auto deadline = [] { return std::chrono::system_clock::now() + std::chrono::seconds(5); };
+  grpc::ClientContext rctx;
+  rctx.set_deadline(deadline());
+  v1::RegisterRequest reg;
+  reg.mutable_host()->set_host_name("viewer-bob");
+  reg.mutable_host()->set_agent_address("127.0.0.1:9");
+  v1::RegisterResponse reg_resp;
+  grpc::Status registered = as_viewer->Register(&rctx, reg, &reg_resp);
+  EXPECT_EQ(registered.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+      << registered.error_message();
+  EXPECT_TRUE(absl::StrContains(registered.error_message(),
+                                "caller viewer-bob may not act as an agent (its certificate does "
+                                "not carry urn:podprof:role:agent, and tls.allowed_agents is "
+                                "empty)"))
+      << registered.error_message();
+  grpc::ClientContext tctx;
+  tctx.set_deadline(deadline());
+  v1::ReportTelemetryRequest tel;
+  tel.set_host_name("agent-0");
+  v1::ReportTelemetryResponse tel_resp;
+  grpc::Status reported = as_viewer->ReportTelemetry(&tctx, tel, &tel_resp);
+  EXPECT_EQ(reported.error_code(), grpc::StatusCode::PERMISSION_DENIED) << reported.error_message();
+  EXPECT_TRUE(absl::StrContains(reported.error_message(), "may not act as an agent"))
+      << reported.error_message();
+
+  // Nor call an agent's Capture and receive its trace; nor may an operator, whose role is not
+  // the aggregator's.
+  const std::string agent_addr = absl::StrCat("127.0.0.1:", agent->info()["agent_port"].get<int>());
+  for (const std::string who : {"viewer-bob", "ops-alice"}) {
+    auto agent_stub = v1::Agent::NewStub(grpc::CreateChannel(agent_addr, CredentialsOf(who)));
+    grpc::ClientContext actx;
+    actx.set_deadline(deadline());
+    v1::CaptureRequest creq;
+    creq.set_capture_id("not-from-the-aggregator-" + who);
+    creq.set_duration_ms(100);
+    auto creader = agent_stub->Capture(&actx, creq);
+    v1::CaptureChunk chunk;
+    int chunks = 0;
+    while (creader->Read(&chunk)) ++chunks;
+    grpc::Status cs = creader->Finish();
+    EXPECT_EQ(cs.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+        << who << ": " << cs.error_message();
+    EXPECT_EQ(chunks, 0) << who;
+    EXPECT_TRUE(absl::StrContains(cs.error_message(), "urn:podprof:role:aggregator"))
+        << cs.error_message();
+  }
+
+  // Nor start a capture, over gRPC or HTTPS; the operator's certificate may, and the aggregator's
+  // certificate takes the trace from the agent.
+  PodprofResult denied =
+      RunPodprof("capture --duration 300ms --aggregator " + addr_ + TlsFlags("viewer-bob"));
+  EXPECT_EQ(denied.exit_code, 4) << denied.err;
+  EXPECT_TRUE(absl::StrContains(denied.err, "caller viewer-bob may not act as an operator"))
+      << denied.err;
+  const std::string base =
+      absl::StrCat("https://127.0.0.1:", aggregator_->info()["http_port"].get<int>());
+  const std::string start =
+      "-X POST -H 'Content-Type: application/json' --data-binary '{\"duration_ms\": 300}' " + base +
+      "/api/v1/captures";
+  EXPECT_EQ(CurlAs("viewer-bob", start).status, 403);
+  EXPECT_EQ(nlohmann::json::parse(CurlAs("viewer-bob", base + "/api/v1/ui").body)["operator"],
+            false);
+  EXPECT_EQ(nlohmann::json::parse(CurlAs("ops-alice", base + "/api/v1/ui").body)["operator"], true);
+  PodprofResult cap = RunPodprof("capture --duration 300ms --format json --aggregator " + addr_ +
+                                 TlsFlags("ops-alice"));
+  ASSERT_EQ(cap.exit_code, 0) << cap.err;
+  auto cj = nlohmann::json::parse(cap.out);
+  EXPECT_EQ(cj["state"], "complete");
+  EXPECT_GT(cj["hosts"][0]["events"].get<int64_t>(), 100);
+}
+
+// A certificate made before roles (no role URI) acts in a role only when a list names it; a
+// non-empty list decides alone, so a role URI does not widen it. Checked on the rule itself.
+TEST(RoleAclTest, AnEmptyListTakesTheRoleAndAListDecidesAlone) {
+  const security::RoleAcl agents{security::kAgentRole, {}, "tls.allowed_agents", false};
+  EXPECT_OK(agents.CheckIdentities({"tpu-host-0"}, {"agent"}, "an agent"));
+  EXPECT_FALSE(agents.CheckIdentities({"tpu-host-0"}, {}, "an agent").ok());
+  EXPECT_FALSE(agents.CheckIdentities({"tpu-host-0"}, {"operator"}, "an agent").ok());
+  EXPECT_FALSE(agents.CheckIdentities({}, {}, "an agent").ok());
+  // A name that reads like a role URI is a name, not a role.
+  EXPECT_FALSE(agents.CheckIdentities({"urn:podprof:role:agent"}, {}, "an agent").ok());
+
+  const security::RoleAcl listed{security::kAgentRole, {"old-host"}, "tls.allowed_agents", false};
+  EXPECT_OK(listed.CheckIdentities({"old-host"}, {}, "an agent"));
+  absl::Status other = listed.CheckIdentities({"new-host"}, {"agent"}, "an agent");
+  EXPECT_EQ(other.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(other.message(), "caller new-host may not act as an agent (not in tls.allowed_agents)");
+
+  // Plaintext (insecure = true, warned of at start-up): nobody has a certificate.
+  const security::RoleAcl plain{security::kAgentRole, {}, "tls.allowed_agents", true};
+  EXPECT_OK(plain.CheckIdentities({}, {}, "an agent"));
+  // A role no certificate names (the XProf facade's clients): any certificate of the CA.
+  const security::RoleAcl clients{"", {}, "tls.allowed_profiler_clients", false};
+  EXPECT_OK(clients.CheckIdentities({"workload"}, {}, "an XProf client"));
 }
 
 // The HTTP API over HTTPS: the same CA, the same roles as gRPC.
@@ -467,6 +599,15 @@ TEST_F(TlsTest, EachBadCredentialIsNamedAtLoad) {
       security::CheckTlsMaterial(material("agent-0.crt", "agent-0.key", "ca.crt"), now);
   ASSERT_OK(good);
   EXPECT_EQ(good->names, (std::vector<std::string>{"agent-0", "localhost", "127.0.0.1"}));
+  // make-certs gives an agent its role as a URI SAN, which is not one of its names.
+  EXPECT_EQ(good->roles, std::vector<std::string>{"agent"});
+  EXPECT_TRUE(absl::StrContains(good->Describe(), "role agent")) << good->Describe();
+  EXPECT_EQ(security::PemCertificateRoles(ReadTestFile(P("aggregator.crt"))),
+            std::vector<std::string>{"aggregator"});
+  EXPECT_EQ(security::PemCertificateRoles(ReadTestFile(P("ops-alice.crt"))),
+            std::vector<std::string>{"operator"});
+  EXPECT_TRUE(security::PemCertificateRoles(ReadTestFile(P("viewer-bob.crt"))).empty());
+  EXPECT_TRUE(security::PemCertificateRoles("not a certificate").empty());
   EXPECT_TRUE(absl::StrContains(good->issuer, "CN=ca")) << good->issuer;
   EXPECT_TRUE(good->expires_soon);  // two days left: the daemon warns
   MakeCert("ca", "agent", "long-lived", "", 30);
