@@ -59,6 +59,8 @@ struct AggregatorConfig {
   // flow control).
   int64_t ingest_workers = 0;
   int64_t ingest_max_active_hosts = 16;
+  // The most one host's capture stream may bring (OrchestratorLimits::max_host_stream_bytes).
+  int64_t ingest_max_host_stream_bytes = int64_t{1} << 30;
   // [http]: the web pages, the JSON/CSV API and /metrics (docs/HTTP.md). HTTPS with the
   // daemon's certificates and client certificates of its CA, unless `insecure`; an empty
   // listen turns it off.

@@ -21,6 +21,11 @@ constexpr uint64_t kMaxWindowMs = 24 * 3600 * 1000;
 
 bool HostStream::OnChunk(v1::CaptureChunk& chunk) {
   bytes_ += chunk.ByteSizeLong();
+  if (bytes_ > max_bytes_) {
+    error_ = absl::StrCat("the agent's stream passed ", max_bytes_,
+                          " bytes, the most one host may send (ingest.max_host_stream_bytes)");
+    return false;
+  }
   if (absl::Status bad = decoder_.Add(std::move(chunk)); !bad.ok()) {
     error_ = absl::StrCat("the agent sent a bad chunk: ", bad.message());
     return false;

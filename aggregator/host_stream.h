@@ -26,14 +26,16 @@ namespace podprof::aggregator {
 
 class HostStream final : public StreamPool::Handler {
  public:
+  // `max_bytes`: the most the host's stream may bring (OrchestratorLimits).
   HostStream(CaptureRun& run, size_t index, Registry& registry, storage::CaptureWriter& writer,
-             Clock& clock, absl::BlockingCounter& left)
+             Clock& clock, absl::BlockingCounter& left, int64_t max_bytes)
       : run_(run),
         index_(index),
         registry_(registry),
         writer_(writer),
         clock_(clock),
         left_(left),
+        max_bytes_(static_cast<uint64_t>(max_bytes)),
         analysed_(absl::UnknownError("not analysed")) {
     progress_.mutable_host()->set_host_name(host());
     progress_.mutable_host()->set_status(podprof::v1::CAPTURE_STATUS_RUNNING);
@@ -75,6 +77,7 @@ class HostStream final : public StreamPool::Handler {
   storage::CaptureWriter& writer_;
   Clock& clock_;
   absl::BlockingCounter& left_;
+  const uint64_t max_bytes_;
   podprof::v1::CaptureProgress progress_;
   stream::CaptureDecoder decoder_;
   std::string error_;

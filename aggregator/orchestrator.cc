@@ -279,7 +279,8 @@ void Orchestrator::CollectHosts(CaptureRun& run, std::vector<std::unique_ptr<Hos
     run.contexts.assign(run.hosts.size(), nullptr);
   }
   for (size_t i = 0; i < run.hosts.size(); ++i) {
-    hosts->push_back(std::make_unique<HostStream>(run, i, *registry_, *writer_, clock_, left));
+    hosts->push_back(std::make_unique<HostStream>(run, i, *registry_, *writer_, clock_, left,
+                                                  limits_.max_host_stream_bytes));
   }
   // Connections are made when agents register and kept; one that is not ready yet (an agent
   // that just came back) is given until half the lead has passed, all of them together, so a

@@ -54,6 +54,11 @@ struct OrchestratorLimits {
   // core); hosts streaming at once (see StreamPool).
   int ingest_workers = 0;
   int max_active_hosts = 16;
+  // The most bytes one host's stream may bring (ingest.max_host_stream_bytes): a host's
+  // encoded data is held until its stream ends, so a stream that never ends (or sends without
+  // limit) fails its host at this size instead of growing the aggregator. In all, streams in
+  // flight hold at most max_active_hosts times this.
+  int64_t max_host_stream_bytes = int64_t{1} << 30;
 };
 
 struct CaptureRun;
