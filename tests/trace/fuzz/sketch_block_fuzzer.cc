@@ -1,0 +1,78 @@
+// libFuzzer entry point over what an agent sends and the store keeps, decoded where the
+// aggregator reads it: sketches (DDSketch::Deserialize, then merged with a wide sketch and
+// read), sketch bins (FromBins) and encoded timeline blocks (CheckTimeline, then decoded).
+// Any bytes must give a value or a clean Status, allocating in proportion to what they hold:
+// a sketch bucket at 2^31-1 or a forged block count once allocated gigabytes.
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "common/zstd_codec.h"
+#include "trace/columns.h"
+#include "trace/ddsketch.h"
+
+namespace {
+
+using podprof::trace::DDSketch;
+
+void Sketch(absl::string_view bytes) {
+  absl::StatusOr<DDSketch> s = DDSketch::Deserialize(bytes);
+  if (!s.ok()) return;
+  DDSketch wide;
+  wide.Add(1e-20);
+  wide.Add(1e20);
+  wide.Merge(*s);
+  s->Merge(wide);
+  (void)s->Quantile(0.5);
+  (void)s->Serialize();
+}
+
+void Bins(absl::string_view bytes) {
+  // Pairs of (int32 index, uint32 count) after an 8-byte zero count.
+  if (bytes.size() < 8) return;
+  uint64_t zero;
+  std::memcpy(&zero, bytes.data(), 8);
+  bytes.remove_prefix(8);
+  std::vector<int32_t> idx;
+  std::vector<uint64_t> cnt;
+  while (bytes.size() >= 8) {
+    int32_t i;
+    uint32_t c;
+    std::memcpy(&i, bytes.data(), 4);
+    std::memcpy(&c, bytes.data() + 4, 4);
+    idx.push_back(i);
+    cnt.push_back(c);
+    bytes.remove_prefix(8);
+  }
+  absl::StatusOr<DDSketch> s = DDSketch::FromBins(zero, idx, cnt);
+  if (s.ok()) (void)s->Quantile(0.99);
+}
+
+void Block(absl::string_view bytes) {
+  // The bytes as a block's raw columns, compressed as an agent would send them.
+  const std::string blob = podprof::ZstdCompress(bytes, 1, 10);
+  absl::StatusOr<uint64_t> n = podprof::trace::CheckTimeline(blob, 64 << 20);
+  if (!n.ok()) return;
+  podprof::trace::EventBlock b;
+  (void)podprof::trace::DecodeTimeline(blob, &b);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  const absl::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
+  switch (data[0] % 3) {
+    case 0:
+      Sketch(rest);
+      break;
+    case 1:
+      Bins(rest);
+      break;
+    default:
+      Block(rest);
+      break;
+  }
+  return 0;
+}
