@@ -394,12 +394,27 @@ grpc::Status AggregatorService::ExportCapture(grpc::ServerContext* context,
                                               const v1::ExportCaptureRequest* request,
                                               grpc::ServerWriter<v1::ExportChunk>* writer) {
   return GuardRpc("Aggregator.ExportCapture", [&]() -> grpc::Status {
+    absl::StatusOr<StreamSlots::Ticket> slot = long_calls_.Take(ClientOf(*context));
+    if (!slot.ok()) return ToGrpc(slot.status());
     absl::StatusOr<ExportPlan> plan = PlanExport(*store_, *request);
     if (!plan.ok()) return ToGrpc(plan.status());
+    // A chunk its client leaves untaken past the limit cancels the call: the chunk and the
+    // thread are let go (64 unread exports of one client held 695 MiB).
+    ClientWaitWatchdog watchdog(context, *clock_, kExportWriteLimitNs);
     ExportSink sink;
-    sink.send = [writer](const v1::ExportChunk& c) { return writer->Write(c); };
+    sink.send = [writer, &watchdog](const v1::ExportChunk& c) {
+      watchdog.Arm();
+      const bool sent = writer->Write(c);
+      watchdog.Disarm();
+      return sent;
+    };
     sink.cancelled = [context] { return context->IsCancelled(); };
-    return ToGrpc(WriteExport(*store_, *plan, sink));
+    absl::Status written = WriteExport(*store_, *plan, sink);
+    if (watchdog.fired()) {
+      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                          "the client left an export chunk untaken for 20 s");
+    }
+    return ToGrpc(written);
   });
 }
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "common/clock_probe.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "proto/grpc_status.h"
 
 namespace podprof::aggregator {
@@ -63,10 +64,47 @@ absl::Status Registry::CheckOwner(const std::string& host, const Identities& cal
   return absl::OkStatus();
 }
 
+absl::Status CheckRegistration(const podprof::v1::RegisterRequest& req) {
+  const podprof::v1::HostInfo& h = req.host();
+  const std::string& host = h.host_name();
+  if (req.ByteSizeLong() > kMaxRegistrationBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("registration of host ", host, " is ",
+                                                   req.ByteSizeLong(), " bytes, more than ",
+                                                   kMaxRegistrationBytes));
+  }
+  if (h.chips_size() > kMaxChipsPerHost) {
+    return absl::InvalidArgumentError(absl::StrCat("host ", host, " registers ", h.chips_size(),
+                                                   " chips, more than ", kMaxChipsPerHost));
+  }
+  std::vector<int32_t> ordinals;
+  for (const podprof::v1::ChipInfo& c : h.chips()) ordinals.push_back(c.ordinal());
+  std::sort(ordinals.begin(), ordinals.end());
+  if (std::adjacent_find(ordinals.begin(), ordinals.end()) != ordinals.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("host ", host, " registers chip ordinal ",
+                     *std::adjacent_find(ordinals.begin(), ordinals.end()), " twice"));
+  }
+  if (h.labels_size() > kMaxLabelsPerHost) {
+    return absl::InvalidArgumentError(absl::StrCat("host ", host, " registers ", h.labels_size(),
+                                                   " labels, more than ", kMaxLabelsPerHost));
+  }
+  if (req.workload_endpoints_size() > kMaxEndpointsPerHost) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("host ", host, " registers ", req.workload_endpoints_size(),
+                     " workload endpoints, more than ", kMaxEndpointsPerHost));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Registry::Register(const podprof::v1::RegisterRequest& req, const Identities& caller) {
+  RETURN_IF_ERROR(CheckRegistration(req));
   const int64_t now = clock_.NowNs();
   absl::MutexLock lock(&mu_);
   if (absl::Status s = CheckOwner(req.host().host_name(), caller); !s.ok()) return s;
+  if (agents_.size() >= kMaxAgents && agents_.count(req.host().host_name()) == 0) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("this aggregator holds ", kMaxAgents, " agents, the most it registers"));
+  }
   Entry& e = agents_[req.host().host_name()];
   e.owner = caller;
   const bool moved = e.host.agent_address() != req.host().agent_address();

@@ -23,6 +23,21 @@
 
 namespace podprof::aggregator {
 
+// What one registration may hold: a host's chips (a TPU host has 4 or 8, a GPU host up to 16),
+// its labels and workload endpoints, and its bytes in all. A registration is kept for as long
+// as its host lives, so an agent could otherwise grow the aggregator without bound (100,000
+// chips or 12.6 MB of labels were taken).
+inline constexpr int kMaxChipsPerHost = 256;
+inline constexpr int kMaxLabelsPerHost = 64;
+inline constexpr int kMaxEndpointsPerHost = 64;
+inline constexpr size_t kMaxRegistrationBytes = 64 << 10;
+// Hosts one aggregator registers: past the largest pods (2,240 hosts) many times over.
+inline constexpr size_t kMaxAgents = 100'000;
+
+// InvalidArgument naming the host and the limit a registration passes, or OK: chips (each
+// ordinal once), labels, endpoints and bytes, as above.
+absl::Status CheckRegistration(const podprof::v1::RegisterRequest& request);
+
 class Registry {
  public:
   // `clock` (the aggregator's) must outlive the registry.
@@ -56,6 +71,8 @@ class Registry {
   // certificate must name the host (CN or SAN) or agent_hosts must list it for the caller, and
   // a host registered by one identity is refused to another. Errors (PermissionDenied) say
   // which rule refused and name the host and both identities.
+  // A registration is bounded before anything of it is kept (CheckRegistration), and so is the
+  // number of hosts (kMaxAgents: RESOURCE_EXHAUSTED for a new one past it).
   absl::Status Register(const podprof::v1::RegisterRequest& request, const Identities& caller = {});
   // False when the host is unknown or its heartbeat names another address than it registered
   // (the agent must register again, which reclaims the entry). PermissionDenied when a host

@@ -153,12 +153,20 @@ grpc::Status AggregatorService::WatchCapture(
     grpc::ServerContext* context, const podprof::v1::WatchCaptureRequest* req,
     grpc::ServerWriter<podprof::v1::CaptureProgress>* writer) {
   return GuardRpc("Aggregator.WatchCapture", [&]() -> grpc::Status {
+    absl::StatusOr<StreamSlots::Ticket> slot = long_calls_.Take(ClientOf(*context));
+    if (!slot.ok()) return ToGrpc(slot.status());
+    // A watch may wait minutes for news; only a progress event its client leaves untaken
+    // counts against it.
+    ClientWaitWatchdog watchdog(context, *clock_, kExportWriteLimitNs);
     return ToGrpc(orchestrator_->Watch(
         req->capture_id(),
-        [writer](const podprof::v1::CaptureProgress& p) {
+        [writer, &watchdog](const podprof::v1::CaptureProgress& p) {
           podprof::v1::CaptureProgress safe = p;  // small: a host's line at most
           EscapeInvalidUtf8Fields(&safe);
-          return writer->Write(safe);
+          watchdog.Arm();
+          const bool sent = writer->Write(safe);
+          watchdog.Disarm();
+          return sent;
         },
         [context] { return context->IsCancelled(); }));
   });
@@ -198,10 +206,22 @@ grpc::Status AggregatorService::ImportXSpace(
     if (absl::Status a = Access()->operators.Check(*context, "an operator"); !a.ok()) {
       return Refuse(*context, a);
     }
+    absl::StatusOr<StreamSlots::Ticket> slot = long_calls_.Take(ClientOf(*context));
+    if (!slot.ok()) return ToGrpc(slot.status());
     Importer import(*queries_, *clock_, limits_);
+    // An import whose client stops sending is cancelled: it held a thread and a spool file.
+    ClientWaitWatchdog watchdog(context, *clock_, kImportReadLimitNs);
     podprof::v1::ImportXSpaceChunk chunk;
-    while (reader->Read(&chunk)) {
+    for (;;) {
+      watchdog.Arm();
+      const bool more = reader->Read(&chunk);
+      watchdog.Disarm();
+      if (!more) break;
       if (absl::Status s = import.Add(chunk); !s.ok()) return ToGrpc(s);
+    }
+    if (watchdog.fired()) {
+      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                          "the import's client sent nothing for 60 s");
     }
     absl::StatusOr<podprof::v1::ImportXSpaceResponse> done = import.Finish();
     if (!done.ok()) return ToGrpc(done.status());

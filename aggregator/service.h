@@ -14,6 +14,7 @@
 #include "aggregator/orchestrator.h"
 #include "aggregator/queries.h"
 #include "aggregator/registry.h"
+#include "aggregator/stream_guard.h"
 #include "aggregator/telemetry.h"
 #include "common/clock.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
@@ -31,6 +32,14 @@ struct AccessControl {
   // StartCapture, CancelCapture, ImportXSpace.
   security::RoleAcl operators{security::kOperatorRole, {}, "tls.allowed_operators", false};
 };
+
+// The long calls (exports, watches, imports) held at once, and by one client; how long an export's
+// client may leave a chunk untaken, and an import's client keep the next chunk coming, before the
+// call is cancelled (the HTTP downloads' figures: docs/RELIABILITY.md).
+inline constexpr int kMaxLongCalls = 32;
+inline constexpr int kMaxLongCallsPerClient = 8;
+inline constexpr int64_t kExportWriteLimitNs = 20'000'000'000;
+inline constexpr int64_t kImportReadLimitNs = 60'000'000'000;
 
 // Thread-safe (the layers are). Everything passed in must outlive the service.
 class AggregatorService final : public podprof::v1::Aggregator::Service {
@@ -128,6 +137,9 @@ class AggregatorService final : public podprof::v1::Aggregator::Service {
   mutable absl::Mutex access_mu_;
   std::shared_ptr<const AccessControl> access_ ABSL_GUARDED_BY(access_mu_);
   security::RefusalLog refusals_;
+  // ExportCapture, WatchCapture and ImportXSpace: slots per client and in all, as HTTP's
+  // downloads have (stream_guard.h); a call past them is RESOURCE_EXHAUSTED at once.
+  StreamSlots long_calls_{kMaxLongCalls, kMaxLongCallsPerClient};
   // `denied` as the caller gets it, and logged with the caller's address (rate-limited).
   grpc::Status Refuse(const grpc::ServerContext& context, const absl::Status& denied);
 };

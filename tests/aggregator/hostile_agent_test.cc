@@ -14,7 +14,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "aggregator/orchestrator.h"
+#include "aggregator/queries.h"
 #include "aggregator/registry.h"
+#include "aggregator/service.h"
 #include "analysis/host_summary.h"
 #include "common/clock.h"
 #include "common/zstd_codec.h"
@@ -303,6 +305,70 @@ TEST_F(HostileAgentTest, ABlockClaimingMoreEventsThanItHoldsFailsTheHost) {
     ADD_FAILURE() << "no encoded block to tamper with";
   };
   ExpectRefused(t, "timeline block claims");
+}
+
+// Long calls are bounded as HTTP's downloads are: an import whose client sends nothing is
+// cancelled after 60 s of the service's clock (it held a thread and a spool file for good), and
+// one client holds at most 8 long calls at once; others are served meanwhile.
+TEST_F(HostileAgentTest, IdleImportsAreCancelledAndOneClientHoldsAtMostEight) {
+  Queries queries(*store_, registry_);
+  AccessControl access;
+  access.operators.plaintext = true;
+  AggregatorService service(&queries, &registry_, orchestrator_.get(), &clock_, ImportLimits{},
+                            access);
+  int port = 0;
+  grpc::ServerBuilder b;
+  b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  b.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = b.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  auto channel =
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
+  auto stub = v1::Aggregator::NewStub(channel);
+
+  struct Held {
+    grpc::ClientContext context;
+    v1::ImportXSpaceResponse response;
+    std::unique_ptr<grpc::ClientWriter<v1::ImportXSpaceChunk>> writer;
+  };
+  std::vector<std::unique_ptr<Held>> held;
+  const int sleepers = clock_.Sleepers();
+  for (int i = 0; i < kMaxLongCallsPerClient; ++i) {
+    held.push_back(std::make_unique<Held>());
+    held.back()->writer = stub->ImportXSpace(&held.back()->context, &held.back()->response);
+  }
+  // Each held import's watchdog waits on the clock.
+  ASSERT_TRUE(clock_.AwaitSleepers(sleepers + kMaxLongCallsPerClient, absl::Seconds(20)));
+  {
+    Held ninth;
+    ninth.writer = stub->ImportXSpace(&ninth.context, &ninth.response);
+    ninth.writer->WritesDone();
+    grpc::Status s = ninth.writer->Finish();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+    EXPECT_THAT(s.error_message(), HasSubstr("the most one client may"));
+  }
+  // A read is served meanwhile.
+  {
+    grpc::ClientContext ctx;
+    v1::ListCapturesResponse list;
+    EXPECT_TRUE(stub->ListCaptures(&ctx, v1::ListCapturesRequest(), &list).ok());
+  }
+  clock_.AdvanceNs(kImportReadLimitNs + 1'000'000'000);
+  for (auto& h : held) {
+    grpc::Status s = h->writer->Finish();
+    EXPECT_FALSE(s.ok());
+    EXPECT_TRUE(s.error_code() == grpc::StatusCode::CANCELLED ||
+                s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)
+        << s.error_code() << " " << s.error_message();
+  }
+  // Every slot was given back.
+  held.clear();
+  auto again = std::make_unique<Held>();
+  again->writer = stub->ImportXSpace(&again->context, &again->response);
+  again->writer->WritesDone();
+  grpc::Status s = again->writer->Finish();
+  EXPECT_NE(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/aggregator/loopback_agent.h"
 #include "tests/util/status_matchers.h"
@@ -280,6 +281,30 @@ TEST_F(RegistryTest, AHeartbeatFromAnotherAddressAsksTheAgentToRegisterAgain) {
   ASSERT_OK(registry_.Register(Request("h1", "127.0.0.1:1")));
   EXPECT_TRUE(registry_.Heartbeat(beat).value());
   EXPECT_EQ(ListAll()["h1"].host().agent_address(), "127.0.0.1:1");
+}
+
+// A registration is kept as long as its host lives: 100,000 chips or 12.6 MB of labels were
+// taken. Each bound is refused naming the host and the limit, and the host stays unregistered.
+TEST_F(RegistryTest, ARegistrationPastItsBoundsIsRefused) {
+  auto refused = [&](const v1::RegisterRequest& r, const std::string& says) {
+    absl::Status s = registry_.Register(r);
+    EXPECT_THAT(s, testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                     ::testing::AllOf(::testing::HasSubstr("host h"),
+                                                      ::testing::HasSubstr(says))));
+    EXPECT_EQ(ListAll().count("h"), 0u);
+  };
+  v1::RegisterRequest r = Request("h", "127.0.0.1:1");
+  for (int i = 1; i <= 300; ++i) r.mutable_host()->add_chips()->set_ordinal(i);
+  refused(r, "301 chips, more than 256");
+  r = Request("h", "127.0.0.1:1");
+  r.mutable_host()->add_chips()->set_ordinal(0);
+  refused(r, "chip ordinal 0 twice");
+  r = Request("h", "127.0.0.1:1");
+  for (int i = 0; i < 65; ++i) (*r.mutable_host()->mutable_labels())[std::to_string(i)] = "v";
+  refused(r, "65 labels, more than 64");
+  r = Request("h", "127.0.0.1:1", {{"big", std::string(100'000, 'x')}});
+  refused(r, "bytes, more than 65536");
+  ASSERT_OK(registry_.Register(Request("h", "127.0.0.1:1")));
 }
 
 }  // namespace
