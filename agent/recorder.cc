@@ -2,6 +2,8 @@
 
 #include <pthread.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -91,7 +93,9 @@ absl::StatusOr<RecorderSegment> Recorder::Snapshot() {
   return segment;
 }
 
-absl::Status Recorder::Rotate(bool force) {
+absl::Status Recorder::Rotate(bool force) { return Rotate(force, INT64_MAX); }
+
+absl::Status Recorder::Rotate(bool force, int64_t keep_from_ns) {
   absl::MutexLock snapshot(&snapshot_mu_);
   {
     absl::MutexLock lock(&mu_);
@@ -105,29 +109,40 @@ absl::Status Recorder::Rotate(bool force) {
   if (!segment.ok()) return segment.status();
   absl::MutexLock lock(&mu_);
   last_rotate_ns_ = clock_.NowNs();
-  Keep(*std::move(segment), last_rotate_ns_);
+  // What must stay is the window before the earlier of now and the instant a freeze asked for:
+  // a slow snapshot (hundreds of ms on a loaded host) read `now` that much after the freeze's
+  // instant, and let go of the window's first segment just before it was frozen.
+  Keep(*std::move(segment), std::min(last_rotate_ns_, keep_from_ns) - options_.window_ns);
   return absl::OkStatus();
 }
 
-void Recorder::Keep(RecorderSegment segment, int64_t now_ns) {
+void Recorder::Keep(RecorderSegment segment, int64_t cutoff_ns) {
   bytes_ += segment.xspace.size();
   ring_.push_back(std::move(segment));
-  // A segment stays while it reaches into the last window (the host's clock is the workload's:
-  // the segments' spans and `now` are both on it), and while the budget allows; the newest is
-  // kept whatever its size, or a freeze would have nothing.
-  while (ring_.size() > 1 &&
-         (ring_.front().stop_ns < now_ns - options_.window_ns || bytes_ > options_.max_bytes)) {
+  // The oldest segment goes once the next one alone covers the window from `cutoff` (the
+  // host's clock is the workload's: the segments' spans and the cutoff are both on it), so a
+  // cutoff that falls in the gap between two segments (the server restarting its session)
+  // keeps the one before it; and while the budget is passed. The newest is kept whatever its
+  // size, or a freeze would have nothing.
+  while (ring_.size() > 1 && (ring_[1].start_ns <= cutoff_ns || bytes_ > options_.max_bytes)) {
     bytes_ -= ring_.front().xspace.size();
     ring_.pop_front();
   }
 }
 
 absl::StatusOr<std::vector<RecorderSegment>> Recorder::Freeze(int64_t at_ns) {
-  RETURN_IF_ERROR(Rotate(/*force=*/true));
+  RETURN_IF_ERROR(Rotate(/*force=*/true, at_ns));
   absl::MutexLock lock(&mu_);
+  // From the last segment that starts at or before the window's start (the one covering it,
+  // or the one before the gap it falls in), up to the freeze.
+  const int64_t from = at_ns - options_.window_ns;
+  size_t first = 0;
+  for (size_t i = 0; i < ring_.size(); ++i) {
+    if (ring_[i].start_ns <= from) first = i;
+  }
   std::vector<RecorderSegment> out;
-  for (const RecorderSegment& s : ring_) {
-    if (s.stop_ns >= at_ns - options_.window_ns && s.start_ns <= at_ns) out.push_back(s);
+  for (size_t i = first; i < ring_.size(); ++i) {
+    if (ring_[i].start_ns <= at_ns) out.push_back(ring_[i]);
   }
   return out;
 }

@@ -72,8 +72,9 @@ class Recorder {
   // Takes a snapshot when one is due (or `force`) and lets go of what fell out of the window
   // or the budget. FailedPrecondition when not armed.
   absl::Status Rotate(bool force = false) ABSL_LOCKS_EXCLUDED(mu_);
-  // Takes a snapshot now and returns the segments that overlap [at_ns - window, at_ns], oldest
-  // first (the ring keeps them).
+  // Takes a snapshot now and returns the segments that cover [at_ns - window, at_ns], oldest
+  // first (the ring keeps them): from the one holding the window's start (or, when the start
+  // falls between two segments, the one before), however long the snapshot took.
   absl::StatusOr<std::vector<RecorderSegment>> Freeze(int64_t at_ns) ABSL_LOCKS_EXCLUDED(mu_);
   // Ends continuous profiling (what was not snapshotted is dropped) and empties the ring.
   absl::Status Disarm() ABSL_LOCKS_EXCLUDED(mu_);
@@ -92,7 +93,11 @@ class Recorder {
 
  private:
   absl::StatusOr<RecorderSegment> Snapshot();
-  void Keep(RecorderSegment segment, int64_t now_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Rotate, keeping at least the window before `keep_from_ns` (a freeze's instant).
+  absl::Status Rotate(bool force, int64_t keep_from_ns) ABSL_LOCKS_EXCLUDED(mu_);
+  // Appends `segment`; lets go of the oldest while the next alone covers the ring from
+  // `cutoff_ns`, and while the budget is passed.
+  void Keep(RecorderSegment segment, int64_t cutoff_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t rotate_ns() const {
     return options_.rotate_ns > 0 ? options_.rotate_ns : options_.window_ns / 2;
   }
