@@ -17,6 +17,7 @@
 #include "common/logging.h"
 #include "common/process.h"
 #include "proto/grpc_status.h"
+#include "security/rpc_guard.h"
 #include "trace/chip_catalog.h"
 
 namespace podprof::agent {

@@ -25,6 +25,7 @@
 #include "export/trace_export.h"
 #include "export/xspace_export.h"
 #include "proto/grpc_status.h"
+#include "security/rpc_guard.h"
 
 namespace podprof::aggregator {
 

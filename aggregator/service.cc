@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "aggregator/utf8_fields.h"
 #include "proto/grpc_status.h"
+#include "security/rpc_guard.h"
 #include "security/tls.h"
 
 namespace podprof::aggregator {
