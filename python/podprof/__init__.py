@@ -9,10 +9,10 @@ See python/README.md and docs/PYTHON.md.
 """
 from ._version import __version__
 from .client import CaptureHandle, Client
-from .errors import (BadRequestError, BusyError, NotFoundError, PodprofError, RefusedError,
-                     ServerError, UnreachableError)
+from .errors import (BadRequestError, BusyError, CaptureFailedError, NotFoundError, PodprofError,
+                     RefusedError, ServerError, UnreachableError)
 
 __all__ = [
     "__version__", "Client", "CaptureHandle", "PodprofError", "NotFoundError", "BadRequestError",
-    "RefusedError", "UnreachableError", "BusyError", "ServerError",
+    "RefusedError", "UnreachableError", "BusyError", "ServerError", "CaptureFailedError",
 ]

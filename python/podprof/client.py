@@ -298,6 +298,8 @@ class CaptureHandle:
         self.hosts: List[str] = list(answer.get("hosts", []))
         self.status: str = "running"
         self.progress: Dict[str, Any] = {}
+        # Why the capture failed (the aggregator's reason), once it has; None otherwise.
+        self.error: Optional[str] = None
 
     def __repr__(self) -> str:
         return f"<podprof capture {self.id} {self.status}, {len(self.hosts)} hosts>"
@@ -315,6 +317,8 @@ class CaptureHandle:
             self.progress = data
             if name == "done" or data.get("status") not in (None, "unspecified"):
                 self.status = str(data.get("status", self.status))
+            if name == "done" and self.status in _FAILED:
+                self.error = self._reason(data)
             yield {"event": name, **data}
             if name == "done":
                 return
@@ -345,10 +349,34 @@ class CaptureHandle:
         return self.client.cancel(self.id)
 
     def kernels(self, **kw: Any) -> pd.DataFrame:
-        """`Client.kernels` of this capture, once it is over."""
+        """`Client.kernels` of this capture, once it is over; podprof.CaptureFailedError (a
+        RuntimeError) with the aggregator's reason when it failed or was cancelled, rather
+        than an empty table."""
         if self.status == "running":
             self.wait()
+        if self.status in _FAILED:
+            raise errors.CaptureFailedError(
+                f"capture {self.id} {self.status}: {self.error or 'no reason given'}",
+                capture=self.id)
         return self.client.kernels(self.id, **kw)
+
+    def _reason(self, done: Mapping[str, Any]) -> str:
+        """The capture's error, else its hosts' (the stored capture's, else the last event's)."""
+        try:
+            stored = self.client._http.json("GET", f"/api/v1/captures/{_segment(self.id)}")
+        except errors.PodprofError as e:
+            stored = {"error_message": f"(its reason could not be read: {e})"}
+        reasons = [str(stored.get("error_message") or "")]
+        reasons += [f"{h.get('host')}: {h.get('error')}" for h in stored.get("hosts_detail", [])
+                    if h.get("error")]
+        host = done.get("host") or {}
+        if not any(reasons) and host.get("error"):
+            reasons.append(f"{host.get('host')}: {host['error']}")
+        return "; ".join(r for r in reasons if r) or str(done.get("detail") or "")
+
+
+# The ends of a capture that leave nothing to read.
+_FAILED = ("failed", "cancelled")
 
 
 def _targets(hosts: Optional[Sequence[str]], selector: Optional[Mapping[str, str]],

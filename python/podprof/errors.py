@@ -44,6 +44,16 @@ class ServerError(PodprofError, RuntimeError):
     """The aggregator failed on its side (500)."""
 
 
+class CaptureFailedError(PodprofError, RuntimeError):
+    """A capture that started but ended failed (or cancelled), or was never stored: its
+    results are not an empty table. The message is the aggregator's reason (the capture's
+    error, else each host's); `capture` is its id (None when none was started)."""
+
+    def __init__(self, message: str, *, capture: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.capture = capture
+
+
 def for_status(status: int, message: str, what: str) -> PodprofError:
     """The error for an HTTP answer `status` with the server's `message`, to `what`."""
     text = f"{what}: {message}" if message else f"{what}: HTTP {status}"

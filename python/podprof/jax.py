@@ -10,13 +10,16 @@ the job's own step boundaries.
     c.kernels()
 
 Every process of the job runs the same code; only the first (jax.process_index() == 0) asks
-the aggregator, and nothing here ever waits on it inside a step: a step boundary costs a
-clock read and a list append, the request runs on a thread of its own, and an aggregator
-that cannot be reached is warned about once and the job carries on.
+the aggregator, once the last 8 step gaps lie within 20% of their median (compilation and
+warm-up left out; `steady=` and `tolerance=` set them), for `steps + 1` of those steps from a
+predicted boundary. Nothing here ever waits on it inside a step: a step boundary costs a clock
+read, a list append and, on process 0 until it asks, a look at the last few gaps; the request
+runs on a thread of its own, and an aggregator that refuses or cannot be reached, or a capture
+that fails, is warned about with its reason (`c.error`, raised by `c.kernels()`) and the job
+carries on.
 """
 from __future__ import annotations
 
-import collections
 import os
 import threading
 import time
@@ -24,7 +27,7 @@ import tomllib
 import warnings
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence, Type, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Type, Union
 
 import pandas as pd
 
@@ -33,8 +36,14 @@ from .client import CaptureHandle, Client, Duration, duration_s
 
 # The agent's own default for [workload] profiler (deploy/agent.toml).
 _AGENT_DEFAULT_PORT = 9999
-# Step boundaries kept to estimate the step time (the median of the last few steps).
+# Step boundaries kept to tell the step time before a request (the median of the last few).
 _KEPT_BOUNDARIES = 16
+# capture()'s defaults: the steady steps it waits for (their gaps all within the tolerance, a
+# fraction, of their median) before it estimates the step time and asks.
+STEADY_STEPS = 8
+STEADY_TOLERANCE = 0.2
+# The pause before the one retry of a capture whose agent could not reach the job's profiler.
+RETRY_PAUSE_S = 2.0
 
 
 def profiler_port() -> int:
@@ -81,35 +90,56 @@ class capture:
     """Asks for a pod-wide capture of `steps` steps starting at a step boundary, from inside the
     training loop (a context manager; see the module's docstring).
 
+    Compilation and warm-up are left out: process 0 asks only once the last `steady` step gaps
+    all lie within `tolerance` (a fraction) of their median, estimates the step time from those
+    gaps alone (a least-squares line through their boundaries: period and phase), and asks for
+    a window of `steps + 1` such steps starting on the first predicted boundary at least `lead`
+    ahead (the aggregator needs time to reach every agent: about 0.3 s plus 6 ms a host).
+
     `aggregator` is a Client or its URL; `labels`, `hosts` and `selector` go to the capture as
-    `podprof capture` takes them. `lead` is how far ahead the window may start: the aggregator
-    needs time to reach every agent (about 0.3 s plus 6 ms a host); the window is put on the
-    first predicted step boundary at least that far away. `process_index` overrides
-    jax.process_index() (only process 0 asks).
+    `podprof capture` takes them. `process_index` overrides jax.process_index() (only process 0
+    asks). A capture that is refused or fails is warned about (RuntimeWarning) with its reason,
+    held in `error`, and raised by `kernels()`; one whose agent could not reach this job's
+    profiler (often the agent's connection still backing off after an earlier failure) is asked
+    once more, with a fresh request, while the loop runs.
     """
 
     def __init__(self, aggregator: Union[str, Client], steps: int = 3, *,
                  labels: Optional[Mapping[str, str]] = None,
                  hosts: Optional[Sequence[str]] = None,
                  selector: Optional[Mapping[str, str]] = None, lead: Duration = "1s",
+                 steady: int = STEADY_STEPS, tolerance: float = STEADY_TOLERANCE,
                  process_index: Optional[int] = None) -> None:
         if steps < 1:
             raise ValueError(f"steps={steps}: capture at least one step")
+        if steady < 2:
+            raise ValueError(f"steady={steady}: wait for at least two steady steps")
+        if not 0 < tolerance < 1:
+            raise ValueError(f"tolerance={tolerance}: a fraction of the step time, in (0, 1)")
         self._aggregator = aggregator
         self.steps = steps
+        self.steady = steady
+        self.tolerance = tolerance
         self.labels = dict(labels or {})
         self._hosts, self._selector = hosts, selector
         self._lead_s = duration_s(lead, "lead")
         self._process_index = process_index
-        self._boundaries: Deque[int] = collections.deque(maxlen=_KEPT_BOUNDARIES)
         self._all_boundaries: List[int] = []
         self._leader = False
         self._asked = False
+        self._armed = False
         self._thread: Optional[threading.Thread] = None
+        self._requested = threading.Event()
         self.handle: Optional[CaptureHandle] = None
         # The predicted boundary process 0 asked the window to start on (Unix ns).
         self.requested_start_ns: Optional[int] = None
+        self._asked_at_ns = 0
+        # The step time the request was sized with (ns), from steady steps only.
+        self.estimated_step_ns: Optional[int] = None
         self.error: Optional[BaseException] = None
+        # What was warned about (RuntimeWarning), in order: a failure, a retry, a moved estimate.
+        self.warnings: List[str] = []
+        self.attempts = 0
         self.client: Optional[Client] = None
 
     # --- in the loop ---------------------------------------------------------------------------
@@ -119,34 +149,64 @@ class capture:
             import jax
             self._process_index = jax.process_index()
         self._leader = self._process_index == 0
+        self._armed = True
         _arm(self)
         return self
 
     def __exit__(self, kind: Optional[Type[BaseException]], value: Optional[BaseException],
                  tb: Optional[TracebackType]) -> None:
         _disarm(self)
+        self._armed = False
+        if self._leader and not self._asked and kind is None:
+            self._warn(f"podprof: no capture: {self._why_not_asked()}")
 
     def step(self) -> None:
         """A step boundary (podprof.jax.step() and StepTraceAnnotation call it)."""
         now = time.time_ns()
-        self._boundaries.append(now)
         self._all_boundaries.append(now)
-        if self._leader and not self._asked and len(self._boundaries) >= 3:
-            self._asked = True
-            self._thread = threading.Thread(target=self._ask, args=(now, self._step_ns()),
-                                            name="podprof-capture", daemon=True)
-            self._thread.start()
+        if self._leader and not self._asked and len(self._all_boundaries) > self.steady:
+            steady = self._steady_run()
+            if steady is not None:
+                self._asked = True
+                self._thread = threading.Thread(target=self._run, args=(steady,),
+                                                name="podprof-capture", daemon=True)
+                self._thread.start()
 
-    def _step_ns(self) -> int:
-        b = list(self._boundaries)
-        gaps = sorted(later - earlier for earlier, later in zip(b, b[1:]))
-        return max(1, gaps[len(gaps) // 2])
+    def _steady_run(self) -> Optional[List[int]]:
+        """The last `steady` + 1 boundaries when their gaps all lie within the tolerance of
+        their median, else None."""
+        b = self._all_boundaries[-self.steady - 1:]
+        if len(b) <= self.steady:
+            return None
+        gaps = [later - earlier for earlier, later in zip(b, b[1:])]
+        middle = sorted(gaps)[len(gaps) // 2]
+        bound = self.tolerance * middle
+        return b if middle > 0 and all(abs(g - middle) <= bound for g in gaps) else None
 
-    def _ask(self, boundary_ns: int, step_ns: int) -> None:
-        """On its own thread: the capture request, its window on a predicted boundary."""
-        ahead = -(-int(self._lead_s * 1e9) // step_ns)  # whole steps, at least the lead
-        start_ns = boundary_ns + ahead * step_ns
+    def _run(self, steady: List[int]) -> None:
+        """On its own thread: the request, the capture followed to its end, one retry."""
+        try:
+            for attempt in (1, 2):
+                if attempt == 2:
+                    time.sleep(RETRY_PAUSE_S)
+                    steady = self._steady_run() or steady
+                if not self._request(steady):
+                    return
+                if self._follow(retry=attempt == 1):
+                    return
+        finally:
+            self._requested.set()
+
+    def _request(self, steady: List[int]) -> bool:
+        """Asks for the window on a predicted boundary; False (warned, `error` set) when the
+        aggregator refuses or cannot be reached."""
+        step_ns, last_ns = _fit(steady)
+        self.estimated_step_ns = step_ns
+        earliest = max(time.time_ns(), steady[-1]) + int(self._lead_s * 1e9)
+        start_ns = last_ns + max(1, -(-(earliest - last_ns) // step_ns)) * step_ns
         self.requested_start_ns = start_ns
+        self._asked_at_ns = steady[-1]
+        self.attempts += 1
         try:
             self.client = (self._aggregator if isinstance(self._aggregator, Client)
                            else Client(self._aggregator))
@@ -159,30 +219,94 @@ class capture:
                 start_ns=start_ns)
         except (errors.PodprofError, OSError, ValueError) as e:
             self.error = e
-            warnings.warn(f"podprof: no capture ({e}); the job carries on", RuntimeWarning,
-                          stacklevel=2)
+            self._warn(f"podprof: no capture ({e}); the job carries on")
+            return False
+        finally:
+            self._requested.set()
+        return True
+
+    def _follow(self, retry: bool) -> bool:
+        """Follows the capture to its end; False when it failed and is worth asking again."""
+        assert self.handle is not None
+        try:
+            status = self.handle.wait()
+        except (errors.PodprofError, OSError) as e:
+            self.error = e
+            self._warn(f"podprof: capture {self.handle.id} could not be followed ({e})")
+            return True
+        if status not in ("failed", "cancelled"):
+            self.error = None
+            self._check_estimate()
+            return True
+        reason = self.handle.error or "no reason given"
+        self.error = errors.CaptureFailedError(f"capture {self.handle.id} {status}: {reason}",
+                                               capture=self.handle.id)
+        if retry and status == "failed" and _unreachable(reason) and self._armed:
+            self._warn(f"podprof: {self.error}; asking once more in {RETRY_PAUSE_S:g} s with a "
+                       "fresh request (the agent's connection to this job's profiler may still "
+                       "be backing off after an earlier failure)")
+            return False
+        self._warn(f"podprof: {self.error}; the job carries on")
+        return True
+
+    def _check_estimate(self) -> None:
+        """Warns when the steps seen while waiting for the window, or inside it, moved away
+        from the estimate the window was sized with."""
+        assert self.handle is not None and self.estimated_step_ns is not None
+        start = int(self.handle.start.value)
+        end = start + int(self.handle.duration_ns)
+        b = [t for t in self._all_boundaries if self._asked_at_ns <= t <= end]
+        gaps = sorted(later - earlier for earlier, later in zip(b, b[1:]))
+        if not gaps:
+            return
+        seen = gaps[len(gaps) // 2]
+        if abs(seen - self.estimated_step_ns) > self.tolerance * self.estimated_step_ns:
+            self._warn(f"podprof: the step time moved from {self.estimated_step_ns / 1e6:.3g} ms "
+                       f"to {seen / 1e6:.3g} ms while the capture waited for its window: "
+                       f"capture {self.handle.id} may not start on a step boundary nor hold "
+                       f"{self.steps} steps (window_steps and boundary_offset_ns say how it "
+                       "landed)")
+
+    def _warn(self, message: str) -> None:
+        self.warnings.append(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+    def _why_not_asked(self) -> str:
+        if not self._leader:
+            return "this is not process 0, which asks for it"
+        seen = len(self._all_boundaries)
+        return (f"the loop ended after {seen} step boundaries, before {self.steady} steady steps "
+                f"(consecutive gaps within {self.tolerance:.0%} of their median) were seen")
 
     # --- afterwards ----------------------------------------------------------------------------
 
     @property
     def asked(self) -> bool:
-        """Whether this process asked for the capture (process 0, once it saw 3 steps)."""
+        """Whether this process asked for the capture (process 0, once its steps were steady)."""
         return self._asked
 
+    @property
+    def done(self) -> bool:
+        """Whether process 0's capture, and its one retry, are over (False until it asks)."""
+        return self._thread is not None and not self._thread.is_alive()
+
     def wait(self, timeout: Optional[Duration] = None) -> Optional[str]:
-        """Waits for the request and then for the capture; its status, or None when there is
-        none (another process asked, or the aggregator could not be reached)."""
+        """Waits for the request and then for the capture (and its one retry); its status, or
+        None when there is none (another process asked, the loop ended before its steps were
+        steady, or the aggregator refused or could not be reached: `error` says which)."""
         if self._thread is not None:
             self._thread.join(None if timeout is None else duration_s(timeout, "timeout"))
+            if self._thread.is_alive():
+                raise TimeoutError(f"the capture is not over after {timeout}")
         if self.handle is None:
             return None
-        return self.handle.wait(timeout)
+        return self.handle.status
 
     @property
     def url(self) -> Optional[str]:
         """The capture's web page (on process 0; None elsewhere or without a capture)."""
         if self._thread is not None:
-            self._thread.join()
+            self._requested.wait()
         return self.handle.url if self.handle is not None else None
 
     @property
@@ -196,8 +320,13 @@ class capture:
 
     @property
     def step_time_ns(self) -> Optional[int]:
-        """The step time, boundary to boundary (the median of the last few steps)."""
-        return self._step_ns() if len(self._boundaries) >= 2 else None
+        """The step time: the estimate the window was sized with, once asked; before, the
+        median of the last few steps."""
+        if self.estimated_step_ns is not None:
+            return self.estimated_step_ns
+        b = self._all_boundaries[-_KEPT_BOUNDARIES:]
+        gaps = sorted(later - earlier for earlier, later in zip(b, b[1:]))
+        return max(1, gaps[len(gaps) // 2]) if gaps else None
 
     @property
     def boundary_offset_ns(self) -> Optional[int]:
@@ -209,14 +338,36 @@ class capture:
         return min((b - start for b in self._all_boundaries), key=abs)
 
     def kernels(self, **kw: Any) -> pd.DataFrame:
-        """The capture's kernel statistics (Client.kernels), once it is stored."""
-        if self.wait() is None:
-            raise RuntimeError("no capture: " + (
+        """The capture's kernel statistics (Client.kernels), once it is stored;
+        podprof.CaptureFailedError (a RuntimeError) with the reason when there is none."""
+        status = self.wait()
+        if status is None or status in ("failed", "cancelled"):
+            if isinstance(self.error, errors.CaptureFailedError):
+                raise self.error
+            raise errors.CaptureFailedError("no capture: " + (
                 f"the aggregator refused or was away ({self.error})" if self.error else
-                "this is not process 0, which asks for it" if not self._leader else
-                "the loop ended before three steps"))
+                self._why_not_asked()))
         assert self.handle is not None
         return self.handle.kernels(**kw)
+
+
+def _fit(boundaries: Sequence[int]) -> Tuple[int, int]:
+    """The step time and the fitted instant of the last boundary: a least-squares line through
+    steady boundaries (their jitter averaged, where the last alone would carry its own)."""
+    n = len(boundaries)
+    origin = boundaries[0]
+    xs = range(n)
+    mean_x = (n - 1) / 2
+    mean_y = sum(b - origin for b in boundaries) / n
+    slope = (sum((x - mean_x) * (b - origin - mean_y) for x, b in zip(xs, boundaries))
+             / sum((x - mean_x) ** 2 for x in xs))
+    step_ns = max(1, round(slope))
+    return step_ns, origin + round(mean_y + slope * (n - 1 - mean_x))
+
+
+def _unreachable(reason: str) -> bool:
+    text = reason.lower()
+    return "unreachable" in text or "unavailable" in text
 
 
 # --- the step boundary, from wherever the loop marks it ----------------------------------------
