@@ -246,18 +246,26 @@ absl::Status CaptureRunner::Run(const podprof::v1::CaptureRequest& request,
   if (request.snapshot()) {
     outcome->no_events_ok = true;
     Recorder* r = workload_.recorder.get();
-    if (r != nullptr && r->state() == RecorderState::kArmed) {
-      return RunSnapshot(request, host, limits, sink, outcome);
-    }
-    // The look-back is lost; the next best is the moment after the trigger.
-    AddRuntimeStatus(outcome);
+    const bool armed = r != nullptr && r->state() == RecorderState::kArmed;
+    // A window that starts ahead: the aggregator found a host of the pod without an armed
+    // recorder and asks every host for the window after the request, from one instant.
+    const bool ahead = request.start_ns() > clock_.NowNs();
+    if (armed && !ahead) return RunSnapshot(request, host, limits, sink, outcome);
+    // The look-back is lost (or not asked for); the next best is the moment after the trigger.
+    // Which window the host holds is said first: it changes what every figure means, where the
+    // runtime status after it is detail.
     podprof::v1::CaptureRequest now = request;
     now.set_snapshot(false);
-    now.set_start_ns(0);
-    outcome->warnings.push_back(absl::StrCat(
-        "no flight recorder armed on this host (",
-        r == nullptr ? "[recorder] enabled is false" : r->reason(), "): captured ",
-        request.duration_ms(), " ms from the request on instead of the window before it"));
+    now.set_start_ns(ahead ? request.start_ns() : 0);
+    outcome->warnings.push_back(
+        armed ? absl::StrCat("the pod's snapshot holds the ", request.duration_ms(),
+                             " ms after the request (a host of the pod has no flight recorder "
+                             "armed): this host's recorder was not used")
+              : absl::StrCat("no flight recorder armed on this host (",
+                             r == nullptr ? "[recorder] enabled is false" : r->reason(),
+                             "): captured ", request.duration_ms(),
+                             " ms from the request on instead of the window before it"));
+    AddRuntimeStatus(outcome);
     return Run(now, host, limits, cancel, sink, outcome);
   }
   const int64_t duration_ns = static_cast<int64_t>(request.duration_ms()) * 1'000'000;

@@ -110,6 +110,10 @@ void FillSummary(const storage::CaptureRow& r, podprof::v1::CaptureSummary* s) {
   s->set_event_count(static_cast<uint64_t>(r.events));
   s->set_chip_count(static_cast<uint32_t>(r.chips));
   for (const auto& [k, v] : r.labels) (*s->mutable_labels())[k] = v;
+  if (r.source == storage::CaptureSource::kSnapshot) {
+    auto window = r.labels.find(kWindowLabel);
+    if (window != r.labels.end()) s->set_window(window->second);
+  }
   *s->mutable_options() = OptionsFromStoredJson(r.options_json);
   for (const storage::HostRow& h : r.host_rows) {
     auto* hr = s->add_hosts();

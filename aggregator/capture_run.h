@@ -30,6 +30,13 @@ struct CaptureRun {
   std::string id;
   podprof::v1::StartCaptureRequest request;
   int64_t start_ns = 0;  // aggregator clock
+  // A snapshot's window as planned (kBeforeRequest or kAfterRequest); empty for a capture.
+  std::string window;
+  // When the capture was asked for, aggregator clock: a snapshot's hosts whose windows start
+  // after it captured from the request on.
+  int64_t requested_ns = 0;
+  // The window stored once the hosts are in (a snapshot's may differ from the planned one).
+  int64_t stored_start_ns = 0, stored_end_ns = 0;
   std::vector<Registry::Handle> hosts;
   absl::Mutex mu;
   absl::CondVar cv;  // signalled on every new progress event and at the end

@@ -72,7 +72,8 @@ const std::vector<std::string>& KnownKeys() {
                                                                "triggers.hang_after",
                                                                "triggers.cooldown",
                                                                "triggers.hourly_budget",
-                                                               "triggers.min_gap"};
+                                                               "triggers.min_gap",
+                                                               "snapshots.without_recorder"};
   return *keys;
 }
 
@@ -171,6 +172,7 @@ absl::Status ReadFlightRecorder(const ConfigFile& f, AggregatorConfig* c) {
   g.recent_s = static_cast<int>(std::clamp<int64_t>(recent_ns / 1'000'000'000, 0, 3600));
   g.baseline_s = static_cast<int>(std::clamp<int64_t>(baseline_ns / 1'000'000'000, 0, 86400));
   g.hourly_budget = static_cast<int>(std::clamp<int64_t>(budget, -1, 1'000'000));
+  RETURN_IF_ERROR(f.GetString("snapshots.without_recorder", &c->snapshots_without_recorder));
   return absl::OkStatus();
 }
 
@@ -192,6 +194,11 @@ absl::Status ValidateFlightRecorder(const AggregatorConfig& c) {
   if (!(g.step_regression > 0) || !(g.straggler > 0) || !(g.duty_drop > 0 && g.duty_drop < 1)) {
     return absl::InvalidArgumentError(
         "triggers: step_regression and straggler must be above 0 and duty_drop in (0, 1)");
+  }
+  if (c.snapshots_without_recorder != "capture-after" && c.snapshots_without_recorder != "refuse") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("snapshots.without_recorder must be \"capture-after\" or \"refuse\", not \"",
+                     c.snapshots_without_recorder, "\""));
   }
   return absl::OkStatus();
 }

@@ -105,6 +105,11 @@ struct AggregatorConfig {
   // [triggers]: automatic snapshots from the telemetry, their thresholds, cooldown and budget
   // (triggers.h, docs/RECORDER.md).
   TriggerOptions triggers;
+  // [snapshots] without_recorder: what a snapshot does when a host has no armed flight recorder
+  // to cut the window before the request from: "capture-after" captures the pod from the
+  // request on and stores it as that window (labelled window = after-request), "refuse" fails
+  // it with FAILED_PRECONDITION naming the hosts (docs/RECORDER.md).
+  std::string snapshots_without_recorder = "capture-after";
   // Whether `listen` was set (by the file or a flag), so plaintext can default to loopback.
   bool listen_set = false;
 };

@@ -87,6 +87,8 @@ void HostStream::OnDone(const grpc::Status& s) {
   if (summary) {
     trace::HostCapture& cap = decoder_.capture();
     cap.host.name = host();
+    actual_start_ns_ = cap.host.profile_start_ns;
+    actual_end_ns_ = cap.host.profile_stop_ns;
     collective_ends_ = analysis::CollectiveEnds(*summary, cap.host.chips);
     analysed_ = ingest::MergeHost(writer_, index_, cap, std::move(*summary), &run_.pod);
     // Its timelines and counters go to the store now, under the running capture: what waits

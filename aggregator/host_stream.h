@@ -48,6 +48,10 @@ class HostStream final : public StreamPool::Handler {
   uint64_t events() const { return decoder_.events(); }
   // What the host's agent warned of, once its stream is in.
   const std::vector<std::string>& warnings() const { return warnings_; }
+  // The window the host's profiler covered, ns on the agent's clock, from its trailer (0 when
+  // it did not say), once its stream is in.
+  int64_t actual_start_ns() const { return actual_start_ns_; }
+  int64_t actual_end_ns() const { return actual_end_ns_; }
   // "agent" when the host's own summary was merged, "aggregator" when it was analysed here
   // (an agent too old to analyse, or one whose chips came apart); empty before it delivered.
   const std::string& analysed_by() const { return analysed_by_; }
@@ -85,6 +89,7 @@ class HostStream final : public StreamPool::Handler {
   CollectiveEndList collective_ends_;
   std::string analysed_by_;
   std::vector<std::string> warnings_;
+  int64_t actual_start_ns_ = 0, actual_end_ns_ = 0;
   absl::StatusOr<ingest::AnalysedHost> analysed_;
 };
 

@@ -4,6 +4,7 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -190,6 +191,23 @@ void Orchestrator::EndAdmission() {
   --admitted_;
 }
 
+std::vector<std::string> Orchestrator::HostsWithoutRecorder(
+    const std::vector<Registry::Handle>& hosts) {
+  std::map<std::string, v1::RecorderStatus> recorders;
+  for (const v1::AgentStatus& a : registry_->List({})) {
+    recorders[a.host().host_name()] = a.recorder();
+  }
+  std::vector<std::string> out;
+  for (const Registry::Handle& h : hosts) {
+    const v1::RecorderStatus& r = recorders[h.host];
+    if (r.state() == "armed") continue;
+    const std::string state = r.state().empty() ? "no recorder reported" : r.state();
+    out.push_back(r.reason().empty() ? absl::StrCat(h.host, " (", state, ")")
+                                     : absl::StrCat(h.host, " (", state, ": ", r.reason(), ")"));
+  }
+  return out;
+}
+
 absl::StatusOr<v1::StartCaptureResponse> Orchestrator::StartAdmitted(
     const v1::StartCaptureRequest& req, int64_t duration_ns) {
   std::vector<std::string> missing;
@@ -232,8 +250,33 @@ absl::StatusOr<v1::StartCaptureResponse> Orchestrator::StartAdmitted(
     }
     run->start_ns = req.start_ns();
   }
-  // A snapshot looks back: its window ends now, on every host at once.
-  if (req.snapshot()) run->start_ns = now - duration_ns;
+  run->requested_ns = now;
+  if (req.snapshot()) {
+    // A snapshot looks back from the agents' rings: its window ends now, on every host at
+    // once. A host without an armed recorder has no past to give, so the pod is captured from
+    // the planned instant on instead, every host alike (one window, which the pod's
+    // collective alignment needs), and stored and labelled as that window: a snapshot stored
+    // as the seconds before a request while it held the seconds after it misled (#53).
+    const std::vector<std::string> unarmed = HostsWithoutRecorder(run->hosts);
+    if (unarmed.empty()) {
+      run->window = kBeforeRequest;
+      run->start_ns = now - duration_ns;
+    } else if (limits_.refuse_snapshot_without_recorder) {
+      std::string names;
+      for (size_t i = 0; i < unarmed.size() && i < 8; ++i) {
+        absl::StrAppend(&names, i == 0 ? "" : ", ", unarmed[i]);
+      }
+      if (unarmed.size() > 8) absl::StrAppend(&names, " and ", unarmed.size() - 8, " more");
+      return absl::FailedPreconditionError(absl::StrCat(
+          "snapshot refused ([snapshots] without_recorder = \"refuse\"): no flight recorder "
+          "armed on ",
+          unarmed.size(), " of ", run->hosts.size(), " hosts: ", names,
+          "; arm one with [recorder] enabled = true in each agent's configuration "
+          "(docs/RECORDER.md), or take a capture from now on (podprof capture)"));
+    } else {
+      run->window = kAfterRequest;  // start_ns stays the pod's instant, the lead from now
+    }
+  }
   // On record before it starts: if this process dies mid-capture, the next one marks it
   // interrupted instead of it silently missing.
   storage::CaptureWrite header;
@@ -243,7 +286,10 @@ absl::StatusOr<v1::StartCaptureResponse> Orchestrator::StartAdmitted(
   header.created_ns = now;
   header.labels = {req.labels().begin(), req.labels().end()};
   header.options_json = StoredOptionsJson(req);
-  if (req.snapshot()) header.source = storage::CaptureSource::kSnapshot;
+  if (req.snapshot()) {
+    header.source = storage::CaptureSource::kSnapshot;
+    header.labels[kWindowLabel] = run->window;
+  }
   if (absl::Status s = writer_->BeginCapture(header); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("cannot record the capture: ", s.message()));
   }
@@ -346,7 +392,7 @@ void Orchestrator::CollectHosts(CaptureRun& run, std::vector<std::unique_ptr<Hos
       (clock_.MonotonicNs() - dispatch_begin_ns) / static_cast<int64_t>(run.hosts.size());
   dispatch_per_host_ns_ = std::max<int64_t>(kDispatchPerHostNs, 2 * per_host_ns);
   const int64_t lead_left_ns = run.start_ns - clock_.NowNs();
-  if (run.request.snapshot()) {
+  if (run.window == kBeforeRequest) {
     PODPROF_LOG(INFO) << "snapshot " << run.id << ": " << run.hosts.size()
                       << " requests sent for the " << duration_ns / 1'000'000 << " ms before "
                       << "now";
@@ -383,6 +429,44 @@ void Orchestrator::Execute(std::shared_ptr<CaptureRun> run) {
   CollectHosts(*run, &hosts);
   registry_->ProbeDue(kCaptureBurst, /*force=*/true);  // and right after it
   StoreRun(*run, hosts);
+}
+
+// The snapshot's stored window and its label: the window its hosts' profilers covered, as
+// their trailers say, put on the aggregator's clock. A host whose window starts in the second
+// half of the look-back or later captured from the request on; one that starts earlier gave its
+// ring. While every host gave its ring the planned window (ending at the request) stays; once
+// any captured after the request, the stored window is the span of the hosts' windows, so that
+// it covers the events stored under it.
+void Orchestrator::SnapshotWindow(CaptureRun& run,
+                                  const std::vector<std::unique_ptr<HostStream>>& hosts,
+                                  const std::map<std::string, const HostCorrection*>& correction_of,
+                                  storage::CaptureWrite* w) {
+  const int64_t duration_ns = static_cast<int64_t>(run.request.duration_ms()) * 1'000'000;
+  int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+  int before = 0, after = 0;
+  for (const auto& h : hosts) {
+    auto c = correction_of.find(h->host());
+    if (!h->ok() || c == correction_of.end() || h->actual_start_ns() <= 0 ||
+        h->actual_end_ns() <= h->actual_start_ns()) {
+      continue;
+    }
+    const int64_t start = h->actual_start_ns() - c->second->offset_ns;
+    const int64_t end = h->actual_end_ns() - c->second->offset_ns;
+    lo = std::min(lo, start);
+    hi = std::max(hi, end);
+    ++(start >= run.requested_ns - duration_ns / 2 ? after : before);
+  }
+  if (after > 0) {
+    run.window = before > 0 ? kMixedWindows : kAfterRequest;
+    w->start_ns = lo;
+    w->end_ns = hi;
+  } else if (before > 0) {
+    run.window = kBeforeRequest;
+    w->start_ns = run.requested_ns - duration_ns;
+    w->end_ns = run.requested_ns;
+  }
+  // No host delivered a window: the planned one and its label stay.
+  w->labels[kWindowLabel] = run.window;
 }
 
 // Long: the end of a capture in order (each host's clock correction from the probes, refined
@@ -422,7 +506,12 @@ void Orchestrator::StoreRun(CaptureRun& run, std::vector<std::unique_ptr<HostStr
   w.created_ns = clock_.NowNs();
   w.labels = {run.request.labels().begin(), run.request.labels().end()};
   w.options_json = StoredOptionsJson(run.request);
-  if (run.request.snapshot()) w.source = storage::CaptureSource::kSnapshot;
+  if (run.request.snapshot()) {
+    w.source = storage::CaptureSource::kSnapshot;
+    SnapshotWindow(run, hosts, correction_of, &w);
+  }
+  run.stored_start_ns = w.start_ns;
+  run.stored_end_ns = w.end_ns;
   std::vector<ingest::AnalysedHost> analysed;
   absl::Status stored = absl::OkStatus();
   int ok = 0;
@@ -494,14 +583,14 @@ void Orchestrator::PostSummary(CaptureRun& run,
                                const std::vector<std::unique_ptr<HostStream>>& hosts,
                                const std::vector<HostCorrection>& corrections,
                                storage::CaptureState state, const absl::Status& stored) {
-  const int64_t duration_ns = static_cast<int64_t>(run.request.duration_ms()) * 1'000'000;
   v1::CaptureProgress last;
   last.set_done(true);
   last.set_percent_complete(100);
   auto* summary = last.mutable_summary();
   summary->set_capture_id(run.id);
-  summary->set_start_ns(run.start_ns);
-  summary->set_end_ns(run.start_ns + duration_ns);
+  summary->set_start_ns(run.stored_start_ns);
+  summary->set_end_ns(run.stored_end_ns);
+  if (run.request.snapshot()) summary->set_window(run.window);
   *summary->mutable_options() = run.request.options();
   for (const HostCorrection& c : corrections) {
     auto* h = summary->add_hosts();

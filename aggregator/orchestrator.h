@@ -38,6 +38,17 @@ std::string StoredOptionsJson(const v1::StartCaptureRequest& req);
 // not what StoredOptionsJson writes.
 v1::CaptureOptions OptionsFromStoredJson(const std::string& text);
 
+// A snapshot's reserved label saying which window it holds (docs/RECORDER.md, storage/SCHEMA.md):
+// kBeforeRequest, the seconds before the request cut from the agents' flight recorders;
+// kAfterRequest, captured live from the request on because a host had no armed recorder;
+// kMixedWindows, some hosts' windows before and some after (an agent whose recorder stopped
+// after its last heartbeat, or one too old to capture the pod's instant). Set by the
+// orchestrator on every snapshot, over any label of that name the caller gave.
+inline constexpr char kWindowLabel[] = "window";
+inline constexpr char kBeforeRequest[] = "before-request";
+inline constexpr char kAfterRequest[] = "after-request";
+inline constexpr char kMixedWindows[] = "mixed";
+
 struct OrchestratorLimits {
   int64_t max_duration_ns = 300'000'000'000;
   // The least lead time between StartCapture and the start instant.
@@ -59,6 +70,10 @@ struct OrchestratorLimits {
   // limit) fails its host at this size instead of growing the aggregator. In all, streams in
   // flight hold at most max_active_hosts times this.
   int64_t max_host_stream_bytes = int64_t{1} << 30;
+  // [snapshots] without_recorder = "refuse": a snapshot of hosts of which any has no armed
+  // flight recorder fails with FAILED_PRECONDITION naming them. False ("capture-after"): the
+  // whole pod is captured from the request on and stored as that window (kAfterRequest).
+  bool refuse_snapshot_without_recorder = false;
 };
 
 struct CaptureRun;
@@ -89,6 +104,11 @@ class Orchestrator {
   void CollectHosts(CaptureRun& run, std::vector<std::unique_ptr<HostStream>>* hosts);
   // Aligns the hosts that delivered, stores the capture, and posts the summary.
   void StoreRun(CaptureRun& run, std::vector<std::unique_ptr<HostStream>>& hosts);
+  // A snapshot's stored window and kWindowLabel, from its hosts' actual windows (`w`'s start,
+  // end and labels; run.window).
+  void SnapshotWindow(CaptureRun& run, const std::vector<std::unique_ptr<HostStream>>& hosts,
+                      const std::map<std::string, const HostCorrection*>& correction_of,
+                      storage::CaptureWrite* w);
   // The capture's last progress event: each host's outcome and correction.
   void PostSummary(CaptureRun& run, const std::vector<std::unique_ptr<HostStream>>& hosts,
                    const std::vector<HostCorrection>& corrections, storage::CaptureState state,
@@ -110,6 +130,9 @@ class Orchestrator {
   // Starts admitted and not yet in runs_ (or given up): they hold a max_concurrent slot, so
   // that two concurrent StartCapture calls cannot both take the last one.
   int admitted_ ABSL_GUARDED_BY(mu_) = 0;
+  // The hosts of `hosts` whose last heartbeat said their flight recorder is not armed, each as
+  // "name (state: reason)".
+  std::vector<std::string> HostsWithoutRecorder(const std::vector<Registry::Handle>& hosts);
   // Start's work once admitted: the hosts, the start time, the record, the run's thread.
   absl::StatusOr<podprof::v1::StartCaptureResponse> StartAdmitted(
       const podprof::v1::StartCaptureRequest& req, int64_t duration_ns) ABSL_LOCKS_EXCLUDED(mu_);

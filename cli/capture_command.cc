@@ -13,6 +13,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -114,9 +115,13 @@ class CaptureCommand : public AggregatorCommand {
     cmd->footer(
         "Examples:\n  podprof snapshot --reason \"step 1042 took 3x\"\n"
         "  podprof snapshot --window 2s --hosts tpu-0,tpu-1 --format json\n"
-        "Each agent with [recorder] enabled streams the window from its ring; one without "
-        "captures from the request on, and its host's warning says so. Stored as a capture with "
-        "source snapshot and the labels trigger=manual and reason.\n"
+        "When every chosen agent has its flight recorder armed ([recorder] enabled), each "
+        "streams the window before the request from its ring (window before-request). When any "
+        "has none, the aggregator's [snapshots] without_recorder decides: capture-after (the "
+        "default) captures the whole pod from the request on and stores and labels it as that "
+        "window (window after-request, said above the table); refuse fails, naming the hosts. "
+        "Stored as a capture with source snapshot and the labels trigger=manual, reason and "
+        "window.\n"
         "Exit status: 0 complete, 1 partial or failed, 2 bad usage, 3 aggregator unreachable, "
         "4 not allowed.");
   }
@@ -457,13 +462,47 @@ void WriteHostsJson(const CaptureResult& result, const CaptureOptions& options,
     if (it != options.host_extras.end()) o.update(it->second);
     hj.push_back(o);
   }
-  json o = {{"capture_id", result.capture_id},
-            {"state", CaptureStatusName(result.status)},
-            {"hosts", hj},
-            {"top_kernels", KernelRowsJson(result.top_kernels)},
-            {"options", ProtoToJson(result.summary.options())}};
+  json o = {
+      {"capture_id", result.capture_id},
+      {"state", CaptureStatusName(result.status)},
+      {"start_ns", result.summary.start_ns()},
+      {"end_ns", result.summary.end_ns()},
+      {"window", result.summary.window().empty() ? json(nullptr) : json(result.summary.window())},
+      {"hosts", hj},
+      {"top_kernels", KernelRowsJson(result.top_kernels)},
+      {"options", ProtoToJson(result.summary.options())}};
   o.update(extra);
   WriteJson(o, out);
+}
+
+// How much a host's warning matters to reading the capture: 0 for the window it holds (a
+// snapshot captured after its request instead of before: every figure means something else),
+// 2 for the runtime status (detail about where the chips stood), 1 for the rest.
+int WarningRank(const std::string& w) {
+  if (absl::StrContains(w, "flight recorder") || absl::StrContains(w, "from the request on") ||
+      absl::StrContains(w, "after the request")) {
+    return 0;
+  }
+  if (absl::StartsWith(w, "runtime status") || absl::StartsWith(w, "no runtime status")) return 2;
+  return 1;
+}
+
+// What a snapshot's window is, for the table's head: empty for other captures.
+std::string DescribeWindow(const v1::CaptureSummary& s) {
+  if (s.window().empty()) return "";
+  const std::string span =
+      absl::StrCat(FormatTimestampNs(s.start_ns()), " to ", FormatTimestampNs(s.end_ns()));
+  if (s.window() == "before-request") {
+    return absl::StrCat("window: ", span, ", the seconds before the request (flight recorders)");
+  }
+  if (s.window() == "after-request") {
+    return absl::StrCat("window: ", span,
+                        ", AFTER the request: a host had no flight recorder armed, so the pod "
+                        "was captured from the request on (not the seconds before it)");
+  }
+  return absl::StrCat("window: ", span,
+                      ", mixed: some hosts hold the seconds before the request, some the "
+                      "seconds after it (see each host's note)");
 }
 
 void WriteHostsCsv(const CaptureResult& result, const std::vector<v1::HostCaptureResult>& hosts,
@@ -493,6 +532,10 @@ void WriteCaptureTable(const CaptureResult& result, const CaptureOptions& option
                result.status == v1::CAPTURE_STATUS_COMPLETE ? "32" : "31")
       << ": " << ok << "/" << hosts.size() << " hosts, " << events << " events, "
       << FormatBytes(bytes) << "\n";
+  if (std::string w = DescribeWindow(result.summary); !w.empty()) {
+    out << Paint(options.display, w, result.summary.window() == "before-request" ? "0" : "33")
+        << "\n";
+  }
   if (std::string o = kernelprof::DescribeOptions(result.summary.options()); !o.empty()) {
     out << "options: " << o << "\n";
   }
@@ -506,6 +549,9 @@ void WriteCaptureTable(const CaptureResult& result, const CaptureOptions& option
   for (const auto& h : hosts) {
     const bool good = h.status() == v1::CAPTURE_STATUS_COMPLETE;
     std::vector<std::string> notes(h.warnings().begin(), h.warnings().end());
+    std::stable_sort(notes.begin(), notes.end(), [](const std::string& a, const std::string& b) {
+      return WarningRank(a) < WarningRank(b);
+    });
     // An agent analyses its own host unless it is too old to (or its chips came apart): a
     // mixed pod says which hosts cost the aggregator their analysis.
     if (h.analysed_by() == "aggregator") notes.push_back("analysed by the aggregator");

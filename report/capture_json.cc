@@ -28,6 +28,8 @@ nlohmann::json CaptureJson(const v1::CaptureSummary& c) {
           {"end_ns", c.end_ns()},
           {"status", CaptureStatusName(c.status())},
           {"source", c.source()},
+          // A snapshot's window (before-request, after-request, mixed); null for the others.
+          {"window", c.window().empty() ? nlohmann::json(nullptr) : nlohmann::json(c.window())},
           {"hosts", c.hosts_size()},
           {"host_names", std::move(hosts)},
           {"chips", c.chip_count()},

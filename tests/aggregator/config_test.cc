@@ -35,6 +35,29 @@ TEST(AggregatorConfigTest, TheExampleLoadsWithTheDefaults) {
   EXPECT_FALSE(c->tls.insecure);
 }
 
+// [snapshots] without_recorder (#53): capture-after by default and in the shipped file, refuse
+// when asked, and anything else named as the bad key.
+TEST(AggregatorConfigTest, SnapshotsWithoutARecorderCaptureAfterOrRefuse) {
+  absl::StatusOr<AggregatorConfig> shipped =
+      LoadAggregatorConfig(std::string(PODPROF_SOURCE_DIR) + "/deploy/aggregator.toml");
+  ASSERT_OK(shipped);
+  EXPECT_EQ(shipped->snapshots_without_recorder, "capture-after");
+  absl::StatusOr<AggregatorConfig> refuse =
+      LoadAggregatorConfig(WriteConfig("refuse", "[snapshots]\nwithout_recorder = \"refuse\"\n"));
+  ASSERT_OK(refuse);
+  EXPECT_EQ(refuse->snapshots_without_recorder, "refuse");
+  absl::StatusOr<AggregatorConfig> bad = LoadAggregatorConfig(
+      WriteConfig("bad_snap", "[snapshots]\nwithout_recorder = \"capture-before\"\n"));
+  if (bad.ok()) {
+    absl::Status s = ValidateAggregatorConfig(*bad);
+    EXPECT_FALSE(s.ok());
+    EXPECT_TRUE(absl::StrContains(s.message(), "snapshots.without_recorder")) << s;
+  } else {
+    EXPECT_TRUE(absl::StrContains(bad.status().message(), "snapshots.without_recorder"))
+        << bad.status();
+  }
+}
+
 TEST(AggregatorConfigTest, AFileOverridesOnlyItsKeys) {
   const std::string path = WriteConfig("good", R"(
 db = "/srv/podprof.db"

@@ -1508,7 +1508,11 @@ TEST_F(PodTest, ASnapshotHoldsTheWindowBeforeItOnEveryHost) {
   for (const auto& c : nlohmann::json::parse(listed.out)) by_id[c["capture"]] = c;
   const nlohmann::json& manual = by_id.at(result["capture_id"]);
   EXPECT_EQ(manual["source"], "snapshot");
-  EXPECT_EQ(manual["labels"], (nlohmann::json{{"reason", "slow step"}, {"trigger", "manual"}}));
+  EXPECT_EQ(manual["labels"],
+            (nlohmann::json{
+                {"reason", "slow step"}, {"trigger", "manual"}, {"window", "before-request"}}));
+  EXPECT_EQ(manual["window"], "before-request");
+  EXPECT_EQ(result["window"], "before-request") << cli.out;
   EXPECT_EQ(manual["end_ns"].get<int64_t>() - manual["start_ns"].get<int64_t>(), 2'000'000'000);
   // The window ends at the request, not after it.
   EXPECT_GE(manual["end_ns"].get<int64_t>(), asked);
@@ -1517,6 +1521,95 @@ TEST_F(PodTest, ASnapshotHoldsTheWindowBeforeItOnEveryHost) {
   EXPECT_EQ(hook["source"], "snapshot");
   EXPECT_EQ(hook["labels"]["reason"], "from a webhook");
   EXPECT_EQ(hook["status"], "complete");
+}
+
+// Issue #53: without an armed flight recorder (off by default, and in the demo) a snapshot
+// holds the window after its request, and was stored as the window before it: `captures` said
+// one interval and its events lay in the next, the capture page drew empty tracks and an
+// export of its first second was empty. It is stored as the window its events cover, labelled
+// after-request everywhere, and the host's note says why before its runtime status.
+TEST_F(PodTest, ASnapshotWithoutARecorderStoresTheWindowAfterTheRequest) {
+  ASSERT_NO_FATAL_FAILURE(StartPod({{1'000'000, 0}, {-2'000'000, 0}}));
+  const int64_t asked = absl::GetCurrentTimeNanos();
+  PodprofResult cli = RunPodprof("snapshot --window 1s --format json --aggregator " + agg_addr_);
+  ASSERT_EQ(cli.exit_code, 0) << cli.err;
+  const nlohmann::json result = nlohmann::json::parse(cli.out);
+  EXPECT_EQ(result["window"], "after-request") << cli.out;
+  const std::string id = result["capture_id"];
+  PodprofResult listed = RunPodprof("captures --format json --aggregator " + agg_addr_);
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  nlohmann::json snap;
+  for (const auto& c : nlohmann::json::parse(listed.out)) {
+    if (c["capture"] == id) snap = c;
+  }
+  ASSERT_FALSE(snap.is_null()) << listed.out;
+  EXPECT_EQ(snap["source"], "snapshot");
+  EXPECT_EQ(snap["window"], "after-request");
+  EXPECT_EQ(snap["labels"]["window"], "after-request");
+  const int64_t start = snap["start_ns"], end = snap["end_ns"];
+  EXPECT_GE(start, asked) << "stored as the window before the request";
+  EXPECT_NEAR(static_cast<double>(end - start), 1e9, 1e8);
+  EXPECT_EQ(result["start_ns"], start);
+  EXPECT_EQ(result["end_ns"], end);
+  // Its events lie in the stored window (a host's clock error of 2 ms corrected, so allow a
+  // little), and its first half-second exports events, not only a header.
+  PodprofResult csv = RunPodprof(
+      absl::StrCat("export ", id, " --format csv -o ", P("snap.csv"), " --aggregator ", agg_addr_));
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  int rows = 0;
+  for (absl::string_view row :
+       absl::StrSplit(testing::ReadTestFile(P("snap.csv")), '\n', absl::SkipEmpty())) {
+    const std::vector<std::string> f = testing::CsvFields(std::string(row));
+    if (f[0] == "host") continue;
+    ++rows;
+    const int64_t t = std::stoll(f[5]);
+    ASSERT_GE(t, start - 10'000'000) << row;
+    ASSERT_LE(t, end + 10'000'000) << row;
+  }
+  EXPECT_GT(rows, 100);
+  PodprofResult first =
+      RunPodprof(absl::StrCat("export ", id, " --format csv --from 0s --to 500ms -o ",
+                              P("first.csv"), " --aggregator ", agg_addr_));
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  int first_rows = 0;
+  for (absl::string_view row :
+       absl::StrSplit(testing::ReadTestFile(P("first.csv")), '\n', absl::SkipEmpty())) {
+    first_rows += !absl::StartsWith(row, "host,");
+  }
+  EXPECT_GT(first_rows, 10) << "the window's first half second holds no event";
+  // The HTTP API says it too, and each host says why, before its runtime status.
+  const std::string base =
+      absl::StrCat("http://127.0.0.1:", aggregator_->info()["http_port"].get<int>());
+  auto one = HttpGet(base + "/api/v1/captures/" + id, P("one.json"));
+  ASSERT_EQ(one.status, 200) << one.body;
+  const nlohmann::json detail = nlohmann::json::parse(one.body);
+  EXPECT_EQ(detail["window"], "after-request") << one.body;
+  EXPECT_EQ(detail["start_ns"], start);
+  ASSERT_EQ(detail["hosts_detail"].size(), 2u) << one.body;
+  for (const auto& h : detail["hosts_detail"]) {
+    ASSERT_FALSE(h["warnings"].empty()) << h;
+    EXPECT_TRUE(absl::StrContains(h["warnings"][0].get<std::string>(), "no flight recorder armed"))
+        << h;
+  }
+}
+
+// Issue #53: [snapshots] without_recorder = "refuse" refuses a snapshot of hosts without an
+// armed recorder by name, saying how to arm one, instead of capturing the seconds after it.
+TEST_F(PodTest, ASnapshotWithoutARecorderIsRefusedWhenTheAggregatorSaysSo) {
+  aggregator_toml_ = "[snapshots]\nwithout_recorder = \"refuse\"\n";
+  ASSERT_NO_FATAL_FAILURE(StartPod({{0, 0}, {0, 0}}));
+  PodprofResult cli = RunPodprof("snapshot --window 1s --aggregator " + agg_addr_);
+  EXPECT_NE(cli.exit_code, 0) << cli.out;
+  EXPECT_TRUE(absl::StrContains(cli.err, "no flight recorder armed on 2 of 2 hosts")) << cli.err;
+  EXPECT_TRUE(absl::StrContains(cli.err, "host-0 (")) << cli.err;
+  EXPECT_TRUE(absl::StrContains(cli.err, "host-1 (")) << cli.err;
+  EXPECT_TRUE(absl::StrContains(cli.err, "[recorder] enabled = true")) << cli.err;
+  EXPECT_TRUE(absl::StrContains(cli.err, "FAILED_PRECONDITION") ||
+              absl::StrContains(cli.err, "refused"))
+      << cli.err;
+  PodprofResult listed = RunPodprof("captures --format json --aggregator " + agg_addr_);
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  EXPECT_TRUE(nlohmann::json::parse(listed.out).empty()) << listed.out;
 }
 
 // The captures stored with label trigger = `trigger`, from `podprof captures`.
