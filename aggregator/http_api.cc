@@ -314,6 +314,7 @@ Response Agents(const HttpApiSources& src, const Request& req) {
                    {"clock_uncertainty_ns", a.clock().uncertainty_ns()},
                    {"clock_drift_ppb", a.clock().drift_ppb()},
                    {"active_capture_id", a.active_capture_id()},
+                   {"dial_error", a.dial_error()},
                    {"recorder", a.recorder().state()},
                    {"recorder_reason", a.recorder().reason()}});
   }

@@ -72,7 +72,8 @@ void AddAggregatorMetrics(Metrics& m, const MetricSources& src, Clock& clock) {
       s.Value("podprof_store_bytes", {}, *used);
   });
   m.AddCollector([src, &clock](Sample& s) {
-    std::map<std::string, int> states = {{"online", 0}, {"stale", 0}, {"offline", 0}};
+    std::map<std::string, int> states = {
+        {"online", 0}, {"stale", 0}, {"offline", 0}, {"unreachable", 0}};
     const int64_t now = clock.NowNs();
     for (const podprof::v1::AgentStatus& a : src.agents->List({})) {
       ++states[report::AgentStateName(a.state())];

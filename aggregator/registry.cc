@@ -130,6 +130,7 @@ absl::Status Registry::Register(const podprof::v1::RegisterRequest& req, const I
     e.stub = podprof::v1::Agent::NewStub(e.channel);
     e.clock = ClockModel();
     e.last_probe_ns = 0;
+    e.dial_error.clear();
   }
   PODPROF_LOG(INFO) << "agent " << e.host.host_name() << " registered from "
                     << e.host.agent_address() << " with " << e.host.chips_size() << " chips"
@@ -197,6 +198,16 @@ podprof::v1::AgentState Registry::StateOf(const Entry& e, int64_t now) const {
   return podprof::v1::AGENT_STATE_OFFLINE;
 }
 
+podprof::v1::AgentState Registry::ShownStateOf(const Entry& e, int64_t now) const {
+  const podprof::v1::AgentState s = StateOf(e, now);
+  // An agent that heartbeats but cannot be dialled (an advertised name that does not resolve,
+  // a port a firewall closes) is not "online": every capture of it would fail.
+  if (s == podprof::v1::AGENT_STATE_ONLINE && !e.dial_error.empty()) {
+    return podprof::v1::AGENT_STATE_UNREACHABLE;
+  }
+  return s;
+}
+
 std::vector<podprof::v1::AgentStatus> Registry::List(
     const std::map<std::string, std::string>& selector) {
   const int64_t now = clock_.NowNs();
@@ -211,7 +222,8 @@ std::vector<podprof::v1::AgentStatus> Registry::List(
     if (!match) continue;
     podprof::v1::AgentStatus s;
     *s.mutable_host() = e.host;
-    s.set_state(StateOf(e, now));
+    s.set_state(ShownStateOf(e, now));
+    s.set_dial_error(e.dial_error);
     s.set_registered_ns(e.registered_ns);
     s.set_last_heartbeat_ns(e.last_heartbeat_ns);
     for (const auto& ep : e.endpoints) *s.add_workload_endpoints() = ep;
@@ -236,6 +248,7 @@ int Registry::ProbeDue(int burst, bool force) {
   const int64_t now = clock_.NowNs();
   struct Due {
     std::string name;
+    std::string address;
     std::shared_ptr<podprof::v1::Agent::Stub> stub;
     std::string udp_host;
     int udp_port = 0;
@@ -247,7 +260,7 @@ int Registry::ProbeDue(int burst, bool force) {
       if (!force && now - e.last_probe_ns < probe_interval_ns_) continue;
       if (e.channel) e.channel->GetState(/*try_to_connect=*/true);  // reconnect one that dropped
       const std::string& addr = e.host.agent_address();
-      due.push_back({name, e.stub, addr.substr(0, addr.rfind(':')),
+      due.push_back({name, addr, e.stub, addr.substr(0, addr.rfind(':')),
                      static_cast<int>(e.host.clock_probe_port())});
     }
   }
@@ -267,6 +280,7 @@ int Registry::ProbeDue(int burst, bool force) {
     }
     // Over the Ping RPC when the agent has no UDP responder or none of its answers came back.
     const int pings = probes.empty() ? burst : 0;
+    std::string failed;
     for (int i = 0; i < pings; ++i) {
       grpc::ClientContext ctx;
       ctx.set_deadline(DeadlineAt(clock_.NowNs(), 500'000'000));
@@ -277,16 +291,25 @@ int Registry::ProbeDue(int burst, bool force) {
       req.set_client_send_ns(p.t1);
       grpc::Status s = d.stub->Ping(&ctx, req, &resp);
       p.t4 = clock_.NowNs();
-      if (!s.ok()) break;  // An unreachable agent costs one timeout per burst, not eight.
+      if (!s.ok()) {
+        // An unreachable agent costs one timeout per burst, not eight.
+        failed = absl::StrCat("the aggregator cannot reach ", d.address, ": ", s.error_message());
+        break;
+      }
       p.t2 = resp.agent_receive_ns();
       p.t3 = resp.agent_send_ns();
       probes.push_back(p);
     }
-    if (probes.empty()) continue;
-    ++answered;
     absl::MutexLock lock(&mu_);
     auto it = agents_.find(name);
     if (it == agents_.end()) continue;
+    if (probes.empty()) {
+      if (failed.empty()) failed = absl::StrCat("the aggregator cannot reach ", d.address);
+      it->second.dial_error = std::move(failed);
+      continue;
+    }
+    ++answered;
+    it->second.dial_error.clear();
     for (const Probe& p : probes) it->second.clock.AddProbe(p);
     it->second.last_probe_ns = clock_.NowNs();
   }

@@ -125,11 +125,17 @@ class Registry {
     int64_t last_probe_ns = 0;
     std::string active_capture;
     podprof::v1::RecorderStatus recorder;  // as the last heartbeat said
+    // Why the last probe burst got no answer; empty once one is answered.
+    std::string dial_error;
     ClockModel clock;
     std::shared_ptr<grpc::Channel> channel;
     std::shared_ptr<podprof::v1::Agent::Stub> stub;
   };
+  // Liveness by heartbeats alone: what captures select by.
   podprof::v1::AgentState StateOf(const Entry& e, int64_t now) const;
+  // What ListAgents shows: StateOf, and unreachable where heartbeats arrive but the last probe
+  // could not reach the agent.
+  podprof::v1::AgentState ShownStateOf(const Entry& e, int64_t now) const;
 
   Clock& clock_;
   const int64_t heartbeat_interval_ns_;

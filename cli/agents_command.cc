@@ -53,6 +53,18 @@ std::unique_ptr<Command> AddAgentsCommand(CLI::App& app, CliContext& context) {
       app.add_subcommand("agents", "List the agents registered with the aggregator"), context);
 }
 
+// What keeps a capture of the agent from working, most important first: the aggregator cannot
+// dial it, or it cannot reach its workload's profiler or metrics; "-" when nothing does.
+std::string Note(const v1::AgentStatus& a) {
+  if (!a.dial_error().empty()) return a.dial_error();
+  for (const v1::WorkloadEndpoint& ep : a.workload_endpoints()) {
+    if (ep.reachable() || ep.checked_ns() == 0) continue;
+    return absl::StrCat("cannot reach its workload at ", ep.address(),
+                        ep.error_message().empty() ? "" : ": ", ep.error_message());
+  }
+  return "-";
+}
+
 // Long: the three formats (JSON, CSV, table) side by side, so that a field added to one is seen
 // missing from the others.
 absl::Status RunAgents(AggregatorClient& client, const AgentsOptions& options, std::ostream& out) {
@@ -76,7 +88,9 @@ absl::Status RunAgents(AggregatorClient& client, const AgentsOptions& options, s
                           {"clock_drift_ppb", a.clock().drift_ppb()},
                           {"min_rtt_ns", a.clock().min_rtt_ns()},
                           {"probe_count", a.clock().probe_count()},
-                          {"active_capture_id", a.active_capture_id()}});
+                          {"active_capture_id", a.active_capture_id()},
+                          {"dial_error", a.dial_error()},
+                          {"note", Note(a)}});
       }
       json j = {{"agents", agents}};
       if (response.fleet().enabled()) {
@@ -99,7 +113,7 @@ absl::Status RunAgents(AggregatorClient& client, const AgentsOptions& options, s
       TextTable t({Col{"HOST"}, Col{"ADDRESS"}, Col{"STATE"}, Col{"CHIPS", A::kRight},
                    Col{"LABELS", A::kLeft, 32}, Col{"HEARTBEAT", A::kRight},
                    Col{"CLOCK OFFSET", A::kRight}, Col{"+-", A::kRight}, Col{"DRIFT", A::kRight},
-                   Col{"RTT", A::kRight}, Col{"CAPTURE"}});
+                   Col{"RTT", A::kRight}, Col{"CAPTURE"}, Col{"NOTE"}});
       for (const auto& a : response.agents()) {
         t.AddRow({a.host().host_name(), a.host().agent_address(), AgentStateName(a.state()),
                   absl::StrCat(a.host().chips_size()), JoinLabels(a.host().labels()),
@@ -108,7 +122,7 @@ absl::Status RunAgents(AggregatorClient& client, const AgentsOptions& options, s
                   a.clock().probe_count() > 0 ? FormatSignedNs(a.clock().uncertainty_ns()) : "-",
                   a.clock().probe_count() > 1 ? FormatPpm(a.clock().drift_ppb() / 1e3) : "-",
                   a.clock().probe_count() > 0 ? FormatSignedNs(a.clock().min_rtt_ns()) : "-",
-                  a.active_capture_id().empty() ? "-" : a.active_capture_id()});
+                  a.active_capture_id().empty() ? "-" : a.active_capture_id(), Note(a)});
       }
       out << response.agents_size() << " agents\n";
       if (const v1::FleetStatus& f = response.fleet(); f.enabled()) {

@@ -7,7 +7,7 @@
 
 namespace podprof::report {
 
-// "online", "stale", "offline"; "unknown" for anything else.
+// "online", "stale", "offline", "unreachable"; "unknown" for anything else.
 inline const char* AgentStateName(v1::AgentState s) {
   switch (s) {
     case v1::AGENT_STATE_ONLINE:
@@ -16,6 +16,8 @@ inline const char* AgentStateName(v1::AgentState s) {
       return "stale";
     case v1::AGENT_STATE_OFFLINE:
       return "offline";
+    case v1::AGENT_STATE_UNREACHABLE:
+      return "unreachable";
     default:
       return "unknown";
   }

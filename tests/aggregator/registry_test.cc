@@ -236,8 +236,11 @@ TEST_F(RegistryTest, AnUnreachableAgentAnswersNoProbes) {
   EXPECT_EQ(registry_.ProbeDue(4, /*force=*/true), 0);
   ClockEstimate est;
   EXPECT_FALSE(registry_.Estimate("h1", clock_.NowNs(), &est));
-  EXPECT_EQ(ListAll().at("h1").state(), v1::AGENT_STATE_ONLINE)
-      << "liveness is the heartbeats' business, not the probes'";
+  // Liveness (which captures select by) is the heartbeats' business; what the listing shows
+  // is that the aggregator cannot dial it (#53).
+  EXPECT_EQ(ListAll().at("h1").state(), v1::AGENT_STATE_UNREACHABLE);
+  std::vector<std::string> missing;
+  EXPECT_EQ(SelectedHosts({"h1"}, {}, &missing), std::vector<std::string>{"h1"});
 }
 
 TEST_F(RegistryTest, OverTlsAHostBelongsToTheIdentityThatNamesIt) {
@@ -305,6 +308,29 @@ TEST_F(RegistryTest, ARegistrationPastItsBoundsIsRefused) {
   r = Request("h", "127.0.0.1:1", {{"big", std::string(100'000, 'x')}});
   refused(r, "bytes, more than 65536");
   ASSERT_OK(registry_.Register(Request("h", "127.0.0.1:1")));
+}
+
+// An agent that heartbeats but cannot be dialled (here a closed loopback port; an advertised
+// name that does not resolve is the same to the aggregator) was listed online while every
+// capture of it failed: it is unreachable, saying why, until a probe reaches it again.
+TEST_F(RegistryTest, AnAgentTheProbesCannotReachIsUnreachableNotOnline) {
+  ASSERT_OK(registry_.Register(Request("h1", "127.0.0.1:1")));
+  EXPECT_EQ(ListAll().at("h1").state(), v1::AGENT_STATE_ONLINE) << "not probed yet";
+  EXPECT_EQ(registry_.ProbeDue(/*burst=*/2), 0);
+  v1::AgentStatus s = ListAll().at("h1");
+  EXPECT_EQ(s.state(), v1::AGENT_STATE_UNREACHABLE);
+  EXPECT_THAT(s.dial_error(), ::testing::HasSubstr("the aggregator cannot reach 127.0.0.1:1"));
+  std::vector<std::string> missing;
+  EXPECT_EQ(SelectedHosts({"h1"}, {}, &missing), std::vector<std::string>{"h1"})
+      << "captures still try it";
+  // Back at an address the aggregator reaches: online again.
+  podprof::testing::LoopbackAgent agent(clock_, 0);
+  ASSERT_TRUE(agent.started());
+  ASSERT_OK(registry_.Register(Request("h1", agent.address())));
+  EXPECT_EQ(registry_.ProbeDue(2), 1);
+  s = ListAll().at("h1");
+  EXPECT_EQ(s.state(), v1::AGENT_STATE_ONLINE);
+  EXPECT_EQ(s.dial_error(), "");
 }
 
 }  // namespace
