@@ -147,6 +147,24 @@ async function checkPodPage() {
   });
   check(red > 0, `the snapshot is marked on the step-time heatmap (${red} red pixels)`);
   await shot('pod');
+  // The demo arms no flight recorder: its snapshot holds the seconds after the request, and is
+  // stored (its window covers its events) and shown as such, the host's note first (#53).
+  for (let i = 0; i < 100; i++) {
+    const c = await (await fetch(`${base}/api/v1/captures/${id}`)).json();
+    if (c.status !== 'running') break;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  await open(`/captures/${id}`);
+  const banner = await page.$eval('#window-banner', (b) => b.textContent).catch(() => '');
+  check(
+    snapshot.window === 'after-request' && banner.includes('AFTER the request'),
+    `the snapshot without a recorder says it holds the seconds after the request (${snapshot.window}: ${banner.slice(0, 60)})`,
+  );
+  const note = await page.$eval('#hosts tr:nth-child(2) td.notes', (t) => t.textContent);
+  check(
+    note.startsWith('no flight recorder armed'),
+    `the host's note says why first (${note.slice(0, 60)})`,
+  );
 }
 
 // The page's own rules for what it shows (web/src/app.js): a test that formatted the API's

@@ -68,6 +68,31 @@
     });
   }
 
+  // A snapshot's window in a sentence (#53): which seconds it holds decides what every figure
+  // on the page means. Null for other captures and for snapshots stored before it was said.
+  function windowBanner(c, el) {
+    if (c.source !== 'snapshot' || !c.window) return null;
+    const texts = {
+      'before-request': 'Snapshot of the seconds before the request, from the flight recorders.',
+      'after-request':
+        'Snapshot of the seconds AFTER the request, not before it: a host had no flight ' +
+        'recorder armed, so the pod was captured live from the request on (see each host’s note).',
+      mixed:
+        'Snapshot of mixed windows: some hosts hold the seconds before the request, some the ' +
+        'seconds after it (see each host’s note).',
+    };
+    const cls = c.window === 'before-request' ? 'muted' : 'warn';
+    return el('div', {class: cls, id: 'window-banner'}, texts[c.window] || `Window: ${c.window}`);
+  }
+
+  // How much a host's warning matters to reading the capture, as `podprof capture` orders them:
+  // the window it holds first, its runtime status last.
+  function warningRank(w) {
+    if (/flight recorder|from the request on|after the request/.test(w)) return 0;
+    if (/^(no )?runtime status/.test(w)) return 2;
+    return 1;
+  }
+
   P.pages.capture = async (id, main) => {
     const {el, api, fmtTime, fmtSpan, fmtCount} = P;
     const [c, ui] = await Promise.all([api(`/api/v1/captures/${enc(id)}`), api('/api/v1/ui')]);
@@ -93,6 +118,7 @@
         `${fmtTime(c.start_ns)} · ${fmtSpan(c.start_ns, c.end_ns)} · ${fmtCount(c.hosts)} hosts · `,
         `${fmtCount(c.chips)} chips · ${fmtCount(c.events)} events · ${labelsText(c.labels)}`,
       ),
+      windowBanner(c, el) || '',
       el(
         'div',
         {class: 'row', id: 'exports'},
@@ -119,7 +145,11 @@
     const stragglersP = api(`/api/v1/captures/${enc(id)}/stragglers`);
 
     hosts.append(
-      headerRow(['Host', 'State'], ['Clock correction', '±', 'Drift', 'Events'], ['Error']),
+      headerRow(
+        ['Host', 'State'],
+        ['Clock correction', '±', 'Drift', 'Events'],
+        ['Error', 'Notes'],
+      ),
     );
     for (const h of c.hosts_detail) {
       // A host's clock figures only where its capture completed, as `podprof capture` shows
@@ -136,6 +166,15 @@
           el('td', {class: 'num'}, settled(P.fmtPpm(h.clock_drift_ppb / 1000))),
           el('td', {class: 'num'}, fmtCount(h.events)),
           el('td', {}, h.error),
+          el(
+            'td',
+            {class: 'notes'},
+            [...(h.warnings || [])]
+              .map((w, i) => [warningRank(w), i, w])
+              .sort((a, b) => a[0] - b[0] || a[1] - b[1])
+              .map(([, , w]) => w)
+              .join('; '),
+          ),
         ),
       );
     }
