@@ -22,8 +22,8 @@ from ._http import Params, Tls, Transport
 Duration = Union[float, int, str, dt.timedelta]
 # `podprof captures --format csv`'s columns, then the rest of its JSON.
 _CAPTURE_COLUMNS = ["capture", "start_ns", "end_ns", "status", "hosts", "chips", "kernels",
-                    "events", "labels", "created_ns", "source", "host_names", "error_message",
-                    "options"]
+                    "events", "labels", "created_ns", "source", "window", "host_names",
+                    "error_message", "options"]
 # A point of a capture's window: ns from its start (int), or an instant on the pod's clock.
 Instant = Union[int, dt.datetime, pd.Timestamp]
 
@@ -240,7 +240,10 @@ class Client:
                  labels: Optional[Mapping[str, str]] = None) -> "CaptureHandle":
         """Stores the `window` before now of every chosen host from the agents' flight
         recorders (`podprof snapshot`; the operator role), labelled trigger=manual and
-        `reason`. Returns at once with a handle, as start_capture does."""
+        `reason`. Returns at once with a handle, as start_capture does. When a chosen host has
+        no armed recorder the pod is captured for the `window` after the request instead (or
+        refused, by the aggregator's [snapshots] without_recorder): the handle's `window` says
+        which once it is over ("before-request" or "after-request")."""
         body: Dict[str, Any] = {"window_ms": _ms(window, "window")}
         if reason is not None:
             body["reason"] = reason
@@ -300,6 +303,11 @@ class CaptureHandle:
         self.progress: Dict[str, Any] = {}
         # Why the capture failed (the aggregator's reason), once it has; None otherwise.
         self.error: Optional[str] = None
+        # A snapshot's window once it is stored: "before-request" (the flight recorders' last
+        # seconds), "after-request" (a host had no armed recorder: captured from the request
+        # on), "mixed"; None for other captures and before the end. `start` is then the stored
+        # window's start (docs/RECORDER.md).
+        self.window: Optional[str] = None
 
     def __repr__(self) -> str:
         return f"<podprof capture {self.id} {self.status}, {len(self.hosts)} hosts>"
@@ -319,6 +327,8 @@ class CaptureHandle:
                 self.status = str(data.get("status", self.status))
             if name == "done" and self.status in _FAILED:
                 self.error = self._reason(data)
+            elif name == "done":
+                self._stored_window()
             yield {"event": name, **data}
             if name == "done":
                 return
@@ -359,6 +369,16 @@ class CaptureHandle:
                 f"capture {self.id} {self.status}: {self.error or 'no reason given'}",
                 capture=self.id)
         return self.client.kernels(self.id, **kw)
+
+    def _stored_window(self) -> None:
+        """The stored window and a snapshot's label, which may differ from the planned start."""
+        try:
+            stored = self.client._http.json("GET", f"/api/v1/captures/{_segment(self.id)}")
+        except errors.PodprofError:
+            return
+        self.window = stored.get("window")
+        if stored.get("start_ns"):
+            self.start = pd.Timestamp(int(stored["start_ns"]), unit="ns", tz="UTC")
 
     def _reason(self, done: Mapping[str, Any]) -> str:
         """The capture's error, else its hosts' (the stored capture's, else the last event's)."""

@@ -167,15 +167,20 @@ def test_a_capture_started_from_python_is_followed_to_its_end(pod):
     assert listed.capture.tolist() == [h.id] and listed.status[0] == "complete"
 
 
-def test_a_snapshot_stores_the_window_before_it(pod):
+# The test pod arms no flight recorder: the snapshot holds the 400 ms after the request, and is
+# stored and labelled so (#53; it was stored as the 400 ms before it).
+def test_a_snapshot_without_a_recorder_says_it_holds_the_window_after_it(pod):
     c = podprof.Client(pod["url"])
     asked = pd.Timestamp.now(tz="UTC")
     h = c.snapshot("400ms", reason="from python")
-    assert h.start < asked and h.wait(timeout=60) == "complete"
+    assert h.window is None and h.wait(timeout=60) == "complete"
+    assert h.window == "after-request" and h.start >= asked
     listed = c.captures(labels={"reason": "from python"})
     assert listed.capture.tolist() == [h.id]
     assert listed.source[0] == "snapshot" and listed.labels[0]["trigger"] == "manual"
-    assert listed.end_ns[0] - listed.start_ns[0] == pd.Timedelta(400, "ms")
+    assert listed.window[0] == "after-request" and listed.start_ns[0] == h.start
+    assert abs(listed.end_ns[0] - listed.start_ns[0] - pd.Timedelta(400, "ms")) < pd.Timedelta(
+        100, "ms")
     assert len(h.kernels()) > 0
     with pytest.raises(ValueError, match="window"):
         c.snapshot(0)
