@@ -208,6 +208,34 @@ std::vector<std::string> Orchestrator::HostsWithoutRecorder(
   return out;
 }
 
+absl::Status Orchestrator::PlanSnapshotWindow(CaptureRun& run, int64_t now, int64_t duration_ns) {
+  // A snapshot looks back from the agents' rings: its window ends now, on every host at
+  // once. A host without an armed recorder has no past to give, so the pod is captured from
+  // the planned instant on instead, every host alike (one window, which the pod's
+  // collective alignment needs), and stored and labelled as that window: a snapshot stored
+  // as the seconds before a request while it held the seconds after it misled (#53).
+  const std::vector<std::string> unarmed = HostsWithoutRecorder(run.hosts);
+  if (unarmed.empty()) {
+    run.window = kBeforeRequest;
+    run.start_ns = now - duration_ns;
+  } else if (limits_.refuse_snapshot_without_recorder) {
+    std::string names;
+    for (size_t i = 0; i < unarmed.size() && i < 8; ++i) {
+      absl::StrAppend(&names, i == 0 ? "" : ", ", unarmed[i]);
+    }
+    if (unarmed.size() > 8) absl::StrAppend(&names, " and ", unarmed.size() - 8, " more");
+    return absl::FailedPreconditionError(absl::StrCat(
+        "snapshot refused ([snapshots] without_recorder = \"refuse\"): no flight recorder "
+        "armed on ",
+        unarmed.size(), " of ", run.hosts.size(), " hosts: ", names,
+        "; arm one with [recorder] enabled = true in each agent's configuration "
+        "(docs/RECORDER.md), or take a capture from now on (podprof capture)"));
+  } else {
+    run.window = kAfterRequest;  // start_ns stays the pod's instant, the lead from now
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<v1::StartCaptureResponse> Orchestrator::StartAdmitted(
     const v1::StartCaptureRequest& req, int64_t duration_ns) {
   std::vector<std::string> missing;
@@ -251,32 +279,7 @@ absl::StatusOr<v1::StartCaptureResponse> Orchestrator::StartAdmitted(
     run->start_ns = req.start_ns();
   }
   run->requested_ns = now;
-  if (req.snapshot()) {
-    // A snapshot looks back from the agents' rings: its window ends now, on every host at
-    // once. A host without an armed recorder has no past to give, so the pod is captured from
-    // the planned instant on instead, every host alike (one window, which the pod's
-    // collective alignment needs), and stored and labelled as that window: a snapshot stored
-    // as the seconds before a request while it held the seconds after it misled (#53).
-    const std::vector<std::string> unarmed = HostsWithoutRecorder(run->hosts);
-    if (unarmed.empty()) {
-      run->window = kBeforeRequest;
-      run->start_ns = now - duration_ns;
-    } else if (limits_.refuse_snapshot_without_recorder) {
-      std::string names;
-      for (size_t i = 0; i < unarmed.size() && i < 8; ++i) {
-        absl::StrAppend(&names, i == 0 ? "" : ", ", unarmed[i]);
-      }
-      if (unarmed.size() > 8) absl::StrAppend(&names, " and ", unarmed.size() - 8, " more");
-      return absl::FailedPreconditionError(absl::StrCat(
-          "snapshot refused ([snapshots] without_recorder = \"refuse\"): no flight recorder "
-          "armed on ",
-          unarmed.size(), " of ", run->hosts.size(), " hosts: ", names,
-          "; arm one with [recorder] enabled = true in each agent's configuration "
-          "(docs/RECORDER.md), or take a capture from now on (podprof capture)"));
-    } else {
-      run->window = kAfterRequest;  // start_ns stays the pod's instant, the lead from now
-    }
-  }
+  if (req.snapshot()) RETURN_IF_ERROR(PlanSnapshotWindow(*run, now, duration_ns));
   // On record before it starts: if this process dies mid-capture, the next one marks it
   // interrupted instead of it silently missing.
   storage::CaptureWrite header;

@@ -133,6 +133,9 @@ class Orchestrator {
   // The hosts of `hosts` whose last heartbeat said their flight recorder is not armed, each as
   // "name (state: reason)".
   std::vector<std::string> HostsWithoutRecorder(const std::vector<Registry::Handle>& hosts);
+  // A snapshot's window: the seconds before `now` when every host's recorder is armed, else
+  // the planned instant on (or FailedPrecondition naming the hosts, when configured to refuse).
+  absl::Status PlanSnapshotWindow(CaptureRun& run, int64_t now, int64_t duration_ns);
   // Start's work once admitted: the hosts, the start time, the record, the run's thread.
   absl::StatusOr<podprof::v1::StartCaptureResponse> StartAdmitted(
       const podprof::v1::StartCaptureRequest& req, int64_t duration_ns) ABSL_LOCKS_EXCLUDED(mu_);
