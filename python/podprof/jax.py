@@ -42,6 +42,10 @@ _KEPT_BOUNDARIES = 16
 # fraction, of their median) before it estimates the step time and asks.
 STEADY_STEPS = 8
 STEADY_TOLERANCE = 0.2
+# A loop whose steps never hold steady (a loaded host, an input pipeline that stalls) is not
+# left without a capture: after this many times `steady` boundaries, process 0 asks with the
+# last `steady` gaps anyway (compilation long behind it), and says so in `warnings`.
+UNSTEADY_PATIENCE = 4
 # The pause before the one retry of a capture whose agent could not reach the job's profiler.
 RETRY_PAUSE_S = 2.0
 
@@ -94,7 +98,9 @@ class capture:
     all lie within `tolerance` (a fraction) of their median, estimates the step time from those
     gaps alone (a least-squares line through their boundaries: period and phase), and asks for
     a window of `steps + 1` such steps starting on the first predicted boundary at least `lead`
-    ahead (the aggregator needs time to reach every agent: about 0.3 s plus 6 ms a host).
+    ahead (the aggregator needs time to reach every agent: about 0.3 s plus 6 ms a host). Steps
+    that never hold steady are asked with after UNSTEADY_PATIENCE times `steady` boundaries,
+    from the last `steady` gaps, and `warnings` says so.
 
     `aggregator` is a Client or its URL; `labels`, `hosts` and `selector` go to the capture as
     `podprof capture` takes them. `process_index` overrides jax.process_index() (only process 0
@@ -166,6 +172,14 @@ class capture:
         self._all_boundaries.append(now)
         if self._leader and not self._asked and len(self._all_boundaries) > self.steady:
             steady = self._steady_run()
+            if steady is None and len(self._all_boundaries) > UNSTEADY_PATIENCE * self.steady:
+                steady = self._all_boundaries[-self.steady - 1:]
+                # Kept on the handle, not warned: the window and the moved-estimate check that
+                # follows it say how far off the steps were.
+                self.warnings.append(
+                    f"podprof: the steps never held within {self.tolerance:.0%} of their median "
+                    f"for {self.steady} steps; asked after {len(self._all_boundaries)} "
+                    f"boundaries with the last {self.steady} gaps")
             if steady is not None:
                 self._asked = True
                 self._thread = threading.Thread(target=self._run, args=(steady,),

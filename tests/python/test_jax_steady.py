@@ -183,3 +183,25 @@ def test_a_refused_capture_says_why(pod):
     assert len(said) == 1 and "nobody" in said[0], said
     with pytest.raises(RuntimeError, match="nobody"):
         c.kernels()
+
+
+def test_a_loop_that_never_holds_steady_is_still_captured(pod):
+    """Gaps alternating 20 and 60 ms are never within 20% of their median (a loaded host, a
+    stalling input pipeline): process 0 asks after 4 x 8 boundaries from the last 8 gaps,
+    and says so in `warnings`, rather than leave the job without a capture."""
+    podprof.jax.serve(pod["profiler"])
+    with podprof.jax.capture(pod["url"], steps=3, hosts=["jax-live"],
+                             labels={"test": "unsteady"}) as c:
+        w, x = jnp.zeros((64, 64)), jnp.ones((16, 64))
+        end = time.monotonic() + 30
+        n = 0
+        while not c.done and time.monotonic() < end:
+            with jax.profiler.StepTraceAnnotation("train", step_num=n):
+                w = train_step(w, x)
+                w.block_until_ready()
+            time.sleep(0.02 if n % 2 == 0 else 0.06)
+            n += 1
+    assert c.asked, c.warnings
+    assert c.wait(timeout=60) == "complete", (c.error, c.warnings)
+    assert any("never held within 20%" in m for m in c.warnings), c.warnings
+    assert len(boundaries(c)) >= 33
