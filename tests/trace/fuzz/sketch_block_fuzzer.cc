@@ -1,6 +1,7 @@
 // libFuzzer entry point over what an agent sends and the store keeps, decoded where the
 // aggregator reads it: sketches (DDSketch::Deserialize, then merged with a wide sketch and
-// read), sketch bins (FromBins) and encoded timeline blocks (CheckTimeline, then decoded).
+// read), sketch bins (FromBins), encoded timeline blocks (CheckTimeline, then decoded), and
+// the stored rows' other blobs: counter series and a host's kernel map applied to a block.
 // Any bytes must give a value or a clean Status, allocating in proportion to what they hold:
 // a sketch bucket at 2^31-1 or a forged block count once allocated gigabytes.
 #include <cstddef>
@@ -58,20 +59,44 @@ void Block(absl::string_view bytes) {
   (void)podprof::trace::DecodeTimeline(blob, &b);
 }
 
+void Counters(absl::string_view bytes) {
+  const std::string blob = podprof::ZstdCompress(bytes, 1, 10);
+  podprof::trace::CounterSeries s;
+  (void)podprof::trace::DecodeCounters(blob, &s, 64 << 20);
+}
+
+void KernelMap(absl::string_view bytes) {
+  // The first half a stored kernel map, the rest a block whose kernels it renumbers.
+  const size_t half = bytes.size() / 2;
+  absl::StatusOr<std::vector<int64_t>> map = podprof::trace::DecodeKernelMap(bytes.substr(0, half));
+  if (!map.ok()) return;
+  podprof::trace::EventBlock b;
+  if (!podprof::trace::DecodeTimeline(podprof::ZstdCompress(bytes.substr(half), 1, 10), &b).ok()) {
+    return;
+  }
+  (void)podprof::trace::MapKernels(*map, &b);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const absl::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
-  switch (data[0] % 3) {
+  switch (data[0] % 5) {
     case 0:
       Sketch(rest);
       break;
     case 1:
       Bins(rest);
       break;
-    default:
+    case 2:
       Block(rest);
+      break;
+    case 3:
+      Counters(rest);
+      break;
+    default:
+      KernelMap(rest);
       break;
   }
   return 0;
