@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/subprocess.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/util/child_process.h"
@@ -42,14 +43,16 @@ TEST(ExportTargetTest, AFifoIsWrittenInPlaceAndADirectoryRefused) {
   const fs::path fifo = dir / "pipe";
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
   const fs::path got = dir / "got.csv";
-  const std::string reader =
-      absl::StrCat("timeout 60 cat ", fifo.string(), " > ", got.string(), " &");
-  ASSERT_EQ(std::system(reader.c_str()), 0);
+  SubprocessOptions reader_options;
+  reader_options.argv = {"/usr/bin/timeout", "60", "/bin/cat", fifo.string()};
+  reader_options.stdout_path = got.string();
+  absl::StatusOr<Subprocess> reader = Subprocess::Start(reader_options);
+  ASSERT_TRUE(reader.ok()) << reader.status();
   testing::PodprofResult r =
       RunPodprof(absl::StrCat("export ", id, " ", address, " --format csv -o ", fifo.string()));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(fs::is_fifo(fifo)) << "the FIFO was replaced";
-  for (int i = 0; i < 200 && testing::ReadTestFile(got.string()).empty(); ++i) usleep(50'000);
+  reader->Wait();  // `cat` ends at the export's end of file
   EXPECT_FALSE(testing::ReadTestFile(got.string()).empty());
 
   // /dev/null is a character device: written in place (as any user), still a device after.

@@ -91,6 +91,30 @@ def start_aggregator(procs, out, extra=()):
     return info
 
 
+def start_jax_agent(procs, folder, name, profiler_port, address):
+    """A podprof-agent of host `name` reading a JAX job's profiler at `profiler_port` (no
+    metrics service), registered with the aggregator at `address`; waited for."""
+    (folder / f"{name}-tmp").mkdir()
+    (folder / f"{name}-sys").mkdir()
+    p = procs.start(name, [
+        BIN / "podprof-agent", "--insecure", "--listen=127.0.0.1:0",
+        "--advertise=127.0.0.1:0", "--http-listen=off", f"--host-name={name}",
+        f"--sysfs-root={folder / f'{name}-sys'}", f"--temp-dir={folder / f'{name}-tmp'}",
+        f"--workload-profiler=127.0.0.1:{profiler_port}", "--workload-metrics=none",
+        f"--aggregator={address}", f"--ready-file={folder / f'{name}.json'}"])
+    wait_file(folder / f"{name}.json", 30, p)
+    return p
+
+
+def wait_agents_online(address, count, seconds=30):
+    """Waits until the aggregator at `address` lists `count` agents online."""
+    end = time.monotonic() + seconds
+    while sum(a.get("state") == "online" for a in json.loads(
+            podprof("agents", "--aggregator", address, "--format", "json"))["agents"]) < count:
+        assert time.monotonic() < end, f"{count} agents did not come online in {seconds} s"
+        time.sleep(0.2)
+
+
 # --- XSpaces, read and built with podprof's xplane.proto (the profiler's schema) -------------
 
 def protoc():

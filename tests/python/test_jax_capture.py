@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from peerlib import BIN, OUT, SOURCE, Processes, free_port, podprof, start_aggregator, wait_file
+from peerlib import (OUT, SOURCE, Processes, free_port, podprof, start_aggregator, start_jax_agent,
+                     wait_agents_online)
 
 HOSTS = 4
 WORKER = SOURCE / "tests/python/jax_capture_worker.py"
@@ -60,20 +61,8 @@ def run_job(procs, folder):
     ready = [wait_json(folder / f"worker{i}.json", 180, workers) for i in range(HOSTS)]
     assert [r["port"] for r in ready] == ports, "serve() took the port the agent reads"
     for i in range(HOSTS):
-        (folder / f"agent{i}-tmp").mkdir()
-        (folder / f"agent{i}-sys").mkdir()
-        p = procs.start(f"agent{i}", [
-            BIN / "podprof-agent", "--insecure", "--listen=127.0.0.1:0",
-            "--advertise=127.0.0.1:0", "--http-listen=off", f"--host-name=jax-{i}",
-            f"--sysfs-root={folder / f'agent{i}-sys'}", f"--temp-dir={folder / f'agent{i}-tmp'}",
-            f"--workload-profiler=127.0.0.1:{ports[i]}", "--workload-metrics=none",
-            f"--aggregator={address}", f"--ready-file={folder / f'agent{i}.json'}"])
-        wait_file(folder / f"agent{i}.json", 30, p)
-    end = time.monotonic() + 30
-    while sum(a.get("state") == "online" for a in json.loads(
-            podprof("agents", "--aggregator", address, "--format", "json"))["agents"]) < HOSTS:
-        assert time.monotonic() < end, "agents did not come online"
-        time.sleep(0.2)
+        start_jax_agent(procs, folder, f"jax-{i}", ports[i], address)
+    wait_agents_online(address, HOSTS)
     (folder / "go").touch()
     phase1 = [wait_json(folder / f"worker{i}.phase1.json", 300, workers) for i in range(HOSTS)]
     captures = json.loads(podprof("captures", "--aggregator", address, "--label", "job=self",

@@ -18,7 +18,6 @@ step sleeps 100 periods, standing for compilation, deterministically.
 - The same, with the profiler served between the two: the retry captures the loop.
 - A refused request (no such host) is warned about, held in `c.error` and raised.
 """
-import json
 import os
 import shutil
 import time
@@ -26,7 +25,8 @@ import warnings
 
 import pytest
 
-from peerlib import BIN, OUT, Processes, free_port, podprof as cli, start_aggregator, wait_file
+from peerlib import (OUT, Processes, free_port, start_aggregator, start_jax_agent,
+                     wait_agents_online)
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -50,20 +50,8 @@ def pod():
         address, url = f"127.0.0.1:{agg['port']}", f"http://127.0.0.1:{agg['http_port']}"
         profiler, dead = free_port(), free_port()
         for name, port in zip(AGENTS, (profiler, profiler, dead)):
-            (folder / f"{name}-tmp").mkdir()
-            (folder / f"{name}-sys").mkdir()
-            p = procs.start(name, [
-                BIN / "podprof-agent", "--insecure", "--listen=127.0.0.1:0",
-                "--advertise=127.0.0.1:0", "--http-listen=off", f"--host-name={name}",
-                f"--sysfs-root={folder / f'{name}-sys'}", f"--temp-dir={folder / f'{name}-tmp'}",
-                f"--workload-profiler=127.0.0.1:{port}", "--workload-metrics=none",
-                f"--aggregator={address}", f"--ready-file={folder / f'{name}.json'}"])
-            wait_file(folder / f"{name}.json", 30, p)
-        end = time.monotonic() + 30
-        while sum(a.get("state") == "online" for a in json.loads(
-                cli("agents", "--aggregator", address, "--format", "json"))["agents"]) < 3:
-            assert time.monotonic() < end, "agents did not come online"
-            time.sleep(0.2)
+            start_jax_agent(procs, folder, name, port, address)
+        wait_agents_online(address, len(AGENTS))
         yield {"url": url, "profiler": profiler, "client": podprof.Client(url)}
     finally:
         procs.stop()

@@ -202,19 +202,21 @@ class TlsTest : public ::testing::Test {
     }
     return out;
   }
-  // Waits until the aggregator lists `n` agents, each probed; returns the list.
-  nlohmann::json WaitForAgents(size_t n) {
+  // Waits (up to 20 s) until the aggregator lists `n` agents, each probed, as `who` reads
+  // them; returns the last list.
+  nlohmann::json WaitForAgents(size_t n, const std::string& who = "ops-alice") {
     nlohmann::json agents;
-    for (int i = 0; i < 100; ++i) {
-      PodprofResult r =
-          RunPodprof("agents --format json --aggregator " + addr_ + TlsFlags("ops-alice"));
-      EXPECT_EQ(r.exit_code, 0) << r.err;
-      agents = nlohmann::json::parse(r.out, nullptr, false)["agents"];
-      bool probed = agents.is_array() && agents.size() == n;
-      for (const auto& a : agents) probed = probed && a["probe_count"].get<int>() > 0;
-      if (probed) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
+    podprof::testing::WaitFor(
+        [&] {
+          PodprofResult r =
+              RunPodprof("agents --format json --aggregator " + addr_ + TlsFlags(who));
+          EXPECT_EQ(r.exit_code, 0) << r.err;
+          agents = nlohmann::json::parse(r.out, nullptr, false)["agents"];
+          bool probed = agents.is_array() && agents.size() == n;
+          for (const auto& a : agents) probed = probed && a["probe_count"].get<int>() > 0;
+          return probed;
+        },
+        absl::Seconds(20), absl::Milliseconds(100));
     return agents;
   }
 
@@ -231,15 +233,7 @@ TEST_F(TlsTest, OnlyCertifiedCallersInTheirRoles) {
   auto rogue = StartAgent("rogue-agent", 1);  // a valid certificate, but not a listed agent
 
   // The operator sees agent-0 registered and probed (the aggregator dialled it over TLS)...
-  nlohmann::json agents;
-  for (int i = 0; i < 100; ++i) {
-    PodprofResult r =
-        RunPodprof("agents --format json --aggregator " + addr_ + TlsFlags("ops-alice"));
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    agents = nlohmann::json::parse(r.out)["agents"];
-    if (agents.size() == 1 && agents[0]["probe_count"].get<int>() > 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  const nlohmann::json agents = WaitForAgents(1);
   ASSERT_EQ(agents.size(), 1u) << agents.dump() << " (rogue-agent must not be registered)";
   EXPECT_EQ(agents[0]["host"], "agent-0");
 
@@ -321,24 +315,14 @@ TEST_F(TlsTest, RolesHoldByDefaultWithTheShippedEmptyAllowLists) {
       << ReadTestFile(P("agent0.log"));
 
   // An agent certificate from make-certs registers; the viewer reads the list.
-  nlohmann::json agents;
-  for (int i = 0; i < 100; ++i) {
-    PodprofResult r =
-        RunPodprof("agents --format json --aggregator " + addr_ + TlsFlags("viewer-bob"));
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    agents = nlohmann::json::parse(r.out)["agents"];
-    if (agents.size() == 1 && agents[0]["probe_count"].get<int>() > 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  const nlohmann::json agents = WaitForAgents(1, "viewer-bob");
   ASSERT_EQ(agents.size(), 1u) << agents.dump();
   EXPECT_EQ(agents[0]["host"], "agent-0");
 
   // The viewer may not register as an agent (not even the host its certificate names), nor
   // report telemetry (which fires the pod's snapshot triggers).
   auto as_viewer = v1::Aggregator::NewStub(grpc::CreateChannel(addr_, CredentialsOf("viewer-bob")));
-  auto deadline = [] { return std::chrono::system_clock::now() + std::chrono::seconds(5); };
   grpc::ClientContext rctx;
-  rctx.set_deadline(deadline());
   v1::RegisterRequest reg;
   reg.mutable_host()->set_host_name("viewer-bob");
   reg.mutable_host()->set_agent_address("127.0.0.1:9");
@@ -352,7 +336,6 @@ TEST_F(TlsTest, RolesHoldByDefaultWithTheShippedEmptyAllowLists) {
                                 "empty)"))
       << registered.error_message();
   grpc::ClientContext tctx;
-  tctx.set_deadline(deadline());
   v1::ReportTelemetryRequest tel;
   tel.set_host_name("agent-0");
   v1::ReportTelemetryResponse tel_resp;
@@ -367,7 +350,6 @@ TEST_F(TlsTest, RolesHoldByDefaultWithTheShippedEmptyAllowLists) {
   for (const std::string who : {"viewer-bob", "ops-alice"}) {
     auto agent_stub = v1::Agent::NewStub(grpc::CreateChannel(agent_addr, CredentialsOf(who)));
     grpc::ClientContext actx;
-    actx.set_deadline(deadline());
     v1::CaptureRequest creq;
     creq.set_capture_id("not-from-the-aggregator-" + who);
     creq.set_duration_ms(100);
