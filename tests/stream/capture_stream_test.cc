@@ -2,6 +2,7 @@
 // (tested at the boundaries), and the decoder, against damaged and hostile chunks, either
 // rejects a chunk saying which and why or keeps a capture whose every index points inside it,
 // so nothing downstream (statistics, storage, exports) can read out of bounds.
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <random>
@@ -17,6 +18,7 @@
 #include "tests/util/status_matchers.h"
 #include "tests/util/trace_fixtures.h"
 #include "trace/columns.h"
+#include "trace/varint.h"
 #include "trace/xspace_reader.h"
 
 namespace podprof::stream {
@@ -180,16 +182,9 @@ TEST(CaptureDecoderTest, HostileChunksAreRejected) {
 // events in a few kilobytes (each export of it was 9.6 GB). Each is refused as it arrives,
 // naming the chunk, before anything expands it.
 TEST(CaptureDecoderTest, EncodedBlocksMustHoldWhatTheyClaim) {
-  auto varint = [](uint64_t v, std::string* out) {
-    while (v >= 0x80) {
-      out->push_back(static_cast<char>(v | 0x80));
-      v >>= 7;
-    }
-    out->push_back(static_cast<char>(v));
-  };
   auto encoded = [&](uint64_t count, size_t events, size_t padding) {
     std::string raw;
-    varint(count, &raw);
+    trace::PutVarint(count, &raw);
     for (size_t i = 0; i < events; ++i) raw += std::string("\x02\x0a\x01\x00", 4);
     raw.append(padding, '\0');
     v1::CaptureChunk c;
@@ -224,6 +219,32 @@ TEST(CaptureDecoderTest, EncodedBlocksMustHoldWhatTheyClaim) {
   ASSERT_OK(a.Add(defs));
   ASSERT_OK(a.Add(encoded(3, 3, 0)));
   EXPECT_EQ(a.events(), 3u);
+}
+
+// What trace::kMaxEventsPerByte leaves room for, measured on the store's own encoding: a
+// simulated run of one kernel repeated identically (the most a real encoder makes of one
+// block) stays under the bound and is taken; ps timestamps with jitter compress a few times.
+TEST(CaptureDecoderTest, TheEventsPerByteBoundLeavesHonestBlocksAlone) {
+  constexpr size_t kEvents = 1 << 16;
+  auto ratio = [](bool jitter) {
+    trace::EventBlock b;
+    std::mt19937_64 rng(3);
+    std::uniform_int_distribution<int64_t> noise(-5000, 5000);
+    for (size_t i = 0; i < kEvents; ++i) {
+      b.start_ps.push_back(static_cast<int64_t>(i) * 20'000'000 + (jitter ? noise(rng) : 0));
+      b.duration_ps.push_back(18'000'000 + (jitter ? noise(rng) : 0));
+      b.kernel.push_back(0);
+      b.collective.push_back(0);
+    }
+    const std::string blob = trace::EncodeTimeline(b, {1});
+    EXPECT_OK(trace::CheckTimeline(blob, 64 << 20));
+    return static_cast<double>(kEvents) / static_cast<double>(blob.size());
+  };
+  const double same = ratio(false), jittered = ratio(true);
+  std::printf("events per compressed byte: identical %.0f, jittered %.2f (bound %llu)\n", same,
+              jittered, static_cast<unsigned long long>(trace::kMaxEventsPerByte));
+  EXPECT_LT(same, static_cast<double>(trace::kMaxEventsPerByte));
+  EXPECT_LT(jittered, 10.0);
 }
 
 TEST(CaptureDecoderTest, RandomDamageNeverBreaksTheCapture) {

@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/util/status_matchers.h"
+#include "trace/varint.h"
 
 namespace podprof::trace {
 namespace {
@@ -118,17 +119,10 @@ TEST(DDSketchTest, DeserializeRejectsDamage) {
 // buckets: what a hostile agent or a damaged row can put in a blob.
 std::string BlobAt(int64_t first, uint64_t n) {
   std::string blob(1, '\x01');
-  auto put = [&](uint64_t v) {
-    while (v >= 0x80) {
-      blob.push_back(static_cast<char>(v | 0x80));
-      v >>= 7;
-    }
-    blob.push_back(static_cast<char>(v));
-  };
-  put(0);
-  put(first < 0 ? (static_cast<uint64_t>(-first) << 1) - 1 : static_cast<uint64_t>(first) << 1);
-  put(n);
-  for (uint64_t i = 0; i < n; ++i) put(1);
+  PutVarint(0, &blob);
+  PutVarint(ZigZag(first), &blob);
+  PutVarint(n, &blob);
+  for (uint64_t i = 0; i < n; ++i) PutVarint(1, &blob);
   return blob;
 }
 
