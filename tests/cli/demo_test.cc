@@ -139,7 +139,7 @@ TEST(DemoTest, JsonResultHasEveryHostsClockAndATraceAndNothingIsLeftRunning) {
   fs::remove_all(dir);
 }
 
-// The README's kernel-profiling demo: 4 v7x hosts with their kernels' counters. Each simulated
+// docs/CLI.md's kernel-profiling demo: 4 v7x hosts with their kernels' counters. Each simulated
 // host used to build its 2-second session in memory (3.3 GB each, 13 GB in all on a 2-core
 // machine), kept it, and answered after the agents' 60 s deadline: every host failed.
 TEST(DemoTest, KernelProfilingDemoCompletesWithBoundedSimulatedHosts) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# README.md's "Running as services, with mutual TLS", run as written: the shell blocks marked
+# docs/OPERATING.md's "Running as services, with mutual TLS", run as written: the shell blocks marked
 # `<!-- deploy-test: NAME -->` are extracted and run, so the steps cannot drift from what works.
 #
 # Two hosts, each a directory standing in for its root file system: podprof-agg (the
@@ -14,22 +14,22 @@
 # does, when a source file is missing), the unit's state and runtime directories and
 # NOTIFY_SOCKET, then runs its ExecStart= as the unit's User= (the uid systemd-sysusers gave
 # it in that host's /etc/passwd) and waits for READY=1. The operator's and a browser's
-# certificates then reach the running aggregator: `podprof agents` (the README's command), a
+# certificates then reach the running aggregator: `podprof agents` (the page's command), a
 # pod capture through the agent, and the web API with the PKCS#12 file, as curl stands in for
 # the browser at https://localhost (the ssh tunnel's end; no sshd is run).
 #
-#   tests/deploy/readme_services_test.sh SOURCE_DIR BUILD_DIR
-# SOURCE_DIR gives README.md and scripts/; the units and binaries are BUILD_DIR's install.
+#   tests/deploy/operating_services_test.sh SOURCE_DIR BUILD_DIR
+# SOURCE_DIR gives docs/OPERATING.md and scripts/; the units and binaries are BUILD_DIR's install.
 # Needs root (users and ownership inside the hosts' roots) and systemd's tools: exit 77 (skip)
 # without them. PODPROF_KEEP_TEST_DIR=1 keeps the work directory.
 set -euo pipefail
 umask 022
 src=$(cd "$1" && pwd)
 build=$(cd "$2" && pwd)
-readme=$src/README.md
-if [[ $(id -u) -ne 0 ]]; then echo "readme_services_test: skipped (needs root)"; exit 77; fi
+doc=$src/docs/OPERATING.md
+if [[ $(id -u) -ne 0 ]]; then echo "operating_services_test: skipped (needs root)"; exit 77; fi
 for tool in systemd-analyze systemd-sysusers systemd-tmpfiles systemctl setpriv openssl curl; do
-  command -v "$tool" >/dev/null || { echo "readme_services_test: skipped (no $tool)"; exit 77; }
+  command -v "$tool" >/dev/null || { echo "operating_services_test: skipped (no $tool)"; exit 77; }
 done
 py=$(command -v /usr/bin/python3 || command -v python3)
 
@@ -41,7 +41,7 @@ agg_host=podprof-agg agent_host=tpu-host-0
 RA=$roots/$agg_host RT=$roots/$agent_host
 mkdir -p "$RA/root" "$RT" "$t/checkout" "$t/stage" "$t/logs" "$t/run" "$t/blocks"
 chmod 700 "$RA/root"
-# The README's commands run from the top of a checkout: its scripts, and `build`.
+# The page's commands run from the top of a checkout: its scripts, and `build`.
 ln -s "$src/scripts" "$t/checkout/scripts"
 ln -s "$build" "$t/checkout/build"
 : > "$t/pids"
@@ -73,7 +73,7 @@ block() {
     $0 == marker { found = 1; next }
     found == 1 && /^```/ { found = 2; next }
     found == 2 && /^```/ { exit }
-    found == 2 { print }' "$readme"
+    found == 2 { print }' "$doc"
 }
 
 # The stand-ins for what needs other machines or a running systemd, sourced by every block.
@@ -205,7 +205,7 @@ systemctl() {
       shift
       local u
       for u; do start_unit "$u" || return 1; done ;;
-    *) echo "systemctl (test): $1 is not one of the README's steps" >&2; return 2 ;;
+    *) echo "systemctl (test): $1 is not one of docs/OPERATING.md's steps" >&2; return 2 ;;
   esac
 }
 SHIMS
@@ -215,12 +215,12 @@ SHIMS
 run_block() {
   local name=$1 R=$2 text
   text=$(block "$name")
-  [[ -n $text ]] || die "README.md has no block marked <!-- deploy-test: $name -->"
+  [[ -n $text ]] || die "docs/OPERATING.md has no block marked <!-- deploy-test: $name -->"
   text=$(sed -E -e 's/(^|[^0-9.])10\.([0-9]+\.[0-9]+\.[0-9]+)/\1127.\2/g' \
                 -e "s#podprof-agg:7100#$agg_addr#g" \
                 -e "s#(^|[[:space:]])/etc/podprof#\\1$R/etc/podprof#g" <<<"$text")
   { echo 'source "$t/shims.sh"'; echo 'set -euo pipefail'; echo "$text"; } > "$t/blocks/$name.sh"
-  { echo "--- README block '$name' on ${R##*/}:"; sed 's/^/    /' <<<"$text"; } >&2
+  { echo "--- docs/OPERATING.md block '$name' on ${R##*/}:"; sed 's/^/    /' <<<"$text"; } >&2
   (cd "$t/checkout" && env t="$t" roots="$roots" stage="$t/stage" R="$R" HOME="$R/root" \
      agg_host="$agg_host" agent_host="$agent_host" py="$py" \
      PATH="$RA/usr/bin:$PATH" bash "$t/blocks/$name.sh")
@@ -238,7 +238,7 @@ done
 # 2. Certificates, made on the admin machine and copied to the hosts.
 run_block certificates "$RA" || die "the certificates block failed"
 
-# 3. What an operator sets (README: point every agent at the aggregator), and this test's
+# 3. What an operator sets (docs/OPERATING.md: point every agent at the aggregator), and this test's
 # ports; the agent's workload is a simulated TPU host on its loopback address.
 toml_set() {  # FILE SECTION KEY VALUE: replaces the key's line in [SECTION] ("" = top level)
   awk -v sec="$2" -v key="$3" -v val="$4" '
@@ -268,7 +268,7 @@ toml_set "$a" http listen '"off"'
 toml_set "$a" workload profiler "[\"127.0.1.17:$workload_port\"]"
 toml_set "$a" workload metrics "[\"127.0.1.17:$metrics_port\"]"
 
-# 4. Start both units as the README says.
+# 4. Start both units as docs/OPERATING.md says.
 run_block start "$RA" || die "the start block failed (systemctl enable --now)"
 for u in podprof-aggregator podprof-agent; do
   grep -q "mutual TLS" "$t/logs/$u.log" && pass "$u: $(grep -m1 -o 'mutual TLS.*' "$t/logs/$u.log" | cut -c1-160)" ||
@@ -286,11 +286,11 @@ grep -q "agent $agent_host registered from" "$t/logs/podprof-aggregator.log" &&
   pass "the aggregator logs: $(grep -m1 -o "agent $agent_host registered from.*" "$t/logs/podprof-aggregator.log")" ||
   fail "$agent_host never registered: $(tail -5 "$t/logs/podprof-agent.log")"
 
-# 5. The operator's command from the README, with the files make-certs wrote for alice.
+# 5. The operator's command from docs/OPERATING.md, with the files make-certs wrote for alice.
 if out=$(run_block operator "$RA") && grep -q "$agent_host" <<<"$out"; then
-  pass "podprof agents (README, alice's certificate) lists $agent_host"
+  pass "podprof agents (docs/OPERATING.md, alice's certificate) lists $agent_host"
 else
-  fail "podprof agents (README): $out"
+  fail "podprof agents (docs/OPERATING.md): $out"
 fi
 tls=(--aggregator "$agg_addr" --tls-cert "$RA/root/.config/podprof/tls/alice.crt"
      --tls-key "$RA/root/.config/podprof/tls/alice.key" --tls-ca "$RA/root/.config/podprof/tls/ca.crt")
@@ -304,7 +304,7 @@ else
   fail "podprof capture --hosts $agent_host: $out"
 fi
 
-# 6. The browser's PKCS#12 (README) against the web API at https://localhost, where the ssh
+# 6. The browser's PKCS#12 (docs/OPERATING.md) against the web API at https://localhost, where the ssh
 # tunnel would deliver it.
 export PODPROF_P12_PASSWORD=test-p12-password
 run_block browser "$RA" >/dev/null || die "the browser block failed"
@@ -350,5 +350,5 @@ for u in podprof-agent podprof-aggregator; do
   else fail "$u exited without STOPPING=1"; fi
 done
 
-if ((failures)); then echo "readme_services_test: $failures failures" >&2; exit 1; fi
-echo "readme_services_test: all ok"
+if ((failures)); then echo "operating_services_test: $failures failures" >&2; exit 1; fi
+echo "operating_services_test: all ok"
