@@ -1,6 +1,6 @@
 // Numbers a user can trust (issue #35), on the real captures through the real binary: every
 // fraction and share `inspect` gives for the two fixtures lies in [0, 1] (the v6e host once gave
-// an all-reduce a 433.9% wait), and the README's import of both fixtures together gives each
+// an all-reduce a 433.9% wait), and docs/CLI.md's import of both fixtures together gives each
 // kernel the %HBM it has when its fixture is imported alone (it gave 241% for 80%).
 #include <unistd.h>
 
