@@ -1,6 +1,7 @@
-// The kernel page: its texts (HLO, MLIR, op path), the kernel-profiling breakdown (over the
-// pod, per chip and die, XProf's Utilization Viewer rows, scopes), the per-chip rows and the
-// history chart over captures; drawn from the JSON API.
+// The kernel page: the answer first (the verdict, where inside the kernel its time goes, the
+// worst chips), then the kernel-profiling tables folded (XProf's Utilization Viewer rows over
+// the pod, per chip and die, every scope), the per-chip rows, its texts (HLO, MLIR, op path)
+// and the history chart over captures; drawn from the JSON API.
 (() => {
   'use strict';
   const P = (window.podprof = window.podprof || {});
@@ -293,17 +294,17 @@
     return out;
   }
 
-  // Why the kernel takes its time, as kernel profiling measured it (`podprof kernel`'s
-  // breakdown): over the pod, per chip, and inside it by scope and source line.
-  function profileSection(k) {
+  // Every table kernel profiling measured (`podprof kernel --full`'s breakdown): XProf's
+  // Utilization Viewer rows over the pod, each chip and die, and the time inside the kernel by
+  // every scope line. Folded in a closed <details>: with 23 rows over the pod, 3 per chip and
+  // die and a table per scope line they run to thousands of pixels, and the answer they hold is
+  // what the lead above them says. Empty when there is nothing to fold.
+  function foldedTables(k) {
     const {el} = P;
     const pod = k.rollup.insight.kernel_profile;
     const chips = k.per_chip.filter((r) => r.insight.kernel_profile);
     const section = el('div', {id: 'profile'});
     if (pod) {
-      section.append(
-        el('p', {id: 'profile-pod'}, el('strong', {}, 'Over the pod: '), profileText(pod)),
-      );
       if ((pod.rows || []).length) {
         section.append(
           el('h3', {}, "Utilization over the pod: XProf's Utilization Viewer rows"),
@@ -327,8 +328,111 @@
         ...chipUtilization(k.per_chip),
       );
     }
-    if (!pod && chips.length === 0) {
-      section.append(
+    section.append(...scopeTables(k.scopes, k.rollup.total_ps));
+    if (!section.childElementCount) return [];
+    const what = [
+      pod && (pod.rows || []).length ? `XProf's Utilization Viewer rows (${pod.rows.length})` : '',
+      chips.length ? `${chips.length} chips and their dies` : '',
+      k.scopes.length ? `time by scope (${new Set(k.scopes.map((sc) => sc.line)).size} lines)` : '',
+    ].filter(Boolean);
+    return [
+      el(
+        'details',
+        {id: 'kernel-tables'},
+        el('summary', {}, `All kernel-profiling tables: ${what.join(', ')}`),
+        section,
+      ),
+    ];
+  }
+
+  // The `limit` longest scopes of one scope line ("Source Lines", "Pallas Primitives"), each
+  // with its share of the kernel's time: where inside the kernel its time goes. Null when the
+  // capture has none of that line.
+  function hotTable(id, title, line, scopes, kernelTotalPs, limit = 5) {
+    const {el, fmtPs, fmtShare} = P;
+    const rows = scopes.filter((sc) => sc.line === line).slice(0, limit);
+    if (!rows.length) return null;
+    const t = headedTable({id, class: 'hot'}, [title], ['Share', 'Total']);
+    for (const sc of rows) {
+      t.append(
+        el(
+          'tr',
+          {},
+          el('td', {class: 'scope-name'}, sc.name),
+          el('td', {class: 'num'}, kernelTotalPs > 0 ? fmtShare(sc.total_ps / kernelTotalPs) : '-'),
+          el('td', {class: 'num'}, fmtPs(sc.total_ps)),
+        ),
+      );
+    }
+    return t;
+  }
+
+  // The median of `values` (sorted copy); 0 for none.
+  function median(values) {
+    const v = [...values].sort((a, b) => a - b);
+    if (!v.length) return 0;
+    const m = Math.floor(v.length / 2);
+    return v.length % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+  }
+
+  // The chips that spent the most time in the kernel, with how far each one's mean execution
+  // is past the median chip's and its own verdict (which says what is wrong with it: throttled,
+  // waiting); the full list is the per-chip table further down.
+  function worstChips(rows, limit = 3) {
+    const {el, fmtPs, fmtChange} = P;
+    const num = (v) => el('td', {class: 'num'}, v);
+    const mid = median(rows.map((r) => r.mean_ps));
+    const t = headedTable(
+      {id: 'worst-chips'},
+      ['Host'],
+      ['Chip', 'Total', 'Mean', 'vs median', 'MXU', 'Throttle'],
+      ['Verdict'],
+    );
+    for (const r of byTime(rows).slice(0, limit)) {
+      t.append(
+        chipRow(
+          r,
+          num(fmtPs(r.total_ps)),
+          num(fmtPs(r.mean_ps)),
+          num(mid > 0 ? fmtChange(r.mean_ps / mid - 1) : '-'),
+          num(P.fmtPct(mxuBusy(r.insight))),
+          num(throttledCell(r.insight.kernel_profile)),
+          el('td', {}, r.insight.verdict_text || verdictCell(r.insight)),
+        ),
+      );
+    }
+    return t;
+  }
+
+  // What the page leads with, all on the first screen: the verdict, the pod's units in one
+  // line, where inside the kernel the time goes (source lines, Pallas primitives) and the worst
+  // chips. A kernel without kernel profiling says how to get it instead of the scopes.
+  function lead(k, d) {
+    const {el} = P;
+    const ins = k.rollup.insight;
+    const pod = ins.kernel_profile;
+    const out = [
+      el(
+        'div',
+        {class: 'card verdict', id: 'verdict'},
+        el('div', {class: 'verdict-text'}, ins.verdict_text || ins.verdict),
+        el('div', {class: 'muted'}, `verdict: ${ins.verdict}`),
+      ),
+    ];
+    if (pod) {
+      out.push(el('p', {id: 'profile-pod'}, el('strong', {}, 'Over the pod: '), profileText(pod)));
+    }
+    const total = k.rollup.total_ps;
+    const hot = [
+      hotTable('hot-source', 'Source line', 'Source Lines', k.scopes, total),
+      hotTable('hot-primitives', 'Pallas primitive', 'Pallas Primitives', k.scopes, total),
+    ].filter(Boolean);
+    const where = el('section', {class: 'lead-part'}, el('h2', {}, 'Where its time goes'));
+    if (d.source) where.append(el('div', {}, 'called from ', el('code', {}, d.source)));
+    if (hot.length) {
+      where.append(el('div', {class: 'hot-tables'}, hot));
+    } else if (!pod && !k.per_chip.some((r) => r.insight.kernel_profile)) {
+      where.append(
         el(
           'p',
           {class: 'muted', id: 'profile-none'},
@@ -337,8 +441,14 @@
         ),
       );
     }
-    section.append(...scopeTables(k.scopes, k.rollup.total_ps));
-    return [el('h2', {}, 'Kernel profiling'), section];
+    const chips = el(
+      'section',
+      {class: 'lead-part'},
+      el('h2', {}, 'Worst chips'),
+      worstChips(k.per_chip),
+    );
+    out.push(el('div', {class: 'kernel-lead'}, where, chips));
+    return out;
   }
 
   P.pages.kernel = async (name, main) => {
@@ -361,10 +471,13 @@
         ' · in ',
         el('a', {href: `/captures/${enc(k.capture_id)}`}, k.capture_id),
       ),
-      el('div', {class: 'card'}, k.rollup.insight.verdict_text || k.rollup.insight.verdict),
     );
-    if (d.source) main.append(el('div', {}, 'source ', el('code', {}, d.source)));
-    main.append(...profileSection(k), el('h2', {}, 'Per chip'), perChipTable(k.per_chip));
+    main.append(
+      ...lead(k, d),
+      ...foldedTables(k),
+      el('h2', {}, 'Per chip'),
+      perChipTable(k.per_chip),
+    );
     main.append(
       ...textBlock('HLO', d.hlo_text),
       ...textBlock('MLIR', d.mlir),
