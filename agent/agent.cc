@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <limits>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -13,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/agent_metrics.h"
 #include "agent/capture_call.h"
+#include "agent/workload_channel.h"
 #include "analysis/host_summary.h"
 #include "common/logging.h"
 #include "common/process.h"
@@ -57,12 +57,8 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(const AgentConfig& config, 
   std::unique_ptr<Agent> agent(new Agent(std::move(settled), *std::move(chips), clock));
   Workload& w = agent->workload_;
   w.profiler_address = config.workload_profiler.front();
-  // A snapshot is one message holding an XSpace (a busy TPU host's is hundreds of MB): no
-  // limit below protobuf's own, as XLA's profiler client sets it.
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(std::numeric_limits<int32_t>::max());
-  w.profiler = tensorflow::ProfilerService::NewStub(
-      grpc::CreateCustomChannel(w.profiler_address, grpc::InsecureChannelCredentials(), args));
+  w.profiler_channel = NewWorkloadChannel(w.profiler_address, /*own_connections=*/false);
+  w.profiler = tensorflow::ProfilerService::NewStub(w.profiler_channel);
   for (const std::string& a : config.workload_metrics) {
     // libtpu's metric service accepts local connections only.
     w.metrics_addresses.push_back(a);

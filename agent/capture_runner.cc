@@ -5,7 +5,6 @@
 #include <stdlib.h>
 
 #include <algorithm>
-#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -13,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/runtime_status.h"
+#include "agent/workload_channel.h"
 #include "agent/xspace_merge.h"
 #include "common/checked.h"
 #include "common/errno_status.h"
@@ -83,6 +83,47 @@ absl::Status FromWorkload(const grpc::Status& s, const std::string& address, int
       return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
                           absl::StrCat("workload profiler at ", address, ": ", s.error_message()));
   }
+}
+
+using ProfilerStub = tensorflow::ProfilerService::StubInterface;
+
+// As XProf's client waits for a session: max(60 s, 2 x duration) after its start (60 s is
+// [capture] workload_timeout).
+int64_t WaitNs(const tensorflow::ProfileRequest& preq, int64_t timeout_ns, int64_t now_ns) {
+  const int64_t duration_ns = static_cast<int64_t>(preq.opts().duration_ms()) * 1'000'000;
+  const int64_t start_ns = static_cast<int64_t>(preq.opts().start_timestamp_ns());
+  return std::max<int64_t>(timeout_ns, 2 * duration_ns) + std::max<int64_t>(0, start_ns - now_ns);
+}
+
+// One Profile call for the session `preq`, with WaitNs's deadline.
+grpc::Status AskProfiler(ProfilerStub& stub, const tensorflow::ProfileRequest& preq,
+                         int64_t timeout_ns, Clock& clock, tensorflow::ProfileResponse* presp) {
+  grpc::ClientContext ctx;
+  const int64_t now = clock.NowNs();
+  ctx.set_deadline(DeadlineAt(now, WaitNs(preq, timeout_ns, now)));
+  return stub.Profile(&ctx, preq, presp);
+}
+
+// After the profiler was found unreachable: a stub on a fresh channel that connected within
+// kReconnectDeadlineNs, `preq`'s start moved to now when `asap`; or why the capture fails as
+// unreachable after all (no connection, or one too late for the window's start).
+absl::StatusOr<std::unique_ptr<ProfilerStub>> ReconnectProfiler(const Workload& workload,
+                                                                Clock& clock, bool asap,
+                                                                tensorflow::ProfileRequest* preq) {
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
+                   ReconnectWorkload(workload.profiler_address, workload.profiler_channel.get(),
+                                     clock, kReconnectDeadlineNs));
+  const int64_t now = clock.NowNs();
+  const int64_t start_ns = static_cast<int64_t>(preq->opts().start_timestamp_ns());
+  if (asap) {
+    preq->mutable_opts()->set_start_timestamp_ns(static_cast<uint64_t>(now));
+  } else if (now > start_ns + kLateToleranceNs) {
+    return absl::UnavailableError(absl::StrCat("a fresh connection succeeded ",
+                                               (now - start_ns) / 1'000'000,
+                                               " ms after the window's start"));
+  }
+  PODPROF_LOG(INFO) << "reconnected to the workload profiler at " << workload.profiler_address;
+  return tensorflow::ProfilerService::NewStub(channel);
 }
 
 // Samples the runtime metrics every interval on its own thread until stopped.
@@ -309,36 +350,22 @@ absl::Status CaptureRunner::Run(const podprof::v1::CaptureRequest& request,
   // directly, not only through an aggregator that validated the request already.
   RETURN_IF_ERROR(kernelprof::FillProfileOptions(request.options(), opts));
 
-  // As XProf's client: max(60 s, 2 x duration) after the start (60 s configurable).
-  const int64_t wait_ns = std::max<int64_t>(limits.workload_timeout_ns, 2 * duration_ns) +
-                          std::max<int64_t>(0, start_ns - now);
   MetricSampler sampler(clock_, workload_, limits.counter_interval_ns, start_ns,
                         start_ns + duration_ns);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(DeadlineAt(clock_.NowNs(), wait_ns));
-  tensorflow::ProfileResponse presp;
-  std::atomic<bool> terminated{false};
   CaptureCancel uncancellable;
   if (cancel == nullptr) cancel = &uncancellable;
-  std::thread watcher([&] {
-    // Cancellation must reach the workload, or its session would run on unobserved.
-    if (!cancel->AwaitCancelOrClose()) return;
-    terminated = true;
-    grpc::ClientContext tctx;
-    tctx.set_deadline(DeadlineAt(clock_.NowNs(), 2'000'000'000));
-    tensorflow::TerminateRequest treq;
-    treq.set_session_id(session);
-    tensorflow::TerminateResponse tresp;
-    workload_.profiler->Terminate(&tctx, treq, &tresp);
-  });
   RecorderPause pause(workload_.recorder.get());
-  grpc::Status ps = workload_.profiler->Profile(&ctx, preq, &presp);
-  cancel->Close();
-  watcher.join();
+  tensorflow::ProfileResponse presp;
+  bool terminated = false;
+  grpc::Status ps = Profile(&preq, request.start_ns() <= 0, limits.workload_timeout_ns, cancel,
+                            &terminated, &presp);
   sampler.Stop();
   if (terminated)
     return absl::CancelledError("capture cancelled; the workload's session was terminated");
-  if (!ps.ok()) return FromWorkload(ps, workload_.profiler_address, wait_ns);
+  if (!ps.ok()) {
+    return FromWorkload(ps, workload_.profiler_address,
+                        WaitNs(preq, limits.workload_timeout_ns, clock_.NowNs()));
+  }
 
   // The profiler names the file after the request's host; take whatever it wrote.
   std::string path;
@@ -360,6 +387,59 @@ absl::Status CaptureRunner::Run(const podprof::v1::CaptureRequest& request,
   }
   return Finish(path, presp.empty_trace(), request, host, limits, sampler.Series(), sampler.error(),
                 sink, outcome);
+}
+
+grpc::Status CaptureRunner::Profile(tensorflow::ProfileRequest* preq, bool asap, int64_t timeout_ns,
+                                    CaptureCancel* cancel, bool* terminated,
+                                    tensorflow::ProfileResponse* presp) {
+  absl::Mutex mu;
+  // Guarded by mu: where the session runs, and whether the watcher ended it.
+  ProfilerStub* session_on = workload_.profiler.get();
+  bool cancelled = false;
+  std::unique_ptr<ProfilerStub> fresh;  // outlives the watcher, which may use it
+  const std::string session = preq->session_id();
+  std::thread watcher([&] {
+    // Cancellation must reach the workload, or its session would run on unobserved.
+    if (!cancel->AwaitCancelOrClose()) return;
+    ProfilerStub* stub;
+    {
+      absl::MutexLock lock(&mu);
+      cancelled = true;
+      stub = session_on;
+    }
+    grpc::ClientContext tctx;
+    tctx.set_deadline(DeadlineAt(clock_.NowNs(), 2'000'000'000));
+    tensorflow::TerminateRequest treq;
+    treq.set_session_id(session);
+    tensorflow::TerminateResponse tresp;
+    stub->Terminate(&tctx, treq, &tresp);
+  });
+  grpc::Status s = AskProfiler(*workload_.profiler, *preq, timeout_ns, clock_, presp);
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    absl::StatusOr<std::unique_ptr<ProfilerStub>> again =
+        ReconnectProfiler(workload_, clock_, asap, preq);
+    if (!again.ok()) {
+      s = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                       absl::StrCat(s.error_message(), "; ", again.status().message()));
+    } else {
+      fresh = *std::move(again);
+      bool ask;
+      {
+        // A cancellation from here on terminates the session on the fresh channel; one that
+        // lands before the session begins there finds none to end, and the session runs its
+        // duration out with nobody reading it.
+        absl::MutexLock lock(&mu);
+        session_on = fresh.get();
+        ask = !cancelled;
+      }
+      if (ask) s = AskProfiler(*fresh, *preq, timeout_ns, clock_, presp);
+    }
+  }
+  cancel->Close();
+  watcher.join();
+  absl::MutexLock lock(&mu);
+  *terminated = cancelled;
+  return s;
 }
 
 void CaptureRunner::AddRuntimeStatus(CaptureOutcome* outcome) {

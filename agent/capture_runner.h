@@ -4,6 +4,8 @@
 #ifndef PODPROF_AGENT_CAPTURE_RUNNER_H_
 #define PODPROF_AGENT_CAPTURE_RUNNER_H_
 
+#include <grpcpp/grpcpp.h>
+
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,6 +29,9 @@ namespace podprof::agent {
 struct Workload {
   std::string profiler_address;
   std::unique_ptr<tensorflow::ProfilerService::StubInterface> profiler;
+  // The channel under `profiler`, whose backoff a reconnection ends
+  // (agent/workload_channel.h); null where `profiler` is a test's own stub.
+  std::shared_ptr<grpc::Channel> profiler_channel;
   std::vector<std::string> metrics_addresses;
   std::vector<std::unique_ptr<tpu::monitoring::runtime::RuntimeMetricService::StubInterface>>
       metrics;
@@ -91,7 +96,8 @@ class CaptureRunner {
   CaptureRunner(Clock& clock, const Workload& workload) : clock_(clock), workload_(workload) {}
 
   // Runs the capture and streams every chunk, the trailer last. Errors name the cause:
-  // Unavailable (workload unreachable), AlreadyExists (profiler busy), FailedPrecondition (late
+  // Unavailable (workload unreachable, also on a fresh channel given kReconnectDeadlineNs to
+  // connect: agent/workload_channel.h), AlreadyExists (profiler busy), FailedPrecondition (late
   // start, empty trace), DeadlineExceeded (workload hung), DataLoss (unreadable XSpace),
   // Cancelled (`cancel` was cancelled while the workload captured; its session is
   // terminated). `cancel` may be null: a capture nobody can cancel. Run closes it.
@@ -100,6 +106,13 @@ class CaptureRunner {
                    CaptureOutcome* outcome);
 
  private:
+  // Asks the workload's profiler for the session `preq` and waits for its end; when `cancel`
+  // fires, ends the session (Terminate) and sets `*terminated`. A call that finds the
+  // profiler unreachable is made once more on a fresh channel, if one connects within
+  // kReconnectDeadlineNs and the window can still start in time (`asap`: a window from now,
+  // whose start moves to the second call's). Returns the call's status.
+  grpc::Status Profile(tensorflow::ProfileRequest* preq, bool asap, int64_t timeout_ns,
+                       CaptureCancel* cancel, bool* terminated, tensorflow::ProfileResponse* presp);
   // Reads the workload's XSpace at `path` and streams it (host, then plane by plane) in chunks
   // of at most `chunk_limit` bytes; fills the outcome's chips, warnings and window. With
   // `analyse_with` (the series sampled beside the capture), each plane is analysed as it

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -237,6 +238,40 @@ TEST(AgentProcessTest, WorkloadDownIsUnavailableAndTheAgentStaysHealthy) {
   ASSERT_OK(stub->Info(&ctx, podprof::v1::InfoRequest(), &info));
   ASSERT_EQ(info.workload_endpoints_size(), 1);
   EXPECT_FALSE(info.workload_endpoints(0).reachable());
+}
+
+// After a failed capture gRPC holds the agent's channel to the workload in backoff for a
+// second or more; a capture right after the workload came back must not fail "unreachable".
+TEST(AgentProcessTest, ACaptureRightAfterTheWorkloadRestartsReconnects) {
+  Scratch s("restart");
+  s.Workload("", "none");
+  auto sim = StartSimhost(s);
+  ASSERT_TRUE(sim->ready());
+  const int port = sim->info()["profiler_port"].get<int>();
+  auto agent = StartAgent(s, sim.get());
+  ASSERT_TRUE(agent->ready());
+  auto stub = AgentStub(*agent);
+  ASSERT_OK(Capture(*stub, "before", 0, 100).status);
+  sim->Stop();
+  CaptureResult down = Capture(*stub, "down", 0, 100);
+  EXPECT_EQ(down.status.error_code(), grpc::StatusCode::UNAVAILABLE) << down.status.error_message();
+  EXPECT_THAT(down.status.error_message(),
+              ::testing::HasSubstr("a fresh connection to 127.0.0.1:" + std::to_string(port) +
+                                   " did not succeed within 2000 ms"));
+
+  // The workload again, on the same port, and a capture as soon as it listens.
+  std::vector<std::string> args = launch::SimhostArgs(s.pod, 0, s.epoch_ns);
+  auto p = std::find(args.begin(), args.end(), "--profiler-port=0");
+  ASSERT_NE(p, args.end());
+  *p = absl::StrCat("--profiler-port=", port);
+  fs::remove(launch::SimhostReadyFile(s.pod, 0));
+  auto again = std::make_unique<ChildProcess>(args, launch::SimhostReadyFile(s.pod, 0));
+  ASSERT_TRUE(again->ready());
+  ASSERT_EQ(again->info()["profiler_port"].get<int>(), port);
+  CaptureResult r = Capture(*stub, "after", 0, 100);
+  ASSERT_OK(r.status);
+  ASSERT_FALSE(r.chunks.empty());
+  EXPECT_TRUE(r.chunks.back().has_trailer());
 }
 
 TEST(AgentProcessTest, BusyProfilerAndOneCaptureAtATime) {
