@@ -304,25 +304,23 @@
     const pod = k.rollup.insight.kernel_profile;
     const chips = k.per_chip.filter((r) => r.insight.kernel_profile);
     const section = el('div', {id: 'profile'});
-    if (pod) {
-      if ((pod.rows || []).length) {
-        section.append(
-          el('h3', {}, "Utilization over the pod: XProf's Utilization Viewer rows"),
-          el(
-            'p',
-            {class: 'muted'},
-            'Each row is its achieved count against its peak, summed over the chips',
-            (pod.dies || []).length
-              ? ' and their dies; each die column is that die of every chip.'
-              : '.',
-          ),
-          utilizationTable(pod, {id: 'profile-rows'}),
-        );
-      }
+    if (pod && (pod.rows || []).length) {
+      section.append(
+        el('h3', {}, "Utilization over the pod: XProf's Utilization Viewer rows"),
+        el(
+          'p',
+          {class: 'muted'},
+          'Each row is its achieved count against its peak, summed over the chips',
+          (pod.dies || []).length
+            ? ' and their dies; each die column is that die of every chip.'
+            : '.',
+        ),
+        utilizationTable(pod, {id: 'profile-rows'}),
+      );
     }
     if (chips.length) {
       section.append(
-        el('h3', {}, 'Per chip'),
+        el('h3', {}, 'Kernel profiling per chip and die'),
         profileTable(k.per_chip),
         el('h3', {}, 'Utilization per chip'),
         ...chipUtilization(k.per_chip),
@@ -330,16 +328,17 @@
     }
     section.append(...scopeTables(k.scopes, k.rollup.total_ps));
     if (!section.childElementCount) return [];
+    const lines = new Set(k.scopes.map((sc) => sc.line)).size;
     const what = [
       pod && (pod.rows || []).length ? `XProf's Utilization Viewer rows (${pod.rows.length})` : '',
-      chips.length ? `${chips.length} chips and their dies` : '',
-      k.scopes.length ? `time by scope (${new Set(k.scopes.map((sc) => sc.line)).size} lines)` : '',
+      chips.length ? `per chip and die (${P.countOf(chips.length, 'chip')})` : '',
+      lines ? `time by scope (${P.countOf(lines, 'line')})` : '',
     ].filter(Boolean);
     return [
       el(
         'details',
         {id: 'kernel-tables'},
-        el('summary', {}, `All kernel-profiling tables: ${what.join(', ')}`),
+        el('summary', {}, `All tables: ${what.join(', ')}`),
         section,
       ),
     ];
