@@ -65,8 +65,8 @@ void HostAnalyser::Add(const trace::HostCapture& piece) {
     if (!here[c]) continue;
     if (seen_[c] && split_.empty()) {
       split_ = absl::StrCat("chip ", chips_[c].ordinal,
-                            "'s data came in more than one plane (a SparseCore plane apart from "
-                            "its chip's)");
+                            "'s data came in more than one piece (a SparseCore plane apart from "
+                            "its chip's, or a plane larger than the reader's piece budget)");
     }
     seen_[c] = true;
     // Each chip's sampled series go with its one piece, and are then let go.

@@ -55,8 +55,9 @@ void OrderSummary(HostSummary* summary);
 // A host analysed as the agent reads its capture: a device plane (a chip) at a time, each
 // forgotten once analysed, so that memory is one plane's data however long the capture. The
 // result equals SummariseHost's over the whole capture as long as each chip's data comes in one
-// piece; a chip seen in a second piece (a SparseCore plane read apart from its chip's) makes
-// Finish() refuse, and the whole capture is analysed where it is merged instead.
+// piece; a chip seen in a second piece (a SparseCore plane read apart from its chip's, or a
+// plane past the reader's ReadOptions::max_piece_bytes) makes Finish() refuse, and the whole
+// capture is analysed where it is merged instead.
 class HostAnalyser {
  public:
   // `chips` are the host's (ReadXSpaceInPieces' OnHost); `also` the series sampled beside the

@@ -107,9 +107,13 @@ void PerfSampleCollector::Add(uint64_t id, int64_t time_ns, double value) {
   Series& s = SeriesOf(id);
   s.time_ns.push_back(time_ns);
   s.value.push_back(value);
+  bytes_ += sizeof(int64_t) + sizeof(double);
 }
 
 void PerfSampleCollector::AddExecution(ExecutionCounts execution) {
+  // A hash map's slot and control byte per count, and the record itself.
+  bytes_ += sizeof(ExecutionCounts) + execution.kernel.size() +
+            execution.counts.capacity() * (sizeof(std::pair<uint64_t, double>) + 1);
   executions_.push_back(std::move(execution));
 }
 
@@ -169,6 +173,7 @@ void PerfSampleCollector::Finish(int chip, absl::string_view generation, int sca
   series_.clear();
   index_of_.clear();
   executions_.clear();
+  bytes_ = 0;
 }
 
 void PerfSampleCollector::FinishExecutions(absl::string_view generation, ChipNotes* notes) {

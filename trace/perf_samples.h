@@ -57,6 +57,8 @@ class PerfSampleCollector {
   void Add(uint64_t id, int64_t time_ns, double value);
   void AddExecution(ExecutionCounts execution);
   bool empty() const { return series_.empty() && executions_.empty(); }
+  // About what the samples and executions held take in memory.
+  size_t bytes() const { return bytes_; }
 
   // The series for chip `chip` of `generation`, appended to `out` in first-seen order, named
   // by PerfSeriesName (ids the table lacks are noted), each a running total
@@ -84,6 +86,7 @@ class PerfSampleCollector {
   std::vector<Series> series_;
   absl::flat_hash_map<uint64_t, size_t> index_of_;  // counter id -> series_ index
   std::vector<ExecutionCounts> executions_;
+  size_t bytes_ = 0;
 };
 
 // The value XProf's tools read from a `counter_value` stat: negative and NaN as 0, at or

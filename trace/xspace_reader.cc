@@ -51,6 +51,8 @@ constexpr int64_t kDenseIds = 1 << 16;
 constexpr uint32_t kNoKernel = ~uint32_t{0};
 // Kinds of LineKind, for tables indexed by it.
 constexpr int kLineKinds = static_cast<int>(LineKind::kScopes) + 1;
+// counter_line_ns_ of a series whose times are absolute already (perf samples).
+constexpr int64_t kAbsolute = INT64_MIN;
 
 // The kind of a stat from its name, as the schema knows it; a stat whose name speaks of MLIR
 // (a Mosaic kernel's lowered MLIR, under whatever name the capture gives it) is the Mosaic MLIR.
@@ -346,6 +348,17 @@ struct EventFields {
   int64_t dropped_traces = 0;
 };
 
+// A module event's name, "<module>(<program id>)": its parts, or false for another name.
+bool ParseModuleName(absl::string_view name, std::string* module, uint64_t* program_id) {
+  const size_t open = name.rfind('(');
+  if (open == absl::string_view::npos || name.back() != ')' ||
+      !absl::SimpleAtoi(name.substr(open + 1, name.size() - open - 2), program_id)) {
+    return false;
+  }
+  *module = std::string(name.substr(0, open));
+  return true;
+}
+
 class Reader {
  public:
   Reader(ByteSource& source, const ReadOptions& options, PieceSink* sink)
@@ -386,6 +399,10 @@ class Reader {
     // serves every program that has an op of that name. The value: kernel, and whether it is
     // a collective.
     absl::flat_hash_map<std::pair<int64_t, uint64_t>, std::pair<uint32_t, bool>> cpu_kernel_of;
+    // The first kernel not yet handed to the sink, and whether part of the plane has been
+    // (it is larger than options_.max_piece_bytes).
+    size_t piece_kernels = 0;
+    bool split = false;
   };
 
   // One pass over the XSpace: the host's part (`header`: names, warnings, chips, the Task
@@ -405,8 +422,10 @@ class Reader {
                                 const std::vector<RawStat>& plane_stats);
   // After a device plane's data: its times made absolute, its new kernels given their modules,
   // and the piece handed to the sink (then dropped) when there is one.
-  absl::Status EndPlane(PlaneState* state, size_t blocks_before, size_t counters_before,
-                        size_t kernels_before);
+  absl::Status EndPlane(PlaneState* state, size_t blocks_before, size_t counters_before);
+  // The timelines and counters read since the last piece, on absolute times, with the new
+  // kernels' modules and text made valid, handed to the sink.
+  absl::Status HandPiece(PlaneState* plane);
   // A plane's stat and event metadata (the extents its scan recorded), read through `c`.
   absl::Status ReadStatMetadata(const PlaneScan& scan, Cursor& c, StatTable* table);
   absl::Status ReadEventMetadata(const PlaneScan& scan, Cursor& c, PlaneState* state);
@@ -429,6 +448,15 @@ class Reader {
     int64_t steps_block = -1;
   };
   absl::Status ReadLine(Cursor line, PlaneState* plane);
+  // Reading in pieces: the programs' modules that the plane's module lines name, known before
+  // any line is read, so that a kernel handed to the sink in a piece before its plane's module
+  // line was read still has its module.
+  absl::Status NoteModules(const PlaneScan& scan, Cursor& c, const PlaneState& plane);
+  // Reading in pieces, once the plane's data held passes options_.max_piece_bytes: what has
+  // been read of it goes to the sink and is dropped, and the line being read goes on in a
+  // fresh block. The plane's perf samples cannot be split: past the same budget, an error
+  // naming the chip.
+  absl::Status MaybeSplitPlane(PlaneState* plane, LineContext* ctx);
   absl::Status ReadEvent(Span ev, PlaneState* plane, LineContext* ctx);
   // JAX on CPU: a host thread's event, kept when it runs an XLA op (`hlo_op`) or is a
   // StepTraceAnnotation (`step_num`).
@@ -456,6 +484,9 @@ class Reader {
   static uint64_t StatUint(const RawStat& stat);
   void Finish();
   void ResolveModules(size_t first_kernel);
+  // Blocks and counter series from these indices on moved from their lines' times to
+  // absolute ones (series already absolute, the perf series, are left alone).
+  void MakeAbsolute(size_t blocks_from, size_t counters_from);
   int64_t Absolute(int64_t line_ns) const;
 
   wire::Window window_;
@@ -661,16 +692,17 @@ absl::Status Reader::ReadDevicePlane(const PlaneScan& scan, int64_t plane_end, b
   if (state.chip < 0) return absl::OkStatus();
   const size_t blocks_before = capture_.blocks.size();
   const size_t counters_before = capture_.counters.size();
-  const size_t kernels_before = capture_.kernels.size();
+  state.piece_kernels = capture_.kernels.size();
 
   RETURN_IF_ERROR(ReadEventMetadata(scan, c, &state));
+  if (sink_ != nullptr) RETURN_IF_ERROR(NoteModules(scan, c, state));
   for (const Extent& e : scan.lines) {
     c.Seek(e.pos);
     Cursor line(nullptr, 0, 0, "");
     RETURN_IF_ERROR(c.ReadSub("XLine", &line));
     RETURN_IF_ERROR(ReadLine(line, &state));
   }
-  return EndPlane(&state, blocks_before, counters_before, kernels_before);
+  return EndPlane(&state, blocks_before, counters_before);
 }
 
 absl::Status Reader::ReadPlaneHeader(const PlaneScan& scan, const PlaneState& state,
@@ -771,29 +803,106 @@ absl::StatusOr<Chip> Reader::ReadChip(const PlaneScan& scan, const PlaneState& s
   return chip;
 }
 
-absl::Status Reader::EndPlane(PlaneState* state, size_t blocks_before, size_t counters_before,
-                              size_t kernels_before) {
-  for (size_t b = blocks_before; b < capture_.blocks.size(); ++b) {
-    capture_.blocks[b].base_ns = Absolute(capture_.blocks[b].base_ns);
-  }
-  for (size_t i = counters_before; i < capture_.counters.size(); ++i) {
-    const int64_t base = Absolute(counter_line_ns_[i]);
-    for (int64_t& t : capture_.counters[i].time_ns) t += base;
-  }
+absl::Status Reader::EndPlane(PlaneState* state, size_t blocks_before, size_t counters_before) {
   if (!state->perf.empty()) {
-    // Perf samples come from many lines and already hold absolute times.
+    // Perf samples come from many lines and already hold absolute times: after the others'.
     const Chip& chip = capture_.host.chips[state->chip];
+    const size_t perf_from = capture_.counters.size();
     state->perf.Finish(state->chip, chip.generation, options_.perf_counter_scaling,
                        &capture_.counters, &notes_[chip.ordinal]);
     counter_line_ns_.resize(capture_.counters.size(), 0);
+    for (size_t i = perf_from; i < counter_line_ns_.size(); ++i) counter_line_ns_[i] = kAbsolute;
   }
-  ResolveModules(kernels_before);
-  if (sink_ == nullptr) return absl::OkStatus();
-  MakeText(&capture_, kernels_before, blocks_before, counters_before);
-  RETURN_IF_ERROR(sink_->OnPlane(capture_, kernels_before));
+  if (sink_ == nullptr) {
+    MakeAbsolute(blocks_before, counters_before);
+    ResolveModules(state->piece_kernels);
+    return absl::OkStatus();
+  }
+  if (state->split) {
+    // The lines and series the pieces before this one emptied, and ended with nothing more.
+    auto empty_block = [](const EventBlock& b) { return b.size() == 0; };
+    capture_.blocks.erase(
+        std::remove_if(capture_.blocks.begin(), capture_.blocks.end(), empty_block),
+        capture_.blocks.end());
+    size_t kept = 0;
+    for (size_t i = 0; i < capture_.counters.size(); ++i) {
+      if (capture_.counters[i].time_ns.empty()) continue;
+      if (kept != i) {
+        capture_.counters[kept] = std::move(capture_.counters[i]);
+        counter_line_ns_[kept] = counter_line_ns_[i];
+      }
+      ++kept;
+    }
+    capture_.counters.resize(kept);
+    counter_line_ns_.resize(kept);
+  }
+  RETURN_IF_ERROR(HandPiece(state));
   std::vector<EventBlock>().swap(capture_.blocks);
   std::vector<CounterSeries>().swap(capture_.counters);
   counter_line_ns_.clear();
+  return absl::OkStatus();
+}
+
+void Reader::MakeAbsolute(size_t blocks_from, size_t counters_from) {
+  for (size_t b = blocks_from; b < capture_.blocks.size(); ++b) {
+    capture_.blocks[b].base_ns = Absolute(capture_.blocks[b].base_ns);
+  }
+  for (size_t i = counters_from; i < capture_.counters.size(); ++i) {
+    if (counter_line_ns_[i] == kAbsolute) continue;
+    const int64_t base = Absolute(counter_line_ns_[i]);
+    for (int64_t& t : capture_.counters[i].time_ns) t += base;
+  }
+}
+
+absl::Status Reader::HandPiece(PlaneState* plane) {
+  MakeAbsolute(0, 0);
+  ResolveModules(plane->piece_kernels);
+  MakeText(&capture_, plane->piece_kernels, 0, 0);
+  RETURN_IF_ERROR(sink_->OnPlane(capture_, plane->piece_kernels));
+  plane->piece_kernels = capture_.kernels.size();
+  return absl::OkStatus();
+}
+
+absl::Status Reader::MaybeSplitPlane(PlaneState* plane, LineContext* ctx) {
+  if (plane->perf.bytes() > options_.max_piece_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "chip ", capture_.host.chips[plane->chip].ordinal, "'s performance counter samples take ",
+        plane->perf.bytes() >> 20, " MiB, past the reader's bound of ",
+        options_.max_piece_bytes >> 20, " MiB a plane"));
+  }
+  size_t held = 0;
+  for (const EventBlock& b : capture_.blocks) {
+    held += b.start_ps.capacity() * sizeof(int64_t) + b.duration_ps.capacity() * sizeof(int64_t) +
+            b.kernel.capacity() * sizeof(uint32_t) + b.collective.capacity() * sizeof(uint64_t);
+  }
+  for (const CounterSeries& c : capture_.counters) {
+    held += c.time_ns.capacity() * sizeof(int64_t) + c.value.capacity() * sizeof(double);
+  }
+  if (held <= options_.max_piece_bytes) return absl::OkStatus();
+  plane->split = true;
+  // The line being read goes on after the piece: in a block of its own, its host thread's
+  // steps in another made at its next step; its counter series keep their places, emptied.
+  EventBlock rest;
+  const bool open_block = ctx->block != nullptr;
+  if (open_block) {
+    rest.chip = ctx->block->chip;
+    rest.line = ctx->block->line;
+    rest.kind = ctx->block->kind;
+  }
+  RETURN_IF_ERROR(HandPiece(plane));
+  std::vector<EventBlock>().swap(capture_.blocks);
+  for (size_t i = 0; i < capture_.counters.size(); ++i) {
+    std::vector<int64_t>().swap(capture_.counters[i].time_ns);
+    std::vector<double>().swap(capture_.counters[i].value);
+    // Samples from here on are relative to their line again (MakeAbsolute made these so).
+  }
+  if (open_block) {
+    rest.base_ns = ctx->timestamp_ns;
+    capture_.blocks.push_back(std::move(rest));
+    ctx->block = &capture_.blocks.back();
+  }
+  ctx->ops_block = 0;
+  ctx->steps_block = -1;
   return absl::OkStatus();
 }
 
@@ -1022,6 +1131,7 @@ absl::Status Reader::ReadLine(Cursor line, PlaneState* plane) {
       }
     }
     const int64_t consumed = chunk.offset() - line.pos();
+    if (sink_ != nullptr) RETURN_IF_ERROR(MaybeSplitPlane(plane, &ctx));
     if (consumed > 0) {
       line.Seek(line.pos() + consumed);
       continue;
@@ -1137,6 +1247,40 @@ absl::Status ParseEvent(Span ev, const StatTable& table, EventFields* f) {
         ok = ev.Skip(wt);
     }
     if (!ok) return wire::MalformedAt(ev.offset(), "bad field in XEvent");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Reader::NoteModules(const PlaneScan& scan, Cursor& c, const PlaneState& plane) {
+  for (const Extent& e : scan.lines) {
+    c.Seek(e.pos);
+    Cursor line(nullptr, 0, 0, "");
+    RETURN_IF_ERROR(c.ReadSub("XLine", &line));
+    std::string name;
+    int64_t timestamp_ns = 0;
+    RETURN_IF_ERROR(ScanLineHeader(line, &name, &timestamp_ns));
+    LineKind kind;
+    bool counters;
+    if (!ClassifyLine(plane.kind, name, &kind, &counters) || kind != LineKind::kModules) continue;
+    while (!line.done()) {
+      uint32_t field;
+      WireType wt;
+      RETURN_IF_ERROR(line.ReadTag(&field, &wt));
+      if (field != XLineField::kEvents || wt != wire::kLengthDelimited) {
+        RETURN_IF_ERROR(line.Skip(wt));
+        continue;
+      }
+      Span ev;
+      RETURN_IF_ERROR(line.ReadSpan(&ev));
+      EventFields f;
+      RETURN_IF_ERROR(ParseEvent(ev, plane.stat_table, &f));
+      auto meta = plane.metas.find(f.metadata_id);
+      std::string module;
+      uint64_t id;
+      if (meta != plane.metas.end() && ParseModuleName(meta->second.name, &module, &id)) {
+        module_of_program_.try_emplace(id, std::move(module));
+      }
+    }
   }
   return absl::OkStatus();
 }
@@ -1460,14 +1604,9 @@ absl::StatusOr<uint32_t> Reader::KernelFor(PlaneState* plane, LineKind kind, int
   switch (kind) {
     case LineKind::kModules: {
       def.category = "xla module";
-      // Module events are named "<module>(<program id>)".
-      size_t open = def.name.rfind('(');
       uint64_t id;
-      if (open != std::string::npos && def.name.back() == ')' &&
-          absl::SimpleAtoi(absl::string_view(def.name).substr(open + 1, def.name.size() - open - 2),
-                           &id)) {
+      if (ParseModuleName(def.name, &def.module, &id)) {
         def.program_id = id;
-        def.module = def.name.substr(0, open);
         module_of_program_.try_emplace(id, def.module);
       } else {
         def.module = def.name;

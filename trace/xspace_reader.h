@@ -30,6 +30,12 @@ struct ReadOptions {
   // trace/perf_counters.h): sampled values were shifted right by this many bits, and the
   // reader shifts them back. 0 (the default) when the capture sampled none or unscaled.
   int perf_counter_scaling = 0;
+  // Read in pieces (ReadXSpaceInPieces): the most a plane's timelines and counter samples may
+  // take in memory before what has been read of it goes to the sink as a piece of its own,
+  // so that a plane of any size is streamed, never held whole. Its sampled performance
+  // counters, which only make sense together, may take as much again; past that the read
+  // fails naming the chip. Ignored by ReadXSpace, which returns the whole capture.
+  size_t max_piece_bytes = size_t{64} << 20;
 };
 
 // Reads one XSpace from `source`. Damaged input fails with DataLoss "malformed XSpace at byte
@@ -42,14 +48,17 @@ class PieceSink {
   virtual ~PieceSink() = default;
   // The host with every chip and the profile's window, before any piece.
   virtual absl::Status OnHost(const Host& host) = 0;
-  // One device plane read: `piece.blocks` and `piece.counters` are its data, on absolute
-  // times; `piece.kernels` are every kernel so far, those from `first_new_kernel` on new with
-  // this plane. Blocks and counters are dropped once this returns. An error stops the read.
+  // One device plane read, or part of one larger than ReadOptions::max_piece_bytes (a plane's
+  // later part then continues its lines in blocks and series of the same names):
+  // `piece.blocks` and `piece.counters` are its data, on absolute times; `piece.kernels` are
+  // every kernel so far, those from `first_new_kernel` on new with this piece. Blocks and
+  // counters are dropped once this returns. An error stops the read.
   virtual absl::Status OnPlane(const HostCapture& piece, size_t first_new_kernel) = 0;
 };
 
 // ReadXSpace, handing each device plane's data to `sink` as soon as it is read: memory is one
-// plane's data (a chip's) and the kernel table, not the whole capture's. Returns the capture
+// plane's data (a chip's), at most about options.max_piece_bytes of it, and the kernel table,
+// not the whole capture's. Returns the capture
 // without blocks or counters (host, kernels, warnings). A kernel takes its module from the
 // planes read so far (each chip's plane names the modules it ran).
 absl::StatusOr<HostCapture> ReadXSpaceInPieces(ByteSource& source, const ReadOptions& options,

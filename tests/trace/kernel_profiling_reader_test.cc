@@ -326,6 +326,27 @@ TEST(KernelProfilingReaderTest, PiecesGiveTheSameSeries) {
   }
 }
 
+// A plane's performance counter samples only make sense together, so they are not split like
+// its timelines: past the piece budget the read fails naming the chip, rather than hold
+// whatever the workload sent.
+TEST(KernelProfilingReaderTest, PerfSamplesPastThePieceBudgetFailNamingTheChip) {
+  class Drop final : public PieceSink {
+   public:
+    absl::Status OnHost(const Host&) override { return absl::OkStatus(); }
+    absl::Status OnPlane(const HostCapture&, size_t) override { return absl::OkStatus(); }
+  } sink;
+  const std::string bytes = KernelProfilingCapture().SerializeAsString();
+  MemorySource source(bytes);
+  ReadOptions options;
+  ASSERT_OK(ReadXSpaceInPieces(source, options, &sink).status());
+  options.max_piece_bytes = 64;
+  absl::StatusOr<HostCapture> small = ReadXSpaceInPieces(source, options, &sink);
+  ASSERT_FALSE(small.ok());
+  EXPECT_EQ(small.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(small.status().message(),
+              ::testing::HasSubstr("chip 0's performance counter samples take"));
+}
+
 // The pod-wide id: core_details first, then global_chip_id, then device_id.
 TEST(KernelProfilingReaderTest, GlobalChipIdFallbacks) {
   xp::XSpace space;

@@ -4,6 +4,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 #include <tuple>
@@ -182,6 +183,94 @@ TEST_P(FixtureTest, PiecesAddUpToTheWholeCapture) {
     EXPECT_EQ(sink.counters[c].name, whole->counters[c].name);
     EXPECT_EQ(sink.counters[c].time_ns, whole->counters[c].time_ns);
   }
+}
+
+// Reads `source` in pieces with a piece budget of `budget` bytes and expects at least
+// `min_pieces` pieces, none holding much past the budget (one read chunk's events: at most
+// 1 MiB of wire, an event at least 4 bytes of it), that add up to `whole`: every line's
+// events, every series' samples and every kernel with its module.
+void ExpectPartsAddUp(ByteSource& source, ReadOptions opts, size_t budget, const HostCapture& whole,
+                      int min_pieces) {
+  using Key = std::tuple<int, std::string, int>;  // chip, line, kind
+  struct Line {
+    std::vector<int64_t> start_ps, duration_ps;  // absolute: base_ns x 1000 + start
+    std::vector<uint32_t> kernel;
+  };
+  using Samples = std::pair<std::vector<int64_t>, std::vector<double>>;
+  struct Data {
+    std::map<Key, Line> lines;
+    std::map<std::pair<int, std::string>, Samples> series;
+    void Add(const HostCapture& c) {
+      for (const EventBlock& b : c.blocks) {
+        Line& l = lines[{b.chip, b.line, static_cast<int>(b.kind)}];
+        for (size_t i = 0; i < b.size(); ++i) {
+          l.start_ps.push_back(b.base_ns * 1000 + b.start_ps[i]);
+          l.duration_ps.push_back(b.duration_ps[i]);
+          l.kernel.push_back(b.kernel[i]);
+        }
+      }
+      for (const CounterSeries& c : c.counters) {
+        Samples& s = series[{c.chip, c.name}];
+        s.first.insert(s.first.end(), c.time_ns.begin(), c.time_ns.end());
+        s.second.insert(s.second.end(), c.value.begin(), c.value.end());
+      }
+    }
+  };
+  class Collect final : public PieceSink {
+   public:
+    absl::Status OnHost(const Host&) override { return absl::OkStatus(); }
+    absl::Status OnPlane(const HostCapture& piece, size_t first_new_kernel) override {
+      EXPECT_EQ(first_new_kernel, kernels) << "new kernels continue the previous piece's";
+      kernels = piece.kernels.size();
+      size_t events = piece.EventCount();
+      for (const CounterSeries& c : piece.counters) events += c.time_ns.size();
+      largest = std::max(largest, events);
+      data.Add(piece);
+      ++pieces;
+      return absl::OkStatus();
+    }
+    Data data;
+    int pieces = 0;
+    size_t kernels = 0, largest = 0;
+  } sink;
+  opts.max_piece_bytes = budget;
+  auto rest = ReadXSpaceInPieces(source, opts, &sink);
+  ASSERT_OK(rest);
+  EXPECT_GE(sink.pieces, min_pieces);
+  EXPECT_LE(sink.largest, budget / 8 + (size_t{1} << 18));
+  Data want;
+  want.Add(whole);
+  ASSERT_EQ(sink.data.lines.size(), want.lines.size());
+  for (const auto& [key, w] : want.lines) {
+    const Line& got = sink.data.lines[key];
+    EXPECT_EQ(got.start_ps, w.start_ps) << std::get<1>(key);
+    EXPECT_EQ(got.duration_ps, w.duration_ps) << std::get<1>(key);
+    EXPECT_EQ(got.kernel, w.kernel) << std::get<1>(key);
+  }
+  for (const auto& [key, w] : sink.data.series) {
+    EXPECT_TRUE(want.series.count(key)) << key.first << " " << key.second << " " << w.first.size();
+  }
+  ASSERT_EQ(sink.data.series.size(), want.series.size());
+  for (const auto& [key, w] : want.series) EXPECT_EQ(sink.data.series[key], w) << key.second;
+  ASSERT_EQ(rest->kernels.size(), whole.kernels.size());
+  for (size_t k = 0; k < whole.kernels.size(); ++k) {
+    EXPECT_EQ(rest->kernels[k].name, whole.kernels[k].name);
+    EXPECT_EQ(rest->kernels[k].module, whole.kernels[k].module) << whole.kernels[k].name;
+  }
+}
+
+// A plane larger than the reader's piece budget is streamed in parts, never held whole (an
+// agent's memory must not follow the workload's plane size): with a budget of 4 KiB, a real
+// capture's planes come apart at their lines and still add up to the whole read.
+TEST_P(FixtureTest, PlanesLargerThanThePieceBudgetComeInParts) {
+  const std::string path = FixturePath(GetParam());
+  auto whole = ReadXSpaceFile(path);
+  ASSERT_OK(whole);
+  auto source = FileSource::Open(path);
+  ASSERT_OK(source);
+  ReadOptions opts;
+  opts.host_name = HostNameFromPath(path);
+  ExpectPartsAddUp(**source, opts, 4096, *whole, static_cast<int>(whole->host.chips.size()) + 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(RealCaptures, FixtureTest,
@@ -389,6 +478,74 @@ TEST(XSpaceReaderTest, RefValuesCompressedStringsCountersAndFieldOrder) {
   EXPECT_EQ(c->counters[0].name, "mxu_busy");
   EXPECT_EQ(c->counters[0].value, (std::vector<double>{0, 0.25, 0.5, 0.75}));
   EXPECT_EQ(c->counters[0].time_ns[1], 1'700'000'000'000'002'000);
+}
+
+// One line of 300,000 events (about 11 MB) and a counter line of 100,000 samples, with the
+// plane's module line after them: read in pieces of 1 MiB, the lines come apart in the middle
+// and continue in the next pieces, and every kernel still knows its module, although the
+// pieces holding its events went before the module line was read.
+TEST(XSpaceReaderTest, ALineLargerThanThePieceBudgetIsSplitInTheMiddle) {
+  tensorflow::profiler::XSpace space;
+  auto* plane = space.add_planes();
+  plane->set_name("/device:TPU:0");
+  const char* stats[] = {"", "program_id", "counter_value", "device_duration_ps"};
+  for (int i = 1; i <= 3; ++i) (*plane->mutable_stat_metadata())[i].set_name(stats[i]);
+  for (int k = 1; k <= 3; ++k) {
+    auto& m = (*plane->mutable_event_metadata())[k];
+    m.set_name("fusion." + std::to_string(k));
+    auto* program = m.add_stats();
+    program->set_metadata_id(1);
+    program->set_uint64_value(70 + k);
+  }
+  (*plane->mutable_event_metadata())[10].set_name("mxu_busy");
+  for (int k = 1; k <= 3; ++k) {
+    (*plane->mutable_event_metadata())[20 + k].set_name("jit_step_" + std::to_string(k) + "(" +
+                                                        std::to_string(70 + k) + ")");
+  }
+  auto* ops = plane->add_lines();
+  ops->set_name("XLA Ops");
+  ops->set_timestamp_ns(1000);
+  for (int i = 0; i < 300'000; ++i) {
+    auto* ev = ops->add_events();
+    ev->set_metadata_id(1 + i % 3);
+    ev->set_offset_ps(int64_t{10'000} * i);
+    ev->set_duration_ps(9'000 + i % 7);
+  }
+  auto* counters = plane->add_lines();
+  counters->set_name("_counters_");
+  for (int i = 0; i < 100'000; ++i) {
+    auto* ev = counters->add_events();
+    ev->set_metadata_id(10);
+    ev->set_offset_ps(int64_t{30'000} * i);
+    auto* v = ev->add_stats();
+    v->set_metadata_id(2);
+    v->set_double_value(i % 100 / 100.0);
+  }
+  auto* modules = plane->add_lines();
+  modules->set_name("XLA Modules");
+  for (int k = 1; k <= 3; ++k) {
+    auto* ev = modules->add_events();
+    ev->set_metadata_id(20 + k);
+    ev->set_offset_ps(int64_t{1'000'000'000} * k);
+    ev->set_duration_ps(1'000'000'000);
+  }
+  auto* env = space.add_planes();
+  env->set_name("Task Environment");
+  (*env->mutable_stat_metadata())[1].set_name("profile_start_time");
+  auto* start = env->add_stats();
+  start->set_metadata_id(1);
+  start->set_uint64_value(1'700'000'000'000'000'000);
+  const std::string bytes = space.SerializeAsString();
+  MemorySource source(bytes);
+  auto whole = ReadXSpace(source);
+  ASSERT_OK(whole);
+  ASSERT_EQ(whole->EventCount(), 300'003u);
+  for (const KernelDef& k : whole->kernels) {
+    if (absl::StartsWith(k.name, "fusion.")) {
+      EXPECT_FALSE(k.module.empty()) << k.name;
+    }
+  }
+  ExpectPartsAddUp(source, ReadOptions(), size_t{1} << 20, *whole, 4);
 }
 
 TEST(XSpaceReaderTest, BadGzipIsAnErrorNotACrash) {
