@@ -440,12 +440,11 @@
         ),
       );
     }
-    const chips = el(
-      'section',
-      {class: 'lead-part'},
-      el('h2', {}, 'Worst chips'),
-      worstChips(k.per_chip),
-    );
+    // One chip has no worst: its row is the per-chip table's only one.
+    const chips =
+      k.per_chip.length > 1
+        ? el('section', {class: 'lead-part'}, el('h2', {}, 'Worst chips'), worstChips(k.per_chip))
+        : '';
     out.push(el('div', {class: 'kernel-lead'}, where, chips));
     return out;
   }
