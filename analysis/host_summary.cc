@@ -212,10 +212,13 @@ absl::Status CheckSummary(const HostSummary& summary, size_t chips, size_t kerne
         !bad.ok()) {
       return bad;
     }
-    if (r.id == 0 || r.duration_ns < 0 || r.end_carry < -1 || r.end_carry > 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("arrival row ", i, " is no collective run: id ", r.id, ", duration ",
-                       r.duration_ns, " ns, end carry ", r.end_carry));
+    // Its end (start + duration + carry) is read for the clock alignment: it must be a time.
+    if (r.id == 0 || r.duration_ns < 0 || r.duration_ns > max_duration_ps / 1000 ||
+        r.start_ns < 0 || r.start_ns > INT64_MAX - r.duration_ns - 1 || r.end_carry < -1 ||
+        r.end_carry > 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "arrival row ", i, " is no collective run: id ", r.id, ", start ", r.start_ns,
+          " ns, duration ", r.duration_ns, " ns, end carry ", r.end_carry));
     }
   }
   return absl::OkStatus();

@@ -459,6 +459,21 @@ TEST(HostSummaryTest, ASummaryBeyondWhatIsPhysicalIsRefused) {
   EXPECT_THAT(CheckSummary(bad, chips, kernels),
               testing::StatusIs(absl::StatusCode::kInvalidArgument,
                                 ::testing::HasSubstr("attribution row 0")));
+  // Found by summary_fuzzer: an arrival's end (start + duration) overflowed int64 where the
+  // clock alignment reads it.
+  ASSERT_FALSE(good.arrivals.empty());
+  bad = good;
+  bad.arrivals.front().start_ns = INT64_MAX - 10;
+  bad.arrivals.front().duration_ns = 100;
+  EXPECT_THAT(CheckSummary(bad, chips, kernels),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                ::testing::HasSubstr("arrival row 0 is no collective run")));
+  bad = good;
+  bad.arrivals.front().duration_ns = int64_t{7200} * 1'000'000'000;  // two hours
+  EXPECT_THAT(
+      CheckSummary(bad, chips, kernels, /*max_duration_ps=*/int64_t{61} * 1'000'000'000'000),
+      testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                        ::testing::HasSubstr("arrival row 0 is no collective run")));
 }
 
 }  // namespace
