@@ -85,6 +85,9 @@ void FillHistoryPoints(const std::vector<storage::HistoryPoint>& points, size_t 
                                        p.perf_covered_ps, 0, p.total_ps);
       if (k.present) insight::ProfileToProto(k, pt->mutable_kernel_profile());
     }
+    for (const auto& [name, mean] : insight::GaugeMeans(p.busy_gauges)) {
+      (*pt->mutable_utilization())[name] = mean;
+    }
   }
 }
 

@@ -159,13 +159,14 @@ absl::StatusOr<v1::ImportXSpaceResponse> Importer::Finish() {
   if (absl::StatusOr<v1::CaptureSummary> summary = queries_.Capture(id); summary.ok()) {
     *response.mutable_summary() = *std::move(summary);
   }
-  // Without verdicts: the store's ten rows as they are, not judged only to be dropped.
-  storage::StatsQuery top;
-  top.capture_id = id;
-  top.top = 10;
-  if (absl::StatusOr<std::vector<storage::StatRow>> stats = queries_.store().kernels().Stats(top);
-      stats.ok()) {
-    for (const storage::StatRow& r : *stats) *response.add_top_kernels() = ToProto(r);
+  // Judged as `podprof stats` judges them (verdicts, counters, the MXU figure), so that the
+  // importer's summary and `stats` agree.
+  v1::GetKernelStatsRequest top;
+  top.set_capture_id(id);
+  top.set_group_by(v1::KERNEL_GROUPING_KERNEL);
+  top.set_top_n(10);
+  if (absl::StatusOr<v1::GetKernelStatsResponse> stats = queries_.KernelStats(top); stats.ok()) {
+    *response.mutable_top_kernels() = std::move(*stats->mutable_stats());
   }
   return response;
 }

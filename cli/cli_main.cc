@@ -1,5 +1,8 @@
 #include "cli/cli_main.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -145,6 +148,7 @@ int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
   } catch (const CLI::ParseError& e) {
     return ParseFailed(app, e, out, err);
   }
+  context.table_fit.width = TerminalWidth(std::getenv("COLUMNS"), STDOUT_FILENO);
   for (const std::unique_ptr<Command>& command : commands) {
     if (command->app()->parsed()) return command->Run(context, out, err);
   }

@@ -1,8 +1,12 @@
 #include "cli/command.h"
 
+#include <sys/ioctl.h>
+#include <unistd.h>
+
 #include <map>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "cli/exit_codes.h"
 #include "cli/one_of.h"
@@ -39,6 +43,22 @@ void AddFormatFlag(CLI::App* cmd, OutputFormat& format) {
                                        {"json", OutputFormat::kJson},
                                        {"csv", OutputFormat::kCsv}}))
       ->option_text("table|json|csv");
+}
+
+void AddWideFlag(CLI::App* cmd, TableFit& fit) {
+  cmd->add_flag("--wide", fit.wide,
+                "Print every column of the table, whole (by default the table fits the "
+                "terminal, $COLUMNS wide where set, and leaves out columns without values)");
+}
+
+size_t TerminalWidth(const char* columns_env, int fd) {
+  size_t columns = 0;
+  if (columns_env != nullptr && absl::SimpleAtoi(columns_env, &columns) && columns > 0) {
+    return columns;
+  }
+  struct winsize ws {};
+  if (::isatty(fd) && ::ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+  return 0;
 }
 
 // The environment variables named in these texts are applied by ApplyCliEnvironment before

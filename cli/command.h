@@ -40,6 +40,8 @@ struct CliContext {
   AggregatorTarget target;
   TlsFiles tls;
   OutputFormat format = OutputFormat::kTable;
+  // How tables meet the terminal: its width (TerminalWidth) and --wide.
+  TableFit table_fit;
   bool no_color = false;
   // `podprof export`'s default --max-size (the profile's max_size); 0 for the aggregator's.
   uint64_t export_max_bytes = 0;
@@ -90,6 +92,14 @@ class AggregatorCommand : public Command {
 
 // --format table|json|csv, bound to `format`.
 void AddFormatFlag(CLI::App* cmd, OutputFormat& format);
+
+// --wide: tables show every column, whole, instead of fitting the terminal (report/table.h).
+void AddWideFlag(CLI::App* cmd, TableFit& fit);
+
+// The width tables are fitted to: `columns_env` ($COLUMNS) when it is a positive number, else
+// the terminal's when `fd` is one, else 0: no limit, so that a pipe or a file gets every
+// column that has values.
+size_t TerminalWidth(const char* columns_env, int fd);
 
 // --tls-cert, --tls-key and --tls-ca (also from $PODPROF_TLS_*), bound to `tls`.
 void AddTlsFlags(CLI::App* cmd, TlsFiles& tls);

@@ -1,6 +1,9 @@
 #include "cli/diff_command.h"
 
+#include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
@@ -19,6 +22,7 @@ class DiffCommand : public AggregatorCommand {
  public:
   DiffCommand(CLI::App* cmd, CliContext& context) : AggregatorCommand(cmd) {
     AddAggregatorFlags(cmd, context);
+    AddWideFlag(cmd, context.table_fit);
     cmd->add_option("baseline", options_.baseline_capture_id, "Capture id of the reference")
         ->required();
     cmd->add_option("candidate", options_.candidate_capture_id, "Capture id to judge")->required();
@@ -43,6 +47,7 @@ class DiffCommand : public AggregatorCommand {
   int RunWith(AggregatorClient& client, CliContext& context, std::ostream& out,
               std::ostream& err) override {
     options_.format = context.format;
+    options_.fit = context.table_fit;
     absl::StatusOr<uint32_t> regressions = RunDiff(client, options_, out);
     if (!regressions.ok()) return Failed(err, regressions.status(), kExitBadInput);
     return fail_on_regression_ && *regressions > 0 ? kExitRegression : 0;
@@ -60,12 +65,67 @@ std::string ChangeCell(const v1::KernelDelta& d, double change) {
   return FormatChange(change);
 }
 
-// "72%→31%", "-" when neither side measured it.
-std::string MxuCell(const v1::KernelDelta& d) {
-  const double* a = MxuOf(d.has_baseline(), d.baseline());
-  const double* b = MxuOf(d.has_candidate(), d.candidate());
-  if (a == nullptr && b == nullptr) return "-";
-  return absl::StrCat(a == nullptr ? "-" : Percent(*a), "→", b == nullptr ? "-" : Percent(*b));
+// "72.0%→31.0%" as `stats` shows each side's MXU figure, "-" when neither side measured it.
+std::string MxuCell(const v1::KernelDelta& d, const MxuSources& sources) {
+  const MxuFigure a = MxuOf(d.has_baseline(), d.baseline());
+  const MxuFigure b = MxuOf(d.has_candidate(), d.candidate());
+  if (!a.known() && !b.known()) return "-";
+  return absl::StrCat(sources.Cell(a), "→", sources.Cell(b));
+}
+
+// The candidate's verdict (the baseline's for a kernel that is gone), "a → b" where it changed.
+std::string VerdictCell(const v1::KernelDelta& d) {
+  const std::string before = d.has_baseline() ? report::VerdictCell(d.baseline().insight()) : "-";
+  const std::string after = d.has_candidate() ? report::VerdictCell(d.candidate().insight()) : "-";
+  if (before == "-" || before == after) return after;
+  if (after == "-") return before;
+  return absl::StrCat(before, " → ", after);
+}
+
+void WriteDiffTable(const v1::CompareCapturesRequest& request,
+                    const v1::CompareCapturesResponse& response, std::ostream& out,
+                    const TableFit& fit) {
+  out << "baseline " << request.baseline_capture_id() << " vs candidate "
+      << request.candidate_capture_id() << "\n\n";
+  using Align = TextTable::Align;
+  constexpr int kAlways = TextTable::kAlways;
+  TextTable table({{"KERNEL", Align::kLeft, 32, kAlways, 24},
+                   {"", Align::kLeft},
+                   {"VERDICT", Align::kLeft, 40, kAlways, 13},
+                   {"MODULE", Align::kLeft, 20, 30},
+                   {"BASE MEAN", Align::kRight, 0, 60},
+                   {"CAND MEAN", Align::kRight, 0, 70},
+                   {"ΔMEAN%", Align::kRight, 0, 90},
+                   {"BASE P99", Align::kRight, 0, 40},
+                   {"CAND P99", Align::kRight, 0, 50},
+                   {"ΔP99%", Align::kRight, 0, 80},
+                   {"MXU", Align::kRight, 0, 75}});
+  MxuSources sources;
+  for (const v1::KernelDelta& d : response.deltas()) {
+    sources.Add(MxuOf(d.has_baseline(), d.baseline()));
+    sources.Add(MxuOf(d.has_candidate(), d.candidate()));
+  }
+  auto duration = [](bool present, int64_t ps) {
+    return present ? FormatDurationPs(ps) : std::string("-");
+  };
+  for (const v1::KernelDelta& d : response.deltas()) {
+    table.AddRow({d.kernel().op_name(), d.regression() ? "REGRESSION" : "", VerdictCell(d),
+                  d.kernel().module().empty() ? "-" : d.kernel().module(),
+                  duration(d.has_baseline(), std::llround(d.baseline().mean_ps())),
+                  duration(d.has_candidate(), std::llround(d.candidate().mean_ps())),
+                  ChangeCell(d, d.mean_change()), duration(d.has_baseline(), d.baseline().p99_ps()),
+                  duration(d.has_candidate(), d.candidate().p99_ps()),
+                  ChangeCell(d, d.p99_change()), MxuCell(d, sources)});
+  }
+  table.Write(out, fit);
+  WriteMxuFootnote(sources, table, fit, out);
+  if (request.top_n() > 0 && static_cast<uint32_t>(response.deltas_size()) >= request.top_n()) {
+    out << "showing the " << request.top_n()
+        << " kernels whose total time changed most (--top 0 shows all)\n";
+  }
+  const uint32_t n = response.regression_count();
+  out << CountOf(n, "regression") << " (p50 slower by more than "
+      << FormatSignificant(EffectiveThreshold(request) * 100, 6) << "%)\n";
 }
 
 }  // namespace
@@ -88,14 +148,14 @@ absl::StatusOr<uint32_t> RunDiff(AggregatorClient& client, const DiffOptions& op
 
   v1::CompareCapturesResponse response;
   RETURN_IF_ERROR(client.Call(&Stub::CompareCaptures, request, &response));
-  WriteCaptureDiff(request, response, options.format, out);
+  WriteCaptureDiff(request, response, options.format, out, options.fit);
   RETURN_IF_ERROR(FlushOutput(out));
   return response.regression_count();
 }
 
 void WriteCaptureDiff(const v1::CompareCapturesRequest& request,
                       const v1::CompareCapturesResponse& response, OutputFormat format,
-                      std::ostream& out) {
+                      std::ostream& out, const TableFit& fit) {
   switch (format) {
     case OutputFormat::kCsv:
       WriteDiffCsv(response, out);
@@ -103,42 +163,9 @@ void WriteCaptureDiff(const v1::CompareCapturesRequest& request,
     case OutputFormat::kJson:
       WriteJson(DiffJson(request, response), out);
       break;
-    case OutputFormat::kTable: {
-      out << "baseline " << request.baseline_capture_id() << " vs candidate "
-          << request.candidate_capture_id() << "\n\n";
-      using Align = TextTable::Align;
-      TextTable table({{"KERNEL", Align::kLeft, 32},
-                       {"MODULE", Align::kLeft, 20},
-                       {"BASE MEAN", Align::kRight},
-                       {"CAND MEAN", Align::kRight},
-                       {"ΔMEAN%", Align::kRight},
-                       {"BASE P99", Align::kRight},
-                       {"CAND P99", Align::kRight},
-                       {"ΔP99%", Align::kRight},
-                       {"MXU", Align::kRight},
-                       {""}});
-      auto duration = [](bool present, int64_t ps) {
-        return present ? FormatDurationPs(ps) : std::string("-");
-      };
-      for (const v1::KernelDelta& d : response.deltas()) {
-        table.AddRow(
-            {d.kernel().op_name(), d.kernel().module().empty() ? "-" : d.kernel().module(),
-             duration(d.has_baseline(), std::llround(d.baseline().mean_ps())),
-             duration(d.has_candidate(), std::llround(d.candidate().mean_ps())),
-             ChangeCell(d, d.mean_change()), duration(d.has_baseline(), d.baseline().p99_ps()),
-             duration(d.has_candidate(), d.candidate().p99_ps()), ChangeCell(d, d.p99_change()),
-             MxuCell(d), d.regression() ? "REGRESSION" : ""});
-      }
-      table.Write(out);
-      if (request.top_n() > 0 && static_cast<uint32_t>(response.deltas_size()) >= request.top_n()) {
-        out << "showing the " << request.top_n()
-            << " kernels whose total time changed most (--top 0 shows all)\n";
-      }
-      const uint32_t n = response.regression_count();
-      out << CountOf(n, "regression") << " (p50 slower by more than "
-          << FormatSignificant(EffectiveThreshold(request) * 100, 6) << "%)\n";
+    case OutputFormat::kTable:
+      WriteDiffTable(request, response, out, fit);
       break;
-    }
   }
 }
 

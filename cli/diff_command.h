@@ -24,6 +24,8 @@ struct DiffOptions {
   // all for csv and json.
   int top = -1;
   OutputFormat format = OutputFormat::kTable;
+  // How the table meets the terminal (report/table.h); csv and json are always whole.
+  TableFit fit;
 };
 
 std::unique_ptr<Command> AddDiffCommand(CLI::App& app, CliContext& context);
@@ -35,10 +37,12 @@ absl::StatusOr<uint32_t> RunDiff(AggregatorClient& client, const DiffOptions& op
                                  std::ostream& out);
 
 // Writes the comparison `response` to `request` in `format`. CSV leaves the fields of an
-// absent side empty; the table marks them "-" and ends with "N regressions".
+// absent side empty; the table (fitted to `fit`) marks them "-", shows each kernel's verdict
+// and the MXU figure `stats` shows (its source under the table), and ends with "N
+// regressions".
 void WriteCaptureDiff(const v1::CompareCapturesRequest& request,
                       const v1::CompareCapturesResponse& response, OutputFormat format,
-                      std::ostream& out);
+                      std::ostream& out, const TableFit& fit = {});
 
 }  // namespace podprof::cli
 

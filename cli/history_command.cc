@@ -1,6 +1,8 @@
 #include "cli/history_command.h"
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -10,6 +12,7 @@
 #include "common/pattern.h"
 #include "common/status_macros.h"
 #include "report/history.h"
+#include "report/mxu.h"
 
 namespace podprof::cli {
 namespace {
@@ -20,6 +23,7 @@ class HistoryCommand : public AggregatorCommand {
  public:
   HistoryCommand(CLI::App* cmd, CliContext& context) : AggregatorCommand(cmd) {
     AddAggregatorFlags(cmd, context);
+    AddWideFlag(cmd, context.table_fit);
     cmd->add_option("kernel", options_.kernel_regex,
                     "RE2 regular expression matched against op names, at most 4096 bytes "
                     "(e.g. 'fusion\\.1[0-9]')")
@@ -38,6 +42,7 @@ class HistoryCommand : public AggregatorCommand {
   int RunWith(AggregatorClient& client, CliContext& context, std::ostream& out,
               std::ostream& err) override {
     options_.format = context.format;
+    options_.fit = context.table_fit;
     absl::Status s = RunHistory(client, options_, out);
     return s.ok() ? 0 : Failed(err, s, kExitBadInput);
   }
@@ -45,6 +50,31 @@ class HistoryCommand : public AggregatorCommand {
  private:
   HistoryOptions options_;
 };
+
+// One kernel's points, a row per capture, with the MXU figure `stats` shows and its source.
+void WritePointsTable(const v1::KernelHistorySeries& series, const TableFit& fit,
+                      std::ostream& out) {
+  using Align = TextTable::Align;
+  TextTable table({{"CAPTURE", Align::kLeft},
+                   {"START", Align::kLeft, 0, 30},
+                   {"COUNT", Align::kRight, 0, 40},
+                   {"MEAN", Align::kRight},
+                   {"P50", Align::kRight, 0, 50},
+                   {"P99", Align::kRight, 0, 70},
+                   {"TOTAL", Align::kRight, 0, 60},
+                   {"TFLOP/S", Align::kRight, 0, 20},
+                   {"MXU", Align::kRight, 0, 80}});
+  MxuSources mxu;
+  for (const v1::KernelHistoryPoint& p : series.points()) mxu.Add(MxuOf(p));
+  for (const v1::KernelHistoryPoint& p : series.points()) {
+    table.AddRow({p.capture_id(), FormatTimestampNs(p.capture_start_ns()), absl::StrCat(p.count()),
+                  FormatMeanPs(p.mean_ps()), FormatDurationPs(p.p50_ps()),
+                  FormatDurationPs(p.p99_ps()), FormatDurationPs(p.total_ps()),
+                  FormatTflops(p.achieved_tflops()), mxu.Cell(MxuOf(p))});
+  }
+  table.Write(out, fit);
+  WriteMxuFootnote(mxu, table, fit, out);
+}
 
 }  // namespace
 
@@ -77,12 +107,12 @@ absl::Status RunHistory(AggregatorClient& client, const HistoryOptions& options,
                      narrowed ? " in the selected captures" : "",
                      "; `podprof stats CAPTURE` lists a capture's kernels"));
   }
-  WriteKernelHistory(response, options.format, out);
+  WriteKernelHistory(response, options.format, out, options.fit);
   return FlushOutput(out);
 }
 
 void WriteKernelHistory(const v1::KernelHistoryResponse& response, OutputFormat format,
-                        std::ostream& out) {
+                        std::ostream& out, const TableFit& fit) {
   switch (format) {
     case OutputFormat::kCsv:
       WriteHistoryCsv(response, out);
@@ -109,25 +139,7 @@ void WriteKernelHistory(const v1::KernelHistoryResponse& response, OutputFormat 
           }
           out << "  mean " << Sparkline(mean) << "  p99 " << Sparkline(p99) << "\n";
         }
-        using Align = TextTable::Align;
-        TextTable table({{"CAPTURE"},
-                         {"START"},
-                         {"COUNT", Align::kRight},
-                         {"MEAN", Align::kRight},
-                         {"P50", Align::kRight},
-                         {"P99", Align::kRight},
-                         {"TOTAL", Align::kRight},
-                         {"TFLOP/S", Align::kRight},
-                         {"MXU", Align::kRight}});
-        for (const v1::KernelHistoryPoint& p : series.points()) {
-          const double* mxu = MxuOf(p);
-          table.AddRow({p.capture_id(), FormatTimestampNs(p.capture_start_ns()),
-                        absl::StrCat(p.count()), FormatMeanPs(p.mean_ps()),
-                        FormatDurationPs(p.p50_ps()), FormatDurationPs(p.p99_ps()),
-                        FormatDurationPs(p.total_ps()), FormatTflops(p.achieved_tflops()),
-                        mxu == nullptr ? "-" : Percent(*mxu)});
-        }
-        table.Write(out);
+        WritePointsTable(series, fit, out);
       }
       break;
     }

@@ -25,6 +25,8 @@ struct HistoryOptions {
   // Most kernels (those with the largest total time); 0 uses the aggregator's default (20).
   uint32_t max_kernels = 0;
   OutputFormat format = OutputFormat::kTable;
+  // How the table meets the terminal (report/table.h); csv and json are always whole.
+  TableFit fit;
 };
 
 std::unique_ptr<Command> AddHistoryCommand(CLI::App& app, CliContext& context);
@@ -34,9 +36,10 @@ std::unique_ptr<Command> AddHistoryCommand(CLI::App& app, CliContext& context);
 // Unavailable when `out` fails.
 absl::Status RunHistory(AggregatorClient& client, const HistoryOptions& options, std::ostream& out);
 
-// Writes `response` in `format`: the table has one block per kernel, csv one row per point.
+// Writes `response` in `format`: the table has one block per kernel (fitted to `fit`, with
+// the MXU figure `stats` shows and its source), csv one row per point.
 void WriteKernelHistory(const v1::KernelHistoryResponse& response, OutputFormat format,
-                        std::ostream& out);
+                        std::ostream& out, const TableFit& fit = {});
 
 }  // namespace podprof::cli
 

@@ -29,6 +29,7 @@ class ImportCommand : public AggregatorCommand {
  public:
   ImportCommand(CLI::App* cmd, CliContext& context) : AggregatorCommand(cmd) {
     AddAggregatorFlags(cmd, context);
+    AddWideFlag(cmd, context.table_fit);
     cmd->add_option("path", paths_,
                     ".xplane.pb files, or XProf session directories whose *.xplane.pb files "
                     "are all imported")
@@ -53,6 +54,7 @@ class ImportCommand : public AggregatorCommand {
     options.files = *std::move(files);
     options.labels = *labels;
     options.format = context.format;
+    options.fit = context.table_fit;
     absl::Status s = RunImport(client, options, out, err);
     return s.ok() ? 0 : Failed(err, s, kExitBadInput);
   }
@@ -171,12 +173,12 @@ absl::Status RunImport(AggregatorClient& client, const ImportOptions& options, s
   if (!stream_broke) writer->WritesDone();
   RETURN_IF_ERROR(client.Check(writer->Finish()));
   if (stream_broke) return absl::InternalError("the aggregator closed the upload early");
-  WriteImportResult(response, options.format, out, err);
+  WriteImportResult(response, options.format, out, err, options.fit);
   return FlushOutput(out);
 }
 
 void WriteImportResult(const v1::ImportXSpaceResponse& response, OutputFormat format,
-                       std::ostream& out, std::ostream& err) {
+                       std::ostream& out, std::ostream& err, const TableFit& fit) {
   for (const std::string& e : response.file_errors()) err << "warning: " << OneLine(e) << "\n";
   switch (format) {
     case OutputFormat::kCsv:
@@ -198,7 +200,7 @@ void WriteImportResult(const v1::ImportXSpaceResponse& response, OutputFormat fo
           << CountOf(s.event_count(), "event") << ", window " << CaptureDuration(s) << "\n";
       if (!response.top_kernels().empty()) {
         out << "\n";
-        WriteKernelRowsTable(response.top_kernels(), StatsGrouping::kKernel, out);
+        WriteKernelRowsTable(response.top_kernels(), StatsGrouping::kKernel, out, fit);
       }
       break;
     }

@@ -53,6 +53,8 @@ struct ImportOptions {
   // Stored with the new capture.
   LabelMap labels;
   OutputFormat format = OutputFormat::kTable;
+  // How the table meets the terminal (report/table.h); csv and json are always whole.
+  TableFit fit;
 };
 
 // Uploads `options.files` as one new capture and writes the result to `out`, and the files
@@ -63,9 +65,10 @@ absl::Status RunImport(AggregatorClient& client, const ImportOptions& options, s
                        std::ostream& err);
 
 // Writes the new capture of `response` in `format` (its summary and top kernels; csv writes
-// the top kernels as `stats` does) and its file_errors as `warning: ...` lines to `err`.
+// the top kernels as `stats` does; the table is fitted to `fit`) and its file_errors as
+// `warning: ...` lines to `err`.
 void WriteImportResult(const v1::ImportXSpaceResponse& response, OutputFormat format,
-                       std::ostream& out, std::ostream& err);
+                       std::ostream& out, std::ostream& err, const TableFit& fit = {});
 
 }  // namespace podprof::cli
 

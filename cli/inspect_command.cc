@@ -33,6 +33,7 @@ class InspectCommand : public Command {
                   {{"chip", StatsGrouping::kChip}, {"kernel", StatsGrouping::kKernel}}))
               ->option_text("chip|kernel");
     AddFormatFlag(cmd, context.format);
+    AddWideFlag(cmd, context.table_fit);
     cmd->footer(
         "Examples:\n  podprof inspect host0.xplane.pb\n"
         "  podprof inspect host0.xplane.pb --by chip --format csv > kernels.csv");
@@ -41,6 +42,7 @@ class InspectCommand : public Command {
   int Run(CliContext& context, std::ostream& out, std::ostream& err) override {
     if (by_->count() > 0) options_.by = by_value_;
     options_.format = context.format;
+    options_.fit = context.table_fit;
     absl::Status s = RunInspect(options_, out);
     return s.ok() ? 0 : Fail(err, "inspect", s, kExitBadInput);
   }
@@ -74,12 +76,18 @@ std::map<uint32_t, uint32_t> ChipsPerKernel(const std::vector<KernelStats>& per_
   return counts;
 }
 
-void WriteSummary(const HostCapture& c, std::ostream& out) {
+// The host, its chips, and the kernels that ran (its rows' kernels: a module also defines
+// kernels that did not run in the window, which have no row).
+void WriteSummary(const HostCapture& c, size_t kernels_run, std::ostream& out) {
   out << "host " << c.host.name << ": " << c.host.chips.size() << " chips";
   if (!c.host.chips.empty() && !c.host.chips[0].device_type.empty()) {
     out << " (" << c.host.chips[0].device_type << ")";
   }
-  out << ", " << c.kernels.size() << " kernels, " << c.EventCount() << " events";
+  out << ", " << CountOf(kernels_run, "kernel");
+  if (c.kernels.size() > kernels_run) {
+    out << " (" << c.kernels.size() - kernels_run << " more defined, not run)";
+  }
+  out << ", " << c.EventCount() << " events";
   if (c.host.profile_stop_ns > c.host.profile_start_ns && c.host.profile_start_ns > 0) {
     out << ", window "
         << FormatDurationPs((c.host.profile_stop_ns - c.host.profile_start_ns) * 1000);
@@ -177,8 +185,8 @@ absl::Status RunInspect(const InspectOptions& options, std::ostream& out) {
       WriteJson(HostJson(*capture, rows), out);
       break;
     case OutputFormat::kTable:
-      WriteSummary(*capture, out);
-      WriteKernelRowsTable(rows, by, out);
+      WriteSummary(*capture, chips.size(), out);
+      WriteKernelRowsTable(rows, by, out, options.fit);
       if (total_rows > stats.size()) {
         out << "... " << total_rows - stats.size() << " more rows (--top 0 shows all)\n";
       }

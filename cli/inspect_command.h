@@ -16,6 +16,8 @@ namespace podprof::cli {
 struct InspectOptions {
   std::string path;
   OutputFormat format = OutputFormat::kTable;
+  // How the table meets the terminal (report/table.h); csv and json are always whole.
+  TableFit fit;
   // Rows per chip and kernel (kChip), or per kernel across chips (kKernel). Unset: kChip for
   // csv and json (scripts want the detail), kKernel for the table (people want the summary).
   std::optional<StatsGrouping> by;

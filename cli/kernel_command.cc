@@ -18,6 +18,7 @@
 #include "insight/kernel_profile.h"
 #include "nlohmann/json.hpp"
 #include "report/format.h"
+#include "report/mxu.h"
 #include "trace/perf_counters.h"
 
 namespace podprof::cli {
@@ -29,6 +30,7 @@ class KernelCommand : public AggregatorCommand {
  public:
   KernelCommand(CLI::App* cmd, CliContext& context) : AggregatorCommand(cmd) {
     AddAggregatorFlags(cmd, context);
+    AddWideFlag(cmd, context.table_fit);
     cmd->add_option("name", options_.op_name, "The kernel's op name, exactly (e.g. fusion.3)")
         ->required();
     cmd->add_option("--capture", options_.capture_id,
@@ -45,6 +47,7 @@ class KernelCommand : public AggregatorCommand {
   int RunWith(AggregatorClient& client, CliContext& context, std::ostream& out,
               std::ostream& err) override {
     options_.format = context.format;
+    options_.fit = context.table_fit;
     absl::Status s = RunKernel(client, options_, out);
     return s.ok() ? 0 : Failed(err, s, kExitBadInput);
   }
@@ -149,20 +152,23 @@ std::string CountCell(double v) { return FormatSignificant(v, 4); }
 // XProf's Utilization Viewer rows of a profile over `chips` chips: pooled over the dies (each row's
 // achieved and peak summed over them), and beside them each die's own, "-" where a die lacks the
 // row.
-void WriteUtilization(const v1::KernelProfile& p, int64_t chips, std::ostream& out) {
+void WriteUtilization(const v1::KernelProfile& p, int64_t chips, const TableFit& fit,
+                      std::ostream& out) {
   if (p.rows().empty()) return;
   out << "\nutilization over " << chips << (chips == 1 ? " chip" : " chips")
       << ", XProf's Utilization Viewer rows (each row's achieved and peak summed over "
       << (p.dies().empty() ? "the chips" : "the chips and their dies; DIE n: die n of each chip")
       << "):\n";
-  std::vector<TextTable::Column> columns = {{"ROW", TextTable::Align::kLeft, 44},
-                                            {"UNIT", TextTable::Align::kLeft},
-                                            {"ACHIEVED", TextTable::Align::kRight},
-                                            {"PEAK", TextTable::Align::kRight},
-                                            {"SHARE", TextTable::Align::kRight}};
+  // Narrow terminals lose the dies' counts first, then the pooled counts; shares stay.
+  using Align = TextTable::Align;
+  std::vector<TextTable::Column> columns = {{"ROW", Align::kLeft, 44, TextTable::kAlways, 20},
+                                            {"UNIT", Align::kLeft, 0, 30},
+                                            {"ACHIEVED", Align::kRight, 0, 40},
+                                            {"PEAK", Align::kRight, 0, 40},
+                                            {"SHARE", Align::kRight}};
   for (const v1::KernelDieProfile& d : p.dies()) {
-    for (const char* what : {"ACHIEVED", "PEAK", "SHARE"}) {
-      columns.push_back({absl::StrCat("DIE ", d.die(), " ", what), TextTable::Align::kRight});
+    for (const auto& [what, priority] : {std::pair{"ACHIEVED", 10}, {"PEAK", 10}, {"SHARE", 50}}) {
+      columns.push_back({absl::StrCat("DIE ", d.die(), " ", what), Align::kRight, 0, priority});
     }
   }
   TextTable table(std::move(columns));
@@ -182,7 +188,7 @@ void WriteUtilization(const v1::KernelProfile& p, int64_t chips, std::ostream& o
     }
     table.AddRow(std::move(cells));
   }
-  table.Write(out);
+  table.Write(out, fit);
 }
 
 // Time in the named scopes inside the kernel, per scope line, the longest few of each.
@@ -241,65 +247,61 @@ void WriteStatsLine(const v1::KernelStats& s, std::ostream& out) {
   out << "  verdict: " << (in.verdict_text().empty() ? "-" : in.verdict_text()) << "\n";
 }
 
-// The MXU's busy share: from the performance counters, else an `mxu_busy` gauge, else "-".
-std::string MxuCell(const v1::KernelInsight& in) {
-  if (in.has_kernel_profile()) {
-    auto it = in.kernel_profile().units().find("mxu");
-    if (it != in.kernel_profile().units().end()) return Percent(it->second);
-  }
-  auto mxu = in.utilization().find("mxu_busy");
-  return mxu == in.utilization().end() ? "-" : Percent(mxu->second);
-}
-
-void WritePerChip(const v1::DescribeKernelResponse& r, std::ostream& out) {
+void WritePerChip(const v1::DescribeKernelResponse& r, const TableFit& fit, std::ostream& out) {
   out << "\nper chip:\n";
-  TextTable table({{"HOST", TextTable::Align::kLeft, 24},
-                   {"CHIP", TextTable::Align::kRight},
-                   {"COUNT", TextTable::Align::kRight},
-                   {"MEAN", TextTable::Align::kRight},
-                   {"P99", TextTable::Align::kRight},
-                   {"MXU", TextTable::Align::kRight},
-                   {"THROTTLE", TextTable::Align::kRight},
-                   {"SYNC", TextTable::Align::kRight},
-                   {"STALL", TextTable::Align::kRight},
-                   {"WAIT", TextTable::Align::kRight},
-                   {"VERDICT", TextTable::Align::kLeft, 24}});
+  using Align = TextTable::Align;
+  constexpr int kAlways = TextTable::kAlways;
+  TextTable table({{"HOST", Align::kLeft, 24, kAlways, 12},
+                   {"CHIP", Align::kRight},
+                   {"VERDICT", Align::kLeft, 28, kAlways, 13},
+                   {"COUNT", Align::kRight, 0, 40},
+                   {"MEAN", Align::kRight},
+                   {"P99", Align::kRight, 0, 70},
+                   {"MXU", Align::kRight, 0, 80},
+                   {"THROTTLE", Align::kRight, 0, 60},
+                   {"SYNC", Align::kRight, 0, 30},
+                   {"STALL", Align::kRight, 0, 50},
+                   {"WAIT", Align::kRight, 0, 55}});
+  MxuSources mxu;
+  for (const v1::KernelStats& s : r.per_chip()) mxu.Add(MxuOf(s.insight()));
   for (const v1::KernelStats& s : r.per_chip()) {
     const v1::KernelInsight& in = s.insight();
     const bool p = in.has_kernel_profile();
-    table.AddRow({s.host_name(), absl::StrCat(s.chip_ordinal()), absl::StrCat(s.count()),
-                  FormatDurationPs(std::llround(s.mean_ps())), FormatDurationPs(s.p99_ps()),
-                  MxuCell(in), ThrottledCell(in),
-                  p ? Percent(in.kernel_profile().sync_wait()) : "-",
-                  in.has_counters() ? Percent(in.stall_fraction()) : "-",
-                  Percent(in.wait_fraction()), VerdictCell(in)});
+    table.AddRow(
+        {s.host_name(), absl::StrCat(s.chip_ordinal()), VerdictCell(in), absl::StrCat(s.count()),
+         FormatDurationPs(std::llround(s.mean_ps())), FormatDurationPs(s.p99_ps()),
+         mxu.Cell(MxuOf(in)), ThrottledCell(in), p ? Percent(in.kernel_profile().sync_wait()) : "-",
+         in.has_counters() ? Percent(in.stall_fraction()) : "-", Percent(in.wait_fraction())});
   }
-  table.Write(out);
+  table.Write(out, fit);
+  WriteMxuFootnote(mxu, table, fit, out);
 }
 
-void WriteHistory(const v1::DescribeKernelResponse& r, std::ostream& out) {
+void WriteHistory(const v1::DescribeKernelResponse& r, const TableFit& fit, std::ostream& out) {
   std::vector<double> means;
   for (const auto& p : r.history()) means.push_back(p.mean_ps());
   out << "\nhistory over " << r.history_size() << " captures (mean): " << Sparkline(means) << "  "
       << FormatDurationPs(std::llround(means.front())) << " -> "
       << FormatDurationPs(std::llround(means.back())) << "\n";
-  TextTable table({{"CAPTURE", TextTable::Align::kLeft, 32},
-                   {"START", TextTable::Align::kLeft},
-                   {"COUNT", TextTable::Align::kRight},
-                   {"MEAN", TextTable::Align::kRight},
-                   {"P99", TextTable::Align::kRight},
-                   {"TFLOP/S", TextTable::Align::kRight},
-                   {"MXU", TextTable::Align::kRight}});
+  using Align = TextTable::Align;
+  TextTable table({{"CAPTURE", Align::kLeft, 32},
+                   {"START", Align::kLeft, 0, 30},
+                   {"COUNT", Align::kRight, 0, 40},
+                   {"MEAN", Align::kRight},
+                   {"P99", Align::kRight, 0, 70},
+                   {"TFLOP/S", Align::kRight, 0, 20},
+                   {"MXU", Align::kRight, 0, 80}});
   const int first = std::max(0, r.history_size() - 8);
+  MxuSources mxu;
+  for (int i = first; i < r.history_size(); ++i) mxu.Add(MxuOf(r.history(i)));
   for (int i = first; i < r.history_size(); ++i) {
     const auto& p = r.history(i);
-    auto mxu = p.kernel_profile().units().find("mxu");
     table.AddRow({p.capture_id(), FormatTimestampNs(p.capture_start_ns()), absl::StrCat(p.count()),
                   FormatDurationPs(std::llround(p.mean_ps())), FormatDurationPs(p.p99_ps()),
-                  FormatTflops(p.achieved_tflops()),
-                  mxu == p.kernel_profile().units().end() ? "-" : Percent(mxu->second)});
+                  FormatTflops(p.achieved_tflops()), mxu.Cell(MxuOf(p))});
   }
-  table.Write(out);
+  table.Write(out, fit);
+  WriteMxuFootnote(mxu, table, fit, out);
 }
 
 }  // namespace
@@ -354,11 +356,12 @@ void WriteKernel(const v1::DescribeKernelResponse& r, const KernelOptions& optio
   out << "\nin capture " << r.capture_id() << ":\n";
   WriteStatsLine(r.rollup(), out);
   if (r.rollup().insight().has_kernel_profile()) {
-    WriteUtilization(r.rollup().insight().kernel_profile(), r.rollup().chip_count(), out);
+    WriteUtilization(r.rollup().insight().kernel_profile(), r.rollup().chip_count(), options.fit,
+                     out);
   }
   if (!r.scopes().empty()) WriteScopes(r, r.rollup().total_ps(), out);
-  if (r.per_chip_size() > 1) WritePerChip(r, out);
-  if (!r.history().empty()) WriteHistory(r, out);
+  if (r.per_chip_size() > 1) WritePerChip(r, options.fit, out);
+  if (!r.history().empty()) WriteHistory(r, options.fit, out);
 }
 
 }  // namespace podprof::cli

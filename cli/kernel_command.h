@@ -20,6 +20,8 @@ struct KernelOptions {
   std::string capture_id;  // empty: the newest capture holding it
   bool full = false;       // whole HLO and MLIR texts, not their first lines
   OutputFormat format = OutputFormat::kTable;
+  // How the table meets the terminal (report/table.h); csv and json are always whole.
+  TableFit fit;
 };
 
 std::unique_ptr<Command> AddKernelCommand(CLI::App& app, CliContext& context);

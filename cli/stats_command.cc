@@ -32,6 +32,7 @@ class StatsCommand : public AggregatorCommand {
  public:
   StatsCommand(CLI::App* cmd, CliContext& context) : AggregatorCommand(cmd) {
     AddAggregatorFlags(cmd, context);
+    AddWideFlag(cmd, context.table_fit);
     cmd->add_option("capture", options_.capture_id, "Capture id")->required();
     by_ = cmd->add_option("--by", by_value_,
                           "Rows per kernel, per (host, chip, kernel), per (host, kernel) or per "
@@ -72,6 +73,7 @@ class StatsCommand : public AggregatorCommand {
     if (by_->count() > 0) options_.by = by_value_;
     if (chip_->count() > 0) options_.chip = chip_value_;
     options_.format = context.format;
+    options_.fit = context.table_fit;
     absl::Status s = RunStats(client, options_, out);
     return s.ok() ? 0 : Failed(err, s, kExitBadInput);
   }
@@ -109,12 +111,12 @@ absl::Status RunStats(AggregatorClient& client, const StatsOptions& options, std
 
   v1::GetKernelStatsResponse response;
   RETURN_IF_ERROR(client.Call(&Stub::GetKernelStats, request, &response));
-  WriteKernelStats(response, by, options.format, out);
+  WriteKernelStats(response, by, options.format, out, options.fit);
   return FlushOutput(out);
 }
 
 void WriteKernelStats(const v1::GetKernelStatsResponse& response, StatsGrouping by,
-                      OutputFormat format, std::ostream& out) {
+                      OutputFormat format, std::ostream& out, const TableFit& fit) {
   switch (format) {
     case OutputFormat::kCsv:
       WriteKernelRowsCsv(response.capture_id(), response.stats(), out);
@@ -129,7 +131,7 @@ void WriteKernelStats(const v1::GetKernelStatsResponse& response, StatsGrouping 
     case OutputFormat::kTable: {
       out << "capture " << response.capture_id() << ": " << response.matched_count() << " rows by "
           << GroupingName(by) << "\n\n";
-      WriteKernelRowsTable(response.stats(), by, out);
+      WriteKernelRowsTable(response.stats(), by, out, fit);
       const size_t shown = response.stats_size();
       if (response.matched_count() > shown) {
         out << "... " << response.matched_count() - shown << " more rows (--top 0 shows all)\n";

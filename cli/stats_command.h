@@ -31,6 +31,8 @@ struct StatsOptions {
   // Keep the first N rows; 0 = all; negative: 25 for the table, all for csv and json.
   int top = -1;
   OutputFormat format = OutputFormat::kTable;
+  // How the table meets the terminal (report/table.h); csv and json are always whole.
+  TableFit fit;
 };
 
 std::unique_ptr<Command> AddStatsCommand(CLI::App& app, CliContext& context);
@@ -41,9 +43,10 @@ std::unique_ptr<Command> AddStatsCommand(CLI::App& app, CliContext& context);
 absl::Status RunStats(AggregatorClient& client, const StatsOptions& options, std::ostream& out);
 
 // Writes the rows of `response` in `format` (report/kernel_rows.h); `by` picks the table's
-// columns. The table ends with a hint when matched_count exceeds the rows shown.
+// columns, `fit` its width. The table ends with a hint when matched_count exceeds the rows
+// shown.
 void WriteKernelStats(const v1::GetKernelStatsResponse& response, StatsGrouping by,
-                      OutputFormat format, std::ostream& out);
+                      OutputFormat format, std::ostream& out, const TableFit& fit = {});
 
 }  // namespace podprof::cli
 

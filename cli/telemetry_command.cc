@@ -1,5 +1,9 @@
 #include "cli/telemetry_command.h"
 
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -8,6 +12,7 @@
 #include "common/status_macros.h"
 #include "report/format.h"
 #include "report/proto_json.h"
+#include "report/telemetry_summary.h"
 
 namespace podprof::cli {
 namespace {
@@ -23,8 +28,12 @@ class TelemetryCommand : public AggregatorCommand {
     cmd->add_option("--host", options_.hosts, "Only this host (repeatable)");
     cmd->add_option("--limit", options_.limit, "At most this many rows, the newest (default 10000)")
         ->check(CLI::Range(1, 100'000));
+    cmd->add_flag("--rows", options_.rows,
+                  "Print every stored row (a chip over one interval) instead of a summary per "
+                  "chip");
+    AddWideFlag(cmd, context.table_fit);
     cmd->footer(
-        "Examples:\n  podprof telemetry --since 10m\n"
+        "Examples:\n  podprof telemetry --since 10m\n  podprof telemetry --since 1m --rows\n"
         "  podprof telemetry --host host-3 --since 24h --format csv > host-3.csv");
   }
 
@@ -32,6 +41,7 @@ class TelemetryCommand : public AggregatorCommand {
   int RunWith(AggregatorClient& client, CliContext& context, std::ostream& out,
               std::ostream& err) override {
     options_.format = context.format;
+    options_.fit = context.table_fit;
     absl::Status s = RunTelemetry(client, options_, out);
     return s.ok() ? 0 : Failed(err, s, kExitBadInput);
   }
@@ -42,6 +52,97 @@ class TelemetryCommand : public AggregatorCommand {
 
 // A value the runtime did not report (-1) shows as "-".
 std::string OrDash(double v, const std::string& text) { return v < 0 ? "-" : text; }
+
+// A step (program run) time in us as ms, "-" where there was none.
+std::string StepCell(double us) { return us < 0 ? "-" : absl::StrFormat("%.2f ms", us / 1000); }
+
+std::string HbmCell(int64_t bytes) {
+  return OrDash(static_cast<double>(bytes),
+                report::FormatBytes(static_cast<uint64_t>(std::max<int64_t>(0, bytes))));
+}
+
+constexpr char kStepLegend[] =
+    "step times: the device step (program run) time, libtpu's hlo.execution.timing;\n"
+    "the wall-clock step also holds the host's work and the gaps between runs\n";
+
+void WriteTelemetryCsv(const v1::GetTelemetryResponse& r, std::ostream& out) {
+  out << "time_ns,host,chip,interval_ns,steps,step_mean_us,step_max_us,duty_cycle_percent,"
+         "hbm_used_bytes,queued,collectives,collective_mean_us\n";
+  for (const v1::TelemetryRow& row : r.rows()) {
+    const v1::ChipTelemetry& t = row.chip();
+    out << row.time_ns() << "," << report::CsvField(row.host()) << "," << t.chip() << ","
+        << row.interval_ns() << "," << t.steps() << "," << t.step_mean_us() << ","
+        << t.step_max_us() << "," << t.duty_cycle_percent() << "," << t.hbm_used_bytes() << ","
+        << t.queued() << "," << t.collectives() << "," << t.collective_mean_us() << "\n";
+  }
+}
+
+// One row per chip: its device step time now, typically and at worst over the rows read.
+void WriteTelemetrySummary(const v1::GetTelemetryResponse& r, const TableFit& fit,
+                           std::ostream& out) {
+  const std::vector<report::ChipTelemetrySummary> chips = report::SummarizeTelemetry(r);
+  int64_t first = INT64_MAX, last = 0;
+  for (const report::ChipTelemetrySummary& c : chips) {
+    first = std::min(first, c.first_ns);
+    last = std::max(last, c.last_ns);
+  }
+  out << "device step (program run) time per chip, " << CountOf(r.rows_size(), "row") << " from "
+      << report::FormatTimestampNs(first) << " to " << report::FormatTimestampNs(last)
+      << "\nLATEST: the newest interval's mean, MEDIAN: the median of the intervals' means,\n"
+         "WORST: the longest run (--rows: every row)\n\n";
+  using Align = TextTable::Align;
+  constexpr int kAlways = TextTable::kAlways;
+  TextTable table({{"HOST", Align::kLeft, 24, kAlways, 12},
+                   {"CHIP", Align::kRight},
+                   {"STEPS", Align::kRight, 0, 40},
+                   {"LATEST", Align::kRight},
+                   {"MEDIAN", Align::kRight},
+                   {"WORST", Align::kRight},
+                   {"DUTY", Align::kRight, 0, 60},
+                   {"HBM", Align::kRight, 0, 50},
+                   {"QUEUED", Align::kRight, 0, 20},
+                   {"COLLECTIVES", Align::kRight, 0, 10},
+                   {"COLL MEAN", Align::kRight, 0, 30}});
+  for (const report::ChipTelemetrySummary& c : chips) {
+    table.AddRow(
+        {c.host, absl::StrCat(c.chip), absl::StrCat(c.steps), StepCell(c.latest_step_us),
+         StepCell(c.median_step_us), StepCell(c.worst_step_us),
+         OrDash(c.duty_cycle_percent, absl::StrFormat("%.1f%%", c.duty_cycle_percent)),
+         HbmCell(c.hbm_used_bytes), OrDash(static_cast<double>(c.queued), absl::StrCat(c.queued)),
+         absl::StrCat(c.collectives),
+         c.collective_mean_us >= 0 ? absl::StrFormat("%.1f us", c.collective_mean_us) : "-"});
+  }
+  table.Write(out, fit);
+}
+
+// Every row: a chip over one stored interval.
+void WriteTelemetryRows(const v1::GetTelemetryResponse& r, const TableFit& fit, std::ostream& out) {
+  using Align = TextTable::Align;
+  TextTable table({{"TIME", Align::kLeft},
+                   {"HOST", Align::kLeft, 24, TextTable::kAlways, 12},
+                   {"CHIP", Align::kRight},
+                   {"STEPS", Align::kRight, 0, 40},
+                   {"STEP MEAN", Align::kRight},
+                   {"STEP MAX", Align::kRight},
+                   {"DUTY", Align::kRight, 0, 60},
+                   {"HBM", Align::kRight, 0, 50},
+                   {"QUEUED", Align::kRight, 0, 20},
+                   {"COLLECTIVES", Align::kRight, 0, 10},
+                   {"COLL MEAN", Align::kRight, 0, 30}});
+  for (const v1::TelemetryRow& row : r.rows()) {
+    const v1::ChipTelemetry& t = row.chip();
+    const bool stepped = t.steps() > 0;
+    table.AddRow({report::FormatTimestampNs(row.time_ns()), row.host(), absl::StrCat(t.chip()),
+                  absl::StrCat(t.steps()), StepCell(stepped ? t.step_mean_us() : -1),
+                  StepCell(stepped ? t.step_max_us() : -1),
+                  OrDash(t.duty_cycle_percent(), absl::StrFormat("%.1f%%", t.duty_cycle_percent())),
+                  HbmCell(t.hbm_used_bytes()),
+                  OrDash(static_cast<double>(t.queued()), absl::StrCat(t.queued())),
+                  OrDash(t.collective_mean_us(), absl::StrCat(t.collectives())),
+                  t.collectives() > 0 ? absl::StrFormat("%.1f us", t.collective_mean_us()) : "-"});
+  }
+  table.Write(out, fit);
+}
 
 }  // namespace
 
@@ -64,22 +165,15 @@ absl::Status RunTelemetry(AggregatorClient& client, const TelemetryOptions& opti
   if (options.format == OutputFormat::kJson) {
     WriteJson(report::ProtoToJson(response), out);
   } else {
-    WriteTelemetry(response, options.format, out);
+    WriteTelemetry(response, options, out);
   }
   return FlushOutput(out);
 }
 
-void WriteTelemetry(const v1::GetTelemetryResponse& r, OutputFormat format, std::ostream& out) {
-  if (format == OutputFormat::kCsv) {
-    out << "time_ns,host,chip,interval_ns,steps,step_mean_us,step_max_us,duty_cycle_percent,"
-           "hbm_used_bytes,queued,collectives,collective_mean_us\n";
-    for (const v1::TelemetryRow& row : r.rows()) {
-      const v1::ChipTelemetry& t = row.chip();
-      out << row.time_ns() << "," << report::CsvField(row.host()) << "," << t.chip() << ","
-          << row.interval_ns() << "," << t.steps() << "," << t.step_mean_us() << ","
-          << t.step_max_us() << "," << t.duty_cycle_percent() << "," << t.hbm_used_bytes() << ","
-          << t.queued() << "," << t.collectives() << "," << t.collective_mean_us() << "\n";
-    }
+void WriteTelemetry(const v1::GetTelemetryResponse& r, const TelemetryOptions& options,
+                    std::ostream& out) {
+  if (options.format == OutputFormat::kCsv) {
+    WriteTelemetryCsv(r, out);
     return;
   }
   if (r.rows().empty()) {
@@ -87,33 +181,12 @@ void WriteTelemetry(const v1::GetTelemetryResponse& r, OutputFormat format, std:
            "aggregator stores it per [telemetry] store_interval)\n";
     return;
   }
-  TextTable table({{"TIME", TextTable::Align::kLeft},
-                   {"HOST", TextTable::Align::kLeft, 24},
-                   {"CHIP", TextTable::Align::kRight},
-                   {"STEPS", TextTable::Align::kRight},
-                   {"STEP MEAN", TextTable::Align::kRight},
-                   {"STEP MAX", TextTable::Align::kRight},
-                   {"DUTY", TextTable::Align::kRight},
-                   {"HBM", TextTable::Align::kRight},
-                   {"QUEUED", TextTable::Align::kRight},
-                   {"COLLECTIVES", TextTable::Align::kRight},
-                   {"COLL MEAN", TextTable::Align::kRight}});
-  for (const v1::TelemetryRow& row : r.rows()) {
-    const v1::ChipTelemetry& t = row.chip();
-    const bool stepped = t.steps() > 0;
-    table.AddRow({report::FormatTimestampNs(row.time_ns()), row.host(), absl::StrCat(t.chip()),
-                  absl::StrCat(t.steps()),
-                  stepped ? absl::StrFormat("%.2f ms", t.step_mean_us() / 1000) : "-",
-                  stepped ? absl::StrFormat("%.2f ms", t.step_max_us() / 1000) : "-",
-                  OrDash(t.duty_cycle_percent(), absl::StrFormat("%.1f%%", t.duty_cycle_percent())),
-                  OrDash(static_cast<double>(t.hbm_used_bytes()),
-                         report::FormatBytes(
-                             static_cast<uint64_t>(std::max<int64_t>(0, t.hbm_used_bytes())))),
-                  OrDash(static_cast<double>(t.queued()), absl::StrCat(t.queued())),
-                  OrDash(t.collective_mean_us(), absl::StrCat(t.collectives())),
-                  t.collectives() > 0 ? absl::StrFormat("%.1f us", t.collective_mean_us()) : "-"});
+  if (options.rows) {
+    WriteTelemetryRows(r, options.fit, out);
+  } else {
+    WriteTelemetrySummary(r, options.fit, out);
   }
-  table.Write(out);
+  out << kStepLegend;
   if (r.truncated()) out << "(older rows left out: raise --limit or narrow --since)\n";
 }
 

@@ -15,7 +15,10 @@ nlohmann::json DeltaSideJson(bool present, const v1::KernelStats& s) {
                       {"mean_ps", s.mean_ps()}, {"p50_ps", s.p50_ps()},
                       {"p90_ps", s.p90_ps()},   {"p99_ps", s.p99_ps()},
                       {"max_ps", s.max_ps()},   {"verdict", s.insight().verdict()}};
-  if (const double* mxu = MxuOf(true, s)) j["mxu"] = *mxu;
+  if (const MxuFigure mxu = MxuOf(s.insight()); mxu.known()) {
+    j["mxu"] = mxu.busy;
+    j["mxu_source"] = MxuSourceName(mxu.source);
+  }
   if (s.insight().has_kernel_profile()) {
     const v1::KernelProfile& p = s.insight().kernel_profile();
     // Throttling only where the power manager counted it: nothing else measures it.
@@ -36,11 +39,8 @@ double EffectiveThreshold(const v1::CompareCapturesRequest& request) {
   return request.regression_threshold() > 0 ? request.regression_threshold() : 0.05;
 }
 
-const double* MxuOf(bool present, const v1::KernelStats& s) {
-  if (!present || !s.insight().has_kernel_profile()) return nullptr;
-  const auto& units = s.insight().kernel_profile().units();
-  auto it = units.find("mxu");
-  return it == units.end() ? nullptr : &it->second;
+MxuFigure MxuOf(bool present, const v1::KernelStats& side) {
+  return present ? MxuOf(side.insight()) : MxuFigure{};
 }
 
 void WriteDiffCsv(const v1::CompareCapturesResponse& response, std::ostream& out) {
@@ -55,10 +55,11 @@ void WriteDiffCsv(const v1::CompareCapturesResponse& response, std::ostream& out
         << side(d.has_baseline(), d.baseline().p99_ps()) << ','
         << side(d.has_candidate(), d.candidate().p99_ps()) << ','
         << (both ? CsvDouble(d.p99_change()) : "") << ',' << (d.regression() ? "true" : "false");
-    const double* a = MxuOf(d.has_baseline(), d.baseline());
-    const double* b = MxuOf(d.has_candidate(), d.candidate());
-    out << ',' << (a == nullptr ? "" : CsvDouble(*a)) << ',' << (b == nullptr ? "" : CsvDouble(*b))
-        << ',' << CsvField(d.has_baseline() ? d.baseline().insight().verdict() : "") << ','
+    const MxuFigure a = MxuOf(d.has_baseline(), d.baseline());
+    const MxuFigure b = MxuOf(d.has_candidate(), d.candidate());
+    out << ',' << (a.known() ? CsvDouble(a.busy) : "") << ','
+        << (b.known() ? CsvDouble(b.busy) : "") << ','
+        << CsvField(d.has_baseline() ? d.baseline().insight().verdict() : "") << ','
         << CsvField(d.has_candidate() ? d.candidate().insight().verdict() : "") << "\n";
   }
 }
@@ -70,7 +71,6 @@ nlohmann::json DiffJson(const v1::CompareCapturesRequest& request,
     deltas.push_back({{"kernel", d.kernel().op_name()},
                       {"module", d.kernel().module()},
                       {"category", d.kernel().category()},
-                      {"kernel_id", absl::StrCat(d.kernel().kernel_id())},
                       {"baseline", DeltaSideJson(d.has_baseline(), d.baseline())},
                       {"candidate", DeltaSideJson(d.has_candidate(), d.candidate())},
                       {"mean_change", d.mean_change()},

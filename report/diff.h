@@ -7,6 +7,7 @@
 
 #include "nlohmann/json_fwd.hpp"
 #include "proto/podprof_aggregator.pb.h"
+#include "report/mxu.h"
 
 namespace podprof::report {
 
@@ -16,15 +17,16 @@ extern const char* const kDiffCsvHeader;
 // The threshold the aggregator applied: 0 in the request means its default (5%).
 double EffectiveThreshold(const v1::CompareCapturesRequest& request);
 
-// The MXU's busy share on one side, from its sampled performance counters; null without them
-// (or when the side is absent).
-const double* MxuOf(bool present, const v1::KernelStats& side);
+// The MXU's figure on one side, as `stats` shows it (report/mxu.h); unknown when the side is
+// absent.
+MxuFigure MxuOf(bool present, const v1::KernelStats& side);
 
 // kDiffCsvHeader and a line per kernel; an absent side's fields are empty.
 void WriteDiffCsv(const v1::CompareCapturesResponse& response, std::ostream& out);
 
 // {"baseline", "candidate", "threshold", "regression_count", "deltas": [...]}, a side absent
-// from one capture as null.
+// from one capture as null. A delta pairs kernels by (module, op name), which may be different
+// kernel ids on the two sides (recompiles), so it carries no kernel_id.
 nlohmann::json DiffJson(const v1::CompareCapturesRequest& request,
                         const v1::CompareCapturesResponse& response);
 

@@ -16,26 +16,6 @@
 #include "nlohmann/json.hpp"
 
 namespace podprof::report {
-namespace {
-
-bool IsUtf8Continuation(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
-
-size_t Utf8Length(absl::string_view s) {
-  return std::count_if(s.begin(), s.end(), [](char c) { return !IsUtf8Continuation(c); });
-}
-
-// Cuts `s` to at most `n` characters, never inside a multi-byte character.
-std::string TruncateChars(absl::string_view s, size_t n) {
-  if (Utf8Length(s) <= n) return std::string(s);
-  const size_t keep = n > 3 ? n - 3 : 0;
-  size_t end = 0;
-  for (size_t chars = 0; end < s.size(); ++end) {
-    if (!IsUtf8Continuation(s[end]) && chars++ == keep) break;
-  }
-  return absl::StrCat(s.substr(0, end), "...");
-}
-
-}  // namespace
 
 const std::map<std::string, OutputFormat>& OutputFormatsByName() {
   static const auto* const kFormats = new std::map<std::string, OutputFormat>{
@@ -180,49 +160,6 @@ absl::Status FlushOutput(std::ostream& out) {
   out.flush();
   if (!out) return absl::UnavailableError("could not write the output (is stdout closed?)");
   return absl::OkStatus();
-}
-
-TextTable::TextTable(std::vector<Column> columns) : columns_(std::move(columns)) {}
-
-void TextTable::AddRow(std::vector<std::string> cells) {
-  cells.resize(columns_.size());
-  for (size_t i = 0; i < cells.size(); ++i) {
-    // Cells hold names from outside: escape sequences, NULs and bidirectional overrides would
-    // be obeyed by the terminal, and a newline would break the table.
-    cells[i] = EscapeForTerminal(cells[i]);
-    if (columns_[i].max_width > 0) cells[i] = TruncateChars(cells[i], columns_[i].max_width);
-  }
-  rows_.push_back(std::move(cells));
-}
-
-void TextTable::Write(std::ostream& out) const {
-  std::vector<size_t> widths(columns_.size());
-  for (size_t i = 0; i < columns_.size(); ++i) {
-    widths[i] = Utf8Length(columns_[i].header);
-    for (const std::vector<std::string>& row : rows_) {
-      widths[i] = std::max(widths[i], Utf8Length(row[i]));
-    }
-  }
-  auto write_line = [&](const std::vector<absl::string_view>& cells) {
-    std::string line;
-    for (size_t i = 0; i < cells.size(); ++i) {
-      const std::string pad(widths[i] - Utf8Length(cells[i]), ' ');
-      if (i > 0) line += "  ";
-      if (columns_[i].align == Align::kRight) {
-        absl::StrAppend(&line, pad, cells[i]);
-      } else {
-        absl::StrAppend(&line, cells[i], pad);
-      }
-    }
-    line.erase(line.find_last_not_of(' ') + 1);
-    out << line << "\n";
-  };
-  std::vector<absl::string_view> header;
-  for (const Column& c : columns_) header.push_back(c.header);
-  write_line(header);
-  for (const std::vector<std::string>& row : rows_) {
-    write_line(std::vector<absl::string_view>(row.begin(), row.end()));
-  }
 }
 
 }  // namespace podprof::report

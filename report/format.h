@@ -1,5 +1,5 @@
 // Output helpers shared by the `podprof` subcommands: the output formats, RFC 4180 CSV
-// fields, timestamps and aligned text tables.
+// fields, timestamps (aligned text tables are report/table.h).
 #ifndef PODPROF_REPORT_FORMAT_H_
 #define PODPROF_REPORT_FORMAT_H_
 
@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "nlohmann/json_fwd.hpp"
+#include "report/table.h"  // TextTable, where the commands have always found it
 
 namespace podprof::report {
 
@@ -97,36 +98,6 @@ std::string FormatTimestampNs(int64_t ns);
 // Flushes `out` and reports whether everything written to it arrived. Fails with Unavailable
 // when it did not (stdout closed, disk full).
 absl::Status FlushOutput(std::ostream& out);
-
-// A table for people: each column padded to its widest cell, columns separated by two spaces.
-// Widths count UTF-8 characters, not bytes, so headers such as "ΔMEAN%" line up. Not
-// thread-safe.
-class TextTable {
- public:
-  enum class Align { kLeft, kRight };
-  struct Column {
-    std::string header;
-    Align align = Align::kLeft;
-    // Longest cell shown, in characters; longer cells are cut and end in "...". 0: no limit.
-    size_t max_width = 0;
-  };
-
-  explicit TextTable(std::vector<Column> columns);
-
-  // Adds a row. `cells` must hold one string per column; missing cells are empty and extra
-  // cells are dropped.
-  void AddRow(std::vector<std::string> cells);
-
-  // Number of rows added so far.
-  size_t rows() const { return rows_.size(); }
-
-  // Writes the header line and the rows, each ending in "\n", without trailing spaces.
-  void Write(std::ostream& out) const;
-
- private:
-  std::vector<Column> columns_;
-  std::vector<std::vector<std::string>> rows_;
-};
 
 }  // namespace podprof::report
 

@@ -3,18 +3,13 @@
 #include <cmath>
 
 #include "report/format.h"
+#include "report/mxu.h"
 
 namespace podprof::report {
 
 const char* const kHistoryCsvHeader =
     "kernel,module,capture,start_ns,count,mean_ps,p50_ps,p90_ps,p99_ps,total_ps,achieved_tflops,"
     "regression";
-
-const double* MxuOf(const v1::KernelHistoryPoint& p) {
-  if (!p.has_kernel_profile()) return nullptr;
-  auto it = p.kernel_profile().units().find("mxu");
-  return it == p.kernel_profile().units().end() ? nullptr : &it->second;
-}
 
 void WriteHistoryCsv(const v1::KernelHistoryResponse& response, std::ostream& out) {
   out << kHistoryCsvHeader << "\n";
@@ -45,12 +40,14 @@ nlohmann::json HistoryJson(const v1::KernelHistoryResponse& response) {
                         {"chip_count", p.chip_count()},
                         {"achieved_tflops", p.achieved_tflops()},
                         {"regression", p.regression()}});
-      if (const double* mxu = MxuOf(p)) points.back()["mxu"] = *mxu;
+      if (const MxuFigure mxu = MxuOf(p); mxu.known()) {
+        points.back()["mxu"] = mxu.busy;
+        points.back()["mxu_source"] = MxuSourceName(mxu.source);
+      }
     }
     j.push_back({{"kernel", series.kernel().op_name()},
                  {"module", series.kernel().module()},
                  {"category", series.kernel().category()},
-                 {"kernel_id", series.kernel().kernel_id()},
                  {"points", std::move(points)}});
   }
   return j;

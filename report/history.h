@@ -15,13 +15,12 @@ namespace podprof::report {
 extern const char* const kHistoryCsvHeader;
 
 void WriteHistoryCsv(const v1::KernelHistoryResponse& response, std::ostream& out);
-// [{kernel, module, category, kernel_id, points: [{capture, start_ns, ...}]}]
+// [{kernel, module, category, points: [{capture, start_ns, ..., mxu, mxu_source}]}]: a series
+// is a (module, op name) over recompiles, so it carries no kernel_id; `mxu` is `stats`'s
+// figure (report/mxu.h), absent where nothing measured it.
 nlohmann::json HistoryJson(const v1::KernelHistoryResponse& response);
 // [{kernel, module, capture, start_ns, ...}]: the CSV's rows, typed, in the CSV's order.
 nlohmann::ordered_json HistoryRowsJson(const v1::KernelHistoryResponse& response);
-// The MXU's busy share in a point's capture, from its sampled performance counters; null
-// without them.
-const double* MxuOf(const v1::KernelHistoryPoint& point);
 
 }  // namespace podprof::report
 

@@ -1,7 +1,9 @@
 #include "report/kernel_rows.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -9,6 +11,7 @@
 #include "common/clock.h"
 #include "nlohmann/json.hpp"
 #include "report/format.h"
+#include "report/mxu.h"
 #include "report/proto_json.h"
 
 namespace podprof::report {
@@ -32,14 +35,6 @@ const double* UnitBusy(const v1::KernelInsight& in, const std::string& unit) {
   if (!in.has_kernel_profile()) return nullptr;
   auto it = in.kernel_profile().units().find(unit);
   return it == in.kernel_profile().units().end() ? nullptr : &it->second;
-}
-
-// The MXU's busy fraction, where counters measured it: the performance counters' figure, else
-// an `mxu_busy` gauge's.
-const double* MxuBusy(const v1::KernelInsight& in) {
-  if (const double* p = UnitBusy(in, "mxu")) return p;
-  auto it = in.utilization().find("mxu_busy");
-  return it == in.utilization().end() ? nullptr : &it->second;
 }
 
 std::string PercentOrDash(const double* v) { return v == nullptr ? "-" : Percent(*v); }
@@ -114,28 +109,38 @@ std::string VerdictCell(const v1::KernelInsight& in) {
 
 namespace {
 
+// The columns of a kernel table: its identity and verdict first, then the statistics, rates
+// and counters. Priorities say which go first when the terminal is narrow (report/table.h):
+// the mean, total and MXU stay longest, the vector units and bandwidth go first.
 std::vector<TextTable::Column> TableColumns(StatsGrouping by) {
   using Align = TextTable::Align;
+  constexpr int kAlways = TextTable::kAlways;
   const bool has_host = by == StatsGrouping::kChip || by == StatsGrouping::kHost;
   const bool has_kernel = by != StatsGrouping::kCategory;
   std::vector<TextTable::Column> columns;
-  if (has_host) columns.push_back({"HOST", Align::kLeft, 24});
+  if (has_host) columns.push_back({"HOST", Align::kLeft, 24, kAlways, 12});
   if (by == StatsGrouping::kChip) columns.push_back({"CHIP", Align::kRight});
   if (has_kernel) {
-    columns.push_back({"KERNEL", Align::kLeft, 32});
-    columns.push_back({"MODULE", Align::kLeft, 20});
+    columns.push_back({"KERNEL", Align::kLeft, 32, kAlways, 24});
+    columns.push_back({"VERDICT", Align::kLeft, 28, kAlways, 13});
+    columns.push_back({"MODULE", Align::kLeft, 20, 30});
+    columns.push_back({"CATEGORY", Align::kLeft, 18, 35});
+  } else {
+    columns.push_back({"CATEGORY", Align::kLeft, 32, kAlways, 16});
   }
-  columns.push_back({"CATEGORY", Align::kLeft, has_kernel ? size_t{18} : size_t{32}});
-  for (const char* h : {"COUNT", "TOTAL", "MEAN", "P50", "P99", "MAX", "TFLOP/S", "%PEAK", "GB/S",
-                        "%HBM", "MXU", "VALU", "VST", "THROTTLE", "STALL", "WAIT"}) {
-    columns.push_back({h, Align::kRight});
+  const std::pair<const char*, int> figures[] = {
+      {"COUNT", 60},   {"TOTAL", 85},    {"MEAN", 90},  {"P50", 40},  {"P99", 70}, {"MAX", 25},
+      {"TFLOP/S", 20}, {"%PEAK", 75},    {"GB/S", 15},  {"%HBM", 65}, {"MXU", 80}, {"VALU", 10},
+      {"VST", 10},     {"THROTTLE", 62}, {"STALL", 50}, {"WAIT", 55}};
+  for (const auto& [header, priority] : figures) {
+    columns.push_back({header, Align::kRight, 0, priority});
   }
-  if (has_kernel) columns.push_back({"VERDICT", Align::kLeft, 22});
   return columns;
 }
 
 // Statistics, rates and counters of a row: the cells after its identity.
-void AddFigureCells(const v1::KernelStats& s, std::vector<std::string>& cells) {
+void AddFigureCells(const v1::KernelStats& s, const MxuSources& mxu,
+                    std::vector<std::string>& cells) {
   cells.push_back(absl::StrCat(s.count()));
   cells.push_back(FormatDurationPs(s.total_ps()));
   cells.push_back(FormatMeanPs(s.mean_ps()));
@@ -149,7 +154,7 @@ void AddFigureCells(const v1::KernelStats& s, std::vector<std::string>& cells) {
   cells.push_back(Percent(s.fraction_of_peak_hbm()));
   // Counter figures only where counters covered the kernel: "-" is "not measured", not 0.
   const v1::KernelInsight& in = s.insight();
-  cells.push_back(PercentOrDash(MxuBusy(in)));
+  cells.push_back(mxu.Cell(MxuOf(in)));
   cells.push_back(PercentOrDash(UnitBusy(in, "vector_alu")));
   cells.push_back(PercentOrDash(UnitBusy(in, "vector_store")));
   cells.push_back(ThrottledCell(in));
@@ -183,7 +188,7 @@ void WriteKernelRowsCsv(absl::string_view source, const KernelRows& rows, std::o
   out << kKernelCsvHeader << "\n";
   for (const v1::KernelStats& s : rows) {
     const v1::KernelInsight& in = s.insight();
-    const double* mxu = MxuBusy(in);
+    const MxuFigure mxu = MxuOf(in);
     out << CsvField(source) << ',' << CsvField(HostLabel(s)) << ',' << ChipLabel(s) << ','
         << CsvField(KernelLabel(s)) << ',' << CsvField(s.kernel().module()) << ','
         << CsvField(s.kernel().category()) << ',' << s.count() << ',' << s.total_ps() << ','
@@ -191,7 +196,7 @@ void WriteKernelRowsCsv(absl::string_view source, const KernelRows& rows, std::o
         << ',' << s.p90_ps() << ',' << s.p99_ps() << ',' << s.kernel().flops() << ','
         << s.kernel().bytes_accessed() << ',' << CsvDouble(s.achieved_tflops()) << ','
         << CsvDouble(s.fraction_of_peak_flops()) << ',' << CsvDouble(s.achieved_hbm_gbps()) << ','
-        << CsvDouble(s.fraction_of_peak_hbm()) << ',' << (mxu == nullptr ? "" : CsvDouble(*mxu))
+        << CsvDouble(s.fraction_of_peak_hbm()) << ',' << (mxu.known() ? CsvDouble(mxu.busy) : "")
         << ',' << (in.has_counters() ? CsvDouble(in.stall_fraction()) : "") << ','
         << CsvDouble(in.wait_fraction()) << ',' << CsvField(in.verdict());
     for (const char* unit : kProfileUnits) out << ',' << CsvOrEmpty(UnitBusy(in, unit));
@@ -235,8 +240,11 @@ Json KernelRowsJson(const KernelRows& rows) {
   return j;
 }
 
-void WriteKernelRowsTable(const KernelRows& rows, StatsGrouping by, std::ostream& out) {
+void WriteKernelRowsTable(const KernelRows& rows, StatsGrouping by, std::ostream& out,
+                          const TableFit& fit) {
   const bool has_kernel = by != StatsGrouping::kCategory;
+  MxuSources mxu;
+  for (const v1::KernelStats& s : rows) mxu.Add(MxuOf(s.insight()));
   TextTable table(TableColumns(by));
   for (const v1::KernelStats& s : rows) {
     std::vector<std::string> cells;
@@ -244,14 +252,15 @@ void WriteKernelRowsTable(const KernelRows& rows, StatsGrouping by, std::ostream
     if (by == StatsGrouping::kChip) cells.push_back(ChipLabel(s));
     if (has_kernel) {
       cells.push_back(KernelLabel(s));
+      cells.push_back(VerdictCell(s.insight()));
       cells.push_back(s.kernel().module().empty() ? "-" : s.kernel().module());
     }
     cells.push_back(s.kernel().category().empty() ? "-" : s.kernel().category());
-    AddFigureCells(s, cells);
-    if (has_kernel) cells.push_back(VerdictCell(s.insight()));
+    AddFigureCells(s, mxu, cells);
     table.AddRow(std::move(cells));
   }
-  table.Write(out);
+  table.Write(out, fit);
+  WriteMxuFootnote(mxu, table, fit, out);
 }
 
 const char* const kKernelProfileCsvHeader =

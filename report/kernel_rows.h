@@ -11,6 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "nlohmann/json_fwd.hpp"
 #include "proto/podprof_aggregator.pb.h"
+#include "report/table.h"
 
 namespace podprof::report {
 
@@ -62,9 +63,12 @@ nlohmann::json KernelJson(const v1::DescribeKernelResponse& response);
 extern const char* const kKernelProfileCsvHeader;
 void WriteKernelProfileCsv(const v1::DescribeKernelResponse& response, std::ostream& out);
 
-// Writes the rows as an aligned table with the columns `by` has (HOST, CHIP, KERNEL and MODULE
-// where they mean something), then the statistics, rates, counters and the verdict.
-void WriteKernelRowsTable(const KernelRows& rows, StatsGrouping by, std::ostream& out);
+// Writes the rows as an aligned table, fitted to `fit` (report/table.h): the columns `by` has
+// (HOST, CHIP, KERNEL and its VERDICT, MODULE where they mean something), then the statistics,
+// rates and counters; under it the MXU column's source (report/mxu.h) when it is shown. The
+// default fit drops the columns without values and sets no width.
+void WriteKernelRowsTable(const KernelRows& rows, StatsGrouping by, std::ostream& out,
+                          const TableFit& fit = {});
 
 }  // namespace podprof::report
 

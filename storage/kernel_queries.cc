@@ -5,6 +5,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/checked.h"
 #include "common/pattern.h"
@@ -98,14 +99,17 @@ struct PointRows {
 };
 
 // Adds each point's kernel-profiling counters (kernel_counter_rollups' `perf/...` rows, by their
-// key) and its capture's generation (its first chip's).
+// key), its busy gauges (`..._busy`, the figures `podprof stats` falls back on) and its
+// capture's generation (its first chip's).
 absl::Status AddPerfTotals(Connection& c, const std::vector<PointRows>& rows,
                            std::vector<HistorySeries>* out) {
-  ASSIGN_OR_RETURN(auto perf, Statement::Prepare(c,
-                                                 "SELECT name, integral, covered_ps FROM "
-                                                 "kernel_counter_rollups WHERE capture = ? AND "
-                                                 "kernel_id = ? AND name >= 'perf/' AND name < "
-                                                 "'perf0'"));
+  ASSIGN_OR_RETURN(auto perf,
+                   Statement::Prepare(c,
+                                      "SELECT name, integral, covered_ps FROM "
+                                      "kernel_counter_rollups WHERE capture = ? AND "
+                                      "kernel_id = ? AND ((name >= 'perf/' AND name < 'perf0') "
+                                      "OR (cumulative = 0 AND name LIKE '%\\_busy' ESCAPE "
+                                      "'\\'))"));
   ASSIGN_OR_RETURN(auto gen, Statement::Prepare(c,
                                                 "SELECT generation FROM chips WHERE capture = ? "
                                                 "ORDER BY id LIMIT 1"));
@@ -114,8 +118,16 @@ absl::Status AddPerfTotals(Connection& c, const std::vector<PointRows>& rows,
     perf->Reset();
     perf->Bind(1, r.capture_seq).Bind(2, r.kernel_id);
     RETURN_IF_ERROR(perf->ForEachRow([&](const Statement& row) {
-      p.perf_totals[row.Text(0)] += row.Double(1);
-      p.perf_covered_ps = std::max(p.perf_covered_ps, row.Int(2));
+      const std::string name = row.Text(0);
+      if (absl::StartsWith(name, "perf/")) {
+        p.perf_totals[name] += row.Double(1);
+        p.perf_covered_ps = std::max(p.perf_covered_ps, row.Int(2));
+      } else {
+        // Recompiles merged into the point: their integrals and covered times add up.
+        auto& [integral, covered] = p.busy_gauges[name];
+        integral += row.Double(1);
+        covered = SaturatingAdd(covered, row.Int(2));
+      }
       return absl::OkStatus();
     }));
     if (p.perf_totals.empty() || !p.generation.empty()) continue;

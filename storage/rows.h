@@ -333,6 +333,10 @@ struct HistoryPoint {
   std::map<std::string, double> perf_totals;
   int64_t perf_covered_ps = 0;
   std::string generation;
+  // The runtime's busy gauges (`mxu_busy`, ...): each one's integral over the kernel's
+  // executions (level x ps) and the ps it covered, summed over the pod (as
+  // KernelInsightRow::gauge_integrals); empty where no counters covered the kernel.
+  std::map<std::string, std::pair<double, int64_t>> busy_gauges;
 };
 
 // One kernel identity across recompiles: (module, op name).

@@ -45,5 +45,20 @@ TEST(HistoryPointsTest, EachPointIsJudgedAgainstTheOneBefore) {
   EXPECT_TRUE(recent[0].regression());
 }
 
+// Issue #53: `history` showed "-" for the MXU where `stats` showed the runtime's mxu_busy gauge.
+TEST(HistoryPointsTest, ThePointCarriesTheBusyGaugesMeansAsStatsHasThem) {
+  std::vector<storage::HistoryPoint> points = {Point("a", 1e6, 1000), Point("b", 1e6, 1000)};
+  points[0].busy_gauges["mxu_busy"] = {0.72 * 4e6, 4'000'000};  // level x ps, ps covered
+  points[0].busy_gauges["vpu_busy"] = {0, 4'000'000};           // measured idle
+  points[0].busy_gauges["scalar_busy"] = {1, 0};                // covered nothing: no mean
+  google::protobuf::RepeatedPtrField<podprof::v1::KernelHistoryPoint> out;
+  FillHistoryPoints(points, 0, &out);
+  ASSERT_EQ(out.size(), 2);
+  EXPECT_DOUBLE_EQ(out[0].utilization().at("mxu_busy"), 0.72);
+  EXPECT_DOUBLE_EQ(out[0].utilization().at("vpu_busy"), 0);
+  EXPECT_EQ(out[0].utilization().count("scalar_busy"), 0u);
+  EXPECT_TRUE(out[1].utilization().empty());  // no counters covered it
+}
+
 }  // namespace
 }  // namespace podprof::aggregator

@@ -182,6 +182,46 @@ v1::CompareCapturesRequest DiffRequest() {
   return r;
 }
 
+// Two chips of h0 over three seconds: chip 0 steps in each, chip 1 idles in the last.
+v1::GetTelemetryResponse ThreeSeconds() {
+  v1::GetTelemetryResponse r;
+  for (int second = 0; second < 3; ++second) {
+    for (int chip = 0; chip < 2; ++chip) {
+      v1::TelemetryRow* row = r.add_rows();
+      row->set_host("h0");
+      row->set_time_ns(kStartNs + int64_t{second} * 1'000'000'000);
+      row->set_interval_ns(1'000'000'000);
+      v1::ChipTelemetry* t = row->mutable_chip();
+      t->set_chip(chip);
+      const bool idle = chip == 1 && second == 2;
+      t->set_steps(idle ? 0 : 290);
+      t->set_step_mean_us(idle ? 0 : 3390 + 10 * second);
+      t->set_step_max_us(idle ? 0 : 3500 + 1000 * second * chip);
+      t->set_duty_cycle_percent(72.5);
+      t->set_hbm_used_bytes(80'000'000'000);
+      t->set_queued(-1);
+      t->set_collective_mean_us(-1);
+    }
+  }
+  return r;
+}
+
+// The number of characters (not bytes) of the longest line of `s`.
+size_t WidestLine(const std::string& s) {
+  size_t widest = 0;
+  for (const std::string& line : Lines(s)) {
+    size_t chars = 0;
+    for (char c : line) chars += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+    widest = std::max(widest, chars);
+  }
+  return widest;
+}
+
+// The headers of a table's header line.
+std::vector<std::string> Headers(const std::string& line) {
+  return absl::StrSplit(line, ' ', absl::SkipEmpty());
+}
+
 // ---- Writers
 
 TEST(WriteCapturesTest, CsvRowsHaveSortedQuotedLabels) {
@@ -288,7 +328,7 @@ TEST(KernelRowsTest, CsvAndJsonHaveEveryFieldTheTableShows) {
   v1::GetKernelStatsResponse r = TwoStatsRows();
   r.mutable_stats(0)->mutable_kernel()->set_program_id(6513147179871253105u);
   std::ostringstream table;
-  WriteKernelRowsTable(r.stats(), StatsGrouping::kChip, table);
+  WriteKernelRowsTable(r.stats(), StatsGrouping::kChip, table, TableFit{0, true});
   const std::vector<std::string> header = absl::StrSplit(kKernelCsvHeader, ',');
   const nlohmann::json row = KernelRowJson(r.stats(0));  // the row with counters
   for (const auto& [column, csv, json] : columns) {
@@ -370,23 +410,63 @@ TEST(WriteKernelStatsTest, TableHasInspectsColumnsAndHintsAtMoreRows) {
   std::ostringstream out;
   WriteKernelStats(TwoStatsRows(), StatsGrouping::kChip, OutputFormat::kTable, out);
   std::vector<std::string> lines = Lines(out.str());
-  ASSERT_EQ(lines.size(), 5u) << out.str();
+  ASSERT_EQ(lines.size(), 6u) << out.str();
   EXPECT_EQ(lines[0], "capture cap-2: 40 rows by chip");
   for (const char* column :
-       {"HOST", "CHIP", "KERNEL", "MODULE", "CATEGORY", "COUNT", "TOTAL", "MEAN", "P50", "P99",
-        "MAX", "TFLOP/S", "%PEAK", "GB/S", "%HBM", "MXU", "STALL", "WAIT", "VERDICT"}) {
+       {"HOST", "CHIP", "KERNEL", "VERDICT", "MODULE", "CATEGORY", "COUNT", "TOTAL", "MEAN", "P50",
+        "P99", "MAX", "TFLOP/S", "%PEAK", "MXU", "STALL"}) {
     EXPECT_TRUE(absl::StrContains(lines[1], column)) << column;
   }
   EXPECT_TRUE(absl::StrContains(lines[2], "1000.00")) << lines[2];
   EXPECT_TRUE(absl::StrContains(lines[2], "50.0%")) << lines[2];
   EXPECT_TRUE(absl::StrContains(lines[2], "3.00 ns")) << lines[2];
-  EXPECT_TRUE(absl::EndsWith(lines[2], "compute bound")) << lines[2];
+  EXPECT_TRUE(absl::StrContains(lines[2], "compute bound")) << lines[2];
   EXPECT_TRUE(absl::StrContains(lines[2], "12.5%")) << lines[2];  // the stalls it measured
-  EXPECT_EQ(lines[4], "... 38 more rows (--top 0 shows all)");
+  EXPECT_EQ(lines[3].substr(0, 4), "h0  ");
+  EXPECT_EQ(lines[4], "MXU: the runtime's MXU-busy gauge over the kernel's runs");
+  EXPECT_EQ(lines[5], "... 38 more rows (--top 0 shows all)");
 
   std::ostringstream by_kernel;
   WriteKernelStats(TwoStatsRows(), StatsGrouping::kKernel, OutputFormat::kTable, by_kernel);
   EXPECT_TRUE(absl::StartsWith(Lines(by_kernel.str())[1], "KERNEL")) << by_kernel.str();
+}
+
+// Issue #53: VERDICT came last of 21 columns, and VALU, VST, THROTTLE and WAIT were "-" on
+// every row without kernel profiling.
+TEST(WriteKernelStatsTest, VerdictFollowsTheKernelAndColumnsWithoutValuesGo) {
+  std::ostringstream out, wide;
+  WriteKernelStats(TwoStatsRows(), StatsGrouping::kKernel, OutputFormat::kTable, out);
+  const std::vector<std::string> header = Headers(Lines(out.str())[1]);
+  ASSERT_GE(header.size(), 2u);
+  EXPECT_EQ(header[0], "KERNEL");
+  EXPECT_EQ(header[1], "VERDICT");
+  for (const char* empty : {"VALU", "VST", "THROTTLE", "WAIT"}) {
+    EXPECT_EQ(std::count(header.begin(), header.end(), empty), 0) << empty << " in " << out.str();
+  }
+  // --wide: every column, the verdict still second.
+  WriteKernelStats(TwoStatsRows(), StatsGrouping::kKernel, OutputFormat::kTable, wide,
+                   TableFit{0, true});
+  const std::vector<std::string> all = Headers(Lines(wide.str())[1]);
+  EXPECT_EQ(all[1], "VERDICT");
+  for (const char* column : {"VALU", "VST", "THROTTLE", "WAIT"}) {
+    EXPECT_EQ(std::count(all.begin(), all.end(), column), 1) << column << " in " << wide.str();
+  }
+}
+
+TEST(WriteKernelStatsTest, TheTableFitsTheWidthItIsGivenAndCutsLongNames) {
+  v1::GetKernelStatsResponse r = TwoStatsRows();
+  r.mutable_stats(0)->mutable_kernel()->set_op_name(
+      "fusion.a_very_long_kernel_name_from_a_pallas_module.12");
+  std::ostringstream out;
+  WriteKernelStats(r, StatsGrouping::kKernel, OutputFormat::kTable, out, TableFit{72, false});
+  EXPECT_LE(WidestLine(out.str()), 72u) << out.str();
+  const std::vector<std::string> lines = Lines(out.str());
+  const std::vector<std::string> header = Headers(lines[1]);
+  for (const char* kept : {"KERNEL", "VERDICT", "MEAN", "TOTAL", "MXU"}) {
+    EXPECT_EQ(std::count(header.begin(), header.end(), kept), 1) << kept << " in " << out.str();
+  }
+  EXPECT_TRUE(absl::StartsWith(lines[2], "fusion.a_very_long_")) << lines[2];
+  EXPECT_TRUE(absl::StrContains(lines[2], "...  compute bound")) << lines[2];
 }
 
 TEST(WriteKernelStatsTest, JsonIsObjectWithCaptureAndRows) {
@@ -469,7 +549,9 @@ v1::DescribeKernelResponse ProfiledKernel() {
 
 TEST(WriteKernelTest, UtilizationRowsPooledAndPerDieWithTheDieWithoutFiguresSayingWhy) {
   std::ostringstream out;
-  WriteKernel(ProfiledKernel(), KernelOptions{}, out);
+  KernelOptions wide;
+  wide.fit.wide = true;  // every die's columns, die 1's without figures too
+  WriteKernel(ProfiledKernel(), wide, out);
   const std::string text = out.str();
   EXPECT_TRUE(absl::StrContains(text, "  units busy: mxu 60.0%, vpu 25.0%\n")) << text;
   EXPECT_TRUE(absl::StrContains(text, "  power manager: 20.0% of cycles skipped (die 0 20.0%)\n"))
@@ -490,13 +572,22 @@ TEST(WriteKernelTest, UtilizationRowsPooledAndPerDieWithTheDieWithoutFiguresSayi
   EXPECT_EQ(mxu, (std::vector<std::string>{"Avg", "MXU", "Busy", "cycles", "600", "1000", "60.0%",
                                            "600", "1000", "60.0%", "-", "-", "-"}))
       << at[2];
+  // Fitted, the columns of die 1, which has no figures, go; its line says why.
+  std::ostringstream fitted;
+  WriteKernel(ProfiledKernel(), KernelOptions{}, fitted);
+  EXPECT_FALSE(absl::StrContains(fitted.str(), "DIE 1 ACHIEVED")) << fitted.str();
+  EXPECT_TRUE(absl::StrContains(fitted.str(), "DIE 0 ACHIEVED")) << fitted.str();
+  EXPECT_TRUE(absl::StrContains(fitted.str(), "    die 1: no cycle count")) << fitted.str();
   // A measured 0 is "0.0%" in the per-chip table; "-" would say nothing measured it.
   v1::DescribeKernelResponse r = ProfiledKernel();
   *r.add_per_chip() = r.per_chip(0);
   r.mutable_per_chip(1)->mutable_insight()->mutable_kernel_profile()->set_throttled(0);
   std::ostringstream two;
   WriteKernel(r, KernelOptions{}, two);
-  EXPECT_TRUE(absl::StrContains(two.str(), "     0.0%  ")) << two.str();
+  const std::vector<std::string> two_lines = Lines(two.str());
+  EXPECT_TRUE(std::any_of(two_lines.begin(), two_lines.end(), [](const std::string& l) {
+    return absl::StartsWith(l, "h0  ") && absl::EndsWith(l, " 0.0%");
+  })) << two.str();
 }
 
 // Throttling is only what the power manager counted: without it (v6e) nothing is said of it,
@@ -563,14 +654,38 @@ TEST(WriteKernelHistoryTest, MxuBusyPerCaptureWhereSampled) {
   std::ostringstream table, json;
   WriteKernelHistory(r, OutputFormat::kTable, table);
   std::vector<std::string> lines = Lines(table.str());
-  ASSERT_EQ(lines.size(), 5u) << table.str();
+  ASSERT_EQ(lines.size(), 6u) << table.str();
   EXPECT_TRUE(absl::EndsWith(lines[2], "MXU")) << lines[2];
   EXPECT_TRUE(absl::EndsWith(lines[3], "-")) << lines[3];
   EXPECT_TRUE(absl::EndsWith(lines[4], "42.0%")) << lines[4];
+  EXPECT_EQ(lines[5], "MXU: the kernel's sampled performance counters (kernel profiling)");
   WriteKernelHistory(r, OutputFormat::kJson, json);
   auto j = nlohmann::json::parse(json.str());
   EXPECT_FALSE(j[0]["points"][0].contains("mxu"));
   EXPECT_DOUBLE_EQ(j[0]["points"][1]["mxu"].get<double>(), 0.42);
+}
+
+// Issue #53: `history` showed "-" for kernels whose MXU `stats` gave from the mxu_busy gauge.
+TEST(WriteKernelHistoryTest, TheGaugeShowsWhereCountersWereNotSampled) {
+  v1::KernelHistoryResponse r = OneSeries();
+  auto* p = r.mutable_series(0)->add_points();
+  *p = r.series(0).points(0);
+  (*r.mutable_series(0)->mutable_points(0)->mutable_utilization())["mxu_busy"] = 0.72;
+  (*p->mutable_kernel_profile()->mutable_units())["mxu"] = 0.42;
+  std::ostringstream table, json;
+  WriteKernelHistory(r, OutputFormat::kTable, table);
+  std::vector<std::string> lines = Lines(table.str());
+  ASSERT_EQ(lines.size(), 6u) << table.str();
+  EXPECT_TRUE(absl::EndsWith(lines[3], "~72.0%")) << lines[3];  // marked: the gauge's
+  EXPECT_TRUE(absl::EndsWith(lines[4], "42.0%")) << lines[4];
+  EXPECT_TRUE(absl::StartsWith(lines[5], "MXU: performance counters (kernel profiling); ~ marks"))
+      << lines[5];
+  WriteKernelHistory(r, OutputFormat::kJson, json);
+  auto j = nlohmann::json::parse(json.str());
+  EXPECT_DOUBLE_EQ(j[0]["points"][0]["mxu"].get<double>(), 0.72);
+  EXPECT_EQ(j[0]["points"][0]["mxu_source"], "mxu_busy_gauge");
+  EXPECT_EQ(j[0]["points"][1]["mxu_source"], "perf_counters");
+  EXPECT_FALSE(j[0].contains("kernel_id")) << j[0];
 }
 
 TEST(WriteKernelHistoryTest, TableDrawsTheTrendOfMeanAndP99) {
@@ -680,6 +795,42 @@ TEST(WriteCaptureDiffTest, MxuAndVerdictsOfBothSides) {
   EXPECT_TRUE(absl::StrContains(table.str(), "72.0%→31.0%")) << table.str();
 }
 
+// Issue #53: `stats` showed the mxu_busy gauge's 72% where `diff` showed "-", and diff's JSON
+// had kernel_id "0" on every row.
+TEST(WriteCaptureDiffTest, MxuIsTheFigureStatsShowsWithItsSourceNamed) {
+  v1::CompareCapturesResponse r = TwoDeltas();
+  v1::KernelDelta& d = *r.mutable_deltas(0);
+  (*d.mutable_baseline()->mutable_insight()->mutable_utilization())["mxu_busy"] = 0.72;
+  (*d.mutable_candidate()->mutable_insight()->mutable_utilization())["mxu_busy"] = 0.5;
+  d.mutable_candidate()->mutable_insight()->set_verdict("compute bound");
+  std::ostringstream table, csv, json, stats;
+  WriteCaptureDiff(DiffRequest(), r, OutputFormat::kTable, table);
+  EXPECT_TRUE(absl::StrContains(table.str(), "72.0%→50.0%")) << table.str();
+  EXPECT_TRUE(absl::StrContains(table.str(),
+                                "\nMXU: the runtime's MXU-busy gauge over the kernel's runs\n"))
+      << table.str();
+  // The candidate's verdict, beside the kernel.
+  EXPECT_TRUE(absl::StartsWith(Lines(table.str())[2], "fusion.12  REGRESSION  compute bound"))
+      << table.str();
+  // The figure `stats` prints for the same row.
+  v1::GetKernelStatsResponse same;
+  same.set_capture_id("cap-2");
+  *same.add_stats() = d.candidate();
+  same.mutable_stats(0)->set_chip_ordinal(-1);
+  *same.mutable_stats(0)->mutable_kernel() = d.kernel();
+  WriteKernelStats(same, StatsGrouping::kKernel, OutputFormat::kTable, stats);
+  EXPECT_TRUE(absl::StrContains(stats.str(), "50.0%")) << stats.str();
+
+  WriteCaptureDiff(DiffRequest(), r, OutputFormat::kCsv, csv);
+  EXPECT_EQ(Lines(csv.str())[1],
+            "fusion.12,jit_step,1000,1100,0.1,1200,1500,0.25,true,0.72,0.5,,compute bound");
+  WriteCaptureDiff(DiffRequest(), r, OutputFormat::kJson, json);
+  const nlohmann::json j = nlohmann::json::parse(json.str());
+  EXPECT_DOUBLE_EQ(j["deltas"][0]["baseline"]["mxu"].get<double>(), 0.72);
+  EXPECT_EQ(j["deltas"][0]["candidate"]["mxu_source"], "mxu_busy_gauge");
+  for (const auto& delta : j["deltas"]) EXPECT_FALSE(delta.contains("kernel_id")) << delta;
+}
+
 TEST(WriteCaptureDiffTest, TableFlagsRegressionsAndCountsThem) {
   std::ostringstream out;
   WriteCaptureDiff(DiffRequest(), TwoDeltas(), OutputFormat::kTable, out);
@@ -689,7 +840,8 @@ TEST(WriteCaptureDiffTest, TableFlagsRegressionsAndCountsThem) {
   EXPECT_TRUE(absl::StrContains(lines[1], "ΔMEAN%")) << lines[1];
   EXPECT_TRUE(absl::StrContains(lines[2], "+10.0%")) << lines[2];
   EXPECT_TRUE(absl::StrContains(lines[2], "+25.0%")) << lines[2];
-  EXPECT_TRUE(absl::EndsWith(lines[2], "REGRESSION")) << lines[2];
+  // The flag stands right after the kernel, where the eye starts.
+  EXPECT_TRUE(absl::StartsWith(lines[2], "fusion.12  REGRESSION")) << lines[2];
   EXPECT_TRUE(absl::StrContains(lines[3], "new")) << lines[3];
   EXPECT_FALSE(absl::StrContains(lines[3], "REGRESSION")) << lines[3];
   EXPECT_EQ(lines[4], "1 regression (p50 slower by more than 5%)");
@@ -939,6 +1091,12 @@ class FakeAggregator final : public v1::Aggregator::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status GetTelemetry(grpc::ServerContext*, const v1::GetTelemetryRequest*,
+                            v1::GetTelemetryResponse* response) override {
+    *response = ThreeSeconds();
+    return grpc::Status::OK;
+  }
+
   absl::Mutex mu_;
   // Guarded by mu_.
   bool repeat_token_ ABSL_GUARDED_BY(mu_) = false;
@@ -1163,6 +1321,81 @@ TEST_F(AggregatorCommandsTest, BinaryDiffExitsOneOnRegressionOnlyWhenAsked) {
       RunPodprof("diff cap-1 cap-2 --fail-on-regression --format csv --aggregator " + address_);
   EXPECT_EQ(strict.exit_code, 1) << strict.err;
   EXPECT_EQ(Lines(strict.out)[0], kDiffCsvHeader);
+}
+
+// Issue #53: a table of 21 columns, 180-230 characters, whatever the terminal.
+TEST_F(AggregatorCommandsTest, BinaryTablesFitColumnsAndWideShowsEveryColumn) {
+  PodprofResult fitted = RunPodprof("stats cap-2 --by chip --aggregator " + address_, "COLUMNS=70");
+  ASSERT_EQ(fitted.exit_code, 0) << fitted.err;
+  EXPECT_LE(WidestLine(fitted.out), 70u) << fitted.out;
+  const std::vector<std::string> header = Headers(Lines(fitted.out)[1]);
+  ASSERT_GE(header.size(), 4u) << fitted.out;
+  EXPECT_EQ(std::vector<std::string>(header.begin(), header.begin() + 4),
+            (std::vector<std::string>{"HOST", "CHIP", "KERNEL", "VERDICT"}));
+  // Without a terminal or $COLUMNS no width is set: only the columns without values go.
+  PodprofResult piped = RunPodprof("stats cap-2 --by chip --aggregator " + address_, "COLUMNS=");
+  ASSERT_EQ(piped.exit_code, 0) << piped.err;
+  EXPECT_GT(WidestLine(piped.out), 70u) << piped.out;
+  EXPECT_FALSE(absl::StrContains(Lines(piped.out)[1], "VALU")) << piped.out;
+  PodprofResult wide =
+      RunPodprof("stats cap-2 --by chip --wide --aggregator " + address_, "COLUMNS=70");
+  ASSERT_EQ(wide.exit_code, 0) << wide.err;
+  for (const char* column : {"VALU", "VST", "THROTTLE", "WAIT", "GB/S", "TFLOP/S"}) {
+    EXPECT_TRUE(absl::StrContains(Lines(wide.out)[1], column)) << column << " in " << wide.out;
+  }
+  // The diff and history tables fit too; csv is whole whatever the width.
+  for (const char* command : {"diff cap-1 cap-2", "history fusion"}) {
+    PodprofResult r = RunPodprof(absl::StrCat(command, " --aggregator ", address_), "COLUMNS=60");
+    ASSERT_EQ(r.exit_code, 0) << command << ": " << r.err;
+    EXPECT_LE(WidestLine(r.out), 60u) << command << ":\n" << r.out;
+  }
+  PodprofResult csv =
+      RunPodprof("stats cap-2 --by chip --format csv --aggregator " + address_, "COLUMNS=20");
+  EXPECT_EQ(Lines(csv.out)[0], kKernelCsvHeader);
+}
+
+// Issue #53: 16 rows a second and no summary; "step time" did not say it is the device's.
+TEST_F(AggregatorCommandsTest, BinaryTelemetrySummarisesEachChipWithItsRowsBehindAFlag) {
+  PodprofResult summary = RunPodprof("telemetry --aggregator " + address_);
+  ASSERT_EQ(summary.exit_code, 0) << summary.err;
+  const std::vector<std::string> lines = Lines(summary.out);
+  EXPECT_TRUE(absl::StartsWith(lines[0],
+                               "device step (program run) time per chip, 6 rows from "
+                               "2024-05-01T12:00:00.123Z to 2024-05-01T12:00:02.123Z"))
+      << summary.out;
+  // A line's words, by its first two.
+  auto row_of = [&](const std::string& first, const std::string& second) {
+    for (const std::string& line : lines) {
+      const std::vector<std::string> words = Headers(line);
+      if (words.size() > 1 && words[0] == first && words[1] == second) return words;
+    }
+    return std::vector<std::string>{};
+  };
+  const std::vector<std::string> header = row_of("HOST", "CHIP");
+  ASSERT_GE(header.size(), 6u) << summary.out;
+  ASSERT_EQ(std::vector<std::string>(header.begin(), header.begin() + 6),
+            (std::vector<std::string>{"HOST", "CHIP", "STEPS", "LATEST", "MEDIAN", "WORST"}))
+      << summary.out;
+  // chip 0: newest 3.41 ms, median 3.40, worst 3.50; chip 1 idled last: newest stepping
+  // second's mean (3.40), worst its 4.50 ms run.
+  EXPECT_EQ(row_of("h0", "0"),
+            (std::vector<std::string>{"h0", "0", "870", "3.41", "ms", "3.40", "ms", "3.50", "ms",
+                                      "72.5%", "80.0", "GB", "0"}))
+      << summary.out;
+  EXPECT_EQ(row_of("h0", "1"),
+            (std::vector<std::string>{"h0", "1", "580", "3.40", "ms", "3.40", "ms", "4.50", "ms",
+                                      "72.5%", "80.0", "GB", "0"}))
+      << summary.out;
+  EXPECT_TRUE(absl::StrContains(summary.out, "the wall-clock step also holds")) << summary.out;
+
+  PodprofResult rows = RunPodprof("telemetry --rows --aggregator " + address_);
+  ASSERT_EQ(rows.exit_code, 0) << rows.err;
+  size_t row_lines = 0;
+  for (const std::string& line : Lines(rows.out)) row_lines += absl::StartsWith(line, "2024-");
+  EXPECT_EQ(row_lines, 6u) << rows.out;
+  EXPECT_TRUE(absl::StrContains(rows.out, "device step (program run) time")) << rows.out;
+  PodprofResult csv = RunPodprof("telemetry --format csv --aggregator " + address_);
+  EXPECT_EQ(Lines(csv.out).size(), 7u) << csv.out;  // the header and every row
 }
 
 TEST_F(AggregatorCommandsTest, BinaryReportsTheAggregatorsErrorOnOneLine) {
