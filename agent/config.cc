@@ -41,43 +41,48 @@ void TurnOffWhatSaysNone(AgentConfig* c) {
 
 }  // namespace
 
+const std::vector<std::string>& AgentConfigKeys() {
+  static const auto* const keys = new std::vector<std::string>{"listen",
+                                                               "aggregator",
+                                                               "advertise",
+                                                               "clock_probe",
+                                                               "profiler_service_listen",
+                                                               "http.listen",
+                                                               "host_name",
+                                                               "workload.profiler",
+                                                               "workload.metrics",
+                                                               "workload.counter_interval",
+                                                               "analysis.enabled",
+                                                               "discovery.sysfs_root",
+                                                               "labels.*",
+                                                               "limits.max_capture_duration",
+                                                               "limits.max_inflight_bytes",
+                                                               "limits.workload_timeout",
+                                                               "heartbeat.interval",
+                                                               "heartbeat.max_backoff",
+                                                               "drain_timeout",
+                                                               "temp_dir",
+                                                               "tls.cert",
+                                                               "tls.key",
+                                                               "tls.ca",
+                                                               "insecure",
+                                                               "tls.allowed_aggregators",
+                                                               "tls.allowed_profiler_clients",
+                                                               "xprof.allowed_roots",
+                                                               "recorder.enabled",
+                                                               "recorder.window",
+                                                               "recorder.max_bytes",
+                                                               "recorder.max_slowdown",
+                                                               "recorder.guard_window",
+                                                               "telemetry.enabled",
+                                                               "telemetry.interval"};
+  return *keys;
+}
+
 absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path) {
   AgentConfig c;
   ASSIGN_OR_RETURN(ConfigFile f, ConfigFile::Load(path));
-  RETURN_IF_ERROR(f.CheckKnownKeys({"listen",
-                                    "aggregator",
-                                    "advertise",
-                                    "clock_probe",
-                                    "profiler_service_listen",
-                                    "http.listen",
-                                    "host_name",
-                                    "workload.profiler",
-                                    "workload.metrics",
-                                    "workload.counter_interval",
-                                    "analysis.enabled",
-                                    "discovery.sysfs_root",
-                                    "labels.*",
-                                    "limits.max_capture_duration",
-                                    "limits.max_inflight_bytes",
-                                    "limits.workload_timeout",
-                                    "heartbeat.interval",
-                                    "heartbeat.max_backoff",
-                                    "drain_timeout",
-                                    "temp_dir",
-                                    "tls.cert",
-                                    "tls.key",
-                                    "tls.ca",
-                                    "insecure",
-                                    "tls.allowed_aggregators",
-                                    "tls.allowed_profiler_clients",
-                                    "xprof.allowed_roots",
-                                    "recorder.enabled",
-                                    "recorder.window",
-                                    "recorder.max_bytes",
-                                    "recorder.max_slowdown",
-                                    "recorder.guard_window",
-                                    "telemetry.enabled",
-                                    "telemetry.interval"}));
+  RETURN_IF_ERROR(f.CheckKnownKeys(AgentConfigKeys()));
   RETURN_IF_ERROR(f.GetString("listen", &c.listen));
   RETURN_IF_ERROR(f.GetString("aggregator", &c.aggregator));
   RETURN_IF_ERROR(f.GetString("advertise", &c.advertise));

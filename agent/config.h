@@ -118,6 +118,10 @@ struct AgentFlags {
   std::vector<std::string> labels;
 };
 
+// Every key the file may hold, dotted ("recorder.window"); an entry ending in ".*" takes a
+// table of any keys ("labels.*"). deploy/agent.toml sets each of them.
+const std::vector<std::string>& AgentConfigKeys();
+
 // Loads `path` over the defaults. Unknown keys, wrong types and bad values fail with a message
 // naming the file and the key.
 absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path);

@@ -239,6 +239,8 @@ absl::Status ValidateFleet(const AggregatorConfig::Fleet& f) {
 
 }  // namespace
 
+const std::vector<std::string>& AggregatorConfigKeys() { return KnownKeys(); }
+
 absl::StatusOr<AggregatorConfig> LoadAggregatorConfig(const std::string& path) {
   AggregatorConfig c;
   ASSIGN_OR_RETURN(ConfigFile f, ConfigFile::Load(path));

@@ -126,6 +126,10 @@ struct AggregatorFlags {
   std::string http_listen;
 };
 
+// Every key the file may hold, dotted ("triggers.recent"); an entry ending in ".*" takes a
+// table of any keys ("tls.agent_hosts.*"). deploy/aggregator.toml sets each of them.
+const std::vector<std::string>& AggregatorConfigKeys();
+
 // Loads `path` over the defaults. Unknown keys, wrong types and bad values fail with
 // InvalidArgument naming the file and the key; an unreadable file with ErrnoToStatus's code.
 absl::StatusOr<AggregatorConfig> LoadAggregatorConfig(const std::string& path);

@@ -81,7 +81,7 @@ void WriteCapturesTable(const v1::ListCapturesResponse& response, std::ostream& 
     table.AddRow({c.capture_id(), FormatTimestampNs(c.start_ns()), CaptureDuration(c),
                   CaptureStatusName(c.status()), absl::StrCat(c.hosts_size()),
                   absl::StrCat(c.chip_count()), absl::StrCat(c.kernel_count()),
-                  absl::StrCat(c.event_count()), JoinLabels(c.labels()),
+                  absl::StrCat(c.event_count()), TableLabels(c.labels()),
                   kernelprof::DescribeOptions(c.options())});
   }
   table.Write(out);

@@ -1,14 +1,8 @@
 #include "cli/demo.h"
 
-#include <pthread.h>
-#include <signal.h>
-#include <stdlib.h>
-
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <map>
-#include <random>
 #include <thread>
 #include <vector>
 
@@ -16,11 +10,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "cli/demo_pod.h"
+#include "cli/demo_recorder.h"
 #include "cli/exit_codes.h"
 #include "cli/export_command.h"
 #include "common/clock.h"
 #include "common/file_util.h"
-#include "common/subprocess.h"
 #include "launch/pod_launcher.h"
 #include "nlohmann/json.hpp"
 
@@ -29,108 +24,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-// The demo's pod in `dir`: the aggregator, then per host a simulated host and its agent, each
-// started once the one before is ready, from the thread that runs the demo (their death signal
-// fires when it exits). Each host's clock is wrong by a few milliseconds, drifts by some ppm,
-// and every other host's device clock is off by up to 100 us: alignment has something to do.
-launch::PodOptions DemoPod(const DemoOptions& options, const std::string& bin,
-                           const std::string& dir, Clock& clock) {
-  launch::PodOptions pod;
-  pod.bin_dir = bin;
-  pod.dir = dir;
-  pod.hosts = options.hosts;
-  pod.generation = options.generation;
-  pod.seed = options.seed;
-  pod.aggregator_config =
-      "# podprof demo: probe clocks often, so the demo does not wait long\n"
-      "[agents]\nheartbeat_interval = \"1s\"\nprobe_interval = \"1s\"\n"
-      "# and store the agents' telemetry each second, for the pod page (/pod)\n"
-      "[telemetry]\nstore_interval = \"1s\"\n";
-  pod.agent_config = "# podprof demo: everything from flags\n";
-  if (!options.throttle.empty()) pod.simhost_flags.push_back("--throttle=" + options.throttle);
-  if (options.keep) {
-    pod.group = ProcessGroup::kNewSession;  // outlives the terminal session of the demo
-    pod.death_signal = 0;
-  } else {
-    pod.group = ProcessGroup::kOwn;  // Ctrl-C goes to the demo, which stops the children in order
-    pod.death_signal = SIGTERM;      // the daemons drain if the demo dies some other way
-  }
-  pod.clock = &clock;
-  // Milliseconds to 3 decimals, ppm to 2, microseconds to 1: the errors as the demo has always
-  // drawn them from its seed.
-  std::mt19937_64 rng(options.seed);
-  std::uniform_real_distribution<double> offset_ms(-5, 5), drift_ppm(-20, 20), device_us(-100, 100);
-  for (int i = 0; i < options.hosts; ++i) {
-    launch::HostOptions h;
-    h.clock_offset_ns = std::llround(offset_ms(rng) * 1e3) * 1000;
-    h.clock_drift_ppm = std::round(drift_ppm(rng) * 100) / 100;
-    if (i % 2) h.device_clock_offset_ns = std::llround(device_us(rng) * 10) * 100;
-    pod.host.push_back(h);
-  }
-  return pod;
-}
-
-// Signals that would end the demo (Ctrl-C, SIGTERM, SIGHUP) are taken by a thread of their
-// own, which stops the pod before the demo exits, so no process or port outlives it; the
-// children's death signal covers the demo dying some other way. With --keep there is no such
-// thread, and the children run on, in sessions of their own, after the demo.
-class StopOnSignal {
- public:
-  StopOnSignal(bool keep, launch::Pod& pod) : keep_(keep), pod_(pod) {
-    if (keep_) return;
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGHUP);
-    sigaddset(&set, SIGUSR2);  // how the destructor wakes the thread
-    pthread_sigmask(SIG_BLOCK, &set, nullptr);
-    watcher_ = std::thread([this, set] {
-      int sig = 0;
-      sigwait(&set, &sig);
-      if (sig == SIGUSR2) return;  // the demo is over and says so
-      pod_.StopAll();
-      std::_Exit(128 + sig);
-    });
-  }
-  ~StopOnSignal() {
-    if (keep_) {
-      pod_.Release();
-      return;
-    }
-    pod_.StopAll();
-    pthread_kill(watcher_.native_handle(), SIGUSR2);
-    watcher_.join();
-  }
-
- private:
-  const bool keep_;
-  launch::Pod& pod_;
-  std::thread watcher_;
-};
-
-// Waits up to 30 s for `hosts` agents online, each with two probe bursts behind it (so its
-// clock model has a drift).
-absl::Status WaitForAgents(AggregatorClient& client, Clock& clock, int hosts,
-                           const std::string& dir) {
-  const int64_t give_up = clock.MonotonicNs() + 30'000'000'000;
-  while (true) {
-    v1::ListAgentsResponse agents;
-    if (client.Call(&v1::Aggregator::StubInterface::ListAgents, v1::ListAgentsRequest(), &agents)
-            .ok()) {
-      int probed = 0;
-      for (const auto& a : agents.agents()) {
-        probed += a.state() == v1::AGENT_STATE_ONLINE && a.clock().probe_count() >= 2;
-      }
-      if (probed == hosts) return absl::OkStatus();
-    }
-    if (clock.MonotonicNs() >= give_up) break;
-    clock.SleepUntilNs(clock.NowNs() + 100'000'000, nullptr);
-  }
-  return absl::DeadlineExceededError(
-      absl::StrCat("the agents did not all register in 30 s; see ", dir));
-}
 
 // Each host's clock error at the window's middle, from the simulated hosts' ground truth, next
 // to the correction the aggregator found, as the hosts' extra output fields.
@@ -262,31 +155,6 @@ void WriteDemoTail(const DemoOptions& options, const CaptureResult& result,
   }
 }
 
-// The folder of the daemons' binaries: options.bin_dir, else this executable's; an error
-// naming the first one missing.
-absl::StatusOr<std::string> BinDir(const DemoOptions& options) {
-  std::string bin = options.bin_dir;
-  if (bin.empty()) bin = fs::read_symlink("/proc/self/exe").parent_path().string();
-  for (const char* exe : {"podprof-aggregator", "podprof-agent", "podprof-simhost"}) {
-    if (!fs::exists(fs::path(bin) / exe)) {
-      return absl::NotFoundError(
-          absl::StrCat(exe, " is not in ", bin, " (build the project first)"));
-    }
-  }
-  return bin;
-}
-
-// The demo's folder: options.dir, else a new one under $TMPDIR or /tmp.
-absl::StatusOr<std::string> DemoDir(const DemoOptions& options) {
-  if (!options.dir.empty()) return options.dir;
-  const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/podprof-demo-XXXXXX");
-  if (mkdtemp(pattern.data()) == nullptr) {
-    return absl::InternalError("cannot make a temporary directory");
-  }
-  return pattern;
-}
-
 // The demo's one capture, as `podprof capture` would be asked for it.
 CaptureOptions DemoCapture(const DemoOptions& options) {
   CaptureOptions c;
@@ -307,6 +175,7 @@ CaptureOptions DemoCapture(const DemoOptions& options) {
 }  // namespace
 
 int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
+  if (options.recorder) return RunRecorderDemo(options, out, err);
   auto fail = [&](const std::string& message) {
     err << "podprof demo: " << message << "\n";
     return kExitBadInput;

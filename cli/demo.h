@@ -39,6 +39,14 @@ struct DemoOptions {
   // Directory holding podprof-aggregator, podprof-agent and podprof-simhost; empty = this
   // executable's own directory.
   std::string bin_dir;
+  // `--recorder`: the flight recorder's path (demo_recorder.h) instead of one capture: the
+  // agents' recorders armed, a fault injected at `fault_at_ns` from the demo's start, and the
+  // snapshot its trigger takes shown. `scenario` is straggler, hang or duty-drop; past
+  // `trigger_timeout_ns` after the fault without a triggered snapshot the demo gives up.
+  bool recorder = false;
+  std::string scenario = "straggler";
+  int64_t fault_at_ns = 15'000'000'000;
+  int64_t trigger_timeout_ns = 45'000'000'000;
   // Paces every wait of the demo (children starting, agents registering, children stopping);
   // null = the system clock. Borrowed for the duration of RunDemo.
   Clock* clock = nullptr;

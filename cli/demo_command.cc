@@ -36,11 +36,30 @@ class DemoCommand : public Command {
                     "Directory for the database, logs and trace (default: a new one in /tmp)");
     cmd->add_flag("--keep", options_.keep,
                   "Leave the aggregator, agents and simulated hosts running afterwards");
+    cmd->add_flag("--recorder", options_.recorder,
+                  "The flight recorder instead: arm the agents' recorders, inject a fault, and "
+                  "show the snapshot its trigger takes");
+    cmd->add_option("--scenario", options_.scenario,
+                    "With --recorder, the fault: straggler (a chip turns 1.6x slower), hang (the "
+                    "job stops issuing steps) or duty-drop (40% of the steps are not issued)")
+        ->check(CLI::IsMember({"straggler", "hang", "duty-drop"}))
+        ->capture_default_str();
+    cmd->add_option("--fault-at", options_.fault_at_ns,
+                    "With --recorder, when the fault starts, from the demo's start")
+        ->transform(PositiveDuration())
+        ->option_text("DURATION (default 15s)");
+    cmd->add_option("--trigger-timeout", options_.trigger_timeout_ns,
+                    "With --recorder, how long after the fault to wait for a triggered snapshot "
+                    "before giving up (exit 1)")
+        ->transform(PositiveDuration())
+        ->option_text("DURATION (default 45s)");
     AddFormatFlag(cmd, context.format);
     cmd->footer(
         "Examples:\n  podprof demo\n  podprof demo --hosts 8 --generation v6e --duration 1s\n"
         "  podprof demo --generation v7x --kernel-profiling --throttle 1:0:0.3 --keep\n"
-        "  podprof demo --format json | jq .hosts\n  podprof demo --keep   # then query it");
+        "  podprof demo --format json | jq .hosts\n  podprof demo --keep   # then query it\n"
+        "  podprof demo --recorder                     # a straggler's triggered snapshot\n"
+        "  podprof demo --recorder --scenario hang --keep");
   }
 
   int Run(CliContext& context, std::ostream& out, std::ostream& err) override {

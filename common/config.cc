@@ -280,6 +280,11 @@ absl::Status ConfigFile::GetDouble(absl::string_view key, double* out) const {
   return absl::OkStatus();
 }
 
+bool ConfigFile::Has(absl::string_view key) const {
+  absl::StatusOr<const toml::node*> node = Find(impl_->name, impl_->root, key);
+  return node.ok() && *node != nullptr;
+}
+
 absl::Status ConfigFile::GetBool(absl::string_view key, bool* out) const {
   ASSIGN_OR_RETURN(const toml::node* node, Find(impl_->name, impl_->root, key));
   if (node == nullptr) return absl::OkStatus();

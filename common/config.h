@@ -79,6 +79,11 @@ class ConfigFile {
   // another type is reported with its own key ('a.b.c').
   absl::Status GetStringMap(absl::string_view key, std::map<std::string, std::string>* out) const;
 
+  // Whether the file sets dotted `key` (a value or a table, empty or not). A key under a value
+  // that is not a table is absent. For checks of the file itself (that a shipped example names
+  // every key); a daemon reads its keys with the getters above.
+  bool Has(absl::string_view key) const;
+
   // Checks that every key in the file is one the program reads, so that a
   // typo does not silently leave a default in place. `known` lists dotted
   // keys; an entry ending in ".*" ("agent.labels.*") accepts that key and

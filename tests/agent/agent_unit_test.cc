@@ -15,7 +15,9 @@
 #include "agent/discovery.h"
 #include "agent/xprof_bounds.h"
 #include "common/clock.h"
+#include "common/config.h"
 #include "gtest/gtest.h"
+#include "tests/util/shipped_config.h"
 #include "tests/util/status_matchers.h"
 
 namespace podprof::agent {
@@ -27,6 +29,57 @@ std::string WriteConfig(const std::string& name, const std::string& text) {
   std::string path = ::testing::TempDir() + "/" + name;
   std::ofstream(path) << text;
   return path;
+}
+
+// #53: deploy/agent.toml sets every key the loader knows, each at its compiled default; none is
+// deliberately different.
+TEST(AgentConfigTest, TheShippedFileSetsEveryKeyAtItsDefault) {
+  const std::string path = std::string(PODPROF_SOURCE_DIR) + "/deploy/agent.toml";
+  absl::StatusOr<ConfigFile> file = ConfigFile::Load(path);
+  ASSERT_OK(file);
+  EXPECT_EQ(testing::KeysNotSet(*file, AgentConfigKeys()), std::vector<std::string>{});
+  absl::StatusOr<AgentConfig> shipped = LoadAgentConfig(path);
+  ASSERT_OK(shipped);
+  using C = AgentConfig;
+  using J = nlohmann::json;
+  const std::map<std::string, testing::KeyValue<C>> values = {
+      {"listen", [](const C& c) { return J(c.listen); }},
+      {"aggregator", [](const C& c) { return J(c.aggregator); }},
+      {"advertise", [](const C& c) { return J(c.advertise); }},
+      {"clock_probe", [](const C& c) { return J(c.clock_probe); }},
+      {"profiler_service_listen", [](const C& c) { return J(c.profiler_service_listen); }},
+      {"http.listen", [](const C& c) { return J(c.http_listen); }},
+      {"host_name", [](const C& c) { return J(c.host_name); }},
+      {"workload.profiler", [](const C& c) { return J(c.workload_profiler); }},
+      {"workload.metrics", [](const C& c) { return J(c.workload_metrics); }},
+      {"workload.counter_interval", [](const C& c) { return J(c.counter_interval_ns); }},
+      {"analysis.enabled", [](const C& c) { return J(c.analyse); }},
+      {"discovery.sysfs_root", [](const C& c) { return J(c.sysfs_root); }},
+      {"labels.*", [](const C& c) { return J(c.labels); }},
+      {"limits.max_capture_duration", [](const C& c) { return J(c.max_capture_duration_ns); }},
+      {"limits.max_inflight_bytes", [](const C& c) { return J(c.max_inflight_bytes); }},
+      {"limits.workload_timeout", [](const C& c) { return J(c.workload_timeout_ns); }},
+      {"heartbeat.interval", [](const C& c) { return J(c.heartbeat_interval_ns); }},
+      {"heartbeat.max_backoff", [](const C& c) { return J(c.heartbeat_max_backoff_ns); }},
+      {"drain_timeout", [](const C& c) { return J(c.drain_timeout_ns); }},
+      {"temp_dir", [](const C& c) { return J(c.temp_dir); }},
+      {"tls.cert", [](const C& c) { return J(c.tls_cert); }},
+      {"tls.key", [](const C& c) { return J(c.tls_key); }},
+      {"tls.ca", [](const C& c) { return J(c.tls_ca); }},
+      {"insecure", [](const C& c) { return J(c.insecure); }},
+      {"tls.allowed_aggregators", [](const C& c) { return J(c.allowed_aggregators); }},
+      {"tls.allowed_profiler_clients", [](const C& c) { return J(c.allowed_profiler_clients); }},
+      {"xprof.allowed_roots", [](const C& c) { return J(c.xprof_allowed_roots); }},
+      {"recorder.enabled", [](const C& c) { return J(c.recorder_enabled); }},
+      {"recorder.window", [](const C& c) { return J(c.recorder_window_ns); }},
+      {"recorder.max_bytes", [](const C& c) { return J(c.recorder_max_bytes); }},
+      {"recorder.max_slowdown", [](const C& c) { return J(c.recorder_max_slowdown); }},
+      {"recorder.guard_window", [](const C& c) { return J(c.recorder_guard_window_ns); }},
+      {"telemetry.enabled", [](const C& c) { return J(c.telemetry_enabled); }},
+      {"telemetry.interval", [](const C& c) { return J(c.telemetry_interval_ns); }},
+  };
+  testing::ExpectShippedDefaults(AgentConfigKeys(), values, *shipped, AgentConfig(),
+                                 /*differ=*/{});
 }
 
 TEST(AgentConfigTest, TheExampleFileLoadsWithTheDefaults) {

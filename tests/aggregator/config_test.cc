@@ -8,7 +8,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/config.h"
 #include "gtest/gtest.h"
+#include "tests/util/shipped_config.h"
 #include "tests/util/status_matchers.h"
 
 namespace podprof::aggregator {
@@ -19,6 +21,81 @@ std::string WriteConfig(const std::string& name, const std::string& text) {
   const std::string path = absl::StrCat(::testing::TempDir(), "/agg_config_", name, ".toml");
   std::ofstream(path) << text;
   return path;
+}
+
+// #53: deploy/aggregator.toml sets every key the loader knows (it lacked [telemetry] and
+// [triggers]), each at its compiled default; none is deliberately different.
+TEST(AggregatorConfigTest, TheShippedFileSetsEveryKeyAtItsDefault) {
+  const std::string path = std::string(PODPROF_SOURCE_DIR) + "/deploy/aggregator.toml";
+  absl::StatusOr<ConfigFile> file = ConfigFile::Load(path);
+  ASSERT_OK(file);
+  EXPECT_EQ(testing::KeysNotSet(*file, AggregatorConfigKeys()), std::vector<std::string>{});
+  absl::StatusOr<AggregatorConfig> shipped = LoadAggregatorConfig(path);
+  ASSERT_OK(shipped);
+  using C = AggregatorConfig;
+  using J = nlohmann::json;
+  const std::map<std::string, testing::KeyValue<C>> values = {
+      {"listen", [](const C& c) { return J(c.listen); }},
+      {"db", [](const C& c) { return J(c.db); }},
+      {"insecure", [](const C& c) { return J(c.tls.insecure); }},
+      {"retention.max_age", [](const C& c) { return J(c.retention_max_age_ns); }},
+      {"retention.max_bytes", [](const C& c) { return J(c.retention_max_bytes); }},
+      {"retention.keep_timelines", [](const C& c) { return J(c.retention_keep_timelines_ns); }},
+      {"retention.interval", [](const C& c) { return J(c.retention_interval_ns); }},
+      {"import.spool_dir", [](const C& c) { return J(c.spool_dir); }},
+      {"agents.heartbeat_interval", [](const C& c) { return J(c.heartbeat_interval_ns); }},
+      {"agents.probe_interval", [](const C& c) { return J(c.probe_interval_ns); }},
+      {"tls.cert", [](const C& c) { return J(c.tls.cert); }},
+      {"tls.key", [](const C& c) { return J(c.tls.key); }},
+      {"tls.ca", [](const C& c) { return J(c.tls.ca); }},
+      {"tls.allowed_agents", [](const C& c) { return J(c.allowed_agents); }},
+      {"tls.allowed_operators", [](const C& c) { return J(c.allowed_operators); }},
+      {"tls.agent_hosts.*", [](const C& c) { return J(c.agent_hosts); }},
+      {"limits.max_capture_duration", [](const C& c) { return J(c.max_capture_duration_ns); }},
+      {"limits.max_concurrent_captures", [](const C& c) { return J(c.max_concurrent_captures); }},
+      {"limits.max_captures_per_minute", [](const C& c) { return J(c.max_captures_per_minute); }},
+      {"limits.max_message_bytes", [](const C& c) { return J(c.max_message_bytes); }},
+      {"limits.max_concurrent_streams", [](const C& c) { return J(c.max_concurrent_streams); }},
+      {"ingest.workers", [](const C& c) { return J(c.ingest_workers); }},
+      {"ingest.max_active_hosts", [](const C& c) { return J(c.ingest_max_active_hosts); }},
+      {"ingest.max_host_stream_bytes",
+       [](const C& c) { return J(c.ingest_max_host_stream_bytes); }},
+      {"http.listen", [](const C& c) { return J(c.http.listen); }},
+      {"http.max_request_bytes", [](const C& c) { return J(c.http.max_request_bytes); }},
+      {"http.max_requests_per_second",
+       [](const C& c) { return J(c.http.max_requests_per_second); }},
+      {"http.perfetto_ui", [](const C& c) { return J(c.http.perfetto_ui); }},
+      {"http.allowed_hosts", [](const C& c) { return J(c.http.allowed_hosts); }},
+      {"http.external_url", [](const C& c) { return J(c.http.external_url); }},
+      {"http.insecure_writes", [](const C& c) { return J(c.http.insecure_writes); }},
+      {"fleet.clickhouse_url", [](const C& c) { return J(c.fleet.clickhouse_url); }},
+      {"fleet.database", [](const C& c) { return J(c.fleet.database); }},
+      {"fleet.user", [](const C& c) { return J(c.fleet.user); }},
+      {"fleet.password_file", [](const C& c) { return J(c.fleet.password_file); }},
+      {"fleet.pod", [](const C& c) { return J(c.fleet.pod); }},
+      {"fleet.cluster", [](const C& c) { return J(c.fleet.cluster); }},
+      {"fleet.batch_size", [](const C& c) { return J(c.fleet.batch_size); }},
+      {"fleet.flush_interval", [](const C& c) { return J(c.fleet.flush_interval_ns); }},
+      {"fleet.backlog_limit", [](const C& c) { return J(c.fleet.backlog_limit); }},
+      {"fleet.timeout", [](const C& c) { return J(c.fleet.timeout_ns); }},
+      {"fleet.backfill", [](const C& c) { return J(c.fleet.backfill_ns); }},
+      {"telemetry.store_interval", [](const C& c) { return J(c.telemetry.store_interval_ns); }},
+      {"telemetry.retention", [](const C& c) { return J(c.telemetry.retention_ns); }},
+      {"triggers.enabled", [](const C& c) { return J(c.triggers.enabled); }},
+      {"triggers.window", [](const C& c) { return J(c.triggers.window_ns); }},
+      {"triggers.recent", [](const C& c) { return J(c.triggers.recent_s); }},
+      {"triggers.baseline", [](const C& c) { return J(c.triggers.baseline_s); }},
+      {"triggers.step_regression", [](const C& c) { return J(c.triggers.step_regression); }},
+      {"triggers.straggler", [](const C& c) { return J(c.triggers.straggler); }},
+      {"triggers.duty_drop", [](const C& c) { return J(c.triggers.duty_drop); }},
+      {"triggers.hang_after", [](const C& c) { return J(c.triggers.hang_ns); }},
+      {"triggers.cooldown", [](const C& c) { return J(c.triggers.cooldown_ns); }},
+      {"triggers.hourly_budget", [](const C& c) { return J(c.triggers.hourly_budget); }},
+      {"triggers.min_gap", [](const C& c) { return J(c.triggers.min_gap_ns); }},
+      {"snapshots.without_recorder", [](const C& c) { return J(c.snapshots_without_recorder); }},
+  };
+  testing::ExpectShippedDefaults(AggregatorConfigKeys(), values, *shipped, AggregatorConfig(),
+                                 /*differ=*/{});
 }
 
 TEST(AggregatorConfigTest, TheExampleLoadsWithTheDefaults) {

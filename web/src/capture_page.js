@@ -85,6 +85,139 @@
     return el('div', {class: cls, id: 'window-banner'}, texts[c.window] || `Window: ${c.window}`);
   }
 
+  // A triggered snapshot's reserved labels (aggregator/triggers.h): shown as the trigger's box
+  // below, not as label text (the evidence is JSON). Stored as they are.
+  const TRIGGER_LABELS = ['trigger', 'reason', 'telemetry', 'trigger_ns'];
+  function shownLabels(labels) {
+    if (!labels || !labels.trigger) return labels;
+    return Object.fromEntries(Object.entries(labels).filter(([k]) => !TRIGGER_LABELS.includes(k)));
+  }
+
+  // The figures that made a trigger hold, or {} where they are not JSON.
+  function evidenceOf(labels) {
+    try {
+      const e = JSON.parse(labels.telemetry || '{}');
+      return e && typeof e === 'object' ? e : {};
+    } catch {
+      return {};
+    }
+  }
+
+  // What a trigger's chart draws: the recent seconds' pod median (step time in ms, or duty
+  // cycle in %), its baseline and the threshold the trigger fired past; null for a trigger whose
+  // evidence holds no series (straggler, hang, webhook, a person).
+  function evidenceSeries(trigger, e) {
+    if (!Array.isArray(e.recent) || e.recent.length < 2 || !(e.threshold > 0)) return null;
+    if (trigger === 'step_time' && e.baseline_step_us > 0) {
+      const base = e.baseline_step_us / 1000;
+      return {
+        what: 'pod median step time, ms',
+        values: e.recent.map(([, us]) => us / 1000),
+        base,
+        limit: base * e.threshold,
+        unit: ' ms',
+      };
+    }
+    if (trigger === 'duty_cycle' && e.baseline_duty_percent > 0) {
+      const base = e.baseline_duty_percent;
+      return {
+        what: 'pod median duty cycle, %',
+        values: e.recent.map(([, pct]) => pct),
+        base,
+        limit: base * e.threshold,
+        unit: '%',
+      };
+    }
+    return null;
+  }
+
+  // An inline SVG sparkline of `s` (evidenceSeries): the values each second, the baseline
+  // dotted and the threshold dashed.
+  function sparkline(s) {
+    const W = 240,
+      H = 56,
+      pad = 4;
+    const all = [...s.values, s.base, s.limit];
+    const lo = Math.min(...all),
+      hi = Math.max(...all);
+    const span = hi - lo || 1;
+    const y = (v) => (pad + (H - 2 * pad) * (1 - (v - lo) / span)).toFixed(1);
+    const x = (i) => (pad + ((W - 2 * pad) * i) / (s.values.length - 1)).toFixed(1);
+    const ns = 'http://www.w3.org/2000/svg';
+    const svg = document.createElementNS(ns, 'svg');
+    const add = (tag, attrs) => {
+      const e = document.createElementNS(ns, tag);
+      for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+      svg.append(e);
+      return e;
+    };
+    svg.setAttribute('viewBox', `0 0 ${W} ${H}`);
+    svg.setAttribute('width', W);
+    svg.setAttribute('height', H);
+    svg.setAttribute('id', 'trigger-chart');
+    svg.setAttribute('role', 'img');
+    add('title', {}).textContent =
+      `${s.what}, the last ${s.values.length} s; dotted: the baseline, dashed: the threshold`;
+    // Drawn with attributes of their own, so the chart needs no rule of app.css.
+    const line = (v, cls, dash, color) =>
+      add('line', {
+        x1: pad,
+        x2: W - pad,
+        y1: y(v),
+        y2: y(v),
+        class: cls,
+        'data-value': v,
+        stroke: color,
+        'stroke-dasharray': dash,
+      });
+    line(s.base, 'baseline', '1 3', '#777');
+    line(s.limit, 'threshold', '5 3', '#c0392b');
+    add('polyline', {
+      points: s.values.map((v, i) => `${x(i)},${y(v)}`).join(' '),
+      class: 'series',
+      fill: 'none',
+      stroke: '#2c6fbb',
+      'stroke-width': 1.5,
+    });
+    return svg;
+  }
+
+  // A triggered snapshot's cause (#53): its reason as a sentence and, where the evidence holds
+  // the recent seconds, a small chart of them against the baseline and the threshold. Null for
+  // a capture no trigger took.
+  function triggerBox(c, el) {
+    const labels = c.labels || {};
+    if (!labels.trigger) return null;
+    const e = evidenceOf(labels);
+    const box = el(
+      'div',
+      {id: 'trigger', class: 'trigger'},
+      el('strong', {}, `Trigger ${labels.trigger}: `),
+      el('span', {id: 'trigger-reason'}, labels.reason || '(no reason given)'),
+    );
+    const s = evidenceSeries(labels.trigger, e);
+    if (s) {
+      const last = s.values[s.values.length - 1];
+      box.append(
+        el(
+          'div',
+          {class: 'trigger-chart'},
+          sparkline(s),
+          el(
+            'span',
+            {class: 'muted'},
+            ` ${s.what} over the last ${s.values.length} s (last ${last.toFixed(2)}${s.unit}); ` +
+              `dotted: baseline ${s.base.toFixed(2)}${s.unit}, dashed: threshold ` +
+              `${s.limit.toFixed(2)}${s.unit}`,
+          ),
+        ),
+      );
+    }
+    const also = (e.holding || []).filter((t) => t !== labels.trigger);
+    if (also.length) box.append(el('div', {class: 'muted'}, `Also holding: ${also.join(', ')}`));
+    return box;
+  }
+
   // How much a host's warning matters to reading the capture, as `podprof capture` orders them:
   // the window it holds first, its runtime status last.
   function warningRank(w) {
@@ -116,9 +249,11 @@
         'div',
         {class: 'muted'},
         `${fmtTime(c.start_ns)} · ${fmtSpan(c.start_ns, c.end_ns)} · ${fmtCount(c.hosts)} hosts · `,
-        `${fmtCount(c.chips)} chips · ${fmtCount(c.events)} events · ${labelsText(c.labels)}`,
+        `${fmtCount(c.chips)} chips · ${fmtCount(c.events)} events · ` +
+          labelsText(shownLabels(c.labels)),
       ),
       windowBanner(c, el) || '',
+      triggerBox(c, el) || '',
       el(
         'div',
         {class: 'row', id: 'exports'},
