@@ -510,19 +510,24 @@ absl::Status CaptureRunner::RunSnapshot(const podprof::v1::CaptureRequest& reque
   const int64_t at = request.start_ns() > 0 ? std::min(now, request.start_ns() + duration_ns) : now;
   ASSIGN_OR_RETURN(std::vector<RecorderSegment> frozen, workload_.recorder->Freeze(at));
   AddRuntimeStatus(outcome);  // once the window is safe from the ring
-  std::vector<tensorflow::profiler::XSpace> spaces(frozen.size());
-  for (size_t i = 0; i < frozen.size(); ++i) {
-    if (!spaces[i].ParseFromString(frozen[i].xspace)) {
-      return absl::DataLossError(absl::StrCat("the recorder's snapshot ", i, " does not parse"));
-    }
-  }
   if (!frozen.empty() && frozen.front().start_ns > at - duration_ns) {
     outcome->warnings.push_back(absl::StrCat(
         "the flight recorder holds ", (at - frozen.front().start_ns) / 1'000'000, " ms of the ",
         request.duration_ms(), " ms asked (armed, or re-armed after a capture, ", "since then)"));
   }
+  // A segment at a time, each one's bytes let go once parsed: the window's bytes, their
+  // parse and the join are never all held at once.
+  SnapshotMerger merger;
+  for (size_t i = 0; i < frozen.size(); ++i) {
+    tensorflow::profiler::XSpace space;
+    if (!space.ParseFromString(frozen[i].xspace)) {
+      return absl::DataLossError(absl::StrCat("the recorder's snapshot ", i, " does not parse"));
+    }
+    std::string().swap(frozen[i].xspace);
+    RETURN_IF_ERROR(merger.Add(std::move(space)));
+  }
   frozen.clear();
-  ASSIGN_OR_RETURN(tensorflow::profiler::XSpace merged, MergeSnapshots(std::move(spaces)));
+  ASSIGN_OR_RETURN(tensorflow::profiler::XSpace merged, std::move(merger).Finish());
   absl::StatusOr<std::unique_ptr<TempDir>> repo = TempDir::Make(limits.temp_dir);
   if (!repo.ok()) return repo.status();
   const std::string path = absl::StrCat((*repo)->path(), "/", host.host_name(), ".xplane.pb");

@@ -49,6 +49,7 @@ absl::Status Recorder::Arm() {
   absl::MutexLock lock(&mu_);
   ring_.clear();
   bytes_ = 0;
+  oversized_ = 0;
   if (s.ok()) {
     state_ = RecorderState::kArmed;
     reason_.clear();
@@ -80,6 +81,19 @@ absl::StatusOr<RecorderSegment> Recorder::Snapshot() {
   tensorflow::GetSnapshotRequest req;
   tensorflow::ProfileResponse resp;
   const grpc::Status s = profiler_->GetSnapshot(&ctx, req, &resp);
+  // Past max_bytes (the channel's receive limit, or the message as parsed): let go, and the
+  // ring goes on. The workload sent it whole, so its session is still on.
+  const uint64_t size = s.ok() ? resp.xspace().ByteSizeLong() : 0;
+  if (s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED || size > options_.max_bytes) {
+    absl::MutexLock lock(&mu_);
+    ++oversized_;
+    reason_ = absl::StrCat(
+        "a snapshot of the workload ",
+        s.ok() ? absl::StrCat("(", size >> 20, " MiB) ") : std::string(), "passed max_bytes (",
+        options_.max_bytes >> 20, " MiB) and was let go: the window has a gap there (", oversized_,
+        " let go since armed; raise [recorder] max_bytes or shorten [recorder] window)");
+    return absl::ResourceExhaustedError(reason_);
+  }
   if (!s.ok()) {
     absl::MutexLock lock(&mu_);
     // The server drops continuous mode when a snapshot fails; so does the ring.
@@ -106,7 +120,14 @@ absl::Status Recorder::Rotate(bool force, int64_t keep_from_ns) {
     if (!force && clock_.NowNs() - last_rotate_ns_ < rotate_ns()) return absl::OkStatus();
   }
   absl::StatusOr<RecorderSegment> segment = Snapshot();
-  if (!segment.ok()) return segment.status();
+  if (!segment.ok()) {
+    // A snapshot let go for its size: the next one is due a rotation later, not at once.
+    if (absl::IsResourceExhausted(segment.status())) {
+      absl::MutexLock lock(&mu_);
+      last_rotate_ns_ = clock_.NowNs();
+    }
+    return segment.status();
+  }
   absl::MutexLock lock(&mu_);
   last_rotate_ns_ = clock_.NowNs();
   // What must stay is the window before the earlier of now and the instant a freeze asked for:
@@ -122,8 +143,8 @@ void Recorder::Keep(RecorderSegment segment, int64_t cutoff_ns) {
   // The oldest segment goes once the next one alone covers the window from `cutoff` (the
   // host's clock is the workload's: the segments' spans and the cutoff are both on it), so a
   // cutoff that falls in the gap between two segments (the server restarting its session)
-  // keeps the one before it; and while the budget is passed. The newest is kept whatever its
-  // size, or a freeze would have nothing.
+  // keeps the one before it; and while the budget is passed. The newest is never past the
+  // budget alone (Snapshot lets such a one go), so the ring holds at most max_bytes.
   while (ring_.size() > 1 && (ring_[1].start_ns <= cutoff_ns || bytes_ > options_.max_bytes)) {
     bytes_ -= ring_.front().xspace.size();
     ring_.pop_front();

@@ -37,7 +37,10 @@ struct RecorderOptions {
   // How often the ring takes a snapshot; 0 = half the window. Shorter rotates cost the
   // workload more restarts of its session; longer ones hold more than the window.
   int64_t rotate_ns = 0;
-  // The most the ring holds (serialized XSpaces); the oldest segments go first.
+  // The most the ring holds (serialized XSpaces); the oldest segments go first. A snapshot
+  // larger than this alone is let go (the ring keeps recording, with a gap where it was), and
+  // the agent's channel for snapshots refuses messages past it (agent.cc), so that no
+  // workload's snapshot is ever held or parsed whole past this bound.
   uint64_t max_bytes = 256u << 20;
   // Each RPC's deadline: a snapshot of a busy TPU host is large and takes its time.
   int64_t rpc_timeout_ns = 30'000'000'000;
@@ -112,6 +115,7 @@ class Recorder {
   mutable absl::Mutex mu_;
   RecorderState state_ ABSL_GUARDED_BY(mu_) = RecorderState::kOff;
   std::string reason_ ABSL_GUARDED_BY(mu_);
+  int64_t oversized_ ABSL_GUARDED_BY(mu_) = 0;  // snapshots let go past max_bytes since armed
   std::deque<RecorderSegment> ring_ ABSL_GUARDED_BY(mu_);
   uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t last_rotate_ns_ ABSL_GUARDED_BY(mu_) = 0;

@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "trace/xspace_schema.h"
 
 namespace podprof::agent {
@@ -54,8 +55,9 @@ void Shift(XStat* st, int64_t stat_base) {
   if (st->value_case() == XStat::kRefValue) st->set_ref_value(st->ref_value() + stat_base);
 }
 
-// `in`'s lines and metadata into `out`, ids past `out`'s own, lines on absolute time.
-void Append(const XPlane& in, int64_t start_ns, bool fresh, XPlane* out) {
+// `in`'s lines (moved: a snapshot's bytes are held once) and metadata into `out`, ids past
+// `out`'s own, lines on absolute time.
+void Append(XPlane& in, int64_t start_ns, bool fresh, XPlane* out) {
   const int64_t event_base = NextId(out->event_metadata());
   const int64_t stat_base = NextId(out->stat_metadata());
   for (const auto& [id, m] : in.stat_metadata()) {
@@ -77,9 +79,9 @@ void Append(const XPlane& in, int64_t start_ns, bool fresh, XPlane* out) {
       Shift(copy, stat_base);
     }
   }
-  for (const auto& line : in.lines()) {
+  for (auto& line : *in.mutable_lines()) {
     auto* copy = out->add_lines();
-    *copy = line;
+    copy->Swap(&line);
     if (copy->timestamp_ns() < trace::xspace::kAbsoluteLineTimestampNs) {
       copy->set_timestamp_ns(copy->timestamp_ns() + start_ns);
     }
@@ -134,42 +136,50 @@ absl::Status ProfileWindow(const XSpace& space, int64_t* start_ns, int64_t* stop
   return absl::NotFoundError("the XSpace has no Task Environment plane with the profile's window");
 }
 
-absl::StatusOr<XSpace> MergeSnapshots(std::vector<XSpace> snapshots) {
-  if (snapshots.empty()) return absl::InvalidArgumentError("no snapshots to merge");
-  XSpace out;
-  *out.mutable_hostnames() = snapshots.front().hostnames();
-  absl::flat_hash_map<std::string, XPlane*> by_name;
-  int64_t first_start = 0, last_stop = 0;
-  for (size_t i = 0; i < snapshots.size(); ++i) {
-    for (const XPlane& p : snapshots[i].planes()) {
-      if (absl::Status bad = CheckIds(p, i); !bad.ok()) return bad;
-    }
-    int64_t start = 0, stop = 0;
-    const XPlane* env = Window(snapshots[i], &start, &stop);
-    if (env == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("snapshot ", i, " has no Task Environment plane with its window"));
-    }
-    if (i == 0) {
-      first_start = start;
-      XPlane* copy = out.add_planes();
-      *copy = *env;
-      by_name[copy->name()] = copy;
-    }
-    last_stop = std::max(last_stop, stop);
-    for (const XPlane& p : snapshots[i].planes()) {
-      if (p.name() == trace::xspace::kTaskEnvironmentPlane) continue;
-      auto [at, fresh] = by_name.try_emplace(p.name(), nullptr);
-      if (fresh) {
-        at->second = out.add_planes();
-        at->second->set_id(p.id());
-        at->second->set_name(p.name());
-      }
-      Append(p, start, fresh, at->second);
-    }
+absl::Status SnapshotMerger::Add(XSpace snapshot) {
+  const size_t i = added_++;
+  for (const XPlane& p : snapshot.planes()) RETURN_IF_ERROR(CheckIds(p, i));
+  int64_t start = 0, stop = 0;
+  const XPlane* env = Window(snapshot, &start, &stop);
+  if (env == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("snapshot ", i, " has no Task Environment plane with its window"));
   }
-  SetWindow(by_name.at(std::string(trace::xspace::kTaskEnvironmentPlane)), first_start, last_stop);
-  return out;
+  if (i == 0) {
+    *out_.mutable_hostnames() = snapshot.hostnames();
+    first_start_ = start;
+    XPlane* copy = out_.add_planes();
+    *copy = *env;
+    by_name_[copy->name()] = copy;
+  }
+  last_stop_ = std::max(last_stop_, stop);
+  for (XPlane& p : *snapshot.mutable_planes()) {
+    if (p.name() == trace::xspace::kTaskEnvironmentPlane) continue;
+    auto [at, fresh] = by_name_.try_emplace(p.name(), nullptr);
+    if (fresh) {
+      at->second = out_.add_planes();
+      at->second->set_id(p.id());
+      at->second->set_name(p.name());
+    }
+    Append(p, start, fresh, at->second);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<XSpace> SnapshotMerger::Finish() && {
+  if (added_ == 0) return absl::InvalidArgumentError("no snapshots to merge");
+  SetWindow(by_name_.at(std::string(trace::xspace::kTaskEnvironmentPlane)), first_start_,
+            last_stop_);
+  return std::move(out_);
+}
+
+absl::StatusOr<XSpace> MergeSnapshots(std::vector<XSpace> snapshots) {
+  SnapshotMerger merger;
+  for (XSpace& s : snapshots) {
+    RETURN_IF_ERROR(merger.Add(std::move(s)));
+    s = XSpace();
+  }
+  return std::move(merger).Finish();
 }
 
 }  // namespace podprof::agent

@@ -12,8 +12,10 @@
 #define PODPROF_AGENT_XSPACE_MERGE_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "proto/xplane.pb.h"
@@ -25,7 +27,26 @@ namespace podprof::agent {
 absl::Status ProfileWindow(const tensorflow::profiler::XSpace& space, int64_t* start_ns,
                            int64_t* stop_ns);
 
-// `snapshots` oldest first. InvalidArgument when there are none, or one has no profile window.
+// The join built a snapshot at a time, so that a snapshot's bytes can be let go as soon as it
+// is parsed and added: memory is the join and the snapshot being added. Not synchronised.
+class SnapshotMerger {
+ public:
+  // Adds the next snapshot (oldest first); its lines are moved into the join. InvalidArgument
+  // when it has no profile window or holds a metadata id past 2^52 (then the merger is left
+  // in an unspecified state: discard it).
+  absl::Status Add(tensorflow::profiler::XSpace snapshot);
+  // The join; InvalidArgument when nothing was added.
+  absl::StatusOr<tensorflow::profiler::XSpace> Finish() &&;
+
+ private:
+  tensorflow::profiler::XSpace out_;
+  absl::flat_hash_map<std::string, tensorflow::profiler::XPlane*> by_name_;  // planes of out_
+  int64_t first_start_ = 0, last_stop_ = 0;
+  size_t added_ = 0;
+};
+
+// `snapshots` oldest first, through a SnapshotMerger. InvalidArgument when there are none, or
+// one has no profile window.
 absl::StatusOr<tensorflow::profiler::XSpace> MergeSnapshots(
     std::vector<tensorflow::profiler::XSpace> snapshots);
 
