@@ -73,11 +73,9 @@ std::optional<Firing> StepTime(const Windows& w, const TriggerOptions& o) {
            absl::StrFormat("pod step time %s over the last %d s, %.2fx its %s over the %d s "
                            "before",
                            Ms(r), o.recent_s, r / b, Ms(b), o.baseline_s)};
-  f.evidence = {{"recent_step_us", std::round(r)},
-                {"baseline_step_us", std::round(b)},
-                {"ratio", std::round(r / b * 1000) / 1000},
-                {"threshold", 1 + o.step_regression},
-                {"recent", Series(w.recent, true)}};
+  f.evidence = {{"recent_step_us", std::round(r)},          {"baseline_step_us", std::round(b)},
+                {"ratio", std::round(r / b * 1000) / 1000}, {"threshold", 1 + o.step_regression},
+                {"recent", Series(w.recent, true)},         {"baseline", Series(w.baseline, true)}};
   return f;
 }
 
@@ -104,7 +102,8 @@ std::optional<Firing> DutyCycle(const Windows& w, const TriggerOptions& o) {
   f.evidence = {{"recent_duty_percent", r},
                 {"baseline_duty_percent", b},
                 {"threshold", 1 - o.duty_drop},
-                {"recent", Series(w.recent, false)}};
+                {"recent", Series(w.recent, false)},
+                {"baseline", Series(w.baseline, false)}};
   return f;
 }
 

@@ -156,6 +156,15 @@ TEST_F(TriggerTest, ASlowedChipSlowsThePodAndFiresStepTime) {
   const std::vector<Firing> f = Evaluate(hub_.PodHistory(), hub_.ChipHistory(0), options_);
   EXPECT_NEAR(f[0].evidence["ratio"].get<double>(), 1.3, 0.03);
   EXPECT_THAT(f[0].reason, ::testing::HasSubstr("1.3"));
+  // The seconds the chart on the capture page draws (#53): the recent ones and the baseline's
+  // before them, [second, step us] each, oldest first; the baseline's first at the old step.
+  const nlohmann::json& recent = f[0].evidence["recent"];
+  const nlohmann::json& before = f[0].evidence["baseline"];
+  ASSERT_EQ(recent.size(), static_cast<size_t>(options_.recent_s));
+  ASSERT_GE(before.size() * 2, static_cast<size_t>(options_.baseline_s));
+  EXPECT_LT(before.back()[0].get<int64_t>(), recent.front()[0].get<int64_t>());
+  EXPECT_NEAR(before.front()[1].get<double>(), f[0].evidence["baseline_step_us"].get<double>(),
+              0.05 * f[0].evidence["baseline_step_us"].get<double>());
 }
 
 TEST_F(TriggerTest, ARiseWithinTheThresholdFiresNothing) {

@@ -107,11 +107,12 @@
   // cycle in %), its baseline and the threshold the trigger fired past; null for a trigger whose
   // evidence holds no series (straggler, hang, webhook, a person).
   function evidenceSeries(trigger, e) {
-    if (!Array.isArray(e.recent) || e.recent.length < 2 || !(e.threshold > 0)) return null;
+    if (!Array.isArray(e.recent) || !e.recent.length || !(e.threshold > 0)) return null;
     if (trigger === 'step_time' && e.baseline_step_us > 0) {
       const base = e.baseline_step_us / 1000;
       return {
         what: 'pod median step time, ms',
+        before: (e.baseline || []).map(([, us]) => us / 1000),
         values: e.recent.map(([, us]) => us / 1000),
         base,
         limit: base * e.threshold,
@@ -122,6 +123,7 @@
       const base = e.baseline_duty_percent;
       return {
         what: 'pod median duty cycle, %',
+        before: (e.baseline || []).map(([, pct]) => pct),
         values: e.recent.map(([, pct]) => pct),
         base,
         limit: base * e.threshold,
@@ -131,18 +133,19 @@
     return null;
   }
 
-  // An inline SVG sparkline of `s` (evidenceSeries): the values each second, the baseline
-  // dotted and the threshold dashed.
+  // An inline SVG sparkline of `s` (evidenceSeries): the baseline's seconds grey, the recent
+  // ones blue, the baseline's median dotted and the threshold dashed.
   function sparkline(s) {
     const W = 240,
       H = 56,
       pad = 4;
-    const all = [...s.values, s.base, s.limit];
+    const n = s.before.length + s.values.length;
+    const all = [...s.before, ...s.values, s.base, s.limit];
     const lo = Math.min(...all),
       hi = Math.max(...all);
     const span = hi - lo || 1;
     const y = (v) => (pad + (H - 2 * pad) * (1 - (v - lo) / span)).toFixed(1);
-    const x = (i) => (pad + ((W - 2 * pad) * i) / (s.values.length - 1)).toFixed(1);
+    const x = (i) => (pad + ((W - 2 * pad) * i) / Math.max(1, n - 1)).toFixed(1);
     const ns = 'http://www.w3.org/2000/svg';
     const svg = document.createElementNS(ns, 'svg');
     const add = (tag, attrs) => {
@@ -157,7 +160,8 @@
     svg.setAttribute('id', 'trigger-chart');
     svg.setAttribute('role', 'img');
     add('title', {}).textContent =
-      `${s.what}, the last ${s.values.length} s; dotted: the baseline, dashed: the threshold`;
+      `${s.what}: the ${s.before.length} s of the baseline (grey) and the last ` +
+      `${s.values.length} s (blue); dotted: the baseline's median, dashed: the threshold`;
     // Drawn with attributes of their own, so the chart needs no rule of app.css.
     const line = (v, cls, dash, color) =>
       add('line', {
@@ -172,8 +176,18 @@
       });
     line(s.base, 'baseline', '1 3', '#777');
     line(s.limit, 'threshold', '5 3', '#c0392b');
+    if (s.before.length > 1) {
+      add('polyline', {
+        points: s.before.map((v, i) => `${x(i)},${y(v)}`).join(' '),
+        class: 'before',
+        fill: 'none',
+        stroke: '#999',
+        'stroke-width': 1,
+      });
+    }
+    const at = s.before.length;
     add('polyline', {
-      points: s.values.map((v, i) => `${x(i)},${y(v)}`).join(' '),
+      points: s.values.map((v, i) => `${x(at + i)},${y(v)}`).join(' '),
       class: 'series',
       fill: 'none',
       stroke: '#2c6fbb',
@@ -206,8 +220,9 @@
           el(
             'span',
             {class: 'muted'},
-            ` ${s.what} over the last ${s.values.length} s (last ${last.toFixed(2)}${s.unit}); ` +
-              `dotted: baseline ${s.base.toFixed(2)}${s.unit}, dashed: threshold ` +
+            ` ${s.what}: the baseline's ${s.before.length} s (grey), the last ` +
+              `${s.values.length} s (blue, last ${last.toFixed(2)}${s.unit}); dotted: the ` +
+              `baseline ${s.base.toFixed(2)}${s.unit}, dashed: the threshold ` +
               `${s.limit.toFixed(2)}${s.unit}`,
           ),
         ),
