@@ -4,7 +4,8 @@
 // registered and its clock probed; runs a capture with the live display; prints the top
 // kernels, each host's clock correction against the error it was given, and the path of a
 // Perfetto trace of the merged timeline; then stops every child (or, with --keep, leaves them
-// running and says how to reach and stop them).
+// running and says how to reach and stop them). With --recorder, the flight recorder's path
+// instead (demo_recorder.h): a fault injected and the snapshot its trigger takes.
 #ifndef PODPROF_CLI_DEMO_H_
 #define PODPROF_CLI_DEMO_H_
 

@@ -365,6 +365,9 @@ int RunRecorderDemo(const DemoOptions& options, std::ostream& out, std::ostream&
     return code;
   };
   if (options.hosts < 1 || options.hosts > 64) return fail(kExitUsage, "--hosts must be 1..64");
+  if (options.format == OutputFormat::kCsv) {
+    return fail(kExitUsage, "--format csv: the recorder's demo prints a table or json");
+  }
   // The triggers compare 3 s against the 6 s before, after the recorders' 4 s guard.
   if (options.fault_at_ns < 12 * kSecondNs) {
     return fail(kExitUsage,
