@@ -62,8 +62,9 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(const AgentConfig& config, 
   for (const std::string& a : config.workload_metrics) {
     // libtpu's metric service accepts local connections only.
     w.metrics_addresses.push_back(a);
-    w.metrics.push_back(tpu::monitoring::runtime::RuntimeMetricService::NewStub(
-        grpc::CreateChannel(a, grpc::InsecureChannelCredentials())));
+    w.metrics_channels.push_back(NewWorkloadChannel(a, /*own_connections=*/false));
+    w.metrics.push_back(
+        tpu::monitoring::runtime::RuntimeMetricService::NewStub(w.metrics_channels.back()));
   }
   if (config.recorder_enabled) agent->StartRecorder(config);
   return agent;
@@ -141,6 +142,16 @@ void Agent::SetBoundPort(int port) {
 void Agent::SetClockProbePort(int port) {
   absl::MutexLock lock(&mu_);
   clock_probe_port_ = port;
+}
+
+void Agent::AddStartupWarning(std::string warning) {
+  absl::MutexLock lock(&mu_);
+  startup_warnings_.push_back(std::move(warning));
+}
+
+std::vector<std::string> Agent::startup_warnings() {
+  absl::MutexLock lock(&mu_);
+  return startup_warnings_;
 }
 
 void Agent::StartDraining() {
@@ -276,36 +287,70 @@ podprof::v1::HostInfo Agent::HostInfo() {
   return h;
 }
 
+namespace {
+
+namespace rt = tpu::monitoring::runtime;
+
+// The cheapest call of each workload service: proof that it answers.
+grpc::Status Monitor(tensorflow::ProfilerService::StubInterface& stub, Clock& clock) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(DeadlineAt(clock.NowNs(), 500'000'000));
+  tensorflow::MonitorRequest req;
+  tensorflow::MonitorResponse resp;
+  return stub.Monitor(&ctx, req, &resp);
+}
+
+grpc::Status ListMetrics(rt::RuntimeMetricService::StubInterface& stub, Clock& clock) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(DeadlineAt(clock.NowNs(), 500'000'000));
+  rt::ListSupportedMetricsRequest req;
+  rt::ListSupportedMetricsResponse resp;
+  return stub.ListSupportedMetrics(&ctx, req, &resp);
+}
+
+// `call` on the agent's own stub; when that finds the service unreachable, once more on a fresh
+// channel that connected within kCheckReconnectDeadlineNs: the agent's channel may still be in
+// gRPC's backoff while the service is back (agent/workload_channel.h).
+template <typename Service, typename Call>
+grpc::Status CheckService(typename Service::StubInterface& stub, const std::string& address,
+                          grpc::Channel* shared, Clock& clock, Call call) {
+  grpc::Status s = call(stub, clock);
+  if (s.error_code() != grpc::StatusCode::UNAVAILABLE) return s;
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> fresh =
+      ReconnectWorkload(address, shared, clock, kCheckReconnectDeadlineNs);
+  if (!fresh.ok()) return s;
+  auto fresh_stub = Service::NewStub(*fresh);
+  return call(*fresh_stub, clock);
+}
+
+podprof::v1::WorkloadEndpoint Endpoint(podprof::v1::WorkloadService kind,
+                                       const std::string& address, const grpc::Status& s,
+                                       int64_t now_ns) {
+  podprof::v1::WorkloadEndpoint e;
+  e.set_service(kind);
+  e.set_address(address);
+  // UNIMPLEMENTED still proves a server answers there.
+  e.set_reachable(s.ok() || s.error_code() == grpc::StatusCode::UNIMPLEMENTED);
+  if (!e.reachable()) e.set_error_message(s.error_message());
+  e.set_checked_ns(now_ns);
+  return e;
+}
+
+}  // namespace
+
 std::vector<podprof::v1::WorkloadEndpoint> Agent::CheckWorkload() {
   std::vector<podprof::v1::WorkloadEndpoint> out;
-  auto check = [&](podprof::v1::WorkloadService kind, const std::string& address, auto& stub_call) {
-    podprof::v1::WorkloadEndpoint e;
-    e.set_service(kind);
-    e.set_address(address);
-    grpc::Status s = stub_call();
-    // UNIMPLEMENTED still proves a server answers there.
-    e.set_reachable(s.ok() || s.error_code() == grpc::StatusCode::UNIMPLEMENTED);
-    if (!e.reachable()) e.set_error_message(s.error_message());
-    e.set_checked_ns(clock_.NowNs());
-    out.push_back(e);
-  };
-  auto monitor = [&] {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(DeadlineAt(clock_.NowNs(), 500'000'000));
-    tensorflow::MonitorRequest req;
-    tensorflow::MonitorResponse resp;
-    return workload_.profiler->Monitor(&ctx, req, &resp);
-  };
-  check(podprof::v1::WORKLOAD_SERVICE_PROFILER, workload_.profiler_address, monitor);
-  for (size_t i = 0; i < workload_.metrics.size(); ++i) {
-    auto list = [&] {
-      grpc::ClientContext ctx;
-      ctx.set_deadline(DeadlineAt(clock_.NowNs(), 500'000'000));
-      tpu::monitoring::runtime::ListSupportedMetricsRequest req;
-      tpu::monitoring::runtime::ListSupportedMetricsResponse resp;
-      return workload_.metrics[i]->ListSupportedMetrics(&ctx, req, &resp);
-    };
-    check(podprof::v1::WORKLOAD_SERVICE_RUNTIME_METRICS, workload_.metrics_addresses[i], list);
+  const Workload& w = workload_;
+  grpc::Status s = CheckService<tensorflow::ProfilerService>(
+      *w.profiler, w.profiler_address, w.profiler_channel.get(), clock_, Monitor);
+  out.push_back(
+      Endpoint(podprof::v1::WORKLOAD_SERVICE_PROFILER, w.profiler_address, s, clock_.NowNs()));
+  for (size_t i = 0; i < w.metrics.size(); ++i) {
+    grpc::Channel* shared = i < w.metrics_channels.size() ? w.metrics_channels[i].get() : nullptr;
+    s = CheckService<rt::RuntimeMetricService>(*w.metrics[i], w.metrics_addresses[i], shared,
+                                               clock_, ListMetrics);
+    out.push_back(Endpoint(podprof::v1::WORKLOAD_SERVICE_RUNTIME_METRICS, w.metrics_addresses[i], s,
+                           clock_.NowNs()));
   }
   return out;
 }
@@ -455,6 +500,10 @@ int64_t Registrar::Tick() {
   const AgentConfig config = agent_->config();
   if (retry_.exchange(false)) refused_ = false;
   if (refused_) return kRefusedWaitNs;
+  // Whether this agent reaches its workload, for `podprof agents`: an agent the aggregator
+  // reaches is no use if it cannot reach what it profiles. Checked before the call's deadline
+  // starts: it takes up to 0.7 s a service while the workload is away.
+  const std::vector<podprof::v1::WorkloadEndpoint> endpoints = agent_->CheckWorkload();
   grpc::ClientContext ctx;
   ctx.set_deadline(DeadlineAt(agent_->clock().NowNs(), 2'000'000'000));
   grpc::Status s;
@@ -465,6 +514,8 @@ int64_t Registrar::Tick() {
     podprof::v1::RegisterRequest req;
     *req.mutable_host() = agent_->HostInfo();
     req.set_agent_start_ns(agent_->start_ns());
+    for (const auto& e : endpoints) *req.add_workload_endpoints() = e;
+    for (const std::string& w : agent_->startup_warnings()) req.add_warnings(w);
     podprof::v1::RegisterResponse resp;
     s = stub_->Register(&ctx, req, &resp);
     if (s.ok()) {
@@ -481,6 +532,7 @@ int64_t Registrar::Tick() {
     req.set_active_capture_id(agent_->active_capture());
     *req.mutable_recorder() = agent_->RecorderStatus();
     req.set_agent_address(registered_address_);
+    for (const auto& e : endpoints) *req.add_workload_endpoints() = e;
     podprof::v1::HeartbeatResponse resp;
     s = stub_->Heartbeat(&ctx, req, &resp);
     if (s.ok() && resp.reregister()) registered_ = false;

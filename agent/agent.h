@@ -47,6 +47,10 @@ class Agent {
   void StartDraining();
 
   podprof::v1::HostInfo HostInfo();
+  // Whether each workload service answers now: the profiler (Monitor) and each runtime metric
+  // service (ListSupportedMetrics), 500 ms each, and where one is unreachable once more on a
+  // fresh channel given kCheckReconnectDeadlineNs to connect (agent/workload_channel.h).
+  // Blocks; for Info and the heartbeats.
   std::vector<podprof::v1::WorkloadEndpoint> CheckWorkload();
   std::string active_capture();
   RunnerLimits Limits();
@@ -66,6 +70,11 @@ class Agent {
   void SetBoundPort(int port);
   // The UDP port the clock probe responder answers on; 0 = none.
   void SetClockProbePort(int port);
+
+  // A problem found at start-up that will make captures of this host fail, one sentence saying
+  // what to set (agent/advertise_check.h); sent with every registration.
+  void AddStartupWarning(std::string warning);
+  std::vector<std::string> startup_warnings();
 
   // The flight recorder's state for Info and the heartbeats ("off" when not enabled).
   podprof::v1::RecorderStatus RecorderStatus() const;
@@ -94,6 +103,7 @@ class Agent {
   int bound_port_ ABSL_GUARDED_BY(mu_) = 0;
   int clock_probe_port_ ABSL_GUARDED_BY(mu_) = 0;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::string> startup_warnings_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<RecorderGuard> recorder_guard_;
   // Last: stopped (and the recorder disarmed) before the guard and the workload's stubs go.
   std::unique_ptr<RecorderDriver> recorder_driver_;

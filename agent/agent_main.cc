@@ -10,6 +10,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "agent/advertise_check.h"
 #include "agent/agent.h"
 #include "agent/agent_metrics.h"
 #include "agent/capture_runner.h"
@@ -58,6 +59,9 @@ void AddConfigFlags(CLI::App& app, AgentFlags* flags) {
   app.add_option("--listen", flags->listen, "podprof.v1.Agent address (default 0.0.0.0:7101)");
   app.add_option("--aggregator", flags->aggregator, "Aggregator to register with (host:port)");
   app.add_option("--advertise", flags->advertise, "Address the aggregator should dial");
+  app.add_option("--advertise-check", flags->advertise_check,
+                 "When the advertised address does not resolve here: warn (default) or refuse "
+                 "to start");
   app.add_option("--workload-profiler", flags->workload_profiler,
                  "Workload profiler service (default localhost:9999)");
   app.add_option("--workload-metrics", flags->workload_metrics,
@@ -269,6 +273,19 @@ std::unique_ptr<TelemetryReporter> StartTelemetry(const AgentConfig& config, Age
                                              agent.config().host_name, clock, options);
 }
 
+// The advertised host resolved before registering (agent/advertise_check.h): the refusal, or
+// OK once a warning is logged and given to the agent for its registrations.
+absl::Status CheckAdvertise(Agent& agent) {
+  SystemResolver resolver;
+  std::string warning;
+  RETURN_IF_ERROR(CheckAdvertisedAddress(agent.config(), resolver, &warning));
+  if (!warning.empty()) {
+    PODPROF_LOG(WARNING) << warning;
+    agent.AddStartupWarning(std::move(warning));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int AgentMain(int argc, char** argv) {
@@ -286,6 +303,7 @@ int AgentMain(int argc, char** argv) {
   ServiceNotifier notifier;
   absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(*config, clock);
   if (!agent.ok()) return Fail(std::string(agent.status().message()));
+  if (absl::Status s = CheckAdvertise(**agent); !s.ok()) return Fail(std::string(s.message()));
 
   // A predecessor killed mid-capture leaves its repository behind; nothing of ours runs yet.
   if (int stale = RemoveStaleCaptureDirs((*agent)->Limits().temp_dir); stale > 0) {

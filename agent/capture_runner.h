@@ -35,6 +35,8 @@ struct Workload {
   std::vector<std::string> metrics_addresses;
   std::vector<std::unique_ptr<tpu::monitoring::runtime::RuntimeMetricService::StubInterface>>
       metrics;
+  // The channels under `metrics`, one each (null where a test gave its own stubs).
+  std::vector<std::shared_ptr<grpc::Channel>> metrics_channels;
   // The flight recorder over `profiler` ([recorder] enabled); null when off.
   std::unique_ptr<Recorder> recorder;
 };

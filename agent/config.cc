@@ -45,6 +45,7 @@ const std::vector<std::string>& AgentConfigKeys() {
   static const auto* const keys = new std::vector<std::string>{"listen",
                                                                "aggregator",
                                                                "advertise",
+                                                               "advertise_check",
                                                                "clock_probe",
                                                                "profiler_service_listen",
                                                                "http.listen",
@@ -86,6 +87,7 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path) {
   RETURN_IF_ERROR(f.GetString("listen", &c.listen));
   RETURN_IF_ERROR(f.GetString("aggregator", &c.aggregator));
   RETURN_IF_ERROR(f.GetString("advertise", &c.advertise));
+  RETURN_IF_ERROR(f.GetString("advertise_check", &c.advertise_check));
   RETURN_IF_ERROR(f.GetBool("clock_probe", &c.clock_probe));
   RETURN_IF_ERROR(f.GetString("profiler_service_listen", &c.profiler_service_listen));
   RETURN_IF_ERROR(f.GetString("http.listen", &c.http_listen));
@@ -134,6 +136,7 @@ absl::StatusOr<AgentConfig> BuildAgentConfig(const AgentFlags& flags) {
   set(flags.listen, &config.listen);
   set(flags.aggregator, &config.aggregator);
   set(flags.advertise, &config.advertise);
+  set(flags.advertise_check, &config.advertise_check);
   set(flags.profiler_service_listen, &config.profiler_service_listen);
   set(flags.http_listen, &config.http_listen);
   set(flags.host_name, &config.host_name);
@@ -166,6 +169,10 @@ absl::Status ValidateAgentConfig(const AgentConfig& c) {
   RETURN_IF_ERROR(CheckAddress("listen", c.listen, false));
   RETURN_IF_ERROR(CheckAddress("aggregator", c.aggregator, true));
   RETURN_IF_ERROR(CheckAddress("advertise", c.advertise, true));
+  if (c.advertise_check != "warn" && c.advertise_check != "refuse") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "advertise_check must be \"warn\" or \"refuse\", got \"", c.advertise_check, "\""));
+  }
   RETURN_IF_ERROR(CheckAddress("profiler_service_listen", c.profiler_service_listen, true));
   if (c.workload_profiler.empty()) {
     return absl::InvalidArgumentError("workload.profiler lists no address");

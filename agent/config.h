@@ -22,6 +22,10 @@ struct AgentConfig {
   std::string aggregator;
   // The address the aggregator should dial; empty = this host's name with the listen port.
   std::string advertise;
+  // What the agent does at start-up when the host of that address does not resolve on this
+  // host (agent/advertise_check.h): "warn" (logs it and registers with it, so that `podprof
+  // agents` shows it) or "refuse" (does not start: exit 2). Either way saying what to set.
+  std::string advertise_check = "warn";
   // Answer the aggregator's clock probes on UDP, on the same port number as `listen` (see
   // common/clock_probe.h); off, the aggregator probes with the slower, biased Ping RPC.
   bool clock_probe = true;
@@ -107,8 +111,8 @@ struct AgentFlags {
   // The file, and whether --config named it: a named file must exist, the default may not.
   std::string config = kDefaultConfigPath;
   bool config_given = false;
-  std::string listen, aggregator, advertise, profiler_service_listen, host_name, sysfs_root,
-      temp_dir, http_listen;
+  std::string listen, aggregator, advertise, advertise_check, profiler_service_listen, host_name,
+      sysfs_root, temp_dir, http_listen;
   // A duration such as "250ms".
   std::string counter_interval;
   bool insecure = false;

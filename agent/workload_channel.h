@@ -29,12 +29,12 @@ inline constexpr int64_t kReconnectDeadlineNs = 2'000'000'000;
 // heartbeats keep their pace while the workload is away.
 inline constexpr int64_t kCheckReconnectDeadlineNs = 200'000'000;
 
-// A plaintext channel to the workload's profiler at `address` (the workload listens on this
-// host), with no receive limit below protobuf's own: a snapshot is one message holding an
-// XSpace, hundreds of MB on a busy TPU host, as XLA's own profiler client allows. While the
-// workload is away the channel tries again at most every 5 s (gRPC's default grows to 2 min).
-// With `own_connections`, the channel shares no connection (and no backoff) with any other,
-// and tries again every 100-250 ms.
+// A plaintext channel to a workload's service at `address` (the workload listens on this
+// host: its profiler, libtpu's metric service), with no receive limit below protobuf's own: a
+// snapshot is one message holding an XSpace, hundreds of MB on a busy TPU host, as XLA's own
+// profiler client allows. While the workload is away the channel tries again at most every 5 s
+// (gRPC's default grows to 2 min). With `own_connections`, the channel shares no connection (and no
+// backoff) with any other, and tries again every 100-250 ms.
 std::shared_ptr<grpc::Channel> NewWorkloadChannel(const std::string& address, bool own_connections);
 
 // A fresh channel to `address` (own connections), connected: waits until it is, at most

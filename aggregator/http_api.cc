@@ -315,6 +315,9 @@ Response Agents(const HttpApiSources& src, const Request& req) {
                    {"clock_drift_ppb", a.clock().drift_ppb()},
                    {"active_capture_id", a.active_capture_id()},
                    {"dial_error", a.dial_error()},
+                   {"workload", report::WorkloadStateName(a)},
+                   {"workload_error", report::WorkloadError(a)},
+                   {"agent_warnings", a.agent_warnings()},
                    {"recorder", a.recorder().state()},
                    {"recorder_reason", a.recorder().reason()}});
   }

@@ -93,6 +93,18 @@ absl::Status CheckRegistration(const podprof::v1::RegisterRequest& req) {
         absl::StrCat("host ", host, " registers ", req.workload_endpoints_size(),
                      " workload endpoints, more than ", kMaxEndpointsPerHost));
   }
+  if (req.warnings_size() > kMaxAgentWarnings) {
+    return absl::InvalidArgumentError(absl::StrCat("host ", host, " registers ",
+                                                   req.warnings_size(), " warnings, more than ",
+                                                   kMaxAgentWarnings));
+  }
+  for (const std::string& w : req.warnings()) {
+    if (w.size() > kMaxAgentWarningBytes) {
+      return absl::InvalidArgumentError(absl::StrCat("host ", host, " registers a warning of ",
+                                                     w.size(), " bytes, more than ",
+                                                     kMaxAgentWarningBytes));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -110,6 +122,7 @@ absl::Status Registry::Register(const podprof::v1::RegisterRequest& req, const I
   const bool moved = e.host.agent_address() != req.host().agent_address();
   e.host = req.host();
   e.endpoints.assign(req.workload_endpoints().begin(), req.workload_endpoints().end());
+  e.warnings.assign(req.warnings().begin(), req.warnings().end());
   e.registered_ns = now;
   e.last_heartbeat_ns = now;
   e.agent_start_ns = req.agent_start_ns();
@@ -224,6 +237,7 @@ std::vector<podprof::v1::AgentStatus> Registry::List(
     *s.mutable_host() = e.host;
     s.set_state(ShownStateOf(e, now));
     s.set_dial_error(e.dial_error);
+    for (const std::string& w : e.warnings) s.add_agent_warnings(w);
     s.set_registered_ns(e.registered_ns);
     s.set_last_heartbeat_ns(e.last_heartbeat_ns);
     for (const auto& ep : e.endpoints) *s.add_workload_endpoints() = ep;

@@ -30,6 +30,9 @@ namespace podprof::aggregator {
 inline constexpr int kMaxChipsPerHost = 256;
 inline constexpr int kMaxLabelsPerHost = 64;
 inline constexpr int kMaxEndpointsPerHost = 64;
+// The most start-up warnings (RegisterRequest.warnings) an agent may register, and their length.
+inline constexpr int kMaxAgentWarnings = 8;
+inline constexpr size_t kMaxAgentWarningBytes = 1024;
 inline constexpr size_t kMaxRegistrationBytes = 64 << 10;
 // Hosts one aggregator registers: past the largest pods (2,240 hosts) many times over.
 inline constexpr size_t kMaxAgents = 100'000;
@@ -119,6 +122,7 @@ class Registry {
     podprof::v1::HostInfo host;
     Identities owner;  // who registered it; empty over plaintext
     std::vector<podprof::v1::WorkloadEndpoint> endpoints;
+    std::vector<std::string> warnings;  // as it registered them
     int64_t registered_ns = 0;
     int64_t last_heartbeat_ns = 0;
     int64_t agent_start_ns = 0;

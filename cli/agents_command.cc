@@ -6,6 +6,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "cli/exit_codes.h"
 #include "common/clock.h"
 #include "common/status_macros.h"
@@ -54,15 +55,14 @@ std::unique_ptr<Command> AddAgentsCommand(CLI::App& app, CliContext& context) {
 }
 
 // What keeps a capture of the agent from working, most important first: the aggregator cannot
-// dial it, or it cannot reach its workload's profiler or metrics; "-" when nothing does.
+// dial it, it cannot reach its workload's profiler or metrics, what the agent found wrong with
+// its own set-up at start-up; "-" when nothing does.
 std::string Note(const v1::AgentStatus& a) {
-  if (!a.dial_error().empty()) return a.dial_error();
-  for (const v1::WorkloadEndpoint& ep : a.workload_endpoints()) {
-    if (ep.reachable() || ep.checked_ns() == 0) continue;
-    return absl::StrCat("cannot reach its workload at ", ep.address(),
-                        ep.error_message().empty() ? "" : ": ", ep.error_message());
-  }
-  return "-";
+  std::vector<std::string> notes;
+  if (!a.dial_error().empty()) notes.push_back(absl::StrCat("cannot dial it: ", a.dial_error()));
+  if (std::string w = report::WorkloadError(a); !w.empty()) notes.push_back(std::move(w));
+  for (const std::string& w : a.agent_warnings()) notes.push_back(w);
+  return notes.empty() ? "-" : absl::StrJoin(notes, "; ");
 }
 
 // Long: the three formats (JSON, CSV, table) side by side, so that a field added to one is seen
@@ -90,6 +90,9 @@ absl::Status RunAgents(AggregatorClient& client, const AgentsOptions& options, s
                           {"probe_count", a.clock().probe_count()},
                           {"active_capture_id", a.active_capture_id()},
                           {"dial_error", a.dial_error()},
+                          {"workload", report::WorkloadStateName(a)},
+                          {"workload_error", report::WorkloadError(a)},
+                          {"agent_warnings", a.agent_warnings()},
                           {"note", Note(a)}});
       }
       json j = {{"agents", agents}};
@@ -110,13 +113,15 @@ absl::Status RunAgents(AggregatorClient& client, const AgentsOptions& options, s
     case OutputFormat::kTable: {
       using Col = TextTable::Column;
       using A = TextTable::Align;
-      TextTable t({Col{"HOST"}, Col{"ADDRESS"}, Col{"STATE"}, Col{"CHIPS", A::kRight},
-                   Col{"LABELS", A::kLeft, 32}, Col{"HEARTBEAT", A::kRight},
-                   Col{"CLOCK OFFSET", A::kRight}, Col{"+-", A::kRight}, Col{"DRIFT", A::kRight},
-                   Col{"RTT", A::kRight}, Col{"CAPTURE"}, Col{"NOTE"}});
+      TextTable t({Col{"HOST"}, Col{"ADDRESS"}, Col{"STATE"}, Col{"WORKLOAD"},
+                   Col{"CHIPS", A::kRight}, Col{"LABELS", A::kLeft, 32},
+                   Col{"HEARTBEAT", A::kRight}, Col{"CLOCK OFFSET", A::kRight},
+                   Col{"+-", A::kRight}, Col{"DRIFT", A::kRight}, Col{"RTT", A::kRight},
+                   Col{"CAPTURE"}, Col{"NOTE"}});
       for (const auto& a : response.agents()) {
         t.AddRow({a.host().host_name(), a.host().agent_address(), AgentStateName(a.state()),
-                  absl::StrCat(a.host().chips_size()), JoinLabels(a.host().labels()),
+                  report::WorkloadStateName(a), absl::StrCat(a.host().chips_size()),
+                  JoinLabels(a.host().labels()),
                   absl::StrFormat("%.1f s ago", (now - a.last_heartbeat_ns()) / 1e9),
                   a.clock().probe_count() > 0 ? FormatSignedNs(a.clock().offset_ns()) : "-",
                   a.clock().probe_count() > 0 ? FormatSignedNs(a.clock().uncertainty_ns()) : "-",

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -30,6 +31,7 @@
 #include "sim/xspace_builder.h"
 #include "tests/util/child_process.h"
 #include "tests/util/notify_socket.h"
+#include "tests/util/run_podprof.h"
 #include "tests/util/status_matchers.h"
 #include "trace/kernel_stats.h"
 #include "trace/xspace_reader.h"
@@ -81,6 +83,16 @@ class Scratch {
 std::unique_ptr<ChildProcess> StartSimhost(const Scratch& s) {
   return std::make_unique<ChildProcess>(launch::SimhostArgs(s.pod, 0, s.epoch_ns),
                                         launch::SimhostReadyFile(s.pod, 0));
+}
+
+// The simulated host of `s` started again with its profiler on `port` (the one it had).
+std::unique_ptr<ChildProcess> RestartSimhost(const Scratch& s, int port) {
+  std::vector<std::string> args = launch::SimhostArgs(s.pod, 0, s.epoch_ns);
+  auto p = std::find(args.begin(), args.end(), "--profiler-port=0");
+  EXPECT_NE(p, args.end());
+  if (p != args.end()) *p = absl::StrCat("--profiler-port=", port);
+  fs::remove(launch::SimhostReadyFile(s.pod, 0));
+  return std::make_unique<ChildProcess>(args, launch::SimhostReadyFile(s.pod, 0));
 }
 
 // The agent of `s`, its workload `sim` (null: the one Scratch::Workload names), with `env`
@@ -260,12 +272,7 @@ TEST(AgentProcessTest, ACaptureRightAfterTheWorkloadRestartsReconnects) {
                                    " did not succeed within 2000 ms"));
 
   // The workload again, on the same port, and a capture as soon as it listens.
-  std::vector<std::string> args = launch::SimhostArgs(s.pod, 0, s.epoch_ns);
-  auto p = std::find(args.begin(), args.end(), "--profiler-port=0");
-  ASSERT_NE(p, args.end());
-  *p = absl::StrCat("--profiler-port=", port);
-  fs::remove(launch::SimhostReadyFile(s.pod, 0));
-  auto again = std::make_unique<ChildProcess>(args, launch::SimhostReadyFile(s.pod, 0));
+  auto again = RestartSimhost(s, port);
   ASSERT_TRUE(again->ready());
   ASSERT_EQ(again->info()["profiler_port"].get<int>(), port);
   CaptureResult r = Capture(*stub, "after", 0, 100);
@@ -525,6 +532,7 @@ class FakeAggregator final : public podprof::v1::Aggregator::Service {
                         podprof::v1::RegisterResponse* resp) override {
     absl::MutexLock l(&mu);
     registered.push_back(req->host());
+    registrations.push_back(*req);
     resp->set_heartbeat_interval_ms(200);
     return grpc::Status::OK;
   }
@@ -532,12 +540,177 @@ class FakeAggregator final : public podprof::v1::Aggregator::Service {
                          podprof::v1::HeartbeatResponse*) override {
     absl::MutexLock l(&mu);
     heartbeats.push_back(req->host_name());
+    last_beat = *req;
     return grpc::Status::OK;
+  }
+  // The profiler's endpoint as the last heartbeat had it; none when it had none.
+  std::optional<podprof::v1::WorkloadEndpoint> LastProfilerCheck() {
+    absl::MutexLock l(&mu);
+    for (const auto& e : last_beat.workload_endpoints()) {
+      if (e.service() == podprof::v1::WORKLOAD_SERVICE_PROFILER) return e;
+    }
+    return std::nullopt;
   }
   absl::Mutex mu;
   std::vector<podprof::v1::HostInfo> registered;
+  std::vector<podprof::v1::RegisterRequest> registrations;
   std::vector<std::string> heartbeats;
+  podprof::v1::HeartbeatRequest last_beat;
 };
+
+// A FakeAggregator served on a free loopback port.
+struct FakeAggregatorServer {
+  FakeAggregatorServer() {
+    grpc::ServerBuilder b;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    b.RegisterService(&service);
+    server = b.BuildAndStart();
+  }
+  ~FakeAggregatorServer() { server->Shutdown(std::chrono::system_clock::now()); }
+  std::string address() const { return absl::StrCat("127.0.0.1:", port); }
+  FakeAggregator service;
+  int port = 0;
+  std::unique_ptr<grpc::Server> server;
+};
+
+// The agent reports in every heartbeat whether its workload answers: unreachable while the
+// workload is away (naming it), reachable again as soon as it is back, though the agent's own
+// channel is still in gRPC's backoff. Before, heartbeats carried no workload state.
+TEST(AgentProcessTest, HeartbeatsSayWhetherTheAgentReachesItsWorkload) {
+  Scratch s("beats_workload");
+  s.Workload("", "none");
+  FakeAggregatorServer agg;
+  s.host().aggregator = agg.address();
+  auto sim = StartSimhost(s);
+  ASSERT_TRUE(sim->ready());
+  const int port = sim->info()["profiler_port"].get<int>();
+  auto agent = StartAgent(s, sim.get());
+  ASSERT_TRUE(agent->ready());
+  auto reachable = [&](bool want) {
+    return podprof::testing::WaitFor(
+        [&] {
+          std::optional<podprof::v1::WorkloadEndpoint> e = agg.service.LastProfilerCheck();
+          return e.has_value() && e->reachable() == want;
+        },
+        absl::Seconds(10));
+  };
+  ASSERT_TRUE(reachable(true));
+  {
+    absl::MutexLock l(&agg.service.mu);
+    ASSERT_FALSE(agg.service.registrations.empty());
+    ASSERT_EQ(agg.service.registrations[0].workload_endpoints_size(), 1);
+    EXPECT_TRUE(agg.service.registrations[0].workload_endpoints(0).reachable());
+  }
+  sim->Stop();
+  ASSERT_TRUE(reachable(false));
+  std::optional<podprof::v1::WorkloadEndpoint> down = agg.service.LastProfilerCheck();
+  EXPECT_EQ(down->address(), absl::StrCat("127.0.0.1:", port));
+  EXPECT_FALSE(down->error_message().empty());
+  EXPECT_GT(down->checked_ns(), 0);
+
+  auto again = RestartSimhost(s, port);
+  ASSERT_TRUE(again->ready());
+  // Within a few heartbeats (200 ms each), not after the channel's backoff.
+  EXPECT_TRUE(podprof::testing::WaitFor(
+      [&] {
+        std::optional<podprof::v1::WorkloadEndpoint> e = agg.service.LastProfilerCheck();
+        return e.has_value() && e->reachable();
+      },
+      absl::Seconds(3)));
+  agent->Stop();
+}
+
+// An advertised address whose host does not resolve. The name's first label is 64 bytes, one
+// more than DNS allows, so the C library refuses it without sending a query: the test needs no
+// DNS server and touches no network.
+std::string UnresolvableHost() { return std::string(64, 'a') + ".invalid"; }
+
+TEST(AgentProcessTest, AnAdvertisedAddressThatDoesNotResolveIsRegisteredWithWhatToSet) {
+  Scratch s("advertise_warn");
+  s.Workload("127.0.0.1:1", "none");
+  FakeAggregatorServer agg;
+  s.host().aggregator = agg.address();
+  s.host().agent_advertise = UnresolvableHost() + ":0";
+  auto agent = StartAgent(s);
+  ASSERT_TRUE(agent->ready());
+  ASSERT_TRUE(podprof::testing::WaitFor(
+      [&] {
+        absl::MutexLock l(&agg.service.mu);
+        return !agg.service.registrations.empty();
+      },
+      absl::Seconds(10)));
+  absl::MutexLock l(&agg.service.mu);
+  const podprof::v1::RegisterRequest& r = agg.service.registrations[0];
+  ASSERT_EQ(r.warnings_size(), 1);
+  EXPECT_THAT(r.warnings(0), ::testing::HasSubstr("at " + UnresolvableHost() +
+                                                  " (advertise = " + UnresolvableHost() +
+                                                  ":0), which does not resolve"));
+  EXPECT_THAT(r.warnings(0), ::testing::HasSubstr("set --advertise"));
+}
+
+// --host-name without --advertise: the aggregator would dial that name.
+TEST(AgentProcessTest, AHostNameThatDoesNotResolveIsRefusedWhenConfigured) {
+  Scratch s("advertise_refuse");
+  s.Workload("127.0.0.1:1", "none");
+  FakeAggregatorServer agg;
+  s.host().aggregator = agg.address();
+  s.host().name = UnresolvableHost();
+  s.pod.agent_flags = {"--advertise-check=refuse"};
+  ASSERT_OK(launch::WritePodFiles(s.pod));
+  std::vector<std::string> args =
+      launch::AgentArgs(s.pod, 0, s.epoch_ns, nlohmann::json::object(), "");
+  args.erase(std::remove_if(args.begin(), args.end(),
+                            [](const std::string& a) { return a.rfind("--advertise=", 0) == 0; }),
+             args.end());
+  ChildProcess agent(args, launch::AgentReadyFile(s.pod, 0), {}, s / "agent.err");
+  const int status = agent.Wait();
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  EXPECT_FALSE(agent.ready());
+  const std::string err = ReadTestFile(s / "agent.err");
+  EXPECT_THAT(err, ::testing::HasSubstr("at " + UnresolvableHost() +
+                                        " (its host name: advertise is not set), which does "
+                                        "not resolve on this host"));
+  EXPECT_THAT(err, ::testing::HasSubstr("or --host-name to a name that resolves"));
+  absl::MutexLock l(&agg.service.mu);
+  EXPECT_TRUE(agg.service.registrations.empty());
+}
+
+// `podprof agents` against a real aggregator: the agent is online (the aggregator reaches it),
+// and says it does not reach its workload, apart from that.
+TEST(AgentProcessTest, PodprofAgentsSaysTheAgentDoesNotReachItsWorkload) {
+  Scratch s("agents_workload");
+  s.Workload("127.0.0.1:1", "none");
+  auto aggregator = podprof::testing::StartBuiltAggregator(s / "agg");
+  ASSERT_TRUE(aggregator->ready());
+  const std::string address = absl::StrCat("127.0.0.1:", aggregator->info()["port"].get<int>());
+  s.host().aggregator = address;
+  auto agent = StartAgent(s);
+  ASSERT_TRUE(agent->ready());
+  nlohmann::json row;
+  ASSERT_TRUE(podprof::testing::WaitFor(
+      [&] {
+        podprof::testing::PodprofResult r =
+            podprof::testing::RunPodprof("agents --format json --aggregator " + address);
+        nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+        if (j.is_discarded() || j["agents"].empty()) return false;
+        row = j["agents"][0];
+        return row["workload"] == "unreachable";
+      },
+      absl::Seconds(10)));
+  EXPECT_EQ(row["state"], "online");
+  EXPECT_EQ(row["dial_error"], "");
+  EXPECT_THAT(row["workload_error"].get<std::string>(),
+              ::testing::StartsWith("cannot reach its workload's profiler at 127.0.0.1:1"));
+  EXPECT_EQ(row["note"], row["workload_error"]);
+  podprof::testing::PodprofResult table =
+      podprof::testing::RunPodprof("agents --aggregator " + address);
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, ::testing::ContainsRegex("WORKLOAD"));
+  EXPECT_THAT(table.out, ::testing::ContainsRegex("host-a .* online +unreachable "));
+  EXPECT_THAT(table.out,
+              ::testing::HasSubstr("cannot reach its workload's profiler at 127.0.0.1:1"));
+}
 
 TEST(AgentProcessTest, RegistersAndHeartbeatsWithLabels) {
   Scratch s("register");
@@ -784,6 +957,42 @@ TEST(AgentProcessTest, WithoutARecorderASnapshotCapturesFromNowAndSaysSo) {
   EXPECT_NE(t.warnings(0).find("no flight recorder armed"), std::string::npos) << t.warnings(0);
   EXPECT_THAT(t.warnings(1), ::testing::StartsWith("runtime status: core 0"));
   EXPECT_GT(Events(r), 0u);
+}
+
+// What the agent found wrong with itself at start-up reaches `podprof agents` through its
+// registration, in the NOTE column, with what to set.
+TEST(AgentProcessTest, PodprofAgentsShowsAnAdvertisedAddressThatDoesNotResolve) {
+  Scratch s("agents_advertise");
+  s.Workload("127.0.0.1:1", "none");
+  auto aggregator = podprof::testing::StartBuiltAggregator(s / "agg");
+  ASSERT_TRUE(aggregator->ready());
+  const std::string address = absl::StrCat("127.0.0.1:", aggregator->info()["port"].get<int>());
+  s.host().aggregator = address;
+  s.host().agent_advertise = UnresolvableHost() + ":0";
+  auto agent = StartAgent(s);
+  ASSERT_TRUE(agent->ready());
+  nlohmann::json row;
+  ASSERT_TRUE(podprof::testing::WaitFor(
+      [&] {
+        podprof::testing::PodprofResult r =
+            podprof::testing::RunPodprof("agents --format json --aggregator " + address);
+        nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+        if (j.is_discarded() || j["agents"].empty()) return false;
+        row = j["agents"][0];
+        return !row["agent_warnings"].empty();
+      },
+      absl::Seconds(10)));
+  ASSERT_EQ(row["agent_warnings"].size(), 1u);
+  EXPECT_THAT(row["agent_warnings"][0].get<std::string>(),
+              ::testing::HasSubstr("at " + UnresolvableHost() + " (advertise = " +
+                                   UnresolvableHost() + ":0), which does not resolve"));
+  EXPECT_THAT(row["note"].get<std::string>(),
+              ::testing::HasSubstr(row["agent_warnings"][0].get<std::string>()));
+  podprof::testing::PodprofResult table =
+      podprof::testing::RunPodprof("agents --aggregator " + address);
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, ::testing::HasSubstr("does not resolve on this host"));
+  EXPECT_THAT(table.out, ::testing::HasSubstr("set --advertise"));
 }
 
 }  // namespace

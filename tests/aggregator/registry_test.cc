@@ -110,6 +110,28 @@ TEST_F(RegistryTest, HeartbeatRecordsTheActiveCaptureAndNewEndpoints) {
   EXPECT_EQ(s.active_capture_id(), "") << "the capture ended";
 }
 
+// What an agent found wrong with its own set-up (an advertised name that does not resolve) is
+// listed with it until it registers without it, and bounded like the rest of a registration.
+TEST_F(RegistryTest, AnAgentsStartUpWarningsAreListedUntilItRegistersWithout) {
+  v1::RegisterRequest r = Request("h1", "tpu-7.invalid:7101");
+  r.add_warnings("the address this agent advertises, tpu-7.invalid:7101, does not resolve");
+  ASSERT_OK(registry_.Register(r));
+  v1::AgentStatus s = ListAll().at("h1");
+  ASSERT_EQ(s.agent_warnings_size(), 1);
+  EXPECT_EQ(s.agent_warnings(0), r.warnings(0));
+  EXPECT_TRUE(registry_.Heartbeat(Beat("h1")).value());
+  EXPECT_EQ(ListAll().at("h1").agent_warnings_size(), 1) << "kept through heartbeats";
+  ASSERT_OK(registry_.Register(Request("h1", "10.0.0.7:7101")));
+  EXPECT_EQ(ListAll().at("h1").agent_warnings_size(), 0);
+
+  v1::RegisterRequest many = Request("h2", "127.0.0.1:2");
+  for (int i = 0; i <= kMaxAgentWarnings; ++i) many.add_warnings("w");
+  EXPECT_EQ(registry_.Register(many).code(), absl::StatusCode::kInvalidArgument);
+  v1::RegisterRequest long_one = Request("h2", "127.0.0.1:2");
+  long_one.add_warnings(std::string(kMaxAgentWarningBytes + 1, 'w'));
+  EXPECT_EQ(registry_.Register(long_one).code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(RegistryTest, LivenessFollowsTheAgeOfTheLastHeartbeat) {
   ASSERT_OK(registry_.Register(Request("h1", "127.0.0.1:1")));
   auto state = [&] { return ListAll().at("h1").state(); };
