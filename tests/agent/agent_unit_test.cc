@@ -46,6 +46,7 @@ TEST(AgentConfigTest, TheShippedFileSetsEveryKeyAtItsDefault) {
       {"listen", [](const C& c) { return J(c.listen); }},
       {"aggregator", [](const C& c) { return J(c.aggregator); }},
       {"advertise", [](const C& c) { return J(c.advertise); }},
+      {"advertise_check", [](const C& c) { return J(c.advertise_check); }},
       {"clock_probe", [](const C& c) { return J(c.clock_probe); }},
       {"profiler_service_listen", [](const C& c) { return J(c.profiler_service_listen); }},
       {"http.listen", [](const C& c) { return J(c.http_listen); }},
