@@ -502,8 +502,11 @@ int64_t Registrar::Tick() {
   if (refused_) return kRefusedWaitNs;
   // Whether this agent reaches its workload, for `podprof agents`: an agent the aggregator
   // reaches is no use if it cannot reach what it profiles. Checked before the call's deadline
-  // starts: it takes up to 0.7 s a service while the workload is away.
+  // starts: it takes up to 0.7 s a service while the workload is away, time the wait for the
+  // next heartbeat gives back, so that the aggregator does not see the agent go stale.
+  const int64_t check_start = agent_->clock().MonotonicNs();
   const std::vector<podprof::v1::WorkloadEndpoint> endpoints = agent_->CheckWorkload();
+  const int64_t check_ns = agent_->clock().MonotonicNs() - check_start;
   grpc::ClientContext ctx;
   ctx.set_deadline(DeadlineAt(agent_->clock().NowNs(), 2'000'000'000));
   grpc::Status s;
@@ -542,7 +545,7 @@ int64_t Registrar::Tick() {
   }
   if (s.ok()) {
     backoff_ns_ = 0;
-    return registered_ ? interval : 0;
+    return registered_ ? std::max<int64_t>(0, interval - check_ns) : 0;
   }
   registered_ = false;
   if (s.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
