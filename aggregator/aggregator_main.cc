@@ -110,6 +110,7 @@ OrchestratorLimits OrchestratorLimitsFrom(const AggregatorConfig& config) {
   l.ingest_workers = static_cast<int>(config.ingest_workers);
   l.max_active_hosts = static_cast<int>(config.ingest_max_active_hosts);
   l.max_host_stream_bytes = config.ingest_max_host_stream_bytes;
+  l.max_stream_bytes = config.ingest_max_stream_bytes;
   l.refuse_snapshot_without_recorder = config.snapshots_without_recorder == "refuse";
   return l;
 }

@@ -42,6 +42,7 @@ const std::vector<std::string>& KnownKeys() {
                                                                "ingest.workers",
                                                                "ingest.max_active_hosts",
                                                                "ingest.max_host_stream_bytes",
+                                                               "ingest.max_stream_bytes",
                                                                "http.listen",
                                                                "http.max_request_bytes",
                                                                "http.max_requests_per_second",
@@ -81,6 +82,7 @@ absl::Status ReadLimits(const ConfigFile& f, AggregatorConfig* c) {
   RETURN_IF_ERROR(f.GetInt("ingest.workers", &c->ingest_workers));
   RETURN_IF_ERROR(f.GetInt("ingest.max_active_hosts", &c->ingest_max_active_hosts));
   RETURN_IF_ERROR(f.GetInt("ingest.max_host_stream_bytes", &c->ingest_max_host_stream_bytes));
+  RETURN_IF_ERROR(f.GetInt("ingest.max_stream_bytes", &c->ingest_max_stream_bytes));
   RETURN_IF_ERROR(f.GetDurationNs("limits.max_capture_duration", &c->max_capture_duration_ns));
   RETURN_IF_ERROR(f.GetInt("limits.max_concurrent_captures", &c->max_concurrent_captures));
   RETURN_IF_ERROR(f.GetInt("limits.max_captures_per_minute", &c->max_captures_per_minute));
@@ -262,8 +264,9 @@ absl::Status ValidateAggregatorConfig(const AggregatorConfig& c) {
     return absl::InvalidArgumentError(
         "ingest: workers must be 0 (one per core) to 1024, max_active_hosts 1..100000");
   }
-  if (c.ingest_max_host_stream_bytes < (1 << 20)) {
-    return absl::InvalidArgumentError("ingest: max_host_stream_bytes must be at least 1 MiB");
+  if (c.ingest_max_host_stream_bytes < (1 << 20) || c.ingest_max_stream_bytes < (1 << 20)) {
+    return absl::InvalidArgumentError(
+        "ingest: max_host_stream_bytes and max_stream_bytes must be at least 1 MiB");
   }
   if (c.max_capture_duration_ns < 1'000'000 || c.max_concurrent_captures < 1 ||
       c.max_captures_per_minute < 1 || c.max_message_bytes < (64 << 10) ||

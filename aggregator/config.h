@@ -61,6 +61,8 @@ struct AggregatorConfig {
   int64_t ingest_max_active_hosts = 16;
   // The most one host's capture stream may bring (OrchestratorLimits::max_host_stream_bytes).
   int64_t ingest_max_host_stream_bytes = int64_t{1} << 30;
+  // The most all hosts' capture streams may hold at once (OrchestratorLimits::max_stream_bytes).
+  int64_t ingest_max_stream_bytes = int64_t{2} << 30;
   // [http]: the web pages, the JSON/CSV API and /metrics (docs/HTTP.md). HTTPS with the
   // daemon's certificates and client certificates of its CA, unless `insecure`; an empty
   // listen turns it off.

@@ -20,10 +20,18 @@ constexpr uint64_t kMaxWindowMs = 24 * 3600 * 1000;
 }  // namespace
 
 bool HostStream::OnChunk(v1::CaptureChunk& chunk) {
-  bytes_ += chunk.ByteSizeLong();
+  const size_t size = chunk.ByteSizeLong();
+  bytes_ += size;
   if (bytes_ > max_bytes_) {
     error_ = absl::StrCat("the agent's stream passed ", max_bytes_,
                           " bytes, the most one host may send (ingest.max_host_stream_bytes)");
+    return false;
+  }
+  if (!budget_.Take(budget_id_, static_cast<int64_t>(size))) {
+    error_ = absl::StrCat(
+        "the hosts' streams held more than ", budget_.limit(),
+        " bytes at once (ingest.max_stream_bytes) and this host's held the most: let go at ",
+        bytes_, " bytes");
     return false;
   }
   if (absl::Status bad = decoder_.Add(std::move(chunk)); !bad.ok()) {
@@ -102,6 +110,7 @@ void HostStream::OnDone(const grpc::Status& s) {
     }
   }
   decoder_.capture() = trace::HostCapture();
+  budget_.Leave(budget_id_);
   progress_.mutable_host()->set_status(error_.empty() ? v1::CAPTURE_STATUS_COMPLETE
                                                       : v1::CAPTURE_STATUS_FAILED);
   progress_.mutable_host()->set_error_message(error_);

@@ -15,6 +15,7 @@
 #include "aggregator/alignment.h"
 #include "aggregator/capture_run.h"
 #include "aggregator/registry.h"
+#include "aggregator/stream_budget.h"
 #include "aggregator/stream_pool.h"
 #include "analysis/host_summary.h"
 #include "common/clock.h"
@@ -26,9 +27,10 @@ namespace podprof::aggregator {
 
 class HostStream final : public StreamPool::Handler {
  public:
-  // `max_bytes`: the most the host's stream may bring (OrchestratorLimits).
+  // `max_bytes`: the most the host's stream may bring (OrchestratorLimits); `budget`: what all
+  // hosts' streams may hold at once, shared, which must outlive this.
   HostStream(CaptureRun& run, size_t index, Registry& registry, storage::CaptureWriter& writer,
-             Clock& clock, absl::BlockingCounter& left, int64_t max_bytes)
+             Clock& clock, absl::BlockingCounter& left, int64_t max_bytes, StreamBudget& budget)
       : run_(run),
         index_(index),
         registry_(registry),
@@ -36,6 +38,8 @@ class HostStream final : public StreamPool::Handler {
         clock_(clock),
         left_(left),
         max_bytes_(static_cast<uint64_t>(max_bytes)),
+        budget_(budget),
+        budget_id_(budget.Join()),
         analysed_(absl::UnknownError("not analysed")) {
     progress_.mutable_host()->set_host_name(host());
     progress_.mutable_host()->set_status(podprof::v1::CAPTURE_STATUS_RUNNING);
@@ -82,6 +86,8 @@ class HostStream final : public StreamPool::Handler {
   Clock& clock_;
   absl::BlockingCounter& left_;
   const uint64_t max_bytes_;
+  StreamBudget& budget_;
+  const int64_t budget_id_;
   podprof::v1::CaptureProgress progress_;
   stream::CaptureDecoder decoder_;
   std::string error_;

@@ -313,6 +313,7 @@ Orchestrator::Orchestrator(Registry* registry, storage::CaptureWriter* writer, C
       writer_(writer),
       clock_(clock),
       limits_(limits),
+      stream_budget_(limits.max_stream_bytes),
       streams_(limits.ingest_workers, limits.max_active_hosts),
       dispatch_per_host_ns_(kFirstDispatchPerHostNs) {}
 
@@ -329,7 +330,7 @@ void Orchestrator::CollectHosts(CaptureRun& run, std::vector<std::unique_ptr<Hos
   }
   for (size_t i = 0; i < run.hosts.size(); ++i) {
     hosts->push_back(std::make_unique<HostStream>(run, i, *registry_, *writer_, clock_, left,
-                                                  limits_.max_host_stream_bytes));
+                                                  limits_.max_host_stream_bytes, stream_budget_));
   }
   // Connections are made when agents register and kept; one that is not ready yet (an agent
   // that just came back) is given until half the lead has passed, all of them together, so a

@@ -22,6 +22,7 @@
 #include "absl/synchronization/mutex.h"
 #include "aggregator/alignment.h"
 #include "aggregator/registry.h"
+#include "aggregator/stream_budget.h"
 #include "aggregator/stream_pool.h"
 #include "common/clock.h"
 #include "proto/podprof_aggregator.pb.h"
@@ -67,9 +68,11 @@ struct OrchestratorLimits {
   int max_active_hosts = 16;
   // The most bytes one host's stream may bring (ingest.max_host_stream_bytes): a host's
   // encoded data is held until its stream ends, so a stream that never ends (or sends without
-  // limit) fails its host at this size instead of growing the aggregator. In all, streams in
-  // flight hold at most max_active_hosts times this.
+  // limit) fails its host at this size instead of growing the aggregator.
   int64_t max_host_stream_bytes = int64_t{1} << 30;
+  // The most all hosts' streams may hold at once (ingest.max_stream_bytes; StreamBudget): past
+  // it the stream holding the most fails.
+  int64_t max_stream_bytes = int64_t{2} << 30;
   // [snapshots] without_recorder = "refuse": a snapshot of hosts of which any has no armed
   // flight recorder fails with FAILED_PRECONDITION naming them. False ("capture-after"): the
   // whole pod is captured from the request on and stored as that window (kAfterRequest).
@@ -118,6 +121,8 @@ class Orchestrator {
   storage::CaptureWriter* const writer_;
   Clock& clock_;
   const OrchestratorLimits limits_;
+  // What every capture's host streams hold at once; before streams_, which it outlives.
+  StreamBudget stream_budget_;
   StreamPool streams_;
   absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<CaptureRun>> runs_ ABSL_GUARDED_BY(mu_);

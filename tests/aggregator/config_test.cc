@@ -60,6 +60,7 @@ TEST(AggregatorConfigTest, TheShippedFileSetsEveryKeyAtItsDefault) {
       {"ingest.max_active_hosts", [](const C& c) { return J(c.ingest_max_active_hosts); }},
       {"ingest.max_host_stream_bytes",
        [](const C& c) { return J(c.ingest_max_host_stream_bytes); }},
+      {"ingest.max_stream_bytes", [](const C& c) { return J(c.ingest_max_stream_bytes); }},
       {"http.listen", [](const C& c) { return J(c.http.listen); }},
       {"http.max_request_bytes", [](const C& c) { return J(c.http.max_request_bytes); }},
       {"http.max_requests_per_second",

@@ -296,6 +296,48 @@ TEST_F(HostileAgentTest, AStreamPastTheHostLimitFailsTheHost) {
   ExpectRefused(t, "ingest.max_host_stream_bytes");
 }
 
+// Each host's cap alone let max_active_hosts streams hold 16 GiB at once, past the unit's
+// MemoryMax=4G: past ingest.max_stream_bytes, the stream holding the most fails, and the honest
+// host streaming beside it is stored.
+TEST_F(HostileAgentTest, StreamsPastTheBudgetOfAllHostsFailTheLargest) {
+  size_t honest_bytes = 0;
+  for (const v1::CaptureChunk& c : Chunks(Record("honest"), {})) honest_bytes += c.ByteSizeLong();
+  OrchestratorLimits limits;
+  limits.max_stream_bytes = static_cast<int64_t>(honest_bytes) * 2 + (64 << 10);
+  orchestrator_ = std::make_unique<Orchestrator>(&registry_, &store_->writer(), clock_, limits);
+  Tampering t;
+  t.chunks = [](std::vector<v1::CaptureChunk>* chunks) {
+    std::vector<v1::CaptureChunk> blocks;
+    size_t after = 0;
+    for (size_t i = 0; i < chunks->size(); ++i) {
+      if (!(*chunks)[i].has_event_block()) continue;
+      blocks.push_back((*chunks)[i]);
+      after = i + 1;
+    }
+    for (int i = 0; i < 4; ++i)
+      chunks->insert(chunks->begin() + after, blocks.begin(), blocks.end());
+  };
+  ExpectRefused(t, "ingest.max_stream_bytes");
+}
+
+TEST(StreamBudgetTest, PastTheLimitTheLargestStreamGoes) {
+  StreamBudget budget(100);
+  const int64_t small = budget.Join(), large = budget.Join();
+  EXPECT_TRUE(budget.Take(small, 30));
+  EXPECT_TRUE(budget.Take(large, 60));
+  // The small stream's chunk passes the limit: the large one goes, at its next chunk.
+  EXPECT_TRUE(budget.Take(small, 20));
+  EXPECT_FALSE(budget.Take(large, 1));
+  EXPECT_EQ(budget.used(), 111);
+  budget.Leave(large);
+  EXPECT_EQ(budget.used(), 50);
+  EXPECT_TRUE(budget.Take(small, 50));
+  // Alone past the limit, the taker itself goes.
+  EXPECT_FALSE(budget.Take(small, 1));
+  budget.Leave(small);
+  EXPECT_EQ(budget.used(), 0);
+}
+
 TEST_F(HostileAgentTest, ABlockClaimingMoreEventsThanItHoldsFailsTheHost) {
   Tampering t;
   t.chunks = [](std::vector<v1::CaptureChunk>* chunks) {
