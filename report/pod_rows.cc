@@ -28,15 +28,15 @@ void WriteStragglersCsv(const v1::GetStragglersResponse& r, std::ostream& out) {
 void WriteAgentsCsv(const v1::ListAgentsResponse& response, std::ostream& out) {
   out << "host,address,state,chips,labels,last_heartbeat_ns,clock_offset_ns,"
          "clock_uncertainty_ns,clock_drift_ppb,min_rtt_ns,probe_count,active_capture_id,"
-         "recorder,workload\n";
+         "workload,recorder\n";
   for (const auto& a : response.agents()) {
     out << CsvField(a.host().host_name()) << "," << CsvField(a.host().agent_address()) << ","
         << AgentStateName(a.state()) << "," << a.host().chips_size() << ","
         << CsvField(JoinLabels(a.host().labels())) << "," << a.last_heartbeat_ns() << ","
         << a.clock().offset_ns() << "," << a.clock().uncertainty_ns() << ","
         << a.clock().drift_ppb() << "," << a.clock().min_rtt_ns() << "," << a.clock().probe_count()
-        << "," << CsvField(a.active_capture_id()) << "," << CsvField(a.recorder().state()) << ","
-        << WorkloadStateName(a) << "\n";
+        << "," << CsvField(a.active_capture_id()) << "," << WorkloadStateName(a) << ","
+        << CsvField(a.recorder().state()) << "\n";
   }
 }
 
