@@ -37,7 +37,12 @@ struct Workload {
       metrics;
   // The channels under `metrics`, one each (null where a test gave its own stubs).
   std::vector<std::shared_ptr<grpc::Channel>> metrics_channels;
-  // The flight recorder over `profiler` ([recorder] enabled); null when off.
+  // The recorder's own stub to the profiler, on a channel that refuses a snapshot past
+  // [recorder] max_bytes before it is parsed (Agent::StartRecorder); null where a test gave
+  // its own `profiler`, which the recorder then uses.
+  std::unique_ptr<tensorflow::ProfilerService::StubInterface> recorder_profiler;
+  // The flight recorder over `recorder_profiler` or `profiler` ([recorder] enabled); null
+  // when off.
   std::unique_ptr<Recorder> recorder;
 };
 

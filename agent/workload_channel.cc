@@ -7,10 +7,10 @@
 
 namespace podprof::agent {
 
-std::shared_ptr<grpc::Channel> NewWorkloadChannel(const std::string& address,
-                                                  bool own_connections) {
+std::shared_ptr<grpc::Channel> NewWorkloadChannel(const std::string& address, bool own_connections,
+                                                  int max_receive_bytes) {
   grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(std::numeric_limits<int32_t>::max());
+  args.SetMaxReceiveMessageSize(max_receive_bytes);
   if (own_connections) {
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     // Tries again every 100-250 ms, not after 1 s: within the reconnection's deadline, a

@@ -13,6 +13,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -34,8 +35,11 @@ inline constexpr int64_t kCheckReconnectDeadlineNs = 200'000'000;
 // snapshot is one message holding an XSpace, hundreds of MB on a busy TPU host, as XLA's own
 // profiler client allows. While the workload is away the channel tries again at most every 5 s
 // (gRPC's default grows to 2 min). With `own_connections`, the channel shares no connection (and no
-// backoff) with any other, and tries again every 100-250 ms.
-std::shared_ptr<grpc::Channel> NewWorkloadChannel(const std::string& address, bool own_connections);
+// backoff) with any other, and tries again every 100-250 ms. `max_receive_bytes` lowers the
+// receive limit: a message past it fails its call RESOURCE_EXHAUSTED before it is parsed.
+std::shared_ptr<grpc::Channel> NewWorkloadChannel(
+    const std::string& address, bool own_connections,
+    int max_receive_bytes = std::numeric_limits<int32_t>::max());
 
 // A fresh channel to `address` (own connections), connected: waits until it is, at most
 // `deadline_ns` on `clock`. On success also ends the backoff of `shared` (the channel the
