@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/time.h"
 #include "common/logging.h"
 #include "common/median.h"
 
@@ -120,8 +121,10 @@ std::optional<Firing> Hang(const std::vector<PodPoint>& pod, const TriggerOption
   if (last_step == INT64_MIN || last_step > last - span || quiet * 10 < span * 9) {
     return std::nullopt;
   }
-  Firing f{"hang", absl::StrFormat("no step ended on any chip for %d s (the last one at %d s)",
-                                   last - last_step, last_step)};
+  Firing f{"hang", absl::StrFormat(
+                       "no step ended on any chip for %d s (the last one at %s)", last - last_step,
+                       absl::FormatTime("%H:%M:%S UTC", absl::FromUnixSeconds(last_step),
+                                        absl::UTCTimeZone()))};
   f.evidence = {{"last_step_second", last_step},
                 {"quiet_seconds", last - last_step},
                 {"chips_reporting", pod.back().chips}};

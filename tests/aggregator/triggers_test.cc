@@ -209,6 +209,11 @@ TEST_F(TriggerTest, NoStepForTheHangTimeFiresHangAlone) {
     duty = 0;
   });
   EXPECT_THAT(Holding(39), ::testing::ElementsAre("hang"));
+  // The last step as a time of day, not seconds since the epoch (kT0 is 08:00:00 UTC).
+  const std::vector<Firing> firings =
+      Evaluate(hub_.PodHistory(), hub_.ChipHistory(kT0 + (39 - options_.recent_s) * kS), options_);
+  ASSERT_EQ(firings.size(), 1u);
+  EXPECT_THAT(firings[0].reason, ::testing::HasSubstr("(the last one at 08:00:29 UTC)"));
 }
 
 TEST_F(TriggerTest, AJobThatNeverStepsIsNotHung) {
