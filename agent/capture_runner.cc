@@ -26,6 +26,10 @@
 #include "trace/xspace_reader.h"
 
 namespace podprof::agent {
+
+// The most a flight-recorder freeze's join may take once parsed, in bytes of the ring's bound
+// (recorder.max_bytes): real windows parse to about 3 times their bytes (docs/RELIABILITY.md).
+constexpr uint64_t kJoinBytesPerRingByte = 4;
 namespace {
 
 namespace fs = std::filesystem;
@@ -515,29 +519,49 @@ absl::Status CaptureRunner::RunSnapshot(const podprof::v1::CaptureRequest& reque
         "the flight recorder holds ", (at - frozen.front().start_ns) / 1'000'000, " ms of the ",
         request.duration_ms(), " ms asked (armed, or re-armed after a capture, ", "since then)"));
   }
-  // A segment at a time, each one's bytes let go once parsed: the window's bytes, their
-  // parse and the join are never all held at once.
+  // The join is parsed protobuf, several times the window's bytes (twenty for a workload whose
+  // events are a few bytes each): refused before it is made past a bound of its own, so that
+  // the agent's memory follows recorder.max_bytes whatever the workload sends.
+  const uint64_t join_limit = kJoinBytesPerRingByte * workload_.recorder->max_bytes();
+  uint64_t join_bytes = 0;
+  for (const RecorderSegment& segment : frozen) {
+    ASSIGN_OR_RETURN(const uint64_t parsed, ParsedBytesEstimate(*segment.xspace));
+    join_bytes += parsed;
+  }
+  if (join_bytes > join_limit) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the flight recorder's window would take ", join_bytes >> 20,
+                     " MiB once parsed to be joined, past the agent's bound of ", join_limit >> 20,
+                     " MiB (", kJoinBytesPerRingByte,
+                     " x [recorder] max_bytes): shorten [recorder] window or the "
+                     "snapshot's --window"));
+  }
+  // A segment at a time, each one's bytes let go once parsed (the ring's own go with it): the
+  // window's bytes, their parse and the join are never all held at once.
   SnapshotMerger merger;
   for (size_t i = 0; i < frozen.size(); ++i) {
     tensorflow::profiler::XSpace space;
-    if (!space.ParseFromString(frozen[i].xspace)) {
+    if (!space.ParseFromString(*frozen[i].xspace)) {
       return absl::DataLossError(absl::StrCat("the recorder's snapshot ", i, " does not parse"));
     }
-    std::string().swap(frozen[i].xspace);
+    frozen[i].xspace.reset();
     RETURN_IF_ERROR(merger.Add(std::move(space)));
   }
   frozen.clear();
-  ASSIGN_OR_RETURN(tensorflow::profiler::XSpace merged, std::move(merger).Finish());
   absl::StatusOr<std::unique_ptr<TempDir>> repo = TempDir::Make(limits.temp_dir);
   if (!repo.ok()) return repo.status();
   const std::string path = absl::StrCat((*repo)->path(), "/", host.host_name(), ".xplane.pb");
+  bool empty = false;
   {
+    // The join goes once written: it is not held while the file is read and streamed.
+    ASSIGN_OR_RETURN(tensorflow::profiler::XSpace merged, std::move(merger).Finish());
+    empty = merged.planes_size() == 0;
     std::ofstream out(path, std::ios::binary);
     if (!merged.SerializeToOstream(&out) || !out.flush()) {
       return absl::DataLossError(absl::StrCat("cannot write the recorder's window to ", path));
     }
   }
-  return Finish(path, merged.planes_size() == 0, request, host, limits, {}, "", sink, outcome);
+  return Finish(path, empty, request, host, limits, {}, "", sink, outcome);
 }
 
 namespace {

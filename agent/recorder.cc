@@ -103,7 +103,7 @@ absl::StatusOr<RecorderSegment> Recorder::Snapshot() {
   }
   RecorderSegment segment;
   RETURN_IF_ERROR(ProfileWindow(resp.xspace(), &segment.start_ns, &segment.stop_ns));
-  segment.xspace = resp.xspace().SerializeAsString();
+  segment.xspace = std::make_shared<const std::string>(resp.xspace().SerializeAsString());
   return segment;
 }
 
@@ -138,7 +138,7 @@ absl::Status Recorder::Rotate(bool force, int64_t keep_from_ns) {
 }
 
 void Recorder::Keep(RecorderSegment segment, int64_t cutoff_ns) {
-  bytes_ += segment.xspace.size();
+  bytes_ += segment.xspace->size();
   ring_.push_back(std::move(segment));
   // The oldest segment goes once the next one alone covers the window from `cutoff` (the
   // host's clock is the workload's: the segments' spans and the cutoff are both on it), so a
@@ -146,7 +146,7 @@ void Recorder::Keep(RecorderSegment segment, int64_t cutoff_ns) {
   // keeps the one before it; and while the budget is passed. The newest is never past the
   // budget alone (Snapshot lets such a one go), so the ring holds at most max_bytes.
   while (ring_.size() > 1 && (ring_[1].start_ns <= cutoff_ns || bytes_ > options_.max_bytes)) {
-    bytes_ -= ring_.front().xspace.size();
+    bytes_ -= ring_.front().xspace->size();
     ring_.pop_front();
   }
 }

@@ -50,7 +50,9 @@ struct RecorderOptions {
 struct RecorderSegment {
   int64_t start_ns = 0;
   int64_t stop_ns = 0;
-  std::string xspace;  // serialized tensorflow.profiler.XSpace
+  // The serialized tensorflow.profiler.XSpace, shared by the ring and the freezes taken of it:
+  // a freeze holds no copy of the window's bytes.
+  std::shared_ptr<const std::string> xspace;
 };
 
 enum class RecorderState {
@@ -93,6 +95,7 @@ class Recorder {
   uint64_t bytes() const ABSL_LOCKS_EXCLUDED(mu_);
   size_t segments() const ABSL_LOCKS_EXCLUDED(mu_);
   int64_t window_ns() const { return options_.window_ns; }
+  uint64_t max_bytes() const { return options_.max_bytes; }
 
  private:
   absl::StatusOr<RecorderSegment> Snapshot();

@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "trace/wire.h"
 #include "trace/xspace_schema.h"
 
 namespace podprof::agent {
@@ -129,7 +130,66 @@ absl::Status CheckIds(const XPlane& p, size_t snapshot) {
   return absl::OkStatus();
 }
 
+// What one parsed message of each kind holds besides its bytes on the wire: the object, and
+// its slot in the repeated field or map holding it.
+constexpr uint64_t kLineObject = sizeof(tensorflow::profiler::XLine) + sizeof(void*);
+constexpr uint64_t kEventObject = sizeof(tensorflow::profiler::XEvent) + sizeof(void*);
+constexpr uint64_t kStatObject = sizeof(XStat) + sizeof(void*);
+constexpr uint64_t kMetadataObject = sizeof(tensorflow::profiler::XEventMetadata) + 64;
+
+// Counts the length-delimited fields `field` of the message `m`, calling `each` on each.
+template <typename Each>
+bool ForEach(trace::wire::Span m, uint32_t field, Each each) {
+  while (!m.done()) {
+    uint32_t f;
+    trace::wire::WireType wt;
+    if (!m.ReadTag(&f, &wt)) return false;
+    if (f != field || wt != trace::wire::kLengthDelimited) {
+      if (!m.Skip(wt)) return false;
+      continue;
+    }
+    trace::wire::Span sub;
+    if (!m.ReadSub(&sub) || !each(sub)) return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+absl::StatusOr<uint64_t> ParsedBytesEstimate(absl::string_view xspace) {
+  using trace::xspace::XEventField;
+  using trace::xspace::XLineField;
+  using trace::xspace::XPlaneField;
+  using trace::xspace::XSpaceField;
+  const auto* p = reinterpret_cast<const uint8_t*>(xspace.data());
+  uint64_t bytes = xspace.size();
+  auto stat = [&](trace::wire::Span) {
+    bytes += kStatObject;
+    return true;
+  };
+  auto event = [&](trace::wire::Span e) {
+    bytes += kEventObject;
+    return ForEach(e, XEventField::kStats, stat);
+  };
+  auto line = [&](trace::wire::Span l) {
+    bytes += kLineObject;
+    return ForEach(l, XLineField::kEvents, event);
+  };
+  auto metadata = [&](trace::wire::Span) {
+    bytes += kMetadataObject;
+    return true;
+  };
+  auto plane = [&](trace::wire::Span pl) {
+    return ForEach(pl, XPlaneField::kLines, line) &&
+           ForEach(pl, XPlaneField::kEventMetadata, metadata) &&
+           ForEach(pl, XPlaneField::kStatMetadata, metadata) &&
+           ForEach(pl, XPlaneField::kStats, stat);
+  };
+  if (!ForEach(trace::wire::Span(p, p + xspace.size(), 0), XSpaceField::kPlanes, plane)) {
+    return absl::InvalidArgumentError("the snapshot is no XSpace");
+  }
+  return bytes;
+}
 
 absl::Status ProfileWindow(const XSpace& space, int64_t* start_ns, int64_t* stop_ns) {
   if (Window(space, start_ns, stop_ns) != nullptr) return absl::OkStatus();

@@ -18,6 +18,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "proto/xplane.pb.h"
 
 namespace podprof::agent {
@@ -44,6 +45,13 @@ class SnapshotMerger {
   int64_t first_start_ = 0, last_stop_ = 0;
   size_t added_ = 0;
 };
+
+// About the memory a serialized XSpace takes once parsed, bytes: its own bytes (strings and
+// packed fields) plus each line, event, stat and metadata entry as the message objects hold
+// them. Read from the wire without parsing, so that a snapshot's join can be refused before it
+// is made: events a few bytes each on the wire (a workload's, whatever it sends) parse to
+// twenty times their bytes. InvalidArgument when the bytes are no XSpace.
+absl::StatusOr<uint64_t> ParsedBytesEstimate(absl::string_view xspace);
 
 // `snapshots` oldest first, through a SnapshotMerger. InvalidArgument when there are none, or
 // one has no profile window.

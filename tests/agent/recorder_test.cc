@@ -208,7 +208,7 @@ TEST_F(RecorderClockTest, TheRingHoldsTheLastWindowAndAFreezeCoversIt) {
       EXPECT_EQ(s.start_ns, (*frozen)[i - 1].stop_ns) << "the server restarts its session at once";
     }
     tensorflow::profiler::XSpace space;
-    ASSERT_TRUE(space.ParseFromString(s.xspace));
+    ASSERT_TRUE(space.ParseFromString(*s.xspace));
     int64_t events = 0;
     for (const auto& plane : space.planes()) {
       for (const auto& line : plane.lines()) events += line.events_size();

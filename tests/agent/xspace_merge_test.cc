@@ -117,5 +117,34 @@ TEST(XSpaceMergeTest, AWorkloadsUndefinedOrHugeIdsNeitherAbortNorWrap) {
       << r.status();
 }
 
+// The memory a snapshot takes once parsed, read from its bytes without parsing them: within a
+// factor of two of what protobuf says the parsed message uses, for a simulated host's snapshot
+// and for a workload's snapshot of 200,000 events of two bytes each, which parses to far more
+// than its bytes (the freeze refuses such a join before making it).
+TEST(XSpaceMergeTest, TheParsedSizeIsEstimatedFromTheBytes) {
+  auto model = PodModel::Create(V5e());
+  ASSERT_OK(model.status());
+  Host h;
+  XSpace tiny;
+  auto* plane = tiny.add_planes();
+  plane->set_name("/device:TPU:0");
+  (*plane->mutable_event_metadata())[1].set_name("op");
+  auto* line = plane->add_lines();
+  for (int i = 0; i < 200'000; ++i) line->add_events()->set_metadata_id(1);
+  for (const XSpace& space : {h.Build(*model, 0, 500), tiny}) {
+    const std::string bytes = space.SerializeAsString();
+    absl::StatusOr<uint64_t> estimate = agent::ParsedBytesEstimate(bytes);
+    ASSERT_OK(estimate.status());
+    XSpace parsed;
+    ASSERT_TRUE(parsed.ParseFromString(bytes));
+    const double used = static_cast<double>(parsed.SpaceUsedLong());
+    EXPECT_GT(*estimate, used / 2) << bytes.size() << " bytes";
+    EXPECT_LT(*estimate, used * 2) << bytes.size() << " bytes";
+  }
+  const std::string tiny_bytes = tiny.SerializeAsString();
+  EXPECT_GT(*agent::ParsedBytesEstimate(tiny_bytes), 10 * tiny_bytes.size());
+  EXPECT_FALSE(agent::ParsedBytesEstimate("\x0a\xff\xff").ok());
+}
+
 }  // namespace
 }  // namespace podprof::sim
