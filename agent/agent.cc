@@ -106,14 +106,17 @@ void Agent::StartRecorder(const AgentConfig& config) {
   // Snapshots come on a channel of their own that refuses one past max_bytes (and a little for
   // the response around it) before it is parsed: the recorder lets such a one go, and a
   // workload's snapshot of any size costs the agent at most about max_bytes.
+  // They arrive as bytes, never parsed into objects (Recorder).
   tensorflow::ProfilerService::StubInterface* profiler = workload_.profiler.get();
+  std::shared_ptr<grpc::Channel> snapshots;
   if (workload_.profiler_channel != nullptr) {
     const uint64_t limit = std::min<uint64_t>(o.max_bytes + (64 << 10), INT32_MAX);
-    workload_.recorder_profiler = tensorflow::ProfilerService::NewStub(NewWorkloadChannel(
-        workload_.profiler_address, /*own_connections=*/false, static_cast<int>(limit)));
+    snapshots = NewWorkloadChannel(workload_.profiler_address, /*own_connections=*/false,
+                                   static_cast<int>(limit));
+    workload_.recorder_profiler = tensorflow::ProfilerService::NewStub(snapshots);
     profiler = workload_.recorder_profiler.get();
   }
-  workload_.recorder = std::make_unique<Recorder>(profiler, clock_, o, r);
+  workload_.recorder = std::make_unique<Recorder>(profiler, clock_, o, r, std::move(snapshots));
   RecorderDriver::MayArm may_arm;
   // Guarded where the telemetry gives step times (agent_main.cc starts it on the same terms).
   if (config.recorder_max_slowdown > 0 && config.telemetry_enabled && !config.aggregator.empty() &&

@@ -1,5 +1,7 @@
 #include "agent/recorder.h"
 
+#include <grpcpp/impl/client_unary_call.h>
+#include <grpcpp/impl/rpc_method.h>
 #include <pthread.h>
 
 #include <algorithm>
@@ -33,8 +35,28 @@ const char* RecorderStateName(RecorderState s) {
 }
 
 Recorder::Recorder(tensorflow::ProfilerService::StubInterface* profiler, Clock& clock,
-                   RecorderOptions options, tensorflow::ProfileRequest request)
-    : profiler_(profiler), clock_(clock), options_(options), request_(std::move(request)) {}
+                   RecorderOptions options, tensorflow::ProfileRequest request,
+                   std::shared_ptr<grpc::Channel> snapshot_channel)
+    : profiler_(profiler),
+      snapshot_channel_(std::move(snapshot_channel)),
+      clock_(clock),
+      options_(options),
+      request_(std::move(request)) {}
+
+namespace {
+
+// GetSnapshot as the generated stub calls it, its answer read as tensorflow.ProfileResponseBytes.
+grpc::Status GetSnapshotBytes(grpc::Channel* channel, grpc::ClientContext* ctx,
+                              tensorflow::ProfileResponseBytes* out) {
+  const grpc::internal::RpcMethod method("/tensorflow.ProfilerService/GetSnapshot",
+                                         grpc::internal::RpcMethod::NORMAL_RPC);
+  tensorflow::GetSnapshotRequest req;
+  return grpc::internal::BlockingUnaryCall<
+      tensorflow::GetSnapshotRequest, tensorflow::ProfileResponseBytes, grpc::protobuf::MessageLite,
+      grpc::protobuf::MessageLite>(channel, method, ctx, req, out);
+}
+
+}  // namespace
 
 absl::Status Recorder::Arm() {
   absl::MutexLock snapshot(&snapshot_mu_);
@@ -78,12 +100,19 @@ absl::Status Recorder::Arm() {
 absl::StatusOr<RecorderSegment> Recorder::Snapshot() {
   grpc::ClientContext ctx;
   ctx.set_deadline(DeadlineAt(clock_.NowNs(), options_.rpc_timeout_ns));
-  tensorflow::GetSnapshotRequest req;
-  tensorflow::ProfileResponse resp;
-  const grpc::Status s = profiler_->GetSnapshot(&ctx, req, &resp);
-  // Past max_bytes (the channel's receive limit, or the message as parsed): let go, and the
+  tensorflow::ProfileResponseBytes resp;
+  grpc::Status s;
+  if (snapshot_channel_ != nullptr) {
+    s = GetSnapshotBytes(snapshot_channel_.get(), &ctx, &resp);
+  } else {
+    tensorflow::GetSnapshotRequest req;
+    tensorflow::ProfileResponse parsed;
+    s = profiler_->GetSnapshot(&ctx, req, &parsed);
+    resp.set_xspace(parsed.xspace().SerializeAsString());
+  }
+  // Past max_bytes (the channel's receive limit, or the message as received): let go, and the
   // ring goes on. The workload sent it whole, so its session is still on.
-  const uint64_t size = s.ok() ? resp.xspace().ByteSizeLong() : 0;
+  const uint64_t size = s.ok() ? resp.xspace().size() : 0;
   if (s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED || size > options_.max_bytes) {
     absl::MutexLock lock(&mu_);
     ++oversized_;
@@ -102,8 +131,8 @@ absl::StatusOr<RecorderSegment> Recorder::Snapshot() {
     return absl::UnavailableError(reason_);
   }
   RecorderSegment segment;
-  RETURN_IF_ERROR(ProfileWindow(resp.xspace(), &segment.start_ns, &segment.stop_ns));
-  segment.xspace = std::make_shared<const std::string>(resp.xspace().SerializeAsString());
+  RETURN_IF_ERROR(ProfileWindowOfBytes(resp.xspace(), &segment.start_ns, &segment.stop_ns));
+  segment.xspace = std::make_shared<const std::string>(std::move(*resp.mutable_xspace()));
   return segment;
 }
 

@@ -68,8 +68,13 @@ const char* RecorderStateName(RecorderState s);
 // Thread-safe; `profiler` (the workload's) must outlive it.
 class Recorder {
  public:
+  // With `snapshot_channel` (the channel under `profiler`, or one to the same service),
+  // snapshots are received on it as bytes (tensorflow.ProfileResponseBytes), never parsed into
+  // objects: a snapshot then costs the agent its bytes. Without, through `profiler` (a test's
+  // own stub), parsed.
   Recorder(tensorflow::ProfilerService::StubInterface* profiler, Clock& clock,
-           RecorderOptions options, tensorflow::ProfileRequest request);
+           RecorderOptions options, tensorflow::ProfileRequest request,
+           std::shared_ptr<grpc::Channel> snapshot_channel = nullptr);
 
   // Puts the workload in continuous profiling. FailedPrecondition (the reason in state() and
   // reason()) when its server cannot or is busy; Unavailable when it does not answer.
@@ -109,6 +114,7 @@ class Recorder {
   }
 
   tensorflow::ProfilerService::StubInterface* const profiler_;
+  const std::shared_ptr<grpc::Channel> snapshot_channel_;
   Clock& clock_;
   const RecorderOptions options_;
   const tensorflow::ProfileRequest request_;

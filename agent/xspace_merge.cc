@@ -156,6 +156,26 @@ bool ForEach(trace::wire::Span m, uint32_t field, Each each) {
 
 }  // namespace
 
+absl::Status ProfileWindowOfBytes(absl::string_view xspace, int64_t* start_ns, int64_t* stop_ns) {
+  const auto* p = reinterpret_cast<const uint8_t*>(xspace.data());
+  XSpace env;
+  auto plane = [&](trace::wire::Span pl) {
+    const absl::string_view bytes = pl.rest();
+    bool named = false;
+    auto name = [&](trace::wire::Span n) {
+      named = n.rest() == trace::xspace::kTaskEnvironmentPlane;
+      return true;
+    };
+    if (!ForEach(pl, trace::xspace::XPlaneField::kName, name)) return false;
+    return !named || env.add_planes()->ParseFromArray(bytes.data(), bytes.size());
+  };
+  if (!ForEach(trace::wire::Span(p, p + xspace.size(), 0), trace::xspace::XSpaceField::kPlanes,
+               plane)) {
+    return absl::InvalidArgumentError("the snapshot is no XSpace");
+  }
+  return ProfileWindow(env, start_ns, stop_ns);
+}
+
 absl::StatusOr<uint64_t> ParsedBytesEstimate(absl::string_view xspace) {
   using trace::xspace::XEventField;
   using trace::xspace::XLineField;

@@ -46,6 +46,10 @@ class SnapshotMerger {
   size_t added_ = 0;
 };
 
+// ProfileWindow of a serialized XSpace, parsing only its Task Environment plane.
+// InvalidArgument when the bytes are no XSpace, NotFound without the plane.
+absl::Status ProfileWindowOfBytes(absl::string_view xspace, int64_t* start_ns, int64_t* stop_ns);
+
 // About the memory a serialized XSpace takes once parsed, bytes: its own bytes (strings and
 // packed fields) plus each line, event, stat and metadata entry as the message objects hold
 // them. Read from the wire without parsing, so that a snapshot's join can be refused before it

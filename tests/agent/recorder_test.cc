@@ -122,8 +122,9 @@ class RecorderClockTest : public ::testing::Test {
     b.RegisterService(service_.get());
     server_ = b.BuildAndStart();
     ASSERT_NE(server_, nullptr);
-    stub_ = tensorflow::ProfilerService::NewStub(
-        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+    channel_ =
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
+    stub_ = tensorflow::ProfilerService::NewStub(channel_);
   }
   // Call after the recorder is disarmed: no call is left to wait for.
   void TearDown() override {
@@ -134,6 +135,7 @@ class RecorderClockTest : public ::testing::Test {
   std::unique_ptr<sim::SimHost> host_;
   std::unique_ptr<SlowSnapshots> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<tensorflow::ProfilerService::Stub> stub_;
 };
 
@@ -178,12 +180,13 @@ TEST_F(RecorderClockTest, ASlowFreezeStillHoldsTheWindowsStart) {
 // The ring as the agent's driver turns it (Rotate called every 50 ms, a snapshot only when one
 // is due), on the house's clock: it holds the segments reaching into the last 2 s, from the
 // one holding its start, each with the workload's events, and a freeze covers the window. It
-// ran on the real clock and failed under load (2 segments where it wanted 3).
+// ran on the real clock and failed under load (2 segments where it wanted 3). Snapshots come
+// as the agent takes them: as bytes on the channel, never parsed.
 TEST_F(RecorderClockTest, TheRingHoldsTheLastWindowAndAFreezeCoversIt) {
   RecorderOptions o;
   o.window_ns = 2'000'000'000;
   o.rotate_ns = 500'000'000;
-  Recorder r(stub_.get(), clock_, o, RecorderTest::Request());
+  Recorder r(stub_.get(), clock_, o, RecorderTest::Request(), channel_);
   ASSERT_OK(r.Arm());
   EXPECT_EQ(r.state(), RecorderState::kArmed);
   service_->delay_ns = 20'000'000;  // each snapshot takes 20 ms

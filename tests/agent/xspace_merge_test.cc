@@ -141,6 +141,15 @@ TEST(XSpaceMergeTest, TheParsedSizeIsEstimatedFromTheBytes) {
     EXPECT_GT(*estimate, used / 2) << bytes.size() << " bytes";
     EXPECT_LT(*estimate, used * 2) << bytes.size() << " bytes";
   }
+  // The window, read from the bytes as the recorder reads each snapshot's.
+  const XSpace snapshot = h.Build(*model, 0, 500);
+  int64_t start = 0, stop = 0, bytes_start = 0, bytes_stop = 0;
+  ASSERT_OK(agent::ProfileWindow(snapshot, &start, &stop));
+  ASSERT_OK(agent::ProfileWindowOfBytes(snapshot.SerializeAsString(), &bytes_start, &bytes_stop));
+  EXPECT_EQ(bytes_start, start);
+  EXPECT_EQ(bytes_stop, stop);
+  EXPECT_EQ(agent::ProfileWindowOfBytes(tiny.SerializeAsString(), &start, &stop).code(),
+            absl::StatusCode::kNotFound);
   const std::string tiny_bytes = tiny.SerializeAsString();
   EXPECT_GT(*agent::ParsedBytesEstimate(tiny_bytes), 10 * tiny_bytes.size());
   EXPECT_FALSE(agent::ParsedBytesEstimate("\x0a\xff\xff").ok());
