@@ -48,7 +48,9 @@ struct AgentConfig {
   // workload's profiler serves no one else (XProf's capture button, jax.profiler.trace).
   bool recorder_enabled = false;
   int64_t recorder_window_ns = 5'000'000'000;
-  int64_t recorder_max_bytes = 256 << 20;
+  // 64 MiB: the agent then stays within its unit's MemoryMax=512M whatever the workload sends
+  // (about 37 MiB + 5 x max_bytes at a freeze: docs/RELIABILITY.md).
+  int64_t recorder_max_bytes = 64 << 20;
   // The recorder's guard (agent/recorder_guard.h): `guard_window` of step times without it, then
   // with it; past `max_slowdown` (a fraction) it turns itself off. 0 turns the guard off.
   double recorder_max_slowdown = 0.10;

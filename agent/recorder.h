@@ -41,7 +41,7 @@ struct RecorderOptions {
   // larger than this alone is let go (the ring keeps recording, with a gap where it was), and
   // the agent's channel for snapshots refuses messages past it (agent.cc), so that no
   // workload's snapshot is ever held or parsed whole past this bound.
-  uint64_t max_bytes = 256u << 20;
+  uint64_t max_bytes = 64u << 20;
   // Each RPC's deadline: a snapshot of a busy TPU host is large and takes its time.
   int64_t rpc_timeout_ns = 30'000'000'000;
 };

@@ -131,7 +131,9 @@ def test_continuous_profiling_and_snapshots_answer_as_jax_does(service):
     taken = time.time_ns()
     begin, end, events = window_ns(first.xspace)
     assert events > 0, "the snapshot holds events"
-    slack = 1_000_000_000  # the calls' own time (JAX's snapshot took 0.36 s) on 2 busy cores
+    # The calls' own time: JAX's snapshot took 0.36 s; the simulated host's, writing 2 s of a
+    # pod host's trace, took 1.05 s once on 2 cores shared with other builds and benchmarks.
+    slack = 2_000_000_000
     assert abs(begin - started) < slack and end <= taken and taken - end < slack, (begin, end)
     assert end - begin >= 1_900_000_000, "it covers the time since the start"
 
