@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -37,7 +38,10 @@
 #include "common/file_util.h"
 #include "launch/pod_launcher.h"
 #include "proto/grpc_status.h"
+#include "proto/podprof_agent.grpc.pb.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
+#include "stream/capture_encoder.h"
+#include "trace/xspace_reader.h"
 
 namespace podprof {
 namespace {
@@ -100,6 +104,62 @@ struct Outcome {
   std::string detail;  // what the daemon answered
 };
 
+// The daemon's cap on one host's stream for this run ([ingest] max_host_stream_bytes), lower
+// than the shipped 1 GiB so that the endless stream reaches it in seconds.
+constexpr int64_t kHostStreamBytes = int64_t{256} << 20;
+
+// A host's agent that answers the aggregator's probes and plays its capture's chunks, then its
+// timeline blocks again and again without end: the stream that was once held whole until its
+// deadline (2.5 GB in 8 s). Stops when the aggregator cancels the call.
+class EndlessAgent final : public v1::Agent::Service {
+ public:
+  explicit EndlessAgent(std::vector<v1::CaptureChunk> chunks) : chunks_(std::move(chunks)) {
+    grpc::ServerBuilder b;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    b.RegisterService(this);
+    server_ = b.BuildAndStart();
+  }
+  ~EndlessAgent() override {
+    if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now());
+  }
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+  uint64_t sent() const { return sent_; }
+
+  grpc::Status Ping(grpc::ServerContext*, const v1::PingRequest* req,
+                    v1::PingResponse* resp) override {
+    resp->set_client_send_ns(req->client_send_ns());
+    resp->set_agent_receive_ns(NowNs());
+    resp->set_agent_send_ns(NowNs());
+    return grpc::Status::OK;
+  }
+  grpc::Status Capture(grpc::ServerContext* ctx, const v1::CaptureRequest*,
+                       grpc::ServerWriter<v1::CaptureChunk>* out) override {
+    std::vector<const v1::CaptureChunk*> blocks;
+    for (const v1::CaptureChunk& c : chunks_) {
+      if (c.has_trailer()) break;
+      if (c.has_event_block()) blocks.push_back(&c);
+      if (!Write(c, out)) return grpc::Status::OK;
+    }
+    // Four times the cap at most, should the aggregator never cancel.
+    while (!ctx->IsCancelled() && sent_ < 4 * static_cast<uint64_t>(kHostStreamBytes)) {
+      for (const v1::CaptureChunk* c : blocks) {
+        if (!Write(*c, out)) return grpc::Status::OK;
+      }
+    }
+    return grpc::Status::OK;
+  }
+
+ private:
+  bool Write(const v1::CaptureChunk& c, grpc::ServerWriter<v1::CaptureChunk>* out) {
+    sent_ += c.ByteSizeLong();
+    return out->Write(c);
+  }
+  const std::vector<v1::CaptureChunk> chunks_;
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+  std::atomic<uint64_t> sent_{0};
+};
+
 class HostileMemoryBench {
  public:
   HostileMemoryBench(launch::Pod* pod, int reports, int report_mb)
@@ -124,6 +184,7 @@ class HostileMemoryBench {
   Outcome Exports();
   Outcome Watches();
   Outcome IdleImports();
+  Outcome EndlessStream();
   grpc::Status Register(const std::string& host, int chips, size_t label_bytes);
 
   launch::Pod* const pod_;
@@ -453,6 +514,72 @@ Outcome HostileMemoryBench::IdleImports() {
   return Bounded("idle imports", kImports, admitted, refused, held_state, said);
 }
 
+// The fixture's chunks as its host's agent sends them (blocks in the store's encoding), and the
+// host's registration.
+std::vector<v1::CaptureChunk> FixtureChunks(v1::HostInfo* host) {
+  class Collect final : public stream::ChunkSink {
+   public:
+    bool Write(const v1::CaptureChunk& c) override {
+      chunks.push_back(c);
+      return true;
+    }
+    std::vector<v1::CaptureChunk> chunks;
+  } sink;
+  absl::StatusOr<trace::HostCapture> capture = trace::ReadXSpaceFile(kFixture);
+  if (!capture.ok()) return {};
+  for (const trace::Chip& c : capture->host.chips) *host->add_chips() = stream::ChipInfoOf(c);
+  stream::ChunkCounts counts;
+  if (!stream::StreamCapture(*capture, *host, {}, 1 << 20, &sink, &counts, /*columns=*/true).ok()) {
+    return {};
+  }
+  return std::move(sink.chunks);
+}
+
+// A registered host whose agent streams without end; the capture of it runs until the host
+// fails at the daemon's cap.
+Outcome HostileMemoryBench::EndlessStream() {
+  v1::RegisterRequest reg;
+  v1::HostInfo* host = reg.mutable_host();
+  host->set_host_name("bench-endless");
+  host->set_agent_version("0.0.0");
+  EndlessAgent agent(FixtureChunks(host));
+  host->set_agent_address(agent.address());
+  reg.set_agent_start_ns(NowNs());
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(DeadlineAt(NowNs(), 30 * kS));
+    v1::RegisterResponse resp;
+    if (grpc::Status s = stub_->Register(&ctx, reg, &resp); !s.ok()) {
+      return {false, "the registration failed: " + s.error_message()};
+    }
+  }
+  v1::StartCaptureRequest start;
+  start.add_host_names("bench-endless");
+  start.set_duration_ms(1000);
+  v1::StartCaptureResponse started;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(DeadlineAt(NowNs(), 30 * kS));
+    if (grpc::Status s = stub_->StartCapture(&ctx, start, &started); !s.ok()) {
+      return {false, "the capture did not start: " + s.error_message()};
+    }
+  }
+  grpc::ClientContext ctx;
+  ctx.set_deadline(DeadlineAt(NowNs(), 120 * kS));
+  v1::WatchCaptureRequest watch;
+  watch.set_capture_id(started.capture_id());
+  auto reader = stub_->WatchCapture(&ctx, watch);
+  v1::CaptureProgress p;
+  std::string error;
+  while (reader->Read(&p)) {
+    if (p.has_host() && !p.host().error_message().empty()) error = p.host().error_message();
+  }
+  reader->Finish().IgnoreError();
+  const bool held = error.find("ingest.max_host_stream_bytes") != std::string::npos;
+  return {held, absl::StrFormat("the agent sent %.0f MB; the host failed: %s", agent.sent() / 1e6,
+                                error.empty() ? "(no error)" : error)};
+}
+
 int HostileMemoryBench::Main() {
   const pid_t pid = pod_->aggregator_pid();
   std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -479,6 +606,10 @@ int HostileMemoryBench::Main() {
   ok &= Play("600 WatchCapture", "8 a client, 32 in all", [&] { return Watches(); });
   ok &= Play("64 idle ImportXSpace", "8 a client, 32 in all; cancelled after 60 s idle",
              [&] { return IdleImports(); });
+  ok &= Play("a capture stream without end",
+             absl::StrCat("ingest.max_host_stream_bytes (", kHostStreamBytes >> 20,
+                          " MiB here) a host, max_stream_bytes in all"),
+             [&] { return EndlessStream(); });
   std::printf("unit bound: MemoryMax=4G (4096 MiB); largest peak %.1f MiB (%.2fx idle)\n",
               max_peak_mib_, max_peak_mib_ / baseline_mib_);
   std::printf("aggregator_peak_rss_mib=%.1f\n", max_peak_mib_);
@@ -500,6 +631,8 @@ int Main(int argc, char** argv) {
   options.dir = "/tmp/bench_hostile_memory_" + std::to_string(getpid());
   options.hosts = 0;
   options.agents = false;
+  options.aggregator_config =
+      absl::StrCat("[ingest]\nmax_host_stream_bytes = ", kHostStreamBytes, "\n");
   launch::Pod pod(options);
   if (absl::Status s = pod.StartAggregator(); !s.ok()) {
     std::fprintf(stderr, "%s\n", s.ToString().c_str());
