@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -62,7 +63,8 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(const AgentConfig& config, 
   for (const std::string& a : config.workload_metrics) {
     // libtpu's metric service accepts local connections only.
     w.metrics_addresses.push_back(a);
-    w.metrics_channels.push_back(NewWorkloadChannel(a, /*own_connections=*/false));
+    w.metrics_channels.push_back(
+        NewWorkloadChannel(a, /*own_connections=*/false, kMaxMetricResponseBytes));
     w.metrics.push_back(
         tpu::monitoring::runtime::RuntimeMetricService::NewStub(w.metrics_channels.back()));
   }
@@ -326,11 +328,12 @@ grpc::Status ListMetrics(rt::RuntimeMetricService::StubInterface& stub, Clock& c
 // gRPC's backoff while the service is back (agent/workload_channel.h).
 template <typename Service, typename Call>
 grpc::Status CheckService(typename Service::StubInterface& stub, const std::string& address,
-                          grpc::Channel* shared, Clock& clock, Call call) {
+                          grpc::Channel* shared, Clock& clock, Call call,
+                          int max_receive_bytes = std::numeric_limits<int32_t>::max()) {
   grpc::Status s = call(stub, clock);
   if (s.error_code() != grpc::StatusCode::UNAVAILABLE) return s;
   absl::StatusOr<std::shared_ptr<grpc::Channel>> fresh =
-      ReconnectWorkload(address, shared, clock, kCheckReconnectDeadlineNs);
+      ReconnectWorkload(address, shared, clock, kCheckReconnectDeadlineNs, max_receive_bytes);
   if (!fresh.ok()) return s;
   auto fresh_stub = Service::NewStub(*fresh);
   return call(*fresh_stub, clock);
@@ -361,7 +364,7 @@ std::vector<podprof::v1::WorkloadEndpoint> Agent::CheckWorkload() {
   for (size_t i = 0; i < w.metrics.size(); ++i) {
     grpc::Channel* shared = i < w.metrics_channels.size() ? w.metrics_channels[i].get() : nullptr;
     s = CheckService<rt::RuntimeMetricService>(*w.metrics[i], w.metrics_addresses[i], shared,
-                                               clock_, ListMetrics);
+                                               clock_, ListMetrics, kMaxMetricResponseBytes);
     out.push_back(Endpoint(podprof::v1::WORKLOAD_SERVICE_RUNTIME_METRICS, w.metrics_addresses[i], s,
                            clock_.NowNs()));
   }

@@ -25,9 +25,10 @@ std::shared_ptr<grpc::Channel> NewWorkloadChannel(const std::string& address, bo
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> ReconnectWorkload(const std::string& address,
                                                                  grpc::Channel* shared,
-                                                                 Clock& clock,
-                                                                 int64_t deadline_ns) {
-  std::shared_ptr<grpc::Channel> fresh = NewWorkloadChannel(address, /*own_connections=*/true);
+                                                                 Clock& clock, int64_t deadline_ns,
+                                                                 int max_receive_bytes) {
+  std::shared_ptr<grpc::Channel> fresh =
+      NewWorkloadChannel(address, /*own_connections=*/true, max_receive_bytes);
   if (!fresh->WaitForConnected(DeadlineAt(clock.NowNs(), deadline_ns))) {
     return absl::UnavailableError(absl::StrCat("a fresh connection to ", address,
                                                " did not succeed within ", deadline_ns / 1'000'000,

@@ -22,6 +22,11 @@
 
 namespace podprof::agent {
 
+// The most one answer of the workload's runtime metric service may take (a real one answers
+// in kilobytes): a larger one fails its call RESOURCE_EXHAUSTED before it is parsed, so that
+// no workload's metric service can make the agent allocate what it likes.
+inline constexpr int kMaxMetricResponseBytes = 16 << 20;
+
 // How long the agent waits for a fresh channel to the workload to connect before it says the
 // workload is unreachable, ns: a live profiler on the same host answers in milliseconds.
 inline constexpr int64_t kReconnectDeadlineNs = 2'000'000'000;
@@ -41,14 +46,15 @@ std::shared_ptr<grpc::Channel> NewWorkloadChannel(
     const std::string& address, bool own_connections,
     int max_receive_bytes = std::numeric_limits<int32_t>::max());
 
-// A fresh channel to `address` (own connections), connected: waits until it is, at most
-// `deadline_ns` on `clock`. On success also ends the backoff of `shared` (the channel the
-// agent keeps to the same address; may be null), so that its next call connects at once
-// instead of failing until the backoff ends. Unavailable, naming the address and the
-// deadline, when it did not connect in time. Thread-safe; blocks the calling thread.
-absl::StatusOr<std::shared_ptr<grpc::Channel>> ReconnectWorkload(const std::string& address,
-                                                                 grpc::Channel* shared,
-                                                                 Clock& clock, int64_t deadline_ns);
+// A fresh channel to `address` (own connections, receiving at most `max_receive_bytes` a
+// message), connected: waits until it is, at most `deadline_ns` on `clock`. On success also ends
+// the backoff of `shared` (the channel the agent keeps to the same address; may be null), so that
+// its next call connects at once instead of failing until the backoff ends. Unavailable, naming the
+// address and the deadline, when it did not connect in time. Thread-safe; blocks the calling
+// thread.
+absl::StatusOr<std::shared_ptr<grpc::Channel>> ReconnectWorkload(
+    const std::string& address, grpc::Channel* shared, Clock& clock, int64_t deadline_ns,
+    int max_receive_bytes = std::numeric_limits<int32_t>::max());
 
 }  // namespace podprof::agent
 

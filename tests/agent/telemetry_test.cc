@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "agent/workload_channel.h"
 #include "common/clock.h"
 #include "gtest/gtest.h"
 
@@ -106,6 +107,29 @@ class TelemetrySamplerTest : public ::testing::Test {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<rt::RuntimeMetricService::Stub> stub_;
 };
+
+// A workload's metric service answers as it likes: on the agent's channel an answer past
+// kMaxMetricResponseBytes fails its call before it is parsed, and one within is read.
+TEST(WorkloadChannelTest, AMetricAnswerPastTheLimitIsRefusedBeforeItIsParsed) {
+  MetricService service;
+  service.Set("huge", {{"device", std::string(kMaxMetricResponseBytes + 1, 'x'), 1, 1, 0}});
+  service.Set("small", {{"device", "0", 1, 1, 0}});
+  auto stub = rt::RuntimeMetricService::NewStub(
+      NewWorkloadChannel(service.address(), /*own_connections=*/false, kMaxMetricResponseBytes));
+  for (const char* name : {"huge", "small"}) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    rt::MetricRequest req;
+    req.set_metric_name(name);
+    rt::MetricResponse resp;
+    const grpc::Status s = stub->GetRuntimeMetric(&ctx, req, &resp);
+    if (std::string(name) == "huge") {
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+    } else {
+      EXPECT_TRUE(s.ok()) << s.error_message();
+    }
+  }
+}
 
 TEST_F(TelemetrySamplerTest, CollectivesAreTheGrowthOfEverySizeClassOnEveryChip) {
   TelemetrySampler sampler({stub_.get()}, clock_);
