@@ -59,6 +59,9 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(const AgentConfig& config, 
   Workload& w = agent->workload_;
   w.profiler_address = config.workload_profiler.front();
   w.profiler_channel = NewWorkloadChannel(w.profiler_address, /*own_connections=*/false);
+  w.capture_channel =
+      NewWorkloadChannel(w.profiler_address, /*own_connections=*/false, kMaxCaptureResponseBytes);
+  w.capture_profiler = tensorflow::ProfilerService::NewStub(w.capture_channel);
   w.profiler = tensorflow::ProfilerService::NewStub(w.profiler_channel);
   for (const std::string& a : config.workload_metrics) {
     // libtpu's metric service accepts local connections only.

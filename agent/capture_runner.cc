@@ -114,9 +114,11 @@ grpc::Status AskProfiler(ProfilerStub& stub, const tensorflow::ProfileRequest& p
 absl::StatusOr<std::unique_ptr<ProfilerStub>> ReconnectProfiler(const Workload& workload,
                                                                 Clock& clock, bool asap,
                                                                 tensorflow::ProfileRequest* preq) {
+  grpc::Channel* shared = workload.capture_channel != nullptr ? workload.capture_channel.get()
+                                                              : workload.profiler_channel.get();
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
-                   ReconnectWorkload(workload.profiler_address, workload.profiler_channel.get(),
-                                     clock, kReconnectDeadlineNs));
+                   ReconnectWorkload(workload.profiler_address, shared, clock, kReconnectDeadlineNs,
+                                     kMaxCaptureResponseBytes));
   const int64_t now = clock.NowNs();
   const int64_t start_ns = static_cast<int64_t>(preq->opts().start_timestamp_ns());
   if (asap) {
@@ -398,7 +400,9 @@ grpc::Status CaptureRunner::Profile(tensorflow::ProfileRequest* preq, bool asap,
                                     tensorflow::ProfileResponse* presp) {
   absl::Mutex mu;
   // Guarded by mu: where the session runs, and whether the watcher ended it.
-  ProfilerStub* session_on = workload_.profiler.get();
+  ProfilerStub* session_on = workload_.capture_profiler != nullptr
+                                 ? workload_.capture_profiler.get()
+                                 : workload_.profiler.get();
   bool cancelled = false;
   std::unique_ptr<ProfilerStub> fresh;  // outlives the watcher, which may use it
   const std::string session = preq->session_id();
@@ -418,7 +422,7 @@ grpc::Status CaptureRunner::Profile(tensorflow::ProfileRequest* preq, bool asap,
     tensorflow::TerminateResponse tresp;
     stub->Terminate(&tctx, treq, &tresp);
   });
-  grpc::Status s = AskProfiler(*workload_.profiler, *preq, timeout_ns, clock_, presp);
+  grpc::Status s = AskProfiler(*session_on, *preq, timeout_ns, clock_, presp);
   if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
     absl::StatusOr<std::unique_ptr<ProfilerStub>> again =
         ReconnectProfiler(workload_, clock_, asap, preq);

@@ -37,6 +37,11 @@ struct Workload {
       metrics;
   // The channels under `metrics`, one each (null where a test gave its own stubs).
   std::vector<std::shared_ptr<grpc::Channel>> metrics_channels;
+  // The stub podprof's own captures ask the profiler with, on a channel that refuses an answer
+  // past kMaxCaptureResponseBytes before it is parsed, and that channel (Agent's constructor);
+  // null where a test gave its own `profiler`, which captures then use.
+  std::unique_ptr<tensorflow::ProfilerService::StubInterface> capture_profiler;
+  std::shared_ptr<grpc::Channel> capture_channel;
   // The recorder's own stub to the profiler, on a channel that refuses a snapshot past
   // [recorder] max_bytes before it is parsed (Agent::StartRecorder); null where a test gave
   // its own `profiler`, which the recorder then uses.

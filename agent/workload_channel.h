@@ -27,6 +27,11 @@ namespace podprof::agent {
 // no workload's metric service can make the agent allocate what it likes.
 inline constexpr int kMaxMetricResponseBytes = 16 << 20;
 
+// The most a capture's Profile answer may take: the workload writes the XSpace to a file (read
+// in pieces), so the answer itself is small; one larger fails RESOURCE_EXHAUSTED before it is
+// parsed. (The XProf facade's calls pass XProf's own answers through, on the unlimited channel.)
+inline constexpr int kMaxCaptureResponseBytes = 64 << 20;
+
 // How long the agent waits for a fresh channel to the workload to connect before it says the
 // workload is unreachable, ns: a live profiler on the same host answers in milliseconds.
 inline constexpr int64_t kReconnectDeadlineNs = 2'000'000'000;

@@ -16,6 +16,7 @@
 #include "agent/workload_channel.h"
 #include "common/clock.h"
 #include "gtest/gtest.h"
+#include "proto/profiler_service.grpc.pb.h"
 
 namespace podprof::agent {
 namespace {
@@ -129,6 +130,44 @@ TEST(WorkloadChannelTest, AMetricAnswerPastTheLimitIsRefusedBeforeItIsParsed) {
       EXPECT_TRUE(s.ok()) << s.error_message();
     }
   }
+}
+
+// A workload's profiler answers a capture's Profile call as it likes; the answer is small (the
+// XSpace goes to a file), and on the agent's capture channel one past kMaxCaptureResponseBytes
+// fails before it is parsed.
+TEST(WorkloadChannelTest, AProfileAnswerPastTheLimitIsRefusedBeforeItIsParsed) {
+  class Bloated final : public tensorflow::ProfilerService::Service {
+   public:
+    grpc::Status Profile(grpc::ServerContext*, const tensorflow::ProfileRequest* req,
+                         tensorflow::ProfileResponse* resp) override {
+      const int bytes = req->session_id() == "huge" ? kMaxCaptureResponseBytes + 1 : 10;
+      resp->add_tool_data()->set_data(std::string(bytes, 'x'));
+      return grpc::Status::OK;
+    }
+  } service;
+  int port = 0;
+  grpc::ServerBuilder b;
+  b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  b.SetMaxSendMessageSize(-1);
+  b.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = b.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  auto stub = tensorflow::ProfilerService::NewStub(NewWorkloadChannel(
+      absl::StrCat("127.0.0.1:", port), /*own_connections=*/false, kMaxCaptureResponseBytes));
+  for (const char* session : {"huge", "small"}) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    tensorflow::ProfileRequest req;
+    req.set_session_id(session);
+    tensorflow::ProfileResponse resp;
+    const grpc::Status s = stub->Profile(&ctx, req, &resp);
+    if (std::string(session) == "huge") {
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+    } else {
+      EXPECT_TRUE(s.ok()) << s.error_message();
+    }
+  }
+  server->Shutdown();
 }
 
 TEST_F(TelemetrySamplerTest, CollectivesAreTheGrowthOfEverySizeClassOnEveryChip) {
