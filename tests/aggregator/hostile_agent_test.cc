@@ -271,15 +271,9 @@ TEST_F(HostileAgentTest, DurationsBeyondTheWindowFailTheHost) {
   ExpectRefused(t, "longer than the capture allows");
 }
 
-// A block's header count was trusted: one event was stored as 10^15.
-// A stream that never ends was held whole until its deadline (2.5 GB in 8 s): past
-// ingest.max_host_stream_bytes its host fails, and what it sent is let go.
-TEST_F(HostileAgentTest, AStreamPastTheHostLimitFailsTheHost) {
-  size_t honest_bytes = 0;
-  for (const v1::CaptureChunk& c : Chunks(Record("honest"), {})) honest_bytes += c.ByteSizeLong();
-  OrchestratorLimits limits;
-  limits.max_host_stream_bytes = static_cast<int64_t>(honest_bytes) + (64 << 10);
-  orchestrator_ = std::make_unique<Orchestrator>(&registry_, &store_->writer(), clock_, limits);
+// The same blocks over and over where blocks go, five times in all: valid chunks, as a stream
+// that never ends sends them.
+Tampering BlocksRepeated() {
   Tampering t;
   t.chunks = [](std::vector<v1::CaptureChunk>* chunks) {
     std::vector<v1::CaptureChunk> blocks;
@@ -289,11 +283,22 @@ TEST_F(HostileAgentTest, AStreamPastTheHostLimitFailsTheHost) {
       blocks.push_back((*chunks)[i]);
       after = i + 1;
     }
-    // The same blocks over and over where blocks go: valid chunks, without end.
     for (int i = 0; i < 4; ++i)
       chunks->insert(chunks->begin() + after, blocks.begin(), blocks.end());
   };
-  ExpectRefused(t, "ingest.max_host_stream_bytes");
+  return t;
+}
+
+// A block's header count was trusted: one event was stored as 10^15.
+// A stream that never ends was held whole until its deadline (2.5 GB in 8 s): past
+// ingest.max_host_stream_bytes its host fails, and what it sent is let go.
+TEST_F(HostileAgentTest, AStreamPastTheHostLimitFailsTheHost) {
+  size_t honest_bytes = 0;
+  for (const v1::CaptureChunk& c : Chunks(Record("honest"), {})) honest_bytes += c.ByteSizeLong();
+  OrchestratorLimits limits;
+  limits.max_host_stream_bytes = static_cast<int64_t>(honest_bytes) + (64 << 10);
+  orchestrator_ = std::make_unique<Orchestrator>(&registry_, &store_->writer(), clock_, limits);
+  ExpectRefused(BlocksRepeated(), "ingest.max_host_stream_bytes");
 }
 
 // Each host's cap alone let max_active_hosts streams hold 16 GiB at once, past the unit's
@@ -305,19 +310,7 @@ TEST_F(HostileAgentTest, StreamsPastTheBudgetOfAllHostsFailTheLargest) {
   OrchestratorLimits limits;
   limits.max_stream_bytes = static_cast<int64_t>(honest_bytes) * 2 + (64 << 10);
   orchestrator_ = std::make_unique<Orchestrator>(&registry_, &store_->writer(), clock_, limits);
-  Tampering t;
-  t.chunks = [](std::vector<v1::CaptureChunk>* chunks) {
-    std::vector<v1::CaptureChunk> blocks;
-    size_t after = 0;
-    for (size_t i = 0; i < chunks->size(); ++i) {
-      if (!(*chunks)[i].has_event_block()) continue;
-      blocks.push_back((*chunks)[i]);
-      after = i + 1;
-    }
-    for (int i = 0; i < 4; ++i)
-      chunks->insert(chunks->begin() + after, blocks.begin(), blocks.end());
-  };
-  ExpectRefused(t, "ingest.max_stream_bytes");
+  ExpectRefused(BlocksRepeated(), "ingest.max_stream_bytes");
 }
 
 TEST(StreamBudgetTest, PastTheLimitTheLargestStreamGoes) {
