@@ -1,8 +1,10 @@
 #include "trace/columns.h"
 
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "common/checked.h"
 #include "common/status_macros.h"
 #include "common/zstd_codec.h"
 #include "trace/varint.h"
@@ -67,7 +69,10 @@ absl::Status DecodeTimeline(absl::string_view blob, EventBlock* b) {
         !GetVarint(&in, &coll)) {
       return absl::DataLossError("timeline block is truncated");
     }
-    prev += UnZigZag(start);
+    // A stored or received block is anyone's bytes: deltas that pass an int64 are damage.
+    const std::optional<int64_t> next = CheckedAdd(prev, UnZigZag(start));
+    if (!next) return absl::DataLossError("timeline block's start times pass an int64");
+    prev = *next;
     b->start_ps.push_back(prev);
     b->duration_ps.push_back(UnZigZag(dur));
     b->kernel.push_back(static_cast<uint32_t>(kernel));
@@ -127,7 +132,9 @@ absl::Status DecodeCounters(absl::string_view blob, CounterSeries* s, uint64_t m
     if (!GetVarint(&in, &delta) || in.size() < 8) {
       return absl::DataLossError("counter series is truncated");
     }
-    prev += UnZigZag(delta);
+    const std::optional<int64_t> next = CheckedAdd(prev, UnZigZag(delta));
+    if (!next) return absl::DataLossError("counter series' times pass an int64");
+    prev = *next;
     double v;
     std::memcpy(&v, in.data(), 8);
     in.remove_prefix(8);
