@@ -349,6 +349,10 @@ class CaptureHandle:
                         on_progress(event)
                     if event["event"] == "done":
                         return self.status
+                    # A stream that keeps sending progress never idles out: the deadline is
+                    # checked at each event too.
+                    if deadline is not None and time.monotonic() >= deadline:
+                        raise TimeoutError(f"capture {self.id} still {self.status} after {timeout}")
             except errors.UnreachableError as e:
                 if "timed out" not in str(e):
                     raise

@@ -24,5 +24,8 @@ export PODPROF_FIXTURES="${PODPROF_FIXTURES:-$root/../shared/fixtures/xspace}"
 unset XLA_FLAGS JAX_PLATFORMS TF_CPP_MIN_LOG_LEVEL
 export JAX_PLATFORMS=cpu TF_CPP_MIN_LOG_LEVEL=1 NO_PROXY='*' no_proxy='*'
 export PYTHONDONTWRITEBYTECODE=1
+# A test killed by ctest's timeout must still say where it hung: output unbuffered, and every
+# thread's stack dumped when one test passes faulthandler_timeout.
+export PYTHONUNBUFFERED=1
 cd "$root/tests"
-exec "$venv/bin/python3" -m pytest -q -p no:cacheprovider --basetemp="$out/tmp" "$file" "$@"
+exec "$venv/bin/python3" -m pytest -q -p no:cacheprovider -o faulthandler_timeout=${PODPROF_PYTEST_HANG_S:-150} --basetemp="$out/tmp" "$file" "$@"
