@@ -117,6 +117,57 @@ void PerfSampleCollector::AddExecution(ExecutionCounts execution) {
   executions_.push_back(std::move(execution));
 }
 
+absl::flat_hash_set<std::string> PerfSampleCollector::ExecutionKernels() const {
+  absl::flat_hash_set<std::string> kernels;
+  for (const ExecutionCounts& e : executions_) kernels.insert(e.kernel);
+  return kernels;
+}
+
+namespace {
+
+// How far apart an execution and a line's extent are: 0 when they overlap or touch, then how
+// far apart their midpoints are (a line at one execution's end touches the next's start too).
+std::pair<int64_t, int64_t> Distance(const std::pair<int64_t, int64_t>& run,
+                                     const ExecutionCounts& e) {
+  const int64_t gap = std::max<int64_t>({0, run.first - e.end_ns, e.begin_ns - run.second});
+  const int64_t mid = (run.first + run.second) / 2 - (e.begin_ns + e.end_ns) / 2;
+  return {gap, mid < 0 ? -mid : mid};
+}
+
+// The execution a line was counted over: inside the kernel's, at least a ns wide, so that
+// attribution gives that execution all of it.
+void PlaceOn(const std::pair<int64_t, int64_t>& run, ExecutionCounts* e) {
+  e->begin_ns = run.first;
+  e->end_ns = std::max(run.second, run.first + 1);
+}
+
+}  // namespace
+
+void PerfSampleCollector::PlaceExecutions(
+    const absl::flat_hash_map<std::string, std::vector<std::pair<int64_t, int64_t>>>& runs) {
+  absl::flat_hash_map<std::string, std::vector<ExecutionCounts*>> lines;
+  for (ExecutionCounts& e : executions_) lines[e.kernel].push_back(&e);
+  for (auto& [kernel, of_kernel] : lines) {
+    auto it = runs.find(kernel);
+    if (it == runs.end() || it->second.empty()) continue;
+    const std::vector<std::pair<int64_t, int64_t>>& r = it->second;
+    std::stable_sort(of_kernel.begin(), of_kernel.end(),
+                     [](const ExecutionCounts* a, const ExecutionCounts* b) {
+                       return a->begin_ns < b->begin_ns;
+                     });
+    if (of_kernel.size() == r.size()) {
+      for (size_t i = 0; i < r.size(); ++i) PlaceOn(r[i], of_kernel[i]);
+      continue;
+    }
+    for (ExecutionCounts* e : of_kernel) {
+      const auto nearest = std::min_element(r.begin(), r.end(), [&](const auto& a, const auto& b) {
+        return Distance(a, *e) < Distance(b, *e);
+      });
+      PlaceOn(*nearest, e);
+    }
+  }
+}
+
 namespace {
 
 // Periodic samples are counts per sample, not running totals, when the chip's cycle counter
@@ -211,8 +262,15 @@ void PerfSampleCollector::FinishExecutions(absl::string_view generation, ChipNot
         }
       }
       // A step across the execution (at least a ns wide): the total before it, then after.
+      // Lines given the same execution (PlaceExecutions) make one step of their sum.
       Series& s = SeriesOf(id);
       double& t = total[id];
+      const size_t n = s.time_ns.size();
+      if (n >= 2 && s.time_ns[n - 2] == e.begin_ns && s.time_ns[n - 1] == e.end_ns) {
+        t += count;
+        s.value.back() = t;
+        continue;
+      }
       const int64_t begin = s.time_ns.empty() ? e.begin_ns : std::max(e.begin_ns, s.time_ns.back());
       s.time_ns.push_back(begin);
       s.value.push_back(t);

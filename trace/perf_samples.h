@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/string_view.h"
 #include "trace/model.h"
 
@@ -57,6 +58,16 @@ class PerfSampleCollector {
   void Add(uint64_t id, int64_t time_ns, double value);
   void AddExecution(ExecutionCounts execution);
   bool empty() const { return series_.empty() && executions_.empty(); }
+  // The kernels the `counters_<kernel>` lines name.
+  absl::flat_hash_set<std::string> ExecutionKernels() const;
+  // Gives each `counters_<kernel>` line to an execution of its kernel, by name, whatever the
+  // line's own time (XProf's per-kernel tool reads a line so; captures put the line at the
+  // execution's start, its end, or elsewhere): `runs` holds each kernel's executions on the
+  // chip's kernel lines, absolute ns [begin, end) in time order. As many lines as executions
+  // pair up in time order; otherwise a line goes to the execution nearest it. A line whose
+  // kernel has no execution keeps its own time. Call before Finish.
+  void PlaceExecutions(
+      const absl::flat_hash_map<std::string, std::vector<std::pair<int64_t, int64_t>>>& runs);
   // About what the samples and executions held take in memory.
   size_t bytes() const { return bytes_; }
 

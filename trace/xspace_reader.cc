@@ -12,6 +12,7 @@
 #include "absl/base/attributes.h"
 #include "absl/base/optimization.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -487,6 +488,10 @@ class Reader {
   // Blocks and counter series from these indices on moved from their lines' times to
   // absolute ones (series already absolute, the perf series, are left alone).
   void MakeAbsolute(size_t blocks_from, size_t counters_from);
+  // Each kernel a `counters_<kernel>` line of the plane names: its executions on the plane's
+  // kernel lines (blocks from `blocks_from`), absolute ns, in time order.
+  absl::flat_hash_map<std::string, std::vector<std::pair<int64_t, int64_t>>> KernelRuns(
+      const PlaneState& state, size_t blocks_from) const;
   int64_t Absolute(int64_t line_ns) const;
 
   wire::Window window_;
@@ -805,6 +810,9 @@ absl::StatusOr<Chip> Reader::ReadChip(const PlaneScan& scan, const PlaneState& s
 
 absl::Status Reader::EndPlane(PlaneState* state, size_t blocks_before, size_t counters_before) {
   if (!state->perf.empty()) {
+    // A plane in pieces has handed its earlier kernels on: its `counters_<kernel>` lines keep
+    // their own times then.
+    if (!state->split) state->perf.PlaceExecutions(KernelRuns(*state, blocks_before));
     // Perf samples come from many lines and already hold absolute times: after the others'.
     const Chip& chip = capture_.host.chips[state->chip];
     const size_t perf_from = capture_.counters.size();
@@ -841,6 +849,27 @@ absl::Status Reader::EndPlane(PlaneState* state, size_t blocks_before, size_t co
   std::vector<CounterSeries>().swap(capture_.counters);
   counter_line_ns_.clear();
   return absl::OkStatus();
+}
+
+absl::flat_hash_map<std::string, std::vector<std::pair<int64_t, int64_t>>> Reader::KernelRuns(
+    const PlaneState& state, size_t blocks_from) const {
+  absl::flat_hash_map<std::string, std::vector<std::pair<int64_t, int64_t>>> runs;
+  const absl::flat_hash_set<std::string> wanted = state.perf.ExecutionKernels();
+  if (wanted.empty()) return runs;
+  for (size_t b = blocks_from; b < capture_.blocks.size(); ++b) {
+    const EventBlock& block = capture_.blocks[b];
+    if (block.chip != state.chip || !IsKernelLine(block.kind)) continue;
+    const int64_t base_ns = Absolute(block.base_ns);  // still the line's own time here
+    for (size_t i = 0; i < block.size(); ++i) {
+      const std::string& name = capture_.kernels[block.kernel[i]].name;
+      if (!wanted.contains(name)) continue;
+      // Whole ns inside the execution.
+      const int64_t begin_ps = block.start_ps[i], end_ps = begin_ps + block.duration_ps[i];
+      runs[name].push_back({base_ns + (begin_ps + 999) / 1000, base_ns + end_ps / 1000});
+    }
+  }
+  for (auto& [name, r] : runs) std::sort(r.begin(), r.end());
+  return runs;
 }
 
 void Reader::MakeAbsolute(size_t blocks_from, size_t counters_from) {

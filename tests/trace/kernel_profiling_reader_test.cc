@@ -382,9 +382,18 @@ TEST(KernelProfilingReaderTest, UnknownGenerationKeepsIds) {
       << absl::StrJoin(c->warnings, "\n");
 }
 
+// Where a `counters_<kernel>` line's events sit against its execution: from the execution's
+// start plus `shift_ps`, `duration_ps` wide (-1: the execution's).
+struct LineLayout {
+  int64_t shift_ps = 0;
+  int64_t duration_ps = -1;
+};
+
 // A v7x chip with two executions of fusion.1 (at 0-10 us and 20-30 us), each with a
-// `counters_fusion.1` line of its own counts at the execution's time, and the Task Environment.
-xp::XSpace PerKernelCapture(const std::vector<std::map<uint64_t, double>>& executions) {
+// `counters_fusion.1` line of its own counts at the execution's time (or as `layout` puts it),
+// and the Task Environment.
+xp::XSpace PerKernelCapture(const std::vector<std::map<uint64_t, double>>& executions,
+                            LineLayout layout = {}) {
   xp::XSpace space;
   PlaneBuilder tpu(&space, "/device:TPU:0");
   tpu.AddStat(tpu.plane()->mutable_stats(), "device_type_string")->set_str_value("TPU v7x");
@@ -394,7 +403,8 @@ xp::XSpace PerKernelCapture(const std::vector<std::map<uint64_t, double>>& execu
     tpu.Event(ops, "fusion.1", start_ps, 10'000'000);
     xp::XLine* line = tpu.Line("counters_fusion.1", 0);
     for (const auto& [id, value] : executions[k]) {
-      xp::XEvent* ev = tpu.Event(line, absl::StrCat("c", id), start_ps, 10'000'000);
+      xp::XEvent* ev = tpu.Event(line, absl::StrCat("c", id), start_ps + layout.shift_ps,
+                                 layout.duration_ps < 0 ? 10'000'000 : layout.duration_ps);
       tpu.AddStat(ev->mutable_stats(), "performance_counter_id")->set_uint64_value(id);
       tpu.AddStat(ev->mutable_stats(), "counter_value")->set_double_value(value);
     }
@@ -426,6 +436,48 @@ TEST(KernelProfilingReaderTest, PerKernelLinesAreOneExecutionsCounts) {
   EXPECT_FALSE(HasWarning(*c, "running totals")) << absl::StrJoin(c->warnings, "\n");
   // Not a kernel line, not a block of scopes.
   for (const EventBlock& b : c->blocks) EXPECT_NE(b.line, "counters_fusion.1");
+}
+
+// XProf's per-kernel tool gives a `counters_<kernel>` line to its kernel by name, whatever its
+// time: captures put the line at the execution's end with no width (XProf's converter tests),
+// or elsewhere. Each line still steps across its own execution. (The lines at the end touch
+// nothing of the execution by time: they attached to no kernel before.)
+TEST(KernelProfilingReaderTest, PerKernelLinesGoToTheirKernelByNameWhateverTheirTime) {
+  const std::vector<std::map<uint64_t, double>> runs = {{{kPmCycles, 19000}, {kMxuBusy2, 10070}},
+                                                        {{kPmCycles, 15000}, {kMxuBusy2, 3150}}};
+  for (LineLayout layout : {LineLayout{10'000'000, 0}, LineLayout{15'000'000, 0},
+                            LineLayout{-5'000'000, 2'000'000}, LineLayout{3'000'000, 0}}) {
+    SCOPED_TRACE(absl::StrCat("shift ", layout.shift_ps, " ps, width ", layout.duration_ps));
+    auto c = Read(PerKernelCapture(runs, layout));
+    ASSERT_OK(c);
+    const CounterSeries* mxu = FindSeries(*c, "perf/die0_tc_mxu_busy_2");
+    ASSERT_NE(mxu, nullptr);
+    EXPECT_EQ(mxu->time_ns, (std::vector<int64_t>{kStartNs, kStartNs + 10'000, kStartNs + 20'000,
+                                                  kStartNs + 30'000}));
+    EXPECT_EQ(mxu->value, (std::vector<double>{0, 10070, 10070, 13220}));
+  }
+}
+
+// More lines than executions: each goes to the execution nearest it.
+TEST(KernelProfilingReaderTest, ALineWithoutAnExecutionOfItsOwnGoesToTheNearest) {
+  xp::XSpace space = PerKernelCapture(
+      {{{kPmCycles, 19000}, {kMxuBusy2, 1000}}, {{kPmCycles, 15000}, {kMxuBusy2, 2000}}},
+      LineLayout{10'000'000, 0});
+  // The second execution (20-30 us) is not on the timeline: both lines go to the first.
+  xp::XLine* ops = nullptr;
+  for (xp::XLine& l : *space.mutable_planes(0)->mutable_lines()) {
+    if (l.name() == "XLA Ops") ops = &l;
+  }
+  ASSERT_NE(ops, nullptr);
+  ops->mutable_events()->RemoveLast();
+  auto c = Read(space);
+  ASSERT_OK(c);
+  const CounterSeries* mxu = FindSeries(*c, "perf/die0_tc_mxu_busy_2");
+  ASSERT_NE(mxu, nullptr);
+  ASSERT_FALSE(mxu->time_ns.empty());
+  EXPECT_EQ(mxu->time_ns.front(), kStartNs);
+  EXPECT_LE(mxu->time_ns.back(), kStartNs + 10'000);
+  EXPECT_EQ(mxu->value.back(), 3000);
 }
 
 // The same lines holding running totals: the second line counted 40000 cycles in 10 us, more
