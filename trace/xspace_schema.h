@@ -68,6 +68,8 @@ inline constexpr absl::string_view kDevicePlanePrefix = "/device:";
 inline constexpr absl::string_view kTpuPlanePrefix = "/device:TPU:";
 inline constexpr absl::string_view kGpuPlanePrefix = "/device:GPU:";
 inline constexpr absl::string_view kHostCpuPlane = "/host:CPU";
+// The Python tracer's events, when the profiler did not merge them into kHostCpuPlane.
+inline constexpr absl::string_view kPythonTracerPlane = "/host:python-tracer";
 // The programs' HloProtos (event metadata per program, stat `Hlo Proto`).
 inline constexpr absl::string_view kHostMetadataPlane = "/host:metadata";
 // What podprof writes for a CPU device (JAX on CPU) and reads back: lines as a TPU plane's.
