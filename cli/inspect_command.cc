@@ -6,10 +6,12 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "cli/exit_codes.h"
+#include "cli/kernel_executions.h"
 #include "cli/one_of.h"
 #include "common/clock.h"
 #include "insight/host_insight.h"
 #include "insight/insight_proto.h"
+#include "insight/kernel_utilization.h"
 #include "nlohmann/json.hpp"
 #include "trace/xspace_reader.h"
 
@@ -32,11 +34,16 @@ class InspectCommand : public Command {
               ->transform(OneOf<StatsGrouping>(
                   {{"chip", StatsGrouping::kChip}, {"kernel", StatsGrouping::kKernel}}))
               ->option_text("chip|kernel");
+    cmd->add_flag("--executions", options_.executions,
+                  "One row per kernel execution that performance counters counted over "
+                  "(kernel profiling), with the figures XProf's per-kernel tool "
+                  "(kernel_utilization) shows; json in that tool's shape");
     AddFormatFlag(cmd, context.format);
     AddWideFlag(cmd, context.table_fit);
     cmd->footer(
         "Examples:\n  podprof inspect host0.xplane.pb\n"
-        "  podprof inspect host0.xplane.pb --by chip --format csv > kernels.csv");
+        "  podprof inspect host0.xplane.pb --by chip --format csv > kernels.csv\n"
+        "  podprof inspect host0.xplane.pb --executions --format json");
   }
 
   int Run(CliContext& context, std::ostream& out, std::ostream& err) override {
@@ -157,6 +164,24 @@ KernelRows InspectRows(const HostCapture& c, const std::vector<KernelStats>& sta
   return rows;
 }
 
+absl::Status WriteExecutions(const InspectOptions& options, const HostCapture& c,
+                             std::ostream& out) {
+  const std::vector<insight::ExecutionUtilization> runs = insight::ExecutionUtilizations(c);
+  switch (options.format) {
+    case OutputFormat::kJson:
+      WriteJson(KernelExecutionsJson(c, runs), out);
+      break;
+    case OutputFormat::kCsv:
+      return absl::InvalidArgumentError("--executions writes a table or json, not csv");
+    case OutputFormat::kTable:
+      WriteSummary(c, c.kernels.size(), out);
+      WriteKernelExecutionsTable(c, runs, options.fit, out);
+      for (const std::string& w : c.warnings) out << "warning: " << w << "\n";
+      break;
+  }
+  return FlushOutput(out);
+}
+
 }  // namespace
 
 std::unique_ptr<Command> AddInspectCommand(CLI::App& app, CliContext& context) {
@@ -168,6 +193,7 @@ std::unique_ptr<Command> AddInspectCommand(CLI::App& app, CliContext& context) {
 absl::Status RunInspect(const InspectOptions& options, std::ostream& out) {
   absl::StatusOr<HostCapture> capture = trace::ReadXSpaceFile(options.path);
   if (!capture.ok()) return capture.status();
+  if (options.executions) return WriteExecutions(options, *capture, out);
   const StatsGrouping by = options.by.value_or(
       options.format == OutputFormat::kTable ? StatsGrouping::kKernel : StatsGrouping::kChip);
   std::vector<KernelStats> stats = trace::ComputeKernelStats(*capture);

@@ -24,6 +24,9 @@ struct InspectOptions {
   // Keep only the N rows with the largest total time; 0 = all; negative: 25 for the table,
   // all for csv and json.
   int top = -1;
+  // One row per kernel execution that performance counters counted over, with the figures
+  // XProf's per-kernel tool shows (cli/kernel_executions.h), instead of kernel statistics.
+  bool executions = false;
 };
 
 std::unique_ptr<Command> AddInspectCommand(CLI::App& app, CliContext& context);

@@ -356,6 +356,25 @@ std::pair<std::string, double> Busiest(const std::map<std::string, double>& unit
 
 }  // namespace
 
+std::vector<UtilizationRow> XprofPooledRows(const trace::ChipGeneration& generation,
+                                            const std::map<std::string, double>& totals,
+                                            double nominal_cycles, std::vector<int>* nominal) {
+  const bool v6e = generation.name == "v6e";
+  std::vector<DieProfile> dies;
+  for (int die = 0; die < std::max(1, generation.tensor_cores); ++die) {
+    DieProfile d = DieFigures(generation, totals, die, !v6e);
+    if (d.cycles <= 0 && nominal_cycles > 0) {
+      // Its counters against the nominal cycles: the TensorCore's rows only.
+      const DieCounters c(totals, v6e ? "" : absl::StrCat("die", die, "_"));
+      d.cycles = nominal_cycles;
+      TcRows(c, nominal_cycles, v6e, std::max(1, generation.xlu_cycles_per_instruction), &d.rows);
+      nominal->push_back(die);
+    }
+    dies.push_back(std::move(d));
+  }
+  return Pool(dies);
+}
+
 KernelProfile ProfileFromCounters(const trace::ChipGeneration* generation,
                                   const std::map<std::string, double>& totals, int64_t covered_ps,
                                   int64_t sync_wait_ps, int64_t total_ps) {

@@ -84,6 +84,16 @@ KernelProfile ProfileFromCounters(const trace::ChipGeneration* generation,
                                   const std::map<std::string, double>& totals, int64_t covered_ps,
                                   int64_t sync_wait_ps, int64_t total_ps);
 
+// The pooled rows XProf's per-kernel tool (`kernel_utilization`) computes for one execution,
+// which differ from the measured ones by design (docs/INTEROP.md, "XProf's per-kernel tool"):
+// it counts every TensorCore of the chip (v7x: both dies), and one without a cycle count at
+// `nominal_cycles` (the execution's time at the clock), its counters against those, with no
+// HBM or ICI rows of its own. `*nominal` says whether some die was counted so: otherwise
+// the rows are the measured ones.
+std::vector<UtilizationRow> XprofPooledRows(const trace::ChipGeneration& generation,
+                                            const std::map<std::string, double>& totals,
+                                            double nominal_cycles, std::vector<int>* nominal);
+
 // The cause a profile shows, in plain words naming the unit ("MXU idle waiting on HBM",
 // "vector-store bound", "throttled"), or "" when it shows none. The kernel's own cause (its MXU
 // waiting on memory) comes before the chip's (a throttled clock, which the text then adds),
