@@ -19,9 +19,10 @@
 #include "common/logging.h"
 #include "common/periodic.h"
 #include "common/status_macros.h"
+#include "kernelprof/capture_check.h"
 #include "kernelprof/options.h"
 #include "proto/grpc_status.h"
-#include "trace/chip_catalog.h"
+#include "trace/host_planes.h"
 #include "trace/perf_counters.h"
 #include "trace/xspace_reader.h"
 
@@ -469,6 +470,24 @@ absl::Status CaptureRunner::NoEvents(CaptureOutcome* outcome) const {
   return absl::OkStatus();
 }
 
+void CaptureRunner::AddMissing(const std::string& path, const podprof::v1::CaptureOptions& asked,
+                               const std::string& host_name, kernelprof::CaptureHolds* holds,
+                               CaptureOutcome* outcome) {
+  // The host planes are read again only when a host tracer was asked for: the streaming read
+  // skipped them, and they can be most of the file.
+  if (asked.host_tracer_level() > 0 || asked.python_tracer_level() > 0) {
+    absl::StatusOr<trace::HostPlanes> planes = trace::ReadHostPlanesFile(path);
+    if (planes.ok()) {
+      holds->host_planes = *planes;
+    } else {
+      PODPROF_LOG(WARNING) << "host planes not checked: " << planes.status().message();
+    }
+  }
+  for (std::string& w : kernelprof::MissingFromCapture(host_name, asked, *holds)) {
+    outcome->warnings.push_back(std::move(w));
+  }
+}
+
 absl::Status CaptureRunner::Finish(const std::string& path, bool empty_trace,
                                    const podprof::v1::CaptureRequest& request,
                                    const podprof::v1::HostInfo& host, const RunnerLimits& limits,
@@ -482,8 +501,11 @@ absl::Status CaptureRunner::Finish(const std::string& path, bool empty_trace,
       stream::NegotiateChunkBytes(limits.max_chunk_bytes, request.max_chunk_bytes());
   // The host analysed here when the aggregator merges this agent's version of the analysis.
   const bool analyse = limits.analyse && request.analysis_version() == analysis::kAnalysisVersion;
+  kernelprof::CaptureHolds holds;
   RETURN_IF_ERROR(StreamXSpace(path, host, request.options(), chunk_limit,
-                               analyse ? &sampled : nullptr, sink, outcome));
+                               analyse ? &sampled : nullptr, sink, outcome, &holds));
+  // A snapshot from the ring was taken with the recorder's options, not the request's.
+  if (!request.snapshot()) AddMissing(path, request.options(), host.host_name(), &holds, outcome);
   if (!sampler_error.empty()) outcome->warnings.push_back(sampler_error);
   RETURN_IF_ERROR(stream::StreamCounters(sampled, chunk_limit, sink, &outcome->counts));
   podprof::v1::CaptureTrailer trailer;
@@ -570,22 +592,15 @@ absl::Status CaptureRunner::RunSnapshot(const podprof::v1::CaptureRequest& reque
 
 namespace {
 
-// What a capture that asked for kernel profiling should tell its user when the counters did
-// not come: the chips cannot sample them (before TPU7x), or the workload sent none. Empty when
-// performance counter samples arrived.
-std::string KernelProfilingWarning(const std::vector<trace::Chip>& chips, int perf_series) {
-  if (perf_series > 0) return "";
-  for (const trace::Chip& chip : chips) {
-    const trace::ChipGeneration* g = trace::FindGenerationByName(chip.generation);
-    if (g == nullptr || !g->kernel_profiling) {
-      return absl::StrCat("kernel profiling was asked for, but chip ", chip.ordinal, " is ",
-                          chip.device_type.empty() ? "of an unknown generation" : chip.device_type,
-                          ": performance counters are sampled inside kernels on TPU7x and later "
-                          "only, so this capture has none");
-    }
+// The events of `piece` on TPU and GPU chips (the CPU device's, from host threads, aside).
+int64_t DeviceEvents(const trace::HostCapture& piece, const std::vector<trace::Chip>& chips) {
+  int64_t n = 0;
+  for (const trace::EventBlock& b : piece.blocks) {
+    const bool device = b.chip >= 0 && b.chip < static_cast<int>(chips.size()) &&
+                        chips[b.chip].kind != trace::DeviceKind::kCpu;
+    if (device) n += static_cast<int64_t>(b.size()) + b.encoded_events;
   }
-  return "kernel profiling was asked for, but the workload's profiler sent no performance "
-         "counter samples (is its runtime new enough to sample them?)";
+  return n;
 }
 
 // The series sampled beside a capture as the analysis reads them, by chip ordinal; a host-wide
@@ -611,15 +626,20 @@ absl::Status CaptureRunner::StreamXSpace(
     const std::string& path, const podprof::v1::HostInfo& host,
     const podprof::v1::CaptureOptions& options, size_t chunk_limit,
     const std::vector<podprof::v1::CounterSeries>* analyse_with, stream::ChunkSink* sink,
-    CaptureOutcome* outcome) {
+    CaptureOutcome* outcome, kernelprof::CaptureHolds* holds) {
   // The XSpace is read and streamed a device plane (a chip) at a time: a long capture's
   // timelines and counters never sit in memory whole.
   class Pieces final : public trace::PieceSink {
    public:
     Pieces(const podprof::v1::HostInfo& host, size_t limit,
            const std::vector<podprof::v1::CounterSeries>* analyse_with, stream::ChunkSink* sink,
-           CaptureOutcome* outcome)
-        : host_(host), limit_(limit), analyse_with_(analyse_with), sink_(sink), outcome_(outcome) {}
+           CaptureOutcome* outcome, kernelprof::CaptureHolds* holds)
+        : host_(host),
+          limit_(limit),
+          analyse_with_(analyse_with),
+          sink_(sink),
+          outcome_(outcome),
+          holds_(holds) {}
     absl::Status OnHost(const trace::Host& host) override {
       outcome_->chips = host.chips;
       if (analyse_with_ != nullptr) analyser_.emplace(host.chips, SampledSeries(*analyse_with_));
@@ -628,8 +648,9 @@ absl::Status CaptureRunner::StreamXSpace(
     }
     absl::Status OnPlane(const trace::HostCapture& piece, size_t first_new_kernel) override {
       for (const trace::CounterSeries& s : piece.counters) {
-        if (trace::IsPerfSeries(s.name)) ++perf_series_;
+        if (trace::IsPerfSeries(s.name)) holds_->perf_series[s.chip].insert(s.name);
       }
+      holds_->device_events += DeviceEvents(piece, outcome_->chips);
       // An agent that analyses its host sends its blocks as the store keeps them, for the
       // aggregator to store undecoded.
       sent_ = stream::StreamPiece(piece, first_new_kernel, limit_, sink_, &outcome_->counts,
@@ -638,7 +659,6 @@ absl::Status CaptureRunner::StreamXSpace(
       return sent_;
     }
     const absl::Status& sent() const { return sent_; }
-    int perf_series() const { return perf_series_; }
     // The host's summary; none when not asked for, or when a chip came in two pieces (the
     // aggregator then analyses the host itself, and says so).
     std::optional<analysis::HostSummary> Summary() {
@@ -657,11 +677,11 @@ absl::Status CaptureRunner::StreamXSpace(
     const std::vector<podprof::v1::CounterSeries>* const analyse_with_;
     stream::ChunkSink* const sink_;
     CaptureOutcome* const outcome_;
+    kernelprof::CaptureHolds* const holds_;
     absl::Status sent_;
-    int perf_series_ = 0;
     std::optional<analysis::HostAnalyser> analyser_;
   };
-  Pieces pieces(host, chunk_limit, analyse_with, sink, outcome);
+  Pieces pieces(host, chunk_limit, analyse_with, sink, outcome, holds);
   trace::ReadOptions ropts;
   ropts.host_name = host.host_name();
   // Sampled counters were shifted right by the scaling the capture asked for: shift them back.
@@ -676,11 +696,7 @@ absl::Status CaptureRunner::StreamXSpace(
   if (outcome->counts.events == 0) RETURN_IF_ERROR(NoEvents(outcome));
   // After the runner's own (a snapshot's, say), the capture's.
   outcome->warnings.insert(outcome->warnings.end(), rest->warnings.begin(), rest->warnings.end());
-  if (options.kernel_profiling()) {
-    if (std::string w = KernelProfilingWarning(outcome->chips, pieces.perf_series()); !w.empty()) {
-      outcome->warnings.push_back(std::move(w));
-    }
-  }
+  holds->chips = outcome->chips;
   outcome->actual_start_ns = rest->host.profile_start_ns;
   outcome->actual_end_ns = rest->host.profile_stop_ns;
   outcome->summary = pieces.Summary();

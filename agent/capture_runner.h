@@ -17,6 +17,7 @@
 #include "agent/recorder.h"
 #include "analysis/host_summary.h"
 #include "common/clock.h"
+#include "kernelprof/capture_check.h"
 #include "proto/podprof_agent.pb.h"
 #include "proto/profiler_service.grpc.pb.h"
 #include "proto/tpu_metric_service.grpc.pb.h"
@@ -148,10 +149,19 @@ class CaptureRunner {
   // A capture that holds no device event: a failure, or for a snapshot (no_events_ok) the
   // finding, said in the outcome's warnings.
   absl::Status NoEvents(CaptureOutcome* outcome) const;
+  // `holds` gets what the capture holds of what a request may ask for (its chips, device
+  // events and performance counter series).
   absl::Status StreamXSpace(const std::string& path, const podprof::v1::HostInfo& host,
                             const podprof::v1::CaptureOptions& options, size_t chunk_limit,
                             const std::vector<podprof::v1::CounterSeries>* analyse_with,
-                            stream::ChunkSink* sink, CaptureOutcome* outcome);
+                            stream::ChunkSink* sink, CaptureOutcome* outcome,
+                            kernelprof::CaptureHolds* holds);
+  // What the capture at `path` lacks of what `asked` asked for, as warnings naming the host
+  // (kernelprof/capture_check.h); its host planes are read for it when a host or Python tracer
+  // was asked for.
+  static void AddMissing(const std::string& path, const podprof::v1::CaptureOptions& asked,
+                         const std::string& host_name, kernelprof::CaptureHolds* holds,
+                         CaptureOutcome* outcome);
 
   Clock& clock_;
   const Workload& workload_;

@@ -458,6 +458,8 @@ void WriteHostsJson(const CaptureResult& result, const CaptureOptions& options,
               {"probe_correction_ns", h.probe_clock_offset_ns()},
               {"collectives_matched", h.collectives_matched()}};
     if (!h.error_message().empty()) o["error"] = h.error_message();
+    // All of them, where the table's NOTE has room for the first only.
+    o["warnings"] = std::vector<std::string>(h.warnings().begin(), h.warnings().end());
     auto it = options.host_extras.find(h.host_name());
     if (it != options.host_extras.end()) o.update(it->second);
     hj.push_back(o);

@@ -62,15 +62,6 @@ std::string KernelOnlyFieldSet(const v1::CaptureOptions& o) {
   return "";
 }
 
-// The components whose counters a set names (XProf's docs/kernel-profiling.md, "Using
-// default counter sets"). The docs do not list the sets' indices: the workload adds them.
-std::vector<std::string> SetComponents(absl::string_view set) {
-  if (set == "TC_COMPUTATION" || set == "TC_MEMORY") return {"tc"};
-  if (set == "SC_ACTIVITY" || set == "SC_MEMORY") return {"scs", "sctc", "sctd"};
-  if (set == "HBM") return {"cmn"};
-  return {};
-}
-
 // True when `o` asks for kernel profiling and nothing more: XProf's standard kernel profiling
 // (`tpu_enable_kernel_profiling`), the runtime's own counters and schedule.
 bool StandardKernelProfiling(const v1::CaptureOptions& o) {
@@ -201,6 +192,13 @@ const std::vector<std::string>& Components() {
   return *kComponents;
 }
 
+std::vector<std::string> CounterSetComponents(absl::string_view set) {
+  if (set == "TC_COMPUTATION" || set == "TC_MEMORY") return {"tc"};
+  if (set == "SC_ACTIVITY" || set == "SC_MEMORY") return {"scs", "sctc", "sctd"};
+  if (set == "HBM") return {"cmn"};
+  return {};
+}
+
 const std::vector<std::string>& CounterSets() {
   static const auto* const kSets = new std::vector<std::string>{"TC_COMPUTATION", "TC_MEMORY",
                                                                 "SC_ACTIVITY", "SC_MEMORY", "HBM"};
@@ -216,7 +214,7 @@ std::vector<ComponentCounters> SampledComponents(const v1::CaptureOptions& optio
   // A set's component without counters of its own still gets its options, so that the
   // capture's schedule and packing apply to the set's counters too.
   for (const std::string& set : SentSets(options)) {
-    for (const std::string& component : SetComponents(set)) by_component[component];
+    for (const std::string& component : CounterSetComponents(set)) by_component[component];
   }
   std::vector<ComponentCounters> out;
   for (const auto& [component, indices] : by_component) {

@@ -43,6 +43,11 @@ const std::vector<std::string>& Components();
 // name; the workload adds the indices each stands for (XProf's docs do not list them).
 const std::vector<std::string>& CounterSets();
 
+// The components whose counters a set names (XProf's docs/kernel-profiling.md, "Using default
+// counter sets"): {"tc"} for TC_COMPUTATION and TC_MEMORY, {"scs", "sctc", "sctd"} for
+// SC_ACTIVITY and SC_MEMORY, {"cmn"} for HBM; empty for an unknown set.
+std::vector<std::string> CounterSetComponents(absl::string_view set);
+
 // The components whose `tpu_<component>_perf_counter_sampling_options` a capture sends, with
 // their indices: each --counters entry, plus every component a counter set covers (without
 // indices of its own, so that the capture's schedule and packing reach the set's counters).

@@ -563,6 +563,45 @@ TEST_F(PodTest, KernelProfilingFindsTheMxuWaitingOnHbmAndTheThrottledChip) {
   EXPECT_GT(other_rows, 0);
 }
 
+// A workload's profiler drops what it cannot do without a word; the host says what its capture
+// lacks of what was asked, naming itself, in `capture`'s result and the API. The simulated
+// TPU7x host samples TensorCore counters but has no SparseCore, records its host threads but
+// not Python.
+TEST_F(PodTest, ACaptureSaysWhatItLacksOfWhatWasAsked) {
+  generation_ = "v7x";
+  StartPod({{0, 0}});
+  PodprofResult cap = RunPodprof(
+      "capture --duration 200ms --format json --kernel-profiling --counter-interval 100us "
+      "--counter-sets TC_MEMORY,SC_ACTIVITY --counters tc:10,11 --device-tracer-level 1 "
+      "--host-tracer-level 2 --python-tracer-level 1 --aggregator " +
+      agg_addr_);
+  ASSERT_EQ(cap.exit_code, 0) << cap.err;
+  const auto cj = nlohmann::json::parse(cap.out);
+  ASSERT_EQ(cj["state"], "complete") << cap.out;
+  ASSERT_EQ(cj["hosts"].size(), 1u);
+  // Sorted, as `asked` sorts what it finds.
+  const std::vector<std::string> missing = {
+      "host-0: asked for Python tracing (python tracer level 1); the capture holds no Python "
+      "event",
+      "host-0: asked for SC_ACTIVITY counters; the capture holds none"};
+  auto asked = [](const nlohmann::json& warnings) {
+    std::vector<std::string> out;
+    for (const auto& w : warnings) {
+      if (absl::StrContains(w.get<std::string>(), ": asked for ")) out.push_back(w);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  // What it holds (TC_MEMORY, tc 10 and 11, device events, host threads) is not mentioned.
+  EXPECT_EQ(asked(cj["hosts"][0]["warnings"]), missing) << cap.out;
+  const std::string agg =
+      absl::StrCat("http://127.0.0.1:", aggregator_->info()["http_port"].get<int>());
+  auto api = HttpGet(agg + "/api/v1/captures/" + cj["capture_id"].get<std::string>(), P("c"));
+  ASSERT_EQ(api.status, 200);
+  const auto aj = nlohmann::json::parse(api.body);
+  EXPECT_EQ(asked(aj["hosts_detail"][0]["warnings"]), missing) << api.body;
+}
+
 TEST_F(PodTest, FourHostCaptureAlignsClocksAndCollectives) {
   StartPod({{-40'000'000, 0}, {25'000'000, 150'000}, {3'000'000, 0}, {-12'000'000, -90'000}});
   const std::string id = StartCapture(400);
