@@ -199,8 +199,8 @@ void TcRows(const DieCounters& c, double cycles, bool v6e, int cycles_per_xlu,
 
 // HBM against the TC's own cycle count at the generation's clock, and the read/write split.
 void HbmRows(const DieCounters& c, const trace::ChipGeneration& g,
-             std::vector<UtilizationRow>* rows) {
-  const double tc_cycles = c.Get("tc_cycles");
+             std::vector<UtilizationRow>* rows, double nominal_cycles = 0) {
+  const double tc_cycles = c.Get("tc_cycles") > 0 ? c.Get("tc_cycles") : nominal_cycles;
   if (tc_cycles <= 0 || g.tc_clock_hz <= 0) return;
   bool any = false;
   const double rd = kHbmBytesPerBeat * c.Matching("hbm_", {"_rd_resp_ps0", "_rd_resp_ps1"}, &any);
@@ -295,6 +295,8 @@ DieProfile DieFigures(const trace::ChipGeneration& g, const std::map<std::string
   if (out.cycles <= 0) {
     out.missing =
         v6e ? "no cycle count (COUNT_CYCLES)" : "no cycle count (the power manager's CYCLE_COUNT)";
+    // HBM has a time base of its own, the TC's COUNT_CYCLES: XProf keeps the die's HBM rows.
+    HbmRows(c, g, &out.rows);
     return out;
   }
   TcRows(c, out.cycles, v6e, std::max(1, g.xlu_cycles_per_instruction), &out.rows);
@@ -368,6 +370,9 @@ std::vector<UtilizationRow> XprofPooledRows(const trace::ChipGeneration& generat
       const DieCounters c(totals, v6e ? "" : absl::StrCat("die", die, "_"));
       d.cycles = nominal_cycles;
       TcRows(c, nominal_cycles, v6e, std::max(1, generation.xlu_cycles_per_instruction), &d.rows);
+      // v6e's cycle count is the TC's, HBM's time base: nominal too. (A v7x die keeps its
+      // HBM rows only with the TC's own count.)
+      if (v6e) HbmRows(c, generation, &d.rows, nominal_cycles);
       nominal->push_back(die);
     }
     dies.push_back(std::move(d));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -17,6 +18,8 @@ namespace {
 // (a clock running above nominal, timestamps rounded to ns) still fits.
 constexpr double kClockSlack = 1.05;
 constexpr double kSlackCycles = 4;
+// 2^53: past it a double no longer holds every integer.
+constexpr double kMostExactCount = 9007199254740992.0;
 
 // True for the counters that count the TensorCore's cycles: the TC block's COUNT_CYCLES and
 // v7x's power manager's CYCLE_COUNT, on any die.
@@ -77,6 +80,11 @@ void AppendChipWarnings(int ordinal, absl::string_view generation, const ChipNot
         "cycles than its execution's time allows); each execution is the increase over the "
         "line before, and the first, whose increase is unknown, is left out"));
   }
+  if (notes.impossible_counts > 0) {
+    out->push_back(absl::StrCat("chip ", ordinal, ": ", notes.impossible_counts,
+                                " counts of one kernel execution past 2^53, more than a counter "
+                                "can count (a damaged counter_value), left out"));
+  }
   if (notes.counter_resets > 0) {
     out->push_back(absl::StrCat("chip ", ordinal, ": ", notes.counter_resets,
                                 " running-total counters went down between executions (a reset); "
@@ -125,13 +133,16 @@ absl::flat_hash_set<std::string> PerfSampleCollector::ExecutionKernels() const {
 
 namespace {
 
-// How far apart an execution and a line's extent are: 0 when they overlap or touch, then how
-// far apart their midpoints are (a line at one execution's end touches the next's start too).
-std::pair<int64_t, int64_t> Distance(const std::pair<int64_t, int64_t>& run,
-                                     const ExecutionCounts& e) {
+// How far apart an execution and a line's extent are, to be ordered: the gap between them
+// (0 when they overlap or touch), then the most overlap, then how far apart their midpoints
+// are (a line at one execution's end touches the next's start too).
+std::tuple<int64_t, int64_t, int64_t> Distance(const std::pair<int64_t, int64_t>& run,
+                                               const ExecutionCounts& e) {
   const int64_t gap = std::max<int64_t>({0, run.first - e.end_ns, e.begin_ns - run.second});
+  const int64_t overlap =
+      std::max<int64_t>(0, std::min(run.second, e.end_ns) - std::max(run.first, e.begin_ns));
   const int64_t mid = (run.first + run.second) / 2 - (e.begin_ns + e.end_ns) / 2;
-  return {gap, mid < 0 ? -mid : mid};
+  return {gap, -overlap, mid < 0 ? -mid : mid};
 }
 
 // The execution a line was counted over: inside the kernel's, at least a ns wide, so that
@@ -151,10 +162,8 @@ void PerfSampleCollector::PlaceExecutions(
     auto it = runs.find(kernel);
     if (it == runs.end() || it->second.empty()) continue;
     const std::vector<std::pair<int64_t, int64_t>>& r = it->second;
-    std::stable_sort(of_kernel.begin(), of_kernel.end(),
-                     [](const ExecutionCounts* a, const ExecutionCounts* b) {
-                       return a->begin_ns < b->begin_ns;
-                     });
+    // In the order the file lists them, as the profiler writes an execution's line: their
+    // own times may cross (a line put before a long execution starts before the one ahead).
     if (of_kernel.size() == r.size()) {
       for (size_t i = 0; i < r.size(); ++i) PlaceOn(r[i], of_kernel[i]);
       continue;
@@ -232,18 +241,22 @@ void PerfSampleCollector::FinishExecutions(absl::string_view generation, ChipNot
   std::stable_sort(
       executions_.begin(), executions_.end(),
       [](const ExecutionCounts& a, const ExecutionCounts& b) { return a.begin_ns < b.begin_ns; });
-  // Running totals when some line counted more cycles than its execution's time allows.
+  // Running totals when most lines counted more cycles than their execution's time allows:
+  // one line's damaged count (a value past 2^64, clamped) is not a running total.
   const ChipGeneration* g = FindGenerationByName(generation);
-  bool cumulative = false;
+  int judged = 0, too_many = 0;
   for (const ExecutionCounts& e : executions_) {
     if (g == nullptr || e.end_ns <= e.begin_ns) continue;
+    bool has_cycles = false, fits = true;
     for (const auto& [id, value] : e.counts) {
-      if (IsCycleCounter(generation, id) &&
-          !FitsIn(value, static_cast<double>(e.end_ns - e.begin_ns), g->tc_clock_hz)) {
-        cumulative = true;
-      }
+      if (!IsCycleCounter(generation, id)) continue;
+      has_cycles = true;
+      fits = fits && FitsIn(value, static_cast<double>(e.end_ns - e.begin_ns), g->tc_clock_hz);
     }
+    judged += has_cycles;
+    too_many += has_cycles && !fits;
   }
+  const bool cumulative = judged >= 2 && 2 * too_many > judged;
   notes->cumulative_executions = notes->cumulative_executions || cumulative;
   absl::flat_hash_map<uint64_t, double> last;  // running totals: each counter's last value
   absl::flat_hash_map<uint64_t, double> total;
@@ -260,6 +273,10 @@ void PerfSampleCollector::FinishExecutions(absl::string_view generation, ChipNot
           ++notes->counter_resets;
           count = 0;
         }
+      }
+      if (count > kMostExactCount) {
+        ++notes->impossible_counts;
+        continue;
       }
       // A step across the execution (at least a ns wide): the total before it, then after.
       // Lines given the same execution (PlaceExecutions) make one step of their sum.

@@ -30,6 +30,11 @@ struct ChipNotes {
   // reset) among them, read as 0.
   bool cumulative_executions = false;
   int64_t counter_resets = 0;
+  // Counts of one execution past 2^53, the most a double holds exactly: no counter counts so
+  // much in one kernel (52 days of cycles at 2 GHz), so the value is damage (an out-of-range
+  // counter_value, clamped to 2^64 - 1). Left out, since adding it to the running total would
+  // round away every later execution's counts.
+  int64_t impossible_counts = 0;
   // Counter ids the generation's table lacks (kept as perf/id_<id>).
   std::set<uint64_t> unknown_ids;
 };
@@ -64,7 +69,8 @@ class PerfSampleCollector {
   // line's own time (XProf's per-kernel tool reads a line so; captures put the line at the
   // execution's start, its end, or elsewhere): `runs` holds each kernel's executions on the
   // chip's kernel lines, absolute ns [begin, end) in time order. As many lines as executions
-  // pair up in time order; otherwise a line goes to the execution nearest it. A line whose
+  // pair up, the lines in the file's order; otherwise a line goes to the execution it
+  // overlaps most, else the nearest. A line whose
   // kernel has no execution keeps its own time. Call before Finish.
   void PlaceExecutions(
       const absl::flat_hash_map<std::string, std::vector<std::pair<int64_t, int64_t>>>& runs);
