@@ -478,11 +478,13 @@ void WriteHostsJson(const CaptureResult& result, const CaptureOptions& options,
 }
 
 // How much a host's warning matters to reading the capture: 0 for the window it holds (a
-// snapshot captured after its request instead of before: every figure means something else),
-// 2 for the runtime status (detail about where the chips stood), 1 for the rest.
+// snapshot captured after its request instead of before: every figure means something else)
+// and for what the capture lacks of what was asked (a figure the user asked for is not there),
+// 2 for the runtime status (detail about where the chips stood), 1 for the rest (the
+// profiler's own words among them).
 int WarningRank(const std::string& w) {
   if (absl::StrContains(w, "flight recorder") || absl::StrContains(w, "from the request on") ||
-      absl::StrContains(w, "after the request")) {
+      absl::StrContains(w, "after the request") || absl::StrContains(w, ": asked for ")) {
     return 0;
   }
   if (absl::StartsWith(w, "runtime status") || absl::StartsWith(w, "no runtime status")) return 2;

@@ -600,6 +600,14 @@ TEST_F(PodTest, ACaptureSaysWhatItLacksOfWhatWasAsked) {
   ASSERT_EQ(api.status, 200);
   const auto aj = nlohmann::json::parse(api.body);
   EXPECT_EQ(asked(aj["hosts_detail"][0]["warnings"]), missing) << api.body;
+  // The table's NOTE column, cut to fit, leads with what is missing, not the profiler's own
+  // words.
+  PodprofResult table = RunPodprof(
+      "capture --duration 200ms --kernel-profiling --counter-interval 100us "
+      "--counter-sets SC_ACTIVITY --aggregator " +
+      agg_addr_);
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_TRUE(absl::StrContains(table.out, "host-0: asked for SC_ACTIVITY")) << table.out;
 }
 
 TEST_F(PodTest, FourHostCaptureAlignsClocksAndCollectives) {
