@@ -88,8 +88,8 @@ KernelProfile ProfileFromCounters(const trace::ChipGeneration* generation,
 // which differ from the measured ones by design (docs/INTEROP.md, "XProf's per-kernel tool"):
 // it counts every TensorCore of the chip (v7x: both dies), and one without a cycle count at
 // `nominal_cycles` (the execution's time at the clock): its TensorCore counters against
-// those (its HBM rows keep their own time base, the TC's COUNT_CYCLES). `*nominal` says whether some die was counted so: otherwise
-// the rows are the measured ones.
+// those (its HBM rows keep their own time base, the TC's COUNT_CYCLES). `*nominal` says whether
+// some die was counted so: otherwise the rows are the measured ones.
 std::vector<UtilizationRow> XprofPooledRows(const trace::ChipGeneration& generation,
                                             const std::map<std::string, double>& totals,
                                             double nominal_cycles, std::vector<int>* nominal);
