@@ -17,12 +17,12 @@
 #include "analysis/host_summary.h"
 #include "common/logging.h"
 #include "common/process.h"
+#include "podprof_version.h"
 #include "proto/grpc_status.h"
 #include "security/rpc_guard.h"
 #include "trace/chip_catalog.h"
 
 namespace podprof::agent {
-const char* const kAgentVersion = "podprof-agent 0.1.0";
 
 int64_t NextBackoffNs(int64_t last_ns, int64_t max_ns) {
   return std::min(max_ns, last_ns <= 0 ? int64_t{1'000'000'000} : last_ns * 2);
@@ -273,7 +273,7 @@ podprof::v1::HostInfo Agent::HostInfo() {
   }
   h.set_clock_probe_port(static_cast<uint32_t>(probe_port));
   for (const auto& [k, v] : config_.labels) (*h.mutable_labels())[k] = v;
-  h.set_agent_version(kAgentVersion);
+  h.set_agent_version(absl::StrCat("podprof-agent ", kVersion));
   if (config_.analyse) h.set_analysis_version(analysis::kAnalysisVersion);
   for (size_t i = 0; i < discovered_.size(); ++i) {
     auto* c = h.add_chips();

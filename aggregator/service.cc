@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "aggregator/utf8_fields.h"
+#include "podprof_version.h"
 #include "proto/grpc_status.h"
 #include "security/rpc_guard.h"
 #include "security/tls.h"
@@ -63,7 +64,7 @@ grpc::Status AggregatorService::Register(grpc::ServerContext* context,
     }
     resp->set_heartbeat_interval_ms(
         static_cast<uint32_t>(registry_->heartbeat_interval_ns() / 1'000'000));
-    resp->set_aggregator_version("podprof-aggregator 0.1.0");
+    resp->set_aggregator_version(absl::StrCat("podprof-aggregator ", kVersion));
     return grpc::Status::OK;
   });
 }

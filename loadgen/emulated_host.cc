@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "analysis/host_summary.h"
+#include "podprof_version.h"
 
 namespace podprof::loadgen {
 namespace {
@@ -54,7 +55,7 @@ podprof::v1::HostInfo DescribeHost(const EmulatedHost& host, const std::string& 
   podprof::v1::HostInfo info;
   info.set_host_name(host.name);
   info.set_agent_address(absl::StrCat(bind_address, ":", host.port));
-  info.set_agent_version("podprof-loadgen 0.1.0");
+  info.set_agent_version(absl::StrCat("podprof-loadgen ", kVersion));
   info.set_analysis_version(analysis::kAnalysisVersion);
   info.set_clock_probe_port(static_cast<uint32_t>(host.probe_port));
   (*info.mutable_labels())["emulated"] = "loadgen";
