@@ -67,8 +67,6 @@ struct EncodedSeries {
   std::string data;
 };
 
-// One host's part of a capture, analysed and encoded before the write: the writer only inserts
-// these rows (the ingest pipeline, ingest/, makes them).
 // One chip's statistics of one kernel as stored. The sketch is serialized at once: a few dozen
 // bytes, where the DDSketch it came from keeps a bin per 2% of its range (a kilobyte or more),
 // and a pod's hosts wait for the pod in this form.
@@ -80,6 +78,8 @@ struct StatWrite {
   std::string sketch;  // DDSketch::Serialize
 };
 
+// One host's part of a capture, analysed and encoded before the write: the writer only inserts
+// these rows (the ingest pipeline, ingest/, makes them).
 struct HostWrite {
   std::string host;
   HostOutcome status = HostOutcome::kComplete;
