@@ -19,17 +19,34 @@ class PlaneStats {
   using Stat = trace::xspace::Stat;
   using XStats = google::protobuf::RepeatedPtrField<tensorflow::profiler::XStat>;
 
-  // `stats` must outlive this (a constant table).
-  template <size_t N>
-  constexpr explicit PlaneStats(const Stat (&stats)[N]) : stats_(stats), size_(N) {}
+  // A run of a plane's list: a constant table, which must outlive every PlaneStats made of it.
+  class Part {
+   public:
+    constexpr Part() : stats_(nullptr), size_(0) {}
+    template <size_t N>
+    constexpr Part(const Stat (&stats)[N])  // NOLINT(runtime/explicit): a table is a part
+        : stats_(stats), size_(N) {}
+
+   private:
+    friend class PlaneStats;
+    const Stat* stats_;
+    size_t size_;
+  };
+
+  // The list is the parts one after the other (a plane's own stats around the shared runs
+  // below), so its ids are those of the written-out list.
+  constexpr explicit PlaneStats(Part a, Part b = {}, Part c = {}, Part d = {})
+      : parts_{a, b, c, d} {}
 
   // Declares the list as `plane`'s stat metadata.
   void Declare(tensorflow::profiler::XPlane* plane) const {
-    for (size_t i = 0; i < size_; ++i) {
-      const int64_t id = static_cast<int64_t>(i) + 1;
-      auto& metadata = (*plane->mutable_stat_metadata())[id];
-      metadata.set_id(id);
-      metadata.set_name(std::string(trace::xspace::StatName(stats_[i])));
+    int64_t id = 0;
+    for (const Part& part : parts_) {
+      for (size_t i = 0; i < part.size_; ++i) {
+        auto& metadata = (*plane->mutable_stat_metadata())[++id];
+        metadata.set_id(id);
+        metadata.set_name(std::string(trace::xspace::StatName(part.stats_[i])));
+      }
     }
   }
 
@@ -44,16 +61,34 @@ class PlaneStats {
   // The stat metadata id of `stat` on the plane (for writers of the wire format); 0 if the
   // list lacks it.
   int64_t IdOf(Stat stat) const {
-    for (size_t i = 0; i < size_; ++i) {
-      if (stats_[i] == stat) return static_cast<int64_t>(i) + 1;
+    int64_t id = 0;
+    for (const Part& part : parts_) {
+      for (size_t i = 0; i < part.size_; ++i) {
+        ++id;
+        if (part.stats_[i] == stat) return id;
+      }
     }
     return 0;
   }
 
  private:
-  const Stat* stats_;
-  size_t size_;
+  Part parts_[4];
 };
+
+// The stats of a device plane's op metadata and events as both writers give them, in this
+// order: an HLO op's category, FLOPs, bytes, source and program, a collective's id, and a
+// counter sample's value.
+inline constexpr PlaneStats::Stat kDeviceEventStats[] = {
+    PlaneStats::Stat::kHloCategory,   PlaneStats::Stat::kFlops,
+    PlaneStats::Stat::kBytesAccessed, PlaneStats::Stat::kSource,
+    PlaneStats::Stat::kProgramId,     PlaneStats::Stat::kAllReduceUniqueId,
+    PlaneStats::Stat::kCounterValue,
+};
+
+// The Task Environment plane: the profile's start and stop (ns since the Unix epoch).
+inline constexpr PlaneStats::Stat kTaskEnvironmentStats[] = {PlaneStats::Stat::kProfileStartTime,
+                                                             PlaneStats::Stat::kProfileStopTime};
+inline constexpr PlaneStats kTaskEnvironment(kTaskEnvironmentStats);
 
 }  // namespace podprof::exporter
 

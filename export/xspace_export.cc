@@ -26,27 +26,12 @@ namespace {
 namespace xp = tensorflow::profiler;
 using trace::xspace::Stat;
 
-// The stats of every device plane written, in the order of their metadata ids (1, 2, ...).
-constexpr Stat kDeviceStats[] = {
-    Stat::kDeviceTypeString,
-    Stat::kPeakTeraflops,
-    Stat::kPeakHbmBw,
-    Stat::kHloCategory,
-    Stat::kFlops,
-    Stat::kBytesAccessed,
-    Stat::kSource,
-    Stat::kProgramId,
-    Stat::kAllReduceUniqueId,
-    Stat::kCounterValue,
-    Stat::kPerformanceCounterId,
-    Stat::kGlobalChipId,
-    Stat::kSymbolId,
-};
-// The stats of the Task Environment plane, likewise.
-constexpr Stat kEnvironmentStats[] = {Stat::kProfileStartTime, Stat::kProfileStopTime};
-
-constexpr exporter::PlaneStats kDevice(kDeviceStats);
-constexpr exporter::PlaneStats kEnvironment(kEnvironmentStats);
+// The stats of every device plane written, in the order of their metadata ids (1, 2, ...):
+// the chip's, its events' (shared with the simulated host) and the kernel-profiling ones.
+constexpr Stat kChipStats[] = {Stat::kDeviceTypeString, Stat::kPeakTeraflops, Stat::kPeakHbmBw};
+constexpr Stat kProfilingStats[] = {Stat::kPerformanceCounterId, Stat::kGlobalChipId,
+                                    Stat::kSymbolId};
+constexpr PlaneStats kDevice(kChipStats, kDeviceEventStats, kProfilingStats);
 
 // A line's start as the file stores it. XProf's loaders turn a line's start into ps (ns x 1000)
 // in an int64, which ns since the epoch overflow; so, as the profiler's own post-processing
@@ -322,10 +307,10 @@ void ForEachXPlane(const trace::HostCapture& capture,
   xp::XPlane env;
   env.set_id(static_cast<int64_t>(chips) + 1);
   env.set_name(std::string(trace::xspace::kTaskEnvironmentPlane));
-  kEnvironment.Declare(&env);
-  kEnvironment.Add(env.mutable_stats(), Stat::kProfileStartTime)
+  kTaskEnvironment.Declare(&env);
+  kTaskEnvironment.Add(env.mutable_stats(), Stat::kProfileStartTime)
       ->set_uint64_value(static_cast<uint64_t>(capture.host.profile_start_ns));
-  kEnvironment.Add(env.mutable_stats(), Stat::kProfileStopTime)
+  kTaskEnvironment.Add(env.mutable_stats(), Stat::kProfileStopTime)
       ->set_uint64_value(static_cast<uint64_t>(capture.host.profile_stop_ns));
   visit(&env);
 }

@@ -22,44 +22,22 @@ using tensorflow::profiler::XPlane;
 using trace::xspace::Stat;
 
 // The stats of a device plane, as the real profiler names them, in the order of their metadata
-// ids (1, 2, ...).
-constexpr Stat kDeviceStats[] = {
-    Stat::kCoreDetails,    Stat::kDeviceTypeString,  Stat::kPeakTeraflops,
-    Stat::kPeakHbmBw,      Stat::kHasMegacore,       Stat::kRunId,
-    Stat::kDeviceOffsetPs, Stat::kDeviceDurationPs,  Stat::kHloCategory,
-    Stat::kFlops,          Stat::kBytesAccessed,     Stat::kSource,
-    Stat::kProgramId,      Stat::kAllReduceUniqueId, Stat::kCounterValue,
-    Stat::kTfOp,           Stat::kSourceStack,       Stat::kMosaicMlir,
-};
+// ids (1, 2, ...): the chip's, its events' (shared with the exporter) and the op's source.
+constexpr Stat kChipStats[] = {Stat::kCoreDetails,    Stat::kDeviceTypeString, Stat::kPeakTeraflops,
+                               Stat::kPeakHbmBw,      Stat::kHasMegacore,      Stat::kRunId,
+                               Stat::kDeviceOffsetPs, Stat::kDeviceDurationPs};
+constexpr Stat kOpSourceStats[] = {Stat::kTfOp, Stat::kSourceStack, Stat::kMosaicMlir};
 // Generations with kernel profiling (v7x) also name the plane's pod-wide chip and the
 // performance counters; appended, so the ids of the others stay what older captures have.
-constexpr Stat kKernelProfilingDeviceStats[] = {
-    Stat::kCoreDetails,
-    Stat::kDeviceTypeString,
-    Stat::kPeakTeraflops,
-    Stat::kPeakHbmBw,
-    Stat::kHasMegacore,
-    Stat::kRunId,
-    Stat::kDeviceOffsetPs,
-    Stat::kDeviceDurationPs,
-    Stat::kHloCategory,
-    Stat::kFlops,
-    Stat::kBytesAccessed,
-    Stat::kSource,
-    Stat::kProgramId,
-    Stat::kAllReduceUniqueId,
-    Stat::kCounterValue,
-    Stat::kTfOp,
-    Stat::kSourceStack,
-    Stat::kMosaicMlir,
+constexpr Stat kKernelProfilingStats[] = {
     Stat::kGlobalChipId,
     Stat::kPerformanceCounterId,
     Stat::kPerformanceCounterDescription,
     Stat::kPerformanceCounterSets,
 };
-constexpr Stat kEnvironmentStats[] = {Stat::kProfileStartTime, Stat::kProfileStopTime};
-constexpr exporter::PlaneStats kDevice(kDeviceStats), kEnvironment(kEnvironmentStats);
-constexpr exporter::PlaneStats kKernelProfilingDevice(kKernelProfilingDeviceStats);
+constexpr exporter::PlaneStats kDevice(kChipStats, exporter::kDeviceEventStats, kOpSourceStats);
+constexpr exporter::PlaneStats kKernelProfilingDevice(kChipStats, exporter::kDeviceEventStats,
+                                                      kOpSourceStats, kKernelProfilingStats);
 
 // The hardware counters a simulated chip reports: unit busy and stall fractions (gauges, each
 // sample holding until the next) and core and HBM energy (running totals, nJ).
@@ -390,10 +368,10 @@ void AddEnvironmentPlane(const PodModel& model, const SkewedClock& clock,
   XPlane* env = space.add_planes();
   env->set_id(model.chips() + 2);
   env->set_name(std::string(trace::xspace::kTaskEnvironmentPlane));
-  kEnvironment.Declare(env);
-  kEnvironment.Add(env->mutable_stats(), Stat::kProfileStartTime)
+  exporter::kTaskEnvironment.Declare(env);
+  exporter::kTaskEnvironment.Add(env->mutable_stats(), Stat::kProfileStartTime)
       ->set_uint64_value(static_cast<uint64_t>(clock.ToHost(window.true_start_ns)));
-  kEnvironment.Add(env->mutable_stats(), Stat::kProfileStopTime)
+  exporter::kTaskEnvironment.Add(env->mutable_stats(), Stat::kProfileStopTime)
       ->set_uint64_value(static_cast<uint64_t>(clock.ToHost(window.true_end_ns)));
 }
 

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "export/plane_stats.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "tests/util/export_checker.h"
@@ -629,6 +630,41 @@ TEST(XSpaceExportTest, StreamingIntoAFailedStreamSaysSo) {
 TEST(XSpaceExportTest, RunNameIsTheUtcStartTime) {
   EXPECT_EQ(XprofRunName(kStartNs), "2023_11_14_22_13_20");
   EXPECT_EQ(XprofRunName(0), "1970_01_01_00_00_00");
+}
+
+// The device plane's stat ids as the exporter has always numbered them (its list is made of
+// parts it shares with the simulated host; the order of the parts is the order of the ids).
+TEST(XSpaceExportTest, DevicePlaneStatIdsKeepTheirOrder) {
+  const tensorflow::profiler::XSpace space = ToXSpace(TpuCapture());
+  std::vector<std::string> by_id;
+  for (int64_t id = 1; space.planes(0).stat_metadata().count(id) > 0; ++id) {
+    by_id.push_back(space.planes(0).stat_metadata().at(id).name());
+  }
+  EXPECT_EQ(by_id, (std::vector<std::string>{
+                       "device_type_string", "peak_teraflops_per_second",
+                       "peak_hbm_bw_gigabytes_per_second", "hlo_category", "flops",
+                       "bytes_accessed", "source", "program_id", "all_reduce_unique_id",
+                       "counter_value", "performance_counter_id", "global_chip_id", "symbol_id"}));
+  EXPECT_EQ(static_cast<int64_t>(by_id.size()), space.planes(0).stat_metadata_size());
+}
+
+// A list made of parts numbers their stats 1..N in the order of the parts, and Add and IdOf
+// agree with what Declare wrote.
+TEST(PlaneStatsTest, PartsAreNumberedInOrder) {
+  using Stat = trace::xspace::Stat;
+  static constexpr Stat kFirst[] = {Stat::kPeakTeraflops, Stat::kFlops};
+  static constexpr Stat kSecond[] = {Stat::kSource};
+  constexpr PlaneStats kStats(kFirst, kSecond, kTaskEnvironmentStats);
+  tensorflow::profiler::XPlane plane;
+  kStats.Declare(&plane);
+  ASSERT_EQ(plane.stat_metadata_size(), 5);
+  EXPECT_EQ(plane.stat_metadata().at(1).name(), "peak_teraflops_per_second");
+  EXPECT_EQ(plane.stat_metadata().at(3).name(), "source");
+  EXPECT_EQ(plane.stat_metadata().at(5).name(), "profile_stop_time");
+  EXPECT_EQ(kStats.IdOf(Stat::kSource), 3);
+  EXPECT_EQ(kStats.IdOf(Stat::kProfileStartTime), 4);
+  EXPECT_EQ(kStats.IdOf(Stat::kSymbolId), 0) << "not in the list";
+  EXPECT_EQ(kStats.Add(plane.mutable_stats(), Stat::kFlops)->metadata_id(), 2);
 }
 
 }  // namespace
