@@ -25,4 +25,8 @@ void ParallelFor(size_t n, size_t threads, absl::FunctionRef<void(size_t)> fn) {
   for (std::thread& t : pool) t.join();
 }
 
+size_t CoresUpTo(size_t most) {
+  return std::clamp<size_t>(std::thread::hardware_concurrency(), 1, std::max<size_t>(1, most));
+}
+
 }  // namespace podprof

@@ -18,6 +18,10 @@ namespace podprof {
 // stays held by the caller for the whole run, not by the threads that call `fn`.
 void ParallelFor(size_t n, size_t threads, absl::FunctionRef<void(size_t)> fn);
 
+// The threads a ParallelFor may use on this machine: one per core, at least 1, at most `most`
+// (beyond a few, the merge and the memory bandwidth eat what more threads would win).
+size_t CoresUpTo(size_t most);
+
 }  // namespace podprof
 
 #endif  // PODPROF_COMMON_PARALLEL_H_

@@ -1,7 +1,6 @@
 #include "insight/collectives.h"
 
 #include <algorithm>
-#include <thread>
 #include <tuple>
 
 #include "absl/container/flat_hash_map.h"
@@ -320,7 +319,7 @@ CollectiveReport PodCollectives::Analyze(const CollectiveNames& names, const Cor
   absl::MutexLock lock(&mu_);
   // Instances are independent: each thread walks a range of them into sums of its own, and
   // the sums are merged in range order, which gives what one walk would.
-  const size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
+  const size_t threads = CoresUpTo(8);
   std::vector<Walk> walks(std::min(threads, std::max<size_t>(1, members_.size())));
   for (Walk& w : walks) {
     w.pairs.resize(pairs_.size());

@@ -69,5 +69,12 @@ TEST(ParallelForTest, NeverMoreThreadsThanAskedOrThanIndices) {
   EXPECT_LE(ran_on.size(), 2u);
 }
 
+TEST(ParallelForTest, CoresUpToIsBetweenOneAndTheMost) {
+  EXPECT_EQ(CoresUpTo(1), 1u);
+  EXPECT_EQ(CoresUpTo(0), 1u);
+  EXPECT_GE(CoresUpTo(8), 1u);
+  EXPECT_LE(CoresUpTo(8), 8u);
+}
+
 }  // namespace
 }  // namespace podprof
