@@ -13,9 +13,13 @@ duration=${2:-2s}
 b=$PWD/build/bin
 dir=$(mktemp -d /tmp/podprof-bench-exports.XXXXXX)
 pids=""
+# The pids the pod's daemons wrote in their ready files ({"port", ..., "pid"}) in the demo's
+# folder: the processes this run started, also when the demo failed before naming them.
+ready_pids() { cat "$dir"/demo/*.json 2>/dev/null | tr -d ' ' | grep -o '"pid":[0-9]*' | cut -d: -f2; }
 cleanup() {
-  [ -n "$pids" ] && kill $pids 2>/dev/null || true
-  pkill -f -- "$dir/demo" 2>/dev/null || true  # also when the demo failed before naming them
+  local all
+  all=$(echo $pids $(ready_pids) | tr ' ' '\n' | sort -u | tr '\n' ' ')
+  [ -n "${all// /}" ] && kill $all 2>/dev/null || true
   sleep 1
   rm -rf "$dir"
 }
@@ -29,7 +33,7 @@ field() { grep -o "\"$1\":\"[^\"]*\"" "$dir/demo.compact" | head -1 | cut -d'"' 
 capture=$(field capture_id)
 aggregator=$(field aggregator)
 pids=$(grep -o '"pids":\[[0-9,]*\]' "$dir/demo.compact" | grep -o '[0-9][0-9]*' | tr '\n' ' ')
-agg_pid=$(pgrep -f "podprof-aggregator.*$dir" | head -1)
+agg_pid=$(tr -d ' ' <"$dir/demo/aggregator.json" | grep -o '"pid":[0-9]*' | cut -d: -f2)
 kib() { awk -v k="$1" '/^(VmHWM|VmRSS):/ && $1 == k":" {print $2}' "/proc/$agg_pid/status"; }
 baseline_kib=$(kib VmRSS)
 echo "capture $capture, aggregator $aggregator (pid $agg_pid), resident ${baseline_kib} KiB"
