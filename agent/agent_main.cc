@@ -13,8 +13,11 @@
 #include "agent/advertise_check.h"
 #include "agent/agent.h"
 #include "agent/agent_metrics.h"
+#include "agent/agent_service.h"
 #include "agent/capture_runner.h"
 #include "agent/config.h"
+#include "agent/profiler_proxy.h"
+#include "agent/registrar.h"
 #include "agent/telemetry.h"
 #include "common/clock.h"
 #include "common/clock_probe.h"
@@ -258,17 +261,16 @@ DaemonHooks AgentHooks(const AgentFlags& flags, Agent& agent, Listeners& l, Regi
 std::unique_ptr<TelemetryReporter> StartTelemetry(const AgentConfig& config, Agent& agent,
                                                   const std::shared_ptr<grpc::Channel>& channel,
                                                   Clock& clock) {
-  if (!config.telemetry_enabled || agent.workload().metrics.empty()) return nullptr;
-  std::vector<TelemetrySampler::MetricStub*> stubs;
-  for (const auto& stub : agent.workload().metrics) stubs.push_back(stub.get());
+  const RuntimeMetrics* metrics = agent.workload().metrics.get();
+  if (!config.telemetry_enabled || metrics == nullptr) return nullptr;
   TelemetryReporterOptions options;
   options.interval_ns = config.telemetry_interval_ns;
   if (RecorderGuard* guard = agent.recorder_guard()) {
     options.on_sample = [guard](const podprof::v1::TelemetrySample& s) { guard->Observe(s); };
   }
   PODPROF_LOG(INFO) << "telemetry every " << config.telemetry_interval_ns / 1'000'000 << " ms from "
-                    << stubs.size() << " runtime metric service(s)";
-  return std::make_unique<TelemetryReporter>(TelemetrySampler(std::move(stubs), clock),
+                    << metrics->size() << " runtime metric service(s)";
+  return std::make_unique<TelemetryReporter>(TelemetrySampler(*metrics, clock),
                                              podprof::v1::Aggregator::NewStub(channel),
                                              agent.config().host_name, clock, options);
 }

@@ -1,39 +1,31 @@
 #include "agent/agent_metrics.h"
 
 #include <string>
+#include <vector>
 
-#include "common/clock.h"
-#include "proto/grpc_status.h"
-#include "proto/tpu_metric_service.grpc.pb.h"
+#include "absl/strings/str_cat.h"
+#include "agent/runtime_metrics.h"
+#include "proto/tpu_metric_names.h"
 
 namespace podprof::agent {
 namespace {
 
 using metrics::Registry;
 using metrics::Sample;
-namespace rt = tpu::monitoring::runtime;
 
 const char* ServiceName(podprof::v1::WorkloadService s) {
   return s == podprof::v1::WORKLOAD_SERVICE_PROFILER ? "profiler" : "runtime_metrics";
 }
 
-// One runtime metric of every device, from each metric service the workload offers.
+// One runtime gauge of every chip, from each metric service the workload offers; a service
+// that does not answer adds nothing.
 void ReadRuntimeMetric(Agent& agent, const char* metric, const char* family, double scale,
                        Sample& s) {
-  const Workload& w = agent.workload();
-  for (size_t i = 0; i < w.metrics.size(); ++i) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(DeadlineAt(agent.clock().NowNs(), 500'000'000));
-    rt::MetricRequest req;
-    req.set_metric_name(metric);
-    rt::MetricResponse resp;
-    if (!w.metrics[i]->GetRuntimeMetric(&ctx, req, &resp).ok()) continue;
-    for (const rt::Metric& m : resp.metric().metrics()) {
-      const double v = m.gauge().value_case() == rt::Gauge::kAsDouble
-                           ? m.gauge().as_double()
-                           : static_cast<double>(m.gauge().as_int());
-      s.Value(family, {std::to_string(m.attribute().value().int_attr())}, v * scale);
-    }
+  const RuntimeMetrics* metrics = agent.workload().metrics.get();
+  for (size_t i = 0; metrics != nullptr && i < metrics->size(); ++i) {
+    absl::StatusOr<std::vector<ChipValue>> values = metrics->ReadGauge(i, metric, scale);
+    if (!values.ok()) continue;
+    for (const ChipValue& v : *values) s.Value(family, {std::to_string(v.chip)}, v.value);
   }
 }
 
@@ -57,11 +49,12 @@ void AddAgentMetrics(Registry& m, Agent& agent) {
             "1 when the workload's service answers at the address, else 0.",
             {"service", "address"});
   m.Declare("podprof_tpu_duty_cycle_ratio", Registry::Type::kGauge,
-            "TensorCore duty cycle of each chip (libtpu tpu.runtime.tensorcore.dutycycle.percent "
-            "/ 100).",
+            absl::StrCat("TensorCore duty cycle of each chip (libtpu ",
+                         tpu_metrics::kDutyCyclePercent, " / 100)."),
             {"chip"});
   m.Declare("podprof_tpu_hbm_used_bytes", Registry::Type::kGauge,
-            "HBM in use on each chip (libtpu tpu.runtime.hbm.memory.usage.bytes).", {"chip"});
+            absl::StrCat("HBM in use on each chip (libtpu ", tpu_metrics::kHbmUsageBytes, ")."),
+            {"chip"});
   for (const char* outcome : {"ok", "failed"}) m.Counter("podprof_agent_captures_total", {outcome});
   m.AddCollector([&agent](Sample& s) {
     s.Value("podprof_agent_capture_running", {}, agent.active_capture().empty() ? 0 : 1);
@@ -70,10 +63,9 @@ void AddAgentMetrics(Registry& m, Agent& agent) {
       s.Value("podprof_agent_workload_up", {ServiceName(e.service()), e.address()},
               e.reachable() ? 1 : 0);
     }
-    ReadRuntimeMetric(agent, "tpu.runtime.tensorcore.dutycycle.percent",
-                      "podprof_tpu_duty_cycle_ratio", 0.01, s);
-    ReadRuntimeMetric(agent, "tpu.runtime.hbm.memory.usage.bytes", "podprof_tpu_hbm_used_bytes", 1,
+    ReadRuntimeMetric(agent, tpu_metrics::kDutyCyclePercent, "podprof_tpu_duty_cycle_ratio", 0.01,
                       s);
+    ReadRuntimeMetric(agent, tpu_metrics::kHbmUsageBytes, "podprof_tpu_hbm_used_bytes", 1, s);
   });
 }
 

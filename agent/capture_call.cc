@@ -48,6 +48,8 @@ void CaptureCall::Capture() {
   CaptureRunner runner(agent_->clock(), agent_->workload());
   CaptureOutcome outcome;
   const int64_t started = agent_->clock().MonotonicNs();
+  // The chips the aggregator is told of, when neither sysfs nor an earlier capture named them.
+  agent_->LearnChipsFromMetrics();
   absl::Status s =
       runner.Run(request, agent_->HostInfo(), agent_->Limits(), &cancel_, this, &outcome);
   agent_->LearnChips(outcome.chips);

@@ -42,8 +42,8 @@ constexpr int64_t kLateToleranceNs = 50'000'000;
 
 // Runtime metrics sampled during a capture, with their units.
 const std::pair<const char*, const char*> kSampledMetrics[] = {
-    {"tpu.runtime.tensorcore.dutycycle.percent", "percent"},
-    {"tpu.runtime.hbm.memory.usage.bytes", "bytes"},
+    {tpu_metrics::kDutyCyclePercent, "percent"},
+    {tpu_metrics::kHbmUsageBytes, "bytes"},
 };
 
 constexpr char kCaptureDirPrefix[] = "podprof-capture-";
@@ -139,7 +139,7 @@ class MetricSampler {
   MetricSampler(Clock& clock, const Workload& workload, int64_t interval_ns, int64_t start_ns,
                 int64_t end_ns)
       : clock_(clock), workload_(workload) {
-    if (workload.metrics.empty()) return;
+    if (workload.metrics == nullptr) return;
     // From the window's start (or now) every interval, the last sample at or before its end.
     const int64_t first = std::max(start_ns, clock_.NowNs());
     if (first > end_ns) return;
@@ -165,35 +165,27 @@ class MetricSampler {
 
  private:
   void SampleOnce() {
-    for (size_t i = 0; i < workload_.metrics.size(); ++i) {
+    const RuntimeMetrics& metrics = *workload_.metrics;
+    for (size_t i = 0; i < metrics.size(); ++i) {
       for (const auto& [name, unit] : kSampledMetrics) {
-        grpc::ClientContext ctx;
-        ctx.set_deadline(DeadlineAt(clock_.NowNs(), 500'000'000));
-        rt::MetricRequest req;
-        req.set_metric_name(name);
-        rt::MetricResponse resp;
-        grpc::Status s = workload_.metrics[i]->GetRuntimeMetric(&ctx, req, &resp);
+        absl::StatusOr<std::vector<ChipValue>> values = metrics.ReadGauge(i, name);
         const int64_t t = clock_.NowNs();
-        if (!s.ok()) {
+        if (!values.ok()) {
           if (error_.empty()) {
-            error_ = absl::StrCat("runtime metrics at ", workload_.metrics_addresses[i],
-                                  " unavailable (", name, "): ", s.error_message());
+            error_ = absl::StrCat("runtime metrics at ", metrics.address(i), " unavailable (", name,
+                                  "): ", values.status().message());
           }
           continue;
         }
-        for (const rt::Metric& m : resp.metric().metrics()) {
-          int32_t device = static_cast<int32_t>(m.attribute().value().int_attr());
-          double v = m.gauge().value_case() == rt::Gauge::kAsDouble
-                         ? m.gauge().as_double()
-                         : static_cast<double>(m.gauge().as_int());
-          auto& series = series_[{device, name}];
+        for (const ChipValue& v : *values) {
+          auto& series = series_[{v.chip, name}];
           if (series.name().empty()) {
-            series.set_chip_ordinal(device);
+            series.set_chip_ordinal(v.chip);
             series.set_name(name);
             series.set_unit(unit);
           }
           series.add_timestamp_ns(t);
-          series.add_value(v);
+          series.add_value(v.value);
         }
       }
     }
@@ -452,9 +444,10 @@ grpc::Status CaptureRunner::Profile(tensorflow::ProfileRequest* preq, bool asap,
 }
 
 void CaptureRunner::AddRuntimeStatus(CaptureOutcome* outcome) {
-  for (const auto& stub : workload_.metrics) {
-    absl::StatusOr<std::string> status = DescribeRuntimeStatus(*stub, clock_);
-    outcome->warnings.push_back(status.ok() ? *status
+  if (workload_.metrics == nullptr) return;
+  for (size_t i = 0; i < workload_.metrics->size(); ++i) {
+    absl::StatusOr<rt::GetTpuRuntimeStatusResponse> status = workload_.metrics->RuntimeStatus(i);
+    outcome->warnings.push_back(status.ok() ? DescribeRuntimeStatus(*status)
                                             : absl::StrCat("no runtime status at the snapshot (",
                                                            status.status().message(), ")"));
   }

@@ -15,12 +15,12 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/recorder.h"
+#include "agent/runtime_metrics.h"
 #include "analysis/host_summary.h"
 #include "common/clock.h"
 #include "kernelprof/capture_check.h"
 #include "proto/podprof_agent.pb.h"
 #include "proto/profiler_service.grpc.pb.h"
-#include "proto/tpu_metric_service.grpc.pb.h"
 #include "stream/capture_encoder.h"
 #include "trace/model.h"
 
@@ -33,11 +33,9 @@ struct Workload {
   // The channel under `profiler`, whose backoff a reconnection ends
   // (agent/workload_channel.h); null where `profiler` is a test's own stub.
   std::shared_ptr<grpc::Channel> profiler_channel;
-  std::vector<std::string> metrics_addresses;
-  std::vector<std::unique_ptr<tpu::monitoring::runtime::RuntimeMetricService::StubInterface>>
-      metrics;
-  // The channels under `metrics`, one each (null where a test gave its own stubs).
-  std::vector<std::shared_ptr<grpc::Channel>> metrics_channels;
+  // The runtime metric services ([workload] metrics), read only through this; null where the
+  // workload offers none.
+  std::unique_ptr<RuntimeMetrics> metrics;
   // The stub podprof's own captures ask the profiler with, on a channel that refuses an answer
   // past kMaxCaptureResponseBytes before it is parsed, and that channel (Agent's constructor);
   // null where a test gave its own `profiler`, which captures then use.

@@ -14,30 +14,6 @@ namespace {
 
 namespace rt = tpu::monitoring::runtime;
 
-// Each read of a metric service may take this long; a service that does not answer in time
-// leaves its chips' fields unreported for the interval rather than delaying the report.
-constexpr int64_t kReadDeadlineNs = 300'000'000;
-
-// The chip a metric value is about: `device-id` in int_attr (the gauges), or `device_ordinal`
-// in a key-value list, a string on newer libtpu and an int on older (the hlo.* metrics).
-int DeviceOf(const rt::Metric& m) {
-  const rt::AttrValue& v = m.attribute().value();
-  if (v.attr_case() != rt::AttrValue::kKvlistAttr) return static_cast<int>(v.int_attr());
-  for (const rt::Attribute& a : v.kvlist_attr().attributes()) {
-    if (a.key() != "device_ordinal") continue;
-    if (a.value().attr_case() == rt::AttrValue::kIntAttr) {
-      return static_cast<int>(a.value().int_attr());
-    }
-    int d = 0;
-    if (absl::SimpleAtoi(a.value().string_attr(), &d)) return d;
-  }
-  return 0;
-}
-
-double GaugeValue(const rt::Gauge& g) {
-  return g.value_case() == rt::Gauge::kAsDouble ? g.as_double() : static_cast<double>(g.as_int());
-}
-
 // Upper bound of bucket `i` of a distribution's layout (+inf for the overflow bucket).
 double BucketUpper(const rt::BucketOptions& o, size_t i) {
   switch (o.options_case()) {
@@ -61,18 +37,8 @@ double BucketUpper(const rt::BucketOptions& o, size_t i) {
   }
 }
 
-rt::MetricResponse Read(TelemetrySampler::MetricStub* stub, const char* metric, Clock& clock,
-                        grpc::Status* status) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(DeadlineAt(clock.NowNs(), kReadDeadlineNs));
-  rt::MetricRequest req;
-  req.set_metric_name(metric);
-  rt::MetricResponse resp;
-  *status = stub->GetRuntimeMetric(&ctx, req, &resp);
-  return resp;
-}
-
-podprof::v1::ChipTelemetry& ChipOf(std::map<int, podprof::v1::ChipTelemetry>& chips, int chip) {
+podprof::v1::ChipTelemetry& TelemetryOf(std::map<int, podprof::v1::ChipTelemetry>& chips,
+                                        int chip) {
   auto [it, fresh] = chips.try_emplace(chip);
   if (fresh) {
     it->second.set_chip(chip);
@@ -105,34 +71,33 @@ DistributionDelta Difference(const rt::Distribution& now, int64_t before_count, 
   return d;
 }
 
-void TelemetrySampler::ReadGauges(MetricStub* stub, const char* metric,
+void TelemetrySampler::ReadGauges(size_t service, const char* metric,
                                   std::map<int, podprof::v1::ChipTelemetry>& chips) {
-  grpc::Status s;
-  const rt::MetricResponse resp = Read(stub, metric, clock_, &s);
-  if (!s.ok()) return;
+  // A service that does not answer in time leaves its chips' fields unreported for the
+  // interval rather than delaying the report.
+  absl::StatusOr<std::vector<ChipValue>> values = metrics_.ReadGauge(service, metric);
+  if (!values.ok()) return;
   const std::string name = metric;
-  for (const rt::Metric& m : resp.metric().metrics()) {
-    podprof::v1::ChipTelemetry& c = ChipOf(chips, DeviceOf(m));
-    const double v = GaugeValue(m.gauge());
-    if (name == "tpu.runtime.tensorcore.dutycycle.percent") {
-      c.set_duty_cycle_percent(v);
-    } else if (name == "tpu.runtime.hbm.memory.usage.bytes") {
-      c.set_hbm_used_bytes(static_cast<int64_t>(v));
+  for (const ChipValue& v : *values) {
+    podprof::v1::ChipTelemetry& c = TelemetryOf(chips, v.chip);
+    if (name == tpu_metrics::kDutyCyclePercent) {
+      c.set_duty_cycle_percent(v.value);
+    } else if (name == tpu_metrics::kHbmUsageBytes) {
+      c.set_hbm_used_bytes(static_cast<int64_t>(v.value));
     } else {
-      c.set_queued(static_cast<int64_t>(v));
+      c.set_queued(static_cast<int64_t>(v.value));
     }
   }
 }
 
-void TelemetrySampler::ReadTimings(MetricStub* stub,
+void TelemetrySampler::ReadTimings(size_t service,
                                    std::map<int, podprof::v1::ChipTelemetry>& chips) {
-  grpc::Status s;
-  const rt::MetricResponse resp = Read(stub, kProgramTimingMetric, clock_, &s);
-  if (!s.ok()) return;
-  for (const rt::Metric& m : resp.metric().metrics()) {
-    if (m.measure_case() != rt::Metric::kDistribution) continue;
-    const int chip = DeviceOf(m);
-    podprof::v1::ChipTelemetry& c = ChipOf(chips, chip);
+  absl::StatusOr<rt::TPUMetric> timings = metrics_.Read(service, tpu_metrics::kProgramTimingUs);
+  if (!timings.ok()) return;
+  for (const rt::Metric& m : timings->metrics()) {
+    const int chip = ChipOf(m);
+    if (m.measure_case() != rt::Metric::kDistribution || chip < 0) continue;
+    podprof::v1::ChipTelemetry& c = TelemetryOf(chips, chip);
     const rt::Distribution& d = m.distribution();
     Cumulative now;
     now.count = d.count();
@@ -155,11 +120,11 @@ void TelemetrySampler::ReadTimings(MetricStub* stub,
   }
 }
 
-void TelemetrySampler::ReadCollectives(MetricStub* stub, CountedMean* collectives) {
-  grpc::Status s;
-  const rt::MetricResponse resp = Read(stub, kCollectiveMetric, clock_, &s);
-  if (!s.ok()) return;
-  for (const rt::Metric& m : resp.metric().metrics()) {
+void TelemetrySampler::ReadCollectives(size_t service, CountedMean* collectives) {
+  absl::StatusOr<rt::TPUMetric> collective =
+      metrics_.Read(service, tpu_metrics::kCollectiveEndToEndUs);
+  if (!collective.ok()) return;
+  for (const rt::Metric& m : collective->metrics()) {
     if (m.measure_case() != rt::Metric::kDistribution) continue;
     const std::string size_class = m.attribute().ShortDebugString();
     const rt::Distribution& d = m.distribution();
@@ -185,12 +150,12 @@ void TelemetrySampler::ReadCollectives(MetricStub* stub, CountedMean* collective
 podprof::v1::TelemetrySample TelemetrySampler::Sample() {
   std::map<int, podprof::v1::ChipTelemetry> chips;
   CountedMean collectives;
-  for (MetricStub* stub : services_) {
-    ReadTimings(stub, chips);
-    ReadGauges(stub, "tpu.runtime.tensorcore.dutycycle.percent", chips);
-    ReadGauges(stub, "tpu.runtime.hbm.memory.usage.bytes", chips);
-    ReadGauges(stub, "hlo.queue.size.gauge", chips);
-    ReadCollectives(stub, &collectives);
+  for (size_t i = 0; i < metrics_.size(); ++i) {
+    ReadTimings(i, chips);
+    ReadGauges(i, tpu_metrics::kDutyCyclePercent, chips);
+    ReadGauges(i, tpu_metrics::kHbmUsageBytes, chips);
+    ReadGauges(i, tpu_metrics::kQueueSize, chips);
+    ReadCollectives(i, &collectives);
   }
   podprof::v1::TelemetrySample out;
   const int64_t now = clock_.NowNs();

@@ -20,6 +20,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "agent/runtime_metrics.h"
 #include "common/clock.h"
 #include "common/counted_mean.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
@@ -27,21 +28,18 @@
 
 namespace podprof::agent {
 
-// The runtime metric the step times come from: libtpu's cumulative distribution of program
-// execution times, one observation per run of a compiled program (a jitted training step).
-inline constexpr char kProgramTimingMetric[] = "hlo.execution.timing.distribution.microseconds";
-// The host's collectives, launch to result, by buffer-size class.
-inline constexpr char kCollectiveMetric[] =
-    "megascale.collective_end_to_end_latencies.microsecond.cumulative.distribution";
+// The step times come from libtpu's cumulative distribution of program execution times
+// (tpu_metrics::kProgramTimingUs), one observation per run of a compiled program (a jitted
+// training step); the host's collectives from tpu_metrics::kCollectiveEndToEndUs, launch to
+// result, by buffer-size class.
 
 // Reads the runtime metric services and keeps what differencing a cumulative distribution
 // needs between two reads. Not thread-safe: one reporter thread samples.
 class TelemetrySampler {
  public:
-  using MetricStub = tpu::monitoring::runtime::RuntimeMetricService::StubInterface;
-  // `services` must outlive the sampler.
-  TelemetrySampler(std::vector<MetricStub*> services, Clock& clock)
-      : services_(std::move(services)), clock_(clock) {}
+  // `metrics` must outlive the sampler.
+  TelemetrySampler(const RuntimeMetrics& metrics, Clock& clock)
+      : metrics_(metrics), clock_(clock) {}
 
   // One interval's telemetry of every chip the services report, ending now (on the agent's
   // clock). The first sample after start (or after a workload restart reset the runtime's
@@ -56,14 +54,15 @@ class TelemetrySampler {
     int64_t start_s = 0;  // Metric.start_timestamp: a new one is a new runtime
     std::vector<int64_t> buckets;
   };
-  void ReadGauges(MetricStub* stub, const char* metric,
+  // Service `service`'s gauge `metric` into each chip's field for it.
+  void ReadGauges(size_t service, const char* metric,
                   std::map<int, podprof::v1::ChipTelemetry>& chips);
-  void ReadTimings(MetricStub* stub, std::map<int, podprof::v1::ChipTelemetry>& chips);
+  void ReadTimings(size_t service, std::map<int, podprof::v1::ChipTelemetry>& chips);
   // Adds the host's collectives since the last read (count, sum of us) to `collectives`;
   // nothing when the service does not serve them.
-  void ReadCollectives(MetricStub* stub, CountedMean* collectives);
+  void ReadCollectives(size_t service, CountedMean* collectives);
 
-  const std::vector<MetricStub*> services_;
+  const RuntimeMetrics& metrics_;
   Clock& clock_;
   std::map<int, Cumulative> previous_;
   // The collective distribution as last read, by buffer-size class: its count, sum and start

@@ -10,19 +10,16 @@
 #include "absl/strings/str_cat.h"
 #include "common/checked.h"
 #include "common/pattern.h"
+#include "proto/tpu_metric_names.h"
 
 namespace podprof::sim {
 namespace {
 
 namespace rt = tpu::monitoring::runtime;
 
-constexpr char kHbmUsage[] = "tpu.runtime.hbm.memory.usage.bytes";
-constexpr char kHbmTotal[] = "tpu.runtime.hbm.memory.total.bytes";
-constexpr char kDutyCycle[] = "tpu.runtime.tensorcore.dutycycle.percent";
-constexpr char kIdle[] = "tpu.runtime.tensorcore.idle_duration.seconds";
-constexpr char kHbmBandwidth[] = "tpu.runtime.hbm.utilization.percent";
-constexpr char kQueue[] = "hlo.queue.size.gauge";
-constexpr char kTiming[] = "hlo.execution.timing.distribution.microseconds";
+namespace names = tpu_metrics;
+using names::kDutyCyclePercent, names::kHbmBandwidthPercent, names::kHbmTotalBytes,
+    names::kHbmUsageBytes, names::kIdleSeconds, names::kProgramTimingUs, names::kQueueSize;
 
 // Exponential buckets for timings: 1 us * 2^i, 24 finite buckets (up to ~16 s). The transfer
 // metrics use the same layout (their rates in Mbit/s fit it too).
@@ -40,28 +37,24 @@ struct TransferMetric {
   bool by_buffer_size;
 };
 const TransferMetric kTransferMetrics[] = {
-    {"megascale.dcn_transfer_latencies.microsecond.cumulative.distribution",
-     "collective transfers after the slowest chip arrived, microseconds",
+    {names::kDcnTransferUs, "collective transfers after the slowest chip arrived, microseconds",
      &HostTransfers::outbound_us, true},
-    {"megascale.dcn_inbound_transfer_latencies.microsecond.cumulative.distribution",
+    {names::kDcnInboundTransferUs,
      "collective data arrival from launch (waiting on the slowest chip included), microseconds",
      &HostTransfers::inbound_us, true},
-    {"megascale.host_to_device_transfer_latencies.microsecond.cumulative.distribution",
-     "input batches from the host into HBM, microseconds", &HostTransfers::host_to_device_us, true},
-    {"megascale.device_to_host_transfer_latencies.microsecond.cumulative.distribution",
-     "step outputs from HBM to the host, microseconds", &HostTransfers::device_to_host_us, true},
-    {"megascale.collective_end_to_end_latencies.microsecond.cumulative.distribution",
+    {names::kHostToDeviceTransferUs, "input batches from the host into HBM, microseconds",
+     &HostTransfers::host_to_device_us, true},
+    {names::kDeviceToHostTransferUs, "step outputs from HBM to the host, microseconds",
+     &HostTransfers::device_to_host_us, true},
+    {names::kCollectiveEndToEndUs,
      "collectives from launch to result, host reduction included, microseconds",
      &HostTransfers::collective_us, true},
-    {"megascale.mxla_compute_latencies.microsecond.cumulative.distribution",
-     "the host's share of reducing collectives, microseconds", &HostTransfers::host_compute_us,
-     true},
-    {"megascale.grpc_tcp_min_rtt.microsecond.cumulative.distribution",
-     "smallest round trip of each connection to another host, microseconds",
+    {names::kHostComputeUs, "the host's share of reducing collectives, microseconds",
+     &HostTransfers::host_compute_us, true},
+    {names::kTcpMinRttUs, "smallest round trip of each connection to another host, microseconds",
      &HostTransfers::tcp_min_rtt_us, false},
-    {"megascale.grpc_tcp_delivery_rate.Mbps.cumulative.distribution",
-     "delivery rate of each connection to another host, Mbit/s", &HostTransfers::tcp_delivery_mbps,
-     false},
+    {names::kTcpDeliveryRateMbps, "delivery rate of each connection to another host, Mbit/s",
+     &HostTransfers::tcp_delivery_mbps, false},
 };
 
 const TransferMetric* FindTransferMetric(const std::string& name) {
@@ -140,10 +133,10 @@ void AddStringAttribute(const std::string& key, const std::string& value, rt::Ke
 // (older ones an int), and clients look for it there, not in the `device-id` int the gauges
 // carry.
 void SetDeviceOrdinal(int chip, rt::Attribute* attribute) {
-  attribute->set_key("device");
+  attribute->set_key(names::kDeviceAttributeKey);
   rt::KeyValueList* kv = attribute->mutable_value()->mutable_kvlist_attr();
-  AddStringAttribute("device_ordinal", absl::StrCat(chip), kv);
-  AddStringAttribute("core_type", "tensorcore", kv);
+  AddStringAttribute(names::kDeviceOrdinalKey, absl::StrCat(chip), kv);
+  AddStringAttribute(names::kCoreTypeKey, "tensorcore", kv);
 }
 
 void AddTransferMetrics(const TransferMetric& spec, const HostTransfers& transfers, int64_t now,
@@ -157,9 +150,9 @@ void AddTransferMetrics(const TransferMetric& spec, const HostTransfers& transfe
   if (!spec.by_buffer_size && classes.empty()) classes[-1];
   for (const auto& [shift, values] : classes) {
     rt::Metric* m = metric->add_metrics();
-    m->mutable_attribute()->set_key("megascale");
+    m->mutable_attribute()->set_key(names::kMegascaleKey);
     rt::KeyValueList* kv = m->mutable_attribute()->mutable_value()->mutable_kvlist_attr();
-    if (shift >= 0) AddStringAttribute("buffer-size", SizeClassLabel(shift), kv);
+    if (shift >= 0) AddStringAttribute(names::kBufferSizeKey, SizeClassLabel(shift), kv);
     SetTimestamp(now, m->mutable_timestamp());
     SetTimestamp(transfers.start_host_ns, m->mutable_start_timestamp());
     FillDistribution(values, m->mutable_distribution());
@@ -178,8 +171,9 @@ std::string ProgramFingerprint(uint64_t program_id) {
 
 const std::vector<std::string>& SupportedMetricNames() {
   static const auto* const kNames = [] {
-    auto* names = new std::vector<std::string>{kHbmUsage,     kHbmTotal, kDutyCycle, kIdle,
-                                               kHbmBandwidth, kQueue,    kTiming};
+    auto* names = new std::vector<std::string>{
+        kHbmUsageBytes,       kHbmTotalBytes, kDutyCyclePercent, kIdleSeconds,
+        kHbmBandwidthPercent, kQueueSize,     kProgramTimingUs};
     for (const TransferMetric& t : kTransferMetrics) names->push_back(t.name);
     return names;
   }();
@@ -303,7 +297,7 @@ grpc::Status MetricServiceImpl::GetRuntimeMetric(grpc::ServerContext*,
     AddTransferMetrics(*transfer, host_->Transfers(), now, metric);
     return grpc::Status::OK;
   }
-  if (name == kTiming) {
+  if (name == kProgramTimingUs) {
     metric->set_description(
         "execution time of each HLO program run (one per training step), microseconds, "
         "cumulative");
@@ -319,30 +313,30 @@ grpc::Status MetricServiceImpl::GetRuntimeMetric(grpc::ServerContext*,
   }
   for (const ChipActivity& c : host_->Activity()) {
     rt::Metric* m = metric->add_metrics();
-    if (name == kQueue) {
+    if (name == kQueueSize) {
       SetDeviceOrdinal(c.chip, m->mutable_attribute());
     } else {
-      m->mutable_attribute()->set_key("device-id");
+      m->mutable_attribute()->set_key(names::kDeviceIdKey);
       m->mutable_attribute()->mutable_value()->set_int_attr(c.chip);
     }
     SetTimestamp(now, m->mutable_timestamp());
-    if (name == kHbmUsage) {
+    if (name == kHbmUsageBytes) {
       metric->set_description("HBM in use, bytes");
       m->mutable_gauge()->set_as_int(c.hbm_usage_bytes);
-    } else if (name == kHbmTotal) {
+    } else if (name == kHbmTotalBytes) {
       metric->set_description("HBM capacity, bytes");
       m->mutable_gauge()->set_as_int(c.hbm_total_bytes);
-    } else if (name == kDutyCycle) {
+    } else if (name == kDutyCyclePercent) {
       metric->set_description("TensorCore busy share of the last second's steps, percent");
       m->mutable_gauge()->set_as_double(c.duty_cycle_percent);
-    } else if (name == kIdle) {
+    } else if (name == kIdleSeconds) {
       metric->set_description("time since the TensorCore last ran a kernel, seconds");
       m->mutable_gauge()->set_as_double(c.idle_seconds);
-    } else if (name == kHbmBandwidth) {
+    } else if (name == kHbmBandwidthPercent) {
       metric->set_description(
           "HBM bandwidth used over the last second's steps, percent of the peak");
       m->mutable_gauge()->set_as_double(c.hbm_bandwidth_percent);
-    } else if (name == kQueue) {
+    } else if (name == kQueueSize) {
       metric->set_description("HLO programs queued or running");
       m->mutable_gauge()->set_as_int(c.queued_kernels);
     }

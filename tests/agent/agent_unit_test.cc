@@ -13,6 +13,8 @@
 #include "agent/capture_runner.h"
 #include "agent/config.h"
 #include "agent/discovery.h"
+#include "agent/profiler_proxy.h"
+#include "agent/registrar.h"
 #include "agent/xprof_bounds.h"
 #include "common/clock.h"
 #include "common/config.h"

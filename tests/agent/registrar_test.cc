@@ -1,5 +1,7 @@
-// The agent's registration and heartbeats (agent/agent.h, Registrar) against an in-process
+// The agent's registration and heartbeats (agent/registrar.h) against an in-process
 // aggregator on loopback: what they carry of the workload, and their pace.
+#include "agent/registrar.h"
+
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>

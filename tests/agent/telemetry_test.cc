@@ -12,11 +12,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "agent/workload_channel.h"
 #include "common/clock.h"
 #include "gtest/gtest.h"
 #include "proto/profiler_service.grpc.pb.h"
+#include "proto/tpu_metric_names.h"
+#include "tests/agent/fake_metric_service.h"
 
 namespace podprof::agent {
 namespace {
@@ -34,66 +35,44 @@ struct Served {
   int64_t start_ns = 0;
 };
 
-// Serves each metric name's distributions as last set; a name never set is NOT_FOUND, as a
-// runtime answers for a metric it does not keep.
-class MetricService final : public rt::RuntimeMetricService::Service {
- public:
-  MetricService() {
-    grpc::ServerBuilder b;
-    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
-    b.RegisterService(this);
-    server_ = b.BuildAndStart();
+// The metric `name` holding `values`, as the runtime serves its distributions: a chip's by
+// `device_ordinal` in the attribute's key-value list, a size class's by `buffer-size`.
+rt::TPUMetric Distributions(const std::string& name, const std::vector<Served>& values) {
+  rt::TPUMetric out;
+  out.set_name(name);
+  for (const Served& v : values) {
+    rt::Metric* m = out.add_metrics();
+    m->mutable_attribute()->set_key(v.attribute);
+    rt::Attribute* a =
+        m->mutable_attribute()->mutable_value()->mutable_kvlist_attr()->add_attributes();
+    a->set_key(v.attribute == tpu_metrics::kDeviceAttributeKey ? tpu_metrics::kDeviceOrdinalKey
+                                                               : tpu_metrics::kBufferSizeKey);
+    a->mutable_value()->set_string_attr(v.label);
+    m->mutable_start_timestamp()->set_seconds(v.start_ns / kSecondNs);
+    m->mutable_start_timestamp()->set_nanos(static_cast<int32_t>(v.start_ns % kSecondNs));
+    rt::Distribution* d = m->mutable_distribution();
+    d->set_count(v.count);
+    d->set_mean(v.count > 0 ? v.sum / static_cast<double>(v.count) : 0);
+    d->mutable_bucket_options()->mutable_exponential_buckets()->set_num_finite_buckets(24);
+    d->mutable_bucket_options()->mutable_exponential_buckets()->set_growth_factor(2);
+    d->mutable_bucket_options()->mutable_exponential_buckets()->set_scale(1);
   }
-  ~MetricService() override { server_->Shutdown(); }
-  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
-  void Set(const std::string& metric, std::vector<Served> values) {
-    absl::MutexLock lock(&mu_);
-    metrics_[metric] = std::move(values);
-  }
-
-  grpc::Status GetRuntimeMetric(grpc::ServerContext*, const rt::MetricRequest* req,
-                                rt::MetricResponse* resp) override {
-    absl::MutexLock lock(&mu_);
-    auto it = metrics_.find(req->metric_name());
-    if (it == metrics_.end()) return grpc::Status(grpc::StatusCode::NOT_FOUND, "no such metric");
-    resp->mutable_metric()->set_name(req->metric_name());
-    for (const Served& v : it->second) {
-      rt::Metric* m = resp->mutable_metric()->add_metrics();
-      m->mutable_attribute()->set_key(v.attribute);
-      rt::Attribute* a =
-          m->mutable_attribute()->mutable_value()->mutable_kvlist_attr()->add_attributes();
-      a->set_key(v.attribute == "device" ? "device_ordinal" : "buffer-size");
-      a->mutable_value()->set_string_attr(v.label);
-      m->mutable_start_timestamp()->set_seconds(v.start_ns / kSecondNs);
-      m->mutable_start_timestamp()->set_nanos(static_cast<int32_t>(v.start_ns % kSecondNs));
-      rt::Distribution* d = m->mutable_distribution();
-      d->set_count(v.count);
-      d->set_mean(v.count > 0 ? v.sum / static_cast<double>(v.count) : 0);
-      d->mutable_bucket_options()->mutable_exponential_buckets()->set_num_finite_buckets(24);
-      d->mutable_bucket_options()->mutable_exponential_buckets()->set_growth_factor(2);
-      d->mutable_bucket_options()->mutable_exponential_buckets()->set_scale(1);
-    }
-    return grpc::Status::OK;
-  }
-
- private:
-  int port_ = 0;
-  std::unique_ptr<grpc::Server> server_;
-  absl::Mutex mu_;
-  std::map<std::string, std::vector<Served>> metrics_ ABSL_GUARDED_BY(mu_);
-};
+  return out;
+}
 
 class TelemetrySamplerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    channel_ = grpc::CreateChannel(service_.address(), grpc::InsecureChannelCredentials());
-    stub_ = rt::RuntimeMetricService::NewStub(channel_);
     // Two chips, each with one program run so far (a chip appears once a metric names it).
     Programs(1);
   }
   void Programs(int64_t runs) {
-    service_.Set(kProgramTimingMetric, {{"device", "0", runs, 90'000.0 * runs, started_},
-                                        {"device", "1", runs, 90'000.0 * runs, started_}});
+    service_.Set(Distributions(tpu_metrics::kProgramTimingUs,
+                               {{"device", "0", runs, 90'000.0 * runs, started_},
+                                {"device", "1", runs, 90'000.0 * runs, started_}}));
+  }
+  void Collectives(const std::vector<Served>& classes) {
+    service_.Set(Distributions(tpu_metrics::kCollectiveEndToEndUs, classes));
   }
   // One sample a second after the last.
   podprof::v1::TelemetrySample Next(TelemetrySampler& s) {
@@ -104,17 +83,17 @@ class TelemetrySamplerTest : public ::testing::Test {
   // Near the real time: the sampler turns its clock's readings into gRPC deadlines.
   FakeClock clock_{RealClock().NowNs()};
   const int64_t started_ = clock_.NowNs() - 60 * kSecondNs;
-  MetricService service_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<rt::RuntimeMetricService::Stub> stub_;
+  FakeMetricService service_;
+  const std::unique_ptr<RuntimeMetrics> metrics_ = service_.Reader(clock_);
 };
 
 // A workload's metric service answers as it likes: on the agent's channel an answer past
 // kMaxMetricResponseBytes fails its call before it is parsed, and one within is read.
 TEST(WorkloadChannelTest, AMetricAnswerPastTheLimitIsRefusedBeforeItIsParsed) {
-  MetricService service;
-  service.Set("huge", {{"device", std::string(kMaxMetricResponseBytes + 1, 'x'), 1, 1, 0}});
-  service.Set("small", {{"device", "0", 1, 1, 0}});
+  FakeMetricService service;
+  service.Set(
+      Distributions("huge", {{"device", std::string(kMaxMetricResponseBytes + 1, 'x'), 1, 1, 0}}));
+  service.Set(Distributions("small", {{"device", "0", 1, 1, 0}}));
   auto stub = rt::RuntimeMetricService::NewStub(
       NewWorkloadChannel(service.address(), /*own_connections=*/false, kMaxMetricResponseBytes));
   for (const char* name : {"huge", "small"}) {
@@ -169,9 +148,9 @@ TEST(WorkloadChannelTest, AProfileAnswerPastTheLimitIsRefusedBeforeItIsParsed) {
 }
 
 TEST_F(TelemetrySamplerTest, CollectivesAreTheGrowthOfEverySizeClassOnEveryChip) {
-  TelemetrySampler sampler({stub_.get()}, clock_);
-  service_.Set(kCollectiveMetric, {{"megascale", "4MB+", 10, 10'000, started_},
-                                   {"megascale", "512B+", 100, 5'000, started_}});
+  TelemetrySampler sampler(*metrics_, clock_);
+  Collectives(
+      {{"megascale", "4MB+", 10, 10'000, started_}, {"megascale", "512B+", 100, 5'000, started_}});
   podprof::v1::TelemetrySample first = Next(sampler);
   ASSERT_EQ(first.chips_size(), 2);
   // Nothing earlier to difference against: none counted, though the metric is there.
@@ -179,8 +158,8 @@ TEST_F(TelemetrySamplerTest, CollectivesAreTheGrowthOfEverySizeClassOnEveryChip)
   EXPECT_EQ(first.chips(0).collective_mean_us(), 0);
 
   Programs(11);
-  service_.Set(kCollectiveMetric, {{"megascale", "4MB+", 30, 40'000, started_},
-                                   {"megascale", "512B+", 100, 5'000, started_}});
+  Collectives(
+      {{"megascale", "4MB+", 30, 40'000, started_}, {"megascale", "512B+", 100, 5'000, started_}});
   podprof::v1::TelemetrySample second = Next(sampler);
   ASSERT_EQ(second.chips_size(), 2);
   for (const auto& c : second.chips()) {
@@ -192,12 +171,12 @@ TEST_F(TelemetrySamplerTest, CollectivesAreTheGrowthOfEverySizeClassOnEveryChip)
 }
 
 TEST_F(TelemetrySamplerTest, ARuntimeThatRestartsItsCountsCountsFromTheRestart) {
-  TelemetrySampler sampler({stub_.get()}, clock_);
-  service_.Set(kCollectiveMetric, {{"megascale", "4MB+", 50, 50'000, started_}});
+  TelemetrySampler sampler(*metrics_, clock_);
+  Collectives({{"megascale", "4MB+", 50, 50'000, started_}});
   Next(sampler);
   // Restarted half a second ago, after the last read: everything it holds is new.
   const int64_t restarted = clock_.NowNs() + kSecondNs / 2;
-  service_.Set(kCollectiveMetric, {{"megascale", "4MB+", 4, 8'000, restarted}});
+  Collectives({{"megascale", "4MB+", 4, 8'000, restarted}});
   podprof::v1::TelemetrySample after = Next(sampler);
   ASSERT_GT(after.chips_size(), 0);
   EXPECT_EQ(after.chips(0).collectives(), 4);
@@ -209,16 +188,16 @@ TEST_F(TelemetrySamplerTest, ARuntimeThatRestartsItsCountsCountsFromTheRestart) 
   // Restarted before the last read (it was missed): part of it may be counted already, so
   // none of it is; the next read differences it.
   const int64_t missed = clock_.NowNs() - 1;
-  service_.Set(kCollectiveMetric, {{"megascale", "4MB+", 6, 6'000, missed}});
+  Collectives({{"megascale", "4MB+", 6, 6'000, missed}});
   EXPECT_EQ(Next(sampler).chips(0).collectives(), 0);
-  service_.Set(kCollectiveMetric, {{"megascale", "4MB+", 9, 12'000, missed}});
+  Collectives({{"megascale", "4MB+", 9, 12'000, missed}});
   podprof::v1::TelemetrySample next = Next(sampler);
   EXPECT_EQ(next.chips(0).collectives(), 3);
   EXPECT_DOUBLE_EQ(next.chips(0).collective_mean_us(), 2'000);
 }
 
 TEST_F(TelemetrySamplerTest, ARuntimeWithoutTheCollectiveMetricReportsNone) {
-  TelemetrySampler sampler({stub_.get()}, clock_);
+  TelemetrySampler sampler(*metrics_, clock_);
   Next(sampler);
   Programs(3);
   podprof::v1::TelemetrySample s = Next(sampler);

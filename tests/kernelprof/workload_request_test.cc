@@ -14,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "agent/agent.h"
 #include "agent/capture_runner.h"
+#include "agent/profiler_proxy.h"
 #include "common/clock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "kernelprof/options.h"
