@@ -141,8 +141,6 @@ std::unique_ptr<grpc::Server> Serve(const AggregatorConfig& config,
   return server;
 }
 
-// The web pages, API and /metrics on [http] listen; null when off or when it cannot listen
-// (logged: the pod is served regardless).
 // How the triggers take a snapshot: the window before now of every online host, labelled with
 // the trigger, its reason, the telemetry that fired it and the instant it fired (trigger_ns).
 TriggerLoop::TakeSnapshot SnapshotTaker(Orchestrator& orchestrator, int64_t window_ns) {
@@ -167,6 +165,8 @@ TriggerLoop::TakeSnapshot SnapshotTaker(Orchestrator& orchestrator, int64_t wind
   };
 }
 
+// The web pages, API and /metrics on [http] listen; null when off or when it cannot listen
+// (logged: the pod is served regardless).
 std::unique_ptr<http::Server> ServeHttp(const AggregatorConfig& config,
                                         const HttpApiSources& sources, Clock& clock) {
   if (config.http.listen.empty()) return nullptr;
@@ -309,8 +309,11 @@ int AggregatorMain(int argc, char** argv) {
                     config->max_message_bytes);
   registry.SetAgentHosts(config->agent_hosts);
   Orchestrator orchestrator(&registry, &(*store)->writer(), clock, OrchestratorLimitsFrom(*config));
-  Queries queries(**store, registry);
-  AggregatorService service(&queries, &registry, &orchestrator, &clock, limits, access);
+  const StoreReads reads(**store);
+  Queries queries(reads, registry);
+  AccessRules access_rules(access);
+  AggregatorService service(&queries, reads, &(*store)->writer(), &registry, &orchestrator, &clock,
+                            limits, &access_rules);
   security::RouteGrpcLogs(&service.refusals());
   // A fleet store that cannot be used is reported and left: the pod is served regardless.
   absl::StatusOr<std::unique_ptr<fleet::Replicator>> fleet = StartFleet(*config, **store, clock);
@@ -332,11 +335,17 @@ int AggregatorMain(int argc, char** argv) {
   MetricSources sources{store->get(), &registry, &orchestrator, fleet.ok() ? fleet->get() : nullptr,
                         config->ingest_max_active_hosts};
   AddAggregatorMetrics(metrics, sources, clock);
-  std::unique_ptr<http::Server> web =
-      ServeHttp(*config,
-                {&queries, &metrics, &clock, &orchestrator, &service, config->http.perfetto_ui,
-                 HttpWritesRefused(*config), &(*store)->telemetry(), &triggers},
-                clock);
+  HttpApiSources api;
+  api.queries = &queries;
+  api.reads = &reads;
+  api.metrics = &metrics;
+  api.clock = &clock;
+  api.orchestrator = &orchestrator;
+  api.access = &access_rules;
+  api.perfetto_ui = config->http.perfetto_ui;
+  api.writes_refused = HttpWritesRefused(*config);
+  api.triggers = &triggers;
+  std::unique_ptr<http::Server> web = ServeHttp(*config, api, clock);
   int port = 0;
   std::unique_ptr<grpc::Server> server =
       Serve(*config, *creds, &service, metrics, clock, ready_file, web ? web->port() : 0, &port);
@@ -361,7 +370,7 @@ int AggregatorMain(int argc, char** argv) {
     if (!rotated.empty()) changed.push_back(absl::StrCat("TLS material (now ", rotated, ")"));
     std::string summary = ChangedSummary(changed);
     registry.SetAgentHosts(config->agent_hosts);
-    service.SetAccess(AccessFrom(*config));
+    access_rules.Set(AccessFrom(*config));
     return summary;
   };
   hooks.tick = [&] { return RetentionTick(**store, *config, clock); };

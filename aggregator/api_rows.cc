@@ -9,7 +9,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
-#include "aggregator/orchestrator.h"
+#include "aggregator/stored_options.h"
 #include "fleet/capture_rows.h"
 #include "insight/change.h"
 #include "insight/insight_proto.h"
@@ -203,13 +203,13 @@ podprof::v1::KernelInsight InsightOf(const storage::StatRow& r,
 // The insights of the first `n` of `rows` (stats grouped by kernel, or by chip with
 // `per_chip`), in order.
 absl::StatusOr<std::vector<podprof::v1::KernelInsight>> Judge(
-    storage::Store& store, const std::string& capture_id, bool per_chip,
+    storage::InsightQueries& insights, const std::string& capture_id, bool per_chip,
     const std::vector<storage::StatRow>& rows, size_t n) {
-  absl::StatusOr<std::vector<storage::KernelInsightRow>> insights =
-      store.insights().KernelInsights(capture_id, per_chip, fleet::SyncWaitScope());
-  if (!insights.ok()) return insights.status();
+  absl::StatusOr<std::vector<storage::KernelInsightRow>> stored =
+      insights.KernelInsights(capture_id, per_chip, fleet::SyncWaitScope());
+  if (!stored.ok()) return stored.status();
   std::map<std::tuple<std::string, int, int64_t>, const storage::KernelInsightRow*> by_key;
-  for (const auto& in : *insights) by_key[{in.host, in.chip, in.kernel_id}] = &in;
+  for (const auto& in : *stored) by_key[{in.host, in.chip, in.kernel_id}] = &in;
   std::vector<podprof::v1::KernelInsight> out;
   for (size_t i = 0; i < std::min(n, rows.size()); ++i) {
     const storage::StatRow& r = rows[i];
@@ -221,17 +221,35 @@ absl::StatusOr<std::vector<podprof::v1::KernelInsight>> Judge(
 
 // Stats rows with their insights, as the API gives them.
 absl::StatusOr<std::vector<podprof::v1::KernelStats>> JudgedStats(
-    storage::Store& store, const std::string& capture_id, bool per_chip,
+    storage::InsightQueries& insights, const std::string& capture_id, bool per_chip,
     const std::vector<storage::StatRow>& rows, size_t n) {
-  absl::StatusOr<std::vector<podprof::v1::KernelInsight>> insights =
-      Judge(store, capture_id, per_chip, rows, n);
-  if (!insights.ok()) return insights.status();
+  absl::StatusOr<std::vector<podprof::v1::KernelInsight>> judged =
+      Judge(insights, capture_id, per_chip, rows, n);
+  if (!judged.ok()) return judged.status();
   std::vector<podprof::v1::KernelStats> out;
-  for (size_t i = 0; i < insights->size(); ++i) {
+  for (size_t i = 0; i < judged->size(); ++i) {
     out.push_back(ToProto(rows[i]));
-    *out.back().mutable_insight() = std::move((*insights)[i]);
+    *out.back().mutable_insight() = std::move((*judged)[i]);
   }
   return out;
+}
+
+podprof::v1::TelemetryRow ToProto(const storage::TelemetryRecord& r) {
+  podprof::v1::TelemetryRow row;
+  row.set_host(r.host);
+  row.set_time_ns(r.time_ns);
+  row.set_interval_ns(r.interval_ns);
+  podprof::v1::ChipTelemetry* t = row.mutable_chip();
+  t->set_chip(r.chip);
+  t->set_steps(r.steps);
+  t->set_step_mean_us(r.step_mean_us);
+  t->set_step_max_us(r.step_max_us);
+  t->set_duty_cycle_percent(r.duty_cycle_percent);
+  t->set_hbm_used_bytes(r.hbm_used_bytes);
+  t->set_queued(r.queued);
+  t->set_collectives(r.collectives);
+  t->set_collective_mean_us(r.collective_mean_us);
+  return row;
 }
 
 }  // namespace podprof::aggregator

@@ -34,11 +34,13 @@ podprof::v1::KernelInsight InsightOf(const storage::StatRow& r,
                                      const storage::KernelInsightRow* in);
 // Insights of the first `n` of `rows` (their capture's, per chip or pod-wide as they are).
 absl::StatusOr<std::vector<podprof::v1::KernelInsight>> Judge(
-    storage::Store& store, const std::string& capture_id, bool per_chip,
+    storage::InsightQueries& insights, const std::string& capture_id, bool per_chip,
     const std::vector<storage::StatRow>& rows, size_t n);
+// A stored telemetry row (a chip over one stored interval) as the API's.
+podprof::v1::TelemetryRow ToProto(const storage::TelemetryRecord& r);
 // The first `n` of `rows` as the API's KernelStats, each with its insight.
 absl::StatusOr<std::vector<podprof::v1::KernelStats>> JudgedStats(
-    storage::Store& store, const std::string& capture_id, bool per_chip,
+    storage::InsightQueries& insights, const std::string& capture_id, bool per_chip,
     const std::vector<storage::StatRow>& rows, size_t n);
 
 }  // namespace podprof::aggregator

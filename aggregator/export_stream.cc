@@ -181,7 +181,7 @@ std::vector<exporter::ChipVolume> VolumesOf(const std::vector<storage::ChipVolum
 
 // Each selected kernel's verdict on each selected chip, for its slices, by host.
 absl::StatusOr<std::map<std::string, exporter::KernelNotes>> NotesOf(
-    storage::Store& store, const std::string& capture_id, std::vector<storage::StatRow> rows,
+    const StoreReads& store, const std::string& capture_id, std::vector<storage::StatRow> rows,
     exporter::Narrower& narrower) {
   rows.erase(std::remove_if(rows.begin(), rows.end(),
                             [&](const storage::StatRow& r) {
@@ -190,7 +190,7 @@ absl::StatusOr<std::map<std::string, exporter::KernelNotes>> NotesOf(
                             }),
              rows.end());
   ASSIGN_OR_RETURN(std::vector<v1::KernelInsight> judged,
-                   Judge(store, capture_id, true, rows, rows.size()));
+                   Judge(store.insights(), capture_id, true, rows, rows.size()));
   std::map<std::string, exporter::KernelNotes> notes;
   for (size_t i = 0; i < judged.size(); ++i) {
     const storage::StatRow& r = rows[i];
@@ -230,7 +230,7 @@ std::string HostFileName(const std::string& host) {
 // One file per host, each an XSpace written a plane at a time: beside the host's capture, only
 // one chip's XPlane is ever in memory (a whole host's XSpace, held by 32 downloads at once, took
 // the aggregator from 0.3 to 1.6 GB).
-absl::Status WriteXSpaces(storage::Store& store, const ExportSink& sink,
+absl::Status WriteXSpaces(const StoreReads& store, const ExportSink& sink,
                           const storage::CaptureRow& row, exporter::Narrower& narrower,
                           uint64_t* estimate) {
   const std::string run = exporter::XprofRunName(row.start_ns);
@@ -291,7 +291,7 @@ const char* TimelineFormatName(v1::ExportFormat format) {
 
 // The merged timeline as Perfetto, Chrome JSON (refused once it passes `json_limit` bytes) or
 // CSV.
-absl::Status WriteTimeline(storage::Store& store, const ExportSink& sink,
+absl::Status WriteTimeline(const StoreReads& store, const ExportSink& sink,
                            const storage::CaptureRow& row, v1::ExportFormat format,
                            exporter::Narrower& narrower,
                            const std::map<std::string, exporter::KernelNotes>& notes,
@@ -340,7 +340,7 @@ absl::Status WriteTimeline(storage::Store& store, const ExportSink& sink,
 
 }  // namespace
 
-absl::StatusOr<ExportPlan> PlanExport(storage::Store& store,
+absl::StatusOr<ExportPlan> PlanExport(const StoreReads& store,
                                       const v1::ExportCaptureRequest& request) {
   const auto format = request.format();
   if (format != v1::EXPORT_FORMAT_PERFETTO && format != v1::EXPORT_FORMAT_CHROME_JSON &&
@@ -379,7 +379,7 @@ absl::StatusOr<ExportPlan> PlanExport(storage::Store& store,
   return plan;
 }
 
-absl::Status WriteExport(storage::Store& store, ExportPlan& plan, const ExportSink& sink) {
+absl::Status WriteExport(const StoreReads& store, ExportPlan& plan, const ExportSink& sink) {
   if (plan.request.format() == v1::EXPORT_FORMAT_XSPACE_DIR) {
     return WriteXSpaces(store, sink, plan.row, *plan.narrower, &plan.estimate);
   }
@@ -397,7 +397,7 @@ grpc::Status AggregatorService::ExportCapture(grpc::ServerContext* context,
   return GuardRpc("Aggregator.ExportCapture", [&]() -> grpc::Status {
     absl::StatusOr<StreamSlots::Ticket> slot = long_calls_.Take(ClientOf(*context));
     if (!slot.ok()) return ToGrpc(slot.status());
-    absl::StatusOr<ExportPlan> plan = PlanExport(*store_, *request);
+    absl::StatusOr<ExportPlan> plan = PlanExport(reads_, *request);
     if (!plan.ok()) return ToGrpc(plan.status());
     // A chunk its client leaves untaken past the limit cancels the call: the chunk and the
     // thread are let go (64 unread exports of one client held 695 MiB).
@@ -410,7 +410,7 @@ grpc::Status AggregatorService::ExportCapture(grpc::ServerContext* context,
       return sent;
     };
     sink.cancelled = [context] { return context->IsCancelled(); };
-    absl::Status written = WriteExport(*store_, *plan, sink);
+    absl::Status written = WriteExport(reads_, *plan, sink);
     if (watchdog.fired()) {
       return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
                           "the client left an export chunk untaken for 20 s");

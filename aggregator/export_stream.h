@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "aggregator/store_reads.h"
 #include "export/narrow.h"
 #include "proto/podprof_aggregator.pb.h"
-#include "storage/store.h"
 
 namespace podprof::aggregator {
 
@@ -40,11 +40,11 @@ struct ExportPlan {
 
 // InvalidArgument for a format or narrowing that selects nothing (naming the flag), NotFound
 // for an unknown capture, FailedPrecondition for a Chrome JSON over its size limit.
-absl::StatusOr<ExportPlan> PlanExport(storage::Store& store,
+absl::StatusOr<ExportPlan> PlanExport(const StoreReads& store,
                                       const podprof::v1::ExportCaptureRequest& request);
 // Writes the planned export to `sink`; files of an XProf session arrive one after another
 // (each chunk names its file and offset).
-absl::Status WriteExport(storage::Store& store, ExportPlan& plan, const ExportSink& sink);
+absl::Status WriteExport(const StoreReads& store, ExportPlan& plan, const ExportSink& sink);
 
 }  // namespace podprof::aggregator
 

@@ -27,6 +27,7 @@
 #include "report/kernel_rows.h"
 #include "report/pod_rows.h"
 #include "report/states.h"
+#include "report/telemetry_rows.h"
 #include "web/pages.h"
 
 namespace podprof::aggregator {
@@ -328,7 +329,7 @@ Response Agents(const HttpApiSources& src, const Request& req) {
 // is refused outright over plaintext beyond loopback unless the configuration opted in.
 absl::Status Operator(const HttpApiSources& src, const Request& req) {
   if (!src.writes_refused.empty()) return absl::PermissionDeniedError(src.writes_refused);
-  return src.service->access()->operators.CheckIdentities(req.identities, req.roles, "an operator");
+  return src.access->Get()->operators.CheckIdentities(req.identities, req.roles, "an operator");
 }
 
 // A write body's "hosts", "selector" and "labels" (each optional) into `r`.
@@ -396,8 +397,7 @@ absl::StatusOr<podprof::v1::StartCaptureRequest> SnapshotBody(const std::string&
 // stored interval, oldest first, as `podprof telemetry` prints it (since and until are ages:
 // how long ago; host may repeat, comma-separated too).
 Response Telemetry(const HttpApiSources& src, const Request& req) {
-  if (src.telemetry == nullptr) return Response::Error(absl::NotFoundError("no telemetry here"));
-  storage::TelemetryFilter f;
+  podprof::v1::GetTelemetryRequest r;
   const int64_t now = src.clock->NowNs();
   for (const char* name : {"since", "until"}) {
     const std::string text = Param(req, name, std::string(name) == "since" ? "1h" : "");
@@ -407,33 +407,25 @@ Response Telemetry(const HttpApiSources& src, const Request& req) {
       return Response::Error(absl::InvalidArgumentError(
           absl::StrCat(name, ": \"", text, "\" is not a duration such as 1h or 30s")));
     }
-    (std::string(name) == "since" ? f.since_ns : f.until_ns) = now - *ago;
+    std::string(name) == "since" ? r.set_since_ns(now - *ago) : r.set_until_ns(now - *ago);
   }
   for (absl::string_view h : absl::StrSplit(Param(req, "host"), ',', absl::SkipEmpty())) {
-    f.hosts.emplace_back(h);
+    r.add_hosts(std::string(h));
   }
-  absl::StatusOr<int64_t> limit = IntParam(req, "limit", 10'000);
+  absl::StatusOr<int64_t> limit = IntParam(req, "limit", kDefaultTelemetryLimit);
   if (!limit.ok()) return Response::Error(limit.status());
-  f.limit = std::clamp<int64_t>(*limit, 1, 100'000);
-  bool truncated = false;
-  absl::StatusOr<std::vector<storage::TelemetryRecord>> rows = src.telemetry->Read(f, &truncated);
-  if (!rows.ok()) return Response::Error(rows.status());
-  Json out = Json::array();
-  for (const storage::TelemetryRecord& r : *rows) {
-    out.push_back({{"time_ns", r.time_ns},
-                   {"host", r.host},
-                   {"chip", r.chip},
-                   {"interval_ns", r.interval_ns},
-                   {"steps", r.steps},
-                   {"step_mean_us", r.step_mean_us},
-                   {"step_max_us", r.step_max_us},
-                   {"duty_cycle_percent", r.duty_cycle_percent},
-                   {"hbm_used_bytes", r.hbm_used_bytes},
-                   {"queued", r.queued},
-                   {"collectives", r.collectives},
-                   {"collective_mean_us", r.collective_mean_us}});
-  }
-  return Rows(req, "telemetry", out, Json{{"truncated", truncated}});
+  // limit=0 is one row here (the query layer would read 0 as its default).
+  r.set_limit(static_cast<int32_t>(std::clamp<int64_t>(*limit, 1, kMaxTelemetryLimit)));
+  absl::StatusOr<bool> csv = WantsCsv(req);
+  if (!csv.ok()) return Response::Error(csv.status());
+  return Answer(src.queries->Telemetry(r), [&](const podprof::v1::GetTelemetryResponse& a) {
+    if (*csv) {
+      std::ostringstream text;
+      report::WriteTelemetryCsv(a, text);
+      return CsvText(text.str());
+    }
+    return Rows(req, "telemetry", report::TelemetryRowsJson(a), Json{{"truncated", a.truncated()}});
+  });
 }
 
 // GET /api/v1/triggers: the triggers' settings and their last events (fired, or held and why
@@ -476,48 +468,14 @@ Response Webhook(const HttpApiSources& src, const Request& req) {
   if (src.triggers == nullptr) return Response::Error(absl::NotFoundError("no triggers here"));
   absl::StatusOr<nlohmann::json> body = http::ParseJsonObject(req.body);
   if (!body.ok()) return Response::Error(body.status());
-  const nlohmann::json& alerts = (*body)["alerts"];
-  if (!alerts.is_array() || alerts.size() > 1000) {
-    return Response::Error(
-        absl::InvalidArgumentError("alerts must be an array (of at most 1000 alerts)"));
-  }
-  Firing f{"webhook", ""};
-  std::vector<std::string> names;
-  // Alertmanager sends status, labels and receiver as strings (labels are a map of strings); any
-  // other type is a broken or hostile sender, refused with the field named rather than guessed
-  // at. Annotations are free-form, so a summary that is not a string is left out.
-  for (size_t i = 0; i < alerts.size(); ++i) {
-    const nlohmann::json& a = alerts[i];
-    if (!a.is_object()) continue;
-    const std::string at = absl::StrCat("alerts[", i, "]");
-    absl::StatusOr<std::string> status =
-        http::StringField(a, "status", "firing", absl::StrCat(at, ".status"));
-    if (!status.ok()) return Response::Error(status.status());
-    if (*status != "firing") continue;
-    std::string name = "alert";
-    if (const auto labels = a.find("labels"); labels != a.end() && labels->is_object()) {
-      absl::StatusOr<std::string> alertname =
-          http::StringField(*labels, "alertname", name, absl::StrCat(at, ".labels.alertname"));
-      if (!alertname.ok()) return Response::Error(alertname.status());
-      name = *std::move(alertname);
-    }
-    if (const auto notes = a.find("annotations"); notes != a.end() && notes->is_object()) {
-      if (const auto summary = notes->find("summary");
-          summary != notes->end() && summary->is_string()) {
-        absl::StrAppend(&name, ": ", summary->get_ref<const std::string&>());
-      }
-    }
-    names.push_back(name);
-  }
-  absl::StatusOr<std::string> receiver = http::StringField(*body, "receiver", "");
-  if (!receiver.ok()) return Response::Error(receiver.status());
-  if (names.empty()) {
+  absl::StatusOr<std::optional<Firing>> firing = FiringOfAlertmanager(*body);
+  if (!firing.ok()) return Response::Error(firing.status());
+  if (!*firing) {
     return Response::Text(200,
                           JsonText(Json{{"snapshot", nullptr}, {"why", "no firing alert"}}) + "\n",
                           "application/json");
   }
-  f.reason = TruncateUtf8(absl::StrJoin(names, "; "), 1024);  // a label holds 1 kB
-  f.evidence = {{"alerts", names.size()}, {"receiver", *receiver}};
+  const Firing& f = **firing;
   absl::StatusOr<std::string> id = src.triggers->Fire(f, /*automatic=*/false);
   if (absl::IsResourceExhausted(id.status())) {
     return Response::Text(

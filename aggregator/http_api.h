@@ -8,35 +8,36 @@
 #include <memory>
 #include <string>
 
+#include "aggregator/access_control.h"
 #include "aggregator/orchestrator.h"
 #include "aggregator/queries.h"
-#include "aggregator/service.h"
+#include "aggregator/store_reads.h"
 #include "aggregator/triggers.h"
 #include "common/clock.h"
 #include "http/server.h"
 #include "metrics/registry.h"
-#include "storage/telemetry_table.h"
 
 namespace podprof::aggregator {
 
 struct HttpApiSources {
   // Every read the routes answer: the same layer, and so the same answers, as gRPC's.
   Queries* queries = nullptr;
+  // What the views and downloads read a capture's timelines through (the store's read roles).
+  const StoreReads* reads = nullptr;
   metrics::Registry* metrics = nullptr;
   Clock* clock = nullptr;
   // Starting and cancelling captures, held to the same operator role as gRPC's.
   Orchestrator* orchestrator = nullptr;
   // Who may start and cancel captures: the roles gRPC checks.
-  AggregatorService* service = nullptr;
+  const AccessRules* access = nullptr;
   // Where "Open in Perfetto" posts traces ([http] perfetto_ui).
   std::string perfetto_ui = "https://ui.perfetto.dev";
   // Why starting and cancelling captures over HTTP is refused to everyone, or "" when the
   // operator role decides: plaintext HTTP beyond loopback lets anyone who can reach the port
   // act as an operator, so it takes [http] insecure_writes to allow it.
   std::string writes_refused;
-  // Stored telemetry (GET /api/v1/telemetry) and the triggers (GET /api/v1/triggers, the
-  // webhook POST /api/v1/snapshots/webhook); null leaves those routes answering 404.
-  storage::TelemetryTable* telemetry = nullptr;
+  // The triggers (GET /api/v1/triggers, the webhook POST /api/v1/snapshots/webhook); null
+  // leaves those routes answering 404.
   TriggerLoop* triggers = nullptr;
 };
 

@@ -104,8 +104,7 @@ Response Timeline(const HttpApiSources& src, Overviews& overviews, const Request
   w.to_ns = *to_ns;
   w.width_px = static_cast<int>(*width);
   w.counters = counters;
-  absl::StatusOr<Overview> view =
-      ReadView(src.queries->store(), *row, std::move(w), HostsParam(req), waits);
+  absl::StatusOr<Overview> view = ReadView(*src.reads, *row, std::move(w), HostsParam(req), waits);
   if (!view.ok()) return Response::Error(view.status());
   if (waits) fields["waits"] = view->waits;
   return Response::Text(200, view->view.Finish(std::move(fields)) + "\n", "application/json");
@@ -126,8 +125,7 @@ Response Waits(const HttpApiSources& src, Overviews& overviews, const Request& r
     w.from_ns = row->start_ns;
     w.to_ns = std::max(row->end_ns, row->start_ns + 1);
     w.width_px = 1;
-    absl::StatusOr<Overview> read =
-        ReadView(src.queries->store(), *row, std::move(w), HostsParam(req), true);
+    absl::StatusOr<Overview> read = ReadView(*src.reads, *row, std::move(w), HostsParam(req), true);
     if (!read.ok()) return Response::Error(read.status());
     j = std::move(read->waits);
   }
@@ -251,7 +249,7 @@ Response Export(const HttpApiSources& src, const Request& req) {
   if (absl::Status s = CheckUserPattern("kernel", r.kernel_regex()); !s.ok()) {
     return Response::Error(s);
   }
-  absl::StatusOr<ExportPlan> planned = PlanExport(src.queries->store(), r);
+  absl::StatusOr<ExportPlan> planned = PlanExport(*src.reads, r);
   if (!planned.ok()) return Response::Error(planned.status());
   auto plan = std::make_shared<ExportPlan>(*std::move(planned));
   Response res;
@@ -291,8 +289,7 @@ Response Export(const HttpApiSources& src, const Request& req) {
       };
     }
     sink.cancelled = [&w] { return w.stopping(); };
-    if (!WriteExport(src.queries->store(), *plan, sink).ok())
-      return;  // no closing chunk: cut short
+    if (!WriteExport(*src.reads, *plan, sink).ok()) return;  // no closing chunk: cut short
     end_member();
     if (tar) ok = ok && WriteChunk(w, std::string(1024, '\0'));
     if (ok) w.Write("0\r\n\r\n");
@@ -303,7 +300,7 @@ Response Export(const HttpApiSources& src, const Request& req) {
 }  // namespace
 
 void AddViewRoutes(const HttpApiSources& src, http::Router& r) {
-  auto overviews = std::make_shared<Overviews>(&src.queries->store(), *src.clock);
+  auto overviews = std::make_shared<Overviews>(*src.reads, *src.clock);
   r.Add("GET", "/api/v1/captures/{id}/timeline",
         [src, overviews](const Request& q) { return Timeline(src, *overviews, q); });
   r.Add("GET", "/api/v1/captures/{id}/waits",
@@ -316,7 +313,7 @@ void AddViewRoutes(const HttpApiSources& src, http::Router& r) {
   r.Add("GET", "/api/v1/ui", [src](const Request& q) {
     const bool op =
         src.writes_refused.empty() &&
-        src.service->access()->operators.CheckIdentities(q.identities, q.roles, "an operator").ok();
+        src.access->Get()->operators.CheckIdentities(q.identities, q.roles, "an operator").ok();
     return JsonResponse({{"perfetto_ui", src.perfetto_ui}, {"operator", op}});
   });
 }

@@ -60,8 +60,9 @@ std::string SpoolDir(const ImportLimits& limits) {
 
 }  // namespace
 
-Importer::Importer(Queries& queries, Clock& clock, ImportLimits limits)
-    : queries_(queries), limits_(std::move(limits)), dir_(SpoolDir(limits_)) {
+Importer::Importer(storage::CaptureWriter& writer, Queries& queries, Clock& clock,
+                   ImportLimits limits)
+    : writer_(writer), queries_(queries), limits_(std::move(limits)), dir_(SpoolDir(limits_)) {
   capture_.source = storage::CaptureSource::kImport;
   capture_.created_ns = clock.NowNs();
 }
@@ -150,7 +151,7 @@ absl::StatusOr<v1::ImportXSpaceResponse> Importer::Finish() {
                          static_cast<unsigned>(w.created_ns % 65536));
   const size_t imported = w.hosts.size();
   const std::string id = w.id;
-  RETURN_IF_ERROR(ingest::StoreCapture(queries_.store().writer(), std::move(w)));
+  RETURN_IF_ERROR(ingest::StoreCapture(writer_, std::move(w)));
   PODPROF_LOG(INFO) << "imported " << imported << " host(s) as " << id
                     << (errors_.empty() ? ""
                                         : absl::StrCat(", ", errors_.size(), " file(s) failed"));

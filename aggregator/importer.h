@@ -16,6 +16,7 @@
 #include "common/clock.h"
 #include "ingest/capture_ingest.h"
 #include "proto/podprof_aggregator.pb.h"
+#include "storage/capture_writer.h"
 
 namespace podprof::aggregator {
 
@@ -28,10 +29,11 @@ struct ImportLimits {
 
 class Spool;
 
-// One import, fed chunk by chunk from one thread. `queries` (and its store) must outlive it.
+// One import, fed chunk by chunk from one thread. It stores the capture through `writer` (the
+// store's writer role) and reads back what it prints through `queries`; both must outlive it.
 class Importer {
  public:
-  Importer(Queries& queries, Clock& clock, ImportLimits limits);
+  Importer(storage::CaptureWriter& writer, Queries& queries, Clock& clock, ImportLimits limits);
   ~Importer();
   Importer(const Importer&) = delete;
   Importer& operator=(const Importer&) = delete;
@@ -47,6 +49,7 @@ class Importer {
   // Reads the spooled file of the current host into the capture, or records why it could not.
   void FinishFile();
 
+  storage::CaptureWriter& writer_;
   Queries& queries_;
   const ImportLimits limits_;
   const std::string dir_;

@@ -12,15 +12,14 @@
 #include "absl/synchronization/blocking_counter.h"
 #include "aggregator/capture_run.h"
 #include "aggregator/host_stream.h"
+#include "aggregator/stored_options.h"
 #include "analysis/host_summary.h"
 #include "common/checked.h"
 #include "common/logging.h"
 #include "common/parallel.h"
 #include "common/status_macros.h"
-#include "google/protobuf/util/json_util.h"
 #include "ingest/capture_ingest.h"
 #include "kernelprof/options.h"
-#include "nlohmann/json.hpp"
 #include "proto/grpc_status.h"
 #include "stream/capture_decoder.h"
 
@@ -43,32 +42,6 @@ constexpr int64_t kFirstDispatchPerHostNs = 4'000'000;
 constexpr int kDispatchThreads = 16;
 
 }  // namespace
-
-std::string StoredOptionsJson(const v1::StartCaptureRequest& req) {
-  nlohmann::json j = {{"duration_ms", req.duration_ms()}};
-  if (req.has_options() && req.options().ByteSizeLong() > 0) {
-    google::protobuf::util::JsonPrintOptions print;
-    print.preserve_proto_field_names = true;
-    std::string text;
-    // Printing a message without Any fields cannot fail.
-    (void)google::protobuf::util::MessageToJsonString(req.options(), &text, print);
-    j["options"] = nlohmann::json::parse(text, nullptr, false);
-  }
-  return j.dump();
-}
-
-v1::CaptureOptions OptionsFromStoredJson(const std::string& text) {
-  v1::CaptureOptions options;
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (!j.is_object() || !j.contains("options")) return options;
-  google::protobuf::util::JsonParseOptions parse;
-  // Written by a newer aggregator, the object may hold fields this one does not know.
-  parse.ignore_unknown_fields = true;
-  if (!google::protobuf::util::JsonStringToMessage(j["options"].dump(), &options, parse).ok()) {
-    options.Clear();
-  }
-  return options;
-}
 
 Orchestrator::~Orchestrator() {
   std::map<std::string, std::thread> threads;

@@ -22,6 +22,7 @@
 #include "absl/synchronization/mutex.h"
 #include "aggregator/alignment.h"
 #include "aggregator/registry.h"
+#include "aggregator/stored_options.h"
 #include "aggregator/stream_budget.h"
 #include "aggregator/stream_pool.h"
 #include "common/clock.h"
@@ -30,25 +31,6 @@
 #include "trace/model.h"
 
 namespace podprof::aggregator {
-
-// The captures.options column of a capture started by `req`: its duration and, when given, its
-// CaptureOptions in protobuf's JSON form (field names as in the .proto).
-std::string StoredOptionsJson(const v1::StartCaptureRequest& req);
-
-// The CaptureOptions in a captures.options column; empty when there are none or the text is
-// not what StoredOptionsJson writes.
-v1::CaptureOptions OptionsFromStoredJson(const std::string& text);
-
-// A snapshot's reserved label saying which window it holds (docs/RECORDER.md, storage/SCHEMA.md):
-// kBeforeRequest, the seconds before the request cut from the agents' flight recorders;
-// kAfterRequest, captured live from the request on because a host had no armed recorder;
-// kMixedWindows, some hosts' windows before and some after (an agent whose recorder stopped
-// after its last heartbeat, or one too old to capture the pod's instant). Set by the
-// orchestrator on every snapshot, over any label of that name the caller gave.
-inline constexpr char kWindowLabel[] = "window";
-inline constexpr char kBeforeRequest[] = "before-request";
-inline constexpr char kAfterRequest[] = "after-request";
-inline constexpr char kMixedWindows[] = "mixed";
 
 struct OrchestratorLimits {
   int64_t max_duration_ns = 300'000'000'000;

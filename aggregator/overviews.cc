@@ -19,7 +19,7 @@ constexpr int64_t kWarmMaxChips = 256;
 
 }  // namespace
 
-absl::StatusOr<Overview> ReadView(storage::Store& store, const storage::CaptureRow& row,
+absl::StatusOr<Overview> ReadView(const StoreReads& store, const storage::CaptureRow& row,
                                   TimelineWindow window, storage::HostSelection only, bool waits) {
   only.line_kinds = {trace::LineKind::kOps, trace::LineKind::kGpuStream};
   if (waits) only.line_kinds.insert(trace::LineKind::kSteps);
@@ -44,9 +44,9 @@ std::set<std::string> DefaultCounters(const storage::CaptureRow& row) {
   return {};
 }
 
-Overviews::Overviews(storage::Store* store, Clock& clock)
+Overviews::Overviews(StoreReads store, Clock& clock)
     : store_(store),
-      seen_(store->writer().written().captures),
+      seen_(store.captures_written()),
       warmer_(clock, clock.NowNs() + kWarmEveryNs, [this, &clock] {
         Warm();
         return PeriodicThread::Every(clock, kWarmEveryNs);
@@ -86,7 +86,7 @@ absl::StatusOr<std::shared_ptr<const Overview>> Overviews::Get(
     w.to_ns = std::max(row.end_ns, row.start_ns + 1);
     w.width_px = WidthFor(row.chips);
     w.counters = counters;
-    absl::StatusOr<Overview> read = ReadView(*store_, row, std::move(w), {}, true);
+    absl::StatusOr<Overview> read = ReadView(store_, row, std::move(w), {}, true);
     Result r = read.ok() ? Result(std::make_shared<const Overview>(*std::move(read)))
                          : Result(read.status());
     promise.set_value(r);
@@ -103,18 +103,18 @@ absl::StatusOr<std::shared_ptr<const Overview>> Overviews::Get(
 // newest captures' overviews, so that the page opened when a capture lands finds its first
 // view ready. Captures stored before this process started wait for a page to ask.
 void Overviews::Warm() {
-  const int64_t written = store_->writer().written().captures;
+  const int64_t written = store_.captures_written();
   if (written == seen_) return;  // nothing new: no query at all
   seen_ = written;
   storage::CaptureQuery q;
   q.limit = 2;
   std::string next;
-  absl::StatusOr<std::vector<storage::CaptureRow>> rows = store_->captures().List(q, &next);
+  absl::StatusOr<std::vector<storage::CaptureRow>> rows = store_.captures().List(q, &next);
   if (!rows.ok()) return;
   for (const storage::CaptureRow& c : *rows) {
     if (c.status == storage::CaptureState::kRunning || c.hosts == 0 || c.chips > kWarmMaxChips)
       continue;
-    absl::StatusOr<storage::CaptureRow> row = store_->captures().Get(c.id);  // with its hosts
+    absl::StatusOr<storage::CaptureRow> row = store_.captures().Get(c.id);  // with its hosts
     // A failure is not kept: the page that asks for it sees the error.
     if (row.ok()) (void)Get(*row, DefaultCounters(*row));
   }

@@ -15,11 +15,11 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "aggregator/store_reads.h"
 #include "aggregator/timeline_view.h"
 #include "common/clock.h"
 #include "common/periodic.h"
 #include "nlohmann/json.hpp"
-#include "storage/store.h"
 
 namespace podprof::aggregator {
 
@@ -30,7 +30,7 @@ struct Overview {
 
 // Reads `row`'s hosts once into a view of `window` (and, with `waits`, the heatmap): only the
 // kernel lines (and steps), and the samples of the counters shown.
-absl::StatusOr<Overview> ReadView(storage::Store& store, const storage::CaptureRow& row,
+absl::StatusOr<Overview> ReadView(const StoreReads& store, const storage::CaptureRow& row,
                                   TimelineWindow window, storage::HostSelection only, bool waits);
 
 // The counters a page shows first: the automatic one up to 64 chips, none past (half the
@@ -41,7 +41,7 @@ class Overviews {
  public:
   // Starts a thread that computes the overviews of newly stored captures, looking every 2 s of
   // `clock` (which must outlive this).
-  Overviews(storage::Store* store, Clock& clock);
+  Overviews(StoreReads store, Clock& clock);
 
   // The overview's width for a capture of `tracks` chips: 4096 pixels, less for very large pods
   // (a pixel column of every chip costs 12 bytes).
@@ -55,7 +55,7 @@ class Overviews {
   using Result = absl::StatusOr<std::shared_ptr<const Overview>>;
   void Warm();  // on warmer_
 
-  storage::Store* const store_;
+  const StoreReads store_;
   std::mutex mu_;
   std::map<std::string, std::shared_future<Result>> kept_;  // by capture and counters
   std::list<std::string> order_;                            // most recently used first

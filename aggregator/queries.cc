@@ -76,7 +76,7 @@ absl::StatusOr<v1::ListCapturesResponse> Queries::ListCaptures(
                 : kDefaultCaptureLimit;
   q.page_token = request.page_token();
   std::string next;
-  absl::StatusOr<std::vector<storage::CaptureRow>> rows = store_.captures().List(q, &next);
+  absl::StatusOr<std::vector<storage::CaptureRow>> rows = reads_.captures().List(q, &next);
   if (!rows.ok()) return rows.status();
   for (const auto& r : *rows) FillSummary(r, out.add_captures());
   out.set_next_page_token(next);
@@ -119,7 +119,7 @@ absl::StatusOr<v1::GetKernelStatsResponse> Queries::KernelStats(
   absl::StatusOr<storage::Order> order = OrderOf(request.order());
   if (!order.ok()) return order.status();
   q.order = *order;
-  absl::StatusOr<std::vector<storage::StatRow>> rows = store_.kernels().Stats(q);
+  absl::StatusOr<std::vector<storage::StatRow>> rows = reads_.kernels().Stats(q);
   if (!rows.ok()) return rows.status();
   out.set_capture_id(request.capture_id());
   out.set_matched_count(static_cast<uint32_t>(rows->size()));
@@ -128,8 +128,8 @@ absl::StatusOr<v1::GetKernelStatsResponse> Queries::KernelStats(
     for (size_t i = 0; i < n; ++i) *out.add_stats() = ToProto((*rows)[i]);
     return out;  // no verdicts for host or category roll-ups
   }
-  absl::StatusOr<std::vector<v1::KernelStats>> judged =
-      JudgedStats(store_, q.capture_id, q.group_by == storage::Grouping::kChip, *rows, n);
+  absl::StatusOr<std::vector<v1::KernelStats>> judged = JudgedStats(
+      reads_.insights(), q.capture_id, q.group_by == storage::Grouping::kChip, *rows, n);
   if (!judged.ok()) return judged.status();
   for (auto& k : *judged) *out.add_stats() = std::move(k);
   return out;
@@ -150,7 +150,7 @@ absl::StatusOr<v1::KernelHistoryResponse> Queries::KernelHistory(
   q.since_ns = request.since_ns();
   q.until_ns = request.until_ns() > 0 ? request.until_ns() : INT64_MAX;
   q.max_kernels = request.max_kernels() > 0 ? static_cast<int>(request.max_kernels()) : 20;
-  absl::StatusOr<std::vector<storage::HistorySeries>> series = store_.kernels().History(q);
+  absl::StatusOr<std::vector<storage::HistorySeries>> series = reads_.kernels().History(q);
   if (!series.ok()) return series.status();
   for (const storage::HistorySeries& s : *series) {
     auto* row = out.add_series();
@@ -179,7 +179,7 @@ absl::StatusOr<v1::CompareCapturesResponse> Queries::Compare(
   if (absl::Status s = CheckUserPattern("filter.op_regex", request.filter().op_regex()); !s.ok()) {
     return s;
   }
-  absl::StatusOr<std::vector<storage::KernelPair>> pairs = store_.kernels().Pair(
+  absl::StatusOr<std::vector<storage::KernelPair>> pairs = reads_.kernels().Pair(
       request.baseline_capture_id(), request.candidate_capture_id(), request.filter().op_regex());
   if (!pairs.ok()) return pairs.status();
   const std::vector<KernelDelta> rows = JudgeDeltas(*std::move(pairs), threshold);
@@ -187,7 +187,7 @@ absl::StatusOr<v1::CompareCapturesResponse> Queries::Compare(
   using Insights = std::map<int64_t, storage::KernelInsightRow>;
   auto insights_of = [&](const std::string& capture) -> absl::StatusOr<Insights> {
     ASSIGN_OR_RETURN(std::vector<storage::KernelInsightRow> rows,
-                     store_.insights().KernelInsights(capture, false, fleet::SyncWaitScope()));
+                     reads_.insights().KernelInsights(capture, false, fleet::SyncWaitScope()));
     Insights by_kernel;
     for (storage::KernelInsightRow& r : rows) by_kernel[r.kernel_id] = std::move(r);
     return by_kernel;
@@ -235,7 +235,7 @@ struct Described {
   storage::StatRow row;
 };
 
-absl::StatusOr<Described> FindDescribed(storage::Store& store,
+absl::StatusOr<Described> FindDescribed(const StoreReads& store,
                                         const std::vector<storage::KernelIdentity>& found,
                                         const std::string& capture, const std::string& op_name,
                                         const std::string& exact) {
@@ -263,7 +263,7 @@ void FillDescribedDef(const storage::KernelIdentity& k, v1::KernelDef* def) {
 }
 
 // The kernel's rows per chip, judged, and the time in each scope inside it.
-absl::Status FillPerChip(storage::Store& store, const std::string& capture, int64_t kernel_id,
+absl::Status FillPerChip(const StoreReads& store, const std::string& capture, int64_t kernel_id,
                          const std::string& exact, v1::DescribeKernelResponse* out) {
   storage::StatsQuery q;
   q.capture_id = capture;
@@ -275,7 +275,7 @@ absl::Status FillPerChip(storage::Store& store, const std::string& capture, int6
     if (r.kernel.id == kernel_id) mine.push_back(r);
   }
   ASSIGN_OR_RETURN(std::vector<v1::KernelStats> per_chip,
-                   JudgedStats(store, capture, true, mine, mine.size()));
+                   JudgedStats(store.insights(), capture, true, mine, mine.size()));
   for (auto& k : per_chip) *out->add_per_chip() = std::move(k);
   ASSIGN_OR_RETURN(const std::vector<storage::KernelScopeRow> scopes,
                    store.insights().KernelScopes(capture, kernel_id));
@@ -298,7 +298,7 @@ absl::StatusOr<v1::DescribeKernelResponse> Queries::DescribeKernel(
     return absl::InvalidArgumentError("op_name or module over 1024 bytes");
   }
   ASSIGN_OR_RETURN(const std::vector<storage::KernelIdentity> found,
-                   store_.kernels().Find(request.op_name(), request.module()));
+                   reads_.kernels().Find(request.op_name(), request.module()));
   if (found.empty()) {
     return absl::NotFoundError(
         absl::StrCat("no stored kernel is named \"", request.op_name(), "\"",
@@ -307,11 +307,11 @@ absl::StatusOr<v1::DescribeKernelResponse> Queries::DescribeKernel(
   // With a capture named, the kernel of that name it holds; else the newest stored.
   std::string capture = request.capture_id();
   if (capture.empty()) {
-    ASSIGN_OR_RETURN(capture, store_.kernels().LatestCaptureWith(found.front().key.id));
+    ASSIGN_OR_RETURN(capture, reads_.kernels().LatestCaptureWith(found.front().key.id));
   }
   const std::string exact = absl::StrCat("^", RegexEscape(request.op_name()), "$");
   ASSIGN_OR_RETURN(const Described d,
-                   FindDescribed(store_, found, capture, request.op_name(), exact));
+                   FindDescribed(reads_, found, capture, request.op_name(), exact));
   v1::DescribeKernelResponse out;
   FillDescribedDef(*d.kernel, out.mutable_kernel());
   for (const storage::KernelIdentity& k : found) {
@@ -319,15 +319,15 @@ absl::StatusOr<v1::DescribeKernelResponse> Queries::DescribeKernel(
   }
   out.set_capture_id(capture);
   ASSIGN_OR_RETURN(std::vector<v1::KernelStats> rollup,
-                   JudgedStats(store_, capture, false, {d.row}, 1));
+                   JudgedStats(reads_.insights(), capture, false, {d.row}, 1));
   *out.mutable_rollup() = std::move(rollup.front());
-  RETURN_IF_ERROR(FillPerChip(store_, capture, d.kernel->key.id, exact, &out));
+  RETURN_IF_ERROR(FillPerChip(reads_, capture, d.kernel->key.id, exact, &out));
 
   storage::HistoryQuery h;
   h.module = d.kernel->key.module;
   h.op_regex = exact;
   h.max_kernels = 1;
-  ASSIGN_OR_RETURN(const std::vector<storage::HistorySeries> series, store_.kernels().History(h));
+  ASSIGN_OR_RETURN(const std::vector<storage::HistorySeries> series, reads_.kernels().History(h));
   if (!series.empty()) {
     const auto& points = series.front().points;
     const size_t limit = request.history_limit() > 0 ? request.history_limit() : 30;
@@ -344,7 +344,7 @@ absl::StatusOr<v1::GetStragglersResponse> Queries::Stragglers(
     return absl::InvalidArgumentError("capture_id is empty");
   }
   absl::StatusOr<storage::StragglerReport> report =
-      store_.insights().Stragglers(request.capture_id());
+      reads_.insights().Stragglers(request.capture_id());
   if (!report.ok()) return report.status();
   out.set_capture_id(request.capture_id());
   const insight::StragglerVerdict verdict = insight::JudgeStragglers(report->chips);
@@ -391,14 +391,31 @@ v1::ListAgentsResponse Queries::Agents(const v1::ListAgentsRequest& request) {
 }
 
 absl::StatusOr<v1::CaptureSummary> Queries::Capture(const std::string& capture_id) {
-  ASSIGN_OR_RETURN(const storage::CaptureRow row, store_.captures().Get(capture_id));
+  ASSIGN_OR_RETURN(const storage::CaptureRow row, reads_.captures().Get(capture_id));
   v1::CaptureSummary out;
   FillSummary(row, &out);
   return out;
 }
 
 absl::StatusOr<storage::CaptureRow> Queries::StoredCapture(const std::string& capture_id) {
-  return store_.captures().Get(capture_id);
+  return reads_.captures().Get(capture_id);
+}
+
+absl::StatusOr<v1::GetTelemetryResponse> Queries::Telemetry(
+    const v1::GetTelemetryRequest& request) {
+  storage::TelemetryFilter f;
+  f.since_ns = request.since_ns();
+  f.until_ns = request.until_ns() > 0 ? request.until_ns() : INT64_MAX;
+  f.hosts.assign(request.hosts().begin(), request.hosts().end());
+  f.limit = request.limit() <= 0 ? kDefaultTelemetryLimit
+                                 : std::min<int64_t>(request.limit(), kMaxTelemetryLimit);
+  bool truncated = false;
+  ASSIGN_OR_RETURN(const std::vector<storage::TelemetryRecord> rows,
+                   reads_.telemetry().Read(f, &truncated));
+  v1::GetTelemetryResponse out;
+  for (const storage::TelemetryRecord& r : rows) *out.add_rows() = ToProto(r);
+  out.set_truncated(truncated);
+  return out;
 }
 
 }  // namespace podprof::aggregator

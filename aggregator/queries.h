@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "aggregator/registry.h"
+#include "aggregator/store_reads.h"
 #include "fleet/replicator.h"
 #include "proto/podprof_aggregator.pb.h"
 #include "storage/store.h"
@@ -24,10 +25,16 @@ namespace podprof::aggregator {
 // Captures in one answer of ListCaptures when the request names no limit, and at most.
 inline constexpr int kDefaultCaptureLimit = 100;
 inline constexpr int kMaxCaptureLimit = 1000;
+// Telemetry rows in one answer of Telemetry when the request names no limit, and at most: the
+// newest, so a day of a 64-chip pod at 10 s intervals (553k rows) is asked for in pieces.
+inline constexpr int kDefaultTelemetryLimit = 10'000;
+inline constexpr int kMaxTelemetryLimit = 100'000;
 
 class Queries {
  public:
-  Queries(storage::Store& store, Registry& registry) : store_(store), registry_(registry) {}
+  // Reads through the store's read roles only (store_reads.h).
+  Queries(StoreReads reads, Registry& registry) : reads_(reads), registry_(registry) {}
+  Queries(storage::Store& store, Registry& registry) : Queries(StoreReads(store), registry) {}
   Queries(const Queries&) = delete;
   Queries& operator=(const Queries&) = delete;
 
@@ -55,11 +62,14 @@ class Queries {
   absl::StatusOr<v1::CompareCapturesResponse> Compare(const v1::CompareCapturesRequest& request);
   // The registered agents matching the selector, and the fleet replication's state.
   v1::ListAgentsResponse Agents(const v1::ListAgentsRequest& request);
-
-  storage::Store& store() { return store_; }
+  // The stored telemetry of the request's hosts (all when none) whose intervals ended in
+  // [since_ns, until_ns) (until_ns 0: no end), oldest first: the newest rows up to the
+  // request's limit (kDefaultTelemetryLimit when 0 or less, at most kMaxTelemetryLimit),
+  // `truncated` when that left older ones out.
+  absl::StatusOr<v1::GetTelemetryResponse> Telemetry(const v1::GetTelemetryRequest& request);
 
  private:
-  storage::Store& store_;
+  const StoreReads reads_;
   Registry& registry_;
   fleet::Replicator* fleet_ = nullptr;
 };

@@ -14,6 +14,19 @@
 
 namespace podprof::aggregator {
 
+namespace {
+
+// The reads: the query layer's answer, as it is.
+template <typename Response>
+grpc::Status Answer(absl::StatusOr<Response> answer, Response* response) {
+  if (!answer.ok()) return ToGrpc(answer.status());
+  *response = *std::move(answer);
+  EscapeInvalidUtf8Fields(response);
+  return grpc::Status::OK;
+}
+
+}  // namespace
+
 grpc::Status AggregatorService::Refuse(const grpc::ServerContext& context,
                                        const absl::Status& denied) {
   refusals_.Note(context.peer(), denied.message());
@@ -109,21 +122,8 @@ grpc::Status AggregatorService::ReportTelemetry(grpc::ServerContext* context,
 grpc::Status AggregatorService::GetTelemetry(grpc::ServerContext*,
                                              const podprof::v1::GetTelemetryRequest* req,
                                              podprof::v1::GetTelemetryResponse* resp) {
-  return GuardRpc("Aggregator.GetTelemetry", [&]() -> grpc::Status {
-    storage::TelemetryFilter f;
-    f.since_ns = req->since_ns();
-    f.until_ns = req->until_ns() > 0 ? req->until_ns() : INT64_MAX;
-    f.hosts.assign(req->hosts().begin(), req->hosts().end());
-    if (req->limit() > 0) f.limit = req->limit();
-    bool truncated = false;
-    absl::StatusOr<std::vector<storage::TelemetryRecord>> rows =
-        store_->telemetry().Read(f, &truncated);
-    if (!rows.ok()) return ToGrpc(rows.status());
-    for (const storage::TelemetryRecord& r : *rows) *resp->add_rows() = ToProto(r);
-    resp->set_truncated(truncated);
-    EscapeInvalidUtf8Fields(resp);
-    return grpc::Status::OK;
-  });
+  return GuardRpc("Aggregator.GetTelemetry",
+                  [&]() -> grpc::Status { return Answer(queries_->Telemetry(*req), resp); });
 }
 
 grpc::Status AggregatorService::ListAgents(grpc::ServerContext*,
@@ -188,19 +188,6 @@ grpc::Status AggregatorService::CancelCapture(grpc::ServerContext* context,
   });
 }
 
-namespace {
-
-// The reads: the query layer's answer, as it is.
-template <typename Response>
-grpc::Status Answer(absl::StatusOr<Response> answer, Response* response) {
-  if (!answer.ok()) return ToGrpc(answer.status());
-  *response = *std::move(answer);
-  EscapeInvalidUtf8Fields(response);
-  return grpc::Status::OK;
-}
-
-}  // namespace
-
 grpc::Status AggregatorService::ImportXSpace(
     grpc::ServerContext* context, grpc::ServerReader<podprof::v1::ImportXSpaceChunk>* reader,
     podprof::v1::ImportXSpaceResponse* response) {
@@ -210,7 +197,7 @@ grpc::Status AggregatorService::ImportXSpace(
     }
     absl::StatusOr<StreamSlots::Ticket> slot = long_calls_.Take(ClientOf(*context));
     if (!slot.ok()) return ToGrpc(slot.status());
-    Importer import(*queries_, *clock_, limits_);
+    Importer import(*writer_, *queries_, *clock_, limits_);
     // An import whose client stops sending is cancelled: it held a thread and a spool file.
     ClientWaitWatchdog watchdog(context, *clock_, kImportReadLimitNs);
     podprof::v1::ImportXSpaceChunk chunk;

@@ -8,30 +8,20 @@
 #include <memory>
 #include <string>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "aggregator/access_control.h"
 #include "aggregator/importer.h"
 #include "aggregator/orchestrator.h"
 #include "aggregator/queries.h"
 #include "aggregator/registry.h"
+#include "aggregator/store_reads.h"
 #include "aggregator/stream_guard.h"
 #include "aggregator/telemetry.h"
 #include "common/clock.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
 #include "security/refusal_log.h"
-#include "security/tls.h"
-#include "storage/store.h"
+#include "storage/capture_writer.h"
 
 namespace podprof::aggregator {
-
-// Who may do what, beyond passing the TLS handshake. By default each role is held only by
-// certificates carrying its role URI (security::RoleAcl).
-struct AccessControl {
-  // Register, Heartbeat, ReportTelemetry.
-  security::RoleAcl agents{security::kAgentRole, {}, "tls.allowed_agents", false};
-  // StartCapture, CancelCapture, ImportXSpace.
-  security::RoleAcl operators{security::kOperatorRole, {}, "tls.allowed_operators", false};
-};
 
 // The long calls (exports, watches, imports) held at once, and by one client; how long an export's
 // client may leave a chunk untaken, and an import's client keep the next chunk coming, before the
@@ -44,30 +34,23 @@ inline constexpr int64_t kImportReadLimitNs = 60'000'000'000;
 // Thread-safe (the layers are). Everything passed in must outlive the service.
 class AggregatorService final : public podprof::v1::Aggregator::Service {
  public:
-  AggregatorService(Queries* queries, Registry* registry, Orchestrator* orchestrator, Clock* clock,
-                    ImportLimits limits, AccessControl access = {})
+  // `queries` answers the reads, `reads` feeds the exports, `writer` takes the imports;
+  // `access` says who may do what, and may be replaced while serving (a reload).
+  AggregatorService(Queries* queries, StoreReads reads, storage::CaptureWriter* writer,
+                    Registry* registry, Orchestrator* orchestrator, Clock* clock,
+                    ImportLimits limits, const AccessRules* access)
       : queries_(queries),
-        store_(&queries->store()),
+        reads_(reads),
+        writer_(writer),
         registry_(registry),
         orchestrator_(orchestrator),
         clock_(clock),
         limits_(std::move(limits)),
-        access_(std::make_shared<const AccessControl>(std::move(access))),
+        access_(access),
         refusals_(*clock) {}
 
-  // Replaces who may do what (a reload of tls.allowed_agents and tls.allowed_operators); calls
-  // already checked keep their answer.
   // Where refusals are logged; the daemon routes gRPC's failed handshakes here too.
   security::RefusalLog& refusals() { return refusals_; }
-
-  // Who may do what now (the HTTP API checks the same roles).
-  std::shared_ptr<const AccessControl> access() const { return Access(); }
-
-  void SetAccess(AccessControl access) {
-    auto fresh = std::make_shared<const AccessControl>(std::move(access));
-    absl::MutexLock lock(&access_mu_);
-    access_ = std::move(fresh);
-  }
 
   grpc::Status StartCapture(grpc::ServerContext* context,
                             const podprof::v1::StartCaptureRequest* request,
@@ -123,19 +106,16 @@ class AggregatorService final : public podprof::v1::Aggregator::Service {
 
  private:
   Queries* const queries_;
-  storage::Store* const store_;
+  const StoreReads reads_;
+  storage::CaptureWriter* const writer_;
   TelemetryHub* telemetry_ = nullptr;
   Registry* const registry_;
   Orchestrator* const orchestrator_;
   Clock* const clock_;
   const ImportLimits limits_;
-  // Who may do what now: a call checks the lists it started with.
-  std::shared_ptr<const AccessControl> Access() const {
-    absl::MutexLock lock(&access_mu_);
-    return access_;
-  }
-  mutable absl::Mutex access_mu_;
-  std::shared_ptr<const AccessControl> access_ ABSL_GUARDED_BY(access_mu_);
+  // Who may do what now: a call checks the rules it started with.
+  std::shared_ptr<const AccessControl> Access() const { return access_->Get(); }
+  const AccessRules* const access_;
   security::RefusalLog refusals_;
   // ExportCapture, WatchCapture and ImportXSpace: slots per client and in all, as HTTP's
   // downloads have (stream_guard.h); a call past them is RESOURCE_EXHAUSTED at once.

@@ -34,24 +34,6 @@ void TelemetryHub::Rollup::Add(const podprof::v1::ChipTelemetry& t) {
   }
 }
 
-podprof::v1::TelemetryRow ToProto(const storage::TelemetryRecord& r) {
-  podprof::v1::TelemetryRow row;
-  row.set_host(r.host);
-  row.set_time_ns(r.time_ns);
-  row.set_interval_ns(r.interval_ns);
-  podprof::v1::ChipTelemetry* t = row.mutable_chip();
-  t->set_chip(r.chip);
-  t->set_steps(r.steps);
-  t->set_step_mean_us(r.step_mean_us);
-  t->set_step_max_us(r.step_max_us);
-  t->set_duty_cycle_percent(r.duty_cycle_percent);
-  t->set_hbm_used_bytes(r.hbm_used_bytes);
-  t->set_queued(r.queued);
-  t->set_collectives(r.collectives);
-  t->set_collective_mean_us(r.collective_mean_us);
-  return row;
-}
-
 namespace {
 
 // Why `t` (the `i`th chip entry of sample `n`) is no measurement, or OK.

@@ -56,9 +56,6 @@ struct ChipPoint {
   podprof::v1::ChipTelemetry values;
 };
 
-// A stored row on the wire.
-podprof::v1::TelemetryRow ToProto(const storage::TelemetryRecord& r);
-
 // The most samples one report may carry: an agent sends every second, and one that could
 // not reach the aggregator for a while sends what its buffer kept (agent/telemetry.h).
 inline constexpr int kMaxSamplesPerReport = 3600;

@@ -8,9 +8,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "common/logging.h"
 #include "common/median.h"
+#include "common/status_macros.h"
+#include "common/utf8.h"
+#include "http/json_body.h"
 
 namespace podprof::aggregator {
 namespace {
@@ -305,6 +309,53 @@ absl::StatusOr<std::string> TriggerLoop::Fire(const Firing& firing, bool automat
 std::vector<TriggerEvent> TriggerLoop::Events() const {
   absl::MutexLock lock(&mu_);
   return {events_.begin(), events_.end()};
+}
+
+namespace {
+
+// An alert's name and summary, or none when it does not fire; `at` names it in errors.
+absl::StatusOr<std::optional<std::string>> FiringAlertName(const nlohmann::json& a,
+                                                           const std::string& at) {
+  ASSIGN_OR_RETURN(const std::string status,
+                   http::StringField(a, "status", "firing", absl::StrCat(at, ".status")));
+  if (status != "firing") return std::nullopt;
+  std::string name = "alert";
+  if (const auto labels = a.find("labels"); labels != a.end() && labels->is_object()) {
+    ASSIGN_OR_RETURN(
+        name, http::StringField(*labels, "alertname", name, absl::StrCat(at, ".labels.alertname")));
+  }
+  if (const auto notes = a.find("annotations"); notes != a.end() && notes->is_object()) {
+    if (const auto summary = notes->find("summary");
+        summary != notes->end() && summary->is_string()) {
+      absl::StrAppend(&name, ": ", summary->get_ref<const std::string&>());
+    }
+  }
+  return name;
+}
+
+}  // namespace
+
+absl::StatusOr<std::optional<Firing>> FiringOfAlertmanager(const nlohmann::json& body) {
+  const auto alerts = body.find("alerts");
+  if (alerts == body.end() || !alerts->is_array() || alerts->size() > 1000) {
+    return absl::InvalidArgumentError("alerts must be an array (of at most 1000 alerts)");
+  }
+  // Alertmanager sends status, labels and receiver as strings (labels are a map of strings);
+  // any other type is a broken or hostile sender, refused with the field named rather than
+  // guessed at.
+  std::vector<std::string> names;
+  for (size_t i = 0; i < alerts->size(); ++i) {
+    const nlohmann::json& a = (*alerts)[i];
+    if (!a.is_object()) continue;
+    ASSIGN_OR_RETURN(std::optional<std::string> name,
+                     FiringAlertName(a, absl::StrCat("alerts[", i, "]")));
+    if (name) names.push_back(*std::move(name));
+  }
+  ASSIGN_OR_RETURN(const std::string receiver, http::StringField(body, "receiver", ""));
+  if (names.empty()) return std::nullopt;
+  Firing f{"webhook", TruncateUtf8(absl::StrJoin(names, "; "), 1024)};
+  f.evidence = {{"alerts", names.size()}, {"receiver", receiver}};
+  return f;
 }
 
 }  // namespace podprof::aggregator

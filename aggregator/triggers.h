@@ -26,6 +26,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -71,6 +72,16 @@ std::vector<Firing> Evaluate(
     const std::vector<PodPoint>& pod,
     const std::map<std::pair<std::string, int>, std::vector<ChipPoint>>& chips,
     const TriggerOptions& options);
+
+// The firing an Alertmanager webhook body stands for ({"status": "firing", "receiver": ...,
+// "alerts": [{"status", "labels": {"alertname", ...}, "annotations": {"summary", ...}}]}, as a
+// goodput monitor or an alert rule sends it): the "webhook" trigger, its reason the firing
+// alerts' names and summaries ("; "-joined, cut to 1 kB, what a label holds), its evidence how
+// many alerts fired and the receiver. None when no alert fires (a resolved group).
+// InvalidArgument naming the field ("alerts[2].status") for alerts that are not an array of at
+// most 1000, or a status, alertname or receiver that is not a string; annotations are
+// free-form, so a summary that is not a string is left out.
+absl::StatusOr<std::optional<Firing>> FiringOfAlertmanager(const nlohmann::json& body);
 
 // Cooldowns and budgets. Not thread-safe (TriggerLoop guards it).
 class TriggerGate {

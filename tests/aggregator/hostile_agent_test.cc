@@ -353,8 +353,9 @@ TEST_F(HostileAgentTest, IdleImportsAreCancelledAndOneClientHoldsAtMostEight) {
   Queries queries(*store_, registry_);
   AccessControl access;
   access.operators.plaintext = true;
-  AggregatorService service(&queries, &registry_, orchestrator_.get(), &clock_, ImportLimits{},
-                            access);
+  AccessRules rules(access);
+  AggregatorService service(&queries, StoreReads(*store_), &store_->writer(), &registry_,
+                            orchestrator_.get(), &clock_, ImportLimits{}, &rules);
   int port = 0;
   grpc::ServerBuilder b;
   b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);

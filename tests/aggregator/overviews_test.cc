@@ -77,7 +77,7 @@ class OverviewsTest : public ::testing::Test {
 
 TEST_F(OverviewsTest, TheKeptViewAnswersTheWholeCaptureAsTheStoreDoes) {
   const storage::CaptureRow row = Stored("a");
-  Overviews overviews(store_.get(), clock_);
+  Overviews overviews(StoreReads(*store_), clock_);
   auto kept = overviews.Get(row, {});
   ASSERT_OK(kept);
   EXPECT_EQ((*kept)->view.width_px(), 4096);
@@ -86,7 +86,7 @@ TEST_F(OverviewsTest, TheKeptViewAnswersTheWholeCaptureAsTheStoreDoes) {
   w.from_ns = row.start_ns;
   w.to_ns = row.end_ns;
   w.width_px = 700;
-  auto read = ReadView(*store_, row, w, {}, true);
+  auto read = ReadView(StoreReads(*store_), row, w, {}, true);
   ASSERT_OK(read);
   const auto direct = nlohmann::json::parse(read->view.Finish())["tracks"];
   const auto resampled = nlohmann::json::parse((*kept)->view.Resampled(700).Finish())["tracks"];
@@ -105,7 +105,7 @@ TEST_F(OverviewsTest, TheKeptViewAnswersTheWholeCaptureAsTheStoreDoes) {
 TEST_F(OverviewsTest, AViewIsComputedOnceAndTheLeastRecentlyUsedGoes) {
   // The key the read-ahead thread uses too (DefaultCounters), so that it adds no entries.
   const std::set<std::string> kAuto = {"auto"};
-  Overviews overviews(store_.get(), clock_);
+  Overviews overviews(StoreReads(*store_), clock_);
   const storage::CaptureRow first = Stored("c0");
   auto a = overviews.Get(first, kAuto);
   ASSERT_OK(a);

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "aggregator/importer.h"
 #include "common/clock.h"
@@ -71,6 +72,45 @@ class QueriesTest : public ::testing::Test {
   std::unique_ptr<Registry> registry_;
   std::unique_ptr<Queries> queries_;
 };
+
+// Both APIs read telemetry here with one default and one cap: gRPC's limit 0 used to read
+// 100,000 rows where HTTP's default was 10,000, and gRPC had no cap.
+TEST_F(QueriesTest, TelemetryHasOneDefaultLimitAndOneCap) {
+  std::vector<storage::TelemetryRecord> rows;
+  for (int i = 0; i <= kMaxTelemetryLimit; ++i) {
+    storage::TelemetryRecord r;
+    r.host = i % 2 == 0 ? "h0" : "h1";
+    r.time_ns = kT0 + int64_t{i} * 1'000'000;
+    r.interval_ns = 1'000'000;
+    r.steps = i;
+    rows.push_back(r);
+  }
+  ASSERT_OK(store_->telemetry().Append(rows));
+  v1::GetTelemetryRequest request;
+  for (int limit : {0, -5}) {
+    request.set_limit(limit);
+    ASSERT_OK_AND_ASSIGN(v1::GetTelemetryResponse some, queries_->Telemetry(request));
+    ASSERT_EQ(some.rows_size(), kDefaultTelemetryLimit) << "limit " << limit;
+    EXPECT_TRUE(some.truncated());
+    // The newest, oldest first.
+    EXPECT_EQ(some.rows(0).chip().steps(), kMaxTelemetryLimit + 1 - kDefaultTelemetryLimit);
+    EXPECT_EQ(some.rows(kDefaultTelemetryLimit - 1).chip().steps(), kMaxTelemetryLimit);
+  }
+  request.set_limit(kMaxTelemetryLimit * 2);
+  ASSERT_OK_AND_ASSIGN(v1::GetTelemetryResponse capped, queries_->Telemetry(request));
+  EXPECT_EQ(capped.rows_size(), kMaxTelemetryLimit);
+  EXPECT_TRUE(capped.truncated());
+  // A window and a host narrow it; until 0 is no end.
+  request.set_limit(0);
+  request.set_since_ns(kT0 + 10 * 1'000'000);
+  request.set_until_ns(kT0 + 20 * 1'000'000);
+  request.add_hosts("h1");
+  ASSERT_OK_AND_ASSIGN(v1::GetTelemetryResponse narrow, queries_->Telemetry(request));
+  ASSERT_EQ(narrow.rows_size(), 5);
+  EXPECT_EQ(narrow.rows(0).host(), "h1");
+  EXPECT_EQ(narrow.rows(0).chip().steps(), 11);
+  EXPECT_FALSE(narrow.truncated());
+}
 
 TEST_F(QueriesTest, CapturesComeNewestFirstAPageAtATime) {
   Store("a", 0);
@@ -171,7 +211,7 @@ TEST_F(QueriesTest, AnImportNamesEachFileItCouldNotRead) {
   ImportLimits limits;
   limits.spool_dir = ::testing::TempDir();
   limits.max_file_bytes = 64;
-  Importer import(*queries_, clock_, limits);
+  Importer import(store_->writer(), *queries_, clock_, limits);
   ASSERT_OK(import.Add(Chunk("h0", "not an xspace")));
   ASSERT_OK(import.Add(Chunk("h1", std::string(100, 'x'))));  // over the limit
   absl::StatusOr<v1::ImportXSpaceResponse> done = import.Finish();
@@ -186,11 +226,11 @@ TEST_F(QueriesTest, AnImportRefusesAHostTwiceAndAChunkWithoutAHost) {
   ImportLimits limits;
   limits.spool_dir = ::testing::TempDir();
   {
-    Importer import(*queries_, clock_, limits);
+    Importer import(store_->writer(), *queries_, clock_, limits);
     EXPECT_THAT(import.Add(Chunk("", "x")),
                 StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("must name its host")));
   }
-  Importer import(*queries_, clock_, limits);
+  Importer import(store_->writer(), *queries_, clock_, limits);
   ASSERT_OK(import.Add(Chunk("h0", "x")));
   ASSERT_OK(import.Add(Chunk("h1", "y")));
   EXPECT_THAT(import.Add(Chunk("h0", "z")),

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -271,6 +272,59 @@ TEST(TriggerLoopTest, OneSnapshotPerIncidentAndRefusalsSaidOnce) {
   EXPECT_EQ(events[0].outcome, "snapshot");
   EXPECT_EQ(events[0].capture_id, "cap-1");
   EXPECT_THAT(events[1].outcome, ::testing::HasSubstr("cooling down"));
+}
+
+// Alertmanager's webhook, as POST /api/v1/snapshots/webhook receives it.
+TEST(AlertmanagerTest, FiringAlertsBecomeOneWebhookFiringAndResolvedOnesNone) {
+  const nlohmann::json body = {
+      {"status", "firing"},
+      {"receiver", "podprof"},
+      {"alerts",
+       {{{"status", "firing"},
+         {"labels", {{"alertname", "GoodputLow"}}},
+         {"annotations", {{"summary", "goodput 61%"}}}},
+        {{"status", "resolved"}, {"labels", {{"alertname", "Old"}}}},
+        "not an alert",
+        {{"labels", {{"severity", "page"}}}, {"annotations", {{"summary", 3}}}}}}};
+  ASSERT_OK_AND_ASSIGN(std::optional<Firing> f, FiringOfAlertmanager(body));
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->trigger, "webhook");
+  // An alert without a status fires; without a name it is "alert"; a summary that is not a
+  // string is left out.
+  EXPECT_EQ(f->reason, "GoodputLow: goodput 61%; alert");
+  EXPECT_EQ(f->evidence, (nlohmann::json{{"alerts", 2}, {"receiver", "podprof"}}));
+
+  const nlohmann::json resolved = {{"alerts", {{{"status", "resolved"}}}}};
+  ASSERT_OK_AND_ASSIGN(std::optional<Firing> none, FiringOfAlertmanager(resolved));
+  EXPECT_FALSE(none.has_value());
+
+  // A reason is cut to what a label holds, on a character boundary.
+  nlohmann::json many = {{"alerts", nlohmann::json::array()}};
+  for (int i = 0; i < 200; ++i) {
+    many["alerts"].push_back({{"labels", {{"alertname", "Grenzwertüberschritten"}}}});
+  }
+  ASSERT_OK_AND_ASSIGN(std::optional<Firing> cut, FiringOfAlertmanager(many));
+  ASSERT_TRUE(cut.has_value());
+  EXPECT_LE(cut->reason.size(), 1024u);
+  EXPECT_EQ(cut->evidence["alerts"], 200);
+}
+
+TEST(AlertmanagerTest, AFieldOfTheWrongTypeIsRefusedByName) {
+  EXPECT_THAT(FiringOfAlertmanager({{"alerts", "x"}}),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                ::testing::HasSubstr("alerts must be an array")));
+  EXPECT_THAT(FiringOfAlertmanager({{"receiver", "r"}}),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                ::testing::HasSubstr("alerts must be an array")));
+  EXPECT_THAT(FiringOfAlertmanager({{"alerts", nlohmann::json::array({{}, {{"status", 1}}})}}),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                ::testing::HasSubstr("alerts[1].status")));
+  EXPECT_THAT(FiringOfAlertmanager({{"alerts", {{{"labels", {{"alertname", false}}}}}}}),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                ::testing::HasSubstr("alerts[0].labels.alertname")));
+  EXPECT_THAT(
+      FiringOfAlertmanager({{"alerts", nlohmann::json::array()}, {"receiver", 7}}),
+      testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("receiver")));
 }
 
 TEST(TelemetryHubTest, RollsUpEachChipAndKeepsItAcrossARestart) {
