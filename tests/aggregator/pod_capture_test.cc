@@ -111,6 +111,14 @@ class PodTest : public ::testing::Test {
   bool WaitForProbedAgents(int n) {
     return testing::WaitFor([&] { return testing::ProbedAgents(*stub_) == n; }, absl::Seconds(10));
   }
+  // The agents as the aggregator lists them (empty when ListAgents fails).
+  std::vector<v1::AgentStatus> ListedAgents() {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+    v1::ListAgentsResponse agents;
+    if (!stub_->ListAgents(&ctx, v1::ListAgentsRequest(), &agents).ok()) return {};
+    return {agents.agents().begin(), agents.agents().end()};
+  }
   void TearDown() override {
     stub_.reset();
     agents_.clear();
@@ -1519,7 +1527,14 @@ TEST_F(PodTest, ASnapshotHoldsTheWindowBeforeItOnEveryHost) {
     return n;
   };
   EXPECT_TRUE(testing::WaitFor([&] { return armed() == 2; }, absl::Seconds(15))) << agents.out;
-  absl::SleepFor(absl::Milliseconds(2500));
+  // Until each ring holds the 2 s window: two snapshots, as it takes one every half window.
+  auto filled = [&] {
+    const std::vector<v1::AgentStatus> listed = ListedAgents();
+    return listed.size() == 2 && std::all_of(listed.begin(), listed.end(), [](const auto& a) {
+             return a.recorder().segments() >= 2;
+           });
+  };
+  EXPECT_TRUE(testing::WaitFor(filled, absl::Seconds(15))) << "the recorders' rings did not fill";
   const int64_t asked = absl::GetCurrentTimeNanos();
   PodprofResult cli = RunPodprof(
       "snapshot --window 2s --reason \"slow step\" --format json "
@@ -1688,7 +1703,29 @@ TEST_F(PodTest, TriggersSnapshotASlowedChipOnceAndAStall) {
   ASSERT_TRUE(testing::WaitFor([&] { return !TriggeredCaptures(agg_addr_, "hang").empty(); },
                                absl::FromUnixNanos(t0 + 60 * kS) - absl::Now()))
       << "no hang snapshot (the aggregator's log above says what the triggers saw)";
-  absl::SleepFor(absl::Seconds(2));  // anything more the step-time trigger would take
+  // Until the triggers have looked again after the hang snapshot (the hang trigger then says
+  // it is cooling down) and the snapshot is stored: what a second step-time snapshot would
+  // have needed to show.
+  const std::string base =
+      absl::StrCat("http://127.0.0.1:", aggregator_->info()["http_port"].get<int>());
+  auto triggers_said = [&] {
+    std::vector<std::string> said;
+    const nlohmann::json events = nlohmann::json::parse(
+        HttpGet(base + "/api/v1/triggers", P("triggers.json")).body)["events"];
+    for (const auto& e : events)
+      said.push_back(absl::StrCat(e["trigger"].get<std::string>(), ":",
+                                  e["outcome"].get<std::string>().substr(0, 8)));
+    return said;
+  };
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        const std::vector<nlohmann::json> hang = TriggeredCaptures(agg_addr_, "hang");
+        const std::vector<std::string> said = triggers_said();
+        return !hang.empty() && hang[0]["status"] == "complete" &&
+               std::find(said.begin(), said.end(), "hang:hang is ") != said.end();
+      },
+      absl::Seconds(20)))
+      << "the hang trigger did not look again, or its snapshot did not complete";
 
   const std::vector<nlohmann::json> slow = TriggeredCaptures(agg_addr_, "step_time");
   ASSERT_EQ(slow.size(), 1u);
@@ -1717,8 +1754,6 @@ TEST_F(PodTest, TriggersSnapshotASlowedChipOnceAndAStall) {
   EXPECT_GT(hang[0]["end_ns"].get<int64_t>(), t0 + 38 * kS);
   // What every chip was doing: a stall leaves the window without a kernel, which is the
   // finding (each host complete, saying so), and each host says where its cores stood.
-  const std::string base =
-      absl::StrCat("http://127.0.0.1:", aggregator_->info()["http_port"].get<int>());
   const nlohmann::json hung = nlohmann::json::parse(
       HttpGet(base + "/api/v1/captures/" + hang[0]["capture"].get<std::string>(), P("hung.json"))
           .body);
@@ -1738,14 +1773,8 @@ TEST_F(PodTest, TriggersSnapshotASlowedChipOnceAndAStall) {
   }
 
   // What the triggers did, said once each.
-  const nlohmann::json events =
-      nlohmann::json::parse(HttpGet(base + "/api/v1/triggers", P("triggers.json")).body)["events"];
-  std::vector<std::string> said;
-  for (const auto& e : events)
-    said.push_back(absl::StrCat(e["trigger"].get<std::string>(), ":",
-                                e["outcome"].get<std::string>().substr(0, 8)));
-  EXPECT_THAT(said, ::testing::ElementsAre("step_time:snapshot", "step_time:step_tim",
-                                           "hang:snapshot", "hang:hang is "));
+  EXPECT_THAT(triggers_said(), ::testing::ElementsAre("step_time:snapshot", "step_time:step_tim",
+                                                      "hang:snapshot", "hang:hang is "));
   // The telemetry of the stall: every chip reported, none ended a step.
   const nlohmann::json rows = nlohmann::json::parse(
       HttpGet(base + "/api/v1/telemetry?since=3s", P("telemetry.json")).body)["telemetry"];
@@ -1849,6 +1878,7 @@ TEST_F(PodTest, ARecorderThatSlowsTheWorkloadTurnsItselfOff) {
   ASSERT_TRUE(
       testing::WaitFor([&] { return absl::StartsWith(recorder(), "disabled"); }, absl::Seconds(20)))
       << recorder();
+  const int64_t disabled_by_ns = absl::GetCurrentTimeNanos();
   const std::string base =
       absl::StrCat("http://127.0.0.1:", aggregator_->info()["http_port"].get<int>());
   const nlohmann::json agents =
@@ -1857,8 +1887,18 @@ TEST_F(PodTest, ARecorderThatSlowsTheWorkloadTurnsItselfOff) {
   const std::string why = agents[0]["recorder_reason"];
   EXPECT_THAT(why, ::testing::HasSubstr("it slowed the workload"));
   EXPECT_THAT(why, ::testing::ContainsRegex("\\+(29|30|31)\\.[0-9]%")) << why;
-  // It stays off: the driver does not arm it again.
-  absl::SleepFor(absl::Seconds(11));
+  // It stays off: the driver, which arms a recorder again 10 s after it stopped being armed
+  // (agent.cc's RecorderDriver), does not. Watched until a heartbeat sent past that instant.
+  const int64_t rearm_due_ns = disabled_by_ns + 11'000'000'000;  // and a tick's margin
+  bool rearmed = false;
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        rearmed = !absl::StartsWith(recorder(), "disabled");
+        const std::vector<v1::AgentStatus> listed = ListedAgents();
+        return rearmed || (listed.size() == 1 && listed[0].last_heartbeat_ns() > rearm_due_ns);
+      },
+      absl::Seconds(20)));
+  EXPECT_FALSE(rearmed) << recorder();
   EXPECT_TRUE(absl::StartsWith(recorder(), "disabled")) << recorder();
   PodprofResult snap =
       RunPodprof("snapshot --window 500ms --format json --aggregator " + agg_addr_);
