@@ -1,5 +1,8 @@
 #include "storage/sqlite.h"
 
+#include <optional>
+#include <utility>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/pattern.h"
@@ -204,20 +207,24 @@ std::string Statement::Blob(int col) const {
 
 namespace {
 
+// The sketch a blob argument holds; nullopt, with the statement's error set, if it holds none.
+std::optional<trace::DDSketch> SketchArg(sqlite3_context* ctx, sqlite3_value* v) {
+  absl::string_view blob(static_cast<const char*>(sqlite3_value_blob(v)), sqlite3_value_bytes(v));
+  absl::StatusOr<trace::DDSketch> s = trace::DDSketch::Deserialize(blob);
+  if (!s.ok()) {
+    sqlite3_result_error(ctx, std::string(s.status().message()).c_str(), -1);
+    return std::nullopt;
+  }
+  return *std::move(s);
+}
+
 void MergeStep(sqlite3_context* ctx, int, sqlite3_value** argv) {
   auto** acc =
       static_cast<trace::DDSketch**>(sqlite3_aggregate_context(ctx, sizeof(trace::DDSketch*)));
   if (acc == nullptr) return;
   if (*acc == nullptr) *acc = new trace::DDSketch();
   if (sqlite3_value_type(argv[0]) == SQLITE_NULL) return;
-  absl::string_view blob(static_cast<const char*>(sqlite3_value_blob(argv[0])),
-                         sqlite3_value_bytes(argv[0]));
-  absl::StatusOr<trace::DDSketch> s = trace::DDSketch::Deserialize(blob);
-  if (!s.ok()) {
-    sqlite3_result_error(ctx, std::string(s.status().message()).c_str(), -1);
-    return;
-  }
-  (*acc)->Merge(*s);
+  if (std::optional<trace::DDSketch> s = SketchArg(ctx, argv[0])) (*acc)->Merge(*s);
 }
 
 void MergeFinal(sqlite3_context* ctx) {
@@ -236,14 +243,9 @@ void Quantile(sqlite3_context* ctx, int, sqlite3_value** argv) {
     sqlite3_result_null(ctx);
     return;
   }
-  absl::string_view blob(static_cast<const char*>(sqlite3_value_blob(argv[0])),
-                         sqlite3_value_bytes(argv[0]));
-  absl::StatusOr<trace::DDSketch> s = trace::DDSketch::Deserialize(blob);
-  if (!s.ok()) {
-    sqlite3_result_error(ctx, std::string(s.status().message()).c_str(), -1);
-    return;
+  if (std::optional<trace::DDSketch> s = SketchArg(ctx, argv[0])) {
+    sqlite3_result_double(ctx, s->Quantile(sqlite3_value_double(argv[1])));
   }
-  sqlite3_result_double(ctx, s->Quantile(sqlite3_value_double(argv[1])));
 }
 
 // The text of `v` (empty for NULL), with its length: SQLite texts may hold NULs.

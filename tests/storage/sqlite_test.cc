@@ -81,6 +81,18 @@ TEST_F(SqliteTest, CreateThenReopenSeesTheData) {
   EXPECT_EQ((*st)->Int(0), 1);
 }
 
+// dds_merge and dds_quantile read their blob the one way: what is not a sketch is the
+// statement's error, in either.
+TEST_F(SqliteTest, SketchFunctionsRefuseABlobThatIsNotASketch) {
+  auto c = CreateWithTable();
+  ASSERT_NE(c, nullptr);
+  for (const char* sql : {"SELECT dds_quantile(X'FF00', 0.5)", "SELECT dds_merge(X'FF00')"}) {
+    auto st = Statement::Prepare(*c, sql);
+    ASSERT_OK(st);
+    EXPECT_FALSE((*st)->Step().ok()) << sql;
+  }
+}
+
 TEST_F(SqliteTest, RegexpWithABadPatternIsAnErrorNotACrash) {
   auto c = CreateWithTable();
   ASSERT_NE(c, nullptr);
