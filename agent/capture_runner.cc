@@ -10,6 +10,7 @@
 #include <map>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "agent/runtime_status.h"
 #include "agent/workload_channel.h"
@@ -22,6 +23,7 @@
 #include "kernelprof/capture_check.h"
 #include "kernelprof/options.h"
 #include "proto/grpc_status.h"
+#include "trace/byte_source.h"
 #include "trace/host_planes.h"
 #include "trace/perf_counters.h"
 #include "trace/xspace_reader.h"
@@ -384,8 +386,13 @@ absl::Status CaptureRunner::Run(const podprof::v1::CaptureRequest& request,
     return absl::DataLossError(absl::StrCat("the workload profiler at ", workload_.profiler_address,
                                             " wrote no .xplane.pb file"));
   }
-  return Finish(path, presp.empty_trace(), request, host, limits, sampler.Series(), sampler.error(),
-                sink, outcome);
+  absl::StatusOr<std::unique_ptr<trace::FileSource>> file = trace::FileSource::Open(path);
+  if (!file.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("unreadable XSpace from the workload: ", file.status().message()));
+  }
+  return Finish(**file, presp.empty_trace(), request, host, limits, sampler.Series(),
+                sampler.error(), sink, outcome);
 }
 
 grpc::Status CaptureRunner::Profile(tensorflow::ProfileRequest* preq, bool asap, int64_t timeout_ns,
@@ -463,13 +470,13 @@ absl::Status CaptureRunner::NoEvents(CaptureOutcome* outcome) const {
   return absl::OkStatus();
 }
 
-void CaptureRunner::AddMissing(const std::string& path, const podprof::v1::CaptureOptions& asked,
+void CaptureRunner::AddMissing(trace::ByteSource& xspace, const podprof::v1::CaptureOptions& asked,
                                const std::string& host_name, kernelprof::CaptureHolds* holds,
                                CaptureOutcome* outcome) {
   // The host planes are read again only when a host tracer was asked for: the streaming read
   // skipped them, and they can be most of the file.
   if (asked.host_tracer_level() > 0 || asked.python_tracer_level() > 0) {
-    absl::StatusOr<trace::HostPlanes> planes = trace::ReadHostPlanesFile(path);
+    absl::StatusOr<trace::HostPlanes> planes = trace::ReadHostPlanes(xspace);
     if (planes.ok()) {
       holds->host_planes = *planes;
     } else {
@@ -481,24 +488,25 @@ void CaptureRunner::AddMissing(const std::string& path, const podprof::v1::Captu
   }
 }
 
-absl::Status CaptureRunner::Finish(const std::string& path, bool empty_trace,
+absl::Status CaptureRunner::Finish(trace::ByteSource& xspace, bool empty_trace,
                                    const podprof::v1::CaptureRequest& request,
                                    const podprof::v1::HostInfo& host, const RunnerLimits& limits,
                                    const std::vector<podprof::v1::CounterSeries>& sampled,
                                    const std::string& sampler_error, stream::ChunkSink* sink,
                                    CaptureOutcome* outcome) {
-  std::error_code ec;
-  outcome->xspace_bytes = fs::file_size(path, ec);
+  outcome->xspace_bytes = static_cast<uint64_t>(xspace.size());
   // Chunks no larger than the aggregator said it accepts, nor than this agent allows.
   const size_t chunk_limit =
       stream::NegotiateChunkBytes(limits.max_chunk_bytes, request.max_chunk_bytes());
   // The host analysed here when the aggregator merges this agent's version of the analysis.
   const bool analyse = limits.analyse && request.analysis_version() == analysis::kAnalysisVersion;
   kernelprof::CaptureHolds holds;
-  RETURN_IF_ERROR(StreamXSpace(path, host, request.options(), chunk_limit,
+  RETURN_IF_ERROR(StreamXSpace(xspace, host, request.options(), chunk_limit,
                                analyse ? &sampled : nullptr, sink, outcome, &holds));
   // A snapshot from the ring was taken with the recorder's options, not the request's.
-  if (!request.snapshot()) AddMissing(path, request.options(), host.host_name(), &holds, outcome);
+  if (!request.snapshot()) {
+    AddMissing(xspace, request.options(), host.host_name(), &holds, outcome);
+  }
   if (!sampler_error.empty()) outcome->warnings.push_back(sampler_error);
   RETURN_IF_ERROR(stream::StreamCounters(sampled, chunk_limit, sink, &outcome->counts));
   podprof::v1::CaptureTrailer trailer;
@@ -567,20 +575,19 @@ absl::Status CaptureRunner::RunSnapshot(const podprof::v1::CaptureRequest& reque
     RETURN_IF_ERROR(merger.Add(std::move(space)));
   }
   frozen.clear();
-  absl::StatusOr<std::unique_ptr<TempDir>> repo = TempDir::Make(limits.temp_dir);
-  if (!repo.ok()) return repo.status();
-  const std::string path = absl::StrCat((*repo)->path(), "/", host.host_name(), ".xplane.pb");
+  std::string bytes;
   bool empty = false;
   {
-    // The join goes once written: it is not held while the file is read and streamed.
+    // The join goes once serialized: the streaming reader reads its bytes in place (no file),
+    // and the parsed join, several times larger, is not held while they are read and streamed.
     ASSIGN_OR_RETURN(tensorflow::profiler::XSpace merged, std::move(merger).Finish());
     empty = merged.planes_size() == 0;
-    std::ofstream out(path, std::ios::binary);
-    if (!merged.SerializeToOstream(&out) || !out.flush()) {
-      return absl::DataLossError(absl::StrCat("cannot write the recorder's window to ", path));
+    if (!merged.SerializeToString(&bytes)) {
+      return absl::DataLossError("the recorder's window does not serialize");
     }
   }
-  return Finish(path, empty, request, host, limits, {}, "", sink, outcome);
+  trace::MemorySource xspace(bytes, "the flight recorder's window");
+  return Finish(xspace, empty, request, host, limits, {}, "", sink, outcome);
 }
 
 namespace {
@@ -616,7 +623,7 @@ std::vector<trace::CounterSeries> SampledSeries(const std::vector<podprof::v1::C
 }  // namespace
 
 absl::Status CaptureRunner::StreamXSpace(
-    const std::string& path, const podprof::v1::HostInfo& host,
+    trace::ByteSource& xspace, const podprof::v1::HostInfo& host,
     const podprof::v1::CaptureOptions& options, size_t chunk_limit,
     const std::vector<podprof::v1::CounterSeries>* analyse_with, stream::ChunkSink* sink,
     CaptureOutcome* outcome, kernelprof::CaptureHolds* holds) {
@@ -677,14 +684,18 @@ absl::Status CaptureRunner::StreamXSpace(
   Pieces pieces(host, chunk_limit, analyse_with, sink, outcome, holds);
   trace::ReadOptions ropts;
   ropts.host_name = host.host_name();
+  // A file the workload wrote names its host, as XProf reads it, where the agent knows none.
+  if (ropts.host_name.empty() && absl::EndsWith(xspace.name(), ".xplane.pb")) {
+    ropts.host_name = trace::HostNameFromPath(xspace.name());
+  }
   // Sampled counters were shifted right by the scaling the capture asked for: shift them back.
   if (options.kernel_profiling())
     ropts.perf_counter_scaling = static_cast<int>(options.counter_scaling());
-  absl::StatusOr<trace::HostCapture> rest = trace::ReadXSpaceFile(path, ropts, &pieces);
+  absl::StatusOr<trace::HostCapture> rest = trace::ReadXSpaceInPieces(xspace, ropts, &pieces);
   if (!pieces.sent().ok()) return pieces.sent();  // the stream broke, not the file
   if (!rest.ok()) {
-    return absl::DataLossError(
-        absl::StrCat("unreadable XSpace from the workload: ", rest.status().message()));
+    return absl::DataLossError(absl::StrCat("unreadable XSpace from the workload: ", xspace.name(),
+                                            ": ", rest.status().message()));
   }
   if (outcome->counts.events == 0) RETURN_IF_ERROR(NoEvents(outcome));
   // After the runner's own (a snapshot's, say), the capture's.

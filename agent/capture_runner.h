@@ -22,6 +22,7 @@
 #include "proto/podprof_agent.pb.h"
 #include "proto/profiler_service.grpc.pb.h"
 #include "stream/capture_encoder.h"
+#include "trace/byte_source.h"
 #include "trace/model.h"
 
 namespace podprof::agent {
@@ -124,7 +125,7 @@ class CaptureRunner {
   // whose start moves to the second call's). Returns the call's status.
   grpc::Status Profile(tensorflow::ProfileRequest* preq, bool asap, int64_t timeout_ns,
                        CaptureCancel* cancel, bool* terminated, tensorflow::ProfileResponse* presp);
-  // Reads the workload's XSpace at `path` and streams it (host, then plane by plane) in chunks
+  // Reads the workload's XSpace `xspace` and streams it (host, then plane by plane) in chunks
   // of at most `chunk_limit` bytes; fills the outcome's chips, warnings and window. With
   // `analyse_with` (the series sampled beside the capture), each plane is analysed as it
   // streams and the outcome gets the host's summary.
@@ -133,9 +134,9 @@ class CaptureRunner {
   absl::Status RunSnapshot(const podprof::v1::CaptureRequest& request,
                            const podprof::v1::HostInfo& host, const RunnerLimits& limits,
                            stream::ChunkSink* sink, CaptureOutcome* outcome);
-  // The capture's XSpace at `path` streamed, then the sampled series, the summary and the
-  // trailer.
-  absl::Status Finish(const std::string& path, bool empty_trace,
+  // The capture's XSpace (a file the workload wrote, or the recorder's window in memory)
+  // streamed, then the sampled series, the summary and the trailer.
+  absl::Status Finish(trace::ByteSource& xspace, bool empty_trace,
                       const podprof::v1::CaptureRequest& request, const podprof::v1::HostInfo& host,
                       const RunnerLimits& limits,
                       const std::vector<podprof::v1::CounterSeries>& sampled,
@@ -149,15 +150,15 @@ class CaptureRunner {
   absl::Status NoEvents(CaptureOutcome* outcome) const;
   // `holds` gets what the capture holds of what a request may ask for (its chips, device
   // events and performance counter series).
-  absl::Status StreamXSpace(const std::string& path, const podprof::v1::HostInfo& host,
+  absl::Status StreamXSpace(trace::ByteSource& xspace, const podprof::v1::HostInfo& host,
                             const podprof::v1::CaptureOptions& options, size_t chunk_limit,
                             const std::vector<podprof::v1::CounterSeries>* analyse_with,
                             stream::ChunkSink* sink, CaptureOutcome* outcome,
                             kernelprof::CaptureHolds* holds);
-  // What the capture at `path` lacks of what `asked` asked for, as warnings naming the host
+  // What the capture `xspace` lacks of what `asked` asked for, as warnings naming the host
   // (kernelprof/capture_check.h); its host planes are read for it when a host or Python tracer
   // was asked for.
-  static void AddMissing(const std::string& path, const podprof::v1::CaptureOptions& asked,
+  static void AddMissing(trace::ByteSource& xspace, const podprof::v1::CaptureOptions& asked,
                          const std::string& host_name, kernelprof::CaptureHolds* holds,
                          CaptureOutcome* outcome);
 

@@ -17,21 +17,7 @@
 namespace podprof::agent {
 
 const char* RecorderStateName(RecorderState s) {
-  switch (s) {
-    case RecorderState::kOff:
-      return "off";
-    case RecorderState::kArmed:
-      return "armed";
-    case RecorderState::kUnsupported:
-      return "unsupported";
-    case RecorderState::kBusy:
-      return "busy";
-    case RecorderState::kFailed:
-      return "failed";
-    case RecorderState::kDisabled:
-      return "disabled";
-  }
-  return "off";
+  return kRecorderStateNames[static_cast<size_t>(s)];
 }
 
 Recorder::Recorder(tensorflow::ProfilerService::StubInterface* profiler, Clock& clock,

@@ -63,6 +63,14 @@ enum class RecorderState {
   kFailed,       // a snapshot failed and the workload dropped continuous mode
   kDisabled,     // turned off for good (it slowed the workload: recorder_guard.h); reason says
 };
+// Each state's name, in the enum's order: the one table of them. It is what RecorderStatus.state
+// carries on the wire (proto/podprof_types.proto lists the same names), and what the logs say.
+inline constexpr const char* kRecorderStateNames[] = {"off",  "armed",  "unsupported",
+                                                      "busy", "failed", "disabled"};
+static_assert(sizeof(kRecorderStateNames) / sizeof(kRecorderStateNames[0]) ==
+                  static_cast<size_t>(RecorderState::kDisabled) + 1,
+              "a name for every RecorderState");
+// `s`'s name from kRecorderStateNames.
 const char* RecorderStateName(RecorderState s);
 
 // Thread-safe; `profiler` (the workload's) must outlive it.

@@ -1,13 +1,10 @@
 #include "agent/runtime_status.h"
 
-#include <grpcpp/grpcpp.h>
-
 #include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "proto/grpc_status.h"
 
 namespace podprof::agent {
 namespace {
@@ -60,22 +57,6 @@ std::string DescribeRuntimeStatus(const rt::GetTpuRuntimeStatusResponse& status,
     absl::StrAppend(&out, "; and ", ids.size() - static_cast<size_t>(max_cores), " more cores");
   }
   return out;
-}
-
-absl::StatusOr<std::string> DescribeRuntimeStatus(rt::RuntimeMetricService::StubInterface& stub,
-                                                  Clock& clock, int64_t deadline_ns,
-                                                  int max_cores) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(DeadlineAt(clock.NowNs(), deadline_ns));
-  rt::GetTpuRuntimeStatusRequest req;
-  req.set_include_hlo_info(true);
-  rt::GetTpuRuntimeStatusResponse resp;
-  const grpc::Status s = stub.GetTpuRuntimeStatus(&ctx, req, &resp);
-  if (!s.ok()) {
-    const absl::Status e = FromGrpc(s);
-    return absl::Status(e.code(), absl::StrCat("GetTpuRuntimeStatus: ", e.message()));
-  }
-  return DescribeRuntimeStatus(resp, max_cores);
 }
 
 }  // namespace podprof::agent

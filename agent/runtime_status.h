@@ -8,20 +8,13 @@
 
 #include <string>
 
-#include "absl/status/statusor.h"
-#include "common/clock.h"
 #include "proto/tpu_metric_service.grpc.pb.h"
 
 namespace podprof::agent {
 
-// One line: "runtime status: core 0 (chip 0) step 1234 in fusion.12, 1 queued; core 1 ...".
-// Asks with include_hlo_info (one call, at most `deadline_ns`); an error names the service's
-// failure. At most `max_cores` cores are described, then how many more there are.
-absl::StatusOr<std::string> DescribeRuntimeStatus(
-    tpu::monitoring::runtime::RuntimeMetricService::StubInterface& stub, Clock& clock,
-    int64_t deadline_ns = 300'000'000, int max_cores = 16);
-
-// The same line from a response already read. Exposed for tests.
+// One line: "runtime status: core 0 (chip 0) step 1234 in fusion.12, 1 queued; core 1 ...",
+// from a GetTpuRuntimeStatus answer asked with include_hlo_info (RuntimeMetrics::RuntimeStatus).
+// At most `max_cores` cores are described, then how many more there are.
 std::string DescribeRuntimeStatus(
     const tpu::monitoring::runtime::GetTpuRuntimeStatusResponse& status, int max_cores = 16);
 

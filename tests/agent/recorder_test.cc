@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "agent/capture_runner.h"
 #include "common/clock.h"
 #include "gtest/gtest.h"
 #include "launch/pod_launcher.h"
@@ -221,6 +222,45 @@ TEST_F(RecorderClockTest, TheRingHoldsTheLastWindowAndAFreezeCoversIt) {
   ASSERT_OK(r.Disarm());
   EXPECT_EQ(r.state(), RecorderState::kOff);
   EXPECT_EQ(r.segments(), 0u);
+}
+
+// A snapshot's window is joined and read in memory, as bytes: it once went through a file in
+// [capture] temp_dir, and a host whose temp_dir could not be written lost its snapshots.
+TEST_F(RecorderClockTest, ASnapshotIsReadFromMemoryWithNoTemporaryFile) {
+  RecorderOptions o;
+  o.window_ns = 2'000'000'000;
+  o.rotate_ns = 500'000'000;
+  Workload workload;
+  workload.profiler_address = "the simulated host";
+  workload.recorder =
+      std::make_unique<Recorder>(stub_.get(), clock_, o, RecorderTest::Request(), channel_);
+  ASSERT_OK(workload.recorder->Arm());
+  for (int i = 0; i < 30; ++i) {  // 1.5 s
+    clock_.AdvanceNs(50'000'000);
+    ASSERT_OK(workload.recorder->Rotate());
+  }
+  podprof::v1::CaptureRequest request;
+  request.set_capture_id("snap");
+  request.set_snapshot(true);
+  request.set_duration_ms(1000);
+  podprof::v1::HostInfo host;
+  host.set_host_name("host-a");
+  RunnerLimits limits;
+  limits.temp_dir = "/nonexistent/podprof-no-temp-dir";
+  struct Chunks final : stream::ChunkSink {
+    bool Write(const podprof::v1::CaptureChunk& chunk) override {
+      if (chunk.has_trailer()) trailer = chunk.trailer();
+      return true;
+    }
+    podprof::v1::CaptureTrailer trailer;
+  } sink;
+  CaptureOutcome outcome;
+  CaptureRunner runner(clock_, workload);
+  ASSERT_OK(runner.Run(request, host, limits, nullptr, &sink, &outcome));
+  EXPECT_GT(sink.trailer.event_count(), 0u);
+  EXPECT_GT(sink.trailer.xspace_bytes(), 0u);
+  EXPECT_EQ(outcome.chips.size(), 2u);
+  ASSERT_OK(workload.recorder->Disarm());
 }
 
 // A snapshot larger than max_bytes by itself is let go, and the ring stays armed: it once kept
