@@ -24,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "harness/wait.h"
 #include "launch/pod_launcher.h"
+#include "podprof_version.h"
 #include "proto/podprof_agent.grpc.pb.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
 #include "proto/profiler_service.grpc.pb.h"
@@ -736,7 +737,7 @@ TEST(AgentProcessTest, RegistersAndHeartbeatsWithLabels) {
     ASSERT_EQ(agg.registered.size(), 1u);
     EXPECT_EQ(agg.registered[0].host_name(), "host-a");
     EXPECT_EQ(agg.registered[0].labels().at("pod"), "p7");
-    EXPECT_EQ(agg.registered[0].agent_version(), "podprof-agent 0.1.0");
+    EXPECT_EQ(agg.registered[0].agent_version(), absl::StrCat("podprof-agent ", kVersion));
     EXPECT_GE(agg.heartbeats.size(), 3u);
     // Clock probes over UDP on the gRPC port's number, answered on the agent's (5 ms fast)
     // clock.
