@@ -2,7 +2,6 @@
 
 #include <grpcpp/impl/client_unary_call.h>
 #include <grpcpp/impl/rpc_method.h>
-#include <pthread.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -247,36 +246,30 @@ RecorderDriver::RecorderDriver(Recorder* recorder, Clock& clock, int64_t tick_ns
       clock_(clock),
       tick_ns_(tick_ns),
       rearm_ns_(rearm_ns),
-      may_arm_(std::move(may_arm)) {
-  thread_ = std::thread([this] { Loop(); });
-}
+      may_arm_(std::move(may_arm)),
+      thread_("podprof-recorder", clock, clock.NowNs(), [this] { return Tick(); }) {}
 
 RecorderDriver::~RecorderDriver() {
-  stop_.Notify();
-  thread_.join();
+  thread_.Stop();
   if (absl::Status s = recorder_->Disarm(); !s.ok()) PODPROF_LOG(WARNING) << s.message();
 }
 
-void RecorderDriver::Loop() {
-  pthread_setname_np(pthread_self(), "podprof-recorder");
-  int64_t next_arm = 0;
-  RecorderState last = RecorderState::kOff;
-  do {
-    const RecorderState state = recorder_->state();
-    if (state == RecorderState::kArmed) {
-      if (absl::Status s = recorder_->Rotate(); !s.ok()) PODPROF_LOG(WARNING) << s.message();
-    } else if (std::string why; may_arm_ && !may_arm_(&why)) {
-      recorder_->SetWaiting(why);
-    } else if (state != RecorderState::kDisabled && clock_.NowNs() >= next_arm) {
-      recorder_->Arm().IgnoreError();  // the state and reason say what happened
-      next_arm = clock_.NowNs() + rearm_ns_;
-    }
-    if (recorder_->state() != last) {
-      last = recorder_->state();
-      PODPROF_LOG(INFO) << "flight recorder " << RecorderStateName(last)
-                        << (recorder_->reason().empty() ? "" : ": ") << recorder_->reason();
-    }
-  } while (clock_.SleepUntilNs(clock_.NowNs() + tick_ns_, &stop_));
+int64_t RecorderDriver::Tick() {
+  const RecorderState state = recorder_->state();
+  if (state == RecorderState::kArmed) {
+    if (absl::Status s = recorder_->Rotate(); !s.ok()) PODPROF_LOG(WARNING) << s.message();
+  } else if (std::string why; may_arm_ && !may_arm_(&why)) {
+    recorder_->SetWaiting(why);
+  } else if (state != RecorderState::kDisabled && clock_.NowNs() >= next_arm_ns_) {
+    recorder_->Arm().IgnoreError();  // the state and reason say what happened
+    next_arm_ns_ = clock_.NowNs() + rearm_ns_;
+  }
+  if (recorder_->state() != logged_) {
+    logged_ = recorder_->state();
+    PODPROF_LOG(INFO) << "flight recorder " << RecorderStateName(logged_)
+                      << (recorder_->reason().empty() ? "" : ": ") << recorder_->reason();
+  }
+  return clock_.NowNs() + tick_ns_;
 }
 
 }  // namespace podprof::agent

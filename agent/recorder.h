@@ -19,15 +19,14 @@
 #include <deque>
 #include <functional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "common/clock.h"
+#include "common/periodic.h"
 #include "proto/profiler_service.grpc.pb.h"
 
 namespace podprof::agent {
@@ -152,14 +151,17 @@ class RecorderDriver {
   RecorderDriver& operator=(const RecorderDriver&) = delete;
 
  private:
-  void Loop();
+  // One look at the recorder; the time of the next.
+  int64_t Tick();
 
   Recorder* const recorder_;
   Clock& clock_;
   const int64_t tick_ns_, rearm_ns_;
   const MayArm may_arm_;
-  absl::Notification stop_;
-  std::thread thread_;
+  // Only the driver's thread: when it may arm again, and the state it last logged.
+  int64_t next_arm_ns_ = 0;
+  RecorderState logged_ = RecorderState::kOff;
+  PeriodicThread thread_;  // last: stopped before the members it uses go
 };
 
 }  // namespace podprof::agent

@@ -1,7 +1,5 @@
 #include "agent/telemetry.h"
 
-#include <pthread.h>
-
 #include <algorithm>
 #include <cmath>
 #include <utility>
@@ -178,14 +176,10 @@ TelemetryReporter::TelemetryReporter(
       aggregator_(std::move(aggregator)),
       host_name_(std::move(host_name)),
       clock_(clock),
-      options_(options) {
-  thread_ = std::thread([this] { Loop(); });
-}
+      options_(options),
+      thread_("podprof-telem", clock, clock.NowNs(), [this] { return Tick(); }) {}
 
-TelemetryReporter::~TelemetryReporter() {
-  stop_.Notify();
-  thread_.join();
-}
+TelemetryReporter::~TelemetryReporter() { thread_.Stop(); }
 
 int64_t TelemetryReporter::delivered() const {
   absl::MutexLock lock(&mu_);
@@ -197,19 +191,17 @@ size_t TelemetryReporter::buffered() const {
   return pending_.size();
 }
 
-void TelemetryReporter::Loop() {
-  pthread_setname_np(pthread_self(), "podprof-telem");
+int64_t TelemetryReporter::Tick() {
+  podprof::v1::TelemetrySample sample = sampler_.Sample();
+  if (options_.on_sample) options_.on_sample(sample);
+  {
+    absl::MutexLock lock(&mu_);
+    pending_.push_back(std::move(sample));
+    while (pending_.size() > options_.max_buffered) pending_.pop_front();
+  }
+  Report();
   const int64_t every = options_.interval_ns;
-  do {
-    podprof::v1::TelemetrySample sample = sampler_.Sample();
-    if (options_.on_sample) options_.on_sample(sample);
-    {
-      absl::MutexLock lock(&mu_);
-      pending_.push_back(std::move(sample));
-      while (pending_.size() > options_.max_buffered) pending_.pop_front();
-    }
-    Report();
-  } while (clock_.SleepUntilNs((clock_.NowNs() / every + 1) * every, &stop_));
+  return (clock_.NowNs() / every + 1) * every;
 }
 
 void TelemetryReporter::Report() {

@@ -14,15 +14,14 @@
 #include <functional>
 #include <map>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "agent/runtime_metrics.h"
 #include "common/clock.h"
 #include "common/counted_mean.h"
+#include "common/periodic.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
 #include "proto/tpu_metric_service.grpc.pb.h"
 
@@ -114,7 +113,8 @@ class TelemetryReporter {
   size_t buffered() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  void Loop();
+  // One sample, reported; the time of the next (the next multiple of the interval).
+  int64_t Tick();
   void Report();
 
   TelemetrySampler sampler_;
@@ -125,9 +125,8 @@ class TelemetryReporter {
   mutable absl::Mutex mu_;
   std::deque<podprof::v1::TelemetrySample> pending_ ABSL_GUARDED_BY(mu_);
   int64_t delivered_ ABSL_GUARDED_BY(mu_) = 0;
-  bool failing_ = false;  // only the loop's thread; logs a failure once, not every second
-  absl::Notification stop_;
-  std::thread thread_;
+  bool failing_ = false;   // only the loop's thread; logs a failure once, not every second
+  PeriodicThread thread_;  // last: stopped before the members it uses go
 };
 
 }  // namespace podprof::agent

@@ -8,7 +8,9 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <thread>
+#include <utility>
 
 #include "absl/synchronization/notification.h"
 #include "common/clock.h"
@@ -21,10 +23,14 @@ class PeriodicThread {
   // thread.
   using Task = std::function<std::optional<int64_t>()>;
 
-  // Starts a thread that sleeps on `clock` until `first_ns` (wall time), runs `task`, and
-  // sleeps until the time the task returns, until the task returns none or Stop() is called.
+  // Starts a thread named `name` (what `top -H` and a debugger show; at most 15 characters
+  // are kept) that sleeps on `clock` until `first_ns` (wall time), runs `task`, and sleeps
+  // until the time the task returns, until the task returns none or Stop() is called.
   // `clock` must outlive the thread.
-  PeriodicThread(Clock& clock, int64_t first_ns, Task task);
+  PeriodicThread(std::string name, Clock& clock, int64_t first_ns, Task task);
+  // The same, named "podprof-periodic".
+  PeriodicThread(Clock& clock, int64_t first_ns, Task task)
+      : PeriodicThread("podprof-periodic", clock, first_ns, std::move(task)) {}
   // Every `interval_ns` from one interval after now, for a task that never ends the thread.
   static std::optional<int64_t> Every(Clock& clock, int64_t interval_ns) {
     return clock.NowNs() + interval_ns;

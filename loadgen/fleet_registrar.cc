@@ -41,12 +41,12 @@ FleetRegistrar::FleetRegistrar(std::vector<EmulatedHost*> hosts, std::vector<v1:
 FleetRegistrar::~FleetRegistrar() { Stop(); }
 
 void FleetRegistrar::Start() {
-  thread_ = std::thread([this] { Loop(); });
+  thread_ = std::make_unique<PeriodicThread>("podprof-fleetreg", clock_, clock_.NowNs(),
+                                             [this] { return Tick(); });
 }
 
 void FleetRegistrar::Stop() {
-  if (!stop_.HasBeenNotified()) stop_.Notify();
-  if (thread_.joinable()) thread_.join();
+  if (thread_ != nullptr) thread_->Stop();
   // Every call has a deadline, so this wait has one too.
   absl::MutexLock lock(&mu_);
   mu_.AwaitWithTimeout(absl::Condition(
@@ -70,41 +70,39 @@ int64_t FleetRegistrar::telemetry_failed() const {
   return telemetry_failed_;
 }
 
-void FleetRegistrar::Loop() {
-  while (!stop_.HasBeenNotified()) {
-    std::vector<std::pair<size_t, bool>> due;  // (host, register?)
-    std::vector<size_t> reports;
-    const int64_t now = clock_.NowNs();
-    int64_t wake = now + kTickNs;
-    {
-      absl::MutexLock lock(&mu_);
-      for (size_t i = 0; i < entries_.size(); ++i) {
-        Entry& e = entries_[i];
-        // Telemetry at every multiple of the interval, as agents sample (a budget of calls of
-        // its own, so that reports never hold heartbeats back).
-        if (telemetry_interval_ns_ > 0 && e.registered && !e.telemetry_in_flight) {
-          if (e.next_telemetry_ns <= now) {
-            e.telemetry_in_flight = true;
-            e.next_telemetry_ns = (now / telemetry_interval_ns_ + 1) * telemetry_interval_ns_;
-            reports.push_back(i);
-          }
-          wake = std::min(wake, e.next_telemetry_ns);
+int64_t FleetRegistrar::Tick() {
+  std::vector<std::pair<size_t, bool>> due;  // (host, register?)
+  std::vector<size_t> reports;
+  const int64_t now = clock_.NowNs();
+  int64_t wake = now + kTickNs;
+  {
+    absl::MutexLock lock(&mu_);
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      Entry& e = entries_[i];
+      // Telemetry at every multiple of the interval, as agents sample (a budget of calls of
+      // its own, so that reports never hold heartbeats back).
+      if (telemetry_interval_ns_ > 0 && e.registered && !e.telemetry_in_flight) {
+        if (e.next_telemetry_ns <= now) {
+          e.telemetry_in_flight = true;
+          e.next_telemetry_ns = (now / telemetry_interval_ns_ + 1) * telemetry_interval_ns_;
+          reports.push_back(i);
         }
-        if (e.in_flight) continue;
-        if (e.next_ns > now) {
-          wake = std::min(wake, e.next_ns);
-          continue;
-        }
-        if (in_flight_ >= max_in_flight_) break;
-        e.in_flight = true;
-        ++in_flight_;
-        due.emplace_back(i, !e.registered);
+        wake = std::min(wake, e.next_telemetry_ns);
       }
+      if (e.in_flight) continue;
+      if (e.next_ns > now) {
+        wake = std::min(wake, e.next_ns);
+        continue;
+      }
+      if (in_flight_ >= max_in_flight_) break;
+      e.in_flight = true;
+      ++in_flight_;
+      due.emplace_back(i, !e.registered);
     }
-    for (const auto& [i, reg] : due) Send(i, reg);
-    for (size_t i : reports) SendTelemetry(i);
-    clock_.SleepUntilNs(wake, &stop_);
   }
+  for (const auto& [i, reg] : due) Send(i, reg);
+  for (size_t i : reports) SendTelemetry(i);
+  return wake;
 }
 
 void FleetRegistrar::Send(size_t i, bool reg) {

@@ -11,13 +11,12 @@
 
 #include <cstdint>
 #include <memory>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "common/clock.h"
+#include "common/periodic.h"
 #include "loadgen/emulated_host.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
 
@@ -61,7 +60,8 @@ class FleetRegistrar {
     bool telemetry_in_flight = false;
     int64_t next_telemetry_ns = 0;
   };
-  void Loop();
+  // One round of due calls; the time of the next.
+  int64_t Tick();
   void Send(size_t i, bool reg);
   void SendTelemetry(size_t i);
   // Records a call's outcome; `interval_ms` 0 keeps the last interval.
@@ -75,8 +75,7 @@ class FleetRegistrar {
   const int64_t telemetry_interval_ns_;
   int64_t slow_at_ns_ = INT64_MAX;  // set before Start()
   double slow_factor_ = 1;
-  absl::Notification stop_;
-  std::thread thread_;
+  std::unique_ptr<PeriodicThread> thread_;
 
   mutable absl::Mutex mu_;
   // Guarded by mu_.
