@@ -10,8 +10,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "aggregator/telemetry.h"
-#include "aggregator/triggers.h"
+#include "aggregator/recorder/telemetry.h"
+#include "aggregator/recorder/triggers.h"
 #include "security/tls.h"
 
 namespace podprof::aggregator {

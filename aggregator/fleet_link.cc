@@ -77,24 +77,4 @@ absl::StatusOr<std::unique_ptr<fleet::Replicator>> StartFleet(const AggregatorCo
   return r;
 }
 
-void FillFleetStatus(fleet::Replicator& replicator, podprof::v1::FleetStatus* out) {
-  const fleet::ReplicatorStatus s = replicator.Status();
-  out->set_enabled(true);
-  out->set_url(replicator.clickhouse().url());
-  out->set_database(replicator.options().database);
-  out->set_pod(replicator.options().pod);
-  out->set_pending(static_cast<uint64_t>(s.backlog.pending));
-  out->set_oldest_pending_unix_ns(s.backlog.oldest_queued_ns);
-  out->set_backlog_limit(static_cast<uint64_t>(replicator.options().backlog_limit));
-  out->set_rejected(static_cast<uint64_t>(s.backlog.rejected));
-  for (const auto& [id, why] : s.backlog.rejections) {
-    podprof::v1::FleetRejection* r = out->add_rejections();
-    r->set_capture_id(id);
-    r->set_error(why);
-  }
-  out->set_replicated(static_cast<uint64_t>(s.replicated));
-  out->set_last_success_unix_ns(s.last_success_ns);
-  out->set_last_error(s.last_error);
-}
-
 }  // namespace podprof::aggregator

@@ -1,5 +1,5 @@
-// The aggregator's side of the fleet store: the replicator built from [fleet], and its state
-// as ListAgents reports it.
+// The aggregator's side of the fleet store: the replicator built from [fleet] (its state as
+// ListAgents reports it is api/api_rows.h's FillFleetStatus).
 #ifndef PODPROF_AGGREGATOR_FLEET_LINK_H_
 #define PODPROF_AGGREGATOR_FLEET_LINK_H_
 
@@ -9,7 +9,6 @@
 #include "aggregator/config.h"
 #include "common/clock.h"
 #include "fleet/replicator.h"
-#include "proto/podprof_aggregator.pb.h"
 #include "storage/store.h"
 
 namespace podprof::aggregator {
@@ -20,8 +19,6 @@ namespace podprof::aggregator {
 // unreadable password file.
 absl::StatusOr<std::unique_ptr<fleet::Replicator>> StartFleet(const AggregatorConfig& config,
                                                               storage::Store& store, Clock& clock);
-
-void FillFleetStatus(fleet::Replicator& replicator, podprof::v1::FleetStatus* out);
 
 }  // namespace podprof::aggregator
 

@@ -54,7 +54,7 @@ constexpr char kUsage[] =
     "Plays the memory attacks of docs/RELIABILITY.md against a real podprof-aggregator and\n"
     "prints its peak RSS under each; last line aggregator_peak_rss_mib=<max over attacks>.\n";
 constexpr char kFixture[] = PODPROF_FIXTURES_DIR "/tpu_v6e_4chip_host_offload.xplane.pb";
-// The service's bounds on long calls (aggregator/service.h), as the documentation states them.
+// The service's bounds on long calls (aggregator/api/service.h), as the documentation states them.
 constexpr int kSlotsPerClient = 8;
 // Streams of each attack; every one comes from 127.0.0.1, one client.
 constexpr int kExports = 64, kWatches = 600, kImports = 64;

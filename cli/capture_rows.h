@@ -50,8 +50,8 @@ LabelMap SortedLabels(const ProtoLabels& labels);
 std::string JoinLabels(const ProtoLabels& labels);
 
 // A triggered snapshot's cause as a short sentence for a table cell, from its reserved labels
-// (`trigger`, `reason`, `telemetry`: aggregator/triggers.h): "step_time: step time 1.60x its
-// baseline (5.41 ms against 3.38 ms; fires past 1.10x)". A trigger without usable evidence (a
+// (`trigger`, `reason`, `telemetry`: aggregator/recorder/triggers.h): "step_time: step time 1.60x
+// its baseline (5.41 ms against 3.38 ms; fires past 1.10x)". A trigger without usable evidence (a
 // webhook, a person) gives its reason, cut to 80 characters; "" for a capture no trigger took.
 std::string TriggerSummary(const ProtoLabels& labels);
 

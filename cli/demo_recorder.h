@@ -25,7 +25,7 @@ struct DemoFault {
   std::vector<std::string> simhost_flags;
   // For people: "chip 1 of host-2 turns 1.6x slower".
   std::string said;
-  // The triggers expected to take its snapshot (aggregator/triggers.h names).
+  // The triggers expected to take its snapshot (aggregator/recorder/triggers.h names).
   std::vector<std::string> triggers;
   // The straggler injected (host name, chip), for the straggler scenario; empty host otherwise.
   std::string host;

@@ -4,14 +4,17 @@
 Usage: scripts/check-layering.py [--root DIR] [--architecture FILE] [--direct]
 
 The table's rows read `| \`lib/\` | owns | may include |` (a row may name several libraries,
-as `sim/`, `loadgen/` do). In the "may include" column:
+as `sim/`, `loadgen/` do). A library may be a folder inside another's (`aggregator/capture/`, a
+room of `aggregator/`): its files are its own, not the outer library's, and an include belongs to
+the longest library its path starts with. In the "may include" column:
   * each backticked `x/` is a project library the row's libraries may include;
   * `x/` followed by a parenthesis that names some of the row's own libraries, as in
     "`export/` (`sim/`)", is allowed to those only;
   * "and below" (the aggregator's row) adds every library of the rows above it;
   * the rest (Abseil, gRPC, SQLite...) is prose about external libraries and is not checked.
 The sentence "no library includes `cli/`, `agent/` or `aggregator/`" under the table is read too:
-those are never allowed, "and below" or not.
+those (and the libraries inside them) are never allowed, "and below" or not, except among
+themselves: inside `aggregator/`, the rows of its rooms decide.
 
 The reading is transitive: a library may include what its row lists and, with those, whatever
 they may include (the table lists direct dependencies, CMake links them PUBLIC; the direct
@@ -33,7 +36,7 @@ import re
 import sys
 
 UNCONSTRAINED = ("tests", "bench")  # not libraries: checked only for bench/ -> tests/util/
-_LIB = re.compile(r"`(\w+)/`")
+_LIB = re.compile(r"`(\w+(?:/\w+)*)/`")
 _INCLUDE = re.compile(r'^\s*#\s*include\s*"((\w+)/[^"]*)"')
 _NEVER = re.compile(r"no library includes ((?:`\w+/`(?:,\s*|\s+or\s+|\s+and\s+)?)+)")
 
@@ -69,7 +72,7 @@ def parse_architecture(text, transitive=True):
         # Each backticked library outside parentheses, with the parenthesis that follows it.
         # (The match takes the parenthesis with it, so "(`sim/`)" is never read as a library
         # allowed: it names who, not what.)
-        for m in re.finditer(r"`(\w+)/`(\s*\(([^)]*)\))?", row.cell):
+        for m in re.finditer(r"`(\w+(?:/\w+)*)/`(\s*\(([^)]*)\))?", row.cell):
             if row.cell[:m.start()].count("(") > row.cell[:m.start()].count(")"):
                 continue  # inside some other parenthesis
             # "`export/` (`sim/`)": a parenthesis naming the row's own libraries restricts it.
@@ -110,10 +113,12 @@ def parse_architecture(text, transitive=True):
     return rows, never
 
 
-def cxx_files(folder):
+def cxx_files(folder, skip=()):
+    """The .cc and .h files under `folder`, except under the folders in `skip`."""
     for dirpath, dirnames, filenames in os.walk(folder):
         dirnames[:] = sorted(d for d in dirnames
-                             if not d.startswith("build") and d != "node_modules")
+                             if not d.startswith("build") and d != "node_modules"
+                             and os.path.join(dirpath, d) not in skip)
         for name in sorted(filenames):
             if name.endswith((".cc", ".h")):
                 yield os.path.join(dirpath, name)
@@ -128,12 +133,26 @@ def includes(path):
                 yield number, m.group(1), m.group(2)
 
 
+def top(lib):
+    """The top-level folder of a library: `aggregator` for `aggregator/capture`."""
+    return lib.split("/", 1)[0]
+
+
+def library_of(included, libraries):
+    """The longest library (or unconstrained folder) `included` starts with, or None."""
+    parts = included.split("/")[:-1]
+    for n in range(len(parts), 0, -1):
+        if "/".join(parts[:n]) in libraries:
+            return "/".join(parts[:n])
+    return parts[0] if parts and parts[0] in UNCONSTRAINED else None
+
+
 def check(root, architecture, transitive=True):
     """The list of violation lines for the tree at `root`, and the count of files checked."""
     with open(architecture) as f:
         rows, never = parse_architecture(f.read(), transitive)
     row_of = {lib: row for row in rows for lib in row.libs}
-    project = set(row_of) | set(UNCONSTRAINED)
+    project = {top(lib) for lib in row_of} | set(UNCONSTRAINED)
     rel = lambda p: os.path.relpath(p, root)
     problems, checked = [], 0
 
@@ -143,14 +162,17 @@ def check(root, architecture, transitive=True):
             problems.append(f"{os.path.relpath(architecture, root)}: `{lib}/` has a row but no "
                             f"folder")
             continue
-        for path in cxx_files(folder):
+        # The libraries inside this one check their own files.
+        inner = {os.path.join(root, other) for other in row_of if other.startswith(lib + "/")}
+        for path in cxx_files(folder, inner):
             checked += 1
-            for number, included, first in includes(path):
-                if first not in project or first == lib:
+            for number, included, _ in includes(path):
+                target = library_of(included, row_of)
+                if target is None or target == lib:
                     continue
-                if first in never:
-                    why = f"no library includes {first}/ (\"Nothing includes upwards\")"
-                elif first in row.allowed[lib]:
+                if top(target) in never and top(target) != top(lib):
+                    why = f"no library includes {top(target)}/ (\"Nothing includes upwards\")"
+                elif target in row.allowed[lib]:
                     continue
                 else:
                     allowed = ", ".join(sorted(f"{a}/" for a in row.allowed[lib])) or "nothing"

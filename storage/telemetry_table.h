@@ -1,8 +1,8 @@
 // Stored telemetry (schema version 9): per chip and stored interval, the steps that ended with
 // their mean and largest time, duty cycle, HBM in use, queued programs and the host's
 // collectives with their mean time, as the aggregator's
-// telemetry hub (aggregator/telemetry.h) rolls up the agents' samples. It has its own retention,
-// by age, apart from the captures'. Thread-safe.
+// telemetry hub (aggregator/recorder/telemetry.h) rolls up the agents' samples. It has its own
+// retention, by age, apart from the captures'. Thread-safe.
 #ifndef PODPROF_STORAGE_TELEMETRY_TABLE_H_
 #define PODPROF_STORAGE_TELEMETRY_TABLE_H_
 

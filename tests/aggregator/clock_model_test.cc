@@ -1,4 +1,4 @@
-#include "aggregator/clock_model.h"
+#include "aggregator/capture/clock_model.h"
 
 #include <cmath>
 #include <random>

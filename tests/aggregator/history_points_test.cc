@@ -2,7 +2,7 @@
 // the web page draws them without judging anything itself.
 #include <vector>
 
-#include "aggregator/api_rows.h"
+#include "aggregator/api/api_rows.h"
 #include "gtest/gtest.h"
 
 namespace podprof::aggregator {

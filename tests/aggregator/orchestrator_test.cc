@@ -3,7 +3,7 @@
 // holds each Capture call open (tests/aggregator/loopback_agent.h). A capture therefore runs
 // until it is cancelled, which is what admission limits and cancellation need; captures that
 // deliver data are pod_capture_test's (real agents and simulated hosts, as processes).
-#include "aggregator/orchestrator.h"
+#include "aggregator/capture/orchestrator.h"
 
 #include <unistd.h>
 
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "aggregator/stored_options.h"
+#include "aggregator/capture/stored_options.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "harness/wait.h"

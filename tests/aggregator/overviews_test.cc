@@ -1,6 +1,6 @@
 // The kept first views: an overview answers the whole capture as reading the store does, is
 // computed once, and the least recently used goes.
-#include "aggregator/overviews.h"
+#include "aggregator/api/overviews.h"
 
 #include <filesystem>
 #include <memory>

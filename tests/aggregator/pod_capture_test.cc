@@ -19,7 +19,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "aggregator/orchestrator.h"
+#include "aggregator/capture/orchestrator.h"
 #include "gtest/gtest.h"
 #include "harness/wait.h"
 #include "launch/pod_launcher.h"

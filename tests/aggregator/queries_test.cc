@@ -1,13 +1,13 @@
 // The query layer both APIs answer from: its defaults and paging, its checks of a request, and
 // the roll-ups it leaves unjudged; and an import fed chunk by chunk.
-#include "aggregator/queries.h"
+#include "aggregator/api/queries.h"
 
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "aggregator/importer.h"
+#include "aggregator/api/importer.h"
 #include "common/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -2,7 +2,7 @@
 // the age of the last heartbeat, selection by host and label, and the clock model each agent
 // gets from probes (over real gRPC to an in-process agent on loopback), which survives a
 // re-registration from the same address and not one from a new address.
-#include "aggregator/registry.h"
+#include "aggregator/capture/registry.h"
 
 #include <map>
 #include <string>

@@ -1,7 +1,7 @@
 // The aggregator's StreamPool over real gRPC on loopback: a bounded number of hosts streaming at
 // once (the others held back by flow control), every stream ending exactly once whatever
 // happens to it (a refused chunk, an agent gone mid-stream), and nothing left behind.
-#include "aggregator/stream_pool.h"
+#include "aggregator/capture/stream_pool.h"
 
 #include <grpcpp/grpcpp.h>
 

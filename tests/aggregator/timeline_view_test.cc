@@ -1,6 +1,6 @@
 // The web timeline's level of detail and the waits heatmap, on hand-made hosts whose every
 // pixel is known.
-#include "aggregator/timeline_view.h"
+#include "aggregator/api/timeline_view.h"
 
 #include <map>
 #include <set>

@@ -1,7 +1,7 @@
 // The flight recorder's pod side without processes: the telemetry hub's pod seconds, roll-ups
 // and stored rows (a real SQLite file, reopened), and each trigger's rule, cooldown, budget and
 // gap on telemetry shaped as agents send it.
-#include "aggregator/triggers.h"
+#include "aggregator/recorder/triggers.h"
 
 #include <cmath>
 #include <cstdint>
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "aggregator/telemetry.h"
+#include "aggregator/recorder/telemetry.h"
 #include "common/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

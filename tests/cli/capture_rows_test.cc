@@ -19,7 +19,8 @@ ProtoLabels Labels(std::initializer_list<std::pair<const std::string, std::strin
   return out;
 }
 
-// Each automatic trigger's evidence, as aggregator/triggers.cc writes it, said in a sentence.
+// Each automatic trigger's evidence, as aggregator/recorder/triggers.cc writes it, said in a
+// sentence.
 TEST(TriggerSummaryTest, EachTriggersEvidenceIsASentence) {
   EXPECT_EQ(
       TriggerSummary(Labels({{"trigger", "step_time"},

@@ -21,6 +21,8 @@ ARCHITECTURE = """\
 | `wire/` | the wire format | `model/`, zstd |
 | `api/` | generated code | protobuf |
 | `sim/`, `gen/` | simulators | `api/` (`sim/`), `wire/` |
+| `app/core/` | the program's engine | `wire/` |
+| `app/web/` | the program's API | `app/core/` and below |
 | `app/` | the program | `sim/`, `api/` and below |
 
 Nothing includes upwards: no library includes `app/`, and tests may include anything.
@@ -32,7 +34,8 @@ class CheckLayeringTest(unittest.TestCase):
         self.dir = tempfile.TemporaryDirectory()
         self.root = self.dir.name
         self.write("docs/ARCHITECTURE.md", ARCHITECTURE)
-        for lib in ("base", "model", "wire", "api", "sim", "gen", "app", "tests/util", "bench"):
+        for lib in ("base", "model", "wire", "api", "sim", "gen", "app", "app/core", "app/web",
+                    "tests/util", "bench"):
             self.write(f"{lib}/x.h", "#pragma once\n")
 
     def tearDown(self):
@@ -97,6 +100,26 @@ class CheckLayeringTest(unittest.TestCase):
         code, out = self.run_check()
         self.assertEqual(code, 1)
         self.assertIn("extra/: holds C++ sources but has no row", out)
+
+    def test_a_room_inside_a_library_has_its_own_row(self):
+        self.write("app/core/c.cc", '#include "wire/x.h"\n#include "app/core/x.h"\n')
+        self.write("app/web/w.cc", '#include "app/core/x.h"\n#include "base/x.h"\n')
+        self.write("app/main.cc", '#include "app/web/x.h"\n#include "app/core/x.h"\n')
+        self.write("tests/t.cc", '#include "app/web/x.h"\n')
+        code, out = self.run_check()
+        self.assertEqual(code, 0, out)
+        # The engine does not include the API; its files answer to its row, not app/'s.
+        self.write("app/core/bad.cc", '#include "sim/x.h"\n#include "app/web/x.h"\n')
+        code, out = self.run_check()
+        self.assertEqual(code, 1)
+        self.assertIn('app/core/bad.cc:1: #include "sim/x.h"', out)
+        self.assertIn('app/core/bad.cc:2: #include "app/web/x.h": app/core/ may include', out)
+
+    def test_nothing_outside_includes_a_room_of_a_library_never_included(self):
+        self.write("sim/s.cc", '#include "app/core/x.h"\n')
+        code, out = self.run_check()
+        self.assertEqual(code, 1)
+        self.assertIn('sim/s.cc:1: #include "app/core/x.h": no library includes app/', out)
 
 
 if __name__ == "__main__":

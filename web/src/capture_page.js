@@ -85,7 +85,7 @@
     return el('div', {class: cls, id: 'window-banner'}, texts[c.window] || `Window: ${c.window}`);
   }
 
-  // A triggered snapshot's reserved labels (aggregator/triggers.h): shown as the trigger's box
+  // A triggered snapshot's reserved labels (aggregator/recorder/triggers.h): shown as the trigger's box
   // below, not as label text (the evidence is JSON). Stored as they are.
   const TRIGGER_LABELS = ['trigger', 'reason', 'telemetry', 'trigger_ns'];
   function shownLabels(labels) {
