@@ -52,26 +52,26 @@ std::string ClientOf(const grpc::ServerContextBase& context) {
 
 ClientWaitWatchdog::ClientWaitWatchdog(grpc::ServerContextBase* context, Clock& clock,
                                        int64_t limit_ns)
-    : context_(context), clock_(clock), limit_ns_(limit_ns) {
-  thread_ = std::thread([this] {
-    // Sleeps until the armed wait would pass the limit (or a limit's length while disarmed),
-    // then looks again: a wait that ended, or began later, moves the deadline on.
-    for (;;) {
-      const int64_t armed = armed_ns_.load();
-      const int64_t due = (armed == kDisarmed ? clock_.NowNs() : armed) + limit_ns_;
-      if (!clock_.SleepUntilNs(due, &stop_)) return;
-      const int64_t now_armed = armed_ns_.load();
-      if (now_armed == kDisarmed || now_armed + limit_ns_ > clock_.NowNs()) continue;
-      fired_ = true;
-      context_->TryCancel();
-      return;
-    }
-  });
+    : context_(context),
+      clock_(clock),
+      limit_ns_(limit_ns),
+      thread_("podprof-waitdog", clock, Due(), [this] { return Look(); }) {}
+
+int64_t ClientWaitWatchdog::Due() const {
+  const int64_t armed = armed_ns_.load();
+  return (armed == kDisarmed ? clock_.NowNs() : armed) + limit_ns_;
 }
 
-ClientWaitWatchdog::~ClientWaitWatchdog() {
-  stop_.Notify();
-  thread_.join();
+std::optional<int64_t> ClientWaitWatchdog::Look() {
+  // Sleeps until the armed wait would pass the limit (or a limit's length while disarmed),
+  // then looks again: a wait that ended, or began later, moves the deadline on.
+  const int64_t armed = armed_ns_.load();
+  if (armed == kDisarmed || armed + limit_ns_ > clock_.NowNs()) return Due();
+  fired_ = true;
+  context_->TryCancel();
+  return std::nullopt;
 }
+
+ClientWaitWatchdog::~ClientWaitWatchdog() { thread_.Stop(); }
 
 }  // namespace podprof::aggregator

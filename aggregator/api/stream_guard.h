@@ -11,14 +11,14 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
-#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "common/clock.h"
+#include "common/periodic.h"
 
 namespace podprof::aggregator {
 
@@ -84,13 +84,17 @@ class ClientWaitWatchdog {
 
  private:
   static constexpr int64_t kDisarmed = -1;
+  // When the armed wait would pass the limit (disarmed: a limit from now).
+  int64_t Due() const;
+  // Cancels the call if the armed wait passed the limit (and ends); else when to look again.
+  std::optional<int64_t> Look();
+
   grpc::ServerContextBase* const context_;
   Clock& clock_;
   const int64_t limit_ns_;
   std::atomic<int64_t> armed_ns_{kDisarmed};
   std::atomic<bool> fired_{false};
-  absl::Notification stop_;
-  std::thread thread_;
+  PeriodicThread thread_;  // last: stopped before the members it uses go
 };
 
 }  // namespace podprof::aggregator

@@ -1,7 +1,5 @@
 #include "aggregator/recorder/triggers.h"
 
-#include <pthread.h>
-
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -229,22 +227,21 @@ std::string TriggerGate::Admit(const std::string& trigger, int64_t now_ns, bool 
 TriggerLoop::TriggerLoop(TelemetryHub* hub, Clock& clock, TriggerOptions options, TakeSnapshot take,
                          bool run_thread)
     : hub_(hub), clock_(clock), options_(options), take_(std::move(take)), gate_(options_) {
-  if (run_thread) thread_ = std::thread([this] { Loop(); });
-}
-
-TriggerLoop::~TriggerLoop() {
-  stop_.Notify();
-  if (thread_.joinable()) thread_.join();
-  if (absl::Status s = hub_->Flush(clock_.NowNs(), /*all=*/true); !s.ok()) {
-    PODPROF_LOG(WARNING) << "telemetry not stored at shutdown: " << s.message();
+  if (run_thread) {
+    // Each whole second of the clock, from now.
+    thread_ = std::make_unique<PeriodicThread>(
+        "podprof-trigger", clock_, clock_.NowNs(), [this]() -> std::optional<int64_t> {
+          Tick(clock_.NowNs());
+          return (clock_.NowNs() / kSecondNs + 1) * kSecondNs;
+        });
   }
 }
 
-void TriggerLoop::Loop() {
-  pthread_setname_np(pthread_self(), "podprof-trigger");
-  do {
-    Tick(clock_.NowNs());
-  } while (clock_.SleepUntilNs((clock_.NowNs() / kSecondNs + 1) * kSecondNs, &stop_));
+TriggerLoop::~TriggerLoop() {
+  if (thread_ != nullptr) thread_->Stop();
+  if (absl::Status s = hub_->Flush(clock_.NowNs(), /*all=*/true); !s.ok()) {
+    PODPROF_LOG(WARNING) << "telemetry not stored at shutdown: " << s.message();
+  }
 }
 
 void TriggerLoop::Tick(int64_t now_ns) {

@@ -26,17 +26,17 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "aggregator/recorder/telemetry.h"
 #include "common/clock.h"
+#include "common/periodic.h"
 #include "nlohmann/json.hpp"
 
 namespace podprof::aggregator {
@@ -128,8 +128,6 @@ class TriggerLoop {
   const TriggerOptions& options() const { return options_; }
 
  private:
-  void Loop();
-
   TelemetryHub* const hub_;
   Clock& clock_;
   const TriggerOptions options_;
@@ -139,8 +137,7 @@ class TriggerLoop {
   std::deque<TriggerEvent> events_ ABSL_GUARDED_BY(mu_);
   // Triggers refused while they keep holding (logged once), with why.
   std::map<std::string, std::string> refused_ ABSL_GUARDED_BY(mu_);
-  absl::Notification stop_;
-  std::thread thread_;
+  std::unique_ptr<PeriodicThread> thread_;  // last: stopped before the members it uses go
 };
 
 }  // namespace podprof::aggregator
