@@ -64,7 +64,7 @@ absl::StatusOr<std::shared_ptr<const Overview>> Overviews::Get(
   std::shared_future<Result> result;
   bool mine = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = kept_.find(key);
     if (it != kept_.end()) {
       result = it->second;
@@ -91,7 +91,7 @@ absl::StatusOr<std::shared_ptr<const Overview>> Overviews::Get(
                          : Result(read.status());
     promise.set_value(r);
     if (!r.ok()) {  // not kept: the next asker tries again
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       kept_.erase(key);
       order_.remove(key);
     }

@@ -10,11 +10,12 @@
 #include <list>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "aggregator/api/store_reads.h"
 #include "aggregator/api/timeline_view.h"
 #include "common/clock.h"
@@ -56,9 +57,10 @@ class Overviews {
   void Warm();  // on warmer_
 
   const StoreReads store_;
-  std::mutex mu_;
-  std::map<std::string, std::shared_future<Result>> kept_;  // by capture and counters
-  std::list<std::string> order_;                            // most recently used first
+  absl::Mutex mu_;
+  // By capture and counters.
+  std::map<std::string, std::shared_future<Result>> kept_ ABSL_GUARDED_BY(mu_);
+  std::list<std::string> order_ ABSL_GUARDED_BY(mu_);  // most recently used first
   int64_t seen_ = 0;       // the store's committed captures at Warm's last look; warmer_'s own
   PeriodicThread warmer_;  // last: stopped before the members it uses go
 };
