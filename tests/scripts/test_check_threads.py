@@ -21,7 +21,7 @@ def run(files, listed):
         os.makedirs(os.path.join(root, "docs"), exist_ok=True)
         with open(os.path.join(root, "docs", "ARCHITECTURE.md"), "w") as f:
             f.write("| a | b | c |\n\nFiles that start threads (the check):\n"
-                    + ", ".join(f"`{p}`" for p in listed) + ".\n\nNext paragraph `x/y.cc`.\n")
+                    + ", ".join(f"`{p}`" for p in listed) + ".\n\nNext paragraph `agent/y.cc`.\n")
         r = subprocess.run([sys.executable, SCRIPT, "--root", root], capture_output=True,
                            text=True)
         return r.returncode, r.stdout
