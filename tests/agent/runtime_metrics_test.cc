@@ -27,8 +27,11 @@ std::vector<std::pair<int, double>> Values(const std::vector<ChipValue>& in) {
 
 class RuntimeMetricsTest : public ::testing::Test {
  protected:
-  // Near the real time: the reader turns its clock's readings into gRPC deadlines.
-  FakeClock clock_{RealClock().NowNs()};
+  // The reader turns its clock's readings into gRPC deadlines: a clock set in 2096 gives
+  // deadlines no test outlives, one set in 2023 deadlines long past, whatever the real time.
+  static constexpr int64_t kAhead = 4'000'000'000LL * 1'000'000'000;
+  static constexpr int64_t kLongAgo = 1'700'000'000LL * 1'000'000'000;
+  FakeClock clock_{kAhead};
   FakeMetricService service_;
   const std::unique_ptr<RuntimeMetrics> metrics_ = service_.Reader(clock_);
 };
@@ -67,8 +70,8 @@ TEST_F(RuntimeMetricsTest, TheChipsAreThoseWithHbmOnEveryServiceEachOnce) {
 TEST_F(RuntimeMetricsTest, TheDeadlineIsTakenOnTheAgentsClock) {
   service_.Set(GaugeOf(tpu_metrics::kHbmUsageBytes, {{0, 1}}));
   ASSERT_OK(metrics_->Read(0, tpu_metrics::kHbmUsageBytes).status());
-  // The agent's clock a second behind: the call's deadline passed before it was made.
-  clock_.AdvanceNs(-1'000'000'000);
+  // The agent's clock in the past: the call's deadline passed before it was made.
+  clock_.SetNs(kLongAgo);
   EXPECT_EQ(metrics_->Read(0, tpu_metrics::kHbmUsageBytes).status().code(),
             absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(metrics_->Check(0).error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
