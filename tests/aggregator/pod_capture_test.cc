@@ -113,11 +113,9 @@ class PodTest : public ::testing::Test {
   }
   // The agents as the aggregator lists them (empty when ListAgents fails).
   std::vector<v1::AgentStatus> ListedAgents() {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
-    v1::ListAgentsResponse agents;
-    if (!stub_->ListAgents(&ctx, v1::ListAgentsRequest(), &agents).ok()) return {};
-    return {agents.agents().begin(), agents.agents().end()};
+    const std::optional<v1::ListAgentsResponse> agents = testing::ListAgents(*stub_);
+    if (!agents) return {};
+    return {agents->agents().begin(), agents->agents().end()};
   }
   void TearDown() override {
     stub_.reset();
