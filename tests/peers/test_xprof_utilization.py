@@ -20,14 +20,13 @@ import shutil
 
 import pytest
 
+from kernel_profile_cases import Plane
 from peerlib import OUT, SOURCE, Processes, podprof_json, start_aggregator, xspace_class
 from xprof.convert import raw_to_tool_data
 
 PS_PER_NS = 1000
 EXECUTION_PS = 100_000_000  # 100 us
 GAP_PS = 50_000_000
-CLOCK = {"v7x": 1.9e9, "v6e": 1.75e9}
-DEVICE_TYPE = {"v7x": "TPU v7x", "v6e": "TPU v6 Lite"}
 
 
 def counter_ids(generation):
@@ -57,40 +56,13 @@ class Space:
     def __init__(self, cls, generation):
         self.space = cls()
         self.generation = generation
-        self.plane = self.space.planes.add()
-        self.plane.name = "/device:TPU:0"
-        self.stat("device_id", self.plane.stats.add()).int64_value = 0
-        self.stat("device_type_string", self.plane.stats.add()).str_value = DEVICE_TYPE[generation]
-        self.lines = {}
+        # The plane and its tables as the differential generator writes them.
+        self.writer = Plane(self.space, generation)
+        self.plane = self.writer.plane
+        self.stat, self.meta, self.line = (self.writer.stat, self.writer.meta,
+                                           self.writer.kernel_line)
         self.time_ps = 0
         self.sample = 0
-
-    def stat(self, name, target):
-        for key, m in self.plane.stat_metadata.items():
-            if m.name == name:
-                target.metadata_id = key
-                return target
-        key = len(self.plane.stat_metadata) + 1
-        self.plane.stat_metadata[key].id = key
-        self.plane.stat_metadata[key].name = name
-        target.metadata_id = key
-        return target
-
-    def meta(self, name, key=None):
-        for k, m in self.plane.event_metadata.items():
-            if m.name == name:
-                return m
-        key = key or 1_000_000 + len(self.plane.event_metadata)
-        m = self.plane.event_metadata[key]
-        m.id, m.name = key, name
-        return m
-
-    def line(self, name):
-        if name not in self.lines:
-            line = self.plane.lines.add()
-            line.id, line.name = 1000 + len(self.lines), name
-            self.lines[name] = line
-        return self.lines[name]
 
     def run(self, kernel, counts, kernel_line="XLA Ops", how=()):
         """One execution of `kernel` and its counts line. `how`: ids whose id stat sits on the
