@@ -1,6 +1,8 @@
 // One capture on this host: asks the workload's profiler for a session at the requested
 // instant, samples the runtime metrics meanwhile, reads the resulting XSpace with the streaming
-// reader and streams it as chunks.
+// reader and streams it as chunks. Two files implement it: capture_runner.cc gets the XSpace
+// (the workload's profiler driven, or the flight recorder's window frozen and joined), and
+// capture_stream.cc reads, analyses and streams it (Finish and what it calls).
 #ifndef PODPROF_AGENT_CAPTURE_RUNNER_H_
 #define PODPROF_AGENT_CAPTURE_RUNNER_H_
 

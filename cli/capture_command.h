@@ -26,6 +26,8 @@ struct Display {
   // Decides both for `out` being stdout: a terminal, TERM not "dumb", and for color also no
   // NO_COLOR in the environment and `no_color` false.
   static Display ForStdout(bool no_color);
+  // `text` in the terminal's color `code` (an SGR code, "31" red) when color is on; else as is.
+  std::string Paint(const std::string& text, const char* code) const;
 };
 
 struct CaptureOptions {
@@ -74,7 +76,7 @@ absl::StatusOr<CaptureResult> RunCapture(AggregatorClient& client, const Capture
                                          std::ostream& out, std::ostream& err);
 
 // Writes a finished capture (the result of RunCapture) in `options.format`; `extra` is merged
-// into the JSON object.
+// into the JSON object (capture_output.cc, with Display's functions).
 void WriteCaptureResult(const CaptureResult& result, const CaptureOptions& options,
                         const nlohmann::json& extra, std::ostream& out);
 
