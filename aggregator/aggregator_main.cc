@@ -345,6 +345,8 @@ int AggregatorMain(int argc, char** argv) {
   api.perfetto_ui = config->http.perfetto_ui;
   api.writes_refused = HttpWritesRefused(*config);
   api.triggers = &triggers;
+  if (fleet.ok() && *fleet != nullptr) api.fleet = &(*fleet)->clickhouse();
+  api.fleet_database = config->fleet.database;
   std::unique_ptr<http::Server> web = ServeHttp(*config, api, clock);
   int port = 0;
   std::unique_ptr<grpc::Server> server =

@@ -1,6 +1,5 @@
 #include "cli/fleet_command.h"
 
-#include <cmath>
 #include <string>
 #include <vector>
 
@@ -16,6 +15,7 @@
 #include "common/status_macros.h"
 #include "fleet/queries.h"
 #include "nlohmann/json.hpp"
+#include "report/fleet_rows.h"
 
 namespace podprof::cli {
 namespace {
@@ -67,170 +67,20 @@ struct ClickHouseFlags {
   }
 };
 
-double MeanPs(int64_t total_ps, int64_t count) {
-  return count > 0 ? static_cast<double>(total_ps) / static_cast<double>(count) : 0;
-}
-int64_t Q(const trace::DDSketch& s, double q) { return std::llround(s.Quantile(q)); }
-std::string Dur(int64_t ps) { return FormatDurationPs(ps); }
-
-void WriteHistory(const std::vector<fleet::FleetPoint>& points, OutputFormat format,
-                  std::ostream& out) {
+// An answer (rows as report/fleet_rows.h holds them) in `format`: the writers the aggregator's
+// /api/v1/fleet routes use too.
+template <typename Row, typename Table>
+void WriteAnswer(const std::vector<Row>& rows, const char* key, OutputFormat format,
+                 void (*csv)(const std::vector<Row>&, std::ostream&),
+                 nlohmann::json (*to_json)(const std::vector<Row>&), json extra, Table table,
+                 std::ostream& out) {
   if (format == OutputFormat::kJson) {
-    json rows = json::array();
-    for (const auto& p : points) {
-      rows.push_back({{"pod", p.pod},
-                      {"module", p.module},
-                      {"kernel", p.op_name},
-                      {"capture", p.capture_id},
-                      {"start_ns", p.start_ns},
-                      {"count", p.count},
-                      {"chips", p.chips},
-                      {"total_ps", p.total_ps},
-                      {"mean_ps", std::llround(MeanPs(p.total_ps, p.count))},
-                      {"p50_ps", Q(p.sketch, 0.5)},
-                      {"p90_ps", Q(p.sketch, 0.9)},
-                      {"p99_ps", Q(p.sketch, 0.99)}});
-    }
-    WriteJson({{"points", rows}}, out);
-    return;
-  }
-  if (format == OutputFormat::kCsv) {
-    out << "pod,kernel,module,capture,start_ns,count,chips,mean_ps,p50_ps,p90_ps,p99_ps,"
-           "total_ps\n";
-    for (const auto& p : points) {
-      out << CsvField(p.pod) << ',' << CsvField(p.op_name) << ',' << CsvField(p.module) << ','
-          << CsvField(p.capture_id) << ',' << p.start_ns << ',' << p.count << ',' << p.chips << ','
-          << std::llround(MeanPs(p.total_ps, p.count)) << ',' << Q(p.sketch, 0.5) << ','
-          << Q(p.sketch, 0.9) << ',' << Q(p.sketch, 0.99) << ',' << p.total_ps << "\n";
-    }
-    return;
-  }
-  using Col = TextTable::Column;
-  using A = TextTable::Align;
-  TextTable t({Col{"KERNEL", A::kLeft, 40}, Col{"POD"}, Col{"CAPTURE"}, Col{"STARTED"},
-               Col{"CALLS", A::kRight}, Col{"MEAN", A::kRight}, Col{"P50", A::kRight},
-               Col{"P99", A::kRight}});
-  for (const auto& p : points) {
-    t.AddRow({p.op_name, p.pod, p.capture_id, FormatTimestampNs(p.start_ns), absl::StrCat(p.count),
-              FormatMeanPs(MeanPs(p.total_ps, p.count)), Dur(Q(p.sketch, 0.5)),
-              Dur(Q(p.sketch, 0.99))});
-  }
-  out << CountOf(points.size(), "point") << "\n";
-  if (t.rows() > 0) {
-    out << "\n";
-    t.Write(out);
-  }
-}
-
-const char* ByName(fleet::TopBy by) {
-  return by == fleet::TopBy::kKernel ? "kernel" : by == fleet::TopBy::kPod ? "pod" : "host";
-}
-
-void WriteTop(const std::vector<fleet::FleetTopRow>& rows, fleet::TopBy by, OutputFormat format,
-              std::ostream& out) {
-  auto name = [&](const fleet::FleetTopRow& r) {
-    return by == fleet::TopBy::kKernel ? r.op_name
-           : by == fleet::TopBy::kPod  ? r.pod
-                                       : absl::StrCat(r.pod, "/", r.host);
-  };
-  if (format == OutputFormat::kJson) {
-    json list = json::array();
-    for (const auto& r : rows) {
-      list.push_back({{"pod", r.pod},
-                      {"host", r.host},
-                      {"module", r.module},
-                      {"kernel", r.op_name},
-                      {"count", r.count},
-                      {"total_ps", r.total_ps},
-                      {"captures", r.captures},
-                      {"pods", r.pods},
-                      {"mean_ps", std::llround(MeanPs(r.total_ps, r.count))},
-                      {"p50_ps", Q(r.sketch, 0.5)},
-                      {"p99_ps", Q(r.sketch, 0.99)}});
-    }
-    WriteJson({{"by", ByName(by)}, {"rows", list}}, out);
-    return;
-  }
-  if (format == OutputFormat::kCsv) {
-    out << "pod,host,module,kernel,count,total_ps,captures,pods,mean_ps,p50_ps,p99_ps\n";
-    for (const auto& r : rows) {
-      out << CsvField(r.pod) << ',' << CsvField(r.host) << ',' << CsvField(r.module) << ','
-          << CsvField(r.op_name) << ',' << r.count << ',' << r.total_ps << ',' << r.captures << ','
-          << r.pods << ',' << std::llround(MeanPs(r.total_ps, r.count)) << ',' << Q(r.sketch, 0.5)
-          << ',' << Q(r.sketch, 0.99) << "\n";
-    }
-    return;
-  }
-  using Col = TextTable::Column;
-  using A = TextTable::Align;
-  TextTable t({Col{absl::AsciiStrToUpper(ByName(by)), A::kLeft, 48}, Col{"TOTAL", A::kRight},
-               Col{"CALLS", A::kRight}, Col{"MEAN", A::kRight}, Col{"P50", A::kRight},
-               Col{"P99", A::kRight}, Col{"CAPTURES", A::kRight}, Col{"PODS", A::kRight}});
-  for (const auto& r : rows) {
-    t.AddRow({name(r), Dur(r.total_ps), absl::StrCat(r.count),
-              FormatMeanPs(MeanPs(r.total_ps, r.count)), Dur(Q(r.sketch, 0.5)),
-              Dur(Q(r.sketch, 0.99)), absl::StrCat(r.captures), absl::StrCat(r.pods)});
-  }
-  t.Write(out);
-}
-
-std::string Change(double c) { return FormatChange(c); }
-
-void WriteRegressions(const std::vector<fleet::FleetRegression>& rows, OutputFormat format,
-                      std::ostream& out) {
-  if (format == OutputFormat::kJson) {
-    json list = json::array();
-    for (const auto& r : rows) {
-      list.push_back({{"pod", r.pod},
-                      {"module", r.module},
-                      {"kernel", r.op_name},
-                      {"baseline_captures", r.baseline_captures},
-                      {"candidate_captures", r.candidate_captures},
-                      {"baseline_p50_ps", Q(r.baseline, 0.5)},
-                      {"candidate_p50_ps", Q(r.candidate, 0.5)},
-                      {"baseline_p99_ps", Q(r.baseline, 0.99)},
-                      {"candidate_p99_ps", Q(r.candidate, 0.99)},
-                      {"p50_change", r.p50_change},
-                      {"p99_change", r.p99_change},
-                      {"p50_regressed", r.p50_regressed},
-                      {"p99_regressed", r.p99_regressed}});
-    }
-    WriteJson({{"kernels", list}}, out);
-    return;
-  }
-  if (format == OutputFormat::kCsv) {
-    out << "pod,kernel,module,baseline_captures,candidate_captures,baseline_p50_ps,"
-           "candidate_p50_ps,baseline_p99_ps,candidate_p99_ps,p50_change,p99_change,"
-           "p50_regressed,p99_regressed\n";
-    for (const auto& r : rows) {
-      out << CsvField(r.pod) << ',' << CsvField(r.op_name) << ',' << CsvField(r.module) << ','
-          << r.baseline_captures << ',' << r.candidate_captures << ',' << Q(r.baseline, 0.5) << ','
-          << Q(r.candidate, 0.5) << ',' << Q(r.baseline, 0.99) << ',' << Q(r.candidate, 0.99) << ','
-          << CsvDouble(r.p50_change) << ',' << CsvDouble(r.p99_change) << ','
-          << (r.p50_regressed ? 1 : 0) << ',' << (r.p99_regressed ? 1 : 0) << "\n";
-    }
-    return;
-  }
-  using Col = TextTable::Column;
-  using A = TextTable::Align;
-  TextTable t({Col{"KERNEL", A::kLeft, 40}, Col{"POD"}, Col{"P50", A::kRight},
-               Col{"CHANGE", A::kRight}, Col{"P99", A::kRight}, Col{"CHANGE", A::kRight},
-               Col{"CAPTURES", A::kRight}, Col{"VERDICT"}});
-  int regressed = 0;
-  for (const auto& r : rows) {
-    const bool bad = r.p50_regressed || r.p99_regressed;
-    regressed += bad ? 1 : 0;
-    t.AddRow({r.op_name, r.pod,
-              absl::StrCat(Dur(Q(r.baseline, 0.5)), " -> ", Dur(Q(r.candidate, 0.5))),
-              Change(r.p50_change),
-              absl::StrCat(Dur(Q(r.baseline, 0.99)), " -> ", Dur(Q(r.candidate, 0.99))),
-              Change(r.p99_change), absl::StrCat(r.baseline_captures, "+", r.candidate_captures),
-              bad ? (r.p50_regressed ? "REGRESSED (p50)" : "REGRESSED (p99)") : "ok"});
-  }
-  out << regressed << " of " << CountOf(rows.size(), "kernel") << " regressed\n";
-  if (t.rows() > 0) {
-    out << "\n";
-    t.Write(out);
+    extra[key] = to_json(rows);
+    WriteJson(extra, out);
+  } else if (format == OutputFormat::kCsv) {
+    csv(rows, out);
+  } else {
+    table(rows, out);
   }
 }
 
@@ -357,17 +207,31 @@ class FleetCommand : public Command {
       filter.labels.insert(labels->begin(), labels->end());
       absl::StatusOr<std::vector<fleet::FleetPoint>> points =
           fleet::FleetHistory(*ch, regex_, filter);
-      if (points.ok()) WriteHistory(*points, context.format, out);
+      if (points.ok()) {
+        WriteAnswer(fleet::HistoryRows(*points), "points", context.format,
+                    report::WriteFleetHistoryCsv, report::FleetHistoryJson, json::object(),
+                    report::WriteFleetHistoryTable, out);
+      }
       s = points.status();
     } else if (top_->parsed()) {
       absl::StatusOr<std::vector<fleet::FleetTopRow>> rows =
           fleet::FleetTop(*ch, by_, filter, top_n_);
-      if (rows.ok()) WriteTop(*rows, by_, context.format, out);
+      if (rows.ok()) {
+        const std::string by = fleet::TopByName(by_);
+        WriteAnswer(
+            fleet::TopRows(*rows), "rows", context.format, report::WriteFleetTopCsv,
+            report::FleetTopJson, json{{"by", by}},
+            [&](const auto& r, std::ostream& o) { report::WriteFleetTopTable(r, by, o); }, out);
+      }
       s = rows.status();
     } else {
       absl::StatusOr<std::vector<fleet::FleetRegression>> rows =
           fleet::FleetRegressions(*ch, filter, now, since, threshold_);
-      if (rows.ok()) WriteRegressions(*rows, context.format, out);
+      if (rows.ok()) {
+        WriteAnswer(fleet::RegressionRows(*rows), "kernels", context.format,
+                    report::WriteFleetRegressionsCsv, report::FleetRegressionsJson, json::object(),
+                    report::WriteFleetRegressionsTable, out);
+      }
       s = rows.status();
     }
     if (s.ok()) s = FlushOutput(out);

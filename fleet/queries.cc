@@ -62,6 +62,8 @@ absl::StatusOr<trace::DDSketch> SketchOf(const json& zero, const json& bins) {
                                    bins[1].get<std::vector<uint64_t>>());
 }
 
+int64_t Q(const trace::DDSketch& s, double q) { return std::llround(s.Quantile(q)); }
+
 // The table a query reads: every shard's rows.
 std::string All(const FleetFilter& f, const char* table) {
   return absl::StrCat(f.database, ".", table, "_all");
@@ -78,7 +80,8 @@ absl::StatusOr<std::vector<FleetPoint>> FleetHistory(const ClickHouse& ch,
       "max(chips), sum(zero_count), sumMap(bin_index, bin_count) FROM ",
       All(filter, "kernel_rollups"), " WHERE ", Where(filter), " AND match(op_name, ",
       Quote(op_regex), ") GROUP BY pod, module, op_name, capture_id, start_ns ",
-      "ORDER BY module, op_name, pod, start_ns, capture_id");
+      "ORDER BY module, op_name, pod, start_ns, capture_id",
+      filter.max_rows > 0 ? absl::StrCat(" LIMIT ", filter.max_rows) : "");
   std::vector<FleetPoint> out;
   RETURN_IF_ERROR(ForEachRow(ch, sql, "history", [&](const json& r) -> absl::Status {
     FleetPoint p;
@@ -95,6 +98,17 @@ absl::StatusOr<std::vector<FleetPoint>> FleetHistory(const ClickHouse& ch,
     return absl::OkStatus();
   }));
   return out;
+}
+
+const char* TopByName(TopBy by) {
+  return by == TopBy::kKernel ? "kernel" : by == TopBy::kPod ? "pod" : "host";
+}
+
+absl::StatusOr<TopBy> TopByNamed(const std::string& name) {
+  for (TopBy by : {TopBy::kKernel, TopBy::kPod, TopBy::kHost}) {
+    if (name == TopByName(by)) return by;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("by '", name, "': use kernel, pod or host"));
 }
 
 absl::StatusOr<std::vector<FleetTopRow>> FleetTop(const ClickHouse& ch, TopBy by,
@@ -166,12 +180,44 @@ absl::StatusOr<std::vector<FleetRegression>> FleetRegressions(const ClickHouse& 
     out.push_back(std::move(g));
   }
   // Stable: rows of equal change (often many at 0) keep the groups' key order, so that the
-  // order is one a client can reproduce (podprof.fleet), not what std::sort's pivots leave.
+  // order is the same on every run and every machine, not what std::sort's pivots leave.
   std::stable_sort(out.begin(), out.end(), [](const FleetRegression& a, const FleetRegression& b) {
     const bool ra = a.p50_regressed || a.p99_regressed, rb = b.p50_regressed || b.p99_regressed;
     if (ra != rb) return ra;
     return std::max(a.p50_change, a.p99_change) > std::max(b.p50_change, b.p99_change);
   });
+  return out;
+}
+
+std::vector<report::FleetHistoryRow> HistoryRows(const std::vector<FleetPoint>& points) {
+  std::vector<report::FleetHistoryRow> out;
+  out.reserve(points.size());
+  for (const FleetPoint& p : points) {
+    out.push_back({p.pod, p.op_name, p.module, p.capture_id, p.start_ns, p.count, p.chips,
+                   p.total_ps, Q(p.sketch, 0.5), Q(p.sketch, 0.9), Q(p.sketch, 0.99)});
+  }
+  return out;
+}
+
+std::vector<report::FleetTopRow> TopRows(const std::vector<FleetTopRow>& rows) {
+  std::vector<report::FleetTopRow> out;
+  out.reserve(rows.size());
+  for (const FleetTopRow& r : rows) {
+    out.push_back({r.pod, r.host, r.module, r.op_name, r.count, r.total_ps, r.captures, r.pods,
+                   Q(r.sketch, 0.5), Q(r.sketch, 0.99)});
+  }
+  return out;
+}
+
+std::vector<report::FleetRegressionRow> RegressionRows(const std::vector<FleetRegression>& rows) {
+  std::vector<report::FleetRegressionRow> out;
+  out.reserve(rows.size());
+  for (const FleetRegression& r : rows) {
+    out.push_back({r.pod, r.op_name, r.module, r.baseline_captures, r.candidate_captures,
+                   Q(r.baseline, 0.5), Q(r.candidate, 0.5), Q(r.baseline, 0.99),
+                   Q(r.candidate, 0.99), r.p50_change, r.p99_change, r.p50_regressed,
+                   r.p99_regressed});
+  }
   return out;
 }
 

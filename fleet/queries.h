@@ -2,7 +2,8 @@
 // a kernel's history across pods, the top kernels, pods or hosts, and regressions between two
 // periods. Percentiles come from sketches merged inside ClickHouse (sumMap of the bins) and
 // are read with the same DDSketch as the SQLite store's, so they equal `podprof history`'s for
-// the same captures.
+// the same captures. The rows as podprof prints them (percentiles read, report/fleet_rows.h) come
+// from here too: the CLI and the aggregator's /api/v1/fleet routes answer with them.
 #ifndef PODPROF_FLEET_QUERIES_H_
 #define PODPROF_FLEET_QUERIES_H_
 
@@ -13,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "fleet/clickhouse.h"
+#include "report/fleet_rows.h"
 #include "trace/ddsketch.h"
 
 namespace podprof::fleet {
@@ -22,6 +24,8 @@ struct FleetFilter {
   int64_t since_ns = 0;  // capture start, wall clock
   std::string pod;       // empty = every pod
   std::map<std::string, std::string> labels;
+  // FleetHistory's most rows (its SQL's LIMIT, after the order); 0: every row.
+  int64_t max_rows = 0;
 };
 
 // One capture's figures for one kernel (module, op name), merged over its definitions.
@@ -41,6 +45,10 @@ absl::StatusOr<std::vector<FleetPoint>> FleetHistory(const ClickHouse& ch,
                                                      const FleetFilter& filter);
 
 enum class TopBy { kKernel, kPod, kHost };
+
+// "kernel", "pod", "host"; and back (InvalidArgument naming `by` for another name).
+const char* TopByName(TopBy by);
+absl::StatusOr<TopBy> TopByNamed(const std::string& name);
 
 struct FleetTopRow {
   std::string pod, host, module, op_name;  // what the row is grouped by; the rest empty
@@ -69,6 +77,12 @@ absl::StatusOr<std::vector<FleetRegression>> FleetRegressions(const ClickHouse& 
                                                               const FleetFilter& filter,
                                                               int64_t now_ns, int64_t period_ns,
                                                               double threshold);
+
+// The answers as podprof prints them: each sketch read at the printed quantiles (rounded to
+// whole ps), in the same order.
+std::vector<report::FleetHistoryRow> HistoryRows(const std::vector<FleetPoint>& points);
+std::vector<report::FleetTopRow> TopRows(const std::vector<FleetTopRow>& rows);
+std::vector<report::FleetRegressionRow> RegressionRows(const std::vector<FleetRegression>& rows);
 
 }  // namespace podprof::fleet
 

@@ -20,6 +20,7 @@
 #include "http/json_body.h"
 #include "insight/evidence.h"
 #include "nlohmann/json.hpp"
+#include "proto/recorder_states.h"
 #include "report/capture_json.h"
 #include "report/format.h"
 #include "report/history.h"
@@ -291,7 +292,7 @@ Response Agents(const HttpApiSources& src, const Request& req) {
                    {"workload", report::WorkloadStateName(a)},
                    {"workload_error", report::WorkloadError(a)},
                    {"agent_warnings", a.agent_warnings()},
-                   {"recorder", a.recorder().state()},
+                   {"recorder", v1::RecorderStateText(a.recorder())},
                    {"recorder_reason", a.recorder().reason()}});
   }
   return Rows(req, "agents", out);
@@ -569,6 +570,7 @@ std::shared_ptr<http::Router> AggregatorRoutes(const HttpApiSources& src) {
   r->Add("POST", "/api/v1/captures/{id}/cancel",
          [src](const Request& q) { return CancelCapture(src, q); });
   AddViewRoutes(src, *r);
+  AddFleetRoutes(src, *r);
   web::AddPageRoutes(*r);
   return r;
 }

@@ -14,6 +14,7 @@
 #include "aggregator/capture/orchestrator.h"
 #include "aggregator/recorder/triggers.h"
 #include "common/clock.h"
+#include "fleet/clickhouse.h"
 #include "http/server.h"
 #include "metrics/registry.h"
 
@@ -39,6 +40,10 @@ struct HttpApiSources {
   // The triggers (GET /api/v1/triggers, the webhook POST /api/v1/snapshots/webhook); null
   // leaves those routes answering 404.
   TriggerLoop* triggers = nullptr;
+  // The fleet store [fleet] replicates to, which /api/v1/fleet/... ask (fleet/queries.h), and
+  // its database; null (no [fleet]) leaves those routes answering 404 saying so.
+  const fleet::ClickHouse* fleet = nullptr;
+  std::string fleet_database = "podprof";
 };
 
 // The routes; `sources` must outlive the server that serves them.
@@ -48,6 +53,10 @@ std::shared_ptr<http::Router> AggregatorRoutes(const HttpApiSources& sources);
 // waits heatmap, a kernel as `podprof kernel` describes it, a diff as `podprof diff` judges
 // it, export downloads, and the pages' settings.
 void AddViewRoutes(const HttpApiSources& sources, http::Router& router);
+
+// The fleet store's questions (fleet_routes.cc): /api/v1/fleet/history, /top and
+// /regressions, as `podprof fleet` asks them, written by the same report/ code.
+void AddFleetRoutes(const HttpApiSources& sources, http::Router& router);
 
 }  // namespace podprof::aggregator
 
