@@ -16,6 +16,7 @@
 #include "common/process.h"
 #include "podprof_version.h"
 #include "proto/grpc_status.h"
+#include "proto/recorder_states.h"
 #include "trace/chip_catalog.h"
 
 namespace podprof::agent {
@@ -50,7 +51,8 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(const AgentConfig& config, 
 podprof::v1::RecorderStatus Agent::RecorderStatus() const {
   podprof::v1::RecorderStatus out;
   const Recorder* r = workload_.recorder.get();
-  out.set_state(RecorderStateName(r == nullptr ? RecorderState::kOff : r->state()));
+  podprof::v1::SetRecorderState(
+      RecorderStateToProto(r == nullptr ? RecorderState::kOff : r->state()), &out);
   if (r == nullptr) {
     out.set_reason("[recorder] enabled is false");
     return out;

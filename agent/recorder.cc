@@ -12,11 +12,30 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "proto/grpc_status.h"
+#include "proto/recorder_states.h"
 
 namespace podprof::agent {
 
+podprof::v1::RecorderState RecorderStateToProto(RecorderState s) {
+  switch (s) {
+    case RecorderState::kOff:
+      return podprof::v1::RECORDER_STATE_OFF;
+    case RecorderState::kArmed:
+      return podprof::v1::RECORDER_STATE_ARMED;
+    case RecorderState::kUnsupported:
+      return podprof::v1::RECORDER_STATE_UNSUPPORTED;
+    case RecorderState::kBusy:
+      return podprof::v1::RECORDER_STATE_BUSY;
+    case RecorderState::kFailed:
+      return podprof::v1::RECORDER_STATE_FAILED;
+    case RecorderState::kDisabled:
+      return podprof::v1::RECORDER_STATE_DISABLED;
+  }
+  return podprof::v1::RECORDER_STATE_UNSPECIFIED;
+}
+
 const char* RecorderStateName(RecorderState s) {
-  return kRecorderStateNames[static_cast<size_t>(s)];
+  return podprof::v1::RecorderStateName(RecorderStateToProto(s));
 }
 
 Recorder::Recorder(tensorflow::ProfilerService::StubInterface* profiler, Clock& clock,

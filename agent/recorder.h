@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "common/periodic.h"
+#include "proto/podprof_types.pb.h"
 #include "proto/profiler_service.grpc.pb.h"
 
 namespace podprof::agent {
@@ -62,14 +63,10 @@ enum class RecorderState {
   kFailed,       // a snapshot failed and the workload dropped continuous mode
   kDisabled,     // turned off for good (it slowed the workload: recorder_guard.h); reason says
 };
-// Each state's name, in the enum's order: the one table of them. It is what RecorderStatus.state
-// carries on the wire (proto/podprof_types.proto lists the same names), and what the logs say.
-inline constexpr const char* kRecorderStateNames[] = {"off",  "armed",  "unsupported",
-                                                      "busy", "failed", "disabled"};
-static_assert(sizeof(kRecorderStateNames) / sizeof(kRecorderStateNames[0]) ==
-                  static_cast<size_t>(RecorderState::kDisabled) + 1,
-              "a name for every RecorderState");
-// `s`'s name from kRecorderStateNames.
+// The state as it crosses the wire (RecorderStatus.recorder_state); its name, what the logs
+// say, is the one table's (proto/recorder_states.h).
+podprof::v1::RecorderState RecorderStateToProto(RecorderState s);
+// `s`'s name from proto/recorder_states.h: "off", "armed", ...
 const char* RecorderStateName(RecorderState s);
 
 // Thread-safe; `profiler` (the workload's) must outlive it.

@@ -15,6 +15,7 @@
 #include "common/clock.h"
 #include "launch/pod_launcher.h"
 #include "nlohmann/json.hpp"
+#include "proto/recorder_states.h"
 
 namespace podprof::cli {
 namespace {
@@ -61,10 +62,11 @@ std::pair<bool, std::string> WaitForRecorders(AggregatorClient& client, Clock& c
     if (client.Call(&Stub::ListAgents, v1::ListAgentsRequest(), &agents).ok()) {
       int armed = 0;
       for (const auto& a : agents.agents()) {
-        if (a.recorder().state() == "armed") {
+        if (v1::RecorderStateOf(a.recorder()) == v1::RECORDER_STATE_ARMED) {
           ++armed;
         } else {
-          not_armed.push_back(absl::StrCat(a.host().host_name(), " ", a.recorder().state(), " ",
+          not_armed.push_back(absl::StrCat(a.host().host_name(), " ",
+                                           v1::RecorderStateText(a.recorder()), " ",
                                            a.recorder().reason()));
         }
       }

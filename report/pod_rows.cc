@@ -3,6 +3,7 @@
 #include <map>
 
 #include "absl/strings/str_join.h"
+#include "proto/recorder_states.h"
 #include "report/format.h"
 #include "report/states.h"
 
@@ -36,7 +37,7 @@ void WriteAgentsCsv(const v1::ListAgentsResponse& response, std::ostream& out) {
         << a.clock().offset_ns() << "," << a.clock().uncertainty_ns() << ","
         << a.clock().drift_ppb() << "," << a.clock().min_rtt_ns() << "," << a.clock().probe_count()
         << "," << CsvField(a.active_capture_id()) << "," << WorkloadStateName(a) << ","
-        << CsvField(a.recorder().state()) << "\n";
+        << CsvField(v1::RecorderStateText(a.recorder())) << "\n";
   }
 }
 

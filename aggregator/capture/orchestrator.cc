@@ -21,6 +21,7 @@
 #include "ingest/capture_ingest.h"
 #include "kernelprof/options.h"
 #include "proto/grpc_status.h"
+#include "proto/recorder_states.h"
 #include "stream/capture_decoder.h"
 
 namespace podprof::aggregator {
@@ -173,8 +174,9 @@ std::vector<std::string> Orchestrator::HostsWithoutRecorder(
   std::vector<std::string> out;
   for (const Registry::Handle& h : hosts) {
     const v1::RecorderStatus& r = recorders[h.host];
-    if (r.state() == "armed") continue;
-    const std::string state = r.state().empty() ? "no recorder reported" : r.state();
+    if (v1::RecorderStateOf(r) == v1::RECORDER_STATE_ARMED) continue;
+    const std::string said = v1::RecorderStateText(r);
+    const std::string state = said.empty() ? "no recorder reported" : said;
     out.push_back(r.reason().empty() ? absl::StrCat(h.host, " (", state, ")")
                                      : absl::StrCat(h.host, " (", state, ": ", r.reason(), ")"));
   }

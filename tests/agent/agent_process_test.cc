@@ -882,7 +882,7 @@ podprof::v1::RecorderStatus Recorder(podprof::v1::Agent::Stub& stub) {
 
 bool AwaitArmed(podprof::v1::Agent::Stub& stub) {
   for (int i = 0; i < 200; ++i) {
-    if (Recorder(stub).state() == "armed") return true;
+    if (Recorder(stub).recorder_state() == podprof::v1::RECORDER_STATE_ARMED) return true;
     absl::SleepFor(absl::Milliseconds(100));
   }
   return false;
@@ -946,6 +946,8 @@ TEST(AgentProcessTest, WithoutARecorderASnapshotCapturesFromNowAndSaysSo) {
   auto agent = StartAgent(s, sim.get());
   ASSERT_TRUE(agent->ready());
   auto stub = AgentStub(*agent);
+  // The state as the enum, and by its name for readers older than the enum.
+  EXPECT_EQ(Recorder(*stub).recorder_state(), podprof::v1::RECORDER_STATE_OFF);
   EXPECT_EQ(Recorder(*stub).state(), "off");
   RealClock clock;
   const int64_t at = clock.NowNs();

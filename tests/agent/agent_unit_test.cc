@@ -5,6 +5,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -14,11 +15,13 @@
 #include "agent/config.h"
 #include "agent/discovery.h"
 #include "agent/profiler_proxy.h"
+#include "agent/recorder.h"
 #include "agent/registrar.h"
 #include "agent/xprof_bounds.h"
 #include "common/clock.h"
 #include "common/config.h"
 #include "gtest/gtest.h"
+#include "proto/recorder_states.h"
 #include "tests/util/shipped_config.h"
 #include "tests/util/status_matchers.h"
 
@@ -557,6 +560,46 @@ TEST(CaptureRunnerTest, StartFarPastAnyClockIsRefusedNotOverflowed) {
   absl::Status s = RunDirect(req);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_TRUE(absl::StrContains(s.message(), "start_ns must be at most")) << s;
+}
+
+// The recorder's state crosses the wire as its enum and, for aggregators and clients older than
+// the enum, by the name they compare with; what is printed (the CLI, the HTTP API's JSON, the
+// CSV) is that name, from an agent of either age.
+TEST(RecorderStateTest, EachStateCrossesAsItsEnumAndByTheNameItHadBefore) {
+  const std::pair<RecorderState, const char*> kStates[] = {
+      {RecorderState::kOff, "off"},
+      {RecorderState::kArmed, "armed"},
+      {RecorderState::kUnsupported, "unsupported"},
+      {RecorderState::kBusy, "busy"},
+      {RecorderState::kFailed, "failed"},
+      {RecorderState::kDisabled, "disabled"}};
+  std::set<podprof::v1::RecorderState> seen;
+  for (const auto& [state, name] : kStates) {
+    SCOPED_TRACE(name);
+    const podprof::v1::RecorderState wire = RecorderStateToProto(state);
+    EXPECT_NE(wire, podprof::v1::RECORDER_STATE_UNSPECIFIED);
+    EXPECT_TRUE(seen.insert(wire).second) << "two states share an enum value";
+    EXPECT_STREQ(RecorderStateName(state), name);
+    podprof::v1::RecorderStatus now;
+    podprof::v1::SetRecorderState(wire, &now);
+    EXPECT_EQ(now.state(), name);
+    EXPECT_EQ(podprof::v1::RecorderStateOf(now), wire);
+    EXPECT_EQ(podprof::v1::RecorderStateText(now), name);
+    podprof::v1::RecorderStatus older;  // an agent that predates the enum
+    older.set_state(name);
+    EXPECT_EQ(podprof::v1::RecorderStateOf(older), wire);
+    EXPECT_EQ(podprof::v1::RecorderStateText(older), name);
+  }
+  // A name this build does not know is printed as sent and read as no state; the enum wins
+  // over the name.
+  podprof::v1::RecorderStatus future;
+  future.set_state("paused");
+  EXPECT_EQ(podprof::v1::RecorderStateOf(future), podprof::v1::RECORDER_STATE_UNSPECIFIED);
+  EXPECT_EQ(podprof::v1::RecorderStateText(future), "paused");
+  future.set_recorder_state(podprof::v1::RECORDER_STATE_BUSY);
+  EXPECT_EQ(podprof::v1::RecorderStateOf(future), podprof::v1::RECORDER_STATE_BUSY);
+  EXPECT_EQ(podprof::v1::RecorderStateText(future), "busy");
+  EXPECT_EQ(podprof::v1::RecorderStateText(podprof::v1::RecorderStatus()), "");
 }
 
 }  // namespace

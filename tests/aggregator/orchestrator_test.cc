@@ -306,6 +306,43 @@ TEST_F(OrchestratorTest, KernelProfilingOptionsReachTheAgentsAndAreStored) {
   EXPECT_EQ(StoredOptionsJson(Capture({"h1"}, 7)), "{\"duration_ms\":7}");
 }
 
+// The recorder's state crosses the wire as an enum (RecorderStatus.recorder_state) and, for
+// older readers, by name; an agent older than the enum sends the name alone. Either way an armed
+// recorder gives the snapshot the window before the request; one that says neither has none to
+// give, and the pod is captured from the request on.
+TEST_F(OrchestratorTest, ARecorderArmedByEnumOrByNameAloneGivesTheWindowBeforeTheRequest) {
+  Orchestrator& o = Make({});
+  struct Case {
+    const char* what;
+    v1::RecorderState state;
+    const char* name;
+    const char* window;
+  };
+  for (const Case& c :
+       {Case{"enum alone", v1::RECORDER_STATE_ARMED, "", kBeforeRequest},
+        Case{"name alone (an older agent)", v1::RECORDER_STATE_UNSPECIFIED, "armed",
+             kBeforeRequest},
+        Case{"the enum over the name", v1::RECORDER_STATE_BUSY, "armed", kAfterRequest},
+        Case{"neither", v1::RECORDER_STATE_UNSPECIFIED, "", kAfterRequest}}) {
+    SCOPED_TRACE(c.what);
+    v1::HeartbeatRequest beat;
+    beat.set_host_name("h1");
+    beat.mutable_recorder()->set_recorder_state(c.state);
+    beat.mutable_recorder()->set_state(c.name);
+    ASSERT_OK(registry_.Heartbeat(beat));
+    v1::StartCaptureRequest request = Capture({"h1"});
+    request.set_snapshot(true);
+    absl::StatusOr<v1::StartCaptureResponse> started = o.Start(request);
+    ASSERT_OK(started);
+    auto row = store_->captures().Get(started->capture_id());
+    ASSERT_OK(row);
+    EXPECT_EQ(row->labels[kWindowLabel], c.window);
+    ASSERT_OK(o.Cancel(started->capture_id()));
+    WatchToEnd(started->capture_id());
+    clock_.AdvanceNs(1'000'000);  // the next capture's id (from the clock) is another
+  }
+}
+
 TEST_F(OrchestratorTest, UnknownCapturesAreNotFound) {
   Orchestrator& o = Make({});
   absl::StatusOr<v1::CaptureStatus> c = o.Cancel("cap-nope");
