@@ -28,6 +28,11 @@ enum WireType : uint32_t {
   kFixed32 = 5,
 };
 
+// The tag of a field numbered below 16: one byte on the wire.
+constexpr uint8_t OneByteTag(uint32_t field, WireType wt) {
+  return static_cast<uint8_t>(field << 3 | wt);
+}
+
 // Builds the error for damaged input: "malformed XSpace at byte offset N: <what>".
 absl::Status MalformedAt(int64_t offset, absl::string_view what);
 
@@ -112,6 +117,14 @@ class Span {
       if (end_ - p_ >= 10) return false;
     }
     return ReadVarintSlow(v);
+  }
+  // Moves past the next byte when it is `b` (a one-byte tag the caller expects next).
+  ABSL_ATTRIBUTE_ALWAYS_INLINE bool TakeByte(uint8_t b) {
+    if (p_ < end_ && *p_ == b) {
+      ++p_;
+      return true;
+    }
+    return false;
   }
   ABSL_ATTRIBUTE_ALWAYS_INLINE bool ReadTag(uint32_t* field, WireType* wt) {
     uint64_t tag;

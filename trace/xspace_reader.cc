@@ -1204,38 +1204,16 @@ absl::Status Reader::ReadLine(Cursor line, PlaneState* plane) {
   return absl::OkStatus();
 }
 
-// One XStat of an event: the value of the stats podprof reads from events. False when damaged.
-bool ParseEventStat(Span st, const StatTable& table, EventFields* f) {
-  int64_t stat_id = 0;
-  uint64_t raw = 0, v = 0;
-  uint32_t value_field = 0, field;
-  WireType wt;
-  while (!st.done()) {
-    if (!st.ReadTag(&field, &wt)) return false;
-    bool ok;
-    if (field == XStatField::kMetadataId && wt == wire::kVarint) {
-      ok = st.ReadVarint(&v);
-      stat_id = static_cast<int64_t>(v);
-    } else if ((field == XStatField::kUint64Value || field == XStatField::kInt64Value) &&
-               wt == wire::kVarint) {
-      ok = st.ReadVarint(&raw);
-      value_field = field;
-    } else if (field == XStatField::kDoubleValue && wt == wire::kFixed64) {
-      ok = st.ReadFixed64(&raw);
-      value_field = field;
-    } else {
-      ok = st.Skip(wt);
-    }
-    if (!ok) return false;
-  }
-  if (value_field == 0) return true;
-  // Most stats on events are none of these (device_offset_ps): done before any other work.
-  const Stat kind = table.Kind(stat_id);
-  if (ABSL_PREDICT_TRUE(kind != Stat::kDeviceDurationPs && kind != Stat::kAllReduceUniqueId &&
-                        kind != Stat::kCounterValue && kind != Stat::kPerformanceCounterId &&
-                        kind != Stat::kDroppedTraces)) {
-    return true;
-  }
+// Whether podprof reads the value of an event's stat of this kind. Most stats on events are
+// none of these (device_offset_ps).
+inline bool ReadsEventStat(Stat kind) {
+  return kind == Stat::kDeviceDurationPs || kind == Stat::kAllReduceUniqueId ||
+         kind == Stat::kCounterValue || kind == Stat::kPerformanceCounterId ||
+         kind == Stat::kDroppedTraces;
+}
+
+// An event's stat of a kind podprof reads, its value from field `value_field`, into `f`.
+void StoreEventStat(Stat kind, uint32_t value_field, uint64_t raw, EventFields* f) {
   double d;
   std::memcpy(&d, &raw, sizeof(double));
   const bool is_double = value_field == XStatField::kDoubleValue;
@@ -1264,12 +1242,80 @@ bool ParseEventStat(Span st, const StatTable& table, EventFields* f) {
     default:
       break;
   }
+}
+
+// One XStat of an event: the value of the stats podprof reads from events. False when damaged.
+bool ParseEventStat(Span st, const StatTable& table, EventFields* f) {
+  // The layout every writer uses, read straight through: the metadata id, then the value as
+  // a uint64. A stat whose value podprof does not read is done once its id is known, without
+  // decoding the value (its bytes lie within the stat's checked length): on most events that
+  // is the largest varint they hold (device_offset_ps).
+  constexpr uint8_t kIdTag = wire::OneByteTag(XStatField::kMetadataId, wire::kVarint);
+  constexpr uint8_t kUintTag = wire::OneByteTag(XStatField::kUint64Value, wire::kVarint);
+  Span head = st;
+  uint64_t v = 0, raw = 0;
+  if (head.TakeByte(kIdTag) && head.ReadVarint(&v)) {
+    const Stat kind = table.Kind(static_cast<int64_t>(v));
+    if (!ReadsEventStat(kind)) return true;
+    if (head.TakeByte(kUintTag) && head.ReadVarint(&raw) && head.done()) {
+      StoreEventStat(kind, XStatField::kUint64Value, raw, f);
+      return true;
+    }
+  }
+  // Any other layout, field by field.
+  int64_t stat_id = 0;
+  uint32_t value_field = 0, field;
+  WireType wt;
+  while (!st.done()) {
+    if (!st.ReadTag(&field, &wt)) return false;
+    bool ok;
+    if (field == XStatField::kMetadataId && wt == wire::kVarint) {
+      ok = st.ReadVarint(&v);
+      stat_id = static_cast<int64_t>(v);
+    } else if ((field == XStatField::kUint64Value || field == XStatField::kInt64Value) &&
+               wt == wire::kVarint) {
+      ok = st.ReadVarint(&raw);
+      value_field = field;
+    } else if (field == XStatField::kDoubleValue && wt == wire::kFixed64) {
+      ok = st.ReadFixed64(&raw);
+      value_field = field;
+    } else {
+      ok = st.Skip(wt);
+    }
+    if (!ok) return false;
+  }
+  const Stat kind = table.Kind(stat_id);
+  if (value_field != 0 && ReadsEventStat(kind)) StoreEventStat(kind, value_field, raw, f);
   return true;
 }
 
 // The fields of one XEvent.
 absl::Status ParseEvent(Span ev, const StatTable& table, EventFields* f) {
   uint64_t v = 0;
+  // The layout every writer emits, fields in number order, each tag one byte: read straight
+  // through, without the loop's dispatch on each field. The loop below reads whatever is left
+  // (all of an event laid out otherwise).
+  constexpr uint8_t kIdTag = wire::OneByteTag(XEventField::kMetadataId, wire::kVarint);
+  constexpr uint8_t kOffsetTag = wire::OneByteTag(XEventField::kOffsetPs, wire::kVarint);
+  constexpr uint8_t kDurationTag = wire::OneByteTag(XEventField::kDurationPs, wire::kVarint);
+  constexpr uint8_t kStatTag = wire::OneByteTag(XEventField::kStats, wire::kLengthDelimited);
+  if (ev.TakeByte(kIdTag)) {
+    if (!ev.ReadVarint(&v)) return wire::MalformedAt(ev.offset(), "bad field in XEvent");
+    f->metadata_id = static_cast<int64_t>(v);
+  }
+  if (ev.TakeByte(kOffsetTag)) {
+    if (!ev.ReadVarint(&v)) return wire::MalformedAt(ev.offset(), "bad field in XEvent");
+    f->offset_ps = static_cast<int64_t>(v);
+  }
+  if (ev.TakeByte(kDurationTag)) {
+    if (!ev.ReadVarint(&v)) return wire::MalformedAt(ev.offset(), "bad field in XEvent");
+    f->duration_ps = static_cast<int64_t>(v);
+  }
+  while (ev.TakeByte(kStatTag)) {
+    Span st;
+    if (!ev.ReadSub(&st)) return wire::MalformedAt(ev.offset(), "bad field in XEvent");
+    if (!ParseEventStat(st, table, f)) return wire::MalformedAt(st.offset(), "bad XStat in XEvent");
+  }
   uint32_t field;
   WireType wt;
   while (!ev.done()) {

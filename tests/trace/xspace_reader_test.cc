@@ -379,6 +379,59 @@ std::string Gzip(const std::string& in) {
 // A small TPU capture built with the generated classes, exercising what the real fixtures do
 // not: ref_value and compressed strings, counters, Steps, and a line whose name follows its
 // events.
+// The reader reads the field order every writer emits straight through; any other order, a
+// stat id of two bytes, an int64 or double value, and an unread stat's value before its id
+// must give the same events.
+TEST(XSpaceReaderTest, EventsInAnyFieldOrderReadAlike) {
+  using podprof::testing::LengthField;
+  using podprof::testing::VarintField;
+  tensorflow::profiler::XPlane plane;
+  plane.set_name("/device:TPU:0");
+  (*plane.mutable_stat_metadata())[1].set_name("device_duration_ps");
+  (*plane.mutable_stat_metadata())[200].set_name("all_reduce_unique_id");
+  (*plane.mutable_stat_metadata())[3].set_name("device_offset_ps");
+  (*plane.mutable_event_metadata())[1].set_name("fusion.1");
+  (*plane.mutable_event_metadata())[300].set_name("all-reduce.2");
+  // An event: metadata id, offset, duration, then its stats, each given as field bytes.
+  auto event = [](std::vector<std::string> fields) {
+    std::string ev;
+    for (const std::string& f : fields) ev += f;
+    return LengthField(4, ev);
+  };
+  auto stat = [](const std::string& a, const std::string& b) { return LengthField(4, a + b); };
+  std::string double_dd;  // device_duration_ps as a double: not a duration podprof takes
+  podprof::testing::PutTag(2, 1, &double_dd);
+  double_dd.append("\0\0\0\0\0\0\xf0\x3f", 8);  // 1.0
+  std::string line = LengthField(2, "XLA Ops");
+  // Written as every writer writes it.
+  line += event({VarintField(1, 1), VarintField(2, 1000), VarintField(3, 900),
+                 stat(VarintField(1, 3), VarintField(3, 123456789012)),
+                 stat(VarintField(1, 1), VarintField(3, 700))});
+  // Reversed: stats first, each value before its id; an int64 duration.
+  line += event({stat(VarintField(3, 123456789012), VarintField(1, 3)),
+                 stat(VarintField(4, 710), VarintField(1, 1)), VarintField(3, 900),
+                 VarintField(2, 5000), VarintField(1, 1)});
+  // A two-byte event id and stat id, the collective's id, and a double duration ignored.
+  line += event({VarintField(1, 300), VarintField(2, 9000), VarintField(3, 800),
+                 stat(VarintField(1, 200), VarintField(3, 77)), stat(VarintField(1, 1), double_dd)});
+  std::string bytes = LengthFieldForTest(1, plane.SerializeAsString() + LengthFieldForTest(3, line));
+
+  MemorySource source(bytes);
+  auto c = ReadXSpace(source);
+  ASSERT_OK(c);
+  ASSERT_EQ(c->blocks.size(), 1u);
+  const EventBlock& b = c->blocks[0];
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_EQ(b.duration_ps[0], 700);
+  EXPECT_EQ(b.duration_ps[1], 710);
+  EXPECT_EQ(b.duration_ps[2], 800);  // the event's own: the device duration was no integer
+  EXPECT_EQ(b.start_ps[1] - b.start_ps[0], 4000);
+  EXPECT_EQ(b.kernel[0], b.kernel[1]);
+  EXPECT_EQ(c->kernels[b.kernel[2]].name, "all-reduce.2");
+  EXPECT_EQ(b.collective[0], 0u);
+  EXPECT_EQ(b.collective[2], 77u);
+}
+
 TEST(XSpaceReaderTest, RefValuesCompressedStringsCountersAndFieldOrder) {
   tensorflow::profiler::XSpace space;
   auto* plane = space.add_planes();
