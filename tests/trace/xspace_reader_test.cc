@@ -412,9 +412,11 @@ TEST(XSpaceReaderTest, EventsInAnyFieldOrderReadAlike) {
                  stat(VarintField(4, 710), VarintField(1, 1)), VarintField(3, 900),
                  VarintField(2, 5000), VarintField(1, 1)});
   // A two-byte event id and stat id, the collective's id, and a double duration ignored.
-  line += event({VarintField(1, 300), VarintField(2, 9000), VarintField(3, 800),
-                 stat(VarintField(1, 200), VarintField(3, 77)), stat(VarintField(1, 1), double_dd)});
-  std::string bytes = LengthFieldForTest(1, plane.SerializeAsString() + LengthFieldForTest(3, line));
+  line +=
+      event({VarintField(1, 300), VarintField(2, 9000), VarintField(3, 800),
+             stat(VarintField(1, 200), VarintField(3, 77)), stat(VarintField(1, 1), double_dd)});
+  std::string bytes =
+      LengthFieldForTest(1, plane.SerializeAsString() + LengthFieldForTest(3, line));
 
   MemorySource source(bytes);
   auto c = ReadXSpace(source);
