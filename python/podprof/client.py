@@ -12,12 +12,16 @@ import sys
 import time
 import urllib.parse
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, \
+    Sequence, Union
 
 import pandas as pd
 
 from . import _frames, errors, profile as profiles
 from ._http import Params, Tls, Transport
+
+if TYPE_CHECKING:
+    from .fleet import Fleet
 
 Duration = Union[float, int, str, dt.timedelta]
 # `podprof captures --format csv`'s columns, then the rest of its JSON.
@@ -211,6 +215,12 @@ class Client:
             conn.close()
         partial.replace(target)
         return target
+
+    def fleet(self) -> "Fleet":
+        """The fleet store this aggregator replicates to (its `[fleet]`), asked through it:
+        podprof.fleet.Fleet's history(), top() and regressions() (GET /api/v1/fleet/...)."""
+        from .fleet import Fleet
+        return Fleet(aggregator=self, timeout=self._http.timeout)
 
     # --- writing (the operator role) -----------------------------------------------------------
 

@@ -1,41 +1,44 @@
 """The fleet store in ClickHouse from Python: `podprof fleet history|top|regressions` as DataFrames.
 
-Each aggregator replicates its captures' statistics into ClickHouse (docs/FLEET.md); `Fleet`
-asks the same questions of it as `podprof fleet` does, with the same SQL (fleet/queries.cc),
-and returns what `podprof fleet ... --format csv` prints: the same columns in the same order,
-the same rows in the same order, the same values, typed (picoseconds and counts as int64,
-capture starts as datetime64[ns, UTC], names and ids as strings, verdicts as bool).
+podprof answers the fleet's questions in one place, fleet/queries.cc (docs/FLEET.md); `Fleet`
+asks it, and computes nothing itself:
 
-Percentiles are read from sketches merged inside ClickHouse (sumMap of the DDSketch bins), by a
-port of trace/ddsketch.h's Quantile: they equal the CLI's to the picosecond. ClickHouse is asked
-through clickhouse-connect (`pip install 'podprof[fleet]'`), imported on first use only, so
-`import podprof` works without it. (`podprof fleet status` asks an aggregator, not the
-store, and is not here.)
+- through an aggregator that replicates to the fleet store (its `[fleet]`), over its HTTP API:
+  `Fleet(aggregator="http://127.0.0.1:7180")`, or `Client.fleet()` for one already made (TLS
+  included). The routes are GET /api/v1/fleet/history, /top and /regressions (docs/HTTP.md);
+- or, without an aggregator, from ClickHouse itself by running the `podprof` binary:
+  `Fleet("http://clickhouse:8123", ...)` runs `podprof fleet ... --format json`.
+
+Either way the frame holds what `podprof fleet ... --format csv` prints: the same columns in
+the same order, the same rows in the same order, the same values, typed (picoseconds and counts
+as int64, capture starts as datetime64[ns, UTC], names and ids as strings, verdicts as bool,
+changes as the full doubles of `--format json`). (`podprof fleet status` asks an aggregator
+about its replication and is not here.)
 """
 from __future__ import annotations
 
 import datetime
-import math
+import json
 import os
 import re
-import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, \
-    Union
+import shutil
+import subprocess
+import warnings
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Union
 
 import pandas as pd
 
 from . import errors
 
 if TYPE_CHECKING:
-    from clickhouse_connect.driver.client import Client
+    from .client import Client
 
 __all__ = ["Fleet"]
 
 Since = Union[str, datetime.timedelta]
 Labels = Union[Mapping[str, str], Sequence[str]]
 
-# The columns `podprof fleet ... --format csv` prints (cli/fleet_command.cc), in its order.
+# The columns `podprof fleet ... --format csv` prints (report/fleet_rows.cc), in its order.
 HISTORY_COLUMNS = ("pod", "kernel", "module", "capture", "start_ns", "count", "chips", "mean_ps",
                    "p50_ps", "p90_ps", "p99_ps", "total_ps")
 TOP_COLUMNS = ("pod", "host", "module", "kernel", "count", "total_ps", "captures", "pods",
@@ -47,62 +50,72 @@ REGRESSION_COLUMNS = ("pod", "kernel", "module", "baseline_captures", "candidate
 _TEXT = frozenset({"pod", "host", "module", "kernel", "capture"})
 _INSTANTS = frozenset({"start_ns"})
 
-# The CLI's defaults (cli/fleet_command.cc).
 _DEFAULT_DATABASE = "podprof"
 _DEFAULT_TIMEOUT_S = 30.0
-_MAX_PATTERN_BYTES = 4096  # common/pattern.h: kMaxUserPatternBytes
-
-# ClickHouse's error codes as fleet/clickhouse.cc sorts them: refused credentials or rights,
-# a missing database, table or column, and a statement or value that is wrong in itself (with
-# 427, a regular expression that does not compile, which the CLI catches locally with RE2).
-_REFUSED = frozenset({192, 193, 194, 195, 516, 164, 497})
-_MISSING = frozenset({81, 60, 16, 47})
-_BAD_REQUEST = frozenset({6, 26, 27, 32, 33, 38, 41, 53, 62, 69, 70, 72, 117, 130, 131, 132,
-                          170, 250, 251, 321, 395, 427})
-
-_INSTALL = "pip install 'podprof[fleet]'"
+# cli/exit_codes.h: what a failed `podprof fleet` says by its exit status.
+_EXIT_BAD_INPUT, _EXIT_UNREACHABLE, _EXIT_DENIED = 2, 3, 4
 
 
 class Fleet:
-    """The fleet store at `url` (ClickHouse's HTTP interface), as `podprof fleet` reaches it.
+    """The fleet store, asked through an aggregator or through the `podprof` binary.
 
-    Arguments mirror `podprof fleet`'s flags and, where one is not given, the same environment:
-    `url` ($PODPROF_CLICKHOUSE), `user` ($PODPROF_CLICKHOUSE_USER, else "default"), the password
-    from `password`, else `password_file` ($PODPROF_CLICKHOUSE_PASSWORD_FILE), else
-    $PODPROF_CLICKHOUSE_PASSWORD; `database` (default "podprof"); `timeout`, the seconds to
-    wait to connect and for each part of an answer (whole seconds, default 30). A read-only
-    user (profile setting readonly = 2) will do.
+    With `aggregator` (its HTTP address, or a podprof.Client), the aggregator's /api/v1/fleet
+    routes answer from the ClickHouse its `[fleet]` names; the other arguments but `timeout`
+    are then not given.
 
-    Nothing is sent until the first query: an unreachable server raises
+    Without it, `url` is ClickHouse's HTTP interface and the arguments mirror `podprof fleet`'s
+    flags and, where one is not given, the same environment: `url` ($PODPROF_CLICKHOUSE),
+    `user` ($PODPROF_CLICKHOUSE_USER), the password from `password`, else `password_file`
+    ($PODPROF_CLICKHOUSE_PASSWORD_FILE), else $PODPROF_CLICKHOUSE_PASSWORD; `database`
+    (default "podprof"). A read-only user (profile setting readonly = 2) will do. `podprof` is
+    the binary to run, else $PODPROF_BIN, else `podprof` on the PATH. `timeout` is the seconds
+    a question may take (default 30).
+
+    Nothing is asked until the first question: an unreachable server raises
     podprof.errors.UnreachableError (a ConnectionError) there, refused credentials a
-    RefusedError (a PermissionError). A bad argument raises ValueError naming it.
+    RefusedError (a PermissionError), a bad argument a ValueError naming it.
     """
 
     def __init__(self, url: Optional[str] = None, *, user: Optional[str] = None,
                  password: Optional[str] = None,
                  password_file: Optional[Union[str, "os.PathLike[str]"]] = None,
-                 database: str = _DEFAULT_DATABASE, timeout: float = _DEFAULT_TIMEOUT_S) -> None:
-        url = url or os.environ.get("PODPROF_CLICKHOUSE", "")
-        self.url, self._host, self._port = _parse_url(url)
-        self.user = user or os.environ.get("PODPROF_CLICKHOUSE_USER") or "default"
-        self._password = _password(password, password_file)
-        if not re.fullmatch(r"[A-Za-z0-9_]+", database):
-            raise ValueError(f"database {database!r} must be letters, digits and underscores")
-        self.database = database
+                 database: str = _DEFAULT_DATABASE, timeout: float = _DEFAULT_TIMEOUT_S,
+                 aggregator: Optional[Union[str, "Client"]] = None,
+                 podprof: Optional[Union[str, "os.PathLike[str]"]] = None) -> None:
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or \
-                not 0 < timeout < math.inf:
+                not 0 < timeout < float("inf"):
             raise ValueError(f"timeout {timeout!r} must be a positive number of seconds")
         self.timeout = float(timeout)
-        self._client: Optional[Client] = None
+        self._client: Optional["Client"] = None
+        if aggregator is not None:
+            given = [n for n, v in (("url", url), ("user", user), ("password", password),
+                                    ("password_file", password_file), ("podprof", podprof))
+                     if v is not None]
+            if given or database != _DEFAULT_DATABASE:
+                raise ValueError(f"aggregator= asks the aggregator's [fleet] ClickHouse: give "
+                                 f"{', '.join(given) or 'database'}= only without it")
+            self._client = aggregator if not isinstance(aggregator, str) else \
+                _client_of(aggregator, self.timeout)
+            self.url = self._client.url
+            return
+        self.url = _clickhouse_url(url or os.environ.get("PODPROF_CLICKHOUSE", ""))
+        self.user = user or os.environ.get("PODPROF_CLICKHOUSE_USER") or "default"
+        if password is not None and password_file is not None:
+            raise ValueError("give password= or password_file=, not both")
+        self._password = password
+        self._password_file = password_file
+        if not isinstance(database, str) or not re.fullmatch(r"[A-Za-z0-9_]+", database):
+            raise ValueError(f"database {database!r} must be letters, digits and underscores")
+        self.database = database
+        self._binary = podprof
 
     def __repr__(self) -> str:
+        if self._client is not None:
+            return f"Fleet(aggregator={self.url!r})"
         return f"Fleet({self.url!r}, user={self.user!r}, database={self.database!r})"
 
     def close(self) -> None:
-        """Lets go of the connection; a later query makes a new one."""
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        """Nothing is held between questions; kept for `with Fleet(...)`."""
 
     def __enter__(self) -> "Fleet":
         return self
@@ -110,397 +123,209 @@ class Fleet:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # --- the questions: fleet/queries.cc's SQL, the CLI's CSV as frames --------------------
+    # --- the questions ------------------------------------------------------------------------
 
     def history(self, regex: str, *, since: Since = "30d", pod: Optional[str] = None,
                 labels: Optional[Labels] = None) -> pd.DataFrame:
         """`podprof fleet history REGEX`: each matching kernel's figures per capture, per pod.
 
-        `regex` is RE2 (ClickHouse's match(), a partial match) on the op name; `since` how far
-        back capture starts go ("30d", "24h", or a timedelta); `pod` only that pod; `labels`
-        only captures with every one of them ({"job": "train"} or ["job=train"]). Rows are
-        ordered by module, kernel, pod, start, capture, as the CLI's.
+        `regex` is RE2 (a partial match) on the op name; `since` how far back capture starts go
+        ("30d", "24h", or a timedelta); `pod` only that pod; `labels` only captures with every
+        one of them ({"job": "train"} or ["job=train"]). Rows come in the CLI's order: by
+        module, kernel, pod, start, capture.
         """
-        if not isinstance(regex, str):
+        if not isinstance(regex, str) or not regex:
             raise ValueError(f"regex {regex!r}: give the kernel op names to match (RE2)")
-        if len(regex.encode()) > _MAX_PATTERN_BYTES:
-            raise ValueError(f"regex: pattern is {len(regex.encode())} bytes, "
-                             f"at most {_MAX_PATTERN_BYTES}")
-        where = _where(_since_ns(since), _pod(pod), _labels(labels))
-        sql = ("SELECT pod, module, op_name, capture_id, start_ns, sum(count), sum(total_ps), "
-               "max(chips), sum(zero_count), sumMap(bin_index, bin_count) FROM "
-               f"{self._table('kernel_rollups')} WHERE {where} AND match(op_name, {_quote(regex)}) "
-               "GROUP BY pod, module, op_name, capture_id, start_ns "
-               "ORDER BY module, op_name, pod, start_ns, capture_id")
-        rows = []
-        for pod_, module, kernel, capture, start, count, total, chips, zero, bins in \
-                self._rows(sql, regex=regex):
-            s = _Sketch.of(zero, bins)
-            rows.append((pod_, kernel, module, capture, start, count, chips,
-                         _llround(_mean(total, count)), _llround(s.quantile(0.5)),
-                         _llround(s.quantile(0.9)), _llround(s.quantile(0.99)), total))
-        return _frame(HISTORY_COLUMNS, rows)
+        pairs = _labels(labels)
+        if self._client is not None:
+            if any("," in p for p in pairs):
+                raise ValueError(f"labels {pairs!r}: over an aggregator a label may not hold a "
+                                 "comma (ask ClickHouse through the podprof binary instead)")
+            answer = self._ask("history", {"regex": regex, "since": _since(since), "pod": pod,
+                                           "label": ",".join(pairs) or None})
+        else:
+            args = ["history", regex, "--since", _since(since)] + _pod_flag(pod)
+            answer = self._run(args + [a for p in pairs for a in ("--label", p)])
+        return _frame(HISTORY_COLUMNS, answer["points"])
 
     def top(self, *, by: str = "kernel", since: Since = "24h", pod: Optional[str] = None,
             top: int = 20) -> pd.DataFrame:
         """`podprof fleet top`: where the fleet's kernel time went, most first.
 
-        `by` is "kernel", "pod" or "host" (a host's rows come from the per-chip table); the
-        columns a grouping does not use are empty strings, as the CLI prints them. At most
-        `top` rows; `since` and `pod` as in history().
+        `by` is "kernel", "pod" or "host"; the columns a grouping does not use are empty
+        strings, as the CLI prints them. At most `top` rows; `since` and `pod` as in history().
         """
         if by not in ("kernel", "pod", "host"):
             raise ValueError(f"by {by!r}: group by 'kernel', 'pod' or 'host'")
-        keys, group = _TOP_BY[by]
         if isinstance(top, bool) or not isinstance(top, int) or top < 1:
             raise ValueError(f"top {top!r}: the number of rows to return, at least 1")
-        table = self._table("kernel_stats" if by == "host" else "kernel_rollups")
-        sql = (f"SELECT {keys}, sum(count), sum(total_ps) AS total, uniqExact(pod, capture_id), "
-               "uniqExact(pod), sum(zero_count), sumMap(bin_index, bin_count) FROM "
-               f"{table} WHERE {_where(_since_ns(since), _pod(pod), {})} GROUP BY {group} "
-               f"ORDER BY total DESC, {group} LIMIT {top}")
-        rows = []
-        for pod_, host, module, kernel, count, total, captures, pods, zero, bins in self._rows(sql):
-            s = _Sketch.of(zero, bins)
-            rows.append((pod_, host, module, kernel, count, total, captures, pods,
-                         _llround(_mean(total, count)), _llround(s.quantile(0.5)),
-                         _llround(s.quantile(0.99))))
-        return _frame(TOP_COLUMNS, rows)
+        if self._client is not None:
+            answer = self._ask("top", {"by": by, "since": _since(since), "pod": pod, "top": top})
+        else:
+            answer = self._run(["top", "--by", by, "--since", _since(since), "--top", str(top)] +
+                               _pod_flag(pod))
+        return _frame(TOP_COLUMNS, answer["rows"])
 
     def regressions(self, *, since: Since = "7d", pod: Optional[str] = None,
                     threshold: float = 0.05) -> pd.DataFrame:
         """`podprof fleet regressions`: per pod and kernel, [now - since, now) against the
-        period before it.
-
-        A median regressed when it rose by more than `threshold` (0.05 = 5%; never less than
-        twice the sketch's error) and beyond the earlier period's p90; a p99 when it rose by
-        more than `threshold` and beyond the earlier period's p99.9. Regressions come first,
-        largest change first; kernels seen in only one period are left out. The changes are
-        full doubles, as `--format json` gives them (the CSV prints 6 significant digits).
+        period before it, judged as docs/FLEET.md says (`threshold`: the smallest rise that
+        counts, 0.05 = 5%). Regressions come first, largest change first; kernels seen in only
+        one period are left out. The changes are full doubles, as `--format json` gives them
+        (the CSV prints 6 significant digits).
         """
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or \
-                not 0 <= threshold < math.inf:
+                not 0 <= threshold < float("inf"):
             raise ValueError(f"threshold {threshold!r}: the smallest rise that counts, a "
                              "fraction >= 0 (0.05 = 5%)")
-        period = _positive_ns(since, "since")
-        now = time.time_ns()
-        mid = now - period
-        sql = (f"SELECT pod, module, op_name, start_ns >= {mid} AS current, uniqExact(capture_id), "
-               "sum(zero_count), sumMap(bin_index, bin_count) FROM "
-               f"{self._table('kernel_rollups')} WHERE {_where(now - 2 * period, _pod(pod), {})} "
-               f"AND start_ns < {now} GROUP BY pod, module, op_name, current")
-        groups: Dict[Tuple[str, str, str], _Regression] = {}
-        for pod_, module, kernel, current, captures, zero, bins in self._rows(sql):
-            g = groups.setdefault((pod_, module, kernel), _Regression(pod_, module, kernel))
-            if current:
-                g.candidate, g.candidate_captures = _Sketch.of(zero, bins), captures
-            else:
-                g.baseline, g.baseline_captures = _Sketch.of(zero, bins), captures
-        # The CLI walks its groups in key order (a std::map), then sorts them stably: ties keep
-        # that order.
-        judged = [groups[k].judged(float(threshold)) for k in sorted(groups)
-                  if groups[k].baseline.count and groups[k].candidate.count]
-        return _frame(REGRESSION_COLUMNS, [r.row() for r in sorted(judged, key=_Regression.key)])
-
-    # --- ClickHouse ---------------------------------------------------------------------------
-
-    def _table(self, name: str) -> str:
-        # The `_all` tables hold every shard's rows (a Merge or Distributed table).
-        return f"{self.database}.{name}_all"
-
-    def _rows(self, sql: str, *, regex: Optional[str] = None) -> List[Sequence[Any]]:
-        client = self._connect()
-        try:
-            return list(client.query(sql).result_rows)
-        except Exception as e:
-            if not _from_library(e):
-                raise
-            raise self._error(e, regex) from e
-
-    def _connect(self) -> "Client":
-        if self._client is None:
-            try:
-                self._client = _client(self._host, self._port, self.user, self._password,
-                                       self.timeout)
-            except Exception as e:
-                if not _from_library(e):
-                    raise  # ImportError with the pip command, ServerError, a bug
-                raise self._error(e, None) from e
-        return self._client
-
-    def _error(self, e: Exception, regex: Optional[str]) -> errors.PodprofError:
-        """clickhouse-connect's exception `e` as one of podprof.errors' kinds, as the CLI
-        sorts ClickHouse's answers (fleet/clickhouse.cc)."""
-        code = getattr(e, "code", None)
-        text = str(e)
-        if not isinstance(code, int):
-            found = re.search(r"\bCode:\s*(\d+)", text)
-            code = int(found.group(1)) if found else None
-        status = re.search(r"HTTP status (\d+)", text)
-        if code is None and status is None:
-            # No answer from ClickHouse at all: refused, reset, timed out, no such host.
-            reason = _cause(e)
-            if reason == "timed out":
-                return errors.UnreachableError(f"ClickHouse at {self.url}: no answer within "
-                                               f"{math.ceil(self.timeout)} s (timeout=)")
-            return errors.UnreachableError(f"cannot reach ClickHouse at {self.url}: {reason}")
-        what = f"ClickHouse at {self.url}: {_exception_text(text)}" + \
-            (f" (code {code})" if code is not None else "")
-        err: errors.PodprofError
-        if code in _REFUSED or (status is not None and status.group(1) in ("401", "403")):
-            err = errors.RefusedError(f"{what} (user {self.user!r}: check user= and its "
-                                      "password, or the user's rights on the database)")
-        elif code in _MISSING:
-            err = errors.NotFoundError(f"{what} (does database {self.database!r} hold the "
-                                       "fleet's tables? an aggregator with [fleet] makes them)")
-        elif code == 427 and regex is not None:
-            err = errors.BadRequestError(f"regex {regex!r} is not a regular expression: {what}")
-        elif code in _BAD_REQUEST:
-            err = errors.BadRequestError(what)
+        if self._client is not None:
+            answer = self._ask("regressions", {"since": _since(since), "pod": pod,
+                                               "threshold": repr(float(threshold))})
         else:
-            err = errors.ServerError(what)
-        err.status = int(status.group(1)) if status else None
-        return err
+            answer = self._run(["regressions", "--since", _since(since), "--threshold",
+                                repr(float(threshold))] + _pod_flag(pod))
+        return _frame(REGRESSION_COLUMNS, answer["kernels"])
+
+    # --- the two ways to the one implementation ------------------------------------------------
+
+    def _ask(self, question: str, params: Dict[str, Any]) -> Dict[str, Any]:
+        """GET /api/v1/fleet/QUESTION of the aggregator: its JSON."""
+        assert self._client is not None
+        answer: Dict[str, Any] = self._client._http.json("GET", f"/api/v1/fleet/{question}",
+                                                         params)
+        if answer.get("truncated"):
+            warnings.warn(f"the aggregator cut its fleet {question} short at its row limit: "
+                          "narrow since=, pod= or the regex", stacklevel=3)
+        return answer
+
+    def _run(self, args: List[str]) -> Dict[str, Any]:
+        """`podprof fleet ARGS --format json` against ClickHouse: its JSON."""
+        binary = _binary(self._binary)
+        command = [binary, "fleet", *args, "--format", "json", "--clickhouse", self.url,
+                   "--clickhouse-user", self.user, "--database", self.database]
+        env = dict(os.environ)
+        # The password never goes on the command line, where every user of the host sees it.
+        env.pop("PODPROF_CLICKHOUSE_PASSWORD", None)
+        env.pop("PODPROF_CLICKHOUSE_PASSWORD_FILE", None)
+        if self._password is not None:
+            env["PODPROF_CLICKHOUSE_PASSWORD"] = self._password
+        elif self._password_file is not None:
+            command += ["--clickhouse-password-file", os.fspath(self._password_file)]
+        elif os.environ.get("PODPROF_CLICKHOUSE_PASSWORD_FILE"):
+            command += ["--clickhouse-password-file",
+                        os.environ["PODPROF_CLICKHOUSE_PASSWORD_FILE"]]
+        elif os.environ.get("PODPROF_CLICKHOUSE_PASSWORD") is not None:
+            env["PODPROF_CLICKHOUSE_PASSWORD"] = os.environ["PODPROF_CLICKHOUSE_PASSWORD"]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, env=env,
+                                  timeout=self.timeout, check=False)
+        except subprocess.TimeoutExpired as e:
+            raise errors.UnreachableError(f"ClickHouse at {self.url}: no answer within "
+                                          f"{self.timeout:g} s (timeout=)") from e
+        if done.returncode != 0:
+            raise _error(done.returncode, done.stderr.strip() or f"exit status {done.returncode}",
+                         self.user)
+        try:
+            answer: Dict[str, Any] = json.loads(done.stdout)
+        except ValueError as e:
+            raise errors.ServerError(f"{binary} fleet {args[0]} printed no JSON: {e}") from e
+        return answer
 
 
-# --- arguments, as the CLI reads them ------------------------------------------------------
+# --- arguments ------------------------------------------------------------------------------
 
-def _parse_url(url: str) -> Tuple[str, str, int]:
-    """(the URL as messages name it, host, port) of http://host[:port], as
-    fleet/clickhouse.cc's ClickHouse::Create reads it (a path is ignored)."""
+def _client_of(url: str, timeout: float) -> "Client":
+    from .client import Client
+    return Client(url, timeout=timeout)
+
+
+def _clickhouse_url(url: str) -> str:
+    """ClickHouse's http://host[:port], refused here when plainly not one (the binary checks
+    the rest: fleet/clickhouse.cc)."""
     if not url:
         raise ValueError("url: no ClickHouse to ask: give url='http://host:8123' or set "
-                         "$PODPROF_CLICKHOUSE")
+                         "$PODPROF_CLICKHOUSE (or aggregator= for an aggregator with [fleet])")
     if not isinstance(url, str) or not url.startswith("http://"):
         raise ValueError(f"url {url!r} is not http://host:port (ClickHouse's HTTP interface)")
-    rest = url[len("http://"):].split("/", 1)[0]
-    if "@" in rest:
+    if "@" in url.split("/", 3)[2]:
         raise ValueError(f"url {url!r} carries credentials: give user= and password= instead")
-    host, port = rest, "8123"
-    if ":" in rest:
-        host, port = rest.rsplit(":", 1)
-        if not port.isdigit() or not 0 < int(port) <= 65535:
-            raise ValueError(f"url {url!r} has a bad port {port!r}")
-    if not host:
-        raise ValueError(f"url {url!r} names no host")
-    return f"http://{host}:{int(port)}", host.strip("[]"), int(port)
+    return url
 
 
-def _password(password: Optional[str], password_file: Optional[Union[str, "os.PathLike[str]"]]
-              ) -> str:
-    if password is not None and password_file is not None:
-        raise ValueError("give password= or password_file=, not both")
-    if password is not None:
-        return password
-    path = password_file if password_file is not None else \
-        os.environ.get("PODPROF_CLICKHOUSE_PASSWORD_FILE")
-    if not path:
-        return os.environ.get("PODPROF_CLICKHOUSE_PASSWORD", "")
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read().rstrip()  # as the CLI: trailing whitespace (the newline) is not in it
-    except OSError as e:
-        raise ValueError(f"password_file {os.fspath(path)!r}: {e.strerror or e}") from e
+def _binary(given: Optional[Union[str, "os.PathLike[str]"]]) -> str:
+    """The podprof binary: `given`, else $PODPROF_BIN, else `podprof` on the PATH (a folder
+    given or in $PODPROF_BIN, a build's bin/, is looked in for `podprof`)."""
+    name = os.fspath(given) if given is not None else os.environ.get("PODPROF_BIN") or "podprof"
+    if os.path.isdir(name):
+        name = os.path.join(name, "podprof")
+    found = shutil.which(name)
+    if found is None:
+        raise FileNotFoundError(f"the podprof binary {name!r} is not there: give podprof= or set "
+                                "$PODPROF_BIN, or ask an aggregator with [fleet] (aggregator=)")
+    return found
 
 
-_UNIT_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 10**9, "m": 60 * 10**9,
-            "h": 3600 * 10**9, "d": 86400 * 10**9}
-
-
-def _positive_ns(value: Since, what: str) -> int:
-    """A duration ("30d", "1.5h", "500ms", or a timedelta) in ns, read as the CLI's
-    ParseDurationNs (common/clock.cc) reads it; ValueError naming `what` unless positive."""
+def _since(value: Since) -> str:
+    """A duration as the CLI and the API read it: "30d" as it is, a timedelta in ns."""
     if isinstance(value, datetime.timedelta):
-        ns = int(pd.Timedelta(value).value)  # keeps a pandas Timedelta's nanoseconds
-    elif isinstance(value, str):
-        ns = _parse_duration(value, what)
-    else:
-        raise ValueError(f"{what} {value!r}: give a duration such as '30d' or a timedelta")
-    if ns <= 0:
-        raise ValueError(f"{what} {value!r} must be positive")
-    return ns
+        return f"{int(pd.Timedelta(value).value)}ns"
+    if isinstance(value, str):
+        return value
+    raise ValueError(f"since {value!r}: give a duration such as '30d' or a timedelta")
 
 
-def _parse_duration(text: str, what: str) -> int:
-    m = re.fullmatch(r"([+-]?)([0-9]+)(?:\.([0-9]+))?(ns|us|ms|s|m|h|d)", text)
-    if not m:
-        raise ValueError(f"{what} {text!r} is not a duration: a number and a unit "
-                         "(use ns, us, ms, s, m, h, d)")
-    unit = _UNIT_NS[m.group(4)]
-    fraction = 0.0
-    for digit in reversed(m.group(3) or ""):  # as common/clock.cc, from the last digit in
-        fraction = (fraction + int(digit)) / 10
-    ns = int(m.group(2)) * unit + _llround(fraction * unit)
-    if ns >= 2**63:
-        raise ValueError(f"{what} {text!r} is out of range")
-    return -ns if m.group(1) == "-" else ns
-
-
-def _since_ns(since: Since) -> int:
-    return time.time_ns() - _positive_ns(since, "since")
-
-
-def _pod(pod: Optional[str]) -> str:
+def _pod_flag(pod: Optional[str]) -> List[str]:
     if pod is not None and not isinstance(pod, str):
         raise ValueError(f"pod {pod!r} must be a pod's name")
-    return pod or ""
+    return ["--pod", pod] if pod else []
 
 
-def _labels(labels: Optional[Labels]) -> Dict[str, str]:
-    """`labels` as the CLI's ParseLabels (cli/capture_rows.cc) reads --label key=value."""
+def _labels(labels: Optional[Labels]) -> List[str]:
+    """`labels` as key=value pairs, each key once."""
     if labels is None:
-        return {}
+        return []
     if isinstance(labels, Mapping):
-        out = {}
+        pairs = []
         for k, v in labels.items():
             if not isinstance(k, str) or not k or not isinstance(v, str):
                 raise ValueError(f"labels: bad label {k!r}: {v!r}: want non-empty str keys, "
                                  "str values")
-            out[k] = v
-        return out
-    out = {}
+            pairs.append(f"{k}={v}")
+        return pairs
+    pairs, keys = [], set()
     for pair in [labels] if isinstance(labels, str) else labels:
-        key, eq, value = pair.partition("=") if isinstance(pair, str) else ("", "", "")
+        key, eq, _ = pair.partition("=") if isinstance(pair, str) else ("", "", "")
         if not eq or not key:
             raise ValueError(f"labels: bad label {pair!r}: want key=value with a non-empty key")
-        if key in out:
+        if key in keys:
             raise ValueError(f"labels: label {key!r} given twice")
-        out[key] = value
-    return out
+        keys.add(key)
+        pairs.append(pair)
+    return pairs
 
 
-# --- the SQL: fleet/queries.cc's ----------------------------------------------------------
-
-_TOP_BY = {"kernel": ("'', '', module, op_name", "module, op_name"),
-           "pod": ("pod, '', '', ''", "pod"),
-           "host": ("pod, host, '', ''", "pod, host")}
-
-
-def _quote(text: str) -> str:
-    """`text` as a ClickHouse string literal, as fleet/clickhouse.cc's Quote()."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _where(since_ns: int, pod: str, labels: Mapping[str, str]) -> str:
-    conds = [f"start_ns >= {max(0, since_ns)}"]
-    if pod:
-        conds.append(f"pod = {_quote(pod)}")
-    # In key order, as the CLI's std::map gives them (code point order is UTF-8 byte order).
-    for k in sorted(labels):
-        conds.append(f"label_values[indexOf(label_keys, {_quote(k)})] = {_quote(labels[k])}")
-    return " AND ".join(conds)
+def _error(status: int, stderr: str, user: str) -> errors.PodprofError:
+    """A failed `podprof fleet` (exit `status`, its message on `stderr`) as one of
+    podprof.errors' kinds."""
+    message = stderr.splitlines()[-1] if stderr else stderr
+    err: errors.PodprofError
+    if status == _EXIT_UNREACHABLE:
+        err = errors.UnreachableError(f"cannot reach ClickHouse: {message}")
+    elif status == _EXIT_DENIED:
+        err = errors.RefusedError(f"{message} (user {user!r}: check user= and its password, or "
+                                  "the user's rights on the database)")
+    elif status == _EXIT_BAD_INPUT:
+        err = errors.BadRequestError(message)
+    else:
+        err = errors.ServerError(message)
+    return err
 
 
-# --- sketches and verdicts: trace/ddsketch.h and insight/change.h in Python -------------------
+# --- the frames -----------------------------------------------------------------------------
 
-def _exp2(x: float) -> float:
-    # libm's exp2, as the C++ calls it (Python 3.11+); pow() where older Pythons lack it.
-    f: Optional[Callable[[float], float]] = getattr(math, "exp2", None)
-    return f(x) if f is not None else 2.0 ** x
-
-
-_GAMMA = _exp2(1.0 / 64.0)
-_RELATIVE_ERROR = (_GAMMA - 1) / (_GAMMA + 1)
-
-
-def _llround(x: float) -> int:
-    """C's llround: halves away from zero (Python's round() takes them to even)."""
-    whole = math.floor(abs(x))
-    n = whole + 1 if abs(x) - whole >= 0.5 else whole
-    return -n if x < 0 else n
-
-
-def _mean(total_ps: int, count: int) -> float:
-    # Each converted to a double first, as the CLI's MeanPs (Python's int / int is exact).
-    return float(total_ps) / float(count) if count > 0 else 0.0
-
-
-@dataclass(frozen=True)
-class _Sketch:
-    """A DDSketch from its zero count and (index, count) bins, for its quantiles."""
-
-    zero: int = 0
-    bins: Tuple[Tuple[int, int], ...] = ()
-    count: int = 0  # zero and every bin's
-
-    @staticmethod
-    def of(zero: int, bins: Sequence[Sequence[int]]) -> "_Sketch":
-        """From sum(zero_count) and sumMap(bin_index, bin_count) (two parallel arrays)."""
-        indices, counts = bins
-        if len(indices) != len(counts):
-            raise errors.ServerError(f"sketch bins: {len(indices)} indices but {len(counts)} "
-                                     "counts")
-        merged: Dict[int, int] = {}
-        for i, c in zip(indices, counts):
-            if c:
-                merged[int(i)] = merged.get(int(i), 0) + int(c)
-        return _Sketch(int(zero), tuple(sorted(merged.items())), int(zero) + sum(merged.values()))
-
-    def quantile(self, q: float) -> float:
-        """The value at rank floor(q (count - 1)), as DDSketch::Quantile."""
-        if self.count == 0:
-            return 0.0
-        rank = int(min(max(q, 0.0), 1.0) * float(self.count - 1))
-        if rank < self.zero:
-            return 0.0
-        seen = self.zero
-        for index, c in self.bins:
-            seen += c
-            if seen > rank:
-                return _value_of(index)
-        return _value_of(self.bins[-1][0])
-
-
-def _value_of(index: int) -> float:
-    # The point of bucket (gamma^(i-1), gamma^i] equally far, relatively, from both ends.
-    return 2.0 * _exp2(index / 64.0) / (_GAMMA + 1.0)
-
-
-def _shift(baseline: _Sketch, candidate: _Sketch, q: float, spread_q: float,
-           threshold: float) -> Tuple[float, bool]:
-    """(change, regressed) of quantile `q`, as insight/change.cc's Shift."""
-    floor = max(threshold, 2 * _RELATIVE_ERROR)
-    b, c = baseline.quantile(q), candidate.quantile(q)
-    change = c / b - 1 if b > 0 and c > 0 else 0.0
-    return change, change > floor and c > baseline.quantile(spread_q)
-
-
-@dataclass
-class _Regression:
-    pod: str
-    module: str
-    kernel: str
-    baseline: _Sketch = field(default_factory=_Sketch)
-    candidate: _Sketch = field(default_factory=_Sketch)
-    baseline_captures: int = 0
-    candidate_captures: int = 0
-    p50: Tuple[float, bool] = (0.0, False)
-    p99: Tuple[float, bool] = (0.0, False)
-
-    def judged(self, threshold: float) -> "_Regression":
-        self.p50 = _shift(self.baseline, self.candidate, 0.5, 0.9, threshold)
-        self.p99 = _shift(self.baseline, self.candidate, 0.99, 0.999, threshold)
-        return self
-
-    def key(self) -> Tuple[int, float]:
-        """The CLI's order: regressions first, then the larger of the two changes, largest
-        first."""
-        return (0 if self.p50[1] or self.p99[1] else 1, -max(self.p50[0], self.p99[0]))
-
-    def row(self) -> Tuple[Any, ...]:
-        b, c = self.baseline, self.candidate
-        return (self.pod, self.kernel, self.module, self.baseline_captures,
-                self.candidate_captures, _llround(b.quantile(0.5)), _llround(c.quantile(0.5)),
-                _llround(b.quantile(0.99)), _llround(c.quantile(0.99)), self.p50[0], self.p99[0],
-                self.p50[1], self.p99[1])
-
-
-# --- std::sort, as libstdc++ does it ------------------------------------------------------
-
-def _frame(columns: Sequence[str], rows: List[Tuple[Any, ...]]) -> pd.DataFrame:
-    """`rows` as a frame of `columns`, typed by what each holds."""
-    return pd.DataFrame({name: _series(name, [r[i] for r in rows])
-                         for i, name in enumerate(columns)})
+def _frame(columns: Sequence[str], rows: List[Mapping[str, Any]]) -> pd.DataFrame:
+    """The answer's `rows` (JSON objects) as a frame of `columns`, typed by what each holds."""
+    return pd.DataFrame({name: _series(name, [r[name] for r in rows]) for name in columns})
 
 
 def _series(name: str, values: List[Any]) -> "pd.Series[Any]":
@@ -513,109 +338,3 @@ def _series(name: str, values: List[Any]) -> "pd.Series[Any]":
     if name.endswith("_regressed"):
         return pd.Series(values, dtype=bool)
     return pd.Series(values, dtype="int64")
-
-
-# --- clickhouse-connect -----------------------------------------------------------------------
-
-def _client(host: str, port: int, user: str, password: str, timeout: float) -> "Client":
-    """A clickhouse-connect client of the server; ImportError with the pip command without it."""
-    try:
-        import clickhouse_connect
-        from clickhouse_connect.driver.exceptions import DatabaseError
-    except ImportError as e:
-        raise ImportError(f"podprof.fleet needs clickhouse-connect: {_INSTALL}") from e
-    seconds = max(1, math.ceil(timeout))
-    options: Dict[str, Any] = dict(
-        host=host, port=port, username=user, password=password, interface="http",
-        connect_timeout=seconds, send_receive_timeout=seconds,
-        # No server-side session: each query stands alone (as the CLI's), and a Fleet used
-        # from two threads does not trip over a session held by the other.
-        autogenerate_session_id=False)
-    try:
-        return clickhouse_connect.get_client(**options)
-    except DatabaseError as e:
-        if not _is_old_server(e):
-            raise
-    try:
-        return _old_server_client(options)
-    except DatabaseError as e:
-        if not _is_old_server(e):
-            raise
-        raise errors.ServerError(_TOO_OLD + f"; clickhouse-connect {clickhouse_connect.__version__}"
-                                 f" still asks for it: {e}") from e
-
-
-def _is_old_server(e: Exception) -> bool:
-    # On connect clickhouse-connect reads `SELECT name, value, readonly FROM system.settings`;
-    # servers before ClickHouse 20 (Debian 12 ships 18.16) have no `readonly` column there:
-    # "Code: 47, e.displayText() = DB::Exception: Unknown identifier: readonly".
-    text = str(e)
-    return "readonly" in text and (getattr(e, "code", None) == 47 or "Code: 47" in text)
-
-
-_TOO_OLD = "this ClickHouse predates version 20 (its system.settings has no readonly column)"
-_SETTINGS_QUERY = "SELECT name, value, readonly FROM system.settings LIMIT 10000"
-# The same answer from an older server: every setting is read-only for a readonly = 1 user,
-# none for the others (readonly = 2 lets a user change settings for its queries).
-_OLD_SETTINGS_QUERY = ("SELECT name, value, toUInt8((SELECT value FROM system.settings WHERE "
-                       "name = 'readonly') = '1') AS readonly FROM system.settings LIMIT 10000")
-
-
-def _old_server_client(options: Dict[str, Any]) -> "Client":
-    """clickhouse-connect's HTTP client with its connect-time settings query answered in a form
-    that ClickHouse before 20 understands; the rest of the library is used as it is.
-
-    No option of clickhouse-connect 1.12 skips that query, so this replaces it, and only it,
-    through the library's internal operation hook (clickhouse_connect.driver._backend). With a
-    version of the library that lacks the hook, or no longer asks through it, ServerError
-    says so.
-    """
-    try:
-        from clickhouse_connect.driver._backend.operations import Operation, QueryOp
-        from clickhouse_connect.driver.httpclient import HttpClient
-    except ImportError as e:
-        raise errors.ServerError(f"{_TOO_OLD}, and this clickhouse-connect has no way to "
-                                 f"talk to it: {e}") from e
-
-    class OldServerClient(HttpClient):
-        def _execute_operation(self, operation: Operation) -> object:
-            if isinstance(operation, QueryOp) and operation.text == _SETTINGS_QUERY:
-                operation = QueryOp(_OLD_SETTINGS_QUERY, operation.settings)
-            return super()._execute_operation(operation)
-
-    o = dict(options)
-    return OldServerClient("http", o.pop("host"), o.pop("port"), o.pop("username"),
-                           o.pop("password"), None, **{k: v for k, v in o.items()
-                                                       if k != "interface"})
-
-
-def _from_library(e: Exception) -> bool:
-    """Whether clickhouse-connect raised `e` for what the server or the network did."""
-    return type(e).__module__.startswith("clickhouse_connect.")
-
-
-def _exception_text(text: str) -> str:
-    """ClickHouse's message without its frame, as fleet/clickhouse.cc's ExceptionText: old
-    servers say "Code: N, e.displayText() = DB::Exception: MESSAGE, e.what() = ...", new ones
-    "Code: N. DB::Exception: MESSAGE. (NAME) (version ...)"."""
-    at = text.find("DB::Exception: ")
-    if at >= 0:
-        text = text[at + len("DB::Exception: "):]
-    for end in (", e.what() =", " (version", " (for url "):
-        cut = text.find(end)
-        if cut >= 0:
-            text = text[:cut]
-    return text.strip()
-
-
-def _cause(e: BaseException) -> str:
-    # clickhouse-connect wraps urllib3's error, which wraps the socket's: the innermost says it.
-    inner = e
-    while (outer := inner.__cause__ or inner.__context__) is not None:
-        inner = outer
-    reason = str(inner) or type(inner).__name__
-    if isinstance(inner, ConnectionRefusedError) or "Connection refused" in reason:
-        return "connection refused (is ClickHouse's http_port there?)"
-    if isinstance(inner, TimeoutError) or "timed out" in reason:
-        return "timed out"
-    return reason

@@ -3,10 +3,11 @@
 Debian's clickhouse-server 18.16 (started as tests/peers/test_clickhouse_current.py starts it:
 a folder of its own, users default, writer and reader), an aggregator replicating to it as
 `writer`, two emulated agents (podprof-loadgen) and three captures taken by the CLI, the first
-seconds before the others so that `regressions` has a baseline and a current period. Each
-Fleet method's frame, asked as the read-only `reader`, is compared with the CLI's CSV of the
-same question: same columns, rows in the same order, same values. Then the errors a Python
-user expects: an unreachable server, bad arguments, a refused password.
+seconds before the others so that `regressions` has a baseline and a current period. Fleet asks
+by both of its ways, the aggregator's /api/v1/fleet routes and the podprof binary against
+ClickHouse as the read-only `reader`; each frame is compared with the CLI's CSV of the same
+question: same columns, rows in the same order, same values. Then the errors a Python user
+expects: an unreachable server, bad arguments, a refused password, no [fleet].
 """
 import io
 import json
@@ -19,6 +20,7 @@ import pytest
 
 from peerlib import BIN, OUT, Processes, free_port, podprof as cli, wait_file
 from test_clickhouse_current import CLICKHOUSE_SERVER, PASSWORDS, ClickHouse1816
+import podprof
 from podprof import errors
 from podprof.fleet import Fleet
 
@@ -38,7 +40,7 @@ def store():
             f"{CLICKHOUSE_SERVER} is missing: bash scripts/install-deps.sh installs it"
         ch = ClickHouse1816(procs, folder / "ch")
         ch.sql("CREATE DATABASE podprof")
-        address = start_pod(procs, folder, ch)
+        address, http = start_pod(procs, folder, ch)
         began = time.monotonic()
         captures = [capture(address, "job=train", "run=r0")]
         time.sleep(max(0.0, CAPTURE_GAP_S - (time.monotonic() - began)))
@@ -46,7 +48,8 @@ def store():
         wait_replicated(address, len(captures))
         (folder / "reader.pw").write_text(PASSWORDS["reader"] + "\n")
         yield {"ch": ch, "url": f"http://127.0.0.1:{ch.http}", "captures": captures,
-               "reader_pw": folder / "reader.pw"}
+               "reader_pw": folder / "reader.pw", "http": http, "procs": procs,
+               "folder": folder}
     finally:
         procs.stop()
 
@@ -62,7 +65,8 @@ def start_pod(procs, folder, ch):
                                      f"--config={folder / 'agg.toml'}",
                                      f"--db={folder / 'podprof.db'}",
                                      f"--ready-file={folder / 'agg.json'}"])
-    address = f"127.0.0.1:{wait_file(folder / 'agg.json', 30, agg)['port']}"
+    ready = wait_file(folder / 'agg.json', 30, agg)
+    address = f"127.0.0.1:{ready['port']}"
     lg = procs.start("loadgen", [BIN / "podprof-loadgen", "--insecure", f"--aggregator={address}",
                                  f"--agents={HOSTS}", f"--chips={CHIPS}",
                                  f"--ready-file={folder / 'lg.json'}"])
@@ -72,7 +76,7 @@ def start_pod(procs, folder, ch):
                .get("agents", []) if a.get("state") == "online"]) < HOSTS:
         assert time.monotonic() < end, "the agents did not come online"
         time.sleep(0.2)
-    return address
+    return address, f"http://127.0.0.1:{ready['http_port']}"
 
 
 def capture(address, *labels):
@@ -93,7 +97,17 @@ def wait_replicated(address, n):
 
 
 def reader(store):
-    return Fleet(store["url"], user="reader", password_file=store["reader_pw"])
+    """Fleet through the podprof binary, against ClickHouse as the read-only user."""
+    return Fleet(store["url"], user="reader", password_file=store["reader_pw"],
+                 podprof=BIN / "podprof")
+
+
+@pytest.fixture(params=["aggregator", "binary"])
+def fleet(request, store):
+    """Fleet by each of its ways: the aggregator's routes, the podprof binary."""
+    if request.param == "aggregator":
+        return podprof.Client(store["http"]).fleet()
+    return reader(store)
 
 
 def fleet_cli(store, *args, fmt="csv"):
@@ -119,8 +133,8 @@ def assert_same(frame, csv):
         assert got.astype(str).tolist() == want[column].tolist(), column
 
 
-def test_frames_equal_the_clis(store):
-    f = reader(store)
+def test_frames_equal_the_clis(store, fleet):
+    f = fleet
     assert_same(f.top(since="1h"), fleet_cli(store, "top", "--since", "1h"))
     assert_same(f.top(by="pod", since="1h"),
                 fleet_cli(store, "top", "--by", "pod", "--since", "1h"))
@@ -138,8 +152,8 @@ def test_frames_equal_the_clis(store):
                 fleet_cli(store, "history", r"\.", "--label", "job=train", "--label", "run=r1"))
 
 
-def test_history_holds_each_capture(store):
-    f = reader(store)
+def test_history_holds_each_capture(store, fleet):
+    f = fleet
     name = f.top(since="1h").kernel[0]
     h = f.history(f"^{name}$")
     assert sorted(set(h.capture)) == sorted(store["captures"])
@@ -148,8 +162,8 @@ def test_history_holds_each_capture(store):
     assert sorted(set(train.capture)) == sorted(store["captures"][:2])
 
 
-def test_regressions_equal_the_clis(store):
-    f = reader(store)
+def test_regressions_equal_the_clis(store, fleet):
+    f = fleet
     period = regressions_period(store)
     got = f.regressions(since=f"{period}s", threshold=0.0)
     assert_same(got, fleet_cli(store, "regressions", "--since", f"{period}s", "--threshold", "0"))
@@ -183,11 +197,12 @@ def test_the_clis_environment_configures_it(store, monkeypatch):
     monkeypatch.setenv("PODPROF_CLICKHOUSE", store["url"])
     monkeypatch.setenv("PODPROF_CLICKHOUSE_USER", "reader")
     monkeypatch.setenv("PODPROF_CLICKHOUSE_PASSWORD", PASSWORDS["reader"])
+    monkeypatch.setenv("PODPROF_BIN", str(BIN))  # a folder: its podprof
     assert_same(Fleet().top(by="pod"), cli("fleet", "top", "--by", "pod", "--format", "csv"))
 
 
-def test_frames_have_real_dtypes(store):
-    f = reader(store)
+def test_frames_have_real_dtypes(store, fleet):
+    f = fleet
     h = f.history(".", since="1h")
     assert str(h.start_ns.dtype) == "datetime64[ns, UTC]"
     assert h.start_ns.min() > pd.Timestamp.now(tz="UTC") - pd.Timedelta("1h")
@@ -203,17 +218,23 @@ def test_frames_have_real_dtypes(store):
 
 def test_errors_are_pythons_own_kinds(store):
     with pytest.raises(ConnectionError, match="cannot reach ClickHouse") as e:
-        Fleet(f"http://127.0.0.1:{free_port()}").top()
+        Fleet(f"http://127.0.0.1:{free_port()}", podprof=BIN / "podprof").top()
     assert isinstance(e.value, errors.UnreachableError) and not e.value.tls
     with pytest.raises(PermissionError, match="reader"):
-        Fleet(store["url"], user="reader", password="wrong").history("fusion")
+        Fleet(store["url"], user="reader", password="wrong",
+              podprof=BIN / "podprof").history("fusion")
+    with pytest.raises(FileNotFoundError, match="PODPROF_BIN"):
+        Fleet(store["url"], podprof=store["folder"] / "no-such-podprof").top()
+    for f in (reader(store), podprof.Client(store["http"]).fleet()):
+        with pytest.raises(ValueError, match="by 'chip'"):
+            f.top(by="chip")
+        with pytest.raises(ValueError, match="-1d"):
+            f.history("fusion", since="-1d")
+        with pytest.raises(ValueError, match="30 days"):
+            f.regressions(since="30 days")
+        with pytest.raises(ValueError, match="regex"):
+            f.history("fusion(")
     f = reader(store)
-    with pytest.raises(ValueError, match="by 'chip'"):
-        f.top(by="chip")
-    with pytest.raises(ValueError, match="since '-1d'"):
-        f.history("fusion", since="-1d")
-    with pytest.raises(ValueError, match="since '30 days'"):
-        f.regressions(since="30 days")
     with pytest.raises(ValueError, match="labels"):
         f.history("fusion", labels=["job"])
     with pytest.raises(ValueError, match="regex"):
@@ -224,4 +245,21 @@ def test_errors_are_pythons_own_kinds(store):
         Fleet(store["url"], database="pod-prof")
     with pytest.raises(ValueError, match="nope"):
         Fleet(store["url"], user="reader", password_file=store["reader_pw"],
-              database="nope").top()
+              database="nope", podprof=BIN / "podprof").top()
+    with pytest.raises(ValueError, match="database"):
+        Fleet(aggregator=store["http"], database="other")
+
+
+def test_an_aggregator_without_fleet_says_so(store):
+    """Fleet through an aggregator that has no [fleet]: NotFoundError naming the setting."""
+    folder = store["folder"] / "plain"
+    folder.mkdir(exist_ok=True)
+    (folder / "agg.toml").write_text("")
+    agg = store["procs"].start("plain", [BIN / "podprof-aggregator", "--insecure",
+                                         "--listen=127.0.0.1:0", "--http-listen=127.0.0.1:0",
+                                         f"--config={folder / 'agg.toml'}",
+                                         f"--db={folder / 'podprof.db'}",
+                                         f"--ready-file={folder / 'agg.json'}"])
+    port = wait_file(folder / "agg.json", 30, agg)["http_port"]
+    with pytest.raises(errors.NotFoundError, match=r"no \[fleet\] ClickHouse configured"):
+        Fleet(aggregator=f"http://127.0.0.1:{port}").top()
