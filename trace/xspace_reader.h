@@ -3,10 +3,13 @@
 // Walks the protobuf wire format directly instead of materialising the XSpace message: it keeps
 // the device planes' kernel, module, step, scope and counter timelines (a TPU chip's SparseCore
 // planes read onto its chip, sampled performance counters as perf/ series: docs/INTEROP.md,
-// "Kernel profiling data"), the chips' plane stats and the `Task Environment` window, and skips
-// everything else (host threads, HLO protos) without copying it. Memory is the kept data plus one
-// read buffer; offsets are 64-bit, so files larger than protobuf's 2 GiB message limit read as well
-// as small ones. The format notes are in trace/README.md.
+// "Kernel profiling data"), the chips' plane stats and the `Task Environment` window. A capture
+// with no device plane (JAX on CPU) has its `/host:CPU` threads' XLA ops and steps read as one
+// CPU device, with the programs' HLO from `/host:metadata` for the ops' categories; with a
+// device plane the host planes are skipped, as is everything else, without copying it. Memory is
+// the kept data plus one read buffer; offsets are 64-bit, so files larger than protobuf's 2 GiB
+// message limit read as well as small ones. The format notes, and which file reads which kind of
+// plane, are in trace/README.md.
 #ifndef PODPROF_TRACE_XSPACE_READER_H_
 #define PODPROF_TRACE_XSPACE_READER_H_
 
