@@ -141,25 +141,25 @@ std::unique_ptr<grpc::Server> Serve(const AggregatorConfig& config,
   return server;
 }
 
-// How the triggers take a snapshot: the window before now of every online host, labelled with
-// the trigger, its reason, the telemetry that fired it and the instant it fired (trigger_ns).
+// How the triggers take a snapshot: the window before now of every online host, its cause the
+// trigger, its reason, the telemetry that fired it and the instant it fired.
 TriggerLoop::TakeSnapshot SnapshotTaker(Orchestrator& orchestrator, int64_t window_ns) {
   return [&orchestrator, window_ns](const Firing& f) -> absl::StatusOr<std::string> {
     podprof::v1::StartCaptureRequest r;
     r.set_snapshot(true);
     r.set_duration_ms(static_cast<uint64_t>(window_ns / 1'000'000));
-    auto& labels = *r.mutable_labels();
-    labels["trigger"] = f.trigger;
-    labels["reason"] = TruncateUtf8(f.reason, 1024);
+    podprof::v1::SnapshotCause& cause = *r.mutable_cause();
+    cause.set_trigger(f.trigger);
+    cause.set_reason(TruncateUtf8(f.reason, 1024));
     std::string evidence = JsonText(f.evidence);
-    // A label holds 4 kB; the series is the part to give up.
+    // A cause's field holds 4 kB (it is stored as a label); the series is the part to give up.
     if (evidence.size() > 4096) {
       nlohmann::json shorter = f.evidence;
       shorter.erase("recent");
       evidence = TruncateUtf8(JsonText(shorter), 4096);
     }
-    labels["telemetry"] = evidence;
-    labels["trigger_ns"] = absl::StrCat(f.at_ns);
+    cause.set_evidence_json(std::move(evidence));
+    cause.set_trigger_ns(f.at_ns);
     ASSIGN_OR_RETURN(podprof::v1::StartCaptureResponse started, orchestrator.Start(r));
     return started.capture_id();
   };

@@ -19,7 +19,6 @@
 #include <string>
 #include <thread>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "bench/bench_util.h"
 #include "common/clock.h"
@@ -81,7 +80,7 @@ double ManualSnapshotS(v1::Aggregator::Stub& stub, Clock& clock, int window_ms,
   v1::StartCaptureRequest manual;
   manual.set_snapshot(true);
   manual.set_duration_ms(static_cast<uint64_t>(window_ms));
-  (*manual.mutable_labels())["trigger"] = "manual";
+  manual.mutable_cause()->set_trigger("manual");
   v1::StartCaptureResponse started;
   const int64_t asked = clock.NowNs();
   grpc::ClientContext ctx;
@@ -144,9 +143,9 @@ int Main(int argc, char** argv) {
   const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
   const double agg_cpu = static_cast<double>(bench::CpuTicks(agg.pid()) - agg_cpu0) / tick;
   const double gen_cpu = static_cast<double>(bench::CpuTicks(loadgen.pid()) - gen_cpu0) / tick;
-  int64_t fired = 0;
-  if (!absl::SimpleAtoi(snap->labels().at("trigger_ns"), &fired)) {
-    std::printf("the snapshot's trigger_ns label is not a number\n");
+  const int64_t fired = snap->cause().trigger_ns();
+  if (fired == 0) {
+    std::printf("the snapshot's cause has no trigger_ns\n");
     return 1;
   }
   const double trigger_s = static_cast<double>(stored - fired) / 1e9;

@@ -88,8 +88,10 @@ class CaptureCommand : public AggregatorCommand {
     if (delay_ != nullptr && delay_->count() > 0) options_.delay_ns = delay_ns_;
     if (snapshot_) {
       options_.snapshot = true;
-      options_.labels.emplace("trigger", "manual");
-      if (!reason_.empty()) options_.labels["reason"] = reason_;
+      // A --label trigger=... names the trigger, as before the cause was typed.
+      auto trigger = options_.labels.find("trigger");
+      options_.cause.set_trigger(trigger != options_.labels.end() ? trigger->second : "manual");
+      options_.cause.set_reason(reason_);
     }
     options_.format = context.format;
     options_.display = Display::ForStdout(context.no_color);
@@ -431,6 +433,7 @@ absl::StatusOr<v1::StartCaptureRequest> StartRequest(const CaptureOptions& optio
   start.set_delay_ms(static_cast<uint32_t>(options.delay_ns / 1'000'000));
   start.set_counter_interval_ms(options.metric_interval_ms);
   start.set_snapshot(options.snapshot);
+  if (options.snapshot && !options.cause.trigger().empty()) *start.mutable_cause() = options.cause;
   *start.mutable_options() = options.profiling;
   start.mutable_options()->set_host_tracer_level(options.host_tracer_level);
   return start;

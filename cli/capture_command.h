@@ -38,6 +38,8 @@ struct CaptureOptions {
   int64_t delay_ns = 0;
   // `podprof snapshot`: duration_ns is the window before now, from the flight recorders.
   bool snapshot = false;
+  // A snapshot's cause (stored as its labels trigger and reason); sent when it names a trigger.
+  v1::SnapshotCause cause;
   uint32_t host_tracer_level = 0;   // 0 = the agent's default
   uint32_t metric_interval_ms = 0;  // runtime-metric sampling; 0 = the agent's default
   // Device and python tracer levels and the kernel-profiling settings (kernelprof/options.h),

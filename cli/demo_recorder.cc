@@ -5,7 +5,6 @@
 #include <sstream>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -83,9 +82,9 @@ absl::StatusOr<std::string> TakeBaseline(AggregatorClient& client) {
   CaptureOptions c;
   c.snapshot = true;
   c.duration_ns = kBaselineNs;
-  c.labels = {{"trigger", "manual"},
-              {"reason", "podprof demo: the healthy baseline, before the fault"},
-              {"demo", "baseline"}};
+  c.cause.set_trigger("manual");
+  c.cause.set_reason("podprof demo: the healthy baseline, before the fault");
+  c.labels = {{"demo", "baseline"}};
   c.format = OutputFormat::kJson;
   c.timeout_ns = kStoreTimeoutNs;
   std::ostringstream sink_out, sink_err;
@@ -123,15 +122,9 @@ absl::StatusOr<v1::CaptureSummary> WaitForTrigger(AggregatorClient& client, Cloc
       // Newest first: the oldest triggered one is the incident's.
       for (int i = listed.captures_size() - 1; i >= 0; --i) {
         const v1::CaptureSummary& c = listed.captures(i);
-        auto trigger = c.labels().find("trigger");
-        if (trigger == c.labels().end() || !Automatic(trigger->second)) continue;
+        if (!c.has_cause() || !Automatic(c.cause().trigger())) continue;
         // One that fired past the deadline did not fire within it.
-        auto at = c.labels().find("trigger_ns");
-        int64_t fired_ns = 0;
-        if (at != c.labels().end() && absl::SimpleAtoi(at->second, &fired_ns) &&
-            fired_ns > fire_by_ns) {
-          continue;
-        }
+        if (c.cause().trigger_ns() > fire_by_ns) continue;
         if (Finished(c.status())) return c;
         if (seen.empty()) give_up = clock.NowNs() + kStoreTimeoutNs;
         seen = c.capture_id();
@@ -180,11 +173,6 @@ std::string DiffHeadline(AggregatorClient& client, const std::string& baseline,
                          100 * most->p50_change());
 }
 
-std::string Label(const v1::CaptureSummary& c, const std::string& key) {
-  auto it = c.labels().find(key);
-  return it == c.labels().end() ? "" : it->second;
-}
-
 // The straggler the analysis named, as "host-2 chip 1", or "".
 std::string Named(const v1::GetStragglersResponse& s) {
   if (!s.straggler_named() || s.chips_size() == 0) return "";
@@ -211,9 +199,9 @@ void WriteFoundTable(const Found& f, const DemoFault& fault, const std::string& 
   const v1::CaptureSummary& c = f.snapshot;
   out << "\ntriggered snapshot " << c.capture_id() << " (" << CaptureStatusName(c.status()) << ": "
       << c.hosts_size() << " hosts, " << c.event_count() << " events)\n"
-      << "  trigger    " << Label(c, "trigger") << ", " << Seconds(f.elapsed_ns - f.fault_at_ns)
+      << "  trigger    " << c.cause().trigger() << ", " << Seconds(f.elapsed_ns - f.fault_at_ns)
       << " after the fault\n"
-      << "  reason     " << Label(c, "reason") << "\n"
+      << "  reason     " << c.cause().reason() << "\n"
       << "  window     " << WindowSaid(f) << "\n"
       << "  straggler  " << f.stragglers.verdict() << "\n";
   if (!fault.host.empty()) {
@@ -237,8 +225,8 @@ json FoundJson(const Found& f, const DemoFault& fault, const std::string& dir,
   const v1::CaptureSummary& c = f.snapshot;
   json o = {{"snapshot_id", c.capture_id()},
             {"status", CaptureStatusName(c.status())},
-            {"trigger", Label(c, "trigger")},
-            {"reason", Label(c, "reason")},
+            {"trigger", c.cause().trigger()},
+            {"reason", c.cause().reason()},
             {"start_ns", c.start_ns()},
             {"end_ns", c.end_ns()},
             {"window", c.window()},
@@ -431,8 +419,8 @@ int RunRecorderDemo(const DemoOptions& options, std::ostream& out, std::ostream&
   found.snapshot = *snap;
   found.fault_ns = fault_ns;
   found.fault_at_ns = options.fault_at_ns;
-  int64_t trigger_ns = t0;
-  if (!absl::SimpleAtoi(Label(*snap, "trigger_ns"), &trigger_ns)) trigger_ns = clock.NowNs();
+  const int64_t trigger_ns =
+      snap->cause().trigger_ns() != 0 ? snap->cause().trigger_ns() : clock.NowNs();
   found.elapsed_ns = trigger_ns - t0;
   Analyse(client, &found);
   return WriteFound(found, *fault, options, {agg, web, *dir}, pod, out, say);

@@ -116,6 +116,9 @@ void FillSummary(const storage::CaptureRow& r, podprof::v1::CaptureSummary* s) {
   if (r.source == storage::CaptureSource::kSnapshot) {
     auto window = r.labels.find(kWindowLabel);
     if (window != r.labels.end()) s->set_window(window->second);
+    if (std::optional<podprof::v1::SnapshotCause> cause = CauseFromLabels(r.labels)) {
+      *s->mutable_cause() = *std::move(cause);
+    }
   }
   *s->mutable_options() = OptionsFromStoredJson(r.options_json);
   for (const storage::HostRow& h : r.host_rows) {

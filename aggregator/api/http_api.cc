@@ -13,6 +13,7 @@
 #include "aggregator/api/api_rows.h"
 #include "aggregator/api/http_params.h"
 #include "aggregator/api/utf8_fields.h"
+#include "aggregator/capture/stored_options.h"
 #include "common/json_text.h"
 #include "common/pattern.h"
 #include "common/status_macros.h"
@@ -358,9 +359,11 @@ absl::StatusOr<podprof::v1::StartCaptureRequest> SnapshotBody(const std::string&
   ASSIGN_OR_RETURN(const uint64_t window_ms, http::UintField(body, "window_ms", 1, kMaxMs, 5000));
   r.set_duration_ms(window_ms);
   RETURN_IF_ERROR(AddTargets(body, &r));
-  r.mutable_labels()->insert({"trigger", "manual"});
+  // A trigger label the caller gave names the trigger, as before the cause was typed.
+  const auto trigger = r.labels().find(kTriggerLabel);
+  r.mutable_cause()->set_trigger(trigger != r.labels().end() ? trigger->second : "manual");
   if (body.contains("reason")) {
-    ASSIGN_OR_RETURN((*r.mutable_labels())["reason"],
+    ASSIGN_OR_RETURN(*r.mutable_cause()->mutable_reason(),
                      http::StringField(body, "reason", "", "reason", 1024));
   }
   return r;

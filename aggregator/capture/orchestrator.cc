@@ -124,6 +124,17 @@ absl::StatusOr<v1::StartCaptureResponse> Orchestrator::Start(const v1::StartCapt
           "label keys must be 1..256 bytes and values at most 4096 bytes");
     }
   }
+  if (req.has_cause()) {
+    if (!req.snapshot()) {
+      return absl::InvalidArgumentError("a cause is a snapshot's: it cannot come without snapshot");
+    }
+    for (const auto& [k, v] : CauseLabels(req.cause())) {
+      if (v.size() > 4096) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("the cause's ", k, " is ", v.size(), " bytes: at most 4096"));
+      }
+    }
+  }
   // Refused here, before any agent is asked, so that a bad option cannot fail a pod of hosts.
   if (absl::Status s = kernelprof::ValidateCaptureOptions(req.options()); !s.ok()) return s;
   if (absl::Status admitted = Admit(); !admitted.ok()) return admitted;
@@ -262,7 +273,7 @@ absl::StatusOr<v1::StartCaptureResponse> Orchestrator::StartAdmitted(
   header.start_ns = run->start_ns;
   header.end_ns = run->start_ns + duration_ns;
   header.created_ns = now;
-  header.labels = {req.labels().begin(), req.labels().end()};
+  header.labels = LabelsToStore(req);
   header.options_json = StoredOptionsJson(req);
   if (req.snapshot()) {
     header.source = storage::CaptureSource::kSnapshot;

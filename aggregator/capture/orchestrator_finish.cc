@@ -103,7 +103,7 @@ void Orchestrator::StoreRun(CaptureRun& run, std::vector<std::unique_ptr<HostStr
   w.start_ns = run.start_ns;
   w.end_ns = run.start_ns + duration_ns;
   w.created_ns = clock_.NowNs();
-  w.labels = {run.request.labels().begin(), run.request.labels().end()};
+  w.labels = LabelsToStore(run.request);
   w.options_json = StoredOptionsJson(run.request);
   if (run.request.snapshot()) {
     w.source = storage::CaptureSource::kSnapshot;

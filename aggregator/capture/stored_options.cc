@@ -1,5 +1,10 @@
 #include "aggregator/capture/stored_options.h"
 
+#include <cstdint>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
 
@@ -29,6 +34,38 @@ v1::CaptureOptions OptionsFromStoredJson(const std::string& text) {
     options.Clear();
   }
   return options;
+}
+
+StoredLabels CauseLabels(const v1::SnapshotCause& cause) {
+  StoredLabels out = {{kTriggerLabel, cause.trigger()}};
+  if (!cause.reason().empty()) out[kReasonLabel] = cause.reason();
+  if (cause.trigger_ns() != 0) out[kTriggerNsLabel] = absl::StrCat(cause.trigger_ns());
+  if (!cause.evidence_json().empty()) out[kEvidenceLabel] = cause.evidence_json();
+  return out;
+}
+
+StoredLabels LabelsToStore(const v1::StartCaptureRequest& req) {
+  StoredLabels out(req.labels().begin(), req.labels().end());
+  if (req.has_cause()) {
+    for (auto& [k, v] : CauseLabels(req.cause())) out[k] = std::move(v);
+  }
+  return out;
+}
+
+std::optional<v1::SnapshotCause> CauseFromLabels(const StoredLabels& labels) {
+  const auto trigger = labels.find(kTriggerLabel);
+  if (trigger == labels.end()) return std::nullopt;
+  v1::SnapshotCause cause;
+  cause.set_trigger(trigger->second);
+  if (auto it = labels.find(kReasonLabel); it != labels.end()) cause.set_reason(it->second);
+  if (auto it = labels.find(kEvidenceLabel); it != labels.end())
+    cause.set_evidence_json(it->second);
+  int64_t at = 0;
+  if (auto it = labels.find(kTriggerNsLabel);
+      it != labels.end() && absl::SimpleAtoi(it->second, &at)) {
+    cause.set_trigger_ns(at);
+  }
+  return cause;
 }
 
 }  // namespace podprof::aggregator

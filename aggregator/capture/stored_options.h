@@ -1,10 +1,13 @@
 // What a capture asked for, as the store keeps it (storage/SCHEMA.md): its options (the
-// captures.options column) and a snapshot's window label. Written by the capture engine
-// (orchestrator.h) and read back by the API's row conversion (api_rows.h): one file for both
-// directions, so the two cannot drift, and the API need not include the engine to read them.
+// captures.options column), a snapshot's window label and its cause's labels. Written by the
+// capture engine (orchestrator.h) and read back by the API's row conversion (api_rows.h): one file
+// for both directions, so the two cannot drift, and the API need not include the engine to read
+// them.
 #ifndef PODPROF_AGGREGATOR_CAPTURE_STORED_OPTIONS_H_
 #define PODPROF_AGGREGATOR_CAPTURE_STORED_OPTIONS_H_
 
+#include <map>
+#include <optional>
 #include <string>
 
 #include "proto/podprof_aggregator.pb.h"
@@ -29,6 +32,29 @@ inline constexpr char kWindowLabel[] = "window";
 inline constexpr char kBeforeRequest[] = "before-request";
 inline constexpr char kAfterRequest[] = "after-request";
 inline constexpr char kMixedWindows[] = "mixed";
+
+// A snapshot's cause (v1::SnapshotCause) as the store keeps it, in reserved labels: the
+// trigger, the reason (left out when empty), the instant it fired (decimal ns; left out when
+// 0) and the evidence's JSON (left out when empty). The CLI, the HTTP API, the capture page and
+// the Python client show these labels; on the wire the cause is typed.
+inline constexpr char kTriggerLabel[] = "trigger";
+inline constexpr char kReasonLabel[] = "reason";
+inline constexpr char kTriggerNsLabel[] = "trigger_ns";
+inline constexpr char kEvidenceLabel[] = "telemetry";
+
+using StoredLabels = std::map<std::string, std::string>;
+
+// `cause` as its reserved labels.
+StoredLabels CauseLabels(const v1::SnapshotCause& cause);
+
+// The labels a capture started by `req` is stored with (the window label aside, which the
+// orchestrator adds): `req.labels`, and when it has a cause the cause's labels over any of
+// those names.
+StoredLabels LabelsToStore(const v1::StartCaptureRequest& req);
+
+// The cause in stored `labels`; none when they have no trigger label. A trigger_ns that is not
+// a number reads as 0.
+std::optional<v1::SnapshotCause> CauseFromLabels(const StoredLabels& labels);
 
 }  // namespace podprof::aggregator
 

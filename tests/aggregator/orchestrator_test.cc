@@ -11,12 +11,14 @@
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "aggregator/api/api_rows.h"
 #include "aggregator/capture/stored_options.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
@@ -341,6 +343,65 @@ TEST_F(OrchestratorTest, ARecorderArmedByEnumOrByNameAloneGivesTheWindowBeforeTh
     WatchToEnd(started->capture_id());
     clock_.AdvanceNs(1'000'000);  // the next capture's id (from the clock) is another
   }
+}
+
+// A snapshot's cause arrives typed (StartCaptureRequest.cause): the caller writes no reserved
+// label, the store keeps the cause as those labels (over a caller's label of the same name),
+// and the capture read back carries the cause typed again. A client older than the cause sends
+// the labels itself; they are stored as given and read back as its cause too.
+TEST_F(OrchestratorTest, ASnapshotsCauseArrivesTypedAndIsStoredAsItsReservedLabels) {
+  Orchestrator& o = Make({});
+  v1::StartCaptureRequest request = Capture({"h1"});
+  request.set_snapshot(true);
+  (*request.mutable_labels())["job"] = "train";
+  (*request.mutable_labels())["trigger"] = "a caller's";
+  v1::SnapshotCause& cause = *request.mutable_cause();
+  cause.set_trigger("step_time");
+  cause.set_reason("pod step time 1.39x its baseline");
+  cause.set_trigger_ns(1'796'591'631'001'000'000);
+  cause.set_evidence_json(R"({"ratio":1.39,"threshold":1.1})");
+  absl::StatusOr<v1::StartCaptureResponse> started = o.Start(request);
+  ASSERT_OK(started);
+  ASSERT_OK(o.Cancel(started->capture_id()));
+  WatchToEnd(started->capture_id());
+  auto row = store_->captures().Get(started->capture_id());
+  ASSERT_OK(row);
+  const std::map<std::string, std::string> want = {
+      {"job", "train"},
+      {"trigger", "step_time"},
+      {"reason", "pod step time 1.39x its baseline"},
+      {"trigger_ns", "1796591631001000000"},
+      {"telemetry", R"({"ratio":1.39,"threshold":1.1})"},
+      {"window", kAfterRequest}};
+  EXPECT_EQ(row->labels, want);
+  v1::CaptureSummary summary;
+  FillSummary(*row, &summary);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(summary.cause(), cause))
+      << summary.cause().ShortDebugString();
+
+  clock_.AdvanceNs(1'000'000);  // the next capture's id (from the clock) is another
+  v1::StartCaptureRequest older = Capture({"h1"});
+  older.set_snapshot(true);
+  (*older.mutable_labels())["trigger"] = "manual";
+  (*older.mutable_labels())["reason"] = "by hand";
+  started = o.Start(older);
+  ASSERT_OK(started);
+  ASSERT_OK(o.Cancel(started->capture_id()));
+  WatchToEnd(started->capture_id());
+  row = store_->captures().Get(started->capture_id());
+  ASSERT_OK(row);
+  FillSummary(*row, &summary);
+  EXPECT_EQ(summary.cause().trigger(), "manual");
+  EXPECT_EQ(summary.cause().reason(), "by hand");
+  EXPECT_EQ(summary.cause().trigger_ns(), 0);
+
+  // A cause is a snapshot's; and each of its fields is held to a label's size.
+  v1::StartCaptureRequest not_snapshot = Capture({"h1"});
+  not_snapshot.mutable_cause()->set_trigger("manual");
+  EXPECT_EQ(o.Start(not_snapshot).status().code(), absl::StatusCode::kInvalidArgument);
+  v1::StartCaptureRequest too_long = request;
+  too_long.mutable_cause()->set_reason(std::string(4097, 'x'));
+  EXPECT_EQ(o.Start(too_long).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(OrchestratorTest, UnknownCapturesAreNotFound) {
