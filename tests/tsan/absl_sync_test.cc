@@ -55,15 +55,21 @@ TEST(TsanAbslSyncTest, ReaderLockSeesWhatAWriterPublished) {
 
 TEST(TsanAbslSyncTest, TryLockThatSucceedsOrdersLikeLock) {
   absl::Mutex mu;
+  bool ready = false;
   int data = 0;
   std::thread writer([&] {
+    data = 7;  // outside the lock: published by the Unlock that follows
     absl::MutexLock lock(&mu);
-    data = 7;
+    ready = true;
   });
+  int seen = 0;
+  while (seen == 0) {
+    if (!mu.TryLock()) continue;
+    if (ready) seen = data;
+    mu.Unlock();
+  }
   writer.join();
-  ASSERT_TRUE(mu.TryLock());
-  EXPECT_EQ(data, 7);
-  mu.Unlock();
+  EXPECT_EQ(seen, 7);
 }
 
 TEST(TsanAbslSyncTest, AwaitSeesWritesBeforeTheConditionTurnedTrue) {
