@@ -46,7 +46,8 @@ fi
 # (some newer kernels default to 32), and the build runs the tests too (to list them): there,
 # both run with ASLR off.
 tsan_run=()
-if [ "$(cat /proc/sys/vm/mmap_rnd_bits 2>/dev/null || echo 28)" -gt 28 ]; then
+if [ "$(cat /proc/sys/vm/mmap_rnd_bits 2>/dev/null || echo 28)" -gt 28 ] &&
+  setarch "$(uname -m)" -R true 2>/dev/null; then
   tsan_run=(setarch "$(uname -m)" -R)
 fi
 "${tsan_run[@]}" cmake --build build-tsan --target tsan-tests -j "$jobs"
