@@ -239,6 +239,8 @@ podprof::v1::HostInfo Agent::HostInfo() {
   }
   h.set_clock_probe_port(static_cast<uint32_t>(probe_port));
   for (const auto& [k, v] : config_.labels) (*h.mutable_labels())[k] = v;
+  if (config_.slice >= 0) h.set_slice(config_.slice);
+  if (config_.slice_worker >= 0) h.set_slice_worker(config_.slice_worker);
   h.set_agent_version(absl::StrCat("podprof-agent ", kVersion));
   if (config_.analyse) h.set_analysis_version(analysis::kAnalysisVersion);
   for (size_t i = 0; i < discovered_.size(); ++i) {

@@ -80,6 +80,10 @@ void AddConfigFlags(CLI::App& app, AgentFlags* flags) {
   app.add_option("--temp-dir", flags->temp_dir, "Where private capture repositories go");
   app.add_option("--counter-interval", flags->counter_interval, "Metric sampling interval");
   app.add_option("--label", flags->labels, "A label key=value (repeatable)");
+  app.add_option("--slice", flags->slice,
+                 "This host's slice of a multi-slice job (default: $MEGASCALE_SLICE_ID)");
+  app.add_option("--slice-worker", flags->slice_worker,
+                 "This host's worker id within its slice (default: $TPU_WORKER_ID)");
   app.add_flag("--insecure", flags->insecure,
                "Plaintext gRPC without certificates (as insecure = true)");
 }

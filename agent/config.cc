@@ -1,5 +1,6 @@
 #include "agent/config.h"
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "absl/strings/match.h"
@@ -39,6 +40,9 @@ void TurnOffWhatSaysNone(AgentConfig* c) {
   if (c->http_listen == "off" || c->http_listen == "none") c->http_listen.clear();
 }
 
+// The largest slice or worker id accepted: more than any job has, small enough to print.
+constexpr int32_t kMaxSlice = 65535;
+
 }  // namespace
 
 const std::vector<std::string>& AgentConfigKeys() {
@@ -56,6 +60,8 @@ const std::vector<std::string>& AgentConfigKeys() {
                                                                "analysis.enabled",
                                                                "discovery.sysfs_root",
                                                                "labels.*",
+                                                               "slice",
+                                                               "slice_worker",
                                                                "limits.max_capture_duration",
                                                                "limits.max_inflight_bytes",
                                                                "limits.workload_timeout",
@@ -98,6 +104,8 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path) {
   RETURN_IF_ERROR(f.GetBool("analysis.enabled", &c.analyse));
   RETURN_IF_ERROR(f.GetString("discovery.sysfs_root", &c.sysfs_root));
   RETURN_IF_ERROR(f.GetStringMap("labels", &c.labels));
+  RETURN_IF_ERROR(f.GetInt("slice", &c.slice));
+  RETURN_IF_ERROR(f.GetInt("slice_worker", &c.slice_worker));
   RETURN_IF_ERROR(f.GetDurationNs("limits.max_capture_duration", &c.max_capture_duration_ns));
   RETURN_IF_ERROR(f.GetInt("limits.max_inflight_bytes", &c.max_inflight_bytes));
   RETURN_IF_ERROR(f.GetDurationNs("limits.workload_timeout", &c.workload_timeout_ns));
@@ -143,6 +151,8 @@ absl::StatusOr<AgentConfig> BuildAgentConfig(const AgentFlags& flags) {
   set(flags.sysfs_root, &config.sysfs_root);
   set(flags.temp_dir, &config.temp_dir);
   if (flags.insecure) config.insecure = true;
+  if (flags.slice >= 0) config.slice = flags.slice;
+  if (flags.slice_worker >= 0) config.slice_worker = flags.slice_worker;
   if (!flags.workload_profiler.empty()) config.workload_profiler = flags.workload_profiler;
   if (!flags.workload_metrics.empty()) config.workload_metrics = flags.workload_metrics;
   TurnOffWhatSaysNone(&config);
@@ -161,11 +171,34 @@ absl::StatusOr<AgentConfig> BuildAgentConfig(const AgentFlags& flags) {
     }
     config.labels[kv[0]] = kv[1];
   }
+  RETURN_IF_ERROR(
+      ApplySliceEnvironment([](const char* name) { return std::getenv(name); }, &config));
   RETURN_IF_ERROR(ValidateAgentConfig(config));
   return config;
 }
 
+absl::Status ApplySliceEnvironment(const std::function<const char*(const char*)>& getenv,
+                                   AgentConfig* config) {
+  auto read = [&](const char* name, int32_t* out) -> absl::Status {
+    const char* text = getenv(name);
+    if (*out >= 0 || text == nullptr || *text == '\0') return absl::OkStatus();
+    if (!absl::SimpleAtoi(text, out) || *out < 0 || *out > kMaxSlice) {
+      *out = -1;
+      return absl::InvalidArgumentError(absl::StrCat("environment variable ", name, "=\"", text,
+                                                     "\" is not a number 0..", kMaxSlice));
+    }
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(read(kSliceIdEnv, &config->slice));
+  if (config->slice < 0) return absl::OkStatus();
+  return read(kWorkerIdEnv, &config->slice_worker);
+}
+
 absl::Status ValidateAgentConfig(const AgentConfig& c) {
+  if (c.slice < -1 || c.slice > kMaxSlice || c.slice_worker < -1 || c.slice_worker > kMaxSlice) {
+    return absl::InvalidArgumentError(absl::StrCat("slice and slice_worker must be 0..", kMaxSlice,
+                                                   ", got ", c.slice, " and ", c.slice_worker));
+  }
   RETURN_IF_ERROR(CheckAddress("listen", c.listen, false));
   RETURN_IF_ERROR(CheckAddress("aggregator", c.aggregator, true));
   RETURN_IF_ERROR(CheckAddress("advertise", c.advertise, true));

@@ -4,6 +4,7 @@
 #define PODPROF_AGENT_CONFIG_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -68,8 +69,13 @@ struct AgentConfig {
   bool analyse = true;
   // Root of the sysfs tree chips are discovered in.
   std::string sysfs_root = "/sys";
-  // Labels reported to the aggregator (pod, slice, job, ...).
+  // Labels reported to the aggregator (pod, job, ...).
   std::map<std::string, std::string> labels;
+  // The slice of a multi-slice job this host is in (0-based) and its worker id within the
+  // slice; -1: not set here, so the workload's environment says (ApplySliceEnvironment).
+  // Reported at registration; a change takes a restart.
+  int32_t slice = -1;
+  int32_t slice_worker = -1;
   // Longest capture accepted.
   int64_t max_capture_duration_ns = 300'000'000'000;
   // The least time a Profile call may take past its start before the workload counts as hung
@@ -122,6 +128,8 @@ struct AgentFlags {
   std::vector<std::string> workload_profiler, workload_metrics;
   // key=value each.
   std::vector<std::string> labels;
+  // --slice, --slice-worker; -1 leaves the key alone.
+  int32_t slice = -1, slice_worker = -1;
 };
 
 // Every key the file may hold, dotted ("recorder.window"); an entry ending in ".*" takes a
@@ -133,9 +141,22 @@ const std::vector<std::string>& AgentConfigKeys();
 absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path);
 
 // The running configuration: the file (when given, or present at the default path) over the
-// defaults, then the flags, validated. Errors name the file and key, or the flag. Called at
+// defaults, then the flags, then this process's environment for the slice keys left unset
+// (ApplySliceEnvironment), validated. Errors name the file and key, or the flag. Called at
 // start and again on SIGHUP.
 absl::StatusOr<AgentConfig> BuildAgentConfig(const AgentFlags& flags);
+
+// The environment variables a multi-slice workload's hosts carry (Cloud TPU, Megascale): the
+// host's slice and its worker id within its slice.
+inline constexpr char kSliceIdEnv[] = "MEGASCALE_SLICE_ID";
+inline constexpr char kWorkerIdEnv[] = "TPU_WORKER_ID";
+
+// Fills `slice` and `slice_worker` that the configuration leaves at -1 from the environment
+// (`getenv` is std::getenv but in tests): the agent's file or flags win over it, as an operator
+// who sets them means. A worker id counts only with a slice id (TPU_WORKER_ID alone is a
+// single-slice job's). A value that is not a number 0..65535 fails, naming the variable.
+absl::Status ApplySliceEnvironment(const std::function<const char*(const char*)>& getenv,
+                                   AgentConfig* config);
 
 // Checks values that do not depend on the file (addresses, ranges); names the key.
 absl::Status ValidateAgentConfig(const AgentConfig& config);

@@ -81,6 +81,8 @@ absl::Status RunAgents(AggregatorClient& client, const AgentsOptions& options, s
                           {"address", a.host().agent_address()},
                           {"state", AgentStateName(a.state())},
                           {"chips", a.host().chips_size()},
+                          {"slice", report::SliceOf(a.host())},
+                          {"slice_worker", report::SliceWorkerOf(a.host())},
                           {"labels", SortedLabels(a.host().labels())},
                           {"last_heartbeat_ns", a.last_heartbeat_ns()},
                           {"clock_offset_ns", a.clock().offset_ns()},
@@ -114,14 +116,14 @@ absl::Status RunAgents(AggregatorClient& client, const AgentsOptions& options, s
       using Col = TextTable::Column;
       using A = TextTable::Align;
       TextTable t({Col{"HOST"}, Col{"ADDRESS"}, Col{"STATE"}, Col{"WORKLOAD"},
-                   Col{"CHIPS", A::kRight}, Col{"LABELS", A::kLeft, 32},
+                   Col{"CHIPS", A::kRight}, Col{"SLICE", A::kRight}, Col{"LABELS", A::kLeft, 32},
                    Col{"HEARTBEAT", A::kRight}, Col{"CLOCK OFFSET", A::kRight},
                    Col{"+-", A::kRight}, Col{"DRIFT", A::kRight}, Col{"RTT", A::kRight},
                    Col{"CAPTURE"}, Col{"NOTE"}});
       for (const auto& a : response.agents()) {
         t.AddRow({a.host().host_name(), a.host().agent_address(), AgentStateName(a.state()),
                   report::WorkloadStateName(a), absl::StrCat(a.host().chips_size()),
-                  JoinLabels(a.host().labels()),
+                  report::SliceText(a.host()), JoinLabels(a.host().labels()),
                   absl::StrFormat("%.1f s ago", (now - a.last_heartbeat_ns()) / 1e9),
                   a.clock().probe_count() > 0 ? FormatSignedNs(a.clock().offset_ns()) : "-",
                   a.clock().probe_count() > 0 ? FormatSignedNs(a.clock().uncertainty_ns()) : "-",

@@ -41,9 +41,16 @@ class CaptureCommand : public AggregatorCommand {
         cmd->add_option("--selector", selector_, "Hosts with this label, key=value; repeatable")
             ->allow_extra_args(false)
             ->excludes(hosts);
+    CLI::Option* slices =
+        cmd->add_option("--slices", options_.slices,
+                        "Hosts in these slices of a multi-slice job (comma-separated, as "
+                        "`podprof agents` shows them); with --hosts or --selector, both must hold")
+            ->delimiter(',')
+            ->check(CLI::NonNegativeNumber);
     cmd->add_flag("--all", all_, "Every online agent (the default)")
         ->excludes(hosts)
-        ->excludes(selector);
+        ->excludes(selector)
+        ->excludes(slices);
     if (snapshot_) {
       AddSnapshotFlags(cmd);
     } else {
@@ -69,7 +76,8 @@ class CaptureCommand : public AggregatorCommand {
     cmd->footer(
         "Examples:\n  podprof capture --duration 2s\n"
         "  podprof capture --hosts tpu-0,tpu-1 --delay 30s --label run=baseline\n"
-        "  podprof capture --selector slice=s1 --format json > capture.json\n"
+        "  podprof capture --selector job=llm --format json > capture.json\n"
+        "  podprof capture --slices 0,2 --duration 1s\n"
         "  podprof capture --kernel-profiling --counters tc:10,11,56 --counter-interval 1us\n"
         "Exit status: 0 complete, 1 partial (some hosts failed) or failed, 2 bad usage, 3 "
         "aggregator unreachable, 4 not allowed.");
@@ -426,6 +434,7 @@ absl::StatusOr<v1::StartCaptureRequest> StartRequest(const CaptureOptions& optio
   }
   v1::StartCaptureRequest start;
   for (const std::string& h : options.hosts) start.add_host_names(h);
+  for (const int slice : options.slices) start.add_slices(slice);
   AddLabels(options.selector, start.mutable_label_selector());
   AddLabels(options.labels, start.mutable_labels());
   start.set_duration_ms(

@@ -33,7 +33,8 @@ struct Display {
 struct CaptureOptions {
   std::vector<std::string> hosts;  // empty with `all` or a selector
   LabelMap selector;
-  LabelMap labels;  // stored with the capture
+  std::vector<int> slices;  // only hosts in these slices (HostInfo.slice); empty: any
+  LabelMap labels;          // stored with the capture
   int64_t duration_ns = 2'000'000'000;
   int64_t delay_ns = 0;
   // `podprof snapshot`: duration_ns is the window before now, from the flight recorders.

@@ -116,7 +116,7 @@ int64_t Hosts(RowBinary& w, const std::string& pod, const FleetCapture& f) {
         .Str(h.host)
         .Str(storage::HostOutcomeName(h.status));
     w.Str(h.error).I64(h.clock_offset_ns).I64(h.clock_uncertainty_ns);
-    w.F64(h.correction.drift_ppb).U64(Unsigned(h.events));
+    w.F64(h.correction.drift_ppb).U64(Unsigned(h.events)).Fixed(int32_t{h.slice});
   }
   return static_cast<int64_t>(f.capture.host_rows.size());
 }

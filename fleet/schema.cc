@@ -100,7 +100,10 @@ const TableDef kDefs[] = {
       {"clock_offset_ns", "Int64"},
       {"clock_uncertainty_ns", "Int64"},
       {"clock_drift_ppb", "Float64"},
-      {"events", "UInt64"}},
+      {"events", "UInt64"},
+      // The host's slice of a multi-slice job (HostInfo.slice); -1: none known, and rows
+      // written before the column.
+      {"slice", "Int32", "-1"}},
      "(pod, start_ns, host)"},
     {"captures",
      {{"pod", "String"},

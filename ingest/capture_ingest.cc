@@ -224,6 +224,7 @@ absl::Status StoreCapture(storage::CaptureWriter& writer, CaptureInput input) {
     h.write.clock_offset_ns = in.clock_offset_ns;
     h.write.clock_uncertainty_ns = in.clock_uncertainty_ns;
     h.write.bytes = in.bytes;
+    h.write.slice = in.slice;
     hosts.push_back(std::move(h));
   }
   storage::CaptureWrite w;

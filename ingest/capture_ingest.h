@@ -99,6 +99,7 @@ struct HostInput {
   int64_t clock_offset_ns = 0;
   int64_t clock_uncertainty_ns = 0;
   uint64_t bytes = 0;
+  int slice = -1;                             // storage::HostWrite::slice
   std::optional<trace::HostCapture> capture;  // absent when the host delivered nothing
 };
 

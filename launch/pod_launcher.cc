@@ -105,6 +105,7 @@ std::vector<std::string> SimhostArgs(const PodOptions& options, int host, int64_
                                    "--truth-file=" + TruthFile(options, host),
                                    "--ready-file=" + SimhostReadyFile(options, host)};
   if (options.chips > 0) args.push_back(absl::StrCat("--chips=", options.chips));
+  if (h.slice >= 0) args.push_back(absl::StrCat("--slice=", h.slice));
   return Assemble(h.prefix, std::move(args), options.simhost_flags, h.simhost_flags);
 }
 
@@ -134,6 +135,18 @@ std::vector<std::string> AgentArgs(const PodOptions& options, int host, int64_t 
   const std::string registers_with = h.aggregator.empty() ? aggregator : h.aggregator;
   if (!registers_with.empty()) args.push_back("--aggregator=" + registers_with);
   return Assemble(h.prefix, Secured(options, std::move(args)), options.agent_flags, h.agent_flags);
+}
+
+std::vector<std::string> AgentEnvironment(const json& simhost_ready) {
+  std::vector<std::string> env;
+  const auto it = simhost_ready.find("environment");
+  if (it == simhost_ready.end() || !it->is_object()) return env;
+  for (const auto& item : it->items()) {
+    if (item.value().is_string()) {
+      env.push_back(absl::StrCat(item.key(), "=", item.value().get<std::string>()));
+    }
+  }
+  return env;
 }
 
 Pod::Pod(PodOptions options)
@@ -185,18 +198,19 @@ absl::Status Pod::StartHost(int host) {
   absl::StatusOr<json> agent =
       StartReady(absl::StrCat("podprof-agent ", host), host,
                  AgentArgs(options_, host, epoch, simhost_ready_[host], aggregator_address_),
-                 AgentReadyFile(options_, host));
+                 AgentReadyFile(options_, host), AgentEnvironment(simhost_ready_[host]));
   if (!agent.ok()) return agent.status();
   agent_ready_[host] = *std::move(agent);
   return absl::OkStatus();
 }
 
 absl::StatusOr<json> Pod::StartReady(const std::string& name, int host,
-                                     const std::vector<std::string>& args,
-                                     const std::string& file) {
+                                     const std::vector<std::string>& args, const std::string& file,
+                                     std::vector<std::string> env) {
   const std::string log = FileBase(file) + ".log";
   SubprocessOptions o;
   o.argv = args;
+  o.env = std::move(env);
   if (options_.log_files) {
     o.stdout_path = log;
     o.stderr_path = log;

@@ -59,6 +59,9 @@ struct HostOptions {
   // ports on 127.0.0.1 ("none" for no metrics, a dead port for a workload that is down).
   std::string workload_profiler;
   std::string workload_metrics;
+  // The host's slice of a multi-slice job: its simulated host's --slice, which hands it to the
+  // agent as the workload's environment (MEGASCALE_SLICE_ID) would; -1: no slice.
+  int slice = -1;
   // More flags for this host's processes only, after the pod's. A flag the launcher already
   // passes must not be repeated (the daemons refuse a flag given twice): use a field.
   std::vector<std::string> simhost_flags, agent_flags;
@@ -137,6 +140,11 @@ std::vector<std::string> AgentArgs(const PodOptions& options, int host, int64_t 
                                    const nlohmann::json& simhost_ready,
                                    const std::string& aggregator);
 
+// The environment a simulated host's ready file says its workload runs with ("NAME=value"
+// each: its "environment" object), which the host's agent is started with, as an agent
+// deployed beside a workload shares its environment.
+std::vector<std::string> AgentEnvironment(const nlohmann::json& simhost_ready);
+
 // The processes of one pod, started in order and stopped together.
 //
 // Thread-safety: StopAll, Exited and Pids may be called from any thread at any time (a thread
@@ -185,7 +193,8 @@ class Pod {
   // Starts `args` as `name`, then waits for `ready_file`; its JSON, or the error.
   absl::StatusOr<nlohmann::json> StartReady(const std::string& name, int host,
                                             const std::vector<std::string>& args,
-                                            const std::string& file);
+                                            const std::string& file,
+                                            std::vector<std::string> env = {});
   pid_t PidOf(const std::string& name);
 
   const PodOptions options_;

@@ -185,11 +185,18 @@ int SimHostMain(int argc, char** argv) {
                  "Give the host's agent the same");
   app.add_option("--device-clock-offset", device_offset,
                  "Extra error of device timestamps only, e.g. 120us");
+  int slice = -1;
+  app.add_option("--slice", slice,
+                 "This host's slice of a multi-slice job: its ready file's \"environment\" then "
+                 "holds MEGASCALE_SLICE_ID, for the host's agent (podprof's pod launcher starts "
+                 "the agent with it)")
+      ->check(CLI::Range(0, 65535));
   app.add_option("--host-name", options.host_name, "Host name written into captures");
   app.add_option("--truth-file", options.truth_file, "Write the ground truth here as JSON");
   app.add_option("--replay", options.replay_path, "Answer Profile with this recorded capture");
   app.add_option("--ready-file", ready_file,
-                 "Once listening, write {\"profiler_port\", \"metrics_port\", \"pid\"} here");
+                 "Once listening, write {\"profiler_port\", \"metrics_port\", \"pid\"} here "
+                 "(and \"environment\" with --slice)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -259,6 +266,8 @@ int SimHostMain(int argc, char** argv) {
     nlohmann::json j = {{"profiler_port", bound_profiler},
                         {"metrics_port", bound_metrics},
                         {"pid", static_cast<int64_t>(getpid())}};
+    // What a multi-slice workload's environment says of the host, for its agent to read.
+    if (slice >= 0) j["environment"] = {{"MEGASCALE_SLICE_ID", std::to_string(slice)}};
     std::string tmp = ready_file + ".tmp";
     std::ofstream(tmp) << j.dump() << "\n";
     std::rename(tmp.c_str(), ready_file.c_str());

@@ -75,16 +75,17 @@ absl::StatusOr<CaptureRow> ReadCaptureRow(const Statement& s) {
 
 // Fills in each listed capture's hosts.
 absl::Status AddHostRows(Connection& c, std::vector<CaptureRow>* rows) {
-  ASSIGN_OR_RETURN(auto hosts, Statement::Prepare(
-                                   c,
-                                   "SELECT h.name, x.status, x.error, "
-                                   "x.clock_offset_ns, x.clock_uncertainty_ns, "
-                                   "x.events, x.host_clock, x.clock_drift_ppb, "
-                                   "x.clock_mid_ns, x.analysed_by, x.warnings FROM capture_hosts x "
-                                   "JOIN hosts h "
-                                   "ON h.id = x.host_id JOIN captures c ON c.seq = "
-                                   "x.capture WHERE c.id = ? "
-                                   "ORDER BY h.name"));
+  ASSIGN_OR_RETURN(auto hosts,
+                   Statement::Prepare(c,
+                                      "SELECT h.name, x.status, x.error, "
+                                      "x.clock_offset_ns, x.clock_uncertainty_ns, "
+                                      "x.events, x.host_clock, x.clock_drift_ppb, "
+                                      "x.clock_mid_ns, x.analysed_by, x.warnings, x.slice "
+                                      "FROM capture_hosts x "
+                                      "JOIN hosts h "
+                                      "ON h.id = x.host_id JOIN captures c ON c.seq = "
+                                      "x.capture WHERE c.id = ? "
+                                      "ORDER BY h.name"));
   for (CaptureRow& r : *rows) {
     hosts->Reset();
     hosts->Bind(1, r.id);
@@ -105,6 +106,7 @@ absl::Status AddHostRows(Connection& c, std::vector<CaptureRow>* rows) {
       h.analysed_by = col.Text();
       const std::string warnings = col.Text();
       if (!warnings.empty()) h.warnings = absl::StrSplit(warnings, '\n');
+      h.slice = static_cast<int>(col.Int());
       r.host_rows.push_back(std::move(h));
       return absl::OkStatus();
     }));

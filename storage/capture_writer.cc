@@ -86,8 +86,8 @@ struct HostInserts {
                                                   "status, error, clock_offset_ns, "
                                                   "clock_uncertainty_ns, events, bytes, "
                                                   "host_clock, clock_drift_ppb, clock_mid_ns, "
-                                                  "analysed_by, kernel_map, warnings) "
-                                                  "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+                                                  "analysed_by, kernel_map, warnings, slice) "
+                                                  "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
     ASSIGN_OR_RETURN(h.ins_chip, Statement::Prepare(c,
                                                     "INSERT INTO chips (capture, host_id, "
                                                     "ordinal, global_id, generation, "
@@ -220,7 +220,7 @@ absl::StatusOr<std::vector<int64_t>> InsertHost(Connection& c, HostInserts& q, i
   } else {
     q.ins_ch->BindBlob(13, trace::EncodeKernelMap(h.kernel_ids));
   }
-  q.ins_ch->Bind(14, JoinWarnings(h.warnings));
+  q.ins_ch->Bind(14, JoinWarnings(h.warnings)).Bind(15, int64_t{h.slice});
   RETURN_IF_ERROR(q.ins_ch->Run());
   // Chips, timelines, counters and attributions were inserted ahead (WriteHostData), or are
   // inserted now.

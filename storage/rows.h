@@ -82,6 +82,9 @@ struct StatWrite {
 // these rows (the ingest pipeline, ingest/, makes them).
 struct HostWrite {
   std::string host;
+  // The slice of a multi-slice job the host was in when captured (its agent's HostInfo.slice);
+  // -1: its agent knew none.
+  int slice = -1;
   HostOutcome status = HostOutcome::kComplete;
   std::string error;
   int64_t clock_offset_ns = 0;
@@ -181,6 +184,7 @@ struct HostRow {
   trace::ClockCorrection correction;
   std::string analysed_by;            // HostWrite::analysed_by
   std::vector<std::string> warnings;  // HostWrite::warnings
+  int slice = -1;                     // HostWrite::slice
 };
 
 struct CaptureRow {

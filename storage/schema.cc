@@ -268,6 +268,10 @@ CREATE TABLE telemetry (
 ) WITHOUT ROWID;
 ALTER TABLE capture_hosts ADD COLUMN warnings TEXT NOT NULL DEFAULT '';
 )sql",
+    // 10: the slice of a multi-slice job each host was in; -1 (every older row): none known.
+    R"sql(
+ALTER TABLE capture_hosts ADD COLUMN slice INTEGER NOT NULL DEFAULT -1;
+)sql",
 };
 
 }  // namespace

@@ -284,6 +284,8 @@ Response Agents(const HttpApiSources& src, const Request& req) {
                    {"address", a.host().agent_address()},
                    {"state", report::AgentStateName(a.state())},
                    {"chips", a.host().chips_size()},
+                   {"slice", report::SliceOf(a.host())},
+                   {"slice_worker", report::SliceWorkerOf(a.host())},
                    {"last_heartbeat_ns", a.last_heartbeat_ns()},
                    {"clock_offset_ns", a.clock().offset_ns()},
                    {"clock_uncertainty_ns", a.clock().uncertainty_ns()},

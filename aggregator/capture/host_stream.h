@@ -46,6 +46,7 @@ class HostStream final : public StreamPool::Handler {
   }
 
   const std::string& host() const { return run_.hosts[index_].host; }
+  int slice() const { return run_.hosts[index_].slice; }
   bool ok() const { return error_.empty(); }
   const std::string& error() const { return error_; }
   uint64_t bytes() const { return bytes_; }

@@ -42,6 +42,23 @@ constexpr int64_t kFirstDispatchPerHostNs = 4'000'000;
 // would reach their agents after the start instant.
 constexpr int kDispatchThreads = 16;
 
+// A slice asked for that none of the selected agents is in fails the capture, naming it: a
+// capture of "slices 0 and 2" that quietly holds only slice 0 would mislead whoever compares
+// the slices.
+absl::Status CheckEverySliceSelected(const std::vector<int>& slices,
+                                     const std::vector<Registry::Handle>& hosts) {
+  for (const int slice : slices) {
+    if (std::none_of(hosts.begin(), hosts.end(),
+                     [slice](const Registry::Handle& h) { return h.slice == slice; })) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("slice ", slice,
+                       " has no online agent matching the capture (`podprof agents` shows each "
+                       "agent's slice)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 Orchestrator::~Orchestrator() {
@@ -107,6 +124,13 @@ absl::StatusOr<v1::StartCaptureResponse> Orchestrator::Start(const v1::StartCapt
   if (req.host_names_size() > limits_.max_hosts) {
     return absl::InvalidArgumentError(absl::StrCat(
         "at most ", limits_.max_hosts, " hosts per capture, got ", req.host_names_size()));
+  }
+  if (req.slices_size() > limits_.max_hosts) {
+    return absl::InvalidArgumentError(absl::StrCat("at most ", limits_.max_hosts,
+                                                   " slices per capture, got ", req.slices_size()));
+  }
+  for (const int slice : req.slices()) {
+    if (slice < 0) return absl::InvalidArgumentError(absl::StrCat("slice ", slice, " is negative"));
   }
   for (const std::string& h : req.host_names()) {
     if (h.empty() || h.size() > 253) {
@@ -225,13 +249,16 @@ absl::Status Orchestrator::PlanSnapshotWindow(CaptureRun& run, int64_t now, int6
 absl::StatusOr<v1::StartCaptureResponse> Orchestrator::StartAdmitted(
     const v1::StartCaptureRequest& req, int64_t duration_ns) {
   std::vector<std::string> missing;
-  std::vector<Registry::Handle> hosts =
-      registry_->Select({req.host_names().begin(), req.host_names().end()},
-                        {req.label_selector().begin(), req.label_selector().end()}, &missing);
+  const std::vector<int> slices(req.slices().begin(), req.slices().end());
+  std::vector<Registry::Handle> hosts = registry_->Select(
+      {req.host_names().begin(), req.host_names().end()},
+      {req.label_selector().begin(), req.label_selector().end()}, &missing, slices);
   if (!missing.empty()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("host ", missing[0], " is not an online agent"));
+        absl::StrCat("host ", missing[0], " is not an online agent",
+                     slices.empty() ? "" : " in the slices asked for"));
   }
+  RETURN_IF_ERROR(CheckEverySliceSelected(slices, hosts));
   if (hosts.empty()) return absl::FailedPreconditionError("no online agent matches the capture");
   auto run = std::make_shared<CaptureRun>();
   const int64_t now = clock_.NowNs();

@@ -133,6 +133,7 @@ void Orchestrator::StoreRun(CaptureRun& run, std::vector<std::unique_ptr<HostStr
       a.write.error = h->error();
     }
     a.write.host = h->host();
+    a.write.slice = h->slice();
     a.write.bytes = h->bytes();
     analysed.push_back(std::move(a));
   }

@@ -84,6 +84,11 @@ absl::Status CheckRegistration(const podprof::v1::RegisterRequest& req) {
         absl::StrCat("host ", host, " registers chip ordinal ",
                      *std::adjacent_find(ordinals.begin(), ordinals.end()), " twice"));
   }
+  if ((h.has_slice() && h.slice() < 0) || (h.has_slice_worker() && h.slice_worker() < 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("host ", host, " registers slice ", h.slice(),
+                                                   " worker ", h.slice_worker(),
+                                                   ": both are 0 or more when set"));
+  }
   if (h.labels_size() > kMaxLabelsPerHost) {
     return absl::InvalidArgumentError(absl::StrCat("host ", host, " registers ", h.labels_size(),
                                                    " labels, more than ", kMaxLabelsPerHost));
@@ -332,7 +337,8 @@ int Registry::ProbeDue(int burst, bool force) {
 
 std::vector<Registry::Handle> Registry::Select(const std::vector<std::string>& hosts,
                                                const std::map<std::string, std::string>& selector,
-                                               std::vector<std::string>* missing) {
+                                               std::vector<std::string>* missing,
+                                               const std::vector<int>& slices) {
   const int64_t now = clock_.NowNs();
   std::vector<Handle> out;
   absl::MutexLock lock(&mu_);
@@ -341,18 +347,25 @@ std::vector<Registry::Handle> Registry::Select(const std::vector<std::string>& h
       auto it = e.host.labels().find(k);
       if (it == e.host.labels().end() || it->second != v) return false;
     }
+    if (!slices.empty() && (!e.host.has_slice() || std::find(slices.begin(), slices.end(),
+                                                             e.host.slice()) == slices.end())) {
+      return false;
+    }
     return StateOf(e, now) == podprof::v1::AGENT_STATE_ONLINE;
+  };
+  auto handle = [](const std::string& name, const Entry& e) {
+    return Handle{name, e.stub, e.channel, e.host.has_slice() ? e.host.slice() : -1};
   };
   if (hosts.empty()) {
     for (const auto& [name, e] : agents_) {
-      if (matches(e)) out.push_back({name, e.stub, e.channel});
+      if (matches(e)) out.push_back(handle(name, e));
     }
     return out;
   }
   for (const std::string& h : hosts) {
     auto it = agents_.find(h);
     if (it != agents_.end() && matches(it->second)) {
-      out.push_back({h, it->second.stub, it->second.channel});
+      out.push_back(handle(h, it->second));
     } else {
       missing->push_back(h);
     }

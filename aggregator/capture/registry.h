@@ -104,12 +104,15 @@ class Registry {
     std::string host;
     std::shared_ptr<podprof::v1::Agent::Stub> stub;
     std::shared_ptr<grpc::Channel> channel;  // the stub's, to connect ahead of a call
+    int slice = -1;                          // HostInfo.slice; -1 when the agent knows none
   };
-  // Online agents named in `hosts` (all when empty) whose labels match `selector`; names in
-  // `hosts` that are not online are returned in *missing.
+  // Online agents named in `hosts` (all when empty) whose labels match `selector` and, when
+  // `slices` names any, whose slice is one of them; names in `hosts` that are not online are
+  // returned in *missing.
   std::vector<Handle> Select(const std::vector<std::string>& hosts,
                              const std::map<std::string, std::string>& selector,
-                             std::vector<std::string>* missing);
+                             std::vector<std::string>* missing,
+                             const std::vector<int>& slices = {});
 
   int64_t heartbeat_interval_ns() const { return heartbeat_interval_ns_; }
 

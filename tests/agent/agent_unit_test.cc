@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <map>
 #include <set>
@@ -62,6 +63,8 @@ TEST(AgentConfigTest, TheShippedFileSetsEveryKeyAtItsDefault) {
       {"analysis.enabled", [](const C& c) { return J(c.analyse); }},
       {"discovery.sysfs_root", [](const C& c) { return J(c.sysfs_root); }},
       {"labels.*", [](const C& c) { return J(c.labels); }},
+      {"slice", [](const C& c) { return J(c.slice); }},
+      {"slice_worker", [](const C& c) { return J(c.slice_worker); }},
       {"limits.max_capture_duration", [](const C& c) { return J(c.max_capture_duration_ns); }},
       {"limits.max_inflight_bytes", [](const C& c) { return J(c.max_inflight_bytes); }},
       {"limits.workload_timeout", [](const C& c) { return J(c.workload_timeout_ns); }},
@@ -167,6 +170,58 @@ job = "train"
   EXPECT_EQ(c->labels, (std::map<std::string, std::string>{{"job", "train"}, {"pod", "p1"}}));
   EXPECT_TRUE(c->workload_metrics.empty());
   EXPECT_TRUE(c->profiler_service_listen.empty());
+}
+
+// The workload's environment, as ApplySliceEnvironment reads it.
+std::function<const char*(const char*)> Environment(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+}
+
+TEST(AgentConfigTest, TheSliceComesFromTheConfigurationElseTheEnvironment) {
+  const auto env = Environment({{"MEGASCALE_SLICE_ID", "3"}, {"TPU_WORKER_ID", "5"}});
+  AgentConfig from_env;
+  ASSERT_OK(ApplySliceEnvironment(env, &from_env));
+  EXPECT_EQ(from_env.slice, 3);
+  EXPECT_EQ(from_env.slice_worker, 5);
+
+  // The file's keys win over the environment, each on its own.
+  absl::StatusOr<AgentConfig> file =
+      LoadAgentConfig(WriteConfig("slice.toml", "slice = 1\nslice_worker = 0\n"));
+  ASSERT_OK(file);
+  ASSERT_OK(ApplySliceEnvironment(env, &*file));
+  EXPECT_EQ(file->slice, 1);
+  EXPECT_EQ(file->slice_worker, 0);
+  AgentConfig slice_only;
+  slice_only.slice = 2;
+  ASSERT_OK(ApplySliceEnvironment(env, &slice_only));
+  EXPECT_EQ(slice_only.slice, 2);
+  EXPECT_EQ(slice_only.slice_worker, 5);
+
+  // A worker id without a slice is a single-slice job's: no slice, no worker.
+  AgentConfig single;
+  ASSERT_OK(ApplySliceEnvironment(Environment({{"TPU_WORKER_ID", "5"}}), &single));
+  EXPECT_EQ(single.slice, -1);
+  EXPECT_EQ(single.slice_worker, -1);
+
+  AgentConfig bad;
+  absl::Status s = ApplySliceEnvironment(Environment({{"MEGASCALE_SLICE_ID", "s1"}}), &bad);
+  EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(absl::StrContains(s.message(), "MEGASCALE_SLICE_ID=\"s1\"")) << s;
+  EXPECT_FALSE(LoadAgentConfig(WriteConfig("slice-bad.toml", "slice = -2\n")).ok());
+}
+
+TEST(AgentConfigTest, SliceFlagsOverrideTheFile) {
+  AgentFlags flags;
+  flags.config = WriteConfig("slice-flags.toml", "slice = 1\nslice_worker = 2\n");
+  flags.config_given = true;
+  flags.slice = 4;
+  absl::StatusOr<AgentConfig> c = BuildAgentConfig(flags);
+  ASSERT_OK(c);
+  EXPECT_EQ(c->slice, 4);
+  EXPECT_EQ(c->slice_worker, 2);
 }
 
 TEST(AgentConfigTest, NoneTurnsTheXprofFacadeOffInTheFileToo) {

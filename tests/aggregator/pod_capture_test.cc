@@ -53,6 +53,11 @@ struct HostSpec {
   // The agent's [analysis] enabled: false leaves its host's analysis to the aggregator, as an
   // agent too old to analyse does.
   bool analyse = true;
+  // The host's slice as its workload's environment says it (its simulated host's --slice,
+  // handed to the agent as MEGASCALE_SLICE_ID); -1: none.
+  int env_slice = -1;
+  // Top-level keys of this host's own agent configuration, before the pod's (e.g. "slice = 2").
+  std::string agent_keys = "";
 };
 
 class PodTest : public ::testing::Test {
@@ -78,14 +83,16 @@ class PodTest : public ::testing::Test {
       host.device_clock_offset_ns = h.device_offset_ns;
       // Nothing listens on port 1: the agent's workload is down.
       if (!h.workload_up) host.workload_profiler = "127.0.0.1:1";
+      host.slice = h.env_slice;
       pod_.host.push_back(host);
     }
     ASSERT_OK(launch::WritePodFiles(pod_));
     for (size_t i = 0; i < hosts.size(); ++i) {
-      if (hosts[i].analyse) continue;
+      if (hosts[i].analyse && hosts[i].agent_keys.empty()) continue;
       pod_.host[i].agent_config_file = P(absl::StrCat("agent-", i, ".toml"));
       std::ofstream(pod_.host[i].agent_config_file)
-          << agent_toml_ << "\n[analysis]\nenabled = false\n";
+          << hosts[i].agent_keys << "\n"
+          << agent_toml_ << (hosts[i].analyse ? "" : "\n[analysis]\nenabled = false\n");
     }
     aggregator_ = std::make_unique<ChildProcess>(launch::AggregatorArgs(pod_),
                                                  launch::AggregatorReadyFile(pod_));
@@ -99,7 +106,8 @@ class PodTest : public ::testing::Test {
       ASSERT_TRUE(sims_.back()->ready());
       agent_args_.push_back(launch::AgentArgs(pod_, i, epoch, sims_.back()->info(), agg_addr_));
       agents_.push_back(
-          std::make_unique<ChildProcess>(agent_args_.back(), launch::AgentReadyFile(pod_, i)));
+          std::make_unique<ChildProcess>(agent_args_.back(), launch::AgentReadyFile(pod_, i),
+                                         launch::AgentEnvironment(sims_.back()->info())));
       ASSERT_TRUE(agents_.back()->ready());
     }
     stub_ =
@@ -952,6 +960,64 @@ TEST_F(PodTest, CliListsAgentsCapturesAndExports) {
       RunPodprof("export cap-none -o " + P("x.pftrace") + " --aggregator " + agg_addr_);
   EXPECT_EQ(unknown.exit_code, 2);
   EXPECT_FALSE(fs::exists(P("x.pftrace")));
+}
+
+// Slices: each agent takes its slice from its workload's environment unless its configuration
+// names one; `podprof agents` lists them, `podprof capture --slices` captures only those hosts,
+// each stored with its slice, and a slice no agent is in is refused by name.
+TEST_F(PodTest, SlicesAreListedSelectedAndStored) {
+  HostSpec from_env{0, 0}, configured{1'000'000, 0}, none{-1'000'000, 0};
+  from_env.env_slice = 0;
+  configured.env_slice = 1;  // the configuration wins
+  configured.agent_keys = "slice = 2\nslice_worker = 7";
+  ASSERT_NO_FATAL_FAILURE(StartPod({from_env, configured, none}));
+
+  PodprofResult agents = RunPodprof("agents --format json --aggregator " + agg_addr_);
+  ASSERT_EQ(agents.exit_code, 0) << agents.err;
+  std::map<std::string, std::pair<int, int>> listed;  // host -> (slice, worker)
+  const nlohmann::json listed_json = nlohmann::json::parse(agents.out);
+  for (const auto& a : listed_json["agents"]) {
+    listed[a["host"]] = {a["slice"].get<int>(), a["slice_worker"].get<int>()};
+  }
+  EXPECT_EQ(listed, (std::map<std::string, std::pair<int, int>>{
+                        {"host-0", {0, -1}}, {"host-1", {2, 7}}, {"host-2", {-1, -1}}}));
+  PodprofResult table = RunPodprof("agents --aggregator " + agg_addr_);
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_TRUE(absl::StrContains(table.out, " SLICE ")) << table.out;
+  const testing::CurlResult api =
+      HttpGet(absl::StrCat("http://127.0.0.1:", aggregator_->info()["http_port"].get<int>(),
+                           "/api/v1/agents"),
+              P("agents.json"));
+  std::map<std::string, int> api_slices;
+  const nlohmann::json api_json = nlohmann::json::parse(api.body);
+  for (const auto& a : api_json["agents"]) {
+    api_slices[a["host"]] = a["slice"].get<int>();
+  }
+  EXPECT_EQ(api_slices, (std::map<std::string, int>{{"host-0", 0}, {"host-1", 2}, {"host-2", -1}}))
+      << api.body;
+
+  PodprofResult cap = RunPodprof(
+      "capture --slices 0,2 --duration 300ms --format json "
+      "--aggregator " +
+      agg_addr_);
+  ASSERT_EQ(cap.exit_code, 0) << cap.err;
+  auto cj = nlohmann::json::parse(cap.out);
+  ASSERT_EQ(cj["hosts"].size(), 2u) << cap.out;
+  EXPECT_EQ(cj["hosts"][0]["host"], "host-0");
+  EXPECT_EQ(cj["hosts"][1]["host"], "host-1");
+  auto store = storage::Store::Open(P("podprof.db"));
+  ASSERT_OK(store);
+  auto stored = (*store)->captures().Get(cj["capture_id"].get<std::string>());
+  ASSERT_OK(stored);
+  std::map<std::string, int> slices;
+  for (const storage::HostRow& h : stored->host_rows) slices[h.host] = h.slice;
+  EXPECT_EQ(slices, (std::map<std::string, int>{{"host-0", 0}, {"host-1", 2}}));
+
+  // host-1's environment says slice 1, but its configuration won: no agent is in slice 1.
+  PodprofResult unknown =
+      RunPodprof("capture --slices 0,1 --duration 300ms --aggregator " + agg_addr_);
+  EXPECT_NE(unknown.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(unknown.err, "slice 1 has no online agent")) << unknown.err;
 }
 
 TEST_F(PodTest, OneWorkloadDownMakesThePartialCaptureWithItsReason) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/aggregator/loopback_agent.h"
@@ -196,6 +197,40 @@ TEST_F(RegistryTest, SelectorsMatchEveryLabelPair) {
   EXPECT_EQ(SelectedHosts({"a1", "b1", "zz"}, {{"pool", "a"}}, &missing),
             std::vector<std::string>{"a1"});
   EXPECT_EQ(missing, (std::vector<std::string>{"b1", "zz"}));
+}
+
+// A host's slice selects it beside its name and labels; a host that knows no slice is in none.
+TEST_F(RegistryTest, SlicesSelectTheHostsInThem) {
+  auto in_slice = [](v1::RegisterRequest r, int slice) {
+    r.mutable_host()->set_slice(slice);
+    return r;
+  };
+  ASSERT_OK(registry_.Register(in_slice(Request("s0", "127.0.0.1:1", {{"pool", "a"}}), 0)));
+  ASSERT_OK(registry_.Register(in_slice(Request("s1", "127.0.0.1:2", {{"pool", "b"}}), 1)));
+  ASSERT_OK(registry_.Register(in_slice(Request("s2", "127.0.0.1:3", {{"pool", "a"}}), 2)));
+  ASSERT_OK(registry_.Register(Request("none", "127.0.0.1:4", {{"pool", "a"}})));
+  auto selected = [&](const std::vector<std::string>& hosts,
+                      const std::map<std::string, std::string>& selector,
+                      const std::vector<int>& slices, std::vector<std::string>* missing) {
+    std::vector<std::string> out;
+    for (const Registry::Handle& h : registry_.Select(hosts, selector, missing, slices)) {
+      out.push_back(absl::StrCat(h.host, ":", h.slice));
+    }
+    return out;
+  };
+  std::vector<std::string> missing;
+  EXPECT_EQ(selected({}, {}, {}, &missing),
+            (std::vector<std::string>{"none:-1", "s0:0", "s1:1", "s2:2"}));
+  EXPECT_EQ(selected({}, {}, {0, 2}, &missing), (std::vector<std::string>{"s0:0", "s2:2"}));
+  EXPECT_EQ(selected({}, {{"pool", "b"}}, {0, 1}, &missing), std::vector<std::string>{"s1:1"});
+  EXPECT_TRUE(selected({}, {}, {7}, &missing).empty());
+  EXPECT_EQ(selected({"s0", "s1", "none"}, {}, {1}, &missing), std::vector<std::string>{"s1:1"});
+  EXPECT_EQ(missing, (std::vector<std::string>{"s0", "none"}));
+
+  v1::RegisterRequest negative = in_slice(Request("bad", "127.0.0.1:5"), -3);
+  EXPECT_THAT(registry_.Register(negative),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                ::testing::HasSubstr("host bad registers slice -3")));
 }
 
 TEST_F(RegistryTest, ReRegistrationReplacesTheHostInfo) {

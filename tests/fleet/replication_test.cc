@@ -408,6 +408,21 @@ TEST_F(ReplicationTest, TablesOfAnOlderPodprofGainTheNewColumns) {
   EXPECT_EQ(Count("stragglers"), 4 + 2);
 }
 
+// Each host's row carries its slice of a multi-slice job as stored (-1: none known).
+TEST_F(ReplicationTest, HostRowsCarryTheirSlice) {
+  store_->outbox().QueueForFleet(100);
+  ingest::CaptureInput pod = SyntheticPod("sliced", kStart, "fusion.1", 1'000'000, 3);
+  pod.hosts[0].slice = 2;
+  pod.hosts[2].slice = 0;
+  Store(std::move(pod));
+  replicator_ = MakeReplicator();
+  ASSERT_OK(replicator_->Prepare());
+  Drain(*replicator_);
+  EXPECT_EQ(server_->Sql("SELECT host, slice FROM podprof.capture_hosts_all WHERE capture_id = "
+                         "'sliced' ORDER BY host FORMAT TabSeparatedRaw"),
+            "host-0\t2\nhost-1\t-1\nhost-2\t0\n");
+}
+
 // A pod whose history predates the fleet store: its stored captures are queued once asked,
 // and asking again doubles nothing.
 TEST_F(ReplicationTest, StoredCapturesAreBackfilledOnce) {

@@ -605,6 +605,48 @@ TEST_F(StoreTest, MigratesAnOlderSchemaAndRefusesANewerOne) {
   EXPECT_TRUE(absl::StrContains(newer.status().message(), "newer")) << newer.status();
 }
 
+// Each host's slice of a multi-slice job is stored with the capture and read back; a host of a
+// capture stored before version 10 (and one whose agent knew no slice) reads -1.
+TEST_F(StoreTest, EachHostsSliceRoundTripsAndOlderRowsHaveNone) {
+  {
+    auto c = Connection::Open(db_.path(), true);
+    ASSERT_OK(c);
+    ASSERT_OK(Migrate(**c, 9));
+    ASSERT_OK((*c)->Exec(
+        "INSERT INTO captures (seq, id, start_ns, end_ns, status, created_ns) "
+        "VALUES (1, 'old', 5, 6, 'complete', 7);"
+        "INSERT INTO hosts (id, name) VALUES (1, 'h-old');"
+        "INSERT INTO capture_hosts (capture, host_id, status) VALUES (1, 1, 'complete');"));
+  }
+  auto store = Open();
+  ingest::PodAnalysis pod;
+  std::vector<ingest::AnalysedHost> hosts;
+  const std::vector<std::pair<std::string, int>> slices = {{"h0", 2}, {"h1", 0}, {"h2", -1}};
+  for (const auto& [name, slice] : slices) {
+    ingest::CaptureInput in = Synthetic("s", 1'000'000, "fusion.1", 1, 20, 1'000'000);
+    auto analysed = ingest::AnalyseHost(store->writer(), hosts.size(), *in.hosts[0].capture, &pod);
+    ASSERT_OK(analysed);
+    analysed->write.host = name;
+    analysed->write.slice = slice;
+    hosts.push_back(std::move(*analysed));
+  }
+  CaptureWrite header;
+  header.id = "sliced";
+  header.start_ns = 10;
+  header.end_ns = 20;
+  ASSERT_OK(ingest::WriteAnalysed(store->writer(), header, std::move(hosts), &pod));
+
+  auto sliced = store->captures().Get("sliced");
+  ASSERT_OK(sliced);
+  std::map<std::string, int> got;
+  for (const HostRow& h : sliced->host_rows) got[h.host] = h.slice;
+  EXPECT_EQ(got, (std::map<std::string, int>{{"h0", 2}, {"h1", 0}, {"h2", -1}}));
+  auto old = store->captures().Get("old");
+  ASSERT_OK(old);
+  ASSERT_EQ(old->host_rows.size(), 1u);
+  EXPECT_EQ(old->host_rows[0].slice, -1);
+}
+
 TEST_F(StoreTest, FullDiskFailsTheWriteAndKeepsTheDatabaseServing) {
   {
     auto store = Open();
