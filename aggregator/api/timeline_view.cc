@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/json_text.h"
 #include "export/nesting.h"
+#include "proto/tpu_metric_names.h"
 #include "trace/columns.h"
 
 namespace podprof::aggregator {
@@ -43,7 +44,7 @@ std::string AutoCounter(const trace::HostCapture& c) {
 
 const std::vector<std::string>& AutoCounters() {
   static const auto* names =
-      new std::vector<std::string>{"mxu_busy", "tpu.runtime.tensorcore.dutycycle.percent"};
+      new std::vector<std::string>{"mxu_busy", tpu_metrics::kDutyCyclePercent};
   return *names;
 }
 
