@@ -308,10 +308,29 @@ absl::Status Operator(const HttpApiSources& src, const Request& req) {
   return src.access->Get()->operators.CheckIdentities(req.identities, req.roles, "an operator");
 }
 
-// A write body's "hosts", "selector" and "labels" (each optional) into `r`.
+// A write body's "slices" (optional): the slices of a multi-slice job to capture, as
+// HostInfo.slice numbers them.
+absl::Status AddSlices(const nlohmann::json& body, podprof::v1::StartCaptureRequest* r) {
+  const auto it = body.find("slices");
+  if (it == body.end()) return absl::OkStatus();
+  if (!it->is_array() || it->size() > http::kMaxJsonItems) {
+    return absl::InvalidArgumentError("slices must be a list of slice numbers");
+  }
+  for (const nlohmann::json& v : *it) {
+    if (!v.is_number_unsigned() || v.get<uint64_t>() > 65535) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "slices must be a list of numbers 0..65535, and has ", v.dump().substr(0, 40)));
+    }
+    r->add_slices(v.get<int32_t>());
+  }
+  return absl::OkStatus();
+}
+
+// A write body's "hosts", "slices", "selector" and "labels" (each optional) into `r`.
 absl::Status AddTargets(const nlohmann::json& body, podprof::v1::StartCaptureRequest* r) {
   ASSIGN_OR_RETURN(const std::vector<std::string> hosts, http::StringListField(body, "hosts"));
   for (const std::string& h : hosts) r->add_host_names(h);
+  RETURN_IF_ERROR(AddSlices(body, r));
   ASSIGN_OR_RETURN(const auto selector, http::StringMapField(body, "selector"));
   r->mutable_label_selector()->insert(selector.begin(), selector.end());
   ASSIGN_OR_RETURN(const auto labels, http::StringMapField(body, "labels"));
@@ -325,8 +344,8 @@ absl::StatusOr<podprof::v1::StartCaptureRequest> StartCaptureBody(const std::str
   ASSIGN_OR_RETURN(const nlohmann::json body, http::ParseJsonObject(text));
   // A misspelt field would otherwise read as left out ("duration" for "duration_ms": a
   // capture of 0 ms).
-  static constexpr const char* kFields[] = {"duration_ms", "delay_ms", "start_ns",
-                                            "hosts",       "selector", "labels"};
+  static constexpr const char* kFields[] = {"duration_ms", "delay_ms", "start_ns", "hosts",
+                                            "slices",      "selector", "labels"};
   RETURN_IF_ERROR(http::OnlyKnownFields(body, kFields));
   if (!body.contains("duration_ms")) {
     return absl::InvalidArgumentError("the body has no duration_ms (the capture's length, ms)");
@@ -353,7 +372,8 @@ absl::StatusOr<podprof::v1::StartCaptureRequest> StartCaptureBody(const std::str
 // unless given) and reason.
 absl::StatusOr<podprof::v1::StartCaptureRequest> SnapshotBody(const std::string& text) {
   ASSIGN_OR_RETURN(const nlohmann::json body, http::ParseJsonObject(text));
-  static constexpr const char* kFields[] = {"window_ms", "reason", "hosts", "selector", "labels"};
+  static constexpr const char* kFields[] = {"window_ms", "reason",   "hosts",
+                                            "slices",    "selector", "labels"};
   RETURN_IF_ERROR(http::OnlyKnownFields(body, kFields));
   constexpr uint64_t kMaxMs = std::numeric_limits<int64_t>::max() / 1'000'000;
   podprof::v1::StartCaptureRequest r;

@@ -1013,7 +1013,27 @@ TEST_F(PodTest, SlicesAreListedSelectedAndStored) {
   for (const storage::HostRow& h : stored->host_rows) slices[h.host] = h.slice;
   EXPECT_EQ(slices, (std::map<std::string, int>{{"host-0", 0}, {"host-1", 2}}));
 
+  // Over HTTP too.
+  const std::string captures = absl::StrCat(
+      "http://127.0.0.1:", aggregator_->info()["http_port"].get<int>(), "/api/v1/captures");
+  const testing::CurlResult posted = testing::Curl(
+      "-X POST -H 'Content-Type: application/json' --data-binary "
+      "'{\"duration_ms\": 300, \"slices\": [2]}' " +
+          captures,
+      P("post-slice.json"));
+  EXPECT_EQ(posted.status, 201) << posted.body;
+  EXPECT_EQ(nlohmann::json::parse(posted.body, nullptr, false)["hosts"],
+            nlohmann::json::array({"host-1"}))
+      << posted.body;
+
   // host-1's environment says slice 1, but its configuration won: no agent is in slice 1.
+  const testing::CurlResult refused = testing::Curl(
+      "-X POST -H 'Content-Type: application/json' --data-binary "
+      "'{\"duration_ms\": 300, \"slices\": [1]}' " +
+          captures,
+      P("post-none.json"));
+  EXPECT_EQ(refused.status, 409) << refused.body;
+  EXPECT_TRUE(absl::StrContains(refused.body, "slice 1 has no online agent")) << refused.body;
   PodprofResult unknown =
       RunPodprof("capture --slices 0,1 --duration 300ms --aggregator " + agg_addr_);
   EXPECT_NE(unknown.exit_code, 0);
