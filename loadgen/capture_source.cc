@@ -13,8 +13,9 @@ namespace {
 
 // Longer windows than a real agent allows would only exhaust memory.
 constexpr int64_t kMaxDurationMs = 300'000;
-// The step cache is cleared past this many steps (hours of windows at typical step periods).
-constexpr size_t kMaxCachedSteps = 100'000;
+// The step cache is cleared past this many bytes (hours of windows at typical step periods
+// for a single-slice pod; a multi-slice pod's steps carry every chip's DCN arrivals).
+constexpr size_t kMaxCachedBytes = 256 << 20;
 
 // Collects a capture stream's chunks.
 class CollectingSink final : public stream::ChunkSink {
@@ -40,14 +41,21 @@ absl::StatusOr<std::unique_ptr<CaptureSource>> CaptureSource::Create(const sim::
   return std::unique_ptr<CaptureSource>(new CaptureSource(pod, std::move(*model), counters));
 }
 
-std::vector<int64_t> CaptureSource::CollectiveEnds(int64_t step) {
+std::shared_ptr<const sim::StepSchedule> CaptureSource::Schedule(int64_t step) {
   absl::MutexLock lock(&mu_);
-  auto it = ends_.find(step);
-  if (it != ends_.end()) return it->second;
-  if (ends_.size() >= kMaxCachedSteps) ends_.clear();
+  auto it = schedules_.find(step);
+  if (it != schedules_.end()) return it->second;
   // Computed under the lock: a generator that wants the same step would otherwise compute it
   // too, and every generator of a window wants the same steps.
-  return ends_[step] = model_.CollectiveEndsPs(step);
+  auto schedule = std::make_shared<const sim::StepSchedule>(model_.Schedule(step));
+  const size_t bytes = sizeof(sim::StepSchedule) +
+                       8 * (schedule->collective_ends.size() + schedule->dcn_arrivals.size());
+  if (cached_bytes_ + bytes > kMaxCachedBytes) {
+    schedules_.clear();
+    cached_bytes_ = 0;
+  }
+  cached_bytes_ += bytes;
+  return schedules_[step] = std::move(schedule);
 }
 
 absl::StatusOr<GeneratedCapture> CaptureSource::Generate(const EmulatedHost& host, int64_t start_ns,
@@ -73,7 +81,7 @@ absl::StatusOr<GeneratedCapture> CaptureSource::Generate(const EmulatedHost& hos
   std::ostringstream bytes;
   absl::StatusOr<sim::WriteResult> written =
       sim::WriteXSpace(*model, host.clock, window, bytes, nullptr,
-                       [&](int64_t step) { return model->Step(step, CollectiveEnds(step)); });
+                       [&](int64_t step) { return model->Step(step, *Schedule(step)); });
   if (!written.ok()) return written.status();
   std::string xspace = bytes.str();
   bytes = std::ostringstream();

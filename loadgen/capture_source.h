@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -58,15 +59,17 @@ class CaptureSource {
  private:
   CaptureSource(sim::PodConfig pod, sim::PodModel model, bool counters)
       : pod_(std::move(pod)), model_(std::move(model)), counters_(counters) {}
-  // The pod-wide collective ends of `step`, computed on first use.
-  std::vector<int64_t> CollectiveEnds(int64_t step);
+  // The pod-wide part of `step` (sim::PodModel::Schedule), computed on first use.
+  std::shared_ptr<const sim::StepSchedule> Schedule(int64_t step);
 
   const sim::PodConfig pod_;
   const sim::PodModel model_;
   const bool counters_;
   absl::Mutex mu_;
-  // Guarded by mu_. Steps of the windows captured so far; a few hundred bytes per step.
-  std::map<int64_t, std::vector<int64_t>> ends_ ABSL_GUARDED_BY(mu_);
+  // Guarded by mu_. Steps of the windows captured so far: a few hundred bytes per step of a
+  // single-slice pod, 16 bytes per chip of the pod more with several slices; their total.
+  std::map<int64_t, std::shared_ptr<const sim::StepSchedule>> schedules_ ABSL_GUARDED_BY(mu_);
+  size_t cached_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace podprof::loadgen

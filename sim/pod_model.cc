@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "sim/dcn_program.h"
 
 namespace podprof::sim {
 namespace {
@@ -37,6 +38,22 @@ double Noise(uint64_t h) {
 constexpr double kLinkGbps = 400;
 // Launch gap between consecutive kernels on a chip, ps.
 constexpr int64_t kLaunchGapPs = 150'000;
+
+// DCN, per chip: a host's 200 Gbit/s NIC shared by its 4 chips gives each 50 Gbit/s
+// (6.25 GB/s), so a 1 MiB gradient bucket takes about 168 us to leave; then about 40 us of
+// network latency to the next slice. The send and recv only issue the transfer (a few us);
+// the recv-done copies the received buffer (a few us). podprof's choices, not measurements.
+constexpr double kDcnChipBytesPerS = 6.25e9;
+constexpr int64_t kDcnLatencyPs = 40'000'000;
+constexpr int64_t kDcnSendPs = 2'500'000;
+constexpr int64_t kDcnRecvPs = 1'500'000;
+constexpr int64_t kDcnCopyPs = 4'000'000;
+constexpr int64_t kDcnDoneMinPs = 1'000'000;
+
+// Uniform in (0.8, 1.2) from 21 bits of `h` (part 0, 1 or 2).
+double Jitter(uint64_t h, int part) {
+  return 0.8 + 0.4 * (static_cast<double>((h >> (21 * part)) & 0x1fffff) + 0.5) / 2097152.0;
+}
 
 // Builds the step's kernels with costs given as target times on a generation, so that the
 // roofline decides which bound each kernel hits.
@@ -165,6 +182,30 @@ absl::Status ValidateConfig(const PodConfig& config, int chips) {
     return absl::InvalidArgumentError(
         absl::StrCat("host index ", config.host_index, " is outside 0..", config.hosts - 1));
   }
+  if (config.slices < 1 || config.hosts % config.slices != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("slices must be at least 1 and divide the hosts evenly: ", config.hosts,
+                     " hosts do not split into ", config.slices, " slices"));
+  }
+  for (const DcnDelay& d : config.dcn_delays) {
+    if (config.slices < 2) {
+      return absl::InvalidArgumentError(
+          "a DCN delay needs a multi-slice job (slices 2 or more): one slice sends nothing "
+          "over DCN");
+    }
+    if (d.slice < 0 || d.slice >= config.slices || d.extra_ns < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("DCN delay ", d.slice, ":", d.extra_ns,
+                                                     " ns names no slice of 0..", config.slices - 1,
+                                                     " or is negative"));
+    }
+  }
+  for (const SlowSlice& s : config.slow_slices) {
+    if (s.slice < 0 || s.slice >= config.slices || !(s.factor > 0)) {
+      return absl::InvalidArgumentError(absl::StrCat("slow slice ", s.slice, ":", s.factor,
+                                                     " names no slice of 0..", config.slices - 1,
+                                                     " or has a factor that is not positive"));
+    }
+  }
   auto names_chip = [&](int host, int chip) {
     return host >= 0 && host < config.hosts && chip >= 0 && chip < chips;
   };
@@ -258,6 +299,14 @@ absl::StatusOr<PodModel> PodModel::Create(const PodConfig& config) {
   m.program_id_ = MixHash(config.pod_seed, 0x70726f67) | 1;
   m.module_name_ = "jit_train_step";
   m.ops_ = TrainingStep(*m.generation_);
+  m.hosts_per_slice_ = config.hosts / config.slices;
+  if (config.slices > 1) {
+    // The gradients cross the slices after the backward pass, before the loss' all-reduce.
+    auto at = std::find_if(m.ops_.begin(), m.ops_.end(),
+                           [](const OpTemplate& op) { return op.name == "all-reduce.0"; });
+    std::vector<OpTemplate> dcn = DcnOps(int64_t{config.hosts} * m.chips_, m.chips_per_slice());
+    m.ops_.insert(at, dcn.begin(), dcn.end());
+  }
   m.step_period_ns_ = config.step_period_ns > 0 ? config.step_period_ns : m.NominalStepPeriodNs();
   return m;
 }
@@ -267,18 +316,34 @@ int64_t PodModel::NominalStepPeriodNs() const {
   // stragglers and throttled chips, and the idle gap real input pipelines leave.
   double busy_ps = 0;
   for (int i = 0; i < static_cast<int>(ops_.size()); ++i) {
+    if (ops_[i].dcn != DcnRole::kNone) continue;
     busy_ps += ComputeDurationPs(-1, -1, 0, i) + kLaunchGapPs;
+  }
+  // The DCN phase: per rendezvous the issue, the buffer leaving, the network and the copy.
+  int64_t delay_ps = 0;
+  if (config_.slices > 1) {
+    const double rendezvous_ps = kDcnSendPs + kDcnBytes / kDcnChipBytesPerS * 1e12 + kDcnLatencyPs +
+                                 kDcnCopyPs + 4 * kLaunchGapPs;
+    busy_ps += kDcnRendezvous * rendezvous_ps;
+    for (const DcnDelay& d : config_.dcn_delays) delay_ps = std::max(delay_ps, d.extra_ns * 1000);
   }
   double worst = 1;
   for (const Straggler& s : config_.stragglers) worst = std::max(worst, s.factor);
   for (const Throttle& t : config_.throttles) worst = std::max(worst, 1 / (1 - t.fraction));
-  return static_cast<int64_t>(busy_ps / 1000 * 1.3 * worst * 1.1);
+  for (const SlowSlice& s : config_.slow_slices) worst = std::max(worst, s.factor);
+  // A delayed link holds up its receivers once per rendezvous (and their sends of the next
+  // one, a slice further).
+  return static_cast<int64_t>(busy_ps / 1000 * 1.3 * worst * 1.1) +
+         kDcnRendezvous * delay_ps / 1000 * 11 / 10;
 }
 
 double PodModel::StragglerFactor(int host, int chip, int64_t step) const {
   double f = 1;
   for (const Straggler& s : config_.stragglers) {
     if (s.host == host && s.chip == chip && s.from_ns <= step * step_period_ns_) f *= s.factor;
+  }
+  for (const SlowSlice& s : config_.slow_slices) {
+    if (s.slice == SliceOf(host) && s.from_ns <= step * step_period_ns_) f *= s.factor;
   }
   return f;
 }
@@ -327,40 +392,122 @@ int64_t PodModel::ComputeDurationPs(int host, int chip, int64_t step, int op) co
   return std::max<int64_t>(1000, std::llround(seconds * 1e12 * factor));
 }
 
-std::vector<ChipStep> PodModel::Step(int64_t step) const {
-  return Step(step, CollectiveEndsPs(step));
+std::vector<ChipStep> PodModel::Step(int64_t step) const { return Step(step, Schedule(step)); }
+
+int64_t PodModel::DcnDestination(int64_t global_chip) const {
+  const int64_t n = int64_t{config_.hosts} * chips_;
+  return (global_chip + chips_per_slice()) % n;
 }
 
-std::vector<int64_t> PodModel::CollectiveEndsPs(int64_t step) const {
+int64_t PodModel::DcnSource(int64_t global_chip) const {
+  const int64_t n = int64_t{config_.hosts} * chips_;
+  return (global_chip - chips_per_slice() + n) % n;
+}
+
+int64_t PodModel::DcnDelayPs(int slice, int64_t step) const {
+  int64_t extra = 0;
+  for (const DcnDelay& d : config_.dcn_delays) {
+    if (d.slice == slice && d.from_ns <= step * step_period_ns_) extra += d.extra_ns * 1000;
+  }
+  return extra;
+}
+
+// One rendezvous on one chip, ps after the step's start: its four ops up to the recv-done's
+// start, and what its receiver needs of it.
+struct PodModel::DcnRun {
+  int64_t send_start = 0, send_ps = 0;
+  int64_t recv_start = 0, recv_ps = 0;
+  int64_t send_done_start = 0, send_done_ps = 0;
+  int64_t recv_done_start = 0;
+  int64_t copy_ps = 0;     // the recv-done's copy of the received buffer
+  int64_t leave_ps = 0;    // when this chip's buffer has left it
+  int64_t latency_ps = 0;  // the network's latency from this chip to its receiver
+
+  // The recv-done's end: its copy, after the data arrived at `arrival_ps` if it was late.
+  int64_t RecvDoneEnd(int64_t arrival_ps) const {
+    return std::max(recv_done_start, arrival_ps) + copy_ps;
+  }
+};
+
+PodModel::DcnRun PodModel::StartDcn(int host, int chip, int64_t step, int op, int64_t t) const {
+  // Three draws per chip and rendezvous, from the send's, send-done's and recv-done's streams.
+  const auto h = static_cast<uint64_t>(host), c = static_cast<uint64_t>(chip),
+             s = static_cast<uint64_t>(step), o = static_cast<uint64_t>(op);
+  const uint64_t issue = MixHash(config_.pod_seed, h, c, s, o);
+  const uint64_t wire = MixHash(config_.pod_seed, h, c, s, o + 2);
+  const uint64_t network = MixHash(config_.pod_seed, h, c, s, o + 3);
+  DcnRun d;
+  d.send_start = t;
+  d.send_ps = std::llround(kDcnSendPs * Jitter(issue, 0));
+  d.recv_start = t + d.send_ps + kLaunchGapPs;
+  d.recv_ps = std::llround(kDcnRecvPs * Jitter(issue, 1));
+  d.copy_ps = std::llround(kDcnCopyPs * Jitter(issue, 2));
+  const double serialization_ps =
+      static_cast<double>(ops_[op].dcn_bytes) / kDcnChipBytesPerS * 1e12 * Noise(wire);
+  d.leave_ps = t + d.send_ps + std::llround(serialization_ps);
+  d.send_done_start = d.recv_start + d.recv_ps + kLaunchGapPs;
+  d.send_done_ps = std::max(kDcnDoneMinPs, d.leave_ps - d.send_done_start);
+  d.recv_done_start = d.send_done_start + d.send_done_ps + kLaunchGapPs;
+  d.latency_ps = std::llround(kDcnLatencyPs * (0.85 + 0.3 * Uniform(network)));
+  return d;
+}
+
+StepSchedule PodModel::Schedule(int64_t step) const {
   const int n = config_.hosts * chips_;
-  // Clocks of every chip in the pod (relative to the step start, ps): the collectives need
-  // the slowest arrival anywhere.
+  const int slices = config_.slices;
+  const int64_t per_slice = chips_per_slice();
+  StepSchedule out;
+  for (const OpTemplate& op : ops_) out.collectives += op.collective ? 1 : 0;
+  out.collective_ends.resize(static_cast<size_t>(slices) * out.collectives);
+  if (slices > 1) out.dcn_arrivals.resize(static_cast<size_t>(n) * kDcnRendezvous);
+  // Clocks of every chip in the pod (relative to the step start, ps): a collective needs the
+  // slowest arrival of its slice, a receiver its source chip in the slice before.
   std::vector<int64_t> t(n, 0);
-  std::vector<int64_t> ends;
+  std::vector<DcnRun> dcn;
+  int k = 0;
   for (int op = 0; op < static_cast<int>(ops_.size()); ++op) {
-    if (!ops_[op].collective) {
+    const OpTemplate& o = ops_[op];
+    if (o.dcn == DcnRole::kSend) {
+      dcn.resize(n);
+      for (int i = 0; i < n; ++i) dcn[i] = StartDcn(i / chips_, i % chips_, step, op, t[i]);
+      for (int i = 0; i < n; ++i) {
+        const int64_t src = DcnSource(i);
+        const DcnRun& from = dcn[src];
+        const int64_t arrival = from.leave_ps + from.latency_ps +
+                                DcnDelayPs(SliceOf(static_cast<int>(src / chips_)), step);
+        out.dcn_arrivals[static_cast<size_t>(i) * kDcnRendezvous + o.rendezvous] = arrival;
+        t[i] = dcn[i].RecvDoneEnd(arrival) + kLaunchGapPs;
+      }
+      op += 3;  // the rendezvous' recv, send-done and recv-done
+      continue;
+    }
+    if (!o.collective) {
       for (int i = 0; i < n; ++i)
         t[i] += ComputeDurationPs(i / chips_, i % chips_, step, op) + kLaunchGapPs;
       continue;
     }
-    const int64_t slowest = *std::max_element(t.begin(), t.end());
-    const int64_t end = slowest + CollectiveTransferPs(step, op);
-    ends.push_back(end);
-    std::fill(t.begin(), t.end(), end + kLaunchGapPs);
+    for (int s = 0; s < slices; ++s) {
+      const auto begin = t.begin() + s * per_slice, end = begin + per_slice;
+      const int64_t slowest = *std::max_element(begin, end);
+      const int64_t e = slowest + CollectiveTransferPs(step, op, s);
+      out.collective_ends[static_cast<size_t>(s) * out.collectives + k] = e;
+      std::fill(begin, end, e + kLaunchGapPs);
+    }
+    ++k;
   }
-  return ends;
+  return out;
 }
 
-int64_t PodModel::CollectiveTransferPs(int64_t step, int op) const {
-  // The transfer of one collective is one pod-wide quantity: drawn once, from the stream of
-  // chip 0 of host 0 (host -1 would be the nominal time).
-  return ComputeDurationPs(0, 0, step, op);
+int64_t PodModel::CollectiveTransferPs(int64_t step, int op, int slice) const {
+  // The transfer of one collective is one quantity per slice: drawn once, from the stream of
+  // chip 0 of the slice's first host (host -1 would be the nominal time).
+  return ComputeDurationPs(slice * hosts_per_slice_, 0, step, op);
 }
 
-std::vector<ChipStep> PodModel::Step(int64_t step,
-                                     const std::vector<int64_t>& collective_ends) const {
+std::vector<ChipStep> PodModel::Step(int64_t step, const StepSchedule& schedule) const {
   std::vector<ChipStep> out(chips_);
   const int me = config_.host_index;
+  const int my_slice = slice();
   const bool issued = Issued(step);
   for (int c = 0; c < chips_; ++c) {
     ChipStep& cs = out[c];
@@ -368,17 +515,33 @@ std::vector<ChipStep> PodModel::Step(int64_t step,
     cs.start_ns = step * step_period_ns_;
     if (!issued) continue;
     int64_t t = 0;
-    size_t collective = 0;
+    int collective = 0;
     for (int op = 0; op < static_cast<int>(ops_.size()); ++op) {
-      if (!ops_[op].collective) {
+      const OpTemplate& o = ops_[op];
+      if (o.dcn == DcnRole::kSend) {
+        const DcnRun d = StartDcn(me, c, step, op, t);
+        const int64_t arrival =
+            schedule
+                .dcn_arrivals[static_cast<size_t>(GlobalChipId(c)) * kDcnRendezvous + o.rendezvous];
+        const int64_t end = d.RecvDoneEnd(arrival);
+        cs.runs.push_back({op, d.send_start, d.send_ps, 0});
+        cs.runs.push_back({op + 1, d.recv_start, d.recv_ps, 0});
+        cs.runs.push_back({op + 2, d.send_done_start, d.send_done_ps, 0});
+        cs.runs.push_back({op + 3, d.recv_done_start, end - d.recv_done_start, 0});
+        t = end + kLaunchGapPs;
+        op += 3;
+        continue;
+      }
+      if (!o.collective) {
         const int64_t d = ComputeDurationPs(me, c, step, op);
         cs.runs.push_back({op, t, d, 0});
         t += d + kLaunchGapPs;
         continue;
       }
-      const int64_t end = collective_ends[collective++];
+      const int64_t end = schedule.CollectiveEnd(my_slice, collective++);
+      // The id names one collective of one slice (slice 0's is the single-slice id).
       const uint64_t id = MixHash(config_.pod_seed, 0xc011, static_cast<uint64_t>(step),
-                                  static_cast<uint64_t>(op)) >>
+                                  static_cast<uint64_t>(op), static_cast<uint64_t>(my_slice)) >>
                               1 |
                           1;
       cs.runs.push_back({op, t, end - t, id});

@@ -6,6 +6,14 @@
 // durations and seeded noise; at every collective the chips wait for the slowest arrival in the
 // whole pod, and the collective ends at the same true instant on all of them. Nothing depends on
 // when a capture is taken, so two processes agree on every kernel without talking.
+//
+// A multi-slice job (`slices` > 1, docs/MEGASCALE.md "podprof's multi-slice layout"): the
+// hosts split evenly into slices (host index = slice x hosts per slice + worker); ICI
+// collectives wait for the slowest chip of the slice only, and end per slice; after the
+// backward pass the gradients cross the slices over DCN in a ring, two rendezvous of four
+// host-transfer ops each (send, recv, send-done, recv-done), every chip sending to the chip of
+// its worker and ordinal in the next slice. A receiver waits for its source chip in another
+// slice, so the pod-wide part of a step (StepSchedule) carries each chip's data arrivals.
 // Immutable after construction; safe to share between threads.
 #ifndef PODPROF_SIM_POD_MODEL_H_
 #define PODPROF_SIM_POD_MODEL_H_
@@ -53,6 +61,23 @@ struct Throttle {
   double fraction = 0;  // 0 <= fraction < 1
 };
 
+// From true time `from_ns` on (INT64_MIN: always), the DCN data slice `slice` sends arrives
+// `extra_ns` late at its receivers (a slow or congested link out of that slice).
+struct DcnDelay {
+  int slice = 0;
+  int64_t extra_ns = 0;
+  int64_t from_ns = INT64_MIN;
+};
+
+// Every chip of slice `slice` runs its compute kernels `factor` times as long in the steps
+// that start at or after true time `from_ns` (INT64_MIN: always), so the slice reaches the DCN
+// phase late and its receivers in the next slice wait for it (a late producer).
+struct SlowSlice {
+  int slice = 0;
+  double factor = 1;
+  int64_t from_ns = INT64_MIN;
+};
+
 struct PodConfig {
   std::string generation = "v6e";
   // Chips per host; 0 = the generation's usual count.
@@ -64,6 +89,11 @@ struct PodConfig {
   std::vector<Throttle> throttles;
   std::vector<Stall> stalls;
   std::vector<StepSkip> skips;
+  // Slices of a multi-slice job; `hosts` must be a multiple. 1: one slice, no DCN phase (and
+  // everything exactly as before slices existed).
+  int slices = 1;
+  std::vector<DcnDelay> dcn_delays;
+  std::vector<SlowSlice> slow_slices;
   // Step period, ns; 0 = derived from the step's roofline time with headroom.
   int64_t step_period_ns = 0;
 };
@@ -84,6 +114,9 @@ struct KernelPrimitive {
   int source_line = 0;     // line of the kernel's source file (`<kernel>.py`) that issued it
   bool sync_wait = false;  // the TensorCore waits on a sync flag (a DMA) meanwhile
 };
+
+// Which host-transfer op of a DCN rendezvous a kernel is (kNone: any other kernel).
+enum class DcnRole : uint8_t { kNone, kSend, kRecv, kSendDone, kRecvDone };
 
 // One kernel of the training step, the same on every chip.
 struct OpTemplate {
@@ -106,7 +139,17 @@ struct OpTemplate {
   UnitProfile units;
   // The verdict this kernel's model makes (insight::BoundName), for tests.
   std::string expected_bound;
+  // Host-transfer ops (slices > 1 only): the role, the rendezvous' index (0, 1), its name
+  // ("dcn_grads.0") and channel, and the bytes the rendezvous moves per chip.
+  DcnRole dcn = DcnRole::kNone;
+  int rendezvous = -1;
+  std::string rendezvous_name;
+  int64_t channel_id = 0;
+  int64_t dcn_bytes = 0;
 };
+
+// The rendezvous each step runs over DCN in a multi-slice job.
+inline constexpr int kDcnRendezvous = 2;
 
 // One kernel execution on one chip, in true time.
 struct OpRun {
@@ -114,6 +157,23 @@ struct OpRun {
   int64_t start_ps = 0;  // relative to the step's start
   int64_t duration_ps = 0;
   uint64_t collective_id = 0;  // all_reduce_unique_id; 0 for compute kernels
+};
+
+// The pod-wide part of one step: what every host needs of the other hosts' chips to compute
+// its own. The same for every host of the pod; a few hundred bytes for one slice, 16 bytes
+// per chip of the pod more with several.
+struct StepSchedule {
+  int collectives = 0;  // ICI collectives per step
+  // When each ICI collective ends, ps after the step's start: [slice * collectives + k] for
+  // the k-th collective of the step in slice `slice`.
+  std::vector<int64_t> collective_ends;
+  // When the DCN data a chip receives in rendezvous r arrives at it, ps after the step's
+  // start: [global chip id * kDcnRendezvous + r]. Empty with one slice.
+  std::vector<int64_t> dcn_arrivals;
+
+  int64_t CollectiveEnd(int slice, int k) const {
+    return collective_ends[static_cast<size_t>(slice) * collectives + k];
+  }
 };
 
 // One step on one chip.
@@ -139,6 +199,16 @@ class PodModel {
   const std::string& module_name() const { return module_name_; }
   // Pod-wide id of chip `chip` of this host.
   int64_t GlobalChipId(int chip) const { return int64_t{config_.host_index} * chips_ + chip; }
+  // Slices of the job, hosts and chips in each, and a host's slice (this host's: slice()).
+  int slices() const { return config_.slices; }
+  int hosts_per_slice() const { return hosts_per_slice_; }
+  int64_t chips_per_slice() const { return int64_t{hosts_per_slice_} * chips_; }
+  int SliceOf(int host) const { return host / hosts_per_slice_; }
+  int slice() const { return SliceOf(config_.host_index); }
+  // The DCN ring: the chip `global_chip` sends to (same worker and ordinal, next slice) and the
+  // one it receives from (previous slice).
+  int64_t DcnDestination(int64_t global_chip) const;
+  int64_t DcnSource(int64_t global_chip) const;
   // The fraction of clocks skipped on chip `chip` of host `host` (0 when not throttled).
   double ThrottleFraction(int host, int chip) const;
   // HBM in use on `chip`, bytes: the job's working set, fixed per chip.
@@ -146,16 +216,17 @@ class PodModel {
 
   // The step with index `step` on every chip of this host (index = chip).
   std::vector<ChipStep> Step(int64_t step) const;
-  // The pod-wide part of step `step`: when each collective ends (ps after the step's start),
-  // in op order. It depends on every chip of the pod, and is the same for every host, so a
-  // process emulating many hosts computes it once per step instead of once per host.
-  std::vector<int64_t> CollectiveEndsPs(int64_t step) const;
-  // Step(step), given `collective_ends` = CollectiveEndsPs(step) (of any host's model of the
-  // same pod): only this host's chips are computed.
-  std::vector<ChipStep> Step(int64_t step, const std::vector<int64_t>& collective_ends) const;
-  // The transfer phase of collective `op` in step `step`, ps: the part of the collective after
-  // the slowest chip of the pod arrived, the same on every chip.
-  int64_t CollectiveTransferPs(int64_t step, int op) const;
+  // The pod-wide part of step `step`: when each collective ends in each slice, and when each
+  // chip's DCN data arrives. It depends on every chip of the pod, and is the same for every
+  // host, so a process emulating many hosts computes it once per step instead of once per
+  // host.
+  StepSchedule Schedule(int64_t step) const;
+  // Step(step), given `schedule` = Schedule(step) (of any host's model of the same pod): only
+  // this host's chips are computed.
+  std::vector<ChipStep> Step(int64_t step, const StepSchedule& schedule) const;
+  // The transfer phase of collective `op` in step `step` in slice `slice`, ps: the part of the
+  // collective after the slowest chip of the slice arrived, the same on its every chip.
+  int64_t CollectiveTransferPs(int64_t step, int op, int slice = 0) const;
   // Index of the step running (or last started) at true time `true_ns`.
   int64_t StepAt(int64_t true_ns) const;
   // Whether the job issues step `step` (false in a stall or a skipped step: Step() then has
@@ -166,12 +237,19 @@ class PodModel {
   PodModel() = default;
   // Duration of compute op `op` on (host, chip) in `step`, ps.
   int64_t ComputeDurationPs(int host, int chip, int64_t step, int op) const;
+  // The four ops of one rendezvous on one chip (DCN ops at `op`..`op` + 3), from its start
+  // `t_ps`; the recv-done's end needs the data's arrival (FinishDcn).
+  struct DcnRun;
+  DcnRun StartDcn(int host, int chip, int64_t step, int op, int64_t t_ps) const;
+  // The DCN extra delay of data sent by `slice` in `step`, ps.
+  int64_t DcnDelayPs(int slice, int64_t step) const;
   // The step period when the configuration leaves it to the model: the step's busy time with
   // headroom.
   int64_t NominalStepPeriodNs() const;
   double StragglerFactor(int host, int chip, int64_t step) const;
 
   PodConfig config_;
+  int hosts_per_slice_ = 1;
   const trace::ChipGeneration* generation_ = nullptr;
   int chips_ = 0;
   int64_t step_period_ns_ = 0;

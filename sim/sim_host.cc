@@ -16,6 +16,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "sim/capture_files.h"
 #include "sim/xspace_builder.h"
 
 namespace podprof::sim {
@@ -420,7 +421,7 @@ HostTransfers SimHost::Transfers() {
     for (const OpRun& r : step[c].runs) {
       const OpTemplate& op = model_.ops()[r.op];
       if (!op.collective) continue;
-      const double transfer = us(model_.CollectiveTransferPs(s, r.op));
+      const double transfer = us(model_.CollectiveTransferPs(s, r.op, model_.slice()));
       const double inbound = us(r.duration_ps);
       const double reduce = static_cast<double>(op.flops) / kHostReduceFlopsPerS * 1e6;
       t.outbound_us.push_back({op.bytes, transfer});
@@ -507,6 +508,7 @@ absl::Status SimHost::WriteTruth() {
   j["device_clock_offset_ns"] = options_.device_clock_offset_ns;
   j["step_period_ns"] = model_.step_period_ns();
   j["program_id"] = model_.program_id();
+  j.update(DcnTruth(model_));  // slices, this host's slice, the DCN faults
   j["sessions"] = nlohmann::json::array();
   {
     absl::MutexLock lock(&mu_);

@@ -19,6 +19,7 @@
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "podprof_version.h"
+#include "sim/capture_files.h"
 #include "sim/services.h"
 #include "sim/sim_host.h"
 
@@ -126,6 +127,47 @@ absl::StatusOr<StepSkip> ParseDutyDrop(const std::string& text, int64_t epoch_ns
   return k;
 }
 
+absl::StatusOr<DcnDelay> ParseDcnDelay(const std::string& text, int64_t epoch_ns) {
+  std::vector<std::string> parts = absl::StrSplit(text, ':');
+  DcnDelay d;
+  double us = 0;
+  if (parts.size() != 3 || !absl::SimpleAtoi(parts[1], &d.slice) ||
+      !absl::SimpleAtod(parts[2], &us) || !(us >= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--dcn-delay-at \"", text, "\" is not time:slice:microseconds (e.g. 10s:1:500)"));
+  }
+  d.extra_ns = static_cast<int64_t>(us * 1000);
+  ASSIGN_OR_RETURN(d.from_ns, FaultInstant("--dcn-delay-at", text, parts[0], epoch_ns));
+  return d;
+}
+
+absl::StatusOr<SlowSlice> ParseSlowSlice(const std::string& text) {
+  std::vector<std::string> parts = absl::StrSplit(text, ':');
+  SlowSlice s;
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &s.slice) ||
+      !absl::SimpleAtod(parts[1], &s.factor) || !(s.factor > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--slow-slice \"", text, "\" is not slice:factor (e.g. 2:1.5)"));
+  }
+  return s;
+}
+
+absl::StatusOr<SlowSlice> ParseSlowSliceAt(const std::string& text, int64_t epoch_ns) {
+  const size_t colon = text.find(':');
+  if (colon == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--slow-slice-at \"", text, "\" is not time:slice:factor (e.g. 10s:2:1.5)"));
+  }
+  absl::StatusOr<SlowSlice> s = ParseSlowSlice(text.substr(colon + 1));
+  if (!s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--slow-slice-at \"", text, "\" is not time:slice:factor (e.g. 10s:2:1.5)"));
+  }
+  ASSIGN_OR_RETURN(s->from_ns,
+                   FaultInstant("--slow-slice-at", text, text.substr(0, colon), epoch_ns));
+  return s;
+}
+
 // Each value of a repeatable flag, parsed by `parse` onto `out`; the first bad one's error.
 template <typename T, typename Parse>
 absl::Status ParseEach(const std::vector<std::string>& texts, Parse parse, std::vector<T>& out) {
@@ -148,6 +190,9 @@ int SimHostMain(int argc, char** argv) {
   int profiler_port = 9999, metrics_port = 8431;
   std::string bind = "127.0.0.1", clock_offset = "0", device_offset = "0", ready_file;
   std::vector<std::string> stragglers, throttles, slowdowns, stalls, drops;
+  std::vector<std::string> dcn_delays, slow_slices, slow_slices_at;
+  std::string write_captures, capture_window = "200ms";
+  int64_t capture_start_ns = 0;
   int64_t fault_epoch_ns = 0;
   app.add_option("--profiler-port", profiler_port, "Port of the profiler service (0 = any)");
   app.add_option("--metrics-port", metrics_port, "Port of the runtime metric service (0 = any)");
@@ -156,6 +201,9 @@ int SimHostMain(int argc, char** argv) {
   app.add_option("--chips", options.pod.chips, "Chips on this host (default: the generation's)");
   app.add_option("--hosts", options.pod.hosts, "Hosts in the pod");
   app.add_option("--host-index", options.pod.host_index, "This host's index in the pod");
+  app.add_option("--slices", options.pod.slices,
+                 "Slices of a multi-slice job; the hosts split evenly, host index = slice x "
+                 "hosts per slice + worker (sets --slice)");
   app.add_option("--pod-seed", options.pod.pod_seed, "Seed shared by every host of the pod");
   app.add_option("--straggler", stragglers, "A slow chip, host:chip:factor (repeatable)");
   app.add_option("--throttle", throttles,
@@ -169,6 +217,22 @@ int SimHostMain(int argc, char** argv) {
   app.add_option("--duty-drop-at", drops,
                  "From T on, a fraction of the steps is not issued (duty cycle falls), "
                  "T:fraction, e.g. 20s:0.3 (repeatable)");
+  app.add_option("--dcn-delay-at", dcn_delays,
+                 "From T on, the DCN data a slice sends arrives late, T:slice:us, e.g. "
+                 "10s:1:500 (repeatable)");
+  app.add_option("--slow-slice", slow_slices,
+                 "A slice whose chips compute slower, slice:factor, e.g. 2:1.5 (repeatable)");
+  app.add_option("--slow-slice-at", slow_slices_at,
+                 "A slice that turns slow at a time, T:slice:factor, e.g. 10s:2:1.5 "
+                 "(repeatable)");
+  app.add_option("--write-captures", write_captures,
+                 "Write every host's capture of one window to DIR/<host>.xplane.pb (and "
+                 "DIR/truth.json), then exit, instead of serving");
+  app.add_option("--capture-window", capture_window,
+                 "With --write-captures: the window's length, e.g. 200ms");
+  app.add_option("--capture-start-ns", capture_start_ns,
+                 "With --write-captures: the window's true start, ns since the Unix epoch "
+                 "(default: the fault epoch)");
   app.add_option("--continuous-overhead", options.continuous_overhead,
                  "Steps run this fraction longer while continuous profiling is on, as the "
                  "metric service reports them, e.g. 0.2");
@@ -217,12 +281,41 @@ int SimHostMain(int argc, char** argv) {
     return [parse, fault_epoch_ns](const std::string& text) { return parse(text, fault_epoch_ns); };
   };
   PodConfig& pod = options.pod;
-  for (const absl::Status& s : {ParseEach(stragglers, ParseStraggler, pod.stragglers),
-                                ParseEach(throttles, ParseThrottle, pod.throttles),
-                                ParseEach(slowdowns, at_epoch(ParseSlowdown), pod.stragglers),
-                                ParseEach(stalls, at_epoch(ParseStall), pod.stalls),
-                                ParseEach(drops, at_epoch(ParseDutyDrop), pod.skips)}) {
+  for (const absl::Status& s :
+       {ParseEach(stragglers, ParseStraggler, pod.stragglers),
+        ParseEach(throttles, ParseThrottle, pod.throttles),
+        ParseEach(slowdowns, at_epoch(ParseSlowdown), pod.stragglers),
+        ParseEach(stalls, at_epoch(ParseStall), pod.stalls),
+        ParseEach(drops, at_epoch(ParseDutyDrop), pod.skips),
+        ParseEach(dcn_delays, at_epoch(ParseDcnDelay), pod.dcn_delays),
+        ParseEach(slow_slices, ParseSlowSlice, pod.slow_slices),
+        ParseEach(slow_slices_at, at_epoch(ParseSlowSliceAt), pod.slow_slices)}) {
     if (!s.ok()) return Fail(std::string(s.message()));
+  }
+  if (pod.slices > 1 && pod.slices <= pod.hosts && pod.hosts % pod.slices == 0) {
+    // The workload's environment names the host's slice: it follows from the host index.
+    const int own = pod.host_index / (pod.hosts / pod.slices);
+    if (slice >= 0 && slice != own) {
+      return Fail(absl::StrCat("--slice ", slice, " disagrees with --slices ", pod.slices,
+                               ": host ", pod.host_index, " of ", pod.hosts, " is in slice ", own));
+    }
+    slice = own;
+  }
+  if (!write_captures.empty()) {
+    absl::StatusOr<int64_t> window = ParseDurationNs(capture_window);
+    if (!window.ok() || *window <= 0) {
+      return Fail(absl::StrCat("--capture-window \"", capture_window,
+                               "\" is not a positive duration (e.g. 200ms)"));
+    }
+    CaptureFilesOptions files;
+    files.dir = write_captures;
+    files.true_start_ns = capture_start_ns > 0 ? capture_start_ns : fault_epoch_ns;
+    files.duration_ns = *window;
+    files.counters = options.counters;
+    absl::StatusOr<std::vector<std::string>> written = WritePodCaptures(pod, files);
+    if (!written.ok()) return Fail(std::string(written.status().message()));
+    for (const std::string& path : *written) std::cout << path << "\n";
+    return 0;
   }
   if (options.host_name.empty())
     options.host_name = absl::StrCat("simhost-", options.pod.host_index);

@@ -30,6 +30,13 @@ absl::StatusOr<Straggler> ParseSlowdown(const std::string& text, int64_t epoch_n
 absl::StatusOr<Stall> ParseStall(const std::string& text, int64_t epoch_ns);
 // `--duty-drop-at` "T:fraction", e.g. "20s:0.3": from epoch + 20 s, 30% of steps are not issued.
 absl::StatusOr<StepSkip> ParseDutyDrop(const std::string& text, int64_t epoch_ns);
+// `--dcn-delay-at` "T:slice:us", e.g. "10s:1:500": from epoch + 10 s, the DCN data slice 1
+// sends arrives 500 us late.
+absl::StatusOr<DcnDelay> ParseDcnDelay(const std::string& text, int64_t epoch_ns);
+// `--slow-slice` "slice:factor", e.g. "2:1.5": every chip of slice 2 computes 1.5x slower.
+absl::StatusOr<SlowSlice> ParseSlowSlice(const std::string& text);
+// `--slow-slice-at` "T:slice:factor", e.g. "10s:2:1.5": the same from epoch + 10 s on.
+absl::StatusOr<SlowSlice> ParseSlowSliceAt(const std::string& text, int64_t epoch_ns);
 
 }  // namespace podprof::sim
 

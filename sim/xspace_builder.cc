@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "export/plane_stats.h"
+#include "sim/dcn_program.h"
 #include "sim/kernel_profiling.h"
 #include "sim/timebase.h"
 #include "sim/xspace_stream.h"
@@ -38,6 +39,30 @@ constexpr Stat kKernelProfilingStats[] = {
 constexpr exporter::PlaneStats kDevice(kChipStats, exporter::kDeviceEventStats, kOpSourceStats);
 constexpr exporter::PlaneStats kKernelProfilingDevice(kChipStats, exporter::kDeviceEventStats,
                                                       kOpSourceStats, kKernelProfilingStats);
+// A multi-slice job's sends also say who sends to whom; appended, so a single-slice plane is
+// what it was.
+constexpr Stat kDcnStats[] = {Stat::kDcnCollectiveInfo};
+constexpr Stat kKernelProfilingDcnStats[] = {
+    Stat::kGlobalChipId,
+    Stat::kPerformanceCounterId,
+    Stat::kPerformanceCounterDescription,
+    Stat::kPerformanceCounterSets,
+    Stat::kDcnCollectiveInfo,
+};
+constexpr exporter::PlaneStats kDcnDevice(kChipStats, exporter::kDeviceEventStats, kOpSourceStats,
+                                          kDcnStats);
+constexpr exporter::PlaneStats kKernelProfilingDcnDevice(kChipStats, exporter::kDeviceEventStats,
+                                                         kOpSourceStats, kKernelProfilingDcnStats);
+// The `/host:metadata` plane of a multi-slice job: the program's HloProto and id.
+constexpr Stat kHostMetadataStats[] = {Stat::kHloProto, Stat::kProgramId};
+constexpr exporter::PlaneStats kHostMetadata(kHostMetadataStats);
+
+const exporter::PlaneStats& DevicePlaneStats(const PodModel& model) {
+  const bool dcn = model.slices() > 1;
+  if (model.generation().kernel_profiling)
+    return dcn ? kKernelProfilingDcnDevice : kKernelProfilingDevice;
+  return dcn ? kDcnDevice : kDevice;
+}
 
 // The hardware counters a simulated chip reports: unit busy and stall fractions (gauges, each
 // sample holding until the next) and core and HBM energy (running totals, nJ).
@@ -64,11 +89,12 @@ std::string CoreDetails(int64_t global_chip) {
 // One chip's device plane: its stats and metadata, its lines, and then its steps one by one.
 class ChipPlane {
  public:
+  // `dcn_info`: the sends' dcn_collective_info of a multi-slice job ("" otherwise).
   ChipPlane(const PodModel& model, const Timebase& time, int chip, int64_t first_step,
-            const SessionWindow& window, XPlane* plane)
+            const SessionWindow& window, const std::string& dcn_info, XPlane* plane)
       : model_(model),
         time_(time),
-        stats_(model.generation().kernel_profiling ? kKernelProfilingDevice : kDevice),
+        stats_(DevicePlaneStats(model)),
         plane_(plane),
         metas_(*plane->mutable_event_metadata()),
         module_meta_(static_cast<int64_t>(model.ops().size()) + 1),
@@ -78,7 +104,7 @@ class ChipPlane {
     plane->set_id(chip + 1);
     plane->set_name(absl::StrCat(trace::xspace::kTpuPlanePrefix, chip));
     AddPlaneStats(chip);
-    AddOpMetadata();
+    AddOpMetadata(dcn_info);
     AddLines(window.counters);
     if (window.kernel_profiling.requested && model.generation().kernel_profiling) {
       kernel_profile_ = std::make_unique<KernelProfileWriter>(
@@ -156,7 +182,7 @@ class ChipPlane {
     }
   }
 
-  void AddOpMetadata() {
+  void AddOpMetadata(const std::string& dcn_info) {
     const auto& ops = model_.ops();
     for (size_t i = 0; i < ops.size(); ++i) {
       auto& m = metas_[static_cast<int64_t>(i) + 1];
@@ -174,6 +200,9 @@ class ChipPlane {
       }
       if (!ops[i].mlir.empty()) {
         stats_.Add(m.mutable_stats(), Stat::kMosaicMlir)->set_str_value(ops[i].mlir);
+      }
+      if (ops[i].dcn == DcnRole::kSend) {
+        stats_.Add(m.mutable_stats(), Stat::kDcnCollectiveInfo)->set_bytes_value(dcn_info);
       }
     }
     auto& module = metas_[module_meta_];
@@ -316,6 +345,12 @@ void AddHostPlane(const PodModel& model, const Timebase& time, int64_t first_ste
   (*host->mutable_event_metadata())[1].set_id(1);
   (*host->mutable_event_metadata())[1].set_name(
       absl::StrCat("PjitFunction(", model.module_name(), ")"));
+  if (model.slices() > 1) {
+    // The runtime's DCN transport traces on a multi-slice host: XProf's megascale_stats reads
+    // a host only when one of these names is there (no event need use it).
+    (*host->mutable_event_metadata())[2].set_id(2);
+    (*host->mutable_event_metadata())[2].set_name(std::string(trace::xspace::kMegaScaleSendEvent));
+  }
   XLine* thread = host->add_lines();
   thread->set_id(1);
   thread->set_name("python/1");
@@ -327,6 +362,23 @@ void AddHostPlane(const PodModel& model, const Timebase& time, int64_t first_ste
     ev->set_offset_ps(time.HostOffsetPs(step_ps));
     ev->set_duration_ps(time.clock.HostIntervalPs(50'000'000));
   }
+}
+
+// The programs' HLO, as the profiler stores each program it ran (multi-slice jobs only: the
+// DCN analysis reads the host-transfer ops' channels, rendezvous and shapes from it).
+void AddHostMetadataPlane(const PodModel& model, tensorflow::profiler::XSpace& space) {
+  XPlane* plane = space.add_planes();
+  plane->set_id(model.chips() + 3);
+  plane->set_name(std::string(trace::xspace::kHostMetadataPlane));
+  kHostMetadata.Declare(plane);
+  auto& m = (*plane->mutable_event_metadata())[1];
+  m.set_id(1);
+  m.set_name(model.module_name());
+  const int64_t chips = int64_t{model.config().hosts} * model.chips();
+  kHostMetadata.Add(m.mutable_stats(), Stat::kHloProto)
+      ->set_bytes_value(
+          DcnHloProto(model.module_name(), 1, model.ops(), chips, model.chips_per_slice()));
+  kHostMetadata.Add(m.mutable_stats(), Stat::kProgramId)->set_uint64_value(model.program_id());
 }
 
 // What the capture asked of kernel profiling that this host does not write, as the runtime
@@ -395,10 +447,14 @@ absl::StatusOr<WriteResult> WriteXSpace(
   for (int64_t s = first_step; s <= last_step; ++s) {
     steps.push_back(step_of ? step_of(s) : model.Step(s));
   }
+  const std::string dcn_info =
+      model.slices() > 1 ? DcnCollectiveInfo(int64_t{model.config().hosts} * model.chips(),
+                                             model.chips_per_slice())
+                         : "";
   for (int chip = 0; chip < model.chips(); ++chip) {
     if (cancelled && cancelled()) return absl::CancelledError("the session's client went away");
     XPlane plane;
-    ChipPlane chip_plane(model, time, chip, first_step, window, &plane);
+    ChipPlane chip_plane(model, time, chip, first_step, window, dcn_info, &plane);
     for (const auto& pod_step : steps) chip_plane.AddStep(pod_step[chip]);
     RETURN_IF_ERROR(chip_plane.WriteTo(steps, chip, stream));
     result.kernel_events += chip_plane.kernel_events();
@@ -410,6 +466,7 @@ absl::StatusOr<WriteResult> WriteXSpace(
   }
   AddHostPlane(model, time, first_step, last_step, tail);
   AddEnvironmentPlane(model, clock, window, tail);
+  if (model.slices() > 1) AddHostMetadataPlane(model, tail);
   for (const XPlane& p : tail.planes())
     stream.AppendField(XSpaceField::kPlanes, p.SerializeAsString());
   for (const std::string& w : tail.warnings()) stream.AppendField(XSpaceField::kWarnings, w);

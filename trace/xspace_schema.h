@@ -74,6 +74,10 @@ inline constexpr absl::string_view kPythonTracerPlane = "/host:python-tracer";
 inline constexpr absl::string_view kHostMetadataPlane = "/host:metadata";
 // What podprof writes for a CPU device (JAX on CPU) and reads back: lines as a TPU plane's.
 inline constexpr absl::string_view kCpuPlanePrefix = "/device:CPU:";
+// A `/host:CPU` event metadata name with this prefix marks a host of a multi-slice job: XProf's
+// `megascale_stats` reads DCN data only from such hosts (docs/MEGASCALE.md 1.2).
+inline constexpr absl::string_view kMegaScalePrefix = "MegaScale:";
+inline constexpr absl::string_view kMegaScaleSendEvent = "MegaScale: Communication Transport Send";
 // Holds the profile's window (profile_start_time, profile_stop_time) as plane stats.
 inline constexpr absl::string_view kTaskEnvironmentPlane = "Task Environment";
 
@@ -155,6 +159,9 @@ enum class Stat : uint8_t {
   kStepNum,
   // Of a `/host:metadata` event metadata: the program's serialized HloProto.
   kHloProto,
+  // Of a DCN send's metadata (multi-slice jobs): a serialized
+  // tensorflow.profiler.DcnCollectiveInfoProto, who sends to whom (docs/MEGASCALE.md 1.9).
+  kDcnCollectiveInfo,
   // Of the Task Environment plane.
   kProfileStartTime,
   kProfileStopTime,
@@ -193,6 +200,7 @@ inline constexpr absl::string_view kStatNames[kStatCount] = {
     "hlo_module",
     "step_num",
     "Hlo Proto",
+    "dcn_collective_info",
     "profile_start_time",
     "profile_stop_time",
 };

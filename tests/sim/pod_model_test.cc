@@ -49,10 +49,11 @@ TEST(PodModelTest, SharedCollectiveEndsGiveEveryHostItsOwnStep) {
   ASSERT_OK(h0);
   ASSERT_OK(h2);
   for (int64_t step : {0, 41}) {
-    const std::vector<int64_t> ends = h0->CollectiveEndsPs(step);
-    ASSERT_FALSE(ends.empty());
-    EXPECT_EQ(h2->CollectiveEndsPs(step), ends);
-    std::vector<ChipStep> alone = h2->Step(step), shared = h2->Step(step, ends);
+    const StepSchedule schedule = h0->Schedule(step);
+    ASSERT_FALSE(schedule.collective_ends.empty());
+    EXPECT_EQ(h2->Schedule(step).collective_ends, schedule.collective_ends);
+    EXPECT_TRUE(schedule.dcn_arrivals.empty());
+    std::vector<ChipStep> alone = h2->Step(step), shared = h2->Step(step, schedule);
     ASSERT_EQ(alone.size(), shared.size());
     for (size_t c = 0; c < alone.size(); ++c) {
       EXPECT_EQ(alone[c].busy_end_ps, shared[c].busy_end_ps);
