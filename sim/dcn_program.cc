@@ -200,6 +200,7 @@ std::string DcnHloProto(const std::string& module_name, int64_t module_id,
   module.id = module_id;
   module.computations.push_back(std::move(entry));
   module.parameters = {buffer};
+  module.parameter_names = {param.name};
   module.result = buffer;
   return hlo::EncodeHloProto(module);
 }

@@ -28,7 +28,7 @@ struct ShapeField {  // ShapeProto
 };
 constexpr uint32_t kLayoutMinorToMajor = 1;  // LayoutProto.minor_to_major
 struct ProgramShapeField {                   // ProgramShapeProto
-  static constexpr uint32_t kParameters = 1, kResult = 2;
+  static constexpr uint32_t kParameters = 1, kResult = 2, kParameterNames = 3;
 };
 constexpr uint32_t kOpMetadataOpName = 2;       // OpMetadata.op_name
 constexpr uint32_t kFrontendAttributesMap = 1;  // FrontendAttributes.map (map<string, string>)
@@ -54,10 +54,15 @@ void PutPacked(uint32_t field, const std::vector<int64_t>& values, std::string* 
   PutBytes(field, packed, out);
 }
 
-std::string ProgramShape(const std::vector<Shape>& parameters, const Shape& result) {
+std::string ProgramShape(const Module& module) {
   std::string out;
-  for (const Shape& p : parameters) PutBytes(ProgramShapeField::kParameters, EncodeShape(p), &out);
-  PutBytes(ProgramShapeField::kResult, EncodeShape(result), &out);
+  for (const Shape& p : module.parameters) {
+    PutBytes(ProgramShapeField::kParameters, EncodeShape(p), &out);
+  }
+  PutBytes(ProgramShapeField::kResult, EncodeShape(module.result), &out);
+  for (const std::string& name : module.parameter_names) {
+    PutBytes(ProgramShapeField::kParameterNames, name, &out);
+  }
   return out;
 }
 
@@ -125,14 +130,13 @@ std::string EncodeHloProto(const Module& module) {
       PutBytes(ComputationField::kInstructions, EncodeInstruction(in), &comp);
     }
     if (&c == &module.computations.back()) {
-      PutBytes(ComputationField::kProgramShape, ProgramShape(module.parameters, module.result),
-               &comp);
+      PutBytes(ComputationField::kProgramShape, ProgramShape(module), &comp);
     }
     PutInt(ComputationField::kId, c.id, &comp);
     PutInt(ComputationField::kRootId, c.root_id, &comp);
     PutBytes(ModuleField::kComputations, comp, &m);
   }
-  PutBytes(ModuleField::kHostProgramShape, ProgramShape(module.parameters, module.result), &m);
+  PutBytes(ModuleField::kHostProgramShape, ProgramShape(module), &m);
   PutInt(ModuleField::kId, module.id, &m);
   if (!module.computations.empty()) {
     PutInt(ModuleField::kEntryComputationId, module.computations.back().id, &m);

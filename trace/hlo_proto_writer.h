@@ -75,8 +75,10 @@ struct Module {
   std::string name;  // "jit_train_step"
   int64_t id = 0;
   std::vector<Computation> computations;  // callees before callers; the entry last
-  // The entry computation's parameters and result (host_program_shape).
+  // The entry computation's parameters, their names and its result (host_program_shape; XLA
+  // wants a name for every parameter).
   std::vector<Shape> parameters;
+  std::vector<std::string> parameter_names;
   Shape result;
 };
 
