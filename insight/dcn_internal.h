@@ -1,0 +1,19 @@
+// What insight/dcn.cc hands insight/dcn_judge.cc: the pod's paired transfers, judged by the
+// stragglers' evidence rule into culprits and a verdict. Not part of the library's interface.
+#ifndef PODPROF_INSIGHT_DCN_INTERNAL_H_
+#define PODPROF_INSIGHT_DCN_INTERNAL_H_
+
+#include <vector>
+
+#include "insight/dcn.h"
+
+namespace podprof::insight::dcn_internal {
+
+// Fills report->producers, links, instances, verdict and named_after_instances from
+// `transfers` (their producer_own_ns, network_ns, transit_ns already set) and
+// report->expected_transit_ns. Transfers with a slice of -1 at either end are left out.
+void JudgeDcn(const std::vector<DcnTransfer>& transfers, DcnReport* report);
+
+}  // namespace podprof::insight::dcn_internal
+
+#endif  // PODPROF_INSIGHT_DCN_INTERNAL_H_

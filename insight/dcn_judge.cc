@@ -1,0 +1,257 @@
+// Who made the receivers wait, by the stragglers' evidence rule (insight/evidence.h): per
+// instance (a rendezvous' step), the slice whose producers were late on their own the longest
+// is "last" among the slices that sent in it, and the link whose network excess was largest is
+// "last" among the links used; JudgeStragglers then names a slice or link only when it was last
+// significantly more often than chance and caused a material share of that waiting.
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "insight/dcn_internal.h"
+#include "insight/evidence.h"
+
+namespace podprof::insight::dcn_internal {
+namespace {
+
+// A slice (dst -1) or a link.
+using Key = std::pair<int, int>;
+
+struct Tally {
+  int64_t times_last = 0, instances = 0, caused_ns = 0;
+  double expected_last = 0;
+};
+
+// One instance's waiting per candidate.
+using Instance = std::map<Key, int64_t>;
+
+class Tallies {
+ public:
+  // An instance whose largest waiting is `floor` or less has no last: within the noise.
+  void Add(const Instance& in, int64_t floor = 0) {
+    int64_t most = floor;
+    const Key* last = nullptr;
+    for (const auto& [key, ns] : in) {
+      if (ns > most) {
+        most = ns;
+        last = &key;
+      }
+    }
+    if (last == nullptr) return;  // nobody made anybody wait: no one was last
+    const double chance = 1.0 / static_cast<double>(in.size());
+    for (const auto& [key, ns] : in) {
+      Tally& t = tallies_[key];
+      ++t.instances;
+      t.expected_last += chance;
+      t.caused_ns += ns;
+    }
+    ++tallies_[*last].times_last;
+  }
+
+  // The rows JudgeStragglers reads, most caused first, with their keys.
+  std::vector<std::pair<Key, trace::StragglerRow>> Rows() const {
+    std::vector<std::pair<Key, trace::StragglerRow>> rows;
+    for (const auto& [key, t] : tallies_) {
+      trace::StragglerRow r;
+      r.host = key.second < 0 ? absl::StrCat("slice ", key.first)
+                              : absl::StrCat("slice ", key.first, " -> slice ", key.second);
+      r.times_last = t.times_last;
+      r.instances = t.instances;
+      r.caused_ps = t.caused_ns;  // a share is all the rule reads of it
+      r.expected_last = t.expected_last;
+      rows.emplace_back(key, r);
+    }
+    std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+      return a.second.caused_ps > b.second.caused_ps;
+    });
+    return rows;
+  }
+
+ private:
+  std::map<Key, Tally> tallies_;
+};
+
+struct Judged {
+  std::vector<std::pair<Key, trace::StragglerRow>> rows;
+  StragglerVerdict verdict;
+};
+
+Judged Judge(const Tallies& t) {
+  Judged j;
+  j.rows = t.Rows();
+  std::vector<trace::StragglerRow> rows;
+  for (const auto& [key, r] : j.rows) rows.push_back(r);
+  j.verdict = JudgeStragglers(rows);
+  return j;
+}
+
+bool Named(const Judged& j, const Key& key) {
+  for (size_t i = 0; i < j.rows.size(); ++i) {
+    if (j.rows[i].first == key) return j.verdict.significant[i];
+  }
+  return false;
+}
+
+std::string PValue(double p) {
+  return p < 1e-300 ? std::string("< 1e-300") : absl::StrFormat("= %.1e", p);
+}
+
+std::string Evidence(const trace::StragglerRow& r, double p, const StragglerVerdict& v,
+                     const char* what) {
+  return absl::StrFormat(
+      "last in %d of %d instances where chance gives %.1f (p %s), causing %.1f%% of %s where "
+      "chance gives %.1f%%",
+      r.times_last, r.instances, r.expected_last, PValue(p), 100 * v.caused_share, what,
+      100 * v.chance_share);
+}
+
+std::vector<DcnCulprit> Culprits(const Judged& j, const std::map<Key, int64_t>& excess) {
+  std::vector<DcnCulprit> out;
+  for (size_t i = 0; i < j.rows.size(); ++i) {
+    const auto& [key, r] = j.rows[i];
+    DcnCulprit& c = out.emplace_back();
+    c.src_slice = key.first;
+    c.dst_slice = key.second;
+    c.times_last = r.times_last;
+    c.instances = r.instances;
+    c.expected_last = r.expected_last;
+    c.caused_ns = r.caused_ps;
+    c.p_value = j.verdict.p_values[i];
+    c.named = j.verdict.significant[i];
+    if (auto it = excess.find(key); it != excess.end()) c.excess_ns = it->second;
+  }
+  return out;
+}
+
+// The element at rank floor(q x (n - 1)); 0 for none.
+int64_t Quantile(std::vector<int64_t> v, double q) {
+  if (v.empty()) return 0;
+  const size_t at = static_cast<size_t>(q * static_cast<double>(v.size() - 1));
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(at), v.end());
+  return v[at];
+}
+
+int64_t Median(std::vector<int64_t> v) { return Quantile(std::move(v), 0.5); }
+
+}  // namespace
+
+void JudgeDcn(const std::vector<DcnTransfer>& transfers, DcnReport* report) {
+  // Instances in time order (their first recv-done start), each its waiting per candidate.
+  struct Timed {
+    int64_t at = 0;
+    Instance producers, links;
+  };
+  std::map<std::pair<std::string, int64_t>, Timed> by_instance;
+  std::map<Key, std::vector<int64_t>> link_transits;
+  bool unknown = false;
+  for (const DcnTransfer& t : transfers) {
+    if (t.src_slice < 0 || t.dst_slice < 0) {
+      unknown = true;
+      continue;
+    }
+    auto [it, inserted] = by_instance.try_emplace({t.rendezvous, t.step});
+    Timed& in = it->second;
+    if (inserted || t.recv_done_start_ns < in.at) in.at = t.recv_done_start_ns;
+    in.producers[{t.src_slice, -1}] += t.producer_own_ns;
+    in.links[{t.src_slice, t.dst_slice}] += t.network_ns;
+    link_transits[{t.src_slice, t.dst_slice}].push_back(t.transit_ns);
+  }
+  std::vector<const Timed*> order;
+  for (const auto& [key, in] : by_instance) order.push_back(&in);
+  std::stable_sort(order.begin(), order.end(),
+                   [](const Timed* a, const Timed* b) { return a->at < b->at; });
+  report->instances = static_cast<int64_t>(order.size());
+
+  // The network's noise: the spread (interquartile) of the healthiest link's transits. An
+  // instance whose largest network excess is within it names no link last: with two slices,
+  // a slow link's receiver is often late itself in the next rendezvous, its excess 0, and the
+  // other link's noise would otherwise count as that link being last.
+  const std::vector<int64_t>* healthiest = nullptr;
+  int64_t smallest = 0;
+  for (const auto& [key, v] : link_transits) {
+    const int64_t m = Median(v);
+    if (healthiest == nullptr || m < smallest) {
+      healthiest = &v;
+      smallest = m;
+    }
+  }
+  if (healthiest != nullptr) {
+    report->network_floor_ns = Quantile(*healthiest, 0.75) - Quantile(*healthiest, 0.25);
+  }
+  const int64_t floor = report->network_floor_ns;
+
+  Tallies producers, links;
+  for (const Timed* in : order) {
+    producers.Add(in->producers);
+    links.Add(in->links, floor);
+  }
+  const Judged p = Judge(producers), l = Judge(links);
+  std::map<Key, int64_t> excess;
+  for (const auto& [key, v] : link_transits) {
+    excess[key] = Median(v) - report->expected_transit_ns;
+  }
+  report->producers = Culprits(p, {});
+  report->links = Culprits(l, excess);
+
+  std::vector<std::string> named;
+  std::vector<std::pair<bool, Key>> culprits;  // (is a link, key)
+  if (p.verdict.named) {
+    const auto& [key, r] = p.rows[p.verdict.row];
+    culprits.emplace_back(false, key);
+    named.push_back(absl::StrCat(
+        "slice ", key.first, " is the late producer: ",
+        Evidence(r, p.verdict.p_values[p.verdict.row], p.verdict, "the producers' own lateness")));
+  }
+  if (l.verdict.named) {
+    const auto& [key, r] = l.rows[l.verdict.row];
+    culprits.emplace_back(true, key);
+    named.push_back(absl::StrFormat(
+        "the link slice %d -> slice %d is slow: transit %.0f us beyond the expected %.0f us, %s",
+        key.first, key.second, static_cast<double>(excess[key]) / 1e3,
+        static_cast<double>(report->expected_transit_ns) / 1e3,
+        Evidence(r, l.verdict.p_values[l.verdict.row], l.verdict, "the network's excess")));
+  }
+  if (!named.empty()) {
+    report->verdict = named.front();
+    for (size_t i = 1; i < named.size(); ++i) absl::StrAppend(&report->verdict, "; ", named[i]);
+  } else if (transfers.empty()) {
+    report->verdict = "no DCN culprit: no receive was paired with its send";
+  } else if (order.empty() && unknown) {
+    report->verdict = "no DCN culprit: the hosts' slices are unknown";
+  } else {
+    report->verdict =
+        "no DCN culprit: no slice was late on its own, nor any link slow, more often than chance "
+        "gives and by enough to matter";
+  }
+
+  // How soon: the shortest prefix of the instances at which a named culprit already was. A
+  // long capture is probed at up to kProbes prefixes (the answer then within a stride).
+  if (culprits.empty()) return;
+  constexpr size_t kProbes = 2000;
+  const size_t stride = std::max<size_t>(1, (order.size() + kProbes - 1) / kProbes);
+  Tallies prefix_producers, prefix_links;
+  for (size_t n = 0; n < order.size(); ++n) {
+    prefix_producers.Add(order[n]->producers);
+    prefix_links.Add(order[n]->links, floor);
+    if ((n + 1) % stride != 0 && n + 1 != order.size()) continue;
+    bool judged_producers = false, judged_links = false;
+    Judged jp, jl;
+    for (const auto& [is_link, key] : culprits) {
+      Judged& j = is_link ? jl : jp;
+      bool& judged = is_link ? judged_links : judged_producers;
+      if (!judged) j = Judge(is_link ? prefix_links : prefix_producers);
+      judged = true;
+      if (Named(j, key)) {
+        report->named_after_instances = static_cast<int64_t>(n + 1);
+        return;
+      }
+    }
+  }
+}
+
+}  // namespace podprof::insight::dcn_internal
