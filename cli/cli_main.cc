@@ -16,6 +16,7 @@
 #include "cli/captures_command.h"
 #include "cli/cli_profile.h"
 #include "cli/command.h"
+#include "cli/dcn_command.h"
 #include "cli/demo_command.h"
 #include "cli/diff_command.h"
 #include "cli/exit_codes.h"
@@ -133,6 +134,7 @@ int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
   commands.push_back(AddHistoryCommand(app, context));
   commands.push_back(AddKernelCommand(app, context));
   commands.push_back(AddStragglersCommand(app, context));
+  commands.push_back(AddDcnCommand(app, context));
   commands.push_back(AddDiffCommand(app, context));
   commands.push_back(AddImportCommand(app, context));
   commands.push_back(AddAgentsCommand(app, context));

@@ -40,7 +40,7 @@ class HostReader {
                                                      "BY rowid"));
     ASSIGN_OR_RETURN(r.kernel_,
                      Statement::Prepare(c, absl::StrCat("SELECT ", internal::kKernelKeyColumns,
-                                                        ", k.source FROM kernels k "
+                                                        ", k.source, k.hlo_text FROM kernels k "
                                                         "WHERE k.id = ?")));
     return r;
   }
@@ -84,7 +84,7 @@ class HostReader {
       RETURN_IF_ERROR(ReadBlocks(chip_ids[ci], static_cast<int>(ci), &out->capture));
       RETURN_IF_ERROR(ReadCounters(chip_ids[ci], static_cast<int>(ci), &out->capture));
     }
-    if (h.host_clock) trace::ApplyCorrection(h.correction, &out->capture);
+    if (h.host_clock && !only.own_clock) trace::ApplyCorrection(h.correction, &out->capture);
     return absl::OkStatus();
   }
 
@@ -148,6 +148,7 @@ class HostReader {
       RowReader col(*kernel_);
       const KernelKey key = internal::ReadKernelKey(col);
       d = internal::KernelDefOf(key, col.Text());
+      if (only_->kernel_texts) d.hlo_text = col.Text();
     }
     capture->kernels.push_back(std::move(d));
     return it->second;

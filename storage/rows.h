@@ -201,7 +201,8 @@ struct CaptureRow {
 
 // One host of a stored capture as exports need it: its outcome and correction, and its capture
 // rebuilt from the database (chips, the kernel definitions its events use, timelines and
-// counters), with times on the aggregator's clock as stored. Failed hosts have no chips.
+// counters), with times on the aggregator's clock (unless HostSelection::own_clock). Failed
+// hosts have no chips.
 struct StoredHost {
   HostRow row;
   trace::HostCapture capture;
@@ -216,6 +217,13 @@ struct HostSelection {
   // When set, only these counter series come with their samples; the rest are listed by name
   // with none (not read past their row).
   std::optional<std::set<std::string>> counter_samples;
+  // With the kernels' HLO text (KernelDef::hlo_text), which what parses instructions needs
+  // (insight/dcn.h); exports leave it out.
+  bool kernel_texts = false;
+  // Leaves a host stored on its own clock (HostRow::host_clock) there, for what must see the
+  // host's own times (XProf's per-host figures) and applies HostRow::correction itself; hosts
+  // stored on the aggregator's clock stay on it.
+  bool own_clock = false;
 };
 
 // How much one chip of a stored capture holds.

@@ -596,6 +596,7 @@ std::shared_ptr<http::Router> AggregatorRoutes(const HttpApiSources& src) {
          [src](const Request& q) { return CancelCapture(src, q); });
   AddViewRoutes(src, *r);
   AddFleetRoutes(src, *r);
+  AddDcnRoutes(src, *r);
   web::AddPageRoutes(*r);
   return r;
 }

@@ -58,6 +58,10 @@ void AddViewRoutes(const HttpApiSources& sources, http::Router& router);
 // /regressions, as `podprof fleet` asks them, written by the same report/ code.
 void AddFleetRoutes(const HttpApiSources& sources, http::Router& router);
 
+// A capture's cross-slice (DCN) transfers (dcn_routes.cc): /api/v1/captures/{id}/dcn, as
+// `podprof dcn` asks it, written by the same report/ code.
+void AddDcnRoutes(const HttpApiSources& sources, http::Router& router);
+
 }  // namespace podprof::aggregator
 
 #endif  // PODPROF_AGGREGATOR_API_HTTP_API_H_

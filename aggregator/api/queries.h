@@ -29,6 +29,9 @@ inline constexpr int kMaxCaptureLimit = 1000;
 // newest, so a day of a 64-chip pod at 10 s intervals (553k rows) is asked for in pieces.
 inline constexpr int kDefaultTelemetryLimit = 10'000;
 inline constexpr int kMaxTelemetryLimit = 100'000;
+// Transfers in GetDcnResponse.worst when the request names no top, and at most.
+inline constexpr int kDefaultDcnTop = 20;
+inline constexpr int kMaxDcnTop = 1000;
 
 class Queries {
  public:
@@ -56,6 +59,12 @@ class Queries {
       const v1::DescribeKernelRequest& request);
   // Who made the others wait at the capture's collectives, and whether that is significant.
   absl::StatusOr<v1::GetStragglersResponse> Stragglers(const v1::GetStragglersRequest& request);
+  // The capture's cross-slice (DCN) transfers (insight/dcn.h): XProf's per-host figures, each
+  // receive paired with its send, the producing slices and links judged, the request's `top`
+  // longest waits (kDefaultDcnTop when 0, at most kMaxDcnTop). Reads the `XLA Ops` lines one
+  // host at a time and keeps only each host's DCN ops. A capture without any answers an empty
+  // report whose verdict says so (dcn_query.cc).
+  absl::StatusOr<v1::GetDcnResponse> Dcn(const v1::GetDcnRequest& request);
   // Kernels' statistics over captures, each point flagged against the one before it.
   absl::StatusOr<v1::KernelHistoryResponse> KernelHistory(const v1::KernelHistoryRequest& request);
   // Two captures' kernels paired and judged (insight/change.h), regressions first.

@@ -262,4 +262,10 @@ grpc::Status AggregatorService::GetStragglers(grpc::ServerContext*,
                   [&]() -> grpc::Status { return Answer(queries_->Stragglers(*req), resp); });
 }
 
+grpc::Status AggregatorService::GetDcn(grpc::ServerContext*, const podprof::v1::GetDcnRequest* req,
+                                       podprof::v1::GetDcnResponse* resp) {
+  return GuardRpc("Aggregator.GetDcn",
+                  [&]() -> grpc::Status { return Answer(queries_->Dcn(*req), resp); });
+}
+
 }  // namespace podprof::aggregator

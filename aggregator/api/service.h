@@ -1,6 +1,6 @@
 // podprof.v1.Aggregator: the agent registry; pod captures (started, watched and cancelled
 // through the Orchestrator); the reads of the query layer (queries.h: captures, kernel
-// statistics, history, comparison, stragglers, agents); imports (importer.h) and exports.
+// statistics, history, comparison, stragglers, DCN, agents); imports (importer.h) and exports.
 // Handlers check the caller and convert; the work is the layers'.
 #ifndef PODPROF_AGGREGATOR_API_SERVICE_H_
 #define PODPROF_AGGREGATOR_API_SERVICE_H_
@@ -91,6 +91,8 @@ class AggregatorService final : public podprof::v1::Aggregator::Service {
   grpc::Status GetStragglers(grpc::ServerContext* context,
                              const podprof::v1::GetStragglersRequest* request,
                              podprof::v1::GetStragglersResponse* response) override;
+  grpc::Status GetDcn(grpc::ServerContext* context, const podprof::v1::GetDcnRequest* request,
+                      podprof::v1::GetDcnResponse* response) override;
   grpc::Status KernelHistory(grpc::ServerContext* context,
                              const podprof::v1::KernelHistoryRequest* request,
                              podprof::v1::KernelHistoryResponse* response) override;

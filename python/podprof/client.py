@@ -21,6 +21,7 @@ from . import _frames, errors, profile as profiles
 from ._http import Params, Tls, Transport
 
 if TYPE_CHECKING:
+    from .dcn import DcnReport
     from .fleet import Fleet
 
 Duration = Union[float, int, str, dt.timedelta]
@@ -142,6 +143,14 @@ class Client:
     def stragglers(self, capture: str) -> pd.DataFrame:
         """Chips that arrived last at the capture's collectives (`podprof stragglers`)."""
         return self._table(f"/api/v1/captures/{_segment(capture)}/stragglers")
+
+    def dcn(self, capture: str, *, top: Optional[int] = None) -> "DcnReport":
+        """A multi-slice capture's cross-slice (DCN) transfers (`podprof dcn`): the verdict, and
+        the links, producing slices, worst transfers (up to `top`; the aggregator's 20 by
+        default, at most 1000) and XProf's per-host rows as DataFrames (podprof.dcn)."""
+        from .dcn import DcnReport
+        return DcnReport(self._http.json("GET", f"/api/v1/captures/{_segment(capture)}/dcn",
+                                         {"top": top}))
 
     def agents(self) -> pd.DataFrame:
         """Registered agents with their clock offset, uncertainty and drift (`podprof agents`)."""

@@ -147,6 +147,7 @@ TEST_F(CliErrorsTest, NoSuchKernelOrCaptureIsTheSameExitAndSaysHowToList) {
            {"kernel nosuch", "`podprof stats CAPTURE`"},
            {"stats nosuch", "`podprof captures`"},
            {"stragglers nosuch", "`podprof captures`"},
+           {"dcn nosuch", "`podprof captures`"},
        }) {
     PodprofResult r = Podprof(args + " --aggregator " + Plain());
     EXPECT_EQ(r.exit_code, kNotFound) << args << ": " << r.err;

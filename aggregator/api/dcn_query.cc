@@ -1,0 +1,162 @@
+// Queries::Dcn: a stored capture's cross-slice (DCN) transfers, analysed when asked (nothing of
+// it is stored: the analysis reads the capture's `XLA Ops` lines, which the store keeps).
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "aggregator/api/queries.h"
+#include "common/status_macros.h"
+#include "insight/dcn.h"
+
+namespace podprof::aggregator {
+namespace {
+
+// What a capture without any host-transfer op answers.
+constexpr char kNoDcnVerdict[] = "no cross-slice transfers in this capture";
+
+// The median of `v` (reordered; the upper one of an even count, as insight/dcn's); 0 for none.
+int64_t Median(std::vector<int64_t>& v) {
+  if (v.empty()) return 0;
+  auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  return *mid;
+}
+
+// What the culprits' rows show beside their judgement: the transfers a slice sent or a link
+// carried, their median transit and their network excess.
+struct Carried {
+  std::vector<int64_t> transits;
+  int64_t network_ns = 0;
+};
+
+// Keyed (source slice, destination slice) for links, (slice, -1) for slices.
+using CarriedBy = std::map<std::pair<int, int>, Carried>;
+
+void FillCulprit(const insight::DcnCulprit& c, CarriedBy& carried, v1::DcnCulprit* out) {
+  out->set_src_slice(c.src_slice);
+  out->set_dst_slice(c.dst_slice);
+  out->set_times_last(static_cast<uint64_t>(c.times_last));
+  out->set_instances(static_cast<uint64_t>(c.instances));
+  out->set_expected_last(c.expected_last);
+  out->set_caused_ns(c.caused_ns);
+  out->set_excess_ns(c.excess_ns);
+  out->set_p_value(c.p_value);
+  out->set_named(c.named);
+  auto it = carried.find({c.src_slice, c.dst_slice});
+  if (it == carried.end()) return;
+  out->set_transfers(it->second.transits.size());
+  out->set_median_transit_ns(Median(it->second.transits));
+  out->set_network_ns(it->second.network_ns);
+}
+
+void FillTransfer(const insight::DcnTransfer& t, v1::DcnTransfer* out) {
+  out->set_rendezvous(t.rendezvous);
+  out->set_step(t.step);
+  out->set_src_slice(t.src_slice);
+  out->set_dst_slice(t.dst_slice);
+  out->set_src_host(t.src_host);
+  out->set_dst_host(t.dst_host);
+  out->set_src_chip(t.src_chip);
+  out->set_dst_chip(t.dst_chip);
+  out->set_send_start_ns(t.send_start_ns);
+  out->set_send_done_end_ns(t.send_done_end_ns);
+  out->set_recv_done_start_ns(t.recv_done_start_ns);
+  out->set_recv_done_end_ns(t.recv_done_end_ns);
+  out->set_consumer_ready_ns(t.consumer_ready_ns);
+  out->set_transit_ns(t.transit_ns);
+  out->set_wait_ns(t.wait_ns);
+  out->set_producer_ns(t.producer_ns);
+  out->set_network_ns(t.network_ns);
+  out->set_producer_own_ns(t.producer_own_ns);
+}
+
+void FillXprof(const insight::XprofRendezvousRow& x, v1::DcnXprofRow* out) {
+  out->set_host_name(x.host);
+  out->set_rendezvous(x.rendezvous);
+  out->set_send_op_name(x.send_op_name);
+  out->set_recv_op_name(x.recv_op_name);
+  out->set_transfer_type(x.transfer_type);
+  out->set_occurrences(x.occurrences);
+  out->set_slack_us(x.slack_us);
+  out->set_observed_duration_us(x.observed_duration_us);
+  out->set_stall_duration_us(x.stall_duration_us);
+  out->set_send_duration_us(x.send_duration_us);
+  out->set_send_done_duration_us(x.send_done_duration_us);
+  out->set_recv_done_duration_us(x.recv_done_duration_us);
+  out->set_recv_duration_us(x.recv_duration_us);
+  out->set_recv_stall_us_as_xprof(x.recv_stall_us_as_xprof);
+  out->set_bytes_transmitted(x.bytes_transmitted);
+}
+
+}  // namespace
+
+absl::StatusOr<v1::GetDcnResponse> Queries::Dcn(const v1::GetDcnRequest& request) {
+  if (request.capture_id().empty()) return absl::InvalidArgumentError("capture_id is empty");
+  const int top = request.top() == 0
+                      ? kDefaultDcnTop
+                      : static_cast<int>(std::min<uint32_t>(request.top(), kMaxDcnTop));
+  // The ops' HLO text names the rendezvous and the chips, and XProf counts only the ops inside
+  // a program run (`XLA Modules`); nothing else of a capture is read.
+  storage::HostSelection only;
+  only.line_kinds = {trace::LineKind::kOps, trace::LineKind::kModules};
+  only.counter_samples = std::set<std::string>();
+  only.kernel_texts = true;
+  // XProf's figures are each host's own, on its own clock; AnalyseDcn moves the runs onto the
+  // aggregator's by each host's correction. A host stored on the aggregator's clock already
+  // (older captures, imports) comes as it is, with nothing left to correct.
+  only.own_clock = true;
+  std::vector<insight::DcnHost> hosts;
+  size_t runs = 0;
+  RETURN_IF_ERROR(reads_.captures().ForEachHost(
+      request.capture_id(), only, [&](storage::StoredHost& h) -> absl::Status {
+        const trace::ClockCorrection correction =
+            h.row.host_clock ? h.row.correction : trace::ClockCorrection();
+        // Only the DCN runs stay: the host's capture goes when this returns.
+        insight::DcnHost d = insight::DcnHostFromCapture(h.capture, h.row.slice, correction);
+        if (d.runs.empty()) return absl::OkStatus();
+        runs += d.runs.size();
+        hosts.push_back(std::move(d));
+        return absl::OkStatus();
+      }));
+
+  v1::GetDcnResponse out;
+  out.set_capture_id(request.capture_id());
+  out.set_named_after_instances(-1);
+  if (hosts.empty()) {
+    out.set_verdict(kNoDcnVerdict);
+    return out;
+  }
+  // Every transfer (a receive is one run, so the runs bound them): each link's median transit
+  // is taken over all of its transfers, not the worst.
+  insight::DcnOptions options;
+  options.max_worst = runs;
+  insight::DcnReport report = insight::AnalyseDcn(hosts, options);
+  hosts.clear();
+  hosts.shrink_to_fit();
+
+  CarriedBy by_link, by_slice;
+  for (const insight::DcnTransfer& t : report.worst) {
+    for (Carried* c : {&by_link[{t.src_slice, t.dst_slice}], &by_slice[{t.src_slice, -1}]}) {
+      c->transits.push_back(t.transit_ns);
+      c->network_ns += t.network_ns;
+    }
+  }
+  out.set_verdict(report.verdict);
+  out.set_slices(report.slices);
+  out.set_transfers(static_cast<uint64_t>(report.transfers));
+  out.set_unpaired(static_cast<uint64_t>(report.unpaired));
+  out.set_instances(static_cast<uint64_t>(report.instances));
+  out.set_expected_transit_ns(report.expected_transit_ns);
+  out.set_named_after_instances(report.named_after_instances);
+  for (const auto& x : report.xprof) FillXprof(x, out.add_xprof());
+  for (const auto& c : report.producers) FillCulprit(c, by_slice, out.add_producers());
+  for (const auto& c : report.links) FillCulprit(c, by_link, out.add_links());
+  const size_t shown = std::min(report.worst.size(), static_cast<size_t>(top));
+  for (size_t i = 0; i < shown; ++i) FillTransfer(report.worst[i], out.add_worst());
+  return out;
+}
+
+}  // namespace podprof::aggregator
