@@ -1,6 +1,7 @@
 // How long podprof-simhost takes to produce the XSpace of a 2-second, 8-chip capture (about
 // 100k kernel events): model the window, build the XSpace, serialize it. The baseline measured
 // in the same run is protobuf's serialization alone of the same XSpace; the budget is 1 s.
+// With --slices, that host is one of a job of one host per slice (its DCN ops written too).
 // Then the pod-wide part of a step (every chip of a --pod-hosts pod, --slices slices), which a
 // process emulating many hosts computes once per step: its time per step.
 //
@@ -60,6 +61,9 @@ int Main(int argc, char** argv) {
       stop >= 0) {
     return stop;
   }
+  // With --slices, the generated host is one of a job of one host per slice.
+  pod.hosts = slices_flag;
+  pod.slices = slices_flag;
   auto model = PodModel::Create(pod);
   if (!model.ok()) {
     std::fprintf(stderr, "%s\n", std::string(model.status().message()).c_str());
@@ -94,7 +98,6 @@ int Main(int argc, char** argv) {
   std::printf("events_per_second=%.0f\n", events / best_generate);
   std::printf("generate_over_budget=%.3f\n", best_generate / 1.0);
   PodConfig schedule_pod = pod;
-  schedule_pod.slices = slices_flag;
   const double step_us = PodStepUs(schedule_pod, pod_hosts, 4, 200, clock);
   std::printf("pod step (%d hosts x 4 chips, %d slices): %.1f us\n", pod_hosts, slices_flag,
               step_us);

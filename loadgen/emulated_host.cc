@@ -59,6 +59,12 @@ podprof::v1::HostInfo DescribeHost(const EmulatedHost& host, const std::string& 
   info.set_analysis_version(analysis::kAnalysisVersion);
   info.set_clock_probe_port(static_cast<uint32_t>(host.probe_port));
   (*info.mutable_labels())["emulated"] = "loadgen";
+  if (model.slices() > 1) {
+    // What a multi-slice workload's environment tells its agent (MEGASCALE_SLICE_ID,
+    // TPU_WORKER_ID): the host's slice and its worker in it.
+    info.set_slice(model.SliceOf(host.index));
+    info.set_slice_worker(host.index % model.hosts_per_slice());
+  }
   const trace::ChipGeneration& gen = model.generation();
   for (int c = 0; c < model.chips(); ++c) {
     podprof::v1::ChipInfo* chip = info.add_chips();

@@ -51,8 +51,9 @@ std::vector<std::unique_ptr<EmulatedHost>> MakeHosts(int first_host, int count, 
                                                      int64_t max_offset_ns, double max_drift_ppm,
                                                      Clock& truth);
 
-// The host's description as its agent reports it: name, address, chips of the pod model.
-// `model` is any host's model of the pod (only the generation and chip count are used).
+// The host's description as its agent reports it: name, address, chips of the pod model, and
+// its slice of a multi-slice job. `model` is any host's model of the pod (only the generation,
+// chip count and slices are used).
 podprof::v1::HostInfo DescribeHost(const EmulatedHost& host, const std::string& bind_address,
                                    const sim::PodModel& model);
 

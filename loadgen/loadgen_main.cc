@@ -44,7 +44,7 @@ struct Flags {
   int64_t slowdown_after_ns = -1;  // --telemetry-slowdown-at's T; -1: none
   double slowdown_factor = 1;
   int agents = 0, chips = 4, first_host = 0, pod_hosts = 0, counters = 1, generator_threads = 2,
-      max_streaming = 128;
+      max_streaming = 128, slices = 1;
   uint64_t pod_seed = 1;
   double max_drift_ppm = 50;
   bool insecure = false;
@@ -69,11 +69,8 @@ nlohmann::json Truth(const Flags& flags, const std::vector<std::unique_ptr<Emula
                     {"clock_drift_ppm", h->clock.drift_ppm()},
                     {"clock_epoch_ns", h->clock.epoch_ns()}});
   }
-  return {{"pod_seed", flags.pod_seed},
-          {"generation", flags.generation},
-          {"chips", flags.chips},
-          {"pod_hosts", flags.pod_hosts},
-          {"hosts", list}};
+  return {{"pod_seed", flags.pod_seed},   {"generation", flags.generation}, {"chips", flags.chips},
+          {"pod_hosts", flags.pod_hosts}, {"slices", flags.slices},         {"hosts", list}};
 }
 
 // Blocks until SIGTERM/SIGINT (blocked in every thread, see LoadgenMain) or `deadline_ns` on
@@ -132,6 +129,10 @@ int ParseFlags(int argc, char** argv, Flags* f, int64_t* max_offset_ns, int64_t*
   app.add_option("--pod-hosts", f->pod_hosts,
                  "Hosts in the whole pod, when several loadgens share one (default: "
                  "first-host + agents)");
+  app.add_option("--slices", f->slices,
+                 "Slices of a multi-slice job: the pod's hosts split evenly, host index = slice x "
+                 "hosts per slice + worker; each agent reports its slice")
+      ->capture_default_str();
   app.add_option("--bind", f->bind, "Address every emulated agent listens on")
       ->capture_default_str();
   app.add_option("--max-clock-offset", f->max_clock_offset,
@@ -203,6 +204,7 @@ int LoadgenMain(int argc, char** argv) {
   pod.generation = f.generation;
   pod.chips = f.chips;
   pod.hosts = f.pod_hosts;
+  pod.slices = f.slices;
   pod.pod_seed = f.pod_seed;
   absl::StatusOr<std::unique_ptr<CaptureSource>> source =
       CaptureSource::Create(pod, f.counters != 0);

@@ -3,8 +3,10 @@
 #include <map>
 #include <set>
 
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "loadgen/emulated_host.h"
+#include "sim/xspace_builder.h"
 #include "stream/capture_decoder.h"
 #include "tests/util/status_matchers.h"
 
@@ -82,6 +84,45 @@ TEST(CaptureSourceTest, HostsShareCollectivesOnTheirOwnClocks) {
   for (int h = 0; h < 2; ++h) {
     for (uint64_t id : inner[h]) EXPECT_EQ(collectives[1 - h].count(id), 1u) << "host " << h;
   }
+}
+
+// A multi-slice pod (#56): an emulated host's capture is the XSpace podprof-simhost writes for
+// the same host (the shared step schedule carries the other slices' DCN arrivals), and its
+// agent reports the host's slice and worker.
+TEST(CaptureSourceTest, MultiSliceCaptureIsTheSimulatedHostsAndNamesItsSlice) {
+  sim::PodConfig pod = Pod();
+  pod.hosts = 8;
+  pod.slices = 4;
+  pod.dcn_delays.push_back({2, 300'000, INT64_MIN});
+  auto source = CaptureSource::Create(pod, /*counters=*/false);
+  ASSERT_OK(source);
+  FakeClock truth(1'800'000'000'000'000'000);
+  std::vector<std::unique_ptr<EmulatedHost>> hosts = MakeHosts(5, 1, 3, 0, 0, truth);
+  const EmulatedHost& host = *hosts[0];
+  auto capture = (*source)->Generate(host, host.clock.ToHost(truth.NowNs()), 50, 1 << 20,
+                                     /*summarise=*/false, /*keep_xspace=*/true);
+  ASSERT_OK(capture);
+  sim::PodConfig own = pod;
+  own.host_index = 5;
+  auto model = sim::PodModel::Create(own);
+  ASSERT_OK(model);
+  sim::SessionWindow window;
+  window.true_start_ns = truth.NowNs();
+  window.true_end_ns = window.true_start_ns + 50'000'000;
+  window.host_name = host.name;
+  const std::string alone = sim::BuildXSpace(*model, host.clock, window).space.SerializeAsString();
+  // Equal as messages: a map's entries may serialize in another order after a parse.
+  tensorflow::profiler::XSpace streamed, built;
+  ASSERT_TRUE(streamed.ParseFromString(capture->xspace));
+  ASSERT_TRUE(built.ParseFromString(alone));
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(streamed, built))
+      << "the shared schedule gives host 5 another capture";
+  EXPECT_NE(alone.find("recv-done.102"), std::string::npos);
+
+  const podprof::v1::HostInfo info = DescribeHost(host, "127.0.0.1", (*source)->model());
+  EXPECT_EQ(info.slice(), 2);
+  EXPECT_EQ(info.slice_worker(), 1);
+  EXPECT_FALSE(DescribeHost(host, "127.0.0.1", sim::PodModel::Create(Pod()).value()).has_slice());
 }
 
 TEST(CaptureSourceTest, RefusesBadDurations) {
