@@ -23,6 +23,7 @@
 #include "proto/xplane.pb.h"
 #include "tests/util/child_process.h"
 #include "tests/util/status_matchers.h"
+#include "trace/byte_source.h"
 #include "trace/xspace_reader.h"
 
 namespace podprof::sim {
@@ -77,6 +78,7 @@ class SimProcess {
     fs::remove_all(dir_);
   }
   bool ok() const { return profiler_ != nullptr; }
+  const nlohmann::json& ready() const { return process_->info(); }
   tensorflow::ProfilerService::Stub& profiler() { return *profiler_; }
   rt::RuntimeMetricService::Stub& metrics() { return *metrics_; }
   std::string root() const { return (dir_ / "repo").string(); }
@@ -507,6 +509,89 @@ TEST(SimHostProcessTest, ReplayAnswersWithTheRecordedCapture) {
   EXPECT_EQ(replayed->EventCount(), original->EventCount());
   EXPECT_EQ(replayed->host.profile_start_ns,
             p.Truth()["sessions"][0]["host_start_ns"].get<int64_t>());
+}
+
+// A multi-slice job's host (#56): its slice follows from its index, its ready file hands it to
+// the agent as MEGASCALE_SLICE_ID, and its ground truth records the slices and DCN faults.
+TEST(SimHostProcessTest, SlicesNameTheHostsSliceAndTheTruthItsFaults) {
+  launch::PodOptions pod = SimPod(2);
+  pod.hosts = 4;
+  pod.simhost_flags = {"--slices=2", "--dcn-delay-at=1s:0:300", "--slow-slice=1:1.25"};
+  SimProcess sim("slices", pod, 3);
+  ASSERT_TRUE(sim.ok());
+  SimProcess other("slices_other", pod, 1);
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(sim.ready()["environment"]["MEGASCALE_SLICE_ID"], "1");
+  EXPECT_EQ(other.ready()["environment"]["MEGASCALE_SLICE_ID"], "0");
+  // The truth is written once a session has run.
+  tensorflow::ProfileResponse resp;
+  ASSERT_TRUE(Call(sim, Request(sim, "s1", 0, 20), &resp).ok());
+  const nlohmann::json truth = sim.Truth();
+  EXPECT_EQ(truth["slices"], 2);
+  EXPECT_EQ(truth["hosts_per_slice"], 2);
+  EXPECT_EQ(truth["slice"], 1);
+  ASSERT_EQ(truth["dcn_delays"].size(), 1u);
+  EXPECT_EQ(truth["dcn_delays"][0]["slice"], 0);
+  EXPECT_EQ(truth["dcn_delays"][0]["extra_ns"], 300'000);
+  ASSERT_EQ(truth["slow_slices"].size(), 1u);
+  EXPECT_EQ(truth["slow_slices"][0]["factor"], 1.25);
+}
+
+TEST(SimHostProcessTest, BadSliceFlagsExitTwoWithAClearMessage) {
+  const std::string bin = std::string(PODPROF_BIN_DIR) + "/podprof-simhost";
+  const std::string err = ::testing::TempDir() + "/simhost_slices_" + std::to_string(getpid());
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--hosts 4 --slices 3", "4 hosts do not split into 3 slices"},
+      {"--hosts 4 --slices 2 --dcn-delay-at 1s:x:3", "time:slice:microseconds"},
+      {"--hosts 4 --slices 2 --dcn-delay-at 1s:2:3", "DCN delay 2:"},
+      {"--hosts 4 --dcn-delay-at 1s:0:3", "multi-slice"},
+      {"--hosts 4 --slices 2 --slow-slice 1", "slice:factor"},
+      {"--hosts 4 --slices 2 --slow-slice-at 1s:1:0", "time:slice:factor"},
+      {"--hosts 4 --slices 2 --host-index 3 --slice 0", "disagrees with --slices 2"},
+  };
+  for (const auto& [flags, want] : cases) {
+    const int status = std::system((bin + " " + flags + " 2>" + err).c_str());
+    EXPECT_EQ(WEXITSTATUS(status), 2) << flags;
+    const std::string said = podprof::testing::ReadTestFile(err);
+    EXPECT_NE(said.find(want), std::string::npos) << flags << ": " << said;
+  }
+  std::remove(err.c_str());
+}
+
+// --write-captures: every host's file of one window, named <host>.xplane.pb, each holding its
+// own chips and the DCN ops, and the truth beside them.
+TEST(SimHostProcessTest, WriteCapturesWritesEveryHostsFile) {
+  const fs::path dir = fs::path(::testing::TempDir()) / absl::StrCat("simhost_files_", getpid());
+  fs::remove_all(dir);
+  const std::string bin = std::string(PODPROF_BIN_DIR) + "/podprof-simhost";
+  const std::string cmd = absl::StrCat(
+      bin, " --hosts 4 --slices 2 --chips 2 --generation v5e --no-counters --write-captures ",
+      dir.string(), " --capture-window 30ms --capture-start-ns 1800000000000000000 >/dev/null");
+  ASSERT_EQ(WEXITSTATUS(std::system(cmd.c_str())), 0) << cmd;
+  const nlohmann::json truth =
+      nlohmann::json::parse(podprof::testing::ReadTestFile((dir / "truth.json").string()));
+  EXPECT_EQ(truth["slices"], 2);
+  ASSERT_EQ(truth["files"].size(), 4u);
+  for (int h = 0; h < 4; ++h) {
+    const nlohmann::json& f = truth["files"][h];
+    EXPECT_EQ(f["host"], absl::StrCat("simhost-", h));
+    EXPECT_EQ(f["slice"], h / 2);
+    const std::string path = f["path"];
+    EXPECT_EQ(path, (dir / absl::StrCat("simhost-", h, ".xplane.pb")).string());
+    auto src = trace::FileSource::Open(path);
+    ASSERT_OK(src);
+    auto capture = trace::ReadXSpace(**src);
+    ASSERT_OK(capture);
+    EXPECT_EQ(capture->host.name, absl::StrCat("simhost-", h));
+    ASSERT_EQ(capture->host.chips.size(), 2u);
+    EXPECT_EQ(capture->host.chips[1].global_id, h * 2 + 1);
+    EXPECT_EQ(capture->host.profile_start_ns, 1'800'000'000'000'000'000);
+    int sends = 0;
+    for (const trace::KernelDef& k : capture->kernels) sends += k.category == "host send";
+    EXPECT_EQ(sends, 2);
+    EXPECT_GT(f["xprof_occurrences"]["dcn_grads.0"].get<int>(), 2);
+  }
+  fs::remove_all(dir);
 }
 
 }  // namespace
