@@ -5,7 +5,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "trace/hlo_host_transfer.h"
 #include "trace/hlo_proto_writer.h"
+#include "trace/hlo_text.h"
 #include "trace/varint.h"
 
 namespace podprof::sim {
@@ -126,83 +128,16 @@ std::vector<OpTemplate> DcnOps(int64_t total_chips, int64_t chips_per_slice) {
 }
 
 std::string DcnHloProto(const std::string& module_name, int64_t module_id,
-                        const std::vector<OpTemplate>& ops, int64_t total_chips,
-                        int64_t chips_per_slice) {
-  const std::string pairs = DcnSourceTargetPairs(total_chips, chips_per_slice);
-  const hlo::Shape buffer = hlo::Shape::Array(hlo::PrimitiveType::kBf16, {kDcnElements});
-  const hlo::Shape started = hlo::Shape::Tuple(
-      {buffer, hlo::Shape::Array(hlo::PrimitiveType::kU32, {}), hlo::Shape::Token()});
-  hlo::Computation entry;
-  entry.name = "main";
-  int64_t next_id = 1;
-  hlo::Instruction param;
-  param.name = "reduce-scatter.0";  // the gradients the rendezvous carry: a parameter here
-  param.opcode = "parameter";
-  param.shape = buffer;
-  param.id = next_id++;
-  entry.instructions.push_back(param);
-  // One token per rendezvous; the send and recv of a rendezvous take it, their -done partners
-  // take them.
-  int64_t token_id = 0, send_id = 0, recv_id = 0, last_recv_done = 0;
+                        const std::vector<OpTemplate>& ops) {
+  std::vector<hlo::InstructionText> texts;
   for (const OpTemplate& t : ops) {
     if (t.dcn == DcnRole::kNone) continue;
-    if (t.dcn == DcnRole::kSend) {
-      hlo::Instruction token;
-      token.name = absl::StrCat("after-all.", t.channel_id);
-      token.opcode = "after-all";
-      token.shape = hlo::Shape::Token();
-      token.id = token_id = next_id++;
-      entry.instructions.push_back(std::move(token));
-    }
-    hlo::Instruction in;
-    in.name = t.name;
-    in.opcode = kRoles[static_cast<int>(t.dcn) - 1].opcode;
-    in.id = next_id++;
-    in.channel_id = t.channel_id;
-    in.is_host_transfer = true;
-    in.frontend_attributes = Attributes(t.rendezvous, pairs);
+    hlo::InstructionText in;
+    if (!hlo::ParseInstructionText(t.hlo_text, &in)) continue;
     in.op_name = t.tf_op;
-    switch (t.dcn) {
-      case DcnRole::kSend:
-        in.shape = started;
-        in.operand_ids = {param.id, token_id};
-        send_id = in.id;
-        break;
-      case DcnRole::kRecv:
-        in.shape = started;
-        in.operand_ids = {token_id};
-        recv_id = in.id;
-        break;
-      case DcnRole::kSendDone:
-        in.shape = hlo::Shape::Token();
-        in.operand_ids = {send_id};
-        break;
-      default:
-        in.shape = hlo::Shape::Tuple({buffer, hlo::Shape::Token()});
-        in.operand_ids = {recv_id};
-        last_recv_done = in.id;
-        break;
-    }
-    entry.instructions.push_back(std::move(in));
+    texts.push_back(std::move(in));
   }
-  // The result: the last rendezvous' received gradients.
-  hlo::Instruction result;
-  result.name = "get-tuple-element.dcn";
-  result.opcode = "get-tuple-element";
-  result.shape = buffer;
-  result.id = next_id++;
-  result.operand_ids = {last_recv_done};
-  entry.instructions.push_back(result);
-  entry.root_id = result.id;
-  entry.id = next_id++;
-  hlo::Module module;
-  module.name = module_name;
-  module.id = module_id;
-  module.computations.push_back(std::move(entry));
-  module.parameters = {buffer};
-  module.parameter_names = {param.name};
-  module.result = buffer;
-  return hlo::EncodeHloProto(module);
+  return hlo::EncodeHloProto(hlo::HostTransferModule(module_name, module_id, texts));
 }
 
 std::string DcnCollectiveInfo(int64_t total_chips, int64_t chips_per_slice) {

@@ -28,14 +28,13 @@ std::vector<OpTemplate> DcnOps(int64_t total_chips, int64_t chips_per_slice);
 // The `_xla_send_recv_source_target_pairs` value of the ring: "{{0,16},{16,32},...}".
 std::string DcnSourceTargetPairs(int64_t total_chips, int64_t chips_per_slice);
 
-// The serialized xla.HloProto of module `module_name` holding the DCN ops of `ops` (their
-// names, opcodes, shapes, channels and frontend attributes, with the parameter and tokens they
-// take; `ops` holds them in DcnOps' order, other kernels are skipped) of a pod as DcnOps, as
-// the profiler stores a program on `/host:metadata`. XLA rebuilds a module from it
-// (HloModule::CreateFromProto): the entry computation returns the last rendezvous' data.
+// The serialized xla.HloProto of module `module_name` holding the DCN ops of `ops` (other
+// kernels are skipped), built from their HLO texts as the XProf exporter builds a stored
+// capture's (trace/hlo_host_transfer.h), with their tf_op as op name: as the profiler stores a
+// program on `/host:metadata`. XLA rebuilds a module from it (HloModule::CreateFromProto): the
+// entry computation returns the last rendezvous' data.
 std::string DcnHloProto(const std::string& module_name, int64_t module_id,
-                        const std::vector<OpTemplate>& ops, int64_t total_chips,
-                        int64_t chips_per_slice);
+                        const std::vector<OpTemplate>& ops);
 
 // The serialized tensorflow.profiler.DcnCollectiveInfoProto of the ring (transfer type
 // ONE_TO_ONE, one group per pair, endpoints {slice_id, device_id within the slice}), the

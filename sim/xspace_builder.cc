@@ -374,10 +374,8 @@ void AddHostMetadataPlane(const PodModel& model, tensorflow::profiler::XSpace& s
   auto& m = (*plane->mutable_event_metadata())[1];
   m.set_id(1);
   m.set_name(model.module_name());
-  const int64_t chips = int64_t{model.config().hosts} * model.chips();
   kHostMetadata.Add(m.mutable_stats(), Stat::kHloProto)
-      ->set_bytes_value(
-          DcnHloProto(model.module_name(), 1, model.ops(), chips, model.chips_per_slice()));
+      ->set_bytes_value(DcnHloProto(model.module_name(), 1, model.ops()));
   kHostMetadata.Add(m.mutable_stats(), Stat::kProgramId)->set_uint64_value(model.program_id());
 }
 

@@ -26,8 +26,9 @@ struct InstructionField {  // HloInstructionProto
 struct ShapeField {  // ShapeProto
   static constexpr uint32_t kElementType = 2, kDimensions = 3, kTupleShapes = 4, kLayout = 5;
 };
-constexpr uint32_t kLayoutMinorToMajor = 1;  // LayoutProto.minor_to_major
-struct ProgramShapeField {                   // ProgramShapeProto
+constexpr uint32_t kLayoutMinorToMajor = 1;       // LayoutProto.minor_to_major
+constexpr uint32_t kLayoutElementSizeInBits = 7;  // LayoutProto.element_size_in_bits
+struct ProgramShapeField {                        // ProgramShapeProto
   static constexpr uint32_t kParameters = 1, kResult = 2, kParameterNames = 3;
 };
 constexpr uint32_t kOpMetadataOpName = 2;       // OpMetadata.op_name
@@ -112,6 +113,7 @@ std::string EncodeShape(const Shape& shape) {
     }
     std::string layout;
     PutPacked(kLayoutMinorToMajor, minor_to_major, &layout);
+    if (shape.element_bits != 0) PutInt(kLayoutElementSizeInBits, shape.element_bits, &layout);
     PutBytes(ShapeField::kLayout, layout, &out);
   }
   return out;

@@ -1,6 +1,6 @@
 // A small encoder of XLA's HloProto (the bytes of a `/host:metadata` event metadata's
 // `Hlo Proto` stat), for writers of XSpace that describe a program: the simulated host's
-// multi-slice step (sim/dcn_program.h) and, later, the XProf exporter.
+// multi-slice step (sim/dcn_program.h) and the XProf exporter, through trace/hlo_host_transfer.h.
 //
 // It writes the fields XLA needs to rebuild the module (`HloModule::CreateFromProto`, which
 // XProf's tools call): the module's name, id, entry computation and host program shape; each
@@ -20,15 +20,33 @@
 
 namespace podprof::trace::hlo {
 
-// xla.PrimitiveType values (xla_data.proto).
+// xla.PrimitiveType values (xla_data.proto): the array types HLO text names most, tuple and
+// token.
 enum class PrimitiveType : int {
   kPred = 1,
+  kS8 = 2,
+  kS16 = 3,
   kS32 = 4,
+  kS64 = 5,
+  kU8 = 6,
+  kU16 = 7,
   kU32 = 8,
+  kU64 = 9,
+  kF16 = 10,
   kF32 = 11,
+  kF64 = 12,
   kTuple = 13,
+  kC64 = 15,
   kBf16 = 16,
   kToken = 17,
+  kC128 = 18,
+  kF8E5M2 = 19,
+  kF8E4M3FN = 20,
+  kS4 = 21,
+  kU4 = 22,
+  kS2 = 26,
+  kU2 = 27,
+  kF8E4M3 = 28,
 };
 
 // xla.ShapeProto: an array (element type and dimensions, written with the default layout,
@@ -37,14 +55,17 @@ struct Shape {
   PrimitiveType element_type = PrimitiveType::kTuple;
   std::vector<int64_t> dimensions;
   std::vector<Shape> tuple_shapes;
+  // An array's elements packed to this many bits each (the layout's element_size_in_bits,
+  // HLO text `E(n)`); 0: unpacked.
+  int64_t element_bits = 0;
 
   static Shape Array(PrimitiveType type, std::vector<int64_t> dims) {
-    return Shape{type, std::move(dims), {}};
+    return Shape{type, std::move(dims), {}, 0};
   }
   static Shape Tuple(std::vector<Shape> elements) {
-    return Shape{PrimitiveType::kTuple, {}, std::move(elements)};
+    return Shape{PrimitiveType::kTuple, {}, std::move(elements), 0};
   }
-  static Shape Token() { return Shape{PrimitiveType::kToken, {}, {}}; }
+  static Shape Token() { return Shape{PrimitiveType::kToken, {}, {}, 0}; }
 };
 
 // xla.HloInstructionProto, the fields written.
