@@ -9,10 +9,12 @@
 #include "cli/kernel_executions.h"
 #include "cli/one_of.h"
 #include "common/clock.h"
+#include "insight/dcn.h"
 #include "insight/host_insight.h"
 #include "insight/insight_proto.h"
 #include "insight/kernel_utilization.h"
 #include "nlohmann/json.hpp"
+#include "report/dcn_rows.h"
 #include "trace/xspace_reader.h"
 
 namespace podprof::cli {
@@ -38,12 +40,18 @@ class InspectCommand : public Command {
                   "One row per kernel execution that performance counters counted over "
                   "(kernel profiling), with the figures XProf's per-kernel tool "
                   "(kernel_utilization) shows; json in that tool's shape");
+    cmd->add_flag("--megascale", options_.megascale,
+                  "The host's cross-slice (DCN) transfers per rendezvous, with the figures "
+                  "XProf's megascale_stats computes for this host (chip 0, this file's clock): "
+                  "slack, observed, stall, occurrences, and the recv stall as XProf shows it "
+                  "and corrected");
     AddFormatFlag(cmd, context.format);
     AddWideFlag(cmd, context.table_fit);
     cmd->footer(
         "Examples:\n  podprof inspect host0.xplane.pb\n"
         "  podprof inspect host0.xplane.pb --by chip --format csv > kernels.csv\n"
-        "  podprof inspect host0.xplane.pb --executions --format json");
+        "  podprof inspect host0.xplane.pb --executions --format json\n"
+        "  podprof inspect host0.xplane.pb --megascale");
   }
 
   int Run(CliContext& context, std::ostream& out, std::ostream& err) override {
@@ -182,6 +190,33 @@ absl::Status WriteExecutions(const InspectOptions& options, const HostCapture& c
   return FlushOutput(out);
 }
 
+// XProf's megascale_stats figures for this one host. Nothing is paired: the other ends of its
+// transfers are in other hosts' files (`podprof dcn` pairs a stored capture's).
+absl::Status WriteMegascale(const InspectOptions& options, const HostCapture& c,
+                            std::ostream& out) {
+  v1::GetDcnResponse r;
+  r.set_capture_id(options.path);
+  const std::vector<insight::XprofRendezvousRow> rows =
+      insight::HostXprofFigures(insight::DcnHostFromCapture(c, -1, {}));
+  for (const insight::XprofRendezvousRow& x : rows) insight::XprofRowToProto(x, r.add_xprof());
+  r.set_verdict(rows.empty() ? "no cross-slice (host-transfer) ops on chip 0 of this host"
+                             : "one host's figures (podprof dcn pairs both ends of a stored "
+                               "capture's transfers)");
+  switch (options.format) {
+    case OutputFormat::kJson:
+      out << report::DcnJsonText(r);
+      break;
+    case OutputFormat::kCsv:
+      report::WriteDcnCsv(r, report::DcnTable::kXprof, out);
+      break;
+    case OutputFormat::kTable:
+      out << "host " << c.host.name << ": " << r.verdict() << "\n";
+      if (!rows.empty()) report::WriteDcnXprofTable(r, out);
+      break;
+  }
+  return FlushOutput(out);
+}
+
 }  // namespace
 
 std::unique_ptr<Command> AddInspectCommand(CLI::App& app, CliContext& context) {
@@ -194,6 +229,7 @@ absl::Status RunInspect(const InspectOptions& options, std::ostream& out) {
   absl::StatusOr<HostCapture> capture = trace::ReadXSpaceFile(options.path);
   if (!capture.ok()) return capture.status();
   if (options.executions) return WriteExecutions(options, *capture, out);
+  if (options.megascale) return WriteMegascale(options, *capture, out);
   const StatsGrouping by = options.by.value_or(
       options.format == OutputFormat::kTable ? StatsGrouping::kKernel : StatsGrouping::kChip);
   std::vector<KernelStats> stats = trace::ComputeKernelStats(*capture);

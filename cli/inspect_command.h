@@ -27,6 +27,9 @@ struct InspectOptions {
   // One row per kernel execution that performance counters counted over, with the figures
   // XProf's per-kernel tool shows (cli/kernel_executions.h), instead of kernel statistics.
   bool executions = false;
+  // The host's per-rendezvous DCN figures as XProf's `megascale_stats` computes them
+  // (insight::HostXprofFigures), instead of kernel statistics.
+  bool megascale = false;
 };
 
 std::unique_ptr<Command> AddInspectCommand(CLI::App& app, CliContext& context);

@@ -53,4 +53,22 @@ void VerdictToProto(const KernelFacts& facts, const Verdict& verdict, v1::Kernel
   if (verdict.profile.present) ProfileToProto(verdict.profile, out->mutable_kernel_profile());
 }
 
+void XprofRowToProto(const XprofRendezvousRow& x, v1::DcnXprofRow* out) {
+  out->set_host_name(x.host);
+  out->set_rendezvous(x.rendezvous);
+  out->set_send_op_name(x.send_op_name);
+  out->set_recv_op_name(x.recv_op_name);
+  out->set_transfer_type(x.transfer_type);
+  out->set_occurrences(x.occurrences);
+  out->set_slack_us(x.slack_us);
+  out->set_observed_duration_us(x.observed_duration_us);
+  out->set_stall_duration_us(x.stall_duration_us);
+  out->set_send_duration_us(x.send_duration_us);
+  out->set_send_done_duration_us(x.send_done_duration_us);
+  out->set_recv_done_duration_us(x.recv_done_duration_us);
+  out->set_recv_duration_us(x.recv_duration_us);
+  out->set_recv_stall_us_as_xprof(x.recv_stall_us_as_xprof);
+  out->set_bytes_transmitted(x.bytes_transmitted);
+}
+
 }  // namespace podprof::insight

@@ -4,6 +4,7 @@
 #ifndef PODPROF_INSIGHT_INSIGHT_PROTO_H_
 #define PODPROF_INSIGHT_INSIGHT_PROTO_H_
 
+#include "insight/dcn.h"
 #include "insight/verdict.h"
 #include "proto/podprof_aggregator.pb.h"
 
@@ -15,6 +16,9 @@ namespace podprof::insight {
 void VerdictToProto(const KernelFacts& facts, const Verdict& verdict, v1::KernelInsight* out);
 // A kernel profile's figures (present profiles only).
 void ProfileToProto(const KernelProfile& profile, v1::KernelProfile* out);
+// One host's XProf `megascale_stats` row (HostXprofFigures): the aggregator's GetDcn and
+// `podprof inspect --megascale` fill it here alike.
+void XprofRowToProto(const XprofRendezvousRow& x, v1::DcnXprofRow* out);
 
 }  // namespace podprof::insight
 

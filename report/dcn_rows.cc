@@ -251,7 +251,9 @@ void WriteWorst(const v1::GetDcnResponse& r, int top, std::ostream& out) {
   worst.Write(out);
 }
 
-void WriteXprof(const v1::GetDcnResponse& r, std::ostream& out) {
+}  // namespace
+
+void WriteDcnXprofTable(const v1::GetDcnResponse& r, std::ostream& out) {
   out << "\nXProf megascale_stats per host (chip 0, host clock; RECV STALL as XProf shows it, "
          "divided by 10^6 twice, and corrected):\n";
   TextTable rows({{"HOST", TextTable::Align::kLeft, 24},
@@ -270,8 +272,6 @@ void WriteXprof(const v1::GetDcnResponse& r, std::ostream& out) {
   rows.Write(out);
 }
 
-}  // namespace
-
 void WriteDcnTable(const v1::GetDcnResponse& r, int top, bool xprof, std::ostream& out) {
   // The verdict first: some link always tops the table, slow or not.
   out << "capture " << r.capture_id() << ": " << r.verdict() << "\n";
@@ -289,7 +289,7 @@ void WriteDcnTable(const v1::GetDcnResponse& r, int top, bool xprof, std::ostrea
   if (!r.links().empty()) WriteLinks(r, out);
   if (!r.producers().empty()) WriteProducers(r, out);
   if (!r.worst().empty() && top != 0) WriteWorst(r, top, out);
-  if (xprof && !r.xprof().empty()) WriteXprof(r, out);
+  if (xprof && !r.xprof().empty()) WriteDcnXprofTable(r, out);
 }
 
 }  // namespace podprof::report

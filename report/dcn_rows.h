@@ -36,6 +36,9 @@ void WriteDcnCsv(const v1::GetDcnResponse& response, DcnTable table, std::ostrea
 // `top` worst transfers (all when negative); with `xprof`, every host's XProf rows too.
 void WriteDcnTable(const v1::GetDcnResponse& response, int top, bool xprof, std::ostream& out);
 
+// XProf's per-host rows alone, as WriteDcnTable shows them (`podprof inspect --megascale`).
+void WriteDcnXprofTable(const v1::GetDcnResponse& response, std::ostream& out);
+
 }  // namespace podprof::report
 
 #endif  // PODPROF_REPORT_DCN_ROWS_H_

@@ -10,6 +10,7 @@
 #include "aggregator/api/queries.h"
 #include "common/status_macros.h"
 #include "insight/dcn.h"
+#include "insight/insight_proto.h"
 
 namespace podprof::aggregator {
 namespace {
@@ -73,24 +74,6 @@ void FillTransfer(const insight::DcnTransfer& t, v1::DcnTransfer* out) {
   out->set_producer_own_ns(t.producer_own_ns);
 }
 
-void FillXprof(const insight::XprofRendezvousRow& x, v1::DcnXprofRow* out) {
-  out->set_host_name(x.host);
-  out->set_rendezvous(x.rendezvous);
-  out->set_send_op_name(x.send_op_name);
-  out->set_recv_op_name(x.recv_op_name);
-  out->set_transfer_type(x.transfer_type);
-  out->set_occurrences(x.occurrences);
-  out->set_slack_us(x.slack_us);
-  out->set_observed_duration_us(x.observed_duration_us);
-  out->set_stall_duration_us(x.stall_duration_us);
-  out->set_send_duration_us(x.send_duration_us);
-  out->set_send_done_duration_us(x.send_done_duration_us);
-  out->set_recv_done_duration_us(x.recv_done_duration_us);
-  out->set_recv_duration_us(x.recv_duration_us);
-  out->set_recv_stall_us_as_xprof(x.recv_stall_us_as_xprof);
-  out->set_bytes_transmitted(x.bytes_transmitted);
-}
-
 }  // namespace
 
 absl::StatusOr<v1::GetDcnResponse> Queries::Dcn(const v1::GetDcnRequest& request) {
@@ -151,7 +134,7 @@ absl::StatusOr<v1::GetDcnResponse> Queries::Dcn(const v1::GetDcnRequest& request
   out.set_instances(static_cast<uint64_t>(report.instances));
   out.set_expected_transit_ns(report.expected_transit_ns);
   out.set_named_after_instances(report.named_after_instances);
-  for (const auto& x : report.xprof) FillXprof(x, out.add_xprof());
+  for (const auto& x : report.xprof) insight::XprofRowToProto(x, out.add_xprof());
   for (const auto& c : report.producers) FillCulprit(c, by_slice, out.add_producers());
   for (const auto& c : report.links) FillCulprit(c, by_link, out.add_links());
   const size_t shown = std::min(report.worst.size(), static_cast<size_t>(top));
