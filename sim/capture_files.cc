@@ -27,10 +27,15 @@ std::map<std::string, int64_t> ExpectedOccurrences(const PodModel& model,
     const ChipStep& cs = step[0];
     const int64_t step_ps = cs.start_ns * 1000;
     if (cs.runs.empty() || !inside(step_ps)) continue;
-    for (size_t i = 0; i + 3 < cs.runs.size(); ++i) {
+    for (size_t i = 0; i < cs.runs.size(); ++i) {
       const OpTemplate& op = model.ops()[cs.runs[i].op];
       if (op.dcn != DcnRole::kSend) continue;
-      if (inside(step_ps + cs.runs[i].start_ps) && inside(step_ps + cs.runs[i + 3].start_ps)) {
+      size_t done = i + 1;  // the rendezvous' recv-done, after any kernel overlapped with it
+      while (done < cs.runs.size() && model.ops()[cs.runs[done].op].dcn != DcnRole::kRecvDone) {
+        ++done;
+      }
+      if (done < cs.runs.size() && inside(step_ps + cs.runs[i].start_ps) &&
+          inside(step_ps + cs.runs[done].start_ps)) {
         ++out[op.rendezvous_name];
       }
     }

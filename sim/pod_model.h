@@ -237,7 +237,8 @@ class PodModel {
   PodModel() = default;
   // Duration of compute op `op` on (host, chip) in `step`, ps.
   int64_t ComputeDurationPs(int host, int chip, int64_t step, int op) const;
-  // The four ops of one rendezvous on one chip (DCN ops at `op`..`op` + 3), from its start
+  // The ops of one rendezvous on one chip (DCN ops at `op`..`op` + 3, or + 4 with a compute
+  // kernel overlapped after the recv), from its start
   // `t_ps`; the recv-done's end needs the data's arrival (FinishDcn).
   struct DcnRun;
   DcnRun StartDcn(int host, int chip, int64_t step, int op, int64_t t_ps) const;

@@ -42,9 +42,16 @@ def test_every_host_has_both_rendezvous_with_every_instance(pod):
             assert row["net_tx_bytes"] == 1 << 20  # ONE_TO_ONE, group of 1, bf16[524288]
             # send to recv-done: ~170 us for the buffer to leave, ~40 us of network, the copy.
             assert 0.15 < row["observed_duration"] < 0.4, row
-            assert 0.15 < row["stall_duration"] <= row["observed_duration"], row
+            assert 0.05 < row["stall_duration"] <= row["observed_duration"], row
+            # The first bucket's transfer hides the optimizer's update (about 0.1 ms): XProf's
+            # slack; the second has nothing between its ops.
+            if name == "dcn_grads.0":
+                assert 0.05 < row["slack_time"] < row["observed_duration"], row
+            else:
+                assert row["slack_time"] == 0, row
             assert row["total_stall"] == pytest.approx(row["stall_duration"] * want, rel=1e-6)
-            assert row["send_done_stall"] > 0.1, row
+            # The buffer leaving (~0.17 ms), less the update hidden behind it in the first.
+            assert row["send_done_stall"] > (0.03 if name == "dcn_grads.0" else 0.1), row
             assert row["host_stall"] is None  # no DCN host plane in the tool
 
 
