@@ -15,6 +15,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "export/megascale_planes.h"
 #include "export/nesting.h"
 #include "export/plane_stats.h"
 #include "trace/perf_counters.h"
@@ -32,6 +33,10 @@ constexpr Stat kChipStats[] = {Stat::kDeviceTypeString, Stat::kPeakTeraflops, St
 constexpr Stat kProfilingStats[] = {Stat::kPerformanceCounterId, Stat::kGlobalChipId,
                                     Stat::kSymbolId};
 constexpr PlaneStats kDevice(kChipStats, kDeviceEventStats, kProfilingStats);
+// A capture with host-transfer ops also says, on its sends, who sends to whom; appended, so the
+// ids of the others are what they are without.
+constexpr Stat kDcnStats[] = {Stat::kDcnCollectiveInfo};
+constexpr PlaneStats kDcnDevice(kChipStats, kDeviceEventStats, kProfilingStats, kDcnStats);
 
 // A line's start as the file stores it. XProf's loaders turn a line's start into ps (ns x 1000)
 // in an int64, which ns since the epoch overflow; so, as the profiler's own post-processing
@@ -61,8 +66,8 @@ struct LineEvent {
 // Metadata for the kernels a chip ran: id = index into capture.kernels + 1, made on first use.
 class KernelMetadata {
  public:
-  KernelMetadata(const trace::HostCapture& capture, xp::XPlane* plane)
-      : capture_(capture), metas_(*plane->mutable_event_metadata()) {}
+  KernelMetadata(const trace::HostCapture& capture, const PlaneStats& stats, xp::XPlane* plane)
+      : capture_(capture), stats_(stats), metas_(*plane->mutable_event_metadata()) {}
 
   int64_t Of(uint32_t k) {
     const int64_t id = static_cast<int64_t>(k) + 1;
@@ -73,31 +78,41 @@ class KernelMetadata {
     const trace::KernelDef* d = k < capture_.kernels.size() ? &capture_.kernels[k] : nullptr;
     if (d == nullptr) return id;
     m.set_name(d->name);
-    if (!d->category.empty() && d->category != "xla module") {
-      kDevice.Add(m.mutable_stats(), Stat::kHloCategory)->set_str_value(d->category);
+    // A host-transfer op as the profiler names it: its HLO text, shown by its instruction name
+    // (what XProf's DCN analysis looks the instruction up by, and the rendezvous its Megascale
+    // viewer reads from the text).
+    if (IsHostTransferKernel(*d) && !d->hlo_text.empty()) {
+      m.set_name(d->hlo_text);
+      m.set_display_name(d->name);
+      const std::string info = DcnCollectiveInfoOf(*d);
+      if (!info.empty())
+        stats_.Add(m.mutable_stats(), Stat::kDcnCollectiveInfo)->set_bytes_value(info);
     }
-    if (d->flops > 0) kDevice.Add(m.mutable_stats(), Stat::kFlops)->set_int64_value(d->flops);
+    if (!d->category.empty() && d->category != "xla module") {
+      stats_.Add(m.mutable_stats(), Stat::kHloCategory)->set_str_value(d->category);
+    }
+    if (d->flops > 0) stats_.Add(m.mutable_stats(), Stat::kFlops)->set_int64_value(d->flops);
     if (d->bytes_accessed > 0) {
-      kDevice.Add(m.mutable_stats(), Stat::kBytesAccessed)->set_int64_value(d->bytes_accessed);
+      stats_.Add(m.mutable_stats(), Stat::kBytesAccessed)->set_int64_value(d->bytes_accessed);
     }
     if (d->program_id != 0) {
-      kDevice.Add(m.mutable_stats(), Stat::kProgramId)->set_uint64_value(d->program_id);
+      stats_.Add(m.mutable_stats(), Stat::kProgramId)->set_uint64_value(d->program_id);
       // XProf's op statistics (HLO Op Stats, Op Profile, Overview) count an op only with a
       // symbol id beside its program id, and key it by the two; without it they list no op at
       // all. The profiler's own ids are not kept, so each kernel's metadata id stands in: unique
       // in the capture, never 0 (the program's root, which XProf skips). Module runs carry no
       // op of their own.
       if (d->category != "xla module") {
-        kDevice.Add(m.mutable_stats(), Stat::kSymbolId)
-            ->set_uint64_value(static_cast<uint64_t>(id));
+        stats_.Add(m.mutable_stats(), Stat::kSymbolId)->set_uint64_value(static_cast<uint64_t>(id));
       }
     }
-    if (!d->source.empty()) kDevice.Add(m.mutable_stats(), Stat::kSource)->set_str_value(d->source);
+    if (!d->source.empty()) stats_.Add(m.mutable_stats(), Stat::kSource)->set_str_value(d->source);
     return id;
   }
 
  private:
   const trace::HostCapture& capture_;
+  const PlaneStats& stats_;
   google::protobuf::Map<int64_t, xp::XEventMetadata>& metas_;
 };
 
@@ -244,8 +259,11 @@ int64_t WritePerfSamples(const trace::HostCapture& capture, int chip, int64_t or
   return sample;
 }
 
-// A chip's plane: its identity and peaks as plane stats, its lines, its counters.
-void WriteChipPlane(const trace::HostCapture& capture, int ci, bool gpu, xp::XPlane* plane) {
+// A chip's plane: its identity and peaks as plane stats, its lines, its counters. `stats`:
+// kDevice, or kDcnDevice for a capture with host-transfer ops (the stats kDevice lists have the
+// same ids in both, so the line writers add them through kDevice).
+void WriteChipPlane(const trace::HostCapture& capture, int ci, bool gpu, const PlaneStats& stats,
+                    xp::XPlane* plane) {
   const trace::Chip& chip = capture.host.chips[ci];
   const int64_t origin = capture.host.profile_start_ns;
   plane->set_id(static_cast<int64_t>(ci) + 1);
@@ -255,7 +273,7 @@ void WriteChipPlane(const trace::HostCapture& capture, int ci, bool gpu, xp::XPl
                                    : gpu ? trace::xspace::kGpuPlanePrefix
                                          : trace::xspace::kTpuPlanePrefix;
   plane->set_name(absl::StrCat(prefix, chip.ordinal));
-  kDevice.Declare(plane);
+  stats.Declare(plane);
   if (!chip.device_type.empty()) {
     kDevice.Add(plane->mutable_stats(), Stat::kDeviceTypeString)->set_str_value(chip.device_type);
   }
@@ -274,7 +292,7 @@ void WriteChipPlane(const trace::HostCapture& capture, int ci, bool gpu, xp::XPl
   const int64_t kernels_meta = static_cast<int64_t>(capture.kernels.size()) + 1;
   const int64_t counters_meta = kernels_meta + static_cast<int64_t>(capture.counters.size());
   int64_t line_id = WritePerfSamples(capture, ci, origin, counters_meta, plane);
-  KernelMetadata metadata(capture, plane);
+  KernelMetadata metadata(capture, stats, plane);
   // One XLine per line name.
   std::map<std::string, std::vector<const trace::EventBlock*>> lines;
   for (const trace::EventBlock& b : capture.blocks) {
@@ -298,10 +316,11 @@ void ForEachXPlane(const trace::HostCapture& capture,
                    const std::function<bool(tensorflow::profiler::XPlane*)>& visit) {
   bool gpu = false;
   for (const trace::EventBlock& b : capture.blocks) gpu |= b.kind == trace::LineKind::kGpuStream;
+  const bool dcn = HasHostTransferKernels(capture);
   const int chips = static_cast<int>(capture.host.chips.size());
   for (int ci = 0; ci < chips; ++ci) {
     xp::XPlane plane;
-    WriteChipPlane(capture, ci, gpu, &plane);
+    WriteChipPlane(capture, ci, gpu, dcn ? kDcnDevice : kDevice, &plane);
     if (!visit(&plane)) return;
   }
   xp::XPlane env;
@@ -312,7 +331,14 @@ void ForEachXPlane(const trace::HostCapture& capture,
       ->set_uint64_value(static_cast<uint64_t>(capture.host.profile_start_ns));
   kTaskEnvironment.Add(env.mutable_stats(), Stat::kProfileStopTime)
       ->set_uint64_value(static_cast<uint64_t>(capture.host.profile_stop_ns));
-  visit(&env);
+  if (!visit(&env) || !dcn) return;
+  // What XProf's megascale_stats reads of a host beside its TPU:0 plane (megascale_planes.h).
+  xp::XPlane metadata;
+  if (!WriteHostMetadataPlane(capture, static_cast<int64_t>(chips) + 3, &metadata)) return;
+  xp::XPlane host;
+  WriteMegaScaleHostPlane(static_cast<int64_t>(chips) + 2, &host);
+  if (!visit(&host)) return;
+  visit(&metadata);
 }
 
 tensorflow::profiler::XSpace ToXSpace(const trace::HostCapture& capture) {

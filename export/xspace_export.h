@@ -24,7 +24,11 @@ namespace podprof::exporter {
 // and a `Task Environment` plane whose profile start and stop are the capture's window. Every
 // line, counters included, starts at its first event relative to the profile start (as the
 // profiler's post-processing leaves it; INTEROP.md says why not since the epoch) and lasts to
-// its last event's end.
+// its last event's end. A capture with host-transfer (DCN) ops also gets what XProf's
+// `megascale_stats` reads of a host (export/megascale_planes.h): those ops' metadata named by
+// their HLO text and shown by their instruction name, the sends' `dcn_collective_info`, a
+// `/host:CPU` plane with a `MegaScale:` event metadata and a `/host:metadata` plane with their
+// program's `Hlo Proto` and `program_id`, after the Task Environment plane.
 tensorflow::profiler::XSpace ToXSpace(const trace::HostCapture& capture);
 
 // The same XSpace written to `out` in its wire format a plane at a time, so that only one chip's

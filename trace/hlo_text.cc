@@ -38,6 +38,9 @@ constexpr TypeName kTypes[] = {
     {"c128", PrimitiveType::kC128},
     {"f8e5m2", PrimitiveType::kF8E5M2},
     {"f8e4m3fn", PrimitiveType::kF8E4M3FN},
+    {"f8e4m3b11fnuz", PrimitiveType::kF8E4M3B11FNUZ},
+    {"f8e5m2fnuz", PrimitiveType::kF8E5M2FNUZ},
+    {"f8e4m3fnuz", PrimitiveType::kF8E4M3FNUZ},
     {"f8e4m3", PrimitiveType::kF8E4M3},
 };
 
@@ -433,6 +436,49 @@ bool ParseInstructionText(std::string_view s, InstructionText* out) {
   if (ReadOperands(s, open, &end, &in)) ReadAttributes(s, end, &in);
   *out = std::move(in);
   return true;
+}
+
+bool ParseSourceTargetPairs(std::string_view s, std::vector<std::pair<int64_t, int64_t>>* pairs) {
+  pairs->clear();
+  size_t i = 0;
+  SkipSpaces(s, &i);
+  if (i >= s.size() || s[i] != '{') return false;
+  ++i;
+  while (true) {
+    SkipSpaces(s, &i);
+    if (i < s.size() && s[i] == '}' && pairs->empty()) {  // `{}`: no pairs
+      ++i;
+      SkipSpaces(s, &i);
+      return i == s.size();
+    }
+    int64_t a = 0, b = 0;
+    if (i >= s.size() || s[i] != '{') break;
+    ++i;
+    SkipSpaces(s, &i);
+    if (!ReadUint(s, &i, &a)) break;
+    SkipSpaces(s, &i);
+    if (i >= s.size() || s[i] != ',') break;
+    ++i;
+    SkipSpaces(s, &i);
+    if (!ReadUint(s, &i, &b)) break;
+    SkipSpaces(s, &i);
+    if (i >= s.size() || s[i] != '}') break;
+    ++i;
+    pairs->emplace_back(a, b);
+    SkipSpaces(s, &i);
+    if (i < s.size() && s[i] == ',') {
+      ++i;
+      continue;
+    }
+    if (i < s.size() && s[i] == '}') {
+      ++i;
+      SkipSpaces(s, &i);
+      if (i == s.size()) return true;
+    }
+    break;
+  }
+  pairs->clear();
+  return false;
 }
 
 const std::string* FrontendAttribute(const InstructionText& in, std::string_view key) {

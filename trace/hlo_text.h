@@ -53,6 +53,11 @@ bool ParseInstructionText(std::string_view text, InstructionText* out);
 // A frontend attribute's value by key; nullptr when absent.
 const std::string* FrontendAttribute(const InstructionText& in, std::string_view key);
 
+// `_xla_send_recv_source_target_pairs`' value, `{{0,16},{16,32}}`: the (source, target)
+// pairs; false (pairs cleared) for anything else. `{}` is no pairs.
+bool ParseSourceTargetPairs(std::string_view value,
+                            std::vector<std::pair<int64_t, int64_t>>* pairs);
+
 // The shape's size as XLA's ShapeUtil::ByteSizeOf counts an array (elements x element bytes,
 // or packed to Shape::element_bits), or a tuple's elements summed (a token 0): what XProf's DCN
 // analysis takes as a host transfer's size.

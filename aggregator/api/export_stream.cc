@@ -235,30 +235,32 @@ absl::Status WriteXSpaces(const StoreReads& store, const ExportSink& sink,
                           uint64_t* estimate) {
   const std::string run = exporter::XprofRunName(row.start_ns);
   uint64_t files = 0;
-  RETURN_IF_ERROR(
-      store.captures().ForEachHost(row.id, StoreSelection(narrower), [&](storage::StoredHost& h) {
-        if (sink.cancelled()) return absl::CancelledError("the client went away");
-        if (h.capture.host.chips.empty()) return absl::OkStatus();  // a host that failed
-        RETURN_IF_ERROR(narrower.Apply(&h.capture));
-        narrower.DropUnselectedChips(&h.capture);  // no empty device planes for them
-        if (h.capture.host.chips.empty()) return absl::OkStatus();  // none of the chips selected
-        // Its size first, for a reader that needs it up front: a tar download can then stream the
-        // file rather than hold it whole to learn its size (one plane at a time either way).
-        const std::string path =
-            absl::StrCat("plugins/profile/", run, "/", HostFileName(h.row.host), ".xplane.pb");
-        if (sink.file_size) {
-          if (!sink.file_size(path, exporter::XSpaceByteSize(h.capture))) {
-            return absl::UnavailableError("the client stopped reading");
-          }
-        }
-        ChunkStreamBuf buf(&sink, path, estimate);
-        std::ostream out(&buf);
-        if (!exporter::WriteXSpace(h.capture, &out) || !out.flush()) {
-          return absl::UnavailableError("the client stopped reading");
-        }
-        ++files;
-        return absl::OkStatus();
-      }));
+  storage::HostSelection only = StoreSelection(narrower);
+  // The host-transfer ops' program is rebuilt from their HLO texts (export/megascale_planes.h).
+  only.kernel_texts = true;
+  RETURN_IF_ERROR(store.captures().ForEachHost(row.id, only, [&](storage::StoredHost& h) {
+    if (sink.cancelled()) return absl::CancelledError("the client went away");
+    if (h.capture.host.chips.empty()) return absl::OkStatus();  // a host that failed
+    RETURN_IF_ERROR(narrower.Apply(&h.capture));
+    narrower.DropUnselectedChips(&h.capture);                   // no empty device planes for them
+    if (h.capture.host.chips.empty()) return absl::OkStatus();  // none of the chips selected
+    // Its size first, for a reader that needs it up front: a tar download can then stream the
+    // file rather than hold it whole to learn its size (one plane at a time either way).
+    const std::string path =
+        absl::StrCat("plugins/profile/", run, "/", HostFileName(h.row.host), ".xplane.pb");
+    if (sink.file_size) {
+      if (!sink.file_size(path, exporter::XSpaceByteSize(h.capture))) {
+        return absl::UnavailableError("the client stopped reading");
+      }
+    }
+    ChunkStreamBuf buf(&sink, path, estimate);
+    std::ostream out(&buf);
+    if (!exporter::WriteXSpace(h.capture, &out) || !out.flush()) {
+      return absl::UnavailableError("the client stopped reading");
+    }
+    ++files;
+    return absl::OkStatus();
+  }));
   PODPROF_LOG(INFO) << "exported " << row.id << " as an XProf session of " << files << " hosts";
   return absl::OkStatus();
 }

@@ -69,7 +69,7 @@ TEST(HloTextTest, RootMetadataPackingAndDynamicDimensions) {
 
 TEST(HloTextTest, AnUnknownElementTypeLeavesTheShapeAbsentNotTheRest) {
   const InstructionText in = Parse(
-      "%send.3 = (f8e4m3fnuz[8]{0}, u32[], token[]) send(f8e4m3fnuz[8]{0} %p, token[] "
+      "%send.3 = (q7[8]{0}, u32[], token[]) send(q7[8]{0} %p, token[] "
       "%t), channel_id=3, frontend_attributes={_xla_host_transfer_rendezvous=\"r\"}");
   EXPECT_FALSE(in.has_shape);
   EXPECT_EQ(in.opcode, "send");
@@ -156,6 +156,17 @@ TEST(HostTransferModuleTest, ADoneWaitsForItsStartAndAMissingStartIsMadeUp) {
   EXPECT_EQ(in[3].operand_ids, std::vector<int64_t>{in[2].id});
   EXPECT_EQ(in[6].operand_ids, std::vector<int64_t>{in[5].id});
   EXPECT_EQ(in[7].operand_ids, std::vector<int64_t>{in[3].id});
+}
+
+TEST(HloTextTest, SourceTargetPairs) {
+  std::vector<std::pair<int64_t, int64_t>> pairs;
+  ASSERT_TRUE(ParseSourceTargetPairs("{{0,16}, {16,0}}", &pairs));
+  EXPECT_EQ(pairs, (std::vector<std::pair<int64_t, int64_t>>{{0, 16}, {16, 0}}));
+  ASSERT_TRUE(ParseSourceTargetPairs("{}", &pairs));
+  EXPECT_TRUE(pairs.empty());
+  EXPECT_FALSE(ParseSourceTargetPairs("{{0,16},{1}}", &pairs));
+  EXPECT_TRUE(pairs.empty());
+  EXPECT_FALSE(ParseSourceTargetPairs("{{0,16}} trailing", &pairs));
 }
 
 }  // namespace
