@@ -50,6 +50,9 @@ enum class PrimitiveType : int {
   kS2 = 26,
   kU2 = 27,
   kF8E4M3 = 28,
+  kF8E3M4 = 29,
+  kF4E2M1FN = 32,
+  kF8E8M0FNU = 33,
 };
 
 // xla.ShapeProto: an array (element type and dimensions, written with the default layout,

@@ -41,6 +41,9 @@ constexpr TypeName kTypes[] = {
     {"f8e4m3b11fnuz", PrimitiveType::kF8E4M3B11FNUZ},
     {"f8e5m2fnuz", PrimitiveType::kF8E5M2FNUZ},
     {"f8e4m3fnuz", PrimitiveType::kF8E4M3FNUZ},
+    {"f8e3m4", PrimitiveType::kF8E3M4},
+    {"f4e2m1fn", PrimitiveType::kF4E2M1FN},
+    {"f8e8m0fnu", PrimitiveType::kF8E8M0FNU},
     {"f8e4m3", PrimitiveType::kF8E4M3},
 };
 
@@ -139,11 +142,13 @@ bool ReadShape(std::string_view s, size_t* i, int depth, Shape* out) {
       ++*i;
       return true;
     }
+    int64_t bytes = 0;  // summed as the elements come: sizing the tuple each time is quadratic
     while (true) {
       Shape element;
       if (!ReadShape(s, i, depth + 1, &element)) return false;
+      bytes += ShapeByteSize(element);
+      if (bytes > kMaxBytes) return false;
       out->tuple_shapes.push_back(std::move(element));
-      if (ShapeByteSize(*out) > kMaxBytes) return false;
       SkipSpaces(s, i);
       if (*i >= s.size()) return false;
       if (s[*i] == ')') {

@@ -61,6 +61,11 @@ TEST(HloTextTest, RootMetadataPackingAndDynamicDimensions) {
   ASSERT_TRUE(in.has_shape);
   EXPECT_EQ(in.shape.tuple_shapes[0].element_bits, 4);
   EXPECT_EQ(ShapeByteSize(in.shape), 64);  // 128 four-bit elements
+  InstructionText f4;
+  ASSERT_TRUE(ParseInstructionText("%s = f4e2m1fn[6]{0} send()", &f4));
+  ASSERT_TRUE(f4.has_shape);
+  EXPECT_EQ(f4.shape.element_type, PrimitiveType::kF4E2M1FN);
+  EXPECT_EQ(ShapeByteSize(f4.shape), 6);  // a byte each unless the layout packs them
   EXPECT_EQ(in.op_name, "jit(f)/recv");
   EXPECT_FALSE(in.is_host_transfer);
   ASSERT_EQ(in.operands.size(), 1u);
