@@ -39,6 +39,9 @@ podprof::v1::HostInfo HostInfoFor(const podprof::v1::HostInfo& sysfs, const trac
       if (ci.peak_hbm_gbps() <= 0) ci.set_peak_hbm_gbps(c.peak_hbm_gbps);
       if (ci.device_type_string().empty()) ci.set_device_type_string(c.device_type);
       if (ci.generation().empty()) ci.set_generation(c.generation);
+      // The pod-wide id names the chip in a DCN transfer's source-target pairs; chips learned
+      // from the metric service (before any capture) have none.
+      if (ci.global_chip_id() < 0) ci.set_global_chip_id(static_cast<int32_t>(c.global_id));
     }
   }
   return info;
