@@ -453,7 +453,6 @@ PodModel::DcnRun PodModel::StartDcn(int host, int chip, int64_t step, int op, in
              s = static_cast<uint64_t>(step), o = static_cast<uint64_t>(op);
   const uint64_t issue = MixHash(config_.pod_seed, h, c, s, o);
   const uint64_t wire = MixHash(config_.pod_seed, h, c, s, o + 2);
-  const uint64_t network = MixHash(config_.pod_seed, h, c, s, o + 3);
   DcnRun d;
   d.send_start = t;
   d.send_ps = std::llround(kDcnSendPs * Jitter(issue, 0));
@@ -473,8 +472,27 @@ PodModel::DcnRun PodModel::StartDcn(int host, int chip, int64_t step, int op, in
   }
   d.send_done_ps = std::max(kDcnDoneMinPs, d.leave_ps - d.send_done_start);
   d.recv_done_start = d.send_done_start + d.send_done_ps + kLaunchGapPs;
-  d.latency_ps = std::llround(kDcnLatencyPs * (0.85 + 0.3 * Uniform(network)));
+  d.latency_ps = DcnLatencyPs(host, chip, step, op);
   return d;
+}
+
+int64_t PodModel::DcnLatencyPs(int host, int chip, int64_t step, int op) const {
+  const uint64_t network =
+      MixHash(config_.pod_seed, static_cast<uint64_t>(host), static_cast<uint64_t>(chip),
+              static_cast<uint64_t>(step), static_cast<uint64_t>(op) + 3);
+  return std::llround(kDcnLatencyPs * (0.85 + 0.3 * Uniform(network)));
+}
+
+int64_t PodModel::DcnTransitPs(int64_t step, int64_t global_chip, int rendezvous) const {
+  if (config_.slices <= 1) return 0;
+  for (int op = 0; op < static_cast<int>(ops_.size()); ++op) {
+    if (ops_[op].dcn != DcnRole::kSend || ops_[op].rendezvous != rendezvous) continue;
+    const int64_t src = DcnSource(global_chip);
+    const int src_host = static_cast<int>(src / chips_);
+    return DcnLatencyPs(src_host, static_cast<int>(src % chips_), step, op) +
+           DcnDelayPs(SliceOf(src_host), step);
+  }
+  return 0;
 }
 
 StepSchedule PodModel::Schedule(int64_t step) const {

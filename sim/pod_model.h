@@ -224,6 +224,13 @@ class PodModel {
   // Step(step), given `schedule` = Schedule(step) (of any host's model of the same pod): only
   // this host's chips are computed.
   std::vector<ChipStep> Step(int64_t step, const StepSchedule& schedule) const;
+  // The network transit of the DCN data chip `global_chip` receives in rendezvous `rendezvous`
+  // (0 .. kDcnRendezvous - 1) of step `step`, ps: from the moment its source chip's buffer has
+  // left (the source's send-done) to its arrival (StepSchedule::dcn_arrivals): the network's
+  // latency plus any DcnDelay on the source slice's link. A producer's lateness is not in it.
+  // 0 with one slice. What the runtime's `megascale.dcn_transfer_latencies` counts
+  // (sim/dcn_metric.h); cheap: it needs no schedule.
+  int64_t DcnTransitPs(int64_t step, int64_t global_chip, int rendezvous) const;
   // The transfer phase of collective `op` in step `step` in slice `slice`, ps: the part of the
   // collective after the slowest chip of the slice arrived, the same on its every chip.
   int64_t CollectiveTransferPs(int64_t step, int op, int slice = 0) const;
@@ -242,6 +249,9 @@ class PodModel {
   // `t_ps`; the recv-done's end needs the data's arrival (FinishDcn).
   struct DcnRun;
   DcnRun StartDcn(int host, int chip, int64_t step, int op, int64_t t_ps) const;
+  // The network's latency from chip `chip` of `host` to its receiver in the rendezvous whose
+  // send is op `op`, ps (before any injected delay).
+  int64_t DcnLatencyPs(int host, int chip, int64_t step, int op) const;
   // The DCN extra delay of data sent by `slice` in `step`, ps.
   int64_t DcnDelayPs(int slice, int64_t step) const;
   // The step period when the configuration leaves it to the model: the step's busy time with

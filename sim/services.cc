@@ -11,6 +11,7 @@
 #include "common/checked.h"
 #include "common/pattern.h"
 #include "proto/tpu_metric_names.h"
+#include "sim/dcn_metric.h"
 
 namespace podprof::sim {
 namespace {
@@ -115,13 +116,6 @@ int SizeClassShift(int64_t bytes) {
   return shift;
 }
 
-// A size class as the runtime labels it: binary units and a `+` ("512B+", "4MB+").
-std::string SizeClassLabel(int shift) {
-  static constexpr const char* kUnits[] = {"B", "KB", "MB", "GB", "TB", "PB", "EB"};
-  const int unit = shift / 10;
-  return absl::StrCat(int64_t{1} << (shift - 10 * unit), kUnits[unit], "+");
-}
-
 void AddStringAttribute(const std::string& key, const std::string& value, rt::KeyValueList* kv) {
   rt::Attribute* a = kv->add_attributes();
   a->set_key(key);
@@ -152,10 +146,41 @@ void AddTransferMetrics(const TransferMetric& spec, const HostTransfers& transfe
     rt::Metric* m = metric->add_metrics();
     m->mutable_attribute()->set_key(names::kMegascaleKey);
     rt::KeyValueList* kv = m->mutable_attribute()->mutable_value()->mutable_kvlist_attr();
-    if (shift >= 0) AddStringAttribute(names::kBufferSizeKey, SizeClassLabel(shift), kv);
+    if (shift >= 0) {
+      AddStringAttribute(names::kBufferSizeKey, BufferSizeClass(int64_t{1} << shift), kv);
+    }
     SetTimestamp(now, m->mutable_timestamp());
     SetTimestamp(transfers.start_host_ns, m->mutable_start_timestamp());
     FillDistribution(values, m->mutable_distribution());
+  }
+}
+
+// A multi-slice job's DCN transfer latencies (sim/dcn_metric.h): one Metric per buffer-size
+// class, cumulative since the host started, in podprof's bucket layout.
+void AddDcnLatencies(const std::map<std::string, DcnLatencyClass>& classes, int64_t now,
+                     rt::TPUMetric* metric) {
+  metric->set_description(
+      "DCN transfers received, from the sender's buffer leaving to its arrival, microseconds "
+      "(buckets and size classes are the simulator's)");
+  for (const auto& [label, c] : classes) {
+    rt::Metric* m = metric->add_metrics();
+    m->mutable_attribute()->set_key(names::kMegascaleKey);
+    AddStringAttribute(names::kBufferSizeKey, label,
+                       m->mutable_attribute()->mutable_value()->mutable_kvlist_attr());
+    SetTimestamp(now, m->mutable_timestamp());
+    SetTimestamp(c.start_host_ns, m->mutable_start_timestamp());
+    rt::Distribution* d = m->mutable_distribution();
+    auto* exp = d->mutable_bucket_options()->mutable_exponential_buckets();
+    exp->set_num_finite_buckets(kDcnLatencyBuckets);
+    exp->set_growth_factor(kDcnLatencyGrowth);
+    exp->set_scale(kDcnLatencyScaleUs);
+    const double n = static_cast<double>(c.count);
+    d->set_count(c.count);
+    d->set_mean(c.count == 0 ? 0 : c.sum / n);
+    d->set_min(c.min);
+    d->set_max(c.max);
+    d->set_sum_of_squared_deviation(c.count == 0 ? 0 : std::max(0.0, c.sum_sq - c.sum * c.sum / n));
+    for (int64_t b : c.buckets) d->add_bucket_counts(b);
   }
 }
 
@@ -293,6 +318,12 @@ grpc::Status MetricServiceImpl::GetRuntimeMetric(grpc::ServerContext*,
   const int64_t now = host_->host_clock().NowNs();
   rt::TPUMetric* metric = response->mutable_metric();
   metric->set_name(name);
+  // A multi-slice job's DCN latencies are its DCN transfers'; with one slice the step's ICI
+  // collectives stand in for them (HostTransfers).
+  if (name == names::kDcnTransferUs && host_->model().slices() > 1) {
+    AddDcnLatencies(host_->DcnLatencies(), now, metric);
+    return grpc::Status::OK;
+  }
   if (const TransferMetric* transfer = FindTransferMetric(name)) {
     AddTransferMetrics(*transfer, host_->Transfers(), now, metric);
     return grpc::Status::OK;

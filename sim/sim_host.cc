@@ -108,7 +108,8 @@ SimHost::SimHost(const SimHostOptions& options, Clock& truth, PodModel model)
     : options_(options),
       truth_(truth),
       host_clock_(truth, options.clock_offset_ns, options.clock_drift_ppm, options.clock_epoch_ns),
-      model_(std::move(model)) {
+      model_(std::move(model)),
+      dcn_latencies_(model_, model_.StepAt(truth_.NowNs()), host_clock_.NowNs()) {
   // Counting starts with the first step that begins after start-up, as a runtime's would.
   timed_through_ = model_.StepAt(truth_.NowNs());
   timings_.resize(model_.chips());
@@ -156,6 +157,14 @@ std::vector<Cumulative> SimHost::ProgramTimings() {
   }
   timed_through_ = std::max(timed_through_, done);
   return timings_;
+}
+
+std::map<std::string, DcnLatencyClass> SimHost::DcnLatencies() {
+  // A step's transfers have all arrived once it ended (its last kernel is a recv-done).
+  const int64_t done = model_.StepAt(truth_.NowNs()) - 1;
+  absl::MutexLock lock(&timing_mu_);
+  dcn_latencies_.CountThrough(done);
+  return dcn_latencies_.classes();
 }
 
 bool SimHost::WaitUntil(int64_t host_ns, absl::Notification* stop,

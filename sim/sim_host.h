@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,6 +18,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/clock.h"
 #include "common/skewed_clock.h"
+#include "sim/dcn_metric.h"
 #include "sim/kernel_profiling.h"
 #include "sim/pod_model.h"
 #include "sim/replay.h"
@@ -108,8 +110,9 @@ struct TransferObservation {
 };
 
 // What the runtime's multi-slice ("megascale") metrics report: the observations of the last
-// complete step, over all chips of this host. The simulated pod is one slice with no
-// data-centre network, so the step's collectives stand in for its cross-slice transfers.
+// complete step, over all chips of this host. A pod of one slice has no data-centre network,
+// so the step's collectives stand in for its cross-slice transfers (a multi-slice job's
+// dcn_transfer_latencies are its DCN transfers': DcnLatencies).
 struct HostTransfers {
   // The step the observations accumulate over, on the host clock.
   int64_t start_host_ns = 0;
@@ -179,6 +182,10 @@ class SimHost {
   // the step's program (start to its last kernel's end) that ended since the host started.
   std::vector<Cumulative> ProgramTimings() ABSL_LOCKS_EXCLUDED(timing_mu_);
   HostTransfers Transfers();
+  // A multi-slice job's `megascale.dcn_transfer_latencies`: every DCN transfer this host's chips
+  // received in the steps that ended since the host started, by buffer-size class
+  // (sim/dcn_metric.h). Empty with one slice.
+  std::map<std::string, DcnLatencyClass> DcnLatencies() ABSL_LOCKS_EXCLUDED(timing_mu_);
   // Every TensorCore of this host, by chip and core.
   std::vector<CoreState> CoreStates();
   const std::string& host_name() const { return options_.host_name; }
@@ -209,6 +216,7 @@ class SimHost {
   absl::Mutex timing_mu_;
   int64_t timed_through_ ABSL_GUARDED_BY(timing_mu_) = 0;
   std::vector<Cumulative> timings_ ABSL_GUARDED_BY(timing_mu_);
+  DcnLatencyCounter dcn_latencies_ ABSL_GUARDED_BY(timing_mu_);
 
   absl::Mutex mu_;
   // Guarded by mu_.
