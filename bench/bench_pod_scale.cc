@@ -8,7 +8,9 @@
 // Last line `pod_scale_events_per_cpu_s=<n>`. Everything listens on loopback only.
 //
 //   bench_pod_scale [--agents 2240] [--chips 4] [--duration-ms 1000] [--captures 1]
-//                   [--counters 1]
+//                   [--counters 1] [--slices 1]
+// With --slices S > 1 the pod is an S-slice job (the agents split evenly), and after the
+// captures the last one's cross-slice analysis (GetDcn) is asked for and timed (`dcn_query_s`).
 #include <grpcpp/grpcpp.h>
 #include <stdlib.h>
 #include <sys/resource.h>
@@ -45,7 +47,7 @@ namespace v1 = podprof::v1;
 
 constexpr char kUsage[] =
     "usage: bench_pod_scale [--agents N (2240)] [--chips C (4)] [--duration-ms D (1000)]\n"
-    "                       [--captures K (1)] [--counters 0|1 (1)]\n"
+    "                       [--captures K (1)] [--counters 0|1 (1)] [--slices S (1)]\n"
     "Starts podprof-aggregator --insecure and one podprof-loadgen emulating N agents on\n"
     "loopback, runs K pod-wide captures of D ms and prints the aggregator's cost; the last\n"
     "line is pod_scale_events_per_cpu_s=<events stored per aggregator CPU-second>.\n";
@@ -57,7 +59,7 @@ constexpr int64_t kRpcDeadlineNs = 10'000'000'000;
 constexpr int kMaxQueries = 100'000;
 
 struct Options {
-  int agents = 2240, chips = 4, duration_ms = 1000, captures = 1, counters = 1;
+  int agents = 2240, chips = 4, duration_ms = 1000, captures = 1, counters = 1, slices = 1;
 };
 
 // Parses the flags; false (after printing why, or the usage for --help) to stop.
@@ -83,13 +85,19 @@ bool ParseOptions(int argc, char** argv, Options* o) {
       o->captures = v;
     else if (a == "--counters")
       o->counters = v;
+    else if (a == "--slices")
+      o->slices = v;
     else {
       std::fprintf(stderr, "unknown flag %s\n%s", a.c_str(), kUsage);
       return false;
     }
   }
-  if (o->agents < 1 || o->chips < 1 || o->duration_ms < 1 || o->captures < 1) {
+  if (o->agents < 1 || o->chips < 1 || o->duration_ms < 1 || o->captures < 1 || o->slices < 1) {
     std::fprintf(stderr, "every value must be at least 1\n%s", kUsage);
+    return false;
+  }
+  if (o->agents % o->slices != 0) {
+    std::fprintf(stderr, "--agents must split evenly into --slices\n%s", kUsage);
     return false;
   }
   return true;
@@ -189,6 +197,7 @@ struct CaptureResult {
   uint64_t events = 0;
   uint64_t wire_bytes = 0;  // the hosts' capture streams, as received
   bool stored = false;
+  std::string id;
   double land_s = -1;  // last stream's end to queryable
   std::map<std::string, int> failures;
 };
@@ -208,6 +217,7 @@ CaptureResult RunCapture(v1::Aggregator::Stub& stub, Clock& clock, const Options
     return r;
   }
   querier.SetCapture(started.capture_id());
+  r.id = started.capture_id();
   const int64_t window_end = started.start_ns() + int64_t{o.duration_ms} * 1'000'000;
   grpc::ClientContext wctx;
   wctx.set_deadline(DeadlineAt(clock.NowNs(), kCaptureTimeoutNs));
@@ -280,6 +290,27 @@ double IdleCpuPerS(pid_t agg, Clock& clock) {
          ((clock.NowNs() - t0) / 1e9);
 }
 
+// A multi-slice capture's cross-slice analysis, asked for once the pod is idle: how long the
+// aggregator takes to read every host's XLA Ops and pair the transfers, and what it found.
+void ReportDcn(v1::Aggregator::Stub& stub, Clock& clock, const std::string& capture) {
+  v1::GetDcnRequest req;
+  req.set_capture_id(capture);
+  v1::GetDcnResponse resp;
+  grpc::Status status;
+  const double ms = TimedMs(clock, [&] {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(DeadlineAt(clock.NowNs(), 10 * kRpcDeadlineNs));
+    status = stub.GetDcn(&ctx, req, &resp);
+  });
+  if (!status.ok()) {
+    std::printf("dcn: %s\n", status.error_message().c_str());
+    return;
+  }
+  std::printf("dcn: %llu transfers between %d slices; %s\ndcn_query_s=%.2f\n",
+              static_cast<unsigned long long>(resp.transfers()), resp.slices(),
+              resp.verdict().c_str(), ms / 1e3);
+}
+
 // Waits for the pod, runs the captures, prints the figures; returns the exit code. Long: the
 // report's lines in the order it prints them, each over figures measured just before.
 int RunAndReport(const Options& o, Clock& clock, int port, pid_t agg, pid_t loadgen, int64_t t0,
@@ -308,8 +339,10 @@ int RunAndReport(const Options& o, Clock& clock, int port, pid_t agg, pid_t load
   uint64_t events = 0, wire_bytes = 0;
   int complete = 0, total = 0;
   double worst_land = -1;
+  std::string last_id;
   for (int c = 0; c < o.captures; ++c) {
     CaptureResult r = RunCapture(*stub, clock, o, querier);
+    last_id = r.id;
     std::printf(
         "capture %d: hosts_complete=%d/%d events_stored=%llu stored=%s "
         "land_after_last_stream_s=%.2f\n",
@@ -361,6 +394,7 @@ int RunAndReport(const Options& o, Clock& clock, int port, pid_t agg, pid_t load
       bench::Percentile(idle, 0.99) > 0
           ? bench::Percentile(busy, 0.99) / bench::Percentile(idle, 0.99)
           : 0);
+  if (o.slices > 1) ReportDcn(*stub, clock, last_id);
   cleanup();
   std::printf("pod_scale_events_per_cpu_s=%.0f\n", events_per_cpu_s);
   return complete == total && total > 0 ? 0 : 1;
@@ -411,8 +445,8 @@ int Main(int argc, char** argv) {
   loadgen = bench::StartChild(
       {bin + "/podprof-loadgen", "--insecure", absl::StrCat("--aggregator=127.0.0.1:", port),
        absl::StrCat("--agents=", o.agents), absl::StrCat("--chips=", o.chips),
-       absl::StrCat("--counters=", o.counters), "--exit-after=2h",
-       "--ready-file=" + dir + "/loadgen.json"});
+       absl::StrCat("--counters=", o.counters), absl::StrCat("--slices=", o.slices),
+       "--exit-after=2h", "--ready-file=" + dir + "/loadgen.json"});
   if (!bench::WaitForFile(dir + "/loadgen.json")) {
     std::printf("podprof-loadgen did not start\n");
     cleanup();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -20,6 +21,11 @@ using google::protobuf::io::CodedOutputStream;
 // Bounds on a kernel definition's texts before any chunk-size cut: an HLO instruction, a Mosaic
 // kernel's MLIR, a source stack, a framework op path. One kernel cannot crowd a chunk out.
 constexpr size_t kMaxHloTextBytes = 8 << 10;
+// A cross-slice (host-transfer) instruction's text lists every source-target pair of the job
+// (`_xla_send_recv_source_target_pairs`), which is how the aggregator pairs a receive with its
+// sender (insight/dcn.h): about 14 bytes a chip, 230 KB for 16,384 chips. Only the eight
+// send/recv ops of a step carry it, and the store keeps one copy per kernel, not per host.
+constexpr size_t kMaxHostTransferTextBytes = 256 << 10;
 constexpr size_t kMaxMlirBytes = 64 << 10;
 constexpr size_t kMaxSourceStackBytes = 4 << 10;
 constexpr size_t kMaxTfOpBytes = 1 << 10;
@@ -71,7 +77,9 @@ void FillKernelDef(const trace::KernelDef& k, uint64_t id, double text_scale, v1
   d->set_flops(k.flops);
   d->set_bytes_accessed(k.bytes_accessed);
   d->set_source(Cut(k.source, 100));
-  d->set_hlo_text(Cut(k.hlo_text, bound(kMaxHloTextBytes)));
+  const bool host_transfer = absl::StartsWith(k.category, "host ");
+  d->set_hlo_text(
+      Cut(k.hlo_text, bound(host_transfer ? kMaxHostTransferTextBytes : kMaxHloTextBytes)));
   d->set_tf_op(Cut(k.tf_op, bound(kMaxTfOpBytes)));
   d->set_source_stack(Cut(k.source_stack, bound(kMaxSourceStackBytes)));
   d->set_mlir(Cut(k.mlir, bound(kMaxMlirBytes)));

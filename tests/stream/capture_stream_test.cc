@@ -587,6 +587,36 @@ TEST(CaptureEncoderTest, KernelDefinitionsJustUnderAndOverTheLimit) {
   EXPECT_EQ(Decode(sink.chunks).capture().kernels.size(), 2u);
 }
 
+// A cross-slice send's text lists every source-target pair of the job, which the aggregator
+// needs whole to pair receives with their senders (insight/dcn.h): a 4-slice x 64-host x 4-chip
+// job's is over 10 KB, past the 8 KiB any other instruction's text is cut to.
+TEST(CaptureEncoderTest, AHostTransferTextTravelsWholeWhereOthersAreCut) {
+  std::string pairs;
+  for (int chip = 0; chip < 1024; ++chip) {
+    absl::StrAppend(&pairs, chip == 0 ? "" : ",", "{", chip, ",", (chip + 256) % 1024, "}");
+  }
+  trace::HostCapture c;
+  c.kernels.resize(2);
+  c.kernels[0].name = "send.101";
+  c.kernels[0].category = "host send";
+  c.kernels[0].hlo_text = absl::StrCat(
+      "%send.101 = (bf16[524288]{0}, u32[], token[]) send(bf16[524288]{0} %p, token[] %t), "
+      "channel_id=101, is_host_transfer=true, frontend_attributes={"
+      "_xla_send_recv_source_target_pairs=\"{",
+      pairs, "}\"}");
+  c.kernels[1] = c.kernels[0];
+  c.kernels[1].name = "fusion.1";
+  c.kernels[1].category = "loop fusion";
+  ASSERT_GT(c.kernels[0].hlo_text.size(), 10'000u);
+  CollectSink sink;
+  ChunkCounts counts;
+  ASSERT_OK(StreamCapture(c, {}, {}, size_t{1} << 20, &sink, &counts));
+  const trace::HostCapture got = Decode(sink.chunks).capture();
+  ASSERT_EQ(got.kernels.size(), 2u);
+  EXPECT_EQ(got.kernels[0].hlo_text, c.kernels[0].hlo_text);
+  EXPECT_EQ(got.kernels[1].hlo_text.size(), 8u << 10);
+}
+
 TEST(CaptureEncoderTest, LimitsAreNegotiatedAndChecked) {
   EXPECT_EQ(NegotiateChunkBytes(4 << 20, 0), size_t{4 << 20}) << "no request: the agent's own";
   EXPECT_EQ(NegotiateChunkBytes(4 << 20, 1 << 20), size_t{1 << 20}) << "a smaller receiver";
