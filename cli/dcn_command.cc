@@ -26,6 +26,10 @@ class DcnCommand : public AggregatorCommand {
     cmd->add_flag("--xprof", options_.xprof,
                   "Also show each host's rows as XProf's megascale_stats reports them (slack, "
                   "observed, stall, occurrences, recv stall as XProf shows it and corrected)");
+    cmd->add_flag("--cells", options_.cells,
+                  "With --format json: also the slices x instances matrix (each slice's "
+                  "receivers' wait and its own lateness as a producer per rendezvous instance, "
+                  "at most 64 x 2000), as GET /api/v1/captures/{id}/dcn?cells=1 has it");
     std::vector<std::pair<std::string, report::DcnTable>> tables(report::DcnTablesByName().begin(),
                                                                  report::DcnTablesByName().end());
     cmd->add_option("--table", options_.table,
@@ -70,6 +74,8 @@ absl::Status RunDcn(AggregatorClient& client, const DcnOptions& options, std::os
   v1::GetDcnRequest request;
   request.set_capture_id(options.capture_id);
   request.set_top(static_cast<uint32_t>(std::clamp(options.top, 0, 1000)));
+  // Only the JSON shows the matrix: the table and the CSVs would drop it.
+  request.set_cells(options.cells && options.format == OutputFormat::kJson);
   v1::GetDcnResponse response;
   RETURN_IF_ERROR(client.Call(&Stub::GetDcn, request, &response));
   switch (options.format) {

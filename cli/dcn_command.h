@@ -18,6 +18,7 @@ struct DcnOptions {
   std::string capture_id;
   int top = 10;        // worst transfers shown in the table, and asked of the aggregator
   bool xprof = false;  // the table shows XProf's per-host rows too
+  bool cells = false;  // the JSON holds the slices x instances matrix (GetDcnRequest.cells)
   report::DcnTable table = report::DcnTable::kLinks;  // the one table csv writes
   OutputFormat format = OutputFormat::kTable;
 };

@@ -132,6 +132,31 @@ std::vector<std::string> Header(DcnTable table) {
   return out;
 }
 
+// The slices x instances matrix as the slice view reads it: a row of figures per slice.
+Json CellsJson(const v1::DcnCells& c) {
+  const int width = c.instance_step_size();
+  Json instances = Json::array();
+  for (int i = 0; i < width; ++i) {
+    instances.push_back({{"rendezvous", c.instance_rendezvous(i)},
+                         {"step", c.instance_step(i)},
+                         {"start_ns", c.instance_start_ns(i)}});
+  }
+  // A matrix whose figures do not fill its rows (a damaged answer) is cut to whole rows.
+  auto rows = [&](const google::protobuf::RepeatedField<int64_t>& v) {
+    Json out = Json::array();
+    for (int s = 0; s < c.slices_size() && (s + 1) * width <= v.size(); ++s) {
+      out.push_back(Json(std::vector<int64_t>(v.begin() + s * width, v.begin() + (s + 1) * width)));
+    }
+    return out;
+  };
+  return {{"slices", std::vector<int32_t>(c.slices().begin(), c.slices().end())},
+          {"instances", std::move(instances)},
+          {"wait_ns", rows(c.wait_ns())},
+          {"producer_ns", rows(c.producer_ns())},
+          {"instances_left_out", c.instances_left_out()},
+          {"slices_left_out", c.slices_left_out()}};
+}
+
 std::string CsvCell(const Json& v) {
   if (v.is_string()) return CsvField(v.get<std::string>());
   if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
@@ -176,6 +201,7 @@ std::string DcnJsonText(const v1::GetDcnResponse& r) {
     columns[key] = Header(table);
   }
   j["columns"] = std::move(columns);
+  if (r.has_cells()) j["cells"] = CellsJson(r.cells());
   return JsonText(j, 2) + "\n";
 }
 

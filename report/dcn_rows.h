@@ -24,7 +24,10 @@ const std::map<std::string, DcnTable>& DcnTablesByName();
 // transfers, expected_transit_ns, named_after_instances, then the rows of each table under
 // `links`, `producers`, `worst` and `xprof`, each row with the columns its CSV has but
 // `capture`, and `columns`: each of the four's CSV columns (`capture` first), which a table
-// without rows has too. Durations in ns, instants ns since the Unix epoch on the aggregator's
+// without rows has too; where the answer holds the slices x instances matrix (asked for with
+// `cells`), `cells` last: `slices`, `instances` (each its rendezvous, step and start_ns),
+// `wait_ns` and `producer_ns` (a row of figures per slice, a figure per instance) and what the
+// bounds left out. Durations in ns, instants ns since the Unix epoch on the aggregator's
 // clock; XProf's figures in us.
 std::string DcnJsonText(const v1::GetDcnResponse& response);
 

@@ -10,6 +10,7 @@
 #include "aggregator/api/queries.h"
 #include "common/status_macros.h"
 #include "insight/dcn.h"
+#include "insight/dcn_cells.h"
 #include "insight/insight_proto.h"
 
 namespace podprof::aggregator {
@@ -74,6 +75,19 @@ void FillTransfer(const insight::DcnTransfer& t, v1::DcnTransfer* out) {
   out->set_producer_own_ns(t.producer_own_ns);
 }
 
+void FillCells(const insight::DcnCells& c, v1::DcnCells* out) {
+  for (int s : c.slices) out->add_slices(s);
+  for (const insight::DcnInstance& i : c.instances) {
+    out->add_instance_rendezvous(i.rendezvous);
+    out->add_instance_step(i.step);
+    out->add_instance_start_ns(i.start_ns);
+  }
+  out->mutable_wait_ns()->Add(c.wait_ns.begin(), c.wait_ns.end());
+  out->mutable_producer_ns()->Add(c.producer_ns.begin(), c.producer_ns.end());
+  out->set_instances_left_out(c.instances_left_out);
+  out->set_slices_left_out(c.slices_left_out);
+}
+
 }  // namespace
 
 absl::StatusOr<v1::GetDcnResponse> Queries::Dcn(const v1::GetDcnRequest& request) {
@@ -110,6 +124,7 @@ absl::StatusOr<v1::GetDcnResponse> Queries::Dcn(const v1::GetDcnRequest& request
   out.set_named_after_instances(-1);
   if (hosts.empty()) {
     out.set_verdict(kNoDcnVerdict);
+    if (request.cells()) out.mutable_cells();  // asked for, and empty
     return out;
   }
   // Every transfer (a receive is one run, so the runs bound them): each link's median transit
@@ -137,6 +152,7 @@ absl::StatusOr<v1::GetDcnResponse> Queries::Dcn(const v1::GetDcnRequest& request
   for (const auto& x : report.xprof) insight::XprofRowToProto(x, out.add_xprof());
   for (const auto& c : report.producers) FillCulprit(c, by_slice, out.add_producers());
   for (const auto& c : report.links) FillCulprit(c, by_link, out.add_links());
+  if (request.cells()) FillCells(insight::DcnSliceCells(report.worst), out.mutable_cells());
   const size_t shown = std::min(report.worst.size(), static_cast<size_t>(top));
   for (size_t i = 0; i < shown; ++i) FillTransfer(report.worst[i], out.add_worst());
   return out;

@@ -21,13 +21,17 @@ namespace {
 using http::Request;
 using http::Response;
 
-// ?top= (the worst transfers kept), ?format=json|csv and, for CSV, ?table= (links by default).
+// ?top= (the worst transfers kept), ?cells=1 (the slices x instances matrix, in the JSON),
+// ?format=json|csv and, for CSV, ?table= (links by default).
 Response Dcn(const HttpApiSources& src, const Request& req) {
   v1::GetDcnRequest r;
   r.set_capture_id(req.params.at("id"));
   absl::StatusOr<int64_t> top = IntParam(req, "top", 0);
   if (!top.ok()) return Response::Error(top.status());
   r.set_top(static_cast<uint32_t>(std::min<int64_t>(*top, kMaxDcnTop)));
+  absl::StatusOr<int64_t> cells = IntParam(req, "cells", 0);
+  if (!cells.ok()) return Response::Error(cells.status());
+  r.set_cells(*cells != 0);
   absl::StatusOr<bool> csv = WantsCsv(req);
   if (!csv.ok()) return Response::Error(csv.status());
   const std::string table = Param(req, "table", "links");

@@ -63,7 +63,8 @@ class Queries {
   // receive paired with its send, the producing slices and links judged, the request's `top`
   // longest waits (kDefaultDcnTop when 0, at most kMaxDcnTop). Reads the `XLA Ops` lines one
   // host at a time and keeps only each host's DCN ops. A capture without any answers an empty
-  // report whose verdict says so (dcn_query.cc).
+  // report whose verdict says so (dcn_query.cc). With `cells`, also the slices x instances
+  // matrix (insight/dcn_cells.h; empty without DCN ops).
   absl::StatusOr<v1::GetDcnResponse> Dcn(const v1::GetDcnRequest& request);
   // Kernels' statistics over captures, each point flagged against the one before it.
   absl::StatusOr<v1::KernelHistoryResponse> KernelHistory(const v1::KernelHistoryRequest& request);

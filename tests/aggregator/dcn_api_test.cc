@@ -46,10 +46,11 @@ class DcnQueryTest : public ::testing::Test {
     queries_ = std::make_unique<Queries>(*store_, *registry_);
   }
   void Store(const DcnPod& pod) { ASSERT_OK(testing::StoreDcnPod(store_->writer(), pod)); }
-  v1::GetDcnResponse Dcn(const std::string& id, uint32_t top = 0) {
+  v1::GetDcnResponse Dcn(const std::string& id, uint32_t top = 0, bool cells = false) {
     v1::GetDcnRequest r;
     r.set_capture_id(id);
     r.set_top(top);
+    r.set_cells(cells);
     absl::StatusOr<v1::GetDcnResponse> answer = queries_->Dcn(r);
     EXPECT_OK(answer);
     return answer.ok() ? *answer : v1::GetDcnResponse();
@@ -137,6 +138,43 @@ TEST_F(DcnQueryTest, ASlowLinkIsNamed) {
   EXPECT_EQ(r.links(0).excess_ns(), 400 * kUs);
   EXPECT_GT(r.links(0).network_ns(), 0);
   EXPECT_EQ(r.expected_transit_ns(), 105 * kUs);
+}
+
+// The slice view's matrix: a row per slice, a column per step of the one rendezvous; the slow
+// link's receivers (slice 1) wait the 400 us more in every step, slice 0's only their copy.
+TEST_F(DcnQueryTest, CellsAreSlicesByInstancesWhenAskedFor) {
+  DcnPod pod;
+  pod.slow_src = 0;
+  pod.slow_dst = 1;
+  pod.slow_ns = 400 * kUs;
+  Store(pod);
+  EXPECT_FALSE(Dcn(pod.id).has_cells());
+  const v1::GetDcnResponse r = Dcn(pod.id, 0, true);
+  ASSERT_TRUE(r.has_cells());
+  const v1::DcnCells& c = r.cells();
+  ASSERT_EQ(c.slices_size(), 2);
+  ASSERT_EQ(c.instance_step_size(), pod.steps);
+  EXPECT_EQ(c.instance_rendezvous(0), "dcn_grads.0");
+  EXPECT_EQ(c.wait_ns_size(), 2 * pod.steps);
+  EXPECT_EQ(c.producer_ns_size(), 2 * pod.steps);
+  for (int k = 0; k < pod.steps; ++k) {
+    EXPECT_EQ(c.instance_step(k), k);
+    // Per chip, a recv-done from 1 us after its own send-done to 5 us after the data came
+    // (dcn_pod.h): slice 0's 104 us (100 us transit), slice 1's 504 us (400 us more); both
+    // chips of a slice sum.
+    EXPECT_EQ(c.wait_ns(k), 2 * 104 * kUs) << k;
+    EXPECT_EQ(c.wait_ns(pod.steps + k), 2 * 504 * kUs) << k;
+    EXPECT_EQ(c.producer_ns(k), 0);
+  }
+  EXPECT_EQ(c.instances_left_out(), 0u);
+  // A capture without DCN ops answers an empty matrix.
+  DcnPod none;
+  none.id = "no-dcn";
+  none.dcn = false;
+  Store(none);
+  const v1::GetDcnResponse empty = Dcn(none.id, 0, true);
+  EXPECT_TRUE(empty.has_cells());
+  EXPECT_EQ(empty.cells().slices_size(), 0);
 }
 
 // An agent's capture is stored on its host's clock with the correction beside it: the pairing
@@ -238,6 +276,27 @@ TEST_F(DcnProcessTest, TheRouteAnswersAsTheCliDoes) {
   const std::string links = testing::Curl(Api("dcn-1/dcn?format=csv")).body;
   EXPECT_EQ(std::vector<std::string>(absl::StrSplit(links, '\n', absl::SkipEmpty())).size(),
             1 + j["links"].size());
+}
+
+// ?cells=1 and --cells: the matrix in the JSON, the same bytes both ways; a row per slice.
+TEST_F(DcnProcessTest, TheCellsAreInTheJsonOfBoth) {
+  testing::CurlResult js = testing::Curl(Api("dcn-slow/dcn?cells=1"));
+  ASSERT_EQ(js.status, 200) << js.body;
+  EXPECT_EQ(js.body, Cli("dcn-slow --cells --top 20 --format json"));
+  const nlohmann::json j = nlohmann::json::parse(js.body);
+  ASSERT_TRUE(j.contains("cells")) << js.body;
+  EXPECT_EQ(j["cells"]["slices"], nlohmann::json::array({0, 1}));
+  EXPECT_EQ(j["cells"]["instances"].size(), 20u);
+  EXPECT_EQ(j["cells"]["instances"][3]["step"], 3);
+  ASSERT_EQ(j["cells"]["wait_ns"].size(), 2u);
+  EXPECT_EQ(j["cells"]["wait_ns"][1].size(), 20u);
+  EXPECT_EQ(j["cells"]["producer_ns"][0].size(), 20u);
+  EXPECT_GT(j["cells"]["wait_ns"][1][0].get<int64_t>(), j["cells"]["wait_ns"][0][0].get<int64_t>());
+  // Not asked for, not there; a bad value is refused by name.
+  EXPECT_FALSE(nlohmann::json::parse(testing::Curl(Api("dcn-slow/dcn")).body).contains("cells"));
+  testing::CurlResult bad = testing::Curl(Api("dcn-slow/dcn?cells=yes"));
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_THAT(bad.body, HasSubstr("cells"));
 }
 
 TEST_F(DcnProcessTest, TheTableSaysTheVerdictFirst) {
