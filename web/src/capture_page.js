@@ -1,5 +1,6 @@
 // The capture page: its hosts, top kernels, the pod timeline and waits heatmap (timeline.js,
-// heatmap.js) and its exports, Perfetto's UI among them; drawn from the JSON API.
+// heatmap.js), a multi-slice capture's slice view (slice_view.js) and its exports, Perfetto's
+// UI among them; drawn from the JSON API.
 (() => {
   'use strict';
   const P = (window.podprof = window.podprof || {});
@@ -252,7 +253,8 @@
     const hosts = el('table', {id: 'hosts'}),
       kernelsAt = el('div');
     const timelineAt = el('div', {id: 'timeline'}),
-      hm = el('div', {id: 'heatmap'});
+      hm = el('div', {id: 'heatmap'}),
+      slicesAt = el('div', {id: 'slices'}); // slice_view.js: empty without DCN transfers
     const legend = el(
       'div',
       {class: 'legend'},
@@ -284,6 +286,7 @@
       timelineAt,
       el('h2', {}, 'Collective waits per chip and step'),
       hm,
+      slicesAt,
       el('h2', {}, 'Hosts'),
       hosts,
       el('h2', {}, 'Top kernels'),
@@ -293,6 +296,7 @@
     const timelineP = P.timeline.load();
     const kernelsP = api(`/api/v1/captures/${enc(id)}/kernels?top=15`);
     const stragglersP = api(`/api/v1/captures/${enc(id)}/stragglers`);
+    const slicesP = P.loadSliceView(id, slicesAt);
 
     hosts.append(
       headerRow(
@@ -342,6 +346,7 @@
     );
     P.timeline.setStraggler(named || null);
     kernelsAt.append(kernelTable((await kernelsP).rows, id));
+    await slicesP;
     await timelineP;
     P.heatmap = new P.WaitHeatmap(hm, P.timeline.waits);
     performance.mark('heatmap-drawn');
