@@ -18,6 +18,9 @@
 namespace podprof::insight {
 namespace {
 
+using dcn_internal::Median;
+using dcn_internal::Quantile;
+
 // XProf's Timespan of an event, in its uint64 ps (XEventVisitor::GetTimespan: the line's ns
 // times 1000 plus the offset, wrapping as XProf's unsigned arithmetic does).
 struct Span {
@@ -59,16 +62,6 @@ class ModuleTracker {
   bool has_line_;
   int64_t current_ = -1;
 };
-
-// The element at rank floor(q x (n - 1)); 0 for none.
-int64_t Quantile(std::vector<int64_t> v, double q) {
-  if (v.empty()) return 0;
-  const size_t at = static_cast<size_t>(q * static_cast<double>(v.size() - 1));
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(at), v.end());
-  return v[at];
-}
-
-int64_t Median(std::vector<int64_t> v) { return Quantile(std::move(v), 0.5); }
 
 }  // namespace
 
@@ -154,7 +147,7 @@ namespace {
 // One chip's ops of one rendezvous instance (send, send-done, recv-done), aggregator clock.
 struct ChipInstance {
   bool has_send = false, has_send_done = false, has_recv_done = false;
-  int64_t send_start = std::numeric_limits<int64_t>::min();  // kept ascending (see AddSend)
+  int64_t send_start = std::numeric_limits<int64_t>::min();  // kept ascending (see AddRun)
   int64_t send_done_end = 0;
   int64_t recv_done_start = 0, recv_done_end = 0;
   // Time the chip waited in recv-dones since its previous send of this rendezvous.
@@ -168,179 +161,210 @@ struct ChipKey {
 // Per chip, per rendezvous id, its instances in time order.
 using ChipInstances = std::map<int, std::vector<ChipInstance>>;
 
-}  // namespace
+// A receive paired with its send, before its wait is split.
+struct Pending {
+  DcnTransfer t;
+  int rendezvous = 0;
+  int64_t local = 0;        // the receiver's count of its recv-dones of the rendezvous
+  int64_t sender_held = 0;  // the sender's held_ns at that send
+  std::pair<size_t, size_t> receiver;
+};
 
-DcnReport AnalyseDcn(const std::vector<DcnHost>& hosts, const DcnOptions& options) {
-  DcnReport report;
-  std::map<std::string, int> rendezvous_ids;
-  std::vector<std::string> rendezvous_names;
-  auto rendezvous_id = [&](const std::string& name) {
-    auto [it, inserted] = rendezvous_ids.emplace(name, static_cast<int>(rendezvous_names.size()));
-    if (inserted) rendezvous_names.push_back(name);
-    return it->second;
-  };
-  // Pod-wide: chips by global id, and who sends to whom per rendezvous (any op's text).
-  std::map<int64_t, ChipKey> chip_by_global;
-  std::map<std::pair<int, int64_t>, std::vector<int64_t>> sources;  // (rendezvous, dst) -> srcs
-  std::vector<std::vector<int>> host_instruction_rendezvous(hosts.size());
-  std::map<int, int> slices;
-  for (size_t hi = 0; hi < hosts.size(); ++hi) {
-    const DcnHost& h = hosts[hi];
-    for (size_t c = 0; c < h.chips.size(); ++c) {
-      if (h.chips[c].global_id >= 0) chip_by_global.emplace(h.chips[c].global_id, ChipKey{hi, c});
+// The pod-wide pairing, in the order AnalyseDcn runs its phases: index the hosts (rendezvous
+// ids, chips by global id, who sends to whom), gather each chip's instances, pair every
+// receive with its sender, number the instances as steps, then split each wait.
+class Pairing {
+ public:
+  explicit Pairing(const std::vector<DcnHost>& hosts) : hosts_(hosts) {}
+
+  // Rendezvous ids, chips by global id and the source-target pairs of every host; the number
+  // of distinct known slices that ran DCN ops.
+  int Index() {
+    std::map<int, int> slices;
+    host_rendezvous_.resize(hosts_.size());
+    for (size_t hi = 0; hi < hosts_.size(); ++hi) {
+      const DcnHost& h = hosts_[hi];
+      for (size_t c = 0; c < h.chips.size(); ++c) {
+        if (h.chips[c].global_id >= 0)
+          chip_by_global_.emplace(h.chips[c].global_id, ChipKey{hi, c});
+      }
+      if (h.slice >= 0 && !h.runs.empty()) slices[h.slice] = 1;
+      IndexInstructions(hi);
     }
-    if (h.slice >= 0 && !h.runs.empty()) slices[h.slice] = 1;
+    return static_cast<int>(slices.size());
+  }
+
+  // Every chip's instances, on the aggregator's clock.
+  void GatherInstances() {
+    instances_.resize(hosts_.size());
+    for (size_t hi = 0; hi < hosts_.size(); ++hi) {
+      const DcnHost& h = hosts_[hi];
+      instances_[hi].resize(h.chips.size());
+      held_total_.assign(h.chips.size(), 0);
+      held_at_send_.assign(h.chips.size(), {});
+      for (const DcnOpRun& r : h.runs) AddRun(hi, r);
+    }
+  }
+
+  // Every receive paired with its sender's latest send before the receive's end; counts the
+  // receives left unpaired.
+  std::vector<Pending> Pair(int64_t* unpaired) const {
+    std::vector<Pending> pending;
+    for (size_t hi = 0; hi < hosts_.size(); ++hi) {
+      for (size_t c = 0; c < hosts_[hi].chips.size(); ++c) {
+        for (const auto& [id, list] : instances_[hi][c]) {
+          int64_t local = -1;
+          for (const ChipInstance& in : list) {
+            if (!in.has_recv_done) continue;
+            ++local;
+            if (!in.has_send || !PairReceive(hi, c, id, local, in, &pending)) ++*unpaired;
+          }
+        }
+      }
+    }
+    return pending;
+  }
+
+ private:
+  int RendezvousId(const std::string& name) {
+    auto [it, inserted] = rendezvous_ids_.emplace(name, static_cast<int>(names_.size()));
+    if (inserted) names_.push_back(name);
+    return it->second;
+  }
+
+  void IndexInstructions(size_t hi) {
+    const DcnHost& h = hosts_[hi];
     // An op without the attribute takes the rendezvous its channel has elsewhere on the host.
     std::map<int64_t, int> by_channel;
     for (const DcnInstruction& d : h.instructions) {
-      if (d.has_rendezvous) by_channel.emplace(d.channel_id, rendezvous_id(d.rendezvous));
+      if (d.has_rendezvous) by_channel.emplace(d.channel_id, RendezvousId(d.rendezvous));
     }
-    std::vector<int>& ids = host_instruction_rendezvous[hi];
+    std::vector<int>& ids = host_rendezvous_[hi];
     for (const DcnInstruction& d : h.instructions) {
       int id = -1;
       if (d.has_rendezvous) {
-        id = rendezvous_id(d.rendezvous);
+        id = RendezvousId(d.rendezvous);
       } else if (auto it = by_channel.find(d.channel_id); it != by_channel.end()) {
         id = it->second;
       }
       ids.push_back(id);
       if (id < 0) continue;
       for (const auto& [src, dst] : d.source_target_pairs) {
-        std::vector<int64_t>& v = sources[{id, dst}];
+        std::vector<int64_t>& v = sources_[{id, dst}];
         if (std::find(v.begin(), v.end(), src) == v.end()) v.push_back(src);
       }
     }
   }
-  report.slices = static_cast<int>(slices.size());
 
-  // Every chip's instances.
-  std::vector<std::vector<ChipInstances>> instances(hosts.size());
-  for (size_t hi = 0; hi < hosts.size(); ++hi) {
-    const DcnHost& h = hosts[hi];
-    instances[hi].resize(h.chips.size());
-    std::vector<int64_t> held_total(h.chips.size(), 0);
-    std::vector<std::map<int, int64_t>> held_at_send(h.chips.size());
-    for (const DcnOpRun& r : h.runs) {
-      if (r.chip < 0 || static_cast<size_t>(r.chip) >= h.chips.size()) continue;
-      if (r.instruction < 0 || static_cast<size_t>(r.instruction) >= h.instructions.size()) {
-        continue;
-      }
-      const size_t chip = static_cast<size_t>(r.chip);
-      const int id = host_instruction_rendezvous[hi][static_cast<size_t>(r.instruction)];
-      if (id < 0) continue;
-      const int64_t start = h.correction.ApplyNs(r.StartNs());
-      const int64_t end = h.correction.ApplyNs(r.EndNs());
-      std::vector<ChipInstance>& list = instances[hi][chip][id];
-      switch (h.instructions[static_cast<size_t>(r.instruction)].kind) {
-        case DcnOpKind::kSend: {
-          ChipInstance& in = list.emplace_back();
-          in.has_send = true;
-          in.send_start = start;
-          int64_t& since = held_at_send[chip][id];
-          in.held_ns = held_total[chip] - since;
-          since = held_total[chip];
-          break;
-        }
-        case DcnOpKind::kSendDone:
-        case DcnOpKind::kRecvDone: {
-          const bool send_done =
-              h.instructions[static_cast<size_t>(r.instruction)].kind == DcnOpKind::kSendDone;
-          if (list.empty() || (send_done ? list.back().has_send_done : list.back().has_recv_done)) {
-            // An instance whose send the capture missed: it keeps the order of send starts.
-            ChipInstance in;
-            if (!list.empty()) in.send_start = list.back().send_start;
-            list.push_back(in);
-          }
-          ChipInstance& in = list.back();
-          if (send_done) {
-            in.has_send_done = true;
-            in.send_done_end = end;
-          } else {
-            in.has_recv_done = true;
-            in.recv_done_start = start;
-            in.recv_done_end = end;
-            held_total[chip] += end - start;
-          }
-          break;
-        }
-        case DcnOpKind::kRecv:
-          break;
-      }
+  void AddRun(size_t hi, const DcnOpRun& r) {
+    const DcnHost& h = hosts_[hi];
+    if (r.chip < 0 || static_cast<size_t>(r.chip) >= h.chips.size()) return;
+    if (r.instruction < 0 || static_cast<size_t>(r.instruction) >= h.instructions.size()) return;
+    const size_t chip = static_cast<size_t>(r.chip);
+    const int id = host_rendezvous_[hi][static_cast<size_t>(r.instruction)];
+    if (id < 0) return;
+    const int64_t start = h.correction.ApplyNs(r.StartNs());
+    const int64_t end = h.correction.ApplyNs(r.EndNs());
+    std::vector<ChipInstance>& list = instances_[hi][chip][id];
+    const DcnOpKind kind = h.instructions[static_cast<size_t>(r.instruction)].kind;
+    if (kind == DcnOpKind::kRecv) return;
+    if (kind == DcnOpKind::kSend) {
+      ChipInstance& in = list.emplace_back();
+      in.has_send = true;
+      in.send_start = start;
+      int64_t& since = held_at_send_[chip][id];
+      in.held_ns = held_total_[chip] - since;
+      since = held_total_[chip];
+      return;
+    }
+    const bool send_done = kind == DcnOpKind::kSendDone;
+    if (list.empty() || (send_done ? list.back().has_send_done : list.back().has_recv_done)) {
+      // An instance whose send the capture missed: it keeps the order of send starts.
+      ChipInstance in;
+      if (!list.empty()) in.send_start = list.back().send_start;
+      list.push_back(in);
+    }
+    ChipInstance& in = list.back();
+    if (send_done) {
+      in.has_send_done = true;
+      in.send_done_end = end;
+    } else {
+      in.has_recv_done = true;
+      in.recv_done_start = start;
+      in.recv_done_end = end;
+      held_total_[chip] += end - start;
     }
   }
 
-  // Pair every receive with its sender's latest send before the receive's end.
-  struct Pending {
-    DcnTransfer t;
-    int rendezvous = 0;
-    int64_t local = 0;        // the receiver's count of its recv-dones of the rendezvous
-    int64_t sender_held = 0;  // the sender's held_ns at that send
-    std::pair<size_t, size_t> receiver;
-  };
-  std::vector<Pending> pending;
-  for (size_t hi = 0; hi < hosts.size(); ++hi) {
-    const DcnHost& h = hosts[hi];
-    for (size_t c = 0; c < h.chips.size(); ++c) {
-      for (const auto& [id, list] : instances[hi][c]) {
-        int64_t local = -1;
-        for (const ChipInstance& in : list) {
-          if (!in.has_recv_done) continue;
-          ++local;
-          if (!in.has_send) {
-            ++report.unpaired;
-            continue;
-          }
-          auto src_it = sources.find({id, h.chips[c].global_id});
-          bool paired = false;
-          for (int64_t src : src_it == sources.end() ? std::vector<int64_t>{} : src_it->second) {
-            auto chip_it = chip_by_global.find(src);
-            if (chip_it == chip_by_global.end()) continue;
-            const ChipKey& sk = chip_it->second;
-            const auto sl = instances[sk.host][sk.chip].find(id);
-            if (sl == instances[sk.host][sk.chip].end()) continue;
-            const std::vector<ChipInstance>& sends = sl->second;
-            auto it =
-                std::upper_bound(sends.begin(), sends.end(), in.recv_done_end - 1,
+  // Pairs receive `in` (the `local`-th of rendezvous `id` on chip `c` of host `hi`) with each
+  // of its sources' latest send before it ended; false when none is in the capture.
+  bool PairReceive(size_t hi, size_t c, int id, int64_t local, const ChipInstance& in,
+                   std::vector<Pending>* pending) const {
+    const DcnHost& h = hosts_[hi];
+    auto src_it = sources_.find({id, h.chips[c].global_id});
+    if (src_it == sources_.end()) return false;
+    bool paired = false;
+    for (int64_t src : src_it->second) {
+      auto chip_it = chip_by_global_.find(src);
+      if (chip_it == chip_by_global_.end()) continue;
+      const ChipKey& sk = chip_it->second;
+      const auto sl = instances_[sk.host][sk.chip].find(id);
+      if (sl == instances_[sk.host][sk.chip].end()) continue;
+      const std::vector<ChipInstance>& sends = sl->second;
+      auto it = std::upper_bound(sends.begin(), sends.end(), in.recv_done_end - 1,
                                  [](int64_t t, const ChipInstance& s) { return t < s.send_start; });
-            while (it != sends.begin() && !std::prev(it)->has_send) --it;
-            if (it == sends.begin() || !std::prev(it)->has_send_done) continue;
-            const ChipInstance& s = *std::prev(it);
-            Pending& p = pending.emplace_back();
-            p.rendezvous = id;
-            p.local = local;
-            p.sender_held = s.held_ns;
-            p.receiver = {hi, c};
-            DcnTransfer& t = p.t;
-            t.rendezvous = rendezvous_names[static_cast<size_t>(id)];
-            t.src_slice = hosts[sk.host].slice;
-            t.dst_slice = h.slice;
-            t.src_host = hosts[sk.host].host;
-            t.dst_host = h.host;
-            t.src_chip = hosts[sk.host].chips[sk.chip].ordinal;
-            t.dst_chip = h.chips[c].ordinal;
-            t.send_start_ns = s.send_start;
-            t.send_done_end_ns = s.send_done_end;
-            t.recv_done_start_ns = in.recv_done_start;
-            t.recv_done_end_ns = in.recv_done_end;
-            t.consumer_ready_ns = in.send_start;
-            t.transit_ns = in.recv_done_end - s.send_done_end;
-            t.wait_ns = std::max<int64_t>(0, in.recv_done_end - in.recv_done_start);
-            paired = true;
-          }
-          if (!paired) ++report.unpaired;
-        }
-      }
+      while (it != sends.begin() && !std::prev(it)->has_send) --it;
+      if (it == sends.begin() || !std::prev(it)->has_send_done) continue;
+      const ChipInstance& s = *std::prev(it);
+      Pending& p = pending->emplace_back();
+      p.rendezvous = id;
+      p.local = local;
+      p.sender_held = s.held_ns;
+      p.receiver = {hi, c};
+      DcnTransfer& t = p.t;
+      const DcnHost& sender = hosts_[sk.host];
+      t.rendezvous = names_[static_cast<size_t>(id)];
+      t.src_slice = sender.slice;
+      t.dst_slice = h.slice;
+      t.src_host = sender.host;
+      t.dst_host = h.host;
+      t.src_chip = sender.chips[sk.chip].ordinal;
+      t.dst_chip = h.chips[c].ordinal;
+      t.send_start_ns = s.send_start;
+      t.send_done_end_ns = s.send_done_end;
+      t.recv_done_start_ns = in.recv_done_start;
+      t.recv_done_end_ns = in.recv_done_end;
+      t.consumer_ready_ns = in.send_start;
+      t.transit_ns = in.recv_done_end - s.send_done_end;
+      t.wait_ns = std::max<int64_t>(0, in.recv_done_end - in.recv_done_start);
+      paired = true;
     }
+    return paired;
   }
 
-  // Steps: each receiver counts its own recv-dones; a chip's count starts at the instance of
-  // the earliest chip (the reference) nearest in time to its own first.
+  const std::vector<DcnHost>& hosts_;
+  std::map<std::string, int> rendezvous_ids_;
+  std::vector<std::string> names_;  // by rendezvous id
+  std::map<int64_t, ChipKey> chip_by_global_;
+  std::map<std::pair<int, int64_t>, std::vector<int64_t>> sources_;  // (rendezvous, dst) -> srcs
+  std::vector<std::vector<int>> host_rendezvous_;  // per host, per instruction: rendezvous id
+  std::vector<std::vector<ChipInstances>> instances_;
+  // While gathering one host: per chip, its recv-done time so far, and that total at its last
+  // send of each rendezvous.
+  std::vector<int64_t> held_total_;
+  std::vector<std::map<int, int64_t>> held_at_send_;
+};
+
+// Steps: each receiver counts its own recv-dones; a chip's count starts at the instance of the
+// earliest chip (the reference) nearest in time to its own first.
+void NumberSteps(std::vector<Pending>* pending) {
   std::map<int, std::vector<size_t>> by_rendezvous;
-  for (size_t i = 0; i < pending.size(); ++i) by_rendezvous[pending[i].rendezvous].push_back(i);
+  for (size_t i = 0; i < pending->size(); ++i) by_rendezvous[(*pending)[i].rendezvous].push_back(i);
   for (const auto& [id, members] : by_rendezvous) {
     std::map<std::pair<size_t, size_t>, std::vector<std::pair<int64_t, int64_t>>> per_chip;
     for (size_t i : members) {
-      per_chip[pending[i].receiver].emplace_back(pending[i].local, pending[i].t.recv_done_end_ns);
+      const Pending& p = (*pending)[i];
+      per_chip[p.receiver].emplace_back(p.local, p.t.recv_done_end_ns);
     }
     const std::vector<std::pair<int64_t, int64_t>>* ref = nullptr;
     for (auto& [key, v] : per_chip) {
@@ -367,10 +391,15 @@ DcnReport AnalyseDcn(const std::vector<DcnHost>& hosts, const DcnOptions& option
       }
       offset[key] = step - v.front().first;
     }
-    for (size_t i : members) pending[i].t.step = pending[i].local + offset[pending[i].receiver];
+    for (size_t i : members) {
+      Pending& p = (*pending)[i];
+      p.t.step = p.local + offset[p.receiver];
+    }
   }
+}
 
-  // The expected transit: the smallest of the known links' medians, else the overall median.
+// The expected transit: the smallest of the known links' medians, else the overall median.
+int64_t ExpectedTransit(const std::vector<Pending>& pending) {
   std::map<std::pair<int, int>, std::vector<int64_t>> link_transits;
   std::vector<int64_t> all_transits;
   for (const Pending& p : pending) {
@@ -382,23 +411,31 @@ DcnReport AnalyseDcn(const std::vector<DcnHost>& hosts, const DcnOptions& option
   int64_t expected =
       link_transits.empty() ? Median(all_transits) : std::numeric_limits<int64_t>::max();
   for (const auto& [link, v] : link_transits) expected = std::min(expected, Median(v));
-  report.expected_transit_ns = expected;
+  return expected;
+}
 
-  // A receiver that starts its recv-done after the data was due mostly finds it there and only
-  // copies it in. Not always (a slow link's data may still be on its way), so the copy is a low
-  // quantile of those recv-dones, not their median.
+// A receiver that starts its recv-done after the data was due mostly finds it there and only
+// copies it in. Not always (a slow link's data may still be on its way), so the copy is a low
+// quantile of those recv-dones, not their median.
+int64_t ExpectedCopy(const std::vector<Pending>& pending, int64_t expected_transit) {
   std::vector<int64_t> copies;
   for (const Pending& p : pending) {
-    if (p.t.recv_done_start_ns > p.t.send_done_end_ns + expected) copies.push_back(p.t.wait_ns);
+    if (p.t.recv_done_start_ns > p.t.send_done_end_ns + expected_transit) {
+      copies.push_back(p.t.wait_ns);
+    }
   }
-  report.expected_copy_ns = Quantile(std::move(copies), 0.1);
+  return Quantile(std::move(copies), 0.1);
+}
 
+// Each wait split into the network's excess, the producer's lateness and its own part of it;
+// the transfers in the order their receives ended.
+std::vector<DcnTransfer> SplitWaits(std::vector<Pending> pending, const DcnReport& report) {
   std::vector<DcnTransfer> transfers;
   transfers.reserve(pending.size());
   for (Pending& p : pending) {
     DcnTransfer& t = p.t;
-    const int64_t due =
-        std::max(t.send_done_end_ns + expected, t.recv_done_start_ns + report.expected_copy_ns);
+    const int64_t due = std::max(t.send_done_end_ns + report.expected_transit_ns,
+                                 t.recv_done_start_ns + report.expected_copy_ns);
     t.network_ns = std::clamp<int64_t>(t.recv_done_end_ns - due, 0, t.wait_ns);
     t.producer_ns =
         std::clamp<int64_t>(t.send_start_ns - t.consumer_ready_ns, 0, t.wait_ns - t.network_ns);
@@ -409,6 +446,21 @@ DcnReport AnalyseDcn(const std::vector<DcnHost>& hosts, const DcnOptions& option
     return std::tie(a.recv_done_end_ns, a.dst_host, a.dst_chip, a.rendezvous) <
            std::tie(b.recv_done_end_ns, b.dst_host, b.dst_chip, b.rendezvous);
   });
+  return transfers;
+}
+
+}  // namespace
+
+DcnReport AnalyseDcn(const std::vector<DcnHost>& hosts, const DcnOptions& options) {
+  DcnReport report;
+  Pairing pairing(hosts);
+  report.slices = pairing.Index();
+  pairing.GatherInstances();
+  std::vector<Pending> pending = pairing.Pair(&report.unpaired);
+  NumberSteps(&pending);
+  report.expected_transit_ns = ExpectedTransit(pending);
+  report.expected_copy_ns = ExpectedCopy(pending, report.expected_transit_ns);
+  std::vector<DcnTransfer> transfers = SplitWaits(std::move(pending), report);
   report.transfers = static_cast<int64_t>(transfers.size());
   dcn_internal::JudgeDcn(transfers, &report);
 

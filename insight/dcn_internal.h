@@ -3,6 +3,7 @@
 #ifndef PODPROF_INSIGHT_DCN_INTERNAL_H_
 #define PODPROF_INSIGHT_DCN_INTERNAL_H_
 
+#include <cstdint>
 #include <vector>
 
 #include "insight/dcn.h"
@@ -13,6 +14,10 @@ namespace podprof::insight::dcn_internal {
 // `transfers` (their producer_own_ns, network_ns, transit_ns already set) and
 // report->expected_transit_ns. Transfers with a slice of -1 at either end are left out.
 void JudgeDcn(const std::vector<DcnTransfer>& transfers, DcnReport* report);
+
+// The element at rank floor(q x (n - 1)); 0 for none.
+int64_t Quantile(std::vector<int64_t> v, double q);
+int64_t Median(std::vector<int64_t> v);
 
 }  // namespace podprof::insight::dcn_internal
 

@@ -128,6 +128,8 @@ std::vector<DcnCulprit> Culprits(const Judged& j, const std::map<Key, int64_t>& 
   return out;
 }
 
+}  // namespace
+
 // The element at rank floor(q x (n - 1)); 0 for none.
 int64_t Quantile(std::vector<int64_t> v, double q) {
   if (v.empty()) return 0;
@@ -138,39 +140,47 @@ int64_t Quantile(std::vector<int64_t> v, double q) {
 
 int64_t Median(std::vector<int64_t> v) { return Quantile(std::move(v), 0.5); }
 
-}  // namespace
+namespace {
 
-void JudgeDcn(const std::vector<DcnTransfer>& transfers, DcnReport* report) {
-  // Instances in time order (their first recv-done start), each its waiting per candidate.
-  struct Timed {
-    int64_t at = 0;
-    Instance producers, links;
-  };
+// One instance (a rendezvous' step): when it began (its first recv-done start) and its
+// waiting per candidate.
+struct Timed {
+  int64_t at = 0;
+  Instance producers, links;
+};
+
+// The transfers of known slices grouped by instance, the instances in time order, and each
+// link's transits.
+struct Grouped {
   std::map<std::pair<std::string, int64_t>, Timed> by_instance;
+  std::vector<const Timed*> order;
   std::map<Key, std::vector<int64_t>> link_transits;
-  bool unknown = false;
+  bool unknown = false;  // some transfer had a slice of -1 at an end
+};
+
+void Group(const std::vector<DcnTransfer>& transfers, Grouped* g) {
   for (const DcnTransfer& t : transfers) {
     if (t.src_slice < 0 || t.dst_slice < 0) {
-      unknown = true;
+      g->unknown = true;
       continue;
     }
-    auto [it, inserted] = by_instance.try_emplace({t.rendezvous, t.step});
+    auto [it, inserted] = g->by_instance.try_emplace({t.rendezvous, t.step});
     Timed& in = it->second;
     if (inserted || t.recv_done_start_ns < in.at) in.at = t.recv_done_start_ns;
     in.producers[{t.src_slice, -1}] += t.producer_own_ns;
     in.links[{t.src_slice, t.dst_slice}] += t.network_ns;
-    link_transits[{t.src_slice, t.dst_slice}].push_back(t.transit_ns);
+    g->link_transits[{t.src_slice, t.dst_slice}].push_back(t.transit_ns);
   }
-  std::vector<const Timed*> order;
-  for (const auto& [key, in] : by_instance) order.push_back(&in);
-  std::stable_sort(order.begin(), order.end(),
+  for (const auto& [key, in] : g->by_instance) g->order.push_back(&in);
+  std::stable_sort(g->order.begin(), g->order.end(),
                    [](const Timed* a, const Timed* b) { return a->at < b->at; });
-  report->instances = static_cast<int64_t>(order.size());
+}
 
-  // The network's noise: the spread (interquartile) of the healthiest link's transits. An
-  // instance whose largest network excess is within it names no link last: with two slices,
-  // a slow link's receiver is often late itself in the next rendezvous, its excess 0, and the
-  // other link's noise would otherwise count as that link being last.
+// The network's noise: the spread (interquartile) of the healthiest link's transits. An
+// instance whose largest network excess is within it names no link last: with two slices, a
+// slow link's receiver is often late itself in the next rendezvous, its excess 0, and the other
+// link's noise would otherwise count as that link being last.
+int64_t NetworkFloor(const std::map<Key, std::vector<int64_t>>& link_transits) {
   const std::vector<int64_t>* healthiest = nullptr;
   int64_t smallest = 0;
   for (const auto& [key, v] : link_transits) {
@@ -180,19 +190,53 @@ void JudgeDcn(const std::vector<DcnTransfer>& transfers, DcnReport* report) {
       smallest = m;
     }
   }
-  if (healthiest != nullptr) {
-    report->network_floor_ns = Quantile(*healthiest, 0.75) - Quantile(*healthiest, 0.25);
+  if (healthiest == nullptr) return 0;
+  return Quantile(*healthiest, 0.75) - Quantile(*healthiest, 0.25);
+}
+
+// How soon: the shortest prefix of the instances at which a named culprit (is a link, key)
+// already was. A long capture is probed at up to kProbes prefixes (the answer then within a
+// stride); -1 when none is named.
+int64_t NamedAfter(const std::vector<const Timed*>& order,
+                   const std::vector<std::pair<bool, Key>>& culprits, int64_t floor) {
+  if (culprits.empty()) return -1;
+  constexpr size_t kProbes = 2000;
+  const size_t stride = std::max<size_t>(1, (order.size() + kProbes - 1) / kProbes);
+  Tallies prefix_producers, prefix_links;
+  for (size_t n = 0; n < order.size(); ++n) {
+    prefix_producers.Add(order[n]->producers);
+    prefix_links.Add(order[n]->links, floor);
+    if ((n + 1) % stride != 0 && n + 1 != order.size()) continue;
+    bool judged_producers = false, judged_links = false;
+    Judged jp, jl;
+    for (const auto& [is_link, key] : culprits) {
+      Judged& j = is_link ? jl : jp;
+      bool& judged = is_link ? judged_links : judged_producers;
+      if (!judged) j = Judge(is_link ? prefix_links : prefix_producers);
+      judged = true;
+      if (Named(j, key)) return static_cast<int64_t>(n + 1);
+    }
   }
+  return -1;
+}
+
+}  // namespace
+
+void JudgeDcn(const std::vector<DcnTransfer>& transfers, DcnReport* report) {
+  Grouped g;
+  Group(transfers, &g);
+  report->instances = static_cast<int64_t>(g.order.size());
+  report->network_floor_ns = NetworkFloor(g.link_transits);
   const int64_t floor = report->network_floor_ns;
 
   Tallies producers, links;
-  for (const Timed* in : order) {
+  for (const Timed* in : g.order) {
     producers.Add(in->producers);
     links.Add(in->links, floor);
   }
   const Judged p = Judge(producers), l = Judge(links);
   std::map<Key, int64_t> excess;
-  for (const auto& [key, v] : link_transits) {
+  for (const auto& [key, v] : g.link_transits) {
     excess[key] = Median(v) - report->expected_transit_ns;
   }
   report->producers = Culprits(p, {});
@@ -221,37 +265,14 @@ void JudgeDcn(const std::vector<DcnTransfer>& transfers, DcnReport* report) {
     for (size_t i = 1; i < named.size(); ++i) absl::StrAppend(&report->verdict, "; ", named[i]);
   } else if (transfers.empty()) {
     report->verdict = "no DCN culprit: no receive was paired with its send";
-  } else if (order.empty() && unknown) {
+  } else if (g.order.empty() && g.unknown) {
     report->verdict = "no DCN culprit: the hosts' slices are unknown";
   } else {
     report->verdict =
         "no DCN culprit: no slice was late on its own, nor any link slow, more often than chance "
         "gives and by enough to matter";
   }
-
-  // How soon: the shortest prefix of the instances at which a named culprit already was. A
-  // long capture is probed at up to kProbes prefixes (the answer then within a stride).
-  if (culprits.empty()) return;
-  constexpr size_t kProbes = 2000;
-  const size_t stride = std::max<size_t>(1, (order.size() + kProbes - 1) / kProbes);
-  Tallies prefix_producers, prefix_links;
-  for (size_t n = 0; n < order.size(); ++n) {
-    prefix_producers.Add(order[n]->producers);
-    prefix_links.Add(order[n]->links, floor);
-    if ((n + 1) % stride != 0 && n + 1 != order.size()) continue;
-    bool judged_producers = false, judged_links = false;
-    Judged jp, jl;
-    for (const auto& [is_link, key] : culprits) {
-      Judged& j = is_link ? jl : jp;
-      bool& judged = is_link ? judged_links : judged_producers;
-      if (!judged) j = Judge(is_link ? prefix_links : prefix_producers);
-      judged = true;
-      if (Named(j, key)) {
-        report->named_after_instances = static_cast<int64_t>(n + 1);
-        return;
-      }
-    }
-  }
+  report->named_after_instances = NamedAfter(g.order, culprits, floor);
 }
 
 }  // namespace podprof::insight::dcn_internal
