@@ -3,13 +3,18 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <optional>
+#include <sstream>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "cli/dcn_command.h"
 #include "cli/demo_pod.h"
 #include "cli/demo_recorder.h"
 #include "cli/exit_codes.h"
@@ -82,8 +87,11 @@ std::string Advice(const DemoOptions& options, const std::string& dir) {
     absl::StrAppend(&a, "    a shorter window:  --duration ", options.duration_ns / 2'000'000,
                     "ms\n");
   }
-  if (options.hosts > 1)
+  if (options.slices > 1 && options.hosts > options.slices) {
+    absl::StrAppend(&a, "    fewer hosts:       --hosts ", options.slices, " (one per slice)\n");
+  } else if (options.hosts > 1 && options.slices <= 1) {
     absl::StrAppend(&a, "    fewer hosts:       --hosts ", options.hosts / 2, "\n");
+  }
   absl::StrAppend(&a, "    more time:         --timeout ",
                   std::max<int64_t>(1, options.timeout_ns / 1'000'000'000) * 2, "s (now ",
                   FormatDurationPs(options.timeout_ns * 1000), ")\n  each process's log is in ",
@@ -150,9 +158,74 @@ void WriteDemoTail(const DemoOptions& options, const CaptureResult& result,
         << "\n  podprof captures --aggregator " << agg_addr << "\n  podprof stats "
         << result.capture_id << " --aggregator " << agg_addr << "\n  podprof stragglers "
         << result.capture_id << " --aggregator " << agg_addr
-        << "\n  podprof kernel flash_attention --aggregator " << agg_addr
-        << "\nstop them with\n  kill " << absl::StrJoin(pid_names, " ") << "\n";
+        << "\n  podprof kernel flash_attention --aggregator " << agg_addr;
+    if (options.slices > 1)
+      out << "\n  podprof dcn " << result.capture_id << " --aggregator " << agg_addr;
+    out << "\nstop them with\n  kill " << absl::StrJoin(pid_names, " ") << "\n";
   }
+}
+
+// The multi-slice flags, checked before anything starts (a simulated host refusing them says
+// only that it exited); the error's text, or "".
+std::string CheckSlices(const DemoOptions& options) {
+  if (options.slices == 0) {
+    if (!options.dcn_delays.empty() || !options.slow_slices.empty()) {
+      return "--dcn-delay-at and --slow-slice need --slices (a multi-slice job)";
+    }
+    return "";
+  }
+  if (options.slices < 2 || options.slices > 64) return "--slices must be 2..64";
+  if (options.hosts % options.slices != 0) {
+    const int up = (options.hosts + options.slices - 1) / options.slices * options.slices;
+    return absl::StrCat("--hosts ", options.hosts, ": ", options.hosts,
+                        " hosts do not split evenly into ", options.slices,
+                        " slices; give a multiple of ", options.slices, " (e.g. --hosts ",
+                        up <= 64 ? up : options.slices, ")");
+  }
+  // The slice each fault names: SLICE of "T:SLICE:US" and of "SLICE:FACTOR".
+  auto slice_ok = [&](absl::string_view text) {
+    int slice = -1;
+    return absl::SimpleAtoi(text, &slice) && slice >= 0 && slice < options.slices;
+  };
+  for (const std::string& d : options.dcn_delays) {
+    std::vector<std::string> f = absl::StrSplit(d, ':');
+    double us = -1;
+    auto from_start = [](absl::string_view text) {
+      absl::StatusOr<int64_t> at = ParseDurationNs(text);
+      return at.ok() && *at >= 0;
+    };
+    if (f.size() != 3 || !from_start(f[0]) || !slice_ok(f[1]) || !absl::SimpleAtod(f[2], &us) ||
+        !(us >= 0)) {
+      return absl::StrCat("--dcn-delay-at \"", d, "\" is not T:SLICE:US with SLICE in 0..",
+                          options.slices - 1, " (e.g. 0s:1:300: from the start, the data slice 1 ",
+                          "sends arrives 300 us late)");
+    }
+  }
+  for (const std::string& s : options.slow_slices) {
+    std::vector<std::string> f = absl::StrSplit(s, ':');
+    double factor = 0;
+    if (f.size() != 2 || !slice_ok(f[0]) || !absl::SimpleAtod(f[1], &factor) || !(factor > 0)) {
+      return absl::StrCat("--slow-slice \"", s, "\" is not SLICE:FACTOR with SLICE in 0..",
+                          options.slices - 1, " (e.g. 2:1.3: slice 2 computes 1.3x slower)");
+    }
+  }
+  return "";
+}
+
+// The capture's cross-slice view, by the code path of `podprof dcn CAPTURE`: its table (table
+// mode) or its JSON (json mode); its error's text in either when the aggregator could not
+// answer.
+struct DcnView {
+  std::string text;
+  absl::Status status;
+};
+DcnView GetDcnView(AggregatorClient& client, const std::string& capture_id, OutputFormat format) {
+  DcnOptions dcn;
+  dcn.capture_id = capture_id;
+  dcn.format = format == OutputFormat::kJson ? OutputFormat::kJson : OutputFormat::kTable;
+  std::ostringstream text;
+  absl::Status s = RunDcn(client, dcn, text);
+  return {text.str(), s};
 }
 
 // The demo's one capture, as `podprof capture` would be asked for it.
@@ -181,6 +254,7 @@ int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
     return kExitBadInput;
   };
   if (options.hosts < 1 || options.hosts > 64) return fail("--hosts must be 1..64");
+  if (std::string bad = CheckSlices(options); !bad.empty()) return fail(bad);
   absl::StatusOr<std::string> bin = BinDir(options);
   if (!bin.ok()) return fail(std::string(bin.status().message()));
   absl::StatusOr<std::string> made = DemoDir(options);
@@ -208,7 +282,9 @@ int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
     truth_files[launch::HostAt(pod.options(), i).name] = launch::TruthFile(pod.options(), i);
   }
   say(absl::StrCat("podprof demo: aggregator on ", agg_addr, ", ", options.hosts, " simulated TPU ",
-                   options.generation, " hosts with agents; files in ", dir));
+                   options.generation, " hosts",
+                   options.slices > 1 ? absl::StrCat(" in ", options.slices, " slices") : "",
+                   " with agents; files in ", dir));
 
   // Every agent registered, with two probe bursts behind it (so its clock model has a drift).
   AggregatorTarget target;
@@ -241,7 +317,24 @@ int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
     extra["aggregator"] = agg_addr;
     extra["pids"] = pod.Pids();
   }
+  std::optional<DcnView> dcn;
+  if (options.slices > 1 && options.format != OutputFormat::kCsv) {
+    dcn = GetDcnView(client, result->capture_id, options.format);
+    if (!table) {
+      extra["dcn"] = dcn->status.ok() ? json::parse(dcn->text, nullptr, false)
+                                      : json{{"error", std::string(dcn->status.message())}};
+    }
+  }
   WriteCaptureResult(*result, capture, extra, out);
+  if (table && dcn) {
+    out << "\ncross-slice (DCN) transfers, as podprof dcn " << result->capture_id
+        << " shows them\n";
+    if (dcn->status.ok()) {
+      out << dcn->text;
+    } else {
+      out << "no DCN view: " << dcn->status.message() << "\n";
+    }
+  }
   if (table) WriteDemoTail(options, *result, capture, trace, page, agg_addr, pod.Pids(), out);
   out.flush();
   return result->status == v1::CAPTURE_STATUS_COMPLETE ? 0 : kExitPartial;

@@ -4,7 +4,8 @@
 // registered and its clock probed; runs a capture with the live display; prints the top
 // kernels, each host's clock correction against the error it was given, and the path of a
 // Perfetto trace of the merged timeline; then stops every child (or, with --keep, leaves them
-// running and says how to reach and stop them). With --recorder, the flight recorder's path
+// running and says how to reach and stop them). With --slices, the pod is a multi-slice job
+// and the capture's DCN view follows its rows. With --recorder, the flight recorder's path
 // instead (demo_recorder.h): a fault injected and the snapshot its trigger takes.
 #ifndef PODPROF_CLI_DEMO_H_
 #define PODPROF_CLI_DEMO_H_
@@ -12,6 +13,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "cli/capture_command.h"
 #include "cli/report.h"
@@ -37,6 +39,13 @@ struct DemoOptions {
   std::string throttle;
   OutputFormat format = OutputFormat::kTable;
   Display display;
+  // `--slices`: the pod as a multi-slice job of this many slices (0 = one slice, the plain
+  // pod), the hosts split evenly, each simulated host told its slice; after the capture the
+  // demo shows its cross-slice (DCN) view as `podprof dcn CAPTURE` shows it. `dcn_delays`
+  // ("T:SLICE:US") and `slow_slices` ("SLICE:FACTOR") are podprof-simhost's --dcn-delay-at and
+  // --slow-slice, given to every host, T counted from the demo's start.
+  int slices = 0;
+  std::vector<std::string> dcn_delays, slow_slices;
   // Directory holding podprof-aggregator, podprof-agent and podprof-simhost; empty = this
   // executable's own directory.
   std::string bin_dir;

@@ -15,7 +15,9 @@ namespace {
 class DemoCommand : public Command {
  public:
   DemoCommand(CLI::App* cmd, CliContext& context) : Command(cmd) {
-    cmd->add_option("--hosts", options_.hosts, "Simulated hosts (1-64)")->capture_default_str();
+    hosts_ = cmd->add_option("--hosts", options_.hosts,
+                             "Simulated hosts (1-64; with --slices, 2 per slice by default)")
+                 ->capture_default_str();
     cmd->add_option("--generation", options_.generation, "TPU generation: v4, v5e, v5p, v6e or v7x")
         ->capture_default_str();
     cmd->add_flag("--kernel-profiling", options_.kernel_profiling,
@@ -36,6 +38,18 @@ class DemoCommand : public Command {
                     "Directory for the database, logs and trace (default: a new one in /tmp)");
     cmd->add_flag("--keep", options_.keep,
                   "Leave the aggregator, agents and simulated hosts running afterwards");
+    cmd->add_option("--slices", options_.slices,
+                    "Run the pod as a multi-slice job of N slices joined over DCN (the hosts "
+                    "split evenly) and show the capture's cross-slice view, as podprof dcn does")
+        ->option_text("N");
+    cmd->add_option("--dcn-delay-at", options_.dcn_delays,
+                    "With --slices, from T on the DCN data slice SLICE sends arrives US "
+                    "microseconds late (a slow link), T:SLICE:US, e.g. 0s:1:300 (repeatable)")
+        ->option_text("T:SLICE:US");
+    cmd->add_option("--slow-slice", options_.slow_slices,
+                    "With --slices, a slice whose chips compute FACTOR times slower (a late "
+                    "producer), SLICE:FACTOR, e.g. 2:1.3 (repeatable)")
+        ->option_text("SLICE:FACTOR");
     cmd->add_flag("--recorder", options_.recorder,
                   "The flight recorder instead: arm the agents' recorders, inject a fault, and "
                   "show the snapshot its trigger takes");
@@ -58,6 +72,8 @@ class DemoCommand : public Command {
         "Examples:\n  podprof demo\n  podprof demo --hosts 8 --generation v6e --duration 1s\n"
         "  podprof demo --generation v7x --kernel-profiling --throttle 1:0:0.3 --keep\n"
         "  podprof demo --format json | jq .hosts\n  podprof demo --keep   # then query it\n"
+        "  podprof demo --slices 4                     # a 4-slice job and its DCN view\n"
+        "  podprof demo --slices 4 --dcn-delay-at 0s:1:300   # the link slice 1 -> 2 slow\n"
         "  podprof demo --recorder                     # a straggler's triggered snapshot\n"
         "  podprof demo --recorder --scenario hang --keep");
   }
@@ -71,6 +87,14 @@ class DemoCommand : public Command {
           << ": no such TPU generation; use one of " << absl::StrJoin(names, ", ") << "\n";
       return kExitUsage;
     }
+    if (options_.slices != 0 && options_.recorder) {
+      err << "podprof demo: --slices is for the one-capture demo, not --recorder\n";
+      return kExitUsage;
+    }
+    // Two hosts per slice unless told: each slice then synchronises across hosts over ICI too.
+    if (options_.slices > 0 && hosts_->count() == 0) {
+      options_.hosts = 2 * options_.slices <= 64 ? 2 * options_.slices : options_.slices;
+    }
     options_.format = context.format;
     options_.display = Display::ForStdout(context.no_color);
     return RunDemo(options_, out, err);
@@ -78,6 +102,7 @@ class DemoCommand : public Command {
 
  private:
   DemoOptions options_;
+  CLI::Option* hosts_ = nullptr;
 };
 
 }  // namespace

@@ -30,6 +30,18 @@ launch::PodOptions DemoPod(const DemoOptions& options, const std::string& bin,
       "[telemetry]\nstore_interval = \"1s\"\n";
   pod.agent_config = "# podprof demo: everything from flags\n";
   if (!options.throttle.empty()) pod.simhost_flags.push_back("--throttle=" + options.throttle);
+  if (options.slices > 1) {
+    // Each simulated host finds its slice from its index and hands it to its agent.
+    pod.simhost_flags.push_back(absl::StrCat("--slices=", options.slices));
+    if (!options.dcn_delays.empty() || !options.slow_slices.empty()) {
+      // One instant for every host's faults, however long each took to start.
+      pod.simhost_flags.push_back(absl::StrCat("--fault-epoch-ns=", clock.NowNs()));
+    }
+    for (const std::string& d : options.dcn_delays)
+      pod.simhost_flags.push_back("--dcn-delay-at=" + d);
+    for (const std::string& s : options.slow_slices)
+      pod.simhost_flags.push_back("--slow-slice=" + s);
+  }
   if (options.keep) {
     pod.group = ProcessGroup::kNewSession;  // outlives the terminal session of the demo
     pod.death_signal = 0;
@@ -46,7 +58,14 @@ launch::PodOptions DemoPod(const DemoOptions& options, const std::string& bin,
     launch::HostOptions h;
     h.clock_offset_ns = std::llround(offset_ms(rng) * 1e3) * 1000;
     h.clock_drift_ppm = std::round(drift_ppm(rng) * 100) / 100;
-    if (i % 2) h.device_clock_offset_ns = std::llround(device_us(rng) * 10) * 100;
+    if (i % 2) {
+      const int64_t device_ns = std::llround(device_us(rng) * 10) * 100;
+      // Not in a multi-slice job: the aggregator finds a device clock's own error by the ICI
+      // collectives the host shares with the reference host, and hosts of other slices share
+      // none, so the error would stay and read as DCN transit (a slow link or late slice that
+      // is not there). Drawn all the same, so the other errors stay those of the seed.
+      if (options.slices <= 1) h.device_clock_offset_ns = device_ns;
+    }
     pod.host.push_back(h);
   }
   return pod;

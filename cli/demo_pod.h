@@ -20,6 +20,7 @@ namespace podprof::cli {
 // started once the one before is ready, from the thread that runs the demo (their death signal
 // fires when it exits). Each host's clock is wrong by a few milliseconds, drifts by some ppm,
 // and every other host's device clock is off by up to 100 us: alignment has something to do.
+// With options.slices, a multi-slice job with its DCN faults timed from now on `clock`.
 // `clock` is borrowed by the Pod made from the result.
 launch::PodOptions DemoPod(const DemoOptions& options, const std::string& bin,
                            const std::string& dir, Clock& clock);

@@ -292,5 +292,50 @@ TEST(DemoTest, CtrlCStopsEveryChild) {
   fs::remove_all(dir);
 }
 
+// `demo --slices` (#56): a 2-slice job, two hosts a slice by default, with slice 0's link slow;
+// the JSON carries the DCN view `podprof dcn --format json` gives, naming that link.
+TEST(DemoTest, SlicesRunAMultiSliceJobAndShowItsDcnView) {
+  const std::string dir = ScratchDir("slices");
+  PodprofResult r = RunPodprof(
+      "demo --slices 2 --duration 300ms --dcn-delay-at 0s:0:300 --format json --dir " + dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["hosts"].size(), 4u);
+  const nlohmann::json& dcn = j["dcn"];
+  ASSERT_TRUE(dcn.is_object()) << r.out.substr(0, 2000);
+  EXPECT_EQ(dcn["capture"], j["capture_id"]);
+  EXPECT_EQ(dcn["slices"], 2);
+  EXPECT_GT(dcn["transfers"].get<int64_t>(), 0);
+  EXPECT_TRUE(
+      absl::StartsWith(dcn["verdict"].get<std::string>(), "the link slice 0 -> slice 1 is slow"))
+      << dcn["verdict"];
+  std::vector<std::string> named;
+  for (const auto& l : dcn["links"]) {
+    if (l["named"].get<bool>()) named.push_back(l["link"]);
+  }
+  EXPECT_EQ(named, std::vector<std::string>{"0->1"});
+  EXPECT_EQ(ProcessesMentioning(dir), 0);
+  fs::remove_all(dir);
+}
+
+// Multi-slice flags that cannot work are refused before anything starts, saying why.
+TEST(DemoTest, SlicesRefuseHostsThatDoNotSplitAndFaultsOutsideTheJob) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"--slices 4 --hosts 6", "6 hosts do not split evenly into 4 slices"},
+      {"--slices 1", "--slices must be 2..64"},
+      {"--slices 4 --dcn-delay-at 0s:4:300", "with SLICE in 0..3"},
+      {"--slices 2 --slow-slice 1", "is not SLICE:FACTOR"},
+      {"--slow-slice 1:1.3", "need --slices"},
+      {"--slices 2 --recorder", "not --recorder"}};
+  for (const auto& [flags, says] : cases) {
+    const std::string dir = ScratchDir("slices_refused");
+    PodprofResult r = RunPodprof("demo " + flags + " --dir " + dir);
+    EXPECT_EQ(r.exit_code, 2) << flags;
+    EXPECT_TRUE(absl::StrContains(r.err, says)) << flags << ": " << r.err;
+    EXPECT_FALSE(fs::exists(fs::path(dir) / "podprof.db")) << flags;
+    fs::remove_all(dir);
+  }
+}
+
 }  // namespace
 }  // namespace podprof
