@@ -1,15 +1,18 @@
 // The Perfetto writer of export/trace_export.h.
 #include <algorithm>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "export/nesting.h"
 #include "export/trace_export.h"
 #include "export/tracks.h"
 #include "proto/perfetto_trace.pb.h"
 #include "trace/perf_counters.h"
+#include "trace/xspace_schema.h"
 
 namespace podprof::exporter {
 namespace {
@@ -123,6 +126,22 @@ int64_t ClockReading(const trace::HostCapture& capture) {
 
 PerfettoWriter::PerfettoWriter(std::ostream* out) : out_(out) {}
 
+void PerfettoWriter::SetHostFlows(std::vector<HostFlow> flows) {
+  flow_ends_.clear();
+  flow_written_.assign(flows.size(), 0);
+  for (size_t i = 0; i < flows.size(); ++i) {
+    const HostFlow& f = flows[i];
+    flow_ends_[f.from_host][f.from_chip].from.emplace_back(f.from_begin_ns, i);
+    flow_ends_[f.to_host][f.to_chip].to.emplace_back(f.to_end_ns, i);
+  }
+  for (auto& [host, chips] : flow_ends_) {
+    for (auto& [chip, ends] : chips) {
+      std::sort(ends.from.begin(), ends.from.end());
+      std::sort(ends.to.begin(), ends.to.end());
+    }
+  }
+}
+
 void PerfettoWriter::WritePacket(const std::string& bytes) {
   // Field 1 of Trace, length-delimited: the file is a Trace written one packet at a time.
   std::string header(1, '\x0a');
@@ -205,13 +224,24 @@ void PerfettoWriter::AddHost(const trace::HostCapture& capture, const std::strin
     chip_uuid[chip] = uuid;
     return uuid;
   };
+  // The host's flow ends, by chip ordinal: on each chip's XLA Ops track.
+  const auto host_flows = flow_ends_.find(capture.host.name);
+  auto flows_of = [&](int chip, const std::string& line) -> const FlowEnds* {
+    if (host_flows == flow_ends_.end() || line != trace::xspace::kXlaOpsLine || chip < 0 ||
+        chip >= static_cast<int>(capture.host.chips.size())) {
+      return nullptr;
+    }
+    auto it = host_flows->second.find(capture.host.chips[static_cast<size_t>(chip)].ordinal);
+    return it == host_flows->second.end() ? nullptr : &it->second;
+  };
   for (const auto& [key, blocks] : Tracks(capture)) {
     std::vector<std::vector<Placed>> lanes = TrackLanes(capture, blocks);
+    const FlowEnds* flows = flows_of(key.first, key.second);
     for (size_t lane = 0; lane < lanes.size(); ++lane) {
       const uint64_t uuid = NewTrack(&packet, chip_track(key.first), LaneName(key.second, lane),
                                      LineRank(key.second));
       Emit(&packet);
-      WriteSlices(capture, lanes[lane], uuid, &note_of);
+      WriteSlices(capture, lanes[lane], uuid, &note_of, flows);
     }
   }
   for (const trace::CounterSeries& s : capture.counters) {
@@ -232,16 +262,31 @@ void PerfettoWriter::AddHost(const trace::HostCapture& capture, const std::strin
 
 void PerfettoWriter::WriteSlices(const trace::HostCapture& capture,
                                  const std::vector<Placed>& events, uint64_t track,
-                                 NoteLookup* note_of) {
+                                 NoteLookup* note_of, const FlowEnds* flows) {
   pp::TracePacket packet;
-  std::vector<int64_t> open;  // ends of the slices begun and not yet ended, innermost last
+  // The slices begun and not yet ended, innermost last: each one's end and the flows it ends.
+  std::vector<std::pair<int64_t, std::vector<uint64_t>>> open;
   auto close_until = [&](int64_t t) {
-    while (!open.empty() && open.back() <= t) {
-      packet.set_timestamp(static_cast<uint64_t>(open.back()));
-      packet.mutable_track_event()->set_type(kSliceEnd);
-      packet.mutable_track_event()->set_track_uuid(track);
+    while (!open.empty() && open.back().first <= t) {
+      packet.set_timestamp(static_cast<uint64_t>(open.back().first));
+      auto* ev = packet.mutable_track_event();
+      ev->set_type(kSliceEnd);
+      ev->set_track_uuid(track);
+      for (uint64_t id : open.back().second) ev->add_terminating_flow_ids(id);
       Emit(&packet);
       open.pop_back();
+    }
+  };
+  // The flows whose end (kept in `ends`, by instant) lies in [lo, hi] and is not yet written.
+  auto flows_at = [&](const std::vector<std::pair<int64_t, size_t>>& ends, int64_t lo, int64_t hi,
+                      uint8_t bit, std::vector<uint64_t>* ids) {
+    auto it = std::lower_bound(ends.begin(), ends.end(), std::make_pair(lo, size_t{0}));
+    for (; it != ends.end() && it->first <= hi; ++it) {
+      uint8_t& written = flow_written_[it->second];
+      if ((written & bit) != 0) continue;
+      written |= bit;
+      ids->push_back(kHostFlowIds + it->second);
+      if (written == 3) ++counts_.host_flows;
     }
   };
   // The events nest (TrackLanes), so each one's end comes before its enclosing slice's.
@@ -269,9 +314,18 @@ void PerfettoWriter::WriteSlices(const trace::HostCapture& capture,
       ev->add_flow_ids(b.collective[e.index]);
       ++counts_.flow_events;
     }
+    std::vector<uint64_t> ending;
+    if (flows != nullptr) {
+      // A source on the slice's begin (never trimmed), a destination on its end, which the
+      // nesting may have cut by up to kMaxTrimNs.
+      std::vector<uint64_t> starting;
+      flows_at(flows->from, e.begin, e.begin, 1, &starting);
+      for (uint64_t id : starting) ev->add_flow_ids(id);
+      flows_at(flows->to, e.end, e.end + kMaxTrimNs, 2, &ending);
+    }
     Emit(&packet);
     ++counts_.slices;
-    open.push_back(e.end);
+    open.emplace_back(e.end, std::move(ending));
   }
   close_until(INT64_MAX);
 }

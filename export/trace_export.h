@@ -10,6 +10,7 @@
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -34,6 +35,24 @@ struct ExportCounts {
   uint64_t slices = 0;  // timeline events
   uint64_t counter_samples = 0;
   uint64_t flow_events = 0;  // slices joined to other chips' slices of one collective
+  uint64_t host_flows = 0;   // HostFlows written with both their ends (Perfetto)
+};
+
+// An arrow from one slice to another, usually on another host: a cross-slice (DCN) transfer
+// from the sender's send to the receiver's recv-done, as the aggregator's analysis paired them
+// (insight::AnalyseDcn; the exporter pairs nothing itself). Each end is named by its host, the
+// chip's ordinal and an instant of its slice on that chip's `XLA Ops` track, ns since the Unix
+// epoch on the aggregator's clock as the writer's slices have them: where the source slice
+// begins, where the destination slice ends (Perfetto binds the arrow's head when it reads that
+// end, which always comes after the source's begin; a recv-done may begin before its data's
+// send did).
+struct HostFlow {
+  std::string from_host;
+  int from_chip = 0;
+  int64_t from_begin_ns = 0;
+  std::string to_host;
+  int to_chip = 0;
+  int64_t to_end_ns = 0;
 };
 
 // A Perfetto trace (`.pftrace`, INTEROP.md section 5): a process track per host, under it a
@@ -45,6 +64,13 @@ struct ExportCounts {
 class PerfettoWriter {
  public:
   explicit PerfettoWriter(std::ostream* out);
+  // The flows to draw between hosts, given before the first AddHost: each written on the
+  // source slice (flow_ids) and on the destination slice's end (terminating_flow_ids) where
+  // both are exported, matched on begin exactly and on end within the nesting trim
+  // (kMaxTrimNs); a flow whose end is not exported (narrowed away) has no arrow. Flow ids are
+  // kHostFlowIds + the flow's index, apart from the collectives' (their all_reduce_unique_id).
+  void SetHostFlows(std::vector<HostFlow> flows);
+  static constexpr uint64_t kHostFlowIds = 0xDC00'0000'0000'0000;
   // Writes one host. `description` shows in the host track's details (e.g. its clock
   // correction); `notes`, when given, adds each kernel slice's verdict as an annotation.
   void AddHost(const trace::HostCapture& capture, const std::string& description,
@@ -60,8 +86,12 @@ class PerfettoWriter {
   void Start(int64_t clock_ns);
   uint64_t NewTrack(perfetto::protos::TracePacket* packet, uint64_t parent, const std::string& name,
                     int rank);
+  // The flows' ends on one chip's XLA Ops track: (instant, flow index), by instant.
+  struct FlowEnds {
+    std::vector<std::pair<int64_t, size_t>> from, to;
+  };
   void WriteSlices(const trace::HostCapture& capture, const std::vector<Placed>& events,
-                   uint64_t track, NoteLookup* note_of);
+                   uint64_t track, NoteLookup* note_of, const FlowEnds* flows);
   uint64_t InternedName(const std::string& name, std::string* new_entries);
 
   std::ostream* out_;
@@ -69,6 +99,9 @@ class PerfettoWriter {
   uint64_t next_uuid_ = 1;
   bool started_ = false;
   std::unordered_map<std::string, uint64_t> name_iids_;
+  // By host name, then chip ordinal. Per flow: bit 1 its source written, bit 2 its destination.
+  std::map<std::string, std::map<int, FlowEnds>> flow_ends_;
+  std::vector<uint8_t> flow_written_;
 };
 
 // A Chrome JSON trace ({"traceEvents": [...]}): "M" names for hosts (processes) and chip lines

@@ -2,11 +2,11 @@
 // it is stored: the analysis reads the capture's `XLA Ops` lines, which the store keeps).
 #include <algorithm>
 #include <map>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "aggregator/api/dcn_reads.h"
 #include "aggregator/api/queries.h"
 #include "common/status_macros.h"
 #include "insight/dcn.h"
@@ -95,29 +95,12 @@ absl::StatusOr<v1::GetDcnResponse> Queries::Dcn(const v1::GetDcnRequest& request
   const int top = request.top() == 0
                       ? kDefaultDcnTop
                       : static_cast<int>(std::min<uint32_t>(request.top(), kMaxDcnTop));
-  // The ops' HLO text names the rendezvous and the chips, and XProf counts only the ops inside
-  // a program run (`XLA Modules`); nothing else of a capture is read.
-  storage::HostSelection only;
-  only.line_kinds = {trace::LineKind::kOps, trace::LineKind::kModules};
-  only.counter_samples = std::set<std::string>();
-  only.kernel_texts = true;
   // XProf's figures are each host's own, on its own clock; AnalyseDcn moves the runs onto the
-  // aggregator's by each host's correction. A host stored on the aggregator's clock already
-  // (older captures, imports) comes as it is, with nothing left to correct.
-  only.own_clock = true;
-  std::vector<insight::DcnHost> hosts;
-  size_t runs = 0;
-  RETURN_IF_ERROR(reads_.captures().ForEachHost(
-      request.capture_id(), only, [&](storage::StoredHost& h) -> absl::Status {
-        const trace::ClockCorrection correction =
-            h.row.host_clock ? h.row.correction : trace::ClockCorrection();
-        // Only the DCN runs stay: the host's capture goes when this returns.
-        insight::DcnHost d = insight::DcnHostFromCapture(h.capture, h.row.slice, correction);
-        if (d.runs.empty()) return absl::OkStatus();
-        runs += d.runs.size();
-        hosts.push_back(std::move(d));
-        return absl::OkStatus();
-      }));
+  // aggregator's by each host's correction.
+  ASSIGN_OR_RETURN(DcnHosts read,
+                   ReadDcnHosts(reads_, request.capture_id(), storage::HostSelection(), true));
+  std::vector<insight::DcnHost>& hosts = read.hosts;
+  const size_t runs = read.runs;
 
   v1::GetDcnResponse out;
   out.set_capture_id(request.capture_id());

@@ -14,9 +14,11 @@
 #include <variant>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "aggregator/api/api_rows.h"
+#include "aggregator/api/dcn_reads.h"
 #include "aggregator/api/service.h"
 #include "common/clock.h"
 #include "common/logging.h"
@@ -205,6 +207,15 @@ bool HasVerdicts(v1::ExportFormat format) {
   return format == v1::EXPORT_FORMAT_PERFETTO || format == v1::EXPORT_FORMAT_CHROME_JSON;
 }
 
+// Whether the capture ran cross-slice (DCN) host transfers, from its kernels' categories (as
+// insight::ParseDcnInstruction tells them): only then is it read a second time for their flows.
+bool HasDcnOps(const std::vector<storage::StatRow>& stats) {
+  return std::any_of(stats.begin(), stats.end(), [](const storage::StatRow& r) {
+    return absl::StrContains(r.kernel.category, "host send") ||
+           absl::StrContains(r.kernel.category, "host recv");
+  });
+}
+
 // The hosts to read, as the store takes them.
 storage::HostSelection StoreSelection(const exporter::Narrower& narrower) {
   storage::HostSelection only;
@@ -292,18 +303,28 @@ const char* TimelineFormatName(v1::ExportFormat format) {
 }
 
 // The merged timeline as Perfetto, Chrome JSON (refused once it passes `json_limit` bytes) or
-// CSV.
+// CSV; Perfetto's with `flows` between its hosts.
 absl::Status WriteTimeline(const StoreReads& store, const ExportSink& sink,
                            const storage::CaptureRow& row, v1::ExportFormat format,
                            exporter::Narrower& narrower,
                            const std::map<std::string, exporter::KernelNotes>& notes,
-                           uint64_t* estimate, uint64_t json_limit) {
+                           uint64_t* estimate, uint64_t json_limit, DcnFlows flows) {
   const bool json = format == v1::EXPORT_FORMAT_CHROME_JSON;
   ChunkStreamBuf buf(&sink, absl::StrCat(row.id, TimelineFileSuffix(format)), estimate,
                      json ? json_limit : 0);
   std::ostream out(&buf);
   std::optional<TimelineWriter> writer;
   StartTimeline(format, row.start_ns, &out, &writer);
+  // Past the bound, each host's description says which transfers have their arrow.
+  std::string flows_note;
+  if (flows.flows.size() < flows.transfers) {
+    flows_note = absl::StrCat("; DCN flows for the ", flows.flows.size(), " longest waits of the ",
+                              flows.transfers, " paired transfers");
+    PODPROF_LOG(INFO) << "export of " << row.id << flows_note;
+  }
+  if (auto* perfetto = std::get_if<exporter::PerfettoWriter>(&*writer)) {
+    perfetto->SetHostFlows(std::move(flows.flows));
+  }
   auto over_limit = [&] {
     return absl::FailedPreconditionError(absl::StrCat(
         "the Chrome JSON of ", row.id, " passed the ", exporter::HumanBytes(json_limit),
@@ -323,7 +344,7 @@ absl::Status WriteTimeline(const StoreReads& store, const ExportSink& sink,
           if constexpr (std::is_same_v<std::decay_t<decltype(w)>, exporter::CsvWriter>) {
             w.AddHost(h.capture);
           } else {
-            w.AddHost(h.capture, HostDescription(h.row), n);
+            w.AddHost(h.capture, HostDescription(h.row) + flows_note, n);
           }
         },
         *writer);
@@ -336,7 +357,8 @@ absl::Status WriteTimeline(const StoreReads& store, const ExportSink& sink,
   const exporter::ExportCounts n = std::visit([](const auto& w) { return w.counts(); }, *writer);
   PODPROF_LOG(INFO) << "exported " << row.id << " as " << TimelineFormatName(format) << ": "
                     << n.hosts << " hosts, " << n.slices << " slices, " << n.counter_samples
-                    << " counter samples, " << buf.bytes() << " bytes";
+                    << " counter samples, " << n.host_flows << " DCN flows, " << buf.bytes()
+                    << " bytes";
   return absl::OkStatus();
 }
 
@@ -385,12 +407,17 @@ absl::Status WriteExport(const StoreReads& store, ExportPlan& plan, const Export
   if (plan.request.format() == v1::EXPORT_FORMAT_XSPACE_DIR) {
     return WriteXSpaces(store, sink, plan.row, *plan.narrower, &plan.estimate);
   }
+  // Perfetto draws an arrow from each cross-slice send to its receive: the DCN analysis' pairs.
+  DcnFlows flows;
+  if (plan.request.format() == v1::EXPORT_FORMAT_PERFETTO && HasDcnOps(plan.stats)) {
+    ASSIGN_OR_RETURN(flows, ReadDcnFlows(store, plan.row.id, StoreSelection(*plan.narrower)));
+  }
   std::map<std::string, exporter::KernelNotes> notes;
   if (HasVerdicts(plan.request.format())) {
     ASSIGN_OR_RETURN(notes, NotesOf(store, plan.row.id, std::move(plan.stats), *plan.narrower));
   }
   return WriteTimeline(store, sink, plan.row, plan.request.format(), *plan.narrower, notes,
-                       &plan.estimate, plan.json_limit);
+                       &plan.estimate, plan.json_limit, std::move(flows));
 }
 
 grpc::Status AggregatorService::ExportCapture(grpc::ServerContext* context,

@@ -7,7 +7,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -17,13 +19,16 @@
 #include "absl/strings/str_split.h"
 #include "aggregator/api/queries.h"
 #include "common/clock.h"
+#include "export/trace_export.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "proto/perfetto_trace.pb.h"
 #include "tests/util/child_process.h"
 #include "tests/util/curl.h"
 #include "tests/util/dcn_pod.h"
+#include "tests/util/perfetto_flows.h"
 #include "tests/util/run_podprof.h"
 #include "tests/util/status_matchers.h"
 #include "tests/util/temp_database.h"
@@ -314,6 +319,60 @@ TEST_F(DcnProcessTest, TheTableSaysTheVerdictFirst) {
   EXPECT_THAT(slow, HasSubstr("links:\nLINK  TRANSFERS  MEDIAN TRANSIT  NETWORK EXCESS"));
   EXPECT_THAT(slow, HasSubstr("\n0->1         40          505 us          400 us"));
   EXPECT_EQ(Cli("no-dcn"), "capture no-dcn: no cross-slice transfers in this capture\n");
+}
+
+// `podprof export --format perfetto`: an arrow per paired transfer, from the sender's send
+// on its host to the receiver's recv-done on its, as GET .../dcn pairs them (every transfer of
+// dcn-1, slice 1's host stored on its own clock 3 ms ahead: the trace's slices and the pairs
+// are on the aggregator's clock both); no-dcn has none. Narrowed to one host, no flow ends.
+TEST_F(DcnProcessTest, ThePerfettoExportHasAFlowFromEachSendToItsReceive) {
+  const nlohmann::json dcn = nlohmann::json::parse(testing::Curl(Api("dcn-1/dcn?top=1000")).body);
+  ASSERT_EQ(dcn["transfers"], 80);
+  ASSERT_EQ(dcn["worst"].size(), 80u);
+  auto flows_of = [&](const std::string& id, const std::string& extra) {
+    const fs::path file = *dir_ / absl::StrCat(id, ".pftrace");
+    testing::PodprofResult r = testing::RunPodprof(
+        absl::StrCat("export ", id, " --format perfetto -o ", file.string(), extra,
+                     " --aggregator 127.0.0.1:", agg_->info()["port"].get<int>()));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::ifstream in(file, std::ios::binary);
+    perfetto::protos::Trace trace;
+    EXPECT_TRUE(trace.ParseFromIstream(&in));
+    std::map<uint64_t, testing::PerfettoFlow> flows = testing::PerfettoFlows(trace);
+    // Only the DCN flows: the collectives' have ids of their own (none in these captures).
+    for (auto it = flows.begin(); it != flows.end();) {
+      it = it->first >= exporter::PerfettoWriter::kHostFlowIds ? std::next(it) : flows.erase(it);
+    }
+    return flows;
+  };
+  // (from host, chip, send start, to host, chip, recv-done end): the API's and the trace's.
+  using End = std::tuple<std::string, std::string, int64_t, std::string, std::string, int64_t>;
+  std::multiset<End> want, got;
+  for (const auto& t : dcn["worst"]) {
+    want.emplace(t["src_host"], absl::StrCat("chip ", t["src_chip"].get<int>()),
+                 t["send_start_ns"].get<int64_t>(), t["dst_host"],
+                 absl::StrCat("chip ", t["dst_chip"].get<int>()),
+                 t["recv_done_end_ns"].get<int64_t>());
+  }
+  const std::map<uint64_t, testing::PerfettoFlow> flows = flows_of("dcn-1", "");
+  EXPECT_EQ(flows.size(), 80u);
+  for (const auto& [id, f] : flows) {
+    ASSERT_EQ(f.from.size(), 1u) << id;
+    ASSERT_EQ(f.to.size(), 1u) << id;
+    EXPECT_EQ(f.from[0].slice, "send.101");
+    EXPECT_EQ(f.to[0].slice, "recv-done.101");
+    EXPECT_EQ(f.from[0].line, "XLA Ops");
+    EXPECT_NE(f.from[0].host, f.to[0].host);  // one slice's host to the other's
+    // The chip track's name starts "chip <ordinal>".
+    got.emplace(f.from[0].host, f.from[0].chip.substr(0, f.from[0].chip.find(' ', 5)),
+                f.from[0].begin, f.to[0].host, f.to[0].chip.substr(0, f.to[0].chip.find(' ', 5)),
+                f.to[0].end);
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_TRUE(flows_of("no-dcn", "").empty());
+  for (const auto& [id, f] : flows_of("dcn-1", " --hosts slice0-host0")) {
+    EXPECT_TRUE(f.to.empty() || f.from.empty()) << id;
+  }
 }
 
 TEST_F(DcnProcessTest, UnknownCapturesAndTablesAreRefused) {
