@@ -274,7 +274,8 @@ std::unique_ptr<TelemetryReporter> StartTelemetry(const AgentConfig& config, Age
   }
   PODPROF_LOG(INFO) << "telemetry every " << config.telemetry_interval_ns / 1'000'000 << " ms from "
                     << metrics->size() << " runtime metric service(s)";
-  return std::make_unique<TelemetryReporter>(TelemetrySampler(*metrics, clock),
+  // A host that knows its slice is in a multi-slice job, whose DCN latencies it reads.
+  return std::make_unique<TelemetryReporter>(TelemetrySampler(*metrics, clock, config.slice >= 0),
                                              podprof::v1::Aggregator::NewStub(channel),
                                              agent.config().host_name, clock, options);
 }

@@ -154,7 +154,15 @@ podprof::v1::TelemetrySample TelemetrySampler::Sample() {
     ReadGauges(i, tpu_metrics::kHbmUsageBytes, chips);
     ReadGauges(i, tpu_metrics::kQueueSize, chips);
     ReadCollectives(i, &collectives);
+    // Multi-slice jobs only: a runtime without DCN has no such metric (NotFound), and a
+    // refused distribution was logged by the tracker.
+    if (!multi_slice_) continue;
+    if (absl::StatusOr<rt::TPUMetric> dcn = metrics_.Read(i, tpu_metrics::kDcnTransferUs);
+        dcn.ok()) {
+      dcn_.Add(i, *dcn, last_sample_ns_).IgnoreError();
+    }
   }
+  const DcnInterval dcn = dcn_.Finish();
   podprof::v1::TelemetrySample out;
   const int64_t now = clock_.NowNs();
   out.set_time_ns(now);
@@ -164,6 +172,9 @@ podprof::v1::TelemetrySample TelemetrySampler::Sample() {
     // The host's collectives, on each of its chips (docs of ChipTelemetry).
     c.set_collectives(collectives.count);
     c.set_collective_mean_us(collectives.Mean());
+    c.set_dcn_transfers(dcn.transfers);
+    c.set_dcn_latency_p50_us(dcn.p50_us);
+    c.set_dcn_latency_p99_us(dcn.p99_us);
     *out.add_chips() = std::move(c);
   }
   return out;

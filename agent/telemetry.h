@@ -18,6 +18,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "agent/dcn_latency.h"
 #include "agent/runtime_metrics.h"
 #include "common/clock.h"
 #include "common/counted_mean.h"
@@ -30,15 +31,19 @@ namespace podprof::agent {
 // The step times come from libtpu's cumulative distribution of program execution times
 // (tpu_metrics::kProgramTimingUs), one observation per run of a compiled program (a jitted
 // training step); the host's collectives from tpu_metrics::kCollectiveEndToEndUs, launch to
-// result, by buffer-size class.
+// result, by buffer-size class; a multi-slice host's DCN transfer latencies from
+// tpu_metrics::kDcnTransferUs (agent/dcn_latency.h).
 
 // Reads the runtime metric services and keeps what differencing a cumulative distribution
 // needs between two reads. Not thread-safe: one reporter thread samples.
 class TelemetrySampler {
  public:
-  // `metrics` must outlive the sampler.
-  TelemetrySampler(const RuntimeMetrics& metrics, Clock& clock)
-      : metrics_(metrics), clock_(clock) {}
+  // `metrics` must outlive the sampler. `multi_slice`: the host is in a multi-slice job (it
+  // knows its slice), so the DCN transfer latencies are read; a single slice has no DCN, and
+  // what a runtime may serve under that name then is not DCN's (the simulator's ICI
+  // stand-in).
+  TelemetrySampler(const RuntimeMetrics& metrics, Clock& clock, bool multi_slice = false)
+      : metrics_(metrics), clock_(clock), multi_slice_(multi_slice) {}
 
   // One interval's telemetry of every chip the services report, ending now (on the agent's
   // clock). The first sample after start (or after a workload restart reset the runtime's
@@ -63,6 +68,7 @@ class TelemetrySampler {
 
   const RuntimeMetrics& metrics_;
   Clock& clock_;
+  const bool multi_slice_;
   std::map<int, Cumulative> previous_;
   // The collective distribution as last read, by buffer-size class: its count, sum and start
   // (ns: a runtime may restart it more than once a second).
@@ -72,6 +78,8 @@ class TelemetrySampler {
     int64_t start_ns = 0;
   };
   std::map<std::string, CollectiveClass> collectives_;
+  // The host's DCN transfer latencies (multi-slice jobs), differenced read after read.
+  DcnLatencyTracker dcn_;
   int64_t last_sample_ns_ = 0;
 };
 
