@@ -194,6 +194,20 @@ int64_t NetworkFloor(const std::map<Key, std::vector<int64_t>>& link_transits) {
   return Quantile(*healthiest, 0.75) - Quantile(*healthiest, 0.25);
 }
 
+// A link is slow only when its typical transit is beyond the network's noise as well: over a
+// long capture a link whose transits run a steady few hundred ns over the healthiest link's is
+// "last" far more often than chance, and its share of a tiny total excess is material, yet
+// nothing about it is slow (seen next to a slow slice, whose late receivers leave the other
+// links' excess to noise). Rows failing this are not significant, and a verdict that named one
+// names nothing.
+void RequireExcessBeyondFloor(const std::map<Key, int64_t>& excess, int64_t floor, Judged* j) {
+  for (size_t i = 0; i < j->rows.size(); ++i) {
+    auto it = excess.find(j->rows[i].first);
+    if (it == excess.end() || it->second <= floor) j->verdict.significant[i] = false;
+  }
+  if (j->verdict.named && !j->verdict.significant[j->verdict.row]) j->verdict.named = false;
+}
+
 // How soon: the shortest prefix of the instances at which a named culprit (is a link, key)
 // already was. A long capture is probed at up to kProbes prefixes (the answer then within a
 // stride); -1 when none is named.
@@ -234,11 +248,13 @@ void JudgeDcn(const std::vector<DcnTransfer>& transfers, DcnReport* report) {
     producers.Add(in->producers);
     links.Add(in->links, floor);
   }
-  const Judged p = Judge(producers), l = Judge(links);
+  const Judged p = Judge(producers);
+  Judged l = Judge(links);
   std::map<Key, int64_t> excess;
   for (const auto& [key, v] : g.link_transits) {
     excess[key] = Median(v) - report->expected_transit_ns;
   }
+  RequireExcessBeyondFloor(excess, floor, &l);
   report->producers = Culprits(p, {});
   report->links = Culprits(l, excess);
 
