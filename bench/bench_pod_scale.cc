@@ -292,7 +292,7 @@ double IdleCpuPerS(pid_t agg, Clock& clock) {
 
 // A multi-slice capture's cross-slice analysis, asked for once the pod is idle: how long the
 // aggregator takes to read every host's XLA Ops and pair the transfers, and what it found.
-void ReportDcn(v1::Aggregator::Stub& stub, Clock& clock, const std::string& capture) {
+void ReportDcn(v1::Aggregator::Stub& stub, Clock& clock, const std::string& capture, pid_t agg) {
   v1::GetDcnRequest req;
   req.set_capture_id(capture);
   v1::GetDcnResponse resp;
@@ -306,9 +306,11 @@ void ReportDcn(v1::Aggregator::Stub& stub, Clock& clock, const std::string& capt
     std::printf("dcn: %s\n", status.error_message().c_str());
     return;
   }
-  std::printf("dcn: %llu transfers between %d slices; %s\ndcn_query_s=%.2f\n",
-              static_cast<unsigned long long>(resp.transfers()), resp.slices(),
-              resp.verdict().c_str(), ms / 1e3);
+  std::printf(
+      "dcn: %llu transfers between %d slices; %s\ndcn_query_s=%.2f "
+      "aggregator_peak_rss_mb after it=%ld\n",
+      static_cast<unsigned long long>(resp.transfers()), resp.slices(), resp.verdict().c_str(),
+      ms / 1e3, bench::StatusKb(agg, "VmHWM:") / 1024);
 }
 
 // Waits for the pod, runs the captures, prints the figures; returns the exit code. Long: the
@@ -394,7 +396,7 @@ int RunAndReport(const Options& o, Clock& clock, int port, pid_t agg, pid_t load
       bench::Percentile(idle, 0.99) > 0
           ? bench::Percentile(busy, 0.99) / bench::Percentile(idle, 0.99)
           : 0);
-  if (o.slices > 1) ReportDcn(*stub, clock, last_id);
+  if (o.slices > 1) ReportDcn(*stub, clock, last_id, agg);
   cleanup();
   std::printf("pod_scale_events_per_cpu_s=%.0f\n", events_per_cpu_s);
   return complete == total && total > 0 ? 0 : 1;
