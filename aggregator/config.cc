@@ -71,6 +71,9 @@ const std::vector<std::string>& KnownKeys() {
                                                                "triggers.straggler",
                                                                "triggers.duty_drop",
                                                                "triggers.hang_after",
+                                                               "triggers.dcn_regression",
+                                                               "triggers.dcn_margin_us",
+                                                               "triggers.dcn_intervals",
                                                                "triggers.cooldown",
                                                                "triggers.hourly_budget",
                                                                "triggers.min_gap",
@@ -167,6 +170,11 @@ absl::Status ReadFlightRecorder(const ConfigFile& f, AggregatorConfig* c) {
   RETURN_IF_ERROR(f.GetDouble("triggers.straggler", &g.straggler));
   RETURN_IF_ERROR(f.GetDouble("triggers.duty_drop", &g.duty_drop));
   RETURN_IF_ERROR(f.GetDurationNs("triggers.hang_after", &g.hang_ns));
+  RETURN_IF_ERROR(f.GetDouble("triggers.dcn_regression", &g.dcn_regression));
+  RETURN_IF_ERROR(f.GetDouble("triggers.dcn_margin_us", &g.dcn_margin_us));
+  int64_t dcn_intervals = g.dcn_intervals;
+  RETURN_IF_ERROR(f.GetInt("triggers.dcn_intervals", &dcn_intervals));
+  g.dcn_intervals = static_cast<int>(std::clamp<int64_t>(dcn_intervals, -1, 3600));
   RETURN_IF_ERROR(f.GetDurationNs("triggers.cooldown", &g.cooldown_ns));
   int64_t budget = g.hourly_budget;
   RETURN_IF_ERROR(f.GetInt("triggers.hourly_budget", &budget));
@@ -196,6 +204,12 @@ absl::Status ValidateFlightRecorder(const AggregatorConfig& c) {
   if (!(g.step_regression > 0) || !(g.straggler > 0) || !(g.duty_drop > 0 && g.duty_drop < 1)) {
     return absl::InvalidArgumentError(
         "triggers: step_regression and straggler must be above 0 and duty_drop in (0, 1)");
+  }
+  if (!(g.dcn_regression > 0) || !(g.dcn_margin_us >= 0 && g.dcn_margin_us < 1e9) ||
+      g.dcn_intervals < 1) {
+    return absl::InvalidArgumentError(
+        "triggers: dcn_regression must be above 0, dcn_margin_us 0 or more and dcn_intervals at "
+        "least 1");
   }
   if (c.snapshots_without_recorder != "capture-after" && c.snapshots_without_recorder != "refuse") {
     return absl::InvalidArgumentError(

@@ -65,6 +65,13 @@ std::string FromEvidence(const std::string& trigger, const nlohmann::json& e) {
                            num("recent_duty_percent"), num("baseline_duty_percent"),
                            100 * (1 - num("threshold")));
   }
+  if (trigger == "dcn" && e.contains("host") && num("baseline_p50_us") > 0) {
+    const int slice = e.value("slice", -1);
+    return absl::StrFormat("DCN into %s%s at %.2fx its baseline (p50 %.0f us against %.0f us)",
+                           e.value("host", std::string()),
+                           slice >= 0 ? absl::StrCat(" (slice ", slice, ")") : "", num("ratio"),
+                           num("recent_p50_us"), num("baseline_p50_us"));
+  }
   if (trigger == "hang" && num("quiet_seconds") > 0) {
     return absl::StrFormat("no step ended on any chip for %.0f s", num("quiet_seconds"));
   }

@@ -99,7 +99,7 @@ absl::StatusOr<std::string> TakeBaseline(AggregatorClient& client) {
 
 bool Automatic(const std::string& trigger) {
   return trigger == "step_time" || trigger == "straggler" || trigger == "duty_cycle" ||
-         trigger == "hang";
+         trigger == "hang" || trigger == "dcn";
 }
 
 bool Finished(v1::CaptureStatus s) {

@@ -16,7 +16,8 @@ namespace podprof::report {
 
 // The CSV header, and the JSON keys in the same order: time_ns (the interval's end, aggregator
 // clock), host, chip, interval_ns, steps, step_mean_us, step_max_us, duty_cycle_percent,
-// hbm_used_bytes, queued, collectives, collective_mean_us (-1: not reported).
+// hbm_used_bytes, queued, collectives, collective_mean_us, dcn_transfers, dcn_latency_p50_us,
+// dcn_latency_p99_us (-1: not reported; the DCN latencies -1 without transfers).
 extern const char* const kTelemetryCsvHeader;
 
 // One row as a flat JSON object, keys as kTelemetryCsvHeader orders them.
@@ -28,7 +29,8 @@ nlohmann::ordered_json TelemetryRowsJson(const v1::GetTelemetryResponse& respons
 void WriteTelemetryCsv(const v1::GetTelemetryResponse& response, std::ostream& out);
 
 // One line per chip: its device step time latest, typically and at worst over the rows read,
-// under a line naming the rows' span. Nothing but the header when there are no rows.
+// under a line naming the rows' span; the host's DCN p50 latest and p99 at worst when a row
+// has DCN transfers. Nothing but the header when there are no rows.
 void WriteTelemetrySummaryTable(const v1::GetTelemetryResponse& response, const TableFit& fit,
                                 std::ostream& out);
 // One line per row: a chip over one stored interval.

@@ -19,7 +19,7 @@ double Median(std::vector<double> v) {
 struct Accumulator {
   ChipTelemetrySummary summary;
   std::vector<double> step_means, duties;
-  int64_t latest_step_ns = 0, latest_hbm_ns = 0, latest_queued_ns = 0;
+  int64_t latest_step_ns = 0, latest_hbm_ns = 0, latest_queued_ns = 0, latest_dcn_ns = 0;
   double collective_us = 0;  // the collectives' times, summed
   int64_t timed_collectives = 0;
 
@@ -53,6 +53,14 @@ struct Accumulator {
       if (t.collective_mean_us() >= 0) {
         collective_us += t.collective_mean_us() * static_cast<double>(t.collectives());
         timed_collectives += t.collectives();
+      }
+    }
+    if (t.dcn_transfers() > 0 && t.dcn_latency_p50_us() >= 0) {
+      s.dcn_transfers += t.dcn_transfers();
+      s.dcn_worst_p99_us = std::max(s.dcn_worst_p99_us, t.dcn_latency_p99_us());
+      if (at >= latest_dcn_ns) {
+        latest_dcn_ns = at;
+        s.dcn_latest_p50_us = t.dcn_latency_p50_us();
       }
     }
   }

@@ -30,6 +30,10 @@ struct ChipTelemetrySummary {
   // Collectives that ended in the rows, and their mean time weighted by count, us.
   int64_t collectives = 0;
   double collective_mean_us = -1;
+  // The host's DCN transfers (multi-slice jobs) in the rows, the newest row's p50 latency and
+  // the largest row's p99, us.
+  int64_t dcn_transfers = 0;
+  double dcn_latest_p50_us = -1, dcn_worst_p99_us = -1;
 };
 
 // A summary per (host, chip), ordered by host and chip.

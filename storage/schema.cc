@@ -272,6 +272,14 @@ ALTER TABLE capture_hosts ADD COLUMN warnings TEXT NOT NULL DEFAULT '';
     R"sql(
 ALTER TABLE capture_hosts ADD COLUMN slice INTEGER NOT NULL DEFAULT -1;
 )sql",
+    // 11: a multi-slice host's DCN transfers per stored interval and their latency's p50 (the
+    // transfer-weighted mean of the samples') and p99 (the samples' largest), us; 0 and -1 on
+    // older rows and for hosts without DCN.
+    R"sql(
+ALTER TABLE telemetry ADD COLUMN dcn_transfers INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE telemetry ADD COLUMN dcn_p50_us REAL NOT NULL DEFAULT -1;
+ALTER TABLE telemetry ADD COLUMN dcn_p99_us REAL NOT NULL DEFAULT -1;
+)sql",
 };
 
 }  // namespace

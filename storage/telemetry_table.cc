@@ -21,8 +21,9 @@ absl::Status Insert(Connection& c, const std::vector<TelemetryRecord>& rows) {
                                                 "INSERT OR REPLACE INTO telemetry (time_ns, "
                                                 "host_id, chip, interval_ns, steps, step_mean_us, "
                                                 "step_max_us, duty_cycle, hbm_used_bytes, queued, "
-                                                "collectives, collective_mean_us) "
-                                                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"));
+                                                "collectives, collective_mean_us, dcn_transfers, "
+                                                "dcn_p50_us, dcn_p99_us) "
+                                                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
   for (const TelemetryRecord& r : rows) {
     ins->Reset();
     ins->Bind(1, r.time_ns)
@@ -36,7 +37,10 @@ absl::Status Insert(Connection& c, const std::vector<TelemetryRecord>& rows) {
         .Bind(9, r.hbm_used_bytes)
         .Bind(10, r.queued)
         .Bind(11, r.collectives)
-        .Bind(12, r.collective_mean_us);
+        .Bind(12, r.collective_mean_us)
+        .Bind(13, r.dcn_transfers)
+        .Bind(14, r.dcn_latency_p50_us)
+        .Bind(15, r.dcn_latency_p99_us);
     RETURN_IF_ERROR(ins->Run());
   }
   return absl::OkStatus();
@@ -55,7 +59,8 @@ absl::StatusOr<std::vector<TelemetryRecord>> TelemetryTable::Read(const Telemetr
   ASSIGN_OR_RETURN(ReaderLease c, db_.Reader());
   std::string sql =
       "SELECT t.time_ns, h.name, t.chip, t.interval_ns, t.steps, t.step_mean_us, t.step_max_us, "
-      "t.duty_cycle, t.hbm_used_bytes, t.queued, t.collectives, t.collective_mean_us FROM "
+      "t.duty_cycle, t.hbm_used_bytes, t.queued, t.collectives, t.collective_mean_us, "
+      "t.dcn_transfers, t.dcn_p50_us, t.dcn_p99_us FROM "
       "telemetry t JOIN hosts h ON h.id = "
       "t.host_id WHERE t.time_ns >= ? AND t.time_ns < ?";
   if (!filter.hosts.empty()) {
@@ -85,6 +90,9 @@ absl::StatusOr<std::vector<TelemetryRecord>> TelemetryTable::Read(const Telemetr
     r.queued = row.Int(9);
     r.collectives = row.Int(10);
     r.collective_mean_us = row.Double(11);
+    r.dcn_transfers = row.Int(12);
+    r.dcn_latency_p50_us = row.Double(13);
+    r.dcn_latency_p99_us = row.Double(14);
     return absl::OkStatus();
   }));
   const bool cut = static_cast<int64_t>(out.size()) > filter.limit;

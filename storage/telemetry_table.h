@@ -1,6 +1,6 @@
-// Stored telemetry (schema version 9): per chip and stored interval, the steps that ended with
-// their mean and largest time, duty cycle, HBM in use, queued programs and the host's
-// collectives with their mean time, as the aggregator's
+// Stored telemetry (schema version 9, DCN columns 11): per chip and stored interval, the steps
+// that ended with their mean and largest time, duty cycle, HBM in use, queued programs, the
+// host's collectives with their mean time and its DCN transfer latencies, as the aggregator's
 // telemetry hub (aggregator/recorder/telemetry.h) rolls up the agents' samples. It has its own
 // retention, by age, apart from the captures'. Thread-safe.
 #ifndef PODPROF_STORAGE_TELEMETRY_TABLE_H_
@@ -30,6 +30,10 @@ struct TelemetryRecord {
   // The host's collectives in the interval and their mean time, us (-1: not reported).
   int64_t collectives = 0;
   double collective_mean_us = -1;
+  // The host's DCN transfers in the interval (multi-slice jobs), the transfer-weighted mean of
+  // its samples' p50 latencies and the largest of their p99s, us (-1: none).
+  int64_t dcn_transfers = 0;
+  double dcn_latency_p50_us = -1, dcn_latency_p99_us = -1;
 };
 
 struct TelemetryFilter {

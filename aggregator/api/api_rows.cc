@@ -252,6 +252,9 @@ podprof::v1::TelemetryRow ToProto(const storage::TelemetryRecord& r) {
   t->set_queued(r.queued);
   t->set_collectives(r.collectives);
   t->set_collective_mean_us(r.collective_mean_us);
+  t->set_dcn_transfers(r.dcn_transfers);
+  t->set_dcn_latency_p50_us(r.dcn_latency_p50_us);
+  t->set_dcn_latency_p99_us(r.dcn_latency_p99_us);
   return row;
 }
 

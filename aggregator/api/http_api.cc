@@ -439,6 +439,9 @@ Response Triggers(const HttpApiSources& src) {
                    {"straggler", o.straggler},
                    {"duty_drop", o.duty_drop},
                    {"hang_after_s", o.hang_ns / 1'000'000'000},
+                   {"dcn_regression", o.dcn_regression},
+                   {"dcn_margin_us", o.dcn_margin_us},
+                   {"dcn_intervals", o.dcn_intervals},
                    {"cooldown_s", o.cooldown_ns / 1'000'000'000},
                    {"hourly_budget", o.hourly_budget},
                    {"min_gap_s", o.min_gap_ns / 1'000'000'000}};

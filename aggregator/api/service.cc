@@ -114,7 +114,11 @@ grpc::Status AggregatorService::ReportTelemetry(grpc::ServerContext* context,
     if (absl::IsPermissionDenied(s)) return Refuse(*context, s);
     if (s.ok()) s = CheckTelemetryReport(*req, chips);
     if (!s.ok()) return ToGrpc(s);
-    telemetry_->Ingest(*req, clock_->NowNs());
+    // The host's slice names it in a DCN trigger's cause.
+    std::vector<std::string> missing;
+    const std::vector<Registry::Handle> handle =
+        registry_->Select({req->host_name()}, {}, &missing);
+    telemetry_->Ingest(*req, clock_->NowNs(), handle.empty() ? -1 : handle[0].slice);
     return grpc::Status::OK;
   });
 }

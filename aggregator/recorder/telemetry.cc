@@ -32,6 +32,11 @@ void TelemetryHub::Rollup::Add(const podprof::v1::ChipTelemetry& t) {
   if (t.collective_mean_us() >= 0) {
     collectives.Add(t.collectives(), t.collective_mean_us() * static_cast<double>(t.collectives()));
   }
+  if (t.dcn_transfers() > 0 && t.dcn_latency_p50_us() >= 0) {
+    dcn_transfers += t.dcn_transfers();
+    dcn_p50_weighted += t.dcn_latency_p50_us() * static_cast<double>(t.dcn_transfers());
+    dcn_p99_max = std::max(dcn_p99_max, t.dcn_latency_p99_us());
+  }
 }
 
 namespace {
@@ -52,6 +57,10 @@ absl::Status CheckChipValues(const podprof::v1::ChipTelemetry& t) {
   RETURN_IF_ERROR(field("queued", static_cast<double>(t.queued()), -1));
   RETURN_IF_ERROR(field("collectives", static_cast<double>(t.collectives()), 0));
   RETURN_IF_ERROR(field("collective_mean_us", t.collective_mean_us(), -1));
+  RETURN_IF_ERROR(field("dcn_transfers", static_cast<double>(t.dcn_transfers()), 0));
+  // 0 from an agent older than the DCN fields, -1 when it had no transfers to measure.
+  RETURN_IF_ERROR(field("dcn_latency_p50_us", t.dcn_latency_p50_us(), -1));
+  RETURN_IF_ERROR(field("dcn_latency_p99_us", t.dcn_latency_p99_us(), -1));
   return absl::OkStatus();
 }
 
@@ -113,6 +122,11 @@ storage::TelemetryRecord TelemetryHub::RowOf(const std::string& host, int chip,
   row.queued = r.queued;
   row.collectives = r.collectives.count;
   row.collective_mean_us = r.collectives.Mean();
+  row.dcn_transfers = r.dcn_transfers;
+  if (r.dcn_transfers > 0) {
+    row.dcn_latency_p50_us = r.dcn_p50_weighted / static_cast<double>(r.dcn_transfers);
+    row.dcn_latency_p99_us = r.dcn_p99_max;
+  }
   return row;
 }
 
@@ -147,7 +161,8 @@ void TelemetryHub::Add(const std::string& host, int64_t time_ns,
   }
 }
 
-void TelemetryHub::Ingest(const podprof::v1::ReportTelemetryRequest& report, int64_t received_ns) {
+void TelemetryHub::Ingest(const podprof::v1::ReportTelemetryRequest& report, int64_t received_ns,
+                          int slice) {
   // The agent's clock to this one: the report's transit (about a millisecond) is the error,
   // small against a one-second sample.
   // Taken as received minus the sample's age on the agent's clock, which CheckTelemetryReport
@@ -158,6 +173,30 @@ void TelemetryHub::Ingest(const podprof::v1::ReportTelemetryRequest& report, int
     const int64_t age = static_cast<int64_t>(static_cast<__int128>(report.sent_ns()) - s.time_ns());
     for (const podprof::v1::ChipTelemetry& c : s.chips())
       Add(report.host_name(), received_ns - age, c);
+    // The host's DCN figures, which each of its chips carries: once per sample.
+    for (const podprof::v1::ChipTelemetry& c : s.chips()) {
+      if (c.dcn_transfers() <= 0 || c.dcn_latency_p50_us() < 0) continue;
+      AddDcn(
+          report.host_name(), slice,
+          {received_ns - age, c.dcn_transfers(), c.dcn_latency_p50_us(), c.dcn_latency_p99_us()});
+      break;
+    }
+  }
+}
+
+void TelemetryHub::AddDcn(const std::string& host, int slice, const DcnPoint& p) {
+  HostDcnQueue& q = dcn_[host];
+  q.slice = slice;
+  // In time order (a late sample of an earlier second goes where it belongs), and bounded: a
+  // point a second over pod_history, however many samples a report carries.
+  auto at = q.points.end();
+  while (at != q.points.begin() && std::prev(at)->time_ns > p.time_ns) --at;
+  q.points.insert(at, p);
+  const auto most = static_cast<size_t>(std::max<int64_t>(1, options_.pod_history_ns / kSecondNs));
+  while (q.points.size() > most) q.points.pop_front();
+  while (!q.points.empty() &&
+         q.points.front().time_ns < q.points.back().time_ns - options_.pod_history_ns) {
+    q.points.pop_front();
   }
 }
 
@@ -220,6 +259,20 @@ std::map<std::pair<std::string, int>, std::vector<ChipPoint>> TelemetryHub::Chip
     for (const ChipPoint& p : points) {
       if (p.time_ns >= since_ns) out[key].push_back(p);
     }
+  }
+  return out;
+}
+
+std::map<std::string, HostDcn> TelemetryHub::DcnHistory(int64_t since_ns) const {
+  absl::MutexLock lock(&mu_);
+  std::map<std::string, HostDcn> out;
+  for (const auto& [host, q] : dcn_) {
+    HostDcn h;
+    h.slice = q.slice;
+    for (const DcnPoint& p : q.points) {
+      if (p.time_ns >= since_ns) h.points.push_back(p);
+    }
+    if (!h.points.empty()) out[host] = std::move(h);
   }
   return out;
 }

@@ -6,7 +6,8 @@
 //
 // Memory is bounded by what the triggers look at, not by the pod's history: one point per
 // second for the pod as a whole (median step time, mean duty cycle, steps) over `pod_history`,
-// and each chip's last `chip_history` of samples. Thread-safe.
+// each chip's last `chip_history` of samples, and each host's DCN latencies (multi-slice jobs),
+// a point a second over `pod_history`. Thread-safe.
 #ifndef PODPROF_AGGREGATOR_RECORDER_TELEMETRY_H_
 #define PODPROF_AGGREGATOR_RECORDER_TELEMETRY_H_
 
@@ -56,6 +57,20 @@ struct ChipPoint {
   podprof::v1::ChipTelemetry values;
 };
 
+// One host's DCN transfers over one sample (multi-slice jobs): how many arrived and their
+// latency's p50 and p99, us, as its agent read them (agent/dcn_latency.h).
+struct DcnPoint {
+  int64_t time_ns = 0;
+  int64_t transfers = 0;
+  double p50_us = 0, p99_us = 0;
+};
+
+// A host's recent DCN points, oldest first, and its slice (-1: not known).
+struct HostDcn {
+  int slice = -1;
+  std::vector<DcnPoint> points;
+};
+
 // The most samples one report may carry: an agent sends every second, and one that could
 // not reach the aggregator for a while sends what its buffer kept (agent/telemetry.h).
 inline constexpr int kMaxSamplesPerReport = 3600;
@@ -81,9 +96,10 @@ class TelemetryHub {
   TelemetryHub(storage::TelemetryTable* table, TelemetryOptions options)
       : table_(table), options_(options) {}
 
-  // Takes one agent's report, received at `received_ns` (aggregator clock).
-  void Ingest(const podprof::v1::ReportTelemetryRequest& report, int64_t received_ns)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // Takes one agent's report, received at `received_ns` (aggregator clock), from a host of
+  // slice `slice` (-1: not known).
+  void Ingest(const podprof::v1::ReportTelemetryRequest& report, int64_t received_ns,
+              int slice = -1) ABSL_LOCKS_EXCLUDED(mu_);
   // Closes the pod's settled seconds, stores the chips' roll-ups whose interval ended (all of
   // them with `all`, at shutdown) and applies the retention.
   absl::Status Flush(int64_t now_ns, bool all = false) ABSL_LOCKS_EXCLUDED(mu_);
@@ -93,6 +109,9 @@ class TelemetryHub {
   // Each chip's samples since `since_ns`, keyed by (host, chip).
   std::map<std::pair<std::string, int>, std::vector<ChipPoint>> ChipHistory(int64_t since_ns) const
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Each host's DCN points since `since_ns` (the hosts that reported transfers then), by host.
+  // At most pod_history's worth of points per host are kept (one a second).
+  std::map<std::string, HostDcn> DcnHistory(int64_t since_ns) const ABSL_LOCKS_EXCLUDED(mu_);
   // Samples taken in and rows stored since start.
   int64_t samples() const ABSL_LOCKS_EXCLUDED(mu_);
   int64_t rows_stored() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -109,6 +128,9 @@ class TelemetryHub {
     int duty_n = 0;
     int64_t hbm = -1, queued = -1;
     CountedMean collectives;  // the host's, us
+    // The host's DCN transfers, their p50s weighted by transfers, and the largest p99.
+    int64_t dcn_transfers = 0;
+    double dcn_p50_weighted = 0, dcn_p99_max = -1;
     void Add(const podprof::v1::ChipTelemetry& t);
   };
   // The chips' samples falling in one second of the pod, until it is closed.
@@ -121,6 +143,8 @@ class TelemetryHub {
   };
   void Add(const std::string& host, int64_t time_ns, const podprof::v1::ChipTelemetry& t)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddDcn(const std::string& host, int slice, const DcnPoint& p)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   storage::TelemetryRecord RowOf(const std::string& host, int chip, const Rollup& r) const;
 
   storage::TelemetryTable* const table_;
@@ -131,6 +155,11 @@ class TelemetryHub {
   std::map<int64_t, OpenSecond> open_ ABSL_GUARDED_BY(mu_);
   std::deque<PodPoint> pod_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<std::string, int>, std::deque<ChipPoint>> chips_ ABSL_GUARDED_BY(mu_);
+  struct HostDcnQueue {
+    int slice = -1;
+    std::deque<DcnPoint> points;
+  };
+  std::map<std::string, HostDcnQueue> dcn_ ABSL_GUARDED_BY(mu_);
   int64_t samples_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t rows_stored_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t last_retention_ns_ ABSL_GUARDED_BY(mu_) = 0;

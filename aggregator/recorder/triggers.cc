@@ -187,15 +187,106 @@ std::optional<Firing> Straggler(
   return f;
 }
 
+// Each host's DCN latency against its own baseline: its last dcn_intervals samples' p50 all
+// above (1 + dcn_regression) x the median p50 of the baseline seconds before them, and by
+// dcn_margin_us. Hosts that stopped reporting (their last sample a few seconds older than the
+// newest of any host) are not judged on what they said before.
+std::optional<Firing> Dcn(const std::map<std::string, HostDcn>& hosts, const TriggerOptions& o) {
+  const auto n = static_cast<size_t>(std::max(1, o.dcn_intervals));
+  int64_t newest = INT64_MIN;
+  for (const auto& [host, h] : hosts) {
+    if (!h.points.empty()) newest = std::max(newest, h.points.back().time_ns);
+  }
+  struct Regressed {
+    std::string host;
+    int slice;
+    double recent, baseline;
+    const std::vector<DcnPoint>* points;
+  };
+  std::vector<Regressed> regressed;
+  for (const auto& [host, h] : hosts) {
+    const std::vector<DcnPoint>& p = h.points;
+    if (p.size() <= n || p.back().time_ns < newest - 3 * kSecondNs) continue;
+    const int64_t first_recent = p[p.size() - n].time_ns;
+    std::vector<double> base, recent;
+    for (size_t i = 0; i + n < p.size(); ++i) {
+      if (p[i].time_ns >= first_recent - int64_t{o.baseline_s} * kSecondNs) {
+        base.push_back(p[i].p50_us);
+      }
+    }
+    if (base.size() * 2 < static_cast<size_t>(o.baseline_s)) continue;
+    const double b = Median(base);
+    bool all = b > 0;
+    for (size_t i = p.size() - n; i < p.size() && all; ++i) {
+      all = p[i].p50_us > b * (1 + o.dcn_regression) && p[i].p50_us - b >= o.dcn_margin_us;
+      recent.push_back(p[i].p50_us);
+    }
+    if (all) regressed.push_back({host, h.slice, Median(recent), b, &p});
+  }
+  if (regressed.empty()) return std::nullopt;
+  std::sort(regressed.begin(), regressed.end(), [](const Regressed& a, const Regressed& b) {
+    return a.recent / a.baseline > b.recent / b.baseline;
+  });
+  const Regressed& w = regressed.front();
+  auto slice_of = [](int slice) {
+    return slice >= 0 ? absl::StrCat(" (slice ", slice, ")") : std::string();
+  };
+  std::string reason = absl::StrFormat(
+      "DCN transfer latency into %s%s: p50 %.0f us over its last %d samples, %.2fx its %.0f us "
+      "over the %d s before",
+      w.host, slice_of(w.slice), w.recent, static_cast<int>(n), w.recent / w.baseline, w.baseline,
+      o.baseline_s);
+  std::vector<int> slices;
+  Json hosts_json = Json::array();
+  for (const Regressed& r : regressed) {
+    if (r.slice >= 0 && std::find(slices.begin(), slices.end(), r.slice) == slices.end()) {
+      slices.push_back(r.slice);
+    }
+    if (hosts_json.size() < 16) {
+      hosts_json.push_back({{"host", r.host},
+                            {"slice", r.slice},
+                            {"recent_p50_us", std::round(r.recent * 10) / 10},
+                            {"baseline_p50_us", std::round(r.baseline * 10) / 10},
+                            {"ratio", std::round(r.recent / r.baseline * 1000) / 1000}});
+    }
+  }
+  std::sort(slices.begin(), slices.end());
+  if (regressed.size() > 1) {
+    absl::StrAppend(
+        &reason, "; ", regressed.size(), " hosts regressed",
+        slices.empty() ? "" : absl::StrCat(" (slices ", absl::StrJoin(slices, ", "), ")"));
+  }
+  Json series = Json::array();
+  for (size_t i = w.points->size() - n; i < w.points->size(); ++i) {
+    const DcnPoint& p = (*w.points)[i];
+    series.push_back(Json::array({p.time_ns / kSecondNs, std::round(p.p50_us * 10) / 10}));
+  }
+  Firing f{"dcn", reason};
+  f.evidence = {{"host", w.host},
+                {"slice", w.slice},
+                {"recent_p50_us", std::round(w.recent * 10) / 10},
+                {"baseline_p50_us", std::round(w.baseline * 10) / 10},
+                {"ratio", std::round(w.recent / w.baseline * 1000) / 1000},
+                {"threshold", 1 + o.dcn_regression},
+                {"margin_us", o.dcn_margin_us},
+                {"intervals", n},
+                {"recent", std::move(series)},
+                {"hosts", std::move(hosts_json)},
+                {"slices", slices}};
+  return f;
+}
+
 }  // namespace
 
 std::vector<Firing> Evaluate(
     const std::vector<PodPoint>& pod,
     const std::map<std::pair<std::string, int>, std::vector<ChipPoint>>& chips,
-    const TriggerOptions& options) {
+    const TriggerOptions& options, const std::map<std::string, HostDcn>& dcn) {
   std::vector<Firing> out;
   const Windows w = Split(pod, options);
   if (std::optional<Firing> f = Hang(pod, options)) out.push_back(*std::move(f));
+  // A slow link slows its receivers' steps (and the pod's): the link is the more specific.
+  if (std::optional<Firing> f = Dcn(dcn, options)) out.push_back(*std::move(f));
   if (std::optional<Firing> f = Straggler(pod, chips, options)) out.push_back(*std::move(f));
   if (std::optional<Firing> f = StepTime(w, options)) out.push_back(*std::move(f));
   if (std::optional<Firing> f = DutyCycle(w, options)) out.push_back(*std::move(f));
@@ -249,9 +340,12 @@ void TriggerLoop::Tick(int64_t now_ns) {
     PODPROF_LOG(WARNING) << "telemetry not stored: " << s.message();
   }
   if (!options_.enabled) return;
-  std::vector<Firing> firings =
-      Evaluate(hub_->PodHistory(),
-               hub_->ChipHistory(now_ns - int64_t{options_.recent_s} * kSecondNs), options_);
+  std::vector<Firing> firings = Evaluate(
+      hub_->PodHistory(), hub_->ChipHistory(now_ns - int64_t{options_.recent_s} * kSecondNs),
+      options_,
+      hub_->DcnHistory(now_ns -
+                       (int64_t{options_.baseline_s} + options_.recent_s + options_.dcn_intervals) *
+                           kSecondNs));
   {
     absl::MutexLock lock(&mu_);
     for (auto it = refused_.begin(); it != refused_.end();) {

@@ -1,5 +1,6 @@
 // The flight recorder's triggers: each second the pod's telemetry (telemetry.h) is checked for
-// a step-time regression, a straggling chip, a duty-cycle drop and a hang, and when one holds,
+// a step-time regression, a straggling chip, a duty-cycle drop, a hang and a slower DCN link
+// into a host of a multi-slice job, and when one holds,
 // a snapshot of every host is taken at that instant (the agents' recorders give the window
 // before it; an agent without one captures from then on). Webhooks (Alertmanager's form) and
 // people add snapshots of their own. Each trigger has a cooldown and an hourly budget, and
@@ -18,6 +19,11 @@
 //    steps still end every second (a pod with none is the hang trigger's).
 //  - hang: no step ended on any chip for 30 s while the agents still report, after steps did
 //    (a step of a large model can take seconds; 30 s is many of them).
+//  - dcn (multi-slice jobs): one host's DCN transfer latency p50 (agent/dcn_latency.h) above
+//    1.5x its own median over the `baseline` seconds before and by at least 50 us, in each of
+//    its last 5 samples: a link that got slower, not one noisy second (a healthy transit moves
+//    by a few microseconds; the network's own budget is tens of them). Its own baseline, not the
+//    pod's: links differ, and the hosts of one slice share the slow link into it.
 //  - cooldown 10 min per trigger, 6 per trigger per hour, and 60 s between automatic snapshots.
 #ifndef PODPROF_AGGREGATOR_RECORDER_TRIGGERS_H_
 #define PODPROF_AGGREGATOR_RECORDER_TRIGGERS_H_
@@ -52,12 +58,15 @@ struct TriggerOptions {
   double straggler = 0.10;
   double duty_drop = 0.15;
   int64_t hang_ns = 30'000'000'000;
+  double dcn_regression = 0.5;
+  double dcn_margin_us = 50;
+  int dcn_intervals = 5;
   int64_t cooldown_ns = int64_t{600} * 1'000'000'000;
   int hourly_budget = 6;
   int64_t min_gap_ns = 60'000'000'000;
 };
 
-// A trigger that holds: its name (step_time, straggler, duty_cycle, hang, webhook), a sentence
+// A trigger that holds: its name (step_time, straggler, duty_cycle, hang, dcn, webhook), a sentence
 // for people, and the telemetry that made it hold.
 struct Firing {
   std::string trigger;
@@ -66,12 +75,13 @@ struct Firing {
   int64_t at_ns = 0;  // when the gate admitted it (set by TriggerLoop::Fire)
 };
 
-// Which triggers hold now, most specific first (hang, straggler, step_time, duty_cycle), given
-// the pod's closed seconds (oldest first) and each chip's recent samples.
+// Which triggers hold now, most specific first (hang, dcn, straggler, step_time, duty_cycle),
+// given the pod's closed seconds (oldest first), each chip's recent samples and each host's
+// DCN points over the recent and baseline seconds (TelemetryHub::DcnHistory).
 std::vector<Firing> Evaluate(
     const std::vector<PodPoint>& pod,
     const std::map<std::pair<std::string, int>, std::vector<ChipPoint>>& chips,
-    const TriggerOptions& options);
+    const TriggerOptions& options, const std::map<std::string, HostDcn>& dcn = {});
 
 // The firing an Alertmanager webhook body stands for ({"status": "firing", "receiver": ...,
 // "alerts": [{"status", "labels": {"alertname", ...}, "annotations": {"summary", ...}}]}, as a

@@ -38,6 +38,10 @@ TEST(TriggerSummaryTest, EachTriggersEvidenceIsASentence) {
   EXPECT_EQ(TriggerSummary(Labels({{"trigger", "hang"}, {"telemetry", R"({"quiet_seconds": 31,
                                       "last_step_second": 100})"}})),
             "hang: no step ended on any chip for 31 s");
+  EXPECT_EQ(TriggerSummary(Labels({{"trigger", "dcn"}, {"telemetry", R"({"host": "host-5",
+                                      "slice": 1, "recent_p50_us": 342.1, "baseline_p50_us": 40.2,
+                                      "ratio": 8.51})"}})),
+            "dcn: DCN into host-5 (slice 1) at 8.51x its baseline (p50 342 us against 40 us)");
 }
 
 // Without usable evidence (a webhook, a person, a damaged label) the reason stands in, cut to

@@ -45,8 +45,8 @@ TEST(TelemetryRowsTest, CsvHoldsEveryFieldAsJsonWritesIt) {
   EXPECT_EQ(lines[0], kTelemetryCsvHeader);
   EXPECT_EQ(lines[1],
             "1714564800123000000,\"host,1\",3,10000000000,870,3412.3456789,3500.0,72.5,"
-            "80000000000,-1,40,1203.25");
-  EXPECT_EQ(lines[2], "0,h0,0,0,0,0.0,0.0,-1.0,0,0,0,0.0");
+            "80000000000,-1,40,1203.25,0,-1.0,-1.0");
+  EXPECT_EQ(lines[2], "0,h0,0,0,0,0.0,0.0,-1.0,0,0,0,0.0,0,-1.0,-1.0");
   EXPECT_EQ(lines[3], "");
 }
 
@@ -74,6 +74,30 @@ TEST(TelemetryRowsTest, TheRowsTableSaysWhatWasNotReported) {
   EXPECT_NE(out.str().find("3.41 ms"), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("1203.2 us"), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("72.5%"), std::string::npos) << out.str();
+  // A single slice's rows have no DCN columns.
+  EXPECT_EQ(out.str().find("DCN"), std::string::npos) << out.str();
+}
+
+// A multi-slice host's DCN latencies (issue #56): in the CSV and JSON, and as columns of both
+// tables once a row has transfers.
+TEST(TelemetryRowsTest, DcnLatenciesShowWhereARowHasTransfers) {
+  v1::GetTelemetryResponse r = TwoRows();
+  v1::ChipTelemetry* t = r.mutable_rows(0)->mutable_chip();
+  t->set_dcn_transfers(1600);
+  t->set_dcn_latency_p50_us(41.25);
+  t->set_dcn_latency_p99_us(344.5);
+  std::ostringstream csv;
+  WriteTelemetryCsv(r, csv);
+  EXPECT_NE(csv.str().find(",40,1203.25,1600,41.25,344.5\n"), std::string::npos) << csv.str();
+  EXPECT_EQ(TelemetryRowsJson(r)[0]["dcn_latency_p99_us"], 344.5);
+  std::ostringstream rows, summary;
+  WriteTelemetryRowsTable(r, TableFit(), rows);
+  EXPECT_NE(rows.str().find("DCN P50"), std::string::npos) << rows.str();
+  EXPECT_NE(rows.str().find("41.2 us"), std::string::npos) << rows.str();
+  EXPECT_NE(rows.str().find("344.5 us"), std::string::npos) << rows.str();
+  WriteTelemetrySummaryTable(r, TableFit(), summary);
+  EXPECT_NE(summary.str().find("DCN P99"), std::string::npos) << summary.str();
+  EXPECT_NE(summary.str().find("344.5 us"), std::string::npos) << summary.str();
 }
 
 }  // namespace

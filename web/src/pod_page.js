@@ -1,6 +1,7 @@
 // The pod page (/pod): the agents' telemetry over the last minutes as heatmaps, a column per
 // stored interval: a row per chip for step time and duty cycle, a row per host for its
-// collectives' mean time (the runtime reports those per host), with the snapshots taken in that
+// collectives' mean time and, in a multi-slice job, its DCN transfer latency p50 (the runtime
+// reports those per host), with the snapshots taken in that
 // time marked where they end; the triggers' last events; and, for an operator, a button
 // that takes a snapshot of every host now.
 (() => {
@@ -11,7 +12,11 @@
     AXIS_H = 18;
 
   // A mean is no value where nothing it averages ended.
-  const COUNT_OF = {step_mean_us: 'steps', collective_mean_us: 'collectives'};
+  const COUNT_OF = {
+    step_mean_us: 'steps',
+    collective_mean_us: 'collectives',
+    dcn_latency_p50_us: 'dcn_transfers',
+  };
 
   // The rows as chips (host/chip, sorted; hosts with `byHost`) by columns (interval ends,
   // sorted), and the value of `field` in each cell (null where nothing was reported).
@@ -188,7 +193,8 @@
     const snapshots = caps.captures.filter((c) => c.source === 'snapshot' && c.end_ns >= start);
     const step = grid(rows, 'step_mean_us'),
       duty = grid(rows, 'duty_cycle_percent'),
-      coll = grid(rows, 'collective_mean_us', true);
+      coll = grid(rows, 'collective_mean_us', true),
+      dcn = grid(rows, 'dcn_latency_p50_us', true);
     const ms = (us) => `${(us / 1000).toFixed(2)} ms`,
       pct = (v) => `${v.toFixed(1)}%`;
     main.append(
@@ -204,6 +210,17 @@
       main.append(
         el('h2', {}, 'Collective time per host'),
         heatmap('collective-heatmap', 'mean collective time', coll, ms, false, snapshots, {
+          minSpan: 0.2,
+        }),
+      );
+    }
+    // Only a multi-slice job's hosts have DCN transfers; a slower link into a slice shows as its
+    // hosts' rows turning hot (the dcn trigger's snapshots are marked with the others).
+    if (dcn.cells.flat().some((v) => v !== null)) {
+      const us = (v) => `${v.toFixed(1)} us`;
+      main.append(
+        el('h2', {}, 'DCN transfer latency per host (p50)'),
+        heatmap('dcn-heatmap', 'DCN transfer latency p50', dcn, us, false, snapshots, {
           minSpan: 0.2,
         }),
       );
