@@ -290,4 +290,17 @@ absl::StatusOr<std::string> KernelQueries::LatestCaptureWith(int64_t kernel_id) 
   return s->Text(0);
 }
 
+absl::StatusOr<bool> KernelQueries::RanCategory(const std::string& capture_id,
+                                                const std::string& prefix) {
+  ASSIGN_OR_RETURN(ReaderLease c, db_.Reader());
+  // substr, not LIKE: a prefix holding % or _ is taken as it is.
+  ASSIGN_OR_RETURN(auto s, Statement::Prepare(*c,
+                                              "SELECT 1 FROM kernel_rollups r JOIN captures c "
+                                              "ON c.seq = r.capture JOIN kernels k ON k.id = "
+                                              "r.kernel_id WHERE c.id = ?1 AND "
+                                              "substr(k.category, 1, length(?2)) = ?2 LIMIT 1"));
+  s->Bind(1, capture_id).Bind(2, prefix);
+  return s->Step();
+}
+
 }  // namespace podprof::storage

@@ -35,6 +35,9 @@ class KernelQueries {
                                                    const std::string& module);
   // The newest capture holding kernel `kernel_id`; NotFound when none does.
   absl::StatusOr<std::string> LatestCaptureWith(int64_t kernel_id);
+  // Whether capture `capture_id` ran any kernel whose category starts with `prefix` (from its
+  // kernel roll-ups, without reading a timeline); false for an unknown capture.
+  absl::StatusOr<bool> RanCategory(const std::string& capture_id, const std::string& prefix);
 
  private:
   Database& db_;

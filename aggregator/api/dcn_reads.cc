@@ -19,6 +19,15 @@ absl::StatusOr<DcnHosts> ReadDcnHosts(const StoreReads& reads, const std::string
   // with nothing left to correct, either way.
   only.own_clock = own_clock;
   DcnHosts out;
+  // A capture that ran no host transfer (most: every single-slice one) is answered from its
+  // kernel roll-ups, without reading any host's timelines (the capture page asks for every
+  // capture). An unknown capture goes on to ForEachHost's NotFound.
+  ASSIGN_OR_RETURN(const bool sent, reads.kernels().RanCategory(capture_id, "host send"));
+  ASSIGN_OR_RETURN(const bool received, reads.kernels().RanCategory(capture_id, "host recv"));
+  if (!sent && !received) {
+    RETURN_IF_ERROR(reads.captures().Get(capture_id).status());
+    return out;
+  }
   RETURN_IF_ERROR(
       reads.captures().ForEachHost(capture_id, only, [&](storage::StoredHost& h) -> absl::Status {
         const trace::ClockCorrection correction =

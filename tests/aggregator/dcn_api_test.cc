@@ -90,6 +90,26 @@ TEST_F(DcnQueryTest, ACaptureWithoutDcnOpsAnswersAnEmptyReportSayingSo) {
   EXPECT_TRUE(r.xprof().empty());
 }
 
+// The capture page asks every capture for its DCN view: one without host transfers is told so
+// from its kernel roll-ups, before any timeline is read.
+TEST_F(DcnQueryTest, WhetherACaptureRanHostTransfersIsKnownFromItsRollups) {
+  DcnPod with, without;
+  without.id = "no-dcn";
+  without.dcn = false;
+  Store(with);
+  Store(without);
+  auto ran = [&](const std::string& id, const std::string& prefix) {
+    absl::StatusOr<bool> r = store_->kernels().RanCategory(id, prefix);
+    EXPECT_OK(r);
+    return r.ok() && *r;
+  };
+  EXPECT_TRUE(ran(with.id, "host send"));
+  EXPECT_TRUE(ran(with.id, "host recv"));
+  EXPECT_FALSE(ran(without.id, "host send"));
+  EXPECT_FALSE(ran("nosuch", "host send"));
+  EXPECT_FALSE(ran(with.id, "host%")) << "a prefix is not a pattern";
+}
+
 // Slice 1 reaches the DCN phase 300 us late every step: slice 0's receivers wait for it.
 TEST_F(DcnQueryTest, ALateSliceIsNamedAsTheProducer) {
   DcnPod pod;
