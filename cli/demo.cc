@@ -245,6 +245,28 @@ CaptureOptions DemoCapture(const DemoOptions& options) {
   return c;
 }
 
+// A multi-slice demo's DCN view (none for one slice or csv): in json under "dcn" in `extra`.
+std::optional<DcnView> DemoDcnView(AggregatorClient& client, const DemoOptions& options,
+                                   const std::string& capture_id, json* extra) {
+  if (options.slices <= 1 || options.format == OutputFormat::kCsv) return std::nullopt;
+  DcnView dcn = GetDcnView(client, capture_id, options.format);
+  if (options.format != OutputFormat::kTable) {
+    (*extra)["dcn"] = dcn.status.ok() ? json::parse(dcn.text, nullptr, false)
+                                      : json{{"error", std::string(dcn.status.message())}};
+  }
+  return dcn;
+}
+
+// The DCN view's table after the capture's, as podprof dcn prints it.
+void WriteDemoDcn(const DcnView& dcn, const std::string& capture_id, std::ostream& out) {
+  out << "\ncross-slice (DCN) transfers, as podprof dcn " << capture_id << " shows them\n";
+  if (dcn.status.ok()) {
+    out << dcn.text;
+  } else {
+    out << "no DCN view: " << dcn.status.message() << "\n";
+  }
+}
+
 }  // namespace
 
 int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
@@ -317,24 +339,9 @@ int RunDemo(const DemoOptions& options, std::ostream& out, std::ostream& err) {
     extra["aggregator"] = agg_addr;
     extra["pids"] = pod.Pids();
   }
-  std::optional<DcnView> dcn;
-  if (options.slices > 1 && options.format != OutputFormat::kCsv) {
-    dcn = GetDcnView(client, result->capture_id, options.format);
-    if (!table) {
-      extra["dcn"] = dcn->status.ok() ? json::parse(dcn->text, nullptr, false)
-                                      : json{{"error", std::string(dcn->status.message())}};
-    }
-  }
+  const std::optional<DcnView> dcn = DemoDcnView(client, options, result->capture_id, &extra);
   WriteCaptureResult(*result, capture, extra, out);
-  if (table && dcn) {
-    out << "\ncross-slice (DCN) transfers, as podprof dcn " << result->capture_id
-        << " shows them\n";
-    if (dcn->status.ok()) {
-      out << dcn->text;
-    } else {
-      out << "no DCN view: " << dcn->status.message() << "\n";
-    }
-  }
+  if (table && dcn) WriteDemoDcn(*dcn, result->capture_id, out);
   if (table) WriteDemoTail(options, *result, capture, trace, page, agg_addr, pod.Pids(), out);
   out.flush();
   return result->status == v1::CAPTURE_STATUS_COMPLETE ? 0 : kExitPartial;

@@ -54,6 +54,8 @@ bool IsHostTransferOpcode(std::string_view opcode) {
   return opcode == "send" || opcode == "recv" || opcode == "send-done" || opcode == "recv-done";
 }
 
+// Long: one pass numbering the instructions in dependency order (parameters, tokens, each start
+// before its -done, the root last); its steps share the id maps it fills.
 Module HostTransferModule(const std::string& name, int64_t id,
                           const std::vector<InstructionText>& ops) {
   // The instructions kept, a made-up start before any -done whose start is missing.

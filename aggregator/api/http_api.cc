@@ -426,38 +426,6 @@ Response Telemetry(const HttpApiSources& src, const Request& req) {
   });
 }
 
-// GET /api/v1/triggers: the triggers' settings and their last events (fired, or held and why
-// no snapshot was taken).
-Response Triggers(const HttpApiSources& src) {
-  if (src.triggers == nullptr) return Response::Error(absl::NotFoundError("no triggers here"));
-  const TriggerOptions& o = src.triggers->options();
-  Json settings = {{"enabled", o.enabled},
-                   {"window_ms", o.window_ns / 1'000'000},
-                   {"recent_s", o.recent_s},
-                   {"baseline_s", o.baseline_s},
-                   {"step_regression", o.step_regression},
-                   {"straggler", o.straggler},
-                   {"duty_drop", o.duty_drop},
-                   {"hang_after_s", o.hang_ns / 1'000'000'000},
-                   {"dcn_regression", o.dcn_regression},
-                   {"dcn_margin_us", o.dcn_margin_us},
-                   {"dcn_intervals", o.dcn_intervals},
-                   {"cooldown_s", o.cooldown_ns / 1'000'000'000},
-                   {"hourly_budget", o.hourly_budget},
-                   {"min_gap_s", o.min_gap_ns / 1'000'000'000}};
-  Json events = Json::array();
-  for (const TriggerEvent& e : src.triggers->Events()) {
-    events.push_back({{"time_ns", e.time_ns},
-                      {"trigger", e.firing.trigger},
-                      {"reason", e.firing.reason},
-                      {"telemetry", e.firing.evidence},
-                      {"outcome", e.outcome},
-                      {"capture", e.capture_id}});
-  }
-  return Response::Text(200, JsonText(Json{{"settings", settings}, {"events", events}}, 1) + "\n",
-                        "application/json");
-}
-
 // POST /api/v1/snapshots/webhook: Alertmanager's webhook body ({"status": "firing", "alerts":
 // [{"status", "labels": {"alertname", ...}, "annotations": {"summary", ...}}], ...}), as a
 // goodput monitor or an alert rule sends it. A firing group takes one snapshot of the pod
@@ -593,13 +561,13 @@ std::shared_ptr<http::Router> AggregatorRoutes(const HttpApiSources& src) {
          [src](const Request& q) { return StartCapture(src, q, /*snapshot=*/true); });
   r->Add("POST", "/api/v1/snapshots/webhook", [src](const Request& q) { return Webhook(src, q); });
   r->Add("GET", "/api/v1/telemetry", [src](const Request& q) { return Telemetry(src, q); });
-  r->Add("GET", "/api/v1/triggers", [src](const Request&) { return Triggers(src); });
   r->Add("GET", "/api/v1/captures/{id}/events", [src](const Request& q) { return Events(src, q); });
   r->Add("POST", "/api/v1/captures/{id}/cancel",
          [src](const Request& q) { return CancelCapture(src, q); });
   AddViewRoutes(src, *r);
   AddFleetRoutes(src, *r);
   AddDcnRoutes(src, *r);
+  AddTriggerRoutes(src, *r);
   web::AddPageRoutes(*r);
   return r;
 }

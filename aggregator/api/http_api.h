@@ -62,6 +62,9 @@ void AddFleetRoutes(const HttpApiSources& sources, http::Router& router);
 // `podprof dcn` asks it, written by the same report/ code.
 void AddDcnRoutes(const HttpApiSources& sources, http::Router& router);
 
+// GET /api/v1/triggers (trigger_routes.cc): the triggers' settings and their last events.
+void AddTriggerRoutes(const HttpApiSources& sources, http::Router& router);
+
 }  // namespace podprof::aggregator
 
 #endif  // PODPROF_AGGREGATOR_API_HTTP_API_H_

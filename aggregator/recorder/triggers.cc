@@ -187,22 +187,24 @@ std::optional<Firing> Straggler(
   return f;
 }
 
-// Each host's DCN latency against its own baseline: its last dcn_intervals samples' p50 all
-// above (1 + dcn_regression) x the median p50 of the baseline seconds before them, and by
+// A host whose DCN latency regressed: its recent and baseline p50, us.
+struct Regressed {
+  std::string host;
+  int slice;
+  double recent, baseline;
+  const std::vector<DcnPoint>* points;
+};
+
+// Each host's DCN latency against its own baseline: its last `n` samples' p50 all above
+// (1 + dcn_regression) x the median p50 of the baseline seconds before them, and by
 // dcn_margin_us. Hosts that stopped reporting (their last sample a few seconds older than the
-// newest of any host) are not judged on what they said before.
-std::optional<Firing> Dcn(const std::map<std::string, HostDcn>& hosts, const TriggerOptions& o) {
-  const auto n = static_cast<size_t>(std::max(1, o.dcn_intervals));
+// newest of any host) are not judged on what they said before. Worst ratio first.
+std::vector<Regressed> RegressedHosts(const std::map<std::string, HostDcn>& hosts,
+                                      const TriggerOptions& o, size_t n) {
   int64_t newest = INT64_MIN;
   for (const auto& [host, h] : hosts) {
     if (!h.points.empty()) newest = std::max(newest, h.points.back().time_ns);
   }
-  struct Regressed {
-    std::string host;
-    int slice;
-    double recent, baseline;
-    const std::vector<DcnPoint>* points;
-  };
   std::vector<Regressed> regressed;
   for (const auto& [host, h] : hosts) {
     const std::vector<DcnPoint>& p = h.points;
@@ -223,10 +225,18 @@ std::optional<Firing> Dcn(const std::map<std::string, HostDcn>& hosts, const Tri
     }
     if (all) regressed.push_back({host, h.slice, Median(recent), b, &p});
   }
-  if (regressed.empty()) return std::nullopt;
   std::sort(regressed.begin(), regressed.end(), [](const Regressed& a, const Regressed& b) {
     return a.recent / a.baseline > b.recent / b.baseline;
   });
+  return regressed;
+}
+
+// The dcn trigger: fires on the regressed hosts, naming the worst with its figures and every
+// regressed host and slice.
+std::optional<Firing> Dcn(const std::map<std::string, HostDcn>& hosts, const TriggerOptions& o) {
+  const auto n = static_cast<size_t>(std::max(1, o.dcn_intervals));
+  const std::vector<Regressed> regressed = RegressedHosts(hosts, o, n);
+  if (regressed.empty()) return std::nullopt;
   const Regressed& w = regressed.front();
   auto slice_of = [](int slice) {
     return slice >= 0 ? absl::StrCat(" (slice ", slice, ")") : std::string();
