@@ -95,11 +95,14 @@ void FillDistribution(const std::vector<double>& us, rt::Distribution* d) {
   for (int64_t c : counts) d->add_bucket_counts(c);
 }
 
-void FillDistribution(const Cumulative& c, rt::Distribution* d) {
+// A cumulative distribution (Cumulative, DcnLatencyClass) in exponential buckets of `scale` x
+// `growth`^i, `buckets` of them.
+template <typename C>
+void FillCumulative(const C& c, int buckets, double growth, double scale, rt::Distribution* d) {
   auto* exp = d->mutable_bucket_options()->mutable_exponential_buckets();
-  exp->set_num_finite_buckets(kBuckets);
-  exp->set_growth_factor(kGrowth);
-  exp->set_scale(kScale);
+  exp->set_num_finite_buckets(buckets);
+  exp->set_growth_factor(growth);
+  exp->set_scale(scale);
   const double n = static_cast<double>(c.count);
   d->set_count(c.count);
   d->set_mean(c.count == 0 ? 0 : c.sum / n);
@@ -169,18 +172,8 @@ void AddDcnLatencies(const std::map<std::string, DcnLatencyClass>& classes, int6
                        m->mutable_attribute()->mutable_value()->mutable_kvlist_attr());
     SetTimestamp(now, m->mutable_timestamp());
     SetTimestamp(c.start_host_ns, m->mutable_start_timestamp());
-    rt::Distribution* d = m->mutable_distribution();
-    auto* exp = d->mutable_bucket_options()->mutable_exponential_buckets();
-    exp->set_num_finite_buckets(kDcnLatencyBuckets);
-    exp->set_growth_factor(kDcnLatencyGrowth);
-    exp->set_scale(kDcnLatencyScaleUs);
-    const double n = static_cast<double>(c.count);
-    d->set_count(c.count);
-    d->set_mean(c.count == 0 ? 0 : c.sum / n);
-    d->set_min(c.min);
-    d->set_max(c.max);
-    d->set_sum_of_squared_deviation(c.count == 0 ? 0 : std::max(0.0, c.sum_sq - c.sum * c.sum / n));
-    for (int64_t b : c.buckets) d->add_bucket_counts(b);
+    FillCumulative(c, kDcnLatencyBuckets, kDcnLatencyGrowth, kDcnLatencyScaleUs,
+                   m->mutable_distribution());
   }
 }
 
@@ -338,7 +331,7 @@ grpc::Status MetricServiceImpl::GetRuntimeMetric(grpc::ServerContext*,
       SetDeviceOrdinal(chip++, m->mutable_attribute());
       SetTimestamp(now, m->mutable_timestamp());
       SetTimestamp(c.start_host_ns, m->mutable_start_timestamp());
-      FillDistribution(c, m->mutable_distribution());
+      FillCumulative(c, kBuckets, kGrowth, kScale, m->mutable_distribution());
     }
     return grpc::Status::OK;
   }
