@@ -11,11 +11,11 @@
 //   node tests/web/slice_view_test.mjs --bin build/bin --out build/test-artifacts/web
 // Exit: 0 all passed, 1 a check failed, 77 no browser here (skipped, and says so).
 import {spawn, spawnSync} from 'node:child_process';
-import {existsSync, mkdirSync, mkdtempSync, readFileSync} from 'node:fs';
+import {mkdirSync, mkdtempSync, readFileSync} from 'node:fs';
 import {tmpdir} from 'node:os';
 import {join} from 'node:path';
 
-import {arg, bin, check, failures, launchBrowser} from './harness.mjs';
+import {arg, bin, check, failures, launchBrowser, waitForFile} from './harness.mjs';
 
 const out = arg('out', 'build/test-artifacts/web');
 mkdirSync(out, {recursive: true});
@@ -41,9 +41,7 @@ const agg = spawn(
   {stdio: 'ignore'},
 );
 process.on('exit', () => agg.kill('SIGTERM'));
-const deadline = Date.now() + 30000;
-while (!existsSync(ready) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-if (!existsSync(ready)) {
+if (!(await waitForFile(ready, 30000))) {
   console.log('FAIL the aggregator did not become ready in 30 s');
   process.exit(1);
 }
