@@ -1,10 +1,10 @@
 // What the browser tests share: their flags, the browser (exit 77, saying so, where there is
 // none), the ok/FAIL lines and their count, and a `podprof demo --keep` pod stopped on exit.
-import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, watch } from "node:fs";
-import { createRequire } from "node:module";
-import { tmpdir } from "node:os";
-import { basename, dirname, join } from "node:path";
+import {spawnSync} from 'node:child_process';
+import {existsSync, mkdtempSync, watch} from 'node:fs';
+import {createRequire} from 'node:module';
+import {tmpdir} from 'node:os';
+import {basename, dirname, join} from 'node:path';
 
 // The value after --name on the command line, or `fallback`.
 export const arg = (name, fallback) => {
@@ -12,28 +12,24 @@ export const arg = (name, fallback) => {
   return i > 0 ? process.argv[i + 1] : fallback;
 };
 
-export const bin = arg("bin", "build/bin");
-export const browserPath = arg("chromium", "/usr/bin/chromium");
+export const bin = arg('bin', 'build/bin');
+export const browserPath = arg('chromium', '/usr/bin/chromium');
 if (!existsSync(browserPath)) {
-  console.log(
-    `SKIP: no browser at ${browserPath} (scripts/install-deps.sh installs chromium)`,
-  );
+  console.log(`SKIP: no browser at ${browserPath} (scripts/install-deps.sh installs chromium)`);
   process.exit(77);
 }
-const require = createRequire(
-  new URL("../../web/package.json", import.meta.url),
-);
-const { chromium } = require("playwright-core");
+const require = createRequire(new URL('../../web/package.json', import.meta.url));
+const {chromium} = require('playwright-core');
 
 // Headless Chromium as the browser tests run it; `extraArgs`: more command-line flags.
 export const launchBrowser = (extraArgs = []) =>
   chromium.launch({
     executablePath: browserPath,
     args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-dev-shm-usage",
-      "--disable-background-networking",
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-dev-shm-usage',
+      '--disable-background-networking',
       ...extraArgs,
     ],
   });
@@ -41,7 +37,7 @@ export const launchBrowser = (extraArgs = []) =>
 let failed = 0;
 // Prints one check's line; the count of failed ones is failures().
 export function check(ok, what) {
-  console.log(`${ok ? "ok  " : "FAIL"} ${what}`);
+  console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
   if (!ok) failed++;
 }
 export const failures = () => failed;
@@ -54,19 +50,19 @@ export function startDemo(hosts, prefix, extra = []) {
   const demo = spawnSync(
     `${bin}/podprof`,
     [
-      "demo",
-      "--keep",
-      "--hosts",
+      'demo',
+      '--keep',
+      '--hosts',
       String(hosts),
-      "--duration",
-      "1s",
-      "--format",
-      "json",
-      "--dir",
+      '--duration',
+      '1s',
+      '--format',
+      'json',
+      '--dir',
       dir,
       ...extra,
     ],
-    { encoding: "utf8" },
+    {encoding: 'utf8'},
   );
   if (demo.status !== 0) {
     console.log(`FAIL podprof demo exited ${demo.status}:\n${demo.stderr}`);
@@ -76,14 +72,14 @@ export function startDemo(hosts, prefix, extra = []) {
   const stop = () => {
     for (const p of result.pids) {
       try {
-        process.kill(p, "SIGTERM");
+        process.kill(p, 'SIGTERM');
       } catch {
         /* gone */
       }
     }
   };
-  process.on("exit", stop);
-  return { ...result, dir, stop };
+  process.on('exit', stop);
+  return {...result, dir, stop};
 }
 
 // Resolves true once `path` exists (a daemon's ready file, written by rename into its folder),
