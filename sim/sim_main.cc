@@ -178,6 +178,89 @@ absl::Status ParseEach(const std::vector<std::string>& texts, Parse parse, std::
   return absl::OkStatus();
 }
 
+namespace {
+
+// --write-captures: every host's capture of one window written to `dir`, then exit.
+int WriteCapturesMode(const PodConfig& pod, const std::string& dir, const std::string& window_text,
+                      int64_t true_start_ns, bool counters) {
+  absl::StatusOr<int64_t> window = ParseDurationNs(window_text);
+  if (!window.ok() || *window <= 0) {
+    return Fail(absl::StrCat("--capture-window \"", window_text,
+                             "\" is not a positive duration (e.g. 200ms)"));
+  }
+  CaptureFilesOptions files;
+  files.dir = dir;
+  files.true_start_ns = true_start_ns;
+  files.duration_ns = *window;
+  files.counters = counters;
+  absl::StatusOr<std::vector<std::string>> written = WritePodCaptures(pod, files);
+  if (!written.ok()) return Fail(std::string(written.status().message()));
+  for (const std::string& path : *written) std::cout << path << "\n";
+  return 0;
+}
+
+// Serves the profiler and the runtime metric service until SIGTERM or SIGINT, writing the
+// ready file once both listen (with the workload's MEGASCALE_SLICE_ID when `slice` >= 0).
+int Serve(const SimHostOptions& options, const std::string& bind, int profiler_port,
+          int metrics_port, const std::string& ready_file, int slice) {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  RealClock clock;
+  absl::StatusOr<std::unique_ptr<SimHost>> host = SimHost::Create(options, clock);
+  if (!host.ok()) return Fail(std::string(host.status().message()));
+
+  ProfilerServiceImpl profiler(host->get());
+  MetricServiceImpl metrics(host->get());
+  int bound_profiler = 0, bound_metrics = 0;
+  grpc::ServerBuilder profiler_builder, metrics_builder;
+  // Two servers, as in a real workload: the profiler and libtpu's metrics are separate.
+  profiler_builder.AddListeningPort(absl::StrCat(bind, ":", profiler_port),
+                                    grpc::InsecureServerCredentials(), &bound_profiler);
+  profiler_builder.RegisterService(&profiler);
+  profiler_builder.SetMaxReceiveMessageSize(4 << 20);
+  metrics_builder.AddListeningPort(absl::StrCat(bind, ":", metrics_port),
+                                   grpc::InsecureServerCredentials(), &bound_metrics);
+  metrics_builder.RegisterService(&metrics);
+  std::unique_ptr<grpc::Server> profiler_server = profiler_builder.BuildAndStart();
+  if (profiler_server == nullptr || bound_profiler == 0) {
+    return Fail(absl::StrCat("cannot listen on ", bind, ":", profiler_port, " (profiler)"));
+  }
+  std::unique_ptr<grpc::Server> metrics_server = metrics_builder.BuildAndStart();
+  if (metrics_server == nullptr || bound_metrics == 0) {
+    return Fail(absl::StrCat("cannot listen on ", bind, ":", metrics_port, " (metrics)"));
+  }
+  PODPROF_LOG(INFO) << "simulated " << (*host)->model().generation().device_type << " host "
+                    << options.host_name << " (" << (*host)->model().chips() << " chips, host "
+                    << options.pod.host_index << " of " << options.pod.hosts << "): profiler on "
+                    << bind << ":" << bound_profiler << ", metrics on " << bind << ":"
+                    << bound_metrics;
+  if (!ready_file.empty()) {
+    nlohmann::json j = {{"profiler_port", bound_profiler},
+                        {"metrics_port", bound_metrics},
+                        {"pid", static_cast<int64_t>(getpid())}};
+    // What a multi-slice workload's environment says of the host, for its agent to read.
+    if (slice >= 0) j["environment"] = {{"MEGASCALE_SLICE_ID", std::to_string(slice)}};
+    std::string tmp = ready_file + ".tmp";
+    std::ofstream(tmp) << j.dump() << "\n";
+    std::rename(tmp.c_str(), ready_file.c_str());
+  }
+
+  int sig = WaitForTermination(signals);
+  PODPROF_LOG(INFO) << "signal " << sig << ": stopping";
+  (*host)->Shutdown();
+  // In-flight sessions were just stopped; give handlers 2 s to write their answers.
+  const auto deadline = DeadlineAt(clock.NowNs(), 2'000'000'000);
+  profiler_server->Shutdown(deadline);
+  metrics_server->Shutdown(deadline);
+  return 0;
+}
+
+}  // namespace
+
 // Long: one declaration per flag, then each flag checked, in the order --help lists them.
 int SimHostMain(int argc, char** argv) {
   CLI::App app{
@@ -302,78 +385,14 @@ int SimHostMain(int argc, char** argv) {
     slice = own;
   }
   if (!write_captures.empty()) {
-    absl::StatusOr<int64_t> window = ParseDurationNs(capture_window);
-    if (!window.ok() || *window <= 0) {
-      return Fail(absl::StrCat("--capture-window \"", capture_window,
-                               "\" is not a positive duration (e.g. 200ms)"));
-    }
-    CaptureFilesOptions files;
-    files.dir = write_captures;
-    files.true_start_ns = capture_start_ns > 0 ? capture_start_ns : fault_epoch_ns;
-    files.duration_ns = *window;
-    files.counters = options.counters;
-    absl::StatusOr<std::vector<std::string>> written = WritePodCaptures(pod, files);
-    if (!written.ok()) return Fail(std::string(written.status().message()));
-    for (const std::string& path : *written) std::cout << path << "\n";
-    return 0;
+    return WriteCapturesMode(pod, write_captures, capture_window,
+                             capture_start_ns > 0 ? capture_start_ns : fault_epoch_ns,
+                             options.counters);
   }
   if (options.host_name.empty())
     options.host_name = absl::StrCat("simhost-", options.pod.host_index);
 
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-
-  RealClock clock;
-  absl::StatusOr<std::unique_ptr<SimHost>> host = SimHost::Create(options, clock);
-  if (!host.ok()) return Fail(std::string(host.status().message()));
-
-  ProfilerServiceImpl profiler(host->get());
-  MetricServiceImpl metrics(host->get());
-  int bound_profiler = 0, bound_metrics = 0;
-  grpc::ServerBuilder profiler_builder, metrics_builder;
-  // Two servers, as in a real workload: the profiler and libtpu's metrics are separate.
-  profiler_builder.AddListeningPort(absl::StrCat(bind, ":", profiler_port),
-                                    grpc::InsecureServerCredentials(), &bound_profiler);
-  profiler_builder.RegisterService(&profiler);
-  profiler_builder.SetMaxReceiveMessageSize(4 << 20);
-  metrics_builder.AddListeningPort(absl::StrCat(bind, ":", metrics_port),
-                                   grpc::InsecureServerCredentials(), &bound_metrics);
-  metrics_builder.RegisterService(&metrics);
-  std::unique_ptr<grpc::Server> profiler_server = profiler_builder.BuildAndStart();
-  if (profiler_server == nullptr || bound_profiler == 0) {
-    return Fail(absl::StrCat("cannot listen on ", bind, ":", profiler_port, " (profiler)"));
-  }
-  std::unique_ptr<grpc::Server> metrics_server = metrics_builder.BuildAndStart();
-  if (metrics_server == nullptr || bound_metrics == 0) {
-    return Fail(absl::StrCat("cannot listen on ", bind, ":", metrics_port, " (metrics)"));
-  }
-  PODPROF_LOG(INFO) << "simulated " << (*host)->model().generation().device_type << " host "
-                    << options.host_name << " (" << (*host)->model().chips() << " chips, host "
-                    << options.pod.host_index << " of " << options.pod.hosts << "): profiler on "
-                    << bind << ":" << bound_profiler << ", metrics on " << bind << ":"
-                    << bound_metrics;
-  if (!ready_file.empty()) {
-    nlohmann::json j = {{"profiler_port", bound_profiler},
-                        {"metrics_port", bound_metrics},
-                        {"pid", static_cast<int64_t>(getpid())}};
-    // What a multi-slice workload's environment says of the host, for its agent to read.
-    if (slice >= 0) j["environment"] = {{"MEGASCALE_SLICE_ID", std::to_string(slice)}};
-    std::string tmp = ready_file + ".tmp";
-    std::ofstream(tmp) << j.dump() << "\n";
-    std::rename(tmp.c_str(), ready_file.c_str());
-  }
-
-  int sig = WaitForTermination(signals);
-  PODPROF_LOG(INFO) << "signal " << sig << ": stopping";
-  (*host)->Shutdown();
-  // In-flight sessions were just stopped; give handlers 2 s to write their answers.
-  const auto deadline = DeadlineAt(clock.NowNs(), 2'000'000'000);
-  profiler_server->Shutdown(deadline);
-  metrics_server->Shutdown(deadline);
-  return 0;
+  return Serve(options, bind, profiler_port, metrics_port, ready_file, slice);
 }
 
 }  // namespace podprof::sim
