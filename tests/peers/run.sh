@@ -24,8 +24,10 @@ export PODPROF_FIXTURES="${PODPROF_FIXTURES:-$root/../shared/fixtures/xspace}"
 unset XLA_FLAGS JAX_PLATFORMS TF_CPP_MIN_LOG_LEVEL
 export JAX_PLATFORMS=cpu TF_CPP_MIN_LOG_LEVEL=1 NO_PROXY='*' no_proxy='*'
 export PYTHONDONTWRITEBYTECODE=1
-# A test killed by ctest's timeout must still say where it hung: output unbuffered, and every
-# thread's stack dumped when one test passes faulthandler_timeout.
+# A test killed by ctest's timeout must still say where it hung: output unbuffered, each test's
+# name printed as it ends (-v), and every thread's stack dumped when one passes
+# faulthandler_timeout. (A CI run killed python.client at 300 s; -q had left no trace of which
+# of its tests was running.)
 export PYTHONUNBUFFERED=1
 cd "$root/tests"
-exec "$venv/bin/python3" -m pytest -q -p no:cacheprovider -o faulthandler_timeout=${PODPROF_PYTEST_HANG_S:-150} --basetemp="$out/tmp" "$file" "$@"
+exec "$venv/bin/python3" -m pytest -v -p no:cacheprovider -o faulthandler_timeout=${PODPROF_PYTEST_HANG_S:-120} --basetemp="$out/tmp" "$file" "$@"
