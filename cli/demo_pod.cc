@@ -58,14 +58,9 @@ launch::PodOptions DemoPod(const DemoOptions& options, const std::string& bin,
     launch::HostOptions h;
     h.clock_offset_ns = std::llround(offset_ms(rng) * 1e3) * 1000;
     h.clock_drift_ppm = std::round(drift_ppm(rng) * 100) / 100;
-    if (i % 2) {
-      const int64_t device_ns = std::llround(device_us(rng) * 10) * 100;
-      // Not in a multi-slice job: the aggregator finds a device clock's own error by the ICI
-      // collectives the host shares with the reference host, and hosts of other slices share
-      // none, so the error would stay and read as DCN transit (a slow link or late slice that
-      // is not there). Drawn all the same, so the other errors stay those of the seed.
-      if (options.slices <= 1) h.device_clock_offset_ns = device_ns;
-    }
+    // Every other host's device timelines are off its host clock; the aggregator finds that
+    // by the collectives the host shares with its slice (aggregator/capture/alignment.h).
+    if (i % 2) h.device_clock_offset_ns = std::llround(device_us(rng) * 10) * 100;
     pod.host.push_back(h);
   }
   return pod;

@@ -337,6 +337,7 @@ class Pairing {
       t.consumer_ready_ns = in.send_start;
       t.transit_ns = in.recv_done_end - s.send_done_end;
       t.wait_ns = std::max<int64_t>(0, in.recv_done_end - in.recv_done_start);
+      t.clock_uncertainty_ns = h.clock_uncertainty_ns + sender.clock_uncertainty_ns;
       paired = true;
     }
     return paired;
@@ -398,20 +399,31 @@ void NumberSteps(std::vector<Pending>* pending) {
   }
 }
 
-// The expected transit: the smallest of the known links' medians, else the overall median.
-int64_t ExpectedTransit(const std::vector<Pending>& pending) {
-  std::map<std::pair<int, int>, std::vector<int64_t>> link_transits;
-  std::vector<int64_t> all_transits;
+// The expected transit: the smallest of the known links' medians, else the overall median; and
+// how far the clocks may have moved it (the median clock uncertainty of that link's transfers,
+// or of all).
+std::pair<int64_t, int64_t> ExpectedTransit(const std::vector<Pending>& pending) {
+  struct Link {
+    std::vector<int64_t> transits, uncertainties;
+  };
+  std::map<std::pair<int, int>, Link> links;
+  Link all;
   for (const Pending& p : pending) {
-    all_transits.push_back(p.t.transit_ns);
+    all.transits.push_back(p.t.transit_ns);
+    all.uncertainties.push_back(p.t.clock_uncertainty_ns);
     if (p.t.src_slice >= 0 && p.t.dst_slice >= 0) {
-      link_transits[{p.t.src_slice, p.t.dst_slice}].push_back(p.t.transit_ns);
+      Link& l = links[{p.t.src_slice, p.t.dst_slice}];
+      l.transits.push_back(p.t.transit_ns);
+      l.uncertainties.push_back(p.t.clock_uncertainty_ns);
     }
   }
-  int64_t expected =
-      link_transits.empty() ? Median(all_transits) : std::numeric_limits<int64_t>::max();
-  for (const auto& [link, v] : link_transits) expected = std::min(expected, Median(v));
-  return expected;
+  const Link* healthiest = links.empty() ? &all : nullptr;
+  int64_t expected = links.empty() ? Median(all.transits) : std::numeric_limits<int64_t>::max();
+  for (const auto& [key, l] : links) {
+    const int64_t m = Median(l.transits);
+    if (m < expected) expected = m, healthiest = &l;
+  }
+  return {expected, healthiest == nullptr ? 0 : Median(healthiest->uncertainties)};
 }
 
 // A receiver that starts its recv-done after the data was due mostly finds it there and only
@@ -434,11 +446,14 @@ std::vector<DcnTransfer> SplitWaits(std::vector<Pending> pending, const DcnRepor
   transfers.reserve(pending.size());
   for (Pending& p : pending) {
     DcnTransfer& t = p.t;
-    const int64_t due = std::max(t.send_done_end_ns + report.expected_transit_ns,
+    // Both parts compare the two ends' clocks: neither gets what their uncertainty could make.
+    const int64_t u = t.clock_uncertainty_ns;
+    const int64_t due = std::max(t.send_done_end_ns + report.expected_transit_ns +
+                                     report.expected_transit_uncertainty_ns + u,
                                  t.recv_done_start_ns + report.expected_copy_ns);
     t.network_ns = std::clamp<int64_t>(t.recv_done_end_ns - due, 0, t.wait_ns);
     t.producer_ns =
-        std::clamp<int64_t>(t.send_start_ns - t.consumer_ready_ns, 0, t.wait_ns - t.network_ns);
+        std::clamp<int64_t>(t.send_start_ns - t.consumer_ready_ns - u, 0, t.wait_ns - t.network_ns);
     t.producer_own_ns = std::clamp<int64_t>(t.producer_ns - p.sender_held, 0, t.producer_ns);
     transfers.push_back(std::move(t));
   }
@@ -458,7 +473,8 @@ DcnReport AnalyseDcn(const std::vector<DcnHost>& hosts, const DcnOptions& option
   pairing.GatherInstances();
   std::vector<Pending> pending = pairing.Pair(&report.unpaired);
   NumberSteps(&pending);
-  report.expected_transit_ns = ExpectedTransit(pending);
+  std::tie(report.expected_transit_ns, report.expected_transit_uncertainty_ns) =
+      ExpectedTransit(pending);
   report.expected_copy_ns = ExpectedCopy(pending, report.expected_transit_ns);
   std::vector<DcnTransfer> transfers = SplitWaits(std::move(pending), report);
   report.transfers = static_cast<int64_t>(transfers.size());

@@ -89,7 +89,12 @@ struct DcnHost {
   std::string host;
   int slice = -1;                     // the host's slice (HostRow::slice); -1 when unknown
   trace::ClockCorrection correction;  // host clock -> aggregator clock
-  std::vector<trace::Chip> chips;     // ordinal and global_id are used
+  // How far that correction may be off (HostRow::clock_uncertainty_ns). Hosts of one slice are
+  // tied by their collectives; across slices only by probes and by the slices' own device
+  // mappings (docs/MEGASCALE.md, "Clocks across slices"), so this is what a cross-slice
+  // difference of times cannot vouch for.
+  int64_t clock_uncertainty_ns = 0;
+  std::vector<trace::Chip> chips;  // ordinal and global_id are used
   std::vector<DcnInstruction> instructions;
   std::vector<DcnOpRun> runs;  // by chip, then start (line order where starts tie)
 };
@@ -144,12 +149,16 @@ struct DcnTransfer {
   int64_t consumer_ready_ns = 0;  // the receiver's own send start: when it was ready
   int64_t transit_ns = 0;         // recv_done_end - send_done_end
   int64_t wait_ns = 0;            // the receiver's recv-done duration
+  // The two ends' clock uncertainties summed: how far their times may be off each other.
+  int64_t clock_uncertainty_ns = 0;
   // Of the wait, the network's part: what came after the data was due, within the wait. Due:
-  // the send-done's end + the expected transit, or, for a receiver that came later than that,
-  // its recv-done's start + the expected copy (DcnReport::expected_copy_ns): a late receiver's
-  // own copy is not the network's.
+  // the send-done's end + the expected transit + the clock uncertainty, or, for a receiver that
+  // came later than that, its recv-done's start + the expected copy
+  // (DcnReport::expected_copy_ns): a late receiver's own copy is not the network's, and what
+  // the two clocks cannot vouch for is nobody's.
   int64_t network_ns = 0;
-  // Of the rest of the wait, the producer's lateness: its send start after consumer_ready.
+  // Of the rest of the wait, the producer's lateness: its send start after consumer_ready, less
+  // the clock uncertainty.
   int64_t producer_ns = 0;
   // Of producer_ns, what the producer did not inherit: less the time its chip itself waited in
   // recv-dones since its previous send of this rendezvous. A late slice makes its receivers
@@ -179,12 +188,19 @@ struct DcnReport {
   int64_t unpaired = 0;             // receives whose sender's send was not found (capture edges)
   int64_t instances = 0;            // (rendezvous, step) instances judged, with known slices
   int64_t expected_transit_ns = 0;  // the capture's nominal transit (see AnalyseDcn)
+  // How far the clocks may have moved it: the median clock uncertainty of the transfers it
+  // was taken from. A transfer's data is due only after both this and its own.
+  int64_t expected_transit_uncertainty_ns = 0;
   // What a recv-done takes once its data is there: the 10th percentile of the recv-dones that
   // started after their data was due; 0 when none did.
   int64_t expected_copy_ns = 0;
   // The network's noise: the interquartile range of the transits of the link with the smallest
   // median. An instance whose largest network excess is no more than this has no last link.
   int64_t network_floor_ns = 0;
+  // The median of the transfers' clock uncertainties. A link is slow only when its median
+  // transit is beyond the expected one by more than the floor, its own transfers' median
+  // uncertainty and the expected transit's.
+  int64_t clock_uncertainty_ns = 0;
   std::vector<XprofRendezvousRow> xprof;  // every host's, by host then rendezvous
   std::vector<DcnCulprit> producers;      // one per slice, most caused first
   std::vector<DcnCulprit> links;          // one per link, most caused first

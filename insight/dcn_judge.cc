@@ -155,6 +155,8 @@ struct Grouped {
   std::map<std::pair<std::string, int64_t>, Timed> by_instance;
   std::vector<const Timed*> order;
   std::map<Key, std::vector<int64_t>> link_transits;
+  std::map<Key, std::vector<int64_t>> link_uncertainties;  // each transfer's clock uncertainty
+  std::vector<int64_t> uncertainties;
   bool unknown = false;  // some transfer had a slice of -1 at an end
 };
 
@@ -170,6 +172,8 @@ void Group(const std::vector<DcnTransfer>& transfers, Grouped* g) {
     in.producers[{t.src_slice, -1}] += t.producer_own_ns;
     in.links[{t.src_slice, t.dst_slice}] += t.network_ns;
     g->link_transits[{t.src_slice, t.dst_slice}].push_back(t.transit_ns);
+    g->link_uncertainties[{t.src_slice, t.dst_slice}].push_back(t.clock_uncertainty_ns);
+    g->uncertainties.push_back(t.clock_uncertainty_ns);
   }
   for (const auto& [key, in] : g->by_instance) g->order.push_back(&in);
   std::stable_sort(g->order.begin(), g->order.end(),
@@ -198,12 +202,20 @@ int64_t NetworkFloor(const std::map<Key, std::vector<int64_t>>& link_transits) {
 // long capture a link whose transits run a steady few hundred ns over the healthiest link's is
 // "last" far more often than chance, and its share of a tiny total excess is material, yet
 // nothing about it is slow (seen next to a slow slice, whose late receivers leave the other
-// links' excess to noise). Rows failing this are not significant, and a verdict that named one
+// links' excess to noise). Nor is a link slow by what its ends' clocks cannot vouch for: a
+// slice's device-to-host error reads as a steady transit on its links (docs/MEGASCALE.md,
+// "Clocks across slices"). Rows failing this are not significant, and a verdict that named one
 // names nothing.
-void RequireExcessBeyondFloor(const std::map<Key, int64_t>& excess, int64_t floor, Judged* j) {
+void RequireExcessBeyondFloor(const std::map<Key, int64_t>& excess, int64_t floor,
+                              const std::map<Key, std::vector<int64_t>>& uncertainties,
+                              int64_t expected_uncertainty, Judged* j) {
   for (size_t i = 0; i < j->rows.size(); ++i) {
-    auto it = excess.find(j->rows[i].first);
-    if (it == excess.end() || it->second <= floor) j->verdict.significant[i] = false;
+    const Key& key = j->rows[i].first;
+    auto it = excess.find(key);
+    auto u = uncertainties.find(key);
+    const int64_t clocks =
+        expected_uncertainty + (u == uncertainties.end() ? 0 : Median(u->second));
+    if (it == excess.end() || it->second <= floor + clocks) j->verdict.significant[i] = false;
   }
   if (j->verdict.named && !j->verdict.significant[j->verdict.row]) j->verdict.named = false;
 }
@@ -254,7 +266,9 @@ void JudgeDcn(const std::vector<DcnTransfer>& transfers, DcnReport* report) {
   for (const auto& [key, v] : g.link_transits) {
     excess[key] = Median(v) - report->expected_transit_ns;
   }
-  RequireExcessBeyondFloor(excess, floor, &l);
+  RequireExcessBeyondFloor(excess, floor, g.link_uncertainties,
+                           report->expected_transit_uncertainty_ns, &l);
+  report->clock_uncertainty_ns = Median(g.uncertainties);
   report->producers = Culprits(p, {});
   report->links = Culprits(l, excess);
 
@@ -287,6 +301,13 @@ void JudgeDcn(const std::vector<DcnTransfer>& transfers, DcnReport* report) {
     report->verdict =
         "no DCN culprit: no slice was late on its own, nor any link slow, more often than chance "
         "gives and by enough to matter";
+    // Said when the clocks, not the job, are why: beyond a microsecond they can hide a culprit.
+    if (report->clock_uncertainty_ns >= 1000) {
+      absl::StrAppendFormat(&report->verdict,
+                            " (the slices' clocks agree to within %.0f us, and what they cannot "
+                            "vouch for is blamed on no one)",
+                            static_cast<double>(report->clock_uncertainty_ns) / 1e3);
+    }
   }
   report->named_after_instances = NamedAfter(g.order, culprits, floor);
 }

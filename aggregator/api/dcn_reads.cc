@@ -35,6 +35,7 @@ absl::StatusOr<DcnHosts> ReadDcnHosts(const StoreReads& reads, const std::string
         // Only the DCN runs stay: the host's capture goes when this returns.
         insight::DcnHost d = insight::DcnHostFromCapture(h.capture, h.row.slice, correction);
         if (d.runs.empty()) return absl::OkStatus();
+        d.clock_uncertainty_ns = h.row.clock_uncertainty_ns;
         out.runs += d.runs.size();
         out.hosts.push_back(std::move(d));
         return absl::OkStatus();

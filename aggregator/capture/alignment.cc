@@ -43,26 +43,57 @@ int64_t WeightedMedian(std::vector<std::pair<int64_t, double>> v) {
   return v.back().first;
 }
 
-// The reference: the host sharing the most collectives with the others (empty when none shares
-// any). `hosts_with` gets how many hosts hold each collective id: counted per id, so this stays
-// linear in the pod's size.
+// The reference of one group of hosts tied by collectives: the host sharing the most
+// collectives with the others. `hosts_with` holds how many hosts hold each collective id,
+// counted per id, so this stays linear in the pod's size.
 std::string ChooseReference(const std::map<std::string, CollectiveEndList>& ends,
-                            const std::map<std::string, HostCorrection*>& by_host,
-                            std::unordered_map<uint64_t, size_t>* hosts_with) {
-  for (const auto& [host, mine] : ends) {
-    for (const auto& [id, t] : mine) ++(*hosts_with)[id];
-  }
+                            const std::vector<std::string>& group,
+                            const std::unordered_map<uint64_t, size_t>& hosts_with) {
   std::string ref;
   size_t best = 0;
-  for (const auto& [host, mine] : ends) {
+  for (const std::string& host : group) {
     size_t shared = 0;
-    for (const auto& [id, t] : mine) shared += (*hosts_with)[id] - 1;
-    if (by_host.count(host) && (shared > best || ref.empty())) {
+    for (const auto& [id, t] : ends.at(host)) shared += hosts_with.at(id) - 1;
+    if (shared > best || ref.empty()) {
       best = shared;
       ref = host;
     }
   }
-  return best == 0 ? "" : ref;
+  return ref;
+}
+
+// The hosts that end collectives together, in groups: a pod is one group, a multi-slice job
+// one per slice (its ICI collectives never span slices), a host that shares none is in none.
+// Union-find over the hosts, joined through each collective id's first host.
+std::vector<std::vector<std::string>> TiedGroups(
+    const std::map<std::string, CollectiveEndList>& ends,
+    const std::map<std::string, HostCorrection*>& by_host,
+    const std::unordered_map<uint64_t, size_t>& hosts_with) {
+  std::vector<std::string> names;
+  for (const auto& [host, mine] : ends) {
+    if (by_host.count(host)) names.push_back(host);
+  }
+  std::vector<size_t> parent(names.size());
+  for (size_t i = 0; i < parent.size(); ++i) parent[i] = i;
+  auto root = [&](size_t i) {
+    while (parent[i] != i) i = parent[i] = parent[parent[i]];
+    return i;
+  };
+  std::unordered_map<uint64_t, size_t> first;  // collective id -> the first host ending it
+  for (size_t i = 0; i < names.size(); ++i) {
+    for (const auto& [id, t] : ends.at(names[i])) {
+      if (hosts_with.at(id) < 2) continue;
+      auto [it, inserted] = first.emplace(id, i);
+      if (!inserted) parent[root(i)] = root(it->second);
+    }
+  }
+  std::map<size_t, std::vector<std::string>> groups;
+  for (size_t i = 0; i < names.size(); ++i) groups[root(i)].push_back(names[i]);
+  std::vector<std::vector<std::string>> out;
+  for (auto& [r, hosts] : groups) {
+    if (hosts.size() > 1) out.push_back(std::move(hosts));
+  }
+  return out;
 }
 
 // Pins host `h` to the reference `r` through the collectives both ended. On the aggregator's
@@ -125,7 +156,7 @@ void PinToReference(const CollectiveEndList& mine, const CollectiveEndList& ref_
 // few microseconds off but whose interval still touches theirs. (The intersection itself is
 // no place to clamp the result into: that one host narrows it to where it overlaps the
 // others, away from the truth.) Returns the shift and how far off it can be.
-std::pair<int64_t, int64_t> CommonShift(const std::vector<HostCorrection>& probe,
+std::pair<int64_t, int64_t> CommonShift(const std::vector<HostCorrection*>& group,
                                         const std::string& ref,
                                         const std::map<std::string, int64_t>& probe_bound) {
   struct Edge {
@@ -134,7 +165,8 @@ std::pair<int64_t, int64_t> CommonShift(const std::vector<HostCorrection>& probe
   };
   std::vector<Edge> edges;
   std::vector<std::pair<int64_t, int64_t>> estimates;  // (value, half width)
-  for (const HostCorrection& h : probe) {
+  for (const HostCorrection* hp : group) {
+    const HostCorrection& h = *hp;
     if (!h.refined) continue;
     const int64_t x = h.probe_offset_ns - h.offset_ns;
     // The host's estimate of the common error is as good as its own probes, plus how well it
@@ -162,8 +194,48 @@ std::pair<int64_t, int64_t> CommonShift(const std::vector<HostCorrection>& probe
   for (const auto& [x, w] : estimates) {
     if (x - w <= hi && x + w >= lo) agreeing.emplace_back(x, 1.0 / (double(w) * double(w)));
   }
+  const size_t agree = agreeing.size();
   const int64_t shift = WeightedMedian(std::move(agreeing));
-  return {shift, std::max<int64_t>(0, std::max(shift - lo, hi - shift))};
+  int64_t bound = std::max<int64_t>(0, std::max(shift - lo, hi - shift));
+  // When no two hosts agree (a slice of two, one of them with a device mapping that is off,
+  // and nothing tells which), the shift may be any of theirs: it is as uncertain as they are
+  // far apart. Said so, rather than the chosen one's precision.
+  if (agree < 2 && estimates.size() > 1) {
+    for (const auto& [x, w] : estimates)
+      bound = std::max<int64_t>(bound, std::llabs(x - shift) + w);
+  }
+  return {shift, bound};
+}
+
+// Refines one group: pins its hosts to its reference, then removes the error they all inherit
+// from the reference's probes.
+void RefineGroup(const std::map<std::string, CollectiveEndList>& ends,
+                 const std::vector<std::string>& group,
+                 const std::unordered_map<uint64_t, size_t>& hosts_with,
+                 const std::map<std::string, int64_t>& probe_bound, int64_t mid_ns,
+                 const std::map<std::string, HostCorrection*>& by_host) {
+  const std::string ref = ChooseReference(ends, group, hosts_with);
+  const HostCorrection& r = *by_host.at(ref);
+  const CollectiveEndList& ref_ends = ends.at(ref);
+  std::vector<HostCorrection*> members;
+  for (const std::string& host : group) {
+    members.push_back(by_host.at(host));
+    if (host != ref) PinToReference(ends.at(host), ref_ends, r, mid_ns, by_host.at(host));
+  }
+  HostCorrection& reference = *by_host.at(ref);
+  reference.refined = true;
+  // The reference is pinned by the same collectives as the others: those it shares with any.
+  int ref_shared = 0;
+  for (const auto& [id, t] : ref_ends) ref_shared += hosts_with.at(id) > 1;
+  reference.collectives = ref_shared;
+  // Each refined host's bound is its precision against the reference plus how far off the
+  // shift can be.
+  const auto [shift, shift_uncertainty] = CommonShift(members, ref, probe_bound);
+  for (HostCorrection* h : members) {
+    if (!h->refined) continue;
+    h->offset_ns += shift;
+    h->uncertainty_ns += shift_uncertainty;
+  }
 }
 
 }  // namespace
@@ -181,26 +253,14 @@ std::vector<HostCorrection> RefineWithCollectives(
     probe_bound[h.host] = h.uncertainty_ns;
   }
   std::unordered_map<uint64_t, size_t> hosts_with;
-  const std::string ref = ChooseReference(ends, by_host, &hosts_with);
-  if (ref.empty()) return probe;
-  const HostCorrection& r = *by_host[ref];
-  const CollectiveEndList& ref_ends = ends.at(ref);
-  for (auto& [host, h] : by_host) {
-    if (host == ref || ends.count(host) == 0) continue;
-    PinToReference(ends.at(host), ref_ends, r, mid_ns, h);
+  for (const auto& [host, mine] : ends) {
+    for (const auto& [id, t] : mine) ++hosts_with[id];
   }
-  by_host[ref]->refined = true;
-  // The reference is pinned by the same collectives as the others: those it shares with any.
-  int ref_shared = 0;
-  for (const auto& [id, t] : ref_ends) ref_shared += hosts_with[id] > 1;
-  by_host[ref]->collectives = ref_shared;
-  // Each refined host's bound is its precision against the reference plus how far off the
-  // shift can be.
-  const auto [shift, shift_uncertainty] = CommonShift(probe, ref, probe_bound);
-  for (HostCorrection& h : probe) {
-    if (!h.refined) continue;
-    h.offset_ns += shift;
-    h.uncertainty_ns += shift_uncertainty;
+  // Each group of hosts tied by collectives is refined on its own: hosts of different slices
+  // share no collective, so one reference for all would leave every other slice's hosts on
+  // their probes alone, each with its device mapping's error.
+  for (const std::vector<std::string>& group : TiedGroups(ends, by_host, hosts_with)) {
+    RefineGroup(ends, group, hosts_with, probe_bound, mid_ns, by_host);
   }
   return probe;
 }

@@ -74,8 +74,8 @@ class DcnPodTest : public ::testing::Test {
                        absl::StrCat("--slow-slice-at=", to, ":", kSlowSlice, ":", 1 / 1.3),
                        absl::StrCat("--dcn-delay-at=", to, ":", kDelayedSlice, ":300")};
     // Host clocks milliseconds wrong: the analysis runs on the aligned clock. No device clock
-    // errors: hosts of different slices share no collective to find those by
-    // (cli/demo_pod.cc).
+    // errors: a slice of one host has no collective to find its device error by, and it would
+    // read as transit (docs/MEGASCALE.md, "Clocks across slices").
     for (int64_t offset_ms : {3, -2, 1, -4}) {
       launch::HostOptions h;
       h.clock_offset_ns = offset_ms * kMs;

@@ -1390,6 +1390,70 @@ TEST(RefineTest, ACloseHostWithTightProbesFixesTheShiftAFarOneCannotPull) {
   }
 }
 
+// A multi-slice job: hosts "h0".. of `slice[h]`, whose collectives (20 per slice, ids of their
+// own) end at the same true instants on the slice's hosts. A host's device timelines are off
+// its host clock by `device[h]`, which its probes (off by `probe_err[h]` within `bound`) cannot
+// see: the right correction for its timelines is truth + device.
+std::vector<HostCorrection> RefineSlices(const std::vector<int>& slice,
+                                         const std::vector<int64_t>& truth,
+                                         const std::vector<int64_t>& device,
+                                         const std::vector<int64_t>& probe_err, int64_t bound) {
+  const int64_t mid = 1'000'000'000;
+  std::map<std::string, CollectiveEndList> ends;
+  std::vector<HostCorrection> probe;
+  for (size_t h = 0; h < truth.size(); ++h) {
+    HostCorrection c;
+    c.host = "h" + std::to_string(h);
+    c.probe_offset_ns = c.offset_ns = truth[h] + probe_err[h];
+    c.uncertainty_ns = bound;
+    probe.push_back(c);
+    for (uint64_t i = 1; i <= 20; ++i) {
+      const uint64_t id = static_cast<uint64_t>(slice[h]) * 1000 + i;
+      ends[c.host].emplace_back(
+          id, mid - 500'000'000 + static_cast<int64_t>(i) * 40'000'000 + truth[h] + device[h]);
+    }
+  }
+  return RefineWithCollectives(ends, probe, mid);
+}
+
+// Each slice is pinned on its own collectives, and its device errors found there: one
+// reference for the whole job left the other slice's hosts on their probes (fails on the old
+// code: h0 and h1 were not refined, and h1 kept its 60 us device error).
+TEST(RefineTest, EachSliceIsPinnedOnItsOwnCollectives) {
+  const std::vector<int64_t> truth = {0, 1'000'000, -2'000'000, 500'000, 3'000'000};
+  const std::vector<int64_t> device = {0, 60'000, 0, -45'000, 0};
+  std::vector<HostCorrection> out =
+      RefineSlices({0, 0, 1, 1, 1}, truth, device, {2'000, -1'000, 1'500, 0, -2'000}, 5'000);
+  ASSERT_EQ(out.size(), 5u);
+  for (size_t h = 0; h < out.size(); ++h) {
+    EXPECT_TRUE(out[h].refined) << out[h].host;
+    EXPECT_EQ(out[h].collectives, 20) << out[h].host;
+  }
+  // Slice 1's two healthy hosts outvote h3: its device error is found, to the probes' error.
+  for (size_t h : {2, 3, 4}) {
+    EXPECT_NEAR(out[h].offset_ns, truth[h] + device[h], 3'000) << out[h].host;
+    EXPECT_LT(out[h].uncertainty_ns, 20'000) << out[h].host;
+  }
+  // Slice 0's two hosts tell apart their devices exactly, 60 us.
+  EXPECT_NEAR((out[1].offset_ns - truth[1]) - (out[0].offset_ns - truth[0]), 60'000, 10);
+}
+
+// Two hosts that disagree by 60 us and nothing to outvote either: the slice's shift is as
+// uncertain as they are far apart, not as precise as the probes of the one chosen (fails on
+// the old code, which gave both the chosen host's few microseconds).
+TEST(RefineTest, ASliceOfTwoThatDisagreeIsAsUncertainAsTheyAreFarApart) {
+  const std::vector<int64_t> truth = {0, 1'000'000};
+  std::vector<HostCorrection> out =
+      RefineSlices({0, 0}, truth, {0, 60'000}, {1'000, -1'000}, 5'000);
+  for (const HostCorrection& h : out) {
+    EXPECT_TRUE(h.refined);
+    EXPECT_GE(h.uncertainty_ns, 60'000) << h.host;
+    // The truth for each host's timelines lies within what it says.
+    const int64_t right = h.host == "h0" ? truth[0] : truth[1] + 60'000;
+    EXPECT_LE(std::llabs(h.offset_ns - right), h.uncertainty_ns) << h.host;
+  }
+}
+
 }  // namespace
 }  // namespace podprof::aggregator
 
