@@ -1203,12 +1203,15 @@ TEST_F(PodTest, AnAgentThatRegistersLateJoinsTheNextCapture) {
   EXPECT_EQ(hosts, (std::set<std::string>{"host-0", "late-host"}));
 }
 
-// Hosts "h0", "h1", ... whose true offsets are `truth`, with probe estimates off by
-// `probe_err` within `bound`, and 20 collectives ending at the same true instants on all of
-// them; refined at the window's middle (1 s).
-std::vector<HostCorrection> RefineSimulated(const std::vector<int64_t>& truth,
-                                            const std::vector<int64_t>& probe_err,
-                                            const std::vector<int64_t>& bound) {
+// A multi-slice job: hosts "h0".. of `slice[h]`, whose collectives (20 per slice, ids of their
+// own) end at the same true instants on the slice's hosts. A host's device timelines are off
+// its host clock by `device[h]`, which its probes (off by `probe_err[h]` within `bound`) cannot
+// see: the right correction for its timelines is truth + device.
+std::vector<HostCorrection> RefineSlices(const std::vector<int>& slice,
+                                         const std::vector<int64_t>& truth,
+                                         const std::vector<int64_t>& device,
+                                         const std::vector<int64_t>& probe_err,
+                                         const std::vector<int64_t>& bound) {
   const int64_t mid = 1'000'000'000;
   std::map<std::string, CollectiveEndList> ends;
   std::vector<HostCorrection> probe;
@@ -1218,12 +1221,23 @@ std::vector<HostCorrection> RefineSimulated(const std::vector<int64_t>& truth,
     c.probe_offset_ns = c.offset_ns = truth[h] + probe_err[h];
     c.uncertainty_ns = bound[h];
     probe.push_back(c);
-    for (uint64_t id = 1; id <= 20; ++id) {
+    for (uint64_t i = 1; i <= 20; ++i) {
+      const uint64_t id = static_cast<uint64_t>(slice[h]) * 1000 + i;
       ends[c.host].emplace_back(
-          id, mid - 500'000'000 + static_cast<int64_t>(id) * 40'000'000 + truth[h]);
+          id, mid - 500'000'000 + static_cast<int64_t>(i) * 40'000'000 + truth[h] + device[h]);
     }
   }
   return RefineWithCollectives(ends, probe, mid);
+}
+
+// Hosts "h0", "h1", ... whose true offsets are `truth`, with probe estimates off by
+// `probe_err` within `bound`, and 20 collectives ending at the same true instants on all of
+// them; refined at the window's middle (1 s).
+std::vector<HostCorrection> RefineSimulated(const std::vector<int64_t>& truth,
+                                            const std::vector<int64_t>& probe_err,
+                                            const std::vector<int64_t>& bound) {
+  return RefineSlices(std::vector<int>(truth.size(), 0), truth,
+                      std::vector<int64_t>(truth.size(), 0), probe_err, bound);
 }
 
 TEST(RefineTest, CollectivesPinHostsTogetherAndProbesFixTheCommonShift) {
@@ -1390,32 +1404,6 @@ TEST(RefineTest, ACloseHostWithTightProbesFixesTheShiftAFarOneCannotPull) {
   }
 }
 
-// A multi-slice job: hosts "h0".. of `slice[h]`, whose collectives (20 per slice, ids of their
-// own) end at the same true instants on the slice's hosts. A host's device timelines are off
-// its host clock by `device[h]`, which its probes (off by `probe_err[h]` within `bound`) cannot
-// see: the right correction for its timelines is truth + device.
-std::vector<HostCorrection> RefineSlices(const std::vector<int>& slice,
-                                         const std::vector<int64_t>& truth,
-                                         const std::vector<int64_t>& device,
-                                         const std::vector<int64_t>& probe_err, int64_t bound) {
-  const int64_t mid = 1'000'000'000;
-  std::map<std::string, CollectiveEndList> ends;
-  std::vector<HostCorrection> probe;
-  for (size_t h = 0; h < truth.size(); ++h) {
-    HostCorrection c;
-    c.host = "h" + std::to_string(h);
-    c.probe_offset_ns = c.offset_ns = truth[h] + probe_err[h];
-    c.uncertainty_ns = bound;
-    probe.push_back(c);
-    for (uint64_t i = 1; i <= 20; ++i) {
-      const uint64_t id = static_cast<uint64_t>(slice[h]) * 1000 + i;
-      ends[c.host].emplace_back(
-          id, mid - 500'000'000 + static_cast<int64_t>(i) * 40'000'000 + truth[h] + device[h]);
-    }
-  }
-  return RefineWithCollectives(ends, probe, mid);
-}
-
 // Each slice is pinned on its own collectives, and its device errors found there: one
 // reference for the whole job left the other slice's hosts on their probes (fails on the old
 // code: h0 and h1 were not refined, and h1 kept its 60 us device error).
@@ -1423,7 +1411,8 @@ TEST(RefineTest, EachSliceIsPinnedOnItsOwnCollectives) {
   const std::vector<int64_t> truth = {0, 1'000'000, -2'000'000, 500'000, 3'000'000};
   const std::vector<int64_t> device = {0, 60'000, 0, -45'000, 0};
   std::vector<HostCorrection> out =
-      RefineSlices({0, 0, 1, 1, 1}, truth, device, {2'000, -1'000, 1'500, 0, -2'000}, 5'000);
+      RefineSlices({0, 0, 1, 1, 1}, truth, device, {2'000, -1'000, 1'500, 0, -2'000},
+                   std::vector<int64_t>(5, 5'000));
   ASSERT_EQ(out.size(), 5u);
   for (size_t h = 0; h < out.size(); ++h) {
     EXPECT_TRUE(out[h].refined) << out[h].host;
@@ -1444,7 +1433,7 @@ TEST(RefineTest, EachSliceIsPinnedOnItsOwnCollectives) {
 TEST(RefineTest, ASliceOfTwoThatDisagreeIsAsUncertainAsTheyAreFarApart) {
   const std::vector<int64_t> truth = {0, 1'000'000};
   std::vector<HostCorrection> out =
-      RefineSlices({0, 0}, truth, {0, 60'000}, {1'000, -1'000}, 5'000);
+      RefineSlices({0, 0}, truth, {0, 60'000}, {1'000, -1'000}, {5'000, 5'000});
   for (const HostCorrection& h : out) {
     EXPECT_TRUE(h.refined);
     EXPECT_GE(h.uncertainty_ns, 60'000) << h.host;
