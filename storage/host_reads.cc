@@ -1,10 +1,12 @@
 // The store's reads for exports: a capture's hosts rebuilt one at a time (all of them, or the
 // hosts and chips a narrowed export selects), and how much each chip holds, counted without
 // decoding, so that an export can be sized before it is written.
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "storage/capture_queries.h"
@@ -121,7 +123,11 @@ class HostReader {
     return counters_->ForEachRow([&](const Statement& row) -> absl::Status {
       const std::string name = row.Text(0);
       const auto& wanted = only_->counter_samples;
-      if (wanted.has_value() && wanted->count(name) == 0) {  // listed, without its samples
+      const auto& prefixes = only_->counter_sample_prefixes;
+      if (wanted.has_value() && wanted->count(name) == 0 &&
+          std::none_of(prefixes.begin(), prefixes.end(), [&](const std::string& p) {
+            return absl::StartsWith(name, p);
+          })) {  // listed, without its samples
         trace::CounterSeries named;
         named.chip = chip;
         named.name = name;

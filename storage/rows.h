@@ -217,6 +217,9 @@ struct HostSelection {
   // When set, only these counter series come with their samples; the rest are listed by name
   // with none (not read past their row).
   std::optional<std::set<std::string>> counter_samples;
+  // And the series whose names start with one of these, whatever counter_samples says (a view
+  // that needs a family of series, `megascale/...`, whose names it cannot know beforehand).
+  std::vector<std::string> counter_sample_prefixes;
   // With the kernels' HLO text (KernelDef::hlo_text), which what parses instructions needs
   // (insight/dcn.h); exports leave it out.
   bool kernel_texts = false;

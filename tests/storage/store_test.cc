@@ -442,6 +442,16 @@ TEST_F(StoreTest, ForEachHostReadsOnlyTheLinesAndCounterSamplesSelected) {
   ops.counter_samples = std::set<std::string>{"core/busy"};
   EXPECT_EQ(events(ops, &counters, &samples), 2u * (10 + 20 + 20 + 40));
   EXPECT_EQ(samples, 2u * (7 + 14));
+  // A family of series by the start of their names, whatever counter_samples says.
+  HostSelection by_prefix = steps;
+  by_prefix.counter_sample_prefixes = {"core/"};
+  events(by_prefix, &counters, &samples);
+  EXPECT_EQ(counters, 4u);
+  EXPECT_EQ(samples, 2u * (7 + 14));
+  by_prefix.counter_sample_prefixes = {"megascale/", "core/busy/"};
+  events(by_prefix, &counters, &samples);
+  EXPECT_EQ(counters, 4u);
+  EXPECT_EQ(samples, 0u);
 }
 
 TEST_F(StoreTest, ForEachHostReadsOnlyTheHostsAndChipsSelected) {
