@@ -424,6 +424,9 @@ std::vector<ChipStep> PodModel::Step(int64_t step, const StepSchedule& schedule)
         if (d.overlap_op >= 0) cs.runs.push_back({d.overlap_op, d.overlap_start, d.overlap_ps, 0});
         cs.runs.push_back({done, d.send_done_start, d.send_done_ps, 0});
         cs.runs.push_back({done + 1, d.recv_done_start, end - d.recv_done_start, 0});
+        cs.dcn.push_back({o.rendezvous, d.send_start, d.send_start + d.send_ps, d.leave_ps, arrival,
+                          DcnTransitPs(step, GlobalChipId(c), o.rendezvous), end, d.overlap_ps,
+                          o.dcn_bytes});
         t = end + kLaunchGapPs;
         op += d.ops - 1;
         continue;

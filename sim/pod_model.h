@@ -176,12 +176,31 @@ struct StepSchedule {
   }
 };
 
+// One DCN rendezvous on one chip as its runtime sees it (slices > 1): what the Megascale
+// runtime's action graph records of it (sim/megascale_trace.h). Instants are ps after the
+// step's start, true time.
+struct DcnTransfer {
+  int rendezvous = 0;         // 0 .. kDcnRendezvous - 1
+  int64_t send_start_ps = 0;  // the chip's send begins
+  // The buffer starts to leave when the send has issued, and has left at `left_ps` (the
+  // send-done ends then, unless it began later: a long overlapped kernel).
+  int64_t send_end_ps = 0;
+  int64_t left_ps = 0;
+  int64_t arrival_ps = 0;        // the data from its source chip reached this chip
+  int64_t transit_ps = 0;        // from the source's buffer leaving to that arrival
+  int64_t recv_done_end_ps = 0;  // the received buffer is copied
+  int64_t overlap_ps = 0;        // the compute kernel overlapped with the transfer (0: none)
+  int64_t bytes = 0;             // the buffer, per chip
+};
+
 // One step on one chip.
 struct ChipStep {
   int64_t step = 0;
   int64_t start_ns = 0;     // true time, ns since the epoch
   int64_t busy_end_ps = 0;  // end of the step's last kernel, relative to start_ns
   std::vector<OpRun> runs;
+  // The step's DCN rendezvous on this chip, in order (empty with one slice or unissued).
+  std::vector<DcnTransfer> dcn;
 };
 
 class PodModel {

@@ -9,6 +9,7 @@
 #include "export/plane_stats.h"
 #include "sim/dcn_program.h"
 #include "sim/kernel_profiling.h"
+#include "sim/megascale_trace.h"
 #include "sim/timebase.h"
 #include "sim/xspace_stream.h"
 #include "trace/varint.h"
@@ -464,7 +465,10 @@ absl::StatusOr<WriteResult> WriteXSpace(
   }
   AddHostPlane(model, time, first_step, last_step, tail);
   AddEnvironmentPlane(model, clock, window, tail);
-  if (model.slices() > 1) AddHostMetadataPlane(model, tail);
+  if (model.slices() > 1) {
+    AddHostMetadataPlane(model, tail);
+    AddMegascaleTracePlane(model, time, steps, model.chips() + 4, tail);
+  }
   for (const XPlane& p : tail.planes())
     stream.AppendField(XSpaceField::kPlanes, p.SerializeAsString());
   for (const std::string& w : tail.warnings()) stream.AppendField(XSpaceField::kWarnings, w);
