@@ -119,6 +119,7 @@ PlaneKind ClassifyPlane(absl::string_view name, int* ordinal, int* sparse_core) 
   if (ParseDeviceOrdinal(name, xspace::kCpuPlanePrefix, ordinal)) return PlaneKind::kCpu;
   if (name == xspace::kHostCpuPlane) return PlaneKind::kHostCpu;
   if (name == xspace::kHostMetadataPlane) return PlaneKind::kHostMetadata;
+  if (name == xspace::kMegascaleTracePlane) return PlaneKind::kMegascaleTrace;
   return PlaneKind::kSkip;
 }
 
@@ -404,6 +405,7 @@ class TaskEnvironment final : public PlaneKindReader {
 absl::Status EndPlane(ReaderState& r, PlaneState* state, size_t blocks_before,
                       size_t counters_before) {
   FinishPerfSamples(r, state, blocks_before);
+  if (!r.megascale_series.empty()) TakeMegascaleSeries(r, state->chip);
   if (r.sink == nullptr) {
     MakeAbsolute(r, blocks_before, counters_before);
     ResolveModules(r, state->piece_kernels);
@@ -550,6 +552,8 @@ const PlaneKindReader* ReaderOf(PlaneKind kind) {
       return HloProgramsReader();
     case PlaneKind::kTaskEnvironment:
       return TaskEnvironmentReader();
+    case PlaneKind::kMegascaleTrace:
+      return MegascaleTraceReader();
     case PlaneKind::kSkip:
       break;
   }
@@ -662,8 +666,10 @@ absl::Status WalkSpace(ReaderState& r, bool header) {
 absl::StatusOr<HostCapture> Read(ReaderState& r) {
   // Each reader once, whatever planes of its kind there are: JAX on CPU's device is added
   // once the header pass has seen there is no other.
+  // The Megascale plane last: its ids are paired with every chip.
   static const PlaneKindReader* const kReaders[] = {DeviceLinesReader(), TaskEnvironmentReader(),
-                                                    HloProgramsReader(), HostCpuLinesReader()};
+                                                    HloProgramsReader(), HostCpuLinesReader(),
+                                                    MegascaleTraceReader()};
   if (r.window.size() == 0) {
     return absl::InvalidArgumentError("empty file: no XSpace in it");
   }

@@ -3,7 +3,9 @@
 // Walks the protobuf wire format directly instead of materialising the XSpace message: it keeps
 // the device planes' kernel, module, step, scope and counter timelines (a TPU chip's SparseCore
 // planes read onto its chip, sampled performance counters as perf/ series: docs/INTEROP.md,
-// "Kernel profiling data"), the chips' plane stats and the `Task Environment` window. A capture
+// "Kernel profiling data"), the chips' plane stats, the `Task Environment` window and the
+// Megascale runtime's action graph as megascale/ series of the TPU chips
+// (trace/megascale_trace.h). A capture
 // with no device plane (JAX on CPU) has its `/host:CPU` threads' XLA ops and steps read as one
 // CPU device, with the programs' HLO from `/host:metadata` for the ops' categories; with a
 // device plane the host planes are skipped, as is everything else, without copying it. Memory is
@@ -37,7 +39,9 @@ struct ReadOptions {
   // take in memory before what has been read of it goes to the sink as a piece of its own,
   // so that a plane of any size is streamed, never held whole. Its sampled performance
   // counters, which only make sense together, may take as much again; past that the read
-  // fails naming the chip. Ignored by ReadXSpace, which returns the whole capture.
+  // fails naming the chip. Ignored by ReadXSpace, which returns the whole capture, except
+  // that both bound by it the Megascale plane's samples, held until their chips' planes are
+  // read (past it they are skipped with a warning; trace/megascale_trace.h).
   size_t max_piece_bytes = size_t{64} << 20;
 };
 

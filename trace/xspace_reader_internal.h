@@ -109,6 +109,8 @@ struct Extent {
 // `/device:CPU:N` plane (podprof's own export of a CPU device), read as a TPU plane is.
 // kHostCpu: `/host:CPU`, read only when the capture has no device plane (JAX on CPU: its XLA
 // ops run on host threads); kHostMetadata: the programs' HloProtos, read for kHostCpu.
+// kMegascaleTrace: the Megascale runtime's action graph, read onto the TPU chips
+// (trace/megascale_trace.h); not a chip.
 enum class PlaneKind {
   kSkip,
   kTpu,
@@ -117,7 +119,8 @@ enum class PlaneKind {
   kTaskEnvironment,
   kCpu,
   kHostCpu,
-  kHostMetadata
+  kHostMetadata,
+  kMegascaleTrace
 };
 
 // A plane's first pass: its name, and where each of its lines, metadata entries and stats is.
@@ -220,6 +223,10 @@ struct ReaderState {
   std::optional<PlaneScan> host_metadata;
   int cpu_chip = -1;
   absl::flat_hash_map<uint64_t, HloModuleOps> hlo_programs;
+  // The Megascale plane the header pass found, read once the chips are known; then its
+  // series, each handed on with its chip's device plane (TakeMegascaleSeries).
+  std::optional<PlaneScan> megascale_plane;
+  std::vector<CounterSeries> megascale_series;
 };
 
 // What the walk hands a plane of one kind to: called once per plane in each of the walk's two
@@ -244,6 +251,11 @@ const PlaneKindReader* DeviceLinesReader();      // device_lines.cc
 const PlaneKindReader* HostCpuLinesReader();     // host_cpu_lines.cc
 const PlaneKindReader* HloProgramsReader();      // hlo_programs.cc
 const PlaneKindReader* TaskEnvironmentReader();  // xspace_reader.cc
+const PlaneKindReader* MegascaleTraceReader();   // megascale_trace.cc
+
+// The Megascale series of `chip` (megascale_trace.cc), moved to the capture's counters on
+// absolute times: EndPlane's, so that they go to the sink in the chip's own piece.
+void TakeMegascaleSeries(ReaderState& r, int chip);
 
 // The wire walk's services (xspace_reader.cc).
 // A plane's stat and event metadata and its own stats (the extents its scan recorded).

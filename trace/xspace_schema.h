@@ -74,6 +74,8 @@ inline constexpr absl::string_view kPythonTracerPlane = "/host:python-tracer";
 inline constexpr absl::string_view kHostMetadataPlane = "/host:metadata";
 // What podprof writes for a CPU device (JAX on CPU) and reads back: lines as a TPU plane's.
 inline constexpr absl::string_view kCpuPlanePrefix = "/device:CPU:";
+// The Megascale runtime's action graph (trace/megascale_trace.h).
+inline constexpr absl::string_view kMegascaleTracePlane = "/device:CUSTOM:Megascale Trace";
 // A `/host:CPU` event metadata name with this prefix marks a host of a multi-slice job: XProf's
 // `megascale_stats` reads DCN data only from such hosts (docs/MEGASCALE.md 1.2).
 inline constexpr absl::string_view kMegaScalePrefix = "MegaScale:";
