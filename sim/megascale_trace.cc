@@ -105,6 +105,8 @@ void AddMegascaleTracePlane(const PodModel& model, const Timebase& time,
     const int64_t global = model.GlobalChipId(chip);
     const int64_t raw = MegascaleDeviceId(model, global);
     const std::string source = absl::StrCat(MegascaleDeviceId(model, model.DcnSource(global)));
+    const std::string destination =
+        absl::StrCat(MegascaleDeviceId(model, model.DcnDestination(global)));
     for (int r = 0; r < kDcnRendezvous; ++r) {
       const int64_t id = kFirstGraphMeta + int64_t{chip} * kDcnRendezvous + r;
       metas[id].set_id(id);
@@ -128,7 +130,8 @@ void AddMegascaleTracePlane(const PodModel& model, const Timebase& time,
         XEvent graph = Event(time, kFirstGraphMeta + int64_t{chip} * kDcnRendezvous + d.rendezvous,
                              start, end);
         AddStat(&graph, stat::kGraphKey)->set_str_value(key);
-        AddStat(&graph, stat::kInputSize)->set_uint64_value(static_cast<uint64_t>(d.bytes));
+        // int64, as XProf's Megascale viewer reads input_size and action_duration_ns.
+        AddStat(&graph, stat::kInputSize)->set_int64_value(d.bytes);
         AddStat(&graph, stat::kTransmissionBudgetUs)->set_uint64_value(kTransmissionBudgetUs);
         AddStat(&graph, stat::kDelayBudgetUs)->set_uint64_value(RoundPsTo(d.overlap_ps, 1'000'000));
         events.push_back(std::move(graph));
@@ -137,7 +140,9 @@ void AddMegascaleTracePlane(const PodModel& model, const Timebase& time,
         AddStat(&send, stat::kGraphKey)->set_str_value(key);
         AddStat(&send, stat::kActionIndex)->set_int64_value(1);
         AddStat(&send, stat::kActionDurationNs)
-            ->set_uint64_value(RoundPsTo(d.left_ps - d.send_end_ps, 1000));
+            ->set_int64_value(static_cast<int64_t>(RoundPsTo(d.left_ps - d.send_end_ps, 1000)));
+        AddStat(&send, stat::kBufferSizes)
+            ->set_str_value(absl::StrCat("s", raw, "->", destination, "d|$c0=", d.bytes));
         AddStat(&send, stat::kIsLastInstance)->set_int64_value(1);
         events.push_back(std::move(send));
 

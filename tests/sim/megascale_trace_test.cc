@@ -220,7 +220,7 @@ TEST(SimMegascaleTraceTest, OneLinePerChipThreeEventsPerInstanceOnTheDeviceTimeb
     // The data arrived before the recv-done's copy ended.
     EXPECT_LT(EndOf(*in.receive), EndOf(*in.graph)) << what;
 
-    EXPECT_EQ(in.graph_stats.at("input_size").uint64_value(), uint64_t{kDcnBytes});
+    EXPECT_EQ(in.graph_stats.at("input_size").int64_value(), int64_t{kDcnBytes});
     EXPECT_EQ(in.graph_stats.at("transmission_budget_us").uint64_value(), 60u);
     const uint64_t delay = in.graph_stats.at("delay_budget_us").uint64_value();
     if (rendezvous == "dcn_grads.0") {
@@ -231,7 +231,8 @@ TEST(SimMegascaleTraceTest, OneLinePerChipThreeEventsPerInstanceOnTheDeviceTimeb
     }
     EXPECT_EQ(in.send_stats.at("action_index").int64_value(), 1);
     EXPECT_EQ(in.send_stats.at("is_last_instance").int64_value(), 1);
-    const uint64_t leave_ns = in.send_stats.at("action_duration_ns").uint64_value();
+    const uint64_t leave_ns =
+        static_cast<uint64_t>(in.send_stats.at("action_duration_ns").int64_value());
     EXPECT_GT(leave_ns, 140'000u) << what;  // 1 MiB at 50 Gbit/s: about 168 us
     EXPECT_LT(leave_ns, 200'000u) << what;
     EXPECT_EQ(in.receive_stats.at("action_index").int64_value(), 2);
