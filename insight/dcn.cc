@@ -139,6 +139,7 @@ DcnHost DcnHostFromCapture(const trace::HostCapture& capture, int slice,
     if (a.chip != b.chip) return a.chip < b.chip;
     return start_ps(a) < start_ps(b);
   });
+  h.runtime = DcnRuntimeFromCapture(capture);
   return h;
 }
 
@@ -214,10 +215,14 @@ class Pairing {
       for (size_t c = 0; c < hosts_[hi].chips.size(); ++c) {
         for (const auto& [id, list] : instances_[hi][c]) {
           int64_t local = -1;
+          int64_t previous_end = std::numeric_limits<int64_t>::min();
           for (const ChipInstance& in : list) {
             if (!in.has_recv_done) continue;
             ++local;
-            if (!in.has_send || !PairReceive(hi, c, id, local, in, &pending)) ++*unpaired;
+            if (!in.has_send || !PairReceive(hi, c, id, local, previous_end, in, &pending)) {
+              ++*unpaired;
+            }
+            previous_end = in.recv_done_end;
           }
         }
       }
@@ -296,11 +301,14 @@ class Pairing {
     }
   }
 
-  // Pairs receive `in` (the `local`-th of rendezvous `id` on chip `c` of host `hi`) with each
-  // of its sources' latest send before it ended; false when none is in the capture.
-  bool PairReceive(size_t hi, size_t c, int id, int64_t local, const ChipInstance& in,
-                   std::vector<Pending>* pending) const {
+  // Pairs receive `in` (the `local`-th of rendezvous `id` on chip `c` of host `hi`, whose
+  // previous one ended at `previous_end`) with each of its sources' latest send before it
+  // ended; false when none is in the capture.
+  bool PairReceive(size_t hi, size_t c, int id, int64_t local, int64_t previous_end,
+                   const ChipInstance& in, std::vector<Pending>* pending) const {
     const DcnHost& h = hosts_[hi];
+    const DcnRuntimeSample* runtime = dcn_internal::RuntimeSampleFor(
+        h, c, names_[static_cast<size_t>(id)], previous_end, in.recv_done_end);
     auto src_it = sources_.find({id, h.chips[c].global_id});
     if (src_it == sources_.end()) return false;
     bool paired = false;
@@ -338,6 +346,11 @@ class Pairing {
       t.transit_ns = in.recv_done_end - s.send_done_end;
       t.wait_ns = std::max<int64_t>(0, in.recv_done_end - in.recv_done_start);
       t.clock_uncertainty_ns = h.clock_uncertainty_ns + sender.clock_uncertainty_ns;
+      if (runtime != nullptr) {
+        t.runtime_latency_ns = runtime->latency_ns;
+        t.transmission_budget_ns = runtime->transmission_budget_ns;
+        t.delay_budget_ns = runtime->delay_budget_ns;
+      }
       paired = true;
     }
     return paired;
@@ -426,6 +439,35 @@ std::pair<int64_t, int64_t> ExpectedTransit(const std::vector<Pending>& pending)
   return {expected, healthiest == nullptr ? 0 : Median(healthiest->uncertainties)};
 }
 
+// With the runtime's latencies, the network parts need no clock: whether every receiving host
+// has them (a transfer at the capture's edge may still miss its sample), and the latency a
+// healthy transfer takes (the median transmission budget when every sampled transfer has one,
+// else the smallest of the links' median latencies).
+void RuntimeExpected(const std::vector<DcnHost>& hosts, const std::vector<Pending>& pending,
+                     DcnReport* report) {
+  std::map<std::pair<int, int>, std::vector<int64_t>> links;
+  std::vector<int64_t> all, budgets;
+  for (const Pending& p : pending) {
+    if (hosts[p.receiver.first].runtime.empty()) return;
+    if (p.t.runtime_latency_ns < 0) continue;
+    all.push_back(p.t.runtime_latency_ns);
+    if (p.t.transmission_budget_ns >= 0) budgets.push_back(p.t.transmission_budget_ns);
+    if (p.t.src_slice >= 0 && p.t.dst_slice >= 0) {
+      links[{p.t.src_slice, p.t.dst_slice}].push_back(p.t.runtime_latency_ns);
+    }
+  }
+  if (all.empty()) return;
+  report->runtime_network = true;
+  report->runtime_budget = budgets.size() == all.size();
+  if (report->runtime_budget) {
+    report->expected_runtime_latency_ns = Median(std::move(budgets));
+    return;
+  }
+  int64_t expected = links.empty() ? Median(all) : std::numeric_limits<int64_t>::max();
+  for (const auto& [key, v] : links) expected = std::min(expected, Median(v));
+  report->expected_runtime_latency_ns = expected;
+}
+
 // A receiver that starts its recv-done after the data was due mostly finds it there and only
 // copies it in. Not always (a slow link's data may still be on its way), so the copy is a low
 // quantile of those recv-dones, not their median.
@@ -447,11 +489,18 @@ std::vector<DcnTransfer> SplitWaits(std::vector<Pending> pending, const DcnRepor
   for (Pending& p : pending) {
     DcnTransfer& t = p.t;
     // Both parts compare the two ends' clocks: neither gets what their uncertainty could make.
+    // The runtime's own latency needs no second clock.
     const int64_t u = t.clock_uncertainty_ns;
-    const int64_t due = std::max(t.send_done_end_ns + report.expected_transit_ns +
-                                     report.expected_transit_uncertainty_ns + u,
-                                 t.recv_done_start_ns + report.expected_copy_ns);
-    t.network_ns = std::clamp<int64_t>(t.recv_done_end_ns - due, 0, t.wait_ns);
+    if (report.runtime_network && t.runtime_latency_ns >= 0) {
+      const int64_t expected = t.transmission_budget_ns >= 0 ? t.transmission_budget_ns
+                                                             : report.expected_runtime_latency_ns;
+      t.network_ns = std::clamp<int64_t>(t.runtime_latency_ns - expected, 0, t.wait_ns);
+    } else {
+      const int64_t due = std::max(t.send_done_end_ns + report.expected_transit_ns +
+                                       report.expected_transit_uncertainty_ns + u,
+                                   t.recv_done_start_ns + report.expected_copy_ns);
+      t.network_ns = std::clamp<int64_t>(t.recv_done_end_ns - due, 0, t.wait_ns);
+    }
     t.producer_ns =
         std::clamp<int64_t>(t.send_start_ns - t.consumer_ready_ns - u, 0, t.wait_ns - t.network_ns);
     t.producer_own_ns = std::clamp<int64_t>(t.producer_ns - p.sender_held, 0, t.producer_ns);
@@ -476,6 +525,7 @@ DcnReport AnalyseDcn(const std::vector<DcnHost>& hosts, const DcnOptions& option
   std::tie(report.expected_transit_ns, report.expected_transit_uncertainty_ns) =
       ExpectedTransit(pending);
   report.expected_copy_ns = ExpectedCopy(pending, report.expected_transit_ns);
+  RuntimeExpected(hosts, pending, &report);
   std::vector<DcnTransfer> transfers = SplitWaits(std::move(pending), report);
   report.transfers = static_cast<int64_t>(transfers.size());
   dcn_internal::JudgeDcn(transfers, &report);

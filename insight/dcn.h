@@ -23,6 +23,7 @@
 #define PODPROF_INSIGHT_DCN_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -84,6 +85,23 @@ struct DcnOpRun {
   static int64_t FloorDiv(int64_t a, int64_t b) { return a / b - (a % b != 0 && a < 0); }
 };
 
+// What the Megascale runtime measured of one transfer a chip received (docs/MEGASCALE.md, "The
+// runtime's action graph"): the data's arrival and its network latency, with the budgets the
+// runtime ran it under; ns, -1 where the capture does not say.
+struct DcnRuntimeSample {
+  int64_t at_ns = 0;        // the arrival (the `NetworkReceive END`'s end), on the host's own clock
+  int64_t latency_ns = -1;  // `network_transport_latency_us`
+  int64_t transmission_budget_ns = -1;
+  int64_t delay_budget_ns = -1;
+};
+
+// Per chip (index into DcnHost::chips), per rendezvous name: the samples in time order.
+using DcnRuntimeSamples = std::vector<std::map<std::string, std::vector<DcnRuntimeSample>>>;
+
+// The runtime's samples of `capture`, from its `megascale/<rendezvous>/...` counter series
+// (trace/megascale_trace.h); empty when it has none.
+DcnRuntimeSamples DcnRuntimeFromCapture(const trace::HostCapture& capture);
+
 // One host's DCN ops, as read from its stored capture.
 struct DcnHost {
   std::string host;
@@ -97,11 +115,13 @@ struct DcnHost {
   std::vector<trace::Chip> chips;  // ordinal and global_id are used
   std::vector<DcnInstruction> instructions;
   std::vector<DcnOpRun> runs;  // by chip, then start (line order where starts tie)
+  DcnRuntimeSamples runtime;   // what the runtime measured; empty when the capture has none
 };
 
 // The host's DCN ops from its capture: the TPU chips' `XLA Ops` lines (blocks still encoded
 // are skipped: decode them first, trace/columns.h), on the host's own clock; a host without
-// any has no runs. Only the kernels ParseDcnInstruction accepts are kept, each once.
+// any has no runs. Only the kernels ParseDcnInstruction accepts are kept, each once. With them
+// the runtime's samples (DcnRuntimeFromCapture; series still encoded are skipped too).
 DcnHost DcnHostFromCapture(const trace::HostCapture& capture, int slice,
                            const trace::ClockCorrection& correction);
 
@@ -147,11 +167,19 @@ struct DcnTransfer {
   int64_t recv_done_start_ns = 0;  // the receiver's recv-done
   int64_t recv_done_end_ns = 0;
   int64_t consumer_ready_ns = 0;  // the receiver's own send start: when it was ready
-  int64_t transit_ns = 0;         // recv_done_end - send_done_end
-  int64_t wait_ns = 0;            // the receiver's recv-done duration
+  // What the runtime measured of this transfer on the receiving chip (its latest sample of the
+  // rendezvous after the chip's previous recv-done of it and by this one's end); -1 for none.
+  int64_t runtime_latency_ns = -1;
+  int64_t transmission_budget_ns = -1;
+  int64_t delay_budget_ns = -1;
+  int64_t transit_ns = 0;  // recv_done_end - send_done_end
+  int64_t wait_ns = 0;     // the receiver's recv-done duration
   // The two ends' clock uncertainties summed: how far their times may be off each other.
   int64_t clock_uncertainty_ns = 0;
-  // Of the wait, the network's part: what came after the data was due, within the wait. Due:
+  // Of the wait, the network's part. When the transfer has the runtime's latency and the report
+  // uses them (DcnReport::runtime_network): that latency beyond the expected one (the transfer's
+  // transmission budget, else DcnReport::expected_runtime_latency_ns), within the wait, which
+  // needs no clock across slices. Otherwise: what came after the data was due. Due:
   // the send-done's end + the expected transit + the clock uncertainty, or, for a receiver that
   // came later than that, its recv-done's start + the expected copy
   // (DcnReport::expected_copy_ns): a late receiver's own copy is not the network's, and what
@@ -177,7 +205,9 @@ struct DcnCulprit {
   double expected_last = 0;
   // The waiting it caused over its instances: a slice's producer_own_ns, a link's network_ns.
   int64_t caused_ns = 0;
-  int64_t excess_ns = 0;  // a link's median transit beyond the expected transit
+  // A link's median transit beyond the expected transit (with the runtime's figures, its median
+  // runtime latency beyond the expected one).
+  int64_t excess_ns = 0;
   double p_value = 1;
   bool named = false;
 };
@@ -188,6 +218,14 @@ struct DcnReport {
   int64_t unpaired = 0;             // receives whose sender's send was not found (capture edges)
   int64_t instances = 0;            // (rendezvous, step) instances judged, with known slices
   int64_t expected_transit_ns = 0;  // the capture's nominal transit (see AnalyseDcn)
+  // Every receiving host carried the runtime's latencies: the network parts and the links'
+  // verdicts come from them (a transfer that missed its sample at the capture's edge keeps the
+  // transit's split and says nothing of its link), against the expected runtime latency: the
+  // median transmission budget when every sampled transfer has one, else the smallest of the
+  // links' median latencies.
+  bool runtime_network = false;
+  int64_t expected_runtime_latency_ns = 0;
+  bool runtime_budget = false;  // expected_runtime_latency_ns is the runtime's budget
   // How far the clocks may have moved it: the median clock uncertainty of the transfers it
   // was taken from. A transfer's data is due only after both this and its own.
   int64_t expected_transit_uncertainty_ns = 0;

@@ -150,17 +150,17 @@ struct Timed {
 };
 
 // The transfers of known slices grouped by instance, the instances in time order, and each
-// link's transits.
+// link's transits (the runtime's latencies, when DcnReport::runtime_network).
 struct Grouped {
   std::map<std::pair<std::string, int64_t>, Timed> by_instance;
   std::vector<const Timed*> order;
   std::map<Key, std::vector<int64_t>> link_transits;
   std::map<Key, std::vector<int64_t>> link_uncertainties;  // each transfer's clock uncertainty
-  std::vector<int64_t> uncertainties;
-  bool unknown = false;  // some transfer had a slice of -1 at an end
+  std::vector<int64_t> uncertainties;  // every transfer's, whatever the links use
+  bool unknown = false;                // some transfer had a slice of -1 at an end
 };
 
-void Group(const std::vector<DcnTransfer>& transfers, Grouped* g) {
+void Group(const std::vector<DcnTransfer>& transfers, bool runtime, Grouped* g) {
   for (const DcnTransfer& t : transfers) {
     if (t.src_slice < 0 || t.dst_slice < 0) {
       g->unknown = true;
@@ -171,9 +171,14 @@ void Group(const std::vector<DcnTransfer>& transfers, Grouped* g) {
     if (inserted || t.recv_done_start_ns < in.at) in.at = t.recv_done_start_ns;
     in.producers[{t.src_slice, -1}] += t.producer_own_ns;
     in.links[{t.src_slice, t.dst_slice}] += t.network_ns;
-    g->link_transits[{t.src_slice, t.dst_slice}].push_back(t.transit_ns);
-    g->link_uncertainties[{t.src_slice, t.dst_slice}].push_back(t.clock_uncertainty_ns);
-    g->uncertainties.push_back(t.clock_uncertainty_ns);
+    g->uncertainties.push_back(t.clock_uncertainty_ns);  // the producers' parts still need them
+    // The runtime's latency is measured on one clock: nothing of it is the clocks'. A transfer
+    // that missed its sample (at the capture's edge) says nothing of its link then.
+    if (runtime && t.runtime_latency_ns < 0) continue;
+    const int64_t u = runtime ? 0 : t.clock_uncertainty_ns;
+    g->link_transits[{t.src_slice, t.dst_slice}].push_back(runtime ? t.runtime_latency_ns
+                                                                   : t.transit_ns);
+    g->link_uncertainties[{t.src_slice, t.dst_slice}].push_back(u);
   }
   for (const auto& [key, in] : g->by_instance) g->order.push_back(&in);
   std::stable_sort(g->order.begin(), g->order.end(),
@@ -250,7 +255,8 @@ int64_t NamedAfter(const std::vector<const Timed*>& order,
 
 void JudgeDcn(const std::vector<DcnTransfer>& transfers, DcnReport* report) {
   Grouped g;
-  Group(transfers, &g);
+  const bool runtime = report->runtime_network;
+  Group(transfers, runtime, &g);
   report->instances = static_cast<int64_t>(g.order.size());
   report->network_floor_ns = NetworkFloor(g.link_transits);
   const int64_t floor = report->network_floor_ns;
@@ -262,12 +268,12 @@ void JudgeDcn(const std::vector<DcnTransfer>& transfers, DcnReport* report) {
   }
   const Judged p = Judge(producers);
   Judged l = Judge(links);
+  const int64_t expected =
+      runtime ? report->expected_runtime_latency_ns : report->expected_transit_ns;
   std::map<Key, int64_t> excess;
-  for (const auto& [key, v] : g.link_transits) {
-    excess[key] = Median(v) - report->expected_transit_ns;
-  }
+  for (const auto& [key, v] : g.link_transits) excess[key] = Median(v) - expected;
   RequireExcessBeyondFloor(excess, floor, g.link_uncertainties,
-                           report->expected_transit_uncertainty_ns, &l);
+                           runtime ? 0 : report->expected_transit_uncertainty_ns, &l);
   report->clock_uncertainty_ns = Median(g.uncertainties);
   report->producers = Culprits(p, {});
   report->links = Culprits(l, excess);
@@ -284,11 +290,19 @@ void JudgeDcn(const std::vector<DcnTransfer>& transfers, DcnReport* report) {
   if (l.verdict.named) {
     const auto& [key, r] = l.rows[l.verdict.row];
     culprits.emplace_back(true, key);
-    named.push_back(absl::StrFormat(
-        "the link slice %d -> slice %d is slow: transit %.0f us beyond the expected %.0f us, %s",
-        key.first, key.second, static_cast<double>(excess[key]) / 1e3,
-        static_cast<double>(report->expected_transit_ns) / 1e3,
-        Evidence(r, l.verdict.p_values[l.verdict.row], l.verdict, "the network's excess")));
+    const double x = static_cast<double>(excess[key]) / 1e3;
+    const double e = static_cast<double>(expected) / 1e3;
+    const std::string figure =
+        !runtime ? absl::StrFormat("transit %.0f us beyond the expected %.0f us", x, e)
+        : report->runtime_budget
+            ? absl::StrFormat("the runtime's network latency %.0f us beyond its budget of %.0f us",
+                              x, e)
+            : absl::StrFormat(
+                  "the runtime's network latency %.0f us beyond the healthiest link's %.0f us", x,
+                  e);
+    named.push_back(absl::StrCat(
+        absl::StrFormat("the link slice %d -> slice %d is slow: ", key.first, key.second), figure,
+        ", ", Evidence(r, l.verdict.p_values[l.verdict.row], l.verdict, "the network's excess")));
   }
   if (!named.empty()) {
     report->verdict = named.front();

@@ -69,7 +69,10 @@ Json TransferRow(const v1::DcnTransfer& t) {
           {"wait_ns", t.wait_ns()},
           {"producer_ns", t.producer_ns()},
           {"producer_own_ns", t.producer_own_ns()},
-          {"network_ns", t.network_ns()}};
+          {"network_ns", t.network_ns()},
+          {"runtime_latency_ns", t.runtime_latency_ns()},
+          {"transmission_budget_ns", t.transmission_budget_ns()},
+          {"delay_budget_ns", t.delay_budget_ns()}};
 }
 
 Json XprofRow(const v1::DcnXprofRow& x) {
@@ -188,6 +191,9 @@ std::string DcnJsonText(const v1::GetDcnResponse& r) {
             {"unpaired", r.unpaired()},
             {"instances", r.instances()},
             {"expected_transit_ns", r.expected_transit_ns()},
+            {"runtime_network", r.runtime_network()},
+            {"expected_runtime_latency_ns", r.expected_runtime_latency_ns()},
+            {"runtime_budget", r.runtime_budget()},
             {"named_after_instances", r.named_after_instances()},
             {"links", Rows(r, DcnTable::kLinks)},
             {"producers", Rows(r, DcnTable::kProducers)},
@@ -265,14 +271,16 @@ void WriteWorst(const v1::GetDcnResponse& r, int top, std::ostream& out) {
                    {"WAIT", TextTable::Align::kRight},
                    {"PRODUCER", TextTable::Align::kRight},
                    {"NETWORK", TextTable::Align::kRight},
-                   {"TRANSIT", TextTable::Align::kRight}});
+                   {"TRANSIT", TextTable::Align::kRight},
+                   {"RUNTIME LATENCY", TextTable::Align::kRight}});
   const int n = top < 0 ? r.worst_size() : std::min(top, r.worst_size());
   for (int i = 0; i < n; ++i) {
     const v1::DcnTransfer& t = r.worst(i);
     worst.AddRow({t.rendezvous(), t.step() >= 0 ? absl::StrCat(t.step()) : "-",
                   absl::StrCat("slice ", t.src_slice(), " ", t.src_host(), " chip ", t.src_chip()),
                   absl::StrCat("slice ", t.dst_slice(), " ", t.dst_host(), " chip ", t.dst_chip()),
-                  Ns(t.wait_ns()), Ns(t.producer_ns()), Ns(t.network_ns()), Ns(t.transit_ns())});
+                  Ns(t.wait_ns()), Ns(t.producer_ns()), Ns(t.network_ns()), Ns(t.transit_ns()),
+                  t.runtime_latency_ns() >= 0 ? Ns(t.runtime_latency_ns()) : "-"});
   }
   worst.Write(out);
 }
@@ -308,6 +316,13 @@ void WriteDcnTable(const v1::GetDcnResponse& r, int top, bool xprof, std::ostrea
     out << "; named after " << CountOf(r.named_after_instances(), "instance");
   }
   out << "\n";
+  if (r.runtime_network()) {
+    out << "the network's part from the runtime's own latency (network_transport_latency_us) "
+        << (r.runtime_budget() ? "beyond its transmission budget, "
+                               : "beyond the healthiest "
+                                 "link's, ")
+        << Ns(r.expected_runtime_latency_ns()) << "\n";
+  }
   if (r.unpaired() > 0) {
     out << "warning: " << CountOf(r.unpaired(), "receive")
         << " whose send is not in the capture (cut by its edges) left out\n";

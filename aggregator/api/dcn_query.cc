@@ -73,6 +73,9 @@ void FillTransfer(const insight::DcnTransfer& t, v1::DcnTransfer* out) {
   out->set_producer_ns(t.producer_ns);
   out->set_network_ns(t.network_ns);
   out->set_producer_own_ns(t.producer_own_ns);
+  out->set_runtime_latency_ns(t.runtime_latency_ns);
+  out->set_transmission_budget_ns(t.transmission_budget_ns);
+  out->set_delay_budget_ns(t.delay_budget_ns);
 }
 
 void FillCells(const insight::DcnCells& c, v1::DcnCells* out) {
@@ -126,6 +129,9 @@ absl::StatusOr<v1::GetDcnResponse> Queries::Dcn(const v1::GetDcnRequest& request
     }
   }
   out.set_verdict(report.verdict);
+  out.set_runtime_network(report.runtime_network);
+  out.set_expected_runtime_latency_ns(report.expected_runtime_latency_ns);
+  out.set_runtime_budget(report.runtime_budget);
   out.set_slices(report.slices);
   out.set_transfers(static_cast<uint64_t>(report.transfers));
   out.set_unpaired(static_cast<uint64_t>(report.unpaired));

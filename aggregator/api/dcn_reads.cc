@@ -11,9 +11,11 @@ namespace podprof::aggregator {
 absl::StatusOr<DcnHosts> ReadDcnHosts(const StoreReads& reads, const std::string& capture_id,
                                       storage::HostSelection only, bool own_clock) {
   // The ops' HLO text names the rendezvous and the chips, and XProf counts only the ops inside
-  // a program run (`XLA Modules`); nothing else of a capture is read.
+  // a program run (`XLA Modules`); of the counters, only what the Megascale runtime measured
+  // (insight::DcnRuntimeFromCapture); nothing else of a capture is read.
   only.line_kinds = {trace::LineKind::kOps, trace::LineKind::kModules};
   only.counter_samples = std::set<std::string>();
+  only.counter_sample_prefixes = {"megascale/"};
   only.kernel_texts = true;
   // A host stored on the aggregator's clock already (older captures, imports) comes as it is,
   // with nothing left to correct, either way.

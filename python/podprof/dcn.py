@@ -14,6 +14,8 @@ class DcnReport:
     """What `podprof dcn CAPTURE --format json` gives, read once: `verdict` (one line: the
     named late slice and/or slow link with the evidence, or why none is), `slices`,
     `transfers` (receives paired with their sends), `expected_transit_ns`,
+    `runtime_network` (the network's parts come from the runtime's own latency, beyond
+    `expected_runtime_latency_ns`: its transmission budget when `runtime_budget`),
     `named_after_instances` (-1 when nothing is named), and a DataFrame per table, each with
     the columns of `podprof dcn --format csv --table NAME` (capture first; durations and
     instants in ns, XProf's figures in us): `links` and `producers` (judged, most waiting
@@ -27,6 +29,9 @@ class DcnReport:
         self.slices = int(answer["slices"])
         self.transfers_paired = int(answer["transfers"])
         self.expected_transit_ns = int(answer["expected_transit_ns"])
+        self.runtime_network = bool(answer["runtime_network"])
+        self.expected_runtime_latency_ns = int(answer["expected_runtime_latency_ns"])
+        self.runtime_budget = bool(answer["runtime_budget"])
         self.named_after_instances = int(answer["named_after_instances"])
         frames: Dict[str, pd.DataFrame] = {}
         for name, key in _TABLES:

@@ -113,6 +113,20 @@ class CaptureBuilder {
   void Module(int chip, int64_t start_ps, int64_t duration_ps) {
     Add(Block(chip, trace::LineKind::kModules), 0, start_ps, duration_ps);
   }
+  // One sample of counter `name` of `chip` at `at_ns` (host clock), its series made on first use.
+  void Sample(int chip, const std::string& name, int64_t at_ns, double value) {
+    trace::CounterSeries* series = nullptr;
+    for (trace::CounterSeries& s : c_.counters) {
+      if (s.chip == chip && s.name == name) series = &s;
+    }
+    if (series == nullptr) {
+      series = &c_.counters.emplace_back();
+      series->chip = chip;
+      series->name = name;
+    }
+    series->time_ns.push_back(at_ns);
+    series->value.push_back(value);
+  }
   trace::HostCapture& capture() { return c_; }
 
  private:
@@ -647,6 +661,10 @@ struct Ring {
   // cannot see), and the clock uncertainty its hosts are stored with.
   std::vector<int64_t> clock_error_ns;
   int64_t uncertainty_ns = 0;
+  // The runtime's action graph (docs/MEGASCALE.md): each receiving chip's latency from the
+  // sender's buffer leaving to the arrival, sampled at the arrival, with a 60 us transmission
+  // budget.
+  bool runtime = false;
 };
 
 std::vector<DcnHost> RingHosts(const Ring& ring) {
@@ -704,6 +722,14 @@ std::vector<DcnHost> RingHosts(const Ring& ring) {
               send_done_end[from][c] + kLatency + static_cast<int64_t>(rng() % 6'000) - 3'000;
           if (from == ring.delayed_link) arrival += ring.delay_ns;
           const int64_t rd_end = std::max(rd_start, arrival) + noisy(kCopy);
+          if (ring.runtime) {
+            const std::string series = absl::StrCat("megascale/", name, "/");
+            const int64_t at = origin + skew[static_cast<size_t>(s)] + arrival;
+            const double us = static_cast<double>(arrival - send_done_end[from][c]) / 1e3;
+            b.Sample(c, series + "network_transport_latency_us", at, std::round(us));
+            b.Sample(c, series + "transmission_budget_us", at, 60);
+            b.Sample(c, series + "delay_budget_us", at, 0);
+          }
           // Host clock = aggregator's + skew, as is the line's start: offsets are unskewed.
           auto at = [](int64_t ns) { return ns * 1000; };
           b.Op(c, b.Kernel(DcnKernel(DcnOpKind::kSend, name, channel, pairs)), at(send), 3'000'000);
@@ -785,6 +811,85 @@ TEST(DcnVerdict, WhatTheClocksCannotVouchForIsBlamedOnNoOne) {
   ring.delayed_link = -1;
   ring.slow_slice = 2;
   EXPECT_EQ(AnalyseDcn(RingHosts(ring)).verdict.rfind("slice 2 is the late producer: ", 0), 0u);
+}
+
+// The runtime's own latency needs no clock across slices: with the slices' clocks so uncertain
+// that no transit can show a 300 us delay (400 us each), the delay is still named, as the
+// runtime's latency beyond its budget; the same ring read from its transits names nothing.
+TEST(DcnVerdict, TheRuntimesLatencyNamesASlowLinkNoClockCanShow) {
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    Ring ring;
+    ring.seed = seed;
+    ring.delayed_link = 1;
+    ring.clock_error_ns = {0, 150'000, -120'000, 80'000};
+    ring.uncertainty_ns = 400'000;
+    ring.runtime = true;
+    const DcnReport r = AnalyseDcn(RingHosts(ring));
+    EXPECT_TRUE(r.runtime_network);
+    EXPECT_TRUE(r.runtime_budget);
+    EXPECT_EQ(r.expected_runtime_latency_ns, 60'000);
+    EXPECT_EQ(
+        r.verdict.rfind("the link slice 1 -> slice 2 is slow: the runtime's network latency ", 0),
+        0u)
+        << "seed " << seed << ": " << r.verdict;
+    EXPECT_NE(r.verdict.find("beyond its budget of 60 us"), std::string::npos) << r.verdict;
+    ASSERT_FALSE(r.links.empty());
+    EXPECT_EQ(r.links[0].src_slice, 1);
+    EXPECT_NEAR(static_cast<double>(r.links[0].excess_ns), 300'000 + 20'000 - 60'000, 10'000);
+    EXPECT_LE(r.named_after_instances, 20);
+    for (const DcnCulprit& c : r.producers) EXPECT_FALSE(c.named) << "slice " << c.src_slice;
+    for (const DcnTransfer& t : r.worst) {
+      ASSERT_GE(t.runtime_latency_ns, 0);
+      EXPECT_EQ(t.transmission_budget_ns, 60'000);
+      EXPECT_EQ(t.delay_budget_ns, 0);
+      // The network's part is the latency beyond the budget, within the wait.
+      EXPECT_EQ(t.network_ns, std::clamp<int64_t>(t.runtime_latency_ns - 60'000, 0, t.wait_ns));
+    }
+    ring.runtime = false;
+    EXPECT_EQ(AnalyseDcn(RingHosts(ring)).verdict.rfind("no DCN culprit", 0), 0u);
+  }
+  // A healthy ring with the runtime's figures names nothing.
+  Ring healthy;
+  healthy.runtime = true;
+  healthy.steps = 50;
+  EXPECT_EQ(AnalyseDcn(RingHosts(healthy)).verdict.rfind("no DCN culprit", 0), 0u);
+}
+
+// A transfer takes the runtime's sample of its own chip and rendezvous that arrived after the
+// chip's previous recv-done of it and by this one's end; a capture whose hosts lack the runtime's
+// figures (one host here) is read from its transits, not half from each.
+TEST(DcnVerdict, RuntimeSamplesMatchTheirOwnReceiveOrNone) {
+  Ring ring;
+  ring.runtime = true;
+  std::vector<DcnHost> hosts = RingHosts(ring);
+  DcnReport r = AnalyseDcn(hosts);
+  ASSERT_TRUE(r.runtime_network);
+  for (const DcnTransfer& t : r.worst) {
+    EXPECT_GT(t.runtime_latency_ns, 15'000) << t.dst_host << " " << t.rendezvous << " " << t.step;
+    EXPECT_LT(t.runtime_latency_ns, 30'000) << t.dst_host << " " << t.rendezvous << " " << t.step;
+  }
+  // A sample the capture's edge cut: that transfer alone goes without.
+  std::vector<DcnRuntimeSample>& first = hosts[1].runtime[0].begin()->second;
+  first.erase(first.begin());
+  DcnOptions every;
+  every.max_worst = 1000;
+  r = AnalyseDcn(hosts, every);
+  EXPECT_TRUE(r.runtime_network);
+  int without = 0;
+  for (const DcnTransfer& t : r.worst) without += t.runtime_latency_ns < 0;
+  EXPECT_EQ(without, 1);
+  // A receiving host without any: the capture is read from its transits.
+  hosts[2].runtime.clear();
+  r = AnalyseDcn(hosts, every);
+  EXPECT_FALSE(r.runtime_network);
+  ASSERT_EQ(r.worst.size(), 4u * 2 * 2 * 10);
+  int on_host2 = 0, elsewhere = 0;
+  for (const DcnTransfer& t : r.worst) {
+    if (t.runtime_latency_ns >= 0) continue;
+    ++(t.dst_host == hosts[2].host ? on_host2 : elsewhere);
+  }
+  EXPECT_EQ(on_host2, 2 * 2 * 10);
+  EXPECT_EQ(elsewhere, 1);
 }
 
 TEST(DcnVerdict, ADelayedLinkIsNamedWithinTenSteps) {

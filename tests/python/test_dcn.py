@@ -66,6 +66,8 @@ def test_the_frames_are_the_clis_tables(pod):
     assert d.producers.slice[0] == 1 and bool(d.producers.named[0])
     assert len(d.transfers) == 80 and (d.transfers.dst_slice[:40] == 0).all()
     assert d.transfers.wait_ns.dtype == "int64"
+    # These captures carry no runtime action graph: the network's parts are from transits.
+    assert not d.runtime_network and (d.transfers.runtime_latency_ns == -1).all()
     assert sorted(d.xprof.host) == ["slice0-host0", "slice1-host0"]
     # dcn-slow: the link 0 -> 1 is named, its transit 400 us beyond the other's.
     assert (slow.links.link[0], bool(slow.links.named[0])) == ("0->1", True)

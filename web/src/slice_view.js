@@ -195,7 +195,13 @@
         'div',
         {class: 'legend'},
         `${countOf(dcn.transfers, 'transfer')} between ${countOf(dcn.slices, 'slice')}, ` +
-          `expected transit ${P.fmtNs(dcn.expected_transit_ns)}; a row per slice, a column ` +
+          `expected transit ${P.fmtNs(dcn.expected_transit_ns)}` +
+          (dcn.runtime_network
+            ? `, the network's part from the runtime's own latency beyond ` +
+              `${dcn.runtime_budget ? 'its budget' : "the healthiest link's"} ` +
+              `${P.fmtNs(dcn.expected_runtime_latency_ns)}`
+            : '') +
+          `; a row per slice, a column ` +
           `per rendezvous instance in time order, the darker the longer` +
           (note.length ? ` (${note.join('; ')})` : '') +
           '. ',
