@@ -4,6 +4,9 @@
 #include <map>
 #include <tuple>
 
+#include "absl/strings/match.h"
+#include "trace/megascale_trace.h"
+
 namespace podprof::insight {
 
 SeriesIntegral::SeriesIntegral(const trace::CounterSeries& series) : kind_(series.kind()) {
@@ -81,6 +84,9 @@ std::vector<KernelCounter> AttributeCounters(const trace::HostCapture& capture,
   std::vector<uint32_t> touched;
   std::map<std::tuple<int, uint32_t, std::string>, KernelCounter> merged;
   auto attribute = [&](const trace::CounterSeries& series) {
+    // What the Megascale runtime measured of each transfer (trace/megascale_trace.h) is a
+    // figure per arrival, not a level the kernels ran under: the DCN analysis reads it.
+    if (absl::StartsWith(series.name, trace::kMegascaleSeriesPrefix)) return;
     const SeriesIntegral integral(series);
     if (integral.empty()) return;
     for (const trace::EventBlock& b : capture.blocks) {

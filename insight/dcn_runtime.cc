@@ -7,27 +7,26 @@
 #include <cmath>
 #include <map>
 #include <string>
-#include <string_view>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/string_view.h"
 #include "insight/dcn.h"
 #include "insight/dcn_internal.h"
+#include "trace/megascale_trace.h"
 
 namespace podprof::insight {
 namespace {
 
-constexpr std::string_view kPrefix = "megascale/";
-constexpr std::string_view kLatency = "/network_transport_latency_us";
-constexpr std::string_view kTransmission = "/transmission_budget_us";
-constexpr std::string_view kDelay = "/delay_budget_us";
-
-// The rendezvous of a series named `megascale/<rendezvous><suffix>`; false for another name.
-bool RendezvousOf(const std::string& name, std::string_view suffix, std::string* rendezvous) {
-  if (name.size() <= kPrefix.size() + suffix.size() || name.compare(0, kPrefix.size(), kPrefix) ||
-      name.compare(name.size() - suffix.size(), suffix.size(), suffix)) {
+// The rendezvous of a series named `megascale/<rendezvous>/<metric>`; false for another name.
+bool RendezvousOf(absl::string_view name, absl::string_view metric, std::string* rendezvous) {
+  if (!absl::StartsWith(name, trace::kMegascaleSeriesPrefix)) return false;
+  name.remove_prefix(trace::kMegascaleSeriesPrefix.size());
+  if (name.size() <= metric.size() + 1 || !absl::EndsWith(name, metric) ||
+      name[name.size() - metric.size() - 1] != '/') {
     return false;
   }
-  *rendezvous = name.substr(kPrefix.size(), name.size() - kPrefix.size() - suffix.size());
+  *rendezvous = std::string(name.substr(0, name.size() - metric.size() - 1));
   return true;
 }
 
@@ -46,10 +45,10 @@ DcnRuntimeSamples DcnRuntimeFromCapture(const trace::HostCapture& capture) {
   std::map<std::pair<int, std::string>, std::map<int64_t, double>> transmission, delay;
   for (const trace::CounterSeries& s : capture.counters) {
     if (s.chip < 0 || static_cast<size_t>(s.chip) >= capture.host.chips.size()) continue;
-    if (s.name.compare(0, kPrefix.size(), kPrefix) != 0) continue;
+    if (!absl::StartsWith(s.name, trace::kMegascaleSeriesPrefix)) continue;
     const size_t n = std::min(s.time_ns.size(), s.value.size());
     std::string rendezvous;
-    if (RendezvousOf(s.name, kLatency, &rendezvous)) {
+    if (RendezvousOf(s.name, trace::kMegascaleLatencyUs, &rendezvous)) {
       if (out.empty()) out.resize(capture.host.chips.size());
       std::vector<DcnRuntimeSample>& v = out[static_cast<size_t>(s.chip)][rendezvous];
       for (size_t i = 0; i < n; ++i) {
@@ -57,14 +56,17 @@ DcnRuntimeSamples DcnRuntimeFromCapture(const trace::HostCapture& capture) {
         x.at_ns = s.time_ns[i];
         x.latency_ns = Ns(s.value[i]);
       }
-    } else if (RendezvousOf(s.name, kTransmission, &rendezvous) ||
-               RendezvousOf(s.name, kDelay, &rendezvous)) {
-      auto& by_instant = (s.name.size() >= kDelay.size() &&
-                          s.name.compare(s.name.size() - kDelay.size(), kDelay.size(), kDelay) == 0)
-                             ? delay[{s.chip, rendezvous}]
-                             : transmission[{s.chip, rendezvous}];
-      for (size_t i = 0; i < n; ++i) by_instant[s.time_ns[i]] = s.value[i];
+      continue;
     }
+    std::map<int64_t, double>* by_instant = nullptr;
+    if (RendezvousOf(s.name, trace::kMegascaleTransmissionBudgetUs, &rendezvous)) {
+      by_instant = &transmission[{s.chip, rendezvous}];
+    } else if (RendezvousOf(s.name, trace::kMegascaleDelayBudgetUs, &rendezvous)) {
+      by_instant = &delay[{s.chip, rendezvous}];
+    } else {
+      continue;
+    }
+    for (size_t i = 0; i < n; ++i) (*by_instant)[s.time_ns[i]] = s.value[i];
   }
   for (size_t c = 0; c < out.size(); ++c) {
     for (auto& [rendezvous, v] : out[c]) {

@@ -159,8 +159,8 @@ void MegascaleSeriesBuilder::Add(const MegascaleEvent& e) {
                       us(e.transmission_budget_us), us(e.delay_budget_us)});
 }
 
-std::vector<CounterSeries> MegascaleSeriesBuilder::Finish(absl::string_view plane,
-                                                          std::vector<std::string>* warnings) {
+std::vector<int> MegascaleSeriesBuilder::ChipsOfDevices(absl::string_view plane,
+                                                        std::vector<std::string>* warnings) {
   // Sorted raw ids to the TPU chips sorted by ordinal, as XProf pairs them.
   std::vector<int> tpu;
   for (size_t i = 0; i < chips_.size(); ++i) {
@@ -193,7 +193,12 @@ std::vector<CounterSeries> MegascaleSeriesBuilder::Finish(absl::string_view plan
     }
     warnings->push_back(std::move(w));
   }
+  return chip_of;
+}
 
+std::vector<CounterSeries> MegascaleSeriesBuilder::Finish(absl::string_view plane,
+                                                          std::vector<std::string>* warnings) {
+  const std::vector<int> chip_of = ChipsOfDevices(plane, warnings);
   std::stable_sort(samples_.begin(), samples_.end(),
                    [](const Sample& a, const Sample& b) { return a.end_ns < b.end_ns; });
   static constexpr absl::string_view kMetrics[3] = {
@@ -231,6 +236,14 @@ std::vector<CounterSeries> MegascaleSeriesBuilder::Finish(absl::string_view plan
     return std::tie(a.chip, a.name) < std::tie(b.chip, b.name);
   });
 
+  WarnOfSkipped(plane, warnings);
+  std::vector<Sample>().swap(samples_);
+  budgets_.clear();
+  return out;
+}
+
+void MegascaleSeriesBuilder::WarnOfSkipped(absl::string_view plane,
+                                           std::vector<std::string>* warnings) const {
   if (damaged_ > 0) {
     warnings->push_back(absl::StrCat(
         plane, ": ", damaged_,
@@ -252,9 +265,6 @@ std::vector<CounterSeries> MegascaleSeriesBuilder::Finish(absl::string_view plan
                                      limits_.max_bytes >> 20, " MiB; ", past_bytes_,
                                      " events after it skipped"));
   }
-  std::vector<Sample>().swap(samples_);
-  budgets_.clear();
-  return out;
 }
 
 namespace xspace_internal {

@@ -92,6 +92,11 @@ class MegascaleSeriesBuilder {
   std::vector<CounterSeries> Finish(absl::string_view plane, std::vector<std::string>* warnings);
 
  private:
+  // Per device (index into devices_), its chip: the sorted raw ids paired with the TPU chips
+  // sorted by ordinal; -1 past the chips' count. A count mismatch is warned of.
+  std::vector<int> ChipsOfDevices(absl::string_view plane, std::vector<std::string>* warnings);
+  // One warning for each kind of event skipped.
+  void WarnOfSkipped(absl::string_view plane, std::vector<std::string>* warnings) const;
   // A NetworkReceive END kept: its instant, device, rendezvous, key and values (-1: none).
   struct Sample {
     int64_t end_ns;

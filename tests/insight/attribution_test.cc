@@ -71,6 +71,25 @@ TEST(AttributionTest, GaugesAreTimeWeightedAndHoldUntilTheNextSample) {
   EXPECT_DOUBLE_EQ(k1.Value(), 15.0 / 5);
 }
 
+// What the Megascale runtime measured of each DCN transfer (megascale/<rendezvous>/...) is a
+// figure per arrival, not a level: no kernel gets it (fails on the old code, which gave the
+// recv-done kernels a time-weighted "latency").
+TEST(AttributionTest, TheRuntimesPerTransferFiguresAreNoKernelsCounters) {
+  trace::HostCapture c = ThreeRuns();
+  trace::CounterSeries latency;
+  latency.chip = 0;
+  latency.name = "megascale/dcn_grads.0/network_transport_latency_us";
+  latency.time_ns = {1000, 1020, 1060};
+  latency.value = {40, 41, 340};
+  c.counters.push_back(latency);
+  trace::CounterSeries busy = latency;
+  busy.name = "mxu_busy";
+  c.counters.push_back(busy);
+  auto got = ByKernel(AttributeCounters(c));
+  EXPECT_EQ(got.size(), 2u);  // mxu_busy on k0 and k1
+  for (const auto& [key, k] : got) EXPECT_EQ(key.second, "mxu_busy");
+}
+
 TEST(AttributionTest, RunningTotalsGiveTheIncreaseOverEachKernel) {
   trace::HostCapture c = ThreeRuns();
   trace::CounterSeries energy;
