@@ -215,14 +215,13 @@ void RefineGroup(const std::map<std::string, CollectiveEndList>& ends,
                  const std::map<std::string, int64_t>& probe_bound, int64_t mid_ns,
                  const std::map<std::string, HostCorrection*>& by_host) {
   const std::string ref = ChooseReference(ends, group, hosts_with);
-  const HostCorrection& r = *by_host.at(ref);
+  HostCorrection& reference = *by_host.at(ref);
   const CollectiveEndList& ref_ends = ends.at(ref);
   std::vector<HostCorrection*> members;
   for (const std::string& host : group) {
     members.push_back(by_host.at(host));
-    if (host != ref) PinToReference(ends.at(host), ref_ends, r, mid_ns, by_host.at(host));
+    if (host != ref) PinToReference(ends.at(host), ref_ends, reference, mid_ns, by_host.at(host));
   }
-  HostCorrection& reference = *by_host.at(ref);
   reference.refined = true;
   // The reference is pinned by the same collectives as the others: those it shares with any.
   int ref_shared = 0;
