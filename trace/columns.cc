@@ -7,6 +7,7 @@
 #include "common/checked.h"
 #include "common/status_macros.h"
 #include "common/zstd_codec.h"
+#include "trace/counter_v2.h"
 #include "trace/varint.h"
 
 namespace podprof::trace {
@@ -82,6 +83,9 @@ absl::Status DecodeTimeline(absl::string_view blob, EventBlock* b) {
 }
 
 absl::StatusOr<uint64_t> EncodedCount(absl::string_view blob, absl::string_view what) {
+  // Timeline blobs and the first counter encoding are zstd frames; the second counter encoding
+  // starts with a skippable frame of the count, which no zstd frame's magic matches.
+  if (counter_v2::Is(blob)) return counter_v2::Count(blob, what);
   ASSIGN_OR_RETURN(std::string front, ZstdDecompressPrefix(blob, kCountBytes, what));
   absl::string_view in(front);
   uint64_t n;
@@ -89,15 +93,17 @@ absl::StatusOr<uint64_t> EncodedCount(absl::string_view blob, absl::string_view 
   return n;
 }
 
-std::string EncodeCounters(const int64_t* time_ns, const double* value, size_t begin, size_t end) {
+std::string EncodeCountersV1(const int64_t* time_ns, const double* value, size_t begin,
+                             size_t end) {
   thread_local std::string raw;  // reused: many series per thread
   raw.clear();
   raw.reserve(kCountBytes + (end - begin) * 18);
   PutVarint(end - begin, &raw);
-  int64_t prev = 0;
+  uint64_t prev = 0;
   for (size_t i = begin; i < end; ++i) {
-    PutVarint(ZigZag(time_ns[i] - prev), &raw);
-    prev = time_ns[i];
+    // Modulo 2^64 (no signed overflow); the decoder refuses a delta past an int64.
+    PutVarint(ZigZag(static_cast<int64_t>(static_cast<uint64_t>(time_ns[i]) - prev)), &raw);
+    prev = static_cast<uint64_t>(time_ns[i]);
     char bytes[8];
     std::memcpy(bytes, &value[i], 8);
     raw.append(bytes, 8);
@@ -107,10 +113,18 @@ std::string EncodeCounters(const int64_t* time_ns, const double* value, size_t b
   return out;
 }
 
+std::string EncodeCounters(const int64_t* time_ns, const double* value, size_t begin, size_t end) {
+  return counter_v2::Encode(time_ns, value, begin, end);
+}
+
 size_t MaxCounterBytesWithin(size_t limit) {
   // ZSTD_compressBound(n) = n + n/256 + (n < 128 KiB ? (128 KiB - n) >> 11 : 0), at most
-  // n + n/256 + 64; the frame's header and checksum are inside it. The count's own block adds
-  // its header and the count stored raw (kCountBytes), 16 bytes with room to spare.
+  // n + n/256 + 64; the frame's header and checksum are inside it. The first encoding's count
+  // block adds its header and the count stored raw (kCountBytes), 16 bytes with room to spare:
+  // n + n/256 + 80 in all. The second encoding's body is at most a mode byte more than the
+  // samples took in the first (counter_v2.h: plain mode otherwise), S <= n - kCountBytes, and
+  // its header 8 bytes and the count (<= 10): 18 + (S + 1) + (S + 1)/256 + 64 <= n + n/256 + 73.
+  // Its padding only raises a blob to one byte per kMaxSamplesPerByte samples, far below either.
   constexpr size_t kSlack = 64 + 16;
   if (limit < kSlack + kCountBytes + 18) return 0;
   const size_t n = (limit - kSlack) * 256 / 257;
@@ -118,6 +132,7 @@ size_t MaxCounterBytesWithin(size_t limit) {
 }
 
 absl::Status DecodeCounters(absl::string_view blob, CounterSeries* s, uint64_t max_bytes) {
+  if (counter_v2::Is(blob)) return counter_v2::Decode(blob, s, max_bytes);
   ASSIGN_OR_RETURN(std::string raw, Decompress(blob, max_bytes, "counter series"));
   absl::string_view in(raw);
   uint64_t n;
@@ -235,6 +250,7 @@ absl::Status DecodeEncodedBlocks(HostCapture* capture) {
 }
 
 absl::Status CheckCounters(absl::string_view blob, uint64_t max_bytes) {
+  if (counter_v2::Is(blob)) return counter_v2::Check(blob, max_bytes).status();
   return ZstdCheckFrame(blob, max_bytes, "counter series");
 }
 

@@ -3,9 +3,30 @@
 // counter_series), so a series the agent encoded is stored as it arrived, not decoded and
 // encoded again.
 //
-// Each is one zstd frame (level 1: encoded on the agent's and the aggregator's hot paths; level
-// 3 cost twice the time for a few percent of size on these columns) of a varint count, then the
-// columns interleaved per item.
+// A timeline blob is one zstd frame (level 1: encoded on the agent's and the aggregator's hot
+// paths; level 3 cost twice the time for a few percent of size on these columns) of a varint
+// count, then the columns interleaved per item.
+//
+// Counter series have two encodings, told apart by their first four bytes. The first (v1, what
+// rows stored before 2026-12-07 and agents of the previous release hold) is a timeline's
+// layout: the count, then per sample the zigzag time delta and the value's 8 bytes. The second
+// (v2, trace/counter_v2.h), which EncodeCounters writes, takes the series as what it mostly is,
+// a running total or a level sampled on a grid: deltas of deltas of times, integer deltas or
+// XORs of values, runs of repeated steps, the count in a zstd skippable frame in front (read
+// without decompressing anything), the body at zstd level 3. Both read everywhere.
+// Measured by bench_counter_columns (--reps 5, 2 shared cores, timings +-30%) on the real
+// captures' numeric event stats (they hold no counter series), and the simulator's v5p
+// (per-kernel counters) and v7x (TensorCore counters sampled every 5 us) kernel-profiling hosts,
+// 20 ms, 2 chips; bytes a sample v1 -> v2, encode Msamples/s v1 -> v2:
+//   tpu_v6e fixture   62,692 samples  5.96 -> 5.40 (0.91)  11.2 -> 10.0
+//   gpu_8xv100        96,480 samples  3.43 -> 3.10 (0.90)  10.4 -> 18.6
+//   sim v5p            2,136 samples  5.70 -> 5.74 (1.01)  11.7 ->  8.3
+//   sim v7x          618,984 samples  2.55 -> 0.26 (0.10)  14.4 -> 33.6
+// all: 0.35 of v1's bytes. The level: over all inputs, against level 3, level 1 takes 1.017
+// the bytes in 0.73 the time, 2: 1.006 / 0.89, 4: 0.981 / 1.22, 5: 0.975 / 1.22, 7: 0.968 /
+// 1.99, 9: 0.968 / 3.2, 19: 0.933 / 32; -1: 1.154 / 0.56. Level 3 is the knee: each percent
+// past it costs more than 10% more time, and at it the agent's total encode time is about half
+// of v1's at level 1 (the sampled series, most of the samples, encode 2-3x faster).
 #ifndef PODPROF_TRACE_COLUMNS_H_
 #define PODPROF_TRACE_COLUMNS_H_
 
@@ -64,22 +85,28 @@ absl::Status DecodeEncodedBlocks(HostCapture* capture);
 // `what` for a damaged blob.
 absl::StatusOr<uint64_t> EncodedCount(absl::string_view blob, absl::string_view what);
 
-// Samples [begin, end) of a series: per sample, the zigzag time delta (the first from 0) and
-// the value's 8 bytes.
+// Samples [begin, end) of a series in the second encoding (trace/counter_v2.h).
 std::string EncodeCounters(const int64_t* time_ns, const double* value, size_t begin, size_t end);
+// The same samples in the first encoding, as agents and aggregators wrote them before: for tests
+// and benchmarks that compare the two.
+std::string EncodeCountersV1(const int64_t* time_ns, const double* value, size_t begin, size_t end);
 inline std::string EncodeCounters(const CounterSeries& s) {
   return EncodeCounters(s.time_ns.data(), s.value.data(), 0, s.value.size());
 }
-// The most a run of samples may take unencoded for its encoding to stay within `limit` bytes
-// whatever it holds (zstd's bound for incompressible input), 0 when not even one sample fits.
+// The most a run of samples may take unencoded in the first encoding (the count aside: per
+// sample its zigzag time delta and 8 bytes) for its encoding, either, to stay within `limit`
+// bytes whatever it holds (zstd's bound for incompressible input), 0 when not even one sample
+// fits. The second encoding never takes more than the first before zstd, plus a mode byte.
 size_t MaxCounterBytesWithin(size_t limit);
-// Sets `s`'s times and values from a blob. DataLoss for a damaged blob, or one whose content
-// would exceed `max_bytes` (a small blob from the network may not claim gigabytes).
+// Sets `s`'s times and values from a blob of either encoding. DataLoss for a damaged blob, or
+// one whose content, or (v2) samples decoded at 16 bytes each, would exceed `max_bytes` (a
+// small blob from the network may not claim gigabytes).
 absl::Status DecodeCounters(absl::string_view blob, CounterSeries* s,
                             uint64_t max_bytes = uint64_t{1} << 32);
 absl::StatusOr<CounterSeries> DecodeCounters(absl::string_view blob);
-// What can be checked of a blob without decoding it (one whole zstd frame, content within
-// `max_bytes`): for a receiver that keeps series encoded until it needs their samples.
+// What can be checked of a blob without decoding it (v1: one whole zstd frame, content within
+// `max_bytes`; v2: counter_v2::Check, the count within `max_bytes` decoded too): for a
+// receiver that keeps series encoded until it needs their samples.
 absl::Status CheckCounters(absl::string_view blob, uint64_t max_bytes);
 // Fills in the samples of each of `capture`'s series that holds only its encoding
 // (CounterSeries::encoded), keeping the encoding. InvalidArgument naming the first damaged

@@ -1,7 +1,8 @@
 // libFuzzer entry point over what an agent sends and the store keeps, decoded where the
 // aggregator reads it: sketches (DDSketch::Deserialize, then merged with a wide sketch and
 // read), sketch bins (FromBins), encoded timeline blocks (CheckTimeline, then decoded), and
-// the stored rows' other blobs: counter series and a host's kernel map applied to a block.
+// the stored rows' other blobs: counter series (both encodings) and a host's kernel map applied
+// to a block.
 // Any bytes must give a value or a clean Status, allocating in proportion to what they hold:
 // a sketch bucket at 2^31-1 or a forged block count once allocated gigabytes.
 #include <cstddef>
@@ -12,6 +13,7 @@
 #include "common/zstd_codec.h"
 #include "trace/columns.h"
 #include "trace/ddsketch.h"
+#include "trace/varint.h"
 
 namespace {
 
@@ -65,6 +67,36 @@ void Counters(absl::string_view bytes) {
   (void)podprof::trace::DecodeCounters(blob, &s, 64 << 20);
 }
 
+// The second counter encoding (trace/counter_v2.h): the first byte picks the sample count, the
+// rest is the body, compressed after the header as an agent would send it. Whatever the body
+// holds, decoding gives the count's samples or DataLoss, and never more than counted.
+void CountersV2(absl::string_view bytes) {
+  if (bytes.empty()) return;
+  const uint64_t count = static_cast<uint8_t>(bytes[0]) * uint64_t{97};
+  std::string header;
+  podprof::trace::PutVarint(count, &header);
+  std::string blob("\x52\x2A\x4D\x18", 4);
+  const uint32_t size = static_cast<uint32_t>(header.size());
+  blob.append(reinterpret_cast<const char*>(&size), 4);
+  blob += header + podprof::ZstdCompress(bytes.substr(1), 3);
+  podprof::trace::CounterSeries s;
+  const absl::Status d = podprof::trace::DecodeCounters(blob, &s, 64 << 20);
+  if (d.ok() ? s.value.size() != count || s.time_ns.size() != count
+             : d.code() != absl::StatusCode::kDataLoss) {
+    __builtin_trap();
+  }
+  // Re-encoded, the samples read back as they were.
+  if (d.ok()) {
+    podprof::trace::CounterSeries again;
+    if (!podprof::trace::DecodeCounters(podprof::trace::EncodeCounters(s), &again).ok() ||
+        again.value.size() != count ||
+        (count > 0 && std::memcmp(again.value.data(), s.value.data(), count * 8) != 0) ||
+        again.time_ns != s.time_ns) {
+      __builtin_trap();
+    }
+  }
+}
+
 void KernelMap(absl::string_view bytes) {
   // The first half a stored kernel map, the rest a block whose kernels it renumbers.
   const size_t half = bytes.size() / 2;
@@ -82,7 +114,7 @@ void KernelMap(absl::string_view bytes) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const absl::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
-  switch (data[0] % 5) {
+  switch (data[0] % 6) {
     case 0:
       Sketch(rest);
       break;
@@ -94,6 +126,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     case 3:
       Counters(rest);
+      break;
+    case 5:
+      CountersV2(rest);
       break;
     default:
       KernelMap(rest);

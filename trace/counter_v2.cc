@@ -1,0 +1,349 @@
+#include "trace/counter_v2.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "common/zstd_codec.h"
+#include "trace/varint.h"
+
+namespace podprof::trace::counter_v2 {
+namespace {
+
+// The skippable frame's magic and size fields.
+constexpr size_t kFrameHeader = 8;
+
+constexpr uint8_t kModePlain = 0, kModeRecords = 1, kModeDeltaRecords = 2;
+constexpr uint64_t kSame = 0, kIntDelta = 1, kXor = 2;
+constexpr uint64_t kHasDod = 4;
+
+// The most a sample may take in a body: a record of one sample (h and the delta of delta 10
+// bytes each, an XOR 9) or a plain one (18).
+constexpr uint64_t kMaxSampleBytes = 29;
+
+// Integers of magnitude up to this are exact doubles, and so are their differences' sums.
+constexpr double kMaxExactInt = 9007199254740992.0;  // 2^53
+
+uint64_t Bits(double v) {
+  uint64_t b;
+  std::memcpy(&b, &v, 8);
+  return b;
+}
+
+double FromBits(uint64_t b) {
+  double v;
+  std::memcpy(&v, &b, 8);
+  return v;
+}
+
+// A value an integer step reproduces exactly: not -0.0 (its bits are not +0.0's), no NaN or
+// infinity (the comparisons fail).
+bool IsExactInt(double v) {
+  return v >= -kMaxExactInt && v <= kMaxExactInt && v == std::trunc(v) &&
+         !(v == 0 && std::signbit(v));
+}
+
+void PutLe32(uint32_t v, std::string* out) {
+  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
+}
+
+uint32_t GetLe32(const char* p) {
+  const auto* b = reinterpret_cast<const uint8_t*>(p);
+  return b[0] | (b[1] << 8) | (b[2] << 16) | (static_cast<uint32_t>(b[3]) << 24);
+}
+
+// One sample's change from the previous: the zigzag delta of delta of its time, how its value
+// follows (kind) and the step's argument (the zigzag integer difference or the XOR).
+struct Step {
+  uint64_t dod = 0;
+  uint64_t kind = kSame;
+  uint64_t arg = 0;
+  bool operator==(const Step& o) const { return dod == o.dod && kind == o.kind && arg == o.arg; }
+};
+
+void PutRecord(const Step& s, uint64_t run, std::string* out) {
+  PutVarint(((run - 1) << 3) | (s.dod != 0 ? kHasDod : 0) | s.kind, out);
+  if (s.dod != 0) PutVarint(s.dod, out);
+  if (s.kind == kIntDelta) {
+    PutVarint(s.arg, out);
+  } else if (s.kind == kXor) {
+    const int lz = __builtin_clzll(s.arg) / 8, tz = __builtin_ctzll(s.arg) / 8;
+    out->push_back(static_cast<char>(lz << 4 | tz));
+    for (int b = 7 - lz; b >= tz; --b) out->push_back(static_cast<char>(s.arg >> (8 * b)));
+  }
+}
+
+// What the plain mode takes, and the time fields of records with deltas of deltas and with
+// deltas.
+struct TimeSizes {
+  size_t plain = 0, dods = 0, deltas = 0;
+};
+
+TimeSizes SizeTimes(const int64_t* time_ns, size_t begin, size_t end) {
+  TimeSizes z;
+  uint64_t prev_t = 0, prev_dt = 0;
+  for (size_t i = begin; i < end; ++i) {
+    // Modulo 2^64: every pair of int64 times has a difference, and adding it back is exact.
+    const uint64_t t = static_cast<uint64_t>(time_ns[i]), dt = t - prev_t;
+    const size_t delta = VarintSize(ZigZag(static_cast<int64_t>(dt)));
+    z.plain += delta + 8;
+    z.deltas += delta;
+    z.dods += VarintSize(ZigZag(static_cast<int64_t>(dt - prev_dt)));
+    prev_t = t;
+    prev_dt = i == begin ? 0 : dt;
+  }
+  return z;
+}
+
+// The records of [begin, end) after the mode byte in `raw`, their time field the delta of
+// delta (kModeRecords) or the delta (kModeDeltaRecords).
+void PutRecords(const int64_t* time_ns, const double* value, size_t begin, size_t end, uint8_t mode,
+                std::string* raw) {
+  uint64_t prev_t = 0, prev_dt = 0, prev_bits = 0;
+  int64_t prev_int = 0;
+  bool prev_is_int = true;  // the first value's predecessor is +0.0
+  Step pending;
+  uint64_t run = 0;
+  for (size_t i = begin; i < end; ++i) {
+    const uint64_t t = static_cast<uint64_t>(time_ns[i]), dt = t - prev_t;
+    Step s;
+    s.dod = ZigZag(static_cast<int64_t>(mode == kModeRecords ? dt - prev_dt : dt));
+    prev_t = t;
+    prev_dt = i == begin ? 0 : dt;  // the second sample's delta of delta is its delta
+    const uint64_t bits = Bits(value[i]);
+    const bool is_int = IsExactInt(value[i]);
+    if (bits == prev_bits) {
+      s.kind = kSame;
+    } else if (is_int && prev_is_int) {
+      s.kind = kIntDelta;
+      s.arg = ZigZag(static_cast<int64_t>(value[i]) - prev_int);
+    } else {
+      s.kind = kXor;
+      s.arg = bits ^ prev_bits;
+    }
+    prev_bits = bits;
+    prev_is_int = is_int;
+    if (is_int) prev_int = static_cast<int64_t>(value[i]);
+    if (run > 0 && s == pending) {
+      ++run;
+      continue;
+    }
+    if (run > 0) PutRecord(pending, run, raw);
+    pending = s;
+    run = 1;
+  }
+  if (run > 0) PutRecord(pending, run, raw);
+}
+
+void PutPlain(const int64_t* time_ns, const double* value, size_t begin, size_t end,
+              std::string* raw) {
+  uint64_t prev = 0;
+  for (size_t i = begin; i < end; ++i) {
+    const uint64_t t = static_cast<uint64_t>(time_ns[i]);
+    PutVarint(ZigZag(static_cast<int64_t>(t - prev)), raw);
+    prev = t;
+    char bytes[8];
+    std::memcpy(bytes, &value[i], 8);
+    raw->append(bytes, 8);
+  }
+}
+
+struct Header {
+  uint64_t count = 0;
+  size_t size = 0;  // the skippable frame's, where the body's frame starts
+};
+
+absl::StatusOr<Header> ReadHeader(absl::string_view blob, absl::string_view what) {
+  if (!Is(blob) || blob.size() < kFrameHeader) {
+    return absl::DataLossError(absl::StrCat(what, " is not of the second counter encoding"));
+  }
+  const uint32_t size = GetLe32(blob.data() + 4);
+  if (size > blob.size() - kFrameHeader) {
+    return absl::DataLossError(absl::StrCat(what, " header is truncated"));
+  }
+  absl::string_view in = blob.substr(kFrameHeader, size);
+  Header h;
+  if (!GetVarint(&in, &h.count)) return absl::DataLossError(absl::StrCat(what, " header"));
+  // Padding only: anything else in the header is damage.
+  if (in.find_first_not_of('\0') != absl::string_view::npos) {
+    return absl::DataLossError(absl::StrCat(what, " header holds more than its count"));
+  }
+  h.size = kFrameHeader + size;
+  return h;
+}
+
+// Reads one sample's value step of `kind` from `in`; false when truncated or malformed.
+bool GetStep(uint64_t kind, absl::string_view* in, uint64_t* arg) {
+  if (kind == kIntDelta) return GetVarint(in, arg);
+  if (kind != kXor) return kind == kSame;
+  if (in->empty()) return false;
+  const uint8_t shape = static_cast<uint8_t>((*in)[0]);
+  const int lz = shape >> 4, tz = shape & 15;
+  if (lz + tz > 7 || in->size() < static_cast<size_t>(9 - lz - tz)) return false;
+  uint64_t x = 0;
+  for (int b = 7 - lz; b >= tz; --b) {
+    x |= uint64_t{static_cast<uint8_t>((*in)[8 - lz - b])} << (8 * b);
+  }
+  in->remove_prefix(9 - lz - tz);
+  *arg = x;
+  return true;
+}
+
+absl::Status DecodePlain(absl::string_view in, uint64_t n, CounterSeries* s) {
+  uint64_t t = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t delta;
+    if (!GetVarint(&in, &delta) || in.size() < 8) {
+      return absl::DataLossError("counter series is truncated");
+    }
+    t += static_cast<uint64_t>(UnZigZag(delta));
+    s->time_ns[i] = static_cast<int64_t>(t);
+    std::memcpy(&s->value[i], in.data(), 8);
+    in.remove_prefix(8);
+  }
+  if (!in.empty()) return absl::DataLossError("counter series has bytes past its samples");
+  return absl::OkStatus();
+}
+
+absl::Status DecodeRecords(absl::string_view in, uint64_t n, bool dods, CounterSeries* s) {
+  uint64_t t = 0, prev_dt = 0, bits = 0;
+  int64_t as_int = 0;
+  bool is_int = true;
+  for (uint64_t i = 0; i < n;) {
+    uint64_t h, dod = 0, arg = 0;
+    if (!GetVarint(&in, &h)) return absl::DataLossError("counter series is truncated");
+    const uint64_t kind = h & 3, run = (h >> 3) + 1;
+    if ((h & kHasDod) && !GetVarint(&in, &dod)) {
+      return absl::DataLossError("counter series is truncated");
+    }
+    if (!GetStep(kind, &in, &arg)) return absl::DataLossError("counter series record is damaged");
+    if (run > n - i) {
+      return absl::DataLossError(
+          absl::StrCat("counter series record of ", run, " samples past its ", n, " samples"));
+    }
+    const uint64_t step_dod = static_cast<uint64_t>(UnZigZag(dod));
+    const int64_t step_int = UnZigZag(arg);
+    // Two integers within 2^53 differ by at most 2^54.
+    if (kind == kIntDelta &&
+        (!is_int || step_int > (int64_t{1} << 54) || step_int < -(int64_t{1} << 54))) {
+      return absl::DataLossError("counter series steps an integer from a non-integer");
+    }
+    for (const uint64_t last = i + run; i < last; ++i) {
+      const uint64_t dt = dods ? prev_dt + step_dod : step_dod;
+      t += dt;
+      prev_dt = i == 0 ? 0 : dt;
+      if (kind == kIntDelta) {
+        as_int += step_int;
+        if (as_int > int64_t{1} << 53 || as_int < -(int64_t{1} << 53)) {
+          return absl::DataLossError("counter series' integer values pass 2^53");
+        }
+        const double v = static_cast<double>(as_int);
+        bits = Bits(v);
+      } else if (kind == kXor) {
+        bits ^= arg;
+        is_int = IsExactInt(FromBits(bits));
+        if (is_int) as_int = static_cast<int64_t>(FromBits(bits));
+      }
+      s->time_ns[i] = static_cast<int64_t>(t);
+      s->value[i] = FromBits(bits);
+    }
+  }
+  if (!in.empty()) return absl::DataLossError("counter series has bytes past its samples");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool Is(absl::string_view blob) { return blob.size() >= 4 && GetLe32(blob.data()) == kMagic; }
+
+std::string Encode(const int64_t* time_ns, const double* value, size_t begin, size_t end,
+                   int level) {
+  thread_local std::string raw;  // reused: many series per thread
+  raw.clear();
+  // Deltas of deltas for times on a grid (mostly 0), deltas where they vary more (kernel
+  // starts): whichever takes fewer bytes before zstd.
+  const TimeSizes sizes = SizeTimes(time_ns, begin, end);
+  const uint8_t mode = sizes.dods <= sizes.deltas ? kModeRecords : kModeDeltaRecords;
+  raw.push_back(static_cast<char>(mode));
+  PutRecords(time_ns, value, begin, end, mode, &raw);
+  const size_t plain = sizes.plain;
+  if (raw.size() - 1 > plain) {
+    raw.clear();
+    raw.reserve(1 + plain);
+    raw.push_back(static_cast<char>(kModePlain));
+    PutPlain(time_ns, value, begin, end, &raw);
+  }
+  const std::string frame = ZstdCompress(raw, level);
+  if (raw.capacity() > (16u << 20)) std::string().swap(raw);  // no huge buffer left behind
+  if (frame.empty()) return std::string();
+  const uint64_t n = end - begin;
+  std::string count;
+  PutVarint(n, &count);
+  // An honest blob past kMaxSamplesPerByte is padded up to it rather than refused.
+  const size_t natural = kFrameHeader + count.size() + frame.size();
+  const size_t least = static_cast<size_t>((n + kMaxSamplesPerByte - 1) / kMaxSamplesPerByte);
+  const size_t padding = least > natural ? least - natural : 0;
+  std::string out;
+  out.reserve(natural + padding);
+  PutLe32(kMagic, &out);
+  PutLe32(static_cast<uint32_t>(count.size() + padding), &out);
+  out += count;
+  out.append(padding, '\0');
+  out += frame;
+  return out;
+}
+
+absl::StatusOr<uint64_t> Count(absl::string_view blob, absl::string_view what) {
+  ASSIGN_OR_RETURN(const Header h, ReadHeader(blob, what));
+  return h.count;
+}
+
+absl::StatusOr<uint64_t> Check(absl::string_view blob, uint64_t max_bytes) {
+  ASSIGN_OR_RETURN(const Header h, ReadHeader(blob, "counter series"));
+  if (h.count > max_bytes / kDecodedSampleBytes) {
+    return absl::DataLossError(absl::StrCat("counter series claims ", h.count,
+                                            " samples, more than ", max_bytes, " bytes decoded"));
+  }
+  if (h.count > kMaxSamplesPerByte * blob.size()) {
+    return absl::DataLossError(absl::StrCat("counter series claims ", h.count, " samples in ",
+                                            blob.size(), " bytes, more than ", kMaxSamplesPerByte,
+                                            " a byte"));
+  }
+  ASSIGN_OR_RETURN(const uint64_t raw,
+                   ZstdCheckedContentSize(blob.substr(h.size), max_bytes, "counter series"));
+  // The mode byte, then what the count can take at most: more is padding decompressed on every
+  // read.
+  if (raw < 1 || raw - 1 > h.count * kMaxSampleBytes) {
+    return absl::DataLossError(
+        absl::StrCat("counter series claims ", h.count, " samples in ", raw, " bytes"));
+  }
+  return h.count;
+}
+
+absl::Status Decode(absl::string_view blob, CounterSeries* s, uint64_t max_bytes) {
+  ASSIGN_OR_RETURN(const uint64_t n, Check(blob, max_bytes));
+  ASSIGN_OR_RETURN(const Header h, ReadHeader(blob, "counter series"));
+  ASSIGN_OR_RETURN(const std::string body,
+                   ZstdDecompress(blob.substr(h.size), max_bytes, "counter series"));
+  absl::string_view in(body);
+  const uint8_t mode = static_cast<uint8_t>(in[0]);  // Check: at least the mode byte
+  in.remove_prefix(1);
+  s->time_ns.resize(n);
+  s->value.resize(n);
+  absl::Status d;
+  if (mode == kModePlain) {
+    d = DecodePlain(in, n, s);
+  } else if (mode == kModeRecords || mode == kModeDeltaRecords) {
+    d = DecodeRecords(in, n, mode == kModeRecords, s);
+  } else {
+    d = absl::DataLossError(absl::StrCat("counter series of unknown mode ", mode));
+  }
+  if (!d.ok()) {
+    s->time_ns.clear();
+    s->value.clear();
+  }
+  return d;
+}
+
+}  // namespace podprof::trace::counter_v2

@@ -1,0 +1,81 @@
+// The second encoding of counter series (trace/columns.h says when each is written and read):
+// the samples as what they mostly are, running totals and levels sampled on a grid.
+//
+// A blob is a zstd skippable frame holding the sample count, then one zstd frame of the body:
+//   magic    4 bytes, 0x184D2A52 little-endian (a skippable frame's magic, variant 2)
+//   size     4 bytes little-endian, the bytes of the header that follow
+//   header   varint sample count, then zero bytes (padding, see kMaxSamplesPerByte)
+//   frame    one zstd frame with its content size: the body
+// A first encoding's blob is a single zstd frame, whose magic (0xFD2FB528) no skippable frame
+// shares, so the first four bytes tell the two apart; the count is read without decompressing
+// anything. The whole blob is a valid zstd stream: `zstd -d` gives the body.
+//
+// The body is a mode byte, then the samples:
+//   mode 1 (records): runs of samples that repeat one (time step change, value step), each
+//     a varint h = (run - 1) << 3 | has_dod << 2 | kind, then, when has_dod, the zigzag
+//     varint delta of delta of the times (ns, modulo 2^64; the first sample's delta is its
+//     time, the second's is its delta from the first), then by kind the value step:
+//       0 the value's bits equal the previous value's (the first sample's previous is +0.0)
+//       1 both are integers within 2^53 (not -0.0): zigzag varint of their difference
+//       2 otherwise: the XOR of the two values' bits, as a byte lz << 4 | tz (its zero bytes
+//         at the top and at the bottom) and its 8 - lz - tz other bytes, most significant first
+//     A constant level on a grid is one record, a running total of a steady rate too.
+//   mode 2 (delta records): mode 1's records with the time delta in place of the delta of
+//     delta: written when the deltas take fewer bytes (times that vary, as kernel starts do;
+//     the delta of delta of jitter is larger than the jitter).
+//   mode 0 (plain): per sample the zigzag varint time delta (modulo 2^64) and the value's 8
+//     little-endian bytes, the first encoding's samples. Written when the records would take
+//     more bytes than that (noise on irregular times), so that no series takes more than its
+//     first encoding did: what MaxCounterBytesWithin bounds, and agents size chunks by.
+// Exact for every double (NaN payloads, -0.0, infinities) and every int64 time.
+#ifndef PODPROF_TRACE_COUNTER_V2_H_
+#define PODPROF_TRACE_COUNTER_V2_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "trace/model.h"
+
+namespace podprof::trace::counter_v2 {
+
+inline constexpr uint32_t kMagic = 0x184D2A52;
+
+// The zstd level of the body (the measurements are in trace/columns.h).
+inline constexpr int kLevel = 3;
+
+// The most samples one byte of a blob may stand for. A run record makes a constant of a
+// million samples a few bytes; the first encoding spent at least 9 bytes a sample before zstd,
+// whose best ratio keeps it under about 3,600 samples a byte. A blob past this is refused (a
+// hostile agent's 40 bytes claiming millions of samples, decoded on every read and export),
+// and the encoder pads the header of an honest one that would be (a byte per 4,096 samples).
+inline constexpr uint64_t kMaxSamplesPerByte = 4096;
+
+// What a sample takes decoded (its time and value): `max_bytes` bounds count times this.
+inline constexpr uint64_t kDecodedSampleBytes = 16;
+
+// True when `blob` starts with this encoding's magic (it may still be damaged).
+bool Is(absl::string_view blob);
+
+// Samples [begin, end) of a series, the body compressed at `level`.
+std::string Encode(const int64_t* time_ns, const double* value, size_t begin, size_t end,
+                   int level = kLevel);
+
+// The declared sample count, from the header alone. DataLoss naming `what` for a damaged one.
+absl::StatusOr<uint64_t> Count(absl::string_view blob, absl::string_view what);
+
+// What can be checked without decompressing: the header, a count within `max_bytes` decoded
+// and kMaxSamplesPerByte, one whole zstd frame after it whose content is within `max_bytes` and
+// what the count can fill. Returns the count. DataLoss otherwise.
+absl::StatusOr<uint64_t> Check(absl::string_view blob, uint64_t max_bytes);
+
+// Sets `s`'s times and values (replacing them) after Check. DataLoss for a damaged blob; never
+// produces more than the declared count.
+absl::Status Decode(absl::string_view blob, CounterSeries* s, uint64_t max_bytes);
+
+}  // namespace podprof::trace::counter_v2
+
+#endif  // PODPROF_TRACE_COUNTER_V2_H_
