@@ -93,11 +93,17 @@ absl::StatusOr<std::unique_ptr<storage::Store>> OpenStore(const std::string& pat
                           "aggregator restarts";
     return store;
   }
-  ASSIGN_OR_RETURN(const int interrupted, store->writer().MarkInterrupted());
-  if (interrupted > 0) {
-    PODPROF_LOG(WARNING) << interrupted
+  ASSIGN_OR_RETURN(const storage::CaptureWriter::Recovery r, store->writer().Recover());
+  if (r.interrupted > 0) {
+    PODPROF_LOG(WARNING) << r.interrupted
                          << " capture(s) were running when the aggregator last stopped; marked "
                             "interrupted";
+  }
+  for (const std::string& w : r.warnings) PODPROF_LOG(WARNING) << w;
+  if (r.bytes_truncated > 0 || r.files_removed > 0) {
+    PODPROF_LOG(INFO) << "store recovery: " << r.bytes_truncated
+                      << " torn bytes cut from segment tails, " << r.files_removed
+                      << " segment file(s) no capture names removed";
   }
   return store;
 }

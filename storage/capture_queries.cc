@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "storage/segment_index.h"
 #include "storage/store_internal.h"
 #include "trace/columns.h"
 
@@ -179,6 +180,7 @@ absl::StatusOr<std::vector<trace::EventBlock>> CaptureQueries::Timelines(
   ASSIGN_OR_RETURN(const internal::CaptureRef ref, internal::RequireCapture(*c, capture_id));
   ASSIGN_OR_RETURN(auto s, Statement::Prepare(*c,
                                               "SELECT x.ordinal, t.line, t.base_ns, t.data, "
+                                              "t.segment, t.seg_offset, t.seg_bytes, t.seg_crc, "
                                               "ch.host_clock, ch.clock_offset_ns, "
                                               "ch.clock_drift_ppb, ch.clock_mid_ns, "
                                               "ch.kernel_map, ch.host_id "
@@ -195,7 +197,8 @@ absl::StatusOr<std::vector<trace::EventBlock>> CaptureQueries::Timelines(
     b.chip = col.Int32();  // the chip's ordinal
     b.line = col.Text();
     b.base_ns = col.Int();
-    RETURN_IF_ERROR(trace::DecodeTimeline(col.Blob(), &b));
+    ASSIGN_OR_RETURN(const std::string blob, internal::ReadBlob(col, db_.segments()));
+    RETURN_IF_ERROR(trace::DecodeTimeline(blob, &b));
     const bool host_clock = col.Bool();
     const int64_t offset_ns = col.Int();
     const double drift_ppb = col.Double();

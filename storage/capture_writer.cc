@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "storage/kernel_rows.h"
+#include "storage/segment_index.h"
 #include "storage/store_internal.h"
 #include "trace/columns.h"
 #include "trace/kernel_stats.h"
@@ -108,12 +109,14 @@ struct HostInserts {
                                                      "total_ps) VALUES (?,?,?,?,?,?,?)"));
     ASSIGN_OR_RETURN(h.ins_block, Statement::Prepare(c,
                                                      "INSERT INTO timeline_blocks (capture, "
-                                                     "chip_id, line, base_ns, events, data) "
-                                                     "VALUES (?,?,?,?,?,?)"));
+                                                     "chip_id, line, base_ns, events, data, "
+                                                     "segment, seg_offset, seg_bytes, "
+                                                     "seg_crc) VALUES (?,?,?,?,?,X'',?,?,?,?)"));
     ASSIGN_OR_RETURN(h.ins_counter, Statement::Prepare(c,
                                                        "INSERT INTO counter_series (capture, "
-                                                       "chip_id, name, samples, data) VALUES "
-                                                       "(?,?,?,?,?)"));
+                                                       "chip_id, name, samples, data, segment, "
+                                                       "seg_offset, seg_bytes, seg_crc) VALUES "
+                                                       "(?,?,?,?,X'',?,?,?,?)"));
     return h;
   }
 };
@@ -139,9 +142,18 @@ struct RowIds {
   }
 };
 
+// Binds where a blob's record lies, from column `first` on.
+void BindRef(Statement& s, int first, const SegmentRef& ref) {
+  s.Bind(first, ref.segment).Bind(first + 1, ref.offset).Bind(first + 2, ref.bytes);
+  s.Bind(first + 3, int64_t{ref.crc});
+}
+
 // Inserts a host's chips, timelines, counters and counter attributions (everything but its
 // statistics, whose rows keep one contiguous range per capture); returns the chips' row ids.
-absl::StatusOr<std::vector<int64_t>> InsertHostData(Connection& c, HostInserts& q, int64_t seq,
+// The timelines' and counters' bytes are appended to the capture's segments; the caller's
+// transaction must sync them (SegmentFiles::Sync or SealSegments) before it commits.
+absl::StatusOr<std::vector<int64_t>> InsertHostData(Connection& c, HostInserts& q,
+                                                    SegmentFiles& files, int64_t seq,
                                                     int64_t host_id, const HostWrite& h) {
   std::vector<int64_t> chip_ids;
   for (const trace::Chip& chip : h.chips) {
@@ -153,18 +165,30 @@ absl::StatusOr<std::vector<int64_t>> InsertHostData(Connection& c, HostInserts& 
     chip_ids.push_back(sqlite3_last_insert_rowid(c.get()));
   }
   const RowIds ids{h, chip_ids};
+  int64_t timeline_segment = -1, counter_segment = -1;
   for (const EncodedBlock& b : h.timelines) {
     ASSIGN_OR_RETURN(const int64_t chip, ids.Chip(b.chip));
+    if (timeline_segment < 0) {
+      ASSIGN_OR_RETURN(timeline_segment,
+                       internal::OpenSegment(c, seq, internal::kTimelineSegments));
+    }
+    ASSIGN_OR_RETURN(const SegmentRef ref, files.Append(timeline_segment, b.data));
     q.ins_block->Reset();
     q.ins_block->Bind(1, seq).Bind(2, chip).Bind(3, b.line).Bind(4, b.base_ns);
-    q.ins_block->Bind(5, b.events).BindBlobInPlace(6, b.data);
+    q.ins_block->Bind(5, b.events);
+    BindRef(*q.ins_block, 6, ref);
     RETURN_IF_ERROR(q.ins_block->Run());
   }
   for (const EncodedSeries& s : h.counters) {
     ASSIGN_OR_RETURN(const int64_t chip, ids.Chip(s.chip));
+    if (counter_segment < 0) {
+      ASSIGN_OR_RETURN(counter_segment, internal::OpenSegment(c, seq, internal::kCounterSegments));
+    }
+    ASSIGN_OR_RETURN(const SegmentRef ref, files.Append(counter_segment, s.data));
     q.ins_counter->Reset();
     q.ins_counter->Bind(1, seq).Bind(2, chip).Bind(3, s.name);
-    q.ins_counter->Bind(4, s.samples).BindBlobInPlace(5, s.data);
+    q.ins_counter->Bind(4, s.samples);
+    BindRef(*q.ins_counter, 5, ref);
     RETURN_IF_ERROR(q.ins_counter->Run());
   }
   for (const trace::KernelCounter& k : h.attributions) {
@@ -202,9 +226,9 @@ std::string JoinWarnings(const std::vector<std::string>& warnings) {
 
 // Inserts one host's rows; returns its chips' row ids (by chip index). Widens the capture's
 // range of kernel_stats row ids.
-absl::StatusOr<std::vector<int64_t>> InsertHost(Connection& c, HostInserts& q, int64_t seq,
-                                                const HostWrite& h, int64_t* stats_first,
-                                                int64_t* stats_last) {
+absl::StatusOr<std::vector<int64_t>> InsertHost(Connection& c, HostInserts& q, SegmentFiles& files,
+                                                int64_t seq, const HostWrite& h,
+                                                int64_t* stats_first, int64_t* stats_last) {
   ASSIGN_OR_RETURN(const int64_t host_id, q.hosts.Of(h.host));
   q.ins_ch->Reset();
   q.ins_ch->Bind(1, seq)
@@ -226,7 +250,7 @@ absl::StatusOr<std::vector<int64_t>> InsertHost(Connection& c, HostInserts& q, i
   // inserted now.
   std::vector<int64_t> chip_ids = h.chip_rows;
   if (chip_ids.empty()) {
-    ASSIGN_OR_RETURN(chip_ids, InsertHostData(c, q, seq, host_id, h));
+    ASSIGN_OR_RETURN(chip_ids, InsertHostData(c, q, files, seq, host_id, h));
   }
   const RowIds ids{h, chip_ids};
   for (const StatWrite& s : h.stats) {
@@ -339,7 +363,7 @@ absl::Status InsertRollups(Connection& c, int64_t seq, const CaptureWrite& w) {
   return absl::OkStatus();
 }
 
-absl::Status WriteCaptureRows(Connection& c, const CaptureWrite& w) {
+absl::Status WriteCaptureRows(Connection& c, SegmentFiles& files, const CaptureWrite& w) {
   // The `running` record BeginCapture left, if any, becomes the whole capture (its hosts' data
   // may already be under it, from WriteHostData).
   ASSIGN_OR_RETURN(auto running, Statement::Prepare(c,
@@ -375,7 +399,7 @@ absl::Status WriteCaptureRows(Connection& c, const CaptureWrite& w) {
   int64_t events = 0, stats_first = -1, stats_last = -1;
   for (const HostWrite& h : w.hosts) {
     ASSIGN_OR_RETURN(std::vector<int64_t> ids,
-                     InsertHost(c, inserts, seq, h, &stats_first, &stats_last));
+                     InsertHost(c, inserts, files, seq, h, &stats_first, &stats_last));
     chip_ids.push_back(std::move(ids));
     events += h.events;
   }
@@ -389,7 +413,9 @@ absl::Status WriteCaptureRows(Connection& c, const CaptureWrite& w) {
   upd->Bind(1, events).Bind(2, static_cast<int64_t>(w.rollups.size()));
   upd->Bind(3, stats_first < 0 ? int64_t{0} : stats_first).Bind(4, stats_last);
   upd->Bind(5, w.collectives_left_out).Bind(6, w.collectives_left_out_example).Bind(7, seq);
-  return upd->Run();
+  RETURN_IF_ERROR(upd->Run());
+  // Its bytes durable and its files sealed before the commit that makes it whole.
+  return internal::SealSegments(c, files, seq);
 }
 
 // Which of a kernel's texts (hlo, tf_op, source stack, MLIR) are non-empty, as bits.
@@ -452,7 +478,7 @@ absl::Status CaptureWriter::WriteCapture(const CaptureWrite& capture) {
     // skip the per-row foreign-key lookups. Deletes keep them on, for the cascades.
     RETURN_IF_ERROR(c.Exec("PRAGMA foreign_keys = OFF"));
     absl::Status s = Transaction(c, [&]() -> absl::Status {
-      RETURN_IF_ERROR(WriteCaptureRows(c, capture));
+      RETURN_IF_ERROR(WriteCaptureRows(c, db_.segments(), capture));
       return outbox_.QueueInTransaction(c, capture.id, capture.created_ns);
     });
     absl::Status on = c.Exec("PRAGMA foreign_keys = ON");
@@ -484,8 +510,9 @@ absl::Status CaptureWriter::WriteHostData(const std::string& capture_id, HostWri
       const int64_t seq = running->Int(0);
       ASSIGN_OR_RETURN(HostInserts q, HostInserts::Prepare(c));
       ASSIGN_OR_RETURN(const int64_t host_id, q.hosts.Of(host->host));
-      ASSIGN_OR_RETURN(host->chip_rows, InsertHostData(c, q, seq, host_id, *host));
-      return absl::OkStatus();
+      ASSIGN_OR_RETURN(host->chip_rows, InsertHostData(c, q, db_.segments(), seq, host_id, *host));
+      // The rows commit only once the bytes they point at are durable.
+      return db_.segments().Sync();
     });
   }));
   std::vector<EncodedBlock>().swap(host->timelines);
@@ -511,23 +538,41 @@ absl::Status CaptureWriter::BeginCapture(const CaptureWrite& header) {
 
 absl::Status CaptureWriter::EndFailed(const std::string& id) {
   return db_.OnWriter([&](Connection& c) -> absl::Status {
-    ASSIGN_OR_RETURN(auto up, Statement::Prepare(
-                                  c,
-                                  "UPDATE captures SET status = 'failed' WHERE id = ? AND status = "
-                                  "'running'"));
-    up->Bind(1, id);
-    return up->Run();
+    return Transaction(c, [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(auto running, Statement::Prepare(c,
+                                                        "SELECT seq FROM captures WHERE id = ? "
+                                                        "AND status = 'running'"));
+      running->Bind(1, id);
+      ASSIGN_OR_RETURN(const bool found, running->Step());
+      if (!found) return absl::OkStatus();
+      const int64_t seq = running->Int(0);
+      ASSIGN_OR_RETURN(auto up, Statement::Prepare(c,
+                                                   "UPDATE captures SET status = 'failed' WHERE "
+                                                   "seq = ?"));
+      up->Bind(1, seq);
+      RETURN_IF_ERROR(up->Run());
+      // The hosts' data written ahead stays, and its files are whole: sealed.
+      return internal::SealSegments(c, db_.segments(), seq);
+    });
   });
 }
 
-absl::StatusOr<int> CaptureWriter::MarkInterrupted() {
-  int marked = 0;
+absl::StatusOr<CaptureWriter::Recovery> CaptureWriter::Recover() {
+  Recovery out;
   RETURN_IF_ERROR(db_.OnWriter([&](Connection& c) -> absl::Status {
-    RETURN_IF_ERROR(c.Exec("UPDATE captures SET status = 'interrupted' WHERE status = 'running'"));
-    marked = sqlite3_changes(c.get());
-    return absl::OkStatus();
+    return Transaction(c, [&]() -> absl::Status {
+      RETURN_IF_ERROR(
+          c.Exec("UPDATE captures SET status = 'interrupted' WHERE status = 'running'"));
+      out.interrupted = sqlite3_changes(c.get());
+      ASSIGN_OR_RETURN(internal::SegmentRecovery r, internal::RecoverSegments(c, db_.segments()));
+      out.bytes_truncated = r.bytes_truncated;
+      out.rows_dropped = r.rows_dropped;
+      out.files_removed = r.files_removed;
+      out.warnings = std::move(r.warnings);
+      return absl::OkStatus();
+    });
   }));
-  return marked;
+  return out;
 }
 
 }  // namespace podprof::storage

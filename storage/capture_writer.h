@@ -55,9 +55,19 @@ class CaptureWriter {
   // row the store refused), and it must not stay `running` until a restart. The hosts' data
   // written ahead stays under it. OK when it was not running.
   absl::Status EndFailed(const std::string& id);
-  // Marks every capture still `running` as `interrupted`: called once at start-up, when no
-  // capture of this process can be running yet. Returns how many were marked.
-  absl::StatusOr<int> MarkInterrupted();
+  // What start-up found of the previous process (Recover).
+  struct Recovery {
+    int interrupted = 0;                // captures still `running`, now `interrupted`
+    int64_t bytes_truncated = 0;        // torn segment tails cut off
+    int64_t rows_dropped = 0;           // timeline and counter rows whose bytes were gone
+    int64_t files_removed = 0;          // segment files no row named
+    std::vector<std::string> warnings;  // one per capture that lost rows, naming it
+  };
+  // Called once at start-up, when no capture of this process can be running yet: marks every
+  // capture still `running` as `interrupted`, and makes the segment files and their rows agree
+  // (storage/segment_index.h: torn tails cut, rows whose bytes are gone dropped with a
+  // warning naming the capture, files no row names removed).
+  absl::StatusOr<Recovery> Recover();
 
   // What WriteCapture has committed since the store was opened: captures, and the events and
   // bytes their hosts sent (counters for /metrics).

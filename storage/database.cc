@@ -58,6 +58,8 @@ void ReaderLease::GiveBack() {
   if (connection_ != nullptr) owner_->ReturnReader(std::move(connection_));
 }
 
+std::string SegmentFolder(const std::string& path) { return absl::StrCat(path, ".segments"); }
+
 absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path,
                                                          const StoreOptions& options) {
   std::string why = NotWritableReason(path);
@@ -79,7 +81,9 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path
         "database ", path, " is read-only (", why, ") and has schema version ", version,
         ", but this podprof needs ", LatestSchemaVersion(), " and cannot migrate it"));
   }
-  return std::unique_ptr<Database>(new Database(path, std::move(reader), why));
+  ASSIGN_OR_RETURN(std::unique_ptr<SegmentFiles> segments,
+                   SegmentFiles::Open(SegmentFolder(path), /*read_only=*/true));
+  return std::unique_ptr<Database>(new Database(path, std::move(reader), std::move(segments), why));
 }
 
 absl::StatusOr<std::unique_ptr<Database>> Database::OpenWritable(const std::string& path,
@@ -100,13 +104,16 @@ absl::StatusOr<std::unique_ptr<Database>> Database::OpenWritable(const std::stri
   if (options.max_page_count > 0) {
     RETURN_IF_ERROR(writer->Exec(absl::StrCat("PRAGMA max_page_count = ", options.max_page_count)));
   }
-  return std::unique_ptr<Database>(new Database(path, std::move(writer), ""));
+  ASSIGN_OR_RETURN(std::unique_ptr<SegmentFiles> segments,
+                   SegmentFiles::Open(SegmentFolder(path), /*read_only=*/false));
+  return std::unique_ptr<Database>(new Database(path, std::move(writer), std::move(segments), ""));
 }
 
 Database::Database(std::string path, std::unique_ptr<Connection> writer,
-                   std::string read_only_reason)
+                   std::unique_ptr<SegmentFiles> segments, std::string read_only_reason)
     : path_(std::move(path)),
       read_only_reason_(std::move(read_only_reason)),
+      segments_(std::move(segments)),
       writer_(std::move(writer)) {
   writer_thread_ = std::thread([this] { WriterLoop(); });
 }

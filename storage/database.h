@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "storage/segments.h"
 #include "storage/sqlite.h"
 
 namespace podprof::storage {
@@ -35,6 +36,9 @@ struct StoreOptions {
 };
 
 class Database;
+
+// The folder of the segment files beside the database file `path` (storage/segments.h).
+std::string SegmentFolder(const std::string& path);
 
 // A reader connection borrowed from a Database's pool, given back when the lease ends. Movable,
 // not copyable; it must not outlive the Database.
@@ -80,13 +84,16 @@ class Database {
   absl::StatusOr<ReaderLease> Reader();
 
   const std::string& path() const { return path_; }
+  // The files that hold the timelines' and counters' bytes, beside the database file.
+  SegmentFiles& segments() const { return *segments_; }
   // Why the database is open for queries only; empty when it is writable.
   const std::string& read_only_reason() const { return read_only_reason_; }
   bool read_only() const { return !read_only_reason_.empty(); }
 
  private:
   friend class ReaderLease;
-  Database(std::string path, std::unique_ptr<Connection> writer, std::string read_only_reason);
+  Database(std::string path, std::unique_ptr<Connection> writer,
+           std::unique_ptr<SegmentFiles> segments, std::string read_only_reason);
   static absl::StatusOr<std::unique_ptr<Database>> OpenWritable(const std::string& path,
                                                                 const StoreOptions& options);
   void WriterLoop();
@@ -94,6 +101,7 @@ class Database {
 
   const std::string path_;
   const std::string read_only_reason_;
+  const std::unique_ptr<SegmentFiles> segments_;
   std::unique_ptr<Connection> writer_;  // used only on writer_thread_
   std::thread writer_thread_;
 

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "storage/segment_index.h"
 
 namespace podprof::storage {
 
@@ -18,7 +19,9 @@ absl::StatusOr<int64_t> UsedBytes(Database& db) {
                   "SELECT (SELECT page_count FROM pragma_page_count()) - (SELECT freelist_count "
                   "FROM pragma_freelist_count()), (SELECT page_size FROM pragma_page_size())"));
   ASSIGN_OR_RETURN(bool row, s->Step());
-  return row ? s->Int(0) * s->Int(1) : 0;
+  const int64_t pages = row ? s->Int(0) * s->Int(1) : 0;
+  ASSIGN_OR_RETURN(const int64_t segments, db.segments().DiskBytes());
+  return pages + segments;
 }
 
 absl::Status CheckIntegrity(Database& db) {
@@ -29,7 +32,8 @@ absl::Status CheckIntegrity(Database& db) {
     return absl::DataLossError(
         absl::StrCat("integrity check of ", db.path(), ": ", row ? s->Text(0) : "no answer"));
   }
-  return absl::OkStatus();
+  s.reset();
+  return internal::VerifySegments(*c, db.segments());
 }
 
 absl::Status CheckWriter(Database& db, int64_t timeout_ns) {

@@ -11,9 +11,12 @@
 
 namespace podprof::storage {
 
-// Bytes of the database in use (pages not on the free list).
+// Bytes the store takes: the database's pages in use (not on the free list) and its segment
+// files.
 absl::StatusOr<int64_t> UsedBytes(Database& db);
-// PRAGMA integrity_check == "ok"; DataLoss with SQLite's answer otherwise.
+// PRAGMA integrity_check == "ok" and every timeline and counter row's record whole with its
+// checksum (storage/segments.h); DataLoss with SQLite's answer or the first bad record,
+// naming its capture, otherwise. Reads every stored byte: for tests and checks, not serving.
 absl::Status CheckIntegrity(Database& db);
 // The writer thread takes the database's write lock and lets it go within `timeout_ns`.
 // DeadlineExceeded when the writer does not answer in time (a long write, a wedged disk);

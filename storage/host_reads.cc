@@ -11,6 +11,7 @@
 #include "common/status_macros.h"
 #include "storage/capture_queries.h"
 #include "storage/kernel_rows.h"
+#include "storage/segment_index.h"
 #include "storage/store_internal.h"
 #include "trace/columns.h"
 
@@ -20,26 +21,28 @@ namespace {
 // The statements that rebuild one host of a capture, prepared once for all its hosts.
 class HostReader {
  public:
-  static absl::StatusOr<HostReader> Prepare(Connection& c, int64_t seq) {
-    HostReader r(seq);
+  static absl::StatusOr<HostReader> Prepare(Connection& c, const SegmentFiles& files, int64_t seq) {
+    HostReader r(files, seq);
     ASSIGN_OR_RETURN(r.chips_, Statement::Prepare(c,
                                                   "SELECT x.id, x.ordinal, x.global_id, "
                                                   "x.generation, x.device_type, x.peak_tflops, "
                                                   "x.peak_hbm_gbps FROM chips x JOIN hosts h ON "
                                                   "h.id = x.host_id WHERE x.capture = ? AND "
                                                   "h.name = ? ORDER BY x.ordinal"));
-    ASSIGN_OR_RETURN(r.blocks_, Statement::Prepare(c,
-                                                   "SELECT line, base_ns, data FROM "
-                                                   "timeline_blocks WHERE capture = ? AND "
-                                                   "chip_id = ? ORDER BY rowid"));
+    ASSIGN_OR_RETURN(r.blocks_, Statement::Prepare(c, absl::StrCat("SELECT line, base_ns, ",
+                                                                   internal::kBlobColumns,
+                                                                   " FROM timeline_blocks WHERE "
+                                                                   "capture = ? AND chip_id = ? "
+                                                                   "ORDER BY rowid")));
     ASSIGN_OR_RETURN(r.map_, Statement::Prepare(c,
                                                 "SELECT x.kernel_map FROM capture_hosts x JOIN "
                                                 "hosts h ON h.id = x.host_id WHERE x.capture = ? "
                                                 "AND h.name = ?"));
-    ASSIGN_OR_RETURN(r.counters_, Statement::Prepare(c,
-                                                     "SELECT name, data FROM counter_series "
-                                                     "WHERE capture = ? AND chip_id = ? ORDER "
-                                                     "BY rowid"));
+    ASSIGN_OR_RETURN(r.counters_,
+                     Statement::Prepare(c, absl::StrCat("SELECT name, ", internal::kBlobColumns,
+                                                        " FROM counter_series WHERE "
+                                                        "capture = ? AND chip_id = ? "
+                                                        "ORDER BY rowid")));
     ASSIGN_OR_RETURN(r.kernel_,
                      Statement::Prepare(c, absl::StrCat("SELECT ", internal::kKernelKeyColumns,
                                                         ", k.source, k.hlo_text FROM kernels k "
@@ -91,7 +94,7 @@ class HostReader {
   }
 
  private:
-  explicit HostReader(int64_t seq) : seq_(seq) {}
+  HostReader(const SegmentFiles& files, int64_t seq) : files_(&files), seq_(seq) {}
 
   absl::Status ReadBlocks(int64_t chip_id, int chip, trace::HostCapture* capture) {
     blocks_->Reset();
@@ -106,7 +109,9 @@ class HostReader {
         return absl::OkStatus();
       }
       b.base_ns = row.Int(1);
-      RETURN_IF_ERROR(trace::DecodeTimeline(row.Blob(2), &b));
+      RowReader col(row, 2);
+      ASSIGN_OR_RETURN(const std::string blob, internal::ReadBlob(col, *files_));
+      RETURN_IF_ERROR(trace::DecodeTimeline(blob, &b));
       RETURN_IF_ERROR(trace::MapKernels(kernel_map_, &b));
       // Stored kernel ids become indexes into this host's own kernel definitions.
       for (uint32_t& k : b.kernel) {
@@ -134,7 +139,9 @@ class HostReader {
         capture->counters.push_back(std::move(named));
         return absl::OkStatus();
       }
-      ASSIGN_OR_RETURN(trace::CounterSeries series, trace::DecodeCounters(row.Blob(1)));
+      RowReader col(row, 1);
+      ASSIGN_OR_RETURN(const std::string blob, internal::ReadBlob(col, *files_));
+      ASSIGN_OR_RETURN(trace::CounterSeries series, trace::DecodeCounters(blob));
       series.chip = chip;
       series.name = name;
       capture->counters.push_back(std::move(series));
@@ -160,6 +167,7 @@ class HostReader {
     return it->second;
   }
 
+  const SegmentFiles* files_;
   int64_t seq_;
   const HostSelection* only_ = nullptr;  // of the Read in progress
   std::unique_ptr<Statement> chips_, map_, blocks_, counters_, kernel_;
@@ -174,7 +182,7 @@ absl::Status CaptureQueries::ForEachHost(const std::string& capture_id, const Ho
   ASSIGN_OR_RETURN(CaptureRow row, Get(capture_id));
   ASSIGN_OR_RETURN(ReaderLease c, db_.Reader());
   ASSIGN_OR_RETURN(const internal::CaptureRef ref, internal::RequireCapture(*c, capture_id));
-  ASSIGN_OR_RETURN(HostReader reader, HostReader::Prepare(*c, ref.seq));
+  ASSIGN_OR_RETURN(HostReader reader, HostReader::Prepare(*c, db_.segments(), ref.seq));
   for (const HostRow& h : row.host_rows) {
     if (!only.hosts.empty() && only.hosts.count(h.host) == 0) continue;
     StoredHost out;
@@ -191,24 +199,19 @@ absl::StatusOr<std::vector<ChipVolume>> CaptureQueries::ChipVolumes(const std::s
                                                   "SELECT x.id, h.name, x.ordinal FROM chips x "
                                                   "JOIN hosts h ON h.id = x.host_id WHERE "
                                                   "x.capture = ? ORDER BY h.name, x.ordinal"));
-  // The blobs are read whole (SQLite hands out values whole) but only their fronts are
-  // decompressed.
+  // Each row keeps its blob's count beside it, checked against the blob's own on ingest
+  // (CheckTimeline, CheckCounters): no bytes are read.
   ASSIGN_OR_RETURN(auto blocks, Statement::Prepare(*c,
-                                                   "SELECT data FROM timeline_blocks WHERE "
-                                                   "capture = ? AND chip_id = ?"));
+                                                   "SELECT TOTAL(events) FROM timeline_blocks "
+                                                   "WHERE capture = ? AND chip_id = ?"));
   ASSIGN_OR_RETURN(auto counters, Statement::Prepare(*c,
-                                                     "SELECT data FROM counter_series WHERE "
-                                                     "capture = ? AND chip_id = ?"));
-  auto sum = [&](Statement& s, int64_t chip_id, const char* what) -> absl::StatusOr<int64_t> {
+                                                     "SELECT TOTAL(samples) FROM counter_series "
+                                                     "WHERE capture = ? AND chip_id = ?"));
+  auto sum = [&](Statement& s, int64_t chip_id) -> absl::StatusOr<int64_t> {
     s.Reset();
     s.Bind(1, ref.seq).Bind(2, chip_id);
-    int64_t n = 0;
-    RETURN_IF_ERROR(s.ForEachRow([&](const Statement& row) -> absl::Status {
-      ASSIGN_OR_RETURN(uint64_t count, trace::EncodedCount(row.Blob(0), what));
-      n += static_cast<int64_t>(count);
-      return absl::OkStatus();
-    }));
-    return n;
+    ASSIGN_OR_RETURN(const bool row, s.Step());
+    return row ? static_cast<int64_t>(s.Double(0)) : 0;
   };
   chips->Bind(1, ref.seq);
   std::vector<ChipVolume> out;
@@ -216,8 +219,8 @@ absl::StatusOr<std::vector<ChipVolume>> CaptureQueries::ChipVolumes(const std::s
     ChipVolume v;
     v.host = row.Text(1);
     v.ordinal = static_cast<int>(row.Int(2));
-    ASSIGN_OR_RETURN(v.events, sum(*blocks, row.Int(0), "timeline block"));
-    ASSIGN_OR_RETURN(v.counter_samples, sum(*counters, row.Int(0), "counter series"));
+    ASSIGN_OR_RETURN(v.events, sum(*blocks, row.Int(0)));
+    ASSIGN_OR_RETURN(v.counter_samples, sum(*counters, row.Int(0)));
     out.push_back(std::move(v));
     return absl::OkStatus();
   }));

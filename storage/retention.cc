@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "storage/health.h"
+#include "storage/segment_index.h"
 #include "storage/store_internal.h"
 
 namespace podprof::storage {
@@ -42,6 +43,15 @@ absl::StatusOr<int64_t> DeleteBatch(Database& db, const std::string& select_ids,
       if (absl::StrContains(what, "FROM captures")) {
         RETURN_IF_ERROR(DeleteStatRanges(c, ids, bound));
       }
+      if (absl::StrContains(what, "FROM timeline_blocks")) {
+        // Their files go with them (RemoveSegments, after the commit).
+        ASSIGN_OR_RETURN(auto segs, Statement::Prepare(c, absl::StrCat("DELETE FROM segments "
+                                                                       "WHERE kind = '",
+                                                                       internal::kTimelineSegments,
+                                                                       "' AND capture IN ", ids)));
+        segs->Bind(1, bound);
+        RETURN_IF_ERROR(segs->Run());
+      }
       ASSIGN_OR_RETURN(auto st, Statement::Prepare(c, absl::StrCat(what, " ", ids)));
       st->Bind(1, bound);
       RETURN_IF_ERROR(st->Run());
@@ -63,8 +73,12 @@ absl::StatusOr<int64_t> DeleteAll(Database& db, const std::string& select_ids, i
   }
 }
 
+// Gives back the pages deleted rows held, and deletes the segment files whose rows went.
 absl::Status Vacuum(Database& db) {
-  return db.OnWriter([](Connection& c) { return c.Exec("PRAGMA incremental_vacuum"); });
+  return db.OnWriter([&db](Connection& c) -> absl::Status {
+    RETURN_IF_ERROR(c.Exec("PRAGMA incremental_vacuum"));
+    return internal::RemoveUnreferencedSegments(c, db.segments()).status();
+  });
 }
 
 }  // namespace

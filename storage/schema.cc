@@ -280,6 +280,28 @@ ALTER TABLE telemetry ADD COLUMN dcn_transfers INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE telemetry ADD COLUMN dcn_p50_us REAL NOT NULL DEFAULT -1;
 ALTER TABLE telemetry ADD COLUMN dcn_p99_us REAL NOT NULL DEFAULT -1;
 )sql",
+    // 12: timelines and counters written once (storage/segments.h): their bytes in segment
+    // files, one per capture and kind, a row of `segments` each (sealed_bytes -1 while still
+    // appended to); a row points at its record (segment, offset of the payload, length,
+    // CRC-32C) and keeps an empty `data`. Older rows keep their bytes in `data`, segment NULL,
+    // and are read as before: nothing is moved.
+    R"sql(
+CREATE TABLE segments (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  capture INTEGER NOT NULL REFERENCES captures (seq) ON DELETE CASCADE,
+  kind TEXT NOT NULL,
+  sealed_bytes INTEGER NOT NULL DEFAULT -1
+);
+CREATE INDEX segments_by_capture ON segments (capture);
+ALTER TABLE timeline_blocks ADD COLUMN segment INTEGER;
+ALTER TABLE timeline_blocks ADD COLUMN seg_offset INTEGER;
+ALTER TABLE timeline_blocks ADD COLUMN seg_bytes INTEGER;
+ALTER TABLE timeline_blocks ADD COLUMN seg_crc INTEGER;
+ALTER TABLE counter_series ADD COLUMN segment INTEGER;
+ALTER TABLE counter_series ADD COLUMN seg_offset INTEGER;
+ALTER TABLE counter_series ADD COLUMN seg_bytes INTEGER;
+ALTER TABLE counter_series ADD COLUMN seg_crc INTEGER;
+)sql",
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 // A database file of a test's own: named after the test and the process, and removed with the
-// files SQLite keeps beside it (-wal, -shm, -journal) when made and when destroyed, so that a
-// test never reads an earlier run's rows, tests run in parallel apart, and nothing is left.
+// files SQLite keeps beside it (-wal, -shm, -journal) and the store's segment folder when made and
+// when destroyed, so that a test never reads an earlier run's rows, tests run in parallel apart,
+// and nothing is left.
 #ifndef PODPROF_TESTS_UTIL_TEMP_DATABASE_H_
 #define PODPROF_TESTS_UTIL_TEMP_DATABASE_H_
 
@@ -32,6 +33,8 @@ class TempDatabase {
     for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
       std::filesystem::remove(path_ + suffix, ignored);
     }
+    // The store's segment files (storage/segments.h).
+    std::filesystem::remove_all(path_ + ".segments", ignored);
   }
 
  private:
