@@ -121,9 +121,11 @@ size_t MaxCounterBytesWithin(size_t limit) {
   // ZSTD_compressBound(n) = n + n/256 + (n < 128 KiB ? (128 KiB - n) >> 11 : 0), at most
   // n + n/256 + 64; the frame's header and checksum are inside it. The first encoding's count
   // block adds its header and the count stored raw (kCountBytes), 16 bytes with room to spare:
-  // n + n/256 + 80 in all. The second encoding's body is at most a mode byte more than the
-  // samples took in the first (counter_v2.h: plain mode otherwise), S <= n - kCountBytes, and
-  // its header 8 bytes and the count (<= 10): 18 + (S + 1) + (S + 1)/256 + 64 <= n + n/256 + 73.
+  // n + n/256 + 80 in all. The second encoding's frame is at most what its plain body (a mode
+  // byte more than the samples took in the first, S + 1 with S <= n - kCountBytes) takes: the
+  // other modes' frames are written only when no larger than S + 1 (counter_v2.h), the plain
+  // body within zstd's bound; with its header 8 bytes and the count (<= 10):
+  // 18 + (S + 1) + (S + 1)/256 + 64 <= n + n/256 + 73.
   // Its padding only raises a blob to one byte per kMaxSamplesPerByte samples, far below either.
   constexpr size_t kSlack = 64 + 16;
   if (limit < kSlack + kCountBytes + 18) return 0;

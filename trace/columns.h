@@ -10,23 +10,28 @@
 // Counter series have two encodings, told apart by their first four bytes. The first (v1, what
 // rows stored before 2026-12-07 and agents of the previous release hold) is a timeline's
 // layout: the count, then per sample the zigzag time delta and the value's 8 bytes. The second
-// (v2, trace/counter_v2.h), which EncodeCounters writes, takes the series as what it mostly is,
-// a running total or a level sampled on a grid: deltas of deltas of times, integer deltas or
-// XORs of values, runs of repeated steps, the count in a zstd skippable frame in front (read
+// (v2, trace/counter_v2.h), which EncodeCounters writes, takes the series as what it mostly is:
+// levels and running totals sampled at kernel boundaries (times and values in columns of byte
+// planes, mode 3) or on a grid (deltas of deltas of times, integer deltas or XORs of values,
+// runs of repeated steps, modes 1 and 2), the count in a zstd skippable frame in front (read
 // without decompressing anything), the body at zstd level 3. Both read everywhere.
-// Measured by bench_counter_columns (--reps 5, 2 shared cores, timings +-30%) on the real
-// captures' numeric event stats (they hold no counter series), and the simulator's v5p
-// (per-kernel counters) and v7x (TensorCore counters sampled every 5 us) kernel-profiling hosts,
-// 20 ms, 2 chips; bytes a sample v1 -> v2, encode Msamples/s v1 -> v2:
-//   tpu_v6e fixture   62,692 samples  5.96 -> 5.40 (0.91)  11.2 -> 10.0
-//   gpu_8xv100        96,480 samples  3.43 -> 3.10 (0.90)  10.4 -> 18.6
-//   sim v5p            2,136 samples  5.70 -> 5.74 (1.01)  11.7 ->  8.3
-//   sim v7x          618,984 samples  2.55 -> 0.26 (0.10)  14.4 -> 33.6
-// all: 0.35 of v1's bytes. The level: over all inputs, against level 3, level 1 takes 1.017
-// the bytes in 0.73 the time, 2: 1.006 / 0.89, 4: 0.981 / 1.22, 5: 0.975 / 1.22, 7: 0.968 /
-// 1.99, 9: 0.968 / 3.2, 19: 0.933 / 32; -1: 1.154 / 0.56. Level 3 is the knee: each percent
-// past it costs more than 10% more time, and at it the agent's total encode time is about half
-// of v1's at level 1 (the sampled series, most of the samples, encode 2-3x faster).
+// Measured by bench_counter_columns (--reps 5 --levels -1,1,3,5,9,19, 2 shared cores, timings
+// +-30%) on the real captures' numeric event stats (they hold no counter series), the
+// simulator's v5p (per-kernel counters) and v7x (TensorCore counters sampled every 5 us)
+// kernel-profiling hosts, 20 ms, 2 chips, and a podprof-loadgen host-second (what
+// bench_pod_scale stores: 4 chips' training steps, 8 counters each); bytes a sample v1 -> v2,
+// encode Msamples/s v1 -> v2:
+//   tpu_v6e fixture   62,692 samples  5.96 -> 5.08 (0.85)  11.3 ->  4.0
+//   gpu_8xv100        96,480 samples  3.43 -> 2.65 (0.77)   8.9 ->  7.4
+//   sim v5p            2,136 samples  5.70 -> 5.29 (0.93)  13.0 ->  5.5
+//   sim v7x          618,984 samples  2.55 -> 0.26 (0.10)  27.3 -> 17.5
+//   loadgen host-s   221,716 samples  4.83 -> 3.57 (0.74)  19.2 ->  8.5
+// all: 0.46 of v1's bytes, in 1.8 times v1's encode time (columns and, where they may win,
+// records are both compressed). The level: over all inputs, against level 3, level 1 takes
+// 1.011 the bytes in 0.92 the time, 5: 0.985 / 1.70, 9: 0.981 / 3.4, 19: 0.954 / 56; -1:
+// 1.054 / 0.72. Level 3 stays the knee. The loadgen's series are noise-bound: their kernels'
+// times jitter 3% (about 13 bits a sample that no layout removes) and the energy totals'
+// differences carry ~40 significant bits; level 19 takes 0.96 of level 3's bytes there.
 #ifndef PODPROF_TRACE_COLUMNS_H_
 #define PODPROF_TRACE_COLUMNS_H_
 
@@ -96,7 +101,8 @@ inline std::string EncodeCounters(const CounterSeries& s) {
 // The most a run of samples may take unencoded in the first encoding (the count aside: per
 // sample its zigzag time delta and 8 bytes) for its encoding, either, to stay within `limit`
 // bytes whatever it holds (zstd's bound for incompressible input), 0 when not even one sample
-// fits. The second encoding never takes more than the first before zstd, plus a mode byte.
+// fits. The second encoding's frame never takes more than zstd's bound on the first's samples
+// and a mode byte (trace/counter_v2.h's mode 0).
 size_t MaxCounterBytesWithin(size_t limit);
 // Sets `s`'s times and values from a blob of either encoding. DataLoss for a damaged blob, or
 // one whose content, or (v2) samples decoded at 16 bytes each, would exceed `max_bytes` (a

@@ -1,7 +1,9 @@
 #include "trace/counter_v2.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -14,12 +16,17 @@ namespace {
 // The skippable frame's magic and size fields.
 constexpr size_t kFrameHeader = 8;
 
-constexpr uint8_t kModePlain = 0, kModeRecords = 1, kModeDeltaRecords = 2;
+constexpr uint8_t kModePlain = 0, kModeRecords = 1, kModeDeltaRecords = 2, kModeColumns = 3;
+// Mode 3's flags: times as deltas of deltas (else deltas), values as XORs (else differences
+// of their bits).
+constexpr uint8_t kColumnDods = 1, kColumnXors = 2;
+// Mode 3's fields before its planes: the mode, flags and the two columns' plane counts.
+constexpr size_t kColumnsHeader = 4;
 constexpr uint64_t kSame = 0, kIntDelta = 1, kXor = 2;
 constexpr uint64_t kHasDod = 4;
 
 // The most a sample may take in a body: a record of one sample (h and the delta of delta 10
-// bytes each, an XOR 9) or a plain one (18).
+// bytes each, an XOR 9), a plain one (18) or columns (16, and 3 bytes of header a body).
 constexpr uint64_t kMaxSampleBytes = 29;
 
 // Integers of magnitude up to this are exact doubles, and so are their differences' sums.
@@ -149,6 +156,63 @@ void PutPlain(const int64_t* time_ns, const double* value, size_t begin, size_t 
   }
 }
 
+// The bytes `x` takes without its leading zero bytes.
+int SignificantBytes(uint64_t x) { return x == 0 ? 0 : 8 - __builtin_clzll(x) / 8; }
+
+// `column` as `planes` planes of one byte per sample, the most significant first, after `raw`.
+void PutPlanes(const std::vector<uint64_t>& column, int planes, std::string* raw) {
+  const size_t n = column.size(), at = raw->size();
+  raw->resize(at + n * static_cast<size_t>(planes));
+  char* out = raw->data() + at;
+  for (int p = planes - 1; p >= 0; --p) {
+    for (size_t i = 0; i < n; ++i) *out++ = static_cast<char>(column[i] >> (8 * p));
+  }
+}
+
+// Mode 3 after `raw`'s mode byte: the time column (zigzag deltas, or deltas of deltas where
+// they take less than 7/8 of the bytes: a grid), then the value column (the zigzag difference
+// of each value's bits from the previous value's, or their XOR where it takes less than 7/8 of
+// the bytes), each cut into byte planes. A running total's differences keep their high bytes
+// and a gauge's levels repeat as whole runs of bytes each training step, which zstd's matcher
+// finds in a plane, not between interleaved time bytes.
+void PutColumns(const int64_t* time_ns, const double* value, size_t begin, size_t end,
+                std::string* raw) {
+  const size_t n = end - begin;
+  thread_local std::vector<uint64_t> deltas, dods, diffs, xors;
+  deltas.resize(n), dods.resize(n), diffs.resize(n), xors.resize(n);
+  size_t delta_bytes = 0, dod_bytes = 0, diff_bytes = 0, xor_bytes = 0;
+  int delta_planes = 0, dod_planes = 0, diff_planes = 0, xor_planes = 0;
+  uint64_t prev_t = 0, prev_dt = 0, prev_bits = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t t = static_cast<uint64_t>(time_ns[begin + i]), dt = t - prev_t;
+    const uint64_t bits = Bits(value[begin + i]);
+    deltas[i] = ZigZag(static_cast<int64_t>(dt));
+    dods[i] = ZigZag(static_cast<int64_t>(dt - prev_dt));
+    diffs[i] = ZigZag(static_cast<int64_t>(bits - prev_bits));
+    xors[i] = bits ^ prev_bits;
+    prev_t = t;
+    prev_dt = i == 0 ? 0 : dt;
+    prev_bits = bits;
+    const int b[4] = {SignificantBytes(deltas[i]), SignificantBytes(dods[i]),
+                      SignificantBytes(diffs[i]), SignificantBytes(xors[i])};
+    delta_bytes += b[0], dod_bytes += b[1], diff_bytes += b[2], xor_bytes += b[3];
+    delta_planes = std::max(delta_planes, b[0]), dod_planes = std::max(dod_planes, b[1]);
+    diff_planes = std::max(diff_planes, b[2]), xor_planes = std::max(xor_planes, b[3]);
+  }
+  const bool use_dods = dod_bytes * 8 < delta_bytes * 7;
+  const bool use_xors = xor_bytes * 8 < diff_bytes * 7;
+  const int time_planes = use_dods ? dod_planes : delta_planes;
+  const int value_planes = use_xors ? xor_planes : diff_planes;
+  raw->push_back(static_cast<char>((use_dods ? kColumnDods : 0) | (use_xors ? kColumnXors : 0)));
+  raw->push_back(static_cast<char>(time_planes));
+  raw->push_back(static_cast<char>(value_planes));
+  PutPlanes(use_dods ? dods : deltas, time_planes, raw);
+  PutPlanes(use_xors ? xors : diffs, value_planes, raw);
+  if (n > (1u << 20)) {  // no huge buffers left behind
+    for (auto* v : {&deltas, &dods, &diffs, &xors}) std::vector<uint64_t>().swap(*v);
+  }
+}
+
 struct Header {
   uint64_t count = 0;
   size_t size = 0;  // the skippable frame's, where the body's frame starts
@@ -253,6 +317,43 @@ absl::Status DecodeRecords(absl::string_view in, uint64_t n, bool dods, CounterS
   return absl::OkStatus();
 }
 
+// Reads the plane counts' bytes of samples: the column's most significant plane first.
+uint64_t GetPlanes(const char* column, size_t n, int planes, size_t i) {
+  uint64_t x = 0;
+  for (int p = 0; p < planes; ++p) x = x << 8 | static_cast<uint8_t>(column[p * n + i]);
+  return x;
+}
+
+absl::Status DecodeColumns(absl::string_view in, uint64_t n, CounterSeries* s) {
+  if (in.size() < kColumnsHeader - 1) return absl::DataLossError("counter series is truncated");
+  const uint8_t flags = static_cast<uint8_t>(in[0]);
+  const int time_planes = static_cast<uint8_t>(in[1]), value_planes = static_cast<uint8_t>(in[2]);
+  in.remove_prefix(kColumnsHeader - 1);
+  if ((flags & ~(kColumnDods | kColumnXors)) != 0 || time_planes > 8 || value_planes > 8) {
+    return absl::DataLossError("counter series' columns are damaged");
+  }
+  // n <= max_bytes / 16 (Check), so this product does not overflow.
+  if (in.size() != n * static_cast<uint64_t>(time_planes + value_planes)) {
+    return absl::DataLossError(absl::StrCat("counter series' columns take ", in.size(),
+                                            " bytes, not what ", n, " samples take"));
+  }
+  const char* times = in.data();
+  const char* values = times + n * static_cast<size_t>(time_planes);
+  uint64_t t = 0, prev_dt = 0, bits = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    const int64_t step = UnZigZag(GetPlanes(times, n, time_planes, i));
+    const uint64_t dt =
+        (flags & kColumnDods) ? prev_dt + static_cast<uint64_t>(step) : static_cast<uint64_t>(step);
+    t += dt;
+    prev_dt = i == 0 ? 0 : dt;
+    const uint64_t v = GetPlanes(values, n, value_planes, i);
+    bits = (flags & kColumnXors) ? bits ^ v : bits + static_cast<uint64_t>(UnZigZag(v));
+    s->time_ns[i] = static_cast<int64_t>(t);
+    s->value[i] = FromBits(bits);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 bool Is(absl::string_view blob) { return blob.size() >= 4 && GetLe32(blob.data()) == kMagic; }
@@ -260,21 +361,37 @@ bool Is(absl::string_view blob) { return blob.size() >= 4 && GetLe32(blob.data()
 std::string Encode(const int64_t* time_ns, const double* value, size_t begin, size_t end,
                    int level) {
   thread_local std::string raw;  // reused: many series per thread
-  raw.clear();
+  // The plain mode's bytes (the first encoding's samples): what no body may pass compressed,
+  // so that MaxCounterBytesWithin stays a bound.
+  const TimeSizes sizes = SizeTimes(time_ns, begin, end);
+  const size_t plain = 1 + sizes.plain;
+  std::string frame;
+  // Columns for what varies (kernel boundaries' jittered times, running totals); the records,
+  // when they take fewer bytes than the columns' frame, for what repeats (a level or a steady
+  // rate on a grid: a run is one record). Both compressed only where the records may win.
+  if (end > begin) {
+    raw.assign(1, static_cast<char>(kModeColumns));
+    PutColumns(time_ns, value, begin, end, &raw);
+    frame = ZstdCompress(raw, level);
+  }
   // Deltas of deltas for times on a grid (mostly 0), deltas where they vary more (kernel
   // starts): whichever takes fewer bytes before zstd.
-  const TimeSizes sizes = SizeTimes(time_ns, begin, end);
   const uint8_t mode = sizes.dods <= sizes.deltas ? kModeRecords : kModeDeltaRecords;
-  raw.push_back(static_cast<char>(mode));
+  raw.assign(1, static_cast<char>(mode));
   PutRecords(time_ns, value, begin, end, mode, &raw);
-  const size_t plain = sizes.plain;
-  if (raw.size() - 1 > plain) {
+  if (frame.empty() || raw.size() < 8 * frame.size()) {
+    std::string records = ZstdCompress(raw, level);
+    if (frame.empty() || (!records.empty() && records.size() < frame.size())) {
+      frame = std::move(records);
+    }
+  }
+  if (frame.empty() || frame.size() > plain) {
     raw.clear();
-    raw.reserve(1 + plain);
+    raw.reserve(plain);
     raw.push_back(static_cast<char>(kModePlain));
     PutPlain(time_ns, value, begin, end, &raw);
+    frame = ZstdCompress(raw, level);
   }
-  const std::string frame = ZstdCompress(raw, level);
   if (raw.capacity() > (16u << 20)) std::string().swap(raw);  // no huge buffer left behind
   if (frame.empty()) return std::string();
   const uint64_t n = end - begin;
@@ -336,6 +453,8 @@ absl::Status Decode(absl::string_view blob, CounterSeries* s, uint64_t max_bytes
     d = DecodePlain(in, n, s);
   } else if (mode == kModeRecords || mode == kModeDeltaRecords) {
     d = DecodeRecords(in, n, mode == kModeRecords, s);
+  } else if (mode == kModeColumns) {
+    d = DecodeColumns(in, n, s);
   } else {
     d = absl::DataLossError(absl::StrCat("counter series of unknown mode ", mode));
   }

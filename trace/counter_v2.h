@@ -11,6 +11,17 @@
 // anything. The whole blob is a valid zstd stream: `zstd -d` gives the body.
 //
 // The body is a mode byte, then the samples:
+//   mode 3 (columns): a flags byte (1: times as deltas of deltas, else deltas; 2: values as
+//     XORs, else differences), the time column's plane count (0-8), the value column's (0-8),
+//     then the time column and the value column, each as that many planes of one byte per
+//     sample, the most significant plane first. A time is its zigzag delta (ns, modulo 2^64;
+//     the first sample's from 0) or delta of delta (as mode 1); a value the zigzag difference
+//     of its bits, as an int64 modulo 2^64, from the previous value's (the first's from +0.0),
+//     or their XOR. The body is exactly 4 + count x (both plane counts) bytes. Written when
+//     its frame is the smallest: times that vary (kernel boundaries: their deltas' high bytes
+//     repeat each training step, their low bytes are noise, apart in their planes), running
+//     totals (a difference's high bytes repeat), levels that recur each step (zstd's matcher
+//     finds a step's run of value bytes again in the value column).
 //   mode 1 (records): runs of samples that repeat one (time step change, value step), each
 //     a varint h = (run - 1) << 3 | has_dod << 2 | kind, then, when has_dod, the zigzag
 //     varint delta of delta of the times (ns, modulo 2^64; the first sample's delta is its
@@ -24,9 +35,14 @@
 //     delta: written when the deltas take fewer bytes (times that vary, as kernel starts do;
 //     the delta of delta of jitter is larger than the jitter).
 //   mode 0 (plain): per sample the zigzag varint time delta (modulo 2^64) and the value's 8
-//     little-endian bytes, the first encoding's samples. Written when the records would take
-//     more bytes than that (noise on irregular times), so that no series takes more than its
-//     first encoding did: what MaxCounterBytesWithin bounds, and agents size chunks by.
+//     little-endian bytes, the first encoding's samples. Written when the other modes' frames
+//     would take more bytes than the plain body does uncompressed (noise on irregular times),
+//     so that no series takes more than zstd's bound on its first encoding's samples: what
+//     MaxCounterBytesWithin bounds, and agents size chunks by.
+// Mode 3 came after modes 0-2 (the only ones blobs encoded on 2026-12-07 hold); every mode
+// reads. The encoder writes whichever of mode 3 and mode 1 or 2 compresses smaller (the records
+// compressed only when their body is under 8 times mode 3's frame, else they cannot win), or
+// mode 0.
 // Exact for every double (NaN payloads, -0.0, infinities) and every int64 time.
 #ifndef PODPROF_TRACE_COUNTER_V2_H_
 #define PODPROF_TRACE_COUNTER_V2_H_

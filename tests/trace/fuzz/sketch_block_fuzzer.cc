@@ -69,20 +69,31 @@ void Counters(absl::string_view bytes) {
 
 // The second counter encoding (trace/counter_v2.h): the first byte picks the sample count, the
 // rest is the body, compressed after the header as an agent would send it. Whatever the body
-// holds, decoding gives the count's samples or DataLoss, and never more than counted.
+// holds, decoding gives the count's samples or DataLoss, and never more than counted. A body of
+// mode 3 (columns) whose flags byte has its top bit set is made well formed (flags and plane
+// counts in range, the planes cut or zero-padded to the count): any such body must decode, to
+// any bits, and its samples re-encode exactly.
 void CountersV2(absl::string_view bytes) {
   if (bytes.empty()) return;
   const uint64_t count = static_cast<uint8_t>(bytes[0]) * uint64_t{97};
+  std::string body(bytes.substr(1));
+  const bool well_formed = count > 0 && body.size() >= 4 && body[0] == 3 && (body[1] & 0x80);
+  if (well_formed) {
+    body[1] = static_cast<char>(body[1] & 3);
+    body[2] = static_cast<char>(static_cast<uint8_t>(body[2]) % 9);
+    body[3] = static_cast<char>(static_cast<uint8_t>(body[3]) % 9);
+    body.resize(4 + count * (static_cast<uint8_t>(body[2]) + static_cast<uint8_t>(body[3])), '\0');
+  }
   std::string header;
   podprof::trace::PutVarint(count, &header);
   std::string blob("\x52\x2A\x4D\x18", 4);
   const uint32_t size = static_cast<uint32_t>(header.size());
   blob.append(reinterpret_cast<const char*>(&size), 4);
-  blob += header + podprof::ZstdCompress(bytes.substr(1), 3);
+  blob += header + podprof::ZstdCompress(body, 3);
   podprof::trace::CounterSeries s;
   const absl::Status d = podprof::trace::DecodeCounters(blob, &s, 64 << 20);
   if (d.ok() ? s.value.size() != count || s.time_ns.size() != count
-             : d.code() != absl::StatusCode::kDataLoss) {
+             : d.code() != absl::StatusCode::kDataLoss || well_formed) {
     __builtin_trap();
   }
   // Re-encoded, the samples read back as they were.
