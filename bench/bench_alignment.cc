@@ -429,7 +429,7 @@ int Main(int argc, char** argv) {
   std::printf(
       "aggregator CPU during the capture %.2f s, of which %.2f s it spends idle over as long "
       "(probes, heartbeats); ingest is the rest, of which its store's writer thread %.2f s "
-      "(SQLite: inserting, committing to the WAL, checkpointing)\n",
+      "(the index rows in SQLite, the blobs appended to segment files)\n",
       agg_total_cpu_s, idle_cpu_s, store_cpu_s);
   if (events > 0 && store_cpu_s > 0 && ref.receive > 0) {
     // What storing alone leaves of the ratio below: receiving plus storing, nothing else.

@@ -369,7 +369,8 @@ int RunAndReport(const Options& o, Clock& clock, int port, pid_t agg, pid_t load
   const double idle_s = idle_per_s * (clock.NowNs() - busy_t0) / 1e9;
   std::printf(
       "aggregator_ingest_cpu_s=%.2f (of those, %.2f CPU-s it spends idle over as long: "
-      "probes, heartbeats; and %.2f CPU-s its store's writer thread: SQLite)\n",
+      "probes, heartbeats; and store_thread_cpu_s=%.2f, its store's writer thread: index rows, "
+      "segment appends)\n",
       std::max(cpu_s - idle_s, 0.0), idle_s, store_s);
   std::printf("land_after_last_stream_s=%.2f\n", worst_land);
   std::printf("aggregator_peak_rss_mb=%ld (loadgen peak %ld MB)\n",
@@ -379,9 +380,18 @@ int RunAndReport(const Options& o, Clock& clock, int port, pid_t agg, pid_t load
     const uintmax_t n = fs::file_size(path, ec);
     return ec ? 0.0 : static_cast<double>(n);
   };
-  const double db_mb = (size_of(db) + size_of(db + "-wal")) / 1e6;
-  std::printf("store_mb=%.1f (the SQLite file and its write-ahead log, %d captures)\n", db_mb,
-              o.captures);
+  // The segment files beside the database hold the timelines' and counters' bytes.
+  double segments_bytes = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(storage::SegmentFolder(db), ec)) {
+    segments_bytes += size_of(e.path().string());
+  }
+  const double sqlite_mb = (size_of(db) + size_of(db + "-wal")) / 1e6;
+  const double db_mb = sqlite_mb + segments_bytes / 1e6;
+  std::printf(
+      "store_mb=%.1f (the SQLite file and its write-ahead log %.1f MB, the segment files %.1f "
+      "MB; %d captures)\n",
+      db_mb, sqlite_mb, segments_bytes / 1e6, o.captures);
   // Per host-second of capture: what each host costs the network and the aggregator's disk.
   const double host_s = static_cast<double>(total) * o.duration_ms / 1000.0;
   if (host_s > 0) {

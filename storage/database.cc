@@ -58,8 +58,6 @@ void ReaderLease::GiveBack() {
   if (connection_ != nullptr) owner_->ReturnReader(std::move(connection_));
 }
 
-std::string SegmentFolder(const std::string& path) { return absl::StrCat(path, ".segments"); }
-
 absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path,
                                                          const StoreOptions& options) {
   std::string why = NotWritableReason(path);

@@ -38,7 +38,7 @@ struct StoreOptions {
 class Database;
 
 // The folder of the segment files beside the database file `path` (storage/segments.h).
-std::string SegmentFolder(const std::string& path);
+inline std::string SegmentFolder(const std::string& path) { return path + ".segments"; }
 
 // A reader connection borrowed from a Database's pool, given back when the lease ends. Movable,
 // not copyable; it must not outlive the Database.
