@@ -72,8 +72,8 @@ class StoreCrashTest : public ::testing::Test {
     return port;
   }
 
-  // Until every host is online with its clock probed (up to 30 s).
-  bool WaitForProbedAgents() {
+  // Until `hosts` hosts are online with their clocks probed (up to 30 s).
+  bool WaitForProbedAgents(int hosts = kHosts) {
     for (int i = 0; i < 300; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       grpc::ClientContext ctx;
@@ -84,7 +84,7 @@ class StoreCrashTest : public ::testing::Test {
       for (const auto& a : resp.agents()) {
         probed += a.state() == v1::AGENT_STATE_ONLINE && a.clock().probe_count() > 0;
       }
-      if (probed == kHosts) return true;
+      if (probed == hosts) return true;
     }
     return false;
   }
@@ -247,18 +247,7 @@ TEST_F(StoreCrashTest, ADiskFullDuringAWriteFailsTheCaptureByNameAndTheDaemonSer
                                "--exit-after=5m", "--ready-file=" + P("loadgen.json")},
       P("loadgen.json"));
   ASSERT_TRUE(loadgen_->ready());
-  bool online = false;
-  for (int i = 0; i < 300 && !online; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    v1::ListAgentsResponse resp;
-    if (!stub_->ListAgents(&ctx, v1::ListAgentsRequest(), &resp).ok()) continue;
-    int probed = 0;
-    for (const auto& a : resp.agents()) probed += a.clock().probe_count() > 0;
-    online = probed == kSmallPod;
-  }
-  ASSERT_TRUE(online);
+  ASSERT_TRUE(WaitForProbedAgents(kSmallPod));
   grpc::ClientContext sctx;
   sctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   v1::StartCaptureRequest req;
