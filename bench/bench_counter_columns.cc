@@ -216,6 +216,8 @@ double MSamplesPerS(double s, const Input& in) { return in.samples / s / 1e6; }
 }  // namespace
 }  // namespace podprof
 
+// Long: the flags, then each input's v1 and v2 figures and the level sweep, printed in the order
+// the benchmark reports them, each a few lines over the same inputs.
 int main(int argc, char** argv) {
   using namespace podprof;
   int reps = 5;
