@@ -1,6 +1,7 @@
 // The store through crashes (docs/RELIABILITY.md): a real podprof-aggregator ingesting a
-// 64-host pod from podprof-loadgen is killed with SIGKILL at a random instant of the capture or
-// its ingest, 20 times over one database. After each kill the store is opened as the next
+// 64-host pod from podprof-loadgen is killed with SIGKILL after a random one of the capture's
+// progress events (its start, each host's delivery, the pod's write) or after its end, 20 times
+// over one database. After each kill the store is opened as the next
 // aggregator opens it (CaptureWriter::Recover) and must hold every capture either complete and
 // exact (each event and sample the hosts sent, every record's checksum right) or marked
 // interrupted or partial; never a row pointing at bytes that are not there. The seed is printed
@@ -16,11 +17,11 @@
 #include <fstream>
 #include <map>
 #include <random>
-#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "harness/wait.h"
 #include "proto/podprof_aggregator.grpc.pb.h"
 #include "storage/health.h"
 #include "storage/store.h"
@@ -74,19 +75,8 @@ class StoreCrashTest : public ::testing::Test {
 
   // Until `hosts` hosts are online with their clocks probed (up to 30 s).
   bool WaitForProbedAgents(int hosts = kHosts) {
-    for (int i = 0; i < 300; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-      v1::ListAgentsResponse resp;
-      if (!stub_->ListAgents(&ctx, v1::ListAgentsRequest(), &resp).ok()) continue;
-      int probed = 0;
-      for (const auto& a : resp.agents()) {
-        probed += a.state() == v1::AGENT_STATE_ONLINE && a.clock().probe_count() > 0;
-      }
-      if (probed == hosts) return true;
-    }
-    return false;
+    return testing::WaitFor([&] { return testing::ProbedAgents(*stub_) == hosts; },
+                            absl::Seconds(30));
   }
 
   // Starts a capture of every host; its id.
@@ -100,16 +90,31 @@ class StoreCrashTest : public ::testing::Test {
     return started.capture_id();
   }
 
-  // Waits for capture `id` to end; whether it ended complete.
-  bool WaitForEnd(const std::string& id, v1::CaptureProgress* end = nullptr) {
+  // Follows capture `id`'s progress to its end, or only through its first `events` progress
+  // events when `events` >= 0 (the stream ends early when the aggregator dies); how many
+  // events it read. `end` gets the last one.
+  int Follow(const std::string& id, int events, v1::CaptureProgress* end = nullptr) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
     v1::WatchCaptureRequest w;
     w.set_capture_id(id);
     auto reader = stub_->WatchCapture(&ctx, w);
     v1::CaptureProgress p, last;
-    while (reader->Read(&p)) last = p;
-    EXPECT_OK(reader->Finish());
+    int read = 0;
+    while ((events < 0 || read < events) && reader->Read(&p)) {
+      last = p;
+      ++read;
+    }
+    if (events < 0) {
+      EXPECT_OK(reader->Finish());
+    }
+    if (end != nullptr) *end = last;
+    return read;
+  }
+  // Waits for capture `id` to end; whether it ended complete.
+  bool WaitForEnd(const std::string& id, v1::CaptureProgress* end = nullptr) {
+    v1::CaptureProgress last;
+    Follow(id, -1, &last);
     if (end != nullptr) *end = last;
     return last.done() && last.status() == v1::CAPTURE_STATUS_COMPLETE;
   }
@@ -185,15 +190,15 @@ TEST_F(StoreCrashTest, KillNineDuringIngestLeavesEveryCaptureWholeOrMarked) {
                                "--exit-after=10m", "--ready-file=" + P("loadgen.json")},
       P("loadgen.json"));
   ASSERT_TRUE(loadgen_->ready());
-  // The first capture runs to its end, to time how long a capture and its ingest take.
+  // The first capture runs to its end, to count the progress events a capture and its ingest
+  // send: the kills below land after a random one of them, a point of the capture's own course
+  // rather than an instant of the clock.
   ASSERT_TRUE(WaitForProbedAgents()) << "the emulated agents did not all register";
-  const auto begun = std::chrono::steady_clock::now();
-  ASSERT_TRUE(WaitForEnd(StartCapture()));
-  const auto whole_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                            std::chrono::steady_clock::now() - begun)
-                            .count();
-  std::cout << "a capture of " << kHosts << " hosts and its ingest: " << whole_ms << " ms"
-            << std::endl;
+  v1::CaptureProgress first;
+  const int events = Follow(StartCapture(), -1, &first);
+  ASSERT_EQ(first.status(), v1::CAPTURE_STATUS_COMPLETE) << first.summary().error_message();
+  std::cout << "a capture of " << kHosts << " hosts and its ingest: " << events
+            << " progress events" << std::endl;
   Outcomes seen;
   int interrupted_runs = 0;
   for (int run = 0; run < kRuns; ++run) {
@@ -202,20 +207,21 @@ TEST_F(StoreCrashTest, KillNineDuringIngestLeavesEveryCaptureWholeOrMarked) {
       ASSERT_GT(StartAggregator(absl::StrCat("127.0.0.1:", port)), 0);
     }
     ASSERT_TRUE(WaitForProbedAgents()) << "the agents did not come back";
-    StartCapture();
-    // Anywhere from the window's start to a little past the ingest's usual end.
-    std::uniform_int_distribution<int64_t> at(0, whole_ms * 6 / 5);
-    const int64_t kill_ms = at(rng);
-    std::this_thread::sleep_for(std::chrono::milliseconds(kill_ms));
+    const std::string id = StartCapture();
+    // Every fifth run after the capture's end (its commit), the others after a random one of
+    // its progress events: from its start through every host's delivery to the pod's write.
+    std::uniform_int_distribution<int> at(0, events - 1);
+    const int kill_after = run % 5 == 4 ? -1 : at(rng);
+    const int read = Follow(id, kill_after);
     aggregator_->Signal(SIGKILL);
     aggregator_->Wait();
     Outcomes now;
     CheckStore(P("pod.db"), &now);
     if (HasFatalFailure()) return;
     interrupted_runs += now.interrupted > seen.interrupted;
-    std::cout << "run " << run << ": killed " << kill_ms << " ms in; captures complete "
-              << now.complete << ", interrupted " << now.interrupted << ", partial " << now.partial
-              << std::endl;
+    std::cout << "run " << run << ": killed after " << read << " of its progress events"
+              << (kill_after < 0 ? " (its end)" : "") << "; captures complete " << now.complete
+              << ", interrupted " << now.interrupted << ", partial " << now.partial << std::endl;
     seen = now;
   }
   EXPECT_EQ(seen.other, 0);
