@@ -30,16 +30,8 @@ void CollectiveNames::Merge(const CollectiveNames& other) {
   for (const auto& [key, name] : other.kernels) kernels.try_emplace(key, name);
 }
 
-std::vector<CollectiveRun> CollectiveRuns(const trace::HostCapture& capture, int32_t host,
-                                          const std::vector<int64_t>& chip_keys,
-                                          const std::vector<int64_t>& kernel_keys,
-                                          CollectiveNames* names) {
-  if (host >= 0) {
-    if (names->hosts.size() <= static_cast<size_t>(host)) names->hosts.resize(host + 1);
-    names->hosts[host] = capture.host.name;
-  }
-  // Per chip: the steps' (start ns, end ns, number), in time order.
-  std::vector<std::vector<std::tuple<int64_t, int64_t, int64_t>>> steps(capture.host.chips.size());
+std::vector<ChipSteps> StepsByChip(const trace::HostCapture& capture) {
+  std::vector<ChipSteps> steps(capture.host.chips.size());
   for (const trace::EventBlock& b : capture.blocks) {
     if (b.kind != trace::LineKind::kSteps || b.chip < 0 ||
         static_cast<size_t>(b.chip) >= steps.size()) {
@@ -57,6 +49,24 @@ std::vector<CollectiveRun> CollectiveRuns(const trace::HostCapture& capture, int
     }
     std::sort(steps[b.chip].begin(), steps[b.chip].end());
   }
+  return steps;
+}
+
+int64_t StepAt(const ChipSteps& steps, int64_t ns) {
+  auto it = std::upper_bound(steps.begin(), steps.end(), std::make_tuple(ns, INT64_MAX, INT64_MAX));
+  if (it != steps.begin() && ns < std::get<1>(*std::prev(it))) return std::get<2>(*std::prev(it));
+  return -1;
+}
+
+std::vector<CollectiveRun> CollectiveRuns(const trace::HostCapture& capture, int32_t host,
+                                          const std::vector<int64_t>& chip_keys,
+                                          const std::vector<int64_t>& kernel_keys,
+                                          CollectiveNames* names) {
+  if (host >= 0) {
+    if (names->hosts.size() <= static_cast<size_t>(host)) names->hosts.resize(host + 1);
+    names->hosts[host] = capture.host.name;
+  }
+  const std::vector<ChipSteps> steps = StepsByChip(capture);
   std::vector<CollectiveRun> out;
   size_t n = 0;
   for (const trace::EventBlock& b : capture.blocks) {
@@ -82,12 +92,7 @@ std::vector<CollectiveRun> CollectiveRuns(const trace::HostCapture& capture, int
       r.duration_ns = b.duration_ps[i] / 1000;
       r.end_carry = static_cast<int32_t>(b.base_ns + (b.start_ps[i] + b.duration_ps[i]) / 1000 -
                                          r.start_ns - r.duration_ns);
-      const auto& s = steps[b.chip];
-      auto it =
-          std::upper_bound(s.begin(), s.end(), std::make_tuple(r.start_ns, INT64_MAX, INT64_MAX));
-      if (it != s.begin() && r.start_ns < std::get<1>(*std::prev(it))) {
-        r.step = std::get<2>(*std::prev(it));
-      }
+      r.step = StepAt(steps[b.chip], r.start_ns);
       out.push_back(r);
     }
   }

@@ -51,6 +51,14 @@ struct CollectiveNames {
   void Merge(const CollectiveNames& other);
 };
 
+// A chip's steps from its `Steps` line: (start ns, end ns, number), in time order; the number
+// is the step event's name when that is a number, else its order on the line.
+using ChipSteps = std::vector<std::tuple<int64_t, int64_t, int64_t>>;
+// Every chip's of `capture` (by chip index).
+std::vector<ChipSteps> StepsByChip(const trace::HostCapture& capture);
+// The number of the step of `steps` whose span holds `ns`; -1 when none does.
+int64_t StepAt(const ChipSteps& steps, int64_t ns);
+
 // The collective executions of one host's capture, that host numbered `host`. `chip_keys` and
 // `kernel_keys` map the capture's chip and kernel indices to the caller's ids. Steps come from
 // the chip's `Steps` line (the step event's name when it is a number, else its order). The

@@ -97,6 +97,7 @@ class HostReader {
   HostReader(const SegmentFiles& files, int64_t seq) : files_(&files), seq_(seq) {}
 
   absl::Status ReadBlocks(int64_t chip_id, int chip, trace::HostCapture* capture) {
+    if (!only_->timelines) return absl::OkStatus();
     blocks_->Reset();
     blocks_->Bind(1, seq_).Bind(2, chip_id);
     return blocks_->ForEachRow([&](const Statement& row) -> absl::Status {

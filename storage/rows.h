@@ -214,6 +214,8 @@ struct HostSelection {
   std::set<int> chip_ordinals;  // empty for every chip
   // Timelines of these kinds only; empty for every line. The others are not read at all.
   std::set<trace::LineKind> line_kinds;
+  // False: no timeline at all (what reads only counters).
+  bool timelines = true;
   // When set, only these counter series come with their samples; the rest are listed by name
   // with none (not read past their row).
   std::optional<std::set<std::string>> counter_samples;
