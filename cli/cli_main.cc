@@ -29,6 +29,7 @@
 #include "cli/stats_command.h"
 #include "cli/stragglers_command.h"
 #include "cli/telemetry_command.h"
+#include "cli/tools_command.h"
 #include "common/clock.h"
 #include "podprof_version.h"
 #include "security/refusal_log.h"
@@ -95,6 +96,41 @@ int ParseFailed(CLI::App& app, const CLI::ParseError& e, std::ostream& out, std:
   return kExitUsage;
 }
 
+// Every subcommand, added to `app` (CliMain's and CommandNames' one list).
+std::vector<std::unique_ptr<Command>> AddCommands(CLI::App& app, CliContext& context) {
+  std::vector<std::unique_ptr<Command>> commands;
+  commands.push_back(AddInspectCommand(app, context));
+  commands.push_back(AddCapturesCommand(app, context));
+  commands.push_back(AddStatsCommand(app, context));
+  commands.push_back(AddHistoryCommand(app, context));
+  commands.push_back(AddKernelCommand(app, context));
+  commands.push_back(AddStragglersCommand(app, context));
+  commands.push_back(AddDcnCommand(app, context));
+  commands.push_back(AddDiffCommand(app, context));
+  commands.push_back(AddImportCommand(app, context));
+  commands.push_back(AddAgentsCommand(app, context));
+  commands.push_back(AddCaptureCommand(app, context));
+  commands.push_back(AddSnapshotCommand(app, context));
+  commands.push_back(AddTelemetryCommand(app, context));
+  commands.push_back(AddExportCommand(app, context));
+  commands.push_back(AddFleetCommand(app, context));
+  commands.push_back(AddDemoCommand(app, context));
+  commands.push_back(AddToolsCommand(app, context));
+  return commands;
+}
+
+// The leaves under `app`, each as its path of names below the root ("fleet top").
+void LeafNames(CLI::App& app, const std::string& prefix, std::vector<std::string>& out) {
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    const std::string name = prefix.empty() ? sub->get_name() : prefix + " " + sub->get_name();
+    if (sub->get_subcommands([](CLI::App*) { return true; }).empty()) {
+      out.push_back(name);
+    } else {
+      LeafNames(*sub, name, out);
+    }
+  }
+}
+
 }  // namespace
 
 int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
@@ -127,23 +163,7 @@ int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
       "Exit codes: 0 success, 1 partial, 2 usage error, bad input or not found, 3 aggregator "
       "unreachable, 4 refused by the aggregator (README.md, \"Exit codes\")."));
 
-  std::vector<std::unique_ptr<Command>> commands;
-  commands.push_back(AddInspectCommand(app, context));
-  commands.push_back(AddCapturesCommand(app, context));
-  commands.push_back(AddStatsCommand(app, context));
-  commands.push_back(AddHistoryCommand(app, context));
-  commands.push_back(AddKernelCommand(app, context));
-  commands.push_back(AddStragglersCommand(app, context));
-  commands.push_back(AddDcnCommand(app, context));
-  commands.push_back(AddDiffCommand(app, context));
-  commands.push_back(AddImportCommand(app, context));
-  commands.push_back(AddAgentsCommand(app, context));
-  commands.push_back(AddCaptureCommand(app, context));
-  commands.push_back(AddSnapshotCommand(app, context));
-  commands.push_back(AddTelemetryCommand(app, context));
-  commands.push_back(AddExportCommand(app, context));
-  commands.push_back(AddFleetCommand(app, context));
-  commands.push_back(AddDemoCommand(app, context));
+  std::vector<std::unique_ptr<Command>> commands = AddCommands(app, context);
 
   try {
     app.parse(argc, argv);
@@ -155,6 +175,16 @@ int CliMain(int argc, char** argv, std::ostream& out, std::ostream& err) {
     if (command->app()->parsed()) return command->Run(context, out, err);
   }
   return kExitUsage;  // unreachable: exactly one subcommand is required
+}
+
+std::vector<std::string> CommandNames() {
+  CLI::App app{"podprof"};
+  FakeClock clock(0);  // nothing reads it: the commands are only added
+  CliContext context(clock);
+  const std::vector<std::unique_ptr<Command>> commands = AddCommands(app, context);
+  std::vector<std::string> names;
+  LeafNames(app, "", names);
+  return names;
 }
 
 }  // namespace podprof::cli

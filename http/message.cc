@@ -107,7 +107,15 @@ Response Response::Error(int status, absl::string_view message) {
 }
 
 void Router::Add(const std::string& method, const std::string& pattern, Handler handler) {
-  routes_.push_back({method, absl::StrSplit(pattern, '/', absl::SkipEmpty()), std::move(handler)});
+  routes_.push_back(
+      {method, pattern, absl::StrSplit(pattern, '/', absl::SkipEmpty()), std::move(handler)});
+}
+
+std::vector<Router::RouteInfo> Router::Routes() const {
+  std::vector<RouteInfo> out;
+  out.reserve(routes_.size());
+  for (const Route& r : routes_) out.push_back({r.method, r.pattern});
+  return out;
 }
 
 Response Router::Handle(Request& request) const {

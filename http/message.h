@@ -81,9 +81,18 @@ class Router {
   // 404 for an unknown path, 405 naming the allowed methods for a known one.
   Response Handle(Request& request) const;
 
+  // A route as added: its method and pattern, as given to Add.
+  struct RouteInfo {
+    std::string method;
+    std::string pattern;
+  };
+  // Every route, in the order added: what tools/ checks its registry against.
+  std::vector<RouteInfo> Routes() const;
+
  private:
   struct Route {
     std::string method;
+    std::string pattern;
     std::vector<std::string> segments;
     Handler handler;
   };
