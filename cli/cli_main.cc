@@ -27,6 +27,7 @@
 #include "cli/inspect_command.h"
 #include "cli/kernel_command.h"
 #include "cli/stats_command.h"
+#include "cli/sql_command.h"
 #include "cli/stragglers_command.h"
 #include "cli/telemetry_command.h"
 #include "cli/tools_command.h"
@@ -105,6 +106,7 @@ std::vector<std::unique_ptr<Command>> AddCommands(CLI::App& app, CliContext& con
   commands.push_back(AddHistoryCommand(app, context));
   commands.push_back(AddKernelCommand(app, context));
   commands.push_back(AddStragglersCommand(app, context));
+  commands.push_back(AddSqlCommand(app, context));
   commands.push_back(AddDcnCommand(app, context));
   commands.push_back(AddDiffCommand(app, context));
   commands.push_back(AddImportCommand(app, context));

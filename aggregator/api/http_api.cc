@@ -567,6 +567,7 @@ std::shared_ptr<http::Router> AggregatorRoutes(const HttpApiSources& src) {
   AddViewRoutes(src, *r);
   AddFleetRoutes(src, *r);
   AddDcnRoutes(src, *r);
+  AddSqlRoutes(src, *r);
   AddTriggerRoutes(src, *r);
   web::AddPageRoutes(*r);
   return r;

@@ -62,6 +62,10 @@ void AddFleetRoutes(const HttpApiSources& sources, http::Router& router);
 // `podprof dcn` asks it, written by the same report/ code.
 void AddDcnRoutes(const HttpApiSources& sources, http::Router& router);
 
+// POST /api/v1/sql (sql_routes.cc): a read-only SQL statement over a capture's tables, as
+// `podprof sql` asks it.
+void AddSqlRoutes(const HttpApiSources& sources, http::Router& router);
+
 // GET /api/v1/triggers (trigger_routes.cc): the triggers' settings and their last events.
 void AddTriggerRoutes(const HttpApiSources& sources, http::Router& router);
 

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "aggregator/api/store_reads.h"
 #include "aggregator/capture/registry.h"
 #include "fleet/replicator.h"
@@ -32,6 +33,13 @@ inline constexpr int kMaxTelemetryLimit = 100'000;
 // Transfers in GetDcnResponse.worst when the request names no top, and at most.
 inline constexpr int kDefaultDcnTop = 20;
 inline constexpr int kMaxDcnTop = 1000;
+
+// SQL statements at once, and each one's limits (docs/SQL.md).
+inline constexpr int kMaxSqlStatements = 2;
+inline constexpr int64_t kSqlTimeLimitNs = 10'000'000'000;
+inline constexpr int64_t kSqlMemoryBytes = 256 << 20;
+inline constexpr uint32_t kDefaultSqlRows = 1'000;
+inline constexpr uint32_t kMaxSqlRows = 10'000;
 
 class Queries {
  public:
@@ -77,10 +85,17 @@ class Queries {
   // request's limit (kDefaultTelemetryLimit when 0 or less, at most kMaxTelemetryLimit),
   // `truncated` when that left older ones out.
   absl::StatusOr<v1::GetTelemetryResponse> Telemetry(const v1::GetTelemetryRequest& request);
+  // One read-only SQL statement over a capture's tables (sql/capture_tables.h; sql_query.cc),
+  // at most kMaxSqlStatements at once (ResourceExhausted past them, so that a heavy statement
+  // leaves the other readers and the writer their cores), each within kSqlTimeLimitNs,
+  // kSqlMemoryBytes and its request's row cap (kDefaultSqlRows when 0, at most kMaxSqlRows).
+  absl::StatusOr<v1::SqlResponse> Sql(const v1::SqlRequest& request);
 
  private:
   const StoreReads reads_;
   Registry& registry_;
+  absl::Mutex sql_mu_;
+  int sql_running_ ABSL_GUARDED_BY(sql_mu_) = 0;
   fleet::Replicator* fleet_ = nullptr;
 };
 

@@ -272,4 +272,10 @@ grpc::Status AggregatorService::GetDcn(grpc::ServerContext*, const podprof::v1::
                   [&]() -> grpc::Status { return Answer(queries_->Dcn(*req), resp); });
 }
 
+grpc::Status AggregatorService::Sql(grpc::ServerContext*, const podprof::v1::SqlRequest* req,
+                                    podprof::v1::SqlResponse* resp) {
+  return GuardRpc("Aggregator.Sql",
+                  [&]() -> grpc::Status { return Answer(queries_->Sql(*req), resp); });
+}
+
 }  // namespace podprof::aggregator

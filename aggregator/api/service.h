@@ -93,6 +93,8 @@ class AggregatorService final : public podprof::v1::Aggregator::Service {
                              podprof::v1::GetStragglersResponse* response) override;
   grpc::Status GetDcn(grpc::ServerContext* context, const podprof::v1::GetDcnRequest* request,
                       podprof::v1::GetDcnResponse* response) override;
+  grpc::Status Sql(grpc::ServerContext* context, const podprof::v1::SqlRequest* request,
+                   podprof::v1::SqlResponse* response) override;
   grpc::Status KernelHistory(grpc::ServerContext* context,
                              const podprof::v1::KernelHistoryRequest* request,
                              podprof::v1::KernelHistoryResponse* response) override;

@@ -60,6 +60,8 @@ class Registry {
   }
 
   int64_t max_chunk_bytes() const { return max_chunk_bytes_; }
+  // The aggregator's clock, which every deadline the reads set is on.
+  Clock& clock() const { return clock_; }
 
   // The caller's verified certificate names (CN and SANs, security::PeerIdentities); empty
   // over plaintext, where no one is bound to a host.

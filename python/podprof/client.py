@@ -152,6 +152,20 @@ class Client:
         return DcnReport(self._http.json("GET", f"/api/v1/captures/{_segment(capture)}/dcn",
                                          {"top": top}))
 
+    def sql(self, capture: str, query: str, *, max_rows: Optional[int] = None) -> pd.DataFrame:
+        """One read-only SQL statement over the capture's tables (`podprof sql`; docs/SQL.md):
+        events, kernels, collectives, counters and telemetry, every time on the pod's clock. The
+        frame's `attrs` hold `truncated` (more rows than `max_rows`: the aggregator's 1,000 by
+        default, at most 10,000) and `provenance` (capture, hosts, window, clock error)."""
+        body: Dict[str, Any] = {"capture": capture, "query": query}
+        if max_rows is not None:
+            body["max_rows"] = max_rows
+        answer = self._http.json("POST", "/api/v1/sql", body=body)
+        frame = pd.DataFrame(answer["rows"], columns=answer["columns"])
+        frame.attrs["truncated"] = answer["truncated"]
+        frame.attrs["provenance"] = answer["provenance"]
+        return frame
+
     def agents(self) -> pd.DataFrame:
         """Registered agents with their clock offset, uncertainty and drift (`podprof agents`)."""
         return self._table("/api/v1/agents")
