@@ -35,9 +35,7 @@ Param KernelRegex(const char* what) {
                   ": an RE2 regular expression found anywhere in the op name, at most 4096 bytes");
 }
 
-Param Hosts(const char* what) {
-  return Make("hosts", ParamType::kStringList, "", false, what);
-}
+Param Hosts(const char* what) { return Make("hosts", ParamType::kStringList, "", false, what); }
 
 // The targets a capture or a snapshot may be narrowed to (POST bodies).
 std::vector<Param> Targets() {
@@ -63,8 +61,8 @@ std::vector<Tool> Reads() {
              "Only captures in this state: running, complete, partial, failed, cancelled or "
              "interrupted"),
         Make("label", ParamType::kString, "", false, "Only captures with this label, key=value"),
-        Make("limit", ParamType::kInteger, "captures", false,
-             "Captures per page (at most 1000)", "100"),
+        Make("limit", ParamType::kInteger, "captures", false, "Captures per page (at most 1000)",
+             "100"),
         Make("page_token", ParamType::kString, "", false,
              "The next_page_token of the previous page, to read the next")},
        "GET",
@@ -83,9 +81,9 @@ std::vector<Tool> Reads() {
                "",
                "capture",
                R"({"capture": "cap-20261201-1"})",
-               {"capture", "created_ns", "start_ns", "end_ns", "status", "source", "window", "hosts",
-                "host_names", "chips", "kernels", "events", "labels", "options", "error_message",
-                "hosts_detail"}});
+               {"capture", "created_ns", "start_ns", "end_ns", "status", "source", "window",
+                "hosts", "host_names", "chips", "kernels", "events", "labels", "options",
+                "error_message", "hosts_detail"}});
   t.push_back(
       {"get_kernel_stats",
        "Kernel statistics of one capture (count, total, mean, p50/p99/max in ps, costs, "
@@ -124,8 +122,8 @@ std::vector<Tool> Reads() {
        "a slow link, the links, producing slices and worst transfers.",
        Role::kViewer,
        {CaptureId(),
-        Make("top", ParamType::kInteger, "transfers", false,
-             "Worst transfers kept (at most 1000)", "20"),
+        Make("top", ParamType::kInteger, "transfers", false, "Worst transfers kept (at most 1000)",
+             "20"),
         Make("cells", ParamType::kInteger, "", false,
              "1 adds the slices x rendezvous instances matrix (cells)", "0")},
        "GET",
@@ -155,22 +153,21 @@ std::vector<Tool> KernelReads() {
                "history",
                R"({"kernel": "fusion.7", "since": "30d"})",
                {"points"}});
-  t.push_back(
-      {"describe_kernel",
-       "One kernel over the pod: its verdict, HLO and source, its units' busy shares and "
-       "XProf's Utilization Viewer rows, throttling, per-chip rows and history.",
-       Role::kViewer,
-       {Make("kernel", ParamType::kString, "", true, "The kernel's op name, exactly"),
-        Make("capture", ParamType::kString, "", false,
-             "The capture to describe it in (default: the newest holding it)"),
-        Make("module", ParamType::kString, "", false,
-             "The module, where several hold a kernel of that name")},
-       "GET",
-       "/api/v1/kernels/{kernel}",
-       "kernel",
-       "kernel",
-       R"({"kernel": "fusion.7", "capture": "cap-20261201-1"})",
-       {"capture_id", "kernel", "rollup", "per_chip", "history", "others", "scopes"}});
+  t.push_back({"describe_kernel",
+               "One kernel over the pod: its verdict, HLO and source, its units' busy shares and "
+               "XProf's Utilization Viewer rows, throttling, per-chip rows and history.",
+               Role::kViewer,
+               {Make("kernel", ParamType::kString, "", true, "The kernel's op name, exactly"),
+                Make("capture", ParamType::kString, "", false,
+                     "The capture to describe it in (default: the newest holding it)"),
+                Make("module", ParamType::kString, "", false,
+                     "The module, where several hold a kernel of that name")},
+               "GET",
+               "/api/v1/kernels/{kernel}",
+               "kernel",
+               "kernel",
+               R"({"kernel": "fusion.7", "capture": "cap-20261201-1"})",
+               {"capture_id", "kernel", "rollup", "per_chip", "history", "others", "scopes"}});
   t.push_back(
       {"diff_sessions",
        "Two captures' kernels compared, each change judged against noise and regressions "
@@ -209,8 +206,7 @@ std::vector<Tool> PodReads() {
        "time, duty cycle, HBM, collectives and DCN latency.",
        Role::kViewer,
        {Make("since", ParamType::kString, "duration", false, "From this long ago", "1h"),
-        Make("until", ParamType::kString, "duration", false,
-             "Up to this long ago (default: now)"),
+        Make("until", ParamType::kString, "duration", false, "Up to this long ago (default: now)"),
         Make("host", ParamType::kStringList, "", false, "Only these hosts"),
         Make("limit", ParamType::kInteger, "rows", false,
              "At most this many rows, the newest (at most 100000)", "10000")},
@@ -245,8 +241,7 @@ std::vector<Tool> PodReads() {
         Make("counters", ParamType::kString, "", false,
              "Counters to draw: names a,b, or default (up to 64 chips)"),
         Hosts("Only these hosts"),
-        Make("waits", ParamType::kInteger, "", false, "1 adds the collective waits heatmap",
-             "0")},
+        Make("waits", ParamType::kInteger, "", false, "1 adds the collective waits heatmap", "0")},
        "GET",
        "/api/v1/captures/{capture}/timeline",
        "",
@@ -287,36 +282,35 @@ std::vector<Tool> FleetReads() {
        "",
        R"({"regex": "fusion\\.7", "since": "7d"})",
        {"points", "truncated"}});
-  t.push_back({"get_fleet_top",
-               "Where the fleet's kernel time went, most first, by kernel, pod or host.",
-               Role::kViewer,
-               {Make("by", ParamType::kString, "", false, "Group by kernel, pod or host",
-                     "kernel"),
-                Make("since", ParamType::kString, "duration", false, "From this long ago", "24h"),
-                pod,
-                Make("top", ParamType::kInteger, "rows", false, "Rows (at most 100000)", "20")},
-               "GET",
-               "/api/v1/fleet/top",
-               "fleet top",
-               "",
-               R"({"by": "pod", "since": "24h"})",
-               {"by", "rows", "truncated"}});
-  t.push_back({"get_fleet_regressions",
-               "Per pod and kernel, this period against the one before: kernels whose p50 or "
-               "p99 rose beyond noise, regressions first.",
-               Role::kViewer,
-               {Make("since", ParamType::kString, "duration", false, "The period's length", "7d"),
-                pod,
-                Make("threshold", ParamType::kNumber, "fraction", false,
-                     "Smallest rise that counts (0.05 = 5%)", "0.05"),
-                Make("limit", ParamType::kInteger, "rows", false,
-                     "At most this many (at most 100000)", "10000")},
-               "GET",
-               "/api/v1/fleet/regressions",
-               "fleet regressions",
-               "",
-               R"({"since": "7d", "threshold": 0.1})",
-               {"kernels", "truncated"}});
+  t.push_back(
+      {"get_fleet_top",
+       "Where the fleet's kernel time went, most first, by kernel, pod or host.",
+       Role::kViewer,
+       {Make("by", ParamType::kString, "", false, "Group by kernel, pod or host", "kernel"),
+        Make("since", ParamType::kString, "duration", false, "From this long ago", "24h"), pod,
+        Make("top", ParamType::kInteger, "rows", false, "Rows (at most 100000)", "20")},
+       "GET",
+       "/api/v1/fleet/top",
+       "fleet top",
+       "",
+       R"({"by": "pod", "since": "24h"})",
+       {"by", "rows", "truncated"}});
+  t.push_back(
+      {"get_fleet_regressions",
+       "Per pod and kernel, this period against the one before: kernels whose p50 or "
+       "p99 rose beyond noise, regressions first.",
+       Role::kViewer,
+       {Make("since", ParamType::kString, "duration", false, "The period's length", "7d"), pod,
+        Make("threshold", ParamType::kNumber, "fraction", false,
+             "Smallest rise that counts (0.05 = 5%)", "0.05"),
+        Make("limit", ParamType::kInteger, "rows", false, "At most this many (at most 100000)",
+             "10000")},
+       "GET",
+       "/api/v1/fleet/regressions",
+       "fleet regressions",
+       "",
+       R"({"since": "7d", "threshold": 0.1})",
+       {"kernels", "truncated"}});
   return t;
 }
 
@@ -350,18 +344,17 @@ std::vector<Tool> Writes() {
                "start_capture",
                R"({"duration_ms": 2000, "labels": {"run": "baseline"}})",
                {"capture", "start_ns", "hosts"}});
-  t.push_back(
-      {"take_snapshot",
-       "Stores the last seconds of every chosen host from the agents' flight recorders (or "
-       "captures the window after the request where a host has none).",
-       Role::kOperator,
-       std::move(snapshot),
-       "POST",
-       "/api/v1/snapshots",
-       "snapshot",
-       "snapshot",
-       R"({"window_ms": 5000, "reason": "loss spike at step 1200"})",
-       {"capture", "start_ns", "hosts"}});
+  t.push_back({"take_snapshot",
+               "Stores the last seconds of every chosen host from the agents' flight recorders (or "
+               "captures the window after the request where a host has none).",
+               Role::kOperator,
+               std::move(snapshot),
+               "POST",
+               "/api/v1/snapshots",
+               "snapshot",
+               "snapshot",
+               R"({"window_ms": 5000, "reason": "loss spike at step 1200"})",
+               {"capture", "start_ns", "hosts"}});
   t.push_back({"cancel_capture",
                "Cancels a running capture.",
                Role::kOperator,
