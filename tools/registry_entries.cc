@@ -169,6 +169,24 @@ std::vector<Tool> KernelReads() {
                R"({"kernel": "fusion.7", "capture": "cap-20261201-1"})",
                {"capture_id", "kernel", "rollup", "per_chip", "history", "others", "scopes"}});
   t.push_back(
+      {"query_sql",
+       "One read-only SQL statement over a capture's tables (events, kernels, collectives, "
+       "counters, telemetry; docs/SQL.md), every time on the pod's clock with its error; "
+       "within a time limit, a row cap and a memory budget.",
+       Role::kViewer,
+       {CaptureId(),
+        Make("query", ParamType::kString, "", true,
+             "One SELECT (or WITH ... SELECT) over events, kernels, collectives, counters and "
+             "telemetry; XProf's Events DB column names where the meaning is the same"),
+        Make("max_rows", ParamType::kInteger, "rows", false,
+             "Rows returned at most (at most 10000); past them `truncated` is true", "1000")},
+       "POST",
+       "/api/v1/sql",
+       "sql",
+       "sql",
+       R"({"capture": "cap-20261201-1", "query": "SELECT host, chip, start_ns, duration_ns FROM events WHERE kernel = 'fusion.7' ORDER BY duration_ns DESC LIMIT 10"})",
+       {"columns", "rows", "truncated", "elapsed_ms", "provenance"}});
+  t.push_back(
       {"diff_sessions",
        "Two captures' kernels compared, each change judged against noise and regressions "
        "flagged.",
@@ -389,6 +407,8 @@ std::vector<NotATool> NotToolEntries() {
        "a download (a Perfetto, Chrome or XProf file, or the events as CSV), streamed in "
        "chunks: a file, not a JSON answer"},
       {"GET /api/v1/ui", "the web pages' own settings (Perfetto UI address, operator form)"},
+      {"POST /mcp",
+       "the Model Context Protocol endpoint that serves these tools to agents (docs/AGENTS.md)"},
       {"POST /api/v1/snapshots/webhook",
        "Alertmanager's webhook body for alert managers; take_snapshot is the same act for "
        "everyone else"},

@@ -568,6 +568,7 @@ std::shared_ptr<http::Router> AggregatorRoutes(const HttpApiSources& src) {
   AddFleetRoutes(src, *r);
   AddDcnRoutes(src, *r);
   AddSqlRoutes(src, *r);
+  AddMcpRoutes(src, *r);
   AddTriggerRoutes(src, *r);
   web::AddPageRoutes(*r);
   return r;

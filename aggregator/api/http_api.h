@@ -66,6 +66,9 @@ void AddDcnRoutes(const HttpApiSources& sources, http::Router& router);
 // `podprof sql` asks it.
 void AddSqlRoutes(const HttpApiSources& sources, http::Router& router);
 
+// POST /mcp (mcp_routes.cc): the registry's tools over the Model Context Protocol.
+void AddMcpRoutes(const HttpApiSources& sources, http::Router& router);
+
 // GET /api/v1/triggers (trigger_routes.cc): the triggers' settings and their last events.
 void AddTriggerRoutes(const HttpApiSources& sources, http::Router& router);
 
