@@ -19,4 +19,5 @@ b=build/bin
 bash scripts/bench-exports.sh 64 2s
 node bench/bench_web_page.mjs --bin "$b" --hosts 64 --loads 5
 JAX_PLATFORMS=cpu .venv/bin/python3 bench/bench_python.py --bin "$b" --hosts 64 --chips 4
+python3 bench/bench_sql.py --bin "$b" --hosts 64 --chips 4
 (cd build && ctest --output-on-failure -L "soak|long")
