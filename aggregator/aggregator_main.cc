@@ -16,6 +16,7 @@
 #include "absl/synchronization/notification.h"
 #include "aggregator/api/http_api.h"
 #include "aggregator/api/observability.h"
+#include "aggregator/api/queries.h"
 #include "aggregator/api/service.h"
 #include "aggregator/capture/orchestrator.h"
 #include "aggregator/capture/registry.h"
@@ -180,6 +181,9 @@ std::unique_ptr<http::Server> ServeHttp(const AggregatorConfig& config,
   o.listen = config.http.listen;
   o.max_request_bytes = static_cast<uint64_t>(config.http.max_request_bytes);
   o.max_requests_per_second = static_cast<double>(config.http.max_requests_per_second);
+  // Handlers run on these threads: SQL statements (up to kMaxSqlStatements at once, each up to
+  // its time limit) must leave two for everyone else.
+  o.threads = 2 + kMaxSqlStatements;
   o.tls = !config.tls.insecure;
   o.allowed_hosts = config.http.allowed_hosts;
   if (!config.http.external_url.empty()) {
@@ -338,8 +342,12 @@ int AggregatorMain(int argc, char** argv) {
                        SnapshotTaker(orchestrator, config->triggers.window_ns));
   auto prober = std::make_unique<Prober>(registry, clock);
   metrics::Registry metrics;
-  MetricSources sources{store->get(), &registry, &orchestrator, fleet.ok() ? fleet->get() : nullptr,
-                        config->ingest_max_active_hosts};
+  MetricSources sources{store->get(),
+                        &registry,
+                        &orchestrator,
+                        fleet.ok() ? fleet->get() : nullptr,
+                        config->ingest_max_active_hosts,
+                        &queries};
   AddAggregatorMetrics(metrics, sources, clock);
   HttpApiSources api;
   api.queries = &queries;

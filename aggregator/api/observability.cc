@@ -26,6 +26,8 @@ void DeclareFamilies(Metrics& m) {
   m.Declare("podprof_ingest_max_active_hosts", kGauge,
             "Hosts that may stream at once ([ingest] max_active_hosts).");
   m.Declare("podprof_store_bytes", kGauge, "Bytes of the SQLite database in use.");
+  m.Declare("podprof_sql_statements_running", kGauge,
+            "SQL statements running now (at most 2 at once; docs/SQL.md).");
   m.Declare("podprof_agents", kGauge, "Registered agents, by state.", {"state"});
   m.Declare("podprof_agent_clock_offset_seconds", kGauge,
             "Each agent's clock minus the aggregator's, as last estimated.", {"host"});
@@ -70,6 +72,8 @@ void AddAggregatorMetrics(Metrics& m, const MetricSources& src, Clock& clock) {
     s.Value("podprof_ingest_max_active_hosts", {}, src.max_active_hosts);
     if (auto used = storage::UsedBytes(src.store->database()); used.ok())
       s.Value("podprof_store_bytes", {}, *used);
+    if (src.queries != nullptr)
+      s.Value("podprof_sql_statements_running", {}, src.queries->sql_running());
   });
   m.AddCollector([src, &clock](Sample& s) {
     std::map<std::string, int> states = {

@@ -3,6 +3,7 @@
 #ifndef PODPROF_AGGREGATOR_API_OBSERVABILITY_H_
 #define PODPROF_AGGREGATOR_API_OBSERVABILITY_H_
 
+#include "aggregator/api/queries.h"
 #include "aggregator/capture/orchestrator.h"
 #include "aggregator/capture/registry.h"
 #include "common/clock.h"
@@ -18,6 +19,7 @@ struct MetricSources {
   Orchestrator* orchestrator = nullptr;
   fleet::Replicator* fleet = nullptr;  // null without [fleet]
   int64_t max_active_hosts = 0;
+  const Queries* queries = nullptr;  // its SQL statements running
 };
 
 // Declares the aggregator's families in `m` and the collectors that fill them. `sources` and

@@ -90,11 +90,16 @@ class Queries {
   // leaves the other readers and the writer their cores), each within kSqlTimeLimitNs,
   // kSqlMemoryBytes and its request's row cap (kDefaultSqlRows when 0, at most kMaxSqlRows).
   absl::StatusOr<v1::SqlResponse> Sql(const v1::SqlRequest& request);
+  // Statements running now.
+  int sql_running() const {
+    absl::MutexLock lock(&sql_mu_);
+    return sql_running_;
+  }
 
  private:
   const StoreReads reads_;
   Registry& registry_;
-  absl::Mutex sql_mu_;
+  mutable absl::Mutex sql_mu_;
   int sql_running_ ABSL_GUARDED_BY(sql_mu_) = 0;
   fleet::Replicator* fleet_ = nullptr;
 };

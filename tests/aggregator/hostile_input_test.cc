@@ -7,6 +7,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <memory>
 #include <string>
 
@@ -15,6 +16,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
+#include "harness/wait.h"
 #include "nlohmann/json.hpp"
 #include "proto/podprof_aggregator.grpc.pb.h"
 #include "tests/util/child_process.h"
@@ -200,6 +202,98 @@ TEST_F(HostileInputTest, TheXprofTarHasNoMemberOutsideItsFolder) {
     for (absl::string_view part : absl::StrSplit(line, '/')) EXPECT_NE(part, "..") << line;
   }
   EXPECT_TRUE(absl::StrContains(members, "/_._.._evil.xplane.pb")) << members;
+  ExpectServing();
+}
+
+}  // namespace
+}  // namespace podprof::aggregator
+
+namespace podprof::aggregator {
+namespace {
+
+// Issue #59: SQL from a hostile caller (POST /api/v1/sql, and the same through MCP's query_sql)
+// is refused before it runs when it would write, attach, load or reach a file, and stopped by
+// its limits when it would run away; two runaways at once are the most, and meanwhile the
+// aggregator answers everyone else.
+TEST_F(HostileInputTest, HostileSqlIsRefusedOrStoppedWhileTheAggregatorServes) {
+  v1::ImportXSpaceResponse imported;
+  ASSERT_OK(Import("tpu-host", testing::ReadTestFile(testing::FixturePath(testing::kTpuFixture)),
+                   {}, &imported));
+  const std::string id = imported.capture_id();
+  // The body written by hand, so that bytes that are not UTF-8 reach the aggregator as they
+  // are (the statements here hold no '"', '\\' or control character).
+  auto sql = [&](const std::string& query) {
+    return Post("/api/v1/sql",
+                absl::StrCat(R"({"capture": ")", id, R"(", "query": ")", query, R"("})"));
+  };
+  const struct {
+    std::string query;
+    const char* why;
+  } refused[] = {
+      {"ATTACH DATABASE '/etc/passwd' AS p", "ATTACH"},
+      {"SELECT load_extension('/lib/x86_64-linux-gnu/libc.so.6')", "load_extension"},
+      {"DELETE FROM events", "may not be modified"},
+      {"CREATE TABLE t AS SELECT * FROM events", "schema change"},
+      {"PRAGMA writable_schema = ON", "PRAGMA"},
+      {"SELECT 1; DROP TABLE events", "one statement"},
+      {"SELECT \xFF\xFE FROM events", "not valid JSON"},
+  };
+  for (const auto& r : refused) {
+    testing::CurlResult answer = sql(r.query);
+    EXPECT_EQ(answer.status, 400) << r.query << " -> " << answer.body;
+    EXPECT_TRUE(absl::StrContains(answer.body, r.why)) << answer.body;
+  }
+  // A value repeated past the memory budget is stopped as its rows come back.
+  testing::CurlResult big = sql("SELECT zeroblob(16000000) FROM events");
+  EXPECT_EQ(big.status, 429) << big.body.substr(0, 300);
+  EXPECT_TRUE(absl::StrContains(big.body, "memory budget")) << big.body.substr(0, 300);
+  // The same refusal through MCP's query_sql is the tool's error.
+  testing::CurlResult mcp = Post(
+      "/mcp", nlohmann::json{{"jsonrpc", "2.0"},
+                             {"id", 1},
+                             {"method", "tools/call"},
+                             {"params",
+                              {{"name", "query_sql"},
+                               {"arguments", {{"capture", id}, {"query", "ATTACH 'x' AS y"}}}}}}
+                  .dump());
+  EXPECT_EQ(mcp.status, 200) << mcp.body;
+  EXPECT_TRUE(absl::StrContains(mcp.body, R"("isError":true)")) << mcp.body;
+  EXPECT_TRUE(absl::StrContains(mcp.body, "ATTACH")) << mcp.body;
+
+  // Two runaways: a recursive CTE without end, and the events joined with themselves thrice,
+  // each started once the one before it runs (/metrics counts the statements running).
+  auto running = [&](int n) {
+    return testing::WaitFor(
+        [&] {
+          return absl::StrContains(Curl(base_ + "/metrics").body,
+                                   absl::StrCat("podprof_sql_statements_running ", n, "\n"));
+        },
+        absl::Seconds(8), absl::Milliseconds(100));
+  };
+  auto endless = std::async(std::launch::async, [&] {
+    return sql(
+        "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) "
+        "SELECT max(x) FROM n");
+  });
+  ASSERT_TRUE(running(1));
+  auto join = std::async(std::launch::async,
+                         [&] { return sql("SELECT count(*) FROM events a, events b, events c"); });
+  ASSERT_TRUE(running(2));
+  // A third statement is refused while both run ...
+  testing::CurlResult third = sql("SELECT count(*) FROM events");
+  EXPECT_EQ(third.status, 429) << third.body;
+  EXPECT_TRUE(absl::StrContains(third.body, "statements are running")) << third.body;
+  // ... and everyone else is answered meanwhile, before either runaway has stopped.
+  ExpectServing();
+  EXPECT_EQ(Curl(base_ + "/api/v1/captures/" + id + "/kernels").status, 200);
+  EXPECT_EQ(endless.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
+  EXPECT_EQ(join.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
+  for (auto* runaway : {&endless, &join}) {
+    testing::CurlResult stopped = runaway->get();
+    EXPECT_EQ(stopped.status, 504) << stopped.body;
+    EXPECT_TRUE(absl::StrContains(stopped.body, "time limit of 10 s")) << stopped.body;
+  }
+  EXPECT_EQ(sql("SELECT count(*) AS n FROM events").status, 200);
   ExpectServing();
 }
 
