@@ -7,8 +7,11 @@
 //
 // Stateless: no session id is issued, so a client opens no GET stream and sends no DELETE (both
 // answer 405); every request is answered in the POST's own response, as JSON. Answers are kept
-// small: each list in a tool's answer is cut to `limit` items (50 unless asked) from `offset`,
-// and the page says how many there were; every answer carries its provenance.
+// small: each list in a tool's answer is cut to `page_size` items (50 unless asked) from
+// `page_offset`,
+// and the page says how many there were; every answer carries its provenance. The paging
+// arguments, page_offset and page_size, are MCP's own: a tool's `limit` (list_captures') is the
+// route's.
 #include <set>
 #include <string>
 #include <vector>
@@ -69,12 +72,12 @@ bool LoopbackPeer(const std::string& peer) {
 // The registry's input schema, with the paging every tool takes here.
 json ToolListing(const tools::Tool& t) {
   json schema = tools::InputSchema(t);
-  schema["properties"]["offset"] = {
+  schema["properties"]["page_offset"] = {
       {"type", "integer"},
       {"minimum", 0},
       {"default", 0},
       {"description", "The first item of each list in the answer (paging)"}};
-  schema["properties"]["limit"] = {
+  schema["properties"]["page_size"] = {
       {"type", "integer"},
       {"minimum", 1},
       {"maximum", kMaxLimit},
@@ -123,12 +126,15 @@ json Page(json* answer, int64_t offset, int64_t limit) {
   return page;
 }
 
-// Where a capture's answer comes from: the capture, its hosts and window, its clock error.
-json Provenance(const HttpApiSources& src, const json& args) {
+// Where a capture's answer comes from: the capture its arguments name (else the one its answer
+// names, as start_capture's does), its hosts and window, its clock error.
+json Provenance(const HttpApiSources& src, const json& args, const json& answer) {
   json p = {{"podprof_version", kVersion}};
-  for (const char* key : {"capture", "baseline"}) {
-    auto it = args.find(key);
-    if (it == args.end() || !it->is_string()) continue;
+  for (const json* from : {&args, &answer}) {
+    if (!from->is_object()) continue;
+    auto it = from->find("capture");
+    if (it == from->end()) it = from->find("baseline");
+    if (it == from->end() || !it->is_string()) continue;
     absl::StatusOr<storage::CaptureRow> row = src.queries->StoredCapture(it->get<std::string>());
     if (!row.ok()) continue;
     int64_t error = 0;
@@ -167,8 +173,8 @@ Response CallTool(const HttpApiSources& src, const http::Router& router, const R
     return Failure(id, kInvalidParams, "tools/call: params.arguments must be an object");
   }
   int64_t offset = 0, limit = kDefaultLimit;
-  for (auto [key, out, lo, hi] : {std::tuple{"offset", &offset, int64_t{0}, INT64_MAX / 2},
-                                  std::tuple{"limit", &limit, int64_t{1}, kMaxLimit}}) {
+  for (auto [key, out, lo, hi] : {std::tuple{"page_offset", &offset, int64_t{0}, INT64_MAX / 2},
+                                  std::tuple{"page_size", &limit, int64_t{1}, kMaxLimit}}) {
     auto it = args.find(key);
     if (it == args.end()) continue;
     if (!it->is_number_integer() || it->get<int64_t>() < lo || it->get<int64_t>() > hi) {
@@ -191,7 +197,7 @@ Response CallTool(const HttpApiSources& src, const http::Router& router, const R
     if (declared.count(key) == 0) {
       return Failure(id, kInvalidParams,
                      absl::StrCat(tool->name, ": no argument named ", key, " (it takes ",
-                                  absl::StrJoin(declared, ", "), ", offset, limit)"));
+                                  absl::StrJoin(declared, ", "), ", page_offset, page_size)"));
     }
   }
   // The tool's route, asked in-process as the caller: its checks and roles are the API's.
@@ -236,9 +242,10 @@ Response CallTool(const HttpApiSources& src, const http::Router& router, const R
     parsed = json{{"text", answer.body}};
   }
   json page = Page(&parsed, offset, limit);
+  json provenance = Provenance(src, args, parsed);
   json structured = {{"result", std::move(parsed)},
                      {"page", std::move(page)},
-                     {"provenance", Provenance(src, args)}};
+                     {"provenance", std::move(provenance)}};
   return Reply(id, {{"content", json::array({{{"type", "text"}, {"text", Dump(structured)}}})},
                     {"structuredContent", std::move(structured)},
                     {"isError", false}});

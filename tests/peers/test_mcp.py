@@ -87,6 +87,11 @@ def test_an_agent_lists_captures_finds_the_straggler_and_asks_sql(demo):
         assert got["provenance"]["capture"] == capture and got["provenance"]["hosts"] == 4
         listed = answer(await s.call_tool("list_captures", {"limit": 1}))
         assert len(listed["result"]["captures"]) == 1 and listed["page"]["totals"]["captures"] >= 1
+        # Small by default, and paged: two kernels of the capture's rows.
+        stats = answer(await s.call_tool("get_kernel_stats", {"capture": capture,
+                                                              "page_size": 2}))
+        assert len(stats["result"]["rows"]) == 2 and stats["page"]["next_offset"] == 2
+        assert stats["page"]["totals"]["rows"] > 2
         stragglers = answer(await s.call_tool("get_stragglers", {"capture": capture}))
         assert stragglers["result"]["straggler_named"] is True
         assert stragglers["result"]["verdict"].startswith(f"{THROTTLED[0]} chip {THROTTLED[1]}")

@@ -364,6 +364,133 @@ TEST_F(ToolRoutesTest, ViewerToolsAnswerWithTheirResultKeys) {
   EXPECT_GE(asked, 13u);
 }
 
+// MCP's surface (POST /mcp, aggregator/api/mcp_routes.cc) is the registry's: tools/list lists
+// every tool with its input schema and the paging arguments, and tools/call answers each viewer
+// tool with what its route answers for the same arguments.
+class McpTest : public ToolRoutesTest {
+ protected:
+  // One JSON-RPC message from `peer` (a plaintext caller: no certificate names).
+  http::Response Post(const Json& message, const std::string& peer = "127.0.0.1:5000") {
+    http::Request req;
+    req.method = "POST";
+    req.path = "/mcp";
+    req.peer = peer;
+    req.content_type = "application/json";
+    req.body = message.dump();
+    return router_->Handle(req);
+  }
+  Json Call(const std::string& tool, const Json& args) {
+    const http::Response res = Post({{"jsonrpc", "2.0"},
+                                     {"id", 7},
+                                     {"method", "tools/call"},
+                                     {"params", {{"name", tool}, {"arguments", args}}}});
+    EXPECT_EQ(res.status, 200) << res.body;
+    return Json::parse(res.body, nullptr, /*allow_exceptions=*/false);
+  }
+};
+
+TEST_F(McpTest, ToolsListIsTheRegistry) {
+  const http::Response init = Post({{"jsonrpc", "2.0"},
+                                    {"id", 1},
+                                    {"method", "initialize"},
+                                    {"params", {{"protocolVersion", "2025-06-18"}}}});
+  ASSERT_EQ(init.status, 200) << init.body;
+  EXPECT_EQ(Json::parse(init.body)["result"]["protocolVersion"], "2025-06-18");
+  const Json listed =
+      Json::parse(Post({{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/list"}}).body);
+  const Json& tools = listed["result"]["tools"];
+  ASSERT_EQ(tools.size(), Registry().size());
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const Tool& t = Registry()[i];
+    EXPECT_EQ(tools[i]["name"], t.name);
+    Json schema = tools[i]["inputSchema"];
+    EXPECT_TRUE(schema["properties"].contains("page_size")) << t.name;
+    schema["properties"].erase("page_size");
+    schema["properties"].erase("page_offset");
+    EXPECT_EQ(schema, InputSchema(t)) << t.name;
+  }
+}
+
+TEST_F(McpTest, EveryViewerToolAnswersAsItsRoute) {
+  for (const Tool& t : Registry()) {
+    if (t.role != Role::kViewer || kNeedsClickHouse.count(t.name) > 0) continue;
+    SCOPED_TRACE(t.name);
+    Json args = Json::parse(t.example);
+    for (const char* id : {"capture", "candidate"}) {
+      if (args.contains(id)) args[id] = "cap-b";
+    }
+    if (args.contains("baseline")) args["baseline"] = "cap-a";
+    if (args.contains("kernel")) args["kernel"] = "fusion.1";
+    args["page_size"] = 1000;
+    const Json answer = Call(t.name, args);
+    ASSERT_EQ(answer["result"]["isError"], false) << answer.dump().substr(0, 400);
+    const Json& structured = answer["result"]["structuredContent"];
+    Json route = Json::parse(Ask(t).body), via_mcp = structured["result"];
+    // What the route answers, less what moves between two asks.
+    route.erase("elapsed_ms");
+    via_mcp.erase("elapsed_ms");
+    EXPECT_EQ(via_mcp, route);
+    EXPECT_EQ(structured["provenance"]["podprof_version"].is_string(), true);
+    if (args.contains("capture")) {
+      EXPECT_EQ(structured["provenance"]["capture"], "cap-b");
+    }
+  }
+}
+
+TEST_F(McpTest, ListsArePagedAndSaySo) {
+  const Json answer =
+      Call("get_kernel_stats", {{"capture", "cap-b"}, {"page_size", 1}, {"page_offset", 1}});
+  const Json& s = answer["result"]["structuredContent"];
+  ASSERT_EQ(s["result"]["rows"].size(), 1u) << s.dump();
+  EXPECT_EQ(s["page"]["totals"]["rows"], 2);  // fusion.1 and copy.2
+  EXPECT_FALSE(s["page"].contains("next_offset"));
+  EXPECT_EQ(s["result"]["rows"][0]["kernel"],
+            Json::parse(Ask(*FindTool("get_kernel_stats")).body)["rows"][1]["kernel"]);
+}
+
+TEST_F(McpTest, BadCallsAreJsonRpcErrorsNamingTheProblem) {
+  const struct {
+    Json params;
+    const char* says;
+  } bad[] = {
+      {{{"name", "no_such_tool"}}, "no tool named"},
+      {{{"name", "get_stragglers"}, {"arguments", Json::object()}}, "capture is required"},
+      {{{"name", "get_stragglers"}, {"arguments", {{"capture", "cap-b"}, {"x", 1}}}},
+       "no argument named x"},
+      {{{"name", "get_stragglers"}, {"arguments", {{"capture", "a/b"}}}}, "without /"},
+      {{{"name", "get_kernel_stats"}, {"arguments", {{"capture", "cap-b"}, {"page_size", 0}}}},
+       "page_size"},
+  };
+  for (const auto& b : bad) {
+    const http::Response res =
+        Post({{"jsonrpc", "2.0"}, {"id", 3}, {"method", "tools/call"}, {"params", b.params}});
+    SCOPED_TRACE(b.says);
+    const Json j = Json::parse(res.body);
+    EXPECT_EQ(j["error"]["code"], -32602) << res.body;
+    EXPECT_THAT(j["error"]["message"].get<std::string>(), ::testing::HasSubstr(b.says));
+  }
+  // An unknown capture is the tool's own error (its route's 404), not the protocol's.
+  const Json missing = Call("get_stragglers", {{"capture", "nope"}});
+  EXPECT_EQ(missing["result"]["isError"], true);
+  EXPECT_THAT(missing["result"]["content"][0]["text"].get<std::string>(),
+              ::testing::HasSubstr("404"));
+  // A batch, a notification, an unknown method, and a plaintext caller beyond loopback.
+  http::Request batch;
+  batch.method = "POST";
+  batch.path = "/mcp";
+  batch.peer = "127.0.0.1:1";
+  batch.body = "[{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"ping\"}]";
+  EXPECT_EQ(router_->Handle(batch).status, 400);
+  EXPECT_EQ(Post({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}}).status, 202);
+  EXPECT_EQ(
+      Json::parse(Post({{"jsonrpc", "2.0"}, {"id", 4}, {"method", "nope"}}).body)["error"]["code"],
+      -32601);
+  const http::Response far =
+      Post({{"jsonrpc", "2.0"}, {"id", 5}, {"method", "tools/list"}}, "192.0.2.7:4000");
+  EXPECT_EQ(far.status, 403);
+  EXPECT_THAT(far.body, ::testing::HasSubstr("loopback"));
+}
+
 // Every `podprof` command is a tool's `cli` or a NotATool "cli X", and each names a command
 // there is. CommandNames() is the list CliMain builds, so a new command without an entry fails.
 TEST(ToolCliTest, EveryCommandIsAToolOrSaysWhyNot) {
