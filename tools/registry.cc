@@ -76,6 +76,12 @@ const std::vector<Tool>& Registry() {
   return *kTools;
 }
 
+const std::vector<CliShape>& CliShapes() {
+  static const std::vector<CliShape>* const kShapes =
+      new std::vector<CliShape>(internal::CliShapeEntries());
+  return *kShapes;
+}
+
 const Tool* FindTool(std::string_view name) {
   for (const Tool& t : Registry()) {
     if (t.name == name) return &t;
@@ -116,6 +122,10 @@ nlohmann::json InputSchema(const Tool& t) {
 }
 
 nlohmann::json ToolJson(const Tool& t) {
+  const CliShape* shape = nullptr;
+  for (const CliShape& s : CliShapes()) {
+    if (s.tool == t.name) shape = &s;
+  }
   nlohmann::json params = nlohmann::json::array();
   for (const Param& p : t.params) {
     nlohmann::json j = {{"name", p.name},
@@ -136,6 +146,8 @@ nlohmann::json ToolJson(const Tool& t) {
           {"params", params},
           {"example", nlohmann::json::parse(t.example, nullptr, /*allow_exceptions=*/false)},
           {"result_keys", t.result_keys},
+          {"cli_result_keys", shape ? shape->keys : t.result_keys},
+          {"cli_json_is_array", shape ? shape->array : false},
           {"input_schema", InputSchema(t)}};
 }
 

@@ -68,6 +68,17 @@ struct Tool {
   std::vector<std::string> result_keys;
 };
 
+// Where `podprof <cli> --format json` is shaped otherwise than the route's answer (it came first,
+// and scripts read it): the top-level keys of its object, or of each item where it prints an
+// array. A tool with no entry here prints the route's keys. Checked against the real CLI
+// (tests/python/test_tools.py).
+struct CliShape {
+  std::string tool;
+  bool array = false;
+  std::vector<std::string> keys;
+};
+const std::vector<CliShape>& CliShapes();
+
 // All tools, in a stable order (reads first, then the operator's writes).
 const std::vector<Tool>& Registry();
 

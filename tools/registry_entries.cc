@@ -396,6 +396,17 @@ std::vector<Tool> ToolEntries() {
   return all;
 }
 
+std::vector<CliShape> CliShapeEntries() {
+  return {
+      {"list_captures", true, {"capture", "created_ns", "start_ns", "end_ns", "status", "hosts"}},
+      {"get_stragglers",
+       false,
+       {"capture_id", "verdict", "straggler_named", "left_out", "chips", "worst"}},
+      {"get_kernel_history", true, {"kernel", "module", "category", "points"}},
+      {"get_telemetry", false, {"rows", "truncated"}},
+  };
+}
+
 std::vector<NotATool> NotToolEntries() {
   const char* const kPage = "a web page (HTML for a browser); its data come from the API's tools";
   return {

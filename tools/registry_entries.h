@@ -13,6 +13,8 @@ namespace podprof::tools::internal {
 std::vector<Tool> ToolEntries();
 // Every NotATool; built anew on each call (NotTools() keeps one copy).
 std::vector<NotATool> NotToolEntries();
+// Every CliShape; built anew on each call (CliShapes() keeps one copy).
+std::vector<CliShape> CliShapeEntries();
 
 }  // namespace podprof::tools::internal
 

@@ -364,6 +364,18 @@ TEST_F(ToolRoutesTest, ViewerToolsAnswerWithTheirResultKeys) {
   EXPECT_GE(asked, 13u);
 }
 
+// Each CLI shape names a tool that has a command, once.
+TEST(ToolCliShapeTest, ShapesNameToolsWithACommand) {
+  std::set<std::string> seen;
+  for (const CliShape& s : CliShapes()) {
+    const Tool* t = FindTool(s.tool);
+    ASSERT_NE(t, nullptr) << s.tool;
+    EXPECT_FALSE(t->cli.empty()) << s.tool;
+    EXPECT_FALSE(s.keys.empty()) << s.tool;
+    EXPECT_TRUE(seen.insert(s.tool).second) << s.tool;
+  }
+}
+
 // MCP's surface (POST /mcp, aggregator/api/mcp_routes.cc) is the registry's: tools/list lists
 // every tool with its input schema and the paging arguments, and tools/call answers each viewer
 // tool with what its route answers for the same arguments.
