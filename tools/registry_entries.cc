@@ -404,6 +404,9 @@ std::vector<CliShape> CliShapeEntries() {
        {"capture_id", "verdict", "straggler_named", "left_out", "chips", "worst"}},
       {"get_kernel_history", true, {"kernel", "module", "category", "points"}},
       {"get_telemetry", false, {"rows", "truncated"}},
+      // The commands follow the capture to its end and print its outcome.
+      {"start_capture", false, {"capture_id", "state", "start_ns", "end_ns", "hosts"}},
+      {"take_snapshot", false, {"capture_id", "state", "start_ns", "end_ns", "hosts"}},
   };
 }
 

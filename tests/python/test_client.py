@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 import podprof
-from peerlib import BIN, OUT, SOURCE, FIXTURES, Processes, podprof as cli, start_aggregator, wait_file
+from peerlib import BIN, OUT, SOURCE, FIXTURES, Processes, podprof as cli, podprof_json, start_aggregator, wait_file
 
 HOSTS, CHIPS = 4, 2
 
@@ -91,6 +91,14 @@ def test_the_version_is_podprofs():
     assert podprof.__version__ in cli("--version")
     cmake = (SOURCE / "CMakeLists.txt").read_text()
     assert f"project(podprof VERSION {podprof.__version__} " in cmake
+
+
+def test_podprof_capture_json_has_the_keys_the_registry_gives(pod):
+    tool = next(t for t in podprof_json("tools")["tools"] if t["name"] == "start_capture")
+    assert tool["cli"] == "capture" and not tool["cli_json_is_array"]
+    for taken in pod["taken"]:
+        missing = [k for k in tool["cli_result_keys"] if k not in taken]
+        assert not missing, f"podprof capture --format json lacks {missing}"
 
 
 def test_tables_equal_the_clis(pod):

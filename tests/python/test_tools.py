@@ -67,8 +67,8 @@ NOT_ASKED_HERE = {
     "get_fleet_history": "needs ClickHouse: tests/python/test_fleet.py",
     "get_fleet_top": "needs ClickHouse: tests/python/test_fleet.py",
     "get_fleet_regressions": "needs ClickHouse: tests/python/test_fleet.py",
-    "start_capture": "needs agents: tests/cli (podprof capture --format json)",
-    "take_snapshot": "needs agents: tests/cli (podprof snapshot --format json)",
+    "start_capture": "needs agents: test_client.py holds `podprof capture --format json` to it",
+    "take_snapshot": "needs agents; `podprof snapshot` is `podprof capture`'s command and writer",
 }
 
 
