@@ -30,10 +30,6 @@ absl::StatusOr<bool> HostWalk::Next() {
         return absl::OkStatus();
       }));
   if (!found) host_ = storage::StoredHost();
-  index_ = -1;
-  for (size_t i = 0; i < capture_.host_rows.size(); ++i) {
-    if (capture_.host_rows[i].host == name) index_ = static_cast<int>(i);
-  }
   const int64_t bytes = static_cast<int64_t>(host_.capture.KeptBytes());
   RETURN_IF_ERROR(budget_.Charge(bytes));
   charged_ = bytes;
@@ -53,13 +49,6 @@ std::vector<std::string> HostsOf(const storage::CaptureRow& capture,
     if (!only.has_value() || *only == h.host) hosts.push_back(h.host);
   }
   return hosts;
-}
-
-int64_t UncertaintyOf(const storage::CaptureRow& capture, const std::string& host) {
-  for (const storage::HostRow& h : capture.host_rows) {
-    if (h.host == host) return h.clock_uncertainty_ns;
-  }
-  return 0;
 }
 
 std::string DeviceName(const trace::Chip& chip) {
@@ -161,8 +150,7 @@ class EventsCursor : public Cursor {
  public:
   EventsCursor(const StoreSources& store, const storage::CaptureRow& capture, const Bounds& bounds,
                Budget& budget)
-      : capture_(capture),
-        budget_(budget),
+      : budget_(budget),
         walk_(store, capture, HostsOf(capture, bounds.Text(kHost)), Selection(bounds), budget),
         line_(bounds.Text(kLine) ? bounds.Text(kLine) : bounds.Text(kCategory)),
         kernel_(bounds.Text(kKernel) ? bounds.Text(kKernel) : bounds.Text(kHloOp)),
@@ -268,7 +256,7 @@ class EventsCursor : public Cursor {
   void StartHost() {
     const trace::HostCapture& host = walk_.host().capture;
     steps_ = insight::StepsByChip(host);
-    uncertainty_ns_ = UncertaintyOf(capture_, host.host.name);
+    uncertainty_ns_ = walk_.host().row.clock_uncertainty_ns;
     kernel_ok_.assign(host.kernels.size(), !kernel_.has_value());
     if (kernel_) {
       for (size_t k = 0; k < host.kernels.size(); ++k)
@@ -292,7 +280,6 @@ class EventsCursor : public Cursor {
     return start >= min_ns_ && start <= max_ns_;
   }
 
-  const storage::CaptureRow& capture_;
   Budget& budget_;
   HostWalk walk_;
   const std::optional<std::string> line_, kernel_;
@@ -335,8 +322,7 @@ class CountersCursor : public Cursor {
  public:
   CountersCursor(const StoreSources& store, const storage::CaptureRow& capture,
                  const Bounds& bounds, Budget& budget)
-      : capture_(capture),
-        budget_(budget),
+      : budget_(budget),
         walk_(store, capture, HostsOf(capture, bounds.Text(kCHost)), Selection(bounds), budget),
         counter_(bounds.Text(kCCounter)),
         min_ns_(bounds.Min(kCTimeNs, INT64_MIN)),
@@ -350,7 +336,7 @@ class CountersCursor : public Cursor {
         loaded_ = true;
         series_ = 0;
         sample_ = static_cast<size_t>(-1);
-        uncertainty_ns_ = UncertaintyOf(capture_, walk_.host().capture.host.name);
+        uncertainty_ns_ = walk_.host().row.clock_uncertainty_ns;
       }
       const auto& all = walk_.host().capture.counters;
       if (series_ < all.size()) {
@@ -404,7 +390,6 @@ class CountersCursor : public Cursor {
     return s;
   }
 
-  const storage::CaptureRow& capture_;
   Budget& budget_;
   HostWalk walk_;
   const std::optional<std::string> counter_;

@@ -154,7 +154,7 @@ class CollectivesTable : public Table {
       const trace::HostCapture& host = walk.host().capture;
       const int32_t h = static_cast<int32_t>(names->hosts.size());
       names->hosts.push_back(host.host.name);
-      names->uncertainty_ns.push_back(UncertaintyOf(capture_, host.host.name));
+      names->uncertainty_ns.push_back(walk.host().row.clock_uncertainty_ns);
       names->device_kinds.push_back(
           host.host.chips.empty() ? "TPU" : DeviceName(host.host.chips[0]).substr(0, 3));
       std::vector<int64_t> chip_keys, kernel_keys;

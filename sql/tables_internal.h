@@ -32,9 +32,8 @@ class HostWalk {
 
   // Loads the next host: false when none is left.
   absl::StatusOr<bool> Next();
+  // The host as stored: its capture, and its row (outcome, clock uncertainty).
   const storage::StoredHost& host() const { return host_; }
-  // The host's index in the capture's hosts (CaptureRow::host_rows).
-  int index() const { return index_; }
 
  private:
   void Release();
@@ -45,7 +44,6 @@ class HostWalk {
   storage::HostSelection selection_;
   Budget& budget_;
   size_t next_ = 0;
-  int index_ = -1;
   storage::StoredHost host_;
   int64_t charged_ = 0;
 };
@@ -53,8 +51,6 @@ class HostWalk {
 // The hosts of `capture` a query asks for: the one it names (when the capture has it), else all.
 std::vector<std::string> HostsOf(const storage::CaptureRow& capture,
                                  const std::optional<std::string>& only);
-// The host's clock uncertainty, ns (0 when unknown).
-int64_t UncertaintyOf(const storage::CaptureRow& capture, const std::string& host);
 // "TPU:0", "GPU:3", "CPU:0": a chip as XProf's Events DB names its device.
 std::string DeviceName(const trace::Chip& chip);
 
