@@ -33,20 +33,22 @@ nlohmann::json SqlAnswerJson(const v1::SqlResponse& answer) {
     for (const v1::SqlValue& v : row.values()) values.push_back(ValueJson(v));
     rows.push_back(std::move(values));
   }
-  const v1::Provenance& p = answer.provenance();
   return nlohmann::json{
       {"columns", std::vector<std::string>(answer.columns().begin(), answer.columns().end())},
       {"rows", std::move(rows)},
       {"truncated", answer.truncated()},
       {"elapsed_ms", static_cast<double>(answer.elapsed_ns()) / 1e6},
-      {"provenance",
-       {{"capture", p.capture_id()},
-        {"hosts", p.hosts()},
-        {"start_ns", p.start_ns()},
-        {"end_ns", p.end_ns()},
-        {"clock_error_ns", p.clock_error_ns()},
-        {"podprof_version", p.podprof_version()}}},
+      {"provenance", ProvenanceJson(answer.provenance())},
   };
+}
+
+nlohmann::json ProvenanceJson(const v1::Provenance& p) {
+  return {{"capture", p.capture_id()},
+          {"hosts", p.hosts()},
+          {"start_ns", p.start_ns()},
+          {"end_ns", p.end_ns()},
+          {"clock_error_ns", p.clock_error_ns()},
+          {"podprof_version", p.podprof_version()}};
 }
 
 std::string SqlAnswerJsonText(const v1::SqlResponse& answer) {

@@ -13,6 +13,9 @@
 namespace podprof::report {
 
 nlohmann::json SqlAnswerJson(const v1::SqlResponse& answer);
+// {"capture", "hosts", "start_ns", "end_ns", "clock_error_ns", "podprof_version"}: the
+// provenance block of the SQL answer and of MCP's.
+nlohmann::json ProvenanceJson(const v1::Provenance& p);
 // The JSON as text; invalid UTF-8 in stored names replaced, never refused.
 std::string SqlAnswerJsonText(const v1::SqlResponse& answer);
 // A header of the column names, then a line per row (NULL as an empty field).

@@ -24,6 +24,7 @@
 #include "http/json_body.h"
 #include "nlohmann/json.hpp"
 #include "podprof_version.h"
+#include "report/sql_rows.h"
 #include "tools/registry.h"
 
 namespace podprof::aggregator {
@@ -129,25 +130,15 @@ json Page(json* answer, int64_t offset, int64_t limit) {
 // Where a capture's answer comes from: the capture its arguments name (else the one its answer
 // names, as start_capture's does), its hosts and window, its clock error.
 json Provenance(const HttpApiSources& src, const json& args, const json& answer) {
-  json p = {{"podprof_version", kVersion}};
   for (const json* from : {&args, &answer}) {
     if (!from->is_object()) continue;
     auto it = from->find("capture");
     if (it == from->end()) it = from->find("baseline");
     if (it == from->end() || !it->is_string()) continue;
     absl::StatusOr<storage::CaptureRow> row = src.queries->StoredCapture(it->get<std::string>());
-    if (!row.ok()) continue;
-    int64_t error = 0;
-    for (const storage::HostRow& h : row->host_rows)
-      error = std::max(error, h.clock_uncertainty_ns);
-    p["capture"] = row->id;
-    p["hosts"] = static_cast<int64_t>(row->host_rows.size());
-    p["start_ns"] = row->start_ns;
-    p["end_ns"] = row->end_ns;
-    p["clock_error_ns"] = error;
-    break;
+    if (row.ok()) return report::ProvenanceJson(ProvenanceOf(*row));
   }
-  return p;
+  return {{"podprof_version", kVersion}};
 }
 
 json ToolError(const std::string& message) {

@@ -41,6 +41,10 @@ inline constexpr int64_t kSqlMemoryBytes = 256 << 20;
 inline constexpr uint32_t kDefaultSqlRows = 1'000;
 inline constexpr uint32_t kMaxSqlRows = 10'000;
 
+// Where an answer about `capture` comes from: its id, hosts and window on the pod's clock, the
+// largest clock uncertainty among its hosts, and this podprof's version (SQL's answers, MCP's).
+v1::Provenance ProvenanceOf(const storage::CaptureRow& capture);
+
 class Queries {
  public:
   // Reads through the store's read roles only (store_reads.h).

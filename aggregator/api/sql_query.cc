@@ -24,6 +24,21 @@ void SetValue(const sql::Value& v, v1::SqlValue* out) {
 
 }  // namespace
 
+v1::Provenance ProvenanceOf(const storage::CaptureRow& capture) {
+  v1::Provenance p;
+  p.set_capture_id(capture.id);
+  p.set_hosts(static_cast<int64_t>(capture.host_rows.size()));
+  p.set_start_ns(capture.start_ns);
+  p.set_end_ns(capture.end_ns);
+  int64_t error = 0;
+  for (const storage::HostRow& h : capture.host_rows) {
+    error = std::max(error, h.clock_uncertainty_ns);
+  }
+  p.set_clock_error_ns(error);
+  p.set_podprof_version(kVersion);
+  return p;
+}
+
 absl::StatusOr<v1::SqlResponse> Queries::Sql(const v1::SqlRequest& request) {
   if (request.capture_id().empty()) {
     return absl::InvalidArgumentError("sql: capture_id is required");
@@ -65,18 +80,7 @@ absl::StatusOr<v1::SqlResponse> Queries::Sql(const v1::SqlRequest& request) {
   response.set_truncated(result.truncated);
   response.set_elapsed_ns(result.elapsed_ns);
   response.set_peak_bytes(result.peak_bytes);
-  const storage::CaptureRow& capture = tables->capture();
-  v1::Provenance* p = response.mutable_provenance();
-  p->set_capture_id(capture.id);
-  p->set_hosts(static_cast<int64_t>(capture.host_rows.size()));
-  p->set_start_ns(capture.start_ns);
-  p->set_end_ns(capture.end_ns);
-  int64_t error = 0;
-  for (const storage::HostRow& h : capture.host_rows) {
-    error = std::max(error, h.clock_uncertainty_ns);
-  }
-  p->set_clock_error_ns(error);
-  p->set_podprof_version(kVersion);
+  *response.mutable_provenance() = ProvenanceOf(tables->capture());
   return response;
 }
 
