@@ -91,6 +91,24 @@ def start_aggregator(procs, out, extra=()):
     return info
 
 
+def dcn_store_pod(name):
+    """An aggregator over podprof-test-dcn-store's hand-made store (tests/util/dcn_pod.h: the
+    multi-slice captures dcn-1, dcn-slow and no-dcn), in OUT/name, for a pytest fixture to yield
+    from: {"address" (gRPC), "url" (HTTP)}, stopped when the generator closes."""
+    folder = OUT / name
+    shutil.rmtree(folder, ignore_errors=True)
+    procs = Processes(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        subprocess.run([BIN / "podprof-test-dcn-store", folder / "podprof.db"], check=True,
+                       capture_output=True)
+        agg = start_aggregator(procs, folder)
+        yield {"address": f"127.0.0.1:{agg['port']}",
+               "url": f"http://127.0.0.1:{agg['http_port']}"}
+    finally:
+        procs.stop()
+
+
 def start_jax_agent(procs, folder, name, profiler_port, address):
     """A podprof-agent of host `name` reading a JAX job's profiler at `profiler_port` (no
     metrics service), registered with the aggregator at `address`; waited for."""

@@ -6,29 +6,17 @@ each step, its host's clock 3 ms ahead; the same with a slow link instead); each
 DCN ops answers its verdict with empty frames.
 """
 import io
-import shutil
-import subprocess
 
 import pandas as pd
 import pytest
 
 import podprof
-from peerlib import BIN, OUT, Processes, podprof as cli, start_aggregator
+from peerlib import dcn_store_pod, podprof as cli
 
 
 @pytest.fixture(scope="module")
 def pod():
-    folder = OUT / "dcn"
-    shutil.rmtree(folder, ignore_errors=True)
-    procs = Processes(folder)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        subprocess.run([BIN / "podprof-test-dcn-store", folder / "podprof.db"], check=True)
-        agg = start_aggregator(procs, folder)
-        yield {"address": f"127.0.0.1:{agg['port']}",
-               "url": f"http://127.0.0.1:{agg['http_port']}"}
-    finally:
-        procs.stop()
+    yield from dcn_store_pod("dcn")
 
 
 def cli_csv(pod, *args):

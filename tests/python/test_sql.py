@@ -6,7 +6,6 @@ asked here follow from that layout, not from podprof's reading of it; the frame 
 to the CLI's CSV, and refused statements answer 400 naming what was refused.
 """
 import io
-import shutil
 import subprocess
 
 import pandas as pd
@@ -14,22 +13,12 @@ import pytest
 
 import podprof
 from podprof.errors import PodprofError
-from peerlib import BIN, OUT, Processes, podprof as cli, start_aggregator
+from peerlib import BIN, dcn_store_pod, podprof as cli
 
 
 @pytest.fixture(scope="module")
 def pod():
-    folder = OUT / "sql"
-    shutil.rmtree(folder, ignore_errors=True)
-    procs = Processes(folder)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        subprocess.run([BIN / "podprof-test-dcn-store", folder / "podprof.db"], check=True)
-        agg = start_aggregator(procs, folder)
-        yield {"address": f"127.0.0.1:{agg['port']}",
-               "url": f"http://127.0.0.1:{agg['http_port']}"}
-    finally:
-        procs.stop()
+    yield from dcn_store_pod("sql")
 
 
 QUERY = ("SELECT host, chip, line, count(*) AS n, min(start_ns) AS first_ns FROM events "

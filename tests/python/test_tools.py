@@ -5,13 +5,11 @@ and every name the registry gives is a method there is; and every `podprof` comm
 The registry is read from the built binary's `podprof tools --format json`."""
 import inspect
 import json
-import shutil
-import subprocess
 
 import pytest
 
 import podprof
-from peerlib import BIN, OUT, Processes, podprof as cli, podprof_json, start_aggregator
+from peerlib import dcn_store_pod, podprof as cli, podprof_json
 
 
 def _registry():
@@ -74,17 +72,8 @@ NOT_ASKED_HERE = {
 
 @pytest.fixture(scope="module")
 def store():
-    folder = OUT / "tools-cli"
-    shutil.rmtree(folder, ignore_errors=True)
-    procs = Processes(folder)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        subprocess.run([BIN / "podprof-test-dcn-store", folder / "podprof.db"], check=True,
-                       capture_output=True)
-        agg = start_aggregator(procs, folder)
-        yield f"127.0.0.1:{agg['port']}"
-    finally:
-        procs.stop()
+    for pod in dcn_store_pod("tools-cli"):
+        yield pod["address"]
 
 
 def test_every_commands_json_has_the_keys_the_registry_gives(store):
