@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "storage/kernel_counter_block.h"
 #include "storage/kernel_rows.h"
 #include "storage/segment_index.h"
 #include "storage/store_internal.h"
@@ -77,7 +78,7 @@ absl::StatusOr<std::vector<int64_t>> ResolveKernelsOn(
 // The statements inserting one host's rows, prepared once per capture.
 struct HostInserts {
   internal::HostIds hosts;
-  std::unique_ptr<Statement> ins_ch, ins_chip, ins_stat, ins_kcounter, ins_scope, ins_block,
+  std::unique_ptr<Statement> ins_ch, ins_chip, ins_stat, ins_kcounters, ins_scope, ins_block,
       ins_counter;
   static absl::StatusOr<HostInserts> Prepare(Connection& c) {
     HostInserts h;
@@ -98,11 +99,10 @@ struct HostInserts {
                                                     "INSERT INTO kernel_stats (capture, chip_id, "
                                                     "kernel_id, count, total_ps, min_ps, max_ps, "
                                                     "sketch) VALUES (?,?,?,?,?,?,?,?)"));
-    ASSIGN_OR_RETURN(h.ins_kcounter, Statement::Prepare(c,
-                                                        "INSERT INTO kernel_counters (capture, "
-                                                        "chip_id, kernel_id, name, cumulative, "
-                                                        "integral, covered_ps, executions) "
-                                                        "VALUES (?,?,?,?,?,?,?,?)"));
+    ASSIGN_OR_RETURN(h.ins_kcounters, Statement::Prepare(c,
+                                                         "INSERT INTO kernel_counter_blocks "
+                                                         "(capture, host_id, rows, data) "
+                                                         "VALUES (?,?,?,?)"));
     ASSIGN_OR_RETURN(h.ins_scope, Statement::Prepare(c,
                                                      "INSERT INTO kernel_scopes (capture, "
                                                      "chip_id, kernel_id, line, name, count, "
@@ -191,14 +191,14 @@ absl::StatusOr<std::vector<int64_t>> InsertHostData(Connection& c, HostInserts& 
     BindRef(*q.ins_counter, 5, ref);
     RETURN_IF_ERROR(q.ins_counter->Run());
   }
-  for (const trace::KernelCounter& k : h.attributions) {
-    ASSIGN_OR_RETURN(const int64_t chip, ids.Chip(k.chip));
-    ASSIGN_OR_RETURN(const int64_t kid, ids.Kernel(k.kernel));
-    q.ins_kcounter->Reset();
-    q.ins_kcounter->Bind(1, seq).Bind(2, chip).Bind(3, kid).Bind(4, k.counter);
-    q.ins_kcounter->Bind(5, int64_t{k.kind == trace::CounterKind::kCumulative});
-    q.ins_kcounter->Bind(6, k.integral).Bind(7, k.covered_ps).Bind(8, k.executions);
-    RETURN_IF_ERROR(q.ins_kcounter->Run());
+  if (!h.attributions.empty()) {
+    ASSIGN_OR_RETURN(const std::string block, internal::EncodeKernelCounterBlock(
+                                                  h.host, h.attributions, h.chips, h.kernel_ids));
+    q.ins_kcounters->Reset();
+    q.ins_kcounters->Bind(1, seq).Bind(2, host_id);
+    q.ins_kcounters->Bind(3, static_cast<int64_t>(h.attributions.size()));
+    q.ins_kcounters->BindBlob(4, block);
+    RETURN_IF_ERROR(q.ins_kcounters->Run());
   }
   for (const trace::KernelScope& k : h.scopes) {
     ASSIGN_OR_RETURN(const int64_t chip, ids.Chip(k.chip));

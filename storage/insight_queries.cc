@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "storage/kernel_counter_block.h"
 #include "storage/store_internal.h"
 
 namespace podprof::storage {
@@ -21,20 +22,27 @@ constexpr char kVisibleScopes[] =
     "JOIN chips ch ON ch.id = s.chip_id JOIN hosts h ON h.id = ch.host_id JOIN capture_hosts o ON "
     "o.capture = s.capture AND o.host_id = ch.host_id";
 
-// The generation of each chip of capture `seq` by (host, ordinal); `*first` gets the first
-// chip's, what pod-wide figures are judged with.
+// The generation of each chip of capture `seq` by (host, ordinal), when `per_chip` (else
+// none); `*first` gets the first chip's, what pod-wide figures are judged with. Pod-wide rows
+// need only that one: reading every chip (8,960 of a v5p pod) on each pod-wide query was most
+// of what the queries made during a pod's ingest cost (docs/SCALE.md).
 absl::StatusOr<std::map<std::pair<std::string, int>, std::string>> ChipGenerations(
-    Connection& c, int64_t seq, std::string* first) {
-  ASSIGN_OR_RETURN(auto gens, Statement::Prepare(c,
-                                                 "SELECT h.name, ch.ordinal, ch.generation FROM "
-                                                 "chips ch JOIN hosts h ON h.id = ch.host_id "
-                                                 "WHERE ch.capture = ? ORDER BY ch.id"));
+    Connection& c, int64_t seq, bool per_chip, std::string* first) {
+  ASSIGN_OR_RETURN(auto gens,
+                   Statement::Prepare(c, per_chip ? "SELECT h.name, ch.ordinal, "
+                                                    "ch.generation FROM chips ch JOIN "
+                                                    "hosts h ON h.id = ch.host_id WHERE "
+                                                    "ch.capture = ? ORDER BY ch.id"
+                                                  : "SELECT '', -1, generation FROM chips "
+                                                    "WHERE capture = ? ORDER BY id LIMIT 1"));
   gens->Bind(1, seq);
   std::map<std::pair<std::string, int>, std::string> out;
   first->clear();
+  bool seen = false;
   RETURN_IF_ERROR(gens->ForEachRow([&](const Statement& row) {
-    if (out.empty()) *first = row.Text(2);
-    out[{row.Text(0), static_cast<int>(row.Int(1))}] = row.Text(2);
+    if (!seen) *first = row.Text(2);
+    seen = true;
+    if (per_chip) out[{row.Text(0), static_cast<int>(row.Int(1))}] = row.Text(2);
     return absl::OkStatus();
   }));
   return out;
@@ -47,8 +55,8 @@ class InsightRows {
  public:
   InsightRows(Connection& c, int64_t seq, bool per_chip) : c_(c), seq_(seq), per_chip_(per_chip) {}
 
-  // Counter attributions: per chip from the per-chip rows, over the pod from the roll-ups
-  // written with them.
+  // Counter attributions: per chip from each host's block (and the per-chip rows of captures
+  // stored before blocks were), over the pod from the roll-ups written with them.
   absl::Status AddCounters() {
     ASSIGN_OR_RETURN(
         auto s,
@@ -63,19 +71,36 @@ class InsightRows {
                           : "SELECT '', -1, kernel_id, name, cumulative, integral, covered_ps "
                             "FROM kernel_counter_rollups WHERE capture = ?"));
     s->Bind(1, seq_);
-    return s->ForEachRow([&](const Statement& row) {
-      RowReader col(row, 3);
-      KernelInsightRow& r = RowOf(row);
+    RETURN_IF_ERROR(s->ForEachRow([&](const Statement& row) {
+      RowReader col(row);
+      const std::string host = col.Text();
+      const int chip = col.Int32();
+      const int64_t kernel = col.Int();
       const std::string name = col.Text();
       const bool cumulative = col.Bool();
       const double integral = col.Double();
-      const int64_t covered = col.Int();
-      if (cumulative) {
-        r.totals[name] = integral;
-      } else {
-        r.gauge_integrals[name] = {integral, covered};
+      Add(RowOf(host, chip, kernel), name, cumulative, integral, col.Int());
+      return absl::OkStatus();
+    }));
+    if (!per_chip_) return absl::OkStatus();
+    ASSIGN_OR_RETURN(auto blocks,
+                     Statement::Prepare(c_,
+                                        "SELECT h.name, b.data FROM kernel_counter_blocks b "
+                                        "JOIN hosts h ON h.id = b.host_id JOIN capture_hosts o "
+                                        "ON o.capture = b.capture AND o.host_id = b.host_id "
+                                        "WHERE b.capture = ?"));
+    blocks->Bind(1, seq_);
+    return blocks->ForEachRow([&](const Statement& row) -> absl::Status {
+      const std::string host = row.Text(0);
+      absl::StatusOr<std::vector<internal::StoredKernelCounter>> rows =
+          internal::DecodeKernelCounterBlock(row.Blob(1));
+      if (!rows.ok()) {
+        return absl::DataLossError(absl::StrCat("host ", host, ": ", rows.status().message()));
       }
-      r.covered_ps = std::max(r.covered_ps, covered);
+      for (const internal::StoredKernelCounter& k : *rows) {
+        Add(RowOf(host, k.chip_ordinal, k.kernel_id), k.counter, k.cumulative, k.integral,
+            k.covered_ps);
+      }
       return absl::OkStatus();
     });
   }
@@ -140,12 +165,25 @@ class InsightRows {
     RowReader col(row);
     const std::string host = col.Text();
     const int chip = col.Int32();
-    const int64_t kernel = col.Int();
+    return RowOf(host, chip, col.Int());
+  }
+  KernelInsightRow& RowOf(const std::string& host, int chip, int64_t kernel) {
     KernelInsightRow& r = rows_[{host, chip, kernel}];
     r.host = host;
     r.chip = chip;
     r.kernel_id = kernel;
     return r;
+  }
+
+  // One counter's attribution to `r`'s kernel.
+  static void Add(KernelInsightRow& r, const std::string& name, bool cumulative, double integral,
+                  int64_t covered) {
+    if (cumulative) {
+      r.totals[name] = integral;
+    } else {
+      r.gauge_integrals[name] = {integral, covered};
+    }
+    r.covered_ps = std::max(r.covered_ps, covered);
   }
 
   Connection& c_;
@@ -163,7 +201,7 @@ absl::StatusOr<std::vector<KernelInsightRow>> InsightQueries::KernelInsights(
   InsightRows rows(*c, ref.seq, per_chip);
   RETURN_IF_ERROR(rows.AddCounters());
   std::string first_generation;
-  ASSIGN_OR_RETURN(auto generations, ChipGenerations(*c, ref.seq, &first_generation));
+  ASSIGN_OR_RETURN(auto generations, ChipGenerations(*c, ref.seq, per_chip, &first_generation));
   RETURN_IF_ERROR(rows.AddSyncWaits(sync_scope));
   RETURN_IF_ERROR(rows.AddWaits());
   return rows.Take(generations, first_generation);

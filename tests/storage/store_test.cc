@@ -1,15 +1,19 @@
 #include "storage/store.h"
 
 #include <atomic>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <thread>
+#include <tuple>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/zstd_codec.h"
 #include "gtest/gtest.h"
 #include "ingest/capture_ingest.h"
 #include "storage/health.h"
+#include "storage/kernel_counter_block.h"
 #include "storage/retention.h"
 #include "storage/schema.h"
 #include "storage/sqlite.h"
@@ -586,6 +590,165 @@ TEST_F(StoreTest, RetentionByAgeSizeAndTimelines) {
   EXPECT_EQ(left->front().id, "r5");  // the newest survive
   EXPECT_LE(*storage::UsedBytes(store->database()), *used * 3 / 4);
   EXPECT_OK(storage::CheckIntegrity(store->database()));
+}
+
+// Since version 13 a host's counter attributions are one blob (kernel_counter_blocks), not a
+// kernel_counters row each: the per-chip insight reads back exactly what the analysis attributed,
+// a capture stored before keeps its rows and reads as before, and a damaged blob is an error
+// naming the host.
+TEST_F(StoreTest, CounterAttributionsAreOneBlockPerHostAndOlderRowsStillRead) {
+  {
+    auto c = Connection::Open(db_.path(), true);
+    ASSERT_OK(c);
+    ASSERT_OK(Migrate(**c, 12));
+    ASSERT_OK((*c)->Exec(
+        "INSERT INTO captures (seq, id, start_ns, end_ns, status, created_ns) "
+        "VALUES (1, 'old', 5, 6, 'complete', 7);"
+        "INSERT INTO hosts (id, name) VALUES (1, 'h-old');"
+        "INSERT INTO capture_hosts (capture, host_id, status) VALUES (1, 1, 'complete');"
+        "INSERT INTO chips (id, capture, host_id, ordinal, global_id, generation, device_type, "
+        "peak_tflops, peak_hbm_gbps) VALUES (1, 1, 1, 3, 3, 'v5p', 'TPU v5p', 459, 2765);"
+        "INSERT INTO kernels (id, module, op_name, category, program_id, hlo_hash, flops, "
+        "bytes_accessed, source) VALUES (1, 'jit_old', 'fusion.9', 'loop fusion', 1, 0, 0, 0, "
+        "'');"
+        "INSERT INTO kernel_counters (capture, chip_id, kernel_id, name, cumulative, integral, "
+        "covered_ps, executions) VALUES (1, 1, 1, 'core/busy', 0, 5e6, 1000, 3), "
+        "(1, 1, 1, 'core/energy_nj', 1, 42.5, 1000, 3);"));
+  }
+  auto store = Open();
+  ingest::CaptureInput in = Synthetic("new", 1'000'000, "fusion.1", 1, 200, 2'000'000);
+  trace::HostCapture& cap = *in.hosts[0].capture;
+  trace::CounterSeries busy, energy;
+  busy.name = "core/busy";
+  energy.name = "core/energy_nj";
+  for (int i = 0; i <= 100; ++i) {
+    busy.time_ns.push_back(cap.blocks[0].base_ns + i * 100'000);
+    busy.value.push_back(0.25 + (i % 3) * 0.25);
+    energy.time_ns.push_back(busy.time_ns.back());
+    energy.value.push_back(i * 1000.5);
+  }
+  cap.counters = {busy, energy};
+  ingest::PodAnalysis pod;
+  auto analysed = ingest::AnalyseHost(store->writer(), 0, cap, &pod);
+  ASSERT_OK(analysed);
+  analysed->write.host = "h0";
+  // What the analysis attributed, keyed as the per-chip insight keys it.
+  std::map<std::tuple<int64_t, std::string>, std::pair<double, int64_t>> attributed;
+  for (const trace::KernelCounter& k : analysed->write.attributions) {
+    attributed[{analysed->write.kernel_ids[k.kernel], k.counter}] = {k.integral, k.covered_ps};
+  }
+  ASSERT_EQ(attributed.size(), 4u) << "two kernels, two counters";
+  CaptureWrite header;
+  header.id = "new";
+  header.start_ns = 1'000'000;
+  header.end_ns = 2'000'000;
+  std::vector<ingest::AnalysedHost> hosts;
+  hosts.push_back(std::move(*analysed));
+  ASSERT_OK(ingest::WriteAnalysed(store->writer(), header, std::move(hosts), &pod));
+
+  const ScopeName sync{"Tensor Core Sync Flag", "SyncWait"};
+  auto rows = store->insights().KernelInsights("new", /*per_chip=*/true, sync);
+  ASSERT_OK(rows);
+  std::map<std::tuple<int64_t, std::string>, std::pair<double, int64_t>> read;
+  for (const KernelInsightRow& r : *rows) {
+    EXPECT_EQ(r.host, "h0");
+    EXPECT_EQ(r.chip, 0);
+    for (const auto& [name, total] : r.totals) read[{r.kernel_id, name}] = {total, r.covered_ps};
+    for (const auto& [name, g] : r.gauge_integrals) read[{r.kernel_id, name}] = g;
+  }
+  EXPECT_EQ(read, attributed) << "exactly what was attributed, through the block";
+
+  auto old = store->insights().KernelInsights("old", /*per_chip=*/true, sync);
+  ASSERT_OK(old);
+  ASSERT_EQ(old->size(), 1u);
+  EXPECT_EQ((*old)[0].host, "h-old");
+  EXPECT_EQ((*old)[0].chip, 3);
+  EXPECT_EQ((*old)[0].kernel_id, 1);
+  EXPECT_EQ((*old)[0].totals.at("core/energy_nj"), 42.5);
+  EXPECT_EQ((*old)[0].gauge_integrals.at("core/busy"), (std::pair<double, int64_t>{5e6, 1000}));
+
+  auto c = Connection::Open(db_.path(), false);
+  ASSERT_OK(c);
+  auto count = [&](const std::string& sql) -> int64_t {
+    auto s = Statement::Prepare(**c, sql);
+    EXPECT_OK(s);
+    if (!s.ok()) return -1;
+    auto row = (*s)->Step();
+    return row.ok() && *row ? (*s)->Int(0) : -1;
+  };
+  EXPECT_EQ(count("SELECT COUNT(*) FROM kernel_counters WHERE capture = 2"), 0);
+  EXPECT_EQ(count("SELECT COUNT(*) FROM kernel_counter_blocks WHERE capture = 2"), 1);
+  EXPECT_EQ(count("SELECT SUM(rows) FROM kernel_counter_blocks WHERE capture = 2"), 4);
+
+  ASSERT_OK((*c)->Exec("UPDATE kernel_counter_blocks SET data = X'28b52ffd00' WHERE capture = 2"));
+  auto damaged = store->insights().KernelInsights("new", /*per_chip=*/true, sync);
+  ASSERT_FALSE(damaged.ok());
+  EXPECT_TRUE(absl::IsDataLoss(damaged.status())) << damaged.status();
+  EXPECT_TRUE(absl::StrContains(damaged.status().message(), "host h0")) << damaged.status();
+  ASSERT_OK(store->insights().KernelInsights("new", /*per_chip=*/false, sync))
+      << "the pod-wide figures come from the roll-ups";
+}
+
+// The block's codec: every field exact (NaN payloads, -0.0, negative chips and extremes), an
+// index out of range named with its host, and no truncation or forged count read as rows.
+uint64_t BitsOf(double v) {
+  uint64_t b;
+  std::memcpy(&b, &v, 8);
+  return b;
+}
+
+TEST(KernelCounterBlockTest, RoundTripsExactlyAndRefusesDamage) {
+  std::vector<trace::Chip> chips(2);
+  chips[0].ordinal = 7;
+  chips[1].ordinal = -1;
+  const std::vector<int64_t> kernel_ids = {1, int64_t{1} << 40};
+  std::vector<trace::KernelCounter> rows;
+  double nan_payload;
+  const uint64_t nan_bits = 0x7ff8dead0000beef;
+  std::memcpy(&nan_payload, &nan_bits, 8);
+  int i = 0;
+  for (double v : {0.0, -0.0, 1e308, -3.25, nan_payload}) {
+    trace::KernelCounter k;
+    k.chip = i % 2;
+    k.kernel = static_cast<uint32_t>(i % 2);
+    k.counter = i % 2 ? "perf/die1_cycles" : "hbm_busy";
+    k.kind = i % 2 ? trace::CounterKind::kCumulative : trace::CounterKind::kGauge;
+    k.integral = v;
+    k.covered_ps = i == 4 ? INT64_MAX : -i;
+    k.executions = i == 3 ? INT64_MIN : i;
+    rows.push_back(k);
+    ++i;
+  }
+  auto blob = internal::EncodeKernelCounterBlock("h0", rows, chips, kernel_ids);
+  ASSERT_OK(blob);
+  auto back = internal::DecodeKernelCounterBlock(*blob);
+  ASSERT_OK(back);
+  ASSERT_EQ(back->size(), rows.size());
+  for (size_t j = 0; j < rows.size(); ++j) {
+    const internal::StoredKernelCounter& r = (*back)[j];
+    EXPECT_EQ(r.chip_ordinal, chips[rows[j].chip].ordinal);
+    EXPECT_EQ(r.kernel_id, kernel_ids[rows[j].kernel]);
+    EXPECT_EQ(r.counter, rows[j].counter);
+    EXPECT_EQ(r.cumulative, rows[j].kind == trace::CounterKind::kCumulative);
+    EXPECT_EQ(BitsOf(r.integral), BitsOf(rows[j].integral));
+    EXPECT_EQ(r.covered_ps, rows[j].covered_ps);
+    EXPECT_EQ(r.executions, rows[j].executions);
+  }
+
+  rows[2].kernel = 2;
+  auto bad = internal::EncodeKernelCounterBlock("host-9", rows, chips, kernel_ids);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(bad.status()));
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "host host-9: kernel index 2"));
+
+  // Every cut of the raw content, recompressed, is refused (never fewer rows read as whole).
+  auto raw = ZstdDecompress(*blob, 1 << 20, "test");
+  ASSERT_OK(raw);
+  for (size_t cut = 0; cut < raw->size(); ++cut) {
+    auto short_blob = internal::DecodeKernelCounterBlock(ZstdCompress(raw->substr(0, cut), 1));
+    EXPECT_TRUE(absl::IsDataLoss(short_blob.status())) << "cut at " << cut;
+  }
+  EXPECT_TRUE(absl::IsDataLoss(internal::DecodeKernelCounterBlock("not zstd").status()));
 }
 
 TEST_F(StoreTest, MigratesAnOlderSchemaAndRefusesANewerOne) {
