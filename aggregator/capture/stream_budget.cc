@@ -15,12 +15,17 @@ bool StreamBudget::Take(int64_t id, int64_t bytes) {
   held_[id] += bytes;
   if (let_go_.contains(id)) return false;
   if (used_ <= limit_) return true;
-  // Past the limit: the stream holding the most goes, of those not already let go (whose
-  // bytes come back as soon as they see it).
-  int64_t largest = id;
+  // Past the limit: the stream holding the most goes, of those not already let go. The bytes
+  // of those let go come back as soon as they see it, and do not count against the others
+  // meanwhile: an honest stream was let go because a hostile one, let go a moment before,
+  // had not yet given its bytes back.
+  int64_t largest = id, kept = 0;
   for (const auto& [stream, held] : held_) {
-    if (!let_go_.contains(stream) && held > held_[largest]) largest = stream;
+    if (let_go_.contains(stream)) continue;
+    kept += held;
+    if (held > held_[largest]) largest = stream;
   }
+  if (kept <= limit_) return true;
   let_go_.insert(largest);
   return largest != id;
 }

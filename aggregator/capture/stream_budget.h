@@ -33,9 +33,10 @@ class StreamBudget {
 
   // A new stream's share, empty; give it back with Leave.
   int64_t Join() ABSL_LOCKS_EXCLUDED(mu_);
-  // Counts `bytes` more held by stream `id`. False when that stream is to be let go: the sum
-  // passed the limit and it holds the most of the streams still held, now or at an earlier
-  // pass. Its bytes stay counted until Leave.
+  // Counts `bytes` more held by stream `id`. False when that stream is to be let go: the sum of
+  // the streams not let go passed the limit and it holds the most of them, now or at an
+  // earlier pass. Its bytes stay counted in used() until Leave, but no longer against the
+  // others.
   bool Take(int64_t id, int64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
   // Stream `id` holds nothing any more: its bytes go back to the budget.
   void Leave(int64_t id) ABSL_LOCKS_EXCLUDED(mu_);

@@ -313,6 +313,22 @@ TEST_F(HostileAgentTest, StreamsPastTheBudgetOfAllHostsFailTheLargest) {
   ExpectRefused(BlocksRepeated(), "ingest.max_stream_bytes");
 }
 
+// A stream let go keeps its bytes counted until it sees so and leaves; meanwhile they do not
+// count against the others (an honest host was failed because of them, under load).
+TEST(StreamBudgetTest, AStreamLetGoDoesNotCrowdOutTheOthersBeforeItLeaves) {
+  StreamBudget budget(100);
+  const int64_t honest = budget.Join(), hostile = budget.Join();
+  EXPECT_TRUE(budget.Take(honest, 30));
+  EXPECT_FALSE(budget.Take(hostile, 80)) << "past the limit, and the largest: let go";
+  EXPECT_FALSE(budget.Take(hostile, 1));
+  EXPECT_TRUE(budget.Take(honest, 40)) << "70 held by the streams still held";
+  EXPECT_EQ(budget.used(), 151);
+  EXPECT_FALSE(budget.Take(honest, 31)) << "past the limit on its own";
+  budget.Leave(hostile);
+  budget.Leave(honest);
+  EXPECT_EQ(budget.used(), 0);
+}
+
 TEST(StreamBudgetTest, PastTheLimitTheLargestStreamGoes) {
   StreamBudget budget(100);
   const int64_t small = budget.Join(), large = budget.Join();
