@@ -4,7 +4,8 @@
 // hold no counter series; see tests/trace/counter_columns_test.cc), the simulator's v5p and
 // v7x hosts asked for kernel profiling, and what bench_pod_scale stores of a host: a
 // podprof-loadgen capture of --loadgen-ms (training steps, counters on), whose counter bytes a
-// host-second are printed beside its timelines' (`loadgen_counter_bytes_v2_over_v1=<ratio>`).
+// host-second are printed beside its timelines' in both timeline encodings
+// (`loadgen_counter_bytes_v2_over_v1=<ratio>`).
 // Ends with `counter_bytes_v2_over_v1=<ratio>` over all.
 //
 //   bench_counter_columns [--reps N] [--window-ms MS] [--loadgen-ms MS] [--pod-hosts N]
@@ -43,8 +44,9 @@ struct Input {
   std::string name;
   std::vector<CounterSeries> series;
   size_t samples = 0;
-  // The capture's timelines as the store keeps them (loadgen input only): events, blob bytes.
-  size_t events = 0, timeline_bytes = 0;
+  // The capture's timelines as the store keeps them (loadgen input only): events, blob bytes in
+  // the second timeline encoding and in the first.
+  size_t events = 0, timeline_bytes = 0, timeline_v1_bytes = 0;
 };
 
 // Per plane, line and numeric stat, the events' start times and the stat's values; per line
@@ -173,6 +175,7 @@ Input LoadgenHost(int pod_hosts, int64_t window_ms) {
   for (const trace::EventBlock& b : capture->blocks) {
     in.events += b.size();
     in.timeline_bytes += trace::EncodeTimeline(b, ids).size();
+    in.timeline_v1_bytes += trace::EncodeTimelineV1(b, ids, 0, b.size()).size();
   }
   return in;
 }
@@ -306,15 +309,19 @@ int main(int argc, char** argv) {
     // What issue #58 asks of a host-second on disk: the counters with the timelines.
     const double host_s = loadgen_ms / 1000.0;
     const auto [v1, v2] = loadgen.second;
+    // Both halves in their first encodings against both in their second.
+    const double before = static_cast<double>(in->timeline_v1_bytes + v1);
+    const double after = static_cast<double>(in->timeline_bytes + v2);
     std::printf(
-        "loadgen host-second (%.1f s): %.0f events, timelines %.0f bytes (%.3f a event); %.0f "
-        "counter samples, v1 %.0f bytes (%.3f a sample), v2 %.0f (%.3f); host v1 %.0f bytes, v2 "
-        "%.0f (%.3f)\n",
-        host_s, in->events / host_s, in->timeline_bytes / host_s,
-        static_cast<double>(in->timeline_bytes) / in->events, in->samples / host_s, v1 / host_s,
-        PerSample(v1, *in), v2 / host_s, PerSample(v2, *in), (in->timeline_bytes + v1) / host_s,
-        (in->timeline_bytes + v2) / host_s,
-        static_cast<double>(in->timeline_bytes + v2) / (in->timeline_bytes + v1));
+        "loadgen host-second (%.1f s): %.0f events, timelines v1 %.0f bytes (%.3f an event), v2 "
+        "%.0f (%.3f, %.3f of v1); %.0f counter samples, v1 %.0f bytes (%.3f a sample), v2 %.0f "
+        "(%.3f); host v1 %.0f bytes, v2 %.0f (%.3f)\n",
+        host_s, in->events / host_s, in->timeline_v1_bytes / host_s,
+        static_cast<double>(in->timeline_v1_bytes) / in->events, in->timeline_bytes / host_s,
+        static_cast<double>(in->timeline_bytes) / in->events,
+        static_cast<double>(in->timeline_bytes) / in->timeline_v1_bytes, in->samples / host_s,
+        v1 / host_s, PerSample(v1, *in), v2 / host_s, PerSample(v2, *in), before / host_s,
+        after / host_s, after / before);
     std::printf("loadgen_counter_bytes_v2_over_v1=%.4f\n", static_cast<double>(v2) / v1);
   }
   std::printf("counter_bytes_v2_over_v1=%.4f\n", static_cast<double>(all_v2) / all_v1);

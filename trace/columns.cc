@@ -8,6 +8,7 @@
 #include "common/status_macros.h"
 #include "common/zstd_codec.h"
 #include "trace/counter_v2.h"
+#include "trace/timeline_v2.h"
 #include "trace/varint.h"
 
 namespace podprof::trace {
@@ -37,6 +38,11 @@ std::string EncodeTimeline(const EventBlock& b, const std::vector<int64_t>& kern
 
 std::string EncodeTimeline(const EventBlock& b, const std::vector<int64_t>& kernel_ids,
                            size_t begin, size_t end) {
+  return timeline_v2::Encode(b, kernel_ids, begin, end, kMaxEventsPerByte);
+}
+
+std::string EncodeTimelineV1(const EventBlock& b, const std::vector<int64_t>& kernel_ids,
+                             size_t begin, size_t end) {
   thread_local std::string raw;  // reused: ingest encodes many blocks per thread
   raw.clear();
   raw.reserve(8 + (end - begin) * 12);
@@ -55,6 +61,7 @@ std::string EncodeTimeline(const EventBlock& b, const std::vector<int64_t>& kern
 }
 
 absl::Status DecodeTimeline(absl::string_view blob, EventBlock* b) {
+  if (timeline_v2::Is(blob)) return timeline_v2::Decode(blob, uint64_t{1} << 32, b);
   ASSIGN_OR_RETURN(std::string raw, Decompress(blob, uint64_t{1} << 32, "timeline block"));
   absl::string_view in(raw);
   uint64_t n;
@@ -86,6 +93,7 @@ absl::StatusOr<uint64_t> EncodedCount(absl::string_view blob, absl::string_view 
   // Timeline blobs and the first counter encoding are zstd frames; the second counter encoding
   // starts with a skippable frame of the count, which no zstd frame's magic matches.
   if (counter_v2::Is(blob)) return counter_v2::Count(blob, what);
+  if (timeline_v2::Is(blob)) return timeline_v2::Count(blob, what);
   ASSIGN_OR_RETURN(std::string front, ZstdDecompressPrefix(blob, kCountBytes, what));
   absl::string_view in(front);
   uint64_t n;
@@ -203,6 +211,7 @@ absl::Status MapKernels(const std::vector<int64_t>& map, EventBlock* b) {
 }
 
 absl::StatusOr<uint64_t> CheckTimeline(absl::string_view blob, uint64_t max_bytes) {
+  if (timeline_v2::Is(blob)) return timeline_v2::Check(blob, max_bytes, kMaxEventsPerByte);
   ASSIGN_OR_RETURN(uint64_t raw, ZstdCheckedContentSize(blob, max_bytes, "timeline block"));
   ASSIGN_OR_RETURN(uint64_t n, EncodedCount(blob, "timeline block"));
   // Each event is four varints of 1 to 10 bytes, after the count's own: a count the content
