@@ -8,13 +8,16 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/zstd_codec.h"
+#include "trace/count_frame.h"
 #include "trace/varint.h"
 
 namespace podprof::trace::counter_v2 {
 namespace {
 
-// The skippable frame's magic and size fields.
-constexpr size_t kFrameHeader = 8;
+using count_frame::GetPlanes;
+using count_frame::Header;
+using count_frame::PutPlanes;
+using count_frame::SignificantBytes;
 
 constexpr uint8_t kModePlain = 0, kModeRecords = 1, kModeDeltaRecords = 2, kModeColumns = 3;
 // Mode 3's flags: times as deltas of deltas (else deltas), values as XORs (else differences
@@ -49,15 +52,6 @@ double FromBits(uint64_t b) {
 bool IsExactInt(double v) {
   return v >= -kMaxExactInt && v <= kMaxExactInt && v == std::trunc(v) &&
          !(v == 0 && std::signbit(v));
-}
-
-void PutLe32(uint32_t v, std::string* out) {
-  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
-}
-
-uint32_t GetLe32(const char* p) {
-  const auto* b = reinterpret_cast<const uint8_t*>(p);
-  return b[0] | (b[1] << 8) | (b[2] << 16) | (static_cast<uint32_t>(b[3]) << 24);
 }
 
 // One sample's change from the previous: the zigzag delta of delta of its time, how its value
@@ -156,19 +150,6 @@ void PutPlain(const int64_t* time_ns, const double* value, size_t begin, size_t 
   }
 }
 
-// The bytes `x` takes without its leading zero bytes.
-int SignificantBytes(uint64_t x) { return x == 0 ? 0 : 8 - __builtin_clzll(x) / 8; }
-
-// `column` as `planes` planes of one byte per sample, the most significant first, after `raw`.
-void PutPlanes(const std::vector<uint64_t>& column, int planes, std::string* raw) {
-  const size_t n = column.size(), at = raw->size();
-  raw->resize(at + n * static_cast<size_t>(planes));
-  char* out = raw->data() + at;
-  for (int p = planes - 1; p >= 0; --p) {
-    for (size_t i = 0; i < n; ++i) *out++ = static_cast<char>(column[i] >> (8 * p));
-  }
-}
-
 // Mode 3 after `raw`'s mode byte: the time column (zigzag deltas, or deltas of deltas where
 // they take less than 7/8 of the bytes: a grid), then the value column (the zigzag difference
 // of each value's bits from the previous value's, or their XOR where it takes less than 7/8 of
@@ -213,28 +194,8 @@ void PutColumns(const int64_t* time_ns, const double* value, size_t begin, size_
   }
 }
 
-struct Header {
-  uint64_t count = 0;
-  size_t size = 0;  // the skippable frame's, where the body's frame starts
-};
-
 absl::StatusOr<Header> ReadHeader(absl::string_view blob, absl::string_view what) {
-  if (!Is(blob) || blob.size() < kFrameHeader) {
-    return absl::DataLossError(absl::StrCat(what, " is not of the second counter encoding"));
-  }
-  const uint32_t size = GetLe32(blob.data() + 4);
-  if (size > blob.size() - kFrameHeader) {
-    return absl::DataLossError(absl::StrCat(what, " header is truncated"));
-  }
-  absl::string_view in = blob.substr(kFrameHeader, size);
-  Header h;
-  if (!GetVarint(&in, &h.count)) return absl::DataLossError(absl::StrCat(what, " header"));
-  // Padding only: anything else in the header is damage.
-  if (in.find_first_not_of('\0') != absl::string_view::npos) {
-    return absl::DataLossError(absl::StrCat(what, " header holds more than its count"));
-  }
-  h.size = kFrameHeader + size;
-  return h;
+  return count_frame::Read(blob, kMagic, what, "second counter encoding");
 }
 
 // Reads one sample's value step of `kind` from `in`; false when truncated or malformed.
@@ -317,13 +278,6 @@ absl::Status DecodeRecords(absl::string_view in, uint64_t n, bool dods, CounterS
   return absl::OkStatus();
 }
 
-// Reads the plane counts' bytes of samples: the column's most significant plane first.
-uint64_t GetPlanes(const char* column, size_t n, int planes, size_t i) {
-  uint64_t x = 0;
-  for (int p = 0; p < planes; ++p) x = x << 8 | static_cast<uint8_t>(column[p * n + i]);
-  return x;
-}
-
 absl::Status DecodeColumns(absl::string_view in, uint64_t n, CounterSeries* s) {
   if (in.size() < kColumnsHeader - 1) return absl::DataLossError("counter series is truncated");
   const uint8_t flags = static_cast<uint8_t>(in[0]);
@@ -356,7 +310,7 @@ absl::Status DecodeColumns(absl::string_view in, uint64_t n, CounterSeries* s) {
 
 }  // namespace
 
-bool Is(absl::string_view blob) { return blob.size() >= 4 && GetLe32(blob.data()) == kMagic; }
+bool Is(absl::string_view blob) { return count_frame::Is(blob, kMagic); }
 
 std::string Encode(const int64_t* time_ns, const double* value, size_t begin, size_t end,
                    int level) {
@@ -394,21 +348,8 @@ std::string Encode(const int64_t* time_ns, const double* value, size_t begin, si
   }
   if (raw.capacity() > (16u << 20)) std::string().swap(raw);  // no huge buffer left behind
   if (frame.empty()) return std::string();
-  const uint64_t n = end - begin;
-  std::string count;
-  PutVarint(n, &count);
   // An honest blob past kMaxSamplesPerByte is padded up to it rather than refused.
-  const size_t natural = kFrameHeader + count.size() + frame.size();
-  const size_t least = static_cast<size_t>((n + kMaxSamplesPerByte - 1) / kMaxSamplesPerByte);
-  const size_t padding = least > natural ? least - natural : 0;
-  std::string out;
-  out.reserve(natural + padding);
-  PutLe32(kMagic, &out);
-  PutLe32(static_cast<uint32_t>(count.size() + padding), &out);
-  out += count;
-  out.append(padding, '\0');
-  out += frame;
-  return out;
+  return count_frame::Wrap(kMagic, end - begin, frame, kMaxSamplesPerByte);
 }
 
 absl::StatusOr<uint64_t> Count(absl::string_view blob, absl::string_view what) {

@@ -5,13 +5,17 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/zstd_codec.h"
+#include "trace/count_frame.h"
 #include "trace/varint.h"
 
 namespace podprof::trace::timeline_v2 {
 namespace {
 
-// The skippable frame's magic and size fields.
-constexpr size_t kFrameHeader = 8;
+using count_frame::GetPlanes;
+using count_frame::Header;
+using count_frame::PutPlanes;
+using count_frame::SignificantBytes;
+
 constexpr uint8_t kModePlain = 0, kModeColumns = 1;
 // Level 1: blocks are encoded on the agent's hot path and, for imports, the aggregator's; level
 // 3 took 0.99 of its bytes here (timeline_v2.h).
@@ -21,17 +25,6 @@ constexpr int kLevel = 1;
 constexpr uint64_t kMinEventBytes = 2, kMaxEventBytes = 40;
 // The body's bytes before its events: the mode, and mode 1's two plane counts.
 constexpr uint64_t kMaxBodyHeader = 3;
-
-void PutLe32(uint32_t v, std::string* out) {
-  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
-}
-
-uint32_t GetLe32(const char* p) {
-  const auto* b = reinterpret_cast<const uint8_t*>(p);
-  return b[0] | (b[1] << 8) | (b[2] << 16) | (static_cast<uint32_t>(b[3]) << 24);
-}
-
-int SignificantBytes(uint64_t x) { return x == 0 ? 0 : 8 - __builtin_clzll(x) / 8; }
 
 // Zigzag of a difference of int64s taken modulo 2^64, so that no input overflows and every
 // one round-trips.
@@ -53,12 +46,6 @@ void PutPlain(const EventBlock& b, const std::vector<int64_t>& kernel_ids, size_
     PutVarint(ZigZag(b.duration_ps[i]), raw);
     PutVarint(static_cast<uint64_t>(kernel_ids[b.kernel[i]]), raw);
     PutVarint(b.collective[i], raw);
-  }
-}
-
-void PutPlanes(const std::vector<uint64_t>& column, int planes, std::string* raw) {
-  for (int p = planes - 1; p >= 0; --p) {
-    for (uint64_t x : column) raw->push_back(static_cast<char>(x >> (8 * p)));
   }
 }
 
@@ -89,28 +76,8 @@ void PutColumns(const EventBlock& b, const std::vector<int64_t>& kernel_ids, siz
   }
 }
 
-struct Header {
-  uint64_t count = 0;
-  size_t size = 0;  // the skippable frame's, where the body's frame starts
-};
-
 absl::StatusOr<Header> ReadHeader(absl::string_view blob, absl::string_view what) {
-  if (!Is(blob) || blob.size() < kFrameHeader) {
-    return absl::DataLossError(absl::StrCat(what, " is not of the second timeline encoding"));
-  }
-  const uint32_t size = GetLe32(blob.data() + 4);
-  if (size > blob.size() - kFrameHeader) {
-    return absl::DataLossError(absl::StrCat(what, " header is truncated"));
-  }
-  absl::string_view in = blob.substr(kFrameHeader, size);
-  Header h;
-  if (!GetVarint(&in, &h.count)) return absl::DataLossError(absl::StrCat(what, " header"));
-  // Padding only: anything else in the header is damage.
-  if (in.find_first_not_of('\0') != absl::string_view::npos) {
-    return absl::DataLossError(absl::StrCat(what, " header holds more than its count"));
-  }
-  h.size = kFrameHeader + size;
-  return h;
+  return count_frame::Read(blob, kMagic, what, "second timeline encoding");
 }
 
 // The body's frame: whole, its content within `max_bytes` and what the count can fill. A
@@ -146,12 +113,6 @@ absl::Status DecodePlain(absl::string_view in, uint64_t n, EventBlock* b) {
     b->collective.push_back(coll);
   }
   return in.empty() ? absl::OkStatus() : absl::DataLossError("timeline block has trailing bytes");
-}
-
-uint64_t GetPlanes(const char* column, size_t n, int planes, size_t i) {
-  uint64_t x = 0;
-  for (int p = 0; p < planes; ++p) x = (x << 8) | static_cast<uint8_t>(column[p * n + i]);
-  return x;
 }
 
 absl::Status DecodeColumns(absl::string_view in, uint64_t n, EventBlock* b) {
@@ -190,7 +151,7 @@ absl::Status DecodeColumns(absl::string_view in, uint64_t n, EventBlock* b) {
 
 }  // namespace
 
-bool Is(absl::string_view blob) { return blob.size() >= 4 && GetLe32(blob.data()) == kMagic; }
+bool Is(absl::string_view blob) { return count_frame::Is(blob, kMagic); }
 
 std::string Encode(const EventBlock& b, const std::vector<int64_t>& kernel_ids, size_t begin,
                    size_t end, uint64_t max_events_per_byte) {
@@ -204,22 +165,8 @@ std::string Encode(const EventBlock& b, const std::vector<int64_t>& kernel_ids, 
   if (frame.empty() || frame.size() > raw.size()) frame = ZstdCompress(raw, kLevel);
   if (raw.capacity() > (16u << 20)) std::string().swap(raw);  // no huge buffer left behind
   if (frame.empty()) return std::string();
-  const uint64_t n = end - begin;
-  std::string count;
-  PutVarint(n, &count);
   // An honest blob past the events-per-byte bound is padded up to it rather than refused.
-  const size_t natural = kFrameHeader + count.size() + frame.size();
-  const size_t least = static_cast<size_t>((n + max_events_per_byte - 1) /
-                                           std::max<uint64_t>(max_events_per_byte, 1));
-  const size_t padding = least > natural ? least - natural : 0;
-  std::string out;
-  out.reserve(natural + padding);
-  PutLe32(kMagic, &out);
-  PutLe32(static_cast<uint32_t>(count.size() + padding), &out);
-  out += count;
-  out.append(padding, '\0');
-  out += frame;
-  return out;
+  return count_frame::Wrap(kMagic, end - begin, frame, max_events_per_byte);
 }
 
 absl::StatusOr<uint64_t> Count(absl::string_view blob, absl::string_view what) {
