@@ -175,11 +175,14 @@ TEST(AgentProcessTest, CaptureStreamsExactlyTheKernelsTheWorkloadWrote) {
   EXPECT_EQ(r.chunks.front().host_info().chips_size(), 4);  // learned from the capture
   ASSERT_TRUE(r.chunks.back().has_trailer());
 
-  // The start instant is honoured.
+  // The start instant is honoured: not before it, and aimed at it (where the session started,
+  // less how late the loaded machine woke the host: that lateness is the scheduler's, and has
+  // reached 26 ms in CI).
   nlohmann::json truth = nlohmann::json::parse(ReadTestFile(launch::TruthFile(s.pod, 0)));
   const auto& session = truth["sessions"][0];
   EXPECT_GE(session["true_start_ns"].get<int64_t>(), start);
-  EXPECT_LT(session["true_start_ns"].get<int64_t>(), start + 5'000'000);
+  EXPECT_LT(session["true_start_ns"].get<int64_t>() - session["late_by_ns"].get<int64_t>(),
+            start + 5'000'000);
   EXPECT_EQ(r.chunks.back().trailer().actual_start_ns(), session["host_start_ns"].get<int64_t>());
 
   // What the chunks carry...

@@ -655,13 +655,18 @@ TEST_F(PodTest, FourHostCaptureAlignsClocksAndCollectives) {
     EXPECT_GT(h.bytes_received(), h.event_count()) << h.host_name();
   }
 
-  // The true start instants of the four sessions (ground truth) lie within 5 ms: a start aimed
-  // wrongly is tens of ms off. (bench_alignment measures the skew itself, 0.02-0.35 ms on an idle
-  // machine; here eight processes wake on two cores and one in ten runs measured 2.2-2.9 ms.)
+  // The instants the four sessions were aimed at (ground truth: where each started, less how late
+  // its host woke) lie within 5 ms: a start aimed wrongly is tens of ms off. Waking late is the
+  // scheduler's, not the aim's: with the sanitizer builds beside it on two cores, a host has woken
+  // 26 ms late (CI, stop 66), so the raw start instants are not what this checks. (bench_alignment
+  // measures the skew itself, 0.02-0.35 ms on an idle machine.)
   std::vector<int64_t> starts;
   for (int i = 0; i < 4; ++i) {
     auto truth = nlohmann::json::parse(ReadTestFile(launch::TruthFile(pod_, i)));
-    starts.push_back(truth["sessions"][0]["true_start_ns"]);
+    const auto& session = truth["sessions"][0];
+    // late_by_ns is on the host's clock; its drift (ppm) over a few ms is far below a microsecond.
+    starts.push_back(session["true_start_ns"].get<int64_t>() -
+                     session["late_by_ns"].get<int64_t>());
   }
   EXPECT_LT(*std::max_element(starts.begin(), starts.end()) -
                 *std::min_element(starts.begin(), starts.end()),
