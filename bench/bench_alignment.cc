@@ -196,9 +196,9 @@ IngestReferences MeasureReferences(const std::vector<int>& agent_ports, int dura
     chunks.push_back(c.SerializeAsString());
     bytes += chunks.back().size();
     per_pass += BlockEvents(c.event_block());
-    trace::CounterSeries series;
-    if (c.has_counter_series() && trace::DecodeCounters(c.counter_series().samples(), &series).ok())
-      samples += series.value.size();
+    if (c.has_counter_series()) {
+      samples += trace::EncodedCount(c.counter_series().samples(), "counter series").value_or(0);
+    }
   }
   std::printf(
       "decode reference: one host's stream of %zu chunks, %.1f MB, %llu events, %llu "
@@ -213,8 +213,10 @@ IngestReferences MeasureReferences(const std::vector<int>& agent_ports, int dura
   }
   const double decode_t0 = ProcessCpuS();
   uint64_t decoded = 0;
-  trace::CounterSeries series;
   while (decoded < events) {
+    // A chip's series decode together, as the aggregator's do: some take their times from
+    // another of the chip's.
+    trace::HostCapture series;
     for (const std::string& c : chunks) {
       v1::CaptureChunk parsed;
       if (!parsed.ParseFromString(c)) return {};
@@ -224,11 +226,15 @@ IngestReferences MeasureReferences(const std::vector<int>& agent_ports, int dura
         if (!trace::DecodeTimeline(parsed.event_block().columns(), &b).ok()) return {};
         decoded += b.size();
       }
-      if (!parsed.counter_series().samples().empty() &&
-          !trace::DecodeCounters(parsed.counter_series().samples(), &series).ok()) {
-        return {};
+      if (!parsed.counter_series().samples().empty()) {
+        trace::CounterSeries s;
+        s.chip = parsed.counter_series().chip_ordinal();
+        s.name = parsed.counter_series().name();
+        s.encoded = std::move(*parsed.mutable_counter_series()->mutable_samples());
+        series.counters.push_back(std::move(s));
       }
     }
+    if (!trace::DecodeEncodedSeries(&series).ok()) return {};
   }
   const double decode_s = ProcessCpuS() - decode_t0;
   r.decode = decode_s > 0 ? decoded / decode_s : 0;

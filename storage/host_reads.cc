@@ -126,28 +126,37 @@ class HostReader {
   absl::Status ReadCounters(int64_t chip_id, int chip, trace::HostCapture* capture) {
     counters_->Reset();
     counters_->Bind(1, seq_).Bind(2, chip_id);
-    return counters_->ForEachRow([&](const Statement& row) -> absl::Status {
-      const std::string name = row.Text(0);
-      const auto& wanted = only_->counter_samples;
+    // The chip's series are decoded together: one may take its times from another, which is
+    // then read even when not asked for (trace::DecodeChipCounters).
+    std::vector<trace::CounterSeries> series;
+    std::vector<bool> wanted;
+    RETURN_IF_ERROR(counters_->ForEachRow([&](const Statement& row) -> absl::Status {
+      trace::CounterSeries s;
+      s.chip = chip;
+      s.name = row.Text(0);
+      const auto& names = only_->counter_samples;
       const auto& prefixes = only_->counter_sample_prefixes;
-      if (wanted.has_value() && wanted->count(name) == 0 &&
-          std::none_of(prefixes.begin(), prefixes.end(), [&](const std::string& p) {
-            return absl::StartsWith(name, p);
-          })) {  // listed, without its samples
-        trace::CounterSeries named;
-        named.chip = chip;
-        named.name = name;
-        capture->counters.push_back(std::move(named));
-        return absl::OkStatus();
-      }
+      wanted.push_back(!names.has_value() || names->count(s.name) > 0 ||
+                       std::any_of(prefixes.begin(), prefixes.end(), [&](const std::string& p) {
+                         return absl::StartsWith(s.name, p);
+                       }));
       RowReader col(row, 1);
-      ASSIGN_OR_RETURN(const std::string blob, internal::ReadBlob(col, *files_));
-      ASSIGN_OR_RETURN(trace::CounterSeries series, trace::DecodeCounters(blob));
-      series.chip = chip;
-      series.name = name;
-      capture->counters.push_back(std::move(series));
+      ASSIGN_OR_RETURN(s.encoded, internal::ReadBlob(col, *files_));
+      series.push_back(std::move(s));
       return absl::OkStatus();
-    });
+    }));
+    std::vector<trace::CounterSeries*> all;
+    for (trace::CounterSeries& s : series) all.push_back(&s);
+    size_t failed = 0;
+    if (absl::Status d = trace::DecodeChipCounters(all, wanted, &failed); !d.ok()) {
+      return absl::Status(d.code(),
+                          absl::StrCat("counter ", series[failed].name, ": ", d.message()));
+    }
+    for (trace::CounterSeries& s : series) {
+      std::string().swap(s.encoded);  // listed, without its samples, when not wanted
+      capture->counters.push_back(std::move(s));
+    }
+    return absl::OkStatus();
   }
 
   // The index into `capture`'s kernels of stored kernel `id`, added on first use.

@@ -1,8 +1,12 @@
 #include "stream/capture_encoder.h"
 
 #include <algorithm>
+#include <functional>
 #include <string>
+#include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -212,9 +216,12 @@ absl::Status StreamBlock(const trace::EventBlock& b, int chip_ordinal, size_t li
 // in a chunk of its own: what the aggregator stores as it arrives. A run holds at most what
 // encodes within the chunk whatever the values are (zstd's bound for incompressible input),
 // so a chunk never outgrows `limit`; typical runs compress to a third of it.
+// With a reference (another series of the chip, whose times strictly increase), each run takes
+// its times from it where they are among the reference's (trace::EncodeCountersSharingTimes).
 absl::Status StreamSeries(int chip_ordinal, const std::string& name, const std::string& unit,
                           const int64_t* time_ns, const double* value, size_t n, size_t limit,
-                          ChunkSink* sink, ChunkCounts* counts) {
+                          ChunkSink* sink, ChunkCounts* counts,
+                          const trace::CounterSeries* reference = nullptr) {
   const std::string cut_name = Cut(name, kMaxNameBytes), cut_unit = Cut(unit, 64);
   const size_t header = Scalar(Int32Wire(chip_ordinal)) + Delimited(cut_name.size()) +
                         (cut_unit.empty() ? 0 : Delimited(cut_unit.size()));
@@ -239,12 +246,46 @@ absl::Status StreamSeries(int chip_ordinal, const std::string& name, const std::
     s->set_chip_ordinal(chip_ordinal);
     s->set_name(cut_name);
     s->set_unit(cut_unit);
-    s->set_samples(trace::EncodeCounters(time_ns, value, begin, end));
+    s->set_samples(reference == nullptr
+                       ? trace::EncodeCounters(time_ns, value, begin, end)
+                       : trace::EncodeCountersSharingTimes(
+                             Cut(reference->name, kMaxNameBytes), reference->time_ns.data(),
+                             reference->time_ns.size(), time_ns, value, begin, end));
     counts->counter_samples += end - begin;
     if (!Send(chunk, sink, counts)) return Broken();
     begin = end;
   }
   return absl::OkStatus();
+}
+
+// For each of `counters`, the series of its chip whose times it may take (null: none): the
+// chip's series with the most samples, of those whose times strictly increase and whose name,
+// as the stream cuts it, no other series of the chip has (a reader finds it by that name). A
+// chip's counters are sampled together, most at some of the instants of the one sampled most
+// (podprof-loadgen's v5p host: its busy gauges at some of its energy totals' instants), and
+// their times then cost a bit each rather than about two bytes.
+std::vector<const trace::CounterSeries*> SharedTimes(
+    const std::vector<trace::CounterSeries>& counters) {
+  absl::flat_hash_map<int, absl::flat_hash_map<std::string, int>>
+      names;  // chip -> cut name -> uses
+  for (const trace::CounterSeries& c : counters) ++names[c.chip][Cut(c.name, kMaxNameBytes)];
+  absl::flat_hash_map<int, const trace::CounterSeries*> best;
+  for (const trace::CounterSeries& c : counters) {
+    const size_t n = std::min(c.time_ns.size(), c.value.size());
+    if (n < 2 || c.time_ns.size() != c.value.size() ||
+        names[c.chip][Cut(c.name, kMaxNameBytes)] != 1 ||
+        !std::is_sorted(c.time_ns.begin(), c.time_ns.end(), std::less_equal<int64_t>())) {
+      continue;
+    }
+    const trace::CounterSeries*& b = best[c.chip];
+    if (b == nullptr || n > b->time_ns.size()) b = &c;
+  }
+  std::vector<const trace::CounterSeries*> out(counters.size(), nullptr);
+  for (size_t i = 0; i < counters.size(); ++i) {
+    auto it = best.find(counters[i].chip);
+    if (it != best.end() && it->second != &counters[i]) out[i] = it->second;
+  }
+  return out;
 }
 
 }  // namespace
@@ -291,10 +332,19 @@ absl::Status StreamPiece(const trace::HostCapture& piece, size_t first_kernel,
     RETURN_IF_ERROR(columns ? StreamBlockColumns(b, ordinal, max_chunk_bytes, sink, counts)
                             : StreamBlock(b, ordinal, max_chunk_bytes, sink, counts));
   }
-  for (const trace::CounterSeries& c : piece.counters) {
-    const size_t n = std::min(c.time_ns.size(), c.value.size());
-    RETURN_IF_ERROR(StreamSeries(piece.host.chips[c.chip].ordinal, c.name, "", c.time_ns.data(),
-                                 c.value.data(), n, max_chunk_bytes, sink, counts));
+  const std::vector<const trace::CounterSeries*> references = SharedTimes(piece.counters);
+  // The references first: a stream cut short (a host stored partial) then holds every sample
+  // the series it holds take their times from.
+  absl::flat_hash_set<const trace::CounterSeries*> named(references.begin(), references.end());
+  for (bool first : {true, false}) {
+    for (size_t i = 0; i < piece.counters.size(); ++i) {
+      const trace::CounterSeries& c = piece.counters[i];
+      if (named.contains(&c) != first) continue;
+      const size_t n = std::min(c.time_ns.size(), c.value.size());
+      RETURN_IF_ERROR(StreamSeries(piece.host.chips[c.chip].ordinal, c.name, "", c.time_ns.data(),
+                                   c.value.data(), n, max_chunk_bytes, sink, counts,
+                                   references[i]));
+    }
   }
   return absl::OkStatus();
 }

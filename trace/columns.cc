@@ -3,6 +3,9 @@
 #include <cstring>
 #include <optional>
 
+#include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/checked.h"
 #include "common/status_macros.h"
@@ -125,6 +128,17 @@ std::string EncodeCounters(const int64_t* time_ns, const double* value, size_t b
   return counter_v2::Encode(time_ns, value, begin, end);
 }
 
+std::string EncodeCountersSharingTimes(absl::string_view reference, const int64_t* ref_time,
+                                       size_t ref_n, const int64_t* time_ns, const double* value,
+                                       size_t begin, size_t end) {
+  return counter_v2::EncodeSharingTimes(reference, ref_time, ref_n, time_ns, value, begin, end);
+}
+
+absl::StatusOr<std::string> CounterReference(absl::string_view blob) {
+  if (counter_v2::Is(blob)) return counter_v2::Reference(blob);
+  return std::string();
+}
+
 size_t MaxCounterBytesWithin(size_t limit) {
   // ZSTD_compressBound(n) = n + n/256 + (n < 128 KiB ? (128 KiB - n) >> 11 : 0), at most
   // n + n/256 + 64; the frame's header and checksum are inside it. The first encoding's count
@@ -141,8 +155,9 @@ size_t MaxCounterBytesWithin(size_t limit) {
   return n > kCountBytes ? n - kCountBytes : 0;
 }
 
-absl::Status DecodeCounters(absl::string_view blob, CounterSeries* s, uint64_t max_bytes) {
-  if (counter_v2::Is(blob)) return counter_v2::Decode(blob, s, max_bytes);
+absl::Status DecodeCounters(absl::string_view blob, CounterSeries* s, uint64_t max_bytes,
+                            const std::vector<int64_t>* reference) {
+  if (counter_v2::Is(blob)) return counter_v2::Decode(blob, s, max_bytes, reference);
   ASSIGN_OR_RETURN(std::string raw, Decompress(blob, max_bytes, "counter series"));
   absl::string_view in(raw);
   uint64_t n;
@@ -265,15 +280,75 @@ absl::Status CheckCounters(absl::string_view blob, uint64_t max_bytes) {
   return ZstdCheckFrame(blob, max_bytes, "counter series");
 }
 
+absl::Status DecodeChipCounters(const std::vector<CounterSeries*>& series,
+                                const std::vector<bool>& wanted, size_t* failed) {
+  const size_t n = series.size();
+  // What each blob's header names (nullopt: a damaged header, which only matters when the
+  // series is wanted): the series named are decoded first and their times gathered.
+  std::vector<std::optional<std::string>> refs(n);
+  absl::flat_hash_set<std::string> named;
+  for (size_t i = 0; i < n; ++i) {
+    const CounterSeries& s = *series[i];
+    if (s.encoded.empty()) {
+      refs[i].emplace();
+      continue;
+    }
+    absl::StatusOr<std::string> r = CounterReference(s.encoded);
+    if (!r.ok() && wanted[i]) {
+      *failed = i;
+      return r.status();
+    }
+    if (r.ok()) refs[i] = std::move(*r);
+    if (r.ok() && wanted[i] && !refs[i]->empty()) named.insert(*refs[i]);
+  }
+  auto decode = [&](size_t i, const std::vector<int64_t>* reference) -> absl::Status {
+    CounterSeries& s = *series[i];
+    if (!s.time_ns.empty() || s.encoded.empty()) return absl::OkStatus();
+    absl::Status d = DecodeCounters(s.encoded, &s, uint64_t{1} << 32, reference);
+    if (!d.ok()) *failed = i;
+    return d;
+  };
+  // The series that hold their own times: the wanted ones, and those a wanted one names
+  // (helpers, whose samples are dropped again unless they held them already).
+  std::vector<bool> helper(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    if (!refs[i] || !refs[i]->empty()) continue;
+    helper[i] = !wanted[i] && named.contains(series[i]->name) && series[i]->time_ns.empty();
+    if (wanted[i] || helper[i]) RETURN_IF_ERROR(decode(i, nullptr));
+  }
+  absl::flat_hash_map<std::string, std::vector<int64_t>> times;
+  for (size_t i = 0; i < n; ++i) {
+    if (!refs[i] || !refs[i]->empty() || !named.contains(series[i]->name)) continue;
+    auto& t = times[series[i]->name];
+    t.insert(t.end(), series[i]->time_ns.begin(), series[i]->time_ns.end());
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (!wanted[i] || !refs[i] || refs[i]->empty()) continue;
+    auto it = times.find(*refs[i]);
+    RETURN_IF_ERROR(decode(i, it == times.end() ? nullptr : &it->second));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (!helper[i]) continue;
+    std::vector<int64_t>().swap(series[i]->time_ns);
+    std::vector<double>().swap(series[i]->value);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status DecodeEncodedSeries(HostCapture* capture) {
-  for (CounterSeries& s : capture->counters) {
-    if (!s.time_ns.empty() || s.encoded.empty()) continue;
-    if (absl::Status d = DecodeCounters(s.encoded, &s); !d.ok()) {
-      const int ordinal = static_cast<size_t>(s.chip) < capture->host.chips.size()
-                              ? capture->host.chips[s.chip].ordinal
-                              : s.chip;
+  // A chip's series decode together: some take their times from another of the chip's.
+  absl::btree_map<int, std::vector<CounterSeries*>> by_chip;
+  for (CounterSeries& s : capture->counters) by_chip[s.chip].push_back(&s);
+  for (const auto& [chip, series] : by_chip) {
+    size_t failed = 0;
+    if (absl::Status d =
+            DecodeChipCounters(series, std::vector<bool>(series.size(), true), &failed);
+        !d.ok()) {
+      const int ordinal = static_cast<size_t>(chip) < capture->host.chips.size()
+                              ? capture->host.chips[chip].ordinal
+                              : chip;
       return absl::InvalidArgumentError(
-          absl::StrCat("counter ", s.name, " of chip ", ordinal, ": ", d.message()));
+          absl::StrCat("counter ", series[failed]->name, " of chip ", ordinal, ": ", d.message()));
     }
   }
   return absl::OkStatus();

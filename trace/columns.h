@@ -103,6 +103,13 @@ std::string EncodeCounters(const int64_t* time_ns, const double* value, size_t b
 // The same samples in the first encoding, as agents and aggregators wrote them before: for tests
 // and benchmarks that compare the two.
 std::string EncodeCountersV1(const int64_t* time_ns, const double* value, size_t begin, size_t end);
+// The same samples taking their times from the series named `reference` of the same chip,
+// whose times are `ref_time[0, ref_n)` (strictly increasing), when they are all among them
+// (counter_v2's mode 4, which readers decode with the reference's times); as EncodeCounters
+// otherwise. Within the same bound (MaxCounterBytesWithin).
+std::string EncodeCountersSharingTimes(absl::string_view reference, const int64_t* ref_time,
+                                       size_t ref_n, const int64_t* time_ns, const double* value,
+                                       size_t begin, size_t end);
 inline std::string EncodeCounters(const CounterSeries& s) {
   return EncodeCounters(s.time_ns.data(), s.value.data(), 0, s.value.size());
 }
@@ -117,9 +124,21 @@ size_t MaxCounterBytesWithin(size_t limit);
 // Sets `s`'s times and values from a blob of either encoding. DataLoss for a damaged blob, or
 // one whose content, or (v2) samples decoded at 16 bytes each, would exceed `max_bytes` (a
 // small blob from the network may not claim gigabytes).
+// A blob that takes its times from another series of its chip (counter_v2's mode 4) needs
+// that series' times, all its blobs' in the order they arrived (`reference`); DataLoss without.
 absl::Status DecodeCounters(absl::string_view blob, CounterSeries* s,
-                            uint64_t max_bytes = uint64_t{1} << 32);
+                            uint64_t max_bytes = uint64_t{1} << 32,
+                            const std::vector<int64_t>* reference = nullptr);
 absl::StatusOr<CounterSeries> DecodeCounters(absl::string_view blob);
+// The name of the series whose times a blob takes (from its header alone), empty for one that
+// holds its own (the first encoding's always do). DataLoss for a damaged header.
+absl::StatusOr<std::string> CounterReference(absl::string_view blob);
+// Decodes `series` (the series of one chip, in the order they arrived, each holding its blob
+// in `encoded`; `wanted[i]` says whether series i's samples are asked for): the wanted ones,
+// and the unwanted ones that a wanted one takes its times from, which are then cleared again.
+// The first damaged one's error, its index in `*failed`.
+absl::Status DecodeChipCounters(const std::vector<CounterSeries*>& series,
+                                const std::vector<bool>& wanted, size_t* failed);
 // What can be checked of a blob without decoding it (v1: one whole zstd frame, content within
 // `max_bytes`; v2: counter_v2::Check, the count within `max_bytes` decoded too): for a
 // receiver that keeps series encoded until it needs their samples.

@@ -24,17 +24,22 @@ bool Is(absl::string_view blob, uint32_t magic) {
   return blob.size() >= 4 && GetLe32(blob.data()) == magic;
 }
 
-std::string Wrap(uint32_t magic, uint64_t count, const std::string& frame, uint64_t max_per_byte) {
-  std::string varint;
-  PutVarint(count, &varint);
-  const size_t natural = kFrameHeader + varint.size() + frame.size();
+std::string Wrap(uint32_t magic, uint64_t count, const std::string& frame, uint64_t max_per_byte,
+                 absl::string_view label) {
+  std::string fields;
+  PutVarint(count, &fields);
+  if (!label.empty()) {
+    PutVarint(label.size(), &fields);
+    fields.append(label.data(), label.size());
+  }
+  const size_t natural = kFrameHeader + fields.size() + frame.size();
   const size_t least = static_cast<size_t>((count + max_per_byte - 1) / max_per_byte);
   const size_t padding = least > natural ? least - natural : 0;
   std::string out;
   out.reserve(natural + padding);
   PutLe32(magic, &out);
-  PutLe32(static_cast<uint32_t>(varint.size() + padding), &out);
-  out += varint;
+  PutLe32(static_cast<uint32_t>(fields.size() + padding), &out);
+  out += fields;
   out.append(padding, '\0');
   out += frame;
   return out;
@@ -52,6 +57,14 @@ absl::StatusOr<Header> Read(absl::string_view blob, uint32_t magic, absl::string
   absl::string_view in = blob.substr(kFrameHeader, size);
   Header h;
   if (!GetVarint(&in, &h.count)) return absl::DataLossError(absl::StrCat(what, " header"));
+  if (!in.empty() && in[0] != '\0') {
+    uint64_t n;
+    if (!GetVarint(&in, &n) || n > kMaxLabelBytes || n > in.size()) {
+      return absl::DataLossError(absl::StrCat(what, " header's label is damaged"));
+    }
+    h.label = in.substr(0, n);
+    in.remove_prefix(n);
+  }
   // Padding only: anything else in the header is damage.
   if (in.find_first_not_of('\0') != absl::string_view::npos) {
     return absl::DataLossError(absl::StrCat(what, " header holds more than its count"));

@@ -19,7 +19,8 @@ using count_frame::Header;
 using count_frame::PutPlanes;
 using count_frame::SignificantBytes;
 
-constexpr uint8_t kModePlain = 0, kModeRecords = 1, kModeDeltaRecords = 2, kModeColumns = 3;
+constexpr uint8_t kModePlain = 0, kModeRecords = 1, kModeDeltaRecords = 2, kModeColumns = 3,
+                  kModeSharedTimes = 4;
 // Mode 3's flags: times as deltas of deltas (else deltas), values as XORs (else differences
 // of their bits).
 constexpr uint8_t kColumnDods = 1, kColumnXors = 2;
@@ -27,6 +28,11 @@ constexpr uint8_t kColumnDods = 1, kColumnXors = 2;
 constexpr size_t kColumnsHeader = 4;
 constexpr uint64_t kSame = 0, kIntDelta = 1, kXor = 2;
 constexpr uint64_t kHasDod = 4;
+
+// Mode 4's most that trying a reference's candidate starts costs: a reference whose times
+// repeat (two pieces of one chip that overlap) has a few; more is a hostile blob's way to make
+// every read scan its span again and again.
+constexpr int kMaxCandidates = 8;
 
 // The most a sample may take in a body: a record of one sample (h and the delta of delta 10
 // bytes each, an XOR 9), a plain one (18) or columns (16, and 3 bytes of header a body).
@@ -156,42 +162,118 @@ void PutPlain(const int64_t* time_ns, const double* value, size_t begin, size_t 
 // the bytes), each cut into byte planes. A running total's differences keep their high bytes
 // and a gauge's levels repeat as whole runs of bytes each training step, which zstd's matcher
 // finds in a plane, not between interleaved time bytes.
+// The value column of samples [begin, end): the zigzag difference of each value's bits from
+// the previous value's (the first's from +0.0), or their XOR where it takes less than 7/8 of
+// the bytes. Fills `diffs` and `xors` and returns which of them and its plane count.
+struct ValueColumn {
+  bool xors = false;
+  int planes = 0;
+};
+ValueColumn ValuesOf(const double* value, size_t begin, size_t end, std::vector<uint64_t>* diffs,
+                     std::vector<uint64_t>* xors) {
+  const size_t n = end - begin;
+  diffs->resize(n), xors->resize(n);
+  size_t diff_bytes = 0, xor_bytes = 0;
+  int diff_planes = 0, xor_planes = 0;
+  uint64_t prev_bits = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t bits = Bits(value[begin + i]);
+    (*diffs)[i] = ZigZag(static_cast<int64_t>(bits - prev_bits));
+    (*xors)[i] = bits ^ prev_bits;
+    prev_bits = bits;
+    const int d = SignificantBytes((*diffs)[i]), x = SignificantBytes((*xors)[i]);
+    diff_bytes += d, xor_bytes += x;
+    diff_planes = std::max(diff_planes, d), xor_planes = std::max(xor_planes, x);
+  }
+  const bool use_xors = xor_bytes * 8 < diff_bytes * 7;
+  return {use_xors, use_xors ? xor_planes : diff_planes};
+}
+
+// Mode 3 after `raw`'s mode byte: the time column (zigzag deltas, or deltas of deltas where
+// they take less than 7/8 of the bytes: a grid), then the value column (ValuesOf), each cut
+// into byte planes. A running total's differences keep their high bytes and a gauge's levels
+// repeat as whole runs of bytes each training step, which zstd's matcher finds in a plane, not
+// between interleaved time bytes.
 void PutColumns(const int64_t* time_ns, const double* value, size_t begin, size_t end,
                 std::string* raw) {
   const size_t n = end - begin;
   thread_local std::vector<uint64_t> deltas, dods, diffs, xors;
-  deltas.resize(n), dods.resize(n), diffs.resize(n), xors.resize(n);
-  size_t delta_bytes = 0, dod_bytes = 0, diff_bytes = 0, xor_bytes = 0;
-  int delta_planes = 0, dod_planes = 0, diff_planes = 0, xor_planes = 0;
-  uint64_t prev_t = 0, prev_dt = 0, prev_bits = 0;
+  deltas.resize(n), dods.resize(n);
+  size_t delta_bytes = 0, dod_bytes = 0;
+  int delta_planes = 0, dod_planes = 0;
+  uint64_t prev_t = 0, prev_dt = 0;
   for (size_t i = 0; i < n; ++i) {
     const uint64_t t = static_cast<uint64_t>(time_ns[begin + i]), dt = t - prev_t;
-    const uint64_t bits = Bits(value[begin + i]);
     deltas[i] = ZigZag(static_cast<int64_t>(dt));
     dods[i] = ZigZag(static_cast<int64_t>(dt - prev_dt));
-    diffs[i] = ZigZag(static_cast<int64_t>(bits - prev_bits));
-    xors[i] = bits ^ prev_bits;
     prev_t = t;
     prev_dt = i == 0 ? 0 : dt;
-    prev_bits = bits;
-    const int b[4] = {SignificantBytes(deltas[i]), SignificantBytes(dods[i]),
-                      SignificantBytes(diffs[i]), SignificantBytes(xors[i])};
-    delta_bytes += b[0], dod_bytes += b[1], diff_bytes += b[2], xor_bytes += b[3];
+    const int b[2] = {SignificantBytes(deltas[i]), SignificantBytes(dods[i])};
+    delta_bytes += b[0], dod_bytes += b[1];
     delta_planes = std::max(delta_planes, b[0]), dod_planes = std::max(dod_planes, b[1]);
-    diff_planes = std::max(diff_planes, b[2]), xor_planes = std::max(xor_planes, b[3]);
   }
+  const ValueColumn values = ValuesOf(value, begin, end, &diffs, &xors);
   const bool use_dods = dod_bytes * 8 < delta_bytes * 7;
-  const bool use_xors = xor_bytes * 8 < diff_bytes * 7;
   const int time_planes = use_dods ? dod_planes : delta_planes;
-  const int value_planes = use_xors ? xor_planes : diff_planes;
-  raw->push_back(static_cast<char>((use_dods ? kColumnDods : 0) | (use_xors ? kColumnXors : 0)));
+  raw->push_back(static_cast<char>((use_dods ? kColumnDods : 0) | (values.xors ? kColumnXors : 0)));
   raw->push_back(static_cast<char>(time_planes));
-  raw->push_back(static_cast<char>(value_planes));
+  raw->push_back(static_cast<char>(values.planes));
   PutPlanes(use_dods ? dods : deltas, time_planes, raw);
-  PutPlanes(use_xors ? xors : diffs, value_planes, raw);
+  PutPlanes(values.xors ? xors : diffs, values.planes, raw);
   if (n > (1u << 20)) {  // no huge buffers left behind
     for (auto* v : {&deltas, &dods, &diffs, &xors}) std::vector<uint64_t>().swap(*v);
   }
+}
+
+// A checksum of a series' times, which mode 4 keeps: a reference resolved to other samples
+// than the encoder's (a damaged blob, a reference series that changed) is then damage, never
+// wrong times.
+uint32_t TimesChecksum(const int64_t* time_ns, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; ++i) {
+    h = (h ^ static_cast<uint64_t>(time_ns[i])) * 0x100000001b3ull;
+    h ^= h >> 29;
+  }
+  return static_cast<uint32_t>(h ^ (h >> 32));
+}
+
+// Mode 4 after `raw`'s mode byte, for samples whose times are among the reference's (sorted,
+// strictly increasing): false, writing nothing, when one is not, or the bitmap would take more
+// than Check allows a body.
+bool PutSharedTimes(const int64_t* ref_time, size_t ref_n, const int64_t* time_ns,
+                    const double* value, size_t begin, size_t end, std::string* raw) {
+  const size_t n = end - begin;
+  const int64_t* first = std::lower_bound(ref_time, ref_time + ref_n, time_ns[begin]);
+  if (first == ref_time + ref_n || *first != time_ns[begin]) return false;
+  const size_t k = static_cast<size_t>(first - ref_time);
+  thread_local std::string bitmap;
+  bitmap.clear();
+  size_t j = k;
+  for (size_t i = begin; i < end; ++i, ++j) {
+    while (j < ref_n && ref_time[j] < time_ns[i]) ++j;
+    if (j == ref_n || ref_time[j] != time_ns[i]) return false;
+    const size_t bit = j - k;
+    if (bitmap.size() <= bit / 8) bitmap.resize(bit / 8 + 1, '\0');
+    bitmap[bit / 8] = static_cast<char>(bitmap[bit / 8] | (1 << (bit % 8)));
+  }
+  const size_t span = j - k;
+  thread_local std::vector<uint64_t> diffs, xors;
+  const ValueColumn values = ValuesOf(value, begin, end, &diffs, &xors);
+  // The fields before the bitmap take at most 10 + 10 + 4 + 2 bytes.
+  if (26 + bitmap.size() + n * values.planes > n * kMaxSampleBytes) return false;
+  PutVarint(ZigZag(time_ns[begin]), raw);
+  PutVarint(span, raw);
+  const uint32_t sum = TimesChecksum(time_ns + begin, n);
+  for (int b = 0; b < 4; ++b) raw->push_back(static_cast<char>(sum >> (8 * b)));
+  raw->push_back(static_cast<char>(values.xors ? kColumnXors : 0));
+  raw->push_back(static_cast<char>(values.planes));
+  *raw += bitmap;
+  PutPlanes(values.xors ? xors : diffs, values.planes, raw);
+  if (n > (1u << 20)) {  // no huge buffers left behind
+    for (auto* v : {&diffs, &xors}) std::vector<uint64_t>().swap(*v);
+    std::string().swap(bitmap);
+  }
+  return true;
 }
 
 absl::StatusOr<Header> ReadHeader(absl::string_view blob, absl::string_view what) {
@@ -308,6 +390,83 @@ absl::Status DecodeColumns(absl::string_view in, uint64_t n, CounterSeries* s) {
   return absl::OkStatus();
 }
 
+// Mode 4's body after the mode byte: the samples' times from `reference` (the reference
+// series' times, null when the chip has none of that name), the values as mode 3's.
+absl::Status DecodeSharedTimes(absl::string_view in, uint64_t n, absl::string_view name,
+                               const std::vector<int64_t>* reference, CounterSeries* s) {
+  uint64_t anchor, span;
+  if (!GetVarint(&in, &anchor) || !GetVarint(&in, &span) || in.size() < 6) {
+    return absl::DataLossError("counter series is truncated");
+  }
+  uint32_t sum = 0;
+  for (int b = 0; b < 4; ++b) sum |= uint32_t{static_cast<uint8_t>(in[b])} << (8 * b);
+  const uint8_t flags = static_cast<uint8_t>(in[4]);
+  const int value_planes = static_cast<uint8_t>(in[5]);
+  in.remove_prefix(6);
+  if ((flags & ~kColumnXors) != 0 || value_planes > 8) {
+    return absl::DataLossError("counter series' columns are damaged");
+  }
+  // n <= max_bytes / 16 and the body within max_bytes (Check): neither product overflows, and
+  // a span past the body's bits is damage before it is used.
+  const uint64_t value_bytes = n * static_cast<uint64_t>(value_planes);
+  if (span < n || span > (in.size() + 1) * 8 || in.size() != (span + 7) / 8 + value_bytes) {
+    return absl::DataLossError(absl::StrCat("counter series' columns take ", in.size(),
+                                            " bytes, not what ", n, " samples over ", span,
+                                            " of the reference's take"));
+  }
+  const absl::string_view bitmap = in.substr(0, (span + 7) / 8);
+  uint64_t ones = 0;
+  for (char c : bitmap) ones += __builtin_popcount(static_cast<uint8_t>(c));
+  const uint8_t last = static_cast<uint8_t>(bitmap.back());
+  if (ones != n || (static_cast<uint8_t>(bitmap[0]) & 1) == 0 ||
+      (span % 8 != 0 && (last >> (span % 8)) != 0)) {
+    return absl::DataLossError(
+        absl::StrCat("counter series' bitmap marks ", ones, " of ", span, " samples, not its ", n));
+  }
+  if (reference == nullptr) {
+    return absl::DataLossError(absl::StrCat("counter series takes its times from \"", name,
+                                            "\", which its chip does not have"));
+  }
+  // The reference's samples at the first time, each a candidate start: one when its times
+  // increase (a binary search), a few when two pieces overlap.
+  const int64_t first = UnZigZag(anchor);
+  std::vector<size_t> starts;
+  if (std::is_sorted(reference->begin(), reference->end())) {
+    auto [lo, hi] = std::equal_range(reference->begin(), reference->end(), first);
+    for (auto it = lo; it != hi && starts.size() < kMaxCandidates; ++it) {
+      starts.push_back(static_cast<size_t>(it - reference->begin()));
+    }
+  } else {
+    for (size_t k = 0; k < reference->size() && starts.size() < kMaxCandidates; ++k) {
+      if ((*reference)[k] == first) starts.push_back(k);
+    }
+  }
+  bool matched = false;
+  for (size_t k : starts) {
+    if (span > reference->size() - k) break;
+    for (uint64_t j = 0, i = 0; j < span; ++j) {
+      if ((static_cast<uint8_t>(bitmap[j / 8]) >> (j % 8)) & 1)
+        s->time_ns[i++] = (*reference)[k + j];
+    }
+    if (TimesChecksum(s->time_ns.data(), n) == sum) {
+      matched = true;
+      break;
+    }
+  }
+  if (!matched) {
+    return absl::DataLossError(absl::StrCat("counter series' times are not among those of \"", name,
+                                            "\" (", reference->size(), " samples)"));
+  }
+  const char* values = in.data() + bitmap.size();
+  uint64_t bits = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint64_t v = GetPlanes(values, n, value_planes, i);
+    bits = (flags & kColumnXors) ? bits ^ v : bits + static_cast<uint64_t>(UnZigZag(v));
+    s->value[i] = FromBits(bits);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 bool Is(absl::string_view blob) { return count_frame::Is(blob, kMagic); }
@@ -352,9 +511,34 @@ std::string Encode(const int64_t* time_ns, const double* value, size_t begin, si
   return count_frame::Wrap(kMagic, end - begin, frame, kMaxSamplesPerByte);
 }
 
+std::string EncodeSharingTimes(absl::string_view reference, const int64_t* ref_time, size_t ref_n,
+                               const int64_t* time_ns, const double* value, size_t begin,
+                               size_t end, int level) {
+  if (end > begin && !reference.empty() && reference.size() <= count_frame::kMaxLabelBytes) {
+    thread_local std::string raw;
+    raw.assign(1, static_cast<char>(kModeSharedTimes));
+    if (PutSharedTimes(ref_time, ref_n, time_ns, value, begin, end, &raw)) {
+      std::string frame = ZstdCompress(raw, level);
+      // The frame and the name within the plain body's bytes: the blob then takes no more than
+      // one of the other modes may (MaxCounterBytesWithin).
+      const size_t name = VarintSize(reference.size()) + reference.size();
+      const bool fits =
+          !frame.empty() && frame.size() + name <= 1 + SizeTimes(time_ns, begin, end).plain;
+      if (raw.capacity() > (16u << 20)) std::string().swap(raw);
+      if (fits) return count_frame::Wrap(kMagic, end - begin, frame, kMaxSamplesPerByte, reference);
+    }
+  }
+  return Encode(time_ns, value, begin, end, level);
+}
+
 absl::StatusOr<uint64_t> Count(absl::string_view blob, absl::string_view what) {
   ASSIGN_OR_RETURN(const Header h, ReadHeader(blob, what));
   return h.count;
+}
+
+absl::StatusOr<std::string> Reference(absl::string_view blob) {
+  ASSIGN_OR_RETURN(const Header h, ReadHeader(blob, "counter series"));
+  return std::string(h.label);
 }
 
 absl::StatusOr<uint64_t> Check(absl::string_view blob, uint64_t max_bytes) {
@@ -379,7 +563,8 @@ absl::StatusOr<uint64_t> Check(absl::string_view blob, uint64_t max_bytes) {
   return h.count;
 }
 
-absl::Status Decode(absl::string_view blob, CounterSeries* s, uint64_t max_bytes) {
+absl::Status Decode(absl::string_view blob, CounterSeries* s, uint64_t max_bytes,
+                    const std::vector<int64_t>* reference) {
   ASSIGN_OR_RETURN(const uint64_t n, Check(blob, max_bytes));
   ASSIGN_OR_RETURN(const Header h, ReadHeader(blob, "counter series"));
   ASSIGN_OR_RETURN(const std::string body,
@@ -387,6 +572,13 @@ absl::Status Decode(absl::string_view blob, CounterSeries* s, uint64_t max_bytes
   absl::string_view in(body);
   const uint8_t mode = static_cast<uint8_t>(in[0]);  // Check: at least the mode byte
   in.remove_prefix(1);
+  // A reference's name and the mode that reads it come together.
+  if ((mode == kModeSharedTimes) != !h.label.empty()) {
+    return absl::DataLossError(absl::StrCat("counter series of mode ", mode,
+                                            h.label.empty()
+                                                ? " names no series to take its times from"
+                                                : " names a series to take its times from"));
+  }
   s->time_ns.resize(n);
   s->value.resize(n);
   absl::Status d;
@@ -396,6 +588,8 @@ absl::Status Decode(absl::string_view blob, CounterSeries* s, uint64_t max_bytes
     d = DecodeRecords(in, n, mode == kModeRecords, s);
   } else if (mode == kModeColumns) {
     d = DecodeColumns(in, n, s);
+  } else if (mode == kModeSharedTimes) {
+    d = DecodeSharedTimes(in, n, h.label, reference, s);
   } else {
     d = absl::DataLossError(absl::StrCat("counter series of unknown mode ", mode));
   }

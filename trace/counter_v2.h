@@ -4,7 +4,9 @@
 // A blob is a zstd skippable frame holding the sample count, then one zstd frame of the body:
 //   magic    4 bytes, 0x184D2A52 little-endian (a skippable frame's magic, variant 2)
 //   size     4 bytes little-endian, the bytes of the header that follow
-//   header   varint sample count, then zero bytes (padding, see kMaxSamplesPerByte)
+//   header   varint sample count, for mode 4 alone the name of the series whose times it
+//            takes (a varint length, then the name), then zero bytes (padding, see
+//            kMaxSamplesPerByte)
 //   frame    one zstd frame with its content size: the body
 // A first encoding's blob is a single zstd frame, whose magic (0xFD2FB528) no skippable frame
 // shares, so the first four bytes tell the two apart; the count is read without decompressing
@@ -39,6 +41,21 @@
 //     would take more bytes than the plain body does uncompressed (noise on irregular times),
 //     so that no series takes more than zstd's bound on its first encoding's samples: what
 //     MaxCounterBytesWithin bounds, and agents size chunks by.
+//   mode 4 (shared times): the samples' times are some of another series' of the same chip,
+//     the one the header names (the reference): the zigzag varint time of the first sample,
+//     the varint span (how many of the reference's samples, from the one at that time, the
+//     series' samples cover), a checksum of the series' times (4 bytes little-endian), a flags
+//     byte (2: values as XORs), the value column's plane count, a bitmap of span bits (bit j,
+//     byte j/8's bit j%8, set when the reference's sample j from the first is one of this
+//     series': the first is, as many as the count are, no bit past the span), then the value
+//     column's planes as mode 3's. A chip's counters are sampled together: the busy gauges at
+//     some of the instants its energy totals are, which take about 2 bytes a sample of their
+//     own (measured on podprof-loadgen's v5p host-second) and a bit of the bitmap here. The
+//     reference's times are all of its blobs' of the chip, in the order they arrived; a blob
+//     of mode 4 is never a reference. Written by EncodeSharingTimes, read with the reference's
+//     times: where those repeat a time (two pieces of a chip that overlap), each of the first
+//     kMaxCandidates samples at the first time is tried, and the one whose times match the
+//     checksum is taken.
 // Mode 3 came after modes 0-2 (the only ones blobs encoded on 2026-12-07 hold); every mode
 // reads. The encoder writes whichever of mode 3 and mode 1 or 2 compresses smaller (the records
 // compressed only when their body is under 8 times mode 3's frame, else they cannot win), or
@@ -50,6 +67,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -88,9 +106,23 @@ absl::StatusOr<uint64_t> Count(absl::string_view blob, absl::string_view what);
 // what the count can fill. Returns the count. DataLoss otherwise.
 absl::StatusOr<uint64_t> Check(absl::string_view blob, uint64_t max_bytes);
 
-// Sets `s`'s times and values (replacing them) after Check. DataLoss for a damaged blob; never
-// produces more than the declared count.
-absl::Status Decode(absl::string_view blob, CounterSeries* s, uint64_t max_bytes);
+// Samples [begin, end) of a series as mode 4, taking their times from the reference series
+// named `reference`, whose times are `ref_time[0, ref_n)` (strictly increasing), when they are
+// all among them and that takes no more than the plain mode would; otherwise as Encode does.
+std::string EncodeSharingTimes(absl::string_view reference, const int64_t* ref_time, size_t ref_n,
+                               const int64_t* time_ns, const double* value, size_t begin,
+                               size_t end, int level = kLevel);
+
+// The name of the series whose times a blob's samples take (mode 4), from the header alone;
+// empty for one that holds its own. DataLoss for a damaged header.
+absl::StatusOr<std::string> Reference(absl::string_view blob);
+
+// Sets `s`'s times and values (replacing them) after Check. `reference`: the times of the
+// series Reference names, all its blobs' of the chip in order (null: the chip has none).
+// DataLoss for a damaged blob, a mode 4 one without its reference or whose times are not
+// the reference's; never produces more than the declared count.
+absl::Status Decode(absl::string_view blob, CounterSeries* s, uint64_t max_bytes,
+                    const std::vector<int64_t>* reference = nullptr);
 
 }  // namespace podprof::trace::counter_v2
 

@@ -1137,7 +1137,9 @@ TEST_F(PodTest, ALongCaptureStreamsWholeInBoundedChunks) {
   const auto& host = last.summary().hosts(0);
   // A v5p host of 4 chips runs about 34,000 kernels a second in the simulated step.
   EXPECT_GT(host.event_count(), 25'000u * seconds);
-  EXPECT_GT(host.bytes_received(), uint64_t{2} << 20);
+  // Several times the 256 kB limit: split. (1.6 MB for two seconds since a chip's counters
+  // share their times, 2.2 MB before.)
+  EXPECT_GT(host.bytes_received(), uint64_t{1} << 20);
   // Every second of the window is in the store, counters included.
   grpc::ClientContext ctx;
   v1::GetKernelStatsRequest req;

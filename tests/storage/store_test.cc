@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <thread>
 #include <tuple>
 
@@ -20,6 +21,7 @@
 #include "tests/util/status_matchers.h"
 #include "tests/util/temp_database.h"
 #include "tests/util/trace_fixtures.h"
+#include "trace/columns.h"
 #include "trace/kernel_stats.h"
 #include "trace/xspace_reader.h"
 
@@ -456,6 +458,67 @@ TEST_F(StoreTest, ForEachHostReadsOnlyTheLinesAndCounterSamplesSelected) {
   events(by_prefix, &counters, &samples);
   EXPECT_EQ(counters, 4u);
   EXPECT_EQ(samples, 0u);
+}
+
+// Series stored as an agent sends them, some taking their times from another of the chip's
+// (trace/counter_v2.h's mode 4): read back exactly, whole or one of them alone, whose reference
+// is then read for its times and listed without its samples.
+TEST_F(StoreTest, SeriesSharingTheirChipsTimesReadBackExactly) {
+  auto store = Open();
+  ingest::CaptureInput w = TwoHosts("shared");
+  std::map<std::string, trace::CounterSeries> want;  // by host, chip and name
+  for (ingest::HostInput& in : w.hosts) {
+    trace::HostCapture& c = *in.capture;
+    c.counters.clear();
+    for (int chip = 0; chip < 2; ++chip) {
+      trace::CounterSeries energy, busy;
+      energy.chip = busy.chip = chip;
+      energy.name = "core/energy_nj";
+      busy.name = "core/busy";
+      for (int i = 0; i < 50 * (chip + 1); ++i) {
+        energy.time_ns.push_back(1'000'000 + i * 977 + (i * 31) % 17);
+        energy.value.push_back(1e6 + 0.1 * i * i);
+        if (i % 3 == 0) {
+          busy.time_ns.push_back(energy.time_ns.back());
+          busy.value.push_back(0.25 * (i % 4));
+        }
+      }
+      busy.encoded = trace::EncodeCountersSharingTimes(energy.name, energy.time_ns.data(),
+                                                       energy.time_ns.size(), busy.time_ns.data(),
+                                                       busy.value.data(), 0, busy.value.size());
+      ASSERT_EQ(*trace::CounterReference(busy.encoded), energy.name);
+      for (const trace::CounterSeries* s : {&busy, &energy}) {
+        trace::CounterSeries plain = *s;
+        plain.encoded.clear();
+        want[absl::StrCat(in.host, "/", chip, "/", s->name)] = std::move(plain);
+      }
+      busy.time_ns.clear();  // stored as sent: the blob alone
+      busy.value.clear();
+      c.counters.push_back(std::move(busy));
+      c.counters.push_back(std::move(energy));
+    }
+  }
+  ASSERT_OK(ingest::StoreCapture(store->writer(), std::move(w)));
+  for (bool only_busy : {false, true}) {
+    HostSelection only;
+    if (only_busy) only.counter_samples = std::set<std::string>{"core/busy"};
+    int series = 0;
+    ASSERT_OK(store->captures().ForEachHost("shared", only, [&](StoredHost& h) {
+      for (const trace::CounterSeries& s : h.capture.counters) {
+        ++series;
+        const trace::CounterSeries& w = want.at(
+            absl::StrCat(h.row.host, "/", h.capture.host.chips[s.chip].ordinal, "/", s.name));
+        if (only_busy && s.name != "core/busy") {
+          EXPECT_TRUE(s.time_ns.empty()) << s.name;
+          continue;
+        }
+        EXPECT_EQ(s.time_ns, w.time_ns) << h.row.host << " " << s.name;
+        EXPECT_EQ(s.value, w.value) << h.row.host << " " << s.name;
+      }
+      return absl::OkStatus();
+    }));
+    EXPECT_EQ(series, 8) << only_busy;
+  }
 }
 
 TEST_F(StoreTest, ForEachHostReadsOnlyTheHostsAndChipsSelected) {

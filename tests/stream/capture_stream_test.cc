@@ -547,6 +547,101 @@ TEST(CaptureDecoderTest, EncodedSeriesAreKeptAsTheyArrived) {
   EXPECT_FALSE(s.ok());
 }
 
+// Two chips, each with an energy total sampled at every kernel boundary and two gauges at some
+// of them; on chip 1 a second "core/busy" series as well (a reader could not tell the two
+// apart by name, so neither is a reference).
+trace::HostCapture SharedTimesCapture(size_t n) {
+  trace::HostCapture c;
+  c.host.chips.resize(2);
+  c.host.chips[1].ordinal = 1;
+  for (int chip = 0; chip < 2; ++chip) {
+    trace::CounterSeries energy, busy, hbm;
+    energy.chip = busy.chip = hbm.chip = chip;
+    energy.name = "core/energy_nj";
+    busy.name = "core/busy";
+    hbm.name = "hbm/busy";
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t t = 1'700'000'000'000'000'000 + static_cast<int64_t>(i) * 1000 + (i * 37) % 91;
+      energy.time_ns.push_back(t);
+      energy.value.push_back(2.5e6 + 0.37 * static_cast<double>(i * i));
+      if (i % 3 != 1) busy.time_ns.push_back(t), busy.value.push_back((i % 5) * 0.2);
+      if (i % 4 == 0) hbm.time_ns.push_back(t), hbm.value.push_back((i % 3) * 0.5);
+    }
+    c.counters.push_back(busy);
+    c.counters.push_back(energy);
+    c.counters.push_back(hbm);
+  }
+  return c;
+}
+
+// A chip's series take their times from its series with the most samples, cut into chunks as
+// any series; the aggregator's decoder gives every sample back exactly. Where a name is not
+// unique on its chip there is no reference, and a blob naming one its chip lacks is an error
+// naming the series and chip.
+TEST(CaptureEncoderTest, AChipsSeriesShareTheirTimesAcrossChunks) {
+  const trace::HostCapture sent = SharedTimesCapture(20'000);
+  CollectSink sink;
+  ChunkCounts counts;
+  ASSERT_OK(StreamCapture(sent, {}, {}, kMinChunkBytes, &sink, &counts));
+  std::map<std::string, int> referencing;  // series -> chunks naming core/energy_nj
+  int series_chunks = 0;
+  for (const v1::CaptureChunk& c : sink.chunks) {
+    if (!c.has_counter_series()) continue;
+    ++series_chunks;
+    EXPECT_LE(c.ByteSizeLong(), kMinChunkBytes);
+    absl::StatusOr<std::string> ref = trace::CounterReference(c.counter_series().samples());
+    ASSERT_OK(ref);
+    if (!ref->empty()) {
+      EXPECT_EQ(*ref, "core/energy_nj");
+      ++referencing[absl::StrCat(c.counter_series().chip_ordinal(), c.counter_series().name())];
+    }
+  }
+  EXPECT_GT(series_chunks, 6) << "the series span chunks";
+  EXPECT_GT(referencing["0core/busy"], 0);
+  EXPECT_GT(referencing["0hbm/busy"], 0);
+  EXPECT_EQ(referencing.count("0core/energy_nj"), 0u);
+  EXPECT_GT(referencing["1hbm/busy"], 0);
+  CaptureDecoder d = Decode(sink.chunks);
+  std::map<std::pair<int, std::string>, trace::CounterSeries> got;
+  for (const trace::CounterSeries& s : d.capture().counters) {
+    trace::CounterSeries& g = got[{s.chip, s.name}];
+    g.time_ns.insert(g.time_ns.end(), s.time_ns.begin(), s.time_ns.end());
+    g.value.insert(g.value.end(), s.value.begin(), s.value.end());
+  }
+  for (const trace::CounterSeries& s : sent.counters) {
+    const trace::CounterSeries& g = got[std::make_pair(s.chip, s.name)];
+    EXPECT_EQ(g.time_ns, s.time_ns) << s.chip << " " << s.name;
+    EXPECT_EQ(g.value, s.value) << s.chip << " " << s.name;
+  }
+
+  // Chip 1 with two series of one name: the gauges keep their own times.
+  trace::HostCapture twice = SharedTimesCapture(1000);
+  twice.counters.push_back(twice.counters[4]);  // chip 1's core/energy_nj again
+  CollectSink plain;
+  ASSERT_OK(StreamCapture(twice, {}, {}, 4 << 20, &plain, &counts));
+  for (const v1::CaptureChunk& c : plain.chunks) {
+    if (!c.has_counter_series() || c.counter_series().chip_ordinal() != 1) continue;
+    EXPECT_EQ(*trace::CounterReference(c.counter_series().samples()), "")
+        << c.counter_series().name();
+  }
+
+  // A hostile agent's stream: chip 1's gauges name a reference chip 1 does not send.
+  std::vector<v1::CaptureChunk> hostile;
+  for (const v1::CaptureChunk& c : sink.chunks) {
+    if (c.has_counter_series() && c.counter_series().chip_ordinal() == 1 &&
+        c.counter_series().name() == "core/energy_nj") {
+      continue;
+    }
+    hostile.push_back(c);
+  }
+  CaptureDecoder h;
+  for (const v1::CaptureChunk& c : hostile) ASSERT_OK(h.Add(c));
+  const absl::Status bad = trace::DecodeEncodedSeries(&h.capture());
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument) << bad;
+  EXPECT_TRUE(absl::StrContains(bad.message(), "of chip 1")) << bad;
+  EXPECT_TRUE(absl::StrContains(bad.message(), "core/energy_nj")) << bad;
+}
+
 TEST(CaptureEncoderTest, KernelDefinitionsJustUnderAndOverTheLimit) {
   const size_t limit = kMinChunkBytes;
   auto one_kernel = [](size_t mlir_bytes) {

@@ -189,6 +189,30 @@ std::vector<CounterSeries> SimulatedSeries(const char* generation) {
   return ReadSeries(sim::BuildXSpace(*m, host, w).space.SerializeAsString());
 }
 
+// The counter series of a stream's chunks, decoded as the aggregator does: a chip's together,
+// since some take their times from another of the chip's (counter_v2's mode 4).
+std::vector<CounterSeries> DecodeChunks(const std::vector<podprof::v1::CaptureChunk>& chunks) {
+  std::vector<CounterSeries> out;
+  for (const podprof::v1::CaptureChunk& chunk : chunks) {
+    if (!chunk.has_counter_series()) continue;
+    CounterSeries s;
+    s.chip = chunk.counter_series().chip_ordinal();
+    s.name = chunk.counter_series().name();
+    s.encoded = chunk.counter_series().samples();
+    out.push_back(std::move(s));
+  }
+  std::map<int, std::vector<CounterSeries*>> by_chip;
+  for (CounterSeries& s : out) by_chip[s.chip].push_back(&s);
+  for (const auto& [chip, series] : by_chip) {
+    size_t failed = 0;
+    const absl::Status d =
+        DecodeChipCounters(series, std::vector<bool>(series.size(), true), &failed);
+    EXPECT_OK(d) << "chip " << chip << ", " << series[failed]->name;
+  }
+  for (CounterSeries& s : out) s.encoded.clear();
+  return out;
+}
+
 // What bench_pod_scale stores of a host: podprof-loadgen's capture of 1 s (its defaults: a v5p
 // pod of 2,240 hosts of 4 chips, pod seed 1, counters on) from host 0, as the stream sends its
 // series: gauges sampled where their level changes at kernel boundaries, energy totals at every
@@ -210,15 +234,7 @@ std::vector<CounterSeries> LoadgenSeries() {
       (*source)->Generate(*hosts[0], hosts[0]->clock.NowNs(), 1000, 4 << 20);
   EXPECT_OK(c);
   if (!c.ok()) return {};
-  std::vector<CounterSeries> out;
-  for (const podprof::v1::CaptureChunk& chunk : c->chunks) {
-    if (!chunk.has_counter_series()) continue;
-    CounterSeries s;
-    EXPECT_OK(DecodeCounters(chunk.counter_series().samples(), &s));
-    s.name = chunk.counter_series().name();
-    out.push_back(std::move(s));
-  }
-  return out;
+  return DecodeChunks(c->chunks);
 }
 
 struct Capture {
@@ -596,6 +612,177 @@ TEST(CounterColumnsTest, RunsCutByMaxCounterBytesWithinFitTheirLimit) {
       begin = end;
     }
   }
+}
+
+// The loadgen's host as its agent encodes it, each chip's series against the chip's series
+// with the most samples (as StreamPiece picks): every series takes the reference's times in
+// mode 4 (a chip's gauges are sampled at some of its energy totals' instants), round-trips
+// exactly when decoded as the readers do, and the chip's counters take far fewer bytes.
+TEST(CounterColumnsTest, AChipsSeriesShareTheirTimesAndRoundTripExactly) {
+  const std::vector<CounterSeries> all = LoadgenSeries();
+  ASSERT_FALSE(all.empty());
+  std::map<int, const CounterSeries*> reference;
+  for (const CounterSeries& s : all) {
+    const CounterSeries*& r = reference[s.chip];
+    if (r == nullptr || s.value.size() > r->value.size()) r = &s;
+  }
+  uint64_t own = 0, shared = 0, samples = 0;
+  std::vector<CounterSeries> decoded;
+  for (const CounterSeries& s : all) {
+    const CounterSeries& r = *reference[s.chip];
+    const std::string alone = EncodeCounters(s);
+    std::string blob = alone;
+    if (&r != &s) {
+      blob = EncodeCountersSharingTimes(r.name, r.time_ns.data(), r.time_ns.size(),
+                                        s.time_ns.data(), s.value.data(), 0, s.value.size());
+      EXPECT_EQ(BodyMode(blob), 4) << s.name;
+      EXPECT_EQ(*CounterReference(blob), r.name) << s.name;
+      EXPECT_OK(CheckCounters(blob, kMaxReceived));
+      EXPECT_EQ(*EncodedCount(blob, s.name), s.value.size());
+      EXPECT_LE(blob.size(), alone.size()) << s.name;
+    }
+    own += alone.size();
+    shared += blob.size();
+    samples += s.value.size();
+    CounterSeries d;
+    d.chip = s.chip;
+    d.name = s.name;
+    d.encoded = blob;
+    decoded.push_back(std::move(d));
+  }
+  std::vector<CounterSeries*> ptrs;
+  for (CounterSeries& d : decoded) ptrs.push_back(&d);
+  size_t failed = 0;
+  ASSERT_OK(DecodeChipCounters(ptrs, std::vector<bool>(ptrs.size(), true), &failed));
+  for (size_t i = 0; i < all.size(); ++i)
+    EXPECT_TRUE(SameSamples(all[i], decoded[i])) << all[i].name;
+  std::printf(
+      "NOTE loadgen host: %zu series, %llu samples, bytes/sample own times %.3f, "
+      "shared %.3f (%.3f)\n",
+      all.size(), static_cast<unsigned long long>(samples), static_cast<double>(own) / samples,
+      static_cast<double>(shared) / samples, static_cast<double>(shared) / own);
+  EXPECT_LT(static_cast<double>(shared), 0.7 * static_cast<double>(own));
+}
+
+// Times that are not all among the reference's, a reference too sparse for a bitmap to pay,
+// or none at all: the series keeps its own times, as before.
+TEST(CounterColumnsTest, TimesNotAmongTheReferencesAreKept) {
+  const CounterSeries ref = Series({10, 20, 30, 40, 50}, {1, 2, 3, 4, 5});
+  const CounterSeries off = Series({10, 25, 30}, {7, 8, 9});
+  std::string blob = EncodeCountersSharingTimes("energy_nj", ref.time_ns.data(), 5,
+                                                off.time_ns.data(), off.value.data(), 0, 3);
+  EXPECT_EQ(*CounterReference(blob), "");
+  CounterSeries got;
+  ASSERT_OK(DecodeCounters(blob, &got));
+  EXPECT_TRUE(SameSamples(off, got));
+
+  // Two samples of a million: a bitmap of 125 kB would pass what Check lets a body take.
+  std::vector<int64_t> dense(1'000'000);
+  for (size_t i = 0; i < dense.size(); ++i) dense[i] = static_cast<int64_t>(i) * 1000;
+  const CounterSeries sparse = Series({0, 999'999'000}, {1, 2});
+  blob = EncodeCountersSharingTimes("energy_nj", dense.data(), dense.size(), sparse.time_ns.data(),
+                                    sparse.value.data(), 0, 2);
+  EXPECT_EQ(*CounterReference(blob), "");
+  ASSERT_OK(DecodeCounters(blob, &got));
+  EXPECT_TRUE(SameSamples(sparse, got));
+
+  blob = EncodeCountersSharingTimes("", ref.time_ns.data(), 5, ref.time_ns.data(), ref.value.data(),
+                                    1, 4);
+  EXPECT_EQ(*CounterReference(blob), "");
+}
+
+// Shared-times blobs read only with the reference's times, and only with the right ones: a
+// reader without them, with other times, or with a damaged blob gets DataLoss naming the
+// reference, never samples at the wrong instants. Where the reference's times repeat (a chip
+// that came in two overlapping pieces), the candidate whose times match the checksum is taken.
+TEST(CounterColumnsTest, SharedTimesNeedTheirReferenceAndAreChecked) {
+  std::vector<int64_t> ref;
+  for (int i = 0; i < 400; ++i) ref.push_back(1'000'000 + i * 1000 + (i * 37) % 101);
+  std::vector<int64_t> t;
+  std::vector<double> v;
+  for (int i = 0; i < 400; i += 1 + i % 3) {
+    t.push_back(ref[i]);
+    v.push_back(0.25 * (i % 5));
+  }
+  const CounterSeries want = Series(t, v);
+  const std::string blob = EncodeCountersSharingTimes("tensorcore_energy_nj", ref.data(),
+                                                      ref.size(), t.data(), v.data(), 0, t.size());
+  ASSERT_EQ(BodyMode(blob), 4);
+  CounterSeries got;
+  ASSERT_OK(DecodeCounters(blob, &got, kMaxReceived, &ref));
+  EXPECT_TRUE(SameSamples(want, got));
+
+  absl::Status d = DecodeCounters(blob, &got, kMaxReceived);
+  EXPECT_EQ(d.code(), absl::StatusCode::kDataLoss) << d;
+  EXPECT_NE(d.message().find("tensorcore_energy_nj"), absl::string_view::npos) << d;
+  EXPECT_TRUE(got.value.empty());
+
+  std::vector<int64_t> moved = ref;
+  moved[3] += 1;  // one of the series' instants differs in the reference
+  d = DecodeCounters(blob, &got, kMaxReceived, &moved);
+  EXPECT_EQ(d.code(), absl::StatusCode::kDataLoss) << d;
+  const std::vector<int64_t> shorter(ref.begin(), ref.begin() + 200);
+  EXPECT_EQ(DecodeCounters(blob, &got, kMaxReceived, &shorter).code(), absl::StatusCode::kDataLoss);
+
+  // The reference twice, as two overlapping pieces of one chip would give it.
+  std::vector<int64_t> twice = ref;
+  twice.insert(twice.end(), ref.begin(), ref.end());
+  twice[3] += 1;  // the first copy is not the encoder's: the second is taken
+  std::vector<int64_t> want_times = t;
+  ASSERT_OK(DecodeCounters(blob, &got, kMaxReceived, &twice));
+  EXPECT_EQ(got.time_ns, want_times);
+
+  // The header's name and the mode go together.
+  const std::string header_less = EncodeCounters(want);
+  ASSERT_NE(BodyMode(header_less), 4);
+  ExpectDataLoss(V2Blob(2, std::string{4, 0, 2} + std::string(6, '\0') + std::string{1, 0}),
+                 "mode 4 naming no reference");
+
+  // Any single byte changed: a clean error or the counted samples, never a crash.
+  for (size_t i = 0; i < blob.size(); ++i) {
+    for (int bit = 0; bit < 8; ++bit) {
+      std::string flipped = blob;
+      flipped[i] = static_cast<char>(flipped[i] ^ (1 << bit));
+      const absl::Status f = DecodeCounters(flipped, &got, kMaxReceived, &ref);
+      if (f.ok()) {
+        EXPECT_EQ(got.value.size(), *EncodedCount(flipped, "s"));
+      } else {
+        EXPECT_EQ(f.code(), absl::StatusCode::kDataLoss) << f;
+      }
+    }
+  }
+}
+
+// A reader that asks for some of a chip's series decodes the references they take their times
+// from as well, and hands those back without samples; a damaged wanted one names itself.
+TEST(CounterColumnsTest, ChipSeriesDecodeTheirReferencesWhenAskedForOthers) {
+  CounterSeries energy, busy;
+  for (int i = 0; i < 200; ++i) {
+    energy.time_ns.push_back(1000 * i + (i * 7) % 13);
+    energy.value.push_back(1.5 * i);
+    if (i % 2 == 0) busy.time_ns.push_back(energy.time_ns.back()), busy.value.push_back(i % 3);
+  }
+  std::vector<CounterSeries> chip(3);
+  chip[0].name = "energy_nj";
+  chip[0].encoded = EncodeCounters(energy);
+  chip[1].name = "busy";
+  chip[1].encoded = EncodeCountersSharingTimes("energy_nj", energy.time_ns.data(), 200,
+                                               busy.time_ns.data(), busy.value.data(), 0, 100);
+  chip[2].name = "other";
+  chip[2].encoded = EncodeCounters(busy);
+  ASSERT_EQ(*CounterReference(chip[1].encoded), "energy_nj");
+  std::vector<CounterSeries*> ptrs{&chip[0], &chip[1], &chip[2]};
+  size_t failed = 9;
+  ASSERT_OK(DecodeChipCounters(ptrs, {false, true, false}, &failed));
+  EXPECT_TRUE(SameSamples(busy, chip[1]));
+  EXPECT_TRUE(chip[0].time_ns.empty());  // read for busy's times, not handed back
+  EXPECT_TRUE(chip[2].time_ns.empty());  // not asked for, not read
+
+  for (CounterSeries& c : chip) c.time_ns.clear(), c.value.clear();
+  chip[0].name = "renamed";  // the reference is gone
+  const absl::Status d = DecodeChipCounters(ptrs, {true, true, true}, &failed);
+  EXPECT_EQ(d.code(), absl::StatusCode::kDataLoss) << d;
+  EXPECT_EQ(failed, 1u);
 }
 
 }  // namespace

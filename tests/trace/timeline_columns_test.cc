@@ -143,7 +143,7 @@ TEST(TimelineColumnsTest, DamageIsDataLoss) {
     }
   }
   // A body of its own making: a count the content cannot hold, planes past 8, trailing bytes,
-  // an unknown mode, a header with more than padding.
+  // an unknown mode, a header with more than padding or with a name.
   auto forged = [](uint64_t count, const std::string& body, const std::string& extra = "") {
     std::string header;
     PutVarint(count, &header);
@@ -160,7 +160,13 @@ TEST(TimelineColumnsTest, DamageIsDataLoss) {
   for (const std::string& bad :
        {forged(1'000, one_event), forged(1, std::string("\x01\x09\x00\x05\x00", 5)),
         forged(1, one_event + "x"), forged(1, std::string("\x07\x00\x00\x05\x00", 5)),
-        forged(1, one_event, "\x01")}) {
+        forged(1, one_event, "\x01"),
+        // A name in the header, as a counter series' that takes another's times has: not a
+        // timeline's.
+        forged(1, one_event,
+               std::string("\x02"
+                           "ab",
+                           3))}) {
     EventBlock got;
     const absl::Status s = DecodeTimeline(bad, &got);
     EXPECT_TRUE(absl::IsDataLoss(s)) << s;
