@@ -75,7 +75,7 @@ std::string StatsSql(const StatsQuery& q) {
         "COUNT(DISTINCT s.chip_id), AVG(c.peak_tflops), AVG(c.peak_hbm_gbps) "
         "FROM kernel_stats s JOIN chips c ON c.id = s.chip_id JOIN hosts h ON h.id = c.host_id "
         "JOIN kernels k ON k.id = s.kernel_id WHERE s.rowid BETWEEN ?6 AND ?7 "
-        "AND (?2 = '' OR k.op_name REGEXP ?2) AND (?3 = '' OR k.category = ?3) "
+        "AND s.capture = ?1 AND (?2 = '' OR k.op_name REGEXP ?2) AND (?3 = '' OR k.category = ?3) "
         "AND (?4 = '' OR h.name = ?4) AND (?5 < 0 OR c.ordinal = ?5) GROUP BY ",
         q.group_by == Grouping::kChip   ? "s.chip_id, s.kernel_id"
         : q.group_by == Grouping::kHost ? "c.host_id, s.kernel_id"

@@ -15,19 +15,21 @@ namespace {
 
 using internal::Transaction;
 
-// Per-chip statistics have no cascade (see the schema): deletes the rowid ranges of the
-// captures `ids` (a parenthesized SELECT of their ids, ?1 bound to `bound`) selects.
+// Per-chip statistics have no cascade (see the schema): deletes the rows within the rowid
+// ranges of the captures `ids` (a parenthesized SELECT of their ids, ?1 bound to `bound`)
+// selects, each capture's own (a range may hold rows of captures written at the same time).
 absl::Status DeleteStatRanges(Connection& c, const std::string& ids, int64_t bound) {
   ASSIGN_OR_RETURN(auto del, Statement::Prepare(c,
                                                 "DELETE FROM kernel_stats WHERE rowid "
-                                                "BETWEEN ?1 AND ?2"));
-  ASSIGN_OR_RETURN(auto ranges, Statement::Prepare(c, absl::StrCat("SELECT stats_first, stats_last "
-                                                                   "FROM captures WHERE id IN ",
-                                                                   ids)));
+                                                "BETWEEN ?1 AND ?2 AND capture = ?3"));
+  ASSIGN_OR_RETURN(auto ranges,
+                   Statement::Prepare(c, absl::StrCat("SELECT stats_first, stats_last, seq "
+                                                      "FROM captures WHERE id IN ",
+                                                      ids)));
   ranges->Bind(1, bound);
   return ranges->ForEachRow([&](const Statement& row) {
     del->Reset();
-    del->Bind(1, row.Int(0)).Bind(2, row.Int(1));
+    del->Bind(1, row.Int(0)).Bind(2, row.Int(1)).Bind(3, row.Int(2));
     return del->Run();
   });
 }

@@ -67,10 +67,11 @@ CREATE TABLE kernels (
   UNIQUE (module, op_name, category, program_id, hlo_hash, flops, bytes_accessed)
 );
 CREATE INDEX kernels_by_name ON kernels (op_name, module);
--- A plain rowid table with no index and no foreign keys: a capture's rows are written in one
--- transaction, so they hold one contiguous rowid range, recorded in captures.stats_first and
--- stats_last. Queries scan that range; retention deletes it. Inserting is then an append to one
--- b-tree, as cheap as SQLite gets.
+-- A plain rowid table with no index and no foreign keys: a capture's rows are written as its
+-- hosts arrive (or in its last transaction), so they lie within one rowid range, recorded in
+-- captures.stats_first and stats_last, which rows of captures written at the same time may
+-- share. Queries scan that range for the capture's rows; retention deletes them. Inserting is
+-- then an append to one b-tree, as cheap as SQLite gets.
 CREATE TABLE kernel_stats (
   capture INTEGER NOT NULL,
   chip_id INTEGER NOT NULL,

@@ -53,10 +53,13 @@ absl::StatusOr<int64_t> HostIds::Of(const std::string& name) {
 absl::StatusOr<CaptureRef> RequireCapture(Connection& c, const std::string& id) {
   ASSIGN_OR_RETURN(
       auto s,
-      Statement::Prepare(c, "SELECT seq, stats_first, stats_last FROM captures WHERE id = ?"));
+      Statement::Prepare(c,
+                         "SELECT seq, stats_first, stats_last, status = 'running' FROM captures "
+                         "WHERE id = ?"));
   s->Bind(1, id);
   ASSIGN_OR_RETURN(bool found, s->Step());
   if (!found) return absl::NotFoundError(absl::StrCat("no capture with id \"", id, "\""));
+  if (s->Int(3) != 0) return CaptureRef{s->Int(0), 0, -1};
   return CaptureRef{s->Int(0), s->Int(1), s->Int(2)};
 }
 

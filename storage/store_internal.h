@@ -36,6 +36,9 @@ class HostIds {
 
 // A stored capture's row number and the rowid range of its per-chip statistics.
 struct CaptureRef {
+  // The capture's rows of kernel_stats lie within [stats_first, stats_last] (rows of other
+  // captures written at the same time may too); none (first > last) while it runs: the rows
+  // its hosts wrote ahead (CaptureWriter::WriteHostData) show once it is whole.
   int64_t seq, stats_first, stats_last;
 };
 // NotFound naming the id if there is no such capture.

@@ -10,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "common/zstd_codec.h"
 #include "gtest/gtest.h"
 #include "ingest/capture_ingest.h"
@@ -594,6 +595,11 @@ TEST_F(StoreTest, HostDataWrittenAheadIsInvisibleUntilTheCaptureCommits) {
   ASSERT_OK(store->captures().Timelines("early"));
   EXPECT_TRUE(store->captures().Timelines("early")->empty());
   EXPECT_EQ(attributed(), 0) << "attributions written ahead are not shown yet";
+  StatsQuery running_stats;
+  running_stats.capture_id = "early";
+  ASSERT_OK(store->kernels().Stats(running_stats));
+  EXPECT_TRUE(store->kernels().Stats(running_stats)->empty())
+      << "statistics written ahead are not shown yet";
 
   std::vector<ingest::AnalysedHost> hosts;
   hosts.push_back(std::move(*analysed));
@@ -613,6 +619,86 @@ TEST_F(StoreTest, HostDataWrittenAheadIsInvisibleUntilTheCaptureCommits) {
   ASSERT_OK(stats);
   EXPECT_EQ(stats->size(), 2u);
   EXPECT_GT(attributed(), 0);
+}
+
+// Two captures running at once, their hosts' statistics written ahead in turns, so that their
+// rows interleave: each shows only its own once whole, deleting one leaves the other's, and
+// a capture that fails or is interrupted leaves none of what its hosts wrote ahead.
+TEST_F(StoreTest, StatisticsWrittenAheadInterleaveAndStayTheirCaptures) {
+  auto store = Open();
+  auto rows = [&](const char* capture) {  // "": every capture's
+    int64_t n = -1;
+    const absl::Status counted = store->database().OnWriter([&](Connection& c) -> absl::Status {
+      ASSIGN_OR_RETURN(auto s, Statement::Prepare(c,
+                                                  "SELECT COUNT(*) FROM kernel_stats WHERE "
+                                                  "?1 = '' OR capture = (SELECT seq FROM "
+                                                  "captures WHERE id = ?1)"));
+      s->Bind(1, std::string(capture));
+      ASSIGN_OR_RETURN(bool found, s->Step());
+      if (found) n = s->Int(0);
+      return absl::OkStatus();
+    });
+    EXPECT_OK(counted);
+    return n;
+  };
+  auto executions = [&](const char* capture) {
+    StatsQuery q;
+    q.capture_id = capture;
+    int64_t n = 0;
+    auto stats = store->kernels().Stats(q);
+    EXPECT_OK(stats);
+    if (stats.ok()) {
+      for (const auto& r : *stats) n += r.count;
+    }
+    return n;
+  };
+  // Captures a and b of two hosts each, c and d of one; hosts of a run 100 kernel pairs, of b
+  // 300, written ahead a, b, a, b (c and d beside them).
+  std::map<std::string, ingest::PodAnalysis> pods;
+  std::map<std::string, std::vector<ingest::AnalysedHost>> hosts;
+  std::map<std::string, CaptureWrite> headers;
+  for (const char* id : {"a", "b", "c", "d"}) {
+    CaptureWrite& h = headers[id];
+    h.id = id;
+    h.start_ns = id[0] == 'a' ? 1'000'000 : 5'000'000'000;  // a the oldest
+    h.end_ns = h.start_ns + 1'000'000;
+    ASSERT_OK(store->writer().BeginCapture(h));
+  }
+  for (int host = 0; host < 2; ++host) {
+    for (const char* id : {"a", "b", "c", "d"}) {
+      if (host == 1 && (id[0] == 'c' || id[0] == 'd')) continue;
+      const int pairs = id[0] == 'b' ? 300 : 100;
+      ingest::CaptureInput in = Synthetic(id, 1'000'000, "fusion.1", 1, pairs, 2'000'000);
+      auto analysed = ingest::AnalyseHost(store->writer(), static_cast<size_t>(host),
+                                          *in.hosts[0].capture, &pods[id]);
+      ASSERT_OK(analysed);
+      analysed->write.host = absl::StrCat("h", host);
+      ASSERT_OK(store->writer().WriteHostData(id, &analysed->write));
+      EXPECT_TRUE(analysed->write.stats.empty()) << "written ahead";
+      hosts[id].push_back(std::move(*analysed));
+    }
+  }
+  EXPECT_EQ(executions("a"), 0) << "not shown while running";
+  for (const char* id : {"a", "b"}) {
+    ASSERT_OK(ingest::WriteAnalysed(store->writer(), headers[id], std::move(hosts[id]), &pods[id]));
+  }
+  EXPECT_EQ(executions("a"), 2 * 200);
+  EXPECT_EQ(executions("b"), 2 * 600);
+  ASSERT_OK(store->writer().EndFailed("c"));
+  EXPECT_EQ(rows("c"), 0);
+  EXPECT_GT(rows("d"), 0);
+  ASSERT_OK(store->writer().Recover());  // d was running: an aggregator that restarted
+  EXPECT_EQ(rows("d"), 0);
+  EXPECT_EQ(store->captures().Get("d")->status, CaptureState::kInterrupted);
+
+  // Deleting a (its range holds b's rows too) leaves b's.
+  RetentionPolicy age;
+  age.max_age_ns = 2'000'000'000;
+  ASSERT_OK(storage::ApplyRetention(store->database(), age, 6'000'000'000));
+  EXPECT_TRUE(absl::IsNotFound(store->captures().Get("a").status()));
+  EXPECT_GT(rows("b"), 0);
+  EXPECT_EQ(rows(""), rows("b")) << "every row left is b's";
+  EXPECT_EQ(executions("b"), 2 * 600);
 }
 
 TEST_F(StoreTest, RetentionByAgeSizeAndTimelines) {
