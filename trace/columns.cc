@@ -156,7 +156,7 @@ size_t MaxCounterBytesWithin(size_t limit) {
 }
 
 absl::Status DecodeCounters(absl::string_view blob, CounterSeries* s, uint64_t max_bytes,
-                            const std::vector<int64_t>* reference) {
+                            const counter_v2::ReferenceTimes* reference) {
   if (counter_v2::Is(blob)) return counter_v2::Decode(blob, s, max_bytes, reference);
   ASSIGN_OR_RETURN(std::string raw, Decompress(blob, max_bytes, "counter series"));
   absl::string_view in(raw);
@@ -301,7 +301,7 @@ absl::Status DecodeChipCounters(const std::vector<CounterSeries*>& series,
     if (r.ok()) refs[i] = std::move(*r);
     if (r.ok() && wanted[i] && !refs[i]->empty()) named.insert(*refs[i]);
   }
-  auto decode = [&](size_t i, const std::vector<int64_t>* reference) -> absl::Status {
+  auto decode = [&](size_t i, const counter_v2::ReferenceTimes* reference) -> absl::Status {
     CounterSeries& s = *series[i];
     if (!s.time_ns.empty() || s.encoded.empty()) return absl::OkStatus();
     absl::Status d = DecodeCounters(s.encoded, &s, uint64_t{1} << 32, reference);
@@ -316,12 +316,15 @@ absl::Status DecodeChipCounters(const std::vector<CounterSeries*>& series,
     helper[i] = !wanted[i] && named.contains(series[i]->name) && series[i]->time_ns.empty();
     if (wanted[i] || helper[i]) RETURN_IF_ERROR(decode(i, nullptr));
   }
-  absl::flat_hash_map<std::string, std::vector<int64_t>> times;
+  absl::flat_hash_map<std::string, std::vector<int64_t>> gathered;
   for (size_t i = 0; i < n; ++i) {
     if (!refs[i] || !refs[i]->empty() || !named.contains(series[i]->name)) continue;
-    auto& t = times[series[i]->name];
+    auto& t = gathered[series[i]->name];
     t.insert(t.end(), series[i]->time_ns.begin(), series[i]->time_ns.end());
   }
+  // Indexed once for all the blobs that take their times from them.
+  absl::flat_hash_map<std::string, counter_v2::ReferenceTimes> times;
+  for (auto& [name, t] : gathered) times.emplace(name, counter_v2::ReferenceTimes(std::move(t)));
   for (size_t i = 0; i < n; ++i) {
     if (!wanted[i] || !refs[i] || refs[i]->empty()) continue;
     auto it = times.find(*refs[i]);

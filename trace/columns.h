@@ -47,6 +47,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "trace/counter_v2.h"
 #include "trace/model.h"
 
 namespace podprof::trace {
@@ -128,7 +129,7 @@ size_t MaxCounterBytesWithin(size_t limit);
 // that series' times, all its blobs' in the order they arrived (`reference`); DataLoss without.
 absl::Status DecodeCounters(absl::string_view blob, CounterSeries* s,
                             uint64_t max_bytes = uint64_t{1} << 32,
-                            const std::vector<int64_t>* reference = nullptr);
+                            const counter_v2::ReferenceTimes* reference = nullptr);
 absl::StatusOr<CounterSeries> DecodeCounters(absl::string_view blob);
 // The name of the series whose times a blob takes (from its header alone), empty for one that
 // holds its own (the first encoding's always do). DataLoss for a damaged header.

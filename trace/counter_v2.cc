@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -393,7 +394,7 @@ absl::Status DecodeColumns(absl::string_view in, uint64_t n, CounterSeries* s) {
 // Mode 4's body after the mode byte: the samples' times from `reference` (the reference
 // series' times, null when the chip has none of that name), the values as mode 3's.
 absl::Status DecodeSharedTimes(absl::string_view in, uint64_t n, absl::string_view name,
-                               const std::vector<int64_t>* reference, CounterSeries* s) {
+                               const ReferenceTimes* reference_times, CounterSeries* s) {
   uint64_t anchor, span;
   if (!GetVarint(&in, &anchor) || !GetVarint(&in, &span) || in.size() < 6) {
     return absl::DataLossError("counter series is truncated");
@@ -423,24 +424,14 @@ absl::Status DecodeSharedTimes(absl::string_view in, uint64_t n, absl::string_vi
     return absl::DataLossError(
         absl::StrCat("counter series' bitmap marks ", ones, " of ", span, " samples, not its ", n));
   }
-  if (reference == nullptr) {
+  if (reference_times == nullptr) {
     return absl::DataLossError(absl::StrCat("counter series takes its times from \"", name,
                                             "\", which its chip does not have"));
   }
   // The reference's samples at the first time, each a candidate start: one when its times
-  // increase (a binary search), a few when two pieces overlap.
-  const int64_t first = UnZigZag(anchor);
-  std::vector<size_t> starts;
-  if (std::is_sorted(reference->begin(), reference->end())) {
-    auto [lo, hi] = std::equal_range(reference->begin(), reference->end(), first);
-    for (auto it = lo; it != hi && starts.size() < kMaxCandidates; ++it) {
-      starts.push_back(static_cast<size_t>(it - reference->begin()));
-    }
-  } else {
-    for (size_t k = 0; k < reference->size() && starts.size() < kMaxCandidates; ++k) {
-      if ((*reference)[k] == first) starts.push_back(k);
-    }
-  }
+  // increase, a few when two pieces overlap.
+  const std::vector<int64_t>* reference = &reference_times->times();
+  const std::vector<size_t> starts = reference_times->Find(UnZigZag(anchor), kMaxCandidates);
   bool matched = false;
   for (size_t k : starts) {
     if (span > reference->size() - k) break;
@@ -470,6 +461,31 @@ absl::Status DecodeSharedTimes(absl::string_view in, uint64_t n, absl::string_vi
 }  // namespace
 
 bool Is(absl::string_view blob) { return count_frame::Is(blob, kMagic); }
+
+ReferenceTimes::ReferenceTimes(std::vector<int64_t> times) : times_(std::move(times)) {
+  if (std::is_sorted(times_.begin(), times_.end())) return;
+  by_time_.resize(times_.size());
+  for (size_t i = 0; i < by_time_.size(); ++i) by_time_[i] = i;
+  std::stable_sort(by_time_.begin(), by_time_.end(),
+                   [&](size_t a, size_t b) { return times_[a] < times_[b]; });
+}
+
+std::vector<size_t> ReferenceTimes::Find(int64_t t, size_t most) const {
+  std::vector<size_t> out;
+  if (by_time_.empty()) {
+    for (auto it = std::lower_bound(times_.begin(), times_.end(), t);
+         it != times_.end() && *it == t && out.size() < most; ++it) {
+      out.push_back(static_cast<size_t>(it - times_.begin()));
+    }
+    return out;
+  }
+  for (auto it = std::lower_bound(by_time_.begin(), by_time_.end(), t,
+                                  [&](size_t i, int64_t v) { return times_[i] < v; });
+       it != by_time_.end() && times_[*it] == t && out.size() < most; ++it) {
+    out.push_back(*it);
+  }
+  return out;
+}
 
 std::string Encode(const int64_t* time_ns, const double* value, size_t begin, size_t end,
                    int level) {
@@ -564,7 +580,7 @@ absl::StatusOr<uint64_t> Check(absl::string_view blob, uint64_t max_bytes) {
 }
 
 absl::Status Decode(absl::string_view blob, CounterSeries* s, uint64_t max_bytes,
-                    const std::vector<int64_t>* reference) {
+                    const ReferenceTimes* reference) {
   ASSIGN_OR_RETURN(const uint64_t n, Check(blob, max_bytes));
   ASSIGN_OR_RETURN(const Header h, ReadHeader(blob, "counter series"));
   ASSIGN_OR_RETURN(const std::string body,

@@ -113,16 +113,31 @@ std::string EncodeSharingTimes(absl::string_view reference, const int64_t* ref_t
                                const int64_t* time_ns, const double* value, size_t begin,
                                size_t end, int level = kLevel);
 
+// The times of a reference series (all its blobs' of the chip, in order), indexed once for
+// every blob that takes its times from them: a time is found in O(log n) whether or not they
+// increase (they do not where two pieces of a chip overlap).
+class ReferenceTimes {
+ public:
+  explicit ReferenceTimes(std::vector<int64_t> times);
+  const std::vector<int64_t>& times() const { return times_; }
+  // Up to `most` positions whose time is `t`, the first first.
+  std::vector<size_t> Find(int64_t t, size_t most) const;
+
+ private:
+  std::vector<int64_t> times_;
+  std::vector<size_t> by_time_;  // positions ordered by (time, position); empty when sorted
+};
+
 // The name of the series whose times a blob's samples take (mode 4), from the header alone;
 // empty for one that holds its own. DataLoss for a damaged header.
 absl::StatusOr<std::string> Reference(absl::string_view blob);
 
 // Sets `s`'s times and values (replacing them) after Check. `reference`: the times of the
-// series Reference names, all its blobs' of the chip in order (null: the chip has none).
+// series Reference names (null: the chip has none).
 // DataLoss for a damaged blob, a mode 4 one without its reference or whose times are not
 // the reference's; never produces more than the declared count.
 absl::Status Decode(absl::string_view blob, CounterSeries* s, uint64_t max_bytes,
-                    const std::vector<int64_t>* reference = nullptr);
+                    const ReferenceTimes* reference = nullptr);
 
 }  // namespace podprof::trace::counter_v2
 

@@ -709,7 +709,8 @@ TEST(CounterColumnsTest, SharedTimesNeedTheirReferenceAndAreChecked) {
                                                       ref.size(), t.data(), v.data(), 0, t.size());
   ASSERT_EQ(BodyMode(blob), 4);
   CounterSeries got;
-  ASSERT_OK(DecodeCounters(blob, &got, kMaxReceived, &ref));
+  const counter_v2::ReferenceTimes reference(ref);
+  ASSERT_OK(DecodeCounters(blob, &got, kMaxReceived, &reference));
   EXPECT_TRUE(SameSamples(want, got));
 
   absl::Status d = DecodeCounters(blob, &got, kMaxReceived);
@@ -719,17 +720,21 @@ TEST(CounterColumnsTest, SharedTimesNeedTheirReferenceAndAreChecked) {
 
   std::vector<int64_t> moved = ref;
   moved[3] += 1;  // one of the series' instants differs in the reference
-  d = DecodeCounters(blob, &got, kMaxReceived, &moved);
+  const counter_v2::ReferenceTimes moved_reference(moved);
+  d = DecodeCounters(blob, &got, kMaxReceived, &moved_reference);
   EXPECT_EQ(d.code(), absl::StatusCode::kDataLoss) << d;
   const std::vector<int64_t> shorter(ref.begin(), ref.begin() + 200);
-  EXPECT_EQ(DecodeCounters(blob, &got, kMaxReceived, &shorter).code(), absl::StatusCode::kDataLoss);
+  const counter_v2::ReferenceTimes shorter_reference(shorter);
+  EXPECT_EQ(DecodeCounters(blob, &got, kMaxReceived, &shorter_reference).code(),
+            absl::StatusCode::kDataLoss);
 
   // The reference twice, as two overlapping pieces of one chip would give it.
   std::vector<int64_t> twice = ref;
   twice.insert(twice.end(), ref.begin(), ref.end());
   twice[3] += 1;  // the first copy is not the encoder's: the second is taken
   std::vector<int64_t> want_times = t;
-  ASSERT_OK(DecodeCounters(blob, &got, kMaxReceived, &twice));
+  const counter_v2::ReferenceTimes twice_reference(twice);
+  ASSERT_OK(DecodeCounters(blob, &got, kMaxReceived, &twice_reference));
   EXPECT_EQ(got.time_ns, want_times);
 
   // The header's name and the mode go together.
@@ -743,7 +748,7 @@ TEST(CounterColumnsTest, SharedTimesNeedTheirReferenceAndAreChecked) {
     for (int bit = 0; bit < 8; ++bit) {
       std::string flipped = blob;
       flipped[i] = static_cast<char>(flipped[i] ^ (1 << bit));
-      const absl::Status f = DecodeCounters(flipped, &got, kMaxReceived, &ref);
+      const absl::Status f = DecodeCounters(flipped, &got, kMaxReceived, &reference);
       if (f.ok()) {
         EXPECT_EQ(got.value.size(), *EncodedCount(flipped, "s"));
       } else {
