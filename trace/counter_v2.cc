@@ -157,12 +157,6 @@ void PutPlain(const int64_t* time_ns, const double* value, size_t begin, size_t 
   }
 }
 
-// Mode 3 after `raw`'s mode byte: the time column (zigzag deltas, or deltas of deltas where
-// they take less than 7/8 of the bytes: a grid), then the value column (the zigzag difference
-// of each value's bits from the previous value's, or their XOR where it takes less than 7/8 of
-// the bytes), each cut into byte planes. A running total's differences keep their high bytes
-// and a gauge's levels repeat as whole runs of bytes each training step, which zstd's matcher
-// finds in a plane, not between interleaved time bytes.
 // The value column of samples [begin, end): the zigzag difference of each value's bits from
 // the previous value's (the first's from +0.0), or their XOR where it takes less than 7/8 of
 // the bytes. Fills `diffs` and `xors` and returns which of them and its plane count.
@@ -410,7 +404,8 @@ absl::Status DecodeSharedTimes(absl::string_view in, uint64_t n, absl::string_vi
   // n <= max_bytes / 16 and the body within max_bytes (Check): neither product overflows, and
   // a span past the body's bits is damage before it is used.
   const uint64_t value_bytes = n * static_cast<uint64_t>(value_planes);
-  if (span < n || span > (in.size() + 1) * 8 || in.size() != (span + 7) / 8 + value_bytes) {
+  if (n == 0 || span < n || span > (in.size() + 1) * 8 ||
+      in.size() != (span + 7) / 8 + value_bytes) {
     return absl::DataLossError(absl::StrCat("counter series' columns take ", in.size(),
                                             " bytes, not what ", n, " samples over ", span,
                                             " of the reference's take"));
