@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -127,11 +128,14 @@ class HostReader {
     counters_->Reset();
     counters_->Bind(1, seq_).Bind(2, chip_id);
     // The chip's series are decoded together: one may take its times from another, which is
-    // then read even when not asked for (trace::DecodeChipCounters).
+    // then read even when not asked for (trace::DecodeChipCounters). The bytes of the series
+    // asked for are read first, and of the others only those their headers name.
     std::vector<trace::CounterSeries> series;
     std::vector<bool> wanted;
+    std::vector<internal::BlobAt> unread;  // by series; emptied once read
+    absl::flat_hash_set<std::string> named;
     RETURN_IF_ERROR(counters_->ForEachRow([&](const Statement& row) -> absl::Status {
-      trace::CounterSeries s;
+      trace::CounterSeries& s = series.emplace_back();
       s.chip = chip;
       s.name = row.Text(0);
       const auto& names = only_->counter_samples;
@@ -141,10 +145,18 @@ class HostReader {
                          return absl::StartsWith(s.name, p);
                        }));
       RowReader col(row, 1);
-      ASSIGN_OR_RETURN(s.encoded, internal::ReadBlob(col, *files_));
-      series.push_back(std::move(s));
+      unread.push_back(internal::LocateBlob(col));
+      if (!wanted.back()) return absl::OkStatus();
+      ASSIGN_OR_RETURN(s.encoded, internal::ReadBlob(unread.back(), *files_));
+      // A damaged header is DecodeChipCounters' to report, naming the series.
+      absl::StatusOr<std::string> reference = trace::CounterReference(s.encoded);
+      if (reference.ok() && !reference->empty()) named.insert(*std::move(reference));
       return absl::OkStatus();
     }));
+    for (size_t i = 0; i < series.size(); ++i) {
+      if (wanted[i] || !named.contains(series[i].name)) continue;
+      ASSIGN_OR_RETURN(series[i].encoded, internal::ReadBlob(unread[i], *files_));
+    }
     std::vector<trace::CounterSeries*> all;
     for (trace::CounterSeries& s : series) all.push_back(&s);
     size_t failed = 0;

@@ -51,18 +51,28 @@ absl::Status SealSegments(Connection& c, SegmentFiles& files, int64_t seq) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> ReadBlob(RowReader& col, const SegmentFiles& files) {
-  std::string inline_bytes = col.Blob();
+BlobAt LocateBlob(RowReader& col) {
+  BlobAt at;
+  at.inline_bytes = col.Blob();
   if (col.NextIsNull()) {
     col.Skip(4);
-    return inline_bytes;
+    return at;
   }
-  SegmentRef ref;
+  SegmentRef& ref = at.record.emplace();
   ref.segment = col.Int();
   ref.offset = col.Int();
   ref.bytes = col.Int();
   ref.crc = static_cast<uint32_t>(col.Int());
-  return files.Read(ref);
+  return at;
+}
+
+absl::StatusOr<std::string> ReadBlob(const BlobAt& at, const SegmentFiles& files) {
+  if (!at.record) return at.inline_bytes;
+  return files.Read(*at.record);
+}
+
+absl::StatusOr<std::string> ReadBlob(RowReader& col, const SegmentFiles& files) {
+  return ReadBlob(LocateBlob(col), files);
 }
 
 absl::StatusOr<SegmentRecovery> RecoverSegments(Connection& c, SegmentFiles& files) {

@@ -5,6 +5,7 @@
 #define PODPROF_STORAGE_SEGMENT_INDEX_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,8 +33,18 @@ absl::StatusOr<int64_t> OpenSegment(Connection& c, int64_t seq, const char* kind
 // length: in the transaction that ends the capture, whose commit then says its bytes are whole.
 absl::Status SealSegments(Connection& c, SegmentFiles& files, int64_t seq);
 
-// A blob row's bytes: its inline `data` for a row from before segments, else its record,
-// checked against its checksum. `col` is at the first of kBlobColumns and moves past them.
+// Where a blob row's bytes lie: its inline `data` for a row from before segments, else its
+// record. Read from the row's kBlobColumns alone, so that a reader can choose which to fetch.
+struct BlobAt {
+  std::string inline_bytes;
+  std::optional<SegmentRef> record;
+};
+// `col` is at the first of kBlobColumns and moves past them.
+BlobAt LocateBlob(RowReader& col);
+// The bytes, a record's checked against its checksum.
+absl::StatusOr<std::string> ReadBlob(const BlobAt& at, const SegmentFiles& files);
+
+// A blob row's bytes: LocateBlob, then ReadBlob.
 absl::StatusOr<std::string> ReadBlob(RowReader& col, const SegmentFiles& files);
 
 // What RecoverSegments did.
