@@ -189,28 +189,20 @@ std::vector<CounterSeries> SimulatedSeries(const char* generation) {
   return ReadSeries(sim::BuildXSpace(*m, host, w).space.SerializeAsString());
 }
 
-// The counter series of a stream's chunks, decoded as the aggregator does: a chip's together,
-// since some take their times from another of the chip's (counter_v2's mode 4).
+// The counter series of a stream's chunks, decoded as the aggregator does: a chip's together
+// (DecodeEncodedSeries), since some take their times from another of the chip's.
 std::vector<CounterSeries> DecodeChunks(const std::vector<podprof::v1::CaptureChunk>& chunks) {
-  std::vector<CounterSeries> out;
+  HostCapture received;
   for (const podprof::v1::CaptureChunk& chunk : chunks) {
     if (!chunk.has_counter_series()) continue;
-    CounterSeries s;
+    CounterSeries& s = received.counters.emplace_back();
     s.chip = chunk.counter_series().chip_ordinal();
     s.name = chunk.counter_series().name();
     s.encoded = chunk.counter_series().samples();
-    out.push_back(std::move(s));
   }
-  std::map<int, std::vector<CounterSeries*>> by_chip;
-  for (CounterSeries& s : out) by_chip[s.chip].push_back(&s);
-  for (const auto& [chip, series] : by_chip) {
-    size_t failed = 0;
-    const absl::Status d =
-        DecodeChipCounters(series, std::vector<bool>(series.size(), true), &failed);
-    EXPECT_OK(d) << "chip " << chip << ", " << series[failed]->name;
-  }
-  for (CounterSeries& s : out) s.encoded.clear();
-  return out;
+  EXPECT_OK(DecodeEncodedSeries(&received));
+  for (CounterSeries& s : received.counters) s.encoded.clear();
+  return std::move(received.counters);
 }
 
 // What bench_pod_scale stores of a host: podprof-loadgen's capture of 1 s (its defaults: a v5p
