@@ -4,8 +4,9 @@
 // hold no counter series; see tests/trace/counter_columns_test.cc), the simulator's v5p and
 // v7x hosts asked for kernel profiling, and what bench_pod_scale stores of a host: a
 // podprof-loadgen capture of --loadgen-ms (training steps, counters on), whose counter bytes a
-// host-second are printed beside its timelines' in both timeline encodings
-// (`loadgen_counter_bytes_v2_over_v1=<ratio>`).
+// host-second are printed beside its timelines' in both timeline encodings (and the second at
+// zstd level 3 against timeline_v2::kLevel), then as the stream sends them, a chip's series
+// sharing its times (`loadgen_counter_bytes_v2_over_v1=<ratio>`).
 // Ends with `counter_bytes_v2_over_v1=<ratio>` over all.
 //
 //   bench_counter_columns [--reps N] [--window-ms MS] [--loadgen-ms MS] [--pod-hosts N]
@@ -33,6 +34,7 @@
 #include "trace/byte_source.h"
 #include "trace/columns.h"
 #include "trace/counter_v2.h"
+#include "trace/timeline_v2.h"
 #include "trace/xspace_reader.h"
 
 namespace podprof {
@@ -47,6 +49,8 @@ struct Input {
   // The capture's timelines as the store keeps them (loadgen input only): events, blob bytes in
   // the second timeline encoding and in the first.
   size_t events = 0, timeline_bytes = 0, timeline_v1_bytes = 0;
+  // The same timelines' second encoding at zstd level 3 (the product writes timeline_v2::kLevel).
+  size_t timeline_level3_bytes = 0;
   // Its counter blobs as the stream sent them (loadgen input only).
   size_t streamed_bytes = 0;
 };
@@ -188,6 +192,8 @@ Input LoadgenHost(int pod_hosts, int64_t window_ms) {
     in.events += b.size();
     in.timeline_bytes += trace::EncodeTimeline(b, ids).size();
     in.timeline_v1_bytes += trace::EncodeTimelineV1(b, ids, 0, b.size()).size();
+    in.timeline_level3_bytes +=
+        trace::timeline_v2::Encode(b, ids, 0, b.size(), trace::kMaxEventsPerByte, 3).size();
   }
   return in;
 }
@@ -334,6 +340,9 @@ int main(int argc, char** argv) {
         static_cast<double>(in->timeline_bytes) / in->timeline_v1_bytes, in->samples / host_s,
         v1 / host_s, PerSample(v1, *in), v2 / host_s, PerSample(v2, *in), before / host_s,
         after / host_s, after / before);
+    std::printf("loadgen timelines at level 3: %.3f of level %d's bytes\n",
+                static_cast<double>(in->timeline_level3_bytes) / in->timeline_bytes,
+                trace::timeline_v2::kLevel);
     // What the stream sends and the store keeps: each series in its own blobs, as above, but
     // most taking their times from their chip's series with the most samples.
     const double streamed = static_cast<double>(in->timeline_bytes + in->streamed_bytes);

@@ -17,9 +17,6 @@ using count_frame::PutPlanes;
 using count_frame::SignificantBytes;
 
 constexpr uint8_t kModePlain = 0, kModeColumns = 1;
-// Level 1: blocks are encoded on the agent's hot path and, for imports, the aggregator's; level
-// 3 took 0.99 of its bytes here (timeline_v2.h).
-constexpr int kLevel = 1;
 // Per event: at least a kernel and a collective varint of a byte each (mode 1, no planes); at
 // most four varints of 10 bytes (mode 0).
 constexpr uint64_t kMinEventBytes = 2, kMaxEventBytes = 40;
@@ -172,18 +169,18 @@ absl::Status DecodeColumns(absl::string_view in, uint64_t n, EventBlock* b) {
 bool Is(absl::string_view blob) { return count_frame::Is(blob, kMagic); }
 
 std::string Encode(const EventBlock& b, const std::vector<int64_t>& kernel_ids, size_t begin,
-                   size_t end, uint64_t max_events_per_byte) {
+                   size_t end, uint64_t max_events_per_byte, int level) {
   thread_local std::string raw;  // reused: ingest encodes many blocks per thread
   raw.assign(1, static_cast<char>(kModeColumns));
   PutColumns(b, kernel_ids, begin, end, &raw);
-  std::string frame = ZstdCompress(raw, kLevel);
+  std::string frame = ZstdCompress(raw, level);
   // The plain body's bytes: what no frame may pass, so that the stream's sizing stays a bound.
   // Counted, and written only when the columns' frame passes it (rarely: an outlier widens a
   // whole column).
   if (frame.empty() || frame.size() > 1 + PlainBytes(b, kernel_ids, begin, end)) {
     raw.assign(1, static_cast<char>(kModePlain));
     PutPlain(b, kernel_ids, begin, end, &raw);
-    frame = ZstdCompress(raw, kLevel);
+    frame = ZstdCompress(raw, level);
   }
   if (raw.capacity() > (16u << 20)) std::string().swap(raw);  // no huge buffer left behind
   if (frame.empty()) return std::string();

@@ -25,8 +25,8 @@
 //     stream sizes its runs by (MaxCounterBytesWithin).
 // Measured on a podprof-loadgen host-second (what bench_pod_scale stores, 34,380 events in 16
 // blocks): 11.0 bytes an event in the first encoding, 7.7 in this one (bench_counter_columns and
-// timeline_columns_test print both). Level 3 took 0.99 of level 1's bytes there, measured once
-// with a scratch encoder that was not kept.
+// timeline_columns_test print both); level 3 took 0.99 of level 1's bytes there
+// (bench_counter_columns prints the ratio, `timelines at level 3`).
 #ifndef PODPROF_TRACE_TIMELINE_V2_H_
 #define PODPROF_TRACE_TIMELINE_V2_H_
 
@@ -43,13 +43,17 @@ namespace podprof::trace::timeline_v2 {
 
 inline constexpr uint32_t kMagic = 0x184D2A53;
 
+// The zstd level of the body: 1, since blocks are encoded on the agent's hot path and, for
+// imports, the aggregator's, and level 3 saves only 1% of the bytes (measured above).
+inline constexpr int kLevel = 1;
+
 // True when `blob` starts with this encoding's magic (it may still be damaged).
 bool Is(absl::string_view blob);
 
 // Events [begin, end) of `b`, kernels as `kernel_ids[b.kernel[i]]`; padded up to
 // `max_events_per_byte` (an honest run of identical events compresses past any bound).
 std::string Encode(const EventBlock& b, const std::vector<int64_t>& kernel_ids, size_t begin,
-                   size_t end, uint64_t max_events_per_byte);
+                   size_t end, uint64_t max_events_per_byte, int level = kLevel);
 
 // The declared event count, from the header alone. DataLoss naming `what` for a damaged one.
 absl::StatusOr<uint64_t> Count(absl::string_view blob, absl::string_view what);
