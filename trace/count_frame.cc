@@ -46,7 +46,7 @@ std::string Wrap(uint32_t magic, uint64_t count, const std::string& frame, uint6
 }
 
 absl::StatusOr<Header> Read(absl::string_view blob, uint32_t magic, absl::string_view what,
-                            absl::string_view encoding) {
+                            absl::string_view encoding, bool labelled) {
   if (!Is(blob, magic) || blob.size() < kFrameHeader) {
     return absl::DataLossError(absl::StrCat(what, " is not of the ", encoding));
   }
@@ -57,7 +57,7 @@ absl::StatusOr<Header> Read(absl::string_view blob, uint32_t magic, absl::string
   absl::string_view in = blob.substr(kFrameHeader, size);
   Header h;
   if (!GetVarint(&in, &h.count)) return absl::DataLossError(absl::StrCat(what, " header"));
-  if (!in.empty() && in[0] != '\0') {
+  if (labelled && !in.empty() && in[0] != '\0') {
     uint64_t n;
     if (!GetVarint(&in, &n) || n > kMaxLabelBytes || n > in.size()) {
       return absl::DataLossError(absl::StrCat(what, " header's label is damaged"));

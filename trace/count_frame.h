@@ -41,10 +41,10 @@ std::string Wrap(uint32_t magic, uint64_t count, const std::string& frame, uint6
                  absl::string_view label = {});
 
 // The header of a blob of `magic`. DataLoss naming `what` when it is not one (`encoding`
-// names the encoding it is not of), is truncated, or holds more than its count, label and
-// padding.
+// names the encoding it is not of), is truncated, or holds more than its count, padding and,
+// for an encoding whose blobs may be `labelled`, a label.
 absl::StatusOr<Header> Read(absl::string_view blob, uint32_t magic, absl::string_view what,
-                            absl::string_view encoding);
+                            absl::string_view encoding, bool labelled);
 
 // The bytes `x` takes without its leading zero bytes.
 inline int SignificantBytes(uint64_t x) { return x == 0 ? 0 : 8 - __builtin_clzll(x) / 8; }

@@ -272,7 +272,7 @@ bool PutSharedTimes(const int64_t* ref_time, size_t ref_n, const int64_t* time_n
 }
 
 absl::StatusOr<Header> ReadHeader(absl::string_view blob, absl::string_view what) {
-  return count_frame::Read(blob, kMagic, what, "second counter encoding");
+  return count_frame::Read(blob, kMagic, what, "second counter encoding", /*labelled=*/true);
 }
 
 // Reads one sample's value step of `kind` from `in`; false when truncated or malformed.

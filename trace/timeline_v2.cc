@@ -87,12 +87,7 @@ void PutColumns(const EventBlock& b, const std::vector<int64_t>& kernel_ids, siz
 }
 
 absl::StatusOr<Header> ReadHeader(absl::string_view blob, absl::string_view what) {
-  ASSIGN_OR_RETURN(Header h, count_frame::Read(blob, kMagic, what, "second timeline encoding"));
-  // A timeline's header holds no label.
-  if (!h.label.empty()) {
-    return absl::DataLossError(absl::StrCat(what, " header holds more than its count"));
-  }
-  return h;
+  return count_frame::Read(blob, kMagic, what, "second timeline encoding", /*labelled=*/false);
 }
 
 // The body's frame: whole, its content within `max_bytes` and what the count can fill. A
